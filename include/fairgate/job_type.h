@@ -1,0 +1,40 @@
+// fairgate/job_type.h: the configuration of one kind of job.
+//
+// A job type is registered once per scheduler, by name, before jobs of that type are enqueued.
+// Registering the same name again with an equal configuration is a no-op; with a different one it
+// fails with AlreadyExists, so two parts of a server cannot silently disagree about a type.
+//
+// Thread safety: a plain value type.
+#ifndef FAIRGATE_JOB_TYPE_H_
+#define FAIRGATE_JOB_TYPE_H_
+
+#include <string>
+#include <string_view>
+
+#include "fairgate/status.h"
+
+namespace fairgate {
+
+struct JobTypeConfig {
+  // The charge, in seconds of slot time, of a (type, id) whose cost has not been learned yet.
+  // Finite and >= 0.
+  double default_cost = 1.0;
+  // At most this many jobs of this type run at once. >= 1.
+  int max_concurrency = 1;
+  // Two jobs conflict when they have the same job id and the same non-empty conflict group;
+  // conflicting jobs never run at the same time. Empty: this type conflicts with nothing.
+  std::string conflict_group;
+  // The tier. Higher runs first; all types with the same value share one tier, and at most
+  // `priority` jobs of that tier run at once. >= 1.
+  int priority = 1;
+
+  friend bool operator==(const JobTypeConfig&, const JobTypeConfig&) = default;
+};
+
+// Returns OK when `name` and `config` describe a valid job type, else InvalidArgument naming the
+// field that is wrong.
+Status ValidateJobType(std::string_view name, const JobTypeConfig& config);
+
+}  // namespace fairgate
+
+#endif  // FAIRGATE_JOB_TYPE_H_

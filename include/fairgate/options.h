@@ -1,0 +1,68 @@
+// fairgate/options.h: the knobs of a scheduler, with the seed-mode and default-mode presets.
+//
+// `SchedulerOptions::Seed()` reproduces the original admission rule exactly (see DESIGN.md);
+// `SchedulerOptions::Default()` (also what a default-constructed value holds) improves on it with
+// one documented switch at a time. Options are validated when a scheduler or core is created:
+// a bad value is refused with InvalidArgument naming the field, never replaced by a default.
+//
+// Thread safety: a plain value type.
+#ifndef FAIRGATE_OPTIONS_H_
+#define FAIRGATE_OPTIONS_H_
+
+#include <chrono>
+#include <cstddef>
+#include <limits>
+
+#include "fairgate/status.h"
+
+namespace fairgate {
+
+// Durations in fairgate are seconds held in a double, as the costs are.
+using Seconds = std::chrono::duration<double>;
+
+struct SchedulerOptions {
+  // A limit that never refuses anything.
+  static constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
+
+  // The global capacity: at most this many jobs run at once. >= 1.
+  int max_concurrency = 8;
+
+  // Weight of the newest observation in the learned cost of a (type, id):
+  // `est = alpha * observed + (1.0 - alpha) * est`. In (0, 1].
+  double alpha = 0.3;
+
+  // At completion, correct the key's accumulated cost by `observed - charged`, so a key whose
+  // jobs cost more than estimated is not under-charged for good. On by default, off in seed mode.
+  bool reconcile = true;
+
+  // A key that has nothing pending or running starts, when it enqueues, at no less than the least
+  // accumulated cost among keys with jobs pending in that job's tier. Off in both presets.
+  bool idle_catch_up = false;
+
+  // A fairness key with nothing pending or running for this long is forgotten (its accumulated
+  // cost with it). > 0.
+  Seconds key_ttl{600.0};
+
+  // A learned estimate not charged or updated for this long is forgotten. > 0.
+  Seconds estimate_ttl{3600.0};
+
+  // At most this many keys and this many estimates are evicted by one sweep, so a sweep never
+  // stalls admission. >= 1.
+  std::size_t sweep_batch = 1024;
+
+  // Bounded queues: past these, Enqueue is refused with ResourceExhausted. >= 1.
+  std::size_t max_pending_total = kUnlimited;
+  std::size_t max_pending_per_key = kUnlimited;
+
+  // The original rule, exactly: no reconciliation, no idle catch-up, TTL eviction on.
+  static SchedulerOptions Seed();
+  // The improved rule (the values above).
+  static SchedulerOptions Default();
+};
+
+// Returns OK when every field is in range, else InvalidArgument naming the first bad field.
+Status ValidateOptions(const SchedulerOptions& options);
+
+}  // namespace fairgate
+
+#endif  // FAIRGATE_OPTIONS_H_

@@ -1,0 +1,423 @@
+#include "core/admission_core.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "boost/container/small_vector.hpp"
+
+namespace fairgate::core {
+namespace {
+
+absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+// The admission order among jobs of one tier: (accumulated cost, arrival, seq).
+bool Before(const Job& a, const Job& b) {
+  if (a.key->acc != b.key->acc) return a.key->acc < b.key->acc;
+  return ByArrival{}(a, b);
+}
+
+Status CheckTime(double t, absl::string_view what) {
+  if (!std::isfinite(t)) return absl::InvalidArgumentError(absl::StrCat(what, " is not finite"));
+  return absl::OkStatus();
+}
+
+template <typename Vector, typename Pred>
+void EraseFirst(Vector& v, Pred pred) {
+  auto it = std::find_if(v.begin(), v.end(), pred);
+  if (it == v.end()) return;
+  std::swap(*it, v.back());
+  v.pop_back();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<AdmissionCore>> AdmissionCore::Create(const SchedulerOptions& options) {
+  if (Status s = ValidateOptions(options); !s.ok()) return s;
+  return std::unique_ptr<AdmissionCore>(new AdmissionCore(options));
+}
+
+AdmissionCore::AdmissionCore(const SchedulerOptions& options) : options_(options) {}
+
+AdmissionCore::~AdmissionCore() {
+  // Hooks are safe-mode: unlink every node before the containers that own them die.
+  for (auto& type : types_) type->lanes.clear();
+  for (auto& tier : tiers_) tier->keys_by_acc.clear();
+  for (auto& [name, key] : keys_) {
+    for (auto& lane : key->lanes) lane->ready.clear();
+  }
+  for (auto& [name, resource] : resources_) resource.waiters.clear();
+  idle_keys_.clear();
+}
+
+Status AdmissionCore::RegisterType(std::string_view name, const JobTypeConfig& config) {
+  if (Status s = ValidateJobType(name, config); !s.ok()) return s;
+  if (auto it = types_by_name_.find(AsAbsl(name)); it != types_by_name_.end()) {
+    if (it->second->config == config) return absl::OkStatus();
+    return absl::AlreadyExistsError(absl::StrCat(
+        "job type '", AsAbsl(name), "' is already registered with a different config"));
+  }
+  auto type = std::make_unique<TypeState>();
+  type->name = std::string(name);
+  type->config = config;
+  type->index = static_cast<std::uint32_t>(types_.size());
+  if (!config.conflict_group.empty()) {
+    auto [it, inserted] = conflict_groups_.try_emplace(
+        config.conflict_group, static_cast<std::uint32_t>(conflict_groups_.size() + 1));
+    type->conflict_group = it->second;
+  }
+  auto tier_it = std::find_if(tiers_.begin(), tiers_.end(),
+                              [&](const auto& t) { return t->priority <= config.priority; });
+  if (tier_it == tiers_.end() || (*tier_it)->priority != config.priority) {
+    auto tier = std::make_unique<TierState>();
+    tier->priority = config.priority;
+    tier_it = tiers_.insert(tier_it, std::move(tier));
+  }
+  type->tier = tier_it->get();
+  type->tier->types.push_back(type.get());
+  types_by_name_.emplace(type->name, type.get());
+  types_.push_back(std::move(type));
+  return absl::OkStatus();
+}
+
+StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double now) {
+  if (Status s = CheckTime(now, "enqueue time"); !s.ok()) return s;
+  auto type_it = types_by_name_.find(AsAbsl(request.type));
+  if (type_it == types_by_name_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown job type '", AsAbsl(request.type), "'"));
+  }
+  TypeState& type = *type_it->second;
+  if (request.id.empty()) return absl::InvalidArgumentError("job id is empty");
+  if (request.cost && (!std::isfinite(*request.cost) || *request.cost < 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("explicit cost must be finite and >= 0, got ", *request.cost));
+  }
+  if (static_cast<std::size_t>(pending_) >= options_.max_pending_total) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "max_pending_total (", options_.max_pending_total, ") jobs are already pending"));
+  }
+  auto key_it = keys_.find(AsAbsl(request.key));
+  if (key_it != keys_.end() &&
+      static_cast<std::size_t>(key_it->second->pending) >= options_.max_pending_per_key) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("fairness key '", AsAbsl(request.key), "' already has max_pending_per_key (",
+                     options_.max_pending_per_key, ") jobs pending"));
+  }
+  if (key_it == keys_.end()) {
+    auto key = std::make_unique<KeyState>();
+    key->name = std::string(request.key);
+    key_it = keys_.emplace(key->name, std::move(key)).first;
+  }
+  KeyState& key = *key_it->second;
+  TierState& tier = *type.tier;
+
+  if (key.pending == 0 && key.running == 0) {
+    if (key.idle_hook.is_linked()) idle_keys_.erase(idle_keys_.iterator_to(key));
+    // The key has no lanes and no tier presence yet, so its cost can change without relinking.
+    if (options_.idle_catch_up && !tier.keys_by_acc.empty()) {
+      key.acc = std::max(key.acc, tier.keys_by_acc.begin()->key->acc);
+    }
+  }
+
+  std::uint32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    slot = static_cast<std::uint32_t>(jobs_.size());
+    jobs_.emplace_back().slot = slot;
+  }
+  Job& job = jobs_[slot];
+  job.key = &key;
+  job.type = &type;
+  job.id.assign(request.id);
+  job.arrival = now;
+  job.seq = next_seq_++;
+  job.has_explicit_cost = request.cost.has_value();
+  job.explicit_cost = request.cost.value_or(0);
+  job.charge = 0;
+  job.resource = ResourceFor(type, AsAbsl(request.id));
+  if (job.resource) ++job.resource->refs;
+  job.lane = &LaneFor(key, type);
+  ++job.lane->pending;
+  ++key.pending;
+  ++type.pending;
+  ++tier.pending;
+  ++pending_;
+  if (options_.idle_catch_up) {
+    auto it = std::find_if(key.tiers.begin(), key.tiers.end(),
+                           [&](const auto& p) { return p->tier == &tier; });
+    if (it == key.tiers.end()) {
+      auto presence = std::make_unique<TierPresence>();
+      presence->key = &key;
+      presence->tier = &tier;
+      tier.keys_by_acc.insert(*presence);
+      key.tiers.push_back(std::move(presence));
+      it = key.tiers.end() - 1;
+    }
+    ++(*it)->pending;
+  }
+  InsertReady(job);
+  return TicketOf(job);
+}
+
+Status AdmissionCore::Cancel(JobTicket ticket, double now) {
+  if (Status s = CheckTime(now, "cancel time"); !s.ok()) return s;
+  Job* job = Find(ticket);
+  if (job == nullptr) return absl::NotFoundError("no pending or running job has this ticket");
+  if (job->state == JobState::kRunning) {
+    return absl::FailedPreconditionError("the job is running; only pending jobs can be cancelled");
+  }
+  if (job->state == JobState::kReady) {
+    RemoveReady(*job);
+  } else {
+    job->resource->waiters.erase(job->resource->waiters.iterator_to(*job));
+  }
+  LeavePending(*job);
+  ReleaseResource(job->resource);
+  MaybeIdle(*job->key, now);
+  FreeJob(*job);
+  return absl::OkStatus();
+}
+
+std::optional<Admission> AdmissionCore::NextAdmission(double now) {
+  if (running_ >= options_.max_concurrency) return std::nullopt;
+  for (auto& tier : tiers_) {
+    if (tier->pending == 0 || tier->running >= tier->priority) continue;
+    Job* best = nullptr;
+    for (TypeState* type : tier->types) {
+      if (type->running >= type->config.max_concurrency) continue;
+      while (!type->lanes.empty()) {
+        Job& head = *type->lanes.begin()->ready.begin();
+        if (head.resource != nullptr && head.resource->busy) {
+          Park(head);
+          continue;
+        }
+        if (best == nullptr || Before(head, *best)) best = &head;
+        break;
+      }
+    }
+    if (best == nullptr) continue;
+
+    Job& job = *best;
+    RemoveReady(job);
+    LeavePending(job);
+    TypeState& type = *job.type;
+    KeyState& key = *job.key;
+    job.charge = job.has_explicit_cost
+                     ? job.explicit_cost
+                     : estimates_.Use(type.index, job.id, type.config.default_cost, now);
+    job.state = JobState::kRunning;
+    ++running_;
+    ++type.running;
+    ++tier->running;
+    ++key.running;
+    if (job.resource) job.resource->busy = true;
+    SetAccumulated(key, key.acc + job.charge);
+    return Admission{TicketOf(job), type.name, job.id, key.name, job.charge, job.arrival};
+  }
+  return std::nullopt;
+}
+
+Status AdmissionCore::Complete(JobTicket ticket, double elapsed, double now) {
+  if (Status s = CheckTime(now, "completion time"); !s.ok()) return s;
+  if (!std::isfinite(elapsed) || elapsed < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("elapsed time must be finite and >= 0, got ", elapsed));
+  }
+  Job* job = Find(ticket);
+  if (job == nullptr) return absl::NotFoundError("no pending or running job has this ticket");
+  if (job->state != JobState::kRunning) {
+    return absl::FailedPreconditionError("the job is pending; only running jobs can complete");
+  }
+  TypeState& type = *job->type;
+  KeyState& key = *job->key;
+  estimates_.Learn(type.index, job->id, type.config.default_cost, elapsed, options_.alpha, now);
+  if (options_.reconcile) SetAccumulated(key, key.acc + (elapsed - job->charge));
+  --running_;
+  --type.running;
+  --type.tier->running;
+  --key.running;
+  if (job->resource) {
+    job->resource->busy = false;
+    Unpark(*job->resource);
+    ReleaseResource(job->resource);
+  }
+  MaybeIdle(key, now);
+  FreeJob(*job);
+  return absl::OkStatus();
+}
+
+SweepResult AdmissionCore::Sweep(double now) {
+  SweepResult result;
+  const double key_ttl = options_.key_ttl.count();
+  while (result.keys_evicted < options_.sweep_batch && !idle_keys_.empty() &&
+         idle_keys_.front().idle_since + key_ttl <= now) {
+    KeyState& key = idle_keys_.front();
+    idle_keys_.pop_front();
+    keys_.erase(keys_.find(key.name));
+    ++result.keys_evicted;
+  }
+  result.estimates_evicted =
+      estimates_.Evict(now, options_.estimate_ttl.count(), options_.sweep_batch);
+  return result;
+}
+
+Snapshot AdmissionCore::TakeSnapshot() const {
+  Snapshot s;
+  s.max_concurrency = options_.max_concurrency;
+  s.running = running_;
+  s.pending = pending_;
+  for (const auto& tier : tiers_) s.tiers.push_back({tier->priority, tier->running, tier->pending});
+  for (const auto& type : types_) {
+    s.types.push_back({type->name, type->config.priority, type->config.max_concurrency,
+                       type->running, type->pending});
+  }
+  s.keys_tracked = keys_.size();
+  s.estimates_tracked = estimates_.size();
+  return s;
+}
+
+std::optional<double> AdmissionCore::AccumulatedCost(std::string_view key) const {
+  auto it = keys_.find(AsAbsl(key));
+  if (it == keys_.end()) return std::nullopt;
+  return it->second->acc;
+}
+
+std::optional<double> AdmissionCore::Estimate(std::string_view type, std::string_view id) const {
+  auto it = types_by_name_.find(AsAbsl(type));
+  if (it == types_by_name_.end()) return std::nullopt;
+  return estimates_.Find(it->second->index, AsAbsl(id));
+}
+
+Job* AdmissionCore::Find(JobTicket ticket) {
+  if (ticket.slot >= jobs_.size()) return nullptr;
+  Job& job = jobs_[ticket.slot];
+  if (job.generation != ticket.generation || job.state == JobState::kFree) return nullptr;
+  return &job;
+}
+
+JobTicket AdmissionCore::TicketOf(const Job& job) const {
+  return JobTicket{job.slot, job.generation};
+}
+
+Lane& AdmissionCore::LaneFor(KeyState& key, TypeState& type) {
+  for (auto& lane : key.lanes) {
+    if (lane->type == &type) return *lane;
+  }
+  auto lane = std::make_unique<Lane>();
+  lane->key = &key;
+  lane->type = &type;
+  key.lanes.push_back(std::move(lane));
+  return *key.lanes.back();
+}
+
+Resource* AdmissionCore::ResourceFor(const TypeState& type, absl::string_view id) {
+  if (type.conflict_group == 0) return nullptr;
+  auto it = resources_.find(IndexedNameView{type.conflict_group, id});
+  if (it == resources_.end()) {
+    it = resources_.emplace(IndexedName{type.conflict_group, std::string(id)}, Resource{}).first;
+    it->second.name = &it->first;
+  }
+  return &it->second;
+}
+
+void AdmissionCore::ReleaseResource(Resource* resource) {
+  if (resource == nullptr || --resource->refs > 0) return;
+  resources_.erase(resources_.find(resource->name->view()));
+}
+
+void AdmissionCore::SetAccumulated(KeyState& key, double acc) {
+  if (acc == key.acc) return;
+  boost::container::small_vector<Lane*, 8> linked;
+  for (auto& lane : key.lanes) {
+    if (lane->type_hook.is_linked()) {
+      UnlinkLane(*lane);
+      linked.push_back(lane.get());
+    }
+  }
+  for (auto& presence : key.tiers) {
+    presence->tier->keys_by_acc.erase(presence->tier->keys_by_acc.iterator_to(*presence));
+  }
+  key.acc = acc;
+  for (Lane* lane : linked) LinkLane(*lane);
+  for (auto& presence : key.tiers) presence->tier->keys_by_acc.insert(*presence);
+}
+
+void AdmissionCore::LinkLane(Lane& lane) { lane.type->lanes.insert(lane); }
+
+void AdmissionCore::UnlinkLane(Lane& lane) {
+  lane.type->lanes.erase(lane.type->lanes.iterator_to(lane));
+}
+
+void AdmissionCore::InsertReady(Job& job) {
+  Lane& lane = *job.lane;
+  const bool new_head = lane.ready.empty() || ByArrival{}(job, *lane.ready.begin());
+  if (new_head && !lane.ready.empty()) UnlinkLane(lane);
+  lane.ready.insert(job);
+  job.state = JobState::kReady;
+  if (new_head) LinkLane(lane);
+}
+
+void AdmissionCore::RemoveReady(Job& job) {
+  Lane& lane = *job.lane;
+  const bool was_head = &*lane.ready.begin() == &job;
+  if (was_head) UnlinkLane(lane);
+  lane.ready.erase(lane.ready.iterator_to(job));
+  if (was_head && !lane.ready.empty()) LinkLane(lane);
+}
+
+void AdmissionCore::Park(Job& job) {
+  RemoveReady(job);
+  job.state = JobState::kParked;
+  job.resource->waiters.push_back(job);
+}
+
+void AdmissionCore::Unpark(Resource& resource) {
+  while (!resource.waiters.empty()) {
+    Job& job = resource.waiters.front();
+    resource.waiters.pop_front();
+    InsertReady(job);
+  }
+}
+
+void AdmissionCore::LeavePending(Job& job) {
+  KeyState& key = *job.key;
+  TypeState& type = *job.type;
+  Lane* lane = job.lane;
+  job.lane = nullptr;
+  --key.pending;
+  --type.pending;
+  --type.tier->pending;
+  --pending_;
+  if (--lane->pending == 0) {
+    EraseFirst(key.lanes, [&](const auto& l) { return l.get() == lane; });
+  }
+  if (options_.idle_catch_up) {
+    auto it = std::find_if(key.tiers.begin(), key.tiers.end(),
+                           [&](const auto& p) { return p->tier == type.tier; });
+    if (--(*it)->pending == 0) {
+      type.tier->keys_by_acc.erase(type.tier->keys_by_acc.iterator_to(**it));
+      std::swap(*it, key.tiers.back());
+      key.tiers.pop_back();
+    }
+  }
+}
+
+void AdmissionCore::MaybeIdle(KeyState& key, double now) {
+  if (key.pending != 0 || key.running != 0) return;
+  key.idle_since = now;
+  idle_keys_.push_back(key);
+}
+
+void AdmissionCore::FreeJob(Job& job) {
+  job.state = JobState::kFree;
+  ++job.generation;
+  job.key = nullptr;
+  job.type = nullptr;
+  job.resource = nullptr;
+  free_slots_.push_back(job.slot);
+}
+
+}  // namespace fairgate::core

@@ -1,0 +1,151 @@
+// AdmissionCore: the deterministic engine that decides which job runs next.
+//
+// It holds every pending and running job and applies the admission rule of DESIGN.md: a job is
+// admissible when the global cap, its tier's cap and its type's cap have room and no running job
+// has the same id and the same non-empty conflict group; among admissible jobs the first in the
+// order (-priority, accumulated_cost[key], arrival, enqueue sequence) goes next, and its key is
+// charged at once.
+//
+// Contract:
+// - Single-threaded and deterministic: no clock, no threads, no I/O. Time is an argument, in
+//   seconds; the same calls with the same arguments always give the same results. The runtime
+//   wraps it in one lock; the simulator and the tests drive it directly.
+// - The caller drives admission: after anything that may free a slot (Enqueue, Complete, Cancel),
+//   call NextAdmission until it returns nothing.
+// - Every operation costs O(log n) in the pending jobs, plus O(tiers + types) for
+//   NextAdmission; no operation sorts or scans the pending or running jobs. A job blocked by a
+//   conflict waits on its resource and returns to its queue, in its original place, when the
+//   resource frees; a type at its cap is skipped as a whole.
+// - Bad input is refused with a status (see fairgate/status.h) and changes nothing.
+#ifndef FAIRGATE_CORE_ADMISSION_CORE_H_
+#define FAIRGATE_CORE_ADMISSION_CORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
+#include "core/estimate_table.h"
+#include "core/queue_nodes.h"
+#include "fairgate/job_type.h"
+#include "fairgate/options.h"
+#include "fairgate/snapshot.h"
+#include "fairgate/status.h"
+
+namespace fairgate::core {
+
+// Names one job for as long as it is pending or running. A ticket of a finished job names nothing.
+struct JobTicket {
+  std::uint32_t slot = 0;
+  std::uint32_t generation = 0;
+  friend bool operator==(JobTicket, JobTicket) = default;
+};
+
+struct EnqueueRequest {
+  std::string_view type;
+  std::string_view id;   // the resource the job works on; not empty
+  std::string_view key;  // the fairness key; "" is a key like any other
+  // Charge this instead of the learned estimate (finite, >= 0). The estimate still learns from
+  // the job's completion.
+  std::optional<double> cost;
+};
+
+// What NextAdmission decided. The string views stay valid until the job completes.
+struct Admission {
+  JobTicket ticket;
+  std::string_view type;
+  std::string_view id;
+  std::string_view key;
+  double charge = 0;      // added to the key's accumulated cost
+  double arrival = 0;     // when the job was enqueued
+};
+
+struct SweepResult {
+  std::size_t keys_evicted = 0;
+  std::size_t estimates_evicted = 0;
+};
+
+class AdmissionCore {
+ public:
+  static StatusOr<std::unique_ptr<AdmissionCore>> Create(const SchedulerOptions& options);
+  ~AdmissionCore();
+  AdmissionCore(const AdmissionCore&) = delete;
+  AdmissionCore& operator=(const AdmissionCore&) = delete;
+
+  // Registers a job type. Idempotent for an equal config; AlreadyExists for a different one.
+  Status RegisterType(std::string_view name, const JobTypeConfig& config);
+
+  // Queues a job that arrives at `now`. NotFound for an unknown type, InvalidArgument for an empty
+  // id or a bad cost, ResourceExhausted when a pending bound is reached.
+  StatusOr<JobTicket> Enqueue(const EnqueueRequest& request, double now);
+
+  // Removes a pending job without charging anything. FailedPrecondition if it is running,
+  // NotFound if the ticket names no live job.
+  Status Cancel(JobTicket ticket, double now);
+
+  // Admits the first admissible job, charges its key, and returns it; nothing when no pending job
+  // is admissible now.
+  std::optional<Admission> NextAdmission(double now);
+
+  // Ends a running job that held its slot for `elapsed` seconds: the estimate of its (type, id)
+  // learns, the key is reconciled (if enabled), and its slot and resource are free again.
+  Status Complete(JobTicket ticket, double elapsed, double now);
+
+  // Forgets idle keys and unused estimates past their TTL, at most `sweep_batch` of each.
+  SweepResult Sweep(double now);
+
+  Snapshot TakeSnapshot() const;
+
+  // The key's accumulated cost, if the key is tracked.
+  std::optional<double> AccumulatedCost(std::string_view key) const;
+  // The learned estimate of (type, id), if tracked.
+  std::optional<double> Estimate(std::string_view type, std::string_view id) const;
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  explicit AdmissionCore(const SchedulerOptions& options);
+
+  Job* Find(JobTicket ticket);
+  JobTicket TicketOf(const Job& job) const;
+  KeyState& KeyFor(absl::string_view name, TierState& tier);
+  Lane& LaneFor(KeyState& key, TypeState& type);
+  Resource* ResourceFor(const TypeState& type, absl::string_view id);
+  void ReleaseResource(Resource* resource);
+  void SetAccumulated(KeyState& key, double acc);
+  void LinkLane(Lane& lane);
+  void UnlinkLane(Lane& lane);
+  void InsertReady(Job& job);
+  void RemoveReady(Job& job);
+  void Park(Job& job);
+  void Unpark(Resource& resource);
+  // Takes a job out of its lane's accounting once it is no longer pending.
+  void LeavePending(Job& job);
+  void MaybeIdle(KeyState& key, double now);
+  void FreeJob(Job& job);
+
+  SchedulerOptions options_;
+  std::vector<std::unique_ptr<TypeState>> types_;  // registration order
+  absl::flat_hash_map<std::string, TypeState*> types_by_name_;
+  std::vector<std::unique_ptr<TierState>> tiers_;  // highest priority first
+  absl::flat_hash_map<std::string, std::uint32_t> conflict_groups_;
+  absl::flat_hash_map<std::string, std::unique_ptr<KeyState>> keys_;
+  absl::node_hash_map<IndexedName, Resource, IndexedNameHash, IndexedNameEq> resources_;
+  EstimateTable estimates_;
+  IdleKeyList idle_keys_;  // in the order they became idle
+
+  std::deque<Job> jobs_;  // never relocates, so tickets and hooks stay valid
+  std::vector<std::uint32_t> free_slots_;
+  std::uint64_t next_seq_ = 0;
+  int running_ = 0;
+  std::int64_t pending_ = 0;
+};
+
+}  // namespace fairgate::core
+
+#endif  // FAIRGATE_CORE_ADMISSION_CORE_H_

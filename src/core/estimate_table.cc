@@ -1,0 +1,51 @@
+#include "core/estimate_table.h"
+
+#include <string>
+
+namespace fairgate::core {
+
+EstimateTable::Entry& EstimateTable::Touch(std::uint32_t type, absl::string_view id,
+                                           double default_cost, double now) {
+  auto it = entries_.find(IndexedNameView{type, id});
+  if (it == entries_.end()) {
+    it = entries_.emplace(IndexedName{type, std::string(id)}, Entry{}).first;
+    it->second.name = &it->first;
+    it->second.value = default_cost;
+  } else {
+    lru_.erase(lru_.iterator_to(it->second));
+  }
+  it->second.last_used = now;
+  lru_.push_back(it->second);
+  return it->second;
+}
+
+double EstimateTable::Use(std::uint32_t type, absl::string_view id, double default_cost,
+                          double now) {
+  return Touch(type, id, default_cost, now).value;
+}
+
+void EstimateTable::Learn(std::uint32_t type, absl::string_view id, double default_cost,
+                          double observed, double alpha, double now) {
+  Entry& entry = Touch(type, id, default_cost, now);
+  entry.value = alpha * observed + (1.0 - alpha) * entry.value;
+}
+
+std::size_t EstimateTable::Evict(double now, double ttl, std::size_t budget) {
+  std::size_t evicted = 0;
+  while (evicted < budget && !lru_.empty() && lru_.front().last_used + ttl <= now) {
+    Entry& entry = lru_.front();
+    lru_.pop_front();
+    const IndexedName* name = entry.name;
+    entries_.erase(entries_.find(name->view()));
+    ++evicted;
+  }
+  return evicted;
+}
+
+std::optional<double> EstimateTable::Find(std::uint32_t type, absl::string_view id) const {
+  auto it = entries_.find(IndexedNameView{type, id});
+  if (it == entries_.end()) return std::nullopt;
+  return it->second.value;
+}
+
+}  // namespace fairgate::core

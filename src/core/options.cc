@@ -1,0 +1,52 @@
+#include "fairgate/options.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace fairgate {
+
+SchedulerOptions SchedulerOptions::Seed() {
+  SchedulerOptions options;
+  options.reconcile = false;
+  options.idle_catch_up = false;
+  return options;
+}
+
+SchedulerOptions SchedulerOptions::Default() { return SchedulerOptions{}; }
+
+namespace {
+
+bool PositiveFinite(Seconds s) { return std::isfinite(s.count()) && s.count() > 0; }
+
+}  // namespace
+
+Status ValidateOptions(const SchedulerOptions& options) {
+  if (options.max_concurrency < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_concurrency must be >= 1, got ", options.max_concurrency));
+  }
+  // Written so that NaN fails too.
+  if (!(options.alpha > 0 && options.alpha <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("alpha must be in (0, 1], got ", options.alpha));
+  }
+  if (!PositiveFinite(options.key_ttl)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key_ttl must be finite and > 0 seconds, got ", options.key_ttl.count()));
+  }
+  if (!PositiveFinite(options.estimate_ttl)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "estimate_ttl must be finite and > 0 seconds, got ", options.estimate_ttl.count()));
+  }
+  if (options.sweep_batch < 1) return absl::InvalidArgumentError("sweep_batch must be >= 1");
+  if (options.max_pending_total < 1) {
+    return absl::InvalidArgumentError("max_pending_total must be >= 1");
+  }
+  if (options.max_pending_per_key < 1) {
+    return absl::InvalidArgumentError("max_pending_per_key must be >= 1");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fairgate

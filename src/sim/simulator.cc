@@ -1,0 +1,139 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <queue>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/admission_core.h"
+#include "nlohmann/json.hpp"
+
+namespace fairgate::sim {
+namespace {
+
+struct PendingCompletion {
+  double t;
+  std::uint64_t admission_order;
+  std::size_t job;
+  core::JobTicket ticket;
+  bool operator>(const PendingCompletion& o) const {
+    return std::tie(t, admission_order) > std::tie(o.t, o.admission_order);
+  }
+};
+
+std::string Quoted(const std::string& s) { return nlohmann::json(s).dump(); }
+
+}  // namespace
+
+StatusOr<SimResult> Simulate(const Trace& trace) {
+  StatusOr<std::unique_ptr<core::AdmissionCore>> created = core::AdmissionCore::Create(trace.options);
+  if (!created.ok()) return created.status();
+  core::AdmissionCore& core = **created;
+  for (const auto& [name, config] : trace.types) {
+    if (Status s = core.RegisterType(name, config); !s.ok()) return s;
+  }
+
+  std::vector<std::size_t> arrivals(trace.jobs.size());
+  std::iota(arrivals.begin(), arrivals.end(), 0);
+  std::stable_sort(arrivals.begin(), arrivals.end(), [&](std::size_t a, std::size_t b) {
+    return trace.jobs[a].arrival < trace.jobs[b].arrival;
+  });
+  std::vector<std::size_t> job_of_slot;  // which trace job each live ticket's slot holds
+  std::priority_queue<PendingCompletion, std::vector<PendingCompletion>, std::greater<>> running;
+  std::uint64_t admissions = 0;
+
+  SimResult result;
+  result.outcomes.resize(trace.jobs.size());
+  std::size_t next = 0;
+  while (next < arrivals.size() || !running.empty()) {
+    double t = running.empty() ? trace.jobs[arrivals[next]].arrival : running.top().t;
+    if (next < arrivals.size()) t = std::min(t, trace.jobs[arrivals[next]].arrival);
+    if (trace.until && t > *trace.until) break;
+
+    core.Sweep(t);
+    for (; next < arrivals.size() && trace.jobs[arrivals[next]].arrival == t; ++next) {
+      const TraceJob& job = trace.jobs[arrivals[next]];
+      StatusOr<core::JobTicket> ticket = core.Enqueue({job.type, job.id, job.key, job.cost}, t);
+      if (!ticket.ok()) {
+        return absl::Status(ticket.status().code(), absl::StrCat("job ", arrivals[next], ": ",
+                                                                 ticket.status().message()));
+      }
+      if (ticket->slot >= job_of_slot.size()) job_of_slot.resize(ticket->slot + 1);
+      job_of_slot[ticket->slot] = arrivals[next];
+    }
+    do {
+      while (!running.empty() && running.top().t == t) {
+        const PendingCompletion done = running.top();
+        running.pop();
+        if (Status s = core.Complete(done.ticket, trace.jobs[done.job].duration, t); !s.ok()) {
+          return s;
+        }
+        result.events.push_back({t, SimEvent::Kind::kDone, done.job});
+        result.outcomes[done.job].done_at = t;
+      }
+      while (std::optional<core::Admission> admitted = core.NextAdmission(t)) {
+        const std::size_t job = job_of_slot[admitted->ticket.slot];
+        result.events.push_back({t, SimEvent::Kind::kAdmit, job});
+        result.outcomes[job].admitted_at = t;
+        running.push({t + trace.jobs[job].duration, admissions++, job, admitted->ticket});
+      }
+    } while (!running.empty() && running.top().t == t);
+  }
+  return result;
+}
+
+std::string FormatNumber(double value) {
+  if (value == std::trunc(value) && std::fabs(value) < 1e15) {
+    return absl::StrCat(static_cast<long long>(value));
+  }
+  char buffer[64];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, end);
+}
+
+std::string FormatEvent(const Trace& trace, const SimEvent& event) {
+  const TraceJob& job = trace.jobs[event.job];
+  return absl::StrCat("{\"t\":", FormatNumber(event.t), ",\"event\":\"",
+                      event.kind == SimEvent::Kind::kAdmit ? "admit" : "done",
+                      "\",\"type\":", Quoted(job.type), ",\"id\":", Quoted(job.id),
+                      ",\"key\":", Quoted(job.key), "}");
+}
+
+std::string FormatKeyTable(const Trace& trace, const SimResult& result) {
+  struct Row {
+    std::string key;
+    std::size_t jobs = 0, admitted = 0;
+    double total_wait = 0, worst_wait = 0;
+  };
+  std::vector<Row> rows;
+  for (std::size_t i = 0; i < trace.jobs.size(); ++i) {
+    const TraceJob& job = trace.jobs[i];
+    auto it = std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.key == job.key; });
+    if (it == rows.end()) it = rows.insert(rows.end(), Row{job.key});
+    ++it->jobs;
+    if (const auto& admitted = result.outcomes[i].admitted_at) {
+      const double wait = *admitted - job.arrival;
+      ++it->admitted;
+      it->total_wait += wait;
+      it->worst_wait = std::max(it->worst_wait, wait);
+    }
+  }
+  std::string out = absl::StrFormat("  %-16s %6s %9s %10s %11s\n", "key", "jobs", "admitted",
+                                    "mean wait", "worst wait");
+  for (const Row& row : rows) {
+    const std::string mean = row.admitted ? absl::StrFormat("%.2f", row.total_wait / row.admitted)
+                                          : std::string("-");
+    const std::string worst =
+        row.admitted ? absl::StrFormat("%.2f", row.worst_wait) : std::string("-");
+    absl::StrAppendFormat(&out, "  %-16s %6d %9d %10s %11s\n", Quoted(row.key), row.jobs,
+                          row.admitted, mean, worst);
+  }
+  return out;
+}
+
+}  // namespace fairgate::sim

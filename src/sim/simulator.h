@@ -1,0 +1,53 @@
+// Simulate: replays a Trace in virtual time through the same AdmissionCore the runtime uses.
+//
+// Event-driven, no tick loop. At each instant: a TTL sweep, then the arrivals of that instant in
+// file order, then its completions in the order the jobs were admitted, then admissions until
+// none is possible (and again, should a zero-length job complete at the same instant). A job's
+// observed cost is its duration. Nothing after `until` happens.
+#ifndef FAIRGATE_SIM_SIMULATOR_H_
+#define FAIRGATE_SIM_SIMULATOR_H_
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fairgate/status.h"
+#include "sim/trace.h"
+
+namespace fairgate::sim {
+
+struct SimEvent {
+  enum class Kind { kAdmit, kDone };
+  double t = 0;
+  Kind kind = Kind::kAdmit;
+  std::size_t job = 0;  // index in Trace::jobs
+};
+
+struct JobOutcome {
+  std::optional<double> admitted_at;
+  std::optional<double> done_at;
+};
+
+struct SimResult {
+  std::vector<SimEvent> events;      // in the order they happened
+  std::vector<JobOutcome> outcomes;  // one per trace job
+};
+
+StatusOr<SimResult> Simulate(const Trace& trace);
+
+// One event as a JSON line (without the newline):
+// {"t":0,"event":"admit","type":"repack","id":"r1","key":""}
+std::string FormatEvent(const Trace& trace, const SimEvent& event);
+
+// Per fairness key, in order of first appearance: jobs, jobs admitted, mean and worst wait
+// (admission minus arrival) of the admitted ones.
+std::string FormatKeyTable(const Trace& trace, const SimResult& result);
+
+// A number as the events print it: whole numbers without a decimal point, others in the
+// shortest form that reads back to the same double.
+std::string FormatNumber(double value);
+
+}  // namespace fairgate::sim
+
+#endif  // FAIRGATE_SIM_SIMULATOR_H_

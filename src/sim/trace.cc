@@ -1,0 +1,249 @@
+#include "sim/trace.h"
+
+#include <cmath>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace fairgate::sim {
+namespace {
+
+using Json = nlohmann::json;
+
+// Reads the fields of one JSON object; every error names the file, the object and the field.
+class ObjectReader {
+ public:
+  ObjectReader(const Json& object, std::string where) : object_(object), where_(std::move(where)) {}
+
+  Status Error(std::string_view field, std::string_view problem) const {
+    return absl::InvalidArgumentError(absl::StrCat(where_, ": field '", AsAbsl(field), "': ",
+                                                   AsAbsl(problem)));
+  }
+
+  Status OnlyFields(std::initializer_list<std::string_view> allowed) const {
+    for (const auto& [name, value] : object_.items()) {
+      bool known = false;
+      for (std::string_view a : allowed) known = known || a == name;
+      if (!known) return Error(name, "unknown field");
+    }
+    return absl::OkStatus();
+  }
+
+  const Json* Get(std::string_view field) const {
+    auto it = object_.find(field);
+    return it == object_.end() ? nullptr : &*it;
+  }
+
+  // A finite number >= `min`; `std::nullopt` when absent and not required.
+  StatusOr<std::optional<double>> Number(std::string_view field, bool required,
+                                         double min = 0) const {
+    const Json* v = Get(field);
+    if (v == nullptr) {
+      if (required) return Error(field, "missing");
+      return std::optional<double>();
+    }
+    if (!v->is_number()) return Error(field, "must be a number");
+    const double d = v->get<double>();
+    if (!std::isfinite(d)) return Error(field, "must be finite");
+    if (d < min) return Error(field, absl::StrCat("must be >= ", min, ", got ", d));
+    return std::optional<double>(d);
+  }
+
+  StatusOr<std::optional<int>> Integer(std::string_view field, bool required, int min) const {
+    StatusOr<std::optional<double>> d = Number(field, required, min);
+    if (!d.ok() || !d->has_value()) return d.status();
+    if (**d != std::floor(**d) || **d > 1e9) return Error(field, "must be a whole number");
+    return std::optional<int>(static_cast<int>(**d));
+  }
+
+  StatusOr<std::optional<std::string>> String(std::string_view field, bool required) const {
+    const Json* v = Get(field);
+    if (v == nullptr) {
+      if (required) return Error(field, "missing");
+      return std::optional<std::string>();
+    }
+    if (!v->is_string()) return Error(field, "must be a string");
+    return std::optional<std::string>(v->get<std::string>());
+  }
+
+  StatusOr<std::optional<bool>> Bool(std::string_view field) const {
+    const Json* v = Get(field);
+    if (v == nullptr) return std::optional<bool>();
+    if (!v->is_boolean()) return Error(field, "must be true or false");
+    return std::optional<bool>(v->get<bool>());
+  }
+
+ private:
+  static absl::string_view AsAbsl(std::string_view s) { return {s.data(), s.size()}; }
+
+  const Json& object_;
+  std::string where_;
+};
+
+#define FAIRGATE_ASSIGN_OR_RETURN(lhs, expr) \
+  auto lhs##_or = (expr);                    \
+  if (!lhs##_or.ok()) return lhs##_or.status(); \
+  auto lhs = *std::move(lhs##_or)
+
+StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
+  }
+  ObjectReader r(value, where);
+  if (Status s = r.OnlyFields({"priority", "max_concurrency", "conflict_group", "default_cost"});
+      !s.ok()) {
+    return s;
+  }
+  JobTypeConfig config;
+  FAIRGATE_ASSIGN_OR_RETURN(priority, r.Integer("priority", true, 1));
+  FAIRGATE_ASSIGN_OR_RETURN(max_concurrency, r.Integer("max_concurrency", true, 1));
+  FAIRGATE_ASSIGN_OR_RETURN(group, r.String("conflict_group", false));
+  FAIRGATE_ASSIGN_OR_RETURN(default_cost, r.Number("default_cost", false));
+  config.priority = *priority;
+  config.max_concurrency = *max_concurrency;
+  config.conflict_group = group.value_or("");
+  config.default_cost = default_cost.value_or(1.0);
+  return config;
+}
+
+StatusOr<TraceJob> ParseJob(const Json& value, const std::string& where, const Trace& trace) {
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
+  }
+  ObjectReader r(value, where);
+  if (Status s = r.OnlyFields({"type", "id", "key", "arrival", "duration", "cost"}); !s.ok()) {
+    return s;
+  }
+  TraceJob job;
+  FAIRGATE_ASSIGN_OR_RETURN(type, r.String("type", true));
+  FAIRGATE_ASSIGN_OR_RETURN(id, r.String("id", true));
+  FAIRGATE_ASSIGN_OR_RETURN(key, r.String("key", false));
+  FAIRGATE_ASSIGN_OR_RETURN(arrival, r.Number("arrival", true));
+  FAIRGATE_ASSIGN_OR_RETURN(duration, r.Number("duration", true));
+  FAIRGATE_ASSIGN_OR_RETURN(cost, r.Number("cost", false));
+  bool known = false;
+  for (const auto& [name, config] : trace.types) known = known || name == *type;
+  if (!known) return r.Error("type", absl::StrCat("unknown job type '", *type, "'"));
+  if (id->empty()) return r.Error("id", "must not be empty");
+  job.type = *std::move(type);
+  job.id = *std::move(id);
+  job.key = key.value_or("");
+  job.arrival = *arrival;
+  job.duration = *duration;
+  job.cost = cost;
+  return job;
+}
+
+}  // namespace
+
+StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
+  const std::string file(file_view);
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": empty file, expected a JSON object"));
+  }
+  // JSON objects keep the last of two equal keys; record every type entry to catch a type given
+  // twice with different configs.
+  std::vector<std::pair<std::string, Json>> type_entries;
+  std::string top_key, type_name;
+  auto watch = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::key && depth == 1) top_key = parsed.get<std::string>();
+    if (depth == 2 && top_key == "types") {
+      if (event == Json::parse_event_t::key) {
+        type_name = parsed.get<std::string>();
+      } else if (event == Json::parse_event_t::object_end ||
+                 event == Json::parse_event_t::array_end ||
+                 event == Json::parse_event_t::value) {
+        type_entries.emplace_back(type_name, parsed);
+      }
+    }
+    return true;
+  };
+  Json root;
+  try {
+    root = Json::parse(text, watch);
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": not valid JSON: ", e.what()));
+  }
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": the trace must be a JSON object"));
+  }
+
+  Trace trace;
+  ObjectReader r(root, file);
+  if (Status s = r.OnlyFields(
+          {"mode", "reconcile", "idle_catch_up", "capacity", "alpha", "types", "jobs", "until"});
+      !s.ok()) {
+    return s;
+  }
+  FAIRGATE_ASSIGN_OR_RETURN(mode, r.String("mode", false));
+  trace.mode = mode.value_or("default");
+  if (trace.mode == "seed") {
+    trace.options = SchedulerOptions::Seed();
+  } else if (trace.mode == "default") {
+    trace.options = SchedulerOptions::Default();
+  } else {
+    return r.Error("mode", absl::StrCat("must be \"seed\" or \"default\", got \"", trace.mode,
+                                        "\""));
+  }
+  FAIRGATE_ASSIGN_OR_RETURN(reconcile, r.Bool("reconcile"));
+  FAIRGATE_ASSIGN_OR_RETURN(idle_catch_up, r.Bool("idle_catch_up"));
+  FAIRGATE_ASSIGN_OR_RETURN(capacity, r.Integer("capacity", true, 1));
+  FAIRGATE_ASSIGN_OR_RETURN(alpha, r.Number("alpha", false));
+  FAIRGATE_ASSIGN_OR_RETURN(until, r.Number("until", false));
+  if (reconcile) trace.options.reconcile = *reconcile;
+  if (idle_catch_up) trace.options.idle_catch_up = *idle_catch_up;
+  trace.options.max_concurrency = *capacity;
+  if (alpha) {
+    if (!(*alpha > 0 && *alpha <= 1)) {
+      return r.Error("alpha", absl::StrCat("must be in (0, 1], got ", *alpha));
+    }
+    trace.options.alpha = *alpha;
+  }
+  trace.until = until;
+
+  const Json* types = r.Get("types");
+  if (types == nullptr) return r.Error("types", "missing");
+  if (!types->is_object()) return r.Error("types", "must be an object of job types");
+  for (const auto& [name, value] : type_entries) {
+    const std::string where = absl::StrCat(file, ": type '", name, "'");
+    if (name.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(file, ": types: a type name is empty"));
+    }
+    FAIRGATE_ASSIGN_OR_RETURN(config, ParseType(value, where));
+    if (Status s = ValidateJobType(name, config); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(file, ": ", s.message()));
+    }
+    bool seen = false;
+    for (const auto& [other, other_config] : trace.types) {
+      if (other != name) continue;
+      seen = true;
+      if (other_config != config) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": registered twice with different configs"));
+      }
+    }
+    if (!seen) trace.types.emplace_back(name, config);
+  }
+
+  const Json* jobs = r.Get("jobs");
+  if (jobs == nullptr) return r.Error("jobs", "missing");
+  if (!jobs->is_array()) return r.Error("jobs", "must be an array of jobs");
+  for (std::size_t i = 0; i < jobs->size(); ++i) {
+    FAIRGATE_ASSIGN_OR_RETURN(job, ParseJob((*jobs)[i], absl::StrCat(file, ": job ", i), trace));
+    trace.jobs.push_back(std::move(job));
+  }
+  return trace;
+}
+
+StatusOr<Trace> LoadTrace(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the file"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseTrace(text.str(), path);
+}
+
+}  // namespace fairgate::sim

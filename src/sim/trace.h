@@ -1,0 +1,47 @@
+// Trace: a workload for the simulator, read from the JSON format of DESIGN.md.
+//
+// ParseTrace checks everything before the simulator runs: a missing or wrong-typed field, an
+// unknown field, an unknown job type, a negative or non-finite number, a type given twice with
+// different configs. Its error is one line naming the file, the job index (or type) and the field,
+// as InvalidArgument.
+#ifndef FAIRGATE_SIM_TRACE_H_
+#define FAIRGATE_SIM_TRACE_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "fairgate/job_type.h"
+#include "fairgate/options.h"
+#include "fairgate/status.h"
+
+namespace fairgate::sim {
+
+struct TraceJob {
+  std::string type;
+  std::string id;
+  std::string key;
+  double arrival = 0;
+  double duration = 0;
+  std::optional<double> cost;  // explicit charge; else the learned estimate
+};
+
+struct Trace {
+  std::string mode;  // "seed" or "default"
+  SchedulerOptions options;
+  std::vector<std::pair<std::string, JobTypeConfig>> types;  // in file order
+  std::vector<TraceJob> jobs;                                 // in file order
+  std::optional<double> until;  // nothing after this instant happens
+};
+
+// Parses `text`; `file` names it in error messages.
+StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file);
+
+// Reads and parses the file at `path`.
+StatusOr<Trace> LoadTrace(const std::string& path);
+
+}  // namespace fairgate::sim
+
+#endif  // FAIRGATE_SIM_TRACE_H_

@@ -1,0 +1,196 @@
+#include "reference_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+namespace fairgate::testing {
+
+Status ReferenceModel::RegisterType(const std::string& name, const JobTypeConfig& config) {
+  if (Status s = ValidateJobType(name, config); !s.ok()) return s;
+  auto it = types_.find(name);
+  if (it != types_.end()) {
+    return it->second == config ? absl::OkStatus() : absl::AlreadyExistsError("different config");
+  }
+  types_[name] = config;
+  return absl::OkStatus();
+}
+
+bool ReferenceModel::KeyBusy(const std::string& key) const {
+  for (const auto& [n, job] : jobs_) {
+    if (job.key == key) return true;
+  }
+  return false;
+}
+
+StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string& id,
+                                      const std::string& key, std::optional<double> cost,
+                                      double now) {
+  if (!std::isfinite(now)) return absl::InvalidArgumentError("now");
+  auto type_it = types_.find(type);
+  if (type_it == types_.end()) return absl::NotFoundError("type");
+  if (id.empty()) return absl::InvalidArgumentError("id");
+  if (cost && (!std::isfinite(*cost) || *cost < 0)) return absl::InvalidArgumentError("cost");
+  if (static_cast<std::size_t>(pending()) >= options_.max_pending_total) {
+    return absl::ResourceExhaustedError("total");
+  }
+  std::size_t key_pending = 0;
+  for (const auto& [n, job] : jobs_) key_pending += job.key == key && !job.running;
+  if (key_pending >= options_.max_pending_per_key) return absl::ResourceExhaustedError("key");
+
+  if (!KeyBusy(key) && options_.idle_catch_up) {
+    // The least accumulated cost among keys with jobs pending in this tier.
+    std::optional<double> least;
+    for (const auto& [n, job] : jobs_) {
+      if (job.running || types_[job.type].priority != type_it->second.priority) continue;
+      const double acc = keys_[job.key].acc;
+      if (!least || acc < *least) least = acc;
+    }
+    if (least) keys_[key].acc = std::max(keys_[key].acc, *least);
+  }
+  keys_[key];  // tracked from now on
+  const int n = next_job_++;
+  jobs_[n] = ModelJob{type, id, key, cost, now, next_seq_++};
+  return n;
+}
+
+Status ReferenceModel::Cancel(int n, double now) {
+  auto it = jobs_.find(n);
+  if (it == jobs_.end()) return absl::NotFoundError("job");
+  if (it->second.running) return absl::FailedPreconditionError("running");
+  const std::string key = it->second.key;
+  jobs_.erase(it);
+  MaybeIdle(key, now);
+  return absl::OkStatus();
+}
+
+bool ReferenceModel::Admissible(const ModelJob& job) const {
+  const JobTypeConfig& config = types_.at(job.type);
+  int total = 0, tier = 0, type = 0;
+  for (const auto& [n, other] : jobs_) {
+    if (!other.running) continue;
+    const JobTypeConfig& other_config = types_.at(other.type);
+    ++total;
+    tier += other_config.priority == config.priority;
+    type += other.type == job.type;
+    if (!config.conflict_group.empty() && other.id == job.id &&
+        other_config.conflict_group == config.conflict_group) {
+      return false;
+    }
+  }
+  return total < options_.max_concurrency && tier < config.priority &&
+         type < config.max_concurrency;
+}
+
+double& ReferenceModel::UseEstimate(const ModelJob& job, double now) {
+  auto [it, inserted] = estimates_.try_emplace({job.type, job.id});
+  if (inserted) it->second.value = types_[job.type].default_cost;
+  it->second.last_used = now;
+  it->second.use_order = next_order_++;
+  return it->second.value;
+}
+
+std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double now) {
+  // The first admissible job in the order (-priority, accumulated cost, arrival, seq).
+  int best = -1;
+  std::tuple<int, double, double, std::uint64_t> best_order;
+  for (const auto& [n, job] : jobs_) {
+    if (job.running || !Admissible(job)) continue;
+    auto order = std::make_tuple(-types_[job.type].priority, keys_[job.key].acc, job.arrival,
+                                 job.seq);
+    if (best < 0 || order < best_order) {
+      best = n;
+      best_order = order;
+    }
+  }
+  if (best < 0) return std::nullopt;
+  ModelJob& job = jobs_[best];
+  job.running = true;
+  job.charge = job.cost ? *job.cost : UseEstimate(job, now);
+  keys_[job.key].acc = keys_[job.key].acc + job.charge;
+  return Admission{best, job.charge};
+}
+
+Status ReferenceModel::Complete(int n, double elapsed, double now) {
+  if (!std::isfinite(elapsed) || elapsed < 0) return absl::InvalidArgumentError("elapsed");
+  auto it = jobs_.find(n);
+  if (it == jobs_.end()) return absl::NotFoundError("job");
+  if (!it->second.running) return absl::FailedPreconditionError("pending");
+  const ModelJob job = it->second;
+  double& est = UseEstimate(job, now);
+  est = options_.alpha * elapsed + (1.0 - options_.alpha) * est;
+  if (options_.reconcile) keys_[job.key].acc = keys_[job.key].acc + (elapsed - job.charge);
+  jobs_.erase(it);
+  MaybeIdle(job.key, now);
+  return absl::OkStatus();
+}
+
+void ReferenceModel::MaybeIdle(const std::string& key, double now) {
+  if (KeyBusy(key)) return;
+  keys_[key].idle_since = now;
+  keys_[key].idle_order = next_order_++;
+}
+
+std::pair<std::size_t, std::size_t> ReferenceModel::Sweep(double now) {
+  std::vector<std::pair<std::uint64_t, std::string>> idle;
+  for (const auto& [name, key] : keys_) {
+    if (!KeyBusy(name)) idle.emplace_back(key.idle_order, name);
+  }
+  std::sort(idle.begin(), idle.end());
+  std::size_t keys = 0;
+  for (const auto& [order, name] : idle) {
+    if (keys == options_.sweep_batch || keys_[name].idle_since + options_.key_ttl.count() > now) {
+      break;
+    }
+    keys_.erase(name);
+    ++keys;
+  }
+  std::vector<std::pair<std::uint64_t, std::pair<std::string, std::string>>> lru;
+  for (const auto& [name, est] : estimates_) lru.emplace_back(est.use_order, name);
+  std::sort(lru.begin(), lru.end());
+  std::size_t estimates = 0;
+  for (const auto& [order, name] : lru) {
+    if (estimates == options_.sweep_batch ||
+        estimates_[name].last_used + options_.estimate_ttl.count() > now) {
+      break;
+    }
+    estimates_.erase(name);
+    ++estimates;
+  }
+  return {keys, estimates};
+}
+
+std::optional<double> ReferenceModel::AccumulatedCost(const std::string& key) const {
+  auto it = keys_.find(key);
+  if (it == keys_.end()) return std::nullopt;
+  return it->second.acc;
+}
+
+std::optional<double> ReferenceModel::Estimate(const std::string& type,
+                                               const std::string& id) const {
+  auto it = estimates_.find({type, id});
+  if (it == estimates_.end()) return std::nullopt;
+  return it->second.value;
+}
+
+const std::map<std::string, double> ReferenceModel::Keys() const {
+  std::map<std::string, double> out;
+  for (const auto& [name, key] : keys_) out[name] = key.acc;
+  return out;
+}
+
+std::int64_t ReferenceModel::pending() const {
+  std::int64_t n = 0;
+  for (const auto& [i, job] : jobs_) n += !job.running;
+  return n;
+}
+
+std::int64_t ReferenceModel::running() const {
+  std::int64_t n = 0;
+  for (const auto& [i, job] : jobs_) n += job.running;
+  return n;
+}
+
+}  // namespace fairgate::testing
