@@ -1,1 +1,403 @@
+// AdmissionCore, one behaviour at a time. The differential tests cover random sequences; these
+// pin down each promise of DESIGN.md with a situation small enough to reason about by hand.
+#include "core/admission_core.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
 #include "doctest/doctest.h"
+
+namespace fairgate::core {
+namespace {
+
+std::unique_ptr<AdmissionCore> MakeCore(SchedulerOptions options = SchedulerOptions::Seed()) {
+  auto core = AdmissionCore::Create(options);
+  REQUIRE(core.ok());
+  return *std::move(core);
+}
+
+JobTypeConfig Type(int priority, int max_concurrency, std::string group = "",
+                   double default_cost = 1) {
+  return JobTypeConfig{.default_cost = default_cost,
+                       .max_concurrency = max_concurrency,
+                       .conflict_group = std::move(group),
+                       .priority = priority};
+}
+
+JobTicket Add(AdmissionCore& core, std::string_view type, std::string_view id,
+              std::string_view key = "", std::optional<double> cost = std::nullopt,
+              double now = 0) {
+  StatusOr<JobTicket> ticket = core.Enqueue({type, id, key, cost}, now);
+  REQUIRE_MESSAGE(ticket.ok(), ticket.status().message());
+  return *ticket;
+}
+
+// Admits until nothing is admissible; returns "type/id/key" of each admission.
+std::vector<std::string> AdmitAll(AdmissionCore& core, double now = 0,
+                                  std::vector<JobTicket>* tickets = nullptr) {
+  std::vector<std::string> out;
+  while (auto a = core.NextAdmission(now)) {
+    out.push_back(std::string(a->type) + "/" + std::string(a->id) + "/" + std::string(a->key));
+    if (tickets) tickets->push_back(a->ticket);
+  }
+  return out;
+}
+
+using Names = std::vector<std::string>;
+
+TEST_CASE("Core.RegisterType.RefusesBadConfigsNamingTheField") {
+  auto core = MakeCore();
+  auto message = [&](std::string_view name, JobTypeConfig c) {
+    Status s = core->RegisterType(name, c);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    return std::string(s.message());
+  };
+  CHECK(message("", Type(1, 1)) == "job type name is empty");
+  CHECK(message("t", Type(0, 1)) == "job type 't': priority must be >= 1, got 0");
+  CHECK(message("t", Type(1, 0)) == "job type 't': max_concurrency must be >= 1, got 0");
+  CHECK(message("t", Type(1, 1, "", -1)) ==
+        "job type 't': default_cost must be finite and >= 0, got -1");
+  CHECK(message("t", Type(1, 1, "", std::nan(""))).find("default_cost") != std::string::npos);
+  CHECK(message("t", Type(1, 1, "", INFINITY)).find("default_cost") != std::string::npos);
+  CHECK(core->TakeSnapshot().types.empty());
+}
+
+TEST_CASE("Core.RegisterType.SameConfigIsIdempotentDifferentConfigIsAlreadyExists") {
+  auto core = MakeCore();
+  REQUIRE(core->RegisterType("clone", Type(8, 8, "git", 10)).ok());
+  CHECK(core->RegisterType("clone", Type(8, 8, "git", 10)).ok());
+  Status s = core->RegisterType("clone", Type(8, 4, "git", 10));
+  CHECK(s.code() == absl::StatusCode::kAlreadyExists);
+  CHECK(s.message() == "job type 'clone' is already registered with a different config");
+  CHECK(core->TakeSnapshot().types.size() == 1);
+  CHECK(core->TakeSnapshot().types[0].max_concurrency == 8);
+}
+
+TEST_CASE("Core.Enqueue.RefusesBadInputAndChangesNothing") {
+  auto core = MakeCore();
+  REQUIRE(core->RegisterType("t", Type(1, 1)).ok());
+  auto code = [&](EnqueueRequest r, double now = 0) { return core->Enqueue(r, now).status(); };
+  CHECK(code({"nope", "a", "k"}).code() == absl::StatusCode::kNotFound);
+  CHECK(code({"nope", "a", "k"}).message() == "unknown job type 'nope'");
+  CHECK(code({"t", "", "k"}).message() == "job id is empty");
+  CHECK(code({"t", "a", "k", -1.0}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(code({"t", "a", "k", std::nan("")}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(code({"t", "a", "k", INFINITY}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(code({"t", "a", "k"}, NAN).code() == absl::StatusCode::kInvalidArgument);
+  const Snapshot s = core->TakeSnapshot();
+  CHECK(s.pending == 0);
+  CHECK(s.keys_tracked == 0);
+}
+
+TEST_CASE("Core.Caps.GlobalTierAndTypeCapsAreNeverExceeded") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = 5;
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("clone", Type(8, 2)).ok());
+  REQUIRE(core->RegisterType("fetch", Type(3, 2)).ok());
+  REQUIRE(core->RegisterType("gc", Type(3, 2)).ok());
+  for (int i = 0; i < 4; ++i) {
+    Add(*core, "clone", "c" + std::to_string(i));
+    Add(*core, "fetch", "f" + std::to_string(i));
+    Add(*core, "gc", "g" + std::to_string(i));
+  }
+  // clone: type cap 2. Tier 3 holds fetch and gc: tier cap 3, each type cap 2; one key, so
+  // they go in enqueue order (f0, g0, f1). Global cap 5.
+  CHECK(AdmitAll(*core) == Names{"clone/c0/", "clone/c1/", "fetch/f0/", "gc/g0/", "fetch/f1/"});
+  const Snapshot s = core->TakeSnapshot();
+  CHECK(s.running == 5);
+  REQUIRE(s.tiers.size() == 2);
+  CHECK(s.tiers[0].priority == 8);
+  CHECK(s.tiers[0].running == 2);
+  CHECK(s.tiers[1].running == 3);
+  CHECK(s.pending == 7);
+}
+
+TEST_CASE("Core.Order.HigherTierFirstThenLeastChargedKeyThenArrival") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = 1;
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("bg", Type(1, 1)).ok());
+  REQUIRE(core->RegisterType("fg", Type(2, 1)).ok());
+  Add(*core, "bg", "b", "", 1.0, 0);
+  Add(*core, "fg", "a1", "heavy", 5.0, 1);
+  Add(*core, "fg", "a2", "heavy", 5.0, 2);
+  Add(*core, "fg", "l1", "light", 1.0, 3);
+  std::vector<std::string> order;
+  for (int i = 0; i < 4; ++i) {
+    auto a = core->NextAdmission(10);
+    REQUIRE(a.has_value());
+    order.push_back(std::string(a->id));
+    REQUIRE(core->Complete(a->ticket, 1, 10).ok());
+  }
+  // fg first; heavy's a1 arrived first (both at 0); then light (0 < 5) before heavy's a2.
+  CHECK(order == std::vector<std::string>{"a1", "l1", "a2", "b"});
+  CHECK(core->AccumulatedCost("heavy") == 10.0);
+  CHECK(core->AccumulatedCost("light") == 1.0);
+}
+
+TEST_CASE("Core.Conflict.SameIdSameGroupNeverOverlap") {
+  auto core = MakeCore();
+  REQUIRE(core->RegisterType("clone", Type(8, 8, "git")).ok());
+  REQUIRE(core->RegisterType("repack", Type(4, 3, "git")).ok());
+  REQUIRE(core->RegisterType("verify", Type(4, 3, "fsck")).ok());
+  REQUIRE(core->RegisterType("stat", Type(4, 3)).ok());
+  Add(*core, "clone", "repo1", "dev1");
+  Add(*core, "repack", "repo1");
+  Add(*core, "repack", "repo2");
+  Add(*core, "verify", "repo1");
+  Add(*core, "stat", "repo1");
+  std::vector<JobTicket> tickets;
+  // repack repo1 waits for the clone of repo1; a different id, a different group and no group
+  // at all do not conflict.
+  CHECK(AdmitAll(*core, 0, &tickets) ==
+        Names{"clone/repo1/dev1", "repack/repo2/", "verify/repo1/", "stat/repo1/"});
+  REQUIRE(core->Complete(tickets[0], 3, 3).ok());
+  CHECK(AdmitAll(*core, 3) == Names{"repack/repo1/"});
+}
+
+TEST_CASE("Core.Conflict.ParkedJobsComeBackInTheirOriginalOrder") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = 1;
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("fetch", Type(1, 1, "git")).ok());
+  REQUIRE(core->RegisterType("push", Type(1, 1, "git")).ok());
+  JobTicket first = Add(*core, "fetch", "r", "", 0.0, 0);
+  REQUIRE(core->NextAdmission(0).has_value());
+  // All on the resource that is busy: each is parked when it reaches the front.
+  Add(*core, "push", "r", "", 0.0, 1);
+  Add(*core, "fetch", "r", "", 0.0, 2);
+  Add(*core, "push", "r", "", 0.0, 3);
+  CHECK_FALSE(core->NextAdmission(3).has_value());
+  std::vector<double> arrivals;
+  JobTicket running = first;
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(core->Complete(running, 1, 4 + i).ok());
+    auto a = core->NextAdmission(4 + i);
+    REQUIRE(a.has_value());
+    CHECK_FALSE(core->NextAdmission(4 + i).has_value());  // the resource is busy again
+    arrivals.push_back(a->arrival);
+    running = a->ticket;
+  }
+  CHECK(arrivals == std::vector<double>{1, 2, 3});
+}
+
+TEST_CASE("Core.Order.ABlockedJobNeverBlocksTheJobsBehindIt") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = 4;
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("repack", Type(4, 1, "git")).ok());
+  REQUIRE(core->RegisterType("fetch", Type(4, 4, "git")).ok());
+  Add(*core, "repack", "r1");
+  REQUIRE(core->NextAdmission(0).has_value());
+  Add(*core, "repack", "r2");  // type cap
+  Add(*core, "fetch", "r1");   // conflict
+  Add(*core, "fetch", "r3");   // admissible, behind both
+  CHECK(AdmitAll(*core) == Names{"fetch/r3/"});
+}
+
+TEST_CASE("Core.Cancel.APendingJobLeavesUnchargedARunningOneIsRefused") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = 1;
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("t", Type(1, 1, "git", 5)).ok());
+  JobTicket a = Add(*core, "t", "r", "k");
+  JobTicket b = Add(*core, "t", "r", "k");
+  JobTicket c = Add(*core, "t", "x", "k");
+  REQUIRE(core->NextAdmission(0).has_value());  // a runs; b will be parked, c is ready
+  CHECK(core->AccumulatedCost("k") == 5.0);
+  CHECK(core->Cancel(a, 1).code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(core->NextAdmission(1) == std::nullopt);  // parks b on the busy resource
+  CHECK(core->Cancel(b, 1).ok());
+  CHECK(core->Cancel(c, 1).ok());
+  CHECK(core->Cancel(c, 1).code() == absl::StatusCode::kNotFound);
+  CHECK(core->AccumulatedCost("k") == 5.0);
+  CHECK(core->TakeSnapshot().pending == 0);
+  REQUIRE(core->Complete(a, 1, 2).ok());
+  CHECK(core->NextAdmission(2) == std::nullopt);
+}
+
+TEST_CASE("Core.Complete.RefusesPendingStaleAndBadElapsed") {
+  auto core = MakeCore();
+  REQUIRE(core->RegisterType("t", Type(1, 1)).ok());
+  JobTicket a = Add(*core, "t", "r");
+  JobTicket b = Add(*core, "t", "s");
+  REQUIRE(core->NextAdmission(0)->ticket == a);
+  CHECK(core->Complete(b, 1, 1).code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(core->Complete(a, -1, 1).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(core->Complete(a, NAN, 1).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(core->Complete(a, 1, INFINITY).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(core->TakeSnapshot().running == 1);
+  REQUIRE(core->Complete(a, 1, 1).ok());
+  // The ticket of a finished job names nothing, even once its slot is reused.
+  CHECK(core->Complete(a, 1, 1).code() == absl::StatusCode::kNotFound);
+  Add(*core, "t", "u");
+  CHECK(core->Cancel(a, 1).code() == absl::StatusCode::kNotFound);
+  CHECK(core->Complete(JobTicket{999, 0}, 1, 1).code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("Core.Estimate.LearnsAnEwmaFromObservedCosts") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.alpha = 0.5;
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("clone", Type(1, 1, "", 10)).ok());
+  CHECK_FALSE(core->Estimate("clone", "linux").has_value());
+  Add(*core, "clone", "linux", "a");
+  auto first = core->NextAdmission(0);
+  CHECK(first->charge == 10);  // the default cost
+  REQUIRE(core->Complete(first->ticket, 30, 30).ok());
+  CHECK(core->Estimate("clone", "linux") == 20.0);  // 0.5 * 30 + 0.5 * 10
+  Add(*core, "clone", "linux", "b", std::nullopt, 30);
+  auto second = core->NextAdmission(30);
+  CHECK(second->charge == 20.0);
+  REQUIRE(core->Complete(second->ticket, 2, 32).ok());
+  CHECK(core->Estimate("clone", "linux") == 11.0);  // 0.5 * 2 + 0.5 * 20
+  // An explicit cost is charged instead, and the estimate still learns from the run.
+  Add(*core, "clone", "linux", "c", 100.0, 32);
+  auto third = core->NextAdmission(32);
+  CHECK(third->charge == 100.0);
+  REQUIRE(core->Complete(third->ticket, 1, 33).ok());
+  CHECK(core->Estimate("clone", "linux") == 6.0);
+  CHECK(core->Estimate("clone", "git") == std::nullopt);
+}
+
+TEST_CASE("Core.Reconcile.KeyEndsChargedWhatItsJobReallyCost") {
+  for (bool reconcile : {false, true}) {
+    CAPTURE(reconcile);
+    SchedulerOptions options = SchedulerOptions::Seed();
+    options.reconcile = reconcile;
+    auto core = MakeCore(options);
+    REQUIRE(core->RegisterType("clone", Type(1, 1, "", 2)).ok());
+    Add(*core, "clone", "linux", "a");
+    auto a = core->NextAdmission(0);
+    CHECK(core->AccumulatedCost("a") == 2.0);
+    REQUIRE(core->Complete(a->ticket, 50, 50).ok());
+    CHECK(core->AccumulatedCost("a") == (reconcile ? 50.0 : 2.0));
+  }
+}
+
+TEST_CASE("Core.Limits.FullQueuesRefuseWithResourceExhaustedAndDropNothing") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_pending_total = 3;
+  options.max_pending_per_key = 2;
+  options.max_concurrency = 1;
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("t", Type(1, 1)).ok());
+  Add(*core, "t", "1", "a");
+  Add(*core, "t", "2", "a");
+  Status per_key = core->Enqueue({"t", "3", "a"}, 0).status();
+  CHECK(per_key.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(per_key.message() == "fairness key 'a' already has max_pending_per_key (2) jobs pending");
+  Add(*core, "t", "4", "b");
+  Status total = core->Enqueue({"t", "5", "c"}, 0).status();
+  CHECK(total.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(total.message() == "max_pending_total (3) jobs are already pending");
+  CHECK_FALSE(core->AccumulatedCost("c").has_value());  // a refused key is not tracked
+  // Running jobs do not count against the pending bounds.
+  auto running = core->NextAdmission(0);
+  REQUIRE(running.has_value());
+  Add(*core, "t", "6", "c");
+  CHECK(core->TakeSnapshot().pending == 3);
+}
+
+TEST_CASE("Core.Ttl.IdleKeysAreForgottenAfterKeyTtlInBoundedBatches") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.key_ttl = Seconds(10);
+  options.sweep_batch = 2;
+  options.max_concurrency = 8;
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("t", Type(8, 8)).ok());
+  std::vector<JobTicket> tickets;
+  for (const char* key : {"a", "b", "c", "d", "e"}) Add(*core, "t", key, key);
+  AdmitAll(*core, 0, &tickets);
+  for (std::size_t i = 0; i < 4; ++i) REQUIRE(core->Complete(tickets[i], 1, 1).ok());  // a..d
+  CHECK(core->Sweep(10.5).keys_evicted == 0);  // idle since 1: not yet 10 s
+  CHECK(core->Sweep(11).keys_evicted == 2);    // bounded: a, b
+  CHECK(core->AccumulatedCost("a") == std::nullopt);
+  CHECK(core->AccumulatedCost("c") == 1.0);
+  CHECK(core->Sweep(11).keys_evicted == 2);    // c, d
+  CHECK(core->Sweep(1000).keys_evicted == 0);  // e still runs: never forgotten
+  CHECK(core->AccumulatedCost("e") == 1.0);
+  CHECK(core->TakeSnapshot().keys_tracked == 1);
+  // A forgotten key starts again from zero.
+  Add(*core, "t", "z", "a", std::nullopt, 1000);
+  CHECK(core->AccumulatedCost("a") == 0.0);
+}
+
+TEST_CASE("Core.Ttl.AKeyThatComesBackBeforeItsTtlKeepsItsCost") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.key_ttl = Seconds(10);
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("t", Type(1, 8, "", 3)).ok());
+  Add(*core, "t", "x", "a");
+  REQUIRE(core->Complete(core->NextAdmission(0)->ticket, 1, 1).ok());
+  Add(*core, "t", "y", "a", std::nullopt, 9);  // active again
+  CHECK(core->Sweep(100).keys_evicted == 0);
+  CHECK(core->AccumulatedCost("a") == 3.0);
+}
+
+TEST_CASE("Core.Ttl.UnusedEstimatesAreForgottenAfterEstimateTtl") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.estimate_ttl = Seconds(100);
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("t", Type(1, 8, "", 1)).ok());
+  Add(*core, "t", "old");
+  REQUIRE(core->Complete(core->NextAdmission(0)->ticket, 11, 11).ok());
+  Add(*core, "t", "new", "", std::nullopt, 50);
+  REQUIRE(core->Complete(core->NextAdmission(50)->ticket, 21, 71).ok());
+  CHECK(core->Sweep(110).estimates_evicted == 0);
+  CHECK(core->Sweep(111).estimates_evicted == 1);
+  CHECK(core->Estimate("t", "old") == std::nullopt);
+  CHECK(core->Estimate("t", "new").has_value());
+  CHECK(core->TakeSnapshot().estimates_tracked == 1);
+}
+
+TEST_CASE("Core.IdleCatchUp.ANewKeyStartsAtTheLeastCostPendingInItsTier") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.idle_catch_up = true;
+  options.max_concurrency = 1;
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("t", Type(1, 1)).ok());
+  REQUIRE(core->RegisterType("other", Type(2, 1)).ok());
+  Add(*core, "t", "1", "a", 4.0);
+  Add(*core, "t", "2", "a", 4.0);
+  Add(*core, "t", "3", "b", 6.0);
+  Add(*core, "t", "4", "b", 6.0);
+  AdmitAll(*core);  // a's job 1 runs: a at 4, b at 0 pending
+  Add(*core, "t", "5", "c");
+  CHECK(core->AccumulatedCost("c") == 0.0);  // least pending in the tier is b's 0
+  Add(*core, "t", "6", "c");                 // c is no longer idle: unchanged
+  // In a tier where nobody is pending, nothing changes.
+  Add(*core, "other", "7", "d");
+  CHECK(core->AccumulatedCost("d") == 0.0);
+}
+
+TEST_CASE("Core.Snapshot.CountsPerTierAndType") {
+  auto core = MakeCore();
+  REQUIRE(core->RegisterType("a", Type(2, 1)).ok());
+  REQUIRE(core->RegisterType("b", Type(5, 2)).ok());
+  REQUIRE(core->RegisterType("c", Type(2, 1)).ok());
+  Add(*core, "a", "1");
+  Add(*core, "a", "2");
+  Add(*core, "b", "3");
+  AdmitAll(*core);
+  const Snapshot s = core->TakeSnapshot();
+  CHECK(s.max_concurrency == 8);
+  CHECK(s.running == 2);
+  CHECK(s.pending == 1);
+  REQUIRE(s.tiers.size() == 2);
+  CHECK(s.tiers[0].priority == 5);
+  CHECK(s.tiers[1].priority == 2);
+  CHECK(s.tiers[1].pending == 1);
+  REQUIRE(s.types.size() == 3);
+  CHECK(s.types[0].name == "a");
+  CHECK(s.types[0].running == 1);
+  CHECK(s.types[0].pending == 1);
+  CHECK(s.types[2].name == "c");
+  CHECK(s.keys_tracked == 1);
+}
+
+}  // namespace
+}  // namespace fairgate::core

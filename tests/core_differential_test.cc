@@ -156,7 +156,8 @@ int RunSequence(std::uint64_t seed, SchedulerOptions options) {
     }
     REQUIRE(snapshot.estimates_tracked == model.estimates_tracked());
     for (std::size_t t = 0; t + 1 < types.size(); ++t) {
-      for (const std::string& id : ids) REQUIRE(core.Estimate(types[t], id) == model.Estimate(types[t], id));
+      for (const std::string& id : ids)
+        REQUIRE(core.Estimate(types[t], id) == model.Estimate(types[t], id));
     }
   }
   return admissions;

@@ -98,8 +98,8 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
   std::tuple<int, double, double, std::uint64_t> best_order;
   for (const auto& [n, job] : jobs_) {
     if (job.running || !Admissible(job)) continue;
-    auto order = std::make_tuple(-types_[job.type].priority, keys_[job.key].acc, job.arrival,
-                                 job.seq);
+    auto order =
+        std::make_tuple(-types_[job.type].priority, keys_[job.key].acc, job.arrival, job.seq);
     if (best < 0 || order < best_order) {
       best = n;
       best_order = order;

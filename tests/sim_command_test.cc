@@ -1,1 +1,76 @@
+// `fairgate sim`: tables on stdout, events where asked, exit status 2 with one line on bad input.
+#include "sim/sim_command.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
 #include "doctest/doctest.h"
+
+namespace fairgate::sim {
+namespace {
+
+const std::string kData = FAIRGATE_TEST_DATA_DIR;
+const std::string kSeed4 = kData + "/scenarios/seed-4-conflict-exclusion.json";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST_CASE("SimCommand.Run.PrintsOneTablePerTrace") {
+  std::ostringstream out, err;
+  const std::string seed2 = kData + "/scenarios/seed-2-two-client-burst.json";
+  CHECK(RunSimCommand({kSeed4, seed2}, std::nullopt, out, err) == 0);
+  CHECK(err.str().empty());
+  const std::string text = out.str();
+  CHECK(text.find(kSeed4 + " (seed mode, 4 jobs, capacity 8)") != std::string::npos);
+  CHECK(text.find(seed2 + " (seed mode, 16 jobs, capacity 8)") != std::string::npos);
+  CHECK(text.find("\"clientB\"") != std::string::npos);
+}
+
+TEST_CASE("SimCommand.Events.WrittenToTheFileAsJsonLines") {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "fairgate_sim_command_events.jsonl").string();
+  std::ostringstream out, err;
+  REQUIRE(RunSimCommand({kSeed4}, path, out, err) == 0);
+  CHECK(ReadFile(path) == ReadFile(kData + "/scenarios/seed-4-conflict-exclusion.expected.jsonl"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("SimCommand.Events.DashMeansStandardOutput") {
+  std::ostringstream out, err;
+  REQUIRE(RunSimCommand({kSeed4}, std::string("-"), out, err) == 0);
+  CHECK(out.str().find(ReadFile(kData + "/scenarios/seed-4-conflict-exclusion.expected.jsonl")) !=
+        std::string::npos);
+}
+
+void ExpectUsageError(const std::vector<std::string>& traces,
+                      const std::optional<std::string>& events, const std::string& message) {
+  std::ostringstream out, err;
+  CHECK(RunSimCommand(traces, events, out, err) == 2);
+  const std::string printed = err.str();
+  CHECK(printed == message + "\n");
+  CHECK(std::count(printed.begin(), printed.end(), '\n') == 1);
+}
+
+TEST_CASE("SimCommand.BadInput.ExitStatus2WithOneLine") {
+  ExpectUsageError({}, std::nullopt, "fairgate sim: no trace given");
+  ExpectUsageError({kSeed4, kSeed4}, std::string("x.jsonl"),
+                   "fairgate sim: --events takes exactly one trace, got 2");
+  ExpectUsageError({kData + "/nope.json"}, std::nullopt,
+                   "fairgate sim: " + kData + "/nope.json: cannot open the file");
+  ExpectUsageError({kData + "/bad/unknown-type.json"}, std::nullopt,
+                   "fairgate sim: " + kData +
+                       "/bad/unknown-type.json: job 1: field 'type': unknown job type 'clone'");
+  ExpectUsageError({kSeed4}, std::string("/nonexistent-dir/events.jsonl"),
+                   "fairgate sim: /nonexistent-dir/events.jsonl: cannot open for writing");
+}
+
+}  // namespace
+}  // namespace fairgate::sim

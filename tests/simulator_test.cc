@@ -1,1 +1,244 @@
+// The simulator replays traces through the core and prints exactly the events the rule gives.
+// Expected events here are worked out by hand from DESIGN.md, step by step in the comments.
+#include "sim/simulator.h"
+
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include "doctest/doctest.h"
+#include "sim/trace.h"
+
+namespace fairgate::sim {
+namespace {
+
+std::vector<std::string> Events(const std::string& trace_text) {
+  StatusOr<Trace> trace = ParseTrace(trace_text, "test.json");
+  REQUIRE_MESSAGE(trace.ok(), trace.status().message());
+  StatusOr<SimResult> result = Simulate(*trace);
+  REQUIRE_MESSAGE(result.ok(), result.status().message());
+  std::vector<std::string> lines;
+  for (const SimEvent& e : result->events) lines.push_back(FormatEvent(*trace, e));
+  return lines;
+}
+
+std::string Ev(const std::string& t, const std::string& event, const std::string& type,
+               const std::string& id, const std::string& key) {
+  return "{\"t\":" + t + ",\"event\":\"" + event + "\",\"type\":\"" + type + "\",\"id\":\"" + id +
+         "\",\"key\":\"" + key + "\"}";
+}
+
+std::vector<std::string> ReadLines(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in.good(), path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(line);
+  }
+  return lines;
+}
+
+TEST_CASE("Simulator.SeedScenarios.ProduceExactlyTheExpectedEvents") {
+  for (const char* name :
+       {"seed-1-background-saturated", "seed-2-two-client-burst", "seed-3-expensive-vs-cheap",
+        "seed-4-conflict-exclusion", "seed-5-many-background-types"}) {
+    CAPTURE(name);
+    const std::string base = std::string(FAIRGATE_TEST_DATA_DIR) + "/scenarios/" + name;
+    StatusOr<Trace> trace = LoadTrace(base + ".json");
+    REQUIRE(trace.ok());
+    StatusOr<SimResult> result = Simulate(*trace);
+    REQUIRE(result.ok());
+    std::vector<std::string> got;
+    for (const SimEvent& e : result->events) got.push_back(FormatEvent(*trace, e));
+    CHECK(got == ReadLines(base + ".expected.jsonl"));
+  }
+}
+
+TEST_CASE("Simulator.Time.FractionalTimesTiesInFileOrderAndNothingAfterUntil") {
+  // Capacity 1. At 0, a(x) and b(y) tie on cost and arrival: a is first in the file. c(x) comes
+  // at 0.5 behind b because x was charged 1. c would end at 2.75, past `until`.
+  const std::string trace = R"({"mode": "seed", "capacity": 1, "until": 2,
+    "types": {"t": {"priority": 1, "max_concurrency": 1}},
+    "jobs": [
+      {"type": "t", "id": "c", "key": "x", "arrival": 0.5, "duration": 1},
+      {"type": "t", "id": "a", "key": "x", "arrival": 0, "duration": 1.5},
+      {"type": "t", "id": "b", "key": "y", "arrival": 0, "duration": 0.25}]})";
+  CHECK(Events(trace) == std::vector<std::string>{
+                             Ev("0", "admit", "t", "a", "x"),
+                             Ev("1.5", "done", "t", "a", "x"),
+                             Ev("1.5", "admit", "t", "b", "y"),
+                             Ev("1.75", "done", "t", "b", "y"),
+                             Ev("1.75", "admit", "t", "c", "x"),
+                         });
+}
+
+TEST_CASE("Simulator.Conflict.RepeatedIdsInOneGroupNeverOverlap") {
+  const std::string with_group = R"({"mode": "seed", "capacity": 4,
+    "types": {"fetch": {"priority": 3, "max_concurrency": 3, "conflict_group": "git"}},
+    "jobs": [
+      {"type": "fetch", "id": "repo1", "arrival": 0, "duration": 2},
+      {"type": "fetch", "id": "repo1", "arrival": 0, "duration": 2},
+      {"type": "fetch", "id": "repo2", "arrival": 0, "duration": 2}]})";
+  CHECK(Events(with_group) == std::vector<std::string>{
+                                  Ev("0", "admit", "fetch", "repo1", ""),
+                                  Ev("0", "admit", "fetch", "repo2", ""),
+                                  Ev("2", "done", "fetch", "repo1", ""),
+                                  Ev("2", "done", "fetch", "repo2", ""),
+                                  Ev("2", "admit", "fetch", "repo1", ""),
+                                  Ev("4", "done", "fetch", "repo1", ""),
+                              });
+
+  std::string without_group = with_group;
+  without_group.replace(without_group.find(", \"conflict_group\": \"git\""),
+                        std::string(", \"conflict_group\": \"git\"").size(), "");
+  CHECK(Events(without_group) == std::vector<std::string>{
+                                     Ev("0", "admit", "fetch", "repo1", ""),
+                                     Ev("0", "admit", "fetch", "repo1", ""),
+                                     Ev("0", "admit", "fetch", "repo2", ""),
+                                     Ev("2", "done", "fetch", "repo1", ""),
+                                     Ev("2", "done", "fetch", "repo1", ""),
+                                     Ev("2", "done", "fetch", "repo2", ""),
+                                 });
+}
+
+TEST_CASE("Simulator.Estimates.AJobWithoutCostIsChargedItsLearnedEstimate") {
+  // a's "big" runs 10 s charged the default 1; then est(big) = 0.3 * 10 + 0.7 * 1 = 3.7.
+  // At 10 b's "big" is charged 3.7, so at 12 c (acc 1) goes before b's "x" (b at 3.7). Had "big"
+  // been charged the default 1, b's "x" (same cost, earlier in the file) would go at 12.
+  const std::string trace = R"({"mode": "seed", "capacity": 1,
+    "types": {"clone": {"priority": 1, "max_concurrency": 1, "default_cost": 1}},
+    "jobs": [
+      {"type": "clone", "id": "big", "key": "a", "arrival": 0, "duration": 10},
+      {"type": "clone", "id": "big", "key": "b", "arrival": 10, "duration": 1},
+      {"type": "clone", "id": "x", "key": "b", "arrival": 10, "duration": 1},
+      {"type": "clone", "id": "s1", "key": "c", "arrival": 10, "duration": 1},
+      {"type": "clone", "id": "s2", "key": "c", "arrival": 10, "duration": 1}]})";
+  CHECK(Events(trace) == std::vector<std::string>{
+                             Ev("0", "admit", "clone", "big", "a"),
+                             Ev("10", "done", "clone", "big", "a"),
+                             Ev("10", "admit", "clone", "big", "b"),
+                             Ev("11", "done", "clone", "big", "b"),
+                             Ev("11", "admit", "clone", "s1", "c"),
+                             Ev("12", "done", "clone", "s1", "c"),
+                             Ev("12", "admit", "clone", "s2", "c"),
+                             Ev("13", "done", "clone", "s2", "c"),
+                             Ev("13", "admit", "clone", "x", "b"),
+                             Ev("14", "done", "clone", "x", "b"),
+                         });
+}
+
+// a's j1 is charged 1 but runs 5. With reconcile a ends at 1 + (5 - 1) = 5, so at 6 b's j4
+// (b at 1) goes before a's j3; without it a and b tie at 1 and a's j3 is first in the file.
+constexpr char kReconcileTrace[] = R"({%s "capacity": 1,
+    "types": {"t": {"priority": 1, "max_concurrency": 1, "default_cost": 1}},
+    "jobs": [
+      {"type": "t", "id": "j1", "key": "a", "arrival": 0, "duration": 5},
+      {"type": "t", "id": "j2", "key": "b", "arrival": 0, "duration": 1},
+      {"type": "t", "id": "j3", "key": "a", "arrival": 5, "duration": 1},
+      {"type": "t", "id": "j4", "key": "b", "arrival": 5, "duration": 1}]})";
+
+std::string WithHeader(const char* format, const std::string& header) {
+  std::string s = format;
+  s.replace(s.find("%s"), 2, header);
+  return s;
+}
+
+TEST_CASE("Simulator.Reconcile.ChargesAKeyWhatItsJobsReallyCost") {
+  const std::vector<std::string> reconciled{
+      Ev("0", "admit", "t", "j1", "a"), Ev("5", "done", "t", "j1", "a"),
+      Ev("5", "admit", "t", "j2", "b"), Ev("6", "done", "t", "j2", "b"),
+      Ev("6", "admit", "t", "j4", "b"), Ev("7", "done", "t", "j4", "b"),
+      Ev("7", "admit", "t", "j3", "a"), Ev("8", "done", "t", "j3", "a"),
+  };
+  const std::vector<std::string> not_reconciled{
+      Ev("0", "admit", "t", "j1", "a"), Ev("5", "done", "t", "j1", "a"),
+      Ev("5", "admit", "t", "j2", "b"), Ev("6", "done", "t", "j2", "b"),
+      Ev("6", "admit", "t", "j3", "a"), Ev("7", "done", "t", "j3", "a"),
+      Ev("7", "admit", "t", "j4", "b"), Ev("8", "done", "t", "j4", "b"),
+  };
+  CHECK(Events(WithHeader(kReconcileTrace, R"("mode": "default",)")) == reconciled);
+  CHECK(Events(WithHeader(kReconcileTrace, "")) == reconciled);  // default mode by default
+  CHECK(Events(WithHeader(kReconcileTrace, R"("mode": "seed",)")) == not_reconciled);
+  CHECK(Events(WithHeader(kReconcileTrace, R"("mode": "default", "reconcile": false,)")) ==
+        not_reconciled);
+  CHECK(Events(WithHeader(kReconcileTrace, R"("mode": "seed", "reconcile": true,)")) == reconciled);
+}
+
+// a1 runs from 0 (a at 1). b, idle, enqueues at 0.5. Without catch-up b starts at 0 and takes the
+// next slot; with it b starts at a's 1, so a2 (earlier arrival) goes first and they alternate.
+constexpr char kCatchUpTrace[] = R"({"mode": "seed", %s "capacity": 1,
+    "types": {"t": {"priority": 1, "max_concurrency": 1, "default_cost": 1}},
+    "jobs": [
+      {"type": "t", "id": "a1", "key": "a", "arrival": 0, "duration": 1},
+      {"type": "t", "id": "a2", "key": "a", "arrival": 0, "duration": 1},
+      {"type": "t", "id": "a3", "key": "a", "arrival": 0, "duration": 1},
+      {"type": "t", "id": "b1", "key": "b", "arrival": 0.5, "duration": 1},
+      {"type": "t", "id": "b2", "key": "b", "arrival": 0.5, "duration": 1}]})";
+
+std::vector<std::string> Admits(const std::vector<std::string>& events) {
+  std::vector<std::string> ids;
+  for (const std::string& e : events) {
+    if (e.find("\"admit\"") == std::string::npos) continue;
+    const auto at = e.find("\"id\":\"") + 6;
+    ids.push_back(e.substr(at, e.find('"', at) - at));
+  }
+  return ids;
+}
+
+TEST_CASE("Simulator.IdleCatchUp.AnIdleKeyStartsAtTheLeastPendingCost") {
+  CHECK(Admits(Events(WithHeader(kCatchUpTrace, ""))) ==
+        std::vector<std::string>{"a1", "b1", "a2", "b2", "a3"});
+  CHECK(Admits(Events(WithHeader(kCatchUpTrace, R"("idle_catch_up": true,)"))) ==
+        std::vector<std::string>{"a1", "a2", "b1", "a3", "b2"});
+}
+
+TEST_CASE("Simulator.ZeroDuration.CompletesAndFreesItsSlotAtTheSameInstant") {
+  const std::string trace = R"({"mode": "seed", "capacity": 1,
+    "types": {"t": {"priority": 1, "max_concurrency": 1}},
+    "jobs": [
+      {"type": "t", "id": "a", "arrival": 3, "duration": 0},
+      {"type": "t", "id": "b", "arrival": 3, "duration": 0}]})";
+  CHECK(Events(trace) == std::vector<std::string>{
+                             Ev("3", "admit", "t", "a", ""),
+                             Ev("3", "done", "t", "a", ""),
+                             Ev("3", "admit", "t", "b", ""),
+                             Ev("3", "done", "t", "b", ""),
+                         });
+}
+
+TEST_CASE("Simulator.Table.ReportsJobsAdmittedMeanAndWorstWaitPerKey") {
+  StatusOr<Trace> trace =
+      LoadTrace(std::string(FAIRGATE_TEST_DATA_DIR) + "/scenarios/seed-2-two-client-burst.json");
+  REQUIRE(trace.ok());
+  StatusOr<SimResult> result = Simulate(*trace);
+  REQUIRE(result.ok());
+  // clientB's two clones arrive at 2 and start at 4; clientA's ten arrive at 1 and start at
+  // 1 (x5), 4 (x3) and 6 (x2): waits 0,0,0,0,0,3,3,3,5,5 -> mean 1.9, worst 5.
+  std::map<std::string, std::vector<std::string>> rows;
+  std::istringstream table(FormatKeyTable(*trace, *result));
+  for (std::string line; std::getline(table, line);) {
+    std::istringstream words(line);
+    std::vector<std::string> row{std::istream_iterator<std::string>(words), {}};
+    if (!row.empty()) rows[row[0]] = row;
+  }
+  CHECK(rows["key"] ==
+        std::vector<std::string>{"key", "jobs", "admitted", "mean", "wait", "worst", "wait"});
+  CHECK(rows["\"clientA\""] == std::vector<std::string>{"\"clientA\"", "10", "10", "1.90", "5.00"});
+  CHECK(rows["\"clientB\""] == std::vector<std::string>{"\"clientB\"", "2", "2", "2.00", "2.00"});
+  // The four repacks arrive at 0; three start at once and the fourth at 6.
+  CHECK(rows["\"\""] == std::vector<std::string>{"\"\"", "4", "4", "1.50", "6.00"});
+}
+
+TEST_CASE("Simulator.FormatNumber.WholeNumbersPlainOthersShortest") {
+  CHECK(FormatNumber(0) == "0");
+  CHECK(FormatNumber(16) == "16");
+  CHECK(FormatNumber(1.5) == "1.5");
+  CHECK(FormatNumber(0.1 + 0.2) == "0.30000000000000004");
+  CHECK(FormatNumber(1e20) == "1e+20");
+}
+
+}  // namespace
+}  // namespace fairgate::sim

@@ -1,1 +1,194 @@
+// ParseTrace accepts the format of DESIGN.md with its defaults, and refuses every bad input with
+// one line naming the file, the job index (or type) and the field.
+#include "sim/trace.h"
+
+#include <string>
+
 #include "doctest/doctest.h"
+
+namespace fairgate::sim {
+namespace {
+
+constexpr char kMinimal[] = R"({"capacity": 3,
+  "types": {"clone": {"priority": 8, "max_concurrency": 2}},
+  "jobs": [{"type": "clone", "id": "linux", "arrival": 0, "duration": 4}]})";
+
+TEST_CASE("Trace.Defaults.OptionalFieldsTakeTheirDocumentedDefaults") {
+  StatusOr<Trace> trace = ParseTrace(kMinimal, "t.json");
+  REQUIRE(trace.ok());
+  CHECK(trace->mode == "default");
+  CHECK(trace->options.reconcile);
+  CHECK_FALSE(trace->options.idle_catch_up);
+  CHECK(trace->options.alpha == 0.3);
+  CHECK(trace->options.max_concurrency == 3);
+  CHECK_FALSE(trace->until.has_value());
+  REQUIRE(trace->types.size() == 1);
+  CHECK(trace->types[0].second.conflict_group.empty());
+  CHECK(trace->types[0].second.default_cost == 1.0);
+  REQUIRE(trace->jobs.size() == 1);
+  CHECK(trace->jobs[0].key.empty());
+  CHECK_FALSE(trace->jobs[0].cost.has_value());
+}
+
+TEST_CASE("Trace.Fields.EverySwitchAndOptionalFieldIsRead") {
+  StatusOr<Trace> trace = ParseTrace(R"({"mode": "seed", "reconcile": true, "idle_catch_up": true,
+    "capacity": 2, "alpha": 0.5, "until": 7.5,
+    "types": {"fetch": {"priority": 4, "max_concurrency": 3, "conflict_group": "git",
+                        "default_cost": 2.5}},
+    "jobs": [{"type": "fetch", "id": "r", "key": "k", "arrival": 1.25, "duration": 2,
+              "cost": 9}]})",
+                                     "t.json");
+  REQUIRE(trace.ok());
+  CHECK(trace->mode == "seed");
+  CHECK(trace->options.reconcile);
+  CHECK(trace->options.idle_catch_up);
+  CHECK(trace->options.alpha == 0.5);
+  CHECK(trace->until == 7.5);
+  CHECK(trace->types[0].second ==
+        JobTypeConfig{
+            .default_cost = 2.5, .max_concurrency = 3, .conflict_group = "git", .priority = 4});
+  CHECK(trace->jobs[0].key == "k");
+  CHECK(trace->jobs[0].arrival == 1.25);
+  CHECK(trace->jobs[0].cost == 9);
+}
+
+TEST_CASE("Trace.Types.SameTypeTwiceWithTheSameConfigIsAccepted") {
+  StatusOr<Trace> trace = ParseTrace(R"({"capacity": 1,
+    "types": {"a": {"priority": 1, "max_concurrency": 1},
+              "a": {"priority": 1, "max_concurrency": 1}}, "jobs": []})",
+                                     "t.json");
+  REQUIRE(trace.ok());
+  CHECK(trace->types.size() == 1);
+}
+
+struct BadCase {
+  std::string what;
+  std::string text;
+  std::string message;
+};
+
+std::string Job(const std::string& fields) {
+  return R"({"capacity": 2, "types": {"clone": {"priority": 1, "max_concurrency": 1}},
+    "jobs": [{"type": "clone", "id": "a", "arrival": 0, "duration": 1}, {)" +
+         fields + "}]}";
+}
+
+TEST_CASE("Trace.BadInput.OneLineNamingFileJobAndField") {
+  const BadCase cases[] = {
+      {"empty file", "", "bad.json: empty file, expected a JSON object"},
+      {"blank file", " \n\t", "bad.json: empty file, expected a JSON object"},
+      {"not JSON", "capacity = 3", "bad.json: not valid JSON: "},
+      {"truncated JSON", R"({"capacity": 3, "types": {)",
+       "bad.json: field 'types': not valid JSON"},
+      {"not an object", "[1, 2]", "bad.json: the trace must be a JSON object"},
+      {"missing capacity", R"({"types": {}, "jobs": []})", "bad.json: field 'capacity': missing"},
+      {"capacity zero", R"({"capacity": 0, "types": {}, "jobs": []})",
+       "bad.json: field 'capacity': must be >= 1, got 0"},
+      {"capacity fractional", R"({"capacity": 2.5, "types": {}, "jobs": []})",
+       "bad.json: field 'capacity': must be a whole number"},
+      {"capacity a string", R"({"capacity": "8", "types": {}, "jobs": []})",
+       "bad.json: field 'capacity': must be a number"},
+      {"unknown mode", R"({"mode": "fast", "capacity": 1, "types": {}, "jobs": []})",
+       "bad.json: field 'mode': must be \"seed\" or \"default\", got \"fast\""},
+      {"switch not a bool", R"({"reconcile": 1, "capacity": 1, "types": {}, "jobs": []})",
+       "bad.json: field 'reconcile': must be true or false"},
+      {"alpha zero", R"({"alpha": 0, "capacity": 1, "types": {}, "jobs": []})",
+       "bad.json: field 'alpha': must be in (0, 1], got 0"},
+      {"alpha above one", R"({"alpha": 1.5, "capacity": 1, "types": {}, "jobs": []})",
+       "bad.json: field 'alpha': must be in (0, 1], got 1.5"},
+      {"negative until", R"({"until": -1, "capacity": 1, "types": {}, "jobs": []})",
+       "bad.json: field 'until': must be >= 0, got -1"},
+      {"unknown top field", R"({"capacty": 1, "capacity": 1, "types": {}, "jobs": []})",
+       "bad.json: field 'capacty': unknown field"},
+      {"missing types", R"({"capacity": 1, "jobs": []})", "bad.json: field 'types': missing"},
+      {"types an array", R"({"capacity": 1, "types": [], "jobs": []})",
+       "bad.json: field 'types': must be an object of job types"},
+      {"missing jobs", R"({"capacity": 1, "types": {}})", "bad.json: field 'jobs': missing"},
+      {"jobs an object", R"({"capacity": 1, "types": {}, "jobs": {}})",
+       "bad.json: field 'jobs': must be an array of jobs"},
+      {"type missing priority", R"({"capacity": 1, "types": {"t": {"max_concurrency": 1}},
+        "jobs": []})",
+       "bad.json: type 't': field 'priority': missing"},
+      {"type priority zero", R"({"capacity": 1,
+        "types": {"t": {"priority": 0, "max_concurrency": 1}}, "jobs": []})",
+       "bad.json: type 't': field 'priority': must be >= 1, got 0"},
+      {"type max_concurrency zero", R"({"capacity": 1,
+        "types": {"t": {"priority": 1, "max_concurrency": 0}}, "jobs": []})",
+       "bad.json: type 't': field 'max_concurrency': must be >= 1, got 0"},
+      {"type negative default_cost", R"({"capacity": 1,
+        "types": {"t": {"priority": 1, "max_concurrency": 1, "default_cost": -2}}, "jobs": []})",
+       "bad.json: type 't': field 'default_cost': must be >= 0, got -2"},
+      {"type group not a string", R"({"capacity": 1,
+        "types": {"t": {"priority": 1, "max_concurrency": 1, "conflict_group": 3}}, "jobs": []})",
+       "bad.json: type 't': field 'conflict_group': must be a string"},
+      {"type unknown field", R"({"capacity": 1,
+        "types": {"t": {"priority": 1, "max_concurrency": 1, "cap": 3}}, "jobs": []})",
+       "bad.json: type 't': field 'cap': unknown field"},
+      {"type not an object", R"({"capacity": 1, "types": {"t": 5}, "jobs": []})",
+       "bad.json: type 't': must be an object"},
+      {"empty type name", R"({"capacity": 1,
+        "types": {"": {"priority": 1, "max_concurrency": 1}}, "jobs": []})",
+       "bad.json: types: a type name is empty"},
+      {"type twice, different configs", R"({"capacity": 1,
+        "types": {"t": {"priority": 1, "max_concurrency": 1},
+                  "t": {"priority": 2, "max_concurrency": 1}}, "jobs": []})",
+       "bad.json: type 't': registered twice with different configs"},
+      {"type number too large", R"({"capacity": 1,
+        "types": {"t": {"priority": 1, "max_concurrency": 1, "default_cost": 1e999}}, "jobs": []})",
+       "bad.json: type 't': field 'default_cost': not valid JSON"},
+      {"job not an object",
+       R"({"capacity": 1, "types": {"t": {"priority": 1, "max_concurrency": 1}}, "jobs": [7]})",
+       "bad.json: job 0: must be an object"},
+      {"job missing type", Job(R"("id": "b", "arrival": 0, "duration": 1)"),
+       "bad.json: job 1: field 'type': missing"},
+      {"job missing id", Job(R"("type": "clone", "arrival": 0, "duration": 1)"),
+       "bad.json: job 1: field 'id': missing"},
+      {"job missing arrival", Job(R"("type": "clone", "id": "b", "duration": 1)"),
+       "bad.json: job 1: field 'arrival': missing"},
+      {"job missing duration", Job(R"("type": "clone", "id": "b", "arrival": 0)"),
+       "bad.json: job 1: field 'duration': missing"},
+      {"job unknown type", Job(R"("type": "gc", "id": "b", "arrival": 0, "duration": 1)"),
+       "bad.json: job 1: field 'type': unknown job type 'gc'"},
+      {"job type not a string", Job(R"("type": 1, "id": "b", "arrival": 0, "duration": 1)"),
+       "bad.json: job 1: field 'type': must be a string"},
+      {"job empty id", Job(R"("type": "clone", "id": "", "arrival": 0, "duration": 1)"),
+       "bad.json: job 1: field 'id': must not be empty"},
+      {"job key not a string",
+       Job(R"("type": "clone", "id": "b", "key": null, "arrival": 0, "duration": 1)"),
+       "bad.json: job 1: field 'key': must be a string"},
+      {"job arrival a string", Job(R"("type": "clone", "id": "b", "arrival": "0", "duration": 1)"),
+       "bad.json: job 1: field 'arrival': must be a number"},
+      {"job negative arrival", Job(R"("type": "clone", "id": "b", "arrival": -3, "duration": 1)"),
+       "bad.json: job 1: field 'arrival': must be >= 0, got -3"},
+      {"job negative duration", Job(R"("type": "clone", "id": "b", "arrival": 0, "duration": -1)"),
+       "bad.json: job 1: field 'duration': must be >= 0, got -1"},
+      {"job negative cost",
+       Job(R"("type": "clone", "id": "b", "arrival": 0, "duration": 1, "cost": -0.5)"),
+       "bad.json: job 1: field 'cost': must be >= 0, got -0.5"},
+      {"job non-finite duration",
+       Job(R"("type": "clone", "id": "b", "arrival": 0, "duration": 1e400)"),
+       "bad.json: job 1: field 'duration': not valid JSON"},
+      {"job unknown field",
+       Job(R"("type": "clone", "id": "b", "arrival": 0, "duration": 1, "prio": 2)"),
+       "bad.json: job 1: field 'prio': unknown field"},
+  };
+  for (const BadCase& c : cases) {
+    CAPTURE(c.what);
+    StatusOr<Trace> trace = ParseTrace(c.text, "bad.json");
+    REQUIRE_FALSE(trace.ok());
+    CHECK(trace.status().code() == absl::StatusCode::kInvalidArgument);
+    const std::string message(trace.status().message());
+    CAPTURE(message);
+    CHECK(message.rfind(c.message, 0) == 0);  // starts with the expected text
+    CHECK(message.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("Trace.Load.AMissingFileIsNamed") {
+  StatusOr<Trace> trace = LoadTrace("/nonexistent/trace.json");
+  REQUIRE_FALSE(trace.ok());
+  CHECK(trace.status().message() == "/nonexistent/trace.json: cannot open the file");
+}
+
+}  // namespace
+}  // namespace fairgate::sim

@@ -16,9 +16,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> traces;
   std::string events;
   sim->add_option("traces", traces, "trace files (JSON)")->required();
-  CLI::Option* events_option =
-      sim->add_option("--events", events, "write the events of the trace as JSON lines here "
-                                           "('-' for standard output)");
+  CLI::Option* events_option = sim->add_option("--events", events,
+                                               "write the events of the trace as JSON lines here "
+                                               "('-' for standard output)");
 
   try {
     app.parse(argc, argv);

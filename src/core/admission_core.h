@@ -62,8 +62,8 @@ struct Admission {
   std::string_view type;
   std::string_view id;
   std::string_view key;
-  double charge = 0;      // added to the key's accumulated cost
-  double arrival = 0;     // when the job was enqueued
+  double charge = 0;   // added to the key's accumulated cost
+  double arrival = 0;  // when the job was enqueued
 };
 
 struct SweepResult {

@@ -49,8 +49,8 @@ class EstimateTable {
     double last_used = 0;
   };
   using LruList = boost::intrusive::list<
-      Entry, boost::intrusive::member_hook<Entry, boost::intrusive::list_member_hook<>,
-                                           &Entry::lru_hook>>;
+      Entry,
+      boost::intrusive::member_hook<Entry, boost::intrusive::list_member_hook<>, &Entry::lru_hook>>;
 
   Entry& Touch(std::uint32_t type, absl::string_view id, double default_cost, double now);
 

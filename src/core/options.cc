@@ -28,8 +28,7 @@ Status ValidateOptions(const SchedulerOptions& options) {
   }
   // Written so that NaN fails too.
   if (!(options.alpha > 0 && options.alpha <= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("alpha must be in (0, 1], got ", options.alpha));
+    return absl::InvalidArgumentError(absl::StrCat("alpha must be in (0, 1], got ", options.alpha));
   }
   if (!PositiveFinite(options.key_ttl)) {
     return absl::InvalidArgumentError(

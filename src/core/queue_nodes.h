@@ -39,8 +39,8 @@ struct TypeState;
 enum class JobState : std::uint8_t { kFree, kReady, kParked, kRunning };
 
 struct Job {
-  SetHook lane_hook;  // in Lane::ready while kReady
-  ListHook wait_hook;  // in Resource::waiters while kParked
+  SetHook lane_hook;     // in Lane::ready while kReady
+  ListHook wait_hook;    // in Resource::waiters while kParked
   Lane* lane = nullptr;  // while kReady or kParked
   KeyState* key = nullptr;
   TypeState* type = nullptr;
@@ -49,7 +49,7 @@ struct Job {
   double arrival = 0;
   std::uint64_t seq = 0;
   double explicit_cost = 0;
-  double charge = 0;  // while kRunning
+  double charge = 0;       // while kRunning
   std::uint32_t slot = 0;  // index in the core's job table
   std::uint32_t generation = 0;
   JobState state = JobState::kFree;
@@ -90,7 +90,7 @@ struct KeyState {
   double idle_since = 0;
   std::int64_t pending = 0;
   std::int64_t running = 0;
-  std::vector<std::unique_ptr<Lane>> lanes;  // one per type with pending jobs
+  std::vector<std::unique_ptr<Lane>> lanes;          // one per type with pending jobs
   std::vector<std::unique_ptr<TierPresence>> tiers;  // only with idle catch-up
 };
 
@@ -136,8 +136,8 @@ struct TierState {
 // One (conflict group, job id): at most one of its jobs runs at a time.
 struct Resource {
   const IndexedName* name = nullptr;  // the map's own key, for erasure
-  WaitList waiters;  // jobs that reached the front while it was busy, parked
-  std::int64_t refs = 0;  // pending + running jobs that name it
+  WaitList waiters;                   // jobs that reached the front while it was busy, parked
+  std::int64_t refs = 0;              // pending + running jobs that name it
   bool busy = false;
 };
 

@@ -31,7 +31,8 @@ std::string Quoted(const std::string& s) { return nlohmann::json(s).dump(); }
 }  // namespace
 
 StatusOr<SimResult> Simulate(const Trace& trace) {
-  StatusOr<std::unique_ptr<core::AdmissionCore>> created = core::AdmissionCore::Create(trace.options);
+  StatusOr<std::unique_ptr<core::AdmissionCore>> created =
+      core::AdmissionCore::Create(trace.options);
   if (!created.ok()) return created.status();
   core::AdmissionCore& core = **created;
   for (const auto& [name, config] : trace.types) {
@@ -60,8 +61,8 @@ StatusOr<SimResult> Simulate(const Trace& trace) {
       const TraceJob& job = trace.jobs[arrivals[next]];
       StatusOr<core::JobTicket> ticket = core.Enqueue({job.type, job.id, job.key, job.cost}, t);
       if (!ticket.ok()) {
-        return absl::Status(ticket.status().code(), absl::StrCat("job ", arrivals[next], ": ",
-                                                                 ticket.status().message()));
+        return absl::Status(ticket.status().code(),
+                            absl::StrCat("job ", arrivals[next], ": ", ticket.status().message()));
       }
       if (ticket->slot >= job_of_slot.size()) job_of_slot.resize(ticket->slot + 1);
       job_of_slot[ticket->slot] = arrivals[next];
@@ -113,7 +114,8 @@ std::string FormatKeyTable(const Trace& trace, const SimResult& result) {
   std::vector<Row> rows;
   for (std::size_t i = 0; i < trace.jobs.size(); ++i) {
     const TraceJob& job = trace.jobs[i];
-    auto it = std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.key == job.key; });
+    auto it =
+        std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.key == job.key; });
     if (it == rows.end()) it = rows.insert(rows.end(), Row{job.key});
     ++it->jobs;
     if (const auto& admitted = result.outcomes[i].admitted_at) {
@@ -126,8 +128,8 @@ std::string FormatKeyTable(const Trace& trace, const SimResult& result) {
   std::string out = absl::StrFormat("  %-16s %6s %9s %10s %11s\n", "key", "jobs", "admitted",
                                     "mean wait", "worst wait");
   for (const Row& row : rows) {
-    const std::string mean = row.admitted ? absl::StrFormat("%.2f", row.total_wait / row.admitted)
-                                          : std::string("-");
+    const std::string mean =
+        row.admitted ? absl::StrFormat("%.2f", row.total_wait / row.admitted) : std::string("-");
     const std::string worst =
         row.admitted ? absl::StrFormat("%.2f", row.worst_wait) : std::string("-");
     absl::StrAppendFormat(&out, "  %-16s %6d %9d %10s %11s\n", Quoted(row.key), row.jobs,

@@ -19,8 +19,8 @@ class ObjectReader {
   ObjectReader(const Json& object, std::string where) : object_(object), where_(std::move(where)) {}
 
   Status Error(std::string_view field, std::string_view problem) const {
-    return absl::InvalidArgumentError(absl::StrCat(where_, ": field '", AsAbsl(field), "': ",
-                                                   AsAbsl(problem)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where_, ": field '", AsAbsl(field), "': ", AsAbsl(problem)));
   }
 
   Status OnlyFields(std::initializer_list<std::string_view> allowed) const {
@@ -83,8 +83,8 @@ class ObjectReader {
   std::string where_;
 };
 
-#define FAIRGATE_ASSIGN_OR_RETURN(lhs, expr) \
-  auto lhs##_or = (expr);                    \
+#define FAIRGATE_ASSIGN_OR_RETURN(lhs, expr)    \
+  auto lhs##_or = (expr);                       \
   if (!lhs##_or.ok()) return lhs##_or.status(); \
   auto lhs = *std::move(lhs##_or)
 
@@ -144,20 +144,38 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": empty file, expected a JSON object"));
   }
-  // JSON objects keep the last of two equal keys; record every type entry to catch a type given
-  // twice with different configs.
+  // JSON objects keep the last of two equal keys, so record every type entry to catch a type
+  // given twice with different configs; and track where the parser is, so that an error inside a
+  // value (a number too large for a double) still names the job and the field.
   std::vector<std::pair<std::string, Json>> type_entries;
-  std::string top_key, type_name;
-  auto watch = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    if (event == Json::parse_event_t::key && depth == 1) top_key = parsed.get<std::string>();
-    if (depth == 2 && top_key == "types") {
-      if (event == Json::parse_event_t::key) {
-        type_name = parsed.get<std::string>();
-      } else if (event == Json::parse_event_t::object_end ||
-                 event == Json::parse_event_t::array_end ||
-                 event == Json::parse_event_t::value) {
-        type_entries.emplace_back(type_name, parsed);
-      }
+  struct Level {
+    bool array = false;
+    std::string key;       // in an object: the current key
+    std::size_t done = 0;  // in an array: elements completed so far
+  };
+  std::vector<Level> path;
+  auto value_done = [&path] {
+    if (!path.empty() && path.back().array) ++path.back().done;
+  };
+  auto watch = [&](int, Json::parse_event_t event, Json& parsed) {
+    using E = Json::parse_event_t;
+    switch (event) {
+      case E::object_start:
+      case E::array_start:
+        path.push_back({event == E::array_start, "", 0});
+        break;
+      case E::key:
+        path.back().key = parsed.get<std::string>();
+        break;
+      case E::object_end:
+      case E::array_end:
+      case E::value:
+        if (event != E::value) path.pop_back();
+        if (path.size() == 2 && path[0].key == "types" && !path[1].array) {
+          type_entries.emplace_back(path[1].key, parsed);
+        }
+        value_done();
+        break;
     }
     return true;
   };
@@ -165,7 +183,21 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
   try {
     root = Json::parse(text, watch);
   } catch (const Json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(file, ": not valid JSON: ", e.what()));
+    std::string where = file;
+    if (path.size() >= 2 && path[0].key == "jobs" && path[1].array) {
+      absl::StrAppend(&where, ": job ", path[1].done);
+      if (path.size() == 3 && !path[2].key.empty()) {
+        absl::StrAppend(&where, ": field '", path[2].key, "'");
+      }
+    } else if (path.size() >= 2 && path[0].key == "types" && !path[1].key.empty()) {
+      absl::StrAppend(&where, ": type '", path[1].key, "'");
+      if (path.size() == 3 && !path[2].key.empty()) {
+        absl::StrAppend(&where, ": field '", path[2].key, "'");
+      }
+    } else if (!path.empty() && !path[0].key.empty()) {
+      absl::StrAppend(&where, ": field '", path[0].key, "'");
+    }
+    return absl::InvalidArgumentError(absl::StrCat(where, ": not valid JSON: ", e.what()));
   }
   if (!root.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": the trace must be a JSON object"));
@@ -185,8 +217,8 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
   } else if (trace.mode == "default") {
     trace.options = SchedulerOptions::Default();
   } else {
-    return r.Error("mode", absl::StrCat("must be \"seed\" or \"default\", got \"", trace.mode,
-                                        "\""));
+    return r.Error("mode",
+                   absl::StrCat("must be \"seed\" or \"default\", got \"", trace.mode, "\""));
   }
   FAIRGATE_ASSIGN_OR_RETURN(reconcile, r.Bool("reconcile"));
   FAIRGATE_ASSIGN_OR_RETURN(idle_catch_up, r.Bool("idle_catch_up"));

@@ -32,8 +32,8 @@ struct Trace {
   std::string mode;  // "seed" or "default"
   SchedulerOptions options;
   std::vector<std::pair<std::string, JobTypeConfig>> types;  // in file order
-  std::vector<TraceJob> jobs;                                 // in file order
-  std::optional<double> until;  // nothing after this instant happens
+  std::vector<TraceJob> jobs;                                // in file order
+  std::optional<double> until;                               // nothing after this instant happens
 };
 
 // Parses `text`; `file` names it in error messages.

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The whole test suite: builds the release preset and runs every test with CTest, then the same
+# suite under AddressSanitizer and UndefinedBehaviorSanitizer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+for preset in release asan; do
+  echo "== $preset: build"
+  scripts/build.sh "$preset" >/dev/null
+  echo "== $preset: test"
+  ctest --preset "$preset" -j "$jobs"
+done
