@@ -43,6 +43,9 @@ TEST_CASE("Options.Validate.EveryBadValueIsRefusedByName") {
       {"sweep_batch", [](SchedulerOptions& o) { o.sweep_batch = 0; }},
       {"max_pending_total", [](SchedulerOptions& o) { o.max_pending_total = 0; }},
       {"max_pending_per_key", [](SchedulerOptions& o) { o.max_pending_per_key = 0; }},
+      {"worker_threads", [](SchedulerOptions& o) { o.worker_threads = -1; }},
+      {"fiber_stack_bytes", [](SchedulerOptions& o) { o.fiber_stack_bytes = 1024; }},
+      {"sweep_interval", [](SchedulerOptions& o) { o.sweep_interval = Seconds(0); }},
   };
   for (const Case& c : cases) {
     CAPTURE(c.field);

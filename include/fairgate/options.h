@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <limits>
 
 #include "fairgate/status.h"
@@ -53,6 +54,23 @@ struct SchedulerOptions {
   // Bounded queues: past these, Enqueue is refused with ResourceExhausted. >= 1.
   std::size_t max_pending_total = kUnlimited;
   std::size_t max_pending_per_key = kUnlimited;
+
+  // --- The runtime (fairgate::Scheduler); the core and the simulator ignore these. ---
+
+  // Threads of the pool that runs Submit jobs as fibers. A job that blocks in a system call holds
+  // its whole thread, so the pool needs as many threads as blocking background jobs may run at
+  // once. 0: `max_concurrency` threads, so every admitted job can block without stalling another.
+  int worker_threads = 0;
+
+  // Stack of each Submit job's fiber. >= 16 KiB.
+  std::size_t fiber_stack_bytes = 256 * 1024;
+
+  // How often the TTL sweeper wakes. > 0.
+  Seconds sweep_interval{1.0};
+
+  // The clock that job run times are measured with (the observed costs that estimates learn)
+  // and that the core's times come from. Empty: a steady clock. Tests inject their own.
+  std::function<Seconds()> clock;
 
   // The original rule, exactly: no reconciliation, no idle catch-up, TTL eviction on.
   static SchedulerOptions Seed();

@@ -45,6 +45,18 @@ Status ValidateOptions(const SchedulerOptions& options) {
   if (options.max_pending_per_key < 1) {
     return absl::InvalidArgumentError("max_pending_per_key must be >= 1");
   }
+  if (options.worker_threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker_threads must be >= 0, got ", options.worker_threads));
+  }
+  if (options.fiber_stack_bytes < 16 * 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fiber_stack_bytes must be >= 16384, got ", options.fiber_stack_bytes));
+  }
+  if (!PositiveFinite(options.sweep_interval)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sweep_interval must be finite and > 0 seconds, got ", options.sweep_interval.count()));
+  }
   return absl::OkStatus();
 }
 

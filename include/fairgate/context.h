@@ -1,0 +1,75 @@
+// fairgate/context.h: Go-style contexts, which carry cancellation and deadlines to jobs.
+//
+// A Context is a cheap, copyable handle to shared state. `Background()` is never done. A context
+// made by WithCancel, WithDeadline or WithTimeout is done when its cancel function is called, when
+// its deadline passes, or when its parent is done, whichever comes first; its deadline is never
+// later than its parent's. Once done it stays done, and Err() says why: Cancelled or
+// DeadlineExceeded (OK while not done).
+//
+// Thread safety: every method may be called from any thread or fiber at once. Wait and WaitFor
+// block only the calling fiber when called from a fiber, and the thread when called from a plain
+// thread (they use Boost.Fiber primitives, which work from both). A cancel function may be called
+// any number of times, from anywhere; calls after the first do nothing. Calling it releases the
+// context's link to its parent, so call it when done with the context, as in Go.
+#ifndef FAIRGATE_CONTEXT_H_
+#define FAIRGATE_CONTEXT_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "fairgate/status.h"
+
+namespace fairgate {
+
+namespace internal {
+class ContextState;
+}  // namespace internal
+
+class Context {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // The root context: never cancelled, no deadline.
+  static Context Background();
+
+  // Whether the context is done (cancelled, or past its deadline).
+  bool Done() const;
+  // OK while not done; Cancelled or DeadlineExceeded once done.
+  Status Err() const;
+  // The deadline, if the context or an ancestor has one.
+  std::optional<Clock::time_point> Deadline() const;
+
+  // Blocks until the context is done. Never returns for Background().
+  void Wait() const;
+  // Blocks until the context is done or `timeout` passes; returns Done().
+  bool WaitFor(Clock::duration timeout) const;
+
+  // For fairgate's runtime: the shared state, null for Background().
+  const std::shared_ptr<internal::ContextState>& state() const { return state_; }
+
+ private:
+  friend std::pair<Context, std::function<void()>> WithCancel(const Context& parent);
+  friend std::pair<Context, std::function<void()>> WithDeadline(const Context& parent,
+                                                                Clock::time_point deadline);
+  explicit Context(std::shared_ptr<internal::ContextState> state) : state_(std::move(state)) {}
+
+  std::shared_ptr<internal::ContextState> state_;
+};
+
+using CancelFunc = std::function<void()>;
+
+// A child of `parent` that is also done when the returned function is called.
+std::pair<Context, CancelFunc> WithCancel(const Context& parent);
+// A child of `parent` that is also done at `deadline` (or earlier, by its cancel function).
+std::pair<Context, CancelFunc> WithDeadline(const Context& parent,
+                                            Context::Clock::time_point deadline);
+// WithDeadline(parent, now + timeout).
+std::pair<Context, CancelFunc> WithTimeout(const Context& parent,
+                                           Context::Clock::duration timeout);
+
+}  // namespace fairgate
+
+#endif  // FAIRGATE_CONTEXT_H_

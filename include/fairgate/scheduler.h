@@ -1,0 +1,106 @@
+// fairgate/scheduler.h: the admission controller a server links in.
+//
+// Every unit of work goes through one Scheduler:
+// - foreground work, where a caller waits: RunSync blocks the calling fiber or thread until the
+//   job is admitted, runs `fn` right there on the caller, and returns its status;
+// - background work: Submit returns at once, and `fn` runs later as a fiber on the scheduler's
+//   own worker pool; the completion callback (if given) learns its status.
+// Which job runs next, and when, is the admission rule of fairgate's design (tier, then the
+// fairness key's accumulated cost, then arrival; global, tier and type caps; conflict groups),
+// decided by the deterministic core that this class wraps.
+//
+// Thread safety: every method may be called from any thread or fiber at once. One lock guards the
+// core; it is never held while user code runs or while a caller waits. RunSync blocks only the
+// calling fiber when called from a fiber (including a Submit job of this or another scheduler),
+// and the thread when called from a plain thread.
+//
+// Jobs and their functions:
+// - `fn` receives the job's context: RunSync's `ctx`, or for Submit a context that is cancelled
+//   when the scheduler shuts down. A running job whose context is done is expected to stop soon.
+// - An exception escaping `fn` becomes an Internal status for that job; the slot is released and
+//   the scheduler keeps working. A completion callback must not throw; if it does, the exception
+//   is caught and dropped, since nobody is left to receive it.
+// - A job's run time, from the scheduler's clock, is the observed cost that the estimate of its
+//   (type, id) learns. A clock that steps backwards counts as zero.
+// - `fn` must not call Shutdown, Drain or the destructor of its own scheduler (that would wait
+//   for itself).
+//
+// Exactly once: every job accepted (RunSync or Submit returned OK, or RunSync reached its wait)
+// either runs or is told that it did not, exactly once: RunSync returns Cancelled,
+// DeadlineExceeded, or fn's status; a Submit callback is called once, with fn's status or
+// Cancelled.
+//
+// Shutdown: Shutdown(ctx) refuses new calls (Unavailable), fails every pending job (RunSync
+// callers return Cancelled, Submit callbacks get Cancelled), cancels the context of running Submit
+// jobs, and waits until every running job has finished and every callback has run, or until
+// `ctx` is done (then it returns ctx.Err() and the jobs go on; the destructor waits for them).
+// Drain(ctx) refuses new calls but runs everything pending first, then shuts down. The destructor
+// shuts down and waits.
+#ifndef FAIRGATE_SCHEDULER_H_
+#define FAIRGATE_SCHEDULER_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "fairgate/context.h"
+#include "fairgate/job_type.h"
+#include "fairgate/options.h"
+#include "fairgate/snapshot.h"
+#include "fairgate/status.h"
+
+namespace fairgate {
+
+class Scheduler {
+ public:
+  using JobFn = std::function<Status(const Context& ctx)>;
+  using DoneCallback = std::function<void(const Status& status)>;
+
+  // Starts a scheduler: validates `options` (InvalidArgument naming the bad field), starts the
+  // worker pool and the TTL sweeper.
+  static StatusOr<std::unique_ptr<Scheduler>> Create(const SchedulerOptions& options = {});
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Registers a job type before its first job. Idempotent for an equal config; AlreadyExists for
+  // a different one; InvalidArgument for a bad one.
+  Status RegisterType(std::string_view name, const JobTypeConfig& config);
+
+  // Waits until the job (type, id) of `fairness_key` is admitted, then runs `fn(ctx)` on the
+  // calling fiber or thread and returns its status. Returns without running `fn`, uncharged:
+  // ctx.Err() if `ctx` is done before admission; Cancelled if the scheduler shuts down first;
+  // Unavailable after Shutdown or Drain began; NotFound for an unknown type; InvalidArgument for
+  // an empty id or function; ResourceExhausted when a pending bound is reached.
+  Status RunSync(const Context& ctx, std::string_view type, std::string_view id,
+                 std::string_view fairness_key, const JobFn& fn);
+
+  // Queues background job (type, id) under the fairness key "" and returns at once.
+  Status Submit(std::string_view type, std::string_view id, JobFn fn);
+  // The same under `fairness_key`; `done` (may be empty) is called exactly once, from a worker
+  // fiber or from Shutdown, with fn's status or Cancelled. Refusals are returned here, and then
+  // `done` is never called.
+  Status Submit(std::string_view type, std::string_view id, std::string_view fairness_key, JobFn fn,
+                DoneCallback done);
+
+  // See the header comment. Idempotent; OK once everything has finished.
+  Status Shutdown(const Context& ctx);
+  Status Drain(const Context& ctx);
+
+  // The core's counts: running and pending per tier and type, keys and estimates tracked.
+  fairgate::Snapshot Snapshot() const;
+  // What `fairness_key` has been charged so far, if the key is tracked.
+  std::optional<double> AccumulatedCost(std::string_view fairness_key) const;
+  // The learned cost of (type, id) in seconds, if tracked.
+  std::optional<double> Estimate(std::string_view type, std::string_view id) const;
+
+ private:
+  class Impl;
+  explicit Scheduler(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fairgate
+
+#endif  // FAIRGATE_SCHEDULER_H_

@@ -1,0 +1,158 @@
+#include "fairgate/context.h"
+
+#include <algorithm>
+
+#include "boost/fiber/operations.hpp"
+#include "runtime/context_state.h"
+
+namespace fairgate {
+namespace internal {
+
+ContextState::~ContextState() { UnlinkParent(); }
+
+void ContextState::Cancel(Status reason) {
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> callbacks;
+  {
+    std::unique_lock lock(mutex_);
+    if (cancelled_) return;
+    cancelled_ = true;
+    // Past its deadline the context was already done, for that reason.
+    reason_ = deadline_ && Clock::now() >= *deadline_
+                  ? absl::DeadlineExceededError("context deadline exceeded")
+                  : std::move(reason);
+    callbacks.swap(callbacks_);
+  }
+  cancelled_cv_.notify_all();
+  for (auto& [id, callback] : callbacks) callback();
+  UnlinkParent();
+}
+
+bool ContextState::Done() const { return !Err().ok(); }
+
+Status ContextState::Err() const {
+  std::unique_lock lock(mutex_);
+  if (cancelled_) return reason_;
+  if (deadline_ && Clock::now() >= *deadline_) {
+    return absl::DeadlineExceededError("context deadline exceeded");
+  }
+  return absl::OkStatus();
+}
+
+std::uint64_t ContextState::AddCallback(std::function<void()> callback) {
+  {
+    std::unique_lock lock(mutex_);
+    if (!cancelled_) {
+      callbacks_.emplace_back(next_id_, std::move(callback));
+      return next_id_++;
+    }
+  }
+  callback();
+  return 0;
+}
+
+void ContextState::RemoveCallback(std::uint64_t id) {
+  if (id == 0) return;
+  std::unique_lock lock(mutex_);
+  auto it = std::find_if(callbacks_.begin(), callbacks_.end(),
+                         [&](const auto& entry) { return entry.first == id; });
+  if (it != callbacks_.end()) callbacks_.erase(it);
+}
+
+bool ContextState::WaitUntil(std::optional<Clock::time_point> until) {
+  std::optional<Clock::time_point> end = deadline_;
+  if (until && (!end || *until < *end)) end = until;
+  {
+    std::unique_lock lock(mutex_);
+    if (end) {
+      cancelled_cv_.wait_until(lock, *end, [&] { return cancelled_; });
+    } else {
+      cancelled_cv_.wait(lock, [&] { return cancelled_; });
+    }
+  }
+  return Done();
+}
+
+void ContextState::LinkParent(const std::shared_ptr<ContextState>& parent) {
+  if (!parent) return;
+  std::weak_ptr<ContextState> weak_parent = parent;
+  // The callback holds the child weakly: a child nobody refers to any more is not kept alive.
+  const std::uint64_t id = parent->AddCallback([weak_self = weak_from_this(), weak_parent] {
+    auto self = weak_self.lock();
+    if (!self) return;
+    Status reason = absl::CancelledError("parent context cancelled");
+    if (auto p = weak_parent.lock()) reason = p->Err();
+    self->Cancel(std::move(reason));
+  });
+  std::unique_lock lock(mutex_);
+  parent_ = parent;
+  parent_callback_ = id;
+}
+
+void ContextState::UnlinkParent() {
+  std::shared_ptr<ContextState> parent;
+  std::uint64_t id;
+  {
+    std::unique_lock lock(mutex_);
+    parent = parent_.lock();
+    parent_.reset();
+    id = parent_callback_;
+    parent_callback_ = 0;
+  }
+  if (parent) parent->RemoveCallback(id);
+}
+
+}  // namespace internal
+
+Context Context::Background() { return Context(nullptr); }
+
+bool Context::Done() const { return state_ && state_->Done(); }
+
+Status Context::Err() const { return state_ ? state_->Err() : absl::OkStatus(); }
+
+std::optional<Context::Clock::time_point> Context::Deadline() const {
+  return state_ ? state_->deadline() : std::nullopt;
+}
+
+void Context::Wait() const {
+  if (state_) {
+    state_->WaitUntil(std::nullopt);
+    return;
+  }
+  // Background is never done: block for good, without spinning.
+  boost::fibers::mutex mutex;
+  boost::fibers::condition_variable never;
+  std::unique_lock lock(mutex);
+  never.wait(lock, [] { return false; });
+}
+
+bool Context::WaitFor(Clock::duration timeout) const {
+  if (state_) return state_->WaitUntil(Clock::now() + timeout);
+  boost::this_fiber::sleep_for(timeout);
+  return false;
+}
+
+std::pair<Context, CancelFunc> WithDeadline(const Context& parent,
+                                            Context::Clock::time_point deadline) {
+  std::optional<Context::Clock::time_point> effective = deadline;
+  if (auto inherited = parent.Deadline(); inherited && *inherited < deadline) {
+    effective = inherited;
+  }
+  auto state = std::make_shared<internal::ContextState>(effective);
+  state->LinkParent(parent.state());
+  CancelFunc cancel = [state] { state->Cancel(absl::CancelledError("context cancelled")); };
+  return {Context(state), std::move(cancel)};
+}
+
+std::pair<Context, CancelFunc> WithCancel(const Context& parent) {
+  auto state = std::make_shared<internal::ContextState>(parent.Deadline());
+  state->LinkParent(parent.state());
+  CancelFunc cancel = [state] { state->Cancel(absl::CancelledError("context cancelled")); };
+  return {Context(state), std::move(cancel)};
+}
+
+std::pair<Context, CancelFunc> WithTimeout(const Context& parent,
+                                           Context::Clock::duration timeout) {
+  return WithDeadline(parent, Context::Clock::now() + timeout);
+}
+
+}  // namespace fairgate

@@ -1,0 +1,68 @@
+// ContextState: the shared state behind fairgate::Context. Internal to fairgate.
+//
+// Cancellation is pushed: Cancel() marks the state done and runs the registered callbacks
+// (children cancelling themselves, waiters waking up), outside the state's lock. A deadline is
+// observed where it matters instead of being pushed by a timer: Done() and Err() compare it with
+// the clock, and waits are timed waits that end at the deadline. Children inherit the earliest
+// deadline of their ancestors, so no callback is needed for deadlines.
+#ifndef FAIRGATE_RUNTIME_CONTEXT_STATE_H_
+#define FAIRGATE_RUNTIME_CONTEXT_STATE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "boost/fiber/condition_variable.hpp"
+#include "boost/fiber/mutex.hpp"
+#include "fairgate/context.h"
+
+namespace fairgate::internal {
+
+class ContextState : public std::enable_shared_from_this<ContextState> {
+ public:
+  using Clock = Context::Clock;
+
+  explicit ContextState(std::optional<Clock::time_point> deadline) : deadline_(deadline) {}
+  ~ContextState();
+  ContextState(const ContextState&) = delete;
+  ContextState& operator=(const ContextState&) = delete;
+
+  // Marks the state done with `reason` (Cancelled) and runs the callbacks; no-op once done.
+  void Cancel(Status reason);
+  bool Done() const;
+  Status Err() const;
+  const std::optional<Clock::time_point>& deadline() const { return deadline_; }
+
+  // Runs `callback` once when the state is cancelled (at once, inline, if it already was).
+  // Returns an id for RemoveCallback, or 0 if it ran inline. Deadlines do not run callbacks.
+  std::uint64_t AddCallback(std::function<void()> callback);
+  // Unregisters a callback that has not run yet; harmless for one that has.
+  void RemoveCallback(std::uint64_t id);
+
+  // Blocks until done, or until `until` when given; returns Done().
+  bool WaitUntil(std::optional<Clock::time_point> until);
+
+  // Links this child to its parent: cancelling the parent cancels it. `this` must already be
+  // owned by a shared_ptr.
+  void LinkParent(const std::shared_ptr<ContextState>& parent);
+  // Undoes LinkParent (at the child's own cancellation, so parents do not collect dead children).
+  void UnlinkParent();
+
+ private:
+  mutable boost::fibers::mutex mutex_;
+  boost::fibers::condition_variable cancelled_cv_;
+  const std::optional<Clock::time_point> deadline_;
+  bool cancelled_ = false;
+  Status reason_;
+  std::uint64_t next_id_ = 1;
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> callbacks_;
+  std::weak_ptr<ContextState> parent_;
+  std::uint64_t parent_callback_ = 0;
+};
+
+}  // namespace fairgate::internal
+
+#endif  // FAIRGATE_RUNTIME_CONTEXT_STATE_H_

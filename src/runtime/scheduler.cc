@@ -1,0 +1,397 @@
+#include "fairgate/scheduler.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "boost/fiber/condition_variable.hpp"
+#include "boost/fiber/mutex.hpp"
+#include "core/admission_core.h"
+#include "runtime/context_state.h"
+#include "runtime/worker_pool.h"
+
+namespace fairgate {
+namespace {
+
+// One accepted job, from its acceptance until it is reported.
+struct JobRecord {
+  enum class State { kPending, kRunning, kCancelled };
+
+  core::JobTicket ticket;
+  bool sync = false;
+  State state = State::kPending;  // guarded by the scheduler's lock
+
+  // RunSync: the caller sleeps on `wake` until `signalled`; the truth is `state`.
+  boost::fibers::mutex wake_mutex;
+  boost::fibers::condition_variable wake;
+  bool signalled = false;
+
+  // Submit.
+  Scheduler::JobFn fn;
+  Scheduler::DoneCallback done;
+};
+
+using RecordPtr = std::shared_ptr<JobRecord>;
+
+void Signal(JobRecord& record) {
+  {
+    std::unique_lock lock(record.wake_mutex);
+    record.signalled = true;
+  }
+  record.wake.notify_all();
+}
+
+// Runs user code at the edge: an exception becomes a status. Nothing suspends inside a catch
+// block (exception state is per thread in this Boost.Fiber).
+Status Invoke(const Scheduler::JobFn& fn, const Context& ctx) {
+  std::string error;
+  try {
+    return fn(ctx);
+  } catch (const std::exception& e) {
+    error = e.what();
+  } catch (...) {
+    error = "an exception that is not a std::exception";
+  }
+  return absl::InternalError(absl::StrCat("job function threw: ", error));
+}
+
+void InvokeDone(const Scheduler::DoneCallback& done, const Status& status) {
+  if (!done) return;
+  try {
+    done(status);
+  } catch (...) {
+    // Documented: nobody is left to receive it.
+  }
+}
+
+}  // namespace
+
+class Scheduler::Impl {
+ public:
+  explicit Impl(const SchedulerOptions& options, std::unique_ptr<core::AdmissionCore> core)
+      : options_(options),
+        epoch_(std::chrono::steady_clock::now()),
+        core_(std::move(core)),
+        background_(WithCancel(Context::Background())),
+        pool_(options.worker_threads > 0 ? options.worker_threads : options.max_concurrency,
+              static_cast<std::size_t>(options.max_concurrency) + 1, options.fiber_stack_bytes) {
+    pool_.Post([this] { SweeperLoop(); });
+  }
+
+  ~Impl() {
+    (void)Shutdown(Context::Background());  // with no deadline it returns once all is done
+    StopSweeper();
+    // pool_ is destroyed first (declared last): it joins its threads.
+  }
+
+  Status RegisterType(std::string_view name, const JobTypeConfig& config) {
+    std::unique_lock lock(mutex_);
+    return core_->RegisterType(name, config);
+  }
+
+  Status RunSync(const Context& ctx, std::string_view type, std::string_view id,
+                 std::string_view key, const JobFn& fn) {
+    if (!fn) return absl::InvalidArgumentError("job function is empty");
+    if (Status s = ctx.Err(); !s.ok()) return s;
+    StatusOr<RecordPtr> accepted = Accept(type, id, key, [](JobRecord& r) { r.sync = true; });
+    if (!accepted.ok()) return accepted.status();
+    RecordPtr record = *std::move(accepted);
+
+    // Sleep until admitted, refused by shutdown, or the context is done.
+    std::uint64_t callback = 0;
+    if (ctx.state()) callback = ctx.state()->AddCallback([record] { Signal(*record); });
+    {
+      std::unique_lock lock(record->wake_mutex);
+      auto woken = [&] { return record->signalled; };
+      if (std::optional<Context::Clock::time_point> deadline = ctx.Deadline()) {
+        record->wake.wait_until(lock, *deadline, woken);
+      } else {
+        record->wake.wait(lock, woken);
+      }
+    }
+    if (ctx.state()) ctx.state()->RemoveCallback(callback);
+
+    {
+      std::unique_lock lock(mutex_);
+      switch (record->state) {
+        case JobRecord::State::kRunning:
+          break;  // admitted, even if the context ended meanwhile: the job runs and sees it
+        case JobRecord::State::kCancelled:
+          return absl::CancelledError("the scheduler shut down before the job was admitted");
+        case JobRecord::State::kPending: {
+          // The context ended first: leave the queue, uncharged.
+          (void)core_->Cancel(record->ticket, Now());
+          record->state = JobRecord::State::kCancelled;
+          records_[record->ticket.slot] = nullptr;
+          lock.unlock();
+          FinishOutstanding();
+          Status err = ctx.Err();
+          return err.ok() ? absl::CancelledError("context cancelled") : err;
+        }
+      }
+    }
+    const double start = Now();
+    Status status = Invoke(fn, ctx);
+    Complete(*record, Now() - start);
+    FinishOutstanding();
+    return status;
+  }
+
+  Status Submit(std::string_view type, std::string_view id, std::string_view key, JobFn fn,
+                DoneCallback done) {
+    if (!fn) return absl::InvalidArgumentError("job function is empty");
+    StatusOr<RecordPtr> accepted = Accept(type, id, key, [&](JobRecord& r) {
+      r.fn = std::move(fn);
+      r.done = std::move(done);
+    });
+    return accepted.status();
+  }
+
+  Status Shutdown(const Context& ctx) {
+    std::vector<RecordPtr> refused;
+    {
+      std::unique_lock lock(mutex_);
+      if (phase_ != Phase::kShutDown) {
+        phase_ = Phase::kShutDown;
+        for (RecordPtr& record : records_) {
+          if (!record || record->state != JobRecord::State::kPending) continue;
+          (void)core_->Cancel(record->ticket, Now());
+          record->state = JobRecord::State::kCancelled;
+          refused.push_back(std::move(record));
+        }
+      }
+    }
+    background_.second();  // running Submit jobs see their context done
+    for (const RecordPtr& record : refused) {
+      if (record->sync) {
+        Signal(*record);
+      } else {
+        InvokeDone(record->done, absl::CancelledError("the scheduler shut down before the job ran"));
+      }
+      FinishOutstanding();
+    }
+    return WaitQuiet(ctx);
+  }
+
+  Status Drain(const Context& ctx) {
+    {
+      std::unique_lock lock(mutex_);
+      if (phase_ == Phase::kOpen) phase_ = Phase::kDraining;
+    }
+    Status quiet = WaitQuiet(ctx);
+    Status shut = Shutdown(ctx);
+    return quiet.ok() ? shut : quiet;
+  }
+
+  fairgate::Snapshot TakeSnapshot() const {
+    std::unique_lock lock(mutex_);
+    return core_->TakeSnapshot();
+  }
+
+  std::optional<double> AccumulatedCost(std::string_view key) const {
+    std::unique_lock lock(mutex_);
+    return core_->AccumulatedCost(key);
+  }
+
+  std::optional<double> Estimate(std::string_view type, std::string_view id) const {
+    std::unique_lock lock(mutex_);
+    return core_->Estimate(type, id);
+  }
+
+ private:
+  enum class Phase { kOpen, kDraining, kShutDown };
+
+  double Now() const {
+    const Seconds t = options_.clock ? options_.clock()
+                                     : Seconds(std::chrono::steady_clock::now() - epoch_);
+    return std::isfinite(t.count()) ? t.count() : 0.0;
+  }
+
+  // Enqueues a job and admits what can be admitted. `fill` sets the record's kind and function.
+  template <typename Fill>
+  StatusOr<RecordPtr> Accept(std::string_view type, std::string_view id, std::string_view key,
+                             Fill fill) {
+    auto record = std::make_shared<JobRecord>();
+    fill(*record);
+    std::vector<RecordPtr> admitted;
+    {
+      std::unique_lock lock(mutex_);
+      if (phase_ != Phase::kOpen) {
+        return absl::UnavailableError(phase_ == Phase::kDraining
+                                          ? "the scheduler is draining"
+                                          : "the scheduler is shut down");
+      }
+      StatusOr<core::JobTicket> ticket = core_->Enqueue({type, id, key, std::nullopt}, Now());
+      if (!ticket.ok()) return ticket.status();
+      record->ticket = *ticket;
+      if (records_.size() <= ticket->slot) records_.resize(ticket->slot + 1);
+      records_[ticket->slot] = record;
+      outstanding_.fetch_add(1, std::memory_order_relaxed);
+      AdmitLocked(admitted);
+    }
+    Dispatch(admitted);
+    return record;
+  }
+
+  void AdmitLocked(std::vector<RecordPtr>& admitted) {
+    const double now = Now();
+    while (std::optional<core::Admission> a = core_->NextAdmission(now)) {
+      RecordPtr& record = records_[a->ticket.slot];
+      record->state = JobRecord::State::kRunning;
+      admitted.push_back(record);
+    }
+  }
+
+  void Dispatch(const std::vector<RecordPtr>& admitted) {
+    for (const RecordPtr& record : admitted) {
+      if (record->sync) {
+        Signal(*record);
+      } else {
+        pool_.Post([this, record] { RunBackground(record); });
+      }
+    }
+  }
+
+  void RunBackground(const RecordPtr& record) {
+    const double start = Now();
+    Status status = Invoke(record->fn, background_.first);
+    Complete(*record, Now() - start);
+    record->fn = nullptr;  // release what the function holds before reporting
+    InvokeDone(record->done, status);
+    record->done = nullptr;
+    FinishOutstanding();
+  }
+
+  void Complete(JobRecord& record, double elapsed) {
+    std::vector<RecordPtr> admitted;
+    {
+      std::unique_lock lock(mutex_);
+      (void)core_->Complete(record.ticket, std::max(0.0, elapsed), Now());
+      records_[record.ticket.slot] = nullptr;
+      AdmitLocked(admitted);
+    }
+    Dispatch(admitted);
+  }
+
+  // One accepted job has been fully reported.
+  void FinishOutstanding() {
+    if (outstanding_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::unique_lock lock(quiet_mutex_);
+      quiet_.notify_all();
+    }
+  }
+
+  // Waits until no accepted job is outstanding, or `ctx` is done.
+  Status WaitQuiet(const Context& ctx) {
+    std::uint64_t callback = 0;
+    if (ctx.state()) {
+      callback = ctx.state()->AddCallback([this] {
+        std::unique_lock lock(quiet_mutex_);
+        quiet_.notify_all();
+      });
+    }
+    Status result;
+    {
+      std::unique_lock lock(quiet_mutex_);
+      auto done = [&] { return outstanding_.load(std::memory_order_acquire) == 0 || ctx.Done(); };
+      if (std::optional<Context::Clock::time_point> deadline = ctx.Deadline()) {
+        quiet_.wait_until(lock, *deadline, done);
+      } else {
+        quiet_.wait(lock, done);
+      }
+      if (outstanding_.load(std::memory_order_acquire) != 0) result = ctx.Err();
+    }
+    if (ctx.state()) ctx.state()->RemoveCallback(callback);
+    return result;
+  }
+
+  void SweeperLoop() {
+    std::unique_lock lock(sweeper_mutex_);
+    while (!stop_sweeper_) {
+      sweeper_wake_.wait_for(
+          lock, std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.sweep_interval),
+          [&] { return stop_sweeper_; });
+      if (stop_sweeper_) break;
+      std::unique_lock core_lock(mutex_);
+      core_->Sweep(Now());
+    }
+  }
+
+  void StopSweeper() {
+    {
+      std::unique_lock lock(sweeper_mutex_);
+      stop_sweeper_ = true;
+    }
+    sweeper_wake_.notify_all();
+  }
+
+  const SchedulerOptions options_;
+  const std::chrono::steady_clock::time_point epoch_;
+
+  mutable std::mutex mutex_;  // guards everything below up to the next comment
+  std::unique_ptr<core::AdmissionCore> core_;
+  std::vector<RecordPtr> records_;  // by ticket slot: the pending and running jobs
+  Phase phase_ = Phase::kOpen;
+
+  std::atomic<std::int64_t> outstanding_{0};  // accepted and not yet fully reported
+  boost::fibers::mutex quiet_mutex_;
+  boost::fibers::condition_variable quiet_;
+
+  boost::fibers::mutex sweeper_mutex_;
+  boost::fibers::condition_variable sweeper_wake_;
+  bool stop_sweeper_ = false;
+
+  std::pair<Context, CancelFunc> background_;  // the context of Submit jobs
+  internal::WorkerPool pool_;                  // last: joined first
+};
+
+StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& options) {
+  StatusOr<std::unique_ptr<core::AdmissionCore>> core = core::AdmissionCore::Create(options);
+  if (!core.ok()) return core.status();
+  return std::unique_ptr<Scheduler>(
+      new Scheduler(std::make_unique<Impl>(options, *std::move(core))));
+}
+
+Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Scheduler::~Scheduler() = default;
+
+Status Scheduler::RegisterType(std::string_view name, const JobTypeConfig& config) {
+  return impl_->RegisterType(name, config);
+}
+
+Status Scheduler::RunSync(const Context& ctx, std::string_view type, std::string_view id,
+                          std::string_view fairness_key, const JobFn& fn) {
+  return impl_->RunSync(ctx, type, id, fairness_key, fn);
+}
+
+Status Scheduler::Submit(std::string_view type, std::string_view id, JobFn fn) {
+  return impl_->Submit(type, id, "", std::move(fn), nullptr);
+}
+
+Status Scheduler::Submit(std::string_view type, std::string_view id,
+                         std::string_view fairness_key, JobFn fn, DoneCallback done) {
+  return impl_->Submit(type, id, fairness_key, std::move(fn), std::move(done));
+}
+
+Status Scheduler::Shutdown(const Context& ctx) { return impl_->Shutdown(ctx); }
+
+Status Scheduler::Drain(const Context& ctx) { return impl_->Drain(ctx); }
+
+fairgate::Snapshot Scheduler::Snapshot() const { return impl_->TakeSnapshot(); }
+
+std::optional<double> Scheduler::AccumulatedCost(std::string_view fairness_key) const {
+  return impl_->AccumulatedCost(fairness_key);
+}
+
+std::optional<double> Scheduler::Estimate(std::string_view type, std::string_view id) const {
+  return impl_->Estimate(type, id);
+}
+
+}  // namespace fairgate

@@ -1,0 +1,100 @@
+// Contexts: cancellation reaches children, deadlines end contexts, and both fibers and plain
+// threads can wait on them.
+#include "fairgate/context.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "boost/fiber/fiber.hpp"
+#include "boost/fiber/operations.hpp"
+#include "doctest/doctest.h"
+#include "runtime_test_util.h"
+
+namespace fairgate {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST_CASE("Context.Background.IsNeverDone") {
+  Context ctx = Context::Background();
+  CHECK_FALSE(ctx.Done());
+  CHECK(ctx.Err().ok());
+  CHECK_FALSE(ctx.Deadline().has_value());
+  CHECK_FALSE(ctx.WaitFor(5ms));
+}
+
+TEST_CASE("Context.WithCancel.CancelEndsItOnceWithCancelled") {
+  auto [ctx, cancel] = WithCancel(Context::Background());
+  CHECK_FALSE(ctx.Done());
+  cancel();
+  CHECK(ctx.Done());
+  CHECK(ctx.Err().code() == absl::StatusCode::kCancelled);
+  cancel();  // harmless
+  CHECK(ctx.Err().code() == absl::StatusCode::kCancelled);
+  CHECK(ctx.WaitFor(1h));  // returns at once
+}
+
+TEST_CASE("Context.Parent.CancellationReachesDescendantsNotAncestors") {
+  auto [parent, cancel_parent] = WithCancel(Context::Background());
+  auto [child, cancel_child] = WithCancel(parent);
+  auto [grandchild, cancel_grandchild] = WithTimeout(child, 1h);
+  auto [sibling, cancel_sibling] = WithCancel(parent);
+  cancel_sibling();
+  CHECK_FALSE(parent.Done());
+  CHECK_FALSE(grandchild.Done());
+  cancel_parent();
+  CHECK(child.Err().code() == absl::StatusCode::kCancelled);
+  CHECK(grandchild.Err().code() == absl::StatusCode::kCancelled);
+  // A child of a context that is already done is done from the start.
+  auto [late, cancel_late] = WithCancel(parent);
+  CHECK(late.Done());
+}
+
+TEST_CASE("Context.Deadline.EndsWithDeadlineExceededAndChildrenInheritIt") {
+  auto [ctx, cancel] = WithTimeout(Context::Background(), 20ms);
+  REQUIRE(ctx.Deadline().has_value());
+  auto [child, cancel_child] = WithDeadline(ctx, Context::Clock::now() + 1h);
+  CHECK(child.Deadline() == ctx.Deadline());  // never later than the parent's
+  CHECK(child.WaitFor(20s));
+  CHECK(ctx.Err().code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(child.Err().code() == absl::StatusCode::kDeadlineExceeded);
+  cancel();  // after the deadline, the reason stays
+  CHECK(ctx.Err().code() == absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_CASE("Context.Wait.AThreadWakesWhenAnotherThreadCancels") {
+  testing::Watchdog watchdog("Context.Wait thread", std::chrono::seconds(30));
+  auto [ctx, cancel] = WithCancel(Context::Background());
+  std::thread waiter([ctx = ctx] { ctx.Wait(); });
+  std::this_thread::sleep_for(5ms);
+  cancel();
+  waiter.join();
+  CHECK(ctx.Done());
+}
+
+TEST_CASE("Context.Wait.AFiberWaitingSuspendsOnlyItself") {
+  testing::Watchdog watchdog("Context.Wait fiber", std::chrono::seconds(30));
+  auto [ctx, cancel] = WithCancel(Context::Background());
+  std::atomic<int> other_fiber_steps{0};
+  bool waiter_saw_done = false;
+  boost::fibers::fiber waiter([&, ctx = ctx] {
+    ctx.Wait();
+    waiter_saw_done = ctx.Done();
+  });
+  boost::fibers::fiber other([&, cancel = cancel] {
+    // Runs on the same thread while the waiter is suspended, then cancels it.
+    for (int i = 0; i < 3; ++i) {
+      ++other_fiber_steps;
+      boost::this_fiber::yield();
+    }
+    cancel();
+  });
+  waiter.join();
+  other.join();
+  CHECK(other_fiber_steps == 3);
+  CHECK(waiter_saw_done);
+}
+
+}  // namespace
+}  // namespace fairgate

@@ -1,0 +1,105 @@
+// Helpers for the runtime tests: gates that jobs wait on, waiting for a condition with a
+// failure guard, and a watchdog that turns a deadlock into a failed test instead of a hung CI.
+// Timeouts here are failure guards, never assertions about speed.
+#ifndef FAIRGATE_TESTS_RUNTIME_TEST_UTIL_H_
+#define FAIRGATE_TESTS_RUNTIME_TEST_UTIL_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "boost/fiber/condition_variable.hpp"
+#include "boost/fiber/mutex.hpp"
+#include "boost/fiber/operations.hpp"
+
+namespace fairgate::testing {
+
+// A one-shot event that fibers and threads can wait on.
+class Gate {
+ public:
+  void Open() {
+    {
+      std::unique_lock lock(mutex_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+  // Waits until open; false if `guard` passed first.
+  bool Wait(std::chrono::milliseconds guard = std::chrono::milliseconds(20000)) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, guard, [&] { return open_; });
+  }
+
+ private:
+  boost::fibers::mutex mutex_;
+  boost::fibers::condition_variable cv_;
+  bool open_ = false;
+};
+
+// Polls `condition` until it holds; false if `guard` passed first.
+inline bool Eventually(const std::function<bool()>& condition,
+                       std::chrono::milliseconds guard = std::chrono::milliseconds(20000)) {
+  const auto end = std::chrono::steady_clock::now() + guard;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    boost::this_fiber::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// Aborts the test program if not destroyed within `limit`.
+class Watchdog {
+ public:
+  Watchdog(std::string what, std::chrono::seconds limit) : what_(std::move(what)) {
+    thread_ = std::thread([this, limit] {
+      std::unique_lock lock(mutex_);
+      if (!cv_.wait_for(lock, limit, [&] { return disarmed_; })) {
+        std::fprintf(stderr, "watchdog: '%s' did not finish within %llds: deadlock?\n",
+                     what_.c_str(), static_cast<long long>(limit.count()));
+        std::abort();
+      }
+    });
+  }
+  ~Watchdog() {
+    {
+      std::unique_lock lock(mutex_);
+      disarmed_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::string what_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool disarmed_ = false;
+  std::thread thread_;
+};
+
+// An ordered log of what happened, from any thread.
+class Log {
+ public:
+  void Add(std::string entry) {
+    std::unique_lock lock(mutex_);
+    entries_.push_back(std::move(entry));
+  }
+  std::vector<std::string> entries() const {
+    std::unique_lock lock(mutex_);
+    return entries_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> entries_;
+};
+
+}  // namespace fairgate::testing
+
+#endif  // FAIRGATE_TESTS_RUNTIME_TEST_UTIL_H_

@@ -1,0 +1,240 @@
+// Stress: many threads and fibers call RunSync and Submit at once, with cancellations, deadlines
+// and throwing jobs, then the scheduler shuts down in the middle of it all. A checker inside every
+// job fails the test if a cap is ever exceeded or two conflicting jobs overlap; the accounting
+// fails it unless every accepted job either ran or was told it did not, exactly once. A watchdog
+// turns a deadlock into a failure. FAIRGATE_STRESS_SECONDS sets how long it runs (default 3).
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "boost/fiber/fiber.hpp"
+#include "boost/fiber/operations.hpp"
+#include "doctest/doctest.h"
+#include "fairgate/scheduler.h"
+#include "runtime_test_util.h"
+
+namespace fairgate {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct TypeInfo {
+  std::string name;
+  JobTypeConfig config;
+};
+
+const std::vector<TypeInfo>& Types() {
+  static const auto* types = new std::vector<TypeInfo>{
+      {"clone", {.default_cost = 2, .max_concurrency = 4, .conflict_group = "git", .priority = 4}},
+      {"stat", {.default_cost = 1, .max_concurrency = 3, .priority = 4}},
+      {"fetch", {.default_cost = 3, .max_concurrency = 2, .conflict_group = "git", .priority = 2}},
+      {"repack", {.default_cost = 5, .max_concurrency = 1, .conflict_group = "git", .priority = 2}},
+  };
+  return *types;
+}
+
+constexpr int kCapacity = 6;
+
+// Counts what runs at each moment, from inside the jobs, and records any broken promise.
+class InvariantChecker {
+ public:
+  void Enter(const TypeInfo& type, const std::string& id) {
+    std::unique_lock lock(mutex_);
+    ++total_;
+    ++by_tier_[type.config.priority];
+    ++by_type_[type.name];
+    if (total_ > kCapacity) Violation("global cap exceeded");
+    if (by_tier_[type.config.priority] > type.config.priority) Violation("tier cap exceeded");
+    if (by_type_[type.name] > type.config.max_concurrency) Violation("type cap exceeded");
+    if (!type.config.conflict_group.empty() && ++resources_[id] > 1) {
+      Violation("conflicting jobs overlap on " + id);
+    }
+  }
+  void Exit(const TypeInfo& type, const std::string& id) {
+    std::unique_lock lock(mutex_);
+    --total_;
+    --by_tier_[type.config.priority];
+    --by_type_[type.name];
+    if (!type.config.conflict_group.empty()) --resources_[id];
+  }
+  void Report(std::string what) {
+    std::unique_lock lock(mutex_);
+    Violation(std::move(what));
+  }
+  std::vector<std::string> violations() {
+    std::unique_lock lock(mutex_);
+    return violations_;
+  }
+
+ private:
+  void Violation(std::string what) {
+    if (violations_.size() < 20) violations_.push_back(std::move(what));
+  }
+  std::mutex mutex_;
+  int total_ = 0;
+  std::map<int, int> by_tier_;
+  std::map<std::string, int> by_type_;
+  std::map<std::string, int> resources_;
+  std::vector<std::string> violations_;
+};
+
+// Per accepted Submit job: how often its function ran and its callback was called.
+struct Accounting {
+  std::atomic<int> ran{0};
+  std::atomic<int> reported{0};
+  std::atomic<bool> reported_cancelled{false};
+};
+
+int StressSeconds() {
+  const char* env = std::getenv("FAIRGATE_STRESS_SECONDS");
+  return env ? std::max(1, std::atoi(env)) : 3;
+}
+
+TEST_CASE("Stress.Runtime.CapsConflictsAndExactlyOnceHoldUnderLoad") {
+  const int seconds = StressSeconds();
+  testing::Watchdog watchdog("stress", std::chrono::seconds(seconds * 10 + 120));
+  SchedulerOptions options = SchedulerOptions::Default();
+  options.max_concurrency = kCapacity;
+  options.max_pending_per_key = 200;
+  options.sweep_interval = Seconds(0.01);
+  options.key_ttl = Seconds(0.05);
+  auto created = Scheduler::Create(options);
+  REQUIRE(created.ok());
+  std::unique_ptr<Scheduler> scheduler = *std::move(created);
+  for (const TypeInfo& t : Types()) REQUIRE(scheduler->RegisterType(t.name, t.config).ok());
+
+  InvariantChecker checker;
+  std::atomic<bool> stop{false};
+  std::atomic<long> sync_ran{0}, sync_refused{0}, sync_cancelled{0}, sync_bad{0};
+  std::mutex accounting_mutex;
+  std::vector<std::unique_ptr<Accounting>> submitted;
+
+  auto job = [&](const TypeInfo& type, std::string id, int behaviour,
+                 std::atomic<int>* ran) -> Scheduler::JobFn {
+    return [&, type, id, behaviour, ran](const Context& ctx) -> Status {
+      if (ran && ran->fetch_add(1) != 0) checker.Report("a job ran twice on " + id);
+      checker.Enter(type, id);
+      if (behaviour == 1) boost::this_fiber::yield();
+      if (behaviour == 2) std::this_thread::sleep_for(50us);
+      if (behaviour == 3) ctx.WaitFor(200us);
+      checker.Exit(type, id);
+      if (behaviour == 4) throw std::runtime_error("job failed");
+      return absl::OkStatus();
+    };
+  };
+
+  auto sync_loop = [&](std::uint64_t seed, bool fiber) {
+    std::mt19937_64 rng(seed);
+    while (!stop) {
+      const TypeInfo& type = Types()[rng() % Types().size()];
+      const std::string id = "repo" + std::to_string(rng() % 5);
+      const std::string key = "client" + std::to_string(rng() % 8);
+      std::pair<Context, CancelFunc> ctx = WithCancel(Context::Background());
+      const int mode = static_cast<int>(rng() % 10);
+      if (mode == 0) ctx = WithTimeout(Context::Background(), std::chrono::microseconds(rng() % 300));
+      std::thread canceller;
+      if (mode == 1) {
+        canceller = std::thread([cancel = ctx.second, delay = rng() % 200] {
+          std::this_thread::sleep_for(std::chrono::microseconds(delay));
+          cancel();
+        });
+      }
+      std::atomic<int> ran{0};
+      Status s = scheduler->RunSync(ctx.first, type.name, id, key,
+                                    job(type, id, static_cast<int>(rng() % 5), &ran));
+      if (canceller.joinable()) canceller.join();
+      ctx.second();
+      if (s.ok() || s.code() == absl::StatusCode::kInternal) {
+        ++sync_ran;
+        if (ran != 1) ++sync_bad;
+      } else if (s.code() == absl::StatusCode::kUnavailable ||
+                 s.code() == absl::StatusCode::kResourceExhausted) {
+        ++sync_refused;
+        if (ran != 0) ++sync_bad;
+      } else if (s.code() == absl::StatusCode::kCancelled ||
+                 s.code() == absl::StatusCode::kDeadlineExceeded) {
+        ++sync_cancelled;  // before admission (fn did not run), or fn returned ctx.Err()
+        if (ran > 1) ++sync_bad;
+      } else {
+        ++sync_bad;
+      }
+      if (fiber) boost::this_fiber::yield();
+    }
+  };
+
+  auto submit_loop = [&](std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    while (!stop) {
+      const TypeInfo& type = Types()[rng() % Types().size()];
+      const std::string id = "repo" + std::to_string(rng() % 5);
+      auto accounting = std::make_unique<Accounting>();
+      Accounting* a = accounting.get();
+      {
+        std::unique_lock lock(accounting_mutex);
+        submitted.push_back(std::move(accounting));
+      }
+      Status s = scheduler->Submit(type.name, id, "bg" + std::to_string(rng() % 3),
+                                   job(type, id, static_cast<int>(rng() % 5), &a->ran),
+                                   [a](const Status& st) {
+                                     a->reported_cancelled = st.code() == absl::StatusCode::kCancelled;
+                                     ++a->reported;
+                                   });
+      if (!s.ok()) a->reported = -1;  // refused: never reported, must never run
+      // Back off when the queue is full, as a client answered 429 would.
+      if (s.code() == absl::StatusCode::kResourceExhausted) std::this_thread::sleep_for(200us);
+      if (rng() % 4 == 0) std::this_thread::sleep_for(20us);
+    }
+  };
+
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 6; ++i) threads.emplace_back([&, i] { sync_loop(100 + i, false); });
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      std::vector<boost::fibers::fiber> fibers;
+      for (int f = 0; f < 16; ++f) fibers.emplace_back([&, i, f] { sync_loop(1000 + i * 100 + f, true); });
+      for (auto& f : fibers) f.join();
+    });
+  }
+  for (int i = 0; i < 2; ++i) threads.emplace_back([&, i] { submit_loop(500 + i); });
+
+  std::this_thread::sleep_for(std::chrono::seconds(seconds));
+  // Shut down in the middle of it all, then let the callers see Unavailable and stop.
+  REQUIRE(scheduler->Shutdown(Context::Background()).ok());
+  stop = true;
+  for (auto& t : threads) t.join();
+
+  CHECK(checker.violations().empty());
+  for (const std::string& v : checker.violations()) MESSAGE(v);
+  CHECK(sync_bad == 0);
+  CHECK(sync_ran > 100);  // the run did exercise admission
+  long cancelled_before_run = 0, ran_jobs = 0, refused = 0;
+  for (const auto& a : submitted) {
+    if (a->reported == -1) {
+      ++refused;
+      CHECK(a->ran == 0);
+      continue;
+    }
+    REQUIRE(a->reported == 1);  // told exactly once
+    CHECK(a->ran <= 1);
+    if (a->ran == 0) {
+      CHECK(a->reported_cancelled);  // told it did not run
+      ++cancelled_before_run;
+    }
+    ran_jobs += a->ran;
+  }
+  MESSAGE("sync ran " << sync_ran.load() << ", cancelled " << sync_cancelled.load()
+                      << ", refused " << sync_refused.load() << "; submit ran " << ran_jobs << ", cancelled by shutdown "
+                      << cancelled_before_run << ", refused " << refused);
+  CHECK(ran_jobs > 100);
+}
+
+}  // namespace
+}  // namespace fairgate

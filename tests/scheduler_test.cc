@@ -1,0 +1,505 @@
+// The Scheduler: RunSync on the caller, Submit on the pool, cancellation, errors, shutdown, and
+// learning from wall time. Runtime tests run over several pool sizes; every test that could hang
+// has a watchdog; no test asserts how long anything took.
+#include "fairgate/scheduler.h"
+
+#include <sys/resource.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "boost/fiber/fiber.hpp"
+#include "doctest/doctest.h"
+#include "runtime_test_util.h"
+
+namespace fairgate {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Eventually;
+using testing::Gate;
+using testing::Watchdog;
+
+std::unique_ptr<Scheduler> Make(SchedulerOptions options = SchedulerOptions::Default()) {
+  auto scheduler = Scheduler::Create(options);
+  REQUIRE_MESSAGE(scheduler.ok(), scheduler.status().message());
+  return *std::move(scheduler);
+}
+
+SchedulerOptions Capacity(int capacity, int worker_threads = 0) {
+  SchedulerOptions options = SchedulerOptions::Default();
+  options.max_concurrency = capacity;
+  options.worker_threads = worker_threads;
+  return options;
+}
+
+JobTypeConfig Type(int priority, int max_concurrency, std::string group = "",
+                   double default_cost = 1) {
+  return JobTypeConfig{.default_cost = default_cost,
+                       .max_concurrency = max_concurrency,
+                       .conflict_group = std::move(group),
+                       .priority = priority};
+}
+
+Scheduler::JobFn Ok() {
+  return [](const Context&) { return absl::OkStatus(); };
+}
+
+// Waits for the gate inside a job.
+Scheduler::JobFn HoldUntil(Gate& gate) {
+  return [&gate](const Context&) {
+    return gate.Wait() ? absl::OkStatus() : absl::InternalError("gate never opened");
+  };
+}
+
+TEST_CASE("Scheduler.Create.RefusesBadOptions") {
+  SchedulerOptions options;
+  options.alpha = 2;
+  auto scheduler = Scheduler::Create(options);
+  CHECK(scheduler.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(scheduler.status().message()).rfind("alpha", 0) == 0);
+}
+
+TEST_CASE("Scheduler.RunSync.RunsFnOnTheCallerAndReturnsItsStatus") {
+  Watchdog watchdog("RunSync on caller", 60s);
+  auto scheduler = Make();
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
+  std::thread::id ran_on;
+  Status s = scheduler->RunSync(Context::Background(), "clone", "linux", "client",
+                                [&](const Context&) {
+                                  ran_on = std::this_thread::get_id();
+                                  return absl::NotFoundError("no such ref");
+                                });
+  CHECK(ran_on == std::this_thread::get_id());
+  CHECK(s == absl::NotFoundError("no such ref"));
+  CHECK(scheduler->Snapshot().running == 0);
+  CHECK(scheduler->AccumulatedCost("client").has_value());
+}
+
+TEST_CASE("Scheduler.RunSync.BadInputIsRefusedWithoutRunning") {
+  auto scheduler = Make();
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
+  bool ran = false;
+  auto fn = [&](const Context&) {
+    ran = true;
+    return absl::OkStatus();
+  };
+  CHECK(scheduler->RunSync(Context::Background(), "nope", "x", "k", fn).code() ==
+        absl::StatusCode::kNotFound);
+  CHECK(scheduler->RunSync(Context::Background(), "clone", "", "k", fn).code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(scheduler->RunSync(Context::Background(), "clone", "x", "k", nullptr).code() ==
+        absl::StatusCode::kInvalidArgument);
+  auto [done, cancel] = WithCancel(Context::Background());
+  cancel();
+  CHECK(scheduler->RunSync(done, "clone", "x", "k", fn).code() == absl::StatusCode::kCancelled);
+  CHECK(scheduler->Submit("nope", "x", Ok()).code() == absl::StatusCode::kNotFound);
+  CHECK(scheduler->Submit("clone", "x", nullptr).code() == absl::StatusCode::kInvalidArgument);
+  CHECK_FALSE(ran);
+  CHECK(scheduler->Snapshot().pending == 0);
+}
+
+TEST_CASE("Scheduler.RunSync.CancelledOrTimedOutWhilePendingReturnsAtOnceUncharged") {
+  for (bool timeout : {false, true}) {
+    CAPTURE(timeout);
+    Watchdog watchdog("RunSync cancel while pending", 60s);
+    auto scheduler = Make(Capacity(1));
+    REQUIRE(scheduler->RegisterType("clone", Type(1, 1, "", 5)).ok());
+    Gate hold;
+    std::thread holder([&] {
+      CHECK(scheduler->RunSync(Context::Background(), "clone", "a", "a", HoldUntil(hold)).ok());
+    });
+    REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+
+    auto [ctx, cancel] = timeout ? WithTimeout(Context::Background(), 30ms)
+                                 : WithCancel(Context::Background());
+    bool ran = false;
+    Status result;
+    std::thread waiter([&, ctx = ctx] {
+      result = scheduler->RunSync(ctx, "clone", "b", "b", [&](const Context&) {
+        ran = true;
+        return absl::OkStatus();
+      });
+    });
+    REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 1; }));
+    if (!timeout) cancel();
+    waiter.join();  // returns while the slot is still held: it did not wait for admission
+    CHECK(result.code() == (timeout ? absl::StatusCode::kDeadlineExceeded
+                                    : absl::StatusCode::kCancelled));
+    CHECK_FALSE(ran);
+    CHECK(scheduler->Snapshot().pending == 0);
+    CHECK(scheduler->Snapshot().running == 1);
+    CHECK(scheduler->AccumulatedCost("b") == 0.0);  // never charged
+    hold.Open();
+    holder.join();
+  }
+}
+
+TEST_CASE("Scheduler.RunSync.ReturnsOnlyAfterFnReturnedEvenWhenCancelledWhileRunning") {
+  Watchdog watchdog("RunSync cancel while running", 60s);
+  auto scheduler = Make();
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
+  auto [ctx, cancel] = WithCancel(Context::Background());
+  std::atomic<bool> started{false}, finished{false};
+  std::thread caller([&, ctx = ctx] {
+    Status s = scheduler->RunSync(ctx, "clone", "x", "k", [&](const Context& job_ctx) {
+      started = true;
+      job_ctx.Wait();  // sees the cancellation
+      std::this_thread::sleep_for(10ms);
+      finished = true;
+      return job_ctx.Err();
+    });
+    CHECK(finished);
+    CHECK(s.code() == absl::StatusCode::kCancelled);
+  });
+  REQUIRE(Eventually([&] { return started.load(); }));
+  cancel();
+  caller.join();
+}
+
+TEST_CASE("Scheduler.RunSync.ManyFibersOnOneThreadWaitWithoutBlockingEachOther") {
+  for (int capacity : {1, 2, 4}) {
+    CAPTURE(capacity);
+    Watchdog watchdog("RunSync from fibers", 60s);
+    auto scheduler = Make(Capacity(capacity));
+    REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
+    std::atomic<int> running{0}, max_running{0}, ok{0};
+    std::vector<boost::fibers::fiber> fibers;
+    for (int i = 0; i < 50; ++i) {
+      fibers.emplace_back([&, i] {
+        Status s = scheduler->RunSync(
+            Context::Background(), "clone", "r" + std::to_string(i), "k" + std::to_string(i % 5),
+            [&](const Context&) {
+              const int now = ++running;
+              int seen = max_running.load();
+              while (now > seen && !max_running.compare_exchange_weak(seen, now)) {
+              }
+              boost::this_fiber::yield();  // let the other fibers of this thread run
+              --running;
+              return absl::OkStatus();
+            });
+        if (s.ok()) ++ok;
+      });
+    }
+    for (auto& f : fibers) f.join();
+    CHECK(ok == 50);
+    CHECK(max_running <= capacity);
+    CHECK(max_running == capacity);  // the fibers did overlap: waiting suspended only the fiber
+  }
+}
+
+TEST_CASE("Scheduler.Exceptions.BecomeInternalAndTheSlotIsReleased") {
+  Watchdog watchdog("exceptions", 60s);
+  auto scheduler = Make(Capacity(1));
+  REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
+  Status s = scheduler->RunSync(Context::Background(), "t", "x", "k",
+                                [](const Context&) -> Status { throw std::runtime_error("boom"); });
+  CHECK(s == absl::InternalError("job function threw: boom"));
+  s = scheduler->RunSync(Context::Background(), "t", "x", "k",
+                         [](const Context&) -> Status { throw 42; });
+  CHECK(s.code() == absl::StatusCode::kInternal);
+  std::promise<Status> background;
+  REQUIRE(scheduler
+              ->Submit(
+                  "t", "y", "", [](const Context&) -> Status { throw std::logic_error("bad"); },
+                  [&](const Status& st) { background.set_value(st); })
+              .ok());
+  CHECK(background.get_future().get() == absl::InternalError("job function threw: bad"));
+  // The slot is free again.
+  CHECK(scheduler->RunSync(Context::Background(), "t", "z", "k", Ok()).ok());
+  // A throwing completion callback is contained.
+  std::atomic<bool> after{false};
+  REQUIRE(scheduler->Submit("t", "w", "", Ok(), [](const Status&) { throw 1; }).ok());
+  REQUIRE(scheduler->Submit("t", "v", "", Ok(), [&](const Status&) { after = true; }).ok());
+  CHECK(Eventually([&] { return after.load(); }));
+}
+
+TEST_CASE("Scheduler.Submit.RunsOnThePoolAndReportsOnceThroughTheCallback") {
+  for (int threads : {1, 2, 4, 8}) {
+    CAPTURE(threads);
+    Watchdog watchdog("Submit", 60s);
+    auto scheduler = Make(Capacity(4, threads));
+    REQUIRE(scheduler->RegisterType("fetch", Type(4, 4)).ok());
+    std::mutex mutex;
+    std::vector<int> reported(100, 0);
+    std::atomic<int> ran{0};
+    const auto caller = std::this_thread::get_id();
+    for (int i = 0; i < 100; ++i) {
+      REQUIRE(scheduler
+                  ->Submit(
+                      "fetch", "r" + std::to_string(i % 10), "",
+                      [&, i](const Context&) {
+                        CHECK(std::this_thread::get_id() != caller);
+                        ++ran;
+                        return i % 2 ? absl::OkStatus() : absl::AbortedError("odd");
+                      },
+                      [&, i](const Status& s) {
+                        std::unique_lock lock(mutex);
+                        reported[i] += 1;
+                        CHECK(s.ok() == (i % 2 == 1));
+                      })
+                  .ok());
+    }
+    REQUIRE(scheduler->Drain(Context::Background()).ok());
+    CHECK(ran == 100);
+    CHECK(std::all_of(reported.begin(), reported.end(), [](int n) { return n == 1; }));
+  }
+}
+
+TEST_CASE("Scheduler.Submit.JobsBlockingTheirThreadUpToTheCapsAllRunAtOnce") {
+  // Caps of 8 and 8 jobs that each block their thread in a system call until all 8 are in:
+  // possible only if the pool gives each its own thread.
+  Watchdog watchdog("blocking jobs", 60s);
+  auto scheduler = Make(Capacity(8));
+  REQUIRE(scheduler->RegisterType("repack", Type(8, 8)).ok());
+  std::mutex mutex;
+  std::condition_variable cv;
+  int inside = 0;
+  std::atomic<int> saw_all{0};
+  for (int i = 0; i < 8; ++i) {
+    REQUIRE(scheduler
+                ->Submit("repack", "r" + std::to_string(i),
+                         [&](const Context&) {
+                           std::unique_lock lock(mutex);  // a plain mutex: blocks the thread
+                           ++inside;
+                           cv.notify_all();
+                           if (cv.wait_for(lock, 20s, [&] { return inside == 8; })) ++saw_all;
+                           return absl::OkStatus();
+                         })
+                .ok());
+  }
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+  CHECK(saw_all == 8);
+}
+
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+TEST_CASE("Scheduler.Pool.AnIdlePoolUsesNoCpu") {
+  auto scheduler = Make(Capacity(8));
+  REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
+  REQUIRE(scheduler->RunSync(Context::Background(), "t", "x", "k", Ok()).ok());
+  const double before = ProcessCpuSeconds();
+  std::this_thread::sleep_for(300ms);
+  const double used = ProcessCpuSeconds() - before;
+  // Eight idle workers and a sweeper waking every second: a spinning pool would use the 300 ms
+  // of both cores; a sleeping one uses next to nothing.
+  CHECK(used < 0.05);
+}
+
+TEST_CASE("Scheduler.Pool.SeveralSchedulersLiveInOneProcess") {
+  Watchdog watchdog("several schedulers", 60s);
+  std::vector<std::unique_ptr<Scheduler>> schedulers;
+  std::atomic<int> done{0};
+  for (int i = 0; i < 4; ++i) {
+    schedulers.push_back(Make(Capacity(2, 2)));
+    REQUIRE(schedulers.back()->RegisterType("t", Type(2, 2)).ok());
+  }
+  for (auto& s : schedulers) {
+    for (int j = 0; j < 20; ++j) {
+      REQUIRE(s->Submit("t", std::to_string(j), "", Ok(), [&](const Status&) { ++done; }).ok());
+    }
+  }
+  schedulers.clear();  // each destructor drains nothing more but waits for its jobs
+  CHECK(done == 80);
+}
+
+TEST_CASE("Scheduler.Shutdown.FailsPendingJobsAndWaitsForRunningOnes") {
+  Watchdog watchdog("shutdown", 60s);
+  auto scheduler = Make(Capacity(1));
+  REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
+  Gate hold;
+  std::atomic<bool> running_saw_cancel{false};
+  REQUIRE(scheduler
+              ->Submit("t", "running", "",
+                       [&](const Context& ctx) {
+                         hold.Wait();
+                         running_saw_cancel = ctx.Done();
+                         return absl::OkStatus();
+                       },
+                       nullptr)
+              .ok());
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  Status sync_result;
+  std::thread sync_caller([&] {
+    sync_result = scheduler->RunSync(Context::Background(), "t", "pending-sync", "k", Ok());
+  });
+  std::promise<Status> async_result;
+  REQUIRE(scheduler
+              ->Submit("t", "pending-async", "", Ok(),
+                       [&](const Status& s) { async_result.set_value(s); })
+              .ok());
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 2; }));
+
+  std::atomic<bool> shut{false};
+  std::thread shutter([&] {
+    CHECK(scheduler->Shutdown(Context::Background()).ok());
+    shut = true;
+  });
+  sync_caller.join();
+  CHECK(sync_result.code() == absl::StatusCode::kCancelled);
+  CHECK(async_result.get_future().get().code() == absl::StatusCode::kCancelled);
+  CHECK_FALSE(shut);  // still waiting for the running job
+  CHECK(scheduler->RunSync(Context::Background(), "t", "late", "k", Ok()).code() ==
+        absl::StatusCode::kUnavailable);
+  CHECK(scheduler->Submit("t", "late", Ok()).code() == absl::StatusCode::kUnavailable);
+  hold.Open();
+  shutter.join();
+  CHECK(shut);
+  CHECK(running_saw_cancel);  // Submit jobs' context is cancelled at shutdown
+  CHECK(scheduler->Shutdown(Context::Background()).ok());  // idempotent
+}
+
+TEST_CASE("Scheduler.Shutdown.ReturnsTheContextErrorWhenJobsOutlastIt") {
+  Watchdog watchdog("shutdown timeout", 60s);
+  auto scheduler = Make(Capacity(1));
+  REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
+  Gate hold;
+  std::atomic<bool> reported{false};
+  REQUIRE(scheduler
+              ->Submit("t", "x", "", HoldUntil(hold), [&](const Status&) { reported = true; })
+              .ok());
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  auto [ctx, cancel] = WithTimeout(Context::Background(), 20ms);
+  CHECK(scheduler->Shutdown(ctx).code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK_FALSE(reported);
+  hold.Open();
+  scheduler.reset();  // the destructor waits for the job
+  CHECK(reported);
+}
+
+TEST_CASE("Scheduler.Drain.RunsEverythingPendingFirst") {
+  Watchdog watchdog("drain", 60s);
+  auto scheduler = Make(Capacity(1));
+  REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 20; ++i) {
+    REQUIRE(scheduler
+                ->Submit("t", std::to_string(i), "", Ok(),
+                         [&](const Status& s) { ok += s.ok(); })
+                .ok());
+  }
+  CHECK(scheduler->Drain(Context::Background()).ok());
+  CHECK(ok == 20);
+  CHECK(scheduler->Submit("t", "late", Ok()).code() == absl::StatusCode::kUnavailable);
+}
+
+TEST_CASE("Scheduler.Destructor.ReportsEveryAcceptedJobExactlyOnce") {
+  Watchdog watchdog("destructor", 60s);
+  std::atomic<int> reports{0}, ran{0};
+  {
+    auto scheduler = Make(Capacity(2));
+    REQUIRE(scheduler->RegisterType("t", Type(2, 2)).ok());
+    for (int i = 0; i < 200; ++i) {
+      REQUIRE(scheduler
+                  ->Submit(
+                      "t", std::to_string(i), "",
+                      [&](const Context&) {
+                        ++ran;
+                        return absl::OkStatus();
+                      },
+                      [&](const Status&) { ++reports; })
+                  .ok());
+    }
+  }
+  CHECK(reports == 200);
+  CHECK(ran <= 200);
+}
+
+TEST_CASE("Scheduler.Limits.FullQueuesAnswerResourceExhausted") {
+  SchedulerOptions options = Capacity(1);
+  options.max_pending_per_key = 1;
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
+  Gate hold;
+  REQUIRE(scheduler->Submit("t", "a", HoldUntil(hold)).ok());
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  REQUIRE(scheduler->Submit("t", "b", Ok()).ok());
+  CHECK(scheduler->Submit("t", "c", Ok()).code() == absl::StatusCode::kResourceExhausted);
+  CHECK(scheduler->RunSync(Context::Background(), "t", "d", "", Ok()).code() ==
+        absl::StatusCode::kResourceExhausted);
+  hold.Open();
+}
+
+TEST_CASE("Scheduler.Estimates.LearnFromTheWallTimeOfTheInjectedClock") {
+  auto now = std::make_shared<std::atomic<double>>(100.0);
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.alpha = 0.5;
+  options.clock = [now] { return Seconds(now->load()); };
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 10)).ok());
+  auto takes = [&](double seconds) {
+    return [&, seconds](const Context&) {
+      now->store(now->load() + seconds);
+      return absl::OkStatus();
+    };
+  };
+  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux", "a", takes(30)).ok());
+  CHECK(scheduler->Estimate("clone", "linux") == 20.0);  // 0.5 * 30 + 0.5 * 10
+  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux", "a", takes(4)).ok());
+  CHECK(scheduler->Estimate("clone", "linux") == 12.0);
+  CHECK(scheduler->AccumulatedCost("a") == 30.0);  // charged 10, then the learned 20
+  // A clock that steps backwards counts as zero.
+  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux", "a", takes(-50)).ok());
+  CHECK(scheduler->Estimate("clone", "linux") == 6.0);
+}
+
+TEST_CASE("Scheduler.Sweeper.ForgetsIdleKeysAndStopsPromptlyAtShutdown") {
+  Watchdog watchdog("sweeper", 60s);
+  auto now = std::make_shared<std::atomic<double>>(0.0);
+  SchedulerOptions options = SchedulerOptions::Default();
+  options.clock = [now] { return Seconds(now->load()); };
+  options.key_ttl = Seconds(60);
+  options.sweep_interval = Seconds(0.005);
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
+  REQUIRE(scheduler->RunSync(Context::Background(), "t", "x", "visitor", Ok()).ok());
+  CHECK(scheduler->Snapshot().keys_tracked == 1);
+  now->store(61);
+  CHECK(Eventually([&] { return scheduler->Snapshot().keys_tracked == 0; }));
+
+  // A sweeper that would sleep for an hour still stops at once when the scheduler goes.
+  SchedulerOptions slow = SchedulerOptions::Default();
+  slow.sweep_interval = Seconds(3600);
+  auto sleepy = Make(slow);
+  sleepy.reset();  // the watchdog fails the test if this waits for the hour
+}
+
+TEST_CASE("Scheduler.Lock.UserCodeRunsOutsideTheLock") {
+  // A job and a callback that call back into the scheduler would deadlock if the lock were held.
+  Watchdog watchdog("reentrancy", 60s);
+  auto scheduler = Make(Capacity(2));
+  REQUIRE(scheduler->RegisterType("t", Type(2, 2)).ok());
+  std::promise<void> nested_done;
+  REQUIRE(scheduler
+              ->Submit(
+                  "t", "outer", "",
+                  [&](const Context&) {
+                    CHECK(scheduler->Snapshot().running == 1);
+                    // A background job may itself wait in RunSync: only its fiber waits.
+                    return scheduler->RunSync(Context::Background(), "t", "inner", "k", Ok());
+                  },
+                  [&](const Status& s) {
+                    CHECK(s.ok());
+                    CHECK(scheduler->Submit("t", "from-callback", "", Ok(),
+                                            [&](const Status&) { nested_done.set_value(); })
+                              .ok());
+                  })
+              .ok());
+  nested_done.get_future().wait();
+}
+
+}  // namespace
+}  // namespace fairgate
