@@ -81,15 +81,24 @@ class Board {
 std::unique_ptr<Scheduler> SeedScheduler(SchedulerOptions options = SchedulerOptions::Seed()) {
   auto scheduler = Scheduler::Create(options);
   REQUIRE(scheduler.ok());
-  REQUIRE((*scheduler)->RegisterType("sync-clone", {.default_cost = 10, .max_concurrency = 8,
-                                                    .conflict_group = "git", .priority = 8})
-              .ok());
-  REQUIRE((*scheduler)->RegisterType("repack", {.default_cost = 20, .max_concurrency = 3,
-                                                .conflict_group = "git", .priority = 4})
-              .ok());
-  REQUIRE((*scheduler)->RegisterType("pull", {.default_cost = 10, .max_concurrency = 3,
-                                              .conflict_group = "git", .priority = 4})
-              .ok());
+  REQUIRE(
+      (*scheduler)
+          ->RegisterType(
+              "sync-clone",
+              {.default_cost = 10, .max_concurrency = 8, .conflict_group = "git", .priority = 8})
+          .ok());
+  REQUIRE(
+      (*scheduler)
+          ->RegisterType(
+              "repack",
+              {.default_cost = 20, .max_concurrency = 3, .conflict_group = "git", .priority = 4})
+          .ok());
+  REQUIRE(
+      (*scheduler)
+          ->RegisterType(
+              "pull",
+              {.default_cost = 10, .max_concurrency = 3, .conflict_group = "git", .priority = 4})
+          .ok());
   return *std::move(scheduler);
 }
 
@@ -206,11 +215,10 @@ TEST_CASE("Scenario.ExpensiveVersusCheap.ALearnedLinuxCloneCountsForMore") {
     };
   };
   // Learn: linux takes 100 s, git takes 5 s. Both keys are charged the default 10.
-  REQUIRE(scheduler->RunSync(Context::Background(), "sync-clone", "linux", "A",
-                             takes(100, nullptr, ""))
-              .ok());
-  REQUIRE(scheduler->RunSync(Context::Background(), "sync-clone", "git", "B",
-                             takes(5, nullptr, ""))
+  REQUIRE(
+      scheduler->RunSync(Context::Background(), "sync-clone", "linux", "A", takes(100, nullptr, ""))
+          .ok());
+  REQUIRE(scheduler->RunSync(Context::Background(), "sync-clone", "git", "B", takes(5, nullptr, ""))
               .ok());
   CHECK(scheduler->Estimate("sync-clone", "linux") == 0.3 * 100 + (1.0 - 0.3) * 10);
   CHECK(scheduler->Estimate("sync-clone", "git") == 0.3 * 5 + (1.0 - 0.3) * 10);
@@ -223,8 +231,8 @@ TEST_CASE("Scenario.ExpensiveVersusCheap.ALearnedLinuxCloneCountsForMore") {
   std::vector<std::unique_ptr<Caller>> callers;
   int expected_pending = 0;
   auto queue = [&](std::string id, std::string key, double seconds, std::string name) {
-    callers.push_back(std::make_unique<Caller>(*scheduler, "sync-clone", id, key,
-                                               takes(seconds, &order, name)));
+    callers.push_back(
+        std::make_unique<Caller>(*scheduler, "sync-clone", id, key, takes(seconds, &order, name)));
     ++expected_pending;
     REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == expected_pending; }));
   };
@@ -264,9 +272,12 @@ TEST_CASE("Scenario.ManyBackgroundTypes.DoNotStarveTheForeground") {
   Watchdog watchdog("many background types", 60s);
   auto scheduler = SeedScheduler();
   for (const char* type : {"gc", "verify"}) {
-    REQUIRE(scheduler->RegisterType(type, {.default_cost = 15, .max_concurrency = 4,
-                                           .conflict_group = "git", .priority = 4})
-                .ok());
+    REQUIRE(
+        scheduler
+            ->RegisterType(
+                type,
+                {.default_cost = 15, .max_concurrency = 4, .conflict_group = "git", .priority = 4})
+            .ok());
   }
   Board board;
   for (const char* type : {"repack", "pull", "gc", "verify"}) {
@@ -279,8 +290,8 @@ TEST_CASE("Scenario.ManyBackgroundTypes.DoNotStarveTheForeground") {
   std::vector<std::unique_ptr<Caller>> clones;
   for (int i = 1; i <= 4; ++i) {
     const std::string id = "clone" + std::to_string(i);
-    clones.push_back(std::make_unique<Caller>(*scheduler, "sync-clone", id, "clientA",
-                                              board.Job(id)));
+    clones.push_back(
+        std::make_unique<Caller>(*scheduler, "sync-clone", id, "clientA", board.Job(id)));
   }
   std::vector<std::string> started = board.WaitStarted(8);
   CHECK(std::count_if(started.begin() + 4, started.end(),

@@ -139,7 +139,8 @@ TEST_CASE("Stress.Runtime.CapsConflictsAndExactlyOnceHoldUnderLoad") {
       const std::string key = "client" + std::to_string(rng() % 8);
       std::pair<Context, CancelFunc> ctx = WithCancel(Context::Background());
       const int mode = static_cast<int>(rng() % 10);
-      if (mode == 0) ctx = WithTimeout(Context::Background(), std::chrono::microseconds(rng() % 300));
+      if (mode == 0)
+        ctx = WithTimeout(Context::Background(), std::chrono::microseconds(rng() % 300));
       std::thread canceller;
       if (mode == 1) {
         canceller = std::thread([cancel = ctx.second, delay = rng() % 200] {
@@ -148,8 +149,11 @@ TEST_CASE("Stress.Runtime.CapsConflictsAndExactlyOnceHoldUnderLoad") {
         });
       }
       std::atomic<int> ran{0};
-      Status s = scheduler->RunSync(ctx.first, type.name, id, key,
-                                    job(type, id, static_cast<int>(rng() % 5), &ran));
+      // Jobs of RunSync callers on this test's own fibers do not throw: under ASan, an exception
+      // on a fiber stack that fairgate does not own leaves false positives behind (see
+      // src/runtime/fiber_stack.h); pool fibers and plain threads do throw.
+      const int behaviour = static_cast<int>(rng() % (fiber ? 4 : 5));
+      Status s = scheduler->RunSync(ctx.first, type.name, id, key, job(type, id, behaviour, &ran));
       if (canceller.joinable()) canceller.join();
       ctx.second();
       if (s.ok() || s.code() == absl::StatusCode::kInternal) {
@@ -181,12 +185,12 @@ TEST_CASE("Stress.Runtime.CapsConflictsAndExactlyOnceHoldUnderLoad") {
         std::unique_lock lock(accounting_mutex);
         submitted.push_back(std::move(accounting));
       }
-      Status s = scheduler->Submit(type.name, id, "bg" + std::to_string(rng() % 3),
-                                   job(type, id, static_cast<int>(rng() % 5), &a->ran),
-                                   [a](const Status& st) {
-                                     a->reported_cancelled = st.code() == absl::StatusCode::kCancelled;
-                                     ++a->reported;
-                                   });
+      Status s = scheduler->Submit(
+          type.name, id, "bg" + std::to_string(rng() % 3),
+          job(type, id, static_cast<int>(rng() % 5), &a->ran), [a](const Status& st) {
+            a->reported_cancelled = st.code() == absl::StatusCode::kCancelled;
+            ++a->reported;
+          });
       if (!s.ok()) a->reported = -1;  // refused: never reported, must never run
       // Back off when the queue is full, as a client answered 429 would.
       if (s.code() == absl::StatusCode::kResourceExhausted) std::this_thread::sleep_for(200us);
@@ -199,7 +203,8 @@ TEST_CASE("Stress.Runtime.CapsConflictsAndExactlyOnceHoldUnderLoad") {
   for (int i = 0; i < 2; ++i) {
     threads.emplace_back([&, i] {
       std::vector<boost::fibers::fiber> fibers;
-      for (int f = 0; f < 16; ++f) fibers.emplace_back([&, i, f] { sync_loop(1000 + i * 100 + f, true); });
+      for (int f = 0; f < 16; ++f)
+        fibers.emplace_back([&, i, f] { sync_loop(1000 + i * 100 + f, true); });
       for (auto& f : fibers) f.join();
     });
   }
@@ -230,9 +235,10 @@ TEST_CASE("Stress.Runtime.CapsConflictsAndExactlyOnceHoldUnderLoad") {
     }
     ran_jobs += a->ran;
   }
-  MESSAGE("sync ran " << sync_ran.load() << ", cancelled " << sync_cancelled.load()
-                      << ", refused " << sync_refused.load() << "; submit ran " << ran_jobs << ", cancelled by shutdown "
-                      << cancelled_before_run << ", refused " << refused);
+  MESSAGE("sync ran " << sync_ran.load() << ", cancelled " << sync_cancelled.load() << ", refused "
+                      << sync_refused.load() << "; submit ran " << ran_jobs
+                      << ", cancelled by shutdown " << cancelled_before_run << ", refused "
+                      << refused);
   CHECK(ran_jobs > 100);
 }
 

@@ -73,11 +73,11 @@ TEST_CASE("Scheduler.RunSync.RunsFnOnTheCallerAndReturnsItsStatus") {
   auto scheduler = Make();
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
   std::thread::id ran_on;
-  Status s = scheduler->RunSync(Context::Background(), "clone", "linux", "client",
-                                [&](const Context&) {
-                                  ran_on = std::this_thread::get_id();
-                                  return absl::NotFoundError("no such ref");
-                                });
+  Status s =
+      scheduler->RunSync(Context::Background(), "clone", "linux", "client", [&](const Context&) {
+        ran_on = std::this_thread::get_id();
+        return absl::NotFoundError("no such ref");
+      });
   CHECK(ran_on == std::this_thread::get_id());
   CHECK(s == absl::NotFoundError("no such ref"));
   CHECK(scheduler->Snapshot().running == 0);
@@ -119,8 +119,8 @@ TEST_CASE("Scheduler.RunSync.CancelledOrTimedOutWhilePendingReturnsAtOnceUncharg
     });
     REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
 
-    auto [ctx, cancel] = timeout ? WithTimeout(Context::Background(), 30ms)
-                                 : WithCancel(Context::Background());
+    auto [ctx, cancel] =
+        timeout ? WithTimeout(Context::Background(), 30ms) : WithCancel(Context::Background());
     bool ran = false;
     Status result;
     std::thread waiter([&, ctx = ctx] {
@@ -132,8 +132,8 @@ TEST_CASE("Scheduler.RunSync.CancelledOrTimedOutWhilePendingReturnsAtOnceUncharg
     REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 1; }));
     if (!timeout) cancel();
     waiter.join();  // returns while the slot is still held: it did not wait for admission
-    CHECK(result.code() == (timeout ? absl::StatusCode::kDeadlineExceeded
-                                    : absl::StatusCode::kCancelled));
+    CHECK(result.code() ==
+          (timeout ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kCancelled));
     CHECK_FALSE(ran);
     CHECK(scheduler->Snapshot().pending == 0);
     CHECK(scheduler->Snapshot().running == 1);
@@ -323,13 +323,14 @@ TEST_CASE("Scheduler.Shutdown.FailsPendingJobsAndWaitsForRunningOnes") {
   Gate hold;
   std::atomic<bool> running_saw_cancel{false};
   REQUIRE(scheduler
-              ->Submit("t", "running", "",
-                       [&](const Context& ctx) {
-                         hold.Wait();
-                         running_saw_cancel = ctx.Done();
-                         return absl::OkStatus();
-                       },
-                       nullptr)
+              ->Submit(
+                  "t", "running", "",
+                  [&](const Context& ctx) {
+                    hold.Wait();
+                    running_saw_cancel = ctx.Done();
+                    return absl::OkStatus();
+                  },
+                  nullptr)
               .ok());
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
   Status sync_result;
@@ -368,8 +369,7 @@ TEST_CASE("Scheduler.Shutdown.ReturnsTheContextErrorWhenJobsOutlastIt") {
   REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
   Gate hold;
   std::atomic<bool> reported{false};
-  REQUIRE(scheduler
-              ->Submit("t", "x", "", HoldUntil(hold), [&](const Status&) { reported = true; })
+  REQUIRE(scheduler->Submit("t", "x", "", HoldUntil(hold), [&](const Status&) { reported = true; })
               .ok());
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
   auto [ctx, cancel] = WithTimeout(Context::Background(), 20ms);
@@ -386,10 +386,9 @@ TEST_CASE("Scheduler.Drain.RunsEverythingPendingFirst") {
   REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
   std::atomic<int> ok{0};
   for (int i = 0; i < 20; ++i) {
-    REQUIRE(scheduler
-                ->Submit("t", std::to_string(i), "", Ok(),
-                         [&](const Status& s) { ok += s.ok(); })
-                .ok());
+    REQUIRE(
+        scheduler->Submit("t", std::to_string(i), "", Ok(), [&](const Status& s) { ok += s.ok(); })
+            .ok());
   }
   CHECK(scheduler->Drain(Context::Background()).ok());
   CHECK(ok == 20);
@@ -493,8 +492,9 @@ TEST_CASE("Scheduler.Lock.UserCodeRunsOutsideTheLock") {
                   },
                   [&](const Status& s) {
                     CHECK(s.ok());
-                    CHECK(scheduler->Submit("t", "from-callback", "", Ok(),
-                                            [&](const Status&) { nested_done.set_value(); })
+                    CHECK(scheduler
+                              ->Submit("t", "from-callback", "", Ok(),
+                                       [&](const Status&) { nested_done.set_value(); })
                               .ok());
                   })
               .ok());

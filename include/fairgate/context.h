@@ -67,8 +67,7 @@ std::pair<Context, CancelFunc> WithCancel(const Context& parent);
 std::pair<Context, CancelFunc> WithDeadline(const Context& parent,
                                             Context::Clock::time_point deadline);
 // WithDeadline(parent, now + timeout).
-std::pair<Context, CancelFunc> WithTimeout(const Context& parent,
-                                           Context::Clock::duration timeout);
+std::pair<Context, CancelFunc> WithTimeout(const Context& parent, Context::Clock::duration timeout);
 
 }  // namespace fairgate
 

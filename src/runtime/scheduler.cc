@@ -15,6 +15,7 @@
 #include "boost/fiber/mutex.hpp"
 #include "core/admission_core.h"
 #include "runtime/context_state.h"
+#include "runtime/fiber_stack.h"
 #include "runtime/worker_pool.h"
 
 namespace fairgate {
@@ -59,6 +60,7 @@ Status Invoke(const Scheduler::JobFn& fn, const Context& ctx) {
   } catch (...) {
     error = "an exception that is not a std::exception";
   }
+  internal::ForgetUnwoundFrames();
   return absl::InternalError(absl::StrCat("job function threw: ", error));
 }
 
@@ -173,7 +175,8 @@ class Scheduler::Impl {
       if (record->sync) {
         Signal(*record);
       } else {
-        InvokeDone(record->done, absl::CancelledError("the scheduler shut down before the job ran"));
+        InvokeDone(record->done,
+                   absl::CancelledError("the scheduler shut down before the job ran"));
       }
       FinishOutstanding();
     }
@@ -209,8 +212,8 @@ class Scheduler::Impl {
   enum class Phase { kOpen, kDraining, kShutDown };
 
   double Now() const {
-    const Seconds t = options_.clock ? options_.clock()
-                                     : Seconds(std::chrono::steady_clock::now() - epoch_);
+    const Seconds t =
+        options_.clock ? options_.clock() : Seconds(std::chrono::steady_clock::now() - epoch_);
     return std::isfinite(t.count()) ? t.count() : 0.0;
   }
 
@@ -224,9 +227,8 @@ class Scheduler::Impl {
     {
       std::unique_lock lock(mutex_);
       if (phase_ != Phase::kOpen) {
-        return absl::UnavailableError(phase_ == Phase::kDraining
-                                          ? "the scheduler is draining"
-                                          : "the scheduler is shut down");
+        return absl::UnavailableError(phase_ == Phase::kDraining ? "the scheduler is draining"
+                                                                 : "the scheduler is shut down");
       }
       StatusOr<core::JobTicket> ticket = core_->Enqueue({type, id, key, std::nullopt}, Now());
       if (!ticket.ok()) return ticket.status();
@@ -316,7 +318,8 @@ class Scheduler::Impl {
     std::unique_lock lock(sweeper_mutex_);
     while (!stop_sweeper_) {
       sweeper_wake_.wait_for(
-          lock, std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.sweep_interval),
+          lock,
+          std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.sweep_interval),
           [&] { return stop_sweeper_; });
       if (stop_sweeper_) break;
       std::unique_lock core_lock(mutex_);
@@ -375,8 +378,8 @@ Status Scheduler::Submit(std::string_view type, std::string_view id, JobFn fn) {
   return impl_->Submit(type, id, "", std::move(fn), nullptr);
 }
 
-Status Scheduler::Submit(std::string_view type, std::string_view id,
-                         std::string_view fairness_key, JobFn fn, DoneCallback done) {
+Status Scheduler::Submit(std::string_view type, std::string_view id, std::string_view fairness_key,
+                         JobFn fn, DoneCallback done) {
   return impl_->Submit(type, id, fairness_key, std::move(fn), std::move(done));
 }
 

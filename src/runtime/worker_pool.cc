@@ -8,6 +8,7 @@
 #include "boost/fiber/fiber.hpp"
 #include "boost/fiber/fixedsize_stack.hpp"
 #include "boost/fiber/mutex.hpp"
+#include "runtime/fiber_stack.h"
 
 namespace fairgate::internal {
 namespace {
@@ -44,10 +45,15 @@ void WorkerPool::WorkerMain() {
       std::unique_lock lock(mutex);
       ++live;
     }
+    auto bounds = std::make_unique<StackBounds>();
+    StackBounds* stack = bounds.get();
     boost::fibers::fiber(boost::fibers::launch::dispatch, std::allocator_arg,
-                         boost::fibers::fixedsize_stack(stack_bytes_),
-                         [&, task = std::move(task)]() mutable {
-                           task();
+                         BoundedStackAllocator(stack_bytes_, stack),
+                         [&, task = std::move(task), bounds = std::move(bounds)]() mutable {
+                           {
+                             CurrentFiberStack current(bounds.get());
+                             task();
+                           }
                            task = nullptr;
                            std::unique_lock lock(mutex);
                            if (--live == 0) all_done.notify_all();
