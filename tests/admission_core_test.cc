@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "doctest/doctest.h"
+#include "test_job_types.h"
 
 namespace fairgate::core {
 namespace {
@@ -18,13 +19,7 @@ std::unique_ptr<AdmissionCore> MakeCore(SchedulerOptions options = SchedulerOpti
   return *std::move(core);
 }
 
-JobTypeConfig Type(int priority, int max_concurrency, std::string group = "",
-                   double default_cost = 1) {
-  return JobTypeConfig{.default_cost = default_cost,
-                       .max_concurrency = max_concurrency,
-                       .conflict_group = std::move(group),
-                       .priority = priority};
-}
+using testing::Type;
 
 JobTicket Add(AdmissionCore& core, std::string_view type, std::string_view id,
               std::string_view key = "", std::optional<double> cost = std::nullopt,

@@ -19,6 +19,7 @@
 #include "boost/fiber/fiber.hpp"
 #include "doctest/doctest.h"
 #include "runtime_test_util.h"
+#include "test_job_types.h"
 
 namespace fairgate {
 namespace {
@@ -41,13 +42,7 @@ SchedulerOptions Capacity(int capacity, int worker_threads = 0) {
   return options;
 }
 
-JobTypeConfig Type(int priority, int max_concurrency, std::string group = "",
-                   double default_cost = 1) {
-  return JobTypeConfig{.default_cost = default_cost,
-                       .max_concurrency = max_concurrency,
-                       .conflict_group = std::move(group),
-                       .priority = priority};
-}
+using testing::Type;
 
 Scheduler::JobFn Ok() {
   return [](const Context&) { return absl::OkStatus(); };
@@ -103,6 +98,10 @@ TEST_CASE("Scheduler.RunSync.BadInputIsRefusedWithoutRunning") {
   CHECK(scheduler->RunSync(done, "clone", "x", "k", fn).code() == absl::StatusCode::kCancelled);
   CHECK(scheduler->Submit("nope", "x", Ok()).code() == absl::StatusCode::kNotFound);
   CHECK(scheduler->Submit("clone", "x", nullptr).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(scheduler->RegisterType("", Type(1, 1)).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(scheduler->RegisterType("gc", Type(0, 1)).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(scheduler->RegisterType("clone", Type(8, 8)).ok());  // the same config again
+  CHECK(scheduler->RegisterType("clone", Type(8, 2)).code() == absl::StatusCode::kAlreadyExists);
   CHECK_FALSE(ran);
   CHECK(scheduler->Snapshot().pending == 0);
 }

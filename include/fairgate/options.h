@@ -69,7 +69,8 @@ struct SchedulerOptions {
   Seconds sweep_interval{1.0};
 
   // The clock that job run times are measured with (the observed costs that estimates learn)
-  // and that the core's times come from. Empty: a steady clock. Tests inject their own.
+  // and that the core's times come from. Empty: a steady clock. Tests inject their own. It is
+  // called under the scheduler's lock: it must be cheap, thread-safe, and not call the scheduler.
   std::function<Seconds()> clock;
 
   // The original rule, exactly: no reconciliation, no idle catch-up, TTL eviction on.

@@ -1,7 +1,6 @@
 #include "fairgate/scheduler.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -126,6 +125,8 @@ class Scheduler::Impl {
         case JobRecord::State::kRunning:
           break;  // admitted, even if the context ended meanwhile: the job runs and sees it
         case JobRecord::State::kCancelled:
+          lock.unlock();
+          FinishOutstanding();  // the last touch of the scheduler: it may be destroyed after
           return absl::CancelledError("the scheduler shut down before the job was admitted");
         case JobRecord::State::kPending: {
           // The context ended first: leave the queue, uncharged.
@@ -173,12 +174,12 @@ class Scheduler::Impl {
     background_.second();  // running Submit jobs see their context done
     for (const RecordPtr& record : refused) {
       if (record->sync) {
-        Signal(*record);
+        Signal(*record);  // the caller returns Cancelled, then finishes its outstanding count
       } else {
         InvokeDone(record->done,
                    absl::CancelledError("the scheduler shut down before the job ran"));
+        FinishOutstanding();
       }
-      FinishOutstanding();
     }
     return WaitQuiet(ctx);
   }
@@ -223,20 +224,33 @@ class Scheduler::Impl {
                              Fill fill) {
     auto record = std::make_shared<JobRecord>();
     fill(*record);
+    // Counted before it can be admitted and finished elsewhere; uncounted if refused. The count
+    // has its own (fiber) mutex, which is never taken under the scheduler's lock.
+    {
+      std::unique_lock quiet_lock(quiet_->mutex);
+      ++outstanding_;
+    }
     std::vector<RecordPtr> admitted;
+    Status refused;
     {
       std::unique_lock lock(mutex_);
       if (phase_ != Phase::kOpen) {
-        return absl::UnavailableError(phase_ == Phase::kDraining ? "the scheduler is draining"
-                                                                 : "the scheduler is shut down");
+        refused = absl::UnavailableError(phase_ == Phase::kDraining ? "the scheduler is draining"
+                                                                    : "the scheduler is shut down");
+      } else if (StatusOr<core::JobTicket> ticket =
+                     core_->Enqueue({type, id, key, std::nullopt}, Now());
+                 !ticket.ok()) {
+        refused = ticket.status();
+      } else {
+        record->ticket = *ticket;
+        if (records_.size() <= ticket->slot) records_.resize(ticket->slot + 1);
+        records_[ticket->slot] = record;
+        AdmitLocked(admitted);
       }
-      StatusOr<core::JobTicket> ticket = core_->Enqueue({type, id, key, std::nullopt}, Now());
-      if (!ticket.ok()) return ticket.status();
-      record->ticket = *ticket;
-      if (records_.size() <= ticket->slot) records_.resize(ticket->slot + 1);
-      records_[ticket->slot] = record;
-      outstanding_.fetch_add(1, std::memory_order_relaxed);
-      AdmitLocked(admitted);
+    }
+    if (!refused.ok()) {
+      FinishOutstanding();
+      return refused;
     }
     Dispatch(admitted);
     return record;
@@ -282,33 +296,34 @@ class Scheduler::Impl {
     Dispatch(admitted);
   }
 
-  // One accepted job has been fully reported.
+  // One accepted job has been fully reported. The count changes under the quiet mutex, so a
+  // waiter in Shutdown cannot see zero (and destroy the scheduler) before this call is done
+  // with it.
   void FinishOutstanding() {
-    if (outstanding_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::unique_lock lock(quiet_mutex_);
-      quiet_.notify_all();
-    }
+    std::unique_lock lock(quiet_->mutex);
+    if (--outstanding_ == 0) quiet_->cv.notify_all();
   }
 
   // Waits until no accepted job is outstanding, or `ctx` is done.
   Status WaitQuiet(const Context& ctx) {
     std::uint64_t callback = 0;
     if (ctx.state()) {
-      callback = ctx.state()->AddCallback([this] {
-        std::unique_lock lock(quiet_mutex_);
-        quiet_.notify_all();
+      // Holds the signal, not the scheduler: the callback may run after the scheduler is gone.
+      callback = ctx.state()->AddCallback([quiet = quiet_] {
+        std::unique_lock lock(quiet->mutex);
+        quiet->cv.notify_all();
       });
     }
     Status result;
     {
-      std::unique_lock lock(quiet_mutex_);
-      auto done = [&] { return outstanding_.load(std::memory_order_acquire) == 0 || ctx.Done(); };
+      std::unique_lock lock(quiet_->mutex);
+      auto done = [&] { return outstanding_ == 0 || ctx.Done(); };
       if (std::optional<Context::Clock::time_point> deadline = ctx.Deadline()) {
-        quiet_.wait_until(lock, *deadline, done);
+        quiet_->cv.wait_until(lock, *deadline, done);
       } else {
-        quiet_.wait(lock, done);
+        quiet_->cv.wait(lock, done);
       }
-      if (outstanding_.load(std::memory_order_acquire) != 0) result = ctx.Err();
+      if (outstanding_ != 0) result = ctx.Err();
     }
     if (ctx.state()) ctx.state()->RemoveCallback(callback);
     return result;
@@ -343,9 +358,14 @@ class Scheduler::Impl {
   std::vector<RecordPtr> records_;  // by ticket slot: the pending and running jobs
   Phase phase_ = Phase::kOpen;
 
-  std::atomic<std::int64_t> outstanding_{0};  // accepted and not yet fully reported
-  boost::fibers::mutex quiet_mutex_;
-  boost::fibers::condition_variable quiet_;
+  // Signalled when no accepted job is left unreported. Shared, so that a context callback that
+  // outlives the scheduler still has something to signal.
+  struct Quiet {
+    boost::fibers::mutex mutex;
+    boost::fibers::condition_variable cv;
+  };
+  const std::shared_ptr<Quiet> quiet_ = std::make_shared<Quiet>();
+  std::int64_t outstanding_ = 0;  // accepted and not yet fully reported; under quiet_->mutex
 
   boost::fibers::mutex sweeper_mutex_;
   boost::fibers::condition_variable sweeper_wake_;
