@@ -56,7 +56,8 @@ void Enqueue(core::AdmissionCore& core, Workload& w, double now) {
 void BM_AdmitComplete(benchmark::State& state) {
   const int pending = static_cast<int>(state.range(0));
   const int keys = static_cast<int>(state.range(1));
-  Workload w(keys, 100000);
+  const int ids = static_cast<int>(state.range(2));
+  Workload w(keys, ids);
   auto core = MakeCore();
   double now = 0;
   const std::int64_t before = bench::BytesInUse();
@@ -79,8 +80,43 @@ void BM_AdmitComplete(benchmark::State& state) {
   state.counters["pending"] = static_cast<double>(core->TakeSnapshot().pending);
 }
 BENCHMARK(BM_AdmitComplete)
-    ->ArgNames({"pending", "keys"})
-    ->ArgsProduct({{1000, 10000, 100000}, {10, 10000}});
+    ->ArgNames({"pending", "keys", "ids"})
+    ->ArgsProduct({{1000, 10000, 100000, 1000000}, {10, 10000, 1000000}, {1000}})
+    ->Args({100000, 10000, 100000});
+
+// Memory of a key that has nothing pending or running but is still remembered (its accumulated
+// cost), per key: keys that each ran one job and went idle.
+void BM_IdleKeyMemory(benchmark::State& state) {
+  const int keys = static_cast<int>(state.range(0));
+  double per_key = 0;
+  for (auto _ : state) {
+    auto core = MakeCore();
+    std::vector<std::string> names;
+    for (int i = 0; i < keys; ++i)
+      names.push_back("10.0." + std::to_string(i / 256) + "." + std::to_string(i % 256));
+    // Warm the estimate and resource tables, so that only the keys are measured below.
+    for (int i = 0; i < 3; ++i) {
+      auto t = core->Enqueue({"archive", "repo", "warm"}, 0);
+      auto a = core->NextAdmission(0);
+      if (!t.ok() || !a || !core->Complete(a->ticket, 1, 0).ok()) std::abort();
+    }
+    const std::int64_t before = bench::BytesInUse();
+    for (int i = 0; i < keys; ++i) {
+      auto t = core->Enqueue({"archive", "repo", names[i]}, 0);
+      auto a = core->NextAdmission(0);
+      if (!t.ok() || !a || !core->Complete(a->ticket, 1, 0).ok()) std::abort();
+    }
+    per_key = static_cast<double>(bench::BytesInUse() - before) / keys;
+    if (core->TakeSnapshot().keys_tracked != static_cast<std::size_t>(keys) + 1) std::abort();
+  }
+  state.SetItemsProcessed(state.iterations() * keys);
+  state.counters["bytes_per_idle_key"] = per_key;
+}
+BENCHMARK(BM_IdleKeyMemory)
+    ->ArgName("keys")
+    ->Arg(10000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace fairgate

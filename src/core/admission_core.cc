@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "boost/container/small_vector.hpp"
 
 namespace fairgate::core {
 namespace {
@@ -15,20 +14,13 @@ absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data()
 // The admission order among jobs of one tier: (accumulated cost, arrival, seq).
 bool Before(const Job& a, const Job& b) {
   if (a.key->acc != b.key->acc) return a.key->acc < b.key->acc;
-  return ByArrival{}(a, b);
+  if (a.arrival != b.arrival) return a.arrival < b.arrival;
+  return a.seq < b.seq;
 }
 
 Status CheckTime(double t, absl::string_view what) {
   if (!std::isfinite(t)) return absl::InvalidArgumentError(absl::StrCat(what, " is not finite"));
   return absl::OkStatus();
-}
-
-template <typename Vector, typename Pred>
-void EraseFirst(Vector& v, Pred pred) {
-  auto it = std::find_if(v.begin(), v.end(), pred);
-  if (it == v.end()) return;
-  std::swap(*it, v.back());
-  v.pop_back();
 }
 
 }  // namespace
@@ -42,10 +34,16 @@ AdmissionCore::AdmissionCore(const SchedulerOptions& options) : options_(options
 
 AdmissionCore::~AdmissionCore() {
   // Hooks are safe-mode: unlink every node before the containers that own them die.
-  for (auto& type : types_) type->lanes.clear();
   for (auto& tier : tiers_) tier->keys_by_acc.clear();
   for (auto& [name, key] : keys_) {
-    for (auto& lane : key->lanes) lane->ready.clear();
+    while (Lane* lane = key.lanes) {
+      key.lanes = lane->next_in_key;
+      delete lane;
+    }
+    while (TierPresence* presence = key.tiers) {
+      key.tiers = presence->next_in_key;
+      delete presence;
+    }
   }
   for (auto& [name, resource] : resources_) resource.waiters.clear();
   idle_keys_.clear();
@@ -99,17 +97,16 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
   }
   auto key_it = keys_.find(AsAbsl(request.key));
   if (key_it != keys_.end() &&
-      static_cast<std::size_t>(key_it->second->pending) >= options_.max_pending_per_key) {
+      static_cast<std::size_t>(key_it->second.pending) >= options_.max_pending_per_key) {
     return absl::ResourceExhaustedError(
         absl::StrCat("fairness key '", AsAbsl(request.key), "' already has max_pending_per_key (",
                      options_.max_pending_per_key, ") jobs pending"));
   }
   if (key_it == keys_.end()) {
-    auto key = std::make_unique<KeyState>();
-    key->name = std::string(request.key);
-    key_it = keys_.emplace(key->name, std::move(key)).first;
+    key_it = keys_.try_emplace(std::string(request.key)).first;
+    key_it->second.name = &key_it->first;
   }
-  KeyState& key = *key_it->second;
+  KeyState& key = key_it->second;
   TierState& tier = *type.tier;
 
   if (key.pending == 0 && key.running == 0) {
@@ -146,17 +143,17 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
   ++tier.pending;
   ++pending_;
   if (options_.idle_catch_up) {
-    auto it = std::find_if(key.tiers.begin(), key.tiers.end(),
-                           [&](const auto& p) { return p->tier == &tier; });
-    if (it == key.tiers.end()) {
-      auto presence = std::make_unique<TierPresence>();
+    TierPresence* presence = key.tiers;
+    while (presence != nullptr && presence->tier != &tier) presence = presence->next_in_key;
+    if (presence == nullptr) {
+      presence = new TierPresence;
       presence->key = &key;
       presence->tier = &tier;
+      presence->next_in_key = key.tiers;
+      key.tiers = presence;
       tier.keys_by_acc.insert(*presence);
-      key.tiers.push_back(std::move(presence));
-      it = key.tiers.end() - 1;
     }
-    ++(*it)->pending;
+    ++presence->pending;
   }
   InsertReady(job);
   return TicketOf(job);
@@ -189,7 +186,7 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
     for (TypeState* type : tier->types) {
       if (type->running >= type->config.max_concurrency) continue;
       while (!type->lanes.empty()) {
-        Job& head = *type->lanes.begin()->ready.begin();
+        Job& head = *type->lanes.begin()->lane->ready.begin()->job;
         if (head.resource != nullptr && head.resource->busy) {
           Park(head);
           continue;
@@ -201,21 +198,24 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
     if (best == nullptr) continue;
 
     Job& job = *best;
-    RemoveReady(job);
-    LeavePending(job);
     TypeState& type = *job.type;
     KeyState& key = *job.key;
     job.charge = job.has_explicit_cost
                      ? job.explicit_cost
                      : estimates_.Use(type.index, job.id, type.config.default_cost, now);
+    // One unlink and relink of the key's lanes covers both the new head and the new cost.
+    Rekey(key, [&] {
+      job.lane->ready.erase(ReadyEntryOf(job));
+      LeavePending(job);
+      key.acc = key.acc + job.charge;
+    });
     job.state = JobState::kRunning;
     ++running_;
     ++type.running;
     ++tier->running;
     ++key.running;
     if (job.resource) job.resource->busy = true;
-    SetAccumulated(key, key.acc + job.charge);
-    return Admission{TicketOf(job), type.name, job.id, key.name, job.charge, job.arrival};
+    return Admission{TicketOf(job), type.name, job.id, *key.name, job.charge, job.arrival};
   }
   return std::nullopt;
 }
@@ -256,7 +256,7 @@ SweepResult AdmissionCore::Sweep(double now) {
          idle_keys_.front().idle_since + key_ttl <= now) {
     KeyState& key = idle_keys_.front();
     idle_keys_.pop_front();
-    keys_.erase(keys_.find(key.name));
+    keys_.erase(keys_.find(*key.name));
     ++result.keys_evicted;
   }
   result.estimates_evicted =
@@ -282,7 +282,7 @@ Snapshot AdmissionCore::TakeSnapshot() const {
 std::optional<double> AdmissionCore::AccumulatedCost(std::string_view key) const {
   auto it = keys_.find(AsAbsl(key));
   if (it == keys_.end()) return std::nullopt;
-  return it->second->acc;
+  return it->second.acc;
 }
 
 std::optional<double> AdmissionCore::Estimate(std::string_view type, std::string_view id) const {
@@ -303,14 +303,15 @@ JobTicket AdmissionCore::TicketOf(const Job& job) const {
 }
 
 Lane& AdmissionCore::LaneFor(KeyState& key, TypeState& type) {
-  for (auto& lane : key.lanes) {
+  for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
     if (lane->type == &type) return *lane;
   }
-  auto lane = std::make_unique<Lane>();
+  Lane* lane = new Lane;
   lane->key = &key;
   lane->type = &type;
-  key.lanes.push_back(std::move(lane));
-  return *key.lanes.back();
+  lane->next_in_key = key.lanes;
+  key.lanes = lane;
+  return *lane;
 }
 
 Resource* AdmissionCore::ResourceFor(const TypeState& type, absl::string_view id) {
@@ -330,41 +331,55 @@ void AdmissionCore::ReleaseResource(Resource* resource) {
 
 void AdmissionCore::SetAccumulated(KeyState& key, double acc) {
   if (acc == key.acc) return;
-  boost::container::small_vector<Lane*, 8> linked;
-  for (auto& lane : key.lanes) {
-    if (lane->type_hook.is_linked()) {
-      UnlinkLane(*lane);
-      linked.push_back(lane.get());
-    }
-  }
-  for (auto& presence : key.tiers) {
-    presence->tier->keys_by_acc.erase(presence->tier->keys_by_acc.iterator_to(*presence));
-  }
-  key.acc = acc;
-  for (Lane* lane : linked) LinkLane(*lane);
-  for (auto& presence : key.tiers) presence->tier->keys_by_acc.insert(*presence);
+  Rekey(key, [&] { key.acc = acc; });
 }
 
-void AdmissionCore::LinkLane(Lane& lane) { lane.type->lanes.insert(lane); }
+template <typename Mutate>
+void AdmissionCore::Rekey(KeyState& key, Mutate mutate) {
+  for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
+    if (lane->linked) UnlinkLane(*lane);
+  }
+  for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
+    p->tier->keys_by_acc.erase(p->tier->keys_by_acc.iterator_to(*p));
+  }
+  mutate();
+  // A lane is linked exactly when it has ready jobs; a presence exists while the key has
+  // pending jobs in its tier (LeavePending frees the ones that end).
+  for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
+    if (!lane->ready.empty()) LinkLane(*lane);
+  }
+  for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
+    p->tier->keys_by_acc.insert(*p);
+  }
+}
+
+void AdmissionCore::LinkLane(Lane& lane) {
+  const ReadyEntry& head = *lane.ready.begin();
+  lane.entry = LaneEntry{SortableBits(lane.key->acc), head.arrival, head.seq, &lane};
+  lane.type->lanes.insert(lane.entry);
+  lane.linked = true;
+}
 
 void AdmissionCore::UnlinkLane(Lane& lane) {
-  lane.type->lanes.erase(lane.type->lanes.iterator_to(lane));
+  lane.type->lanes.erase(lane.entry);
+  lane.linked = false;
 }
 
 void AdmissionCore::InsertReady(Job& job) {
   Lane& lane = *job.lane;
-  const bool new_head = lane.ready.empty() || ByArrival{}(job, *lane.ready.begin());
+  const ReadyEntry entry = ReadyEntryOf(job);
+  const bool new_head = lane.ready.empty() || entry < *lane.ready.begin();
   if (new_head && !lane.ready.empty()) UnlinkLane(lane);
-  lane.ready.insert(job);
+  lane.ready.insert(entry);
   job.state = JobState::kReady;
   if (new_head) LinkLane(lane);
 }
 
 void AdmissionCore::RemoveReady(Job& job) {
   Lane& lane = *job.lane;
-  const bool was_head = &*lane.ready.begin() == &job;
+  const bool was_head = lane.ready.begin()->job == &job;
   if (was_head) UnlinkLane(lane);
-  lane.ready.erase(lane.ready.iterator_to(job));
+  lane.ready.erase(ReadyEntryOf(job));
   if (was_head && !lane.ready.empty()) LinkLane(lane);
 }
 
@@ -392,15 +407,21 @@ void AdmissionCore::LeavePending(Job& job) {
   --type.tier->pending;
   --pending_;
   if (--lane->pending == 0) {
-    EraseFirst(key.lanes, [&](const auto& l) { return l.get() == lane; });
+    Lane** link = &key.lanes;
+    while (*link != lane) link = &(*link)->next_in_key;
+    *link = lane->next_in_key;
+    delete lane;  // not linked: it has no ready job
   }
   if (options_.idle_catch_up) {
-    auto it = std::find_if(key.tiers.begin(), key.tiers.end(),
-                           [&](const auto& p) { return p->tier == type.tier; });
-    if (--(*it)->pending == 0) {
-      type.tier->keys_by_acc.erase(type.tier->keys_by_acc.iterator_to(**it));
-      std::swap(*it, key.tiers.back());
-      key.tiers.pop_back();
+    TierPresence** link = &key.tiers;
+    while ((*link)->tier != type.tier) link = &(*link)->next_in_key;
+    TierPresence* presence = *link;
+    if (--presence->pending == 0) {
+      if (presence->tier_hook.is_linked()) {
+        type.tier->keys_by_acc.erase(type.tier->keys_by_acc.iterator_to(*presence));
+      }
+      *link = presence->next_in_key;
+      delete presence;
     }
   }
 }

@@ -118,6 +118,10 @@ class AdmissionCore {
   Resource* ResourceFor(const TypeState& type, absl::string_view id);
   void ReleaseResource(Resource* resource);
   void SetAccumulated(KeyState& key, double acc);
+  // Unlinks the key's lanes (and tier presences), runs `mutate`, relinks what remains: for any
+  // change to the key's cost or to the heads of its lanes.
+  template <typename Mutate>
+  void Rekey(KeyState& key, Mutate mutate);
   void LinkLane(Lane& lane);
   void UnlinkLane(Lane& lane);
   void InsertReady(Job& job);
@@ -134,7 +138,7 @@ class AdmissionCore {
   absl::flat_hash_map<std::string, TypeState*> types_by_name_;
   std::vector<std::unique_ptr<TierState>> tiers_;  // highest priority first
   absl::flat_hash_map<std::string, std::uint32_t> conflict_groups_;
-  absl::flat_hash_map<std::string, std::unique_ptr<KeyState>> keys_;
+  absl::node_hash_map<std::string, KeyState> keys_;  // nodes: KeyState addresses are stable
   absl::node_hash_map<IndexedName, Resource, IndexedNameHash, IndexedNameEq> resources_;
   EstimateTable estimates_;
   IdleKeyList idle_keys_;  // in the order they became idle

@@ -11,14 +11,19 @@
 // A job whose conflict resource is busy is parked on the Resource and returns to its lane when the
 // resource frees. A key's accumulated cost is part of its lanes' sort key, so changing it unlinks
 // and relinks each of the key's lanes (one per type it has ready jobs of).
+//
+// Both orders are B-trees of small entries that copy their sort key (absl::btree_set of
+// LaneEntry and ReadyEntry): a search reads a few contiguous nodes instead of chasing a pointer
+// into a job or a key at every level, which is what the cost was made of at large backlogs.
 #ifndef FAIRGATE_CORE_QUEUE_NODES_H_
 #define FAIRGATE_CORE_QUEUE_NODES_H_
 
+#include <bit>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "boost/intrusive/list.hpp"
 #include "boost/intrusive/set.hpp"
 #include "core/indexed_name.h"
@@ -39,7 +44,6 @@ struct TypeState;
 enum class JobState : std::uint8_t { kFree, kReady, kParked, kRunning };
 
 struct Job {
-  SetHook lane_hook;     // in Lane::ready while kReady
   ListHook wait_hook;    // in Resource::waiters while kParked
   Lane* lane = nullptr;  // while kReady or kParked
   KeyState* key = nullptr;
@@ -56,23 +60,56 @@ struct Job {
   bool has_explicit_cost = false;
 };
 
-struct ByArrival {
-  bool operator()(const Job& a, const Job& b) const {
-    if (a.arrival != b.arrival) return a.arrival < b.arrival;
-    return a.seq < b.seq;
+using WaitList = bi::list<Job, bi::member_hook<Job, ListHook, &Job::wait_hook>>;
+
+// A double as an unsigned integer that sorts the same way (and -0.0 with 0.0), so that order
+// comparisons are integer compares.
+inline std::uint64_t SortableBits(double d) {
+  if (d == 0) d = 0;
+  const std::uint64_t bits = std::bit_cast<std::uint64_t>(d);
+  return (bits >> 63) ? ~bits : bits | (std::uint64_t{1} << 63);
+}
+
+// A ready job's place in its lane: (arrival, seq), copied so that the lane's order and its head
+// are read without touching the jobs. Seqs are unique, so entries are too.
+struct ReadyEntry {
+  std::uint64_t arrival = 0;  // SortableBits
+  std::uint64_t seq = 0;
+  Job* job = nullptr;
+
+  bool operator<(const ReadyEntry& o) const {
+    if (arrival != o.arrival) return arrival < o.arrival;
+    return seq < o.seq;
   }
 };
-using ReadyJobs =
-    bi::set<Job, bi::member_hook<Job, SetHook, &Job::lane_hook>, bi::compare<ByArrival>>;
-using WaitList = bi::list<Job, bi::member_hook<Job, ListHook, &Job::wait_hook>>;
+inline ReadyEntry ReadyEntryOf(Job& job) { return {SortableBits(job.arrival), job.seq, &job}; }
+using ReadyJobs = absl::btree_set<ReadyEntry>;
+
+// A lane's place in its type's order: (key's accumulated cost, head job's arrival, head job's
+// seq), copied when the lane is linked so that comparisons read only the entry itself. Seqs are
+// unique, so entries are too.
+struct LaneEntry {
+  std::uint64_t acc = 0;      // SortableBits
+  std::uint64_t arrival = 0;  // SortableBits
+  std::uint64_t seq = 0;
+  Lane* lane = nullptr;
+
+  bool operator<(const LaneEntry& o) const {
+    if (acc != o.acc) return acc < o.acc;
+    if (arrival != o.arrival) return arrival < o.arrival;
+    return seq < o.seq;
+  }
+};
 
 // The jobs of one key and one type.
 struct Lane {
-  SetHook type_hook;  // in TypeState::lanes while `ready` is not empty
+  LaneEntry entry;      // its entry in TypeState::lanes, while linked
+  bool linked = false;  // linked while `ready` is not empty
   KeyState* key = nullptr;
   TypeState* type = nullptr;
   ReadyJobs ready;
-  std::int64_t pending = 0;  // ready + parked
+  std::int64_t pending = 0;     // ready + parked
+  Lane* next_in_key = nullptr;  // the key's next lane
 };
 
 // The presence of one key among the keys with pending jobs in one tier (for idle catch-up).
@@ -81,27 +118,26 @@ struct TierPresence {
   KeyState* key = nullptr;
   TierState* tier = nullptr;
   std::int64_t pending = 0;
+  TierPresence* next_in_key = nullptr;  // the key's next presence
 };
 
+// One fairness key. Kept small (64 bytes, plus its name as the map's key): a server may remember
+// a million idle clients. Lanes and presences are owned through these lists and freed as soon as
+// they are empty, so an idle key holds nothing else. Counts fit 32 bits: 2^31 pending jobs
+// would need hundreds of gigabytes.
 struct KeyState {
-  ListHook idle_hook;  // in the core's idle list while nothing is pending or running
-  std::string name;
+  ListHook idle_hook;                 // in the core's idle list while nothing is pending or running
+  const std::string* name = nullptr;  // the key of its map entry
   double acc = 0;
   double idle_since = 0;
-  std::int64_t pending = 0;
-  std::int64_t running = 0;
-  std::vector<std::unique_ptr<Lane>> lanes;          // one per type with pending jobs
-  std::vector<std::unique_ptr<TierPresence>> tiers;  // only with idle catch-up
+  std::int32_t pending = 0;
+  std::int32_t running = 0;
+  Lane* lanes = nullptr;          // one per type it has pending jobs of
+  TierPresence* tiers = nullptr;  // one per tier it has pending jobs in; only with idle catch-up
 };
 
-struct LaneOrder {
-  bool operator()(const Lane& a, const Lane& b) const {
-    if (a.key->acc != b.key->acc) return a.key->acc < b.key->acc;
-    return ByArrival{}(*a.ready.begin(), *b.ready.begin());
-  }
-};
-using LaneSet =
-    bi::set<Lane, bi::member_hook<Lane, SetHook, &Lane::type_hook>, bi::compare<LaneOrder>>;
+// A B-tree: each node holds many entries, so a search touches few cache lines.
+using LaneSet = absl::btree_set<LaneEntry>;
 
 struct PresenceOrder {
   bool operator()(const TierPresence& a, const TierPresence& b) const {
