@@ -5,7 +5,13 @@
 // BM_RunSyncFibers/fibers:F      F fibers on one thread each loop RunSync, F keys, capacity 50.
 // BM_RunSyncThreads/threads:T    T plain threads each loop RunSync, T keys, capacity 50.
 // items/s counts jobs.
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -16,9 +22,10 @@
 namespace fairgate {
 namespace {
 
-std::unique_ptr<Scheduler> Make(int capacity) {
+std::unique_ptr<Scheduler> Make(int capacity, int worker_threads = 0) {
   SchedulerOptions options;
   options.max_concurrency = capacity;
+  options.worker_threads = worker_threads;
   auto scheduler = *Scheduler::Create(options);
   (void)scheduler->RegisterType(
       "noop", {.default_cost = 1, .max_concurrency = capacity, .priority = capacity});
@@ -26,6 +33,29 @@ std::unique_ptr<Scheduler> Make(int capacity) {
 }
 
 Status Noop(const Context&) { return absl::OkStatus(); }
+
+// Waits, without spinning, until Arrive has been called `count` times.
+class Countdown {
+ public:
+  explicit Countdown(int count) : total_(count), left_(count) {}
+  void Arrive() {
+    std::lock_guard lock(mutex_);
+    --left_;
+    cv_.notify_all();
+  }
+  // Waits until `arrived` have arrived (all, by default).
+  void Wait(int arrived = -1) {
+    std::unique_lock lock(mutex_);
+    const int until = arrived < 0 ? 0 : total_ - arrived;
+    cv_.wait(lock, [&] { return left_ <= until; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  const int total_;
+  int left_;
+};
 
 void BM_SubmitNoop(benchmark::State& state) {
   const int capacity = static_cast<int>(state.range(0));
@@ -48,6 +78,49 @@ BENCHMARK(BM_SubmitNoop)
     ->ArgName("capacity")
     ->Arg(64)
     ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// Draining a backlog: the pool is held busy while `backlog` no-op jobs queue up, then released;
+// the time measured is from the release until the last callback. Each completion admits the next
+// job, which runs on the same fiber: this is the pool's throughput when work is waiting.
+void BM_SubmitBacklog(benchmark::State& state) {
+  const int capacity = static_cast<int>(state.range(0));
+  const int backlog = static_cast<int>(state.range(1));
+  const int threads = static_cast<int>(state.range(2));
+  auto scheduler = Make(capacity, threads);
+  for (auto _ : state) {
+    Countdown held(capacity), done(backlog);
+    auto count = [&](const Status&) { done.Arrive(); };
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
+    for (int i = 0; i < capacity; ++i) {
+      (void)scheduler->Submit("noop", "hold", [&, released](const Context&) {
+        held.Arrive();
+        released.wait();  // blocks this worker's thread until the backlog is in place
+        return absl::OkStatus();
+      });
+    }
+    held.Wait(std::min(capacity, threads > 0 ? threads : capacity));
+    for (int i = 0; i < backlog; ++i) {
+      if (!scheduler->Submit("noop", "repo", "key" + std::to_string(i % 1000), Noop, count).ok()) {
+        state.SkipWithError("refused");
+        return;
+      }
+    }
+    const auto start = std::chrono::steady_clock::now();
+    release.set_value();
+    done.Wait();
+    state.SetIterationTime(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  state.SetItemsProcessed(state.iterations() * backlog);
+}
+BENCHMARK(BM_SubmitBacklog)
+    ->ArgNames({"capacity", "backlog", "threads"})
+    ->Args({64, 100000, 0})
+    ->Args({64, 100000, 2})
+    ->Args({64, 100000, 8})
+    ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
 void BM_RunSyncFibers(benchmark::State& state) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "boost/fiber/condition_variable.hpp"
 #include "boost/fiber/mutex.hpp"
 #include "core/admission_core.h"
@@ -93,7 +94,7 @@ class Scheduler::Impl {
   }
 
   Status RegisterType(std::string_view name, const JobTypeConfig& config) {
-    std::unique_lock lock(mutex_);
+    absl::MutexLock lock(&mutex_);
     return core_->RegisterType(name, config);
   }
 
@@ -120,12 +121,12 @@ class Scheduler::Impl {
     if (ctx.state()) ctx.state()->RemoveCallback(callback);
 
     {
-      std::unique_lock lock(mutex_);
+      absl::ReleasableMutexLock lock(&mutex_);
       switch (record->state) {
         case JobRecord::State::kRunning:
           break;  // admitted, even if the context ended meanwhile: the job runs and sees it
         case JobRecord::State::kCancelled:
-          lock.unlock();
+          lock.Release();
           FinishOutstanding();  // the last touch of the scheduler: it may be destroyed after
           return absl::CancelledError("the scheduler shut down before the job was admitted");
         case JobRecord::State::kPending: {
@@ -133,7 +134,7 @@ class Scheduler::Impl {
           (void)core_->Cancel(record->ticket, Now());
           record->state = JobRecord::State::kCancelled;
           records_[record->ticket.slot] = nullptr;
-          lock.unlock();
+          lock.Release();
           FinishOutstanding();
           Status err = ctx.Err();
           return err.ok() ? absl::CancelledError("context cancelled") : err;
@@ -142,7 +143,7 @@ class Scheduler::Impl {
     }
     const double start = Now();
     Status status = Invoke(fn, ctx);
-    Complete(*record, Now() - start);
+    (void)Complete(*record, Now() - start);
     FinishOutstanding();
     return status;
   }
@@ -160,7 +161,7 @@ class Scheduler::Impl {
   Status Shutdown(const Context& ctx) {
     std::vector<RecordPtr> refused;
     {
-      std::unique_lock lock(mutex_);
+      absl::MutexLock lock(&mutex_);
       if (phase_ != Phase::kShutDown) {
         phase_ = Phase::kShutDown;
         for (RecordPtr& record : records_) {
@@ -186,7 +187,7 @@ class Scheduler::Impl {
 
   Status Drain(const Context& ctx) {
     {
-      std::unique_lock lock(mutex_);
+      absl::MutexLock lock(&mutex_);
       if (phase_ == Phase::kOpen) phase_ = Phase::kDraining;
     }
     Status quiet = WaitQuiet(ctx);
@@ -195,17 +196,17 @@ class Scheduler::Impl {
   }
 
   fairgate::Snapshot TakeSnapshot() const {
-    std::unique_lock lock(mutex_);
+    absl::MutexLock lock(&mutex_);
     return core_->TakeSnapshot();
   }
 
   std::optional<double> AccumulatedCost(std::string_view key) const {
-    std::unique_lock lock(mutex_);
+    absl::MutexLock lock(&mutex_);
     return core_->AccumulatedCost(key);
   }
 
   std::optional<double> Estimate(std::string_view type, std::string_view id) const {
-    std::unique_lock lock(mutex_);
+    absl::MutexLock lock(&mutex_);
     return core_->Estimate(type, id);
   }
 
@@ -233,7 +234,7 @@ class Scheduler::Impl {
     std::vector<RecordPtr> admitted;
     Status refused;
     {
-      std::unique_lock lock(mutex_);
+      absl::MutexLock lock(&mutex_);
       if (phase_ != Phase::kOpen) {
         refused = absl::UnavailableError(phase_ == Phase::kDraining ? "the scheduler is draining"
                                                                     : "the scheduler is shut down");
@@ -275,25 +276,43 @@ class Scheduler::Impl {
     }
   }
 
-  void RunBackground(const RecordPtr& record) {
-    const double start = Now();
-    Status status = Invoke(record->fn, background_.first);
-    Complete(*record, Now() - start);
-    record->fn = nullptr;  // release what the function holds before reporting
-    InvokeDone(record->done, status);
-    record->done = nullptr;
-    FinishOutstanding();
+  // Runs a Submit job on a pool fiber. When its completion admits another Submit job, this
+  // fiber runs that one next instead of posting it: the slot it frees goes to a job on the same
+  // thread, with no wake-up of another worker.
+  void RunBackground(RecordPtr record) {
+    while (record) {
+      const double start = Now();
+      Status status = Invoke(record->fn, background_.first);
+      RecordPtr next = Complete(*record, Now() - start, /*keep_background=*/true);
+      record->fn = nullptr;  // release what the function holds before reporting
+      InvokeDone(record->done, status);
+      record->done = nullptr;
+      FinishOutstanding();  // `next`, still outstanding, keeps the scheduler alive
+      record = std::move(next);
+    }
   }
 
-  void Complete(JobRecord& record, double elapsed) {
+  // Completes a job and dispatches what that admits. With `keep_background`, the first admitted
+  // Submit job is returned instead of posted, for the caller to run.
+  RecordPtr Complete(JobRecord& record, double elapsed, bool keep_background = false) {
     std::vector<RecordPtr> admitted;
     {
-      std::unique_lock lock(mutex_);
+      absl::MutexLock lock(&mutex_);
       (void)core_->Complete(record.ticket, std::max(0.0, elapsed), Now());
       records_[record.ticket.slot] = nullptr;
       AdmitLocked(admitted);
     }
+    RecordPtr kept;
+    if (keep_background) {
+      auto it = std::find_if(admitted.begin(), admitted.end(),
+                             [](const RecordPtr& r) { return !r->sync; });
+      if (it != admitted.end()) {
+        kept = std::move(*it);
+        admitted.erase(it);
+      }
+    }
     Dispatch(admitted);
+    return kept;
   }
 
   // One accepted job has been fully reported. The count changes under the quiet mutex, so a
@@ -337,7 +356,7 @@ class Scheduler::Impl {
           std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.sweep_interval),
           [&] { return stop_sweeper_; });
       if (stop_sweeper_) break;
-      std::unique_lock core_lock(mutex_);
+      absl::MutexLock core_lock(&mutex_);
       core_->Sweep(Now());
     }
   }
@@ -353,7 +372,7 @@ class Scheduler::Impl {
   const SchedulerOptions options_;
   const std::chrono::steady_clock::time_point epoch_;
 
-  mutable std::mutex mutex_;  // guards everything below up to the next comment
+  mutable absl::Mutex mutex_;  // guards everything below up to the next comment
   std::unique_ptr<core::AdmissionCore> core_;
   std::vector<RecordPtr> records_;  // by ticket slot: the pending and running jobs
   Phase phase_ = Phase::kOpen;
