@@ -60,6 +60,8 @@ struct SchedulerOptions {
   // Threads of the pool that runs Submit jobs as fibers. A job that blocks in a system call holds
   // its whole thread, so the pool needs as many threads as blocking background jobs may run at
   // once. 0: `max_concurrency` threads, so every admitted job can block without stalling another.
+  // For jobs that never block their thread (they wait only on fiber-aware primitives), fewer
+  // threads, down to the number of cores, cost less in thread switches.
   int worker_threads = 0;
 
   // Stack of each Submit job's fiber. >= 16 KiB.
