@@ -89,16 +89,20 @@ void BM_SubmitBacklog(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(2));
   auto scheduler = Make(capacity, threads);
   for (auto _ : state) {
-    Countdown held(capacity), done(backlog);
+    // Every job of this iteration, the holders too, reports to `done` before the next begins.
+    Countdown held(capacity), done(capacity + backlog);
     auto count = [&](const Status&) { done.Arrive(); };
     std::promise<void> release;
     std::shared_future<void> released = release.get_future().share();
     for (int i = 0; i < capacity; ++i) {
-      (void)scheduler->Submit("noop", "hold", [&, released](const Context&) {
-        held.Arrive();
-        released.wait();  // blocks this worker's thread until the backlog is in place
-        return absl::OkStatus();
-      });
+      (void)scheduler->Submit(
+          "noop", "hold", "",
+          [&, released](const Context&) {
+            held.Arrive();
+            released.wait();  // blocks this worker's thread until the backlog is in place
+            return absl::OkStatus();
+          },
+          count);
     }
     held.Wait(std::min(capacity, threads > 0 ? threads : capacity));
     for (int i = 0; i < backlog; ++i) {
@@ -147,27 +151,139 @@ BENCHMARK(BM_RunSyncFibers)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+using SteadyClock = std::chrono::steady_clock;
+
+double Micros(SteadyClock::duration d) {
+  return std::chrono::duration<double, std::micro>(d).count();
+}
+
+// The value below which `fraction` of `samples` lie.
+double Percentile(std::vector<double> samples, double fraction) {
+  if (samples.empty()) return 0;
+  const std::size_t at =
+      std::min(samples.size() - 1, static_cast<std::size_t>(fraction * samples.size()));
+  std::nth_element(samples.begin(), samples.begin() + at, samples.end());
+  return samples[at];
+}
+
+void ReportPercentiles(benchmark::State& state, const std::vector<double>& micros,
+                       const std::string& what) {
+  state.counters[what + "_p50_us"] = Percentile(micros, 0.50);
+  state.counters[what + "_p99_us"] = Percentile(micros, 0.99);
+}
+
+// Plain threads each calling RunSync in a loop; the wait is from the call to fn's start.
 void BM_RunSyncThreads(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   constexpr int kPerThread = 20;
   auto scheduler = Make(50);
+  std::vector<double> waits(static_cast<std::size_t>(threads) * kPerThread);
   for (auto _ : state) {
     std::vector<std::thread> running;
     for (int t = 0; t < threads; ++t) {
       running.emplace_back([&, t] {
         const std::string key = "client" + std::to_string(t);
         for (int i = 0; i < kPerThread; ++i) {
-          (void)scheduler->RunSync(Context::Background(), "noop", "repo", key, Noop);
+          const auto called = SteadyClock::now();
+          double& wait = waits[static_cast<std::size_t>(t) * kPerThread + i];
+          (void)scheduler->RunSync(Context::Background(), "noop", "repo", key, [&](const Context&) {
+            wait = Micros(SteadyClock::now() - called);
+            return absl::OkStatus();
+          });
         }
       });
     }
     for (auto& t : running) t.join();
   }
   state.SetItemsProcessed(state.iterations() * threads * kPerThread);
+  ReportPercentiles(state, waits, "wait");
 }
 BENCHMARK(BM_RunSyncThreads)
     ->ArgName("threads")
     ->Arg(1000)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// Dispatch latency on the pool: from the moment a job becomes admissible to its fn's start.
+//  - chained: capacity 1 and a queue of Submit jobs; a job is admissible when the one before it
+//    completes, measured from the end of that job's fn (the completion, its callback and the
+//    admission are all inside);
+//  - after_runsync: a RunSync caller's job holds the one slot and a Submit job waits; measured
+//    from the end of the RunSync job's fn, through the caller's completion, to the pool;
+//  - idle_pool: Submit to an idle scheduler, measured from the call.
+void BM_DispatchLatency(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0));
+  constexpr int kJobs = 2000;
+  std::vector<double> latencies;
+  for (auto _ : state) {
+    auto scheduler = Make(1);
+    latencies.clear();
+    std::vector<SteadyClock::time_point> ended(kJobs), started(kJobs);
+    Countdown done(kJobs);
+    if (mode == 0) {
+      std::promise<void> release;
+      std::shared_future<void> released = release.get_future().share();
+      (void)scheduler->Submit("noop", "hold", [released](const Context&) {
+        released.wait();
+        return absl::OkStatus();
+      });
+      for (int i = 0; i < kJobs; ++i) {
+        (void)scheduler->Submit(
+            "noop", "repo", "",
+            [&, i](const Context&) {
+              started[i] = SteadyClock::now();
+              ended[i] = SteadyClock::now();
+              return absl::OkStatus();
+            },
+            [&](const Status&) { done.Arrive(); });
+      }
+      release.set_value();
+      done.Wait();
+      for (int i = 1; i < kJobs; ++i) latencies.push_back(Micros(started[i] - ended[i - 1]));
+    } else {
+      for (int i = 0; i < kJobs; ++i) {
+        SteadyClock::time_point from;
+        std::promise<void> ran;
+        if (mode == 1) {
+          // The RunSync job submits the background job while it holds the slot.
+          (void)scheduler->RunSync(Context::Background(), "noop", "fg", "client",
+                                   [&](const Context&) {
+                                     (void)scheduler->Submit(
+                                         "noop", "bg", "",
+                                         [&](const Context&) {
+                                           started[i] = SteadyClock::now();
+                                           ran.set_value();
+                                           return absl::OkStatus();
+                                         },
+                                         nullptr);
+                                     from = SteadyClock::now();
+                                     return absl::OkStatus();
+                                   });
+        } else {
+          from = SteadyClock::now();
+          (void)scheduler->Submit(
+              "noop", "bg", "",
+              [&](const Context&) {
+                started[i] = SteadyClock::now();
+                ran.set_value();
+                return absl::OkStatus();
+              },
+              nullptr);
+        }
+        ran.get_future().wait();
+        latencies.push_back(Micros(started[i] - from));
+      }
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * kJobs);
+  ReportPercentiles(state, latencies, "latency");
+}
+BENCHMARK(BM_DispatchLatency)
+    ->ArgName("mode")
+    ->Arg(0)  // chained
+    ->Arg(1)  // after_runsync
+    ->Arg(2)  // idle_pool
+    ->Iterations(3)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

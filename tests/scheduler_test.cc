@@ -286,6 +286,48 @@ double ProcessCpuSeconds() {
          (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
 }
 
+TEST_CASE("Scheduler.Pool.AChainOfBackgroundJobsDoesNotStarveJobsPostedToItsThread") {
+  // One worker thread. A long queue of "a" jobs runs as a chain on it: each completion admits
+  // the next, which runs on the same fiber. A RunSync completion on this thread admits the
+  // background job "s", which is posted to the pool: it must start while the chain goes on.
+  Watchdog watchdog("chain starvation", 60s);
+  SchedulerOptions options = Capacity(2, 1);
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("a", Type(2, 1)).ok());
+  REQUIRE(scheduler->RegisterType("s", Type(2, 1)).ok());
+  constexpr int kChain = 10000;
+  std::atomic<int> a_done{0};
+  std::atomic<int> a_done_when_s_started{-1};
+  for (int i = 0; i < kChain; ++i) {
+    REQUIRE(scheduler
+                ->Submit("a", "x",
+                         [&](const Context&) {
+                           const auto until = std::chrono::steady_clock::now() + 20us;
+                           while (a_done_when_s_started < 0 &&
+                                  std::chrono::steady_clock::now() < until) {
+                           }
+                           ++a_done;
+                           return absl::OkStatus();
+                         })
+                .ok());
+  }
+  REQUIRE(Eventually([&] { return a_done > 0; }));
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(), "s", "y", "k",
+                        [&](const Context&) {
+                          // Queued behind this job, which holds the type's one slot.
+                          return scheduler->Submit("s", "y", [&](const Context&) {
+                            a_done_when_s_started = a_done.load();
+                            return absl::OkStatus();
+                          });
+                        })
+              .ok());
+  REQUIRE(Eventually([&] { return a_done_when_s_started >= 0; }));
+  CHECK(a_done_when_s_started < kChain);
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+  CHECK(a_done == kChain);
+}
+
 TEST_CASE("Scheduler.Pool.AnIdlePoolUsesNoCpu") {
   auto scheduler = Make(Capacity(8));
   REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());

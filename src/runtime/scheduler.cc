@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "boost/fiber/condition_variable.hpp"
 #include "boost/fiber/mutex.hpp"
+#include "boost/fiber/operations.hpp"
 #include "core/admission_core.h"
 #include "runtime/context_state.h"
 #include "runtime/fiber_stack.h"
@@ -289,6 +290,9 @@ class Scheduler::Impl {
       record->done = nullptr;
       FinishOutstanding();  // `next`, still outstanding, keeps the scheduler alive
       record = std::move(next);
+      // Let this thread's other fibers run between jobs, above all its main fiber, which pops
+      // the jobs posted to the pool: a chain must not keep them waiting.
+      if (record) boost::this_fiber::yield();
     }
   }
 
