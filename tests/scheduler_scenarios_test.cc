@@ -173,7 +173,8 @@ TEST_CASE("Scenario.TwoClientsBursting.TheSecondClientGoesNextInsteadOfWaitingIt
         std::make_unique<Caller>(*scheduler, "sync-clone", id, "clientA", board.Job(id)));
   }
   REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 6; }));  // 5 clones + repo4
-  CHECK(board.Started().size() == 8);
+  // Admitted is not yet started: wait for the five clones' callers to be running their jobs.
+  CHECK(board.WaitStarted(8).size() == 8);
   for (int i = 1; i <= 2; ++i) {
     const std::string id = "b" + std::to_string(i);
     callers.push_back(
