@@ -40,16 +40,16 @@ class BoundedStackAllocator {
   StackBounds* bounds_;
 };
 
-// Marks `bounds` as the stack of the fiber running on this thread, for its lifetime.
+// Marks `bounds` as the stack of the calling fiber, for its lifetime.
 class CurrentFiberStack {
  public:
-  explicit CurrentFiberStack(const StackBounds* bounds);
+  explicit CurrentFiberStack(StackBounds* bounds);
   ~CurrentFiberStack();
   CurrentFiberStack(const CurrentFiberStack&) = delete;
   CurrentFiberStack& operator=(const CurrentFiberStack&) = delete;
 
  private:
-  const StackBounds* previous_;
+  StackBounds* previous_;
 };
 
 // After an exception was caught: under ASan, unpoisons the current pool fiber's stack below the
