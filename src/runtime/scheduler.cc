@@ -144,7 +144,7 @@ class Scheduler::Impl {
     }
     const double start = Now();
     Status status = Invoke(fn, ctx);
-    (void)Complete(*record, Now() - start);
+    (void)Complete(*record, start, Now());
     FinishOutstanding();
     return status;
   }
@@ -236,18 +236,19 @@ class Scheduler::Impl {
     Status refused;
     {
       absl::MutexLock lock(&mutex_);
-      if (phase_ != Phase::kOpen) {
-        refused = absl::UnavailableError(phase_ == Phase::kDraining ? "the scheduler is draining"
-                                                                    : "the scheduler is shut down");
-      } else if (StatusOr<core::JobTicket> ticket =
-                     core_->Enqueue({type, id, key, std::nullopt}, Now());
-                 !ticket.ok()) {
+      const double now = Now();
+      StatusOr<core::JobTicket> ticket =
+          phase_ != Phase::kOpen
+              ? absl::UnavailableError(phase_ == Phase::kDraining ? "the scheduler is draining"
+                                                                  : "the scheduler is shut down")
+              : core_->Enqueue({type, id, key, std::nullopt}, now);
+      if (!ticket.ok()) {
         refused = ticket.status();
       } else {
         record->ticket = *ticket;
         if (records_.size() <= ticket->slot) records_.resize(ticket->slot + 1);
         records_[ticket->slot] = record;
-        AdmitLocked(admitted);
+        AdmitLocked(now, admitted);
       }
     }
     if (!refused.ok()) {
@@ -258,8 +259,8 @@ class Scheduler::Impl {
     return record;
   }
 
-  void AdmitLocked(std::vector<RecordPtr>& admitted) {
-    const double now = Now();
+  // Admits everything admissible at `now` (the time of the operation that may have freed room).
+  void AdmitLocked(double now, std::vector<RecordPtr>& admitted) {
     while (std::optional<core::Admission> a = core_->NextAdmission(now)) {
       RecordPtr& record = records_[a->ticket.slot];
       record->state = JobRecord::State::kRunning;
@@ -284,7 +285,7 @@ class Scheduler::Impl {
     while (record) {
       const double start = Now();
       Status status = Invoke(record->fn, background_.first);
-      RecordPtr next = Complete(*record, Now() - start, /*keep_background=*/true);
+      RecordPtr next = Complete(*record, start, Now(), /*keep_background=*/true);
       record->fn = nullptr;  // release what the function holds before reporting
       InvokeDone(record->done, status);
       record->done = nullptr;
@@ -296,15 +297,16 @@ class Scheduler::Impl {
     }
   }
 
-  // Completes a job and dispatches what that admits. With `keep_background`, the first admitted
-  // Submit job is returned instead of posted, for the caller to run.
-  RecordPtr Complete(JobRecord& record, double elapsed, bool keep_background = false) {
+  // Completes a job that ran from `start` to `end` and dispatches what that admits. With
+  // `keep_background`, the first admitted Submit job is returned instead of posted, for the
+  // caller to run.
+  RecordPtr Complete(JobRecord& record, double start, double end, bool keep_background = false) {
     std::vector<RecordPtr> admitted;
     {
       absl::MutexLock lock(&mutex_);
-      (void)core_->Complete(record.ticket, std::max(0.0, elapsed), Now());
+      (void)core_->Complete(record.ticket, std::max(0.0, end - start), end);
       records_[record.ticket.slot] = nullptr;
-      AdmitLocked(admitted);
+      AdmitLocked(end, admitted);
     }
     RecordPtr kept;
     if (keep_background) {
