@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "benchmark/benchmark.h"
 #include "core/admission_core.h"
 #include "counting_allocator.h"
@@ -83,6 +84,28 @@ BENCHMARK(BM_AdmitComplete)
     ->ArgNames({"pending", "keys", "ids"})
     ->ArgsProduct({{1000, 10000, 100000, 1000000}, {10, 10000, 1000000}, {1000}})
     ->Args({100000, 10000, 100000});
+
+// The floor under BM_AdmitComplete: moving one entry of the core's lane order (a 32-byte entry
+// in an absl::btree_set, as core::LaneEntry) to a later place among `entries` others, which is
+// what charging a key costs per lane it has. items/s counts moves (erase plus insert).
+void BM_LaneRelink(benchmark::State& state) {
+  const auto entries = static_cast<std::size_t>(state.range(0));
+  std::mt19937_64 rng(7);
+  absl::btree_set<core::LaneEntry> lanes;
+  std::vector<core::LaneEntry> placed;
+  for (std::size_t i = 0; i < entries; ++i) {
+    placed.push_back({rng() % 1000000, rng(), i, nullptr});
+    lanes.insert(placed.back());
+  }
+  for (auto _ : state) {
+    core::LaneEntry& entry = placed[rng() % entries];
+    lanes.erase(entry);
+    entry.acc += rng() % 1000;
+    lanes.insert(entry);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_LaneRelink)->ArgName("entries")->Arg(10)->Arg(1000)->Arg(10000)->Arg(100000);
 
 // Memory of a key that has nothing pending or running but is still remembered (its accumulated
 // cost), per key: keys that each ran one job and went idle.
