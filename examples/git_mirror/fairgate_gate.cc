@@ -1,0 +1,118 @@
+// The fairgate policy: one Scheduler, four job types.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "work_gate.h"
+
+namespace git_mirror {
+namespace {
+
+class FairgateGate : public WorkGate {
+ public:
+  explicit FairgateGate(std::unique_ptr<fairgate::Scheduler> scheduler)
+      : scheduler_(std::move(scheduler)) {}
+  ~FairgateGate() override { Shutdown(); }
+
+  fairgate::Status Run(const fairgate::Context& ctx, std::string_view type,
+                       std::string_view repository, std::string_view client,
+                       const JobFn& fn) override {
+    return scheduler_->RunSync(ctx, type, repository, client, fn);
+  }
+
+  fairgate::Status Submit(std::string_view type, std::string_view repository, JobFn fn,
+                          DoneCallback done) override {
+    return scheduler_->Submit(type, repository, "", std::move(fn), std::move(done));
+  }
+
+  nlohmann::json DebugState() const override {
+    const fairgate::Snapshot s = scheduler_->Snapshot();
+    nlohmann::json tiers = nlohmann::json::array();
+    for (const auto& t : s.tiers) {
+      tiers.push_back({{"priority", t.priority}, {"running", t.running}, {"pending", t.pending}});
+    }
+    nlohmann::json types = nlohmann::json::array();
+    for (const auto& t : s.types) {
+      types.push_back({{"name", t.name},
+                       {"priority", t.priority},
+                       {"max_concurrency", t.max_concurrency},
+                       {"running", t.running},
+                       {"pending", t.pending}});
+    }
+    return {{"policy", "fairgate"},      {"max_concurrency", s.max_concurrency},
+            {"running", s.running},      {"pending", s.pending},
+            {"tiers", tiers},            {"types", types},
+            {"keys_tracked", s.keys_tracked}, {"estimates_tracked", s.estimates_tracked}};
+  }
+
+  void Shutdown() override { (void)scheduler_->Shutdown(fairgate::Context::Background()); }
+
+ private:
+  std::unique_ptr<fairgate::Scheduler> scheduler_;
+};
+
+}  // namespace
+
+fairgate::Status ValidateGateConfig(const GateConfig& c) {
+  if (c.capacity < 1) return absl::InvalidArgumentError("capacity must be at least 1");
+  if (c.sync_clone_slots < 1 || c.sync_clone_slots > c.capacity) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sync-clone slots must be in [1, capacity ", c.capacity, "]"));
+  }
+  if (c.background_slots < 1 || c.background_slots > c.capacity) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("background slots must be in [1, capacity ", c.capacity, "]"));
+  }
+  if (c.repack_slots < 1 || c.repack_slots > c.background_slots) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("repack slots must be in [1, background slots ", c.background_slots, "]"));
+  }
+  if (c.max_pending_per_client < 1) {
+    return absl::InvalidArgumentError("max pending per client must be at least 1");
+  }
+  return absl::OkStatus();
+}
+
+fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig& c) {
+  if (auto s = ValidateGateConfig(c); !s.ok()) return s;
+  fairgate::SchedulerOptions options;  // the default mode: reconcile, learned estimates
+  options.max_concurrency = c.capacity;
+  options.max_pending_per_key = c.max_pending_per_client;
+  // Fetches and repacks wait for git processes and hold their worker thread while they do.
+  options.worker_threads = c.background_slots;
+  auto scheduler = fairgate::Scheduler::Create(options);
+  if (!scheduler.ok()) return scheduler.status();
+  // A tier's priority is also its cap: foreground may use every slot, background its own share.
+  const int foreground = std::max(c.capacity, c.background_slots + 1);
+  const int background = c.background_slots;
+  const struct {
+    std::string_view name;
+    fairgate::JobTypeConfig config;
+  } types[] = {
+      {kClone,
+       {.default_cost = 1,
+        .max_concurrency = c.capacity,
+        .conflict_group = "",
+        .priority = foreground}},
+      {kSyncClone,
+       {.default_cost = 10,
+        .max_concurrency = c.sync_clone_slots,
+        .conflict_group = "git",
+        .priority = foreground}},
+      {kFetch,
+       {.default_cost = 5,
+        .max_concurrency = background,
+        .conflict_group = "git",
+        .priority = background}},
+      {kRepack,
+       {.default_cost = 20,
+        .max_concurrency = c.repack_slots,
+        .conflict_group = "git",
+        .priority = background}},
+  };
+  for (const auto& t : types) {
+    if (auto s = (*scheduler)->RegisterType(t.name, t.config); !s.ok()) return s;
+  }
+  return std::unique_ptr<WorkGate>(new FairgateGate(std::move(*scheduler)));
+}
+
+}  // namespace git_mirror

@@ -1,0 +1,472 @@
+// The mirror with real git clients, on loopback. Each test makes its own upstream repositories
+// and mirror directory, starts a MirrorServer on an ephemeral port, and drives it with `git`.
+// Nothing here waits for a duration to pass: slow clones are held by a pack-objects hook until
+// the test releases them, and every wait is for a condition, with a generous bound.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "doctest/doctest.h"
+#include "httplib.h"
+#include "mirror_server.h"
+#include "nlohmann/json.hpp"
+#include "subprocess.h"
+
+namespace git_mirror {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+constexpr const char* kClientHeader = "X-Client";
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "fairgate-mirror-test-XXXXXX").string();
+    REQUIRE(mkdtemp(t.data()) != nullptr);
+    path = t;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
+// Runs git and requires it to succeed; returns its output.
+std::string Git(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"git"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto result = RunProcess(argv, "", fairgate::Context::Background(),
+                           {"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org",
+                            "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.org"});
+  REQUIRE(result.ok());
+  INFO("git ", args.front(), ": ", result->err);
+  REQUIRE(result->exit_code == 0);
+  return result->out;
+}
+
+// An upstream repository with `commits` commits on main.
+fs::path MakeUpstream(const fs::path& dir, const std::string& name, int commits) {
+  const fs::path repo = dir / name;
+  Git({"init", "--quiet", "--initial-branch=main", repo.string()});
+  for (int i = 0; i < commits; ++i) {
+    std::ofstream(repo / ("file" + std::to_string(i % 3) + ".txt"), std::ios::app)
+        << name << " line " << i << "\n";
+    Git({"-C", repo.string(), "add", "."});
+    Git({"-C", repo.string(), "commit", "--quiet", "-m", "commit " + std::to_string(i)});
+  }
+  return repo;
+}
+
+// Waits for `condition`, at most 60 s (a bound for a stuck test, not a timing assertion).
+bool Eventually(const std::function<bool()>& condition) {
+  const auto give_up = std::chrono::steady_clock::now() + 60s;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+std::vector<json> ReadEvents(const fs::path& log) {
+  std::vector<json> events;
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) events.push_back(json::parse(line));
+  return events;
+}
+
+// A pack-objects hook that holds every pack until `release` exists, leaving a `held.*` file per
+// held clone: it keeps a clone's slot busy for as long as a test needs.
+struct PackHold {
+  fs::path dir;
+  fs::path script;
+  explicit PackHold(const fs::path& d) : dir(d / "hold") {
+    fs::create_directories(dir);
+    script = dir / "hook.sh";
+    std::ofstream(script) << "#!/bin/sh\n"
+                          << "mktemp " << dir.string() << "/held.XXXXXX >/dev/null\n"
+                          << "while [ ! -e " << dir.string() << "/release ]; do sleep 0.02; done\n"
+                          << "exec \"$@\"\n";
+    fs::permissions(script, fs::perms::owner_all);
+    // Command-line scope (protected): upload-pack honours the hook only from there or above.
+    setenv("GIT_CONFIG_COUNT", "1", 1);
+    setenv("GIT_CONFIG_KEY_0", "uploadpack.packObjectsHook", 1);
+    setenv("GIT_CONFIG_VALUE_0", script.string().c_str(), 1);
+  }
+  ~PackHold() {
+    Release();
+    unsetenv("GIT_CONFIG_COUNT");
+    unsetenv("GIT_CONFIG_KEY_0");
+    unsetenv("GIT_CONFIG_VALUE_0");
+  }
+  int Held() const {
+    int n = 0;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      n += entry.path().filename().string().starts_with("held.");
+    }
+    return n;
+  }
+  void Release() const { std::ofstream(dir / "release") << "go\n"; }
+};
+
+struct ServerUnderTest {
+  TempDir tmp;
+  fs::path event_log = tmp.path / "events.jsonl";
+  std::unique_ptr<MirrorServer> server;
+  int port = 0;
+  std::thread serving;
+
+  ServerUnderTest(const RepositorySet& repositories, const GateConfig& gate_config,
+                  std::chrono::milliseconds fetch_interval = 0ms, bool fifo = false,
+                  int repack_after = 10) {
+    MirrorOptions options;
+    options.mirror_dir = (tmp.path / "mirrors").string();
+    options.client_header = kClientHeader;
+    options.fetch_interval = fetch_interval;
+    options.repack_after = repack_after;
+    options.event_log = event_log.string();
+    auto gate = fifo ? MakeFifoGate(gate_config) : MakeFairgateGate(gate_config);
+    REQUIRE(gate.ok());
+    auto created = MirrorServer::Create(repositories, options, std::move(*gate));
+    REQUIRE(created.ok());
+    server = std::move(*created);
+    auto bound = server->Bind("127.0.0.1", 0);
+    REQUIRE(bound.ok());
+    port = *bound;
+    serving = std::thread([this] { server->Serve(); });
+  }
+  ~ServerUnderTest() {
+    server->Stop();
+    serving.join();
+  }
+  std::string Url(const std::string& repository) const {
+    return "http://127.0.0.1:" + std::to_string(port) + "/" + repository;
+  }
+  std::vector<json> Events() const { return ReadEvents(event_log); }
+  json Debug() const {
+    httplib::Client client("127.0.0.1", port);
+    auto response = client.Get("/debug/scheduler");
+    REQUIRE(response);
+    REQUIRE(response->status == 200);
+    return json::parse(response->body);
+  }
+};
+
+fairgate::StatusOr<ProcessResult> Clone(const std::string& url, const fs::path& target,
+                                        const std::string& client,
+                                        const fairgate::Context& ctx =
+                                            fairgate::Context::Background()) {
+  return RunProcess({"git", "-c", std::string("http.extraHeader=") + kClientHeader + ": " + client,
+                     "clone", "--quiet", url, target.string()},
+                    "", ctx, {"GIT_TERMINAL_PROMPT=0"});
+}
+
+void RequireSameContent(const fs::path& upstream, const fs::path& clone) {
+  CHECK(Git({"-C", clone.string(), "rev-parse", "HEAD"}) ==
+        Git({"-C", upstream.string(), "rev-parse", "HEAD"}));
+  CHECK(Git({"-C", clone.string(), "ls-tree", "-r", "HEAD"}) ==
+        Git({"-C", upstream.string(), "ls-tree", "-r", "HEAD"}));
+  CHECK(Git({"-C", clone.string(), "status", "--porcelain"}).empty());
+}
+
+// Sends `request` as is (no client library that could normalise the path) and returns the
+// status line's code and the body.
+std::pair<int, std::string> RawHttp(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size()));
+  std::string response;
+  char buffer[4096];
+  for (ssize_t n; (n = recv(fd, buffer, sizeof buffer, 0)) > 0;) response.append(buffer, n);
+  close(fd);
+  REQUIRE(response.size() > 12);
+  const std::size_t body = response.find("\r\n\r\n");
+  return {std::stoi(response.substr(9, 3)),
+          body == std::string::npos ? "" : response.substr(body + 4)};
+}
+
+std::pair<int, std::string> RawGet(int port, const std::string& target) {
+  return RawHttp(port, "GET " + target + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+}
+
+TEST_CASE("GitMirror.Server.CloneGivesTheUpstreamContent") {
+  for (const bool fifo : {false, true}) {
+    CAPTURE(fifo);
+    TempDir work;
+    const fs::path upstream = MakeUpstream(work.path, "tools.git", 5);
+    RepositorySet repositories;
+    REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+    ServerUnderTest mirror(repositories, GateConfig{}, 0ms, fifo);
+
+    auto first = Clone(mirror.Url("tools.git"), work.path / "first", "alice");
+    REQUIRE(first.ok());
+    INFO(first->err);
+    REQUIRE(first->exit_code == 0);
+    RequireSameContent(upstream, work.path / "first");
+    // The second clone is served from the mirror, without a second sync-clone.
+    auto second = Clone(mirror.Url("tools.git"), work.path / "second", "bob");
+    REQUIRE(second.ok());
+    REQUIRE(second->exit_code == 0);
+    RequireSameContent(upstream, work.path / "second");
+
+    std::multiset<std::string> started;
+    for (const json& e : mirror.Events()) {
+      if (e["event"] == "start") started.insert(e["type"].get<std::string>() + " " +
+                                                e["client"].get<std::string>());
+    }
+    CHECK(started == std::multiset<std::string>{"sync-clone alice", "clone alice", "clone bob"});
+  }
+}
+
+TEST_CASE("GitMirror.Server.ClonesOfTwoClientsRunSideBySide") {
+  TempDir work;
+  const fs::path upstream = MakeUpstream(work.path, "tools.git", 3);
+  RepositorySet repositories;
+  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  PackHold hold(work.path);
+  hold.Release();  // the first clone makes the mirror and goes through
+  ServerUnderTest mirror(repositories, GateConfig{.capacity = 4});
+  REQUIRE(Clone(mirror.Url("tools.git"), work.path / "warm", "warm")->exit_code == 0);
+  fs::remove(hold.dir / "release");
+  const int warm_holds = hold.Held();
+
+  std::vector<std::thread> clients;
+  std::vector<int> exit_codes(2, -1);
+  for (int i = 0; i < 2; ++i) {
+    clients.emplace_back([&, i] {
+      auto r = Clone(mirror.Url("tools.git"), work.path / ("c" + std::to_string(i)),
+                     i == 0 ? "alice" : "bob");
+      exit_codes[i] = r.ok() ? r->exit_code : -2;
+    });
+  }
+  // Both packs are being made at once: the two clones of one repository hold a slot each.
+  CHECK(Eventually([&] { return hold.Held() == warm_holds + 2; }));
+  CHECK(mirror.Debug()["running"] == 2);
+  hold.Release();
+  for (auto& t : clients) t.join();
+  CHECK(exit_codes == std::vector<int>{0, 0});
+  RequireSameContent(upstream, work.path / "c0");
+  RequireSameContent(upstream, work.path / "c1");
+}
+
+TEST_CASE("GitMirror.Server.AQueuedCloneWhoseClientIsKilledNeverRuns") {
+  TempDir work;
+  const fs::path upstream = MakeUpstream(work.path, "tools.git", 3);
+  RepositorySet repositories;
+  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  PackHold hold(work.path);
+  hold.Release();
+  // One slot, and one waiting request per client.
+  ServerUnderTest mirror(repositories, GateConfig{.capacity = 1,
+                                                  .sync_clone_slots = 1,
+                                                  .background_slots = 1,
+                                                  .max_pending_per_client = 1});
+  REQUIRE(Clone(mirror.Url("tools.git"), work.path / "warm", "warm")->exit_code == 0);
+  fs::remove(hold.dir / "release");
+  const int warm_holds = hold.Held();
+
+  // Alice's clone takes the only slot and is held there.
+  int alice_exit = -1;
+  std::thread alice([&] {
+    auto r = Clone(mirror.Url("tools.git"), work.path / "alice", "alice");
+    alice_exit = r.ok() ? r->exit_code : -2;
+  });
+  REQUIRE(Eventually([&] { return hold.Held() == warm_holds + 1; }));
+
+  // Bob's clone waits for it.
+  auto [bob_ctx, kill_bob] = fairgate::WithCancel(fairgate::Context::Background());
+  fairgate::Status bob_status;
+  std::thread bob([&, ctx = bob_ctx] {
+    bob_status = Clone(mirror.Url("tools.git"), work.path / "bob", "bob", ctx).status();
+  });
+  REQUIRE(Eventually([&] { return mirror.Debug()["pending"] == 1; }));
+
+  SUBCASE("a second waiting request of the same client is refused with 429 and Retry-After") {
+    httplib::Client client("127.0.0.1", mirror.port);
+    auto response = client.Post("/tools.git/git-upload-pack", {{kClientHeader, "bob"}}, "0000",
+                                "application/x-git-upload-pack-request");
+    REQUIRE(response);
+    CHECK(response->status == 429);
+    CHECK(response->get_header_value("Retry-After") == "5");
+  }
+
+  // Killing Bob's git (and its HTTP helper) closes the connection: the job leaves the queue.
+  kill_bob();
+  bob.join();
+  CHECK(bob_status.code() == absl::StatusCode::kCancelled);
+  CHECK(Eventually([&] { return mirror.Debug()["pending"] == 0; }));
+  CHECK(Eventually([&] {
+    for (const json& e : mirror.Events()) {
+      if (e["event"] == "cancelled" && e["client"] == "bob" && e["type"] == "clone") return true;
+    }
+    return false;
+  }));
+
+  hold.Release();
+  alice.join();
+  CHECK(alice_exit == 0);
+  for (const json& e : mirror.Events()) {
+    CHECK_FALSE((e["event"] == "start" && e["client"] == "bob"));
+  }
+}
+
+TEST_CASE("GitMirror.Server.FetchesAndRepacksOfARepositoryNeverOverlap") {
+  TempDir work;
+  const fs::path one = MakeUpstream(work.path, "one.git", 3);
+  const fs::path two = MakeUpstream(work.path, "two.git", 3);
+  RepositorySet repositories;
+  REQUIRE(repositories.AddFlag("one.git=" + one.string()).ok());
+  REQUIRE(repositories.AddFlag("two.git=" + two.string()).ok());
+  // Fetch every 20 ms and repack after every second fetch: maintenance runs all the time.
+  ServerUnderTest mirror(repositories, GateConfig{.capacity = 4, .background_slots = 2}, 20ms,
+                         false, 2);
+  int clones = 0, commits = 0;
+  auto repacks = [&] {
+    std::map<std::string, int> n;
+    for (const json& e : mirror.Events()) {
+      if (e["event"] == "end" && e["type"] == "repack") ++n[e["repo"].get<std::string>()];
+    }
+    return n;
+  };
+  // Clone both repositories, with upstream commits in between, until each has been repacked
+  // three times.
+  while (clones < 400) {
+    const auto n = repacks();
+    if (n.size() == 2 && n.at("one.git") >= 3 && n.at("two.git") >= 3) break;
+    const std::string name = clones % 2 ? "one.git" : "two.git";
+    auto r = Clone(mirror.Url(name), work.path / ("clone" + std::to_string(clones)), "client");
+    REQUIRE(r.ok());
+    REQUIRE(r->exit_code == 0);
+    ++clones;
+    if (clones % 4 == 0) {
+      std::ofstream(one / "more.txt", std::ios::app) << commits << "\n";
+      Git({"-C", one.string(), "add", "."});
+      Git({"-C", one.string(), "commit", "--quiet", "-m", "more " + std::to_string(commits++)});
+    }
+  }
+  mirror.server->Stop();
+  const std::vector<json> events = mirror.Events();
+
+  // Writers (sync-clone, fetch, repack) of one repository: never two started without an end.
+  std::map<std::string, std::string> writing;  // repository -> the writer running on it
+  int fetches = 0, repacks_seen = 0, clones_during_maintenance = 0, maintenance_running = 0;
+  for (const json& e : events) {
+    const std::string type = e["type"], repo = e["repo"], event = e["event"];
+    if (type == "clone") {
+      if (event == "start" && maintenance_running > 0) ++clones_during_maintenance;
+      continue;
+    }
+    if (event == "start") {
+      INFO("a ", type, " of ", repo, " started while a ", writing[repo], " was running");
+      CHECK(writing[repo].empty());
+      writing[repo] = type;
+      if (type != "sync-clone") ++maintenance_running;
+    } else if (event == "end") {
+      CHECK(writing[repo] == type);
+      writing[repo].clear();
+      if (type != "sync-clone") --maintenance_running;
+      fetches += type == "fetch";
+      repacks_seen += type == "repack";
+    }
+  }
+  CHECK(fetches >= 12);
+  CHECK(repacks_seen >= 6);
+  // Clones kept being served while fetches and repacks ran.
+  CHECK(clones_during_maintenance > 0);
+  // The mirror has the upstream's new commits.
+  auto last = Clone(mirror.Url("one.git"), work.path / "last", "client");
+  (void)last;  // the server is stopped; what matters is the mirror directory itself
+  CHECK(Git({"--git-dir", (mirror.tmp.path / "mirrors" / "one.git").string(), "rev-parse",
+             "main"}) == Git({"-C", one.string(), "rev-parse", "main"}));
+}
+
+TEST_CASE("GitMirror.Server.BadRequestsGetClearAnswers") {
+  TempDir work;
+  const fs::path upstream = MakeUpstream(work.path, "tools.git", 2);
+  RepositorySet repositories;
+  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  REQUIRE(repositories.AddFlag("gone.git=" + (work.path / "nowhere.git").string()).ok());
+  ServerUnderTest mirror(repositories, GateConfig{});
+  const std::string refs = "/info/refs?service=git-upload-pack";
+
+  SUBCASE("an unknown repository is 404") {
+    auto [status, body] = RawGet(mirror.port, "/other.git" + refs);
+    CHECK(status == 404);
+    CHECK(body.find("unknown repository 'other.git'") != std::string::npos);
+    auto r = Clone(mirror.Url("other.git"), work.path / "other", "x");
+    CHECK(r->exit_code != 0);
+    CHECK(r->err.find("not found") != std::string::npos);
+  }
+  SUBCASE("a path that escapes the mirror directory is 400, encoded or not") {
+    for (const char* target : {"/../tools.git", "/%2e%2e/tools.git", "/%2E%2E/%2E%2E/etc",
+                               "/%252e%252e/tools.git", "//etc/passwd", "/%2F%2Fetc",
+                               "/tools.git/..", "/-u/tools.git", "/a%5c..%5cb"}) {
+      const std::string shown = target;
+      CAPTURE(shown);
+      CHECK(RawGet(mirror.port, std::string(target) + refs).first == 400);
+    }
+  }
+  SUBCASE("an upstream that cannot be reached is 502 with git's message") {
+    auto [status, body] = RawGet(mirror.port, "/gone.git" + refs);
+    CHECK(status == 502);
+    CHECK(body.find("cannot mirror 'gone.git'") != std::string::npos);
+    CHECK(body.find("does not exist") != std::string::npos);  // git's own words
+  }
+  SUBCASE("anything but upload-pack is refused") {
+    CHECK(RawGet(mirror.port, "/tools.git/info/refs?service=git-receive-pack").first == 403);
+    CHECK(RawGet(mirror.port, "/tools.git/info/refs").first == 403);  // the dumb protocol
+    CHECK(RawGet(mirror.port, "/tools.git/git-upload-pack").first == 405);
+    CHECK(RawGet(mirror.port, "/tools.git/HEAD").first == 404);
+    const std::string post =
+        "POST /tools.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        "Content-Type: text/plain\r\nContent-Length: 4\r\n\r\n0000";
+    CHECK(RawHttp(mirror.port, post).first == 415);
+  }
+  // Whatever came before, the server still serves.
+  auto r = Clone(mirror.Url("tools.git"), work.path / "after", "x");
+  REQUIRE(r.ok());
+  CHECK(r->exit_code == 0);
+}
+
+TEST_CASE("GitMirror.Server.DebugSchedulerIsTheSnapshotAsJson") {
+  TempDir work;
+  const fs::path upstream = MakeUpstream(work.path, "tools.git", 1);
+  RepositorySet repositories;
+  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  ServerUnderTest mirror(repositories, GateConfig{.capacity = 6});
+  REQUIRE(Clone(mirror.Url("tools.git"), work.path / "c", "x")->exit_code == 0);
+  const json state = mirror.Debug();
+  CHECK(state["policy"] == "fairgate");
+  CHECK(state["max_concurrency"] == 6);
+  CHECK(state["running"] == 0);
+  CHECK(state["pending"] == 0);
+  std::set<std::string> types;
+  for (const json& t : state["types"]) types.insert(t["name"]);
+  CHECK(types == std::set<std::string>{"clone", "sync-clone", "fetch", "repack"});
+  CHECK(state["keys_tracked"] == 1);
+  CHECK(state["estimates_tracked"] == 2);  // the clone and the sync-clone of tools.git, learned
+  CHECK(state["repositories"] == json::parse(R"([{"name":"tools.git","mirrored":true}])"));
+}
+
+}  // namespace
+}  // namespace git_mirror
