@@ -30,11 +30,8 @@ void EventLog::Record(std::string_view event, std::string_view type, std::string
   std::lock_guard lock(mutex_);
   const double t =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - opened_).count();
-  nlohmann::json line = {{"t", t},
-                         {"event", event},
-                         {"type", type},
-                         {"repo", repository},
-                         {"client", client}};
+  nlohmann::json line = {
+      {"t", t}, {"event", event}, {"type", type}, {"repo", repository}, {"client", client}};
   if (status != nullptr) line["status"] = status->ToString();
   // Client names come from a header: replace what is not UTF-8 rather than throw.
   const std::string text =

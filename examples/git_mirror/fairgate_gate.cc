@@ -38,10 +38,14 @@ class FairgateGate : public WorkGate {
                        {"running", t.running},
                        {"pending", t.pending}});
     }
-    return {{"policy", "fairgate"},      {"max_concurrency", s.max_concurrency},
-            {"running", s.running},      {"pending", s.pending},
-            {"tiers", tiers},            {"types", types},
-            {"keys_tracked", s.keys_tracked}, {"estimates_tracked", s.estimates_tracked}};
+    return {{"policy", "fairgate"},
+            {"max_concurrency", s.max_concurrency},
+            {"running", s.running},
+            {"pending", s.pending},
+            {"tiers", tiers},
+            {"types", types},
+            {"keys_tracked", s.keys_tracked},
+            {"estimates_tracked", s.estimates_tracked}};
   }
 
   void Shutdown() override { (void)scheduler_->Shutdown(fairgate::Context::Background()); }

@@ -42,14 +42,14 @@ class FifoGate : public WorkGate {
       return true;
     });
     Worker& worker = threads_.emplace_back();
-    worker.thread = std::thread([this, &worker, type = std::string(type),
-                                 repository = std::string(repository), fn = std::move(fn),
-                                 done = std::move(done)] {
-      fairgate::Status status = Run(background_.first, type, repository, "", fn);
-      if (done) done(status);
-      std::lock_guard lock(mutex_);
-      worker.finished = true;
-    });
+    worker.thread =
+        std::thread([this, &worker, type = std::string(type), repository = std::string(repository),
+                     fn = std::move(fn), done = std::move(done)] {
+          fairgate::Status status = Run(background_.first, type, repository, "", fn);
+          if (done) done(status);
+          std::lock_guard lock(mutex_);
+          worker.finished = true;
+        });
     return absl::OkStatus();
   }
 
@@ -93,8 +93,8 @@ class FifoGate : public WorkGate {
     std::size_t waiting_for_client = 0;
     for (const Waiter* w : waiters_) waiting_for_client += w->client == client;
     if (waiting_for_client >= config_.max_pending_per_client) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("client '", std::string(client), "' already has ", waiting_for_client, " jobs waiting"));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "client '", std::string(client), "' already has ", waiting_for_client, " jobs waiting"));
     }
     Waiter me{std::string(client)};
     waiters_.push_back(&me);

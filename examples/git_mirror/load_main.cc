@@ -29,15 +29,15 @@ double CloneOnce(const std::string& url, const std::string& header, const std::s
                  const fs::path& work_dir, int serial, bool& ok) {
   const fs::path target = work_dir / (client + "-" + std::to_string(serial));
   const auto start = Clock::now();
-  auto result = git_mirror::RunProcess(
-      {"git", "-c", "http.extraHeader=" + header + ": " + client, "clone", "--quiet", url,
-       target.string()},
-      "", fairgate::Context::Background(), {"GIT_TERMINAL_PROMPT=0"});
+  auto result =
+      git_mirror::RunProcess({"git", "-c", "http.extraHeader=" + header + ": " + client, "clone",
+                              "--quiet", url, target.string()},
+                             "", fairgate::Context::Background(), {"GIT_TERMINAL_PROMPT=0"});
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   ok = result.ok() && result->exit_code == 0;
   if (!ok) {
-    std::cerr << "clone of " << url << " as " << client << " failed: "
-              << (result.ok() ? result->err : result.status().ToString()) << "\n";
+    std::cerr << "clone of " << url << " as " << client
+              << " failed: " << (result.ok() ? result->err : result.status().ToString()) << "\n";
   }
   std::error_code ignored;
   fs::remove_all(target, ignored);
@@ -79,8 +79,7 @@ int main(int argc, char** argv) {
       heavy_clients.emplace_back([&, i] {
         for (int serial = 0; !done; ++serial) {
           bool ok = false;
-          CloneOnce(base_url + "/" + heavy, header, "a", work_dir,
-                    i * 1000000 + serial, ok);
+          CloneOnce(base_url + "/" + heavy, header, "a", work_dir, i * 1000000 + serial, ok);
           if (!done) (ok ? heavy_clones : failures)++;
         }
       });
@@ -92,8 +91,10 @@ int main(int argc, char** argv) {
     if (i > 0) std::this_thread::sleep_for(std::chrono::duration<double>(light_interval));
     bool ok = false;
     const double s = CloneOnce(base_url + "/" + light, header, "b", work_dir, i, ok);
-    if (ok) light_seconds.push_back(s);
-    else failures++;
+    if (ok)
+      light_seconds.push_back(s);
+    else
+      failures++;
   }
   done = true;
   for (auto& t : heavy_clients) t.join();
@@ -104,8 +105,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::size_t n = light_seconds.size();
-  const double median = n % 2 ? light_seconds[n / 2]
-                              : (light_seconds[n / 2 - 1] + light_seconds[n / 2]) / 2;
+  const double median =
+      n % 2 ? light_seconds[n / 2] : (light_seconds[n / 2 - 1] + light_seconds[n / 2]) / 2;
   std::printf("light clones (client b): %zu, median %.3f s, worst %.3f s\n", light_seconds.size(),
               median, light_seconds.back());
   std::printf("heavy clones (client a) completed meanwhile: %d; failed clones: %d\n",

@@ -28,12 +28,10 @@ int main(int argc, char** argv) {
   app.add_option("--policy", policy, "admission: fairgate, or fifo to compare")
       ->check(CLI::IsMember({"fairgate", "fifo"}))
       ->capture_default_str();
-  app.add_option("--capacity", gate_config.capacity, "jobs running at once")
-      ->capture_default_str();
+  app.add_option("--capacity", gate_config.capacity, "jobs running at once")->capture_default_str();
   app.add_option("--sync-clone-slots", gate_config.sync_clone_slots, "first mirrors at once")
       ->capture_default_str();
-  app.add_option("--background-slots", gate_config.background_slots,
-                 "fetches and repacks at once")
+  app.add_option("--background-slots", gate_config.background_slots, "fetches and repacks at once")
       ->capture_default_str();
   app.add_option("--max-pending-per-client", gate_config.max_pending_per_client,
                  "requests one client may have waiting; more get 429")
@@ -52,6 +50,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--event-log", options.event_log, "append what happens here, as JSON lines");
   CLI11_PARSE(app, argc, argv);
+
+  // Signals: SIGPIPE would kill the server when a git process exits early; SIGINT and SIGTERM
+  // stop it cleanly, from a thread that waits for them (blocked everywhere else: so
+  // before any thread starts, since threads inherit the mask).
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   auto fail = [](const fairgate::Status& status) {
     std::cerr << "fairgate-git-mirror: " << status.message() << "\n";
@@ -81,15 +89,6 @@ int main(int argc, char** argv) {
   auto server =
       git_mirror::MirrorServer::Create(std::move(repositories), options, std::move(*gate));
   if (!server.ok()) return fail(server.status());
-
-  // Signals: SIGPIPE would kill the server when a git process exits early; SIGINT and SIGTERM
-  // stop it cleanly, from a thread that waits for them (blocked everywhere else).
-  signal(SIGPIPE, SIG_IGN);
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   auto bound = (*server)->Bind(listen_host, port);
   if (!bound.ok()) return fail(bound.status());

@@ -71,8 +71,8 @@ std::vector<std::string> GitProtocolEnv(const httplib::Request& request) {
   const std::string value = request.get_header_value("Git-Protocol");
   if (value.empty() || value.size() > 256) return {};
   for (const char c : value) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '=' && c != ':' &&
-        c != '.' && c != '-' && c != '_') {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '=' && c != ':' && c != '.' &&
+        c != '-' && c != '_') {
       return {};
     }
   }
@@ -83,7 +83,8 @@ std::vector<std::string> GitProtocolEnv(const httplib::Request& request) {
 // advertisement, not admitted either.
 bool IsRefListing(const std::string& body) {
   constexpr std::string_view kCommand = "command=ls-refs";
-  return body.size() >= 4 + kCommand.size() && std::string_view(body).substr(4, kCommand.size()) == kCommand;
+  return body.size() >= 4 + kCommand.size() &&
+         std::string_view(body).substr(4, kCommand.size()) == kCommand;
 }
 
 }  // namespace
@@ -183,15 +184,15 @@ std::string MirrorServer::ClientOf(const httplib::Request& request) const {
 
 WorkGate::JobFn MirrorServer::Logged(std::string type, std::string repository, std::string client,
                                      WorkGate::JobFn fn, std::shared_ptr<bool> started) {
-  return [this, type = std::move(type), repository = std::move(repository),
-          client = std::move(client), fn = std::move(fn),
-          started = std::move(started)](const fairgate::Context& ctx) {
-    *started = true;
-    log_->Record("start", type, repository, client);
-    fairgate::Status status = fn(ctx);
-    log_->Record("end", type, repository, client, &status);
-    return status;
-  };
+  return
+      [this, type = std::move(type), repository = std::move(repository), client = std::move(client),
+       fn = std::move(fn), started = std::move(started)](const fairgate::Context& ctx) {
+        *started = true;
+        log_->Record("start", type, repository, client);
+        fairgate::Status status = fn(ctx);
+        log_->Record("end", type, repository, client, &status);
+        return status;
+      };
 }
 
 void MirrorServer::RecordOutcome(std::string_view type, const std::string& repository,
@@ -214,8 +215,8 @@ fairgate::Status MirrorServer::EnsureMirrored(const fairgate::Context& ctx,
     if (IsMirrored(repository)) return absl::OkStatus();
     std::string scratch = (fs::path(options_.mirror_dir) / ".incoming" / "XXXXXX").string();
     if (mkdtemp(scratch.data()) == nullptr) {
-      return absl::InternalError(absl::StrCat("cannot make a scratch directory in '",
-                                              options_.mirror_dir, "/.incoming'"));
+      return absl::InternalError(
+          absl::StrCat("cannot make a scratch directory in '", options_.mirror_dir, "/.incoming'"));
     }
     const std::string incoming = scratch + "/mirror.git";
     auto result = RunProcess({"git", "clone", "--mirror", "--quiet", "--", url, incoming}, "",
@@ -224,10 +225,10 @@ fairgate::Status MirrorServer::EnsureMirrored(const fairgate::Context& ctx,
     if (!result.ok()) {
       status = result.status();
     } else if (result->exit_code != 0) {
-      status = WithHttpStatus(absl::UnavailableError(absl::StrCat(
-                                  "cannot mirror '", repository,
-                                  "' from its upstream: ", GitMessage(result->err))),
-                              502);
+      status = WithHttpStatus(
+          absl::UnavailableError(absl::StrCat("cannot mirror '", repository,
+                                              "' from its upstream: ", GitMessage(result->err))),
+          502);
     } else {
       std::error_code error;
       const fs::path target = MirrorPath(repository);
@@ -246,9 +247,9 @@ fairgate::Status MirrorServer::EnsureMirrored(const fairgate::Context& ctx,
     return status;
   };
   auto started = std::make_shared<bool>(false);
-  fairgate::Status status = gate_->Run(ctx, kSyncClone, repository, client,
-                                       Logged(std::string(kSyncClone), repository, client,
-                                              make_mirror, started));
+  fairgate::Status status =
+      gate_->Run(ctx, kSyncClone, repository, client,
+                 Logged(std::string(kSyncClone), repository, client, make_mirror, started));
   RecordOutcome(kSyncClone, repository, client, *started, status);
   return status;
 }
@@ -293,8 +294,8 @@ void MirrorServer::HandleGet(const httplib::Request& request, httplib::Response&
     return Reply(response, absl::InvalidArgumentError("the client header is too long"),
                  options_.retry_after_seconds);
   }
-  auto [ctx, cancel] = fairgate::WithTimeout(fairgate::Context::Background(),
-                                             options_.request_timeout);
+  auto [ctx, cancel] =
+      fairgate::WithTimeout(fairgate::Context::Background(), options_.request_timeout);
   auto guard = watcher_.Watch(FindConnectionSocket(request.local_addr, request.local_port,
                                                    request.remote_addr, request.remote_port),
                               cancel);
@@ -304,21 +305,20 @@ void MirrorServer::HandleGet(const httplib::Request& request, httplib::Response&
     return Reply(response, status, options_.retry_after_seconds);
   }
   const std::vector<std::string> env = GitProtocolEnv(request);
-  auto result = RunProcess({"git", "upload-pack", "--stateless-rpc", "--advertise-refs",
-                            MirrorPath(path->repository)},
-                           "", ctx, env);
+  auto result = RunProcess(
+      {"git", "upload-pack", "--stateless-rpc", "--advertise-refs", MirrorPath(path->repository)},
+      "", ctx, env);
   cancel();
   if (!result.ok()) return Reply(response, result.status(), options_.retry_after_seconds);
   if (result->exit_code != 0) {
-    return Reply(response,
-                 absl::InternalError(absl::StrCat("git upload-pack failed: ",
-                                                  GitMessage(result->err))),
-                 options_.retry_after_seconds);
+    return Reply(
+        response,
+        absl::InternalError(absl::StrCat("git upload-pack failed: ", GitMessage(result->err))),
+        options_.retry_after_seconds);
   }
   const bool v2 = !env.empty() && env.front().find("version=2") != std::string::npos;
-  std::string body =
-      v2 ? std::move(result->out)
-         : absl::StrCat(PktLine("# service=git-upload-pack\n"), "0000", result->out);
+  std::string body = v2 ? std::move(result->out)
+                        : absl::StrCat(PktLine("# service=git-upload-pack\n"), "0000", result->out);
   response.set_header("Cache-Control", "no-cache");
   response.set_content(std::move(body), "application/x-git-upload-pack-advertisement");
 }
@@ -344,8 +344,8 @@ void MirrorServer::HandlePost(const httplib::Request& request, httplib::Response
     return Reply(response, absl::InvalidArgumentError("the client header is too long"),
                  options_.retry_after_seconds);
   }
-  auto [ctx, cancel] = fairgate::WithTimeout(fairgate::Context::Background(),
-                                             options_.request_timeout);
+  auto [ctx, cancel] =
+      fairgate::WithTimeout(fairgate::Context::Background(), options_.request_timeout);
   auto guard = watcher_.Watch(FindConnectionSocket(request.local_addr, request.local_port,
                                                    request.remote_addr, request.remote_port),
                               cancel);
@@ -355,8 +355,8 @@ void MirrorServer::HandlePost(const httplib::Request& request, httplib::Response
     const std::string mirror = MirrorPath(path->repository);
     const std::vector<std::string> env = GitProtocolEnv(request);
     auto serve = [&](const fairgate::Context& job_ctx) -> fairgate::Status {
-      auto result = RunProcess({"git", "upload-pack", "--stateless-rpc", mirror}, request.body,
-                               job_ctx, env);
+      auto result =
+          RunProcess({"git", "upload-pack", "--stateless-rpc", mirror}, request.body, job_ctx, env);
       if (!result.ok()) return result.status();
       if (result->exit_code != 0) {
         return absl::InternalError(

@@ -52,22 +52,23 @@ struct Response;
 namespace git_mirror {
 
 struct MirrorOptions {
-  std::string mirror_dir;          // where mirrors live; created if missing
-  std::string client_header;       // e.g. "X-Forwarded-For"; empty: the peer address
+  std::string mirror_dir;     // where mirrors live; created if missing
+  std::string client_header;  // e.g. "X-Forwarded-For"; empty: the peer address
   std::chrono::milliseconds fetch_interval{std::chrono::seconds(60)};  // 0: never fetch
-  int repack_after = 10;           // fetches between repacks; at least 1
+  int repack_after = 10;  // fetches between repacks; at least 1
   std::chrono::milliseconds request_timeout{std::chrono::minutes(10)};
-  int retry_after_seconds = 5;     // the Retry-After of a 429
-  std::string event_log;           // JSON-lines file; empty: none
-  int http_threads = 128;          // requests served at once (waiting ones included)
+  int retry_after_seconds = 5;  // the Retry-After of a 429
+  std::string event_log;        // JSON-lines file; empty: none
+  int http_threads = 128;       // requests served at once (waiting ones included)
 };
 
 fairgate::Status ValidateMirrorOptions(const MirrorOptions& options);
 
 class MirrorServer {
  public:
-  static fairgate::StatusOr<std::unique_ptr<MirrorServer>> Create(
-      RepositorySet repositories, MirrorOptions options, std::unique_ptr<WorkGate> gate);
+  static fairgate::StatusOr<std::unique_ptr<MirrorServer>> Create(RepositorySet repositories,
+                                                                  MirrorOptions options,
+                                                                  std::unique_ptr<WorkGate> gate);
   ~MirrorServer();
 
   // Binds host:port (port 0: any free port) and returns the port.
@@ -107,7 +108,7 @@ class MirrorServer {
   mutable std::mutex mutex_;
   std::condition_variable stop_requested_;
   bool stopping_ = false;
-  std::map<std::string, int> fetches_;  // per mirrored repository, since the start
+  std::map<std::string, int> fetches_;           // per mirrored repository, since the start
   std::set<std::string> maintenance_in_flight_;  // "type repository"
   std::thread maintainer_;
 };

@@ -21,8 +21,8 @@ fairgate::Status ValidateRepositoryName(std::string_view name) {
   std::size_t start = 0;
   while (true) {
     const std::size_t slash = name.find('/', start);
-    const std::string_view component =
-        name.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    const std::string_view component = name.substr(
+        start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
     if (component.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("repository name '", View(name), "' has an empty path component"));
@@ -32,9 +32,9 @@ fairgate::Status ValidateRepositoryName(std::string_view name) {
           absl::StrCat("repository name '", View(name), "' contains '", View(component), "'"));
     }
     if (component.front() == '-' || component.front() == '.') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "repository name '", View(name), "' has a component starting with '",
-          View(component.substr(0, 1)), "'"));
+      return absl::InvalidArgumentError(absl::StrCat("repository name '", View(name),
+                                                     "' has a component starting with '",
+                                                     View(component.substr(0, 1)), "'"));
     }
     if (slash == std::string_view::npos) break;
     start = slash + 1;
@@ -66,8 +66,8 @@ fairgate::StatusOr<GitRequestPath> ParseGitRequestPath(std::string_view path) {
     if (body.empty()) return absl::NotFoundError("'/' is not a repository");
     // Still refuse escapes with 400, so that probing them never looks like a missing file.
     if (auto s = ValidateRepositoryName(body); !s.ok()) return s;
-    return absl::NotFoundError(
-        absl::StrCat("'", View(path), "' is not a smart-HTTP endpoint (info/refs, git-upload-pack)"));
+    return absl::NotFoundError(absl::StrCat(
+        "'", View(path), "' is not a smart-HTTP endpoint (info/refs, git-upload-pack)"));
   }
   if (auto s = ValidateRepositoryName(rest); !s.ok()) return s;
   result.repository = std::string(rest);

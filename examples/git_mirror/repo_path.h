@@ -5,7 +5,8 @@
 // one httplib hands over, already percent-decoded once. Whatever could make a name reach outside
 // the mirror directory or be read by git as an option is refused with InvalidArgument (the server
 // answers 400): empty components (`//`, a leading `//` that would make an absolute path), `.` and
-// `..`, backslashes, colons, control characters, a `%` left after decoding (an encoded variant such as
+// `..`, backslashes, colons, control characters, a `%` left after decoding (an encoded variant such
+// as
 // `%252e%252e`), and a component starting with `-` (git would read it as an option) or `.` (hidden
 // files, and the mirror's own scratch directory). A well-formed path to neither endpoint is
 // NotFound (404). Whether the repository is known is the caller's question.

@@ -24,8 +24,8 @@ fairgate::Status RepositorySet::Add(std::string_view name, std::string_view url,
         absl::StrCat(View(where), ": repository '", View(name), "' has no upstream URL"));
   }
   if (url.front() == '-') {
-    return absl::InvalidArgumentError(absl::StrCat(View(where), ": upstream URL '", View(url),
-                                                   "' starts with '-'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(View(where), ": upstream URL '", View(url), "' starts with '-'"));
   }
   if (!upstreams_.emplace(std::string(name), std::string(url)).second) {
     return absl::InvalidArgumentError(
@@ -37,8 +37,7 @@ fairgate::Status RepositorySet::Add(std::string_view name, std::string_view url,
 fairgate::Status RepositorySet::AddFlag(std::string_view flag) {
   const std::size_t eq = flag.find('=');
   if (eq == std::string_view::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--repo '", View(flag), "': expected NAME=URL"));
+    return absl::InvalidArgumentError(absl::StrCat("--repo '", View(flag), "': expected NAME=URL"));
   }
   return Add(flag.substr(0, eq), flag.substr(eq + 1), absl::StrCat("--repo '", View(flag), "'"));
 }

@@ -3,10 +3,10 @@
 //
 // Contract: blocks the calling thread (a worker fiber's thread included) until the process exits
 // or `ctx` is done; in the second case the process and everything it started (it runs in its own
-// process group) is killed (SIGKILL), the process is reaped, and ctx.Err() is returned. The child's stdin, stdout and stderr are pipes; it inherits the environment, plus
-// `extra_env` ("NAME=value" entries). Any number of threads may call it at once. The process
-// must ignore SIGPIPE (the server does), or a child that exits before reading all its input
-// would kill it.
+// process group) is killed (SIGKILL), the process is reaped, and ctx.Err() is returned. The child's
+// stdin, stdout and stderr are pipes; it inherits the environment, plus `extra_env` ("NAME=value"
+// entries). Any number of threads may call it at once. The process must ignore SIGPIPE (the server
+// does), or a child that exits before reading all its input would kill it.
 #ifndef FAIRGATE_EXAMPLES_GIT_MIRROR_SUBPROCESS_H_
 #define FAIRGATE_EXAMPLES_GIT_MIRROR_SUBPROCESS_H_
 

@@ -30,10 +30,10 @@ inline constexpr std::string_view kFetch = "fetch";
 inline constexpr std::string_view kRepack = "repack";
 
 struct GateConfig {
-  int capacity = 8;            // jobs running at once, all types together
-  int sync_clone_slots = 2;    // first mirrors at once
-  int background_slots = 2;    // fetches and repacks at once (their tier's cap)
-  int repack_slots = 1;        // repacks at once, within background_slots
+  int capacity = 8;          // jobs running at once, all types together
+  int sync_clone_slots = 2;  // first mirrors at once
+  int background_slots = 2;  // fetches and repacks at once (their tier's cap)
+  int repack_slots = 1;      // repacks at once, within background_slots
   // Jobs one client may have waiting; more are refused with ResourceExhausted (HTTP 429).
   std::size_t max_pending_per_client = 64;
 };

@@ -166,10 +166,9 @@ struct ServerUnderTest {
   }
 };
 
-fairgate::StatusOr<ProcessResult> Clone(const std::string& url, const fs::path& target,
-                                        const std::string& client,
-                                        const fairgate::Context& ctx =
-                                            fairgate::Context::Background()) {
+fairgate::StatusOr<ProcessResult> Clone(
+    const std::string& url, const fs::path& target, const std::string& client,
+    const fairgate::Context& ctx = fairgate::Context::Background()) {
   return RunProcess({"git", "-c", std::string("http.extraHeader=") + kClientHeader + ": " + client,
                      "clone", "--quiet", url, target.string()},
                     "", ctx, {"GIT_TERMINAL_PROMPT=0"});
@@ -206,7 +205,8 @@ std::pair<int, std::string> RawHttp(int port, const std::string& request) {
 }
 
 std::pair<int, std::string> RawGet(int port, const std::string& target) {
-  return RawHttp(port, "GET " + target + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+  return RawHttp(port,
+                 "GET " + target + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
 }
 
 TEST_CASE("GitMirror.Server.CloneGivesTheUpstreamContent") {
@@ -231,8 +231,8 @@ TEST_CASE("GitMirror.Server.CloneGivesTheUpstreamContent") {
 
     std::multiset<std::string> started;
     for (const json& e : mirror.Events()) {
-      if (e["event"] == "start") started.insert(e["type"].get<std::string>() + " " +
-                                                e["client"].get<std::string>());
+      if (e["event"] == "start")
+        started.insert(e["type"].get<std::string>() + " " + e["client"].get<std::string>());
     }
     CHECK(started == std::multiset<std::string>{"sync-clone alice", "clone alice", "clone bob"});
   }
@@ -418,9 +418,9 @@ TEST_CASE("GitMirror.Server.BadRequestsGetClearAnswers") {
     CHECK(r->err.find("not found") != std::string::npos);
   }
   SUBCASE("a path that escapes the mirror directory is 400, encoded or not") {
-    for (const char* target : {"/../tools.git", "/%2e%2e/tools.git", "/%2E%2E/%2E%2E/etc",
-                               "/%252e%252e/tools.git", "//etc/passwd", "/%2F%2Fetc",
-                               "/tools.git/..", "/-u/tools.git", "/a%5c..%5cb"}) {
+    for (const char* target :
+         {"/../tools.git", "/%2e%2e/tools.git", "/%2E%2E/%2E%2E/etc", "/%252e%252e/tools.git",
+          "//etc/passwd", "/%2F%2Fetc", "/tools.git/..", "/-u/tools.git", "/a%5c..%5cb"}) {
       const std::string shown = target;
       CAPTURE(shown);
       CHECK(RawGet(mirror.port, std::string(target) + refs).first == 400);

@@ -73,8 +73,7 @@ TEST_CASE("GitMirror.Process.BadCommandsAreStatuses") {
         absl::StatusCode::kInvalidArgument);
   auto missing = RunProcess({"no-such-program-here"}, "", fairgate::Context::Background());
   CHECK(missing.status().code() == absl::StatusCode::kInternal);
-  CHECK(std::string(missing.status().message()).find("no-such-program-here") !=
-        std::string::npos);
+  CHECK(std::string(missing.status().message()).find("no-such-program-here") != std::string::npos);
 }
 
 }  // namespace
