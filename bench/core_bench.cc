@@ -85,7 +85,7 @@ BENCHMARK(BM_AdmitComplete)
     ->ArgsProduct({{1000, 10000, 100000, 1000000}, {10, 10000, 1000000}, {1000}})
     ->Args({100000, 10000, 100000});
 
-// The floor under BM_AdmitComplete: moving one entry of the core's lane order (a 32-byte entry
+// The floor under BM_AdmitComplete: moving one entry of the core's lane order (an entry
 // in an absl::btree_set, as core::LaneEntry) to a later place among `entries` others, which is
 // what charging a key costs per lane it has. items/s counts moves (erase plus insert).
 void BM_LaneRelink(benchmark::State& state) {
@@ -94,7 +94,7 @@ void BM_LaneRelink(benchmark::State& state) {
   absl::btree_set<core::LaneEntry> lanes;
   std::vector<core::LaneEntry> placed;
   for (std::size_t i = 0; i < entries; ++i) {
-    placed.push_back({rng() % 1000000, rng(), i, nullptr});
+    placed.push_back({1, rng() % 1000000, 0, rng(), i, nullptr});
     lanes.insert(placed.back());
   }
   for (auto _ : state) {

@@ -47,9 +47,22 @@ Tracked* PickJob(std::mt19937_64& rng, std::vector<Tracked>& jobs, int preferred
   return &jobs[std::uniform_int_distribution<std::size_t>(0, jobs.size() - 1)(rng)];
 }
 
-// Runs one random sequence; returns the number of admissions it compared.
-int RunSequence(std::uint64_t seed, SchedulerOptions options) {
+// Runs one random sequence; returns the number of admissions it compared. With `extensions`,
+// the options, types and operations also draw on aging, shortest-first, weights and key limits.
+int RunSequence(std::uint64_t seed, SchedulerOptions options, bool extensions = false) {
   std::mt19937_64 rng(seed);
+  if (extensions) {
+    if (Chance(rng, 0.7)) {
+      options.aging = AgingConfig{Seconds(Pick(rng, std::vector<double>{0, 1, 2.5})),
+                                  Seconds(Pick(rng, std::vector<double>{0.5, 1, 3})),
+                                  Pick(rng, std::vector<int>{1, 2, 3, 5, 10})};
+    }
+    options.shortest_first = Chance(rng, 0.2);
+    if (Chance(rng, 0.3)) {
+      const int max = std::uniform_int_distribution<int>(1, 3)(rng);
+      options.default_key_limits = {max, std::uniform_int_distribution<int>(0, max)(rng)};
+    }
+  }
   options.max_concurrency = std::uniform_int_distribution<int>(1, 6)(rng);
   options.alpha = Pick(rng, std::vector<double>{0.3, 0.5, 1.0, 0.123});
   options.key_ttl = Seconds(Pick(rng, std::vector<double>{1, 3, 8, 20}));
@@ -71,12 +84,21 @@ int RunSequence(std::uint64_t seed, SchedulerOptions options) {
     config.max_concurrency = std::uniform_int_distribution<int>(1, 3)(rng);
     config.conflict_group = Pick(rng, std::vector<std::string>{"", "git", "git", "db"});
     config.default_cost = Pick(rng, std::vector<double>{0, 1, 2.5, 10});
+    config.shortest_first = extensions && Chance(rng, 0.4);
     const std::string name = "t" + std::to_string(i);
     REQUIRE(core.RegisterType(name, config).ok());
     REQUIRE(model.RegisterType(name, config).ok());
     types.push_back(name);
   }
+  for (const std::string& type : types) {
+    StatusOr<double> got = core.MaxWaitToCeiling(type);
+    StatusOr<double> want = model.MaxWaitToCeiling(type);
+    REQUIRE(got.ok());
+    REQUIRE(want.ok());
+    REQUIRE(*got == *want);
+  }
   types.push_back("unknown");
+  REQUIRE(core.MaxWaitToCeiling("unknown").status().code() == absl::StatusCode::kNotFound);
   const std::vector<std::string> keys{"", "a", "b", "c", "d", "e"};
   const std::vector<std::string> ids{"r0", "r1", "r2", "r3", "r4", ""};
   const std::vector<double> costs{0, 1, 3.5, 7, 0.1, -1, std::nan("")};
@@ -129,6 +151,16 @@ int RunSequence(std::uint64_t seed, SchedulerOptions options) {
       Status want = model.Complete(t.model_job, elapsed, now);
       REQUIRE(got.code() == want.code());
       if (got.ok()) t.state = Tracked::kGone;
+    } else if (extensions && kind < 92) {
+      const std::string key = Pick(rng, keys);
+      if (Chance(rng, 0.5)) {
+        const double weight = Pick(rng, std::vector<double>{0.5, 1, 2, 3, 0.3, 0, -1});
+        REQUIRE(core.SetKeyWeight(key, weight).code() == model.SetKeyWeight(key, weight).code());
+      } else {
+        const KeyLimits limits{std::uniform_int_distribution<int>(0, 3)(rng),
+                               std::uniform_int_distribution<int>(-1, 2)(rng)};
+        REQUIRE(core.SetKeyLimits(key, limits).code() == model.SetKeyLimits(key, limits).code());
+      }
     } else if (kind < 96) {
       Tracked* picked = PickJob(rng, jobs, Tracked::kPending);
       if (picked == nullptr) continue;
@@ -144,7 +176,12 @@ int RunSequence(std::uint64_t seed, SchedulerOptions options) {
       REQUIRE(got.estimates_evicted == estimates_evicted);
     }
 
+    core.AdvanceTo(now);
     const Snapshot snapshot = core.TakeSnapshot();
+    const auto aged_in = model.AgedIn(now);
+    REQUIRE(snapshot.tiers.size() == aged_in.size());
+    for (const TierSnapshot& tier : snapshot.tiers)
+      REQUIRE(tier.aged_in == aged_in.at(tier.priority));
     REQUIRE(snapshot.pending == model.pending());
     REQUIRE(snapshot.running == model.running());
     const auto model_keys = model.Keys();
@@ -165,11 +202,11 @@ int RunSequence(std::uint64_t seed, SchedulerOptions options) {
 
 constexpr int kSequences = 10000;
 
-void RunMode(const SchedulerOptions& options, std::uint64_t salt) {
+void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extensions = false) {
   long admissions = 0;
   for (int i = 0; i < kSequences; ++i) {
     CAPTURE(i);
-    admissions += RunSequence(salt * 1000003 + i, options);
+    admissions += RunSequence(salt * 1000003 + i, options, extensions);
   }
   // The sequences must exercise admission for the comparison to mean anything.
   CHECK(admissions > kSequences * 10);
@@ -187,6 +224,16 @@ TEST_CASE("CoreDifferential.IdleCatchUp.MatchesReferenceModel") {
   SchedulerOptions options = SchedulerOptions::Default();
   options.idle_catch_up = true;
   RunMode(options, 3);
+}
+
+TEST_CASE("CoreDifferential.Extensions.MatchReferenceModel") {
+  RunMode(SchedulerOptions::Default(), 5, true);
+}
+
+TEST_CASE("CoreDifferential.ExtensionsWithIdleCatchUp.MatchReferenceModel") {
+  SchedulerOptions options = SchedulerOptions::Default();
+  options.idle_catch_up = true;
+  RunMode(options, 6, true);
 }
 
 TEST_CASE("CoreDifferential.SeedModeWithIdleCatchUp.MatchesReferenceModel") {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -52,7 +53,12 @@ StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string
   }
   keys_[key];  // tracked from now on
   const int n = next_job_++;
-  jobs_[n] = ModelJob{type, id, key, cost, now, next_seq_++};
+  double sjf = 0;
+  if (type_it->second.shortest_first || options_.shortest_first) {
+    auto est = estimates_.find({type, id});
+    sjf = cost ? *cost : est != estimates_.end() ? est->second.value : type_it->second.default_cost;
+  }
+  jobs_[n] = ModelJob{type, id, key, cost, now, next_seq_++, sjf};
   return n;
 }
 
@@ -81,7 +87,81 @@ bool ReferenceModel::Admissible(const ModelJob& job) const {
     }
   }
   return total < options_.max_concurrency && tier < config.priority &&
-         type < config.max_concurrency;
+         type < config.max_concurrency && RunningOf(job.key) < LimitsOf(job.key).max_running;
+}
+
+KeyLimits ReferenceModel::LimitsOf(const std::string& key) const {
+  auto it = settings_.find(key);
+  if (it != settings_.end() && it->second.limits) return *it->second.limits;
+  return options_.default_key_limits;
+}
+
+int ReferenceModel::RunningOf(const std::string& key) const {
+  int n = 0;
+  for (const auto& [i, job] : jobs_) n += job.running && job.key == key;
+  return n;
+}
+
+std::vector<int> ReferenceModel::Priorities() const {
+  std::set<int, std::greater<>> p;
+  for (const auto& [name, config] : types_) p.insert(config.priority);
+  return {p.begin(), p.end()};
+}
+
+int ReferenceModel::MaxSteps(int priority) const {
+  if (!options_.aging) return 0;
+  int steps = 0;
+  for (int p : Priorities()) steps += p > priority && p <= options_.aging->ceiling;
+  return steps;
+}
+
+int ReferenceModel::AgingSteps(const ModelJob& job, double now) const {
+  const int most = MaxSteps(types_.at(job.type).priority);
+  int k = 0;
+  while (k < most && job.arrival + options_.aging->grace.count() +
+                             static_cast<double>(k + 1) * options_.aging->interval.count() <=
+                         now) {
+    ++k;
+  }
+  return k;
+}
+
+StatusOr<double> ReferenceModel::MaxWaitToCeiling(const std::string& type) const {
+  auto it = types_.find(type);
+  if (it == types_.end()) return absl::NotFoundError("type");
+  const int steps = MaxSteps(it->second.priority);
+  if (steps == 0) return 0.0;
+  return options_.aging->grace.count() + steps * options_.aging->interval.count();
+}
+
+std::map<int, std::int64_t> ReferenceModel::AgedIn(double now) const {
+  std::map<int, std::int64_t> aged;
+  const std::vector<int> priorities = Priorities();
+  for (int p : priorities) aged[p] = 0;
+  for (const auto& [n, job] : jobs_) {
+    if (job.running) continue;
+    const int steps = AgingSteps(job, now);
+    if (steps == 0) continue;
+    const int own = static_cast<int>(
+        std::find(priorities.begin(), priorities.end(), types_.at(job.type).priority) -
+        priorities.begin());
+    ++aged[priorities[own - steps]];
+  }
+  return aged;
+}
+
+Status ReferenceModel::SetKeyWeight(const std::string& key, double weight) {
+  if (!(std::isfinite(weight) && weight > 0)) return absl::InvalidArgumentError("weight");
+  settings_[key].weight = weight;
+  return absl::OkStatus();
+}
+
+Status ReferenceModel::SetKeyLimits(const std::string& key, const KeyLimits& limits) {
+  if (limits.max_running < 1 || limits.min_running < 0 || limits.min_running > limits.max_running) {
+    return absl::InvalidArgumentError("limits");
+  }
+  settings_[key].limits = limits;
+  return absl::OkStatus();
 }
 
 double& ReferenceModel::UseEstimate(const ModelJob& job, double now) {
@@ -93,13 +173,20 @@ double& ReferenceModel::UseEstimate(const ModelJob& job, double now) {
 }
 
 std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double now) {
-  // The first admissible job in the order (-priority, accumulated cost, arrival, seq).
+  // The first admissible job in the order of docs/ordering.md: (-effective priority, aged first,
+  // reserved first, accumulated cost, sjf, arrival, seq).
+  const std::vector<int> priorities = Priorities();
   int best = -1;
-  std::tuple<int, double, double, std::uint64_t> best_order;
+  std::tuple<int, int, int, double, double, double, std::uint64_t> best_order;
   for (const auto& [n, job] : jobs_) {
     if (job.running || !Admissible(job)) continue;
-    auto order =
-        std::make_tuple(-types_[job.type].priority, keys_[job.key].acc, job.arrival, job.seq);
+    const int own = static_cast<int>(
+        std::find(priorities.begin(), priorities.end(), types_[job.type].priority) -
+        priorities.begin());
+    const int steps = options_.aging ? AgingSteps(job, now) : 0;
+    const bool reserved = RunningOf(job.key) < LimitsOf(job.key).min_running;
+    auto order = std::make_tuple(-priorities[own - steps], steps > 0 ? 0 : 1, reserved ? 0 : 1,
+                                 keys_[job.key].acc, job.sjf, job.arrival, job.seq);
     if (best < 0 || order < best_order) {
       best = n;
       best_order = order;
@@ -109,7 +196,8 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
   ModelJob& job = jobs_[best];
   job.running = true;
   job.charge = job.cost ? *job.cost : UseEstimate(job, now);
-  keys_[job.key].acc = keys_[job.key].acc + job.charge;
+  job.weight = settings_.count(job.key) ? settings_[job.key].weight : 1.0;
+  keys_[job.key].acc = keys_[job.key].acc + job.charge / job.weight;
   return Admission{best, job.charge};
 }
 
@@ -121,7 +209,9 @@ Status ReferenceModel::Complete(int n, double elapsed, double now) {
   const ModelJob job = it->second;
   double& est = UseEstimate(job, now);
   est = options_.alpha * elapsed + (1.0 - options_.alpha) * est;
-  if (options_.reconcile) keys_[job.key].acc = keys_[job.key].acc + (elapsed - job.charge);
+  if (options_.reconcile) {
+    keys_[job.key].acc = keys_[job.key].acc + (elapsed - job.charge) / job.weight;
+  }
   jobs_.erase(it);
   MaybeIdle(job.key, now);
   return absl::OkStatus();

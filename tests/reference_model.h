@@ -2,6 +2,10 @@
 // differential tests. Every operation scans everything (O(n)); nothing is cached or indexed, so
 // that each line can be checked against the text of the rule by reading it.
 //
+// The extensions of docs/ordering.md are here in the same plain style: the effective tier is
+// computed from the job's wait at each decision (no promotion queue), and the order is the
+// tuple of that document, built and compared whole.
+//
 // It mirrors AdmissionCore's API and its documented tie-breaks: idle keys are evicted in the order
 // they became idle and estimates in the order they were last used, each sweep stopping at the
 // first that is still fresh and after `sweep_batch` evictions.
@@ -13,8 +17,10 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "fairgate/job_type.h"
+#include "fairgate/key_limits.h"
 #include "fairgate/options.h"
 #include "fairgate/status.h"
 
@@ -38,6 +44,11 @@ class ReferenceModel {
   Status Complete(int job, double elapsed, double now);
   // Returns (keys evicted, estimates evicted).
   std::pair<std::size_t, std::size_t> Sweep(double now);
+  Status SetKeyWeight(const std::string& key, double weight);
+  Status SetKeyLimits(const std::string& key, const KeyLimits& limits);
+  StatusOr<double> MaxWaitToCeiling(const std::string& type) const;
+  // Pending jobs that aged into each registered priority, at `now`.
+  std::map<int, std::int64_t> AgedIn(double now) const;
 
   std::optional<double> AccumulatedCost(const std::string& key) const;
   std::optional<double> Estimate(const std::string& type, const std::string& id) const;
@@ -52,8 +63,14 @@ class ReferenceModel {
     std::optional<double> cost;
     double arrival = 0;
     std::uint64_t seq = 0;
+    double sjf = 0;
     bool running = false;
     double charge = 0;
+    double weight = 1;
+  };
+  struct ModelSettings {
+    double weight = 1;
+    std::optional<KeyLimits> limits;
   };
   struct ModelKey {
     double acc = 0;
@@ -68,6 +85,14 @@ class ReferenceModel {
 
   bool KeyBusy(const std::string& key) const;
   bool Admissible(const ModelJob& job) const;
+  KeyLimits LimitsOf(const std::string& key) const;
+  int RunningOf(const std::string& key) const;
+  // The registered priorities, highest first.
+  std::vector<int> Priorities() const;
+  // How many tiers above its own a pending job stands in at `now`.
+  int AgingSteps(const ModelJob& job, double now) const;
+  // How many tiers above `priority` a job may rise.
+  int MaxSteps(int priority) const;
   double& UseEstimate(const ModelJob& job, double now);
   void MaybeIdle(const std::string& key, double now);
 
@@ -76,6 +101,7 @@ class ReferenceModel {
   std::map<int, ModelJob> jobs_;  // pending and running
   std::map<std::string, ModelKey> keys_;
   std::map<std::pair<std::string, std::string>, ModelEstimate> estimates_;
+  std::map<std::string, ModelSettings> settings_;
   int next_job_ = 0;
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_order_ = 0;

@@ -27,6 +27,12 @@ struct JobTypeConfig {
   // The tier. Higher runs first; all types with the same value share one tier, and at most
   // `priority` jobs of that tier run at once. >= 1.
   int priority = 1;
+  // Shortest-first within a key: a key's pending jobs of this type go in the order of their
+  // estimated cost (the explicit cost if given, else the learned or default estimate, as known
+  // when the job was enqueued), ties by arrival, instead of by arrival alone (Smith's rule:
+  // it lowers the key's mean completion time). Other keys are not affected. Aging keeps long jobs
+  // from waiting for ever.
+  bool shortest_first = false;
 
   friend bool operator==(const JobTypeConfig&, const JobTypeConfig&) = default;
 };

@@ -13,13 +13,29 @@
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <optional>
 
+#include "fairgate/key_limits.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
 
 // Durations in fairgate are seconds held in a double, as the costs are.
 using Seconds = std::chrono::duration<double>;
+
+// Aging: a pending job's place in the order rises with its wait, so that no tier's work waits
+// for ever behind a busier one. After `grace`, and then after each `interval`, the job's
+// *ordering* tier rises by one registered tier, up to the highest tier whose priority is at most
+// `ceiling`: its k-th step is due at arrival + grace + k * interval. A job that aged into a tier
+// goes ahead of that tier's own jobs (among themselves, in the usual order). Caps do not move: an
+// aged job still counts against, and waits for, its own tier's and its own type's caps. Steps
+// walk through the tiers registered when each step is taken.
+struct AgingConfig {
+  Seconds grace{0.0};     // finite and >= 0
+  Seconds interval{1.0};  // finite and > 0
+  int ceiling = 1;        // a priority, >= 1
+  friend bool operator==(const AgingConfig&, const AgingConfig&) = default;
+};
 
 struct SchedulerOptions {
   // A limit that never refuses anything.
@@ -54,6 +70,12 @@ struct SchedulerOptions {
   // Bounded queues: past these, Enqueue is refused with ResourceExhausted. >= 1.
   std::size_t max_pending_total = kUnlimited;
   std::size_t max_pending_per_key = kUnlimited;
+  // Aging (see AgingConfig); none in both presets. Off costs nothing.
+  std::optional<AgingConfig> aging;
+  // Every type shortest-first (see JobTypeConfig::shortest_first). Off in both presets.
+  bool shortest_first = false;
+  // The limits of keys that have none of their own (Scheduler::SetKeyLimits): none by default.
+  KeyLimits default_key_limits;
 
   // --- The runtime (fairgate::Scheduler); the core and the simulator ignore these. ---
 

@@ -24,7 +24,8 @@ struct TypeSnapshot {
 struct TierSnapshot {
   int priority = 0;  // also the tier's cap
   int running = 0;
-  std::int64_t pending = 0;
+  std::int64_t pending = 0;  // its own jobs, wherever aging has placed them
+  std::int64_t aged_in = 0;  // pending jobs of lower tiers that aged into this one
 };
 
 struct Snapshot {

@@ -11,13 +11,6 @@ namespace {
 
 absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-// The admission order among jobs of one tier: (accumulated cost, arrival, seq).
-bool Before(const Job& a, const Job& b) {
-  if (a.key->acc != b.key->acc) return a.key->acc < b.key->acc;
-  if (a.arrival != b.arrival) return a.arrival < b.arrival;
-  return a.seq < b.seq;
-}
-
 Status CheckTime(double t, absl::string_view what) {
   if (!std::isfinite(t)) return absl::InvalidArgumentError(absl::StrCat(what, " is not finite"));
   return absl::OkStatus();
@@ -104,7 +97,13 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
   }
   if (key_it == keys_.end()) {
     key_it = keys_.try_emplace(std::string(request.key)).first;
-    key_it->second.name = &key_it->first;
+    KeyState& key = key_it->second;
+    key.name = &key_it->first;
+    if (!key_settings_.empty()) {
+      if (auto it = key_settings_.find(AsAbsl(request.key)); it != key_settings_.end()) {
+        key.settings = &it->second;
+      }
+    }
   }
   KeyState& key = key_it->second;
   TierState& tier = *type.tier;
@@ -133,11 +132,13 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
   job.seq = next_seq_++;
   job.has_explicit_cost = request.cost.has_value();
   job.explicit_cost = request.cost.value_or(0);
+  job.sjf = SjfOf(type, AsAbsl(request.id), request);
   job.charge = 0;
+  job.weight = 1;
+  job.promotions = 0;
   job.resource = ResourceFor(type, AsAbsl(request.id));
   if (job.resource) ++job.resource->refs;
-  job.lane = &LaneFor(key, type);
-  ++job.lane->pending;
+  JoinLane(job, LaneFor(key, type, tier));
   ++key.pending;
   ++type.pending;
   ++tier.pending;
@@ -156,6 +157,7 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
     ++presence->pending;
   }
   InsertReady(job);
+  SchedulePromotion(job);
   return TicketOf(job);
 }
 
@@ -166,6 +168,7 @@ Status AdmissionCore::Cancel(JobTicket ticket, double now) {
   if (job->state == JobState::kRunning) {
     return absl::FailedPreconditionError("the job is running; only pending jobs can be cancelled");
   }
+  UnschedulePromotion(*job);
   if (job->state == JobState::kReady) {
     RemoveReady(*job);
   } else {
@@ -178,21 +181,40 @@ Status AdmissionCore::Cancel(JobTicket ticket, double now) {
   return absl::OkStatus();
 }
 
+Job* AdmissionCore::FrontOf(LaneSet& lanes) {
+  while (!lanes.empty()) {
+    Job& head = *lanes.begin()->lane->ready.begin()->job;
+    if (head.resource == nullptr || !head.resource->busy) return &head;
+    Park(head);
+  }
+  return nullptr;
+}
+
 std::optional<Admission> AdmissionCore::NextAdmission(double now) {
+  AdvanceTo(now);
   if (running_ >= options_.max_concurrency) return std::nullopt;
   for (auto& tier : tiers_) {
-    if (tier->pending == 0 || tier->running >= tier->priority) continue;
+    // Jobs that aged into this tier go ahead of its own; each still needs room in its own type's
+    // and its own tier's caps.
     Job* best = nullptr;
-    for (TypeState* type : tier->types) {
-      if (type->running >= type->config.max_concurrency) continue;
-      while (!type->lanes.empty()) {
-        Job& head = *type->lanes.begin()->lane->ready.begin()->job;
-        if (head.resource != nullptr && head.resource->busy) {
-          Park(head);
+    if (tier->aged_in > 0) {
+      for (auto& group : tier->aged) {
+        TypeState& type = *group->type;
+        if (type.running >= type.config.max_concurrency ||
+            type.tier->running >= type.tier->priority) {
           continue;
         }
-        if (best == nullptr || Before(head, *best)) best = &head;
-        break;
+        if (Job* head = FrontOf(group->lanes); head && (!best || Before(*head, *best))) {
+          best = head;
+        }
+      }
+    }
+    if (best == nullptr && tier->pending > 0 && tier->running < tier->priority) {
+      for (TypeState* type : tier->types) {
+        if (type->running >= type->config.max_concurrency) continue;
+        if (Job* head = FrontOf(type->lanes); head && (!best || Before(*head, *best))) {
+          best = head;
+        }
       }
     }
     if (best == nullptr) continue;
@@ -200,22 +222,27 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
     Job& job = *best;
     TypeState& type = *job.type;
     KeyState& key = *job.key;
+    const int effective_priority = job.lane->tier->priority;
     job.charge = job.has_explicit_cost
                      ? job.explicit_cost
                      : estimates_.Use(type.index, job.id, type.config.default_cost, now);
-    // One unlink and relink of the key's lanes covers both the new head and the new cost.
+    job.weight = key.settings ? key.settings->weight : 1.0;
+    UnschedulePromotion(job);
+    // One pass over the key's lanes covers the new head, the new cost and the new running count.
     Rekey(key, [&] {
       job.lane->ready.erase(ReadyEntryOf(job));
       LeavePending(job);
-      key.acc = key.acc + job.charge;
+      key.acc = key.acc + job.charge / job.weight;
+      ++key.running;
     });
     job.state = JobState::kRunning;
     ++running_;
     ++type.running;
-    ++tier->running;
-    ++key.running;
+    ++type.tier->running;
     if (job.resource) job.resource->busy = true;
-    return Admission{TicketOf(job), type.name, job.id, *key.name, job.charge, job.arrival};
+    return Admission{TicketOf(job),     type.name,  job.id,      *key.name,
+                     job.charge,        job.weight, job.arrival, type.config.priority,
+                     effective_priority};
   }
   return std::nullopt;
 }
@@ -234,11 +261,19 @@ Status AdmissionCore::Complete(JobTicket ticket, double elapsed, double now) {
   TypeState& type = *job->type;
   KeyState& key = *job->key;
   estimates_.Learn(type.index, job->id, type.config.default_cost, elapsed, options_.alpha, now);
-  if (options_.reconcile) SetAccumulated(key, key.acc + (elapsed - job->charge));
+  const double acc = options_.reconcile ? key.acc + (elapsed - job->charge) / job->weight : key.acc;
+  const bool limits_matter = key.settings != nullptr || options_.default_key_limits != KeyLimits{};
+  if (acc != key.acc || limits_matter) {
+    Rekey(key, [&] {
+      key.acc = acc;
+      --key.running;
+    });
+  } else {
+    --key.running;
+  }
   --running_;
   --type.running;
   --type.tier->running;
-  --key.running;
   if (job->resource) {
     job->resource->busy = false;
     Unpark(*job->resource);
@@ -264,12 +299,137 @@ SweepResult AdmissionCore::Sweep(double now) {
   return result;
 }
 
+void AdmissionCore::AdvanceTo(double now) {
+  while (!promotions_.empty() && promotions_.begin()->job->promote_at <= now) {
+    Job& job = *promotions_.begin()->job;
+    promotions_.erase(promotions_.begin());
+    job.promotion_scheduled = false;
+    Promote(job);
+  }
+}
+
+void AdmissionCore::Promote(Job& job) {
+  TierState* above = TierAbove(*job.lane->tier);
+  if (above == nullptr) return;  // a tier it was scheduled for is not there (cannot happen now)
+  Lane& target = LaneFor(*job.key, *job.type, *above);
+  if (job.state == JobState::kReady) {
+    RemoveReady(job);
+    LeaveLane(job);
+    JoinLane(job, target);
+    InsertReady(job);
+  } else {  // parked: it returns to its new lane when its resource frees
+    LeaveLane(job);
+    JoinLane(job, target);
+  }
+  ++job.promotions;
+  SchedulePromotion(job);
+}
+
+TierState* AdmissionCore::TierAbove(const TierState& tier) const {
+  if (!options_.aging) return nullptr;
+  for (std::size_t i = 1; i < tiers_.size(); ++i) {
+    if (tiers_[i].get() == &tier) {
+      TierState* above = tiers_[i - 1].get();
+      return above->priority <= options_.aging->ceiling ? above : nullptr;
+    }
+  }
+  return nullptr;
+}
+
+void AdmissionCore::SchedulePromotion(Job& job) {
+  if (!options_.aging || TierAbove(*job.lane->tier) == nullptr) return;
+  const AgingConfig& aging = *options_.aging;
+  job.promote_at = job.arrival + aging.grace.count() +
+                   static_cast<double>(job.promotions + 1) * aging.interval.count();
+  promotions_.insert({SortableBits(job.promote_at), job.seq, &job});
+  job.promotion_scheduled = true;
+}
+
+void AdmissionCore::UnschedulePromotion(Job& job) {
+  if (!job.promotion_scheduled) return;
+  promotions_.erase({SortableBits(job.promote_at), job.seq, &job});
+  job.promotion_scheduled = false;
+}
+
+StatusOr<double> AdmissionCore::MaxWaitToCeiling(std::string_view type_name) const {
+  auto it = types_by_name_.find(AsAbsl(type_name));
+  if (it == types_by_name_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown job type '", AsAbsl(type_name), "'"));
+  }
+  int steps = 0;
+  for (const TierState* tier = it->second->tier; (tier = TierAbove(*tier)) != nullptr;) ++steps;
+  if (steps == 0) return 0.0;
+  return options_.aging->grace.count() + steps * options_.aging->interval.count();
+}
+
+KeySettings& AdmissionCore::SettingsFor(std::string_view name) {
+  auto [it, inserted] = key_settings_.try_emplace(std::string(name));
+  if (inserted) {
+    if (auto key = keys_.find(AsAbsl(name)); key != keys_.end()) key->second.settings = &it->second;
+  }
+  return it->second;
+}
+
+Status AdmissionCore::SetKeyWeight(std::string_view name, double weight) {
+  if (Status s = ValidateKeyWeight(weight); !s.ok()) return s;
+  SettingsFor(name).weight = weight;
+  return absl::OkStatus();
+}
+
+Status AdmissionCore::SetKeyLimits(std::string_view name, const KeyLimits& limits) {
+  if (Status s = ValidateKeyLimits(limits); !s.ok()) return s;
+  KeySettings& settings = SettingsFor(name);
+  auto key = keys_.find(AsAbsl(name));
+  auto apply = [&] {
+    settings.limits = limits;
+    settings.has_limits = true;
+  };
+  if (key == keys_.end()) {
+    apply();
+  } else {
+    Rekey(key->second, apply);
+  }
+  return absl::OkStatus();
+}
+
+const KeyLimits& AdmissionCore::LimitsOf(const KeyState& key) const {
+  return key.settings && key.settings->has_limits ? key.settings->limits
+                                                  : options_.default_key_limits;
+}
+
+bool AdmissionCore::Admissible(const KeyState& key) const {
+  return key.running < LimitsOf(key).max_running;
+}
+
+bool AdmissionCore::Reserved(const KeyState& key) const {
+  return key.running < LimitsOf(key).min_running;
+}
+
+bool AdmissionCore::Before(const Job& a, const Job& b) const {
+  const bool ra = Reserved(*a.key), rb = Reserved(*b.key);
+  if (ra != rb) return ra;
+  if (a.key->acc != b.key->acc) return a.key->acc < b.key->acc;
+  if (a.sjf != b.sjf) return a.sjf < b.sjf;
+  if (a.arrival != b.arrival) return a.arrival < b.arrival;
+  return a.seq < b.seq;
+}
+
+double AdmissionCore::SjfOf(const TypeState& type, absl::string_view id,
+                            const EnqueueRequest& request) const {
+  if (!type.config.shortest_first && !options_.shortest_first) return 0;
+  if (request.cost) return *request.cost;
+  // Reading the estimate for the order is not a use: it does not keep the estimate alive.
+  return estimates_.Find(type.index, id).value_or(type.config.default_cost);
+}
+
 Snapshot AdmissionCore::TakeSnapshot() const {
   Snapshot s;
   s.max_concurrency = options_.max_concurrency;
   s.running = running_;
   s.pending = pending_;
-  for (const auto& tier : tiers_) s.tiers.push_back({tier->priority, tier->running, tier->pending});
+  for (const auto& tier : tiers_) {
+    s.tiers.push_back({tier->priority, tier->running, tier->pending, tier->aged_in});
+  }
   for (const auto& type : types_) {
     s.types.push_back({type->name, type->config.priority, type->config.max_concurrency,
                        type->running, type->pending});
@@ -302,13 +462,26 @@ JobTicket AdmissionCore::TicketOf(const Job& job) const {
   return JobTicket{job.slot, job.generation};
 }
 
-Lane& AdmissionCore::LaneFor(KeyState& key, TypeState& type) {
+Lane& AdmissionCore::LaneFor(KeyState& key, TypeState& type, TierState& tier) {
   for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
-    if (lane->type == &type) return *lane;
+    if (lane->type == &type && lane->tier == &tier) return *lane;
   }
   Lane* lane = new Lane;
   lane->key = &key;
   lane->type = &type;
+  lane->tier = &tier;
+  if (&tier == type.tier) {
+    lane->set = &type.lanes;
+  } else {
+    auto group = std::find_if(tier.aged.begin(), tier.aged.end(),
+                              [&](const auto& g) { return g->type == &type; });
+    if (group == tier.aged.end()) {
+      tier.aged.push_back(std::make_unique<AgedGroup>());
+      tier.aged.back()->type = &type;
+      group = tier.aged.end() - 1;
+    }
+    lane->set = &(*group)->lanes;
+  }
   lane->next_in_key = key.lanes;
   key.lanes = lane;
   return *lane;
@@ -329,58 +502,56 @@ void AdmissionCore::ReleaseResource(Resource* resource) {
   resources_.erase(resources_.find(resource->name->view()));
 }
 
-void AdmissionCore::SetAccumulated(KeyState& key, double acc) {
-  if (acc == key.acc) return;
-  Rekey(key, [&] { key.acc = acc; });
-}
-
 template <typename Mutate>
 void AdmissionCore::Rekey(KeyState& key, Mutate mutate) {
-  for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
-    if (lane->linked) UnlinkLane(*lane);
-  }
+  // The presences' order reads the key's cost live: take them out while it may change.
   for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
     p->tier->keys_by_acc.erase(p->tier->keys_by_acc.iterator_to(*p));
   }
   mutate();
-  // A lane is linked exactly when it has ready jobs; a presence exists while the key has
-  // pending jobs in its tier (LeavePending frees the ones that end).
-  for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
-    if (!lane->ready.empty()) LinkLane(*lane);
-  }
+  // A presence exists while the key has pending jobs in its tier (LeavePending frees the ones
+  // that end).
   for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
     p->tier->keys_by_acc.insert(*p);
   }
+  for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) SyncLane(*lane);
 }
 
-void AdmissionCore::LinkLane(Lane& lane) {
-  const ReadyEntry& head = *lane.ready.begin();
-  lane.entry = LaneEntry{SortableBits(lane.key->acc), head.arrival, head.seq, &lane};
-  lane.type->lanes.insert(lane.entry);
-  lane.linked = true;
+void AdmissionCore::SyncLane(Lane& lane) {
+  const bool want = !lane.ready.empty() && Admissible(*lane.key);
+  LaneEntry entry;
+  if (want) {
+    const ReadyEntry& head = *lane.ready.begin();
+    entry = LaneEntry{Reserved(*lane.key) ? 0u : 1u,
+                      SortableBits(lane.key->acc),
+                      head.sjf,
+                      head.arrival,
+                      head.seq,
+                      &lane};
+    if (lane.linked && lane.entry == entry) return;
+  }
+  if (lane.linked) UnlinkLane(lane);
+  if (want) {
+    lane.entry = entry;
+    lane.set->insert(entry);
+    lane.linked = true;
+  }
 }
 
 void AdmissionCore::UnlinkLane(Lane& lane) {
-  lane.type->lanes.erase(lane.entry);
+  lane.set->erase(lane.entry);
   lane.linked = false;
 }
 
 void AdmissionCore::InsertReady(Job& job) {
-  Lane& lane = *job.lane;
-  const ReadyEntry entry = ReadyEntryOf(job);
-  const bool new_head = lane.ready.empty() || entry < *lane.ready.begin();
-  if (new_head && !lane.ready.empty()) UnlinkLane(lane);
-  lane.ready.insert(entry);
+  job.lane->ready.insert(ReadyEntryOf(job));
   job.state = JobState::kReady;
-  if (new_head) LinkLane(lane);
+  SyncLane(*job.lane);
 }
 
 void AdmissionCore::RemoveReady(Job& job) {
-  Lane& lane = *job.lane;
-  const bool was_head = lane.ready.begin()->job == &job;
-  if (was_head) UnlinkLane(lane);
-  lane.ready.erase(ReadyEntryOf(job));
-  if (was_head && !lane.ready.empty()) LinkLane(lane);
+  job.lane->ready.erase(ReadyEntryOf(job));
+  SyncLane(*job.lane);
 }
 
 void AdmissionCore::Park(Job& job) {
@@ -397,21 +568,34 @@ void AdmissionCore::Unpark(Resource& resource) {
   }
 }
 
+void AdmissionCore::JoinLane(Job& job, Lane& lane) {
+  job.lane = &lane;
+  ++lane.pending;
+  if (lane.tier != job.type->tier) ++lane.tier->aged_in;
+}
+
+void AdmissionCore::LeaveLane(Job& job) {
+  Lane* lane = job.lane;
+  job.lane = nullptr;
+  if (lane->tier != job.type->tier) --lane->tier->aged_in;
+  if (--lane->pending == 0) {
+    KeyState& key = *lane->key;
+    Lane** link = &key.lanes;
+    while (*link != lane) link = &(*link)->next_in_key;
+    *link = lane->next_in_key;
+    if (lane->linked) UnlinkLane(*lane);
+    delete lane;
+  }
+}
+
 void AdmissionCore::LeavePending(Job& job) {
   KeyState& key = *job.key;
   TypeState& type = *job.type;
-  Lane* lane = job.lane;
-  job.lane = nullptr;
+  LeaveLane(job);
   --key.pending;
   --type.pending;
   --type.tier->pending;
   --pending_;
-  if (--lane->pending == 0) {
-    Lane** link = &key.lanes;
-    while (*link != lane) link = &(*link)->next_in_key;
-    *link = lane->next_in_key;
-    delete lane;  // not linked: it has no ready job
-  }
   if (options_.idle_catch_up) {
     TierPresence** link = &key.tiers;
     while ((*link)->tier != type.tier) link = &(*link)->next_in_key;

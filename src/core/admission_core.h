@@ -1,10 +1,12 @@
 // AdmissionCore: the deterministic engine that decides which job runs next.
 //
-// It holds every pending and running job and applies the admission rule of DESIGN.md: a job is
-// admissible when the global cap, its tier's cap and its type's cap have room and no running job
+// It holds every pending and running job and applies the admission rule of DESIGN.md, with the
+// opt-in extensions written down in docs/ordering.md: a job is admissible when the global cap, its
+// tier's cap and its type's cap have room, its key is below its max_running, and no running job
 // has the same id and the same non-empty conflict group; among admissible jobs the first in the
-// order (-priority, accumulated_cost[key], arrival, enqueue sequence) goes next, and its key is
-// charged at once.
+// order (-effective priority, aged first, reserved first, accumulated_cost[key], sjf, arrival,
+// enqueue sequence) goes next, and its key is charged at once (the charge divided by the key's
+// weight). With none of the extensions on, that is (-priority, acc, arrival, seq): seed mode.
 //
 // Contract:
 // - Single-threaded and deterministic: no clock, no threads, no I/O. Time is an argument, in
@@ -29,11 +31,13 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "core/estimate_table.h"
 #include "core/queue_nodes.h"
 #include "fairgate/job_type.h"
+#include "fairgate/key_limits.h"
 #include "fairgate/options.h"
 #include "fairgate/snapshot.h"
 #include "fairgate/status.h"
@@ -62,8 +66,11 @@ struct Admission {
   std::string_view type;
   std::string_view id;
   std::string_view key;
-  double charge = 0;   // added to the key's accumulated cost
+  double charge = 0;   // the job's cost; the key's accumulated cost grows by charge / weight
+  double weight = 1;   // the key's weight when it was charged
   double arrival = 0;  // when the job was enqueued
+  int priority = 0;    // its type's tier
+  int effective_priority = 0;  // the tier it was admitted from (higher if it aged)
 };
 
 struct SweepResult {
@@ -100,6 +107,21 @@ class AdmissionCore {
   // Forgets idle keys and unused estimates past their TTL, at most `sweep_batch` of each.
   SweepResult Sweep(double now);
 
+  // Takes the aging steps due by `now` (NextAdmission does too). For an up-to-date snapshot.
+  void AdvanceTo(double now);
+
+  // Sets the key's weight (finite, > 0): its later charges are divided by it. Kept while the
+  // scheduler lives, even when the key is idle or forgotten.
+  Status SetKeyWeight(std::string_view key, double weight);
+  // Sets the key's limits (see fairgate/key_limits.h), kept like weights. May make jobs
+  // admissible: call NextAdmission after.
+  Status SetKeyLimits(std::string_view key, const KeyLimits& limits);
+  // With aging, the longest a pending job of `type` takes to reach the aging ceiling:
+  // grace + steps * interval, where steps is the number of registered tiers between its tier and
+  // the ceiling. 0 when it cannot rise (aging off, or no registered tier above it within the
+  // ceiling). NotFound for an unknown type.
+  StatusOr<double> MaxWaitToCeiling(std::string_view type) const;
+
   Snapshot TakeSnapshot() const;
 
   // The key's accumulated cost, if the key is tracked.
@@ -113,22 +135,39 @@ class AdmissionCore {
 
   Job* Find(JobTicket ticket);
   JobTicket TicketOf(const Job& job) const;
-  KeyState& KeyFor(absl::string_view name, TierState& tier);
-  Lane& LaneFor(KeyState& key, TypeState& type);
+  Lane& LaneFor(KeyState& key, TypeState& type, TierState& tier);
+  KeySettings& SettingsFor(std::string_view key);
+  const KeyLimits& LimitsOf(const KeyState& key) const;
+  bool Admissible(const KeyState& key) const;
+  bool Reserved(const KeyState& key) const;
+  // The admission order between two jobs of one effective tier and aged-ness.
+  bool Before(const Job& a, const Job& b) const;
+  double SjfOf(const TypeState& type, absl::string_view id, const EnqueueRequest& request) const;
+  // The tier one step above `tier` within the aging ceiling, or null.
+  TierState* TierAbove(const TierState& tier) const;
+  void SchedulePromotion(Job& job);
+  void UnschedulePromotion(Job& job);
+  void Promote(Job& job);
   Resource* ResourceFor(const TypeState& type, absl::string_view id);
   void ReleaseResource(Resource* resource);
-  void SetAccumulated(KeyState& key, double acc);
-  // Unlinks the key's lanes (and tier presences), runs `mutate`, relinks what remains: for any
-  // change to the key's cost or to the heads of its lanes.
+  // Runs `mutate` (a change to the key's cost, running count or settings) and puts the key's
+  // presences and lanes where they now belong.
   template <typename Mutate>
   void Rekey(KeyState& key, Mutate mutate);
-  void LinkLane(Lane& lane);
+  // Links, relinks or unlinks the lane so that it is linked, at its current entry, exactly when
+  // it has ready jobs and its key is admissible.
+  void SyncLane(Lane& lane);
   void UnlinkLane(Lane& lane);
+  // The best admissible head among `lanes` (parking heads whose resource is busy), or null.
+  Job* FrontOf(LaneSet& lanes);
   void InsertReady(Job& job);
   void RemoveReady(Job& job);
   void Park(Job& job);
   void Unpark(Resource& resource);
-  // Takes a job out of its lane's accounting once it is no longer pending.
+  // Counts a pending job into `lane`, or out of its lane (freeing the lane when it empties).
+  void JoinLane(Job& job, Lane& lane);
+  void LeaveLane(Job& job);
+  // Takes a job out of the pending accounting once it is no longer pending.
   void LeavePending(Job& job);
   void MaybeIdle(KeyState& key, double now);
   void FreeJob(Job& job);
@@ -139,6 +178,8 @@ class AdmissionCore {
   std::vector<std::unique_ptr<TierState>> tiers_;  // highest priority first
   absl::flat_hash_map<std::string, std::uint32_t> conflict_groups_;
   absl::node_hash_map<std::string, KeyState> keys_;  // nodes: KeyState addresses are stable
+  absl::node_hash_map<std::string, KeySettings> key_settings_;  // stable, never erased
+  absl::btree_set<PromotionEntry> promotions_;  // aging steps, by due time; empty without aging
   absl::node_hash_map<IndexedName, Resource, IndexedNameHash, IndexedNameEq> resources_;
   EstimateTable estimates_;
   IdleKeyList idle_keys_;  // in the order they became idle

@@ -53,9 +53,52 @@ Status ValidateOptions(const SchedulerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("fiber_stack_bytes must be >= 16384, got ", options.fiber_stack_bytes));
   }
+  if (options.aging) {
+    const AgingConfig& a = *options.aging;
+    if (!(std::isfinite(a.grace.count()) && a.grace.count() >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("aging.grace must be finite and >= 0 seconds, got ", a.grace.count()));
+    }
+    if (!PositiveFinite(a.interval)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("aging.interval must be finite and > 0 seconds, got ", a.interval.count()));
+    }
+    if (a.ceiling < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("aging.ceiling must be a priority >= 1, got ", a.ceiling));
+    }
+  }
+  if (Status s = ValidateKeyLimits(options.default_key_limits); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("default_key_limits: ", s.message()));
+  }
   if (!PositiveFinite(options.sweep_interval)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "sweep_interval must be finite and > 0 seconds, got ", options.sweep_interval.count()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fairgate
+
+namespace fairgate {
+
+Status ValidateKeyLimits(const KeyLimits& limits) {
+  if (limits.max_running < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_running must be >= 1, got ", limits.max_running));
+  }
+  if (limits.min_running < 0 || limits.min_running > limits.max_running) {
+    return absl::InvalidArgumentError(absl::StrCat("min_running must be in [0, max_running ",
+                                                   limits.max_running, "], got ",
+                                                   limits.min_running));
+  }
+  return absl::OkStatus();
+}
+
+Status ValidateKeyWeight(double weight) {
+  if (!(std::isfinite(weight) && weight > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key weight must be finite and > 0, got ", weight));
   }
   return absl::OkStatus();
 }

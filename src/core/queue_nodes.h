@@ -3,8 +3,14 @@
 // The pending jobs of a tier are grouped by type, then by fairness key:
 //
 //   TierState ── TypeState ── lanes: one Lane per key with ready jobs of that type, ordered by
-//                                    (key's accumulated cost, head job's arrival, head job's seq)
-//                             Lane ── ready: that key's jobs of that type, by (arrival, seq)
+//                                    (reservation rank, key's accumulated cost, head's order)
+//                             Lane ── ready: that key's jobs of that type, by (sjf, arrival, seq)
+//            └─ aged groups: one per type of a lower tier whose jobs aged into this tier, each
+//                            a set of lanes ordered the same way
+//
+// A Lane is one (key, type, effective tier). `sjf` is the job's estimated cost when its type is
+// shortest-first, else 0. The reservation rank is 0 while the key runs fewer than its
+// min_running, else 1. A key at its max_running has no lane linked at all.
 //
 // The first job in the order (acc, arrival, seq) of one type is the head of its first lane, and
 // the first of a tier is the least of its types' firsts, so NextAdmission touches O(types) nodes.
@@ -20,6 +26,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +35,7 @@
 #include "boost/intrusive/set.hpp"
 #include "core/indexed_name.h"
 #include "fairgate/job_type.h"
+#include "fairgate/key_limits.h"
 
 namespace fairgate::core {
 
@@ -53,11 +61,16 @@ struct Job {
   double arrival = 0;
   std::uint64_t seq = 0;
   double explicit_cost = 0;
-  double charge = 0;       // while kRunning
-  std::uint32_t slot = 0;  // index in the core's job table
+  double sjf = 0;         // the job's place within its key: its estimate if shortest-first, else 0
+  double charge = 0;      // while kRunning
+  double weight = 1;      // while kRunning: its key's weight when it was charged
+  double promote_at = 0;  // while scheduled for an aging step
+  std::uint32_t promotions = 0;  // aging steps taken
+  std::uint32_t slot = 0;        // index in the core's job table
   std::uint32_t generation = 0;
   JobState state = JobState::kFree;
   bool has_explicit_cost = false;
+  bool promotion_scheduled = false;
 };
 
 using WaitList = bi::list<Job, bi::member_hook<Job, ListHook, &Job::wait_hook>>;
@@ -70,43 +83,57 @@ inline std::uint64_t SortableBits(double d) {
   return (bits >> 63) ? ~bits : bits | (std::uint64_t{1} << 63);
 }
 
-// A ready job's place in its lane: (arrival, seq), copied so that the lane's order and its head
-// are read without touching the jobs. Seqs are unique, so entries are too.
+// A ready job's place in its lane: (sjf, arrival, seq), copied so that the lane's order and its
+// head are read without touching the jobs. Seqs are unique, so entries are too.
 struct ReadyEntry {
+  std::uint64_t sjf = 0;      // SortableBits
   std::uint64_t arrival = 0;  // SortableBits
   std::uint64_t seq = 0;
   Job* job = nullptr;
 
   bool operator<(const ReadyEntry& o) const {
+    if (sjf != o.sjf) return sjf < o.sjf;
     if (arrival != o.arrival) return arrival < o.arrival;
     return seq < o.seq;
   }
 };
-inline ReadyEntry ReadyEntryOf(Job& job) { return {SortableBits(job.arrival), job.seq, &job}; }
+inline ReadyEntry ReadyEntryOf(Job& job) {
+  return {SortableBits(job.sjf), SortableBits(job.arrival), job.seq, &job};
+}
 using ReadyJobs = absl::btree_set<ReadyEntry>;
 
-// A lane's place in its type's order: (key's accumulated cost, head job's arrival, head job's
-// seq), copied when the lane is linked so that comparisons read only the entry itself. Seqs are
-// unique, so entries are too.
+// A lane's place in its set: (reservation rank, key's accumulated cost, and its head's sjf,
+// arrival and seq), copied when the lane is linked so that comparisons read only the entry
+// itself. Seqs are unique, so entries are too.
 struct LaneEntry {
+  std::uint64_t rank = 0;     // 0: the key is below its min_running
   std::uint64_t acc = 0;      // SortableBits
+  std::uint64_t sjf = 0;      // SortableBits
   std::uint64_t arrival = 0;  // SortableBits
   std::uint64_t seq = 0;
   Lane* lane = nullptr;
 
   bool operator<(const LaneEntry& o) const {
+    if (rank != o.rank) return rank < o.rank;
     if (acc != o.acc) return acc < o.acc;
+    if (sjf != o.sjf) return sjf < o.sjf;
     if (arrival != o.arrival) return arrival < o.arrival;
     return seq < o.seq;
   }
+  friend bool operator==(const LaneEntry&, const LaneEntry&) = default;
 };
 
-// The jobs of one key and one type.
+// A B-tree: each node holds many entries, so a search touches few cache lines.
+using LaneSet = absl::btree_set<LaneEntry>;
+
+// The jobs of one key and one type in one effective tier (its type's own, or one it aged into).
 struct Lane {
-  LaneEntry entry;      // its entry in TypeState::lanes, while linked
-  bool linked = false;  // linked while `ready` is not empty
+  LaneEntry entry;      // its entry in `set`, while linked
+  bool linked = false;  // linked while `ready` is not empty and the key is admissible
   KeyState* key = nullptr;
   TypeState* type = nullptr;
+  TierState* tier = nullptr;  // the effective tier
+  LaneSet* set = nullptr;     // the type's own lanes, or the aged group's
   ReadyJobs ready;
   std::int64_t pending = 0;     // ready + parked
   Lane* next_in_key = nullptr;  // the key's next lane
@@ -121,10 +148,18 @@ struct TierPresence {
   TierPresence* next_in_key = nullptr;  // the key's next presence
 };
 
-// One fairness key. Kept small (64 bytes, plus its name as the map's key): a server may remember
-// a million idle clients. Lanes and presences are owned through these lists and freed as soon as
-// they are empty, so an idle key holds nothing else. Counts fit 32 bits: 2^31 pending jobs
-// would need hundreds of gigabytes.
+// What a caller set for one key (SetKeyWeight, SetKeyLimits). Kept for good: it is configuration,
+// as many entries as the caller made, not one per key seen.
+struct KeySettings {
+  double weight = 1;
+  KeyLimits limits;
+  bool has_limits = false;  // else the options' default_key_limits apply
+};
+
+// One fairness key. Kept small (72 bytes, plus its name as the map's key; the allocator hands out
+// the same block for 64 and 72): a server may remember a million idle clients. Lanes and
+// presences are owned through these lists and freed as soon as they are empty, so an idle key
+// holds nothing else. Counts fit 32 bits: 2^31 pending jobs would need hundreds of gigabytes.
 struct KeyState {
   ListHook idle_hook;                 // in the core's idle list while nothing is pending or running
   const std::string* name = nullptr;  // the key of its map entry
@@ -134,10 +169,8 @@ struct KeyState {
   std::int32_t running = 0;
   Lane* lanes = nullptr;          // one per type it has pending jobs of
   TierPresence* tiers = nullptr;  // one per tier it has pending jobs in; only with idle catch-up
+  const KeySettings* settings = nullptr;  // null: weight 1, the default limits
 };
-
-// A B-tree: each node holds many entries, so a search touches few cache lines.
-using LaneSet = absl::btree_set<LaneEntry>;
 
 struct PresenceOrder {
   bool operator()(const TierPresence& a, const TierPresence& b) const {
@@ -161,11 +194,30 @@ struct TypeState {
   LaneSet lanes;
 };
 
+// The lanes of one lower-tier type whose jobs aged into a tier.
+struct AgedGroup {
+  TypeState* type = nullptr;
+  LaneSet lanes;
+};
+
+// An aging step due at `at` for `job` (SortableBits of the time, then seq: unique).
+struct PromotionEntry {
+  std::uint64_t at = 0;
+  std::uint64_t seq = 0;
+  Job* job = nullptr;
+  bool operator<(const PromotionEntry& o) const {
+    if (at != o.at) return at < o.at;
+    return seq < o.seq;
+  }
+};
+
 struct TierState {
   int priority = 0;
   int running = 0;
-  std::int64_t pending = 0;
+  std::int64_t pending = 0;  // its own jobs
+  std::int64_t aged_in = 0;  // jobs of lower tiers that aged into it
   std::vector<TypeState*> types;
+  std::vector<std::unique_ptr<AgedGroup>> aged;  // one per lower type that aged in, ever
   PresenceSet keys_by_acc;  // keys with pending jobs here; only with idle catch-up
 };
 

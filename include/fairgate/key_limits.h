@@ -1,0 +1,37 @@
+// fairgate/key_limits.h: how many jobs one fairness key may run, and how many it is promised.
+//
+// KeyLimits are set per key with Scheduler::SetKeyLimits, or for every key without its own with
+// SchedulerOptions::default_key_limits:
+// - `max_running`: a key with this many jobs running is not admissible; its pending jobs wait and
+//   the free slots go to other keys.
+// - `min_running`: a key running fewer jobs than this, with jobs pending, goes first within its
+//   tier (a reservation). It is an order, never a held slot: when the key has nothing admissible
+//   the slot goes to someone else (fairgate never leaves a usable slot idle).
+// The order and admissibility rules they take part in are in docs/ordering.md.
+//
+// Thread safety: a plain value type.
+#ifndef FAIRGATE_KEY_LIMITS_H_
+#define FAIRGATE_KEY_LIMITS_H_
+
+#include <limits>
+
+#include "fairgate/status.h"
+
+namespace fairgate {
+
+struct KeyLimits {
+  static constexpr int kNoLimit = std::numeric_limits<int>::max();
+  int max_running = kNoLimit;  // >= 1
+  int min_running = 0;         // >= 0 and <= max_running
+  friend bool operator==(const KeyLimits&, const KeyLimits&) = default;
+};
+
+// OK when the limits are in range, else InvalidArgument naming the field.
+Status ValidateKeyLimits(const KeyLimits& limits);
+
+// OK when `weight` is finite and > 0, else InvalidArgument.
+Status ValidateKeyWeight(double weight);
+
+}  // namespace fairgate
+
+#endif  // FAIRGATE_KEY_LIMITS_H_
