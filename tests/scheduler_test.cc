@@ -7,8 +7,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <future>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -494,6 +496,97 @@ TEST_CASE("Scheduler.Estimates.LearnFromTheWallTimeOfTheInjectedClock") {
   // A clock that steps backwards counts as zero.
   REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux", "a", takes(-50)).ok());
   CHECK(scheduler->Estimate("clone", "linux") == 6.0);
+}
+
+TEST_CASE("Scheduler.KeyLimits.MaxRunningHoldsAKeyBackAndRaisingItAdmitsAtOnce") {
+  Watchdog watchdog("key limits", 60s);
+  auto scheduler = Make(Capacity(4));
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 4)).ok());
+  REQUIRE(scheduler->SetKeyLimits("a", {.max_running = 1}).ok());
+  Gate gate;
+  std::atomic<int> a_started{0}, b_started{0};
+  auto counting = [&](std::atomic<int>& started) {
+    return [&](const Context&) {
+      ++started;
+      return gate.Wait() ? absl::OkStatus() : absl::InternalError("gate never opened");
+    };
+  };
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(scheduler->Submit("clone", "r", "a", counting(a_started), {}).ok());
+  REQUIRE(scheduler->Submit("clone", "r", "b", counting(b_started), {}).ok());
+  // Key a holds one slot; b takes another although a came first; two slots stay free for keys
+  // that could use them (none can: a is at its limit).
+  REQUIRE(Eventually([&] { return a_started == 1 && b_started == 1; }));
+  CHECK(scheduler->Snapshot().running == 2);
+  CHECK(scheduler->Snapshot().pending == 2);
+  REQUIRE(scheduler->SetKeyLimits("a", {.max_running = 3}).ok());
+  CHECK(Eventually([&] { return a_started == 3; }));
+  gate.Open();
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+}
+
+TEST_CASE("Scheduler.KeyWeight.DividesLaterCharges") {
+  auto scheduler = Make(SchedulerOptions::Seed());  // no reconciliation: the charge stays
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 2)).ok());
+  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "x", "prod", Ok()).ok());
+  CHECK(scheduler->AccumulatedCost("prod") == 2.0);
+  REQUIRE(scheduler->SetKeyWeight("prod", 4).ok());
+  // Another id, whose estimate is still the default cost 2 (x's has learned from its run).
+  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "y", "prod", Ok()).ok());
+  CHECK(scheduler->AccumulatedCost("prod") == 2.5);  // 2 + 2 / 4
+}
+
+TEST_CASE("Scheduler.KeySettings.BadValuesAreRefusedAndChangeNothing") {
+  auto scheduler = Make(SchedulerOptions::Seed());
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 2)).ok());
+  for (double w : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    CAPTURE(w);
+    const Status s = scheduler->SetKeyWeight("k", w);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(std::string(s.message()).find("weight") != std::string::npos);
+  }
+  CHECK(scheduler->SetKeyLimits("k", {.max_running = 0}).code() ==
+        absl::StatusCode::kInvalidArgument);
+  const Status s = scheduler->SetKeyLimits("k", {.max_running = 1, .min_running = 2});
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(s.message()).find("min_running") != std::string::npos);
+  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "x", "k", Ok()).ok());
+  CHECK(scheduler->AccumulatedCost("k") == 2.0);  // weight still 1
+}
+
+TEST_CASE("Scheduler.Aging.MaxWaitToCeilingAndAgedJobsInTheSnapshot") {
+  Watchdog watchdog("aging", 60s);
+  auto now = std::make_shared<std::atomic<double>>(0.0);
+  SchedulerOptions options = Capacity(1);
+  options.aging = AgingConfig{Seconds(2), Seconds(3), 8};
+  options.clock = [now] { return Seconds(now->load()); };
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
+  REQUIRE(scheduler->RegisterType("fetch", Type(4, 4)).ok());
+  REQUIRE(scheduler->RegisterType("repack", Type(1, 1)).ok());
+  CHECK(scheduler->MaxWaitToCeiling("repack")->count() == 8.0);  // 2 + 2 steps * 3
+  CHECK(scheduler->MaxWaitToCeiling("fetch")->count() == 5.0);
+  CHECK(scheduler->MaxWaitToCeiling("clone")->count() == 0.0);
+  CHECK(scheduler->MaxWaitToCeiling("nope").status().code() == absl::StatusCode::kNotFound);
+
+  Gate gate;
+  REQUIRE(scheduler->Submit("clone", "a", "x", HoldUntil(gate), {}).ok());
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  REQUIRE(scheduler->Submit("repack", "r", "", Ok(), {}).ok());
+  auto aged_in = [&](int priority) {
+    for (const TierSnapshot& t : scheduler->Snapshot().tiers) {
+      if (t.priority == priority) return t.aged_in;
+    }
+    return std::int64_t{-1};
+  };
+  CHECK(aged_in(4) == 0);
+  now->store(5.0);  // grace + one interval: one tier up
+  CHECK(aged_in(4) == 1);
+  now->store(8.0);  // at the ceiling
+  CHECK(aged_in(4) == 0);
+  CHECK(aged_in(8) == 1);
+  gate.Open();
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
 }
 
 TEST_CASE("Scheduler.Sweeper.ForgetsIdleKeysAndStopsPromptlyAtShutdown") {

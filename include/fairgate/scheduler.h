@@ -46,6 +46,7 @@
 
 #include "fairgate/context.h"
 #include "fairgate/job_type.h"
+#include "fairgate/key_limits.h"
 #include "fairgate/options.h"
 #include "fairgate/snapshot.h"
 #include "fairgate/status.h"
@@ -94,6 +95,17 @@ class Scheduler {
   std::optional<double> AccumulatedCost(std::string_view fairness_key) const;
   // The learned cost of (type, id) in seconds, if tracked.
   std::optional<double> Estimate(std::string_view type, std::string_view id) const;
+
+  // Divides the key's later charges by `weight` (finite, > 0; else InvalidArgument): keys that
+  // are all backlogged get service in proportion to their weights. Charges already made stay.
+  // Kept for the scheduler's life, also while the key is idle or forgotten by the TTL sweep.
+  Status SetKeyWeight(std::string_view fairness_key, double weight);
+  // Sets the key's limits (fairgate/key_limits.h; InvalidArgument if out of range), kept like a
+  // weight. Raising max_running admits at once what it makes admissible.
+  Status SetKeyLimits(std::string_view fairness_key, const KeyLimits& limits);
+  // With SchedulerOptions::aging, how long a pending job of `type` takes at most to reach the
+  // aging ceiling (grace + steps * interval); 0 when it cannot rise. NotFound for an unknown type.
+  StatusOr<Seconds> MaxWaitToCeiling(std::string_view type) const;
 
  private:
   class Impl;

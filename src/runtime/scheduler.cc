@@ -198,7 +198,31 @@ class Scheduler::Impl {
 
   fairgate::Snapshot TakeSnapshot() const {
     absl::MutexLock lock(&mutex_);
+    core_->AdvanceTo(Now());  // the aging steps due by now, so that aged_in is current
     return core_->TakeSnapshot();
+  }
+
+  Status SetKeyWeight(std::string_view key, double weight) {
+    absl::MutexLock lock(&mutex_);
+    return core_->SetKeyWeight(key, weight);
+  }
+
+  Status SetKeyLimits(std::string_view key, const KeyLimits& limits) {
+    std::vector<RecordPtr> admitted;
+    Status status;
+    {
+      absl::MutexLock lock(&mutex_);
+      status = core_->SetKeyLimits(key, limits);
+      // A higher max_running may make the key's waiting jobs admissible now.
+      if (status.ok() && phase_ != Phase::kShutDown) AdmitLocked(Now(), admitted);
+    }
+    Dispatch(admitted);
+    return status;
+  }
+
+  StatusOr<double> MaxWaitToCeiling(std::string_view type) const {
+    absl::MutexLock lock(&mutex_);
+    return core_->MaxWaitToCeiling(type);
   }
 
   std::optional<double> AccumulatedCost(std::string_view key) const {
@@ -440,6 +464,20 @@ std::optional<double> Scheduler::AccumulatedCost(std::string_view fairness_key) 
 
 std::optional<double> Scheduler::Estimate(std::string_view type, std::string_view id) const {
   return impl_->Estimate(type, id);
+}
+
+Status Scheduler::SetKeyWeight(std::string_view fairness_key, double weight) {
+  return impl_->SetKeyWeight(fairness_key, weight);
+}
+
+Status Scheduler::SetKeyLimits(std::string_view fairness_key, const KeyLimits& limits) {
+  return impl_->SetKeyLimits(fairness_key, limits);
+}
+
+StatusOr<Seconds> Scheduler::MaxWaitToCeiling(std::string_view type) const {
+  StatusOr<double> wait = impl_->MaxWaitToCeiling(type);
+  if (!wait.ok()) return wait.status();
+  return Seconds(*wait);
 }
 
 }  // namespace fairgate
