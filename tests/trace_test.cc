@@ -52,6 +52,29 @@ TEST_CASE("Trace.Fields.EverySwitchAndOptionalFieldIsRead") {
   CHECK(trace->jobs[0].cost == 9);
 }
 
+TEST_CASE("Trace.Extensions.AgingWeightsLimitsAndShortestFirstAreRead") {
+  StatusOr<Trace> trace = ParseTrace(R"({"capacity": 2, "shortest_first": true,
+    "aging": {"grace": 5, "interval": 2.5, "ceiling": 8},
+    "default_key_limits": {"max_running": 3},
+    "keys": {"prod": {"weight": 3}, "backup": {"max_running": 2, "min_running": 1}},
+    "types": {"clone": {"priority": 8, "max_concurrency": 2, "shortest_first": true}},
+    "jobs": []})",
+                                     "t.json");
+  REQUIRE(trace.ok());
+  REQUIRE(trace->options.aging.has_value());
+  CHECK(*trace->options.aging == AgingConfig{Seconds(5), Seconds(2.5), 8});
+  CHECK(trace->options.shortest_first);
+  CHECK(trace->options.default_key_limits == KeyLimits{.max_running = 3});
+  CHECK(trace->types[0].second.shortest_first);
+  REQUIRE(trace->keys.size() == 2);
+  CHECK(trace->keys[0].first == "backup");
+  CHECK_FALSE(trace->keys[0].second.weight.has_value());
+  CHECK(trace->keys[0].second.limits == KeyLimits{.max_running = 2, .min_running = 1});
+  CHECK(trace->keys[1].first == "prod");
+  CHECK(trace->keys[1].second.weight == 3.0);
+  CHECK_FALSE(trace->keys[1].second.limits.has_value());
+}
+
 TEST_CASE("Trace.Types.SameTypeTwiceWithTheSameConfigIsAccepted") {
   StatusOr<Trace> trace = ParseTrace(R"({"capacity": 1,
     "types": {"a": {"priority": 1, "max_concurrency": 1},
@@ -124,6 +147,44 @@ TEST_CASE("Trace.BadInput.OneLineNamingFileJobAndField") {
       {"type unknown field", R"({"capacity": 1,
         "types": {"t": {"priority": 1, "max_concurrency": 1, "cap": 3}}, "jobs": []})",
        "bad.json: type 't': field 'cap': unknown field"},
+      {"aging without interval", R"({"capacity": 1, "types": {}, "jobs": [],
+        "aging": {"grace": 1, "ceiling": 8}})",
+       "bad.json: aging: field 'interval': missing"},
+      {"aging interval zero", R"({"capacity": 1, "types": {}, "jobs": [],
+        "aging": {"grace": 1, "interval": 0, "ceiling": 8}})",
+       "bad.json: aging: field 'interval': must be > 0"},
+      {"aging negative grace", R"({"capacity": 1, "types": {}, "jobs": [],
+        "aging": {"grace": -1, "interval": 1, "ceiling": 8}})",
+       "bad.json: aging: field 'grace': must be >= 0, got -1"},
+      {"aging ceiling zero", R"({"capacity": 1, "types": {}, "jobs": [],
+        "aging": {"grace": 0, "interval": 1, "ceiling": 0}})",
+       "bad.json: aging: field 'ceiling': must be >= 1, got 0"},
+      {"aging unknown field", R"({"capacity": 1, "types": {}, "jobs": [],
+        "aging": {"grace": 0, "interval": 1, "ceiling": 2, "step": 1}})",
+       "bad.json: aging: field 'step': unknown field"},
+      {"key weight zero", R"({"capacity": 1, "types": {}, "jobs": [],
+        "keys": {"prod": {"weight": 0}}})",
+       "bad.json: key 'prod': field 'weight': must be > 0"},
+      {"key max_running zero", R"({"capacity": 1, "types": {}, "jobs": [],
+        "keys": {"prod": {"max_running": 0}}})",
+       "bad.json: key 'prod': field 'max_running': must be >= 1, got 0"},
+      {"key min above max", R"({"capacity": 1, "types": {}, "jobs": [],
+        "keys": {"prod": {"max_running": 1, "min_running": 2}}})",
+       "bad.json: key 'prod': field 'min_running': must be <= max_running (1), got 2"},
+      {"key unknown field", R"({"capacity": 1, "types": {}, "jobs": [],
+        "keys": {"prod": {"share": 2}}})",
+       "bad.json: key 'prod': field 'share': unknown field"},
+      {"keys an array", R"({"capacity": 1, "types": {}, "jobs": [], "keys": []})",
+       "bad.json: field 'keys': must be an object of fairness keys"},
+      {"default limits min negative", R"({"capacity": 1, "types": {}, "jobs": [],
+        "default_key_limits": {"min_running": -1}})",
+       "bad.json: default_key_limits: field 'min_running': must be >= 0, got -1"},
+      {"shortest_first not a bool", R"({"capacity": 1, "types": {}, "jobs": [],
+        "shortest_first": "yes"})",
+       "bad.json: field 'shortest_first': must be true or false"},
+      {"type shortest_first not a bool", R"({"capacity": 1,
+        "types": {"t": {"priority": 1, "max_concurrency": 1, "shortest_first": 1}}, "jobs": []})",
+       "bad.json: type 't': field 'shortest_first': must be true or false"},
       {"type not an object", R"({"capacity": 1, "types": {"t": 5}, "jobs": []})",
        "bad.json: type 't': must be an object"},
       {"empty type name", R"({"capacity": 1,

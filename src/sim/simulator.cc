@@ -38,6 +38,14 @@ StatusOr<SimResult> Simulate(const Trace& trace) {
   for (const auto& [name, config] : trace.types) {
     if (Status s = core.RegisterType(name, config); !s.ok()) return s;
   }
+  for (const auto& [name, key] : trace.keys) {
+    if (key.weight) {
+      if (Status s = core.SetKeyWeight(name, *key.weight); !s.ok()) return s;
+    }
+    if (key.limits) {
+      if (Status s = core.SetKeyLimits(name, *key.limits); !s.ok()) return s;
+    }
+  }
 
   std::vector<std::size_t> arrivals(trace.jobs.size());
   std::iota(arrivals.begin(), arrivals.end(), 0);
@@ -79,7 +87,7 @@ StatusOr<SimResult> Simulate(const Trace& trace) {
       }
       while (std::optional<core::Admission> admitted = core.NextAdmission(t)) {
         const std::size_t job = job_of_slot[admitted->ticket.slot];
-        result.events.push_back({t, SimEvent::Kind::kAdmit, job});
+        result.events.push_back({t, SimEvent::Kind::kAdmit, job, admitted->effective_priority});
         result.outcomes[job].admitted_at = t;
         running.push({t + trace.jobs[job].duration, admissions++, job, admitted->ticket});
       }
@@ -99,10 +107,18 @@ std::string FormatNumber(double value) {
 
 std::string FormatEvent(const Trace& trace, const SimEvent& event) {
   const TraceJob& job = trace.jobs[event.job];
+  std::string tiers;
+  if (trace.options.aging && event.kind == SimEvent::Kind::kAdmit) {
+    int priority = 0;
+    for (const auto& [name, config] : trace.types) {
+      if (name == job.type) priority = config.priority;
+    }
+    tiers = absl::StrCat(",\"tier\":", priority, ",\"effective_tier\":", event.effective_priority);
+  }
   return absl::StrCat("{\"t\":", FormatNumber(event.t), ",\"event\":\"",
                       event.kind == SimEvent::Kind::kAdmit ? "admit" : "done",
                       "\",\"type\":", Quoted(job.type), ",\"id\":", Quoted(job.id),
-                      ",\"key\":", Quoted(job.key), "}");
+                      ",\"key\":", Quoted(job.key), tiers, "}");
 }
 
 std::string FormatKeyTable(const Trace& trace, const SimResult& result) {

@@ -21,7 +21,8 @@ struct SimEvent {
   enum class Kind { kAdmit, kDone };
   double t = 0;
   Kind kind = Kind::kAdmit;
-  std::size_t job = 0;  // index in Trace::jobs
+  std::size_t job = 0;         // index in Trace::jobs
+  int effective_priority = 0;  // admit: the tier it was admitted from (above its own if aged)
 };
 
 struct JobOutcome {
@@ -38,6 +39,8 @@ StatusOr<SimResult> Simulate(const Trace& trace);
 
 // One event as a JSON line (without the newline):
 // {"t":0,"event":"admit","type":"repack","id":"r1","key":""}
+// With aging on, an admit event also has "tier" (its type's) and "effective_tier" (the tier it
+// was admitted from).
 std::string FormatEvent(const Trace& trace, const SimEvent& event);
 
 // Per fairness key, in order of first appearance: jobs, jobs admitted, mean and worst wait

@@ -54,7 +54,8 @@ class ObjectReader {
 
   StatusOr<std::optional<int>> Integer(std::string_view field, bool required, int min) const {
     StatusOr<std::optional<double>> d = Number(field, required, min);
-    if (!d.ok() || !d->has_value()) return d.status();
+    if (!d.ok()) return d.status();
+    if (!d->has_value()) return std::optional<int>();
     if (**d != std::floor(**d) || **d > 1e9) return Error(field, "must be a whole number");
     return std::optional<int>(static_cast<int>(**d));
   }
@@ -93,7 +94,8 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
   }
   ObjectReader r(value, where);
-  if (Status s = r.OnlyFields({"priority", "max_concurrency", "conflict_group", "default_cost"});
+  if (Status s = r.OnlyFields(
+          {"priority", "max_concurrency", "conflict_group", "default_cost", "shortest_first"});
       !s.ok()) {
     return s;
   }
@@ -106,7 +108,52 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
   config.max_concurrency = *max_concurrency;
   config.conflict_group = group.value_or("");
   config.default_cost = default_cost.value_or(1.0);
+  FAIRGATE_ASSIGN_OR_RETURN(shortest_first, r.Bool("shortest_first"));
+  config.shortest_first = shortest_first.value_or(false);
   return config;
+}
+
+// {"max_running": N, "min_running": M}, both optional; nullopt when neither is given.
+StatusOr<std::optional<KeyLimits>> ParseLimits(const ObjectReader& r) {
+  FAIRGATE_ASSIGN_OR_RETURN(max_running, r.Integer("max_running", false, 1));
+  FAIRGATE_ASSIGN_OR_RETURN(min_running, r.Integer("min_running", false, 0));
+  if (!max_running && !min_running) return std::optional<KeyLimits>();
+  KeyLimits limits;
+  if (max_running) limits.max_running = *max_running;
+  if (min_running) limits.min_running = *min_running;
+  if (limits.min_running > limits.max_running) {
+    return r.Error("min_running", absl::StrCat("must be <= max_running (", limits.max_running,
+                                               "), got ", limits.min_running));
+  }
+  return std::optional<KeyLimits>(limits);
+}
+
+StatusOr<TraceKey> ParseKey(const Json& value, const std::string& where) {
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
+  }
+  ObjectReader r(value, where);
+  if (Status s = r.OnlyFields({"weight", "max_running", "min_running"}); !s.ok()) return s;
+  TraceKey key;
+  FAIRGATE_ASSIGN_OR_RETURN(weight, r.Number("weight", false));
+  if (weight && *weight <= 0) return r.Error("weight", "must be > 0");
+  key.weight = weight;
+  FAIRGATE_ASSIGN_OR_RETURN(limits, ParseLimits(r));
+  key.limits = limits;
+  return key;
+}
+
+StatusOr<AgingConfig> ParseAging(const Json& value, const std::string& where) {
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
+  }
+  ObjectReader r(value, where);
+  if (Status s = r.OnlyFields({"grace", "interval", "ceiling"}); !s.ok()) return s;
+  FAIRGATE_ASSIGN_OR_RETURN(grace, r.Number("grace", true));
+  FAIRGATE_ASSIGN_OR_RETURN(interval, r.Number("interval", true));
+  FAIRGATE_ASSIGN_OR_RETURN(ceiling, r.Integer("ceiling", true, 1));
+  if (*interval <= 0) return r.Error("interval", "must be > 0");
+  return AgingConfig{Seconds(*grace), Seconds(*interval), *ceiling};
 }
 
 StatusOr<TraceJob> ParseJob(const Json& value, const std::string& where, const Trace& trace) {
@@ -205,8 +252,9 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
 
   Trace trace;
   ObjectReader r(root, file);
-  if (Status s = r.OnlyFields(
-          {"mode", "reconcile", "idle_catch_up", "capacity", "alpha", "types", "jobs", "until"});
+  if (Status s =
+          r.OnlyFields({"mode", "reconcile", "idle_catch_up", "capacity", "alpha", "types", "jobs",
+                        "until", "aging", "shortest_first", "default_key_limits", "keys"});
       !s.ok()) {
     return s;
   }
@@ -235,6 +283,29 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
     trace.options.alpha = *alpha;
   }
   trace.until = until;
+  if (const Json* aging = r.Get("aging")) {
+    FAIRGATE_ASSIGN_OR_RETURN(config, ParseAging(*aging, absl::StrCat(file, ": aging")));
+    trace.options.aging = config;
+  }
+  FAIRGATE_ASSIGN_OR_RETURN(shortest_first, r.Bool("shortest_first"));
+  trace.options.shortest_first = shortest_first.value_or(false);
+  if (const Json* limits = r.Get("default_key_limits")) {
+    const std::string where = absl::StrCat(file, ": default_key_limits");
+    if (!limits->is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
+    }
+    ObjectReader lr(*limits, where);
+    if (Status s = lr.OnlyFields({"max_running", "min_running"}); !s.ok()) return s;
+    FAIRGATE_ASSIGN_OR_RETURN(parsed, ParseLimits(lr));
+    if (parsed) trace.options.default_key_limits = *parsed;
+  }
+  if (const Json* keys = r.Get("keys")) {
+    if (!keys->is_object()) return r.Error("keys", "must be an object of fairness keys");
+    for (const auto& [name, value] : keys->items()) {
+      FAIRGATE_ASSIGN_OR_RETURN(key, ParseKey(value, absl::StrCat(file, ": key '", name, "'")));
+      trace.keys.emplace_back(name, key);
+    }
+  }
 
   const Json* types = r.Get("types");
   if (types == nullptr) return r.Error("types", "missing");

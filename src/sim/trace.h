@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fairgate/job_type.h"
+#include "fairgate/key_limits.h"
 #include "fairgate/options.h"
 #include "fairgate/status.h"
 
@@ -28,10 +29,17 @@ struct TraceJob {
   std::optional<double> cost;  // explicit charge; else the learned estimate
 };
 
+// What the trace sets for one fairness key (SetKeyWeight, SetKeyLimits).
+struct TraceKey {
+  std::optional<double> weight;
+  std::optional<KeyLimits> limits;
+};
+
 struct Trace {
   std::string mode;  // "seed" or "default"
   SchedulerOptions options;
   std::vector<std::pair<std::string, JobTypeConfig>> types;  // in file order
+  std::vector<std::pair<std::string, TraceKey>> keys;        // in name order
   std::vector<TraceJob> jobs;                                // in file order
   std::optional<double> until;                               // nothing after this instant happens
 };
