@@ -28,7 +28,10 @@ class FairgateGate : public WorkGate {
     const fairgate::Snapshot s = scheduler_->Snapshot();
     nlohmann::json tiers = nlohmann::json::array();
     for (const auto& t : s.tiers) {
-      tiers.push_back({{"priority", t.priority}, {"running", t.running}, {"pending", t.pending}});
+      tiers.push_back({{"priority", t.priority},
+                       {"running", t.running},
+                       {"pending", t.pending},
+                       {"aged_in", t.aged_in}});
     }
     nlohmann::json types = nlohmann::json::array();
     for (const auto& t : s.types) {
@@ -73,6 +76,12 @@ fairgate::Status ValidateGateConfig(const GateConfig& c) {
   if (c.max_pending_per_client < 1) {
     return absl::InvalidArgumentError("max pending per client must be at least 1");
   }
+  if (!(c.aging_grace_seconds >= 0) || !(c.aging_interval_seconds >= 0)) {
+    return absl::InvalidArgumentError("aging grace and interval must be >= 0 seconds");
+  }
+  if (c.client_max_running < 0 || c.client_min_running < 0) {
+    return absl::InvalidArgumentError("client limits must be >= 0");
+  }
   return absl::OkStatus();
 }
 
@@ -83,11 +92,21 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
   options.max_pending_per_key = c.max_pending_per_client;
   // Fetches and repacks wait for git processes and hold their worker thread while they do.
   options.worker_threads = c.background_slots;
-  auto scheduler = fairgate::Scheduler::Create(options);
-  if (!scheduler.ok()) return scheduler.status();
   // A tier's priority is also its cap: foreground may use every slot, background its own share.
   const int foreground = std::max(c.capacity, c.background_slots + 1);
   const int background = c.background_slots;
+  if (c.aging_interval_seconds > 0) {
+    options.aging = fairgate::AgingConfig{fairgate::Seconds(c.aging_grace_seconds),
+                                          fairgate::Seconds(c.aging_interval_seconds), foreground};
+  }
+  options.default_key_limits.max_running =
+      c.client_max_running > 0 ? c.client_max_running : std::max(1, c.capacity - 1);
+  options.default_key_limits.min_running = c.client_min_running;
+  if (auto s = fairgate::ValidateKeyLimits(options.default_key_limits); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("client limits: ", s.message()));
+  }
+  auto scheduler = fairgate::Scheduler::Create(options);
+  if (!scheduler.ok()) return scheduler.status();
   const struct {
     std::string_view name;
     fairgate::JobTypeConfig config;

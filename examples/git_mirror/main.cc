@@ -36,6 +36,18 @@ int main(int argc, char** argv) {
   app.add_option("--max-pending-per-client", gate_config.max_pending_per_client,
                  "requests one client may have waiting; more get 429")
       ->capture_default_str();
+  app.add_option("--aging-grace", gate_config.aging_grace_seconds,
+                 "seconds before a waiting fetch or repack starts to age (fairgate)")
+      ->capture_default_str();
+  app.add_option("--aging-interval", gate_config.aging_interval_seconds,
+                 "seconds per tier a waiting fetch or repack rises; 0: no aging (fairgate)")
+      ->capture_default_str();
+  app.add_option("--client-max-running", gate_config.client_max_running,
+                 "jobs one client may run at once; 0: capacity - 1 (fairgate)")
+      ->capture_default_str();
+  app.add_option("--client-min-running", gate_config.client_min_running,
+                 "jobs a client running fewer than this gets first in its tier (fairgate)")
+      ->capture_default_str();
   app.add_option("--client-header", options.client_header,
                  "header naming the client (behind a proxy); default: the peer address");
   app.add_option("--fetch-interval", fetch_interval, "seconds between fetches; 0: never")

@@ -36,6 +36,15 @@ struct GateConfig {
   int repack_slots = 1;      // repacks at once, within background_slots
   // Jobs one client may have waiting; more are refused with ResourceExhausted (HTTP 429).
   std::size_t max_pending_per_client = 64;
+  // fairgate only. Aging of fetches and repacks into the foreground tier (docs/ordering.md):
+  // after `aging_grace`, then one tier per `aging_interval`; 0 interval: no aging. On by default
+  // so that a flood of clones cannot keep a mirror from being fetched for ever.
+  double aging_grace_seconds = 60;
+  double aging_interval_seconds = 60;
+  // fairgate only. Per-client limits (fairgate/key_limits.h); 0 max: capacity - 1 (at least 1),
+  // so that one client never holds every slot and a newcomer waits for no one's whole clone.
+  int client_max_running = 0;
+  int client_min_running = 0;
 };
 
 class WorkGate {

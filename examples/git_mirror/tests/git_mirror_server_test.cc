@@ -269,6 +269,53 @@ TEST_CASE("GitMirror.Server.ClonesOfTwoClientsRunSideBySide") {
   RequireSameContent(upstream, work.path / "c1");
 }
 
+TEST_CASE("GitMirror.Server.ClientMaxRunningHoldsOneClientBackButNotOthers") {
+  TempDir work;
+  const fs::path upstream = MakeUpstream(work.path, "tools.git", 3);
+  RepositorySet repositories;
+  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  PackHold hold(work.path);
+  hold.Release();
+  ServerUnderTest mirror(repositories, GateConfig{.capacity = 4, .client_max_running = 1});
+  REQUIRE(Clone(mirror.Url("tools.git"), work.path / "warm", "warm")->exit_code == 0);
+  fs::remove(hold.dir / "release");
+  const int warm_holds = hold.Held();
+
+  std::vector<std::thread> clones;
+  std::vector<int> exit_codes(3, -1);
+  auto start = [&](int i, const std::string& client) {
+    clones.emplace_back([&, i, client] {
+      auto r = Clone(mirror.Url("tools.git"), work.path / ("c" + std::to_string(i)), client);
+      exit_codes[i] = r.ok() ? r->exit_code : -2;
+    });
+  };
+  start(0, "alice");
+  start(1, "alice");
+  // Alice runs one clone and waits with the other, although three slots are free.
+  REQUIRE(Eventually([&] { return hold.Held() == warm_holds + 1; }));
+  REQUIRE(Eventually([&] { return mirror.Debug()["pending"] == 1; }));
+  CHECK(mirror.Debug()["running"] == 1);
+  start(2, "bob");  // bob is not held back by alice's limit
+  CHECK(Eventually([&] { return hold.Held() == warm_holds + 2; }));
+  CHECK(mirror.Debug()["pending"] == 1);
+  hold.Release();
+  for (auto& t : clones) t.join();
+  CHECK(exit_codes == std::vector<int>{0, 0, 0});
+}
+
+TEST_CASE("GitMirror.Gate.BadConfigurationsAreRefused") {
+  for (const GateConfig& c :
+       {GateConfig{.capacity = 0}, GateConfig{.capacity = 2, .sync_clone_slots = 3},
+        GateConfig{.background_slots = 0}, GateConfig{.repack_slots = 3},
+        GateConfig{.max_pending_per_client = 0}, GateConfig{.aging_grace_seconds = -1},
+        GateConfig{.client_max_running = -1},
+        GateConfig{.client_max_running = 1, .client_min_running = 2}}) {
+    CHECK(MakeFairgateGate(c).status().code() == absl::StatusCode::kInvalidArgument);
+  }
+  CHECK(MakeFifoGate(GateConfig{.capacity = 0}).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("GitMirror.Server.AQueuedCloneWhoseClientIsKilledNeverRuns") {
   TempDir work;
   const fs::path upstream = MakeUpstream(work.path, "tools.git", 3);
