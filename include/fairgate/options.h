@@ -13,9 +13,13 @@
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
+#include <vector>
 
+#include "fairgate/evidence.h"
 #include "fairgate/key_limits.h"
+#include "fairgate/observer.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
@@ -96,6 +100,12 @@ struct SchedulerOptions {
   // and that the core's times come from. Empty: a steady clock. Tests inject their own. It is
   // called under the scheduler's lock: it must be cheap, thread-safe, and not call the scheduler.
   std::function<Seconds()> clock;
+  // Told of every decision, outside the lock, on a delivery thread (fairgate/observer.h).
+  std::vector<std::shared_ptr<Observer>> observers;
+  // Given one record per admission, like observers (fairgate/evidence.h). Empty: none.
+  EvidenceSink evidence;
+  // Events that may wait for slow observers before newer ones are dropped. >= 1.
+  std::size_t observer_queue_limit = 65536;
 
   // The original rule, exactly: no reconciliation, no idle catch-up, TTL eviction on.
   static SchedulerOptions Seed();

@@ -42,6 +42,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "fairgate/context.h"
@@ -89,8 +90,17 @@ class Scheduler {
   Status Shutdown(const Context& ctx);
   Status Drain(const Context& ctx);
 
-  // The core's counts: running and pending per tier and type, keys and estimates tracked.
+  // The core's counts: running and pending per tier and type, keys and estimates tracked, and the
+  // counters since the start. The second form also lists the `heaviest_keys` keys with the
+  // highest accumulated cost (O(keys)).
   fairgate::Snapshot Snapshot() const;
+  fairgate::Snapshot Snapshot(std::size_t heaviest_keys) const;
+  // Appends the scheduler's metrics to `out` in the Prometheus text exposition format: jobs
+  // enqueued, admitted, completed (by status), rejected (by reason), cancelled; pending and running
+  // per tier and type; queue-wait and run-time histograms; keys, estimates, evictions, aging steps,
+  // jobs that waited on a conflict or on capacity. Names under `fairgate_`, base units; no label
+  // holds a fairness key or a job id.
+  void WriteMetrics(std::string& out) const;
   // What `fairness_key` has been charged so far, if the key is tracked.
   std::optional<double> AccumulatedCost(std::string_view fairness_key) const;
   // The learned cost of (type, id) in seconds, if tracked.

@@ -2,7 +2,8 @@
 // the `/debug` pages of a server.
 //
 // A snapshot is a copy: it does not change as the scheduler moves on, and costs
-// O(types + tiers) to take.
+// O(types + tiers) to take, plus O(keys) when it lists the heaviest keys. ToJson gives the same
+// facts as the metrics (Scheduler::WriteMetrics), for a `/debug` page.
 #ifndef FAIRGATE_SNAPSHOT_H_
 #define FAIRGATE_SNAPSHOT_H_
 
@@ -19,6 +20,16 @@ struct TypeSnapshot {
   int max_concurrency = 0;
   int running = 0;
   std::int64_t pending = 0;
+  // Since the scheduler started (the core alone leaves them 0):
+  std::uint64_t enqueued = 0, admitted = 0, completed = 0, cancelled = 0;
+  double wait_seconds_sum = 0;  // over admitted jobs
+  double run_seconds_sum = 0;   // over completed jobs
+};
+
+struct KeyCost {
+  std::string key;
+  double accumulated_cost = 0;
+  friend bool operator==(const KeyCost&, const KeyCost&) = default;
 };
 
 struct TierSnapshot {
@@ -36,7 +47,15 @@ struct Snapshot {
   std::vector<TypeSnapshot> types;  // in registration order
   std::size_t keys_tracked = 0;
   std::size_t estimates_tracked = 0;
+  // Since the scheduler started:
+  std::uint64_t rejected = 0, keys_evicted = 0, aging_promotions = 0;
+  std::uint64_t waited_on_conflict = 0, waited_on_capacity = 0;
+  // When asked for: the keys with the highest accumulated cost, highest first.
+  std::vector<KeyCost> heaviest_keys;
 };
+
+// The snapshot as one JSON object (pretty-printed with `indent` > 0).
+std::string ToJson(const Snapshot& snapshot, int indent = -1);
 
 }  // namespace fairgate
 

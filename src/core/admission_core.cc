@@ -136,6 +136,7 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
   job.charge = 0;
   job.weight = 1;
   job.promotions = 0;
+  job.was_parked = false;
   job.resource = ResourceFor(type, AsAbsl(request.id));
   if (job.resource) ++job.resource->refs;
   JoinLane(job, LaneFor(key, type, tier));
@@ -193,15 +194,19 @@ Job* AdmissionCore::FrontOf(LaneSet& lanes) {
 std::optional<Admission> AdmissionCore::NextAdmission(double now) {
   AdvanceTo(now);
   if (running_ >= options_.max_concurrency) return std::nullopt;
+  DecisionSkips skipped;
+  parked_in_decision_ = 0;
   for (auto& tier : tiers_) {
     // Jobs that aged into this tier go ahead of its own; each still needs room in its own type's
     // and its own tier's caps.
     Job* best = nullptr;
+    skipped.key_limit += static_cast<int>(tier->held_lanes);
     if (tier->aged_in > 0) {
       for (auto& group : tier->aged) {
         TypeState& type = *group->type;
         if (type.running >= type.config.max_concurrency ||
             type.tier->running >= type.tier->priority) {
+          skipped.type_cap += !group->lanes.empty();
           continue;
         }
         if (Job* head = FrontOf(group->lanes); head && (!best || Before(*head, *best))) {
@@ -209,24 +214,39 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
         }
       }
     }
-    if (best == nullptr && tier->pending > 0 && tier->running < tier->priority) {
-      for (TypeState* type : tier->types) {
-        if (type->running >= type->config.max_concurrency) continue;
-        if (Job* head = FrontOf(type->lanes); head && (!best || Before(*head, *best))) {
-          best = head;
+    if (best == nullptr && tier->pending > 0) {
+      if (tier->running >= tier->priority) {
+        ++skipped.tier_cap;
+      } else {
+        for (TypeState* type : tier->types) {
+          if (type->running >= type->config.max_concurrency) {
+            skipped.type_cap += !type->lanes.empty();
+            continue;
+          }
+          if (Job* head = FrontOf(type->lanes); head && (!best || Before(*head, *best))) {
+            best = head;
+          }
         }
       }
     }
     if (best == nullptr) continue;
+    skipped.conflict = parked_in_decision_;
 
     Job& job = *best;
     TypeState& type = *job.type;
     KeyState& key = *job.key;
     const int effective_priority = job.lane->tier->priority;
-    job.charge = job.has_explicit_cost
-                     ? job.explicit_cost
-                     : estimates_.Use(type.index, job.id, type.config.default_cost, now);
+    EstimateSource source = EstimateSource::kExplicit;
+    if (job.has_explicit_cost) {
+      job.charge = job.explicit_cost;
+    } else {
+      bool learned = false;
+      job.charge = estimates_.Use(type.index, job.id, type.config.default_cost, now, &learned);
+      source = learned ? EstimateSource::kLearned : EstimateSource::kDefault;
+    }
     job.weight = key.settings ? key.settings->weight : 1.0;
+    const double accumulated_before = key.acc;
+    const bool reserved = Reserved(key);
     UnschedulePromotion(job);
     // One pass over the key's lanes covers the new head, the new cost and the new running count.
     Rekey(key, [&] {
@@ -240,9 +260,25 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
     ++type.running;
     ++type.tier->running;
     if (job.resource) job.resource->busy = true;
-    return Admission{TicketOf(job),     type.name,  job.id,      *key.name,
-                     job.charge,        job.weight, job.arrival, type.config.priority,
-                     effective_priority};
+    Admission admission;
+    admission.ticket = TicketOf(job);
+    admission.type = type.name;
+    admission.id = job.id;
+    admission.key = *key.name;
+    admission.charge = job.charge;
+    admission.weight = job.weight;
+    admission.arrival = job.arrival;
+    admission.priority = type.config.priority;
+    admission.effective_priority = effective_priority;
+    admission.type_index = type.index;
+    admission.accumulated_before = accumulated_before;
+    admission.sjf = job.sjf;
+    admission.seq = job.seq;
+    admission.reserved = reserved;
+    admission.waited_on_conflict = job.was_parked;
+    admission.estimate_source = source;
+    admission.skipped = skipped;
+    return admission;
   }
   return std::nullopt;
 }
@@ -284,13 +320,15 @@ Status AdmissionCore::Complete(JobTicket ticket, double elapsed, double now) {
   return absl::OkStatus();
 }
 
-SweepResult AdmissionCore::Sweep(double now) {
+SweepResult AdmissionCore::Sweep(double now,
+                                 std::vector<std::pair<std::string, double>>* evicted) {
   SweepResult result;
   const double key_ttl = options_.key_ttl.count();
   while (result.keys_evicted < options_.sweep_batch && !idle_keys_.empty() &&
          idle_keys_.front().idle_since + key_ttl <= now) {
     KeyState& key = idle_keys_.front();
     idle_keys_.pop_front();
+    if (evicted != nullptr) evicted->emplace_back(*key.name, key.acc);
     keys_.erase(keys_.find(*key.name));
     ++result.keys_evicted;
   }
@@ -311,6 +349,12 @@ void AdmissionCore::AdvanceTo(double now) {
 void AdmissionCore::Promote(Job& job) {
   TierState* above = TierAbove(*job.lane->tier);
   if (above == nullptr) return;  // a tier it was scheduled for is not there (cannot happen now)
+  ++promotions_total_;
+  if (promotion_log_ != nullptr) {
+    promotion_log_->push_back({TicketOf(job), job.type->name, job.id, *job.key->name,
+                               job.lane->tier->priority, above->priority, job.promote_at,
+                               job.arrival});
+  }
   Lane& target = LaneFor(*job.key, *job.type, *above);
   if (job.state == JobState::kReady) {
     RemoveReady(job);
@@ -360,6 +404,29 @@ StatusOr<double> AdmissionCore::MaxWaitToCeiling(std::string_view type_name) con
   for (const TierState* tier = it->second->tier; (tier = TierAbove(*tier)) != nullptr;) ++steps;
   if (steps == 0) return 0.0;
   return options_.aging->grace.count() + steps * options_.aging->interval.count();
+}
+
+std::vector<std::pair<std::string, double>> AdmissionCore::HeaviestKeys(std::size_t n) const {
+  std::vector<std::pair<std::string, double>> keys;
+  keys.reserve(keys_.size());
+  for (const auto& [name, key] : keys_) keys.emplace_back(name, key.acc);
+  auto heavier = [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  };
+  if (keys.size() > n) {
+    std::partial_sort(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(n), keys.end(),
+                      heavier);
+    keys.resize(n);
+  } else {
+    std::sort(keys.begin(), keys.end(), heavier);
+  }
+  return keys;
+}
+
+std::optional<std::uint32_t> AdmissionCore::TypeIndex(std::string_view type) const {
+  auto it = types_by_name_.find(AsAbsl(type));
+  if (it == types_by_name_.end()) return std::nullopt;
+  return it->second->index;
 }
 
 KeySettings& AdmissionCore::SettingsFor(std::string_view name) {
@@ -518,7 +585,13 @@ void AdmissionCore::Rekey(KeyState& key, Mutate mutate) {
 }
 
 void AdmissionCore::SyncLane(Lane& lane) {
-  const bool want = !lane.ready.empty() && Admissible(*lane.key);
+  const bool admissible = Admissible(*lane.key);
+  const bool held = !lane.ready.empty() && !admissible;
+  if (held != lane.held) {
+    lane.tier->held_lanes += held ? 1 : -1;
+    lane.held = held;
+  }
+  const bool want = !lane.ready.empty() && admissible;
   LaneEntry entry;
   if (want) {
     const ReadyEntry& head = *lane.ready.begin();
@@ -556,6 +629,8 @@ void AdmissionCore::RemoveReady(Job& job) {
 
 void AdmissionCore::Park(Job& job) {
   RemoveReady(job);
+  ++parked_in_decision_;
+  job.was_parked = true;
   job.state = JobState::kParked;
   job.resource->waiters.push_back(job);
 }
@@ -584,6 +659,7 @@ void AdmissionCore::LeaveLane(Job& job) {
     while (*link != lane) link = &(*link)->next_in_key;
     *link = lane->next_in_key;
     if (lane->linked) UnlinkLane(*lane);
+    if (lane->held) --lane->tier->held_lanes;
     delete lane;
   }
 }

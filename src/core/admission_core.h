@@ -60,6 +60,25 @@ struct EnqueueRequest {
   std::optional<double> cost;
 };
 
+enum class EstimateSource { kExplicit, kLearned, kDefault };
+
+// What a decision passed over to reach the job it admitted (see fairgate/evidence.h).
+struct DecisionSkips {
+  int tier_cap = 0;
+  int type_cap = 0;
+  int key_limit = 0;
+  int conflict = 0;
+};
+
+// An aging step, as the promotion log records it. The string views stay valid while the job
+// lives.
+struct Promotion {
+  JobTicket ticket;
+  std::string_view type, id, key;
+  int from_priority = 0, to_priority = 0;
+  double at = 0, arrival = 0;
+};
+
 // What NextAdmission decided. The string views stay valid until the job completes.
 struct Admission {
   JobTicket ticket;
@@ -71,6 +90,15 @@ struct Admission {
   double arrival = 0;  // when the job was enqueued
   int priority = 0;    // its type's tier
   int effective_priority = 0;  // the tier it was admitted from (higher if it aged)
+  // Why it came first, for metrics and the evidence sink:
+  std::uint32_t type_index = 0;     // registration order
+  double accumulated_before = 0;    // the key's accumulated cost at the decision
+  double sjf = 0;
+  std::uint64_t seq = 0;
+  bool reserved = false;            // its key was below min_running
+  bool waited_on_conflict = false;  // it was set aside for a busy resource at least once
+  EstimateSource estimate_source = EstimateSource::kDefault;
+  DecisionSkips skipped;
 };
 
 struct SweepResult {
@@ -104,11 +132,19 @@ class AdmissionCore {
   // learns, the key is reconciled (if enabled), and its slot and resource are free again.
   Status Complete(JobTicket ticket, double elapsed, double now);
 
-  // Forgets idle keys and unused estimates past their TTL, at most `sweep_batch` of each.
-  SweepResult Sweep(double now);
+  // Forgets idle keys and unused estimates past their TTL, at most `sweep_batch` of each. With
+  // `evicted`, the names and accumulated costs of the keys forgotten are appended to it.
+  SweepResult Sweep(double now, std::vector<std::pair<std::string, double>>* evicted = nullptr);
 
   // Takes the aging steps due by `now` (NextAdmission does too). For an up-to-date snapshot.
   void AdvanceTo(double now);
+  // Where each aging step taken from now on is recorded (null: nowhere), for observers.
+  void set_promotion_log(std::vector<Promotion>* log) { promotion_log_ = log; }
+  std::uint64_t promotions_total() const { return promotions_total_; }
+  // The `n` keys with the highest accumulated cost, highest first (ties by name). O(keys).
+  std::vector<std::pair<std::string, double>> HeaviestKeys(std::size_t n) const;
+  // The registration index of a type, if registered.
+  std::optional<std::uint32_t> TypeIndex(std::string_view type) const;
 
   // Sets the key's weight (finite, > 0): its later charges are divided by it. Kept while the
   // scheduler lives, even when the key is idle or forgotten.
@@ -187,6 +223,9 @@ class AdmissionCore {
   std::deque<Job> jobs_;  // never relocates, so tickets and hooks stay valid
   std::vector<std::uint32_t> free_slots_;
   std::uint64_t next_seq_ = 0;
+  std::vector<Promotion>* promotion_log_ = nullptr;
+  std::uint64_t promotions_total_ = 0;
+  int parked_in_decision_ = 0;  // jobs NextAdmission set aside in the current decision
   int running_ = 0;
   std::int64_t pending_ = 0;
 };

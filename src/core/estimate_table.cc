@@ -20,14 +20,17 @@ EstimateTable::Entry& EstimateTable::Touch(std::uint32_t type, absl::string_view
 }
 
 double EstimateTable::Use(std::uint32_t type, absl::string_view id, double default_cost,
-                          double now) {
-  return Touch(type, id, default_cost, now).value;
+                          double now, bool* learned) {
+  const Entry& entry = Touch(type, id, default_cost, now);
+  if (learned != nullptr) *learned = entry.learned;
+  return entry.value;
 }
 
 void EstimateTable::Learn(std::uint32_t type, absl::string_view id, double default_cost,
                           double observed, double alpha, double now) {
   Entry& entry = Touch(type, id, default_cost, now);
   entry.value = alpha * observed + (1.0 - alpha) * entry.value;
+  entry.learned = true;
 }
 
 std::size_t EstimateTable::Evict(double now, double ttl, std::size_t budget) {

@@ -27,7 +27,9 @@ class EstimateTable {
   EstimateTable& operator=(const EstimateTable&) = delete;
 
   // The estimate to charge a job of (type, id) with, creating it at `default_cost` when absent.
-  double Use(std::uint32_t type, absl::string_view id, double default_cost, double now);
+  // `learned` (if given) tells whether it has learned from a completion yet.
+  double Use(std::uint32_t type, absl::string_view id, double default_cost, double now,
+             bool* learned = nullptr);
 
   // Learns `observed` seconds for (type, id), starting from `default_cost` when absent.
   void Learn(std::uint32_t type, absl::string_view id, double default_cost, double observed,
@@ -47,6 +49,7 @@ class EstimateTable {
     const IndexedName* name = nullptr;  // the map's own key, for eviction
     double value = 0;
     double last_used = 0;
+    bool learned = false;
   };
   using LruList = boost::intrusive::list<
       Entry,

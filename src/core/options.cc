@@ -71,6 +71,12 @@ Status ValidateOptions(const SchedulerOptions& options) {
   if (Status s = ValidateKeyLimits(options.default_key_limits); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("default_key_limits: ", s.message()));
   }
+  if (options.observer_queue_limit < 1) {
+    return absl::InvalidArgumentError("observer_queue_limit must be >= 1");
+  }
+  for (const auto& observer : options.observers) {
+    if (!observer) return absl::InvalidArgumentError("observers: an observer is null");
+  }
   if (!PositiveFinite(options.sweep_interval)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "sweep_interval must be finite and > 0 seconds, got ", options.sweep_interval.count()));

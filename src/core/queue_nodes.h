@@ -71,6 +71,7 @@ struct Job {
   JobState state = JobState::kFree;
   bool has_explicit_cost = false;
   bool promotion_scheduled = false;
+  bool was_parked = false;  // set aside for a busy resource at least once
 };
 
 using WaitList = bi::list<Job, bi::member_hook<Job, ListHook, &Job::wait_hook>>;
@@ -130,6 +131,7 @@ using LaneSet = absl::btree_set<LaneEntry>;
 struct Lane {
   LaneEntry entry;      // its entry in `set`, while linked
   bool linked = false;  // linked while `ready` is not empty and the key is admissible
+  bool held = false;    // not linked only because its key is at max_running
   KeyState* key = nullptr;
   TypeState* type = nullptr;
   TierState* tier = nullptr;  // the effective tier
@@ -216,6 +218,7 @@ struct TierState {
   int running = 0;
   std::int64_t pending = 0;  // its own jobs
   std::int64_t aged_in = 0;  // jobs of lower tiers that aged into it
+  std::int64_t held_lanes = 0;  // lanes here of keys at their max_running, with ready jobs
   std::vector<TypeState*> types;
   std::vector<std::unique_ptr<AgedGroup>> aged;  // one per lower type that aged in, ever
   PresenceSet keys_by_acc;  // keys with pending jobs here; only with idle catch-up

@@ -15,7 +15,9 @@
 #include "boost/fiber/mutex.hpp"
 #include "boost/fiber/operations.hpp"
 #include "core/admission_core.h"
+#include "metrics/scheduler_metrics.h"
 #include "runtime/context_state.h"
+#include "runtime/event_delivery.h"
 #include "runtime/fiber_stack.h"
 #include "runtime/worker_pool.h"
 
@@ -29,6 +31,13 @@ struct JobRecord {
   core::JobTicket ticket;
   bool sync = false;
   State state = State::kPending;  // guarded by the scheduler's lock
+
+  // For metrics and events; set under the scheduler's lock. The names only when observed.
+  std::uint32_t type_index = 0;
+  double enqueued_at = 0;
+  double charge = 0;
+  int tier = 0, effective_tier = 0;
+  std::string type, id, key;
 
   // RunSync: the caller sleeps on `wake` until `signalled`; the truth is `state`.
   boost::fibers::mutex wake_mutex;
@@ -82,9 +91,11 @@ class Scheduler::Impl {
       : options_(options),
         epoch_(std::chrono::steady_clock::now()),
         core_(std::move(core)),
+        delivery_(options.observers, options.evidence, options.observer_queue_limit),
         background_(WithCancel(Context::Background())),
         pool_(options.worker_threads > 0 ? options.worker_threads : options.max_concurrency,
               static_cast<std::size_t>(options.max_concurrency) + 1, options.fiber_stack_bytes) {
+    if (delivery_.wants_events()) core_->set_promotion_log(&promotion_log_);
     pool_.Post([this] { SweeperLoop(); });
   }
 
@@ -96,7 +107,11 @@ class Scheduler::Impl {
 
   Status RegisterType(std::string_view name, const JobTypeConfig& config) {
     absl::MutexLock lock(&mutex_);
-    return core_->RegisterType(name, config);
+    Status status = core_->RegisterType(name, config);
+    if (status.ok()) {
+      metrics_.AddType(*core_->TypeIndex(name), std::string(name), config.priority);
+    }
+    return status;
   }
 
   Status RunSync(const Context& ctx, std::string_view type, std::string_view id,
@@ -132,19 +147,22 @@ class Scheduler::Impl {
           return absl::CancelledError("the scheduler shut down before the job was admitted");
         case JobRecord::State::kPending: {
           // The context ended first: leave the queue, uncharged.
-          (void)core_->Cancel(record->ticket, Now());
+          Status err = ctx.Err();
+          if (err.ok()) err = absl::CancelledError("context cancelled");
+          const double now = Now();
+          (void)core_->Cancel(record->ticket, now);
           record->state = JobRecord::State::kCancelled;
           records_[record->ticket.slot] = nullptr;
+          CancelledLocked(*record, now, err);
           lock.Release();
           FinishOutstanding();
-          Status err = ctx.Err();
-          return err.ok() ? absl::CancelledError("context cancelled") : err;
+          return err;
         }
       }
     }
     const double start = Now();
     Status status = Invoke(fn, ctx);
-    (void)Complete(*record, start, Now());
+    (void)Complete(*record, start, Now(), status);
     FinishOutstanding();
     return status;
   }
@@ -165,10 +183,12 @@ class Scheduler::Impl {
       absl::MutexLock lock(&mutex_);
       if (phase_ != Phase::kShutDown) {
         phase_ = Phase::kShutDown;
+        const double now = Now();
         for (RecordPtr& record : records_) {
           if (!record || record->state != JobRecord::State::kPending) continue;
-          (void)core_->Cancel(record->ticket, Now());
+          (void)core_->Cancel(record->ticket, now);
           record->state = JobRecord::State::kCancelled;
+          CancelledLocked(*record, now, absl::CancelledError("the scheduler shut down"));
           refused.push_back(std::move(record));
         }
       }
@@ -183,7 +203,9 @@ class Scheduler::Impl {
         FinishOutstanding();
       }
     }
-    return WaitQuiet(ctx);
+    Status quiet = WaitQuiet(ctx);
+    delivery_.Flush();  // the events of every decision made so far reach the observers
+    return quiet;
   }
 
   Status Drain(const Context& ctx) {
@@ -196,10 +218,41 @@ class Scheduler::Impl {
     return quiet.ok() ? shut : quiet;
   }
 
-  fairgate::Snapshot TakeSnapshot() const {
+  fairgate::Snapshot TakeSnapshot(std::size_t heaviest_keys) const {
     absl::MutexLock lock(&mutex_);
-    core_->AdvanceTo(Now());  // the aging steps due by now, so that aged_in is current
-    return core_->TakeSnapshot();
+    const double now = Now();
+    core_->AdvanceTo(now);  // the aging steps due by now, so that aged_in is current
+    PostPromotionsLocked(now);
+    fairgate::Snapshot s = core_->TakeSnapshot();
+    for (TypeSnapshot& t : s.types) {
+      const auto& counts = metrics_.types()[*core_->TypeIndex(t.name)];
+      t.enqueued = counts.enqueued;
+      t.admitted = counts.admitted;
+      t.cancelled = counts.cancelled;
+      for (const auto& [code, n] : counts.completed) t.completed += n;
+      t.wait_seconds_sum = counts.wait.sum();
+      t.run_seconds_sum = counts.run.sum();
+    }
+    for (const auto& [code, n] : metrics_.rejected()) s.rejected += n;
+    s.waited_on_conflict = metrics_.waited_on_conflict();
+    s.waited_on_capacity = metrics_.waited_on_capacity();
+    s.aging_promotions = core_->promotions_total();
+    s.keys_evicted = keys_evicted_;
+    if (heaviest_keys > 0) {
+      for (auto& [key, acc] : core_->HeaviestKeys(heaviest_keys)) {
+        s.heaviest_keys.push_back({std::move(key), acc});
+      }
+    }
+    return s;
+  }
+
+  void WriteMetrics(std::string& out) const {
+    absl::MutexLock lock(&mutex_);
+    const double now = Now();
+    core_->AdvanceTo(now);
+    PostPromotionsLocked(now);
+    metrics_.ObserverEventsDropped(delivery_.TakeDropped());
+    metrics_.Write(out, core_->TakeSnapshot(), core_->promotions_total());
   }
 
   Status SetKeyWeight(std::string_view key, double weight) {
@@ -268,8 +321,28 @@ class Scheduler::Impl {
               : core_->Enqueue({type, id, key, std::nullopt}, now);
       if (!ticket.ok()) {
         refused = ticket.status();
+        metrics_.Rejected(refused.code());
+        if (delivery_.wants_events()) {
+          JobEvent e;
+          e.kind = JobEvent::Kind::kReject;
+          e.time = now;
+          e.type = std::string(type);
+          e.id = std::string(id);
+          e.key = std::string(key);
+          e.status = refused;
+          events_.push_back(std::move(e));
+          PostLocked();
+        }
       } else {
         record->ticket = *ticket;
+        record->type_index = *core_->TypeIndex(type);
+        record->enqueued_at = now;
+        if (delivery_.wants_events()) {
+          record->type = std::string(type);
+          record->id = std::string(id);
+          record->key = std::string(key);
+        }
+        metrics_.Enqueued(record->type_index);
         if (records_.size() <= ticket->slot) records_.resize(ticket->slot + 1);
         records_[ticket->slot] = record;
         AdmitLocked(now, admitted);
@@ -288,9 +361,97 @@ class Scheduler::Impl {
     while (std::optional<core::Admission> a = core_->NextAdmission(now)) {
       RecordPtr& record = records_[a->ticket.slot];
       record->state = JobRecord::State::kRunning;
+      record->charge = a->charge;
+      record->tier = a->priority;
+      record->effective_tier = a->effective_priority;
+      metrics_.Admitted(a->type_index, now - a->arrival, a->waited_on_conflict);
+      PostPromotionsLocked(now);  // the aging steps this decision took came first
+      if (delivery_.wants_events()) {
+        JobEvent e = EventOf(JobEvent::Kind::kAdmit, *record, now);
+        e.accumulated_cost = a->accumulated_before + a->charge / a->weight;
+        events_.push_back(std::move(e));
+      }
+      if (delivery_.wants_evidence()) evidence_.push_back(EvidenceOf(*a, now));
       admitted.push_back(record);
     }
+    PostPromotionsLocked(now);
+    PostLocked();
   }
+
+  // An event about `record`'s job, with what the record knows.
+  static JobEvent EventOf(JobEvent::Kind kind, const JobRecord& record, double now) {
+    JobEvent e;
+    e.kind = kind;
+    e.time = now;
+    e.type = record.type;
+    e.id = record.id;
+    e.key = record.key;
+    e.tier = record.tier;
+    e.effective_tier = record.effective_tier;
+    e.charge = record.charge;
+    e.wait = now - record.enqueued_at;
+    return e;
+  }
+
+  static AdmissionEvidence EvidenceOf(const core::Admission& a, double now) {
+    AdmissionEvidence e;
+    e.time = now;
+    e.type = std::string(a.type);
+    e.id = std::string(a.id);
+    e.key = std::string(a.key);
+    e.tier = a.priority;
+    e.effective_tier = a.effective_priority;
+    e.aged = a.effective_priority != a.priority;
+    e.reserved = a.reserved;
+    e.accumulated_cost = a.accumulated_before;
+    e.sjf = a.sjf;
+    e.arrival = a.arrival;
+    e.seq = a.seq;
+    e.estimate = a.charge;
+    e.estimate_source = a.estimate_source == core::EstimateSource::kExplicit  ? "explicit"
+                        : a.estimate_source == core::EstimateSource::kLearned ? "learned"
+                                                                              : "default";
+    e.weight = a.weight;
+    e.skipped_tier_cap = a.skipped.tier_cap;
+    e.skipped_type_cap = a.skipped.type_cap;
+    e.skipped_key_limit = a.skipped.key_limit;
+    e.skipped_conflict = a.skipped.conflict;
+    return e;
+  }
+
+  // A pending job left the queue without running.
+  void CancelledLocked(JobRecord& record, double now, const Status& why) {
+    metrics_.Cancelled(record.type_index);
+    if (!delivery_.wants_events()) return;
+    JobEvent e = EventOf(JobEvent::Kind::kCancel, record, now);
+    e.accumulated_cost = core_->AccumulatedCost(record.key).value_or(0);
+    e.status = why;
+    events_.push_back(std::move(e));
+    PostLocked();
+  }
+
+  // Turns the aging steps the core logged into events.
+  void PostPromotionsLocked(double now) const {
+    if (promotion_log_.empty()) return;
+    for (const core::Promotion& p : promotion_log_) {
+      JobEvent e;
+      e.kind = JobEvent::Kind::kPromote;
+      e.time = now;
+      e.type = std::string(p.type);
+      e.id = std::string(p.id);
+      e.key = std::string(p.key);
+      e.tier = p.from_priority;
+      e.effective_tier = p.to_priority;
+      e.accumulated_cost = core_->AccumulatedCost(p.key).value_or(0);
+      e.wait = p.at - p.arrival;
+      events_.push_back(std::move(e));
+    }
+    promotion_log_.clear();
+    PostLocked();
+  }
+
+  // Hands the events gathered under the lock to the delivery thread, in decision order.
+  void PostLocked() const { delivery_.Post(events_, evidence_); }
 
   void Dispatch(const std::vector<RecordPtr>& admitted) {
     for (const RecordPtr& record : admitted) {
@@ -309,7 +470,7 @@ class Scheduler::Impl {
     while (record) {
       const double start = Now();
       Status status = Invoke(record->fn, background_.first);
-      RecordPtr next = Complete(*record, start, Now(), /*keep_background=*/true);
+      RecordPtr next = Complete(*record, start, Now(), status, /*keep_background=*/true);
       record->fn = nullptr;  // release what the function holds before reporting
       InvokeDone(record->done, status);
       record->done = nullptr;
@@ -324,11 +485,22 @@ class Scheduler::Impl {
   // Completes a job that ran from `start` to `end` and dispatches what that admits. With
   // `keep_background`, the first admitted Submit job is returned instead of posted, for the
   // caller to run.
-  RecordPtr Complete(JobRecord& record, double start, double end, bool keep_background = false) {
+  RecordPtr Complete(JobRecord& record, double start, double end, const Status& status,
+                     bool keep_background = false) {
     std::vector<RecordPtr> admitted;
     {
       absl::MutexLock lock(&mutex_);
-      (void)core_->Complete(record.ticket, std::max(0.0, end - start), end);
+      const double run_time = std::max(0.0, end - start);
+      (void)core_->Complete(record.ticket, run_time, end);
+      metrics_.Completed(record.type_index, status.code(), run_time);
+      if (delivery_.wants_events()) {
+        JobEvent e = EventOf(JobEvent::Kind::kComplete, record, end);
+        e.wait = 0;
+        e.run_time = run_time;
+        e.status = status;
+        e.accumulated_cost = core_->AccumulatedCost(record.key).value_or(0);
+        events_.push_back(std::move(e));
+      }
       records_[record.ticket.slot] = nullptr;
       AdmitLocked(end, admitted);
     }
@@ -387,7 +559,21 @@ class Scheduler::Impl {
           [&] { return stop_sweeper_; });
       if (stop_sweeper_) break;
       absl::MutexLock core_lock(&mutex_);
-      core_->Sweep(Now());
+      const double now = Now();
+      std::vector<std::pair<std::string, double>> evicted;
+      const core::SweepResult swept =
+          core_->Sweep(now, delivery_.wants_events() ? &evicted : nullptr);
+      metrics_.KeysEvicted(swept.keys_evicted);
+      keys_evicted_ += swept.keys_evicted;
+      for (auto& [key, acc] : evicted) {
+        JobEvent e;
+        e.kind = JobEvent::Kind::kEvict;
+        e.time = now;
+        e.key = std::move(key);
+        e.accumulated_cost = acc;
+        events_.push_back(std::move(e));
+      }
+      PostLocked();
     }
   }
 
@@ -406,6 +592,13 @@ class Scheduler::Impl {
   std::unique_ptr<core::AdmissionCore> core_;
   std::vector<RecordPtr> records_;  // by ticket slot: the pending and running jobs
   Phase phase_ = Phase::kOpen;
+  mutable metrics::SchedulerMetrics metrics_;
+  std::uint64_t keys_evicted_ = 0;
+  // Events and evidence gathered under the lock, posted before it is released.
+  mutable std::vector<JobEvent> events_;
+  mutable std::vector<AdmissionEvidence> evidence_;
+  mutable std::vector<core::Promotion> promotion_log_;  // filled by the core when observed
+  mutable internal::EventDelivery delivery_;
 
   // Signalled when no accepted job is left unreported. Shared, so that a context callback that
   // outlives the scheduler still has something to signal.
@@ -456,7 +649,13 @@ Status Scheduler::Shutdown(const Context& ctx) { return impl_->Shutdown(ctx); }
 
 Status Scheduler::Drain(const Context& ctx) { return impl_->Drain(ctx); }
 
-fairgate::Snapshot Scheduler::Snapshot() const { return impl_->TakeSnapshot(); }
+fairgate::Snapshot Scheduler::Snapshot() const { return impl_->TakeSnapshot(0); }
+
+fairgate::Snapshot Scheduler::Snapshot(std::size_t heaviest_keys) const {
+  return impl_->TakeSnapshot(heaviest_keys);
+}
+
+void Scheduler::WriteMetrics(std::string& out) const { impl_->WriteMetrics(out); }
 
 std::optional<double> Scheduler::AccumulatedCost(std::string_view fairness_key) const {
   return impl_->AccumulatedCost(fairness_key);

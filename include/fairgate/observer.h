@@ -1,0 +1,56 @@
+// fairgate/observer.h: what a scheduler did, told to code of yours as it happens.
+//
+// An Observer receives one JobEvent per decision: a job admitted, completed, cancelled while
+// pending, rejected at the door, aged one tier up (with aging), and a fairness key evicted by the
+// TTL sweep. Register observers in SchedulerOptions::observers.
+//
+// Contract:
+// - Observers run outside the scheduler's lock, on one delivery thread per scheduler, in the order
+//   the decisions were made. They cannot stall admission: decisions append the event to a queue
+//   and move on. If an observer falls behind by more than SchedulerOptions::observer_queue_limit
+//   events, newer events are dropped (and counted in fairgate_observer_events_dropped_total).
+// - OnEvent may call the scheduler's const methods and Submit/RunSync from another thread, but it
+//   must not block for long (it delays the events after it), and must not call Shutdown, Drain or
+//   the destructor (they wait for the delivery thread). An exception escaping OnEvent is caught and
+//   dropped.
+// - Events delivered before Shutdown returns: every event of a decision made before it.
+//
+// Thread safety: OnEvent is called from the delivery thread only, never concurrently.
+#ifndef FAIRGATE_OBSERVER_H_
+#define FAIRGATE_OBSERVER_H_
+
+#include <string>
+
+#include "fairgate/status.h"
+
+namespace fairgate {
+
+struct JobEvent {
+  enum class Kind { kAdmit, kComplete, kCancel, kReject, kPromote, kEvict };
+  Kind kind = Kind::kAdmit;
+  double time = 0;  // the scheduler's clock, seconds
+  // The job (for kEvict: only `key` is set).
+  std::string type;
+  std::string id;
+  std::string key;
+  int tier = 0;            // its type's priority
+  int effective_tier = 0;  // the tier it orders in (above `tier` once it aged)
+  double charge = 0;       // kAdmit, kComplete: what the job was charged (before the key's weight)
+  double accumulated_cost = 0;  // the key's accumulated cost after the event
+  double wait = 0;              // kAdmit, kCancel, kPromote: seconds since it was enqueued
+  double run_time = 0;          // kComplete: seconds it ran
+  Status status;                // kComplete: the job's status; kCancel, kReject: why
+};
+
+class Observer {
+ public:
+  virtual ~Observer() = default;
+  virtual void OnEvent(const JobEvent& event) = 0;
+};
+
+// "admit", "complete", "cancel", "reject", "promote", "evict".
+const char* JobEventKindName(JobEvent::Kind kind);
+
+}  // namespace fairgate
+
+#endif  // FAIRGATE_OBSERVER_H_

@@ -1,0 +1,156 @@
+#include "metrics/scheduler_metrics.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "metrics/prometheus_writer.h"
+
+namespace fairgate::metrics {
+
+const std::vector<double>& SecondsHistogram::Bounds() {
+  // From a millisecond (an admission without waiting) to ten minutes (a clone of a big repository).
+  static const std::vector<double> bounds = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1,
+                                             5,     10,    30,   60,   300, 600};
+  return bounds;
+}
+
+void SecondsHistogram::Observe(double seconds) {
+  const auto& bounds = Bounds();
+  const auto at = std::lower_bound(bounds.begin(), bounds.end(), seconds) - bounds.begin();
+  counts_[static_cast<std::size_t>(at)]++;
+  sum_ += seconds;
+  count_++;
+}
+
+std::vector<std::uint64_t> SecondsHistogram::Cumulative() const {
+  std::vector<std::uint64_t> cumulative(Bounds().size());
+  std::uint64_t running = 0;
+  for (std::size_t i = 0; i < cumulative.size(); ++i) cumulative[i] = running += counts_[i];
+  return cumulative;
+}
+
+std::string StatusCodeLabel(absl::StatusCode code) {
+  return absl::AsciiStrToLower(absl::StatusCodeToString(code));
+}
+
+void SchedulerMetrics::AddType(std::uint32_t index, const std::string& name, int priority) {
+  if (index < types_.size()) return;  // registered again with the same config
+  types_.resize(index + 1);
+  types_[index].name = name;
+  types_[index].priority = priority;
+}
+
+void SchedulerMetrics::Admitted(std::uint32_t type, double wait, bool waited_on_conflict) {
+  TypeCounts& t = types_[type];
+  t.admitted++;
+  t.wait.Observe(wait);
+  if (waited_on_conflict) {
+    waited_conflict_++;
+  } else if (wait > 0) {
+    waited_capacity_++;
+  }
+}
+
+void SchedulerMetrics::Completed(std::uint32_t type, absl::StatusCode status, double run_time) {
+  TypeCounts& t = types_[type];
+  t.completed[status]++;
+  t.run.Observe(run_time);
+}
+
+void SchedulerMetrics::Write(std::string& out, const Snapshot& snapshot,
+                             std::uint64_t promotions) const {
+  PrometheusWriter w(out);
+  std::vector<std::string> tiers;  // the label text of each type's tier
+  for (const TypeCounts& t : types_) tiers.push_back(absl::StrCat(t.priority));
+
+  auto per_type = [&](const char* name, const char* help, auto value) {
+    w.Family(name, "counter", help);
+    for (std::size_t i = 0; i < types_.size(); ++i) {
+      w.Sample(name, {{"tier", tiers[i]}, {"type", types_[i].name}},
+               static_cast<double>(value(types_[i])));
+    }
+  };
+  per_type("fairgate_jobs_enqueued_total", "Jobs accepted into the queue.",
+           [](const TypeCounts& t) { return t.enqueued; });
+  per_type("fairgate_jobs_admitted_total", "Jobs admitted to run.",
+           [](const TypeCounts& t) { return t.admitted; });
+  per_type("fairgate_jobs_cancelled_total",
+           "Pending jobs that left the queue without running (context done, or shutdown).",
+           [](const TypeCounts& t) { return t.cancelled; });
+
+  w.Family("fairgate_jobs_completed_total", "counter",
+           "Jobs that ran, by the status they returned.");
+  for (std::size_t i = 0; i < types_.size(); ++i) {
+    for (const auto& [code, n] : types_[i].completed) {
+      const std::string status = StatusCodeLabel(code);
+      w.Sample("fairgate_jobs_completed_total",
+               {{"status", status}, {"tier", tiers[i]}, {"type", types_[i].name}},
+               static_cast<double>(n));
+    }
+  }
+  w.Family("fairgate_jobs_rejected_total", "counter",
+           "Calls refused before queueing, by reason (the status code).");
+  for (const auto& [code, n] : rejected_) {
+    const std::string reason = StatusCodeLabel(code);
+    w.Sample("fairgate_jobs_rejected_total", {{"reason", reason}}, static_cast<double>(n));
+  }
+  w.Family("fairgate_jobs_waited_total", "counter",
+           "Admitted jobs that had to wait, by why: a busy conflict resource, or capacity (a "
+           "global, tier, type or key cap, or jobs ahead).");
+  w.Sample("fairgate_jobs_waited_total", {{"reason", "capacity"}},
+           static_cast<double>(waited_capacity_));
+  w.Sample("fairgate_jobs_waited_total", {{"reason", "conflict"}},
+           static_cast<double>(waited_conflict_));
+
+  auto gauge_per_type = [&](const char* name, const char* help, auto value) {
+    w.Family(name, "gauge", help);
+    for (const TypeSnapshot& t : snapshot.types) {
+      const std::string tier = absl::StrCat(t.priority);
+      w.Sample(name, {{"tier", tier}, {"type", t.name}}, static_cast<double>(value(t)));
+    }
+  };
+  gauge_per_type("fairgate_jobs_pending", "Jobs waiting for admission.",
+                 [](const TypeSnapshot& t) { return t.pending; });
+  gauge_per_type("fairgate_jobs_running", "Jobs running.",
+                 [](const TypeSnapshot& t) { return t.running; });
+  w.Family("fairgate_jobs_aged_in", "gauge",
+           "Pending jobs of lower tiers that aged into this tier.");
+  for (const TierSnapshot& t : snapshot.tiers) {
+    const std::string tier = absl::StrCat(t.priority);
+    w.Sample("fairgate_jobs_aged_in", {{"tier", tier}}, static_cast<double>(t.aged_in));
+  }
+  w.Family("fairgate_capacity", "gauge", "The global cap: jobs that may run at once.");
+  w.Sample("fairgate_capacity", {}, snapshot.max_concurrency);
+
+  auto histograms = [&](const char* name, const char* help, auto member) {
+    w.Family(name, "histogram", help);
+    for (std::size_t i = 0; i < types_.size(); ++i) {
+      const SecondsHistogram& h = types_[i].*member;
+      w.Histogram(name, {{"tier", tiers[i]}, {"type", types_[i].name}}, SecondsHistogram::Bounds(),
+                  h.Cumulative(), h.sum(), h.count());
+    }
+  };
+  histograms("fairgate_queue_wait_seconds", "Time from enqueue to admission, admitted jobs.",
+             &TypeCounts::wait);
+  histograms("fairgate_run_seconds", "Time jobs ran, from admission to completion.",
+             &TypeCounts::run);
+
+  w.Family("fairgate_keys_tracked", "gauge",
+           "Fairness keys remembered (pending, running or idle).");
+  w.Sample("fairgate_keys_tracked", {}, static_cast<double>(snapshot.keys_tracked));
+  w.Family("fairgate_keys_evicted_total", "counter",
+           "Idle fairness keys forgotten by the TTL sweep.");
+  w.Sample("fairgate_keys_evicted_total", {}, static_cast<double>(keys_evicted_));
+  w.Family("fairgate_estimates_tracked", "gauge", "Learned costs remembered, per (type, id).");
+  w.Sample("fairgate_estimates_tracked", {}, static_cast<double>(snapshot.estimates_tracked));
+  w.Family("fairgate_aging_promotions_total", "counter",
+           "Aging steps: a pending job rising one tier in the order.");
+  w.Sample("fairgate_aging_promotions_total", {}, static_cast<double>(promotions));
+  w.Family("fairgate_observer_events_dropped_total", "counter",
+           "Events not delivered to observers because they fell too far behind.");
+  w.Sample("fairgate_observer_events_dropped_total", {},
+           static_cast<double>(observer_events_dropped_));
+}
+
+}  // namespace fairgate::metrics

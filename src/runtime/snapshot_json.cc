@@ -1,0 +1,50 @@
+// ToJson of fairgate/snapshot.h.
+#include "fairgate/snapshot.h"
+#include "nlohmann/json.hpp"
+
+namespace fairgate {
+
+std::string ToJson(const Snapshot& s, int indent) {
+  nlohmann::ordered_json tiers = nlohmann::ordered_json::array();
+  for (const TierSnapshot& t : s.tiers) {
+    tiers.push_back({{"priority", t.priority},
+                     {"running", t.running},
+                     {"pending", t.pending},
+                     {"aged_in", t.aged_in}});
+  }
+  nlohmann::ordered_json types = nlohmann::ordered_json::array();
+  for (const TypeSnapshot& t : s.types) {
+    types.push_back({{"name", t.name},
+                     {"priority", t.priority},
+                     {"max_concurrency", t.max_concurrency},
+                     {"running", t.running},
+                     {"pending", t.pending},
+                     {"enqueued", t.enqueued},
+                     {"admitted", t.admitted},
+                     {"completed", t.completed},
+                     {"cancelled", t.cancelled},
+                     {"wait_seconds_sum", t.wait_seconds_sum},
+                     {"run_seconds_sum", t.run_seconds_sum}});
+  }
+  nlohmann::ordered_json heaviest = nlohmann::ordered_json::array();
+  for (const KeyCost& k : s.heaviest_keys) {
+    heaviest.push_back({{"key", k.key}, {"accumulated_cost", k.accumulated_cost}});
+  }
+  nlohmann::ordered_json json = {{"max_concurrency", s.max_concurrency},
+                                 {"running", s.running},
+                                 {"pending", s.pending},
+                                 {"tiers", tiers},
+                                 {"types", types},
+                                 {"keys_tracked", s.keys_tracked},
+                                 {"estimates_tracked", s.estimates_tracked},
+                                 {"rejected", s.rejected},
+                                 {"keys_evicted", s.keys_evicted},
+                                 {"aging_promotions", s.aging_promotions},
+                                 {"waited_on_conflict", s.waited_on_conflict},
+                                 {"waited_on_capacity", s.waited_on_capacity},
+                                 {"heaviest_keys", heaviest}};
+  // Key names come from callers: replace what is not UTF-8 rather than throw.
+  return json.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace fairgate

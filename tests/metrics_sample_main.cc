@@ -1,0 +1,28 @@
+// Prints the metrics of a scheduler that has seen every kind of decision, for `promtool check
+// metrics` (the CTest Metrics.PromtoolAcceptsTheExposition).
+#include <iostream>
+#include <string>
+
+#include "fairgate/scheduler.h"
+
+int main() {
+  using namespace fairgate;
+  SchedulerOptions options;
+  options.max_concurrency = 2;
+  options.aging = AgingConfig{Seconds(0), Seconds(0.001), 8};
+  auto scheduler = *Scheduler::Create(options);
+  (void)scheduler->RegisterType("clone", {.default_cost = 1, .max_concurrency = 2, .priority = 8});
+  (void)scheduler->RegisterType(
+      "repack", {.default_cost = 5, .max_concurrency = 1, .conflict_group = "git", .priority = 1});
+  auto ok = [](const Context&) { return absl::OkStatus(); };
+  (void)scheduler->RunSync(Context::Background(), "clone", "linux.git", "alice", ok);
+  (void)scheduler->RunSync(Context::Background(), "clone", "git.git", "bob",
+                           [](const Context&) { return absl::InternalError("failed"); });
+  (void)scheduler->RunSync(Context::Background(), "unknown", "x", "carol", ok);
+  (void)scheduler->Submit("repack", "linux.git", ok);
+  (void)scheduler->Drain(Context::Background());
+  std::string out;
+  scheduler->WriteMetrics(out);
+  std::cout << out;
+  return out.empty() ? 1 : 0;
+}

@@ -1,0 +1,344 @@
+// What an operator sees: metrics, events, the evidence of each admission, the snapshot as JSON.
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/admission_core.h"
+#include "doctest/doctest.h"
+#include "fairgate/evidence.h"
+#include "fairgate/observer.h"
+#include "fairgate/scheduler.h"
+#include "runtime_test_util.h"
+#include "test_job_types.h"
+
+namespace fairgate {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Eventually;
+using testing::Gate;
+using testing::Type;
+using testing::Watchdog;
+
+bool Contains(const std::string& text, const std::string& line) {
+  return text.find(line + "\n") != std::string::npos;
+}
+
+// A scheduler whose clock the test moves.
+struct Clocked {
+  std::shared_ptr<std::atomic<double>> now = std::make_shared<std::atomic<double>>(0.0);
+  SchedulerOptions Options(SchedulerOptions options = SchedulerOptions::Seed()) {
+    options.clock = [now = now] { return Seconds(now->load()); };
+    return options;
+  }
+  Scheduler::JobFn Takes(double seconds, Status status = absl::OkStatus()) {
+    return [now = now, seconds, status](const Context&) {
+      now->store(now->load() + seconds);
+      return status;
+    };
+  }
+};
+
+std::unique_ptr<Scheduler> Make(const SchedulerOptions& options) {
+  auto s = Scheduler::Create(options);
+  REQUIRE_MESSAGE(s.ok(), s.status().message());
+  return *std::move(s);
+}
+
+TEST_CASE("Observability.Metrics.CountWhatHappenedWithoutKeysOrIds") {
+  Watchdog watchdog("metrics", 60s);
+  Clocked clock;
+  SchedulerOptions options = clock.Options();
+  options.max_concurrency = 1;
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 2, "", 10)).ok());
+  REQUIRE(scheduler->RegisterType("fetch", Type(4, 1, "git")).ok());
+
+  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux.git", "alice", clock.Takes(2))
+              .ok());
+  CHECK(scheduler
+            ->RunSync(Context::Background(), "clone", "linux.git", "alice",
+                      clock.Takes(0.003, absl::InternalError("pack failed")))
+            .code() == absl::StatusCode::kInternal);
+  CHECK(scheduler->RunSync(Context::Background(), "nope", "linux.git", "alice", clock.Takes(0))
+            .code() == absl::StatusCode::kNotFound);
+  // A pending fetch whose caller gives up: cancelled, never admitted.
+  Gate gate;
+  REQUIRE(scheduler
+              ->Submit("fetch", "linux.git", "",
+                       [&](const Context&) {
+                         return gate.Wait() ? absl::OkStatus() : absl::InternalError("gate");
+                       },
+                       {})
+              .ok());
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  auto [ctx, cancel] = WithCancel(Context::Background());
+  std::thread waiter([&, ctx = ctx] {
+    CHECK(scheduler->RunSync(ctx, "clone", "git.git", "bob", clock.Takes(0)).code() ==
+          absl::StatusCode::kCancelled);
+  });
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 1; }));
+  std::string during;
+  scheduler->WriteMetrics(during);
+  cancel();
+  waiter.join();
+  gate.Open();
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 0; }));
+
+  std::string out;
+  scheduler->WriteMetrics(out);
+  CHECK(Contains(out, "# TYPE fairgate_jobs_enqueued_total counter"));
+  CHECK(Contains(out, "fairgate_jobs_enqueued_total{tier=\"8\",type=\"clone\"} 3"));
+  CHECK(Contains(out, "fairgate_jobs_enqueued_total{tier=\"4\",type=\"fetch\"} 1"));
+  CHECK(Contains(out, "fairgate_jobs_admitted_total{tier=\"8\",type=\"clone\"} 2"));
+  CHECK(Contains(out, "fairgate_jobs_cancelled_total{tier=\"8\",type=\"clone\"} 1"));
+  CHECK(Contains(out, "fairgate_jobs_completed_total{status=\"ok\",tier=\"8\",type=\"clone\"} 1"));
+  CHECK(Contains(out,
+                 "fairgate_jobs_completed_total{status=\"internal\",tier=\"8\",type=\"clone\"} 1"));
+  CHECK(Contains(out, "fairgate_jobs_rejected_total{reason=\"not_found\"} 1"));
+  CHECK(Contains(out, "fairgate_run_seconds_bucket{tier=\"8\",type=\"clone\",le=\"0.001\"} 0"));
+  CHECK(Contains(out, "fairgate_run_seconds_bucket{tier=\"8\",type=\"clone\",le=\"0.005\"} 1"));
+  CHECK(Contains(out, "fairgate_run_seconds_bucket{tier=\"8\",type=\"clone\",le=\"1\"} 1"));
+  CHECK(Contains(out, "fairgate_run_seconds_bucket{tier=\"8\",type=\"clone\",le=\"5\"} 2"));
+  CHECK(Contains(out, "fairgate_run_seconds_count{tier=\"8\",type=\"clone\"} 2"));
+  CHECK(Contains(out, "fairgate_run_seconds_sum{tier=\"8\",type=\"clone\"} 2.003"));
+  CHECK(Contains(out, "fairgate_queue_wait_seconds_count{tier=\"8\",type=\"clone\"} 2"));
+  CHECK(Contains(out, "fairgate_jobs_pending{tier=\"8\",type=\"clone\"} 0"));
+  CHECK(Contains(during, "fairgate_jobs_pending{tier=\"8\",type=\"clone\"} 1"));
+  CHECK(Contains(during, "fairgate_jobs_running{tier=\"4\",type=\"fetch\"} 1"));
+  CHECK(Contains(out, "fairgate_keys_tracked 3"));
+  CHECK(Contains(out, "fairgate_capacity 1"));
+  // Bounded labels only: no fairness key and no job id anywhere.
+  for (const char* unbounded : {"alice", "bob", "linux.git", "git.git"}) {
+    CHECK(out.find(unbounded) == std::string::npos);
+  }
+}
+
+struct Recorder : Observer {
+  std::mutex mutex;
+  std::vector<JobEvent> events;
+  Scheduler* scheduler = nullptr;
+  std::atomic<int> snapshots_taken{0};
+  void OnEvent(const JobEvent& e) override {
+    // Outside the scheduler's lock: calling back into it does not deadlock.
+    if (scheduler != nullptr) {
+      (void)scheduler->Snapshot();
+      ++snapshots_taken;
+    }
+    std::lock_guard lock(mutex);
+    events.push_back(e);
+  }
+  std::vector<std::string> Kinds() {
+    std::lock_guard lock(mutex);
+    std::vector<std::string> kinds;
+    for (const JobEvent& e : events) kinds.push_back(JobEventKindName(e.kind));
+    return kinds;
+  }
+};
+
+TEST_CASE("Observability.Observers.SeeEveryDecisionInOrderOutsideTheLock") {
+  Watchdog watchdog("observers", 60s);
+  Clocked clock;
+  auto recorder = std::make_shared<Recorder>();
+  SchedulerOptions options = clock.Options();
+  options.max_concurrency = 1;
+  options.observers = {recorder};
+  auto scheduler = Make(options);
+  recorder->scheduler = scheduler.get();
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 3)).ok());
+  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux.git", "alice", clock.Takes(5))
+              .ok());
+  CHECK(scheduler->RunSync(Context::Background(), "nope", "x", "alice", clock.Takes(0)).code() ==
+        absl::StatusCode::kNotFound);
+  REQUIRE(scheduler->Shutdown(Context::Background()).ok());  // delivers everything before it
+
+  CHECK(recorder->Kinds() == std::vector<std::string>{"admit", "complete", "reject"});
+  std::lock_guard lock(recorder->mutex);
+  const JobEvent& admit = recorder->events[0];
+  CHECK(admit.type == "clone");
+  CHECK(admit.id == "linux.git");
+  CHECK(admit.key == "alice");
+  CHECK(admit.tier == 8);
+  CHECK(admit.effective_tier == 8);
+  CHECK(admit.charge == 3);
+  CHECK(admit.accumulated_cost == 3);
+  CHECK(admit.wait == 0);
+  const JobEvent& complete = recorder->events[1];
+  CHECK(complete.run_time == 5);
+  CHECK(complete.time == 5);
+  CHECK(complete.status.ok());
+  CHECK(recorder->events[2].status.code() == absl::StatusCode::kNotFound);
+  CHECK(recorder->snapshots_taken == 3);
+}
+
+TEST_CASE("Observability.Observers.ASlowObserverNeverStallsAdmission") {
+  Watchdog watchdog("slow observer", 60s);
+  struct Stuck : Observer {
+    Gate gate;
+    void OnEvent(const JobEvent&) override { (void)gate.Wait(60000ms); }
+  };
+  auto stuck = std::make_shared<Stuck>();
+  SchedulerOptions options = SchedulerOptions::Default();
+  options.observers = {stuck};
+  options.observer_queue_limit = 10;
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
+  // The observer is stuck on the first event; 100 jobs still run, one after the other.
+  for (int i = 0; i < 100; ++i) {
+    REQUIRE(scheduler
+                ->RunSync(Context::Background(), "clone", "r", "k",
+                          [](const Context&) { return absl::OkStatus(); })
+                .ok());
+  }
+  std::string out;
+  scheduler->WriteMetrics(out);
+  // 200 events (admit and complete each): at most 10 wait, the few the delivery thread took
+  // before it got stuck are delivered late, the rest are dropped and counted.
+  const std::string metric = "fairgate_observer_events_dropped_total ";
+  const std::size_t at = out.find("\n" + metric);
+  REQUIRE(at != std::string::npos);
+  const int dropped = std::stoi(out.substr(at + 1 + metric.size()));
+  CHECK(dropped >= 150);
+  CHECK(dropped <= 190);
+  stuck->gate.Open();
+}
+
+TEST_CASE("Observability.Evidence.NamesTheSourceOfTheEstimateAndWhatWasSkipped") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = 8;
+  auto core = *core::AdmissionCore::Create(options);
+  REQUIRE(core->RegisterType("clone", Type(8, 1, "git", 4)).ok());
+  REQUIRE(core->RegisterType("archive", Type(8, 8)).ok());
+  REQUIRE(core->RegisterType("fetch", Type(1, 1)).ok());
+
+  SUBCASE("estimate sources: default, then learned, then explicit") {
+    (void)*core->Enqueue({"archive", "r", "a"}, 0);
+    auto first = core->NextAdmission(0);
+    REQUIRE(first);
+    CHECK(first->estimate_source == core::EstimateSource::kDefault);
+    REQUIRE(core->Complete(first->ticket, 2, 1).ok());
+    (void)*core->Enqueue({"archive", "r", "a"}, 1);
+    auto second = core->NextAdmission(1);
+    CHECK(second->estimate_source == core::EstimateSource::kLearned);
+    (void)*core->Enqueue({"archive", "r", "a", 7.0}, 1);
+    auto third = core->NextAdmission(1);
+    CHECK(third->estimate_source == core::EstimateSource::kExplicit);
+    CHECK(third->charge == 7);
+  }
+  SUBCASE("a type at its cap, a busy resource and a key at its limit are passed over") {
+    // clone (cap 1) runs r1 for key a.
+    (void)*core->Enqueue({"clone", "r1", "a"}, 0);
+    REQUIRE(core->NextAdmission(0));
+    REQUIRE(core->SetKeyLimits("b", {.max_running = 1}).ok());
+    (void)*core->Enqueue({"archive", "x", "b"}, 0);
+    REQUIRE(core->NextAdmission(0));  // b now runs its one job
+    // Waiting: another clone (type at cap), an archive of b (key at limit), an archive of c.
+    (void)*core->Enqueue({"clone", "r2", "d"}, 1);
+    (void)*core->Enqueue({"archive", "y", "b"}, 1);
+    (void)*core->Enqueue({"archive", "z", "c"}, 2);
+    auto admitted = core->NextAdmission(2);
+    REQUIRE(admitted);
+    CHECK(admitted->key == "c");
+    CHECK(admitted->skipped.type_cap == 1);
+    CHECK(admitted->skipped.key_limit == 1);
+    CHECK(admitted->skipped.conflict == 0);
+    CHECK(admitted->skipped.tier_cap == 0);
+  }
+  SUBCASE("a job whose resource is busy is set aside, and counted") {
+    REQUIRE(core->RegisterType("sync", Type(8, 4, "git")).ok());
+    (void)*core->Enqueue({"sync", "r1", "a"}, 0);
+    REQUIRE(core->NextAdmission(0));
+    (void)*core->Enqueue({"sync", "r1", "b"}, 1);  // b has used nothing: first, but r1 is busy
+    (void)*core->Enqueue({"sync", "r2", "a"}, 2);
+    auto admitted = core->NextAdmission(2);
+    REQUIRE(admitted);
+    CHECK(admitted->id == "r2");
+    CHECK(admitted->skipped.conflict == 1);
+  }
+  SUBCASE("a full tier is passed over") {
+    REQUIRE(core->RegisterType("mid", Type(2, 2)).ok());
+    (void)*core->Enqueue({"mid", "m1", "a"}, 0);
+    (void)*core->Enqueue({"mid", "m2", "a"}, 0);
+    REQUIRE(core->NextAdmission(0));
+    REQUIRE(core->NextAdmission(0));
+    (void)*core->Enqueue({"mid", "m3", "a"}, 1);
+    (void)*core->Enqueue({"fetch", "f", "a"}, 1);
+    auto admitted = core->NextAdmission(1);
+    REQUIRE(admitted);
+    CHECK(admitted->type == "fetch");
+    CHECK(admitted->skipped.tier_cap == 1);
+  }
+}
+
+TEST_CASE("Observability.Evidence.OneJsonLinePerAdmission") {
+  AdmissionEvidence e;
+  e.time = 12.5;
+  e.type = "repack";
+  e.id = "linux.git";
+  e.key = "";
+  e.tier = 1;
+  e.effective_tier = 8;
+  e.aged = true;
+  e.accumulated_cost = 40;
+  e.arrival = 1;
+  e.seq = 7;
+  e.estimate = 20;
+  e.estimate_source = "learned";
+  e.skipped_type_cap = 2;
+  CHECK(ToJsonLine(e) ==
+        R"({"t":12.5,"type":"repack","id":"linux.git","key":"","order":{"effective_tier":8,)"
+        R"("aged":true,"reserved":false,"accumulated_cost":40.0,"sjf":0.0,"arrival":1.0,"seq":7},)"
+        R"("tier":1,"estimate":20.0,"estimate_source":"learned","weight":1.0,)"
+        R"("skipped":{"tier_cap":0,"type_cap":2,"key_limit":0,"conflict":0}})");
+
+  std::vector<AdmissionEvidence> records;
+  std::mutex mutex;
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.evidence = [&](const AdmissionEvidence& r) {
+    std::lock_guard lock(mutex);
+    records.push_back(r);
+  };
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 3)).ok());
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(), "clone", "git.git", "alice",
+                        [](const Context&) { return absl::OkStatus(); })
+              .ok());
+  REQUIRE(scheduler->Shutdown(Context::Background()).ok());
+  REQUIRE(records.size() == 1);
+  CHECK(records[0].key == "alice");
+  CHECK(records[0].estimate == 3);
+  CHECK(records[0].estimate_source == "default");
+}
+
+TEST_CASE("Observability.Snapshot.JsonHasTheCountsAndTheHeaviestKeys") {
+  Clocked clock;
+  auto scheduler = Make(clock.Options());
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 1)).ok());
+  for (const auto& [key, cost] : std::vector<std::pair<std::string, double>>{
+           {"light", 1}, {"heavy", 1}, {"heavy", 1}, {"heavy", 1}, {"mid", 1}, {"mid", 1}}) {
+    REQUIRE(
+        scheduler->RunSync(Context::Background(), "clone", "r" + key, key, clock.Takes(cost)).ok());
+  }
+  const Snapshot s = scheduler->Snapshot(2);
+  CHECK(s.heaviest_keys == std::vector<KeyCost>{{"heavy", 3}, {"mid", 2}});
+  CHECK(scheduler->Snapshot().heaviest_keys.empty());
+  CHECK(s.types[0].admitted == 6);
+  CHECK(s.types[0].completed == 6);
+  CHECK(s.types[0].run_seconds_sum == 6);
+  CHECK(ToJson(s) ==
+        R"({"max_concurrency":8,"running":0,"pending":0,)"
+        R"("tiers":[{"priority":8,"running":0,"pending":0,"aged_in":0}],)"
+        R"("types":[{"name":"clone","priority":8,"max_concurrency":8,"running":0,"pending":0,)"
+        R"("enqueued":6,"admitted":6,"completed":6,"cancelled":0,"wait_seconds_sum":0.0,)"
+        R"("run_seconds_sum":6.0}],"keys_tracked":3,"estimates_tracked":3,"rejected":0,)"
+        R"("keys_evicted":0,"aging_promotions":0,"waited_on_conflict":0,"waited_on_capacity":0,)"
+        R"("heaviest_keys":[{"key":"heavy","accumulated_cost":3.0},)"
+        R"({"key":"mid","accumulated_cost":2.0}]})");
+}
+
+}  // namespace
+}  // namespace fairgate
