@@ -25,30 +25,16 @@ class FairgateGate : public WorkGate {
   }
 
   nlohmann::json DebugState() const override {
-    const fairgate::Snapshot s = scheduler_->Snapshot();
-    nlohmann::json tiers = nlohmann::json::array();
-    for (const auto& t : s.tiers) {
-      tiers.push_back({{"priority", t.priority},
-                       {"running", t.running},
-                       {"pending", t.pending},
-                       {"aged_in", t.aged_in}});
-    }
-    nlohmann::json types = nlohmann::json::array();
-    for (const auto& t : s.types) {
-      types.push_back({{"name", t.name},
-                       {"priority", t.priority},
-                       {"max_concurrency", t.max_concurrency},
-                       {"running", t.running},
-                       {"pending", t.pending}});
-    }
-    return {{"policy", "fairgate"},
-            {"max_concurrency", s.max_concurrency},
-            {"running", s.running},
-            {"pending", s.pending},
-            {"tiers", tiers},
-            {"types", types},
-            {"keys_tracked", s.keys_tracked},
-            {"estimates_tracked", s.estimates_tracked}};
+    // The scheduler's own JSON (fairgate/snapshot.h), with the ten heaviest clients.
+    nlohmann::json state = nlohmann::json::parse(fairgate::ToJson(scheduler_->Snapshot(10)));
+    state["policy"] = "fairgate";
+    return state;
+  }
+
+  std::string Metrics() const override {
+    std::string out;
+    scheduler_->WriteMetrics(out);
+    return out;
   }
 
   void Shutdown() override { (void)scheduler_->Shutdown(fairgate::Context::Background()); }

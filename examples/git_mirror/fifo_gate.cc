@@ -61,6 +61,19 @@ class FifoGate : public WorkGate {
             {"pending", waiters_.size()}};
   }
 
+  std::string Metrics() const override {
+    std::lock_guard lock(mutex_);
+    return absl::StrCat(
+        "# HELP git_mirror_fifo_running Jobs holding a slot of the FIFO semaphore.\n"
+        "# TYPE git_mirror_fifo_running gauge\n"
+        "git_mirror_fifo_running ",
+        config_.capacity - free_,
+        "\n# HELP git_mirror_fifo_waiting Jobs waiting for a slot of the FIFO semaphore.\n"
+        "# TYPE git_mirror_fifo_waiting gauge\n"
+        "git_mirror_fifo_waiting ",
+        waiters_.size(), "\n");
+  }
+
   void Shutdown() override {
     std::list<Worker> workers;
     {

@@ -265,6 +265,10 @@ void Reply(httplib::Response& response, const fairgate::Status& status, int retr
 }  // namespace
 
 void MirrorServer::HandleGet(const httplib::Request& request, httplib::Response& response) {
+  if (request.path == "/metrics") {
+    response.set_content(gate_->Metrics(), "text/plain; version=0.0.4; charset=utf-8");
+    return;
+  }
   if (request.path == "/debug/scheduler") {
     nlohmann::json state = gate_->DebugState();
     nlohmann::json repositories = nlohmann::json::array();

@@ -5,6 +5,7 @@
 //   GET  /<repo>/info/refs?service=git-upload-pack   the ref advertisement
 //   POST /<repo>/git-upload-pack                       a fetch or clone: the pack
 //   GET  /debug/scheduler                              the gate's state as JSON
+//   GET  /metrics                                      the gate's metrics (Prometheus text)
 // The work, and how it is admitted (see work_gate.h for the types):
 //   - the first request for a repository makes its mirror (`git clone --mirror`): "sync-clone",
 //     foreground, waited for by that request;

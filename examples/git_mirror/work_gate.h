@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "fairgate/context.h"
@@ -65,6 +66,8 @@ class WorkGate {
                                   DoneCallback done) = 0;
   // Running and waiting jobs, for /debug/scheduler.
   virtual nlohmann::json DebugState() const = 0;
+  // The Prometheus text exposition, for /metrics.
+  virtual std::string Metrics() const = 0;
   // Refuses new work, fails what waits, and waits for what runs.
   virtual void Shutdown() = 0;
 };

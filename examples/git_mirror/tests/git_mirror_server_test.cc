@@ -513,6 +513,17 @@ TEST_CASE("GitMirror.Server.DebugSchedulerIsTheSnapshotAsJson") {
   CHECK(state["keys_tracked"] == 1);
   CHECK(state["estimates_tracked"] == 2);  // the clone and the sync-clone of tools.git, learned
   CHECK(state["repositories"] == json::parse(R"([{"name":"tools.git","mirrored":true}])"));
+  REQUIRE(state["heaviest_keys"].size() == 1);
+  CHECK(state["heaviest_keys"][0]["key"] == "x");
+
+  httplib::Client client("127.0.0.1", mirror.port);
+  auto metrics = client.Get("/metrics");
+  REQUIRE(metrics);
+  CHECK(metrics->status == 200);
+  CHECK(metrics->body.find(
+            "fairgate_jobs_completed_total{status=\"ok\",tier=\"6\",type=\"clone\"} 1\n") !=
+        std::string::npos);
+  CHECK(metrics->body.find("tools.git") == std::string::npos);  // no ids in labels
 }
 
 }  // namespace
