@@ -1,5 +1,6 @@
-// fairgate: the command line. `fairgate sim TRACE... [--events OUT.jsonl]` replays traces in
-// virtual time through the admission core (see DESIGN.md for the trace and event formats).
+// fairgate: the command line. `fairgate sim TRACE... [--events OUT.jsonl] [--evidence OUT.jsonl]
+// [--report DIR]` replays traces in virtual time through the admission core (docs/simulator.md
+// for the formats).
 #include <iostream>
 #include <optional>
 #include <string>
@@ -19,13 +20,22 @@ int main(int argc, char** argv) {
   CLI::Option* events_option = sim->add_option("--events", events,
                                                "write the events of the trace as JSON lines here "
                                                "('-' for standard output)");
+  std::string evidence, report;
+  CLI::Option* evidence_option =
+      sim->add_option("--evidence", evidence,
+                      "write the reason for every admission as JSON lines here ('-': standard "
+                      "output)");
+  CLI::Option* report_option = sim->add_option(
+      "--report", report, "write an HTML report (tables, timeline, waits) into this directory");
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  std::optional<std::string> events_path;
-  if (*events_option) events_path = events;
-  return fairgate::sim::RunSimCommand(traces, events_path, std::cout, std::cerr);
+  fairgate::sim::SimOutputs outputs;
+  if (*events_option) outputs.events = events;
+  if (*evidence_option) outputs.evidence = evidence;
+  if (*report_option) outputs.report = report;
+  return fairgate::sim::RunSimCommand(traces, outputs, std::cout, std::cerr);
 }

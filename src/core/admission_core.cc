@@ -18,6 +18,32 @@ Status CheckTime(double t, absl::string_view what) {
 
 }  // namespace
 
+AdmissionEvidence ToEvidence(const Admission& a, double now) {
+  AdmissionEvidence e;
+  e.time = now;
+  e.type = std::string(a.type);
+  e.id = std::string(a.id);
+  e.key = std::string(a.key);
+  e.tier = a.priority;
+  e.effective_tier = a.effective_priority;
+  e.aged = a.effective_priority != a.priority;
+  e.reserved = a.reserved;
+  e.accumulated_cost = a.accumulated_before;
+  e.sjf = a.sjf;
+  e.arrival = a.arrival;
+  e.seq = a.seq;
+  e.estimate = a.charge;
+  e.estimate_source = a.estimate_source == EstimateSource::kExplicit  ? "explicit"
+                      : a.estimate_source == EstimateSource::kLearned ? "learned"
+                                                                      : "default";
+  e.weight = a.weight;
+  e.skipped_tier_cap = a.skipped.tier_cap;
+  e.skipped_type_cap = a.skipped.type_cap;
+  e.skipped_key_limit = a.skipped.key_limit;
+  e.skipped_conflict = a.skipped.conflict;
+  return e;
+}
+
 StatusOr<std::unique_ptr<AdmissionCore>> AdmissionCore::Create(const SchedulerOptions& options) {
   if (Status s = ValidateOptions(options); !s.ok()) return s;
   return std::unique_ptr<AdmissionCore>(new AdmissionCore(options));

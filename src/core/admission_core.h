@@ -36,6 +36,7 @@
 #include "absl/container/node_hash_map.h"
 #include "core/estimate_table.h"
 #include "core/queue_nodes.h"
+#include "fairgate/evidence.h"
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
 #include "fairgate/options.h"
@@ -100,6 +101,10 @@ struct Admission {
   EstimateSource estimate_source = EstimateSource::kDefault;
   DecisionSkips skipped;
 };
+
+// The evidence record (fairgate/evidence.h) of an admission decided at `now`: what the runtime
+// hands its evidence sink and `fairgate sim --evidence` writes.
+AdmissionEvidence ToEvidence(const Admission& admission, double now);
 
 struct SweepResult {
   std::size_t keys_evicted = 0;

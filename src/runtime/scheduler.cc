@@ -371,7 +371,7 @@ class Scheduler::Impl {
         e.accumulated_cost = a->accumulated_before + a->charge / a->weight;
         events_.push_back(std::move(e));
       }
-      if (delivery_.wants_evidence()) evidence_.push_back(EvidenceOf(*a, now));
+      if (delivery_.wants_evidence()) evidence_.push_back(core::ToEvidence(*a, now));
       admitted.push_back(record);
     }
     PostPromotionsLocked(now);
@@ -390,32 +390,6 @@ class Scheduler::Impl {
     e.effective_tier = record.effective_tier;
     e.charge = record.charge;
     e.wait = now - record.enqueued_at;
-    return e;
-  }
-
-  static AdmissionEvidence EvidenceOf(const core::Admission& a, double now) {
-    AdmissionEvidence e;
-    e.time = now;
-    e.type = std::string(a.type);
-    e.id = std::string(a.id);
-    e.key = std::string(a.key);
-    e.tier = a.priority;
-    e.effective_tier = a.effective_priority;
-    e.aged = a.effective_priority != a.priority;
-    e.reserved = a.reserved;
-    e.accumulated_cost = a.accumulated_before;
-    e.sjf = a.sjf;
-    e.arrival = a.arrival;
-    e.seq = a.seq;
-    e.estimate = a.charge;
-    e.estimate_source = a.estimate_source == core::EstimateSource::kExplicit  ? "explicit"
-                        : a.estimate_source == core::EstimateSource::kLearned ? "learned"
-                                                                              : "default";
-    e.weight = a.weight;
-    e.skipped_tier_cap = a.skipped.tier_cap;
-    e.skipped_type_cap = a.skipped.type_cap;
-    e.skipped_key_limit = a.skipped.key_limit;
-    e.skipped_conflict = a.skipped.conflict;
     return e;
   }
 

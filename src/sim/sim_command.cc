@@ -2,21 +2,52 @@
 
 #include <fstream>
 
+#include "sim/report.h"
 #include "sim/simulator.h"
 #include "sim/trace.h"
 
 namespace fairgate::sim {
 
-int RunSimCommand(const std::vector<std::string>& traces,
-                  const std::optional<std::string>& events_path, std::ostream& out,
-                  std::ostream& err) {
+namespace {
+
+// Writes one line per item to `path` ("-": `out`); false (with a line on `err`) on failure.
+template <typename Items, typename Format>
+bool WriteLines(const std::string& path, const Items& items, Format format, std::ostream& out,
+                std::ostream& err) {
+  std::ofstream file;
+  std::ostream* sink = &out;
+  if (path != "-") {
+    file.open(path, std::ios::trunc);
+    if (!file) {
+      err << "fairgate sim: " << path << ": cannot open for writing\n";
+      return false;
+    }
+    sink = &file;
+  }
+  for (const auto& item : items) *sink << format(item) << "\n";
+  sink->flush();
+  if (!*sink) {
+    err << "fairgate sim: " << path << ": write failed\n";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int RunSimCommand(const std::vector<std::string>& traces, const SimOutputs& outputs,
+                  std::ostream& out, std::ostream& err) {
   if (traces.empty()) {
     err << "fairgate sim: no trace given\n";
     return 2;
   }
-  if (events_path && traces.size() != 1) {
-    err << "fairgate sim: --events takes exactly one trace, got " << traces.size() << "\n";
-    return 2;
+  for (const auto& [name, given] : {std::pair{"--events", outputs.events.has_value()},
+                                    std::pair{"--evidence", outputs.evidence.has_value()},
+                                    std::pair{"--report", outputs.report.has_value()}}) {
+    if (given && traces.size() != 1) {
+      err << "fairgate sim: " << name << " takes exactly one trace, got " << traces.size() << "\n";
+      return 2;
+    }
   }
   for (const std::string& path : traces) {
     StatusOr<Trace> trace = LoadTrace(path);
@@ -24,7 +55,7 @@ int RunSimCommand(const std::vector<std::string>& traces,
       err << "fairgate sim: " << trace.status().message() << "\n";
       return 2;
     }
-    StatusOr<SimResult> result = Simulate(*trace);
+    StatusOr<SimResult> result = Simulate(*trace, outputs.evidence.has_value());
     if (!result.ok()) {
       err << "fairgate sim: " << path << ": " << result.status().message() << "\n";
       return 2;
@@ -32,26 +63,33 @@ int RunSimCommand(const std::vector<std::string>& traces,
     out << path << " (" << trace->mode << " mode, " << trace->jobs.size() << " jobs, capacity "
         << trace->options.max_concurrency << ")\n"
         << FormatKeyTable(*trace, *result) << "\n";
-    if (events_path) {
-      std::ofstream file;
-      std::ostream* sink = &out;
-      if (*events_path != "-") {
-        file.open(*events_path, std::ios::trunc);
-        if (!file) {
-          err << "fairgate sim: " << *events_path << ": cannot open for writing\n";
-          return 2;
-        }
-        sink = &file;
-      }
-      for (const SimEvent& event : result->events) *sink << FormatEvent(*trace, event) << "\n";
-      sink->flush();
-      if (!*sink) {
-        err << "fairgate sim: " << *events_path << ": write failed\n";
+    if (outputs.events &&
+        !WriteLines(
+            *outputs.events, result->events,
+            [&](const SimEvent& e) { return FormatEvent(*trace, e); }, out, err)) {
+      return 2;
+    }
+    if (outputs.evidence &&
+        !WriteLines(
+            *outputs.evidence, result->evidence,
+            [](const AdmissionEvidence& e) { return ToJsonLine(e); }, out, err)) {
+      return 2;
+    }
+    if (outputs.report) {
+      if (Status s = WriteReport(*outputs.report, path, *trace, *result); !s.ok()) {
+        err << "fairgate sim: " << s.message() << "\n";
         return 2;
       }
+      out << "report: " << *outputs.report << "/index.html\n";
     }
   }
   return 0;
+}
+
+int RunSimCommand(const std::vector<std::string>& traces,
+                  const std::optional<std::string>& events_path, std::ostream& out,
+                  std::ostream& err) {
+  return RunSimCommand(traces, SimOutputs{events_path, std::nullopt, std::nullopt}, out, err);
 }
 
 }  // namespace fairgate::sim

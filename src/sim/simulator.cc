@@ -30,7 +30,7 @@ std::string Quoted(const std::string& s) { return nlohmann::json(s).dump(); }
 
 }  // namespace
 
-StatusOr<SimResult> Simulate(const Trace& trace) {
+StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
   StatusOr<std::unique_ptr<core::AdmissionCore>> created =
       core::AdmissionCore::Create(trace.options);
   if (!created.ok()) return created.status();
@@ -87,7 +87,9 @@ StatusOr<SimResult> Simulate(const Trace& trace) {
       }
       while (std::optional<core::Admission> admitted = core.NextAdmission(t)) {
         const std::size_t job = job_of_slot[admitted->ticket.slot];
-        result.events.push_back({t, SimEvent::Kind::kAdmit, job, admitted->effective_priority});
+        result.events.push_back({t, SimEvent::Kind::kAdmit, job, admitted->effective_priority,
+                                 admitted->waited_on_conflict});
+        if (with_evidence) result.evidence.push_back(core::ToEvidence(*admitted, t));
         result.outcomes[job].admitted_at = t;
         running.push({t + trace.jobs[job].duration, admissions++, job, admitted->ticket});
       }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fairgate/evidence.h"
 #include "fairgate/status.h"
 #include "sim/trace.h"
 
@@ -21,8 +22,9 @@ struct SimEvent {
   enum class Kind { kAdmit, kDone };
   double t = 0;
   Kind kind = Kind::kAdmit;
-  std::size_t job = 0;         // index in Trace::jobs
-  int effective_priority = 0;  // admit: the tier it was admitted from (above its own if aged)
+  std::size_t job = 0;              // index in Trace::jobs
+  int effective_priority = 0;       // admit: the tier it was admitted from (above its own if aged)
+  bool waited_on_conflict = false;  // admit: it was set aside for a busy resource first
 };
 
 struct JobOutcome {
@@ -31,11 +33,12 @@ struct JobOutcome {
 };
 
 struct SimResult {
-  std::vector<SimEvent> events;      // in the order they happened
-  std::vector<JobOutcome> outcomes;  // one per trace job
+  std::vector<SimEvent> events;             // in the order they happened
+  std::vector<JobOutcome> outcomes;         // one per trace job
+  std::vector<AdmissionEvidence> evidence;  // one per admission, with `with_evidence`
 };
 
-StatusOr<SimResult> Simulate(const Trace& trace);
+StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence = false);
 
 // One event as a JSON line (without the newline):
 // {"t":0,"event":"admit","type":"repack","id":"r1","key":""}

@@ -1,0 +1,295 @@
+#include "sim/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace fairgate::sim {
+namespace {
+
+// Nearest-rank percentile of an ascending, non-empty vector.
+double Percentile(const std::vector<double>& sorted, double p) {
+  const double rank = std::ceil(p / 100.0 * static_cast<double>(sorted.size()));
+  const std::size_t index = static_cast<std::size_t>(std::max(1.0, rank)) - 1;
+  return sorted[std::min(index, sorted.size() - 1)];
+}
+
+std::string Escape(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// A colour per key: a fixed palette, then evenly spread hues.
+std::string ColourOf(std::size_t index) {
+  static const char* kPalette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2",
+                                   "#edc948", "#ff9da7", "#9c755f", "#bab0ac", "#e15759"};
+  constexpr std::size_t kSize = sizeof kPalette / sizeof kPalette[0];
+  if (index < kSize) return kPalette[index];
+  return absl::StrFormat("hsl(%d,55%%,55%%)", static_cast<int>((index * 137) % 360));
+}
+
+std::string KeyLabel(const std::string& key) { return key.empty() ? "\"\"" : key; }
+
+}  // namespace
+
+ReportSummary Summarize(const Trace& trace, const SimResult& result) {
+  ReportSummary summary;
+  std::map<std::string, std::size_t> index;
+  std::vector<double> slowdown_sum;
+  std::vector<std::size_t> slowdown_n;
+  double first_arrival = trace.jobs.empty() ? 0 : trace.jobs[0].arrival, last_done = 0;
+  double busy = 0;
+  for (std::size_t i = 0; i < trace.jobs.size(); ++i) {
+    const TraceJob& job = trace.jobs[i];
+    first_arrival = std::min(first_arrival, job.arrival);
+    auto [it, inserted] = index.try_emplace(job.key, summary.keys.size());
+    if (inserted) {
+      KeyReport fresh;
+      fresh.key = job.key;
+      summary.keys.push_back(std::move(fresh));
+      slowdown_sum.push_back(0);
+      slowdown_n.push_back(0);
+    }
+    KeyReport& k = summary.keys[it->second];
+    ++k.jobs;
+    const JobOutcome& o = result.outcomes[i];
+    if (!o.admitted_at) continue;
+    ++k.admitted;
+    const double wait = *o.admitted_at - job.arrival;
+    k.waits.push_back(wait);
+    if (job.duration > 0) {
+      slowdown_sum[it->second] += (wait + job.duration) / job.duration;
+      ++slowdown_n[it->second];
+    }
+    if (o.done_at) {
+      busy += *o.done_at - *o.admitted_at;
+      last_done = std::max(last_done, *o.done_at);
+    }
+  }
+  double sum = 0, sum_squares = 0;
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < summary.keys.size(); ++i) {
+    KeyReport& k = summary.keys[i];
+    std::sort(k.waits.begin(), k.waits.end());
+    if (!k.waits.empty()) {
+      double total = 0;
+      for (double w : k.waits) total += w;
+      k.mean_wait = total / static_cast<double>(k.waits.size());
+      k.p50_wait = Percentile(k.waits, 50);
+      k.p99_wait = Percentile(k.waits, 99);
+      k.worst_wait = k.waits.back();
+    }
+    if (slowdown_n[i] > 0) {
+      k.mean_slowdown = slowdown_sum[i] / static_cast<double>(slowdown_n[i]);
+      sum += k.mean_slowdown;
+      sum_squares += k.mean_slowdown * k.mean_slowdown;
+      ++n;
+    }
+  }
+  summary.jain_index =
+      n > 0 && sum_squares > 0 ? sum * sum / (static_cast<double>(n) * sum_squares) : 1;
+  summary.span = std::max(0.0, last_done - first_arrival);
+  summary.utilization =
+      summary.span > 0 ? busy / (trace.options.max_concurrency * summary.span) : 0;
+  return summary;
+}
+
+std::string RenderHtml(const std::string& title, const Trace& trace, const SimResult& result,
+                       const ReportSummary& summary) {
+  std::map<std::string, std::size_t> key_index;
+  for (std::size_t i = 0; i < summary.keys.size(); ++i) key_index[summary.keys[i].key] = i;
+  std::map<std::string, int> priority_of;
+  for (const auto& [name, config] : trace.types) priority_of[name] = config.priority;
+
+  // Slots: each admitted job takes the lowest free row, and gives it back when it completes.
+  struct Bar {
+    double start, end;
+    int row;
+    std::size_t job;
+    bool conflict, aged;
+  };
+  std::vector<Bar> bars;
+  std::vector<bool> busy(static_cast<std::size_t>(trace.options.max_concurrency), false);
+  std::map<std::size_t, std::size_t> bar_of_job;
+  double end_time = 0;
+  for (const SimEvent& e : result.events) {
+    end_time = std::max(end_time, e.t);
+    if (e.kind == SimEvent::Kind::kAdmit) {
+      const auto row = static_cast<int>(std::find(busy.begin(), busy.end(), false) - busy.begin());
+      busy[static_cast<std::size_t>(row)] = true;
+      bar_of_job[e.job] = bars.size();
+      bars.push_back({e.t, e.t, row, e.job, e.waited_on_conflict,
+                      e.effective_priority != priority_of[trace.jobs[e.job].type]});
+    } else {
+      Bar& bar = bars[bar_of_job[e.job]];
+      bar.end = e.t;
+      busy[static_cast<std::size_t>(bar.row)] = false;
+    }
+  }
+  for (Bar& bar : bars) {
+    if (!result.outcomes[bar.job].done_at) bar.end = end_time;  // cut off by `until`
+  }
+  const double span = std::max(end_time, 1e-9);
+
+  constexpr int kWidth = 960, kLeft = 70, kRow = 22, kTop = 10;
+  const int plot = kWidth - kLeft - 20;
+  auto x = [&](double t) { return kLeft + plot * t / span; };
+  std::string html = absl::StrCat(
+      "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>", Escape(title),
+      "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
+      "table{border-collapse:collapse}td,th{padding:3px 10px;text-align:right;"
+      "border-bottom:1px solid #ddd}th{background:#f3f3f3}td:first-child,th:first-child"
+      "{text-align:left}.swatch{display:inline-block;width:12px;height:12px;margin-right:6px;"
+      "vertical-align:middle}</style></head><body>\n<h1>",
+      Escape(title), "</h1>\n<p>", trace.jobs.size(), " jobs, capacity ",
+      trace.options.max_concurrency, ", ", Escape(trace.mode), " mode",
+      trace.options.aging ? ", aging" : "", ". Utilization <b>",
+      absl::StrFormat("%.1f%%", 100 * summary.utilization),
+      "</b>, Jain's fairness index of the "
+      "keys' mean slowdowns <b>",
+      absl::StrFormat("%.3f", summary.jain_index), "</b>.</p>\n");
+
+  absl::StrAppend(&html,
+                  "<table><tr><th>key</th><th>jobs</th><th>admitted</th><th>mean wait</th>"
+                  "<th>p50</th><th>p99</th><th>worst</th><th>mean slowdown</th></tr>\n");
+  for (std::size_t i = 0; i < summary.keys.size(); ++i) {
+    const KeyReport& k = summary.keys[i];
+    absl::StrAppend(
+        &html, "<tr><td><span class=\"swatch\" style=\"background:", ColourOf(i), "\"></span>",
+        Escape(KeyLabel(k.key)), "</td><td>", k.jobs, "</td><td>", k.admitted, "</td>",
+        absl::StrFormat("<td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td>"
+                        "<td>%.2f</td></tr>\n",
+                        k.mean_wait, k.p50_wait, k.p99_wait, k.worst_wait, k.mean_slowdown));
+  }
+  absl::StrAppend(&html, "</table>\n");
+
+  // The timeline.
+  const int rows = trace.options.max_concurrency;
+  const int timeline_height = kTop + rows * kRow + 40;
+  absl::StrAppend(&html,
+                  "<h2>Slots over time</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+                  "width=\"",
+                  kWidth, "\" height=\"", timeline_height, "\">\n");
+  for (int r = 0; r < rows; ++r) {
+    absl::StrAppend(&html, "<text x=\"", kLeft - 8, "\" y=\"", kTop + r * kRow + 15,
+                    "\" font-size=\"11\" text-anchor=\"end\">slot ", r + 1, "</text>\n");
+  }
+  for (const Bar& bar : bars) {
+    const std::size_t key = key_index[trace.jobs[bar.job].key];
+    const double width = std::max(1.0, x(bar.end) - x(bar.start));
+    absl::StrAppend(
+        &html,
+        absl::StrFormat("<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"",
+                        x(bar.start), kTop + bar.row * kRow + 2, width, kRow - 4, ColourOf(key)));
+    if (bar.conflict) {
+      absl::StrAppend(&html, " stroke=\"#d62728\" stroke-width=\"2\"");
+    } else if (bar.aged) {
+      absl::StrAppend(&html, " stroke=\"#000\" stroke-width=\"1.5\" stroke-dasharray=\"4 2\"");
+    } else {
+      absl::StrAppend(&html, " stroke=\"#fff\" stroke-width=\"1\"");  // apart from its neighbours
+    }
+    if (bar.conflict && bar.aged) absl::StrAppend(&html, " stroke-dasharray=\"4 2\"");
+    const TraceJob& job = trace.jobs[bar.job];
+    absl::StrAppend(&html, "><title>", Escape(job.type), " ", Escape(job.id), " (",
+                    Escape(KeyLabel(job.key)), ") ",
+                    absl::StrFormat("%.2f-%.2f", bar.start, bar.end), "</title></rect>\n");
+  }
+  const int axis_y = kTop + rows * kRow + 4;
+  absl::StrAppend(&html, "<line x1=\"", kLeft, "\" y1=\"", axis_y, "\" x2=\"", kLeft + plot,
+                  "\" y2=\"", axis_y, "\" stroke=\"#444\"/>\n");
+  for (int i = 0; i <= 10; ++i) {
+    const double t = span * i / 10;
+    absl::StrAppend(&html, absl::StrFormat("<text x=\"%.1f\" y=\"%d\" font-size=\"11\" "
+                                           "text-anchor=\"middle\">%.4g</text>\n",
+                                           x(t), axis_y + 16, t));
+  }
+  absl::StrAppend(&html, "<text x=\"", kLeft + plot, "\" y=\"", axis_y + 32,
+                  "\" font-size=\"11\" text-anchor=\"end\">seconds; red outline: waited on a "
+                  "conflict; dashed outline: aged into a higher tier</text>\n</svg>\n");
+
+  // The waits of each key.
+  double worst = 0;
+  for (const KeyReport& k : summary.keys) worst = std::max(worst, k.worst_wait);
+  worst = std::max(worst, 1e-9);
+  const int waits_height = kTop + static_cast<int>(summary.keys.size()) * kRow + 40;
+  auto wx = [&](double w) { return kLeft + plot * w / worst; };
+  absl::StrAppend(&html,
+                  "<h2>Waits per key</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+                  "width=\"",
+                  kWidth, "\" height=\"", waits_height, "\">\n");
+  for (std::size_t i = 0; i < summary.keys.size(); ++i) {
+    const KeyReport& k = summary.keys[i];
+    const int y = kTop + static_cast<int>(i) * kRow + kRow / 2;
+    absl::StrAppend(&html, "<text x=\"", kLeft - 8, "\" y=\"", y + 4,
+                    "\" font-size=\"11\" text-anchor=\"end\">", Escape(KeyLabel(k.key)),
+                    "</text>\n");
+    for (double w : k.waits) {
+      absl::StrAppend(&html, absl::StrFormat("<circle cx=\"%.1f\" cy=\"%d\" r=\"3.5\" "
+                                             "fill=\"%s\" fill-opacity=\"0.6\"/>\n",
+                                             wx(w), y, ColourOf(i)));
+    }
+    if (!k.waits.empty()) {
+      absl::StrAppend(&html, absl::StrFormat("<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
+                                             "stroke=\"#1f4e9c\" stroke-width=\"2\"/>\n",
+                                             wx(k.p50_wait), y - 8, wx(k.p50_wait), y + 8));
+      absl::StrAppend(&html, absl::StrFormat("<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
+                                             "stroke=\"#d62728\" stroke-width=\"2\"/>\n",
+                                             wx(k.p99_wait), y - 8, wx(k.p99_wait), y + 8));
+    }
+  }
+  const int waxis = kTop + static_cast<int>(summary.keys.size()) * kRow + 4;
+  absl::StrAppend(&html, "<line x1=\"", kLeft, "\" y1=\"", waxis, "\" x2=\"", kLeft + plot,
+                  "\" y2=\"", waxis, "\" stroke=\"#444\"/>\n");
+  for (int i = 0; i <= 10; ++i) {
+    const double w = worst * i / 10;
+    absl::StrAppend(&html, absl::StrFormat("<text x=\"%.1f\" y=\"%d\" font-size=\"11\" "
+                                           "text-anchor=\"middle\">%.4g</text>\n",
+                                           wx(w), waxis + 16, w));
+  }
+  absl::StrAppend(&html, "<text x=\"", kLeft + plot, "\" y=\"", waxis + 32,
+                  "\" font-size=\"11\" text-anchor=\"end\">wait, seconds; blue tick: p50; red "
+                  "tick: p99</text>\n</svg>\n</body></html>\n");
+  return html;
+}
+
+Status WriteReport(const std::string& dir, const std::string& title, const Trace& trace,
+                   const SimResult& result) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": cannot create the report directory: ", error.message()));
+  }
+  const std::string path = (std::filesystem::path(dir) / "index.html").string();
+  std::ofstream file(path, std::ios::trunc);
+  file << RenderHtml(title, trace, result, Summarize(trace, result));
+  file.flush();
+  if (!file) return absl::InvalidArgumentError(absl::StrCat(path, ": cannot write the report"));
+  return absl::OkStatus();
+}
+
+}  // namespace fairgate::sim

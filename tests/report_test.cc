@@ -1,0 +1,102 @@
+// The simulator's report: the figures of its summary worked out by hand, and the page it draws.
+#include "sim/report.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "doctest/doctest.h"
+#include "sim/sim_command.h"
+
+namespace fairgate::sim {
+namespace {
+
+// Capacity 1; a and b each send a 2-second job at t = 0, a's first; c a 1-second job at t = 1.
+// Seed mode: a runs 0-2, then b (same cost, earlier arrival than c) 2-4, then c 4-5.
+Trace ThreeKeys() {
+  StatusOr<Trace> trace = ParseTrace(R"({"mode": "seed", "capacity": 1,
+    "types": {"t": {"priority": 1, "max_concurrency": 1}},
+    "jobs": [{"type": "t", "id": "x", "key": "a", "arrival": 0, "duration": 2},
+             {"type": "t", "id": "y", "key": "b", "arrival": 0, "duration": 2},
+             {"type": "t", "id": "z", "key": "<c>", "arrival": 1, "duration": 1}]})",
+                                     "three.json");
+  REQUIRE(trace.ok());
+  return *trace;
+}
+
+TEST_CASE("Report.Summary.WaitsSlowdownsJainAndUtilization") {
+  const Trace trace = ThreeKeys();
+  const SimResult result = *Simulate(trace);
+  const ReportSummary s = Summarize(trace, result);
+  REQUIRE(s.keys.size() == 3);
+  CHECK(s.keys[0].key == "a");
+  CHECK(s.keys[0].mean_wait == 0);
+  CHECK(s.keys[0].mean_slowdown == 1);  // (0 + 2) / 2
+  CHECK(s.keys[1].worst_wait == 2);
+  CHECK(s.keys[1].mean_slowdown == 2);  // (2 + 2) / 2
+  CHECK(s.keys[2].p50_wait == 3);       // arrived at 1, admitted at 4
+  CHECK(s.keys[2].p99_wait == 3);
+  CHECK(s.keys[2].mean_slowdown == 4);  // (3 + 1) / 1
+  // Jain over (1, 2, 4): 49 / (3 * 21).
+  CHECK(s.jain_index == doctest::Approx(49.0 / 63));
+  CHECK(s.utilization == 1);  // the slot was busy from 0 to 5
+  CHECK(s.span == 5);
+}
+
+TEST_CASE("Report.Summary.PercentilesAreNearestRank") {
+  Trace trace = ThreeKeys();
+  trace.jobs.clear();
+  for (int i = 0; i < 100; ++i) trace.jobs.push_back({"t", "x", "k", 0, 1, std::nullopt});
+  const ReportSummary s = Summarize(trace, *Simulate(trace));
+  CHECK(s.keys[0].p50_wait == 49);  // the 50th of waits 0, 1, ..., 99
+  CHECK(s.keys[0].p99_wait == 98);
+  CHECK(s.keys[0].worst_wait == 99);
+}
+
+TEST_CASE("Report.Html.OnePageWithTheTableAndBothPictures") {
+  const Trace trace = ThreeKeys();
+  const SimResult result = *Simulate(trace);
+  const std::string html = RenderHtml("three <keys>", trace, result, Summarize(trace, result));
+  CHECK(html.find("<title>three &lt;keys&gt;</title>") != std::string::npos);
+  CHECK(html.find("&lt;c&gt;") != std::string::npos);  // key names are escaped
+  CHECK(html.find("<c>") == std::string::npos);
+  std::size_t svgs = 0;
+  for (std::size_t at = 0; (at = html.find("<svg", at)) != std::string::npos; ++at) ++svgs;
+  CHECK(svgs == 2);
+  std::size_t bars = 0;
+  for (std::size_t at = 0; (at = html.find("<rect", at)) != std::string::npos; ++at) ++bars;
+  CHECK(bars == 3);  // one per job
+}
+
+TEST_CASE("SimCommand.ReportAndEvidenceAreWrittenWhereAsked") {
+  const auto dir = std::filesystem::temp_directory_path() / "fairgate_sim_report_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string trace =
+      std::string(FAIRGATE_TEST_DATA_DIR) + "/scenarios/seed-4-conflict-exclusion.json";
+  std::ostringstream out, err;
+  SimOutputs outputs;
+  outputs.report = (dir / "report").string();
+  outputs.evidence = (dir / "evidence.jsonl").string();
+  REQUIRE(RunSimCommand({trace}, outputs, out, err) == 0);
+  CHECK(std::filesystem::file_size(dir / "report" / "index.html") > 1000);
+  std::ifstream evidence(dir / "evidence.jsonl");
+  std::string line;
+  int lines = 0;
+  while (std::getline(evidence, line)) {
+    CHECK(line.rfind("{\"t\":", 0) == 0);
+    CHECK(line.find("\"estimate_source\":") != std::string::npos);
+    ++lines;
+  }
+  CHECK(lines == 4);  // one per admission: the trace's four jobs all run
+  std::ostringstream out2, err2;
+  SimOutputs two;
+  two.report = (dir / "r2").string();
+  CHECK(RunSimCommand({trace, trace}, two, out2, err2) == 2);
+  CHECK(err2.str() == "fairgate sim: --report takes exactly one trace, got 2\n");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace fairgate::sim
