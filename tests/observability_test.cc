@@ -2,6 +2,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -172,6 +173,61 @@ TEST_CASE("Observability.Observers.SeeEveryDecisionInOrderOutsideTheLock") {
   CHECK(complete.status.ok());
   CHECK(recorder->events[2].status.code() == absl::StatusCode::kNotFound);
   CHECK(recorder->snapshots_taken == 3);
+}
+
+TEST_CASE("Observability.Observers.SeePromotionsCancellationsAndEvictions") {
+  Watchdog watchdog("observer kinds", 60s);
+  Clocked clock;
+  auto recorder = std::make_shared<Recorder>();
+  SchedulerOptions options = clock.Options();
+  options.max_concurrency = 1;
+  options.aging = AgingConfig{Seconds(1), Seconds(1), 8};
+  options.key_ttl = Seconds(10);
+  options.sweep_interval = Seconds(0.001);
+  options.observers = {recorder};
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
+  REQUIRE(scheduler->RegisterType("repack", Type(1, 1)).ok());
+  Gate gate;
+  REQUIRE(scheduler
+              ->Submit("clone", "a", "alice",
+                       [&](const Context&) {
+                         return gate.Wait() ? absl::OkStatus() : absl::InternalError("gate");
+                       },
+                       {})
+              .ok());
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  auto [ctx, cancel] = WithCancel(Context::Background());
+  std::thread repack([&, ctx = ctx] {
+    CHECK(scheduler->RunSync(ctx, "repack", "r", "", clock.Takes(0)).code() ==
+          absl::StatusCode::kCancelled);
+  });
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 1; }));
+  clock.now->store(2.5);  // past grace + one interval: the repack ages into tier 8
+  CHECK(scheduler->Snapshot().tiers[0].aged_in == 1);
+  cancel();
+  repack.join();
+  gate.Open();
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 0; }));
+  clock.now->store(100);  // every key idle for longer than the TTL
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().keys_tracked == 0; }));
+  REQUIRE(scheduler->Shutdown(Context::Background()).ok());
+
+  std::lock_guard lock(recorder->mutex);
+  std::vector<std::string> kinds;
+  for (const JobEvent& e : recorder->events) kinds.push_back(JobEventKindName(e.kind));
+  CHECK(kinds ==
+        std::vector<std::string>{"admit", "promote", "cancel", "complete", "evict", "evict"});
+  const JobEvent& promote = recorder->events[1];
+  CHECK(promote.type == "repack");
+  CHECK(promote.tier == 1);
+  CHECK(promote.effective_tier == 8);
+  CHECK(promote.wait == 2);  // it was due at arrival 0 + grace 1 + interval 1
+  const JobEvent& cancelled = recorder->events[2];
+  CHECK(cancelled.status.code() == absl::StatusCode::kCancelled);
+  CHECK(cancelled.wait == 2.5);
+  std::set<std::string> evicted = {recorder->events[4].key, recorder->events[5].key};
+  CHECK(evicted == std::set<std::string>{"", "alice"});
 }
 
 TEST_CASE("Observability.Observers.ASlowObserverNeverStallsAdmission") {
