@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: builds the release preset and runs every test with CTest, then the same
-# suite under AddressSanitizer and UndefinedBehaviorSanitizer.
+# suite under AddressSanitizer and UndefinedBehaviorSanitizer, then the libFuzzer targets for a
+# bounded time (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -10,3 +11,5 @@ for preset in release asan; do
   echo "== $preset: test"
   ctest --preset "$preset" -j "$jobs"
 done
+echo "== fuzz"
+scripts/fuzz.sh

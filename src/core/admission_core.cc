@@ -346,8 +346,7 @@ Status AdmissionCore::Complete(JobTicket ticket, double elapsed, double now) {
   return absl::OkStatus();
 }
 
-SweepResult AdmissionCore::Sweep(double now,
-                                 std::vector<std::pair<std::string, double>>* evicted) {
+SweepResult AdmissionCore::Sweep(double now, std::vector<std::pair<std::string, double>>* evicted) {
   SweepResult result;
   const double key_ttl = options_.key_ttl.count();
   while (result.keys_evicted < options_.sweep_batch && !idle_keys_.empty() &&
@@ -357,6 +356,11 @@ SweepResult AdmissionCore::Sweep(double now,
     if (evicted != nullptr) evicted->emplace_back(*key.name, key.acc);
     keys_.erase(keys_.find(*key.name));
     ++result.keys_evicted;
+  }
+  // A table that once held a crowd of keys keeps its slots: give them back once it is mostly
+  // empty (O(keys) now and then, amortized over the evictions that emptied it).
+  if (result.keys_evicted > 0 && keys_.capacity() > 4096 && keys_.size() < keys_.capacity() / 8) {
+    keys_.rehash(0);
   }
   result.estimates_evicted =
       estimates_.Evict(now, options_.estimate_ttl.count(), options_.sweep_batch);

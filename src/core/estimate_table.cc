@@ -19,8 +19,8 @@ EstimateTable::Entry& EstimateTable::Touch(std::uint32_t type, absl::string_view
   return it->second;
 }
 
-double EstimateTable::Use(std::uint32_t type, absl::string_view id, double default_cost,
-                          double now, bool* learned) {
+double EstimateTable::Use(std::uint32_t type, absl::string_view id, double default_cost, double now,
+                          bool* learned) {
   const Entry& entry = Touch(type, id, default_cost, now);
   if (learned != nullptr) *learned = entry.learned;
   return entry.value;

@@ -1,0 +1,229 @@
+// Every bad input of the public API, tried for real, with the status it gets; and
+// docs/bad-inputs.md, which must be exactly the table these rows render (run the test with
+// FAIRGATE_UPDATE_DOCS=1 to rewrite it after adding a row).
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "doctest/doctest.h"
+#include "fairgate/scheduler.h"
+#include "sim/trace.h"
+#include "test_job_types.h"
+
+namespace fairgate {
+namespace {
+
+using testing::Type;
+
+struct Row {
+  std::string api;
+  std::string input;
+  absl::StatusCode code;
+  std::string message;  // a part of the message the caller sees
+  std::function<Status()> attempt;
+};
+
+const double kNaN = std::nan("");
+const double kInf = std::numeric_limits<double>::infinity();
+
+Status CreateWith(const std::function<void(SchedulerOptions&)>& change) {
+  SchedulerOptions options;
+  change(options);
+  return Scheduler::Create(options).status();
+}
+
+std::unique_ptr<Scheduler> Ready(SchedulerOptions options = {}) {
+  auto s = *Scheduler::Create(options);
+  (void)s->RegisterType("clone", Type(8, 8));
+  return s;
+}
+
+Status Noop(const Context&) { return absl::OkStatus(); }
+
+std::vector<Row> Rows() {
+  std::vector<Row> rows;
+  auto create = [&](std::string input, std::string message,
+                    std::function<void(SchedulerOptions&)> change) {
+    rows.push_back({"Scheduler::Create", std::move(input), absl::StatusCode::kInvalidArgument,
+                    std::move(message), [change] { return CreateWith(change); }});
+  };
+  create("max_concurrency = 0", "max_concurrency must be >= 1",
+         [](auto& o) { o.max_concurrency = 0; });
+  create("alpha = 0", "alpha must be in (0, 1]", [](auto& o) { o.alpha = 0; });
+  create("alpha = 1.5", "alpha must be in (0, 1]", [](auto& o) { o.alpha = 1.5; });
+  create("alpha = NaN", "alpha must be in (0, 1]", [](auto& o) { o.alpha = kNaN; });
+  create("key_ttl = 0 s", "key_ttl must be finite and > 0",
+         [](auto& o) { o.key_ttl = Seconds(0); });
+  create("estimate_ttl = inf", "estimate_ttl must be finite and > 0",
+         [](auto& o) { o.estimate_ttl = Seconds(kInf); });
+  create("sweep_batch = 0", "sweep_batch must be >= 1", [](auto& o) { o.sweep_batch = 0; });
+  create("max_pending_total = 0", "max_pending_total must be >= 1",
+         [](auto& o) { o.max_pending_total = 0; });
+  create("max_pending_per_key = 0", "max_pending_per_key must be >= 1",
+         [](auto& o) { o.max_pending_per_key = 0; });
+  create("worker_threads = -1", "worker_threads must be >= 0",
+         [](auto& o) { o.worker_threads = -1; });
+  create("fiber_stack_bytes = 1024", "fiber_stack_bytes must be >= 16384",
+         [](auto& o) { o.fiber_stack_bytes = 1024; });
+  create("sweep_interval = 0 s", "sweep_interval must be finite and > 0",
+         [](auto& o) { o.sweep_interval = Seconds(0); });
+  create("aging.grace = -1 s", "aging.grace must be finite and >= 0", [](auto& o) {
+    o.aging = AgingConfig{Seconds(-1), Seconds(1), 8};
+  });
+  create("aging.interval = 0 s", "aging.interval must be finite and > 0", [](auto& o) {
+    o.aging = AgingConfig{Seconds(0), Seconds(0), 8};
+  });
+  create("aging.ceiling = 0", "aging.ceiling must be a priority >= 1", [](auto& o) {
+    o.aging = AgingConfig{Seconds(0), Seconds(1), 0};
+  });
+  create("default_key_limits.max_running = 0", "default_key_limits: max_running must be >= 1",
+         [](auto& o) { o.default_key_limits.max_running = 0; });
+  create("observer_queue_limit = 0", "observer_queue_limit must be >= 1",
+         [](auto& o) { o.observer_queue_limit = 0; });
+  create("a null observer", "an observer is null", [](auto& o) { o.observers = {nullptr}; });
+
+  auto register_type = [&](std::string input, absl::StatusCode code, std::string message,
+                           std::string name, JobTypeConfig config) {
+    rows.push_back({"Scheduler::RegisterType", std::move(input), code, std::move(message),
+                    [name, config] { return Ready()->RegisterType(name, config); }});
+  };
+  register_type("empty name", absl::StatusCode::kInvalidArgument, "job type name is empty", "",
+                Type(1, 1));
+  register_type("priority = 0", absl::StatusCode::kInvalidArgument, "priority must be >= 1",
+                "fetch", Type(0, 1));
+  register_type("max_concurrency = 0", absl::StatusCode::kInvalidArgument,
+                "max_concurrency must be >= 1", "fetch", Type(1, 0));
+  register_type("default_cost = -1", absl::StatusCode::kInvalidArgument,
+                "default_cost must be finite and >= 0", "fetch", Type(1, 1, "", -1));
+  register_type("default_cost = NaN", absl::StatusCode::kInvalidArgument,
+                "default_cost must be finite and >= 0", "fetch", Type(1, 1, "", kNaN));
+  register_type("a registered name with another config", absl::StatusCode::kAlreadyExists,
+                "already registered with a different config", "clone", Type(8, 4));
+
+  auto run = [&](std::string api, std::string input, absl::StatusCode code, std::string message,
+                 std::function<Status()> attempt) {
+    rows.push_back(
+        {std::move(api), std::move(input), code, std::move(message), std::move(attempt)});
+  };
+  run("Scheduler::RunSync", "an unknown type", absl::StatusCode::kNotFound, "unknown job type 'x'",
+      [] { return Ready()->RunSync(Context::Background(), "x", "id", "k", Noop); });
+  run("Scheduler::RunSync", "an empty id", absl::StatusCode::kInvalidArgument, "job id is empty",
+      [] { return Ready()->RunSync(Context::Background(), "clone", "", "k", Noop); });
+  run("Scheduler::RunSync", "an empty function", absl::StatusCode::kInvalidArgument,
+      "job function is empty",
+      [] { return Ready()->RunSync(Context::Background(), "clone", "id", "k", nullptr); });
+  run("Scheduler::RunSync", "a context already cancelled", absl::StatusCode::kCancelled,
+      "cancelled", [] {
+        auto [ctx, cancel] = WithCancel(Context::Background());
+        cancel();
+        return Ready()->RunSync(ctx, "clone", "id", "k", Noop);
+      });
+  run("Scheduler::RunSync", "after Shutdown", absl::StatusCode::kUnavailable, "shut down", [] {
+    auto s = Ready();
+    (void)s->Shutdown(Context::Background());
+    return s->RunSync(Context::Background(), "clone", "id", "k", Noop);
+  });
+  run("Scheduler::Submit", "max_pending_per_key jobs already pending",
+      absl::StatusCode::kResourceExhausted, "max_pending_per_key", [] {
+        SchedulerOptions o;
+        o.max_concurrency = 1;
+        o.max_pending_per_key = 1;
+        auto s = Ready(o);
+        auto [ctx, cancel] = WithCancel(Context::Background());
+        // One job holds the only slot until cancelled; one waits; the third is refused.
+        (void)s->Submit("clone", "a", "k",
+                        [ctx = ctx](const Context&) {
+                          ctx.Wait();
+                          return absl::OkStatus();
+                        },
+                        {});
+        while (s->Snapshot().running == 0) std::this_thread::yield();
+        (void)s->Submit("clone", "b", "k", Noop, {});
+        Status refused = s->Submit("clone", "c", "k", Noop, {});
+        cancel();
+        return refused;
+      });
+  run("Scheduler::Submit", "an empty function", absl::StatusCode::kInvalidArgument,
+      "job function is empty", [] { return Ready()->Submit("clone", "id", nullptr); });
+  run("Scheduler::SetKeyWeight", "weight = 0", absl::StatusCode::kInvalidArgument,
+      "key weight must be finite and > 0", [] { return Ready()->SetKeyWeight("k", 0); });
+  run("Scheduler::SetKeyWeight", "weight = NaN", absl::StatusCode::kInvalidArgument,
+      "key weight must be finite and > 0", [] { return Ready()->SetKeyWeight("k", kNaN); });
+  run("Scheduler::SetKeyWeight", "weight = inf", absl::StatusCode::kInvalidArgument,
+      "key weight must be finite and > 0", [] { return Ready()->SetKeyWeight("k", kInf); });
+  run("Scheduler::SetKeyLimits", "max_running = 0", absl::StatusCode::kInvalidArgument,
+      "max_running must be >= 1", [] { return Ready()->SetKeyLimits("k", {.max_running = 0}); });
+  run("Scheduler::SetKeyLimits", "min_running = -1", absl::StatusCode::kInvalidArgument,
+      "min_running must be in [0, max_running",
+      [] { return Ready()->SetKeyLimits("k", {.min_running = -1}); });
+  run("Scheduler::SetKeyLimits", "min_running > max_running", absl::StatusCode::kInvalidArgument,
+      "min_running must be in [0, max_running 1], got 2",
+      [] { return Ready()->SetKeyLimits("k", {.max_running = 1, .min_running = 2}); });
+  run("Scheduler::MaxWaitToCeiling", "an unknown type", absl::StatusCode::kNotFound,
+      "unknown job type 'x'", [] { return Ready()->MaxWaitToCeiling("x").status(); });
+  run("OpenEvidenceFile", "a path in a missing directory", absl::StatusCode::kInvalidArgument,
+      "cannot open evidence file '/nonexistent/e.jsonl'",
+      [] { return OpenEvidenceFile("/nonexistent/e.jsonl").status(); });
+  run("fairgate sim (a trace file)", "a job of an unregistered type",
+      absl::StatusCode::kInvalidArgument, "t.json: job 0: field 'type': unknown job type 'x'", [] {
+        return sim::ParseTrace(R"({"capacity": 1, "types": {}, "jobs": [{"type": "x",
+          "id": "r", "arrival": 0, "duration": 1}]})",
+                               "t.json")
+            .status();
+      });
+  run("fairgate sim (a trace file)", "a misspelt field", absl::StatusCode::kInvalidArgument,
+      "t.json: field 'capacty': unknown field", [] {
+        return sim::ParseTrace(R"({"capacty": 1, "capacity": 1, "types": {}, "jobs": []})",
+                               "t.json")
+            .status();
+      });
+  return rows;
+}
+
+std::string Render(const std::vector<Row>& rows) {
+  std::ostringstream doc;
+  doc << "# Bad inputs and what they get\n\n"
+      << "Every row is tried by `tests/bad_inputs_test.cc`, which also checks that this file is\n"
+      << "exactly the table its rows render: the table cannot drift from the code. A refused call\n"
+      << "changes nothing. The message names the field and the value; the last column is a part\n"
+      << "of it. `fairgate sim` prints such a message on one line and exits with status 2 (every\n"
+      << "trace error is in `tests/trace_test.cc`); the git mirror's HTTP answers are in\n"
+      << "`examples/git_mirror/README.md`.\n\n"
+      << "| API | input | status | message contains |\n| --- | --- | --- | --- |\n";
+  for (const Row& r : rows) {
+    doc << "| `" << r.api << "` | " << r.input << " | " << absl::StatusCodeToString(r.code) << " | "
+        << r.message << " |\n";
+  }
+  return doc.str();
+}
+
+TEST_CASE("BadInputs.EachGetsItsStatusAndMessage") {
+  for (const Row& r : Rows()) {
+    CAPTURE(r.api);
+    CAPTURE(r.input);
+    const Status s = r.attempt();
+    CHECK(s.code() == r.code);
+    CHECK_MESSAGE(std::string(s.message()).find(r.message) != std::string::npos, s.message());
+  }
+}
+
+TEST_CASE("BadInputs.TheDocumentIsTheTableOfTheTests") {
+  const std::string path = std::string(FAIRGATE_SOURCE_DIR) + "/docs/bad-inputs.md";
+  const std::string rendered = Render(Rows());
+  if (std::getenv("FAIRGATE_UPDATE_DOCS") != nullptr) std::ofstream(path) << rendered;
+  std::ifstream in(path);
+  std::stringstream committed;
+  committed << in.rdbuf();
+  CHECK_MESSAGE(committed.str() == rendered,
+                "docs/bad-inputs.md differs from the tests' table; rerun with "
+                "FAIRGATE_UPDATE_DOCS=1 to rewrite it");
+}
+
+}  // namespace
+}  // namespace fairgate
