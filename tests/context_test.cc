@@ -9,6 +9,7 @@
 #include "boost/fiber/fiber.hpp"
 #include "boost/fiber/operations.hpp"
 #include "doctest/doctest.h"
+#include "runtime/waiting.h"
 #include "runtime_test_util.h"
 
 namespace fairgate {
@@ -73,7 +74,9 @@ TEST_CASE("Context.Wait.AThreadWakesWhenAnotherThreadCancels") {
   CHECK(ctx.Done());
 }
 
-TEST_CASE("Context.Wait.AFiberWaitingSuspendsOnlyItself") {
+// Fibers only: the thread runtime (TSan build) has none.
+TEST_CASE("Context.Wait.AFiberWaitingSuspendsOnlyItself" *
+          doctest::skip(internal::kThreadRuntime)) {
   testing::Watchdog watchdog("Context.Wait fiber", std::chrono::seconds(30));
   auto [ctx, cancel] = WithCancel(Context::Background());
   std::atomic<int> other_fiber_steps{0};

@@ -101,7 +101,7 @@ TEST_CASE("Faults.Exceptions.NonStandardOnesBecomeInternalEverywhere") {
   CHECK(scheduler->Snapshot().running == 0);
 }
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool kSanitized = true;
 #else
 constexpr bool kSanitized = false;
@@ -111,7 +111,7 @@ constexpr bool kSanitized = false;
 std::size_t HeapInUse() { return mallinfo2().uordblks; }
 
 TEST_CASE("Faults.Keys.AMillionEphemeralKeysLeaveNoMemoryBehind" *
-          doctest::skip(kSanitized)) {  // ASan's allocator does not report through mallinfo2
+          doctest::skip(kSanitized)) {  // sanitizers' allocators do not report through mallinfo2
   Watchdog watchdog("a million keys", 300s);
   auto now = std::make_shared<std::atomic<double>>(0.0);
   SchedulerOptions options;

@@ -14,9 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "boost/fiber/condition_variable.hpp"
-#include "boost/fiber/mutex.hpp"
-#include "boost/fiber/operations.hpp"
+#include "runtime/waiting.h"
 
 namespace fairgate::testing {
 
@@ -37,8 +35,8 @@ class Gate {
   }
 
  private:
-  boost::fibers::mutex mutex_;
-  boost::fibers::condition_variable cv_;
+  internal::WaitMutex mutex_;
+  internal::WaitCondition cv_;
   bool open_ = false;
 };
 
@@ -48,7 +46,7 @@ inline bool Eventually(const std::function<bool()>& condition,
   const auto end = std::chrono::steady_clock::now() + guard;
   while (!condition()) {
     if (std::chrono::steady_clock::now() > end) return false;
-    boost::this_fiber::sleep_for(std::chrono::milliseconds(1));
+    internal::SleepFor(std::chrono::milliseconds(1));
   }
   return true;
 }

@@ -19,7 +19,9 @@
 #include <vector>
 
 #include "boost/fiber/fiber.hpp"
+#include "boost/fiber/operations.hpp"
 #include "doctest/doctest.h"
+#include "runtime/waiting.h"
 #include "runtime_test_util.h"
 #include "test_job_types.h"
 
@@ -166,7 +168,9 @@ TEST_CASE("Scheduler.RunSync.ReturnsOnlyAfterFnReturnedEvenWhenCancelledWhileRun
   caller.join();
 }
 
-TEST_CASE("Scheduler.RunSync.ManyFibersOnOneThreadWaitWithoutBlockingEachOther") {
+// Fibers only: the thread runtime (TSan build) has none.
+TEST_CASE("Scheduler.RunSync.ManyFibersOnOneThreadWaitWithoutBlockingEachOther" *
+          doctest::skip(internal::kThreadRuntime)) {
   for (int capacity : {1, 2, 4}) {
     CAPTURE(capacity);
     Watchdog watchdog("RunSync from fibers", 60s);
@@ -288,7 +292,9 @@ double ProcessCpuSeconds() {
          (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
 }
 
-TEST_CASE("Scheduler.Pool.AChainOfBackgroundJobsDoesNotStarveJobsPostedToItsThread") {
+// Fibers only: in the thread runtime a chain holds its thread, and posted jobs go to the others.
+TEST_CASE("Scheduler.Pool.AChainOfBackgroundJobsDoesNotStarveJobsPostedToItsThread" *
+          doctest::skip(internal::kThreadRuntime)) {
   // One worker thread. A long queue of "a" jobs runs as a chain on it: each completion admits
   // the next, which runs on the same fiber. A RunSync completion on this thread admits the
   // background job "s", which is posted to the pool: it must start while the chain goes on.

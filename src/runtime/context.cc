@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "boost/fiber/operations.hpp"
 #include "runtime/context_state.h"
 
 namespace fairgate {
@@ -119,15 +118,15 @@ void Context::Wait() const {
     return;
   }
   // Background is never done: block for good, without spinning.
-  boost::fibers::mutex mutex;
-  boost::fibers::condition_variable never;
+  internal::WaitMutex mutex;
+  internal::WaitCondition never;
   std::unique_lock lock(mutex);
   never.wait(lock, [] { return false; });
 }
 
 bool Context::WaitFor(Clock::duration timeout) const {
   if (state_) return state_->WaitUntil(Clock::now() + timeout);
-  boost::this_fiber::sleep_for(timeout);
+  internal::SleepFor(timeout);
   return false;
 }
 

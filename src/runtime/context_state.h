@@ -15,9 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "boost/fiber/condition_variable.hpp"
-#include "boost/fiber/mutex.hpp"
 #include "fairgate/context.h"
+#include "runtime/waiting.h"
 
 namespace fairgate::internal {
 
@@ -52,8 +51,8 @@ class ContextState : public std::enable_shared_from_this<ContextState> {
   void UnlinkParent();
 
  private:
-  mutable boost::fibers::mutex mutex_;
-  boost::fibers::condition_variable cancelled_cv_;
+  mutable WaitMutex mutex_;
+  WaitCondition cancelled_cv_;
   const std::optional<Clock::time_point> deadline_;
   bool cancelled_ = false;
   Status reason_;

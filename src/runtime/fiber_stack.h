@@ -13,6 +13,15 @@
 
 #include <cstddef>
 
+namespace fairgate::internal {
+
+#if FAIRGATE_RUNTIME_THREADS
+// The thread runtime has no fiber stacks: jobs run on their threads' own, which ASan tracks.
+inline void ForgetUnwoundFrames() {}
+}  // namespace fairgate::internal
+#else
+}  // namespace fairgate::internal
+
 #include "boost/context/stack_context.hpp"
 #include "boost/fiber/fixedsize_stack.hpp"
 
@@ -57,5 +66,6 @@ class CurrentFiberStack {
 void ForgetUnwoundFrames();
 
 }  // namespace fairgate::internal
+#endif  // FAIRGATE_RUNTIME_THREADS
 
 #endif  // FAIRGATE_RUNTIME_FIBER_STACK_H_

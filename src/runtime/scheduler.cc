@@ -10,15 +10,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "boost/fiber/condition_variable.hpp"
-#include "boost/fiber/mutex.hpp"
-#include "boost/fiber/operations.hpp"
 #include "core/admission_core.h"
 #include "metrics/scheduler_metrics.h"
 #include "runtime/context_state.h"
 #include "runtime/event_delivery.h"
 #include "runtime/fiber_stack.h"
+#include "runtime/waiting.h"
 #include "runtime/worker_pool.h"
 
 namespace fairgate {
@@ -40,8 +37,8 @@ struct JobRecord {
   std::string type, id, key;
 
   // RunSync: the caller sleeps on `wake` until `signalled`; the truth is `state`.
-  boost::fibers::mutex wake_mutex;
-  boost::fibers::condition_variable wake;
+  internal::WaitMutex wake_mutex;
+  internal::WaitCondition wake;
   bool signalled = false;
 
   // Submit.
@@ -93,7 +90,9 @@ class Scheduler::Impl {
         core_(std::move(core)),
         delivery_(options.observers, options.evidence, options.observer_queue_limit),
         background_(WithCancel(Context::Background())),
-        pool_(options.worker_threads > 0 ? options.worker_threads : options.max_concurrency,
+        // The thread runtime's sweeper holds a worker thread for good: give it one of its own.
+        pool_((options.worker_threads > 0 ? options.worker_threads : options.max_concurrency) +
+                  (internal::kThreadRuntime ? 1 : 0),
               static_cast<std::size_t>(options.max_concurrency) + 1, options.fiber_stack_bytes) {
     if (delivery_.wants_events()) core_->set_promotion_log(&promotion_log_);
     pool_.Post([this] { SweeperLoop(); });
@@ -106,7 +105,7 @@ class Scheduler::Impl {
   }
 
   Status RegisterType(std::string_view name, const JobTypeConfig& config) {
-    absl::MutexLock lock(&mutex_);
+    internal::CoreLock lock(&mutex_);
     Status status = core_->RegisterType(name, config);
     if (status.ok()) {
       metrics_.AddType(*core_->TypeIndex(name), std::string(name), config.priority);
@@ -137,7 +136,7 @@ class Scheduler::Impl {
     if (ctx.state()) ctx.state()->RemoveCallback(callback);
 
     {
-      absl::ReleasableMutexLock lock(&mutex_);
+      internal::CoreLock lock(&mutex_);
       switch (record->state) {
         case JobRecord::State::kRunning:
           break;  // admitted, even if the context ended meanwhile: the job runs and sees it
@@ -180,7 +179,7 @@ class Scheduler::Impl {
   Status Shutdown(const Context& ctx) {
     std::vector<RecordPtr> refused;
     {
-      absl::MutexLock lock(&mutex_);
+      internal::CoreLock lock(&mutex_);
       if (phase_ != Phase::kShutDown) {
         phase_ = Phase::kShutDown;
         const double now = Now();
@@ -210,7 +209,7 @@ class Scheduler::Impl {
 
   Status Drain(const Context& ctx) {
     {
-      absl::MutexLock lock(&mutex_);
+      internal::CoreLock lock(&mutex_);
       if (phase_ == Phase::kOpen) phase_ = Phase::kDraining;
     }
     Status quiet = WaitQuiet(ctx);
@@ -219,7 +218,7 @@ class Scheduler::Impl {
   }
 
   fairgate::Snapshot TakeSnapshot(std::size_t heaviest_keys) const {
-    absl::MutexLock lock(&mutex_);
+    internal::CoreLock lock(&mutex_);
     const double now = Now();
     core_->AdvanceTo(now);  // the aging steps due by now, so that aged_in is current
     PostPromotionsLocked(now);
@@ -247,7 +246,7 @@ class Scheduler::Impl {
   }
 
   void WriteMetrics(std::string& out) const {
-    absl::MutexLock lock(&mutex_);
+    internal::CoreLock lock(&mutex_);
     const double now = Now();
     core_->AdvanceTo(now);
     PostPromotionsLocked(now);
@@ -256,7 +255,7 @@ class Scheduler::Impl {
   }
 
   Status SetKeyWeight(std::string_view key, double weight) {
-    absl::MutexLock lock(&mutex_);
+    internal::CoreLock lock(&mutex_);
     return core_->SetKeyWeight(key, weight);
   }
 
@@ -264,7 +263,7 @@ class Scheduler::Impl {
     std::vector<RecordPtr> admitted;
     Status status;
     {
-      absl::MutexLock lock(&mutex_);
+      internal::CoreLock lock(&mutex_);
       status = core_->SetKeyLimits(key, limits);
       // A higher max_running may make the key's waiting jobs admissible now.
       if (status.ok() && phase_ != Phase::kShutDown) AdmitLocked(Now(), admitted);
@@ -274,17 +273,17 @@ class Scheduler::Impl {
   }
 
   StatusOr<double> MaxWaitToCeiling(std::string_view type) const {
-    absl::MutexLock lock(&mutex_);
+    internal::CoreLock lock(&mutex_);
     return core_->MaxWaitToCeiling(type);
   }
 
   std::optional<double> AccumulatedCost(std::string_view key) const {
-    absl::MutexLock lock(&mutex_);
+    internal::CoreLock lock(&mutex_);
     return core_->AccumulatedCost(key);
   }
 
   std::optional<double> Estimate(std::string_view type, std::string_view id) const {
-    absl::MutexLock lock(&mutex_);
+    internal::CoreLock lock(&mutex_);
     return core_->Estimate(type, id);
   }
 
@@ -312,7 +311,7 @@ class Scheduler::Impl {
     std::vector<RecordPtr> admitted;
     Status refused;
     {
-      absl::MutexLock lock(&mutex_);
+      internal::CoreLock lock(&mutex_);
       const double now = Now();
       StatusOr<core::JobTicket> ticket =
           phase_ != Phase::kOpen
@@ -452,7 +451,7 @@ class Scheduler::Impl {
       record = std::move(next);
       // Let this thread's other fibers run between jobs, above all its main fiber, which pops
       // the jobs posted to the pool: a chain must not keep them waiting.
-      if (record) boost::this_fiber::yield();
+      if (record) internal::YieldToOthers();
     }
   }
 
@@ -463,7 +462,7 @@ class Scheduler::Impl {
                      bool keep_background = false) {
     std::vector<RecordPtr> admitted;
     {
-      absl::MutexLock lock(&mutex_);
+      internal::CoreLock lock(&mutex_);
       const double run_time = std::max(0.0, end - start);
       (void)core_->Complete(record.ticket, run_time, end);
       metrics_.Completed(record.type_index, status.code(), run_time);
@@ -532,7 +531,7 @@ class Scheduler::Impl {
           std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.sweep_interval),
           [&] { return stop_sweeper_; });
       if (stop_sweeper_) break;
-      absl::MutexLock core_lock(&mutex_);
+      internal::CoreLock core_lock(&mutex_);
       const double now = Now();
       std::vector<std::pair<std::string, double>> evicted;
       const core::SweepResult swept =
@@ -562,7 +561,7 @@ class Scheduler::Impl {
   const SchedulerOptions options_;
   const std::chrono::steady_clock::time_point epoch_;
 
-  mutable absl::Mutex mutex_;  // guards everything below up to the next comment
+  mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
   std::unique_ptr<core::AdmissionCore> core_;
   std::vector<RecordPtr> records_;  // by ticket slot: the pending and running jobs
   Phase phase_ = Phase::kOpen;
@@ -577,14 +576,14 @@ class Scheduler::Impl {
   // Signalled when no accepted job is left unreported. Shared, so that a context callback that
   // outlives the scheduler still has something to signal.
   struct Quiet {
-    boost::fibers::mutex mutex;
-    boost::fibers::condition_variable cv;
+    internal::WaitMutex mutex;
+    internal::WaitCondition cv;
   };
   const std::shared_ptr<Quiet> quiet_ = std::make_shared<Quiet>();
   std::int64_t outstanding_ = 0;  // accepted and not yet fully reported; under quiet_->mutex
 
-  boost::fibers::mutex sweeper_mutex_;
-  boost::fibers::condition_variable sweeper_wake_;
+  internal::WaitMutex sweeper_mutex_;
+  internal::WaitCondition sweeper_wake_;
   bool stop_sweeper_ = false;
 
   std::pair<Context, CancelFunc> background_;  // the context of Submit jobs

@@ -7,6 +7,9 @@
 // schedulers) live in one process; an idle pool sleeps in the channel and uses no CPU. A task
 // that blocks its thread in a system call holds only that thread; the other threads keep popping.
 //
+// With FAIRGATE_RUNTIME_THREADS (runtime/waiting.h) each worker runs the tasks it pops one after
+// the other on the thread itself, from a mutex-guarded queue: no fibers, for ThreadSanitizer.
+//
 // Thread safety: Post may be called from any thread or fiber. Close and the destructor must not
 // be called from one of the pool's own tasks.
 #ifndef FAIRGATE_RUNTIME_WORKER_POOL_H_
@@ -17,7 +20,13 @@
 #include <thread>
 #include <vector>
 
+#if FAIRGATE_RUNTIME_THREADS
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#else
 #include "boost/fiber/buffered_channel.hpp"
+#endif
 
 namespace fairgate::internal {
 
@@ -41,7 +50,14 @@ class WorkerPool {
   void WorkerMain();
 
   const std::size_t stack_bytes_;
+#if FAIRGATE_RUNTIME_THREADS
+  std::mutex mutex_;
+  std::condition_variable posted_;
+  std::deque<Task> queue_;
+  bool closed_ = false;
+#else
   boost::fibers::buffered_channel<Task> channel_;
+#endif
   std::vector<std::thread> threads_;
 };
 

@@ -1,0 +1,80 @@
+// The waiting primitives of the runtime, chosen at compile time. Internal to fairgate.
+//
+// Normally Boost.Fiber's: waiting on them suspends only the calling fiber (a plain thread sleeps),
+// which is what lets RunSync callers on fibers and Submit jobs share a few threads. Built with
+// FAIRGATE_RUNTIME_THREADS (the `tsan` preset), the runtime waits with the standard library's
+// instead, runs each Submit job on a plain worker thread, and guards its core with std::mutex
+// rather than absl::Mutex: ThreadSanitizer cannot follow Boost.Context's stack switches, nor see
+// the synchronisation inside Debian's uninstrumented Abseil, but it can check every lock, wait and
+// shared field of the runtime's own code in this form. The scheduling logic is the same code.
+#ifndef FAIRGATE_RUNTIME_WAITING_H_
+#define FAIRGATE_RUNTIME_WAITING_H_
+
+#include <chrono>
+
+#if FAIRGATE_RUNTIME_THREADS
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#else
+#include "absl/synchronization/mutex.h"
+#include "boost/fiber/condition_variable.hpp"
+#include "boost/fiber/mutex.hpp"
+#include "boost/fiber/operations.hpp"
+#endif
+
+namespace fairgate::internal {
+
+#if FAIRGATE_RUNTIME_THREADS
+inline constexpr bool kThreadRuntime = true;
+using WaitMutex = std::mutex;
+using WaitCondition = std::condition_variable;
+inline void YieldToOthers() { std::this_thread::yield(); }
+template <typename Duration>
+void SleepFor(Duration d) {
+  std::this_thread::sleep_for(d);
+}
+// The scheduler's lock.
+class CoreMutex {
+ public:
+  void Lock() { mutex_.lock(); }
+  void Unlock() { mutex_.unlock(); }
+
+ private:
+  std::mutex mutex_;
+};
+#else
+inline constexpr bool kThreadRuntime = false;
+using WaitMutex = boost::fibers::mutex;
+using WaitCondition = boost::fibers::condition_variable;
+inline void YieldToOthers() { boost::this_fiber::yield(); }
+template <typename Duration>
+void SleepFor(Duration d) {
+  boost::this_fiber::sleep_for(d);
+}
+// The scheduler's lock: absl::Mutex, whose adaptive spinning copes with many worker threads
+// completing on few cores (measured: bench/README.md).
+using CoreMutex = absl::Mutex;
+#endif
+
+// Holds a CoreMutex for its scope, or until Release.
+class CoreLock {
+ public:
+  explicit CoreLock(CoreMutex* mutex) : mutex_(mutex) { mutex_->Lock(); }
+  ~CoreLock() {
+    if (mutex_ != nullptr) mutex_->Unlock();
+  }
+  CoreLock(const CoreLock&) = delete;
+  CoreLock& operator=(const CoreLock&) = delete;
+  void Release() {
+    mutex_->Unlock();
+    mutex_ = nullptr;
+  }
+
+ private:
+  CoreMutex* mutex_;
+};
+
+}  // namespace fairgate::internal
+
+#endif  // FAIRGATE_RUNTIME_WAITING_H_
