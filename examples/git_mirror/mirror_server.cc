@@ -262,7 +262,47 @@ void Reply(httplib::Response& response, const fairgate::Status& status, int retr
   response.set_content(absl::StrCat(status.message(), "\n"), "text/plain; charset=utf-8");
 }
 
+// A request being served: its client, its context (the request's deadline, cancelled too when the
+// client hangs up) and the watch on its connection, for the handler's scope.
+class Serving {
+ public:
+  Serving(const httplib::Request& request, std::string client, std::chrono::milliseconds timeout,
+          DisconnectWatcher& watcher)
+      : client_(std::move(client)),
+        context_(fairgate::WithTimeout(fairgate::Context::Background(), timeout)),
+        watch_(watcher.Watch(FindConnectionSocket(request.local_addr, request.local_port,
+                                                  request.remote_addr, request.remote_port),
+                             context_.second)) {}
+  ~Serving() { context_.second(); }
+  const std::string& client() const { return client_; }
+  const fairgate::Context& ctx() const { return context_.first; }
+
+ private:
+  std::string client_;
+  std::pair<fairgate::Context, fairgate::CancelFunc> context_;
+  DisconnectWatcher::Guard watch_;
+};
+
 }  // namespace
+
+fairgate::Status MirrorServer::Refusal(const httplib::Request& request,
+                                       const fairgate::StatusOr<GitRequestPath>& path,
+                                       GitEndpoint expected) const {
+  if (!path.ok()) return path.status();
+  if (path->endpoint != expected) {
+    return WithHttpStatus(
+        absl::InvalidArgumentError(expected == GitEndpoint::kInfoRefs ? "git-upload-pack takes POST"
+                                                                      : "info/refs takes GET"),
+        405);
+  }
+  if (repositories_.UpstreamOf(path->repository) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("unknown repository '", path->repository, "'"));
+  }
+  if (ClientOf(request).size() > kMaxClientLength) {
+    return absl::InvalidArgumentError("the client header is too long");
+  }
+  return absl::OkStatus();
+}
 
 void MirrorServer::HandleGet(const httplib::Request& request, httplib::Response& response) {
   if (request.path == "/metrics") {
@@ -280,39 +320,21 @@ void MirrorServer::HandleGet(const httplib::Request& request, httplib::Response&
     return;
   }
   auto path = ParseGitRequestPath(request.path);
-  fairgate::Status refusal;
-  if (!path.ok()) {
-    refusal = path.status();
-  } else if (path->endpoint != GitEndpoint::kInfoRefs) {
-    refusal = WithHttpStatus(absl::InvalidArgumentError("git-upload-pack takes POST"), 405);
-  } else if (repositories_.UpstreamOf(path->repository) == nullptr) {
-    refusal = absl::NotFoundError(absl::StrCat("unknown repository '", path->repository, "'"));
-  } else if (request.get_param_value("service") != "git-upload-pack") {
+  fairgate::Status refusal = Refusal(request, path, GitEndpoint::kInfoRefs);
+  if (refusal.ok() && request.get_param_value("service") != "git-upload-pack") {
     refusal = absl::PermissionDeniedError(
         "this mirror is read-only: it serves only service=git-upload-pack (smart HTTP)");
   }
   if (!refusal.ok()) return Reply(response, refusal, options_.retry_after_seconds);
 
-  const std::string client = ClientOf(request);
-  if (client.size() > kMaxClientLength) {
-    return Reply(response, absl::InvalidArgumentError("the client header is too long"),
-                 options_.retry_after_seconds);
-  }
-  auto [ctx, cancel] =
-      fairgate::WithTimeout(fairgate::Context::Background(), options_.request_timeout);
-  auto guard = watcher_.Watch(FindConnectionSocket(request.local_addr, request.local_port,
-                                                   request.remote_addr, request.remote_port),
-                              cancel);
-  fairgate::Status status = EnsureMirrored(ctx, path->repository, client);
-  if (!status.ok()) {
-    cancel();
-    return Reply(response, status, options_.retry_after_seconds);
-  }
+  Serving serving(request, ClientOf(request), options_.request_timeout, watcher_);
+  const fairgate::Context& ctx = serving.ctx();
+  fairgate::Status status = EnsureMirrored(ctx, path->repository, serving.client());
+  if (!status.ok()) return Reply(response, status, options_.retry_after_seconds);
   const std::vector<std::string> env = GitProtocolEnv(request);
   auto result = RunProcess(
       {"git", "upload-pack", "--stateless-rpc", "--advertise-refs", MirrorPath(path->repository)},
       "", ctx, env);
-  cancel();
   if (!result.ok()) return Reply(response, result.status(), options_.retry_after_seconds);
   if (result->exit_code != 0) {
     return Reply(
@@ -329,30 +351,18 @@ void MirrorServer::HandleGet(const httplib::Request& request, httplib::Response&
 
 void MirrorServer::HandlePost(const httplib::Request& request, httplib::Response& response) {
   auto path = ParseGitRequestPath(request.path);
-  fairgate::Status refusal;
-  if (!path.ok()) {
-    refusal = path.status();
-  } else if (path->endpoint != GitEndpoint::kUploadPack) {
-    refusal = WithHttpStatus(absl::InvalidArgumentError("info/refs takes GET"), 405);
-  } else if (repositories_.UpstreamOf(path->repository) == nullptr) {
-    refusal = absl::NotFoundError(absl::StrCat("unknown repository '", path->repository, "'"));
-  } else if (request.get_header_value("Content-Type") != "application/x-git-upload-pack-request") {
+  fairgate::Status refusal = Refusal(request, path, GitEndpoint::kUploadPack);
+  if (refusal.ok() &&
+      request.get_header_value("Content-Type") != "application/x-git-upload-pack-request") {
     refusal = WithHttpStatus(
         absl::InvalidArgumentError("expected Content-Type application/x-git-upload-pack-request"),
         415);
   }
   if (!refusal.ok()) return Reply(response, refusal, options_.retry_after_seconds);
 
-  const std::string client = ClientOf(request);
-  if (client.size() > kMaxClientLength) {
-    return Reply(response, absl::InvalidArgumentError("the client header is too long"),
-                 options_.retry_after_seconds);
-  }
-  auto [ctx, cancel] =
-      fairgate::WithTimeout(fairgate::Context::Background(), options_.request_timeout);
-  auto guard = watcher_.Watch(FindConnectionSocket(request.local_addr, request.local_port,
-                                                   request.remote_addr, request.remote_port),
-                              cancel);
+  Serving serving(request, ClientOf(request), options_.request_timeout, watcher_);
+  const fairgate::Context& ctx = serving.ctx();
+  const std::string& client = serving.client();
   fairgate::Status status = EnsureMirrored(ctx, path->repository, client);
   std::string pack;
   if (status.ok()) {
@@ -378,7 +388,6 @@ void MirrorServer::HandlePost(const httplib::Request& request, httplib::Response
       RecordOutcome(kClone, path->repository, client, *started, status);
     }
   }
-  cancel();
   if (!status.ok()) return Reply(response, status, options_.retry_after_seconds);
   response.set_header("Cache-Control", "no-cache");
   response.set_content(std::move(pack), "application/x-git-upload-pack-result");

@@ -41,6 +41,7 @@
 #include "event_log.h"
 #include "fairgate/context.h"
 #include "fairgate/status.h"
+#include "repo_path.h"
 #include "repository_set.h"
 #include "work_gate.h"
 
@@ -86,6 +87,11 @@ class MirrorServer {
   void HandleGet(const httplib::Request& request, httplib::Response& response);
   void HandlePost(const httplib::Request& request, httplib::Response& response);
   std::string ClientOf(const httplib::Request& request) const;
+  // Why a request to `expected` cannot be served (bad path, wrong method, unknown repository, an
+  // overlong client name), or OK.
+  fairgate::Status Refusal(const httplib::Request& request,
+                           const fairgate::StatusOr<GitRequestPath>& path,
+                           GitEndpoint expected) const;
   std::string MirrorPath(const std::string& repository) const;
   bool IsMirrored(const std::string& repository) const;
   // Makes the mirror of `repository` if it does not exist yet, as a "sync-clone" of `client`.

@@ -230,8 +230,11 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
     if (tier->aged_in > 0) {
       for (auto& group : tier->aged) {
         TypeState& type = *group->type;
-        if (type.running >= type.config.max_concurrency ||
-            type.tier->running >= type.tier->priority) {
+        if (type.tier->running >= type.tier->priority) {
+          skipped.tier_cap += !group->lanes.empty();  // its own tier is full
+          continue;
+        }
+        if (type.running >= type.config.max_concurrency) {
           skipped.type_cap += !group->lanes.empty();
           continue;
         }

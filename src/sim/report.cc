@@ -54,6 +54,22 @@ std::string ColourOf(std::size_t index) {
 
 std::string KeyLabel(const std::string& key) { return key.empty() ? "\"\"" : key; }
 
+// The horizontal axis of a chart at height `y`, from 0 to `max` over `width` pixels after
+// `left`, with ten ticks and a caption on the right; it closes the chart's <svg>.
+void AppendAxis(std::string& html, int y, int left, int width, double max,
+                const std::string& caption) {
+  absl::StrAppend(&html, "<line x1=\"", left, "\" y1=\"", y, "\" x2=\"", left + width, "\" y2=\"",
+                  y, "\" stroke=\"#444\"/>\n");
+  for (int i = 0; i <= 10; ++i) {
+    const double value = max * i / 10;
+    absl::StrAppend(&html, absl::StrFormat("<text x=\"%.1f\" y=\"%d\" font-size=\"11\" "
+                                           "text-anchor=\"middle\">%.4g</text>\n",
+                                           left + width * value / max, y + 16, value));
+  }
+  absl::StrAppend(&html, "<text x=\"", left + width, "\" y=\"", y + 32,
+                  "\" font-size=\"11\" text-anchor=\"end\">", caption, "</text>\n</svg>\n");
+}
+
 }  // namespace
 
 ReportSummary Summarize(const Trace& trace, const SimResult& result) {
@@ -218,18 +234,9 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
                     Escape(KeyLabel(job.key)), ") ",
                     absl::StrFormat("%.2f-%.2f", bar.start, bar.end), "</title></rect>\n");
   }
-  const int axis_y = kTop + rows * kRow + 4;
-  absl::StrAppend(&html, "<line x1=\"", kLeft, "\" y1=\"", axis_y, "\" x2=\"", kLeft + plot,
-                  "\" y2=\"", axis_y, "\" stroke=\"#444\"/>\n");
-  for (int i = 0; i <= 10; ++i) {
-    const double t = span * i / 10;
-    absl::StrAppend(&html, absl::StrFormat("<text x=\"%.1f\" y=\"%d\" font-size=\"11\" "
-                                           "text-anchor=\"middle\">%.4g</text>\n",
-                                           x(t), axis_y + 16, t));
-  }
-  absl::StrAppend(&html, "<text x=\"", kLeft + plot, "\" y=\"", axis_y + 32,
-                  "\" font-size=\"11\" text-anchor=\"end\">seconds; red outline: waited on a "
-                  "conflict; dashed outline: aged into a higher tier</text>\n</svg>\n");
+  AppendAxis(html, kTop + rows * kRow + 4, kLeft, plot, span,
+             "seconds; red outline: waited on a conflict; dashed outline: aged into a higher "
+             "tier");
 
   // The waits of each key.
   double worst = 0;
@@ -261,18 +268,9 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
                                              wx(k.p99_wait), y - 8, wx(k.p99_wait), y + 8));
     }
   }
-  const int waxis = kTop + static_cast<int>(summary.keys.size()) * kRow + 4;
-  absl::StrAppend(&html, "<line x1=\"", kLeft, "\" y1=\"", waxis, "\" x2=\"", kLeft + plot,
-                  "\" y2=\"", waxis, "\" stroke=\"#444\"/>\n");
-  for (int i = 0; i <= 10; ++i) {
-    const double w = worst * i / 10;
-    absl::StrAppend(&html, absl::StrFormat("<text x=\"%.1f\" y=\"%d\" font-size=\"11\" "
-                                           "text-anchor=\"middle\">%.4g</text>\n",
-                                           wx(w), waxis + 16, w));
-  }
-  absl::StrAppend(&html, "<text x=\"", kLeft + plot, "\" y=\"", waxis + 32,
-                  "\" font-size=\"11\" text-anchor=\"end\">wait, seconds; blue tick: p50; red "
-                  "tick: p99</text>\n</svg>\n</body></html>\n");
+  AppendAxis(html, kTop + static_cast<int>(summary.keys.size()) * kRow + 4, kLeft, plot, worst,
+             "wait, seconds; blue tick: p50; red tick: p99");
+  absl::StrAppend(&html, "</body></html>\n");
   return html;
 }
 

@@ -238,67 +238,72 @@ TEST_CASE("GitMirror.Server.CloneGivesTheUpstreamContent") {
   }
 }
 
-TEST_CASE("GitMirror.Server.ClonesOfTwoClientsRunSideBySide") {
+// A mirror of one upstream, `tools.git`, whose mirror exists already (one clone went through),
+// and whose packs are held from then on until `hold.Release()`.
+struct HeldMirror {
   TempDir work;
-  const fs::path upstream = MakeUpstream(work.path, "tools.git", 3);
-  RepositorySet repositories;
-  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
-  PackHold hold(work.path);
-  hold.Release();  // the first clone makes the mirror and goes through
-  ServerUnderTest mirror(repositories, GateConfig{.capacity = 4});
-  REQUIRE(Clone(mirror.Url("tools.git"), work.path / "warm", "warm")->exit_code == 0);
-  fs::remove(hold.dir / "release");
-  const int warm_holds = hold.Held();
+  fs::path upstream = MakeUpstream(work.path, "tools.git", 3);
+  PackHold hold{work.path};
+  std::unique_ptr<ServerUnderTest> mirror;
+  int warm_holds = 0;
+
+  explicit HeldMirror(const GateConfig& config) {
+    RepositorySet repositories;
+    REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+    hold.Release();  // the first clone makes the mirror and goes through
+    mirror = std::make_unique<ServerUnderTest>(repositories, config);
+    REQUIRE(Clone(mirror->Url("tools.git"), work.path / "warm", "warm")->exit_code == 0);
+    fs::remove(hold.dir / "release");
+    warm_holds = hold.Held();
+  }
+  // Packs held since the warm-up: clones that hold a slot now.
+  int Held() const { return hold.Held() - warm_holds; }
+};
+
+TEST_CASE("GitMirror.Server.ClonesOfTwoClientsRunSideBySide") {
+  HeldMirror held(GateConfig{.capacity = 4});
 
   std::vector<std::thread> clients;
   std::vector<int> exit_codes(2, -1);
   for (int i = 0; i < 2; ++i) {
     clients.emplace_back([&, i] {
-      auto r = Clone(mirror.Url("tools.git"), work.path / ("c" + std::to_string(i)),
+      auto r = Clone(held.mirror->Url("tools.git"), held.work.path / ("c" + std::to_string(i)),
                      i == 0 ? "alice" : "bob");
       exit_codes[i] = r.ok() ? r->exit_code : -2;
     });
   }
   // Both packs are being made at once: the two clones of one repository hold a slot each.
-  CHECK(Eventually([&] { return hold.Held() == warm_holds + 2; }));
-  CHECK(mirror.Debug()["running"] == 2);
-  hold.Release();
+  CHECK(Eventually([&] { return held.Held() == 2; }));
+  CHECK(held.mirror->Debug()["running"] == 2);
+  held.hold.Release();
   for (auto& t : clients) t.join();
   CHECK(exit_codes == std::vector<int>{0, 0});
-  RequireSameContent(upstream, work.path / "c0");
-  RequireSameContent(upstream, work.path / "c1");
+  RequireSameContent(held.upstream, held.work.path / "c0");
+  RequireSameContent(held.upstream, held.work.path / "c1");
 }
 
 TEST_CASE("GitMirror.Server.ClientMaxRunningHoldsOneClientBackButNotOthers") {
-  TempDir work;
-  const fs::path upstream = MakeUpstream(work.path, "tools.git", 3);
-  RepositorySet repositories;
-  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
-  PackHold hold(work.path);
-  hold.Release();
-  ServerUnderTest mirror(repositories, GateConfig{.capacity = 4, .client_max_running = 1});
-  REQUIRE(Clone(mirror.Url("tools.git"), work.path / "warm", "warm")->exit_code == 0);
-  fs::remove(hold.dir / "release");
-  const int warm_holds = hold.Held();
+  HeldMirror held(GateConfig{.capacity = 4, .client_max_running = 1});
 
   std::vector<std::thread> clones;
   std::vector<int> exit_codes(3, -1);
   auto start = [&](int i, const std::string& client) {
     clones.emplace_back([&, i, client] {
-      auto r = Clone(mirror.Url("tools.git"), work.path / ("c" + std::to_string(i)), client);
+      auto r =
+          Clone(held.mirror->Url("tools.git"), held.work.path / ("c" + std::to_string(i)), client);
       exit_codes[i] = r.ok() ? r->exit_code : -2;
     });
   };
   start(0, "alice");
   start(1, "alice");
   // Alice runs one clone and waits with the other, although three slots are free.
-  REQUIRE(Eventually([&] { return hold.Held() == warm_holds + 1; }));
-  REQUIRE(Eventually([&] { return mirror.Debug()["pending"] == 1; }));
-  CHECK(mirror.Debug()["running"] == 1);
+  REQUIRE(Eventually([&] { return held.Held() == 1; }));
+  REQUIRE(Eventually([&] { return held.mirror->Debug()["pending"] == 1; }));
+  CHECK(held.mirror->Debug()["running"] == 1);
   start(2, "bob");  // bob is not held back by alice's limit
-  CHECK(Eventually([&] { return hold.Held() == warm_holds + 2; }));
-  CHECK(mirror.Debug()["pending"] == 1);
-  hold.Release();
+  CHECK(Eventually([&] { return held.Held() == 2; }));
+  CHECK(held.mirror->Debug()["pending"] == 1);
+  held.hold.Release();
   for (auto& t : clones) t.join();
   CHECK(exit_codes == std::vector<int>{0, 0, 0});
 }
@@ -317,39 +322,27 @@ TEST_CASE("GitMirror.Gate.BadConfigurationsAreRefused") {
 }
 
 TEST_CASE("GitMirror.Server.AQueuedCloneWhoseClientIsKilledNeverRuns") {
-  TempDir work;
-  const fs::path upstream = MakeUpstream(work.path, "tools.git", 3);
-  RepositorySet repositories;
-  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
-  PackHold hold(work.path);
-  hold.Release();
-  // One slot, and one waiting request per client.
-  ServerUnderTest mirror(repositories, GateConfig{.capacity = 1,
-                                                  .sync_clone_slots = 1,
-                                                  .background_slots = 1,
-                                                  .max_pending_per_client = 1});
-  REQUIRE(Clone(mirror.Url("tools.git"), work.path / "warm", "warm")->exit_code == 0);
-  fs::remove(hold.dir / "release");
-  const int warm_holds = hold.Held();
+  HeldMirror held(GateConfig{
+      .capacity = 1, .sync_clone_slots = 1, .background_slots = 1, .max_pending_per_client = 1});
 
   // Alice's clone takes the only slot and is held there.
   int alice_exit = -1;
   std::thread alice([&] {
-    auto r = Clone(mirror.Url("tools.git"), work.path / "alice", "alice");
+    auto r = Clone(held.mirror->Url("tools.git"), held.work.path / "alice", "alice");
     alice_exit = r.ok() ? r->exit_code : -2;
   });
-  REQUIRE(Eventually([&] { return hold.Held() == warm_holds + 1; }));
+  REQUIRE(Eventually([&] { return held.Held() == 1; }));
 
   // Bob's clone waits for it.
   auto [bob_ctx, kill_bob] = fairgate::WithCancel(fairgate::Context::Background());
   fairgate::Status bob_status;
   std::thread bob([&, ctx = bob_ctx] {
-    bob_status = Clone(mirror.Url("tools.git"), work.path / "bob", "bob", ctx).status();
+    bob_status = Clone(held.mirror->Url("tools.git"), held.work.path / "bob", "bob", ctx).status();
   });
-  REQUIRE(Eventually([&] { return mirror.Debug()["pending"] == 1; }));
+  REQUIRE(Eventually([&] { return held.mirror->Debug()["pending"] == 1; }));
 
   SUBCASE("a second waiting request of the same client is refused with 429 and Retry-After") {
-    httplib::Client client("127.0.0.1", mirror.port);
+    httplib::Client client("127.0.0.1", held.mirror->port);
     auto response = client.Post("/tools.git/git-upload-pack", {{kClientHeader, "bob"}}, "0000",
                                 "application/x-git-upload-pack-request");
     REQUIRE(response);
@@ -361,18 +354,18 @@ TEST_CASE("GitMirror.Server.AQueuedCloneWhoseClientIsKilledNeverRuns") {
   kill_bob();
   bob.join();
   CHECK(bob_status.code() == absl::StatusCode::kCancelled);
-  CHECK(Eventually([&] { return mirror.Debug()["pending"] == 0; }));
+  CHECK(Eventually([&] { return held.mirror->Debug()["pending"] == 0; }));
   CHECK(Eventually([&] {
-    for (const json& e : mirror.Events()) {
+    for (const json& e : held.mirror->Events()) {
       if (e["event"] == "cancelled" && e["client"] == "bob" && e["type"] == "clone") return true;
     }
     return false;
   }));
 
-  hold.Release();
+  held.hold.Release();
   alice.join();
   CHECK(alice_exit == 0);
-  for (const json& e : mirror.Events()) {
+  for (const json& e : held.mirror->Events()) {
     CHECK_FALSE((e["event"] == "start" && e["client"] == "bob"));
   }
 }
