@@ -49,7 +49,8 @@ StatusOr<std::unique_ptr<AdmissionCore>> AdmissionCore::Create(const SchedulerOp
   return std::unique_ptr<AdmissionCore>(new AdmissionCore(options));
 }
 
-AdmissionCore::AdmissionCore(const SchedulerOptions& options) : options_(options) {}
+AdmissionCore::AdmissionCore(const SchedulerOptions& options)
+    : options_(options), limits_in_use_(options.default_key_limits != KeyLimits{}) {}
 
 AdmissionCore::~AdmissionCore() {
   // Hooks are safe-mode: unlink every node before the containers that own them die.
@@ -159,8 +160,6 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
   job.has_explicit_cost = request.cost.has_value();
   job.explicit_cost = request.cost.value_or(0);
   job.sjf = SjfOf(type, AsAbsl(request.id), request);
-  job.charge = 0;
-  job.weight = 1;
   job.promotions = 0;
   job.was_parked = false;
   job.resource = ResourceFor(type, AsAbsl(request.id));
@@ -266,24 +265,27 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
     KeyState& key = *job.key;
     const int effective_priority = job.lane->tier->priority;
     EstimateSource source = EstimateSource::kExplicit;
-    if (job.has_explicit_cost) {
-      job.charge = job.explicit_cost;
-    } else {
+    double charge = job.explicit_cost;
+    if (!job.has_explicit_cost) {
       bool learned = false;
-      job.charge = estimates_.Use(type.index, job.id, type.config.default_cost, now, &learned);
+      charge = estimates_.Use(type.index, job.id, type.config.default_cost, now, &learned);
       source = learned ? EstimateSource::kLearned : EstimateSource::kDefault;
     }
-    job.weight = key.settings ? key.settings->weight : 1.0;
+    const double weight = key.settings ? key.settings->weight : 1.0;
     const double accumulated_before = key.acc;
     const bool reserved = Reserved(key);
+    const double sjf = job.sjf;
     UnschedulePromotion(job);
     // One pass over the key's lanes covers the new head, the new cost and the new running count.
     Rekey(key, [&] {
       job.lane->ready.erase(ReadyEntryOf(job));
       LeavePending(job);
-      key.acc = key.acc + job.charge / job.weight;
+      key.acc = key.acc + charge / weight;
       ++key.running;
     });
+    // No longer pending: its pending facts give way to its running ones (queue_nodes.h).
+    job.charge = charge;
+    job.weight = weight;
     job.state = JobState::kRunning;
     ++running_;
     ++type.running;
@@ -301,7 +303,7 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
     admission.effective_priority = effective_priority;
     admission.type_index = type.index;
     admission.accumulated_before = accumulated_before;
-    admission.sjf = job.sjf;
+    admission.sjf = sjf;
     admission.seq = job.seq;
     admission.reserved = reserved;
     admission.waited_on_conflict = job.was_parked;
@@ -327,8 +329,7 @@ Status AdmissionCore::Complete(JobTicket ticket, double elapsed, double now) {
   KeyState& key = *job->key;
   estimates_.Learn(type.index, job->id, type.config.default_cost, elapsed, options_.alpha, now);
   const double acc = options_.reconcile ? key.acc + (elapsed - job->charge) / job->weight : key.acc;
-  const bool limits_matter = key.settings != nullptr || options_.default_key_limits != KeyLimits{};
-  if (acc != key.acc || limits_matter) {
+  if (acc != key.acc || limits_in_use_) {
     Rekey(key, [&] {
       key.acc = acc;
       --key.running;
@@ -371,7 +372,7 @@ SweepResult AdmissionCore::Sweep(double now, std::vector<std::pair<std::string, 
 }
 
 void AdmissionCore::AdvanceTo(double now) {
-  while (!promotions_.empty() && promotions_.begin()->job->promote_at <= now) {
+  while (!promotions_.empty() && NextStepAt(*promotions_.begin()->job) <= now) {
     Job& job = *promotions_.begin()->job;
     promotions_.erase(promotions_.begin());
     job.promotion_scheduled = false;
@@ -385,7 +386,7 @@ void AdmissionCore::Promote(Job& job) {
   ++promotions_total_;
   if (promotion_log_ != nullptr) {
     promotion_log_->push_back({TicketOf(job), job.type->name, job.id, *job.key->name,
-                               job.lane->tier->priority, above->priority, job.promote_at,
+                               job.lane->tier->priority, above->priority, NextStepAt(job),
                                job.arrival});
   }
   Lane& target = LaneFor(*job.key, *job.type, *above);
@@ -415,16 +416,13 @@ TierState* AdmissionCore::TierAbove(const TierState& tier) const {
 
 void AdmissionCore::SchedulePromotion(Job& job) {
   if (!options_.aging || TierAbove(*job.lane->tier) == nullptr) return;
-  const AgingConfig& aging = *options_.aging;
-  job.promote_at = job.arrival + aging.grace.count() +
-                   static_cast<double>(job.promotions + 1) * aging.interval.count();
-  promotions_.insert({SortableBits(job.promote_at), job.seq, &job});
+  promotions_.insert({SortableBits(NextStepAt(job)), job.seq, &job});
   job.promotion_scheduled = true;
 }
 
 void AdmissionCore::UnschedulePromotion(Job& job) {
   if (!job.promotion_scheduled) return;
-  promotions_.erase({SortableBits(job.promote_at), job.seq, &job});
+  promotions_.erase({SortableBits(NextStepAt(job)), job.seq, &job});
   job.promotion_scheduled = false;
 }
 
@@ -479,6 +477,7 @@ Status AdmissionCore::SetKeyWeight(std::string_view name, double weight) {
 Status AdmissionCore::SetKeyLimits(std::string_view name, const KeyLimits& limits) {
   if (Status s = ValidateKeyLimits(limits); !s.ok()) return s;
   KeySettings& settings = SettingsFor(name);
+  limits_in_use_ = true;
   auto key = keys_.find(AsAbsl(name));
   auto apply = [&] {
     settings.limits = limits;
@@ -492,17 +491,24 @@ Status AdmissionCore::SetKeyLimits(std::string_view name, const KeyLimits& limit
   return absl::OkStatus();
 }
 
+double AdmissionCore::NextStepAt(const Job& job) const {
+  // Recomputed, not stored: the same expression gives the same double every time.
+  const AgingConfig& aging = *options_.aging;
+  return job.arrival + aging.grace.count() +
+         static_cast<double>(job.promotions + 1) * aging.interval.count();
+}
+
 const KeyLimits& AdmissionCore::LimitsOf(const KeyState& key) const {
   return key.settings && key.settings->has_limits ? key.settings->limits
                                                   : options_.default_key_limits;
 }
 
 bool AdmissionCore::Admissible(const KeyState& key) const {
-  return key.running < LimitsOf(key).max_running;
+  return !limits_in_use_ || key.running < LimitsOf(key).max_running;
 }
 
 bool AdmissionCore::Reserved(const KeyState& key) const {
-  return key.running < LimitsOf(key).min_running;
+  return limits_in_use_ && key.running < LimitsOf(key).min_running;
 }
 
 bool AdmissionCore::Before(const Job& a, const Job& b) const {

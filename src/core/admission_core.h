@@ -179,6 +179,8 @@ class AdmissionCore {
   Lane& LaneFor(KeyState& key, TypeState& type, TierState& tier);
   KeySettings& SettingsFor(std::string_view key);
   const KeyLimits& LimitsOf(const KeyState& key) const;
+  // When a pending job's next aging step is due.
+  double NextStepAt(const Job& job) const;
   bool Admissible(const KeyState& key) const;
   bool Reserved(const KeyState& key) const;
   // The admission order between two jobs of one effective tier and aged-ness.
@@ -231,6 +233,9 @@ class AdmissionCore {
   std::vector<Promotion>* promotion_log_ = nullptr;
   std::uint64_t promotions_total_ = 0;
   int parked_in_decision_ = 0;  // jobs NextAdmission set aside in the current decision
+  // Whether any key has limits (the default ones, or its own): until then no key is held back or
+  // reserved, and the checks cost nothing.
+  bool limits_in_use_ = false;
   int running_ = 0;
   std::int64_t pending_ = 0;
 };
