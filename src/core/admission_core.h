@@ -92,8 +92,8 @@ struct Admission {
   int priority = 0;    // its type's tier
   int effective_priority = 0;  // the tier it was admitted from (higher if it aged)
   // Why it came first, for metrics and the evidence sink:
-  std::uint32_t type_index = 0;     // registration order
-  double accumulated_before = 0;    // the key's accumulated cost at the decision
+  std::uint32_t type_index = 0;   // registration order
+  double accumulated_before = 0;  // the key's accumulated cost at the decision
   double sjf = 0;
   std::uint64_t seq = 0;
   bool reserved = false;            // its key was below min_running

@@ -221,8 +221,8 @@ struct PromotionEntry {
 struct TierState {
   int priority = 0;
   int running = 0;
-  std::int64_t pending = 0;  // its own jobs
-  std::int64_t aged_in = 0;  // jobs of lower tiers that aged into it
+  std::int64_t pending = 0;     // its own jobs
+  std::int64_t aged_in = 0;     // jobs of lower tiers that aged into it
   std::int64_t held_lanes = 0;  // lanes here of keys at their max_running, with ready jobs
   std::vector<TypeState*> types;
   std::vector<std::unique_ptr<AgedGroup>> aged;  // one per lower type that aged in, ever
