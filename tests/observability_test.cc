@@ -118,6 +118,34 @@ TEST_CASE("Observability.Metrics.CountWhatHappenedWithoutKeysOrIds") {
   }
 }
 
+TEST_CASE("Observability.Metrics.JobsThatWaitedOnACapOrAConflict") {
+  Watchdog watchdog("waited metrics", 60s);
+  Clocked clock;
+  SchedulerOptions options = clock.Options();
+  options.max_concurrency = 2;
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("fetch", Type(4, 1, "git")).ok());
+  REQUIRE(scheduler->RegisterType("repack", Type(4, 2, "git")).ok());
+  Gate gate;
+  auto held = [&](const Context&) {
+    return gate.Wait() ? absl::OkStatus() : absl::InternalError("gate");
+  };
+  std::atomic<int> done{0};
+  auto count = [&](const Status&) { ++done; };
+  REQUIRE(scheduler->Submit("fetch", "r", "", held, count).ok());  // runs at once
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  // A second fetch waits for the type's cap; a repack of r, with a slot free, for the conflict.
+  REQUIRE(scheduler->Submit("fetch", "s", "", held, count).ok());
+  REQUIRE(scheduler->Submit("repack", "r", "", held, count).ok());
+  clock.now->store(1);  // so that their waits are not zero
+  gate.Open();
+  REQUIRE(Eventually([&] { return done == 3; }));
+  std::string out;
+  scheduler->WriteMetrics(out);
+  CHECK(Contains(out, "fairgate_jobs_waited_total{reason=\"capacity\"} 1"));
+  CHECK(Contains(out, "fairgate_jobs_waited_total{reason=\"conflict\"} 1"));
+}
+
 struct Recorder : Observer {
   std::mutex mutex;
   std::vector<JobEvent> events;
