@@ -50,7 +50,22 @@ StatusOr<std::unique_ptr<AdmissionCore>> AdmissionCore::Create(const SchedulerOp
 }
 
 AdmissionCore::AdmissionCore(const SchedulerOptions& options)
-    : options_(options), limits_in_use_(options.default_key_limits != KeyLimits{}) {}
+    : options_(options),
+      limits_in_use_(options.default_key_limits != KeyLimits{}),
+      reservations_in_use_(options.default_key_limits.min_running > 0) {}
+
+bool AdmissionCore::CompactLanes(const TypeState& type) const {
+  return !type.config.shortest_first && !options_.shortest_first && !reservations_in_use_;
+}
+
+void AdmissionCore::UseReservations() {
+  if (reservations_in_use_) return;
+  reservations_in_use_ = true;
+  for (auto& type : types_) type->lanes.MakeFull();
+  for (auto& tier : tiers_) {
+    for (auto& group : tier->aged) group->lanes.MakeFull();
+  }
+}
 
 AdmissionCore::~AdmissionCore() {
   // Hooks are safe-mode: unlink every node before the containers that own them die.
@@ -93,6 +108,7 @@ Status AdmissionCore::RegisterType(std::string_view name, const JobTypeConfig& c
     tier_it = tiers_.insert(tier_it, std::move(tier));
   }
   type->tier = tier_it->get();
+  type->lanes = LaneSet(CompactLanes(*type));
   type->tier->types.push_back(type.get());
   types_by_name_.emplace(type->name, type.get());
   types_.push_back(std::move(type));
@@ -209,7 +225,7 @@ Status AdmissionCore::Cancel(JobTicket ticket, double now) {
 
 Job* AdmissionCore::FrontOf(LaneSet& lanes) {
   while (!lanes.empty()) {
-    Job& head = *lanes.begin()->lane->ready.begin()->job;
+    Job& head = *lanes.front()->ready.begin()->job;
     if (head.resource == nullptr || !head.resource->busy) return &head;
     Park(head);
   }
@@ -478,6 +494,7 @@ Status AdmissionCore::SetKeyLimits(std::string_view name, const KeyLimits& limit
   if (Status s = ValidateKeyLimits(limits); !s.ok()) return s;
   KeySettings& settings = SettingsFor(name);
   limits_in_use_ = true;
+  if (limits.min_running > 0) UseReservations();
   auto key = keys_.find(AsAbsl(name));
   auto apply = [&] {
     settings.limits = limits;
@@ -584,6 +601,7 @@ Lane& AdmissionCore::LaneFor(KeyState& key, TypeState& type, TierState& tier) {
     if (group == tier.aged.end()) {
       tier.aged.push_back(std::make_unique<AgedGroup>());
       tier.aged.back()->type = &type;
+      tier.aged.back()->lanes = LaneSet(CompactLanes(type));
       group = tier.aged.end() - 1;
     }
     lane->set = &(*group)->lanes;

@@ -181,6 +181,10 @@ class AdmissionCore {
   const KeyLimits& LimitsOf(const KeyState& key) const;
   // When a pending job's next aging step is due.
   double NextStepAt(const Job& job) const;
+  // Whether the lanes of `type` can use the compact layout.
+  bool CompactLanes(const TypeState& type) const;
+  // The first min_running appeared: every lane set takes the full layout.
+  void UseReservations();
   bool Admissible(const KeyState& key) const;
   bool Reserved(const KeyState& key) const;
   // The admission order between two jobs of one effective tier and aged-ness.
@@ -236,6 +240,9 @@ class AdmissionCore {
   // Whether any key has limits (the default ones, or its own): until then no key is held back or
   // reserved, and the checks cost nothing.
   bool limits_in_use_ = false;
+  // Whether any key may have a min_running: until then lane sets of types that are not
+  // shortest-first keep the compact layout (queue_nodes.h).
+  bool reservations_in_use_ = false;
   int running_ = 0;
   std::int64_t pending_ = 0;
 };
