@@ -63,6 +63,7 @@ class SchedulerMetrics {
   const std::vector<TypeCounts>& types() const { return types_; }
   std::uint64_t waited_on_conflict() const { return waited_conflict_; }
   std::uint64_t waited_on_capacity() const { return waited_capacity_; }
+  std::uint64_t keys_evicted() const { return keys_evicted_; }
   const std::map<absl::StatusCode, std::uint64_t>& rejected() const { return rejected_; }
 
  private:

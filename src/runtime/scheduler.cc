@@ -236,7 +236,7 @@ class Scheduler::Impl {
     s.waited_on_conflict = metrics_.waited_on_conflict();
     s.waited_on_capacity = metrics_.waited_on_capacity();
     s.aging_promotions = core_->promotions_total();
-    s.keys_evicted = keys_evicted_;
+    s.keys_evicted = metrics_.keys_evicted();
     if (heaviest_keys > 0) {
       for (auto& [key, acc] : core_->HeaviestKeys(heaviest_keys)) {
         s.heaviest_keys.push_back({std::move(key), acc});
@@ -537,7 +537,6 @@ class Scheduler::Impl {
       const core::SweepResult swept =
           core_->Sweep(now, delivery_.wants_events() ? &evicted : nullptr);
       metrics_.KeysEvicted(swept.keys_evicted);
-      keys_evicted_ += swept.keys_evicted;
       for (auto& [key, acc] : evicted) {
         JobEvent e;
         e.kind = JobEvent::Kind::kEvict;
@@ -566,7 +565,6 @@ class Scheduler::Impl {
   std::vector<RecordPtr> records_;  // by ticket slot: the pending and running jobs
   Phase phase_ = Phase::kOpen;
   mutable metrics::SchedulerMetrics metrics_;
-  std::uint64_t keys_evicted_ = 0;
   // Events and evidence gathered under the lock, posted before it is released.
   mutable std::vector<JobEvent> events_;
   mutable std::vector<AdmissionEvidence> evidence_;
