@@ -150,6 +150,8 @@ class AdmissionCore {
   std::vector<std::pair<std::string, double>> HeaviestKeys(std::size_t n) const;
   // The registration index of a type, if registered.
   std::optional<std::uint32_t> TypeIndex(std::string_view type) const;
+  // The registration index of the type of a live job, without a lookup by name.
+  std::uint32_t TypeIndexOf(JobTicket ticket) const { return jobs_[ticket.slot].type->index; }
 
   // Sets the key's weight (finite, > 0): its later charges are divided by it. Kept while the
   // scheduler lives, even when the key is idle or forgotten.

@@ -223,8 +223,9 @@ class Scheduler::Impl {
     core_->AdvanceTo(now);  // the aging steps due by now, so that aged_in is current
     PostPromotionsLocked(now);
     fairgate::Snapshot s = core_->TakeSnapshot();
-    for (TypeSnapshot& t : s.types) {
-      const auto& counts = metrics_.types()[*core_->TypeIndex(t.name)];
+    for (std::size_t i = 0; i < s.types.size(); ++i) {  // both in registration order
+      TypeSnapshot& t = s.types[i];
+      const auto& counts = metrics_.types()[i];
       t.enqueued = counts.enqueued;
       t.admitted = counts.admitted;
       t.cancelled = counts.cancelled;
@@ -334,7 +335,7 @@ class Scheduler::Impl {
         }
       } else {
         record->ticket = *ticket;
-        record->type_index = *core_->TypeIndex(type);
+        record->type_index = core_->TypeIndexOf(*ticket);
         record->enqueued_at = now;
         if (delivery_.wants_events()) {
           record->type = std::string(type);
