@@ -3,6 +3,9 @@
 // Every unit of work goes through one Scheduler:
 // - foreground work, where a caller waits: RunSync blocks the calling fiber or thread until the
 //   job is admitted, runs `fn` right there on the caller, and returns its status;
+// - foreground work in an event loop, where nothing may block: Acquire returns at once and later
+//   hands a callback a Permit (fairgate/permit.h), which holds the job's slot until released
+//   (fairgate/asio.h adapts it to Boost.Asio completion tokens);
 // - background work: Submit returns at once, and `fn` runs later as a fiber on the scheduler's
 //   own worker pool; the completion callback (if given) learns its status.
 // Which job runs next, and when, is the admission rule of fairgate's design (tier, then the
@@ -25,14 +28,16 @@
 // - `fn` must not call Shutdown, Drain or the destructor of its own scheduler (that would wait
 //   for itself).
 //
-// Exactly once: every job accepted (RunSync or Submit returned OK, or RunSync reached its wait)
-// either runs or is told that it did not, exactly once: RunSync returns Cancelled,
-// DeadlineExceeded, or fn's status; a Submit callback is called once, with fn's status or
-// Cancelled.
+// Exactly once: every job accepted (RunSync or Submit returned OK, or RunSync reached its wait;
+// Acquire returned OK) either runs or is told that it did not, exactly once: RunSync returns
+// Cancelled, DeadlineExceeded, or fn's status; a Submit callback is called once, with fn's status
+// or Cancelled; an Acquire callback is called once, with a Permit or with why there is none, and
+// the permit releases the job once.
 //
 // Shutdown: Shutdown(ctx) refuses new calls (Unavailable), fails every pending job (RunSync
-// callers return Cancelled, Submit callbacks get Cancelled), cancels the context of running Submit
-// jobs, and waits until every running job has finished and every callback has run, or until
+// callers return Cancelled, Submit and Acquire callbacks get Cancelled), cancels the context of
+// running Submit jobs, and waits until every running job has finished, every permit has been
+// released and every callback has run, or until
 // `ctx` is done (then it returns ctx.Err() and the jobs go on; the destructor waits for them).
 // Drain(ctx) refuses new calls but runs everything pending first, then shuts down. The destructor
 // shuts down and waits.
@@ -49,6 +54,7 @@
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
 #include "fairgate/options.h"
+#include "fairgate/permit.h"
 #include "fairgate/snapshot.h"
 #include "fairgate/status.h"
 
@@ -58,6 +64,7 @@ class Scheduler {
  public:
   using JobFn = std::function<Status(const Context& ctx)>;
   using DoneCallback = std::function<void(const Status& status)>;
+  using PermitCallback = std::function<void(StatusOr<Permit> permit)>;
 
   // Starts a scheduler: validates `options` (InvalidArgument naming the bad field), starts the
   // worker pool and the TTL sweeper.
@@ -77,6 +84,23 @@ class Scheduler {
   // an empty id or function; ResourceExhausted when a pending bound is reached.
   Status RunSync(const Context& ctx, std::string_view type, std::string_view id,
                  std::string_view fairness_key, const JobFn& fn);
+
+  // The asynchronous RunSync: queues the job (type, id) of `fairness_key` in the same order, under
+  // the same caps and conflicts, and returns at once. Refusals are returned here (as RunSync
+  // returns them: ctx.Err() if `ctx` is already done, Unavailable, NotFound, InvalidArgument for
+  // an empty id or callback, ResourceExhausted), and then `on_admitted` is never called.
+  // Otherwise `on_admitted` is called exactly once, with no fairgate lock held:
+  // - with a Permit when the job is admitted; the job runs until the permit is released;
+  // - with ctx.Err() (Cancelled or DeadlineExceeded), uncharged, when `ctx` is done first: a
+  //   deadline is watched by the scheduler's timer, so it ends the wait with no caller to poll;
+  // - with Cancelled when the scheduler shuts down first.
+  // It runs on the thread that made the decision: inside Acquire itself when the job is admitted
+  // at once, inside whatever released a slot (a Permit's Release, a RunSync return, a worker),
+  // inside ctx's cancel function, or on the scheduler's timer. It should be quick and must not
+  // block; it may call the scheduler (release its permit, acquire again). An event loop posts the
+  // result to itself: fairgate/asio.h does so for Boost.Asio.
+  Status Acquire(const Context& ctx, std::string_view type, std::string_view id,
+                 std::string_view fairness_key, PermitCallback on_admitted);
 
   // Queues background job (type, id) under the fairness key "" and returns at once.
   Status Submit(std::string_view type, std::string_view id, JobFn fn);
@@ -120,6 +144,7 @@ class Scheduler {
  private:
   class Impl;
   explicit Scheduler(std::unique_ptr<Impl> impl);
+  static Permit MakePermit(std::unique_ptr<internal::HeldJob> job) { return Permit(std::move(job)); }
   std::unique_ptr<Impl> impl_;
 };
 

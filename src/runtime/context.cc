@@ -49,12 +49,14 @@ std::uint64_t ContextState::AddCallback(std::function<void()> callback) {
   return 0;
 }
 
-void ContextState::RemoveCallback(std::uint64_t id) {
-  if (id == 0) return;
+bool ContextState::RemoveCallback(std::uint64_t id) {
+  if (id == 0) return false;
   std::unique_lock lock(mutex_);
   auto it = std::find_if(callbacks_.begin(), callbacks_.end(),
                          [&](const auto& entry) { return entry.first == id; });
-  if (it != callbacks_.end()) callbacks_.erase(it);
+  if (it == callbacks_.end()) return false;
+  callbacks_.erase(it);
+  return true;
 }
 
 bool ContextState::WaitUntil(std::optional<Clock::time_point> until) {

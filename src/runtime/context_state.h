@@ -38,8 +38,9 @@ class ContextState : public std::enable_shared_from_this<ContextState> {
   // Runs `callback` once when the state is cancelled (at once, inline, if it already was).
   // Returns an id for RemoveCallback, or 0 if it ran inline. Deadlines do not run callbacks.
   std::uint64_t AddCallback(std::function<void()> callback);
-  // Unregisters a callback that has not run yet; harmless for one that has.
-  void RemoveCallback(std::uint64_t id);
+  // Unregisters a callback that has not run yet; harmless for one that has. True when it was
+  // still registered (so it will never run); false when it has run, is running, or `id` is 0.
+  bool RemoveCallback(std::uint64_t id);
 
   // Blocks until done, or until `until` when given; returns Done().
   bool WaitUntil(std::optional<Clock::time_point> until);

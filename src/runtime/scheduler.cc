@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -22,12 +23,19 @@ namespace fairgate {
 namespace {
 
 // One accepted job, from its acceptance until it is reported.
+struct JobRecord;
+using RecordPtr = std::shared_ptr<JobRecord>;
+// Acquire's waiting jobs by the deadline of their context, for the scheduler's timer.
+using DeadlineMap = std::multimap<Context::Clock::time_point, RecordPtr>;
+
 struct JobRecord {
-  enum class State { kPending, kRunning, kCancelled };
+  // kNew until the core has queued it (an Acquire's context may end before that).
+  enum class State { kNew, kPending, kRunning, kCancelled };
 
   core::JobTicket ticket;
-  bool sync = false;
-  State state = State::kPending;  // guarded by the scheduler's lock
+  bool sync = false;              // RunSync
+  bool async = false;             // Acquire
+  State state = State::kNew;      // guarded by the scheduler's lock
 
   // For metrics and events; set under the scheduler's lock. The names only when observed.
   std::uint32_t type_index = 0;
@@ -44,9 +52,15 @@ struct JobRecord {
   // Submit.
   Scheduler::JobFn fn;
   Scheduler::DoneCallback done;
-};
 
-using RecordPtr = std::shared_ptr<JobRecord>;
+  // Acquire: called once; the context's cancel callback (0: none, or it ran inline); the entry in
+  // the deadline map while pending (under the scheduler's lock); when the permit was granted.
+  Scheduler::PermitCallback on_admitted;
+  Context ctx = Context::Background();
+  std::uint64_t ctx_callback = 0;
+  std::optional<DeadlineMap::iterator> deadline_entry;
+  double admitted_at = 0;
+};
 
 void Signal(JobRecord& record) {
   {
@@ -77,6 +91,18 @@ void InvokeDone(const Scheduler::DoneCallback& done, const Status& status) {
     done(status);
   } catch (...) {
     // Documented: nobody is left to receive it.
+  }
+}
+
+// Calls an Acquire callback once, and lets go of what it holds.
+void InvokeAdmitted(JobRecord& record, StatusOr<Permit> result) {
+  Scheduler::PermitCallback callback = std::move(record.on_admitted);
+  record.on_admitted = nullptr;
+  try {
+    callback(std::move(result));
+  } catch (...) {
+    // As for a completion callback: nobody is left to receive it. A permit it held is released
+    // by its destructor during the unwinding.
   }
 }
 
@@ -117,7 +143,8 @@ class Scheduler::Impl {
                  std::string_view key, const JobFn& fn) {
     if (!fn) return absl::InvalidArgumentError("job function is empty");
     if (Status s = ctx.Err(); !s.ok()) return s;
-    StatusOr<RecordPtr> accepted = Accept(type, id, key, [](JobRecord& r) { r.sync = true; });
+    StatusOr<RecordPtr> accepted =
+        Accept(type, id, key, [](const RecordPtr& r) { r->sync = true; });
     if (!accepted.ok()) return accepted.status();
     RecordPtr record = *std::move(accepted);
 
@@ -166,12 +193,44 @@ class Scheduler::Impl {
     return status;
   }
 
+  Status Acquire(const Context& ctx, std::string_view type, std::string_view id,
+                 std::string_view key, PermitCallback on_admitted) {
+    if (!on_admitted) return absl::InvalidArgumentError("permit callback is empty");
+    if (Status s = ctx.Err(); !s.ok()) return s;
+    RecordPtr pending;
+    StatusOr<RecordPtr> accepted = Accept(type, id, key, [&](const RecordPtr& r) {
+      r->async = true;
+      r->on_admitted = std::move(on_admitted);
+      r->ctx = ctx;
+      if (ctx.state()) {
+        // The callback counts as outstanding until it has run or been removed, so that it never
+        // touches a destroyed scheduler; whoever disposes of it finishes that count. It holds the
+        // record until then (a cycle through the context, broken by either).
+        AddOutstanding();
+        r->ctx_callback = ctx.state()->AddCallback([this, r] {
+          Status err = r->ctx.Err();
+          AbandonWaiting(r, err.ok() ? absl::CancelledError("context cancelled") : err);
+          FinishOutstanding();
+        });
+      }
+      pending = r;
+    });
+    if (!accepted.ok()) {
+      DetachContext(*pending);  // never queued: its callback, if it ran, found nothing to do
+      return accepted.status();
+    }
+    RecordPtr record = *std::move(accepted);
+    // The context may have ended before the job was queued: its callback found nothing to do.
+    if (Status err = ctx.Err(); !err.ok()) AbandonWaiting(record, err);
+    return absl::OkStatus();
+  }
+
   Status Submit(std::string_view type, std::string_view id, std::string_view key, JobFn fn,
                 DoneCallback done) {
     if (!fn) return absl::InvalidArgumentError("job function is empty");
-    StatusOr<RecordPtr> accepted = Accept(type, id, key, [&](JobRecord& r) {
-      r.fn = std::move(fn);
-      r.done = std::move(done);
+    StatusOr<RecordPtr> accepted = Accept(type, id, key, [&](const RecordPtr& r) {
+      r->fn = std::move(fn);
+      r->done = std::move(done);
     });
     return accepted.status();
   }
@@ -187,6 +246,7 @@ class Scheduler::Impl {
           if (!record || record->state != JobRecord::State::kPending) continue;
           (void)core_->Cancel(record->ticket, now);
           record->state = JobRecord::State::kCancelled;
+          ForgetDeadlineLocked(*record);
           CancelledLocked(*record, now, absl::CancelledError("the scheduler shut down"));
           refused.push_back(std::move(record));
         }
@@ -196,6 +256,11 @@ class Scheduler::Impl {
     for (const RecordPtr& record : refused) {
       if (record->sync) {
         Signal(*record);  // the caller returns Cancelled, then finishes its outstanding count
+      } else if (record->async) {
+        DetachContext(*record);
+        InvokeAdmitted(*record,
+                       absl::CancelledError("the scheduler shut down before the job was admitted"));
+        FinishOutstanding();
       } else {
         InvokeDone(record->done,
                    absl::CancelledError("the scheduler shut down before the job ran"));
@@ -302,15 +367,13 @@ class Scheduler::Impl {
   StatusOr<RecordPtr> Accept(std::string_view type, std::string_view id, std::string_view key,
                              Fill fill) {
     auto record = std::make_shared<JobRecord>();
-    fill(*record);
+    fill(record);
     // Counted before it can be admitted and finished elsewhere; uncounted if refused. The count
     // has its own (fiber) mutex, which is never taken under the scheduler's lock.
-    {
-      std::unique_lock quiet_lock(quiet_->mutex);
-      ++outstanding_;
-    }
+    AddOutstanding();
     std::vector<RecordPtr> admitted;
     Status refused;
+    bool wake_timer = false;
     {
       internal::CoreLock lock(&mutex_);
       const double now = Now();
@@ -335,6 +398,7 @@ class Scheduler::Impl {
         }
       } else {
         record->ticket = *ticket;
+        record->state = JobRecord::State::kPending;
         record->type_index = core_->TypeIndexOf(*ticket);
         record->enqueued_at = now;
         if (delivery_.wants_events()) {
@@ -346,12 +410,19 @@ class Scheduler::Impl {
         if (records_.size() <= ticket->slot) records_.resize(ticket->slot + 1);
         records_[ticket->slot] = record;
         AdmitLocked(now, admitted);
+        if (record->async && record->state == JobRecord::State::kPending) {
+          if (std::optional<Context::Clock::time_point> deadline = record->ctx.Deadline()) {
+            record->deadline_entry = deadlines_.emplace(*deadline, record);
+            wake_timer = deadlines_.begin() == *record->deadline_entry;
+          }
+        }
       }
     }
     if (!refused.ok()) {
       FinishOutstanding();
       return refused;
     }
+    if (wake_timer) WakeTimer();
     Dispatch(admitted);
     return record;
   }
@@ -361,6 +432,8 @@ class Scheduler::Impl {
     while (std::optional<core::Admission> a = core_->NextAdmission(now)) {
       RecordPtr& record = records_[a->ticket.slot];
       record->state = JobRecord::State::kRunning;
+      record->admitted_at = now;
+      ForgetDeadlineLocked(*record);
       record->charge = a->charge;
       record->tier = a->priority;
       record->effective_tier = a->effective_priority;
@@ -431,6 +504,9 @@ class Scheduler::Impl {
     for (const RecordPtr& record : admitted) {
       if (record->sync) {
         Signal(*record);
+      } else if (record->async) {
+        DetachContext(*record);
+        InvokeAdmitted(*record, Scheduler::MakePermit(std::make_unique<HeldPermit>(this, record)));
       } else {
         pool_.Post([this, record] { RunBackground(record); });
       }
@@ -491,6 +567,59 @@ class Scheduler::Impl {
     return kept;
   }
 
+  // An Acquire that leaves the queue without a permit (its context ended, its deadline passed):
+  // uncharged, told once. Does nothing unless the job is still pending.
+  void AbandonWaiting(const RecordPtr& record, const Status& why) {
+    {
+      internal::CoreLock lock(&mutex_);
+      if (record->state != JobRecord::State::kPending) return;
+      const double now = Now();
+      (void)core_->Cancel(record->ticket, now);
+      record->state = JobRecord::State::kCancelled;
+      records_[record->ticket.slot] = nullptr;
+      ForgetDeadlineLocked(*record);
+      CancelledLocked(*record, now, why);
+    }
+    DetachContext(*record);
+    InvokeAdmitted(*record, why);
+    FinishOutstanding();
+  }
+
+  // Unregisters an Acquire's context callback; if it had not run, finishes its outstanding count
+  // (a callback that has run finishes its own).
+  void DetachContext(JobRecord& record) {
+    if (record.ctx.state() && record.ctx.state()->RemoveCallback(record.ctx_callback)) {
+      FinishOutstanding();
+    }
+  }
+
+  void ForgetDeadlineLocked(JobRecord& record) {
+    if (!record.deadline_entry) return;
+    deadlines_.erase(*record.deadline_entry);
+    record.deadline_entry.reset();
+  }
+
+  // The scheduler's side of a Permit: releasing it completes the job.
+  class HeldPermit : public internal::HeldJob {
+   public:
+    HeldPermit(Impl* impl, RecordPtr record) : impl_(impl), record_(std::move(record)) {}
+    void Release(const Status& status) override {
+      Impl* impl = impl_;
+      (void)impl->Complete(*record_, record_->admitted_at, impl->Now(), status);
+      record_ = nullptr;
+      impl->FinishOutstanding();  // the last touch: the scheduler may be destroyed after it
+    }
+
+   private:
+    Impl* impl_;
+    RecordPtr record_;
+  };
+
+  void AddOutstanding() {
+    std::unique_lock lock(quiet_->mutex);
+    ++outstanding_;
+  }
+
   // One accepted job has been fully reported. The count changes under the quiet mutex, so a
   // waiter in Shutdown cannot see zero (and destroy the scheduler) before this call is done
   // with it.
@@ -524,14 +653,54 @@ class Scheduler::Impl {
     return result;
   }
 
+  // Tells the timer that an earlier deadline may be waiting.
+  void WakeTimer() {
+    {
+      std::unique_lock lock(sweeper_mutex_);
+      timer_rearm_ = true;
+    }
+    sweeper_wake_.notify_all();
+  }
+
+  // Ends the waits of Acquire jobs whose deadline has passed.
+  void ExpireDeadlines(Context::Clock::time_point now) {
+    std::vector<RecordPtr> expired;
+    {
+      internal::CoreLock lock(&mutex_);
+      for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it) {
+        expired.push_back(it->second);
+      }
+    }
+    for (const RecordPtr& record : expired) {
+      AbandonWaiting(record, absl::DeadlineExceededError("context deadline exceeded"));
+    }
+  }
+
+  // The scheduler's timer: sweeps idle keys every sweep_interval, and ends Acquire waits at their
+  // context's deadline.
   void SweeperLoop() {
+    using Clock = Context::Clock;
+    const auto sweep_interval =
+        std::chrono::duration_cast<Clock::duration>(options_.sweep_interval);
+    Clock::time_point next_sweep = Clock::now() + sweep_interval;
     std::unique_lock lock(sweeper_mutex_);
     while (!stop_sweeper_) {
-      sweeper_wake_.wait_for(
-          lock,
-          std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.sweep_interval),
-          [&] { return stop_sweeper_; });
+      Clock::time_point wake_at = next_sweep;
+      {
+        internal::CoreLock core_lock(&mutex_);
+        if (!deadlines_.empty()) wake_at = std::min(wake_at, deadlines_.begin()->first);
+      }
+      timer_rearm_ = false;
+      sweeper_wake_.wait_until(lock, wake_at, [&] { return stop_sweeper_ || timer_rearm_; });
       if (stop_sweeper_) break;
+      const Clock::time_point woke_at = Clock::now();
+      // Callbacks run without the timer's lock: they may acquire again, which may wake it.
+      lock.unlock();
+      ExpireDeadlines(woke_at);
+      lock.lock();
+      if (stop_sweeper_) break;
+      if (woke_at < next_sweep) continue;
+      next_sweep = woke_at + sweep_interval;
       internal::CoreLock core_lock(&mutex_);
       const double now = Now();
       std::vector<std::pair<std::string, double>> evicted;
@@ -564,6 +733,7 @@ class Scheduler::Impl {
   mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
   std::unique_ptr<core::AdmissionCore> core_;
   std::vector<RecordPtr> records_;  // by ticket slot: the pending and running jobs
+  DeadlineMap deadlines_;           // Acquire's pending jobs whose context has a deadline
   Phase phase_ = Phase::kOpen;
   mutable metrics::SchedulerMetrics metrics_;
   // Events and evidence gathered under the lock, posted before it is released.
@@ -584,6 +754,7 @@ class Scheduler::Impl {
   internal::WaitMutex sweeper_mutex_;
   internal::WaitCondition sweeper_wake_;
   bool stop_sweeper_ = false;
+  bool timer_rearm_ = false;  // under sweeper_mutex_
 
   std::pair<Context, CancelFunc> background_;  // the context of Submit jobs
   internal::WorkerPool pool_;                  // last: joined first
@@ -606,6 +777,11 @@ Status Scheduler::RegisterType(std::string_view name, const JobTypeConfig& confi
 Status Scheduler::RunSync(const Context& ctx, std::string_view type, std::string_view id,
                           std::string_view fairness_key, const JobFn& fn) {
   return impl_->RunSync(ctx, type, id, fairness_key, fn);
+}
+
+Status Scheduler::Acquire(const Context& ctx, std::string_view type, std::string_view id,
+                          std::string_view fairness_key, PermitCallback on_admitted) {
+  return impl_->Acquire(ctx, type, id, fairness_key, std::move(on_admitted));
 }
 
 Status Scheduler::Submit(std::string_view type, std::string_view id, JobFn fn) {

@@ -1,0 +1,69 @@
+// fairgate/asio.h: Scheduler::Acquire as a Boost.Asio asynchronous operation.
+//
+//   fairgate::AsyncAcquire(scheduler, ctx, "clone", repository, client,
+//                          [](fairgate::StatusOr<fairgate::Permit> permit) { ... });
+//
+// works with any completion token of Boost.Asio 1.74 (a handler, `boost::asio::use_future`,
+// `boost::asio::use_awaitable`, a `bind_executor`-wrapped handler), with the completion signature
+// `void(fairgate::StatusOr<fairgate::Permit>)`. Unlike a raw Acquire callback, the handler is
+// never called inside AsyncAcquire, nor on a fairgate thread: the result is posted to the
+// handler's associated executor (its strand, say), and the operation counts as outstanding work
+// on that executor until then, as Asio's own operations do. A refusal arrives the same way, so
+// the handler sees every outcome in one place.
+//
+// Cancellation is fairgate's: cancel `ctx` (or give it a deadline) to end the wait; the handler
+// then gets Cancelled or DeadlineExceeded. If the executor is shut down before the handler runs,
+// the posted result is destroyed with it, and a permit in it is released (as Release(OK)).
+//
+// Thread safety: as Scheduler::Acquire. Header-only; the including target needs Boost's headers.
+#ifndef FAIRGATE_ASIO_H_
+#define FAIRGATE_ASIO_H_
+
+#include <memory>
+#include <string_view>
+#include <utility>
+
+#include "boost/asio/associated_executor.hpp"
+#include "boost/asio/async_result.hpp"
+#include "boost/asio/executor_work_guard.hpp"
+#include "boost/asio/post.hpp"
+#include "fairgate/context.h"
+#include "fairgate/permit.h"
+#include "fairgate/scheduler.h"
+#include "fairgate/status.h"
+
+namespace fairgate {
+
+template <typename CompletionToken>
+auto AsyncAcquire(Scheduler& scheduler, const Context& ctx, std::string_view type,
+                  std::string_view id, std::string_view fairness_key, CompletionToken&& token) {
+  return boost::asio::async_initiate<CompletionToken, void(StatusOr<Permit>)>(
+      [&scheduler, &ctx, type, id, fairness_key](auto handler) {
+        using Handler = decltype(handler);
+        // Acquire's callback must be copyable (std::function); the handler need not be.
+        struct Pending {
+          explicit Pending(Handler h)
+              : handler(std::move(h)),
+                work(boost::asio::make_work_guard(boost::asio::get_associated_executor(handler))) {}
+          Handler handler;
+          boost::asio::executor_work_guard<boost::asio::associated_executor_t<Handler>> work;
+        };
+        auto pending = std::make_shared<Pending>(std::move(handler));
+        auto deliver = [pending](StatusOr<Permit> result) {
+          auto executor = pending->work.get_executor();
+          boost::asio::post(executor,
+                            [pending, result = std::move(result)]() mutable {
+                              Handler handler = std::move(pending->handler);
+                              pending->work.reset();
+                              std::move(handler)(std::move(result));
+                            });
+        };
+        Status refused = scheduler.Acquire(ctx, type, id, fairness_key, deliver);
+        if (!refused.ok()) deliver(std::move(refused));
+      },
+      token);
+}
+
+}  // namespace fairgate
+
+#endif  // FAIRGATE_ASIO_H_

@@ -1,0 +1,76 @@
+// fairgate/permit.h: a held admission, for work that is not one function call.
+//
+// Scheduler::Acquire admits a job without running anything: it hands the caller a Permit, and
+// the job is "running" until the permit is released. An event-loop server uses it to hold a slot
+// for exactly as long as a response takes to produce and send (a git clone's pack, streamed),
+// without a thread or a fiber waiting for the admission or during the work.
+//
+// A Permit is move-only and releases its job exactly once: by Release(status), or by its
+// destructor (as Release(OK)) if it still holds the job. Releasing completes the job as a RunSync
+// return would: its slot is offered to the next job at once, the time from admission to release
+// is the observed cost that the estimate of its (type, id) learns, and `status` is what the
+// metrics, the events and the key's reconciliation see. An empty permit (default-constructed,
+// moved from, or released) does nothing.
+//
+// Thread safety: a Permit is one object; use it from one thread at a time. It may be released
+// from any thread or fiber, including inside the callback that delivered it. Every permit must be
+// released before its scheduler's destructor returns: the destructor (and Shutdown without a
+// deadline) waits for held permits as it waits for running jobs, so a permit held by the thread
+// that destroys the scheduler is a deadlock.
+#ifndef FAIRGATE_PERMIT_H_
+#define FAIRGATE_PERMIT_H_
+
+#include <memory>
+
+#include "fairgate/status.h"
+
+namespace fairgate {
+
+namespace internal {
+// The scheduler's side of a held permit; defined by the runtime.
+class HeldJob {
+ public:
+  virtual ~HeldJob() = default;
+  virtual void Release(const Status& status) = 0;
+};
+}  // namespace internal
+
+class Permit {
+ public:
+  // An empty permit.
+  Permit() = default;
+  Permit(Permit&& other) noexcept = default;
+  // Releases the permit held here (as Release(OK)) before taking `other`'s.
+  Permit& operator=(Permit&& other) noexcept {
+    if (this != &other) {
+      Release();
+      job_ = std::move(other.job_);
+    }
+    return *this;
+  }
+  Permit(const Permit&) = delete;
+  Permit& operator=(const Permit&) = delete;
+  // Releases the job with an OK status if it is still held.
+  ~Permit() { Release(); }
+
+  // Whether this permit still holds its job.
+  bool held() const noexcept { return job_ != nullptr; }
+  explicit operator bool() const noexcept { return held(); }
+
+  // Completes the job with `status` (see the header comment); no-op when empty.
+  void Release(const Status& status = absl::OkStatus()) {
+    if (job_ == nullptr) return;
+    std::unique_ptr<internal::HeldJob> job = std::move(job_);
+    job->Release(status);
+  }
+
+ private:
+  friend class Scheduler;
+  explicit Permit(std::unique_ptr<internal::HeldJob> job) : job_(std::move(job)) {}
+
+  std::unique_ptr<internal::HeldJob> job_;
+};
+
+}  // namespace fairgate
+
+#endif  // FAIRGATE_PERMIT_H_

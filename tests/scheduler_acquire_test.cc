@@ -1,0 +1,420 @@
+// Scheduler::Acquire and Permit: the asynchronous admission an event-loop server uses, with the
+// same order, caps, cancellation, shutdown and exactly-once promises as RunSync; and its Boost.Asio
+// adapter (fairgate/asio.h). No test asserts how long anything took.
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "boost/asio/bind_executor.hpp"
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/strand.hpp"
+#include "boost/asio/use_future.hpp"
+#include "doctest/doctest.h"
+#include "fairgate/asio.h"
+#include "fairgate/permit.h"
+#include "fairgate/scheduler.h"
+#include "runtime_test_util.h"
+#include "test_job_types.h"
+
+namespace fairgate {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Eventually;
+using testing::Type;
+using testing::Watchdog;
+
+std::unique_ptr<Scheduler> Make(SchedulerOptions options) {
+  auto scheduler = Scheduler::Create(options);
+  REQUIRE_MESSAGE(scheduler.ok(), scheduler.status().message());
+  return *std::move(scheduler);
+}
+
+SchedulerOptions SeedCapacity(int capacity) {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = capacity;
+  options.worker_threads = 1;
+  return options;
+}
+
+// What one Acquire's callback received, filled from whichever thread called it.
+struct Outcome {
+  std::mutex mutex;
+  int calls = 0;
+  std::optional<Permit> permit;
+  Status status;
+
+  Scheduler::PermitCallback Callback() {
+    return [this](StatusOr<Permit> result) {
+      std::lock_guard lock(mutex);
+      ++calls;
+      if (result.ok()) {
+        permit.emplace(*std::move(result));
+      } else {
+        status = result.status();
+      }
+    };
+  }
+  int Calls() {
+    std::lock_guard lock(mutex);
+    return calls;
+  }
+  bool Held() {
+    std::lock_guard lock(mutex);
+    return permit.has_value() && permit->held();
+  }
+  void Release(const Status& s = absl::OkStatus()) {
+    std::optional<Permit> taken;
+    {
+      std::lock_guard lock(mutex);
+      taken = std::move(permit);
+      permit.reset();
+    }
+    REQUIRE(taken.has_value());
+    taken->Release(s);
+  }
+};
+
+TEST_CASE("Scheduler.Acquire.AdmittedAtOnceTheCallbackRunsInsideAcquireWithAPermit") {
+  Watchdog watchdog("acquire inline", 60s);
+  auto scheduler = Make(SeedCapacity(1));
+  REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
+  Outcome first;
+  std::thread::id called_on;
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), "clone", "linux", "a",
+                        [&](StatusOr<Permit> p) {
+                          called_on = std::this_thread::get_id();
+                          first.Callback()(std::move(p));
+                        })
+              .ok());
+  CHECK(first.Calls() == 1);
+  CHECK(first.Held());
+  CHECK(called_on == std::this_thread::get_id());
+  CHECK(scheduler->Snapshot().running == 1);
+  first.Release();
+  CHECK(scheduler->Snapshot().running == 0);
+}
+
+TEST_CASE("Scheduler.Acquire.APermitHoldsItsSlotUntilReleasedAndTheNextWaiterGetsIt") {
+  Watchdog watchdog("acquire hold", 60s);
+  auto scheduler = Make(SeedCapacity(1));
+  REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
+  Outcome a, b;
+  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r1", "a", a.Callback()).ok());
+  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r2", "b", b.Callback()).ok());
+  CHECK(a.Held());
+  CHECK(b.Calls() == 0);  // waiting: the only slot is held
+  CHECK(scheduler->Snapshot().pending == 1);
+  a.Release();
+  CHECK(b.Calls() == 1);  // handed the slot by the release, on the releasing thread
+  CHECK(b.Held());
+  b.Release();
+  CHECK(a.Calls() == 1);
+  CHECK(b.Calls() == 1);
+}
+
+TEST_CASE("Scheduler.Acquire.WaitersAreAdmittedInTheFairOrder") {
+  Watchdog watchdog("acquire order", 60s);
+  // Seed mode: charges stay as estimated (1 each), so the order is known exactly.
+  auto scheduler = Make(SeedCapacity(1));
+  REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
+  std::mutex mutex;
+  std::vector<std::string> order;
+  std::vector<Permit> held;
+  auto record = [&](std::string name) {
+    return [&, name](StatusOr<Permit> p) {
+      REQUIRE(p.ok());
+      std::lock_guard lock(mutex);
+      order.push_back(name);
+      held.push_back(*std::move(p));
+    };
+  };
+  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "heavy", record("heavy1")).ok());
+  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "heavy", record("heavy2")).ok());
+  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "heavy", record("heavy3")).ok());
+  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "light", record("light1")).ok());
+  // Release whatever is held, one at a time, until all four ran.
+  for (int i = 0; i < 4; ++i) {
+    Permit p;
+    {
+      std::lock_guard lock(mutex);
+      REQUIRE(held.size() == 1);
+      p = std::move(held.back());
+      held.pop_back();
+    }
+    p.Release();
+  }
+  // heavy1 ran first (alone); then light (charged 0) goes before heavy's second job (charged 1).
+  CHECK(order == std::vector<std::string>{"heavy1", "light1", "heavy2", "heavy3"});
+}
+
+TEST_CASE("Scheduler.Acquire.CancelledWhileWaitingIsToldOnceUnchargedAndNeverAdmitted") {
+  Watchdog watchdog("acquire cancel", 60s);
+  auto scheduler = Make(SeedCapacity(1));
+  REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
+  Outcome holder, waiter;
+  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "a", holder.Callback()).ok());
+  auto [ctx, cancel] = WithCancel(Context::Background());
+  REQUIRE(scheduler->Acquire(ctx, "clone", "r2", "b", waiter.Callback()).ok());
+  CHECK(waiter.Calls() == 0);
+  cancel();
+  CHECK(waiter.Calls() == 1);  // told inside the cancel function
+  CHECK(waiter.status.code() == absl::StatusCode::kCancelled);
+  CHECK(scheduler->AccumulatedCost("b").value_or(0) == 0);
+  holder.Release();
+  CHECK(waiter.Calls() == 1);  // never admitted afterwards
+  CHECK(scheduler->Snapshot().running == 0);
+  CHECK(scheduler->Snapshot().pending == 0);
+  cancel();  // again: nothing
+  CHECK(waiter.Calls() == 1);
+}
+
+TEST_CASE("Scheduler.Acquire.ADeadlineEndsTheWaitWithNobodyPolling") {
+  Watchdog watchdog("acquire deadline", 60s);
+  auto scheduler = Make(SeedCapacity(1));
+  REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
+  Outcome holder, waiter;
+  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "a", holder.Callback()).ok());
+  auto [ctx, cancel] = WithTimeout(Context::Background(), 50ms);
+  REQUIRE(scheduler->Acquire(ctx, "clone", "r2", "b", waiter.Callback()).ok());
+  REQUIRE(Eventually([&] { return waiter.Calls() == 1; }));
+  CHECK(waiter.status.code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(scheduler->Snapshot().pending == 0);
+  holder.Release();
+  CHECK(waiter.Calls() == 1);
+  cancel();
+}
+
+TEST_CASE("Scheduler.Acquire.AnEarlierDeadlineWakesTheTimerEarlier") {
+  Watchdog watchdog("acquire deadline order", 60s);
+  SchedulerOptions options = SeedCapacity(1);
+  options.sweep_interval = Seconds(3600);  // the timer would otherwise sleep for an hour
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
+  Outcome holder, late, early;
+  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "a", holder.Callback()).ok());
+  auto [late_ctx, cancel_late] = WithTimeout(Context::Background(), 1h);
+  auto [early_ctx, cancel_early] = WithTimeout(Context::Background(), 20ms);
+  REQUIRE(scheduler->Acquire(late_ctx, "clone", "r2", "b", late.Callback()).ok());
+  REQUIRE(scheduler->Acquire(early_ctx, "clone", "r3", "c", early.Callback()).ok());
+  REQUIRE(Eventually([&] { return early.Calls() == 1; }));
+  CHECK(early.status.code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(late.Calls() == 0);
+  holder.Release();
+  CHECK(late.Held());  // the surviving waiter gets the slot
+  late.Release();
+  cancel_late();
+  cancel_early();
+}
+
+TEST_CASE("Scheduler.Acquire.RefusalsAreReturnedAndTheCallbackIsNeverCalled") {
+  Watchdog watchdog("acquire refusals", 60s);
+  SchedulerOptions options = SeedCapacity(1);
+  options.max_pending_per_key = 1;
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
+  Outcome o;
+  CHECK(scheduler->Acquire(Context::Background(), "nope", "r", "a", o.Callback()).code() ==
+        absl::StatusCode::kNotFound);
+  CHECK(scheduler->Acquire(Context::Background(), "clone", "", "a", o.Callback()).code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(scheduler->Acquire(Context::Background(), "clone", "r", "a", nullptr).code() ==
+        absl::StatusCode::kInvalidArgument);
+  auto [done_ctx, cancel] = WithCancel(Context::Background());
+  cancel();
+  CHECK(scheduler->Acquire(done_ctx, "clone", "r", "a", o.Callback()).code() ==
+        absl::StatusCode::kCancelled);
+  CHECK(o.Calls() == 0);
+  // A full queue: the holder runs, one waits, the next is refused.
+  Outcome holder, waiter, refused;
+  auto [ctx, cancel_ctx] = WithCancel(Context::Background());
+  REQUIRE(scheduler->Acquire(ctx, "clone", "r", "a", holder.Callback()).ok());
+  REQUIRE(scheduler->Acquire(ctx, "clone", "r", "a", waiter.Callback()).ok());
+  CHECK(scheduler->Acquire(ctx, "clone", "r", "a", refused.Callback()).code() ==
+        absl::StatusCode::kResourceExhausted);
+  CHECK(refused.Calls() == 0);
+  holder.Release();
+  waiter.Release();
+  cancel_ctx();  // after the refusal: its callback was unregistered, nothing runs now
+  CHECK(refused.Calls() == 0);
+  CHECK(holder.Calls() == 1);
+  CHECK(waiter.Calls() == 1);
+}
+
+TEST_CASE("Scheduler.Acquire.ShutdownCancelsWaitersAndWaitsForHeldPermits") {
+  Watchdog watchdog("acquire shutdown", 60s);
+  auto scheduler = Make(SeedCapacity(1));
+  REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
+  Outcome holder, waiter;
+  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "a", holder.Callback()).ok());
+  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "b", waiter.Callback()).ok());
+  auto [short_ctx, cancel] = WithTimeout(Context::Background(), 50ms);
+  // The permit is still held: Shutdown gives up at its deadline, and the waiter is told.
+  CHECK(scheduler->Shutdown(short_ctx).code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(waiter.Calls() == 1);
+  CHECK(waiter.status.code() == absl::StatusCode::kCancelled);
+  Outcome late;
+  CHECK(scheduler->Acquire(Context::Background(), "clone", "r", "c", late.Callback()).code() ==
+        absl::StatusCode::kUnavailable);
+  holder.Release();
+  CHECK(scheduler->Shutdown(Context::Background()).ok());
+  CHECK(late.Calls() == 0);
+  cancel();
+}
+
+TEST_CASE("Scheduler.Acquire.TheHoldTimeIsTheObservedCostAndTheStatusIsCounted") {
+  Watchdog watchdog("acquire cost", 60s);
+  std::atomic<double> now{0};
+  SchedulerOptions options = SeedCapacity(2);
+  options.clock = [&] { return Seconds(now.load()); };
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("clone", Type(2, 2)).ok());  // default cost 1
+  Outcome ok, failed;
+  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "linux", "a", ok.Callback()).ok());
+  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "git", "a", failed.Callback()).ok());
+  now = 11;
+  ok.Release();
+  failed.Release(absl::UnavailableError("client went away"));
+  CHECK(scheduler->Estimate("clone", "linux").value() == doctest::Approx(0.3 * 11 + 0.7 * 1));
+  std::string metrics;
+  scheduler->WriteMetrics(metrics);
+  CHECK(metrics.find("status=\"unavailable\"") != std::string::npos);
+  CHECK(metrics.find("status=\"ok\"") != std::string::npos);
+}
+
+TEST_CASE("Scheduler.Acquire.APermitReleasesOnceWhenDestroyedMovedOrReleasedTwice") {
+  Watchdog watchdog("permit lifetime", 60s);
+  auto scheduler = Make(SeedCapacity(1));
+  REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
+  {
+    Outcome o;
+    REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "a", o.Callback()).ok());
+    REQUIRE(o.Held());
+    Permit moved = std::move(*o.permit);
+    CHECK_FALSE(o.permit->held());
+    CHECK(moved.held());
+    CHECK(scheduler->Snapshot().running == 1);
+  }  // `moved` destroyed: released
+  CHECK(scheduler->Snapshot().running == 0);
+  Outcome x, y;
+  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "a", x.Callback()).ok());
+  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "b", y.Callback()).ok());
+  CHECK(y.Calls() == 0);
+  Permit p = std::move(*x.permit);
+  p.Release();
+  p.Release();  // empty now: nothing
+  CHECK(y.Held());
+  Permit q = std::move(*y.permit);
+  q = Permit();  // assignment releases what q held
+  CHECK(scheduler->Snapshot().running == 0);
+  CHECK(scheduler->Snapshot().types[0].admitted == 3);
+}
+
+TEST_CASE("Scheduler.Acquire.ExactlyOnceUnderRacingCancelsDeadlinesReleasesAndShutdown") {
+  Watchdog watchdog("acquire stress", 120s);
+  SchedulerOptions options = SchedulerOptions::Default();
+  options.max_concurrency = 3;
+  options.worker_threads = 1;
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("clone", Type(3, 3, "git")).ok());
+  constexpr int kThreads = 4, kPerThread = 300;
+  std::vector<std::atomic<int>> calls(kThreads * kPerThread);
+  std::atomic<int> admitted{0}, running{0}, max_running{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 random(t);
+      for (int i = 0; i < kPerThread; ++i) {
+        const int index = t * kPerThread + i;
+        const int mode = static_cast<int>(random() % 4);
+        auto [ctx, cancel] = mode == 1 ? WithTimeout(Context::Background(), 1ms)
+                                       : WithCancel(Context::Background());
+        auto callback = [&, index](StatusOr<Permit> p) {
+          calls[index].fetch_add(1);
+          if (!p.ok()) return;
+          admitted.fetch_add(1);
+          const int now_running = running.fetch_add(1) + 1;
+          int seen = max_running.load();
+          while (now_running > seen && !max_running.compare_exchange_weak(seen, now_running)) {
+          }
+          running.fetch_sub(1);
+          p->Release();  // inside the callback: may admit the next waiter on this thread
+        };
+        const std::string id = "r" + std::to_string(index % 5);
+        Status s = scheduler->Acquire(ctx, "clone", id, "k" + std::to_string(t), callback);
+        if (!s.ok()) calls[index].fetch_add(1);  // refused: counted here, never called
+        if (mode == 2) cancel();
+        if (mode == 3) std::this_thread::yield();
+        cancel();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  REQUIRE(Eventually([&] {
+    for (auto& c : calls) {
+      if (c.load() == 0) return false;
+    }
+    return true;
+  }));
+  CHECK(scheduler->Shutdown(Context::Background()).ok());
+  for (auto& c : calls) CHECK(c.load() == 1);
+  CHECK(admitted.load() > 0);
+  CHECK(max_running.load() <= 3);
+}
+
+TEST_CASE("Scheduler.Acquire.AsioHandlersRunOnTheirExecutorNeverInline") {
+  Watchdog watchdog("asio acquire", 60s);
+  auto scheduler = Make(SeedCapacity(1));
+  REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
+  boost::asio::io_context io;
+  auto strand = boost::asio::make_strand(io);
+  std::vector<std::string> seen;
+  std::optional<Permit> first;
+  AsyncAcquire(*scheduler, Context::Background(), "clone", "r", "a",
+               boost::asio::bind_executor(strand, [&](StatusOr<Permit> p) {
+                 REQUIRE(p.ok());
+                 seen.push_back("first");
+                 first.emplace(*std::move(p));
+               }));
+  AsyncAcquire(*scheduler, Context::Background(), "clone", "r", "b",
+               boost::asio::bind_executor(strand, [&](StatusOr<Permit> p) {
+                 REQUIRE(p.ok());
+                 seen.push_back("second");
+               }));
+  AsyncAcquire(*scheduler, Context::Background(), "unknown", "r", "c",
+               boost::asio::bind_executor(strand, [&](StatusOr<Permit> p) {
+                 CHECK(p.status().code() == absl::StatusCode::kNotFound);
+                 seen.push_back("refused");
+               }));
+  CHECK(seen.empty());  // admitted at once, but delivered only by the executor
+  io.run_for(std::chrono::milliseconds(200));
+  io.restart();
+  CHECK(seen == std::vector<std::string>{"first", "refused"});
+  first->Release();  // admits the second, which is posted to the strand
+  io.run_for(std::chrono::milliseconds(200));
+  CHECK(seen == std::vector<std::string>{"first", "refused", "second"});
+}
+
+TEST_CASE("Scheduler.Acquire.AsioUseFutureGivesThePermit") {
+  Watchdog watchdog("asio future", 60s);
+  auto scheduler = Make(SeedCapacity(1));
+  REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
+  std::future<StatusOr<Permit>> result = AsyncAcquire(*scheduler, Context::Background(), "clone",
+                                                      "r", "a", boost::asio::use_future);
+  StatusOr<Permit> permit = result.get();
+  REQUIRE(permit.ok());
+  CHECK(permit->held());
+  CHECK(scheduler->Snapshot().running == 1);
+  permit->Release();
+  CHECK(scheduler->Snapshot().running == 0);
+}
+
+}  // namespace
+}  // namespace fairgate
