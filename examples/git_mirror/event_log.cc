@@ -11,7 +11,7 @@ namespace git_mirror {
 fairgate::StatusOr<std::unique_ptr<EventLog>> EventLog::Open(const std::string& path) {
   std::FILE* file = nullptr;
   if (!path.empty()) {
-    file = std::fopen(path.c_str(), "a");
+    file = std::fopen(path.c_str(), "ae");  // e: close-on-exec, no git child inherits it
     if (file == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("cannot open event log '", path, "': ", std::strerror(errno)));

@@ -1,5 +1,6 @@
-// The fairgate policy: one Scheduler, four job types.
+// The fairgate policy: one Scheduler, five job types.
 #include <algorithm>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "work_gate.h"
@@ -13,15 +14,26 @@ class FairgateGate : public WorkGate {
       : scheduler_(std::move(scheduler)) {}
   ~FairgateGate() override { Shutdown(); }
 
-  fairgate::Status Run(const fairgate::Context& ctx, std::string_view type,
-                       std::string_view repository, std::string_view client,
-                       const JobFn& fn) override {
-    return scheduler_->RunSync(ctx, type, repository, client, fn);
+  fairgate::StatusOr<CancelFn> Acquire(std::string_view type, std::string_view repository,
+                                       std::string_view client, SlotCallback on_admitted) override {
+    auto [ctx, cancel] = fairgate::WithCancel(fairgate::Context::Background());
+    fairgate::Status status = scheduler_->Acquire(
+        ctx, type, repository, client,
+        [on_admitted = std::move(on_admitted)](fairgate::StatusOr<fairgate::Permit> permit) {
+          if (!permit.ok()) return on_admitted(permit.status());
+          auto held = std::make_shared<fairgate::Permit>(*std::move(permit));
+          on_admitted(Slot([held](const fairgate::Status& s) { held->Release(s); }));
+        });
+    if (!status.ok()) {
+      cancel();
+      return status;
+    }
+    return CancelFn(std::move(cancel));
   }
 
-  fairgate::Status Submit(std::string_view type, std::string_view repository, JobFn fn,
-                          DoneCallback done) override {
-    return scheduler_->Submit(type, repository, "", std::move(fn), std::move(done));
+  fairgate::Status Submit(std::string_view type, std::string_view repository,
+                          std::string_view client, JobFn fn, DoneCallback done) override {
+    return scheduler_->Submit(type, repository, client, std::move(fn), std::move(done));
   }
 
   nlohmann::json DebugState() const override {
@@ -76,8 +88,9 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
   fairgate::SchedulerOptions options;  // the default mode: reconcile, learned estimates
   options.max_concurrency = c.capacity;
   options.max_pending_per_key = c.max_pending_per_client;
-  // Fetches and repacks wait for git processes and hold their worker thread while they do.
-  options.worker_threads = c.background_slots;
+  // First mirrors, fetches and repacks wait for git processes and hold their worker thread while
+  // they do.
+  options.worker_threads = c.background_slots + c.sync_clone_slots;
   // A tier's priority is also its cap: foreground may use every slot, background its own share.
   const int foreground = std::max(c.capacity, c.background_slots + 1);
   const int background = c.background_slots;
@@ -99,6 +112,13 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
   } types[] = {
       {kClone,
        {.default_cost = 1,
+        .max_concurrency = c.capacity,
+        .conflict_group = "",
+        .priority = foreground}},
+      // A ref listing reads a few refs: cheap, but admitted and charged like any request, so
+      // that a client looping on it is counted and ordered with everyone else.
+      {kRefs,
+       {.default_cost = 0.01,
         .max_concurrency = c.capacity,
         .conflict_group = "",
         .priority = foreground}},

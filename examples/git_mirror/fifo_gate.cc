@@ -1,8 +1,8 @@
 // The FIFO policy, for comparison: one counting semaphore that hands out slots strictly in
 // arrival order, whatever the client or the job. Background jobs each get a thread that waits in
 // the same queue.
-#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <list>
 #include <map>
@@ -16,24 +16,36 @@
 namespace git_mirror {
 namespace {
 
-using namespace std::chrono_literals;
-
 class FifoGate : public WorkGate {
  public:
   explicit FifoGate(const GateConfig& config) : config_(config), free_(config.capacity) {}
   ~FifoGate() override { Shutdown(); }
 
-  fairgate::Status Run(const fairgate::Context& ctx, std::string_view type,
-                       std::string_view repository, std::string_view client,
-                       const JobFn& fn) override {
-    if (auto s = Acquire(ctx, client); !s.ok()) return s;
-    fairgate::Status status = RunHoldingSlot(ctx, type, repository, fn);
-    Release();
-    return status;
+  fairgate::StatusOr<CancelFn> Acquire(std::string_view type, std::string_view repository,
+                                       std::string_view client, SlotCallback on_admitted) override {
+    (void)type;
+    (void)repository;
+    std::unique_lock lock(mutex_);
+    if (shutting_down_) return absl::UnavailableError("the gate is shutting down");
+    if (waiters_.empty() && free_ > 0) {
+      --free_;
+      lock.unlock();
+      on_admitted(MakeSlot());
+      return CancelFn([] {});
+    }
+    std::size_t waiting_for_client = 0;
+    for (const Waiter& w : waiters_) waiting_for_client += w.client == client;
+    if (waiting_for_client >= config_.max_pending_per_client) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "client '", std::string(client), "' already has ", waiting_for_client, " jobs waiting"));
+    }
+    const std::uint64_t id = next_id_++;
+    waiters_.push_back({id, std::string(client), std::move(on_admitted)});
+    return CancelFn([this, id] { Cancel(id); });
   }
 
-  fairgate::Status Submit(std::string_view type, std::string_view repository, JobFn fn,
-                          DoneCallback done) override {
+  fairgate::Status Submit(std::string_view type, std::string_view repository,
+                          std::string_view client, JobFn fn, DoneCallback done) override {
     std::lock_guard lock(mutex_);
     if (shutting_down_) return absl::UnavailableError("the gate is shutting down");
     std::erase_if(threads_, [](Worker& w) {
@@ -42,14 +54,14 @@ class FifoGate : public WorkGate {
       return true;
     });
     Worker& worker = threads_.emplace_back();
-    worker.thread =
-        std::thread([this, &worker, type = std::string(type), repository = std::string(repository),
-                     fn = std::move(fn), done = std::move(done)] {
-          fairgate::Status status = Run(background_.first, type, repository, "", fn);
-          if (done) done(status);
-          std::lock_guard lock(mutex_);
-          worker.finished = true;
-        });
+    worker.thread = std::thread([this, &worker, type = std::string(type),
+                                 repository = std::string(repository), client = std::string(client),
+                                 fn = std::move(fn), done = std::move(done)] {
+      fairgate::Status status = RunBlocking(type, repository, client, fn);
+      if (done) done(status);
+      std::lock_guard lock(mutex_);
+      worker.finished = true;
+    });
     return absl::OkStatus();
   }
 
@@ -76,84 +88,110 @@ class FifoGate : public WorkGate {
 
   void Shutdown() override {
     std::list<Worker> workers;
+    std::deque<Waiter> refused;
     {
       std::lock_guard lock(mutex_);
       shutting_down_ = true;
       workers.splice(workers.end(), threads_);
+      refused.swap(waiters_);
     }
+    for (Waiter& w : refused) w.on_admitted(absl::CancelledError("the gate shut down"));
     background_.second();
-    changed_.notify_all();
     for (Worker& w : workers) w.thread.join();
+    // Held slots: wait until every one has been released.
+    std::unique_lock lock(mutex_);
+    all_free_.wait(lock, [&] { return free_ == config_.capacity; });
   }
 
  private:
   struct Waiter {
+    std::uint64_t id;
     std::string client;
-    bool granted = false;
+    SlotCallback on_admitted;
   };
   struct Worker {
     std::thread thread;
     bool finished = false;
   };
 
-  fairgate::Status Acquire(const fairgate::Context& ctx, std::string_view client) {
-    std::unique_lock lock(mutex_);
-    if (shutting_down_) return absl::UnavailableError("the gate is shutting down");
-    if (waiters_.empty() && free_ > 0) {
-      --free_;
-      return absl::OkStatus();
-    }
-    std::size_t waiting_for_client = 0;
-    for (const Waiter* w : waiters_) waiting_for_client += w->client == client;
-    if (waiting_for_client >= config_.max_pending_per_client) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "client '", std::string(client), "' already has ", waiting_for_client, " jobs waiting"));
-    }
-    Waiter me{std::string(client)};
-    waiters_.push_back(&me);
-    // Contexts have no callback to wake this condition variable; look at them now and then.
-    while (!me.granted && !shutting_down_ && !ctx.Done()) changed_.wait_for(lock, 20ms);
-    if (me.granted) return absl::OkStatus();
-    std::erase(waiters_, &me);
-    return shutting_down_ ? absl::CancelledError("the gate shut down") : ctx.Err();
+  Slot MakeSlot() {
+    return Slot([this](const fairgate::Status&) { Release(); });
   }
 
+  void Cancel(std::uint64_t id) {
+    SlotCallback callback;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
+        if (it->id != id) continue;
+        callback = std::move(it->on_admitted);
+        waiters_.erase(it);
+        break;
+      }
+    }
+    if (callback) callback(absl::CancelledError("the wait was cancelled"));
+  }
+
+  // A freed slot goes to the first waiter, or back to the pool.
   void Release() {
-    std::lock_guard lock(mutex_);
-    if (waiters_.empty()) {
-      ++free_;
-      return;
+    SlotCallback next;
+    {
+      std::lock_guard lock(mutex_);
+      if (waiters_.empty()) {
+        ++free_;
+        all_free_.notify_all();
+        return;
+      }
+      next = std::move(waiters_.front().on_admitted);
+      waiters_.pop_front();
     }
-    waiters_.front()->granted = true;
-    waiters_.pop_front();
-    changed_.notify_all();
+    next(MakeSlot());
   }
 
-  fairgate::Status RunHoldingSlot(const fairgate::Context& ctx, std::string_view type,
-                                  std::string_view repository, const JobFn& fn) {
+  // A background job: its turn in the same queue, then (for git's writers) the repository's lock,
+  // as a server without fairgate would keep writers apart; it holds its slot while it waits.
+  fairgate::Status RunBlocking(const std::string& type, const std::string& repository,
+                               const std::string& client, const JobFn& fn) {
+    std::mutex m;
+    std::condition_variable cv;
+    std::optional<fairgate::StatusOr<Slot>> result;
+    auto cancel = Acquire(type, repository, client, [&](fairgate::StatusOr<Slot> slot) {
+      std::lock_guard lock(m);
+      result.emplace(std::move(slot));
+      cv.notify_all();
+    });
+    if (!cancel.ok()) return cancel.status();
+    {
+      std::unique_lock lock(m);
+      cv.wait(lock, [&] { return result.has_value(); });
+    }
+    if (!result->ok()) return result->status();
+    Slot slot = **std::move(result);
     std::mutex* repository_lock = nullptr;
-    if (type != kClone) {
+    if (type != kClone && type != kRefs) {
       {
         std::lock_guard lock(mutex_);
-        repository_lock = &writers_[std::string(repository)];
+        repository_lock = &writers_[repository];
       }
       repository_lock->lock();  // not under mutex_: that would stall every other caller
     }
     fairgate::Status status;
     try {
-      status = fn(ctx);
+      status = fn(background_.first);
     } catch (...) {
       status = absl::InternalError("the job threw an exception");
     }
     if (repository_lock) repository_lock->unlock();
+    slot.Release(status);
     return status;
   }
 
   const GateConfig config_;
   mutable std::mutex mutex_;
-  std::condition_variable changed_;
+  std::condition_variable all_free_;
   int free_;
-  std::deque<Waiter*> waiters_;
+  std::uint64_t next_id_ = 1;
+  std::deque<Waiter> waiters_;
   std::map<std::string, std::mutex> writers_;  // never erased: one per repository served
   std::list<Worker> threads_;
   bool shutting_down_ = false;

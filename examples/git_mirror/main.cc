@@ -1,11 +1,15 @@
 // fairgate-git-mirror: a read-only git smart-HTTP mirror whose work is admitted by fairgate.
 // See README.md beside this file for a walk-through.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
 #include <thread>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
 
 #include "CLI/CLI.hpp"
 #include "mirror_server.h"
@@ -19,7 +23,8 @@ int main(int argc, char** argv) {
   std::string config_file;
   git_mirror::MirrorOptions options;
   git_mirror::GateConfig gate_config;
-  double fetch_interval = 60, request_timeout = 600;
+  double fetch_interval = 60, request_timeout = 600, shutdown_grace = 30;
+  double header_timeout = 10, idle_timeout = 60, transfer_grace = 30;
   app.add_option("--host", listen_host, "address to listen on")->capture_default_str();
   app.add_option("--port", port, "port to listen on; 0 picks a free one")->capture_default_str();
   app.add_option("--mirror-dir", options.mirror_dir, "where the mirrors live")->required();
@@ -48,8 +53,11 @@ int main(int argc, char** argv) {
   app.add_option("--client-min-running", gate_config.client_min_running,
                  "jobs a client running fewer than this gets first in its tier (fairgate)")
       ->capture_default_str();
-  app.add_option("--client-header", options.client_header,
-                 "header naming the client (behind a proxy); default: the peer address");
+  app.add_option("--client-header", options.http.client_header,
+                 "header naming the client, honoured only from --trusted-proxy peers (e.g. "
+                 "X-Forwarded-For: its last entry); else the peer address names the client");
+  app.add_option("--trusted-proxy", options.http.trusted_proxies,
+                 "an address or CIDR network whose --client-header is believed (repeatable)");
   app.add_option("--fetch-interval", fetch_interval, "seconds between fetches; 0: never")
       ->capture_default_str();
   app.add_option("--repack-after", options.repack_after, "fetches between repacks")
@@ -58,7 +66,38 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--retry-after", options.retry_after_seconds, "Retry-After of a 429, seconds")
       ->capture_default_str();
-  app.add_option("--http-threads", options.http_threads, "requests served at once")
+  app.add_option("--io-threads", options.io_threads, "threads running the event loop")
+      ->capture_default_str();
+  app.add_option("--shutdown-grace", shutdown_grace,
+                 "seconds a stop lets running fetches, repacks and transfers go on")
+      ->capture_default_str();
+  app.add_option("--header-timeout", header_timeout,
+                 "seconds from a request's first byte to the end of its header")
+      ->capture_default_str();
+  app.add_option("--max-header-bytes", options.http.max_header_bytes,
+                 "largest request header; larger: 431")
+      ->capture_default_str();
+  app.add_option("--max-body-bytes", options.http.max_body_bytes,
+                 "largest request body as sent; larger: 413")
+      ->capture_default_str();
+  app.add_option("--max-inflated-body-bytes", options.http.max_inflated_body_bytes,
+                 "largest gzip request body once inflated; larger: 413")
+      ->capture_default_str();
+  app.add_option("--idle-timeout", idle_timeout,
+                 "seconds a connection may wait for its next request")
+      ->capture_default_str();
+  app.add_option("--min-transfer-rate", options.http.min_transfer_rate,
+                 "bytes per second a client must keep up, after --transfer-grace")
+      ->capture_default_str();
+  app.add_option("--transfer-grace", transfer_grace,
+                 "seconds added to every read or write deadline of a transfer")
+      ->capture_default_str();
+  app.add_option("--listen-backlog", options.http.listen_backlog, "the listen queue's length")
+      ->capture_default_str();
+  app.add_option("--max-connections", options.http.max_connections, "connections open at once")
+      ->capture_default_str();
+  app.add_option("--max-connections-per-client", options.http.max_connections_per_client,
+                 "connections open at once from one peer address (trusted proxies excepted)")
       ->capture_default_str();
   app.add_option("--event-log", options.event_log, "append what happens here, as JSON lines");
   CLI11_PARSE(app, argc, argv);
@@ -87,13 +126,31 @@ int main(int argc, char** argv) {
   if (repositories.all().empty()) {
     return fail(absl::InvalidArgumentError("no repository to serve: give --repo or --config"));
   }
-  if (!(fetch_interval >= 0) || !(request_timeout > 0)) {
-    return fail(absl::InvalidArgumentError(
-        "--fetch-interval must be >= 0 and --request-timeout > 0 (seconds)"));
+  for (const auto& [name, value, positive] :
+       {std::tuple{"--fetch-interval", fetch_interval, false},
+        {"--request-timeout", request_timeout, true}, {"--shutdown-grace", shutdown_grace, false},
+        {"--header-timeout", header_timeout, true}, {"--idle-timeout", idle_timeout, true},
+        {"--transfer-grace", transfer_grace, true}}) {
+    if (!(positive ? value > 0 : value >= 0) || value > 1e9) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          name, " must be ", positive ? "> 0" : ">= 0", " seconds (got ", value, ")")));
+    }
   }
-  options.fetch_interval = std::chrono::milliseconds(static_cast<long long>(fetch_interval * 1e3));
-  options.request_timeout =
-      std::chrono::milliseconds(static_cast<long long>(request_timeout * 1e3));
+  auto millis = [](double seconds) {
+    return std::chrono::milliseconds(static_cast<long long>(seconds * 1e3));
+  };
+  options.fetch_interval = millis(fetch_interval);
+  options.request_timeout = millis(request_timeout);
+  options.shutdown_grace = millis(shutdown_grace);
+  options.http.header_timeout = millis(header_timeout);
+  options.http.idle_timeout = millis(idle_timeout);
+  options.http.transfer_grace = millis(transfer_grace);
+  // Every waiting client holds a socket: allow as many descriptors as the system lets us.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
 
   auto gate = policy == "fifo" ? git_mirror::MakeFifoGate(gate_config)
                                : git_mirror::MakeFairgateGate(gate_config);

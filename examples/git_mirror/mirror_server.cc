@@ -2,30 +2,47 @@
 
 #include <stdlib.h>
 
+#include <array>
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "httplib.h"
+#include "async_process.h"
+#include "boost/asio/executor_work_guard.hpp"
+#include "boost/asio/post.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/asio/write.hpp"
 #include "repo_path.h"
+#include "request_body.h"
 #include "subprocess.h"
 
 namespace git_mirror {
 namespace {
 
 namespace fs = std::filesystem;
+namespace asio = boost::asio;
 
-// The HTTP status a Status should be answered with, when its code alone would say it wrong.
+// The HTTP status a Status should be answered with, when its code alone would say it wrong, and
+// the message a client may see, when the status's own message is for the server's eyes only.
 constexpr absl::string_view kHttpStatusPayload = "fairgate.git-mirror/http-status";
+constexpr absl::string_view kClientMessagePayload = "fairgate.git-mirror/client-message";
 constexpr std::size_t kMaxClientLength = 256;
+constexpr std::size_t kTransferBuffer = 64 * 1024;
 
 fairgate::Status WithHttpStatus(fairgate::Status status, int http) {
   status.SetPayload(kHttpStatusPayload, absl::Cord(absl::StrCat(http)));
+  return status;
+}
+
+fairgate::Status WithClientMessage(fairgate::Status status, std::string_view message) {
+  status.SetPayload(kClientMessagePayload, absl::Cord(absl::string_view(message.data(), message.size())));
   return status;
 }
 
@@ -44,7 +61,7 @@ int HttpStatusOf(const fairgate::Status& status) {
     case absl::StatusCode::kResourceExhausted:
       return 429;
     case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kCancelled:  // shutting down, or the client has gone
+    case absl::StatusCode::kCancelled:  // shutting down
       return 503;
     case absl::StatusCode::kDeadlineExceeded:
       return 504;
@@ -53,7 +70,12 @@ int HttpStatusOf(const fairgate::Status& status) {
   }
 }
 
-// The last lines git printed, without trailing blanks: its message, for the client.
+std::string ClientMessageOf(const fairgate::Status& status) {
+  if (auto payload = status.GetPayload(kClientMessagePayload)) return std::string(*payload);
+  return std::string(status.message());
+}
+
+// The last lines git printed, without trailing blanks: its message, for the server's log.
 std::string GitMessage(const std::string& err) {
   std::string message(absl::StripTrailingAsciiWhitespace(err));
   if (message.size() > 2000) message = message.substr(message.size() - 2000);
@@ -67,8 +89,9 @@ std::string PktLine(std::string_view payload) {
 }
 
 // The client's Git-Protocol header, passed to git as GIT_PROTOCOL when it is well formed.
-std::vector<std::string> GitProtocolEnv(const httplib::Request& request) {
-  const std::string value = request.get_header_value("Git-Protocol");
+std::vector<std::string> GitProtocolEnv(const HttpRequest& request) {
+  const auto header = request["Git-Protocol"];
+  const std::string value(header.data(), header.size());
   if (value.empty() || value.size() > 256) return {};
   for (const char c : value) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '=' && c != ':' && c != '.' &&
@@ -79,12 +102,56 @@ std::vector<std::string> GitProtocolEnv(const httplib::Request& request) {
   return {"GIT_PROTOCOL=" + value};
 }
 
-// Whether a protocol v2 request only lists refs (`command=ls-refs`): the v2 form of the ref
-// advertisement, not admitted either.
-bool IsRefListing(const std::string& body) {
-  constexpr std::string_view kCommand = "command=ls-refs";
-  return body.size() >= 4 + kCommand.size() &&
-         std::string_view(body).substr(4, kCommand.size()) == kCommand;
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decodes once; an invalid escape is kept as it is (the path check refuses a '%').
+std::string PercentDecode(std::string_view text, bool plus_is_space) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 &&
+        HexValue(text[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2])));
+      i += 2;
+    } else if (plus_is_space && text[i] == '+') {
+      out.push_back(' ');
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
+// The decoded path and query parameters of a request target.
+std::pair<std::string, std::map<std::string, std::string>> ParseTarget(std::string_view target) {
+  const std::size_t question = target.find('?');
+  std::map<std::string, std::string> query;
+  if (question != std::string_view::npos) {
+    std::string_view rest = target.substr(question + 1);
+    while (!rest.empty()) {
+      const std::size_t amp = rest.find('&');
+      const std::string_view pair = rest.substr(0, amp);
+      const std::size_t eq = pair.find('=');
+      query[PercentDecode(pair.substr(0, eq), true)] =
+          eq == std::string_view::npos ? "" : PercentDecode(pair.substr(eq + 1), true);
+      if (amp == std::string_view::npos) break;
+      rest = rest.substr(amp + 1);
+    }
+  }
+  return {PercentDecode(target.substr(0, question), false), std::move(query)};
+}
+
+// Whether git refused what the client sent (rather than failing on its own).
+bool IsClientError(const std::string& err) {
+  for (const char* sign : {"protocol error", "bad line length", "not our ref", "expected ",
+                           "unknown capability", "invalid ", "bad pack"}) {
+    if (err.find(sign) != std::string::npos) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -99,9 +166,228 @@ fairgate::Status ValidateMirrorOptions(const MirrorOptions& o) {
     return absl::InvalidArgumentError("the request timeout must be > 0");
   }
   if (o.retry_after_seconds < 1) return absl::InvalidArgumentError("retry-after must be >= 1");
-  if (o.http_threads < 2) return absl::InvalidArgumentError("http threads must be at least 2");
-  return absl::OkStatus();
+  if (o.io_threads < 1) return absl::InvalidArgumentError("io threads must be at least 1");
+  if (o.shutdown_grace.count() < 0) {
+    return absl::InvalidArgumentError("the shutdown grace must be >= 0");
+  }
+  return ValidateHttpLimits(o.http);
 }
+
+int RemoveStaleLeftovers(const std::string& mirror_dir) {
+  int removed = 0;
+  std::error_code error;
+  auto remove = [&](const fs::path& p) {
+    std::error_code ignored;
+    if (fs::remove_all(p, ignored) > 0) ++removed;
+  };
+  const fs::path incoming = fs::path(mirror_dir) / ".incoming";
+  for (fs::directory_iterator it(incoming, error), end; !error && it != end; it.increment(error)) {
+    remove(it->path());
+  }
+  std::vector<fs::path> doomed;
+  error.clear();
+  for (fs::recursive_directory_iterator it(mirror_dir, error), end; !error && it != end;
+       it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (it->path().parent_path() == incoming) continue;
+    const std::string parent = it->path().parent_path().filename().string();
+    const bool in_pack_dir = parent == "pack";
+    if (absl::EndsWith(name, ".lock") ||
+        (in_pack_dir && (absl::StartsWith(name, "tmp_") || absl::StartsWith(name, ".tmp-"))) ||
+        (parent == "objects" && absl::StartsWith(name, "incoming-") && it->is_directory())) {
+      doomed.push_back(it->path());
+      if (it->is_directory()) it.disable_recursion_pending();
+    }
+  }
+  for (const fs::path& p : doomed) remove(p);
+  return removed;
+}
+
+// One git request (a ref listing or a pack) from admission to its last byte: waits for its slot
+// without a thread, runs `git upload-pack` and streams its output through one buffer, and ends
+// its job with the transfer's outcome. Runs on its exchange's strand.
+class MirrorServer::Request : public std::enable_shared_from_this<Request> {
+ public:
+  struct Spec {
+    std::string type;
+    std::string repository;
+    std::vector<std::string> argv;
+    std::vector<std::string> env;
+    std::string input;
+    std::string prefix;  // sent before git's output
+    std::string content_type;
+  };
+
+  Request(MirrorServer& server, std::shared_ptr<HttpExchange> exchange, Spec spec)
+      : server_(server),
+        exchange_(std::move(exchange)),
+        spec_(std::move(spec)),
+        timer_(exchange_->executor()) {}
+
+  void Start() {
+    auto self = shared_from_this();
+    timer_.expires_after(server_.options_.request_timeout);
+    timer_.async_wait([self](boost::system::error_code error) {
+      if (error || self->admitted_) return;
+      self->timed_out_ = true;
+      if (self->cancel_) self->cancel_();
+    });
+    exchange_->OnClientGone([self] {
+      self->gone_ = true;
+      if (!self->admitted_ && self->cancel_) self->cancel_();
+      if (self->process_) self->process_->Kill();
+    });
+    auto cancel = server_.gate_->Acquire(
+        spec_.type, spec_.repository, exchange_->client(),
+        [self, executor = exchange_->executor()](fairgate::StatusOr<Slot> slot) {
+          asio::post(executor, [self, slot = std::move(slot)]() mutable {
+            self->Admitted(std::move(slot));
+          });
+        });
+    if (!cancel.ok()) {
+      timer_.cancel();
+      admitted_ = true;
+      server_.RecordOutcome(spec_.type, spec_.repository, exchange_->client(), false,
+                            cancel.status());
+      return server_.Reply(*exchange_, cancel.status());
+    }
+    cancel_ = *std::move(cancel);
+  }
+
+ private:
+  void Admitted(fairgate::StatusOr<Slot> slot) {
+    admitted_ = true;
+    cancel_ = nullptr;
+    timer_.cancel();
+    const std::string& client = exchange_->client();
+    if (!slot.ok()) {
+      fairgate::Status why = slot.status();
+      if (timed_out_) {
+        why = absl::DeadlineExceededError("the request waited longer than the request timeout");
+      } else if (!gone_) {
+        why = absl::UnavailableError("the server is shutting down");
+      }
+      server_.RecordOutcome(spec_.type, spec_.repository, client, false,
+                            gone_ ? absl::CancelledError("the client went away") : why);
+      if (!gone_) server_.Reply(*exchange_, why);
+      return;
+    }
+    slot_ = *std::move(slot);
+    server_.log_->Record("start", spec_.type, spec_.repository, client);
+    if (gone_) return Finish(absl::UnavailableError("the client went away before its turn"));
+    auto process = AsyncProcess::Start(exchange_->executor(), spec_.argv, spec_.env);
+    if (!process.ok()) {
+      std::fprintf(stderr, "fairgate-git-mirror: %s\n", std::string(process.status().message()).c_str());
+      server_.Reply(*exchange_, absl::InternalError("git could not be started"));
+      return Finish(process.status());
+    }
+    process_ = *std::move(process);
+    if (spec_.input.empty()) {
+      process_->CloseIn();
+    } else {
+      asio::async_write(process_->in(), asio::buffer(spec_.input),
+                        [self = shared_from_this()](boost::system::error_code, std::size_t) {
+                          // An error means git stopped reading: it has what it wanted.
+                          self->process_->CloseIn();
+                        });
+    }
+    ReadOut();
+  }
+
+  void ReadOut() {
+    process_->out().async_read_some(
+        asio::buffer(buffer_.data(), buffer_.size()),
+        [self = shared_from_this()](boost::system::error_code error, std::size_t n) {
+          if (n > 0) return self->Send(n);
+          if (!error) return self->ReadOut();
+          self->process_->AsyncWaitExit([self](int exit_code) { self->Exited(exit_code); });
+        });
+  }
+
+  // Sends the n bytes in the buffer (after the header and prefix, the first time), then reads on.
+  void Send(std::size_t n) {
+    auto self = shared_from_this();
+    auto write = [self, n] {
+      self->exchange_->WriteChunk(self->buffer_.data(), n, [self](bool ok) {
+        if (!ok) return self->Cut();
+        self->ReadOut();
+      });
+    };
+    if (streaming_) return write();
+    StartStream([self, write](bool ok) {
+      if (!ok) return self->Cut();
+      write();
+    });
+  }
+
+  // The response's header and the prefix, once.
+  void StartStream(std::function<void(bool)> then) {
+    streaming_ = true;
+    auto self = shared_from_this();
+    exchange_->StartStream(200, spec_.content_type, {{"Cache-Control", "no-cache"}},
+                           [self, then = std::move(then)](bool ok) {
+                             if (!ok || self->spec_.prefix.empty()) return then(ok);
+                             self->exchange_->WriteChunk(self->spec_.prefix.data(),
+                                                         self->spec_.prefix.size(), then);
+                           });
+  }
+
+  void Exited(int exit_code) {
+    auto self = shared_from_this();
+    if (exit_code == 0) {
+      auto finish = [self](bool ok) {
+        if (!ok) return self->Cut();
+        self->exchange_->FinishStream([self](bool done) {
+          if (!done) return self->Cut();
+          self->Finish(absl::OkStatus());
+        });
+      };
+      if (streaming_) return finish(true);
+      return StartStream(finish);
+    }
+    const std::string message = GitMessage(process_->err());
+    std::fprintf(stderr, "fairgate-git-mirror: git upload-pack of '%s' exited with %d: %s\n",
+                 spec_.repository.c_str(), exit_code, message.c_str());
+    fairgate::Status failed = absl::InternalError(
+        absl::StrCat("git upload-pack exited with ", exit_code, ": ", message));
+    if (gone_) return Finish(absl::UnavailableError("the client went away"));
+    if (streaming_) {
+      // Too late for a status: end the connection without the last chunk, so the client sees an
+      // incomplete response rather than a complete wrong one.
+      exchange_->Abort();
+      return Finish(failed);
+    }
+    server_.Reply(*exchange_, IsClientError(process_->err())
+                                  ? absl::InvalidArgumentError(
+                                        "malformed request: git could not read it")
+                                  : absl::InternalError("git upload-pack failed"));
+    Finish(failed);
+  }
+
+  // The transfer failed: the client went away or read too slowly.
+  void Cut() {
+    if (process_) process_->Kill();
+    Finish(absl::UnavailableError("the transfer was cut: the client went away or read too slowly"));
+  }
+
+  void Finish(const fairgate::Status& status) {
+    if (finished_) return;
+    finished_ = true;
+    server_.log_->Record("end", spec_.type, spec_.repository, exchange_->client(), &status);
+    slot_.Release(status);
+  }
+
+  MirrorServer& server_;
+  const std::shared_ptr<HttpExchange> exchange_;
+  const Spec spec_;
+  asio::steady_timer timer_;
+  WorkGate::CancelFn cancel_;
+  Slot slot_;
+  std::shared_ptr<AsyncProcess> process_;
+  std::array<char, kTransferBuffer> buffer_;
+  bool admitted_ = false, timed_out_ = false, gone_ = false;
+  bool streaming_ = false, finished_ = false;
+};
 
 fairgate::StatusOr<std::unique_ptr<MirrorServer>> MirrorServer::Create(
     RepositorySet repositories, MirrorOptions options, std::unique_ptr<WorkGate> gate) {
@@ -111,6 +397,10 @@ fairgate::StatusOr<std::unique_ptr<MirrorServer>> MirrorServer::Create(
   if (error) {
     return absl::InvalidArgumentError(absl::StrCat("cannot create the mirror directory '",
                                                    options.mirror_dir, "': ", error.message()));
+  }
+  if (const int removed = RemoveStaleLeftovers(options.mirror_dir); removed > 0) {
+    std::fprintf(stderr, "fairgate-git-mirror: removed %d leftovers of an interrupted run\n",
+                 removed);
   }
   auto log = EventLog::Open(options.event_log);
   if (!log.ok()) return log.status();
@@ -123,45 +413,85 @@ MirrorServer::MirrorServer(RepositorySet repositories, MirrorOptions options,
     : repositories_(std::move(repositories)),
       options_(std::move(options)),
       gate_(std::move(gate)),
-      log_(std::move(log)),
-      http_(std::make_unique<httplib::Server>()) {
+      log_(std::move(log)) {
   // Mirrors made by an earlier run are served (and fetched) as they are.
   for (const auto& [name, url] : repositories_.all()) {
     if (fs::exists(fs::path(MirrorPath(name)) / "HEAD")) fetches_[name] = 0;
   }
-  const int threads = options_.http_threads;
-  // Each waiting clone holds a thread: too few threads would queue requests FIFO inside httplib,
-  // before the gate could order them.
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_->Get(".*", [this](const httplib::Request& q, httplib::Response& r) { HandleGet(q, r); });
-  http_->Post(".*", [this](const httplib::Request& q, httplib::Response& r) { HandlePost(q, r); });
+  http_ = std::make_unique<HttpServer>(
+      io_, options_.http, http_metrics_,
+      [this](std::shared_ptr<HttpExchange> exchange) { Handle(exchange); });
 }
 
 MirrorServer::~MirrorServer() { Stop(); }
 
 fairgate::StatusOr<int> MirrorServer::Bind(const std::string& host, int port) {
-  const int bound = port == 0 ? http_->bind_to_any_port(host) : port;
-  if (bound < 0 || (port != 0 && !http_->bind_to_port(host, port))) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port));
-  }
-  return bound;
+  return http_->Listen(host, port);
 }
 
 void MirrorServer::Serve() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    serving_ = true;
+  }
   if (options_.fetch_interval.count() > 0) maintainer_ = std::thread([this] { Maintain(); });
-  http_->listen_after_bind();
+  auto work = asio::make_work_guard(io_);
+  http_->Start();
+  for (int i = 0; i < options_.io_threads; ++i) io_threads_.emplace_back([this] { io_.run(); });
+  std::unique_lock lock(mutex_);
+  stop_requested_.wait(lock, [&] { return stopped_; });
 }
 
 void MirrorServer::Stop() {
   {
-    std::lock_guard lock(mutex_);
-    if (stopping_) return;
+    std::unique_lock lock(mutex_);
+    if (stopping_) {
+      stop_requested_.wait(lock, [&] { return stopped_; });
+      return;
+    }
     stopping_ = true;
   }
   stop_requested_.notify_all();
   if (maintainer_.joinable()) maintainer_.join();
-  http_->stop();
-  gate_->Shutdown();
+  http_->StopAccepting();
+  http_->CloseIdle();
+  // Waiting requests are answered 503; running work may finish within the grace.
+  std::mutex m;
+  std::condition_variable cv;
+  bool gate_done = false;
+  std::thread shutdown([&] {
+    gate_->Shutdown();
+    std::lock_guard lock(m);
+    gate_done = true;
+    cv.notify_all();
+  });
+  {
+    std::unique_lock lock(m);
+    if (!cv.wait_for(lock, options_.shutdown_grace, [&] { return gate_done; })) {
+      lock.unlock();
+      work_.second();      // kills the server's own git work
+      http_->CloseAll();  // cuts transfers: their slots are released with the failure
+    }
+  }
+  shutdown.join();
+  http_->CloseAll();
+  // Let the loop finish what the closes started (bounded), then stop it.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (http_->open_connections() > 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (int open = http_->open_connections(); open > 0) {
+    std::fprintf(stderr, "fairgate-git-mirror: %d connections still open at stop\n", open);
+  }
+  io_.stop();
+  for (std::thread& t : io_threads_) t.join();
+  io_threads_.clear();
+  {
+    std::lock_guard lock(mutex_);
+    stopped_ = true;
+  }
+  stop_requested_.notify_all();
 }
 
 std::string MirrorServer::MirrorPath(const std::string& repository) const {
@@ -171,15 +501,6 @@ std::string MirrorServer::MirrorPath(const std::string& repository) const {
 bool MirrorServer::IsMirrored(const std::string& repository) const {
   std::lock_guard lock(mutex_);
   return fetches_.contains(repository);
-}
-
-std::string MirrorServer::ClientOf(const httplib::Request& request) const {
-  if (!options_.client_header.empty() && request.has_header(options_.client_header.c_str())) {
-    std::string value(
-        absl::StripAsciiWhitespace(request.get_header_value(options_.client_header.c_str())));
-    if (!value.empty()) return value;
-  }
-  return request.remote_addr;
 }
 
 WorkGate::JobFn MirrorServer::Logged(std::string type, std::string repository, std::string client,
@@ -204,39 +525,46 @@ void MirrorServer::RecordOutcome(std::string_view type, const std::string& repos
   log_->Record(refused ? "refused" : "cancelled", type, repository, client, &status);
 }
 
-fairgate::Status MirrorServer::EnsureMirrored(const fairgate::Context& ctx,
-                                              const std::string& repository,
-                                              const std::string& client) {
-  if (IsMirrored(repository)) return absl::OkStatus();
+void MirrorServer::EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange,
+                                  const std::string& repository,
+                                  std::function<void(const fairgate::Status&)> then) {
+  if (IsMirrored(repository)) return then(absl::OkStatus());
   const std::string url = *repositories_.UpstreamOf(repository);
-  auto make_mirror = [this, repository, url](const fairgate::Context& job_ctx) {
+  // Runs on the gate's threads (git clone blocks its thread), with the server's work context:
+  // a first mirror benefits every later client, so it goes on if this one leaves.
+  auto make_mirror = [this, repository, url](const fairgate::Context&) {
     // Another request may have made it while this one waited: sync-clones of one repository
     // share the conflict group, so they ran one after the other.
     if (IsMirrored(repository)) return absl::OkStatus();
     std::string scratch = (fs::path(options_.mirror_dir) / ".incoming" / "XXXXXX").string();
     if (mkdtemp(scratch.data()) == nullptr) {
-      return absl::InternalError(
-          absl::StrCat("cannot make a scratch directory in '", options_.mirror_dir, "/.incoming'"));
+      return absl::InternalError("cannot make a scratch directory for a new mirror");
     }
     const std::string incoming = scratch + "/mirror.git";
     auto result = RunProcess({"git", "clone", "--mirror", "--quiet", "--", url, incoming}, "",
-                             job_ctx, {"GIT_TERMINAL_PROMPT=0"});
+                             work_.first, {"GIT_TERMINAL_PROMPT=0"});
     fairgate::Status status;
     if (!result.ok()) {
       status = result.status();
     } else if (result->exit_code != 0) {
-      status = WithHttpStatus(
-          absl::UnavailableError(absl::StrCat("cannot mirror '", repository,
-                                              "' from its upstream: ", GitMessage(result->err))),
-          502);
+      // The message names the upstream: for the log; the client is told less.
+      status = WithClientMessage(
+          WithHttpStatus(absl::UnavailableError(absl::StrCat("cannot mirror '", repository,
+                                                             "' from its upstream: ",
+                                                             GitMessage(result->err))),
+                         502),
+          absl::StrCat("cannot mirror '", repository,
+                       "' from its upstream (the server's log says why)"));
     } else {
       std::error_code error;
       const fs::path target = MirrorPath(repository);
       fs::create_directories(target.parent_path(), error);
       if (!error) fs::rename(incoming, target, error);
       if (error) {
-        status = absl::InternalError(
-            absl::StrCat("cannot move the new mirror into place: ", error.message()));
+        status = WithClientMessage(
+            absl::InternalError(
+                absl::StrCat("cannot move the new mirror into place: ", error.message())),
+            "cannot store the new mirror");
       } else {
         std::lock_guard lock(mutex_);
         fetches_.emplace(repository, 0);
@@ -244,48 +572,37 @@ fairgate::Status MirrorServer::EnsureMirrored(const fairgate::Context& ctx,
     }
     std::error_code ignored;
     fs::remove_all(scratch, ignored);
+    if (!status.ok()) {
+      std::fprintf(stderr, "fairgate-git-mirror: %s\n", std::string(status.message()).c_str());
+    }
     return status;
   };
+  const std::string client = exchange->client();
   auto started = std::make_shared<bool>(false);
-  fairgate::Status status =
-      gate_->Run(ctx, kSyncClone, repository, client,
-                 Logged(std::string(kSyncClone), repository, client, make_mirror, started));
-  RecordOutcome(kSyncClone, repository, client, *started, status);
-  return status;
+  auto done = [this, repository, client, started, executor = exchange->executor(),
+               then](const fairgate::Status& status) {
+    RecordOutcome(kSyncClone, repository, client, *started, status);
+    asio::post(executor, [then, status] { then(status); });
+  };
+  fairgate::Status submitted =
+      gate_->Submit(kSyncClone, repository, client,
+                    Logged(std::string(kSyncClone), repository, client, make_mirror, started),
+                    done);
+  if (!submitted.ok()) {
+    RecordOutcome(kSyncClone, repository, client, false, submitted);
+    then(submitted);
+  }
 }
 
-namespace {
-
-void Reply(httplib::Response& response, const fairgate::Status& status, int retry_after) {
-  response.status = HttpStatusOf(status);
-  if (response.status == 429) response.set_header("Retry-After", absl::StrCat(retry_after));
-  response.set_content(absl::StrCat(status.message(), "\n"), "text/plain; charset=utf-8");
+void MirrorServer::Reply(HttpExchange& exchange, const fairgate::Status& status) const {
+  const int http = HttpStatusOf(status);
+  Headers headers;
+  if (http == 429) headers.emplace_back("Retry-After", absl::StrCat(options_.retry_after_seconds));
+  exchange.Respond(http, "text/plain; charset=utf-8", absl::StrCat(ClientMessageOf(status), "\n"),
+                   headers);
 }
 
-// A request being served: its client, its context (the request's deadline, cancelled too when the
-// client hangs up) and the watch on its connection, for the handler's scope.
-class Serving {
- public:
-  Serving(const httplib::Request& request, std::string client, std::chrono::milliseconds timeout,
-          DisconnectWatcher& watcher)
-      : client_(std::move(client)),
-        context_(fairgate::WithTimeout(fairgate::Context::Background(), timeout)),
-        watch_(watcher.Watch(FindConnectionSocket(request.local_addr, request.local_port,
-                                                  request.remote_addr, request.remote_port),
-                             context_.second)) {}
-  ~Serving() { context_.second(); }
-  const std::string& client() const { return client_; }
-  const fairgate::Context& ctx() const { return context_.first; }
-
- private:
-  std::string client_;
-  std::pair<fairgate::Context, fairgate::CancelFunc> context_;
-  DisconnectWatcher::Guard watch_;
-};
-
-}  // namespace
-
-fairgate::Status MirrorServer::Refusal(const httplib::Request& request,
+fairgate::Status MirrorServer::Refusal(const HttpExchange& exchange,
                                        const fairgate::StatusOr<GitRequestPath>& path,
                                        GitEndpoint expected) const {
   if (!path.ok()) return path.status();
@@ -298,99 +615,123 @@ fairgate::Status MirrorServer::Refusal(const httplib::Request& request,
   if (repositories_.UpstreamOf(path->repository) == nullptr) {
     return absl::NotFoundError(absl::StrCat("unknown repository '", path->repository, "'"));
   }
-  if (ClientOf(request).size() > kMaxClientLength) {
+  if (exchange.client().size() > kMaxClientLength) {
     return absl::InvalidArgumentError("the client header is too long");
   }
   return absl::OkStatus();
 }
 
-void MirrorServer::HandleGet(const httplib::Request& request, httplib::Response& response) {
-  if (request.path == "/metrics") {
-    response.set_content(gate_->Metrics(), "text/plain; version=0.0.4; charset=utf-8");
-    return;
+void MirrorServer::Handle(const std::shared_ptr<HttpExchange>& exchange) {
+  const HttpRequest& request = exchange->request();
+  const std::string_view target(request.target().data(), request.target().size());
+  auto [path, query] = ParseTarget(target);
+  if (request.method() == boost::beast::http::verb::get) return HandleGet(exchange, path, query);
+  if (request.method() == boost::beast::http::verb::post) return HandlePost(exchange, path);
+  Reply(*exchange, WithHttpStatus(absl::InvalidArgumentError("only GET and POST are served"), 405));
+}
+
+namespace {
+
+// Pushes and the dumb protocol: refused whatever the repository, as the README says.
+bool IsPushOrDumb(const std::string& path, const std::map<std::string, std::string>& query,
+                  bool post) {
+  if (absl::EndsWith(path, "/git-receive-pack")) return true;
+  if (absl::EndsWith(path, "/info/refs")) {
+    auto service = query.find("service");
+    return post || service == query.end() || service->second != "git-upload-pack";
   }
-  if (request.path == "/debug/scheduler") {
+  for (const char* dumb : {"/HEAD", "/objects/", "/info/packs", "/info/alternates"}) {
+    if (absl::StrContains(path, dumb)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void MirrorServer::HandleGet(const std::shared_ptr<HttpExchange>& exchange,
+                             const std::string& path,
+                             const std::map<std::string, std::string>& query) {
+  if (path == "/metrics") {
+    exchange->set_route("metrics");
+    std::string text = gate_->Metrics();
+    http_metrics_->Write(text);
+    return exchange->Respond(200, "text/plain; version=0.0.4; charset=utf-8", std::move(text));
+  }
+  if (path == "/debug/scheduler") {
+    exchange->set_route("debug");
     nlohmann::json state = gate_->DebugState();
     nlohmann::json repositories = nlohmann::json::array();
     for (const auto& [name, url] : repositories_.all()) {
       repositories.push_back({{"name", name}, {"mirrored", IsMirrored(name)}});
     }
     state["repositories"] = repositories;
-    response.set_content(state.dump(2) + "\n", "application/json");
-    return;
+    state["http_connections_open"] = http_metrics_->connections_open();
+    return exchange->Respond(200, "application/json", state.dump(2) + "\n");
   }
-  auto path = ParseGitRequestPath(request.path);
-  fairgate::Status refusal = Refusal(request, path, GitEndpoint::kInfoRefs);
-  if (refusal.ok() && request.get_param_value("service") != "git-upload-pack") {
+  exchange->set_route("info_refs");
+  auto parsed = ParseGitRequestPath(path);
+  if (!parsed.ok() && parsed.status().code() == absl::StatusCode::kNotFound &&
+      IsPushOrDumb(path, query, false)) {
+    return Reply(*exchange, absl::PermissionDeniedError(
+                                "this mirror is read-only: it serves only git-upload-pack over "
+                                "smart HTTP (no pushes, no dumb protocol)"));
+  }
+  fairgate::Status refusal = Refusal(*exchange, parsed, GitEndpoint::kInfoRefs);
+  if (refusal.ok() && IsPushOrDumb(path, query, false)) {
     refusal = absl::PermissionDeniedError(
-        "this mirror is read-only: it serves only service=git-upload-pack (smart HTTP)");
+        "this mirror is read-only: it serves only git-upload-pack over smart HTTP (no pushes, no "
+        "dumb protocol)");
   }
-  if (!refusal.ok()) return Reply(response, refusal, options_.retry_after_seconds);
-
-  Serving serving(request, ClientOf(request), options_.request_timeout, watcher_);
-  const fairgate::Context& ctx = serving.ctx();
-  fairgate::Status status = EnsureMirrored(ctx, path->repository, serving.client());
-  if (!status.ok()) return Reply(response, status, options_.retry_after_seconds);
-  const std::vector<std::string> env = GitProtocolEnv(request);
-  auto result = RunProcess(
-      {"git", "upload-pack", "--stateless-rpc", "--advertise-refs", MirrorPath(path->repository)},
-      "", ctx, env);
-  if (!result.ok()) return Reply(response, result.status(), options_.retry_after_seconds);
-  if (result->exit_code != 0) {
-    return Reply(
-        response,
-        absl::InternalError(absl::StrCat("git upload-pack failed: ", GitMessage(result->err))),
-        options_.retry_after_seconds);
-  }
-  const bool v2 = !env.empty() && env.front().find("version=2") != std::string::npos;
-  std::string body = v2 ? std::move(result->out)
-                        : absl::StrCat(PktLine("# service=git-upload-pack\n"), "0000", result->out);
-  response.set_header("Cache-Control", "no-cache");
-  response.set_content(std::move(body), "application/x-git-upload-pack-advertisement");
+  if (!refusal.ok()) return Reply(*exchange, refusal);
+  const std::string repository = parsed->repository;
+  EnsureMirrored(exchange, repository, [this, exchange, repository](const fairgate::Status& s) {
+    if (!s.ok()) return Reply(*exchange, s);
+    Request::Spec spec;
+    spec.type = std::string(kRefs);
+    spec.repository = repository;
+    spec.env = GitProtocolEnv(exchange->request());
+    spec.argv = {"git", "upload-pack", "--stateless-rpc", "--advertise-refs",
+                 MirrorPath(repository)};
+    const bool v2 = !spec.env.empty() && spec.env.front().find("version=2") != std::string::npos;
+    if (!v2) spec.prefix = absl::StrCat(PktLine("# service=git-upload-pack\n"), "0000");
+    spec.content_type = "application/x-git-upload-pack-advertisement";
+    std::make_shared<Request>(*this, exchange, std::move(spec))->Start();
+  });
 }
 
-void MirrorServer::HandlePost(const httplib::Request& request, httplib::Response& response) {
-  auto path = ParseGitRequestPath(request.path);
-  fairgate::Status refusal = Refusal(request, path, GitEndpoint::kUploadPack);
+void MirrorServer::HandlePost(const std::shared_ptr<HttpExchange>& exchange,
+                              const std::string& path) {
+  exchange->set_route("upload_pack");
+  const HttpRequest& request = exchange->request();
+  auto parsed = ParseGitRequestPath(path);
+  if (!parsed.ok() && parsed.status().code() == absl::StatusCode::kNotFound &&
+      IsPushOrDumb(path, {}, true)) {
+    return Reply(*exchange, absl::PermissionDeniedError(
+                                "this mirror is read-only: it serves only git-upload-pack"));
+  }
+  fairgate::Status refusal = Refusal(*exchange, parsed, GitEndpoint::kUploadPack);
+  const auto content_type = request[boost::beast::http::field::content_type];
   if (refusal.ok() &&
-      request.get_header_value("Content-Type") != "application/x-git-upload-pack-request") {
+      std::string_view(content_type.data(), content_type.size()) !=
+          "application/x-git-upload-pack-request") {
     refusal = WithHttpStatus(
         absl::InvalidArgumentError("expected Content-Type application/x-git-upload-pack-request"),
         415);
   }
-  if (!refusal.ok()) return Reply(response, refusal, options_.retry_after_seconds);
-
-  Serving serving(request, ClientOf(request), options_.request_timeout, watcher_);
-  const fairgate::Context& ctx = serving.ctx();
-  const std::string& client = serving.client();
-  fairgate::Status status = EnsureMirrored(ctx, path->repository, client);
-  std::string pack;
-  if (status.ok()) {
-    const std::string mirror = MirrorPath(path->repository);
-    const std::vector<std::string> env = GitProtocolEnv(request);
-    auto serve = [&](const fairgate::Context& job_ctx) -> fairgate::Status {
-      auto result =
-          RunProcess({"git", "upload-pack", "--stateless-rpc", mirror}, request.body, job_ctx, env);
-      if (!result.ok()) return result.status();
-      if (result->exit_code != 0) {
-        return absl::InternalError(
-            absl::StrCat("git upload-pack failed: ", GitMessage(result->err)));
-      }
-      pack = std::move(result->out);
-      return absl::OkStatus();
-    };
-    if (IsRefListing(request.body)) {
-      status = serve(ctx);
-    } else {
-      auto started = std::make_shared<bool>(false);
-      status = gate_->Run(ctx, kClone, path->repository, client,
-                          Logged(std::string(kClone), path->repository, client, serve, started));
-      RecordOutcome(kClone, path->repository, client, *started, status);
-    }
-  }
-  if (!status.ok()) return Reply(response, status, options_.retry_after_seconds);
-  response.set_header("Cache-Control", "no-cache");
-  response.set_content(std::move(pack), "application/x-git-upload-pack-result");
+  if (refusal.ok()) refusal = ValidatePktLines(request.body());
+  if (!refusal.ok()) return Reply(*exchange, refusal);
+  const std::string repository = parsed->repository;
+  EnsureMirrored(exchange, repository, [this, exchange, repository](const fairgate::Status& s) {
+    if (!s.ok()) return Reply(*exchange, s);
+    Request::Spec spec;
+    spec.type = std::string(IsRefListing(exchange->request().body()) ? kRefs : kClone);
+    spec.repository = repository;
+    spec.env = GitProtocolEnv(exchange->request());
+    spec.argv = {"git", "upload-pack", "--stateless-rpc", MirrorPath(repository)};
+    spec.input = exchange->request().body();
+    spec.content_type = "application/x-git-upload-pack-result";
+    std::make_shared<Request>(*this, exchange, std::move(spec))->Start();
+  });
 }
 
 void MirrorServer::Maintain() {
@@ -419,8 +760,10 @@ void MirrorServer::SubmitMaintenance(std::string_view type, const std::string& r
   } else {
     argv.insert(argv.end(), {"repack", "-a", "-d", "-q"});
   }
-  auto work = [argv, repository, type = std::string(type)](const fairgate::Context& ctx) {
-    auto result = RunProcess(argv, "", ctx, {"GIT_TERMINAL_PROMPT=0"});
+  // The server's work context, not the gate's: a shutdown lets a running fetch or repack finish
+  // within the grace instead of killing it at once.
+  auto work = [this, argv, repository, type = std::string(type)](const fairgate::Context&) {
+    auto result = RunProcess(argv, "", work_.first, {"GIT_TERMINAL_PROMPT=0"});
     if (!result.ok()) return result.status();
     if (result->exit_code != 0) {
       return absl::UnavailableError(
@@ -443,7 +786,7 @@ void MirrorServer::SubmitMaintenance(std::string_view type, const std::string& r
     if (repack) SubmitMaintenance(kRepack, repository);
   };
   fairgate::Status status = gate_->Submit(
-      type, repository, Logged(std::string(type), repository, "", work, started), done);
+      type, repository, "", Logged(std::string(type), repository, "", work, started), done);
   if (!status.ok()) {
     RecordOutcome(type, repository, "", false, status);
     std::lock_guard lock(mutex_);

@@ -1,28 +1,37 @@
 // MirrorServer: a read-only git smart-HTTP server over local mirrors of upstream repositories,
-// with every piece of work admitted by one WorkGate.
+// with every piece of work admitted by one WorkGate, behind an event-driven front door
+// (http_server.h).
 //
 // Endpoints:
-//   GET  /<repo>/info/refs?service=git-upload-pack   the ref advertisement
-//   POST /<repo>/git-upload-pack                       a fetch or clone: the pack
+//   GET  /<repo>/info/refs?service=git-upload-pack   the ref advertisement ("refs")
+//   POST /<repo>/git-upload-pack                       a fetch or clone: the pack ("clone"); with
+//                                                      protocol v2, `command=ls-refs` is "refs"
 //   GET  /debug/scheduler                              the gate's state as JSON
-//   GET  /metrics                                      the gate's metrics (Prometheus text)
+//   GET  /metrics                                      the gate's and the front door's metrics
 // The work, and how it is admitted (see work_gate.h for the types):
 //   - the first request for a repository makes its mirror (`git clone --mirror`): "sync-clone",
-//     foreground, waited for by that request;
-//   - each POST runs `git upload-pack --stateless-rpc` on the mirror: "clone", foreground, keyed by
-//     the client (the `client_header` if set and present, else the peer address), the repository as
-//     the job id, the request's deadline (`request_timeout`) and its connection as the context;
+//     foreground, keyed by that request's client, run on the gate's threads;
+//   - each request runs `git upload-pack --stateless-rpc` on the mirror, admitted asynchronously
+//     under the client's key with the repository as the job id: a waiting request costs no
+//     thread. Its slot is held while git's output streams to the client through one 64 KiB
+//     buffer, so the cost fairgate learns is the time a clone of that repository really holds the
+//     server, and a clone in flight costs the server that buffer, never its pack;
 //   - every `fetch_interval` each mirror is fetched ("fetch", background), and repacked with
 //     `git repack -a -d` ("repack", background) after every `repack_after` fetches.
-// The ref advertisement (GET info/refs, and with protocol v2 the POST of `command=ls-refs`) is
-// not admitted: it reads a few refs, takes milliseconds, and admitting it would charge a clone
-// twice and teach the clone's estimate the cost of listing refs.
 //
-// Answers: 404 for an unknown repository or endpoint, 400 for a path that could escape the mirror
-// directory, 403 for any service but git-upload-pack, 502 with git's message when the upstream
-// cannot be mirrored, 429 with Retry-After when the gate refuses for load, 503 while shutting
-// down, 504 when the request's deadline passes first. A client that disconnects while its clone
-// waits has its job cancelled: it never takes a slot (its event log line is "cancelled").
+// Answers: 400 for a malformed request (a bad path, a body that is not pkt-lines, bad gzip), 403
+// for anything but the upload-pack service (pushes, the dumb protocol), 404 for an unknown
+// repository or endpoint, 405/415 for a wrong method or content type, 413/431 past the size
+// limits, 429 with Retry-After when the gate refuses for load, 502 when the upstream cannot be
+// mirrored, 503 while shutting down, 504 when the request waited longer than `request_timeout`.
+// No answer names an upstream URL or a path on the server; git's own messages go to the server's
+// stderr and the event log only. A client that disconnects while its request waits has its job
+// cancelled: it never takes a slot (its event log line is "cancelled"). A transfer that fails
+// (client gone, too slow) ends its job with Unavailable: in the status, the metrics and the log.
+//
+// Start-up removes what an interrupted run left in the mirrors (`tmp_pack_*`, `*.lock`, scratch
+// clones). Stop: stops accepting, fails waiting requests (503), lets running work finish for up to
+// `shutdown_grace`, then kills git and closes the connections that remain.
 //
 // Thread safety: Create, Bind, then Serve on one thread; Stop from any thread.
 #ifndef FAIRGATE_EXAMPLES_GIT_MIRROR_MIRROR_SERVER_H_
@@ -36,35 +45,40 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
-#include "disconnect_watcher.h"
+#include "boost/asio/io_context.hpp"
 #include "event_log.h"
 #include "fairgate/context.h"
 #include "fairgate/status.h"
+#include "http_metrics.h"
+#include "http_server.h"
 #include "repo_path.h"
 #include "repository_set.h"
 #include "work_gate.h"
 
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
-
 namespace git_mirror {
 
 struct MirrorOptions {
-  std::string mirror_dir;     // where mirrors live; created if missing
-  std::string client_header;  // e.g. "X-Forwarded-For"; empty: the peer address
+  std::string mirror_dir;  // where mirrors live; created if missing
   std::chrono::milliseconds fetch_interval{std::chrono::seconds(60)};  // 0: never fetch
   int repack_after = 10;  // fetches between repacks; at least 1
+  // How long a request may wait for admission (504 after that).
   std::chrono::milliseconds request_timeout{std::chrono::minutes(10)};
   int retry_after_seconds = 5;  // the Retry-After of a 429
   std::string event_log;        // JSON-lines file; empty: none
-  int http_threads = 128;       // requests served at once (waiting ones included)
+  int io_threads = 2;           // threads running the event loop
+  // How long Stop lets running fetches, repacks and transfers go on before killing them.
+  std::chrono::milliseconds shutdown_grace{std::chrono::seconds(30)};
+  HttpLimits http;
 };
 
 fairgate::Status ValidateMirrorOptions(const MirrorOptions& options);
+
+// Removes what an interrupted git left in the mirrors under `mirror_dir`: `objects/pack/tmp_*`
+// and `.tmp-*` files, `objects/incoming-*` quarantines, `*.lock` files, and scratch clones in
+// `.incoming`. Returns how many it removed. Only for a directory no git process is using.
+int RemoveStaleLeftovers(const std::string& mirror_dir);
 
 class MirrorServer {
  public:
@@ -77,26 +91,34 @@ class MirrorServer {
   fairgate::StatusOr<int> Bind(const std::string& host, int port);
   // Serves until Stop; starts the periodic fetches.
   void Serve();
-  // Stops serving and maintenance, shuts the gate down (waiting jobs fail, running ones finish).
+  // See the header comment. Idempotent; returns once everything has stopped.
   void Stop();
 
+  const HttpMetrics& http_metrics() const { return *http_metrics_; }
+
  private:
+  class Request;
+  friend class Request;
   MirrorServer(RepositorySet repositories, MirrorOptions options, std::unique_ptr<WorkGate> gate,
                std::unique_ptr<EventLog> log);
 
-  void HandleGet(const httplib::Request& request, httplib::Response& response);
-  void HandlePost(const httplib::Request& request, httplib::Response& response);
-  std::string ClientOf(const httplib::Request& request) const;
+  void Handle(const std::shared_ptr<HttpExchange>& exchange);
+  void HandleGet(const std::shared_ptr<HttpExchange>& exchange, const std::string& path,
+                 const std::map<std::string, std::string>& query);
+  void HandlePost(const std::shared_ptr<HttpExchange>& exchange, const std::string& path);
+  void Reply(HttpExchange& exchange, const fairgate::Status& status) const;
   // Why a request to `expected` cannot be served (bad path, wrong method, unknown repository, an
   // overlong client name), or OK.
-  fairgate::Status Refusal(const httplib::Request& request,
+  fairgate::Status Refusal(const HttpExchange& exchange,
                            const fairgate::StatusOr<GitRequestPath>& path,
                            GitEndpoint expected) const;
   std::string MirrorPath(const std::string& repository) const;
   bool IsMirrored(const std::string& repository) const;
-  // Makes the mirror of `repository` if it does not exist yet, as a "sync-clone" of `client`.
-  fairgate::Status EnsureMirrored(const fairgate::Context& ctx, const std::string& repository,
-                                  const std::string& client);
+  // Makes the mirror of `repository` if it does not exist yet, as a "sync-clone" of `client`,
+  // then calls `then` on the exchange's strand with the outcome.
+  void EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange,
+                      const std::string& repository,
+                      std::function<void(const fairgate::Status&)> then);
   // Wraps a job so that the event log sees its start and end; `started` is set when it starts.
   WorkGate::JobFn Logged(std::string type, std::string repository, std::string client,
                          WorkGate::JobFn fn, std::shared_ptr<bool> started);
@@ -107,14 +129,24 @@ class MirrorServer {
 
   const RepositorySet repositories_;
   const MirrorOptions options_;
+  // Declared before the event loop: destroyed after it, so that a slot released while the loop's
+  // last handlers are destroyed still has its gate.
   std::unique_ptr<WorkGate> gate_;
   std::unique_ptr<EventLog> log_;
-  std::unique_ptr<httplib::Server> http_;
-  DisconnectWatcher watcher_;
+  const std::shared_ptr<HttpMetrics> http_metrics_ = std::make_shared<HttpMetrics>();
+  // The context of the server's own git work (first mirrors, fetches, repacks): cancelled when
+  // the shutdown grace runs out, which kills their processes.
+  const std::pair<fairgate::Context, fairgate::CancelFunc> work_ =
+      fairgate::WithCancel(fairgate::Context::Background());
+  boost::asio::io_context io_;
+  std::unique_ptr<HttpServer> http_;
+  std::vector<std::thread> io_threads_;
 
   mutable std::mutex mutex_;
   std::condition_variable stop_requested_;
+  bool serving_ = false;
   bool stopping_ = false;
+  bool stopped_ = false;
   std::map<std::string, int> fetches_;           // per mirrored repository, since the start
   std::set<std::string> maintenance_in_flight_;  // "type repository"
   std::thread maintainer_;

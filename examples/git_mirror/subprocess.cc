@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -34,10 +35,6 @@ struct Pipe {
     write = fds[1];
     return true;
   }
-  void CloseRead() {
-    close(read);
-    read = -1;
-  }
   void CloseWrite() {
     close(write);
     write = -1;
@@ -61,11 +58,9 @@ bool Drain(int fd, std::string& into) {
 
 }  // namespace
 
-fairgate::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
-                                             std::string_view input, const fairgate::Context& ctx,
-                                             const std::vector<std::string>& extra_env) {
-  if (argv.empty()) return absl::InvalidArgumentError("RunProcess: empty argv");
-  if (ctx.Done()) return ctx.Err();
+fairgate::StatusOr<SpawnedProcess> Spawn(const std::vector<std::string>& argv,
+                                         const std::vector<std::string>& extra_env) {
+  if (argv.empty()) return absl::InvalidArgumentError("Spawn: empty argv");
   Pipe in, out, err;
   if (!in.Open() || !out.Open() || !err.Open()) return Errno("pipe");
 
@@ -74,6 +69,9 @@ fairgate::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& arg
   posix_spawn_file_actions_adddup2(&actions, in.read, 0);
   posix_spawn_file_actions_adddup2(&actions, out.write, 1);
   posix_spawn_file_actions_adddup2(&actions, err.write, 2);
+  // Nothing else crosses: descriptors opened without close-on-exec (a library's, or a socket
+  // accepted by another thread at this very moment) are closed in the child too.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -96,9 +94,26 @@ fairgate::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& arg
     return absl::InternalError(
         absl::StrCat("cannot start '", argv[0], "': ", std::strerror(spawn_error)));
   }
-  in.CloseRead();
-  out.CloseWrite();
-  err.CloseWrite();
+  SpawnedProcess spawned;
+  spawned.pid = pid;
+  spawned.stdin_fd = std::exchange(in.write, -1);
+  spawned.stdout_fd = std::exchange(out.read, -1);
+  spawned.stderr_fd = std::exchange(err.read, -1);
+  return spawned;  // the child's ends close with the Pipes
+}
+
+fairgate::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
+                                             std::string_view input, const fairgate::Context& ctx,
+                                             const std::vector<std::string>& extra_env) {
+  if (argv.empty()) return absl::InvalidArgumentError("RunProcess: empty argv");
+  if (ctx.Done()) return ctx.Err();
+  auto spawned = Spawn(argv, extra_env);
+  if (!spawned.ok()) return spawned.status();
+  const pid_t pid = spawned->pid;
+  Pipe in, out, err;
+  in.write = spawned->stdin_fd;
+  out.read = spawned->stdout_fd;
+  err.read = spawned->stderr_fd;
   fcntl(in.write, F_SETFL, O_NONBLOCK);
 
   ProcessResult result;

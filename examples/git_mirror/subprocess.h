@@ -1,5 +1,6 @@
-// RunProcess: runs a program to completion, feeding it input and collecting its output, and kills
-// it when a context is done. The git mirror runs every git command through it.
+// Spawn: starts a program with pipes for stdin, stdout and stderr, in its own process group,
+// inheriting no other file descriptor (no client socket, no log file). RunProcess: runs one to
+// completion, feeding it input and collecting its output, and kills it when a context is done.
 //
 // Contract: blocks the calling thread (a worker fiber's thread included) until the process exits
 // or `ctx` is done; in the second case the process and everything it started (it runs in its own
@@ -18,6 +19,20 @@
 #include "fairgate/status.h"
 
 namespace git_mirror {
+
+// A started child: its pid and the parent's ends of its pipes (close-on-exec, blocking), owned by
+// the caller.
+struct SpawnedProcess {
+  int pid = -1;
+  int stdin_fd = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+};
+
+// `argv[0]` is looked up in PATH; the environment is this process's plus `extra_env`. Errors:
+// InvalidArgument for an empty argv, Internal when it cannot be started.
+fairgate::StatusOr<SpawnedProcess> Spawn(const std::vector<std::string>& argv,
+                                         const std::vector<std::string>& extra_env);
 
 struct ProcessResult {
   int exit_code = 0;  // the exit status; 128 + signal number if a signal ended it

@@ -1,22 +1,29 @@
 // WorkGate: the admission policy the git mirror sends every piece of work through.
 //
 // Two policies behind one interface, so the difference shows on the same server:
-// - MakeFairgateGate: one fairgate::Scheduler. Clones (type "clone") and first mirrors
-//   ("sync-clone") are foreground, keyed by client; fetches and repacks are background, keyed "".
+// - MakeFairgateGate: one fairgate::Scheduler. Clones (type "clone"), ref listings ("refs") and
+//   first mirrors ("sync-clone") are foreground, keyed by client; fetches and repacks are
+//   background, keyed "".
 //   "sync-clone", "fetch" and "repack" share the conflict group "git": never two of them on one
 //   repository at once. Costs are learned per (type, repository), never configured.
 // - MakeFifoGate: a plain FIFO semaphore of the same capacity. To stay correct it must still keep
 //   git's writers apart, which it does as a server without fairgate would: a writer takes its slot,
 //   then a per-repository lock (holding the slot while it waits for the lock).
 //
-// Thread safety: every method may be called from any thread at once. Run blocks the caller.
+// Foreground requests are admitted asynchronously (Acquire): a waiting request costs no thread,
+// and the slot it gets is held until the response has been sent (Slot). Background work runs on
+// the gate's own threads (Submit).
+//
+// Thread safety: every method may be called from any thread at once.
 #ifndef FAIRGATE_EXAMPLES_GIT_MIRROR_WORK_GATE_H_
 #define FAIRGATE_EXAMPLES_GIT_MIRROR_WORK_GATE_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "fairgate/context.h"
 #include "fairgate/scheduler.h"
@@ -26,6 +33,7 @@
 namespace git_mirror {
 
 inline constexpr std::string_view kClone = "clone";
+inline constexpr std::string_view kRefs = "refs";
 inline constexpr std::string_view kSyncClone = "sync-clone";
 inline constexpr std::string_view kFetch = "fetch";
 inline constexpr std::string_view kRepack = "repack";
@@ -48,27 +56,59 @@ struct GateConfig {
   int client_min_running = 0;
 };
 
+// A slot held by a foreground request: released exactly once, by Release or by the destructor
+// (as OK). Move-only; the release may happen on any thread.
+class Slot {
+ public:
+  using ReleaseFn = std::function<void(const fairgate::Status&)>;
+  Slot() = default;
+  explicit Slot(ReleaseFn release) : release_(std::move(release)) {}
+  Slot(Slot&& other) noexcept : release_(std::exchange(other.release_, nullptr)) {}
+  Slot& operator=(Slot&& other) noexcept {
+    if (this != &other) {
+      Release(absl::OkStatus());
+      release_ = std::exchange(other.release_, nullptr);
+    }
+    return *this;
+  }
+  ~Slot() { Release(absl::OkStatus()); }
+  bool held() const { return release_ != nullptr; }
+  // Completes the job with `status` (what the policy's metrics and learning see); no-op if empty.
+  void Release(const fairgate::Status& status) {
+    if (ReleaseFn release = std::exchange(release_, nullptr)) release(status);
+  }
+
+ private:
+  ReleaseFn release_;
+};
+
 class WorkGate {
  public:
   using JobFn = fairgate::Scheduler::JobFn;
   using DoneCallback = fairgate::Scheduler::DoneCallback;
+  using SlotCallback = std::function<void(fairgate::StatusOr<Slot>)>;
+  using CancelFn = std::function<void()>;
   virtual ~WorkGate() = default;
 
-  // Waits until the job is admitted, runs `fn` on the caller and returns its status; or returns
-  // without running it: ctx.Err() when `ctx` ends first, ResourceExhausted when the client has
-  // too many jobs waiting, Unavailable or Cancelled once the gate shuts down.
-  virtual fairgate::Status Run(const fairgate::Context& ctx, std::string_view type,
-                               std::string_view repository, std::string_view client,
-                               const JobFn& fn) = 0;
-  // Queues a background job. `done` is called exactly once, with fn's status or Cancelled, unless
-  // Submit itself refuses (then never).
-  virtual fairgate::Status Submit(std::string_view type, std::string_view repository, JobFn fn,
-                                  DoneCallback done) = 0;
+  // Queues a foreground job and returns at once: a function that cancels the wait (harmless once
+  // admitted), or the refusal (ResourceExhausted when the client has too many jobs waiting,
+  // Unavailable once the gate shuts down), and then `on_admitted` is never called. Otherwise
+  // `on_admitted` is called exactly once, from any thread (inside Acquire too), with a Slot, or
+  // with Cancelled when the wait was cancelled or the gate shut down.
+  virtual fairgate::StatusOr<CancelFn> Acquire(std::string_view type, std::string_view repository,
+                                               std::string_view client,
+                                               SlotCallback on_admitted) = 0;
+
+  // Queues a job run on the gate's threads, under `client` ("" for maintenance). `done` is called
+  // exactly once, with fn's status or Cancelled, unless Submit itself refuses (then never).
+  virtual fairgate::Status Submit(std::string_view type, std::string_view repository,
+                                  std::string_view client, JobFn fn, DoneCallback done) = 0;
   // Running and waiting jobs, for /debug/scheduler.
   virtual nlohmann::json DebugState() const = 0;
   // The Prometheus text exposition, for /metrics.
   virtual std::string Metrics() const = 0;
-  // Refuses new work, fails what waits, and waits for what runs.
+  // Refuses new work, fails what waits, cancels the context given to running Submit jobs, and
+  // waits for what runs (held slots included).
   virtual void Shutdown() = 0;
 };
 

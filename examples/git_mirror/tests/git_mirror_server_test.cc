@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "doctest/doctest.h"
-#include "httplib.h"
 #include "mirror_server.h"
 #include "nlohmann/json.hpp"
 #include "subprocess.h"
@@ -123,6 +122,43 @@ struct PackHold {
   void Release() const { std::ofstream(dir / "release") << "go\n"; }
 };
 
+// A response read whole from a raw connection.
+struct RawResponse {
+  int status = 0;
+  std::string head;  // the status line and headers
+  std::string body;  // as sent (chunked framing included, if any)
+};
+
+// Sends `request` as is (no client library that could normalise the path) and reads until the
+// server closes the connection.
+RawResponse RawHttp(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size()));
+  std::string response;
+  char buffer[4096];
+  for (ssize_t n; (n = recv(fd, buffer, sizeof buffer, 0)) > 0;) response.append(buffer, n);
+  close(fd);
+  REQUIRE(response.size() > 12);
+  RawResponse r;
+  r.status = std::stoi(response.substr(9, 3));
+  const std::size_t body = response.find("\r\n\r\n");
+  r.head = response.substr(0, body);
+  if (body != std::string::npos) r.body = response.substr(body + 4);
+  return r;
+}
+
+RawResponse RawGet(int port, const std::string& target, const std::string& headers = "") {
+  return RawHttp(port, "GET " + target + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n" +
+                           headers + "\r\n");
+}
+
 struct ServerUnderTest {
   TempDir tmp;
   fs::path event_log = tmp.path / "events.jsonl";
@@ -135,7 +171,8 @@ struct ServerUnderTest {
                   int repack_after = 10) {
     MirrorOptions options;
     options.mirror_dir = (tmp.path / "mirrors").string();
-    options.client_header = kClientHeader;
+    options.http.client_header = kClientHeader;
+    options.http.trusted_proxies = {"127.0.0.1"};
     options.fetch_interval = fetch_interval;
     options.repack_after = repack_after;
     options.event_log = event_log.string();
@@ -158,11 +195,9 @@ struct ServerUnderTest {
   }
   std::vector<json> Events() const { return ReadEvents(event_log); }
   json Debug() const {
-    httplib::Client client("127.0.0.1", port);
-    auto response = client.Get("/debug/scheduler");
-    REQUIRE(response);
-    REQUIRE(response->status == 200);
-    return json::parse(response->body);
+    RawResponse response = RawGet(port, "/debug/scheduler");
+    REQUIRE(response.status == 200);
+    return json::parse(response.body);
   }
 };
 
@@ -180,33 +215,6 @@ void RequireSameContent(const fs::path& upstream, const fs::path& clone) {
   CHECK(Git({"-C", clone.string(), "ls-tree", "-r", "HEAD"}) ==
         Git({"-C", upstream.string(), "ls-tree", "-r", "HEAD"}));
   CHECK(Git({"-C", clone.string(), "status", "--porcelain"}).empty());
-}
-
-// Sends `request` as is (no client library that could normalise the path) and returns the
-// status line's code and the body.
-std::pair<int, std::string> RawHttp(int port, const std::string& request) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  REQUIRE(send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-          static_cast<ssize_t>(request.size()));
-  std::string response;
-  char buffer[4096];
-  for (ssize_t n; (n = recv(fd, buffer, sizeof buffer, 0)) > 0;) response.append(buffer, n);
-  close(fd);
-  REQUIRE(response.size() > 12);
-  const std::size_t body = response.find("\r\n\r\n");
-  return {std::stoi(response.substr(9, 3)),
-          body == std::string::npos ? "" : response.substr(body + 4)};
-}
-
-std::pair<int, std::string> RawGet(int port, const std::string& target) {
-  return RawHttp(port,
-                 "GET " + target + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
 }
 
 TEST_CASE("GitMirror.Server.CloneGivesTheUpstreamContent") {
@@ -230,11 +238,17 @@ TEST_CASE("GitMirror.Server.CloneGivesTheUpstreamContent") {
     RequireSameContent(upstream, work.path / "second");
 
     std::multiset<std::string> started;
+    int listings = 0;
     for (const json& e : mirror.Events()) {
-      if (e["event"] == "start")
-        started.insert(e["type"].get<std::string>() + " " + e["client"].get<std::string>());
+      if (e["event"] != "start") continue;
+      if (e["type"] == "refs") {
+        ++listings;  // each clone lists refs first, admitted under its client as well
+        continue;
+      }
+      started.insert(e["type"].get<std::string>() + " " + e["client"].get<std::string>());
     }
     CHECK(started == std::multiset<std::string>{"sync-clone alice", "clone alice", "clone bob"});
+    CHECK(listings >= 2);
   }
 }
 
@@ -342,12 +356,13 @@ TEST_CASE("GitMirror.Server.AQueuedCloneWhoseClientIsKilledNeverRuns") {
   REQUIRE(Eventually([&] { return held.mirror->Debug()["pending"] == 1; }));
 
   SUBCASE("a second waiting request of the same client is refused with 429 and Retry-After") {
-    httplib::Client client("127.0.0.1", held.mirror->port);
-    auto response = client.Post("/tools.git/git-upload-pack", {{kClientHeader, "bob"}}, "0000",
-                                "application/x-git-upload-pack-request");
-    REQUIRE(response);
-    CHECK(response->status == 429);
-    CHECK(response->get_header_value("Retry-After") == "5");
+    RawResponse response = RawHttp(
+        held.mirror->port,
+        std::string("POST /tools.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nConnection: close\r\n") +
+            kClientHeader + ": bob\r\nContent-Type: application/x-git-upload-pack-request\r\n"
+            "Content-Length: 4\r\n\r\n0000");
+    CHECK(response.status == 429);
+    CHECK(response.head.find("Retry-After: 5") != std::string::npos);
   }
 
   // Killing Bob's git (and its HTTP helper) closes the connection: the job leaves the queue.
@@ -357,7 +372,8 @@ TEST_CASE("GitMirror.Server.AQueuedCloneWhoseClientIsKilledNeverRuns") {
   CHECK(Eventually([&] { return held.mirror->Debug()["pending"] == 0; }));
   CHECK(Eventually([&] {
     for (const json& e : held.mirror->Events()) {
-      if (e["event"] == "cancelled" && e["client"] == "bob" && e["type"] == "clone") return true;
+      // With one slot held by alice, bob waits at his first admitted step: the ref listing.
+      if (e["event"] == "cancelled" && e["client"] == "bob") return true;
     }
     return false;
   }));
@@ -412,8 +428,10 @@ TEST_CASE("GitMirror.Server.FetchesAndRepacksOfARepositoryNeverOverlap") {
   int fetches = 0, repacks_seen = 0, clones_during_maintenance = 0, maintenance_running = 0;
   for (const json& e : events) {
     const std::string type = e["type"], repo = e["repo"], event = e["event"];
-    if (type == "clone") {
-      if (event == "start" && maintenance_running > 0) ++clones_during_maintenance;
+    if (type == "clone" || type == "refs") {  // readers
+      if (type == "clone" && event == "start" && maintenance_running > 0) {
+        ++clones_during_maintenance;
+      }
       continue;
     }
     if (event == "start") {
@@ -450,7 +468,7 @@ TEST_CASE("GitMirror.Server.BadRequestsGetClearAnswers") {
   const std::string refs = "/info/refs?service=git-upload-pack";
 
   SUBCASE("an unknown repository is 404") {
-    auto [status, body] = RawGet(mirror.port, "/other.git" + refs);
+    auto [status, head, body] = RawGet(mirror.port, "/other.git" + refs);
     CHECK(status == 404);
     CHECK(body.find("unknown repository 'other.git'") != std::string::npos);
     auto r = Clone(mirror.Url("other.git"), work.path / "other", "x");
@@ -463,24 +481,31 @@ TEST_CASE("GitMirror.Server.BadRequestsGetClearAnswers") {
           "//etc/passwd", "/%2F%2Fetc", "/tools.git/..", "/-u/tools.git", "/a%5c..%5cb"}) {
       const std::string shown = target;
       CAPTURE(shown);
-      CHECK(RawGet(mirror.port, std::string(target) + refs).first == 400);
+      CHECK(RawGet(mirror.port, std::string(target) + refs).status == 400);
     }
   }
-  SUBCASE("an upstream that cannot be reached is 502 with git's message") {
-    auto [status, body] = RawGet(mirror.port, "/gone.git" + refs);
+  SUBCASE("an upstream that cannot be reached is 502, and the answer names no path") {
+    auto [status, head, body] = RawGet(mirror.port, "/gone.git" + refs);
     CHECK(status == 502);
     CHECK(body.find("cannot mirror 'gone.git'") != std::string::npos);
-    CHECK(body.find("does not exist") != std::string::npos);  // git's own words
+    CHECK(body.find(work.path.string()) == std::string::npos);
+    CHECK(body.find("nowhere") == std::string::npos);
   }
   SUBCASE("anything but upload-pack is refused") {
-    CHECK(RawGet(mirror.port, "/tools.git/info/refs?service=git-receive-pack").first == 403);
-    CHECK(RawGet(mirror.port, "/tools.git/info/refs").first == 403);  // the dumb protocol
-    CHECK(RawGet(mirror.port, "/tools.git/git-upload-pack").first == 405);
-    CHECK(RawGet(mirror.port, "/tools.git/HEAD").first == 404);
+    CHECK(RawGet(mirror.port, "/tools.git/info/refs?service=git-receive-pack").status == 403);
+    CHECK(RawGet(mirror.port, "/tools.git/info/refs").status == 403);  // the dumb protocol
+    CHECK(RawGet(mirror.port, "/tools.git/git-upload-pack").status == 405);
+    CHECK(RawGet(mirror.port, "/tools.git/HEAD").status == 403);
+    CHECK(RawGet(mirror.port, "/tools.git/objects/info/packs").status == 403);
+    CHECK(RawGet(mirror.port, "/tools.git/nothing-here").status == 404);
+    const std::string push =
+        "POST /tools.git/git-receive-pack HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        "Content-Type: application/x-git-receive-pack-request\r\nContent-Length: 4\r\n\r\n0000";
+    CHECK(RawHttp(mirror.port, push).status == 403);
     const std::string post =
         "POST /tools.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
         "Content-Type: text/plain\r\nContent-Length: 4\r\n\r\n0000";
-    CHECK(RawHttp(mirror.port, post).first == 415);
+    CHECK(RawHttp(mirror.port, post).status == 415);
   }
   // Whatever came before, the server still serves.
   auto r = Clone(mirror.Url("tools.git"), work.path / "after", "x");
@@ -502,21 +527,20 @@ TEST_CASE("GitMirror.Server.DebugSchedulerIsTheSnapshotAsJson") {
   CHECK(state["pending"] == 0);
   std::set<std::string> types;
   for (const json& t : state["types"]) types.insert(t["name"]);
-  CHECK(types == std::set<std::string>{"clone", "sync-clone", "fetch", "repack"});
+  CHECK(types == std::set<std::string>{"clone", "refs", "sync-clone", "fetch", "repack"});
   CHECK(state["keys_tracked"] == 1);
-  CHECK(state["estimates_tracked"] == 2);  // the clone and the sync-clone of tools.git, learned
+  // The clone, the ref listing and the sync-clone of tools.git, learned.
+  CHECK(state["estimates_tracked"] == 3);
   CHECK(state["repositories"] == json::parse(R"([{"name":"tools.git","mirrored":true}])"));
   REQUIRE(state["heaviest_keys"].size() == 1);
   CHECK(state["heaviest_keys"][0]["key"] == "x");
 
-  httplib::Client client("127.0.0.1", mirror.port);
-  auto metrics = client.Get("/metrics");
-  REQUIRE(metrics);
-  CHECK(metrics->status == 200);
-  CHECK(metrics->body.find(
+  RawResponse metrics = RawGet(mirror.port, "/metrics");
+  CHECK(metrics.status == 200);
+  CHECK(metrics.body.find(
             "fairgate_jobs_completed_total{status=\"ok\",tier=\"6\",type=\"clone\"} 1\n") !=
         std::string::npos);
-  CHECK(metrics->body.find("tools.git") == std::string::npos);  // no ids in labels
+  CHECK(metrics.body.find("tools.git") == std::string::npos);  // no ids in labels
 }
 
 }  // namespace

@@ -1,0 +1,614 @@
+#include "http_server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <future>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "boost/asio/dispatch.hpp"
+#include "boost/asio/ip/network_v4.hpp"
+#include "boost/asio/ip/network_v6.hpp"
+#include "boost/asio/post.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/asio/strand.hpp"
+#include "boost/asio/write.hpp"
+#include "boost/beast/core/flat_buffer.hpp"
+#include "boost/beast/http/chunk_encode.hpp"
+#include "boost/beast/http/empty_body.hpp"
+#include "boost/beast/http/error.hpp"
+#include "boost/beast/http/parser.hpp"
+#include "boost/beast/http/read.hpp"
+#include "boost/beast/http/serializer.hpp"
+#include "boost/beast/http/write.hpp"
+#include "request_body.h"
+
+namespace git_mirror {
+
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Parses "ADDRESS" or "ADDRESS/PREFIX".
+std::optional<std::pair<asio::ip::address, int>> ParseNetwork(const std::string& text) {
+  boost::system::error_code error;
+  const std::size_t slash = text.find('/');
+  const asio::ip::address address = asio::ip::make_address(text.substr(0, slash), error);
+  if (error) return std::nullopt;
+  const int max_prefix = address.is_v4() ? 32 : 128;
+  int prefix = max_prefix;
+  if (slash != std::string::npos &&
+      (!absl::SimpleAtoi(text.substr(slash + 1), &prefix) || prefix < 0 || prefix > max_prefix)) {
+    return std::nullopt;
+  }
+  return std::make_pair(address, prefix);
+}
+
+bool InNetwork(asio::ip::address peer, const std::pair<asio::ip::address, int>& network) {
+  if (peer.is_v6() && peer.to_v6().is_v4_mapped() && network.first.is_v4()) {
+    peer = asio::ip::make_address_v4(asio::ip::v4_mapped, peer.to_v6());
+  }
+  if (peer.is_v4() != network.first.is_v4()) return false;
+  if (peer.is_v4()) {
+    return asio::ip::make_network_v4(peer.to_v4(), network.second).network() ==
+           asio::ip::make_network_v4(network.first.to_v4(), network.second).network();
+  }
+  return asio::ip::make_network_v6(peer.to_v6(), network.second).network() ==
+         asio::ip::make_network_v6(network.first.to_v6(), network.second).network();
+}
+
+// The deadline of a transfer of `bytes` at the minimum rate.
+Clock::duration TransferDeadline(const HttpLimits& limits, std::size_t bytes) {
+  return limits.transfer_grace +
+         std::chrono::milliseconds(bytes * 1000 / std::max<std::size_t>(1, limits.min_transfer_rate));
+}
+
+}  // namespace
+
+fairgate::Status ValidateHttpLimits(const HttpLimits& l) {
+  auto positive = [](auto d) { return d.count() > 0; };
+  if (!positive(l.header_timeout)) return absl::InvalidArgumentError("header timeout must be > 0");
+  if (!positive(l.idle_timeout)) return absl::InvalidArgumentError("idle timeout must be > 0");
+  if (!positive(l.transfer_grace)) return absl::InvalidArgumentError("transfer grace must be > 0");
+  if (l.max_header_bytes < 1024) {
+    return absl::InvalidArgumentError("max header bytes must be at least 1024");
+  }
+  if (l.max_body_bytes < 1 || l.max_inflated_body_bytes < 1) {
+    return absl::InvalidArgumentError("body limits must be at least 1 byte");
+  }
+  if (l.min_transfer_rate < 1) {
+    return absl::InvalidArgumentError("min transfer rate must be at least 1 byte per second");
+  }
+  if (l.listen_backlog < 1) return absl::InvalidArgumentError("listen backlog must be at least 1");
+  if (l.max_connections < 1 || l.max_connections_per_client < 1) {
+    return absl::InvalidArgumentError("connection limits must be at least 1");
+  }
+  for (const std::string& proxy : l.trusted_proxies) {
+    if (!ParseNetwork(proxy)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("trusted proxy '", proxy, "' is not an address or CIDR network"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// What the connections share with the server, and may use after it is gone.
+struct HttpServer::Shared {
+  HttpLimits limits;
+  std::shared_ptr<HttpMetrics> metrics;
+  HttpHandler handler;
+
+  std::mutex mutex;  // guards what follows
+  std::map<std::string, int> per_peer;
+  std::map<Connection*, std::weak_ptr<Connection>> connections;
+};
+
+class HttpServer::Connection : public HttpExchange,
+                               public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(std::shared_ptr<Shared> shared, tcp::socket socket, std::string peer,
+             bool counted_for_peer, bool trusted)
+      : shared_(std::move(shared)),
+        limits_(shared_->limits),
+        socket_(std::move(socket)),
+        read_timer_(socket_.get_executor()),
+        write_timer_(socket_.get_executor()),
+        peer_(std::move(peer)),
+        counted_for_peer_(counted_for_peer),
+        trusted_(trusted) {
+    shared_->metrics->ConnectionOpened();
+  }
+
+  ~Connection() override {
+    shared_->metrics->ConnectionClosed();
+    std::lock_guard lock(shared_->mutex);
+    shared_->connections.erase(this);
+    if (counted_for_peer_ && --shared_->per_peer[peer_] == 0) shared_->per_peer.erase(peer_);
+  }
+
+  void Start() {
+    asio::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->ReadNext(); });
+  }
+
+  // Refuses the connection with a short answer and closes it.
+  void Refuse(unsigned status, std::string message) {
+    asio::dispatch(socket_.get_executor(), [self = shared_from_this(), status, message] {
+      self->keep_alive_ = false;
+      self->Respond(status, "text/plain; charset=utf-8", message + "\n",
+                    status == 429 ? Headers{{"Retry-After", "5"}} : Headers{});
+    });
+  }
+
+  // From any thread. `only_idle`: only if it is waiting for a request.
+  void Close(bool only_idle) {
+    asio::dispatch(socket_.get_executor(), [self = shared_from_this(), only_idle] {
+      if (only_idle && !self->idle_) return;
+      self->Shut();
+    });
+  }
+
+  // HttpExchange.
+  const HttpRequest& request() const override { return request_; }
+  const std::string& client() const override { return client_; }
+  const std::string& peer() const override { return peer_; }
+  asio::any_io_executor executor() const override {
+    return const_cast<tcp::socket&>(socket_).get_executor();
+  }
+  void set_route(std::string route) override { route_ = std::move(route); }
+
+  void Respond(unsigned status, std::string_view content_type, std::string body,
+               const Headers& headers) override {
+    responding_ = true;
+    auto response = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(status), 11);
+    response->set(http::field::server, "fairgate-git-mirror");
+    response->set(http::field::content_type, std::string(content_type));
+    for (const auto& [name, value] : headers) response->set(name, value);
+    response->keep_alive(keep_alive_);
+    response->body() = std::move(body);
+    response->prepare_payload();
+    const std::size_t size = response->body().size();
+    ArmWrite(size);
+    http::async_write(socket_, *response,
+                      [self = shared_from_this(), response, status, size](
+                          boost::system::error_code error, std::size_t) {
+                        self->DisarmWrite();
+                        self->shared_->metrics->Request(self->route_, status);
+                        if (error) return self->Shut();
+                        self->shared_->metrics->BytesSent(self->route_, size);
+                        self->AfterResponse();
+                      });
+  }
+
+  void StartStream(unsigned status, std::string_view content_type, const Headers& headers,
+                   WriteDone done) override {
+    responding_ = true;
+    stream_status_ = status;
+    stream_header_ =
+        std::make_unique<http::response<http::empty_body>>(static_cast<http::status>(status), 11);
+    stream_header_->set(http::field::server, "fairgate-git-mirror");
+    stream_header_->set(http::field::content_type, std::string(content_type));
+    for (const auto& [name, value] : headers) stream_header_->set(name, value);
+    stream_header_->keep_alive(keep_alive_);
+    stream_header_->chunked(true);
+    stream_serializer_ =
+        std::make_unique<http::response_serializer<http::empty_body>>(*stream_header_);
+    ArmWrite(0);
+    http::async_write_header(
+        socket_, *stream_serializer_,
+        [self = shared_from_this(), done = std::move(done)](boost::system::error_code error,
+                                                            std::size_t) {
+          self->StreamWritten(error, 0, done);
+        });
+  }
+
+  void WriteChunk(const void* data, std::size_t size, WriteDone done) override {
+    ArmWrite(size);
+    asio::async_write(socket_, http::make_chunk(asio::const_buffer(data, size)),
+                      [self = shared_from_this(), size, done = std::move(done)](
+                          boost::system::error_code error, std::size_t) {
+                        self->StreamWritten(error, size, done);
+                      });
+  }
+
+  void FinishStream(WriteDone done) override {
+    ArmWrite(0);
+    asio::async_write(
+        socket_, http::make_chunk_last(),
+        [self = shared_from_this(), done = std::move(done)](boost::system::error_code error,
+                                                            std::size_t) {
+          self->DisarmWrite();
+          if (error) {
+            self->CutTransfer();
+            return done(false);
+          }
+          self->shared_->metrics->Request(self->route_, self->stream_status_);
+          done(true);
+          self->AfterResponse();
+        });
+  }
+
+  void Abort() override {
+    shared_->metrics->TransferCut(route_, "server_error");
+    shared_->metrics->Request(route_, stream_status_);
+    Shut();
+  }
+
+  void OnClientGone(std::function<void()> on_gone) override {
+    if (gone_ && !responding_) return on_gone();
+    on_gone_ = std::move(on_gone);
+  }
+
+ private:
+  // Waits for the next request: idle until its first byte, then its header within the header
+  // timeout.
+  void ReadNext() {
+    idle_ = true;
+    responding_ = false;
+    route_ = "other";
+    on_gone_ = nullptr;
+    gone_ = false;
+    if (buffer_.size() > 0) return ReadHeader();
+    ArmRead(limits_.idle_timeout, "idle_timeout");
+    socket_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](
+                                                       boost::system::error_code error,
+                                                       std::size_t n) {
+      self->DisarmRead();
+      if (error) return self->Shut();
+      self->buffer_.commit(n);
+      self->ReadHeader();
+    });
+  }
+
+  void ReadHeader() {
+    idle_ = false;
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
+    parser_->body_limit(limits_.max_body_bytes);
+    ArmRead(limits_.header_timeout, "header_timeout");
+    http::async_read_header(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](boost::system::error_code error, std::size_t) {
+          self->DisarmRead();
+          if (error == http::error::header_limit) {
+            return self->Fail(431, "the request header is larger than the limit");
+          }
+          if (error == http::error::body_limit) {
+            return self->Fail(413, "the request body is larger than the limit");
+          }
+          if (error) {
+            if (self->read_timed_out_) return self->Shut();
+            if (error == http::error::end_of_stream || error == asio::error::eof ||
+                error == asio::error::connection_reset || error == asio::error::operation_aborted) {
+              return self->Shut();
+            }
+            return self->Fail(400, "malformed HTTP request");
+          }
+          self->ReadBody();
+        });
+  }
+
+  void ReadBody() {
+    if (parser_->is_done()) return Dispatch();
+    const auto length = parser_->content_length();
+    ArmRead(TransferDeadline(limits_, length ? static_cast<std::size_t>(*length)
+                                             : limits_.max_body_bytes),
+            "body_timeout");
+    http::async_read(socket_, buffer_, *parser_,
+                     [self = shared_from_this()](boost::system::error_code error, std::size_t) {
+                       self->DisarmRead();
+                       if (error == http::error::body_limit) {
+                         return self->Fail(413, "the request body is larger than the limit");
+                       }
+                       if (error) return self->Shut();
+                       self->Dispatch();
+                     });
+  }
+
+  void Dispatch() {
+    request_ = parser_->release();
+    parser_.reset();
+    keep_alive_ = request_.keep_alive();
+    const auto encoding = request_[http::field::content_encoding];
+    if (!encoding.empty() && !absl::EqualsIgnoreCase(absl::string_view(encoding.data(), encoding.size()), "identity")) {
+      if (!absl::EqualsIgnoreCase(absl::string_view(encoding.data(), encoding.size()), "gzip")) {
+        return Fail(415, "only gzip request bodies are accepted");
+      }
+      auto inflated = InflateGzip(request_.body(), limits_.max_inflated_body_bytes);
+      if (!inflated.ok()) {
+        return Fail(inflated.status().code() == absl::StatusCode::kResourceExhausted ? 413 : 400,
+                    std::string(inflated.status().message()));
+      }
+      request_.body() = *std::move(inflated);
+      request_.erase(http::field::content_encoding);
+    }
+    client_ = ClientOf();
+    // Watch the connection while the handler works: an end of stream before the response starts
+    // means the client has gone. Bytes that arrive (a pipelined request) stay in the buffer.
+    watching_ = true;
+    socket_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](
+                                                       boost::system::error_code error,
+                                                       std::size_t n) {
+      self->watching_ = false;
+      self->buffer_.commit(n);
+      if (error && !self->closed_) {
+        self->gone_ = true;
+        if (!self->responding_ && self->on_gone_) std::exchange(self->on_gone_, nullptr)();
+      }
+      if (self->next_after_watch_) {
+        self->next_after_watch_ = false;
+        self->DisarmRead();
+        if (error) return self->Shut();
+        self->ReadNext();
+      }
+    });
+    shared_->handler(shared_from_this());
+  }
+
+  std::string ClientOf() const {
+    if (trusted_ && !limits_.client_header.empty()) {
+      const auto value = request_[limits_.client_header];
+      if (!value.empty()) {
+        std::vector<absl::string_view> parts =
+            absl::StrSplit(absl::string_view(value.data(), value.size()), ',');
+        std::string last(absl::StripAsciiWhitespace(parts.back()));
+        if (!last.empty()) return last;
+      }
+    }
+    return peer_;
+  }
+
+  void AfterResponse() {
+    stream_serializer_.reset();
+    stream_header_.reset();
+    on_gone_ = nullptr;
+    if (!keep_alive_ || gone_) return Shut();
+    if (watching_) {
+      // The watch read is still out: it becomes the wait for the next request.
+      next_after_watch_ = true;
+      idle_ = true;
+      ArmRead(limits_.idle_timeout, "idle_timeout");
+      return;
+    }
+    ReadNext();
+  }
+
+  void StreamWritten(boost::system::error_code error, std::size_t size, const WriteDone& done) {
+    DisarmWrite();
+    if (error) {
+      CutTransfer();
+      return done(false);
+    }
+    shared_->metrics->BytesSent(route_, size);
+    done(true);
+  }
+
+  void CutTransfer() {
+    shared_->metrics->TransferCut(route_, write_timed_out_ ? "write_timeout" : "client_gone");
+    shared_->metrics->Request(route_, stream_status_);
+    Shut();
+  }
+
+  // Answers an error and closes the connection.
+  void Fail(unsigned status, std::string message) {
+    keep_alive_ = false;
+    route_ = "other";
+    Respond(status, "text/plain; charset=utf-8", message + "\n", {});
+  }
+
+  void Shut() {
+    if (closed_) return;
+    closed_ = true;
+    boost::system::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    read_timer_.cancel();
+    write_timer_.cancel();
+    // Dropped either way: it holds the handler's state, which holds this exchange.
+    std::function<void()> on_gone = std::exchange(on_gone_, nullptr);
+    if (!responding_ && on_gone) on_gone();
+  }
+
+  void ArmRead(Clock::duration after, const char* reason) {
+    read_timed_out_ = false;
+    read_timer_.expires_after(after);
+    read_timer_.async_wait([self = shared_from_this(), generation = ++read_generation_,
+                            reason](boost::system::error_code error) {
+      if (error || generation != self->read_generation_) return;
+      self->read_timed_out_ = true;
+      self->shared_->metrics->ConnectionDropped(reason);
+      self->Shut();
+    });
+  }
+  void DisarmRead() {
+    ++read_generation_;
+    read_timer_.cancel();
+  }
+  void ArmWrite(std::size_t bytes) {
+    write_timed_out_ = false;
+    write_timer_.expires_after(TransferDeadline(limits_, bytes));
+    write_timer_.async_wait([self = shared_from_this(),
+                             generation = ++write_generation_](boost::system::error_code error) {
+      if (error || generation != self->write_generation_) return;
+      self->write_timed_out_ = true;
+      self->Shut();
+    });
+  }
+  void DisarmWrite() {
+    ++write_generation_;
+    write_timer_.cancel();
+  }
+
+  const std::shared_ptr<Shared> shared_;
+  const HttpLimits& limits_;
+  tcp::socket socket_;
+  asio::steady_timer read_timer_, write_timer_;
+  std::uint64_t read_generation_ = 0, write_generation_ = 0;
+  bool read_timed_out_ = false, write_timed_out_ = false;
+  const std::string peer_;
+  const bool counted_for_peer_;
+  const bool trusted_;
+
+  boost::beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  HttpRequest request_;
+  std::string client_;
+  std::string route_ = "other";
+  bool keep_alive_ = true;
+  std::unique_ptr<http::response<http::empty_body>> stream_header_;
+  std::unique_ptr<http::response_serializer<http::empty_body>> stream_serializer_;
+  unsigned stream_status_ = 0;
+
+  std::atomic<bool> idle_{true};  // read by Close(only_idle) on the strand; atomic for clarity
+  bool responding_ = false;       // a response has started: a gone client no longer cancels
+  bool watching_ = false;
+  bool next_after_watch_ = false;
+  bool gone_ = false;
+  bool closed_ = false;
+  std::function<void()> on_gone_;
+};
+
+HttpServer::HttpServer(asio::io_context& io, HttpLimits limits,
+                       std::shared_ptr<HttpMetrics> metrics, HttpHandler handler)
+    : io_(io),
+      shared_(std::make_shared<Shared>()),
+      acceptor_(asio::make_strand(io)) {
+  shared_->limits = std::move(limits);
+  shared_->metrics = std::move(metrics);
+  shared_->handler = std::move(handler);
+  for (const std::string& proxy : shared_->limits.trusted_proxies) {
+    if (auto network = ParseNetwork(proxy)) trusted_.push_back(*network);
+  }
+}
+
+HttpServer::~HttpServer() {
+  if (!stopped_accepting_.exchange(true)) {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);  // the owner stopped the io_context first (see the header)
+  }
+  CloseAll();
+}
+
+fairgate::StatusOr<int> HttpServer::Listen(const std::string& host, int port) {
+  boost::system::error_code error;
+  const asio::ip::address address = asio::ip::make_address(host, error);
+  if (error) return absl::InvalidArgumentError(absl::StrCat("'", host, "' is not an IP address"));
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+  acceptor_.open(endpoint.protocol(), error);
+  if (!error) acceptor_.set_option(asio::socket_base::reuse_address(true), error);
+  if (!error) acceptor_.bind(endpoint, error);
+  if (!error) acceptor_.listen(shared_->limits.listen_backlog, error);
+  if (error) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", host, ":", port, ": ", error.message()));
+  }
+  return acceptor_.local_endpoint().port();
+}
+
+void HttpServer::Start() {
+  asio::dispatch(acceptor_.get_executor(), [this] { Accept(); });
+}
+
+bool HttpServer::Trusted(const asio::ip::address& peer) const {
+  return std::any_of(trusted_.begin(), trusted_.end(),
+                     [&](const auto& network) { return InNetwork(peer, network); });
+}
+
+void HttpServer::Accept() {
+  if (!acceptor_.is_open()) return;
+  // Each connection gets a strand of its own: its handlers never run at once.
+  acceptor_.async_accept(asio::make_strand(io_), [this](boost::system::error_code error,
+                                                        tcp::socket socket) {
+    if (error == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!error) {
+      boost::system::error_code ignored;
+      const asio::ip::address address = socket.remote_endpoint(ignored).address();
+      std::string peer = address.is_v6() && address.to_v6().is_v4_mapped()
+                             ? asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6())
+                                   .to_string()
+                             : address.to_string();
+      const bool trusted = Trusted(address);
+      unsigned refuse = 0;
+      std::shared_ptr<Connection> connection;
+      {
+        std::lock_guard lock(shared_->mutex);
+        const bool counted = !trusted;
+        if (static_cast<int>(shared_->connections.size()) >= shared_->limits.max_connections) {
+          refuse = 503;
+        } else if (counted &&
+                   shared_->per_peer[peer] >= shared_->limits.max_connections_per_client) {
+          refuse = 429;
+        }
+        if (counted && refuse == 0) ++shared_->per_peer[peer];
+        connection = std::make_shared<Connection>(shared_, std::move(socket), peer,
+                                                  counted && refuse == 0, trusted);
+        shared_->connections.emplace(connection.get(), connection);
+      }
+      if (refuse == 0) {
+        connection->Start();
+      } else {
+        shared_->metrics->ConnectionDropped(refuse == 429 ? "per_client_limit" : "total_limit");
+        connection->Refuse(refuse, refuse == 429 ? "too many connections from this client"
+                                                 : "too many connections");
+      }
+    }
+    // An error (out of descriptors, say) must not stop the loop; the next accept may succeed.
+    Accept();
+  });
+}
+
+void HttpServer::StopAccepting() {
+  if (stopped_accepting_.exchange(true)) return;
+  // The acceptor belongs to its strand: close it there, and wait for that (bounded: if the
+  // io_context no longer runs, close it here, where nothing else can touch it any more).
+  std::promise<void> done;
+  auto finished = done.get_future();
+  asio::dispatch(acceptor_.get_executor(), [this, &done] {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    done.set_value();
+  });
+  if (finished.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+  }
+}
+
+void HttpServer::CloseIdle() {
+  std::vector<std::shared_ptr<Connection>> all;
+  {
+    std::lock_guard lock(shared_->mutex);
+    for (auto& [raw, weak] : shared_->connections) {
+      if (auto c = weak.lock()) all.push_back(std::move(c));
+    }
+  }
+  for (auto& c : all) c->Close(/*only_idle=*/true);
+}
+
+void HttpServer::CloseAll() {
+  std::vector<std::shared_ptr<Connection>> all;
+  {
+    std::lock_guard lock(shared_->mutex);
+    for (auto& [raw, weak] : shared_->connections) {
+      if (auto c = weak.lock()) all.push_back(std::move(c));
+    }
+  }
+  for (auto& c : all) c->Close(/*only_idle=*/false);
+}
+
+int HttpServer::open_connections() const {
+  std::lock_guard lock(shared_->mutex);
+  return static_cast<int>(shared_->connections.size());
+}
+
+}  // namespace git_mirror

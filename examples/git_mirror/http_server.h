@@ -1,0 +1,143 @@
+// HttpServer: the mirror's front door, an event-driven HTTP/1.1 server on Boost.Asio and
+// Boost.Beast. A connection costs no thread, whether it is being read, waits for admission, or
+// streams a response: every connection is a few objects on one io_context, and its handlers run
+// on its own strand. Nothing is queued in front of the handler: a request is handed over as soon
+// as its header and body have been read.
+//
+// Limits (HttpLimits), each enforced per connection:
+// - a request's header must arrive within `header_timeout` of its first byte, and be at most
+//   `max_header_bytes` (else 431 and the connection closes);
+// - a body at most `max_body_bytes` as sent (413), and, if gzip-encoded, at most
+//   `max_inflated_body_bytes` once inflated (413); other encodings get 415;
+// - a connection with no request for `idle_timeout` is closed (between keep-alive requests, and
+//   before the first one);
+// - reads of a body and writes of a response must keep up `min_transfer_rate` bytes per second:
+//   each read or write of n bytes must finish within `transfer_grace + n / min_transfer_rate`, so
+//   a slow but live client is never cut, and one that stops reading is cut after the grace;
+// - the listen backlog is `listen_backlog`; at most `max_connections` connections are open, and at
+//   most `max_connections_per_client` from one peer address (trusted proxies excepted). A
+//   connection over a limit is answered 503 (over all) or 429 (per client) and closed.
+//
+// The client of a request: the peer address, or, when the peer is a trusted proxy (an address or
+// a CIDR network of `trusted_proxies`) and `client_header` is set and present, the last entry of
+// that header (the address the proxy itself saw, for X-Forwarded-For).
+//
+// Thread safety: Listen, then Start; Stop* and the counters from any thread. Destroy it after
+// its io_context has stopped running (its connections may outlive it until the io_context
+// destroys their last handlers; they share nothing with it but `metrics` and a registry). An HttpExchange is
+// used on its strand only (every handler callback already runs there).
+#ifndef FAIRGATE_EXAMPLES_GIT_MIRROR_HTTP_SERVER_H_
+#define FAIRGATE_EXAMPLES_GIT_MIRROR_HTTP_SERVER_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "boost/asio/any_io_executor.hpp"
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/beast/http/message.hpp"
+#include "boost/beast/http/string_body.hpp"
+#include "fairgate/status.h"
+#include "http_metrics.h"
+
+namespace git_mirror {
+
+struct HttpLimits {
+  std::chrono::milliseconds header_timeout{std::chrono::seconds(10)};
+  std::size_t max_header_bytes = 16 * 1024;
+  std::size_t max_body_bytes = 8 * 1024 * 1024;
+  std::size_t max_inflated_body_bytes = 64 * 1024 * 1024;
+  std::chrono::milliseconds idle_timeout{std::chrono::seconds(60)};
+  std::size_t min_transfer_rate = 4 * 1024;  // bytes per second
+  std::chrono::milliseconds transfer_grace{std::chrono::seconds(30)};
+  int listen_backlog = 1024;
+  int max_connections = 4096;
+  int max_connections_per_client = 64;
+  std::string client_header;                 // e.g. "X-Forwarded-For"; empty: peer address only
+  std::vector<std::string> trusted_proxies;  // addresses or CIDR networks
+};
+
+// OK, or InvalidArgument naming the bad field (a trusted proxy that does not parse included).
+fairgate::Status ValidateHttpLimits(const HttpLimits& limits);
+
+using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
+using Headers = std::vector<std::pair<std::string, std::string>>;
+using WriteDone = std::function<void(bool ok)>;
+
+// One request and its response. The body of the request is inflated already.
+class HttpExchange {
+ public:
+  virtual ~HttpExchange() = default;
+  virtual const HttpRequest& request() const = 0;
+  // The client (see the header comment) and the peer address.
+  virtual const std::string& client() const = 0;
+  virtual const std::string& peer() const = 0;
+  // The strand every callback of this exchange runs on.
+  virtual boost::asio::any_io_executor executor() const = 0;
+  // The route label for metrics; set by the handler before responding ("other" by default).
+  virtual void set_route(std::string route) = 0;
+
+  // A whole response; the connection then serves its next request, or closes.
+  virtual void Respond(unsigned status, std::string_view content_type, std::string body,
+                       const Headers& headers = {}) = 0;
+  // A streamed (chunked) response: the header, then chunks, then the end. `done(false)` means the
+  // client is gone or too slow (the connection is closed, and counted as a transfer cut); only
+  // one write at a time.
+  virtual void StartStream(unsigned status, std::string_view content_type, const Headers& headers,
+                           WriteDone done) = 0;
+  virtual void WriteChunk(const void* data, std::size_t size, WriteDone done) = 0;
+  virtual void FinishStream(WriteDone done) = 0;
+  // Ends a started stream without its last chunk (the client sees an incomplete response) and
+  // closes the connection.
+  virtual void Abort() = 0;
+
+  // `on_gone` runs (once, on the strand) if the client closes its connection before a response
+  // has started: a waiting request can then give up its place.
+  virtual void OnClientGone(std::function<void()> on_gone) = 0;
+};
+
+using HttpHandler = std::function<void(std::shared_ptr<HttpExchange>)>;
+
+class HttpServer {
+ public:
+  // `metrics` is shared with the connections, which may outlive the server by a little (until
+  // the io_context has destroyed their last handler).
+  HttpServer(boost::asio::io_context& io, HttpLimits limits, std::shared_ptr<HttpMetrics> metrics,
+             HttpHandler handler);
+  ~HttpServer();
+
+  // Binds host:port (0: any free port) with the configured backlog; returns the port.
+  fairgate::StatusOr<int> Listen(const std::string& host, int port);
+  // Starts accepting (on the io_context's threads).
+  void Start();
+  // Stops accepting new connections; open ones go on.
+  void StopAccepting();
+  // Closes every connection that is not in the middle of a response.
+  void CloseIdle();
+  // Closes every connection.
+  void CloseAll();
+  int open_connections() const;
+
+ private:
+  class Connection;
+  struct Shared;
+  void Accept();
+  bool Trusted(const boost::asio::ip::address& peer) const;
+
+  boost::asio::io_context& io_;
+  const std::shared_ptr<Shared> shared_;  // what connections use: limits, metrics, registry
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::vector<std::pair<boost::asio::ip::address, int>> trusted_;  // address, prefix length
+  std::atomic<bool> stopped_accepting_{false};
+};
+
+}  // namespace git_mirror
+
+#endif  // FAIRGATE_EXAMPLES_GIT_MIRROR_HTTP_SERVER_H_
