@@ -2,12 +2,6 @@
 // and mirror directory, starts a MirrorServer on an ephemeral port, and drives it with `git`.
 // Nothing here waits for a duration to pass: slow clones are held by a pack-objects hook until
 // the test releases them, and every wait is for a condition, with a generous bound.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <stdlib.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -20,202 +14,17 @@
 
 #include "doctest/doctest.h"
 #include "mirror_server.h"
+#include "mirror_test_util.h"
 #include "nlohmann/json.hpp"
 #include "subprocess.h"
 
 namespace git_mirror {
 namespace {
 
+using namespace git_mirror::testing;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using nlohmann::json;
-
-constexpr const char* kClientHeader = "X-Client";
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "fairgate-mirror-test-XXXXXX").string();
-    REQUIRE(mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-};
-
-// Runs git and requires it to succeed; returns its output.
-std::string Git(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {"git"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto result = RunProcess(argv, "", fairgate::Context::Background(),
-                           {"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org",
-                            "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.org"});
-  REQUIRE(result.ok());
-  INFO("git ", args.front(), ": ", result->err);
-  REQUIRE(result->exit_code == 0);
-  return result->out;
-}
-
-// An upstream repository with `commits` commits on main.
-fs::path MakeUpstream(const fs::path& dir, const std::string& name, int commits) {
-  const fs::path repo = dir / name;
-  Git({"init", "--quiet", "--initial-branch=main", repo.string()});
-  for (int i = 0; i < commits; ++i) {
-    std::ofstream(repo / ("file" + std::to_string(i % 3) + ".txt"), std::ios::app)
-        << name << " line " << i << "\n";
-    Git({"-C", repo.string(), "add", "."});
-    Git({"-C", repo.string(), "commit", "--quiet", "-m", "commit " + std::to_string(i)});
-  }
-  return repo;
-}
-
-// Waits for `condition`, at most 60 s (a bound for a stuck test, not a timing assertion).
-bool Eventually(const std::function<bool()>& condition) {
-  const auto give_up = std::chrono::steady_clock::now() + 60s;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > give_up) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
-}
-
-std::vector<json> ReadEvents(const fs::path& log) {
-  std::vector<json> events;
-  std::ifstream in(log);
-  for (std::string line; std::getline(in, line);) events.push_back(json::parse(line));
-  return events;
-}
-
-// A pack-objects hook that holds every pack until `release` exists, leaving a `held.*` file per
-// held clone: it keeps a clone's slot busy for as long as a test needs.
-struct PackHold {
-  fs::path dir;
-  fs::path script;
-  explicit PackHold(const fs::path& d) : dir(d / "hold") {
-    fs::create_directories(dir);
-    script = dir / "hook.sh";
-    std::ofstream(script) << "#!/bin/sh\n"
-                          << "mktemp " << dir.string() << "/held.XXXXXX >/dev/null\n"
-                          << "while [ ! -e " << dir.string() << "/release ]; do sleep 0.02; done\n"
-                          << "exec \"$@\"\n";
-    fs::permissions(script, fs::perms::owner_all);
-    // Command-line scope (protected): upload-pack honours the hook only from there or above.
-    setenv("GIT_CONFIG_COUNT", "1", 1);
-    setenv("GIT_CONFIG_KEY_0", "uploadpack.packObjectsHook", 1);
-    setenv("GIT_CONFIG_VALUE_0", script.string().c_str(), 1);
-  }
-  ~PackHold() {
-    Release();
-    unsetenv("GIT_CONFIG_COUNT");
-    unsetenv("GIT_CONFIG_KEY_0");
-    unsetenv("GIT_CONFIG_VALUE_0");
-  }
-  int Held() const {
-    int n = 0;
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      n += entry.path().filename().string().starts_with("held.");
-    }
-    return n;
-  }
-  void Release() const { std::ofstream(dir / "release") << "go\n"; }
-};
-
-// A response read whole from a raw connection.
-struct RawResponse {
-  int status = 0;
-  std::string head;  // the status line and headers
-  std::string body;  // as sent (chunked framing included, if any)
-};
-
-// Sends `request` as is (no client library that could normalise the path) and reads until the
-// server closes the connection.
-RawResponse RawHttp(int port, const std::string& request) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  REQUIRE(send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-          static_cast<ssize_t>(request.size()));
-  std::string response;
-  char buffer[4096];
-  for (ssize_t n; (n = recv(fd, buffer, sizeof buffer, 0)) > 0;) response.append(buffer, n);
-  close(fd);
-  REQUIRE(response.size() > 12);
-  RawResponse r;
-  r.status = std::stoi(response.substr(9, 3));
-  const std::size_t body = response.find("\r\n\r\n");
-  r.head = response.substr(0, body);
-  if (body != std::string::npos) r.body = response.substr(body + 4);
-  return r;
-}
-
-RawResponse RawGet(int port, const std::string& target, const std::string& headers = "") {
-  return RawHttp(port, "GET " + target + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n" +
-                           headers + "\r\n");
-}
-
-struct ServerUnderTest {
-  TempDir tmp;
-  fs::path event_log = tmp.path / "events.jsonl";
-  std::unique_ptr<MirrorServer> server;
-  int port = 0;
-  std::thread serving;
-
-  ServerUnderTest(const RepositorySet& repositories, const GateConfig& gate_config,
-                  std::chrono::milliseconds fetch_interval = 0ms, bool fifo = false,
-                  int repack_after = 10) {
-    MirrorOptions options;
-    options.mirror_dir = (tmp.path / "mirrors").string();
-    options.http.client_header = kClientHeader;
-    options.http.trusted_proxies = {"127.0.0.1"};
-    options.fetch_interval = fetch_interval;
-    options.repack_after = repack_after;
-    options.event_log = event_log.string();
-    auto gate = fifo ? MakeFifoGate(gate_config) : MakeFairgateGate(gate_config);
-    REQUIRE(gate.ok());
-    auto created = MirrorServer::Create(repositories, options, std::move(*gate));
-    REQUIRE(created.ok());
-    server = std::move(*created);
-    auto bound = server->Bind("127.0.0.1", 0);
-    REQUIRE(bound.ok());
-    port = *bound;
-    serving = std::thread([this] { server->Serve(); });
-  }
-  ~ServerUnderTest() {
-    server->Stop();
-    serving.join();
-  }
-  std::string Url(const std::string& repository) const {
-    return "http://127.0.0.1:" + std::to_string(port) + "/" + repository;
-  }
-  std::vector<json> Events() const { return ReadEvents(event_log); }
-  json Debug() const {
-    RawResponse response = RawGet(port, "/debug/scheduler");
-    REQUIRE(response.status == 200);
-    return json::parse(response.body);
-  }
-};
-
-fairgate::StatusOr<ProcessResult> Clone(
-    const std::string& url, const fs::path& target, const std::string& client,
-    const fairgate::Context& ctx = fairgate::Context::Background()) {
-  return RunProcess({"git", "-c", std::string("http.extraHeader=") + kClientHeader + ": " + client,
-                     "clone", "--quiet", url, target.string()},
-                    "", ctx, {"GIT_TERMINAL_PROMPT=0"});
-}
-
-void RequireSameContent(const fs::path& upstream, const fs::path& clone) {
-  CHECK(Git({"-C", clone.string(), "rev-parse", "HEAD"}) ==
-        Git({"-C", upstream.string(), "rev-parse", "HEAD"}));
-  CHECK(Git({"-C", clone.string(), "ls-tree", "-r", "HEAD"}) ==
-        Git({"-C", upstream.string(), "ls-tree", "-r", "HEAD"}));
-  CHECK(Git({"-C", clone.string(), "status", "--porcelain"}).empty());
-}
 
 TEST_CASE("GitMirror.Server.CloneGivesTheUpstreamContent") {
   for (const bool fifo : {false, true}) {
@@ -251,28 +60,6 @@ TEST_CASE("GitMirror.Server.CloneGivesTheUpstreamContent") {
     CHECK(listings >= 2);
   }
 }
-
-// A mirror of one upstream, `tools.git`, whose mirror exists already (one clone went through),
-// and whose packs are held from then on until `hold.Release()`.
-struct HeldMirror {
-  TempDir work;
-  fs::path upstream = MakeUpstream(work.path, "tools.git", 3);
-  PackHold hold{work.path};
-  std::unique_ptr<ServerUnderTest> mirror;
-  int warm_holds = 0;
-
-  explicit HeldMirror(const GateConfig& config) {
-    RepositorySet repositories;
-    REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
-    hold.Release();  // the first clone makes the mirror and goes through
-    mirror = std::make_unique<ServerUnderTest>(repositories, config);
-    REQUIRE(Clone(mirror->Url("tools.git"), work.path / "warm", "warm")->exit_code == 0);
-    fs::remove(hold.dir / "release");
-    warm_holds = hold.Held();
-  }
-  // Packs held since the warm-up: clones that hold a slot now.
-  int Held() const { return hold.Held() - warm_holds; }
-};
 
 TEST_CASE("GitMirror.Server.ClonesOfTwoClientsRunSideBySide") {
   HeldMirror held(GateConfig{.capacity = 4});
@@ -541,6 +328,16 @@ TEST_CASE("GitMirror.Server.DebugSchedulerIsTheSnapshotAsJson") {
             "fairgate_jobs_completed_total{status=\"ok\",tier=\"6\",type=\"clone\"} 1\n") !=
         std::string::npos);
   CHECK(metrics.body.find("tools.git") == std::string::npos);  // no ids in labels
+  CHECK(metrics.body.find("\"x\"") == std::string::npos);       // no clients either
+  // The front door's own metrics, beside the scheduler's. A protocol v2 clone: one GET of
+  // info/refs, then two POSTs (ls-refs, fetch).
+  CHECK(metrics.body.find("git_mirror_http_requests_total{code=\"200\",route=\"upload_pack\"} 2\n") !=
+        std::string::npos);
+  CHECK(metrics.body.find("git_mirror_http_requests_total{code=\"200\",route=\"info_refs\"} 1\n") !=
+        std::string::npos);
+  CHECK(metrics.body.find("git_mirror_http_response_bytes_total{route=\"upload_pack\"} ") !=
+        std::string::npos);
+  CHECK(metrics.body.find("git_mirror_http_connections_open 1\n") != std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,533 @@
+// The mirror's front door under clients that misbehave or are merely slow, on real sockets on
+// loopback: transfers that hold their slot to the last byte, slow readers that are served and
+// stalled ones that are cut (and counted), header and idle deadlines, size limits, connection
+// limits, the listen backlog, trusted proxies, what git children inherit, leftovers of an
+// interrupted run, and the shutdown grace. Every wait is for a condition, with a bound.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "doctest/doctest.h"
+#include "mirror_server.h"
+#include "mirror_test_util.h"
+#include "request_body.h"
+
+namespace git_mirror {
+namespace {
+
+using namespace git_mirror::testing;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+// An upstream whose one commit holds `megabytes` of incompressible data: its pack is that large.
+fs::path MakeLargeUpstream(const fs::path& dir, const std::string& name, int megabytes) {
+  const fs::path repo = dir / name;
+  Git({"init", "--quiet", "--initial-branch=main", repo.string()});
+  std::mt19937_64 random(42);
+  std::ofstream out(repo / "blob.bin", std::ios::binary);
+  for (int i = 0; i < megabytes * 1024 * 128; ++i) {
+    const std::uint64_t word = random();
+    out.write(reinterpret_cast<const char*>(&word), sizeof word);
+  }
+  out.close();
+  Git({"-C", repo.string(), "add", "."});
+  Git({"-C", repo.string(), "commit", "--quiet", "-m", "large"});
+  return repo;
+}
+
+std::string Pkt(const std::string& payload) {
+  char length[5];
+  std::snprintf(length, sizeof length, "%04zx", payload.size() + 4);
+  return length + payload;
+}
+
+// A protocol v0 fetch of `sha`, as git sends it: one want, a flush, done.
+std::string WantRequest(const std::string& repository, const std::string& sha,
+                        const std::string& client) {
+  const std::string body = Pkt("want " + sha + " ofs-delta\n") + "0000" + Pkt("done\n");
+  return "POST /" + repository + "/git-upload-pack HTTP/1.1\r\nHost: x\r\n" + kClientHeader +
+         ": " + client +
+         "\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// A client connection whose reading the test paces itself.
+class RawConnection {
+ public:
+  // `receive_buffer`: SO_RCVBUF in bytes (0: the system's), so that little is buffered for it.
+  explicit RawConnection(int port, int receive_buffer = 0) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd_ >= 0);
+    if (receive_buffer > 0) {
+      setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+    }
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  }
+  ~RawConnection() { close(fd_); }
+  void Send(const std::string& data) const {
+    REQUIRE(send(fd_, data.data(), data.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(data.size()));
+  }
+  // Whether a send still goes through (false once the server has closed the connection).
+  bool TrySend(const std::string& data) const {
+    return send(fd_, data.data(), data.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(data.size());
+  }
+  // Reads up to `max` bytes, waiting at most `guard`; empty at end of stream or on timeout.
+  std::string Read(std::size_t max, std::chrono::milliseconds guard = 20s) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(guard.count())) <= 0) return "";
+    std::string data(max, '\0');
+    const ssize_t n = recv(fd_, data.data(), max, 0);
+    if (n <= 0) {
+      closed_ = true;
+      return "";
+    }
+    data.resize(static_cast<std::size_t>(n));
+    received_ += data;
+    return data;
+  }
+  // Waits (bounded) until the server closes the connection; true if it did.
+  bool WaitClosed(std::chrono::milliseconds guard = 30s) {
+    const auto give_up = std::chrono::steady_clock::now() + guard;
+    while (!closed_ && std::chrono::steady_clock::now() < give_up) Read(65536, 100ms);
+    return closed_;
+  }
+  const std::string& received() const { return received_; }
+  bool closed() const { return closed_; }
+
+ private:
+  int fd_ = -1;
+  bool closed_ = false;
+  std::string received_;
+};
+
+// The value of one sample line of the Prometheus text, or -1 if absent.
+double Metric(int port, const std::string& sample) {
+  const std::string body = RawGet(port, "/metrics").body;
+  const std::size_t at = body.find(sample + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(body.substr(at + sample.size() + 1));
+}
+
+bool HasEvent(const ServerUnderTest& mirror, const std::string& event, const std::string& type,
+              const std::string& status_prefix = "") {
+  for (const json& e : mirror.Events()) {
+    if (e["event"] != event || e["type"] != type) continue;
+    if (status_prefix.empty()) return true;
+    if (e.contains("status") && e["status"].get<std::string>().rfind(status_prefix, 0) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// A mirror of one large repository, mirrored already, with transfer limits set by `configure`.
+struct LargeMirror {
+  TempDir work;
+  fs::path upstream;
+  std::string sha;
+  std::unique_ptr<ServerUnderTest> mirror;
+
+  LargeMirror(int megabytes, const std::function<void(MirrorOptions&)>& configure) {
+    upstream = MakeLargeUpstream(work.path, "big.git", megabytes);
+    sha = Git({"-C", upstream.string(), "rev-parse", "main"});
+    sha.pop_back();
+    RepositorySet repositories;
+    REQUIRE(repositories.AddFlag("big.git=" + upstream.string()).ok());
+    mirror = std::make_unique<ServerUnderTest>(repositories, GateConfig{.capacity = 2}, 0ms, false,
+                                               10, configure);
+    // Make the mirror first (the sync-clone), with the ref listing.
+    REQUIRE(RawGet(mirror->port, "/big.git/info/refs?service=git-upload-pack").status == 200);
+  }
+};
+
+TEST_CASE("GitMirror.Transfer.ACloneHoldsItsSlotUntilThePackHasBeenSent") {
+  LargeMirror large(8, nullptr);
+  ServerUnderTest& mirror = *large.mirror;
+  RawConnection client(mirror.port, 4096);
+  client.Send(WantRequest("big.git", large.sha, "slow"));
+  REQUIRE(client.Read(1024).size() > 0);  // the transfer has begun
+  // git has the pack ready long before this client takes it: the slot is still held.
+  std::this_thread::sleep_for(500ms);  // a chance for a server that released early to do so
+  CHECK(mirror.Debug()["running"] == 1);
+  CHECK_FALSE(HasEvent(mirror, "end", "clone"));
+  // The client reads the rest; the job ends with the transfer, OK.
+  while (client.received().find("\r\n0\r\n\r\n") == std::string::npos && !client.closed()) {
+    if (client.Read(1 << 20).empty() && client.closed()) break;
+  }
+  CHECK(client.received().find("PACK") != std::string::npos);
+  CHECK(client.received().size() > 8u * 1024 * 1024);
+  REQUIRE(Eventually([&] { return HasEvent(mirror, "end", "clone", "OK"); }));
+  CHECK(mirror.Debug()["running"] == 0);
+  CHECK(Metric(mirror.port, "git_mirror_http_response_bytes_total{route=\"upload_pack\"}") >
+        8.0 * 1024 * 1024);
+}
+
+TEST_CASE("GitMirror.Transfer.AClientThatStopsReadingIsCutAndItsJobFails") {
+  LargeMirror large(16, [](MirrorOptions& o) {
+    o.http.transfer_grace = 1s;
+    o.http.min_transfer_rate = 1024 * 1024;
+  });
+  ServerUnderTest& mirror = *large.mirror;
+  RawConnection client(mirror.port, 4096);
+  client.Send(WantRequest("big.git", large.sha, "stalled"));
+  REQUIRE(client.Read(1024).size() > 0);
+  // It reads nothing more. The server gives up on it, and the clone is a failed job.
+  REQUIRE(Eventually([&] { return HasEvent(mirror, "end", "clone", "UNAVAILABLE"); }));
+  CHECK(Metric(mirror.port,
+               "git_mirror_http_transfers_cut_total{reason=\"write_timeout\",route=\"upload_pack\"}") ==
+        1);
+  CHECK(Metric(mirror.port,
+               "fairgate_jobs_completed_total{status=\"unavailable\",tier=\"3\",type=\"clone\"}") ==
+        1);
+  CHECK(mirror.Debug()["running"] == 0);
+  CHECK_FALSE(HasEvent(mirror, "end", "clone", "OK"));
+}
+
+TEST_CASE("GitMirror.Transfer.ASlowButLiveClientIsNotCut") {
+  // The client reads 32 KiB every 100 ms (about 320 KiB/s); the floor is 128 KiB/s.
+  LargeMirror large(1, [](MirrorOptions& o) {
+    o.http.transfer_grace = 500ms;
+    o.http.min_transfer_rate = 128 * 1024;
+  });
+  ServerUnderTest& mirror = *large.mirror;
+  RawConnection client(mirror.port, 4096);
+  client.Send(WantRequest("big.git", large.sha, "slow"));
+  while (client.received().find("\r\n0\r\n\r\n") == std::string::npos && !client.closed()) {
+    client.Read(32 * 1024);
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK_FALSE(client.closed());
+  REQUIRE(Eventually([&] { return HasEvent(mirror, "end", "clone", "OK"); }));
+  CHECK(Metric(mirror.port, "git_mirror_http_transfers_cut_total{reason=\"write_timeout\","
+                            "route=\"upload_pack\"}") == -1);
+}
+
+TEST_CASE("GitMirror.FrontDoor.SlowHeadersNeitherBlockOthersNorStayOpen") {
+  TempDir work;
+  const fs::path upstream = MakeUpstream(work.path, "tools.git", 2);
+  RepositorySet repositories;
+  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10,
+                         [](MirrorOptions& o) { o.http.header_timeout = 1s; });
+  // 200 clients start a request and send its header a byte at a time, slowly.
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  for (int i = 0; i < 200; ++i) {
+    slow.push_back(std::make_unique<RawConnection>(mirror.port));
+    slow.back()->Send("GET /tools.git/info/refs?service=git-upload-pack HTTP/1.1\r\nH");
+  }
+  // Another client is served meanwhile.
+  auto r = Clone(mirror.Url("tools.git"), work.path / "c", "patient");
+  REQUIRE(r.ok());
+  CHECK(r->exit_code == 0);
+  // Each slow one is closed at its header deadline, however it trickles.
+  for (auto& c : slow) {
+    (void)c->TrySend("o");
+    CHECK(c->WaitClosed());
+  }
+  CHECK(Metric(mirror.port, "git_mirror_http_connections_dropped_total{reason=\"header_timeout\"}") ==
+        200);
+}
+
+TEST_CASE("GitMirror.FrontDoor.OversizedAndMalformedRequestsAreRefused") {
+  TempDir work;
+  const fs::path upstream = MakeUpstream(work.path, "tools.git", 2);
+  RepositorySet repositories;
+  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10, [](MirrorOptions& o) {
+    o.http.max_body_bytes = 4096;
+    o.http.max_inflated_body_bytes = 64 * 1024;
+  });
+  auto post = [&](const std::string& body, const std::string& extra_headers = "") {
+    return RawHttp(mirror.port,
+                   "POST /tools.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                   "Content-Type: application/x-git-upload-pack-request\r\n" +
+                       extra_headers + "Content-Length: " + std::to_string(body.size()) +
+                       "\r\n\r\n" + body);
+  };
+  auto gzip = [](const std::string& text) {
+    z_stream z{};
+    REQUIRE(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+    std::string out(deflateBound(&z, text.size()), '\0');
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+    z.avail_in = static_cast<uInt>(text.size());
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = static_cast<uInt>(out.size());
+    REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
+    out.resize(z.total_out);
+    deflateEnd(&z);
+    return out;
+  };
+  SUBCASE("a header over the limit is 431") {
+    const std::string big(20000, 'a');
+    CHECK(RawGet(mirror.port, "/tools.git/info/refs?service=git-upload-pack",
+                 "X-Big: " + big + "\r\n")
+              .status == 431);
+  }
+  SUBCASE("a body over the limit is 413") { CHECK(post(std::string(8192, '0')).status == 413); }
+  SUBCASE("a gzip body that inflates past the limit is 413") {
+    const std::string bomb = gzip(std::string(1 << 20, '0'));  // 1 MiB of zeros: ~1 KiB sent
+    CHECK(bomb.size() < 4096);
+    CHECK(post(bomb, "Content-Encoding: gzip\r\n").status == 413);
+  }
+  SUBCASE("a gzip body is inflated, and bad gzip is 400") {
+    CHECK(post("not gzip at all", "Content-Encoding: gzip\r\n").status == 400);
+    CHECK(post(gzip("garbage"), "Content-Encoding: gzip\r\n").status == 400);  // not pkt-lines
+  }
+  SUBCASE("another encoding is 415") { CHECK(post("0000", "Content-Encoding: br\r\n").status == 415); }
+  SUBCASE("a body that is not pkt-lines is 400, before git sees it") {
+    for (const std::string body : {"garbage", "00", "zzzz0000", "0003", "00ffwant", "0009want\n"}) {
+      CAPTURE(body);
+      CHECK(post(body).status == 400);
+    }
+  }
+  SUBCASE("a well-framed request for an unknown object gets git's own error packet") {
+    auto r = post(Pkt("want 0123456789012345678901234567890123456789\n") + "0000" + Pkt("done\n"));
+    CHECK(r.body.find("ERR") != std::string::npos);
+    CHECK(r.body.find("not our ref") != std::string::npos);
+    CHECK(r.body.find(mirror.tmp.path.string()) == std::string::npos);
+    REQUIRE(Eventually([&] { return HasEvent(mirror, "end", "clone", "INTERNAL"); }));
+  }
+  SUBCASE("a request that is not HTTP is 400") {
+    CHECK(RawHttp(mirror.port, "HELLO\r\n\r\n").status == 400);
+  }
+  // The server still serves.
+  auto r = Clone(mirror.Url("tools.git"), work.path / "after", "x");
+  REQUIRE(r.ok());
+  CHECK(r->exit_code == 0);
+}
+
+TEST_CASE("GitMirror.FrontDoor.IdleConnectionsAreClosed") {
+  TempDir work;
+  const fs::path upstream = MakeUpstream(work.path, "tools.git", 1);
+  RepositorySet repositories;
+  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10,
+                         [](MirrorOptions& o) { o.http.idle_timeout = 300ms; });
+  SUBCASE("a connection that never sends a request") {
+    RawConnection silent(mirror.port);
+    CHECK(silent.WaitClosed());
+  }
+  SUBCASE("a kept-alive connection after its response") {
+    RawConnection kept(mirror.port);
+    kept.Send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(kept.Read(4096).rfind("HTTP/1.1 200", 0) == 0);
+    CHECK(kept.WaitClosed());
+  }
+  CHECK(Metric(mirror.port, "git_mirror_http_connections_dropped_total{reason=\"idle_timeout\"}") ==
+        1);
+}
+
+TEST_CASE("GitMirror.FrontDoor.ConnectionsPerClientAreLimitedButNotForTrustedProxies") {
+  TempDir work;
+  const fs::path upstream = MakeUpstream(work.path, "tools.git", 1);
+  RepositorySet repositories;
+  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  for (const bool trusted : {false, true}) {
+    CAPTURE(trusted);
+    ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10, [&](MirrorOptions& o) {
+      o.http.max_connections_per_client = 2;
+      if (!trusted) o.http.trusted_proxies.clear();
+    });
+    // Accepted in order: the third is judged after the first two are open.
+    auto first = std::make_unique<RawConnection>(mirror.port);
+    RawConnection second(mirror.port);
+    RawConnection third(mirror.port);
+    if (trusted) {
+      third.Send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+      CHECK(third.Read(4096).rfind("HTTP/1.1 200", 0) == 0);
+      continue;
+    }
+    CHECK(third.Read(4096).rfind("HTTP/1.1 429", 0) == 0);
+    CHECK(third.WaitClosed());
+    first.reset();  // a slot for this client again
+    REQUIRE(Eventually([&] {
+      RawConnection again(mirror.port);
+      again.Send("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+      return again.Read(4096).rfind("HTTP/1.1 200", 0) == 0;
+    }));
+  }
+}
+
+TEST_CASE("GitMirror.FrontDoor.TheListenBacklogIsTheConfiguredOne") {
+  TempDir work;
+  const fs::path upstream = MakeUpstream(work.path, "tools.git", 1);
+  RepositorySet repositories;
+  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10,
+                         [](MirrorOptions& o) { o.http.listen_backlog = 37; });
+  // For a listening socket, ss shows the backlog as its Send-Q.
+  auto ss = RunProcess({"ss", "-Hltn", "sport = :" + std::to_string(mirror.port)}, "",
+                       fairgate::Context::Background());
+  REQUIRE(ss.ok());
+  REQUIRE(ss->exit_code == 0);
+  INFO(ss->out);
+  CHECK(ss->out.find(" 37 ") != std::string::npos);
+}
+
+TEST_CASE("GitMirror.FrontDoor.TheClientHeaderIsBelievedOnlyFromTrustedProxies") {
+  TempDir work;
+  const fs::path upstream = MakeUpstream(work.path, "tools.git", 1);
+  RepositorySet repositories;
+  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  auto client_of = [&](std::vector<std::string> trusted, const std::string& header,
+                       const std::string& value) {
+    ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10, [&](MirrorOptions& o) {
+      o.http.client_header = header;
+      o.http.trusted_proxies = trusted;
+    });
+    REQUIRE(RawGet(mirror.port, "/tools.git/info/refs?service=git-upload-pack",
+                   header + ": " + value + "\r\n")
+                .status == 200);
+    for (const json& e : mirror.Events()) {
+      if (e["type"] == "refs" && e["event"] == "start") return e["client"].get<std::string>();
+    }
+    return std::string("none");
+  };
+  CHECK(client_of({}, "X-Client", "mallory") == "127.0.0.1");
+  CHECK(client_of({"10.0.0.0/8"}, "X-Client", "mallory") == "127.0.0.1");
+  CHECK(client_of({"127.0.0.1"}, "X-Client", "alice") == "alice");
+  CHECK(client_of({"127.0.0.0/8"}, "X-Forwarded-For", "6.6.6.6, 192.0.2.7") == "192.0.2.7");
+  // The ref listing was admitted under that client, as a job of its own type.
+  ServerUnderTest mirror(repositories, GateConfig{});
+  REQUIRE(RawGet(mirror.port, "/tools.git/info/refs?service=git-upload-pack",
+                 std::string(kClientHeader) + ": lister\r\n")
+              .status == 200);
+  CHECK(mirror.Debug()["heaviest_keys"][0]["key"] == "lister");
+  CHECK(Metric(mirror.port, "fairgate_jobs_completed_total{status=\"ok\",tier=\"8\",type=\"refs\"}") ==
+        1);
+}
+
+TEST_CASE("GitMirror.Hygiene.GitChildrenInheritNoSocketAndNoLogFile") {
+  TempDir work;
+  const fs::path upstream = MakeUpstream(work.path, "tools.git", 2);
+  RepositorySet repositories;
+  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  // A pack-objects hook that records the descriptors it was started with.
+  const fs::path fds = work.path / "fds.txt";
+  const fs::path hook = work.path / "hook.sh";
+  std::ofstream(hook) << "#!/bin/sh\nfor f in /proc/$$/fd/*; do readlink \"$f\"; done > " << fds
+                      << "\nexec \"$@\"\n";
+  fs::permissions(hook, fs::perms::owner_all);
+  setenv("GIT_CONFIG_COUNT", "1", 1);
+  setenv("GIT_CONFIG_KEY_0", "uploadpack.packObjectsHook", 1);
+  setenv("GIT_CONFIG_VALUE_0", hook.string().c_str(), 1);
+  {
+    ServerUnderTest mirror(repositories, GateConfig{});
+    // Other connections are open while the clone runs: none of them may reach git.
+    RawConnection idle(mirror.port);
+    auto r = Clone(mirror.Url("tools.git"), work.path / "c", "x");
+    REQUIRE(r.ok());
+    CHECK(r->exit_code == 0);
+    std::ifstream in(fds);
+    const std::string seen((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    INFO(seen);
+    CHECK_FALSE(seen.empty());
+    CHECK(seen.find("socket:") == std::string::npos);
+    CHECK(seen.find("events.jsonl") == std::string::npos);
+  }
+  unsetenv("GIT_CONFIG_COUNT");
+  unsetenv("GIT_CONFIG_KEY_0");
+  unsetenv("GIT_CONFIG_VALUE_0");
+}
+
+TEST_CASE("GitMirror.Hygiene.LeftoversOfAnInterruptedRunAreRemovedAtStart") {
+  TempDir work;
+  const fs::path upstream = MakeUpstream(work.path, "tools.git", 2);
+  RepositorySet repositories;
+  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  std::vector<fs::path> leftovers;
+  auto prepare = [&](MirrorOptions& o) {
+    const fs::path mirror = fs::path(o.mirror_dir) / "tools.git";
+    Git({"clone", "--quiet", "--mirror", upstream.string(), mirror.string()});
+    leftovers = {mirror / "objects/pack/tmp_pack_Xa81", mirror / "objects/pack/.tmp-1234-pack",
+                 mirror / "packed-refs.lock", mirror / "refs/heads/main.lock",
+                 mirror / "config.lock", fs::path(o.mirror_dir) / ".incoming/Qx81/mirror.git/HEAD"};
+    for (const fs::path& p : leftovers) {
+      fs::create_directories(p.parent_path());
+      std::ofstream(p) << "half-written\n";
+    }
+    fs::create_directories(mirror / "objects/incoming-abc123/pack");
+  };
+  ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10, prepare);
+  for (const fs::path& p : leftovers) {
+    CAPTURE(p.string());
+    CHECK_FALSE(fs::exists(p));
+  }
+  CHECK_FALSE(fs::exists(mirror.tmp.path / "mirrors/tools.git/objects/incoming-abc123"));
+  CHECK(fs::exists(mirror.tmp.path / "mirrors/tools.git/HEAD"));  // the mirror itself stays
+  auto r = Clone(mirror.Url("tools.git"), work.path / "c", "x");
+  REQUIRE(r.ok());
+  CHECK(r->exit_code == 0);
+  RequireSameContent(upstream, work.path / "c");
+}
+
+TEST_CASE("GitMirror.Shutdown.ARunningFetchFinishesWithinTheGraceAndIsKilledAfterIt") {
+  for (const bool release : {true, false}) {
+    CAPTURE(release);
+    TempDir work;
+    const fs::path upstream = MakeUpstream(work.path, "tools.git", 2);
+    RepositorySet repositories;
+    REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+    auto mirror = std::make_unique<ServerUnderTest>(
+        repositories, GateConfig{}, 50ms, false, 1000,
+        [&](MirrorOptions& o) { o.shutdown_grace = release ? 60s : 300ms; });
+    REQUIRE(Clone(mirror->Url("tools.git"), work.path / "c", "x")->exit_code == 0);
+    // From now on the mirror's fetches run an upload-pack that waits for a file to exist (git
+    // strips config from the environment of a local upload-pack, so this goes in the mirror).
+    const fs::path held = work.path / "held", go = work.path / "go";
+    const fs::path script = work.path / "slow-upload-pack.sh";
+    std::ofstream(script) << "#!/bin/sh\ntouch " << held << "\nwhile [ ! -e " << go
+                          << " ]; do sleep 0.02; done\nexec git-upload-pack \"$@\"\n";
+    fs::permissions(script, fs::perms::owner_all);
+    Git({"--git-dir", (mirror->tmp.path / "mirrors/tools.git").string(), "config",
+         "remote.origin.uploadpack", script.string()});
+    std::ofstream(upstream / "new.txt") << "new\n";
+    Git({"-C", upstream.string(), "add", "."});
+    Git({"-C", upstream.string(), "commit", "--quiet", "-m", "new"});
+    REQUIRE(Eventually([&] { return fs::exists(held); }));  // a fetch is running, held
+    std::atomic<bool> stopped{false};
+    std::thread stopper([&] {
+      mirror->server->Stop();
+      stopped = true;
+    });
+    if (release) {
+      // Stop waits for the held fetch; once it may go on, it completes and Stop returns.
+      std::this_thread::sleep_for(300ms);  // a chance for a Stop that did not wait to return
+      CHECK_FALSE(stopped.load());
+      std::ofstream(go) << "go\n";
+    }
+    stopper.join();
+    std::string last_fetch;  // the status of the last fetch to end: the held one
+    for (const json& e : mirror->Events()) {
+      if (e["event"] == "end" && e["type"] == "fetch") last_fetch = e["status"];
+    }
+    if (release) {
+      CHECK(last_fetch == "OK");
+      CHECK(Git({"--git-dir", (mirror->tmp.path / "mirrors/tools.git").string(), "rev-parse",
+                 "main"}) == Git({"-C", upstream.string(), "rev-parse", "main"}));
+    } else {
+      CHECK(last_fetch.rfind("CANCELLED", 0) == 0);  // killed at the end of the grace
+    }
+    mirror.reset();
+  }
+}
+
+}  // namespace
+}  // namespace git_mirror
