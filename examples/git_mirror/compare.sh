@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# The noisy-neighbour comparison of README.md, on this machine: client A clones a heavy
-# repository 40 at a time in a loop, client B clones a light one now and then; B's clone times
-# with --policy fairgate, with --policy fifo, and with A not running at all.
+# The noisy-neighbour comparison of README.md, on this machine, on loopback only. Client A keeps
+# 100, then 1,000 clones of a 64 MiB repository in flight (fairgate-git-mirror-load reads each
+# pack to its end without unpacking it); client B clones a small repository with real git every
+# 2 s. B's clone times under --policy fairgate and --policy fifo, and with A not running at all.
 #
-#   bash examples/git_mirror/compare.sh [BUILD_DIR]     (default build/release)
+# The server runs on core 0 and the load (A's event loop and B's git) on core 1 (taskset), so
+# that the load cannot starve the server of CPU; git processes the server starts inherit core 0.
+#
+#   bash examples/git_mirror/compare.sh [BUILD_DIR]        (default build/release)
+# Knobs (environment): DURATION (s, default 60), CAPACITY (8), CONCURRENCY ("100 1000"),
+# HEAVY_MIB (64).
 set -euo pipefail
 build=${1:-build/release}
 server=$build/examples/git_mirror/fairgate-git-mirror
 load=$build/examples/git_mirror/fairgate-git-mirror-load
 [[ -x $server && -x $load ]] || { echo "build first: bash scripts/build.sh release" >&2; exit 2; }
-capacity=${CAPACITY:-4}
-parallel=${PARALLEL:-40}
-light_clones=${LIGHT_CLONES:-10}
+duration=${DURATION:-60}
+capacity=${CAPACITY:-8}
+concurrency=${CONCURRENCY:-100 1000}
+heavy_mib=${HEAVY_MIB:-64}
+server_cpu=0
+load_cpu=$(( $(nproc) > 1 ? 1 : 0 ))
 
 work=$(mktemp -d)
 pid=
@@ -22,35 +31,40 @@ cleanup() {
 trap cleanup EXIT
 export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.org GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.org
 
-# heavy.git: 24 MB of incompressible files over 8 commits; light.git: one small file.
+# heavy.git: HEAVY_MIB of incompressible files over 16 commits; light.git: one small file.
 git init --quiet --initial-branch=main "$work/heavy.git"
-for i in $(seq 8); do
-  head -c 3000000 /dev/urandom > "$work/heavy.git/blob$i"
+for i in $(seq 16); do
+  head -c $((heavy_mib * 1024 * 1024 / 16)) /dev/urandom > "$work/heavy.git/blob$i"
   git -C "$work/heavy.git" add . && git -C "$work/heavy.git" commit --quiet -m "c$i"
 done
+git -C "$work/heavy.git" repack -a -d -q
 git init --quiet --initial-branch=main "$work/light.git"
 echo light > "$work/light.git/README"
 git -C "$work/light.git" add . && git -C "$work/light.git" commit --quiet -m c1
 
-run() {  # run POLICY [--alone]
-  local policy=$1; shift
-  rm -rf "$work/mirrors" "$work/out"
-  "$server" --port 0 --policy "$policy" --capacity "$capacity" --client-header X-Client \
+run() {  # run POLICY CONCURRENCY [--alone]
+  local policy=$1 n=$2; shift 2
+  rm -rf "$work/mirrors" "$work/out" "$work/clones"
+  taskset -c "$server_cpu" "$server" --port 0 --policy "$policy" --capacity "$capacity" \
+    --client-header X-Client --trusted-proxy 127.0.0.1 --max-pending-per-client 5000 \
     --fetch-interval 0 --mirror-dir "$work/mirrors" \
     --repo "heavy.git=$work/heavy.git" --repo "light.git=$work/light.git" >"$work/out" &
   pid=$!
   for _ in $(seq 200); do grep -q "listening on" "$work/out" && break; sleep 0.05; done
-  local url
-  url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$work/out")
+  local port
+  port=$(sed -n 's/.*listening on http:[^ ]*:\([0-9]*\).*/\1/p' "$work/out")
   # Make both mirrors (and let fairgate learn each clone's cost) before measuring.
-  git clone --quiet "$url/heavy.git" "$work/warm-heavy" && rm -rf "$work/warm-heavy"
-  git clone --quiet "$url/light.git" "$work/warm-light" && rm -rf "$work/warm-light"
-  "$load" --url "$url" --heavy heavy.git --light light.git --heavy-parallel "$parallel" \
-    --light-clones "$light_clones" --light-interval 0.5 --warmup 3 --client-header X-Client \
-    --work-dir "$work/clones" "$@"
+  git clone --quiet "http://127.0.0.1:$port/heavy.git" "$work/warm-heavy" && rm -rf "$work/warm-heavy"
+  git clone --quiet "http://127.0.0.1:$port/light.git" "$work/warm-light" && rm -rf "$work/warm-light"
+  echo "== $policy, A at $n clones in flight $*"
+  taskset -c "$load_cpu" "$load" --port "$port" --heavy heavy.git --light light.git \
+    --heavy-concurrency "$n" --duration "$duration" --light-interval 2 --warmup 5 \
+    --client-header X-Client --server-pid "$pid" --work-dir "$work/clones" "$@" || true
   kill -TERM "$pid"; wait "$pid" || true; pid=
 }
 
-echo "== B alone"; run fairgate --alone
-echo "== --policy fairgate"; run fairgate
-echo "== --policy fifo"; run fifo
+run fairgate 1 --alone
+for n in $concurrency; do
+  run fairgate "$n"
+  run fifo "$n"
+done

@@ -1,115 +1,289 @@
 // fairgate-git-mirror-load: the noisy-neighbour experiment against a running mirror.
 //
-// Client A runs --heavy-parallel clones of the heavy repository at once, in a loop, for as long
-// as the experiment lasts. Client B, after --warmup seconds, clones the light repository
-// --light-clones times, one at a time, --light-interval seconds apart, and the tool prints how
-// long B's clones took (median and worst). With --alone, A does nothing: B's time on an idle
-// server. Clients are told apart by a header (--client-header, as given to the server).
+// Client A keeps --heavy-concurrency clones of the heavy repository in flight for --duration
+// seconds. Its clones speak git's smart-HTTP protocol themselves (the ref advertisement, then one
+// want of the advertised HEAD) and read each pack to its end without unpacking it, all on one
+// event-loop thread: a thousand clones in flight cost the load generator almost no CPU, so that it
+// does not starve the server (run the two on different cores with taskset, as compare.sh does).
+// Client B, after --warmup seconds, clones the light repository with real `git`, one clone at a
+// time, starting one every --light-interval seconds (or when the previous one ends, if later),
+// until the duration is over. With --alone, A does nothing: B's time on an idle server.
+//
+// Printed at the end, one `key: value` line each: B's clone times (count, median, p90, worst, and
+// how many were still running when the time was up), A's completed clones and bytes, A's refusals
+// (429) and errors, and with --server-pid the server's peak resident memory and peak thread count.
+// Everything stays on loopback: the URL must name 127.0.0.0/8 or ::1.
 #include <signal.h>
+
+#include <utility>  // before Asio's awaitable.hpp, which needs std::exchange
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "boost/asio/awaitable.hpp"
+#include "boost/asio/co_spawn.hpp"
+#include "boost/asio/connect.hpp"
+#include "boost/asio/detached.hpp"
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/redirect_error.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/asio/use_awaitable.hpp"
+#include "boost/beast/core/flat_buffer.hpp"
+#include "boost/beast/http.hpp"
 #include "subprocess.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-// Clones `url` into a fresh directory under `work_dir` as `client`, removes it, returns seconds.
-double CloneOnce(const std::string& url, const std::string& header, const std::string& client,
-                 const fs::path& work_dir, int serial, bool& ok) {
-  const fs::path target = work_dir / (client + "-" + std::to_string(serial));
-  const auto start = Clock::now();
-  auto result =
-      git_mirror::RunProcess({"git", "-c", "http.extraHeader=" + header + ": " + client, "clone",
-                              "--quiet", url, target.string()},
-                             "", fairgate::Context::Background(), {"GIT_TERMINAL_PROMPT=0"});
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  ok = result.ok() && result->exit_code == 0;
-  if (!ok) {
-    std::cerr << "clone of " << url << " as " << client
-              << " failed: " << (result.ok() ? result->err : result.status().ToString()) << "\n";
+struct HeavyStats {
+  std::atomic<long> completed{0}, refused{0}, errors{0};
+  std::atomic<long long> bytes{0};
+};
+
+std::string Pkt(const std::string& payload) {
+  char length[5];
+  std::snprintf(length, sizeof length, "%04zx", payload.size() + 4);
+  return length + payload;
+}
+
+// The object id of the first ref in a protocol v0 advertisement (after the service line).
+std::string FirstAdvertisedId(const std::string& body) {
+  std::size_t at = 0;
+  bool past_service = false;
+  while (at + 4 <= body.size()) {
+    const int length = std::stoi(body.substr(at, 4), nullptr, 16);
+    if (length == 0) {
+      at += 4;
+      past_service = true;
+      continue;
+    }
+    if (past_service && length >= 44) return body.substr(at + 4, 40);
+    at += static_cast<std::size_t>(length);
   }
-  std::error_code ignored;
-  fs::remove_all(target, ignored);
-  return seconds;
+  return "";
+}
+
+// One clone by A: the advertisement, then the pack, read to its end and dropped.
+asio::awaitable<void> HeavyClone(const tcp::endpoint& server, const std::string& repository,
+                                 const std::string& header, HeavyStats& stats) {
+  tcp::socket socket(co_await asio::this_coro::executor);
+  co_await socket.async_connect(server, asio::use_awaitable);
+  boost::beast::flat_buffer buffer;
+
+  http::request<http::empty_body> get(http::verb::get,
+                                      "/" + repository + "/info/refs?service=git-upload-pack", 11);
+  get.set(http::field::host, "mirror");
+  get.set(header, "A");
+  co_await http::async_write(socket, get, asio::use_awaitable);
+  http::response<http::string_body> advertisement;
+  co_await http::async_read(socket, buffer, advertisement, asio::use_awaitable);
+  if (advertisement.result_int() == 429) {
+    ++stats.refused;
+    co_return;
+  }
+  const std::string id = FirstAdvertisedId(advertisement.body());
+  if (advertisement.result_int() != 200 || id.size() != 40) {
+    ++stats.errors;
+    co_return;
+  }
+
+  http::request<http::string_body> post(http::verb::post, "/" + repository + "/git-upload-pack",
+                                        11);
+  post.set(http::field::host, "mirror");
+  post.set(header, "A");
+  post.set(http::field::content_type, "application/x-git-upload-pack-request");
+  post.body() = Pkt("want " + id + " ofs-delta\n") + "0000" + Pkt("done\n");
+  post.prepare_payload();
+  co_await http::async_write(socket, post, asio::use_awaitable);
+  http::response_parser<http::buffer_body> pack;
+  pack.body_limit(boost::none);
+  co_await http::async_read_header(socket, buffer, pack, asio::use_awaitable);
+  static thread_local char sink[1 << 16];
+  while (!pack.is_done()) {
+    pack.get().body().data = sink;
+    pack.get().body().size = sizeof sink;
+    boost::system::error_code error;
+    co_await http::async_read(socket, buffer, pack,
+                              asio::redirect_error(asio::use_awaitable, error));
+    if (error && error != http::error::need_buffer) throw boost::system::system_error(error);
+    stats.bytes += static_cast<long long>(sizeof sink - pack.get().body().size);
+  }
+  if (pack.get().result_int() == 429) {
+    ++stats.refused;
+  } else if (pack.get().result_int() == 200) {
+    ++stats.completed;
+  } else {
+    ++stats.errors;
+  }
+}
+
+// One of A's clone loops: clone after clone until the deadline. A refused clone backs off 1 s.
+asio::awaitable<void> HeavyLoop(tcp::endpoint server, std::string repository, std::string header,
+                                HeavyStats& stats, Clock::time_point deadline) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  while (Clock::now() < deadline) {
+    const long refused = stats.refused;
+    try {
+      co_await HeavyClone(server, repository, header, stats);
+    } catch (const std::exception&) {
+      if (Clock::now() < deadline) ++stats.errors;
+    }
+    if (stats.refused != refused) {
+      timer.expires_after(std::chrono::seconds(1));
+      co_await timer.async_wait(asio::use_awaitable);
+    }
+  }
+}
+
+// The server's peak resident memory (VmHWM, KiB) and its threads now, from /proc.
+std::pair<long, long> ServerMemoryAndThreads(int pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  long hwm = -1, threads = -1;
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) hwm = std::stol(line.substr(6));
+    if (line.rfind("Threads:", 0) == 0) threads = std::stol(line.substr(8));
+  }
+  return {hwm, threads};
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t i = std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5));
+  return v[i];
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"fairgate-git-mirror-load: one heavy client against one light one"};
-  std::string base_url, heavy, light, header = "X-Client", work_dir;
-  int heavy_parallel = 40, light_clones = 10;
-  double light_interval = 1.0, warmup = 2.0;
+  std::string host = "127.0.0.1", heavy, light, header = "X-Client", work_dir;
+  int port = 0, heavy_concurrency = 100, server_pid = 0;
+  double duration = 60, light_interval = 2, warmup = 5;
   bool alone = false;
-  app.add_option("--url", base_url, "the mirror, e.g. http://127.0.0.1:8080")->required();
+  app.add_option("--host", host, "the mirror's loopback address")->capture_default_str();
+  app.add_option("--port", port, "the mirror's port")->required();
   app.add_option("--heavy", heavy, "repository client A clones")->required();
   app.add_option("--light", light, "repository client B clones")->required();
-  app.add_option("--heavy-parallel", heavy_parallel, "A's clones at once")->capture_default_str();
-  app.add_option("--light-clones", light_clones, "B's clones")->capture_default_str();
-  app.add_option("--light-interval", light_interval, "seconds between B's clones")
+  app.add_option("--heavy-concurrency", heavy_concurrency, "A's clones in flight at once")
+      ->capture_default_str();
+  app.add_option("--duration", duration, "seconds the experiment lasts")->capture_default_str();
+  app.add_option("--light-interval", light_interval, "seconds between the starts of B's clones")
       ->capture_default_str();
   app.add_option("--warmup", warmup, "seconds A runs before B starts")->capture_default_str();
-  app.add_option("--client-header", header, "header naming the client")->capture_default_str();
-  app.add_option("--work-dir", work_dir, "scratch directory for the clones")->required();
+  app.add_option("--client-header", header, "header naming the client (the server must trust it)")
+      ->capture_default_str();
+  app.add_option("--server-pid", server_pid, "the server's pid, for its memory and threads");
+  app.add_option("--work-dir", work_dir, "scratch directory for B's clones")->required();
   app.add_flag("--alone", alone, "B alone: A does not run");
   CLI11_PARSE(app, argc, argv);
-  if (heavy_parallel < 1 || light_clones < 1 || light_interval < 0 || warmup < 0) {
-    std::cerr << "fairgate-git-mirror-load: counts must be >= 1 and times >= 0\n";
+  boost::system::error_code error;
+  const asio::ip::address address = asio::ip::make_address(host, error);
+  if (error || !address.is_loopback()) {
+    std::cerr << "fairgate-git-mirror-load: --host must be a loopback address\n";
+    return 2;
+  }
+  if (heavy_concurrency < 1 || !(duration > 0) || !(light_interval >= 0) || !(warmup >= 0) ||
+      warmup >= duration) {
+    std::cerr << "fairgate-git-mirror-load: need concurrency >= 1, duration > warmup >= 0, "
+                 "interval >= 0\n";
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
   fs::create_directories(work_dir);
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(duration));
 
-  std::atomic<bool> done{false};
-  std::atomic<int> heavy_clones{0}, failures{0};
-  std::vector<std::thread> heavy_clients;
+  // A: every clone loop on one event-loop thread.
+  HeavyStats stats;
+  asio::io_context io;
+  const tcp::endpoint server(address, static_cast<unsigned short>(port));
   if (!alone) {
-    for (int i = 0; i < heavy_parallel; ++i) {
-      heavy_clients.emplace_back([&, i] {
-        for (int serial = 0; !done; ++serial) {
-          bool ok = false;
-          CloneOnce(base_url + "/" + heavy, header, "a", work_dir, i * 1000000 + serial, ok);
-          if (!done) (ok ? heavy_clones : failures)++;
-        }
-      });
+    for (int i = 0; i < heavy_concurrency; ++i) {
+      asio::co_spawn(io, HeavyLoop(server, heavy, header, stats, deadline), asio::detached);
     }
-    std::this_thread::sleep_for(std::chrono::duration<double>(warmup));
   }
-  std::vector<double> light_seconds;
-  for (int i = 0; i < light_clones; ++i) {
-    if (i > 0) std::this_thread::sleep_for(std::chrono::duration<double>(light_interval));
-    bool ok = false;
-    const double s = CloneOnce(base_url + "/" + light, header, "b", work_dir, i, ok);
-    if (ok)
-      light_seconds.push_back(s);
-    else
-      failures++;
-  }
-  done = true;
-  for (auto& t : heavy_clients) t.join();
+  // At the deadline, A's clones in flight are abandoned (their connections close).
+  asio::steady_timer stop_heavy(io, deadline);
+  stop_heavy.async_wait([&](boost::system::error_code) { io.stop(); });
+  std::thread heavy_thread([&] { io.run(); });
 
-  std::sort(light_seconds.begin(), light_seconds.end());
-  if (light_seconds.empty()) {
-    std::cerr << "fairgate-git-mirror-load: every clone of B failed\n";
-    return 1;
+  // The server's footprint, sampled.
+  std::atomic<bool> sampling{true};
+  long peak_threads = 0;
+  std::thread sampler([&] {
+    while (sampling && server_pid > 0) {
+      peak_threads = std::max(peak_threads, ServerMemoryAndThreads(server_pid).second);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+
+  // B: real git clones, one at a time, each bounded by the deadline.
+  std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(warmup)));
+  const std::string url = "http://" + host + ":" + std::to_string(port) + "/" + light;
+  auto [ctx, cancel] = fairgate::WithDeadline(fairgate::Context::Background(), deadline);
+  std::vector<double> light_seconds;
+  int unfinished = 0, light_failures = 0;
+  for (int serial = 0; Clock::now() < deadline; ++serial) {
+    const auto began = Clock::now();
+    const fs::path target = fs::path(work_dir) / ("b-" + std::to_string(serial));
+    auto result = git_mirror::RunProcess(
+        {"git", "-c", "http.extraHeader=" + header + ": B", "clone", "--quiet", url,
+         target.string()},
+        "", ctx, {"GIT_TERMINAL_PROMPT=0"});
+    const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
+    std::error_code ignored;
+    fs::remove_all(target, ignored);
+    if (!result.ok()) {
+      ++unfinished;  // still running at the deadline: at least `seconds`
+      light_seconds.push_back(seconds);
+      break;
+    }
+    if (result->exit_code != 0) {
+      ++light_failures;
+      std::cerr << "B's clone failed: " << result->err << "\n";
+    } else {
+      light_seconds.push_back(seconds);
+    }
+    std::this_thread::sleep_until(began + std::chrono::duration_cast<Clock::duration>(
+                                              std::chrono::duration<double>(light_interval)));
   }
-  const std::size_t n = light_seconds.size();
-  const double median =
-      n % 2 ? light_seconds[n / 2] : (light_seconds[n / 2 - 1] + light_seconds[n / 2]) / 2;
-  std::printf("light clones (client b): %zu, median %.3f s, worst %.3f s\n", light_seconds.size(),
-              median, light_seconds.back());
-  std::printf("heavy clones (client a) completed meanwhile: %d; failed clones: %d\n",
-              heavy_clones.load(), failures.load());
-  return failures == 0 ? 0 : 1;
+  cancel();
+  heavy_thread.join();
+  sampling = false;
+  sampler.join();
+
+  std::printf("b_clones: %zu\n", light_seconds.size() - static_cast<std::size_t>(unfinished));
+  std::printf("b_unfinished_at_deadline: %d\n", unfinished);
+  std::printf("b_failed: %d\n", light_failures);
+  std::printf("b_median_s: %.3f\n", Percentile(light_seconds, 0.5));
+  std::printf("b_p90_s: %.3f\n", Percentile(light_seconds, 0.9));
+  std::printf("b_worst_s: %.3f\n", Percentile(light_seconds, 1.0));
+  std::printf("a_completed_clones: %ld\n", stats.completed.load());
+  std::printf("a_mib_received: %.1f\n", static_cast<double>(stats.bytes) / (1 << 20));
+  std::printf("a_refused: %ld\n", stats.refused.load());
+  std::printf("a_errors: %ld\n", stats.errors.load());
+  if (server_pid > 0) {
+    std::printf("server_peak_rss_mib: %.1f\n",
+                static_cast<double>(ServerMemoryAndThreads(server_pid).first) / 1024);
+    std::printf("server_peak_threads: %ld\n", peak_threads);
+  }
+  return light_failures == 0 ? 0 : 1;
 }
