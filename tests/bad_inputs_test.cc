@@ -129,6 +129,25 @@ std::vector<Row> Rows() {
     (void)s->Shutdown(Context::Background());
     return s->RunSync(Context::Background(), "clone", "id", "k", Noop);
   });
+  auto ignore = [](StatusOr<Permit>) {};
+  run("Scheduler::Acquire", "an unknown type", absl::StatusCode::kNotFound, "unknown job type 'x'",
+      [&] { return Ready()->Acquire(Context::Background(), "x", "id", "k", ignore); });
+  run("Scheduler::Acquire", "an empty id", absl::StatusCode::kInvalidArgument, "job id is empty",
+      [&] { return Ready()->Acquire(Context::Background(), "clone", "", "k", ignore); });
+  run("Scheduler::Acquire", "an empty callback", absl::StatusCode::kInvalidArgument,
+      "permit callback is empty",
+      [] { return Ready()->Acquire(Context::Background(), "clone", "id", "k", nullptr); });
+  run("Scheduler::Acquire", "a context already cancelled", absl::StatusCode::kCancelled,
+      "cancelled", [&] {
+        auto [ctx, cancel] = WithCancel(Context::Background());
+        cancel();
+        return Ready()->Acquire(ctx, "clone", "id", "k", ignore);
+      });
+  run("Scheduler::Acquire", "after Shutdown", absl::StatusCode::kUnavailable, "shut down", [&] {
+    auto s = Ready();
+    (void)s->Shutdown(Context::Background());
+    return s->Acquire(Context::Background(), "clone", "id", "k", ignore);
+  });
   run("Scheduler::Submit", "max_pending_per_key jobs already pending",
       absl::StatusCode::kResourceExhausted, "max_pending_per_key", [] {
         SchedulerOptions o;

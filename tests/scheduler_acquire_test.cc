@@ -334,8 +334,8 @@ TEST_CASE("Scheduler.Acquire.ExactlyOnceUnderRacingCancelsDeadlinesReleasesAndSh
       for (int i = 0; i < kPerThread; ++i) {
         const int index = t * kPerThread + i;
         const int mode = static_cast<int>(random() % 4);
-        auto [ctx, cancel] = mode == 1 ? WithTimeout(Context::Background(), 1ms)
-                                       : WithCancel(Context::Background());
+        auto [ctx, cancel] =
+            mode == 1 ? WithTimeout(Context::Background(), 1ms) : WithCancel(Context::Background());
         auto callback = [&, index](StatusOr<Permit> p) {
           calls[index].fetch_add(1);
           if (!p.ok()) return;
@@ -406,8 +406,8 @@ TEST_CASE("Scheduler.Acquire.AsioUseFutureGivesThePermit") {
   Watchdog watchdog("asio future", 60s);
   auto scheduler = Make(SeedCapacity(1));
   REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
-  std::future<StatusOr<Permit>> result = AsyncAcquire(*scheduler, Context::Background(), "clone",
-                                                      "r", "a", boost::asio::use_future);
+  std::future<StatusOr<Permit>> result =
+      AsyncAcquire(*scheduler, Context::Background(), "clone", "r", "a", boost::asio::use_future);
   StatusOr<Permit> permit = result.get();
   REQUIRE(permit.ok());
   CHECK(permit->held());

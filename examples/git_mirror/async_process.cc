@@ -44,9 +44,12 @@ fairgate::StatusOr<std::shared_ptr<AsyncProcess>> AsyncProcess::Start(
   return process;
 }
 
-AsyncProcess::AsyncProcess(boost::asio::any_io_executor executor, int pid, int in, int out,
-                           int err, int pidfd)
-    : pid_(pid), in_(executor, in), out_(executor, out), err_pipe_(executor, err),
+AsyncProcess::AsyncProcess(boost::asio::any_io_executor executor, int pid, int in, int out, int err,
+                           int pidfd)
+    : pid_(pid),
+      in_(executor, in),
+      out_(executor, out),
+      err_pipe_(executor, err),
       pidfd_(executor, pidfd) {
   boost::system::error_code ignored;
   in_.non_blocking(true, ignored);
@@ -72,19 +75,19 @@ void AsyncProcess::Kill() {
 }
 
 void AsyncProcess::ReadErr() {
-  err_pipe_.async_read_some(boost::asio::buffer(err_buffer_),
-                            [self = shared_from_this()](boost::system::error_code error,
-                                                        std::size_t n) {
-                              self->err_.append(self->err_buffer_, n);
-                              if (self->err_.size() > kMaxErr) {
-                                self->err_.erase(0, self->err_.size() - kMaxErr);
-                              }
-                              if (error) {
-                                self->err_open_ = false;
-                                return self->MaybeExited();
-                              }
-                              self->ReadErr();
-                            });
+  err_pipe_.async_read_some(
+      boost::asio::buffer(err_buffer_),
+      [self = shared_from_this()](boost::system::error_code error, std::size_t n) {
+        self->err_.append(self->err_buffer_, n);
+        if (self->err_.size() > kMaxErr) {
+          self->err_.erase(0, self->err_.size() - kMaxErr);
+        }
+        if (error) {
+          self->err_open_ = false;
+          return self->MaybeExited();
+        }
+        self->ReadErr();
+      });
 }
 
 void AsyncProcess::AsyncWaitExit(std::function<void(int)> done) {

@@ -54,14 +54,14 @@ class FifoGate : public WorkGate {
       return true;
     });
     Worker& worker = threads_.emplace_back();
-    worker.thread = std::thread([this, &worker, type = std::string(type),
-                                 repository = std::string(repository), client = std::string(client),
-                                 fn = std::move(fn), done = std::move(done)] {
-      fairgate::Status status = RunBlocking(type, repository, client, fn);
-      if (done) done(status);
-      std::lock_guard lock(mutex_);
-      worker.finished = true;
-    });
+    worker.thread =
+        std::thread([this, &worker, type = std::string(type), repository = std::string(repository),
+                     client = std::string(client), fn = std::move(fn), done = std::move(done)] {
+          fairgate::Status status = RunBlocking(type, repository, client, fn);
+          if (done) done(status);
+          std::lock_guard lock(mutex_);
+          worker.finished = true;
+        });
     return absl::OkStatus();
   }
 

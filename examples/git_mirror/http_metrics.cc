@@ -52,7 +52,8 @@ void HttpMetrics::Write(std::string& out) const {
   auto family = [&](const char* name, const char* type, const char* help) {
     absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
   };
-  family("git_mirror_http_requests_total", "counter", "HTTP requests answered, by route and status.");
+  family("git_mirror_http_requests_total", "counter",
+         "HTTP requests answered, by route and status.");
   for (const auto& [labels, n] : requests_) {
     absl::StrAppend(&out, "git_mirror_http_requests_total{code=\"", labels.second, "\",route=\"",
                     labels.first, "\"} ", n, "\n");

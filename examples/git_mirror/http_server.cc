@@ -70,7 +70,8 @@ bool InNetwork(asio::ip::address peer, const std::pair<asio::ip::address, int>& 
 // The deadline of a transfer of `bytes` at the minimum rate.
 Clock::duration TransferDeadline(const HttpLimits& limits, std::size_t bytes) {
   return limits.transfer_grace +
-         std::chrono::milliseconds(bytes * 1000 / std::max<std::size_t>(1, limits.min_transfer_rate));
+         std::chrono::milliseconds(bytes * 1000 /
+                                   std::max<std::size_t>(1, limits.min_transfer_rate));
 }
 
 }  // namespace
@@ -169,8 +170,8 @@ class HttpServer::Connection : public HttpExchange,
   void Respond(unsigned status, std::string_view content_type, std::string body,
                const Headers& headers) override {
     responding_ = true;
-    auto response = std::make_shared<http::response<http::string_body>>(
-        static_cast<http::status>(status), 11);
+    auto response =
+        std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status), 11);
     response->set(http::field::server, "fairgate-git-mirror");
     response->set(http::field::content_type, std::string(content_type));
     for (const auto& [name, value] : headers) response->set(name, value);
@@ -206,10 +207,8 @@ class HttpServer::Connection : public HttpExchange,
     ArmWrite(0);
     http::async_write_header(
         socket_, *stream_serializer_,
-        [self = shared_from_this(), done = std::move(done)](boost::system::error_code error,
-                                                            std::size_t) {
-          self->StreamWritten(error, 0, done);
-        });
+        [self = shared_from_this(), done = std::move(done)](
+            boost::system::error_code error, std::size_t) { self->StreamWritten(error, 0, done); });
   }
 
   void WriteChunk(const void* data, std::size_t size, WriteDone done) override {
@@ -223,19 +222,18 @@ class HttpServer::Connection : public HttpExchange,
 
   void FinishStream(WriteDone done) override {
     ArmWrite(0);
-    asio::async_write(
-        socket_, http::make_chunk_last(),
-        [self = shared_from_this(), done = std::move(done)](boost::system::error_code error,
-                                                            std::size_t) {
-          self->DisarmWrite();
-          if (error) {
-            self->CutTransfer();
-            return done(false);
-          }
-          self->shared_->metrics->Request(self->route_, self->stream_status_);
-          done(true);
-          self->AfterResponse();
-        });
+    asio::async_write(socket_, http::make_chunk_last(),
+                      [self = shared_from_this(), done = std::move(done)](
+                          boost::system::error_code error, std::size_t) {
+                        self->DisarmWrite();
+                        if (error) {
+                          self->CutTransfer();
+                          return done(false);
+                        }
+                        self->shared_->metrics->Request(self->route_, self->stream_status_);
+                        done(true);
+                        self->AfterResponse();
+                      });
   }
 
   void Abort() override {
@@ -260,14 +258,14 @@ class HttpServer::Connection : public HttpExchange,
     gone_ = false;
     if (buffer_.size() > 0) return ReadHeader();
     ArmRead(limits_.idle_timeout, "idle_timeout");
-    socket_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](
-                                                       boost::system::error_code error,
-                                                       std::size_t n) {
-      self->DisarmRead();
-      if (error) return self->Shut();
-      self->buffer_.commit(n);
-      self->ReadHeader();
-    });
+    socket_.async_read_some(
+        buffer_.prepare(4096),
+        [self = shared_from_this()](boost::system::error_code error, std::size_t n) {
+          self->DisarmRead();
+          if (error) return self->Shut();
+          self->buffer_.commit(n);
+          self->ReadHeader();
+        });
   }
 
   void ReadHeader() {
@@ -301,8 +299,8 @@ class HttpServer::Connection : public HttpExchange,
   void ReadBody() {
     if (parser_->is_done()) return Dispatch();
     const auto length = parser_->content_length();
-    ArmRead(TransferDeadline(limits_, length ? static_cast<std::size_t>(*length)
-                                             : limits_.max_body_bytes),
+    ArmRead(TransferDeadline(limits_,
+                             length ? static_cast<std::size_t>(*length) : limits_.max_body_bytes),
             "body_timeout");
     http::async_read(socket_, buffer_, *parser_,
                      [self = shared_from_this()](boost::system::error_code error, std::size_t) {
@@ -320,7 +318,8 @@ class HttpServer::Connection : public HttpExchange,
     parser_.reset();
     keep_alive_ = request_.keep_alive();
     const auto encoding = request_[http::field::content_encoding];
-    if (!encoding.empty() && !absl::EqualsIgnoreCase(absl::string_view(encoding.data(), encoding.size()), "identity")) {
+    if (!encoding.empty() &&
+        !absl::EqualsIgnoreCase(absl::string_view(encoding.data(), encoding.size()), "identity")) {
       if (!absl::EqualsIgnoreCase(absl::string_view(encoding.data(), encoding.size()), "gzip")) {
         return Fail(415, "only gzip request bodies are accepted");
       }
@@ -336,22 +335,22 @@ class HttpServer::Connection : public HttpExchange,
     // Watch the connection while the handler works: an end of stream before the response starts
     // means the client has gone. Bytes that arrive (a pipelined request) stay in the buffer.
     watching_ = true;
-    socket_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](
-                                                       boost::system::error_code error,
-                                                       std::size_t n) {
-      self->watching_ = false;
-      self->buffer_.commit(n);
-      if (error && !self->closed_) {
-        self->gone_ = true;
-        if (!self->responding_ && self->on_gone_) std::exchange(self->on_gone_, nullptr)();
-      }
-      if (self->next_after_watch_) {
-        self->next_after_watch_ = false;
-        self->DisarmRead();
-        if (error) return self->Shut();
-        self->ReadNext();
-      }
-    });
+    socket_.async_read_some(
+        buffer_.prepare(4096),
+        [self = shared_from_this()](boost::system::error_code error, std::size_t n) {
+          self->watching_ = false;
+          self->buffer_.commit(n);
+          if (error && !self->closed_) {
+            self->gone_ = true;
+            if (!self->responding_ && self->on_gone_) std::exchange(self->on_gone_, nullptr)();
+          }
+          if (self->next_after_watch_) {
+            self->next_after_watch_ = false;
+            self->DisarmRead();
+            if (error) return self->Shut();
+            self->ReadNext();
+          }
+        });
     shared_->handler(shared_from_this());
   }
 
@@ -480,9 +479,7 @@ class HttpServer::Connection : public HttpExchange,
 
 HttpServer::HttpServer(asio::io_context& io, HttpLimits limits,
                        std::shared_ptr<HttpMetrics> metrics, HttpHandler handler)
-    : io_(io),
-      shared_(std::make_shared<Shared>()),
-      acceptor_(asio::make_strand(io)) {
+    : io_(io), shared_(std::make_shared<Shared>()), acceptor_(asio::make_strand(io)) {
   shared_->limits = std::move(limits);
   shared_->metrics = std::move(metrics);
   shared_->handler = std::move(handler);
@@ -527,44 +524,44 @@ bool HttpServer::Trusted(const asio::ip::address& peer) const {
 void HttpServer::Accept() {
   if (!acceptor_.is_open()) return;
   // Each connection gets a strand of its own: its handlers never run at once.
-  acceptor_.async_accept(asio::make_strand(io_), [this](boost::system::error_code error,
-                                                        tcp::socket socket) {
-    if (error == asio::error::operation_aborted || !acceptor_.is_open()) return;
-    if (!error) {
-      boost::system::error_code ignored;
-      const asio::ip::address address = socket.remote_endpoint(ignored).address();
-      std::string peer = address.is_v6() && address.to_v6().is_v4_mapped()
-                             ? asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6())
-                                   .to_string()
-                             : address.to_string();
-      const bool trusted = Trusted(address);
-      unsigned refuse = 0;
-      std::shared_ptr<Connection> connection;
-      {
-        std::lock_guard lock(shared_->mutex);
-        const bool counted = !trusted;
-        if (static_cast<int>(shared_->connections.size()) >= shared_->limits.max_connections) {
-          refuse = 503;
-        } else if (counted &&
-                   shared_->per_peer[peer] >= shared_->limits.max_connections_per_client) {
-          refuse = 429;
+  acceptor_.async_accept(
+      asio::make_strand(io_), [this](boost::system::error_code error, tcp::socket socket) {
+        if (error == asio::error::operation_aborted || !acceptor_.is_open()) return;
+        if (!error) {
+          boost::system::error_code ignored;
+          const asio::ip::address address = socket.remote_endpoint(ignored).address();
+          std::string peer =
+              address.is_v6() && address.to_v6().is_v4_mapped()
+                  ? asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()).to_string()
+                  : address.to_string();
+          const bool trusted = Trusted(address);
+          unsigned refuse = 0;
+          std::shared_ptr<Connection> connection;
+          {
+            std::lock_guard lock(shared_->mutex);
+            const bool counted = !trusted;
+            if (static_cast<int>(shared_->connections.size()) >= shared_->limits.max_connections) {
+              refuse = 503;
+            } else if (counted &&
+                       shared_->per_peer[peer] >= shared_->limits.max_connections_per_client) {
+              refuse = 429;
+            }
+            if (counted && refuse == 0) ++shared_->per_peer[peer];
+            connection = std::make_shared<Connection>(shared_, std::move(socket), peer,
+                                                      counted && refuse == 0, trusted);
+            shared_->connections.emplace(connection.get(), connection);
+          }
+          if (refuse == 0) {
+            connection->Start();
+          } else {
+            shared_->metrics->ConnectionDropped(refuse == 429 ? "per_client_limit" : "total_limit");
+            connection->Refuse(refuse, refuse == 429 ? "too many connections from this client"
+                                                     : "too many connections");
+          }
         }
-        if (counted && refuse == 0) ++shared_->per_peer[peer];
-        connection = std::make_shared<Connection>(shared_, std::move(socket), peer,
-                                                  counted && refuse == 0, trusted);
-        shared_->connections.emplace(connection.get(), connection);
-      }
-      if (refuse == 0) {
-        connection->Start();
-      } else {
-        shared_->metrics->ConnectionDropped(refuse == 429 ? "per_client_limit" : "total_limit");
-        connection->Refuse(refuse, refuse == 429 ? "too many connections from this client"
-                                                 : "too many connections");
-      }
-    }
-    // An error (out of descriptors, say) must not stop the loop; the next accept may succeed.
-    Accept();
-  });
+        // An error (out of descriptors, say) must not stop the loop; the next accept may succeed.
+        Accept();
+      });
 }
 
 void HttpServer::StopAccepting() {

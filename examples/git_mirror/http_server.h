@@ -24,8 +24,8 @@
 //
 // Thread safety: Listen, then Start; Stop* and the counters from any thread. Destroy it after
 // its io_context has stopped running (its connections may outlive it until the io_context
-// destroys their last handlers; they share nothing with it but `metrics` and a registry). An HttpExchange is
-// used on its strand only (every handler callback already runs there).
+// destroys their last handlers; they share nothing with it but `metrics` and a registry). An
+// HttpExchange is used on its strand only (every handler callback already runs there).
 #ifndef FAIRGATE_EXAMPLES_GIT_MIRROR_HTTP_SERVER_H_
 #define FAIRGATE_EXAMPLES_GIT_MIRROR_HTTP_SERVER_H_
 

@@ -10,12 +10,12 @@
 // until the duration is over. With --alone, A does nothing: B's time on an idle server.
 //
 // Printed at the end, one `key: value` line each: B's clone times (count, median, p90, worst, and
-// how many were still running when the time was up), A's completed clones and bytes, A's refusals
+// how many were still running when the time was up: such a clone counts in the percentiles with
+// the time it had taken so far, a lower bound), A's completed clones and bytes, A's refusals
 // (429) and errors, and with --server-pid the server's peak resident memory and peak thread count.
 // Everything stays on loopback: the URL must name 127.0.0.0/8 or ::1.
 #include <signal.h>
-
-#include <utility>  // before Asio's awaitable.hpp, which needs std::exchange
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -26,6 +26,7 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <utility>  // before Asio's awaitable.hpp, which needs std::exchange
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -205,10 +206,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
+  // A thousand clones in flight are a thousand sockets.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
   fs::create_directories(work_dir);
   const auto start = Clock::now();
-  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(duration));
+  const auto deadline =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration));
 
   // A: every clone loop on one event-loop thread.
   HeavyStats stats;
@@ -235,8 +242,8 @@ int main(int argc, char** argv) {
   });
 
   // B: real git clones, one at a time, each bounded by the deadline.
-  std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
-                                            std::chrono::duration<double>(warmup)));
+  std::this_thread::sleep_until(
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(warmup)));
   const std::string url = "http://" + host + ":" + std::to_string(port) + "/" + light;
   auto [ctx, cancel] = fairgate::WithDeadline(fairgate::Context::Background(), deadline);
   std::vector<double> light_seconds;
@@ -244,10 +251,9 @@ int main(int argc, char** argv) {
   for (int serial = 0; Clock::now() < deadline; ++serial) {
     const auto began = Clock::now();
     const fs::path target = fs::path(work_dir) / ("b-" + std::to_string(serial));
-    auto result = git_mirror::RunProcess(
-        {"git", "-c", "http.extraHeader=" + header + ": B", "clone", "--quiet", url,
-         target.string()},
-        "", ctx, {"GIT_TERMINAL_PROMPT=0"});
+    auto result = git_mirror::RunProcess({"git", "-c", "http.extraHeader=" + header + ": B",
+                                          "clone", "--quiet", url, target.string()},
+                                         "", ctx, {"GIT_TERMINAL_PROMPT=0"});
     const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
     std::error_code ignored;
     fs::remove_all(target, ignored);

@@ -9,9 +9,8 @@
 #include <thread>
 #include <tuple>
 
-#include "absl/strings/str_cat.h"
-
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "mirror_server.h"
 
 int main(int argc, char** argv) {
@@ -126,11 +125,12 @@ int main(int argc, char** argv) {
   if (repositories.all().empty()) {
     return fail(absl::InvalidArgumentError("no repository to serve: give --repo or --config"));
   }
-  for (const auto& [name, value, positive] :
-       {std::tuple{"--fetch-interval", fetch_interval, false},
-        {"--request-timeout", request_timeout, true}, {"--shutdown-grace", shutdown_grace, false},
-        {"--header-timeout", header_timeout, true}, {"--idle-timeout", idle_timeout, true},
-        {"--transfer-grace", transfer_grace, true}}) {
+  for (const auto& [name, value, positive] : {std::tuple{"--fetch-interval", fetch_interval, false},
+                                              {"--request-timeout", request_timeout, true},
+                                              {"--shutdown-grace", shutdown_grace, false},
+                                              {"--header-timeout", header_timeout, true},
+                                              {"--idle-timeout", idle_timeout, true},
+                                              {"--transfer-grace", transfer_grace, true}}) {
     if (!(positive ? value > 0 : value >= 0) || value > 1e9) {
       return fail(absl::InvalidArgumentError(absl::StrCat(
           name, " must be ", positive ? "> 0" : ">= 0", " seconds (got ", value, ")")));

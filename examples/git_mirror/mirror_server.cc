@@ -42,7 +42,8 @@ fairgate::Status WithHttpStatus(fairgate::Status status, int http) {
 }
 
 fairgate::Status WithClientMessage(fairgate::Status status, std::string_view message) {
-  status.SetPayload(kClientMessagePayload, absl::Cord(absl::string_view(message.data(), message.size())));
+  status.SetPayload(kClientMessagePayload,
+                    absl::Cord(absl::string_view(message.data(), message.size())));
   return status;
 }
 
@@ -240,9 +241,8 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
     auto cancel = server_.gate_->Acquire(
         spec_.type, spec_.repository, exchange_->client(),
         [self, executor = exchange_->executor()](fairgate::StatusOr<Slot> slot) {
-          asio::post(executor, [self, slot = std::move(slot)]() mutable {
-            self->Admitted(std::move(slot));
-          });
+          asio::post(executor,
+                     [self, slot = std::move(slot)]() mutable { self->Admitted(std::move(slot)); });
         });
     if (!cancel.ok()) {
       timer_.cancel();
@@ -277,7 +277,8 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
     if (gone_) return Finish(absl::UnavailableError("the client went away before its turn"));
     auto process = AsyncProcess::Start(exchange_->executor(), spec_.argv, spec_.env);
     if (!process.ok()) {
-      std::fprintf(stderr, "fairgate-git-mirror: %s\n", std::string(process.status().message()).c_str());
+      std::fprintf(stderr, "fairgate-git-mirror: %s\n",
+                   std::string(process.status().message()).c_str());
       server_.Reply(*exchange_, absl::InternalError("git could not be started"));
       return Finish(process.status());
     }
@@ -348,8 +349,8 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
     const std::string message = GitMessage(process_->err());
     std::fprintf(stderr, "fairgate-git-mirror: git upload-pack of '%s' exited with %d: %s\n",
                  spec_.repository.c_str(), exit_code, message.c_str());
-    fairgate::Status failed = absl::InternalError(
-        absl::StrCat("git upload-pack exited with ", exit_code, ": ", message));
+    fairgate::Status failed =
+        absl::InternalError(absl::StrCat("git upload-pack exited with ", exit_code, ": ", message));
     if (gone_) return Finish(absl::UnavailableError("the client went away"));
     if (streaming_) {
       // Too late for a status: end the connection without the last chunk, so the client sees an
@@ -357,10 +358,10 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
       exchange_->Abort();
       return Finish(failed);
     }
-    server_.Reply(*exchange_, IsClientError(process_->err())
-                                  ? absl::InvalidArgumentError(
-                                        "malformed request: git could not read it")
-                                  : absl::InternalError("git upload-pack failed"));
+    server_.Reply(*exchange_,
+                  IsClientError(process_->err())
+                      ? absl::InvalidArgumentError("malformed request: git could not read it")
+                      : absl::InternalError("git upload-pack failed"));
     Finish(failed);
   }
 
@@ -470,7 +471,7 @@ void MirrorServer::Stop() {
     std::unique_lock lock(m);
     if (!cv.wait_for(lock, options_.shutdown_grace, [&] { return gate_done; })) {
       lock.unlock();
-      work_.second();      // kills the server's own git work
+      work_.second();     // kills the server's own git work
       http_->CloseAll();  // cuts transfers: their slots are released with the failure
     }
   }
@@ -549,10 +550,10 @@ void MirrorServer::EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange,
     } else if (result->exit_code != 0) {
       // The message names the upstream: for the log; the client is told less.
       status = WithClientMessage(
-          WithHttpStatus(absl::UnavailableError(absl::StrCat("cannot mirror '", repository,
-                                                             "' from its upstream: ",
-                                                             GitMessage(result->err))),
-                         502),
+          WithHttpStatus(
+              absl::UnavailableError(absl::StrCat(
+                  "cannot mirror '", repository, "' from its upstream: ", GitMessage(result->err))),
+              502),
           absl::StrCat("cannot mirror '", repository,
                        "' from its upstream (the server's log says why)"));
     } else {
@@ -561,10 +562,9 @@ void MirrorServer::EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange,
       fs::create_directories(target.parent_path(), error);
       if (!error) fs::rename(incoming, target, error);
       if (error) {
-        status = WithClientMessage(
-            absl::InternalError(
-                absl::StrCat("cannot move the new mirror into place: ", error.message())),
-            "cannot store the new mirror");
+        status = WithClientMessage(absl::InternalError(absl::StrCat(
+                                       "cannot move the new mirror into place: ", error.message())),
+                                   "cannot store the new mirror");
       } else {
         std::lock_guard lock(mutex_);
         fetches_.emplace(repository, 0);
@@ -584,10 +584,9 @@ void MirrorServer::EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange,
     RecordOutcome(kSyncClone, repository, client, *started, status);
     asio::post(executor, [then, status] { then(status); });
   };
-  fairgate::Status submitted =
-      gate_->Submit(kSyncClone, repository, client,
-                    Logged(std::string(kSyncClone), repository, client, make_mirror, started),
-                    done);
+  fairgate::Status submitted = gate_->Submit(
+      kSyncClone, repository, client,
+      Logged(std::string(kSyncClone), repository, client, make_mirror, started), done);
   if (!submitted.ok()) {
     RecordOutcome(kSyncClone, repository, client, false, submitted);
     then(submitted);
@@ -648,8 +647,7 @@ bool IsPushOrDumb(const std::string& path, const std::map<std::string, std::stri
 
 }  // namespace
 
-void MirrorServer::HandleGet(const std::shared_ptr<HttpExchange>& exchange,
-                             const std::string& path,
+void MirrorServer::HandleGet(const std::shared_ptr<HttpExchange>& exchange, const std::string& path,
                              const std::map<std::string, std::string>& query) {
   if (path == "/metrics") {
     exchange->set_route("metrics");
@@ -711,9 +709,8 @@ void MirrorServer::HandlePost(const std::shared_ptr<HttpExchange>& exchange,
   }
   fairgate::Status refusal = Refusal(*exchange, parsed, GitEndpoint::kUploadPack);
   const auto content_type = request[boost::beast::http::field::content_type];
-  if (refusal.ok() &&
-      std::string_view(content_type.data(), content_type.size()) !=
-          "application/x-git-upload-pack-request") {
+  if (refusal.ok() && std::string_view(content_type.data(), content_type.size()) !=
+                          "application/x-git-upload-pack-request") {
     refusal = WithHttpStatus(
         absl::InvalidArgumentError("expected Content-Type application/x-git-upload-pack-request"),
         415);

@@ -116,8 +116,7 @@ class MirrorServer {
   bool IsMirrored(const std::string& repository) const;
   // Makes the mirror of `repository` if it does not exist yet, as a "sync-clone" of `client`,
   // then calls `then` on the exchange's strand with the outcome.
-  void EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange,
-                      const std::string& repository,
+  void EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange, const std::string& repository,
                       std::function<void(const fairgate::Status&)> then);
   // Wraps a job so that the event log sees its start and end; `started` is set when it starts.
   WorkGate::JobFn Logged(std::string type, std::string repository, std::string client,

@@ -46,7 +46,8 @@ fairgate::Status ValidatePktLines(std::string_view body) {
   std::size_t at = 0;
   while (at < body.size()) {
     if (body.size() - at < 4) {
-      return absl::InvalidArgumentError(absl::StrCat("malformed request: a truncated pkt-line at byte ", at));
+      return absl::InvalidArgumentError(
+          absl::StrCat("malformed request: a truncated pkt-line at byte ", at));
     }
     std::uint32_t length = 0;
     const std::string_view digits = body.substr(at, 4);

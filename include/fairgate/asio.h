@@ -51,12 +51,11 @@ auto AsyncAcquire(Scheduler& scheduler, const Context& ctx, std::string_view typ
         auto pending = std::make_shared<Pending>(std::move(handler));
         auto deliver = [pending](StatusOr<Permit> result) {
           auto executor = pending->work.get_executor();
-          boost::asio::post(executor,
-                            [pending, result = std::move(result)]() mutable {
-                              Handler handler = std::move(pending->handler);
-                              pending->work.reset();
-                              std::move(handler)(std::move(result));
-                            });
+          boost::asio::post(executor, [pending, result = std::move(result)]() mutable {
+            Handler handler = std::move(pending->handler);
+            pending->work.reset();
+            std::move(handler)(std::move(result));
+          });
         };
         Status refused = scheduler.Acquire(ctx, type, id, fairness_key, deliver);
         if (!refused.ok()) deliver(std::move(refused));

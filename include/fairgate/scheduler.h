@@ -144,7 +144,9 @@ class Scheduler {
  private:
   class Impl;
   explicit Scheduler(std::unique_ptr<Impl> impl);
-  static Permit MakePermit(std::unique_ptr<internal::HeldJob> job) { return Permit(std::move(job)); }
+  static Permit MakePermit(std::unique_ptr<internal::HeldJob> job) {
+    return Permit(std::move(job));
+  }
   std::unique_ptr<Impl> impl_;
 };
 

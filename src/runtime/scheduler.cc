@@ -33,9 +33,9 @@ struct JobRecord {
   enum class State { kNew, kPending, kRunning, kCancelled };
 
   core::JobTicket ticket;
-  bool sync = false;              // RunSync
-  bool async = false;             // Acquire
-  State state = State::kNew;      // guarded by the scheduler's lock
+  bool sync = false;          // RunSync
+  bool async = false;         // Acquire
+  State state = State::kNew;  // guarded by the scheduler's lock
 
   // For metrics and events; set under the scheduler's lock. The names only when observed.
   std::uint32_t type_index = 0;

@@ -58,9 +58,8 @@ std::string Pkt(const std::string& payload) {
 std::string WantRequest(const std::string& repository, const std::string& sha,
                         const std::string& client) {
   const std::string body = Pkt("want " + sha + " ofs-delta\n") + "0000" + Pkt("done\n");
-  return "POST /" + repository + "/git-upload-pack HTTP/1.1\r\nHost: x\r\n" + kClientHeader +
-         ": " + client +
-         "\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: " +
+  return "POST /" + repository + "/git-upload-pack HTTP/1.1\r\nHost: x\r\n" + kClientHeader + ": " +
+         client + "\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
@@ -190,9 +189,11 @@ TEST_CASE("GitMirror.Transfer.AClientThatStopsReadingIsCutAndItsJobFails") {
   REQUIRE(client.Read(1024).size() > 0);
   // It reads nothing more. The server gives up on it, and the clone is a failed job.
   REQUIRE(Eventually([&] { return HasEvent(mirror, "end", "clone", "UNAVAILABLE"); }));
-  CHECK(Metric(mirror.port,
-               "git_mirror_http_transfers_cut_total{reason=\"write_timeout\",route=\"upload_pack\"}") ==
-        1);
+  CHECK(
+      Metric(
+          mirror.port,
+          "git_mirror_http_transfers_cut_total{reason=\"write_timeout\",route=\"upload_pack\"}") ==
+      1);
   CHECK(Metric(mirror.port,
                "fairgate_jobs_completed_total{status=\"unavailable\",tier=\"3\",type=\"clone\"}") ==
         1);
@@ -215,8 +216,9 @@ TEST_CASE("GitMirror.Transfer.ASlowButLiveClientIsNotCut") {
   }
   CHECK_FALSE(client.closed());
   REQUIRE(Eventually([&] { return HasEvent(mirror, "end", "clone", "OK"); }));
-  CHECK(Metric(mirror.port, "git_mirror_http_transfers_cut_total{reason=\"write_timeout\","
-                            "route=\"upload_pack\"}") == -1);
+  CHECK(Metric(mirror.port,
+               "git_mirror_http_transfers_cut_total{reason=\"write_timeout\","
+               "route=\"upload_pack\"}") == -1);
 }
 
 TEST_CASE("GitMirror.FrontDoor.SlowHeadersNeitherBlockOthersNorStayOpen") {
@@ -241,8 +243,8 @@ TEST_CASE("GitMirror.FrontDoor.SlowHeadersNeitherBlockOthersNorStayOpen") {
     (void)c->TrySend("o");
     CHECK(c->WaitClosed());
   }
-  CHECK(Metric(mirror.port, "git_mirror_http_connections_dropped_total{reason=\"header_timeout\"}") ==
-        200);
+  CHECK(Metric(mirror.port,
+               "git_mirror_http_connections_dropped_total{reason=\"header_timeout\"}") == 200);
 }
 
 TEST_CASE("GitMirror.FrontDoor.OversizedAndMalformedRequestsAreRefused") {
@@ -290,7 +292,9 @@ TEST_CASE("GitMirror.FrontDoor.OversizedAndMalformedRequestsAreRefused") {
     CHECK(post("not gzip at all", "Content-Encoding: gzip\r\n").status == 400);
     CHECK(post(gzip("garbage"), "Content-Encoding: gzip\r\n").status == 400);  // not pkt-lines
   }
-  SUBCASE("another encoding is 415") { CHECK(post("0000", "Content-Encoding: br\r\n").status == 415); }
+  SUBCASE("another encoding is 415") {
+    CHECK(post("0000", "Content-Encoding: br\r\n").status == 415);
+  }
   SUBCASE("a body that is not pkt-lines is 400, before git sees it") {
     for (const std::string body : {"garbage", "00", "zzzz0000", "0003", "00ffwant", "0009want\n"}) {
       CAPTURE(body);
@@ -410,8 +414,8 @@ TEST_CASE("GitMirror.FrontDoor.TheClientHeaderIsBelievedOnlyFromTrustedProxies")
                  std::string(kClientHeader) + ": lister\r\n")
               .status == 200);
   CHECK(mirror.Debug()["heaviest_keys"][0]["key"] == "lister");
-  CHECK(Metric(mirror.port, "fairgate_jobs_completed_total{status=\"ok\",tier=\"8\",type=\"refs\"}") ==
-        1);
+  CHECK(Metric(mirror.port,
+               "fairgate_jobs_completed_total{status=\"ok\",tier=\"8\",type=\"refs\"}") == 1);
 }
 
 TEST_CASE("GitMirror.Hygiene.GitChildrenInheritNoSocketAndNoLogFile") {
@@ -456,9 +460,12 @@ TEST_CASE("GitMirror.Hygiene.LeftoversOfAnInterruptedRunAreRemovedAtStart") {
   auto prepare = [&](MirrorOptions& o) {
     const fs::path mirror = fs::path(o.mirror_dir) / "tools.git";
     Git({"clone", "--quiet", "--mirror", upstream.string(), mirror.string()});
-    leftovers = {mirror / "objects/pack/tmp_pack_Xa81", mirror / "objects/pack/.tmp-1234-pack",
-                 mirror / "packed-refs.lock", mirror / "refs/heads/main.lock",
-                 mirror / "config.lock", fs::path(o.mirror_dir) / ".incoming/Qx81/mirror.git/HEAD"};
+    leftovers = {mirror / "objects/pack/tmp_pack_Xa81",
+                 mirror / "objects/pack/.tmp-1234-pack",
+                 mirror / "packed-refs.lock",
+                 mirror / "refs/heads/main.lock",
+                 mirror / "config.lock",
+                 fs::path(o.mirror_dir) / ".incoming/Qx81/mirror.git/HEAD"};
     for (const fs::path& p : leftovers) {
       fs::create_directories(p.parent_path());
       std::ofstream(p) << "half-written\n";

@@ -145,8 +145,10 @@ TEST_CASE("GitMirror.Server.AQueuedCloneWhoseClientIsKilledNeverRuns") {
   SUBCASE("a second waiting request of the same client is refused with 429 and Retry-After") {
     RawResponse response = RawHttp(
         held.mirror->port,
-        std::string("POST /tools.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nConnection: close\r\n") +
-            kClientHeader + ": bob\r\nContent-Type: application/x-git-upload-pack-request\r\n"
+        std::string(
+            "POST /tools.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nConnection: close\r\n") +
+            kClientHeader +
+            ": bob\r\nContent-Type: application/x-git-upload-pack-request\r\n"
             "Content-Length: 4\r\n\r\n0000");
     CHECK(response.status == 429);
     CHECK(response.head.find("Retry-After: 5") != std::string::npos);
@@ -328,11 +330,12 @@ TEST_CASE("GitMirror.Server.DebugSchedulerIsTheSnapshotAsJson") {
             "fairgate_jobs_completed_total{status=\"ok\",tier=\"6\",type=\"clone\"} 1\n") !=
         std::string::npos);
   CHECK(metrics.body.find("tools.git") == std::string::npos);  // no ids in labels
-  CHECK(metrics.body.find("\"x\"") == std::string::npos);       // no clients either
+  CHECK(metrics.body.find("\"x\"") == std::string::npos);      // no clients either
   // The front door's own metrics, beside the scheduler's. A protocol v2 clone: one GET of
   // info/refs, then two POSTs (ls-refs, fetch).
-  CHECK(metrics.body.find("git_mirror_http_requests_total{code=\"200\",route=\"upload_pack\"} 2\n") !=
-        std::string::npos);
+  CHECK(
+      metrics.body.find("git_mirror_http_requests_total{code=\"200\",route=\"upload_pack\"} 2\n") !=
+      std::string::npos);
   CHECK(metrics.body.find("git_mirror_http_requests_total{code=\"200\",route=\"info_refs\"} 1\n") !=
         std::string::npos);
   CHECK(metrics.body.find("git_mirror_http_response_bytes_total{route=\"upload_pack\"} ") !=
