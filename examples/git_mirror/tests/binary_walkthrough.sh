@@ -41,4 +41,14 @@ status=0
 "$server" --mirror-dir "$work/mirrors" 2>"$work/err" || status=$?
 [[ $status -eq 2 ]] || { echo "a command line without repositories exited with $status"; exit 1; }
 grep -q "no repository to serve" "$work/err"
+status=0
+"$server" --mirror-dir "$work/mirrors" --repo "demo.git=$work/upstream.git" \
+  --trusted-proxy not-an-address 2>"$work/err" || status=$?
+[[ $status -eq 2 ]] || { echo "a bad --trusted-proxy exited with $status"; exit 1; }
+grep -q "trusted proxy 'not-an-address'" "$work/err"
+status=0
+"$server" --mirror-dir "$work/mirrors" --repo "demo.git=$work/upstream.git" \
+  --header-timeout 0 2>"$work/err" || status=$?
+[[ $status -eq 2 ]] || { echo "--header-timeout 0 exited with $status"; exit 1; }
+grep -q -- "--header-timeout must be > 0" "$work/err"
 echo "walk-through OK"
