@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/check.h"
 
 namespace fairgate::core {
 namespace {
@@ -50,22 +51,7 @@ StatusOr<std::unique_ptr<AdmissionCore>> AdmissionCore::Create(const SchedulerOp
 }
 
 AdmissionCore::AdmissionCore(const SchedulerOptions& options)
-    : options_(options),
-      limits_in_use_(options.default_key_limits != KeyLimits{}),
-      reservations_in_use_(options.default_key_limits.min_running > 0) {}
-
-bool AdmissionCore::CompactLanes(const TypeState& type) const {
-  return !type.config.shortest_first && !options_.shortest_first && !reservations_in_use_;
-}
-
-void AdmissionCore::UseReservations() {
-  if (reservations_in_use_) return;
-  reservations_in_use_ = true;
-  for (auto& type : types_) type->lanes.MakeFull();
-  for (auto& tier : tiers_) {
-    for (auto& group : tier->aged) group->lanes.MakeFull();
-  }
-}
+    : options_(options), limits_in_use_(options.default_key_limits != KeyLimits{}) {}
 
 AdmissionCore::~AdmissionCore() {
   // Hooks are safe-mode: unlink every node before the containers that own them die.
@@ -108,7 +94,6 @@ Status AdmissionCore::RegisterType(std::string_view name, const JobTypeConfig& c
     tier_it = tiers_.insert(tier_it, std::move(tier));
   }
   type->tier = tier_it->get();
-  type->lanes = LaneSet(CompactLanes(*type));
   type->tier->types.push_back(type.get());
   types_by_name_.emplace(type->name, type.get());
   types_.push_back(std::move(type));
@@ -253,7 +238,7 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
           skipped.type_cap += !group->lanes.empty();
           continue;
         }
-        if (Job* head = FrontOf(group->lanes); head && (!best || Before(*head, *best))) {
+        if (Job* head = FrontOf(group->lanes); head && (!best || OrderOf(*head) < OrderOf(*best))) {
           best = head;
         }
       }
@@ -267,7 +252,8 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
             skipped.type_cap += !type->lanes.empty();
             continue;
           }
-          if (Job* head = FrontOf(type->lanes); head && (!best || Before(*head, *best))) {
+          if (Job* head = FrontOf(type->lanes);
+              head && (!best || OrderOf(*head) < OrderOf(*best))) {
             best = head;
           }
         }
@@ -397,8 +383,9 @@ void AdmissionCore::AdvanceTo(double now) {
 }
 
 void AdmissionCore::Promote(Job& job) {
+  // Scheduled only when a tier above existed; tiers are never removed and the ceiling is fixed.
   TierState* above = TierAbove(*job.lane->tier);
-  if (above == nullptr) return;  // a tier it was scheduled for is not there (cannot happen now)
+  FAIRGATE_CORE_CHECK(above != nullptr, "an aging step was due with no tier above");
   ++promotions_total_;
   if (promotion_log_ != nullptr) {
     promotion_log_->push_back({TicketOf(job), job.type->name, job.id, *job.key->name,
@@ -494,7 +481,6 @@ Status AdmissionCore::SetKeyLimits(std::string_view name, const KeyLimits& limit
   if (Status s = ValidateKeyLimits(limits); !s.ok()) return s;
   KeySettings& settings = SettingsFor(name);
   limits_in_use_ = true;
-  if (limits.min_running > 0) UseReservations();
   auto key = keys_.find(AsAbsl(name));
   auto apply = [&] {
     settings.limits = limits;
@@ -528,13 +514,12 @@ bool AdmissionCore::Reserved(const KeyState& key) const {
   return limits_in_use_ && key.running < LimitsOf(key).min_running;
 }
 
-bool AdmissionCore::Before(const Job& a, const Job& b) const {
-  const bool ra = Reserved(*a.key), rb = Reserved(*b.key);
-  if (ra != rb) return ra;
-  if (a.key->acc != b.key->acc) return a.key->acc < b.key->acc;
-  if (a.sjf != b.sjf) return a.sjf < b.sjf;
-  if (a.arrival != b.arrival) return a.arrival < b.arrival;
-  return a.seq < b.seq;
+KeyPlace AdmissionCore::PlaceOf(const KeyState& key) const {
+  return {Reserved(key) ? 0u : kUnreservedRank, SortableBits(key.acc)};
+}
+
+AdmissionOrder AdmissionCore::OrderOf(const Job& job) const {
+  return {PlaceOf(*job.key), ReadyEntryOf(job).place};
 }
 
 double AdmissionCore::SjfOf(const TypeState& type, absl::string_view id,
@@ -601,7 +586,6 @@ Lane& AdmissionCore::LaneFor(KeyState& key, TypeState& type, TierState& tier) {
     if (group == tier.aged.end()) {
       tier.aged.push_back(std::make_unique<AgedGroup>());
       tier.aged.back()->type = &type;
-      tier.aged.back()->lanes = LaneSet(CompactLanes(type));
       group = tier.aged.end() - 1;
     }
     lane->set = &(*group)->lanes;
@@ -651,13 +635,7 @@ void AdmissionCore::SyncLane(Lane& lane) {
   const bool want = !lane.ready.empty() && admissible;
   LaneEntry entry;
   if (want) {
-    const ReadyEntry& head = *lane.ready.begin();
-    entry = LaneEntry{Reserved(*lane.key) ? 0u : 1u,
-                      SortableBits(lane.key->acc),
-                      head.sjf,
-                      head.arrival,
-                      head.seq,
-                      &lane};
+    entry = LaneEntry{{PlaceOf(*lane.key), lane.ready.begin()->place}, &lane};
     if (lane.linked && lane.entry == entry) return;
   }
   if (lane.linked) UnlinkLane(lane);

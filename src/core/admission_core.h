@@ -35,6 +35,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "core/estimate_table.h"
+#include "core/order.h"
 #include "core/queue_nodes.h"
 #include "fairgate/evidence.h"
 #include "fairgate/job_type.h"
@@ -167,6 +168,11 @@ class AdmissionCore {
 
   Snapshot TakeSnapshot() const;
 
+  // Recomputes every count, link and entry the core keeps from the jobs themselves and compares
+  // (admission_core_invariants.cc): OK, or Internal naming the first broken invariant. O(jobs +
+  // keys + lanes + resources): for the differential tests, the fuzzer and debug builds.
+  Status CheckInvariants() const;
+
   // The key's accumulated cost, if the key is tracked.
   std::optional<double> AccumulatedCost(std::string_view key) const;
   // The learned estimate of (type, id), if tracked.
@@ -183,14 +189,11 @@ class AdmissionCore {
   const KeyLimits& LimitsOf(const KeyState& key) const;
   // When a pending job's next aging step is due.
   double NextStepAt(const Job& job) const;
-  // Whether the lanes of `type` can use the compact layout.
-  bool CompactLanes(const TypeState& type) const;
-  // The first min_running appeared: every lane set takes the full layout.
-  void UseReservations();
   bool Admissible(const KeyState& key) const;
   bool Reserved(const KeyState& key) const;
-  // The admission order between two jobs of one effective tier and aged-ness.
-  bool Before(const Job& a, const Job& b) const;
+  // A key's place in the admission order (core/order.h), and a pending job's.
+  KeyPlace PlaceOf(const KeyState& key) const;
+  AdmissionOrder OrderOf(const Job& job) const;
   double SjfOf(const TypeState& type, absl::string_view id, const EnqueueRequest& request) const;
   // The tier one step above `tier` within the aging ceiling, or null.
   TierState* TierAbove(const TierState& tier) const;
@@ -242,9 +245,6 @@ class AdmissionCore {
   // Whether any key has limits (the default ones, or its own): until then no key is held back or
   // reserved, and the checks cost nothing.
   bool limits_in_use_ = false;
-  // Whether any key may have a min_running: until then lane sets of types that are not
-  // shortest-first keep the compact layout (queue_nodes.h).
-  bool reservations_in_use_ = false;
   int running_ = 0;
   std::int64_t pending_ = 0;
 };

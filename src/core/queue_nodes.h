@@ -8,12 +8,13 @@
 //            └─ aged groups: one per type of a lower tier whose jobs aged into this tier, each
 //                            a set of lanes ordered the same way
 //
-// A Lane is one (key, type, effective tier). `sjf` is the job's estimated cost when its type is
-// shortest-first, else 0. The reservation rank is 0 while the key runs fewer than its
-// min_running, else 1. A key at its max_running has no lane linked at all.
+// A Lane is one (key, type, effective tier). The order is core/order.h's AdmissionOrder: a lane's
+// ready jobs are ordered by their JobPlace (sjf, arrival, seq), a set of lanes by the whole order
+// of each lane's head, its key's place (reservation rank, accumulated cost) first. A key at its
+// max_running has no lane linked at all.
 //
-// The first job in the order (acc, arrival, seq) of one type is the head of its first lane, and
-// the first of a tier is the least of its types' firsts, so NextAdmission touches O(types) nodes.
+// The first job in the order of one type is the head of its first lane, and the first of a tier
+// is the least of its types' firsts, so NextAdmission touches O(types) nodes.
 // A job whose conflict resource is busy is parked on the Resource and returns to its lane when the
 // resource frees. A key's accumulated cost is part of its lanes' sort key, so changing it unlinks
 // and relinks each of the key's lanes (one per type it has ready jobs of).
@@ -24,7 +25,6 @@
 #ifndef FAIRGATE_CORE_QUEUE_NODES_H_
 #define FAIRGATE_CORE_QUEUE_NODES_H_
 
-#include <bit>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +34,7 @@
 #include "boost/intrusive/list.hpp"
 #include "boost/intrusive/set.hpp"
 #include "core/indexed_name.h"
+#include "core/order.h"
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
 
@@ -81,81 +82,59 @@ struct Job {
 
 using WaitList = bi::list<Job, bi::member_hook<Job, ListHook, &Job::wait_hook>>;
 
-// A double as an unsigned integer that sorts the same way (and -0.0 with 0.0), so that order
-// comparisons are integer compares.
-inline std::uint64_t SortableBits(double d) {
-  if (d == 0) d = 0;
-  const std::uint64_t bits = std::bit_cast<std::uint64_t>(d);
-  return (bits >> 63) ? ~bits : bits | (std::uint64_t{1} << 63);
-}
-
-// A ready job's place in its lane: (sjf, arrival, seq), copied so that the lane's order and its
-// head are read without touching the jobs. Seqs are unique, so entries are too.
+// A ready job's place in its lane, copied so that the lane's order and its head are read without
+// touching the jobs. Seqs are unique, so entries are too.
 struct ReadyEntry {
-  std::uint64_t sjf = 0;      // SortableBits
-  std::uint64_t arrival = 0;  // SortableBits
-  std::uint64_t seq = 0;
+  JobPlace place;
   Job* job = nullptr;
-
-  bool operator<(const ReadyEntry& o) const {
-    if (sjf != o.sjf) return sjf < o.sjf;
-    if (arrival != o.arrival) return arrival < o.arrival;
-    return seq < o.seq;
-  }
+  bool operator<(const ReadyEntry& o) const { return place < o.place; }
 };
-inline ReadyEntry ReadyEntryOf(Job& job) {
-  return {SortableBits(job.sjf), SortableBits(job.arrival), job.seq, &job};
+inline ReadyEntry ReadyEntryOf(const Job& job) {
+  return {{SortableBits(job.sjf), SortableBits(job.arrival), job.seq}, const_cast<Job*>(&job)};
 }
 using ReadyJobs = absl::btree_set<ReadyEntry>;
 
-// A lane's place in its set: (reservation rank, key's accumulated cost, and its head's sjf,
-// arrival and seq), copied when the lane is linked so that comparisons read only the entry
-// itself. Seqs are unique, so entries are too.
+// A lane's place in its set: its key's place and its head's, copied when the lane is linked so
+// that comparisons read only the entry itself.
 struct LaneEntry {
-  std::uint64_t rank = 0;     // 0: the key is below its min_running
-  std::uint64_t acc = 0;      // SortableBits
-  std::uint64_t sjf = 0;      // SortableBits
-  std::uint64_t arrival = 0;  // SortableBits
-  std::uint64_t seq = 0;
+  AdmissionOrder order;
   Lane* lane = nullptr;
-
-  bool operator<(const LaneEntry& o) const {
-    if (rank != o.rank) return rank < o.rank;
-    if (acc != o.acc) return acc < o.acc;
-    if (sjf != o.sjf) return sjf < o.sjf;
-    if (arrival != o.arrival) return arrival < o.arrival;
-    return seq < o.seq;
-  }
+  bool operator<(const LaneEntry& o) const { return order < o.order; }
   friend bool operator==(const LaneEntry&, const LaneEntry&) = default;
 };
 
-// LaneEntry without the rank and the sjf, for sets where every lane has rank 1 and sjf 0.
+// A LaneEntry whose rank is kUnreservedRank and whose sjf is kNoSjf, without those two fields:
+// it compares as the LaneEntry it stands for.
 struct CompactLaneEntry {
   std::uint64_t acc = 0;
   std::uint64_t arrival = 0;
   std::uint64_t seq = 0;
   Lane* lane = nullptr;
 
-  bool operator<(const CompactLaneEntry& o) const {
-    if (acc != o.acc) return acc < o.acc;
-    if (arrival != o.arrival) return arrival < o.arrival;
-    return seq < o.seq;
+  AdmissionOrder Expand() const { return {{kUnreservedRank, acc}, {kNoSjf, arrival, seq}}; }
+  bool operator<(const CompactLaneEntry& o) const { return Expand() < o.Expand(); }
+  static bool Fits(const LaneEntry& e) {
+    return e.order.key.rank == kUnreservedRank && e.order.job.sjf == kNoSjf;
   }
 };
 
+static_assert(sizeof(ReadyEntry) == 32, "8 ready jobs to a B-tree node");
+static_assert(sizeof(LaneEntry) == 48, "5 lanes to a B-tree node");
+static_assert(sizeof(CompactLaneEntry) == 32, "8 compact lanes to a B-tree node");
+
 // The lanes of one type (or one aged group), in order: a B-tree, so that a search touches few
-// cache lines. Most sets need neither the rank (no key has a min_running) nor the sjf (the type
-// is not shortest-first); those keep 32-byte compact entries, 8 to a node instead of 5, which is
-// what an admission pays for at large backlogs (bench/README.md). The order is the same: the
-// fields left out are equal in every entry of such a set.
+// cache lines. Most sets never hold a lane of a reserved key (no key has a min_running) or a head
+// with an sjf (the type is not shortest-first); those keep 32-byte compact entries, 8 to a node
+// instead of 5, which is what an admission pays for at large backlogs (bench/README.md). A set
+// chooses by itself: it starts compact and takes the full layout, for good, when the first entry
+// arrives that the compact one cannot hold (O(lanes), once). The order is the same either way.
 class LaneSet {
  public:
-  // Compact until MakeFull; `compact` only when every entry will have rank 1 and sjf 0.
-  explicit LaneSet(bool compact) : compact_(compact) {}
-
   bool empty() const { return compact_ ? compact_set_.empty() : full_.empty(); }
+  std::size_t size() const { return compact_ ? compact_set_.size() : full_.size(); }
   Lane* front() const { return compact_ ? compact_set_.begin()->lane : full_.begin()->lane; }
   void insert(const LaneEntry& e) {
+    if (compact_ && !CompactLaneEntry::Fits(e)) MakeFull();
     if (compact_) {
       compact_set_.insert(Compact(e));
     } else {
@@ -169,20 +148,22 @@ class LaneSet {
       full_.erase(e);
     }
   }
-  // From now on entries may have any rank (the first min_running appeared): O(lanes), once.
-  void MakeFull() {
-    if (!compact_) return;
-    for (const CompactLaneEntry& c : compact_set_) {
-      full_.insert(LaneEntry{1, c.acc, SortableBits(0.0), c.arrival, c.seq, c.lane});
-    }
-    compact_set_.clear();
-    compact_ = false;
+  bool contains(const LaneEntry& e) const {
+    if (!compact_) return full_.contains(e);
+    return CompactLaneEntry::Fits(e) && compact_set_.contains(Compact(e));
   }
   bool compact() const { return compact_; }
 
  private:
-  static CompactLaneEntry Compact(const LaneEntry& e) { return {e.acc, e.arrival, e.seq, e.lane}; }
-  bool compact_;
+  void MakeFull() {
+    for (const CompactLaneEntry& c : compact_set_) full_.insert(LaneEntry{c.Expand(), c.lane});
+    compact_set_.clear();
+    compact_ = false;
+  }
+  static CompactLaneEntry Compact(const LaneEntry& e) {
+    return {e.order.key.acc, e.order.job.arrival, e.order.job.seq, e.lane};
+  }
+  bool compact_ = true;
   absl::btree_set<LaneEntry> full_;
   absl::btree_set<CompactLaneEntry> compact_set_;
 };
@@ -234,6 +215,8 @@ struct KeyState {
   const KeySettings* settings = nullptr;  // null: weight 1, the default limits
 };
 
+static_assert(sizeof(KeyState) == 72, "a key's size is stated above and in src/core/README.md");
+
 struct PresenceOrder {
   bool operator()(const TierPresence& a, const TierPresence& b) const {
     return a.key->acc < b.key->acc;
@@ -253,13 +236,13 @@ struct TypeState {
   TierState* tier = nullptr;
   int running = 0;
   std::int64_t pending = 0;
-  LaneSet lanes{false};  // the core chooses the layout
+  LaneSet lanes;
 };
 
 // The lanes of one lower-tier type whose jobs aged into a tier.
 struct AgedGroup {
   TypeState* type = nullptr;
-  LaneSet lanes{false};  // the core chooses the layout
+  LaneSet lanes;
 };
 
 // An aging step due at `at` for `job` (SortableBits of the time, then seq: unique).

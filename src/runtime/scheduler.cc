@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -165,6 +167,9 @@ class Scheduler::Impl {
     {
       internal::CoreLock lock(&mutex_);
       switch (record->state) {
+        case JobRecord::State::kNew:  // Accept queued it (kPending) before returning it
+          std::fprintf(stderr, "fairgate: a RunSync job woke without having been queued\n");
+          std::abort();
         case JobRecord::State::kRunning:
           break;  // admitted, even if the context ended meanwhile: the job runs and sees it
         case JobRecord::State::kCancelled:
@@ -177,6 +182,7 @@ class Scheduler::Impl {
           if (err.ok()) err = absl::CancelledError("context cancelled");
           const double now = Now();
           (void)core_->Cancel(record->ticket, now);
+          CheckInvariantsLocked();
           record->state = JobRecord::State::kCancelled;
           records_[record->ticket.slot] = nullptr;
           CancelledLocked(*record, now, err);
@@ -245,6 +251,7 @@ class Scheduler::Impl {
         for (RecordPtr& record : records_) {
           if (!record || record->state != JobRecord::State::kPending) continue;
           (void)core_->Cancel(record->ticket, now);
+          CheckInvariantsLocked();
           record->state = JobRecord::State::kCancelled;
           ForgetDeadlineLocked(*record);
           CancelledLocked(*record, now, absl::CancelledError("the scheduler shut down"));
@@ -449,6 +456,18 @@ class Scheduler::Impl {
     }
     PostPromotionsLocked(now);
     PostLocked();
+    CheckInvariantsLocked();
+  }
+
+  // With FAIRGATE_CHECK_INVARIANTS (the debug preset), the core's invariants after every decision
+  // that may have changed them; a broken one is a bug in fairgate: say which, and abort.
+  void CheckInvariantsLocked() const {
+#if FAIRGATE_CHECK_INVARIANTS
+    if (Status broken = core_->CheckInvariants(); !broken.ok()) {
+      std::fprintf(stderr, "fairgate: %s\n", std::string(broken.message()).c_str());
+      std::abort();
+    }
+#endif
   }
 
   // An event about `record`'s job, with what the record knows.
@@ -575,6 +594,7 @@ class Scheduler::Impl {
       if (record->state != JobRecord::State::kPending) return;
       const double now = Now();
       (void)core_->Cancel(record->ticket, now);
+      CheckInvariantsLocked();
       record->state = JobRecord::State::kCancelled;
       records_[record->ticket.slot] = nullptr;
       ForgetDeadlineLocked(*record);

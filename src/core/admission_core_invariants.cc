@@ -1,0 +1,211 @@
+// AdmissionCore::CheckInvariants: every fact the core keeps twice, recomputed from the jobs
+// themselves and compared. O(jobs + keys + lanes + resources): for the differential tests, the
+// fuzzer and debug builds, never on a hot path.
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/admission_core.h"
+
+namespace fairgate::core {
+namespace {
+
+Status Broken(std::string what) {
+  return absl::InternalError(absl::StrCat("core invariant broken: ", what));
+}
+
+}  // namespace
+
+Status AdmissionCore::CheckInvariants() const {
+  // What the jobs say.
+  std::int64_t running = 0, pending = 0;
+  std::map<const TypeState*, std::pair<int, std::int64_t>> by_type;  // running, pending
+  std::map<const KeyState*, std::pair<int, int>> by_key;             // running, pending
+  std::map<const Lane*, std::int64_t> by_lane;
+  std::map<const TierState*, std::int64_t> aged_in;
+  std::map<const Resource*, std::pair<int, std::int64_t>> by_resource;  // running, refs
+  std::size_t scheduled = 0;
+  std::set<std::uint32_t> free(free_slots_.begin(), free_slots_.end());
+  for (const Job& job : jobs_) {
+    if (job.state == JobState::kFree) {
+      if (!free.contains(job.slot)) return Broken(absl::StrCat("free slot ", job.slot, " is lost"));
+      continue;
+    }
+    if (free.contains(job.slot)) return Broken(absl::StrCat("live slot ", job.slot, " is free"));
+    if (job.resource != nullptr) ++by_resource[job.resource].second;
+    if (job.state == JobState::kRunning) {
+      ++running;
+      ++by_type[job.type].first;
+      ++by_key[job.key].first;
+      if (job.resource != nullptr) ++by_resource[job.resource].first;
+      if (job.lane != nullptr) return Broken("a running job is still in a lane");
+      if (job.promotion_scheduled) return Broken("a running job has an aging step scheduled");
+      continue;
+    }
+    ++pending;
+    ++by_type[job.type].second;
+    ++by_key[job.key].second;
+    if (job.lane == nullptr || job.lane->key != job.key || job.lane->type != job.type) {
+      return Broken(absl::StrCat("pending job ", job.seq, " is not in its key's lane of its type"));
+    }
+    ++by_lane[job.lane];
+    if (job.lane->tier != job.type->tier) ++aged_in[job.lane->tier];
+    const bool in_ready = job.lane->ready.contains(ReadyEntryOf(job));
+    if (job.state == JobState::kReady && !in_ready) {
+      return Broken(absl::StrCat("ready job ", job.seq, " is missing from its lane"));
+    }
+    if (job.state == JobState::kParked) {
+      if (in_ready) return Broken(absl::StrCat("parked job ", job.seq, " is also ready"));
+      if (job.resource == nullptr || !job.wait_hook.is_linked()) {
+        return Broken(absl::StrCat("parked job ", job.seq, " waits on no resource"));
+      }
+    }
+    const bool can_rise = options_.aging && TierAbove(*job.lane->tier) != nullptr;
+    if (job.promotion_scheduled != can_rise) {
+      return Broken(absl::StrCat("job ", job.seq, can_rise ? " can age but has no step scheduled"
+                                                           : " has a step it cannot take"));
+    }
+    if (job.promotion_scheduled) {
+      ++scheduled;
+      if (!promotions_.contains({SortableBits(NextStepAt(job)), job.seq,
+                                 const_cast<Job*>(&job)})) {
+        return Broken(absl::StrCat("job ", job.seq, "'s aging step is not in the queue"));
+      }
+    }
+  }
+  if (running != running_ || pending != pending_) {
+    return Broken(absl::StrCat("running/pending counted ", running_, "/", pending_, ", jobs say ",
+                               running, "/", pending));
+  }
+  if (scheduled != promotions_.size()) return Broken("the aging queue holds stale steps");
+  if (running_ > options_.max_concurrency) return Broken("more jobs run than the global cap");
+
+  // Types and tiers: counts and caps.
+  for (const auto& tier : tiers_) {
+    int tier_running = 0;
+    std::int64_t tier_pending = 0;
+    for (const TypeState* type : tier->types) {
+      const auto [type_running, type_pending] = by_type[type];
+      if (type->running != type_running || type->pending != type_pending) {
+        return Broken(absl::StrCat("type ", type->name, " counts ", type->running, "/",
+                                   type->pending, ", jobs say ", type_running, "/", type_pending));
+      }
+      if (type->running > type->config.max_concurrency) {
+        return Broken(absl::StrCat("type ", type->name, " runs past its cap"));
+      }
+      tier_running += type->running;
+      tier_pending += type->pending;
+    }
+    if (tier->running != tier_running || tier->pending != tier_pending) {
+      return Broken(absl::StrCat("tier ", tier->priority, " counts differ from its types'"));
+    }
+    if (tier->running > tier->priority) {
+      return Broken(absl::StrCat("tier ", tier->priority, " runs past its cap"));
+    }
+    if (tier->aged_in != aged_in[tier.get()]) {
+      return Broken(absl::StrCat("tier ", tier->priority, " counts ", tier->aged_in,
+                                 " aged-in jobs, jobs say ", aged_in[tier.get()]));
+    }
+  }
+
+  // Keys, their lanes and presences.
+  std::map<const TierState*, std::int64_t> held;
+  std::map<const LaneSet*, std::size_t> linked;
+  for (const auto& [name, key] : keys_) {
+    const auto [key_running, key_pending] = by_key[&key];
+    if (key.running != key_running || key.pending != key_pending) {
+      return Broken(absl::StrCat("key '", name, "' counts ", key.running, "/", key.pending,
+                                 ", jobs say ", key_running, "/", key_pending));
+    }
+    if (key.idle_hook.is_linked() != (key.pending == 0 && key.running == 0)) {
+      return Broken(absl::StrCat("key '", name, "' is ", key.idle_hook.is_linked() ? "" : "not ",
+                                 "in the idle list"));
+    }
+    std::int64_t in_lanes = 0;
+    for (const Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
+      if (lane->key != &key) return Broken(absl::StrCat("key '", name, "' owns another's lane"));
+      if (lane->pending != by_lane[lane] || lane->pending == 0) {
+        return Broken(absl::StrCat("a lane of key '", name, "' counts ", lane->pending,
+                                   " jobs, jobs say ", by_lane[lane]));
+      }
+      in_lanes += lane->pending;
+      const bool admissible = Admissible(key);
+      if (lane->linked != (!lane->ready.empty() && admissible) ||
+          lane->held != (!lane->ready.empty() && !admissible)) {
+        return Broken(absl::StrCat("a lane of key '", name, "' is linked or held wrongly"));
+      }
+      held[lane->tier] += lane->held;
+      if (lane->linked) {
+        const LaneEntry want{{PlaceOf(key), lane->ready.begin()->place}, const_cast<Lane*>(lane)};
+        if (!(lane->entry == want)) {
+          return Broken(absl::StrCat("a lane of key '", name, "' sorts by a stale entry"));
+        }
+        if (!lane->set->contains(lane->entry)) {
+          return Broken(absl::StrCat("a linked lane of key '", name, "' is missing from its set"));
+        }
+        ++linked[lane->set];
+      }
+    }
+    if (in_lanes != key.pending) return Broken(absl::StrCat("key '", name, "' lost a lane"));
+    if (options_.idle_catch_up) {
+      std::map<const TierState*, std::int64_t> per_tier;
+      for (const auto& [lane, n] : by_lane) {
+        if (lane->key == &key) per_tier[lane->type->tier] += n;
+      }
+      std::size_t presences = 0;
+      for (const TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
+        ++presences;
+        if (p->pending != per_tier[p->tier] || !p->tier_hook.is_linked()) {
+          return Broken(absl::StrCat("key '", name, "''s presence in tier ", p->tier->priority,
+                                     " is stale"));
+        }
+      }
+      std::size_t tiers_with_pending = 0;
+      for (const auto& [tier, n] : per_tier) tiers_with_pending += n > 0;
+      if (presences != tiers_with_pending) {
+        return Broken(absl::StrCat("key '", name, "' has ", presences, " tier presences for ",
+                                   tiers_with_pending, " tiers"));
+      }
+    }
+  }
+  for (const auto& tier : tiers_) {
+    if (tier->held_lanes != held[tier.get()]) {
+      return Broken(absl::StrCat("tier ", tier->priority, " counts ", tier->held_lanes,
+                                 " held lanes, lanes say ", held[tier.get()]));
+    }
+    for (const TypeState* type : tier->types) {
+      if (type->lanes.size() != linked[&type->lanes]) {
+        return Broken(absl::StrCat("type ", type->name, "'s lane set has unlinked lanes"));
+      }
+    }
+    for (const auto& group : tier->aged) {
+      if (group->lanes.size() != linked[&group->lanes]) {
+        return Broken(absl::StrCat("an aged group in tier ", tier->priority,
+                                   " has unlinked lanes"));
+      }
+    }
+  }
+
+  // Resources: one runner at most, busy exactly while it runs, waiters only while busy.
+  for (const auto& [name, resource] : resources_) {
+    const auto [resource_running, refs] = by_resource[&resource];
+    if (resource.refs != refs) {
+      return Broken(absl::StrCat("resource '", name.name, "' counts ", resource.refs,
+                                 " references, jobs say ", refs));
+    }
+    if (resource_running > 1) {
+      return Broken(absl::StrCat("two jobs run on resource '", name.name, "'"));
+    }
+    if (resource.busy != (resource_running == 1)) {
+      return Broken(absl::StrCat("resource '", name.name, "' is busy wrongly"));
+    }
+    if (!resource.waiters.empty() && !resource.busy) {
+      return Broken(absl::StrCat("jobs wait on resource '", name.name, "', which is free"));
+    }
+  }
+  if (by_resource.size() > resources_.size()) return Broken("a job names a forgotten resource");
+  return absl::OkStatus();
+}
+
+}  // namespace fairgate::core

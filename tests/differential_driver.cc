@@ -1,0 +1,294 @@
+#include "differential_driver.h"
+
+#include <cmath>
+#include <optional>
+#include <sstream>
+
+#include "core/admission_core.h"
+#include "reference_model.h"
+
+namespace fairgate::testing {
+namespace {
+
+using core::AdmissionCore;
+using core::JobTicket;
+
+struct Tracked {
+  JobTicket ticket;
+  int model_job;
+  enum { kPending, kRunning, kGone } state;
+};
+
+// Mostly a job in `preferred` state; sometimes any job, to compare the refusals too.
+Tracked* PickJob(Choices& choices, std::vector<Tracked>& jobs, int preferred) {
+  if (jobs.empty()) return nullptr;
+  if (!choices.Chance(0.1)) {
+    std::vector<Tracked*> matching;
+    for (Tracked& j : jobs) {
+      if (j.state == preferred) matching.push_back(&j);
+    }
+    if (!matching.empty()) return matching[choices.Index(matching.size())];
+  }
+  return &jobs[choices.Index(jobs.size())];
+}
+
+template <typename T>
+std::string Show(const T& value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+std::string Show(const std::optional<double>& value) {
+  return value ? Show(*value) : std::string("none");
+}
+
+// One run: the core, the model, the jobs both know, and the first difference.
+class Run {
+ public:
+  Run(Choices& choices, const DriverConfig& config) : choices_(choices), config_(config) {}
+
+  DriverResult Go() {
+    SchedulerOptions options = DrawOptions();
+    auto created = AdmissionCore::Create(options);
+    if (!created.ok()) {
+      Fail("Create refused valid options: " + created.status().ToString());
+      return result_;
+    }
+    core_ = std::move(*created);
+    model_.emplace(options);
+    if (!RegisterTypes()) return result_;
+    for (int op = 0; op < config_.max_operations && !choices_.Exhausted(); ++op) {
+      result_.operations = op + 1;
+      if (!Operate() || !Compare()) return result_;
+      if (Status broken = core_->CheckInvariants(); !broken.ok()) {
+        Fail(std::string(broken.message()));
+        return result_;
+      }
+    }
+    return result_;
+  }
+
+ private:
+  SchedulerOptions DrawOptions() {
+    SchedulerOptions options = config_.base;
+    if (config_.extensions) {
+      if (choices_.Chance(0.7)) {
+        options.aging = AgingConfig{Seconds(choices_.Pick(std::vector<double>{0, 1, 2.5})),
+                                    Seconds(choices_.Pick(std::vector<double>{0.5, 1, 3})),
+                                    choices_.Pick(std::vector<int>{1, 2, 3, 5, 10})};
+      }
+      options.shortest_first = choices_.Chance(0.2);
+      if (choices_.Chance(0.3)) {
+        const int max = choices_.Between(1, 3);
+        options.default_key_limits = {max, choices_.Between(0, max)};
+      }
+    }
+    if (config_.draw_idle_catch_up) options.idle_catch_up = choices_.Chance(0.5);
+    options.max_concurrency = choices_.Between(1, 6);
+    options.alpha = choices_.Pick(std::vector<double>{0.3, 0.5, 1.0, 0.123});
+    options.key_ttl = Seconds(choices_.Pick(std::vector<double>{1, 3, 8, 20}));
+    options.estimate_ttl = Seconds(choices_.Pick(std::vector<double>{1, 5, 12, 30}));
+    options.sweep_batch = static_cast<std::size_t>(choices_.Between(1, 3));
+    if (choices_.Chance(0.3)) options.max_pending_total = choices_.Between(3, 25);
+    if (choices_.Chance(0.3)) options.max_pending_per_key = choices_.Between(1, 8);
+    return options;
+  }
+
+  bool RegisterTypes() {
+    const int type_count = choices_.Between(1, 5);
+    for (int i = 0; i < type_count; ++i) {
+      JobTypeConfig config;
+      config.priority = choices_.Pick(std::vector<int>{1, 2, 3, 5});
+      config.max_concurrency = choices_.Between(1, 3);
+      config.conflict_group = choices_.Pick(std::vector<std::string>{"", "git", "git", "db"});
+      config.default_cost = choices_.Pick(std::vector<double>{0, 1, 2.5, 10});
+      config.shortest_first = config_.extensions && choices_.Chance(0.4);
+      const std::string name = "t" + std::to_string(i);
+      const Status got = core_->RegisterType(name, config);
+      const Status want = model_->RegisterType(name, config);
+      if (got.code() != want.code()) return Fail("RegisterType " + name + ": " + got.ToString());
+      types_.push_back(name);
+    }
+    // The bound depends on the configuration alone: every type's, and a refusal for a stranger.
+    for (const std::string& type : types_) {
+      StatusOr<double> got = core_->MaxWaitToCeiling(type);
+      StatusOr<double> want = model_->MaxWaitToCeiling(type);
+      if (!got.ok() || !want.ok() || *got != *want) {
+        return Fail("MaxWaitToCeiling(" + type + "): core " + Show(got.value_or(-1)) +
+                    ", model " + Show(want.value_or(-1)));
+      }
+    }
+    if (core_->MaxWaitToCeiling("unknown").status().code() != absl::StatusCode::kNotFound) {
+      return Fail("MaxWaitToCeiling of an unknown type is not NotFound");
+    }
+    return true;
+  }
+
+  bool AdmitOne(bool& admitted) {
+    std::optional<core::Admission> got = core_->NextAdmission(now_);
+    std::optional<ReferenceModel::Admission> want = model_->NextAdmission(now_);
+    admitted = got.has_value();
+    if (got.has_value() != want.has_value()) {
+      return Fail(std::string("whether a job is admitted: core ") + (got ? "yes" : "no") +
+                  ", model " + (want ? "yes" : "no"));
+    }
+    if (!got) return true;
+    Tracked* t = nullptr;
+    for (Tracked& j : jobs_) {
+      if (j.state == Tracked::kPending && j.ticket == got->ticket) t = &j;
+    }
+    if (t == nullptr) return Fail("the core admitted a job that is not pending");
+    if (t->model_job != want->job) {
+      return Fail("which job is admitted: core's is the model's job " + Show(t->model_job) +
+                  ", the model's is " + Show(want->job));
+    }
+    if (got->charge != want->charge) {
+      return Fail("the charge: core " + Show(got->charge) + ", model " + Show(want->charge));
+    }
+    t->state = Tracked::kRunning;
+    ++result_.admissions;
+    return true;
+  }
+
+  bool Operate() {
+    const std::size_t kind = choices_.Index(100);
+    if (kind < 12) {
+      now_ += choices_.Pick(std::vector<double>{0, 0, 0.5, 1, 2, 4.75});
+    } else if (kind < 50) {
+      const std::vector<std::string> ids{"r0", "r1", "r2", "r3", "r4"};
+      const std::string type = choices_.Chance(0.04) ? "unknown" : choices_.Pick(types_);
+      const std::string id = choices_.Chance(0.02) ? "" : choices_.Pick(ids);
+      const std::string key = choices_.Pick(keys_);
+      std::optional<double> cost;
+      if (choices_.Chance(0.3)) {
+        cost = choices_.Pick(std::vector<double>{0, 1, 3.5, 7, 0.1, -1, std::nan("")});
+      }
+      StatusOr<JobTicket> got = core_->Enqueue({type, id, key, cost}, now_);
+      StatusOr<int> want = model_->Enqueue(type, id, key, cost, now_);
+      if (got.status().code() != want.status().code()) {
+        return Fail("Enqueue status: core " + got.status().ToString() + ", model " +
+                    want.status().ToString());
+      }
+      if (got.ok()) jobs_.push_back({*got, *want, Tracked::kPending});
+    } else if (kind < 68) {
+      const int n = choices_.Chance(0.3) ? 1 : 1000;
+      bool admitted = true;
+      for (int i = 0; i < n && admitted;) {
+        if (!AdmitOne(admitted)) return false;
+        ++i;
+      }
+    } else if (kind < 88) {
+      Tracked* t = PickJob(choices_, jobs_, Tracked::kRunning);
+      if (t == nullptr) return true;
+      const double elapsed = choices_.Pick(std::vector<double>{0, 1, 2, 4.25, 0.3, 9});
+      const Status got = core_->Complete(t->ticket, elapsed, now_);
+      const Status want = model_->Complete(t->model_job, elapsed, now_);
+      if (got.code() != want.code()) {
+        return Fail("Complete status: core " + got.ToString() + ", model " + want.ToString());
+      }
+      if (got.ok()) t->state = Tracked::kGone;
+    } else if (config_.extensions && kind < 92) {
+      const std::string key = choices_.Pick(keys_);
+      if (choices_.Chance(0.5)) {
+        const double weight = choices_.Pick(std::vector<double>{0.5, 1, 2, 3, 0.3, 0, -1});
+        if (core_->SetKeyWeight(key, weight).code() != model_->SetKeyWeight(key, weight).code()) {
+          return Fail("SetKeyWeight status");
+        }
+      } else {
+        const KeyLimits limits{choices_.Between(0, 3), choices_.Between(-1, 2)};
+        if (core_->SetKeyLimits(key, limits).code() != model_->SetKeyLimits(key, limits).code()) {
+          return Fail("SetKeyLimits status");
+        }
+      }
+    } else if (kind < 96) {
+      Tracked* t = PickJob(choices_, jobs_, Tracked::kPending);
+      if (t == nullptr) return true;
+      const Status got = core_->Cancel(t->ticket, now_);
+      const Status want = model_->Cancel(t->model_job, now_);
+      if (got.code() != want.code()) {
+        return Fail("Cancel status: core " + got.ToString() + ", model " + want.ToString());
+      }
+      if (got.ok()) t->state = Tracked::kGone;
+    } else {
+      const core::SweepResult got = core_->Sweep(now_);
+      const auto [keys_evicted, estimates_evicted] = model_->Sweep(now_);
+      if (got.keys_evicted != keys_evicted || got.estimates_evicted != estimates_evicted) {
+        return Fail("Sweep: core evicted " + Show(got.keys_evicted) + " keys and " +
+                    Show(got.estimates_evicted) + " estimates, the model " + Show(keys_evicted) +
+                    " and " + Show(estimates_evicted));
+      }
+    }
+    return true;
+  }
+
+  // Everything the model knows, after an operation.
+  bool Compare() {
+    core_->AdvanceTo(now_);
+    const Snapshot snapshot = core_->TakeSnapshot();
+    if (snapshot.pending != model_->pending() || snapshot.running != model_->running()) {
+      return Fail("pending/running: core " + Show(snapshot.pending) + "/" +
+                  Show(snapshot.running) + ", model " + Show(model_->pending()) + "/" +
+                  Show(model_->running()));
+    }
+    const auto aged_in = model_->AgedIn(now_);
+    if (snapshot.tiers.size() != aged_in.size()) return Fail("the number of tiers");
+    for (const TierSnapshot& tier : snapshot.tiers) {
+      if (tier.aged_in != aged_in.at(tier.priority)) {
+        return Fail("jobs aged into tier " + Show(tier.priority) + ": core " +
+                    Show(tier.aged_in) + ", model " + Show(aged_in.at(tier.priority)));
+      }
+    }
+    const auto model_keys = model_->Keys();
+    if (snapshot.keys_tracked != model_keys.size()) {
+      return Fail("keys tracked: core " + Show(snapshot.keys_tracked) + ", model " +
+                  Show(model_keys.size()));
+    }
+    for (const auto& [key, acc] : model_keys) {
+      const std::optional<double> got = core_->AccumulatedCost(key);
+      if (got != acc) {
+        return Fail("accumulated cost of '" + key + "': core " + Show(got) + ", model " +
+                    Show(acc));
+      }
+    }
+    if (snapshot.estimates_tracked != model_->estimates_tracked()) {
+      return Fail("estimates tracked: core " + Show(snapshot.estimates_tracked) + ", model " +
+                  Show(model_->estimates_tracked()));
+    }
+    for (const std::string& type : types_) {
+      for (const std::string id : {"r0", "r1", "r2", "r3", "r4"}) {
+        const std::optional<double> got = core_->Estimate(type, id);
+        const std::optional<double> want = model_->Estimate(type, id);
+        if (got != want) {
+          return Fail("estimate of (" + type + ", " + id + "): core " + Show(got) + ", model " +
+                      Show(want));
+        }
+      }
+    }
+    return true;
+  }
+
+  bool Fail(std::string what) {
+    result_.difference =
+        "after operation " + Show(result_.operations) + " at t=" + Show(now_) + ": " + what;
+    return false;
+  }
+
+  Choices& choices_;
+  const DriverConfig& config_;
+  std::unique_ptr<AdmissionCore> core_;
+  std::optional<ReferenceModel> model_;
+  std::vector<std::string> types_;
+  const std::vector<std::string> keys_{"", "a", "b", "c", "d", "e"};
+  std::vector<Tracked> jobs_;
+  double now_ = 0;
+  DriverResult result_;
+};
+
+}  // namespace
+
+DriverResult RunDifferential(Choices& choices, const DriverConfig& config) {
+  return Run(choices, config).Go();
+}
+
+}  // namespace fairgate::testing
