@@ -94,13 +94,14 @@ void BM_LaneRelink(benchmark::State& state) {
   absl::btree_set<core::LaneEntry> lanes;
   std::vector<core::LaneEntry> placed;
   for (std::size_t i = 0; i < entries; ++i) {
-    placed.push_back({1, rng() % 1000000, 0, rng(), i, nullptr});
+    placed.push_back({{{core::kUnreservedRank, rng() % 1000000}, {core::kNoSjf, rng(), i}},
+                      nullptr});
     lanes.insert(placed.back());
   }
   for (auto _ : state) {
     core::LaneEntry& entry = placed[rng() % entries];
     lanes.erase(entry);
-    entry.acc += rng() % 1000;
+    entry.order.key.acc += rng() % 1000;
     lanes.insert(entry);
   }
   state.SetItemsProcessed(state.iterations());

@@ -694,7 +694,8 @@ void AdmissionCore::LeaveLane(Job& job) {
     while (*link != lane) link = &(*link)->next_in_key;
     *link = lane->next_in_key;
     if (lane->linked) UnlinkLane(*lane);
-    if (lane->held) --lane->tier->held_lanes;
+    // Held means ready jobs: the last SyncLane of a lane that empties saw none.
+    FAIRGATE_CORE_CHECK(!lane->held, "an empty lane was still held");
     delete lane;
   }
 }

@@ -1,10 +1,10 @@
 // AdmissionCore::CheckInvariants: every fact the core keeps twice, recomputed from the jobs
 // themselves and compared. O(jobs + keys + lanes + resources): for the differential tests, the
 // fuzzer and debug builds, never on a hot path.
-#include <map>
-#include <set>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/admission_core.h"
 
@@ -20,13 +20,13 @@ Status Broken(std::string what) {
 Status AdmissionCore::CheckInvariants() const {
   // What the jobs say.
   std::int64_t running = 0, pending = 0;
-  std::map<const TypeState*, std::pair<int, std::int64_t>> by_type;  // running, pending
-  std::map<const KeyState*, std::pair<int, int>> by_key;             // running, pending
-  std::map<const Lane*, std::int64_t> by_lane;
-  std::map<const TierState*, std::int64_t> aged_in;
-  std::map<const Resource*, std::pair<int, std::int64_t>> by_resource;  // running, refs
+  absl::flat_hash_map<const TypeState*, std::pair<int, std::int64_t>> by_type;  // running, pending
+  absl::flat_hash_map<const KeyState*, std::pair<int, int>> by_key;             // running, pending
+  absl::flat_hash_map<const Lane*, std::int64_t> by_lane;
+  absl::flat_hash_map<const TierState*, std::int64_t> aged_in;
+  absl::flat_hash_map<const Resource*, std::pair<int, std::int64_t>> by_resource;  // running, refs
   std::size_t scheduled = 0;
-  std::set<std::uint32_t> free(free_slots_.begin(), free_slots_.end());
+  absl::flat_hash_set<std::uint32_t> free(free_slots_.begin(), free_slots_.end());
   for (const Job& job : jobs_) {
     if (job.state == JobState::kFree) {
       if (!free.contains(job.slot)) return Broken(absl::StrCat("free slot ", job.slot, " is lost"));
@@ -110,8 +110,8 @@ Status AdmissionCore::CheckInvariants() const {
   }
 
   // Keys, their lanes and presences.
-  std::map<const TierState*, std::int64_t> held;
-  std::map<const LaneSet*, std::size_t> linked;
+  absl::flat_hash_map<const TierState*, std::int64_t> held;
+  absl::flat_hash_map<const LaneSet*, std::size_t> linked;
   for (const auto& [name, key] : keys_) {
     const auto [key_running, key_pending] = by_key[&key];
     if (key.running != key_running || key.pending != key_pending) {
@@ -149,7 +149,7 @@ Status AdmissionCore::CheckInvariants() const {
     }
     if (in_lanes != key.pending) return Broken(absl::StrCat("key '", name, "' lost a lane"));
     if (options_.idle_catch_up) {
-      std::map<const TierState*, std::int64_t> per_tier;
+      absl::flat_hash_map<const TierState*, std::int64_t> per_tier;
       for (const auto& [lane, n] : by_lane) {
         if (lane->key == &key) per_tier[lane->type->tier] += n;
       }
