@@ -13,46 +13,15 @@
 #include "absl/container/btree_set.h"
 #include "benchmark/benchmark.h"
 #include "core/admission_core.h"
+#include "core_workload.h"
 #include "counting_allocator.h"
 
 namespace fairgate {
 namespace {
 
-constexpr int kCapacity = 64;
-
-struct Workload {
-  std::vector<std::string> keys;
-  std::vector<std::string> ids;
-  std::mt19937_64 rng{42};
-
-  Workload(int key_count, int id_count) {
-    for (int i = 0; i < key_count; ++i) keys.push_back("client-" + std::to_string(i));
-    for (int i = 0; i < id_count; ++i) ids.push_back("repo-" + std::to_string(i) + ".git");
-  }
-  const std::string& Key() { return keys[rng() % keys.size()]; }
-  const std::string& Id() { return ids[rng() % ids.size()]; }
-};
-
-std::unique_ptr<core::AdmissionCore> MakeCore() {
-  SchedulerOptions options = SchedulerOptions::Default();
-  options.max_concurrency = kCapacity;
-  auto core = *core::AdmissionCore::Create(options);
-  // Two tiers; clones and fetches share a conflict group, as in the git mirror.
-  (void)core->RegisterType(
-      "clone",
-      {.default_cost = 10, .max_concurrency = 48, .conflict_group = "git", .priority = 48});
-  (void)core->RegisterType("archive", {.default_cost = 3, .max_concurrency = 48, .priority = 48});
-  (void)core->RegisterType(
-      "fetch",
-      {.default_cost = 20, .max_concurrency = 16, .conflict_group = "git", .priority = 16});
-  return core;
-}
-
-void Enqueue(core::AdmissionCore& core, Workload& w, double now) {
-  static const char* kTypes[] = {"clone", "archive", "clone", "fetch"};
-  auto ticket = core.Enqueue({kTypes[w.rng() % 4], w.Id(), w.Key()}, now);
-  if (!ticket.ok()) std::abort();
-}
+using bench::Enqueue;
+using bench::MakeCore;
+using bench::Workload;
 
 void BM_AdmitComplete(benchmark::State& state) {
   const int pending = static_cast<int>(state.range(0));
@@ -94,8 +63,8 @@ void BM_LaneRelink(benchmark::State& state) {
   absl::btree_set<core::LaneEntry> lanes;
   std::vector<core::LaneEntry> placed;
   for (std::size_t i = 0; i < entries; ++i) {
-    placed.push_back({{{core::kUnreservedRank, rng() % 1000000}, {core::kNoSjf, rng(), i}},
-                      nullptr});
+    placed.push_back(
+        {{{core::kUnreservedRank, rng() % 1000000}, {core::kNoSjf, rng(), i}}, nullptr});
     lanes.insert(placed.back());
   }
   for (auto _ : state) {

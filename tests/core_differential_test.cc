@@ -3,8 +3,8 @@
 // (differential_driver.h): every status, every admission (which job, what charge), and after
 // every operation every accumulated cost, estimate, count and aged job, and each type's
 // MaxWaitToCeiling.
-#include "doctest/doctest.h"
 #include "differential_driver.h"
+#include "doctest/doctest.h"
 
 namespace fairgate {
 namespace {

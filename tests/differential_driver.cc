@@ -115,8 +115,8 @@ class Run {
       StatusOr<double> got = core_->MaxWaitToCeiling(type);
       StatusOr<double> want = model_->MaxWaitToCeiling(type);
       if (!got.ok() || !want.ok() || *got != *want) {
-        return Fail("MaxWaitToCeiling(" + type + "): core " + Show(got.value_or(-1)) +
-                    ", model " + Show(want.value_or(-1)));
+        return Fail("MaxWaitToCeiling(" + type + "): core " + Show(got.value_or(-1)) + ", model " +
+                    Show(want.value_or(-1)));
       }
     }
     if (core_->MaxWaitToCeiling("unknown").status().code() != absl::StatusCode::kNotFound) {
@@ -227,16 +227,15 @@ class Run {
     core_->AdvanceTo(now_);
     const Snapshot snapshot = core_->TakeSnapshot();
     if (snapshot.pending != model_->pending() || snapshot.running != model_->running()) {
-      return Fail("pending/running: core " + Show(snapshot.pending) + "/" +
-                  Show(snapshot.running) + ", model " + Show(model_->pending()) + "/" +
-                  Show(model_->running()));
+      return Fail("pending/running: core " + Show(snapshot.pending) + "/" + Show(snapshot.running) +
+                  ", model " + Show(model_->pending()) + "/" + Show(model_->running()));
     }
     const auto aged_in = model_->AgedIn(now_);
     if (snapshot.tiers.size() != aged_in.size()) return Fail("the number of tiers");
     for (const TierSnapshot& tier : snapshot.tiers) {
       if (tier.aged_in != aged_in.at(tier.priority)) {
-        return Fail("jobs aged into tier " + Show(tier.priority) + ": core " +
-                    Show(tier.aged_in) + ", model " + Show(aged_in.at(tier.priority)));
+        return Fail("jobs aged into tier " + Show(tier.priority) + ": core " + Show(tier.aged_in) +
+                    ", model " + Show(aged_in.at(tier.priority)));
       }
     }
     const auto model_keys = model_->Keys();

@@ -63,13 +63,13 @@ Status AdmissionCore::CheckInvariants() const {
     }
     const bool can_rise = options_.aging && TierAbove(*job.lane->tier) != nullptr;
     if (job.promotion_scheduled != can_rise) {
-      return Broken(absl::StrCat("job ", job.seq, can_rise ? " can age but has no step scheduled"
-                                                           : " has a step it cannot take"));
+      return Broken(absl::StrCat(
+          "job ", job.seq,
+          can_rise ? " can age but has no step scheduled" : " has a step it cannot take"));
     }
     if (job.promotion_scheduled) {
       ++scheduled;
-      if (!promotions_.contains({SortableBits(NextStepAt(job)), job.seq,
-                                 const_cast<Job*>(&job)})) {
+      if (!promotions_.contains({SortableBits(NextStepAt(job)), job.seq, const_cast<Job*>(&job)})) {
         return Broken(absl::StrCat("job ", job.seq, "'s aging step is not in the queue"));
       }
     }
@@ -157,8 +157,8 @@ Status AdmissionCore::CheckInvariants() const {
       for (const TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
         ++presences;
         if (p->pending != per_tier[p->tier] || !p->tier_hook.is_linked()) {
-          return Broken(absl::StrCat("key '", name, "''s presence in tier ", p->tier->priority,
-                                     " is stale"));
+          return Broken(
+              absl::StrCat("key '", name, "''s presence in tier ", p->tier->priority, " is stale"));
         }
       }
       std::size_t tiers_with_pending = 0;
@@ -181,8 +181,8 @@ Status AdmissionCore::CheckInvariants() const {
     }
     for (const auto& group : tier->aged) {
       if (group->lanes.size() != linked[&group->lanes]) {
-        return Broken(absl::StrCat("an aged group in tier ", tier->priority,
-                                   " has unlinked lanes"));
+        return Broken(
+            absl::StrCat("an aged group in tier ", tier->priority, " has unlinked lanes"));
       }
     }
   }

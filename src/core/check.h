@@ -10,13 +10,13 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define FAIRGATE_CORE_CHECK(condition, what)                                                   \
-  do {                                                                                         \
-    if (!(condition)) {                                                                        \
-      std::fprintf(stderr, "%s:%d: fairgate core invariant broken: %s (%s)\n", __FILE__,       \
-                   __LINE__, what, #condition);                                                \
-      std::abort();                                                                            \
-    }                                                                                          \
+#define FAIRGATE_CORE_CHECK(condition, what)                                                       \
+  do {                                                                                             \
+    if (!(condition)) {                                                                            \
+      std::fprintf(stderr, "%s:%d: fairgate core invariant broken: %s (%s)\n", __FILE__, __LINE__, \
+                   what, #condition);                                                              \
+      std::abort();                                                                                \
+    }                                                                                              \
   } while (false)
 
 #endif  // FAIRGATE_CORE_CHECK_H_

@@ -103,8 +103,9 @@ struct LaneEntry {
   friend bool operator==(const LaneEntry&, const LaneEntry&) = default;
 };
 
-// A LaneEntry whose rank is kUnreservedRank and whose sjf is kNoSjf, without those two fields:
-// it compares as the LaneEntry it stands for.
+// A LaneEntry whose rank is kUnreservedRank and whose sjf is kNoSjf, without those two fields.
+// Its fields are the order's others, in the order's order, so it compares as the LaneEntry it
+// stands for (Expand; tests/order_test.cc checks that on random entries).
 struct CompactLaneEntry {
   std::uint64_t acc = 0;
   std::uint64_t arrival = 0;
@@ -112,7 +113,11 @@ struct CompactLaneEntry {
   Lane* lane = nullptr;
 
   AdmissionOrder Expand() const { return {{kUnreservedRank, acc}, {kNoSjf, arrival, seq}}; }
-  bool operator<(const CompactLaneEntry& o) const { return Expand() < o.Expand(); }
+  bool operator<(const CompactLaneEntry& o) const {
+    if (acc != o.acc) return acc < o.acc;
+    if (arrival != o.arrival) return arrival < o.arrival;
+    return seq < o.seq;
+  }
   static bool Fits(const LaneEntry& e) {
     return e.order.key.rank == kUnreservedRank && e.order.job.sjf == kNoSjf;
   }

@@ -1,0 +1,41 @@
+// core_instructions PENDING KEYS IDS ITERATIONS: BM_AdmitComplete's loop, a fixed number of times,
+// for counting instructions with `valgrind --tool=callgrind`, which gives the same count on every
+// run of the same binary, however busy the machine (this VM's timings vary by 2x from one minute
+// to the next). Instructions per admit+complete = (count at 2N - count at N) / N, which cancels
+// the cost of building the backlog.
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <string>
+
+#include "core_workload.h"
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: core_instructions PENDING KEYS IDS ITERATIONS\n");
+    return 2;
+  }
+  const int pending = std::atoi(argv[1]), keys = std::atoi(argv[2]), ids = std::atoi(argv[3]);
+  const long iterations = std::atol(argv[4]);
+  if (pending < 1 || keys < 1 || ids < 1 || iterations < 0) {
+    std::fprintf(stderr, "core_instructions: every argument must be positive\n");
+    return 2;
+  }
+  fairgate::bench::Workload w(keys, ids);
+  auto core = fairgate::bench::MakeCore();
+  double now = 0;
+  for (int i = 0; i < pending; ++i) fairgate::bench::Enqueue(*core, w, now);
+  std::deque<fairgate::core::JobTicket> running;
+  while (auto a = core->NextAdmission(now)) running.push_back(a->ticket);
+  for (long i = 0; i < iterations; ++i) {
+    now += 0.001;
+    if (!running.empty()) {
+      if (!core->Complete(running.front(), 1.0 + (w.rng() % 100) * 0.1, now).ok()) std::abort();
+      running.pop_front();
+    }
+    fairgate::bench::Enqueue(*core, w, now);
+    if (auto a = core->NextAdmission(now)) running.push_back(a->ticket);
+  }
+  std::printf("pending %lld\n", static_cast<long long>(core->TakeSnapshot().pending));
+  return 0;
+}

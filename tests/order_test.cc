@@ -1,0 +1,106 @@
+// The admission order of core/order.h and the entries that copy it (core/queue_nodes.h): every
+// comparison agrees with the declared AdmissionOrder, and a lane set that changes its layout keeps
+// its lanes in the same order.
+#include "core/order.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/queue_nodes.h"
+#include "doctest/doctest.h"
+
+namespace fairgate::core {
+namespace {
+
+TEST_CASE("Order.SortableBits.SortsLikeTheDoubles") {
+  const std::vector<double> values{-std::numeric_limits<double>::infinity(),
+                                   -1e300,
+                                   -2.5,
+                                   -1,
+                                   -1e-300,
+                                   -0.0,
+                                   0.0,
+                                   1e-300,
+                                   0.5,
+                                   1,
+                                   3,
+                                   1e300,
+                                   std::numeric_limits<double>::infinity()};
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    for (std::size_t j = 0; j < values.size(); ++j) {
+      CAPTURE(values[i]);
+      CAPTURE(values[j]);
+      CHECK((SortableBits(values[i]) < SortableBits(values[j])) == (values[i] < values[j]));
+    }
+  }
+  CHECK(SortableBits(-0.0) == SortableBits(0.0));
+  CHECK(kNoSjf == SortableBits(0.0));
+}
+
+TEST_CASE("Order.Tuple.KeyPlaceFirstThenJobPlaceFieldByField") {
+  const AdmissionOrder reserved_heavy{{0, SortableBits(100)}, {kNoSjf, SortableBits(9), 9}};
+  const AdmissionOrder light{{kUnreservedRank, SortableBits(1)}, {kNoSjf, SortableBits(0), 0}};
+  const AdmissionOrder heavy{{kUnreservedRank, SortableBits(2)}, {kNoSjf, SortableBits(0), 0}};
+  const AdmissionOrder short_job{{kUnreservedRank, SortableBits(2)},
+                                 {SortableBits(0.5), SortableBits(5), 5}};
+  const AdmissionOrder long_job{{kUnreservedRank, SortableBits(2)},
+                                {SortableBits(7), SortableBits(1), 1}};
+  const AdmissionOrder earlier{{kUnreservedRank, SortableBits(2)},
+                               {SortableBits(7), SortableBits(0), 8}};
+  CHECK(reserved_heavy < light);  // a reservation goes before any cost
+  CHECK(light < heavy);           // then the key's cost
+  CHECK(heavy < short_job);       // then sjf (0 when not shortest-first)
+  CHECK(short_job < long_job);
+  CHECK(earlier < long_job);  // then arrival, then seq
+  CHECK_FALSE(long_job < long_job);
+}
+
+TEST_CASE("Order.CompactEntries.CompareAsTheEntriesTheyStandFor") {
+  std::mt19937_64 rng(3);
+  std::vector<CompactLaneEntry> compact;
+  for (int i = 0; i < 2000; ++i) {
+    // Few distinct values, so that ties on the first fields are common.
+    compact.push_back({SortableBits(static_cast<double>(rng() % 4)),
+                       SortableBits(static_cast<double>(rng() % 3)), rng() % 5, nullptr});
+  }
+  for (std::size_t i = 0; i + 1 < compact.size(); ++i) {
+    const CompactLaneEntry& a = compact[i];
+    const CompactLaneEntry& b = compact[i + 1];
+    CHECK((a < b) == (a.Expand() < b.Expand()));
+    CHECK((b < a) == (b.Expand() < a.Expand()));
+  }
+}
+
+TEST_CASE("Order.LaneSet.TakesTheFullLayoutWhenAnEntryNeedsItAndKeepsTheOrder") {
+  std::vector<Lane> lanes(200);
+  std::mt19937_64 rng(5);
+  LaneSet set;
+  std::vector<LaneEntry> inserted;
+  for (std::size_t i = 0; i < lanes.size(); ++i) {
+    const bool plain = i < 150;  // the first 150 fit the compact layout
+    LaneEntry e{{{plain || rng() % 2 ? kUnreservedRank : 0, SortableBits(rng() % 10)},
+                 {plain ? kNoSjf : SortableBits(static_cast<double>(rng() % 4)),
+                  SortableBits(static_cast<double>(rng() % 10)), i}},
+                &lanes[i]};
+    set.insert(e);
+    inserted.push_back(e);
+    CHECK(set.contains(e));
+    if (i == 149) CHECK(set.compact());  // every entry so far fitted the compact layout
+  }
+  CHECK_FALSE(set.compact());
+  CHECK(set.size() == inserted.size());
+  std::sort(inserted.begin(), inserted.end());
+  // Taking the fronts one by one gives the declared order.
+  for (const LaneEntry& e : inserted) {
+    REQUIRE_FALSE(set.empty());
+    CHECK(set.front() == e.lane);
+    set.erase(e);
+  }
+  CHECK(set.empty());
+}
+
+}  // namespace
+}  // namespace fairgate::core
