@@ -2,7 +2,7 @@
 //
 // The mirror serves `/<repository>/info/refs` and `/<repository>/git-upload-pack`, where
 // <repository> is one or more components such as `git.git` or `kernel/linux.git`. The path is the
-// one httplib hands over, already percent-decoded once. Whatever could make a name reach outside
+// one the server hands over, already percent-decoded once. Whatever could make a name reach outside
 // the mirror directory or be read by git as an option is refused with InvalidArgument (the server
 // answers 400): empty components (`//`, a leading `//` that would make an absolute path), `.` and
 // `..`, backslashes, colons, control characters, a `%` left after decoding (an encoded variant such

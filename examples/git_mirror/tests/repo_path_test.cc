@@ -17,7 +17,7 @@ TEST_CASE("GitMirror.Path.NamesTheRepositoryAndTheEndpoint") {
 }
 
 TEST_CASE("GitMirror.Path.EscapesAreInvalidArgument") {
-  // Paths as httplib hands them over: percent-decoded once.
+  // Paths as the server hands them over: percent-decoded once.
   for (const char* path : {
            "/../etc/passwd/info/refs",    // parent directory
            "/a/../../b/info/refs",        // parent in the middle
