@@ -581,18 +581,11 @@ void HttpServer::StopAccepting() {
   }
 }
 
-void HttpServer::CloseIdle() {
-  std::vector<std::shared_ptr<Connection>> all;
-  {
-    std::lock_guard lock(shared_->mutex);
-    for (auto& [raw, weak] : shared_->connections) {
-      if (auto c = weak.lock()) all.push_back(std::move(c));
-    }
-  }
-  for (auto& c : all) c->Close(/*only_idle=*/true);
-}
+void HttpServer::CloseIdle() { CloseConnections(/*only_idle=*/true); }
 
-void HttpServer::CloseAll() {
+void HttpServer::CloseAll() { CloseConnections(/*only_idle=*/false); }
+
+void HttpServer::CloseConnections(bool only_idle) {
   std::vector<std::shared_ptr<Connection>> all;
   {
     std::lock_guard lock(shared_->mutex);
@@ -600,7 +593,7 @@ void HttpServer::CloseAll() {
       if (auto c = weak.lock()) all.push_back(std::move(c));
     }
   }
-  for (auto& c : all) c->Close(/*only_idle=*/false);
+  for (auto& c : all) c->Close(only_idle);
 }
 
 int HttpServer::open_connections() const {

@@ -130,6 +130,7 @@ class HttpServer {
   struct Shared;
   void Accept();
   bool Trusted(const boost::asio::ip::address& peer) const;
+  void CloseConnections(bool only_idle);
 
   boost::asio::io_context& io_;
   const std::shared_ptr<Shared> shared_;  // what connections use: limits, metrics, registry

@@ -222,10 +222,8 @@ TEST_CASE("GitMirror.Transfer.ASlowButLiveClientIsNotCut") {
 }
 
 TEST_CASE("GitMirror.FrontDoor.SlowHeadersNeitherBlockOthersNorStayOpen") {
-  TempDir work;
-  const fs::path upstream = MakeUpstream(work.path, "tools.git", 2);
-  RepositorySet repositories;
-  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  OneUpstream one(2);
+  auto& [work, upstream, repositories] = one;
   ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10,
                          [](MirrorOptions& o) { o.http.header_timeout = 1s; });
   // 200 clients start a request and send its header a byte at a time, slowly.
@@ -235,9 +233,7 @@ TEST_CASE("GitMirror.FrontDoor.SlowHeadersNeitherBlockOthersNorStayOpen") {
     slow.back()->Send("GET /tools.git/info/refs?service=git-upload-pack HTTP/1.1\r\nH");
   }
   // Another client is served meanwhile.
-  auto r = Clone(mirror.Url("tools.git"), work.path / "c", "patient");
-  REQUIRE(r.ok());
-  CHECK(r->exit_code == 0);
+  RequireClone(mirror.Url("tools.git"), work.path / "c", "patient");
   // Each slow one is closed at its header deadline, however it trickles.
   for (auto& c : slow) {
     (void)c->TrySend("o");
@@ -248,10 +244,8 @@ TEST_CASE("GitMirror.FrontDoor.SlowHeadersNeitherBlockOthersNorStayOpen") {
 }
 
 TEST_CASE("GitMirror.FrontDoor.OversizedAndMalformedRequestsAreRefused") {
-  TempDir work;
-  const fs::path upstream = MakeUpstream(work.path, "tools.git", 2);
-  RepositorySet repositories;
-  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  OneUpstream one(2);
+  auto& [work, upstream, repositories] = one;
   ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10, [](MirrorOptions& o) {
     o.http.max_body_bytes = 4096;
     o.http.max_inflated_body_bytes = 64 * 1024;
@@ -312,16 +306,12 @@ TEST_CASE("GitMirror.FrontDoor.OversizedAndMalformedRequestsAreRefused") {
     CHECK(RawHttp(mirror.port, "HELLO\r\n\r\n").status == 400);
   }
   // The server still serves.
-  auto r = Clone(mirror.Url("tools.git"), work.path / "after", "x");
-  REQUIRE(r.ok());
-  CHECK(r->exit_code == 0);
+  RequireClone(mirror.Url("tools.git"), work.path / "after", "x");
 }
 
 TEST_CASE("GitMirror.FrontDoor.IdleConnectionsAreClosed") {
-  TempDir work;
-  const fs::path upstream = MakeUpstream(work.path, "tools.git", 1);
-  RepositorySet repositories;
-  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  OneUpstream one(1);
+  auto& [work, upstream, repositories] = one;
   ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10,
                          [](MirrorOptions& o) { o.http.idle_timeout = 300ms; });
   SUBCASE("a connection that never sends a request") {
@@ -339,10 +329,8 @@ TEST_CASE("GitMirror.FrontDoor.IdleConnectionsAreClosed") {
 }
 
 TEST_CASE("GitMirror.FrontDoor.ConnectionsPerClientAreLimitedButNotForTrustedProxies") {
-  TempDir work;
-  const fs::path upstream = MakeUpstream(work.path, "tools.git", 1);
-  RepositorySet repositories;
-  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  OneUpstream one(1);
+  auto& [work, upstream, repositories] = one;
   for (const bool trusted : {false, true}) {
     CAPTURE(trusted);
     ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10, [&](MirrorOptions& o) {
@@ -370,10 +358,8 @@ TEST_CASE("GitMirror.FrontDoor.ConnectionsPerClientAreLimitedButNotForTrustedPro
 }
 
 TEST_CASE("GitMirror.FrontDoor.TheListenBacklogIsTheConfiguredOne") {
-  TempDir work;
-  const fs::path upstream = MakeUpstream(work.path, "tools.git", 1);
-  RepositorySet repositories;
-  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  OneUpstream one(1);
+  auto& [work, upstream, repositories] = one;
   ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10,
                          [](MirrorOptions& o) { o.http.listen_backlog = 37; });
   // For a listening socket, ss shows the backlog as its Send-Q.
@@ -386,10 +372,8 @@ TEST_CASE("GitMirror.FrontDoor.TheListenBacklogIsTheConfiguredOne") {
 }
 
 TEST_CASE("GitMirror.FrontDoor.TheClientHeaderIsBelievedOnlyFromTrustedProxies") {
-  TempDir work;
-  const fs::path upstream = MakeUpstream(work.path, "tools.git", 1);
-  RepositorySet repositories;
-  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  OneUpstream one(1);
+  auto& [work, upstream, repositories] = one;
   auto client_of = [&](std::vector<std::string> trusted, const std::string& header,
                        const std::string& value) {
     ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10, [&](MirrorOptions& o) {
@@ -419,10 +403,8 @@ TEST_CASE("GitMirror.FrontDoor.TheClientHeaderIsBelievedOnlyFromTrustedProxies")
 }
 
 TEST_CASE("GitMirror.Hygiene.GitChildrenInheritNoSocketAndNoLogFile") {
-  TempDir work;
-  const fs::path upstream = MakeUpstream(work.path, "tools.git", 2);
-  RepositorySet repositories;
-  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  OneUpstream one(2);
+  auto& [work, upstream, repositories] = one;
   // A pack-objects hook that records the descriptors it was started with.
   const fs::path fds = work.path / "fds.txt";
   const fs::path hook = work.path / "hook.sh";
@@ -452,10 +434,8 @@ TEST_CASE("GitMirror.Hygiene.GitChildrenInheritNoSocketAndNoLogFile") {
 }
 
 TEST_CASE("GitMirror.Hygiene.LeftoversOfAnInterruptedRunAreRemovedAtStart") {
-  TempDir work;
-  const fs::path upstream = MakeUpstream(work.path, "tools.git", 2);
-  RepositorySet repositories;
-  REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+  OneUpstream one(2);
+  auto& [work, upstream, repositories] = one;
   std::vector<fs::path> leftovers;
   auto prepare = [&](MirrorOptions& o) {
     const fs::path mirror = fs::path(o.mirror_dir) / "tools.git";
@@ -479,9 +459,7 @@ TEST_CASE("GitMirror.Hygiene.LeftoversOfAnInterruptedRunAreRemovedAtStart") {
   }
   CHECK_FALSE(fs::exists(mirror.tmp.path / "mirrors/tools.git/objects/incoming-abc123"));
   CHECK(fs::exists(mirror.tmp.path / "mirrors/tools.git/HEAD"));  // the mirror itself stays
-  auto r = Clone(mirror.Url("tools.git"), work.path / "c", "x");
-  REQUIRE(r.ok());
-  CHECK(r->exit_code == 0);
+  RequireClone(mirror.Url("tools.git"), work.path / "c", "x");
   RequireSameContent(upstream, work.path / "c");
 }
 

@@ -212,6 +212,26 @@ inline fairgate::StatusOr<ProcessResult> Clone(
                     "", ctx, {"GIT_TERMINAL_PROMPT=0"});
 }
 
+// A work directory with one upstream repository, and the set that serves it under its name.
+struct OneUpstream {
+  TempDir work;
+  fs::path upstream;
+  RepositorySet repositories;
+  explicit OneUpstream(int commits, const std::string& name = "tools.git")
+      : upstream(MakeUpstream(work.path, name, commits)) {
+    REQUIRE(repositories.AddFlag(name + "=" + upstream.string()).ok());
+  }
+};
+
+// Clones `url` as `client` into `target` and requires git to succeed.
+inline void RequireClone(const std::string& url, const fs::path& target,
+                         const std::string& client) {
+  auto r = Clone(url, target, client);
+  REQUIRE(r.ok());
+  INFO(r->err);
+  CHECK(r->exit_code == 0);
+}
+
 inline void RequireSameContent(const fs::path& upstream, const fs::path& clone) {
   CHECK(Git({"-C", clone.string(), "rev-parse", "HEAD"}) ==
         Git({"-C", upstream.string(), "rev-parse", "HEAD"}));
