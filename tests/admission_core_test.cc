@@ -369,6 +369,41 @@ TEST_CASE("Core.IdleCatchUp.ANewKeyStartsAtTheLeastCostPendingInItsTier") {
   CHECK(core->AccumulatedCost("d") == 0.0);
 }
 
+TEST_CASE("Core.Describe.TellsWhatTheCoreKnowsOfALiveJobAndNothingOfAFinishedOne") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = 1;
+  options.aging = AgingConfig{Seconds(1), Seconds(1), 8};
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("clone", Type(8, 8, "", 2)).ok());
+  REQUIRE(core->RegisterType("repack", Type(1, 1)).ok());
+  const JobTicket clone = *core->Enqueue({"clone", "linux", "alice"}, 0);
+  const JobTicket repack = *core->Enqueue({"repack", "git", "", 5.0}, 0);
+  REQUIRE(core->NextAdmission(0)->ticket == clone);
+  core->AdvanceTo(2);  // the repack ages into tier 8
+  const std::optional<JobView> running = core->Describe(clone);
+  REQUIRE(running.has_value());
+  CHECK(running->type == "clone");
+  CHECK(running->id == "linux");
+  CHECK(running->key == "alice");
+  CHECK(running->running);
+  CHECK(running->charge == 2);
+  CHECK(running->priority == 8);
+  CHECK(running->effective_priority == 8);
+  const std::optional<JobView> pending = core->Describe(repack);
+  REQUIRE(pending.has_value());
+  CHECK_FALSE(pending->running);
+  CHECK(pending->priority == 1);
+  CHECK(pending->effective_priority == 8);
+  CHECK(pending->arrival == 0);
+  CHECK(pending->type_index == 1);
+  REQUIRE(core->Complete(clone, 1, 3).ok());
+  CHECK_FALSE(core->Describe(clone).has_value());
+  // Admitted from the tier it aged into: the running job remembers that tier.
+  REQUIRE(core->NextAdmission(3)->ticket == repack);
+  CHECK(core->Describe(repack)->effective_priority == 8);
+  CHECK(core->Describe(repack)->charge == 5);
+}
+
 TEST_CASE("Core.Snapshot.CountsPerTierAndType") {
   auto core = MakeCore();
   REQUIRE(core->RegisterType("a", Type(2, 1)).ok());

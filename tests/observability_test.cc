@@ -254,6 +254,14 @@ TEST_CASE("Observability.Observers.SeePromotionsCancellationsAndEvictions") {
   const JobEvent& cancelled = recorder->events[2];
   CHECK(cancelled.status.code() == absl::StatusCode::kCancelled);
   CHECK(cancelled.wait == 2.5);
+  CHECK(cancelled.tier == 1);            // the core's description of the pending job:
+  CHECK(cancelled.effective_tier == 8);  // its own tier, and the one it had aged into
+  const JobEvent& completed = recorder->events[3];
+  CHECK(completed.type == "clone");
+  CHECK(completed.key == "alice");
+  CHECK(completed.tier == 8);
+  CHECK(completed.effective_tier == 8);
+  CHECK(completed.charge == 1);
   std::set<std::string> evicted = {recorder->events[4].key, recorder->events[5].key};
   CHECK(evicted == std::set<std::string>{"", "alice"});
 }

@@ -288,6 +288,7 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
     // No longer pending: its pending facts give way to its running ones (queue_nodes.h).
     job.charge = charge;
     job.weight = weight;
+    job.effective_priority = effective_priority;
     job.state = JobState::kRunning;
     ++running_;
     ++type.running;
@@ -557,6 +558,23 @@ std::optional<double> AdmissionCore::Estimate(std::string_view type, std::string
   auto it = types_by_name_.find(AsAbsl(type));
   if (it == types_by_name_.end()) return std::nullopt;
   return estimates_.Find(it->second->index, AsAbsl(id));
+}
+
+std::optional<JobView> AdmissionCore::Describe(JobTicket ticket) const {
+  if (ticket.slot >= jobs_.size()) return std::nullopt;
+  const Job& job = jobs_[ticket.slot];
+  if (job.generation != ticket.generation || job.state == JobState::kFree) return std::nullopt;
+  JobView view;
+  view.type = job.type->name;
+  view.id = job.id;
+  view.key = *job.key->name;
+  view.type_index = job.type->index;
+  view.priority = job.type->config.priority;
+  view.arrival = job.arrival;
+  view.running = job.state == JobState::kRunning;
+  view.effective_priority = view.running ? job.effective_priority : job.lane->tier->priority;
+  if (view.running) view.charge = job.charge;
+  return view;
 }
 
 Job* AdmissionCore::Find(JobTicket ticket) {

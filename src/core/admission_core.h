@@ -107,6 +107,18 @@ struct Admission {
 // hands its evidence sink and `fairgate sim --evidence` writes.
 AdmissionEvidence ToEvidence(const Admission& admission, double now);
 
+// A live job as the core knows it, for the runtime's metrics and events. The string views stay
+// valid while the job lives.
+struct JobView {
+  std::string_view type, id, key;
+  std::uint32_t type_index = 0;
+  int priority = 0;            // its type's tier
+  int effective_priority = 0;  // the tier it orders in (pending) or was admitted from (running)
+  double arrival = 0;
+  bool running = false;
+  double charge = 0;  // running: what it was charged (before the key's weight)
+};
+
 struct SweepResult {
   std::size_t keys_evicted = 0;
   std::size_t estimates_evicted = 0;
@@ -151,8 +163,8 @@ class AdmissionCore {
   std::vector<std::pair<std::string, double>> HeaviestKeys(std::size_t n) const;
   // The registration index of a type, if registered.
   std::optional<std::uint32_t> TypeIndex(std::string_view type) const;
-  // The registration index of the type of a live job, without a lookup by name.
-  std::uint32_t TypeIndexOf(JobTicket ticket) const { return jobs_[ticket.slot].type->index; }
+  // The job a ticket names, if it is pending or running.
+  std::optional<JobView> Describe(JobTicket ticket) const;
 
   // Sets the key's weight (finite, > 0): its later charges are divided by it. Kept while the
   // scheduler lives, even when the key is idle or forgotten.

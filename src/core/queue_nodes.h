@@ -71,8 +71,11 @@ struct Job {
     double sjf = 0;  // while pending: its place within its key (its estimate if shortest-first)
     double weight;   // while running: its key's weight when it was charged
   };
-  std::uint32_t promotions = 0;  // aging steps taken
-  std::uint32_t slot = 0;        // index in the core's job table
+  union {
+    std::uint32_t promotions = 0;     // while pending: aging steps taken
+    std::int32_t effective_priority;  // while running: the tier it was admitted from
+  };
+  std::uint32_t slot = 0;  // index in the core's job table
   std::uint32_t generation = 0;
   JobState state = JobState::kFree;
   bool has_explicit_cost = false;

@@ -14,9 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/admission_core.h"
-#include "metrics/scheduler_metrics.h"
 #include "runtime/context_state.h"
-#include "runtime/event_delivery.h"
+#include "runtime/decision_log.h"
 #include "runtime/fiber_stack.h"
 #include "runtime/waiting.h"
 #include "runtime/worker_pool.h"
@@ -38,13 +37,6 @@ struct JobRecord {
   bool sync = false;          // RunSync
   bool async = false;         // Acquire
   State state = State::kNew;  // guarded by the scheduler's lock
-
-  // For metrics and events; set under the scheduler's lock. The names only when observed.
-  std::uint32_t type_index = 0;
-  double enqueued_at = 0;
-  double charge = 0;
-  int tier = 0, effective_tier = 0;
-  std::string type, id, key;
 
   // RunSync: the caller sleeps on `wake` until `signalled`; the truth is `state`.
   internal::WaitMutex wake_mutex;
@@ -116,13 +108,12 @@ class Scheduler::Impl {
       : options_(options),
         epoch_(std::chrono::steady_clock::now()),
         core_(std::move(core)),
-        delivery_(options.observers, options.evidence, options.observer_queue_limit),
+        log_(options, *core_),
         background_(WithCancel(Context::Background())),
         // The thread runtime's sweeper holds a worker thread for good: give it one of its own.
         pool_((options.worker_threads > 0 ? options.worker_threads : options.max_concurrency) +
                   (internal::kThreadRuntime ? 1 : 0),
               static_cast<std::size_t>(options.max_concurrency) + 1, options.fiber_stack_bytes) {
-    if (delivery_.wants_events()) core_->set_promotion_log(&promotion_log_);
     pool_.Post([this] { SweeperLoop(); });
   }
 
@@ -136,7 +127,7 @@ class Scheduler::Impl {
     internal::CoreLock lock(&mutex_);
     Status status = core_->RegisterType(name, config);
     if (status.ok()) {
-      metrics_.AddType(*core_->TypeIndex(name), std::string(name), config.priority);
+      log_.TypeRegistered(name, config.priority);
     }
     return status;
   }
@@ -180,12 +171,7 @@ class Scheduler::Impl {
           // The context ended first: leave the queue, uncharged.
           Status err = ctx.Err();
           if (err.ok()) err = absl::CancelledError("context cancelled");
-          const double now = Now();
-          (void)core_->Cancel(record->ticket, now);
-          CheckInvariantsLocked();
-          record->state = JobRecord::State::kCancelled;
-          records_[record->ticket.slot] = nullptr;
-          CancelledLocked(*record, now, err);
+          CancelLocked(*record, Now(), err);
           lock.Release();
           FinishOutstanding();
           return err;
@@ -250,12 +236,9 @@ class Scheduler::Impl {
         const double now = Now();
         for (RecordPtr& record : records_) {
           if (!record || record->state != JobRecord::State::kPending) continue;
-          (void)core_->Cancel(record->ticket, now);
-          CheckInvariantsLocked();
-          record->state = JobRecord::State::kCancelled;
-          ForgetDeadlineLocked(*record);
-          CancelledLocked(*record, now, absl::CancelledError("the scheduler shut down"));
-          refused.push_back(std::move(record));
+          RecordPtr cancelled = std::move(record);  // CancelLocked clears the slot
+          CancelLocked(*cancelled, now, absl::CancelledError("the scheduler shut down"));
+          refused.push_back(std::move(cancelled));
         }
       }
     }
@@ -275,7 +258,7 @@ class Scheduler::Impl {
       }
     }
     Status quiet = WaitQuiet(ctx);
-    delivery_.Flush();  // the events of every decision made so far reach the observers
+    log_.Flush();  // the events of every decision made so far reach the observers
     return quiet;
   }
 
@@ -293,11 +276,12 @@ class Scheduler::Impl {
     internal::CoreLock lock(&mutex_);
     const double now = Now();
     core_->AdvanceTo(now);  // the aging steps due by now, so that aged_in is current
-    PostPromotionsLocked(now);
+    log_.Promotions(now);
+    log_.Post();
     fairgate::Snapshot s = core_->TakeSnapshot();
     for (std::size_t i = 0; i < s.types.size(); ++i) {  // both in registration order
       TypeSnapshot& t = s.types[i];
-      const auto& counts = metrics_.types()[i];
+      const auto& counts = log_.metrics().types()[i];
       t.enqueued = counts.enqueued;
       t.admitted = counts.admitted;
       t.cancelled = counts.cancelled;
@@ -305,11 +289,11 @@ class Scheduler::Impl {
       t.wait_seconds_sum = counts.wait.sum();
       t.run_seconds_sum = counts.run.sum();
     }
-    for (const auto& [code, n] : metrics_.rejected()) s.rejected += n;
-    s.waited_on_conflict = metrics_.waited_on_conflict();
-    s.waited_on_capacity = metrics_.waited_on_capacity();
+    for (const auto& [code, n] : log_.metrics().rejected()) s.rejected += n;
+    s.waited_on_conflict = log_.metrics().waited_on_conflict();
+    s.waited_on_capacity = log_.metrics().waited_on_capacity();
     s.aging_promotions = core_->promotions_total();
-    s.keys_evicted = metrics_.keys_evicted();
+    s.keys_evicted = log_.metrics().keys_evicted();
     if (heaviest_keys > 0) {
       for (auto& [key, acc] : core_->HeaviestKeys(heaviest_keys)) {
         s.heaviest_keys.push_back({std::move(key), acc});
@@ -322,9 +306,9 @@ class Scheduler::Impl {
     internal::CoreLock lock(&mutex_);
     const double now = Now();
     core_->AdvanceTo(now);
-    PostPromotionsLocked(now);
-    metrics_.ObserverEventsDropped(delivery_.TakeDropped());
-    metrics_.Write(out, core_->TakeSnapshot(), core_->promotions_total());
+    log_.Promotions(now);
+    log_.Post();
+    log_.WriteMetrics(out);
   }
 
   Status SetKeyWeight(std::string_view key, double weight) {
@@ -391,29 +375,12 @@ class Scheduler::Impl {
               : core_->Enqueue({type, id, key, std::nullopt}, now);
       if (!ticket.ok()) {
         refused = ticket.status();
-        metrics_.Rejected(refused.code());
-        if (delivery_.wants_events()) {
-          JobEvent e;
-          e.kind = JobEvent::Kind::kReject;
-          e.time = now;
-          e.type = std::string(type);
-          e.id = std::string(id);
-          e.key = std::string(key);
-          e.status = refused;
-          events_.push_back(std::move(e));
-          PostLocked();
-        }
+        log_.Rejected(type, id, key, refused, now);
+        log_.Post();
       } else {
         record->ticket = *ticket;
         record->state = JobRecord::State::kPending;
-        record->type_index = core_->TypeIndexOf(*ticket);
-        record->enqueued_at = now;
-        if (delivery_.wants_events()) {
-          record->type = std::string(type);
-          record->id = std::string(id);
-          record->key = std::string(key);
-        }
-        metrics_.Enqueued(record->type_index);
+        log_.Enqueued(*core_->Describe(*ticket));
         if (records_.size() <= ticket->slot) records_.resize(ticket->slot + 1);
         records_[ticket->slot] = record;
         AdmitLocked(now, admitted);
@@ -441,21 +408,11 @@ class Scheduler::Impl {
       record->state = JobRecord::State::kRunning;
       record->admitted_at = now;
       ForgetDeadlineLocked(*record);
-      record->charge = a->charge;
-      record->tier = a->priority;
-      record->effective_tier = a->effective_priority;
-      metrics_.Admitted(a->type_index, now - a->arrival, a->waited_on_conflict);
-      PostPromotionsLocked(now);  // the aging steps this decision took came first
-      if (delivery_.wants_events()) {
-        JobEvent e = EventOf(JobEvent::Kind::kAdmit, *record, now);
-        e.accumulated_cost = a->accumulated_before + a->charge / a->weight;
-        events_.push_back(std::move(e));
-      }
-      if (delivery_.wants_evidence()) evidence_.push_back(core::ToEvidence(*a, now));
+      log_.Admitted(*a, now);
       admitted.push_back(record);
     }
-    PostPromotionsLocked(now);
-    PostLocked();
+    log_.Promotions(now);
+    log_.Post();
     CheckInvariantsLocked();
   }
 
@@ -470,54 +427,17 @@ class Scheduler::Impl {
 #endif
   }
 
-  // An event about `record`'s job, with what the record knows.
-  static JobEvent EventOf(JobEvent::Kind kind, const JobRecord& record, double now) {
-    JobEvent e;
-    e.kind = kind;
-    e.time = now;
-    e.type = record.type;
-    e.id = record.id;
-    e.key = record.key;
-    e.tier = record.tier;
-    e.effective_tier = record.effective_tier;
-    e.charge = record.charge;
-    e.wait = now - record.enqueued_at;
-    return e;
+  // A pending job leaves the queue without running, uncharged: told to the core and the log.
+  void CancelLocked(JobRecord& record, double now, const Status& why) {
+    const core::JobView job = *core_->Describe(record.ticket);
+    (void)core_->Cancel(record.ticket, now);
+    CheckInvariantsLocked();
+    record.state = JobRecord::State::kCancelled;
+    records_[record.ticket.slot] = nullptr;
+    ForgetDeadlineLocked(record);
+    log_.Cancelled(job, why, now);
+    log_.Post();
   }
-
-  // A pending job left the queue without running.
-  void CancelledLocked(JobRecord& record, double now, const Status& why) {
-    metrics_.Cancelled(record.type_index);
-    if (!delivery_.wants_events()) return;
-    JobEvent e = EventOf(JobEvent::Kind::kCancel, record, now);
-    e.accumulated_cost = core_->AccumulatedCost(record.key).value_or(0);
-    e.status = why;
-    events_.push_back(std::move(e));
-    PostLocked();
-  }
-
-  // Turns the aging steps the core logged into events.
-  void PostPromotionsLocked(double now) const {
-    if (promotion_log_.empty()) return;
-    for (const core::Promotion& p : promotion_log_) {
-      JobEvent e;
-      e.kind = JobEvent::Kind::kPromote;
-      e.time = now;
-      e.type = std::string(p.type);
-      e.id = std::string(p.id);
-      e.key = std::string(p.key);
-      e.tier = p.from_priority;
-      e.effective_tier = p.to_priority;
-      e.accumulated_cost = core_->AccumulatedCost(p.key).value_or(0);
-      e.wait = p.at - p.arrival;
-      events_.push_back(std::move(e));
-    }
-    promotion_log_.clear();
-    PostLocked();
-  }
-
-  // Hands the events gathered under the lock to the delivery thread, in decision order.
-  void PostLocked() const { delivery_.Post(events_, evidence_); }
 
   void Dispatch(const std::vector<RecordPtr>& admitted) {
     for (const RecordPtr& record : admitted) {
@@ -560,16 +480,9 @@ class Scheduler::Impl {
     {
       internal::CoreLock lock(&mutex_);
       const double run_time = std::max(0.0, end - start);
+      const core::JobView job = *core_->Describe(record.ticket);
       (void)core_->Complete(record.ticket, run_time, end);
-      metrics_.Completed(record.type_index, status.code(), run_time);
-      if (delivery_.wants_events()) {
-        JobEvent e = EventOf(JobEvent::Kind::kComplete, record, end);
-        e.wait = 0;
-        e.run_time = run_time;
-        e.status = status;
-        e.accumulated_cost = core_->AccumulatedCost(record.key).value_or(0);
-        events_.push_back(std::move(e));
-      }
+      log_.Completed(job, status, run_time, end);
       records_[record.ticket.slot] = nullptr;
       AdmitLocked(end, admitted);
     }
@@ -592,13 +505,7 @@ class Scheduler::Impl {
     {
       internal::CoreLock lock(&mutex_);
       if (record->state != JobRecord::State::kPending) return;
-      const double now = Now();
-      (void)core_->Cancel(record->ticket, now);
-      CheckInvariantsLocked();
-      record->state = JobRecord::State::kCancelled;
-      records_[record->ticket.slot] = nullptr;
-      ForgetDeadlineLocked(*record);
-      CancelledLocked(*record, now, why);
+      CancelLocked(*record, Now(), why);
     }
     DetachContext(*record);
     InvokeAdmitted(*record, why);
@@ -724,18 +631,9 @@ class Scheduler::Impl {
       internal::CoreLock core_lock(&mutex_);
       const double now = Now();
       std::vector<std::pair<std::string, double>> evicted;
-      const core::SweepResult swept =
-          core_->Sweep(now, delivery_.wants_events() ? &evicted : nullptr);
-      metrics_.KeysEvicted(swept.keys_evicted);
-      for (auto& [key, acc] : evicted) {
-        JobEvent e;
-        e.kind = JobEvent::Kind::kEvict;
-        e.time = now;
-        e.key = std::move(key);
-        e.accumulated_cost = acc;
-        events_.push_back(std::move(e));
-      }
-      PostLocked();
+      const core::SweepResult swept = core_->Sweep(now, log_.wants_events() ? &evicted : nullptr);
+      log_.Evicted(swept, evicted, now);
+      log_.Post();
     }
   }
 
@@ -755,12 +653,8 @@ class Scheduler::Impl {
   std::vector<RecordPtr> records_;  // by ticket slot: the pending and running jobs
   DeadlineMap deadlines_;           // Acquire's pending jobs whose context has a deadline
   Phase phase_ = Phase::kOpen;
-  mutable metrics::SchedulerMetrics metrics_;
-  // Events and evidence gathered under the lock, posted before it is released.
-  mutable std::vector<JobEvent> events_;
-  mutable std::vector<AdmissionEvidence> evidence_;
-  mutable std::vector<core::Promotion> promotion_log_;  // filled by the core when observed
-  mutable internal::EventDelivery delivery_;
+  // Metrics, events and evidence of every decision, in decision order.
+  mutable internal::DecisionLog log_;
 
   // Signalled when no accepted job is left unreported. Shared, so that a context callback that
   // outlives the scheduler still has something to signal.

@@ -1,0 +1,121 @@
+#include "runtime/decision_log.h"
+
+namespace fairgate::internal {
+
+DecisionLog::DecisionLog(const SchedulerOptions& options, core::AdmissionCore& core)
+    : core_(core), delivery_(options.observers, options.evidence, options.observer_queue_limit) {
+  if (delivery_.wants_events()) core_.set_promotion_log(&promotions_);
+}
+
+void DecisionLog::TypeRegistered(std::string_view name, int priority) {
+  metrics_.AddType(*core_.TypeIndex(name), std::string(name), priority);
+}
+
+JobEvent DecisionLog::EventOf(JobEvent::Kind kind, const core::JobView& job, double now) const {
+  JobEvent e;
+  e.kind = kind;
+  e.time = now;
+  e.type = std::string(job.type);
+  e.id = std::string(job.id);
+  e.key = std::string(job.key);
+  e.tier = job.priority;
+  e.effective_tier = job.effective_priority;
+  e.charge = job.charge;
+  e.wait = now - job.arrival;
+  return e;
+}
+
+void DecisionLog::Rejected(std::string_view type, std::string_view id, std::string_view key,
+                           const Status& why, double now) {
+  metrics_.Rejected(why.code());
+  if (!delivery_.wants_events()) return;
+  JobEvent e;
+  e.kind = JobEvent::Kind::kReject;
+  e.time = now;
+  e.type = std::string(type);
+  e.id = std::string(id);
+  e.key = std::string(key);
+  e.status = why;
+  events_.push_back(std::move(e));
+}
+
+void DecisionLog::Enqueued(const core::JobView& job) { metrics_.Enqueued(job.type_index); }
+
+void DecisionLog::Admitted(const core::Admission& a, double now) {
+  metrics_.Admitted(a.type_index, now - a.arrival, a.waited_on_conflict);
+  Promotions(now);
+  if (delivery_.wants_events()) {
+    core::JobView job;
+    job.type = a.type;
+    job.id = a.id;
+    job.key = a.key;
+    job.priority = a.priority;
+    job.effective_priority = a.effective_priority;
+    job.arrival = a.arrival;
+    job.charge = a.charge;
+    JobEvent e = EventOf(JobEvent::Kind::kAdmit, job, now);
+    e.accumulated_cost = a.accumulated_before + a.charge / a.weight;
+    events_.push_back(std::move(e));
+  }
+  if (delivery_.wants_evidence()) evidence_.push_back(core::ToEvidence(a, now));
+}
+
+void DecisionLog::Completed(const core::JobView& job, const Status& status, double run_time,
+                            double now) {
+  metrics_.Completed(job.type_index, status.code(), run_time);
+  if (!delivery_.wants_events()) return;
+  JobEvent e = EventOf(JobEvent::Kind::kComplete, job, now);
+  e.wait = 0;
+  e.run_time = run_time;
+  e.status = status;
+  e.accumulated_cost = core_.AccumulatedCost(job.key).value_or(0);
+  events_.push_back(std::move(e));
+}
+
+void DecisionLog::Cancelled(const core::JobView& job, const Status& why, double now) {
+  metrics_.Cancelled(job.type_index);
+  if (!delivery_.wants_events()) return;
+  JobEvent e = EventOf(JobEvent::Kind::kCancel, job, now);
+  e.accumulated_cost = core_.AccumulatedCost(job.key).value_or(0);
+  e.status = why;
+  events_.push_back(std::move(e));
+}
+
+void DecisionLog::Evicted(const core::SweepResult& swept,
+                          std::vector<std::pair<std::string, double>>& keys, double now) {
+  metrics_.KeysEvicted(swept.keys_evicted);
+  for (auto& [key, acc] : keys) {
+    JobEvent e;
+    e.kind = JobEvent::Kind::kEvict;
+    e.time = now;
+    e.key = std::move(key);
+    e.accumulated_cost = acc;
+    events_.push_back(std::move(e));
+  }
+}
+
+void DecisionLog::Promotions(double now) {
+  for (const core::Promotion& p : promotions_) {
+    JobEvent e;
+    e.kind = JobEvent::Kind::kPromote;
+    e.time = now;
+    e.type = std::string(p.type);
+    e.id = std::string(p.id);
+    e.key = std::string(p.key);
+    e.tier = p.from_priority;
+    e.effective_tier = p.to_priority;
+    e.accumulated_cost = core_.AccumulatedCost(p.key).value_or(0);
+    e.wait = p.at - p.arrival;
+    events_.push_back(std::move(e));
+  }
+  promotions_.clear();
+}
+
+void DecisionLog::Post() { delivery_.Post(events_, evidence_); }
+
+void DecisionLog::WriteMetrics(std::string& out) {
+  metrics_.ObserverEventsDropped(delivery_.TakeDropped());
+  metrics_.Write(out, core_.TakeSnapshot(), core_.promotions_total());
+}
+
+}  // namespace fairgate::internal

@@ -1,0 +1,73 @@
+// DecisionLog: what the scheduler's decisions look like from outside: the counters and
+// histograms of WriteMetrics, the observers' events and the evidence records. One method per
+// decision, each fed by the core's own description of the job (core::Admission, core::JobView,
+// core::Promotion), so the runtime keeps no copy of what the core knows. Internal to fairgate.
+//
+// Called under the scheduler's lock, in decision order; Post hands what a decision gathered to
+// the delivery thread before the lock is released, so observers see decisions in order. Events
+// are built only when an observer listens, evidence only when a sink does.
+//
+// Not thread-safe: the scheduler's lock guards it (Flush and TakeDropped excepted, see
+// EventDelivery).
+#ifndef FAIRGATE_RUNTIME_DECISION_LOG_H_
+#define FAIRGATE_RUNTIME_DECISION_LOG_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/admission_core.h"
+#include "fairgate/options.h"
+#include "fairgate/snapshot.h"
+#include "fairgate/status.h"
+#include "metrics/scheduler_metrics.h"
+#include "runtime/event_delivery.h"
+
+namespace fairgate::internal {
+
+class DecisionLog {
+ public:
+  DecisionLog(const SchedulerOptions& options, core::AdmissionCore& core);
+
+  void TypeRegistered(std::string_view name, int priority);
+  // A call refused before its job was queued.
+  void Rejected(std::string_view type, std::string_view id, std::string_view key, const Status& why,
+                double now);
+  void Enqueued(const core::JobView& job);
+  // The aging steps this admission took come first, then the admission.
+  void Admitted(const core::Admission& admission, double now);
+  // `job` as described before the core completed it.
+  void Completed(const core::JobView& job, const Status& status, double run_time, double now);
+  // A pending job that left without running; `job` as described before the core cancelled it.
+  void Cancelled(const core::JobView& job, const Status& why, double now);
+  void Evicted(const core::SweepResult& swept, std::vector<std::pair<std::string, double>>& keys,
+               double now);
+  // The aging steps the core took since the last call (AdvanceTo), as events.
+  void Promotions(double now);
+  // Hands the gathered events and evidence to the delivery thread, in order.
+  void Post();
+
+  // Whether `Evicted` wants the evicted keys' names.
+  bool wants_events() const { return delivery_.wants_events(); }
+  // Snapshot's counters, per type in registration order, and the totals.
+  const metrics::SchedulerMetrics& metrics() const { return metrics_; }
+  void WriteMetrics(std::string& out);
+  // Outside the lock: waits until everything posted has been delivered.
+  void Flush() { delivery_.Flush(); }
+
+ private:
+  JobEvent EventOf(JobEvent::Kind kind, const core::JobView& job, double now) const;
+
+  core::AdmissionCore& core_;
+  metrics::SchedulerMetrics metrics_;
+  EventDelivery delivery_;
+  std::vector<JobEvent> events_;
+  std::vector<AdmissionEvidence> evidence_;
+  std::vector<core::Promotion> promotions_;  // filled by the core when observed
+};
+
+}  // namespace fairgate::internal
+
+#endif  // FAIRGATE_RUNTIME_DECISION_LOG_H_
