@@ -226,6 +226,16 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
     // Jobs that aged into this tier go ahead of its own; each still needs room in its own type's
     // and its own tier's caps.
     Job* best = nullptr;
+    AdmissionOrder best_order;
+    // The head of a lane set, if it goes before the best so far. A linked lane's entry holds its
+    // head's order, kept current by SyncLane: read, not recomputed.
+    auto consider = [&](LaneSet& lanes) {
+      Job* head = FrontOf(lanes);
+      if (head != nullptr && (best == nullptr || head->lane->entry.order < best_order)) {
+        best = head;
+        best_order = head->lane->entry.order;
+      }
+    };
     skipped.key_limit += static_cast<int>(tier->held_lanes);
     if (tier->aged_in > 0) {
       for (auto& group : tier->aged) {
@@ -238,9 +248,7 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
           skipped.type_cap += !group->lanes.empty();
           continue;
         }
-        if (Job* head = FrontOf(group->lanes); head && (!best || OrderOf(*head) < OrderOf(*best))) {
-          best = head;
-        }
+        consider(group->lanes);
       }
     }
     if (best == nullptr && tier->pending > 0) {
@@ -252,10 +260,7 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
             skipped.type_cap += !type->lanes.empty();
             continue;
           }
-          if (Job* head = FrontOf(type->lanes);
-              head && (!best || OrderOf(*head) < OrderOf(*best))) {
-            best = head;
-          }
+          consider(type->lanes);
         }
       }
     }
@@ -517,10 +522,6 @@ bool AdmissionCore::Reserved(const KeyState& key) const {
 
 KeyPlace AdmissionCore::PlaceOf(const KeyState& key) const {
   return {Reserved(key) ? 0u : kUnreservedRank, SortableBits(key.acc)};
-}
-
-AdmissionOrder AdmissionCore::OrderOf(const Job& job) const {
-  return {PlaceOf(*job.key), ReadyEntryOf(job).place};
 }
 
 double AdmissionCore::SjfOf(const TypeState& type, absl::string_view id,

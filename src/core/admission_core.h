@@ -203,9 +203,8 @@ class AdmissionCore {
   double NextStepAt(const Job& job) const;
   bool Admissible(const KeyState& key) const;
   bool Reserved(const KeyState& key) const;
-  // A key's place in the admission order (core/order.h), and a pending job's.
+  // A key's place in the admission order (core/order.h).
   KeyPlace PlaceOf(const KeyState& key) const;
-  AdmissionOrder OrderOf(const Job& job) const;
   double SjfOf(const TypeState& type, absl::string_view id, const EnqueueRequest& request) const;
   // The tier one step above `tier` within the aging ceiling, or null.
   TierState* TierAbove(const TierState& tier) const;
