@@ -1,6 +1,21 @@
 #include "runtime/decision_log.h"
 
 namespace fairgate::internal {
+namespace {
+
+// An event about the job (type, id, key) at `now`; the rest is the caller's.
+JobEvent EventAbout(JobEvent::Kind kind, double now, std::string_view type, std::string_view id,
+                    std::string_view key) {
+  JobEvent e;
+  e.kind = kind;
+  e.time = now;
+  e.type = std::string(type);
+  e.id = std::string(id);
+  e.key = std::string(key);
+  return e;
+}
+
+}  // namespace
 
 DecisionLog::DecisionLog(const SchedulerOptions& options, core::AdmissionCore& core)
     : core_(core), delivery_(options.observers, options.evidence, options.observer_queue_limit) {
@@ -12,12 +27,7 @@ void DecisionLog::TypeRegistered(std::string_view name, int priority) {
 }
 
 JobEvent DecisionLog::EventOf(JobEvent::Kind kind, const core::JobView& job, double now) const {
-  JobEvent e;
-  e.kind = kind;
-  e.time = now;
-  e.type = std::string(job.type);
-  e.id = std::string(job.id);
-  e.key = std::string(job.key);
+  JobEvent e = EventAbout(kind, now, job.type, job.id, job.key);
   e.tier = job.priority;
   e.effective_tier = job.effective_priority;
   e.charge = job.charge;
@@ -29,12 +39,7 @@ void DecisionLog::Rejected(std::string_view type, std::string_view id, std::stri
                            const Status& why, double now) {
   metrics_.Rejected(why.code());
   if (!delivery_.wants_events()) return;
-  JobEvent e;
-  e.kind = JobEvent::Kind::kReject;
-  e.time = now;
-  e.type = std::string(type);
-  e.id = std::string(id);
-  e.key = std::string(key);
+  JobEvent e = EventAbout(JobEvent::Kind::kReject, now, type, id, key);
   e.status = why;
   events_.push_back(std::move(e));
 }
@@ -45,14 +50,15 @@ void DecisionLog::Admitted(const core::Admission& a, double now) {
   metrics_.Admitted(a.type_index, now - a.arrival, a.waited_on_conflict);
   Promotions(now);
   if (delivery_.wants_events()) {
-    core::JobView job;
-    job.type = a.type;
-    job.id = a.id;
-    job.key = a.key;
-    job.priority = a.priority;
-    job.effective_priority = a.effective_priority;
-    job.arrival = a.arrival;
-    job.charge = a.charge;
+    const core::JobView job{.type = a.type,
+                            .id = a.id,
+                            .key = a.key,
+                            .type_index = a.type_index,
+                            .priority = a.priority,
+                            .effective_priority = a.effective_priority,
+                            .arrival = a.arrival,
+                            .running = true,
+                            .charge = a.charge};
     JobEvent e = EventOf(JobEvent::Kind::kAdmit, job, now);
     e.accumulated_cost = a.accumulated_before + a.charge / a.weight;
     events_.push_back(std::move(e));
@@ -85,9 +91,7 @@ void DecisionLog::Evicted(const core::SweepResult& swept,
                           std::vector<std::pair<std::string, double>>& keys, double now) {
   metrics_.KeysEvicted(swept.keys_evicted);
   for (auto& [key, acc] : keys) {
-    JobEvent e;
-    e.kind = JobEvent::Kind::kEvict;
-    e.time = now;
+    JobEvent e = EventAbout(JobEvent::Kind::kEvict, now, "", "", "");
     e.key = std::move(key);
     e.accumulated_cost = acc;
     events_.push_back(std::move(e));
@@ -96,12 +100,7 @@ void DecisionLog::Evicted(const core::SweepResult& swept,
 
 void DecisionLog::Promotions(double now) {
   for (const core::Promotion& p : promotions_) {
-    JobEvent e;
-    e.kind = JobEvent::Kind::kPromote;
-    e.time = now;
-    e.type = std::string(p.type);
-    e.id = std::string(p.id);
-    e.key = std::string(p.key);
+    JobEvent e = EventAbout(JobEvent::Kind::kPromote, now, p.type, p.id, p.key);
     e.tier = p.from_priority;
     e.effective_tier = p.to_priority;
     e.accumulated_cost = core_.AccumulatedCost(p.key).value_or(0);
