@@ -21,10 +21,9 @@ class FifoGate : public WorkGate {
   explicit FifoGate(const GateConfig& config) : config_(config), free_(config.capacity) {}
   ~FifoGate() override { Shutdown(); }
 
-  fairgate::StatusOr<CancelFn> Acquire(std::string_view type, std::string_view repository,
-                                       std::string_view client, SlotCallback on_admitted) override {
-    (void)type;
-    (void)repository;
+  // Strictly FIFO: the type and the repository play no part.
+  fairgate::StatusOr<CancelFn> Acquire(std::string_view, std::string_view, std::string_view client,
+                                       SlotCallback on_admitted) override {
     std::unique_lock lock(mutex_);
     if (shutting_down_) return absl::UnavailableError("the gate is shutting down");
     if (waiters_.empty() && free_ > 0) {

@@ -1,7 +1,6 @@
 #include "http_server.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <future>
 #include <map>
@@ -72,6 +71,16 @@ Clock::duration TransferDeadline(const HttpLimits& limits, std::size_t bytes) {
   return limits.transfer_grace +
          std::chrono::milliseconds(bytes * 1000 /
                                    std::max<std::size_t>(1, limits.min_transfer_rate));
+}
+
+// The head every response of this server has.
+template <typename Body>
+void FillHead(http::response<Body>& response, std::string_view content_type, const Headers& headers,
+              bool keep_alive) {
+  response.set(http::field::server, "fairgate-git-mirror");
+  response.set(http::field::content_type, std::string(content_type));
+  for (const auto& [name, value] : headers) response.set(name, value);
+  response.keep_alive(keep_alive);
 }
 
 }  // namespace
@@ -172,10 +181,7 @@ class HttpServer::Connection : public HttpExchange,
     responding_ = true;
     auto response =
         std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status), 11);
-    response->set(http::field::server, "fairgate-git-mirror");
-    response->set(http::field::content_type, std::string(content_type));
-    for (const auto& [name, value] : headers) response->set(name, value);
-    response->keep_alive(keep_alive_);
+    FillHead(*response, content_type, headers, keep_alive_);
     response->body() = std::move(body);
     response->prepare_payload();
     const std::size_t size = response->body().size();
@@ -197,10 +203,7 @@ class HttpServer::Connection : public HttpExchange,
     stream_status_ = status;
     stream_header_ =
         std::make_unique<http::response<http::empty_body>>(static_cast<http::status>(status), 11);
-    stream_header_->set(http::field::server, "fairgate-git-mirror");
-    stream_header_->set(http::field::content_type, std::string(content_type));
-    for (const auto& [name, value] : headers) stream_header_->set(name, value);
-    stream_header_->keep_alive(keep_alive_);
+    FillHead(*stream_header_, content_type, headers, keep_alive_);
     stream_header_->chunked(true);
     stream_serializer_ =
         std::make_unique<http::response_serializer<http::empty_body>>(*stream_header_);
@@ -468,8 +471,8 @@ class HttpServer::Connection : public HttpExchange,
   std::unique_ptr<http::response_serializer<http::empty_body>> stream_serializer_;
   unsigned stream_status_ = 0;
 
-  std::atomic<bool> idle_{true};  // read by Close(only_idle) on the strand; atomic for clarity
-  bool responding_ = false;       // a response has started: a gone client no longer cancels
+  bool idle_ = true;         // between requests (Close(only_idle) reads it on the strand)
+  bool responding_ = false;  // a response has started: a gone client no longer cancels
   bool watching_ = false;
   bool next_after_watch_ = false;
   bool gone_ = false;

@@ -261,14 +261,13 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
     timer_.cancel();
     const std::string& client = exchange_->client();
     if (!slot.ok()) {
-      fairgate::Status why = slot.status();
-      if (timed_out_) {
-        why = absl::DeadlineExceededError("the request waited longer than the request timeout");
-      } else if (!gone_) {
-        why = absl::UnavailableError("the server is shutting down");
-      }
-      server_.RecordOutcome(spec_.type, spec_.repository, client, false,
-                            gone_ ? absl::CancelledError("the client went away") : why);
+      // The wait was cancelled by this request (client gone, timed out) or by the shutdown.
+      const fairgate::Status why =
+          gone_ ? absl::CancelledError("the client went away")
+          : timed_out_
+              ? absl::DeadlineExceededError("the request waited longer than the request timeout")
+              : absl::UnavailableError("the server is shutting down");
+      server_.RecordOutcome(spec_.type, spec_.repository, client, false, why);
       if (!gone_) server_.Reply(*exchange_, why);
       return;
     }
@@ -645,6 +644,20 @@ bool IsPushOrDumb(const std::string& path, const std::map<std::string, std::stri
   return false;
 }
 
+// A push or the dumb protocol is 403, unless the path is refused for something more basic first
+// (400 for a path that could escape, 404 for an unknown repository, 405 for a wrong method).
+fairgate::Status ReadOnly(fairgate::Status refusal,
+                          const fairgate::StatusOr<GitRequestPath>& parsed, const std::string& path,
+                          const std::map<std::string, std::string>& query, bool post) {
+  const bool path_unknown = !parsed.ok() && parsed.status().code() == absl::StatusCode::kNotFound;
+  if ((refusal.ok() || path_unknown) && IsPushOrDumb(path, query, post)) {
+    return absl::PermissionDeniedError(
+        "this mirror is read-only: it serves only git-upload-pack over smart HTTP (no pushes, no "
+        "dumb protocol)");
+  }
+  return refusal;
+}
+
 }  // namespace
 
 void MirrorServer::HandleGet(const std::shared_ptr<HttpExchange>& exchange, const std::string& path,
@@ -668,18 +681,8 @@ void MirrorServer::HandleGet(const std::shared_ptr<HttpExchange>& exchange, cons
   }
   exchange->set_route("info_refs");
   auto parsed = ParseGitRequestPath(path);
-  if (!parsed.ok() && parsed.status().code() == absl::StatusCode::kNotFound &&
-      IsPushOrDumb(path, query, false)) {
-    return Reply(*exchange, absl::PermissionDeniedError(
-                                "this mirror is read-only: it serves only git-upload-pack over "
-                                "smart HTTP (no pushes, no dumb protocol)"));
-  }
-  fairgate::Status refusal = Refusal(*exchange, parsed, GitEndpoint::kInfoRefs);
-  if (refusal.ok() && IsPushOrDumb(path, query, false)) {
-    refusal = absl::PermissionDeniedError(
-        "this mirror is read-only: it serves only git-upload-pack over smart HTTP (no pushes, no "
-        "dumb protocol)");
-  }
+  const fairgate::Status refusal = ReadOnly(Refusal(*exchange, parsed, GitEndpoint::kInfoRefs),
+                                            parsed, path, query, /*post=*/false);
   if (!refusal.ok()) return Reply(*exchange, refusal);
   const std::string repository = parsed->repository;
   EnsureMirrored(exchange, repository, [this, exchange, repository](const fairgate::Status& s) {
@@ -702,12 +705,8 @@ void MirrorServer::HandlePost(const std::shared_ptr<HttpExchange>& exchange,
   exchange->set_route("upload_pack");
   const HttpRequest& request = exchange->request();
   auto parsed = ParseGitRequestPath(path);
-  if (!parsed.ok() && parsed.status().code() == absl::StatusCode::kNotFound &&
-      IsPushOrDumb(path, {}, true)) {
-    return Reply(*exchange, absl::PermissionDeniedError(
-                                "this mirror is read-only: it serves only git-upload-pack"));
-  }
-  fairgate::Status refusal = Refusal(*exchange, parsed, GitEndpoint::kUploadPack);
+  fairgate::Status refusal = ReadOnly(Refusal(*exchange, parsed, GitEndpoint::kUploadPack), parsed,
+                                      path, {}, /*post=*/true);
   const auto content_type = request[boost::beast::http::field::content_type];
   if (refusal.ok() && std::string_view(content_type.data(), content_type.size()) !=
                           "application/x-git-upload-pack-request") {
