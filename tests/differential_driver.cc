@@ -97,6 +97,11 @@ class Run {
 
   bool RegisterTypes() {
     const int type_count = choices_.Between(1, 5);
+    std::vector<std::string> registered;
+    // A group's conflict limit, drawn once per group so that its types usually agree; now and
+    // then a type gives another, which both must refuse.
+    const int git_limit = config_.extensions ? choices_.Between(1, 3) : 1;
+    const int db_limit = config_.extensions ? choices_.Between(1, 2) : 1;
     for (int i = 0; i < type_count; ++i) {
       JobTypeConfig config;
       config.priority = choices_.Pick(std::vector<int>{1, 2, 3, 5});
@@ -104,14 +109,23 @@ class Run {
       config.conflict_group = choices_.Pick(std::vector<std::string>{"", "git", "git", "db"});
       config.default_cost = choices_.Pick(std::vector<double>{0, 1, 2.5, 10});
       config.shortest_first = config_.extensions && choices_.Chance(0.4);
+      if (config_.extensions) {
+        if (!config.conflict_group.empty()) {
+          config.conflict_limit = choices_.Chance(0.1)             ? choices_.Between(1, 3)
+                                  : config.conflict_group == "git" ? git_limit
+                                                                   : db_limit;
+        }
+        if (choices_.Chance(0.3)) config.slots = choices_.Between(1, 3);
+      }
       const std::string name = "t" + std::to_string(i);
       const Status got = core_->RegisterType(name, config);
       const Status want = model_->RegisterType(name, config);
       if (got.code() != want.code()) return Fail("RegisterType " + name + ": " + got.ToString());
-      types_.push_back(name);
+      types_.push_back(name);  // refused ones too: enqueues of them must be refused alike
+      if (got.ok()) registered.push_back(name);
     }
     // The bound depends on the configuration alone: every type's, and a refusal for a stranger.
-    for (const std::string& type : types_) {
+    for (const std::string& type : registered) {
       StatusOr<double> got = core_->MaxWaitToCeiling(type);
       StatusOr<double> want = model_->MaxWaitToCeiling(type);
       if (!got.ok() || !want.ok() || *got != *want) {
@@ -226,9 +240,12 @@ class Run {
   bool Compare() {
     core_->AdvanceTo(now_);
     const Snapshot snapshot = core_->TakeSnapshot();
-    if (snapshot.pending != model_->pending() || snapshot.running != model_->running()) {
-      return Fail("pending/running: core " + Show(snapshot.pending) + "/" + Show(snapshot.running) +
-                  ", model " + Show(model_->pending()) + "/" + Show(model_->running()));
+    if (snapshot.pending != model_->pending() || snapshot.running != model_->running() ||
+        snapshot.slots_in_use != model_->slots_in_use()) {
+      return Fail("pending/running/slots: core " + Show(snapshot.pending) + "/" +
+                  Show(snapshot.running) + "/" + Show(snapshot.slots_in_use) + ", model " +
+                  Show(model_->pending()) + "/" + Show(model_->running()) + "/" +
+                  Show(model_->slots_in_use()));
     }
     const auto aged_in = model_->AgedIn(now_);
     if (snapshot.tiers.size() != aged_in.size()) return Fail("the number of tiers");

@@ -15,6 +15,13 @@ Status ReferenceModel::RegisterType(const std::string& name, const JobTypeConfig
   if (it != types_.end()) {
     return it->second == config ? absl::OkStatus() : absl::AlreadyExistsError("different config");
   }
+  if (config.slots > options_.max_concurrency) return absl::InvalidArgumentError("slots");
+  for (const auto& [other_name, other] : types_) {
+    if (!config.conflict_group.empty() && other.conflict_group == config.conflict_group &&
+        other.conflict_limit != config.conflict_limit) {
+      return absl::InvalidArgumentError("conflict_limit");
+    }
+  }
   types_[name] = config;
   return absl::OkStatus();
 }
@@ -73,21 +80,22 @@ Status ReferenceModel::Cancel(int n, double now) {
 }
 
 bool ReferenceModel::Admissible(const ModelJob& job) const {
+  // Slots of the global cap and of the tier's, jobs of the type, of the key and on the resource.
   const JobTypeConfig& config = types_.at(job.type);
-  int total = 0, tier = 0, type = 0;
+  int total_slots = 0, tier_slots = 0, type = 0, same_resource = 0;
   for (const auto& [n, other] : jobs_) {
     if (!other.running) continue;
     const JobTypeConfig& other_config = types_.at(other.type);
-    ++total;
-    tier += other_config.priority == config.priority;
+    total_slots += other_config.slots;
+    if (other_config.priority == config.priority) tier_slots += other_config.slots;
     type += other.type == job.type;
-    if (!config.conflict_group.empty() && other.id == job.id &&
-        other_config.conflict_group == config.conflict_group) {
-      return false;
-    }
+    same_resource += !config.conflict_group.empty() && other.id == job.id &&
+                     other_config.conflict_group == config.conflict_group;
   }
-  return total < options_.max_concurrency && tier < config.priority &&
-         type < config.max_concurrency && RunningOf(job.key) < LimitsOf(job.key).max_running;
+  return total_slots + config.slots <= options_.max_concurrency &&
+         tier_slots + config.slots <= config.priority && type < config.max_concurrency &&
+         RunningOf(job.key) < LimitsOf(job.key).max_running &&
+         same_resource < config.conflict_limit;
 }
 
 KeyLimits ReferenceModel::LimitsOf(const std::string& key) const {
@@ -280,6 +288,12 @@ std::int64_t ReferenceModel::pending() const {
 std::int64_t ReferenceModel::running() const {
   std::int64_t n = 0;
   for (const auto& [i, job] : jobs_) n += job.running;
+  return n;
+}
+
+std::int64_t ReferenceModel::slots_in_use() const {
+  std::int64_t n = 0;
+  for (const auto& [i, job] : jobs_) n += job.running ? types_.at(job.type).slots : 0;
   return n;
 }
 

@@ -56,6 +56,7 @@ class ReferenceModel {
   std::size_t estimates_tracked() const { return estimates_.size(); }
   std::int64_t pending() const;
   std::int64_t running() const;
+  std::int64_t slots_in_use() const;  // the slots of the running jobs
 
  private:
   struct ModelJob {

@@ -38,10 +38,13 @@ struct AdmissionEvidence {
   std::string estimate_source;
   double weight = 1;  // the key's; the accumulated cost grew by estimate / weight
   // What this decision passed over to reach the job, ahead of it in the order:
-  int skipped_tier_cap = 0;   // tiers at their cap, with pending jobs, skipped whole
-  int skipped_type_cap = 0;   // types at their cap, with pending jobs, skipped whole
-  int skipped_key_limit = 0;  // (key, type) queues of keys at their max_running
-  int skipped_conflict = 0;   // jobs set aside because their conflict resource was busy
+  int skipped_global_cap = 0;  // types with pending jobs whose slots the global cap had no room
+                               // for (only multi-slot types; in the JSON only when not 0)
+  int skipped_tier_cap = 0;    // tiers at their cap, with pending jobs, skipped whole; and types
+                               // whose slots their tier had no room for
+  int skipped_type_cap = 0;    // types at their cap, with pending jobs, skipped whole
+  int skipped_key_limit = 0;   // (key, type) queues of keys at their max_running
+  int skipped_conflict = 0;    // jobs set aside because their conflict resource was busy
 };
 
 // The record as one line of JSON, without the newline; keys in a fixed order.

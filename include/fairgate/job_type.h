@@ -19,14 +19,24 @@ struct JobTypeConfig {
   // The charge, in seconds of slot time, of a (type, id) whose cost has not been learned yet.
   // Finite and >= 0.
   double default_cost = 1.0;
-  // At most this many jobs of this type run at once. >= 1.
+  // At most this many jobs of this type run at once (jobs, whatever their slots). >= 1.
   int max_concurrency = 1;
-  // Two jobs conflict when they have the same job id and the same non-empty conflict group;
-  // conflicting jobs never run at the same time. Empty: this type conflicts with nothing.
+  // Jobs with the same job id and the same non-empty conflict group share a resource: at most
+  // `conflict_limit` of them run at the same time (1: they exclude each other). Empty: this type
+  // conflicts with nothing.
   std::string conflict_group;
+  // How many jobs of the group may run on one id at once. >= 1; more than 1 only with a conflict
+  // group; every type of a group must give the same value (RegisterType refuses another).
+  int conflict_limit = 1;
   // The tier. Higher runs first; all types with the same value share one tier, and at most
-  // `priority` jobs of that tier run at once. >= 1.
+  // `priority` slots of that tier are in use at once. >= 1.
   int priority = 1;
+  // How many slots one running job of this type takes, of the global cap (max_concurrency of
+  // SchedulerOptions) and of its tier's cap: a repack of a huge repository may count as 4. A job
+  // is admitted only when all its slots are free; a narrower job behind it in the order may go
+  // first meanwhile (no slot is held back for a wide job). >= 1, at most `priority` and at most
+  // the scheduler's max_concurrency.
+  int slots = 1;
   // Shortest-first within a key: a key's pending jobs of this type go in the order of their
   // estimated cost (the explicit cost if given, else the learned or default estimate, as known
   // when the job was enqueued), ties by arrival, instead of by arrival alone (Smith's rule:

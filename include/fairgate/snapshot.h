@@ -33,15 +33,17 @@ struct KeyCost {
 };
 
 struct TierSnapshot {
-  int priority = 0;  // also the tier's cap
-  int running = 0;
+  int priority = 0;          // also the tier's cap, in slots
+  int running = 0;           // jobs
   std::int64_t pending = 0;  // its own jobs, wherever aging has placed them
   std::int64_t aged_in = 0;  // pending jobs of lower tiers that aged into this one
+  int slots_in_use = 0;      // the slots its running jobs take (JobTypeConfig::slots)
 };
 
 struct Snapshot {
-  int max_concurrency = 0;
-  int running = 0;
+  int max_concurrency = 0;  // in slots
+  int running = 0;          // jobs
+  int slots_in_use = 0;  // the slots running jobs take; equals `running` without multi-slot types
   std::int64_t pending = 0;
   std::vector<TierSnapshot> tiers;  // highest priority first
   std::vector<TypeSnapshot> types;  // in registration order

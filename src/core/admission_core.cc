@@ -38,6 +38,7 @@ AdmissionEvidence ToEvidence(const Admission& a, double now) {
                       : a.estimate_source == EstimateSource::kLearned ? "learned"
                                                                       : "default";
   e.weight = a.weight;
+  e.skipped_global_cap = a.skipped.global_cap;
   e.skipped_tier_cap = a.skipped.tier_cap;
   e.skipped_type_cap = a.skipped.type_cap;
   e.skipped_key_limit = a.skipped.key_limit;
@@ -66,7 +67,6 @@ AdmissionCore::~AdmissionCore() {
       delete presence;
     }
   }
-  for (auto& [name, resource] : resources_) resource.waiters.clear();
   idle_keys_.clear();
 }
 
@@ -77,14 +77,29 @@ Status AdmissionCore::RegisterType(std::string_view name, const JobTypeConfig& c
     return absl::AlreadyExistsError(absl::StrCat(
         "job type '", AsAbsl(name), "' is already registered with a different config"));
   }
+  if (config.slots > options_.max_concurrency) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job type '", AsAbsl(name), "': slots (", config.slots,
+                     ") exceed the scheduler's max_concurrency (", options_.max_concurrency, ")"));
+  }
+  if (!config.conflict_group.empty()) {
+    auto it = conflict_groups_.find(config.conflict_group);
+    if (it != conflict_groups_.end() && it->second.limit != config.conflict_limit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job type '", AsAbsl(name), "': conflict_limit ", config.conflict_limit,
+          " differs from conflict group '", config.conflict_group, "''s ", it->second.limit));
+    }
+  }
   auto type = std::make_unique<TypeState>();
   type->name = std::string(name);
   type->config = config;
   type->index = static_cast<std::uint32_t>(types_.size());
   if (!config.conflict_group.empty()) {
     auto [it, inserted] = conflict_groups_.try_emplace(
-        config.conflict_group, static_cast<std::uint32_t>(conflict_groups_.size() + 1));
-    type->conflict_group = it->second;
+        config.conflict_group,
+        ConflictGroup{static_cast<std::uint32_t>(conflict_groups_.size() + 1),
+                      config.conflict_limit});
+    type->conflict_group = it->second.index;
   }
   auto tier_it = std::find_if(tiers_.begin(), tiers_.end(),
                               [&](const auto& t) { return t->priority <= config.priority; });
@@ -136,7 +151,7 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
   KeyState& key = key_it->second;
   TierState& tier = *type.tier;
 
-  if (key.pending == 0 && key.running == 0) {
+  if (key.pending == 0 && key.running.used() == 0) {
     if (key.idle_hook.is_linked()) idle_keys_.erase(idle_keys_.iterator_to(key));
     // The key has no lanes and no tier presence yet, so its cost can change without relinking.
     if (options_.idle_catch_up && !tier.keys_by_acc.empty()) {
@@ -198,8 +213,11 @@ Status AdmissionCore::Cancel(JobTicket ticket, double now) {
   UnschedulePromotion(*job);
   if (job->state == JobState::kReady) {
     RemoveReady(*job);
+    if (job->resource != nullptr && !job->resource->full()) {
+      WakeFirstInLane(*job->resource, *job->lane);
+    }
   } else {
-    job->resource->waiters.erase(job->resource->waiters.iterator_to(*job));
+    job->resource->waiters.erase({job->lane, ReadyEntryOf(*job).place, job});
   }
   LeavePending(*job);
   ReleaseResource(job->resource);
@@ -211,7 +229,7 @@ Status AdmissionCore::Cancel(JobTicket ticket, double now) {
 Job* AdmissionCore::FrontOf(LaneSet& lanes) {
   while (!lanes.empty()) {
     Job& head = *lanes.front()->ready.begin()->job;
-    if (head.resource == nullptr || !head.resource->busy) return &head;
+    if (head.resource == nullptr || !head.resource->full()) return &head;
     Park(head);
   }
   return nullptr;
@@ -219,12 +237,17 @@ Job* AdmissionCore::FrontOf(LaneSet& lanes) {
 
 std::optional<Admission> AdmissionCore::NextAdmission(double now) {
   AdvanceTo(now);
-  if (running_ >= options_.max_concurrency) return std::nullopt;
+  if (slots_.Full(options_.max_concurrency)) return std::nullopt;
   DecisionSkips skipped;
   parked_in_decision_ = 0;
+  Job* job = Pick(skipped);
+  if (job == nullptr) return std::nullopt;
+  skipped.conflict = parked_in_decision_;
+  return Admit(*job, skipped, now);
+}
+
+Job* AdmissionCore::Pick(DecisionSkips& skipped) {
   for (auto& tier : tiers_) {
-    // Jobs that aged into this tier go ahead of its own; each still needs room in its own type's
-    // and its own tier's caps.
     Job* best = nullptr;
     AdmissionOrder best_order;
     // The head of a lane set, if it goes before the best so far. A linked lane's entry holds its
@@ -237,89 +260,83 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
       }
     };
     skipped.key_limit += static_cast<int>(tier->held_lanes);
+    // Jobs that aged into this tier go ahead of its own; each still needs room in its own type's
+    // and its own tier's caps.
     if (tier->aged_in > 0) {
       for (auto& group : tier->aged) {
-        TypeState& type = *group->type;
-        if (type.tier->running >= type.tier->priority) {
-          skipped.tier_cap += !group->lanes.empty();  // its own tier is full
-          continue;
-        }
-        if (type.running >= type.config.max_concurrency) {
-          skipped.type_cap += !group->lanes.empty();
-          continue;
-        }
-        consider(group->lanes);
+        if (TypeFits(*group->type, group->lanes, skipped)) consider(group->lanes);
       }
     }
     if (best == nullptr && tier->pending > 0) {
-      if (tier->running >= tier->priority) {
+      if (tier->slots.Full(tier->priority)) {
         ++skipped.tier_cap;
       } else {
         for (TypeState* type : tier->types) {
-          if (type->running >= type->config.max_concurrency) {
-            skipped.type_cap += !type->lanes.empty();
-            continue;
-          }
-          consider(type->lanes);
+          if (TypeFits(*type, type->lanes, skipped)) consider(type->lanes);
         }
       }
     }
-    if (best == nullptr) continue;
-    skipped.conflict = parked_in_decision_;
-
-    Job& job = *best;
-    TypeState& type = *job.type;
-    KeyState& key = *job.key;
-    const int effective_priority = job.lane->tier->priority;
-    EstimateSource source = EstimateSource::kExplicit;
-    double charge = job.explicit_cost;
-    if (!job.has_explicit_cost) {
-      bool learned = false;
-      charge = estimates_.Use(type.index, job.id, type.config.default_cost, now, &learned);
-      source = learned ? EstimateSource::kLearned : EstimateSource::kDefault;
-    }
-    const double weight = key.settings ? key.settings->weight : 1.0;
-    const double accumulated_before = key.acc;
-    const bool reserved = Reserved(key);
-    const double sjf = job.sjf;
-    UnschedulePromotion(job);
-    // One pass over the key's lanes covers the new head, the new cost and the new running count.
-    Rekey(key, [&] {
-      job.lane->ready.erase(ReadyEntryOf(job));
-      LeavePending(job);
-      key.acc = key.acc + charge / weight;
-      ++key.running;
-    });
-    // No longer pending: its pending facts give way to its running ones (queue_nodes.h).
-    job.charge = charge;
-    job.weight = weight;
-    job.effective_priority = effective_priority;
-    job.state = JobState::kRunning;
-    ++running_;
-    ++type.running;
-    ++type.tier->running;
-    if (job.resource) job.resource->busy = true;
-    Admission admission;
-    admission.ticket = TicketOf(job);
-    admission.type = type.name;
-    admission.id = job.id;
-    admission.key = *key.name;
-    admission.charge = job.charge;
-    admission.weight = job.weight;
-    admission.arrival = job.arrival;
-    admission.priority = type.config.priority;
-    admission.effective_priority = effective_priority;
-    admission.type_index = type.index;
-    admission.accumulated_before = accumulated_before;
-    admission.sjf = sjf;
-    admission.seq = job.seq;
-    admission.reserved = reserved;
-    admission.waited_on_conflict = job.was_parked;
-    admission.estimate_source = source;
-    admission.skipped = skipped;
-    return admission;
+    if (best != nullptr) return best;
   }
-  return std::nullopt;
+  return nullptr;
+}
+
+Admission AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now) {
+  TypeState& type = *job.type;
+  KeyState& key = *job.key;
+  Admission admission;
+  admission.ticket = TicketOf(job);
+  admission.type = type.name;
+  admission.id = job.id;
+  admission.key = *key.name;
+  admission.arrival = job.arrival;
+  admission.priority = type.config.priority;
+  admission.effective_priority = job.lane->tier->priority;
+  admission.type_index = type.index;
+  admission.accumulated_before = key.acc;
+  admission.sjf = job.sjf;
+  admission.seq = job.seq;
+  admission.reserved = Reserved(key);
+  admission.waited_on_conflict = job.was_parked;
+  admission.skipped = skipped;
+  admission.estimate_source = EstimateSource::kExplicit;
+  admission.charge = job.explicit_cost;
+  if (!job.has_explicit_cost) {
+    bool learned = false;
+    admission.charge = estimates_.Use(type.index, job.id, type.config.default_cost, now, &learned);
+    admission.estimate_source = learned ? EstimateSource::kLearned : EstimateSource::kDefault;
+  }
+  admission.weight = key.settings ? key.settings->weight : 1.0;
+
+  UnschedulePromotion(job);
+  // With a conflict limit above 1, the resource may keep room after this job: the next job of the
+  // same resource parked in this lane may now come first.
+  if (job.resource != nullptr && job.resource->running.Fits(2, job.resource->limit)) {
+    WakeFirstInLane(*job.resource, *job.lane);
+  }
+  // One pass over the key's lanes covers the new head, the new cost and the new running count.
+  Rekey(key, [&] {
+    job.lane->ready.erase(ReadyEntryOf(job));
+    LeavePending(job);
+    key.acc = key.acc + admission.charge / admission.weight;
+    ForEachHold(job, [](Usage& usage, std::int32_t amount) { usage.Acquire(amount); });
+  });
+  // No longer pending: its pending facts give way to its running ones (queue_nodes.h).
+  job.charge = admission.charge;
+  job.weight = admission.weight;
+  job.effective_priority = admission.effective_priority;
+  job.state = JobState::kRunning;
+  return admission;
+}
+
+template <typename Use>
+void AdmissionCore::ForEachHold(Job& job, Use use) {
+  const std::int32_t slots = job.type->config.slots;
+  use(slots_, slots);
+  use(job.type->tier->slots, slots);
+  use(job.type->running, 1);
+  use(job.key->running, 1);
+  if (job.resource != nullptr) use(job.resource->running, 1);
 }
 
 Status AdmissionCore::Complete(JobTicket ticket, double elapsed, double now) {
@@ -333,25 +350,25 @@ Status AdmissionCore::Complete(JobTicket ticket, double elapsed, double now) {
   if (job->state != JobState::kRunning) {
     return absl::FailedPreconditionError("the job is pending; only running jobs can complete");
   }
-  TypeState& type = *job->type;
+  const TypeState& type = *job->type;
   KeyState& key = *job->key;
   estimates_.Learn(type.index, job->id, type.config.default_cost, elapsed, options_.alpha, now);
   const double acc = options_.reconcile ? key.acc + (elapsed - job->charge) / job->weight : key.acc;
+  Resource* resource = job->resource;
+  const bool resource_was_full = resource != nullptr && resource->full();
+  auto release = [&] {
+    key.acc = acc;
+    ForEachHold(*job, [](Usage& usage, std::int32_t amount) { usage.Release(amount); });
+  };
+  // The key's lanes move only if its cost or (with limits) its admissibility may have changed.
   if (acc != key.acc || limits_in_use_) {
-    Rekey(key, [&] {
-      key.acc = acc;
-      --key.running;
-    });
+    Rekey(key, release);
   } else {
-    --key.running;
+    release();
   }
-  --running_;
-  --type.running;
-  --type.tier->running;
-  if (job->resource) {
-    job->resource->busy = false;
-    Unpark(*job->resource);
-    ReleaseResource(job->resource);
+  if (resource != nullptr) {
+    if (resource_was_full) WakeWaiters(*resource);
+    ReleaseResource(resource);
   }
   MaybeIdle(key, now);
   FreeJob(*job);
@@ -399,14 +416,24 @@ void AdmissionCore::Promote(Job& job) {
                                job.arrival});
   }
   Lane& target = LaneFor(*job.key, *job.type, *above);
+  Resource* resource = job.resource;
   if (job.state == JobState::kReady) {
     RemoveReady(job);
+    if (resource != nullptr && !resource->full()) WakeFirstInLane(*resource, *job.lane);
     LeaveLane(job);
     JoinLane(job, target);
     InsertReady(job);
-  } else {  // parked: it returns to its new lane when its resource frees
+  } else {
+    // Parked: it stays parked in its new lane while the resource is full. With room, nothing in
+    // the new lane need be ahead of it, so it is ready at once.
+    resource->waiters.erase({job.lane, ReadyEntryOf(job).place, &job});
     LeaveLane(job);
     JoinLane(job, target);
+    if (resource->full()) {
+      resource->waiters.insert({job.lane, ReadyEntryOf(job).place, &job});
+    } else {
+      InsertReady(job);
+    }
   }
   ++job.promotions;
   SchedulePromotion(job);
@@ -513,11 +540,23 @@ const KeyLimits& AdmissionCore::LimitsOf(const KeyState& key) const {
 }
 
 bool AdmissionCore::Admissible(const KeyState& key) const {
-  return !limits_in_use_ || key.running < LimitsOf(key).max_running;
+  return !limits_in_use_ || !key.running.Full(LimitsOf(key).max_running);
+}
+
+bool AdmissionCore::TypeFits(const TypeState& type, const LaneSet& lanes,
+                             DecisionSkips& skipped) const {
+  const std::int32_t slots = type.config.slots;
+  int* full = !type.tier->slots.Fits(slots, type.tier->priority) ? &skipped.tier_cap
+              : !slots_.Fits(slots, options_.max_concurrency)    ? &skipped.global_cap
+              : type.running.Full(type.config.max_concurrency)   ? &skipped.type_cap
+                                                                 : nullptr;
+  if (full == nullptr) return true;
+  *full += !lanes.empty();
+  return false;
 }
 
 bool AdmissionCore::Reserved(const KeyState& key) const {
-  return limits_in_use_ && key.running < LimitsOf(key).min_running;
+  return limits_in_use_ && key.running.used() < LimitsOf(key).min_running;
 }
 
 KeyPlace AdmissionCore::PlaceOf(const KeyState& key) const {
@@ -535,14 +574,17 @@ double AdmissionCore::SjfOf(const TypeState& type, absl::string_view id,
 Snapshot AdmissionCore::TakeSnapshot() const {
   Snapshot s;
   s.max_concurrency = options_.max_concurrency;
-  s.running = running_;
+  s.slots_in_use = slots_.used();
   s.pending = pending_;
   for (const auto& tier : tiers_) {
-    s.tiers.push_back({tier->priority, tier->running, tier->pending, tier->aged_in});
+    int running = 0;
+    for (const TypeState* type : tier->types) running += type->running.used();
+    s.tiers.push_back({tier->priority, running, tier->pending, tier->aged_in, tier->slots.used()});
+    s.running += running;
   }
   for (const auto& type : types_) {
     s.types.push_back({type->name, type->config.priority, type->config.max_concurrency,
-                       type->running, type->pending});
+                       type->running.used(), type->pending});
   }
   s.keys_tracked = keys_.size();
   s.estimates_tracked = estimates_.size();
@@ -620,6 +662,7 @@ Resource* AdmissionCore::ResourceFor(const TypeState& type, absl::string_view id
   if (it == resources_.end()) {
     it = resources_.emplace(IndexedName{type.conflict_group, std::string(id)}, Resource{}).first;
     it->second.name = &it->first;
+    it->second.limit = type.config.conflict_limit;  // every type of the group gives the same
   }
   return &it->second;
 }
@@ -686,15 +729,30 @@ void AdmissionCore::Park(Job& job) {
   ++parked_in_decision_;
   job.was_parked = true;
   job.state = JobState::kParked;
-  job.resource->waiters.push_back(job);
+  job.resource->waiters.insert({job.lane, ReadyEntryOf(job).place, &job});
 }
 
-void AdmissionCore::Unpark(Resource& resource) {
-  while (!resource.waiters.empty()) {
-    Job& job = resource.waiters.front();
-    resource.waiters.pop_front();
-    InsertReady(job);
+void AdmissionCore::Unpark(Resource& resource, WaiterSet::iterator waiter) {
+  Job& job = *waiter->job;
+  resource.waiters.erase(waiter);
+  InsertReady(job);
+}
+
+void AdmissionCore::WakeWaiters(Resource& resource) {
+  // The jobs behind each lane's first wait on in their lane: they cannot come first before it.
+  static constexpr JobPlace kAfterAll{~std::uint64_t{0}, ~std::uint64_t{0}, ~std::uint64_t{0}};
+  auto it = resource.waiters.begin();
+  while (it != resource.waiters.end()) {
+    Lane* lane = it->lane;
+    Unpark(resource, it);
+    it = resource.waiters.upper_bound({lane, kAfterAll, nullptr});
   }
+}
+
+void AdmissionCore::WakeFirstInLane(Resource& resource, Lane& lane) {
+  if (resource.waiters.empty()) return;
+  auto it = resource.waiters.lower_bound({&lane, JobPlace{}, nullptr});
+  if (it != resource.waiters.end() && it->lane == &lane) Unpark(resource, it);
 }
 
 void AdmissionCore::JoinLane(Job& job, Lane& lane) {
@@ -742,7 +800,7 @@ void AdmissionCore::LeavePending(Job& job) {
 }
 
 void AdmissionCore::MaybeIdle(KeyState& key, double now) {
-  if (key.pending != 0 || key.running != 0) return;
+  if (key.pending != 0 || key.running.used() != 0) return;
   key.idle_since = now;
   idle_keys_.push_back(key);
 }

@@ -1,12 +1,12 @@
 // AdmissionCore: the deterministic engine that decides which job runs next.
 //
-// It holds every pending and running job and applies the admission rule of DESIGN.md, with the
-// opt-in extensions written down in docs/ordering.md: a job is admissible when the global cap, its
-// tier's cap and its type's cap have room, its key is below its max_running, and no running job
-// has the same id and the same non-empty conflict group; among admissible jobs the first in the
-// order (-effective priority, aged first, reserved first, accumulated_cost[key], sjf, arrival,
-// enqueue sequence) goes next, and its key is charged at once (the charge divided by the key's
-// weight). With none of the extensions on, that is (-priority, acc, arrival, seq): seed mode.
+// It holds every pending and running job and applies the admission rule of docs/ordering.md: a job
+// is admissible when every constraint it is subject to has room for it (core/constraints.h: the
+// global cap and its tier's cap for its slots, its type's cap, its key's max_running, its
+// resource's conflict limit); among admissible jobs the first in the order (-effective priority,
+// aged first, reserved first, accumulated_cost[key], sjf, arrival, enqueue sequence) goes next,
+// and its key is charged at once (the charge divided by the key's weight). With none of the
+// options on, that is (-priority, acc, arrival, seq): seed mode.
 //
 // Contract:
 // - Single-threaded and deterministic: no clock, no threads, no I/O. Time is an argument, in
@@ -16,8 +16,9 @@
 //   call NextAdmission until it returns nothing.
 // - Every operation costs O(log n) in the pending jobs, plus O(tiers + types) for
 //   NextAdmission; no operation sorts or scans the pending or running jobs. A job blocked by a
-//   conflict waits on its resource and returns to its queue, in its original place, when the
-//   resource frees; a type at its cap is skipped as a whole.
+//   full resource waits on it and returns to its queue, in its original place, when it may come
+//   first again; a type at its cap is skipped as a whole. A completion that gives a resource room
+//   returns one parked job per (key, type) waiting on it, not all of them.
 // - Bad input is refused with a status (see fairgate/status.h) and changes nothing.
 #ifndef FAIRGATE_CORE_ADMISSION_CORE_H_
 #define FAIRGATE_CORE_ADMISSION_CORE_H_
@@ -66,6 +67,7 @@ enum class EstimateSource { kExplicit, kLearned, kDefault };
 
 // What a decision passed over to reach the job it admitted (see fairgate/evidence.h).
 struct DecisionSkips {
+  int global_cap = 0;  // types whose slots the global cap had no room for (multi-slot types)
   int tier_cap = 0;
   int type_cap = 0;
   int key_limit = 0;
@@ -201,7 +203,15 @@ class AdmissionCore {
   const KeyLimits& LimitsOf(const KeyState& key) const;
   // When a pending job's next aging step is due.
   double NextStepAt(const Job& job) const;
+  // The constraints (core/constraints.h). Whether the key limit lets the key run one more job.
   bool Admissible(const KeyState& key) const;
+  // Whether the caps that depend on the type alone (tier, global, type) have room for one more
+  // job of `type`; if not, counts `lanes` (when it has jobs) as skipped by the cap that is full.
+  bool TypeFits(const TypeState& type, const LaneSet& lanes, DecisionSkips& skipped) const;
+  // Calls `use(usage, amount)` for every constraint a running `job` holds: the one list that
+  // admission acquires and completion releases.
+  template <typename Use>
+  void ForEachHold(Job& job, Use use);
   bool Reserved(const KeyState& key) const;
   // A key's place in the admission order (core/order.h).
   KeyPlace PlaceOf(const KeyState& key) const;
@@ -213,6 +223,10 @@ class AdmissionCore {
   void Promote(Job& job);
   Resource* ResourceFor(const TypeState& type, absl::string_view id);
   void ReleaseResource(Resource* resource);
+  // The first job in the order among the admissible ones, or null; counts what it passed over.
+  Job* Pick(DecisionSkips& skipped);
+  // Admits `job`: charges its key, acquires its constraints, and describes the decision.
+  Admission Admit(Job& job, const DecisionSkips& skipped, double now);
   // Runs `mutate` (a change to the key's cost, running count or settings) and puts the key's
   // presences and lanes where they now belong.
   template <typename Mutate>
@@ -221,12 +235,18 @@ class AdmissionCore {
   // it has ready jobs and its key is admissible.
   void SyncLane(Lane& lane);
   void UnlinkLane(Lane& lane);
-  // The best admissible head among `lanes` (parking heads whose resource is busy), or null.
+  // The best admissible head among `lanes` (parking heads whose resource is full), or null.
   Job* FrontOf(LaneSet& lanes);
   void InsertReady(Job& job);
   void RemoveReady(Job& job);
   void Park(Job& job);
-  void Unpark(Resource& resource);
+  void Unpark(Resource& resource, WaiterSet::iterator waiter);
+  // While a resource has room, every job parked on it has a ready job of the same resource ahead
+  // of it in its lane (so it cannot come first). A resource that gets room again returns the
+  // first parked job of each lane (WakeWaiters); a ready job that leaves its lane while its
+  // resource has room returns the next one of that lane (WakeFirstInLane).
+  void WakeWaiters(Resource& resource);
+  void WakeFirstInLane(Resource& resource, Lane& lane);
   // Counts a pending job into `lane`, or out of its lane (freeing the lane when it empties).
   void JoinLane(Job& job, Lane& lane);
   void LeaveLane(Job& job);
@@ -239,7 +259,11 @@ class AdmissionCore {
   std::vector<std::unique_ptr<TypeState>> types_;  // registration order
   absl::flat_hash_map<std::string, TypeState*> types_by_name_;
   std::vector<std::unique_ptr<TierState>> tiers_;  // highest priority first
-  absl::flat_hash_map<std::string, std::uint32_t> conflict_groups_;
+  struct ConflictGroup {
+    std::uint32_t index = 0;  // >= 1
+    std::int32_t limit = 1;   // jobs of the group running on one id at once
+  };
+  absl::flat_hash_map<std::string, ConflictGroup> conflict_groups_;
   absl::node_hash_map<std::string, KeyState> keys_;  // nodes: KeyState addresses are stable
   absl::node_hash_map<std::string, KeySettings> key_settings_;  // stable, never erased
   absl::btree_set<PromotionEntry> promotions_;  // aging steps, by due time; empty without aging
@@ -256,7 +280,7 @@ class AdmissionCore {
   // Whether any key has limits (the default ones, or its own): until then no key is held back or
   // reserved, and the checks cost nothing.
   bool limits_in_use_ = false;
-  int running_ = 0;
+  Usage slots_;  // the global cap's usage: the slots running jobs take
   std::int64_t pending_ = 0;
 };
 

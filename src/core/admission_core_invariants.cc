@@ -19,13 +19,14 @@ Status Broken(std::string what) {
 
 Status AdmissionCore::CheckInvariants() const {
   // What the jobs say.
-  std::int64_t running = 0, pending = 0;
+  std::int64_t slots = 0, pending = 0;
   absl::flat_hash_map<const TypeState*, std::pair<int, std::int64_t>> by_type;  // running, pending
   absl::flat_hash_map<const KeyState*, std::pair<int, int>> by_key;             // running, pending
   absl::flat_hash_map<const Lane*, std::int64_t> by_lane;
   absl::flat_hash_map<const TierState*, std::int64_t> aged_in;
   absl::flat_hash_map<const Resource*, std::pair<int, std::int64_t>> by_resource;  // running, refs
-  std::size_t scheduled = 0;
+  absl::flat_hash_map<const TierState*, std::int64_t> tier_slots;
+  std::size_t scheduled = 0, parked = 0;
   absl::flat_hash_set<std::uint32_t> free(free_slots_.begin(), free_slots_.end());
   for (const Job& job : jobs_) {
     if (job.state == JobState::kFree) {
@@ -35,7 +36,8 @@ Status AdmissionCore::CheckInvariants() const {
     if (free.contains(job.slot)) return Broken(absl::StrCat("live slot ", job.slot, " is free"));
     if (job.resource != nullptr) ++by_resource[job.resource].second;
     if (job.state == JobState::kRunning) {
-      ++running;
+      slots += job.type->config.slots;
+      tier_slots[job.type->tier] += job.type->config.slots;
       ++by_type[job.type].first;
       ++by_key[job.key].first;
       if (job.resource != nullptr) ++by_resource[job.resource].first;
@@ -56,9 +58,26 @@ Status AdmissionCore::CheckInvariants() const {
       return Broken(absl::StrCat("ready job ", job.seq, " is missing from its lane"));
     }
     if (job.state == JobState::kParked) {
+      ++parked;
       if (in_ready) return Broken(absl::StrCat("parked job ", job.seq, " is also ready"));
-      if (job.resource == nullptr || !job.wait_hook.is_linked()) {
+      if (job.resource == nullptr ||
+          !job.resource->waiters.contains(
+              {job.lane, ReadyEntryOf(job).place, const_cast<Job*>(&job)})) {
         return Broken(absl::StrCat("parked job ", job.seq, " waits on no resource"));
+      }
+      // While its resource has room, a parked job must have a ready job of the same resource
+      // ahead of it in its lane, or it could be the first in the order unseen.
+      if (!job.resource->full()) {
+        bool covered = false;
+        for (const ReadyEntry& e : job.lane->ready) {
+          if (e.place >= ReadyEntryOf(job).place) break;
+          covered = covered || e.job->resource == job.resource;
+        }
+        if (!covered) {
+          return Broken(absl::StrCat("parked job ", job.seq,
+                                     " could come first: its resource has room and nothing of it "
+                                     "is ahead in its lane"));
+        }
       }
     }
     const bool can_rise = options_.aging && TierAbove(*job.lane->tier) != nullptr;
@@ -74,33 +93,32 @@ Status AdmissionCore::CheckInvariants() const {
       }
     }
   }
-  if (running != running_ || pending != pending_) {
-    return Broken(absl::StrCat("running/pending counted ", running_, "/", pending_, ", jobs say ",
-                               running, "/", pending));
+  if (slots != slots_.used() || pending != pending_) {
+    return Broken(absl::StrCat("slots in use/pending counted ", slots_.used(), "/", pending_,
+                               ", jobs say ", slots, "/", pending));
   }
   if (scheduled != promotions_.size()) return Broken("the aging queue holds stale steps");
-  if (running_ > options_.max_concurrency) return Broken("more jobs run than the global cap");
+  if (slots_.used() > options_.max_concurrency)
+    return Broken("more slots used than the global cap");
 
   // Types and tiers: counts and caps.
   for (const auto& tier : tiers_) {
-    int tier_running = 0;
     std::int64_t tier_pending = 0;
     for (const TypeState* type : tier->types) {
       const auto [type_running, type_pending] = by_type[type];
-      if (type->running != type_running || type->pending != type_pending) {
-        return Broken(absl::StrCat("type ", type->name, " counts ", type->running, "/",
+      if (type->running.used() != type_running || type->pending != type_pending) {
+        return Broken(absl::StrCat("type ", type->name, " counts ", type->running.used(), "/",
                                    type->pending, ", jobs say ", type_running, "/", type_pending));
       }
-      if (type->running > type->config.max_concurrency) {
+      if (type->running.used() > type->config.max_concurrency) {
         return Broken(absl::StrCat("type ", type->name, " runs past its cap"));
       }
-      tier_running += type->running;
       tier_pending += type->pending;
     }
-    if (tier->running != tier_running || tier->pending != tier_pending) {
-      return Broken(absl::StrCat("tier ", tier->priority, " counts differ from its types'"));
+    if (tier->slots.used() != tier_slots[tier.get()] || tier->pending != tier_pending) {
+      return Broken(absl::StrCat("tier ", tier->priority, " counts differ from its jobs'"));
     }
-    if (tier->running > tier->priority) {
+    if (tier->slots.used() > tier->priority) {
       return Broken(absl::StrCat("tier ", tier->priority, " runs past its cap"));
     }
     if (tier->aged_in != aged_in[tier.get()]) {
@@ -114,11 +132,11 @@ Status AdmissionCore::CheckInvariants() const {
   absl::flat_hash_map<const LaneSet*, std::size_t> linked;
   for (const auto& [name, key] : keys_) {
     const auto [key_running, key_pending] = by_key[&key];
-    if (key.running != key_running || key.pending != key_pending) {
-      return Broken(absl::StrCat("key '", name, "' counts ", key.running, "/", key.pending,
+    if (key.running.used() != key_running || key.pending != key_pending) {
+      return Broken(absl::StrCat("key '", name, "' counts ", key.running.used(), "/", key.pending,
                                  ", jobs say ", key_running, "/", key_pending));
     }
-    if (key.idle_hook.is_linked() != (key.pending == 0 && key.running == 0)) {
+    if (key.idle_hook.is_linked() != (key.pending == 0 && key.running.used() == 0)) {
       return Broken(absl::StrCat("key '", name, "' is ", key.idle_hook.is_linked() ? "" : "not ",
                                  "in the idle list"));
     }
@@ -187,23 +205,30 @@ Status AdmissionCore::CheckInvariants() const {
     }
   }
 
-  // Resources: one runner at most, busy exactly while it runs, waiters only while busy.
+  // Resources: runners counted and within the group's limit, every waiter a parked job.
+  std::size_t waiters = 0;
   for (const auto& [name, resource] : resources_) {
+    waiters += resource.waiters.size();
     const auto [resource_running, refs] = by_resource[&resource];
     if (resource.refs != refs) {
       return Broken(absl::StrCat("resource '", name.name, "' counts ", resource.refs,
                                  " references, jobs say ", refs));
     }
-    if (resource_running > 1) {
-      return Broken(absl::StrCat("two jobs run on resource '", name.name, "'"));
+    if (resource.running.used() != resource_running) {
+      return Broken(absl::StrCat("resource '", name.name, "' counts ", resource.running.used(),
+                                 " running jobs, jobs say ", resource_running));
     }
-    if (resource.busy != (resource_running == 1)) {
-      return Broken(absl::StrCat("resource '", name.name, "' is busy wrongly"));
+    if (resource_running > resource.limit) {
+      return Broken(absl::StrCat("more jobs run on resource '", name.name, "' than its limit"));
     }
-    if (!resource.waiters.empty() && !resource.busy) {
-      return Broken(absl::StrCat("jobs wait on resource '", name.name, "', which is free"));
+    for (const WaiterEntry& w : resource.waiters) {
+      if (w.job->state != JobState::kParked || w.job->resource != &resource) {
+        return Broken(
+            absl::StrCat("resource '", name.name, "' lists a waiter that is not parked on it"));
+      }
     }
   }
+  if (waiters != parked) return Broken("parked jobs and resource waiters differ");
   if (by_resource.size() > resources_.size()) return Broken("a job names a forgotten resource");
   return absl::OkStatus();
 }

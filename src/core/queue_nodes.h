@@ -15,9 +15,10 @@
 //
 // The first job in the order of one type is the head of its first lane, and the first of a tier
 // is the least of its types' firsts, so NextAdmission touches O(types) nodes.
-// A job whose conflict resource is busy is parked on the Resource and returns to its lane when the
-// resource frees. A key's accumulated cost is part of its lanes' sort key, so changing it unlinks
-// and relinks each of the key's lanes (one per type it has ready jobs of).
+// A job whose conflict resource is full is parked on the Resource; when the resource has room
+// again the first parked job of each lane returns to its lane (core/constraints.h). A key's
+// accumulated cost is part of its lanes' sort key, so changing it unlinks and relinks each of the
+// key's lanes (one per type it has ready jobs of).
 //
 // Both orders are B-trees of small entries that copy their sort key (absl::btree_set of
 // LaneEntry and ReadyEntry): a search reads a few contiguous nodes instead of chasing a pointer
@@ -33,6 +34,7 @@
 #include "absl/container/btree_set.h"
 #include "boost/intrusive/list.hpp"
 #include "boost/intrusive/set.hpp"
+#include "core/constraints.h"
 #include "core/indexed_name.h"
 #include "core/order.h"
 #include "fairgate/job_type.h"
@@ -53,7 +55,6 @@ struct TypeState;
 enum class JobState : std::uint8_t { kFree, kReady, kParked, kRunning };
 
 struct Job {
-  ListHook wait_hook;    // in Resource::waiters while kParked
   Lane* lane = nullptr;  // while kReady or kParked
   KeyState* key = nullptr;
   TypeState* type = nullptr;
@@ -80,10 +81,8 @@ struct Job {
   JobState state = JobState::kFree;
   bool has_explicit_cost = false;
   bool promotion_scheduled = false;
-  bool was_parked = false;  // set aside for a busy resource at least once
+  bool was_parked = false;  // set aside for a full resource at least once
 };
-
-using WaitList = bi::list<Job, bi::member_hook<Job, ListHook, &Job::wait_hook>>;
 
 // A ready job's place in its lane, copied so that the lane's order and its head are read without
 // touching the jobs. Seqs are unique, so entries are too.
@@ -217,7 +216,7 @@ struct KeyState {
   double acc = 0;
   double idle_since = 0;
   std::int32_t pending = 0;
-  std::int32_t running = 0;
+  Usage running;                  // the key limit's usage: its running jobs
   Lane* lanes = nullptr;          // one per type it has pending jobs of
   TierPresence* tiers = nullptr;  // one per tier it has pending jobs in; only with idle catch-up
   const KeySettings* settings = nullptr;  // null: weight 1, the default limits
@@ -242,7 +241,7 @@ struct TypeState {
   std::uint32_t index = 0;
   std::uint32_t conflict_group = 0;  // 0: none
   TierState* tier = nullptr;
-  int running = 0;
+  Usage running;  // the type cap's usage: its running jobs
   std::int64_t pending = 0;
   LaneSet lanes;
 };
@@ -265,8 +264,8 @@ struct PromotionEntry {
 };
 
 struct TierState {
-  int priority = 0;
-  int running = 0;
+  int priority = 0;             // also the tier's cap, in slots
+  Usage slots;                  // the slots its running jobs take
   std::int64_t pending = 0;     // its own jobs
   std::int64_t aged_in = 0;     // jobs of lower tiers that aged into it
   std::int64_t held_lanes = 0;  // lanes here of keys at their max_running, with ready jobs
@@ -275,12 +274,14 @@ struct TierState {
   PresenceSet keys_by_acc;  // keys with pending jobs here; only with idle catch-up
 };
 
-// One (conflict group, job id): at most one of its jobs runs at a time.
+// One (conflict group, job id): at most `limit` of its jobs run at a time.
 struct Resource {
   const IndexedName* name = nullptr;  // the map's own key, for erasure
-  WaitList waiters;                   // jobs that reached the front while it was busy, parked
+  WaiterSet waiters;                  // jobs that reached the front while it was full, parked
   std::int64_t refs = 0;              // pending + running jobs that name it
-  bool busy = false;
+  Usage running;                      // the conflict limit's usage: its running jobs
+  std::int32_t limit = 1;             // the group's conflict_limit
+  bool full() const { return running.Full(limit); }
 };
 
 }  // namespace fairgate::core

@@ -52,6 +52,9 @@ std::string ToJsonLine(const AdmissionEvidence& e) {
                      {"type_cap", e.skipped_type_cap},
                      {"key_limit", e.skipped_key_limit},
                      {"conflict", e.skipped_conflict}};
+  // Only multi-slot types are ever skipped for the global cap: records of schedulers without them
+  // keep their shape.
+  if (e.skipped_global_cap != 0) line["skipped"]["global_cap"] = e.skipped_global_cap;
   // Keys and ids come from callers: replace what is not UTF-8 rather than throw.
   return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -10,7 +10,8 @@ std::string ToJson(const Snapshot& s, int indent) {
     tiers.push_back({{"priority", t.priority},
                      {"running", t.running},
                      {"pending", t.pending},
-                     {"aged_in", t.aged_in}});
+                     {"aged_in", t.aged_in},
+                     {"slots_in_use", t.slots_in_use}});
   }
   nlohmann::ordered_json types = nlohmann::ordered_json::array();
   for (const TypeSnapshot& t : s.types) {
@@ -32,6 +33,7 @@ std::string ToJson(const Snapshot& s, int indent) {
   }
   nlohmann::ordered_json json = {{"max_concurrency", s.max_concurrency},
                                  {"running", s.running},
+                                 {"slots_in_use", s.slots_in_use},
                                  {"pending", s.pending},
                                  {"tiers", tiers},
                                  {"types", types},
