@@ -54,6 +54,18 @@ BENCHMARK(BM_AdmitComplete)
     ->ArgsProduct({{1000, 10000, 100000, 1000000}, {10, 10000, 1000000}, {1000}})
     ->Args({100000, 10000, 100000});
 
+// A herd on one resource (bench::Herd): items/s counts completions of the running clone, each
+// followed by the admission of the next of `waiters` waiting on the same repository.
+void BM_ConflictHerd(benchmark::State& state) {
+  bench::Herd herd(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+  for (auto _ : state) herd.Step();
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ConflictHerd)
+    ->ArgNames({"waiters", "keys"})
+    ->ArgsProduct({{100, 10000}, {1, 100}})
+    ->Args({10000, 10000});
+
 // The floor under BM_AdmitComplete: moving one entry of the core's lane order (an entry
 // in an absl::btree_set, as core::LaneEntry) to a later place among `entries` others, which is
 // what charging a key costs per lane it has. items/s counts moves (erase plus insert).

@@ -1,4 +1,5 @@
-// core_instructions PENDING KEYS IDS ITERATIONS: BM_AdmitComplete's loop, a fixed number of times,
+// core_instructions PENDING KEYS IDS ITERATIONS: BM_AdmitComplete's loop, a fixed number of times
+// (`core_instructions herd WAITERS KEYS ITERATIONS`: BM_ConflictHerd's),
 // for counting instructions with `valgrind --tool=callgrind`, which gives the same count on every
 // run of the same binary, however busy the machine (this VM's timings vary by 2x from one minute
 // to the next). Instructions per admit+complete = (count at 2N - count at N) / N, which cancels
@@ -11,8 +12,22 @@
 #include "core_workload.h"
 
 int main(int argc, char** argv) {
+  if (argc == 5 && std::string(argv[1]) == "herd") {
+    const int waiters = std::atoi(argv[2]), keys = std::atoi(argv[3]);
+    const long iterations = std::atol(argv[4]);
+    if (waiters < 1 || keys < 1 || iterations < 0) {
+      std::fprintf(stderr, "core_instructions herd: every argument must be positive\n");
+      return 2;
+    }
+    fairgate::bench::Herd herd(waiters, keys);
+    for (long i = 0; i < iterations; ++i) herd.Step();
+    std::printf("pending %lld\n", static_cast<long long>(herd.core().TakeSnapshot().pending));
+    return 0;
+  }
   if (argc != 5) {
-    std::fprintf(stderr, "usage: core_instructions PENDING KEYS IDS ITERATIONS\n");
+    std::fprintf(stderr,
+                 "usage: core_instructions PENDING KEYS IDS ITERATIONS\n"
+                 "       core_instructions herd WAITERS KEYS ITERATIONS\n");
     return 2;
   }
   const int pending = std::atoi(argv[1]), keys = std::atoi(argv[2]), ids = std::atoi(argv[3]);

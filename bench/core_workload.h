@@ -43,6 +43,54 @@ inline std::unique_ptr<core::AdmissionCore> MakeCore() {
   return core;
 }
 
+// A herd on one resource: `waiters` clones of one repository (exclusive: conflict_limit 1) from
+// `keys` clients, one running at a time. Each step completes the running clone, enqueues a new
+// one (the herd stays the same size) and admits the next. After each operation it asks for
+// admissions until there is none, as the runtime does: the question asked while the repository
+// is busy is what finds the waiters at the front and parks them.
+class Herd {
+ public:
+  Herd(int waiters, int keys) : keys_(keys) {
+    SchedulerOptions options = SchedulerOptions::Default();
+    options.max_concurrency = kCapacity;
+    core_ = *core::AdmissionCore::Create(options);
+    (void)core_->RegisterType(
+        "clone",
+        {.default_cost = 10, .max_concurrency = 48, .conflict_group = "git", .priority = 48});
+    for (int i = 0; i < waiters; ++i) Add();
+    if (!AdmitAll()) std::abort();
+  }
+  void Step() {
+    now_ += 0.001;
+    if (!core_->Complete(running_, 1.0, now_).ok()) std::abort();
+    if (!AdmitAll()) std::abort();
+    Add();
+    if (AdmitAll()) std::abort();  // the repository is busy
+  }
+  core::AdmissionCore& core() { return *core_; }
+
+ private:
+  // Whether one job was admitted (never more: they all share one repository).
+  bool AdmitAll() {
+    bool admitted = false;
+    while (auto a = core_->NextAdmission(now_)) {
+      if (admitted) std::abort();
+      running_ = a->ticket;
+      admitted = true;
+    }
+    return admitted;
+  }
+  void Add() {
+    const std::string key = "client-" + std::to_string(next_++ % keys_);
+    if (!core_->Enqueue({"clone", "linux.git", key}, now_).ok()) std::abort();
+  }
+  int keys_;
+  int next_ = 0;
+  double now_ = 0;
+  std::unique_ptr<core::AdmissionCore> core_;
+  core::JobTicket running_;
+};
+
 inline void Enqueue(core::AdmissionCore& core, Workload& w, double now) {
   static const char* kTypes[] = {"clone", "archive", "clone", "fetch"};
   auto ticket = core.Enqueue({kTypes[w.rng() % 4], w.Id(), w.Key()}, now);

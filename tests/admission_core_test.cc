@@ -179,6 +179,113 @@ TEST_CASE("Core.Conflict.ParkedJobsComeBackInTheirOriginalOrder") {
   CHECK(arrivals == std::vector<double>{1, 2, 3});
 }
 
+TEST_CASE("Core.ConflictLimit.AtMostNJobsOfAGroupRunOnOneIdInTheFairOrder") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  auto core = MakeCore(options);
+  JobTypeConfig clone{.conflict_group = "git", .conflict_limit = 2};
+  clone.priority = 8;
+  clone.max_concurrency = 8;
+  REQUIRE(core->RegisterType("clone", clone).ok());
+  for (const char* key : {"a", "a", "a", "b", "c"}) Add(*core, "clone", "linux", key, 1.0);
+  Add(*core, "clone", "git", "a", 1.0);
+  std::vector<JobTicket> tickets;
+  // Two on linux.git (a, then b: a was charged by its first), and git.git beside them.
+  CHECK(AdmitAll(*core, 0, &tickets) == Names{"clone/linux/a", "clone/linux/b", "clone/git/a"});
+  CHECK(core->CheckInvariants().ok());
+  // One ends: the least-charged waiting key goes (c has run nothing), then a, then a.
+  REQUIRE(core->Complete(tickets[0], 1, 1).ok());
+  CHECK(AdmitAll(*core, 1, &tickets) == Names{"clone/linux/c"});
+  REQUIRE(core->Complete(tickets[1], 1, 2).ok());
+  CHECK(AdmitAll(*core, 2, &tickets) == Names{"clone/linux/a"});
+  REQUIRE(core->Complete(tickets[3], 1, 3).ok());
+  CHECK(AdmitAll(*core, 3, &tickets) == Names{"clone/linux/a"});
+  CHECK(core->CheckInvariants().ok());
+}
+
+TEST_CASE("Core.ConflictLimit.EveryTypeOfAGroupGivesTheSameLimit") {
+  auto core = MakeCore();
+  REQUIRE(core->RegisterType("clone", {.conflict_group = "git", .conflict_limit = 3}).ok());
+  Status s = core->RegisterType("repack", {.conflict_group = "git"});
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(s.message() ==
+        "job type 'repack': conflict_limit 1 differs from 3, the limit of conflict group 'git'");
+  CHECK(core->RegisterType("fetch", {.conflict_group = "git", .conflict_limit = 3}).ok());
+  CHECK(core->RegisterType("fsck", {.conflict_group = "db"}).ok());
+  CHECK(core->RegisterType("stat", {.conflict_limit = 2}).code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("Core.Conflict.AHerdOnOneResourceIsServedInTheFairOrder") {
+  // Two keys with five jobs each on one repository, one at a time: each release lets the key
+  // that has been charged less go next, so they alternate, however many are parked.
+  SchedulerOptions options = SchedulerOptions::Seed();
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("clone", Type(8, 8, "git")).ok());
+  for (int i = 0; i < 5; ++i) Add(*core, "clone", "linux", "a", 1.0, 0);
+  for (int i = 0; i < 5; ++i) Add(*core, "clone", "linux", "b", 1.0, 0);
+  std::string keys;
+  double now = 0;
+  for (auto a = core->NextAdmission(now); a; a = core->NextAdmission(now)) {
+    keys += a->key;
+    CHECK_FALSE(core->NextAdmission(now).has_value());  // the others stay parked
+    CHECK(core->CheckInvariants().ok());
+    now += 1;
+    REQUIRE(core->Complete(a->ticket, 1, now).ok());
+  }
+  CHECK(keys == "ababababab");
+}
+
+TEST_CASE("Core.Slots.AWideJobTakesItsSlotsOfTheGlobalAndTierCaps") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = 4;
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("repack", {.max_concurrency = 2, .priority = 4, .slots = 3}).ok());
+  REQUIRE(core->RegisterType("clone", Type(4, 4)).ok());
+  REQUIRE(core->RegisterType("gc", {.max_concurrency = 2, .priority = 2, .slots = 2}).ok());
+  Add(*core, "repack", "huge", "bg", 1.0);
+  Add(*core, "clone", "a", "k1", 1.0);
+  Add(*core, "clone", "b", "k2", 1.0);
+  std::vector<JobTicket> tickets;
+  // The repack (first in the order: every key at 0, it arrived first) takes 3 of the 4 slots;
+  // one clone fits beside it, the other waits.
+  CHECK(AdmitAll(*core, 0, &tickets) == Names{"repack/huge/bg", "clone/a/k1"});
+  Snapshot s = core->TakeSnapshot();
+  CHECK(s.running == 2);
+  CHECK(s.slots_in_use == 4);
+  CHECK(s.tiers[0].slots_in_use == 4);
+  REQUIRE(core->Complete(tickets[0], 1, 1).ok());  // the repack ends: three slots free again
+  Add(*core, "gc", "x", "bg", 1.0, 1);
+  // The clone goes (higher tier), and the 2-slot gc fits the 2 slots left and its own tier.
+  CHECK(AdmitAll(*core, 1, &tickets) == Names{"clone/b/k2", "gc/x/bg"});
+  CHECK(core->TakeSnapshot().slots_in_use == 4);
+  CHECK(core->CheckInvariants().ok());
+}
+
+TEST_CASE("Core.Slots.ANarrowerJobGoesWhileAWideOneDoesNotFitAndTheSkipIsCounted") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = 4;
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("repack", {.max_concurrency = 1, .priority = 8, .slots = 3}).ok());
+  REQUIRE(core->RegisterType("clone", Type(8, 8)).ok());
+  REQUIRE(core->RegisterType("fetch", {.max_concurrency = 2, .priority = 2, .slots = 2}).ok());
+  Add(*core, "clone", "a", "k1", 1.0, 0);
+  Add(*core, "clone", "b", "k1", 1.0, 0);
+  REQUIRE(AdmitAll(*core).size() == 2);
+  // The repack comes first in the order (its key has run nothing) but needs 3 of the 2 free
+  // slots: the clone behind it goes, and the decision says why the repack was passed over.
+  Add(*core, "repack", "huge", "bg", 1.0, 1);
+  Add(*core, "clone", "c", "k1", 1.0, 1);
+  auto a = core->NextAdmission(1);
+  REQUIRE(a.has_value());
+  CHECK(a->type == "clone");
+  CHECK(a->skipped.global_cap == 1);
+  CHECK(ToEvidence(*a, 1).skipped_global_cap == 1);
+  // A 2-slot fetch in a tier of priority 2 with the tier empty, but one global slot left.
+  Add(*core, "fetch", "r", "bg2", 1.0, 1);
+  CHECK_FALSE(core->NextAdmission(1).has_value());
+  CHECK(core->CheckInvariants().ok());
+}
+
 TEST_CASE("Core.Order.ABlockedJobNeverBlocksTheJobsBehindIt") {
   SchedulerOptions options = SchedulerOptions::Seed();
   options.max_concurrency = 4;

@@ -105,12 +105,36 @@ std::vector<Row> Rows() {
                 "default_cost must be finite and >= 0", "fetch", Type(1, 1, "", kNaN));
   register_type("a registered name with another config", absl::StatusCode::kAlreadyExists,
                 "already registered with a different config", "clone", Type(8, 4));
+  register_type("slots = 0", absl::StatusCode::kInvalidArgument,
+                "slots must be >= 1 and at most its priority (4), got 0", "repack",
+                JobTypeConfig{.priority = 4, .slots = 0});
+  register_type("slots above the priority", absl::StatusCode::kInvalidArgument,
+                "slots must be >= 1 and at most its priority (4), got 5", "repack",
+                JobTypeConfig{.priority = 4, .slots = 5});
+  register_type("slots above the scheduler's max_concurrency (8)",
+                absl::StatusCode::kInvalidArgument,
+                "slots (9) exceed the scheduler's max_concurrency (8)", "repack",
+                JobTypeConfig{.priority = 16, .slots = 9});
+  register_type("conflict_limit = 0", absl::StatusCode::kInvalidArgument,
+                "conflict_limit must be >= 1, got 0", "fetch",
+                JobTypeConfig{.conflict_group = "git", .conflict_limit = 0});
+  register_type("conflict_limit = 2 without a conflict group", absl::StatusCode::kInvalidArgument,
+                "conflict_limit 2 needs a conflict_group", "fetch",
+                JobTypeConfig{.conflict_limit = 2});
 
   auto run = [&](std::string api, std::string input, absl::StatusCode code, std::string message,
                  std::function<Status()> attempt) {
     rows.push_back(
         {std::move(api), std::move(input), code, std::move(message), std::move(attempt)});
   };
+  run("Scheduler::RegisterType", "a conflict_limit other than its group's",
+      absl::StatusCode::kInvalidArgument,
+      "conflict_limit 1 differs from 2, the limit of conflict group 'git'", [] {
+        auto s = Ready();
+        (void)s->RegisterType("clone-git",
+                              JobTypeConfig{.conflict_group = "git", .conflict_limit = 2});
+        return s->RegisterType("repack", JobTypeConfig{.conflict_group = "git"});
+      });
   run("Scheduler::RunSync", "an unknown type", absl::StatusCode::kNotFound, "unknown job type 'x'",
       [] { return Ready()->RunSync(Context::Background(), "x", "id", "k", Noop); });
   run("Scheduler::RunSync", "an empty id", absl::StatusCode::kInvalidArgument, "job id is empty",

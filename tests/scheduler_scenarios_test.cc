@@ -269,6 +269,48 @@ TEST_CASE("Scenario.ConflictExclusion.SameRepositoryNeverOverlapsOthersRunTogeth
   CHECK(scheduler->Drain(Context::Background()).ok());
 }
 
+TEST_CASE("Scenario.PerRepositoryLimitAndWideJobs.TwoClonesPerRepositoryARepackTakesThreeSlots") {
+  Watchdog watchdog("per-repository limit and wide jobs", 60s);
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = 4;
+  auto created = Scheduler::Create(options);
+  REQUIRE(created.ok());
+  Scheduler& scheduler = **created;
+  REQUIRE(
+      scheduler
+          .RegisterType(
+              "clone",
+              {.max_concurrency = 4, .conflict_group = "git", .conflict_limit = 2, .priority = 4})
+          .ok());
+  REQUIRE(scheduler
+              .RegisterType("repack", {.max_concurrency = 1,
+                                       .conflict_group = "git",
+                                       .conflict_limit = 2,
+                                       .priority = 4,
+                                       .slots = 3})
+              .ok());
+  Board board;
+  for (const char* name : {"clone linux 1", "clone linux 2", "clone linux 3"}) {
+    REQUIRE(scheduler.Submit("clone", "linux", board.Job(name)).ok());
+  }
+  // Two clones of one repository at once, not three.
+  CHECK(board.WaitStarted(2).size() == 2);
+  REQUIRE(scheduler.Submit("repack", "git", board.Job("repack git")).ok());
+  CHECK(board.Running() == NameSet{"clone linux 1", "clone linux 2"});
+  // The third clone takes the freed place on linux; the repack needs three free slots.
+  CHECK(board.ReleaseAndNext("clone linux 1") == "clone linux 3");
+  CHECK(board.ReleaseAndNext("clone linux 2") == "repack git");
+  CHECK(board.Running() == NameSet{"clone linux 3", "repack git"});
+  Snapshot snapshot = scheduler.Snapshot();
+  CHECK(snapshot.running == 2);
+  CHECK(snapshot.slots_in_use == 4);
+  REQUIRE(scheduler.Submit("clone", "git", board.Job("clone git")).ok());
+  CHECK(board.ReleaseAndNext("clone linux 3") == "clone git");
+  board.Release("repack git");
+  board.Release("clone git");
+  CHECK(scheduler.Drain(Context::Background()).ok());
+}
+
 TEST_CASE("Scenario.ManyBackgroundTypes.DoNotStarveTheForeground") {
   Watchdog watchdog("many background types", 60s);
   auto scheduler = SeedScheduler();

@@ -104,6 +104,35 @@ TEST_CASE("Simulator.Conflict.RepeatedIdsInOneGroupNeverOverlap") {
                                  });
 }
 
+TEST_CASE("Simulator.ConflictLimitAndSlots.TwoPerRepositoryAndAWideRepack") {
+  // Two clones of linux at once (conflict_limit 2), not three; the 3-slot repack waits for three
+  // free slots of the 4, and the clone of git, narrower, goes first meanwhile.
+  const std::string trace = R"({"mode": "seed", "capacity": 4,
+    "types": {
+      "clone": {"priority": 4, "max_concurrency": 4, "conflict_group": "git",
+                "conflict_limit": 2},
+      "repack": {"priority": 4, "max_concurrency": 1, "conflict_group": "git",
+                 "conflict_limit": 2, "slots": 3}},
+    "jobs": [
+      {"type": "clone", "id": "linux", "key": "a", "arrival": 0, "duration": 2},
+      {"type": "clone", "id": "linux", "key": "b", "arrival": 0, "duration": 2},
+      {"type": "clone", "id": "linux", "key": "c", "arrival": 0, "duration": 2},
+      {"type": "repack", "id": "git", "key": "", "arrival": 0, "duration": 1},
+      {"type": "clone", "id": "git", "key": "d", "arrival": 0, "duration": 1}]})";
+  CHECK(Events(trace) == std::vector<std::string>{
+                             Ev("0", "admit", "clone", "linux", "a"),
+                             Ev("0", "admit", "clone", "linux", "b"),
+                             Ev("0", "admit", "clone", "git", "d"),
+                             Ev("1", "done", "clone", "git", "d"),
+                             Ev("2", "done", "clone", "linux", "a"),
+                             Ev("2", "done", "clone", "linux", "b"),
+                             Ev("2", "admit", "clone", "linux", "c"),
+                             Ev("2", "admit", "repack", "git", ""),
+                             Ev("3", "done", "repack", "git", ""),
+                             Ev("4", "done", "clone", "linux", "c"),
+                         });
+}
+
 TEST_CASE("Simulator.Estimates.AJobWithoutCostIsChargedItsLearnedEstimate") {
   // a's "big" runs 10 s charged the default 1; then est(big) = 0.3 * 10 + 0.7 * 1 = 3.7.
   // At 10 b's "big" is charged 3.7, so at 12 c (acc 1) goes before b's "x" (b at 3.7). Had "big"

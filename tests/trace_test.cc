@@ -75,6 +75,22 @@ TEST_CASE("Trace.Extensions.AgingWeightsLimitsAndShortestFirstAreRead") {
   CHECK_FALSE(trace->keys[1].second.limits.has_value());
 }
 
+TEST_CASE("Trace.Types.ConflictLimitAndSlotsAreReadAndDefaultToOne") {
+  StatusOr<Trace> trace = ParseTrace(R"({"capacity": 4,
+    "types": {"clone": {"priority": 4, "max_concurrency": 4, "conflict_group": "git",
+                        "conflict_limit": 2},
+              "repack": {"priority": 4, "max_concurrency": 1, "slots": 3},
+              "fetch": {"priority": 4, "max_concurrency": 1}},
+    "jobs": []})",
+                                     "t.json");
+  REQUIRE(trace.ok());
+  REQUIRE(trace->types.size() == 3);
+  for (const auto& [name, config] : trace->types) {
+    CHECK(config.conflict_limit == (name == "clone" ? 2 : 1));
+    CHECK(config.slots == (name == "repack" ? 3 : 1));
+  }
+}
+
 TEST_CASE("Trace.Types.SameTypeTwiceWithTheSameConfigIsAccepted") {
   StatusOr<Trace> trace = ParseTrace(R"({"capacity": 1,
     "types": {"a": {"priority": 1, "max_concurrency": 1},
@@ -185,6 +201,13 @@ TEST_CASE("Trace.BadInput.OneLineNamingFileJobAndField") {
       {"type shortest_first not a bool", R"({"capacity": 1,
         "types": {"t": {"priority": 1, "max_concurrency": 1, "shortest_first": 1}}, "jobs": []})",
        "bad.json: type 't': field 'shortest_first': must be true or false"},
+      {"slots above the priority", R"({"capacity": 4,
+        "types": {"t": {"priority": 2, "max_concurrency": 1, "slots": 3}}, "jobs": []})",
+       "bad.json: job type 't': slots must be >= 1 and at most its priority (2), got 3"},
+      {"conflict_limit 0", R"({"capacity": 4,
+        "types": {"t": {"priority": 2, "max_concurrency": 1, "conflict_group": "git",
+                        "conflict_limit": 0}}, "jobs": []})",
+       "bad.json: type 't': field 'conflict_limit': must be >= 1, got 0"},
       {"type not an object", R"({"capacity": 1, "types": {"t": 5}, "jobs": []})",
        "bad.json: type 't': must be an object"},
       {"empty type name", R"({"capacity": 1,

@@ -86,8 +86,8 @@ Status AdmissionCore::RegisterType(std::string_view name, const JobTypeConfig& c
     auto it = conflict_groups_.find(config.conflict_group);
     if (it != conflict_groups_.end() && it->second.limit != config.conflict_limit) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "job type '", AsAbsl(name), "': conflict_limit ", config.conflict_limit,
-          " differs from conflict group '", config.conflict_group, "''s ", it->second.limit));
+          "job type '", AsAbsl(name), "': conflict_limit ", config.conflict_limit, " differs from ",
+          it->second.limit, ", the limit of conflict group '", config.conflict_group, "'"));
     }
   }
   auto type = std::make_unique<TypeState>();
@@ -744,8 +744,14 @@ void AdmissionCore::WakeWaiters(Resource& resource) {
   auto it = resource.waiters.begin();
   while (it != resource.waiters.end()) {
     Lane* lane = it->lane;
-    Unpark(resource, it);
-    it = resource.waiters.upper_bound({lane, kAfterAll, nullptr});
+    Job& job = *it->job;
+    it = resource.waiters.erase(it);
+    // Past the rest of this lane: a step when the next waiter is another lane's (many keys, one
+    // job each), a search when this lane holds more (one key's herd).
+    if (it != resource.waiters.end() && it->lane == lane) {
+      it = resource.waiters.upper_bound({lane, kAfterAll, nullptr});
+    }
+    InsertReady(job);
   }
 }
 

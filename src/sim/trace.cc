@@ -94,8 +94,8 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
   }
   ObjectReader r(value, where);
-  if (Status s = r.OnlyFields(
-          {"priority", "max_concurrency", "conflict_group", "default_cost", "shortest_first"});
+  if (Status s = r.OnlyFields({"priority", "max_concurrency", "conflict_group", "conflict_limit",
+                               "default_cost", "shortest_first", "slots"});
       !s.ok()) {
     return s;
   }
@@ -110,6 +110,10 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
   config.default_cost = default_cost.value_or(1.0);
   FAIRGATE_ASSIGN_OR_RETURN(shortest_first, r.Bool("shortest_first"));
   config.shortest_first = shortest_first.value_or(false);
+  FAIRGATE_ASSIGN_OR_RETURN(conflict_limit, r.Integer("conflict_limit", false, 1));
+  FAIRGATE_ASSIGN_OR_RETURN(slots, r.Integer("slots", false, 1));
+  config.conflict_limit = conflict_limit.value_or(1);
+  config.slots = slots.value_or(1);
   return config;
 }
 
