@@ -243,7 +243,9 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
   Job* job = Pick(skipped);
   if (job == nullptr) return std::nullopt;
   skipped.conflict = parked_in_decision_;
-  return Admit(*job, skipped, now);
+  std::optional<Admission> admission(std::in_place);
+  Admit(*job, skipped, now, *admission);
+  return admission;
 }
 
 Job* AdmissionCore::Pick(DecisionSkips& skipped) {
@@ -281,10 +283,10 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
   return nullptr;
 }
 
-Admission AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now) {
+void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
+                          Admission& admission) {
   TypeState& type = *job.type;
   KeyState& key = *job.key;
-  Admission admission;
   admission.ticket = TicketOf(job);
   admission.type = type.name;
   admission.id = job.id;
@@ -326,7 +328,6 @@ Admission AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double no
   job.weight = admission.weight;
   job.effective_priority = admission.effective_priority;
   job.state = JobState::kRunning;
-  return admission;
 }
 
 template <typename Use>
@@ -367,7 +368,7 @@ Status AdmissionCore::Complete(JobTicket ticket, double elapsed, double now) {
     release();
   }
   if (resource != nullptr) {
-    if (resource_was_full) WakeWaiters(*resource);
+    if (resource_was_full && !resource->waiters.empty()) WakeWaiters(*resource);
     ReleaseResource(resource);
   }
   MaybeIdle(key, now);
@@ -543,14 +544,14 @@ bool AdmissionCore::Admissible(const KeyState& key) const {
   return !limits_in_use_ || !key.running.Full(LimitsOf(key).max_running);
 }
 
-bool AdmissionCore::TypeFits(const TypeState& type, const LaneSet& lanes,
-                             DecisionSkips& skipped) const {
+bool AdmissionCore::CountCapSkip(const TypeState& type, const LaneSet& lanes,
+                                 DecisionSkips& skipped) const {
   const std::int32_t slots = type.config.slots;
   int* full = !type.tier->slots.Fits(slots, type.tier->priority) ? &skipped.tier_cap
               : !slots_.Fits(slots, options_.max_concurrency)    ? &skipped.global_cap
               : type.running.Full(type.config.max_concurrency)   ? &skipped.type_cap
                                                                  : nullptr;
-  if (full == nullptr) return true;
+  FAIRGATE_CORE_CHECK(full != nullptr, "a type was skipped with every cap open");
   *full += !lanes.empty();
   return false;
 }

@@ -207,7 +207,17 @@ class AdmissionCore {
   bool Admissible(const KeyState& key) const;
   // Whether the caps that depend on the type alone (tier, global, type) have room for one more
   // job of `type`; if not, counts `lanes` (when it has jobs) as skipped by the cap that is full.
-  bool TypeFits(const TypeState& type, const LaneSet& lanes, DecisionSkips& skipped) const;
+  bool TypeFits(const TypeState& type, const LaneSet& lanes, DecisionSkips& skipped) const {
+    const std::int32_t slots = type.config.slots;
+    if (slots_.Fits(slots, options_.max_concurrency) &&
+        type.tier->slots.Fits(slots, type.tier->priority) &&
+        !type.running.Full(type.config.max_concurrency)) {
+      return true;
+    }
+    return CountCapSkip(type, lanes, skipped);
+  }
+  // TypeFits when a cap is full: counts the skip; false.
+  bool CountCapSkip(const TypeState& type, const LaneSet& lanes, DecisionSkips& skipped) const;
   // Calls `use(usage, amount)` for every constraint a running `job` holds: the one list that
   // admission acquires and completion releases.
   template <typename Use>
@@ -225,8 +235,9 @@ class AdmissionCore {
   void ReleaseResource(Resource* resource);
   // The first job in the order among the admissible ones, or null; counts what it passed over.
   Job* Pick(DecisionSkips& skipped);
-  // Admits `job`: charges its key, acquires its constraints, and describes the decision.
-  Admission Admit(Job& job, const DecisionSkips& skipped, double now);
+  // Admits `job`: charges its key, acquires its constraints, and describes the decision in
+  // `admission`.
+  void Admit(Job& job, const DecisionSkips& skipped, double now, Admission& admission);
   // Runs `mutate` (a change to the key's cost, running count or settings) and puts the key's
   // presences and lanes where they now belong.
   template <typename Mutate>
