@@ -44,7 +44,8 @@ struct AdmissionEvidence {
                                // whose slots their tier had no room for
   int skipped_type_cap = 0;    // types at their cap, with pending jobs, skipped whole
   int skipped_key_limit = 0;   // (key, type) queues of keys at their max_running
-  int skipped_conflict = 0;    // jobs set aside because their conflict resource was busy
+  int skipped_conflict = 0;    // jobs found first in their queue while their conflict resource
+                               // was full, set aside in this decision
 };
 
 // The record as one line of JSON, without the newline; keys in a fixed order.

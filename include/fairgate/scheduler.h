@@ -8,9 +8,9 @@
 //   (fairgate/asio.h adapts it to Boost.Asio completion tokens);
 // - background work: Submit returns at once, and `fn` runs later as a fiber on the scheduler's
 //   own worker pool; the completion callback (if given) learns its status.
-// Which job runs next, and when, is the admission rule of fairgate's design (tier, then the
-// fairness key's accumulated cost, then arrival; global, tier and type caps; conflict groups),
-// decided by the deterministic core that this class wraps.
+// Which job runs next, and when, is the admission rule of docs/ordering.md (tier, then the
+// fairness key's accumulated cost, then arrival; global and tier caps in slots, type caps, key
+// limits, conflict limits), decided by the deterministic core that this class wraps.
 //
 // Thread safety: every method may be called from any thread or fiber at once. One lock guards the
 // core; it is never held while user code runs or while a caller waits. RunSync blocks only the

@@ -100,7 +100,7 @@ struct Admission {
   double sjf = 0;
   std::uint64_t seq = 0;
   bool reserved = false;            // its key was below min_running
-  bool waited_on_conflict = false;  // it was set aside for a busy resource at least once
+  bool waited_on_conflict = false;  // it was set aside for a full resource at least once
   EstimateSource estimate_source = EstimateSource::kDefault;
   DecisionSkips skipped;
 };
