@@ -198,7 +198,7 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
     }
     ++presence->pending;
   }
-  InsertReady(job);
+  InsertIntoLane(job);
   SchedulePromotion(job);
   return TicketOf(job);
 }
@@ -211,14 +211,7 @@ Status AdmissionCore::Cancel(JobTicket ticket, double now) {
     return absl::FailedPreconditionError("the job is running; only pending jobs can be cancelled");
   }
   UnschedulePromotion(*job);
-  if (job->state == JobState::kReady) {
-    RemoveReady(*job);
-    if (job->resource != nullptr && !job->resource->full()) {
-      WakeFirstInLane(*job->resource, *job->lane);
-    }
-  } else {
-    job->resource->waiters.erase({job->lane, ReadyEntryOf(*job).place, job});
-  }
+  RemoveFromLane(*job);
   LeavePending(*job);
   ReleaseResource(job->resource);
   MaybeIdle(*job->key, now);
@@ -228,7 +221,14 @@ Status AdmissionCore::Cancel(JobTicket ticket, double now) {
 
 Job* AdmissionCore::FrontOf(LaneSet& lanes) {
   while (!lanes.empty()) {
-    Job& head = *lanes.front()->ready.begin()->job;
+    Lane& front = *lanes.front();
+    if (front.key == nullptr) {
+      // A wait group's proxy: its resource has room and the first job of its best parked lane
+      // comes first here. It goes home, where it is the head of the set's first lane.
+      Unpark(*front.group->lanes.front()->ready.begin()->job);
+      continue;
+    }
+    Job& head = *front.ready.begin()->job;
     if (head.resource == nullptr || !head.resource->full()) return &head;
     Park(head);
   }
@@ -311,11 +311,6 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
   admission.weight = key.settings ? key.settings->weight : 1.0;
 
   UnschedulePromotion(job);
-  // With a conflict limit above 1, the resource may keep room after this job: the next job of the
-  // same resource parked in this lane may now come first.
-  if (job.resource != nullptr && job.resource->running.Fits(2, job.resource->limit)) {
-    WakeFirstInLane(*job.resource, *job.lane);
-  }
   // One pass over the key's lanes covers the new head, the new cost and the new running count.
   Rekey(key, [&] {
     job.lane->ready.erase(ReadyEntryOf(job));
@@ -323,6 +318,8 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
     key.acc = key.acc + admission.charge / admission.weight;
     ForEachHold(job, [](Usage& usage, std::int32_t amount) { usage.Acquire(amount); });
   });
+  // A resource this fills hides the jobs parked on it again.
+  if (job.resource != nullptr && job.resource->full()) SyncProxies(*job.resource);
   // No longer pending: its pending facts give way to its running ones (queue_nodes.h).
   job.charge = admission.charge;
   job.weight = admission.weight;
@@ -368,7 +365,7 @@ Status AdmissionCore::Complete(JobTicket ticket, double elapsed, double now) {
     release();
   }
   if (resource != nullptr) {
-    if (resource_was_full && !resource->waiters.empty()) WakeWaiters(*resource);
+    if (resource_was_full) Reopen(*resource);  // its parked jobs may come first again
     ReleaseResource(resource);
   }
   MaybeIdle(key, now);
@@ -416,26 +413,9 @@ void AdmissionCore::Promote(Job& job) {
                                job.lane->tier->priority, above->priority, NextStepAt(job),
                                job.arrival});
   }
-  Lane& target = LaneFor(*job.key, *job.type, *above);
-  Resource* resource = job.resource;
-  if (job.state == JobState::kReady) {
-    RemoveReady(job);
-    if (resource != nullptr && !resource->full()) WakeFirstInLane(*resource, *job.lane);
-    LeaveLane(job);
-    JoinLane(job, target);
-    InsertReady(job);
-  } else {
-    // Parked: it stays parked in its new lane while the resource is full. With room, nothing in
-    // the new lane need be ahead of it, so it is ready at once.
-    resource->waiters.erase({job.lane, ReadyEntryOf(job).place, &job});
-    LeaveLane(job);
-    JoinLane(job, target);
-    if (resource->full()) {
-      resource->waiters.insert({job.lane, ReadyEntryOf(job).place, &job});
-    } else {
-      InsertReady(job);
-    }
-  }
+  // A parked job stays parked: it moves to its parked lane of the tier above.
+  MoveToLane(job, LaneFor(*job.key, *job.type, *above,
+                          job.state == JobState::kParked ? job.resource : nullptr));
   ++job.promotions;
   SchedulePromotion(job);
 }
@@ -632,29 +612,51 @@ JobTicket AdmissionCore::TicketOf(const Job& job) const {
   return JobTicket{job.slot, job.generation};
 }
 
-Lane& AdmissionCore::LaneFor(KeyState& key, TypeState& type, TierState& tier) {
+LaneSet& AdmissionCore::SetFor(TypeState& type, TierState& tier) {
+  if (&tier == type.tier) return type.lanes;
+  auto group = std::find_if(tier.aged.begin(), tier.aged.end(),
+                            [&](const auto& g) { return g->type == &type; });
+  if (group == tier.aged.end()) {
+    tier.aged.push_back(std::make_unique<AgedGroup>());
+    tier.aged.back()->type = &type;
+    group = tier.aged.end() - 1;
+  }
+  return (*group)->lanes;
+}
+
+Lane& AdmissionCore::LaneFor(KeyState& key, TypeState& type, TierState& tier, Resource* parked_on) {
   for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
-    if (lane->type == &type && lane->tier == &tier) return *lane;
+    if (lane->type == &type && lane->tier == &tier &&
+        (lane->group != nullptr ? lane->group->resource : nullptr) == parked_on) {
+      return *lane;
+    }
   }
   Lane* lane = new Lane;
   lane->key = &key;
   lane->type = &type;
   lane->tier = &tier;
-  if (&tier == type.tier) {
-    lane->set = &type.lanes;
+  LaneSet& home = SetFor(type, tier);
+  if (parked_on != nullptr) {
+    lane->group = &GroupFor(*parked_on, home);
+    lane->set = &lane->group->lanes;
   } else {
-    auto group = std::find_if(tier.aged.begin(), tier.aged.end(),
-                              [&](const auto& g) { return g->type == &type; });
-    if (group == tier.aged.end()) {
-      tier.aged.push_back(std::make_unique<AgedGroup>());
-      tier.aged.back()->type = &type;
-      group = tier.aged.end() - 1;
-    }
-    lane->set = &(*group)->lanes;
+    lane->set = &home;
   }
   lane->next_in_key = key.lanes;
   key.lanes = lane;
   return *lane;
+}
+
+WaitGroup& AdmissionCore::GroupFor(Resource& resource, LaneSet& home) {
+  for (auto& group : resource.groups) {
+    if (group->proxy.set == &home) return *group;
+  }
+  auto group = std::make_unique<WaitGroup>();
+  group->resource = &resource;
+  group->proxy.set = &home;
+  group->proxy.group = group.get();
+  resource.groups.push_back(std::move(group));
+  return *resource.groups.back();
 }
 
 Resource* AdmissionCore::ResourceFor(const TypeState& type, absl::string_view id) {
@@ -690,7 +692,7 @@ void AdmissionCore::Rekey(KeyState& key, Mutate mutate) {
 
 void AdmissionCore::SyncLane(Lane& lane) {
   const bool admissible = Admissible(*lane.key);
-  const bool held = !lane.ready.empty() && !admissible;
+  const bool held = lane.group == nullptr && !lane.ready.empty() && !admissible;
   if (held != lane.held) {
     lane.tier->held_lanes += held ? 1 : -1;
     lane.held = held;
@@ -707,6 +709,44 @@ void AdmissionCore::SyncLane(Lane& lane) {
     lane.set->insert(entry);
     lane.linked = true;
   }
+  if (lane.group != nullptr) SyncProxy(*lane.group);  // the group's best lane may have changed
+}
+
+void AdmissionCore::SyncProxy(WaitGroup& group) {
+  Lane& proxy = group.proxy;
+  const bool want = !group.lanes.empty() && !group.resource->full();
+  LaneEntry entry;
+  if (want) {
+    entry = LaneEntry{group.lanes.front()->entry.order, &proxy};
+    if (proxy.linked && proxy.entry == entry) return;
+  }
+  if (proxy.linked) UnlinkLane(proxy);
+  if (want) {
+    proxy.entry = entry;
+    proxy.set->insert(entry);
+    proxy.linked = true;
+  }
+}
+
+void AdmissionCore::SyncProxies(Resource& resource) {
+  for (auto& group : resource.groups) SyncProxy(*group);
+}
+
+void AdmissionCore::Reopen(Resource& resource) {
+  // A group of a few parked lanes sends their first jobs home at once: as cheap as linking the
+  // proxy, and their keys keep fewer lanes to relink at each charge (bench/README.md). A larger
+  // group is left to its proxy, so that a release costs O(log n) however many wait.
+  static constexpr std::size_t kReturnedAtOnce = 4;
+  for (auto& group : resource.groups) {
+    if (!group->lanes.empty() && group->lanes.size() <= kReturnedAtOnce) {
+      Lane* lanes[kReturnedAtOnce];
+      std::size_t n = 0;
+      group->lanes.ForEach([&](Lane* lane) { lanes[n++] = lane; });
+      // Each goes home; the rest of its lane stays parked, behind it (and behind the proxy).
+      for (std::size_t i = 0; i < n; ++i) Unpark(*lanes[i]->ready.begin()->job);
+    }
+    SyncProxy(*group);
+  }
 }
 
 void AdmissionCore::UnlinkLane(Lane& lane) {
@@ -714,52 +754,32 @@ void AdmissionCore::UnlinkLane(Lane& lane) {
   lane.linked = false;
 }
 
-void AdmissionCore::InsertReady(Job& job) {
+void AdmissionCore::InsertIntoLane(Job& job) {
   job.lane->ready.insert(ReadyEntryOf(job));
-  job.state = JobState::kReady;
+  job.state = job.lane->group != nullptr ? JobState::kParked : JobState::kReady;
   SyncLane(*job.lane);
 }
 
-void AdmissionCore::RemoveReady(Job& job) {
+void AdmissionCore::RemoveFromLane(Job& job) {
   job.lane->ready.erase(ReadyEntryOf(job));
   SyncLane(*job.lane);
 }
 
+void AdmissionCore::MoveToLane(Job& job, Lane& target) {
+  RemoveFromLane(job);
+  LeaveLane(job);
+  JoinLane(job, target);
+  InsertIntoLane(job);
+}
+
 void AdmissionCore::Park(Job& job) {
-  RemoveReady(job);
   ++parked_in_decision_;
   job.was_parked = true;
-  job.state = JobState::kParked;
-  job.resource->waiters.insert({job.lane, ReadyEntryOf(job).place, &job});
+  MoveToLane(job, LaneFor(*job.key, *job.type, *job.lane->tier, job.resource));
 }
 
-void AdmissionCore::Unpark(Resource& resource, WaiterSet::iterator waiter) {
-  Job& job = *waiter->job;
-  resource.waiters.erase(waiter);
-  InsertReady(job);
-}
-
-void AdmissionCore::WakeWaiters(Resource& resource) {
-  // The jobs behind each lane's first wait on in their lane: they cannot come first before it.
-  static constexpr JobPlace kAfterAll{~std::uint64_t{0}, ~std::uint64_t{0}, ~std::uint64_t{0}};
-  auto it = resource.waiters.begin();
-  while (it != resource.waiters.end()) {
-    Lane* lane = it->lane;
-    Job& job = *it->job;
-    it = resource.waiters.erase(it);
-    // Past the rest of this lane: a step when the next waiter is another lane's (many keys, one
-    // job each), a search when this lane holds more (one key's herd).
-    if (it != resource.waiters.end() && it->lane == lane) {
-      it = resource.waiters.upper_bound({lane, kAfterAll, nullptr});
-    }
-    InsertReady(job);
-  }
-}
-
-void AdmissionCore::WakeFirstInLane(Resource& resource, Lane& lane) {
-  if (resource.waiters.empty()) return;
-  auto it = resource.waiters.lower_bound({&lane, JobPlace{}, nullptr});
-  if (it != resource.waiters.end() && it->lane == &lane) Unpark(resource, it);
+void AdmissionCore::Unpark(Job& job) {
+  MoveToLane(job, LaneFor(*job.key, *job.type, *job.lane->tier));
 }
 
 void AdmissionCore::JoinLane(Job& job, Lane& lane) {
@@ -780,7 +800,9 @@ void AdmissionCore::LeaveLane(Job& job) {
     if (lane->linked) UnlinkLane(*lane);
     // Held means ready jobs: the last SyncLane of a lane that empties saw none.
     FAIRGATE_CORE_CHECK(!lane->held, "an empty lane was still held");
+    WaitGroup* group = lane->group;
     delete lane;
+    if (group != nullptr) SyncProxy(*group);
   }
 }
 

@@ -16,9 +16,9 @@
 //   call NextAdmission until it returns nothing.
 // - Every operation costs O(log n) in the pending jobs, plus O(tiers + types) for
 //   NextAdmission; no operation sorts or scans the pending or running jobs. A job blocked by a
-//   full resource waits on it and returns to its queue, in its original place, when it may come
-//   first again; a type at its cap is skipped as a whole. A completion that gives a resource room
-//   returns one parked job per (key, type) waiting on it, not all of them.
+//   full resource is parked in a lane of the resource's wait group, which stands in its queue as
+//   one entry while the resource has room: a release relinks that entry, however many wait; a
+//   type at its cap is skipped as a whole.
 // - Bad input is refused with a status (see fairgate/status.h) and changes nothing.
 #ifndef FAIRGATE_CORE_ADMISSION_CORE_H_
 #define FAIRGATE_CORE_ADMISSION_CORE_H_
@@ -198,7 +198,11 @@ class AdmissionCore {
 
   Job* Find(JobTicket ticket);
   JobTicket TicketOf(const Job& job) const;
-  Lane& LaneFor(KeyState& key, TypeState& type, TierState& tier);
+  // The type's own lane set in its tier, or the aged group's of `tier`.
+  LaneSet& SetFor(TypeState& type, TierState& tier);
+  // The key's home lane for (type, tier), or with `parked_on` its parked lane for that resource.
+  Lane& LaneFor(KeyState& key, TypeState& type, TierState& tier, Resource* parked_on = nullptr);
+  WaitGroup& GroupFor(Resource& resource, LaneSet& home);
   KeySettings& SettingsFor(std::string_view key);
   const KeyLimits& LimitsOf(const KeyState& key) const;
   // When a pending job's next aging step is due.
@@ -243,21 +247,28 @@ class AdmissionCore {
   template <typename Mutate>
   void Rekey(KeyState& key, Mutate mutate);
   // Links, relinks or unlinks the lane so that it is linked, at its current entry, exactly when
-  // it has ready jobs and its key is admissible.
+  // it has ready jobs and its key is admissible; a parked lane's group's proxy follows.
   void SyncLane(Lane& lane);
   void UnlinkLane(Lane& lane);
   // The best admissible head among `lanes` (parking heads whose resource is full), or null.
   Job* FrontOf(LaneSet& lanes);
-  void InsertReady(Job& job);
-  void RemoveReady(Job& job);
+  // Puts a job into its lane's order (kReady in a home lane, kParked in a parked one), or takes
+  // it out.
+  void InsertIntoLane(Job& job);
+  void RemoveFromLane(Job& job);
+  // Moves a pending job to another lane, keeping its place.
+  void MoveToLane(Job& job, Lane& target);
+  // Parks a home lane's head whose resource is full; returns a parked job to its home lane.
   void Park(Job& job);
-  void Unpark(Resource& resource, WaiterSet::iterator waiter);
-  // While a resource has room, every job parked on it has a ready job of the same resource ahead
-  // of it in its lane (so it cannot come first). A resource that gets room again returns the
-  // first parked job of each lane (WakeWaiters); a ready job that leaves its lane while its
-  // resource has room returns the next one of that lane (WakeFirstInLane).
-  void WakeWaiters(Resource& resource);
-  void WakeFirstInLane(Resource& resource, Lane& lane);
+  void Unpark(Job& job);
+  // Links, relinks or unlinks a group's proxy so that it is linked, at its best lane's entry,
+  // exactly when the group has a linked lane and its resource has room; for each group of a
+  // resource after its room changed.
+  void SyncProxy(WaitGroup& group);
+  void SyncProxies(Resource& resource);
+  // A resource that had no room has room again: its groups' proxies return, and the first jobs
+  // of a group of a few lanes go home at once.
+  void Reopen(Resource& resource);
   // Counts a pending job into `lane`, or out of its lane (freeing the lane when it empties).
   void JoinLane(Job& job, Lane& lane);
   void LeaveLane(Job& job);

@@ -26,7 +26,7 @@ Status AdmissionCore::CheckInvariants() const {
   absl::flat_hash_map<const TierState*, std::int64_t> aged_in;
   absl::flat_hash_map<const Resource*, std::pair<int, std::int64_t>> by_resource;  // running, refs
   absl::flat_hash_map<const TierState*, std::int64_t> tier_slots;
-  std::size_t scheduled = 0, parked = 0;
+  std::size_t scheduled = 0;
   absl::flat_hash_set<std::uint32_t> free(free_slots_.begin(), free_slots_.end());
   for (const Job& job : jobs_) {
     if (job.state == JobState::kFree) {
@@ -54,31 +54,11 @@ Status AdmissionCore::CheckInvariants() const {
     ++by_lane[job.lane];
     if (job.lane->tier != job.type->tier) ++aged_in[job.lane->tier];
     const bool in_ready = job.lane->ready.contains(ReadyEntryOf(job));
-    if (job.state == JobState::kReady && !in_ready) {
-      return Broken(absl::StrCat("ready job ", job.seq, " is missing from its lane"));
-    }
-    if (job.state == JobState::kParked) {
-      ++parked;
-      if (in_ready) return Broken(absl::StrCat("parked job ", job.seq, " is also ready"));
-      if (job.resource == nullptr ||
-          !job.resource->waiters.contains(
-              {job.lane, ReadyEntryOf(job).place, const_cast<Job*>(&job)})) {
-        return Broken(absl::StrCat("parked job ", job.seq, " waits on no resource"));
-      }
-      // While its resource has room, a parked job must have a ready job of the same resource
-      // ahead of it in its lane, or it could be the first in the order unseen.
-      if (!job.resource->full()) {
-        bool covered = false;
-        for (const ReadyEntry& e : job.lane->ready) {
-          if (e.place >= ReadyEntryOf(job).place) break;
-          covered = covered || e.job->resource == job.resource;
-        }
-        if (!covered) {
-          return Broken(absl::StrCat("parked job ", job.seq,
-                                     " could come first: its resource has room and nothing of it "
-                                     "is ahead in its lane"));
-        }
-      }
+    // Ready in its home lane; parked in its parked lane of its own resource.
+    const bool parked_lane = job.lane->group != nullptr;
+    if (!in_ready || parked_lane != (job.state == JobState::kParked) ||
+        (parked_lane && job.lane->group->resource != job.resource)) {
+      return Broken(absl::StrCat("pending job ", job.seq, " is not in the right lane"));
     }
     const bool can_rise = options_.aging && TierAbove(*job.lane->tier) != nullptr;
     if (job.promotion_scheduled != can_rise) {
@@ -150,7 +130,7 @@ Status AdmissionCore::CheckInvariants() const {
       in_lanes += lane->pending;
       const bool admissible = Admissible(key);
       if (lane->linked != (!lane->ready.empty() && admissible) ||
-          lane->held != (!lane->ready.empty() && !admissible)) {
+          lane->held != (lane->group == nullptr && !lane->ready.empty() && !admissible)) {
         return Broken(absl::StrCat("a lane of key '", name, "' is linked or held wrongly"));
       }
       held[lane->tier] += lane->held;
@@ -187,6 +167,26 @@ Status AdmissionCore::CheckInvariants() const {
       }
     }
   }
+  // Wait groups: each holds its linked parked lanes; its proxy stands in the home set at the
+  // best one's entry exactly while the resource has room.
+  for (const auto& [name, resource] : resources_) {
+    for (const auto& group : resource.groups) {
+      if (group->resource != &resource || group->lanes.size() != linked[&group->lanes]) {
+        return Broken(absl::StrCat("a wait group of resource '", name.name, "' is stale"));
+      }
+      const Lane& proxy = group->proxy;
+      if (proxy.linked != (!group->lanes.empty() && !resource.full())) {
+        return Broken(absl::StrCat("the proxy of resource '", name.name, "' is linked wrongly"));
+      }
+      if (proxy.linked) {
+        if (!(proxy.entry.order == group->lanes.front()->entry.order) ||
+            !proxy.set->contains(proxy.entry)) {
+          return Broken(absl::StrCat("the proxy of resource '", name.name, "' sorts stale"));
+        }
+        ++linked[proxy.set];
+      }
+    }
+  }
   for (const auto& tier : tiers_) {
     if (tier->held_lanes != held[tier.get()]) {
       return Broken(absl::StrCat("tier ", tier->priority, " counts ", tier->held_lanes,
@@ -205,10 +205,8 @@ Status AdmissionCore::CheckInvariants() const {
     }
   }
 
-  // Resources: runners counted and within the group's limit, every waiter a parked job.
-  std::size_t waiters = 0;
+  // Resources: runners counted and within the group's limit.
   for (const auto& [name, resource] : resources_) {
-    waiters += resource.waiters.size();
     const auto [resource_running, refs] = by_resource[&resource];
     if (resource.refs != refs) {
       return Broken(absl::StrCat("resource '", name.name, "' counts ", resource.refs,
@@ -221,14 +219,7 @@ Status AdmissionCore::CheckInvariants() const {
     if (resource_running > resource.limit) {
       return Broken(absl::StrCat("more jobs run on resource '", name.name, "' than its limit"));
     }
-    for (const WaiterEntry& w : resource.waiters) {
-      if (w.job->state != JobState::kParked || w.job->resource != &resource) {
-        return Broken(
-            absl::StrCat("resource '", name.name, "' lists a waiter that is not parked on it"));
-      }
-    }
   }
-  if (waiters != parked) return Broken("parked jobs and resource waiters differ");
   if (by_resource.size() > resources_.size()) return Broken("a job names a forgotten resource");
   return absl::OkStatus();
 }

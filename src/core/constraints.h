@@ -20,18 +20,15 @@
 //     set whole (AdmissionCore::TypeFits), and the next decision looks again;
 //   the key limit depends on the key only: SyncLane unlinks ("holds") the key's lanes, and the
 //     completion that frees the key relinks them (Rekey);
-//   the conflict limit depends on the job's id: FrontOf parks a head whose resource is full on
-//     the resource, and the completion that gives it room returns the parked jobs that may now
-//     come first (AdmissionCore::WakeWaiters).
+//   the conflict limit depends on the job's id: FrontOf parks a head whose resource is full in
+//     a parked lane of the resource's wait group, whose best lane stands in the lane set as one
+//     entry (the group's proxy) exactly while the resource has room (AdmissionCore::SyncProxy).
 //
 // src/core/README.md has the same table with the costs.
 #ifndef FAIRGATE_CORE_CONSTRAINTS_H_
 #define FAIRGATE_CORE_CONSTRAINTS_H_
 
 #include <cstdint>
-
-#include "absl/container/btree_set.h"
-#include "core/order.h"
 
 namespace fairgate::core {
 
@@ -49,23 +46,6 @@ class Usage {
  private:
   std::int32_t used_ = 0;
 };
-
-struct Job;
-struct Lane;
-
-// A job parked on a full resource, by its lane and its place in that lane, so that the first
-// parked job of each lane is found in O(log w) (AdmissionCore::WakeWaiters).
-struct WaiterEntry {
-  Lane* lane = nullptr;
-  JobPlace place;
-  Job* job = nullptr;
-  bool operator<(const WaiterEntry& o) const {
-    if (lane != o.lane)
-      return reinterpret_cast<std::uintptr_t>(lane) < reinterpret_cast<std::uintptr_t>(o.lane);
-    return place < o.place;
-  }
-};
-using WaiterSet = absl::btree_set<WaiterEntry>;
 
 }  // namespace fairgate::core
 

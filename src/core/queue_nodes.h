@@ -15,10 +15,13 @@
 //
 // The first job in the order of one type is the head of its first lane, and the first of a tier
 // is the least of its types' firsts, so NextAdmission touches O(types) nodes.
-// A job whose conflict resource is full is parked on the Resource; when the resource has room
-// again the first parked job of each lane returns to its lane (core/constraints.h). A key's
-// accumulated cost is part of its lanes' sort key, so changing it unlinks and relinks each of the
-// key's lanes (one per type it has ready jobs of).
+// A job whose conflict resource is full is parked: it moves to a parked lane, (key, type, tier,
+// resource), kept in the resource's wait group for its lane set. While the resource has room the
+// group stands in the lane set as one entry, its proxy, at the place of its best parked lane; when
+// the proxy comes first, that lane's first job returns home and goes. A release relinks one proxy
+// per lane set the resource has waiters in, however many wait. A key's accumulated cost is part
+// of its lanes' sort key, so changing it relinks each of the key's lanes (one per type it has ready
+// jobs of, and one per (type, resource) it has parked jobs on).
 //
 // Both orders are B-trees of small entries that copy their sort key (absl::btree_set of
 // LaneEntry and ReadyEntry): a search reads a few contiguous nodes instead of chasing a pointer
@@ -52,10 +55,13 @@ struct Resource;
 struct TierState;
 struct TypeState;
 
+struct WaitGroup;
+
+// kReady: in its home lane. kParked: in a parked lane (its resource was full when it came first).
 enum class JobState : std::uint8_t { kFree, kReady, kParked, kRunning };
 
 struct Job {
-  Lane* lane = nullptr;  // while kReady or kParked
+  Lane* lane = nullptr;  // while kReady (its home lane) or kParked (a parked lane)
   KeyState* key = nullptr;
   TypeState* type = nullptr;
   Resource* resource = nullptr;  // null when the type has no conflict group
@@ -160,6 +166,15 @@ class LaneSet {
     return CompactLaneEntry::Fits(e) && compact_set_.contains(Compact(e));
   }
   bool compact() const { return compact_; }
+  // Calls `f(lane)` for each lane, in order.
+  template <typename F>
+  void ForEach(F f) const {
+    if (compact_) {
+      for (const CompactLaneEntry& e : compact_set_) f(e.lane);
+    } else {
+      for (const LaneEntry& e : full_) f(e.lane);
+    }
+  }
 
  private:
   void MakeFull() {
@@ -175,18 +190,31 @@ class LaneSet {
   absl::btree_set<CompactLaneEntry> compact_set_;
 };
 
-// The jobs of one key and one type in one effective tier (its type's own, or one it aged into).
+// The jobs of one key and one type in one effective tier (its type's own, or one it aged into):
+// a home lane. A parked lane holds those of them that wait on one full resource, in the
+// resource's wait group. A wait group's proxy is a Lane too, with no key: it stands for the group
+// in the home lane set.
 struct Lane {
-  LaneEntry entry;      // its entry in `set`, while linked
-  bool linked = false;  // linked while `ready` is not empty and the key is admissible
-  bool held = false;    // not linked only because its key is at max_running
-  KeyState* key = nullptr;
+  LaneEntry entry;          // its entry in `set`, while linked
+  bool linked = false;      // linked while `ready` is not empty and the key is admissible
+  bool held = false;        // a home lane not linked only because its key is at max_running
+  KeyState* key = nullptr;  // null for a proxy
   TypeState* type = nullptr;
   TierState* tier = nullptr;  // the effective tier
-  LaneSet* set = nullptr;     // the type's own lanes, or the aged group's
-  ReadyJobs ready;
-  std::int64_t pending = 0;     // ready + parked
-  Lane* next_in_key = nullptr;  // the key's next lane
+  LaneSet* set = nullptr;  // the type's own lanes or the aged group's; a parked lane: its group's
+  WaitGroup* group = nullptr;  // a parked lane's or a proxy's group; null for a home lane
+  ReadyJobs ready;             // its jobs, by their place (parked ones too, in a parked lane)
+  std::int64_t pending = 0;
+  Lane* next_in_key = nullptr;  // the key's next lane (home and parked)
+};
+
+struct Resource;
+
+// The parked lanes of one resource whose home lanes are in one lane set.
+struct WaitGroup {
+  Resource* resource = nullptr;
+  LaneSet lanes;  // its parked lanes, ordered as home lanes are
+  Lane proxy;     // linked into the home lane set while `lanes` has one and the resource has room
 };
 
 // The presence of one key among the keys with pending jobs in one tier (for idle catch-up).
@@ -277,10 +305,11 @@ struct TierState {
 // One (conflict group, job id): at most `limit` of its jobs run at a time.
 struct Resource {
   const IndexedName* name = nullptr;  // the map's own key, for erasure
-  WaiterSet waiters;                  // jobs that reached the front while it was full, parked
-  std::int64_t refs = 0;              // pending + running jobs that name it
-  Usage running;                      // the conflict limit's usage: its running jobs
-  std::int32_t limit = 1;             // the group's conflict_limit
+  // One per lane set that jobs parked on it came from, created as needed, kept while it lives.
+  std::vector<std::unique_ptr<WaitGroup>> groups;
+  std::int64_t refs = 0;   // pending + running jobs that name it
+  Usage running;           // the conflict limit's usage: its running jobs
+  std::int32_t limit = 1;  // the group's conflict_limit
   bool full() const { return running.Full(limit); }
 };
 
