@@ -697,35 +697,29 @@ void AdmissionCore::SyncLane(Lane& lane) {
     lane.tier->held_lanes += held ? 1 : -1;
     lane.held = held;
   }
-  const bool want = !lane.ready.empty() && admissible;
-  LaneEntry entry;
-  if (want) {
-    entry = LaneEntry{{PlaceOf(*lane.key), lane.ready.begin()->place}, &lane};
-    if (lane.linked && lane.entry == entry) return;
+  std::optional<AdmissionOrder> order;
+  if (!lane.ready.empty() && admissible) {
+    order = AdmissionOrder{PlaceOf(*lane.key), lane.ready.begin()->place};
   }
-  if (lane.linked) UnlinkLane(lane);
-  if (want) {
-    lane.entry = entry;
-    lane.set->insert(entry);
-    lane.linked = true;
-  }
-  if (lane.group != nullptr) SyncProxy(*lane.group);  // the group's best lane may have changed
+  // The group's best lane may have changed.
+  if (PlaceLane(lane, order) && lane.group != nullptr) SyncProxy(*lane.group);
 }
 
 void AdmissionCore::SyncProxy(WaitGroup& group) {
-  Lane& proxy = group.proxy;
-  const bool want = !group.lanes.empty() && !group.resource->full();
-  LaneEntry entry;
-  if (want) {
-    entry = LaneEntry{group.lanes.front()->entry.order, &proxy};
-    if (proxy.linked && proxy.entry == entry) return;
+  std::optional<AdmissionOrder> order;
+  if (!group.lanes.empty() && !group.resource->full()) order = group.lanes.front()->entry.order;
+  PlaceLane(group.proxy, order);
+}
+
+bool AdmissionCore::PlaceLane(Lane& lane, const std::optional<AdmissionOrder>& order) {
+  if (order ? lane.linked && lane.entry.order == *order : !lane.linked) return false;
+  if (lane.linked) UnlinkLane(lane);
+  if (order) {
+    lane.entry = LaneEntry{*order, &lane};
+    lane.set->insert(lane.entry);
+    lane.linked = true;
   }
-  if (proxy.linked) UnlinkLane(proxy);
-  if (want) {
-    proxy.entry = entry;
-    proxy.set->insert(entry);
-    proxy.linked = true;
-  }
+  return true;
 }
 
 void AdmissionCore::SyncProxies(Resource& resource) {

@@ -249,6 +249,8 @@ class AdmissionCore {
   // Links, relinks or unlinks the lane so that it is linked, at its current entry, exactly when
   // it has ready jobs and its key is admissible; a parked lane's group's proxy follows.
   void SyncLane(Lane& lane);
+  // Puts `lane` in its set at `order`, or out of it with none; false if it already was so.
+  bool PlaceLane(Lane& lane, const std::optional<AdmissionOrder>& order);
   void UnlinkLane(Lane& lane);
   // The best admissible head among `lanes` (parking heads whose resource is full), or null.
   Job* FrontOf(LaneSet& lanes);
