@@ -196,7 +196,8 @@ class LaneSet {
 // in the home lane set.
 struct Lane {
   LaneEntry entry;          // its entry in `set`, while linked
-  bool linked = false;      // linked while `ready` is not empty and the key is admissible
+  bool linked = false;      // linked while `ready` is not empty and the key is admissible (a
+                            // proxy: while its group has a linked lane and its resource room)
   bool held = false;        // a home lane not linked only because its key is at max_running
   KeyState* key = nullptr;  // null for a proxy
   TypeState* type = nullptr;
@@ -207,8 +208,6 @@ struct Lane {
   std::int64_t pending = 0;
   Lane* next_in_key = nullptr;  // the key's next lane (home and parked)
 };
-
-struct Resource;
 
 // The parked lanes of one resource whose home lanes are in one lane set.
 struct WaitGroup {
