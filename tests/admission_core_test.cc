@@ -321,6 +321,46 @@ TEST_CASE("Core.Cancel.APendingJobLeavesUnchargedARunningOneIsRefused") {
   CHECK(core->NextAdmission(2) == std::nullopt);
 }
 
+TEST_CASE("Core.QueueWait.AJobStillPendingAtItsLimitExpiresUnchargedParkedOrNot") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = 1;
+  auto core = MakeCore(options);
+  JobTypeConfig limited = Type(1, 1, "git", 5);
+  limited.max_queue_wait = 2;
+  REQUIRE(core->RegisterType("t", limited).ok());
+  REQUIRE(core->RegisterType("free", Type(1, 1)).ok());
+  CHECK(core->NextExpiryAt() == std::nullopt);
+  JobTicket a = Add(*core, "t", "r", "a", std::nullopt, 0);
+  JobTicket b = Add(*core, "t", "r", "b", std::nullopt, 0.5);  // parked behind a on r
+  CHECK(core->NextExpiryAt() == 2.0);
+  REQUIRE(AdmitAll(*core, 0.5) == Names{"t/r/a"});  // a is admitted before its limit
+  CHECK(core->NextExpiryAt() == 2.5);
+  JobTicket c = Add(*core, "t", "x", "c", std::nullopt, 1);
+  Add(*core, "free", "y", "d", std::nullopt, 1);  // no limit: never expires
+  core->AdvanceTo(2.4);
+  CHECK(core->TakeExpired().empty());
+  // At 2.5 b has waited exactly its limit: it leaves; c (limit reached at 3) stays.
+  core->AdvanceTo(2.5);
+  std::vector<ExpiredJob> expired = core->TakeExpired();
+  REQUIRE(expired.size() == 1);
+  CHECK(expired[0].key == "b");
+  CHECK(expired[0].ticket == b);
+  CHECK(expired[0].arrival == 0.5);
+  CHECK(expired[0].expired_at == 2.5);
+  CHECK(core->TakeExpired().empty());  // taken once
+  CHECK(core->Describe(b) == std::nullopt);
+  CHECK(core->AccumulatedCost("b") == 0.0);
+  CHECK(core->NextExpiryAt() == 3.0);
+  // NextAdmission expires what is due first: at 3, c is gone before a's slot frees.
+  REQUIRE(core->Complete(a, 1, 3).ok());
+  CHECK(AdmitAll(*core, 3) == Names{"free/y/d"});
+  expired = core->TakeExpired();
+  REQUIRE(expired.size() == 1);
+  CHECK(expired[0].ticket == c);
+  CHECK(core->NextExpiryAt() == std::nullopt);
+  CHECK(core->CheckInvariants().ok());
+}
+
 TEST_CASE("Core.Complete.RefusesPendingStaleAndBadElapsed") {
   auto core = MakeCore();
   REQUIRE(core->RegisterType("t", Type(1, 1)).ok());

@@ -121,6 +121,12 @@ std::vector<Row> Rows() {
   register_type("conflict_limit = 2 without a conflict group", absl::StatusCode::kInvalidArgument,
                 "conflict_limit 2 needs a conflict_group", "fetch",
                 JobTypeConfig{.conflict_limit = 2});
+  register_type("max_queue_wait = -1", absl::StatusCode::kInvalidArgument,
+                "max_queue_wait must be finite and >= 0, got -1", "fetch",
+                JobTypeConfig{.max_queue_wait = -1});
+  register_type("max_queue_wait = NaN", absl::StatusCode::kInvalidArgument,
+                "max_queue_wait must be finite and >= 0", "fetch",
+                JobTypeConfig{.max_queue_wait = kNaN});
 
   auto run = [&](std::string api, std::string input, absl::StatusCode code, std::string message,
                  std::function<Status()> attempt) {
@@ -139,6 +145,10 @@ std::vector<Row> Rows() {
       [] { return Ready()->RunSync(Context::Background(), "x", "id", "k", Noop); });
   run("Scheduler::RunSync", "an empty id", absl::StatusCode::kInvalidArgument, "job id is empty",
       [] { return Ready()->RunSync(Context::Background(), "clone", "", "k", Noop); });
+  run("Scheduler::RunSync", "a cost hint of -1", absl::StatusCode::kInvalidArgument,
+      "explicit cost must be finite and >= 0, got -1", [] {
+        return Ready()->RunSync(Context::Background(), "clone", "id", "k", Noop, {.cost = -1});
+      });
   run("Scheduler::RunSync", "an empty function", absl::StatusCode::kInvalidArgument,
       "job function is empty",
       [] { return Ready()->RunSync(Context::Background(), "clone", "id", "k", nullptr); });

@@ -24,7 +24,7 @@ constexpr int kSequences = 10000;
 #endif
 
 void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extensions = false) {
-  long admissions = 0;
+  long admissions = 0, expiries = 0;
   DriverConfig config;
   config.base = options;
   config.extensions = extensions;
@@ -34,9 +34,12 @@ void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extension
     const DriverResult result = RunDifferential(choices, config);
     REQUIRE_MESSAGE(result.difference.empty(), result.difference);
     admissions += result.admissions;
+    expiries += result.expiries;
   }
-  // The sequences must exercise admission for the comparison to mean anything.
+  // The sequences must exercise admission (and with the extensions, expiry) for the comparison
+  // to mean anything.
   CHECK(admissions > kSequences * 10);
+  if (extensions) CHECK(expiries > kSequences / 10);
 }
 
 TEST_CASE("CoreDifferential.SeedMode.MatchesReferenceModel") {

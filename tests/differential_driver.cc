@@ -116,6 +116,9 @@ class Run {
                                                                    : db_limit;
         }
         if (choices_.Chance(0.3)) config.slots = choices_.Between(1, 3);
+        if (choices_.Chance(0.3)) {
+          config.max_queue_wait = choices_.Pick(std::vector<double>{0.5, 1, 3, 6});
+        }
       }
       const std::string name = "t" + std::to_string(i);
       const Status got = core_->RegisterType(name, config);
@@ -239,6 +242,8 @@ class Run {
   // Everything the model knows, after an operation.
   bool Compare() {
     core_->AdvanceTo(now_);
+    model_->AdvanceTo(now_);
+    if (!CompareExpired()) return false;
     const Snapshot snapshot = core_->TakeSnapshot();
     if (snapshot.pending != model_->pending() || snapshot.running != model_->running() ||
         snapshot.slots_in_use != model_->slots_in_use()) {
@@ -280,6 +285,29 @@ class Run {
                       Show(want));
         }
       }
+    }
+    return true;
+  }
+
+  // The jobs both expired since the last comparison: the same ones, in the same order.
+  bool CompareExpired() {
+    const std::vector<core::ExpiredJob> got = core_->TakeExpired();
+    const std::vector<int> want = model_->TakeExpired();
+    if (got.size() != want.size()) {
+      return Fail("jobs expired: core " + Show(got.size()) + ", model " + Show(want.size()));
+    }
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      Tracked* t = nullptr;
+      for (Tracked& j : jobs_) {
+        if (j.state == Tracked::kPending && j.ticket == got[i].ticket) t = &j;
+      }
+      if (t == nullptr) return Fail("the core expired a job that was not pending");
+      if (t->model_job != want[i]) {
+        return Fail("expired job " + Show(i) + ": core's is the model's job " + Show(t->model_job) +
+                    ", the model's is " + Show(want[i]));
+      }
+      t->state = Tracked::kGone;
+      ++result_.expiries;
     }
     return true;
   }

@@ -59,7 +59,8 @@ struct DriverConfig {
   // The preset and switches the sequence starts from; the driver draws the sizes, the TTLs, the
   // queue bounds and the types.
   SchedulerOptions base;
-  // Also draw aging, shortest-first, default key limits, weights and per-key limits.
+  // Also draw aging, shortest-first, default key limits, weights and per-key limits, conflict
+  // limits, multi-slot types and queue-wait limits.
   bool extensions = false;
   // Also draw idle catch-up (else it is the base's).
   bool draw_idle_catch_up = false;
@@ -69,6 +70,7 @@ struct DriverConfig {
 struct DriverResult {
   int operations = 0;
   int admissions = 0;
+  int expiries = 0;  // jobs that reached their queue-wait limit
   // Empty when the core and the model agreed throughout; else the first difference, with the
   // operation it came after.
   std::string difference;

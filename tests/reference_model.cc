@@ -180,7 +180,31 @@ double& ReferenceModel::UseEstimate(const ModelJob& job, double now) {
   return it->second.value;
 }
 
+void ReferenceModel::AdvanceTo(double now) {
+  std::vector<std::tuple<double, std::uint64_t, int>> due;  // (limit reached at, seq, job)
+  for (const auto& [n, job] : jobs_) {
+    const double limit = types_.at(job.type).max_queue_wait;
+    if (!job.running && limit > 0 && job.arrival + limit <= now) {
+      due.emplace_back(job.arrival + limit, job.seq, n);
+    }
+  }
+  std::sort(due.begin(), due.end());
+  for (const auto& [at, seq, n] : due) {
+    const std::string key = jobs_[n].key;
+    jobs_.erase(n);
+    MaybeIdle(key, now);
+    expired_.push_back(n);
+  }
+}
+
+std::vector<int> ReferenceModel::TakeExpired() {
+  std::vector<int> taken;
+  taken.swap(expired_);
+  return taken;
+}
+
 std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double now) {
+  AdvanceTo(now);
   // The first admissible job in the order of docs/ordering.md: (-effective priority, aged first,
   // reserved first, accumulated cost, sjf, arrival, seq).
   const std::vector<int> priorities = Priorities();

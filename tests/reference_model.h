@@ -40,7 +40,13 @@ class ReferenceModel {
   StatusOr<int> Enqueue(const std::string& type, const std::string& id, const std::string& key,
                         std::optional<double> cost, double now);
   Status Cancel(int job, double now);
+  // Expires the jobs due by `now` first, as AdvanceTo does.
   std::optional<Admission> NextAdmission(double now);
+  // Every pending job still pending at its type's max_queue_wait by `now` leaves, uncharged, in
+  // the order the limits were reached (ties by enqueue order), into the expired list.
+  void AdvanceTo(double now);
+  // The model's ids of the jobs expired since the last call, in that order.
+  std::vector<int> TakeExpired();
   Status Complete(int job, double elapsed, double now);
   // Returns (keys evicted, estimates evicted).
   std::pair<std::size_t, std::size_t> Sweep(double now);
@@ -103,6 +109,7 @@ class ReferenceModel {
   std::map<std::string, ModelKey> keys_;
   std::map<std::pair<std::string, std::string>, ModelEstimate> estimates_;
   std::map<std::string, ModelSettings> settings_;
+  std::vector<int> expired_;
   int next_job_ = 0;
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_order_ = 0;

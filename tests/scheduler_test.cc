@@ -504,6 +504,218 @@ TEST_CASE("Scheduler.Estimates.LearnFromTheWallTimeOfTheInjectedClock") {
   CHECK(scheduler->Estimate("clone", "linux") == 6.0);
 }
 
+TEST_CASE("Scheduler.RegisterType.WarnsOnceOfCapsThatDisagree") {
+  auto warnings = std::make_shared<std::vector<std::string>>();
+  SchedulerOptions options = Capacity(8);
+  options.warn = [warnings](std::string_view w) { warnings->emplace_back(w); };
+  auto scheduler = Make(options);
+  // Consistent: no warning.
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
+  CHECK(warnings->empty());
+  // The newcomer's trap: priority 1 is a tier whose cap is one slot.
+  REQUIRE(scheduler->RegisterType("gc", Type(1, 4)).ok());
+  REQUIRE(warnings->size() == 1);
+  CHECK(warnings->at(0).find("'gc'") != std::string::npos);
+  CHECK(warnings->at(0).find("at most 1 of its jobs") != std::string::npos);
+  // Registering it again is a no-op, and says nothing again.
+  REQUIRE(scheduler->RegisterType("gc", Type(1, 4)).ok());
+  CHECK(warnings->size() == 1);
+  // A tier cap above the global cap, and a type cap the global cap cuts.
+  warnings->clear();
+  REQUIRE(scheduler->RegisterType("bulk", Type(16, 12)).ok());
+  REQUIRE(warnings->size() == 2);
+  CHECK(warnings->at(0).find("global cap (max_concurrency 8") != std::string::npos);
+  CHECK(warnings->at(0).find("at most 8 of its jobs") != std::string::npos);
+  CHECK(warnings->at(1).find("never has more than 8 slots") != std::string::npos);
+  // Wide jobs count their slots: 3 jobs of 2 slots do not fit a tier of 4.
+  warnings->clear();
+  JobTypeConfig wide = Type(4, 3);
+  wide.slots = 2;
+  REQUIRE(scheduler->RegisterType("repack", wide).ok());
+  REQUIRE(warnings->size() == 1);
+  CHECK(warnings->at(0).find("at most 2 of its jobs") != std::string::npos);
+  // A refused registration warns of nothing.
+  warnings->clear();
+  CHECK(scheduler->RegisterType("bad", Type(0, 4)).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(warnings->empty());
+}
+
+TEST_CASE("Scheduler.CostHint.IsChargedInsteadOfTheEstimateWhichStillLearns") {
+  auto now = std::make_shared<std::atomic<double>>(0.0);
+  SchedulerOptions options = SchedulerOptions::Seed();  // no reconciliation: the charge stays
+  options.alpha = 0.5;
+  options.clock = [now] { return Seconds(now->load()); };
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 10)).ok());
+  auto takes = [&](double seconds) {
+    return [&, seconds](const Context&) {
+      now->store(now->load() + seconds);
+      return absl::OkStatus();
+    };
+  };
+  // RunSync: charged the hint 100, not the default 10; the estimate learns the run time 30.
+  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux", "a", takes(30), {.cost = 100})
+              .ok());
+  CHECK(scheduler->AccumulatedCost("a") == 100.0);
+  CHECK(scheduler->Estimate("clone", "linux") == 20.0);  // 0.5 * 30 + 0.5 * 10
+  // Submit: charged the hint 7, not the learned 20.
+  std::promise<Status> done;
+  REQUIRE(scheduler
+              ->Submit("clone", "linux", "b", takes(0), [&](const Status& s) { done.set_value(s); },
+                       {.cost = 7})
+              .ok());
+  REQUIRE(done.get_future().get().ok());
+  CHECK(scheduler->AccumulatedCost("b") == 7.0);
+  // Acquire: charged the hint 0.5.
+  std::promise<StatusOr<Permit>> granted;
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), "clone", "linux", "c",
+                        [&](StatusOr<Permit> p) { granted.set_value(std::move(p)); }, {.cost = 0.5})
+              .ok());
+  StatusOr<Permit> permit = granted.get_future().get();
+  REQUIRE(permit.ok());
+  CHECK(scheduler->AccumulatedCost("c") == 0.5);
+  permit->Release(absl::OkStatus());
+  // Without a hint the estimate is charged again: it learned the two zero-second runs,
+  // 20 -> 10 -> 5.
+  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux", "d", Ok()).ok());
+  CHECK(scheduler->AccumulatedCost("d") == 5.0);
+}
+
+TEST_CASE("Scheduler.CostHint.ABadCostIsRefusedAndNothingRuns") {
+  auto scheduler = Make();
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
+  bool ran = false;
+  auto mark = [&](const Context&) {
+    ran = true;
+    return absl::OkStatus();
+  };
+  for (double bad :
+       {-1.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    CAPTURE(bad);
+    Status sync = scheduler->RunSync(Context::Background(), "clone", "r", "a", mark, {.cost = bad});
+    CHECK(sync.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(std::string(sync.message()).find("explicit cost") != std::string::npos);
+    CHECK(scheduler->Submit("clone", "r", "a", mark, {}, {.cost = bad}).code() ==
+          absl::StatusCode::kInvalidArgument);
+    CHECK(scheduler
+              ->Acquire(Context::Background(), "clone", "r", "a", [](StatusOr<Permit>) {},
+                        {.cost = bad})
+              .code() == absl::StatusCode::kInvalidArgument);
+  }
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+  CHECK_FALSE(ran);
+  CHECK(scheduler->Snapshot().types[0].enqueued == 0);
+}
+
+TEST_CASE("Scheduler.QueueWait.JobsPendingAtTheLimitLeaveWithDeadlineExceededUncharged") {
+  Watchdog watchdog("queue wait", 60s);
+  auto scheduler = Make(Capacity(1));
+  JobTypeConfig clone = Type(1, 1);
+  clone.max_queue_wait = 0.05;
+  REQUIRE(scheduler->RegisterType("clone", clone).ok());
+  Gate gate;
+  std::promise<Status> holder_done;
+  REQUIRE(scheduler
+              ->Submit("clone", "r", "holder", HoldUntil(gate),
+                       [&](const Status& s) { holder_done.set_value(s); })
+              .ok());
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  // Each kind of call waits behind the holder until its limit ends the wait.
+  bool ran = false;
+  auto mark = [&](const Context&) {
+    ran = true;
+    return absl::OkStatus();
+  };
+  std::future<Status> sync = std::async(std::launch::async, [&] {
+    return scheduler->RunSync(Context::Background(), "clone", "r", "sync", mark);
+  });
+  std::promise<Status> submitted;
+  REQUIRE(
+      scheduler
+          ->Submit("clone", "r", "submit", mark, [&](const Status& s) { submitted.set_value(s); })
+          .ok());
+  std::promise<StatusOr<Permit>> acquired;
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), "clone", "r", "acquire",
+                        [&](StatusOr<Permit> p) { acquired.set_value(std::move(p)); })
+              .ok());
+  CHECK(sync.get().code() == absl::StatusCode::kDeadlineExceeded);
+  const Status submit_status = submitted.get_future().get();
+  CHECK(submit_status.code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(std::string(submit_status.message()).find("max_queue_wait") != std::string::npos);
+  CHECK(acquired.get_future().get().status().code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK_FALSE(ran);
+  // Uncharged, counted as expired (not cancelled), and the running job is not touched.
+  for (const char* key : {"sync", "submit", "acquire"}) CHECK(scheduler->AccumulatedCost(key) == 0);
+  const Snapshot snapshot = scheduler->Snapshot();
+  CHECK(snapshot.types[0].expired == 3);
+  CHECK(snapshot.types[0].cancelled == 0);
+  CHECK(snapshot.pending == 0);
+  std::string metrics;
+  scheduler->WriteMetrics(metrics);
+  CHECK(metrics.find("fairgate_jobs_expired_total{tier=\"1\",type=\"clone\"} 3") !=
+        std::string::npos);
+  gate.Open();
+  CHECK(holder_done.get_future().get().ok());
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+}
+
+TEST_CASE("Scheduler.QueueWait.ASnapshotPastTheLimitCountsTheJobOutAndItIsStillToldOnce") {
+  Watchdog watchdog("queue wait snapshot", 60s);
+  auto now = std::make_shared<std::atomic<double>>(0.0);
+  SchedulerOptions options = Capacity(1);
+  options.clock = [now] { return Seconds(now->load()); };
+  auto scheduler = Make(options);
+  JobTypeConfig clone = Type(1, 1);
+  clone.max_queue_wait = 10;
+  REQUIRE(scheduler->RegisterType("clone", clone).ok());
+  Gate gate;
+  REQUIRE(scheduler->Submit("clone", "r", "holder", HoldUntil(gate), {}).ok());
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  std::atomic<int> told{0};
+  std::promise<Status> done;
+  REQUIRE(scheduler
+              ->Submit("clone", "r", "late", Ok(),
+                       [&](const Status& s) {
+                         ++told;
+                         done.set_value(s);
+                       })
+              .ok());
+  now->store(9.5);
+  CHECK(scheduler->Snapshot().pending == 1);  // not yet at its limit
+  now->store(10);
+  const Snapshot at_limit = scheduler->Snapshot();
+  CHECK(at_limit.pending == 0);
+  CHECK(at_limit.types[0].expired == 1);
+  // The snapshot does not run the callback; the scheduler's timer does, once.
+  CHECK(done.get_future().get().code() == absl::StatusCode::kDeadlineExceeded);
+  gate.Open();
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+  CHECK(told == 1);
+}
+
+TEST_CASE("Scheduler.Submit.ACompletionThatAdmitsAnAcquireGivesItsCallbackThePermit") {
+  Watchdog watchdog("submit admits acquire", 60s);
+  auto scheduler = Make(Capacity(1, 1));
+  REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
+  Gate gate;
+  REQUIRE(scheduler->Submit("clone", "r", "a", HoldUntil(gate), {}).ok());
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  std::promise<StatusOr<Permit>> granted;
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), "clone", "r", "b",
+                        [&](StatusOr<Permit> p) { granted.set_value(std::move(p)); })
+              .ok());
+  gate.Open();  // the Submit job's completion admits the Acquire, on the pool's fiber
+  StatusOr<Permit> permit = granted.get_future().get();
+  REQUIRE(permit.ok());
+  CHECK(scheduler->Snapshot().running == 1);
+  permit->Release(absl::OkStatus());
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+  CHECK(scheduler->Snapshot().types[0].completed == 2);
+}
+
 TEST_CASE("Scheduler.KeyLimits.MaxRunningHoldsAKeyBackAndRaisingItAdmitsAtOnce") {
   Watchdog watchdog("key limits", 60s);
   auto scheduler = Make(Capacity(4));

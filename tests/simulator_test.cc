@@ -133,6 +133,30 @@ TEST_CASE("Simulator.ConflictLimitAndSlots.TwoPerRepositoryAndAWideRepack") {
                          });
 }
 
+TEST_CASE("Simulator.QueueWait.AJobPendingAtItsLimitExpiresAndIsNeverAdmitted") {
+  // One slot. a's clone runs 0-5. b's clone (limit 3) arrives at 1: still pending at 4, it
+  // expires then. c's clone (limit 3) arrives at 3: at 5 it has waited 2 and is admitted.
+  // d's fetch (no limit) arrives at 2 and waits behind c: tier 1 below clone's tier 2.
+  const std::string trace = R"({"mode": "seed", "capacity": 1,
+    "types": {
+      "clone": {"priority": 2, "max_concurrency": 1, "max_queue_wait": 3},
+      "fetch": {"priority": 1, "max_concurrency": 1}},
+    "jobs": [
+      {"type": "clone", "id": "linux", "key": "a", "arrival": 0, "duration": 5},
+      {"type": "clone", "id": "linux", "key": "b", "arrival": 1, "duration": 1},
+      {"type": "fetch", "id": "git", "key": "d", "arrival": 2, "duration": 1},
+      {"type": "clone", "id": "git", "key": "c", "arrival": 3, "duration": 1}]})";
+  CHECK(Events(trace) == std::vector<std::string>{
+                             Ev("0", "admit", "clone", "linux", "a"),
+                             Ev("4", "expire", "clone", "linux", "b"),
+                             Ev("5", "done", "clone", "linux", "a"),
+                             Ev("5", "admit", "clone", "git", "c"),
+                             Ev("6", "done", "clone", "git", "c"),
+                             Ev("6", "admit", "fetch", "git", "d"),
+                             Ev("7", "done", "fetch", "git", "d"),
+                         });
+}
+
 TEST_CASE("Simulator.Estimates.AJobWithoutCostIsChargedItsLearnedEstimate") {
   // a's "big" runs 10 s charged the default 1; then est(big) = 0.3 * 10 + 0.7 * 1 = 3.7.
   // At 10 b's "big" is charged 3.7, so at 12 c (acc 1) goes before b's "x" (b at 3.7). Had "big"

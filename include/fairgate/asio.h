@@ -34,11 +34,13 @@
 
 namespace fairgate {
 
+// With `options` (fairgate/job_options.h) for the job.
 template <typename CompletionToken>
 auto AsyncAcquire(Scheduler& scheduler, const Context& ctx, std::string_view type,
-                  std::string_view id, std::string_view fairness_key, CompletionToken&& token) {
+                  std::string_view id, std::string_view fairness_key, const JobOptions& options,
+                  CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(StatusOr<Permit>)>(
-      [&scheduler, &ctx, type, id, fairness_key](auto handler) {
+      [&scheduler, &ctx, type, id, fairness_key, options](auto handler) {
         using Handler = decltype(handler);
         // Acquire's callback must be copyable (std::function); the handler need not be.
         struct Pending {
@@ -57,10 +59,17 @@ auto AsyncAcquire(Scheduler& scheduler, const Context& ctx, std::string_view typ
             std::move(handler)(std::move(result));
           });
         };
-        Status refused = scheduler.Acquire(ctx, type, id, fairness_key, deliver);
+        Status refused = scheduler.Acquire(ctx, type, id, fairness_key, deliver, options);
         if (!refused.ok()) deliver(std::move(refused));
       },
       token);
+}
+
+template <typename CompletionToken>
+auto AsyncAcquire(Scheduler& scheduler, const Context& ctx, std::string_view type,
+                  std::string_view id, std::string_view fairness_key, CompletionToken&& token) {
+  return AsyncAcquire(scheduler, ctx, type, id, fairness_key, JobOptions{},
+                      std::forward<CompletionToken>(token));
 }
 
 }  // namespace fairgate

@@ -6,11 +6,20 @@
 // later than its parent's. Once done it stays done, and Err() says why: Cancelled or
 // DeadlineExceeded (OK while not done).
 //
-// Thread safety: every method may be called from any thread or fiber at once. Wait and WaitFor
-// block only the calling fiber when called from a fiber, and the thread when called from a plain
-// thread (they use Boost.Fiber primitives, which work from both). A cancel function may be called
-// any number of times, from anywhere; calls after the first do nothing. Calling it releases the
-// context's link to its parent, so call it when done with the context, as in Go.
+// Thread safety: every method may be called from any thread or fiber at once. A cancel function
+// may be called any number of times, from anywhere; calls after the first do nothing. Calling it
+// releases the context's link to its parent, so call it when done with the context, as in Go.
+//
+// What may suspend a fiber (Boost.Fiber primitives, which suspend only the calling fiber when
+// called from a fiber, and block the thread when called from a plain thread):
+// - Wait and WaitFor: until the context is done (or the timeout passes).
+// - Done, Err, a cancel function, WithCancel, WithDeadline and WithTimeout take the context's
+//   mutex, held only to read or flip its state: they suspend the calling fiber only while another
+//   holds it, for that moment. A cancel function also runs, on its caller, what was registered
+//   on the context: it cancels the children, wakes RunSync callers waiting under it, and ends the
+//   waits of Acquire calls under it, whose callbacks then run there (fairgate/scheduler.h). It
+//   never waits for a job to finish.
+// - Deadline and Background never suspend.
 #ifndef FAIRGATE_CONTEXT_H_
 #define FAIRGATE_CONTEXT_H_
 

@@ -10,6 +10,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fairgate/status.h"
 
@@ -43,6 +44,11 @@ struct JobTypeConfig {
   // it lowers the key's mean completion time). Other keys are not affected. Aging keeps long jobs
   // from waiting for ever.
   bool shortest_first = false;
+  // Queue-wait limit, in seconds: a job of this type still pending this long after it was
+  // enqueued leaves the queue, uncharged, instead of being admitted (RunSync returns
+  // DeadlineExceeded, a Submit callback and an Acquire callback get it). Work nobody waits for
+  // any more does not run late. Finite and >= 0; 0: no limit.
+  double max_queue_wait = 0;
 
   friend bool operator==(const JobTypeConfig&, const JobTypeConfig&) = default;
 };
@@ -50,6 +56,16 @@ struct JobTypeConfig {
 // Returns OK when `name` and `config` describe a valid job type, else InvalidArgument naming the
 // field that is wrong.
 Status ValidateJobType(std::string_view name, const JobTypeConfig& config);
+
+// What is valid but probably not meant in a type registered under a global cap of
+// `max_concurrency` (SchedulerOptions), one sentence each, empty when nothing is:
+// - its tier's cap lets fewer of its jobs run at once than its max_concurrency (`priority` is
+//   both the tier and that tier's cap in slots: a type at priority 1 runs one job at a time);
+// - the global cap does;
+// - its tier's cap is above the global cap, so the tier can never fill it.
+// Scheduler::RegisterType hands each to SchedulerOptions::warn.
+std::vector<std::string> JobTypeWarnings(std::string_view name, const JobTypeConfig& config,
+                                         int max_concurrency);
 
 }  // namespace fairgate
 

@@ -39,7 +39,9 @@ struct JobEvent {
   double accumulated_cost = 0;  // the key's accumulated cost after the event
   double wait = 0;              // kAdmit, kCancel, kPromote: seconds since it was enqueued
   double run_time = 0;          // kComplete: seconds it ran
-  Status status;                // kComplete: the job's status; kCancel, kReject: why
+  // kComplete: the job's status; kCancel, kReject: why (kCancel: Cancelled or the context's
+  // error, or DeadlineExceeded when the job reached its type's max_queue_wait).
+  Status status;
 };
 
 class Observer {

@@ -15,6 +15,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "fairgate/evidence.h"
@@ -106,6 +107,10 @@ struct SchedulerOptions {
   EvidenceSink evidence;
   // Events that may wait for slow observers before newer ones are dropped. >= 1.
   std::size_t observer_queue_limit = 65536;
+  // Where RegisterType's warnings go (fairgate/job_type.h, JobTypeWarnings), one sentence per
+  // call, on the registering thread, when a type is first registered. Empty: written to stderr,
+  // one line each, as "fairgate: warning: <sentence>". A function that does nothing silences them.
+  std::function<void(std::string_view warning)> warn;
 
   // The original rule, exactly: no reconciliation, no idle catch-up, TTL eviction on.
   static SchedulerOptions Seed();

@@ -17,6 +17,11 @@
 // calling fiber when called from a fiber (including a Submit job of this or another scheduler),
 // and the thread when called from a plain thread.
 //
+// What may suspend a fiber: RunSync (until admitted, then while fn runs), Shutdown and Drain
+// (until quiet), and the destructor. Every other method returns without waiting for anything but
+// the core's lock, which is held only for a decision; that lock is a thread lock, so a fiber
+// that meets it contended blocks its thread for that moment rather than yielding.
+//
 // Jobs and their functions:
 // - `fn` receives the job's context: RunSync's `ctx`, or for Submit a context that is cancelled
 //   when the scheduler shuts down. A running job whose context is done is expected to stop soon.
@@ -30,8 +35,9 @@
 //
 // Exactly once: every job accepted (RunSync or Submit returned OK, or RunSync reached its wait;
 // Acquire returned OK) either runs or is told that it did not, exactly once: RunSync returns
-// Cancelled, DeadlineExceeded, or fn's status; a Submit callback is called once, with fn's status
-// or Cancelled; an Acquire callback is called once, with a Permit or with why there is none, and
+// Cancelled, DeadlineExceeded, or fn's status; a Submit callback is called once, with fn's status,
+// Cancelled, or DeadlineExceeded (its type's max_queue_wait, fairgate/job_type.h); an Acquire
+// callback is called once, with a Permit or with why there is none, and
 // the permit releases the job once.
 //
 // Shutdown: Shutdown(ctx) refuses new calls (Unavailable), fails every pending job (RunSync
@@ -51,6 +57,7 @@
 #include <string_view>
 
 #include "fairgate/context.h"
+#include "fairgate/job_options.h"
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
 #include "fairgate/options.h"
@@ -74,25 +81,32 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Registers a job type before its first job. Idempotent for an equal config; AlreadyExists for
-  // a different one; InvalidArgument for a bad one.
+  // a different one; InvalidArgument for a bad one. A valid type that is probably not what was
+  // meant (JobTypeWarnings in fairgate/job_type.h: its tier's cap below its max_concurrency, say)
+  // is registered, and each warning goes to SchedulerOptions::warn (stderr by default).
   Status RegisterType(std::string_view name, const JobTypeConfig& config);
 
   // Waits until the job (type, id) of `fairness_key` is admitted, then runs `fn(ctx)` on the
   // calling fiber or thread and returns its status. Returns without running `fn`, uncharged:
-  // ctx.Err() if `ctx` is done before admission; Cancelled if the scheduler shuts down first;
-  // Unavailable after Shutdown or Drain began; NotFound for an unknown type; InvalidArgument for
-  // an empty id or function; ResourceExhausted when a pending bound is reached.
+  // ctx.Err() if `ctx` is done before admission; DeadlineExceeded if the job is still pending at
+  // its type's max_queue_wait; Cancelled if the scheduler shuts down first; Unavailable after
+  // Shutdown or Drain began; NotFound for an unknown type; InvalidArgument for an empty id or
+  // function or a bad `options` (fairgate/job_options.h); ResourceExhausted when a pending bound is
+  // reached.
   Status RunSync(const Context& ctx, std::string_view type, std::string_view id,
-                 std::string_view fairness_key, const JobFn& fn);
+                 std::string_view fairness_key, const JobFn& fn, const JobOptions& options = {});
 
   // The asynchronous RunSync: queues the job (type, id) of `fairness_key` in the same order, under
   // the same caps and conflicts, and returns at once. Refusals are returned here (as RunSync
   // returns them: ctx.Err() if `ctx` is already done, Unavailable, NotFound, InvalidArgument for
-  // an empty id or callback, ResourceExhausted), and then `on_admitted` is never called.
+  // an empty id or callback or bad options, ResourceExhausted), and then `on_admitted` is never
+  // called.
   // Otherwise `on_admitted` is called exactly once, with no fairgate lock held:
   // - with a Permit when the job is admitted; the job runs until the permit is released;
   // - with ctx.Err() (Cancelled or DeadlineExceeded), uncharged, when `ctx` is done first: a
   //   deadline is watched by the scheduler's timer, so it ends the wait with no caller to poll;
+  // - with DeadlineExceeded, uncharged, when the job is still pending at its type's
+  //   max_queue_wait;
   // - with Cancelled when the scheduler shuts down first.
   // It runs on the thread that made the decision: inside Acquire itself when the job is admitted
   // at once, inside whatever released a slot (a Permit's Release, a RunSync return, a worker),
@@ -100,15 +114,16 @@ class Scheduler {
   // block; it may call the scheduler (release its permit, acquire again). An event loop posts the
   // result to itself: fairgate/asio.h does so for Boost.Asio.
   Status Acquire(const Context& ctx, std::string_view type, std::string_view id,
-                 std::string_view fairness_key, PermitCallback on_admitted);
+                 std::string_view fairness_key, PermitCallback on_admitted,
+                 const JobOptions& options = {});
 
   // Queues background job (type, id) under the fairness key "" and returns at once.
   Status Submit(std::string_view type, std::string_view id, JobFn fn);
   // The same under `fairness_key`; `done` (may be empty) is called exactly once, from a worker
-  // fiber or from Shutdown, with fn's status or Cancelled. Refusals are returned here, and then
-  // `done` is never called.
+  // fiber or from Shutdown, with fn's status or Cancelled. Refusals are returned here (as RunSync
+  // returns them), and then `done` is never called.
   Status Submit(std::string_view type, std::string_view id, std::string_view fairness_key, JobFn fn,
-                DoneCallback done);
+                DoneCallback done, const JobOptions& options = {});
 
   // See the header comment. Idempotent; OK once everything has finished.
   Status Shutdown(const Context& ctx);
@@ -120,12 +135,17 @@ class Scheduler {
   fairgate::Snapshot Snapshot() const;
   fairgate::Snapshot Snapshot(std::size_t heaviest_keys) const;
   // Appends the scheduler's metrics to `out` in the Prometheus text exposition format: jobs
-  // enqueued, admitted, completed (by status), rejected (by reason), cancelled; pending and running
+  // enqueued, admitted, completed (by status), rejected (by reason), cancelled, expired (at their
+  // type's max_queue_wait); pending and running
   // per tier and type; queue-wait and run-time histograms; keys, estimates, evictions, aging steps,
   // jobs that waited on a conflict or on capacity. Names under `fairgate_`, base units; no label
   // holds a fairness key or a job id.
   void WriteMetrics(std::string& out) const;
-  // What `fairness_key` has been charged so far, if the key is tracked.
+  // What `fairness_key` has been charged so far, if the key is tracked. A key is tracked from its
+  // first accepted job until key_ttl (SchedulerOptions) after it last had nothing pending or
+  // running: a key whose only job was cancelled before admission is tracked, uncharged (0 if it
+  // was new), until then; a call refused at the door (NotFound, InvalidArgument, a pending bound)
+  // does not make a key tracked.
   std::optional<double> AccumulatedCost(std::string_view fairness_key) const;
   // The learned cost of (type, id) in seconds, if tracked.
   std::optional<double> Estimate(std::string_view type, std::string_view id) const;

@@ -21,7 +21,9 @@ struct TypeSnapshot {
   int running = 0;
   std::int64_t pending = 0;
   // Since the scheduler started (the core alone leaves them 0):
-  std::uint64_t enqueued = 0, admitted = 0, completed = 0, cancelled = 0;
+  // `cancelled`: left the queue without running (context done, shutdown); `expired`: left it at
+  // the type's max_queue_wait.
+  std::uint64_t enqueued = 0, admitted = 0, completed = 0, cancelled = 0, expired = 0;
   double wait_seconds_sum = 0;  // over admitted jobs
   double run_seconds_sum = 0;   // over completed jobs
 };

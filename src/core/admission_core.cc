@@ -19,6 +19,18 @@ Status CheckTime(double t, absl::string_view what) {
 
 }  // namespace
 
+JobView ExpiredJob::View() const {
+  JobView view;
+  view.type = type;
+  view.id = id;
+  view.key = key;
+  view.type_index = type_index;
+  view.priority = priority;
+  view.effective_priority = effective_priority;
+  view.arrival = arrival;
+  return view;
+}
+
 AdmissionEvidence ToEvidence(const Admission& a, double now) {
   AdmissionEvidence e;
   e.time = now;
@@ -200,6 +212,7 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
   }
   InsertIntoLane(job);
   SchedulePromotion(job);
+  ScheduleExpiry(job);
   return TicketOf(job);
 }
 
@@ -210,13 +223,18 @@ Status AdmissionCore::Cancel(JobTicket ticket, double now) {
   if (job->state == JobState::kRunning) {
     return absl::FailedPreconditionError("the job is running; only pending jobs can be cancelled");
   }
-  UnschedulePromotion(*job);
-  RemoveFromLane(*job);
-  LeavePending(*job);
-  ReleaseResource(job->resource);
-  MaybeIdle(*job->key, now);
-  FreeJob(*job);
+  Withdraw(*job, now);
   return absl::OkStatus();
+}
+
+void AdmissionCore::Withdraw(Job& job, double now) {
+  UnschedulePromotion(job);
+  UnscheduleExpiry(job);
+  RemoveFromLane(job);
+  LeavePending(job);
+  ReleaseResource(job.resource);
+  MaybeIdle(*job.key, now);
+  FreeJob(job);
 }
 
 Job* AdmissionCore::FrontOf(LaneSet& lanes) {
@@ -311,6 +329,7 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
   admission.weight = key.settings ? key.settings->weight : 1.0;
 
   UnschedulePromotion(job);
+  UnscheduleExpiry(job);
   // One pass over the key's lanes covers the new head, the new cost and the new running count.
   Rekey(key, [&] {
     job.lane->ready.erase(ReadyEntryOf(job));
@@ -395,6 +414,13 @@ SweepResult AdmissionCore::Sweep(double now, std::vector<std::pair<std::string, 
 }
 
 void AdmissionCore::AdvanceTo(double now) {
+  while (!expiries_.empty() && ExpiryAt(*expiries_.begin()->job) <= now) {
+    Job& job = *expiries_.begin()->job;
+    expired_.push_back({TicketOf(job), job.type->name, job.id, *job.key->name, job.type->index,
+                        job.type->config.priority, job.lane->tier->priority, job.arrival,
+                        ExpiryAt(job)});
+    Withdraw(job, now);
+  }
   while (!promotions_.empty() && NextStepAt(*promotions_.begin()->job) <= now) {
     Job& job = *promotions_.begin()->job;
     promotions_.erase(promotions_.begin());
@@ -429,6 +455,33 @@ TierState* AdmissionCore::TierAbove(const TierState& tier) const {
     }
   }
   return nullptr;
+}
+
+std::vector<ExpiredJob> AdmissionCore::TakeExpired() {
+  std::vector<ExpiredJob> taken;
+  taken.swap(expired_);
+  return taken;
+}
+
+std::optional<double> AdmissionCore::NextExpiryAt() const {
+  if (expiries_.empty()) return std::nullopt;
+  return ExpiryAt(*expiries_.begin()->job);
+}
+
+double AdmissionCore::ExpiryAt(const Job& job) const {
+  return job.arrival + job.type->config.max_queue_wait;
+}
+
+void AdmissionCore::ScheduleExpiry(Job& job) {
+  if (job.type->config.max_queue_wait > 0) {
+    expiries_.insert({SortableBits(ExpiryAt(job)), job.seq, &job});
+  }
+}
+
+void AdmissionCore::UnscheduleExpiry(Job& job) {
+  if (job.type->config.max_queue_wait > 0) {
+    expiries_.erase({SortableBits(ExpiryAt(job)), job.seq, &job});
+  }
 }
 
 void AdmissionCore::SchedulePromotion(Job& job) {

@@ -121,6 +121,20 @@ struct JobView {
   double charge = 0;  // running: what it was charged (before the key's weight)
 };
 
+// A job that left the queue because it was still pending at its type's max_queue_wait, as
+// TakeExpired hands it over. It owns its names: the job itself is gone.
+struct ExpiredJob {
+  JobTicket ticket;  // names nothing any more; its slot says which job it was
+  std::string type, id, key;
+  std::uint32_t type_index = 0;
+  int priority = 0;            // its type's tier
+  int effective_priority = 0;  // the tier it was ordered in (higher if it aged)
+  double arrival = 0;
+  double expired_at = 0;  // arrival + max_queue_wait: when its limit was reached
+  // The job as a JobView (pending), valid while this ExpiredJob is neither moved nor destroyed.
+  JobView View() const;
+};
+
 struct SweepResult {
   std::size_t keys_evicted = 0;
   std::size_t estimates_evicted = 0;
@@ -156,8 +170,16 @@ class AdmissionCore {
   // `evicted`, the names and accumulated costs of the keys forgotten are appended to it.
   SweepResult Sweep(double now, std::vector<std::pair<std::string, double>>* evicted = nullptr);
 
-  // Takes the aging steps due by `now` (NextAdmission does too). For an up-to-date snapshot.
+  // Takes the expiries and then the aging steps due by `now` (NextAdmission does too first). A
+  // pending job whose type's max_queue_wait is reached by `now` (arrival + max_queue_wait <=
+  // now) leaves the queue uncharged, as Cancel at `now` would take it, and waits in the expired
+  // list for TakeExpired; it is never admitted.
   void AdvanceTo(double now);
+  // The jobs expired since the last call, in the order their limits were reached (ties by
+  // enqueue order). The caller reports them; the core has forgotten them.
+  std::vector<ExpiredJob> TakeExpired();
+  // When the next pending job's queue-wait limit is reached, if any job has one: for a timer.
+  std::optional<double> NextExpiryAt() const;
   // Where each aging step taken from now on is recorded (null: nowhere), for observers.
   void set_promotion_log(std::vector<Promotion>* log) { promotion_log_ = log; }
   std::uint64_t promotions_total() const { return promotions_total_; }
@@ -232,6 +254,12 @@ class AdmissionCore {
   double SjfOf(const TypeState& type, absl::string_view id, const EnqueueRequest& request) const;
   // The tier one step above `tier` within the aging ceiling, or null.
   TierState* TierAbove(const TierState& tier) const;
+  // When a pending job's queue-wait limit is reached (its type has one).
+  double ExpiryAt(const Job& job) const;
+  void ScheduleExpiry(Job& job);
+  void UnscheduleExpiry(Job& job);
+  // Takes a pending job out of the queue, uncharged: Cancel's work, and an expiry's.
+  void Withdraw(Job& job, double now);
   void SchedulePromotion(Job& job);
   void UnschedulePromotion(Job& job);
   void Promote(Job& job);
@@ -290,7 +318,10 @@ class AdmissionCore {
   absl::flat_hash_map<std::string, ConflictGroup> conflict_groups_;
   absl::node_hash_map<std::string, KeyState> keys_;  // nodes: KeyState addresses are stable
   absl::node_hash_map<std::string, KeySettings> key_settings_;  // stable, never erased
-  absl::btree_set<PromotionEntry> promotions_;  // aging steps, by due time; empty without aging
+  absl::btree_set<DueEntry> promotions_;  // aging steps, by due time; empty without aging
+  // Queue-wait limits of pending jobs whose type has one, by when each is reached.
+  absl::btree_set<DueEntry> expiries_;
+  std::vector<ExpiredJob> expired_;  // expired, not yet taken
   absl::node_hash_map<IndexedName, Resource, IndexedNameHash, IndexedNameEq> resources_;
   EstimateTable estimates_;
   IdleKeyList idle_keys_;  // in the order they became idle

@@ -27,6 +27,7 @@ Status AdmissionCore::CheckInvariants() const {
   absl::flat_hash_map<const Resource*, std::pair<int, std::int64_t>> by_resource;  // running, refs
   absl::flat_hash_map<const TierState*, std::int64_t> tier_slots;
   std::size_t scheduled = 0;
+  std::size_t expiring = 0;  // pending jobs whose type has a queue-wait limit
   absl::flat_hash_set<std::uint32_t> free(free_slots_.begin(), free_slots_.end());
   for (const Job& job : jobs_) {
     if (job.state == JobState::kFree) {
@@ -72,12 +73,19 @@ Status AdmissionCore::CheckInvariants() const {
         return Broken(absl::StrCat("job ", job.seq, "'s aging step is not in the queue"));
       }
     }
+    if (job.type->config.max_queue_wait > 0) {
+      ++expiring;
+      if (!expiries_.contains({SortableBits(ExpiryAt(job)), job.seq, const_cast<Job*>(&job)})) {
+        return Broken(absl::StrCat("job ", job.seq, "'s queue-wait limit is not in its queue"));
+      }
+    }
   }
   if (slots != slots_.used() || pending != pending_) {
     return Broken(absl::StrCat("slots in use/pending counted ", slots_.used(), "/", pending_,
                                ", jobs say ", slots, "/", pending));
   }
   if (scheduled != promotions_.size()) return Broken("the aging queue holds stale steps");
+  if (expiring != expiries_.size()) return Broken("the expiry queue holds stale limits");
   if (slots_.used() > options_.max_concurrency)
     return Broken("more slots used than the global cap");
 

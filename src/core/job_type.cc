@@ -30,11 +30,43 @@ Status ValidateJobType(std::string_view name, const JobTypeConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "job type '", n, "': conflict_limit ", config.conflict_limit, " needs a conflict_group"));
   }
+  if (!std::isfinite(config.max_queue_wait) || config.max_queue_wait < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job type '", n, "': max_queue_wait must be finite and >= 0, got ", config.max_queue_wait));
+  }
   if (!std::isfinite(config.default_cost) || config.default_cost < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "job type '", n, "': default_cost must be finite and >= 0, got ", config.default_cost));
   }
   return absl::OkStatus();
+}
+
+std::vector<std::string> JobTypeWarnings(std::string_view name, const JobTypeConfig& config,
+                                         int max_concurrency) {
+  std::vector<std::string> warnings;
+  const absl::string_view n(name.data(), name.size());
+  const int slots = config.slots > 0 ? config.slots : 1;
+  const int tier_allows = config.priority / slots;
+  const int global_allows = max_concurrency / slots;
+  if (tier_allows < config.max_concurrency) {
+    warnings.push_back(absl::StrCat(
+        "job type '", n, "': max_concurrency is ", config.max_concurrency, " but its tier's cap (",
+        "priority ", config.priority, ", in slots; the type takes ", slots,
+        " per job) lets at most ", tier_allows, " of its jobs run at once"));
+  }
+  if (global_allows < config.max_concurrency && global_allows < tier_allows) {
+    warnings.push_back(absl::StrCat(
+        "job type '", n, "': max_concurrency is ", config.max_concurrency,
+        " but the global cap (max_concurrency ", max_concurrency, ", in slots; the type takes ",
+        slots, " per job) lets at most ", global_allows, " of its jobs run at once"));
+  }
+  if (config.priority > max_concurrency) {
+    warnings.push_back(absl::StrCat("job type '", n, "': its tier's cap (priority ",
+                                    config.priority, ") is above the global cap (max_concurrency ",
+                                    max_concurrency, "): the tier never has more than ",
+                                    max_concurrency, " slots in use"));
+  }
+  return warnings;
 }
 
 }  // namespace fairgate

@@ -280,11 +280,12 @@ struct AgedGroup {
 };
 
 // An aging step due at `at` for `job` (SortableBits of the time, then seq: unique).
-struct PromotionEntry {
+// A pending job in a queue of timed steps (aging, expiry), by due time, then enqueue order.
+struct DueEntry {
   std::uint64_t at = 0;
   std::uint64_t seq = 0;
   Job* job = nullptr;
-  bool operator<(const PromotionEntry& o) const {
+  bool operator<(const DueEntry& o) const {
     if (at != o.at) return at < o.at;
     return seq < o.seq;
   }

@@ -78,6 +78,9 @@ void SchedulerMetrics::Write(std::string& out, const Snapshot& snapshot,
   per_type("fairgate_jobs_cancelled_total",
            "Pending jobs that left the queue without running (context done, or shutdown).",
            [](const TypeCounts& t) { return t.cancelled; });
+  per_type("fairgate_jobs_expired_total",
+           "Pending jobs that left the queue at their type's max_queue_wait, without running.",
+           [](const TypeCounts& t) { return t.expired; });
 
   w.Family("fairgate_jobs_completed_total", "counter",
            "Jobs that ran, by the status they returned.");

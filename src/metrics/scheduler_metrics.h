@@ -47,6 +47,7 @@ class SchedulerMetrics {
   void Admitted(std::uint32_t type, double wait, bool waited_on_conflict);
   void Completed(std::uint32_t type, absl::StatusCode status, double run_time);
   void Cancelled(std::uint32_t type) { types_[type].cancelled++; }
+  void Expired(std::uint32_t type) { types_[type].expired++; }
   void KeysEvicted(std::uint64_t n) { keys_evicted_ += n; }
   void ObserverEventsDropped(std::uint64_t n) { observer_events_dropped_ += n; }
 
@@ -56,7 +57,7 @@ class SchedulerMetrics {
   struct TypeCounts {
     std::string name;
     int priority = 0;
-    std::uint64_t enqueued = 0, admitted = 0, cancelled = 0;
+    std::uint64_t enqueued = 0, admitted = 0, cancelled = 0, expired = 0;
     std::map<absl::StatusCode, std::uint64_t> completed;
     SecondsHistogram wait, run;
   };

@@ -37,6 +37,8 @@ struct JobRecord {
   bool sync = false;          // RunSync
   bool async = false;         // Acquire
   State state = State::kNew;  // guarded by the scheduler's lock
+  // kCancelled: what its caller is told. Set under the lock, read by whoever reports it.
+  Status refusal;
 
   // RunSync: the caller sleeps on `wake` until `signalled`; the truth is `state`.
   internal::WaitMutex wake_mutex;
@@ -124,20 +126,32 @@ class Scheduler::Impl {
   }
 
   Status RegisterType(std::string_view name, const JobTypeConfig& config) {
-    internal::CoreLock lock(&mutex_);
-    Status status = core_->RegisterType(name, config);
-    if (status.ok()) {
-      log_.TypeRegistered(name, config.priority);
+    bool first = false;
+    Status status;
+    {
+      internal::CoreLock lock(&mutex_);
+      first = !core_->TypeIndex(name).has_value();
+      status = core_->RegisterType(name, config);
+      if (status.ok()) log_.TypeRegistered(name, config.priority);
+    }
+    if (status.ok() && first) {
+      for (const std::string& warning : JobTypeWarnings(name, config, options_.max_concurrency)) {
+        if (options_.warn) {
+          options_.warn(warning);
+        } else {
+          std::fprintf(stderr, "fairgate: warning: %s\n", warning.c_str());
+        }
+      }
     }
     return status;
   }
 
   Status RunSync(const Context& ctx, std::string_view type, std::string_view id,
-                 std::string_view key, const JobFn& fn) {
+                 std::string_view key, const JobFn& fn, const JobOptions& options) {
     if (!fn) return absl::InvalidArgumentError("job function is empty");
     if (Status s = ctx.Err(); !s.ok()) return s;
     StatusOr<RecordPtr> accepted =
-        Accept(type, id, key, [](const RecordPtr& r) { r->sync = true; });
+        Accept({type, id, key, options.cost}, [](const RecordPtr& r) { r->sync = true; });
     if (!accepted.ok()) return accepted.status();
     RecordPtr record = *std::move(accepted);
 
@@ -163,10 +177,12 @@ class Scheduler::Impl {
           std::abort();
         case JobRecord::State::kRunning:
           break;  // admitted, even if the context ended meanwhile: the job runs and sees it
-        case JobRecord::State::kCancelled:
+        case JobRecord::State::kCancelled: {  // shutdown, or its queue-wait limit
+          Status refusal = record->refusal;
           lock.Release();
           FinishOutstanding();  // the last touch of the scheduler: it may be destroyed after
-          return absl::CancelledError("the scheduler shut down before the job was admitted");
+          return refusal;
+        }
         case JobRecord::State::kPending: {
           // The context ended first: leave the queue, uncharged.
           Status err = ctx.Err();
@@ -186,11 +202,11 @@ class Scheduler::Impl {
   }
 
   Status Acquire(const Context& ctx, std::string_view type, std::string_view id,
-                 std::string_view key, PermitCallback on_admitted) {
+                 std::string_view key, PermitCallback on_admitted, const JobOptions& options) {
     if (!on_admitted) return absl::InvalidArgumentError("permit callback is empty");
     if (Status s = ctx.Err(); !s.ok()) return s;
     RecordPtr pending;
-    StatusOr<RecordPtr> accepted = Accept(type, id, key, [&](const RecordPtr& r) {
+    StatusOr<RecordPtr> accepted = Accept({type, id, key, options.cost}, [&](const RecordPtr& r) {
       r->async = true;
       r->on_admitted = std::move(on_admitted);
       r->ctx = ctx;
@@ -218,9 +234,9 @@ class Scheduler::Impl {
   }
 
   Status Submit(std::string_view type, std::string_view id, std::string_view key, JobFn fn,
-                DoneCallback done) {
+                DoneCallback done, const JobOptions& options) {
     if (!fn) return absl::InvalidArgumentError("job function is empty");
-    StatusOr<RecordPtr> accepted = Accept(type, id, key, [&](const RecordPtr& r) {
+    StatusOr<RecordPtr> accepted = Accept({type, id, key, options.cost}, [&](const RecordPtr& r) {
       r->fn = std::move(fn);
       r->done = std::move(done);
     });
@@ -238,25 +254,19 @@ class Scheduler::Impl {
           if (!record || record->state != JobRecord::State::kPending) continue;
           RecordPtr cancelled = std::move(record);  // CancelLocked clears the slot
           CancelLocked(*cancelled, now, absl::CancelledError("the scheduler shut down"));
+          cancelled->refusal =
+              absl::CancelledError(cancelled->sync || cancelled->async
+                                       ? "the scheduler shut down before the job was admitted"
+                                       : "the scheduler shut down before the job ran");
           refused.push_back(std::move(cancelled));
         }
       }
+      // Expired jobs a snapshot found, not yet reported by the timer.
+      refused.insert(refused.end(), unreported_.begin(), unreported_.end());
+      unreported_.clear();
     }
     background_.second();  // running Submit jobs see their context done
-    for (const RecordPtr& record : refused) {
-      if (record->sync) {
-        Signal(*record);  // the caller returns Cancelled, then finishes its outstanding count
-      } else if (record->async) {
-        DetachContext(*record);
-        InvokeAdmitted(*record,
-                       absl::CancelledError("the scheduler shut down before the job was admitted"));
-        FinishOutstanding();
-      } else {
-        InvokeDone(record->done,
-                   absl::CancelledError("the scheduler shut down before the job ran"));
-        FinishOutstanding();
-      }
-    }
+    for (const RecordPtr& record : refused) Refuse(record);
     Status quiet = WaitQuiet(ctx);
     log_.Flush();  // the events of every decision made so far reach the observers
     return quiet;
@@ -272,12 +282,10 @@ class Scheduler::Impl {
     return quiet.ok() ? shut : quiet;
   }
 
-  fairgate::Snapshot TakeSnapshot(std::size_t heaviest_keys) const {
+  fairgate::Snapshot TakeSnapshot(std::size_t heaviest_keys) {
     internal::CoreLock lock(&mutex_);
-    const double now = Now();
-    core_->AdvanceTo(now);  // the aging steps due by now, so that aged_in is current
-    log_.Promotions(now);
-    log_.Post();
+    // The expiries and aging steps due by now, so that the counts are current.
+    const bool expired = AdvanceLocked(Now());
     fairgate::Snapshot s = core_->TakeSnapshot();
     for (std::size_t i = 0; i < s.types.size(); ++i) {  // both in registration order
       TypeSnapshot& t = s.types[i];
@@ -285,6 +293,7 @@ class Scheduler::Impl {
       t.enqueued = counts.enqueued;
       t.admitted = counts.admitted;
       t.cancelled = counts.cancelled;
+      t.expired = counts.expired;
       for (const auto& [code, n] : counts.completed) t.completed += n;
       t.wait_seconds_sum = counts.wait.sum();
       t.run_seconds_sum = counts.run.sum();
@@ -299,16 +308,17 @@ class Scheduler::Impl {
         s.heaviest_keys.push_back({std::move(key), acc});
       }
     }
+    lock.Release();
+    if (expired) WakeTimer();
     return s;
   }
 
-  void WriteMetrics(std::string& out) const {
+  void WriteMetrics(std::string& out) {
     internal::CoreLock lock(&mutex_);
-    const double now = Now();
-    core_->AdvanceTo(now);
-    log_.Promotions(now);
-    log_.Post();
+    const bool expired = AdvanceLocked(Now());
     log_.WriteMetrics(out);
+    lock.Release();
+    if (expired) WakeTimer();
   }
 
   Status SetKeyWeight(std::string_view key, double weight) {
@@ -355,8 +365,7 @@ class Scheduler::Impl {
 
   // Enqueues a job and admits what can be admitted. `fill` sets the record's kind and function.
   template <typename Fill>
-  StatusOr<RecordPtr> Accept(std::string_view type, std::string_view id, std::string_view key,
-                             Fill fill) {
+  StatusOr<RecordPtr> Accept(const core::EnqueueRequest& request, Fill fill) {
     auto record = std::make_shared<JobRecord>();
     fill(record);
     // Counted before it can be admitted and finished elsewhere; uncounted if refused. The count
@@ -368,14 +377,15 @@ class Scheduler::Impl {
     {
       internal::CoreLock lock(&mutex_);
       const double now = Now();
+      const std::optional<double> next_expiry = core_->NextExpiryAt();
       StatusOr<core::JobTicket> ticket =
           phase_ != Phase::kOpen
               ? absl::UnavailableError(phase_ == Phase::kDraining ? "the scheduler is draining"
                                                                   : "the scheduler is shut down")
-              : core_->Enqueue({type, id, key, std::nullopt}, now);
+              : core_->Enqueue(request, now);
       if (!ticket.ok()) {
         refused = ticket.status();
-        log_.Rejected(type, id, key, refused, now);
+        log_.Rejected(request.type, request.id, request.key, refused, now);
         log_.Post();
       } else {
         record->ticket = *ticket;
@@ -390,6 +400,8 @@ class Scheduler::Impl {
             wake_timer = deadlines_.begin() == *record->deadline_entry;
           }
         }
+        // A queue-wait limit earlier than any the timer knows of.
+        if (core_->NextExpiryAt() != next_expiry && core_->NextExpiryAt()) wake_timer = true;
       }
     }
     if (!refused.ok()) {
@@ -402,6 +414,7 @@ class Scheduler::Impl {
   }
 
   // Admits everything admissible at `now` (the time of the operation that may have freed room).
+  // Jobs that expired on the way go out with `admitted` too, refused, for Dispatch to report.
   void AdmitLocked(double now, std::vector<RecordPtr>& admitted) {
     while (std::optional<core::Admission> a = core_->NextAdmission(now)) {
       RecordPtr& record = records_[a->ticket.slot];
@@ -411,9 +424,37 @@ class Scheduler::Impl {
       log_.Admitted(*a, now);
       admitted.push_back(record);
     }
+    ReapExpiredLocked(now, admitted);
     log_.Promotions(now);
     log_.Post();
     CheckInvariantsLocked();
+  }
+
+  // Takes the expiries and aging steps due by `now` without admitting (for a snapshot): expired
+  // jobs wait in unreported_ for the timer. True when some did: wake the timer to report them,
+  // once the lock is released (the timer takes its own lock first, then this one).
+  bool AdvanceLocked(double now) {
+    core_->AdvanceTo(now);
+    const std::size_t before = unreported_.size();
+    ReapExpiredLocked(now, unreported_);
+    log_.Promotions(now);
+    log_.Post();
+    return unreported_.size() != before;
+  }
+
+  // The jobs the core expired at their type's max_queue_wait leave the records at once (their
+  // slots may be reused by the next enqueue), refused with DeadlineExceeded, into `out`.
+  void ReapExpiredLocked(double now, std::vector<RecordPtr>& out) {
+    for (const core::ExpiredJob& expired : core_->TakeExpired()) {
+      RecordPtr record = std::move(records_[expired.ticket.slot]);
+      record->state = JobRecord::State::kCancelled;
+      record->refusal = absl::DeadlineExceededError(
+          absl::StrCat("the job waited its type's max_queue_wait (",
+                       expired.expired_at - expired.arrival, " s) without being admitted"));
+      ForgetDeadlineLocked(*record);
+      log_.Expired(expired.View(), record->refusal, now);
+      out.push_back(std::move(record));
+    }
   }
 
   // With FAIRGATE_CHECK_INVARIANTS (the debug preset), the core's invariants after every decision
@@ -439,9 +480,28 @@ class Scheduler::Impl {
     log_.Post();
   }
 
+  // Tells a job that left the queue without running why (its refusal), exactly once.
+  void Refuse(const RecordPtr& record) {
+    if (record->sync) {
+      Signal(*record);  // the caller returns the refusal, then finishes its outstanding count
+    } else if (record->async) {
+      DetachContext(*record);
+      InvokeAdmitted(*record, record->refusal);
+      FinishOutstanding();
+    } else {
+      record->fn = nullptr;  // release what the function holds before reporting
+      InvokeDone(record->done, record->refusal);
+      record->done = nullptr;
+      FinishOutstanding();
+    }
+  }
+
+  // Starts the admitted jobs, and reports the refused ones (expired on the way).
   void Dispatch(const std::vector<RecordPtr>& admitted) {
     for (const RecordPtr& record : admitted) {
-      if (record->sync) {
+      if (!record->refusal.ok()) {
+        Refuse(record);
+      } else if (record->sync) {
         Signal(*record);
       } else if (record->async) {
         DetachContext(*record);
@@ -488,8 +548,9 @@ class Scheduler::Impl {
     }
     RecordPtr kept;
     if (keep_background) {
-      auto it = std::find_if(admitted.begin(), admitted.end(),
-                             [](const RecordPtr& r) { return !r->sync; });
+      auto it = std::find_if(admitted.begin(), admitted.end(), [](const RecordPtr& r) {
+        return !r->sync && !r->async && r->refusal.ok();
+      });
       if (it != admitted.end()) {
         kept = std::move(*it);
         admitted.erase(it);
@@ -589,22 +650,37 @@ class Scheduler::Impl {
     sweeper_wake_.notify_all();
   }
 
-  // Ends the waits of Acquire jobs whose deadline has passed.
+  // Ends the waits of Acquire jobs whose deadline has passed, and of jobs at their type's
+  // max_queue_wait.
   void ExpireDeadlines(Context::Clock::time_point now) {
     std::vector<RecordPtr> expired;
+    std::vector<RecordPtr> reported;
     {
       internal::CoreLock lock(&mutex_);
       for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it) {
         expired.push_back(it->second);
       }
+      reported.swap(unreported_);
+      if (phase_ != Phase::kShutDown) AdmitLocked(Now(), reported);
     }
+    Dispatch(reported);
     for (const RecordPtr& record : expired) {
       AbandonWaiting(record, absl::DeadlineExceededError("context deadline exceeded"));
     }
   }
 
-  // The scheduler's timer: sweeps idle keys every sweep_interval, and ends Acquire waits at their
-  // context's deadline.
+  // When the timer must wake for the next queue-wait limit, on its clock.
+  std::optional<Context::Clock::time_point> NextExpiryLocked() const {
+    const std::optional<double> at = core_->NextExpiryAt();
+    if (!at) return std::nullopt;
+    // Through the scheduler's clock, which need not be the steady one: how far ahead it is.
+    const double ahead = std::max(0.0, *at - Now());
+    return Context::Clock::now() + std::chrono::duration_cast<Context::Clock::duration>(
+                                       std::chrono::duration<double>(std::min(ahead, 1e6)));
+  }
+
+  // The scheduler's timer: sweeps idle keys every sweep_interval, ends Acquire waits at their
+  // context's deadline, and takes out jobs at their type's max_queue_wait.
   void SweeperLoop() {
     using Clock = Context::Clock;
     const auto sweep_interval =
@@ -616,6 +692,8 @@ class Scheduler::Impl {
       {
         internal::CoreLock core_lock(&mutex_);
         if (!deadlines_.empty()) wake_at = std::min(wake_at, deadlines_.begin()->first);
+        if (auto expiry = NextExpiryLocked()) wake_at = std::min(wake_at, *expiry);
+        if (!unreported_.empty()) wake_at = Clock::now();
       }
       timer_rearm_ = false;
       sweeper_wake_.wait_until(lock, wake_at, [&] { return stop_sweeper_ || timer_rearm_; });
@@ -650,8 +728,9 @@ class Scheduler::Impl {
 
   mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
   std::unique_ptr<core::AdmissionCore> core_;
-  std::vector<RecordPtr> records_;  // by ticket slot: the pending and running jobs
-  DeadlineMap deadlines_;           // Acquire's pending jobs whose context has a deadline
+  std::vector<RecordPtr> records_;     // by ticket slot: the pending and running jobs
+  DeadlineMap deadlines_;              // Acquire's pending jobs whose context has a deadline
+  std::vector<RecordPtr> unreported_;  // expired during a snapshot; the timer reports them
   Phase phase_ = Phase::kOpen;
   // Metrics, events and evidence of every decision, in decision order.
   mutable internal::DecisionLog log_;
@@ -689,22 +768,24 @@ Status Scheduler::RegisterType(std::string_view name, const JobTypeConfig& confi
 }
 
 Status Scheduler::RunSync(const Context& ctx, std::string_view type, std::string_view id,
-                          std::string_view fairness_key, const JobFn& fn) {
-  return impl_->RunSync(ctx, type, id, fairness_key, fn);
+                          std::string_view fairness_key, const JobFn& fn,
+                          const JobOptions& options) {
+  return impl_->RunSync(ctx, type, id, fairness_key, fn, options);
 }
 
 Status Scheduler::Acquire(const Context& ctx, std::string_view type, std::string_view id,
-                          std::string_view fairness_key, PermitCallback on_admitted) {
-  return impl_->Acquire(ctx, type, id, fairness_key, std::move(on_admitted));
+                          std::string_view fairness_key, PermitCallback on_admitted,
+                          const JobOptions& options) {
+  return impl_->Acquire(ctx, type, id, fairness_key, std::move(on_admitted), options);
 }
 
 Status Scheduler::Submit(std::string_view type, std::string_view id, JobFn fn) {
-  return impl_->Submit(type, id, "", std::move(fn), nullptr);
+  return impl_->Submit(type, id, "", std::move(fn), nullptr, {});
 }
 
 Status Scheduler::Submit(std::string_view type, std::string_view id, std::string_view fairness_key,
-                         JobFn fn, DoneCallback done) {
-  return impl_->Submit(type, id, fairness_key, std::move(fn), std::move(done));
+                         JobFn fn, DoneCallback done, const JobOptions& options) {
+  return impl_->Submit(type, id, fairness_key, std::move(fn), std::move(done), options);
 }
 
 Status Scheduler::Shutdown(const Context& ctx) { return impl_->Shutdown(ctx); }

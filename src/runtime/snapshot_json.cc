@@ -24,6 +24,7 @@ std::string ToJson(const Snapshot& s, int indent) {
                      {"admitted", t.admitted},
                      {"completed", t.completed},
                      {"cancelled", t.cancelled},
+                     {"expired", t.expired},
                      {"wait_seconds_sum", t.wait_seconds_sum},
                      {"run_seconds_sum", t.run_seconds_sum}});
   }

@@ -160,7 +160,7 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
       bar_of_job[e.job] = bars.size();
       bars.push_back({e.t, e.t, row, e.job, e.waited_on_conflict,
                       e.effective_priority != priority_of[trace.jobs[e.job].type]});
-    } else {
+    } else if (e.kind == SimEvent::Kind::kDone) {
       Bar& bar = bars[bar_of_job[e.job]];
       bar.end = e.t;
       busy[static_cast<std::size_t>(bar.row)] = false;

@@ -62,6 +62,7 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
   while (next < arrivals.size() || !running.empty()) {
     double t = running.empty() ? trace.jobs[arrivals[next]].arrival : running.top().t;
     if (next < arrivals.size()) t = std::min(t, trace.jobs[arrivals[next]].arrival);
+    if (std::optional<double> expiry = core.NextExpiryAt()) t = std::min(t, *expiry);
     if (trace.until && t > *trace.until) break;
 
     core.Sweep(t);
@@ -84,6 +85,12 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
         }
         result.events.push_back({t, SimEvent::Kind::kDone, done.job});
         result.outcomes[done.job].done_at = t;
+      }
+      core.AdvanceTo(t);
+      for (const core::ExpiredJob& expired : core.TakeExpired()) {
+        const std::size_t job = job_of_slot[expired.ticket.slot];
+        result.events.push_back({t, SimEvent::Kind::kExpire, job});
+        result.outcomes[job].expired_at = t;
       }
       while (std::optional<core::Admission> admitted = core.NextAdmission(t)) {
         const std::size_t job = job_of_slot[admitted->ticket.slot];
@@ -118,7 +125,9 @@ std::string FormatEvent(const Trace& trace, const SimEvent& event) {
     tiers = absl::StrCat(",\"tier\":", priority, ",\"effective_tier\":", event.effective_priority);
   }
   return absl::StrCat("{\"t\":", FormatNumber(event.t), ",\"event\":\"",
-                      event.kind == SimEvent::Kind::kAdmit ? "admit" : "done",
+                      event.kind == SimEvent::Kind::kAdmit  ? "admit"
+                      : event.kind == SimEvent::Kind::kDone ? "done"
+                                                            : "expire",
                       "\",\"type\":", Quoted(job.type), ",\"id\":", Quoted(job.id),
                       ",\"key\":", Quoted(job.key), tiers, "}");
 }

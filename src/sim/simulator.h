@@ -1,9 +1,11 @@
 // Simulate: replays a Trace in virtual time through the same AdmissionCore the runtime uses.
 //
 // Event-driven, no tick loop. At each instant: a TTL sweep, then the arrivals of that instant in
-// file order, then its completions in the order the jobs were admitted, then admissions until
-// none is possible (and again, should a zero-length job complete at the same instant). A job's
-// observed cost is its duration. Nothing after `until` happens.
+// file order, then its completions in the order the jobs were admitted, then the expiries due
+// (jobs still pending at their type's max_queue_wait leave, in the order their limits were
+// reached), then admissions until none is possible (and again, should a zero-length job complete
+// at the same instant). The instants are the arrivals, the completions and the queue-wait
+// limits. A job's observed cost is its duration. Nothing after `until` happens.
 #ifndef FAIRGATE_SIM_SIMULATOR_H_
 #define FAIRGATE_SIM_SIMULATOR_H_
 
@@ -19,7 +21,7 @@
 namespace fairgate::sim {
 
 struct SimEvent {
-  enum class Kind { kAdmit, kDone };
+  enum class Kind { kAdmit, kDone, kExpire };
   double t = 0;
   Kind kind = Kind::kAdmit;
   std::size_t job = 0;              // index in Trace::jobs
@@ -30,6 +32,7 @@ struct SimEvent {
 struct JobOutcome {
   std::optional<double> admitted_at;
   std::optional<double> done_at;
+  std::optional<double> expired_at;  // it left the queue at its type's max_queue_wait
 };
 
 struct SimResult {
@@ -43,7 +46,7 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence = false);
 // One event as a JSON line (without the newline):
 // {"t":0,"event":"admit","type":"repack","id":"r1","key":""}
 // With aging on, an admit event also has "tier" (its type's) and "effective_tier" (the tier it
-// was admitted from).
+// was admitted from). A job that reached its type's max_queue_wait has an "expire" event.
 std::string FormatEvent(const Trace& trace, const SimEvent& event);
 
 // Per fairness key, in order of first appearance: jobs, jobs admitted, mean and worst wait

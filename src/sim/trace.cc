@@ -95,7 +95,7 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
   }
   ObjectReader r(value, where);
   if (Status s = r.OnlyFields({"priority", "max_concurrency", "conflict_group", "conflict_limit",
-                               "default_cost", "shortest_first", "slots"});
+                               "default_cost", "shortest_first", "slots", "max_queue_wait"});
       !s.ok()) {
     return s;
   }
@@ -114,6 +114,8 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
   FAIRGATE_ASSIGN_OR_RETURN(slots, r.Integer("slots", false, 1));
   config.conflict_limit = conflict_limit.value_or(1);
   config.slots = slots.value_or(1);
+  FAIRGATE_ASSIGN_OR_RETURN(max_queue_wait, r.Number("max_queue_wait", false));
+  config.max_queue_wait = max_queue_wait.value_or(0);
   return config;
 }
 

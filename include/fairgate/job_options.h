@@ -1,0 +1,28 @@
+// fairgate/job_options.h: what one call may say about its own job, beyond its type, id and key.
+//
+// Passed as the last argument of RunSync, Acquire and Submit (fairgate/scheduler.h); a default
+// JobOptions changes nothing.
+//
+// Thread safety: a plain value type.
+#ifndef FAIRGATE_JOB_OPTIONS_H_
+#define FAIRGATE_JOB_OPTIONS_H_
+
+#include <optional>
+
+namespace fairgate {
+
+struct JobOptions {
+  // The job's cost in seconds of slot time, when the caller knows it better than the scheduler
+  // (a clone of a repository whose size it has just read, say). It is charged to the key at
+  // admission instead of the learned or default estimate of (type, id), and it is the job's
+  // shortest-first cost; the estimate of (type, id) still learns from the job's run time, and
+  // reconciliation (SchedulerOptions::reconcile) still corrects the charge by it. Finite and >= 0:
+  // else the call is refused with InvalidArgument. Unset: the estimate is charged.
+  std::optional<double> cost;
+
+  friend bool operator==(const JobOptions&, const JobOptions&) = default;
+};
+
+}  // namespace fairgate
+
+#endif  // FAIRGATE_JOB_OPTIONS_H_
