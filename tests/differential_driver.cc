@@ -207,7 +207,22 @@ class Run {
       if (got.ok()) t->state = Tracked::kGone;
     } else if (config_.extensions && kind < 92) {
       const std::string key = choices_.Pick(keys_);
-      if (choices_.Chance(0.5)) {
+      if (choices_.Chance(0.35)) {
+        // Pause or resume a type (now and then an unknown one) or a key.
+        const bool pause = choices_.Chance(0.5);
+        Status got, want;
+        if (choices_.Chance(0.5)) {
+          const std::string type = choices_.Chance(0.05) ? "unknown" : choices_.Pick(types_);
+          got = pause ? core_->PauseType(type, now_) : core_->ResumeType(type, now_);
+          want = pause ? model_->PauseType(type, now_) : model_->ResumeType(type, now_);
+        } else {
+          got = pause ? core_->PauseKey(key, now_) : core_->ResumeKey(key, now_);
+          want = pause ? model_->PauseKey(key, now_) : model_->ResumeKey(key, now_);
+        }
+        if (got.code() != want.code()) {
+          return Fail("pause/resume status: core " + got.ToString() + ", model " + want.ToString());
+        }
+      } else if (choices_.Chance(0.5)) {
         const double weight = choices_.Pick(std::vector<double>{0.5, 1, 2, 3, 0.3, 0, -1});
         if (core_->SetKeyWeight(key, weight).code() != model_->SetKeyWeight(key, weight).code()) {
           return Fail("SetKeyWeight status");

@@ -60,7 +60,7 @@ struct DriverConfig {
   // queue bounds and the types.
   SchedulerOptions base;
   // Also draw aging, shortest-first, default key limits, weights and per-key limits, conflict
-  // limits, multi-slot types and queue-wait limits.
+  // limits, multi-slot types, queue-wait limits, and pauses of types and keys.
   bool extensions = false;
   // Also draw idle catch-up (else it is the base's).
   bool draw_idle_catch_up = false;

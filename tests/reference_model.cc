@@ -65,7 +65,9 @@ StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string
     auto est = estimates_.find({type, id});
     sjf = cost ? *cost : est != estimates_.end() ? est->second.value : type_it->second.default_cost;
   }
-  jobs_[n] = ModelJob{type, id, key, cost, now, next_seq_++, sjf};
+  ModelJob job{type, id, key, cost, now, next_seq_++, sjf};
+  job.paused_since = now;
+  jobs_[n] = job;
   return n;
 }
 
@@ -92,7 +94,7 @@ bool ReferenceModel::Admissible(const ModelJob& job) const {
     same_resource += !config.conflict_group.empty() && other.id == job.id &&
                      other_config.conflict_group == config.conflict_group;
   }
-  return total_slots + config.slots <= options_.max_concurrency &&
+  return !Paused(job) && total_slots + config.slots <= options_.max_concurrency &&
          tier_slots + config.slots <= config.priority && type < config.max_concurrency &&
          RunningOf(job.key) < LimitsOf(job.key).max_running &&
          same_resource < config.conflict_limit;
@@ -125,10 +127,12 @@ int ReferenceModel::MaxSteps(int priority) const {
 
 int ReferenceModel::AgingSteps(const ModelJob& job, double now) const {
   const int most = MaxSteps(types_.at(job.type).priority);
+  // A paused job's clock stopped when it was paused.
+  const double until = Paused(job) ? job.paused_since : now;
   int k = 0;
-  while (k < most && job.arrival + options_.aging->grace.count() +
+  while (k < most && (job.arrival + job.paused_total) + options_.aging->grace.count() +
                              static_cast<double>(k + 1) * options_.aging->interval.count() <=
-                         now) {
+                         until) {
     ++k;
   }
   return k;
@@ -169,6 +173,49 @@ Status ReferenceModel::SetKeyLimits(const std::string& key, const KeyLimits& lim
     return absl::InvalidArgumentError("limits");
   }
   settings_[key].limits = limits;
+  return absl::OkStatus();
+}
+
+bool ReferenceModel::Paused(const ModelJob& job) const {
+  auto it = settings_.find(job.key);
+  return paused_types_.count(job.type) > 0 || (it != settings_.end() && it->second.paused);
+}
+
+template <typename Change>
+void ReferenceModel::ChangePause(double now, Change change) {
+  AdvanceTo(now);
+  std::map<int, bool> before;
+  for (const auto& [n, job] : jobs_) before[n] = Paused(job);
+  change();
+  for (auto& [n, job] : jobs_) {
+    if (job.running || Paused(job) == before[n]) continue;
+    if (before[n]) {
+      job.paused_total += now - job.paused_since;
+    } else {
+      job.paused_since = now;
+    }
+  }
+}
+
+Status ReferenceModel::PauseType(const std::string& type, double now) {
+  if (!types_.count(type)) return absl::NotFoundError("type");
+  ChangePause(now, [&] { paused_types_.insert(type); });
+  return absl::OkStatus();
+}
+
+Status ReferenceModel::ResumeType(const std::string& type, double now) {
+  if (!types_.count(type)) return absl::NotFoundError("type");
+  ChangePause(now, [&] { paused_types_.erase(type); });
+  return absl::OkStatus();
+}
+
+Status ReferenceModel::PauseKey(const std::string& key, double now) {
+  ChangePause(now, [&] { settings_[key].paused = true; });
+  return absl::OkStatus();
+}
+
+Status ReferenceModel::ResumeKey(const std::string& key, double now) {
+  ChangePause(now, [&] { settings_[key].paused = false; });
   return absl::OkStatus();
 }
 

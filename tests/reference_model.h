@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,6 +53,11 @@ class ReferenceModel {
   std::pair<std::size_t, std::size_t> Sweep(double now);
   Status SetKeyWeight(const std::string& key, double weight);
   Status SetKeyLimits(const std::string& key, const KeyLimits& limits);
+  // A paused type's or key's jobs are not admissible and do not age (AdvanceTo(now) first).
+  Status PauseType(const std::string& type, double now);
+  Status ResumeType(const std::string& type, double now);
+  Status PauseKey(const std::string& key, double now);
+  Status ResumeKey(const std::string& key, double now);
   StatusOr<double> MaxWaitToCeiling(const std::string& type) const;
   // Pending jobs that aged into each registered priority, at `now`.
   std::map<int, std::int64_t> AgedIn(double now) const;
@@ -74,10 +80,13 @@ class ReferenceModel {
     bool running = false;
     double charge = 0;
     double weight = 1;
+    double paused_total = 0;  // time spent paused, before paused_since if paused now
+    double paused_since = 0;
   };
   struct ModelSettings {
     double weight = 1;
     std::optional<KeyLimits> limits;
+    bool paused = false;
   };
   struct ModelKey {
     double acc = 0;
@@ -91,6 +100,10 @@ class ReferenceModel {
   };
 
   bool KeyBusy(const std::string& key) const;
+  bool Paused(const ModelJob& job) const;
+  // Applies `change` to the pauses and stops or restarts the aging clocks it changes.
+  template <typename Change>
+  void ChangePause(double now, Change change);
   bool Admissible(const ModelJob& job) const;
   KeyLimits LimitsOf(const std::string& key) const;
   int RunningOf(const std::string& key) const;
@@ -105,6 +118,7 @@ class ReferenceModel {
 
   SchedulerOptions options_;
   std::map<std::string, JobTypeConfig> types_;
+  std::set<std::string> paused_types_;
   std::map<int, ModelJob> jobs_;  // pending and running
   std::map<std::string, ModelKey> keys_;
   std::map<std::pair<std::string, std::string>, ModelEstimate> estimates_;

@@ -20,6 +20,7 @@ struct TypeSnapshot {
   int max_concurrency = 0;
   int running = 0;
   std::int64_t pending = 0;
+  bool paused = false;  // Scheduler::PauseType: its pending jobs wait until ResumeType
   // Since the scheduler started (the core alone leaves them 0):
   // `cancelled`: left the queue without running (context done, shutdown); `expired`: left it at
   // the type's max_queue_wait.
@@ -51,6 +52,8 @@ struct Snapshot {
   std::vector<TypeSnapshot> types;  // in registration order
   std::size_t keys_tracked = 0;
   std::size_t estimates_tracked = 0;
+  // Scheduler::PauseKey: the keys paused now, by name (their pending jobs wait until ResumeKey).
+  std::vector<std::string> paused_keys;
   // Since the scheduler started:
   std::uint64_t rejected = 0, keys_evicted = 0, aging_promotions = 0;
   std::uint64_t waited_on_conflict = 0, waited_on_capacity = 0;

@@ -190,6 +190,8 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
   job.sjf = SjfOf(type, AsAbsl(request.id), request);
   job.promotions = 0;
   job.was_parked = false;
+  job.paused_total = 0;
+  job.paused_at = now;  // read only while it is paused
   job.resource = ResourceFor(type, AsAbsl(request.id));
   if (job.resource) ++job.resource->refs;
   JoinLane(job, LaneFor(key, type, tier));
@@ -485,7 +487,7 @@ void AdmissionCore::UnscheduleExpiry(Job& job) {
 }
 
 void AdmissionCore::SchedulePromotion(Job& job) {
-  if (!options_.aging || TierAbove(*job.lane->tier) == nullptr) return;
+  if (!options_.aging || Paused(job) || TierAbove(*job.lane->tier) == nullptr) return;
   promotions_.insert({SortableBits(NextStepAt(job)), job.seq, &job});
   job.promotion_scheduled = true;
 }
@@ -494,6 +496,83 @@ void AdmissionCore::UnschedulePromotion(Job& job) {
   if (!job.promotion_scheduled) return;
   promotions_.erase({SortableBits(NextStepAt(job)), job.seq, &job});
   job.promotion_scheduled = false;
+}
+
+template <typename Affects, typename Apply>
+void AdmissionCore::ChangePause(double now, Affects affects, Apply apply) {
+  AdvanceTo(now);  // the steps due before the change are taken at their old pace
+  std::vector<std::pair<Job*, bool>> changed;  // pending jobs it may affect, paused before
+  if (options_.aging) {
+    for (Job& job : jobs_) {
+      if ((job.state == JobState::kReady || job.state == JobState::kParked) && affects(job)) {
+        changed.emplace_back(&job, Paused(job));
+      }
+    }
+  }
+  apply();
+  for (auto [job, was_paused] : changed) {
+    if (Paused(*job) == was_paused) continue;
+    if (was_paused) {
+      job->paused_total += now - job->paused_at;
+      SchedulePromotion(*job);
+    } else {
+      UnschedulePromotion(*job);
+      job->paused_at = now;
+    }
+  }
+}
+
+Status AdmissionCore::PauseType(std::string_view name, double now) {
+  if (Status s = CheckTime(now, "pause time"); !s.ok()) return s;
+  auto it = types_by_name_.find(AsAbsl(name));
+  if (it == types_by_name_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown job type '", AsAbsl(name), "'"));
+  }
+  TypeState& type = *it->second;
+  ChangePause(
+      now, [&](const Job& job) { return job.type == &type; }, [&] { type.paused = true; });
+  return absl::OkStatus();
+}
+
+Status AdmissionCore::ResumeType(std::string_view name, double now) {
+  if (Status s = CheckTime(now, "resume time"); !s.ok()) return s;
+  auto it = types_by_name_.find(AsAbsl(name));
+  if (it == types_by_name_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown job type '", AsAbsl(name), "'"));
+  }
+  TypeState& type = *it->second;
+  ChangePause(
+      now, [&](const Job& job) { return job.type == &type; }, [&] { type.paused = false; });
+  return absl::OkStatus();
+}
+
+Status AdmissionCore::PauseKey(std::string_view name, double now) {
+  return SetKeyPaused(name, true, now);
+}
+
+Status AdmissionCore::ResumeKey(std::string_view name, double now) {
+  return SetKeyPaused(name, false, now);
+}
+
+Status AdmissionCore::SetKeyPaused(std::string_view name, bool paused, double now) {
+  if (Status s = CheckTime(now, paused ? "pause time" : "resume time"); !s.ok()) return s;
+  KeySettings& settings = SettingsFor(name);
+  limits_in_use_ = true;
+  if (paused) {
+    paused_keys_.insert(std::string(name));
+  } else {
+    paused_keys_.erase(std::string(name));
+  }
+  auto key = keys_.find(AsAbsl(name));
+  if (key == keys_.end()) {
+    settings.paused = paused;
+    return absl::OkStatus();
+  }
+  KeyState* state = &key->second;
+  ChangePause(
+      now, [&](const Job& job) { return job.key == state; },
+      [&] { Rekey(*state, [&] { settings.paused = paused; }); });
+  return absl::OkStatus();
 }
 
 StatusOr<double> AdmissionCore::MaxWaitToCeiling(std::string_view type_name) const {
@@ -564,7 +643,7 @@ Status AdmissionCore::SetKeyLimits(std::string_view name, const KeyLimits& limit
 double AdmissionCore::NextStepAt(const Job& job) const {
   // Recomputed, not stored: the same expression gives the same double every time.
   const AgingConfig& aging = *options_.aging;
-  return job.arrival + aging.grace.count() +
+  return (job.arrival + job.paused_total) + aging.grace.count() +
          static_cast<double>(job.promotions + 1) * aging.interval.count();
 }
 
@@ -574,11 +653,13 @@ const KeyLimits& AdmissionCore::LimitsOf(const KeyState& key) const {
 }
 
 bool AdmissionCore::Admissible(const KeyState& key) const {
-  return !limits_in_use_ || !key.running.Full(LimitsOf(key).max_running);
+  return !limits_in_use_ || ((key.settings == nullptr || !key.settings->paused) &&
+                             !key.running.Full(LimitsOf(key).max_running));
 }
 
 bool AdmissionCore::CountCapSkip(const TypeState& type, const LaneSet& lanes,
                                  DecisionSkips& skipped) const {
+  if (type.paused) return false;  // not a cap: nothing to count
   const std::int32_t slots = type.config.slots;
   int* full = !type.tier->slots.Fits(slots, type.tier->priority) ? &skipped.tier_cap
               : !slots_.Fits(slots, options_.max_concurrency)    ? &skipped.global_cap
@@ -619,7 +700,9 @@ Snapshot AdmissionCore::TakeSnapshot() const {
   for (const auto& type : types_) {
     s.types.push_back({type->name, type->config.priority, type->config.max_concurrency,
                        type->running.used(), type->pending});
+    s.types.back().paused = type->paused;
   }
+  s.paused_keys.assign(paused_keys_.begin(), paused_keys_.end());
   s.keys_tracked = keys_.size();
   s.estimates_tracked = estimates_.size();
   return s;

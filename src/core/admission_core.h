@@ -196,6 +196,17 @@ class AdmissionCore {
   // Sets the key's limits (see fairgate/key_limits.h), kept like weights. May make jobs
   // admissible: call NextAdmission after.
   Status SetKeyLimits(std::string_view key, const KeyLimits& limits);
+  // Pauses a type (or a key): its pending jobs stay queued in their places and hold nothing, but
+  // none is admitted and none ages (its aging clock stops) until it is resumed; jobs enqueued
+  // meanwhile wait the same way. Running jobs are not touched. A job of a paused type or of a
+  // paused key is paused. Idempotent; NotFound for an unknown type. A key need not be tracked:
+  // its pause is kept like its weight. The aging steps and expiries due by `now` are taken first;
+  // queue-wait limits keep running while paused. After a resume, call NextAdmission. O(1), plus
+  // with aging O(jobs) to stop or restart their aging clocks.
+  Status PauseType(std::string_view type, double now);
+  Status ResumeType(std::string_view type, double now);
+  Status PauseKey(std::string_view key, double now);
+  Status ResumeKey(std::string_view key, double now);
   // With aging, the longest a pending job of `type` takes to reach the aging ceiling:
   // grace + steps * interval, where steps is the number of registered tiers between its tier and
   // the ceiling. 0 when it cannot rise (aging off, or no registered tier above it within the
@@ -235,14 +246,14 @@ class AdmissionCore {
   // job of `type`; if not, counts `lanes` (when it has jobs) as skipped by the cap that is full.
   bool TypeFits(const TypeState& type, const LaneSet& lanes, DecisionSkips& skipped) const {
     const std::int32_t slots = type.config.slots;
-    if (slots_.Fits(slots, options_.max_concurrency) &&
+    if (!type.paused && slots_.Fits(slots, options_.max_concurrency) &&
         type.tier->slots.Fits(slots, type.tier->priority) &&
         !type.running.Full(type.config.max_concurrency)) {
       return true;
     }
     return CountCapSkip(type, lanes, skipped);
   }
-  // TypeFits when a cap is full: counts the skip; false.
+  // TypeFits when a cap is full or the type paused: counts the skip (a cap's); false.
   bool CountCapSkip(const TypeState& type, const LaneSet& lanes, DecisionSkips& skipped) const;
   // Calls `use(usage, amount)` for every constraint a running `job` holds: the one list that
   // admission acquires and completion releases.
@@ -254,6 +265,15 @@ class AdmissionCore {
   double SjfOf(const TypeState& type, absl::string_view id, const EnqueueRequest& request) const;
   // The tier one step above `tier` within the aging ceiling, or null.
   TierState* TierAbove(const TierState& tier) const;
+  // Whether a job's type or key is paused.
+  bool Paused(const Job& job) const {
+    return job.type->paused || (job.key->settings != nullptr && job.key->settings->paused);
+  }
+  // Runs `apply` (a change of pauses) and stops or restarts the aging clocks of the pending jobs
+  // `affects` picks whose pause it changed.
+  template <typename Affects, typename Apply>
+  void ChangePause(double now, Affects affects, Apply apply);
+  Status SetKeyPaused(std::string_view key, bool paused, double now);
   // When a pending job's queue-wait limit is reached (its type has one).
   double ExpiryAt(const Job& job) const;
   void ScheduleExpiry(Job& job);
@@ -332,10 +352,11 @@ class AdmissionCore {
   std::vector<Promotion>* promotion_log_ = nullptr;
   std::uint64_t promotions_total_ = 0;
   int parked_in_decision_ = 0;  // jobs NextAdmission set aside in the current decision
-  // Whether any key has limits (the default ones, or its own): until then no key is held back or
-  // reserved, and the checks cost nothing.
+  // Whether any key has limits (the default ones, or its own) or was paused: until then no key is
+  // held back or reserved, and the checks cost nothing.
   bool limits_in_use_ = false;
-  Usage slots_;  // the global cap's usage: the slots running jobs take
+  absl::btree_set<std::string> paused_keys_;  // for the snapshot
+  Usage slots_;                               // the global cap's usage: the slots running jobs take
   std::int64_t pending_ = 0;
 };
 

@@ -61,7 +61,7 @@ Status AdmissionCore::CheckInvariants() const {
         (parked_lane && job.lane->group->resource != job.resource)) {
       return Broken(absl::StrCat("pending job ", job.seq, " is not in the right lane"));
     }
-    const bool can_rise = options_.aging && TierAbove(*job.lane->tier) != nullptr;
+    const bool can_rise = options_.aging && !Paused(job) && TierAbove(*job.lane->tier) != nullptr;
     if (job.promotion_scheduled != can_rise) {
       return Broken(absl::StrCat(
           "job ", job.seq,

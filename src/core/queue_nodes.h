@@ -82,6 +82,10 @@ struct Job {
     std::uint32_t promotions = 0;     // while pending: aging steps taken
     std::int32_t effective_priority;  // while running: the tier it was admitted from
   };
+  // Aging counts only the time a job was not paused: its steps are due from arrival +
+  // paused_total; while paused (since paused_at) it has no step scheduled.
+  double paused_total = 0;
+  double paused_at = 0;
   std::uint32_t slot = 0;  // index in the core's job table
   std::uint32_t generation = 0;
   JobState state = JobState::kFree;
@@ -231,6 +235,7 @@ struct KeySettings {
   double weight = 1;
   KeyLimits limits;
   bool has_limits = false;  // else the options' default_key_limits apply
+  bool paused = false;      // PauseKey: none of its jobs is admitted, none ages
 };
 
 // One fairness key. Kept small (72 bytes, plus its name as the map's key; the allocator hands out
@@ -270,6 +275,7 @@ struct TypeState {
   TierState* tier = nullptr;
   Usage running;  // the type cap's usage: its running jobs
   std::int64_t pending = 0;
+  bool paused = false;  // PauseType: none of its jobs is admitted, none ages
   LaneSet lanes;
 };
 
@@ -279,7 +285,6 @@ struct AgedGroup {
   LaneSet lanes;
 };
 
-// An aging step due at `at` for `job` (SortableBits of the time, then seq: unique).
 // A pending job in a queue of timed steps (aging, expiry), by due time, then enqueue order.
 struct DueEntry {
   std::uint64_t at = 0;
