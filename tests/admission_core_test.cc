@@ -361,6 +361,36 @@ TEST_CASE("Core.QueueWait.AJobStillPendingAtItsLimitExpiresUnchargedParkedOrNot"
   CHECK(core->CheckInvariants().ok());
 }
 
+TEST_CASE("Core.Pause.APausedJobIsNotAdmittedAndItsAgingClockStops") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = 1;
+  options.aging = AgingConfig{Seconds(0), Seconds(2), 5};
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("high", Type(5, 1)).ok());
+  REQUIRE(core->RegisterType("low", Type(1, 1)).ok());
+  JobTicket busy = Add(*core, "high", "x", "h", std::nullopt, 0);
+  REQUIRE(AdmitAll(*core, 0) == Names{"high/x/h"});
+  Add(*core, "low", "y", "l", std::nullopt, 0);  // would rise one tier at 2
+  REQUIRE(core->PauseType("low", 1).ok());
+  core->AdvanceTo(10);
+  auto aged_into_five = [&] { return core->TakeSnapshot().tiers[0].aged_in; };
+  CHECK(aged_into_five() == 0);  // paused at 1 after one second of waiting: no step
+  REQUIRE(core->ResumeType("low", 10).ok());
+  core->AdvanceTo(10.9);
+  CHECK(aged_into_five() == 0);  // one more second of waiting is due at 11
+  core->AdvanceTo(11);
+  CHECK(aged_into_five() == 1);
+  // A paused key: its job stays pending while a slot is free.
+  REQUIRE(core->PauseKey("l", 11).ok());
+  REQUIRE(core->Complete(busy, 1, 11).ok());
+  CHECK(AdmitAll(*core, 11).empty());
+  CHECK(core->TakeSnapshot().paused_keys == std::vector<std::string>{"l"});
+  REQUIRE(core->ResumeKey("l", 12).ok());
+  CHECK(AdmitAll(*core, 12) == Names{"low/y/l"});
+  CHECK(core->PauseType("nope", 12).code() == absl::StatusCode::kNotFound);
+  CHECK(core->CheckInvariants().ok());
+}
+
 TEST_CASE("Core.Complete.RefusesPendingStaleAndBadElapsed") {
   auto core = MakeCore();
   REQUIRE(core->RegisterType("t", Type(1, 1)).ok());

@@ -145,6 +145,8 @@ std::vector<Row> Rows() {
       [] { return Ready()->RunSync(Context::Background(), "x", "id", "k", Noop); });
   run("Scheduler::RunSync", "an empty id", absl::StatusCode::kInvalidArgument, "job id is empty",
       [] { return Ready()->RunSync(Context::Background(), "clone", "", "k", Noop); });
+  run("Scheduler::PauseType", "an unknown type", absl::StatusCode::kNotFound,
+      "unknown job type 'x'", [] { return Ready()->PauseType("x"); });
   run("Scheduler::RunSync", "a cost hint of -1", absl::StatusCode::kInvalidArgument,
       "explicit cost must be finite and >= 0, got -1", [] {
         return Ready()->RunSync(Context::Background(), "clone", "id", "k", Noop, {.cost = -1});

@@ -716,6 +716,67 @@ TEST_CASE("Scheduler.Submit.ACompletionThatAdmitsAnAcquireGivesItsCallbackThePer
   CHECK(scheduler->Snapshot().types[0].completed == 2);
 }
 
+TEST_CASE("Scheduler.Pause.PausedWorkWaitsHoldingNoSlotAndResumeAdmitsItAtOnce") {
+  Watchdog watchdog("pause", 60s);
+  auto scheduler = Make(Capacity(2));
+  REQUIRE(scheduler->RegisterType("clone", Type(2, 2)).ok());
+  REQUIRE(scheduler->RegisterType("repack", Type(2, 2)).ok());
+  CHECK(scheduler->PauseType("nope").code() == absl::StatusCode::kNotFound);
+  REQUIRE(scheduler->PauseType("repack").ok());
+  REQUIRE(scheduler->PauseType("repack").ok());  // idempotent
+  REQUIRE(scheduler->PauseKey("b").ok());        // a key with no jobs yet
+  Gate gate;
+  std::atomic<int> repacks{0}, b_clones{0}, a_clones{0};
+  auto counting = [&](std::atomic<int>& started) {
+    return [&](const Context&) {
+      ++started;
+      return gate.Wait() ? absl::OkStatus() : absl::InternalError("gate never opened");
+    };
+  };
+  REQUIRE(scheduler->Submit("repack", "r", "", counting(repacks), {}).ok());
+  REQUIRE(scheduler->Submit("clone", "r", "b", counting(b_clones), {}).ok());
+  REQUIRE(scheduler->Submit("clone", "r", "a", counting(a_clones), {}).ok());
+  // Only a's clone runs; the other slot stays free: paused work holds nothing.
+  REQUIRE(Eventually([&] { return a_clones == 1; }));
+  Snapshot snapshot = scheduler->Snapshot();
+  CHECK(snapshot.running == 1);
+  CHECK(snapshot.pending == 2);
+  CHECK(snapshot.types[1].paused);
+  CHECK_FALSE(snapshot.types[0].paused);
+  CHECK(snapshot.paused_keys == std::vector<std::string>{"b"});
+  std::string metrics;
+  scheduler->WriteMetrics(metrics);
+  CHECK(metrics.find("fairgate_type_paused{tier=\"2\",type=\"repack\"} 1") != std::string::npos);
+  CHECK(metrics.find("fairgate_type_paused{tier=\"2\",type=\"clone\"} 0") != std::string::npos);
+  CHECK(metrics.find("fairgate_keys_paused 1") != std::string::npos);
+  // Resuming admits at once, without another call to make room.
+  REQUIRE(scheduler->ResumeKey("b").ok());
+  CHECK(Eventually([&] { return b_clones == 1; }));
+  CHECK(repacks == 0);
+  CHECK(scheduler->Snapshot().paused_keys.empty());
+  gate.Open();
+  REQUIRE(scheduler->ResumeType("repack").ok());
+  CHECK(Eventually([&] { return repacks == 1; }));
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+}
+
+TEST_CASE("Scheduler.Pause.DrainRunsPausedWorkToo") {
+  Watchdog watchdog("drain paused", 60s);
+  auto scheduler = Make(Capacity(2));
+  REQUIRE(scheduler->RegisterType("clone", Type(2, 2)).ok());
+  REQUIRE(scheduler->PauseType("clone").ok());
+  REQUIRE(scheduler->PauseKey("k").ok());
+  std::atomic<int> ran{0};
+  auto count = [&](const Context&) {
+    ++ran;
+    return absl::OkStatus();
+  };
+  REQUIRE(scheduler->Submit("clone", "r", "k", count, {}).ok());
+  REQUIRE(scheduler->Submit("clone", "s", "j", count, {}).ok());
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+  CHECK(ran == 2);
+}
+
 TEST_CASE("Scheduler.KeyLimits.MaxRunningHoldsAKeyBackAndRaisingItAdmitsAtOnce") {
   Watchdog watchdog("key limits", 60s);
   auto scheduler = Make(Capacity(4));

@@ -157,6 +157,35 @@ TEST_CASE("Simulator.QueueWait.AJobPendingAtItsLimitExpiresAndIsNeverAdmitted") 
                          });
 }
 
+TEST_CASE("Simulator.Pause.APausedTypeAndAPausedKeyWaitHoldingNothingUntilResumed") {
+  // Two slots. Repacks are paused from 0 to 4, key b from 0 to 3. At 0: a's clone runs; b's
+  // clone waits for its key, the repack for its type, and the second slot stays free for them
+  // (paused work holds nothing). c's clone arrives at 1 and takes it. At 3 b resumes, but both
+  // slots are busy until a's clone ends at 4, when the repack (tier 2) is also resumed and goes
+  // first; b's clone follows at 5 when c's ends. A resume at an instant comes before the
+  // admissions of that instant.
+  const std::string trace = R"({"mode": "seed", "capacity": 2,
+    "types": {
+      "clone": {"priority": 2, "max_concurrency": 2},
+      "repack": {"priority": 3, "max_concurrency": 1}},
+    "jobs": [
+      {"type": "clone", "id": "linux", "key": "a", "arrival": 0, "duration": 4},
+      {"type": "clone", "id": "linux", "key": "b", "arrival": 0, "duration": 1},
+      {"type": "repack", "id": "git", "key": "", "arrival": 0, "duration": 2},
+      {"type": "clone", "id": "git", "key": "c", "arrival": 1, "duration": 4}],
+    "pauses": [{"type": "repack", "from": 0, "until": 4}, {"key": "b", "from": 0, "until": 3}]})";
+  CHECK(Events(trace) == std::vector<std::string>{
+                             Ev("0", "admit", "clone", "linux", "a"),
+                             Ev("1", "admit", "clone", "git", "c"),
+                             Ev("4", "done", "clone", "linux", "a"),
+                             Ev("4", "admit", "repack", "git", ""),
+                             Ev("5", "done", "clone", "git", "c"),
+                             Ev("5", "admit", "clone", "linux", "b"),
+                             Ev("6", "done", "repack", "git", ""),
+                             Ev("6", "done", "clone", "linux", "b"),
+                         });
+}
+
 TEST_CASE("Simulator.Estimates.AJobWithoutCostIsChargedItsLearnedEstimate") {
   // a's "big" runs 10 s charged the default 1; then est(big) = 0.3 * 10 + 0.7 * 1 = 3.7.
   // At 10 b's "big" is charged 3.7, so at 12 c (acc 1) goes before b's "x" (b at 3.7). Had "big"

@@ -91,6 +91,23 @@ TEST_CASE("Trace.Types.ConflictLimitAndSlotsAreReadAndDefaultToOne") {
   }
 }
 
+TEST_CASE("Trace.PausesAndQueueWaitLimitsAreRead") {
+  StatusOr<Trace> trace = ParseTrace(R"({"capacity": 1,
+    "types": {"clone": {"priority": 1, "max_concurrency": 1, "max_queue_wait": 2.5}},
+    "jobs": [],
+    "pauses": [{"type": "clone", "from": 1, "until": 3}, {"key": "a", "from": 0.5}]})",
+                                     "t.json");
+  REQUIRE_MESSAGE(trace.ok(), trace.status().message());
+  CHECK(trace->types[0].second.max_queue_wait == 2.5);
+  REQUIRE(trace->pauses.size() == 2);
+  CHECK(trace->pauses[0].type == "clone");
+  CHECK_FALSE(trace->pauses[0].key.has_value());
+  CHECK(trace->pauses[0].from == 1);
+  CHECK(trace->pauses[0].until == 3.0);
+  CHECK(trace->pauses[1].key == "a");
+  CHECK_FALSE(trace->pauses[1].until.has_value());
+}
+
 TEST_CASE("Trace.Types.SameTypeTwiceWithTheSameConfigIsAccepted") {
   StatusOr<Trace> trace = ParseTrace(R"({"capacity": 1,
     "types": {"a": {"priority": 1, "max_concurrency": 1},
@@ -255,6 +272,22 @@ TEST_CASE("Trace.BadInput.OneLineNamingFileJobAndField") {
       {"job unknown field",
        Job(R"("type": "clone", "id": "b", "arrival": 0, "duration": 1, "prio": 2)"),
        "bad.json: job 1: field 'prio': unknown field"},
+      {"pause of both a type and a key",
+       R"({"capacity": 1, "types": {"clone": {"priority": 1, "max_concurrency": 1}}, "jobs": [],
+           "pauses": [{"type": "clone", "key": "a", "from": 0}]})",
+       "bad.json: pause 0: field 'type': give exactly one of type and key"},
+      {"pause of an unknown type",
+       R"({"capacity": 1, "types": {}, "jobs": [], "pauses": [{"type": "x", "from": 0}]})",
+       "bad.json: pause 0: field 'type': unknown job type 'x'"},
+      {"pause ending before it starts",
+       R"({"capacity": 1, "types": {}, "jobs": [], "pauses": [{"key": "a", "from": 2, "until": 1}]})",
+       "bad.json: pause 0: field 'until': must be >= from"},
+      {"pauses not an array", R"({"capacity": 1, "types": {}, "jobs": [], "pauses": {}})",
+       "bad.json: field 'pauses': must be an array of pauses"},
+      {"negative queue-wait limit",
+       R"({"capacity": 1, "types": {"t": {"priority": 1, "max_concurrency": 1,
+           "max_queue_wait": -2}}, "jobs": []})",
+       "bad.json: type 't': field 'max_queue_wait': must be >= 0, got -2"},
   };
   for (const BadCase& c : cases) {
     CAPTURE(c.what);

@@ -45,7 +45,8 @@
 // running Submit jobs, and waits until every running job has finished, every permit has been
 // released and every callback has run, or until
 // `ctx` is done (then it returns ctx.Err() and the jobs go on; the destructor waits for them).
-// Drain(ctx) refuses new calls but runs everything pending first, then shuts down. The destructor
+// Drain(ctx) refuses new calls but runs everything pending first (resuming what is paused), then
+// shuts down. The destructor
 // shuts down and waits.
 #ifndef FAIRGATE_SCHEDULER_H_
 #define FAIRGATE_SCHEDULER_H_
@@ -157,6 +158,18 @@ class Scheduler {
   // Sets the key's limits (fairgate/key_limits.h; InvalidArgument if out of range), kept like a
   // weight. Raising max_running admits at once what it makes admissible.
   Status SetKeyLimits(std::string_view fairness_key, const KeyLimits& limits);
+  // Pauses a job type, or a fairness key (all its types): its pending jobs, and those enqueued
+  // while it is paused, stay queued in their places and hold no slot, but none is admitted until
+  // it is resumed; their aging clock (SchedulerOptions::aging) stops meanwhile. Running jobs go
+  // on. A queue-wait limit keeps running: a paused job still pending at its type's max_queue_wait
+  // leaves with DeadlineExceeded. Resuming admits at once what it makes admissible. Idempotent;
+  // NotFound for an unknown type. A key need not have jobs: its pause is kept like its weight.
+  // Snapshot() lists what is paused (TypeSnapshot::paused, Snapshot::paused_keys), and so do the
+  // metrics (fairgate_type_paused, fairgate_keys_paused). O(1), with aging O(jobs).
+  Status PauseType(std::string_view type);
+  Status ResumeType(std::string_view type);
+  Status PauseKey(std::string_view fairness_key);
+  Status ResumeKey(std::string_view fairness_key);
   // With SchedulerOptions::aging, how long a pending job of `type` takes at most to reach the
   // aging ceiling (grace + steps * interval); 0 when it cannot rise. NotFound for an unknown type.
   StatusOr<Seconds> MaxWaitToCeiling(std::string_view type) const;

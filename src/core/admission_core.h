@@ -15,7 +15,8 @@
 // - The caller drives admission: after anything that may free a slot (Enqueue, Complete, Cancel),
 //   call NextAdmission until it returns nothing.
 // - Every operation costs O(log n) in the pending jobs, plus O(tiers + types) for
-//   NextAdmission; no operation sorts or scans the pending or running jobs. A job blocked by a
+//   NextAdmission; no operation sorts or scans the pending or running jobs (but a pause or resume
+//   with aging, which restarts the clocks of the jobs it touches). A job blocked by a
 //   full resource is parked in a lane of the resource's wait group, which stands in its queue as
 //   one entry while the resource has room: a release relinks that entry, however many wait; a
 //   type at its cap is skipped as a whole.

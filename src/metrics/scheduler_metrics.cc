@@ -117,6 +117,10 @@ void SchedulerMetrics::Write(std::string& out, const Snapshot& snapshot,
                  [](const TypeSnapshot& t) { return t.pending; });
   gauge_per_type("fairgate_jobs_running", "Jobs running.",
                  [](const TypeSnapshot& t) { return t.running; });
+  gauge_per_type("fairgate_type_paused", "1 while the type is paused (PauseType), else 0.",
+                 [](const TypeSnapshot& t) { return t.paused ? 1 : 0; });
+  w.Family("fairgate_keys_paused", "gauge", "Fairness keys paused now (PauseKey).");
+  w.Sample("fairgate_keys_paused", {}, static_cast<double>(snapshot.paused_keys.size()));
   w.Family("fairgate_jobs_aged_in", "gauge",
            "Pending jobs of lower tiers that aged into this tier.");
   for (const TierSnapshot& t : snapshot.tiers) {

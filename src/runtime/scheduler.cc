@@ -273,10 +273,22 @@ class Scheduler::Impl {
   }
 
   Status Drain(const Context& ctx) {
+    std::vector<RecordPtr> admitted;
     {
       internal::CoreLock lock(&mutex_);
       if (phase_ == Phase::kOpen) phase_ = Phase::kDraining;
+      if (phase_ == Phase::kDraining) {
+        // Everything accepted runs: paused work too.
+        const double now = Now();
+        const fairgate::Snapshot paused = core_->TakeSnapshot();
+        for (const TypeSnapshot& type : paused.types) {
+          if (type.paused) (void)core_->ResumeType(type.name, now);
+        }
+        for (const std::string& key : paused.paused_keys) (void)core_->ResumeKey(key, now);
+        AdmitLocked(now, admitted);
+      }
     }
+    Dispatch(admitted);
     Status quiet = WaitQuiet(ctx);
     Status shut = Shutdown(ctx);
     return quiet.ok() ? shut : quiet;
@@ -337,6 +349,35 @@ class Scheduler::Impl {
     }
     Dispatch(admitted);
     return status;
+  }
+
+  // Runs a pause or resume of the core at now, and admits (and reports the expiries of) what
+  // that leaves.
+  template <typename Change>
+  Status ChangePause(Change change) {
+    std::vector<RecordPtr> admitted;
+    Status status;
+    {
+      internal::CoreLock lock(&mutex_);
+      const double now = Now();
+      status = change(now);
+      if (phase_ != Phase::kShutDown) AdmitLocked(now, admitted);
+    }
+    Dispatch(admitted);
+    return status;
+  }
+
+  Status PauseType(std::string_view type) {
+    return ChangePause([&](double now) { return core_->PauseType(type, now); });
+  }
+  Status ResumeType(std::string_view type) {
+    return ChangePause([&](double now) { return core_->ResumeType(type, now); });
+  }
+  Status PauseKey(std::string_view key) {
+    return ChangePause([&](double now) { return core_->PauseKey(key, now); });
+  }
+  Status ResumeKey(std::string_view key) {
+    return ChangePause([&](double now) { return core_->ResumeKey(key, now); });
   }
 
   StatusOr<double> MaxWaitToCeiling(std::string_view type) const {
@@ -814,6 +855,16 @@ Status Scheduler::SetKeyWeight(std::string_view fairness_key, double weight) {
 
 Status Scheduler::SetKeyLimits(std::string_view fairness_key, const KeyLimits& limits) {
   return impl_->SetKeyLimits(fairness_key, limits);
+}
+
+Status Scheduler::PauseType(std::string_view type) { return impl_->PauseType(type); }
+
+Status Scheduler::ResumeType(std::string_view type) { return impl_->ResumeType(type); }
+
+Status Scheduler::PauseKey(std::string_view fairness_key) { return impl_->PauseKey(fairness_key); }
+
+Status Scheduler::ResumeKey(std::string_view fairness_key) {
+  return impl_->ResumeKey(fairness_key);
 }
 
 StatusOr<Seconds> Scheduler::MaxWaitToCeiling(std::string_view type) const {

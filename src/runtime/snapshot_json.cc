@@ -25,6 +25,7 @@ std::string ToJson(const Snapshot& s, int indent) {
                      {"completed", t.completed},
                      {"cancelled", t.cancelled},
                      {"expired", t.expired},
+                     {"paused", t.paused},
                      {"wait_seconds_sum", t.wait_seconds_sum},
                      {"run_seconds_sum", t.run_seconds_sum}});
   }
@@ -40,6 +41,7 @@ std::string ToJson(const Snapshot& s, int indent) {
                                  {"types", types},
                                  {"keys_tracked", s.keys_tracked},
                                  {"estimates_tracked", s.estimates_tracked},
+                                 {"paused_keys", s.paused_keys},
                                  {"rejected", s.rejected},
                                  {"keys_evicted", s.keys_evicted},
                                  {"aging_promotions", s.aging_promotions},

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numeric>
 #include <queue>
 #include <tuple>
@@ -52,6 +53,21 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
   std::stable_sort(arrivals.begin(), arrivals.end(), [&](std::size_t a, std::size_t b) {
     return trace.jobs[a].arrival < trace.jobs[b].arrival;
   });
+  // Pauses and resumes by time, ties in file order (a pause before its own resume).
+  struct PauseChange {
+    double t;
+    const TracePause* pause;
+    bool resume;
+  };
+  std::vector<PauseChange> pause_changes;
+  for (const TracePause& pause : trace.pauses) {
+    pause_changes.push_back({pause.from, &pause, false});
+    if (pause.until) pause_changes.push_back({*pause.until, &pause, true});
+  }
+  std::stable_sort(pause_changes.begin(), pause_changes.end(),
+                   [](const PauseChange& a, const PauseChange& b) { return a.t < b.t; });
+  std::size_t next_change = 0;
+
   std::vector<std::size_t> job_of_slot;  // which trace job each live ticket's slot holds
   std::priority_queue<PendingCompletion, std::vector<PendingCompletion>, std::greater<>> running;
   std::uint64_t admissions = 0;
@@ -59,13 +75,25 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
   SimResult result;
   result.outcomes.resize(trace.jobs.size());
   std::size_t next = 0;
-  while (next < arrivals.size() || !running.empty()) {
-    double t = running.empty() ? trace.jobs[arrivals[next]].arrival : running.top().t;
+  while (next < arrivals.size() || !running.empty() || next_change < pause_changes.size() ||
+         core.NextExpiryAt()) {
+    double t = std::numeric_limits<double>::infinity();
+    if (!running.empty()) t = running.top().t;
     if (next < arrivals.size()) t = std::min(t, trace.jobs[arrivals[next]].arrival);
+    if (next_change < pause_changes.size()) t = std::min(t, pause_changes[next_change].t);
     if (std::optional<double> expiry = core.NextExpiryAt()) t = std::min(t, *expiry);
     if (trace.until && t > *trace.until) break;
 
     core.Sweep(t);
+    for (; next_change < pause_changes.size() && pause_changes[next_change].t == t; ++next_change) {
+      const PauseChange& change = pause_changes[next_change];
+      const TracePause& pause = *change.pause;
+      const Status s =
+          pause.type
+              ? (change.resume ? core.ResumeType(*pause.type, t) : core.PauseType(*pause.type, t))
+              : (change.resume ? core.ResumeKey(*pause.key, t) : core.PauseKey(*pause.key, t));
+      if (!s.ok()) return s;
+    }
     for (; next < arrivals.size() && trace.jobs[arrivals[next]].arrival == t; ++next) {
       const TraceJob& job = trace.jobs[arrivals[next]];
       StatusOr<core::JobTicket> ticket = core.Enqueue({job.type, job.id, job.key, job.cost}, t);

@@ -1,11 +1,12 @@
 // Simulate: replays a Trace in virtual time through the same AdmissionCore the runtime uses.
 //
-// Event-driven, no tick loop. At each instant: a TTL sweep, then the arrivals of that instant in
-// file order, then its completions in the order the jobs were admitted, then the expiries due
-// (jobs still pending at their type's max_queue_wait leave, in the order their limits were
-// reached), then admissions until none is possible (and again, should a zero-length job complete
-// at the same instant). The instants are the arrivals, the completions and the queue-wait
-// limits. A job's observed cost is its duration. Nothing after `until` happens.
+// Event-driven, no tick loop. At each instant: a TTL sweep, then the pauses and resumes of that
+// instant (file order), then the arrivals of that instant in file order, then its completions in
+// the order the jobs were admitted, then the expiries due (jobs still pending at their type's
+// max_queue_wait leave, in the order their limits were reached), then admissions until none is
+// possible (and again, should a zero-length job complete at the same instant). The instants are the
+// arrivals, the completions, the queue-wait limits and the pauses and resumes. A job's observed
+// cost is its duration. Nothing after `until` happens.
 #ifndef FAIRGATE_SIM_SIMULATOR_H_
 #define FAIRGATE_SIM_SIMULATOR_H_
 

@@ -162,6 +162,32 @@ StatusOr<AgingConfig> ParseAging(const Json& value, const std::string& where) {
   return AgingConfig{Seconds(*grace), Seconds(*interval), *ceiling};
 }
 
+StatusOr<TracePause> ParsePause(const Json& value, const std::string& where, const Trace& trace) {
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
+  }
+  ObjectReader r(value, where);
+  if (Status s = r.OnlyFields({"type", "key", "from", "until"}); !s.ok()) return s;
+  TracePause pause;
+  FAIRGATE_ASSIGN_OR_RETURN(type, r.String("type", false));
+  FAIRGATE_ASSIGN_OR_RETURN(key, r.String("key", false));
+  FAIRGATE_ASSIGN_OR_RETURN(from, r.Number("from", true));
+  FAIRGATE_ASSIGN_OR_RETURN(until, r.Number("until", false));
+  if (type.has_value() == key.has_value())
+    return r.Error("type", "give exactly one of type and key");
+  if (type) {
+    bool known = false;
+    for (const auto& [name, config] : trace.types) known = known || name == *type;
+    if (!known) return r.Error("type", absl::StrCat("unknown job type '", *type, "'"));
+  }
+  if (until && *until < *from) return r.Error("until", "must be >= from");
+  pause.type = type;
+  pause.key = key;
+  pause.from = *from;
+  pause.until = until;
+  return pause;
+}
+
 StatusOr<TraceJob> ParseJob(const Json& value, const std::string& where, const Trace& trace) {
   if (!value.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
@@ -258,9 +284,9 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
 
   Trace trace;
   ObjectReader r(root, file);
-  if (Status s =
-          r.OnlyFields({"mode", "reconcile", "idle_catch_up", "capacity", "alpha", "types", "jobs",
-                        "until", "aging", "shortest_first", "default_key_limits", "keys"});
+  if (Status s = r.OnlyFields({"mode", "reconcile", "idle_catch_up", "capacity", "alpha", "types",
+                               "jobs", "until", "aging", "shortest_first", "default_key_limits",
+                               "keys", "pauses"});
       !s.ok()) {
     return s;
   }
@@ -343,6 +369,14 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
   for (std::size_t i = 0; i < jobs->size(); ++i) {
     FAIRGATE_ASSIGN_OR_RETURN(job, ParseJob((*jobs)[i], absl::StrCat(file, ": job ", i), trace));
     trace.jobs.push_back(std::move(job));
+  }
+  if (const Json* pauses = r.Get("pauses")) {
+    if (!pauses->is_array()) return r.Error("pauses", "must be an array of pauses");
+    for (std::size_t i = 0; i < pauses->size(); ++i) {
+      FAIRGATE_ASSIGN_OR_RETURN(pause,
+                                ParsePause((*pauses)[i], absl::StrCat(file, ": pause ", i), trace));
+      trace.pauses.push_back(std::move(pause));
+    }
   }
   return trace;
 }

@@ -35,12 +35,22 @@ struct TraceKey {
   std::optional<KeyLimits> limits;
 };
 
+// A pause of one job type or one fairness key (PauseType, PauseKey) from `from` until `until`
+// (for good without it).
+struct TracePause {
+  std::optional<std::string> type;  // exactly one of type and key
+  std::optional<std::string> key;
+  double from = 0;
+  std::optional<double> until;  // >= from
+};
+
 struct Trace {
   std::string mode;  // "seed" or "default"
   SchedulerOptions options;
   std::vector<std::pair<std::string, JobTypeConfig>> types;  // in file order
   std::vector<std::pair<std::string, TraceKey>> keys;        // in name order
   std::vector<TraceJob> jobs;                                // in file order
+  std::vector<TracePause> pauses;                            // in file order
   std::optional<double> until;                               // nothing after this instant happens
 };
 
