@@ -5,6 +5,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -775,6 +776,116 @@ TEST_CASE("Scheduler.Pause.DrainRunsPausedWorkToo") {
   REQUIRE(scheduler->Submit("clone", "s", "j", count, {}).ok());
   REQUIRE(scheduler->Drain(Context::Background()).ok());
   CHECK(ran == 2);
+}
+
+TEST_CASE("Scheduler.Periodic.RunsAgainNeverTwoAtOnceReportsEachRunAndStops") {
+  Watchdog watchdog("periodic", 60s);
+  auto scheduler = Make(Capacity(4));
+  REQUIRE(scheduler->RegisterType("fetch", Type(4, 4)).ok());
+  std::atomic<int> in_flight{0}, most_at_once{0}, calls{0};
+  // Each run takes longer than the interval: runs must still never overlap.
+  auto fetch = [&](const Context&) {
+    const int now = ++in_flight;
+    int seen = most_at_once.load();
+    while (now > seen && !most_at_once.compare_exchange_weak(seen, now)) {
+    }
+    internal::SleepFor(15ms);
+    --in_flight;
+    // Every third run fails: it is reported, and the job goes on.
+    return ++calls % 3 == 0 ? absl::UnavailableError("upstream down") : absl::OkStatus();
+  };
+  std::mutex mutex;
+  std::vector<absl::StatusCode> reported;
+  PeriodicOptions options;
+  options.fairness_key = "maintenance";
+  options.first_run_at_once = true;
+  options.on_run = [&](const Status& s) {
+    std::lock_guard lock(mutex);
+    reported.push_back(s.code());
+  };
+  StatusOr<PeriodicJob> job = scheduler->SubmitEvery("fetch", "linux", 5ms, fetch, options);
+  REQUIRE(job.ok());
+  REQUIRE(Eventually([&] { return job->runs() >= 6; }));
+  job->Stop();
+  job->Stop();  // idempotent
+  // Whatever was in flight at Stop ends; then nothing more starts.
+  REQUIRE(Eventually([&] { return in_flight == 0 && job->runs() == std::uint64_t(calls); }));
+  const int after_stop = calls;
+  internal::SleepFor(60ms);  // a dozen intervals, in which a running job would have run again
+  CHECK(calls == after_stop);
+  CHECK(most_at_once == 1);
+  std::lock_guard lock(mutex);
+  REQUIRE(reported.size() == static_cast<std::size_t>(after_stop));
+  CHECK(reported[2] == absl::StatusCode::kUnavailable);
+  CHECK(reported[3] == absl::StatusCode::kOk);
+  CHECK(scheduler->AccumulatedCost("maintenance").has_value());  // charged to its key
+}
+
+TEST_CASE("Scheduler.Periodic.FirstRunsAreSpreadOverTheIntervalAndShutdownEndsThem") {
+  Watchdog watchdog("periodic spread", 60s);
+  auto scheduler = Make(Capacity(8));
+  REQUIRE(scheduler->RegisterType("fetch", Type(8, 8)).ok());
+  const auto start = std::chrono::steady_clock::now();
+  std::mutex mutex;
+  std::vector<double> first_runs;  // seconds after start
+  std::vector<PeriodicJob> jobs;
+  for (int i = 0; i < 20; ++i) {
+    auto seen = std::make_shared<std::atomic<bool>>(false);
+    auto fn = [&, seen](const Context&) {
+      if (!seen->exchange(true)) {
+        std::lock_guard lock(mutex);
+        first_runs.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+      return absl::OkStatus();
+    };
+    StatusOr<PeriodicJob> job =
+        scheduler->SubmitEvery("fetch", "repo" + std::to_string(i), 300ms, fn, {.jitter = 0});
+    REQUIRE(job.ok());
+    jobs.push_back(*job);
+  }
+  REQUIRE(Eventually([&] {
+    std::lock_guard lock(mutex);
+    return first_runs.size() == 20;
+  }));
+  {
+    std::lock_guard lock(mutex);
+    const auto [low, high] = std::minmax_element(first_runs.begin(), first_runs.end());
+    // Twenty uniform draws over 300 ms all within 30 ms of each other: about 1e-17.
+    CHECK(*high - *low > 0.03);
+  }
+  REQUIRE(scheduler->Shutdown(Context::Background()).ok());
+  std::uint64_t runs = 0;
+  for (const PeriodicJob& job : jobs) runs += job.runs();
+  internal::SleepFor(400ms);  // more than an interval: nothing runs after shutdown
+  std::uint64_t later = 0;
+  for (const PeriodicJob& job : jobs) later += job.runs();
+  CHECK(later == runs);
+  CHECK(scheduler->SubmitEvery("fetch", "x", 1s, Ok()).status().code() ==
+        absl::StatusCode::kUnavailable);
+}
+
+TEST_CASE("Scheduler.Periodic.BadInputIsRefusedAndNothingIsScheduled") {
+  auto scheduler = Make();
+  REQUIRE(scheduler->RegisterType("fetch", Type(1, 1)).ok());
+  auto code = [&](std::string_view type, std::string_view id, Seconds interval, Scheduler::JobFn fn,
+                  PeriodicOptions options = {}) {
+    return scheduler->SubmitEvery(type, id, interval, std::move(fn), options).status().code();
+  };
+  using absl::StatusCode;
+  CHECK(code("nope", "r", 1s, Ok()) == StatusCode::kNotFound);
+  CHECK(code("fetch", "", 1s, Ok()) == StatusCode::kInvalidArgument);
+  CHECK(code("fetch", "r", 1s, nullptr) == StatusCode::kInvalidArgument);
+  CHECK(code("fetch", "r", 0s, Ok()) == StatusCode::kInvalidArgument);
+  CHECK(code("fetch", "r", Seconds(std::numeric_limits<double>::quiet_NaN()), Ok()) ==
+        StatusCode::kInvalidArgument);
+  CHECK(code("fetch", "r", Seconds(1e9), Ok()) == StatusCode::kInvalidArgument);
+  CHECK(code("fetch", "r", 1s, Ok(), {.jitter = 1}) == StatusCode::kInvalidArgument);
+  CHECK(code("fetch", "r", 1s, Ok(), {.jitter = -0.1}) == StatusCode::kInvalidArgument);
+  CHECK(scheduler->Snapshot().types[0].enqueued == 0);
+  PeriodicJob empty;
+  empty.Stop();  // a default handle does nothing
+  CHECK(empty.runs() == 0);
 }
 
 TEST_CASE("Scheduler.KeyLimits.MaxRunningHoldsAKeyBackAndRaisingItAdmitsAtOnce") {

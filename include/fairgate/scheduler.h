@@ -62,6 +62,7 @@
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
 #include "fairgate/options.h"
+#include "fairgate/periodic.h"
 #include "fairgate/permit.h"
 #include "fairgate/snapshot.h"
 #include "fairgate/status.h"
@@ -125,6 +126,15 @@ class Scheduler {
   // returns them), and then `done` is never called.
   Status Submit(std::string_view type, std::string_view id, std::string_view fairness_key, JobFn fn,
                 DoneCallback done, const JobOptions& options = {});
+
+  // Runs `fn` as background job (type, id) again and again, each run `interval` after the
+  // previous one ended, never two at once (fairgate/periodic.h has the schedule, the jitter and
+  // the spread first run). Returns a handle that stops it. Refused, with nothing scheduled:
+  // Unavailable after Shutdown or Drain began; NotFound for an unknown type; InvalidArgument for
+  // an empty id or function, an interval that is not finite and in (0, 1e8] seconds, or a jitter
+  // outside [0, 1).
+  StatusOr<PeriodicJob> SubmitEvery(std::string_view type, std::string_view id, Seconds interval,
+                                    JobFn fn, const PeriodicOptions& options = {});
 
   // See the header comment. Idempotent; OK once everything has finished.
   Status Shutdown(const Context& ctx);

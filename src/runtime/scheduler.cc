@@ -8,6 +8,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "runtime/context_state.h"
 #include "runtime/decision_log.h"
 #include "runtime/fiber_stack.h"
+#include "runtime/periodic_state.h"
 #include "runtime/waiting.h"
 #include "runtime/worker_pool.h"
 
@@ -241,6 +243,43 @@ class Scheduler::Impl {
       r->done = std::move(done);
     });
     return accepted.status();
+  }
+
+  StatusOr<PeriodicJob> SubmitEvery(std::string_view type, std::string_view id, Seconds interval,
+                                    JobFn fn, const PeriodicOptions& options) {
+    if (!fn) return absl::InvalidArgumentError("job function is empty");
+    if (id.empty()) return absl::InvalidArgumentError("job id is empty");
+    if (!std::isfinite(interval.count()) || interval.count() <= 0 || interval.count() > 1e8) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("interval must be finite and in (0, 1e8] seconds, got ", interval.count()));
+    }
+    if (!(options.jitter >= 0 && options.jitter < 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("jitter must be in [0, 1), got ", options.jitter));
+    }
+    auto state = std::make_shared<internal::PeriodicState>();
+    state->type = std::string(type);
+    state->id = std::string(id);
+    state->interval = interval;
+    state->fn = std::move(fn);
+    state->options = options;
+    bool earliest = false;
+    {
+      internal::CoreLock lock(&mutex_);
+      if (phase_ != Phase::kOpen) {
+        return absl::UnavailableError(phase_ == Phase::kDraining ? "the scheduler is draining"
+                                                                 : "the scheduler is shut down");
+      }
+      if (!core_->TypeIndex(type)) {
+        return absl::NotFoundError(
+            absl::StrCat("unknown job type '", absl::string_view(type.data(), type.size()), "'"));
+      }
+      // The first run after a random part of one interval, unless asked at once.
+      const double first = options.first_run_at_once ? 0.0 : interval.count() * Uniform(0.0, 1.0);
+      earliest = SchedulePeriodicLocked(state, first);
+    }
+    if (earliest) WakeTimer();
+    return PeriodicJob(state);
   }
 
   Status Shutdown(const Context& ctx) {
@@ -691,11 +730,12 @@ class Scheduler::Impl {
     sweeper_wake_.notify_all();
   }
 
-  // Ends the waits of Acquire jobs whose deadline has passed, and of jobs at their type's
-  // max_queue_wait.
-  void ExpireDeadlines(Context::Clock::time_point now) {
+  // What is due on the timer: ends the waits of Acquire jobs whose deadline has passed and of
+  // jobs at their type's max_queue_wait, and queues the periodic runs due.
+  void RunDue(Context::Clock::time_point now) {
     std::vector<RecordPtr> expired;
     std::vector<RecordPtr> reported;
+    std::vector<std::shared_ptr<internal::PeriodicState>> due;
     {
       internal::CoreLock lock(&mutex_);
       for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it) {
@@ -703,11 +743,58 @@ class Scheduler::Impl {
       }
       reported.swap(unreported_);
       if (phase_ != Phase::kShutDown) AdmitLocked(Now(), reported);
+      while (!periodic_.empty() && periodic_.begin()->first <= now) {
+        due.push_back(std::move(periodic_.begin()->second));
+        periodic_.erase(periodic_.begin());
+      }
     }
     Dispatch(reported);
+    for (const auto& state : due) {
+      if (!state->stopped) QueuePeriodicRun(state);
+    }
     for (const RecordPtr& record : expired) {
       AbandonWaiting(record, absl::DeadlineExceededError("context deadline exceeded"));
     }
+  }
+
+  // A uniform double in [low, high), from the scheduler's generator.
+  double Uniform(double low, double high) {
+    return std::uniform_real_distribution<double>(low, high)(random_);
+  }
+
+  // Queues the periodic job's next run `after` seconds from now on the timer; true when it is
+  // the timer's earliest, so that the caller wakes the timer (after releasing the lock).
+  bool SchedulePeriodicLocked(const std::shared_ptr<internal::PeriodicState>& state, double after) {
+    const auto due = Context::Clock::now() + std::chrono::duration_cast<Context::Clock::duration>(
+                                                 std::chrono::duration<double>(after));
+    return periodic_.emplace(due, state) == periodic_.begin();
+  }
+
+  // Queues one run of a periodic job as a Submit job; when it ends, the next is scheduled.
+  void QueuePeriodicRun(const std::shared_ptr<internal::PeriodicState>& state) {
+    auto ended = [this, state](const Status& status) {
+      ++state->runs;
+      if (state->options.on_run) InvokeDone(state->options.on_run, status);
+      ScheduleNextRun(state);
+    };
+    Status queued =
+        Submit(state->type, state->id, state->options.fairness_key, state->fn, ended, {});
+    if (queued.code() == absl::StatusCode::kUnavailable) return;  // shutting down: runs stop
+    if (!queued.ok()) ended(queued);
+  }
+
+  // After a run: the next one `interval` (with jitter) from now, unless stopped or shutting down.
+  void ScheduleNextRun(const std::shared_ptr<internal::PeriodicState>& state) {
+    if (state->stopped) return;
+    bool earliest = false;
+    {
+      internal::CoreLock lock(&mutex_);
+      if (phase_ != Phase::kOpen) return;
+      const double jitter = state->options.jitter;
+      const double factor = jitter > 0 ? 1.0 + Uniform(-jitter, jitter) : 1.0;
+      earliest = SchedulePeriodicLocked(state, state->interval.count() * factor);
+    }
+    if (earliest) WakeTimer();
   }
 
   // When the timer must wake for the next queue-wait limit, on its clock.
@@ -721,7 +808,7 @@ class Scheduler::Impl {
   }
 
   // The scheduler's timer: sweeps idle keys every sweep_interval, ends Acquire waits at their
-  // context's deadline, and takes out jobs at their type's max_queue_wait.
+  // context's deadline, takes out jobs at their type's max_queue_wait, and queues periodic runs.
   void SweeperLoop() {
     using Clock = Context::Clock;
     const auto sweep_interval =
@@ -735,6 +822,7 @@ class Scheduler::Impl {
         if (!deadlines_.empty()) wake_at = std::min(wake_at, deadlines_.begin()->first);
         if (auto expiry = NextExpiryLocked()) wake_at = std::min(wake_at, *expiry);
         if (!unreported_.empty()) wake_at = Clock::now();
+        if (!periodic_.empty()) wake_at = std::min(wake_at, periodic_.begin()->first);
       }
       timer_rearm_ = false;
       sweeper_wake_.wait_until(lock, wake_at, [&] { return stop_sweeper_ || timer_rearm_; });
@@ -742,7 +830,7 @@ class Scheduler::Impl {
       const Clock::time_point woke_at = Clock::now();
       // Callbacks run without the timer's lock: they may acquire again, which may wake it.
       lock.unlock();
-      ExpireDeadlines(woke_at);
+      RunDue(woke_at);
       lock.lock();
       if (stop_sweeper_) break;
       if (woke_at < next_sweep) continue;
@@ -772,6 +860,9 @@ class Scheduler::Impl {
   std::vector<RecordPtr> records_;     // by ticket slot: the pending and running jobs
   DeadlineMap deadlines_;              // Acquire's pending jobs whose context has a deadline
   std::vector<RecordPtr> unreported_;  // expired during a snapshot; the timer reports them
+  // Periodic jobs by when their next run is due; one entry each between runs.
+  std::multimap<Context::Clock::time_point, std::shared_ptr<internal::PeriodicState>> periodic_;
+  std::mt19937_64 random_{std::random_device{}()};  // jitter and first-run spread
   Phase phase_ = Phase::kOpen;
   // Metrics, events and evidence of every decision, in decision order.
   mutable internal::DecisionLog log_;
@@ -827,6 +918,12 @@ Status Scheduler::Submit(std::string_view type, std::string_view id, JobFn fn) {
 Status Scheduler::Submit(std::string_view type, std::string_view id, std::string_view fairness_key,
                          JobFn fn, DoneCallback done, const JobOptions& options) {
   return impl_->Submit(type, id, fairness_key, std::move(fn), std::move(done), options);
+}
+
+StatusOr<PeriodicJob> Scheduler::SubmitEvery(std::string_view type, std::string_view id,
+                                             Seconds interval, JobFn fn,
+                                             const PeriodicOptions& options) {
+  return impl_->SubmitEvery(type, id, interval, std::move(fn), options);
 }
 
 Status Scheduler::Shutdown(const Context& ctx) { return impl_->Shutdown(ctx); }
