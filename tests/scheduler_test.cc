@@ -611,7 +611,10 @@ TEST_CASE("Scheduler.CostHint.ABadCostIsRefusedAndNothingRuns") {
 
 TEST_CASE("Scheduler.QueueWait.JobsPendingAtTheLimitLeaveWithDeadlineExceededUncharged") {
   Watchdog watchdog("queue wait", 60s);
-  auto scheduler = Make(Capacity(1));
+  // A sweep an hour apart: the expiries must come from the timer's own wake-ups.
+  SchedulerOptions options = Capacity(1);
+  options.sweep_interval = 3600s;
+  auto scheduler = Make(options);
   JobTypeConfig clone = Type(1, 1);
   clone.max_queue_wait = 0.05;
   REQUIRE(scheduler->RegisterType("clone", clone).ok());
@@ -780,7 +783,10 @@ TEST_CASE("Scheduler.Pause.DrainRunsPausedWorkToo") {
 
 TEST_CASE("Scheduler.Periodic.RunsAgainNeverTwoAtOnceReportsEachRunAndStops") {
   Watchdog watchdog("periodic", 60s);
-  auto scheduler = Make(Capacity(4));
+  // A sweep an hour apart: the runs must come from the timer's own wake-ups.
+  SchedulerOptions scheduler_options = Capacity(4);
+  scheduler_options.sweep_interval = 3600s;
+  auto scheduler = Make(scheduler_options);
   REQUIRE(scheduler->RegisterType("fetch", Type(4, 4)).ok());
   std::atomic<int> in_flight{0}, most_at_once{0}, calls{0};
   // Each run takes longer than the interval: runs must still never overlap.

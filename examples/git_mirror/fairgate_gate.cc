@@ -36,6 +36,19 @@ class FairgateGate : public WorkGate {
     return scheduler_->Submit(type, repository, client, std::move(fn), std::move(done));
   }
 
+  fairgate::StatusOr<CancelFn> SubmitEvery(std::string_view type, std::string_view repository,
+                                           std::string_view client,
+                                           std::chrono::milliseconds interval, JobFn fn,
+                                           DoneCallback on_run) override {
+    fairgate::PeriodicOptions options;
+    options.fairness_key = std::string(client);
+    options.on_run = std::move(on_run);
+    fairgate::StatusOr<fairgate::PeriodicJob> job = scheduler_->SubmitEvery(
+        type, repository, fairgate::Seconds(interval), std::move(fn), options);
+    if (!job.ok()) return job.status();
+    return CancelFn([job = *std::move(job)]() mutable { job.Stop(); });
+  }
+
   nlohmann::json DebugState() const override {
     // The scheduler's own JSON (fairgate/snapshot.h), with the ten heaviest clients.
     nlohmann::json state = nlohmann::json::parse(fairgate::ToJson(scheduler_->Snapshot(10)));

@@ -1,6 +1,7 @@
 // The FIFO policy, for comparison: one counting semaphore that hands out slots strictly in
 // arrival order, whatever the client or the job. Background jobs each get a thread that waits in
 // the same queue.
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -64,6 +65,37 @@ class FifoGate : public WorkGate {
     return absl::OkStatus();
   }
 
+  // A timer thread per periodic job, as a server without fairgate would run one: a whole
+  // interval after its start, then after each run.
+  fairgate::StatusOr<CancelFn> SubmitEvery(std::string_view type, std::string_view repository,
+                                           std::string_view client,
+                                           std::chrono::milliseconds interval, JobFn fn,
+                                           DoneCallback on_run) override {
+    std::lock_guard lock(mutex_);
+    if (shutting_down_) return absl::UnavailableError("the gate is shutting down");
+    auto stopped = std::make_shared<bool>(false);  // under mutex_
+    Worker& worker = threads_.emplace_back();
+    worker.thread = std::thread([this, &worker, stopped, interval, type = std::string(type),
+                                 repository = std::string(repository), client = std::string(client),
+                                 fn = std::move(fn), on_run = std::move(on_run)] {
+      std::unique_lock lock(mutex_);
+      while (!periodic_wake_.wait_for(lock, interval, [&] { return shutting_down_ || *stopped; })) {
+        lock.unlock();
+        fairgate::Status status = RunBlocking(type, repository, client, fn);
+        if (on_run) on_run(status);
+        lock.lock();
+      }
+      worker.finished = true;
+    });
+    return CancelFn([this, stopped] {
+      {
+        std::lock_guard lock(mutex_);
+        *stopped = true;
+      }
+      periodic_wake_.notify_all();
+    });
+  }
+
   nlohmann::json DebugState() const override {
     std::lock_guard lock(mutex_);
     return {{"policy", "fifo"},
@@ -94,6 +126,7 @@ class FifoGate : public WorkGate {
       workers.splice(workers.end(), threads_);
       refused.swap(waiters_);
     }
+    periodic_wake_.notify_all();
     for (Waiter& w : refused) w.on_admitted(absl::CancelledError("the gate shut down"));
     background_.second();
     for (Worker& w : workers) w.thread.join();
@@ -188,6 +221,7 @@ class FifoGate : public WorkGate {
   const GateConfig config_;
   mutable std::mutex mutex_;
   std::condition_variable all_free_;
+  std::condition_variable periodic_wake_;  // a periodic job stopped, or the gate shuts down
   int free_;
   std::uint64_t next_id_ = 1;
   std::deque<Waiter> waiters_;

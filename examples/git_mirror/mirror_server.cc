@@ -435,7 +435,12 @@ void MirrorServer::Serve() {
     if (stopping_) return;
     serving_ = true;
   }
-  if (options_.fetch_interval.count() > 0) maintainer_ = std::thread([this] { Maintain(); });
+  std::vector<std::string> mirrored;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [name, fetches] : fetches_) mirrored.push_back(name);
+  }
+  for (const std::string& name : mirrored) StartFetching(name);
   auto work = asio::make_work_guard(io_);
   http_->Start();
   for (int i = 0; i < options_.io_threads; ++i) io_threads_.emplace_back([this] { io_.run(); });
@@ -453,7 +458,12 @@ void MirrorServer::Stop() {
     stopping_ = true;
   }
   stop_requested_.notify_all();
-  if (maintainer_.joinable()) maintainer_.join();
+  std::map<std::string, WorkGate::CancelFn> fetching;
+  {
+    std::lock_guard lock(mutex_);
+    fetching.swap(fetching_);
+  }
+  for (auto& [name, stop] : fetching) stop();
   http_->StopAccepting();
   http_->CloseIdle();
   // Waiting requests are answered 503; running work may finish within the grace.
@@ -565,8 +575,11 @@ void MirrorServer::EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange,
                                        "cannot move the new mirror into place: ", error.message())),
                                    "cannot store the new mirror");
       } else {
-        std::lock_guard lock(mutex_);
-        fetches_.emplace(repository, 0);
+        {
+          std::lock_guard lock(mutex_);
+          fetches_.emplace(repository, 0);
+        }
+        StartFetching(repository);
       }
     }
     std::error_code ignored;
@@ -730,63 +743,78 @@ void MirrorServer::HandlePost(const std::shared_ptr<HttpExchange>& exchange,
   });
 }
 
-void MirrorServer::Maintain() {
-  std::unique_lock lock(mutex_);
-  while (!stopping_) {
-    stop_requested_.wait_for(lock, options_.fetch_interval);
-    if (stopping_) break;
-    std::vector<std::string> mirrored;
-    for (const auto& [name, fetches] : fetches_) mirrored.push_back(name);
-    lock.unlock();
-    for (const std::string& name : mirrored) SubmitMaintenance(kFetch, name);
-    lock.lock();
+fairgate::Status MirrorServer::RunMaintenance(std::string_view what, const std::string& repository,
+                                              std::vector<std::string> git_args) const {
+  std::vector<std::string> argv = {"git", "-C", MirrorPath(repository)};
+  argv.insert(argv.end(), git_args.begin(), git_args.end());
+  // The server's work context, not the gate's: a shutdown lets running maintenance finish
+  // within the grace instead of killing it at once.
+  auto result = RunProcess(argv, "", work_.first, {"GIT_TERMINAL_PROMPT=0"});
+  if (!result.ok()) return result.status();
+  if (result->exit_code != 0) {
+    return absl::UnavailableError(absl::StrCat(std::string(what), " of '", repository,
+                                               "' failed: ", GitMessage(result->err)));
   }
+  return absl::OkStatus();
 }
 
-void MirrorServer::SubmitMaintenance(std::string_view type, const std::string& repository) {
-  const std::string in_flight = absl::StrCat(std::string(type), " ", repository);
+void MirrorServer::StartFetching(const std::string& repository) {
+  if (options_.fetch_interval.count() <= 0) return;
   {
     std::lock_guard lock(mutex_);
-    // One of each per repository at a time: a slow upstream must not pile fetches up.
-    if (stopping_ || !maintenance_in_flight_.insert(in_flight).second) return;
+    if (stopping_ || !serving_ || fetching_.contains(repository)) return;
   }
-  std::vector<std::string> argv = {"git", "-C", MirrorPath(repository)};
-  if (type == kFetch) {
-    argv.insert(argv.end(), {"fetch", "--prune", "--quiet", "origin"});
-  } else {
-    argv.insert(argv.end(), {"repack", "-a", "-d", "-q"});
-  }
-  // The server's work context, not the gate's: a shutdown lets a running fetch or repack finish
-  // within the grace instead of killing it at once.
-  auto work = [this, argv, repository, type = std::string(type)](const fairgate::Context&) {
-    auto result = RunProcess(argv, "", work_.first, {"GIT_TERMINAL_PROMPT=0"});
-    if (!result.ok()) return result.status();
-    if (result->exit_code != 0) {
-      return absl::UnavailableError(
-          absl::StrCat(type, " of '", repository, "' failed: ", GitMessage(result->err)));
-    }
-    return absl::OkStatus();
+  auto fetch = [this, repository](const fairgate::Context&) {
+    return RunMaintenance(kFetch, repository, {"fetch", "--prune", "--quiet", "origin"});
   };
   auto started = std::make_shared<bool>(false);
-  auto done = [this, type = std::string(type), repository, in_flight,
-               started](const fairgate::Status& status) {
-    RecordOutcome(type, repository, "", *started, status);
+  auto ran = [this, repository, started](const fairgate::Status& status) {
+    RecordOutcome(kFetch, repository, "", *started, status);
+    *started = false;  // the next run sets it again (runs never overlap)
     bool repack = false;
-    {
+    if (status.ok()) {
       std::lock_guard lock(mutex_);
-      maintenance_in_flight_.erase(in_flight);
-      if (type == kFetch && status.ok()) {
-        repack = ++fetches_[repository] % options_.repack_after == 0;
-      }
+      repack = ++fetches_[repository] % options_.repack_after == 0;
     }
-    if (repack) SubmitMaintenance(kRepack, repository);
+    if (repack) SubmitRepack(repository);
+  };
+  fairgate::StatusOr<WorkGate::CancelFn> stop =
+      gate_->SubmitEvery(kFetch, repository, "", options_.fetch_interval,
+                         Logged(std::string(kFetch), repository, "", fetch, started), ran);
+  if (!stop.ok()) {
+    RecordOutcome(kFetch, repository, "", false, stop.status());
+    return;
+  }
+  std::unique_lock lock(mutex_);
+  if (stopping_) {  // Stop began meanwhile and has already stopped the others
+    lock.unlock();
+    (*stop)();
+    return;
+  }
+  fetching_.emplace(repository, *std::move(stop));
+}
+
+void MirrorServer::SubmitRepack(const std::string& repository) {
+  {
+    std::lock_guard lock(mutex_);
+    // One per repository at a time: a slow repack must not pile repacks up.
+    if (stopping_ || !repacks_in_flight_.insert(repository).second) return;
+  }
+  auto work = [this, repository](const fairgate::Context&) {
+    return RunMaintenance(kRepack, repository, {"repack", "-a", "-d", "-q"});
+  };
+  auto started = std::make_shared<bool>(false);
+  auto done = [this, repository, started](const fairgate::Status& status) {
+    RecordOutcome(kRepack, repository, "", *started, status);
+    std::lock_guard lock(mutex_);
+    repacks_in_flight_.erase(repository);
   };
   fairgate::Status status = gate_->Submit(
-      type, repository, "", Logged(std::string(type), repository, "", work, started), done);
+      kRepack, repository, "", Logged(std::string(kRepack), repository, "", work, started), done);
   if (!status.ok()) {
-    RecordOutcome(type, repository, "", false, status);
+    RecordOutcome(kRepack, repository, "", false, status);
     std::lock_guard lock(mutex_);
-    maintenance_in_flight_.erase(in_flight);
+    repacks_in_flight_.erase(repository);
   }
 }
 

@@ -16,8 +16,11 @@
 //     thread. Its slot is held while git's output streams to the client through one 64 KiB
 //     buffer, so the cost fairgate learns is the time a clone of that repository really holds the
 //     server, and a clone in flight costs the server that buffer, never its pack;
-//   - every `fetch_interval` each mirror is fetched ("fetch", background), and repacked with
-//     `git repack -a -d` ("repack", background) after every `repack_after` fetches.
+//   - each mirror is fetched ("fetch", background) `fetch_interval` after its last fetch ended, as
+//     a periodic job of the gate (WorkGate::SubmitEvery: with fairgate, the first fetches of the
+//     mirrors are spread over one interval and later ones jittered, so they do not all start
+//     together), and repacked with `git repack -a -d` ("repack", background) after every
+//     `repack_after` fetches.
 //
 // Answers: 400 for a malformed request (a bad path, a body that is not pkt-lines, bad gzip), 403
 // for anything but the upload-pack service (pushes, the dumb protocol), 404 for an unknown
@@ -123,8 +126,13 @@ class MirrorServer {
                          WorkGate::JobFn fn, std::shared_ptr<bool> started);
   void RecordOutcome(std::string_view type, const std::string& repository,
                      const std::string& client, bool started, const fairgate::Status& status);
-  void Maintain();
-  void SubmitMaintenance(std::string_view type, const std::string& repository);
+  // Runs `git -C <its mirror> <git_args>` for fetch or repack `what`: Unavailable if git fails.
+  fairgate::Status RunMaintenance(std::string_view what, const std::string& repository,
+                                  std::vector<std::string> git_args) const;
+  // Starts the periodic fetch of a mirrored repository (once; not after Stop began).
+  void StartFetching(const std::string& repository);
+  // Queues a repack of `repository`, unless one is queued or running.
+  void SubmitRepack(const std::string& repository);
 
   const RepositorySet repositories_;
   const MirrorOptions options_;
@@ -146,9 +154,9 @@ class MirrorServer {
   bool serving_ = false;
   bool stopping_ = false;
   bool stopped_ = false;
-  std::map<std::string, int> fetches_;           // per mirrored repository, since the start
-  std::set<std::string> maintenance_in_flight_;  // "type repository"
-  std::thread maintainer_;
+  std::map<std::string, int> fetches_;                  // per mirrored repository, since the start
+  std::set<std::string> repacks_in_flight_;             // repositories
+  std::map<std::string, WorkGate::CancelFn> fetching_;  // the periodic fetches' stop functions
 };
 
 }  // namespace git_mirror

@@ -18,6 +18,7 @@
 #ifndef FAIRGATE_EXAMPLES_GIT_MIRROR_WORK_GATE_H_
 #define FAIRGATE_EXAMPLES_GIT_MIRROR_WORK_GATE_H_
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -103,6 +104,16 @@ class WorkGate {
   // exactly once, with fn's status or Cancelled, unless Submit itself refuses (then never).
   virtual fairgate::Status Submit(std::string_view type, std::string_view repository,
                                   std::string_view client, JobFn fn, DoneCallback done) = 0;
+  // Runs `fn` as background job (type, repository) of `client` every `interval`, the next run
+  // `interval` after the previous one ended, never two at once; `on_run` (may be empty) gets each
+  // run's status. Returns a function that stops it (call it before the gate is destroyed), or the
+  // refusal. The fairgate gate spreads the first runs over one interval and jitters the others
+  // (fairgate/periodic.h); the FIFO gate runs every one a whole interval after its start.
+  virtual fairgate::StatusOr<CancelFn> SubmitEvery(std::string_view type,
+                                                   std::string_view repository,
+                                                   std::string_view client,
+                                                   std::chrono::milliseconds interval, JobFn fn,
+                                                   DoneCallback on_run) = 0;
   // Running and waiting jobs, for /debug/scheduler.
   virtual nlohmann::json DebugState() const = 0;
   // The Prometheus text exposition, for /metrics.

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -114,17 +115,17 @@ class Scheduler::Impl {
         core_(std::move(core)),
         log_(options, *core_),
         background_(WithCancel(Context::Background())),
-        // The thread runtime's sweeper holds a worker thread for good: give it one of its own.
-        pool_((options.worker_threads > 0 ? options.worker_threads : options.max_concurrency) +
-                  (internal::kThreadRuntime ? 1 : 0),
-              static_cast<std::size_t>(options.max_concurrency) + 1, options.fiber_stack_bytes) {
-    pool_.Post([this] { SweeperLoop(); });
-  }
+        pool_(options.worker_threads > 0 ? options.worker_threads : options.max_concurrency,
+              static_cast<std::size_t>(options.max_concurrency) + 1, options.fiber_stack_bytes),
+        // Its own thread, not a pool fiber: a job that blocks its worker thread (a subprocess, a
+        // blocking read) must not hold up deadlines, expiries and periodic runs behind it.
+        timer_([this] { SweeperLoop(); }) {}
 
   ~Impl() {
     (void)Shutdown(Context::Background());  // with no deadline it returns once all is done
     StopSweeper();
-    // pool_ is destroyed first (declared last): it joins its threads.
+    timer_.join();
+    // pool_ is destroyed next (declared before the timer): it joins its threads.
   }
 
   Status RegisterType(std::string_view name, const JobTypeConfig& config) {
@@ -767,7 +768,8 @@ class Scheduler::Impl {
   bool SchedulePeriodicLocked(const std::shared_ptr<internal::PeriodicState>& state, double after) {
     const auto due = Context::Clock::now() + std::chrono::duration_cast<Context::Clock::duration>(
                                                  std::chrono::duration<double>(after));
-    return periodic_.emplace(due, state) == periodic_.begin();
+    const auto entry = periodic_.emplace(due, state);  // before begin(): operands are unordered
+    return entry == periodic_.begin();
   }
 
   // Queues one run of a periodic job as a Submit job; when it ends, the next is scheduled.
@@ -882,7 +884,8 @@ class Scheduler::Impl {
   bool timer_rearm_ = false;  // under sweeper_mutex_
 
   std::pair<Context, CancelFunc> background_;  // the context of Submit jobs
-  internal::WorkerPool pool_;                  // last: joined first
+  internal::WorkerPool pool_;
+  std::thread timer_;  // runs SweeperLoop; last: started once everything else exists
 };
 
 StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& options) {

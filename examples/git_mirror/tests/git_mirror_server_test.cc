@@ -209,6 +209,17 @@ TEST_CASE("GitMirror.Server.FetchesAndRepacksOfARepositoryNeverOverlap") {
       Git({"-C", one.string(), "commit", "--quiet", "-m", "more " + std::to_string(commits++)});
     }
   }
+  // A fetch of one.git that starts after its last commit brings that commit in: wait for two
+  // more ends (the second of them started after this point).
+  const std::size_t before = mirror.Events().size();
+  REQUIRE(Eventually([&] {
+    const std::vector<json> all = mirror.Events();
+    int ends = 0;
+    for (std::size_t i = before; i < all.size(); ++i) {
+      ends += all[i]["event"] == "end" && all[i]["type"] == "fetch" && all[i]["repo"] == "one.git";
+    }
+    return ends >= 2;
+  }));
   mirror.server->Stop();
   const std::vector<json> events = mirror.Events();
 
