@@ -2,6 +2,7 @@
 // Expected events here are worked out by hand from DESIGN.md, step by step in the comments.
 #include "sim/simulator.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -184,6 +185,81 @@ TEST_CASE("Simulator.Pause.APausedTypeAndAPausedKeyWaitHoldingNothingUntilResume
                              Ev("6", "done", "repack", "git", ""),
                              Ev("6", "done", "clone", "linux", "b"),
                          });
+}
+
+// The on/off pairs of docs/examples that docs/simulator.md quotes: what each mechanism changes.
+struct Replayed {
+  Trace trace;
+  SimResult result;
+};
+Replayed Replay(const std::string& name) {
+  StatusOr<Trace> trace = LoadTrace(std::string(FAIRGATE_SOURCE_DIR) + "/docs/examples/" + name);
+  REQUIRE_MESSAGE(trace.ok(), trace.status().message());
+  StatusOr<SimResult> result = Simulate(*trace);
+  REQUIRE_MESSAGE(result.ok(), result.status().message());
+  return {*std::move(trace), *std::move(result)};
+}
+
+TEST_CASE("Simulator.Examples.QueueWaitLimitBoundsEveryWaitAndDropsTheRestAtTheLimit") {
+  const Replayed off = Replay("queue-wait-off.json");
+  const Replayed on = Replay("queue-wait-on.json");
+  double worst_off = 0;
+  for (std::size_t i = 0; i < off.trace.jobs.size(); ++i) {
+    REQUIRE(off.result.outcomes[i].admitted_at.has_value());  // without a limit all run
+    worst_off = std::max(worst_off, *off.result.outcomes[i].admitted_at - off.trace.jobs[i].arrival);
+  }
+  CHECK(worst_off > 6);  // the burst waits far past the limit the other trace sets
+  int expired = 0;
+  for (std::size_t i = 0; i < on.trace.jobs.size(); ++i) {
+    const JobOutcome& o = on.result.outcomes[i];
+    const double arrival = on.trace.jobs[i].arrival;
+    CHECK(o.admitted_at.has_value() != o.expired_at.has_value());  // exactly one of the two
+    if (o.admitted_at) CHECK(*o.admitted_at - arrival < 6);
+    if (o.expired_at) {
+      CHECK(*o.expired_at == arrival + 6);
+      ++expired;
+    }
+  }
+  CHECK(expired > 0);
+}
+
+TEST_CASE("Simulator.Examples.APausedRepackGivesItsSlotToClonesUntilResumed") {
+  auto repack_admitted = [](const Replayed& r) {
+    for (std::size_t i = 0; i < r.trace.jobs.size(); ++i) {
+      if (r.trace.jobs[i].type == "repack") return *r.result.outcomes[i].admitted_at;
+    }
+    return -1.0;
+  };
+  auto clone_waits = [](const Replayed& r) {
+    double total = 0;
+    for (std::size_t i = 0; i < r.trace.jobs.size(); ++i) {
+      if (r.trace.jobs[i].type == "clone") {
+        total += *r.result.outcomes[i].admitted_at - r.trace.jobs[i].arrival;
+      }
+    }
+    return total;
+  };
+  const Replayed off = Replay("pause-off.json");
+  const Replayed on = Replay("pause-on.json");
+  CHECK(repack_admitted(off) == 0);
+  CHECK(repack_admitted(on) == 10);  // the resume
+  CHECK(clone_waits(on) < clone_waits(off));
+}
+
+TEST_CASE("Simulator.Examples.CostHintsLetTheClientOfCheapClonesWaitLess") {
+  auto mean_wait = [](const Replayed& r, const std::string& key) {
+    double total = 0;
+    int n = 0;
+    for (std::size_t i = 0; i < r.trace.jobs.size(); ++i) {
+      if (r.trace.jobs[i].key != key) continue;
+      total += *r.result.outcomes[i].admitted_at - r.trace.jobs[i].arrival;
+      ++n;
+    }
+    return total / n;
+  };
+  const Replayed off = Replay("cost-hint-off.json");
+  const Replayed on = Replay("cost-hint-on.json");
+  CHECK(mean_wait(on, "small") < mean_wait(off, "small") / 1.5);
 }
 
 TEST_CASE("Simulator.Estimates.AJobWithoutCostIsChargedItsLearnedEstimate") {
