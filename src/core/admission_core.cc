@@ -190,8 +190,6 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
   job.sjf = SjfOf(type, AsAbsl(request.id), request);
   job.promotions = 0;
   job.was_parked = false;
-  job.paused_total = 0;
-  job.paused_at = now;  // read only while it is paused
   job.resource = ResourceFor(type, AsAbsl(request.id));
   if (job.resource) ++job.resource->refs;
   JoinLane(job, LaneFor(key, type, tier));
@@ -213,6 +211,7 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
     ++presence->pending;
   }
   InsertIntoLane(job);
+  if (options_.aging && Paused(job)) pause_clocks_[&job].since = now;
   SchedulePromotion(job);
   ScheduleExpiry(job);
   return TicketOf(job);
@@ -512,12 +511,13 @@ void AdmissionCore::ChangePause(double now, Affects affects, Apply apply) {
   apply();
   for (auto [job, was_paused] : changed) {
     if (Paused(*job) == was_paused) continue;
+    PauseClock& clock = pause_clocks_[job];
     if (was_paused) {
-      job->paused_total += now - job->paused_at;
+      clock.total += now - clock.since;
       SchedulePromotion(*job);
     } else {
       UnschedulePromotion(*job);
-      job->paused_at = now;
+      clock.since = now;
     }
   }
 }
@@ -640,10 +640,16 @@ Status AdmissionCore::SetKeyLimits(std::string_view name, const KeyLimits& limit
   return absl::OkStatus();
 }
 
+double AdmissionCore::PausedTotal(const Job& job) const {
+  if (pause_clocks_.empty()) return 0;
+  auto it = pause_clocks_.find(&job);
+  return it == pause_clocks_.end() ? 0 : it->second.total;
+}
+
 double AdmissionCore::NextStepAt(const Job& job) const {
   // Recomputed, not stored: the same expression gives the same double every time.
   const AgingConfig& aging = *options_.aging;
-  return (job.arrival + job.paused_total) + aging.grace.count() +
+  return (job.arrival + PausedTotal(job)) + aging.grace.count() +
          static_cast<double>(job.promotions + 1) * aging.interval.count();
 }
 
@@ -937,6 +943,7 @@ void AdmissionCore::LeaveLane(Job& job) {
 }
 
 void AdmissionCore::LeavePending(Job& job) {
+  if (!pause_clocks_.empty()) pause_clocks_.erase(&job);
   KeyState& key = *job.key;
   TypeState& type = *job.type;
   LeaveLane(job);

@@ -266,6 +266,8 @@ class AdmissionCore {
   double SjfOf(const TypeState& type, absl::string_view id, const EnqueueRequest& request) const;
   // The tier one step above `tier` within the aging ceiling, or null.
   TierState* TierAbove(const TierState& tier) const;
+  // How long a pending job has been paused before its current pause (0 if never).
+  double PausedTotal(const Job& job) const;
   // Whether a job's type or key is paused.
   bool Paused(const Job& job) const {
     return job.type->paused || (job.key->settings != nullptr && job.key->settings->paused);
@@ -357,7 +359,15 @@ class AdmissionCore {
   // held back or reserved, and the checks cost nothing.
   bool limits_in_use_ = false;
   absl::btree_set<std::string> paused_keys_;  // for the snapshot
-  Usage slots_;                               // the global cap's usage: the slots running jobs take
+  // With aging, the pause clocks of pending jobs that have been paused: aging counts only the
+  // time a job was not paused, its steps due from arrival + total; while paused (since `since`)
+  // it has no step scheduled. Kept aside (empty unless pauses are used) rather than in every Job.
+  struct PauseClock {
+    double total = 0;
+    double since = 0;
+  };
+  absl::flat_hash_map<const Job*, PauseClock> pause_clocks_;
+  Usage slots_;  // the global cap's usage: the slots running jobs take
   std::int64_t pending_ = 0;
 };
 

@@ -86,6 +86,11 @@ Status AdmissionCore::CheckInvariants() const {
   }
   if (scheduled != promotions_.size()) return Broken("the aging queue holds stale steps");
   if (expiring != expiries_.size()) return Broken("the expiry queue holds stale limits");
+  for (const auto& [job, clock] : pause_clocks_) {
+    if (job->state != JobState::kReady && job->state != JobState::kParked) {
+      return Broken(absl::StrCat("job ", job->seq, " has a pause clock but is not pending"));
+    }
+  }
   if (slots_.used() > options_.max_concurrency)
     return Broken("more slots used than the global cap");
 

@@ -82,10 +82,6 @@ struct Job {
     std::uint32_t promotions = 0;     // while pending: aging steps taken
     std::int32_t effective_priority;  // while running: the tier it was admitted from
   };
-  // Aging counts only the time a job was not paused: its steps are due from arrival +
-  // paused_total; while paused (since paused_at) it has no step scheduled.
-  double paused_total = 0;
-  double paused_at = 0;
   std::uint32_t slot = 0;  // index in the core's job table
   std::uint32_t generation = 0;
   JobState state = JobState::kFree;
