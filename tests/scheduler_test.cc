@@ -482,19 +482,31 @@ TEST_CASE("Scheduler.Limits.FullQueuesAnswerResourceExhausted") {
   hold.Open();
 }
 
-TEST_CASE("Scheduler.Estimates.LearnFromTheWallTimeOfTheInjectedClock") {
-  auto now = std::make_shared<std::atomic<double>>(100.0);
-  SchedulerOptions options = SchedulerOptions::Seed();
-  options.alpha = 0.5;
-  options.clock = [now] { return Seconds(now->load()); };
-  auto scheduler = Make(options);
-  REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 10)).ok());
-  auto takes = [&](double seconds) {
-    return [&, seconds](const Context&) {
+// A seed-mode scheduler (no reconciliation: a charge stays) with alpha 0.5, on a clock that only
+// its jobs move, with a type "clone" of default cost 10.
+struct ManualClock {
+  explicit ManualClock(double start) : now(std::make_shared<std::atomic<double>>(start)) {
+    SchedulerOptions options = SchedulerOptions::Seed();
+    options.alpha = 0.5;
+    options.clock = [now = now] { return Seconds(now->load()); };
+    scheduler = Make(options);
+    REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 10)).ok());
+  }
+  // A job that takes `seconds` of the clock.
+  Scheduler::JobFn Takes(double seconds) {
+    return [now = now, seconds](const Context&) {
       now->store(now->load() + seconds);
       return absl::OkStatus();
     };
-  };
+  }
+  std::shared_ptr<std::atomic<double>> now;
+  std::unique_ptr<Scheduler> scheduler;
+};
+
+TEST_CASE("Scheduler.Estimates.LearnFromTheWallTimeOfTheInjectedClock") {
+  ManualClock clock(100.0);
+  Scheduler* scheduler = clock.scheduler.get();
+  auto takes = [&](double seconds) { return clock.Takes(seconds); };
   REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux", "a", takes(30)).ok());
   CHECK(scheduler->Estimate("clone", "linux") == 20.0);  // 0.5 * 30 + 0.5 * 10
   REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux", "a", takes(4)).ok());
@@ -542,18 +554,9 @@ TEST_CASE("Scheduler.RegisterType.WarnsOnceOfCapsThatDisagree") {
 }
 
 TEST_CASE("Scheduler.CostHint.IsChargedInsteadOfTheEstimateWhichStillLearns") {
-  auto now = std::make_shared<std::atomic<double>>(0.0);
-  SchedulerOptions options = SchedulerOptions::Seed();  // no reconciliation: the charge stays
-  options.alpha = 0.5;
-  options.clock = [now] { return Seconds(now->load()); };
-  auto scheduler = Make(options);
-  REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 10)).ok());
-  auto takes = [&](double seconds) {
-    return [&, seconds](const Context&) {
-      now->store(now->load() + seconds);
-      return absl::OkStatus();
-    };
-  };
+  ManualClock clock(0.0);
+  Scheduler* scheduler = clock.scheduler.get();
+  auto takes = [&](double seconds) { return clock.Takes(seconds); };
   // RunSync: charged the hint 100, not the default 10; the estimate learns the run time 30.
   REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux", "a", takes(30), {.cost = 100})
               .ok());

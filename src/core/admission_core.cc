@@ -523,26 +523,22 @@ void AdmissionCore::ChangePause(double now, Affects affects, Apply apply) {
 }
 
 Status AdmissionCore::PauseType(std::string_view name, double now) {
-  if (Status s = CheckTime(now, "pause time"); !s.ok()) return s;
-  auto it = types_by_name_.find(AsAbsl(name));
-  if (it == types_by_name_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown job type '", AsAbsl(name), "'"));
-  }
-  TypeState& type = *it->second;
-  ChangePause(
-      now, [&](const Job& job) { return job.type == &type; }, [&] { type.paused = true; });
-  return absl::OkStatus();
+  return SetTypePaused(name, true, now);
 }
 
 Status AdmissionCore::ResumeType(std::string_view name, double now) {
-  if (Status s = CheckTime(now, "resume time"); !s.ok()) return s;
+  return SetTypePaused(name, false, now);
+}
+
+Status AdmissionCore::SetTypePaused(std::string_view name, bool paused, double now) {
+  if (Status s = CheckTime(now, paused ? "pause time" : "resume time"); !s.ok()) return s;
   auto it = types_by_name_.find(AsAbsl(name));
   if (it == types_by_name_.end()) {
     return absl::NotFoundError(absl::StrCat("unknown job type '", AsAbsl(name), "'"));
   }
   TypeState& type = *it->second;
   ChangePause(
-      now, [&](const Job& job) { return job.type == &type; }, [&] { type.paused = false; });
+      now, [&](const Job& job) { return job.type == &type; }, [&] { type.paused = paused; });
   return absl::OkStatus();
 }
 

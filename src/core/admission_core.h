@@ -276,6 +276,7 @@ class AdmissionCore {
   // `affects` picks whose pause it changed.
   template <typename Affects, typename Apply>
   void ChangePause(double now, Affects affects, Apply apply);
+  Status SetTypePaused(std::string_view type, bool paused, double now);
   Status SetKeyPaused(std::string_view key, bool paused, double now);
   // When a pending job's queue-wait limit is reached (its type has one).
   double ExpiryAt(const Job& job) const;
