@@ -388,6 +388,16 @@ TEST_CASE("Core.Pause.APausedJobIsNotAdmittedAndItsAgingClockStops") {
   REQUIRE(core->ResumeKey("l", 12).ok());
   CHECK(AdmitAll(*core, 12) == Names{"low/y/l"});
   CHECK(core->PauseType("nope", 12).code() == absl::StatusCode::kNotFound);
+  // A queue-wait limit keeps running while its job is paused.
+  JobTypeConfig limited = Type(1, 1);
+  limited.max_queue_wait = 1;
+  REQUIRE(core->RegisterType("limited", limited).ok());
+  REQUIRE(core->PauseType("limited", 12).ok());
+  JobTicket waiting = Add(*core, "limited", "z", "m", std::nullopt, 12);
+  core->AdvanceTo(13);
+  std::vector<ExpiredJob> expired = core->TakeExpired();
+  REQUIRE(expired.size() == 1);
+  CHECK(expired[0].ticket == waiting);
   CHECK(core->CheckInvariants().ok());
 }
 
