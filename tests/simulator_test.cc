@@ -206,7 +206,8 @@ TEST_CASE("Simulator.Examples.QueueWaitLimitBoundsEveryWaitAndDropsTheRestAtTheL
   double worst_off = 0;
   for (std::size_t i = 0; i < off.trace.jobs.size(); ++i) {
     REQUIRE(off.result.outcomes[i].admitted_at.has_value());  // without a limit all run
-    worst_off = std::max(worst_off, *off.result.outcomes[i].admitted_at - off.trace.jobs[i].arrival);
+    worst_off =
+        std::max(worst_off, *off.result.outcomes[i].admitted_at - off.trace.jobs[i].arrival);
   }
   CHECK(worst_off > 6);  // the burst waits far past the limit the other trace sets
   int expired = 0;
