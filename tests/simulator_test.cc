@@ -158,6 +158,27 @@ TEST_CASE("Simulator.QueueWait.AJobPendingAtItsLimitExpiresAndIsNeverAdmitted") 
                          });
 }
 
+TEST_CASE("Simulator.QueueWait.AnExpiryTakenByAPauseIsReportedBeforeAnArrivalReusesItsPlace") {
+  // b's limit is reached at 4, the instant of a pause (which takes the expiries due first) and of
+  // c's arrival (a fetch: no limit): the expire event is b's, and c runs when a ends.
+  const std::string trace = R"({"mode": "seed", "capacity": 1,
+    "types": {"clone": {"priority": 1, "max_concurrency": 1, "max_queue_wait": 4},
+              "fetch": {"priority": 1, "max_concurrency": 1},
+              "repack": {"priority": 1, "max_concurrency": 1}},
+    "jobs": [
+      {"type": "clone", "id": "linux", "key": "a", "arrival": 0, "duration": 10},
+      {"type": "clone", "id": "linux", "key": "b", "arrival": 0, "duration": 1},
+      {"type": "fetch", "id": "git", "key": "c", "arrival": 4, "duration": 1}],
+    "pauses": [{"type": "repack", "from": 4}]})";
+  CHECK(Events(trace) == std::vector<std::string>{
+                             Ev("0", "admit", "clone", "linux", "a"),
+                             Ev("4", "expire", "clone", "linux", "b"),
+                             Ev("10", "done", "clone", "linux", "a"),
+                             Ev("10", "admit", "fetch", "git", "c"),
+                             Ev("11", "done", "fetch", "git", "c"),
+                         });
+}
+
 TEST_CASE("Simulator.Pause.APausedTypeAndAPausedKeyWaitHoldingNothingUntilResumed") {
   // Two slots. Repacks are paused from 0 to 4, key b from 0 to 3. At 0: a's clone runs; b's
   // clone waits for its key, the repack for its type, and the second slot stays free for them

@@ -69,10 +69,19 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
   std::size_t next_change = 0;
 
   std::vector<std::size_t> job_of_slot;  // which trace job each live ticket's slot holds
+  SimResult result;
+  // The expiries the core has taken (a pause or a resume takes those due first, as does every
+  // decision): reported before the next enqueue can reuse their slots.
+  auto report_expired = [&](double t) {
+    for (const core::ExpiredJob& expired : core.TakeExpired()) {
+      const std::size_t job = job_of_slot[expired.ticket.slot];
+      result.events.push_back({t, SimEvent::Kind::kExpire, job});
+      result.outcomes[job].expired_at = t;
+    }
+  };
   std::priority_queue<PendingCompletion, std::vector<PendingCompletion>, std::greater<>> running;
   std::uint64_t admissions = 0;
 
-  SimResult result;
   result.outcomes.resize(trace.jobs.size());
   std::size_t next = 0;
   while (next < arrivals.size() || !running.empty() || next_change < pause_changes.size() ||
@@ -115,11 +124,7 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
         result.outcomes[done.job].done_at = t;
       }
       core.AdvanceTo(t);
-      for (const core::ExpiredJob& expired : core.TakeExpired()) {
-        const std::size_t job = job_of_slot[expired.ticket.slot];
-        result.events.push_back({t, SimEvent::Kind::kExpire, job});
-        result.outcomes[job].expired_at = t;
-      }
+      report_expired(t);
       while (std::optional<core::Admission> admitted = core.NextAdmission(t)) {
         const std::size_t job = job_of_slot[admitted->ticket.slot];
         result.events.push_back({t, SimEvent::Kind::kAdmit, job, admitted->effective_priority,
