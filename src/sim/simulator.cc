@@ -103,6 +103,7 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
               : (change.resume ? core.ResumeKey(*pause.key, t) : core.PauseKey(*pause.key, t));
       if (!s.ok()) return s;
     }
+    report_expired(t);
     for (; next < arrivals.size() && trace.jobs[arrivals[next]].arrival == t; ++next) {
       const TraceJob& job = trace.jobs[arrivals[next]];
       StatusOr<core::JobTicket> ticket = core.Enqueue({job.type, job.id, job.key, job.cost}, t);
