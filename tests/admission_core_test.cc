@@ -300,6 +300,84 @@ TEST_CASE("Core.Order.ABlockedJobNeverBlocksTheJobsBehindIt") {
   CHECK(AdmitAll(*core) == Names{"fetch/r3/"});
 }
 
+// Coalescing (JobTypeConfig::coalesce): requests for an id whose job is pending share it.
+TEST_CASE("Core.Coalesce.RequestsForAPendingIdShareOneJobChargedOnceToItsCreator") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = 1;
+  auto core = MakeCore(options);
+  JobTypeConfig mirror = Type(1, 1, "", 4);
+  mirror.coalesce = Coalesce::kJoin;
+  REQUIRE(core->RegisterType("mirror", mirror).ok());
+  REQUIRE(core->RegisterType("other", Type(1, 1)).ok());
+  const JobTicket busy = Add(*core, "other", "x", "z");
+  REQUIRE(core->NextAdmission(0).has_value());  // the one slot is taken: the rest wait
+  auto enqueue = [&](std::string_view id, std::string_view key, Join join) {
+    StatusOr<JobTicket> t = core->Enqueue({"mirror", id, key, std::nullopt, join}, 1);
+    REQUIRE(t.ok());
+    return *t;
+  };
+  const JobTicket first = enqueue("linux", "a", Join::kPending);
+  CHECK(enqueue("linux", "b", Join::kPending) == first);
+  CHECK(enqueue("linux", "c", Join::kPendingOrRunning) == first);
+  CHECK(core->Callers(first).value() == 3);
+  // A request that may not join, and another id, are jobs of their own.
+  CHECK(enqueue("linux", "d", Join::kNever) != first);
+  CHECK(enqueue("git", "a", Join::kPending) != first);
+  const Snapshot pending = core->TakeSnapshot();
+  CHECK(pending.pending == 3);
+  CHECK(pending.keys_tracked == 3);  // z, a and d: the joiners b and c are not tracked
+
+  REQUIRE(core->Complete(busy, 1, 2).ok());
+  const std::optional<Admission> admitted = core->NextAdmission(2);
+  REQUIRE(admitted.has_value());
+  CHECK(admitted->ticket == first);
+  CHECK(admitted->key == "a");
+  CHECK(core->AccumulatedCost("a") == 4.0);  // charged once, to the key that created it
+  CHECK(core->AccumulatedCost("b") == std::nullopt);
+  // While it runs, a RunSync-like request joins it; a Submit-like one queues a new job.
+  CHECK(enqueue("linux", "e", Join::kPendingOrRunning) == first);
+  const JobTicket next = enqueue("linux", "e", Join::kPending);
+  CHECK(next != first);
+  CHECK(enqueue("linux", "f", Join::kPendingOrRunning) == first);  // the running one first
+  CHECK(core->Callers(first).status().code() ==
+        absl::StatusCode::kNotFound);  // running: not counted
+  REQUIRE(core->Complete(first, 3, 5).ok());
+  CHECK(enqueue("linux", "f", Join::kPendingOrRunning) == next);  // now the pending one
+  CHECK(core->CheckInvariants().ok());
+}
+
+TEST_CASE("Core.Coalesce.AJoinedJobLeavesWithItsLastCaller") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = 1;
+  auto core = MakeCore(options);
+  JobTypeConfig mirror = Type(1, 1);
+  mirror.coalesce = Coalesce::kSupersede;  // the core treats both kinds alike
+  mirror.max_queue_wait = 10;
+  REQUIRE(core->RegisterType("mirror", mirror).ok());
+  REQUIRE(core->RegisterType("other", Type(1, 1)).ok());
+  Add(*core, "other", "x");
+  REQUIRE(core->NextAdmission(0).has_value());
+  const JobTicket job = *core->Enqueue({"mirror", "r", "a", std::nullopt, Join::kPending}, 0);
+  REQUIRE(core->Enqueue({"mirror", "r", "b", std::nullopt, Join::kPending}, 4).ok());
+  CHECK(core->Cancel(job, 5).ok());
+  CHECK(core->Callers(job).value() == 1);
+  CHECK(core->TakeSnapshot().pending == 1);
+  CHECK(core->Cancel(job, 6).ok());  // the last caller: the job leaves, uncharged
+  CHECK(core->Callers(job).status().code() == absl::StatusCode::kNotFound);
+  CHECK(core->TakeSnapshot().pending == 0);
+  CHECK(core->AccumulatedCost("a") == 0.0);
+  // A joined job keeps its creator's arrival: it expires at 7 + 10 with all its callers, though
+  // the joiner came at 12.
+  const JobTicket again = *core->Enqueue({"mirror", "r", "a", std::nullopt, Join::kPending}, 7);
+  REQUIRE(core->Enqueue({"mirror", "r", "b", std::nullopt, Join::kPending}, 12).ok());
+  core->AdvanceTo(17);
+  const std::vector<ExpiredJob> expired = core->TakeExpired();
+  REQUIRE(expired.size() == 1);
+  CHECK(expired[0].ticket == again);
+  CHECK(expired[0].expired_at == 17);
+  CHECK(core->CheckInvariants().ok());
+}
+
 TEST_CASE("Core.Cancel.APendingJobLeavesUnchargedARunningOneIsRefused") {
   SchedulerOptions options = SchedulerOptions::Seed();
   options.max_concurrency = 1;

@@ -24,7 +24,7 @@ constexpr int kSequences = 10000;
 #endif
 
 void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extensions = false) {
-  long admissions = 0, expiries = 0;
+  long admissions = 0, expiries = 0, joins = 0;
   DriverConfig config;
   config.base = options;
   config.extensions = extensions;
@@ -35,11 +35,13 @@ void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extension
     REQUIRE_MESSAGE(result.difference.empty(), result.difference);
     admissions += result.admissions;
     expiries += result.expiries;
+    joins += result.joins;
   }
-  // The sequences must exercise admission (and with the extensions, expiry) for the comparison
-  // to mean anything.
+  // The sequences must exercise admission (and with the extensions, expiry and joins) for the
+  // comparison to mean anything.
   CHECK(admissions > kSequences * 10);
   if (extensions) CHECK(expiries > kSequences / 10);
+  if (extensions) CHECK(joins > kSequences);
 }
 
 TEST_CASE("CoreDifferential.SeedMode.MatchesReferenceModel") {

@@ -13,6 +13,7 @@ namespace {
 using core::AdmissionCore;
 using core::JobTicket;
 
+// One request both accepted. Requests that joined one job (coalescing) share its ticket.
 struct Tracked {
   JobTicket ticket;
   int model_job;
@@ -119,6 +120,9 @@ class Run {
         if (choices_.Chance(0.3)) {
           config.max_queue_wait = choices_.Pick(std::vector<double>{0.5, 1, 3, 6});
         }
+        if (choices_.Chance(0.4)) {
+          config.coalesce = choices_.Chance(0.5) ? Coalesce::kJoin : Coalesce::kSupersede;
+        }
       }
       const std::string name = "t" + std::to_string(i);
       const Status got = core_->RegisterType(name, config);
@@ -163,7 +167,7 @@ class Run {
     if (got->charge != want->charge) {
       return Fail("the charge: core " + Show(got->charge) + ", model " + Show(want->charge));
     }
-    t->state = Tracked::kRunning;
+    SetState(got->ticket, Tracked::kPending, Tracked::kRunning);
     ++result_.admissions;
     return true;
   }
@@ -181,13 +185,16 @@ class Run {
       if (choices_.Chance(0.3)) {
         cost = choices_.Pick(std::vector<double>{0, 1, 3.5, 7, 0.1, -1, std::nan("")});
       }
-      StatusOr<JobTicket> got = core_->Enqueue({type, id, key, cost}, now_);
-      StatusOr<int> want = model_->Enqueue(type, id, key, cost, now_);
+      const std::size_t join = config_.extensions ? choices_.Index(3) : 0;
+      StatusOr<JobTicket> got =
+          core_->Enqueue({type, id, key, cost, static_cast<core::Join>(join)}, now_);
+      StatusOr<int> want =
+          model_->Enqueue(type, id, key, cost, now_, static_cast<ReferenceModel::Join>(join));
       if (got.status().code() != want.status().code()) {
         return Fail("Enqueue status: core " + got.status().ToString() + ", model " +
                     want.status().ToString());
       }
-      if (got.ok()) jobs_.push_back({*got, *want, Tracked::kPending});
+      if (got.ok() && !Enqueued(*got, *want)) return false;
     } else if (kind < 68) {
       const int n = choices_.Chance(0.3) ? 1 : 1000;
       bool admitted = true;
@@ -204,7 +211,7 @@ class Run {
       if (got.code() != want.code()) {
         return Fail("Complete status: core " + got.ToString() + ", model " + want.ToString());
       }
-      if (got.ok()) t->state = Tracked::kGone;
+      if (got.ok()) SetState(t->ticket, Tracked::kRunning, Tracked::kGone);
     } else if (config_.extensions && kind < 92) {
       const std::string key = choices_.Pick(keys_);
       if (choices_.Chance(0.35)) {
@@ -241,6 +248,13 @@ class Run {
       if (got.code() != want.code()) {
         return Fail("Cancel status: core " + got.ToString() + ", model " + want.ToString());
       }
+      // The ticket names the job, not the request: a Cancel through the ticket of a request that
+      // has left removes another of the job's requests.
+      if (got.ok() && t->state != Tracked::kPending) {
+        for (Tracked& j : jobs_) {
+          if (j.ticket == t->ticket && j.state == Tracked::kPending) t = &j;
+        }
+      }
       if (got.ok()) t->state = Tracked::kGone;
     } else {
       const core::SweepResult got = core_->Sweep(now_);
@@ -258,7 +272,7 @@ class Run {
   bool Compare() {
     core_->AdvanceTo(now_);
     model_->AdvanceTo(now_);
-    if (!CompareExpired()) return false;
+    if (!CompareExpired() || !CompareCallers()) return false;
     const Snapshot snapshot = core_->TakeSnapshot();
     if (snapshot.pending != model_->pending() || snapshot.running != model_->running() ||
         snapshot.slots_in_use != model_->slots_in_use()) {
@@ -321,8 +335,54 @@ class Run {
         return Fail("expired job " + Show(i) + ": core's is the model's job " + Show(t->model_job) +
                     ", the model's is " + Show(want[i]));
       }
-      t->state = Tracked::kGone;
+      SetState(got[i].ticket, Tracked::kPending, Tracked::kGone);  // every request it stood for
       ++result_.expiries;
+    }
+    return true;
+  }
+
+  // A request both accepted: a new job for both, or both joined the same one.
+  bool Enqueued(JobTicket ticket, int model_job) {
+    const Tracked* joined = nullptr;
+    for (const Tracked& j : jobs_) {
+      if (j.state != Tracked::kGone && (j.ticket == ticket || j.model_job == model_job)) {
+        joined = &j;
+      }
+    }
+    if (joined != nullptr && (joined->ticket != ticket || joined->model_job != model_job)) {
+      return Fail("whether a request joins a job: the core's answer is " +
+                  std::string(joined->ticket == ticket ? "a job it has" : "a new job") +
+                  ", the model's " +
+                  (joined->model_job == model_job ? "a job it has" : "a new job"));
+    }
+    if (joined != nullptr) ++result_.joins;
+    jobs_.push_back({ticket, model_job, joined != nullptr ? joined->state : Tracked::kPending});
+    return true;
+  }
+
+  // Every request of the job `ticket` names in state `from` goes to `to`.
+  void SetState(JobTicket ticket, decltype(Tracked::state) from, decltype(Tracked::state) to) {
+    for (Tracked& j : jobs_) {
+      if (j.ticket == ticket && j.state == from) j.state = to;
+    }
+  }
+
+  // Each pending job stands for as many requests as joined it and have not left: the core's and
+  // the model's count, and the driver's own.
+  bool CompareCallers() {
+    for (const Tracked& t : jobs_) {
+      if (t.state != Tracked::kPending) continue;
+      std::uint32_t requests = 0;
+      for (const Tracked& j : jobs_)
+        requests += j.state == Tracked::kPending && j.ticket == t.ticket;
+      const StatusOr<std::uint32_t> got = core_->Callers(t.ticket);
+      const StatusOr<int> want = model_->Callers(t.model_job);
+      if (!got.ok() || !want.ok() || *got != requests ||
+          static_cast<std::uint32_t>(*want) != requests) {
+        return Fail("callers of model job " + Show(t.model_job) + ": core " +
+                    Show(got.value_or(0)) + ", model " + Show(want.value_or(0)) + ", requests " +
+                    Show(requests));
+      }
     }
     return true;
   }

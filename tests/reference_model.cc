@@ -35,12 +35,30 @@ bool ReferenceModel::KeyBusy(const std::string& key) const {
 
 StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string& id,
                                       const std::string& key, std::optional<double> cost,
-                                      double now) {
+                                      double now, Join join) {
   if (!std::isfinite(now)) return absl::InvalidArgumentError("now");
   auto type_it = types_.find(type);
   if (type_it == types_.end()) return absl::NotFoundError("type");
   if (id.empty()) return absl::InvalidArgumentError("id");
   if (cost && (!std::isfinite(*cost) || *cost < 0)) return absl::InvalidArgumentError("cost");
+  // A joinable request joins the last admitted joinable job of its id if it may and that one
+  // still runs, else the pending joinable one of its id, if any.
+  const bool joinable = type_it->second.coalesce != Coalesce::kOff && join != Join::kNever;
+  if (joinable) {
+    if (join == Join::kPendingOrRunning) {
+      auto last = last_admitted_joinable_.find({type, id});
+      if (last != last_admitted_joinable_.end() && jobs_.count(last->second) &&
+          jobs_[last->second].running) {
+        return last->second;
+      }
+    }
+    for (auto& [n, job] : jobs_) {
+      if (!job.running && job.joinable && job.type == type && job.id == id) {
+        ++job.callers;
+        return n;
+      }
+    }
+  }
   if (static_cast<std::size_t>(pending()) >= options_.max_pending_total) {
     return absl::ResourceExhaustedError("total");
   }
@@ -67,14 +85,22 @@ StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string
   }
   ModelJob job{type, id, key, cost, now, next_seq_++, sjf};
   job.paused_since = now;
+  job.joinable = joinable;
   jobs_[n] = job;
   return n;
+}
+
+StatusOr<int> ReferenceModel::Callers(int n) const {
+  auto it = jobs_.find(n);
+  if (it == jobs_.end() || it->second.running) return absl::NotFoundError("job");
+  return it->second.callers;
 }
 
 Status ReferenceModel::Cancel(int n, double now) {
   auto it = jobs_.find(n);
   if (it == jobs_.end()) return absl::NotFoundError("job");
   if (it->second.running) return absl::FailedPreconditionError("running");
+  if (--it->second.callers > 0) return absl::OkStatus();
   const std::string key = it->second.key;
   jobs_.erase(it);
   MaybeIdle(key, now);
@@ -274,6 +300,7 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
   if (best < 0) return std::nullopt;
   ModelJob& job = jobs_[best];
   job.running = true;
+  if (job.joinable) last_admitted_joinable_[{job.type, job.id}] = best;
   job.charge = job.cost ? *job.cost : UseEstimate(job, now);
   job.weight = settings_.count(job.key) ? settings_[job.key].weight : 1.0;
   keys_[job.key].acc = keys_[job.key].acc + job.charge / job.weight;

@@ -34,13 +34,19 @@ class ReferenceModel {
     double charge;
   };
 
+  // As core::Join: whether a request of a coalescing type may share its id's job.
+  enum class Join { kNever, kPending, kPendingOrRunning };
+
   explicit ReferenceModel(const SchedulerOptions& options) : options_(options) {}
 
   Status RegisterType(const std::string& name, const JobTypeConfig& config);
-  // Returns the model's id of the job.
+  // Returns the model's id of the job: the one it joined, if it joined one.
   StatusOr<int> Enqueue(const std::string& type, const std::string& id, const std::string& key,
-                        std::optional<double> cost, double now);
+                        std::optional<double> cost, double now, Join join = Join::kNever);
+  // A pending job several requests stand for loses one; the last one's Cancel removes it.
   Status Cancel(int job, double now);
+  // How many requests a pending job stands for; NotFound unless pending.
+  StatusOr<int> Callers(int job) const;
   // Expires the jobs due by `now` first, as AdvanceTo does.
   std::optional<Admission> NextAdmission(double now);
   // Every pending job still pending at its type's max_queue_wait by `now` leaves, uncharged, in
@@ -82,6 +88,8 @@ class ReferenceModel {
     double weight = 1;
     double paused_total = 0;  // time spent paused, before paused_since if paused now
     double paused_since = 0;
+    bool joinable = false;  // later requests of its id may join it
+    int callers = 1;        // while pending: the requests it stands for
   };
   struct ModelSettings {
     double weight = 1;
@@ -124,6 +132,8 @@ class ReferenceModel {
   std::map<std::pair<std::string, std::string>, ModelEstimate> estimates_;
   std::map<std::string, ModelSettings> settings_;
   std::vector<int> expired_;
+  // The joinable job of each (type, id) admitted last (it may have completed since).
+  std::map<std::pair<std::string, std::string>, int> last_admitted_joinable_;
   int next_job_ = 0;
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_order_ = 0;

@@ -16,6 +16,13 @@
 
 namespace fairgate {
 
+// What a request for a (type, id) that already has a job does (JobTypeConfig::coalesce).
+enum class Coalesce {
+  kOff,        // every request is a job of its own
+  kJoin,       // it joins that job (see "Coalescing" in fairgate/scheduler.h)
+  kSupersede,  // as kJoin, but a joining Submit's function replaces the one that would run
+};
+
 struct JobTypeConfig {
   // The charge, in seconds of slot time, of a (type, id) whose cost has not been learned yet.
   // Finite and >= 0.
@@ -49,6 +56,11 @@ struct JobTypeConfig {
   // DeadlineExceeded, a Submit callback and an Acquire callback get it). Work nobody waits for
   // any more does not run late. Finite and >= 0; 0: no limit.
   double max_queue_wait = 0;
+  // Coalescing of requests for the same id ("Coalescing" in fairgate/scheduler.h): a Submit or
+  // RunSync of an id whose job is pending joins that job instead of queueing another, and a
+  // RunSync also joins one that is running; the job runs once and every caller gets its status.
+  // A thousand clients asking at once for a repository that is not mirrored yet cause one clone.
+  Coalesce coalesce = Coalesce::kOff;
 
   friend bool operator==(const JobTypeConfig&, const JobTypeConfig&) = default;
 };

@@ -139,6 +139,19 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
     return absl::InvalidArgumentError(
         absl::StrCat("explicit cost must be finite and >= 0, got ", *request.cost));
   }
+  const bool joinable = type.config.coalesce != Coalesce::kOff && request.join != Join::kNever;
+  if (joinable) {
+    if (auto it = type.join_points.find(AsAbsl(request.id)); it != type.join_points.end()) {
+      JoinPoint& point = it->second;
+      if (request.join == Join::kPendingOrRunning && point.running != nullptr) {
+        return TicketOf(*point.running);
+      }
+      if (point.pending != nullptr) {
+        ++point.pending_callers;
+        return TicketOf(*point.pending);
+      }
+    }
+  }
   if (static_cast<std::size_t>(pending_) >= options_.max_pending_total) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "max_pending_total (", options_.max_pending_total, ") jobs are already pending"));
@@ -190,6 +203,12 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
   job.sjf = SjfOf(type, AsAbsl(request.id), request);
   job.promotions = 0;
   job.was_parked = false;
+  job.joinable = joinable;
+  if (joinable) {
+    JoinPoint& point = type.join_points[AsAbsl(request.id)];
+    point.pending = &job;
+    point.pending_callers = 1;
+  }
   job.resource = ResourceFor(type, AsAbsl(request.id));
   if (job.resource) ++job.resource->refs;
   JoinLane(job, LaneFor(key, type, tier));
@@ -224,11 +243,33 @@ Status AdmissionCore::Cancel(JobTicket ticket, double now) {
   if (job->state == JobState::kRunning) {
     return absl::FailedPreconditionError("the job is running; only pending jobs can be cancelled");
   }
+  if (job->joinable && --JoinPointOf(*job).pending_callers > 0) return absl::OkStatus();
   Withdraw(*job, now);
   return absl::OkStatus();
 }
 
+StatusOr<std::uint32_t> AdmissionCore::Callers(JobTicket ticket) const {
+  const Job* job = Find(ticket);
+  if (job == nullptr || job->state == JobState::kRunning) {
+    return absl::NotFoundError("no pending job has this ticket");
+  }
+  if (!job->joinable) return 1;
+  return job->type->join_points.find(job->id)->second.pending_callers;
+}
+
+JoinPoint& AdmissionCore::JoinPointOf(const Job& job) {
+  auto it = job.type->join_points.find(job.id);
+  FAIRGATE_CORE_CHECK(it != job.type->join_points.end(), "a joinable job has no join point");
+  return it->second;
+}
+
 void AdmissionCore::Withdraw(Job& job, double now) {
+  if (job.joinable) {
+    JoinPoint& point = JoinPointOf(job);
+    point.pending = nullptr;
+    point.pending_callers = 0;
+    if (point.running == nullptr) job.type->join_points.erase(job.id);
+  }
   UnschedulePromotion(job);
   UnscheduleExpiry(job);
   RemoveFromLane(job);
@@ -340,6 +381,12 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
   });
   // A resource this fills hides the jobs parked on it again.
   if (job.resource != nullptr && job.resource->full()) SyncProxies(*job.resource);
+  if (job.joinable) {  // RunSync requests for its id join it while it runs, Submits do not
+    JoinPoint& point = JoinPointOf(job);
+    point.pending = nullptr;
+    point.pending_callers = 0;
+    point.running = &job;
+  }
   // No longer pending: its pending facts give way to its running ones (queue_nodes.h).
   job.charge = admission.charge;
   job.weight = admission.weight;
@@ -387,6 +434,12 @@ Status AdmissionCore::Complete(JobTicket ticket, double elapsed, double now) {
   if (resource != nullptr) {
     if (resource_was_full) Reopen(*resource);  // its parked jobs may come first again
     ReleaseResource(resource);
+  }
+  // A later job of its id may have replaced it at its join point, and completed too.
+  if (auto it = job->joinable ? job->type->join_points.find(job->id) : job->type->join_points.end();
+      it != job->type->join_points.end() && it->second.running == job) {
+    it->second.running = nullptr;
+    if (it->second.pending == nullptr) job->type->join_points.erase(it);
   }
   MaybeIdle(key, now);
   FreeJob(*job);
@@ -740,8 +793,12 @@ std::optional<JobView> AdmissionCore::Describe(JobTicket ticket) const {
 }
 
 Job* AdmissionCore::Find(JobTicket ticket) {
+  return const_cast<Job*>(static_cast<const AdmissionCore*>(this)->Find(ticket));
+}
+
+const Job* AdmissionCore::Find(JobTicket ticket) const {
   if (ticket.slot >= jobs_.size()) return nullptr;
-  Job& job = jobs_[ticket.slot];
+  const Job& job = jobs_[ticket.slot];
   if (job.generation != ticket.generation || job.state == JobState::kFree) return nullptr;
   return &job;
 }
@@ -973,6 +1030,7 @@ void AdmissionCore::FreeJob(Job& job) {
   job.key = nullptr;
   job.type = nullptr;
   job.resource = nullptr;
+  job.joinable = false;
   free_slots_.push_back(job.slot);
 }
 

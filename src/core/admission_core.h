@@ -55,6 +55,16 @@ struct JobTicket {
   friend bool operator==(JobTicket, JobTicket) = default;
 };
 
+// Whether a request may share the job of its (type, id) when the type coalesces
+// (JobTypeConfig::coalesce); ignored for other types.
+enum class Join : std::uint8_t {
+  kNever,    // a job of its own, which no later request joins (Acquire)
+  kPending,  // joins the pending joinable job of its id, if any (Submit)
+  // Joins the joinable job of its id admitted last if it still runs, else the pending one
+  // (RunSync).
+  kPendingOrRunning,
+};
+
 struct EnqueueRequest {
   std::string_view type;
   std::string_view id;   // the resource the job works on; not empty
@@ -62,6 +72,7 @@ struct EnqueueRequest {
   // Charge this instead of the learned estimate (finite, >= 0). The estimate still learns from
   // the job's completion.
   std::optional<double> cost;
+  Join join = Join::kNever;
 };
 
 enum class EstimateSource { kExplicit, kLearned, kDefault };
@@ -153,11 +164,21 @@ class AdmissionCore {
 
   // Queues a job that arrives at `now`. NotFound for an unknown type, InvalidArgument for an empty
   // id or a bad cost, ResourceExhausted when a pending bound is reached.
+  //
+  // A request that joins (EnqueueRequest::join) returns the ticket of the job it joined and
+  // changes nothing else: the job keeps its key, its place and its arrival (so its queue-wait
+  // limit), no pending bound applies, the joiner's key is not tracked and its cost hint is
+  // ignored. Joining a pending job adds a caller (Callers); joining a running one adds none.
   StatusOr<JobTicket> Enqueue(const EnqueueRequest& request, double now);
 
   // Removes a pending job without charging anything. FailedPrecondition if it is running,
-  // NotFound if the ticket names no live job.
+  // NotFound if the ticket names no live job. A pending job that joined requests stand for
+  // (Callers > 1) loses one caller and stays; the last caller's Cancel removes it.
   Status Cancel(JobTicket ticket, double now);
+
+  // How many requests a pending job stands for: 1, plus the requests that joined it. NotFound
+  // if the ticket names no pending job.
+  StatusOr<std::uint32_t> Callers(JobTicket ticket) const;
 
   // Admits the first admissible job, charges its key, and returns it; nothing when no pending job
   // is admissible now.
@@ -231,6 +252,9 @@ class AdmissionCore {
   explicit AdmissionCore(const SchedulerOptions& options);
 
   Job* Find(JobTicket ticket);
+  Status CheckJoinPoints() const;  // part of CheckInvariants
+  const Job* Find(JobTicket ticket) const;
+  JoinPoint& JoinPointOf(const Job& job);  // the job must be joinable
   JobTicket TicketOf(const Job& job) const;
   // The type's own lane set in its tier, or the aged group's of `tier`.
   LaneSet& SetFor(TypeState& type, TierState& tier);

@@ -84,6 +84,7 @@ Status AdmissionCore::CheckInvariants() const {
     return Broken(absl::StrCat("slots in use/pending counted ", slots_.used(), "/", pending_,
                                ", jobs say ", slots, "/", pending));
   }
+  if (Status s = CheckJoinPoints(); !s.ok()) return s;
   if (scheduled != promotions_.size()) return Broken("the aging queue holds stale steps");
   if (expiring != expiries_.size()) return Broken("the expiry queue holds stale limits");
   for (const auto& [job, clock] : pause_clocks_) {
@@ -234,6 +235,46 @@ Status AdmissionCore::CheckInvariants() const {
     }
   }
   if (by_resource.size() > resources_.size()) return Broken("a job names a forgotten resource");
+  return absl::OkStatus();
+}
+
+// Every join point names live joinable jobs of its type and id, in the state it says, and every
+// joinable job is found through its point.
+Status AdmissionCore::CheckJoinPoints() const {
+  std::size_t pending_joinable = 0;
+  for (const Job& job : jobs_) {
+    if (job.state == JobState::kFree || !job.joinable) continue;
+    if (job.type->config.coalesce == Coalesce::kOff) {
+      return Broken(absl::StrCat("job ", job.seq, " is joinable in a type that does not coalesce"));
+    }
+    if (job.state != JobState::kRunning) ++pending_joinable;
+  }
+  std::size_t pending_named = 0;
+  for (const auto& type : types_) {
+    for (const auto& [id, point] : type->join_points) {
+      if (point.pending == nullptr && point.running == nullptr) {
+        return Broken(absl::StrCat("type ", type->name, " keeps an empty join point"));
+      }
+      for (const Job* job : {point.pending, point.running}) {
+        if (job == nullptr) continue;
+        const bool running = job == point.running;
+        if (job->state == JobState::kFree || !job->joinable || job->type != type.get() ||
+            job->id != id || (job->state == JobState::kRunning) != running) {
+          return Broken(
+              absl::StrCat("the join point of (", type->name, ", ", id, ") names the wrong job"));
+        }
+      }
+      if ((point.pending != nullptr) != (point.pending_callers > 0)) {
+        return Broken(absl::StrCat("the join point of (", type->name, ", ", id, ") counts ",
+                                   point.pending_callers, " callers"));
+      }
+      pending_named += point.pending != nullptr;
+    }
+  }
+  // A running joinable job need not be named: a later one of its id may have replaced it.
+  if (pending_joinable != pending_named) {
+    return Broken("a pending joinable job is not its id's join point");
+  }
   return absl::OkStatus();
 }
 

@@ -34,6 +34,12 @@ Status ValidateJobType(std::string_view name, const JobTypeConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "job type '", n, "': max_queue_wait must be finite and >= 0, got ", config.max_queue_wait));
   }
+  if (config.coalesce != Coalesce::kOff && config.coalesce != Coalesce::kJoin &&
+      config.coalesce != Coalesce::kSupersede) {
+    return absl::InvalidArgumentError(absl::StrCat("job type '", n, "': coalesce ",
+                                                   static_cast<int>(config.coalesce),
+                                                   " is not one of kOff, kJoin, kSupersede"));
+  }
   if (!std::isfinite(config.default_cost) || config.default_cost < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "job type '", n, "': default_cost must be finite and >= 0, got ", config.default_cost));

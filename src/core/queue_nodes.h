@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "boost/intrusive/list.hpp"
 #include "boost/intrusive/set.hpp"
 #include "core/constraints.h"
@@ -88,6 +89,7 @@ struct Job {
   bool has_explicit_cost = false;
   bool promotion_scheduled = false;
   bool was_parked = false;  // set aside for a full resource at least once
+  bool joinable = false;    // in its type's join points (JobTypeConfig::coalesce)
 };
 
 // A ready job's place in its lane, copied so that the lane's order and its head are read without
@@ -263,6 +265,14 @@ using PresenceSet =
 
 using IdleKeyList = bi::list<KeyState, bi::member_hook<KeyState, ListHook, &KeyState::idle_hook>>;
 
+// The jobs of one id of a coalescing type that later requests join (JobTypeConfig::coalesce).
+// At most one joinable job of an id is pending: a joinable request finds it and joins.
+struct JoinPoint {
+  Job* pending = nullptr;             // the pending joinable job, if any
+  std::uint32_t pending_callers = 0;  // the requests it stands for: the last to leave cancels it
+  Job* running = nullptr;             // the joinable job admitted last, while it runs
+};
+
 struct TypeState {
   std::string name;
   JobTypeConfig config;
@@ -273,6 +283,7 @@ struct TypeState {
   std::int64_t pending = 0;
   bool paused = false;  // PauseType: none of its jobs is admitted, none ages
   LaneSet lanes;
+  absl::flat_hash_map<std::string, JoinPoint> join_points;  // by id; only when coalescing
 };
 
 // The lanes of one lower-tier type whose jobs aged into a tier.
