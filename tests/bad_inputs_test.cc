@@ -127,6 +127,9 @@ std::vector<Row> Rows() {
   register_type("max_queue_wait = NaN", absl::StatusCode::kInvalidArgument,
                 "max_queue_wait must be finite and >= 0", "fetch",
                 JobTypeConfig{.max_queue_wait = kNaN});
+  register_type("coalesce = Coalesce(7)", absl::StatusCode::kInvalidArgument,
+                "coalesce 7 is not one of kOff, kJoin, kSupersede", "fetch",
+                JobTypeConfig{.coalesce = static_cast<Coalesce>(7)});
 
   auto run = [&](std::string api, std::string input, absl::StatusCode code, std::string message,
                  std::function<Status()> attempt) {

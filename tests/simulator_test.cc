@@ -268,6 +268,69 @@ TEST_CASE("Simulator.Examples.APausedRepackGivesItsSlotToClonesUntilResumed") {
   CHECK(clone_waits(on) < clone_waits(off));
 }
 
+TEST_CASE("Simulator.Examples.CoalescingServesAHerdOfFirstMirrorsWithOneClone") {
+  auto served = [](const Replayed& r) {  // (runs of linux, when its last caller was served)
+    int runs = 0;
+    double last = 0;
+    for (const SimEvent& e : r.result.events) {
+      if (e.kind == SimEvent::Kind::kAdmit && r.trace.jobs[e.job].id == "linux") ++runs;
+    }
+    for (std::size_t i = 0; i < r.trace.jobs.size(); ++i) {
+      if (r.trace.jobs[i].id == "linux") last = std::max(last, *r.result.outcomes[i].done_at);
+    }
+    return std::make_pair(runs, last);
+  };
+  const Replayed off = Replay("coalesce-off.json");
+  const Replayed on = Replay("coalesce-on.json");
+  CHECK(served(off) == std::make_pair(30, 600.0));  // one 20 s clone after another
+  CHECK(served(on) == std::make_pair(1, 20.0));     // one clone, every caller served by it
+}
+
+// Coalescing, worked by hand: 1 slot; x holds it until 4. In seed mode, by arrival here.
+// - Submits k1 at 1 and k2 at 2 join k0's job on r (arrival 0.5, 1 s): under "supersede" the
+//   latest Submit's duration (k2: 3 s) is the run's, from 4 to 7; k0's key is charged.
+// - Sync callers k3 at 5 and k5 at 5.5 join that running job and are served at 7; the Submit
+//   k4 at 5 asks for a run after it: a job of its own.
+// - On s, the sync caller k7 joins k6's pending Submit: when admitted (at 7), the caller that
+//   waits runs it, for its own 2 s. Then k4's job, 60 s.
+TEST_CASE("Simulator.Coalesce.JoinersShareTheirJobsEventsAndTheRunnersDuration") {
+  const std::string trace = R"({"mode": "seed", "capacity": 1,
+    "types": {"x": {"priority": 1, "max_concurrency": 1},
+              "m": {"priority": 1, "max_concurrency": 1, "coalesce": "supersede"}},
+    "jobs": [
+      {"type": "x", "id": "x", "key": "z", "arrival": 0, "duration": 4},
+      {"type": "m", "id": "r", "key": "k0", "arrival": 0.5, "duration": 1},
+      {"type": "m", "id": "r", "key": "k1", "arrival": 1, "duration": 10},
+      {"type": "m", "id": "r", "key": "k2", "arrival": 2, "duration": 3},
+      {"type": "m", "id": "r", "key": "k3", "arrival": 5, "duration": 50, "sync": true},
+      {"type": "m", "id": "r", "key": "k4", "arrival": 5, "duration": 60},
+      {"type": "m", "id": "r", "key": "k5", "arrival": 5.5, "duration": 2, "sync": true},
+      {"type": "m", "id": "s", "key": "k6", "arrival": 0.5, "duration": 40},
+      {"type": "m", "id": "s", "key": "k7", "arrival": 1, "duration": 2, "sync": true}]})";
+  CHECK(Events(trace) == std::vector<std::string>{
+                             Ev("0", "admit", "x", "x", "z"),
+                             Ev("1", "join", "m", "r", "k1"),
+                             Ev("1", "join", "m", "s", "k7"),
+                             Ev("2", "join", "m", "r", "k2"),
+                             Ev("4", "done", "x", "x", "z"),
+                             Ev("4", "admit", "m", "r", "k0"),
+                             Ev("5", "join", "m", "r", "k3"),
+                             Ev("5.5", "join", "m", "r", "k5"),
+                             Ev("7", "done", "m", "r", "k0"),
+                             Ev("7", "admit", "m", "s", "k6"),
+                             Ev("9", "done", "m", "s", "k6"),
+                             Ev("9", "admit", "m", "r", "k4"),
+                             Ev("69", "done", "m", "r", "k4"),
+                         });
+  StatusOr<SimResult> result = Simulate(*ParseTrace(trace, "t.json"));
+  REQUIRE(result.ok());
+  CHECK(result->outcomes[2].admitted_at == 4.0);  // k1, with the job it joined
+  CHECK(result->outcomes[4].admitted_at == 5.0);  // k3 joined a running job: no wait to admit
+  CHECK(result->outcomes[4].done_at == 7.0);      // and was served when it ended
+  CHECK(result->outcomes[6].done_at == 7.0);
+  CHECK(result->outcomes[8].done_at == 9.0);  // k7 ran k6's job for its own 2 s
+}
+
 TEST_CASE("Simulator.Examples.CostHintsLetTheClientOfCheapClonesWaitLess") {
   auto mean_wait = [](const Replayed& r, const std::string& key) {
     double total = 0;

@@ -91,6 +91,24 @@ TEST_CASE("Trace.Types.ConflictLimitAndSlotsAreReadAndDefaultToOne") {
   }
 }
 
+TEST_CASE("Trace.CoalescingAndSyncCallersAreRead") {
+  StatusOr<Trace> trace = ParseTrace(R"({"capacity": 1,
+    "types": {"a": {"priority": 1, "max_concurrency": 1, "coalesce": "join"},
+              "b": {"priority": 1, "max_concurrency": 1, "coalesce": "supersede"},
+              "c": {"priority": 1, "max_concurrency": 1, "coalesce": "off"},
+              "d": {"priority": 1, "max_concurrency": 1}},
+    "jobs": [{"type": "a", "id": "r", "arrival": 0, "duration": 1, "sync": true},
+             {"type": "a", "id": "r", "arrival": 0, "duration": 1}]})",
+                                     "t.json");
+  REQUIRE_MESSAGE(trace.ok(), trace.status().message());
+  CHECK(trace->types[0].second.coalesce == Coalesce::kJoin);
+  CHECK(trace->types[1].second.coalesce == Coalesce::kSupersede);
+  CHECK(trace->types[2].second.coalesce == Coalesce::kOff);
+  CHECK(trace->types[3].second.coalesce == Coalesce::kOff);
+  CHECK(trace->jobs[0].sync);
+  CHECK_FALSE(trace->jobs[1].sync);
+}
+
 TEST_CASE("Trace.PausesAndQueueWaitLimitsAreRead") {
   StatusOr<Trace> trace = ParseTrace(R"({"capacity": 1,
     "types": {"clone": {"priority": 1, "max_concurrency": 1, "max_queue_wait": 2.5}},
@@ -288,6 +306,15 @@ TEST_CASE("Trace.BadInput.OneLineNamingFileJobAndField") {
        R"({"capacity": 1, "types": {"t": {"priority": 1, "max_concurrency": 1,
            "max_queue_wait": -2}}, "jobs": []})",
        "bad.json: type 't': field 'max_queue_wait': must be >= 0, got -2"},
+      {"unknown coalescing",
+       R"({"capacity": 1, "types": {"t": {"priority": 1, "max_concurrency": 1,
+           "coalesce": "merge"}}, "jobs": []})",
+       "bad.json: type 't': field 'coalesce': must be \"off\", \"join\" or \"supersede\", got "
+       "\"merge\""},
+      {"sync not a boolean",
+       R"({"capacity": 1, "types": {"t": {"priority": 1, "max_concurrency": 1}},
+           "jobs": [{"type": "t", "id": "r", "arrival": 0, "duration": 1, "sync": 1}]})",
+       "bad.json: job 0: field 'sync': must be true or false"},
   };
   for (const BadCase& c : cases) {
     CAPTURE(c.what);

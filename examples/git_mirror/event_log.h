@@ -5,7 +5,8 @@
 //
 // `t` is seconds since the log was opened (steady clock). Events: "start" and "end" of every job
 // (an end carries the job's status), "cancelled" for a job whose caller gave up before it was
-// admitted (it never ran and took no slot), "refused" for one the policy turned away. Lines are
+// admitted (it never ran and took no slot), "refused" for one the policy turned away, "joined"
+// for a request served by another's run of the same job (coalescing: first mirrors). Lines are
 // written whole, under a lock, and flushed at once: a reader sees a prefix of the truth, and since
 // a job's "start" is written after its admission and its "end" before its slot is released, two
 // jobs whose intervals do not overlap in the log did not overlap in fact.

@@ -33,7 +33,9 @@ class FairgateGate : public WorkGate {
 
   fairgate::Status Submit(std::string_view type, std::string_view repository,
                           std::string_view client, JobFn fn, DoneCallback done) override {
-    return scheduler_->Submit(type, repository, client, std::move(fn), std::move(done));
+    // A first mirror already being made is what every later request for it waits for: join it.
+    return scheduler_->Submit(type, repository, client, std::move(fn), std::move(done),
+                              {.cost = std::nullopt, .join_running = type == kSyncClone});
   }
 
   fairgate::StatusOr<CancelFn> SubmitEvery(std::string_view type, std::string_view repository,
@@ -135,16 +137,20 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
         .max_concurrency = c.capacity,
         .conflict_group = "",
         .priority = foreground}},
+      // Coalesced: clients asking at once for a repository not mirrored yet share one clone.
       {kSyncClone,
        {.default_cost = 10,
         .max_concurrency = c.sync_clone_slots,
         .conflict_group = "git",
-        .priority = foreground}},
+        .priority = foreground,
+        .coalesce = fairgate::Coalesce::kJoin}},
+      // Coalesced: notifications that come while a fetch waits (and its periodic run) share it.
       {kFetch,
        {.default_cost = 5,
         .max_concurrency = background,
         .conflict_group = "git",
-        .priority = background}},
+        .priority = background,
+        .coalesce = fairgate::Coalesce::kJoin}},
       {kRepack,
        {.default_cost = 20,
         .max_concurrency = c.repack_slots,

@@ -530,6 +530,8 @@ void MirrorServer::RecordOutcome(std::string_view type, const std::string& repos
                                  const std::string& client, bool started,
                                  const fairgate::Status& status) {
   if (started) return;  // its start and end are in the log already
+  // Did not run, yet succeeded: it joined another request's run (a coalescing type).
+  if (status.ok()) return log_->Record("joined", type, repository, client, &status);
   const bool refused = status.code() == absl::StatusCode::kResourceExhausted ||
                        status.code() == absl::StatusCode::kUnavailable;
   log_->Record(refused ? "refused" : "cancelled", type, repository, client, &status);
@@ -637,6 +639,10 @@ void MirrorServer::Handle(const std::shared_ptr<HttpExchange>& exchange) {
   const std::string_view target(request.target().data(), request.target().size());
   auto [path, query] = ParseTarget(target);
   if (request.method() == boost::beast::http::verb::get) return HandleGet(exchange, path, query);
+  constexpr std::string_view kFetchHook = "/hooks/fetch/";
+  if (request.method() == boost::beast::http::verb::post && path.starts_with(kFetchHook)) {
+    return HandleFetchHook(exchange, path.substr(kFetchHook.size()));
+  }
   if (request.method() == boost::beast::http::verb::post) return HandlePost(exchange, path);
   Reply(*exchange, WithHttpStatus(absl::InvalidArgumentError("only GET and POST are served"), 405));
 }
@@ -764,23 +770,10 @@ void MirrorServer::StartFetching(const std::string& repository) {
     std::lock_guard lock(mutex_);
     if (stopping_ || !serving_ || fetching_.contains(repository)) return;
   }
-  auto fetch = [this, repository](const fairgate::Context&) {
-    return RunMaintenance(kFetch, repository, {"fetch", "--prune", "--quiet", "origin"});
-  };
   auto started = std::make_shared<bool>(false);
-  auto ran = [this, repository, started](const fairgate::Status& status) {
-    RecordOutcome(kFetch, repository, "", *started, status);
-    *started = false;  // the next run sets it again (runs never overlap)
-    bool repack = false;
-    if (status.ok()) {
-      std::lock_guard lock(mutex_);
-      repack = ++fetches_[repository] % options_.repack_after == 0;
-    }
-    if (repack) SubmitRepack(repository);
-  };
   fairgate::StatusOr<WorkGate::CancelFn> stop =
       gate_->SubmitEvery(kFetch, repository, "", options_.fetch_interval,
-                         Logged(std::string(kFetch), repository, "", fetch, started), ran);
+                         FetchJob(repository, started), FetchDone(repository, started));
   if (!stop.ok()) {
     RecordOutcome(kFetch, repository, "", false, stop.status());
     return;
@@ -792,6 +785,56 @@ void MirrorServer::StartFetching(const std::string& repository) {
     return;
   }
   fetching_.emplace(repository, *std::move(stop));
+}
+
+WorkGate::JobFn MirrorServer::FetchJob(const std::string& repository,
+                                       std::shared_ptr<bool> started) {
+  auto fetch = [this, repository](const fairgate::Context&) {
+    return RunMaintenance(kFetch, repository, {"fetch", "--prune", "--quiet", "origin"});
+  };
+  return Logged(std::string(kFetch), repository, "", fetch, std::move(started));
+}
+
+WorkGate::DoneCallback MirrorServer::FetchDone(const std::string& repository,
+                                               std::shared_ptr<bool> started) {
+  return [this, repository, started](const fairgate::Status& status) {
+    RecordOutcome(kFetch, repository, "", *started, status);
+    const bool ran = *started;
+    *started = false;  // a periodic job's next run sets it again (its runs never overlap)
+    bool repack = false;
+    if (status.ok() && ran) {
+      std::lock_guard lock(mutex_);
+      repack = ++fetches_[repository] % options_.repack_after == 0;
+    }
+    if (repack) SubmitRepack(repository);
+  };
+}
+
+void MirrorServer::HandleFetchHook(const std::shared_ptr<HttpExchange>& exchange,
+                                   const std::string& repository) {
+  exchange->set_route("fetch_hook");
+  if (fairgate::Status valid = ValidateRepositoryName(repository); !valid.ok()) {
+    return Reply(*exchange, valid);
+  }
+  if (repositories_.UpstreamOf(repository) == nullptr) {
+    return Reply(*exchange,
+                 absl::NotFoundError(absl::StrCat("unknown repository '", repository, "'")));
+  }
+  if (!IsMirrored(repository)) {  // its first clone will fetch everything there is
+    return exchange->Respond(200, "text/plain; charset=utf-8",
+                             absl::StrCat("'", repository, "' is not mirrored yet\n"));
+  }
+  // Any number of notifications while a fetch waits make that one fetch (fetch coalesces); one
+  // that comes while a fetch runs queues the next, which will see what was pushed since.
+  auto started = std::make_shared<bool>(false);
+  fairgate::Status queued = gate_->Submit(kFetch, repository, "", FetchJob(repository, started),
+                                          FetchDone(repository, started));
+  if (!queued.ok()) {
+    RecordOutcome(kFetch, repository, "", false, queued);
+    return Reply(*exchange, queued);
+  }
+  exchange->Respond(202, "text/plain; charset=utf-8",
+                    absl::StrCat("a fetch of '", repository, "' is queued\n"));
 }
 
 void MirrorServer::SubmitRepack(const std::string& repository) {

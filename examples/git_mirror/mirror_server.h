@@ -109,6 +109,10 @@ class MirrorServer {
   void HandleGet(const std::shared_ptr<HttpExchange>& exchange, const std::string& path,
                  const std::map<std::string, std::string>& query);
   void HandlePost(const std::shared_ptr<HttpExchange>& exchange, const std::string& path);
+  // POST /hooks/fetch/<repository>: the upstream changed (a push webhook); queues a fetch of it,
+  // coalesced with a fetch that waits, and answers 202 at once.
+  void HandleFetchHook(const std::shared_ptr<HttpExchange>& exchange,
+                       const std::string& repository);
   void Reply(HttpExchange& exchange, const fairgate::Status& status) const;
   // Why a request to `expected` cannot be served (bad path, wrong method, unknown repository, an
   // overlong client name), or OK.
@@ -124,6 +128,9 @@ class MirrorServer {
   // Wraps a job so that the event log sees its start and end; `started` is set when it starts.
   WorkGate::JobFn Logged(std::string type, std::string repository, std::string client,
                          WorkGate::JobFn fn, std::shared_ptr<bool> started);
+  // The event of a job that did not start (`started` false; else nothing): "joined" when it
+  // succeeded all the same (another request's run served it), else "refused" or "cancelled".
+  // A joined request whose shared run failed is logged "cancelled" with that run's status.
   void RecordOutcome(std::string_view type, const std::string& repository,
                      const std::string& client, bool started, const fairgate::Status& status);
   // Runs `git -C <its mirror> <git_args>` for fetch or repack `what`: Unavailable if git fails.
@@ -131,6 +138,11 @@ class MirrorServer {
                                   std::vector<std::string> git_args) const;
   // Starts the periodic fetch of a mirrored repository (once; not after Stop began).
   void StartFetching(const std::string& repository);
+  // A fetch of `repository` as a job, logged (`started` is set when it starts), and what ends
+  // it: its outcome in the log, and every --repack-after successful fetches a repack. Periodic
+  // and notified fetches are the same job.
+  WorkGate::JobFn FetchJob(const std::string& repository, std::shared_ptr<bool> started);
+  WorkGate::DoneCallback FetchDone(const std::string& repository, std::shared_ptr<bool> started);
   // Queues a repack of `repository`, unless one is queued or running.
   void SubmitRepack(const std::string& repository);
 

@@ -19,6 +19,11 @@ struct JobOptions {
   // reconciliation (SchedulerOptions::reconcile) still corrects the charge by it. Finite and >= 0:
   // else the call is refused with InvalidArgument. Unset: the estimate is charged.
   std::optional<double> cost;
+  // Submit of a coalescing type (JobTypeConfig::coalesce): also join a running job of its id, as
+  // RunSync does, and be told the status of that run. For work that any run already under way
+  // does (make a mirror that does not exist yet), not for work that must start after the call
+  // (fetch what was pushed since). Ignored by RunSync (which always may) and Acquire (never).
+  bool join_running = false;
 
   friend bool operator==(const JobOptions&, const JobOptions&) = default;
 };

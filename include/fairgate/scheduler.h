@@ -38,7 +38,28 @@
 // Cancelled, DeadlineExceeded, or fn's status; a Submit callback is called once, with fn's status,
 // Cancelled, or DeadlineExceeded (its type's max_queue_wait, fairgate/job_type.h); an Acquire
 // callback is called once, with a Permit or with why there is none, and
-// the permit releases the job once.
+// the permit releases the job once. For calls that joined one job (below) it holds per call:
+// each is told exactly once, the job runs at most once, and one function runs it.
+//
+// Coalescing (JobTypeConfig::coalesce, off by default): calls for a (type, id) share one job.
+// - A Submit of an id whose job is pending joins it; a RunSync (or a Submit with
+//   JobOptions::join_running) joins the job of its id that was admitted last if it still runs
+//   (its result is the soonest), else the pending one. A call that
+//   finds nothing to join queues a job as usual, which later calls may join. Acquire never joins
+//   and is never joined (its caller runs its own work under the permit).
+// - The job keeps the place, the fairness key and the arrival of the call that queued it: that
+//   key alone is charged, once; joiners are not charged, their keys are not tracked, their cost
+//   hints are ignored, and the pending bounds do not count them. Its queue-wait limit runs from
+//   its arrival, for every call that joined it.
+// - One function runs the job, when admitted: that of the first RunSync caller still waiting, in
+//   that caller's fiber or thread; with none, a Submit's: the first's (kJoin) or the latest's
+//   (kSupersede). Every other call gets the status of that run: RunSync returns it, a Submit
+//   callback receives it. The functions that did not run are released unrun.
+// - A call that leaves (its RunSync context ends) leaves alone: the job stays for the others,
+//   and is cancelled, uncharged, only when its last call has left. A RunSync that joined a
+//   running job and whose context ends returns at once; the run goes on.
+// - Counted in TypeSnapshot::joined and fairgate_jobs_joined_total; the job's own events and
+//   counts (enqueued, admitted, completed) are its own, once.
 //
 // Shutdown: Shutdown(ctx) refuses new calls (Unavailable), fails every pending job (RunSync
 // callers return Cancelled, Submit and Acquire callbacks get Cancelled), cancels the context of

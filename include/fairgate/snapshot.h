@@ -23,8 +23,9 @@ struct TypeSnapshot {
   bool paused = false;  // Scheduler::PauseType: its pending jobs wait until ResumeType
   // Since the scheduler started (the core alone leaves them 0):
   // `cancelled`: left the queue without running (context done, shutdown); `expired`: left it at
-  // the type's max_queue_wait.
-  std::uint64_t enqueued = 0, admitted = 0, completed = 0, cancelled = 0, expired = 0;
+  // the type's max_queue_wait; `joined`: calls that joined a job of their id instead of queueing
+  // one (JobTypeConfig::coalesce), not counted in `enqueued`.
+  std::uint64_t enqueued = 0, admitted = 0, completed = 0, cancelled = 0, expired = 0, joined = 0;
   double wait_seconds_sum = 0;  // over admitted jobs
   double run_seconds_sum = 0;   // over completed jobs
 };

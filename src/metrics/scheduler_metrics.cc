@@ -81,6 +81,10 @@ void SchedulerMetrics::Write(std::string& out, const Snapshot& snapshot,
   per_type("fairgate_jobs_expired_total",
            "Pending jobs that left the queue at their type's max_queue_wait, without running.",
            [](const TypeCounts& t) { return t.expired; });
+  per_type("fairgate_jobs_joined_total",
+           "Calls that joined a pending or running job of their id instead of queueing one "
+           "(coalescing).",
+           [](const TypeCounts& t) { return t.joined; });
 
   w.Family("fairgate_jobs_completed_total", "counter",
            "Jobs that ran, by the status they returned.");

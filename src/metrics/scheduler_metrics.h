@@ -48,6 +48,7 @@ class SchedulerMetrics {
   void Completed(std::uint32_t type, absl::StatusCode status, double run_time);
   void Cancelled(std::uint32_t type) { types_[type].cancelled++; }
   void Expired(std::uint32_t type) { types_[type].expired++; }
+  void Joined(std::uint32_t type) { types_[type].joined++; }
   void KeysEvicted(std::uint64_t n) { keys_evicted_ += n; }
   void ObserverEventsDropped(std::uint64_t n) { observer_events_dropped_ += n; }
 
@@ -57,7 +58,7 @@ class SchedulerMetrics {
   struct TypeCounts {
     std::string name;
     int priority = 0;
-    std::uint64_t enqueued = 0, admitted = 0, cancelled = 0, expired = 0;
+    std::uint64_t enqueued = 0, admitted = 0, cancelled = 0, expired = 0, joined = 0;
     std::map<absl::StatusCode, std::uint64_t> completed;
     SecondsHistogram wait, run;
   };

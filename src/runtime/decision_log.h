@@ -36,6 +36,8 @@ class DecisionLog {
   void Rejected(std::string_view type, std::string_view id, std::string_view key, const Status& why,
                 double now);
   void Enqueued(const core::JobView& job);
+  // A call that joined `job` (coalescing): counted, no event (the job's own events tell its story).
+  void Joined(const core::JobView& job) { metrics_.Joined(job.type_index); }
   // The aging steps this admission took come first, then the admission.
   void Admitted(const core::Admission& admission, double now);
   // `job` as described before the core completed it.

@@ -32,9 +32,13 @@ using RecordPtr = std::shared_ptr<JobRecord>;
 // Acquire's waiting jobs by the deadline of their context, for the scheduler's timer.
 using DeadlineMap = std::multimap<Context::Clock::time_point, RecordPtr>;
 
+// One accepted call, from its acceptance until it is reported. Calls that coalesced share one
+// core job: the record in the scheduler's table for the job's slot (its lead; once admitted, the
+// call that runs it) lists the others, which are told the status of the run.
 struct JobRecord {
-  // kNew until the core has queued it (an Acquire's context may end before that).
-  enum class State { kNew, kPending, kRunning, kCancelled };
+  // kNew until the core has queued it (an Acquire's context may end before that). kJoined: its
+  // job was admitted and another call runs it; kFinished: that run ended, with `result`.
+  enum class State { kNew, kPending, kRunning, kJoined, kFinished, kCancelled };
 
   core::JobTicket ticket;
   bool sync = false;          // RunSync
@@ -42,6 +46,10 @@ struct JobRecord {
   State state = State::kNew;  // guarded by the scheduler's lock
   // kCancelled: what its caller is told. Set under the lock, read by whoever reports it.
   Status refusal;
+  // kFinished: the status of the run it joined. Set under the lock, read by whoever reports it.
+  Status result;
+  // The lead's: the other calls that share its job, in the order they joined. Under the lock.
+  std::vector<std::shared_ptr<JobRecord>> joiners;
 
   // RunSync: the caller sleeps on `wake` until `signalled`; the truth is `state`.
   internal::WaitMutex wake_mutex;
@@ -135,7 +143,12 @@ class Scheduler::Impl {
       internal::CoreLock lock(&mutex_);
       first = !core_->TypeIndex(name).has_value();
       status = core_->RegisterType(name, config);
-      if (status.ok()) log_.TypeRegistered(name, config.priority);
+      if (status.ok()) {
+        log_.TypeRegistered(name, config.priority);
+        const std::uint32_t index = *core_->TypeIndex(name);
+        if (coalesce_.size() <= index) coalesce_.resize(index + 1);
+        coalesce_[index] = config.coalesce;
+      }
     }
     if (status.ok() && first) {
       for (const std::string& warning : JobTypeWarnings(name, config, options_.max_concurrency)) {
@@ -154,7 +167,8 @@ class Scheduler::Impl {
     if (!fn) return absl::InvalidArgumentError("job function is empty");
     if (Status s = ctx.Err(); !s.ok()) return s;
     StatusOr<RecordPtr> accepted =
-        Accept({type, id, key, options.cost}, [](const RecordPtr& r) { r->sync = true; });
+        Accept({type, id, key, options.cost, core::Join::kPendingOrRunning},
+               [](const RecordPtr& r) { r->sync = true; });
     if (!accepted.ok()) return accepted.status();
     RecordPtr record = *std::move(accepted);
 
@@ -180,17 +194,25 @@ class Scheduler::Impl {
           std::abort();
         case JobRecord::State::kRunning:
           break;  // admitted, even if the context ended meanwhile: the job runs and sees it
-        case JobRecord::State::kCancelled: {  // shutdown, or its queue-wait limit
-          Status refusal = record->refusal;
+        case JobRecord::State::kCancelled:   // shutdown, or its queue-wait limit
+        case JobRecord::State::kFinished: {  // the run it joined ended
+          Status told =
+              record->state == JobRecord::State::kCancelled ? record->refusal : record->result;
           lock.Release();
           FinishOutstanding();  // the last touch of the scheduler: it may be destroyed after
-          return refusal;
+          return told;
         }
-        case JobRecord::State::kPending: {
-          // The context ended first: leave the queue, uncharged.
+        case JobRecord::State::kPending:
+        case JobRecord::State::kJoined: {
+          // The context ended first: leave the queue, uncharged (the job leaves with its last
+          // caller), or stop waiting for the run it joined (which goes on for the others).
           Status err = ctx.Err();
           if (err.ok()) err = absl::CancelledError("context cancelled");
-          CancelLocked(*record, Now(), err);
+          if (record->state == JobRecord::State::kPending) {
+            LeaveQueueLocked(record, Now(), err);
+          } else {
+            LeaveRunLocked(record);
+          }
           lock.Release();
           FinishOutstanding();
           return err;
@@ -239,10 +261,13 @@ class Scheduler::Impl {
   Status Submit(std::string_view type, std::string_view id, std::string_view key, JobFn fn,
                 DoneCallback done, const JobOptions& options) {
     if (!fn) return absl::InvalidArgumentError("job function is empty");
-    StatusOr<RecordPtr> accepted = Accept({type, id, key, options.cost}, [&](const RecordPtr& r) {
-      r->fn = std::move(fn);
-      r->done = std::move(done);
-    });
+    StatusOr<RecordPtr> accepted =
+        Accept({type, id, key, options.cost,
+                options.join_running ? core::Join::kPendingOrRunning : core::Join::kPending},
+               [&](const RecordPtr& r) {
+                 r->fn = std::move(fn);
+                 r->done = std::move(done);
+               });
     return accepted.status();
   }
 
@@ -292,13 +317,18 @@ class Scheduler::Impl {
         const double now = Now();
         for (RecordPtr& record : records_) {
           if (!record || record->state != JobRecord::State::kPending) continue;
-          RecordPtr cancelled = std::move(record);  // CancelLocked clears the slot
-          CancelLocked(*cancelled, now, absl::CancelledError("the scheduler shut down"));
-          cancelled->refusal =
-              absl::CancelledError(cancelled->sync || cancelled->async
-                                       ? "the scheduler shut down before the job was admitted"
-                                       : "the scheduler shut down before the job ran");
-          refused.push_back(std::move(cancelled));
+          // Every call the job stands for leaves: those that joined it, then its lead, whose
+          // leaving takes the job out (and clears `record`).
+          std::vector<RecordPtr> calls = std::move(record->joiners);
+          record->joiners.clear();
+          calls.push_back(record);
+          for (const RecordPtr& call : calls) {
+            LeaveQueueLocked(call, now, absl::CancelledError("the scheduler shut down"));
+            call->refusal = absl::CancelledError(
+                call->sync || call->async ? "the scheduler shut down before the job was admitted"
+                                          : "the scheduler shut down before the job ran");
+            refused.push_back(call);
+          }
         }
       }
       // Expired jobs a snapshot found, not yet reported by the timer.
@@ -346,6 +376,7 @@ class Scheduler::Impl {
       t.admitted = counts.admitted;
       t.cancelled = counts.cancelled;
       t.expired = counts.expired;
+      t.joined = counts.joined;
       for (const auto& [code, n] : counts.completed) t.completed += n;
       t.wait_seconds_sum = counts.wait.sum();
       t.run_seconds_sum = counts.run.sum();
@@ -468,6 +499,16 @@ class Scheduler::Impl {
         refused = ticket.status();
         log_.Rejected(request.type, request.id, request.key, refused, now);
         log_.Post();
+      } else if (ticket->slot < records_.size() && records_[ticket->slot] &&
+                 records_[ticket->slot]->ticket == *ticket) {
+        // It joined the job of its id (coalescing): it waits with that job's calls, pending or,
+        // for a RunSync, for the run under way. Nothing else changed: no admission to try.
+        JobRecord& lead = *records_[ticket->slot];
+        record->ticket = *ticket;
+        record->state = lead.state == JobRecord::State::kPending ? JobRecord::State::kPending
+                                                                 : JobRecord::State::kJoined;
+        lead.joiners.push_back(record);
+        log_.Joined(*core_->Describe(*ticket));
       } else {
         record->ticket = *ticket;
         record->state = JobRecord::State::kPending;
@@ -499,6 +540,7 @@ class Scheduler::Impl {
   void AdmitLocked(double now, std::vector<RecordPtr>& admitted) {
     while (std::optional<core::Admission> a = core_->NextAdmission(now)) {
       RecordPtr& record = records_[a->ticket.slot];
+      if (!record->joiners.empty()) ChooseRunnerLocked(record, coalesce_[a->type_index]);
       record->state = JobRecord::State::kRunning;
       record->admitted_at = now;
       ForgetDeadlineLocked(*record);
@@ -534,6 +576,13 @@ class Scheduler::Impl {
                        expired.expired_at - expired.arrival, " s) without being admitted"));
       ForgetDeadlineLocked(*record);
       log_.Expired(expired.View(), record->refusal, now);
+      // The calls that joined it leave with it (its arrival was theirs).
+      for (RecordPtr& joiner : record->joiners) {
+        joiner->state = JobRecord::State::kCancelled;
+        joiner->refusal = record->refusal;
+        out.push_back(std::move(joiner));
+      }
+      record->joiners.clear();
       out.push_back(std::move(record));
     }
   }
@@ -547,6 +596,67 @@ class Scheduler::Impl {
       std::abort();
     }
 #endif
+  }
+
+  // The job `lead` stands for was admitted and other calls share it: the one that runs it becomes
+  // the lead, the others wait for its status (kJoined). A RunSync caller still waiting runs its
+  // own function (the first to have asked), in its own thread; else a Submit's function: the
+  // first's (kJoin) or the latest's (kSupersede).
+  static void ChooseRunnerLocked(RecordPtr& lead, Coalesce mode) {
+    std::vector<RecordPtr> calls = std::move(lead->joiners);
+    calls.insert(calls.begin(), lead);
+    auto runner =
+        std::find_if(calls.begin(), calls.end(), [](const RecordPtr& r) { return r->sync; });
+    if (runner == calls.end())
+      runner = mode == Coalesce::kSupersede ? calls.end() - 1 : calls.begin();
+    RecordPtr chosen = std::move(*runner);
+    calls.erase(runner);
+    for (const RecordPtr& call : calls) call->state = JobRecord::State::kJoined;
+    chosen->joiners = std::move(calls);
+    lead = std::move(chosen);
+  }
+
+  // A pending call leaves the queue. The job leaves with its last call (uncharged, cancelled in
+  // the log); until then the core counts one caller fewer and, if the lead left, the next call
+  // to have joined leads.
+  void LeaveQueueLocked(const RecordPtr& record, double now, const Status& why) {
+    RecordPtr& lead = records_[record->ticket.slot];
+    if (lead == record && record->joiners.empty()) {
+      CancelLocked(*record, now, why);
+      return;
+    }
+    (void)core_->Cancel(record->ticket, now);
+    CheckInvariantsLocked();
+    if (lead == record) {
+      RecordPtr next = std::move(record->joiners.front());
+      record->joiners.erase(record->joiners.begin());
+      next->joiners = std::move(record->joiners);
+      record->joiners.clear();
+      lead = std::move(next);
+    } else {
+      std::erase(lead->joiners, record);
+    }
+    record->state = JobRecord::State::kCancelled;
+  }
+
+  // A call that joined a running job stops waiting for it; the run goes on for the others.
+  void LeaveRunLocked(const RecordPtr& record) {
+    std::erase(records_[record->ticket.slot]->joiners, record);
+    record->state = JobRecord::State::kCancelled;
+  }
+
+  // Tells the calls that joined a run that ended its status, outside the lock.
+  void TellJoiners(std::vector<RecordPtr>& joiners, const Status& status) {
+    for (const RecordPtr& joiner : joiners) {
+      if (joiner->sync) {
+        Signal(*joiner);  // the caller returns the result, then finishes its outstanding count
+      } else {
+        joiner->fn = nullptr;  // release what the function holds before reporting
+        InvokeDone(joiner->done, status);
+        joiner->done = nullptr;
+        FinishOutstanding();
+      }
+    }
   }
 
   // A pending job leaves the queue without running, uncharged: told to the core and the log.
@@ -618,6 +728,7 @@ class Scheduler::Impl {
   RecordPtr Complete(JobRecord& record, double start, double end, const Status& status,
                      bool keep_background = false) {
     std::vector<RecordPtr> admitted;
+    std::vector<RecordPtr> joiners;
     {
       internal::CoreLock lock(&mutex_);
       const double run_time = std::max(0.0, end - start);
@@ -625,8 +736,15 @@ class Scheduler::Impl {
       (void)core_->Complete(record.ticket, run_time, end);
       log_.Completed(job, status, run_time, end);
       records_[record.ticket.slot] = nullptr;
+      joiners = std::move(record.joiners);
+      record.joiners.clear();
+      for (const RecordPtr& joiner : joiners) {
+        joiner->state = JobRecord::State::kFinished;
+        joiner->result = status;
+      }
       AdmitLocked(end, admitted);
     }
+    TellJoiners(joiners, status);
     RecordPtr kept;
     if (keep_background) {
       auto it = std::find_if(admitted.begin(), admitted.end(), [](const RecordPtr& r) {
@@ -859,7 +977,8 @@ class Scheduler::Impl {
 
   mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
   std::unique_ptr<core::AdmissionCore> core_;
-  std::vector<RecordPtr> records_;     // by ticket slot: the pending and running jobs
+  std::vector<RecordPtr> records_;     // by ticket slot: the pending and running jobs' leads
+  std::vector<Coalesce> coalesce_;     // by type index
   DeadlineMap deadlines_;              // Acquire's pending jobs whose context has a deadline
   std::vector<RecordPtr> unreported_;  // expired during a snapshot; the timer reports them
   // Periodic jobs by when their next run is due; one entry each between runs.

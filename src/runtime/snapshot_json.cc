@@ -25,6 +25,7 @@ std::string ToJson(const Snapshot& s, int indent) {
                      {"completed", t.completed},
                      {"cancelled", t.cancelled},
                      {"expired", t.expired},
+                     {"joined", t.joined},
                      {"paused", t.paused},
                      {"wait_seconds_sum", t.wait_seconds_sum},
                      {"run_seconds_sum", t.run_seconds_sum}});

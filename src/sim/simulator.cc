@@ -68,15 +68,27 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
                    [](const PauseChange& a, const PauseChange& b) { return a.t < b.t; });
   std::size_t next_change = 0;
 
-  std::vector<std::size_t> job_of_slot;  // which trace job each live ticket's slot holds
+  // What each live ticket's slot holds: the trace jobs that share it (coalescing), the one that
+  // queued it first.
+  struct LiveJob {
+    core::JobTicket ticket;
+    std::vector<std::size_t> calls;
+  };
+  std::vector<LiveJob> live;
+  auto coalesce_of = [&](const std::string& type) {
+    for (const auto& [name, config] : trace.types) {
+      if (name == type) return config.coalesce;
+    }
+    return Coalesce::kOff;
+  };
   SimResult result;
   // The expiries the core has taken (a pause or a resume takes those due first, as does every
   // decision): reported before the next enqueue can reuse their slots.
   auto report_expired = [&](double t) {
     for (const core::ExpiredJob& expired : core.TakeExpired()) {
-      const std::size_t job = job_of_slot[expired.ticket.slot];
-      result.events.push_back({t, SimEvent::Kind::kExpire, job});
-      result.outcomes[job].expired_at = t;
+      const std::vector<std::size_t> calls = std::move(live[expired.ticket.slot].calls);
+      result.events.push_back({t, SimEvent::Kind::kExpire, calls.front()});
+      for (std::size_t job : calls) result.outcomes[job].expired_at = t;
     }
   };
   std::priority_queue<PendingCompletion, std::vector<PendingCompletion>, std::greater<>> running;
@@ -106,33 +118,55 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
     report_expired(t);
     for (; next < arrivals.size() && trace.jobs[arrivals[next]].arrival == t; ++next) {
       const TraceJob& job = trace.jobs[arrivals[next]];
-      StatusOr<core::JobTicket> ticket = core.Enqueue({job.type, job.id, job.key, job.cost}, t);
+      StatusOr<core::JobTicket> ticket =
+          core.Enqueue({job.type, job.id, job.key, job.cost,
+                        job.sync ? core::Join::kPendingOrRunning : core::Join::kPending},
+                       t);
       if (!ticket.ok()) {
         return absl::Status(ticket.status().code(),
                             absl::StrCat("job ", arrivals[next], ": ", ticket.status().message()));
       }
-      if (ticket->slot >= job_of_slot.size()) job_of_slot.resize(ticket->slot + 1);
-      job_of_slot[ticket->slot] = arrivals[next];
+      if (ticket->slot >= live.size()) live.resize(ticket->slot + 1);
+      LiveJob& slot = live[ticket->slot];
+      if (!slot.calls.empty() && slot.ticket == *ticket) {  // it joined the job of its id
+        result.events.push_back({t, SimEvent::Kind::kJoin, arrivals[next]});
+        // A job that already runs: its wait for admission is over at once.
+        const std::optional<double>& started = result.outcomes[slot.calls.front()].admitted_at;
+        if (started) result.outcomes[arrivals[next]].admitted_at = t;
+        slot.calls.push_back(arrivals[next]);
+      } else {
+        slot = {*ticket, {arrivals[next]}};
+      }
     }
     do {
       while (!running.empty() && running.top().t == t) {
         const PendingCompletion done = running.top();
         running.pop();
+        const std::vector<std::size_t> calls = std::move(live[done.ticket.slot].calls);
         if (Status s = core.Complete(done.ticket, trace.jobs[done.job].duration, t); !s.ok()) {
           return s;
         }
-        result.events.push_back({t, SimEvent::Kind::kDone, done.job});
-        result.outcomes[done.job].done_at = t;
+        result.events.push_back({t, SimEvent::Kind::kDone, calls.front()});
+        for (std::size_t job : calls) result.outcomes[job].done_at = t;
       }
       core.AdvanceTo(t);
       report_expired(t);
       while (std::optional<core::Admission> admitted = core.NextAdmission(t)) {
-        const std::size_t job = job_of_slot[admitted->ticket.slot];
-        result.events.push_back({t, SimEvent::Kind::kAdmit, job, admitted->effective_priority,
-                                 admitted->waited_on_conflict});
+        const std::vector<std::size_t>& calls = live[admitted->ticket.slot].calls;
+        result.events.push_back({t, SimEvent::Kind::kAdmit, calls.front(),
+                                 admitted->effective_priority, admitted->waited_on_conflict});
         if (with_evidence) result.evidence.push_back(core::ToEvidence(*admitted, t));
-        result.outcomes[job].admitted_at = t;
-        running.push({t + trace.jobs[job].duration, admissions++, job, admitted->ticket});
+        for (std::size_t job : calls) result.outcomes[job].admitted_at = t;
+        // The call whose function runs it, as the runtime chooses: the first that waits (sync),
+        // else the first Submit (join) or the latest (supersede). Its duration is the job's.
+        auto runner = std::find_if(calls.begin(), calls.end(),
+                                   [&](std::size_t job) { return trace.jobs[job].sync; });
+        if (runner == calls.end()) {
+          runner = coalesce_of(trace.jobs[calls.front()].type) == Coalesce::kSupersede
+                       ? calls.end() - 1
+                       : calls.begin();
+        }
+        running.push({t + trace.jobs[*runner].duration, admissions++, *runner, admitted->ticket});
       }
     } while (!running.empty() && running.top().t == t);
   }
@@ -159,9 +193,10 @@ std::string FormatEvent(const Trace& trace, const SimEvent& event) {
     tiers = absl::StrCat(",\"tier\":", priority, ",\"effective_tier\":", event.effective_priority);
   }
   return absl::StrCat("{\"t\":", FormatNumber(event.t), ",\"event\":\"",
-                      event.kind == SimEvent::Kind::kAdmit  ? "admit"
-                      : event.kind == SimEvent::Kind::kDone ? "done"
-                                                            : "expire",
+                      event.kind == SimEvent::Kind::kAdmit    ? "admit"
+                      : event.kind == SimEvent::Kind::kDone   ? "done"
+                      : event.kind == SimEvent::Kind::kExpire ? "expire"
+                                                              : "join",
                       "\",\"type\":", Quoted(job.type), ",\"id\":", Quoted(job.id),
                       ",\"key\":", Quoted(job.key), tiers, "}");
 }

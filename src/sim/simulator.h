@@ -6,7 +6,10 @@
 // max_queue_wait leave, in the order their limits were reached), then admissions until none is
 // possible (and again, should a zero-length job complete at the same instant). The instants are the
 // arrivals, the completions, the queue-wait limits and the pauses and resumes. A job's observed
-// cost is its duration. Nothing after `until` happens.
+// cost is its duration. A job of a coalescing type joins the job of its id as a Submit does (a
+// `sync` one as a RunSync does); a coalesced job runs for the duration of the call whose
+// function the runtime would run (fairgate/scheduler.h, "Coalescing"). Nothing after `until`
+// happens.
 #ifndef FAIRGATE_SIM_SIMULATOR_H_
 #define FAIRGATE_SIM_SIMULATOR_H_
 
@@ -22,14 +25,18 @@
 namespace fairgate::sim {
 
 struct SimEvent {
-  enum class Kind { kAdmit, kDone, kExpire };
+  enum class Kind { kAdmit, kDone, kExpire, kJoin };
   double t = 0;
   Kind kind = Kind::kAdmit;
-  std::size_t job = 0;              // index in Trace::jobs
+  // Index in Trace::jobs. Admit, done and expire name the job that queued it; the jobs that
+  // joined it (coalescing) have a join event each, at their arrival.
+  std::size_t job = 0;
   int effective_priority = 0;       // admit: the tier it was admitted from (above its own if aged)
   bool waited_on_conflict = false;  // admit: it was set aside for a busy resource first
 };
 
+// What became of one trace job; a job that joined another (coalescing) shares its outcome from
+// its arrival on.
 struct JobOutcome {
   std::optional<double> admitted_at;
   std::optional<double> done_at;
@@ -47,7 +54,8 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence = false);
 // One event as a JSON line (without the newline):
 // {"t":0,"event":"admit","type":"repack","id":"r1","key":""}
 // With aging on, an admit event also has "tier" (its type's) and "effective_tier" (the tier it
-// was admitted from). A job that reached its type's max_queue_wait has an "expire" event.
+// was admitted from). A job that reached its type's max_queue_wait has an "expire" event, a job
+// that joined another a "join" event.
 std::string FormatEvent(const Trace& trace, const SimEvent& event);
 
 // Per fairness key, in order of first appearance: jobs, jobs admitted, mean and worst wait

@@ -94,8 +94,9 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
   }
   ObjectReader r(value, where);
-  if (Status s = r.OnlyFields({"priority", "max_concurrency", "conflict_group", "conflict_limit",
-                               "default_cost", "shortest_first", "slots", "max_queue_wait"});
+  if (Status s =
+          r.OnlyFields({"priority", "max_concurrency", "conflict_group", "conflict_limit",
+                        "default_cost", "shortest_first", "slots", "max_queue_wait", "coalesce"});
       !s.ok()) {
     return s;
   }
@@ -116,6 +117,15 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
   config.slots = slots.value_or(1);
   FAIRGATE_ASSIGN_OR_RETURN(max_queue_wait, r.Number("max_queue_wait", false));
   config.max_queue_wait = max_queue_wait.value_or(0);
+  FAIRGATE_ASSIGN_OR_RETURN(coalesce, r.String("coalesce", false));
+  if (coalesce && *coalesce == "join") {
+    config.coalesce = Coalesce::kJoin;
+  } else if (coalesce && *coalesce == "supersede") {
+    config.coalesce = Coalesce::kSupersede;
+  } else if (coalesce && *coalesce != "off") {
+    return r.Error("coalesce", absl::StrCat("must be \"off\", \"join\" or \"supersede\", got \"",
+                                            *coalesce, "\""));
+  }
   return config;
 }
 
@@ -193,7 +203,8 @@ StatusOr<TraceJob> ParseJob(const Json& value, const std::string& where, const T
     return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
   }
   ObjectReader r(value, where);
-  if (Status s = r.OnlyFields({"type", "id", "key", "arrival", "duration", "cost"}); !s.ok()) {
+  if (Status s = r.OnlyFields({"type", "id", "key", "arrival", "duration", "cost", "sync"});
+      !s.ok()) {
     return s;
   }
   TraceJob job;
@@ -203,6 +214,7 @@ StatusOr<TraceJob> ParseJob(const Json& value, const std::string& where, const T
   FAIRGATE_ASSIGN_OR_RETURN(arrival, r.Number("arrival", true));
   FAIRGATE_ASSIGN_OR_RETURN(duration, r.Number("duration", true));
   FAIRGATE_ASSIGN_OR_RETURN(cost, r.Number("cost", false));
+  FAIRGATE_ASSIGN_OR_RETURN(sync, r.Bool("sync"));
   bool known = false;
   for (const auto& [name, config] : trace.types) known = known || name == *type;
   if (!known) return r.Error("type", absl::StrCat("unknown job type '", *type, "'"));
@@ -213,6 +225,7 @@ StatusOr<TraceJob> ParseJob(const Json& value, const std::string& where, const T
   job.arrival = *arrival;
   job.duration = *duration;
   job.cost = cost;
+  job.sync = sync.value_or(false);
   return job;
 }
 

@@ -27,6 +27,9 @@ struct TraceJob {
   double arrival = 0;
   double duration = 0;
   std::optional<double> cost;  // explicit charge; else the learned estimate
+  // A caller that waits for the job (RunSync) rather than a Submit: with a coalescing type it
+  // also joins a running job of its id, and runs the job itself when it is the first such caller.
+  bool sync = false;
 };
 
 // What the trace sets for one fairness key (SetKeyWeight, SetKeyLimits).

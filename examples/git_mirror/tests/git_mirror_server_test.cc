@@ -61,6 +61,125 @@ TEST_CASE("GitMirror.Server.CloneGivesTheUpstreamContent") {
   }
 }
 
+// Clients asking at once for a repository that is not mirrored yet share one `git clone
+// --mirror` job (sync-clone coalesces); the FIFO gate, as a server without fairgate, queues one
+// per request (each but the first finds the mirror made and returns at once).
+TEST_CASE("GitMirror.Server.ClientsAskingForANewRepositoryAtOnceShareOneMirrorClone") {
+  for (const bool fifo : {false, true}) {
+    CAPTURE(fifo);
+    TempDir work;
+    const fs::path upstream = MakeUpstream(work.path, "tools.git", 4);
+    PackHold hold(work.path);  // holds every clone from the mirror
+    // And the mirror's own clone from its upstream: through upload-pack (file://), whose hook
+    // comes from a global config (git hides command-line config from a local transport's child).
+    std::ofstream(work.path / "global.gitconfig")
+        << "[uploadpack]\n\tpackObjectsHook = " << hold.script.string() << "\n";
+    setenv("GIT_CONFIG_GLOBAL", (work.path / "global.gitconfig").c_str(), 1);
+    struct Unset {
+      ~Unset() { unsetenv("GIT_CONFIG_GLOBAL"); }
+    } unset;
+    RepositorySet repositories;
+    REQUIRE(repositories.AddFlag("tools.git=file://" + upstream.string()).ok());
+    ServerUnderTest mirror(repositories, GateConfig{.capacity = 8}, 0ms, fifo);
+    constexpr int kClients = 4;
+    std::vector<std::thread> clients;
+    std::vector<int> exit_codes(kClients, -1);
+    for (int i = 0; i < kClients; ++i) {
+      clients.emplace_back([&, i] {
+        auto r = Clone(mirror.Url("tools.git"), work.path / ("c" + std::to_string(i)),
+                       "client" + std::to_string(i));
+        exit_codes[i] = r.ok() ? r->exit_code : -2;
+      });
+    }
+    REQUIRE(Eventually([&] { return hold.Held() == 1; }));  // the mirror's clone runs
+    if (!fifo) {
+      // Every request came while it waited or ran: one ran it, the others joined it.
+      REQUIRE(Eventually([&] {
+        const json debug = mirror.Debug();
+        for (const json& type : debug["types"]) {
+          if (type["name"] == "sync-clone") {
+            return type["joined"].get<int>() == kClients - 1;
+          }
+        }
+        return false;
+      }));
+    }
+    hold.Release();
+    for (auto& t : clients) t.join();
+    CHECK(exit_codes == std::vector<int>(kClients, 0));
+    for (int i = 0; i < kClients; ++i) {
+      RequireSameContent(upstream, work.path / ("c" + std::to_string(i)));
+    }
+    int runs = 0, joined = 0, mirror_clones = 0;
+    for (const json& e : mirror.Events()) {
+      if (e["type"] != "sync-clone") continue;
+      runs += e["event"] == "start";
+      joined += e["event"] == "joined";
+    }
+    // How often the upstream was cloned: the hold saw each of its packs.
+    mirror_clones = hold.Held() - kClients;  // every client's own clone was held once too
+    // Without coalescing each request is a job of its own, queued on the repository one after
+    // another; all but the first find the mirror made.
+    CHECK(runs == (fifo ? kClients : 1));
+    CHECK(joined == (fifo ? 0 : kClients - 1));
+    CHECK(mirror_clones == 1);
+  }
+}
+
+// Push notifications (POST /hooks/fetch/<repo>) queue fetches. With fairgate, fetch coalesces:
+// every notification that comes while a fetch waits is that fetch; one that comes while a fetch
+// runs queues the next (it must see what was pushed since). The FIFO gate runs one per
+// notification.
+TEST_CASE("GitMirror.Server.ABurstOfPushNotificationsCausesOneFetchBehindTheRunningOne") {
+  for (const bool fifo : {false, true}) {
+    CAPTURE(fifo);
+    TempDir work;
+    const fs::path upstream = MakeUpstream(work.path, "tools.git", 3);
+    RepositorySet repositories;
+    REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+    ServerUnderTest mirror(repositories, GateConfig{.capacity = 4}, 0ms, fifo);
+    auto notify = [&](const std::string& repository) {
+      return RawHttp(mirror.port, "POST /hooks/fetch/" + repository +
+                                      " HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n"
+                                      "Connection: close\r\n\r\n");
+    };
+    // Before the first clone there is nothing to fetch; an unknown repository is 404.
+    CHECK(notify("tools.git").status == 200);
+    CHECK(notify("nope.git").status == 404);
+    REQUIRE(Clone(mirror.Url("tools.git"), work.path / "first", "alice")->exit_code == 0);
+
+    // A push upstream; the fetch it causes is held while it makes its pack.
+    std::ofstream(upstream / "pushed.txt") << "pushed\n";
+    Git({"-C", upstream.string(), "add", "."});
+    Git({"-C", upstream.string(), "commit", "--quiet", "-m", "pushed"});
+    PackHold hold(work.path);
+    std::ofstream(work.path / "global.gitconfig")
+        << "[uploadpack]\n\tpackObjectsHook = " << hold.script.string() << "\n";
+    setenv("GIT_CONFIG_GLOBAL", (work.path / "global.gitconfig").c_str(), 1);
+    struct Unset {
+      ~Unset() { unsetenv("GIT_CONFIG_GLOBAL"); }
+    } unset;
+    const RawResponse first = notify("tools.git");
+    CHECK(first.status == 202);
+    REQUIRE(Eventually([&] { return hold.Held() == 1; }));  // that fetch runs
+    constexpr int kBurst = 5;
+    for (int i = 0; i < kBurst; ++i) CHECK(notify("tools.git").status == 202);
+    hold.Release();
+    auto fetch_events = [&](const std::string& event) {
+      int n = 0;
+      for (const json& e : mirror.Events()) n += e["type"] == "fetch" && e["event"] == event;
+      return n;
+    };
+    const int expected_runs = fifo ? 1 + kBurst : 2;
+    REQUIRE(Eventually([&] { return fetch_events("end") == expected_runs; }));
+    CHECK(fetch_events("start") == expected_runs);
+    CHECK(fetch_events("joined") == (fifo ? 0 : kBurst - 1));
+    // The mirror has the pushed commit.
+    CHECK(Git({"--git-dir", (mirror.tmp.path / "mirrors" / "tools.git").string(), "rev-parse",
+               "main"}) == Git({"-C", upstream.string(), "rev-parse", "main"}));
+  }
+}
+
 TEST_CASE("GitMirror.Server.ClonesOfTwoClientsRunSideBySide") {
   HeldMirror held(GateConfig{.capacity = 4});
 

@@ -1,0 +1,356 @@
+// Coalescing through the Scheduler (JobTypeConfig::coalesce, "Coalescing" in fairgate/scheduler.h):
+// which function runs, who is told what, who is charged, and that every call is told exactly
+// once, whatever leaves. The core's side (which request joins which job, the callers it counts)
+// is in tests/admission_core_test.cc and the differential tests. Each case that could hang has a
+// watchdog; none asserts how long anything took.
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "doctest/doctest.h"
+#include "fairgate/scheduler.h"
+#include "runtime_test_util.h"
+#include "test_job_types.h"
+
+namespace fairgate {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Eventually;
+using testing::Gate;
+using testing::Watchdog;
+
+// One slot, held by a job of another type until `Release`, so that what comes next waits.
+class Coalescing {
+ public:
+  explicit Coalescing(Coalesce mode) {
+    SchedulerOptions options = SchedulerOptions::Default();
+    options.max_concurrency = 1;
+    options.sweep_interval = 3600s;
+    options.reconcile = false;  // each key is charged exactly the default cost, 2
+    auto created = Scheduler::Create(options);
+    REQUIRE(created.ok());
+    scheduler = *std::move(created);
+    JobTypeConfig mirror = testing::Type(1, 1, "", 2);
+    mirror.coalesce = mode;
+    REQUIRE(scheduler->RegisterType("mirror", mirror).ok());
+    REQUIRE(scheduler->RegisterType("other", testing::Type(1, 1)).ok());
+    REQUIRE(scheduler
+                ->Submit(
+                    "other", "x", "holder",
+                    [this](const Context&) {
+                      return hold_.Wait() ? absl::OkStatus() : absl::InternalError("held");
+                    },
+                    nullptr)
+                .ok());
+    REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  }
+
+  void Release() { hold_.Open(); }
+
+  // A Submit of mirror/`id` whose function records `name` and returns `status`; its callback's
+  // status lands in the returned future.
+  std::future<Status> Submit(std::string name, std::string key, std::string id = "linux",
+                             Status status = absl::OkStatus()) {
+    auto told = std::make_shared<std::promise<Status>>();
+    std::future<Status> future = told->get_future();
+    REQUIRE(scheduler
+                ->Submit(
+                    "mirror", id, key,
+                    [this, name, status](const Context&) {
+                      Ran(name);
+                      return status;
+                    },
+                    [told](const Status& s) { told->set_value(s); })
+                .ok());
+    return future;
+  }
+
+  // A RunSync of mirror/`id` on a thread of its own, under `ctx`.
+  std::future<Status> RunSync(std::string name, std::string key,
+                              Context ctx = Context::Background(), std::string id = "linux",
+                              Status status = absl::OkStatus()) {
+    return std::async(std::launch::async, [=, this] {
+      return scheduler->RunSync(ctx, "mirror", id, key, [=, this](const Context&) {
+        Ran(name);
+        return status;
+      });
+    });
+  }
+
+  std::vector<std::string> Runs() {
+    std::lock_guard lock(mutex_);
+    return runs_;
+  }
+
+  std::unique_ptr<Scheduler> scheduler;
+
+ private:
+  void Ran(const std::string& name) {
+    std::lock_guard lock(mutex_);
+    runs_.push_back(name);
+  }
+
+  Gate hold_;
+  std::mutex mutex_;
+  std::vector<std::string> runs_;
+};
+
+using Names = std::vector<std::string>;
+
+TEST_CASE("Scheduler.Coalesce.SubmitsOfAPendingIdRunOnceAndEveryCallbackGetsItsStatus") {
+  for (Coalesce mode : {Coalesce::kJoin, Coalesce::kSupersede}) {
+    CAPTURE(static_cast<int>(mode));
+    Watchdog watchdog("coalesced submits", 60s);
+    Coalescing c(mode);
+    std::future<Status> first = c.Submit("first", "a", "linux", absl::NotFoundError("first ran"));
+    std::future<Status> second = c.Submit("second", "b", "linux", absl::NotFoundError("second"));
+    std::future<Status> third = c.Submit("third", "c", "linux", absl::NotFoundError("third ran"));
+    std::future<Status> other = c.Submit("other id", "a", "git");
+    CHECK(c.scheduler->Snapshot().pending == 2);  // linux once, git once
+    c.Release();
+    const std::string ran = mode == Coalesce::kJoin ? "first ran" : "third ran";
+    for (std::future<Status>* told : {&first, &second, &third}) {
+      const Status s = told->get();
+      CHECK(s.code() == absl::StatusCode::kNotFound);
+      CHECK(s.message() == ran);
+    }
+    CHECK(other.get().ok());
+    CHECK(c.Runs() == Names{mode == Coalesce::kJoin ? "first" : "third", "other id"});
+    // Charged once, to the key that queued the job; the joiners' keys are not even tracked.
+    CHECK(c.scheduler->AccumulatedCost("a") == 4.0);  // linux and git, 2 each
+    CHECK(c.scheduler->AccumulatedCost("b") == std::nullopt);
+    const Snapshot snapshot = c.scheduler->Snapshot();
+    CHECK(snapshot.types[0].enqueued == 2);
+    CHECK(snapshot.types[0].joined == 2);
+    CHECK(snapshot.types[0].completed == 2);
+    std::string metrics;
+    c.scheduler->WriteMetrics(metrics);
+    CHECK(metrics.find("fairgate_jobs_joined_total{tier=\"1\",type=\"mirror\"} 2") !=
+          std::string::npos);
+    REQUIRE(c.scheduler->Drain(Context::Background()).ok());
+  }
+}
+
+TEST_CASE("Scheduler.Coalesce.RunSyncCallersOfAPendingIdShareOneRunOnTheFirstCaller") {
+  Watchdog watchdog("coalesced RunSync", 60s);
+  Coalescing c(Coalesce::kJoin);
+  std::vector<std::future<Status>> calls;
+  calls.push_back(c.RunSync("caller 0", "k0", Context::Background(), "linux",
+                            absl::AbortedError("caller 0 ran")));
+  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().pending == 1; }));
+  for (int i = 1; i < 8; ++i) {
+    calls.push_back(c.RunSync("caller " + std::to_string(i), "k" + std::to_string(i)));
+  }
+  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 7; }));
+  CHECK(c.scheduler->Snapshot().pending == 1);
+  c.Release();
+  for (auto& call : calls) CHECK(call.get().message() == "caller 0 ran");
+  CHECK(c.Runs() == Names{"caller 0"});
+  REQUIRE(c.scheduler->Drain(Context::Background()).ok());
+}
+
+TEST_CASE("Scheduler.Coalesce.ARunSyncThatJoinsASubmitRunsItsOwnFunctionAndTellsTheSubmit") {
+  for (bool submit_first : {true, false}) {
+    CAPTURE(submit_first);
+    Watchdog watchdog("Submit and RunSync", 60s);
+    Coalescing c(Coalesce::kJoin);
+    std::future<Status> submitted, synced;
+    if (submit_first) {
+      submitted = c.Submit("submit", "a");
+      synced = c.RunSync("sync", "b", Context::Background(), "linux", absl::DataLossError("sync"));
+      REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 1; }));
+    } else {
+      synced = c.RunSync("sync", "b", Context::Background(), "linux", absl::DataLossError("sync"));
+      REQUIRE(Eventually([&] { return c.scheduler->Snapshot().pending == 1; }));
+      submitted = c.Submit("submit", "a");
+      CHECK(c.scheduler->Snapshot().types[0].joined == 1);
+    }
+    c.Release();
+    // The caller that waits runs its own function, in its own thread; the Submit is told.
+    CHECK(synced.get().message() == "sync");
+    CHECK(submitted.get().message() == "sync");
+    CHECK(c.Runs() == Names{"sync"});
+    // The key that queued the job is charged: the Submit's or the RunSync's.
+    CHECK(c.scheduler->AccumulatedCost(submit_first ? "a" : "b") == 2.0);
+    CHECK(c.scheduler->AccumulatedCost(submit_first ? "b" : "a") == std::nullopt);
+    REQUIRE(c.scheduler->Drain(Context::Background()).ok());
+  }
+}
+
+TEST_CASE("Scheduler.Coalesce.ACallerThatLeavesLeavesAloneAndTheLastOneCancelsTheJob") {
+  Watchdog watchdog("coalesced leave", 60s);
+  Coalescing c(Coalesce::kJoin);
+  auto [first_ctx, cancel_first] = WithCancel(Context::Background());
+  std::future<Status> first = c.RunSync("first", "a", first_ctx);
+  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().pending == 1; }));
+  std::future<Status> second = c.RunSync("second", "b");
+  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 1; }));
+  std::future<Status> third = c.RunSync("third", "c");
+  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 2; }));
+  // The caller that queued the job leaves: the job stays, for the others.
+  cancel_first();
+  CHECK(first.get().code() == absl::StatusCode::kCancelled);
+  CHECK(c.scheduler->Snapshot().pending == 1);
+  CHECK(c.scheduler->Snapshot().types[0].cancelled == 0);
+  c.Release();
+  CHECK(second.get().ok());
+  CHECK(third.get().ok());
+  CHECK(c.Runs() == Names{"second"});  // the first caller still waiting runs it
+  // Still charged to the key that queued it: its place in the order was that key's.
+  CHECK(c.scheduler->AccumulatedCost("a") == 2.0);
+
+  // Now every caller leaves: the job is cancelled, uncharged, and nothing runs.
+  Gate hold;
+  std::promise<Status> blocker;
+  REQUIRE(c.scheduler
+              ->Submit(
+                  "other", "y", "holder",
+                  [&](const Context&) {
+                    return hold.Wait() ? absl::OkStatus() : absl::InternalError("");
+                  },
+                  [&](const Status& s) { blocker.set_value(s); })
+              .ok());
+  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().running == 1; }));
+  auto [d_ctx, cancel_d] = WithCancel(Context::Background());
+  auto [e_ctx, cancel_e] = WithCancel(Context::Background());
+  std::future<Status> d = c.RunSync("d", "d", d_ctx);
+  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().pending == 1; }));
+  std::future<Status> e = c.RunSync("e", "e", e_ctx);
+  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 3; }));
+  cancel_e();
+  CHECK(e.get().code() == absl::StatusCode::kCancelled);
+  CHECK(c.scheduler->Snapshot().pending == 1);
+  cancel_d();
+  CHECK(d.get().code() == absl::StatusCode::kCancelled);
+  CHECK(c.scheduler->Snapshot().pending == 0);
+  CHECK(c.scheduler->Snapshot().types[0].cancelled == 1);
+  CHECK(c.scheduler->AccumulatedCost("d") == 0.0);
+  hold.Open();
+  CHECK(blocker.get_future().get().ok());
+  CHECK(c.Runs() == Names{"second"});
+  REQUIRE(c.scheduler->Drain(Context::Background()).ok());
+}
+
+TEST_CASE("Scheduler.Coalesce.ARunSyncJoinsARunningJobASubmitQueuesAnother") {
+  Watchdog watchdog("join a running job", 60s);
+  Coalescing c(Coalesce::kJoin);
+  c.Release();  // nothing held: the first Submit runs at once and waits on `running`
+  Gate running;
+  std::atomic<int> runs = 0;
+  std::promise<Status> first;
+  REQUIRE(c.scheduler
+              ->Submit(
+                  "mirror", "linux", "a",
+                  [&](const Context&) {
+                    ++runs;
+                    return running.Wait() ? absl::UnavailableError("upstream down")
+                                          : absl::InternalError("gate");
+                  },
+                  [&](const Status& s) { first.set_value(s); })
+              .ok());
+  REQUIRE(Eventually([&] { return runs == 1; }));  // running, the holder gone
+  std::future<Status> joined = c.RunSync("joined", "b");
+  auto [leaving_ctx, leave] = WithCancel(Context::Background());
+  std::future<Status> leaving = c.RunSync("leaving", "c", leaving_ctx);
+  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 2; }));
+  // A Submit asks for a run after this one: it queues a job of its own; unless it says any run
+  // under way will do.
+  std::future<Status> again = c.Submit("again", "d");
+  CHECK(c.scheduler->Snapshot().pending == 1);
+  std::promise<Status> any_run;
+  REQUIRE(c.scheduler
+              ->Submit(
+                  "mirror", "linux", "e",
+                  [&](const Context&) { return absl::InternalError("ran"); },
+                  [&](const Status& s) { any_run.set_value(s); }, {.join_running = true})
+              .ok());
+  CHECK(c.scheduler->Snapshot().types[0].joined == 3);
+  // A joiner of a run that leaves returns at once; the run goes on.
+  leave();
+  CHECK(leaving.get().code() == absl::StatusCode::kCancelled);
+  running.Open();
+  CHECK(first.get_future().get().message() == "upstream down");
+  CHECK(joined.get().message() == "upstream down");
+  CHECK(any_run.get_future().get().message() == "upstream down");
+  CHECK(again.get().ok());
+  CHECK(runs == 1);
+  CHECK(c.Runs() == Names{"again"});
+  REQUIRE(c.scheduler->Drain(Context::Background()).ok());
+}
+
+TEST_CASE("Scheduler.Coalesce.EveryCallOfAnExpiredOrShutDownJobIsToldOnce") {
+  Watchdog watchdog("coalesced refusals", 60s);
+  for (bool expire : {true, false}) {
+    CAPTURE(expire);
+    SchedulerOptions options = SchedulerOptions::Default();
+    options.max_concurrency = 1;
+    options.sweep_interval = 3600s;
+    auto scheduler = *Scheduler::Create(options);
+    JobTypeConfig mirror = testing::Type(1, 1);
+    mirror.coalesce = Coalesce::kJoin;
+    if (expire) mirror.max_queue_wait = 0.05;
+    REQUIRE(scheduler->RegisterType("mirror", mirror).ok());
+    Gate hold;
+    std::promise<Status> holder;
+    REQUIRE(scheduler
+                ->Submit(
+                    "mirror", "held", "h",
+                    [&](const Context&) {
+                      return hold.Wait() ? absl::OkStatus() : absl::InternalError("");
+                    },
+                    [&](const Status& s) { holder.set_value(s); })
+                .ok());
+    REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+    std::atomic<int> ran = 0, told = 0;
+    std::vector<std::future<Status>> syncs;
+    std::promise<void> all_told;
+    for (int i = 0; i < 3; ++i) {
+      REQUIRE(scheduler
+                  ->Submit(
+                      "mirror", "linux", "s",
+                      [&](const Context&) {
+                        ++ran;
+                        return absl::OkStatus();
+                      },
+                      [&](const Status& s) {
+                        CHECK(s.code() == (expire ? absl::StatusCode::kDeadlineExceeded
+                                                  : absl::StatusCode::kCancelled));
+                        if (++told == 3) all_told.set_value();
+                      })
+                  .ok());
+      syncs.push_back(std::async(std::launch::async, [&] {
+        return scheduler->RunSync(Context::Background(), "mirror", "linux", "r",
+                                  [&](const Context&) {
+                                    ++ran;
+                                    return absl::OkStatus();
+                                  });
+      }));
+    }
+    REQUIRE(Eventually([&] { return scheduler->Snapshot().types[0].joined == 5; }));
+    std::thread shutdown;
+    if (!expire)
+      shutdown = std::thread([&] { CHECK(scheduler->Shutdown(Context::Background()).ok()); });
+    for (auto& sync : syncs) {
+      CHECK(sync.get().code() ==
+            (expire ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kCancelled));
+    }
+    all_told.get_future().get();
+    hold.Open();
+    CHECK(holder.get_future().get().ok());
+    if (shutdown.joinable()) shutdown.join();
+    CHECK(ran == 0);
+    CHECK(told == 3);
+    const Snapshot snapshot = scheduler->Snapshot();
+    CHECK(snapshot.pending == 0);
+    CHECK(snapshot.types[0].expired == (expire ? 1 : 0));
+    CHECK(snapshot.types[0].cancelled == (expire ? 0 : 1));
+  }
+}
+
+}  // namespace
+}  // namespace fairgate
