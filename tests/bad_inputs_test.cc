@@ -82,6 +82,12 @@ std::vector<Row> Rows() {
   create("aging.ceiling = 0", "aging.ceiling must be a priority >= 1", [](auto& o) {
     o.aging = AgingConfig{Seconds(0), Seconds(1), 0};
   });
+  create("adaptive_capacity.min = 0", "adaptive_capacity.min must be in [1, max_concurrency",
+         [](auto& o) { o.adaptive_capacity = AdaptiveCapacity{.min = 0}; });
+  create("adaptive_capacity.low = high", "adaptive_capacity.low must be in [0, high",
+         [](auto& o) { o.adaptive_capacity = AdaptiveCapacity{.high = 0.2, .low = 0.2}; });
+  create("adaptive_capacity.decrease = 1", "adaptive_capacity.decrease must be in (0, 1)",
+         [](auto& o) { o.adaptive_capacity = AdaptiveCapacity{.decrease = 1}; });
   create("default_key_limits.max_running = 0", "default_key_limits: max_running must be >= 1",
          [](auto& o) { o.default_key_limits.max_running = 0; });
   create("observer_queue_limit = 0", "observer_queue_limit must be >= 1",

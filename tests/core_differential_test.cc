@@ -24,7 +24,7 @@ constexpr int kSequences = 10000;
 #endif
 
 void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extensions = false) {
-  long admissions = 0, expiries = 0, joins = 0;
+  long admissions = 0, expiries = 0, joins = 0, capacity_changes = 0;
   DriverConfig config;
   config.base = options;
   config.extensions = extensions;
@@ -36,12 +36,14 @@ void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extension
     admissions += result.admissions;
     expiries += result.expiries;
     joins += result.joins;
+    capacity_changes += result.capacity_changes;
   }
   // The sequences must exercise admission (and with the extensions, expiry and joins) for the
   // comparison to mean anything.
   CHECK(admissions > kSequences * 10);
   if (extensions) CHECK(expiries > kSequences / 10);
   if (extensions) CHECK(joins > kSequences);
+  if (extensions) CHECK(capacity_changes > kSequences / 4);
 }
 
 TEST_CASE("CoreDifferential.SeedMode.MatchesReferenceModel") {

@@ -229,6 +229,16 @@ class Run {
         if (got.code() != want.code()) {
           return Fail("pause/resume status: core " + got.ToString() + ", model " + want.ToString());
         }
+      } else if (choices_.Chance(0.25)) {
+        // Adaptive capacity's lever: the global cap in force, now and then out of range.
+        const int capacity = choices_.Between(0, 7);
+        const Status got = core_->SetCapacity(capacity);
+        const Status want = model_->SetCapacity(capacity);
+        if (got.code() != want.code()) {
+          return Fail("SetCapacity(" + Show(capacity) + "): core " + got.ToString() + ", model " +
+                      want.ToString());
+        }
+        if (got.ok()) ++result_.capacity_changes;
       } else if (choices_.Chance(0.5)) {
         const double weight = choices_.Pick(std::vector<double>{0.5, 1, 2, 3, 0.3, 0, -1});
         if (core_->SetKeyWeight(key, weight).code() != model_->SetKeyWeight(key, weight).code()) {

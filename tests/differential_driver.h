@@ -60,8 +60,8 @@ struct DriverConfig {
   // queue bounds and the types.
   SchedulerOptions base;
   // Also draw aging, shortest-first, default key limits, weights and per-key limits, conflict
-  // limits, multi-slot types, queue-wait limits, pauses of types and keys, and coalescing types
-  // with requests that join.
+  // limits, multi-slot types, queue-wait limits, pauses of types and keys, coalescing types with
+  // requests that join, and changes of the global cap in force (SetCapacity).
   bool extensions = false;
   // Also draw idle catch-up (else it is the base's).
   bool draw_idle_catch_up = false;
@@ -71,8 +71,9 @@ struct DriverConfig {
 struct DriverResult {
   int operations = 0;
   int admissions = 0;
-  int expiries = 0;  // jobs that reached their queue-wait limit
-  int joins = 0;     // requests that joined a job (coalescing)
+  int expiries = 0;          // jobs that reached their queue-wait limit
+  int joins = 0;             // requests that joined a job (coalescing)
+  int capacity_changes = 0;  // SetCapacity calls both accepted
   // Empty when the core and the model agreed throughout; else the first difference, with the
   // operation it came after.
   std::string difference;

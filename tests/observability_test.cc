@@ -423,7 +423,7 @@ TEST_CASE("Observability.Snapshot.JsonHasTheCountsAndTheHeaviestKeys") {
   CHECK(s.types[0].run_seconds_sum == 6);
   CHECK(
       ToJson(s) ==
-      R"({"max_concurrency":8,"running":0,"slots_in_use":0,"pending":0,)"
+      R"({"max_concurrency":8,"capacity":8,"running":0,"slots_in_use":0,"pending":0,)"
       R"("tiers":[{"priority":8,"running":0,"pending":0,"aged_in":0,"slots_in_use":0}],)"
       R"("types":[{"name":"clone","priority":8,"max_concurrency":8,"running":0,"pending":0,)"
       R"("enqueued":6,"admitted":6,"completed":6,"cancelled":0,"expired":0,"joined":0,"paused":false,)"

@@ -90,6 +90,14 @@ StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string
   return n;
 }
 
+Status ReferenceModel::SetCapacity(int capacity) {
+  if (capacity < 1 || capacity > options_.max_concurrency) {
+    return absl::InvalidArgumentError("capacity");
+  }
+  capacity_ = capacity;
+  return absl::OkStatus();
+}
+
 StatusOr<int> ReferenceModel::Callers(int n) const {
   auto it = jobs_.find(n);
   if (it == jobs_.end() || it->second.running) return absl::NotFoundError("job");
@@ -120,7 +128,7 @@ bool ReferenceModel::Admissible(const ModelJob& job) const {
     same_resource += !config.conflict_group.empty() && other.id == job.id &&
                      other_config.conflict_group == config.conflict_group;
   }
-  return !Paused(job) && total_slots + config.slots <= options_.max_concurrency &&
+  return !Paused(job) && total_slots + config.slots <= capacity_ &&
          tier_slots + config.slots <= config.priority && type < config.max_concurrency &&
          RunningOf(job.key) < LimitsOf(job.key).max_running &&
          same_resource < config.conflict_limit;

@@ -65,6 +65,8 @@ class ReferenceModel {
   Status PauseKey(const std::string& key, double now);
   Status ResumeKey(const std::string& key, double now);
   StatusOr<double> MaxWaitToCeiling(const std::string& type) const;
+  // The global cap in force: a lower one admits nothing more until the slots in use are below it.
+  Status SetCapacity(int capacity);
   // Pending jobs that aged into each registered priority, at `now`.
   std::map<int, std::int64_t> AgedIn(double now) const;
 
@@ -134,6 +136,7 @@ class ReferenceModel {
   std::vector<int> expired_;
   // The joinable job of each (type, id) admitted last (it may have completed since).
   std::map<std::pair<std::string, std::string>, int> last_admitted_joinable_;
+  int capacity_ = options_.max_concurrency;
   int next_job_ = 0;
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_order_ = 0;

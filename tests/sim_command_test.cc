@@ -34,6 +34,15 @@ TEST_CASE("SimCommand.Run.PrintsOneTablePerTrace") {
   CHECK(text.find("\"clientB\"") != std::string::npos);
 }
 
+TEST_CASE("SimCommand.Run.SaysWhereAnAdaptiveCapWentAndOnlyThen") {
+  const std::string examples = std::string(FAIRGATE_SOURCE_DIR) + "/docs/examples/";
+  std::ostringstream on, off, err;
+  CHECK(RunSimCommand({examples + "adaptive-capacity-on.json"}, std::nullopt, on, err) == 0);
+  CHECK(on.str().find("  capacity (from 8): 4 at 1, 2 at 2, ") != std::string::npos);
+  CHECK(RunSimCommand({examples + "adaptive-capacity-off.json"}, std::nullopt, off, err) == 0);
+  CHECK(off.str().find("capacity (from") == std::string::npos);
+}
+
 TEST_CASE("SimCommand.Events.WrittenToTheFileAsJsonLines") {
   const std::string path =
       (std::filesystem::temp_directory_path() / "fairgate_sim_command_events.jsonl").string();

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <numeric>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -329,6 +330,67 @@ TEST_CASE("Simulator.Coalesce.JoinersShareTheirJobsEventsAndTheRunnersDuration")
   CHECK(result->outcomes[4].done_at == 7.0);      // and was served when it ended
   CHECK(result->outcomes[6].done_at == 7.0);
   CHECK(result->outcomes[8].done_at == 9.0);  // k7 ran k6's job for its own 2 s
+}
+
+TEST_CASE("Simulator.Examples.AdaptiveCapacityLetsALightClientsJobsRunAtFullSpeed") {
+  // Each light job's time from arrival to end, and when the last job ended.
+  auto light = [](const Replayed& r) {
+    std::vector<double> latencies;
+    double last = 0;
+    for (std::size_t i = 0; i < r.trace.jobs.size(); ++i) {
+      last = std::max(last, *r.result.outcomes[i].done_at);
+      if (r.trace.jobs[i].key == "light") {
+        latencies.push_back(*r.result.outcomes[i].done_at - r.trace.jobs[i].arrival);
+      }
+    }
+    return std::make_pair(latencies, last);
+  };
+  const Replayed off = Replay("adaptive-capacity-off.json");
+  const Replayed on = Replay("adaptive-capacity-on.json");
+  const auto [off_latencies, off_last] = light(off);
+  const auto [on_latencies, on_last] = light(on);
+  // Fixed at 8 on 2 cores: every 1 s light job runs 4 s, as slowly as everyone's.
+  for (double l : off_latencies) CHECK(l >= 4);
+  CHECK(off.result.capacity_changes.empty());
+  // Adaptive: the first came during the burst admitted before the cap fell; every later one is
+  // served within 3 s; in all, less than half the time.
+  CHECK(on_latencies[0] > 4);
+  for (std::size_t i = 1; i < on_latencies.size(); ++i) CHECK(on_latencies[i] <= 3);
+  auto sum = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
+  CHECK(sum(on_latencies) < sum(off_latencies) / 2);
+  REQUIRE_FALSE(on.result.capacity_changes.empty());
+  CHECK(on.result.capacity_changes.front() == std::make_pair(1.0, 4));  // halved after 1 s
+  // The same work gets done in about the same time: the machine, not the cap, bounds it.
+  CHECK(on_last <= off_last * 1.1);
+}
+
+// The machine model and the rule, worked by hand: 1 core, capacity 3, rule every 2 s with
+// min 1, decrease 0.5. Three 1 s jobs at 0 start together, each stretched to 3 s (3 slots on 1
+// core). Overloaded from 0 to 2: at the tick at 2 the pressure is 1, the cap falls to 1. A job
+// at 2.5 waits for the three to end at 3, then runs alone, unstretched: 3 to 4. At the tick at 4
+// (pressure 0.5, from 2 to 3) the cap is at its minimum already.
+TEST_CASE("Simulator.AdaptiveCapacity.JobsStretchOnAnOversubscribedMachineAndTheCapFollows") {
+  const std::string text = R"({"mode": "seed", "capacity": 3, "machine": {"cores": 1},
+    "adaptive_capacity": {"min": 1, "interval": 2, "decrease": 0.5},
+    "types": {"t": {"priority": 3, "max_concurrency": 3}},
+    "jobs": [
+      {"type": "t", "id": "a", "key": "k", "arrival": 0, "duration": 1},
+      {"type": "t", "id": "b", "key": "k", "arrival": 0, "duration": 1},
+      {"type": "t", "id": "c", "key": "k", "arrival": 0, "duration": 1},
+      {"type": "t", "id": "d", "key": "k", "arrival": 2.5, "duration": 1}]})";
+  CHECK(Events(text) == std::vector<std::string>{
+                            Ev("0", "admit", "t", "a", "k"),
+                            Ev("0", "admit", "t", "b", "k"),
+                            Ev("0", "admit", "t", "c", "k"),
+                            Ev("3", "done", "t", "a", "k"),
+                            Ev("3", "done", "t", "b", "k"),
+                            Ev("3", "done", "t", "c", "k"),
+                            Ev("3", "admit", "t", "d", "k"),
+                            Ev("4", "done", "t", "d", "k"),
+                        });
+  StatusOr<SimResult> result = Simulate(*ParseTrace(text, "t.json"));
+  REQUIRE(result.ok());
+  CHECK(result->capacity_changes == std::vector<std::pair<double, int>>{{2, 1}});
 }
 
 TEST_CASE("Simulator.Examples.CostHintsLetTheClientOfCheapClonesWaitLess") {

@@ -109,6 +109,28 @@ TEST_CASE("Trace.CoalescingAndSyncCallersAreRead") {
   CHECK_FALSE(trace->jobs[1].sync);
 }
 
+TEST_CASE("Trace.MachineAndAdaptiveCapacityAreRead") {
+  StatusOr<Trace> trace = ParseTrace(R"({"capacity": 4, "machine": {"cores": 2},
+    "adaptive_capacity": {"min": 2, "interval": 0.5, "high": 0.3, "low": 0.1, "decrease": 0.5},
+    "types": {}, "jobs": []})",
+                                     "t.json");
+  REQUIRE_MESSAGE(trace.ok(), trace.status().message());
+  CHECK(trace->cores == 2);
+  REQUIRE(trace->options.adaptive_capacity.has_value());
+  const AdaptiveCapacity& rule = *trace->options.adaptive_capacity;
+  CHECK(rule.min == 2);
+  CHECK(rule.interval == 0.5);
+  CHECK(rule.high == 0.3);
+  CHECK(rule.low == 0.1);
+  CHECK(rule.decrease == 0.5);
+  // Unset fields take the defaults.
+  trace = ParseTrace(R"({"capacity": 4, "machine": {"cores": 2}, "adaptive_capacity": {},
+    "types": {}, "jobs": []})",
+                     "t.json");
+  REQUIRE(trace.ok());
+  CHECK(trace->options.adaptive_capacity->interval == AdaptiveCapacity{}.interval);
+}
+
 TEST_CASE("Trace.PausesAndQueueWaitLimitsAreRead") {
   StatusOr<Trace> trace = ParseTrace(R"({"capacity": 1,
     "types": {"clone": {"priority": 1, "max_concurrency": 1, "max_queue_wait": 2.5}},
@@ -311,6 +333,16 @@ TEST_CASE("Trace.BadInput.OneLineNamingFileJobAndField") {
            "coalesce": "merge"}}, "jobs": []})",
        "bad.json: type 't': field 'coalesce': must be \"off\", \"join\" or \"supersede\", got "
        "\"merge\""},
+      {"adaptive capacity without a machine",
+       R"({"capacity": 2, "adaptive_capacity": {}, "types": {}, "jobs": []})",
+       "bad.json: adaptive_capacity: needs a machine (its pressure is the signal)"},
+      {"adaptive capacity out of range",
+       R"({"capacity": 2, "machine": {"cores": 1}, "adaptive_capacity": {"min": 3},
+           "types": {}, "jobs": []})",
+       "bad.json: adaptive_capacity: adaptive_capacity.min must be in [1, max_concurrency 2], "
+       "got 3"},
+      {"a machine without cores", R"({"capacity": 2, "machine": {}, "types": {}, "jobs": []})",
+       "bad.json: machine: field 'cores': missing"},
       {"sync not a boolean",
        R"({"capacity": 1, "types": {"t": {"priority": 1, "max_concurrency": 1}},
            "jobs": [{"type": "t", "id": "r", "arrival": 0, "duration": 1, "sync": 1}]})",

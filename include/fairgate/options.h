@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fairgate/adaptive_capacity.h"
 #include "fairgate/evidence.h"
 #include "fairgate/key_limits.h"
 #include "fairgate/observer.h"
@@ -46,7 +47,8 @@ struct SchedulerOptions {
   // A limit that never refuses anything.
   static constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
 
-  // The global capacity: at most this many jobs run at once. >= 1.
+  // The global capacity: at most this many jobs run at once (in slots), or with adaptive_capacity
+  // the most it may grow to. >= 1.
   int max_concurrency = 8;
 
   // Weight of the newest observation in the learned cost of a (type, id):
@@ -81,6 +83,9 @@ struct SchedulerOptions {
   bool shortest_first = false;
   // The limits of keys that have none of their own (Scheduler::SetKeyLimits): none by default.
   KeyLimits default_key_limits;
+  // A global cap that follows CPU pressure between a minimum and max_concurrency
+  // (fairgate/adaptive_capacity.h). Off in both presets: the cap is max_concurrency.
+  std::optional<AdaptiveCapacity> adaptive_capacity;
 
   // --- The runtime (fairgate::Scheduler); the core and the simulator ignore these. ---
 

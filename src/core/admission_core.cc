@@ -64,7 +64,9 @@ StatusOr<std::unique_ptr<AdmissionCore>> AdmissionCore::Create(const SchedulerOp
 }
 
 AdmissionCore::AdmissionCore(const SchedulerOptions& options)
-    : options_(options), limits_in_use_(options.default_key_limits != KeyLimits{}) {}
+    : options_(options),
+      limits_in_use_(options.default_key_limits != KeyLimits{}),
+      capacity_(options.max_concurrency) {}
 
 AdmissionCore::~AdmissionCore() {
   // Hooks are safe-mode: unlink every node before the containers that own them die.
@@ -297,7 +299,7 @@ Job* AdmissionCore::FrontOf(LaneSet& lanes) {
 
 std::optional<Admission> AdmissionCore::NextAdmission(double now) {
   AdvanceTo(now);
-  if (slots_.Full(options_.max_concurrency)) return std::nullopt;
+  if (slots_.Full(capacity_)) return std::nullopt;
   DecisionSkips skipped;
   parked_in_decision_ = 0;
   Job* job = Pick(skipped);
@@ -717,7 +719,7 @@ bool AdmissionCore::CountCapSkip(const TypeState& type, const LaneSet& lanes,
   if (type.paused) return false;  // not a cap: nothing to count
   const std::int32_t slots = type.config.slots;
   int* full = !type.tier->slots.Fits(slots, type.tier->priority) ? &skipped.tier_cap
-              : !slots_.Fits(slots, options_.max_concurrency)    ? &skipped.global_cap
+              : !slots_.Fits(slots, capacity_)                   ? &skipped.global_cap
               : type.running.Full(type.config.max_concurrency)   ? &skipped.type_cap
                                                                  : nullptr;
   FAIRGATE_CORE_CHECK(full != nullptr, "a type was skipped with every cap open");
@@ -741,9 +743,19 @@ double AdmissionCore::SjfOf(const TypeState& type, absl::string_view id,
   return estimates_.Find(type.index, id).value_or(type.config.default_cost);
 }
 
+Status AdmissionCore::SetCapacity(int capacity) {
+  if (capacity < 1 || capacity > options_.max_concurrency) {
+    return absl::InvalidArgumentError(absl::StrCat("capacity must be in [1, max_concurrency ",
+                                                   options_.max_concurrency, "], got ", capacity));
+  }
+  capacity_ = capacity;
+  return absl::OkStatus();
+}
+
 Snapshot AdmissionCore::TakeSnapshot() const {
   Snapshot s;
   s.max_concurrency = options_.max_concurrency;
+  s.capacity = capacity_;
   s.slots_in_use = slots_.used();
   s.pending = pending_;
   for (const auto& tier : tiers_) {

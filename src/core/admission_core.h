@@ -235,6 +235,14 @@ class AdmissionCore {
   // ceiling). NotFound for an unknown type.
   StatusOr<double> MaxWaitToCeiling(std::string_view type) const;
 
+  // The global cap in force, in slots: max_concurrency unless lowered (adaptive capacity,
+  // SchedulerOptions::adaptive_capacity). A lower cap admits nothing until the running jobs'
+  // slots are below it (nothing running is stopped); a higher one may admit at once (call
+  // NextAdmission). InvalidArgument unless 1 <= capacity <= max_concurrency.
+  Status SetCapacity(int capacity);
+  int capacity() const { return capacity_; }
+  std::int64_t pending_jobs() const { return pending_; }
+
   Snapshot TakeSnapshot() const;
 
   // Recomputes every count, link and entry the core keeps from the jobs themselves and compares
@@ -271,7 +279,7 @@ class AdmissionCore {
   // job of `type`; if not, counts `lanes` (when it has jobs) as skipped by the cap that is full.
   bool TypeFits(const TypeState& type, const LaneSet& lanes, DecisionSkips& skipped) const {
     const std::int32_t slots = type.config.slots;
-    if (!type.paused && slots_.Fits(slots, options_.max_concurrency) &&
+    if (!type.paused && slots_.Fits(slots, capacity_) &&
         type.tier->slots.Fits(slots, type.tier->priority) &&
         !type.running.Full(type.config.max_concurrency)) {
       return true;
@@ -383,6 +391,7 @@ class AdmissionCore {
   // Whether any key has limits (the default ones, or its own) or was paused: until then no key is
   // held back or reserved, and the checks cost nothing.
   bool limits_in_use_ = false;
+  int capacity_ = 0;                          // the global cap in force (SetCapacity)
   absl::btree_set<std::string> paused_keys_;  // for the snapshot
   // With aging, the pause clocks of pending jobs that have been paused: aging counts only the
   // time a job was not paused, its steps due from arrival + total; while paused (since `since`)

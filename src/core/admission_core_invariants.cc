@@ -94,6 +94,9 @@ Status AdmissionCore::CheckInvariants() const {
   }
   if (slots_.used() > options_.max_concurrency)
     return Broken("more slots used than the global cap");
+  if (capacity_ < 1 || capacity_ > options_.max_concurrency) {
+    return Broken("the capacity in force is outside [1, max_concurrency]");
+  }
 
   // Types and tiers: counts and caps.
   for (const auto& tier : tiers_) {

@@ -6,7 +6,7 @@
 // what it names):
 //
 //   constraint       usage                   amount     capacity
-//   global cap       AdmissionCore::slots_   its slots  SchedulerOptions::max_concurrency
+//   global cap       AdmissionCore::slots_   its slots  capacity() (max_concurrency or SetCapacity)
 //   tier cap         TierState::slots        its slots  the tier's priority
 //   type cap         TypeState::running      1          JobTypeConfig::max_concurrency
 //   key limit        KeyState::running       1          KeyLimits::max_running of the key

@@ -53,6 +53,12 @@ Status ValidateOptions(const SchedulerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("fiber_stack_bytes must be >= 16384, got ", options.fiber_stack_bytes));
   }
+  if (options.adaptive_capacity) {
+    if (Status s = ValidateAdaptiveCapacity(*options.adaptive_capacity, options.max_concurrency);
+        !s.ok()) {
+      return s;
+    }
+  }
   if (options.aging) {
     const AgingConfig& a = *options.aging;
     if (!(std::isfinite(a.grace.count()) && a.grace.count() >= 0)) {

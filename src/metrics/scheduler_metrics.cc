@@ -131,8 +131,16 @@ void SchedulerMetrics::Write(std::string& out, const Snapshot& snapshot,
     const std::string tier = absl::StrCat(t.priority);
     w.Sample("fairgate_jobs_aged_in", {{"tier", tier}}, static_cast<double>(t.aged_in));
   }
-  w.Family("fairgate_capacity", "gauge", "The global cap: jobs that may run at once.");
-  w.Sample("fairgate_capacity", {}, snapshot.max_concurrency);
+  w.Family("fairgate_capacity", "gauge",
+           "The global cap in force, in slots (below max_concurrency while adaptive capacity "
+           "lowers it).");
+  w.Sample("fairgate_capacity", {}, snapshot.capacity);
+  w.Family("fairgate_capacity_max", "gauge", "max_concurrency: the most the global cap may be.");
+  w.Sample("fairgate_capacity_max", {}, snapshot.max_concurrency);
+  w.Family("fairgate_capacity_signal_errors_total", "counter",
+           "Times adaptive capacity could not read CPU pressure (the cap stayed).");
+  w.Sample("fairgate_capacity_signal_errors_total", {},
+           static_cast<double>(capacity_signal_errors_));
 
   auto histograms = [&](const char* name, const char* help, auto member) {
     w.Family(name, "histogram", help);

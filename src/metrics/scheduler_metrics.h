@@ -50,6 +50,7 @@ class SchedulerMetrics {
   void Expired(std::uint32_t type) { types_[type].expired++; }
   void Joined(std::uint32_t type) { types_[type].joined++; }
   void KeysEvicted(std::uint64_t n) { keys_evicted_ += n; }
+  void CapacitySignalFailed() { ++capacity_signal_errors_; }
   void ObserverEventsDropped(std::uint64_t n) { observer_events_dropped_ += n; }
 
   // Appends the exposition. `promotions` is the core's count of aging steps.
@@ -72,6 +73,7 @@ class SchedulerMetrics {
   std::vector<TypeCounts> types_;
   std::map<absl::StatusCode, std::uint64_t> rejected_;
   std::uint64_t keys_evicted_ = 0;
+  std::uint64_t capacity_signal_errors_ = 0;
   std::uint64_t waited_conflict_ = 0;
   std::uint64_t waited_capacity_ = 0;
   std::uint64_t observer_events_dropped_ = 0;

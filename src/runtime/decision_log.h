@@ -38,6 +38,8 @@ class DecisionLog {
   void Enqueued(const core::JobView& job);
   // A call that joined `job` (coalescing): counted, no event (the job's own events tell its story).
   void Joined(const core::JobView& job) { metrics_.Joined(job.type_index); }
+  // Adaptive capacity could not read its signal: the cap stays for this interval.
+  void CapacitySignalFailed() { metrics_.CapacitySignalFailed(); }
   // The aging steps this admission took come first, then the admission.
   void Admitted(const core::Admission& admission, double now);
   // `job` as described before the core completed it.

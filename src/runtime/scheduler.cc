@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/admission_core.h"
 #include "runtime/context_state.h"
+#include "runtime/cpu_pressure.h"
 #include "runtime/decision_log.h"
 #include "runtime/fiber_stack.h"
 #include "runtime/periodic_state.h"
@@ -117,8 +118,11 @@ void InvokeAdmitted(JobRecord& record, StatusOr<Permit> result) {
 
 class Scheduler::Impl {
  public:
-  explicit Impl(const SchedulerOptions& options, std::unique_ptr<core::AdmissionCore> core)
+  // `stalled_seconds`: adaptive capacity's signal (unused without it).
+  Impl(const SchedulerOptions& options, std::unique_ptr<core::AdmissionCore> core,
+       std::function<StatusOr<double>()> stalled_seconds)
       : options_(options),
+        stalled_seconds_(std::move(stalled_seconds)),
         epoch_(std::chrono::steady_clock::now()),
         core_(std::move(core)),
         log_(options, *core_),
@@ -934,9 +938,18 @@ class Scheduler::Impl {
     const auto sweep_interval =
         std::chrono::duration_cast<Clock::duration>(options_.sweep_interval);
     Clock::time_point next_sweep = Clock::now() + sweep_interval;
+    // Adaptive capacity: the rule is applied every interval, from a first sample taken now.
+    std::optional<Clock::duration> adapt_interval;
+    Clock::time_point next_adapt = Clock::time_point::max();
+    if (options_.adaptive_capacity) {
+      adapt_interval = std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(options_.adaptive_capacity->interval));
+      SampleStall(Clock::now());
+      next_adapt = Clock::now() + *adapt_interval;
+    }
     std::unique_lock lock(sweeper_mutex_);
     while (!stop_sweeper_) {
-      Clock::time_point wake_at = next_sweep;
+      Clock::time_point wake_at = std::min(next_sweep, next_adapt);
       {
         internal::CoreLock core_lock(&mutex_);
         if (!deadlines_.empty()) wake_at = std::min(wake_at, deadlines_.begin()->first);
@@ -951,6 +964,10 @@ class Scheduler::Impl {
       // Callbacks run without the timer's lock: they may acquire again, which may wake it.
       lock.unlock();
       RunDue(woke_at);
+      if (adapt_interval && woke_at >= next_adapt) {
+        AdaptCapacity(woke_at);
+        next_adapt = woke_at + *adapt_interval;
+      }
       lock.lock();
       if (stop_sweeper_) break;
       if (woke_at < next_sweep) continue;
@@ -964,6 +981,41 @@ class Scheduler::Impl {
     }
   }
 
+  // Reads the stall counter at `now`: the pressure since the previous sample, or nothing when
+  // the counter cannot be read (counted; the cap stays) or there is no previous sample.
+  std::optional<double> SampleStall(Context::Clock::time_point now) {
+    StatusOr<double> stalled = stalled_seconds_();
+    if (!stalled.ok()) {
+      internal::CoreLock lock(&mutex_);
+      log_.CapacitySignalFailed();
+      return std::nullopt;
+    }
+    std::optional<double> pressure;
+    if (last_sample_) {
+      const double wall = std::chrono::duration<double>(now - last_sample_->first).count();
+      if (wall > 0) pressure = std::clamp((*stalled - last_sample_->second) / wall, 0.0, 1.0);
+    }
+    last_sample_ = {now, *stalled};
+    return pressure;
+  }
+
+  // One application of adaptive capacity's rule (fairgate/adaptive_capacity.h); a cap that grew
+  // admits what it now has room for.
+  void AdaptCapacity(Context::Clock::time_point now) {
+    const std::optional<double> pressure = SampleStall(now);
+    if (!pressure) return;
+    std::vector<RecordPtr> admitted;
+    {
+      internal::CoreLock lock(&mutex_);
+      const int current = core_->capacity();
+      const int next = NextCapacity(*options_.adaptive_capacity, current, options_.max_concurrency,
+                                    *pressure, core_->pending_jobs() > 0);
+      if (next != current) (void)core_->SetCapacity(next);
+      if (next > current && phase_ != Phase::kShutDown) AdmitLocked(Now(), admitted);
+    }
+    Dispatch(admitted);
+  }
+
   void StopSweeper() {
     {
       std::unique_lock lock(sweeper_mutex_);
@@ -973,6 +1025,9 @@ class Scheduler::Impl {
   }
 
   const SchedulerOptions options_;
+  // Adaptive capacity's signal and its last sample (the timer thread's alone).
+  const std::function<StatusOr<double>()> stalled_seconds_;
+  std::optional<std::pair<Context::Clock::time_point, double>> last_sample_;
   const std::chrono::steady_clock::time_point epoch_;
 
   mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
@@ -1010,8 +1065,20 @@ class Scheduler::Impl {
 StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& options) {
   StatusOr<std::unique_ptr<core::AdmissionCore>> core = core::AdmissionCore::Create(options);
   if (!core.ok()) return core.status();
+  std::function<StatusOr<double>()> stalled_seconds;
+  if (options.adaptive_capacity) {
+    stalled_seconds = options.adaptive_capacity->stalled_seconds;
+    if (!stalled_seconds) {
+      // The kernel's counter, which must be readable now.
+      if (StatusOr<double> probe = internal::ReadCpuStallSeconds(); !probe.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "adaptive_capacity needs CPU pressure stall information: ", probe.status().message()));
+      }
+      stalled_seconds = [] { return internal::ReadCpuStallSeconds(); };
+    }
+  }
   return std::unique_ptr<Scheduler>(
-      new Scheduler(std::make_unique<Impl>(options, *std::move(core))));
+      new Scheduler(std::make_unique<Impl>(options, *std::move(core), std::move(stalled_seconds))));
 }
 
 Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

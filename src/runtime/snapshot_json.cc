@@ -35,6 +35,7 @@ std::string ToJson(const Snapshot& s, int indent) {
     heaviest.push_back({{"key", k.key}, {"accumulated_cost", k.accumulated_cost}});
   }
   nlohmann::ordered_json json = {{"max_concurrency", s.max_concurrency},
+                                 {"capacity", s.capacity},
                                  {"running", s.running},
                                  {"slots_in_use", s.slots_in_use},
                                  {"pending", s.pending},

@@ -62,7 +62,17 @@ int RunSimCommand(const std::vector<std::string>& traces, const SimOutputs& outp
     }
     out << path << " (" << trace->mode << " mode, " << trace->jobs.size() << " jobs, capacity "
         << trace->options.max_concurrency << ")\n"
-        << FormatKeyTable(*trace, *result) << "\n";
+        << FormatKeyTable(*trace, *result);
+    if (!result->capacity_changes.empty()) {  // adaptive capacity: where the cap went, and when
+      out << "  capacity (from " << trace->options.max_concurrency << "):";
+      const char* separator = " ";
+      for (const auto& [t, capacity] : result->capacity_changes) {
+        out << separator << capacity << " at " << FormatNumber(t);
+        separator = ", ";
+      }
+      out << "\n";
+    }
+    out << "\n";
     if (outputs.events &&
         !WriteLines(
             *outputs.events, result->events,

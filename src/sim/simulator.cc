@@ -22,6 +22,7 @@ struct PendingCompletion {
   std::uint64_t admission_order;
   std::size_t job;
   core::JobTicket ticket;
+  double run_time;  // its duration, stretched by an oversubscribed machine
   bool operator>(const PendingCompletion& o) const {
     return std::tie(t, admission_order) > std::tie(o.t, o.admission_order);
   }
@@ -94,18 +95,49 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
   std::priority_queue<PendingCompletion, std::vector<PendingCompletion>, std::greater<>> running;
   std::uint64_t admissions = 0;
 
+  // The machine (trace.cores): the slots in use, and for adaptive capacity the time since its
+  // last tick during which they were more than the cores (some job waited for a CPU).
+  auto slots_of = [&](const std::string& type) {
+    for (const auto& [name, config] : trace.types) {
+      if (name == type) return config.slots;
+    }
+    return 1;
+  };
+  int slots_running = 0;
+  double overloaded = 0, last_t = 0;
+  const std::optional<AdaptiveCapacity>& adaptive = trace.options.adaptive_capacity;
+  double next_tick = adaptive ? adaptive->interval : std::numeric_limits<double>::infinity();
+  // Ticks go on while the cap may still have to grow for work that waits.
+  auto cap_may_grow = [&] {
+    return adaptive && core.pending_jobs() > 0 && core.capacity() < trace.options.max_concurrency;
+  };
+
   result.outcomes.resize(trace.jobs.size());
   std::size_t next = 0;
   while (next < arrivals.size() || !running.empty() || next_change < pause_changes.size() ||
-         core.NextExpiryAt()) {
+         core.NextExpiryAt() || cap_may_grow()) {
     double t = std::numeric_limits<double>::infinity();
     if (!running.empty()) t = running.top().t;
     if (next < arrivals.size()) t = std::min(t, trace.jobs[arrivals[next]].arrival);
     if (next_change < pause_changes.size()) t = std::min(t, pause_changes[next_change].t);
     if (std::optional<double> expiry = core.NextExpiryAt()) t = std::min(t, *expiry);
+    t = std::min(t, next_tick);
     if (trace.until && t > *trace.until) break;
 
     core.Sweep(t);
+    if (trace.cores && slots_running > *trace.cores) overloaded += t - last_t;
+    last_t = t;
+    if (t == next_tick) {  // adaptive capacity's rule, on the pressure of the interval
+      const int current = core.capacity();
+      const int capacity = NextCapacity(*adaptive, current, trace.options.max_concurrency,
+                                        overloaded / adaptive->interval, core.pending_jobs() > 0);
+      if (capacity != current) {
+        if (Status s = core.SetCapacity(capacity); !s.ok()) return s;
+        result.capacity_changes.emplace_back(t, capacity);
+      }
+      overloaded = 0;
+      next_tick += adaptive->interval;
+    }
     for (; next_change < pause_changes.size() && pause_changes[next_change].t == t; ++next_change) {
       const PauseChange& change = pause_changes[next_change];
       const TracePause& pause = *change.pause;
@@ -143,14 +175,14 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
         const PendingCompletion done = running.top();
         running.pop();
         const std::vector<std::size_t> calls = std::move(live[done.ticket.slot].calls);
-        if (Status s = core.Complete(done.ticket, trace.jobs[done.job].duration, t); !s.ok()) {
-          return s;
-        }
+        if (Status s = core.Complete(done.ticket, done.run_time, t); !s.ok()) return s;
+        slots_running -= slots_of(trace.jobs[done.job].type);
         result.events.push_back({t, SimEvent::Kind::kDone, calls.front()});
         for (std::size_t job : calls) result.outcomes[job].done_at = t;
       }
       core.AdvanceTo(t);
       report_expired(t);
+      std::vector<PendingCompletion> started;  // run times set once all of this instant's are in
       while (std::optional<core::Admission> admitted = core.NextAdmission(t)) {
         const std::vector<std::size_t>& calls = live[admitted->ticket.slot].calls;
         result.events.push_back({t, SimEvent::Kind::kAdmit, calls.front(),
@@ -166,7 +198,17 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
                        ? calls.end() - 1
                        : calls.begin();
         }
-        running.push({t + trace.jobs[*runner].duration, admissions++, *runner, admitted->ticket});
+        slots_running += slots_of(trace.jobs[*runner].type);
+        started.push_back(
+            {t, admissions++, *runner, admitted->ticket, trace.jobs[*runner].duration});
+      }
+      // On an oversubscribed machine the jobs started now run slower, by the slots in use now.
+      const double stretch =
+          trace.cores ? std::max(1.0, static_cast<double>(slots_running) / *trace.cores) : 1.0;
+      for (PendingCompletion& job : started) {
+        job.run_time *= stretch;
+        job.t = t + job.run_time;
+        running.push(job);
       }
     } while (!running.empty() && running.top().t == t);
   }

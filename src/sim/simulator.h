@@ -47,6 +47,8 @@ struct SimResult {
   std::vector<SimEvent> events;             // in the order they happened
   std::vector<JobOutcome> outcomes;         // one per trace job
   std::vector<AdmissionEvidence> evidence;  // one per admission, with `with_evidence`
+  // With adaptive capacity: (when, the new cap) at each change, in time order.
+  std::vector<std::pair<double, int>> capacity_changes;
 };
 
 StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence = false);

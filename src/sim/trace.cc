@@ -172,6 +172,32 @@ StatusOr<AgingConfig> ParseAging(const Json& value, const std::string& where) {
   return AgingConfig{Seconds(*grace), Seconds(*interval), *ceiling};
 }
 
+// {"min": m, "interval": s, "high": h, "low": l, "decrease": d}, each optional (the defaults of
+// AdaptiveCapacity); checked against the capacity by the scheduler's own validation.
+StatusOr<AdaptiveCapacity> ParseAdaptiveCapacity(const Json& value, const std::string& where,
+                                                 int capacity) {
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
+  }
+  ObjectReader r(value, where);
+  if (Status s = r.OnlyFields({"min", "interval", "high", "low", "decrease"}); !s.ok()) return s;
+  AdaptiveCapacity rule;
+  FAIRGATE_ASSIGN_OR_RETURN(min, r.Integer("min", false, 1));
+  FAIRGATE_ASSIGN_OR_RETURN(interval, r.Number("interval", false));
+  FAIRGATE_ASSIGN_OR_RETURN(high, r.Number("high", false));
+  FAIRGATE_ASSIGN_OR_RETURN(low, r.Number("low", false));
+  FAIRGATE_ASSIGN_OR_RETURN(decrease, r.Number("decrease", false));
+  rule.min = min.value_or(rule.min);
+  rule.interval = interval.value_or(rule.interval);
+  rule.high = high.value_or(rule.high);
+  rule.low = low.value_or(rule.low);
+  rule.decrease = decrease.value_or(rule.decrease);
+  if (Status s = ValidateAdaptiveCapacity(rule, capacity); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
+  }
+  return rule;
+}
+
 StatusOr<TracePause> ParsePause(const Json& value, const std::string& where, const Trace& trace) {
   if (!value.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
@@ -299,7 +325,7 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
   ObjectReader r(root, file);
   if (Status s = r.OnlyFields({"mode", "reconcile", "idle_catch_up", "capacity", "alpha", "types",
                                "jobs", "until", "aging", "shortest_first", "default_key_limits",
-                               "keys", "pauses"});
+                               "keys", "pauses", "machine", "adaptive_capacity"});
       !s.ok()) {
     return s;
   }
@@ -331,6 +357,25 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
   if (const Json* aging = r.Get("aging")) {
     FAIRGATE_ASSIGN_OR_RETURN(config, ParseAging(*aging, absl::StrCat(file, ": aging")));
     trace.options.aging = config;
+  }
+  if (const Json* machine = r.Get("machine")) {
+    const std::string where = absl::StrCat(file, ": machine");
+    if (!machine->is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
+    }
+    ObjectReader mr(*machine, where);
+    if (Status s = mr.OnlyFields({"cores"}); !s.ok()) return s;
+    FAIRGATE_ASSIGN_OR_RETURN(cores, mr.Integer("cores", true, 1));
+    trace.cores = *cores;
+  }
+  if (const Json* adaptive = r.Get("adaptive_capacity")) {
+    const std::string where = absl::StrCat(file, ": adaptive_capacity");
+    if (!trace.cores) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": needs a machine (its pressure is the signal)"));
+    }
+    FAIRGATE_ASSIGN_OR_RETURN(rule, ParseAdaptiveCapacity(*adaptive, where, *capacity));
+    trace.options.adaptive_capacity = rule;
   }
   FAIRGATE_ASSIGN_OR_RETURN(shortest_first, r.Bool("shortest_first"));
   trace.options.shortest_first = shortest_first.value_or(false);

@@ -55,6 +55,9 @@ struct Trace {
   std::vector<TraceJob> jobs;                                // in file order
   std::vector<TracePause> pauses;                            // in file order
   std::optional<double> until;                               // nothing after this instant happens
+  // A machine with this many cores: a job runs its duration times max(1, slots in use / cores),
+  // the slots in use counted when it is admitted (it and everything running then).
+  std::optional<int> cores;
 };
 
 // Parses `text`; `file` names it in error messages.
