@@ -95,6 +95,10 @@ fairgate::Status ValidateGateConfig(const GateConfig& c) {
   if (c.client_max_running < 0 || c.client_min_running < 0) {
     return absl::InvalidArgumentError("client limits must be >= 0");
   }
+  if (c.adaptive_min < 0 || c.adaptive_min > c.capacity) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the adaptive capacity's minimum must be in [0, capacity ", c.capacity, "]"));
+  }
   return absl::OkStatus();
 }
 
@@ -118,6 +122,11 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
   options.default_key_limits.min_running = c.client_min_running;
   if (auto s = fairgate::ValidateKeyLimits(options.default_key_limits); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("client limits: ", s.message()));
+  }
+  if (c.adaptive_min > 0) {
+    fairgate::AdaptiveCapacity adaptive;  // the rule's defaults: every second, by CPU pressure
+    adaptive.min = c.adaptive_min;
+    options.adaptive_capacity = adaptive;
   }
   auto scheduler = fairgate::Scheduler::Create(options);
   if (!scheduler.ok()) return scheduler.status();

@@ -52,6 +52,10 @@ int main(int argc, char** argv) {
   app.add_option("--client-min-running", gate_config.client_min_running,
                  "jobs a client running fewer than this gets first in its tier (fairgate)")
       ->capture_default_str();
+  app.add_option("--adaptive-capacity-min", gate_config.adaptive_min,
+                 "0: the cap is --capacity; else it follows CPU pressure between this and "
+                 "--capacity (fairgate)")
+      ->capture_default_str();
   app.add_option("--client-header", options.http.client_header,
                  "header naming the client, honoured only from --trusted-proxy peers (e.g. "
                  "X-Forwarded-For: its last entry); else the peer address names the client");

@@ -55,6 +55,10 @@ struct GateConfig {
   // so that one client never holds every slot and a newcomer waits for no one's whole clone.
   int client_max_running = 0;
   int client_min_running = 0;
+  // fairgate only. 0: the cap is `capacity`. Else adaptive capacity
+  // (fairgate/adaptive_capacity.h): the cap follows CPU pressure between this and `capacity`, so
+  // that clones (git pack-objects is CPU-bound) do not oversubscribe the machine.
+  int adaptive_min = 0;
 };
 
 // A slot held by a foreground request: released exactly once, by Release or by the destructor

@@ -234,9 +234,14 @@ TEST_CASE("GitMirror.Gate.BadConfigurationsAreRefused") {
         GateConfig{.background_slots = 0}, GateConfig{.repack_slots = 3},
         GateConfig{.max_pending_per_client = 0}, GateConfig{.aging_grace_seconds = -1},
         GateConfig{.client_max_running = -1},
-        GateConfig{.client_max_running = 1, .client_min_running = 2}}) {
+        GateConfig{.client_max_running = 1, .client_min_running = 2},
+        GateConfig{.adaptive_min = -1}, GateConfig{.capacity = 2, .adaptive_min = 3}}) {
     CHECK(MakeFairgateGate(c).status().code() == absl::StatusCode::kInvalidArgument);
   }
+  // Adaptive capacity reads this machine's CPU pressure; the cap starts at the capacity.
+  auto adaptive = MakeFairgateGate(GateConfig{.capacity = 4, .adaptive_min = 1});
+  REQUIRE_MESSAGE(adaptive.ok(), adaptive.status().message());
+  CHECK((*adaptive)->DebugState()["capacity"] == 4);
   CHECK(MakeFifoGate(GateConfig{.capacity = 0}).status().code() ==
         absl::StatusCode::kInvalidArgument);
 }
