@@ -82,6 +82,8 @@ std::vector<Row> Rows() {
   create("aging.ceiling = 0", "aging.ceiling must be a priority >= 1", [](auto& o) {
     o.aging = AgingConfig{Seconds(0), Seconds(1), 0};
   });
+  create("shortest_first_aging = -1", "shortest_first_aging must be finite and >= 0, got -1",
+         [](auto& o) { o.shortest_first_aging = -1; });
   create("adaptive_capacity.min = 0", "adaptive_capacity.min must be in [1, max_concurrency",
          [](auto& o) { o.adaptive_capacity = AdaptiveCapacity{.min = 0}; });
   create("adaptive_capacity.low = high", "adaptive_capacity.low must be in [0, high",

@@ -80,6 +80,9 @@ class Run {
                                     choices_.Pick(std::vector<int>{1, 2, 3, 5, 10})};
       }
       options.shortest_first = choices_.Chance(0.2);
+      if (choices_.Chance(0.4)) {
+        options.shortest_first_aging = choices_.Pick(std::vector<double>{0.1, 0.5, 2, 0.37});
+      }
       if (choices_.Chance(0.3)) {
         const int max = choices_.Between(1, 3);
         options.default_key_limits = {max, choices_.Between(0, max)};

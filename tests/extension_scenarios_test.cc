@@ -188,6 +188,63 @@ TEST_CASE("Extensions.ShortestFirst.LowersAKeysMeanCompletionAndTheLongJobStillR
   CHECK(sjf.outcomes[0].done_at == 30.0);  // the long job ran, last
 }
 
+// Shortest-first with its aging term (SchedulerOptions::shortest_first_aging = a): a job J of
+// estimated cost c is passed by no job of its own key and type that arrived more than c / a
+// after J, in whatever tier, with aging across tiers on or off and a higher tier backlogged by
+// other keys. Without the term (a = 0) the same traces let a key's later short jobs pass its
+// long one without end.
+TEST_CASE("Extensions.ShortestFirstAging.PropertyNoJobIsPassedByItsKeysJobsFromPastItsHorizon") {
+  std::mt19937_64 rng(2027);
+  auto pick = [&](std::initializer_list<double> v) {
+    return *(v.begin() + std::uniform_int_distribution<std::size_t>(0, v.size() - 1)(rng));
+  };
+  long pairs = 0, late_passes_without = 0;
+  for (int n = 0; n < 200; ++n) {
+    CAPTURE(n);
+    const int capacity = std::uniform_int_distribution<int>(1, 3)(rng);
+    Trace trace = Base(capacity, std::uniform_int_distribution<int>(0, 1)(rng) == 0);
+    AddType(trace, "top", 4, capacity, true);  // the ceiling tier's own type
+    AddType(trace, "low", 1, 1, true);
+    AddType(trace, "flood", 4, capacity);  // other keys' work in the top tier
+    const double a = pick({0.1, 0.5, 2});
+    if (pick({0, 1}) == 1) trace.options.aging = AgingConfig{Seconds(1), Seconds(2), 4};
+    std::uniform_real_distribution<double> cost(0.1, 8);
+    for (double t = 0; t < 80; t += pick({0.1, 0.5, 1})) {
+      const double c = cost(rng);
+      const std::string type = pick({0, 0, 1, 2}) == 0 ? "top" : (pick({0, 1}) ? "low" : "flood");
+      const std::string key = type == "flood" ? "f" : "k" + std::to_string(int(pick({0, 1})));
+      AddJob(trace, type, key, t, c, c);
+    }
+    auto late_passes = [&](double aging, long* checked) {
+      trace.options.shortest_first_aging = aging;
+      const SimResult r = Run(trace);
+      long passes = 0;
+      for (std::size_t j = 0; j < trace.jobs.size(); ++j) {
+        const TraceJob& jj = trace.jobs[j];
+        if (jj.type == "flood") continue;
+        const double horizon = jj.arrival + *jj.cost / a;  // the bound of the term `a`
+        for (std::size_t k = 0; k < trace.jobs.size(); ++k) {
+          const TraceJob& kk = trace.jobs[k];
+          if (k == j || kk.type != jj.type || kk.key != jj.key) continue;
+          const double k_at = *r.outcomes[k].admitted_at;
+          // K went while J waited (J had arrived and was not admitted yet).
+          if (jj.arrival <= k_at && k_at < *r.outcomes[j].admitted_at) {
+            if (checked) ++*checked;
+            passes += kk.arrival >= horizon;
+          }
+        }
+      }
+      return passes;
+    };
+    CHECK(late_passes(a, &pairs) == 0);
+    late_passes_without += late_passes(0, nullptr);
+  }
+  MESSAGE(pairs, " passes checked against their horizon; without the aging term, ",
+          late_passes_without, " passes by jobs that came after it");
+  CHECK(pairs > 1000);
+  CHECK(late_passes_without > 0);  // the property is not true of shortest-first alone
+}
+
 TEST_CASE("Extensions.Aging.PropertyNoBackgroundJobWaitsPastItsBound") {
   std::mt19937_64 rng(2026);
   auto pick = [&](std::initializer_list<double> v) {

@@ -82,6 +82,7 @@ StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string
   if (type_it->second.shortest_first || options_.shortest_first) {
     auto est = estimates_.find({type, id});
     sjf = cost ? *cost : est != estimates_.end() ? est->second.value : type_it->second.default_cost;
+    sjf += options_.shortest_first_aging * now;
   }
   ModelJob job{type, id, key, cost, now, next_seq_++, sjf};
   job.paused_since = now;

@@ -393,6 +393,14 @@ TEST_CASE("Simulator.AdaptiveCapacity.JobsStretchOnAnOversubscribedMachineAndThe
   CHECK(result->capacity_changes == std::vector<std::pair<double, int>>{{2, 1}});
 }
 
+TEST_CASE("Simulator.Examples.ShortestFirstsAgingTermBoundsWhatPassesALongJob") {
+  auto big_starts = [](const Replayed& r) { return *r.result.outcomes[0].admitted_at; };
+  // Without the term every short job passes the 20 s build; with a = 1 only those that arrived
+  // before 20 / 1 s (the 38 of 0 to 18.5 s), each 1 s.
+  CHECK(big_starts(Replay("sjf-aging-off.json")) == 120);
+  CHECK(big_starts(Replay("sjf-aging-on.json")) == 38);
+}
+
 TEST_CASE("Simulator.Examples.CostHintsLetTheClientOfCheapClonesWaitLess") {
   auto mean_wait = [](const Replayed& r, const std::string& key) {
     double total = 0;

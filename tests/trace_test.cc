@@ -116,6 +116,7 @@ TEST_CASE("Trace.MachineAndAdaptiveCapacityAreRead") {
                                      "t.json");
   REQUIRE_MESSAGE(trace.ok(), trace.status().message());
   CHECK(trace->cores == 2);
+  CHECK(trace->options.shortest_first_aging == 0);
   REQUIRE(trace->options.adaptive_capacity.has_value());
   const AdaptiveCapacity& rule = *trace->options.adaptive_capacity;
   CHECK(rule.min == 2);

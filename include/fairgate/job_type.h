@@ -48,8 +48,9 @@ struct JobTypeConfig {
   // Shortest-first within a key: a key's pending jobs of this type go in the order of their
   // estimated cost (the explicit cost if given, else the learned or default estimate, as known
   // when the job was enqueued), ties by arrival, instead of by arrival alone (Smith's rule:
-  // it lowers the key's mean completion time). Other keys are not affected. Aging keeps long jobs
-  // from waiting for ever.
+  // it lowers the key's mean completion time). Other keys are not affected. With
+  // SchedulerOptions::shortest_first_aging a, the place is estimate + a * arrival, so the key's
+  // later short jobs cannot keep a long one waiting for ever.
   bool shortest_first = false;
   // Queue-wait limit, in seconds: a job of this type still pending this long after it was
   // enqueued leaves the queue, uncharged, instead of being admitted (RunSync returns

@@ -81,6 +81,13 @@ struct SchedulerOptions {
   std::optional<AgingConfig> aging;
   // Every type shortest-first (see JobTypeConfig::shortest_first). Off in both presets.
   bool shortest_first = false;
+  // The aging term of shortest-first, a >= 0 (finite): a shortest-first job's place within its
+  // key is `estimate + a * arrival` instead of its estimate alone (Smith's rule plus linear
+  // aging), so a later job of its key goes ahead of it only if it is cheaper by more than a
+  // times the time between them. A job of estimated cost c is passed by no job of its key and
+  // type that arrived more than c / a after it: its own key's short jobs cannot keep it waiting
+  // for ever, in any tier. 0 (both presets): pure shortest-first.
+  double shortest_first_aging = 0;
   // The limits of keys that have none of their own (Scheduler::SetKeyLimits): none by default.
   KeyLimits default_key_limits;
   // A global cap that follows CPU pressure between a minimum and max_concurrency

@@ -202,7 +202,10 @@ class Scheduler {
   Status PauseKey(std::string_view fairness_key);
   Status ResumeKey(std::string_view fairness_key);
   // With SchedulerOptions::aging, how long a pending job of `type` takes at most to reach the
-  // aging ceiling (grace + steps * interval); 0 when it cannot rise. NotFound for an unknown type.
+  // aging ceiling (grace + steps * interval, plus any time it spends paused); 0 when it cannot
+  // rise (its tier is at or above the ceiling). What that bounds, and what it does not (a job of
+  // the ceiling tier, a tier above the ceiling that stays backlogged): docs/ordering.md.
+  // NotFound for an unknown type.
   StatusOr<Seconds> MaxWaitToCeiling(std::string_view type) const;
 
  private:

@@ -202,7 +202,7 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
   job.seq = next_seq_++;
   job.has_explicit_cost = request.cost.has_value();
   job.explicit_cost = request.cost.value_or(0);
-  job.sjf = SjfOf(type, AsAbsl(request.id), request);
+  job.sjf = SjfOf(type, AsAbsl(request.id), request, now);
   job.promotions = 0;
   job.was_parked = false;
   job.joinable = joinable;
@@ -736,11 +736,13 @@ KeyPlace AdmissionCore::PlaceOf(const KeyState& key) const {
 }
 
 double AdmissionCore::SjfOf(const TypeState& type, absl::string_view id,
-                            const EnqueueRequest& request) const {
+                            const EnqueueRequest& request, double now) const {
   if (!type.config.shortest_first && !options_.shortest_first) return 0;
-  if (request.cost) return *request.cost;
   // Reading the estimate for the order is not a use: it does not keep the estimate alive.
-  return estimates_.Find(type.index, id).value_or(type.config.default_cost);
+  const double estimate = request.cost
+                              ? *request.cost
+                              : estimates_.Find(type.index, id).value_or(type.config.default_cost);
+  return estimate + options_.shortest_first_aging * now;
 }
 
 Status AdmissionCore::SetCapacity(int capacity) {

@@ -295,7 +295,10 @@ class AdmissionCore {
   bool Reserved(const KeyState& key) const;
   // A key's place in the admission order (core/order.h).
   KeyPlace PlaceOf(const KeyState& key) const;
-  double SjfOf(const TypeState& type, absl::string_view id, const EnqueueRequest& request) const;
+  // A job's place within its key (order part 5): 0 unless shortest-first, else its estimate plus
+  // shortest_first_aging times its arrival.
+  double SjfOf(const TypeState& type, absl::string_view id, const EnqueueRequest& request,
+               double now) const;
   // The tier one step above `tier` within the aging ceiling, or null.
   TierState* TierAbove(const TierState& tier) const;
   // How long a pending job has been paused before its current pause (0 if never).

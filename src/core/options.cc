@@ -53,6 +53,10 @@ Status ValidateOptions(const SchedulerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("fiber_stack_bytes must be >= 16384, got ", options.fiber_stack_bytes));
   }
+  if (!std::isfinite(options.shortest_first_aging) || options.shortest_first_aging < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shortest_first_aging must be finite and >= 0, got ", options.shortest_first_aging));
+  }
   if (options.adaptive_capacity) {
     if (Status s = ValidateAdaptiveCapacity(*options.adaptive_capacity, options.max_concurrency);
         !s.ok()) {

@@ -325,7 +325,8 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
   ObjectReader r(root, file);
   if (Status s = r.OnlyFields({"mode", "reconcile", "idle_catch_up", "capacity", "alpha", "types",
                                "jobs", "until", "aging", "shortest_first", "default_key_limits",
-                               "keys", "pauses", "machine", "adaptive_capacity"});
+                               "keys", "pauses", "machine", "adaptive_capacity",
+                               "shortest_first_aging"});
       !s.ok()) {
     return s;
   }
@@ -379,6 +380,8 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
   }
   FAIRGATE_ASSIGN_OR_RETURN(shortest_first, r.Bool("shortest_first"));
   trace.options.shortest_first = shortest_first.value_or(false);
+  FAIRGATE_ASSIGN_OR_RETURN(sjf_aging, r.Number("shortest_first_aging", false));
+  trace.options.shortest_first_aging = sjf_aging.value_or(0);
   if (const Json* limits = r.Get("default_key_limits")) {
     const std::string where = absl::StrCat(file, ": default_key_limits");
     if (!limits->is_object()) {
