@@ -90,7 +90,8 @@ TEST_CASE("Extensions.Aging.EffectiveTierIsInTheEvents") {
   const SimResult result = Run(trace);
   for (const SimEvent& e : result.events) {
     if (e.kind == SimEvent::Kind::kAdmit && e.job == trace.jobs.size() - 1) {
-      CHECK(FormatEvent(trace, e).find("\"tier\":1,\"effective_tier\":8") != std::string::npos);
+      CHECK(FormatEvent(trace, result, e).find("\"tier\":1,\"effective_tier\":8") !=
+            std::string::npos);
     }
   }
 }

@@ -77,10 +77,10 @@ ReportSummary Summarize(const Trace& trace, const SimResult& result) {
   std::map<std::string, std::size_t> index;
   std::vector<double> slowdown_sum;
   std::vector<std::size_t> slowdown_n;
-  double first_arrival = trace.jobs.empty() ? 0 : trace.jobs[0].arrival, last_done = 0;
+  double first_arrival = result.jobs.empty() ? 0 : result.jobs[0].arrival, last_done = 0;
   double busy = 0;
-  for (std::size_t i = 0; i < trace.jobs.size(); ++i) {
-    const TraceJob& job = trace.jobs[i];
+  for (std::size_t i = 0; i < result.jobs.size(); ++i) {
+    const TraceJob& job = result.jobs[i];
     first_arrival = std::min(first_arrival, job.arrival);
     auto [it, inserted] = index.try_emplace(job.key, summary.keys.size());
     if (inserted) {
@@ -159,7 +159,7 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
       busy[static_cast<std::size_t>(row)] = true;
       bar_of_job[e.job] = bars.size();
       bars.push_back({e.t, e.t, row, e.job, e.waited_on_conflict,
-                      e.effective_priority != priority_of[trace.jobs[e.job].type]});
+                      e.effective_priority != priority_of[result.jobs[e.job].type]});
     } else if (e.kind == SimEvent::Kind::kDone) {
       Bar& bar = bars[bar_of_job[e.job]];
       bar.end = e.t;
@@ -181,7 +181,7 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
       "border-bottom:1px solid #ddd}th{background:#f3f3f3}td:first-child,th:first-child"
       "{text-align:left}.swatch{display:inline-block;width:12px;height:12px;margin-right:6px;"
       "vertical-align:middle}</style></head><body>\n<h1>",
-      Escape(title), "</h1>\n<p>", trace.jobs.size(), " jobs, capacity ",
+      Escape(title), "</h1>\n<p>", result.jobs.size(), " jobs, capacity ",
       trace.options.max_concurrency, ", ", Escape(trace.mode), " mode",
       trace.options.aging ? ", aging" : "", ". Utilization <b>",
       absl::StrFormat("%.1f%%", 100 * summary.utilization),
@@ -215,7 +215,7 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
                     "\" font-size=\"11\" text-anchor=\"end\">slot ", r + 1, "</text>\n");
   }
   for (const Bar& bar : bars) {
-    const std::size_t key = key_index[trace.jobs[bar.job].key];
+    const std::size_t key = key_index[result.jobs[bar.job].key];
     const double width = std::max(1.0, x(bar.end) - x(bar.start));
     absl::StrAppend(
         &html,
@@ -229,7 +229,7 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
       absl::StrAppend(&html, " stroke=\"#fff\" stroke-width=\"1\"");  // apart from its neighbours
     }
     if (bar.conflict && bar.aged) absl::StrAppend(&html, " stroke-dasharray=\"4 2\"");
-    const TraceJob& job = trace.jobs[bar.job];
+    const TraceJob& job = result.jobs[bar.job];
     absl::StrAppend(&html, "><title>", Escape(job.type), " ", Escape(job.id), " (",
                     Escape(KeyLabel(job.key)), ") ",
                     absl::StrFormat("%.2f-%.2f", bar.start, bar.end), "</title></rect>\n");

@@ -62,7 +62,7 @@ int RunSimCommand(const std::vector<std::string>& traces, const SimOutputs& outp
     }
     out << path << " (" << trace->mode << " mode, " << trace->jobs.size() << " jobs, capacity "
         << trace->options.max_concurrency << ")\n"
-        << FormatKeyTable(*trace, *result);
+        << FormatKeyTable(*result);
     if (!result->capacity_changes.empty()) {  // adaptive capacity: where the cap went, and when
       out << "  capacity (from " << trace->options.max_concurrency << "):";
       const char* separator = " ";
@@ -76,7 +76,7 @@ int RunSimCommand(const std::vector<std::string>& traces, const SimOutputs& outp
     if (outputs.events &&
         !WriteLines(
             *outputs.events, result->events,
-            [&](const SimEvent& e) { return FormatEvent(*trace, e); }, out, err)) {
+            [&](const SimEvent& e) { return FormatEvent(*trace, *result, e); }, out, err)) {
       return 2;
     }
     if (outputs.evidence &&

@@ -49,6 +49,10 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
     }
   }
 
+  SimResult result;
+  // Every job: the trace's, then the runs of its periodic jobs as they arrive.
+  std::vector<TraceJob>& jobs = result.jobs;
+  jobs = trace.jobs;
   std::vector<std::size_t> arrivals(trace.jobs.size());
   std::iota(arrivals.begin(), arrivals.end(), 0);
   std::stable_sort(arrivals.begin(), arrivals.end(), [&](std::size_t a, std::size_t b) {
@@ -82,14 +86,36 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
     }
     return Coalesce::kOff;
   };
-  SimResult result;
+  // Periodic jobs: when each one's next run arrives (none once its runs are all queued), and
+  // which periodic job a run belongs to.
+  std::vector<std::optional<double>> next_run(trace.periodic.size());
+  std::vector<int> runs_queued(trace.periodic.size(), 0);
+  for (std::size_t p = 0; p < trace.periodic.size(); ++p) next_run[p] = trace.periodic[p].first;
+  std::vector<std::optional<std::size_t>> periodic_of(trace.jobs.size());
+  // A run that ended (done or expired) at `t`: its periodic job's next one arrives an interval
+  // later, so that two runs of one periodic job never overlap.
+  auto RunEnded = [&](std::size_t job, double t) {
+    if (!periodic_of[job]) return;
+    const std::size_t p = *periodic_of[job];
+    if (runs_queued[p] < trace.periodic[p].runs) next_run[p] = t + trace.periodic[p].interval;
+  };
+  auto next_periodic = [&] {
+    double at = std::numeric_limits<double>::infinity();
+    for (const std::optional<double>& run : next_run) {
+      if (run) at = std::min(at, *run);
+    }
+    return at;
+  };
   // The expiries the core has taken (a pause or a resume takes those due first, as does every
   // decision): reported before the next enqueue can reuse their slots.
   auto report_expired = [&](double t) {
     for (const core::ExpiredJob& expired : core.TakeExpired()) {
       const std::vector<std::size_t> calls = std::move(live[expired.ticket.slot].calls);
       result.events.push_back({t, SimEvent::Kind::kExpire, calls.front()});
-      for (std::size_t job : calls) result.outcomes[job].expired_at = t;
+      for (std::size_t job : calls) {
+        result.outcomes[job].expired_at = t;
+        RunEnded(job, t);
+      }
     }
   };
   std::priority_queue<PendingCompletion, std::vector<PendingCompletion>, std::greater<>> running;
@@ -115,10 +141,11 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
   result.outcomes.resize(trace.jobs.size());
   std::size_t next = 0;
   while (next < arrivals.size() || !running.empty() || next_change < pause_changes.size() ||
-         core.NextExpiryAt() || cap_may_grow()) {
+         core.NextExpiryAt() || cap_may_grow() || std::isfinite(next_periodic())) {
     double t = std::numeric_limits<double>::infinity();
     if (!running.empty()) t = running.top().t;
     if (next < arrivals.size()) t = std::min(t, trace.jobs[arrivals[next]].arrival);
+    t = std::min(t, next_periodic());
     if (next_change < pause_changes.size()) t = std::min(t, pause_changes[next_change].t);
     if (std::optional<double> expiry = core.NextExpiryAt()) t = std::min(t, *expiry);
     t = std::min(t, next_tick);
@@ -148,26 +175,45 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
       if (!s.ok()) return s;
     }
     report_expired(t);
+    // This instant's arrivals: the trace's in file order, then periodic runs in file order.
+    std::vector<std::size_t> arriving;
     for (; next < arrivals.size() && trace.jobs[arrivals[next]].arrival == t; ++next) {
-      const TraceJob& job = trace.jobs[arrivals[next]];
+      arriving.push_back(arrivals[next]);
+    }
+    for (std::size_t p = 0; p < trace.periodic.size(); ++p) {
+      if (next_run[p] != t) continue;
+      const TracePeriodic& periodic = trace.periodic[p];
+      jobs.push_back(
+          {periodic.type, periodic.id, periodic.key, t, periodic.duration, periodic.cost});
+      result.outcomes.emplace_back();
+      periodic_of.push_back(p);
+      ++runs_queued[p];
+      next_run[p].reset();  // the next one is due when this one ends
+      arriving.push_back(jobs.size() - 1);
+    }
+    for (std::size_t index : arriving) {
+      const TraceJob& job = jobs[index];
       StatusOr<core::JobTicket> ticket =
           core.Enqueue({job.type, job.id, job.key, job.cost,
                         job.sync ? core::Join::kPendingOrRunning : core::Join::kPending},
                        t);
       if (!ticket.ok()) {
-        return absl::Status(ticket.status().code(),
-                            absl::StrCat("job ", arrivals[next], ": ", ticket.status().message()));
+        return absl::Status(
+            ticket.status().code(),
+            index < trace.jobs.size()
+                ? absl::StrCat("job ", index, ": ", ticket.status().message())
+                : absl::StrCat("periodic ", *periodic_of[index], ": ", ticket.status().message()));
       }
       if (ticket->slot >= live.size()) live.resize(ticket->slot + 1);
       LiveJob& slot = live[ticket->slot];
       if (!slot.calls.empty() && slot.ticket == *ticket) {  // it joined the job of its id
-        result.events.push_back({t, SimEvent::Kind::kJoin, arrivals[next]});
+        result.events.push_back({t, SimEvent::Kind::kJoin, index});
         // A job that already runs: its wait for admission is over at once.
         const std::optional<double>& started = result.outcomes[slot.calls.front()].admitted_at;
-        if (started) result.outcomes[arrivals[next]].admitted_at = t;
-        slot.calls.push_back(arrivals[next]);
+        if (started) result.outcomes[index].admitted_at = t;
+        slot.calls.push_back(index);
       } else {
-        slot = {*ticket, {arrivals[next]}};
+        slot = {*ticket, {index}};
       }
     }
     do {
@@ -176,9 +222,12 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
         running.pop();
         const std::vector<std::size_t> calls = std::move(live[done.ticket.slot].calls);
         if (Status s = core.Complete(done.ticket, done.run_time, t); !s.ok()) return s;
-        slots_running -= slots_of(trace.jobs[done.job].type);
+        slots_running -= slots_of(jobs[done.job].type);
         result.events.push_back({t, SimEvent::Kind::kDone, calls.front()});
-        for (std::size_t job : calls) result.outcomes[job].done_at = t;
+        for (std::size_t job : calls) {
+          result.outcomes[job].done_at = t;
+          RunEnded(job, t);
+        }
       }
       core.AdvanceTo(t);
       report_expired(t);
@@ -192,15 +241,13 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
         // The call whose function runs it, as the runtime chooses: the first that waits (sync),
         // else the first Submit (join) or the latest (supersede). Its duration is the job's.
         auto runner = std::find_if(calls.begin(), calls.end(),
-                                   [&](std::size_t job) { return trace.jobs[job].sync; });
+                                   [&](std::size_t job) { return jobs[job].sync; });
         if (runner == calls.end()) {
-          runner = coalesce_of(trace.jobs[calls.front()].type) == Coalesce::kSupersede
-                       ? calls.end() - 1
-                       : calls.begin();
+          runner = coalesce_of(jobs[calls.front()].type) == Coalesce::kSupersede ? calls.end() - 1
+                                                                                 : calls.begin();
         }
-        slots_running += slots_of(trace.jobs[*runner].type);
-        started.push_back(
-            {t, admissions++, *runner, admitted->ticket, trace.jobs[*runner].duration});
+        slots_running += slots_of(jobs[*runner].type);
+        started.push_back({t, admissions++, *runner, admitted->ticket, jobs[*runner].duration});
       }
       // On an oversubscribed machine the jobs started now run slower, by the slots in use now.
       const double stretch =
@@ -224,8 +271,8 @@ std::string FormatNumber(double value) {
   return std::string(buffer, end);
 }
 
-std::string FormatEvent(const Trace& trace, const SimEvent& event) {
-  const TraceJob& job = trace.jobs[event.job];
+std::string FormatEvent(const Trace& trace, const SimResult& result, const SimEvent& event) {
+  const TraceJob& job = result.jobs[event.job];
   std::string tiers;
   if (trace.options.aging && event.kind == SimEvent::Kind::kAdmit) {
     int priority = 0;
@@ -243,15 +290,15 @@ std::string FormatEvent(const Trace& trace, const SimEvent& event) {
                       ",\"key\":", Quoted(job.key), tiers, "}");
 }
 
-std::string FormatKeyTable(const Trace& trace, const SimResult& result) {
+std::string FormatKeyTable(const SimResult& result) {
   struct Row {
     std::string key;
     std::size_t jobs = 0, admitted = 0;
     double total_wait = 0, worst_wait = 0;
   };
   std::vector<Row> rows;
-  for (std::size_t i = 0; i < trace.jobs.size(); ++i) {
-    const TraceJob& job = trace.jobs[i];
+  for (std::size_t i = 0; i < result.jobs.size(); ++i) {
+    const TraceJob& job = result.jobs[i];
     auto it =
         std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.key == job.key; });
     if (it == rows.end()) it = rows.insert(rows.end(), Row{job.key});

@@ -1,15 +1,17 @@
 // Simulate: replays a Trace in virtual time through the same AdmissionCore the runtime uses.
 //
-// Event-driven, no tick loop. At each instant: a TTL sweep, then the pauses and resumes of that
-// instant (file order), then the arrivals of that instant in file order, then its completions in
-// the order the jobs were admitted, then the expiries due (jobs still pending at their type's
-// max_queue_wait leave, in the order their limits were reached), then admissions until none is
-// possible (and again, should a zero-length job complete at the same instant). The instants are the
-// arrivals, the completions, the queue-wait limits and the pauses and resumes. A job's observed
-// cost is its duration. A job of a coalescing type joins the job of its id as a Submit does (a
-// `sync` one as a RunSync does); a coalesced job runs for the duration of the call whose
-// function the runtime would run (fairgate/scheduler.h, "Coalescing"). Nothing after `until`
-// happens.
+// Event-driven, no tick loop. At each instant: a TTL sweep, then adaptive capacity's rule if an
+// interval ends then, then the pauses and resumes of that instant (file order), then the
+// arrivals of that instant in file order (then the periodic runs due, in file order: each
+// arrives an interval after its previous run ended), then its completions in the order the jobs
+// were admitted, then the expiries due (jobs still pending at their type's max_queue_wait leave,
+// in the order their limits were reached), then admissions until none is possible (and again,
+// should a zero-length job complete at the same instant). The instants are the arrivals, the
+// completions, the queue-wait limits, the pauses and resumes, and adaptive capacity's intervals.
+// A job's observed cost is its duration (stretched on an oversubscribed machine, Trace::cores).
+// A job of a coalescing type joins the job of its id as a Submit does (a `sync` one as a RunSync
+// does); a coalesced job runs for the duration of the call whose function the runtime would run
+// (fairgate/scheduler.h, "Coalescing"). Nothing after `until` happens.
 #ifndef FAIRGATE_SIM_SIMULATOR_H_
 #define FAIRGATE_SIM_SIMULATOR_H_
 
@@ -28,7 +30,7 @@ struct SimEvent {
   enum class Kind { kAdmit, kDone, kExpire, kJoin };
   double t = 0;
   Kind kind = Kind::kAdmit;
-  // Index in Trace::jobs. Admit, done and expire name the job that queued it; the jobs that
+  // Index in SimResult::jobs. Admit, done and expire name the job that queued it; the jobs that
   // joined it (coalescing) have a join event each, at their arrival.
   std::size_t job = 0;
   int effective_priority = 0;       // admit: the tier it was admitted from (above its own if aged)
@@ -44,8 +46,10 @@ struct JobOutcome {
 };
 
 struct SimResult {
+  // Every job: the trace's (same indexes), then each run of a periodic job, in order of arrival.
+  std::vector<TraceJob> jobs;
   std::vector<SimEvent> events;             // in the order they happened
-  std::vector<JobOutcome> outcomes;         // one per trace job
+  std::vector<JobOutcome> outcomes;         // one per job of `jobs`
   std::vector<AdmissionEvidence> evidence;  // one per admission, with `with_evidence`
   // With adaptive capacity: (when, the new cap) at each change, in time order.
   std::vector<std::pair<double, int>> capacity_changes;
@@ -58,11 +62,11 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence = false);
 // With aging on, an admit event also has "tier" (its type's) and "effective_tier" (the tier it
 // was admitted from). A job that reached its type's max_queue_wait has an "expire" event, a job
 // that joined another a "join" event.
-std::string FormatEvent(const Trace& trace, const SimEvent& event);
+std::string FormatEvent(const Trace& trace, const SimResult& result, const SimEvent& event);
 
 // Per fairness key, in order of first appearance: jobs, jobs admitted, mean and worst wait
 // (admission minus arrival) of the admitted ones.
-std::string FormatKeyTable(const Trace& trace, const SimResult& result);
+std::string FormatKeyTable(const SimResult& result);
 
 // A number as the events print it: whole numbers without a decimal point, others in the
 // shortest form that reads back to the same double.

@@ -198,6 +198,42 @@ StatusOr<AdaptiveCapacity> ParseAdaptiveCapacity(const Json& value, const std::s
   return rule;
 }
 
+StatusOr<TracePeriodic> ParsePeriodic(const Json& value, const std::string& where,
+                                      const Trace& trace) {
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
+  }
+  ObjectReader r(value, where);
+  if (Status s =
+          r.OnlyFields({"type", "id", "key", "interval", "duration", "first", "runs", "cost"});
+      !s.ok()) {
+    return s;
+  }
+  TracePeriodic periodic;
+  FAIRGATE_ASSIGN_OR_RETURN(type, r.String("type", true));
+  FAIRGATE_ASSIGN_OR_RETURN(id, r.String("id", true));
+  FAIRGATE_ASSIGN_OR_RETURN(key, r.String("key", false));
+  FAIRGATE_ASSIGN_OR_RETURN(interval, r.Number("interval", true));
+  FAIRGATE_ASSIGN_OR_RETURN(duration, r.Number("duration", true));
+  FAIRGATE_ASSIGN_OR_RETURN(first, r.Number("first", false));
+  FAIRGATE_ASSIGN_OR_RETURN(runs, r.Integer("runs", true, 1));
+  FAIRGATE_ASSIGN_OR_RETURN(cost, r.Number("cost", false));
+  bool known = false;
+  for (const auto& [name, config] : trace.types) known = known || name == *type;
+  if (!known) return r.Error("type", absl::StrCat("unknown job type '", *type, "'"));
+  if (id->empty()) return r.Error("id", "must not be empty");
+  if (*interval <= 0) return r.Error("interval", "must be > 0");
+  periodic.type = *std::move(type);
+  periodic.id = *std::move(id);
+  periodic.key = key.value_or("");
+  periodic.interval = *interval;
+  periodic.duration = *duration;
+  periodic.first = first.value_or(0);
+  periodic.runs = *runs;
+  periodic.cost = cost;
+  return periodic;
+}
+
 StatusOr<TracePause> ParsePause(const Json& value, const std::string& where, const Trace& trace) {
   if (!value.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
@@ -323,10 +359,10 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
 
   Trace trace;
   ObjectReader r(root, file);
-  if (Status s = r.OnlyFields({"mode", "reconcile", "idle_catch_up", "capacity", "alpha", "types",
-                               "jobs", "until", "aging", "shortest_first", "default_key_limits",
-                               "keys", "pauses", "machine", "adaptive_capacity",
-                               "shortest_first_aging"});
+  if (Status s =
+          r.OnlyFields({"mode", "reconcile", "idle_catch_up", "capacity", "alpha", "types", "jobs",
+                        "until", "aging", "shortest_first", "default_key_limits", "keys", "pauses",
+                        "machine", "adaptive_capacity", "shortest_first_aging", "periodic"});
       !s.ok()) {
     return s;
   }
@@ -437,6 +473,14 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
       FAIRGATE_ASSIGN_OR_RETURN(pause,
                                 ParsePause((*pauses)[i], absl::StrCat(file, ": pause ", i), trace));
       trace.pauses.push_back(std::move(pause));
+    }
+  }
+  if (const Json* periodic = r.Get("periodic")) {
+    if (!periodic->is_array()) return r.Error("periodic", "must be an array of periodic jobs");
+    for (std::size_t i = 0; i < periodic->size(); ++i) {
+      FAIRGATE_ASSIGN_OR_RETURN(
+          job, ParsePeriodic((*periodic)[i], absl::StrCat(file, ": periodic ", i), trace));
+      trace.periodic.push_back(std::move(job));
     }
   }
   return trace;

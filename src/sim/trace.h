@@ -47,6 +47,20 @@ struct TracePause {
   std::optional<double> until;  // >= from
 };
 
+// A periodic job (Scheduler::SubmitEvery): its first run arrives at `first`, each later one
+// `interval` after the previous run ended (done or expired), so that runs never overlap; `runs`
+// runs in all. Each run is a Submit of (type, id) by `key` that lasts `duration`.
+struct TracePeriodic {
+  std::string type;
+  std::string id;
+  std::string key;
+  double interval = 0;  // > 0
+  double duration = 0;
+  double first = 0;
+  int runs = 1;                // >= 1
+  std::optional<double> cost;  // as TraceJob::cost
+};
+
 struct Trace {
   std::string mode;  // "seed" or "default"
   SchedulerOptions options;
@@ -54,6 +68,7 @@ struct Trace {
   std::vector<std::pair<std::string, TraceKey>> keys;        // in name order
   std::vector<TraceJob> jobs;                                // in file order
   std::vector<TracePause> pauses;                            // in file order
+  std::vector<TracePeriodic> periodic;                       // in file order
   std::optional<double> until;                               // nothing after this instant happens
   // A machine with this many cores: a job runs its duration times max(1, slots in use / cores),
   // the slots in use counted when it is admitted (it and everything running then).
