@@ -86,11 +86,13 @@ struct Job {
   std::uint32_t slot = 0;  // index in the core's job table
   std::uint32_t generation = 0;
   JobState state = JobState::kFree;
-  bool has_explicit_cost = false;
-  bool promotion_scheduled = false;
-  bool was_parked = false;  // set aside for a full resource at least once
-  bool joinable = false;    // in its type's join points (JobTypeConfig::coalesce)
+  // Flags, one bit each: with `state` they fit in the padding after `generation`.
+  bool has_explicit_cost : 1 = false;
+  bool promotion_scheduled : 1 = false;
+  bool was_parked : 1 = false;  // set aside for a full resource at least once
+  bool joinable : 1 = false;    // in its type's join points (JobTypeConfig::coalesce)
 };
+static_assert(sizeof(Job) == 112, "a pending job's size is stated in bench/README.md");
 
 // A ready job's place in its lane, copied so that the lane's order and its head are read without
 // touching the jobs. Seqs are unique, so entries are too.
