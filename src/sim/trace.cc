@@ -198,6 +198,16 @@ StatusOr<AdaptiveCapacity> ParseAdaptiveCapacity(const Json& value, const std::s
   return rule;
 }
 
+// A job's type must be one of the trace's, and its id must not be empty.
+Status CheckTypeAndId(const ObjectReader& r, const Trace& trace, const std::string& type,
+                      const std::string& id) {
+  bool known = false;
+  for (const auto& [name, config] : trace.types) known = known || name == type;
+  if (!known) return r.Error("type", absl::StrCat("unknown job type '", type, "'"));
+  if (id.empty()) return r.Error("id", "must not be empty");
+  return absl::OkStatus();
+}
+
 StatusOr<TracePeriodic> ParsePeriodic(const Json& value, const std::string& where,
                                       const Trace& trace) {
   if (!value.is_object()) {
@@ -218,10 +228,7 @@ StatusOr<TracePeriodic> ParsePeriodic(const Json& value, const std::string& wher
   FAIRGATE_ASSIGN_OR_RETURN(first, r.Number("first", false));
   FAIRGATE_ASSIGN_OR_RETURN(runs, r.Integer("runs", true, 1));
   FAIRGATE_ASSIGN_OR_RETURN(cost, r.Number("cost", false));
-  bool known = false;
-  for (const auto& [name, config] : trace.types) known = known || name == *type;
-  if (!known) return r.Error("type", absl::StrCat("unknown job type '", *type, "'"));
-  if (id->empty()) return r.Error("id", "must not be empty");
+  if (Status s = CheckTypeAndId(r, trace, *type, *id); !s.ok()) return s;
   if (*interval <= 0) return r.Error("interval", "must be > 0");
   periodic.type = *std::move(type);
   periodic.id = *std::move(id);
@@ -277,10 +284,7 @@ StatusOr<TraceJob> ParseJob(const Json& value, const std::string& where, const T
   FAIRGATE_ASSIGN_OR_RETURN(duration, r.Number("duration", true));
   FAIRGATE_ASSIGN_OR_RETURN(cost, r.Number("cost", false));
   FAIRGATE_ASSIGN_OR_RETURN(sync, r.Bool("sync"));
-  bool known = false;
-  for (const auto& [name, config] : trace.types) known = known || name == *type;
-  if (!known) return r.Error("type", absl::StrCat("unknown job type '", *type, "'"));
-  if (id->empty()) return r.Error("id", "must not be empty");
+  if (Status s = CheckTypeAndId(r, trace, *type, *id); !s.ok()) return s;
   job.type = *std::move(type);
   job.id = *std::move(id);
   job.key = key.value_or("");

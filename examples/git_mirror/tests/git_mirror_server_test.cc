@@ -70,14 +70,8 @@ TEST_CASE("GitMirror.Server.ClientsAskingForANewRepositoryAtOnceShareOneMirrorCl
     TempDir work;
     const fs::path upstream = MakeUpstream(work.path, "tools.git", 4);
     PackHold hold(work.path);  // holds every clone from the mirror
-    // And the mirror's own clone from its upstream: through upload-pack (file://), whose hook
-    // comes from a global config (git hides command-line config from a local transport's child).
-    std::ofstream(work.path / "global.gitconfig")
-        << "[uploadpack]\n\tpackObjectsHook = " << hold.script.string() << "\n";
-    setenv("GIT_CONFIG_GLOBAL", (work.path / "global.gitconfig").c_str(), 1);
-    struct Unset {
-      ~Unset() { unsetenv("GIT_CONFIG_GLOBAL"); }
-    } unset;
+    // And the mirror's own clone from its upstream, through upload-pack (file://).
+    GlobalPackHold global(hold, work.path);
     RepositorySet repositories;
     REQUIRE(repositories.AddFlag("tools.git=file://" + upstream.string()).ok());
     ServerUnderTest mirror(repositories, GateConfig{.capacity = 8}, 0ms, fifo);
@@ -153,12 +147,7 @@ TEST_CASE("GitMirror.Server.ABurstOfPushNotificationsCausesOneFetchBehindTheRunn
     Git({"-C", upstream.string(), "add", "."});
     Git({"-C", upstream.string(), "commit", "--quiet", "-m", "pushed"});
     PackHold hold(work.path);
-    std::ofstream(work.path / "global.gitconfig")
-        << "[uploadpack]\n\tpackObjectsHook = " << hold.script.string() << "\n";
-    setenv("GIT_CONFIG_GLOBAL", (work.path / "global.gitconfig").c_str(), 1);
-    struct Unset {
-      ~Unset() { unsetenv("GIT_CONFIG_GLOBAL"); }
-    } unset;
+    GlobalPackHold global(hold, work.path);
     const RawResponse first = notify("tools.git");
     CHECK(first.status == 202);
     REQUIRE(Eventually([&] { return hold.Held() == 1; }));  // that fetch runs

@@ -122,6 +122,20 @@ struct PackHold {
   void Release() const { std::ofstream(dir / "release") << "go\n"; }
 };
 
+// Makes `hold` hold the mirror's own clones and fetches from a path or file:// upstream too, for
+// as long as it lives: git hides command-line config from a local transport's upload-pack, so
+// the hook comes from a global config file (GIT_CONFIG_GLOBAL) instead.
+struct GlobalPackHold {
+  GlobalPackHold(const PackHold& hold, const fs::path& dir) {
+    const fs::path config = dir / "global.gitconfig";
+    std::ofstream(config) << "[uploadpack]\n\tpackObjectsHook = " << hold.script.string() << "\n";
+    setenv("GIT_CONFIG_GLOBAL", config.c_str(), 1);
+  }
+  ~GlobalPackHold() { unsetenv("GIT_CONFIG_GLOBAL"); }
+  GlobalPackHold(const GlobalPackHold&) = delete;
+  GlobalPackHold& operator=(const GlobalPackHold&) = delete;
+};
+
 // A response read whole from a raw connection.
 struct RawResponse {
   int status = 0;
