@@ -14,9 +14,16 @@
 #include <thread>
 #include <vector>
 
+#include "fairgate/status.h"
 #include "runtime/waiting.h"
 
 namespace fairgate::testing {
+
+// A copy of `status` with a representation of its own, for a status handed to another thread.
+// absl::Status shares its error representation through a reference count that lives in the
+// uninstrumented libabsl, so ThreadSanitizer cannot see that a representation read on one thread
+// and freed on another was handed over properly, and reports a race that is not there.
+inline Status Own(const Status& status) { return Status(status.code(), status.message()); }
 
 // A one-shot event that fibers and threads can wait on.
 class Gate {

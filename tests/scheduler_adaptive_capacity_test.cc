@@ -115,7 +115,7 @@ TEST_CASE("AdaptiveCapacity.Scheduler.TheCapFollowsPressureAndALowerCapAdmitsLes
                     [&](const Context&) {
                       return release.Wait() ? absl::OkStatus() : absl::InternalError("gate");
                     },
-                    [&d](const Status& s) { d.set_value(s); })
+                    [&d](const Status& s) { d.set_value(testing::Own(s)); })
                 .ok());
   }
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));

@@ -22,6 +22,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::Eventually;
 using testing::Gate;
+using testing::Own;
 using testing::Watchdog;
 
 // One slot, held by a job of another type until `Release`, so that what comes next waits.
@@ -65,7 +66,7 @@ class Coalescing {
                       Ran(name);
                       return status;
                     },
-                    [told](const Status& s) { told->set_value(s); })
+                    [told](const Status& s) { told->set_value(Own(s)); })
                 .ok());
     return future;
   }
@@ -213,7 +214,7 @@ TEST_CASE("Scheduler.Coalesce.ACallerThatLeavesLeavesAloneAndTheLastOneCancelsTh
                   [&](const Context&) {
                     return hold.Wait() ? absl::OkStatus() : absl::InternalError("");
                   },
-                  [&](const Status& s) { blocker.set_value(s); })
+                  [&](const Status& s) { blocker.set_value(Own(s)); })
               .ok());
   REQUIRE(Eventually([&] { return c.scheduler->Snapshot().running == 1; }));
   auto [d_ctx, cancel_d] = WithCancel(Context::Background());
@@ -251,7 +252,7 @@ TEST_CASE("Scheduler.Coalesce.ARunSyncJoinsARunningJobASubmitQueuesAnother") {
                     return running.Wait() ? absl::UnavailableError("upstream down")
                                           : absl::InternalError("gate");
                   },
-                  [&](const Status& s) { first.set_value(s); })
+                  [&](const Status& s) { first.set_value(Own(s)); })
               .ok());
   REQUIRE(Eventually([&] { return runs == 1; }));  // running, the holder gone
   std::future<Status> joined = c.RunSync("joined", "b");
@@ -267,7 +268,7 @@ TEST_CASE("Scheduler.Coalesce.ARunSyncJoinsARunningJobASubmitQueuesAnother") {
               ->Submit(
                   "mirror", "linux", "e",
                   [&](const Context&) { return absl::InternalError("ran"); },
-                  [&](const Status& s) { any_run.set_value(s); }, {.join_running = true})
+                  [&](const Status& s) { any_run.set_value(Own(s)); }, {.join_running = true})
               .ok());
   CHECK(c.scheduler->Snapshot().types[0].joined == 3);
   // A joiner of a run that leaves returns at once; the run goes on.
@@ -303,7 +304,7 @@ TEST_CASE("Scheduler.Coalesce.EveryCallOfAnExpiredOrShutDownJobIsToldOnce") {
                     [&](const Context&) {
                       return hold.Wait() ? absl::OkStatus() : absl::InternalError("");
                     },
-                    [&](const Status& s) { holder.set_value(s); })
+                    [&](const Status& s) { holder.set_value(Own(s)); })
                 .ok());
     REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
     std::atomic<int> ran = 0, told = 0;

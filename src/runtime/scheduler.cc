@@ -70,6 +70,16 @@ struct JobRecord {
   double admitted_at = 0;
 };
 
+// A copy of `status` that shares nothing with it. Each call that joined a run gets one: the
+// copies are read and dropped on different threads, and absl::Status counts the references to
+// a shared representation inside libabsl, where ThreadSanitizer cannot see the handover.
+Status Detached(const Status& status) {
+  Status copy(status.code(), status.message());
+  status.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { copy.SetPayload(url, payload); });
+  return copy;
+}
+
 void Signal(JobRecord& record) {
   {
     std::unique_lock lock(record.wake_mutex);
@@ -649,14 +659,15 @@ class Scheduler::Impl {
     record->state = JobRecord::State::kCancelled;
   }
 
-  // Tells the calls that joined a run that ended its status, outside the lock.
-  void TellJoiners(std::vector<RecordPtr>& joiners, const Status& status) {
+  // Tells the calls that joined a run that ended its status (each its own copy, `result`),
+  // outside the lock.
+  void TellJoiners(std::vector<RecordPtr>& joiners) {
     for (const RecordPtr& joiner : joiners) {
       if (joiner->sync) {
         Signal(*joiner);  // the caller returns the result, then finishes its outstanding count
       } else {
         joiner->fn = nullptr;  // release what the function holds before reporting
-        InvokeDone(joiner->done, status);
+        InvokeDone(joiner->done, joiner->result);
         joiner->done = nullptr;
         FinishOutstanding();
       }
@@ -744,11 +755,11 @@ class Scheduler::Impl {
       record.joiners.clear();
       for (const RecordPtr& joiner : joiners) {
         joiner->state = JobRecord::State::kFinished;
-        joiner->result = status;
+        joiner->result = Detached(status);
       }
       AdmitLocked(end, admitted);
     }
-    TellJoiners(joiners, status);
+    TellJoiners(joiners);
     RecordPtr kept;
     if (keep_background) {
       auto it = std::find_if(admitted.begin(), admitted.end(), [](const RecordPtr& r) {
