@@ -19,11 +19,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   // Bound the work of one input: the simulator is event-driven, so jobs, not times, cost.
-  if (trace->jobs.size() > 2000) return 0;
+  std::size_t jobs = trace->jobs.size();
+  for (const auto& periodic : trace->periodic) jobs += static_cast<std::size_t>(periodic.runs);
+  if (jobs > 2000) return 0;
+  // Adaptive capacity's rule runs every interval while anything is left to happen: bound the
+  // number of intervals by the latest instant a trace could reach.
+  if (const auto& adaptive = trace->options.adaptive_capacity) {
+    double horizon = 0;
+    for (const auto& job : trace->jobs) horizon += job.arrival + job.duration;
+    for (const auto& periodic : trace->periodic) {
+      horizon += periodic.first + periodic.runs * (periodic.interval + periodic.duration);
+    }
+    if (horizon / adaptive->interval > 1e6) return 0;
+  }
   auto result = fairgate::sim::Simulate(*trace, /*with_evidence=*/true);
   if (!result.ok()) return 0;  // a job refused by the core (a full queue) is a status too
   for (const auto& event : result->events) {
-    if (fairgate::sim::FormatEvent(*trace, event).front() != '{') std::abort();
+    if (fairgate::sim::FormatEvent(*trace, *result, event).front() != '{') std::abort();
   }
   return 0;
 }
