@@ -30,6 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const auto& periodic : trace->periodic) {
       horizon += periodic.first + periodic.runs * (periodic.interval + periodic.duration);
     }
+    // Durations stretch by at most the capacity on an oversubscribed machine.
+    horizon *= trace->options.max_concurrency;
     if (horizon / adaptive->interval > 1e6) return 0;
   }
   auto result = fairgate::sim::Simulate(*trace, /*with_evidence=*/true);
