@@ -94,7 +94,7 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
   std::vector<std::optional<std::size_t>> periodic_of(trace.jobs.size());
   // A run that ended (done or expired) at `t`: its periodic job's next one arrives an interval
   // later, so that two runs of one periodic job never overlap.
-  auto RunEnded = [&](std::size_t job, double t) {
+  auto run_ended = [&](std::size_t job, double t) {
     if (!periodic_of[job]) return;
     const std::size_t p = *periodic_of[job];
     if (runs_queued[p] < trace.periodic[p].runs) next_run[p] = t + trace.periodic[p].interval;
@@ -114,7 +114,7 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
       result.events.push_back({t, SimEvent::Kind::kExpire, calls.front()});
       for (std::size_t job : calls) {
         result.outcomes[job].expired_at = t;
-        RunEnded(job, t);
+        run_ended(job, t);
       }
     }
   };
@@ -226,7 +226,7 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
         result.events.push_back({t, SimEvent::Kind::kDone, calls.front()});
         for (std::size_t job : calls) {
           result.outcomes[job].done_at = t;
-          RunEnded(job, t);
+          run_ended(job, t);
         }
       }
       core.AdvanceTo(t);
