@@ -260,9 +260,9 @@ class AdmissionCore {
   explicit AdmissionCore(const SchedulerOptions& options);
 
   Job* Find(JobTicket ticket);
-  Status CheckJoinPoints() const;  // part of CheckInvariants
   const Job* Find(JobTicket ticket) const;
   JoinPoint& JoinPointOf(const Job& job);  // the job must be joinable
+  Status CheckJoinPoints() const;          // part of CheckInvariants
   JobTicket TicketOf(const Job& job) const;
   // The type's own lane set in its tier, or the aged group's of `tier`.
   LaneSet& SetFor(TypeState& type, TierState& tier);

@@ -30,6 +30,16 @@ struct PendingCompletion {
 
 std::string Quoted(const std::string& s) { return nlohmann::json(s).dump(); }
 
+// The configuration of `type` in the trace (a default one for a type it does not register,
+// which the core refuses before anything asks).
+const JobTypeConfig& ConfigOf(const Trace& trace, const std::string& type) {
+  static const JobTypeConfig kUnregistered;
+  for (const auto& [name, config] : trace.types) {
+    if (name == type) return config;
+  }
+  return kUnregistered;
+}
+
 }  // namespace
 
 StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
@@ -80,12 +90,6 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
     std::vector<std::size_t> calls;
   };
   std::vector<LiveJob> live;
-  auto coalesce_of = [&](const std::string& type) {
-    for (const auto& [name, config] : trace.types) {
-      if (name == type) return config.coalesce;
-    }
-    return Coalesce::kOff;
-  };
   // Periodic jobs: when each one's next run arrives (none once its runs are all queued), and
   // which periodic job a run belongs to.
   std::vector<std::optional<double>> next_run(trace.periodic.size());
@@ -123,12 +127,6 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
 
   // The machine (trace.cores): the slots in use, and for adaptive capacity the time since its
   // last tick during which they were more than the cores (some job waited for a CPU).
-  auto slots_of = [&](const std::string& type) {
-    for (const auto& [name, config] : trace.types) {
-      if (name == type) return config.slots;
-    }
-    return 1;
-  };
   int slots_running = 0;
   double overloaded = 0, last_t = 0;
   const std::optional<AdaptiveCapacity>& adaptive = trace.options.adaptive_capacity;
@@ -222,7 +220,7 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
         running.pop();
         const std::vector<std::size_t> calls = std::move(live[done.ticket.slot].calls);
         if (Status s = core.Complete(done.ticket, done.run_time, t); !s.ok()) return s;
-        slots_running -= slots_of(jobs[done.job].type);
+        slots_running -= ConfigOf(trace, jobs[done.job].type).slots;
         result.events.push_back({t, SimEvent::Kind::kDone, calls.front()});
         for (std::size_t job : calls) {
           result.outcomes[job].done_at = t;
@@ -243,10 +241,11 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
         auto runner = std::find_if(calls.begin(), calls.end(),
                                    [&](std::size_t job) { return jobs[job].sync; });
         if (runner == calls.end()) {
-          runner = coalesce_of(jobs[calls.front()].type) == Coalesce::kSupersede ? calls.end() - 1
-                                                                                 : calls.begin();
+          runner = ConfigOf(trace, jobs[calls.front()].type).coalesce == Coalesce::kSupersede
+                       ? calls.end() - 1
+                       : calls.begin();
         }
-        slots_running += slots_of(jobs[*runner].type);
+        slots_running += ConfigOf(trace, jobs[*runner].type).slots;
         started.push_back({t, admissions++, *runner, admitted->ticket, jobs[*runner].duration});
       }
       // On an oversubscribed machine the jobs started now run slower, by the slots in use now.
@@ -275,11 +274,8 @@ std::string FormatEvent(const Trace& trace, const SimResult& result, const SimEv
   const TraceJob& job = result.jobs[event.job];
   std::string tiers;
   if (trace.options.aging && event.kind == SimEvent::Kind::kAdmit) {
-    int priority = 0;
-    for (const auto& [name, config] : trace.types) {
-      if (name == job.type) priority = config.priority;
-    }
-    tiers = absl::StrCat(",\"tier\":", priority, ",\"effective_tier\":", event.effective_priority);
+    tiers = absl::StrCat(",\"tier\":", ConfigOf(trace, job.type).priority,
+                         ",\"effective_tier\":", event.effective_priority);
   }
   return absl::StrCat("{\"t\":", FormatNumber(event.t), ",\"event\":\"",
                       event.kind == SimEvent::Kind::kAdmit    ? "admit"
