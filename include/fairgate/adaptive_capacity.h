@@ -38,6 +38,8 @@ struct AdaptiveCapacity {
   // only grows (its increase over an interval, divided by the interval, is the pressure). Empty:
   // the `some ... total=` microseconds of /proc/pressure/cpu; Scheduler::Create fails with
   // FailedPrecondition when that cannot be read. An error from it leaves the cap where it is.
+  // Called once per interval on the scheduler's timer thread, outside its lock: it must be quick
+  // and must not call the scheduler.
   // The simulator ignores it: it models the pressure of its machine (docs/simulator.md).
   std::function<StatusOr<double>()> stalled_seconds;
 };
