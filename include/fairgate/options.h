@@ -15,6 +15,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -22,7 +23,9 @@
 #include "fairgate/evidence.h"
 #include "fairgate/key_limits.h"
 #include "fairgate/observer.h"
+#include "fairgate/sqlite_store.h"
 #include "fairgate/status.h"
+#include "fairgate/store.h"
 
 namespace fairgate {
 
@@ -123,6 +126,18 @@ struct SchedulerOptions {
   // call, on the registering thread, when a type is first registered. Empty: written to stderr,
   // one line each, as "fairgate: warning: <sentence>". A function that does nothing silences them.
   std::function<void(std::string_view warning)> warn;
+
+  // What survives a restart (fairgate/store.h): durable jobs, learned estimates, keys'
+  // accumulated costs and periodic schedules. Both empty (the default): nothing is kept, and
+  // SubmitDurable is refused. Set one, not both.
+  // The SQLite file to keep them in (fairgate/sqlite_store.h), opened by Scheduler::Create.
+  std::string state_file;
+  SqliteStoreOptions sqlite;
+  // Another store implementation.
+  std::shared_ptr<Store> store;
+  // How often learned estimates, costs and schedules are flushed to the store (also at
+  // shutdown), on a thread of their own. Finite and > 0.
+  Seconds state_flush_interval{5.0};
 
   // The original rule, exactly: no reconciliation, no idle catch-up, TTL eviction on.
   static SchedulerOptions Seed();

@@ -77,8 +77,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fairgate/context.h"
+#include "fairgate/durable.h"
 #include "fairgate/job_options.h"
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
@@ -87,6 +89,7 @@
 #include "fairgate/permit.h"
 #include "fairgate/snapshot.h"
 #include "fairgate/status.h"
+#include "fairgate/store.h"
 
 namespace fairgate {
 
@@ -156,6 +159,34 @@ class Scheduler {
   // outside [0, 1).
   StatusOr<PeriodicJob> SubmitEvery(std::string_view type, std::string_view id, Seconds interval,
                                     JobFn fn, const PeriodicOptions& options = {});
+
+  // Durable background work (fairgate/durable.h) needs a store (SchedulerOptions::state_file or
+  // store); without one each of these returns FailedPrecondition.
+  //
+  // Registers the handler of durable jobs of `type` and how their failures are retried. NotFound
+  // for an unregistered type, AlreadyExists for a second handler, InvalidArgument for an empty
+  // handler or a bad policy (the field named).
+  Status RegisterDurable(std::string_view type, DurableHandler handler,
+                         const RetryPolicy& retry = {});
+  // Queues every stored job that is neither done nor dead, in stored order; those waiting out a
+  // retry's backoff are queued when it ends; those of types without a handler stay stored, unrun.
+  // Call it once, after registering the types and handlers: FailedPrecondition the second time.
+  // The store's status if it cannot be read (then it may be called again).
+  StatusOr<RecoveryReport> Recover();
+  // Stores the durable job (type, id) of `fairness_key` with `payload` and queues it; returns its
+  // sequence number once it is stored. Refused, with nothing stored: FailedPrecondition before
+  // Recover; NotFound for a type without a handler; InvalidArgument for an empty id; Unavailable
+  // after Shutdown or Drain began; ResourceExhausted when a pending bound is reached; the store's
+  // status when it cannot store it (a full disk: ResourceExhausted; a read-only file:
+  // FailedPrecondition). A job stored while the scheduler begins to shut down is kept, and runs
+  // after the next Recover.
+  StatusOr<std::uint64_t> SubmitDurable(std::string_view type, std::string_view id,
+                                        std::string_view fairness_key, std::string_view payload);
+  // The durable jobs that ran out of attempts, in stored order, with their last errors.
+  StatusOr<std::vector<StoredJob>> DeadJobs();
+  // Writes the learned estimates, keys' costs and periodic schedules to the store now, as the
+  // periodic flush does (state_flush_interval) and Shutdown does last. The store's status.
+  Status FlushState();
 
   // See the header comment. Idempotent; OK once everything has finished.
   Status Shutdown(const Context& ctx);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -775,6 +776,61 @@ Snapshot AdmissionCore::TakeSnapshot() const {
   s.keys_tracked = keys_.size();
   s.estimates_tracked = estimates_.size();
   return s;
+}
+
+std::vector<SavedEstimate> AdmissionCore::EstimatesUsedSince(double since) const {
+  std::vector<SavedEstimate> out;
+  estimates_.ForEachUsedSince(
+      since, [&](std::uint32_t type, absl::string_view id, double value, double last_used) {
+        out.push_back({types_[type]->name, std::string(id), value, last_used});
+      });
+  return out;
+}
+
+std::vector<SavedKey> AdmissionCore::KeyCosts(double now) const {
+  std::vector<SavedKey> out;
+  out.reserve(keys_.size());
+  for (const auto& [name, key] : keys_) {
+    const bool idle = key.pending == 0 && key.running.used() == 0;
+    out.push_back({name, key.acc, idle ? key.idle_since : now});
+  }
+  return out;
+}
+
+StatusOr<bool> AdmissionCore::RestoreEstimate(const SavedEstimate& estimate, double now) {
+  auto type = types_by_name_.find(AsAbsl(estimate.type));
+  if (type == types_by_name_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown job type '", AsAbsl(estimate.type), "'"));
+  }
+  if (!std::isfinite(estimate.seconds) || estimate.seconds < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a restored estimate must be finite and >= 0, got ", estimate.seconds));
+  }
+  const double last_used = std::min(estimate.last_used, now);
+  if (last_used + options_.estimate_ttl.count() <= now) return false;
+  return estimates_.Restore(type->second->index, AsAbsl(estimate.id), estimate.seconds, last_used);
+}
+
+StatusOr<bool> AdmissionCore::RestoreKey(const SavedKey& saved, double now) {
+  if (!std::isfinite(saved.accumulated_cost) || saved.accumulated_cost < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a restored accumulated cost must be finite and >= 0, got ", saved.accumulated_cost));
+  }
+  const double idle_since = std::min(saved.idle_since, now);
+  if (idle_since + options_.key_ttl.count() <= now) return false;
+  auto [it, inserted] = keys_.try_emplace(saved.key);
+  if (!inserted) return false;
+  KeyState& key = it->second;
+  key.name = &it->first;
+  key.acc = saved.accumulated_cost;
+  key.idle_since = idle_since;
+  if (auto settings = key_settings_.find(AsAbsl(saved.key)); settings != key_settings_.end()) {
+    key.settings = &settings->second;
+  }
+  auto place = idle_keys_.end();  // the idle list stays in the order the keys became idle
+  while (place != idle_keys_.begin() && std::prev(place)->idle_since > idle_since) --place;
+  idle_keys_.insert(place, key);
+  return true;
 }
 
 std::optional<double> AdmissionCore::AccumulatedCost(std::string_view key) const {

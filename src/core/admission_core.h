@@ -45,6 +45,7 @@
 #include "fairgate/options.h"
 #include "fairgate/snapshot.h"
 #include "fairgate/status.h"
+#include "fairgate/store.h"
 
 namespace fairgate::core {
 
@@ -249,6 +250,20 @@ class AdmissionCore {
   // (admission_core_invariants.cc): OK, or Internal naming the first broken invariant. O(jobs +
   // keys + lanes + resources): for the differential tests, the fuzzer and debug builds.
   Status CheckInvariants() const;
+
+  // Warm restart (fairgate/store.h), with every time on the core's clock. The estimates used or
+  // learned at or after `since`: O(those estimates).
+  std::vector<SavedEstimate> EstimatesUsedSince(double since) const;
+  // Every tracked key's accumulated cost, and since when it has been idle (`now` if it is busy):
+  // O(keys).
+  std::vector<SavedKey> KeyCosts(double now) const;
+  // Puts back an estimate learned before. Skipped (false) when (type, id) is already tracked or
+  // its estimate_ttl has passed by `now`; NotFound for an unknown type.
+  StatusOr<bool> RestoreEstimate(const SavedEstimate& estimate, double now);
+  // Puts back an idle key's accumulated cost, idle since `idle_since` (<= now): it is forgotten
+  // key_ttl after that, unless it enqueues first. Skipped (false) when the key is already tracked
+  // or its key_ttl has passed by `now`. InvalidArgument for a cost that is not finite and >= 0.
+  StatusOr<bool> RestoreKey(const SavedKey& key, double now);
 
   // The key's accumulated cost, if the key is tracked.
   std::optional<double> AccumulatedCost(std::string_view key) const;

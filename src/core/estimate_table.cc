@@ -1,5 +1,6 @@
 #include "core/estimate_table.h"
 
+#include <iterator>
 #include <string>
 
 namespace fairgate::core {
@@ -43,6 +44,21 @@ std::size_t EstimateTable::Evict(double now, double ttl, std::size_t budget) {
     ++evicted;
   }
   return evicted;
+}
+
+bool EstimateTable::Restore(std::uint32_t type, absl::string_view id, double value,
+                            double last_used) {
+  auto [it, inserted] = entries_.try_emplace(IndexedName{type, std::string(id)});
+  if (!inserted) return false;
+  Entry& entry = it->second;
+  entry.name = &it->first;
+  entry.value = value;
+  entry.last_used = last_used;
+  entry.learned = true;
+  auto place = lru_.end();  // before the first entry used later than it
+  while (place != lru_.begin() && std::prev(place)->last_used > last_used) --place;
+  lru_.insert(place, entry);
+  return true;
 }
 
 std::optional<double> EstimateTable::Find(std::uint32_t type, absl::string_view id) const {

@@ -43,6 +43,20 @@ class EstimateTable {
 
   std::size_t size() const { return entries_.size(); }
 
+  // Calls `visit(type, id, value, last_used)` for each estimate used at or after `since`, most
+  // recently used first: O(those estimates).
+  template <typename Visit>
+  void ForEachUsedSince(double since, Visit visit) const {
+    for (auto it = lru_.rbegin(); it != lru_.rend() && it->last_used >= since; ++it) {
+      visit(it->name->index, absl::string_view(it->name->name), it->value, it->last_used);
+    }
+  }
+
+  // Puts back a learned estimate last used at `last_used`, in its place in the recency order.
+  // False (and nothing changes) when (type, id) is already tracked. O(1) when restored in the
+  // order they were used, O(estimates) at worst.
+  bool Restore(std::uint32_t type, absl::string_view id, double value, double last_used);
+
  private:
   struct Entry {
     boost::intrusive::list_member_hook<> lru_hook;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <exception>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
@@ -14,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/admission_core.h"
 #include "runtime/context_state.h"
@@ -21,6 +23,7 @@
 #include "runtime/decision_log.h"
 #include "runtime/fiber_stack.h"
 #include "runtime/periodic_state.h"
+#include "runtime/state_keeper.h"
 #include "runtime/waiting.h"
 #include "runtime/worker_pool.h"
 
@@ -129,11 +132,14 @@ void InvokeAdmitted(JobRecord& record, StatusOr<Permit> result) {
 class Scheduler::Impl {
  public:
   // `stalled_seconds`: adaptive capacity's signal (unused without it).
+  // `keeper`: the store's side (null without a store).
   Impl(const SchedulerOptions& options, std::unique_ptr<core::AdmissionCore> core,
-       std::function<StatusOr<double>()> stalled_seconds)
+       std::function<StatusOr<double>()> stalled_seconds,
+       std::unique_ptr<internal::StateKeeper> keeper)
       : options_(options),
         stalled_seconds_(std::move(stalled_seconds)),
         epoch_(std::chrono::steady_clock::now()),
+        keeper_(std::move(keeper)),
         core_(std::move(core)),
         log_(options, *core_),
         background_(WithCancel(Context::Background())),
@@ -141,10 +147,26 @@ class Scheduler::Impl {
               static_cast<std::size_t>(options.max_concurrency) + 1, options.fiber_stack_bytes),
         // Its own thread, not a pool fiber: a job that blocks its worker thread (a subprocess, a
         // blocking read) must not hold up deadlines, expiries and periodic runs behind it.
-        timer_([this] { SweeperLoop(); }) {}
+        timer_([this] { SweeperLoop(); }) {
+    if (keeper_) {
+      // The keys' costs now; each type's estimates when it is registered.
+      {
+        internal::CoreLock lock(&mutex_);
+        const double now = Now();
+        const double wall = internal::WallNow();
+        for (SavedKey& key : keeper_->TakeKeys()) {
+          key.idle_since = now - (wall - key.idle_since);
+          (void)core_->RestoreKey(key, now);  // a bad row (a negative cost) is skipped
+        }
+      }
+      keeper_->StartFlusher(options_.state_flush_interval,
+                            [this](double since) { return CollectLearned(since); });
+    }
+  }
 
   ~Impl() {
     (void)Shutdown(Context::Background());  // with no deadline it returns once all is done
+    if (keeper_) keeper_->StopFlusher();    // Shutdown flushed last
     StopSweeper();
     timer_.join();
     // pool_ is destroyed next (declared before the timer): it joins its threads.
@@ -162,6 +184,14 @@ class Scheduler::Impl {
         const std::uint32_t index = *core_->TypeIndex(name);
         if (coalesce_.size() <= index) coalesce_.resize(index + 1);
         coalesce_[index] = config.coalesce;
+        if (first && keeper_) {
+          const double now = Now();
+          const double wall = internal::WallNow();
+          for (SavedEstimate& estimate : keeper_->TakeEstimates(name)) {
+            estimate.last_used = now - (wall - estimate.last_used);
+            (void)core_->RestoreEstimate(estimate, now);  // a bad row is skipped
+          }
+        }
       }
     }
     if (status.ok() && first) {
@@ -314,8 +344,17 @@ class Scheduler::Impl {
         return absl::NotFoundError(
             absl::StrCat("unknown job type '", absl::string_view(type.data(), type.size()), "'"));
       }
-      // The first run after a random part of one interval, unless asked at once.
-      const double first = options.first_run_at_once ? 0.0 : interval.count() * Uniform(0.0, 1.0);
+      // The first run after a random part of one interval, unless asked at once; with a store
+      // that knows when the last run ended, one interval after that end (a restart keeps the
+      // schedule), and if that has passed, after a random part of one interval as at a first
+      // start, so that jobs overdue after a long stop do not all start together.
+      double first = options.first_run_at_once ? 0.0 : interval.count() * Uniform(0.0, 1.0);
+      if (keeper_ && !options.first_run_at_once) {
+        if (std::optional<double> last = keeper_->LastRunEnd(type, id)) {
+          const double due_in = *last + interval.count() - internal::WallNow();
+          if (due_in > 0) first = std::min(due_in, interval.count());
+        }
+      }
       earliest = SchedulePeriodicLocked(state, first);
     }
     if (earliest) WakeTimer();
@@ -348,11 +387,13 @@ class Scheduler::Impl {
       // Expired jobs a snapshot found, not yet reported by the timer.
       refused.insert(refused.end(), unreported_.begin(), unreported_.end());
       unreported_.clear();
+      retries_.clear();  // they stay stored, with their backoff, for the next Recover
     }
     background_.second();  // running Submit jobs see their context done
     for (const RecordPtr& record : refused) Refuse(record);
     Status quiet = WaitQuiet(ctx);
     log_.Flush();  // the events of every decision made so far reach the observers
+    if (keeper_) (void)keeper_->Flush();  // counted if it fails; Shutdown's status is the jobs'
     return quiet;
   }
 
@@ -415,6 +456,7 @@ class Scheduler::Impl {
     const bool expired = AdvanceLocked(Now());
     log_.WriteMetrics(out);
     lock.Release();
+    if (keeper_) keeper_->WriteMetrics(out);
     if (expired) WakeTimer();
   }
 
@@ -480,8 +522,277 @@ class Scheduler::Impl {
     return core_->Estimate(type, id);
   }
 
+  Status RegisterDurable(std::string_view type, DurableHandler handler, const RetryPolicy& retry) {
+    if (!handler) return absl::InvalidArgumentError("durable handler is empty");
+    if (Status s = ValidateRetryPolicy(retry); !s.ok()) return s;
+    internal::CoreLock lock(&mutex_);
+    if (!core_->TypeIndex(type)) {
+      return absl::NotFoundError(
+          absl::StrCat("unknown job type '", absl::string_view(type.data(), type.size()), "'"));
+    }
+    auto [it, inserted] = durable_types_.try_emplace(
+        std::string(type),
+        std::make_shared<const DurableType>(DurableType{std::move(handler), retry}));
+    if (!inserted) {
+      return absl::AlreadyExistsError(absl::StrCat("job type '",
+                                                   absl::string_view(type.data(), type.size()),
+                                                   "' already has a durable handler"));
+    }
+    return absl::OkStatus();
+  }
+
+  StatusOr<RecoveryReport> Recover() {
+    if (Status s = NeedStore("Recover"); !s.ok()) return s;
+    {
+      internal::CoreLock lock(&mutex_);
+      if (phase_ != Phase::kOpen) return UnavailableLocked();
+      if (recovery_begun_) return absl::FailedPreconditionError("Recover was already called");
+      recovery_begun_ = true;
+    }
+    auto load_failed = [&](const Status& status) {
+      keeper_->CountError(internal::StateKeeper::Operation::kLoad);
+      internal::CoreLock lock(&mutex_);
+      recovery_begun_ = false;  // may be called again
+      return status;
+    };
+    StatusOr<std::vector<StoredJob>> live = keeper_->store().LiveJobs();
+    if (!live.ok()) return load_failed(live.status());
+    StatusOr<std::vector<StoredJob>> dead = keeper_->store().DeadJobs();
+    if (!dead.ok()) return load_failed(dead.status());
+    RecoveryReport report;
+    report.dead = dead->size();
+    std::vector<std::pair<StoredJob, std::shared_ptr<const DurableType>>> due;
+    bool earliest = false;
+    {
+      internal::CoreLock lock(&mutex_);
+      const double wall = internal::WallNow();
+      for (StoredJob& job : *live) {
+        auto handler = durable_types_.find(job.type);
+        if (handler == durable_types_.end()) {
+          ++report.without_handler;
+        } else if (job.not_before > wall) {
+          ++report.deferred;
+          earliest |= ScheduleRetryLocked(std::move(job), handler->second, job.not_before - wall);
+        } else {
+          due.emplace_back(std::move(job), handler->second);
+        }
+      }
+    }
+    if (earliest) WakeTimer();
+    // In stored order, before SubmitDurable is accepted: no job of this process comes between.
+    for (auto& [job, type] : due) {
+      (void)QueueDurable(std::move(job), type);  // a refusal is handled there
+      ++report.queued;
+    }
+    internal::CoreLock lock(&mutex_);
+    recovered_ = true;
+    return report;
+  }
+
+  StatusOr<std::uint64_t> SubmitDurable(std::string_view type, std::string_view id,
+                                        std::string_view key, std::string_view payload) {
+    if (Status s = NeedStore("SubmitDurable"); !s.ok()) return s;
+    if (id.empty()) return absl::InvalidArgumentError("job id is empty");
+    std::shared_ptr<const DurableType> handler;
+    {
+      internal::CoreLock lock(&mutex_);
+      if (phase_ != Phase::kOpen) return UnavailableLocked();
+      if (!recovered_) {
+        return absl::FailedPreconditionError(
+            "SubmitDurable before Recover: register the types and their handlers, then call "
+            "Recover");
+      }
+      auto it = durable_types_.find(absl::string_view(type.data(), type.size()));
+      if (it == durable_types_.end()) {
+        return absl::NotFoundError(absl::StrCat("job type '",
+                                                absl::string_view(type.data(), type.size()),
+                                                "' has no durable handler (RegisterDurable)"));
+      }
+      handler = it->second;
+    }
+    StoredJob job;
+    job.type = std::string(type);
+    job.id = std::string(id);
+    job.fairness_key = std::string(key);
+    job.payload = std::string(payload);
+    job.submitted_at = internal::WallNow();
+    StatusOr<std::uint64_t> sequence = keeper_->store().AddJob(job);
+    if (!sequence.ok()) {
+      keeper_->CountError(internal::StateKeeper::Operation::kAddJob);
+      return sequence.status();
+    }
+    keeper_->Count(internal::StateKeeper::Outcome::kStored);
+    job.sequence = *sequence;
+    Status queued = QueueDurable(std::move(job), handler);
+    // Refused at the door (a full queue): not accepted, so not kept. Shutting down meanwhile: it
+    // is stored, and runs after the next Recover.
+    if (!queued.ok() && queued.code() != absl::StatusCode::kUnavailable) {
+      if (!keeper_->store().RemoveJob(*sequence).ok()) {
+        keeper_->CountError(internal::StateKeeper::Operation::kRemoveJob);
+      }
+      return queued;
+    }
+    return *sequence;
+  }
+
+  StatusOr<std::vector<StoredJob>> DeadJobs() {
+    if (Status s = NeedStore("DeadJobs"); !s.ok()) return s;
+    StatusOr<std::vector<StoredJob>> dead = keeper_->store().DeadJobs();
+    if (!dead.ok()) keeper_->CountError(internal::StateKeeper::Operation::kLoad);
+    return dead;
+  }
+
+  Status FlushState() {
+    if (Status s = NeedStore("FlushState"); !s.ok()) return s;
+    return keeper_->Flush();
+  }
+
  private:
   enum class Phase { kOpen, kDraining, kShutDown };
+
+  // A durable job type's handler and retry policy, fixed at RegisterDurable.
+  struct DurableType {
+    DurableHandler handler;
+    RetryPolicy retry;
+  };
+  // One attempt of a durable job, queued as a Submit job.
+  struct DurableAttempt {
+    StoredJob job;
+    std::shared_ptr<const DurableType> type;
+    std::uint32_t attempt = 0;  // its number once begun; 0 while it has not run
+    bool gone = false;          // the store no longer had it when it began: nothing to record
+  };
+
+  Status NeedStore(std::string_view what) const {
+    if (keeper_) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat(absl::string_view(what.data(), what.size()),
+                     " needs a store: set SchedulerOptions::state_file (or store)"));
+  }
+
+  Status UnavailableLocked() const {
+    return absl::UnavailableError(phase_ == Phase::kDraining ? "the scheduler is draining"
+                                                             : "the scheduler is shut down");
+  }
+
+  // Queues one attempt of a stored job as a Submit job of its type, id and key; Submit's refusal.
+  Status QueueDurable(const StoredJob& job, std::shared_ptr<const DurableType> type) {
+    auto attempt = std::make_shared<DurableAttempt>(DurableAttempt{job, std::move(type)});
+    return Submit(
+        job.type, job.id, job.fairness_key,
+        [this, attempt](const Context& ctx) { return RunDurable(*attempt, ctx); },
+        [this, attempt](const Status& status) { FinishDurable(*attempt, status); }, {});
+  }
+
+  // Queues a stored job whose time has come (recovered, or at the end of its backoff). Refused
+  // at the door (a full queue), it stays stored and is tried again a backoff later; shutting
+  // down, it stays stored for the next Recover.
+  void QueueOrDefer(const StoredJob& job, const std::shared_ptr<const DurableType>& type) {
+    Status queued = QueueDurable(job, type);
+    if (queued.ok() || queued.code() == absl::StatusCode::kUnavailable) return;
+    bool earliest = false;
+    {
+      internal::CoreLock lock(&mutex_);
+      if (phase_ != Phase::kOpen) return;
+      earliest = ScheduleRetryLocked(job, type, std::max(1.0, type->retry.initial_backoff.count()));
+    }
+    if (earliest) WakeTimer();
+  }
+
+  // The attempt begins: marked in the store first (so a crash during it counts it), then the
+  // handler runs.
+  Status RunDurable(DurableAttempt& a, const Context& ctx) {
+    StatusOr<std::uint32_t> begun = keeper_->store().BeginAttempt(a.job.sequence);
+    if (begun.ok()) {
+      a.attempt = *begun;
+    } else if (begun.status().code() == absl::StatusCode::kNotFound) {
+      a.gone = true;
+      return begun.status();
+    } else {
+      keeper_->CountError(internal::StateKeeper::Operation::kBeginAttempt);
+      a.attempt = a.job.attempts + 1;  // at least once: it runs, and the count is in memory
+    }
+    const DurableJob view{a.job.sequence,     a.job.type,    a.job.id,
+                          a.job.fairness_key, a.job.payload, a.attempt};
+    return a.type->handler(view, ctx);
+  }
+
+  // The attempt ended with `status` (or never ran): the job is removed, retried or dead.
+  void FinishDurable(DurableAttempt& a, const Status& status) {
+    using Operation = internal::StateKeeper::Operation;
+    using Outcome = internal::StateKeeper::Outcome;
+    if (a.gone) return;
+    Store& store = keeper_->store();
+    const std::uint64_t sequence = a.job.sequence;
+    if (status.ok()) {
+      if (!store.RemoveJob(sequence).ok()) keeper_->CountError(Operation::kRemoveJob);
+      keeper_->Count(Outcome::kSucceeded);
+      return;
+    }
+    bool open = false;
+    {
+      internal::CoreLock lock(&mutex_);
+      open = phase_ == Phase::kOpen;
+    }
+    // Cut short by a shutdown (not admitted, or cancelled while it ran): stays as stored.
+    if (!open && (a.attempt == 0 || status.code() == absl::StatusCode::kCancelled)) return;
+    if (a.attempt == 0) {
+      // Never ran: it waited its type's max_queue_wait. That counts as a failed attempt, so that
+      // a queue that stays full cannot keep it for ever.
+      StatusOr<std::uint32_t> begun = store.BeginAttempt(sequence);
+      if (!begun.ok()) keeper_->CountError(Operation::kBeginAttempt);
+      a.attempt = begun.ok() ? *begun : a.job.attempts + 1;
+    }
+    const std::string error = status.ToString();
+    if (a.attempt >= a.type->retry.max_attempts) {
+      if (!store.KillJob(sequence, error).ok()) keeper_->CountError(Operation::kKillJob);
+      keeper_->Count(Outcome::kDead);
+      return;
+    }
+    const double wait = RetryBackoff(a.type->retry, a.attempt).count();
+    StoredJob next = a.job;
+    next.attempts = a.attempt;
+    next.not_before = internal::WallNow() + wait;
+    next.last_error = error;
+    if (!store.DeferJob(sequence, next.not_before, error).ok()) {
+      keeper_->CountError(Operation::kDeferJob);
+    }
+    keeper_->Count(Outcome::kRetried);
+    bool earliest = false;
+    {
+      internal::CoreLock lock(&mutex_);
+      if (phase_ != Phase::kOpen) return;  // stays stored, with its backoff
+      earliest = ScheduleRetryLocked(std::move(next), a.type, wait);
+    }
+    if (earliest) WakeTimer();
+  }
+
+  // Queues a stored job on the timer `after` seconds from now; true when it is the timer's
+  // earliest retry, so that the caller wakes the timer (after releasing the lock).
+  bool ScheduleRetryLocked(StoredJob job, std::shared_ptr<const DurableType> type, double after) {
+    const auto due = Context::Clock::now() + std::chrono::duration_cast<Context::Clock::duration>(
+                                                 std::chrono::duration<double>(after));
+    const auto entry = retries_.emplace(due, std::make_pair(std::move(job), std::move(type)));
+    return entry == retries_.begin();
+  }
+
+  // What a flush writes (StateKeeper::Collect): the estimates used since `since` (the scheduler's
+  // clock, the mark of the last successful flush) and every key's cost, in Unix seconds.
+  internal::StateKeeper::Collected CollectLearned(double since) {
+    internal::StateKeeper::Collected collected;
+    double now = 0, wall = 0;
+    {
+      internal::CoreLock lock(&mutex_);
+      now = Now();
+      wall = internal::WallNow();
+      collected.state.estimates = core_->EstimatesUsedSince(since);
+      collected.state.keys = core_->KeyCosts(now);
+    }
+    for (SavedEstimate& e : collected.state.estimates) e.last_used = wall - (now - e.last_used);
+    for (SavedKey& k : collected.state.keys) k.idle_since = wall - (now - k.idle_since);
+    collected.mark = now;
+    return collected;
+  }
 
   double Now() const {
     const Seconds t =
@@ -870,6 +1181,7 @@ class Scheduler::Impl {
     std::vector<RecordPtr> expired;
     std::vector<RecordPtr> reported;
     std::vector<std::shared_ptr<internal::PeriodicState>> due;
+    std::vector<std::pair<StoredJob, std::shared_ptr<const DurableType>>> retries;
     {
       internal::CoreLock lock(&mutex_);
       for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it) {
@@ -881,11 +1193,16 @@ class Scheduler::Impl {
         due.push_back(std::move(periodic_.begin()->second));
         periodic_.erase(periodic_.begin());
       }
+      while (!retries_.empty() && retries_.begin()->first <= now) {
+        retries.push_back(std::move(retries_.begin()->second));
+        retries_.erase(retries_.begin());
+      }
     }
     Dispatch(reported);
     for (const auto& state : due) {
       if (!state->stopped) QueuePeriodicRun(state);
     }
+    for (const auto& [job, type] : retries) QueueOrDefer(job, type);
     for (const RecordPtr& record : expired) {
       AbandonWaiting(record, absl::DeadlineExceededError("context deadline exceeded"));
     }
@@ -908,6 +1225,7 @@ class Scheduler::Impl {
   // Queues one run of a periodic job as a Submit job; when it ends, the next is scheduled.
   void QueuePeriodicRun(const std::shared_ptr<internal::PeriodicState>& state) {
     auto ended = [this, state](const Status& status) {
+      if (keeper_) keeper_->RunEnded(state->type, state->id, internal::WallNow());
       ++state->runs;
       if (state->options.on_run) InvokeDone(state->options.on_run, status);
       ScheduleNextRun(state);
@@ -967,6 +1285,7 @@ class Scheduler::Impl {
         if (auto expiry = NextExpiryLocked()) wake_at = std::min(wake_at, *expiry);
         if (!unreported_.empty()) wake_at = Clock::now();
         if (!periodic_.empty()) wake_at = std::min(wake_at, periodic_.begin()->first);
+        if (!retries_.empty()) wake_at = std::min(wake_at, retries_.begin()->first);
       }
       timer_rearm_ = false;
       sweeper_wake_.wait_until(lock, wake_at, [&] { return stop_sweeper_ || timer_rearm_; });
@@ -1040,6 +1359,9 @@ class Scheduler::Impl {
   const std::function<StatusOr<double>()> stalled_seconds_;
   std::optional<std::pair<Context::Clock::time_point, double>> last_sample_;
   const std::chrono::steady_clock::time_point epoch_;
+  // The store's side: loading, flushing, counting (null without a store). Before the core's
+  // lock: the flusher it runs takes that lock.
+  const std::unique_ptr<internal::StateKeeper> keeper_;
 
   mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
   std::unique_ptr<core::AdmissionCore> core_;
@@ -1049,6 +1371,14 @@ class Scheduler::Impl {
   std::vector<RecordPtr> unreported_;  // expired during a snapshot; the timer reports them
   // Periodic jobs by when their next run is due; one entry each between runs.
   std::multimap<Context::Clock::time_point, std::shared_ptr<internal::PeriodicState>> periodic_;
+  // Durable jobs: handlers by type; whether Recover has begun and ended; stored jobs waiting out
+  // a retry's backoff, by when it ends.
+  absl::flat_hash_map<std::string, std::shared_ptr<const DurableType>> durable_types_;
+  bool recovery_begun_ = false;
+  bool recovered_ = false;
+  std::multimap<Context::Clock::time_point,
+                std::pair<StoredJob, std::shared_ptr<const DurableType>>>
+      retries_;
   std::mt19937_64 random_{std::random_device{}()};  // jitter and first-run spread
   Phase phase_ = Phase::kOpen;
   // Metrics, events and evidence of every decision, in decision order.
@@ -1088,8 +1418,10 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& o
       stalled_seconds = [] { return internal::ReadCpuStallSeconds(); };
     }
   }
-  return std::unique_ptr<Scheduler>(
-      new Scheduler(std::make_unique<Impl>(options, *std::move(core), std::move(stalled_seconds))));
+  StatusOr<std::unique_ptr<internal::StateKeeper>> keeper = internal::StateKeeper::Open(options);
+  if (!keeper.ok()) return keeper.status();
+  return std::unique_ptr<Scheduler>(new Scheduler(std::make_unique<Impl>(
+      options, *std::move(core), std::move(stalled_seconds), *std::move(keeper))));
 }
 
 Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -1125,6 +1457,23 @@ StatusOr<PeriodicJob> Scheduler::SubmitEvery(std::string_view type, std::string_
                                              const PeriodicOptions& options) {
   return impl_->SubmitEvery(type, id, interval, std::move(fn), options);
 }
+
+Status Scheduler::RegisterDurable(std::string_view type, DurableHandler handler,
+                                  const RetryPolicy& retry) {
+  return impl_->RegisterDurable(type, std::move(handler), retry);
+}
+
+StatusOr<RecoveryReport> Scheduler::Recover() { return impl_->Recover(); }
+
+StatusOr<std::uint64_t> Scheduler::SubmitDurable(std::string_view type, std::string_view id,
+                                                 std::string_view fairness_key,
+                                                 std::string_view payload) {
+  return impl_->SubmitDurable(type, id, fairness_key, payload);
+}
+
+StatusOr<std::vector<StoredJob>> Scheduler::DeadJobs() { return impl_->DeadJobs(); }
+
+Status Scheduler::FlushState() { return impl_->FlushState(); }
 
 Status Scheduler::Shutdown(const Context& ctx) { return impl_->Shutdown(ctx); }
 

@@ -1,0 +1,77 @@
+// fairgate/durable.h: background work that survives a crash (Scheduler::SubmitDurable).
+//
+// A Submit job is a closure and dies with its process. A durable job is data instead: a type, an
+// id, a fairness key and payload bytes, stored (fairgate/store.h) before SubmitDurable returns,
+// and run by the handler registered for its type (Scheduler::RegisterDurable). It is queued and
+// admitted exactly as a Submit of (type, id) under its fairness key is, in the same order and
+// under the same caps, conflicts and coalescing.
+//
+// Delivery is at least once: an attempt is marked in the store before the handler runs and the
+// job is removed only after it returned OK, so an attempt cut short by a crash runs again after
+// the restart, with the next attempt number. A handler should therefore be idempotent.
+// - OK: the job is done and removed.
+// - Any other status: the attempt failed. While attempts are left (RetryPolicy::max_attempts,
+//   counting every attempt begun, also those a crash cut short), the job waits its backoff and
+//   is queued again (as a new arrival); otherwise it is dead: kept in the store with its last
+//   error, listed by Scheduler::DeadJobs, never run again.
+// - A job still pending or running when the scheduler shuts down is left stored as it is, and
+//   runs after the next Recover.
+//
+// Recovery happens at one defined point: Scheduler::Recover, called once after the types and
+// their handlers are registered. It queues every stored job that is neither done nor dead, in
+// sequence order (the order SubmitDurable stored them in), before any durable job of this
+// process: their relative order is the stored one. SubmitDurable is refused until then.
+//
+// Thread safety: plain value types; a handler is called on a worker fiber of the scheduler, like
+// a Submit job, and may run for several jobs at once.
+#ifndef FAIRGATE_DURABLE_H_
+#define FAIRGATE_DURABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string_view>
+
+#include "fairgate/context.h"
+#include "fairgate/options.h"
+#include "fairgate/status.h"
+
+namespace fairgate {
+
+// What a handler is given: views valid for the duration of the call.
+struct DurableJob {
+  std::uint64_t sequence = 0;  // the store's number for the job
+  std::string_view type, id, fairness_key, payload;
+  std::uint32_t attempt = 1;  // 1 for the first attempt, counting attempts a crash cut short
+};
+
+using DurableHandler = std::function<Status(const DurableJob& job, const Context& ctx)>;
+
+// How a failed durable job is retried: attempt n + 1 waits
+// min(initial_backoff * multiplier^(n - 1), max_backoff) after attempt n failed.
+struct RetryPolicy {
+  std::uint32_t max_attempts = 5;  // >= 1; 1: no retry
+  Seconds initial_backoff{1.0};    // finite, >= 0
+  Seconds max_backoff{300.0};      // finite, >= initial_backoff
+  double multiplier = 2.0;         // finite, >= 1
+  friend bool operator==(const RetryPolicy&, const RetryPolicy&) = default;
+};
+
+// OK, or InvalidArgument naming the first field out of range.
+Status ValidateRetryPolicy(const RetryPolicy& policy);
+// The wait before attempt `failed_attempts + 1`, after `failed_attempts` (>= 1) have failed.
+Seconds RetryBackoff(const RetryPolicy& policy, std::uint32_t failed_attempts);
+
+// What Recover found.
+struct RecoveryReport {
+  std::size_t queued = 0;    // queued now, in stored order
+  std::size_t deferred = 0;  // waiting out a retry's backoff, queued when it ends
+  // Stored jobs of types without a handler: left stored, not run (a later process with the
+  // handler recovers them).
+  std::size_t without_handler = 0;
+  std::size_t dead = 0;  // dead jobs in the store (Scheduler::DeadJobs)
+};
+
+}  // namespace fairgate
+
+#endif  // FAIRGATE_DURABLE_H_

@@ -1,0 +1,41 @@
+// fairgate/sqlite_store.h: the embedded store (fairgate/store.h) in one SQLite file.
+//
+// The file is opened in WAL mode (readers never wait for the writer, a commit appends to the
+// log), its schema created on first use and checked on every open (a file written by a newer
+// fairgate is refused with FailedPrecondition). One connection, its calls serialised by a mutex.
+// Errors are statuses naming the file and the operation: ResourceExhausted when the disk or the
+// file is full, FailedPrecondition when the file is read-only or not fairgate's, Unavailable for
+// an I/O error or a lock held too long by another process, DataLoss for a corrupt file.
+//
+// Thread safety: every method may be called from any thread at once.
+#ifndef FAIRGATE_SQLITE_STORE_H_
+#define FAIRGATE_SQLITE_STORE_H_
+
+#include <memory>
+#include <string>
+
+#include "fairgate/status.h"
+#include "fairgate/store.h"
+
+namespace fairgate {
+
+struct SqliteStoreOptions {
+  // When a commit is on disk. kFull (the default): every commit (every SubmitDurable, every
+  // attempt's start and end) waits for an fsync of the log, so an acknowledged job survives a
+  // power cut. kNormal: the log is synced only at checkpoints; an acknowledged job survives a
+  // crash of the process (kill -9) but possibly not of the machine. Several times faster.
+  enum class Sync { kNormal, kFull };
+  Sync synchronous = Sync::kFull;
+  // How long a write waits for another process's lock on the file before Unavailable. >= 0.
+  double busy_timeout_seconds = 5.0;
+  friend bool operator==(const SqliteStoreOptions&, const SqliteStoreOptions&) = default;
+};
+
+// Opens (creating if absent) the store in `path`. InvalidArgument for an empty path or a bad
+// option; the statuses above when the file cannot be opened or read.
+StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
+                                                 const SqliteStoreOptions& options = {});
+
+}  // namespace fairgate
+
+#endif  // FAIRGATE_SQLITE_STORE_H_

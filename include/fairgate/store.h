@@ -1,0 +1,117 @@
+// fairgate/store.h: what a scheduler keeps across restarts, and the interface it keeps it through.
+//
+// A scheduler with a store (SchedulerOptions::state_file for the SQLite store of
+// fairgate/sqlite_store.h, or SchedulerOptions::store for another) persists four things:
+// - durable jobs (Scheduler::SubmitDurable): stored before SubmitDurable returns, marked at the
+//   start of each attempt, removed when a run succeeds, rescheduled for a retry or moved to the
+//   dead jobs when it fails (fairgate/durable.h);
+// - learned estimates of (type, id), and
+// - fairness keys' accumulated costs, flushed every SchedulerOptions::state_flush_interval and at
+//   shutdown, and loaded by Scheduler::Create, so that a restart charges what was learned before;
+// - the last end of each periodic job's run (fairgate/periodic.h), so that the runs after a
+//   restart keep their schedule instead of all coming due together.
+//
+// Times in the store are wall-clock seconds since the Unix epoch, so that they mean the same to
+// the next process; the scheduler converts them to and from its own clock.
+//
+// The contract of an implementation:
+// - Every method may be called from any thread, concurrently; the implementation serialises
+//   what it must. It is never called under the scheduler's lock, so it may block (on disk, on a
+//   network), and a slow store slows only the calls that wait for it: SubmitDurable, the start
+//   and end of a durable job's attempt, and the flusher's thread.
+// - A failure is a status, never an exception or a crash; the scheduler counts it
+//   (fairgate_store_errors_total) and keeps working in memory. A write that failed changed
+//   nothing (each method is one transaction).
+// - AddJob returns once the job is as durable as the store promises (the SQLite store: in its
+//   file, with the fsync policy of SqliteStoreOptions::synchronous), with a sequence number
+//   greater than every one it returned before, also across restarts.
+//
+// Thread safety: as above.
+#ifndef FAIRGATE_STORE_H_
+#define FAIRGATE_STORE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fairgate/status.h"
+
+namespace fairgate {
+
+// A durable job as stored.
+struct StoredJob {
+  std::uint64_t sequence = 0;  // given by the store: the job's place in arrival order
+  std::string type, id, fairness_key;
+  std::string payload;      // bytes, opaque to fairgate
+  double submitted_at = 0;  // Unix seconds, when SubmitDurable stored it
+  // Attempts begun so far (marked before each one runs: an attempt cut short by a crash counts).
+  std::uint32_t attempts = 0;
+  double not_before = 0;   // Unix seconds: the next attempt waits until then (a retry's backoff)
+  std::string last_error;  // the status of the last failed attempt, as text
+  friend bool operator==(const StoredJob&, const StoredJob&) = default;
+};
+
+// A learned estimate of (type, id) and when it was last used (Unix seconds).
+struct SavedEstimate {
+  std::string type, id;
+  double seconds = 0;
+  double last_used = 0;
+  friend bool operator==(const SavedEstimate&, const SavedEstimate&) = default;
+};
+
+// A fairness key's accumulated cost, and since when it has had nothing pending or running (Unix
+// seconds; the flush time for a key that was busy).
+struct SavedKey {
+  std::string key;
+  double accumulated_cost = 0;
+  double idle_since = 0;
+  friend bool operator==(const SavedKey&, const SavedKey&) = default;
+};
+
+// When the last run of the periodic job (type, id) ended (Unix seconds).
+struct SavedSchedule {
+  std::string type, id;
+  double last_run_end = 0;
+  friend bool operator==(const SavedSchedule&, const SavedSchedule&) = default;
+};
+
+// What the scheduler has learned: a flush writes what changed since the previous one (rows with
+// the same names are replaced), a load returns everything.
+struct LearnedState {
+  std::vector<SavedEstimate> estimates;
+  std::vector<SavedKey> keys;
+  std::vector<SavedSchedule> schedules;
+  bool empty() const { return estimates.empty() && keys.empty() && schedules.empty(); }
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Stores a new durable job (its `sequence` is ignored) and returns its sequence number.
+  virtual StatusOr<std::uint64_t> AddJob(const StoredJob& job) = 0;
+  // Counts one more attempt of the job as begun; returns the count. NotFound if it is not stored.
+  virtual StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) = 0;
+  // The job succeeded (or was refused before it could run): it is removed.
+  virtual Status RemoveJob(std::uint64_t sequence) = 0;
+  // An attempt failed with `error`; the next waits until `not_before`.
+  virtual Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) = 0;
+  // An attempt failed with `error` and no attempt is left: the job moves to the dead jobs.
+  virtual Status KillJob(std::uint64_t sequence, std::string_view error) = 0;
+  // The stored jobs that are neither done nor dead, in sequence order.
+  virtual StatusOr<std::vector<StoredJob>> LiveJobs() = 0;
+  // The dead jobs, in sequence order.
+  virtual StatusOr<std::vector<StoredJob>> DeadJobs() = 0;
+
+  // Writes what changed since the previous flush (replacing rows of the same names), and removes
+  // estimates last used before `forget_estimates_before` and keys idle since before
+  // `forget_keys_before` (their TTLs have passed).
+  virtual Status SaveLearned(const LearnedState& changed, double forget_estimates_before,
+                             double forget_keys_before) = 0;
+  virtual StatusOr<LearnedState> LoadLearned() = 0;
+};
+
+}  // namespace fairgate
+
+#endif  // FAIRGATE_STORE_H_

@@ -1,0 +1,379 @@
+// The SQLite store (fairgate/sqlite_store.h), on SQLite's C API: one connection, prepared
+// statements kept for its life, each method one transaction under the store's mutex.
+#include "fairgate/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace fairgate {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS durable_jobs (
+  sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+  type TEXT NOT NULL,
+  id TEXT NOT NULL,
+  fairness_key TEXT NOT NULL,
+  payload BLOB NOT NULL,
+  submitted_at REAL NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  not_before REAL NOT NULL DEFAULT 0,
+  last_error TEXT NOT NULL DEFAULT '',
+  dead INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS estimates (
+  type TEXT NOT NULL,
+  id TEXT NOT NULL,
+  seconds REAL NOT NULL,
+  last_used REAL NOT NULL,
+  PRIMARY KEY (type, id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS fairness_keys (
+  key TEXT NOT NULL PRIMARY KEY,
+  accumulated_cost REAL NOT NULL,
+  idle_since REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS schedules (
+  type TEXT NOT NULL,
+  id TEXT NOT NULL,
+  last_run_end REAL NOT NULL,
+  PRIMARY KEY (type, id)
+) WITHOUT ROWID;
+)sql";
+
+struct CloseDb {
+  void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
+};
+struct FinalizeStatement {
+  void operator()(sqlite3_stmt* statement) const { sqlite3_finalize(statement); }
+};
+using Db = std::unique_ptr<sqlite3, CloseDb>;
+using Statement = std::unique_ptr<sqlite3_stmt, FinalizeStatement>;
+
+// SQLite's result code as a status naming the file and what was being done.
+Status ToStatus(int code, sqlite3* db, const std::string& path, const char* what) {
+  const std::string message =
+      absl::StrCat("state file ", path, ": ", what, ": ",
+                   db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(code));
+  switch (code & 0xff) {
+    case SQLITE_FULL:
+      return absl::ResourceExhaustedError(message);
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_CANTOPEN:
+    case SQLITE_NOTADB:
+      return absl::FailedPreconditionError(message);
+    case SQLITE_CORRUPT:
+      return absl::DataLossError(message);
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_IOERR:
+    case SQLITE_PROTOCOL:
+      return absl::UnavailableError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+class SqliteStore final : public Store {
+ public:
+  static StatusOr<std::unique_ptr<Store>> Open(const std::string& path,
+                                               const SqliteStoreOptions& options) {
+    if (path.empty()) return absl::InvalidArgumentError("state file path is empty");
+    if (!std::isfinite(options.busy_timeout_seconds) || options.busy_timeout_seconds < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "busy_timeout_seconds must be finite and >= 0, got ", options.busy_timeout_seconds));
+    }
+    sqlite3* raw = nullptr;
+    const int opened = sqlite3_open_v2(
+        path.c_str(), &raw,
+        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+        nullptr);
+    Db db(raw);  // closed on every path, also when the open failed
+    if (opened != SQLITE_OK) return ToStatus(opened, db.get(), path, "open");
+    auto store = std::unique_ptr<SqliteStore>(new SqliteStore(path, std::move(db)));
+    if (Status s = store->Prepare(options); !s.ok()) return s;
+    return std::unique_ptr<Store>(std::move(store));
+  }
+
+  StatusOr<std::uint64_t> AddJob(const StoredJob& job) override {
+    std::lock_guard lock(mutex_);
+    sqlite3_stmt* s = add_.get();
+    Bind(s, 1, job.type);
+    Bind(s, 2, job.id);
+    Bind(s, 3, job.fairness_key);
+    sqlite3_bind_blob64(s, 4, job.payload.data(), job.payload.size(), SQLITE_TRANSIENT);
+    sqlite3_bind_double(s, 5, job.submitted_at);
+    if (Status st = Step(s, "store a durable job"); !st.ok()) return st;
+    return static_cast<std::uint64_t>(sqlite3_last_insert_rowid(db_.get()));
+  }
+
+  StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) override {
+    std::lock_guard lock(mutex_);
+    sqlite3_stmt* s = begin_attempt_.get();
+    sqlite3_bind_int64(s, 1, static_cast<sqlite3_int64>(sequence));
+    const int rc = sqlite3_step(s);
+    std::optional<std::uint32_t> attempts;
+    if (rc == SQLITE_ROW) attempts = static_cast<std::uint32_t>(sqlite3_column_int64(s, 0));
+    const int done = rc == SQLITE_ROW ? sqlite3_step(s) : rc;
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    if (done != SQLITE_DONE) return ToStatus(done, db_.get(), path_, "mark an attempt");
+    if (!attempts) {
+      return absl::NotFoundError(absl::StrCat("durable job ", sequence, " is not stored"));
+    }
+    return *attempts;
+  }
+
+  Status RemoveJob(std::uint64_t sequence) override {
+    std::lock_guard lock(mutex_);
+    sqlite3_bind_int64(remove_.get(), 1, static_cast<sqlite3_int64>(sequence));
+    return Step(remove_.get(), "remove a durable job");
+  }
+
+  Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) override {
+    std::lock_guard lock(mutex_);
+    sqlite3_stmt* s = defer_.get();
+    sqlite3_bind_double(s, 1, not_before);
+    Bind(s, 2, error);
+    sqlite3_bind_int64(s, 3, static_cast<sqlite3_int64>(sequence));
+    return Step(s, "defer a durable job");
+  }
+
+  Status KillJob(std::uint64_t sequence, std::string_view error) override {
+    std::lock_guard lock(mutex_);
+    sqlite3_stmt* s = kill_.get();
+    Bind(s, 1, error);
+    sqlite3_bind_int64(s, 2, static_cast<sqlite3_int64>(sequence));
+    return Step(s, "move a durable job to the dead jobs");
+  }
+
+  StatusOr<std::vector<StoredJob>> LiveJobs() override { return Jobs(false); }
+  StatusOr<std::vector<StoredJob>> DeadJobs() override { return Jobs(true); }
+
+  Status SaveLearned(const LearnedState& changed, double forget_estimates_before,
+                     double forget_keys_before) override {
+    std::lock_guard lock(mutex_);
+    if (Status s = Exec("BEGIN IMMEDIATE", "begin a flush"); !s.ok()) return s;
+    Status status = [&]() -> Status {
+      for (const SavedEstimate& e : changed.estimates) {
+        sqlite3_stmt* s = save_estimate_.get();
+        Bind(s, 1, e.type);
+        Bind(s, 2, e.id);
+        sqlite3_bind_double(s, 3, e.seconds);
+        sqlite3_bind_double(s, 4, e.last_used);
+        if (Status st = Step(s, "save an estimate"); !st.ok()) return st;
+      }
+      for (const SavedKey& k : changed.keys) {
+        sqlite3_stmt* s = save_key_.get();
+        Bind(s, 1, k.key);
+        sqlite3_bind_double(s, 2, k.accumulated_cost);
+        sqlite3_bind_double(s, 3, k.idle_since);
+        if (Status st = Step(s, "save a key's cost"); !st.ok()) return st;
+      }
+      for (const SavedSchedule& p : changed.schedules) {
+        sqlite3_stmt* s = save_schedule_.get();
+        Bind(s, 1, p.type);
+        Bind(s, 2, p.id);
+        sqlite3_bind_double(s, 3, p.last_run_end);
+        if (Status st = Step(s, "save a periodic schedule"); !st.ok()) return st;
+      }
+      sqlite3_bind_double(forget_estimates_.get(), 1, forget_estimates_before);
+      if (Status st = Step(forget_estimates_.get(), "forget old estimates"); !st.ok()) return st;
+      sqlite3_bind_double(forget_keys_.get(), 1, forget_keys_before);
+      return Step(forget_keys_.get(), "forget idle keys");
+    }();
+    if (!status.ok()) {
+      (void)Exec("ROLLBACK", "roll back a flush");
+      return status;
+    }
+    return Exec("COMMIT", "commit a flush");
+  }
+
+  StatusOr<LearnedState> LoadLearned() override {
+    std::lock_guard lock(mutex_);
+    LearnedState state;
+    Status status =
+        Query("SELECT type, id, seconds, last_used FROM estimates", "load estimates",
+              [&](sqlite3_stmt* s) {
+                state.estimates.push_back({Text(s, 0), Text(s, 1), sqlite3_column_double(s, 2),
+                                           sqlite3_column_double(s, 3)});
+              });
+    if (!status.ok()) return status;
+    status = Query("SELECT key, accumulated_cost, idle_since FROM fairness_keys",
+                   "load keys' costs", [&](sqlite3_stmt* s) {
+                     state.keys.push_back(
+                         {Text(s, 0), sqlite3_column_double(s, 1), sqlite3_column_double(s, 2)});
+                   });
+    if (!status.ok()) return status;
+    status =
+        Query("SELECT type, id, last_run_end FROM schedules", "load periodic schedules",
+              [&](sqlite3_stmt* s) {
+                state.schedules.push_back({Text(s, 0), Text(s, 1), sqlite3_column_double(s, 2)});
+              });
+    if (!status.ok()) return status;
+    return state;
+  }
+
+ private:
+  SqliteStore(std::string path, Db db) : path_(std::move(path)), db_(std::move(db)) {}
+
+  Status Prepare(const SqliteStoreOptions& options) {
+    sqlite3_busy_timeout(db_.get(), static_cast<int>(options.busy_timeout_seconds * 1000));
+    sqlite3_extended_result_codes(db_.get(), 1);
+    // Read first: a file that is not a database (or not readable) fails here, before any write.
+    int version = 0;
+    Status status = Query("PRAGMA user_version", "read the schema version",
+                          [&](sqlite3_stmt* s) { version = sqlite3_column_int(s, 0); });
+    if (!status.ok()) return status;
+    if (version > kSchemaVersion) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("state file ", path_, " has schema version ", version,
+                       ", newer than this fairgate's ", kSchemaVersion));
+    }
+    // WAL and the schema need a writable file; a read-only one is refused here, clearly.
+    std::string mode;
+    status = Query("PRAGMA journal_mode=WAL", "switch to WAL mode",
+                   [&](sqlite3_stmt* s) { mode = Text(s, 0); });
+    if (!status.ok()) return status;
+    if (mode != "wal") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("state file ", path_, ": cannot use WAL mode (journal mode ", mode, ")"));
+    }
+    const char* sync = options.synchronous == SqliteStoreOptions::Sync::kFull
+                           ? "PRAGMA synchronous=FULL"
+                           : "PRAGMA synchronous=NORMAL";
+    if (Status s = Exec(sync, "set the fsync policy"); !s.ok()) return s;
+    if (version < kSchemaVersion) {
+      if (Status s = Exec("BEGIN IMMEDIATE", "begin creating the schema"); !s.ok()) return s;
+      status = Exec(kSchema, "create the schema");
+      if (status.ok()) {
+        status = Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str(),
+                      "set the schema version");
+      }
+      if (!status.ok()) {
+        (void)Exec("ROLLBACK", "roll back creating the schema");
+        return status;
+      }
+      if (Status s = Exec("COMMIT", "commit the schema"); !s.ok()) return s;
+    }
+    struct {
+      Statement* statement;
+      const char* sql;
+    } statements[] = {
+        {&add_,
+         "INSERT INTO durable_jobs (type, id, fairness_key, payload, submitted_at) "
+         "VALUES (?, ?, ?, ?, ?)"},
+        {&begin_attempt_,
+         "UPDATE durable_jobs SET attempts = attempts + 1 WHERE sequence = ? AND dead = 0 "
+         "RETURNING attempts"},
+        {&remove_, "DELETE FROM durable_jobs WHERE sequence = ?"},
+        {&defer_, "UPDATE durable_jobs SET not_before = ?, last_error = ? WHERE sequence = ?"},
+        {&kill_, "UPDATE durable_jobs SET dead = 1, last_error = ? WHERE sequence = ?"},
+        {&save_estimate_, "INSERT OR REPLACE INTO estimates VALUES (?, ?, ?, ?)"},
+        {&save_key_, "INSERT OR REPLACE INTO fairness_keys VALUES (?, ?, ?)"},
+        {&save_schedule_, "INSERT OR REPLACE INTO schedules VALUES (?, ?, ?)"},
+        {&forget_estimates_, "DELETE FROM estimates WHERE last_used < ?"},
+        {&forget_keys_, "DELETE FROM fairness_keys WHERE idle_since < ?"},
+    };
+    for (auto& [statement, sql] : statements) {
+      sqlite3_stmt* raw = nullptr;
+      const int rc =
+          sqlite3_prepare_v3(db_.get(), sql, -1, SQLITE_PREPARE_PERSISTENT, &raw, nullptr);
+      statement->reset(raw);
+      if (rc != SQLITE_OK) return ToStatus(rc, db_.get(), path_, "prepare a statement");
+    }
+    return absl::OkStatus();
+  }
+
+  StatusOr<std::vector<StoredJob>> Jobs(bool dead) {
+    std::lock_guard lock(mutex_);
+    std::vector<StoredJob> jobs;
+    Status status =
+        Query(dead ? "SELECT sequence, type, id, fairness_key, payload, submitted_at, attempts, "
+                     "not_before, last_error FROM durable_jobs WHERE dead = 1 ORDER BY sequence"
+                   : "SELECT sequence, type, id, fairness_key, payload, submitted_at, attempts, "
+                     "not_before, last_error FROM durable_jobs WHERE dead = 0 ORDER BY sequence",
+              "load durable jobs", [&](sqlite3_stmt* s) {
+                StoredJob job;
+                job.sequence = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
+                job.type = Text(s, 1);
+                job.id = Text(s, 2);
+                job.fairness_key = Text(s, 3);
+                const void* payload = sqlite3_column_blob(s, 4);
+                job.payload.assign(static_cast<const char*>(payload),
+                                   payload != nullptr ? sqlite3_column_bytes(s, 4) : 0);
+                job.submitted_at = sqlite3_column_double(s, 5);
+                job.attempts = static_cast<std::uint32_t>(sqlite3_column_int64(s, 6));
+                job.not_before = sqlite3_column_double(s, 7);
+                job.last_error = Text(s, 8);
+                jobs.push_back(std::move(job));
+              });
+    if (!status.ok()) return status;
+    return jobs;
+  }
+
+  static void Bind(sqlite3_stmt* s, int index, std::string_view text) {
+    sqlite3_bind_text64(s, index, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+  }
+
+  static std::string Text(sqlite3_stmt* s, int column) {
+    const unsigned char* text = sqlite3_column_text(s, column);
+    if (text == nullptr) return {};
+    return std::string(reinterpret_cast<const char*>(text),
+                       static_cast<std::size_t>(sqlite3_column_bytes(s, column)));
+  }
+
+  // Runs a prepared statement that returns no rows, then makes it ready for the next use.
+  Status Step(sqlite3_stmt* s, const char* what) {
+    const int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    if (rc != SQLITE_DONE) return ToStatus(rc, db_.get(), path_, what);
+    return absl::OkStatus();
+  }
+
+  Status Exec(const char* sql, const char* what) {
+    const int rc = sqlite3_exec(db_.get(), sql, nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return ToStatus(rc, db_.get(), path_, what);
+    return absl::OkStatus();
+  }
+
+  template <typename Row>
+  Status Query(const char* sql, const char* what, Row row) {
+    sqlite3_stmt* raw = nullptr;
+    int rc = sqlite3_prepare_v2(db_.get(), sql, -1, &raw, nullptr);
+    Statement statement(raw);
+    if (rc != SQLITE_OK) return ToStatus(rc, db_.get(), path_, what);
+    while ((rc = sqlite3_step(raw)) == SQLITE_ROW) row(raw);
+    if (rc != SQLITE_DONE) return ToStatus(rc, db_.get(), path_, what);
+    return absl::OkStatus();
+  }
+
+  const std::string path_;
+  std::mutex mutex_;  // one transaction at a time on the one connection
+  Db db_;
+  Statement add_, begin_attempt_, remove_, defer_, kill_;
+  Statement save_estimate_, save_key_, save_schedule_, forget_estimates_, forget_keys_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
+                                                 const SqliteStoreOptions& options) {
+  return SqliteStore::Open(path, options);
+}
+
+}  // namespace fairgate

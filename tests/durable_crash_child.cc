@@ -1,0 +1,105 @@
+// One life of the process that durable_crash_test.cc kills with SIGKILL: it recovers the durable
+// jobs a previous life left in the state file, submits new ones, and writes what it does to a log
+// (unbuffered appends, so what a kill interrupts is only ever the last line).
+//
+// Usage: durable_crash_child STATE LOG LIFE FIRST COUNT
+// Log lines: "life L" before Recover, "recovered Q deferred D" after it, "ack ID" once
+// SubmitDurable(ID) returned, "run ID ATTEMPT" when the handler starts, "done ID" when it is about
+// to return OK, "fail ID" when it is about to fail, "idle" when COUNT is 0 and nothing is left to
+// run (then it exits 0). The handler fails the first attempt of every id divisible by 5 (retried
+// after 5 ms) and takes 0-2 ms; one slot and one worker, so jobs run one at a time in the
+// scheduler's order.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "fairgate/scheduler.h"
+#include "fairgate/sqlite_store.h"
+
+namespace {
+
+int log_fd = -1;
+
+void Write(const std::string& line) {
+  const std::string text = line + "\n";
+  if (write(log_fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) std::abort();
+}
+
+int Fail(const std::string& what, const fairgate::Status& status) {
+  std::fprintf(stderr, "durable_crash_child: %s: %s\n", what.c_str(), status.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 6) {
+    std::fprintf(stderr, "usage: durable_crash_child STATE LOG LIFE FIRST COUNT\n");
+    return 2;
+  }
+  const std::string state = argv[1];
+  log_fd = open(argv[2], O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (log_fd < 0) return 2;
+  const std::string life = argv[3];
+  const int first = std::atoi(argv[4]);
+  const int count = std::atoi(argv[5]);
+
+  fairgate::SchedulerOptions options;
+  options.state_file = state;
+  options.max_concurrency = 1;
+  options.worker_threads = 1;
+  options.state_flush_interval = fairgate::Seconds(0.01);
+  options.warn = [](std::string_view) {};
+  auto created = fairgate::Scheduler::Create(options);
+  if (!created.ok()) return Fail("create", created.status());
+  fairgate::Scheduler& scheduler = **created;
+  if (fairgate::Status s = scheduler.RegisterType("work", {.max_concurrency = 1, .priority = 4});
+      !s.ok()) {
+    return Fail("register", s);
+  }
+  std::mt19937 random(std::random_device{}());
+  const fairgate::RetryPolicy retry{.max_attempts = 1000,
+                                    .initial_backoff = fairgate::Seconds(0.005),
+                                    .max_backoff = fairgate::Seconds(0.005)};
+  fairgate::Status registered = scheduler.RegisterDurable(
+      "work",
+      [&](const fairgate::DurableJob& job, const fairgate::Context&) {
+        Write("run " + std::string(job.id) + " " + std::to_string(job.attempt));
+        if (std::stoi(std::string(job.id)) % 5 == 0 && job.attempt == 1) {
+          Write("fail " + std::string(job.id));
+          return absl::UnavailableError("the first attempt of every fifth job fails");
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(random() % 2000));
+        Write("done " + std::string(job.id));
+        return absl::OkStatus();
+      },
+      retry);
+  if (!registered.ok()) return Fail("register durable", registered);
+  Write("life " + life);  // recovered jobs may start running before Recover returns
+  auto report = scheduler.Recover();
+  if (!report.ok()) return Fail("recover", report.status());
+  Write("recovered " + std::to_string(report->queued) + " deferred " +
+        std::to_string(report->deferred));
+  for (int id = first; id < first + count; ++id) {
+    auto sequence = scheduler.SubmitDurable("work", std::to_string(id), "", std::to_string(id));
+    if (!sequence.ok()) return Fail("submit", sequence.status());
+    Write("ack " + std::to_string(id));
+  }
+  // Until killed; the last life (no new jobs) waits until the store has nothing left to run.
+  auto reader = fairgate::OpenSqliteStore(state);
+  if (!reader.ok()) return Fail("open a reader", reader.status());
+  for (;;) {
+    auto live = (*reader)->LiveJobs();
+    if (!live.ok()) return Fail("read", live.status());
+    if (count == 0 && live->empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  Write("idle");
+  return 0;
+}

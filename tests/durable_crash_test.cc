@@ -1,0 +1,167 @@
+// Durable jobs under kill -9: a real process (durable_crash_child.cc) is started on one state
+// file again and again, submits jobs, and is killed with SIGKILL at a random point of its life;
+// a last life runs what is left. From the log the lives wrote: no acknowledged job is lost, no
+// job is done without having run, attempt numbers only grow, and each life runs the jobs it
+// recovered in the order they were stored.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "doctest/doctest.h"
+#include "fairgate/sqlite_store.h"
+#include "runtime_test_util.h"
+#include "temp_dir.h"
+
+namespace fairgate {
+namespace {
+
+pid_t Start(const std::string& state, const std::string& log, int life, int first, int count) {
+  std::vector<std::string> args = {
+      FAIRGATE_DURABLE_CRASH_CHILD, state, log, std::to_string(life), std::to_string(first),
+      std::to_string(count)};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+TEST_CASE("DurableCrash.KillNineAtRandomPointsLosesNoAcknowledgedJobAndKeepsTheStoredOrder") {
+  testing::Watchdog watchdog("the kill -9 test", std::chrono::seconds(240));
+  testing::TempDir dir;
+  const std::string state = dir.path() + "/state.db";
+  const std::string log = dir.path() + "/log";
+  constexpr int kLives = 30;
+  constexpr int kJobsPerLife = 20;
+  std::mt19937 random(20261123);
+  int killed_while_running = 0;
+  for (int life = 0; life < kLives; ++life) {
+    const pid_t pid = Start(state, log, life, life * kJobsPerLife, kJobsPerLife);
+    REQUIRE(pid > 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2 + random() % 60));
+    REQUIRE(kill(pid, SIGKILL) == 0);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) ++killed_while_running;
+  }
+  const pid_t last = Start(state, log, kLives, 0, 0);
+  int status = 0;
+  REQUIRE(waitpid(last, &status, 0) == last);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  CHECK(killed_while_running == kLives);  // none had finished (or failed) before its kill
+
+  // Read the lives' log.
+  std::ifstream in(log);
+  std::set<int> acked, done;
+  std::map<int, int> last_attempt;
+  int attempts_that_did_not_grow = 0, done_without_run = 0, lives = 0, out_of_order = 0;
+  int recovered_total = 0, checked_lives = 0, skipped_at_recovery = 0, kills_mid_run = 0;
+  // The life being read: what Recover reported (-1 until it returned), the jobs acknowledged
+  // and not done when it began, and the ids it ran, first runs only, in order.
+  int recovered = -1, deferred = 0;
+  std::set<int> pending_before, ran_this_life, open_runs;
+  std::vector<int> first_runs;
+  // The jobs recovered and due at once run first, one at a time, in stored order (their ids
+  // grow with their sequence: one thread submitted them in id order), until the kill.
+  auto end_life = [&] {
+    if (lives == 0) return;
+    kills_mid_run += static_cast<int>(open_runs.size());
+    if (recovered < 0 || deferred != 0) return;  // killed inside Recover, or some wait a backoff
+    ++checked_lives;
+    recovered_total += recovered;
+    const std::size_t n = std::min<std::size_t>(first_runs.size(), recovered);
+    std::set<int> seen;
+    for (std::size_t i = 0; i < n; ++i) {
+      const int id = first_runs[i];
+      if (i > 0 && id <= first_runs[i - 1]) ++out_of_order;
+      seen.insert(id);
+      // A prefix of the stored order: no job acknowledged before this life, not done, and
+      // stored before this one was passed over.
+      for (int before : pending_before) {
+        if (before >= id) break;
+        if (!seen.count(before)) ++skipped_at_recovery;
+      }
+    }
+  };
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string what;
+    words >> what;
+    int id = 0;
+    if (what == "life") {
+      end_life();
+      ++lives;
+      recovered = -1;
+      deferred = 0;
+      first_runs.clear();
+      ran_this_life.clear();
+      open_runs.clear();
+      pending_before.clear();
+      for (int a : acked) {
+        if (!done.count(a)) pending_before.insert(a);
+      }
+    } else if (what == "recovered") {
+      std::string word;
+      words >> recovered >> word >> deferred;
+    } else if (what == "ack") {
+      words >> id;
+      acked.insert(id);
+    } else if (what == "run") {
+      int attempt = 0;
+      words >> id >> attempt;
+      if (attempt <= last_attempt[id]) ++attempts_that_did_not_grow;
+      last_attempt[id] = attempt;
+      if (ran_this_life.insert(id).second) first_runs.push_back(id);
+      open_runs.insert(id);
+    } else if (what == "fail") {
+      words >> id;
+      open_runs.erase(id);
+    } else if (what == "done") {
+      words >> id;
+      if (!open_runs.count(id)) ++done_without_run;
+      open_runs.erase(id);
+      done.insert(id);
+    }
+  }
+  end_life();
+  MESSAGE("lives: ", lives, ", jobs acknowledged: ", acked.size(), ", recovered: ", recovered_total,
+          ", lives whose recovery order was checked: ", checked_lives,
+          ", runs cut short by a kill: ", kills_mid_run);
+  CHECK(lives > kLives / 2);  // a life killed before it recovered wrote nothing
+  CHECK(acked.size() > 0);
+  CHECK(recovered_total > 0);
+  CHECK(checked_lives > kLives / 2);
+  // No acknowledged job was lost: each one ran to the end.
+  for (int id : acked) {
+    INFO("job ", id);
+    CHECK(done.count(id) == 1);
+  }
+  CHECK(done_without_run == 0);
+  CHECK(attempts_that_did_not_grow == 0);
+  CHECK(out_of_order == 0);
+  CHECK(skipped_at_recovery == 0);
+  // Nothing is left, and nothing died (every job succeeds by its second attempt).
+  auto store = *OpenSqliteStore(state);
+  CHECK(store->LiveJobs()->empty());
+  CHECK(store->DeadJobs()->empty());
+}
+
+}  // namespace
+}  // namespace fairgate

@@ -1,0 +1,520 @@
+// Durable jobs, warm restarts and the store's failures, through the Scheduler with a real SQLite
+// file (fairgate/durable.h, fairgate/store.h). A restart is a second Scheduler on the same file
+// after the first was destroyed; the crash test (durable_crash_test.cc) kills real processes.
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "doctest/doctest.h"
+#include "fairgate/scheduler.h"
+#include "fairgate/sqlite_store.h"
+#include "runtime_test_util.h"
+#include "temp_dir.h"
+#include "test_job_types.h"
+
+namespace fairgate {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Eventually;
+using testing::TempDir;
+using testing::Type;
+
+SchedulerOptions WithState(const std::string& path) {
+  SchedulerOptions options;
+  options.state_file = path;
+  options.max_concurrency = 1;
+  options.worker_threads = 1;
+  options.warn = [](std::string_view) {};  // a tier cap above the global one is meant here
+  return options;
+}
+
+// What a handler saw, from any fiber.
+struct Seen {
+  std::mutex mutex;
+  std::vector<std::string> runs;  // "id#attempt:payload"
+  void Add(const DurableJob& job) {
+    std::lock_guard lock(mutex);
+    runs.push_back(std::string(job.id) + "#" + std::to_string(job.attempt) + ":" +
+                   std::string(job.payload));
+  }
+  std::vector<std::string> Get() {
+    std::lock_guard lock(mutex);
+    return runs;
+  }
+  std::size_t Size() {
+    std::lock_guard lock(mutex);
+    return runs.size();
+  }
+};
+
+std::vector<StoredJob> Live(const std::string& path) {
+  return *(*OpenSqliteStore(path))->LiveJobs();
+}
+
+TEST_CASE("Durable.RefusalsNameWhatIsMissing") {
+  TempDir dir;
+  auto plain = *Scheduler::Create();
+  REQUIRE(plain->RegisterType("fetch", Type(4, 1)).ok());
+  CHECK(plain->SubmitDurable("fetch", "a", "", "").status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+  CHECK(plain->Recover().status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(plain->DeadJobs().status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(plain->FlushState().code() == absl::StatusCode::kFailedPrecondition);
+
+  auto s = *Scheduler::Create(WithState(dir.path() + "/state.db"));
+  auto ok = [](const DurableJob&, const Context&) { return absl::OkStatus(); };
+  CHECK(s->RegisterDurable("fetch", ok).code() == absl::StatusCode::kNotFound);
+  REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
+  CHECK(s->RegisterDurable("fetch", nullptr).code() == absl::StatusCode::kInvalidArgument);
+  Status bad = s->RegisterDurable("fetch", ok, RetryPolicy{.max_attempts = 0});
+  CHECK(bad.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(bad.message().find("max_attempts") != std::string::npos);
+  bad = s->RegisterDurable("fetch", ok,
+                           RetryPolicy{.initial_backoff = Seconds(5), .max_backoff = Seconds(1)});
+  CHECK(bad.message().find("max_backoff") != std::string::npos);
+  REQUIRE(s->RegisterDurable("fetch", ok).ok());
+  CHECK(s->RegisterDurable("fetch", ok).code() == absl::StatusCode::kAlreadyExists);
+
+  Status early = s->SubmitDurable("fetch", "a", "", "").status();
+  CHECK(early.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(early.message().find("Recover") != std::string::npos);
+  REQUIRE(s->Recover().ok());
+  CHECK(s->Recover().status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(s->SubmitDurable("fetch", "", "", "").status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  REQUIRE(s->RegisterType("repack", Type(4, 1)).ok());
+  CHECK(s->SubmitDurable("repack", "a", "", "").status().code() == absl::StatusCode::kNotFound);
+  // Nothing refused was stored.
+  CHECK(Live(dir.path() + "/state.db").empty());
+
+  SchedulerOptions both = WithState(dir.path() + "/state.db");
+  both.store = std::shared_ptr<Store>(*OpenSqliteStore(dir.path() + "/other.db"));
+  CHECK(Scheduler::Create(both).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("Durable.AJobRunsWithItsPayloadAndLeavesTheStoreWhenItSucceeds") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  Seen seen;
+  auto s = *Scheduler::Create(WithState(path));
+  REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
+  REQUIRE(s->RegisterDurable("fetch", [&](const DurableJob& job, const Context&) {
+             seen.Add(job);
+             return absl::OkStatus();
+           }).ok());
+  RecoveryReport report = *s->Recover();
+  CHECK(report.queued == 0);
+  StatusOr<std::uint64_t> sequence =
+      s->SubmitDurable("fetch", "linux.git", "alice", "refs/heads/main");
+  REQUIRE(sequence.ok());
+  REQUIRE(Eventually([&] { return seen.Size() == 1; }));
+  CHECK(seen.Get()[0] == "linux.git#1:refs/heads/main");
+  REQUIRE(Eventually([&] { return Live(path).empty(); }));
+  std::string metrics;
+  s->WriteMetrics(metrics);
+  CHECK(metrics.find("fairgate_durable_jobs_total{outcome=\"stored\"} 1\n") != std::string::npos);
+  CHECK(metrics.find("fairgate_durable_jobs_total{outcome=\"succeeded\"} 1\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("Durable.PendingJobsSurviveARestartAndRunInTheirStoredOrder") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  {
+    auto s = *Scheduler::Create(WithState(path));
+    REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
+    REQUIRE(s->RegisterDurable("fetch", [](const DurableJob&, const Context&) {
+               return absl::OkStatus();
+             }).ok());
+    REQUIRE(s->Recover().ok());
+    REQUIRE(s->PauseType("fetch").ok());  // nothing runs: all stay pending
+    for (const char* id : {"e", "b", "d", "a", "c"}) {
+      REQUIRE(s->SubmitDurable("fetch", id, "", std::string("payload-") + id).ok());
+    }
+  }  // shut down with five jobs pending: they stay stored
+  REQUIRE(Live(path).size() == 5);
+
+  Seen seen;
+  auto s = *Scheduler::Create(WithState(path));
+  REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
+  REQUIRE(s->RegisterDurable("fetch", [&](const DurableJob& job, const Context&) {
+             seen.Add(job);
+             return absl::OkStatus();
+           }).ok());
+  REQUIRE(s->PauseType("fetch").ok());
+  RecoveryReport report = *s->Recover();
+  CHECK(report.queued == 5);
+  CHECK(report.deferred == 0);
+  // Submitted after Recover: after every recovered job, whatever its id.
+  REQUIRE(s->SubmitDurable("fetch", "0", "", "new").ok());
+  REQUIRE(s->ResumeType("fetch").ok());
+  REQUIRE(Eventually([&] { return seen.Size() == 6; }));
+  CHECK(seen.Get() == std::vector<std::string>{"e#1:payload-e", "b#1:payload-b", "d#1:payload-d",
+                                               "a#1:payload-a", "c#1:payload-c", "0#1:new"});
+}
+
+TEST_CASE("Durable.AFailedJobIsRetriedWithBackoffThenDeadWithItsLastError") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  Seen seen;
+  auto s = *Scheduler::Create(WithState(path));
+  REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
+  const RetryPolicy retry{
+      .max_attempts = 3, .initial_backoff = Seconds(0.01), .max_backoff = Seconds(0.02)};
+  REQUIRE(s->RegisterDurable(
+               "fetch",
+               [&](const DurableJob& job, const Context&) {
+                 seen.Add(job);
+                 if (job.id == "flaky" && job.attempt < 3)
+                   return absl::UnavailableError("remote hung up");
+                 if (job.id == "broken") return absl::InternalError("bad pack");
+                 return absl::OkStatus();
+               },
+               retry)
+              .ok());
+  REQUIRE(s->Recover().ok());
+  REQUIRE(s->SubmitDurable("fetch", "flaky", "", "").ok());
+  REQUIRE(s->SubmitDurable("fetch", "broken", "", "").ok());
+  REQUIRE(Eventually([&] { return seen.Size() == 6; }));
+  REQUIRE(Eventually([&] { return s->DeadJobs()->size() == 1; }));
+  std::vector<std::string> runs = seen.Get();
+  auto count = [&](const std::string& run) { return std::count(runs.begin(), runs.end(), run); };
+  for (const char* run :
+       {"flaky#1:", "flaky#2:", "flaky#3:", "broken#1:", "broken#2:", "broken#3:"}) {
+    CHECK(count(run) == 1);
+  }
+  StoredJob dead = s->DeadJobs()->front();
+  CHECK(dead.id == "broken");
+  CHECK(dead.attempts == 3u);
+  CHECK(dead.last_error == "INTERNAL: bad pack");
+  REQUIRE(Eventually([&] { return Live(path).empty(); }));  // flaky succeeded, broken is dead
+
+  // A dead job is not run again after a restart; it is still listed.
+  s.reset();
+  auto again = *Scheduler::Create(WithState(path));
+  REQUIRE(again->RegisterType("fetch", Type(4, 1)).ok());
+  REQUIRE(again
+              ->RegisterDurable("fetch",
+                                [&](const DurableJob& job, const Context&) {
+                                  seen.Add(job);
+                                  return absl::OkStatus();
+                                })
+              .ok());
+  RecoveryReport report = *again->Recover();
+  CHECK(report.queued == 0);
+  CHECK(report.dead == 1);
+  CHECK(again->DeadJobs()->size() == 1);
+}
+
+TEST_CASE("Durable.AnAttemptCutShortByACrashRunsAgainWithTheNextAttemptNumber") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  std::uint64_t interrupted = 0, waiting = 0;
+  {
+    // What a process that died mid-attempt leaves: a job whose attempt 1 began, and a job that
+    // failed once and waits out a backoff that ends 0.2 s from now.
+    auto store = *OpenSqliteStore(path);
+    StoredJob job;
+    job.type = "fetch";
+    job.id = "interrupted";
+    interrupted = *store->AddJob(job);
+    REQUIRE(*store->BeginAttempt(interrupted) == 1u);
+    job.id = "waiting";
+    waiting = *store->AddJob(job);
+    REQUIRE(*store->BeginAttempt(waiting) == 1u);
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    REQUIRE(store->DeferJob(waiting, now + 0.2, "UNAVAILABLE: later").ok());
+  }
+  Seen seen;
+  auto s = *Scheduler::Create(WithState(path));
+  REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
+  REQUIRE(s->RegisterType("other", Type(4, 1)).ok());
+  REQUIRE(s->RegisterDurable("fetch", [&](const DurableJob& job, const Context&) {
+             seen.Add(job);
+             return absl::OkStatus();
+           }).ok());
+  RecoveryReport report = *s->Recover();
+  CHECK(report.queued == 1);
+  CHECK(report.deferred == 1);
+  REQUIRE(Eventually([&] { return seen.Size() == 2; }));
+  CHECK(seen.Get() == std::vector<std::string>{"interrupted#2:", "waiting#2:"});
+}
+
+TEST_CASE("Durable.JobsOfATypeWithoutAHandlerStayStoredForALaterProcess") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  {
+    auto store = *OpenSqliteStore(path);
+    StoredJob job;
+    job.type = "gc";
+    job.id = "linux.git";
+    REQUIRE(store->AddJob(job).ok());
+  }
+  auto s = *Scheduler::Create(WithState(path));
+  REQUIRE(s->RegisterType("gc", Type(4, 1)).ok());
+  RecoveryReport report = *s->Recover();
+  CHECK(report.without_handler == 1);
+  CHECK(report.queued == 0);
+  s.reset();
+  CHECK(Live(path).size() == 1);
+}
+
+// A clock the test moves, so that a job's run time (what its estimate learns) is exact.
+struct ManualClock {
+  std::atomic<double> now{0};
+  std::function<Seconds()> Fn() {
+    return [this] { return Seconds(now.load()); };
+  }
+};
+
+TEST_CASE("Durable.EstimatesAndCostsSurviveARestart") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  ManualClock clock;
+  {
+    SchedulerOptions options = WithState(path);
+    options.clock = clock.Fn();
+    auto s = *Scheduler::Create(options);
+    REQUIRE(s->RegisterType("clone", Type(8, 1, "", 10)).ok());
+    REQUIRE(s->RunSync(Context::Background(), "clone", "linux.git", "alice", [&](const Context&) {
+               clock.now = clock.now + 100;  // the clone took 100 s
+               return absl::OkStatus();
+             }).ok());
+    REQUIRE(s->RunSync(Context::Background(), "clone", "git.git", "bob", [&](const Context&) {
+               clock.now = clock.now + 2;
+               return absl::OkStatus();
+             }).ok());
+    CHECK(*s->Estimate("clone", "linux.git") == doctest::Approx(0.3 * 100 + 0.7 * 10));
+  }  // shut down: flushed
+  SchedulerOptions options = WithState(path);
+  auto s = *Scheduler::Create(options);
+  // Keys' costs are back at once; a type's estimates when it is registered.
+  CHECK(*s->AccumulatedCost("alice") == doctest::Approx(100));  // charged 10, reconciled to 100
+  CHECK(*s->AccumulatedCost("bob") == doctest::Approx(2));
+  CHECK(!s->Estimate("clone", "linux.git"));
+  REQUIRE(s->RegisterType("clone", Type(8, 1, "", 10)).ok());
+  CHECK(*s->Estimate("clone", "linux.git") == doctest::Approx(37));
+  CHECK(*s->Estimate("clone", "git.git") == doctest::Approx(0.3 * 2 + 0.7 * 10));
+  // The first clone after the restart is charged what was learned: 37, not the default 10.
+  std::optional<double> before = s->AccumulatedCost("carol");
+  CHECK(!before);
+  REQUIRE(s->Recover().ok());
+  REQUIRE(s->RunSync(Context::Background(), "clone", "linux.git", "carol", [&](const Context&) {
+             CHECK(*s->AccumulatedCost("carol") == doctest::Approx(37));
+             return absl::OkStatus();
+           }).ok());
+}
+
+TEST_CASE("Durable.WhatOutlivedItsTtlIsNotRestored") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  {
+    auto store = *OpenSqliteStore(path);
+    LearnedState state;
+    state.estimates = {{"clone", "old.git", 50, now - 7200}, {"clone", "new.git", 60, now - 60}};
+    state.keys = {{"gone", 9, now - 7200}, {"back", 7, now - 60}};
+    REQUIRE(store->SaveLearned(state, -1e300, -1e300).ok());
+  }
+  SchedulerOptions options = WithState(path);
+  options.estimate_ttl = Seconds(3600);
+  options.key_ttl = Seconds(600);
+  auto s = *Scheduler::Create(options);
+  REQUIRE(s->RegisterType("clone", Type(8, 1, "", 10)).ok());
+  CHECK(!s->Estimate("clone", "old.git"));
+  CHECK(*s->Estimate("clone", "new.git") == 60);
+  CHECK(!s->AccumulatedCost("gone"));
+  CHECK(*s->AccumulatedCost("back") == 7);
+}
+
+TEST_CASE("Durable.APeriodicJobKeepsItsScheduleAcrossARestart") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  std::atomic<double> first_end{0};
+  auto wall = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  {
+    testing::Gate ran;  // before the scheduler, whose destruction waits for the callback
+    auto s = *Scheduler::Create(WithState(path));
+    REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
+    PeriodicOptions at_once{.jitter = 0, .first_run_at_once = true};
+    at_once.on_run = [&](const Status&) {  // called once the run's end is recorded
+      if (first_end.load() == 0) first_end = wall();
+      ran.Open();
+    };
+    REQUIRE(s->SubmitEvery(
+                 "fetch", "linux.git", Seconds(2), [&](const Context&) { return absl::OkStatus(); },
+                 at_once)
+                .ok());
+    REQUIRE(ran.Wait());
+  }  // the run's end is flushed at shutdown
+  std::atomic<double> second_start{0};
+  testing::Gate ran;
+  auto s = *Scheduler::Create(WithState(path));
+  REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
+  // Without the stored end, the first run would come after a random part of the interval.
+  REQUIRE(s->SubmitEvery(
+               "fetch", "linux.git", Seconds(2),
+               [&](const Context&) {
+                 second_start = wall();
+                 ran.Open();
+                 return absl::OkStatus();
+               },
+               PeriodicOptions{.jitter = 0})
+              .ok());
+  REQUIRE(ran.Wait());
+  CHECK(second_start.load() >= first_end.load() + 1.9);
+}
+
+// Fills the store until SubmitDurable is refused; returns the refusal and how many were stored.
+std::pair<Status, int> FillUntilRefused(Scheduler& s) {
+  const std::string payload(16 * 1024, 'p');
+  for (int i = 0; i < 1000; ++i) {
+    StatusOr<std::uint64_t> r = s.SubmitDurable("fetch", "job" + std::to_string(i), "", payload);
+    if (!r.ok()) return {r.status(), i};
+  }
+  return {absl::OkStatus(), 1000};
+}
+
+// After the store refused a durable job: foreground and background work still run, and the jobs
+// stored before the refusal run too. True when all did.
+bool KeepsWorking(Scheduler& s, const std::atomic<int>& ran, int stored) {
+  bool ok = s.ResumeType("fetch").ok();
+  ok &= s.RunSync(Context::Background(), "fetch", "sync", "", [](const Context&) {
+           return absl::OkStatus();
+         }).ok();
+  // Shared with the job: Open may still be notifying when Wait returns.
+  auto background = std::make_shared<testing::Gate>();
+  ok &= s.Submit(
+             "fetch", "plain", "",
+             [background](const Context&) {
+               background->Open();
+               return absl::OkStatus();
+             },
+             nullptr)
+            .ok();
+  ok &= background->Wait();
+  ok &= Eventually([&] { return ran.load() == stored; });
+  std::string metrics;
+  s.WriteMetrics(metrics);
+  return ok && metrics.find("fairgate_store_errors_total{operation=\"add_job\"} 1\n") !=
+                   std::string::npos;
+}
+
+// A scheduler with a store in `path`, whose durable fetches are paused and counted in `ran`.
+std::unique_ptr<Scheduler> PausedDurable(const std::string& path, std::atomic<int>& ran) {
+  auto s = *Scheduler::Create(WithState(path));
+  if (!s->RegisterType("fetch", Type(4, 1)).ok()) return nullptr;
+  Status registered = s->RegisterDurable("fetch", [&ran](const DurableJob&, const Context&) {
+    ++ran;
+    return absl::OkStatus();
+  });
+  if (!registered.ok() || !s->Recover().ok() || !s->PauseType("fetch").ok()) return nullptr;
+  return s;
+}
+
+TEST_CASE("Durable.AFileThatMayNotGrowRefusesDurableWorkClearlyAndTheSchedulerKeepsWorking") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  std::atomic<int> ran{0};
+  std::unique_ptr<Scheduler> s = PausedDurable(path, ran);
+  REQUIRE(s);
+  // Files this process writes may not grow past 256 KiB from now on (RLIMIT_FSIZE; SIGXFSZ
+  // would end the process, ignored the write fails instead). SQLite sees a failed write.
+  struct rlimit before {};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &before) == 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = before;
+  small.rlim_cur = 256 * 1024;
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+  auto [refused, stored] = FillUntilRefused(*s);
+  const Status flush = s->FlushState();
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &before) == 0);
+  std::signal(SIGXFSZ, old_handler);
+  INFO(refused.ToString());
+  CHECK(refused.code() == absl::StatusCode::kUnavailable);  // SQLite's "disk I/O error"
+  CHECK(refused.message().find(path) != std::string::npos);
+  CHECK(stored > 0);
+  CHECK(KeepsWorking(*s, ran, stored));
+  (void)flush;  // it may have fit in the room left, or not: either is fine here
+}
+
+TEST_CASE("Durable.AFullDiskRefusesDurableWorkWithResourceExhaustedAndTheSchedulerKeepsWorking") {
+  if (geteuid() != 0) {
+    MESSAGE("skipped: mounting a small file system needs root");
+    return;
+  }
+  TempDir dir;
+  REQUIRE(chmod(dir.path().c_str(), 0755) == 0);
+  // In a child with a mount namespace of its own: a 512 KiB tmpfs over the directory, gone with
+  // the child whatever happens.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (unshare(CLONE_NEWNS) != 0) _exit(3);
+    if (mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) _exit(3);
+    if (mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=512k") != 0) _exit(3);
+    std::atomic<int> ran{0};
+    std::unique_ptr<Scheduler> s = PausedDurable(dir.path() + "/state.db", ran);
+    if (!s) _exit(4);
+    auto [refused, stored] = FillUntilRefused(*s);
+    if (refused.code() != absl::StatusCode::kResourceExhausted) _exit(5);
+    if (refused.message().find("full") == std::string::npos || stored == 0) _exit(6);
+    _exit(KeepsWorking(*s, ran, stored) ? 0 : 7);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 3) {
+    MESSAGE("skipped: no mount namespace here");
+    return;
+  }
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("Durable.AReadOnlyStateFileIsRefusedAtCreateWithAStatusNamingIt") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  REQUIRE(OpenSqliteStore(path).ok());  // made by an earlier run, then closed
+  REQUIRE(chmod(path.c_str(), 0444) == 0);
+  REQUIRE(chmod(dir.path().c_str(), 0755) == 0);
+  auto check = [&]() -> bool {
+    StatusOr<std::unique_ptr<Scheduler>> s = Scheduler::Create(WithState(path));
+    return s.status().code() == absl::StatusCode::kFailedPrecondition &&
+           s.status().message().find(path) != std::string::npos &&
+           s.status().message().find("readonly") != std::string::npos;
+  };
+  if (geteuid() != 0) {
+    CHECK(check());
+    return;
+  }
+  // Root writes any file whatever its mode: check as an unprivileged user, in a child process.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+    _exit(check() ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+}  // namespace
+}  // namespace fairgate
