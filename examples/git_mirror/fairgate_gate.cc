@@ -58,6 +58,11 @@ class FairgateGate : public WorkGate {
     return state;
   }
 
+  std::optional<double> Estimate(std::string_view type,
+                                 std::string_view repository) const override {
+    return scheduler_->Estimate(type, repository);
+  }
+
   std::string Metrics() const override {
     std::string out;
     scheduler_->WriteMetrics(out);
@@ -128,6 +133,7 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
     adaptive.min = c.adaptive_min;
     options.adaptive_capacity = adaptive;
   }
+  options.state_file = c.state_file;
   auto scheduler = fairgate::Scheduler::Create(options);
   if (!scheduler.ok()) return scheduler.status();
   const struct {
@@ -168,6 +174,11 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
   };
   for (const auto& t : types) {
     if (auto s = (*scheduler)->RegisterType(t.name, t.config); !s.ok()) return s;
+  }
+  // The learned costs came back with the types; the mirror stores no durable jobs, but Recover is
+  // the defined point after which the state is in use.
+  if (!c.state_file.empty()) {
+    if (auto recovered = (*scheduler)->Recover(); !recovered.ok()) return recovered.status();
   }
   return std::unique_ptr<WorkGate>(new FairgateGate(std::move(*scheduler)));
 }

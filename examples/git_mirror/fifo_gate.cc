@@ -104,6 +104,10 @@ class FifoGate : public WorkGate {
             {"pending", waiters_.size()}};
   }
 
+  std::optional<double> Estimate(std::string_view, std::string_view) const override {
+    return std::nullopt;  // a FIFO learns nothing
+  }
+
   std::string Metrics() const override {
     std::lock_guard lock(mutex_);
     return absl::StrCat(

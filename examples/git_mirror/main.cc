@@ -56,6 +56,9 @@ int main(int argc, char** argv) {
                  "0: the cap is --capacity; else it follows CPU pressure between this and "
                  "--capacity (fairgate)")
       ->capture_default_str();
+  app.add_option("--state", gate_config.state_file,
+                 "a SQLite file keeping learned costs, clients' costs and the fetch schedule "
+                 "across restarts (fairgate)");
   app.add_option("--client-header", options.http.client_header,
                  "header naming the client, honoured only from --trusted-proxy peers (e.g. "
                  "X-Forwarded-For: its last entry); else the peer address names the client");

@@ -692,7 +692,15 @@ void MirrorServer::HandleGet(const std::shared_ptr<HttpExchange>& exchange, cons
     nlohmann::json state = gate_->DebugState();
     nlohmann::json repositories = nlohmann::json::array();
     for (const auto& [name, url] : repositories_.all()) {
-      repositories.push_back({{"name", name}, {"mirrored", IsMirrored(name)}});
+      nlohmann::json entry = {{"name", name}, {"mirrored", IsMirrored(name)}};
+      // What the policy learned each kind of work on it costs, in seconds.
+      nlohmann::json estimates = nlohmann::json::object();
+      for (std::string_view type : {kClone, kRefs, kSyncClone, kFetch, kRepack}) {
+        if (std::optional<double> e = gate_->Estimate(type, name))
+          estimates[std::string(type)] = *e;
+      }
+      entry["estimate_seconds"] = estimates;
+      repositories.push_back(std::move(entry));
     }
     state["repositories"] = repositories;
     state["http_connections_open"] = http_metrics_->connections_open();

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -59,6 +60,9 @@ struct GateConfig {
   // (fairgate/adaptive_capacity.h): the cap follows CPU pressure between this and `capacity`, so
   // that clones (git pack-objects is CPU-bound) do not oversubscribe the machine.
   int adaptive_min = 0;
+  // fairgate only. A SQLite file that keeps the learned costs of clones and fetches, the clients'
+  // accumulated costs and the fetch schedule across restarts (fairgate/store.h); empty: none.
+  std::string state_file;
 };
 
 // A slot held by a foreground request: released exactly once, by Release or by the destructor
@@ -120,6 +124,9 @@ class WorkGate {
                                                    DoneCallback on_run) = 0;
   // Running and waiting jobs, for /debug/scheduler.
   virtual nlohmann::json DebugState() const = 0;
+  // The learned cost of (type, repository) in seconds, if the policy learns one (fairgate).
+  virtual std::optional<double> Estimate(std::string_view type,
+                                         std::string_view repository) const = 0;
   // The Prometheus text exposition, for /metrics.
   virtual std::string Metrics() const = 0;
   // Refuses new work, fails what waits, cancels the context given to running Submit jobs, and

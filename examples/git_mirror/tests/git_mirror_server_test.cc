@@ -444,7 +444,15 @@ TEST_CASE("GitMirror.Server.DebugSchedulerIsTheSnapshotAsJson") {
   CHECK(state["keys_tracked"] == 1);
   // The clone, the ref listing and the sync-clone of tools.git, learned.
   CHECK(state["estimates_tracked"] == 3);
-  CHECK(state["repositories"] == json::parse(R"([{"name":"tools.git","mirrored":true}])"));
+  REQUIRE(state["repositories"].size() == 1);
+  CHECK(state["repositories"][0]["name"] == "tools.git");
+  CHECK(state["repositories"][0]["mirrored"] == true);
+  std::set<std::string> estimated;
+  for (const auto& [type, seconds] : state["repositories"][0]["estimate_seconds"].items()) {
+    estimated.insert(type);
+    CHECK(seconds.get<double>() >= 0);
+  }
+  CHECK(estimated == std::set<std::string>{"clone", "refs", "sync-clone"});
   REQUIRE(state["heaviest_keys"].size() == 1);
   CHECK(state["heaviest_keys"][0]["key"] == "x");
 
@@ -468,6 +476,63 @@ TEST_CASE("GitMirror.Server.DebugSchedulerIsTheSnapshotAsJson") {
   const std::size_t open_at = metrics.body.find("\ngit_mirror_http_connections_open ");
   REQUIRE(open_at != std::string::npos);
   CHECK(std::stoi(metrics.body.substr(open_at + 34)) >= 1);
+}
+TEST_CASE("GitMirror.Server.ARestartKeepsLearnedCostsClientCostsAndTheFetchSchedule") {
+  OneUpstream up(3);
+  TempDir kept;  // what outlives one life of the server: its mirrors and its state file
+  GateConfig config;
+  config.state_file = (kept.path / "state.db").string();
+  auto same_dirs = [&](MirrorOptions& o) { o.mirror_dir = (kept.path / "mirrors").string(); };
+  const auto interval = 4000ms;
+  auto wall = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  // When the first fetch of a life ended or started, in Unix seconds: the log's time is from its
+  // opening, a moment after `opened_after`.
+  auto first = [](const ServerUnderTest& m, const std::string& event, double opened_after) {
+    for (const json& e : m.Events()) {
+      if (e["type"] == "fetch" && e["event"] == event) return opened_after + e["t"].get<double>();
+    }
+    return -1.0;
+  };
+
+  json before;
+  double fetch_ended = 0;
+  {
+    const double opened_after = wall();
+    ServerUnderTest mirror(up.repositories, config, interval, false, 10, same_dirs);
+    RequireClone(mirror.Url("tools.git"), up.work.path / "a1", "alice");
+    RequireClone(mirror.Url("tools.git"), up.work.path / "a2", "alice");
+    RequireClone(mirror.Url("tools.git"), up.work.path / "b1", "bob");
+    // The first fetch comes within one interval of the mirror's making.
+    REQUIRE(Eventually([&] { return first(mirror, "end", opened_after) > 0; }));
+    fetch_ended = first(mirror, "end", opened_after);
+    before = mirror.Debug();
+  }  // stopped: the state is flushed
+
+  const double opened_after = wall();
+  ServerUnderTest mirror(up.repositories, config, interval, false, 10, same_dirs);
+  const json after = mirror.Debug();
+  // Before any request of this life: the clients' costs and every learned cost are back.
+  CHECK(after["heaviest_keys"] == before["heaviest_keys"]);
+  std::map<std::string, double> costs;  // alice, bob, and "" (the fetches')
+  for (const json& k : after["heaviest_keys"]) costs[k["key"]] = k["accumulated_cost"];
+  REQUIRE(costs.size() == 3);
+  CHECK(costs["alice"] > costs["bob"]);  // two clones against one
+  CHECK(costs[""] > 0);
+  const json& learned = before["repositories"][0]["estimate_seconds"];
+  CHECK(learned.contains("clone"));
+  CHECK(learned.contains("fetch"));
+  CHECK(after["repositories"][0]["estimate_seconds"] == learned);
+  // The fetch schedule goes on: the first fetch of this life comes an interval (less its jitter,
+  // 10 %) after the last one of the previous life ended, not at a random point of the interval.
+  REQUIRE(Eventually([&] { return first(mirror, "start", opened_after) > 0; }));
+  const double next_fetch = first(mirror, "start", opened_after);
+  INFO("next fetch ", next_fetch - fetch_ended, " s after the previous one ended");
+  CHECK(next_fetch - fetch_ended >= 0.9 * 4.0 - 0.1);
+  RequireClone(mirror.Url("tools.git"), up.work.path / "c1", "carol");
+  CHECK(mirror.Debug()["keys_tracked"] == 4);  // alice, bob, "" (restored) and carol
 }
 
 }  // namespace
