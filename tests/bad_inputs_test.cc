@@ -13,7 +13,9 @@
 
 #include "doctest/doctest.h"
 #include "fairgate/scheduler.h"
+#include "fairgate/sqlite_store.h"
 #include "sim/trace.h"
+#include "temp_dir.h"
 #include "test_job_types.h"
 
 namespace fairgate {
@@ -45,6 +47,12 @@ std::unique_ptr<Scheduler> Ready(SchedulerOptions options = {}) {
 }
 
 Status Noop(const Context&) { return absl::OkStatus(); }
+
+// A state file for the rows that need a store, in a directory removed at exit.
+std::string StatePath(const std::string& name) {
+  static testing::TempDir dir;
+  return dir.path() + "/" + name;
+}
 
 std::vector<Row> Rows() {
   std::vector<Row> rows;
@@ -95,6 +103,14 @@ std::vector<Row> Rows() {
   create("observer_queue_limit = 0", "observer_queue_limit must be >= 1",
          [](auto& o) { o.observer_queue_limit = 0; });
   create("a null observer", "an observer is null", [](auto& o) { o.observers = {nullptr}; });
+  create("state_flush_interval = 0 s", "state_flush_interval must be finite and > 0",
+         [](auto& o) { o.state_flush_interval = Seconds(0); });
+  create("sqlite.busy_timeout_seconds = -1", "sqlite.busy_timeout_seconds must be finite and >= 0",
+         [](auto& o) { o.sqlite.busy_timeout_seconds = -1; });
+  create("both state_file and store", "state_file and store are both set", [](auto& o) {
+    o.state_file = "/nonexistent/state.db";
+    o.store = std::shared_ptr<Store>(*OpenSqliteStore(StatePath("both.db")));
+  });
 
   auto register_type = [&](std::string input, absl::StatusCode code, std::string message,
                            std::string name, JobTypeConfig config) {
@@ -231,6 +247,57 @@ std::vector<Row> Rows() {
   run("Scheduler::SetKeyLimits", "min_running > max_running", absl::StatusCode::kInvalidArgument,
       "min_running must be in [0, max_running 1], got 2",
       [] { return Ready()->SetKeyLimits("k", {.max_running = 1, .min_running = 2}); });
+  run("Scheduler::Create", "a state_file in a directory that does not exist",
+      absl::StatusCode::kFailedPrecondition, "state file /nonexistent/state.db: open", [] {
+        SchedulerOptions o;
+        o.state_file = "/nonexistent/state.db";
+        return Scheduler::Create(o).status();
+      });
+  run("Scheduler::SubmitDurable", "no state_file or store", absl::StatusCode::kFailedPrecondition,
+      "SubmitDurable needs a store",
+      [] { return Ready()->SubmitDurable("clone", "id", "k", "").status(); });
+  auto durable = [] {
+    static int files = 0;
+    SchedulerOptions o;
+    o.state_file = StatePath("durable" + std::to_string(files++) + ".db");
+    return Ready(o);
+  };
+  run("Scheduler::SubmitDurable", "before Recover", absl::StatusCode::kFailedPrecondition,
+      "SubmitDurable before Recover", [&] {
+        auto s = durable();
+        (void)s->RegisterDurable(
+            "clone", [](const DurableJob&, const Context&) { return absl::OkStatus(); });
+        return s->SubmitDurable("clone", "id", "k", "").status();
+      });
+  run("Scheduler::SubmitDurable", "a type without a handler", absl::StatusCode::kNotFound,
+      "job type 'clone' has no durable handler", [&] {
+        auto s = durable();
+        (void)s->Recover();
+        return s->SubmitDurable("clone", "id", "k", "").status();
+      });
+  run("Scheduler::RegisterDurable", "an unknown type", absl::StatusCode::kNotFound,
+      "unknown job type 'x'", [&] {
+        return durable()->RegisterDurable(
+            "x", [](const DurableJob&, const Context&) { return absl::OkStatus(); });
+      });
+  run("Scheduler::RegisterDurable", "retry max_attempts = 0", absl::StatusCode::kInvalidArgument,
+      "retry max_attempts must be >= 1", [&] {
+        return durable()->RegisterDurable(
+            "clone", [](const DurableJob&, const Context&) { return absl::OkStatus(); },
+            RetryPolicy{.max_attempts = 0});
+      });
+  run("Scheduler::RegisterDurable", "retry multiplier = 0.5", absl::StatusCode::kInvalidArgument,
+      "retry multiplier must be finite and >= 1, got 0.5", [&] {
+        return durable()->RegisterDurable(
+            "clone", [](const DurableJob&, const Context&) { return absl::OkStatus(); },
+            RetryPolicy{.multiplier = 0.5});
+      });
+  run("Scheduler::Recover", "a second time", absl::StatusCode::kFailedPrecondition,
+      "Recover was already called", [&] {
+        auto s = durable();
+        (void)s->Recover();
+        return s->Recover().status();
+      });
   run("Scheduler::MaxWaitToCeiling", "an unknown type", absl::StatusCode::kNotFound,
       "unknown job type 'x'", [] { return Ready()->MaxWaitToCeiling("x").status(); });
   run("OpenEvidenceFile", "a path in a missing directory", absl::StatusCode::kInvalidArgument,

@@ -8,6 +8,8 @@
 //   (fairgate/asio.h adapts it to Boost.Asio completion tokens);
 // - background work: Submit returns at once, and `fn` runs later as a fiber on the scheduler's
 //   own worker pool; the completion callback (if given) learns its status.
+// - background work that must survive a crash: SubmitDurable stores it (fairgate/durable.h) and a
+//   handler registered for its type runs it, at least once, after a restart too.
 // Which job runs next, and when, is the admission rule of docs/ordering.md (tier, then the
 // fairness key's accumulated cost, then arrival; global and tier caps in slots, type caps, key
 // limits, conflict limits), decided by the deterministic core that this class wraps.

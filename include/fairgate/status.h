@@ -13,6 +13,10 @@
 //                       in the core, completing a pending one).
 //   ResourceExhausted   a bounded queue is full (`max_pending_total`, `max_pending_per_key`);
 //                       nothing already queued was dropped. Retry later, as after an HTTP 429.
+//                       Also a store whose disk or file is full (fairgate/store.h).
+//   Unavailable         the scheduler is shutting down or draining; or a store's I/O failed or
+//                       its file stayed locked by another process.
+//   DataLoss            a store's file is corrupt.
 //
 // Thread safety: statuses are plain values.
 #ifndef FAIRGATE_STATUS_H_
