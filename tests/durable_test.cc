@@ -252,6 +252,39 @@ TEST_CASE("Durable.AnAttemptCutShortByACrashRunsAgainWithTheNextAttemptNumber") 
   CHECK(seen.Get() == std::vector<std::string>{"interrupted#2:", "waiting#2:"});
 }
 
+TEST_CASE("Durable.RecoveredJobsAFullQueueRefusesWaitAndRunLater") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  {
+    auto store = *OpenSqliteStore(path);
+    StoredJob job;
+    job.type = "fetch";
+    for (const char* id : {"a", "b", "c", "d"}) {
+      job.id = id;
+      REQUIRE(store->AddJob(job).ok());
+    }
+  }
+  SchedulerOptions options = WithState(path);
+  options.max_pending_total = 2;
+  Seen seen;
+  auto s = *Scheduler::Create(options);
+  REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
+  REQUIRE(s->RegisterDurable("fetch", [&](const DurableJob& job, const Context&) {
+             seen.Add(job);
+             return absl::OkStatus();
+           }).ok());
+  REQUIRE(s->PauseType("fetch").ok());
+  RecoveryReport report = *s->Recover();
+  CHECK(report.queued == 2);
+  CHECK(report.deferred == 2);
+  REQUIRE(s->ResumeType("fetch").ok());
+  REQUIRE(Eventually([&] { return seen.Size() == 4; }));
+  std::vector<std::string> runs = seen.Get();
+  CHECK(std::vector<std::string>(runs.begin(), runs.begin() + 2) ==
+        std::vector<std::string>{"a#1:", "b#1:"});
+  REQUIRE(Eventually([&] { return Live(path).empty(); }));
+}
+
 TEST_CASE("Durable.JobsOfATypeWithoutAHandlerStayStoredForALaterProcess") {
   TempDir dir;
   const std::string path = dir.path() + "/state.db";

@@ -1,5 +1,8 @@
 // Prints the metrics of a scheduler that has seen every kind of decision, for `promtool check
 // metrics` (the CTest Metrics.PromtoolAcceptsTheExposition).
+#include <stdlib.h>
+
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -10,6 +13,10 @@ int main() {
   SchedulerOptions options;
   options.max_concurrency = 2;
   options.aging = AgingConfig{Seconds(0), Seconds(0.001), 8};
+  // A state file, so that the store's families are there too.
+  std::string dir = (std::filesystem::temp_directory_path() / "fairgate-metrics-XXXXXX").string();
+  if (mkdtemp(dir.data()) == nullptr) return 1;
+  options.state_file = dir + "/state.db";
   auto scheduler = *Scheduler::Create(options);
   (void)scheduler->RegisterType("clone", {.default_cost = 1, .max_concurrency = 2, .priority = 8});
   (void)scheduler->RegisterType(
@@ -20,9 +27,15 @@ int main() {
                            [](const Context&) { return absl::InternalError("failed"); });
   (void)scheduler->RunSync(Context::Background(), "unknown", "x", "carol", ok);
   (void)scheduler->Submit("repack", "linux.git", ok);
+  (void)scheduler->RegisterDurable(
+      "repack", [](const DurableJob&, const Context&) { return absl::OkStatus(); });
+  (void)scheduler->Recover();
+  (void)scheduler->SubmitDurable("repack", "git.git", "", "");
   (void)scheduler->Drain(Context::Background());
   std::string out;
   scheduler->WriteMetrics(out);
   std::cout << out;
-  return out.empty() ? 1 : 0;
+  scheduler.reset();
+  std::filesystem::remove_all(dir);
+  return out.find("fairgate_durable_jobs_total{outcome=\"succeeded\"} 1") == std::string::npos;
 }

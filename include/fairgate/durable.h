@@ -64,8 +64,10 @@ Seconds RetryBackoff(const RetryPolicy& policy, std::uint32_t failed_attempts);
 
 // What Recover found.
 struct RecoveryReport {
-  std::size_t queued = 0;    // queued now, in stored order
-  std::size_t deferred = 0;  // waiting out a retry's backoff, queued when it ends
+  std::size_t queued = 0;  // queued now, in stored order
+  // Waiting out a retry's backoff (or refused by a full queue: tried again a second later),
+  // queued when it ends.
+  std::size_t deferred = 0;
   // Stored jobs of types without a handler: left stored, not run (a later process with the
   // handler recovers them).
   std::size_t without_handler = 0;

@@ -572,7 +572,8 @@ class Scheduler::Impl {
           ++report.without_handler;
         } else if (job.not_before > wall) {
           ++report.deferred;
-          earliest |= ScheduleRetryLocked(std::move(job), handler->second, job.not_before - wall);
+          const double wait = job.not_before - wall;
+          earliest |= ScheduleRetryLocked(std::move(job), handler->second, wait);
         } else {
           due.emplace_back(std::move(job), handler->second);
         }
@@ -580,9 +581,9 @@ class Scheduler::Impl {
     }
     if (earliest) WakeTimer();
     // In stored order, before SubmitDurable is accepted: no job of this process comes between.
-    for (auto& [job, type] : due) {
-      (void)QueueDurable(std::move(job), type);  // a refusal is handled there
-      ++report.queued;
+    for (const auto& [job, type] : due) {
+      // Refused at the door (a full queue), it is tried again a backoff later.
+      ++(QueueOrDefer(job, type) ? report.queued : report.deferred);
     }
     internal::CoreLock lock(&mutex_);
     recovered_ = true;
@@ -684,19 +685,21 @@ class Scheduler::Impl {
         [this, attempt](const Status& status) { FinishDurable(*attempt, status); }, {});
   }
 
-  // Queues a stored job whose time has come (recovered, or at the end of its backoff). Refused
-  // at the door (a full queue), it stays stored and is tried again a backoff later; shutting
-  // down, it stays stored for the next Recover.
-  void QueueOrDefer(const StoredJob& job, const std::shared_ptr<const DurableType>& type) {
+  // Queues a stored job whose time has come (recovered, or at the end of its backoff); true if
+  // it was queued. Refused at the door (a full queue), it stays stored and is tried again a
+  // backoff (at least a second) later; shutting down, it stays stored for the next Recover.
+  bool QueueOrDefer(const StoredJob& job, const std::shared_ptr<const DurableType>& type) {
     Status queued = QueueDurable(job, type);
-    if (queued.ok() || queued.code() == absl::StatusCode::kUnavailable) return;
+    if (queued.ok()) return true;
+    if (queued.code() == absl::StatusCode::kUnavailable) return false;
     bool earliest = false;
     {
       internal::CoreLock lock(&mutex_);
-      if (phase_ != Phase::kOpen) return;
+      if (phase_ != Phase::kOpen) return false;
       earliest = ScheduleRetryLocked(job, type, std::max(1.0, type->retry.initial_backoff.count()));
     }
     if (earliest) WakeTimer();
+    return false;
   }
 
   // The attempt begins: marked in the store first (so a crash during it counts it), then the
