@@ -62,6 +62,30 @@ std::vector<StoredJob> Live(const std::string& path) {
   return *(*OpenSqliteStore(path))->LiveJobs();
 }
 
+// Stores jobs of `type` with these ids, as a previous process would have left them.
+void StoreJobs(const std::string& path, const std::string& type,
+               const std::vector<std::string>& ids) {
+  auto store = *OpenSqliteStore(path);
+  StoredJob job;
+  job.type = type;
+  for (const std::string& id : ids) {
+    job.id = id;
+    REQUIRE(store->AddJob(job).ok());
+  }
+}
+
+// A scheduler on `options` with the type "fetch", whose durable jobs succeed and are recorded in
+// `seen`.
+std::unique_ptr<Scheduler> Recording(const SchedulerOptions& options, Seen& seen) {
+  auto s = *Scheduler::Create(options);
+  REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
+  REQUIRE(s->RegisterDurable("fetch", [&seen](const DurableJob& job, const Context&) {
+             seen.Add(job);
+             return absl::OkStatus();
+           }).ok());
+  return s;
+}
+
 TEST_CASE("Durable.RefusalsNameWhatIsMissing") {
   TempDir dir;
   auto plain = *Scheduler::Create();
@@ -107,12 +131,7 @@ TEST_CASE("Durable.AJobRunsWithItsPayloadAndLeavesTheStoreWhenItSucceeds") {
   TempDir dir;
   const std::string path = dir.path() + "/state.db";
   Seen seen;
-  auto s = *Scheduler::Create(WithState(path));
-  REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
-  REQUIRE(s->RegisterDurable("fetch", [&](const DurableJob& job, const Context&) {
-             seen.Add(job);
-             return absl::OkStatus();
-           }).ok());
+  auto s = Recording(WithState(path), seen);
   RecoveryReport report = *s->Recover();
   CHECK(report.queued == 0);
   StatusOr<std::uint64_t> sequence =
@@ -146,12 +165,7 @@ TEST_CASE("Durable.PendingJobsSurviveARestartAndRunInTheirStoredOrder") {
   REQUIRE(Live(path).size() == 5);
 
   Seen seen;
-  auto s = *Scheduler::Create(WithState(path));
-  REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
-  REQUIRE(s->RegisterDurable("fetch", [&](const DurableJob& job, const Context&) {
-             seen.Add(job);
-             return absl::OkStatus();
-           }).ok());
+  auto s = Recording(WithState(path), seen);
   REQUIRE(s->PauseType("fetch").ok());
   RecoveryReport report = *s->Recover();
   CHECK(report.queued == 5);
@@ -255,24 +269,11 @@ TEST_CASE("Durable.AnAttemptCutShortByACrashRunsAgainWithTheNextAttemptNumber") 
 TEST_CASE("Durable.RecoveredJobsAFullQueueRefusesWaitAndRunLater") {
   TempDir dir;
   const std::string path = dir.path() + "/state.db";
-  {
-    auto store = *OpenSqliteStore(path);
-    StoredJob job;
-    job.type = "fetch";
-    for (const char* id : {"a", "b", "c", "d"}) {
-      job.id = id;
-      REQUIRE(store->AddJob(job).ok());
-    }
-  }
+  StoreJobs(path, "fetch", {"a", "b", "c", "d"});
   SchedulerOptions options = WithState(path);
   options.max_pending_total = 2;
   Seen seen;
-  auto s = *Scheduler::Create(options);
-  REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
-  REQUIRE(s->RegisterDurable("fetch", [&](const DurableJob& job, const Context&) {
-             seen.Add(job);
-             return absl::OkStatus();
-           }).ok());
+  auto s = Recording(options, seen);
   REQUIRE(s->PauseType("fetch").ok());
   RecoveryReport report = *s->Recover();
   CHECK(report.queued == 2);
@@ -288,13 +289,7 @@ TEST_CASE("Durable.RecoveredJobsAFullQueueRefusesWaitAndRunLater") {
 TEST_CASE("Durable.JobsOfATypeWithoutAHandlerStayStoredForALaterProcess") {
   TempDir dir;
   const std::string path = dir.path() + "/state.db";
-  {
-    auto store = *OpenSqliteStore(path);
-    StoredJob job;
-    job.type = "gc";
-    job.id = "linux.git";
-    REQUIRE(store->AddJob(job).ok());
-  }
+  StoreJobs(path, "gc", {"linux.git"});
   auto s = *Scheduler::Create(WithState(path));
   REQUIRE(s->RegisterType("gc", Type(4, 1)).ok());
   RecoveryReport report = *s->Recover();
