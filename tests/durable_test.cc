@@ -515,6 +515,51 @@ TEST_CASE("Durable.AFullDiskRefusesDurableWorkWithResourceExhaustedAndTheSchedul
   CHECK(WEXITSTATUS(status) == 0);
 }
 
+// Sets or clears the immutable attribute of `paths` (chattr): writes through descriptors already
+// open then fail too, as on a file system remounted read-only under a running server.
+bool Immutable(const std::vector<std::string>& paths, bool on) {
+  std::string command = std::string("chattr ") + (on ? "+i" : "-i");
+  for (const std::string& p : paths) command += " '" + p + "'";
+  return std::system((command + " 2>/dev/null").c_str()) == 0;
+}
+
+TEST_CASE("Durable.AStateFileThatTurnsReadOnlyWhileRunningGivesClearStatusesAndWorkGoesOn") {
+  if (geteuid() != 0) {
+    MESSAGE("skipped: making a file immutable needs root");
+    return;
+  }
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  std::atomic<int> ran{0};
+  std::unique_ptr<Scheduler> s = PausedDurable(path, ran);
+  REQUIRE(s);
+  REQUIRE(s->SubmitDurable("fetch", "before", "", "").ok());
+  const std::vector<std::string> files = {path, path + "-wal"};
+  if (!Immutable(files, true)) {
+    MESSAGE("skipped: this file system has no immutable attribute");
+    return;
+  }
+  struct Undo {
+    const std::vector<std::string>& files;
+    ~Undo() { Immutable(files, false); }  // else the directory cannot be removed
+  } undo{files};
+  Status refused = s->SubmitDurable("fetch", "after", "", "").status();
+  INFO(refused.ToString());
+  CHECK(refused.code() == absl::StatusCode::kUnavailable);
+  CHECK(refused.message().find(path) != std::string::npos);
+  CHECK(!s->FlushState().ok());
+  // Work goes on in memory: the job stored before runs (its attempt cannot be marked, nor its
+  // end recorded: counted, and it runs again after a restart), and so do new jobs.
+  CHECK(KeepsWorking(*s, ran, 1));
+  std::string metrics;
+  s->WriteMetrics(metrics);
+  CHECK(metrics.find("fairgate_store_errors_total{operation=\"begin_attempt\"} 1\n") !=
+        std::string::npos);
+  CHECK(metrics.find("fairgate_store_errors_total{operation=\"remove_job\"} 1\n") !=
+        std::string::npos);
+  CHECK(metrics.find("fairgate_store_errors_total{operation=\"flush\"} 0\n") == std::string::npos);
+}
+
 TEST_CASE("Durable.AReadOnlyStateFileIsRefusedAtCreateWithAStatusNamingIt") {
   TempDir dir;
   const std::string path = dir.path() + "/state.db";
