@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Starts or stops a throwaway PostgreSQL server (Debian's postgresql-15) in a directory of its own,
+# listening only on a Unix socket in that directory: for the tests of the PostgreSQL store.
+#
+#   scripts/pg_temp.sh start DIR   # initdb DIR/data, start it; prints the libpq connection string
+#   scripts/pg_temp.sh stop DIR    # stops it at once, as a crash would
+#   scripts/pg_temp.sh start-again DIR   # starts the stopped server on its data
+#
+# The server refuses to run as root; as root, it runs as the `postgres` user (which owns DIR).
+set -euo pipefail
+command=${1:?start or stop}
+dir=$(realpath "${2:?directory}")
+bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+as_server() {
+  if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+case "$command" in
+  start)
+    if [[ $(id -u) -eq 0 ]]; then chown postgres: "$dir"; fi
+    as_server "$bin/initdb" -D "$dir/data" -A trust -U fairgate --no-sync >"$dir/initdb.log" 2>&1
+    as_server "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
+      -o "-k $dir -c listen_addresses= -c fsync=off" start >/dev/null
+    echo "host=$dir dbname=postgres user=fairgate"
+    ;;
+  start-again)
+    as_server "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
+      -o "-k $dir -c listen_addresses= -c fsync=off" start >/dev/null
+    ;;
+  stop)
+    as_server "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+    ;;
+  *)
+    echo "pg_temp.sh: unknown command '$command'" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,53 @@
+// A throwaway PostgreSQL server for a test: started by scripts/pg_temp.sh in a temporary
+// directory, on a Unix socket there, stopped and removed at the end.
+#ifndef FAIRGATE_TESTS_POSTGRES_SERVER_H_
+#define FAIRGATE_TESTS_POSTGRES_SERVER_H_
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "temp_dir.h"
+
+namespace fairgate::testing {
+
+class PostgresServer {
+ public:
+  PostgresServer() {
+    chmod(dir_.path().c_str(), 0755);  // the server's user must reach its socket's directory
+    conninfo_ = Script("start");
+    while (!conninfo_.empty() && conninfo_.back() == '\n') conninfo_.pop_back();
+    if (conninfo_.empty()) throw std::runtime_error("pg_temp.sh start failed");
+  }
+  ~PostgresServer() { Script("stop"); }
+  PostgresServer(const PostgresServer&) = delete;
+  PostgresServer& operator=(const PostgresServer&) = delete;
+
+  const std::string& conninfo() const { return conninfo_; }
+  // Stops the server (immediately, as a crash would) and starts it again on the same data.
+  void Stop() { Script("stop"); }
+  void Start() { Script("start-again"); }
+
+ private:
+  std::string Script(const std::string& command) {
+    const std::string line = std::string(FAIRGATE_SOURCE_DIR) + "/scripts/pg_temp.sh " + command +
+                             " '" + dir_.path() + "'";
+    std::FILE* pipe = popen(line.c_str(), "r");
+    if (pipe == nullptr) return {};
+    std::string out;
+    char buffer[512];
+    while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
+    pclose(pipe);
+    return out;
+  }
+
+  TempDir dir_;
+  std::string conninfo_;
+};
+
+}  // namespace fairgate::testing
+
+#endif  // FAIRGATE_TESTS_POSTGRES_SERVER_H_

@@ -1,0 +1,96 @@
+// What every store (fairgate/store.h) must do, checked the same way for each implementation:
+// `open` returns a new connection to the same storage each time it is called.
+#ifndef FAIRGATE_TESTS_STORE_CONTRACT_H_
+#define FAIRGATE_TESTS_STORE_CONTRACT_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "doctest/doctest.h"
+#include "fairgate/store.h"
+
+namespace fairgate::testing {
+
+using OpenStore = std::function<std::unique_ptr<Store>()>;
+
+inline StoredJob TestJob(std::string id, std::string payload) {
+  StoredJob job;
+  job.type = "fetch";
+  job.id = std::move(id);
+  job.fairness_key = "alice";
+  job.payload = std::move(payload);
+  job.submitted_at = 1000.5;
+  return job;
+}
+
+// Jobs keep their fields (binary payloads byte for byte), their order and their attempts across
+// connections; dead jobs are listed apart; sequence numbers never go back, also after the newest
+// job was removed.
+inline void CheckJobsAcrossConnections(const OpenStore& open) {
+  const std::string binary("\0binary\xff'\\", 10);
+  std::uint64_t first = 0, second = 0, third = 0;
+  {
+    std::unique_ptr<Store> store = open();
+    first = *store->AddJob(TestJob("a.git", binary));
+    second = *store->AddJob(TestJob("b.git", ""));
+    third = *store->AddJob(TestJob("c.git", "x"));
+    CHECK(first < second);
+    CHECK(second < third);
+    CHECK(*store->BeginAttempt(second) == 1u);
+    CHECK(*store->BeginAttempt(second) == 2u);
+    CHECK(store->DeferJob(second, 2000.25, "UNAVAILABLE: try later").ok());
+    CHECK(store->KillJob(third, "INTERNAL: broken").ok());
+    CHECK(store->BeginAttempt(third).status().code() == absl::StatusCode::kNotFound);
+    CHECK(store->BeginAttempt(third + 100).status().code() == absl::StatusCode::kNotFound);
+  }
+  std::unique_ptr<Store> store = open();
+  auto live = *store->LiveJobs();
+  REQUIRE(live.size() == 2);
+  CHECK(live[0].sequence == first);
+  CHECK(live[0].payload == binary);
+  CHECK(live[1].sequence == second);
+  CHECK(live[1].id == "b.git");
+  CHECK(live[1].fairness_key == "alice");
+  CHECK(live[1].attempts == 2u);
+  CHECK(live[1].not_before == 2000.25);
+  CHECK(live[1].last_error == "UNAVAILABLE: try later");
+  CHECK(live[1].submitted_at == 1000.5);
+  auto dead = *store->DeadJobs();
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].sequence == third);
+  CHECK(dead[0].payload == "x");
+  CHECK(dead[0].last_error == "INTERNAL: broken");
+  CHECK(store->RemoveJob(third).ok());
+  CHECK(store->RemoveJob(first).ok());
+  CHECK(*store->AddJob(TestJob("d.git", "")) > third);
+  CHECK(open()->LiveJobs()->back().id == "d.git");
+}
+
+// Learned state is replaced row by row by name, and rows past their TTL are forgotten.
+inline void CheckLearnedState(const OpenStore& open) {
+  {
+    std::unique_ptr<Store> store = open();
+    LearnedState state;
+    state.estimates = {{"clone", "linux.git", 120, 500}, {"clone", "git.git", 3, 100}};
+    state.keys = {{"alice", 40, 500}, {"bob", 2, 100}};
+    state.schedules = {{"fetch", "linux.git", 450}};
+    CHECK(store->SaveLearned(state, 0, 0).ok());
+    LearnedState later;
+    later.estimates = {{"clone", "linux.git", 130.125, 600}};
+    later.schedules = {{"fetch", "linux.git", 650}};
+    // Estimates used before 200 and keys idle since before 200 are forgotten.
+    CHECK(store->SaveLearned(later, 200, 200).ok());
+  }
+  LearnedState loaded = *open()->LoadLearned();
+  REQUIRE(loaded.estimates.size() == 1);
+  CHECK(loaded.estimates[0] == SavedEstimate{"clone", "linux.git", 130.125, 600});
+  REQUIRE(loaded.keys.size() == 1);
+  CHECK(loaded.keys[0] == SavedKey{"alice", 40, 500});
+  REQUIRE(loaded.schedules.size() == 1);
+  CHECK(loaded.schedules[0] == SavedSchedule{"fetch", "linux.git", 650});
+}
+
+}  // namespace fairgate::testing
+
+#endif  // FAIRGATE_TESTS_STORE_CONTRACT_H_
