@@ -336,10 +336,7 @@ class Scheduler::Impl {
     bool earliest = false;
     {
       internal::CoreLock lock(&mutex_);
-      if (phase_ != Phase::kOpen) {
-        return absl::UnavailableError(phase_ == Phase::kDraining ? "the scheduler is draining"
-                                                                 : "the scheduler is shut down");
-      }
+      if (phase_ != Phase::kOpen) return UnavailableLocked();
       if (!core_->TypeIndex(type)) {
         return absl::NotFoundError(
             absl::StrCat("unknown job type '", absl::string_view(type.data(), type.size()), "'"));
@@ -546,13 +543,15 @@ class Scheduler::Impl {
     {
       internal::CoreLock lock(&mutex_);
       if (phase_ != Phase::kOpen) return UnavailableLocked();
-      if (recovery_begun_) return absl::FailedPreconditionError("Recover was already called");
-      recovery_begun_ = true;
+      if (recovery_ != Recovery::kNotYet) {
+        return absl::FailedPreconditionError("Recover was already called");
+      }
+      recovery_ = Recovery::kRecovering;
     }
     auto load_failed = [&](const Status& status) {
       keeper_->CountError(internal::StateKeeper::Operation::kLoad);
       internal::CoreLock lock(&mutex_);
-      recovery_begun_ = false;  // may be called again
+      recovery_ = Recovery::kNotYet;  // may be called again
       return status;
     };
     StatusOr<std::vector<StoredJob>> live = keeper_->store().LiveJobs();
@@ -586,7 +585,7 @@ class Scheduler::Impl {
       ++(QueueOrDefer(job, type) ? report.queued : report.deferred);
     }
     internal::CoreLock lock(&mutex_);
-    recovered_ = true;
+    recovery_ = Recovery::kDone;
     return report;
   }
 
@@ -598,7 +597,7 @@ class Scheduler::Impl {
     {
       internal::CoreLock lock(&mutex_);
       if (phase_ != Phase::kOpen) return UnavailableLocked();
-      if (!recovered_) {
+      if (recovery_ != Recovery::kDone) {
         return absl::FailedPreconditionError(
             "SubmitDurable before Recover: register the types and their handlers, then call "
             "Recover");
@@ -671,6 +670,7 @@ class Scheduler::Impl {
                      " needs a store: set SchedulerOptions::state_file (or store)"));
   }
 
+  // Why a call is refused once the scheduler is no longer open.
   Status UnavailableLocked() const {
     return absl::UnavailableError(phase_ == Phase::kDraining ? "the scheduler is draining"
                                                              : "the scheduler is shut down");
@@ -702,19 +702,26 @@ class Scheduler::Impl {
     return false;
   }
 
-  // The attempt begins: marked in the store first (so a crash during it counts it), then the
-  // handler runs.
-  Status RunDurable(DurableAttempt& a, const Context& ctx) {
+  // Marks an attempt as begun in the store and sets its number; the store's status. A store that
+  // fails is counted and the number comes from memory (the attempt goes ahead: at least once);
+  // a job the store no longer has is `gone`.
+  Status BeginAttempt(DurableAttempt& a) {
     StatusOr<std::uint32_t> begun = keeper_->store().BeginAttempt(a.job.sequence);
     if (begun.ok()) {
       a.attempt = *begun;
     } else if (begun.status().code() == absl::StatusCode::kNotFound) {
       a.gone = true;
-      return begun.status();
     } else {
       keeper_->CountError(internal::StateKeeper::Operation::kBeginAttempt);
-      a.attempt = a.job.attempts + 1;  // at least once: it runs, and the count is in memory
+      a.attempt = a.job.attempts + 1;
     }
+    return begun.status();
+  }
+
+  // The attempt begins: marked in the store first (so a crash during it counts it), then the
+  // handler runs.
+  Status RunDurable(DurableAttempt& a, const Context& ctx) {
+    if (Status begun = BeginAttempt(a); a.gone) return begun;
     const DurableJob view{a.job.sequence,     a.job.type,    a.job.id,
                           a.job.fairness_key, a.job.payload, a.attempt};
     return a.type->handler(view, ctx);
@@ -742,9 +749,8 @@ class Scheduler::Impl {
     if (a.attempt == 0) {
       // Never ran: it waited its type's max_queue_wait. That counts as a failed attempt, so that
       // a queue that stays full cannot keep it for ever.
-      StatusOr<std::uint32_t> begun = store.BeginAttempt(sequence);
-      if (!begun.ok()) keeper_->CountError(Operation::kBeginAttempt);
-      a.attempt = begun.ok() ? *begun : a.job.attempts + 1;
+      (void)BeginAttempt(a);
+      if (a.gone) return;
     }
     const std::string error = status.ToString();
     if (a.attempt >= a.type->retry.max_attempts) {
@@ -819,10 +825,7 @@ class Scheduler::Impl {
       const double now = Now();
       const std::optional<double> next_expiry = core_->NextExpiryAt();
       StatusOr<core::JobTicket> ticket =
-          phase_ != Phase::kOpen
-              ? absl::UnavailableError(phase_ == Phase::kDraining ? "the scheduler is draining"
-                                                                  : "the scheduler is shut down")
-              : core_->Enqueue(request, now);
+          phase_ != Phase::kOpen ? UnavailableLocked() : core_->Enqueue(request, now);
       if (!ticket.ok()) {
         refused = ticket.status();
         log_.Rejected(request.type, request.id, request.key, refused, now);
@@ -1374,11 +1377,10 @@ class Scheduler::Impl {
   std::vector<RecordPtr> unreported_;  // expired during a snapshot; the timer reports them
   // Periodic jobs by when their next run is due; one entry each between runs.
   std::multimap<Context::Clock::time_point, std::shared_ptr<internal::PeriodicState>> periodic_;
-  // Durable jobs: handlers by type; whether Recover has begun and ended; stored jobs waiting out
-  // a retry's backoff, by when it ends.
+  // Durable jobs: handlers by type; where Recover is (SubmitDurable waits for kDone); stored jobs
+  // waiting out a retry's backoff, by when it ends.
   absl::flat_hash_map<std::string, std::shared_ptr<const DurableType>> durable_types_;
-  bool recovery_begun_ = false;
-  bool recovered_ = false;
+  enum class Recovery { kNotYet, kRecovering, kDone } recovery_ = Recovery::kNotYet;
   std::multimap<Context::Clock::time_point,
                 std::pair<StoredJob, std::shared_ptr<const DurableType>>>
       retries_;
