@@ -105,6 +105,11 @@ std::vector<Row> Rows() {
   create("a null observer", "an observer is null", [](auto& o) { o.observers = {nullptr}; });
   create("state_flush_interval = 0 s", "state_flush_interval must be finite and > 0",
          [](auto& o) { o.state_flush_interval = Seconds(0); });
+  create("lease_ttl = 0 s", "lease_ttl must be finite and > 0",
+         [](auto& o) { o.lease_ttl = Seconds(0); });
+  create("claim_interval = infinity", "claim_interval must be finite and > 0",
+         [](auto& o) { o.claim_interval = Seconds(kInf); });
+  create("max_claimed = -1", "max_claimed must be >= 0", [](auto& o) { o.max_claimed = -1; });
   create("sqlite.busy_timeout_seconds = -1", "sqlite.busy_timeout_seconds must be finite and >= 0",
          [](auto& o) { o.sqlite.busy_timeout_seconds = -1; });
   create("both state_file and store", "state_file and store are both set", [](auto& o) {

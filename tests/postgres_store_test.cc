@@ -4,14 +4,20 @@
 #include "fairgate/postgres_store.h"
 
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "doctest/doctest.h"
 #include "fairgate/scheduler.h"
+#include "fairgate/sqlite_store.h"
 #include "postgres_server.h"
 #include "runtime_test_util.h"
 #include "store_contract.h"
+#include "temp_dir.h"
 #include "test_job_types.h"
 
 namespace fairgate {
@@ -58,7 +64,7 @@ TEST_CASE("PostgresStore.ASchedulerRecoversItsDurableJobsAndCostsFromIt") {
              return absl::OkStatus();
            }).ok());
   RecoveryReport report = *s->Recover();
-  CHECK(report.queued == 3);
+  CHECK(report.queued == 1);  // a replica claims as many as it may hold: max_concurrency here
   REQUIRE(testing::Eventually([&] { return ran.entries().size() == 3; }));
   CHECK(ran.entries() == std::vector<std::string>{"c", "a", "b"});
 }
@@ -80,6 +86,173 @@ TEST_CASE("PostgresStore.WhileTheServerIsDownCallsAreUnavailableAndItReconnectsW
   REQUIRE(live.size() == 2);
   CHECK(live[0].id == "a.git");
   CHECK(live[1].id == "c.git");
+}
+
+StoredJob Job(std::string type, std::string id, std::string key) {
+  StoredJob job = testing::TestJob(std::move(id), "");
+  job.type = std::move(type);
+  job.fairness_key = std::move(key);
+  return job;
+}
+
+// fairgate_durable_jobs_total{outcome="claimed"} of a scheduler.
+double Claimed(const Scheduler& s) {
+  std::string metrics;
+  s.WriteMetrics(metrics);
+  const std::string name = "fairgate_durable_jobs_total{outcome=\"claimed\"} ";
+  const std::size_t at = metrics.find(name);
+  return at == std::string::npos ? -1 : std::strtod(metrics.c_str() + at + name.size(), nullptr);
+}
+
+std::vector<std::string> Ids(const std::vector<StoredJob>& jobs) {
+  std::vector<std::string> ids;
+  for (const StoredJob& job : jobs) ids.push_back(job.id);
+  return ids;
+}
+
+TEST_CASE("PostgresStore.ReplicasClaimByTierThenKeyCostThenArrivalAndNeverTheSameJob") {
+  testing::PostgresServer server;
+  auto a = *OpenPostgresStore(server.conninfo(), {"a"});
+  auto b = *OpenPostgresStore(server.conninfo(), {"b"});
+  CHECK(a->Shared());
+  // heavy has spent more than light; clone is the higher tier.
+  REQUIRE(a->SaveLearned({{}, {{"heavy", 50, 0}, {"light", 5, 0}}, {}}, 0, 0).ok());
+  for (const char* id : {"f1", "f2"}) REQUIRE(a->AddJob(Job("fetch", id, "light")).ok());
+  REQUIRE(a->AddJob(Job("clone", "c-heavy", "heavy")).ok());
+  REQUIRE(a->AddJob(Job("clone", "c-light", "light")).ok());
+  REQUIRE(a->AddJob(Job("clone", "c-new", "new")).ok());  // a key never charged: cost 0
+  REQUIRE(a->AddJob(Job("other", "o", "new")).ok());      // a type neither replica claims
+  const std::vector<ClaimableType> types = {{"fetch", 1}, {"clone", 2}};
+  std::vector<StoredJob> first = *a->ClaimJobs(types, 3, 10);
+  std::vector<StoredJob> second = *b->ClaimJobs(types, 10, 10);
+  std::vector<StoredJob> none = *a->ClaimJobs(types, 10, 10);
+  // Each batch comes back in sequence order; together they are the claim order.
+  CHECK(Ids(first) == std::vector<std::string>{"c-heavy", "c-light", "c-new"});
+  CHECK(Ids(second) == std::vector<std::string>{"f1", "f2"});
+  CHECK(none.empty());
+  // Tokens are distinct, and every token of a claim is greater than those of earlier claims.
+  std::set<std::uint64_t> first_tokens, second_tokens;
+  for (const StoredJob& job : first) first_tokens.insert(job.lease_token);
+  for (const StoredJob& job : second) second_tokens.insert(job.lease_token);
+  CHECK(first_tokens.size() == 3);
+  CHECK(second_tokens.size() == 2);
+  CHECK(*first_tokens.begin() > 0);
+  CHECK(*second_tokens.begin() > *first_tokens.rbegin());
+  // Two jobs of one batch: claimed one at a time, the cheaper key comes first.
+  REQUIRE(a->ReleaseJob(first[0].sequence).ok());
+  REQUIRE(a->ReleaseJob(first[1].sequence).ok());
+  CHECK(Ids(*b->ClaimJobs(types, 1, 10)) == std::vector<std::string>{"c-light"});
+  CHECK(Ids(*b->ClaimJobs(types, 1, 10)) == std::vector<std::string>{"c-heavy"});
+  // A store that is not shared hands out no leases.
+  testing::TempDir dir;
+  auto sqlite = *OpenSqliteStore(dir.path() + "/state.db");
+  CHECK_FALSE(sqlite->Shared());
+  CHECK(sqlite->ClaimJobs(types, 1, 10).status().code() == absl::StatusCode::kUnimplemented);
+}
+
+TEST_CASE(
+    "PostgresStore.ALapsedLeaseGoesToAnotherReplicaWithAGreaterTokenAndTheOldHolderIsFenced") {
+  testing::PostgresServer server;
+  auto a = *OpenPostgresStore(server.conninfo(), {"a"});
+  auto b = *OpenPostgresStore(server.conninfo(), {"b"});
+  const std::vector<ClaimableType> types = {{"fetch", 1}};
+  const std::uint64_t lapsing = *a->AddJob(Job("fetch", "lapsing", "k"));
+  std::vector<StoredJob> held = *a->ClaimJobs(types, 1, 0.3);
+  REQUIRE(held.size() == 1);
+  REQUIRE(*a->BeginAttempt(lapsing) == 1u);  // a runs it, then stalls past its lease
+  CHECK(b->ClaimJobs(types, 10, 10)->empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  std::vector<StoredJob> reclaimed = *b->ClaimJobs(types, 10, 30);
+  REQUIRE(reclaimed.size() == 1);
+  CHECK(reclaimed[0].sequence == lapsing);
+  CHECK(reclaimed[0].lease_token > held[0].lease_token);
+  CHECK(reclaimed[0].attempts == 1u);  // a's attempt counts
+  // Everything a does with it now is refused and changes nothing.
+  for (const Status& refused :
+       {a->BeginAttempt(lapsing).status(), a->RemoveJob(lapsing), a->DeferJob(lapsing, 0, "x"),
+        a->KillJob(lapsing, "x"), a->ReleaseJob(lapsing)}) {
+    INFO(refused.ToString());
+    CHECK(refused.code() == absl::StatusCode::kAborted);
+    CHECK(refused.message().find("no longer holds its lease") != std::string::npos);
+  }
+  CHECK(*b->BeginAttempt(lapsing) == 2u);
+  // b's retry gives it back with a backoff: nobody may claim it before then, and a's old token
+  // still changes nothing.
+  REQUIRE(b->DeferJob(lapsing, 4e9, "failed").ok());
+  CHECK(a->ClaimJobs(types, 10, 30)->empty());
+  CHECK(a->RemoveJob(lapsing).code() == absl::StatusCode::kAborted);
+  auto live = *a->LiveJobs();
+  REQUIRE(live.size() == 1);
+  CHECK(live[0].last_error == "failed");
+  CHECK(live[0].attempts == 2u);
+  // A renewed lease does not lapse; a released job may be claimed at once.
+  const std::uint64_t renewed = *a->AddJob(Job("fetch", "renewed", "k"));
+  REQUIRE(a->ClaimJobs(types, 1, 0.3)->size() == 1);
+  CHECK(*a->RenewLeases(30) == 1u);  // only what a still holds
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  CHECK(b->ClaimJobs(types, 10, 30)->empty());
+  REQUIRE(a->ReleaseJob(renewed).ok());
+  CHECK(Ids(*b->ClaimJobs(types, 10, 30)) == std::vector<std::string>{"renewed"});
+  CHECK(b->RemoveJob(renewed).ok());
+}
+
+TEST_CASE(
+    "PostgresStore.TwoSchedulersSharingItRunEachDurableJobOnceAndAClosingOneGivesItsJobsBack") {
+  testing::PostgresServer server;
+  testing::Log ran;
+  // Replica a blocks on the jobs whose payload is "block" until it shuts down.
+  auto replica = [&](const std::string& name, int max_concurrency, int max_claimed) {
+    SchedulerOptions o;
+    o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
+    o.max_concurrency = max_concurrency;
+    o.max_claimed = max_claimed;
+    o.claim_interval = Seconds(0.05);
+    o.warn = [](std::string_view) {};
+    auto s = *Scheduler::Create(o);
+    REQUIRE(s->RegisterType("fetch", testing::Type(2, 1)).ok());
+    REQUIRE(s->RegisterDurable("fetch", [&ran, name](const DurableJob& job, const Context& ctx) {
+               CHECK(job.lease_token > 0);
+               if (name == "a" && job.payload == "block") {
+                 ctx.Wait();
+                 return ctx.Err();
+               }
+               std::this_thread::sleep_for(std::chrono::milliseconds(20));
+               ran.Add(name + " " + std::string(job.id));
+               return absl::OkStatus();
+             }).ok());
+    return s;
+  };
+  auto a = replica("a", 1, 2);
+  auto b = replica("b", 2, 0);
+  REQUIRE(a->Recover().ok());
+  REQUIRE(b->Recover().ok());
+  for (int i = 0; i < 40; ++i) REQUIRE(a->SubmitDurable("fetch", std::to_string(i), "", "").ok());
+  REQUIRE(testing::Eventually([&] { return ran.entries().size() == 40; }));
+  std::set<std::string> ids;
+  int on_b = 0;
+  for (const std::string& entry : ran.entries()) {
+    ids.insert(entry.substr(2));
+    on_b += entry[0] == 'b';
+  }
+  CHECK(ids.size() == 40);  // each exactly once
+  CHECK(on_b > 0);          // b claimed jobs a stored
+  // A replica claims nothing of a paused type. One that shuts down gives back what it claimed
+  // and had not finished: here one job cancelled while it ran and one never admitted.
+  REQUIRE(b->PauseType("fetch").ok());
+  const double claimed_by_a = Claimed(*a);
+  REQUIRE(b->SubmitDurable("fetch", "late0", "", "block").ok());
+  REQUIRE(b->SubmitDurable("fetch", "late1", "", "block").ok());
+  REQUIRE(testing::Eventually([&] { return Claimed(*a) == claimed_by_a + 2; }));
+  CHECK(Claimed(*b) == on_b);  // nothing since the pause
+  REQUIRE(a->Shutdown(Context::Background()).ok());
+  auto store = *OpenPostgresStore(server.conninfo());
+  auto live = *store->LiveJobs();
+  REQUIRE(live.size() == 2);
+  CHECK(live[0].attempts + live[1].attempts == 1);  // the one that began counts its attempt
+  CHECK(store->ClaimJobs({{"fetch", 1}}, 10, 0.01)->size() == 2);  // nobody holds them
+  REQUIRE(b->ResumeType("fetch").ok());  // b claims them once that short lease is over
+  REQUIRE(testing::Eventually([&] { return ran.entries().size() == 42; }));
+  CHECK(ran.entries()[40].substr(0, 6) == "b late");
 }
 
 }  // namespace

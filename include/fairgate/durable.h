@@ -43,6 +43,11 @@ struct DurableJob {
   std::uint64_t sequence = 0;  // the store's number for the job
   std::string_view type, id, fairness_key, payload;
   std::uint32_t attempt = 1;  // 1 for the first attempt, counting attempts a crash cut short
+  // With a shared store (several replicas): the fencing token of this replica's lease on the job,
+  // greater than any token of an earlier claim of it. A handler that writes to storage which can
+  // check it should reject writes with a token lower than one it has seen (the lease had passed
+  // and another replica runs the job now). 0 with a store that is not shared.
+  std::uint64_t lease_token = 0;
 };
 
 using DurableHandler = std::function<Status(const DurableJob& job, const Context& ctx)>;

@@ -138,6 +138,18 @@ struct SchedulerOptions {
   // How often learned estimates, costs and schedules are flushed to the store (also at
   // shutdown), on a thread of their own. Finite and > 0.
   Seconds state_flush_interval{5.0};
+  // With a shared store (Store::Shared: the PostgreSQL store, shared by several replicas), each
+  // replica runs the durable jobs it claims by lease (fairgate/store.h):
+  // - how long a claim lasts without renewal: jobs of a replica that died or stalled are claimed
+  //   by another at most lease_ttl + claim_interval (and a claim's own time) after its last
+  //   renewal. Renewed every third of it. Finite and > 0.
+  Seconds lease_ttl{10.0};
+  // - how often a replica looks for jobs to claim when nothing woke it (a job stored or finished
+  //   on this replica wakes it at once). Finite and > 0.
+  Seconds claim_interval{1.0};
+  // - how many durable jobs a replica holds at most, claimed and not yet finished. 0:
+  //   max_concurrency. >= 0.
+  int max_claimed = 0;
 
   // The original rule, exactly: no reconciliation, no idle catch-up, TTL eviction on.
   static SchedulerOptions Seed();

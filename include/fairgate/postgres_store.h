@@ -10,9 +10,15 @@
 // connection that cannot be made, ResourceExhausted for a full disk, FailedPrecondition for a
 // read-only database or a missing privilege, Internal for anything else.
 //
-// What is not here yet (issue 16): a pool of connections, leases that let replicas claim durable
-// jobs fairly, fleet-wide conflicts and caps. Several processes may share one database for
-// learned state; durable jobs are each process's own only if their types do not overlap.
+// The store is shared (Store::Shared): each store object is one replica, named by
+// PostgresStoreOptions::replica, and durable jobs are claimed by lease (fairgate/store.h). A claim
+// is one transaction that picks jobs with `FOR UPDATE SKIP LOCKED`, so replicas claiming together
+// never wait on each other and never get the same job; fencing tokens come from one database
+// sequence. Lease times are the database server's clock, so replicas' clocks need not agree for
+// leases; a retry's backoff (DeferJob's not_before) is the replica's wall clock.
+//
+// What is not here yet (issue 16): a pool of connections, fleet-wide conflicts and caps, keys'
+// costs summed over the fleet (each replica's flush replaces a key's cost with its own).
 //
 // Thread safety: every method may be called from any thread at once.
 #ifndef FAIRGATE_POSTGRES_STORE_H_
@@ -26,10 +32,17 @@
 
 namespace fairgate {
 
+struct PostgresStoreOptions {
+  // This replica's name in the leases it holds: unique among the replicas sharing the database
+  // while they run. Empty: "<host name>/<process id>/<random hex>".
+  std::string replica;
+};
+
 // Connects with the libpq connection string `conninfo` ("host=/run/pg dbname=mirror", or a
-// postgresql:// URL) and creates or checks the schema. InvalidArgument for an empty string;
-// Unavailable when the server cannot be reached.
-StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& conninfo);
+// postgresql:// URL) and creates, migrates or checks the schema. InvalidArgument for an empty
+// string; Unavailable when the server cannot be reached.
+StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& conninfo,
+                                                   const PostgresStoreOptions& options = {});
 
 }  // namespace fairgate
 

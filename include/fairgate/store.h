@@ -26,10 +26,19 @@
 //   file, with the fsync policy of SqliteStoreOptions::synchronous), with a sequence number
 //   greater than every one it returned before, also across restarts.
 //
+// A shared store (Shared() true: the PostgreSQL store) is one replica's handle on a database that
+// several replicas use at once. Durable jobs are then handed out by lease: a replica runs only the
+// jobs it claimed (ClaimJobs), keeps its leases alive (RenewLeases), and each claim carries a
+// fencing token (StoredJob::lease_token) that is greater than every token given out before it. A
+// job whose lease lapsed may be claimed by another replica with a new token; from then on the old
+// holder's BeginAttempt, RemoveJob, DeferJob, KillJob and ReleaseJob of it are refused with
+// Aborted and change nothing. A job nobody holds may be changed by any replica.
+//
 // Thread safety: as above.
 #ifndef FAIRGATE_STORE_H_
 #define FAIRGATE_STORE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -49,6 +58,9 @@ struct StoredJob {
   std::uint32_t attempts = 0;
   double not_before = 0;   // Unix seconds: the next attempt waits until then (a retry's backoff)
   std::string last_error;  // the status of the last failed attempt, as text
+  // A shared store's fencing token of this replica's claim (ClaimJobs); 0 when not claimed, and
+  // always 0 in a store that is not shared.
+  std::uint64_t lease_token = 0;
   friend bool operator==(const StoredJob&, const StoredJob&) = default;
 };
 
@@ -74,6 +86,12 @@ struct SavedSchedule {
   std::string type, id;
   double last_run_end = 0;
   friend bool operator==(const SavedSchedule&, const SavedSchedule&) = default;
+};
+
+// A job type a replica claims jobs of, and its tier (JobTypeConfig::priority: higher first).
+struct ClaimableType {
+  std::string type;
+  int priority = 1;
 };
 
 // What the scheduler has learned: a flush writes what changed since the previous one (rows with
@@ -110,6 +128,22 @@ class Store {
   virtual Status SaveLearned(const LearnedState& changed, double forget_estimates_before,
                              double forget_keys_before) = 0;
   virtual StatusOr<LearnedState> LoadLearned() = 0;
+
+  // --- Shared stores only; a store that is not shared returns false and Unimplemented. ---
+
+  // True when several replicas share the store and durable jobs are claimed by lease.
+  virtual bool Shared() const { return false; }
+  // Claims, for `lease_seconds`, up to `max_jobs` live jobs of `types` whose backoff is over and
+  // that no unexpired lease holds, in fairgate's order: the higher tier first, then the key with
+  // the lower accumulated cost (as flushed, SaveLearned), then the lower sequence. Each comes
+  // with its new lease_token. Jobs other replicas are claiming at the same moment are skipped,
+  // not waited for.
+  virtual StatusOr<std::vector<StoredJob>> ClaimJobs(const std::vector<ClaimableType>& types,
+                                                     std::size_t max_jobs, double lease_seconds);
+  // Extends every lease this replica still holds to `lease_seconds` from now; how many it holds.
+  virtual StatusOr<std::size_t> RenewLeases(double lease_seconds);
+  // Gives a claimed job back unrun: any replica may claim it at once.
+  virtual Status ReleaseJob(std::uint64_t sequence);
 };
 
 }  // namespace fairgate

@@ -661,6 +661,16 @@ std::optional<std::uint32_t> AdmissionCore::TypeIndex(std::string_view type) con
   return it->second->index;
 }
 
+const JobTypeConfig* AdmissionCore::TypeConfig(std::string_view type) const {
+  auto it = types_by_name_.find(AsAbsl(type));
+  return it == types_by_name_.end() ? nullptr : &it->second->config;
+}
+
+bool AdmissionCore::TypePaused(std::string_view type) const {
+  auto it = types_by_name_.find(AsAbsl(type));
+  return it != types_by_name_.end() && it->second->paused;
+}
+
 KeySettings& AdmissionCore::SettingsFor(std::string_view name) {
   auto [it, inserted] = key_settings_.try_emplace(std::string(name));
   if (inserted) {

@@ -210,6 +210,10 @@ class AdmissionCore {
   std::vector<std::pair<std::string, double>> HeaviestKeys(std::size_t n) const;
   // The registration index of a type, if registered.
   std::optional<std::uint32_t> TypeIndex(std::string_view type) const;
+  // The configuration a type was registered with; null if it is not registered.
+  const JobTypeConfig* TypeConfig(std::string_view type) const;
+  // Whether a registered type is paused (PauseType); false for an unknown type.
+  bool TypePaused(std::string_view type) const;
   // The job a ticket names, if it is pending or running.
   std::optional<JobView> Describe(JobTicket ticket) const;
 

@@ -105,6 +105,18 @@ Status ValidateOptions(const SchedulerOptions& options) {
         absl::StrCat("state_flush_interval must be finite and > 0 seconds, got ",
                      options.state_flush_interval.count()));
   }
+  if (!PositiveFinite(options.lease_ttl)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease_ttl must be finite and > 0 seconds, got ", options.lease_ttl.count()));
+  }
+  if (!PositiveFinite(options.claim_interval)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "claim_interval must be finite and > 0 seconds, got ", options.claim_interval.count()));
+  }
+  if (options.max_claimed < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_claimed must be >= 0, got ", options.max_claimed));
+  }
   return absl::OkStatus();
 }
 

@@ -9,15 +9,18 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/admission_core.h"
+#include "runtime/claimer.h"
 #include "runtime/context_state.h"
 #include "runtime/cpu_pressure.h"
 #include "runtime/decision_log.h"
@@ -161,11 +164,21 @@ class Scheduler::Impl {
       }
       keeper_->StartFlusher(options_.state_flush_interval,
                             [this](double since) { return CollectLearned(since); });
+      if (keeper_->store().Shared()) {
+        const internal::Claimer::Settings settings{
+            options_.lease_ttl.count(), options_.claim_interval.count(),
+            static_cast<std::size_t>(options_.max_claimed > 0 ? options_.max_claimed
+                                                              : options_.max_concurrency)};
+        claimer_ = std::make_unique<internal::Claimer>(
+            *keeper_, settings, [this] { return ClaimableTypes(); },
+            [this](std::vector<StoredJob> jobs) { QueueClaimed(std::move(jobs)); });
+      }
     }
   }
 
   ~Impl() {
     (void)Shutdown(Context::Background());  // with no deadline it returns once all is done
+    if (claimer_) claimer_->Stop();         // every claimed job has finished or been released
     if (keeper_) keeper_->StopFlusher();    // Shutdown flushed last
     StopSweeper();
     timer_.join();
@@ -495,7 +508,9 @@ class Scheduler::Impl {
     return ChangePause([&](double now) { return core_->PauseType(type, now); });
   }
   Status ResumeType(std::string_view type) {
-    return ChangePause([&](double now) { return core_->ResumeType(type, now); });
+    Status status = ChangePause([&](double now) { return core_->ResumeType(type, now); });
+    if (status.ok() && claimer_) claimer_->Poke();  // its stored jobs may be claimed again
+    return status;
   }
   Status PauseKey(std::string_view key) {
     return ChangePause([&](double now) { return core_->PauseKey(key, now); });
@@ -554,6 +569,7 @@ class Scheduler::Impl {
       recovery_ = Recovery::kNotYet;  // may be called again
       return status;
     };
+    if (claimer_) return RecoverShared(load_failed);
     StatusOr<std::vector<StoredJob>> live = keeper_->store().LiveJobs();
     if (!live.ok()) return load_failed(live.status());
     StatusOr<std::vector<StoredJob>> dead = keeper_->store().DeadJobs();
@@ -622,6 +638,10 @@ class Scheduler::Impl {
       return sequence.status();
     }
     keeper_->Count(internal::StateKeeper::Outcome::kStored);
+    if (claimer_) {  // a shared store: whichever replica claims it first runs it
+      claimer_->Poke();
+      return *sequence;
+    }
     job.sequence = *sequence;
     Status queued = QueueDurable(std::move(job), handler);
     // Refused at the door (a full queue): not accepted, so not kept. Shutting down meanwhile: it
@@ -676,6 +696,65 @@ class Scheduler::Impl {
                                                              : "the scheduler is shut down");
   }
 
+  // Recover on a shared store: nothing is loaded; the claimer claims what is due, now and from
+  // now on.
+  template <typename LoadFailed>
+  StatusOr<RecoveryReport> RecoverShared(LoadFailed& load_failed) {
+    StatusOr<std::vector<StoredJob>> dead = keeper_->store().DeadJobs();
+    if (!dead.ok()) return load_failed(dead.status());
+    {
+      internal::CoreLock lock(&mutex_);
+      recovery_ = Recovery::kDone;
+    }
+    RecoveryReport report;
+    report.dead = dead->size();
+    // A failed first claim is counted; the claimer's thread tries again.
+    if (StatusOr<std::size_t> claimed = claimer_->Start(); claimed.ok()) report.queued = *claimed;
+    return report;
+  }
+
+  // The durable types this replica claims jobs of, with their tiers: those not paused, and none
+  // once it is closing.
+  std::vector<ClaimableType> ClaimableTypes() const {
+    internal::CoreLock lock(&mutex_);
+    std::vector<ClaimableType> types;
+    if (phase_ != Phase::kOpen || recovery_ != Recovery::kDone) return types;
+    for (const auto& [name, type] : durable_types_) {
+      if (core_->TypePaused(name)) continue;  // held, its jobs would wait while others could run
+      const JobTypeConfig* config = core_->TypeConfig(name);
+      types.push_back({name, config != nullptr ? config->priority : 1});
+    }
+    return types;
+  }
+
+  // Queues jobs the claimer claimed; a job that cannot be queued (a full queue, shutting down)
+  // is given back at once for any replica to claim.
+  void QueueClaimed(std::vector<StoredJob> jobs) {
+    for (StoredJob& job : jobs) {
+      std::shared_ptr<const DurableType> type;
+      {
+        internal::CoreLock lock(&mutex_);
+        if (auto it = durable_types_.find(job.type); it != durable_types_.end()) type = it->second;
+      }
+      if (type && QueueDurable(job, type).ok()) continue;
+      Recorded(keeper_->store().ReleaseJob(job.sequence),
+               internal::StateKeeper::Operation::kRelease);
+      claimer_->Done(/*claim_again=*/false);
+    }
+  }
+
+  // Counts what a store call that records a durable attempt's end returned: an error, a refusal
+  // because another replica holds the job now (kFenced), or else `outcome` if given.
+  void Recorded(const Status& status, internal::StateKeeper::Operation operation,
+                std::optional<internal::StateKeeper::Outcome> outcome = std::nullopt) {
+    if (status.code() == absl::StatusCode::kAborted) {
+      keeper_->Count(internal::StateKeeper::Outcome::kFenced);
+      return;
+    }
+    if (!status.ok()) keeper_->CountError(operation);
+    if (outcome) keeper_->Count(*outcome);
+  }
+
   // Queues one attempt of a stored job as a Submit job of its type, id and key; Submit's refusal.
   Status QueueDurable(const StoredJob& job, std::shared_ptr<const DurableType> type) {
     auto attempt = std::make_shared<DurableAttempt>(DurableAttempt{job, std::move(type)});
@@ -704,13 +783,16 @@ class Scheduler::Impl {
 
   // Marks an attempt as begun in the store and sets its number; the store's status. A store that
   // fails is counted and the number comes from memory (the attempt goes ahead: at least once);
-  // a job the store no longer has is `gone`.
+  // a job the store no longer has, or whose lease another replica holds now, is `gone`.
   Status BeginAttempt(DurableAttempt& a) {
     StatusOr<std::uint32_t> begun = keeper_->store().BeginAttempt(a.job.sequence);
     if (begun.ok()) {
       a.attempt = *begun;
     } else if (begun.status().code() == absl::StatusCode::kNotFound) {
       a.gone = true;
+    } else if (begun.status().code() == absl::StatusCode::kAborted) {
+      a.gone = true;
+      keeper_->Count(internal::StateKeeper::Outcome::kFenced);
     } else {
       keeper_->CountError(internal::StateKeeper::Operation::kBeginAttempt);
       a.attempt = a.job.attempts + 1;
@@ -722,21 +804,24 @@ class Scheduler::Impl {
   // handler runs.
   Status RunDurable(DurableAttempt& a, const Context& ctx) {
     if (Status begun = BeginAttempt(a); a.gone) return begun;
-    const DurableJob view{a.job.sequence,     a.job.type,    a.job.id,
-                          a.job.fairness_key, a.job.payload, a.attempt};
+    const DurableJob view{a.job.sequence, a.job.type, a.job.id,         a.job.fairness_key,
+                          a.job.payload,  a.attempt,  a.job.lease_token};
     return a.type->handler(view, ctx);
   }
 
-  // The attempt ended with `status` (or never ran): the job is removed, retried or dead.
+  // The attempt ended with `status` (or never ran): the job is removed, retried or dead. On a
+  // shared store a retry or a job cut short by a shutdown is given back, for any replica.
   void FinishDurable(DurableAttempt& a, const Status& status) {
     using Operation = internal::StateKeeper::Operation;
     using Outcome = internal::StateKeeper::Outcome;
+    absl::Cleanup done = [&] {
+      if (claimer_) claimer_->Done(/*claim_again=*/true);
+    };
     if (a.gone) return;
     Store& store = keeper_->store();
     const std::uint64_t sequence = a.job.sequence;
     if (status.ok()) {
-      if (!store.RemoveJob(sequence).ok()) keeper_->CountError(Operation::kRemoveJob);
-      keeper_->Count(Outcome::kSucceeded);
+      Recorded(store.RemoveJob(sequence), Operation::kRemoveJob, Outcome::kSucceeded);
       return;
     }
     bool open = false;
@@ -745,7 +830,10 @@ class Scheduler::Impl {
       open = phase_ == Phase::kOpen;
     }
     // Cut short by a shutdown (not admitted, or cancelled while it ran): stays as stored.
-    if (!open && (a.attempt == 0 || status.code() == absl::StatusCode::kCancelled)) return;
+    if (!open && (a.attempt == 0 || status.code() == absl::StatusCode::kCancelled)) {
+      if (claimer_) Recorded(store.ReleaseJob(sequence), Operation::kRelease);
+      return;
+    }
     if (a.attempt == 0) {
       // Never ran: it waited its type's max_queue_wait. That counts as a failed attempt, so that
       // a queue that stays full cannot keep it for ever.
@@ -754,8 +842,7 @@ class Scheduler::Impl {
     }
     const std::string error = status.ToString();
     if (a.attempt >= a.type->retry.max_attempts) {
-      if (!store.KillJob(sequence, error).ok()) keeper_->CountError(Operation::kKillJob);
-      keeper_->Count(Outcome::kDead);
+      Recorded(store.KillJob(sequence, error), Operation::kKillJob, Outcome::kDead);
       return;
     }
     const double wait = RetryBackoff(a.type->retry, a.attempt).count();
@@ -763,10 +850,9 @@ class Scheduler::Impl {
     next.attempts = a.attempt;
     next.not_before = internal::WallNow() + wait;
     next.last_error = error;
-    if (!store.DeferJob(sequence, next.not_before, error).ok()) {
-      keeper_->CountError(Operation::kDeferJob);
-    }
-    keeper_->Count(Outcome::kRetried);
+    Recorded(store.DeferJob(sequence, next.not_before, error), Operation::kDeferJob,
+             Outcome::kRetried);
+    if (claimer_) return;  // given back: claimed again, here or elsewhere, once its wait is over
     bool earliest = false;
     {
       internal::CoreLock lock(&mutex_);
@@ -1368,6 +1454,9 @@ class Scheduler::Impl {
   // The store's side: loading, flushing, counting (null without a store). Before the core's
   // lock: the flusher it runs takes that lock.
   const std::unique_ptr<internal::StateKeeper> keeper_;
+  // With a shared store: claims durable jobs and renews their leases (null otherwise). Stopped by
+  // ~Impl after Shutdown; the callbacks it calls read the members below.
+  std::unique_ptr<internal::Claimer> claimer_;
 
   mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
   std::unique_ptr<core::AdmissionCore> core_;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
+#include <tuple>
 
 #include "fairgate/sqlite_store.h"
 #include "metrics/prometheus_writer.h"
@@ -128,17 +130,22 @@ Status StateKeeper::Flush() {
 void StateKeeper::WriteMetrics(std::string& out) const {
   metrics::PrometheusWriter w(out);
   static constexpr std::string_view kOperations[] = {
-      "add_job", "begin_attempt", "remove_job", "defer_job", "kill_job", "load", "flush"};
+      "add_job", "begin_attempt", "remove_job", "defer_job", "kill_job",
+      "load",    "flush",         "claim",      "renew",     "release"};
+  static_assert(std::size(kOperations) == std::tuple_size_v<decltype(errors_)>);
   w.Family("fairgate_store_errors_total", "counter",
            "Store operations that failed (the scheduler went on in memory), by operation.");
   for (std::size_t i = 0; i < errors_.size(); ++i) {
     w.Sample("fairgate_store_errors_total", {{"operation", kOperations[i]}},
              static_cast<double>(errors_[i].load(std::memory_order_relaxed)));
   }
-  static constexpr std::string_view kOutcomes[] = {"stored", "succeeded", "retried", "dead"};
+  static constexpr std::string_view kOutcomes[] = {"stored", "succeeded", "retried",
+                                                   "dead",   "claimed",   "fenced"};
+  static_assert(std::size(kOutcomes) == std::tuple_size_v<decltype(outcomes_)>);
   w.Family("fairgate_durable_jobs_total", "counter",
-           "Durable jobs stored by SubmitDurable, and attempts that succeeded, were retried or "
-           "ended dead.");
+           "Durable jobs stored by SubmitDurable or claimed from a shared store, and attempts "
+           "that succeeded, were retried, ended dead, or were fenced (another replica held "
+           "the job's lease by then).");
   for (std::size_t i = 0; i < outcomes_.size(); ++i) {
     w.Sample("fairgate_durable_jobs_total", {{"outcome", kOutcomes[i]}},
              static_cast<double>(outcomes_[i].load(std::memory_order_relaxed)));

@@ -38,9 +38,21 @@ double WallNow();
 class StateKeeper {
  public:
   // The operations whose errors are counted, by name in the metrics.
-  enum class Operation { kAddJob, kBeginAttempt, kRemoveJob, kDeferJob, kKillJob, kLoad, kFlush };
-  // What became of a durable job's attempt, or of a SubmitDurable.
-  enum class Outcome { kStored, kSucceeded, kRetried, kDead };
+  enum class Operation {
+    kAddJob,
+    kBeginAttempt,
+    kRemoveJob,
+    kDeferJob,
+    kKillJob,
+    kLoad,
+    kFlush,
+    kClaim,
+    kRenew,
+    kRelease
+  };
+  // What became of a durable job's attempt, or of a SubmitDurable. kClaimed: taken from a shared
+  // store; kFenced: its lease was another replica's by the time this one began or ended it.
+  enum class Outcome { kStored, kSucceeded, kRetried, kDead, kClaimed, kFenced };
 
   // Opens options.state_file, or takes options.store, and loads what it holds. Null (and OK) when
   // neither is set; the store's status when it cannot be opened or read.
@@ -104,8 +116,8 @@ class StateKeeper {
   bool stop_flusher_ = false;
   std::thread flusher_;
 
-  std::array<std::atomic<std::uint64_t>, 7> errors_{};
-  std::array<std::atomic<std::uint64_t>, 4> outcomes_{};
+  std::array<std::atomic<std::uint64_t>, 10> errors_{};
+  std::array<std::atomic<std::uint64_t>, 6> outcomes_{};
   std::atomic<std::uint64_t> flushes_{0};
 };
 

@@ -1,26 +1,37 @@
 // The PostgreSQL store (fairgate/postgres_store.h), on libpq: one connection, text parameters
 // and results (payloads as bytea, sent in binary), each method one transaction under the store's
 // mutex, retried once on a fresh connection when the connection turned out to be broken.
+//
+// Leases are three columns of a job's row: its holder (a replica's name), until when (the
+// server's clock, Unix seconds) and its fencing token. A replica remembers the token of every job
+// it claimed until it removes, defers, kills or releases it; each of those, and BeginAttempt,
+// applies only where the row's token is still that one (or, for a job it never claimed, still
+// none), so a holder whose job was claimed again by another replica changes nothing.
 #include "fairgate/postgres_store.h"
 
 #include <libpq-fe.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
 namespace fairgate {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
 // Creates the schema once per database, under an advisory lock so that replicas starting
 // together do not race.
@@ -39,6 +50,13 @@ CREATE TABLE IF NOT EXISTS fairgate_durable_jobs (
   last_error text NOT NULL DEFAULT '',
   dead boolean NOT NULL DEFAULT false
 );
+ALTER TABLE fairgate_durable_jobs
+  ADD COLUMN IF NOT EXISTS holder text,
+  ADD COLUMN IF NOT EXISTS lease_until double precision,
+  ADD COLUMN IF NOT EXISTS token bigint;
+CREATE SEQUENCE IF NOT EXISTS fairgate_lease_tokens;
+CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_holder
+  ON fairgate_durable_jobs (holder) WHERE holder IS NOT NULL;
 CREATE TABLE IF NOT EXISTS fairgate_estimates (
   type text NOT NULL,
   id text NOT NULL,
@@ -58,8 +76,33 @@ CREATE TABLE IF NOT EXISTS fairgate_schedules (
   PRIMARY KEY (type, id)
 );
 INSERT INTO fairgate_schema (version)
-  SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
+  SELECT 2 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
+UPDATE fairgate_schema SET version = 2 WHERE version < 2;
 )sql";
+
+// The server's clock, Unix seconds: the time of leases.
+#define FAIRGATE_PG_NOW "extract(epoch from clock_timestamp())::double precision"
+
+// A row whose lease this replica may act on: its token is the one given ($n), or none for a job
+// this replica never claimed.
+#define FAIRGATE_PG_FENCED(n) " AND token IS NOT DISTINCT FROM $" #n "::bigint"
+
+constexpr const char* kClaim =
+    "WITH wanted AS (SELECT * FROM unnest($1::text[], $2::int[]) AS w(type, tier)), "
+    "picked AS (SELECT j.sequence FROM fairgate_durable_jobs j "
+    "  JOIN wanted w ON w.type = j.type "
+    "  LEFT JOIN fairgate_keys k ON k.key = j.fairness_key "
+    "  WHERE NOT j.dead AND j.not_before <= $6 "
+    "    AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW
+    ") "
+    "  ORDER BY w.tier DESC, coalesce(k.accumulated_cost, 0), j.sequence "
+    "  LIMIT $3 FOR UPDATE OF j SKIP LOCKED) "
+    "UPDATE fairgate_durable_jobs j SET holder = $4, "
+    "  lease_until = " FAIRGATE_PG_NOW
+    " + $5, token = nextval('fairgate_lease_tokens') "
+    "FROM picked WHERE j.sequence = picked.sequence "
+    "RETURNING j.sequence, j.type, j.id, j.fairness_key, j.payload, j.submitted_at, j.attempts, "
+    "  j.not_before, j.last_error, j.token";
 
 constexpr const char* kJobColumns =
     "sequence, type, id, fairness_key, payload, submitted_at, attempts, not_before, last_error";
@@ -79,18 +122,44 @@ std::string Number(double value) {
   return buffer;
 }
 
-// One parameter: text, or bytes sent in binary (a bytea).
+// One parameter: text, or bytes sent in binary (a bytea), or SQL NULL.
 struct Param {
   std::string value;
   bool binary = false;
+  bool null = false;
 };
+
+// A text[] literal of `items`.
+std::string TextArray(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (const std::string& item : items) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (char c : item) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+// This process's default replica name: host, process id and a random part.
+std::string DefaultReplicaName() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown");
+  std::random_device random;
+  return absl::StrCat(host, "/", getpid(), "/", absl::Hex(random(), absl::kZeroPad8));
+}
 
 class PostgresStore final : public Store {
  public:
-  static StatusOr<std::unique_ptr<Store>> Open(const std::string& conninfo) {
+  static StatusOr<std::unique_ptr<Store>> Open(const std::string& conninfo,
+                                               const PostgresStoreOptions& options) {
     if (conninfo.empty())
       return absl::InvalidArgumentError("PostgreSQL connection string is empty");
-    auto store = std::unique_ptr<PostgresStore>(new PostgresStore(conninfo));
+    auto store = std::unique_ptr<PostgresStore>(new PostgresStore(
+        conninfo, options.replica.empty() ? DefaultReplicaName() : options.replica));
     std::lock_guard lock(store->mutex_);
     if (Status s = store->Connect(); !s.ok()) return s;
     Status schema = store->Retrying([&]() -> Status {
@@ -131,39 +200,99 @@ class PostgresStore final : public Store {
     std::lock_guard lock(mutex_);
     StatusOr<Result> r = RetryingExec(
         "UPDATE fairgate_durable_jobs SET attempts = attempts + 1 "
-        "WHERE sequence = $1 AND NOT dead RETURNING attempts",
-        {{std::to_string(sequence)}}, "mark an attempt");
+        "WHERE sequence = $1 AND NOT dead" FAIRGATE_PG_FENCED(2) " AND (token IS NULL OR "
+        "lease_until > " FAIRGATE_PG_NOW ") RETURNING attempts",
+        {{std::to_string(sequence)}, TokenOf(sequence)}, "mark an attempt");
     if (!r.ok()) return r.status();
     if (PQntuples(r->get()) == 0) {
-      return absl::NotFoundError(absl::StrCat("durable job ", sequence, " is not stored"));
+      // Not begun after its lease passed (even if nobody claimed it yet): no longer renewed, so
+      // that another replica may claim it.
+      if (auto it = tokens_.find(sequence); it != tokens_.end()) it->second.renew = false;
+      return Refusal(sequence, "mark an attempt of");
     }
     return static_cast<std::uint32_t>(std::strtoul(PQgetvalue(r->get(), 0, 0), nullptr, 10));
   }
 
   Status RemoveJob(std::uint64_t sequence) override {
     std::lock_guard lock(mutex_);
-    return RetryingExec("DELETE FROM fairgate_durable_jobs WHERE sequence = $1",
-                        {{std::to_string(sequence)}}, "remove a durable job")
-        .status();
+    return Finish(sequence,
+                  "DELETE FROM fairgate_durable_jobs WHERE sequence = $1" FAIRGATE_PG_FENCED(
+                      2) " RETURNING 1",
+                  {}, "remove", /*missing_is_ok=*/true);
   }
 
   Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) override {
     std::lock_guard lock(mutex_);
-    return RetryingExec(
-               "UPDATE fairgate_durable_jobs SET not_before = $1, last_error = $2 "
-               "WHERE sequence = $3",
-               {{Number(not_before)}, {std::string(error)}, {std::to_string(sequence)}},
-               "defer a durable job")
-        .status();
+    return Finish(sequence,
+                  "UPDATE fairgate_durable_jobs SET not_before = $3, last_error = $4, "
+                  "holder = NULL, lease_until = NULL, token = NULL "
+                  "WHERE sequence = $1" FAIRGATE_PG_FENCED(2) " RETURNING 1",
+                  {{Number(not_before)}, {std::string(error)}}, "defer", false);
   }
 
   Status KillJob(std::uint64_t sequence, std::string_view error) override {
     std::lock_guard lock(mutex_);
-    return RetryingExec(
-               "UPDATE fairgate_durable_jobs SET dead = true, last_error = $1 WHERE sequence = $2",
-               {{std::string(error)}, {std::to_string(sequence)}},
-               "move a durable job to the dead jobs")
-        .status();
+    return Finish(sequence,
+                  "UPDATE fairgate_durable_jobs SET dead = true, last_error = $3, "
+                  "holder = NULL, lease_until = NULL, token = NULL "
+                  "WHERE sequence = $1" FAIRGATE_PG_FENCED(2) " RETURNING 1",
+                  {{std::string(error)}}, "move to the dead jobs", false);
+  }
+
+  Status ReleaseJob(std::uint64_t sequence) override {
+    std::lock_guard lock(mutex_);
+    return Finish(sequence,
+                  "UPDATE fairgate_durable_jobs SET holder = NULL, lease_until = NULL, "
+                  "token = NULL WHERE sequence = $1" FAIRGATE_PG_FENCED(2) " RETURNING 1",
+                  {}, "release", false);
+  }
+
+  bool Shared() const override { return true; }
+
+  StatusOr<std::vector<StoredJob>> ClaimJobs(const std::vector<ClaimableType>& types,
+                                             std::size_t max_jobs, double lease_seconds) override {
+    std::vector<StoredJob> jobs;
+    if (types.empty() || max_jobs == 0) return jobs;
+    std::vector<std::string> names, tiers;
+    for (const ClaimableType& t : types) {
+      names.push_back(t.type);
+      tiers.push_back(std::to_string(t.priority));
+    }
+    std::lock_guard lock(mutex_);
+    StatusOr<Result> r = RetryingExec(kClaim,
+                                      {{TextArray(names)},
+                                       {TextArray(tiers)},
+                                       {std::to_string(max_jobs)},
+                                       {replica_},
+                                       {Number(lease_seconds)},
+                                       {Number(WallSeconds())}},
+                                      "claim durable jobs");
+    if (!r.ok()) return r.status();
+    for (int i = 0; i < PQntuples(r->get()); ++i) {
+      StatusOr<StoredJob> job = JobAt(*r, i);
+      if (!job.ok()) return job.status();
+      job->lease_token = std::strtoull(PQgetvalue(r->get(), i, 9), nullptr, 10);
+      tokens_[job->sequence] = {job->lease_token, true};
+      jobs.push_back(*std::move(job));
+    }
+    std::sort(jobs.begin(), jobs.end(),
+              [](const StoredJob& a, const StoredJob& b) { return a.sequence < b.sequence; });
+    return jobs;
+  }
+
+  StatusOr<std::size_t> RenewLeases(double lease_seconds) override {
+    std::lock_guard lock(mutex_);
+    std::vector<std::string> renewed;
+    for (const auto& [sequence, held] : tokens_) {
+      if (held.renew) renewed.push_back(std::to_string(held.token));
+    }
+    if (renewed.empty()) return 0;
+    StatusOr<Result> r =
+        RetryingExec("UPDATE fairgate_durable_jobs SET lease_until = " FAIRGATE_PG_NOW
+                     " + $2 WHERE holder = $1 AND token = ANY($3::bigint[])",
+                     {{replica_}, {Number(lease_seconds)}, {TextArray(renewed)}}, "renew leases");
+    if (!r.ok()) return r.status();
+    return static_cast<std::size_t>(std::strtoull(PQcmdTuples(r->get()), nullptr, 10));
   }
 
   StatusOr<std::vector<StoredJob>> LiveJobs() override { return Jobs(false); }
@@ -248,7 +377,13 @@ class PostgresStore final : public Store {
   }
 
  private:
-  explicit PostgresStore(std::string conninfo) : conninfo_(std::move(conninfo)) {}
+  PostgresStore(std::string conninfo, std::string replica)
+      : conninfo_(std::move(conninfo)), replica_(std::move(replica)) {}
+
+  static double WallSeconds() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
 
   Status Connect() {
     lost_ = false;
@@ -288,7 +423,7 @@ class PostgresStore final : public Store {
     std::vector<const char*> values;
     std::vector<int> lengths, formats;
     for (const Param& p : params) {
-      values.push_back(p.value.data());
+      values.push_back(p.null ? nullptr : p.value.data());
       lengths.push_back(static_cast<int>(p.value.size()));
       formats.push_back(p.binary ? 1 : 0);
     }
@@ -321,25 +456,77 @@ class PostgresStore final : public Store {
     if (!r.ok()) return r.status();
     std::vector<StoredJob> jobs;
     for (int i = 0; i < PQntuples(r->get()); ++i) {
-      StoredJob job;
-      job.sequence = std::strtoull(PQgetvalue(r->get(), i, 0), nullptr, 10);
-      job.type = Text(*r, i, 1);
-      job.id = Text(*r, i, 2);
-      job.fairness_key = Text(*r, i, 3);
-      std::size_t length = 0;
-      unsigned char* bytes = PQunescapeBytea(
-          reinterpret_cast<const unsigned char*>(PQgetvalue(r->get(), i, 4)), &length);
-      if (bytes == nullptr) return absl::InternalError("PostgreSQL: a payload cannot be decoded");
-      job.payload.assign(reinterpret_cast<const char*>(bytes), length);
-      PQfreemem(bytes);
-      job.submitted_at = Double(*r, i, 5);
-      job.attempts =
-          static_cast<std::uint32_t>(std::strtoul(PQgetvalue(r->get(), i, 6), nullptr, 10));
-      job.not_before = Double(*r, i, 7);
-      job.last_error = Text(*r, i, 8);
-      jobs.push_back(std::move(job));
+      StatusOr<StoredJob> job = JobAt(*r, i);
+      if (!job.ok()) return job.status();
+      jobs.push_back(*std::move(job));
     }
     return jobs;
+  }
+
+  // The job in row `row` of a result whose first columns are kJobColumns.
+  static StatusOr<StoredJob> JobAt(const Result& r, int row) {
+    StoredJob job;
+    job.sequence = std::strtoull(PQgetvalue(r.get(), row, 0), nullptr, 10);
+    job.type = Text(r, row, 1);
+    job.id = Text(r, row, 2);
+    job.fairness_key = Text(r, row, 3);
+    std::size_t length = 0;
+    unsigned char* bytes = PQunescapeBytea(
+        reinterpret_cast<const unsigned char*>(PQgetvalue(r.get(), row, 4)), &length);
+    if (bytes == nullptr) return absl::InternalError("PostgreSQL: a payload cannot be decoded");
+    job.payload.assign(reinterpret_cast<const char*>(bytes), length);
+    PQfreemem(bytes);
+    job.submitted_at = Double(r, row, 5);
+    job.attempts =
+        static_cast<std::uint32_t>(std::strtoul(PQgetvalue(r.get(), row, 6), nullptr, 10));
+    job.not_before = Double(r, row, 7);
+    job.last_error = Text(r, row, 8);
+    return job;
+  }
+
+  // The token this replica holds `sequence` with, as a parameter: NULL if it holds none.
+  Param TokenOf(std::uint64_t sequence) const {
+    auto it = tokens_.find(sequence);
+    if (it == tokens_.end()) return {"", false, true};
+    return {std::to_string(it->second.token)};
+  }
+
+  // Why a fenced statement changed no row: the job is not stored (NotFound) or its lease is
+  // another's now (Aborted).
+  Status Refusal(std::uint64_t sequence, const char* what) {
+    StatusOr<Result> r =
+        Exec("SELECT 1 FROM fairgate_durable_jobs WHERE sequence = $1 AND NOT dead",
+             {{std::to_string(sequence)}}, "look up a durable job");
+    if (!r.ok()) return r.status();
+    if (PQntuples(r->get()) == 0) {
+      return absl::NotFoundError(absl::StrCat("durable job ", sequence, " is not stored"));
+    }
+    return absl::AbortedError(absl::StrCat("PostgreSQL: cannot ", what, " durable job ", sequence,
+                                           ": replica ", replica_, " no longer holds its lease"));
+  }
+
+  // Runs the fenced statement `sql` ($1 the sequence, $2 the token, `more` from $3) that ends
+  // this replica's part in a job, and forgets the job's token once it is done with it.
+  Status Finish(std::uint64_t sequence, const char* sql, std::vector<Param> more, const char* what,
+                bool missing_is_ok) {
+    std::vector<Param> params = {{std::to_string(sequence)}, TokenOf(sequence)};
+    for (Param& p : more) params.push_back(std::move(p));
+    StatusOr<Result> r = RetryingExec(sql, params, absl::StrCat(what, " a durable job").c_str());
+    Status status = r.status();
+    if (r.ok() && PQntuples(r->get()) == 0) {
+      status = Refusal(sequence, what);
+      if (missing_is_ok && status.code() == absl::StatusCode::kNotFound) status = absl::OkStatus();
+    }
+    if (status.ok() || status.code() == absl::StatusCode::kNotFound) {
+      tokens_.erase(sequence);
+    } else if (auto it = tokens_.find(sequence); it != tokens_.end()) {
+      // Kept after a refusal: forgotten, this replica would act on the job again once nobody
+      // holds it (a token of none matches a job given back). Not renewed after a failure either:
+      // the lease lapses and another replica runs the job again (at least once), rather than
+      // this one holding a job it is done with for ever.
+      it->second.renew = false;
+    }
+    return status;
   }
 
   static std::string Text(const Result& r, int row, int column) {
@@ -351,15 +538,24 @@ class PostgresStore final : public Store {
   }
 
   const std::string conninfo_;
-  std::mutex mutex_;  // one call at a time on the one connection
+  const std::string replica_;
+  std::mutex mutex_;  // one call at a time on the one connection; guards what follows
+  // The claims this replica made and is not done with, by sequence: their tokens, and whether
+  // RenewLeases keeps them. A refused or failed job's token stays (a few bytes per such job).
+  struct Held {
+    std::uint64_t token = 0;
+    bool renew = true;
+  };
+  absl::flat_hash_map<std::uint64_t, Held> tokens_;
   Connection connection_;
   bool lost_ = false;  // a call failed in a way only a new connection can mend
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& conninfo) {
-  return PostgresStore::Open(conninfo);
+StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& conninfo,
+                                                   const PostgresStoreOptions& options) {
+  return PostgresStore::Open(conninfo, options);
 }
 
 }  // namespace fairgate

@@ -1,0 +1,110 @@
+#include "runtime/claimer.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace fairgate::internal {
+
+Claimer::Claimer(StateKeeper& keeper, Settings settings, Types types, Queue queue)
+    : keeper_(keeper), settings_(settings), types_(std::move(types)), queue_(std::move(queue)) {}
+
+Claimer::~Claimer() { Stop(); }
+
+StatusOr<std::size_t> Claimer::Start() {
+  StatusOr<std::size_t> first = ClaimOnce();
+  std::lock_guard lock(mutex_);
+  if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { Loop(); });
+  return first;
+}
+
+void Claimer::Poke() {
+  {
+    std::lock_guard lock(mutex_);
+    poked_ = true;
+  }
+  wake_.notify_one();
+}
+
+void Claimer::Done(bool claim_again) {
+  {
+    std::lock_guard lock(mutex_);
+    if (held_ > 0) --held_;
+    if (!claim_again) return;
+    poked_ = true;
+  }
+  wake_.notify_one();
+}
+
+void Claimer::Stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::size_t Claimer::held() const {
+  std::lock_guard lock(mutex_);
+  return held_;
+}
+
+StatusOr<std::size_t> Claimer::ClaimOnce() {
+  std::lock_guard claim_lock(claim_mutex_);
+  std::size_t room = 0;
+  {
+    std::lock_guard lock(mutex_);
+    room = settings_.max_held - std::min(held_, settings_.max_held);
+  }
+  if (room == 0) return 0;
+  std::vector<ClaimableType> types = types_();
+  if (types.empty()) return 0;
+  StatusOr<std::vector<StoredJob>> claimed =
+      keeper_.store().ClaimJobs(types, room, settings_.lease_seconds);
+  if (!claimed.ok()) {
+    keeper_.CountError(StateKeeper::Operation::kClaim);
+    return claimed.status();
+  }
+  const std::size_t count = claimed->size();
+  {
+    std::lock_guard lock(mutex_);
+    held_ += count;
+  }
+  for (std::size_t i = 0; i < count; ++i) keeper_.Count(StateKeeper::Outcome::kClaimed);
+  if (count > 0) queue_(*std::move(claimed));
+  return count;
+}
+
+void Claimer::Loop() {
+  using Clock = std::chrono::steady_clock;
+  const auto interval = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(settings_.claim_interval_seconds));
+  const auto renew_every = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(settings_.lease_seconds / 3));
+  auto next_claim = Clock::now() + interval;
+  auto next_renew = Clock::now() + renew_every;
+  std::unique_lock lock(mutex_);
+  while (!stop_) {
+    wake_.wait_until(lock, std::min(next_claim, next_renew),
+                     [&] { return stop_ || poked_ || Clock::now() >= next_renew; });
+    if (stop_) break;
+    const auto now = Clock::now();
+    const bool renew = now >= next_renew;
+    const bool claim = poked_ || now >= next_claim;
+    poked_ = false;
+    lock.unlock();
+    if (renew) {
+      next_renew = now + renew_every;
+      if (!keeper_.store().RenewLeases(settings_.lease_seconds).ok()) {
+        keeper_.CountError(StateKeeper::Operation::kRenew);
+      }
+    }
+    if (claim) {
+      next_claim = now + interval;
+      (void)ClaimOnce();  // a failure is counted; tried again at the next interval
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace fairgate::internal

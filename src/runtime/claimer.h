@@ -1,0 +1,76 @@
+// Claimer: a replica's side of a shared store (Store::Shared, fairgate/store.h). On a thread of
+// its own it claims durable jobs while the replica holds fewer than its limit, every
+// claim_interval or at once when poked (a job stored or finished here), and renews the leases it
+// holds every third of their time.
+//
+// It never takes the scheduler's lock itself: `types` and `queue` are the scheduler's, called on
+// the claimer's thread (or on the caller's, for ClaimNow).
+//
+// Thread safety: every method may be called from any thread.
+#ifndef FAIRGATE_RUNTIME_CLAIMER_H_
+#define FAIRGATE_RUNTIME_CLAIMER_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "fairgate/store.h"
+#include "runtime/state_keeper.h"
+
+namespace fairgate::internal {
+
+class Claimer {
+ public:
+  struct Settings {
+    double lease_seconds = 10;
+    double claim_interval_seconds = 1;
+    std::size_t max_held = 1;
+  };
+  // The types to claim now (empty: claim nothing, e.g. while shutting down).
+  using Types = std::function<std::vector<ClaimableType>()>;
+  // Takes claimed jobs; gives back (Store::ReleaseJob, then Released) those it cannot queue.
+  using Queue = std::function<void(std::vector<StoredJob> jobs)>;
+
+  Claimer(StateKeeper& keeper, Settings settings, Types types, Queue queue);
+  ~Claimer();  // Stop()
+  Claimer(const Claimer&) = delete;
+  Claimer& operator=(const Claimer&) = delete;
+
+  // Claims once on the caller's thread, then starts the thread; how many jobs it claimed, or
+  // the store's status (the thread starts anyway and tries again).
+  StatusOr<std::size_t> Start();
+  // Claims as soon as the thread can (a job was stored here, or one finished).
+  void Poke();
+  // A claimed job is finished or was given back: one less held. With `claim_again`, claims as
+  // soon as it can (not for a job given back because it could not be queued: that would spin).
+  void Done(bool claim_again);
+  // Stops the thread (idempotent). Leases still held lapse after their time.
+  void Stop();
+
+  std::size_t held() const;
+
+ private:
+  StatusOr<std::size_t> ClaimOnce();
+  void Loop();
+
+  StateKeeper& keeper_;
+  const Settings settings_;
+  const Types types_;
+  const Queue queue_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::size_t held_ = 0;  // claimed and not yet Done
+  bool poked_ = false;
+  bool stop_ = false;
+  std::mutex claim_mutex_;  // one claim at a time
+  std::thread thread_;
+};
+
+}  // namespace fairgate::internal
+
+#endif  // FAIRGATE_RUNTIME_CLAIMER_H_
