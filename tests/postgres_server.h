@@ -3,6 +3,7 @@
 #ifndef FAIRGATE_TESTS_POSTGRES_SERVER_H_
 #define FAIRGATE_TESTS_POSTGRES_SERVER_H_
 
+#include <libpq-fe.h>
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -30,6 +31,21 @@ class PostgresServer {
   // Stops the server (immediately, as a crash would) and starts it again on the same data.
   void Stop() { Script("stop"); }
   void Start() { Script("start-again"); }
+  // Runs `sql` on a connection of its own; the first column of its first row ("" if none).
+  std::string Sql(const std::string& sql) const {
+    PGconn* c = PQconnectdb(conninfo_.c_str());
+    PGresult* r = PQexec(c, sql.c_str());
+    std::string value;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK && PQresultStatus(r) != PGRES_COMMAND_OK) {
+      PQclear(r);
+      PQfinish(c);
+      throw std::runtime_error("SQL failed: " + sql);
+    }
+    if (PQntuples(r) > 0 && PQnfields(r) > 0) value = PQgetvalue(r, 0, 0);
+    PQclear(r);
+    PQfinish(c);
+    return value;
+  }
 
  private:
   std::string Script(const std::string& command) {

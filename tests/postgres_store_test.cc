@@ -162,7 +162,9 @@ TEST_CASE(
   REQUIRE(*a->BeginAttempt(lapsing) == 1u);  // a runs it, then stalls past its lease
   CHECK(b->ClaimJobs(types, 10, 10)->empty());
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  std::vector<StoredJob> reclaimed = *b->ClaimJobs(types, 10, 30);
+  // It had been admitted once: it comes before jobs never claimed, even of a higher tier.
+  const std::uint64_t urgent = *a->AddJob(Job("clone", "urgent", "k"));
+  std::vector<StoredJob> reclaimed = *b->ClaimJobs({{"fetch", 1}, {"clone", 5}}, 1, 30);
   REQUIRE(reclaimed.size() == 1);
   CHECK(reclaimed[0].sequence == lapsing);
   CHECK(reclaimed[0].lease_token > held[0].lease_token);
@@ -181,6 +183,7 @@ TEST_CASE(
   REQUIRE(b->DeferJob(lapsing, 4e9, "failed").ok());
   CHECK(a->ClaimJobs(types, 10, 30)->empty());
   CHECK(a->RemoveJob(lapsing).code() == absl::StatusCode::kAborted);
+  REQUIRE(a->RemoveJob(urgent).ok());  // nobody claimed it: anyone may remove it
   auto live = *a->LiveJobs();
   REQUIRE(live.size() == 1);
   CHECK(live[0].last_error == "failed");

@@ -134,10 +134,11 @@ class Store {
   // True when several replicas share the store and durable jobs are claimed by lease.
   virtual bool Shared() const { return false; }
   // Claims, for `lease_seconds`, up to `max_jobs` live jobs of `types` whose backoff is over and
-  // that no unexpired lease holds, in fairgate's order: the higher tier first, then the key with
-  // the lower accumulated cost (as flushed, SaveLearned), then the lower sequence. Each comes
-  // with its new lease_token. Jobs other replicas are claiming at the same moment are skipped,
-  // not waited for.
+  // that no unexpired lease holds. Jobs whose lease lapsed (their holder died or stalled: they
+  // had been admitted already) come first, then the rest in fairgate's order: the higher tier
+  // first, then the key with the lower accumulated cost (as flushed, SaveLearned), then the
+  // lower sequence. Each comes with its new lease_token. Jobs other replicas are claiming at the
+  // same moment are skipped, not waited for.
   virtual StatusOr<std::vector<StoredJob>> ClaimJobs(const std::vector<ClaimableType>& types,
                                                      std::size_t max_jobs, double lease_seconds);
   // Extends every lease this replica still holds to `lease_seconds` from now; how many it holds.

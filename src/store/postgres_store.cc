@@ -95,7 +95,8 @@ constexpr const char* kClaim =
     "  WHERE NOT j.dead AND j.not_before <= $6 "
     "    AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW
     ") "
-    "  ORDER BY w.tier DESC, coalesce(k.accumulated_cost, 0), j.sequence "
+    "  ORDER BY j.lease_until IS NULL, w.tier DESC, coalesce(k.accumulated_cost, 0), "
+    "    j.sequence "
     "  LIMIT $3 FOR UPDATE OF j SKIP LOCKED) "
     "UPDATE fairgate_durable_jobs j SET holder = $4, "
     "  lease_until = " FAIRGATE_PG_NOW

@@ -1,0 +1,235 @@
+// Replicas sharing one PostgreSQL store, as real processes (fleet_replica.cc) on a real server
+// (postgres_server.h), through the faults a fleet meets: a replica killed with SIGKILL while it
+// holds leases, a replica stopped (SIGSTOP) past its lease and resumed, every database
+// connection terminated, and a database restart. After all of them: every stored job ran to the
+// end and left the store, nothing died, a lapsed lease went to another replica with a greater
+// fencing token, the resumed replica's completions were refused, two attempts of one job overlap
+// in time only where the first holder had been stopped, and the time to reclaim a dead or
+// stopped replica's jobs is within lease_ttl + claim_interval + 1 s.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "doctest/doctest.h"
+#include "fairgate/postgres_store.h"
+#include "postgres_server.h"
+#include "runtime_test_util.h"
+#include "temp_dir.h"
+
+namespace fairgate {
+namespace {
+
+constexpr double kLeaseTtl = 3.0;
+constexpr double kClaimInterval = 0.2;
+
+long long UnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// One attempt of a job as the replicas logged it; end is -1 while it has not ended.
+struct Attempt {
+  std::uint64_t token = 0;
+  std::string replica;
+  long long start = 0, end = -1;
+};
+
+struct FleetLog {
+  std::map<std::uint64_t, std::vector<Attempt>> attempts;  // by sequence, in start order
+  std::map<std::string, long long> fenced;                 // from the exit lines
+};
+
+FleetLog Read(const std::string& path) {
+  FleetLog log;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string event;
+    words >> event;
+    if (event == "exit") {
+      std::string name, word;
+      long long fenced = -1;
+      words >> name >> word >> fenced;
+      log.fenced[name] = fenced;
+      continue;
+    }
+    std::uint64_t sequence = 0, token = 0;
+    std::string replica;
+    long long ms = 0;
+    if (!(words >> sequence >> token >> replica >> ms)) continue;  // cut by a kill
+    auto& attempts = log.attempts[sequence];
+    if (event == "start") attempts.push_back({token, replica, ms, -1});
+    for (Attempt& a : attempts) {
+      if (event == "end" && a.token == token) a.end = ms;
+    }
+  }
+  return log;
+}
+
+// The jobs `replica` has begun and not ended.
+std::set<std::uint64_t> InProgress(const FleetLog& log, const std::string& replica) {
+  std::set<std::uint64_t> out;
+  for (const auto& [sequence, attempts] : log.attempts) {
+    for (const Attempt& a : attempts) {
+      if (a.replica == replica && a.end < 0) out.insert(sequence);
+    }
+  }
+  return out;
+}
+
+// When the last of `jobs` was begun again by another replica than `replica` after `since`; 0
+// until all were.
+long long LastRestart(const FleetLog& log, const std::set<std::uint64_t>& jobs,
+                      const std::string& replica, long long since) {
+  long long latest = 0;
+  for (std::uint64_t sequence : jobs) {
+    long long restart = 0;
+    auto it = log.attempts.find(sequence);
+    if (it == log.attempts.end()) return 0;
+    for (const Attempt& a : it->second) {
+      if (a.replica != replica && a.start >= since) restart = std::max(restart, a.start);
+    }
+    if (restart == 0) return 0;
+    latest = std::max(latest, restart);
+  }
+  return latest;
+}
+
+pid_t StartReplica(const std::string& conninfo, const std::string& name, const std::string& log) {
+  const std::string ttl = std::to_string(kLeaseTtl), interval = std::to_string(kClaimInterval);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl(FAIRGATE_FLEET_REPLICA, FAIRGATE_FLEET_REPLICA, conninfo.c_str(), name.c_str(),
+          log.c_str(), ttl.c_str(), interval.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+TEST_CASE("Fleet.ReplicasSurviveKillStopAndDatabaseFaultsWithoutLosingOrOverlappingJobs") {
+  testing::PostgresServer server;
+  testing::TempDir dir;
+  const std::string log_path = dir.path() + "/fleet.log";
+  auto store = *OpenPostgresStore(server.conninfo(), {"test"});
+  std::set<std::uint64_t> stored;
+  auto add = [&](int count) {
+    for (int i = 0; i < count; ++i) {
+      StoredJob job;
+      job.type = "work";
+      job.id = "repo" + std::to_string(stored.size() % 17);
+      job.fairness_key = "client" + std::to_string(stored.size() % 4);
+      job.payload = "150";  // milliseconds
+      stored.insert(*store->AddJob(job));
+    }
+  };
+  add(150);
+  std::map<std::string, pid_t> replicas;
+  for (const char* name : {"r0", "r1", "r2"}) {
+    replicas[name] = StartReplica(server.conninfo(), name, log_path);
+    REQUIRE(replicas[name] > 0);
+  }
+  const auto guard = std::chrono::milliseconds(30000);
+
+  // SIGKILL r0 while it runs jobs: they are begun again elsewhere once the lease lapses.
+  REQUIRE(testing::Eventually([&] { return !InProgress(Read(log_path), "r0").empty(); }, guard));
+  REQUIRE(kill(replicas["r0"], SIGKILL) == 0);
+  const long long killed_at = UnixMs();
+  REQUIRE(waitpid(replicas["r0"], nullptr, 0) == replicas["r0"]);
+  const std::set<std::uint64_t> orphans = InProgress(Read(log_path), "r0");
+  REQUIRE(!orphans.empty());
+  REQUIRE(testing::Eventually(
+      [&] { return LastRestart(Read(log_path), orphans, "r0", killed_at) > 0; }, guard));
+  const long long reclaim_after_kill =
+      LastRestart(Read(log_path), orphans, "r0", killed_at) - killed_at;
+
+  // SIGSTOP r1 past its lease, then SIGCONT: its jobs went to r2, its completions are fenced.
+  REQUIRE(testing::Eventually([&] { return !InProgress(Read(log_path), "r1").empty(); }, guard));
+  REQUIRE(kill(replicas["r1"], SIGSTOP) == 0);
+  const long long stopped_at = UnixMs();
+  const std::set<std::uint64_t> stalled = InProgress(Read(log_path), "r1");
+  REQUIRE(!stalled.empty());
+  REQUIRE(testing::Eventually(
+      [&] { return LastRestart(Read(log_path), stalled, "r1", stopped_at) > 0; }, guard));
+  const long long reclaim_after_stop =
+      LastRestart(Read(log_path), stalled, "r1", stopped_at) - stopped_at;
+  REQUIRE(kill(replicas["r1"], SIGCONT) == 0);
+
+  // Every connection of the replicas terminated by the server; then the server restarts.
+  add(30);
+  const int terminated =
+      std::stoi(server.Sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                           "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'"));
+  CHECK(terminated >= 2);
+  add(30);
+  server.Stop();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  server.Start();
+  add(30);
+
+  // All of it runs to the end: the store is left empty, nothing is dead.
+  REQUIRE(testing::Eventually([&] { return store->LiveJobs()->empty(); },
+                              std::chrono::milliseconds(90000)));
+  CHECK(store->DeadJobs()->empty());
+  for (const char* name : {"r1", "r2"}) {
+    REQUIRE(kill(replicas[name], SIGTERM) == 0);
+    int status = 0;
+    REQUIRE(waitpid(replicas[name], &status, 0) == replicas[name]);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+
+  const FleetLog log = Read(log_path);
+  int ended = 0;
+  for (std::uint64_t sequence : stored) {
+    auto it = log.attempts.find(sequence);
+    REQUIRE(it != log.attempts.end());
+    const std::vector<Attempt>& attempts = it->second;
+    bool finished = false;
+    for (std::size_t i = 0; i < attempts.size(); ++i) {
+      finished |= attempts[i].end >= 0;
+      if (i == 0) continue;
+      // A later claim has a greater token.
+      CHECK(attempts[i].token > attempts[i - 1].token);
+      // Attempts overlap only where the earlier holder had been stopped past its lease (the
+      // killed one's attempts end with it).
+      for (std::size_t j = 0; j < i; ++j) {
+        const Attempt& earlier = attempts[j];
+        const long long earlier_end =
+            earlier.replica == "r0" ? std::min(earlier.end < 0 ? killed_at : earlier.end, killed_at)
+                                    : earlier.end;
+        if (earlier_end > attempts[i].start) {
+          INFO("job " << sequence << ": " << earlier.replica << " and " << attempts[i].replica);
+          CHECK(earlier.replica == "r1");
+          CHECK(stalled.count(sequence) == 1);
+        }
+      }
+    }
+    CHECK(finished);
+    ended += finished;
+  }
+  CHECK(ended == static_cast<int>(stored.size()));
+  // r1 finished its stalled attempts after another replica had claimed them: each was refused.
+  CHECK(log.fenced.at("r1") >= static_cast<long long>(stalled.size()));
+  const long long bound = static_cast<long long>((kLeaseTtl + kClaimInterval + 1) * 1000);
+  MESSAGE("reclaimed " << orphans.size() << " job(s) " << reclaim_after_kill
+                       << " ms after SIGKILL and " << stalled.size() << " job(s) "
+                       << reclaim_after_stop << " ms after SIGSTOP (lease_ttl " << kLeaseTtl
+                       << " s, claim_interval " << kClaimInterval << " s)");
+  CHECK(reclaim_after_kill <= bound);
+  CHECK(reclaim_after_stop <= bound);
+}
+
+}  // namespace
+}  // namespace fairgate

@@ -1,0 +1,104 @@
+// One replica of the fleet that fleet_fault_test.cc starts, kills, stops and resumes: a scheduler
+// on the shared PostgreSQL store that runs durable "work" jobs, each sleeping its payload's
+// milliseconds, and logs each attempt (unbuffered appends of one line each, so a kill cuts at
+// most the line being written; lines of several replicas interleave whole).
+//
+// Usage: fleet_replica CONNINFO NAME LOG LEASE_TTL CLAIM_INTERVAL
+// Log lines: "start SEQ TOKEN NAME MS" when the handler begins an attempt and "end SEQ TOKEN NAME
+// MS" when it is about to return OK (MS: Unix milliseconds); on SIGTERM it shuts down and writes
+// "exit NAME fenced F" (F: completions the store refused because another replica held the lease).
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "fairgate/postgres_store.h"
+#include "fairgate/scheduler.h"
+
+namespace {
+
+int log_fd = -1;
+
+void Write(const std::string& line) {
+  const std::string text = line + "\n";
+  if (write(log_fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) std::abort();
+}
+
+long long UnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int Fail(const std::string& what, const fairgate::Status& status) {
+  std::fprintf(stderr, "fleet_replica: %s: %s\n", what.c_str(), status.ToString().c_str());
+  return 1;
+}
+
+// fairgate_durable_jobs_total{outcome="fenced"} of the scheduler.
+std::string Fenced(const fairgate::Scheduler& scheduler) {
+  std::string metrics;
+  scheduler.WriteMetrics(metrics);
+  const std::string name = "fairgate_durable_jobs_total{outcome=\"fenced\"} ";
+  const std::size_t at = metrics.find(name);
+  if (at == std::string::npos) return "?";
+  return metrics.substr(at + name.size(), metrics.find('\n', at) - at - name.size());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 6) {
+    std::fprintf(stderr, "usage: fleet_replica CONNINFO NAME LOG LEASE_TTL CLAIM_INTERVAL\n");
+    return 2;
+  }
+  const std::string name = argv[2];
+  log_fd = open(argv[3], O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (log_fd < 0) return 2;
+  // SIGTERM is taken by sigwait below: blocked before any thread starts, so every thread has it
+  // blocked.
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, nullptr);
+
+  auto store = fairgate::OpenPostgresStore(argv[1], {name});
+  if (!store.ok()) return Fail("open the store", store.status());
+  fairgate::SchedulerOptions options;
+  options.store = std::shared_ptr<fairgate::Store>(*std::move(store));
+  options.max_concurrency = 2;
+  options.lease_ttl = fairgate::Seconds(std::atof(argv[4]));
+  options.claim_interval = fairgate::Seconds(std::atof(argv[5]));
+  options.state_flush_interval = fairgate::Seconds(0.2);
+  options.warn = [](std::string_view) {};
+  auto created = fairgate::Scheduler::Create(options);
+  if (!created.ok()) return Fail("create", created.status());
+  fairgate::Scheduler& scheduler = **created;
+  if (fairgate::Status s = scheduler.RegisterType("work", {.max_concurrency = 2, .priority = 2});
+      !s.ok()) {
+    return Fail("register", s);
+  }
+  fairgate::Status registered = scheduler.RegisterDurable(
+      "work", [&](const fairgate::DurableJob& job, const fairgate::Context&) {
+        const std::string attempt =
+            std::to_string(job.sequence) + " " + std::to_string(job.lease_token) + " " + name + " ";
+        Write("start " + attempt + std::to_string(UnixMs()));
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(job.payload.data())));
+        Write("end " + attempt + std::to_string(UnixMs()));
+        return absl::OkStatus();
+      });
+  if (!registered.ok()) return Fail("register the handler", registered);
+  if (auto recovered = scheduler.Recover(); !recovered.ok()) {
+    return Fail("recover", recovered.status());
+  }
+  int signal = 0;
+  sigwait(&term, &signal);
+  (void)scheduler.Shutdown(fairgate::Context::Background());
+  Write("exit " + name + " fenced " + Fenced(scheduler));
+  return 0;
+}
