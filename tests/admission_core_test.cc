@@ -634,6 +634,40 @@ TEST_CASE("Core.IdleCatchUp.ANewKeyStartsAtTheLeastCostPendingInItsTier") {
   CHECK(core->AccumulatedCost("d") == 0.0);
 }
 
+TEST_CASE("Core.SetAccumulatedCost.MovesAKeysPendingJobsToTheirNewPlace") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = 1;
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("t", Type(1, 1)).ok());
+  REQUIRE(core->RegisterType("u", Type(1, 1)).ok());
+  for (const char* id : {"1", "2"}) {
+    Add(*core, "t", std::string("a") + id, "a");
+    Add(*core, "u", std::string("b") + id, "b");
+  }
+  // Other replicas charged a: b goes first, for its jobs of both lanes.
+  CHECK(*core->SetAccumulatedCost("a", 10));
+  CHECK(core->CheckInvariants().ok());
+  auto next = [&] {
+    auto a = core->NextAdmission(0);
+    REQUIRE(a.has_value());
+    const std::string id(a->id);
+    REQUIRE(core->Complete(a->ticket, 1, 0).ok());
+    return id;
+  };
+  CHECK(next() == "b1");  // b at 1 now
+  CHECK(*core->SetAccumulatedCost("b", 20));
+  CHECK(core->AccumulatedCost("b") == 20.0);
+  CHECK(next() == "a1");
+  CHECK(next() == "a2");
+  CHECK(next() == "b2");
+  CHECK(core->CheckInvariants().ok());
+  CHECK_FALSE(*core->SetAccumulatedCost("nobody", 1));  // not tracked: nothing to move
+  CHECK_FALSE(core->AccumulatedCost("nobody").has_value());
+  CHECK(core->SetAccumulatedCost("a", -1).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(core->SetAccumulatedCost("a", std::nan("")).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("Core.Describe.TellsWhatTheCoreKnowsOfALiveJobAndNothingOfAFinishedOne") {
   SchedulerOptions options = SchedulerOptions::Seed();
   options.max_concurrency = 1;

@@ -3,6 +3,7 @@
 // away and comes back.
 #include "fairgate/postgres_store.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -197,6 +198,76 @@ TEST_CASE(
   REQUIRE(a->ReleaseJob(renewed).ok());
   CHECK(Ids(*b->ClaimJobs(types, 10, 30)) == std::vector<std::string>{"renewed"});
   CHECK(b->RemoveJob(renewed).ok());
+}
+
+TEST_CASE("PostgresStore.KeysCostsAreSummedOverReplicas") {
+  testing::PostgresServer server;
+  auto a = *OpenPostgresStore(server.conninfo(), {"a"});
+  auto b = *OpenPostgresStore(server.conninfo(), {"b"});
+  CHECK(a->ShareKeyCosts({{"alice", 5, 100}}, {"alice"})->at(0).accumulated_cost == 5.0);
+  auto totals = *b->ShareKeyCosts({{"alice", 3, 50}, {"bob", 1, 100}}, {"alice", "bob", "carol"});
+  std::sort(totals.begin(), totals.end(),
+            [](const SavedKey& x, const SavedKey& y) { return x.key < y.key; });
+  // carol was never charged: not returned. idle_since only moves forward.
+  CHECK(totals == std::vector<SavedKey>{{"alice", 8, 100}, {"bob", 1, 100}});
+  // A refund (a job cheaper than its estimate) lowers the total, never below 0; a key the
+  // store does not have starts at 0.
+  CHECK(a->ShareKeyCosts({{"bob", -4, 100}, {"dave", -1, 100}}, {"bob", "dave"})->size() == 2);
+  CHECK(*a->ShareKeyCosts({}, {"bob"}) == std::vector<SavedKey>{{"bob", 0, 100}});
+  CHECK(*a->ShareKeyCosts({}, {"dave"}) == std::vector<SavedKey>{{"dave", 0, 100}});
+}
+
+TEST_CASE("PostgresStore.AClientSpreadingItsWorkOverReplicasIsChargedOnce") {
+  testing::PostgresServer server;
+  auto replica = [&](const std::string& name) {
+    SchedulerOptions o;
+    o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
+    o.max_concurrency = 1;
+    o.reconcile = false;  // each job costs its type's default_cost: figures to reason about
+    o.claim_interval = Seconds(0.05);
+    o.warn = [](std::string_view) {};
+    auto s = *Scheduler::Create(o);
+    REQUIRE(s->RegisterType("clone", testing::Type(1, 1, "", 10)).ok());
+    return s;
+  };
+  auto a = replica("a");
+  auto b = replica("b");
+  auto ok = [](const Context&) { return absl::OkStatus(); };
+  // greedy clones three repositories on a (10 each) ...
+  for (const char* id : {"r1", "r2", "r3"}) {
+    REQUIRE(a->RunSync(Context::Background(), "clone", id, "greedy", ok).ok());
+  }
+  // ... then queues on b behind a running job, before modest does.
+  testing::Log order;
+  auto blocker = std::make_shared<testing::Gate>();
+  REQUIRE(b->Submit("clone", "blocker", "x",
+                    [blocker](const Context&) {
+                      blocker->Wait();
+                      return absl::OkStatus();
+                    },
+                    {})
+              .ok());
+  for (const char* key : {"greedy", "modest"}) {
+    REQUIRE(b->Submit("clone", std::string("r-") + key, key,
+                      [&order, key](const Context&) {
+                        order.Add(key);
+                        return absl::OkStatus();
+                      },
+                      {})
+                .ok());
+  }
+  // Within a share or two, b charges greedy what a charged it.
+  REQUIRE(testing::Eventually([&] { return b->AccumulatedCost("greedy") == 30.0; }));
+  blocker->Open();
+  REQUIRE(testing::Eventually([&] { return order.entries().size() == 2; }));
+  CHECK(order.entries() == std::vector<std::string>{"modest", "greedy"});
+  // b adds its own charge to the fleet's total: 30 from a, 10 for the job on b. (a reads the
+  // total again when greedy next has work there: idle keys are not read.)
+  REQUIRE(testing::Eventually([&] { return b->AccumulatedCost("greedy") == 40.0; }));
+  CHECK(b->AccumulatedCost("modest") == 10.0);
+  auto store = *OpenPostgresStore(server.conninfo());
+  REQUIRE(testing::Eventually(
+      [&] { return store->ShareKeyCosts({}, {"greedy"})->at(0).accumulated_cost == 40.0; }));
 }
 
 TEST_CASE(

@@ -145,6 +145,12 @@ class Store {
   virtual StatusOr<std::size_t> RenewLeases(double lease_seconds);
   // Gives a claimed job back unrun: any replica may claim it at once.
   virtual Status ReleaseJob(std::uint64_t sequence);
+  // Keys' costs summed over the fleet, in one transaction: adds each of `charged`'s
+  // accumulated_cost (what this replica charged the key since it last shared it; may be
+  // negative, the total stays >= 0) to the key's shared cost, moves its idle_since forward to
+  // the given one, then returns the shared costs of `keys` (those the store has).
+  virtual StatusOr<std::vector<SavedKey>> ShareKeyCosts(const std::vector<SavedKey>& charged,
+                                                        const std::vector<std::string>& keys);
 };
 
 }  // namespace fairgate

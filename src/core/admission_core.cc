@@ -843,6 +843,18 @@ StatusOr<bool> AdmissionCore::RestoreKey(const SavedKey& saved, double now) {
   return true;
 }
 
+StatusOr<bool> AdmissionCore::SetAccumulatedCost(std::string_view name, double cost) {
+  if (!std::isfinite(cost) || cost < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an accumulated cost must be finite and >= 0, got ", cost));
+  }
+  auto it = keys_.find(AsAbsl(name));
+  if (it == keys_.end()) return false;
+  KeyState& key = it->second;
+  Rekey(key, [&] { key.acc = cost; });
+  return true;
+}
+
 std::optional<double> AdmissionCore::AccumulatedCost(std::string_view key) const {
   auto it = keys_.find(AsAbsl(key));
   if (it == keys_.end()) return std::nullopt;

@@ -268,6 +268,10 @@ class AdmissionCore {
   // key_ttl after that, unless it enqueues first. Skipped (false) when the key is already tracked
   // or its key_ttl has passed by `now`. InvalidArgument for a cost that is not finite and >= 0.
   StatusOr<bool> RestoreKey(const SavedKey& key, double now);
+  // Sets a tracked key's accumulated cost (what several replicas charged it, fleet-wide): its
+  // pending jobs take their new places. False (nothing done) for a key that is not tracked;
+  // InvalidArgument for a cost that is not finite and >= 0. O(the key's lanes x log lanes).
+  StatusOr<bool> SetAccumulatedCost(std::string_view key, double cost);
 
   // The key's accumulated cost, if the key is tracked.
   std::optional<double> AccumulatedCost(std::string_view key) const;

@@ -5,16 +5,18 @@
 
 namespace fairgate::internal {
 
-Claimer::Claimer(StateKeeper& keeper, Settings settings, Types types, Queue queue)
-    : keeper_(keeper), settings_(settings), types_(std::move(types)), queue_(std::move(queue)) {}
+Claimer::Claimer(StateKeeper& keeper, Settings settings, Types types, Queue queue, Share share)
+    : keeper_(keeper),
+      settings_(settings),
+      types_(std::move(types)),
+      queue_(std::move(queue)),
+      share_(std::move(share)) {}
 
 Claimer::~Claimer() { Stop(); }
 
-StatusOr<std::size_t> Claimer::Start() {
-  StatusOr<std::size_t> first = ClaimOnce();
+void Claimer::StartThread() {
   std::lock_guard lock(mutex_);
   if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { Loop(); });
-  return first;
 }
 
 void Claimer::Poke() {
@@ -49,7 +51,7 @@ std::size_t Claimer::held() const {
   return held_;
 }
 
-StatusOr<std::size_t> Claimer::ClaimOnce() {
+StatusOr<std::size_t> Claimer::ClaimNow() {
   std::lock_guard claim_lock(claim_mutex_);
   std::size_t room = 0;
   {
@@ -82,10 +84,11 @@ void Claimer::Loop() {
   const auto renew_every = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(settings_.lease_seconds / 3));
   auto next_claim = Clock::now() + interval;
+  auto next_share = next_claim;
   auto next_renew = Clock::now() + renew_every;
   std::unique_lock lock(mutex_);
   while (!stop_) {
-    wake_.wait_until(lock, std::min(next_claim, next_renew),
+    wake_.wait_until(lock, std::min({next_claim, next_renew, next_share}),
                      [&] { return stop_ || poked_ || Clock::now() >= next_renew; });
     if (stop_) break;
     const auto now = Clock::now();
@@ -101,7 +104,11 @@ void Claimer::Loop() {
     }
     if (claim) {
       next_claim = now + interval;
-      (void)ClaimOnce();  // a failure is counted; tried again at the next interval
+      (void)ClaimNow();  // a failure is counted; tried again at the next interval
+    }
+    if (now >= next_share) {
+      next_share = now + interval;
+      share_();
     }
     lock.lock();
   }

@@ -1,10 +1,11 @@
 // Claimer: a replica's side of a shared store (Store::Shared, fairgate/store.h). On a thread of
 // its own it claims durable jobs while the replica holds fewer than its limit, every
-// claim_interval or at once when poked (a job stored or finished here), and renews the leases it
-// holds every third of their time.
+// claim_interval or at once when poked (a job stored or finished here), renews the leases it
+// holds every third of their time, and calls `share` every claim_interval (the scheduler shares
+// its keys' costs with the fleet).
 //
-// It never takes the scheduler's lock itself: `types` and `queue` are the scheduler's, called on
-// the claimer's thread (or on the caller's, for ClaimNow).
+// It never takes the scheduler's lock itself: `types`, `queue` and `share` are the scheduler's,
+// called on the claimer's thread (or on the caller's, for Start's first claim).
 //
 // Thread safety: every method may be called from any thread.
 #ifndef FAIRGATE_RUNTIME_CLAIMER_H_
@@ -34,15 +35,18 @@ class Claimer {
   using Types = std::function<std::vector<ClaimableType>()>;
   // Takes claimed jobs; gives back (Store::ReleaseJob, then Released) those it cannot queue.
   using Queue = std::function<void(std::vector<StoredJob> jobs)>;
+  using Share = std::function<void()>;
 
-  Claimer(StateKeeper& keeper, Settings settings, Types types, Queue queue);
+  Claimer(StateKeeper& keeper, Settings settings, Types types, Queue queue, Share share);
   ~Claimer();  // Stop()
   Claimer(const Claimer&) = delete;
   Claimer& operator=(const Claimer&) = delete;
 
-  // Claims once on the caller's thread, then starts the thread; how many jobs it claimed, or
-  // the store's status (the thread starts anyway and tries again).
-  StatusOr<std::size_t> Start();
+  // Starts the thread (once).
+  void StartThread();
+  // Claims once on the caller's thread: how many jobs it claimed, or the store's status (the
+  // failure is counted).
+  StatusOr<std::size_t> ClaimNow();
   // Claims as soon as the thread can (a job was stored here, or one finished).
   void Poke();
   // A claimed job is finished or was given back: one less held. With `claim_again`, claims as
@@ -54,13 +58,13 @@ class Claimer {
   std::size_t held() const;
 
  private:
-  StatusOr<std::size_t> ClaimOnce();
   void Loop();
 
   StateKeeper& keeper_;
   const Settings settings_;
   const Types types_;
   const Queue queue_;
+  const Share share_;
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

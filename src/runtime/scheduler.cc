@@ -157,9 +157,12 @@ class Scheduler::Impl {
         internal::CoreLock lock(&mutex_);
         const double now = Now();
         const double wall = internal::WallNow();
+        const bool shared = keeper_->store().Shared();
         for (SavedKey& key : keeper_->TakeKeys()) {
           key.idle_since = now - (wall - key.idle_since);
-          (void)core_->RestoreKey(key, now);  // a bad row (a negative cost) is skipped
+          StatusOr<bool> restored = core_->RestoreKey(key, now);  // a bad row is skipped
+          // Already the fleet's: shared again only what is charged here from now on.
+          if (shared && restored.ok() && *restored) shared_costs_[key.key] = key.accumulated_cost;
         }
       }
       keeper_->StartFlusher(options_.state_flush_interval,
@@ -171,7 +174,9 @@ class Scheduler::Impl {
                                                               : options_.max_concurrency)};
         claimer_ = std::make_unique<internal::Claimer>(
             *keeper_, settings, [this] { return ClaimableTypes(); },
-            [this](std::vector<StoredJob> jobs) { QueueClaimed(std::move(jobs)); });
+            [this](std::vector<StoredJob> jobs) { QueueClaimed(std::move(jobs)); },
+            [this] { ShareCosts(); });
+        claimer_->StartThread();
       }
     }
   }
@@ -402,7 +407,8 @@ class Scheduler::Impl {
     background_.second();  // running Submit jobs see their context done
     for (const RecordPtr& record : refused) Refuse(record);
     Status quiet = WaitQuiet(ctx);
-    log_.Flush();  // the events of every decision made so far reach the observers
+    log_.Flush();                // the events of every decision made so far reach the observers
+    if (claimer_) ShareCosts();  // what was charged since the last share
     if (keeper_) (void)keeper_->Flush();  // counted if it fails; Shutdown's status is the jobs'
     return quiet;
   }
@@ -709,7 +715,8 @@ class Scheduler::Impl {
     RecoveryReport report;
     report.dead = dead->size();
     // A failed first claim is counted; the claimer's thread tries again.
-    if (StatusOr<std::size_t> claimed = claimer_->Start(); claimed.ok()) report.queued = *claimed;
+    if (StatusOr<std::size_t> claimed = claimer_->ClaimNow(); claimed.ok())
+      report.queued = *claimed;
     return report;
   }
 
@@ -740,6 +747,51 @@ class Scheduler::Impl {
       Recorded(keeper_->store().ReleaseJob(job.sequence),
                internal::StateKeeper::Operation::kRelease);
       claimer_->Done(/*claim_again=*/false);
+    }
+  }
+
+  // Shares the keys' costs with the fleet (Store::ShareKeyCosts): adds what this replica charged
+  // each key since the last share, and sets each busy key's cost to the fleet's total plus what
+  // it was charged here meanwhile. A failure is counted; its charges go with the next share.
+  void ShareCosts() {
+    std::lock_guard share_lock(share_mutex_);  // one share at a time: each charge is sent once
+    std::vector<SavedKey> charged;
+    std::vector<std::string> busy;
+    absl::flat_hash_map<std::string, double> collected;  // each key's cost as collected
+    {
+      internal::CoreLock lock(&mutex_);
+      const double now = Now();
+      const double wall = internal::WallNow();
+      absl::flat_hash_map<std::string, double> shared;  // only the keys still tracked
+      for (SavedKey& key : core_->KeyCosts(now)) {
+        auto it = shared_costs_.find(key.key);
+        const double base = it == shared_costs_.end() ? 0 : it->second;
+        const double delta = key.accumulated_cost - base;
+        const bool is_busy = key.idle_since >= now;
+        if (delta != 0 || is_busy) busy.push_back(key.key);
+        if (delta != 0) {
+          charged.push_back({key.key, delta, wall - (now - key.idle_since)});
+        }
+        collected[key.key] = key.accumulated_cost;
+        shared[key.key] = base;
+      }
+      shared_costs_ = std::move(shared);
+    }
+    if (busy.empty()) return;
+    StatusOr<std::vector<SavedKey>> totals = keeper_->store().ShareKeyCosts(charged, busy);
+    if (!totals.ok()) {
+      keeper_->CountError(internal::StateKeeper::Operation::kShare);
+      return;
+    }
+    internal::CoreLock lock(&mutex_);
+    for (const SavedKey& total : *totals) {
+      std::optional<double> now_cost = core_->AccumulatedCost(total.key);
+      auto at_collect = collected.find(total.key);
+      if (!now_cost || at_collect == collected.end()) continue;  // forgotten meanwhile
+      // Charged here since the collection: not in the total yet, kept on top of it.
+      const double since = *now_cost - at_collect->second;
+      (void)core_->SetAccumulatedCost(total.key, std::max(0.0, total.accumulated_cost + since));
+      shared_costs_[total.key] = total.accumulated_cost;
     }
   }
 
@@ -881,7 +933,8 @@ class Scheduler::Impl {
       now = Now();
       wall = internal::WallNow();
       collected.state.estimates = core_->EstimatesUsedSince(since);
-      collected.state.keys = core_->KeyCosts(now);
+      // A shared store gets keys' costs as sums over the fleet (ShareCosts), not replaced.
+      if (!keeper_->store().Shared()) collected.state.keys = core_->KeyCosts(now);
     }
     for (SavedEstimate& e : collected.state.estimates) e.last_used = wall - (now - e.last_used);
     for (SavedKey& k : collected.state.keys) k.idle_since = wall - (now - k.idle_since);
@@ -1457,6 +1510,10 @@ class Scheduler::Impl {
   // With a shared store: claims durable jobs and renews their leases (null otherwise). Stopped by
   // ~Impl after Shutdown; the callbacks it calls read the members below.
   std::unique_ptr<internal::Claimer> claimer_;
+  // With a shared store: each tracked key's cost as the fleet had it at the last share (what
+  // ShareCosts subtracts to find what was charged here since). Guarded by mutex_.
+  absl::flat_hash_map<std::string, double> shared_costs_;
+  std::mutex share_mutex_;  // taken before mutex_, never under it
 
   mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
   std::unique_ptr<core::AdmissionCore> core_;

@@ -48,7 +48,8 @@ class StateKeeper {
     kFlush,
     kClaim,
     kRenew,
-    kRelease
+    kRelease,
+    kShare
   };
   // What became of a durable job's attempt, or of a SubmitDurable. kClaimed: taken from a shared
   // store; kFenced: its lease was another replica's by the time this one began or ended it.
@@ -116,7 +117,7 @@ class StateKeeper {
   bool stop_flusher_ = false;
   std::thread flusher_;
 
-  std::array<std::atomic<std::uint64_t>, 10> errors_{};
+  std::array<std::atomic<std::uint64_t>, 11> errors_{};
   std::array<std::atomic<std::uint64_t>, 6> outcomes_{};
   std::atomic<std::uint64_t> flushes_{0};
 };

@@ -250,6 +250,61 @@ class PostgresStore final : public Store {
 
   bool Shared() const override { return true; }
 
+  StatusOr<std::vector<SavedKey>> ShareKeyCosts(const std::vector<SavedKey>& charged,
+                                                const std::vector<std::string>& keys) override {
+    std::vector<std::string> names, costs, idle;
+    for (const SavedKey& k : charged) {
+      names.push_back(k.key);
+      costs.push_back(Number(k.accumulated_cost));
+      idle.push_back(Number(k.idle_since));
+    }
+    std::lock_guard lock(mutex_);
+    std::vector<SavedKey> totals;
+    Status status = Retrying([&]() -> Status {
+      totals.clear();
+      if (Status s = Exec("BEGIN", {}, "begin sharing keys' costs").status(); !s.ok()) return s;
+      Status s = [&]() -> Status {
+        // In key order, so that replicas sharing at once lock the rows in one order.
+        if (!names.empty()) {
+          Status added =
+              Exec(
+                  "INSERT INTO fairgate_keys (key, accumulated_cost, idle_since) "
+                  "SELECT key, cost, idle FROM unnest($1::text[], $2::double precision[], "
+                  "$3::double precision[]) AS c(key, cost, idle) ORDER BY key "
+                  "ON CONFLICT (key) DO UPDATE SET accumulated_cost = greatest(0, "
+                  "fairgate_keys.accumulated_cost + EXCLUDED.accumulated_cost), "
+                  "idle_since = greatest(fairgate_keys.idle_since, EXCLUDED.idle_since)",
+                  {{TextArray(names)}, {TextArray(costs)}, {TextArray(idle)}}, "add keys' costs")
+                  .status();
+          if (!added.ok()) return added;
+          // A key the store did not have yet (or had forgotten) starts at what was added.
+          added = Exec(
+                      "UPDATE fairgate_keys SET accumulated_cost = 0 "
+                      "WHERE accumulated_cost < 0 AND key = ANY($1::text[])",
+                      {{TextArray(names)}}, "add keys' costs")
+                      .status();
+          if (!added.ok()) return added;
+        }
+        StatusOr<Result> r = Exec(
+            "SELECT key, accumulated_cost, idle_since FROM fairgate_keys "
+            "WHERE key = ANY($1::text[])",
+            {{TextArray(keys)}}, "read keys' costs");
+        if (!r.ok()) return r.status();
+        for (int i = 0; i < PQntuples(r->get()); ++i) {
+          totals.push_back({Text(*r, i, 0), Double(*r, i, 1), Double(*r, i, 2)});
+        }
+        return absl::OkStatus();
+      }();
+      if (!s.ok()) {
+        (void)Exec("ROLLBACK", {}, "roll back sharing keys' costs");
+        return s;
+      }
+      return Exec("COMMIT", {}, "commit keys' costs").status();
+    });
+    if (!status.ok()) return status;
+    return totals;
+  }
+
   StatusOr<std::vector<StoredJob>> ClaimJobs(const std::vector<ClaimableType>& types,
                                              std::size_t max_jobs, double lease_seconds) override {
     std::vector<StoredJob> jobs;

@@ -22,4 +22,9 @@ StatusOr<std::size_t> Store::RenewLeases(double) { return NotShared("RenewLeases
 
 Status Store::ReleaseJob(std::uint64_t) { return NotShared("ReleaseJob"); }
 
+StatusOr<std::vector<SavedKey>> Store::ShareKeyCosts(const std::vector<SavedKey>&,
+                                                     const std::vector<std::string>&) {
+  return NotShared("ShareKeyCosts");
+}
+
 }  // namespace fairgate
