@@ -110,6 +110,9 @@ std::vector<Row> Rows() {
   create("claim_interval = infinity", "claim_interval must be finite and > 0",
          [](auto& o) { o.claim_interval = Seconds(kInf); });
   create("max_claimed = -1", "max_claimed must be >= 0", [](auto& o) { o.max_claimed = -1; });
+  create("fleet_conflict_groups without a shared store",
+         "fleet_conflict_groups needs a shared store",
+         [](auto& o) { o.fleet_conflict_groups = {"repo"}; });
   create("sqlite.busy_timeout_seconds = -1", "sqlite.busy_timeout_seconds must be finite and >= 0",
          [](auto& o) { o.sqlite.busy_timeout_seconds = -1; });
   create("both state_file and store", "state_file and store are both set", [](auto& o) {

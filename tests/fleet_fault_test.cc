@@ -4,8 +4,9 @@
 // connection terminated, and a database restart. After all of them: every stored job ran to the
 // end and left the store, nothing died, a lapsed lease went to another replica with a greater
 // fencing token, the resumed replica's completions were refused, two attempts of one job overlap
-// in time only where the first holder had been stopped, and the time to reclaim a dead or
-// stopped replica's jobs is within lease_ttl + claim_interval + 1 s.
+// in time only where the first holder had been stopped, and so do two attempts on one repository
+// (the replicas' conflict group is fleet-wide), the later always with the greater fencing token;
+// the time to reclaim a dead or stopped replica's jobs is within lease_ttl + claim_interval + 1 s.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,6 +44,8 @@ struct Attempt {
   std::uint64_t token = 0;
   std::string replica;
   long long start = 0, end = -1;
+  std::string id;           // the repository
+  std::uint64_t fence = 0;  // the fencing token of its lease
 };
 
 struct FleetLog {
@@ -68,9 +71,11 @@ FleetLog Read(const std::string& path) {
     std::uint64_t sequence = 0, token = 0;
     std::string replica;
     long long ms = 0;
-    if (!(words >> sequence >> token >> replica >> ms)) continue;  // cut by a kill
+    std::string id;
+    std::uint64_t fence = 0;
+    if (!(words >> sequence >> token >> replica >> ms >> id >> fence)) continue;  // cut by a kill
     auto& attempts = log.attempts[sequence];
-    if (event == "start") attempts.push_back({token, replica, ms, -1});
+    if (event == "start") attempts.push_back({token, replica, ms, -1, id, fence});
     for (Attempt& a : attempts) {
       if (event == "end" && a.token == token) a.end = ms;
     }
@@ -220,6 +225,32 @@ TEST_CASE("Fleet.ReplicasSurviveKillStopAndDatabaseFaultsWithoutLosingOrOverlapp
     ended += finished;
   }
   CHECK(ended == static_cast<int>(stored.size()));
+  // One repository's attempts, whatever their jobs: the later always with the greater fencing
+  // token, overlapping only where the earlier holder had been stopped past its lease.
+  std::map<std::string, std::vector<Attempt>> by_repository;
+  for (const auto& [sequence, attempts] : log.attempts) {
+    for (const Attempt& a : attempts) by_repository[a.id].push_back(a);
+  }
+  int overlaps = 0;
+  for (auto& [id, attempts] : by_repository) {
+    std::sort(attempts.begin(), attempts.end(),
+              [](const Attempt& x, const Attempt& y) { return x.fence < y.fence; });
+    for (std::size_t i = 1; i < attempts.size(); ++i) {
+      const Attempt& earlier = attempts[i - 1];
+      INFO(id << ": " << earlier.replica << " (fence " << earlier.fence << ") then "
+              << attempts[i].replica << " (fence " << attempts[i].fence << ")");
+      CHECK(attempts[i].fence > earlier.fence);
+      CHECK(attempts[i].start >= earlier.start);
+      const long long earlier_end =
+          earlier.replica == "r0" && (earlier.end < 0 || earlier.end > killed_at) ? killed_at
+                                                                                  : earlier.end;
+      if (earlier_end > attempts[i].start) {
+        ++overlaps;
+        CHECK(earlier.replica == "r1");
+      }
+    }
+  }
+  CHECK(overlaps <= static_cast<int>(stalled.size()));
   // r1 finished its stalled attempts after another replica had claimed them: each was refused.
   CHECK(log.fenced.at("r1") >= static_cast<long long>(stalled.size()));
   const long long bound = static_cast<long long>((kLeaseTtl + kClaimInterval + 1) * 1000);

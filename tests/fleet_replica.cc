@@ -1,11 +1,13 @@
 // One replica of the fleet that fleet_fault_test.cc starts, kills, stops and resumes: a scheduler
 // on the shared PostgreSQL store that runs durable "work" jobs, each sleeping its payload's
 // milliseconds, and logs each attempt (unbuffered appends of one line each, so a kill cuts at
-// most the line being written; lines of several replicas interleave whole).
+// most the line being written; lines of several replicas interleave whole). Its conflict group
+// "repo" is fleet-wide: no two replicas run jobs of one id at once while their leases hold.
 //
 // Usage: fleet_replica CONNINFO NAME LOG LEASE_TTL CLAIM_INTERVAL
-// Log lines: "start SEQ TOKEN NAME MS" when the handler begins an attempt and "end SEQ TOKEN NAME
-// MS" when it is about to return OK (MS: Unix milliseconds); on SIGTERM it shuts down and writes
+// Log lines: "start SEQ TOKEN NAME MS ID FENCE" when the handler begins an attempt and "end SEQ
+// TOKEN NAME MS ID FENCE" when it is about to return OK (MS: Unix milliseconds; TOKEN the job's
+// lease, FENCE the fencing token of its repository's lease); on SIGTERM it shuts down and writes
 // "exit NAME fenced F" (F: completions the store refused because another replica held the lease).
 #include <fcntl.h>
 #include <signal.h>
@@ -75,21 +77,25 @@ int main(int argc, char** argv) {
   options.lease_ttl = fairgate::Seconds(std::atof(argv[4]));
   options.claim_interval = fairgate::Seconds(std::atof(argv[5]));
   options.state_flush_interval = fairgate::Seconds(0.2);
+  options.fleet_conflict_groups = {"repo"};
   options.warn = [](std::string_view) {};
   auto created = fairgate::Scheduler::Create(options);
   if (!created.ok()) return Fail("create", created.status());
   fairgate::Scheduler& scheduler = **created;
-  if (fairgate::Status s = scheduler.RegisterType("work", {.max_concurrency = 2, .priority = 2});
+  if (fairgate::Status s = scheduler.RegisterType(
+          "work", {.max_concurrency = 2, .conflict_group = "repo", .priority = 2});
       !s.ok()) {
     return Fail("register", s);
   }
   fairgate::Status registered = scheduler.RegisterDurable(
-      "work", [&](const fairgate::DurableJob& job, const fairgate::Context&) {
+      "work", [&](const fairgate::DurableJob& job, const fairgate::Context& ctx) {
         const std::string attempt =
             std::to_string(job.sequence) + " " + std::to_string(job.lease_token) + " " + name + " ";
-        Write("start " + attempt + std::to_string(UnixMs()));
+        const std::string resource =
+            " " + std::string(job.id) + " " + std::to_string(ctx.FencingToken());
+        Write("start " + attempt + std::to_string(UnixMs()) + resource);
         std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(job.payload.data())));
-        Write("end " + attempt + std::to_string(UnixMs()));
+        Write("end " + attempt + std::to_string(UnixMs()) + resource);
         return absl::OkStatus();
       });
   if (!registered.ok()) return Fail("register the handler", registered);

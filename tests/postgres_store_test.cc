@@ -270,6 +270,115 @@ TEST_CASE("PostgresStore.AClientSpreadingItsWorkOverReplicasIsChargedOnce") {
       [&] { return store->ShareKeyCosts({}, {"greedy"})->at(0).accumulated_cost == 40.0; }));
 }
 
+TEST_CASE("PostgresStore.AResourceLeaseHasLimitSlotsFencingTokensAndLapses") {
+  testing::PostgresServer server;
+  auto a = *OpenPostgresStore(server.conninfo(), {"a"});
+  auto b = *OpenPostgresStore(server.conninfo(), {"b"});
+  const std::uint64_t first = *a->AcquireResource("repo", "linux.git", 1, 30);
+  CHECK(first > 0);
+  CHECK(*b->AcquireResource("repo", "linux.git", 1, 30) == 0u);  // held
+  CHECK(*b->AcquireResource("repo", "git.git", 1, 30) > first);  // another id is free
+  REQUIRE(a->ReleaseResource("repo", "linux.git", first).ok());
+  const std::uint64_t second = *b->AcquireResource("repo", "linux.git", 1, 30);
+  CHECK(second > first);
+  // With a limit of 2, two holders at once, never three.
+  const std::uint64_t x = *a->AcquireResource("fetch", "r", 2, 30);
+  const std::uint64_t y = *b->AcquireResource("fetch", "r", 2, 30);
+  CHECK(x > 0);
+  CHECK(y > x);
+  CHECK(*a->AcquireResource("fetch", "r", 2, 30) == 0u);
+  // A lease that is not renewed lapses; its old holder's release leaves the new holder's alone.
+  const std::uint64_t lapsing = *a->AcquireResource("repo", "mesa.git", 1, 0.3);
+  const std::uint64_t renewed = *a->AcquireResource("repo", "gcc.git", 1, 0.3);
+  REQUIRE(lapsing > 0);
+  REQUIRE(a->ReleaseResource("repo", "mesa.git", 0).ok());  // no such token: nothing
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(a->ReleaseResource("repo", "mesa.git", lapsing).ok());  // a gives up mesa
+  const std::uint64_t mesa = *b->AcquireResource("repo", "mesa.git", 1, 0.3);
+  CHECK(mesa > renewed);
+  CHECK(*a->RenewLeases(30) >= 1u);  // gcc (and a's fetch slot), not mesa
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  CHECK(*b->AcquireResource("repo", "gcc.git", 1, 30) == 0u);                  // renewed: still a's
+  const std::uint64_t taken = *a->AcquireResource("repo", "mesa.git", 1, 30);  // b's lapsed
+  CHECK(taken > mesa);
+  REQUIRE(b->ReleaseResource("repo", "mesa.git", mesa).ok());  // stale: a keeps it
+  CHECK(*b->AcquireResource("repo", "mesa.git", 1, 30) == 0u);
+}
+
+TEST_CASE("PostgresStore.AFleetWideConflictGroupKeepsAFetchOnOneReplicaFromARepackOnAnother") {
+  testing::PostgresServer server;
+  auto replica = [&](const std::string& name) {
+    SchedulerOptions o;
+    o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
+    o.max_concurrency = 2;
+    o.claim_interval = Seconds(0.05);
+    o.fleet_conflict_groups = {"repo"};
+    o.warn = [](std::string_view) {};
+    auto s = *Scheduler::Create(o);
+    REQUIRE(s->RegisterType("repack", testing::Type(1, 1, "repo")).ok());
+    REQUIRE(s->RegisterType("fetch", testing::Type(2, 2, "repo")).ok());
+    REQUIRE(s->RegisterType("archive", testing::Type(1, 1)).ok());
+    return s;
+  };
+  auto gate = std::make_shared<testing::Gate>();
+  auto a = replica("a");
+  auto b = replica("b");
+  std::atomic<std::uint64_t> repack_token{0}, fetch_token{0};
+  std::atomic<bool> repacking{false}, overlapped{false};
+  REQUIRE(a->Submit("repack", "linux.git", "",
+                    [&, gate](const Context& ctx) {
+                      repack_token = ctx.FencingToken();
+                      repacking = true;
+                      gate->Wait();
+                      repacking = false;
+                      return absl::OkStatus();
+                    },
+                    {})
+              .ok());
+  REQUIRE(testing::Eventually([&] { return repacking.load(); }));
+  std::thread fetch([&] {
+    CHECK(b->RunSync(Context::Background(), "fetch", "linux.git", "carol", [&](const Context& ctx) {
+             overlapped = repacking.load();
+             fetch_token = ctx.FencingToken();
+             return absl::OkStatus();
+           }).ok());
+  });
+  // b's fetch of another repository, and a type in no fleet-wide group, run meanwhile.
+  CHECK(b->RunSync(Context::Background(), "fetch", "git.git", "", [](const Context& ctx) {
+           CHECK(ctx.FencingToken() > 0);
+           return absl::OkStatus();
+         }).ok());
+  CHECK(b->RunSync(Context::Background(), "archive", "linux.git", "", [](const Context& ctx) {
+           CHECK(ctx.FencingToken() == 0u);
+           return absl::OkStatus();
+         }).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(fetch_token.load() == 0u);  // still waiting for a's repack
+  gate->Open();
+  fetch.join();
+  CHECK_FALSE(overlapped.load());
+  CHECK(fetch_token.load() > repack_token.load());
+  // A waiting job's deadline ends its wait.
+  auto blocker = std::make_shared<testing::Gate>();
+  REQUIRE(a->Submit("repack", "mesa.git", "",
+                    [blocker](const Context&) {
+                      blocker->Wait();
+                      return absl::OkStatus();
+                    },
+                    {})
+              .ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto [ctx, cancel] = WithTimeout(Context::Background(), std::chrono::milliseconds(200));
+  CHECK(b->RunSync(ctx, "fetch", "mesa.git", "", [](const Context&) {
+           return absl::OkStatus();
+         }).code() == absl::StatusCode::kDeadlineExceeded);
+  blocker->Open();
+  // Acquire cannot hold a fleet-wide lease for its permit: refused, clearly.
+  Status refused = b->Acquire(Context::Background(), "fetch", "x", "", [](StatusOr<Permit>) {});
+  CHECK(refused.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(refused.message().find("fleet-wide") != std::string::npos);
+}
+
 TEST_CASE(
     "PostgresStore.TwoSchedulersSharingItRunEachDurableJobOnceAndAClosingOneGivesItsJobsBack") {
   testing::PostgresServer server;

@@ -24,6 +24,7 @@
 #define FAIRGATE_CONTEXT_H_
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -33,8 +34,12 @@
 
 namespace fairgate {
 
+class Context;
 namespace internal {
 class ContextState;
+// A child of `parent` whose FencingToken is `token` (the runtime's, for jobs under a fleet-wide
+// lease).
+Context WithFencingToken(const Context& parent, std::uint64_t token);
 }  // namespace internal
 
 class Context {
@@ -59,11 +64,19 @@ class Context {
   // For fairgate's runtime: the shared state, null for Background().
   const std::shared_ptr<internal::ContextState>& state() const { return state_; }
 
+  // The fencing token of the fleet-wide resource lease held by the job this context was given
+  // to (SchedulerOptions::fleet_conflict_groups), inherited by contexts made from it: greater
+  // than the token of every earlier holder of the resource, so that storage shared by replicas
+  // can refuse a write whose token is lower than one it has seen (its lease had passed). 0 when
+  // the job holds no such lease.
+  std::uint64_t FencingToken() const;
+
  private:
   friend std::pair<Context, std::function<void()>> WithCancel(const Context& parent);
   friend std::pair<Context, std::function<void()>> WithDeadline(const Context& parent,
                                                                 Clock::time_point deadline);
   explicit Context(std::shared_ptr<internal::ContextState> state) : state_(std::move(state)) {}
+  friend Context internal::WithFencingToken(const Context& parent, std::uint64_t token);
 
   std::shared_ptr<internal::ContextState> state_;
 };

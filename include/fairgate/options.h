@@ -150,6 +150,13 @@ struct SchedulerOptions {
   // - how many durable jobs a replica holds at most, claimed and not yet finished. 0:
   //   max_concurrency. >= 0.
   int max_claimed = 0;
+  // - conflict groups (JobTypeConfig::conflict_group) whose limit holds across the fleet: a job
+  //   of such a group runs only while it holds one of the conflict_limit slots of its resource
+  //   (group, id) in the shared store, a lease renewed with the others; it waits for one
+  //   (holding its local slot, not counted in its run time) and gets the lease's fencing token
+  //   in its context (Context::FencingToken). RunSync and Submit jobs (durable and periodic
+  //   ones too); Acquire of such a type is refused (FailedPrecondition). Needs a shared store.
+  std::vector<std::string> fleet_conflict_groups;
 
   // The original rule, exactly: no reconciliation, no idle catch-up, TTL eviction on.
   static SchedulerOptions Seed();

@@ -141,10 +141,18 @@ class Store {
   // same moment are skipped, not waited for.
   virtual StatusOr<std::vector<StoredJob>> ClaimJobs(const std::vector<ClaimableType>& types,
                                                      std::size_t max_jobs, double lease_seconds);
-  // Extends every lease this replica still holds to `lease_seconds` from now; how many it holds.
+  // Extends every lease this replica still holds (of jobs and of resources) to `lease_seconds`
+  // from now; how many it holds.
   virtual StatusOr<std::size_t> RenewLeases(double lease_seconds);
   // Gives a claimed job back unrun: any replica may claim it at once.
   virtual Status ReleaseJob(std::uint64_t sequence);
+  // Fleet-wide conflicts: takes, for `lease_seconds`, one of the `limit` slots of the resource
+  // (group, id) that no unexpired lease holds, and returns its fencing token (greater than every
+  // token given out before); 0 when every slot is held.
+  virtual StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id,
+                                                  int limit, double lease_seconds);
+  // Gives back the slot taken with `token` (nothing if its lease passed and another took it).
+  virtual Status ReleaseResource(std::string_view group, std::string_view id, std::uint64_t token);
   // Keys' costs summed over the fleet, in one transaction: adds each of `charged`'s
   // accumulated_cost (what this replica charged the key since it last shared it; may be
   // negative, the total stays >= 0) to the key's shared cost, moves its idle_since forward to

@@ -117,6 +117,14 @@ Status ValidateOptions(const SchedulerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_claimed must be >= 0, got ", options.max_claimed));
   }
+  if (!options.fleet_conflict_groups.empty() && (!options.store || !options.store->Shared())) {
+    return absl::InvalidArgumentError(
+        "fleet_conflict_groups needs a shared store (SchedulerOptions::store: the PostgreSQL "
+        "store)");
+  }
+  for (const std::string& group : options.fleet_conflict_groups) {
+    if (group.empty()) return absl::InvalidArgumentError("a fleet_conflict_groups entry is empty");
+  }
   return absl::OkStatus();
 }
 

@@ -110,6 +110,8 @@ bool Context::Done() const { return state_ && state_->Done(); }
 
 Status Context::Err() const { return state_ ? state_->Err() : absl::OkStatus(); }
 
+std::uint64_t Context::FencingToken() const { return state_ ? state_->fencing_token() : 0; }
+
 std::optional<Context::Clock::time_point> Context::Deadline() const {
   return state_ ? state_->deadline() : std::nullopt;
 }
@@ -139,6 +141,7 @@ std::pair<Context, CancelFunc> WithDeadline(const Context& parent,
     effective = inherited;
   }
   auto state = std::make_shared<internal::ContextState>(effective);
+  state->set_fencing_token(parent.FencingToken());
   state->LinkParent(parent.state());
   CancelFunc cancel = [state] { state->Cancel(absl::CancelledError("context cancelled")); };
   return {Context(state), std::move(cancel)};
@@ -146,10 +149,22 @@ std::pair<Context, CancelFunc> WithDeadline(const Context& parent,
 
 std::pair<Context, CancelFunc> WithCancel(const Context& parent) {
   auto state = std::make_shared<internal::ContextState>(parent.Deadline());
+  state->set_fencing_token(parent.FencingToken());
   state->LinkParent(parent.state());
   CancelFunc cancel = [state] { state->Cancel(absl::CancelledError("context cancelled")); };
   return {Context(state), std::move(cancel)};
 }
+
+namespace internal {
+
+Context WithFencingToken(const Context& parent, std::uint64_t token) {
+  auto state = std::make_shared<ContextState>(parent.Deadline());
+  state->set_fencing_token(token);
+  state->LinkParent(parent.state());
+  return Context(state);
+}
+
+}  // namespace internal
 
 std::pair<Context, CancelFunc> WithTimeout(const Context& parent,
                                            Context::Clock::duration timeout) {

@@ -34,6 +34,10 @@ class ContextState : public std::enable_shared_from_this<ContextState> {
   bool Done() const;
   Status Err() const;
   const std::optional<Clock::time_point>& deadline() const { return deadline_; }
+  // The fencing token of the fleet-wide lease the job under this context holds (0: none); set
+  // before the state is shared, inherited by children.
+  std::uint64_t fencing_token() const { return fencing_token_; }
+  void set_fencing_token(std::uint64_t token) { fencing_token_ = token; }
 
   // Runs `callback` once when the state is cancelled (at once, inline, if it already was).
   // Returns an id for RemoveCallback, or 0 if it ran inline. Deadlines do not run callbacks.
@@ -55,6 +59,7 @@ class ContextState : public std::enable_shared_from_this<ContextState> {
   mutable WaitMutex mutex_;
   WaitCondition cancelled_cv_;
   const std::optional<Clock::time_point> deadline_;
+  std::uint64_t fencing_token_ = 0;
   bool cancelled_ = false;
   Status reason_;
   std::uint64_t next_id_ = 1;

@@ -202,6 +202,12 @@ class Scheduler::Impl {
         const std::uint32_t index = *core_->TypeIndex(name);
         if (coalesce_.size() <= index) coalesce_.resize(index + 1);
         coalesce_[index] = config.coalesce;
+        const auto& fleet = options_.fleet_conflict_groups;
+        if (std::find(fleet.begin(), fleet.end(), config.conflict_group) != fleet.end()) {
+          fleet_groups_[std::string(name)] = {config.conflict_group, config.conflict_limit};
+        } else {
+          fleet_groups_.erase(std::string(name));
+        }
         if (first && keeper_) {
           const double now = Now();
           const double wall = internal::WallNow();
@@ -281,8 +287,11 @@ class Scheduler::Impl {
         }
       }
     }
+    FleetLease lease;
+    Status status = EnterFleet(type, id, ctx, lease);
     const double start = Now();
-    Status status = Invoke(fn, ctx);
+    if (status.ok()) status = Invoke(fn, lease.ctx.value_or(ctx));
+    LeaveFleet(lease);
     (void)Complete(*record, start, Now(), status);
     FinishOutstanding();
     return status;
@@ -292,6 +301,12 @@ class Scheduler::Impl {
                  std::string_view key, PermitCallback on_admitted, const JobOptions& options) {
     if (!on_admitted) return absl::InvalidArgumentError("permit callback is empty");
     if (Status s = ctx.Err(); !s.ok()) return s;
+    if (FleetGroupOf(type)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job type '", absl::string_view(type.data(), type.size()),
+                       "' is in a fleet-wide conflict group: Acquire cannot take its lease; use "
+                       "RunSync or Submit"));
+    }
     RecordPtr pending;
     StatusOr<RecordPtr> accepted = Accept({type, id, key, options.cost}, [&](const RecordPtr& r) {
       r->async = true;
@@ -750,6 +765,75 @@ class Scheduler::Impl {
     }
   }
 
+  // A type whose conflict group is fleet-wide (SchedulerOptions::fleet_conflict_groups).
+  struct FleetGroup {
+    std::string group;
+    int limit = 1;
+  };
+  // The fleet-wide lease a running job holds, if its type needs one.
+  struct FleetLease {
+    std::string group, id;
+    std::uint64_t token = 0;
+    std::optional<Context> ctx;  // the job's context, with the lease's fencing token
+  };
+
+  std::optional<FleetGroup> FleetGroupOf(std::string_view type) const {
+    if (options_.fleet_conflict_groups.empty()) return std::nullopt;
+    internal::CoreLock lock(&mutex_);
+    auto it = fleet_groups_.find(absl::string_view(type.data(), type.size()));
+    if (it == fleet_groups_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  // Takes the fleet-wide lease the job (type, id) needs, if any, waiting (with backoff, up to
+  // claim_interval between tries) while every slot of its resource is held elsewhere. OK, or
+  // what ends the job: ctx's error, or Unavailable when the store fails.
+  Status EnterFleet(std::string_view type, std::string_view id, const Context& ctx,
+                    FleetLease& lease) {
+    std::optional<FleetGroup> fleet = FleetGroupOf(type);
+    if (!fleet) return absl::OkStatus();
+    auto wait = std::chrono::milliseconds(5);
+    const auto longest = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::duration<double>(options_.claim_interval.count()));
+    for (;;) {
+      StatusOr<std::uint64_t> token = keeper_->store().AcquireResource(
+          fleet->group, id, fleet->limit, options_.lease_ttl.count());
+      if (!token.ok()) {
+        keeper_->CountError(internal::StateKeeper::Operation::kResource);
+        return absl::UnavailableError(
+            absl::StrCat("cannot take the fleet-wide lease of ", fleet->group, " '",
+                         absl::string_view(id.data(), id.size()), "': ", token.status().message()));
+      }
+      if (*token != 0) {
+        lease = {fleet->group, std::string(id), *token, internal::WithFencingToken(ctx, *token)};
+        return absl::OkStatus();
+      }
+      if (ctx.WaitFor(wait)) return ctx.Err();
+      wait = std::min(wait * 2, std::max(longest, std::chrono::milliseconds(5)));
+    }
+  }
+  // The same for a Submit job's record.
+  Status EnterFleet(const JobRecord& record, const Context& ctx, FleetLease& lease) {
+    if (options_.fleet_conflict_groups.empty()) return absl::OkStatus();
+    std::string type, id;
+    {
+      internal::CoreLock lock(&mutex_);
+      std::optional<core::JobView> job = core_->Describe(record.ticket);
+      if (!job) return absl::OkStatus();
+      type = std::string(job->type);
+      id = std::string(job->id);
+    }
+    return EnterFleet(type, id, ctx, lease);
+  }
+  // Gives back the lease the job held, if any.
+  void LeaveFleet(FleetLease& lease) {
+    if (lease.token == 0) return;
+    if (!keeper_->store().ReleaseResource(lease.group, lease.id, lease.token).ok()) {
+      keeper_->CountError(internal::StateKeeper::Operation::kResource);
+    }
+    lease = {};
+  }
+
   // Shares the keys' costs with the fleet (Store::ShareKeyCosts): adds what this replica charged
   // each key since the last share, and sets each busy key's cost to the fleet's total plus what
   // it was charged here meanwhile. A failure is counted; its charges go with the next share.
@@ -1179,8 +1263,11 @@ class Scheduler::Impl {
   // thread, with no wake-up of another worker.
   void RunBackground(RecordPtr record) {
     while (record) {
+      FleetLease lease;
+      Status status = EnterFleet(*record, background_.first, lease);
       const double start = Now();
-      Status status = Invoke(record->fn, background_.first);
+      if (status.ok()) status = Invoke(record->fn, lease.ctx.value_or(background_.first));
+      LeaveFleet(lease);
       RecordPtr next = Complete(*record, start, Now(), status, /*keep_background=*/true);
       record->fn = nullptr;  // release what the function holds before reporting
       InvokeDone(record->done, status);
@@ -1513,6 +1600,8 @@ class Scheduler::Impl {
   // With a shared store: each tracked key's cost as the fleet had it at the last share (what
   // ShareCosts subtracts to find what was charged here since). Guarded by mutex_.
   absl::flat_hash_map<std::string, double> shared_costs_;
+  // Types in fleet-wide conflict groups, by name. Guarded by mutex_.
+  absl::flat_hash_map<std::string, FleetGroup> fleet_groups_;
   std::mutex share_mutex_;  // taken before mutex_, never under it
 
   mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment

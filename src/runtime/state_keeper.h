@@ -49,7 +49,8 @@ class StateKeeper {
     kClaim,
     kRenew,
     kRelease,
-    kShare
+    kShare,
+    kResource
   };
   // What became of a durable job's attempt, or of a SubmitDurable. kClaimed: taken from a shared
   // store; kFenced: its lease was another replica's by the time this one began or ended it.
@@ -117,7 +118,7 @@ class StateKeeper {
   bool stop_flusher_ = false;
   std::thread flusher_;
 
-  std::array<std::atomic<std::uint64_t>, 11> errors_{};
+  std::array<std::atomic<std::uint64_t>, 12> errors_{};
   std::array<std::atomic<std::uint64_t>, 6> outcomes_{};
   std::atomic<std::uint64_t> flushes_{0};
 };

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace fairgate {
@@ -55,6 +56,15 @@ ALTER TABLE fairgate_durable_jobs
   ADD COLUMN IF NOT EXISTS lease_until double precision,
   ADD COLUMN IF NOT EXISTS token bigint;
 CREATE SEQUENCE IF NOT EXISTS fairgate_lease_tokens;
+CREATE TABLE IF NOT EXISTS fairgate_resource_leases (
+  grp text NOT NULL,
+  id text NOT NULL,
+  slot integer NOT NULL,
+  holder text NOT NULL,
+  lease_until double precision NOT NULL,
+  token bigint NOT NULL,
+  PRIMARY KEY (grp, id, slot)
+);
 CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_holder
   ON fairgate_durable_jobs (holder) WHERE holder IS NOT NULL;
 CREATE TABLE IF NOT EXISTS fairgate_estimates (
@@ -250,6 +260,59 @@ class PostgresStore final : public Store {
 
   bool Shared() const override { return true; }
 
+  StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id, int limit,
+                                          double lease_seconds) override {
+    std::lock_guard lock(mutex_);
+    // Two replicas may pick the same free slot; the one that loses finds it taken, and tries
+    // the next free one: at most `limit` rounds.
+    for (int round = 0; round < std::max(limit, 1); ++round) {
+      StatusOr<Result> r = RetryingExec(
+          "WITH free AS (SELECT s FROM generate_series(0, $4::int - 1) AS s "
+          "  WHERE NOT EXISTS (SELECT 1 FROM fairgate_resource_leases l WHERE l.grp = $1 "
+          "    AND l.id = $2 AND l.slot = s AND l.lease_until >= " FAIRGATE_PG_NOW
+          ") "
+          "  ORDER BY s LIMIT 1) "
+          "INSERT INTO fairgate_resource_leases "
+          "SELECT $1, $2, s, $3, " FAIRGATE_PG_NOW
+          " + $5, nextval('fairgate_lease_tokens') FROM free "
+          "ON CONFLICT (grp, id, slot) DO UPDATE SET holder = EXCLUDED.holder, "
+          "  lease_until = EXCLUDED.lease_until, token = EXCLUDED.token "
+          "  WHERE fairgate_resource_leases.lease_until < " FAIRGATE_PG_NOW " RETURNING token",
+          {{std::string(group)},
+           {std::string(id)},
+           {replica_},
+           {std::to_string(limit)},
+           {Number(lease_seconds)}},
+          "take a resource's lease");
+      if (!r.ok()) return r.status();
+      if (PQntuples(r->get()) == 1) {
+        const std::uint64_t token = std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10);
+        resource_tokens_.insert(token);
+        return token;
+      }
+      StatusOr<Result> free = Exec(
+          "SELECT count(*) FROM generate_series(0, $3::int - 1) AS s "
+          "WHERE NOT EXISTS (SELECT 1 FROM fairgate_resource_leases l WHERE l.grp = $1 "
+          "  AND l.id = $2 AND l.slot = s AND l.lease_until >= " FAIRGATE_PG_NOW ")",
+          {{std::string(group)}, {std::string(id)}, {std::to_string(limit)}},
+          "count a resource's free slots");
+      if (!free.ok()) return free.status();
+      if (std::atoi(PQgetvalue(free->get(), 0, 0)) == 0) return 0;
+    }
+    return 0;
+  }
+
+  Status ReleaseResource(std::string_view group, std::string_view id,
+                         std::uint64_t token) override {
+    std::lock_guard lock(mutex_);
+    resource_tokens_.erase(token);
+    return RetryingExec(
+               "DELETE FROM fairgate_resource_leases WHERE grp = $1 AND id = $2 AND token = $3",
+               {{std::string(group)}, {std::string(id)}, {std::to_string(token)}},
+               "release a resource's lease")
+        .status();
+  }
+
   StatusOr<std::vector<SavedKey>> ShareKeyCosts(const std::vector<SavedKey>& charged,
                                                 const std::vector<std::string>& keys) override {
     std::vector<std::string> names, costs, idle;
@@ -342,13 +405,26 @@ class PostgresStore final : public Store {
     for (const auto& [sequence, held] : tokens_) {
       if (held.renew) renewed.push_back(std::to_string(held.token));
     }
-    if (renewed.empty()) return 0;
-    StatusOr<Result> r =
-        RetryingExec("UPDATE fairgate_durable_jobs SET lease_until = " FAIRGATE_PG_NOW
-                     " + $2 WHERE holder = $1 AND token = ANY($3::bigint[])",
-                     {{replica_}, {Number(lease_seconds)}, {TextArray(renewed)}}, "renew leases");
-    if (!r.ok()) return r.status();
-    return static_cast<std::size_t>(std::strtoull(PQcmdTuples(r->get()), nullptr, 10));
+    std::vector<std::string> resources;
+    for (std::uint64_t token : resource_tokens_) resources.push_back(std::to_string(token));
+    std::size_t held = 0;
+    if (!renewed.empty()) {
+      StatusOr<Result> r = RetryingExec(
+          "UPDATE fairgate_durable_jobs SET lease_until = " FAIRGATE_PG_NOW
+          " + $2 WHERE holder = $1 AND token = ANY($3::bigint[])",
+          {{replica_}, {Number(lease_seconds)}, {TextArray(renewed)}}, "renew jobs' leases");
+      if (!r.ok()) return r.status();
+      held += static_cast<std::size_t>(std::strtoull(PQcmdTuples(r->get()), nullptr, 10));
+    }
+    if (!resources.empty()) {
+      StatusOr<Result> r = RetryingExec(
+          "UPDATE fairgate_resource_leases SET lease_until = " FAIRGATE_PG_NOW
+          " + $2 WHERE holder = $1 AND token = ANY($3::bigint[])",
+          {{replica_}, {Number(lease_seconds)}, {TextArray(resources)}}, "renew resources' leases");
+      if (!r.ok()) return r.status();
+      held += static_cast<std::size_t>(std::strtoull(PQcmdTuples(r->get()), nullptr, 10));
+    }
+    return held;
   }
 
   StatusOr<std::vector<StoredJob>> LiveJobs() override { return Jobs(false); }
@@ -547,14 +623,16 @@ class PostgresStore final : public Store {
     return {std::to_string(it->second.token)};
   }
 
-  // Why a fenced statement changed no row: the job is not stored (NotFound) or its lease is
-  // another's now (Aborted).
+  // Why a fenced statement changed no row: the job is not stored (NotFound) or its lease is or
+  // was another's since this replica claimed it (Aborted).
   Status Refusal(std::uint64_t sequence, const char* what) {
     StatusOr<Result> r =
         Exec("SELECT 1 FROM fairgate_durable_jobs WHERE sequence = $1 AND NOT dead",
              {{std::to_string(sequence)}}, "look up a durable job");
     if (!r.ok()) return r.status();
-    if (PQntuples(r->get()) == 0) {
+    // Gone although this replica still holds a claim of it: another replica claimed it after
+    // this one's lease passed, and finished it. That is a refusal too.
+    if (PQntuples(r->get()) == 0 && !tokens_.contains(sequence)) {
       return absl::NotFoundError(absl::StrCat("durable job ", sequence, " is not stored"));
     }
     return absl::AbortedError(absl::StrCat("PostgreSQL: cannot ", what, " durable job ", sequence,
@@ -603,6 +681,7 @@ class PostgresStore final : public Store {
     bool renew = true;
   };
   absl::flat_hash_map<std::uint64_t, Held> tokens_;
+  absl::flat_hash_set<std::uint64_t> resource_tokens_;  // resource leases held, to renew
   Connection connection_;
   bool lost_ = false;  // a call failed in a way only a new connection can mend
 };

@@ -22,6 +22,14 @@ StatusOr<std::size_t> Store::RenewLeases(double) { return NotShared("RenewLeases
 
 Status Store::ReleaseJob(std::uint64_t) { return NotShared("ReleaseJob"); }
 
+StatusOr<std::uint64_t> Store::AcquireResource(std::string_view, std::string_view, int, double) {
+  return NotShared("AcquireResource");
+}
+
+Status Store::ReleaseResource(std::string_view, std::string_view, std::uint64_t) {
+  return NotShared("ReleaseResource");
+}
+
 StatusOr<std::vector<SavedKey>> Store::ShareKeyCosts(const std::vector<SavedKey>&,
                                                      const std::vector<std::string>&) {
   return NotShared("ShareKeyCosts");
