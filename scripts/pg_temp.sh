@@ -7,12 +7,16 @@
 #   scripts/pg_temp.sh start-again DIR   # starts the stopped server on its data
 #
 # The server refuses to run as root; as root, it runs as the `postgres` user (which owns DIR).
+# FAIRGATE_PG_CPUS (e.g. "1") pins the server to those CPUs with taskset, so that a benchmark
+# pinned elsewhere does not compete with it.
 set -euo pipefail
 command=${1:?start or stop}
 dir=$(realpath "${2:?directory}")
 bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 as_server() {
-  if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
+  local pin=()
+  if [[ -n ${FAIRGATE_PG_CPUS:-} ]]; then pin=(taskset -c "$FAIRGATE_PG_CPUS"); fi
+  if [[ $(id -u) -eq 0 ]]; then "${pin[@]}" runuser -u postgres -- "$@"; else "${pin[@]}" "$@"; fi
 }
 case "$command" in
   start)

@@ -22,6 +22,17 @@
 // sequence order (the order SubmitDurable stored them in), before any durable job of this
 // process: their relative order is the stored one. SubmitDurable is refused until then.
 //
+// With a shared store (Store::Shared: the PostgreSQL store, several replicas) jobs are claimed by
+// lease instead (fairgate/store.h): each replica claims, in fairgate's order over the fleet,
+// what it may hold (SchedulerOptions::max_claimed), renews its leases every lease_ttl / 3, and
+// gives back what it will not run (a full queue, a shutdown). A retry is given back with its
+// backoff, for any replica. A replica that dies or stalls loses its jobs to the others about
+// lease_ttl + claim_interval after its last renewal; if it comes back, whatever it then records
+// of those jobs is refused (fairgate_durable_jobs_total{outcome="fenced"}), and a handler that
+// writes elsewhere should check DurableJob::lease_token (or Context::FencingToken, for a
+// fleet-wide conflict group) so that the stale writer loses. Delivery stays at least once: the
+// handler of a job whose holder stalled may run twice, once on each replica.
+//
 // Thread safety: plain value types; a handler is called on a worker fiber of the scheduler, like
 // a Submit job, and may run for several jobs at once.
 #ifndef FAIRGATE_DURABLE_H_

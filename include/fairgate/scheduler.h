@@ -173,7 +173,10 @@ class Scheduler {
   // Queues every stored job that is neither done nor dead, in stored order; those waiting out a
   // retry's backoff are queued when it ends; those of types without a handler stay stored, unrun.
   // Call it once, after registering the types and handlers: FailedPrecondition the second time.
-  // The store's status if it cannot be read (then it may be called again).
+  // The store's status if it cannot be read (then it may be called again). With a shared store
+  // (several replicas) nothing is loaded: from now on this replica claims the jobs of its
+  // handlers' types by lease (SchedulerOptions::lease_ttl, claim_interval, max_claimed), the
+  // first claim at once (RecoveryReport::queued).
   StatusOr<RecoveryReport> Recover();
   // Stores the durable job (type, id) of `fairness_key` with `payload` and queues it; returns its
   // sequence number once it is stored. Refused, with nothing stored: FailedPrecondition before
@@ -181,7 +184,9 @@ class Scheduler {
   // after Shutdown or Drain began; ResourceExhausted when a pending bound is reached; the store's
   // status when it cannot store it (a full disk: ResourceExhausted; a read-only file:
   // FailedPrecondition). A job stored while the scheduler begins to shut down is kept, and runs
-  // after the next Recover.
+  // after the next Recover. With a shared store the job is not queued here: whichever replica
+  // claims it first runs it (this one is woken to claim at once), and a full queue does not
+  // refuse it.
   StatusOr<std::uint64_t> SubmitDurable(std::string_view type, std::string_view id,
                                         std::string_view fairness_key, std::string_view payload);
   // The durable jobs that ran out of attempts, in stored order, with their last errors.

@@ -1,0 +1,161 @@
+// Benchmarks of the PostgreSQL store that replicas share (fairgate/postgres_store.h), on a
+// throwaway server started by scripts/pg_temp.sh in a temporary directory (Unix socket; fsync
+// off, as in the tests: the figures are the protocol's and the server's CPU, not a disk's). Set
+// FAIRGATE_PG_CPUS to pin the server (and run this program under taskset elsewhere).
+//
+// BM_AddJob                      one durable job stored from one thread: what SubmitDurable on
+//                                PostgreSQL costs the caller (its latency is 1 / the rate).
+// BM_ClaimCycle/backlog:B/threads:N  N replicas (a store each: one connection, its own
+//                                thread) each storing a job, claiming one, marking its attempt
+//                                and removing it, again and again, over a backlog of B jobs that
+//                                claims take the oldest of. items/s: jobs through the whole
+//                                cycle, all replicas together.
+// Counter: server_cpu_us_per_job, the CPU time of the server's processes per job (from /proc,
+// autovacuum's included).
+#include <dirent.h>
+#include <libpq-fe.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "fairgate/postgres_store.h"
+
+namespace fairgate {
+namespace {
+
+std::string dir;       // the server's directory
+std::string conninfo;  // how to reach it
+
+std::string Script(const std::string& command) {
+  const std::string line =
+      std::string(FAIRGATE_SOURCE_DIR) + "/scripts/pg_temp.sh " + command + " '" + dir + "'";
+  std::FILE* pipe = popen(line.c_str(), "r");
+  if (pipe == nullptr) std::abort();
+  std::string out;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
+  pclose(pipe);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+std::string Sql(const std::string& sql) {
+  PGconn* c = PQconnectdb(conninfo.c_str());
+  PGresult* r = PQexec(c, sql.c_str());
+  std::string value = PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
+  PQclear(r);
+  PQfinish(c);
+  return value;
+}
+
+// CPU time (user + system) of every process named postgres, in microseconds.
+double ServerCpuMicros() {
+  double ticks = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const auto open = line.find('('), close = line.rfind(')');
+    if (open == std::string::npos || line.substr(open + 1, close - open - 1) != "postgres")
+      continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string field;
+    double utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && rest >> field; ++i) {
+      if (i == 14) utime = std::stod(field);
+      if (i == 15) stime = std::stod(field);
+    }
+    ticks += utime + stime;
+  }
+  return ticks * 1e6 / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+StoredJob Job(int i) {
+  StoredJob job;
+  job.type = "fetch";
+  job.id = "repo" + std::to_string(i % 1000);
+  job.fairness_key = "client" + std::to_string(i % 100);
+  job.payload = "payload";
+  return job;
+}
+
+void BM_AddJob(benchmark::State& state) {
+  auto store = *OpenPostgresStore(conninfo, {"bench"});
+  Sql("DELETE FROM fairgate_durable_jobs");
+  int i = 0;
+  for (auto _ : state) {
+    if (!store->AddJob(Job(i++)).ok()) std::abort();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_AddJob)->UseRealTime();
+
+void BM_ClaimCycle(benchmark::State& state) {
+  const int backlog = static_cast<int>(state.range(0));
+  static double cpu_before = 0;
+  if (state.thread_index() == 0) {
+    Sql("DELETE FROM fairgate_durable_jobs");
+    auto filler = *OpenPostgresStore(conninfo, {"filler"});
+    for (int i = 0; i < backlog; ++i) {
+      if (!filler->AddJob(Job(i)).ok()) std::abort();
+    }
+    Sql("ANALYZE fairgate_durable_jobs");
+    cpu_before = ServerCpuMicros();
+  }
+  auto store = *OpenPostgresStore(conninfo, {"replica" + std::to_string(state.thread_index())});
+  const std::vector<ClaimableType> types = {{"fetch", 1}};
+  int i = 0;
+  for (auto _ : state) {
+    if (!store->AddJob(Job(i++)).ok()) std::abort();
+    StatusOr<std::vector<StoredJob>> claimed = store->ClaimJobs(types, 1, 30);
+    if (!claimed.ok()) std::abort();
+    for (const StoredJob& job : *claimed) {
+      if (!store->BeginAttempt(job.sequence).ok() || !store->RemoveJob(job.sequence).ok()) {
+        std::abort();
+      }
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  if (state.thread_index() == 0) {
+    // Counters are summed over threads: thread 0 alone reports, per job of every thread.
+    const double jobs = static_cast<double>(state.iterations()) * state.threads();
+    state.counters["server_cpu_us_per_job"] =
+        benchmark::Counter((ServerCpuMicros() - cpu_before) / jobs);
+  }
+}
+BENCHMARK(BM_ClaimCycle)
+    ->ArgName("backlog")
+    ->Arg(0)
+    ->Arg(10000)
+    ->Threads(1)
+    ->Threads(4)
+    ->Threads(8)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace fairgate
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  std::string t = (std::filesystem::temp_directory_path() / "fairgate-pg-bench-XXXXXX").string();
+  if (mkdtemp(t.data()) == nullptr) return 1;
+  fairgate::dir = t;
+  chmod(t.c_str(), 0755);
+  fairgate::conninfo = fairgate::Script("start");
+  if (fairgate::conninfo.empty()) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  fairgate::Script("stop");
+  std::filesystem::remove_all(t);
+  return 0;
+}
