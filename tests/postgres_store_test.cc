@@ -144,6 +144,12 @@ TEST_CASE("PostgresStore.ReplicasClaimByTierThenKeyCostThenArrivalAndNeverTheSam
   REQUIRE(a->ReleaseJob(first[1].sequence).ok());
   CHECK(Ids(*b->ClaimJobs(types, 1, 10)) == std::vector<std::string>{"c-light"});
   CHECK(Ids(*b->ClaimJobs(types, 1, 10)) == std::vector<std::string>{"c-heavy"});
+  // One key's backlog: a claim of three takes its three oldest.
+  std::vector<std::uint64_t> backlog;
+  for (int i = 0; i < 5; ++i) backlog.push_back(*a->AddJob(Job("archive", "x", "solo")));
+  std::vector<StoredJob> three = *a->ClaimJobs({{"archive", 1}}, 3, 10);
+  REQUIRE(three.size() == 3);
+  for (int i = 0; i < 3; ++i) CHECK(three[i].sequence == backlog[i]);
   // A store that is not shared hands out no leases.
   testing::TempDir dir;
   auto sqlite = *OpenSqliteStore(dir.path() + "/state.db");

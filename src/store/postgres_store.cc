@@ -67,8 +67,8 @@ CREATE TABLE IF NOT EXISTS fairgate_resource_leases (
 );
 CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_holder
   ON fairgate_durable_jobs (holder) WHERE holder IS NOT NULL;
-CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_live
-  ON fairgate_durable_jobs (type, sequence) WHERE NOT dead;
+CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_queue
+  ON fairgate_durable_jobs (type, fairness_key, sequence) WHERE NOT dead;
 CREATE TABLE IF NOT EXISTS fairgate_estimates (
   type text NOT NULL,
   id text NOT NULL,
@@ -99,16 +99,42 @@ UPDATE fairgate_schema SET version = 2 WHERE version < 2;
 // this replica never claimed.
 #define FAIRGATE_PG_FENCED(n) " AND token IS NOT DISTINCT FROM $" #n "::bigint"
 
+// A claim reads O(keys x log jobs), not every job: the keys with live jobs of each wanted type
+// are walked in the (type, fairness_key, sequence) index one step per key (a loose index scan),
+// each key offers its first $3 claimable jobs, jobs whose lease lapsed are added from the holder
+// index, and only those candidates are ordered and locked. The order is the same as over all
+// jobs: a key's later jobs never come before its earlier ones, so none of its first $3 can be
+// passed over by one that was not offered.
 constexpr const char* kClaim =
-    "WITH wanted AS (SELECT * FROM unnest($1::text[], $2::int[]) AS w(type, tier)), "
-    "picked AS (SELECT j.sequence FROM fairgate_durable_jobs j "
-    "  JOIN wanted w ON w.type = j.type "
-    "  LEFT JOIN fairgate_keys k ON k.key = j.fairness_key "
-    "  WHERE NOT j.dead AND j.not_before <= $6 "
-    "    AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW
+    "WITH RECURSIVE wanted AS (SELECT * FROM unnest($1::text[], $2::int[]) AS w(type, tier)), "
+    "keys AS ("
+    "  SELECT w.type, w.tier, (SELECT min(j.fairness_key) FROM fairgate_durable_jobs j "
+    "    WHERE j.type = w.type AND NOT j.dead) AS key FROM wanted w "
+    "  UNION ALL "
+    "  SELECT k.type, k.tier, (SELECT min(j.fairness_key) FROM fairgate_durable_jobs j "
+    "    WHERE j.type = k.type AND NOT j.dead AND j.fairness_key > k.key) "
+    "  FROM keys k WHERE k.key IS NOT NULL), "
+    "offered AS ("
+    "  SELECT c.sequence, k.tier, false AS lapsed FROM keys k CROSS JOIN LATERAL ("
+    "    SELECT j.sequence FROM fairgate_durable_jobs j "
+    "    WHERE j.type = k.type AND j.fairness_key = k.key AND NOT j.dead "
+    "      AND j.not_before <= $6 AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW
     ") "
-    "  ORDER BY j.lease_until IS NULL, w.tier DESC, coalesce(k.accumulated_cost, 0), "
-    "    j.sequence "
+    "    ORDER BY j.sequence LIMIT $3) c "
+    "  WHERE k.key IS NOT NULL "
+    "  UNION ALL "
+    "  SELECT j.sequence, w.tier, true FROM fairgate_durable_jobs j JOIN wanted w ON w.type = "
+    "j.type "
+    "  WHERE j.holder IS NOT NULL AND j.lease_until < " FAIRGATE_PG_NOW
+    "    AND NOT j.dead AND j.not_before <= $6), "
+    "candidates AS (SELECT sequence, bool_or(lapsed) AS lapsed, max(tier) AS tier "
+    "  FROM offered GROUP BY sequence), "
+    "picked AS (SELECT j.sequence FROM candidates c "
+    "  JOIN fairgate_durable_jobs j ON j.sequence = c.sequence "
+    "  LEFT JOIN fairgate_keys k ON k.key = j.fairness_key "
+    "  WHERE NOT j.dead AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW
+    ") "
+    "  ORDER BY c.lapsed DESC, c.tier DESC, coalesce(k.accumulated_cost, 0), j.sequence "
     "  LIMIT $3 FOR UPDATE OF j SKIP LOCKED) "
     "UPDATE fairgate_durable_jobs j SET holder = $4, "
     "  lease_until = " FAIRGATE_PG_NOW
