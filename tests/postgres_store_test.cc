@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -109,6 +110,32 @@ std::vector<std::string> Ids(const std::vector<StoredJob>& jobs) {
   std::vector<std::string> ids;
   for (const StoredJob& job : jobs) ids.push_back(job.id);
   return ids;
+}
+
+TEST_CASE("PostgresStore.CallsFromManyThreadsShareAPoolOfConnections") {
+  testing::PostgresServer server;
+  CHECK(OpenPostgresStore(server.conninfo(), {.connections = 0}).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  auto store = *OpenPostgresStore(server.conninfo(), {.replica = "a", .connections = 2});
+  std::vector<std::thread> threads;
+  std::mutex mutex;
+  std::set<std::uint64_t> sequences;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        StatusOr<std::uint64_t> sequence = store->AddJob(Job("fetch", std::to_string(t), "k"));
+        REQUIRE(sequence.ok());
+        std::lock_guard lock(mutex);
+        sequences.insert(*sequence);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  CHECK(sequences.size() == 200);
+  CHECK(store->LiveJobs()->size() == 200);
+  // Two connections of the store's, and the one counting them.
+  CHECK(server.Sql("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'") ==
+        "3");
 }
 
 TEST_CASE("PostgresStore.ReplicasClaimByTierThenKeyCostThenArrivalAndNeverTheSameJob") {

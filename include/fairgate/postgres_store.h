@@ -2,13 +2,13 @@
 // processes (replicas) that share what they learned and their durable jobs.
 //
 // The schema (tables prefixed `fairgate_`) is created on first use and checked on every open:
-// a database whose schema is newer than this fairgate's is refused with FailedPrecondition. One
-// connection, its calls serialised by a mutex; a call that finds the connection broken (the
-// server restarted, the connection was terminated) reconnects once and tries again, so a store
-// outlives a database restart; while the server is unreachable calls fail with Unavailable and
-// the scheduler goes on in memory. Errors are statuses naming the operation: Unavailable for a
-// connection that cannot be made, ResourceExhausted for a full disk, FailedPrecondition for a
-// read-only database or a missing privilege, Internal for anything else.
+// a database whose schema is newer than this fairgate's is refused with FailedPrecondition. A pool
+// of connections (PostgresStoreOptions::connections), one per call in progress; a call that finds
+// its connection broken (the server restarted, the connection was terminated) reconnects once
+// and tries again, so a store outlives a database restart; while the server is unreachable calls
+// fail with Unavailable and the scheduler goes on in memory. Errors are statuses naming the
+// operation: Unavailable for a connection that cannot be made, ResourceExhausted for a full disk,
+// FailedPrecondition for a read-only database or a missing privilege, Internal for anything else.
 //
 // The store is shared (Store::Shared): each store object is one replica, named by
 // PostgresStoreOptions::replica, and durable jobs are claimed by lease (fairgate/store.h). A claim
@@ -22,9 +22,8 @@
 // conflict groups hold one lease row per slot of a resource (AcquireResource), with fencing
 // tokens from the same sequence as the jobs'.
 //
-// Not here yet (issue 16): a pool of connections (one connection serves every call of a
-// replica, one at a time), fleet-wide caps, and a claim that stays cheap with a large backlog (a
-// claim sorts every claimable job: about 10 ms at 10,000, bench/README.md).
+// Not here yet (issue 16): fleet-wide caps, leases for Acquire permits, and claims as cheap as
+// PostgreSQL's plain SKIP LOCKED (bench/README.md has the figures).
 //
 // Thread safety: every method may be called from any thread at once.
 #ifndef FAIRGATE_POSTGRES_STORE_H_
@@ -42,6 +41,9 @@ struct PostgresStoreOptions {
   // This replica's name in the leases it holds: unique among the replicas sharing the database
   // while they run. Empty: "<host name>/<process id>/<random hex>".
   std::string replica;
+  // Connections to the server at most, each serving one call at a time: calls beyond it wait
+  // for one to be free. Made when first needed. >= 1.
+  int connections = 4;
 };
 
 // Connects with the libpq connection string `conninfo` ("host=/run/pg dbname=mirror", or a

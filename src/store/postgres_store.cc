@@ -1,6 +1,7 @@
-// The PostgreSQL store (fairgate/postgres_store.h), on libpq: one connection, text parameters
-// and results (payloads as bytea, sent in binary), each method one transaction under the store's
-// mutex, retried once on a fresh connection when the connection turned out to be broken.
+// The PostgreSQL store (fairgate/postgres_store.h), on libpq: a pool of connections, each call
+// one transaction on a connection of its own for the call, retried once on a fresh connection
+// when that one turned out to be broken; text parameters and results (payloads as bytea, sent
+// in binary), statements with parameters prepared once per connection.
 //
 // Leases are three columns of a job's row: its holder (a replica's name), until when (the
 // server's clock, Unix seconds) and its fencing token. A replica remembers the token of every job
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -155,6 +157,13 @@ struct FinishConnection {
 };
 using Connection = std::unique_ptr<PGconn, FinishConnection>;
 
+// One connection of a store's pool and what belongs to it. Connected on first use.
+struct Link {
+  Connection pg;
+  bool lost = false;  // a call failed in a way only a new connection can mend
+  absl::flat_hash_map<std::string, std::string> prepared;  // SQL -> its statement's name
+};
+
 std::string Number(double value) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.17g", value);
@@ -197,23 +206,30 @@ class PostgresStore final : public Store {
                                                const PostgresStoreOptions& options) {
     if (conninfo.empty())
       return absl::InvalidArgumentError("PostgreSQL connection string is empty");
+    if (options.connections < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("PostgreSQL store: connections must be >= 1, got ", options.connections));
+    }
     auto store = std::unique_ptr<PostgresStore>(new PostgresStore(
-        conninfo, options.replica.empty() ? DefaultReplicaName() : options.replica));
-    std::lock_guard lock(store->mutex_);
-    if (Status s = store->Connect(); !s.ok()) return s;
-    Status schema = store->Retrying([&]() -> Status {
-      if (Status s = store->Exec("BEGIN", {}, "begin creating the schema").status(); !s.ok()) {
+        conninfo, options.replica.empty() ? DefaultReplicaName() : options.replica,
+        static_cast<std::size_t>(options.connections)));
+    Session session = store->Take();
+    Link& link = *session;
+    if (Status s = store->Connect(link); !s.ok()) return s;
+    Status schema = store->Retrying(link, [&]() -> Status {
+      if (Status s = store->Exec(link, "BEGIN", {}, "begin creating the schema").status();
+          !s.ok()) {
         return s;
       }
-      if (Status s = store->Exec(kSchema, {}, "create the schema").status(); !s.ok()) {
-        (void)store->Exec("ROLLBACK", {}, "roll back");
+      if (Status s = store->Exec(link, kSchema, {}, "create the schema").status(); !s.ok()) {
+        (void)store->Exec(link, "ROLLBACK", {}, "roll back");
         return s;
       }
-      return store->Exec("COMMIT", {}, "commit the schema").status();
+      return store->Exec(link, "COMMIT", {}, "commit the schema").status();
     });
     if (!schema.ok()) return schema;
-    StatusOr<Result> version =
-        store->Exec("SELECT max(version) FROM fairgate_schema", {}, "read the schema version");
+    StatusOr<Result> version = store->Exec(link, "SELECT max(version) FROM fairgate_schema", {},
+                                           "read the schema version");
     if (!version.ok()) return version.status();
     const int found = std::atoi(PQgetvalue(version->get(), 0, 0));
     if (found > kSchemaVersion) {
@@ -225,8 +241,10 @@ class PostgresStore final : public Store {
   }
 
   StatusOr<std::uint64_t> AddJob(const StoredJob& job) override {
-    std::lock_guard lock(mutex_);
+    Session session = Take();
+    Link& link = *session;
     StatusOr<Result> r = RetryingExec(
+        link,
         "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at) "
         "VALUES ($1, $2, $3, $4, $5) RETURNING sequence",
         {{job.type}, {job.id}, {job.fairness_key}, {job.payload, true}, {Number(job.submitted_at)}},
@@ -236,8 +254,9 @@ class PostgresStore final : public Store {
   }
 
   StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) override {
-    std::lock_guard lock(mutex_);
-    StatusOr<Result> r = RetryingExec(
+    Session session = Take();
+    Link& link = *session;
+    StatusOr<Result> r = RetryingExec(link, 
         "UPDATE fairgate_durable_jobs SET attempts = attempts + 1 "
         "WHERE sequence = $1 AND NOT dead" FAIRGATE_PG_FENCED(2) " AND (token IS NULL OR "
         "lease_until > " FAIRGATE_PG_NOW ") RETURNING attempts",
@@ -246,23 +265,28 @@ class PostgresStore final : public Store {
     if (PQntuples(r->get()) == 0) {
       // Not begun after its lease passed (even if nobody claimed it yet): no longer renewed, so
       // that another replica may claim it.
-      if (auto it = tokens_.find(sequence); it != tokens_.end()) it->second.renew = false;
-      return Refusal(sequence, "mark an attempt of");
+      {
+        std::lock_guard state(state_mutex_);
+        if (auto it = tokens_.find(sequence); it != tokens_.end()) it->second.renew = false;
+      }
+      return Refusal(link, sequence, "mark an attempt of");
     }
     return static_cast<std::uint32_t>(std::strtoul(PQgetvalue(r->get(), 0, 0), nullptr, 10));
   }
 
   Status RemoveJob(std::uint64_t sequence) override {
-    std::lock_guard lock(mutex_);
-    return Finish(sequence,
+    Session session = Take();
+    Link& link = *session;
+    return Finish(link, sequence,
                   "DELETE FROM fairgate_durable_jobs WHERE sequence = $1" FAIRGATE_PG_FENCED(
                       2) " RETURNING 1",
                   {}, "remove", /*missing_is_ok=*/true);
   }
 
   Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) override {
-    std::lock_guard lock(mutex_);
-    return Finish(sequence,
+    Session session = Take();
+    Link& link = *session;
+    return Finish(link, sequence,
                   "UPDATE fairgate_durable_jobs SET not_before = $3, last_error = $4, "
                   "holder = NULL, lease_until = NULL, token = NULL "
                   "WHERE sequence = $1" FAIRGATE_PG_FENCED(2) " RETURNING 1",
@@ -270,8 +294,9 @@ class PostgresStore final : public Store {
   }
 
   Status KillJob(std::uint64_t sequence, std::string_view error) override {
-    std::lock_guard lock(mutex_);
-    return Finish(sequence,
+    Session session = Take();
+    Link& link = *session;
+    return Finish(link, sequence,
                   "UPDATE fairgate_durable_jobs SET dead = true, last_error = $3, "
                   "holder = NULL, lease_until = NULL, token = NULL "
                   "WHERE sequence = $1" FAIRGATE_PG_FENCED(2) " RETURNING 1",
@@ -279,8 +304,9 @@ class PostgresStore final : public Store {
   }
 
   Status ReleaseJob(std::uint64_t sequence) override {
-    std::lock_guard lock(mutex_);
-    return Finish(sequence,
+    Session session = Take();
+    Link& link = *session;
+    return Finish(link, sequence,
                   "UPDATE fairgate_durable_jobs SET holder = NULL, lease_until = NULL, "
                   "token = NULL WHERE sequence = $1" FAIRGATE_PG_FENCED(2) " RETURNING 1",
                   {}, "release", false);
@@ -290,11 +316,13 @@ class PostgresStore final : public Store {
 
   StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id, int limit,
                                           double lease_seconds) override {
-    std::lock_guard lock(mutex_);
+    Session session = Take();
+    Link& link = *session;
     // Two replicas may pick the same free slot; the one that loses finds it taken, and tries
     // the next free one: at most `limit` rounds.
     for (int round = 0; round < std::max(limit, 1); ++round) {
       StatusOr<Result> r = RetryingExec(
+          link,
           "WITH free AS (SELECT s FROM generate_series(0, $4::int - 1) AS s "
           "  WHERE NOT EXISTS (SELECT 1 FROM fairgate_resource_leases l WHERE l.grp = $1 "
           "    AND l.id = $2 AND l.slot = s AND l.lease_until >= " FAIRGATE_PG_NOW
@@ -315,15 +343,17 @@ class PostgresStore final : public Store {
       if (!r.ok()) return r.status();
       if (PQntuples(r->get()) == 1) {
         const std::uint64_t token = std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10);
+        std::lock_guard state(state_mutex_);
         resource_tokens_.insert(token);
         return token;
       }
-      StatusOr<Result> free = Exec(
-          "SELECT count(*) FROM generate_series(0, $3::int - 1) AS s "
-          "WHERE NOT EXISTS (SELECT 1 FROM fairgate_resource_leases l WHERE l.grp = $1 "
-          "  AND l.id = $2 AND l.slot = s AND l.lease_until >= " FAIRGATE_PG_NOW ")",
-          {{std::string(group)}, {std::string(id)}, {std::to_string(limit)}},
-          "count a resource's free slots");
+      StatusOr<Result> free =
+          Exec(link,
+               "SELECT count(*) FROM generate_series(0, $3::int - 1) AS s "
+               "WHERE NOT EXISTS (SELECT 1 FROM fairgate_resource_leases l WHERE l.grp = $1 "
+               "  AND l.id = $2 AND l.slot = s AND l.lease_until >= " FAIRGATE_PG_NOW ")",
+               {{std::string(group)}, {std::string(id)}, {std::to_string(limit)}},
+               "count a resource's free slots");
       if (!free.ok()) return free.status();
       if (std::atoi(PQgetvalue(free->get(), 0, 0)) == 0) return 0;
     }
@@ -332,9 +362,14 @@ class PostgresStore final : public Store {
 
   Status ReleaseResource(std::string_view group, std::string_view id,
                          std::uint64_t token) override {
-    std::lock_guard lock(mutex_);
-    resource_tokens_.erase(token);
+    Session session = Take();
+    Link& link = *session;
+    {
+      std::lock_guard state(state_mutex_);
+      resource_tokens_.erase(token);
+    }
     return RetryingExec(
+               link,
                "DELETE FROM fairgate_resource_leases WHERE grp = $1 AND id = $2 AND token = $3",
                {{std::string(group)}, {std::string(id)}, {std::to_string(token)}},
                "release a resource's lease")
@@ -349,37 +384,39 @@ class PostgresStore final : public Store {
       costs.push_back(Number(k.accumulated_cost));
       idle.push_back(Number(k.idle_since));
     }
-    std::lock_guard lock(mutex_);
+    Session session = Take();
+    Link& link = *session;
     std::vector<SavedKey> totals;
-    Status status = Retrying([&]() -> Status {
+    Status status = Retrying(link, [&]() -> Status {
       totals.clear();
-      if (Status s = Exec("BEGIN", {}, "begin sharing keys' costs").status(); !s.ok()) return s;
+      if (Status s = Exec(link, "BEGIN", {}, "begin sharing keys' costs").status(); !s.ok())
+        return s;
       Status s = [&]() -> Status {
         // In key order, so that replicas sharing at once lock the rows in one order.
         if (!names.empty()) {
           Status added =
-              Exec(
-                  "INSERT INTO fairgate_keys (key, accumulated_cost, idle_since) "
-                  "SELECT key, cost, idle FROM unnest($1::text[], $2::double precision[], "
-                  "$3::double precision[]) AS c(key, cost, idle) ORDER BY key "
-                  "ON CONFLICT (key) DO UPDATE SET accumulated_cost = greatest(0, "
-                  "fairgate_keys.accumulated_cost + EXCLUDED.accumulated_cost), "
-                  "idle_since = greatest(fairgate_keys.idle_since, EXCLUDED.idle_since)",
-                  {{TextArray(names)}, {TextArray(costs)}, {TextArray(idle)}}, "add keys' costs")
+              Exec(link,
+                   "INSERT INTO fairgate_keys (key, accumulated_cost, idle_since) "
+                   "SELECT key, cost, idle FROM unnest($1::text[], $2::double precision[], "
+                   "$3::double precision[]) AS c(key, cost, idle) ORDER BY key "
+                   "ON CONFLICT (key) DO UPDATE SET accumulated_cost = greatest(0, "
+                   "fairgate_keys.accumulated_cost + EXCLUDED.accumulated_cost), "
+                   "idle_since = greatest(fairgate_keys.idle_since, EXCLUDED.idle_since)",
+                   {{TextArray(names)}, {TextArray(costs)}, {TextArray(idle)}}, "add keys' costs")
                   .status();
           if (!added.ok()) return added;
           // A key the store did not have yet (or had forgotten) starts at what was added.
-          added = Exec(
-                      "UPDATE fairgate_keys SET accumulated_cost = 0 "
-                      "WHERE accumulated_cost < 0 AND key = ANY($1::text[])",
-                      {{TextArray(names)}}, "add keys' costs")
+          added = Exec(link,
+                       "UPDATE fairgate_keys SET accumulated_cost = 0 "
+                       "WHERE accumulated_cost < 0 AND key = ANY($1::text[])",
+                       {{TextArray(names)}}, "add keys' costs")
                       .status();
           if (!added.ok()) return added;
         }
-        StatusOr<Result> r = Exec(
-            "SELECT key, accumulated_cost, idle_since FROM fairgate_keys "
-            "WHERE key = ANY($1::text[])",
-            {{TextArray(keys)}}, "read keys' costs");
+        StatusOr<Result> r = Exec(link,
+                                  "SELECT key, accumulated_cost, idle_since FROM fairgate_keys "
+                                  "WHERE key = ANY($1::text[])",
+                                  {{TextArray(keys)}}, "read keys' costs");
         if (!r.ok()) return r.status();
         for (int i = 0; i < PQntuples(r->get()); ++i) {
           totals.push_back({Text(*r, i, 0), Double(*r, i, 1), Double(*r, i, 2)});
@@ -387,10 +424,10 @@ class PostgresStore final : public Store {
         return absl::OkStatus();
       }();
       if (!s.ok()) {
-        (void)Exec("ROLLBACK", {}, "roll back sharing keys' costs");
+        (void)Exec(link, "ROLLBACK", {}, "roll back sharing keys' costs");
         return s;
       }
-      return Exec("COMMIT", {}, "commit keys' costs").status();
+      return Exec(link, "COMMIT", {}, "commit keys' costs").status();
     });
     if (!status.ok()) return status;
     return totals;
@@ -405,8 +442,9 @@ class PostgresStore final : public Store {
       names.push_back(t.type);
       tiers.push_back(std::to_string(t.priority));
     }
-    std::lock_guard lock(mutex_);
-    StatusOr<Result> r = RetryingExec(kClaim,
+    Session session = Take();
+    Link& link = *session;
+    StatusOr<Result> r = RetryingExec(link, kClaim,
                                       {{TextArray(names)},
                                        {TextArray(tiers)},
                                        {std::to_string(max_jobs)},
@@ -419,6 +457,7 @@ class PostgresStore final : public Store {
       StatusOr<StoredJob> job = JobAt(*r, i);
       if (!job.ok()) return job.status();
       job->lease_token = std::strtoull(PQgetvalue(r->get(), i, 9), nullptr, 10);
+      std::lock_guard state(state_mutex_);
       tokens_[job->sequence] = {job->lease_token, true};
       jobs.push_back(*std::move(job));
     }
@@ -428,16 +467,20 @@ class PostgresStore final : public Store {
   }
 
   StatusOr<std::size_t> RenewLeases(double lease_seconds) override {
-    std::lock_guard lock(mutex_);
+    Session session = Take();
+    Link& link = *session;
     std::vector<std::string> renewed;
+    std::unique_lock state(state_mutex_);
     for (const auto& [sequence, held] : tokens_) {
       if (held.renew) renewed.push_back(std::to_string(held.token));
     }
     std::vector<std::string> resources;
     for (std::uint64_t token : resource_tokens_) resources.push_back(std::to_string(token));
+    state.unlock();
     std::size_t held = 0;
     if (!renewed.empty()) {
       StatusOr<Result> r = RetryingExec(
+          link,
           "UPDATE fairgate_durable_jobs SET lease_until = " FAIRGATE_PG_NOW
           " + $2 WHERE holder = $1 AND token = ANY($3::bigint[])",
           {{replica_}, {Number(lease_seconds)}, {TextArray(renewed)}}, "renew jobs' leases");
@@ -446,6 +489,7 @@ class PostgresStore final : public Store {
     }
     if (!resources.empty()) {
       StatusOr<Result> r = RetryingExec(
+          link,
           "UPDATE fairgate_resource_leases SET lease_until = " FAIRGATE_PG_NOW
           " + $2 WHERE holder = $1 AND token = ANY($3::bigint[])",
           {{replica_}, {Number(lease_seconds)}, {TextArray(resources)}}, "renew resources' leases");
@@ -460,75 +504,78 @@ class PostgresStore final : public Store {
 
   Status SaveLearned(const LearnedState& changed, double forget_estimates_before,
                      double forget_keys_before) override {
-    std::lock_guard lock(mutex_);
-    return Retrying([&]() -> Status {
-      if (Status s = Exec("BEGIN", {}, "begin a flush").status(); !s.ok()) return s;
+    Session session = Take();
+    Link& link = *session;
+    return Retrying(link, [&]() -> Status {
+      if (Status s = Exec(link, "BEGIN", {}, "begin a flush").status(); !s.ok()) return s;
       Status status = [&]() -> Status {
         for (const SavedEstimate& e : changed.estimates) {
-          Status s = Exec(
-                         "INSERT INTO fairgate_estimates VALUES ($1, $2, $3, $4) "
-                         "ON CONFLICT (type, id) DO UPDATE SET seconds = EXCLUDED.seconds, "
-                         "last_used = EXCLUDED.last_used",
-                         {{e.type}, {e.id}, {Number(e.seconds)}, {Number(e.last_used)}},
-                         "save an estimate")
+          Status s = Exec(link,
+                          "INSERT INTO fairgate_estimates VALUES ($1, $2, $3, $4) "
+                          "ON CONFLICT (type, id) DO UPDATE SET seconds = EXCLUDED.seconds, "
+                          "last_used = EXCLUDED.last_used",
+                          {{e.type}, {e.id}, {Number(e.seconds)}, {Number(e.last_used)}},
+                          "save an estimate")
                          .status();
           if (!s.ok()) return s;
         }
         for (const SavedKey& k : changed.keys) {
-          Status s = Exec(
-                         "INSERT INTO fairgate_keys VALUES ($1, $2, $3) "
-                         "ON CONFLICT (key) DO UPDATE SET accumulated_cost = "
-                         "EXCLUDED.accumulated_cost, idle_since = EXCLUDED.idle_since",
-                         {{k.key}, {Number(k.accumulated_cost)}, {Number(k.idle_since)}},
-                         "save a key's cost")
+          Status s = Exec(link,
+                          "INSERT INTO fairgate_keys VALUES ($1, $2, $3) "
+                          "ON CONFLICT (key) DO UPDATE SET accumulated_cost = "
+                          "EXCLUDED.accumulated_cost, idle_since = EXCLUDED.idle_since",
+                          {{k.key}, {Number(k.accumulated_cost)}, {Number(k.idle_since)}},
+                          "save a key's cost")
                          .status();
           if (!s.ok()) return s;
         }
         for (const SavedSchedule& p : changed.schedules) {
-          Status s = Exec(
-                         "INSERT INTO fairgate_schedules VALUES ($1, $2, $3) "
-                         "ON CONFLICT (type, id) DO UPDATE SET last_run_end = "
-                         "EXCLUDED.last_run_end",
-                         {{p.type}, {p.id}, {Number(p.last_run_end)}}, "save a periodic schedule")
+          Status s = Exec(link,
+                          "INSERT INTO fairgate_schedules VALUES ($1, $2, $3) "
+                          "ON CONFLICT (type, id) DO UPDATE SET last_run_end = "
+                          "EXCLUDED.last_run_end",
+                          {{p.type}, {p.id}, {Number(p.last_run_end)}}, "save a periodic schedule")
                          .status();
           if (!s.ok()) return s;
         }
-        if (Status s = Exec("DELETE FROM fairgate_estimates WHERE last_used < $1",
+        if (Status s = Exec(link, "DELETE FROM fairgate_estimates WHERE last_used < $1",
                             {{Number(forget_estimates_before)}}, "forget old estimates")
                            .status();
             !s.ok()) {
           return s;
         }
-        return Exec("DELETE FROM fairgate_keys WHERE idle_since < $1",
+        return Exec(link, "DELETE FROM fairgate_keys WHERE idle_since < $1",
                     {{Number(forget_keys_before)}}, "forget idle keys")
             .status();
       }();
       if (!status.ok()) {
-        (void)Exec("ROLLBACK", {}, "roll back a flush");
+        (void)Exec(link, "ROLLBACK", {}, "roll back a flush");
         return status;
       }
-      return Exec("COMMIT", {}, "commit a flush").status();
+      return Exec(link, "COMMIT", {}, "commit a flush").status();
     });
   }
 
   StatusOr<LearnedState> LoadLearned() override {
-    std::lock_guard lock(mutex_);
+    Session session = Take();
+    Link& link = *session;
     LearnedState state;
-    StatusOr<Result> e = RetryingExec("SELECT type, id, seconds, last_used FROM fairgate_estimates",
-                                      {}, "load estimates");
+    StatusOr<Result> e = RetryingExec(
+        link, "SELECT type, id, seconds, last_used FROM fairgate_estimates", {}, "load estimates");
     if (!e.ok()) return e.status();
     for (int i = 0; i < PQntuples(e->get()); ++i) {
       state.estimates.push_back(
           {Text(*e, i, 0), Text(*e, i, 1), Double(*e, i, 2), Double(*e, i, 3)});
     }
-    StatusOr<Result> k = RetryingExec("SELECT key, accumulated_cost, idle_since FROM fairgate_keys",
-                                      {}, "load keys' costs");
+    StatusOr<Result> k =
+        RetryingExec(link, "SELECT key, accumulated_cost, idle_since FROM fairgate_keys", {},
+                     "load keys' costs");
     if (!k.ok()) return k.status();
     for (int i = 0; i < PQntuples(k->get()); ++i) {
       state.keys.push_back({Text(*k, i, 0), Double(*k, i, 1), Double(*k, i, 2)});
     }
-    StatusOr<Result> p = RetryingExec("SELECT type, id, last_run_end FROM fairgate_schedules", {},
-                                      "load periodic schedules");
+    StatusOr<Result> p = RetryingExec(link, "SELECT type, id, last_run_end FROM fairgate_schedules",
+                                      {}, "load periodic schedules");
     if (!p.ok()) return p.status();
     for (int i = 0; i < PQntuples(p->get()); ++i) {
       state.schedules.push_back({Text(*p, i, 0), Text(*p, i, 1), Double(*p, i, 2)});
@@ -537,54 +584,92 @@ class PostgresStore final : public Store {
   }
 
  private:
-  PostgresStore(std::string conninfo, std::string replica)
-      : conninfo_(std::move(conninfo)), replica_(std::move(replica)) {}
+  PostgresStore(std::string conninfo, std::string replica, std::size_t connections)
+      : conninfo_(std::move(conninfo)), replica_(std::move(replica)), max_links_(connections) {}
+
+  // A connection of the pool, held for one call and given back after it.
+  class Session {
+   public:
+    Session(PostgresStore* store, std::unique_ptr<Link> link)
+        : store_(store), link_(std::move(link)) {}
+    ~Session() { store_->Return(std::move(link_)); }
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+    Link& operator*() { return *link_; }
+
+   private:
+    PostgresStore* store_;
+    std::unique_ptr<Link> link_;
+  };
+
+  // An idle connection, or a new one while fewer than max_links_ exist; waits otherwise.
+  Session Take() {
+    std::unique_lock lock(pool_mutex_);
+    pool_returned_.wait(lock, [&] { return !idle_.empty() || links_ < max_links_; });
+    if (idle_.empty()) {
+      ++links_;
+      return Session(this, std::make_unique<Link>());
+    }
+    std::unique_ptr<Link> link = std::move(idle_.back());
+    idle_.pop_back();
+    return Session(this, std::move(link));
+  }
+
+  void Return(std::unique_ptr<Link> link) {
+    {
+      std::lock_guard lock(pool_mutex_);
+      idle_.push_back(std::move(link));
+    }
+    pool_returned_.notify_one();
+  }
 
   static double WallSeconds() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
         .count();
   }
 
-  Status Connect() {
-    lost_ = false;
-    prepared_.clear();  // prepared statements belong to a connection
-    connection_.reset(PQconnectdb(conninfo_.c_str()));
-    if (PQstatus(connection_.get()) == CONNECTION_OK) {
+  Status Connect(Link& link) {
+    link.lost = false;
+    link.prepared.clear();  // prepared statements belong to a connection
+    link.pg.reset(PQconnectdb(conninfo_.c_str()));
+    if (PQstatus(link.pg.get()) == CONNECTION_OK) {
       // The schema's "already exists, skipping" NOTICEs are not worth a line on stderr each.
       PQsetNoticeProcessor(
-          connection_.get(), [](void*, const char*) {}, nullptr);
+          link.pg.get(), [](void*, const char*) {}, nullptr);
     } else {
       Status s = absl::UnavailableError(
-          absl::StrCat("PostgreSQL: connect: ", PQerrorMessage(connection_.get())));
-      connection_.reset();
+          absl::StrCat("PostgreSQL: connect: ", PQerrorMessage(link.pg.get())));
+      link.pg.reset();
       return s;
     }
     return absl::OkStatus();
   }
 
-  bool Broken() const {
-    return lost_ || connection_ == nullptr || PQstatus(connection_.get()) != CONNECTION_OK;
+  static bool Broken(const Link& link) {
+    return link.lost || link.pg == nullptr || PQstatus(link.pg.get()) != CONNECTION_OK;
   }
 
-  // Runs `attempt` (one transaction); if it failed on a broken connection, reconnects and runs
-  // it once more. A transaction cut by a broken connection was rolled back by the server.
+  // Runs `attempt` (one transaction) on `link`, connecting it first if it is not connected; if
+  // it failed on a broken connection, reconnects and runs it once more. A transaction cut by a
+  // broken connection was rolled back by the server.
   template <typename Attempt>
-  auto Retrying(Attempt attempt) -> decltype(attempt()) {
-    if (Broken()) {
-      if (Status s = Connect(); !s.ok()) return s;
+  auto Retrying(Link& link, Attempt attempt) -> decltype(attempt()) {
+    if (Broken(link)) {
+      if (Status s = Connect(link); !s.ok()) return s;
     }
     auto result = attempt();
-    if (result.ok() || !Broken()) return result;
-    if (Status s = Connect(); !s.ok()) return s;
+    if (result.ok() || !Broken(link)) return result;
+    if (Status s = Connect(link); !s.ok()) return s;
     return attempt();
   }
 
-  StatusOr<Result> RetryingExec(const char* sql, const std::vector<Param>& params,
+  StatusOr<Result> RetryingExec(Link& link, const char* sql, const std::vector<Param>& params,
                                 const char* what) {
-    return Retrying([&] { return Exec(sql, params, what); });
+    return Retrying(link, [&] { return Exec(link, sql, params, what); });
   }
 
-  StatusOr<Result> Exec(const char* sql, const std::vector<Param>& params, const char* what) {
+  StatusOr<Result> Exec(Link& link, const char* sql, const std::vector<Param>& params,
+                        const char* what) {
     std::vector<const char*> values;
     std::vector<int> lengths, formats;
     for (const Param& p : params) {
@@ -594,20 +679,20 @@ class PostgresStore final : public Store {
     }
     Result r;
     if (params.empty()) {
-      r.reset(PQexec(connection_.get(), sql));
+      r.reset(PQexec(link.pg.get(), sql));
     } else {
       // A statement with parameters is prepared once per connection: planning the claim costs
       // about a millisecond of the server's CPU on this machine, more than running it.
-      auto [it, inserted] = prepared_.try_emplace(sql, absl::StrCat("fairgate_", prepared_.size()));
+      auto [it, inserted] =
+          link.prepared.try_emplace(sql, absl::StrCat("fairgate_", link.prepared.size()));
       if (inserted) {
-        r.reset(PQprepare(connection_.get(), it->second.c_str(), sql,
-                          static_cast<int>(params.size()), nullptr));
-        if (r == nullptr || PQresultStatus(r.get()) != PGRES_COMMAND_OK) prepared_.erase(it);
+        r.reset(PQprepare(link.pg.get(), it->second.c_str(), sql, static_cast<int>(params.size()),
+                          nullptr));
+        if (r == nullptr || PQresultStatus(r.get()) != PGRES_COMMAND_OK) link.prepared.erase(it);
       }
       if (!inserted || (r != nullptr && PQresultStatus(r.get()) == PGRES_COMMAND_OK)) {
-        r.reset(PQexecPrepared(connection_.get(), it->second.c_str(),
-                               static_cast<int>(params.size()), values.data(), lengths.data(),
-                               formats.data(), 0));
+        r.reset(PQexecPrepared(link.pg.get(), it->second.c_str(), static_cast<int>(params.size()),
+                               values.data(), lengths.data(), formats.data(), 0));
       }
     }
     const ExecStatusType status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
@@ -615,10 +700,10 @@ class PostgresStore final : public Store {
     const char* state = r ? PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) : nullptr;
     const std::string code = state != nullptr ? state : "";
     const std::string message =
-        absl::StrCat("PostgreSQL: ", what, ": ", PQerrorMessage(connection_.get()));
+        absl::StrCat("PostgreSQL: ", what, ": ", PQerrorMessage(link.pg.get()));
     // No SQLSTATE: libpq's own failure, the connection lost (its status may still say OK).
-    if (code.empty()) lost_ = true;
-    if (Broken() || code.rfind("08", 0) == 0 || code.rfind("57P", 0) == 0) {
+    if (code.empty()) link.lost = true;
+    if (Broken(link) || code.rfind("08", 0) == 0 || code.rfind("57P", 0) == 0) {
       return absl::UnavailableError(message);  // the connection, or the server shutting down
     }
     if (code == "53100") return absl::ResourceExhaustedError(message);  // disk full
@@ -627,11 +712,12 @@ class PostgresStore final : public Store {
   }
 
   StatusOr<std::vector<StoredJob>> Jobs(bool dead) {
-    std::lock_guard lock(mutex_);
+    Session session = Take();
+    Link& link = *session;
     const std::string sql =
         absl::StrCat("SELECT ", kJobColumns, " FROM fairgate_durable_jobs WHERE ",
                      dead ? "dead" : "NOT dead", " ORDER BY sequence");
-    StatusOr<Result> r = RetryingExec(sql.c_str(), {}, "load durable jobs");
+    StatusOr<Result> r = RetryingExec(link, sql.c_str(), {}, "load durable jobs");
     if (!r.ok()) return r.status();
     std::vector<StoredJob> jobs;
     for (int i = 0; i < PQntuples(r->get()); ++i) {
@@ -663,8 +749,15 @@ class PostgresStore final : public Store {
     return job;
   }
 
+  // Whether this replica claimed `sequence` and is not done with it.
+  bool Holds(std::uint64_t sequence) {
+    std::lock_guard state(state_mutex_);
+    return tokens_.contains(sequence);
+  }
+
   // The token this replica holds `sequence` with, as a parameter: NULL if it holds none.
   Param TokenOf(std::uint64_t sequence) const {
+    std::lock_guard state(state_mutex_);
     auto it = tokens_.find(sequence);
     if (it == tokens_.end()) return {"", false, true};
     return {std::to_string(it->second.token)};
@@ -672,14 +765,14 @@ class PostgresStore final : public Store {
 
   // Why a fenced statement changed no row: the job is not stored (NotFound) or its lease is or
   // was another's since this replica claimed it (Aborted).
-  Status Refusal(std::uint64_t sequence, const char* what) {
+  Status Refusal(Link& link, std::uint64_t sequence, const char* what) {
     StatusOr<Result> r =
-        Exec("SELECT 1 FROM fairgate_durable_jobs WHERE sequence = $1 AND NOT dead",
+        Exec(link, "SELECT 1 FROM fairgate_durable_jobs WHERE sequence = $1 AND NOT dead",
              {{std::to_string(sequence)}}, "look up a durable job");
     if (!r.ok()) return r.status();
     // Gone although this replica still holds a claim of it: another replica claimed it after
     // this one's lease passed, and finished it. That is a refusal too.
-    if (PQntuples(r->get()) == 0 && !tokens_.contains(sequence)) {
+    if (PQntuples(r->get()) == 0 && !Holds(sequence)) {
       return absl::NotFoundError(absl::StrCat("durable job ", sequence, " is not stored"));
     }
     return absl::AbortedError(absl::StrCat("PostgreSQL: cannot ", what, " durable job ", sequence,
@@ -688,16 +781,18 @@ class PostgresStore final : public Store {
 
   // Runs the fenced statement `sql` ($1 the sequence, $2 the token, `more` from $3) that ends
   // this replica's part in a job, and forgets the job's token once it is done with it.
-  Status Finish(std::uint64_t sequence, const char* sql, std::vector<Param> more, const char* what,
-                bool missing_is_ok) {
+  Status Finish(Link& link, std::uint64_t sequence, const char* sql, std::vector<Param> more,
+                const char* what, bool missing_is_ok) {
     std::vector<Param> params = {{std::to_string(sequence)}, TokenOf(sequence)};
     for (Param& p : more) params.push_back(std::move(p));
-    StatusOr<Result> r = RetryingExec(sql, params, absl::StrCat(what, " a durable job").c_str());
+    StatusOr<Result> r =
+        RetryingExec(link, sql, params, absl::StrCat(what, " a durable job").c_str());
     Status status = r.status();
     if (r.ok() && PQntuples(r->get()) == 0) {
-      status = Refusal(sequence, what);
+      status = Refusal(link, sequence, what);
       if (missing_is_ok && status.code() == absl::StatusCode::kNotFound) status = absl::OkStatus();
     }
+    std::lock_guard state(state_mutex_);
     if (status.ok() || status.code() == absl::StatusCode::kNotFound) {
       tokens_.erase(sequence);
     } else if (auto it = tokens_.find(sequence); it != tokens_.end()) {
@@ -720,7 +815,14 @@ class PostgresStore final : public Store {
 
   const std::string conninfo_;
   const std::string replica_;
-  std::mutex mutex_;  // one call at a time on the one connection; guards what follows
+  // The pool: at most max_links_ connections, each used by one call at a time.
+  const std::size_t max_links_;
+  std::mutex pool_mutex_;  // guards idle_ and links_
+  std::condition_variable pool_returned_;
+  std::vector<std::unique_ptr<Link>> idle_;
+  std::size_t links_ = 0;  // made so far
+
+  mutable std::mutex state_mutex_;  // guards what follows
   // The claims this replica made and is not done with, by sequence: their tokens, and whether
   // RenewLeases keeps them. A refused or failed job's token stays (a few bytes per such job).
   struct Held {
@@ -729,9 +831,6 @@ class PostgresStore final : public Store {
   };
   absl::flat_hash_map<std::uint64_t, Held> tokens_;
   absl::flat_hash_set<std::uint64_t> resource_tokens_;  // resource leases held, to renew
-  Connection connection_;
-  bool lost_ = false;  // a call failed in a way only a new connection can mend
-  absl::flat_hash_map<std::string, std::string> prepared_;  // SQL -> its name on the connection
 };
 
 }  // namespace
