@@ -112,6 +112,31 @@ std::vector<std::string> Ids(const std::vector<StoredJob>& jobs) {
   return ids;
 }
 
+TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused") {
+  testing::PostgresServer server;
+  // What the first PostgreSQL store (schema 1, no leases) left: one job.
+  server.Sql(
+      "CREATE TABLE fairgate_schema (version integer NOT NULL); "
+      "INSERT INTO fairgate_schema VALUES (1); "
+      "CREATE TABLE fairgate_durable_jobs (sequence bigserial PRIMARY KEY, type text NOT NULL, "
+      "id text NOT NULL, fairness_key text NOT NULL, payload bytea NOT NULL, "
+      "submitted_at double precision NOT NULL, attempts integer NOT NULL DEFAULT 0, "
+      "not_before double precision NOT NULL DEFAULT 0, last_error text NOT NULL DEFAULT '', "
+      "dead boolean NOT NULL DEFAULT false); "
+      "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at) "
+      "VALUES ('fetch', 'linux.git', 'alice', 'x', 1)");
+  auto store = *OpenPostgresStore(server.conninfo(), {"a"});
+  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "2");
+  std::vector<StoredJob> claimed = *store->ClaimJobs({{"fetch", 1}}, 10, 30);
+  REQUIRE(claimed.size() == 1);
+  CHECK(claimed[0].id == "linux.git");
+  CHECK(store->RemoveJob(claimed[0].sequence).ok());
+  server.Sql("UPDATE fairgate_schema SET version = 3");
+  Status newer = OpenPostgresStore(server.conninfo()).status();
+  CHECK(newer.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(newer.message().find("newer") != std::string::npos);
+}
+
 TEST_CASE("PostgresStore.CallsFromManyThreadsShareAPoolOfConnections") {
   testing::PostgresServer server;
   CHECK(OpenPostgresStore(server.conninfo(), {.connections = 0}).status().code() ==
