@@ -147,28 +147,35 @@ TEST_CASE("Fleet.ReplicasSurviveKillStopAndDatabaseFaultsWithoutLosingOrOverlapp
   }
   const auto guard = std::chrono::milliseconds(30000);
 
+  // Sends `signal` to `name` while it runs jobs; returns when each of them has begun again on
+  // another replica: when it was sent, those jobs, and how long the last took to begin again.
+  struct Fault {
+    long long at = 0;
+    std::set<std::uint64_t> jobs;
+    long long reclaim_ms = 0;
+  };
+  auto strike = [&](const std::string& name, int signal) {
+    Fault f;
+    REQUIRE(testing::Eventually([&] { return !InProgress(Read(log_path), name).empty(); }, guard));
+    REQUIRE(kill(replicas[name], signal) == 0);
+    f.at = UnixMs();
+    if (signal == SIGKILL) REQUIRE(waitpid(replicas[name], nullptr, 0) == replicas[name]);
+    f.jobs = InProgress(Read(log_path), name);
+    REQUIRE(!f.jobs.empty());
+    REQUIRE(testing::Eventually([&] { return LastRestart(Read(log_path), f.jobs, name, f.at) > 0; },
+                                guard));
+    f.reclaim_ms = LastRestart(Read(log_path), f.jobs, name, f.at) - f.at;
+    return f;
+  };
   // SIGKILL r0 while it runs jobs: they are begun again elsewhere once the lease lapses.
-  REQUIRE(testing::Eventually([&] { return !InProgress(Read(log_path), "r0").empty(); }, guard));
-  REQUIRE(kill(replicas["r0"], SIGKILL) == 0);
-  const long long killed_at = UnixMs();
-  REQUIRE(waitpid(replicas["r0"], nullptr, 0) == replicas["r0"]);
-  const std::set<std::uint64_t> orphans = InProgress(Read(log_path), "r0");
-  REQUIRE(!orphans.empty());
-  REQUIRE(testing::Eventually(
-      [&] { return LastRestart(Read(log_path), orphans, "r0", killed_at) > 0; }, guard));
-  const long long reclaim_after_kill =
-      LastRestart(Read(log_path), orphans, "r0", killed_at) - killed_at;
-
+  const Fault kill9 = strike("r0", SIGKILL);
+  const long long killed_at = kill9.at;
+  const std::set<std::uint64_t>& orphans = kill9.jobs;
+  const long long reclaim_after_kill = kill9.reclaim_ms;
   // SIGSTOP r1 past its lease, then SIGCONT: its jobs went to r2, its completions are fenced.
-  REQUIRE(testing::Eventually([&] { return !InProgress(Read(log_path), "r1").empty(); }, guard));
-  REQUIRE(kill(replicas["r1"], SIGSTOP) == 0);
-  const long long stopped_at = UnixMs();
-  const std::set<std::uint64_t> stalled = InProgress(Read(log_path), "r1");
-  REQUIRE(!stalled.empty());
-  REQUIRE(testing::Eventually(
-      [&] { return LastRestart(Read(log_path), stalled, "r1", stopped_at) > 0; }, guard));
-  const long long reclaim_after_stop =
-      LastRestart(Read(log_path), stalled, "r1", stopped_at) - stopped_at;
+  const Fault stop = strike("r1", SIGSTOP);
+  const std::set<std::uint64_t>& stalled = stop.jobs;
+  const long long reclaim_after_stop = stop.reclaim_ms;
   REQUIRE(kill(replicas["r1"], SIGCONT) == 0);
 
   // Every connection of the replicas terminated by the server; then the server restarts.

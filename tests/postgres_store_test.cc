@@ -97,6 +97,18 @@ StoredJob Job(std::string type, std::string id, std::string key) {
   return job;
 }
 
+// Submits a job of `type` on `id` that runs until `gate` opens.
+void SubmitBlocked(Scheduler& s, std::string_view type, std::string_view id,
+                   std::shared_ptr<testing::Gate> gate) {
+  REQUIRE(s.Submit(type, id, "x",
+                   [gate](const Context&) {
+                     gate->Wait();
+                     return absl::OkStatus();
+                   },
+                   {})
+              .ok());
+}
+
 // fairgate_durable_jobs_total{outcome="claimed"} of a scheduler.
 double Claimed(const Scheduler& s) {
   std::string metrics;
@@ -298,13 +310,7 @@ TEST_CASE("PostgresStore.AClientSpreadingItsWorkOverReplicasIsChargedOnce") {
   // ... then queues on b behind a running job, before modest does.
   testing::Log order;
   auto blocker = std::make_shared<testing::Gate>();
-  REQUIRE(b->Submit("clone", "blocker", "x",
-                    [blocker](const Context&) {
-                      blocker->Wait();
-                      return absl::OkStatus();
-                    },
-                    {})
-              .ok());
+  SubmitBlocked(*b, "clone", "blocker", blocker);
   for (const char* key : {"greedy", "modest"}) {
     REQUIRE(b->Submit("clone", std::string("r-") + key, key,
                       [&order, key](const Context&) {
@@ -418,13 +424,7 @@ TEST_CASE("PostgresStore.AFleetWideConflictGroupKeepsAFetchOnOneReplicaFromARepa
   CHECK(fetch_token.load() > repack_token.load());
   // A waiting job's deadline ends its wait.
   auto blocker = std::make_shared<testing::Gate>();
-  REQUIRE(a->Submit("repack", "mesa.git", "",
-                    [blocker](const Context&) {
-                      blocker->Wait();
-                      return absl::OkStatus();
-                    },
-                    {})
-              .ok());
+  SubmitBlocked(*a, "repack", "mesa.git", blocker);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto [ctx, cancel] = WithTimeout(Context::Background(), std::chrono::milliseconds(200));
   CHECK(b->RunSync(ctx, "fetch", "mesa.git", "", [](const Context&) {

@@ -478,23 +478,26 @@ class PostgresStore final : public Store {
     for (std::uint64_t token : resource_tokens_) resources.push_back(std::to_string(token));
     state.unlock();
     std::size_t held = 0;
-    if (!renewed.empty()) {
+    // `sql`: $1 the replica, $2 the lease's length, $3 the tokens.
+    auto renew = [&](const char* sql, const std::vector<std::string>& tokens) -> Status {
+      if (tokens.empty()) return absl::OkStatus();
       StatusOr<Result> r = RetryingExec(
-          link,
-          "UPDATE fairgate_durable_jobs SET lease_until = " FAIRGATE_PG_NOW
-          " + $2 WHERE holder = $1 AND token = ANY($3::bigint[])",
-          {{replica_}, {Number(lease_seconds)}, {TextArray(renewed)}}, "renew jobs' leases");
+          link, sql, {{replica_}, {Number(lease_seconds)}, {TextArray(tokens)}}, "renew leases");
       if (!r.ok()) return r.status();
       held += static_cast<std::size_t>(std::strtoull(PQcmdTuples(r->get()), nullptr, 10));
+      return absl::OkStatus();
+    };
+    if (Status s = renew("UPDATE fairgate_durable_jobs SET lease_until = " FAIRGATE_PG_NOW
+                         " + $2 WHERE holder = $1 AND token = ANY($3::bigint[])",
+                         renewed);
+        !s.ok()) {
+      return s;
     }
-    if (!resources.empty()) {
-      StatusOr<Result> r = RetryingExec(
-          link,
-          "UPDATE fairgate_resource_leases SET lease_until = " FAIRGATE_PG_NOW
-          " + $2 WHERE holder = $1 AND token = ANY($3::bigint[])",
-          {{replica_}, {Number(lease_seconds)}, {TextArray(resources)}}, "renew resources' leases");
-      if (!r.ok()) return r.status();
-      held += static_cast<std::size_t>(std::strtoull(PQcmdTuples(r->get()), nullptr, 10));
+    if (Status s = renew("UPDATE fairgate_resource_leases SET lease_until = " FAIRGATE_PG_NOW
+                         " + $2 WHERE holder = $1 AND token = ANY($3::bigint[])",
+                         resources);
+        !s.ok()) {
+      return s;
     }
     return held;
   }
