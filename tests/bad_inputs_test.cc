@@ -113,6 +113,10 @@ std::vector<Row> Rows() {
   create("fleet_conflict_groups without a shared store",
          "fleet_conflict_groups needs a shared store",
          [](auto& o) { o.fleet_conflict_groups = {"repo"}; });
+  create("fleet_type_caps without a shared store", "fleet_type_caps needs a shared store",
+         [](auto& o) {
+           o.fleet_type_caps = {{"repack", 1}};
+         });
   create("sqlite.busy_timeout_seconds = -1", "sqlite.busy_timeout_seconds must be finite and >= 0",
          [](auto& o) { o.sqlite.busy_timeout_seconds = -1; });
   create("both state_file and store", "state_file and store are both set", [](auto& o) {

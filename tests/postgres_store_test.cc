@@ -437,6 +437,52 @@ TEST_CASE("PostgresStore.AFleetWideConflictGroupKeepsAFetchOnOneReplicaFromARepa
   CHECK(refused.message().find("fleet-wide") != std::string::npos);
 }
 
+TEST_CASE("PostgresStore.AFleetWideCapHoldsAcrossReplicas") {
+  testing::PostgresServer server;
+  std::atomic<int> running{0}, most{0};
+  auto replica = [&](const std::string& name) {
+    SchedulerOptions o;
+    o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
+    o.max_concurrency = 2;
+    o.claim_interval = Seconds(0.05);
+    o.fleet_type_caps = {{"repack", 1}};
+    o.warn = [](std::string_view) {};
+    auto s = *Scheduler::Create(o);
+    REQUIRE(s->RegisterType("repack", testing::Type(2, 2)).ok());  // two at once per replica
+    return s;
+  };
+  auto a = replica("a");
+  auto b = replica("b");
+  std::atomic<int> done{0};
+  for (Scheduler* s : {a.get(), b.get()}) {
+    for (const char* id : {"linux.git", "git.git"}) {  // different repositories: no conflict
+      REQUIRE(s->Submit(
+                   "repack", id, "",
+                   [&](const Context& ctx) {
+                     CHECK(ctx.FencingToken() > 0);
+                     const int now = ++running;
+                     int seen = most.load();
+                     while (now > seen && !most.compare_exchange_weak(seen, now)) {
+                     }
+                     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                     --running;
+                     return absl::OkStatus();
+                   },
+                   [&](const Status&) { ++done; })
+                  .ok());
+    }
+  }
+  REQUIRE(testing::Eventually([&] { return done.load() == 4; }));
+  CHECK(most.load() == 1);  // without the fleet-wide cap, up to four at once
+  // A cap must be at least 1.
+  SchedulerOptions bad;
+  bad.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo()));
+  bad.fleet_type_caps = {{"repack", 0}};
+  Status refused = Scheduler::Create(bad).status();
+  CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(refused.message().find("fleet_type_caps of 'repack' must be >= 1") != std::string::npos);
+}
+
 TEST_CASE(
     "PostgresStore.TwoSchedulersSharingItRunEachDurableJobOnceAndAClosingOneGivesItsJobsBack") {
   testing::PostgresServer server;

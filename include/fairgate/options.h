@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -157,6 +158,11 @@ struct SchedulerOptions {
   //   in its context (Context::FencingToken). RunSync and Submit jobs (durable and periodic
   //   ones too); Acquire of such a type is refused (FailedPrecondition). Needs a shared store.
   std::vector<std::string> fleet_conflict_groups;
+  // - job types whose jobs run at most N at once in the whole fleet (type -> N): a job holds
+  //   one of the N slots as a lease while it runs, taken like a fleet-wide conflict's (and
+  //   before it, never held while waiting for it). On top of each replica's own caps. Needs a
+  //   shared store; each N >= 1.
+  std::map<std::string, int> fleet_type_caps;
 
   // The original rule, exactly: no reconciliation, no idle catch-up, TTL eviction on.
   static SchedulerOptions Seed();

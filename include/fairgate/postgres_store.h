@@ -22,8 +22,11 @@
 // conflict groups hold one lease row per slot of a resource (AcquireResource), with fencing
 // tokens from the same sequence as the jobs'.
 //
-// Not here yet (issue 16): fleet-wide caps, leases for Acquire permits, and claims as cheap as
-// PostgreSQL's plain SKIP LOCKED (bench/README.md has the figures).
+// Fleet-wide caps (SchedulerOptions::fleet_type_caps) are leases of the same kind, one resource
+// per capped type.
+//
+// Not here yet (issue 16): leases for Acquire permits, and claims as cheap as PostgreSQL's plain
+// SKIP LOCKED (bench/README.md has the figures).
 //
 // Thread safety: every method may be called from any thread at once.
 #ifndef FAIRGATE_POSTGRES_STORE_H_

@@ -122,6 +122,16 @@ Status ValidateOptions(const SchedulerOptions& options) {
         "fleet_conflict_groups needs a shared store (SchedulerOptions::store: the PostgreSQL "
         "store)");
   }
+  if (!options.fleet_type_caps.empty() && (!options.store || !options.store->Shared())) {
+    return absl::InvalidArgumentError(
+        "fleet_type_caps needs a shared store (SchedulerOptions::store: the PostgreSQL store)");
+  }
+  for (const auto& [type, cap] : options.fleet_type_caps) {
+    if (cap < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fleet_type_caps of '", type, "' must be >= 1, got ", cap));
+    }
+  }
   for (const std::string& group : options.fleet_conflict_groups) {
     if (group.empty()) return absl::InvalidArgumentError("a fleet_conflict_groups entry is empty");
   }

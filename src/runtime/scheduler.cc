@@ -25,6 +25,7 @@
 #include "runtime/cpu_pressure.h"
 #include "runtime/decision_log.h"
 #include "runtime/fiber_stack.h"
+#include "runtime/fleet_leases.h"
 #include "runtime/periodic_state.h"
 #include "runtime/state_keeper.h"
 #include "runtime/waiting.h"
@@ -177,6 +178,9 @@ class Scheduler::Impl {
             [this](std::vector<StoredJob> jobs) { QueueClaimed(std::move(jobs)); },
             [this] { ShareCosts(); });
         claimer_->StartThread();
+        if (!options_.fleet_conflict_groups.empty() || !options_.fleet_type_caps.empty()) {
+          fleet_ = std::make_unique<internal::FleetLeases>(*keeper_, options_);
+        }
       }
     }
   }
@@ -202,12 +206,7 @@ class Scheduler::Impl {
         const std::uint32_t index = *core_->TypeIndex(name);
         if (coalesce_.size() <= index) coalesce_.resize(index + 1);
         coalesce_[index] = config.coalesce;
-        const auto& fleet = options_.fleet_conflict_groups;
-        if (std::find(fleet.begin(), fleet.end(), config.conflict_group) != fleet.end()) {
-          fleet_groups_[std::string(name)] = {config.conflict_group, config.conflict_limit};
-        } else {
-          fleet_groups_.erase(std::string(name));
-        }
+        if (fleet_) fleet_->TypeRegistered(name, config);
         if (first && keeper_) {
           const double now = Now();
           const double wall = internal::WallNow();
@@ -287,11 +286,11 @@ class Scheduler::Impl {
         }
       }
     }
-    FleetLease lease;
-    Status status = EnterFleet(type, id, ctx, lease);
-    const double start = Now();
-    if (status.ok()) status = Invoke(fn, lease.ctx.value_or(ctx));
-    LeaveFleet(lease);
+    internal::FleetLeases::Held leases;
+    Status status = fleet_ ? fleet_->Enter(type, id, ctx, leases) : absl::OkStatus();
+    const double start = Now();  // a wait for fleet-wide leases is not part of the run
+    if (status.ok()) status = Invoke(fn, leases.ctx.value_or(ctx));
+    if (fleet_) fleet_->Leave(leases);
     (void)Complete(*record, start, Now(), status);
     FinishOutstanding();
     return status;
@@ -301,11 +300,11 @@ class Scheduler::Impl {
                  std::string_view key, PermitCallback on_admitted, const JobOptions& options) {
     if (!on_admitted) return absl::InvalidArgumentError("permit callback is empty");
     if (Status s = ctx.Err(); !s.ok()) return s;
-    if (FleetGroupOf(type)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("job type '", absl::string_view(type.data(), type.size()),
-                       "' is in a fleet-wide conflict group: Acquire cannot take its lease; use "
-                       "RunSync or Submit"));
+    if (fleet_ && fleet_->Needed(type)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job type '", absl::string_view(type.data(), type.size()),
+          "' takes a fleet-wide lease (fleet_conflict_groups, fleet_type_caps), which Acquire "
+          "cannot hold for its permit: use RunSync or Submit"));
     }
     RecordPtr pending;
     StatusOr<RecordPtr> accepted = Accept({type, id, key, options.cost}, [&](const RecordPtr& r) {
@@ -765,56 +764,10 @@ class Scheduler::Impl {
     }
   }
 
-  // A type whose conflict group is fleet-wide (SchedulerOptions::fleet_conflict_groups).
-  struct FleetGroup {
-    std::string group;
-    int limit = 1;
-  };
-  // The fleet-wide lease a running job holds, if its type needs one.
-  struct FleetLease {
-    std::string group, id;
-    std::uint64_t token = 0;
-    std::optional<Context> ctx;  // the job's context, with the lease's fencing token
-  };
-
-  std::optional<FleetGroup> FleetGroupOf(std::string_view type) const {
-    if (options_.fleet_conflict_groups.empty()) return std::nullopt;
-    internal::CoreLock lock(&mutex_);
-    auto it = fleet_groups_.find(absl::string_view(type.data(), type.size()));
-    if (it == fleet_groups_.end()) return std::nullopt;
-    return it->second;
-  }
-
-  // Takes the fleet-wide lease the job (type, id) needs, if any, waiting (with backoff, up to
-  // claim_interval between tries) while every slot of its resource is held elsewhere. OK, or
-  // what ends the job: ctx's error, or Unavailable when the store fails.
-  Status EnterFleet(std::string_view type, std::string_view id, const Context& ctx,
-                    FleetLease& lease) {
-    std::optional<FleetGroup> fleet = FleetGroupOf(type);
-    if (!fleet) return absl::OkStatus();
-    auto wait = std::chrono::milliseconds(5);
-    const auto longest = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::duration<double>(options_.claim_interval.count()));
-    for (;;) {
-      StatusOr<std::uint64_t> token = keeper_->store().AcquireResource(
-          fleet->group, id, fleet->limit, options_.lease_ttl.count());
-      if (!token.ok()) {
-        keeper_->CountError(internal::StateKeeper::Operation::kResource);
-        return absl::UnavailableError(
-            absl::StrCat("cannot take the fleet-wide lease of ", fleet->group, " '",
-                         absl::string_view(id.data(), id.size()), "': ", token.status().message()));
-      }
-      if (*token != 0) {
-        lease = {fleet->group, std::string(id), *token, internal::WithFencingToken(ctx, *token)};
-        return absl::OkStatus();
-      }
-      if (ctx.WaitFor(wait)) return ctx.Err();
-      wait = std::min(wait * 2, std::max(longest, std::chrono::milliseconds(5)));
-    }
-  }
-  // The same for a Submit job's record.
-  Status EnterFleet(const JobRecord& record, const Context& ctx, FleetLease& lease) {
-    if (options_.fleet_conflict_groups.empty()) return absl::OkStatus();
+  // Takes the fleet-wide leases a Submit job needs (FleetLeases::Enter), under the context
+  // given to Submit jobs.
+  Status EnterFleet(const JobRecord& record, internal::FleetLeases::Held& leases) {
+    if (!fleet_) return absl::OkStatus();
     std::string type, id;
     {
       internal::CoreLock lock(&mutex_);
@@ -823,15 +776,7 @@ class Scheduler::Impl {
       type = std::string(job->type);
       id = std::string(job->id);
     }
-    return EnterFleet(type, id, ctx, lease);
-  }
-  // Gives back the lease the job held, if any.
-  void LeaveFleet(FleetLease& lease) {
-    if (lease.token == 0) return;
-    if (!keeper_->store().ReleaseResource(lease.group, lease.id, lease.token).ok()) {
-      keeper_->CountError(internal::StateKeeper::Operation::kResource);
-    }
-    lease = {};
+    return fleet_->Enter(type, id, background_.first, leases);
   }
 
   // Shares the keys' costs with the fleet (Store::ShareKeyCosts): adds what this replica charged
@@ -1263,11 +1208,11 @@ class Scheduler::Impl {
   // thread, with no wake-up of another worker.
   void RunBackground(RecordPtr record) {
     while (record) {
-      FleetLease lease;
-      Status status = EnterFleet(*record, background_.first, lease);
-      const double start = Now();
-      if (status.ok()) status = Invoke(record->fn, lease.ctx.value_or(background_.first));
-      LeaveFleet(lease);
+      internal::FleetLeases::Held leases;
+      Status status = EnterFleet(*record, leases);
+      const double start = Now();  // a wait for fleet-wide leases is not part of the run
+      if (status.ok()) status = Invoke(record->fn, leases.ctx.value_or(background_.first));
+      if (fleet_) fleet_->Leave(leases);
       RecordPtr next = Complete(*record, start, Now(), status, /*keep_background=*/true);
       record->fn = nullptr;  // release what the function holds before reporting
       InvokeDone(record->done, status);
@@ -1600,8 +1545,9 @@ class Scheduler::Impl {
   // With a shared store: each tracked key's cost as the fleet had it at the last share (what
   // ShareCosts subtracts to find what was charged here since). Guarded by mutex_.
   absl::flat_hash_map<std::string, double> shared_costs_;
-  // Types in fleet-wide conflict groups, by name. Guarded by mutex_.
-  absl::flat_hash_map<std::string, FleetGroup> fleet_groups_;
+  // With a shared store and fleet-wide conflict groups or caps: the leases jobs take (null
+  // otherwise).
+  std::unique_ptr<internal::FleetLeases> fleet_;
   std::mutex share_mutex_;  // taken before mutex_, never under it
 
   mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
