@@ -59,7 +59,12 @@ struct Seen {
 };
 
 std::vector<StoredJob> Live(const std::string& path) {
-  return *(*OpenSqliteStore(path))->LiveJobs();
+  // A failure is reported with its status, not a crash on an empty StatusOr.
+  StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore(path);
+  REQUIRE_MESSAGE(store.ok(), store.status().ToString());
+  StatusOr<std::vector<StoredJob>> live = (*store)->LiveJobs();
+  REQUIRE_MESSAGE(live.ok(), live.status().ToString());
+  return *std::move(live);
 }
 
 // Stores jobs of `type` with these ids, as a previous process would have left them.
@@ -201,7 +206,11 @@ TEST_CASE("Durable.AFailedJobIsRetriedWithBackoffThenDeadWithItsLastError") {
   REQUIRE(s->SubmitDurable("fetch", "flaky", "", "").ok());
   REQUIRE(s->SubmitDurable("fetch", "broken", "", "").ok());
   REQUIRE(Eventually([&] { return seen.Size() == 6; }));
-  REQUIRE(Eventually([&] { return s->DeadJobs()->size() == 1; }));
+  REQUIRE(Eventually([&] {
+    StatusOr<std::vector<StoredJob>> dead = s->DeadJobs();
+    REQUIRE_MESSAGE(dead.ok(), dead.status().ToString());
+    return dead->size() == 1;
+  }));
   std::vector<std::string> runs = seen.Get();
   auto count = [&](const std::string& run) { return std::count(runs.begin(), runs.end(), run); };
   for (const char* run :
