@@ -289,7 +289,7 @@ class Scheduler::Impl {
     internal::FleetLeases::Held leases;
     Status status = fleet_ ? fleet_->Enter(type, id, ctx, leases) : absl::OkStatus();
     const double start = Now();  // a wait for fleet-wide leases is not part of the run
-    if (status.ok()) status = Invoke(fn, leases.ctx.value_or(ctx));
+    if (status.ok()) status = Invoke(fn, leases.ctx ? *leases.ctx : ctx);  // no copy of ctx
     if (fleet_) fleet_->Leave(leases);
     (void)Complete(*record, start, Now(), status);
     FinishOutstanding();
@@ -1211,7 +1211,7 @@ class Scheduler::Impl {
       internal::FleetLeases::Held leases;
       Status status = EnterFleet(*record, leases);
       const double start = Now();  // a wait for fleet-wide leases is not part of the run
-      if (status.ok()) status = Invoke(record->fn, leases.ctx.value_or(background_.first));
+      if (status.ok()) status = Invoke(record->fn, leases.ctx ? *leases.ctx : background_.first);
       if (fleet_) fleet_->Leave(leases);
       RecordPtr next = Complete(*record, start, Now(), status, /*keep_background=*/true);
       record->fn = nullptr;  // release what the function holds before reporting

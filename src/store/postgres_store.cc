@@ -216,16 +216,8 @@ class PostgresStore final : public Store {
     Session session = store->Take();
     Link& link = *session;
     if (Status s = store->Connect(link); !s.ok()) return s;
-    Status schema = store->Retrying(link, [&]() -> Status {
-      if (Status s = store->Exec(link, "BEGIN", {}, "begin creating the schema").status();
-          !s.ok()) {
-        return s;
-      }
-      if (Status s = store->Exec(link, kSchema, {}, "create the schema").status(); !s.ok()) {
-        (void)store->Exec(link, "ROLLBACK", {}, "roll back");
-        return s;
-      }
-      return store->Exec(link, "COMMIT", {}, "commit the schema").status();
+    Status schema = store->Transaction(link, "create the schema", [&] {
+      return store->Exec(link, kSchema, {}, "create the schema").status();
     });
     if (!schema.ok()) return schema;
     StatusOr<Result> version = store->Exec(link, "SELECT max(version) FROM fairgate_schema", {},
@@ -256,7 +248,8 @@ class PostgresStore final : public Store {
   StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) override {
     Session session = Take();
     Link& link = *session;
-    StatusOr<Result> r = RetryingExec(link, 
+    StatusOr<Result> r = RetryingExec(
+        link,
         "UPDATE fairgate_durable_jobs SET attempts = attempts + 1 "
         "WHERE sequence = $1 AND NOT dead" FAIRGATE_PG_FENCED(2) " AND (token IS NULL OR "
         "lease_until > " FAIRGATE_PG_NOW ") RETURNING attempts",
@@ -387,47 +380,38 @@ class PostgresStore final : public Store {
     Session session = Take();
     Link& link = *session;
     std::vector<SavedKey> totals;
-    Status status = Retrying(link, [&]() -> Status {
+    Status status = Transaction(link, "share keys' costs", [&]() -> Status {
       totals.clear();
-      if (Status s = Exec(link, "BEGIN", {}, "begin sharing keys' costs").status(); !s.ok())
-        return s;
-      Status s = [&]() -> Status {
-        // In key order, so that replicas sharing at once lock the rows in one order.
-        if (!names.empty()) {
-          Status added =
-              Exec(link,
-                   "INSERT INTO fairgate_keys (key, accumulated_cost, idle_since) "
-                   "SELECT key, cost, idle FROM unnest($1::text[], $2::double precision[], "
-                   "$3::double precision[]) AS c(key, cost, idle) ORDER BY key "
-                   "ON CONFLICT (key) DO UPDATE SET accumulated_cost = greatest(0, "
-                   "fairgate_keys.accumulated_cost + EXCLUDED.accumulated_cost), "
-                   "idle_since = greatest(fairgate_keys.idle_since, EXCLUDED.idle_since)",
-                   {{TextArray(names)}, {TextArray(costs)}, {TextArray(idle)}}, "add keys' costs")
-                  .status();
-          if (!added.ok()) return added;
-          // A key the store did not have yet (or had forgotten) starts at what was added.
-          added = Exec(link,
-                       "UPDATE fairgate_keys SET accumulated_cost = 0 "
-                       "WHERE accumulated_cost < 0 AND key = ANY($1::text[])",
-                       {{TextArray(names)}}, "add keys' costs")
-                      .status();
-          if (!added.ok()) return added;
-        }
-        StatusOr<Result> r = Exec(link,
-                                  "SELECT key, accumulated_cost, idle_since FROM fairgate_keys "
-                                  "WHERE key = ANY($1::text[])",
-                                  {{TextArray(keys)}}, "read keys' costs");
-        if (!r.ok()) return r.status();
-        for (int i = 0; i < PQntuples(r->get()); ++i) {
-          totals.push_back({Text(*r, i, 0), Double(*r, i, 1), Double(*r, i, 2)});
-        }
-        return absl::OkStatus();
-      }();
-      if (!s.ok()) {
-        (void)Exec(link, "ROLLBACK", {}, "roll back sharing keys' costs");
-        return s;
+      // In key order, so that replicas sharing at once lock the rows in one order.
+      if (!names.empty()) {
+        Status added =
+            Exec(link,
+                 "INSERT INTO fairgate_keys (key, accumulated_cost, idle_since) "
+                 "SELECT key, cost, idle FROM unnest($1::text[], $2::double precision[], "
+                 "$3::double precision[]) AS c(key, cost, idle) ORDER BY key "
+                 "ON CONFLICT (key) DO UPDATE SET accumulated_cost = greatest(0, "
+                 "fairgate_keys.accumulated_cost + EXCLUDED.accumulated_cost), "
+                 "idle_since = greatest(fairgate_keys.idle_since, EXCLUDED.idle_since)",
+                 {{TextArray(names)}, {TextArray(costs)}, {TextArray(idle)}}, "add keys' costs")
+                .status();
+        if (!added.ok()) return added;
+        // A key the store did not have yet (or had forgotten) starts at what was added.
+        added = Exec(link,
+                     "UPDATE fairgate_keys SET accumulated_cost = 0 "
+                     "WHERE accumulated_cost < 0 AND key = ANY($1::text[])",
+                     {{TextArray(names)}}, "add keys' costs")
+                    .status();
+        if (!added.ok()) return added;
       }
-      return Exec(link, "COMMIT", {}, "commit keys' costs").status();
+      StatusOr<Result> r = Exec(link,
+                                "SELECT key, accumulated_cost, idle_since FROM fairgate_keys "
+                                "WHERE key = ANY($1::text[])",
+                                {{TextArray(keys)}}, "read keys' costs");
+      if (!r.ok()) return r.status();
+      for (int i = 0; i < PQntuples(r->get()); ++i) {
+        totals.push_back({Text(*r, i, 0), Double(*r, i, 1), Double(*r, i, 2)});
+      }
+      return absl::OkStatus();
     });
     if (!status.ok()) return status;
     return totals;
@@ -509,53 +493,45 @@ class PostgresStore final : public Store {
                      double forget_keys_before) override {
     Session session = Take();
     Link& link = *session;
-    return Retrying(link, [&]() -> Status {
-      if (Status s = Exec(link, "BEGIN", {}, "begin a flush").status(); !s.ok()) return s;
-      Status status = [&]() -> Status {
-        for (const SavedEstimate& e : changed.estimates) {
-          Status s = Exec(link,
-                          "INSERT INTO fairgate_estimates VALUES ($1, $2, $3, $4) "
-                          "ON CONFLICT (type, id) DO UPDATE SET seconds = EXCLUDED.seconds, "
-                          "last_used = EXCLUDED.last_used",
-                          {{e.type}, {e.id}, {Number(e.seconds)}, {Number(e.last_used)}},
-                          "save an estimate")
-                         .status();
-          if (!s.ok()) return s;
-        }
-        for (const SavedKey& k : changed.keys) {
-          Status s = Exec(link,
-                          "INSERT INTO fairgate_keys VALUES ($1, $2, $3) "
-                          "ON CONFLICT (key) DO UPDATE SET accumulated_cost = "
-                          "EXCLUDED.accumulated_cost, idle_since = EXCLUDED.idle_since",
-                          {{k.key}, {Number(k.accumulated_cost)}, {Number(k.idle_since)}},
-                          "save a key's cost")
-                         .status();
-          if (!s.ok()) return s;
-        }
-        for (const SavedSchedule& p : changed.schedules) {
-          Status s = Exec(link,
-                          "INSERT INTO fairgate_schedules VALUES ($1, $2, $3) "
-                          "ON CONFLICT (type, id) DO UPDATE SET last_run_end = "
-                          "EXCLUDED.last_run_end",
-                          {{p.type}, {p.id}, {Number(p.last_run_end)}}, "save a periodic schedule")
-                         .status();
-          if (!s.ok()) return s;
-        }
-        if (Status s = Exec(link, "DELETE FROM fairgate_estimates WHERE last_used < $1",
-                            {{Number(forget_estimates_before)}}, "forget old estimates")
-                           .status();
-            !s.ok()) {
-          return s;
-        }
-        return Exec(link, "DELETE FROM fairgate_keys WHERE idle_since < $1",
-                    {{Number(forget_keys_before)}}, "forget idle keys")
-            .status();
-      }();
-      if (!status.ok()) {
-        (void)Exec(link, "ROLLBACK", {}, "roll back a flush");
-        return status;
+    return Transaction(link, "flush", [&]() -> Status {
+      for (const SavedEstimate& e : changed.estimates) {
+        Status s =
+            Exec(link,
+                 "INSERT INTO fairgate_estimates VALUES ($1, $2, $3, $4) "
+                 "ON CONFLICT (type, id) DO UPDATE SET seconds = EXCLUDED.seconds, "
+                 "last_used = EXCLUDED.last_used",
+                 {{e.type}, {e.id}, {Number(e.seconds)}, {Number(e.last_used)}}, "save an estimate")
+                .status();
+        if (!s.ok()) return s;
       }
-      return Exec(link, "COMMIT", {}, "commit a flush").status();
+      for (const SavedKey& k : changed.keys) {
+        Status s = Exec(link,
+                        "INSERT INTO fairgate_keys VALUES ($1, $2, $3) "
+                        "ON CONFLICT (key) DO UPDATE SET accumulated_cost = "
+                        "EXCLUDED.accumulated_cost, idle_since = EXCLUDED.idle_since",
+                        {{k.key}, {Number(k.accumulated_cost)}, {Number(k.idle_since)}},
+                        "save a key's cost")
+                       .status();
+        if (!s.ok()) return s;
+      }
+      for (const SavedSchedule& p : changed.schedules) {
+        Status s = Exec(link,
+                        "INSERT INTO fairgate_schedules VALUES ($1, $2, $3) "
+                        "ON CONFLICT (type, id) DO UPDATE SET last_run_end = "
+                        "EXCLUDED.last_run_end",
+                        {{p.type}, {p.id}, {Number(p.last_run_end)}}, "save a periodic schedule")
+                       .status();
+        if (!s.ok()) return s;
+      }
+      if (Status s = Exec(link, "DELETE FROM fairgate_estimates WHERE last_used < $1",
+                          {{Number(forget_estimates_before)}}, "forget old estimates")
+                         .status();
+          !s.ok()) {
+        return s;
+      }
+      return Exec(link, "DELETE FROM fairgate_keys WHERE idle_since < $1",
+                  {{Number(forget_keys_before)}}, "forget idle keys")
+          .status();
     });
   }
 
@@ -664,6 +640,20 @@ class PostgresStore final : public Store {
     if (result.ok() || !Broken(link)) return result;
     if (Status s = Connect(link); !s.ok()) return s;
     return attempt();
+  }
+
+  // Runs `body` (statements on `link`) as one transaction: BEGIN, the body, then COMMIT, or
+  // ROLLBACK when the body fails; retried once on a fresh connection as Retrying does.
+  template <typename Body>
+  Status Transaction(Link& link, const char* what, Body body) {
+    return Retrying(link, [&]() -> Status {
+      if (Status s = Exec(link, "BEGIN", {}, what).status(); !s.ok()) return s;
+      if (Status s = body(); !s.ok()) {
+        (void)Exec(link, "ROLLBACK", {}, what);
+        return s;
+      }
+      return Exec(link, "COMMIT", {}, what).status();
+    });
   }
 
   StatusOr<Result> RetryingExec(Link& link, const char* sql, const std::vector<Param>& params,
