@@ -46,11 +46,6 @@ void Claimer::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::size_t Claimer::held() const {
-  std::lock_guard lock(mutex_);
-  return held_;
-}
-
 StatusOr<std::size_t> Claimer::ClaimNow() {
   std::lock_guard claim_lock(claim_mutex_);
   std::size_t room = 0;

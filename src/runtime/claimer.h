@@ -55,8 +55,6 @@ class Claimer {
   // Stops the thread (idempotent). Leases still held lapse after their time.
   void Stop();
 
-  std::size_t held() const;
-
  private:
   void Loop();
 
@@ -66,7 +64,7 @@ class Claimer {
   const Queue queue_;
   const Share share_;
 
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::condition_variable wake_;
   std::size_t held_ = 0;  // claimed and not yet Done
   bool poked_ = false;
