@@ -140,7 +140,19 @@ TEST_CASE("Fleet.ReplicasSurviveKillStopAndDatabaseFaultsWithoutLosingOrOverlapp
     }
   };
   add(150);
+  // Whatever becomes of the test, no replica outlives it: one still running (or stopped) at the
+  // end is killed and reaped. A reaped replica's pid is set to 0.
   std::map<std::string, pid_t> replicas;
+  struct Reaper {
+    std::map<std::string, pid_t>& pids;
+    ~Reaper() {
+      for (auto& [name, pid] : pids) {
+        if (pid <= 0) continue;
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
+    }
+  } reaper{replicas};
   for (const char* name : {"r0", "r1", "r2"}) {
     replicas[name] = StartReplica(server.conninfo(), name, log_path);
     REQUIRE(replicas[name] > 0);
@@ -159,7 +171,10 @@ TEST_CASE("Fleet.ReplicasSurviveKillStopAndDatabaseFaultsWithoutLosingOrOverlapp
     REQUIRE(testing::Eventually([&] { return !InProgress(Read(log_path), name).empty(); }, guard));
     REQUIRE(kill(replicas[name], signal) == 0);
     f.at = UnixMs();
-    if (signal == SIGKILL) REQUIRE(waitpid(replicas[name], nullptr, 0) == replicas[name]);
+    if (signal == SIGKILL) {
+      REQUIRE(waitpid(replicas[name], nullptr, 0) == replicas[name]);
+      replicas[name] = 0;
+    }
     f.jobs = InProgress(Read(log_path), name);
     REQUIRE(!f.jobs.empty());
     REQUIRE(testing::Eventually([&] { return LastRestart(Read(log_path), f.jobs, name, f.at) > 0; },
@@ -201,6 +216,7 @@ TEST_CASE("Fleet.ReplicasSurviveKillStopAndDatabaseFaultsWithoutLosingOrOverlapp
     REQUIRE(kill(replicas[name], SIGTERM) == 0);
     int status = 0;
     REQUIRE(waitpid(replicas[name], &status, 0) == replicas[name]);
+    replicas[name] = 0;
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
   }
