@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "fairgate/postgres_store.h"
 #include "work_gate.h"
 
 namespace git_mirror {
@@ -104,6 +105,13 @@ fairgate::Status ValidateGateConfig(const GateConfig& c) {
     return absl::InvalidArgumentError(
         absl::StrCat("the adaptive capacity's minimum must be in [0, capacity ", c.capacity, "]"));
   }
+  if (!c.database.empty() && !c.state_file.empty()) {
+    return absl::InvalidArgumentError(
+        "a state file and a database are exclusive: the database keeps the state");
+  }
+  if (c.database.empty() && !c.replica.empty()) {
+    return absl::InvalidArgumentError("a replica name needs a database");
+  }
   return absl::OkStatus();
 }
 
@@ -134,6 +142,17 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
     options.adaptive_capacity = adaptive;
   }
   options.state_file = c.state_file;
+  if (!c.database.empty()) {
+    auto store = fairgate::OpenPostgresStore(c.database, {.replica = c.replica});
+    if (!store.ok()) {
+      return fairgate::Status(store.status().code(),
+                              absl::StrCat("database: ", store.status().message()));
+    }
+    options.store = std::shared_ptr<fairgate::Store>(*std::move(store));
+    // Mirrors are on storage the replicas share: a repository's writers exclude each other
+    // across all of them.
+    options.fleet_conflict_groups = {"git"};
+  }
   auto scheduler = fairgate::Scheduler::Create(options);
   if (!scheduler.ok()) return scheduler.status();
   const struct {
@@ -177,7 +196,7 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
   }
   // The learned costs came back with the types; the mirror stores no durable jobs, but Recover is
   // the defined point after which the state is in use.
-  if (!c.state_file.empty()) {
+  if (!c.state_file.empty() || !c.database.empty()) {
     if (auto recovered = (*scheduler)->Recover(); !recovered.ok()) return recovered.status();
   }
   return std::unique_ptr<WorkGate>(new FairgateGate(std::move(*scheduler)));

@@ -241,6 +241,12 @@ class FifoGate : public WorkGate {
 
 fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFifoGate(const GateConfig& config) {
   if (auto s = ValidateGateConfig(config); !s.ok()) return s;
+  // What only fairgate keeps is refused rather than ignored: a FIFO replica would neither keep
+  // nor share it.
+  if (!config.state_file.empty() || !config.database.empty()) {
+    return absl::InvalidArgumentError(
+        "the FIFO policy keeps no state: a state file or database needs the fairgate policy");
+  }
   return std::unique_ptr<WorkGate>(new FifoGate(config));
 }
 

@@ -59,6 +59,13 @@ int main(int argc, char** argv) {
   app.add_option("--state", gate_config.state_file,
                  "a SQLite file keeping learned costs, clients' costs and the fetch schedule "
                  "across restarts (fairgate)");
+  app.add_option("--database", gate_config.database,
+                 "a PostgreSQL database (libpq connection string or postgresql:// URL) shared by "
+                 "the replicas of one mirror, with one --mirror-dir: clients' costs and repository "
+                 "exclusion are fleet-wide; exclusive with --state (fairgate)");
+  app.add_option("--replica", gate_config.replica,
+                 "this replica's name, unique among those sharing --database; default: host "
+                 "name, process id and a random suffix (fairgate)");
   app.add_option("--client-header", options.http.client_header,
                  "header naming the client, honoured only from --trusted-proxy peers (e.g. "
                  "X-Forwarded-For: its last entry); else the peer address names the client");

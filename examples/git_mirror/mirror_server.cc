@@ -513,6 +513,17 @@ bool MirrorServer::IsMirrored(const std::string& repository) const {
   return fetches_.contains(repository);
 }
 
+bool MirrorServer::IsMirroredOrAdopt(const std::string& repository) {
+  if (IsMirrored(repository)) return true;
+  if (!fs::exists(fs::path(MirrorPath(repository)) / "HEAD")) return false;
+  {
+    std::lock_guard lock(mutex_);
+    fetches_.try_emplace(repository, 0);
+  }
+  StartFetching(repository);
+  return true;
+}
+
 WorkGate::JobFn MirrorServer::Logged(std::string type, std::string repository, std::string client,
                                      WorkGate::JobFn fn, std::shared_ptr<bool> started) {
   return
@@ -540,14 +551,14 @@ void MirrorServer::RecordOutcome(std::string_view type, const std::string& repos
 void MirrorServer::EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange,
                                   const std::string& repository,
                                   std::function<void(const fairgate::Status&)> then) {
-  if (IsMirrored(repository)) return then(absl::OkStatus());
+  if (IsMirroredOrAdopt(repository)) return then(absl::OkStatus());
   const std::string url = *repositories_.UpstreamOf(repository);
   // Runs on the gate's threads (git clone blocks its thread), with the server's work context:
   // a first mirror benefits every later client, so it goes on if this one leaves.
   auto make_mirror = [this, repository, url](const fairgate::Context&) {
-    // Another request may have made it while this one waited: sync-clones of one repository
-    // share the conflict group, so they ran one after the other.
-    if (IsMirrored(repository)) return absl::OkStatus();
+    // Another request (or replica) may have made it while this one waited: sync-clones of one
+    // repository share the conflict group, so they ran one after the other.
+    if (IsMirroredOrAdopt(repository)) return absl::OkStatus();
     std::string scratch = (fs::path(options_.mirror_dir) / ".incoming" / "XXXXXX").string();
     if (mkdtemp(scratch.data()) == nullptr) {
       return absl::InternalError("cannot make a scratch directory for a new mirror");
@@ -828,7 +839,7 @@ void MirrorServer::HandleFetchHook(const std::shared_ptr<HttpExchange>& exchange
     return Reply(*exchange,
                  absl::NotFoundError(absl::StrCat("unknown repository '", repository, "'")));
   }
-  if (!IsMirrored(repository)) {  // its first clone will fetch everything there is
+  if (!IsMirroredOrAdopt(repository)) {  // its first clone will fetch everything there is
     return exchange->Respond(200, "text/plain; charset=utf-8",
                              absl::StrCat("'", repository, "' is not mirrored yet\n"));
   }

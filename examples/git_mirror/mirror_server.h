@@ -121,6 +121,10 @@ class MirrorServer {
                            GitEndpoint expected) const;
   std::string MirrorPath(const std::string& repository) const;
   bool IsMirrored(const std::string& repository) const;
+  // Whether the mirror of `repository` is in place, made by this server or by another replica on
+  // the same mirror directory (a mirror appears whole: it is renamed into place); one found on
+  // disk is served and fetched from then on.
+  bool IsMirroredOrAdopt(const std::string& repository);
   // Makes the mirror of `repository` if it does not exist yet, as a "sync-clone" of `client`,
   // then calls `then` on the exchange's strand with the outcome.
   void EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange, const std::string& repository,

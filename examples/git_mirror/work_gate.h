@@ -5,7 +5,8 @@
 //   first mirrors ("sync-clone") are foreground, keyed by client; fetches and repacks are
 //   background, keyed "".
 //   "sync-clone", "fetch" and "repack" share the conflict group "git": never two of them on one
-//   repository at once. Costs are learned per (type, repository), never configured.
+//   repository at once. Costs are learned per (type, repository), never configured. With a
+//   database (GateConfig::database) the replicas of one mirror share one fair scheduler.
 // - MakeFifoGate: a plain FIFO semaphore of the same capacity. To stay correct it must still keep
 //   git's writers apart, which it does as a server without fairgate would: a writer takes its slot,
 //   then a per-repository lock (holding the slot while it waits for the lock).
@@ -63,6 +64,16 @@ struct GateConfig {
   // fairgate only. A SQLite file that keeps the learned costs of clones and fetches, the clients'
   // accumulated costs and the fetch schedule across restarts (fairgate/store.h); empty: none.
   std::string state_file;
+  // fairgate only. A PostgreSQL database (a libpq connection string or postgresql:// URL) shared
+  // by the replicas of one mirror (fairgate/postgres_store.h): it keeps what state_file keeps,
+  // for all of them, and makes two things fleet-wide: a client's accumulated cost (its clones on
+  // every replica count, shared about once a second) and the conflict group "git" (no two
+  // replicas run a first mirror, fetch or repack of one repository at once). The replicas share
+  // their mirror directory. Empty: none; exclusive with state_file.
+  std::string database;
+  // fairgate only, with `database`: this replica's name in the leases it holds, unique among the
+  // replicas that run at once. Empty: host name, process id and a random suffix.
+  std::string replica;
 };
 
 // A slot held by a foreground request: released exactly once, by Release or by the destructor

@@ -51,4 +51,9 @@ status=0
   --header-timeout 0 2>"$work/err" || status=$?
 [[ $status -eq 2 ]] || { echo "--header-timeout 0 exited with $status"; exit 1; }
 grep -q -- "--header-timeout must be > 0" "$work/err"
+status=0
+"$server" --mirror-dir "$work/mirrors" --repo "demo.git=$work/upstream.git" \
+  --state "$work/state.db" --database "host=$work dbname=mirror" 2>"$work/err" || status=$?
+[[ $status -eq 2 ]] || { echo "--state with --database exited with $status"; exit 1; }
+grep -q "a state file and a database are exclusive" "$work/err"
 echo "walk-through OK"
