@@ -7,7 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -431,10 +433,80 @@ TEST_CASE("PostgresStore.AFleetWideConflictGroupKeepsAFetchOnOneReplicaFromARepa
            return absl::OkStatus();
          }).code() == absl::StatusCode::kDeadlineExceeded);
   blocker->Open();
-  // Acquire cannot hold a fleet-wide lease for its permit: refused, clearly.
-  Status refused = b->Acquire(Context::Background(), "fetch", "x", "", [](StatusOr<Permit>) {});
-  CHECK(refused.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(refused.message().find("fleet-wide") != std::string::npos);
+}
+
+TEST_CASE("PostgresStore.AnAcquiresPermitHoldsItsFleetWideLeaseUntilReleased") {
+  testing::PostgresServer server;
+  auto replica = [&](const std::string& name) {
+    SchedulerOptions o;
+    o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
+    o.max_concurrency = 4;
+    o.claim_interval = Seconds(0.05);
+    o.fleet_conflict_groups = {"repo"};
+    o.warn = [](std::string_view) {};
+    auto s = *Scheduler::Create(o);
+    REQUIRE(s->RegisterType("repack", testing::Type(1, 4, "repo")).ok());
+    REQUIRE(s->RegisterType("fetch", testing::Type(2, 4, "repo")).ok());
+    return s;
+  };
+  auto a = replica("a");
+  auto b = replica("b");
+  // What one Acquire's callback got, once it has.
+  struct Delivery {
+    std::mutex mutex;
+    std::optional<StatusOr<Permit>> result;
+    bool got() {
+      std::lock_guard lock(mutex);
+      return result.has_value();
+    }
+  };
+  auto acquire = [](Scheduler& s, const Context& ctx, const std::string& type,
+                    const std::string& id) {
+    auto d = std::make_shared<Delivery>();
+    REQUIRE(s.Acquire(ctx, type, id, "client", [d](StatusOr<Permit> p) {
+               std::lock_guard lock(d->mutex);
+               d->result = std::move(p);
+             }).ok());
+    return d;
+  };
+  auto repack = acquire(*a, Context::Background(), "repack", "linux.git");
+  REQUIRE(testing::Eventually([&] { return repack->got(); }));
+  REQUIRE(repack->result->ok());
+  const std::uint64_t repack_token = (*repack->result)->FencingToken();
+  CHECK(repack_token > 0);
+  // b's fetch of the same repository is admitted there but gets no permit while a's is held;
+  // one of another repository gets its own at once.
+  auto fetch = acquire(*b, Context::Background(), "fetch", "linux.git");
+  auto other = acquire(*b, Context::Background(), "fetch", "git.git");
+  REQUIRE(testing::Eventually([&] { return other->got(); }));
+  REQUIRE(other->result->ok());
+  CHECK((*other->result)->FencingToken() > repack_token);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK_FALSE(fetch->got());
+  (*repack->result)->Release();
+  REQUIRE(testing::Eventually([&] { return fetch->got(); }));
+  REQUIRE(fetch->result->ok());
+  CHECK((*fetch->result)->FencingToken() > repack_token);
+
+  // Waiting for a lease held elsewhere ends with the Acquire's context, and with Shutdown.
+  auto [ctx, cancel] = WithTimeout(Context::Background(), std::chrono::milliseconds(200));
+  auto timed_out = acquire(*a, ctx, "repack", "linux.git");
+  REQUIRE(testing::Eventually([&] { return timed_out->got(); }));
+  CHECK(timed_out->result->status().code() == absl::StatusCode::kDeadlineExceeded);
+  auto cut = acquire(*a, Context::Background(), "repack", "linux.git");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK_FALSE(cut->got());
+  CHECK(a->Shutdown(Context::Background()).ok());
+  REQUIRE(cut->got());
+  CHECK(cut->result->status().code() == absl::StatusCode::kCancelled);
+  // The permit's holder gives the lease back when it releases: a takes none meanwhile, and b's
+  // next fetch of the repository goes through.
+  (*fetch->result)->Release();
+  auto again = acquire(*b, Context::Background(), "fetch", "linux.git");
+  REQUIRE(testing::Eventually([&] { return again->got(); }));
+  CHECK(again->result->ok());
+  (*again->result)->Release();
+  (*other->result)->Release();
 }
 
 TEST_CASE("PostgresStore.AFleetWideCapHoldsAcrossReplicas") {

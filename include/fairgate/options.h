@@ -156,7 +156,9 @@ struct SchedulerOptions {
   //   (group, id) in the shared store, a lease renewed with the others; it waits for one
   //   (holding its local slot, not counted in its run time) and gets the lease's fencing token
   //   in its context (Context::FencingToken). RunSync and Submit jobs (durable and periodic
-  //   ones too); Acquire of such a type is refused (FailedPrecondition). Needs a shared store.
+  //   ones too); an Acquire's permit is delivered once its lease is taken (on a pool fiber,
+  //   waiting under the Acquire's context) and holds it until released (Permit::FencingToken).
+  //   Needs a shared store.
   std::vector<std::string> fleet_conflict_groups;
   // - job types whose jobs run at most N at once in the whole fleet (type -> N): a job holds
   //   one of the N slots as a lease while it runs, taken like a fleet-wide conflict's (and

@@ -20,6 +20,7 @@
 #ifndef FAIRGATE_PERMIT_H_
 #define FAIRGATE_PERMIT_H_
 
+#include <cstdint>
 #include <memory>
 
 #include "fairgate/status.h"
@@ -32,6 +33,7 @@ class HeldJob {
  public:
   virtual ~HeldJob() = default;
   virtual void Release(const Status& status) = 0;
+  virtual std::uint64_t FencingToken() const { return 0; }
 };
 }  // namespace internal
 
@@ -56,6 +58,12 @@ class Permit {
   // Whether this permit still holds its job.
   bool held() const noexcept { return job_ != nullptr; }
   explicit operator bool() const noexcept { return held(); }
+
+  // The fencing token of the fleet-wide lease the job holds (a type of a fleet-wide conflict
+  // group or cap on a shared store, fairgate/options.h): greater than every earlier holder's of
+  // the same resource, for storage that can refuse a stale writer. 0 when it holds none, or
+  // when empty.
+  std::uint64_t FencingToken() const { return job_ ? job_->FencingToken() : 0; }
 
   // Completes the job with `status` (see the header comment); no-op when empty.
   void Release(const Status& status = absl::OkStatus()) {

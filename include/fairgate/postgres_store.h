@@ -25,8 +25,8 @@
 // Fleet-wide caps (SchedulerOptions::fleet_type_caps) are leases of the same kind, one resource
 // per capped type.
 //
-// Not here yet (issue 16): leases for Acquire permits, and claims as cheap as PostgreSQL's plain
-// SKIP LOCKED (bench/README.md has the figures).
+// Not here yet (issue 16): claims as cheap as PostgreSQL's plain SKIP LOCKED (bench/README.md has
+// the figures).
 //
 // Thread safety: every method may be called from any thread at once.
 #ifndef FAIRGATE_POSTGRES_STORE_H_

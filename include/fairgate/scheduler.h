@@ -136,11 +136,15 @@ class Scheduler {
   // - with DeadlineExceeded, uncharged, when the job is still pending at its type's
   //   max_queue_wait;
   // - with Cancelled when the scheduler shuts down first.
+  // A type that takes fleet-wide leases (SchedulerOptions::fleet_conflict_groups,
+  // fleet_type_caps) is admitted, then takes its leases on a pool fiber and gets its permit
+  // there; if ctx ends, the scheduler shuts down or the store fails before it has them, the job
+  // completes (charged as having run for no time) and the callback gets that status.
   // It runs on the thread that made the decision: inside Acquire itself when the job is admitted
   // at once, inside whatever released a slot (a Permit's Release, a RunSync return, a worker),
-  // inside ctx's cancel function, or on the scheduler's timer. It should be quick and must not
-  // block; it may call the scheduler (release its permit, acquire again). An event loop posts the
-  // result to itself: fairgate/asio.h does so for Boost.Asio.
+  // inside ctx's cancel function, on the scheduler's timer, or on a pool fiber (above). It should
+  // be quick and must not block; it may call the scheduler (release its permit, acquire again). An
+  // event loop posts the result to itself: fairgate/asio.h does so for Boost.Asio.
   Status Acquire(const Context& ctx, std::string_view type, std::string_view id,
                  std::string_view fairness_key, PermitCallback on_admitted,
                  const JobOptions& options = {});

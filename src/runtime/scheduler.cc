@@ -69,12 +69,14 @@ struct JobRecord {
   Scheduler::DoneCallback done;
 
   // Acquire: called once; the context's cancel callback (0: none, or it ran inline); the entry in
-  // the deadline map while pending (under the scheduler's lock); when the permit was granted.
+  // the deadline map while pending (under the scheduler's lock); when the permit was granted;
+  // whether its type takes fleet-wide leases (as it was when the job was accepted).
   Scheduler::PermitCallback on_admitted;
   Context ctx = Context::Background();
   std::uint64_t ctx_callback = 0;
   std::optional<DeadlineMap::iterator> deadline_entry;
   double admitted_at = 0;
+  bool fleet_leases = false;
 };
 
 // A copy of `status` that shares nothing with it. Each call that joined a run gets one: the
@@ -300,15 +302,11 @@ class Scheduler::Impl {
                  std::string_view key, PermitCallback on_admitted, const JobOptions& options) {
     if (!on_admitted) return absl::InvalidArgumentError("permit callback is empty");
     if (Status s = ctx.Err(); !s.ok()) return s;
-    if (fleet_ && fleet_->Needed(type)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "job type '", absl::string_view(type.data(), type.size()),
-          "' takes a fleet-wide lease (fleet_conflict_groups, fleet_type_caps), which Acquire "
-          "cannot hold for its permit: use RunSync or Submit"));
-    }
+    const bool fleet_leases = fleet_ && fleet_->Needed(type);
     RecordPtr pending;
     StatusOr<RecordPtr> accepted = Accept({type, id, key, options.cost}, [&](const RecordPtr& r) {
       r->async = true;
+      r->fleet_leases = fleet_leases;
       r->on_admitted = std::move(on_admitted);
       r->ctx = ctx;
       if (ctx.state()) {
@@ -764,9 +762,10 @@ class Scheduler::Impl {
     }
   }
 
-  // Takes the fleet-wide leases a Submit job needs (FleetLeases::Enter), under the context
-  // given to Submit jobs.
-  Status EnterFleet(const JobRecord& record, internal::FleetLeases::Held& leases) {
+  // Takes the fleet-wide leases a job needs (FleetLeases::Enter), waiting under `ctx` while
+  // they are held elsewhere.
+  Status EnterFleet(const JobRecord& record, const Context& ctx,
+                    internal::FleetLeases::Held& leases) {
     if (!fleet_) return absl::OkStatus();
     std::string type, id;
     {
@@ -776,7 +775,35 @@ class Scheduler::Impl {
       type = std::string(job->type);
       id = std::string(job->id);
     }
-    return fleet_->Enter(type, id, background_.first, leases);
+    return fleet_->Enter(type, id, ctx, leases);
+  }
+
+  // An admitted Acquire whose type takes fleet-wide leases: takes them on a pool fiber (blocking
+  // store calls, never on the thread that admitted it), then delivers a permit that holds them
+  // until it is released. While they are held elsewhere it waits, until the Acquire's context
+  // ends or Shutdown begins; then, or when the store fails, the job completes with that status
+  // (as a Submit job's lease wait would) and the callback gets it. The hold, and so the observed
+  // cost, begins with the permit.
+  void AdmitWithLeases(const RecordPtr& record) {
+    auto leases = std::make_unique<internal::FleetLeases::Held>();
+    auto [ctx, cancel] = WithCancel(record->ctx);
+    const std::shared_ptr<internal::ContextState>& shutdown = background_.first.state();
+    const std::uint64_t on_shutdown = shutdown->AddCallback(cancel);
+    Status status = EnterFleet(*record, ctx, *leases);
+    shutdown->RemoveCallback(on_shutdown);
+    cancel();
+    DetachContext(*record);
+    if (!status.ok()) {
+      fleet_->Leave(*leases);
+      const double now = Now();
+      (void)Complete(*record, now, now, status);
+      InvokeAdmitted(*record, status);
+      FinishOutstanding();
+      return;
+    }
+    record->admitted_at = Now();
+    InvokeAdmitted(*record, Scheduler::MakePermit(
+                                std::make_unique<HeldPermit>(this, record, std::move(leases))));
   }
 
   // Shares the keys' costs with the fleet (Store::ShareKeyCosts): adds what this replica charged
@@ -1194,6 +1221,8 @@ class Scheduler::Impl {
         Refuse(record);
       } else if (record->sync) {
         Signal(*record);
+      } else if (record->async && record->fleet_leases) {
+        pool_.Post([this, record] { AdmitWithLeases(record); });
       } else if (record->async) {
         DetachContext(*record);
         InvokeAdmitted(*record, Scheduler::MakePermit(std::make_unique<HeldPermit>(this, record)));
@@ -1209,7 +1238,7 @@ class Scheduler::Impl {
   void RunBackground(RecordPtr record) {
     while (record) {
       internal::FleetLeases::Held leases;
-      Status status = EnterFleet(*record, leases);
+      Status status = EnterFleet(*record, background_.first, leases);
       const double start = Now();  // a wait for fleet-wide leases is not part of the run
       if (status.ok()) status = Invoke(record->fn, leases.ctx ? *leases.ctx : background_.first);
       if (fleet_) fleet_->Leave(leases);
@@ -1289,20 +1318,29 @@ class Scheduler::Impl {
     record.deadline_entry.reset();
   }
 
-  // The scheduler's side of a Permit: releasing it completes the job.
+  // The scheduler's side of a Permit: releasing it gives back its fleet-wide leases, if any,
+  // and completes the job.
   class HeldPermit : public internal::HeldJob {
    public:
-    HeldPermit(Impl* impl, RecordPtr record) : impl_(impl), record_(std::move(record)) {}
+    HeldPermit(Impl* impl, RecordPtr record,
+               std::unique_ptr<internal::FleetLeases::Held> leases = nullptr)
+        : impl_(impl), record_(std::move(record)), leases_(std::move(leases)) {}
     void Release(const Status& status) override {
       Impl* impl = impl_;
-      (void)impl->Complete(*record_, record_->admitted_at, impl->Now(), status);
+      const double end = impl->Now();
+      if (leases_) impl->fleet_->Leave(*leases_);
+      (void)impl->Complete(*record_, record_->admitted_at, end, status);
       record_ = nullptr;
       impl->FinishOutstanding();  // the last touch: the scheduler may be destroyed after it
+    }
+    std::uint64_t FencingToken() const override {
+      return leases_ && leases_->ctx ? leases_->ctx->FencingToken() : 0;
     }
 
    private:
     Impl* impl_;
     RecordPtr record_;
+    std::unique_ptr<internal::FleetLeases::Held> leases_;
   };
 
   void AddOutstanding() {
