@@ -371,6 +371,72 @@ TEST_CASE("PostgresStore.AResourceLeaseHasLimitSlotsFencingTokensAndLapses") {
   CHECK(*b->AcquireResource("repo", "mesa.git", 1, 30) == 0u);
 }
 
+TEST_CASE("PostgresStore.AClaimTakesTheLeasesItsJobsNeedInTheSameTransaction") {
+  testing::PostgresServer server;
+  auto a = *OpenPostgresStore(server.conninfo(), {"a"});
+  auto b = *OpenPostgresStore(server.conninfo(), {"b"});
+  auto c = *OpenPostgresStore(server.conninfo(), {"c"});
+  auto add = [&](const std::string& type, const std::string& id, const std::string& key) {
+    StoredJob job;
+    job.type = type;
+    job.id = id;
+    job.fairness_key = key;
+    return *a->AddJob(job);
+  };
+  auto sequences = [](const std::vector<StoredJob>& jobs) {
+    std::vector<std::uint64_t> out;
+    for (const StoredJob& j : jobs) out.push_back(j.sequence);
+    return out;
+  };
+  const ClaimableType fetch{"fetch", 1, "repo", 1, 0};
+  const std::uint64_t linux1 = add("fetch", "linux.git", "k1");
+  const std::uint64_t linux2 = add("fetch", "linux.git", "k2");
+  const std::uint64_t git = add("fetch", "git.git", "k3");
+  // linux.git is held (a RunSync fetch on replica a, say): only git.git's job is claimed.
+  const std::uint64_t held = *a->AcquireResource("repo", "linux.git", 1, 30);
+  std::vector<StoredJob> claimed = *b->ClaimJobs({fetch}, 10, 30);
+  REQUIRE(sequences(claimed) == std::vector<std::uint64_t>{git});
+  CHECK(claimed[0].resource_token > held);
+  CHECK(*a->AcquireResource("repo", "git.git", 1, 30) == 0u);  // the claim holds git.git
+  // Once it is free, one job of it is claimed, not two (one slot); nobody else gets the other.
+  REQUIRE(a->ReleaseResource("repo", "linux.git", held).ok());
+  claimed = *b->ClaimJobs({fetch}, 10, 30);
+  REQUIRE(sequences(claimed) == std::vector<std::uint64_t>{linux1});
+  const std::uint64_t linux1_fence = claimed[0].resource_token;
+  CHECK(linux1_fence > held);
+  CHECK(c->ClaimJobs({fetch}, 10, 30)->empty());
+  // The lease goes back with the job: removed, its repository's next job can be claimed.
+  REQUIRE(b->RemoveJob(linux1).ok());
+  claimed = *c->ClaimJobs({fetch}, 10, 30);
+  REQUIRE(sequences(claimed) == std::vector<std::uint64_t>{linux2});
+  CHECK(claimed[0].resource_token > linux1_fence);
+  // Given back unrun, too; and a limit of 2 lets two jobs of one repository be claimed at once.
+  REQUIRE(c->ReleaseJob(linux2).ok());
+  const std::uint64_t linux3 = add("fetch", "linux.git", "k4");
+  claimed = *b->ClaimJobs({{"fetch", 1, "repo", 2, 0}}, 10, 30);
+  CHECK(sequences(claimed) == std::vector<std::uint64_t>{linux2, linux3});
+  // A fleet-wide cap's slots are taken the same way: one of type "repack" at a time.
+  const ClaimableType repack{"repack", 1, "", 1, 1};
+  const std::uint64_t r1 = add("repack", "x.git", "k1");
+  const std::uint64_t r2 = add("repack", "y.git", "k2");
+  claimed = *a->ClaimJobs({repack}, 10, 30);
+  REQUIRE(sequences(claimed) == std::vector<std::uint64_t>{r1});
+  CHECK(claimed[0].resource_token > 0u);
+  CHECK(b->ClaimJobs({repack}, 10, 30)->empty());
+  REQUIRE(a->DeferJob(r1, 4e9, "later").ok());  // a retry far off: gives the slot back
+  CHECK(sequences(*b->ClaimJobs({repack}, 10, 30)) == std::vector<std::uint64_t>{r2});
+  // The claim's leases are renewed with it, and lapse with it.
+  const std::uint64_t mesa = add("fetch", "mesa.git", "k5");
+  claimed = *c->ClaimJobs({fetch}, 10, 0.4);
+  REQUIRE(sequences(claimed) == std::vector<std::uint64_t>{mesa});
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  CHECK(*c->RenewLeases(0.4) >= 2u);  // the job and its lease
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  CHECK(*a->AcquireResource("repo", "mesa.git", 1, 30) == 0u);  // renewed: still c's
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(*a->AcquireResource("repo", "mesa.git", 1, 30) > claimed[0].resource_token);  // lapsed
+}
+
 TEST_CASE("PostgresStore.AFleetWideConflictGroupKeepsAFetchOnOneReplicaFromARepackOnAnother") {
   testing::PostgresServer server;
   auto replica = [&](const std::string& name) {

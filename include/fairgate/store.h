@@ -61,6 +61,9 @@ struct StoredJob {
   // A shared store's fencing token of this replica's claim (ClaimJobs); 0 when not claimed, and
   // always 0 in a store that is not shared.
   std::uint64_t lease_token = 0;
+  // The fencing token of the last fleet-wide lease taken with the claim (ClaimableType: its
+  // resource's, else its cap slot's); 0 when the claim took none.
+  std::uint64_t resource_token = 0;
   friend bool operator==(const StoredJob&, const StoredJob&) = default;
 };
 
@@ -88,10 +91,21 @@ struct SavedSchedule {
   friend bool operator==(const SavedSchedule&, const SavedSchedule&) = default;
 };
 
-// A job type a replica claims jobs of, and its tier (JobTypeConfig::priority: higher first).
+// The resource group under which fleet-wide caps' slots are leased, one resource per capped type
+// (SchedulerOptions::fleet_type_caps).
+inline constexpr std::string_view kFleetCapGroup = "fairgate.type_cap";
+
+// A job type a replica claims jobs of, its tier (JobTypeConfig::priority: higher first), and the
+// fleet-wide leases each of its jobs takes in the claim's own transaction: one of the fleet_cap
+// slots of resource (kFleetCapGroup, type) when fleet_cap > 0, then one of the conflict_limit
+// slots of resource (conflict_group, the job's id) when conflict_group is not empty. A job whose
+// leases cannot all be taken is not claimed (a later one may be).
 struct ClaimableType {
   std::string type;
   int priority = 1;
+  std::string conflict_group;
+  int conflict_limit = 1;
+  int fleet_cap = 0;
 };
 
 // What the scheduler has learned: a flush writes what changed since the previous one (rows with
@@ -138,7 +152,9 @@ class Store {
   // had been admitted already) come first, then the rest in fairgate's order: the higher tier
   // first, then the key with the lower accumulated cost (as flushed, SaveLearned), then the
   // lower sequence. Each comes with its new lease_token. Jobs other replicas are claiming at the
-  // same moment are skipped, not waited for.
+  // same moment are skipped, not waited for. The leases its type takes (ClaimableType) are taken
+  // with the claim, with resource_token; they are the claim's: renewed with it, given back when
+  // this replica removes, defers, kills or releases the job, and lapsed with it.
   virtual StatusOr<std::vector<StoredJob>> ClaimJobs(const std::vector<ClaimableType>& types,
                                                      std::size_t max_jobs, double lease_seconds);
   // Extends every lease this replica still holds (of jobs and of resources) to `lease_seconds`

@@ -34,6 +34,15 @@ bool FleetLeases::Needed(std::string_view type) const {
   return needs_.contains(absl::string_view(type.data(), type.size()));
 }
 
+void FleetLeases::DescribeNeeds(ClaimableType& claimable) const {
+  std::lock_guard lock(mutex_);
+  auto it = needs_.find(claimable.type);
+  if (it == needs_.end()) return;
+  claimable.conflict_group = it->second.group;
+  claimable.conflict_limit = it->second.limit;
+  claimable.fleet_cap = it->second.cap;
+}
+
 StatusOr<std::uint64_t> FleetLeases::Take(const std::string& group, std::string_view id,
                                           int slots) {
   StatusOr<std::uint64_t> token = keeper_.store().AcquireResource(group, id, slots, lease_seconds_);
@@ -59,10 +68,10 @@ Status FleetLeases::Enter(std::string_view type, std::string_view id, const Cont
   for (;;) {
     bool taken = true;
     if (needs.cap > 0) {
-      StatusOr<std::uint64_t> slot = Take(std::string(kCapGroup), type, needs.cap);
+      StatusOr<std::uint64_t> slot = Take(std::string(kFleetCapGroup), type, needs.cap);
       if (!slot.ok()) return slot.status();
       if (*slot != 0) {
-        held.leases.push_back({std::string(kCapGroup), std::string(type), *slot});
+        held.leases.push_back({std::string(kFleetCapGroup), std::string(type), *slot});
       } else {
         taken = false;
       }

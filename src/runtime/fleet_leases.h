@@ -3,7 +3,7 @@
 // - a conflict group named in SchedulerOptions::fleet_conflict_groups: one of the conflict_limit
 //   slots of the job's resource (group, id);
 // - a type with a fleet-wide cap (SchedulerOptions::fleet_type_caps): one of the cap's slots,
-//   the resource (kCapGroup, type).
+//   the resource (kFleetCapGroup, type).
 // A job takes the cap's slot first, then its resource's; if the resource is held elsewhere it
 // gives the cap's slot back and tries both again after a backoff (5 ms, doubling up to
 // claim_interval), so a job waiting for a repository never holds a fleet-wide slot meanwhile.
@@ -29,15 +29,13 @@
 #include "fairgate/job_type.h"
 #include "fairgate/options.h"
 #include "fairgate/status.h"
+#include "fairgate/store.h"
 #include "runtime/state_keeper.h"
 
 namespace fairgate::internal {
 
 class FleetLeases {
  public:
-  // The group under which fleet-wide caps' slots are leased, one resource per capped type.
-  static constexpr std::string_view kCapGroup = "fairgate.type_cap";
-
   FleetLeases(StateKeeper& keeper, const SchedulerOptions& options);
 
   // Records what jobs of `type` need, from its configuration (a type registered again replaces
@@ -45,6 +43,8 @@ class FleetLeases {
   void TypeRegistered(std::string_view type, const JobTypeConfig& config);
   // Whether jobs of `type` take any lease.
   bool Needed(std::string_view type) const;
+  // Sets what jobs of claimable.type take (ClaimableType: a shared store takes it with a claim).
+  void DescribeNeeds(ClaimableType& claimable) const;
 
   // What a running job holds.
   struct Held {

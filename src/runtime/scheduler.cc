@@ -64,9 +64,11 @@ struct JobRecord {
   internal::WaitCondition wake;
   bool signalled = false;
 
-  // Submit.
+  // Submit. claimed_leases: the fencing token of the fleet-wide leases a claimed durable job's
+  // claim took (the store gives them back with the job), 0 for none.
   Scheduler::JobFn fn;
   Scheduler::DoneCallback done;
+  std::uint64_t claimed_leases = 0;
 
   // Acquire: called once; the context's cancel callback (0: none, or it ran inline); the entry in
   // the deadline map while pending (under the scheduler's lock); when the permit was granted;
@@ -332,8 +334,10 @@ class Scheduler::Impl {
     return absl::OkStatus();
   }
 
+  // `claimed_leases`: a claimed durable job's, when its claim took its fleet-wide leases (the
+  // fencing token of the last); it runs under them instead of taking its own.
   Status Submit(std::string_view type, std::string_view id, std::string_view key, JobFn fn,
-                DoneCallback done, const JobOptions& options) {
+                DoneCallback done, const JobOptions& options, std::uint64_t claimed_leases = 0) {
     if (!fn) return absl::InvalidArgumentError("job function is empty");
     StatusOr<RecordPtr> accepted =
         Accept({type, id, key, options.cost,
@@ -341,6 +345,7 @@ class Scheduler::Impl {
                [&](const RecordPtr& r) {
                  r->fn = std::move(fn);
                  r->done = std::move(done);
+                 r->claimed_leases = claimed_leases;
                });
     return accepted.status();
   }
@@ -741,7 +746,10 @@ class Scheduler::Impl {
     for (const auto& [name, type] : durable_types_) {
       if (core_->TypePaused(name)) continue;  // held, its jobs would wait while others could run
       const JobTypeConfig* config = core_->TypeConfig(name);
-      types.push_back({name, config != nullptr ? config->priority : 1});
+      ClaimableType& claimable = types.emplace_back();
+      claimable.type = name;
+      claimable.priority = config != nullptr ? config->priority : 1;
+      if (fleet_) fleet_->DescribeNeeds(claimable);  // taken with the claim
     }
     return types;
   }
@@ -869,7 +877,8 @@ class Scheduler::Impl {
     return Submit(
         job.type, job.id, job.fairness_key,
         [this, attempt](const Context& ctx) { return RunDurable(*attempt, ctx); },
-        [this, attempt](const Status& status) { FinishDurable(*attempt, status); }, {});
+        [this, attempt](const Status& status) { FinishDurable(*attempt, status); }, {},
+        job.resource_token);
   }
 
   // Queues a stored job whose time has come (recovered, or at the end of its backoff); true if
@@ -1238,7 +1247,12 @@ class Scheduler::Impl {
   void RunBackground(RecordPtr record) {
     while (record) {
       internal::FleetLeases::Held leases;
-      Status status = EnterFleet(*record, background_.first, leases);
+      Status status;
+      if (record->claimed_leases != 0) {
+        leases.ctx = internal::WithFencingToken(background_.first, record->claimed_leases);
+      } else {
+        status = EnterFleet(*record, background_.first, leases);
+      }
       const double start = Now();  // a wait for fleet-wide leases is not part of the run
       if (status.ok()) status = Invoke(record->fn, leases.ctx ? *leases.ctx : background_.first);
       if (fleet_) fleet_->Leave(leases);

@@ -107,43 +107,78 @@ UPDATE fairgate_schema SET version = 2 WHERE version < 2;
 // index, and only those candidates are ordered and locked. The order is the same as over all
 // jobs: a key's later jobs never come before its earlier ones, so none of its first $3 can be
 // passed over by one that was not offered.
-constexpr const char* kClaim =
-    "WITH RECURSIVE wanted AS (SELECT * FROM unnest($1::text[], $2::int[]) AS w(type, tier)), "
-    "keys AS ("
-    "  SELECT w.type, w.tier, (SELECT min(j.fairness_key) FROM fairgate_durable_jobs j "
-    "    WHERE j.type = w.type AND NOT j.dead) AS key FROM wanted w "
-    "  UNION ALL "
-    "  SELECT k.type, k.tier, (SELECT min(j.fairness_key) FROM fairgate_durable_jobs j "
-    "    WHERE j.type = k.type AND NOT j.dead AND j.fairness_key > k.key) "
-    "  FROM keys k WHERE k.key IS NOT NULL), "
-    "offered AS ("
-    "  SELECT c.sequence, k.tier, false AS lapsed FROM keys k CROSS JOIN LATERAL ("
-    "    SELECT j.sequence FROM fairgate_durable_jobs j "
-    "    WHERE j.type = k.type AND j.fairness_key = k.key AND NOT j.dead "
-    "      AND j.not_before <= $6 AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW
-    ") "
-    "    ORDER BY j.sequence LIMIT $3) c "
-    "  WHERE k.key IS NOT NULL "
-    "  UNION ALL "
-    "  SELECT j.sequence, w.tier, true FROM fairgate_durable_jobs j JOIN wanted w ON w.type = "
-    "j.type "
-    "  WHERE j.holder IS NOT NULL AND j.lease_until < " FAIRGATE_PG_NOW
-    "    AND NOT j.dead AND j.not_before <= $6), "
-    "candidates AS (SELECT sequence, bool_or(lapsed) AS lapsed, max(tier) AS tier "
-    "  FROM offered GROUP BY sequence), "
-    "picked AS (SELECT j.sequence FROM candidates c "
-    "  JOIN fairgate_durable_jobs j ON j.sequence = c.sequence "
-    "  LEFT JOIN fairgate_keys k ON k.key = j.fairness_key "
-    "  WHERE NOT j.dead AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW
-    ") "
-    "  ORDER BY c.lapsed DESC, c.tier DESC, coalesce(k.accumulated_cost, 0), j.sequence "
-    "  LIMIT $3 FOR UPDATE OF j SKIP LOCKED) "
+// The candidates of a claim (wanted, keys, offered, candidates), in one macro so that both claims
+// below share it: $1 the types, $2 their tiers, $3 how many each key offers, `wall` the number of
+// the parameter that is the replica's wall clock (a retry's backoff is in it).
+#define FAIRGATE_PG_CLAIM_CANDIDATES(wall)                                                    \
+  "WITH RECURSIVE wanted AS (SELECT * FROM unnest($1::text[], $2::int[]) AS w(type, tier)), " \
+  "keys AS ("                                                                                 \
+  "  SELECT w.type, w.tier, (SELECT min(j.fairness_key) FROM fairgate_durable_jobs j "        \
+  "    WHERE j.type = w.type AND NOT j.dead) AS key FROM wanted w "                           \
+  "  UNION ALL "                                                                              \
+  "  SELECT k.type, k.tier, (SELECT min(j.fairness_key) FROM fairgate_durable_jobs j "        \
+  "    WHERE j.type = k.type AND NOT j.dead AND j.fairness_key > k.key) "                     \
+  "  FROM keys k WHERE k.key IS NOT NULL), "                                                  \
+  "offered AS ("                                                                              \
+  "  SELECT c.sequence, k.tier, false AS lapsed FROM keys k CROSS JOIN LATERAL ("             \
+  "    SELECT j.sequence FROM fairgate_durable_jobs j "                                       \
+  "    WHERE j.type = k.type AND j.fairness_key = k.key AND NOT j.dead "                      \
+  "      AND j.not_before <= $" #wall                                                         \
+  " AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW                           \
+  ") "                                                                                        \
+  "    ORDER BY j.sequence LIMIT $3) c "                                                      \
+  "  WHERE k.key IS NOT NULL "                                                                \
+  "  UNION ALL "                                                                              \
+  "  SELECT j.sequence, w.tier, true FROM fairgate_durable_jobs j "                           \
+  "  JOIN wanted w ON w.type = j.type "                                                       \
+  "  WHERE j.holder IS NOT NULL AND j.lease_until < " FAIRGATE_PG_NOW                         \
+  "    AND NOT j.dead AND j.not_before <= $" #wall                                            \
+  "), "                                                                                       \
+  "candidates AS (SELECT sequence, bool_or(lapsed) AS lapsed, max(tier) AS tier "             \
+  "  FROM offered GROUP BY sequence), "                                                       \
+  "picked AS (SELECT j.sequence, j.type, j.id, c.lapsed, c.tier, "                            \
+  "  coalesce(k.accumulated_cost, 0) AS cost FROM candidates c "                              \
+  "  JOIN fairgate_durable_jobs j ON j.sequence = c.sequence "                                \
+  "  LEFT JOIN fairgate_keys k ON k.key = j.fairness_key "                                    \
+  "  WHERE NOT j.dead AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW         \
+  ") "                                                                                        \
+  "  ORDER BY c.lapsed DESC, c.tier DESC, coalesce(k.accumulated_cost, 0), j.sequence "       \
+  "  LIMIT $3 FOR UPDATE OF j SKIP LOCKED) "
+
+// A claim reads O(keys x log jobs), not every job: the keys with live jobs of each wanted type
+// are walked in the (type, fairness_key, sequence) index one step per key (a loose index scan),
+// each key offers its first $3 claimable jobs, jobs whose lease lapsed are added from the holder
+// index, and only those candidates are ordered and locked. The order is the same as over all
+// jobs: a key's later jobs never come before its earlier ones, so none of its first $3 can be
+// passed over by one that was not offered. $4 the replica, $5 the lease's length, $6 the wall
+// clock.
+constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(6)
     "UPDATE fairgate_durable_jobs j SET holder = $4, "
     "  lease_until = " FAIRGATE_PG_NOW
     " + $5, token = nextval('fairgate_lease_tokens') "
     "FROM picked WHERE j.sequence = picked.sequence "
     "RETURNING j.sequence, j.type, j.id, j.fairness_key, j.payload, j.submitted_at, j.attempts, "
     "  j.not_before, j.last_error, j.token";
+
+// The first step of a claim whose jobs take leases (ClaimableType): the candidates, locked, in
+// claim order, for the replica to choose among by the leases it can take. $4 the wall clock.
+constexpr const char* kClaimCandidates = FAIRGATE_PG_CLAIM_CANDIDATES(
+    4) "SELECT sequence, type, id FROM picked ORDER BY lapsed DESC, tier DESC, cost, sequence";
+
+// Takes one free slot of resource ($1, $2) of $4 slots for replica $3 for $5 seconds, a slot
+// whose lease lapsed counting as free; its fencing token, or no row when every slot is held.
+constexpr const char* kTakeSlot =
+    "WITH free AS (SELECT s FROM generate_series(0, $4::int - 1) AS s "
+    "  WHERE NOT EXISTS (SELECT 1 FROM fairgate_resource_leases l WHERE l.grp = $1 "
+    "    AND l.id = $2 AND l.slot = s AND l.lease_until >= " FAIRGATE_PG_NOW
+    ") "
+    "  ORDER BY s LIMIT 1) "
+    "INSERT INTO fairgate_resource_leases "
+    "SELECT $1, $2, s, $3, " FAIRGATE_PG_NOW
+    " + $5, nextval('fairgate_lease_tokens') FROM free "
+    "ON CONFLICT (grp, id, slot) DO UPDATE SET holder = EXCLUDED.holder, "
+    "  lease_until = EXCLUDED.lease_until, token = EXCLUDED.token "
+    "  WHERE fairgate_resource_leases.lease_until < " FAIRGATE_PG_NOW " RETURNING token";
 
 constexpr const char* kJobColumns =
     "sequence, type, id, fairness_key, payload, submitted_at, attempts, not_before, last_error";
@@ -257,11 +292,12 @@ class PostgresStore final : public Store {
     if (!r.ok()) return r.status();
     if (PQntuples(r->get()) == 0) {
       // Not begun after its lease passed (even if nobody claimed it yet): no longer renewed, so
-      // that another replica may claim it.
+      // that another replica may claim it; the leases taken with the claim are given back.
       {
         std::lock_guard state(state_mutex_);
         if (auto it = tokens_.find(sequence); it != tokens_.end()) it->second.renew = false;
       }
+      DropClaimLeases(link, sequence);
       return Refusal(link, sequence, "mark an attempt of");
     }
     return static_cast<std::uint32_t>(std::strtoul(PQgetvalue(r->get(), 0, 0), nullptr, 10));
@@ -314,25 +350,13 @@ class PostgresStore final : public Store {
     // Two replicas may pick the same free slot; the one that loses finds it taken, and tries
     // the next free one: at most `limit` rounds.
     for (int round = 0; round < std::max(limit, 1); ++round) {
-      StatusOr<Result> r = RetryingExec(
-          link,
-          "WITH free AS (SELECT s FROM generate_series(0, $4::int - 1) AS s "
-          "  WHERE NOT EXISTS (SELECT 1 FROM fairgate_resource_leases l WHERE l.grp = $1 "
-          "    AND l.id = $2 AND l.slot = s AND l.lease_until >= " FAIRGATE_PG_NOW
-          ") "
-          "  ORDER BY s LIMIT 1) "
-          "INSERT INTO fairgate_resource_leases "
-          "SELECT $1, $2, s, $3, " FAIRGATE_PG_NOW
-          " + $5, nextval('fairgate_lease_tokens') FROM free "
-          "ON CONFLICT (grp, id, slot) DO UPDATE SET holder = EXCLUDED.holder, "
-          "  lease_until = EXCLUDED.lease_until, token = EXCLUDED.token "
-          "  WHERE fairgate_resource_leases.lease_until < " FAIRGATE_PG_NOW " RETURNING token",
-          {{std::string(group)},
-           {std::string(id)},
-           {replica_},
-           {std::to_string(limit)},
-           {Number(lease_seconds)}},
-          "take a resource's lease");
+      StatusOr<Result> r = RetryingExec(link, kTakeSlot,
+                                        {{std::string(group)},
+                                         {std::string(id)},
+                                         {replica_},
+                                         {std::to_string(limit)},
+                                         {Number(lease_seconds)}},
+                                        "take a resource's lease");
       if (!r.ok()) return r.status();
       if (PQntuples(r->get()) == 1) {
         const std::uint64_t token = std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10);
@@ -422,12 +446,26 @@ class PostgresStore final : public Store {
     std::vector<StoredJob> jobs;
     if (types.empty() || max_jobs == 0) return jobs;
     std::vector<std::string> names, tiers;
+    bool leases = false;
     for (const ClaimableType& t : types) {
       names.push_back(t.type);
       tiers.push_back(std::to_string(t.priority));
+      leases |= t.fleet_cap > 0 || !t.conflict_group.empty();
     }
     Session session = Take();
     Link& link = *session;
+    if (leases) {
+      absl::flat_hash_map<std::uint64_t, std::vector<std::uint64_t>> taken;
+      Status claimed = Transaction(link, "claim durable jobs", [&] {
+        return ClaimWithLeases(link, types, names, tiers, max_jobs, lease_seconds, jobs, taken);
+      });
+      if (!claimed.ok()) return claimed;
+      std::lock_guard state(state_mutex_);
+      for (const StoredJob& job : jobs) {
+        tokens_[job.sequence] = {job.lease_token, true, std::move(taken[job.sequence])};
+      }
+      return jobs;
+    }
     StatusOr<Result> r = RetryingExec(link, kClaim,
                                       {{TextArray(names)},
                                        {TextArray(tiers)},
@@ -442,7 +480,7 @@ class PostgresStore final : public Store {
       if (!job.ok()) return job.status();
       job->lease_token = std::strtoull(PQgetvalue(r->get(), i, 9), nullptr, 10);
       std::lock_guard state(state_mutex_);
-      tokens_[job->sequence] = {job->lease_token, true};
+      tokens_[job->sequence] = {job->lease_token, true, {}};
       jobs.push_back(*std::move(job));
     }
     std::sort(jobs.begin(), jobs.end(),
@@ -454,11 +492,13 @@ class PostgresStore final : public Store {
     Session session = Take();
     Link& link = *session;
     std::vector<std::string> renewed;
+    std::vector<std::string> resources;
     std::unique_lock state(state_mutex_);
     for (const auto& [sequence, held] : tokens_) {
-      if (held.renew) renewed.push_back(std::to_string(held.token));
+      if (!held.renew) continue;
+      renewed.push_back(std::to_string(held.token));
+      for (std::uint64_t token : held.resources) resources.push_back(std::to_string(token));
     }
-    std::vector<std::string> resources;
     for (std::uint64_t token : resource_tokens_) resources.push_back(std::to_string(token));
     state.unlock();
     std::size_t held = 0;
@@ -773,7 +813,9 @@ class PostgresStore final : public Store {
   }
 
   // Runs the fenced statement `sql` ($1 the sequence, $2 the token, `more` from $3) that ends
-  // this replica's part in a job, and forgets the job's token once it is done with it.
+  // this replica's part in a job, and forgets the job's token once it is done with it. The
+  // leases taken with the claim are given back whatever the outcome (after a failure to reach
+  // the server they lapse: no longer renewed).
   Status Finish(Link& link, std::uint64_t sequence, const char* sql, std::vector<Param> more,
                 const char* what, bool missing_is_ok) {
     std::vector<Param> params = {{std::to_string(sequence)}, TokenOf(sequence)};
@@ -785,6 +827,9 @@ class PostgresStore final : public Store {
       status = Refusal(link, sequence, what);
       if (missing_is_ok && status.code() == absl::StatusCode::kNotFound) status = absl::OkStatus();
     }
+    // The claim's leases go back with it (when the server was unreachable they lapse, as they
+    // are no longer renewed).
+    if (r.ok()) DropClaimLeases(link, sequence);
     std::lock_guard state(state_mutex_);
     if (status.ok() || status.code() == absl::StatusCode::kNotFound) {
       tokens_.erase(sequence);
@@ -794,8 +839,173 @@ class PostgresStore final : public Store {
       // the lease lapses and another replica runs the job again (at least once), rather than
       // this one holding a job it is done with for ever.
       it->second.renew = false;
+      it->second.resources.clear();
     }
     return status;
+  }
+
+  // Gives back the leases taken with this replica's claim of `sequence` (a failure leaves them
+  // to lapse: they are no longer renewed).
+  void DropClaimLeases(Link& link, std::uint64_t sequence) {
+    std::vector<std::string> resources;
+    {
+      std::lock_guard state(state_mutex_);
+      auto it = tokens_.find(sequence);
+      if (it == tokens_.end()) return;
+      for (std::uint64_t token : it->second.resources) resources.push_back(std::to_string(token));
+      it->second.resources.clear();
+    }
+    if (resources.empty()) return;
+    (void)RetryingExec(link, "DELETE FROM fairgate_resource_leases WHERE token = ANY($1::bigint[])",
+                       {{TextArray(resources)}}, "release a claim's leases");
+  }
+
+  // The body of a claim whose types take leases, in the claim's transaction: locks the
+  // candidates in claim order (kClaimCandidates), chooses the first max_jobs whose leases have a
+  // free slot (counted once for all of them), takes those leases in (group, id) order (so that
+  // replicas claiming at once never wait on each other in a cycle), drops a job whose lease
+  // another replica took meanwhile (with the leases it took), and claims the rest: `jobs`, and
+  // the tokens of each one's leases in `taken`.
+  Status ClaimWithLeases(Link& link, const std::vector<ClaimableType>& types,
+                         const std::vector<std::string>& names,
+                         const std::vector<std::string>& tiers, std::size_t max_jobs,
+                         double lease_seconds, std::vector<StoredJob>& jobs,
+                         absl::flat_hash_map<std::uint64_t, std::vector<std::uint64_t>>& taken) {
+    jobs.clear();
+    taken.clear();
+    absl::flat_hash_map<std::string, const ClaimableType*> by_name;
+    for (const ClaimableType& t : types) by_name[t.type] = &t;
+    StatusOr<Result> c = Exec(link, kClaimCandidates,
+                              {{TextArray(names)},
+                               {TextArray(tiers)},
+                               {std::to_string(max_jobs * 4)},
+                               {Number(WallSeconds())}},
+                              "claim durable jobs");
+    if (!c.ok()) return c.status();
+    // A lease a candidate needs: (group, id) and how many slots it has.
+    struct Need {
+      std::string group, id;
+      int limit = 1;
+    };
+    struct Candidate {
+      std::uint64_t sequence = 0;
+      std::vector<Need> needs;  // the cap's slot first, then the resource's
+    };
+    std::vector<Candidate> candidates;
+    std::vector<std::string> groups, ids;
+    for (int i = 0; i < PQntuples(c->get()); ++i) {
+      Candidate candidate{std::strtoull(PQgetvalue(c->get(), i, 0), nullptr, 10), {}};
+      const ClaimableType& t = *by_name.at(Text(*c, i, 1));
+      if (t.fleet_cap > 0)
+        candidate.needs.push_back({std::string(kFleetCapGroup), t.type, t.fleet_cap});
+      if (!t.conflict_group.empty()) {
+        candidate.needs.push_back({t.conflict_group, Text(*c, i, 2), t.conflict_limit});
+      }
+      for (const Need& n : candidate.needs) {
+        groups.push_back(n.group);
+        ids.push_back(n.id);
+      }
+      candidates.push_back(std::move(candidate));
+    }
+    // Slots held now (unexpired leases) of every resource the candidates need.
+    absl::flat_hash_map<std::pair<std::string, std::string>, int> held;
+    if (!groups.empty()) {
+      StatusOr<Result> h =
+          Exec(link,
+               "SELECT l.grp, l.id, count(*) FROM fairgate_resource_leases l "
+               "JOIN (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS r(grp, id)) r "
+               "ON l.grp = r.grp AND l.id = r.id WHERE l.lease_until >= " FAIRGATE_PG_NOW
+               " GROUP BY l.grp, l.id",
+               {{TextArray(groups)}, {TextArray(ids)}}, "count resources' leases");
+      if (!h.ok()) return h.status();
+      for (int i = 0; i < PQntuples(h->get()); ++i) {
+        held[{Text(*h, i, 0), Text(*h, i, 1)}] = std::atoi(PQgetvalue(h->get(), i, 2));
+      }
+    }
+    // The first max_jobs whose every lease has a slot left, in claim order.
+    std::vector<const Candidate*> chosen;
+    for (const Candidate& candidate : candidates) {
+      if (chosen.size() == max_jobs) break;
+      bool free = true;
+      for (const Need& n : candidate.needs) free &= held[{n.group, n.id}] < n.limit;
+      if (!free) continue;
+      for (const Need& n : candidate.needs) ++held[{n.group, n.id}];
+      chosen.push_back(&candidate);
+    }
+    // Their leases, taken in (group, id) order.
+    struct Take {
+      const Need* need;
+      std::size_t job;   // in `chosen`
+      std::size_t slot;  // in its needs
+    };
+    std::vector<Take> takes;
+    std::vector<std::vector<std::uint64_t>> tokens(chosen.size());
+    for (std::size_t j = 0; j < chosen.size(); ++j) {
+      tokens[j].assign(chosen[j]->needs.size(), 0);
+      for (std::size_t k = 0; k < chosen[j]->needs.size(); ++k) {
+        takes.push_back({&chosen[j]->needs[k], j, k});
+      }
+    }
+    std::sort(takes.begin(), takes.end(), [](const Take& a, const Take& b) {
+      return std::tie(a.need->group, a.need->id) < std::tie(b.need->group, b.need->id);
+    });
+    std::vector<bool> lost(chosen.size(), false);
+    for (const Take& take : takes) {
+      if (lost[take.job]) continue;
+      StatusOr<Result> t = Exec(link, kTakeSlot,
+                                {{take.need->group},
+                                 {take.need->id},
+                                 {replica_},
+                                 {std::to_string(take.need->limit)},
+                                 {Number(lease_seconds)}},
+                                "take a resource's lease");
+      if (!t.ok()) return t.status();
+      if (PQntuples(t->get()) == 1) {
+        tokens[take.job][take.slot] = std::strtoull(PQgetvalue(t->get(), 0, 0), nullptr, 10);
+      } else {
+        lost[take.job] = true;  // another replica took the last slot since it was counted
+      }
+    }
+    std::vector<std::string> claimed, dropped;
+    for (std::size_t j = 0; j < chosen.size(); ++j) {
+      if (!lost[j]) {
+        claimed.push_back(std::to_string(chosen[j]->sequence));
+        continue;
+      }
+      for (std::uint64_t token : tokens[j]) {
+        if (token != 0) dropped.push_back(std::to_string(token));
+      }
+    }
+    if (!dropped.empty()) {
+      Status s = Exec(link, "DELETE FROM fairgate_resource_leases WHERE token = ANY($1::bigint[])",
+                      {{TextArray(dropped)}}, "release a claim's leases")
+                     .status();
+      if (!s.ok()) return s;
+    }
+    if (claimed.empty()) return absl::OkStatus();
+    StatusOr<Result> r =
+        Exec(link,
+             "UPDATE fairgate_durable_jobs SET holder = $2, lease_until = " FAIRGATE_PG_NOW
+             " + $3, token = nextval('fairgate_lease_tokens') WHERE sequence = ANY($1::bigint[]) "
+             "RETURNING sequence, type, id, fairness_key, payload, submitted_at, attempts, "
+             "  not_before, last_error, token",
+             {{TextArray(claimed)}, {replica_}, {Number(lease_seconds)}}, "claim durable jobs");
+    if (!r.ok()) return r.status();
+    absl::flat_hash_map<std::uint64_t, std::size_t> index;
+    for (std::size_t j = 0; j < chosen.size(); ++j) index[chosen[j]->sequence] = j;
+    for (int i = 0; i < PQntuples(r->get()); ++i) {
+      StatusOr<StoredJob> job = JobAt(*r, i);
+      if (!job.ok()) return job.status();
+      job->lease_token = std::strtoull(PQgetvalue(r->get(), i, 9), nullptr, 10);
+      const std::vector<std::uint64_t>& leases = tokens[index.at(job->sequence)];
+      // The last lease taken is the resource's when it has one (taken after the cap's).
+      job->resource_token = leases.empty() ? 0 : leases.back();
+      taken[job->sequence] = leases;
+      jobs.push_back(*std::move(job));
+    }
+    std::sort(jobs.begin(), jobs.end(),
+              [](const StoredJob& a, const StoredJob& b) { return a.sequence < b.sequence; });
+    return absl::OkStatus();
   }
 
   static std::string Text(const Result& r, int row, int column) {
@@ -818,12 +1028,14 @@ class PostgresStore final : public Store {
   mutable std::mutex state_mutex_;  // guards what follows
   // The claims this replica made and is not done with, by sequence: their tokens, and whether
   // RenewLeases keeps them. A refused or failed job's token stays (a few bytes per such job).
+  // With the leases taken with the claim (ClaimableType), given back with the job.
   struct Held {
     std::uint64_t token = 0;
     bool renew = true;
+    std::vector<std::uint64_t> resources;
   };
   absl::flat_hash_map<std::uint64_t, Held> tokens_;
-  absl::flat_hash_set<std::uint64_t> resource_tokens_;  // resource leases held, to renew
+  absl::flat_hash_set<std::uint64_t> resource_tokens_;  // AcquireResource's leases, to renew
 };
 
 }  // namespace
