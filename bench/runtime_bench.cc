@@ -1,9 +1,15 @@
 // Benchmarks of the runtime: what RunSync and Submit cost per job, end to end (admission, the
 // wake-up of the waiter or the pool, running a no-op, completion).
 //
-// BM_SubmitNoop/capacity:C       submit a batch of no-op jobs, wait for every callback.
-// BM_RunSyncFibers/fibers:F      F fibers on one thread each loop RunSync, F keys, capacity 50.
-// BM_RunSyncThreads/threads:T    T plain threads each loop RunSync, T keys, capacity 50.
+// The four workloads of the runtime's table (bench/README.md), each repeated 5 times with the
+// minimum and the median reported, so that a bimodal one shows:
+// BM_SubmitBurst/capacity:C/jobs:N         N no-op Submits from one thread into an idle pool,
+//                                          until all ran; submit_ns is what the submitter paid
+//                                          per call.
+// BM_SubmitBacklog/capacity:C/backlog:N/.. the pool drains N jobs already queued.
+// BM_RunSyncThreads/threads:T              T plain threads each loop RunSync, T keys, capacity
+//                                          50; the wait is from the call to fn's start.
+// BM_RunSyncFibers/fibers:F/threads:T      the same from F fibers spread over T threads.
 // items/s counts jobs.
 #include <algorithm>
 #include <atomic>
@@ -36,6 +42,9 @@ std::unique_ptr<Scheduler> Make(int capacity, int worker_threads = 0) {
 
 Status Noop(const Context&) { return absl::OkStatus(); }
 
+// The smallest of a statistic's repetitions: with the median, it shows a bimodal benchmark.
+double Min(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+
 // Waits, without spinning, until Arrive has been called `count` times.
 class Countdown {
  public:
@@ -59,26 +68,32 @@ class Countdown {
   int left_;
 };
 
-void BM_SubmitNoop(benchmark::State& state) {
+void BM_SubmitBurst(benchmark::State& state) {
   const int capacity = static_cast<int>(state.range(0));
-  constexpr int kBatch = 20000;
+  const int jobs = static_cast<int>(state.range(1));
   auto scheduler = Make(capacity);
   std::atomic<int> done{0};
+  double submitting = 0;  // seconds in Submit calls, all iterations
   for (auto _ : state) {
     done = 0;
-    for (int i = 0; i < kBatch; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < jobs; ++i) {
       if (!scheduler->Submit("noop", "repo", "", Noop, [&](const Status&) { ++done; }).ok()) {
         state.SkipWithError("refused");
         return;
       }
     }
-    while (done.load(std::memory_order_acquire) < kBatch) std::this_thread::yield();
+    submitting += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    while (done.load(std::memory_order_acquire) < jobs) std::this_thread::yield();
   }
-  state.SetItemsProcessed(state.iterations() * kBatch);
+  state.SetItemsProcessed(state.iterations() * jobs);
+  state.counters["submit_ns"] = submitting * 1e9 / (static_cast<double>(state.iterations()) * jobs);
 }
-BENCHMARK(BM_SubmitNoop)
-    ->ArgName("capacity")
-    ->Arg(64)
+BENCHMARK(BM_SubmitBurst)
+    ->ArgNames({"capacity", "jobs"})
+    ->Args({64, 100000})
+    ->Repetitions(5)
+    ->ComputeStatistics("min", Min)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
@@ -126,31 +141,9 @@ BENCHMARK(BM_SubmitBacklog)
     ->Args({64, 100000, 0})
     ->Args({64, 100000, 2})
     ->Args({64, 100000, 8})
+    ->Repetitions(5)
+    ->ComputeStatistics("min", Min)
     ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
-
-void BM_RunSyncFibers(benchmark::State& state) {
-  const int fibers = static_cast<int>(state.range(0));
-  constexpr int kPerFiber = 100;
-  auto scheduler = Make(50);
-  for (auto _ : state) {
-    std::vector<boost::fibers::fiber> running;
-    for (int f = 0; f < fibers; ++f) {
-      running.emplace_back([&, f] {
-        const std::string key = "client" + std::to_string(f);
-        for (int i = 0; i < kPerFiber; ++i) {
-          (void)scheduler->RunSync(Context::Background(), "noop", "repo", key, Noop);
-        }
-      });
-    }
-    for (auto& f : running) f.join();
-  }
-  state.SetItemsProcessed(state.iterations() * fibers * kPerFiber);
-}
-BENCHMARK(BM_RunSyncFibers)
-    ->ArgName("fibers")
-    ->Arg(1000)
-    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 using SteadyClock = std::chrono::steady_clock;
@@ -203,6 +196,51 @@ void BM_RunSyncThreads(benchmark::State& state) {
 BENCHMARK(BM_RunSyncThreads)
     ->ArgName("threads")
     ->Arg(1000)
+    ->Repetitions(5)
+    ->ComputeStatistics("min", Min)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// Fibers each calling RunSync in a loop, spread evenly over `threads` plain threads (each runs
+// its fibers with Boost.Fiber's default scheduler); the wait is from the call to fn's start.
+void BM_RunSyncFibers(benchmark::State& state) {
+  const int fibers = static_cast<int>(state.range(0));
+  const int threads = static_cast<int>(state.range(1));
+  constexpr int kPerFiber = 100;
+  auto scheduler = Make(50);
+  std::vector<double> waits(static_cast<std::size_t>(fibers) * kPerFiber);
+  for (auto _ : state) {
+    std::vector<std::thread> running;
+    for (int t = 0; t < threads; ++t) {
+      running.emplace_back([&, t] {
+        std::vector<boost::fibers::fiber> own;
+        for (int f = t; f < fibers; f += threads) {
+          own.emplace_back([&, f] {
+            const std::string key = "client" + std::to_string(f);
+            for (int i = 0; i < kPerFiber; ++i) {
+              const auto called = SteadyClock::now();
+              double& wait = waits[static_cast<std::size_t>(f) * kPerFiber + i];
+              (void)scheduler->RunSync(Context::Background(), "noop", "repo", key,
+                                       [&](const Context&) {
+                                         wait = Micros(SteadyClock::now() - called);
+                                         return absl::OkStatus();
+                                       });
+            }
+          });
+        }
+        for (auto& f : own) f.join();
+      });
+    }
+    for (auto& t : running) t.join();
+  }
+  state.SetItemsProcessed(state.iterations() * fibers * kPerFiber);
+  ReportPercentiles(state, waits, "wait");
+}
+BENCHMARK(BM_RunSyncFibers)
+    ->ArgNames({"fibers", "threads"})
+    ->Args({1000, 2})
+    ->Repetitions(5)
+    ->ComputeStatistics("min", Min)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

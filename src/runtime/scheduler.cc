@@ -152,7 +152,7 @@ class Scheduler::Impl {
         log_(options, *core_),
         background_(WithCancel(Context::Background())),
         pool_(options.worker_threads > 0 ? options.worker_threads : options.max_concurrency,
-              static_cast<std::size_t>(options.max_concurrency) + 1, options.fiber_stack_bytes),
+              options.fiber_stack_bytes),
         // Its own thread, not a pool fiber: a job that blocks its worker thread (a subprocess, a
         // blocking read) must not hold up deadlines, expiries and periodic runs behind it.
         timer_([this] { SweeperLoop(); }) {

@@ -1,37 +1,126 @@
 #include "runtime/worker_pool.h"
 
-#include <bit>
+#include <algorithm>
 #include <memory>
 #include <mutex>
+#include <utility>
 
+#if !FAIRGATE_RUNTIME_THREADS
 #include "boost/fiber/condition_variable.hpp"
 #include "boost/fiber/fiber.hpp"
-#include "boost/fiber/fixedsize_stack.hpp"
 #include "boost/fiber/mutex.hpp"
 #include "runtime/fiber_stack.h"
+#endif
 
 namespace fairgate::internal {
 namespace {
 
-// buffered_channel wants a power of two and keeps one slot free.
-std::size_t ChannelCapacity(std::size_t max_queued) { return std::bit_ceil(max_queued + 2); }
+// Half the workers, at least one, and no more than half the cores.
+int MaxSearching(int threads) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, std::min(threads, cores) / 2);
+}
 
 }  // namespace
 
-WorkerPool::WorkerPool(int threads, std::size_t max_queued, std::size_t stack_bytes)
-    : stack_bytes_(stack_bytes), channel_(ChannelCapacity(max_queued)) {
+WorkerPool::WorkerPool(int threads, std::size_t stack_bytes)
+    : stack_bytes_(stack_bytes), max_searching_(MaxSearching(threads)) {
   threads_.reserve(threads);
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { WorkerMain(); });
 }
 
 WorkerPool::~WorkerPool() {
-  channel_.close();
+  {
+    std::unique_lock lock(mutex_);
+    closed_ = true;
+  }
+  wake_.notify_all();
   for (std::thread& t : threads_) t.join();
 }
 
 bool WorkerPool::Post(Task task) {
-  return channel_.push(std::move(task)) == boost::fibers::channel_op_status::success;
+  bool wake = false;
+  {
+    std::unique_lock lock(mutex_);
+    if (closed_) return false;
+    queue_.push_back(std::move(task));
+    queued_.store(queue_.size(), std::memory_order_seq_cst);
+    if (searching_.load(std::memory_order_seq_cst) == 0 && waking_ == 0 && parked_ > 0) {
+      ++waking_;
+      ++wakes_.by_post;
+      wake = true;
+    }
+  }
+  if (wake) wake_.notify_one();
+  return true;
 }
+
+WorkerPool::Wakes WorkerPool::wakes() const {
+  std::unique_lock lock(mutex_);
+  return wakes_;
+}
+
+bool WorkerPool::Search() {
+  if (searching_.fetch_add(1, std::memory_order_seq_cst) >= max_searching_) {
+    searching_.fetch_sub(1, std::memory_order_seq_cst);
+    return false;
+  }
+  const auto until = std::chrono::steady_clock::now() + kSearch;
+  bool found = false;
+  while (!(found = queued_.load(std::memory_order_seq_cst) > 0) &&
+         std::chrono::steady_clock::now() < until) {
+    YieldToOthers();
+  }
+  // Stops searching before it looks under the lock: see the header.
+  searching_.fetch_sub(1, std::memory_order_seq_cst);
+  return found;
+}
+
+bool WorkerPool::Take(Task& task) {
+  bool chain = false;
+  {
+    std::unique_lock lock(mutex_);
+    bool searched = false;
+    while (queue_.empty()) {
+      if (closed_) return false;
+      if (!searched) {
+        lock.unlock();
+        Search();
+        lock.lock();
+        searched = true;
+        continue;
+      }
+      ++parked_;
+      wake_.wait(lock);
+      --parked_;
+      if (waking_ > 0) --waking_;
+      searched = false;  // woken: this worker searches again before it parks again
+    }
+    task = std::move(queue_.front());
+    queue_.pop_front();
+    queued_.store(queue_.size(), std::memory_order_seq_cst);
+    if (!queue_.empty() && searching_.load(std::memory_order_seq_cst) == 0 && waking_ == 0 &&
+        parked_ > 0) {
+      ++waking_;
+      ++wakes_.by_worker;
+      chain = true;
+    }
+  }
+  if (chain) wake_.notify_one();
+  return true;
+}
+
+#if FAIRGATE_RUNTIME_THREADS
+
+void WorkerPool::WorkerMain() {
+  Task task;
+  while (Take(task)) {
+    task();
+    task = nullptr;
+  }
+}
+
+#else
 
 void WorkerPool::WorkerMain() {
   // The fibers this thread started and that have not finished: the thread must outlive them.
@@ -40,7 +129,7 @@ void WorkerPool::WorkerMain() {
   int live = 0;
 
   Task task;
-  while (channel_.pop(task) == boost::fibers::channel_op_status::success) {
+  while (Take(task)) {
     {
       std::unique_lock lock(mutex);
       ++live;
@@ -63,5 +152,7 @@ void WorkerPool::WorkerMain() {
   std::unique_lock lock(mutex);
   all_done.wait(lock, [&] { return live == 0; });
 }
+
+#endif
 
 }  // namespace fairgate::internal

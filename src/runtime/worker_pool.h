@@ -1,32 +1,45 @@
-// WorkerPool: threads that run tasks as fibers, one pool per scheduler.
+// WorkerPool: threads that run tasks, one pool per scheduler.
 //
-// Each worker thread keeps Boost.Fiber's default round_robin scheduler, blocks its main fiber on
-// the pool's buffered_channel, and runs each task it pops as a new fiber on that same thread,
-// launched with `dispatch` so the task starts before the thread pops another. Nothing migrates
-// between threads and no process-wide scheduler state is touched, so several pools (several
-// schedulers) live in one process; an idle pool sleeps in the channel and uses no CPU. A task
-// that blocks its thread in a system call holds only that thread; the other threads keep popping.
+// Each worker runs the tasks it takes from the pool's queue as fibers on its own thread (Boost.
+// Fiber's default round_robin scheduler), launched with `dispatch` so a task starts before the
+// worker looks for another; nothing migrates between threads and no process-wide scheduler
+// state is touched, so several pools (several schedulers) live in one process. A task that blocks
+// its thread in a system call holds only that thread. With FAIRGATE_RUNTIME_THREADS
+// (runtime/waiting.h) a worker runs each task on the thread itself: no fibers, for
+// ThreadSanitizer. The queue and the wake protocol below are the same code in both.
 //
-// With FAIRGATE_RUNTIME_THREADS (runtime/waiting.h) each worker runs the tasks it pops one after
-// the other on the thread itself, from a mutex-guarded queue: no fibers, for ThreadSanitizer.
+// The wake protocol: waking a sleeping thread costs microseconds, so a Post wakes a worker only
+// when no worker is already awake looking for work, and never more than one at a time:
+// - a worker that finds the queue empty first *searches*: it polls the queue's size without the
+//   lock for up to kSearch, yielding to its thread's other fibers in between, and only then
+//   parks on the condition variable. At most half the workers (at least one; no more than half
+//   the cores) search at once, so an idle pool spins on few cores, briefly, then sleeps;
+// - Post queues the task under the lock and wakes one parked worker only if nobody searches and
+//   no wake is already on its way (`waking_`): a burst of Posts wakes at most one worker, and a
+//   searching worker takes the burst's tasks with no wake at all;
+// - a worker that takes a task and leaves more behind, with nobody searching and no wake on its
+//   way, wakes one more: the pool grows to the work, one worker at a time, paid for by workers
+//   rather than by the poster.
+// No wake-up is lost: Post reads `searching_` after queueing under the lock, and a searcher
+// stops searching (decrements) before it takes the lock to check the queue and park; so either
+// the searcher's check sees the task, or Post sees no searcher and the parked worker (counted
+// under the same lock) and wakes it.
 //
-// Thread safety: Post may be called from any thread or fiber. Close and the destructor must not
-// be called from one of the pool's own tasks.
+// Thread safety: Post may be called from any thread or fiber. The destructor must not be called
+// from one of the pool's own tasks.
 #ifndef FAIRGATE_RUNTIME_WORKER_POOL_H_
 #define FAIRGATE_RUNTIME_WORKER_POOL_H_
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <deque>
 #include <functional>
 #include <thread>
 #include <vector>
 
-#if FAIRGATE_RUNTIME_THREADS
-#include <condition_variable>
-#include <deque>
-#include <mutex>
-#else
-#include "boost/fiber/buffered_channel.hpp"
-#endif
+#include "runtime/waiting.h"
 
 namespace fairgate::internal {
 
@@ -34,30 +47,51 @@ class WorkerPool {
  public:
   using Task = std::function<void()>;
 
-  // `max_queued`: how many tasks may wait in the channel at once; Post never blocks below it.
-  WorkerPool(int threads, std::size_t max_queued, std::size_t stack_bytes);
-  // Closes the channel, lets every worker finish the fibers it started, and joins the threads.
+  // How long a worker that found nothing polls for work before it parks.
+  static constexpr std::chrono::microseconds kSearch{50};
+
+  WorkerPool(int threads, std::size_t stack_bytes);
+  // Lets the workers run what was posted and the fibers they started, then joins them.
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  // Queues `task` to run as a fiber on one of the workers. Returns false once closed.
+  // Queues `task` to run on one of the workers; never blocks. Returns false once closing.
   bool Post(Task task);
 
   int threads() const { return static_cast<int>(threads_.size()); }
 
+  // How many times a parked worker was woken, by Post and by another worker; for tests and
+  // benchmarks.
+  struct Wakes {
+    std::uint64_t by_post = 0;
+    std::uint64_t by_worker = 0;
+  };
+  Wakes wakes() const;
+
  private:
   void WorkerMain();
+  // Takes the next task, searching and parking while there is none; false once closed and
+  // empty. Wakes one more worker when it leaves work behind and nobody will take it.
+  bool Take(Task& task);
+  // Polls for a task for up to kSearch, unless enough workers search already; true if one was
+  // queued meanwhile.
+  bool Search();
 
   const std::size_t stack_bytes_;
-#if FAIRGATE_RUNTIME_THREADS
-  std::mutex mutex_;
-  std::condition_variable posted_;
+  const int max_searching_;
+
+  mutable WaitMutex mutex_;  // guards what follows, up to the atomics
+  WaitCondition wake_;
   std::deque<Task> queue_;
   bool closed_ = false;
-#else
-  boost::fibers::buffered_channel<Task> channel_;
-#endif
+  int parked_ = 0;  // workers waiting on wake_
+  int waking_ = 0;  // notified and not yet awake: each will look at the queue
+  Wakes wakes_;
+
+  std::atomic<std::size_t> queued_{0};  // queue_.size(), for searchers that hold no lock
+  std::atomic<int> searching_{0};
+
   std::vector<std::thread> threads_;
 };
 

@@ -1,0 +1,137 @@
+// The worker pool's wake protocol (runtime/worker_pool.h): every posted task runs, whatever the
+// moment it is posted at (no lost wake-up), a burst wakes workers as there is work for them
+// rather than once per task, tasks may post tasks, and an idle pool sleeps. Run by the thread
+// build under ThreadSanitizer too (the same protocol, with std::mutex). Waits are failure guards.
+#include "runtime/worker_pool.h"
+
+#include <sys/resource.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "doctest/doctest.h"
+
+namespace fairgate::internal {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+#if FAIRGATE_SANITIZED
+constexpr int kRounds = 3000;
+#else
+constexpr int kRounds = 20000;
+#endif
+
+// Counts tasks that ran; the test thread waits for a number of them (a plain thread: the test
+// thread is not one of the pool's).
+class Ran {
+ public:
+  void One() {
+    {
+      std::lock_guard lock(mutex_);
+      ++count_;
+    }
+    cv_.notify_all();
+  }
+  // Waits until `n` have run; false if 10 s passed first (a lost wake-up).
+  bool WaitFor(int n) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return count_ >= n; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int count_ = 0;
+};
+
+TEST_CASE("WorkerPool.EveryTaskRunsWhenPostedAsAWorkerStopsSearchingAndParks") {
+  WorkerPool pool(4, 64 * 1024);
+  Ran ran;
+  std::mt19937 random(7);
+  // Gaps around the search's length land posts before, during and after the moment a worker
+  // gives up searching and parks: a post that slipped between its check and its park would never
+  // run.
+  std::uniform_int_distribution<int> gap(0, 3 * static_cast<int>(WorkerPool::kSearch.count()));
+  for (int i = 1; i <= kRounds; ++i) {
+    REQUIRE(pool.Post([&] { ran.One(); }));
+    REQUIRE(ran.WaitFor(i));
+    const auto until = std::chrono::steady_clock::now() + microseconds(gap(random));
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+}
+
+TEST_CASE("WorkerPool.PostsFromSeveralThreadsAndFromTasksAllRun") {
+  WorkerPool pool(3, 64 * 1024);
+  Ran ran;
+  constexpr int kPosters = 4, kEach = kRounds / 4;
+  std::vector<std::thread> posters;
+  for (int p = 0; p < kPosters; ++p) {
+    posters.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        // Every other task posts one more from inside the pool.
+        if (i % 2 == 0) {
+          CHECK(pool.Post([&] {
+            ran.One();
+            CHECK(pool.Post([&] { ran.One(); }));
+          }));
+        } else {
+          CHECK(pool.Post([&] { ran.One(); }));
+        }
+        if (i % 64 == 0) std::this_thread::sleep_for(microseconds(100));
+      }
+    });
+  }
+  for (auto& t : posters) t.join();
+  CHECK(ran.WaitFor(kPosters * (kEach + kEach / 2)));
+}
+
+TEST_CASE("WorkerPool.ABurstWakesWorkersForTheWorkNotOncePerTask") {
+  constexpr int kThreads = 8, kTasks = 20000;
+  WorkerPool pool(kThreads, 64 * 1024);
+  std::this_thread::sleep_for(milliseconds(50));  // every worker has parked
+  Ran ran;
+  for (int i = 0; i < kTasks; ++i) REQUIRE(pool.Post([&] { ran.One(); }));
+  REQUIRE(ran.WaitFor(kTasks));
+  const WorkerPool::Wakes wakes = pool.wakes();
+  INFO("woken by a post " << wakes.by_post << ", by a worker " << wakes.by_worker);
+  // A post wakes a worker only when no worker is awake and looking: a burst wakes a few (more
+  // only if the poster is held up past a search), never one per task.
+  CHECK(wakes.by_post >= 1);
+  CHECK(wakes.by_post + wakes.by_worker < kTasks / 20);
+}
+
+// CPU time of this process, user and system.
+std::chrono::microseconds CpuTime() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto micros = [](const timeval& t) {
+    return std::chrono::seconds(t.tv_sec) + std::chrono::microseconds(t.tv_usec);
+  };
+  return std::chrono::duration_cast<std::chrono::microseconds>(micros(usage.ru_utime) +
+                                                               micros(usage.ru_stime));
+}
+
+TEST_CASE("WorkerPool.AnIdlePoolSleeps") {
+  WorkerPool pool(16, 64 * 1024);
+  Ran ran;
+  for (int i = 0; i < 1000; ++i) REQUIRE(pool.Post([&] { ran.One(); }));
+  REQUIRE(ran.WaitFor(1000));
+  std::this_thread::sleep_for(milliseconds(20));  // the searches end
+  const auto before = CpuTime();
+  std::this_thread::sleep_for(milliseconds(500));
+  const auto used = CpuTime() - before;
+  INFO("CPU time over 500 ms idle: " << used.count() << " us");
+  // Sixteen threads spinning for half a second would use it all; parked ones use nothing.
+  CHECK(used < milliseconds(25));
+}
+
+}  // namespace
+}  // namespace fairgate::internal
