@@ -259,6 +259,18 @@ class Scheduler {
   std::unique_ptr<Impl> impl_;
 };
 
+// How long the scheduler runs Submit jobs back to back on one worker fiber (a completion that
+// admits the next job runs it there, with no wake-up) before it lets the thread's other fibers
+// run: tasks its worker takes from the pool, RunSync callers woken on that thread.
+inline constexpr Seconds kChainBudget{200e-6};
+
+// Lets the other fibers of the calling thread run, then returns. Submit jobs run as fibers,
+// several on each worker thread, and a fiber runs until it waits: a job that computes for a long
+// time without waiting keeps the others on its thread waiting, and should call this every
+// millisecond or so. On a thread with no other fibers it returns at once (in the thread build,
+// FAIRGATE_RUNTIME_THREADS, it is std::this_thread::yield()).
+void YieldToOtherJobs();
+
 }  // namespace fairgate
 
 #endif  // FAIRGATE_SCHEDULER_H_

@@ -59,10 +59,12 @@ struct JobRecord {
   // The lead's: the other calls that share its job, in the order they joined. Under the lock.
   std::vector<std::shared_ptr<JobRecord>> joiners;
 
-  // RunSync: the caller sleeps on `wake` until `signalled`; the truth is `state`.
+  // RunSync: the caller sleeps on `wake` until `signalled`; the truth is `state`, which the
+  // caller may read without the scheduler's lock once `decided` (Signal).
   internal::WaitMutex wake_mutex;
   internal::WaitCondition wake;
   bool signalled = false;
+  bool decided = false;
 
   // Submit. claimed_leases: the fencing token of the fleet-wide leases a claimed durable job's
   // claim took (the store gives them back with the job), 0 for none.
@@ -91,10 +93,14 @@ Status Detached(const Status& status) {
   return copy;
 }
 
-void Signal(JobRecord& record) {
+// Wakes a RunSync caller. `decided`: its state was set (under the scheduler's lock) to one that
+// nothing but the caller changes any more (kRunning, kCancelled, kFinished), so the caller may
+// read it without taking that lock again.
+void Signal(JobRecord& record, bool decided) {
   {
     std::unique_lock lock(record.wake_mutex);
     record.signalled = true;
+    record.decided |= decided;
   }
   record.wake.notify_all();
 }
@@ -245,7 +251,10 @@ class Scheduler::Impl {
 
     // Sleep until admitted, refused by shutdown, or the context is done.
     std::uint64_t callback = 0;
-    if (ctx.state()) callback = ctx.state()->AddCallback([record] { Signal(*record); });
+    if (ctx.state()) {
+      callback = ctx.state()->AddCallback([record] { Signal(*record, /*decided=*/false); });
+    }
+    bool decided = false;
     {
       std::unique_lock lock(record->wake_mutex);
       auto woken = [&] { return record->signalled; };
@@ -254,11 +263,15 @@ class Scheduler::Impl {
       } else {
         record->wake.wait(lock, woken);
       }
+      decided = record->decided;
     }
     if (ctx.state()) ctx.state()->RemoveCallback(callback);
 
     {
-      internal::CoreLock lock(&mutex_);
+      // An admitted caller does not take the scheduler's lock again to learn that it was: with
+      // many threads calling, waiting for that lock again held its slot idle (bench/README.md).
+      std::optional<internal::CoreLock> lock;
+      if (!decided) lock.emplace(&mutex_);
       switch (record->state) {
         case JobRecord::State::kNew:  // Accept queued it (kPending) before returning it
           std::fprintf(stderr, "fairgate: a RunSync job woke without having been queued\n");
@@ -269,7 +282,7 @@ class Scheduler::Impl {
         case JobRecord::State::kFinished: {  // the run it joined ended
           Status told =
               record->state == JobRecord::State::kCancelled ? record->refusal : record->result;
-          lock.Release();
+          lock.reset();
           FinishOutstanding();  // the last touch of the scheduler: it may be destroyed after
           return told;
         }
@@ -284,7 +297,7 @@ class Scheduler::Impl {
           } else {
             LeaveRunLocked(record);
           }
-          lock.Release();
+          lock.reset();
           FinishOutstanding();
           return err;
         }
@@ -1185,7 +1198,7 @@ class Scheduler::Impl {
   void TellJoiners(std::vector<RecordPtr>& joiners) {
     for (const RecordPtr& joiner : joiners) {
       if (joiner->sync) {
-        Signal(*joiner);  // the caller returns the result, then finishes its outstanding count
+        Signal(*joiner, /*decided=*/true);  // the caller returns the result, then finishes
       } else {
         joiner->fn = nullptr;  // release what the function holds before reporting
         InvokeDone(joiner->done, joiner->result);
@@ -1210,7 +1223,7 @@ class Scheduler::Impl {
   // Tells a job that left the queue without running why (its refusal), exactly once.
   void Refuse(const RecordPtr& record) {
     if (record->sync) {
-      Signal(*record);  // the caller returns the refusal, then finishes its outstanding count
+      Signal(*record, /*decided=*/true);  // the caller returns the refusal, then finishes
     } else if (record->async) {
       DetachContext(*record);
       InvokeAdmitted(*record, record->refusal);
@@ -1229,7 +1242,7 @@ class Scheduler::Impl {
       if (!record->refusal.ok()) {
         Refuse(record);
       } else if (record->sync) {
-        Signal(*record);
+        Signal(*record, /*decided=*/true);
       } else if (record->async && record->fleet_leases) {
         pool_.Post([this, record] { AdmitWithLeases(record); });
       } else if (record->async) {
@@ -1243,8 +1256,11 @@ class Scheduler::Impl {
 
   // Runs a Submit job on a pool fiber. When its completion admits another Submit job, this
   // fiber runs that one next instead of posting it: the slot it frees goes to a job on the same
-  // thread, with no wake-up of another worker.
+  // thread, with no wake-up of another worker. Such a chain yields to its thread's other fibers
+  // (tasks it took from the pool, RunSync callers woken there, its worker's search for work)
+  // once it has run for kChainBudget since it last did: a chain never holds a thread longer.
   void RunBackground(RecordPtr record) {
+    double slice_start = Now();
     while (record) {
       internal::FleetLeases::Held leases;
       Status status;
@@ -1256,15 +1272,17 @@ class Scheduler::Impl {
       const double start = Now();  // a wait for fleet-wide leases is not part of the run
       if (status.ok()) status = Invoke(record->fn, leases.ctx ? *leases.ctx : background_.first);
       if (fleet_) fleet_->Leave(leases);
-      RecordPtr next = Complete(*record, start, Now(), status, /*keep_background=*/true);
+      const double end = Now();
+      RecordPtr next = Complete(*record, start, end, status, /*keep_background=*/true);
       record->fn = nullptr;  // release what the function holds before reporting
       InvokeDone(record->done, status);
       record->done = nullptr;
       FinishOutstanding();  // `next`, still outstanding, keeps the scheduler alive
       record = std::move(next);
-      // Let this thread's other fibers run between jobs, above all its main fiber, which pops
-      // the jobs posted to the pool: a chain must not keep them waiting.
-      if (record) internal::YieldToOthers();
+      if (record && end - slice_start >= kChainBudget.count()) {
+        internal::YieldToOthers();
+        slice_start = Now();
+      }
     }
   }
 
@@ -1756,5 +1774,7 @@ StatusOr<Seconds> Scheduler::MaxWaitToCeiling(std::string_view type) const {
   if (!wait.ok()) return wait.status();
   return Seconds(*wait);
 }
+
+void YieldToOtherJobs() { internal::YieldToOthers(); }
 
 }  // namespace fairgate
