@@ -5,11 +5,12 @@
 //
 // BM_AddJob                      one durable job stored from one thread: what SubmitDurable on
 //                                PostgreSQL costs the caller (its latency is 1 / the rate).
-// BM_ClaimCycle/backlog:B/threads:N  N replicas (a store each: one connection, its own
-//                                thread) each storing a job, claiming one, marking its attempt
-//                                and removing it, again and again, over a backlog of B jobs that
-//                                claims take the oldest of. items/s: jobs through the whole
-//                                cycle, all replicas together.
+// BM_ClaimCycle/backlog:B/leases:L/threads:N  N replicas (a store each: one connection, its
+//                                own thread) each storing a job, claiming one, marking its
+//                                attempt and removing it, again and again, over a backlog of B
+//                                jobs that claims take the oldest of; with L 1 each claim also
+//                                takes its repository's conflict lease in its transaction.
+//                                items/s: jobs through the whole cycle, all replicas together.
 // Counter: server_cpu_us_per_job, the CPU time of the server's processes per job (from /proc,
 // autovacuum's included).
 #include <dirent.h>
@@ -101,11 +102,15 @@ void BM_AddJob(benchmark::State& state) {
 }
 BENCHMARK(BM_AddJob)->UseRealTime();
 
+// `leases` 1: the type's jobs take a fleet-wide conflict lease of their repository (one slot) in
+// the claim's transaction, and give it back with the job.
 void BM_ClaimCycle(benchmark::State& state) {
   const int backlog = static_cast<int>(state.range(0));
+  const bool leases = state.range(1) != 0;
   static double cpu_before = 0;
   if (state.thread_index() == 0) {
     Sql("DELETE FROM fairgate_durable_jobs");
+    Sql("DELETE FROM fairgate_resource_leases");
     auto filler = *OpenPostgresStore(conninfo, {"filler"});
     for (int i = 0; i < backlog; ++i) {
       if (!filler->AddJob(Job(i)).ok()) std::abort();
@@ -114,7 +119,7 @@ void BM_ClaimCycle(benchmark::State& state) {
     cpu_before = ServerCpuMicros();
   }
   auto store = *OpenPostgresStore(conninfo, {"replica" + std::to_string(state.thread_index())});
-  const std::vector<ClaimableType> types = {{"fetch", 1}};
+  const std::vector<ClaimableType> types = {{"fetch", 1, leases ? "repo" : "", 1, 0}};
   int i = 0;
   for (auto _ : state) {
     if (!store->AddJob(Job(i++)).ok()) std::abort();
@@ -135,9 +140,8 @@ void BM_ClaimCycle(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ClaimCycle)
-    ->ArgName("backlog")
-    ->Arg(0)
-    ->Arg(10000)
+    ->ArgNames({"backlog", "leases"})
+    ->ArgsProduct({{0, 10000}, {0, 1}})
     ->Threads(1)
     ->Threads(4)
     ->Threads(8)

@@ -92,6 +92,45 @@ TEST_CASE("PostgresStore.WhileTheServerIsDownCallsAreUnavailableAndItReconnectsW
   CHECK(live[1].id == "c.git");
 }
 
+TEST_CASE("PostgresStore.AReplicaAdmitsItsOwnWorkWhileTheServerIsDownAndCatchesUpAfter") {
+  testing::PostgresServer server;
+  SchedulerOptions o;
+  o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"a"}));
+  o.max_concurrency = 2;
+  o.claim_interval = Seconds(0.05);
+  o.warn = [](std::string_view) {};
+  auto s = *Scheduler::Create(o);
+  REQUIRE(s->RegisterType("fetch", testing::Type(4, 2)).ok());
+  testing::Log ran;
+  REQUIRE(s->RegisterDurable("fetch", [&](const DurableJob& job, const Context&) {
+             ran.Add(std::string(job.payload));
+             return absl::OkStatus();
+           }).ok());
+  REQUIRE(s->Recover().ok());
+  server.Stop();
+  // In-process work is admitted, runs and is charged as ever; durable work cannot be stored.
+  for (int i = 0; i < 5; ++i) {
+    CHECK(s->RunSync(Context::Background(), "fetch", "x", "alice", [](const Context&) {
+             return absl::OkStatus();
+           }).ok());
+  }
+  CHECK(s->SubmitDurable("fetch", "y", "", "lost").status().code() ==
+        absl::StatusCode::kUnavailable);
+  const double charged = *s->AccumulatedCost("alice");
+  CHECK(charged > 0);
+  server.Start();
+  // What alice was charged meanwhile reaches the fleet with the next share, and durable work
+  // stored now is claimed and runs.
+  REQUIRE(testing::Eventually([&] {
+    const std::string cost =
+        server.Sql("SELECT accumulated_cost FROM fairgate_keys WHERE key = 'alice'");
+    return !cost.empty() && std::stod(cost) >= charged * 0.999;
+  }));
+  REQUIRE(s->SubmitDurable("fetch", "z", "", "after").ok());
+  REQUIRE(testing::Eventually([&] { return ran.entries().size() == 1; }));
+  CHECK(ran.entries() == std::vector<std::string>{"after"});
+}
+
 StoredJob Job(std::string type, std::string id, std::string key) {
   StoredJob job = testing::TestJob(std::move(id), "");
   job.type = std::move(type);
