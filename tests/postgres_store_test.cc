@@ -476,18 +476,28 @@ TEST_CASE("PostgresStore.AClaimTakesTheLeasesItsJobsNeedInTheSameTransaction") {
   CHECK(*a->AcquireResource("repo", "mesa.git", 1, 30) > claimed[0].resource_token);  // lapsed
 }
 
+// A replica named `name` on `server` whose conflict group "repo" is fleet-wide, with types
+// "repack" (tier 1, up to `repacks` at once) and "fetch" (tier 2, up to `fetches`) in it, and
+// `capacity` slots.
+std::unique_ptr<Scheduler> RepoReplica(const testing::PostgresServer& server,
+                                       const std::string& name, int capacity, int repacks,
+                                       int fetches) {
+  SchedulerOptions o;
+  o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
+  o.max_concurrency = capacity;
+  o.claim_interval = Seconds(0.05);
+  o.fleet_conflict_groups = {"repo"};
+  o.warn = [](std::string_view) {};
+  auto s = *Scheduler::Create(o);
+  REQUIRE(s->RegisterType("repack", testing::Type(1, repacks, "repo")).ok());
+  REQUIRE(s->RegisterType("fetch", testing::Type(2, fetches, "repo")).ok());
+  return s;
+}
+
 TEST_CASE("PostgresStore.AFleetWideConflictGroupKeepsAFetchOnOneReplicaFromARepackOnAnother") {
   testing::PostgresServer server;
   auto replica = [&](const std::string& name) {
-    SchedulerOptions o;
-    o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
-    o.max_concurrency = 2;
-    o.claim_interval = Seconds(0.05);
-    o.fleet_conflict_groups = {"repo"};
-    o.warn = [](std::string_view) {};
-    auto s = *Scheduler::Create(o);
-    REQUIRE(s->RegisterType("repack", testing::Type(1, 1, "repo")).ok());
-    REQUIRE(s->RegisterType("fetch", testing::Type(2, 2, "repo")).ok());
+    auto s = RepoReplica(server, name, 2, 1, 2);
     REQUIRE(s->RegisterType("archive", testing::Type(1, 1)).ok());
     return s;
   };
@@ -542,20 +552,8 @@ TEST_CASE("PostgresStore.AFleetWideConflictGroupKeepsAFetchOnOneReplicaFromARepa
 
 TEST_CASE("PostgresStore.AnAcquiresPermitHoldsItsFleetWideLeaseUntilReleased") {
   testing::PostgresServer server;
-  auto replica = [&](const std::string& name) {
-    SchedulerOptions o;
-    o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
-    o.max_concurrency = 4;
-    o.claim_interval = Seconds(0.05);
-    o.fleet_conflict_groups = {"repo"};
-    o.warn = [](std::string_view) {};
-    auto s = *Scheduler::Create(o);
-    REQUIRE(s->RegisterType("repack", testing::Type(1, 4, "repo")).ok());
-    REQUIRE(s->RegisterType("fetch", testing::Type(2, 4, "repo")).ok());
-    return s;
-  };
-  auto a = replica("a");
-  auto b = replica("b");
+  auto a = RepoReplica(server, "a", 4, 4, 4);
+  auto b = RepoReplica(server, "b", 4, 4, 4);
   // What one Acquire's callback got, once it has.
   struct Delivery {
     std::mutex mutex;
