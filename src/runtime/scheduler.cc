@@ -1375,17 +1375,20 @@ class Scheduler::Impl {
     std::unique_ptr<internal::FleetLeases::Held> leases_;
   };
 
-  void AddOutstanding() {
-    std::unique_lock lock(quiet_->mutex);
-    ++outstanding_;
-  }
+  void AddOutstanding() { outstanding_.fetch_add(1, std::memory_order_relaxed); }
 
-  // One accepted job has been fully reported. The count changes under the quiet mutex, so a
-  // waiter in Shutdown cannot see zero (and destroy the scheduler) before this call is done
-  // with it.
+  // One accepted job has been fully reported. Above one the count drops without the lock (it
+  // cannot reach zero); a drop that may reach it is made under the quiet mutex, which WaitQuiet
+  // reads it under, so a waiter in Shutdown cannot see zero (and destroy the scheduler) before
+  // this call is done with it. Every job takes this path once, on every worker thread at once:
+  // a mutex here was a point of contention (bench/README.md).
   void FinishOutstanding() {
+    std::int64_t n = outstanding_.load(std::memory_order_relaxed);
+    while (n > 1) {
+      if (outstanding_.compare_exchange_weak(n, n - 1, std::memory_order_acq_rel)) return;
+    }
     std::unique_lock lock(quiet_->mutex);
-    if (--outstanding_ == 0) quiet_->cv.notify_all();
+    if (outstanding_.fetch_sub(1, std::memory_order_acq_rel) == 1) quiet_->cv.notify_all();
   }
 
   // Waits until no accepted job is outstanding, or `ctx` is done.
@@ -1643,11 +1646,13 @@ class Scheduler::Impl {
   // Signalled when no accepted job is left unreported. Shared, so that a context callback that
   // outlives the scheduler still has something to signal.
   struct Quiet {
-    internal::WaitMutex mutex;
-    internal::WaitCondition cv;
+    internal::ShortMutex mutex;
+    internal::ShortCondition cv;
   };
   const std::shared_ptr<Quiet> quiet_ = std::make_shared<Quiet>();
-  std::int64_t outstanding_ = 0;  // accepted and not yet fully reported; under quiet_->mutex
+  // Accepted and not yet fully reported. Changed without the quiet mutex except when it may
+  // reach zero (FinishOutstanding), read under it by WaitQuiet.
+  std::atomic<std::int64_t> outstanding_{0};
 
   internal::WaitMutex sweeper_mutex_;
   internal::WaitCondition sweeper_wake_;

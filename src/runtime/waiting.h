@@ -29,6 +29,8 @@ namespace fairgate::internal {
 inline constexpr bool kThreadRuntime = true;
 using WaitMutex = std::mutex;
 using WaitCondition = std::condition_variable;
+using ShortMutex = std::mutex;
+using ShortCondition = std::condition_variable;
 inline void YieldToOthers() { std::this_thread::yield(); }
 template <typename Duration>
 void SleepFor(Duration d) {
@@ -47,6 +49,21 @@ class CoreMutex {
 inline constexpr bool kThreadRuntime = false;
 using WaitMutex = boost::fibers::mutex;
 using WaitCondition = boost::fibers::condition_variable;
+// A lock that many threads take at once, each for a few instructions and never across a wait
+// (the pool's queue, the count of outstanding jobs). A fiber mutex is the wrong tool there: with
+// 64 worker threads on 2 cores its internal spinlock took most of the CPU of a Submit burst
+// (perf, bench/README.md). absl::Mutex spins briefly, then sleeps the thread; lock() and
+// unlock() are what std::unique_lock and ShortCondition want.
+class ShortMutex {
+ public:
+  void lock() { mutex_.Lock(); }
+  void unlock() { mutex_.Unlock(); }
+
+ private:
+  absl::Mutex mutex_;
+};
+// Waits on a ShortMutex, suspending only the calling fiber.
+using ShortCondition = boost::fibers::condition_variable_any;
 inline void YieldToOthers() { boost::this_fiber::yield(); }
 template <typename Duration>
 void SleepFor(Duration d) {

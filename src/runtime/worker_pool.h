@@ -81,8 +81,8 @@ class WorkerPool {
   const std::size_t stack_bytes_;
   const int max_searching_;
 
-  mutable WaitMutex mutex_;  // guards what follows, up to the atomics
-  WaitCondition wake_;
+  mutable ShortMutex mutex_;  // guards what follows, up to the atomics
+  ShortCondition wake_;
   std::deque<Task> queue_;
   bool closed_ = false;
   int parked_ = 0;  // workers waiting on wake_
