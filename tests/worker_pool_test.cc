@@ -52,8 +52,8 @@ class Ran {
 };
 
 TEST_CASE("WorkerPool.EveryTaskRunsWhenPostedAsAWorkerStopsSearchingAndParks") {
+  Ran ran;  // outlives the pool: its last task may still be notifying
   WorkerPool pool(4, 64 * 1024);
-  Ran ran;
   std::mt19937 random(7);
   // Gaps around the search's length land posts before, during and after the moment a worker
   // gives up searching and parks: a post that slipped between its check and its park would never
@@ -69,8 +69,8 @@ TEST_CASE("WorkerPool.EveryTaskRunsWhenPostedAsAWorkerStopsSearchingAndParks") {
 }
 
 TEST_CASE("WorkerPool.PostsFromSeveralThreadsAndFromTasksAllRun") {
-  WorkerPool pool(3, 64 * 1024);
   Ran ran;
+  WorkerPool pool(3, 64 * 1024);
   constexpr int kPosters = 4, kEach = kRounds / 4;
   std::vector<std::thread> posters;
   for (int p = 0; p < kPosters; ++p) {
@@ -95,9 +95,9 @@ TEST_CASE("WorkerPool.PostsFromSeveralThreadsAndFromTasksAllRun") {
 
 TEST_CASE("WorkerPool.ABurstWakesWorkersForTheWorkNotOncePerTask") {
   constexpr int kThreads = 8, kTasks = 20000;
+  Ran ran;
   WorkerPool pool(kThreads, 64 * 1024);
   std::this_thread::sleep_for(milliseconds(50));  // every worker has parked
-  Ran ran;
   for (int i = 0; i < kTasks; ++i) REQUIRE(pool.Post([&] { ran.One(); }));
   REQUIRE(ran.WaitFor(kTasks));
   const WorkerPool::Wakes wakes = pool.wakes();
@@ -120,8 +120,8 @@ std::chrono::microseconds CpuTime() {
 }
 
 TEST_CASE("WorkerPool.AnIdlePoolSleeps") {
-  WorkerPool pool(16, 64 * 1024);
   Ran ran;
+  WorkerPool pool(16, 64 * 1024);
   for (int i = 0; i < 1000; ++i) REQUIRE(pool.Post([&] { ran.One(); }));
   REQUIRE(ran.WaitFor(1000));
   std::this_thread::sleep_for(milliseconds(20));  // the searches end
