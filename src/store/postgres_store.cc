@@ -67,6 +67,7 @@ CREATE TABLE IF NOT EXISTS fairgate_resource_leases (
   token bigint NOT NULL,
   PRIMARY KEY (grp, id, slot)
 );
+CREATE INDEX IF NOT EXISTS fairgate_resource_leases_token ON fairgate_resource_leases (token);
 CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_holder
   ON fairgate_durable_jobs (holder) WHERE holder IS NOT NULL;
 CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_queue
