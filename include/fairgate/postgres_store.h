@@ -28,6 +28,10 @@
 // Not here yet (issue 16): claims as cheap as PostgreSQL's plain SKIP LOCKED (bench/README.md has
 // the figures).
 //
+// Each connection sets idle_in_transaction_session_timeout to 1 s: a replica stopped in the
+// middle of one of its (millisecond) transactions would otherwise hold that transaction's row
+// locks, and the resource leases a claim was taking, for as long as it stays stopped.
+//
 // Thread safety: every method may be called from any thread at once.
 #ifndef FAIRGATE_POSTGRES_STORE_H_
 #define FAIRGATE_POSTGRES_STORE_H_

@@ -181,6 +181,9 @@ constexpr const char* kTakeSlot =
     "  lease_until = EXCLUDED.lease_until, token = EXCLUDED.token "
     "  WHERE fairgate_resource_leases.lease_until < " FAIRGATE_PG_NOW " RETURNING token";
 
+// How long the server lets a transaction of this store sit idle between statements.
+constexpr const char* kIdleInTransaction = "SET idle_in_transaction_session_timeout = 1000";
+
 constexpr const char* kJobColumns =
     "sequence, type, id, fairness_key, payload, submitted_at, attempts, not_before, last_error";
 
@@ -656,6 +659,18 @@ class PostgresStore final : public Store {
       // The schema's "already exists, skipping" NOTICEs are not worth a line on stderr each.
       PQsetNoticeProcessor(
           link.pg.get(), [](void*, const char*) {}, nullptr);
+      // A replica stopped in the middle of a transaction (SIGSTOP, a VM pause) would hold its
+      // row locks for as long as it stays stopped, and a claim's transaction takes lease rows
+      // that other replicas' claims and leases then wait for: the server ends such a
+      // transaction once it has been idle for kIdleInTransaction (ours are milliseconds long).
+      Result set(PQexec(link.pg.get(), kIdleInTransaction));
+      if (set == nullptr || PQresultStatus(set.get()) != PGRES_COMMAND_OK) {
+        Status s = absl::UnavailableError(
+            absl::StrCat("PostgreSQL: set idle_in_transaction_session_timeout: ",
+                         PQerrorMessage(link.pg.get())));
+        link.pg.reset();
+        return s;
+      }
     } else {
       Status s = absl::UnavailableError(
           absl::StrCat("PostgreSQL: connect: ", PQerrorMessage(link.pg.get())));
