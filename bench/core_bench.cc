@@ -5,6 +5,8 @@
 // backlog stays the same) and admits the next one. items/s counts iterations, i.e. one admission
 // plus one completion. bytes_per_pending_job is what the backlog holds per job, from a counting
 // allocator.
+#include <algorithm>
+#include <cstddef>
 #include <deque>
 #include <random>
 #include <string>
@@ -122,6 +124,28 @@ BENCHMARK(BM_IdleKeyMemory)
     ->Arg(10000)
     ->Arg(1000000)
     ->Unit(benchmark::kMillisecond);
+
+// The floor under the large rows of BM_AdmitComplete: one load from a cache line that is not in
+// the cache, on this machine. The lines of `megabytes` of memory form one random cycle, and each
+// load reads the address of the next, so no two overlap. items/s counts loads.
+void BM_DependentLoad(benchmark::State& state) {
+  struct alignas(64) Line {
+    std::size_t next;
+  };
+  const auto lines = static_cast<std::size_t>(state.range(0)) * 1024 * 1024 / sizeof(Line);
+  std::vector<std::size_t> order(lines);
+  for (std::size_t i = 0; i < lines; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(7));
+  std::vector<Line> memory(lines);
+  for (std::size_t i = 0; i < lines; ++i) memory[order[i]].next = order[(i + 1) % lines];
+  std::size_t at = order[0];
+  for (auto _ : state) {
+    at = memory[at].next;
+    benchmark::DoNotOptimize(at);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_DependentLoad)->ArgName("megabytes")->Arg(1)->Arg(2)->Arg(8)->Arg(32);
 
 }  // namespace
 }  // namespace fairgate

@@ -319,9 +319,9 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
     // head's order, kept current by SyncLane: read, not recomputed.
     auto consider = [&](LaneSet& lanes) {
       Job* head = FrontOf(lanes);
-      if (head != nullptr && (best == nullptr || head->lane->entry.order < best_order)) {
+      if (head != nullptr && (best == nullptr || head->lane->order < best_order)) {
         best = head;
-        best_order = head->lane->entry.order;
+        best_order = head->lane->order;
       }
     };
     skipped.key_limit += static_cast<int>(tier->held_lanes);
@@ -376,12 +376,16 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
   UnschedulePromotion(job);
   UnscheduleExpiry(job);
   // One pass over the key's lanes covers the new head, the new cost and the new running count.
-  Rekey(key, [&] {
-    job.lane->ready.erase(ReadyEntryOf(job));
-    LeavePending(job);
-    key.acc = key.acc + admission.charge / admission.weight;
-    ForEachHold(job, [](Usage& usage, std::int32_t amount) { usage.Acquire(amount); });
-  });
+  Lane* lane = job.lane;
+  Rekey(
+      key,
+      [&] {
+        lane->ready.erase(ReadyEntryOf(job));
+        LeavePending(job);  // frees the lane if this was its last job
+        key.acc = key.acc + admission.charge / admission.weight;
+        ForEachHold(job, [](Usage& usage, std::int32_t amount) { usage.Acquire(amount); });
+      },
+      lane->pending > 1 ? lane : nullptr);
   // A resource this fills hides the jobs parked on it again.
   if (job.resource != nullptr && job.resource->full()) SyncProxies(*job.resource);
   if (job.joinable) {  // RunSync requests for its id join it while it runs, Submits do not
@@ -912,23 +916,20 @@ LaneSet& AdmissionCore::SetFor(TypeState& type, TierState& tier) {
 }
 
 Lane& AdmissionCore::LaneFor(KeyState& key, TypeState& type, TierState& tier, Resource* parked_on) {
+  // A lane's set names its type, tier and resource: the walk compares sets only, which are in
+  // the lanes' first 64 bytes.
+  LaneSet& home = &tier == type.tier ? type.lanes : SetFor(type, tier);
+  WaitGroup* group = parked_on != nullptr ? &GroupFor(*parked_on, home) : nullptr;
+  LaneSet* set = group != nullptr ? &group->lanes : &home;
   for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
-    if (lane->type == &type && lane->tier == &tier &&
-        (lane->group != nullptr ? lane->group->resource : nullptr) == parked_on) {
-      return *lane;
-    }
+    if (lane->set == set) return *lane;
   }
   Lane* lane = new Lane;
   lane->key = &key;
   lane->type = &type;
   lane->tier = &tier;
-  LaneSet& home = SetFor(type, tier);
-  if (parked_on != nullptr) {
-    lane->group = &GroupFor(*parked_on, home);
-    lane->set = &lane->group->lanes;
-  } else {
-    lane->set = &home;
-  }
+  lane->group = group;
+  lane->set = set;
   lane->next_in_key = key.lanes;
   key.lanes = lane;
   return *lane;
@@ -963,18 +964,34 @@ void AdmissionCore::ReleaseResource(Resource* resource) {
 }
 
 template <typename Mutate>
-void AdmissionCore::Rekey(KeyState& key, Mutate mutate) {
+void AdmissionCore::Rekey(KeyState& key, Mutate mutate, const Lane* head_changed) {
   // The presences' order reads the key's cost live: take them out while it may change.
   for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
     p->tier->keys_by_acc.erase(p->tier->keys_by_acc.iterator_to(*p));
   }
+  const bool was_admissible = Admissible(key);
   mutate();
   // A presence exists while the key has pending jobs in its tier (LeavePending frees the ones
   // that end).
   for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
     p->tier->keys_by_acc.insert(*p);
   }
-  for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) SyncLane(*lane);
+  if (key.lanes == nullptr) return;
+  if (!was_admissible || !Admissible(key)) {
+    for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) SyncLane(*lane);
+    return;
+  }
+  // Every lane of an admissible key is linked (each has jobs), and only `head_changed` has a
+  // new head: the others move to the key's new place with the head their place already holds,
+  // reading only their first 64 bytes, not their jobs (queue_nodes.h).
+  const KeyPlace place = PlaceOf(key);
+  for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
+    if (lane == head_changed) {
+      SyncLane(*lane);
+    } else if (MoveLane(*lane, {place, lane->order.job}) && lane->group != nullptr) {
+      SyncProxy(*lane->group);  // the group's best lane may have changed
+    }
+  }
 }
 
 void AdmissionCore::SyncLane(Lane& lane) {
@@ -994,18 +1011,26 @@ void AdmissionCore::SyncLane(Lane& lane) {
 
 void AdmissionCore::SyncProxy(WaitGroup& group) {
   std::optional<AdmissionOrder> order;
-  if (!group.lanes.empty() && !group.resource->full()) order = group.lanes.front()->entry.order;
+  if (!group.lanes.empty() && !group.resource->full()) order = group.lanes.front()->order;
   PlaceLane(group.proxy, order);
 }
 
 bool AdmissionCore::PlaceLane(Lane& lane, const std::optional<AdmissionOrder>& order) {
-  if (order ? lane.linked && lane.entry.order == *order : !lane.linked) return false;
+  if (order ? lane.linked && lane.order == *order : !lane.linked) return false;
   if (lane.linked) UnlinkLane(lane);
   if (order) {
-    lane.entry = LaneEntry{*order, &lane};
-    lane.set->insert(lane.entry);
+    lane.order = *order;
+    lane.set->insert(lane.entry());
     lane.linked = true;
   }
+  return true;
+}
+
+bool AdmissionCore::MoveLane(Lane& lane, const AdmissionOrder& order) {
+  if (lane.order == order) return false;
+  lane.set->erase(lane.entry());
+  lane.order = order;
+  lane.set->insert(lane.entry());
   return true;
 }
 
@@ -1031,7 +1056,7 @@ void AdmissionCore::Reopen(Resource& resource) {
 }
 
 void AdmissionCore::UnlinkLane(Lane& lane) {
-  lane.set->erase(lane.entry);
+  lane.set->erase(lane.entry());
   lane.linked = false;
 }
 

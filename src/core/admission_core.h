@@ -353,14 +353,17 @@ class AdmissionCore {
   // `admission`.
   void Admit(Job& job, const DecisionSkips& skipped, double now, Admission& admission);
   // Runs `mutate` (a change to the key's cost, running count or settings) and puts the key's
-  // presences and lanes where they now belong.
+  // presences and lanes where they now belong. `mutate` changes no lane's head but
+  // `head_changed`'s, if given.
   template <typename Mutate>
-  void Rekey(KeyState& key, Mutate mutate);
+  void Rekey(KeyState& key, Mutate mutate, const Lane* head_changed = nullptr);
   // Links, relinks or unlinks the lane so that it is linked, at its current entry, exactly when
   // it has ready jobs and its key is admissible; a parked lane's group's proxy follows.
   void SyncLane(Lane& lane);
   // Puts `lane` in its set at `order`, or out of it with none; false if it already was so.
   bool PlaceLane(Lane& lane, const std::optional<AdmissionOrder>& order);
+  // PlaceLane for a lane known to be linked, reading only its first 64 bytes.
+  bool MoveLane(Lane& lane, const AdmissionOrder& order);
   void UnlinkLane(Lane& lane);
   // The best admissible head among `lanes` (parking heads whose resource is full), or null.
   Job* FrontOf(LaneSet& lanes);

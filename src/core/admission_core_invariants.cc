@@ -153,10 +153,10 @@ Status AdmissionCore::CheckInvariants() const {
       held[lane->tier] += lane->held;
       if (lane->linked) {
         const LaneEntry want{{PlaceOf(key), lane->ready.begin()->place}, const_cast<Lane*>(lane)};
-        if (!(lane->entry == want)) {
+        if (!(lane->entry() == want)) {
           return Broken(absl::StrCat("a lane of key '", name, "' sorts by a stale entry"));
         }
-        if (!lane->set->contains(lane->entry)) {
+        if (!lane->set->contains(lane->entry())) {
           return Broken(absl::StrCat("a linked lane of key '", name, "' is missing from its set"));
         }
         ++linked[lane->set];
@@ -196,8 +196,7 @@ Status AdmissionCore::CheckInvariants() const {
         return Broken(absl::StrCat("the proxy of resource '", name.name, "' is linked wrongly"));
       }
       if (proxy.linked) {
-        if (!(proxy.entry.order == group->lanes.front()->entry.order) ||
-            !proxy.set->contains(proxy.entry)) {
+        if (!(proxy.order == group->lanes.front()->order) || !proxy.set->contains(proxy.entry())) {
           return Broken(absl::StrCat("the proxy of resource '", name.name, "' sorts stale"));
         }
         ++linked[proxy.set];

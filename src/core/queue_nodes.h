@@ -29,6 +29,7 @@
 #ifndef FAIRGATE_CORE_QUEUE_NODES_H_
 #define FAIRGATE_CORE_QUEUE_NODES_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -198,20 +199,31 @@ class LaneSet {
 // a home lane. A parked lane holds those of them that wait on one full resource, in the
 // resource's wait group. A wait group's proxy is a Lane too, with no key: it stands for the group
 // in the home lane set.
+//
+// A key's lanes are visited in turn at each charge of the key (Rekey) and at each enqueue
+// (LaneFor), a cache miss each at large backlogs: what those visits read (the next lane, the set
+// that names the lane's type, tier and resource, and its place there) is in the lane's first 64
+// bytes, so a visit touches one cache line or two, where it touched up to three
+// (bench/README.md). Aligning lanes to a line would make it one, but aligned allocation cost
+// more than it saved where lanes come and go at each job.
 struct Lane {
-  LaneEntry entry;          // its entry in `set`, while linked
-  bool linked = false;      // linked while `ready` is not empty and the key is admissible (a
-                            // proxy: while its group has a linked lane and its resource room)
-  bool held = false;        // a home lane not linked only because its key is at max_running
-  KeyState* key = nullptr;  // null for a proxy
-  TypeState* type = nullptr;
-  TierState* tier = nullptr;  // the effective tier
+  Lane* next_in_key = nullptr;  // the key's next lane (home and parked)
   LaneSet* set = nullptr;  // the type's own lanes or the aged group's; a parked lane: its group's
   WaitGroup* group = nullptr;  // a parked lane's or a proxy's group; null for a home lane
-  ReadyJobs ready;             // its jobs, by their place (parked ones too, in a parked lane)
-  std::int64_t pending = 0;
-  Lane* next_in_key = nullptr;  // the key's next lane (home and parked)
+  AdmissionOrder order;        // its place in `set`, while linked
+  KeyState* key = nullptr;     // null for a proxy
+  TypeState* type = nullptr;
+  TierState* tier = nullptr;  // the effective tier
+  ReadyJobs ready;            // its jobs, by their place (parked ones too, in a parked lane)
+  std::int32_t pending = 0;
+  bool linked = false;  // linked while `ready` is not empty and the key is admissible (a
+                        // proxy: while its group has a linked lane and its resource room)
+  bool held = false;    // a home lane not linked only because its key is at max_running
+
+  LaneEntry entry() const { return {order, const_cast<Lane*>(this)}; }
 };
+static_assert(offsetof(Lane, key) == 64 && sizeof(Lane) == 120,
+              "what a walk over a key's lanes reads is in a lane's first 64 bytes");
 
 // The parked lanes of one resource whose home lanes are in one lane set.
 struct WaitGroup {
