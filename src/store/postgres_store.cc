@@ -181,6 +181,11 @@ constexpr const char* kTakeSlot =
     "  lease_until = EXCLUDED.lease_until, token = EXCLUDED.token "
     "  WHERE fairgate_resource_leases.lease_until < " FAIRGATE_PG_NOW " RETURNING token";
 
+// Gives back the resource leases whose fencing tokens are in the array $1: a claim's, or those
+// a claim took for a job it then dropped.
+constexpr const char* kDropLeasesByToken =
+    "DELETE FROM fairgate_resource_leases WHERE token = ANY($1::bigint[])";
+
 // How long the server lets a transaction of this store sit idle between statements.
 constexpr const char* kIdleInTransaction = "SET idle_in_transaction_session_timeout = 1000";
 
@@ -872,8 +877,8 @@ class PostgresStore final : public Store {
       it->second.resources.clear();
     }
     if (resources.empty()) return;
-    (void)RetryingExec(link, "DELETE FROM fairgate_resource_leases WHERE token = ANY($1::bigint[])",
-                       {{TextArray(resources)}}, "release a claim's leases");
+    (void)RetryingExec(link, kDropLeasesByToken, {{TextArray(resources)}},
+                       "release a claim's leases");
   }
 
   // The body of a claim whose types take leases, in the claim's transaction: locks the
@@ -993,8 +998,7 @@ class PostgresStore final : public Store {
       }
     }
     if (!dropped.empty()) {
-      Status s = Exec(link, "DELETE FROM fairgate_resource_leases WHERE token = ANY($1::bigint[])",
-                      {{TextArray(dropped)}}, "release a claim's leases")
+      Status s = Exec(link, kDropLeasesByToken, {{TextArray(dropped)}}, "release a claim's leases")
                      .status();
       if (!s.ok()) return s;
     }
