@@ -237,8 +237,11 @@ class Scheduler {
   // on. A queue-wait limit keeps running: a paused job still pending at its type's max_queue_wait
   // leaves with DeadlineExceeded. Resuming admits at once what it makes admissible. Idempotent;
   // NotFound for an unknown type. A key need not have jobs: its pause is kept like its weight.
-  // Snapshot() lists what is paused (TypeSnapshot::paused, Snapshot::paused_keys), and so do the
-  // metrics (fairgate_type_paused, fairgate_keys_paused). O(1), with aging O(jobs).
+  // With a shared store (replicas), a replica claims no stored job of a type paused on it, and
+  // gives back at once any that a claim under way when the pause came took; those it claimed
+  // before stay with it, paused. Snapshot() lists what is paused (TypeSnapshot::paused,
+  // Snapshot::paused_keys), and so do the metrics (fairgate_type_paused, fairgate_keys_paused).
+  // O(1), with aging O(jobs).
   Status PauseType(std::string_view type);
   Status ResumeType(std::string_view type);
   Status PauseKey(std::string_view fairness_key);

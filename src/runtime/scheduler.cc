@@ -768,13 +768,17 @@ class Scheduler::Impl {
   }
 
   // Queues jobs the claimer claimed; a job that cannot be queued (a full queue, shutting down)
-  // is given back at once for any replica to claim.
+  // is given back at once for any replica to claim, and so is one whose type was paused while
+  // the claim that took it was under way (ClaimableTypes leaves paused types out of the next).
   void QueueClaimed(std::vector<StoredJob> jobs) {
     for (StoredJob& job : jobs) {
       std::shared_ptr<const DurableType> type;
       {
         internal::CoreLock lock(&mutex_);
-        if (auto it = durable_types_.find(job.type); it != durable_types_.end()) type = it->second;
+        if (auto it = durable_types_.find(job.type);
+            it != durable_types_.end() && !core_->TypePaused(job.type)) {
+          type = it->second;
+        }
       }
       if (type && QueueDurable(job, type).ok()) continue;
       Recorded(keeper_->store().ReleaseJob(job.sequence),
