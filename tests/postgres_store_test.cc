@@ -700,8 +700,8 @@ TEST_CASE(
   CHECK(on_b > 0);          // b claimed jobs a stored
   // A replica keeps nothing of a paused type: it claims none, and gives back at once what a
   // claim under way when the pause came took (the store counts that claim: b's count may be one
-  // or two higher). One that shuts down gives back what it claimed and had not finished: here one job
-  // cancelled while it ran and one never admitted.
+  // or two higher). One that shuts down gives back what it claimed and had not finished: here one
+  // job cancelled while it ran and one never admitted.
   REQUIRE(b->PauseType("fetch").ok());
   const double claimed_by_a = Claimed(*a);
   REQUIRE(b->SubmitDurable("fetch", "late0", "", "block").ok());
