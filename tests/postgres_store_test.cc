@@ -7,12 +7,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "doctest/doctest.h"
@@ -721,6 +723,110 @@ TEST_CASE(
   REQUIRE(b->ResumeType("fetch").ok());  // b claims them once that short lease is over
   REQUIRE(testing::Eventually([&] { return ran.entries().size() == 42; }));
   CHECK(ran.entries()[40].substr(0, 6) == "b late");
+}
+
+// A shared store that passes every call to another (a real PostgreSQL store) and, once armed,
+// runs `after_claim` right after the first claim that took jobs, before the replica queues them:
+// what happens when something changes while a claim is under way.
+class ClaimHookStore final : public Store {
+ public:
+  explicit ClaimHookStore(std::shared_ptr<Store> inner) : inner_(std::move(inner)) {}
+  void Arm(std::function<void()> after_claim) {
+    std::lock_guard lock(mutex_);
+    after_claim_ = std::move(after_claim);
+  }
+
+  StatusOr<std::vector<StoredJob>> ClaimJobs(const std::vector<ClaimableType>& types,
+                                             std::size_t max_jobs, double lease_seconds) override {
+    StatusOr<std::vector<StoredJob>> claimed = inner_->ClaimJobs(types, max_jobs, lease_seconds);
+    std::function<void()> hook;
+    if (claimed.ok() && !claimed->empty()) {
+      std::lock_guard lock(mutex_);
+      hook = std::exchange(after_claim_, nullptr);
+    }
+    if (hook) hook();
+    return claimed;
+  }
+  StatusOr<std::uint64_t> AddJob(const StoredJob& job) override { return inner_->AddJob(job); }
+  StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) override {
+    return inner_->BeginAttempt(sequence);
+  }
+  Status RemoveJob(std::uint64_t sequence) override { return inner_->RemoveJob(sequence); }
+  Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) override {
+    return inner_->DeferJob(sequence, not_before, error);
+  }
+  Status KillJob(std::uint64_t sequence, std::string_view error) override {
+    return inner_->KillJob(sequence, error);
+  }
+  StatusOr<std::vector<StoredJob>> LiveJobs() override { return inner_->LiveJobs(); }
+  StatusOr<std::vector<StoredJob>> DeadJobs() override { return inner_->DeadJobs(); }
+  Status SaveLearned(const LearnedState& changed, double forget_estimates_before,
+                     double forget_keys_before) override {
+    return inner_->SaveLearned(changed, forget_estimates_before, forget_keys_before);
+  }
+  StatusOr<LearnedState> LoadLearned() override { return inner_->LoadLearned(); }
+  bool Shared() const override { return inner_->Shared(); }
+  StatusOr<std::size_t> RenewLeases(double lease_seconds) override {
+    return inner_->RenewLeases(lease_seconds);
+  }
+  Status ReleaseJob(std::uint64_t sequence) override { return inner_->ReleaseJob(sequence); }
+  StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id, int limit,
+                                          double lease_seconds) override {
+    return inner_->AcquireResource(group, id, limit, lease_seconds);
+  }
+  Status ReleaseResource(std::string_view group, std::string_view id,
+                         std::uint64_t token) override {
+    return inner_->ReleaseResource(group, id, token);
+  }
+  StatusOr<std::vector<SavedKey>> ShareKeyCosts(const std::vector<SavedKey>& charged,
+                                                const std::vector<std::string>& keys) override {
+    return inner_->ShareKeyCosts(charged, keys);
+  }
+
+ private:
+  std::shared_ptr<Store> inner_;
+  std::mutex mutex_;
+  std::function<void()> after_claim_;
+};
+
+TEST_CASE("PostgresStore.JobsAClaimTookAsTheirTypeWasPausedAreGivenBackForOthersToRun") {
+  testing::PostgresServer server;
+  testing::Log ran;
+  auto replica = [&](const std::string& name, std::shared_ptr<Store> store) {
+    SchedulerOptions o;
+    o.store = std::move(store);
+    o.max_concurrency = 2;
+    o.claim_interval = Seconds(0.05);
+    o.warn = [](std::string_view) {};
+    auto s = *Scheduler::Create(o);
+    REQUIRE(s->RegisterType("fetch", testing::Type(2, 1)).ok());
+    REQUIRE(s->RegisterDurable("fetch", [&ran, name](const DurableJob& job, const Context&) {
+               ran.Add(name + " " + std::string(job.id));
+               return absl::OkStatus();
+             }).ok());
+    return s;
+  };
+  auto hooked = std::make_shared<ClaimHookStore>(
+      std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"b"})));
+  auto a = replica("a", std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"a"})));
+  auto b = replica("b", hooked);
+  // Only b claims at first; its first claim that takes jobs is followed, before b queues them,
+  // by a pause of their type on b.
+  REQUIRE(a->PauseType("fetch").ok());
+  REQUIRE(a->Recover().ok());
+  REQUIRE(b->Recover().ok());
+  std::atomic<bool> paused_during_claim{false};
+  hooked->Arm([&] { paused_during_claim = b->PauseType("fetch").ok(); });
+  for (int i = 0; i < 3; ++i) REQUIRE(a->SubmitDurable("fetch", std::to_string(i), "", "").ok());
+  REQUIRE(testing::Eventually([&] { return paused_during_claim.load(); }));
+  // b gave them back at once: a, resumed, claims and runs every one; b runs none.
+  REQUIRE(a->ResumeType("fetch").ok());
+  REQUIRE(testing::Eventually([&] { return ran.entries().size() == 3; }));
+  for (const std::string& entry : ran.entries()) CHECK(entry.substr(0, 2) == "a ");
+  CHECK(Claimed(*b) >= 1);  // the claim it gave back
+  REQUIRE(a->Shutdown(Context::Background()).ok());
+  REQUIRE(b->Shutdown(Context::Background()).ok());
+  CHECK(OpenPostgresStore(server.conninfo()).value()->LiveJobs()->empty());
 }
 
 }  // namespace
