@@ -102,6 +102,8 @@ class CoreMutex {
     pthread_mutexattr_destroy(&attr);
   }
   ~CoreMutex() { pthread_mutex_destroy(&mutex_); }
+  CoreMutex(const CoreMutex&) = delete;
+  CoreMutex& operator=(const CoreMutex&) = delete;
   void Lock() { pthread_mutex_lock(&mutex_); }
   void Unlock() { pthread_mutex_unlock(&mutex_); }
 
