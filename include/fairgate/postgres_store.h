@@ -25,8 +25,8 @@
 // Fleet-wide caps (SchedulerOptions::fleet_type_caps) are leases of the same kind, one resource
 // per capped type.
 //
-// Not here yet (issue 16): claims as cheap as PostgreSQL's plain SKIP LOCKED (bench/README.md has
-// the figures).
+// Not here: claims as cheap as PostgreSQL's plain SKIP LOCKED; a fair claim is a bigger query
+// (bench/README.md has the figures).
 //
 // Each connection sets idle_in_transaction_session_timeout to 1 s: a replica stopped in the
 // middle of one of its (millisecond) transactions would otherwise hold that transaction's row
