@@ -10,7 +10,10 @@
 // BM_RunSyncThreads/threads:T              T plain threads each loop RunSync, T keys, capacity
 //                                          50; the wait is from the call to fn's start.
 // BM_RunSyncFibers/fibers:F/threads:T      the same from F fibers spread over T threads.
-// items/s counts jobs.
+// items/s counts jobs; cpu_ns_per_job is the CPU time of every thread of the process (user and
+// system) per job, which the VM's noise moves less than the elapsed time.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -42,23 +45,38 @@ std::unique_ptr<Scheduler> Make(int capacity, int worker_threads = 0) {
 
 Status Noop(const Context&) { return absl::OkStatus(); }
 
+// CPU time used by the whole process (every thread), user and system, in seconds.
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 // The smallest of a statistic's repetitions: with the median, it shows a bimodal benchmark.
 double Min(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
-// Waits, without spinning, until Arrive has been called `count` times.
+// Waits, without spinning, until Arrive has been called `count` times. Arrive wakes the waiter
+// only when what it waits for has happened: a wake per job would put a futex call and a thread
+// switch of the benchmark's own into every job measured.
 class Countdown {
  public:
   explicit Countdown(int count) : total_(count), left_(count) {}
   void Arrive() {
-    std::lock_guard lock(mutex_);
-    --left_;
-    cv_.notify_all();
+    bool reached;
+    {
+      std::lock_guard lock(mutex_);
+      --left_;
+      reached = left_ == until_;
+    }
+    if (reached) cv_.notify_all();
   }
-  // Waits until `arrived` have arrived (all, by default).
+  // Waits until `arrived` have arrived (all, by default). One waiter at a time.
   void Wait(int arrived = -1) {
     std::unique_lock lock(mutex_);
-    const int until = arrived < 0 ? 0 : total_ - arrived;
-    cv_.wait(lock, [&] { return left_ <= until; });
+    until_ = arrived < 0 ? 0 : total_ - arrived;
+    cv_.wait(lock, [&] { return left_ <= until_; });
+    until_ = -1;
   }
 
  private:
@@ -66,28 +84,46 @@ class Countdown {
   std::condition_variable cv_;
   const int total_;
   int left_;
+  int until_ = -1;  // the count of left_ that the waiter waits for; -1: nobody waits
 };
 
 void BM_SubmitBurst(benchmark::State& state) {
   const int capacity = static_cast<int>(state.range(0));
   const int jobs = static_cast<int>(state.range(1));
   auto scheduler = Make(capacity);
-  std::atomic<int> done{0};
   double submitting = 0;  // seconds in Submit calls, all iterations
+  double cpu = 0;         // CPU seconds of every thread, all iterations
+  // The last job's callback wakes the benchmark's thread, which sleeps until then rather than
+  // take CPU from the workers.
+  std::atomic<int> done{0};
+  std::mutex mutex;
+  std::condition_variable all_ran;
+  auto ran = [&](const Status&) {
+    if (done.fetch_add(1, std::memory_order_acq_rel) + 1 < jobs) return;
+    std::lock_guard lock(mutex);
+    all_ran.notify_one();
+  };
   for (auto _ : state) {
+    const double cpu_start = ProcessCpuSeconds();
     done = 0;
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < jobs; ++i) {
-      if (!scheduler->Submit("noop", "repo", "", Noop, [&](const Status&) { ++done; }).ok()) {
+      if (!scheduler->Submit("noop", "repo", "", Noop, ran).ok()) {
         state.SkipWithError("refused");
         return;
       }
     }
     submitting += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    while (done.load(std::memory_order_acquire) < jobs) std::this_thread::yield();
+    {
+      std::unique_lock lock(mutex);
+      all_ran.wait(lock, [&] { return done.load(std::memory_order_acquire) == jobs; });
+    }
+    cpu += ProcessCpuSeconds() - cpu_start;
   }
   state.SetItemsProcessed(state.iterations() * jobs);
-  state.counters["submit_ns"] = submitting * 1e9 / (static_cast<double>(state.iterations()) * jobs);
+  const double all = static_cast<double>(state.iterations()) * jobs;
+  state.counters["submit_ns"] = submitting * 1e9 / all;
+  state.counters["cpu_ns_per_job"] = cpu * 1e9 / all;
 }
 BENCHMARK(BM_SubmitBurst)
     ->ArgNames({"capacity", "jobs"})
@@ -105,6 +141,7 @@ void BM_SubmitBacklog(benchmark::State& state) {
   const int backlog = static_cast<int>(state.range(1));
   const int threads = static_cast<int>(state.range(2));
   auto scheduler = Make(capacity, threads);
+  double cpu = 0;  // CPU seconds of every thread while draining, all iterations
   for (auto _ : state) {
     // Every job of this iteration, the holders too, reports to `done` before the next begins.
     Countdown held(capacity), done(capacity + backlog);
@@ -129,12 +166,16 @@ void BM_SubmitBacklog(benchmark::State& state) {
       }
     }
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = ProcessCpuSeconds();
     release.set_value();
     done.Wait();
     state.SetIterationTime(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    cpu += ProcessCpuSeconds() - cpu_start;
   }
   state.SetItemsProcessed(state.iterations() * backlog);
+  state.counters["cpu_ns_per_job"] =
+      cpu * 1e9 / (static_cast<double>(state.iterations()) * backlog);
 }
 BENCHMARK(BM_SubmitBacklog)
     ->ArgNames({"capacity", "backlog", "threads"})
@@ -209,7 +250,9 @@ void BM_RunSyncFibers(benchmark::State& state) {
   constexpr int kPerFiber = 100;
   auto scheduler = Make(50);
   std::vector<double> waits(static_cast<std::size_t>(fibers) * kPerFiber);
+  double cpu = 0;  // CPU seconds of every thread, all iterations
   for (auto _ : state) {
+    const double cpu_start = ProcessCpuSeconds();
     std::vector<std::thread> running;
     for (int t = 0; t < threads; ++t) {
       running.emplace_back([&, t] {
@@ -232,8 +275,11 @@ void BM_RunSyncFibers(benchmark::State& state) {
       });
     }
     for (auto& t : running) t.join();
+    cpu += ProcessCpuSeconds() - cpu_start;
   }
   state.SetItemsProcessed(state.iterations() * fibers * kPerFiber);
+  state.counters["cpu_ns_per_job"] =
+      cpu * 1e9 / (static_cast<double>(state.iterations()) * fibers * kPerFiber);
   ReportPercentiles(state, waits, "wait");
 }
 BENCHMARK(BM_RunSyncFibers)

@@ -39,6 +39,10 @@ class Ran {
     }
     cv_.notify_all();
   }
+  int count() {
+    std::lock_guard lock(mutex_);
+    return count_;
+  }
   // Waits until `n` have run; false if 10 s passed first (a lost wake-up).
   bool WaitFor(int n) {
     std::unique_lock lock(mutex_);
@@ -106,6 +110,83 @@ TEST_CASE("WorkerPool.ABurstWakesWorkersForTheWorkNotOncePerTask") {
   // only if the poster is held up past a search), never one per task.
   CHECK(wakes.by_post >= 1);
   CHECK(wakes.by_post + wakes.by_worker < kTasks / 20);
+}
+
+// Waits up to 10 s for every worker of `pool` to have parked; false if they did not.
+bool AllParked(const WorkerPool& pool) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (pool.parked() < pool.threads()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
+// A worker parks below its fibers (runtime/parker.h): a job fiber of its thread that waits on
+// something another thread provides still runs when that comes, and the parked worker still
+// takes new tasks meanwhile. In the thread build a waiting task holds its thread: nothing to test.
+TEST_CASE("WorkerPool.AFiberOfAParkedWorkerRunsWhenAnotherThreadWakesIt" *
+          doctest::skip(kThreadRuntime)) {
+  Ran ran;
+  WaitMutex mutex;
+  WaitCondition released_cv;
+  bool released = false;
+  WorkerPool pool(1, 64 * 1024);
+  REQUIRE(pool.Post([&] {
+    {
+      std::unique_lock lock(mutex);
+      released_cv.wait(lock, [&] { return released; });
+    }
+    ran.One();
+  }));
+  REQUIRE(AllParked(pool));  // its main fiber parked, the task's fiber waits
+  REQUIRE(pool.Post([&] { ran.One(); }));
+  REQUIRE(ran.WaitFor(1));  // the parked worker took the new task
+  REQUIRE(AllParked(pool));
+  {
+    std::unique_lock lock(mutex);
+    released = true;
+  }
+  released_cv.notify_all();  // from this thread, not the worker's
+  CHECK(ran.WaitFor(2));
+}
+
+// A fiber that only ever yields keeps its thread's ready queue from emptying: the parked worker,
+// unparked by a post, must still get its turn and take the task.
+TEST_CASE("WorkerPool.AParkedWorkerTakesATaskWhileAnotherFiberOfItsThreadKeepsYielding" *
+          doctest::skip(kThreadRuntime)) {
+  Ran ran;
+  std::atomic<bool> taken{false};
+  WorkerPool pool(1, 64 * 1024);
+  REQUIRE(pool.Post([&] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!taken.load() && std::chrono::steady_clock::now() < until) YieldToOthers();
+    ran.One();
+  }));
+  REQUIRE(AllParked(pool));
+  REQUIRE(pool.Post([&] {
+    taken = true;
+    ran.One();
+  }));
+  CHECK(ran.WaitFor(2));
+  CHECK(taken.load());
+}
+
+// The same for a fiber that sleeps: the parked thread wakes at its deadline.
+TEST_CASE("WorkerPool.ASleepingFiberOfAParkedWorkerWakesAtItsTime" *
+          doctest::skip(kThreadRuntime)) {
+  Ran ran;
+  WorkerPool pool(1, 64 * 1024);
+  std::atomic<bool> posted{false};
+  REQUIRE(pool.Post([&] {
+    while (!posted.load()) YieldToOthers();
+    SleepFor(milliseconds(300));
+    ran.One();
+  }));
+  posted = true;
+  REQUIRE(AllParked(pool));
+  REQUIRE(ran.count() == 0);  // it parked while the fiber sleeps
+  CHECK(ran.WaitFor(1));
 }
 
 // CPU time of this process, user and system.

@@ -24,40 +24,54 @@ int MaxSearching(int threads) {
 }  // namespace
 
 WorkerPool::WorkerPool(int threads, std::size_t stack_bytes)
-    : stack_bytes_(stack_bytes), max_searching_(MaxSearching(threads)) {
+    : stack_bytes_(stack_bytes),
+      max_searching_(MaxSearching(threads)),
+      parkers_(std::make_unique<Parker[]>(threads)) {
+  parked_.reserve(threads);
   threads_.reserve(threads);
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { WorkerMain(); });
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this, parker = &parkers_[i]] { WorkerMain(*parker); });
+  }
 }
 
 WorkerPool::~WorkerPool() {
+  std::vector<Parker*> parked;
   {
     std::unique_lock lock(mutex_);
     closed_ = true;
+    parked.swap(parked_);
+    waking_ += static_cast<int>(parked.size());
   }
-  wake_.notify_all();
+  for (Parker* parker : parked) parker->Unpark();
   for (std::thread& t : threads_) t.join();
 }
 
 bool WorkerPool::Post(Task task) {
-  bool wake = false;
+  Parker* wake = nullptr;
   {
     std::unique_lock lock(mutex_);
     if (closed_) return false;
     queue_.push_back(std::move(task));
     queued_.store(queue_.size(), std::memory_order_seq_cst);
-    if (searching_.load(std::memory_order_seq_cst) == 0 && waking_ == 0 && parked_ > 0) {
+    if (searching_.load(std::memory_order_seq_cst) == 0 && waking_ == 0 && !parked_.empty()) {
+      wake = parked_.back();
+      parked_.pop_back();
       ++waking_;
       ++wakes_.by_post;
-      wake = true;
     }
   }
-  if (wake) wake_.notify_one();
+  if (wake != nullptr) wake->Unpark();
   return true;
 }
 
 WorkerPool::Wakes WorkerPool::wakes() const {
   std::unique_lock lock(mutex_);
   return wakes_;
+}
+
+int WorkerPool::parked() const {
+  std::unique_lock lock(mutex_);
+  return static_cast<int>(parked_.size());
 }
 
 bool WorkerPool::Search() {
@@ -76,8 +90,8 @@ bool WorkerPool::Search() {
   return found;
 }
 
-bool WorkerPool::Take(Task& task) {
-  bool chain = false;
+bool WorkerPool::Take(Parker& parker, Task& task) {
+  Parker* wake = nullptr;
   {
     std::unique_lock lock(mutex_);
     bool searched = false;
@@ -90,31 +104,33 @@ bool WorkerPool::Take(Task& task) {
         searched = true;
         continue;
       }
-      ++parked_;
-      wake_.wait(lock);
-      --parked_;
-      if (waking_ > 0) --waking_;
+      parked_.push_back(&parker);
+      lock.unlock();
+      parker.Park();  // until a Post, another worker or closing takes it off parked_
+      lock.lock();
+      --waking_;
       searched = false;  // woken: this worker searches again before it parks again
     }
     task = std::move(queue_.front());
     queue_.pop_front();
     queued_.store(queue_.size(), std::memory_order_seq_cst);
     if (!queue_.empty() && searching_.load(std::memory_order_seq_cst) == 0 && waking_ == 0 &&
-        parked_ > 0) {
+        !parked_.empty()) {
+      wake = parked_.back();
+      parked_.pop_back();
       ++waking_;
       ++wakes_.by_worker;
-      chain = true;
     }
   }
-  if (chain) wake_.notify_one();
+  if (wake != nullptr) wake->Unpark();
   return true;
 }
 
 #if FAIRGATE_RUNTIME_THREADS
 
-void WorkerPool::WorkerMain() {
+void WorkerPool::WorkerMain(Parker& parker) {
   Task task;
-  while (Take(task)) {
+  while (Take(parker, task)) {
     task();
     task = nullptr;
   }
@@ -122,14 +138,15 @@ void WorkerPool::WorkerMain() {
 
 #else
 
-void WorkerPool::WorkerMain() {
+void WorkerPool::WorkerMain(Parker& parker) {
+  parker.AdoptThisThread();
   // The fibers this thread started and that have not finished: the thread must outlive them.
   boost::fibers::mutex mutex;
   boost::fibers::condition_variable all_done;
   int live = 0;
 
   Task task;
-  while (Take(task)) {
+  while (Take(parker, task)) {
     {
       std::unique_lock lock(mutex);
       ++live;
