@@ -1,10 +1,10 @@
 // WorkerPool: threads that run tasks, one pool per scheduler.
 //
-// Each worker runs the tasks it takes from the pool's queue as fibers on its own thread (Boost.
-// Fiber's default round_robin scheduler), launched with `dispatch` so a task starts before the
-// worker looks for another; nothing migrates between threads and no process-wide scheduler
-// state is touched, so several pools (several schedulers) live in one process. A task that blocks
-// its thread in a system call holds only that thread. With FAIRGATE_RUNTIME_THREADS
+// Each worker runs the tasks it takes from the pool's queue as fibers on its own thread (round
+// robin, under runtime/parker.h's scheduling algorithm), launched with `dispatch` so a task starts
+// before the worker looks for another; nothing migrates between threads and no process-wide
+// scheduler state is touched, so several pools (several schedulers) live in one process. A task
+// that blocks its thread in a system call holds only that thread. With FAIRGATE_RUNTIME_THREADS
 // (runtime/waiting.h) a worker runs each task on the thread itself: no fibers, for
 // ThreadSanitizer. The queue and the wake protocol below are the same code in both.
 //
