@@ -18,6 +18,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "core/admission_core.h"
 #include "runtime/claimer.h"
@@ -37,6 +38,9 @@ namespace {
 // One accepted job, from its acceptance until it is reported.
 struct JobRecord;
 using RecordPtr = std::shared_ptr<JobRecord>;
+// The jobs one decision admitted or refused: rarely more than a few, gathered under the lock,
+// where a heap allocation per decision would lengthen the critical section.
+using RecordList = absl::InlinedVector<RecordPtr, 4>;
 // Acquire's waiting jobs by the deadline of their context, for the scheduler's timer.
 using DeadlineMap = std::multimap<Context::Clock::time_point, RecordPtr>;
 
@@ -407,7 +411,7 @@ class Scheduler::Impl {
   }
 
   Status Shutdown(const Context& ctx) {
-    std::vector<RecordPtr> refused;
+    RecordList refused;
     {
       internal::CoreLock lock(&mutex_);
       if (phase_ != Phase::kShutDown) {
@@ -444,7 +448,7 @@ class Scheduler::Impl {
   }
 
   Status Drain(const Context& ctx) {
-    std::vector<RecordPtr> admitted;
+    RecordList admitted;
     {
       internal::CoreLock lock(&mutex_);
       if (phase_ == Phase::kOpen) phase_ = Phase::kDraining;
@@ -512,7 +516,7 @@ class Scheduler::Impl {
   }
 
   Status SetKeyLimits(std::string_view key, const KeyLimits& limits) {
-    std::vector<RecordPtr> admitted;
+    RecordList admitted;
     Status status;
     {
       internal::CoreLock lock(&mutex_);
@@ -528,7 +532,7 @@ class Scheduler::Impl {
   // that leaves.
   template <typename Change>
   Status ChangePause(Change change) {
-    std::vector<RecordPtr> admitted;
+    RecordList admitted;
     Status status;
     {
       internal::CoreLock lock(&mutex_);
@@ -1038,7 +1042,7 @@ class Scheduler::Impl {
     // Counted before it can be admitted and finished elsewhere; uncounted if refused. The count
     // has its own (fiber) mutex, which is never taken under the scheduler's lock.
     AddOutstanding();
-    std::vector<RecordPtr> admitted;
+    RecordList admitted;
     Status refused;
     bool wake_timer = false;
     {
@@ -1089,7 +1093,7 @@ class Scheduler::Impl {
 
   // Admits everything admissible at `now` (the time of the operation that may have freed room).
   // Jobs that expired on the way go out with `admitted` too, refused, for Dispatch to report.
-  void AdmitLocked(double now, std::vector<RecordPtr>& admitted) {
+  void AdmitLocked(double now, RecordList& admitted) {
     while (std::optional<core::Admission> a = core_->NextAdmission(now)) {
       RecordPtr& record = records_[a->ticket.slot];
       if (!record->joiners.empty()) ChooseRunnerLocked(record, coalesce_[a->type_index]);
@@ -1119,7 +1123,7 @@ class Scheduler::Impl {
 
   // The jobs the core expired at their type's max_queue_wait leave the records at once (their
   // slots may be reused by the next enqueue), refused with DeadlineExceeded, into `out`.
-  void ReapExpiredLocked(double now, std::vector<RecordPtr>& out) {
+  void ReapExpiredLocked(double now, RecordList& out) {
     for (const core::ExpiredJob& expired : core_->TakeExpired()) {
       RecordPtr record = std::move(records_[expired.ticket.slot]);
       record->state = JobRecord::State::kCancelled;
@@ -1241,7 +1245,7 @@ class Scheduler::Impl {
   }
 
   // Starts the admitted jobs, and reports the refused ones (expired on the way).
-  void Dispatch(const std::vector<RecordPtr>& admitted) {
+  void Dispatch(const RecordList& admitted) {
     for (const RecordPtr& record : admitted) {
       if (!record->refusal.ok()) {
         Refuse(record);
@@ -1295,7 +1299,7 @@ class Scheduler::Impl {
   // caller to run.
   RecordPtr Complete(JobRecord& record, double start, double end, const Status& status,
                      bool keep_background = false) {
-    std::vector<RecordPtr> admitted;
+    RecordList admitted;
     std::vector<RecordPtr> joiners;
     {
       internal::CoreLock lock(&mutex_);
@@ -1432,8 +1436,8 @@ class Scheduler::Impl {
   // What is due on the timer: ends the waits of Acquire jobs whose deadline has passed and of
   // jobs at their type's max_queue_wait, and queues the periodic runs due.
   void RunDue(Context::Clock::time_point now) {
-    std::vector<RecordPtr> expired;
-    std::vector<RecordPtr> reported;
+    RecordList expired;
+    RecordList reported;
     std::vector<std::shared_ptr<internal::PeriodicState>> due;
     std::vector<std::pair<StoredJob, std::shared_ptr<const DurableType>>> retries;
     {
@@ -1588,7 +1592,7 @@ class Scheduler::Impl {
   void AdaptCapacity(Context::Clock::time_point now) {
     const std::optional<double> pressure = SampleStall(now);
     if (!pressure) return;
-    std::vector<RecordPtr> admitted;
+    RecordList admitted;
     {
       internal::CoreLock lock(&mutex_);
       const int current = core_->capacity();
@@ -1629,10 +1633,10 @@ class Scheduler::Impl {
 
   mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
   std::unique_ptr<core::AdmissionCore> core_;
-  std::vector<RecordPtr> records_;     // by ticket slot: the pending and running jobs' leads
-  std::vector<Coalesce> coalesce_;     // by type index
-  DeadlineMap deadlines_;              // Acquire's pending jobs whose context has a deadline
-  std::vector<RecordPtr> unreported_;  // expired during a snapshot; the timer reports them
+  std::vector<RecordPtr> records_;  // by ticket slot: the pending and running jobs' leads
+  std::vector<Coalesce> coalesce_;  // by type index
+  DeadlineMap deadlines_;           // Acquire's pending jobs whose context has a deadline
+  RecordList unreported_;           // expired during a snapshot; the timer reports them
   // Periodic jobs by when their next run is due; one entry each between runs.
   std::multimap<Context::Clock::time_point, std::shared_ptr<internal::PeriodicState>> periodic_;
   // Durable jobs: handlers by type; where Recover is (SubmitDurable waits for kDone); stored jobs
