@@ -203,6 +203,53 @@ TEST_CASE("Observability.Observers.SeeEveryDecisionInOrderOutsideTheLock") {
   CHECK(recorder->snapshots_taken == 3);
 }
 
+// Calls read the clock before they take the scheduler's lock, so two threads can reach it with
+// their times in the other order. The times the decisions carry never go back, and no job is
+// admitted before it arrived. The clock here yields after each read, so that such inversions
+// happen often.
+TEST_CASE("Observability.Observers.DecisionTimesNeverGoBackWhenThreadsReadTheClockOutOfOrder") {
+  Watchdog watchdog("clock order", 60s);
+  auto recorder = std::make_shared<Recorder>();
+  SchedulerOptions options;
+  options.max_concurrency = 2;
+  options.observers = {recorder};
+  const auto epoch = std::chrono::steady_clock::now();
+  options.clock = [epoch] {
+    const Seconds t = std::chrono::steady_clock::now() - epoch;
+    std::this_thread::yield();
+    return t;
+  };
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 2)).ok());
+  constexpr int kThreads = 4, kCalls = 300;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        CHECK(scheduler
+                  ->RunSync(Context::Background(), "clone",
+                            "repo" + std::to_string(t) + "." + std::to_string(i % 7),
+                            "client" + std::to_string(t),
+                            [](const Context&) { return absl::OkStatus(); })
+                  .ok());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  REQUIRE(scheduler->Shutdown(Context::Background()).ok());
+  std::lock_guard lock(recorder->mutex);
+  REQUIRE(recorder->events.size() == 2 * kThreads * kCalls);  // an admission and a completion
+  double last = 0;
+  int went_back = 0, negative_waits = 0;
+  for (const JobEvent& e : recorder->events) {
+    if (e.time < last) ++went_back;
+    if (e.kind == JobEvent::Kind::kAdmit && e.wait < 0) ++negative_waits;
+    last = std::max(last, e.time);
+  }
+  CHECK(went_back == 0);
+  CHECK(negative_waits == 0);
+}
+
 TEST_CASE("Observability.Observers.SeePromotionsCancellationsAndEvictions") {
   Watchdog watchdog("observer kinds", 60s);
   Clocked clock;

@@ -115,7 +115,9 @@ struct SchedulerOptions {
 
   // The clock that job run times are measured with (the observed costs that estimates learn)
   // and that the core's times come from. Empty: a steady clock. Tests inject their own. It is
-  // called under the scheduler's lock: it must be cheap, thread-safe, and not call the scheduler.
+  // called from any thread, with the scheduler's lock held or not: it must be cheap,
+  // thread-safe, and not call the scheduler. Times that threads read before taking the lock and
+  // reach it in the other order are evened out: the times of the decisions never go back.
   std::function<Seconds()> clock;
   // Told of every decision, outside the lock, on a delivery thread (fairgate/observer.h).
   std::vector<std::shared_ptr<Observer>> observers;

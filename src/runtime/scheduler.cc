@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -1039,15 +1040,18 @@ class Scheduler::Impl {
   StatusOr<RecordPtr> Accept(const core::EnqueueRequest& request, Fill fill) {
     auto record = std::make_shared<JobRecord>();
     fill(record);
-    // Counted before it can be admitted and finished elsewhere; uncounted if refused. The count
-    // has its own (fiber) mutex, which is never taken under the scheduler's lock.
+    // Counted before it can be admitted and finished elsewhere; uncounted if refused (an atomic
+    // count, never under the scheduler's lock).
     AddOutstanding();
     RecordList admitted;
     Status refused;
     bool wake_timer = false;
+    // Read before the lock, as Complete's end time is: the critical section is what the callers
+    // queue for. Another thread may take the lock in between with a later time: MonotonicLocked.
+    const double read = Now();
     {
       internal::CoreLock lock(&mutex_);
-      const double now = Now();
+      const double now = MonotonicLocked(read);
       const std::optional<double> next_expiry = core_->NextExpiryAt();
       StatusOr<core::JobTicket> ticket =
           phase_ != Phase::kOpen ? UnavailableLocked() : core_->Enqueue(request, now);
@@ -1089,6 +1093,14 @@ class Scheduler::Impl {
     if (wake_timer) WakeTimer();
     Dispatch(admitted);
     return record;
+  }
+
+  // A time read before taking the lock, made no earlier than the last such time the core was
+  // given: arrivals then never come after the admission that takes them (no negative wait).
+  // Times read under the lock are later than every time read before it, so need no clamp.
+  double MonotonicLocked(double read) {
+    last_unlocked_time_ = std::max(last_unlocked_time_, read);
+    return last_unlocked_time_;
   }
 
   // Admits everything admissible at `now` (the time of the operation that may have freed room).
@@ -1304,6 +1316,7 @@ class Scheduler::Impl {
     {
       internal::CoreLock lock(&mutex_);
       const double run_time = std::max(0.0, end - start);
+      end = MonotonicLocked(end);
       const core::JobView job = *core_->Describe(record.ticket);
       (void)core_->Complete(record.ticket, run_time, end);
       log_.Completed(job, status, run_time, end);
@@ -1634,6 +1647,8 @@ class Scheduler::Impl {
   mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
   std::unique_ptr<core::AdmissionCore> core_;
   std::vector<RecordPtr> records_;  // by ticket slot: the pending and running jobs' leads
+  // The latest time read before the lock that the core was given (MonotonicLocked).
+  double last_unlocked_time_ = -std::numeric_limits<double>::infinity();
   std::vector<Coalesce> coalesce_;  // by type index
   DeadlineMap deadlines_;           // Acquire's pending jobs whose context has a deadline
   RecordList unreported_;           // expired during a snapshot; the timer reports them
