@@ -924,7 +924,13 @@ Lane& AdmissionCore::LaneFor(KeyState& key, TypeState& type, TierState& tier, Re
   for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
     if (lane->set == set) return *lane;
   }
-  Lane* lane = new Lane;
+  Lane* lane;
+  if (spare_lanes_.empty()) {
+    lane = new Lane;
+  } else {
+    lane = spare_lanes_.back().release();
+    spare_lanes_.pop_back();
+  }
   lane->key = &key;
   lane->type = &type;
   lane->tier = &tier;
@@ -1107,7 +1113,14 @@ void AdmissionCore::LeaveLane(Job& job) {
     // Held means ready jobs: the last SyncLane of a lane that empties saw none.
     FAIRGATE_CORE_CHECK(!lane->held, "an empty lane was still held");
     WaitGroup* group = lane->group;
-    delete lane;
+    if (spare_lanes_.size() < kSpareLanes) {
+      // Only the fields LaneFor does not set need resetting: an empty lane has no jobs (so
+      // `ready` is empty and `pending` 0), is unlinked and not held.
+      lane->order = {};
+      spare_lanes_.emplace_back(lane);
+    } else {
+      delete lane;
+    }
     if (group != nullptr) SyncProxy(*group);
   }
 }

@@ -413,6 +413,11 @@ class AdmissionCore {
 
   std::deque<Job> jobs_;  // never relocates, so tickets and hooks stay valid
   std::vector<std::uint32_t> free_slots_;
+  // Lanes that emptied, kept for the next LaneFor: a key with one job at a time (a client whose
+  // calls wait for each other) would otherwise allocate and free a lane per job, under the
+  // runtime's lock. At most kSpareLanes; each empty (no jobs, unlinked).
+  static constexpr std::size_t kSpareLanes = 64;
+  std::vector<std::unique_ptr<Lane>> spare_lanes_;
   std::uint64_t next_seq_ = 0;
   std::vector<Promotion>* promotion_log_ = nullptr;
   std::uint64_t promotions_total_ = 0;
