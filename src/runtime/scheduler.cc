@@ -53,16 +53,22 @@ struct JobRecord {
   // job was admitted and another call runs it; kFinished: that run ended, with `result`.
   enum class State { kNew, kPending, kRunning, kJoined, kFinished, kCancelled };
 
+  // What an admission reads and writes comes first, together: with a large backlog the record is
+  // long out of every cache when its job is admitted, and each line it touches is a miss.
   core::JobTicket ticket;
   bool sync = false;          // RunSync
   bool async = false;         // Acquire
+  bool fleet_leases = false;  // Acquire: its type takes fleet-wide leases (as when accepted)
   State state = State::kNew;  // guarded by the scheduler's lock
-  // kCancelled: what its caller is told. Set under the lock, read by whoever reports it.
-  Status refusal;
-  // kFinished: the status of the run it joined. Set under the lock, read by whoever reports it.
-  Status result;
+  double admitted_at = 0;     // Acquire: when the permit was granted
   // The lead's: the other calls that share its job, in the order they joined. Under the lock.
   std::vector<std::shared_ptr<JobRecord>> joiners;
+  // kCancelled: what its caller is told. Set under the lock, read by whoever reports it.
+  Status refusal;
+  // Acquire: the entry in the deadline map while pending (under the scheduler's lock).
+  std::optional<DeadlineMap::iterator> deadline_entry;
+  // kFinished: the status of the run it joined. Set under the lock, read by whoever reports it.
+  Status result;
 
   // RunSync: the caller sleeps on `wake` until `signalled`; the truth is `state`, which the
   // caller may read without the scheduler's lock once `decided` (Signal).
@@ -77,15 +83,10 @@ struct JobRecord {
   Scheduler::DoneCallback done;
   std::uint64_t claimed_leases = 0;
 
-  // Acquire: called once; the context's cancel callback (0: none, or it ran inline); the entry in
-  // the deadline map while pending (under the scheduler's lock); when the permit was granted;
-  // whether its type takes fleet-wide leases (as it was when the job was accepted).
+  // Acquire: called once; the context's cancel callback (0: none, or it ran inline).
   Scheduler::PermitCallback on_admitted;
   Context ctx = Context::Background();
   std::uint64_t ctx_callback = 0;
-  std::optional<DeadlineMap::iterator> deadline_entry;
-  double admitted_at = 0;
-  bool fleet_leases = false;
 };
 
 // A copy of `status` that shares nothing with it. Each call that joined a run gets one: the
