@@ -299,7 +299,7 @@ class Scheduler::Impl {
           Status err = ctx.Err();
           if (err.ok()) err = absl::CancelledError("context cancelled");
           if (record->state == JobRecord::State::kPending) {
-            LeaveQueueLocked(record, Now(), err);
+            LeaveQueueLocked(record, LockedNow(), err);
           } else {
             LeaveRunLocked(record);
           }
@@ -418,7 +418,7 @@ class Scheduler::Impl {
       internal::CoreLock lock(&mutex_);
       if (phase_ != Phase::kShutDown) {
         phase_ = Phase::kShutDown;
-        const double now = Now();
+        const double now = LockedNow();
         for (RecordPtr& record : records_) {
           if (!record || record->state != JobRecord::State::kPending) continue;
           // Every call the job stands for leaves: those that joined it, then its lead, whose
@@ -456,7 +456,7 @@ class Scheduler::Impl {
       if (phase_ == Phase::kOpen) phase_ = Phase::kDraining;
       if (phase_ == Phase::kDraining) {
         // Everything accepted runs: paused work too.
-        const double now = Now();
+        const double now = LockedNow();
         const fairgate::Snapshot paused = core_->TakeSnapshot();
         for (const TypeSnapshot& type : paused.types) {
           if (type.paused) (void)core_->ResumeType(type.name, now);
@@ -474,7 +474,7 @@ class Scheduler::Impl {
   fairgate::Snapshot TakeSnapshot(std::size_t heaviest_keys) {
     internal::CoreLock lock(&mutex_);
     // The expiries and aging steps due by now, so that the counts are current.
-    const bool expired = AdvanceLocked(Now());
+    const bool expired = AdvanceLocked(LockedNow());
     fairgate::Snapshot s = core_->TakeSnapshot();
     for (std::size_t i = 0; i < s.types.size(); ++i) {  // both in registration order
       TypeSnapshot& t = s.types[i];
@@ -505,7 +505,7 @@ class Scheduler::Impl {
 
   void WriteMetrics(std::string& out) {
     internal::CoreLock lock(&mutex_);
-    const bool expired = AdvanceLocked(Now());
+    const bool expired = AdvanceLocked(LockedNow());
     log_.WriteMetrics(out);
     lock.Release();
     if (keeper_) keeper_->WriteMetrics(out);
@@ -524,7 +524,7 @@ class Scheduler::Impl {
       internal::CoreLock lock(&mutex_);
       status = core_->SetKeyLimits(key, limits);
       // A higher max_running may make the key's waiting jobs admissible now.
-      if (status.ok() && phase_ != Phase::kShutDown) AdmitLocked(Now(), admitted);
+      if (status.ok() && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), admitted);
     }
     Dispatch(admitted);
     return status;
@@ -538,7 +538,7 @@ class Scheduler::Impl {
     Status status;
     {
       internal::CoreLock lock(&mutex_);
-      const double now = Now();
+      const double now = LockedNow();
       status = change(now);
       if (phase_ != Phase::kShutDown) AdmitLocked(now, admitted);
     }
@@ -847,7 +847,7 @@ class Scheduler::Impl {
     absl::flat_hash_map<std::string, double> collected;  // each key's cost as collected
     {
       internal::CoreLock lock(&mutex_);
-      const double now = Now();
+      const double now = LockedNow();
       const double wall = internal::WallNow();
       absl::flat_hash_map<std::string, double> shared;  // only the keys still tracked
       for (SavedKey& key : core_->KeyCosts(now)) {
@@ -1096,13 +1096,16 @@ class Scheduler::Impl {
     return record;
   }
 
-  // A time read before taking the lock, made no earlier than the last such time the core was
-  // given: arrivals then never come after the admission that takes them (no negative wait).
-  // Times read under the lock are later than every time read before it, so need no clamp.
+  // The time a decision under the lock is taken at: `read` (which may have been read before the
+  // lock was taken, while another thread decided at a later time) made no earlier than the last
+  // decision's. So the decisions' times, as the core, the metrics and the observers see them,
+  // never go back, and no job is admitted before it arrived.
   double MonotonicLocked(double read) {
-    last_unlocked_time_ = std::max(last_unlocked_time_, read);
-    return last_unlocked_time_;
+    last_decision_time_ = std::max(last_decision_time_, read);
+    return last_decision_time_;
   }
+  // The clock, read under the lock, for a decision.
+  double LockedNow() { return MonotonicLocked(Now()); }
 
   // Admits everything admissible at `now` (the time of the operation that may have freed room).
   // Jobs that expired on the way go out with `admitted` too, refused, for Dispatch to report.
@@ -1351,7 +1354,7 @@ class Scheduler::Impl {
     {
       internal::CoreLock lock(&mutex_);
       if (record->state != JobRecord::State::kPending) return;
-      CancelLocked(*record, Now(), why);
+      CancelLocked(*record, LockedNow(), why);
     }
     DetachContext(*record);
     InvokeAdmitted(*record, why);
@@ -1460,7 +1463,7 @@ class Scheduler::Impl {
         expired.push_back(it->second);
       }
       reported.swap(unreported_);
-      if (phase_ != Phase::kShutDown) AdmitLocked(Now(), reported);
+      if (phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), reported);
       while (!periodic_.empty() && periodic_.begin()->first <= now) {
         due.push_back(std::move(periodic_.begin()->second));
         periodic_.erase(periodic_.begin());
@@ -1575,7 +1578,7 @@ class Scheduler::Impl {
       if (woke_at < next_sweep) continue;
       next_sweep = woke_at + sweep_interval;
       internal::CoreLock core_lock(&mutex_);
-      const double now = Now();
+      const double now = LockedNow();
       std::vector<std::pair<std::string, double>> evicted;
       const core::SweepResult swept = core_->Sweep(now, log_.wants_events() ? &evicted : nullptr);
       log_.Evicted(swept, evicted, now);
@@ -1613,7 +1616,7 @@ class Scheduler::Impl {
       const int next = NextCapacity(*options_.adaptive_capacity, current, options_.max_concurrency,
                                     *pressure, core_->pending_jobs() > 0);
       if (next != current) (void)core_->SetCapacity(next);
-      if (next > current && phase_ != Phase::kShutDown) AdmitLocked(Now(), admitted);
+      if (next > current && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), admitted);
     }
     Dispatch(admitted);
   }
@@ -1648,8 +1651,8 @@ class Scheduler::Impl {
   mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
   std::unique_ptr<core::AdmissionCore> core_;
   std::vector<RecordPtr> records_;  // by ticket slot: the pending and running jobs' leads
-  // The latest time read before the lock that the core was given (MonotonicLocked).
-  double last_unlocked_time_ = -std::numeric_limits<double>::infinity();
+  // The time of the latest decision (MonotonicLocked).
+  double last_decision_time_ = -std::numeric_limits<double>::infinity();
   std::vector<Coalesce> coalesce_;  // by type index
   DeadlineMap deadlines_;           // Acquire's pending jobs whose context has a deadline
   RecordList unreported_;           // expired during a snapshot; the timer reports them
