@@ -1114,9 +1114,9 @@ void AdmissionCore::LeaveLane(Job& job) {
     FAIRGATE_CORE_CHECK(!lane->held, "an empty lane was still held");
     WaitGroup* group = lane->group;
     if (spare_lanes_.size() < kSpareLanes) {
-      // Only the fields LaneFor does not set need resetting: an empty lane has no jobs (so
-      // `ready` is empty and `pending` 0), is unlinked and not held.
-      lane->order = {};
+      // Nothing to reset: an empty lane has no jobs (`ready` empty, `pending` 0), is unlinked and
+      // not held, LaneFor sets its key, type, tier, group and set, and its order is read only
+      // while it is linked.
       spare_lanes_.emplace_back(lane);
     } else {
       delete lane;
