@@ -151,9 +151,14 @@ class Scheduler {
 
   // Queues background job (type, id) under the fairness key "" and returns at once.
   Status Submit(std::string_view type, std::string_view id, JobFn fn);
-  // The same under `fairness_key`; `done` (may be empty) is called exactly once, from a worker
-  // fiber or from Shutdown, with fn's status or Cancelled. Refusals are returned here (as RunSync
-  // returns them), and then `done` is never called.
+  // The same under `fairness_key`; `done` (may be empty) is called exactly once, with fn's
+  // status, Cancelled or DeadlineExceeded, from the thread or fiber that decided it (a worker
+  // fiber, Shutdown, or another call of this scheduler that released the slot or queued it).
+  // Refusals are returned here (as RunSync returns them), and then `done` is never called; a
+  // Submit that returns OK just as Shutdown or Drain begins may be told Cancelled by `done`.
+  // Submit usually does not wait for the scheduler's lock: a job whose type has no
+  // max_queue_wait, with no pending bound configured, is left for whoever holds the lock next to
+  // queue, in the order of the calls; every later call of the scheduler finds it queued.
   Status Submit(std::string_view type, std::string_view id, std::string_view fairness_key, JobFn fn,
                 DoneCallback done, const JobOptions& options = {});
 

@@ -246,6 +246,9 @@ class AdmissionCore {
   // NextAdmission). InvalidArgument unless 1 <= capacity <= max_concurrency.
   Status SetCapacity(int capacity);
   int capacity() const { return capacity_; }
+  // Whether the running jobs take every slot of the global cap in force: nothing is admitted
+  // until one completes (or the cap grows).
+  bool full() const { return slots_.Full(capacity_); }
   std::int64_t pending_jobs() const { return pending_; }
 
   Snapshot TakeSnapshot() const;

@@ -1,6 +1,7 @@
 #include "fairgate/scheduler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +31,7 @@
 #include "runtime/fleet_leases.h"
 #include "runtime/periodic_state.h"
 #include "runtime/state_keeper.h"
+#include "runtime/submit_intake.h"
 #include "runtime/waiting.h"
 #include "runtime/worker_pool.h"
 
@@ -171,7 +173,7 @@ class Scheduler::Impl {
     if (keeper_) {
       // The keys' costs now; each type's estimates when it is registered.
       {
-        internal::CoreLock lock(&mutex_);
+        Locked lock(this);
         const double now = Now();
         const double wall = internal::WallNow();
         const bool shared = keeper_->store().Shared();
@@ -214,7 +216,7 @@ class Scheduler::Impl {
     bool first = false;
     Status status;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       first = !core_->TypeIndex(name).has_value();
       status = core_->RegisterType(name, config);
       if (status.ok()) {
@@ -222,6 +224,7 @@ class Scheduler::Impl {
         const std::uint32_t index = *core_->TypeIndex(name);
         if (coalesce_.size() <= index) coalesce_.resize(index + 1);
         coalesce_[index] = config.coalesce;
+        if (config.max_queue_wait == 0) intake_types_.Add(name);
         if (fleet_) fleet_->TypeRegistered(name, config);
         if (first && keeper_) {
           const double now = Now();
@@ -276,8 +279,8 @@ class Scheduler::Impl {
     {
       // An admitted caller does not take the scheduler's lock again to learn that it was: with
       // many threads calling, waiting for that lock again held its slot idle (bench/README.md).
-      std::optional<internal::CoreLock> lock;
-      if (!decided) lock.emplace(&mutex_);
+      std::optional<Locked> lock;
+      if (!decided) lock.emplace(this);
       switch (record->state) {
         case JobRecord::State::kNew:  // Accept queued it (kPending) before returning it
           std::fprintf(stderr, "fairgate: a RunSync job woke without having been queued\n");
@@ -353,6 +356,17 @@ class Scheduler::Impl {
     return absl::OkStatus();
   }
 
+  // Scheduler::Submit: through the Submit intake when it can judge the request without the core
+  // (IntakeAccepts), else as Submit. Internal callers use Submit: they act on its refusals.
+  Status SubmitFromCaller(std::string_view type, std::string_view id, std::string_view key,
+                          JobFn fn, DoneCallback done, const JobOptions& options) {
+    if (fn && IntakeAccepts(type, id, options)) {
+      SubmitThroughIntake(type, id, key, std::move(fn), std::move(done), options);
+      return absl::OkStatus();
+    }
+    return Submit(type, id, key, std::move(fn), std::move(done), options);
+  }
+
   // `claimed_leases`: a claimed durable job's, when its claim took its fleet-wide leases (the
   // fencing token of the last); it runs under them instead of taking its own.
   Status Submit(std::string_view type, std::string_view id, std::string_view key, JobFn fn,
@@ -389,7 +403,7 @@ class Scheduler::Impl {
     state->options = options;
     bool earliest = false;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       if (phase_ != Phase::kOpen) return UnavailableLocked();
       if (!core_->TypeIndex(type)) {
         return absl::NotFoundError(
@@ -415,9 +429,10 @@ class Scheduler::Impl {
   Status Shutdown(const Context& ctx) {
     RecordList refused;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       if (phase_ != Phase::kShutDown) {
         phase_ = Phase::kShutDown;
+        accepting_.store(false, std::memory_order_relaxed);
         const double now = LockedNow();
         for (RecordPtr& record : records_) {
           if (!record || record->state != JobRecord::State::kPending) continue;
@@ -451,9 +466,11 @@ class Scheduler::Impl {
 
   Status Drain(const Context& ctx) {
     RecordList admitted;
+    bool wake_timer = false;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this, admitted, wake_timer);
       if (phase_ == Phase::kOpen) phase_ = Phase::kDraining;
+      accepting_.store(false, std::memory_order_relaxed);
       if (phase_ == Phase::kDraining) {
         // Everything accepted runs: paused work too.
         const double now = LockedNow();
@@ -465,6 +482,7 @@ class Scheduler::Impl {
         AdmitLocked(now, admitted);
       }
     }
+    if (wake_timer) WakeTimer();
     Dispatch(admitted);
     Status quiet = WaitQuiet(ctx);
     Status shut = Shutdown(ctx);
@@ -472,7 +490,7 @@ class Scheduler::Impl {
   }
 
   fairgate::Snapshot TakeSnapshot(std::size_t heaviest_keys) {
-    internal::CoreLock lock(&mutex_);
+    Locked lock(this);
     // The expiries and aging steps due by now, so that the counts are current.
     const bool expired = AdvanceLocked(LockedNow());
     fairgate::Snapshot s = core_->TakeSnapshot();
@@ -504,7 +522,7 @@ class Scheduler::Impl {
   }
 
   void WriteMetrics(std::string& out) {
-    internal::CoreLock lock(&mutex_);
+    Locked lock(this);
     const bool expired = AdvanceLocked(LockedNow());
     log_.WriteMetrics(out);
     lock.Release();
@@ -513,19 +531,21 @@ class Scheduler::Impl {
   }
 
   Status SetKeyWeight(std::string_view key, double weight) {
-    internal::CoreLock lock(&mutex_);
+    Locked lock(this);
     return core_->SetKeyWeight(key, weight);
   }
 
   Status SetKeyLimits(std::string_view key, const KeyLimits& limits) {
     RecordList admitted;
+    bool wake_timer = false;
     Status status;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this, admitted, wake_timer);
       status = core_->SetKeyLimits(key, limits);
       // A higher max_running may make the key's waiting jobs admissible now.
       if (status.ok() && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), admitted);
     }
+    if (wake_timer) WakeTimer();
     Dispatch(admitted);
     return status;
   }
@@ -535,13 +555,15 @@ class Scheduler::Impl {
   template <typename Change>
   Status ChangePause(Change change) {
     RecordList admitted;
+    bool wake_timer = false;
     Status status;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this, admitted, wake_timer);
       const double now = LockedNow();
       status = change(now);
       if (phase_ != Phase::kShutDown) AdmitLocked(now, admitted);
     }
+    if (wake_timer) WakeTimer();
     Dispatch(admitted);
     return status;
   }
@@ -562,24 +584,24 @@ class Scheduler::Impl {
   }
 
   StatusOr<double> MaxWaitToCeiling(std::string_view type) const {
-    internal::CoreLock lock(&mutex_);
+    Locked lock(this);
     return core_->MaxWaitToCeiling(type);
   }
 
   std::optional<double> AccumulatedCost(std::string_view key) const {
-    internal::CoreLock lock(&mutex_);
+    Locked lock(this);
     return core_->AccumulatedCost(key);
   }
 
   std::optional<double> Estimate(std::string_view type, std::string_view id) const {
-    internal::CoreLock lock(&mutex_);
+    Locked lock(this);
     return core_->Estimate(type, id);
   }
 
   Status RegisterDurable(std::string_view type, DurableHandler handler, const RetryPolicy& retry) {
     if (!handler) return absl::InvalidArgumentError("durable handler is empty");
     if (Status s = ValidateRetryPolicy(retry); !s.ok()) return s;
-    internal::CoreLock lock(&mutex_);
+    Locked lock(this);
     if (!core_->TypeIndex(type)) {
       return absl::NotFoundError(
           absl::StrCat("unknown job type '", absl::string_view(type.data(), type.size()), "'"));
@@ -598,7 +620,7 @@ class Scheduler::Impl {
   StatusOr<RecoveryReport> Recover() {
     if (Status s = NeedStore("Recover"); !s.ok()) return s;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       if (phase_ != Phase::kOpen) return UnavailableLocked();
       if (recovery_ != Recovery::kNotYet) {
         return absl::FailedPreconditionError("Recover was already called");
@@ -607,7 +629,7 @@ class Scheduler::Impl {
     }
     auto load_failed = [&](const Status& status) {
       keeper_->CountError(internal::StateKeeper::Operation::kLoad);
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       recovery_ = Recovery::kNotYet;  // may be called again
       return status;
     };
@@ -621,7 +643,7 @@ class Scheduler::Impl {
     std::vector<std::pair<StoredJob, std::shared_ptr<const DurableType>>> due;
     bool earliest = false;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       const double wall = internal::WallNow();
       for (StoredJob& job : *live) {
         auto handler = durable_types_.find(job.type);
@@ -642,7 +664,7 @@ class Scheduler::Impl {
       // Refused at the door (a full queue), it is tried again a backoff later.
       ++(QueueOrDefer(job, type) ? report.queued : report.deferred);
     }
-    internal::CoreLock lock(&mutex_);
+    Locked lock(this);
     recovery_ = Recovery::kDone;
     return report;
   }
@@ -653,7 +675,7 @@ class Scheduler::Impl {
     if (id.empty()) return absl::InvalidArgumentError("job id is empty");
     std::shared_ptr<const DurableType> handler;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       if (phase_ != Phase::kOpen) return UnavailableLocked();
       if (recovery_ != Recovery::kDone) {
         return absl::FailedPreconditionError(
@@ -745,7 +767,7 @@ class Scheduler::Impl {
     StatusOr<std::vector<StoredJob>> dead = keeper_->store().DeadJobs();
     if (!dead.ok()) return load_failed(dead.status());
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       recovery_ = Recovery::kDone;
     }
     RecoveryReport report;
@@ -759,7 +781,7 @@ class Scheduler::Impl {
   // The durable types this replica claims jobs of, with their tiers: those not paused, and none
   // once it is closing.
   std::vector<ClaimableType> ClaimableTypes() const {
-    internal::CoreLock lock(&mutex_);
+    Locked lock(this);
     std::vector<ClaimableType> types;
     if (phase_ != Phase::kOpen || recovery_ != Recovery::kDone) return types;
     for (const auto& [name, type] : durable_types_) {
@@ -780,7 +802,7 @@ class Scheduler::Impl {
     for (StoredJob& job : jobs) {
       std::shared_ptr<const DurableType> type;
       {
-        internal::CoreLock lock(&mutex_);
+        Locked lock(this);
         if (auto it = durable_types_.find(job.type);
             it != durable_types_.end() && !core_->TypePaused(job.type)) {
           type = it->second;
@@ -800,7 +822,7 @@ class Scheduler::Impl {
     if (!fleet_) return absl::OkStatus();
     std::string type, id;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       std::optional<core::JobView> job = core_->Describe(record.ticket);
       if (!job) return absl::OkStatus();
       type = std::string(job->type);
@@ -846,7 +868,7 @@ class Scheduler::Impl {
     std::vector<std::string> busy;
     absl::flat_hash_map<std::string, double> collected;  // each key's cost as collected
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       const double now = LockedNow();
       const double wall = internal::WallNow();
       absl::flat_hash_map<std::string, double> shared;  // only the keys still tracked
@@ -870,7 +892,7 @@ class Scheduler::Impl {
       keeper_->CountError(internal::StateKeeper::Operation::kShare);
       return;
     }
-    internal::CoreLock lock(&mutex_);
+    Locked lock(this);
     for (const SavedKey& total : *totals) {
       std::optional<double> now_cost = core_->AccumulatedCost(total.key);
       auto at_collect = collected.find(total.key);
@@ -913,7 +935,7 @@ class Scheduler::Impl {
     if (queued.code() == absl::StatusCode::kUnavailable) return false;
     bool earliest = false;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       if (phase_ != Phase::kOpen) return false;
       earliest = ScheduleRetryLocked(job, type, std::max(1.0, type->retry.initial_backoff.count()));
     }
@@ -966,7 +988,7 @@ class Scheduler::Impl {
     }
     bool open = false;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       open = phase_ == Phase::kOpen;
     }
     // Cut short by a shutdown (not admitted, or cancelled while it ran): stays as stored.
@@ -995,7 +1017,7 @@ class Scheduler::Impl {
     if (claimer_) return;  // given back: claimed again, here or elsewhere, once its wait is over
     bool earliest = false;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       if (phase_ != Phase::kOpen) return;  // stays stored, with its backoff
       earliest = ScheduleRetryLocked(std::move(next), a.type, wait);
     }
@@ -1017,7 +1039,7 @@ class Scheduler::Impl {
     internal::StateKeeper::Collected collected;
     double now = 0, wall = 0;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       now = Now();
       wall = internal::WallNow();
       collected.state.estimates = core_->EstimatesUsedSince(since);
@@ -1051,49 +1073,214 @@ class Scheduler::Impl {
     // queue for. Another thread may take the lock in between with a later time: MonotonicLocked.
     const double read = Now();
     {
-      internal::CoreLock lock(&mutex_);
-      const double now = MonotonicLocked(read);
-      const std::optional<double> next_expiry = core_->NextExpiryAt();
-      StatusOr<core::JobTicket> ticket =
-          phase_ != Phase::kOpen ? UnavailableLocked() : core_->Enqueue(request, now);
-      if (!ticket.ok()) {
-        refused = ticket.status();
-        log_.Rejected(request.type, request.id, request.key, refused, now);
-        log_.Post();
-      } else if (ticket->slot < records_.size() && records_[ticket->slot] &&
-                 records_[ticket->slot]->ticket == *ticket) {
-        // It joined the job of its id (coalescing): it waits with that job's calls, pending or,
-        // for a RunSync, for the run under way. Nothing else changed: no admission to try.
-        JobRecord& lead = *records_[ticket->slot];
-        record->ticket = *ticket;
-        record->state = lead.state == JobRecord::State::kPending ? JobRecord::State::kPending
-                                                                 : JobRecord::State::kJoined;
-        lead.joiners.push_back(record);
-        log_.Joined(*core_->Describe(*ticket));
-      } else {
-        record->ticket = *ticket;
-        record->state = JobRecord::State::kPending;
-        log_.Enqueued(*core_->Describe(*ticket));
-        if (records_.size() <= ticket->slot) records_.resize(ticket->slot + 1);
-        records_[ticket->slot] = record;
-        AdmitLocked(now, admitted);
-        if (record->async && record->state == JobRecord::State::kPending) {
-          if (std::optional<Context::Clock::time_point> deadline = record->ctx.Deadline()) {
-            record->deadline_entry = deadlines_.emplace(*deadline, record);
-            wake_timer = deadlines_.begin() == *record->deadline_entry;
-          }
-        }
-        // A queue-wait limit earlier than any the timer knows of.
-        if (core_->NextExpiryAt() != next_expiry && core_->NextExpiryAt()) wake_timer = true;
-      }
+      Locked lock(this, admitted, wake_timer);
+      refused = EnqueueLocked(record, request, MonotonicLocked(read), admitted, wake_timer);
     }
+    if (wake_timer) WakeTimer();
+    Dispatch(admitted);
     if (!refused.ok()) {
       FinishOutstanding();
       return refused;
     }
-    if (wake_timer) WakeTimer();
-    Dispatch(admitted);
     return record;
+  }
+
+  // Accept's work under the lock: queues `record`'s job in the core at `now` and admits what
+  // that makes admissible into `admitted`; `wake_timer` is set when the timer must look again.
+  // The core's refusal, logged, if it refused.
+  Status EnqueueLocked(const RecordPtr& record, const core::EnqueueRequest& request, double now,
+                       RecordList& admitted, bool& wake_timer) {
+    const std::optional<double> next_expiry = core_->NextExpiryAt();
+    StatusOr<core::JobTicket> ticket =
+        phase_ != Phase::kOpen ? UnavailableLocked() : core_->Enqueue(request, now);
+    if (!ticket.ok()) {
+      log_.Rejected(request.type, request.id, request.key, ticket.status(), now);
+      log_.Post();
+      return ticket.status();
+    }
+    if (ticket->slot < records_.size() && records_[ticket->slot] &&
+        records_[ticket->slot]->ticket == *ticket) {
+      // It joined the job of its id (coalescing): it waits with that job's calls, pending or,
+      // for a RunSync, for the run under way. Nothing else changed: no admission to try.
+      JobRecord& lead = *records_[ticket->slot];
+      record->ticket = *ticket;
+      record->state = lead.state == JobRecord::State::kPending ? JobRecord::State::kPending
+                                                               : JobRecord::State::kJoined;
+      lead.joiners.push_back(record);
+      log_.Joined(*core_->Describe(*ticket));
+      return absl::OkStatus();
+    }
+    record->ticket = *ticket;
+    record->state = JobRecord::State::kPending;
+    log_.Enqueued(*core_->Describe(*ticket));
+    if (records_.size() <= ticket->slot) records_.resize(ticket->slot + 1);
+    records_[ticket->slot] = record;
+    AdmitLocked(now, admitted);
+    if (record->async && record->state == JobRecord::State::kPending) {
+      if (std::optional<Context::Clock::time_point> deadline = record->ctx.Deadline()) {
+        record->deadline_entry = deadlines_.emplace(*deadline, record);
+        wake_timer |= deadlines_.begin() == *record->deadline_entry;
+      }
+    }
+    // A queue-wait limit earlier than any the timer knows of.
+    if (core_->NextExpiryAt() != next_expiry && core_->NextExpiryAt()) wake_timer = true;
+    return absl::OkStatus();
+  }
+
+  // A Submit waiting in the intake (runtime/submit_intake.h): what Accept would enqueue, owned.
+  struct IntakeEntry {
+    IntakeEntry* next = nullptr;
+    RecordPtr record;
+    std::string type, id, key;
+    std::optional<double> cost;
+    core::Join join = core::Join::kPending;
+    double read = 0;  // the clock when Submit was called, as Accept's `read`
+  };
+  // How many Submits may wait in the intake before the one that finds it so waits for the lock
+  // and queues them itself. This bounds the intake and the work a lock holder inherits from it,
+  // and keeps callers that submit faster than the core can queue from outrunning it: without
+  // it, four threads submitting in a loop filled the memory faster than the holders queued.
+  static constexpr std::size_t kIntakeBatch = 64;
+
+  // Whether a Submit may go through the intake: whether everything Accept could refuse it for
+  // but the phase (told by its callback if it changed meanwhile) is judged here, without the
+  // core. A type with a queue-wait limit goes through the lock, so that the timer knows of its
+  // limit from the start.
+  bool IntakeAccepts(std::string_view type, std::string_view id, const JobOptions& options) const {
+    return intake_open_ && accepting_.load(std::memory_order_relaxed) && !id.empty() &&
+           (!options.cost || (std::isfinite(*options.cost) && *options.cost >= 0)) &&
+           intake_types_.Contains(type);
+  }
+
+  // Submit through the intake: the job is queued in the core by whoever takes the lock next, or
+  // by this call: when the intake is long (waiting for the lock), or when the job could be
+  // admitted now (if the lock is free; else its holder queues it). While the global cap is full
+  // nothing can be admitted before a job completes, and every completion takes the lock: the job
+  // is left for it.
+  void SubmitThroughIntake(std::string_view type, std::string_view id, std::string_view key,
+                           JobFn fn, DoneCallback done, const JobOptions& options) {
+    auto entry = std::make_unique<IntakeEntry>();
+    entry->record = std::make_shared<JobRecord>();
+    entry->record->fn = std::move(fn);
+    entry->record->done = std::move(done);
+    entry->type.assign(type);
+    entry->id.assign(id);
+    entry->key.assign(key);
+    entry->cost = options.cost;
+    entry->join = options.join_running ? core::Join::kPendingOrRunning : core::Join::kPending;
+    AddOutstanding();  // as Accept counts it: from here it is told exactly once
+    entry->read = Now();
+    if (intake_.Push(std::move(entry)) >= kIntakeBatch) {
+      RecordList admitted;
+      bool wake_timer = false;
+      { Locked lock(this, admitted, wake_timer); }  // queues the intake, this job with it
+      if (wake_timer) WakeTimer();
+      Dispatch(admitted);
+    } else if (!cap_full_.load(std::memory_order_seq_cst)) {
+      ServeIntake();
+    }
+  }
+
+  // Queues what the intake holds, oldest first, as Accept would have one by one; the first thing
+  // done under the lock (Locked), so that a call finds the caller's earlier Submits queued.
+  void TakeIntakeLocked(RecordList& admitted, bool& wake_timer) {
+    IntakeEntry* list = intake_.TakeAll();
+    while (list != nullptr) {
+      std::unique_ptr<IntakeEntry> entry(std::exchange(list, list->next));
+      Status refused = EnqueueLocked(entry->record,
+                                     {entry->type, entry->id, entry->key, entry->cost, entry->join},
+                                     MonotonicLocked(entry->read), admitted, wake_timer);
+      if (!refused.ok()) {
+        // Submit returned OK and the scheduler began to shut down before the job was queued: its
+        // callback is told, as a pending job's is at shutdown.
+        entry->record->state = JobRecord::State::kCancelled;
+        entry->record->refusal =
+            refused.code() == absl::StatusCode::kUnavailable
+                ? absl::CancelledError("the scheduler shut down before the job ran")
+                : std::move(refused);
+        admitted.push_back(std::move(entry->record));
+      }
+    }
+  }
+
+  // After the lock was released: if Submits reached the intake and the lock is free, take it and
+  // queue them. A Submit pushes before it looks at the lock and a holder looks at the intake after
+  // it releases the lock, so every entry is queued by the one or the other.
+  void ServeIntake() {
+    for (;;) {
+      std::atomic_thread_fence(std::memory_order_seq_cst);  // the release above, then the look
+      if (intake_.empty() || !mutex_.TryLock()) return;
+      RecordList admitted;
+      bool wake_timer = false;
+      TakeIntakeLocked(admitted, wake_timer);
+      UnlockCore();
+      if (wake_timer) WakeTimer();
+      Dispatch(admitted);
+    }
+  }
+
+  // Releases the scheduler's lock, publishing first whether the global cap is full (for
+  // SubmitThroughIntake).
+  void UnlockCore() {
+    cap_full_.store(core_->full(), std::memory_order_seq_cst);
+    mutex_.Unlock();
+  }
+
+  // The scheduler's lock for one critical section, the one way the runtime takes it. Taking it
+  // queues what the Submit intake holds first. What that admits is started and reported:
+  // - by a call that dispatches what it decides (Accept, Complete, ...), with its own: it passes
+  //   its `admitted` and `wake_timer`, and the release serves the intake again on this thread;
+  // - for any other call (a query, a registration, the timer's thread) on a pool fiber, with the
+  //   intake left after the release: such a call runs no job's callback, and the timer's thread,
+  //   which holds its own lock, never needs it again.
+  class Locked {
+   public:
+    Locked(Impl* impl, RecordList& admitted, bool& wake_timer)
+        : impl_(impl), admitted_(&admitted), wake_timer_(&wake_timer) {
+      Acquire();
+    }
+    explicit Locked(Impl* impl) : impl_(impl) { Acquire(); }
+    // A query queues the intake too: what it reads includes the caller's earlier Submits.
+    explicit Locked(const Impl* impl) : Locked(const_cast<Impl*>(impl)) {}
+    ~Locked() { Release(); }
+    Locked(const Locked&) = delete;
+    Locked& operator=(const Locked&) = delete;
+
+    void Release() {
+      if (impl_ == nullptr) return;
+      Impl* impl = std::exchange(impl_, nullptr);
+      impl->UnlockCore();
+      if (admitted_ != &own_admitted_) {
+        impl->ServeIntake();
+        return;
+      }
+      std::atomic_thread_fence(std::memory_order_seq_cst);  // as in ServeIntake
+      if (own_admitted_.empty() && !own_wake_timer_ && impl->intake_.empty()) return;
+      impl->HandOff(std::move(own_admitted_), own_wake_timer_);
+    }
+
+   private:
+    void Acquire() {
+      impl_->mutex_.Lock();
+      impl_->TakeIntakeLocked(*admitted_, *wake_timer_);
+    }
+    Impl* impl_;
+    RecordList own_admitted_;
+    bool own_wake_timer_ = false;
+    RecordList* admitted_ = &own_admitted_;
+    bool* wake_timer_ = &own_wake_timer_;
+  };
+
+  // Starts and reports, on a pool fiber, what a Locked call that does not dispatch queued from
+  // the intake, and serves the intake there. Inline only when the pool is closing (the
+  // scheduler is being destroyed: no call of it is left to need the timer's lock).
+  void HandOff(RecordList admitted, bool wake_timer) {
+    auto follow = [this, admitted = std::move(admitted), wake_timer] {
+      ServeIntake();
+      if (wake_timer) WakeTimer();
+      Dispatch(admitted);
+    };
+    if (!pool_.Post(follow)) follow();
   }
 
   // The time a decision under the lock is taken at: `read` (which may have been read before the
@@ -1317,8 +1504,9 @@ class Scheduler::Impl {
                      bool keep_background = false) {
     RecordList admitted;
     std::vector<RecordPtr> joiners;
+    bool wake_timer = false;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this, admitted, wake_timer);
       const double run_time = std::max(0.0, end - start);
       end = MonotonicLocked(end);
       const core::JobView job = *core_->Describe(record.ticket);
@@ -1333,6 +1521,7 @@ class Scheduler::Impl {
       }
       AdmitLocked(end, admitted);
     }
+    if (wake_timer) WakeTimer();
     TellJoiners(joiners);
     RecordPtr kept;
     if (keep_background) {
@@ -1352,7 +1541,7 @@ class Scheduler::Impl {
   // uncharged, told once. Does nothing unless the job is still pending.
   void AbandonWaiting(const RecordPtr& record, const Status& why) {
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       if (record->state != JobRecord::State::kPending) return;
       CancelLocked(*record, LockedNow(), why);
     }
@@ -1458,7 +1647,7 @@ class Scheduler::Impl {
     std::vector<std::shared_ptr<internal::PeriodicState>> due;
     std::vector<std::pair<StoredJob, std::shared_ptr<const DurableType>>> retries;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it) {
         expired.push_back(it->second);
       }
@@ -1516,7 +1705,7 @@ class Scheduler::Impl {
     if (state->stopped) return;
     bool earliest = false;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       if (phase_ != Phase::kOpen) return;
       const double jitter = state->options.jitter;
       const double factor = jitter > 0 ? 1.0 + Uniform(-jitter, jitter) : 1.0;
@@ -1555,7 +1744,7 @@ class Scheduler::Impl {
     while (!stop_sweeper_) {
       Clock::time_point wake_at = std::min(next_sweep, next_adapt);
       {
-        internal::CoreLock core_lock(&mutex_);
+        Locked core_lock(this);
         if (!deadlines_.empty()) wake_at = std::min(wake_at, deadlines_.begin()->first);
         if (auto expiry = NextExpiryLocked()) wake_at = std::min(wake_at, *expiry);
         if (!unreported_.empty()) wake_at = Clock::now();
@@ -1577,7 +1766,7 @@ class Scheduler::Impl {
       if (stop_sweeper_) break;
       if (woke_at < next_sweep) continue;
       next_sweep = woke_at + sweep_interval;
-      internal::CoreLock core_lock(&mutex_);
+      Locked core_lock(this);
       const double now = LockedNow();
       std::vector<std::pair<std::string, double>> evicted;
       const core::SweepResult swept = core_->Sweep(now, log_.wants_events() ? &evicted : nullptr);
@@ -1591,7 +1780,7 @@ class Scheduler::Impl {
   std::optional<double> SampleStall(Context::Clock::time_point now) {
     StatusOr<double> stalled = stalled_seconds_();
     if (!stalled.ok()) {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this);
       log_.CapacitySignalFailed();
       return std::nullopt;
     }
@@ -1610,14 +1799,16 @@ class Scheduler::Impl {
     const std::optional<double> pressure = SampleStall(now);
     if (!pressure) return;
     RecordList admitted;
+    bool wake_timer = false;
     {
-      internal::CoreLock lock(&mutex_);
+      Locked lock(this, admitted, wake_timer);
       const int current = core_->capacity();
       const int next = NextCapacity(*options_.adaptive_capacity, current, options_.max_concurrency,
                                     *pressure, core_->pending_jobs() > 0);
       if (next != current) (void)core_->SetCapacity(next);
       if (next > current && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), admitted);
     }
+    if (wake_timer) WakeTimer();
     Dispatch(admitted);
   }
 
@@ -1648,6 +1839,14 @@ class Scheduler::Impl {
   std::unique_ptr<internal::FleetLeases> fleet_;
   std::mutex share_mutex_;  // taken before mutex_, never under it
 
+  // The Submit intake (runtime/submit_intake.h), and what a Submit reads without the lock to
+  // judge whether it may use it and whether to queue it itself.
+  internal::IntakeStack<IntakeEntry> intake_;
+  internal::GrowOnlyNameSet intake_types_;  // registered types without a queue-wait limit
+  const bool intake_open_ = options_.max_pending_total == SchedulerOptions::kUnlimited &&
+                            options_.max_pending_per_key == SchedulerOptions::kUnlimited;
+  std::atomic<bool> accepting_{true};  // phase_ == kOpen, as of the last change
+  std::atomic<bool> cap_full_{false};  // the core's full() when the lock was last released
   mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
   std::unique_ptr<core::AdmissionCore> core_;
   std::vector<RecordPtr> records_;  // by ticket slot: the pending and running jobs' leads
@@ -1732,12 +1931,12 @@ Status Scheduler::Acquire(const Context& ctx, std::string_view type, std::string
 }
 
 Status Scheduler::Submit(std::string_view type, std::string_view id, JobFn fn) {
-  return impl_->Submit(type, id, "", std::move(fn), nullptr, {});
+  return impl_->SubmitFromCaller(type, id, "", std::move(fn), nullptr, {});
 }
 
 Status Scheduler::Submit(std::string_view type, std::string_view id, std::string_view fairness_key,
                          JobFn fn, DoneCallback done, const JobOptions& options) {
-  return impl_->Submit(type, id, fairness_key, std::move(fn), std::move(done), options);
+  return impl_->SubmitFromCaller(type, id, fairness_key, std::move(fn), std::move(done), options);
 }
 
 StatusOr<PeriodicJob> Scheduler::SubmitEvery(std::string_view type, std::string_view id,

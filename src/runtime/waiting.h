@@ -41,6 +41,7 @@ void SleepFor(Duration d) {
 class CoreMutex {
  public:
   void Lock() { mutex_.lock(); }
+  bool TryLock() { return mutex_.try_lock(); }
   void Unlock() { mutex_.unlock(); }
 
  private:
@@ -105,6 +106,7 @@ class CoreMutex {
   CoreMutex(const CoreMutex&) = delete;
   CoreMutex& operator=(const CoreMutex&) = delete;
   void Lock() { pthread_mutex_lock(&mutex_); }
+  bool TryLock() { return pthread_mutex_trylock(&mutex_) == 0; }
   void Unlock() { pthread_mutex_unlock(&mutex_); }
 
  private:
