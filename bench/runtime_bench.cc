@@ -12,14 +12,19 @@
 // BM_RunSyncFibers/fibers:F/threads:T      the same from F fibers spread over T threads.
 // items/s counts jobs; cpu_ns_per_job is the CPU time of every thread of the process (user and
 // system) per job, which the VM's noise moves less than the elapsed time.
+#include <sched.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -87,12 +92,56 @@ class Countdown {
   int until_ = -1;  // the count of left_ that the waiter waits for; -1: nobody waits
 };
 
+// CPU time of the calling thread, in seconds.
+double ThreadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + t.tv_nsec * 1e-9;
+}
+
+// Binds the calling thread to CPU `own` and every other thread of the process (the scheduler's
+// workers and timer) to CPU `others`, until destroyed, when every thread may run anywhere again.
+class PinThreads {
+ public:
+  PinThreads(int own, int others) {
+    Pin(syscall(SYS_gettid), own);
+    const long self = syscall(SYS_gettid);
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      const long tid = std::stol(task.path().filename().string());
+      if (tid != self) Pin(tid, others);
+    }
+  }
+  ~PinThreads() {
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      Pin(std::stol(task.path().filename().string()), -1);
+    }
+  }
+  PinThreads(const PinThreads&) = delete;
+  PinThreads& operator=(const PinThreads&) = delete;
+
+ private:
+  static void Pin(long tid, int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+    for (int c = 0; c < cpus; ++c) {
+      if (cpu < 0 || c == cpu % cpus) CPU_SET(c, &set);
+    }
+    (void)sched_setaffinity(static_cast<pid_t>(tid), sizeof(set), &set);
+  }
+};
+
 void BM_SubmitBurst(benchmark::State& state) {
   const int capacity = static_cast<int>(state.range(0));
   const int jobs = static_cast<int>(state.range(1));
   auto scheduler = Make(capacity);
-  double submitting = 0;  // seconds in Submit calls, all iterations
-  double cpu = 0;         // CPU seconds of every thread, all iterations
+  // pinned:1: the submitting thread has CPU 0 to itself and the scheduler's threads share CPU 1,
+  // as a request thread on a larger machine would not share its core with the background pool.
+  std::optional<PinThreads> pinned;
+  if (state.range(2) != 0) pinned.emplace(0, 1);
+  double submitting = 0;      // seconds in Submit calls, all iterations
+  double submitting_cpu = 0;  // CPU seconds of the submitting thread in them
+  double cpu = 0;             // CPU seconds of every thread, all iterations
   // The last job's callback wakes the benchmark's thread, which sleeps until then rather than
   // take CPU from the workers. The callback captures one pointer, so that std::function holds it
   // without a heap allocation of the benchmark's own in every Submit measured.
@@ -112,12 +161,14 @@ void BM_SubmitBurst(benchmark::State& state) {
     const double cpu_start = ProcessCpuSeconds();
     finish.done = 0;
     const auto start = std::chrono::steady_clock::now();
+    const double thread_cpu_start = ThreadCpuSeconds();
     for (int i = 0; i < jobs; ++i) {
       if (!scheduler->Submit("noop", "repo", "", Noop, ran).ok()) {
         state.SkipWithError("refused");
         return;
       }
     }
+    submitting_cpu += ThreadCpuSeconds() - thread_cpu_start;
     submitting += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     {
       std::unique_lock lock(finish.mutex);
@@ -129,11 +180,13 @@ void BM_SubmitBurst(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * jobs);
   const double all = static_cast<double>(state.iterations()) * jobs;
   state.counters["submit_ns"] = submitting * 1e9 / all;
+  state.counters["submit_cpu_ns"] = submitting_cpu * 1e9 / all;
   state.counters["cpu_ns_per_job"] = cpu * 1e9 / all;
 }
 BENCHMARK(BM_SubmitBurst)
-    ->ArgNames({"capacity", "jobs"})
-    ->Args({64, 100000})
+    ->ArgNames({"capacity", "jobs", "pinned"})
+    ->Args({64, 100000, 0})
+    ->Args({64, 100000, 1})
     ->Repetitions(5)
     ->ComputeStatistics("min", Min)
     ->UseRealTime()

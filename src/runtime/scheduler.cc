@@ -428,11 +428,13 @@ class Scheduler::Impl {
 
   Status Shutdown(const Context& ctx) {
     RecordList refused;
+    // Before the lock: Submits stop using the intake at once, instead of adding to what taking
+    // the lock queues first.
+    accepting_.store(false, std::memory_order_relaxed);
     {
       Locked lock(this);
       if (phase_ != Phase::kShutDown) {
         phase_ = Phase::kShutDown;
-        accepting_.store(false, std::memory_order_relaxed);
         const double now = LockedNow();
         for (RecordPtr& record : records_) {
           if (!record || record->state != JobRecord::State::kPending) continue;
@@ -467,10 +469,10 @@ class Scheduler::Impl {
   Status Drain(const Context& ctx) {
     RecordList admitted;
     bool wake_timer = false;
+    accepting_.store(false, std::memory_order_relaxed);  // before the lock, as in Shutdown
     {
       Locked lock(this, admitted, wake_timer);
       if (phase_ == Phase::kOpen) phase_ = Phase::kDraining;
-      accepting_.store(false, std::memory_order_relaxed);
       if (phase_ == Phase::kDraining) {
         // Everything accepted runs: paused work too.
         const double now = LockedNow();
@@ -1137,10 +1139,12 @@ class Scheduler::Impl {
     double read = 0;  // the clock when Submit was called, as Accept's `read`
   };
   // How many Submits may wait in the intake before the one that finds it so waits for the lock
-  // and queues them itself. This bounds the intake and the work a lock holder inherits from it,
-  // and keeps callers that submit faster than the core can queue from outrunning it: without
-  // it, four threads submitting in a loop filled the memory faster than the holders queued.
-  static constexpr std::size_t kIntakeBatch = 64;
+  // and queues them itself: callers that submit faster than the core can queue are held back to
+  // its pace (four threads submitting in a loop otherwise filled the memory in seconds), and a
+  // holder never inherits more than this much work (about 7 ms on the 2-core VM). Large enough
+  // that a burst of Submits into a busy pool does not wait for the holders' queueing (64 did:
+  // the submitter then paid 1.5-2 us per call, as before the intake; bench/README.md).
+  static constexpr std::size_t kIntakeLimit = 16384;
 
   // Whether a Submit may go through the intake: whether everything Accept could refuse it for
   // but the phase (told by its callback if it changed meanwhile) is judged here, without the
@@ -1170,7 +1174,7 @@ class Scheduler::Impl {
     entry->join = options.join_running ? core::Join::kPendingOrRunning : core::Join::kPending;
     AddOutstanding();  // as Accept counts it: from here it is told exactly once
     entry->read = Now();
-    if (intake_.Push(std::move(entry)) >= kIntakeBatch) {
+    if (intake_.Push(std::move(entry)) >= kIntakeLimit) {
       RecordList admitted;
       bool wake_timer = false;
       { Locked lock(this, admitted, wake_timer); }  // queues the intake, this job with it
@@ -1205,10 +1209,11 @@ class Scheduler::Impl {
 
   // After the lock was released: if Submits reached the intake and the lock is free, take it and
   // queue them. A Submit pushes before it looks at the lock and a holder looks at the intake after
-  // it releases the lock, so every entry is queued by the one or the other.
+  // it releases the lock, each with a fence between (StoreLoadFence), so every entry is queued by
+  // the one or the other.
   void ServeIntake() {
     for (;;) {
-      std::atomic_thread_fence(std::memory_order_seq_cst);  // the release above, then the look
+      internal::StoreLoadFence();  // after the push or the release above, before the look
       if (intake_.empty() || !mutex_.TryLock()) return;
       RecordList admitted;
       bool wake_timer = false;
@@ -1222,7 +1227,10 @@ class Scheduler::Impl {
   // Releases the scheduler's lock, publishing first whether the global cap is full (for
   // SubmitThroughIntake).
   void UnlockCore() {
-    cap_full_.store(core_->full(), std::memory_order_seq_cst);
+    // Written only when it changes: a line both cores write at every release would bounce.
+    if (const bool full = core_->full(); cap_full_.load(std::memory_order_relaxed) != full) {
+      cap_full_.store(full, std::memory_order_seq_cst);
+    }
     mutex_.Unlock();
   }
 
@@ -1254,7 +1262,7 @@ class Scheduler::Impl {
         impl->ServeIntake();
         return;
       }
-      std::atomic_thread_fence(std::memory_order_seq_cst);  // as in ServeIntake
+      internal::StoreLoadFence();  // as in ServeIntake
       if (own_admitted_.empty() && !own_wake_timer_ && impl->intake_.empty()) return;
       impl->HandOff(std::move(own_admitted_), own_wake_timer_);
     }
@@ -1841,13 +1849,16 @@ class Scheduler::Impl {
 
   // The Submit intake (runtime/submit_intake.h), and what a Submit reads without the lock to
   // judge whether it may use it and whether to queue it itself.
+  // Each on a cache line of its own, apart from the lock's: a look at them after releasing the
+  // lock must not take back the line the next holder is writing (RunSync from 1,000 threads fell
+  // into a standing queue in 5 of 15 runs when they shared it, 1 of 15 before the intake).
   internal::IntakeStack<IntakeEntry> intake_;
   internal::GrowOnlyNameSet intake_types_;  // registered types without a queue-wait limit
   const bool intake_open_ = options_.max_pending_total == SchedulerOptions::kUnlimited &&
                             options_.max_pending_per_key == SchedulerOptions::kUnlimited;
-  std::atomic<bool> accepting_{true};  // phase_ == kOpen, as of the last change
+  alignas(64) std::atomic<bool> accepting_{true};  // phase_ == kOpen, as of the last change
   std::atomic<bool> cap_full_{false};  // the core's full() when the lock was last released
-  mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
+  alignas(64) mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
   std::unique_ptr<core::AdmissionCore> core_;
   std::vector<RecordPtr> records_;  // by ticket slot: the pending and running jobs' leads
   // The time of the latest decision (MonotonicLocked).
