@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -115,6 +116,19 @@ std::unique_ptr<Scheduler> MakeScheduler(int capacity, int worker_threads) {
   return *std::move(scheduler);
 }
 
+// Submits a job of `type` that holds its slot until `hold` opens, and waits until it runs.
+void HoldASlot(Scheduler& scheduler, std::string_view type, Gate& hold) {
+  REQUIRE(scheduler
+              .Submit(
+                  type, "blocker", "",
+                  [&hold](const Context&) {
+                    return hold.Wait() ? absl::OkStatus() : absl::InternalError("gate");
+                  },
+                  nullptr)
+              .ok());
+  REQUIRE(Eventually([&] { return scheduler.Snapshot().running == 1; }));
+}
+
 // While the only slot is held, Submits from several threads wait in the intake (nothing can be
 // admitted before a completion): a snapshot taken after they returned counts them all, and once
 // the slot is free they run one at a time in the order of their arrival, so each thread's jobs
@@ -128,15 +142,7 @@ TEST_CASE("Scheduler.Intake.SubmitsFromManyThreadsRunOnceEachInTheirCallersOrder
     auto scheduler = MakeScheduler(1, workers);
     REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
     Gate hold;
-    REQUIRE(scheduler
-                ->Submit(
-                    "t", "blocker", "",
-                    [&](const Context&) {
-                      return hold.Wait() ? absl::OkStatus() : absl::InternalError("gate");
-                    },
-                    nullptr)
-                .ok());
-    REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+    HoldASlot(*scheduler, "t", hold);
     std::mutex mutex;
     std::vector<std::pair<int, int>> ran;
     std::vector<std::atomic<int>> told(kThreads * kPerThread);
@@ -190,15 +196,7 @@ TEST_CASE("Scheduler.Intake.ARunSyncAfterASubmitJoinsItsJob") {
   REQUIRE(scheduler->RegisterType("mirror", mirror).ok());
   REQUIRE(scheduler->RegisterType("hold", Type(1, 1)).ok());
   Gate hold;
-  REQUIRE(scheduler
-              ->Submit(
-                  "hold", "x", "",
-                  [&](const Context&) {
-                    return hold.Wait() ? absl::OkStatus() : absl::InternalError("gate");
-                  },
-                  nullptr)
-              .ok());
-  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  HoldASlot(*scheduler, "hold", hold);
   std::atomic<int> submit_ran{0}, sync_ran{0};
   std::promise<Status> told;
   REQUIRE(scheduler
