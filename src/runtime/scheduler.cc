@@ -1141,9 +1141,10 @@ class Scheduler::Impl {
   // How many Submits may wait in the intake before the one that finds it so waits for the lock
   // and queues them itself: callers that submit faster than the core can queue are held back to
   // its pace (four threads submitting in a loop otherwise filled the memory in seconds), and a
-  // holder never inherits more than this much work (about 7 ms on the 2-core VM). Large enough
-  // that a burst of Submits into a busy pool does not wait for the holders' queueing (64 did:
-  // the submitter then paid 1.5-2 us per call, as before the intake; bench/README.md).
+  // holder inherits about this many enqueues at most (milliseconds on the 2-core VM). The larger
+  // it is, the less a burst of Submits into a busy pool waits for the holders' queueing: at 64 the
+  // submitter paid 1.5-2 us per call, as before the intake, at 16,384 about 1 us
+  // (bench/README.md).
   static constexpr std::size_t kIntakeLimit = 16384;
 
   // Whether a Submit may go through the intake: whether everything Accept could refuse it for
@@ -1240,7 +1241,8 @@ class Scheduler::Impl {
   //   its `admitted` and `wake_timer`, and the release serves the intake again on this thread;
   // - for any other call (a query, a registration, the timer's thread) on a pool fiber, with the
   //   intake left after the release: such a call runs no job's callback, and the timer's thread,
-  //   which holds its own lock, never needs it again.
+  //   which holds its own lock while it takes this one, never waits for its own lock to wake
+  //   itself.
   class Locked {
    public:
     Locked(Impl* impl, RecordList& admitted, bool& wake_timer)
@@ -1849,9 +1851,8 @@ class Scheduler::Impl {
 
   // The Submit intake (runtime/submit_intake.h), and what a Submit reads without the lock to
   // judge whether it may use it and whether to queue it itself.
-  // Each on a cache line of its own, apart from the lock's: a look at them after releasing the
-  // lock must not take back the line the next holder is writing (RunSync from 1,000 threads fell
-  // into a standing queue in 5 of 15 runs when they shared it, 1 of 15 before the intake).
+  // The intake's head, these flags and the lock each on a cache line of their own: a look at the
+  // intake after releasing the lock must not take back the line the next holder is writing.
   internal::IntakeStack<IntakeEntry> intake_;
   internal::GrowOnlyNameSet intake_types_;  // registered types without a queue-wait limit
   const bool intake_open_ = options_.max_pending_total == SchedulerOptions::kUnlimited &&
