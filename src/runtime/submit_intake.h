@@ -4,11 +4,12 @@
 // Why: a burst of Submits from one thread into a busy pool waited for the scheduler's lock behind
 // the workers completing jobs (1.5-2.3 µs per call on the 2-core VM, most of it waiting and being
 // woken). A Submit needs no answer from the core when the scheduler can judge its request without
-// it (a registered type, a non-empty id, a valid cost hint, no pending bound): it pushes the job
-// here and returns. Scheduler::Impl (scheduler.cc) takes the intake every time it takes its lock,
-// before anything else, so a caller's later calls find its earlier Submits queued, in the order
-// they were pushed; and after releasing its lock it looks again, so an entry pushed while the lock
-// was held is never left behind (src/runtime/README.md, "The Submit intake").
+// it (a registered type without a queue-wait limit, a non-empty id, a valid cost hint, no
+// pending bound): it pushes the job here and returns. Scheduler::Impl (scheduler.cc) takes the
+// intake every time it takes its lock, before anything else, so a caller's later calls find its
+// earlier Submits queued, in the order they were pushed; and after releasing its lock it looks
+// again, so an entry pushed while the lock was held is never left behind (src/runtime/README.md,
+// "The Submit intake").
 //
 // IntakeStack is a multi-producer stack (Treiber's): Push is one compare-and-swap, TakeAll one
 // exchange that takes every entry at once and hands them back oldest first. It never reads an
@@ -46,9 +47,8 @@ class IntakeStack {
   ~IntakeStack() { FreeList(TakeAll()); }
 
   // Adds `entry` and returns about how many entries the stack holds with it (at least as many
-  // as it holds, counting Pushes under way on other threads). Sequentially consistent,
-  // so that a pusher's later check of the scheduler's lock and a holder's later check of the
-  // stack cannot both miss each other.
+  // as it holds, counting Pushes under way on other threads). A pusher that looks at the
+  // scheduler's lock next puts StoreLoadFence (below) between the two.
   std::size_t Push(std::unique_ptr<Entry> entry) {
     // Counted before it is pushed, so that the count is never below what the stack holds.
     const std::size_t waiting = size_.fetch_add(1, std::memory_order_relaxed) + 1;

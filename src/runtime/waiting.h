@@ -114,24 +114,6 @@ class CoreMutex {
 };
 #endif
 
-// Holds a CoreMutex for its scope, or until Release.
-class CoreLock {
- public:
-  explicit CoreLock(CoreMutex* mutex) : mutex_(mutex) { mutex_->Lock(); }
-  ~CoreLock() {
-    if (mutex_ != nullptr) mutex_->Unlock();
-  }
-  CoreLock(const CoreLock&) = delete;
-  CoreLock& operator=(const CoreLock&) = delete;
-  void Release() {
-    mutex_->Unlock();
-    mutex_ = nullptr;
-  }
-
- private:
-  CoreMutex* mutex_;
-};
-
 }  // namespace fairgate::internal
 
 #endif  // FAIRGATE_RUNTIME_WAITING_H_
