@@ -415,10 +415,13 @@ TEST_CASE("Core.QueueWait.AJobStillPendingAtItsLimitExpiresUnchargedParkedOrNot"
   CHECK(core->NextExpiryAt() == 2.5);
   JobTicket c = Add(*core, "t", "x", "c", std::nullopt, 1);
   Add(*core, "free", "y", "d", std::nullopt, 1);  // no limit: never expires
+  CHECK_FALSE(core->StepDueBy(2.4));
   core->AdvanceTo(2.4);
   CHECK(core->TakeExpired().empty());
   // At 2.5 b has waited exactly its limit: it leaves; c (limit reached at 3) stays.
+  CHECK(core->StepDueBy(2.5));
   core->AdvanceTo(2.5);
+  CHECK(core->StepDueBy(2.5));  // b waits to be taken
   std::vector<ExpiredJob> expired = core->TakeExpired();
   REQUIRE(expired.size() == 1);
   CHECK(expired[0].key == "b");
@@ -426,6 +429,7 @@ TEST_CASE("Core.QueueWait.AJobStillPendingAtItsLimitExpiresUnchargedParkedOrNot"
   CHECK(expired[0].arrival == 0.5);
   CHECK(expired[0].expired_at == 2.5);
   CHECK(core->TakeExpired().empty());  // taken once
+  CHECK_FALSE(core->StepDueBy(2.9));
   CHECK(core->Describe(b) == std::nullopt);
   CHECK(core->AccumulatedCost("b") == 0.0);
   CHECK(core->NextExpiryAt() == 3.0);
@@ -454,8 +458,10 @@ TEST_CASE("Core.Pause.APausedJobIsNotAdmittedAndItsAgingClockStops") {
   auto aged_into_five = [&] { return core->TakeSnapshot().tiers[0].aged_in; };
   CHECK(aged_into_five() == 0);  // paused at 1 after one second of waiting: no step
   REQUIRE(core->ResumeType("low", 10).ok());
+  CHECK_FALSE(core->StepDueBy(10.9));
   core->AdvanceTo(10.9);
   CHECK(aged_into_five() == 0);  // one more second of waiting is due at 11
+  CHECK(core->StepDueBy(11));
   core->AdvanceTo(11);
   CHECK(aged_into_five() == 1);
   // A paused key: its job stays pending while a slot is free.

@@ -150,9 +150,11 @@ class Run {
   }
 
   bool AdmitOne(bool& admitted) {
+    const bool full = core_->full();
     std::optional<core::Admission> got = core_->NextAdmission(now_);
     std::optional<ReferenceModel::Admission> want = model_->NextAdmission(now_);
     admitted = got.has_value();
+    if (full && got) return Fail("a job was admitted while full() said the cap was full");
     if (got.has_value() != want.has_value()) {
       return Fail(std::string("whether a job is admitted: core ") + (got ? "yes" : "no") +
                   ", model " + (want ? "yes" : "no"));
@@ -283,8 +285,17 @@ class Run {
 
   // Everything the model knows, after an operation.
   bool Compare() {
+    // StepDueBy tells whether AdvanceTo has anything to do (the runtime skips the question of an
+    // admission into a full pool on it): it expires a job or takes an aging step exactly when so.
+    const bool due = core_->StepDueBy(now_);
+    const std::int64_t pending = core_->pending_jobs();
+    const std::uint64_t promotions = core_->promotions_total();
     core_->AdvanceTo(now_);
     model_->AdvanceTo(now_);
+    if (due != (core_->pending_jobs() != pending || core_->promotions_total() != promotions)) {
+      return Fail(std::string("StepDueBy said ") + (due ? "a step" : "no step") +
+                  " was due, AdvanceTo " + (due ? "took none" : "took one"));
+    }
     if (!CompareExpired() || !CompareCallers()) return false;
     const Snapshot snapshot = core_->TakeSnapshot();
     if (snapshot.pending != model_->pending() || snapshot.running != model_->running() ||

@@ -524,6 +524,12 @@ std::vector<ExpiredJob> AdmissionCore::TakeExpired() {
   return taken;
 }
 
+bool AdmissionCore::StepDueBy(double now) const {
+  // The conditions AdvanceTo's loops begin with.
+  return !expired_.empty() || (!expiries_.empty() && ExpiryAt(*expiries_.begin()->job) <= now) ||
+         (!promotions_.empty() && NextStepAt(*promotions_.begin()->job) <= now);
+}
+
 std::optional<double> AdmissionCore::NextExpiryAt() const {
   if (expiries_.empty()) return std::nullopt;
   return ExpiryAt(*expiries_.begin()->job);

@@ -201,6 +201,9 @@ class AdmissionCore {
   // The jobs expired since the last call, in the order their limits were reached (ties by
   // enqueue order). The caller reports them; the core has forgotten them.
   std::vector<ExpiredJob> TakeExpired();
+  // Whether an expiry or an aging step is due by `now`, or expired jobs wait for TakeExpired:
+  // while none is and the global cap is full (full()), NextAdmission(now) changes nothing.
+  bool StepDueBy(double now) const;
   // When the next pending job's queue-wait limit is reached, if any job has one: for a timer.
   std::optional<double> NextExpiryAt() const;
   // Where each aging step taken from now on is recorded (null: nowhere), for observers.

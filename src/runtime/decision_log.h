@@ -53,6 +53,8 @@ class DecisionLog {
                double now);
   // The aging steps the core took since the last call (AdvanceTo), as events.
   void Promotions(double now);
+  // Whether aging steps wait for Promotions.
+  bool PromotionsPending() const { return !promotions_.empty(); }
   // Hands the gathered events and evidence to the delivery thread, in order.
   void Post();
 

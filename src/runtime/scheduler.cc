@@ -1117,7 +1117,13 @@ class Scheduler::Impl {
     log_.Enqueued(*core_->Describe(*ticket));
     if (records_.size() <= ticket->slot) records_.resize(ticket->slot + 1);
     records_[ticket->slot] = record;
-    AdmitLocked(now, admitted);
+    if (AdmitsNothingLocked(now)) {
+      // As AdmitLocked would end: a drain of the intake into a full pool queues each entry so.
+      log_.Post();
+      CheckInvariantsLocked();
+    } else {
+      AdmitLocked(now, admitted);
+    }
     if (record->async && record->state == JobRecord::State::kPending) {
       if (std::optional<Context::Clock::time_point> deadline = record->ctx.Deadline()) {
         record->deadline_entry = deadlines_.emplace(*deadline, record);
@@ -1306,6 +1312,13 @@ class Scheduler::Impl {
 
   // Admits everything admissible at `now` (the time of the operation that may have freed room).
   // Jobs that expired on the way go out with `admitted` too, refused, for Dispatch to report.
+  // Whether AdmitLocked(now) would admit, reap and report nothing: the global cap is full (no job
+  // is admitted before one completes or the cap grows) and no expiry or aging step is due or
+  // waits to be reported.
+  bool AdmitsNothingLocked(double now) const {
+    return core_->full() && !core_->StepDueBy(now) && !log_.PromotionsPending();
+  }
+
   void AdmitLocked(double now, RecordList& admitted) {
     while (std::optional<core::Admission> a = core_->NextAdmission(now)) {
       RecordPtr& record = records_[a->ticket.slot];
