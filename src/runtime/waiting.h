@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 
@@ -20,6 +21,7 @@
 #include <thread>
 #else
 #include "boost/fiber/condition_variable.hpp"
+#include "boost/fiber/context.hpp"
 #include "boost/fiber/mutex.hpp"
 #include "boost/fiber/operations.hpp"
 #endif
@@ -88,11 +90,23 @@ void SleepFor(Duration d) {
 // The scheduler's lock: glibc's adaptive mutex (PTHREAD_MUTEX_ADAPTIVE_NP). It spins for as long
 // as recent acquisitions needed before it sleeps, and a running thread takes a free lock ahead
 // of sleeping waiters. With absl::Mutex, used before, 1,000 threads calling RunSync kept a
-// standing queue (173-322 k calls/s, p99 wait 8-14 ms); with this one they do not (389 k to
-// 1.04 M, p99 15-29 µs), and the Submit burst, the backlog drain and RunSync from fibers are
-// unchanged (bench/README.md). A std::mutex tried a fixed number of times before it sleeps
-// ended the queue too, but halved RunSync from fibers in some runs (256 tries) or slowed the
-// backlog drain (32 tries).
+// standing queue (173-322 k calls/s, p99 wait 8-14 ms); with this one they did not on the day it
+// was measured (389 k to 1.04 M, p99 15-29 µs), and the Submit burst, the backlog drain and RunSync
+// from fibers were unchanged (bench/README.md). A std::mutex tried a fixed number of times before
+// it sleeps ended the queue too, but halved RunSync from fibers in some runs (256 tries) or slowed
+// the backlog drain (32 tries).
+//
+// A caller on a plain thread (its thread's main context: no fiber of its own to run instead)
+// first waits up to kPlainThreadSpins pauses for the lock to be free, reading whether it is held
+// (without taking its cache line from the holder), before it falls to the mutex, which may put it
+// to sleep. 1,000 plain threads calling RunSync formed a standing queue again in about half the
+// runs of 2026-11-25 with the mutex alone (a run's slowest repetition at a third or a fifth of
+// its median, p99 wait 0.3-1.8 ms): a thread that sleeps on the lock must be woken by a system
+// call, and the sleepers fall behind. With the spin first, no run's slowest repetition fell below
+// half its median and the p99 wait was 2-7 µs. Fibers do not spin: there, spinning first halved
+// RunSync from 1,000 fibers in some runs (bench/README.md, "The scheduler's lock: a spin for plain
+// threads"). Telling the two apart initializes Boost.Fiber on a plain thread that finds the lock
+// taken (its main context and scheduler, as any fiber-aware wait on that thread does).
 class CoreMutex {
  public:
   CoreMutex() {
@@ -105,12 +119,37 @@ class CoreMutex {
   ~CoreMutex() { pthread_mutex_destroy(&mutex_); }
   CoreMutex(const CoreMutex&) = delete;
   CoreMutex& operator=(const CoreMutex&) = delete;
-  void Lock() { pthread_mutex_lock(&mutex_); }
-  bool TryLock() { return pthread_mutex_trylock(&mutex_) == 0; }
-  void Unlock() { pthread_mutex_unlock(&mutex_); }
+  void Lock() {
+    if (TryLock()) return;
+    if (boost::fibers::context::active()->is_context(boost::fibers::type::main_context)) {
+      for (int i = 0; i < kPlainThreadSpins; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        if (!held_.load(std::memory_order_relaxed) && TryLock()) return;
+      }
+    }
+    pthread_mutex_lock(&mutex_);
+    held_.store(true, std::memory_order_relaxed);
+  }
+  bool TryLock() {
+    if (pthread_mutex_trylock(&mutex_) != 0) return false;
+    held_.store(true, std::memory_order_relaxed);
+    return true;
+  }
+  void Unlock() {
+    held_.store(false, std::memory_order_relaxed);
+    pthread_mutex_unlock(&mutex_);
+  }
 
  private:
+  // About 25 µs on the 2-core VM, where a pause takes about 50 ns (the hypervisor's pause-loop
+  // exits); 100 (5 µs) left a slow repetition in one run of four.
+  static constexpr int kPlainThreadSpins = 500;
   pthread_mutex_t mutex_;
+  // Whether the lock is held, as the spin reads it: a hint only (the mutex decides), written by
+  // the holder, so that spinners read a shared line instead of each taking it exclusively.
+  std::atomic<bool> held_{false};
 };
 #endif
 
