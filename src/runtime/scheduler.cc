@@ -1310,8 +1310,6 @@ class Scheduler::Impl {
   // The clock, read under the lock, for a decision.
   double LockedNow() { return MonotonicLocked(Now()); }
 
-  // Admits everything admissible at `now` (the time of the operation that may have freed room).
-  // Jobs that expired on the way go out with `admitted` too, refused, for Dispatch to report.
   // Whether AdmitLocked(now) would admit, reap and report nothing: the global cap is full (no job
   // is admitted before one completes or the cap grows) and no expiry or aging step is due or
   // waits to be reported.
@@ -1319,6 +1317,8 @@ class Scheduler::Impl {
     return core_->full() && !core_->StepDueBy(now) && !log_.PromotionsPending();
   }
 
+  // Admits everything admissible at `now` (the time of the operation that may have freed room).
+  // Jobs that expired on the way go out with `admitted` too, refused, for Dispatch to report.
   void AdmitLocked(double now, RecordList& admitted) {
     while (std::optional<core::Admission> a = core_->NextAdmission(now)) {
       RecordPtr& record = records_[a->ticket.slot];

@@ -99,14 +99,14 @@ void SleepFor(Duration d) {
 // A caller on a plain thread (its thread's main context: no fiber of its own to run instead)
 // first waits up to kPlainThreadSpins pauses for the lock to be free, reading whether it is held
 // (without taking its cache line from the holder), before it falls to the mutex, which may put it
-// to sleep. 1,000 plain threads calling RunSync formed a standing queue again in about half the
-// runs of 2026-11-25 with the mutex alone (a run's slowest repetition at a third or a fifth of
-// its median, p99 wait 0.3-1.8 ms): a thread that sleeps on the lock must be woken by a system
-// call, and the sleepers fall behind. With the spin first, no run's slowest repetition fell below
-// half its median and the p99 wait was 2-7 µs. Fibers do not spin: there, spinning first halved
-// RunSync from 1,000 fibers in some runs (bench/README.md, "The scheduler's lock: a spin for plain
-// threads"). Telling the two apart initializes Boost.Fiber on a plain thread that finds the lock
-// taken (its main context and scheduler, as any fiber-aware wait on that thread does).
+// to sleep. 1,000 plain threads calling RunSync formed a standing queue again on 2026-11-25 with
+// the mutex alone (in 8 runs of 10 a repetition below half the run's median, p99 wait 0.4-3.6
+// ms): a thread that sleeps on the lock must be woken by a system call, and the sleepers fall
+// behind. With the spin first, 2 runs of 10 had such a repetition and the p99 wait was 2-8 µs.
+// Fibers do not spin: there, spinning first halved RunSync from 1,000 fibers in some runs
+// (bench/README.md, "The scheduler's lock: a spin for plain threads"). Telling the two apart
+// initializes Boost.Fiber on a plain thread that finds the lock taken (its main context and
+// scheduler, as any fiber-aware wait on that thread does).
 class CoreMutex {
  public:
   CoreMutex() {
@@ -144,7 +144,8 @@ class CoreMutex {
 
  private:
   // About 25 µs on the 2-core VM, where a pause takes about 50 ns (the hypervisor's pause-loop
-  // exits); 100 (5 µs) left a slow repetition in one run of four.
+  // exits). Tried for every caller: 100 (5 µs) left a repetition at a sixth of its run's median
+  // in one run of four; 2,000 did no better than 500 for plain threads.
   static constexpr int kPlainThreadSpins = 500;
   pthread_mutex_t mutex_;
   // Whether the lock is held, as the spin reads it: a hint only (the mutex decides), written by
