@@ -100,7 +100,7 @@ void SleepFor(Duration d) {
 // first waits up to kPlainThreadSpins pauses for the lock to be free, reading whether it is held
 // (without taking its cache line from the holder), before it falls to the mutex, which may put it
 // to sleep. 1,000 plain threads calling RunSync formed a standing queue again on 2026-11-25 with
-// the mutex alone (in 8 runs of 10 a repetition below half the run's median, p99 wait 0.4-3.6
+// the mutex alone (in 5 runs of 10 a repetition below half the run's median, p99 wait 0.4-3.6
 // ms): a thread that sleeps on the lock must be woken by a system call, and the sleepers fall
 // behind. With the spin first, 2 runs of 10 had such a repetition and the p99 wait was 2-8 µs.
 // Fibers do not spin: there, spinning first halved RunSync from 1,000 fibers in some runs
