@@ -104,8 +104,8 @@ double ThreadCpuSeconds() {
 class PinThreads {
  public:
   PinThreads(int own, int others) {
-    Pin(syscall(SYS_gettid), own);
     const long self = syscall(SYS_gettid);
+    Pin(self, own);
     for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
       const long tid = std::stol(task.path().filename().string());
       if (tid != self) Pin(tid, others);

@@ -1117,13 +1117,7 @@ class Scheduler::Impl {
     log_.Enqueued(*core_->Describe(*ticket));
     if (records_.size() <= ticket->slot) records_.resize(ticket->slot + 1);
     records_[ticket->slot] = record;
-    if (AdmitsNothingLocked(now)) {
-      // As AdmitLocked would end: a drain of the intake into a full pool queues each entry so.
-      log_.Post();
-      CheckInvariantsLocked();
-    } else {
-      AdmitLocked(now, admitted);
-    }
+    AdmitLocked(now, admitted);
     if (record->async && record->state == JobRecord::State::kPending) {
       if (std::optional<Context::Clock::time_point> deadline = record->ctx.Deadline()) {
         record->deadline_entry = deadlines_.emplace(*deadline, record);
@@ -1319,18 +1313,22 @@ class Scheduler::Impl {
 
   // Admits everything admissible at `now` (the time of the operation that may have freed room).
   // Jobs that expired on the way go out with `admitted` too, refused, for Dispatch to report.
+  // Asks the core nothing when it would answer nothing (AdmitsNothingLocked): a drain of the
+  // intake into a full pool comes here after every entry it queues.
   void AdmitLocked(double now, RecordList& admitted) {
-    while (std::optional<core::Admission> a = core_->NextAdmission(now)) {
-      RecordPtr& record = records_[a->ticket.slot];
-      if (!record->joiners.empty()) ChooseRunnerLocked(record, coalesce_[a->type_index]);
-      record->state = JobRecord::State::kRunning;
-      record->admitted_at = now;
-      ForgetDeadlineLocked(*record);
-      log_.Admitted(*a, now);
-      admitted.push_back(record);
+    if (!AdmitsNothingLocked(now)) {
+      while (std::optional<core::Admission> a = core_->NextAdmission(now)) {
+        RecordPtr& record = records_[a->ticket.slot];
+        if (!record->joiners.empty()) ChooseRunnerLocked(record, coalesce_[a->type_index]);
+        record->state = JobRecord::State::kRunning;
+        record->admitted_at = now;
+        ForgetDeadlineLocked(*record);
+        log_.Admitted(*a, now);
+        admitted.push_back(record);
+      }
+      ReapExpiredLocked(now, admitted);
+      log_.Promotions(now);
     }
-    ReapExpiredLocked(now, admitted);
-    log_.Promotions(now);
     log_.Post();
     CheckInvariantsLocked();
   }
