@@ -102,5 +102,44 @@ TEST_CASE("Order.LaneSet.TakesTheFullLayoutWhenAnEntryNeedsItAndKeepsTheOrder") 
   CHECK(set.empty());
 }
 
+TEST_CASE("Order.LaneJobs.KeepsTheOrderThroughOneAndManyJobs") {
+  // Random inserts and erases, the lane going from empty to one job (kept inline) to many (a
+  // B-tree) and back, against a sorted vector: the front is always the least entry.
+  std::vector<Job> jobs(64);
+  std::mt19937_64 rng(11);
+  LaneJobs lane;
+  std::vector<ReadyEntry> model;
+  auto entry = [&](std::size_t i) {
+    return ReadyEntry{{SortableBits(static_cast<double>(rng() % 3)),
+                       SortableBits(static_cast<double>(rng() % 5)), i},
+                      &jobs[i]};
+  };
+  std::vector<bool> in(jobs.size(), false);
+  for (int step = 0; step < 20000; ++step) {
+    const std::size_t i = rng() % jobs.size();
+    // Mostly small lanes, the case the inline job is for, with runs up to a full B-tree.
+    const bool grow = model.size() < 2 ? rng() % 4 != 0 : rng() % 2 == 0;
+    if (!in[i] && grow) {
+      const ReadyEntry e = entry(i);
+      lane.insert(e);
+      model.insert(std::upper_bound(model.begin(), model.end(), e), e);
+      in[i] = true;
+    } else if (!model.empty()) {
+      const ReadyEntry e = model[rng() % model.size()];
+      CHECK(lane.contains(e));
+      lane.erase(e);
+      model.erase(std::find_if(model.begin(), model.end(),
+                               [&](const ReadyEntry& m) { return m.job == e.job; }));
+      in[static_cast<std::size_t>(e.job - jobs.data())] = false;
+      CHECK_FALSE(lane.contains(e));
+    }
+    REQUIRE(lane.empty() == model.empty());
+    if (!model.empty()) {
+      CHECK(lane.front().job == model.front().job);
+      CHECK(lane.front().place == model.front().place);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fairgate::core

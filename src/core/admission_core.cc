@@ -288,10 +288,10 @@ Job* AdmissionCore::FrontOf(LaneSet& lanes) {
     if (front.key == nullptr) {
       // A wait group's proxy: its resource has room and the first job of its best parked lane
       // comes first here. It goes home, where it is the head of the set's first lane.
-      Unpark(*front.group->lanes.front()->ready.begin()->job);
+      Unpark(*front.group->lanes.front()->ready.front().job);
       continue;
     }
-    Job& head = *front.ready.begin()->job;
+    Job& head = *front.ready.front().job;
     if (head.resource == nullptr || !head.resource->full()) return &head;
     Park(head);
   }
@@ -1015,7 +1015,7 @@ void AdmissionCore::SyncLane(Lane& lane) {
   }
   std::optional<AdmissionOrder> order;
   if (!lane.ready.empty() && admissible) {
-    order = AdmissionOrder{PlaceOf(*lane.key), lane.ready.begin()->place};
+    order = AdmissionOrder{PlaceOf(*lane.key), lane.ready.front().place};
   }
   // The group's best lane may have changed.
   if (PlaceLane(lane, order) && lane.group != nullptr) SyncProxy(*lane.group);
@@ -1061,7 +1061,7 @@ void AdmissionCore::Reopen(Resource& resource) {
       std::size_t n = 0;
       group->lanes.ForEach([&](Lane* lane) { lanes[n++] = lane; });
       // Each goes home; the rest of its lane stays parked, behind it (and behind the proxy).
-      for (std::size_t i = 0; i < n; ++i) Unpark(*lanes[i]->ready.begin()->job);
+      for (std::size_t i = 0; i < n; ++i) Unpark(*lanes[i]->ready.front().job);
     }
     SyncProxy(*group);
   }

@@ -152,7 +152,7 @@ Status AdmissionCore::CheckInvariants() const {
       }
       held[lane->tier] += lane->held;
       if (lane->linked) {
-        const LaneEntry want{{PlaceOf(key), lane->ready.begin()->place}, const_cast<Lane*>(lane)};
+        const LaneEntry want{{PlaceOf(key), lane->ready.front().place}, const_cast<Lane*>(lane)};
         if (!(lane->entry() == want)) {
           return Broken(absl::StrCat("a lane of key '", name, "' sorts by a stale entry"));
         }

@@ -39,6 +39,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "boost/intrusive/list.hpp"
 #include "boost/intrusive/set.hpp"
+#include "core/check.h"
 #include "core/constraints.h"
 #include "core/indexed_name.h"
 #include "core/order.h"
@@ -105,7 +106,45 @@ struct ReadyEntry {
 inline ReadyEntry ReadyEntryOf(const Job& job) {
   return {{SortableBits(job.sjf), SortableBits(job.arrival), job.seq}, const_cast<Job*>(&job)};
 }
-using ReadyJobs = absl::btree_set<ReadyEntry>;
+
+// A lane's jobs, by their place. Most lanes hold one job at a time (a client whose calls wait for
+// each other, a backlog spread over more keys than jobs): that one is kept in the lane itself,
+// and a B-tree (a node allocated and freed under the runtime's lock per job) is made only when a
+// second job arrives; it is kept until the lane empties (bench/README.md, "One job in a lane").
+class LaneJobs {
+ public:
+  bool empty() const { return only_.job == nullptr && more_.empty(); }
+  // The first job's entry; the lane must not be empty.
+  const ReadyEntry& front() const { return more_.empty() ? only_ : *more_.begin(); }
+  void insert(const ReadyEntry& e) {
+    if (!more_.empty()) {
+      more_.insert(e);
+    } else if (only_.job == nullptr) {
+      only_ = e;
+    } else {
+      more_.insert(only_);
+      more_.insert(e);
+      only_ = ReadyEntry{};
+    }
+  }
+  // `e` must be in the lane.
+  void erase(const ReadyEntry& e) {
+    if (more_.empty()) {
+      FAIRGATE_CORE_CHECK(only_.job == e.job, "a lane erased a job it does not hold");
+      only_ = ReadyEntry{};
+    } else {
+      more_.erase(e);
+    }
+  }
+  bool contains(const ReadyEntry& e) const {
+    if (!more_.empty()) return more_.contains(e);
+    return only_.job != nullptr && only_.job == e.job && only_.place == e.place;
+  }
+
+ private:
+  ReadyEntry only_;  // the lane's one job while `more_` is empty (job null: none)
+  absl::btree_set<ReadyEntry> more_;
+};
 
 // A lane's place in its set: its key's place and its head's, copied when the lane is linked so
 // that comparisons read only the entry itself.
@@ -214,7 +253,7 @@ struct Lane {
   KeyState* key = nullptr;     // null for a proxy
   TypeState* type = nullptr;
   TierState* tier = nullptr;  // the effective tier
-  ReadyJobs ready;            // its jobs, by their place (parked ones too, in a parked lane)
+  LaneJobs ready;             // its jobs, by their place (parked ones too, in a parked lane)
   std::int32_t pending = 0;
   bool linked = false;  // linked while `ready` is not empty and the key is admissible (a
                         // proxy: while its group has a linked lane and its resource room)
@@ -222,7 +261,7 @@ struct Lane {
 
   LaneEntry entry() const { return {order, const_cast<Lane*>(this)}; }
 };
-static_assert(offsetof(Lane, key) == 64 && sizeof(Lane) == 120,
+static_assert(offsetof(Lane, key) == 64 && sizeof(Lane) == 152,
               "what a walk over a key's lanes reads is in a lane's first 64 bytes");
 
 // The parked lanes of one resource whose home lanes are in one lane set.
