@@ -4,10 +4,14 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "doctest/doctest.h"
+#include "fairgate/evidence.h"
+#include "fairgate/snapshot.h"
 #include "test_job_types.h"
 
 namespace fairgate::core {
@@ -732,6 +736,119 @@ TEST_CASE("Core.Snapshot.CountsPerTierAndType") {
   CHECK(s.types[0].pending == 1);
   CHECK(s.types[2].name == "c");
   CHECK(s.keys_tracked == 1);
+}
+
+// EnqueueAndAdmit against Enqueue followed (when that queued a new job) by NextAdmission, on two
+// cores given the same random sequences: the same tickets, the same admissions with every field
+// of their evidence, the same snapshots, costs, estimates and expiries. The differential tests
+// check the decisions against the reference model; this checks what the model does not know
+// (the evidence of a job admitted without entering the order).
+TEST_CASE("Core.EnqueueAndAdmit.IsEnqueueThenNextAdmission") {
+  for (std::uint64_t seed = 1; seed <= 300; ++seed) {
+    CAPTURE(seed);
+    std::mt19937_64 rng(seed);
+    auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
+    auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
+    SchedulerOptions options = SchedulerOptions::Seed();
+    options.max_concurrency = 1 + pick(5);
+    options.idle_catch_up = chance(0.5);
+    options.shortest_first = chance(0.2);
+    if (chance(0.5)) options.aging = AgingConfig{Seconds(pick(3)), Seconds(0.5 + pick(3)), 3};
+    if (chance(0.3)) options.default_key_limits = {1 + pick(2), pick(2)};
+    auto a = MakeCore(options);
+    auto b = MakeCore(options);
+    const std::vector<std::string> types{"t0", "t1", "t2", "t3"};
+    for (const std::string& name : types) {
+      JobTypeConfig config =
+          Type(1 + pick(3), 1 + pick(3), chance(0.5) ? "git" : "", static_cast<double>(pick(4)));
+      if (!config.conflict_group.empty()) config.conflict_limit = 1 + pick(2);
+      if (chance(0.3)) config.slots = 1 + pick(2);
+      if (chance(0.2)) config.max_queue_wait = 1 + pick(3);
+      if (chance(0.2)) config.coalesce = Coalesce::kJoin;
+      REQUIRE(a->RegisterType(name, config).code() == b->RegisterType(name, config).code());
+    }
+    const std::vector<std::string> keys{"a", "b", "c", "d"};
+    std::vector<JobTicket> running, queued;
+    double now = 0;
+    auto same_admission = [&](const std::optional<Admission>& x,
+                              const std::optional<Admission>& y) {
+      REQUIRE(x.has_value() == y.has_value());
+      if (!x) return;
+      CHECK(x->ticket == y->ticket);
+      CHECK(x->weight == y->weight);
+      CHECK(ToJsonLine(ToEvidence(*x, now)) == ToJsonLine(ToEvidence(*y, now)));
+      running.push_back(x->ticket);
+    };
+    for (int op = 0; op < 200; ++op) {
+      CAPTURE(op);
+      const int kind = pick(100);
+      if (kind < 10) {
+        now += std::vector<double>{0, 0.5, 1, 2.5}[static_cast<std::size_t>(pick(4))];
+      } else if (kind < 50) {
+        const std::string id = "r" + std::to_string(pick(4));
+        const EnqueueRequest request{types[static_cast<std::size_t>(pick(4))], id,
+                                     keys[static_cast<std::size_t>(pick(4))],
+                                     chance(0.3) ? std::optional<double>(pick(5)) : std::nullopt,
+                                     chance(0.3) ? Join::kPendingOrRunning : Join::kPending};
+        std::optional<Admission> got;
+        const StatusOr<JobTicket> x = a->EnqueueAndAdmit(request, now, got);
+        const std::int64_t live = b->pending_jobs() + b->TakeSnapshot().running;
+        const StatusOr<JobTicket> y = b->Enqueue(request, now);
+        REQUIRE(x.status().code() == y.status().code());
+        if (!x.ok()) continue;
+        REQUIRE(*x == *y);
+        queued.push_back(*x);
+        const bool new_job = b->pending_jobs() + b->TakeSnapshot().running > live;
+        same_admission(got, new_job ? b->NextAdmission(now) : std::nullopt);
+      } else if (kind < 65) {
+        same_admission(a->NextAdmission(now), b->NextAdmission(now));
+      } else if (kind < 85) {
+        if (running.empty()) continue;
+        const std::size_t i = static_cast<std::size_t>(pick(static_cast<int>(running.size())));
+        const double elapsed = pick(4);
+        REQUIRE(a->Complete(running[i], elapsed, now).code() ==
+                b->Complete(running[i], elapsed, now).code());
+        running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+      } else if (kind < 90) {
+        if (queued.empty()) continue;
+        const JobTicket t = queued[static_cast<std::size_t>(pick(static_cast<int>(queued.size())))];
+        REQUIRE(a->Cancel(t, now).code() == b->Cancel(t, now).code());
+      } else if (kind < 94) {
+        const std::string& key = keys[static_cast<std::size_t>(pick(4))];
+        const KeyLimits limits{pick(3), pick(2)};
+        REQUIRE(a->SetKeyLimits(key, limits).ok() == b->SetKeyLimits(key, limits).ok());
+        const double weight = 0.5 + pick(3);
+        REQUIRE(a->SetKeyWeight(key, weight).ok() == b->SetKeyWeight(key, weight).ok());
+      } else if (kind < 97) {
+        const bool pause = chance(0.5);
+        const std::string& type = types[static_cast<std::size_t>(pick(4))];
+        const std::string& key = keys[static_cast<std::size_t>(pick(4))];
+        if (chance(0.5)) {
+          REQUIRE((pause ? a->PauseType(type, now) : a->ResumeType(type, now)).ok() ==
+                  (pause ? b->PauseType(type, now) : b->ResumeType(type, now)).ok());
+        } else {
+          REQUIRE((pause ? a->PauseKey(key, now) : a->ResumeKey(key, now)).ok() ==
+                  (pause ? b->PauseKey(key, now) : b->ResumeKey(key, now)).ok());
+        }
+      } else {
+        const int capacity = 1 + pick(options.max_concurrency);
+        REQUIRE(a->SetCapacity(capacity).ok() == b->SetCapacity(capacity).ok());
+      }
+      REQUIRE(a->CheckInvariants().ok());
+      REQUIRE(b->CheckInvariants().ok());
+      std::vector<JobTicket> expired_a, expired_b;
+      for (const ExpiredJob& e : a->TakeExpired()) expired_a.push_back(e.ticket);
+      for (const ExpiredJob& e : b->TakeExpired()) expired_b.push_back(e.ticket);
+      CHECK(expired_a == expired_b);
+      CHECK(ToJson(a->TakeSnapshot()) == ToJson(b->TakeSnapshot()));
+      CHECK(a->HeaviestKeys(10) == b->HeaviestKeys(10));
+      for (const std::string& type : types) {
+        for (const std::string id : {"r0", "r1", "r2", "r3"}) {
+          CHECK(a->Estimate(type, id) == b->Estimate(type, id));
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

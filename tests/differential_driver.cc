@@ -1,5 +1,6 @@
 #include "differential_driver.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <sstream>
@@ -152,8 +153,14 @@ class Run {
   bool AdmitOne(bool& admitted) {
     const bool full = core_->full();
     std::optional<core::Admission> got = core_->NextAdmission(now_);
-    std::optional<ReferenceModel::Admission> want = model_->NextAdmission(now_);
     admitted = got.has_value();
+    return CompareAdmission(full, got, model_->NextAdmission(now_));
+  }
+
+  // One decision of both: whether a job is admitted, which, and its charge. `full`: whether the
+  // core said its cap was full before it.
+  bool CompareAdmission(bool full, const std::optional<core::Admission>& got,
+                        const std::optional<ReferenceModel::Admission>& want) {
     if (full && got) return Fail("a job was admitted while full() said the cap was full");
     if (got.has_value() != want.has_value()) {
       return Fail(std::string("whether a job is admitted: core ") + (got ? "yes" : "no") +
@@ -191,15 +198,29 @@ class Run {
         cost = choices_.Pick(std::vector<double>{0, 1, 3.5, 7, 0.1, -1, std::nan("")});
       }
       const std::size_t join = config_.extensions ? choices_.Index(3) : 0;
+      const core::EnqueueRequest request{type, id, key, cost, static_cast<core::Join>(join)};
+      // Every other enqueue is the runtime's EnqueueAndAdmit, against the model's Enqueue and,
+      // when that queued a new job, NextAdmission (chosen by the count, not drawn, so that a
+      // seed or a fuzzer's input draws the same sequence as before the call existed).
+      const bool and_admit = result_.operations % 2 == 1;
+      std::optional<core::Admission> first;
       StatusOr<JobTicket> got =
-          core_->Enqueue({type, id, key, cost, static_cast<core::Join>(join)}, now_);
+          and_admit ? core_->EnqueueAndAdmit(request, now_, first) : core_->Enqueue(request, now_);
       StatusOr<int> want =
           model_->Enqueue(type, id, key, cost, now_, static_cast<ReferenceModel::Join>(join));
       if (got.status().code() != want.status().code()) {
         return Fail("Enqueue status: core " + got.status().ToString() + ", model " +
                     want.status().ToString());
       }
+      const std::size_t known = jobs_.size();
       if (got.ok() && !Enqueued(*got, *want)) return false;
+      const bool new_job = got.ok() && jobs_.back().state == Tracked::kPending &&
+                           std::none_of(jobs_.begin(), jobs_.begin() + known,
+                                        [&](const Tracked& j) { return j.ticket == *got; });
+      if (and_admit) {
+        if (!new_job && first) return Fail("EnqueueAndAdmit admitted after no new job");
+        if (new_job && !CompareAdmission(false, first, model_->NextAdmission(now_))) return false;
+      }
     } else if (kind < 68) {
       const int n = choices_.Chance(0.3) ? 1 : 1000;
       bool admitted = true;

@@ -131,6 +131,17 @@ Status AdmissionCore::RegisterType(std::string_view name, const JobTypeConfig& c
 }
 
 StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double now) {
+  return EnqueueJob(request, now, nullptr);
+}
+
+StatusOr<JobTicket> AdmissionCore::EnqueueAndAdmit(const EnqueueRequest& request, double now,
+                                                   std::optional<Admission>& admission) {
+  admission.reset();
+  return EnqueueJob(request, now, &admission);
+}
+
+StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, double now,
+                                              std::optional<Admission>* admission) {
   if (Status s = CheckTime(now, "enqueue time"); !s.ok()) return s;
   auto type_it = types_by_name_.find(AsAbsl(request.type));
   if (type_it == types_by_name_.end()) {
@@ -214,6 +225,10 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
   }
   job.resource = ResourceFor(type, AsAbsl(request.id));
   if (job.resource) ++job.resource->refs;
+  if (admission != nullptr && pending_ == 0 && AdmitsAtOnce(job, now)) {
+    AdmitAtOnce(job, now, admission->emplace());
+    return TicketOf(job);
+  }
   JoinLane(job, LaneFor(key, type, tier));
   ++key.pending;
   ++type.pending;
@@ -236,7 +251,34 @@ StatusOr<JobTicket> AdmissionCore::Enqueue(const EnqueueRequest& request, double
   if (options_.aging && Paused(job)) pause_clocks_[&job].since = now;
   SchedulePromotion(job);
   ScheduleExpiry(job);
-  return TicketOf(job);
+  const JobTicket ticket = TicketOf(job);
+  // With the cap full and no step due, NextAdmission would change nothing and admit nothing.
+  if (admission != nullptr && (!full() || StepDueBy(now))) *admission = NextAdmission(now);
+  return ticket;
+}
+
+bool AdmissionCore::AdmitsAtOnce(const Job& job, double now) const {
+  // NextAdmission would take no expiry or aging step but the job's own (nothing else is pending:
+  // the caller's test, the first and the cheapest), and Pick would find every tier but the job's
+  // empty, no lane held (lanes exist only with pending jobs) and no other type's lane to count as
+  // skipped: it admits the job exactly when the checks Pick makes let it through (its type's caps
+  // in TypeFits, its key in SyncLane's Admissible, its resource in FrontOf), counting no skip.
+  const TypeState& type = *job.type;
+  DecisionSkips unused;  // TypeFits counts a skip only for a lane set with jobs: none here
+  return TypeFits(type, type.lanes, unused) && Admissible(*job.key) &&
+         (job.resource == nullptr || !job.resource->full()) &&
+         !(type.config.max_queue_wait > 0 && ExpiryAt(job) <= now) &&
+         !(options_.aging && TierAbove(*type.tier) != nullptr && NextStepAt(job) <= now);
+}
+
+void AdmissionCore::AdmitAtOnce(Job& job, double now, Admission& admission) {
+  DescribeAdmission(job, job.type->tier->priority, DecisionSkips{}, now, admission);
+  // What Admit does besides, for a job that was in no lane, no tier presence and no timed step,
+  // and counted as pending nowhere (its key had nothing pending, so no lanes to move either).
+  job.key->acc = job.key->acc + admission.charge / admission.weight;
+  ForEachHold(job, [](Usage& usage, std::int32_t amount) { usage.Acquire(amount); });
+  if (job.resource != nullptr && job.resource->full()) SyncProxies(*job.resource);
+  StartRunning(job, admission);
 }
 
 Status AdmissionCore::Cancel(JobTicket ticket, double now) {
@@ -346,17 +388,18 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
   return nullptr;
 }
 
-void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
-                          Admission& admission) {
-  TypeState& type = *job.type;
-  KeyState& key = *job.key;
+void AdmissionCore::DescribeAdmission(const Job& job, int effective_priority,
+                                      const DecisionSkips& skipped, double now,
+                                      Admission& admission) {
+  const TypeState& type = *job.type;
+  const KeyState& key = *job.key;
   admission.ticket = TicketOf(job);
   admission.type = type.name;
   admission.id = job.id;
   admission.key = *key.name;
   admission.arrival = job.arrival;
   admission.priority = type.config.priority;
-  admission.effective_priority = job.lane->tier->priority;
+  admission.effective_priority = effective_priority;
   admission.type_index = type.index;
   admission.accumulated_before = key.acc;
   admission.sjf = job.sjf;
@@ -372,7 +415,12 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
     admission.estimate_source = learned ? EstimateSource::kLearned : EstimateSource::kDefault;
   }
   admission.weight = key.settings ? key.settings->weight : 1.0;
+}
 
+void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
+                          Admission& admission) {
+  KeyState& key = *job.key;
+  DescribeAdmission(job, job.lane->tier->priority, skipped, now, admission);
   UnschedulePromotion(job);
   UnscheduleExpiry(job);
   // One pass over the key's lanes covers the new head, the new cost and the new running count.
@@ -388,6 +436,10 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
       lane->pending > 1 ? lane : nullptr);
   // A resource this fills hides the jobs parked on it again.
   if (job.resource != nullptr && job.resource->full()) SyncProxies(*job.resource);
+  StartRunning(job, admission);
+}
+
+void AdmissionCore::StartRunning(Job& job, const Admission& admission) {
   if (job.joinable) {  // RunSync requests for its id join it while it runs, Submits do not
     JoinPoint& point = JoinPointOf(job);
     point.pending = nullptr;

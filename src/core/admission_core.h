@@ -171,6 +171,13 @@ class AdmissionCore {
   // limit), no pending bound applies, the joiner's key is not tracked and its cost hint is
   // ignored. Joining a pending job adds a caller (Callers); joining a running one adds none.
   StatusOr<JobTicket> Enqueue(const EnqueueRequest& request, double now);
+  // Enqueue, then, when that queued a new job (not a refusal, not a join), NextAdmission(now)
+  // into `admission` (empty otherwise): the same statuses, tickets, admission (which may be
+  // another job's), evidence and state as the two calls. When nothing else is pending and the
+  // new job may run at once, it is admitted without entering the order (no lane, no B-tree
+  // entry, no pick): what a caller of a scheduler with room pays for (src/core/README.md).
+  StatusOr<JobTicket> EnqueueAndAdmit(const EnqueueRequest& request, double now,
+                                      std::optional<Admission>& admission);
 
   // Removes a pending job without charging anything. FailedPrecondition if it is running,
   // NotFound if the ticket names no live job. A pending job that joined requests stand for
@@ -355,9 +362,25 @@ class AdmissionCore {
   void ReleaseResource(Resource* resource);
   // The first job in the order among the admissible ones, or null; counts what it passed over.
   Job* Pick(DecisionSkips& skipped);
+  // Enqueue's work, and EnqueueAndAdmit's with `admission`.
+  StatusOr<JobTicket> EnqueueJob(const EnqueueRequest& request, double now,
+                                 std::optional<Admission>* admission);
+  // Whether NextAdmission(now) would admit `job`, just made, at once, when nothing else is
+  // pending (the caller checks that first): every cap and limit has room for it and no timed
+  // step of its is due. Its fields are set; it is in no lane and counted nowhere as pending.
+  bool AdmitsAtOnce(const Job& job, double now) const;
   // Admits `job`: charges its key, acquires its constraints, and describes the decision in
   // `admission`.
   void Admit(Job& job, const DecisionSkips& skipped, double now, Admission& admission);
+  // Admit for a job AdmitsAtOnce accepted, which never entered the order; the same decision.
+  void AdmitAtOnce(Job& job, double now, Admission& admission);
+  // What both describe: the decision on `job`, ordered in `effective_priority`'s tier, with its
+  // charge (a use of its estimate, unless the request gave its cost) and its key's weight.
+  void DescribeAdmission(const Job& job, int effective_priority, const DecisionSkips& skipped,
+                         double now, Admission& admission);
+  // What both end with, once the job's key is charged and its constraints are held: the job
+  // runs (its join point names it as running; its running facts replace its pending ones).
+  void StartRunning(Job& job, const Admission& admission);
   // Runs `mutate` (a change to the key's cost, running count or settings) and puts the key's
   // presences and lanes where they now belong. `mutate` changes no lane's head but
   // `head_changed`'s, if given.

@@ -1093,8 +1093,11 @@ class Scheduler::Impl {
   Status EnqueueLocked(const RecordPtr& record, const core::EnqueueRequest& request, double now,
                        RecordList& admitted, bool& wake_timer) {
     const std::optional<double> next_expiry = core_->NextExpiryAt();
+    // The core's first admission after the enqueue, if it queued a new job: with nothing else
+    // pending and room for it, the job itself, admitted without entering the order.
+    std::optional<core::Admission> first;
     StatusOr<core::JobTicket> ticket =
-        phase_ != Phase::kOpen ? UnavailableLocked() : core_->Enqueue(request, now);
+        phase_ != Phase::kOpen ? UnavailableLocked() : core_->EnqueueAndAdmit(request, now, first);
     if (!ticket.ok()) {
       log_.Rejected(request.type, request.id, request.key, ticket.status(), now);
       log_.Post();
@@ -1117,6 +1120,7 @@ class Scheduler::Impl {
     log_.Enqueued(*core_->Describe(*ticket));
     if (records_.size() <= ticket->slot) records_.resize(ticket->slot + 1);
     records_[ticket->slot] = record;
+    if (first) TakeAdmissionLocked(*first, now, admitted);
     AdmitLocked(now, admitted);
     if (record->async && record->state == JobRecord::State::kPending) {
       if (std::optional<Context::Clock::time_point> deadline = record->ctx.Deadline()) {
@@ -1305,10 +1309,11 @@ class Scheduler::Impl {
   double LockedNow() { return MonotonicLocked(Now()); }
 
   // Whether AdmitLocked(now) would admit, reap and report nothing: the global cap is full (no job
-  // is admitted before one completes or the cap grows) and no expiry or aging step is due or
-  // waits to be reported.
+  // is admitted before one completes or the cap grows) or no job is pending, and no expiry or
+  // aging step is due or waits to be reported.
   bool AdmitsNothingLocked(double now) const {
-    return core_->full() && !core_->StepDueBy(now) && !log_.PromotionsPending();
+    return (core_->full() || core_->pending_jobs() == 0) && !core_->StepDueBy(now) &&
+           !log_.PromotionsPending();
   }
 
   // Admits everything admissible at `now` (the time of the operation that may have freed room).
@@ -1318,19 +1323,24 @@ class Scheduler::Impl {
   void AdmitLocked(double now, RecordList& admitted) {
     if (!AdmitsNothingLocked(now)) {
       while (std::optional<core::Admission> a = core_->NextAdmission(now)) {
-        RecordPtr& record = records_[a->ticket.slot];
-        if (!record->joiners.empty()) ChooseRunnerLocked(record, coalesce_[a->type_index]);
-        record->state = JobRecord::State::kRunning;
-        record->admitted_at = now;
-        ForgetDeadlineLocked(*record);
-        log_.Admitted(*a, now);
-        admitted.push_back(record);
+        TakeAdmissionLocked(*a, now, admitted);
       }
       ReapExpiredLocked(now, admitted);
       log_.Promotions(now);
     }
     log_.Post();
     CheckInvariantsLocked();
+  }
+
+  // A job the core admitted at `now`: its record runs, logged, into `admitted`.
+  void TakeAdmissionLocked(const core::Admission& a, double now, RecordList& admitted) {
+    RecordPtr& record = records_[a.ticket.slot];
+    if (!record->joiners.empty()) ChooseRunnerLocked(record, coalesce_[a.type_index]);
+    record->state = JobRecord::State::kRunning;
+    record->admitted_at = now;
+    ForgetDeadlineLocked(*record);
+    log_.Admitted(a, now);
+    admitted.push_back(record);
   }
 
   // Takes the expiries and aging steps due by `now` without admitting (for a snapshot): expired
