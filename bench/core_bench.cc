@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <deque>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -67,6 +68,37 @@ BENCHMARK(BM_ConflictHerd)
     ->ArgNames({"waiters", "keys"})
     ->ArgsProduct({{100, 10000}, {1, 100}})
     ->Args({10000, 10000});
+
+// A scheduler with room: each iteration enqueues a job of one of `keys` keys, admits it (nothing
+// else is pending) and completes it, as a RunSync into a pool with room does. With `one_call`,
+// through EnqueueAndAdmit, which admits such a job without putting it in the order; without, as
+// Enqueue then NextAdmission. items/s counts jobs.
+void BM_UncontendedAdmission(benchmark::State& state) {
+  const bool one_call = state.range(0) != 0;
+  const int keys = static_cast<int>(state.range(1));
+  auto core = MakeCore();
+  std::vector<std::string> names;
+  for (int i = 0; i < keys; ++i) names.push_back("client-" + std::to_string(i));
+  double now = 0;
+  int i = 0;
+  for (auto _ : state) {
+    now += 0.001;
+    const core::EnqueueRequest request{"archive", "repo", names[static_cast<std::size_t>(i)]};
+    i = (i + 1) % keys;
+    std::optional<core::Admission> admitted;
+    if (one_call) {
+      if (!core->EnqueueAndAdmit(request, now, admitted).ok()) std::abort();
+    } else {
+      if (!core->Enqueue(request, now).ok()) std::abort();
+      admitted = core->NextAdmission(now);
+    }
+    if (!admitted || !core->Complete(admitted->ticket, 1.0, now).ok()) std::abort();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_UncontendedAdmission)
+    ->ArgNames({"one_call", "keys"})
+    ->ArgsProduct({{0, 1}, {1, 1000}});
 
 // The floor under BM_AdmitComplete: moving one entry of the core's lane order (an entry
 // in an absl::btree_set, as core::LaneEntry) to a later place among `entries` others, which is
