@@ -6,6 +6,7 @@
 #include <string>
 
 #include "doctest/doctest.h"
+#include "metrics/scheduler_metrics.h"
 
 namespace fairgate::metrics {
 namespace {
@@ -48,6 +49,36 @@ TEST_CASE("Metrics.Writer.SpecialValues") {
   CHECK(PrometheusWriter::FormatValue(1e20) == "1e+20");
   CHECK(PrometheusWriter::FormatValue(0.1) == "0.1");
   CHECK(PrometheusWriter::FormatValue(-3) == "-3");
+}
+
+// Completions are counted per status code, in code order, each code once a job has returned it;
+// a code outside absl's canonical ones is "unknown", as absl::Status::code() reports it. A
+// histogram counts a value in the first bucket whose bound is at or above it.
+TEST_CASE("Metrics.SchedulerMetrics.CompletionsByCodeAndHistogramBuckets") {
+  SchedulerMetrics metrics;
+  metrics.AddType(0, "clone", 8);
+  metrics.Completed(0, absl::StatusCode::kInternal, 0.001);
+  metrics.Completed(0, absl::StatusCode::kOk, 0.002);
+  metrics.Completed(0, absl::StatusCode::kOk, 700);
+  metrics.Completed(0, absl::Status(static_cast<absl::StatusCode>(42), "odd").code(), 1);
+  std::string out;
+  metrics.Write(out, Snapshot{}, 0);
+  const std::string family = "fairgate_jobs_completed_total";
+  const auto ok = out.find(family + "{status=\"ok\",tier=\"8\",type=\"clone\"} 2\n");
+  const auto unknown = out.find(family + "{status=\"unknown\",tier=\"8\",type=\"clone\"} 1\n");
+  const auto internal = out.find(family + "{status=\"internal\",tier=\"8\",type=\"clone\"} 1\n");
+  REQUIRE(ok != std::string::npos);
+  REQUIRE(unknown != std::string::npos);
+  REQUIRE(internal != std::string::npos);
+  CHECK(ok < unknown);
+  CHECK(unknown < internal);
+  CHECK(out.find(family + "{status=\"cancelled\"") == std::string::npos);
+  const auto& run = metrics.types()[0].run;
+  CHECK(run.Cumulative() ==
+        std::vector<std::uint64_t>{1, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3});  // 700 s: above all
+  CHECK(run.count() == 4);
+  CHECK(out.find("fairgate_run_seconds_bucket{tier=\"8\",type=\"clone\",le=\"+Inf\"} 4\n") !=
+        std::string::npos);
 }
 
 }  // namespace

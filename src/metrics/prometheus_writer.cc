@@ -69,7 +69,7 @@ void PrometheusWriter::Sample(std::string_view name, const Labels& labels, doubl
 }
 
 void PrometheusWriter::Histogram(std::string_view name, const Labels& labels,
-                                 const std::vector<double>& bounds,
+                                 absl::Span<const double> bounds,
                                  const std::vector<std::uint64_t>& cumulative, double sum,
                                  std::uint64_t count) {
   const std::string bucket = absl::StrCat(View(name), "_bucket");

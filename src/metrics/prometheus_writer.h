@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/types/span.h"
+
 namespace fairgate::metrics {
 
 using Labels = std::vector<std::pair<std::string_view, std::string_view>>;
@@ -28,7 +30,7 @@ class PrometheusWriter {
   void Family(std::string_view name, std::string_view type, std::string_view help);
   void Sample(std::string_view name, const Labels& labels, double value);
   // Cumulative counts per upper bound (`bounds` ascending, without +Inf), the sum and the count.
-  void Histogram(std::string_view name, const Labels& labels, const std::vector<double>& bounds,
+  void Histogram(std::string_view name, const Labels& labels, absl::Span<const double> bounds,
                  const std::vector<std::uint64_t>& cumulative, double sum, std::uint64_t count);
 
   static std::string FormatValue(double value);

@@ -8,23 +8,15 @@
 
 namespace fairgate::metrics {
 
-const std::vector<double>& SecondsHistogram::Bounds() {
-  // From a millisecond (an admission without waiting) to ten minutes (a clone of a big repository).
-  static const std::vector<double> bounds = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1,
-                                             5,     10,    30,   60,   300, 600};
-  return bounds;
-}
-
 void SecondsHistogram::Observe(double seconds) {
-  const auto& bounds = Bounds();
-  const auto at = std::lower_bound(bounds.begin(), bounds.end(), seconds) - bounds.begin();
+  const auto at = std::lower_bound(kBounds.begin(), kBounds.end(), seconds) - kBounds.begin();
   counts_[static_cast<std::size_t>(at)]++;
   sum_ += seconds;
   count_++;
 }
 
 std::vector<std::uint64_t> SecondsHistogram::Cumulative() const {
-  std::vector<std::uint64_t> cumulative(Bounds().size());
+  std::vector<std::uint64_t> cumulative(kBounds.size());
   std::uint64_t running = 0;
   for (std::size_t i = 0; i < cumulative.size(); ++i) cumulative[i] = running += counts_[i];
   return cumulative;
@@ -54,7 +46,8 @@ void SchedulerMetrics::Admitted(std::uint32_t type, double wait, bool waited_on_
 
 void SchedulerMetrics::Completed(std::uint32_t type, absl::StatusCode status, double run_time) {
   TypeCounts& t = types_[type];
-  t.completed[status]++;
+  const auto code = static_cast<std::size_t>(status);  // canonical; kUnknown if ever not
+  t.completed[code < kStatusCodes ? code : static_cast<std::size_t>(absl::StatusCode::kUnknown)]++;
   t.run.Observe(run_time);
 }
 
@@ -89,8 +82,10 @@ void SchedulerMetrics::Write(std::string& out, const Snapshot& snapshot,
   w.Family("fairgate_jobs_completed_total", "counter",
            "Jobs that ran, by the status they returned.");
   for (std::size_t i = 0; i < types_.size(); ++i) {
-    for (const auto& [code, n] : types_[i].completed) {
-      const std::string status = StatusCodeLabel(code);
+    for (std::size_t code = 0; code < kStatusCodes; ++code) {
+      const std::uint64_t n = types_[i].completed[code];
+      if (n == 0) continue;  // as before: a code appears once a job has returned it
+      const std::string status = StatusCodeLabel(static_cast<absl::StatusCode>(code));
       w.Sample("fairgate_jobs_completed_total",
                {{"status", status}, {"tier", tiers[i]}, {"type", types_[i].name}},
                static_cast<double>(n));
@@ -146,7 +141,7 @@ void SchedulerMetrics::Write(std::string& out, const Snapshot& snapshot,
     w.Family(name, "histogram", help);
     for (std::size_t i = 0; i < types_.size(); ++i) {
       const SecondsHistogram& h = types_[i].*member;
-      w.Histogram(name, {{"tier", tiers[i]}, {"type", types_[i].name}}, SecondsHistogram::Bounds(),
+      w.Histogram(name, {{"tier", tiers[i]}, {"type", types_[i].name}}, SecondsHistogram::kBounds,
                   h.Cumulative(), h.sum(), h.count());
     }
   };

@@ -21,10 +21,16 @@
 
 namespace fairgate::metrics {
 
+// absl::StatusCode's canonical codes, kOk (0) to kUnauthenticated (16).
+inline constexpr std::size_t kStatusCodes = 17;
+
 // Counts per fixed upper bound, seconds.
 class SecondsHistogram {
  public:
-  static const std::vector<double>& Bounds();
+  // From a millisecond (an admission without waiting) to ten minutes (a clone of a big
+  // repository).
+  static constexpr std::array<double, 13> kBounds = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1,
+                                                     5,     10,    30,   60,   300, 600};
   void Observe(double seconds);
   // Cumulative counts per bound, as the exposition format wants them.
   std::vector<std::uint64_t> Cumulative() const;
@@ -32,7 +38,7 @@ class SecondsHistogram {
   std::uint64_t count() const { return count_; }
 
  private:
-  std::vector<std::uint64_t> counts_ = std::vector<std::uint64_t>(Bounds().size() + 1, 0);
+  std::array<std::uint64_t, kBounds.size() + 1> counts_{};  // the last: above every bound
   double sum_ = 0;
   std::uint64_t count_ = 0;
 };
@@ -60,7 +66,9 @@ class SchedulerMetrics {
     std::string name;
     int priority = 0;
     std::uint64_t enqueued = 0, admitted = 0, cancelled = 0, expired = 0, joined = 0;
-    std::map<absl::StatusCode, std::uint64_t> completed;
+    // By status code: absl::Status::code() is one of the 17 canonical codes (it maps any other
+    // to kUnknown), so an array indexed by code, not a map to search per completion.
+    std::array<std::uint64_t, kStatusCodes> completed{};
     SecondsHistogram wait, run;
   };
   const std::vector<TypeCounts>& types() const { return types_; }

@@ -504,7 +504,7 @@ class Scheduler::Impl {
       t.cancelled = counts.cancelled;
       t.expired = counts.expired;
       t.joined = counts.joined;
-      for (const auto& [code, n] : counts.completed) t.completed += n;
+      for (const std::uint64_t n : counts.completed) t.completed += n;
       t.wait_seconds_sum = counts.wait.sum();
       t.run_seconds_sum = counts.run.sum();
     }
