@@ -751,6 +751,8 @@ TEST_CASE("Core.EnqueueAndAdmit.IsEnqueueThenNextAdmission") {
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
     SchedulerOptions options = SchedulerOptions::Seed();
     options.max_concurrency = 1 + pick(5);
+    options.key_ttl = Seconds(1 + pick(4));
+    options.estimate_ttl = Seconds(1 + pick(4));
     options.idle_catch_up = chance(0.5);
     options.shortest_first = chance(0.2);
     if (chance(0.5)) options.aging = AgingConfig{Seconds(pick(3)), Seconds(0.5 + pick(3)), 3};
@@ -830,6 +832,11 @@ TEST_CASE("Core.EnqueueAndAdmit.IsEnqueueThenNextAdmission") {
           REQUIRE((pause ? a->PauseKey(key, now) : a->ResumeKey(key, now)).ok() ==
                   (pause ? b->PauseKey(key, now) : b->ResumeKey(key, now)).ok());
         }
+      } else if (kind < 99) {
+        const SweepResult x = a->Sweep(now);
+        const SweepResult y = b->Sweep(now);
+        CHECK(x.keys_evicted == y.keys_evicted);
+        CHECK(x.estimates_evicted == y.estimates_evicted);
       } else {
         const int capacity = 1 + pick(options.max_concurrency);
         REQUIRE(a->SetCapacity(capacity).ok() == b->SetCapacity(capacity).ok());
