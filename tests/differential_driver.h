@@ -3,7 +3,8 @@
 // the model knows after every operation: each status, each admission (which job, what charge),
 // every accumulated cost, every estimate, MaxWaitToCeiling of every type, the pending, running,
 // key and estimate counts, and the jobs aged into each tier; and the core's own invariants
-// (AdmissionCore::CheckInvariants) after every operation.
+// (AdmissionCore::CheckInvariants) after every operation. Every other enqueue goes through
+// EnqueueAndAdmit, the runtime's call, its admission compared as NextAdmission's would be.
 //
 // The same driver serves the random differential tests (tests/core_differential_test.cc, choices
 // from a seeded generator) and the fuzzer (fuzz/core_differential_fuzz.cc, choices from its
