@@ -273,11 +273,10 @@ bool AdmissionCore::AdmitsAtOnce(const Job& job, double now) const {
 
 void AdmissionCore::AdmitAtOnce(Job& job, double now, Admission& admission) {
   DescribeAdmission(job, job.type->tier->priority, DecisionSkips{}, now, admission);
-  // What Admit does besides, for a job that was in no lane, no tier presence and no timed step,
-  // and counted as pending nowhere (its key had nothing pending, so no lanes to move either).
-  job.key->acc = job.key->acc + admission.charge / admission.weight;
-  ForEachHold(job, [](Usage& usage, std::int32_t amount) { usage.Acquire(amount); });
-  if (job.resource != nullptr && job.resource->full()) SyncProxies(*job.resource);
+  // What Admit does besides is for a job in a lane, a tier presence and timed steps, and counted
+  // as pending: this one is in none of them, and its key, with nothing pending, has no lanes to
+  // move.
+  ChargeAndHold(job, admission);
   StartRunning(job, admission);
 }
 
@@ -434,18 +433,22 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
       [&] {
         lane->ready.erase(ReadyEntryOf(job));
         LeavePending(job);  // frees the lane if this was its last job
-        key.acc = key.acc + admission.charge / admission.weight;
-        ForEachHold(job, [](Usage& usage, std::int32_t amount) { usage.Acquire(amount); });
+        ChargeAndHold(job, admission);
       },
       lane->pending > 1 ? lane : nullptr);
-  // A resource this fills hides the jobs parked on it again.
-  if (job.resource != nullptr && job.resource->full()) SyncProxies(*job.resource);
   StartRunning(job, admission);
+}
+
+void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission) {
+  job.key->acc = job.key->acc + admission.charge / admission.weight;
+  ForEachHold(job, [](Usage& usage, std::int32_t amount) { usage.Acquire(amount); });
 }
 
 // Inlined likewise.
 [[gnu::always_inline]] inline void AdmissionCore::StartRunning(Job& job,
                                                                const Admission& admission) {
+  // A resource this fills hides the jobs parked on it again.
+  if (job.resource != nullptr && job.resource->full()) SyncProxies(*job.resource);
   if (job.joinable) {  // RunSync requests for its id join it while it runs, Submits do not
     JoinPoint& point = JoinPointOf(job);
     point.pending = nullptr;

@@ -378,8 +378,11 @@ class AdmissionCore {
   // charge (a use of its estimate, unless the request gave its cost) and its key's weight.
   void DescribeAdmission(const Job& job, int effective_priority, const DecisionSkips& skipped,
                          double now, Admission& admission);
-  // What both end with, once the job's key is charged and its constraints are held: the job
-  // runs (its join point names it as running; its running facts replace its pending ones).
+  // What both do once the job has left the order (Admit: from its lane; AdmitAtOnce: it never
+  // entered): its key is charged and it holds its constraints (ForEachHold).
+  void ChargeAndHold(Job& job, const Admission& admission);
+  // What both end with: the job runs (a resource it fills hides its parked jobs again, its join
+  // point names it as running, its running facts replace its pending ones).
   void StartRunning(Job& job, const Admission& admission);
   // Runs `mutate` (a change to the key's cost, running count or settings) and puts the key's
   // presences and lanes where they now belong. `mutate` changes no lane's head but
