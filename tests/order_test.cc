@@ -102,6 +102,44 @@ TEST_CASE("Order.LaneSet.TakesTheFullLayoutWhenAnEntryNeedsItAndKeepsTheOrder") 
   CHECK(set.empty());
 }
 
+TEST_CASE("Order.LaneSet.MovesKeepTheOrderInPlaceOrAcross") {
+  // Random moves of random entries, small moves (which stay between the entry's neighbours, and
+  // are rewritten in place) and large ones, in sets of one lane to many, compact and then full,
+  // against a sorted vector: after each, the set holds exactly the model's entries, in its order.
+  std::vector<Lane> lanes(40);
+  std::mt19937_64 rng(17);
+  for (const std::size_t size : {std::size_t{1}, std::size_t{2}, std::size_t{3}, lanes.size()}) {
+    CAPTURE(size);
+    LaneSet set;
+    std::vector<LaneEntry> model;
+    std::uint64_t seq = 0;
+    auto entry = [&](std::size_t i, bool plain, std::uint64_t acc) {
+      return LaneEntry{{{plain || rng() % 2 ? kUnreservedRank : 0, acc},
+                        {plain ? kNoSjf : SortableBits(static_cast<double>(rng() % 3)),
+                         SortableBits(static_cast<double>(rng() % 4)), seq++}},
+                       &lanes[i]};
+    };
+    for (std::size_t i = 0; i < size; ++i) {
+      model.push_back(entry(i, true, rng() % 1000));
+      set.insert(model.back());
+    }
+    for (int step = 0; step < 3000; ++step) {
+      const bool plain = step < 2000;  // then entries the compact layout cannot hold
+      LaneEntry& from = model[rng() % model.size()];
+      const std::uint64_t acc = from.order.key.acc + (rng() % 2 ? rng() % 3 : rng() % 1000);
+      const LaneEntry to = entry(static_cast<std::size_t>(from.lane - lanes.data()), plain, acc);
+      set.Move(from, to);
+      from = to;
+      std::sort(model.begin(), model.end());
+      REQUIRE(set.size() == model.size());
+      std::size_t i = 0;
+      set.ForEach([&](Lane* lane) { CHECK(lane == model[i++].lane); });
+      for (const LaneEntry& e : model) CHECK(set.contains(e));
+    }
+    CHECK_FALSE(set.compact());
+  }
+}
+
 TEST_CASE("Order.LaneJobs.KeepsTheOrderThroughOneAndManyJobs") {
   // Random inserts and erases, the lane going from empty to one job (kept inline) to many (a
   // B-tree) and back, against a sorted vector: the front is always the least entry.

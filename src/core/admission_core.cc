@@ -1090,8 +1090,11 @@ void AdmissionCore::SyncProxy(WaitGroup& group) {
 
 bool AdmissionCore::PlaceLane(Lane& lane, const std::optional<AdmissionOrder>& order) {
   if (order ? lane.linked && lane.order == *order : !lane.linked) return false;
-  if (lane.linked) UnlinkLane(lane);
-  if (order) {
+  if (!order) {
+    UnlinkLane(lane);
+  } else if (lane.linked) {
+    MoveLane(lane, *order);
+  } else {
     lane.order = *order;
     lane.set->insert(lane.entry());
     lane.linked = true;
@@ -1101,9 +1104,9 @@ bool AdmissionCore::PlaceLane(Lane& lane, const std::optional<AdmissionOrder>& o
 
 bool AdmissionCore::MoveLane(Lane& lane, const AdmissionOrder& order) {
   if (lane.order == order) return false;
-  lane.set->erase(lane.entry());
+  const LaneEntry from = lane.entry();
   lane.order = order;
-  lane.set->insert(lane.entry());
+  lane.set->Move(from, lane.entry());
   return true;
 }
 
