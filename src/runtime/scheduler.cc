@@ -252,29 +252,31 @@ class Scheduler::Impl {
                  std::string_view key, const JobFn& fn, const JobOptions& options) {
     if (!fn) return absl::InvalidArgumentError("job function is empty");
     if (Status s = ctx.Err(); !s.ok()) return s;
-    StatusOr<RecordPtr> accepted =
-        Accept({type, id, key, options.cost, core::Join::kPendingOrRunning},
-               [](const RecordPtr& r) { r->sync = true; });
+    bool decided = false;  // admitted by the call itself: it need not wait to be told
+    StatusOr<RecordPtr> accepted = Accept(
+        {type, id, key, options.cost, core::Join::kPendingOrRunning},
+        [](const RecordPtr& r) { r->sync = true; }, &decided);
     if (!accepted.ok()) return accepted.status();
     RecordPtr record = *std::move(accepted);
 
-    // Sleep until admitted, refused by shutdown, or the context is done.
-    std::uint64_t callback = 0;
-    if (ctx.state()) {
-      callback = ctx.state()->AddCallback([record] { Signal(*record, /*decided=*/false); });
-    }
-    bool decided = false;
-    {
-      std::unique_lock lock(record->wake_mutex);
-      auto woken = [&] { return record->signalled; };
-      if (std::optional<Context::Clock::time_point> deadline = ctx.Deadline()) {
-        record->wake.wait_until(lock, *deadline, woken);
-      } else {
-        record->wake.wait(lock, woken);
+    if (!decided) {
+      // Sleep until admitted, refused by shutdown, or the context is done.
+      std::uint64_t callback = 0;
+      if (ctx.state()) {
+        callback = ctx.state()->AddCallback([record] { Signal(*record, /*decided=*/false); });
       }
-      decided = record->decided;
+      {
+        std::unique_lock lock(record->wake_mutex);
+        auto woken = [&] { return record->signalled; };
+        if (std::optional<Context::Clock::time_point> deadline = ctx.Deadline()) {
+          record->wake.wait_until(lock, *deadline, woken);
+        } else {
+          record->wake.wait(lock, woken);
+        }
+        decided = record->decided;
+      }
+      if (ctx.state()) ctx.state()->RemoveCallback(callback);
     }
-    if (ctx.state()) ctx.state()->RemoveCallback(callback);
 
     {
       // An admitted caller does not take the scheduler's lock again to learn that it was: with
@@ -1061,8 +1063,11 @@ class Scheduler::Impl {
   }
 
   // Enqueues a job and admits what can be admitted. `fill` sets the record's kind and function.
+  // With `admitted_at_once`, a RunSync's: set when this call admitted the job itself, which is
+  // then not signalled (its caller learns it here, and does not wait).
   template <typename Fill>
-  StatusOr<RecordPtr> Accept(const core::EnqueueRequest& request, Fill fill) {
+  StatusOr<RecordPtr> Accept(const core::EnqueueRequest& request, Fill fill,
+                             bool* admitted_at_once = nullptr) {
     auto record = std::make_shared<JobRecord>();
     fill(record);
     // Counted before it can be admitted and finished elsewhere; uncounted if refused (an atomic
@@ -1074,11 +1079,23 @@ class Scheduler::Impl {
     // Read before the lock, as Complete's end time is: the critical section is what the callers
     // queue for. Another thread may take the lock in between with a later time: MonotonicLocked.
     const double read = Now();
+    bool at_once = false;
     {
       Locked lock(this, admitted, wake_timer);
       refused = EnqueueLocked(record, request, MonotonicLocked(read), admitted, wake_timer);
+      // Running is decided: nothing but this caller changes a running RunSync's record.
+      at_once = admitted_at_once != nullptr && record->state == JobRecord::State::kRunning;
     }
     if (wake_timer) WakeTimer();
+    if (at_once) {
+      *admitted_at_once = true;
+      // Signalling the caller itself would cost it a lock, a notify and a wait on its own record
+      // (about 600 instructions per RunSync into a scheduler with room: bench/README.md).
+      // It is in `admitted`: EnqueueLocked lists what it admits.
+      if (auto it = std::find(admitted.begin(), admitted.end(), record); it != admitted.end()) {
+        admitted.erase(it);
+      }
+    }
     Dispatch(admitted);
     if (!refused.ok()) {
       FinishOutstanding();
