@@ -83,6 +83,34 @@ TEST_CASE("SubmitIntake.Stack.PushCountsWhatWaitsAndTheDestructorFreesWhatIsLeft
   CHECK(stack.size() == 2);
 }
 
+// The scheduler's entries live inside their job's record, which they own while they wait: the
+// stack hands what it still holds at its end to a deleter that gives that ownership up. The stack
+// keeps raw pointers, so its deleter is a type, default-constructed where it disposes.
+struct CountingDelete {
+  static inline int deleted = 0;
+  void operator()(Entry* e) const {
+    ++deleted;
+    delete e;
+  }
+};
+
+TEST_CASE("SubmitIntake.Stack.WhatIsLeftGoesToItsDeleterOnce") {
+  CountingDelete::deleted = 0;
+  {
+    internal::IntakeStack<Entry, CountingDelete> stack;
+    auto push = [&] { stack.Push(std::unique_ptr<Entry, CountingDelete>(new Entry)); };
+    push();
+    push();
+    internal::IntakeStack<Entry, CountingDelete>::FreeList(stack.TakeAll());
+    CHECK(CountingDelete::deleted == 2);
+    push();
+    push();
+    push();
+    CHECK(CountingDelete::deleted == 2);  // held, not disposed of
+  }
+  CHECK(CountingDelete::deleted == 5);  // the three left, at the stack's end
+}
+
 TEST_CASE("SubmitIntake.NameSet.ANameAddedIsSeenByReadersOnOtherThreadsAndStays") {
   internal::GrowOnlyNameSet names;
   CHECK_FALSE(names.Contains("clone"));

@@ -37,8 +37,10 @@
 
 namespace fairgate::internal {
 
-// `Entry` has a member `Entry* next` that the stack owns while the entry is in it.
-template <typename Entry>
+// `Entry` has a member `Entry* next` that the stack owns while the entry is in it. `Deleter`, a
+// type default-constructed where it is used, disposes of the entries of FreeList and of those
+// the stack still holds when it is destroyed.
+template <typename Entry, typename Deleter = std::default_delete<Entry>>
 class IntakeStack {
  public:
   IntakeStack() = default;
@@ -49,7 +51,7 @@ class IntakeStack {
   // Adds `entry` and returns about how many entries the stack holds with it (at least as many
   // as it holds, counting Pushes under way on other threads). A pusher that looks at the
   // scheduler's lock next puts StoreLoadFence (below) between the two.
-  std::size_t Push(std::unique_ptr<Entry> entry) {
+  std::size_t Push(std::unique_ptr<Entry, Deleter> entry) {
     // Counted before it is pushed, so that the count is never below what the stack holds.
     const std::size_t waiting = size_.fetch_add(1, std::memory_order_relaxed) + 1;
     Entry* e = entry.release();
@@ -87,7 +89,7 @@ class IntakeStack {
 
   // Frees a list TakeAll returned.
   static void FreeList(Entry* list) {
-    while (list != nullptr) std::unique_ptr<Entry> entry(std::exchange(list, list->next));
+    while (list != nullptr) std::unique_ptr<Entry, Deleter> entry(std::exchange(list, list->next));
   }
 
  private:
