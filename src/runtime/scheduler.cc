@@ -1151,10 +1151,10 @@ class Scheduler::Impl {
   }
 
   // A Submit waiting in the intake (runtime/submit_intake.h): what Accept would enqueue, owned.
-  // A Submit's request, from the intake until it is queued. It lives in one allocation with its
-  // record (IntakeRecord), which it owns while it waits: `record` points into that allocation.
-  // One allocation per Submit instead of two, allocated by the submitter and freed on another
-  // thread, where glibc's malloc costs most (bench/README.md, "One allocation per Submit").
+  // It lives in one allocation with its job's record (IntakeRecord) and owns that allocation
+  // while it waits: `record` points into it. One allocation per Submit instead of two, made by
+  // the submitter and freed on another thread, where glibc's malloc costs most (bench/README.md,
+  // "One allocation per Submit").
   struct IntakeEntry {
     IntakeEntry* next = nullptr;
     RecordPtr record;
