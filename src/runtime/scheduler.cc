@@ -1666,7 +1666,10 @@ class Scheduler::Impl {
   // cannot reach zero); a drop that may reach it is made under the quiet mutex, which WaitQuiet
   // reads it under, so a waiter in Shutdown cannot see zero (and destroy the scheduler) before
   // this call is done with it. Every job takes this path once, on every worker thread at once:
-  // a mutex here was a point of contention (bench/README.md).
+  // a mutex here was a point of contention (bench/README.md). Until the scheduler first waits
+  // to be quiet, the count includes the scheduler itself: RunSync callers that run their jobs
+  // one or two at a time (fibers on two threads) would otherwise take the mutex at nearly every
+  // call (bench/README.md, "The count of outstanding jobs").
   void FinishOutstanding() {
     std::int64_t n = outstanding_.load(std::memory_order_relaxed);
     while (n > 1) {
@@ -1689,6 +1692,11 @@ class Scheduler::Impl {
     Status result;
     {
       std::unique_lock lock(quiet_->mutex);
+      // Shutdown and Drain wait here once they stop accepting work: the scheduler stops counting
+      // itself (FinishOutstanding), once.
+      if (std::exchange(open_counted_, false)) {
+        outstanding_.fetch_sub(1, std::memory_order_acq_rel);
+      }
       auto done = [&] { return outstanding_ == 0 || ctx.Done(); };
       if (std::optional<Context::Clock::time_point> deadline = ctx.Deadline()) {
         quiet_->cv.wait_until(lock, *deadline, done);
@@ -1949,9 +1957,12 @@ class Scheduler::Impl {
     internal::ShortCondition cv;
   };
   const std::shared_ptr<Quiet> quiet_ = std::make_shared<Quiet>();
-  // Accepted and not yet fully reported. Changed without the quiet mutex except when it may
-  // reach zero (FinishOutstanding), read under it by WaitQuiet.
-  std::atomic<std::int64_t> outstanding_{0};
+  // Accepted and not yet fully reported, plus one for the scheduler itself until the first
+  // WaitQuiet (`open_counted_`): until then it cannot reach zero, so FinishOutstanding never
+  // needs the quiet mutex. Changed without that mutex except when it may reach zero, read under
+  // it by WaitQuiet.
+  std::atomic<std::int64_t> outstanding_{1};
+  bool open_counted_ = true;  // under the quiet mutex
 
   internal::WaitMutex sweeper_mutex_;
   internal::WaitCondition sweeper_wake_;
