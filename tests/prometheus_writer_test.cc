@@ -81,5 +81,16 @@ TEST_CASE("Metrics.SchedulerMetrics.CompletionsByCodeAndHistogramBuckets") {
         std::string::npos);
 }
 
+TEST_CASE("Metrics.SecondsHistogram.FirstBucketTakesUpToItsBoundAndNothingAbove") {
+  SecondsHistogram wait;
+  wait.Observe(0);  // admitted without waiting
+  wait.Observe(SecondsHistogram::kBounds[0]);
+  wait.Observe(0.0011);
+  wait.Observe(0.005);
+  wait.Observe(0.0051);
+  CHECK(wait.Cumulative() == std::vector<std::uint64_t>{2, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5});
+  CHECK(wait.count() == 5);
+}
+
 }  // namespace
 }  // namespace fairgate::metrics

@@ -36,6 +36,9 @@ class DecisionLog {
   void Rejected(std::string_view type, std::string_view id, std::string_view key, const Status& why,
                 double now);
   void Enqueued(const core::JobView& job);
+  // A job admitted by the very call that queued it, as its admission describes it: the same
+  // count as Enqueued(JobView), without asking the core to describe the job again.
+  void Enqueued(const core::Admission& admitted) { metrics_.Enqueued(admitted.type_index); }
   // A call that joined `job` (coalescing): counted, no event (the job's own events tell its story).
   void Joined(const core::JobView& job) { metrics_.Joined(job.type_index); }
   // Adaptive capacity could not read its signal: the cap stays for this interval.

@@ -1134,7 +1134,11 @@ class Scheduler::Impl {
     }
     record->ticket = *ticket;
     record->state = JobRecord::State::kPending;
-    log_.Enqueued(*core_->Describe(*ticket));
+    if (first && first->ticket == *ticket) {
+      log_.Enqueued(*first);  // admitted by this call: its admission says what Describe would
+    } else {
+      log_.Enqueued(*core_->Describe(*ticket));
+    }
     if (records_.size() <= ticket->slot) records_.resize(ticket->slot + 1);
     records_[ticket->slot] = record;
     if (first) TakeAdmissionLocked(*first, now, admitted);
