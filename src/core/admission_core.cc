@@ -272,12 +272,13 @@ bool AdmissionCore::AdmitsAtOnce(const Job& job, double now) const {
 }
 
 void AdmissionCore::AdmitAtOnce(Job& job, double now, Admission& admission) {
-  DescribeAdmission(job, job.type->tier->priority, DecisionSkips{}, now, admission);
+  EstimateTable::Entry* estimate =
+      DescribeAdmission(job, job.type->tier->priority, DecisionSkips{}, now, admission);
   // What Admit does besides is for a job in a lane, a tier presence and timed steps, and counted
   // as pending: this one is in none of them, and its key, with nothing pending, has no lanes to
   // move.
   ChargeAndHold(job, admission);
-  StartRunning(job, admission);
+  StartRunning(job, admission, estimate);
 }
 
 Status AdmissionCore::Cancel(JobTicket ticket, double now) {
@@ -389,11 +390,9 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
 
 // Inlined into Admit and AdmitAtOnce, as it was part of Admit: called, it cost every admission
 // about 45 instructions more (bench/README.md, "A job admitted without entering the order").
-[[gnu::always_inline]] inline void AdmissionCore::DescribeAdmission(const Job& job,
-                                                                    int effective_priority,
-                                                                    const DecisionSkips& skipped,
-                                                                    double now,
-                                                                    Admission& admission) {
+[[gnu::always_inline]] inline EstimateTable::Entry* AdmissionCore::DescribeAdmission(
+    const Job& job, int effective_priority, const DecisionSkips& skipped, double now,
+    Admission& admission) {
   const TypeState& type = *job.type;
   const KeyState& key = *job.key;
   admission.ticket = TicketOf(job);
@@ -410,20 +409,23 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
   admission.reserved = Reserved(key);
   admission.waited_on_conflict = job.was_parked;
   admission.skipped = skipped;
+  admission.weight = key.settings ? key.settings->weight : 1.0;
   admission.estimate_source = EstimateSource::kExplicit;
   admission.charge = job.explicit_cost;
-  if (!job.has_explicit_cost) {
-    bool learned = false;
-    admission.charge = estimates_.Use(type.index, job.id, type.config.default_cost, now, &learned);
-    admission.estimate_source = learned ? EstimateSource::kLearned : EstimateSource::kDefault;
-  }
-  admission.weight = key.settings ? key.settings->weight : 1.0;
+  if (job.has_explicit_cost) return nullptr;
+  bool learned = false;
+  EstimateTable::Entry* estimate =
+      estimates_.UseAndHold(type.index, job.id, type.config.default_cost, now, &learned);
+  admission.charge = estimate->value;
+  admission.estimate_source = learned ? EstimateSource::kLearned : EstimateSource::kDefault;
+  return estimate;
 }
 
 void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
                           Admission& admission) {
   KeyState& key = *job.key;
-  DescribeAdmission(job, job.lane->tier->priority, skipped, now, admission);
+  EstimateTable::Entry* estimate =
+      DescribeAdmission(job, job.lane->tier->priority, skipped, now, admission);
   UnschedulePromotion(job);
   UnscheduleExpiry(job);
   // One pass over the key's lanes covers the new head, the new cost and the new running count.
@@ -436,7 +438,7 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
         ChargeAndHold(job, admission);
       },
       lane->pending > 1 ? lane : nullptr);
-  StartRunning(job, admission);
+  StartRunning(job, admission, estimate);
 }
 
 void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission) {
@@ -445,8 +447,8 @@ void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission) {
 }
 
 // Inlined likewise.
-[[gnu::always_inline]] inline void AdmissionCore::StartRunning(Job& job,
-                                                               const Admission& admission) {
+[[gnu::always_inline]] inline void AdmissionCore::StartRunning(Job& job, const Admission& admission,
+                                                               EstimateTable::Entry* estimate) {
   // A resource this fills hides the jobs parked on it again.
   if (job.resource != nullptr && job.resource->full()) SyncProxies(*job.resource);
   if (job.joinable) {  // RunSync requests for its id join it while it runs, Submits do not
@@ -459,6 +461,7 @@ void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission) {
   job.charge = admission.charge;
   job.weight = admission.weight;
   job.effective_priority = admission.effective_priority;
+  job.estimate = estimate;  // in the lane's place: the job has left it (or never entered one)
   job.state = JobState::kRunning;
 }
 
@@ -485,7 +488,11 @@ Status AdmissionCore::Complete(JobTicket ticket, double elapsed, double now) {
   }
   const TypeState& type = *job->type;
   KeyState& key = *job->key;
-  estimates_.Learn(type.index, job->id, type.config.default_cost, elapsed, options_.alpha, now);
+  if (job->estimate != nullptr) {
+    estimates_.LearnHeld(job->estimate, type.config.default_cost, elapsed, options_.alpha, now);
+  } else {
+    estimates_.Learn(type.index, job->id, type.config.default_cost, elapsed, options_.alpha, now);
+  }
   const double acc = options_.reconcile ? key.acc + (elapsed - job->charge) / job->weight : key.acc;
   Resource* resource = job->resource;
   const bool resource_was_full = resource != nullptr && resource->full();
@@ -1225,6 +1232,7 @@ void AdmissionCore::MaybeIdle(KeyState& key, double now) {
 }
 
 void AdmissionCore::FreeJob(Job& job) {
+  job.lane = nullptr;  // in no lane (running, the same memory held its estimate: given back)
   job.state = JobState::kFree;
   ++job.generation;
   job.key = nullptr;

@@ -376,14 +376,18 @@ class AdmissionCore {
   void AdmitAtOnce(Job& job, double now, Admission& admission);
   // What both describe: the decision on `job`, ordered in `effective_priority`'s tier, with its
   // charge (a use of its estimate, unless the request gave its cost) and its key's weight.
-  void DescribeAdmission(const Job& job, int effective_priority, const DecisionSkips& skipped,
-                         double now, Admission& admission);
+  // Returns the estimate entry the charge was read from, held for the job's completion (null
+  // for an explicit cost).
+  EstimateTable::Entry* DescribeAdmission(const Job& job, int effective_priority,
+                                          const DecisionSkips& skipped, double now,
+                                          Admission& admission);
   // What both do once the job has left the order (Admit: from its lane; AdmitAtOnce: it never
   // entered): its key is charged and it holds its constraints (ForEachHold).
   void ChargeAndHold(Job& job, const Admission& admission);
   // What both end with: the job runs (a resource it fills hides its parked jobs again, its join
-  // point names it as running, its running facts replace its pending ones).
-  void StartRunning(Job& job, const Admission& admission);
+  // point names it as running, its running facts replace its pending ones, `estimate` among
+  // them: DescribeAdmission's hold).
+  void StartRunning(Job& job, const Admission& admission, EstimateTable::Entry* estimate);
   // Runs `mutate` (a change to the key's cost, running count or settings) and puts the key's
   // presences and lanes where they now belong. `mutate` changes no lane's head but
   // `head_changed`'s, if given.

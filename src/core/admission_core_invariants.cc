@@ -42,7 +42,13 @@ Status AdmissionCore::CheckInvariants() const {
       ++by_type[job.type].first;
       ++by_key[job.key].first;
       if (job.resource != nullptr) ++by_resource[job.resource].first;
-      if (job.lane != nullptr) return Broken("a running job is still in a lane");
+      if (job.has_explicit_cost
+              ? job.estimate != nullptr
+              : job.estimate == nullptr ||
+                    !EstimateTable::Holds(job.estimate, job.type->index, job.id)) {
+        return Broken(absl::StrCat("running job ", job.seq,
+                                   " does not hold the estimate it was charged from"));
+      }
       if (job.promotion_scheduled) return Broken("a running job has an aging step scheduled");
       continue;
     }

@@ -12,11 +12,11 @@ EstimateTable::Entry& EstimateTable::Touch(std::uint32_t type, absl::string_view
     it = entries_.emplace(IndexedName{type, std::string(id)}, Entry{}).first;
     it->second.name = &it->first;
     it->second.value = default_cost;
+    it->second.last_used = now;
+    lru_.push_back(it->second);
   } else {
-    lru_.erase(lru_.iterator_to(it->second));
+    MarkUsed(it->second, now);
   }
-  it->second.last_used = now;
-  lru_.push_back(it->second);
   return it->second;
 }
 
@@ -29,9 +29,33 @@ double EstimateTable::Use(std::uint32_t type, absl::string_view id, double defau
 
 void EstimateTable::Learn(std::uint32_t type, absl::string_view id, double default_cost,
                           double observed, double alpha, double now) {
+  LearnInto(Touch(type, id, default_cost, now), observed, alpha);
+}
+
+EstimateTable::Entry* EstimateTable::UseAndHold(std::uint32_t type, absl::string_view id,
+                                                double default_cost, double now, bool* learned) {
   Entry& entry = Touch(type, id, default_cost, now);
-  entry.value = alpha * observed + (1.0 - alpha) * entry.value;
-  entry.learned = true;
+  ++entry.holds;
+  *learned = entry.learned;
+  return &entry;
+}
+
+void EstimateTable::LearnHeld(Entry* held, double default_cost, double observed, double alpha,
+                              double now) {
+  if (held->evicted) {
+    // No longer the (type, id)'s entry: learn into the one it has now, as Learn does. The node
+    // (and the name read here) lives until the last hold is given back.
+    Learn(held->name->index, held->name->name, default_cost, observed, alpha, now);
+    if (--held->holds == 0) evicted_held_.erase(held);
+    return;
+  }
+  --held->holds;
+  MarkUsed(*held, now);
+  LearnInto(*held, observed, alpha);
+}
+
+bool EstimateTable::Holds(const Entry* held, std::uint32_t type, absl::string_view id) {
+  return held->holds > 0 && held->name->index == type && held->name->name == id;
 }
 
 std::size_t EstimateTable::Evict(double now, double ttl, std::size_t budget) {
@@ -40,7 +64,13 @@ std::size_t EstimateTable::Evict(double now, double ttl, std::size_t budget) {
     Entry& entry = lru_.front();
     lru_.pop_front();
     const IndexedName* name = entry.name;
-    entries_.erase(entries_.find(name->view()));
+    auto it = entries_.find(name->view());
+    if (entry.holds > 0) {
+      entry.evicted = true;
+      evicted_held_.emplace(&entry, entries_.extract(it));
+    } else {
+      entries_.erase(it);
+    }
     ++evicted;
   }
   return evicted;

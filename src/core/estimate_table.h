@@ -6,6 +6,13 @@
 // the least recently used end, estimates unused for at least `ttl`, at most `budget` of them, and
 // stops at the first one that is still fresh: O(1) per use and per eviction.
 //
+// A running job may hold the entry it was charged from (UseAndHold), so that its completion
+// learns through the hold without a second lookup (LearnHeld: about 120 instructions of the
+// scheduler's lock per job, bench/README.md). Holding changes nothing the table tells: an entry
+// evicted while held leaves the table as any other (a later use starts again from the default
+// cost) and stays alive only for its holders, whose LearnHeld then learns as Learn would, into
+// whatever entry the (type, id) has by then.
+//
 // Deterministic and single-threaded; time is an argument.
 #ifndef FAIRGATE_CORE_ESTIMATE_TABLE_H_
 #define FAIRGATE_CORE_ESTIMATE_TABLE_H_
@@ -14,6 +21,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "boost/intrusive/list.hpp"
 #include "core/indexed_name.h"
@@ -34,6 +42,17 @@ class EstimateTable {
   // Learns `observed` seconds for (type, id), starting from `default_cost` when absent.
   void Learn(std::uint32_t type, absl::string_view id, double default_cost, double observed,
              double alpha, double now);
+
+  // An entry as its holders see it: opaque outside the table.
+  struct Entry;
+  // Use, and a hold on the entry it read, for one LearnHeld to give back.
+  Entry* UseAndHold(std::uint32_t type, absl::string_view id, double default_cost, double now,
+                    bool* learned);
+  // Learn for the (type, id) of a held entry, then gives the hold back: the same as Learn, with
+  // no lookup unless the entry was evicted while held.
+  void LearnHeld(Entry* held, double default_cost, double observed, double alpha, double now);
+  // Whether `held` is held and names (type, id) (for the core's invariants).
+  static bool Holds(const Entry* held, std::uint32_t type, absl::string_view id);
 
   // Evicts up to `budget` estimates unused since `now - ttl` or earlier; returns how many.
   std::size_t Evict(double now, double ttl, std::size_t budget);
@@ -57,22 +76,40 @@ class EstimateTable {
   // order they were used, O(estimates) at worst.
   bool Restore(std::uint32_t type, absl::string_view id, double value, double last_used);
 
- private:
   struct Entry {
     boost::intrusive::list_member_hook<> lru_hook;
     const IndexedName* name = nullptr;  // the map's own key, for eviction
     double value = 0;
     double last_used = 0;
+    std::uint32_t holds = 0;  // running jobs charged from it (UseAndHold, not yet LearnHeld)
     bool learned = false;
+    bool evicted = false;  // out of the table, alive in evicted_held_ for its holds
   };
+
+ private:
   using LruList = boost::intrusive::list<
       Entry,
       boost::intrusive::member_hook<Entry, boost::intrusive::list_member_hook<>, &Entry::lru_hook>>;
 
   Entry& Touch(std::uint32_t type, absl::string_view id, double default_cost, double now);
+  // A use of a tracked entry at `now`: it becomes the most recently used.
+  void MarkUsed(Entry& entry, double now) {
+    lru_.erase(lru_.iterator_to(entry));
+    entry.last_used = now;
+    lru_.push_back(entry);
+  }
+  // `est = alpha * observed + (1.0 - alpha) * est`, exactly.
+  static void LearnInto(Entry& entry, double observed, double alpha) {
+    entry.value = alpha * observed + (1.0 - alpha) * entry.value;
+    entry.learned = true;
+  }
 
-  absl::node_hash_map<IndexedName, Entry, IndexedNameHash, IndexedNameEq> entries_;
+  using Map = absl::node_hash_map<IndexedName, Entry, IndexedNameHash, IndexedNameEq>;
+  Map entries_;
   LruList lru_;  // least recently used first
+  // Entries evicted while held, kept (nodes out of entries_, so their addresses and names stay)
+  // until their last hold is given back.
+  absl::flat_hash_map<const Entry*, Map::node_type> evicted_held_;
 };
 
 }  // namespace fairgate::core

@@ -42,6 +42,7 @@
 #include "boost/intrusive/set.hpp"
 #include "core/check.h"
 #include "core/constraints.h"
+#include "core/estimate_table.h"
 #include "core/indexed_name.h"
 #include "core/order.h"
 #include "fairgate/job_type.h"
@@ -65,7 +66,12 @@ struct WaitGroup;
 enum class JobState : std::uint8_t { kFree, kReady, kParked, kRunning };
 
 struct Job {
-  Lane* lane = nullptr;  // while kReady (its home lane) or kParked (a parked lane)
+  union {
+    Lane* lane = nullptr;  // while kReady (its home lane) or kParked (a parked lane)
+    // While running: the estimate entry its charge was read from, held so that its completion
+    // learns without a lookup (null when it was charged an explicit cost).
+    EstimateTable::Entry* estimate;
+  };
   KeyState* key = nullptr;
   TypeState* type = nullptr;
   Resource* resource = nullptr;  // null when the type has no conflict group
