@@ -430,6 +430,48 @@ TEST_CASE("Scheduler.Shutdown.ReturnsTheContextErrorWhenJobsOutlastIt") {
   CHECK(reported);
 }
 
+TEST_CASE("Scheduler.Shutdown.ReturnsOnceItsJobsAreDoneWhileRefusedCallsKeepArriving") {
+  // A server still taking requests while it shuts down: every call after Shutdown began is
+  // refused, but each passes through the scheduler. Shutdown waits for the jobs it accepted,
+  // not for a moment when no refused call happens to be under way (which callers that keep
+  // coming can put off for ever).
+  Watchdog watchdog("shutdown under refused calls", 120s);
+  auto scheduler = Make(Capacity(1));
+  REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
+  Gate hold;
+  std::atomic<bool> reported{false};
+  REQUIRE(scheduler->Submit("t", "x", "", HoldUntil(hold), [&](const Status&) { reported = true; })
+              .ok());
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  std::atomic<bool> shut{false};
+  std::atomic<long> refused{0};
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 8; ++i) {
+    callers.emplace_back([&, i] {
+      while (!shut) {
+        if (scheduler->RunSync(Context::Background(), "t", std::to_string(i), "k", Ok()).code() ==
+            absl::StatusCode::kUnavailable) {
+          ++refused;
+        }
+      }
+    });
+  }
+  Status result;
+  std::thread shutter([&] {
+    // Generous: the job ends at once when the gate opens; only a Shutdown starved by the
+    // refused calls reaches this deadline.
+    auto [ctx, cancel] = WithTimeout(Context::Background(), 30s);
+    result = scheduler->Shutdown(ctx);
+    shut = true;
+  });
+  REQUIRE(Eventually([&] { return refused > 1000; }));
+  hold.Open();
+  shutter.join();
+  for (auto& caller : callers) caller.join();
+  CHECK(result.ok());
+  CHECK(reported);
+}
+
 TEST_CASE("Scheduler.Drain.RunsEverythingPendingFirst") {
   Watchdog watchdog("drain", 60s);
   auto scheduler = Make(Capacity(1));

@@ -68,9 +68,10 @@
 // running Submit jobs, and waits until every running job has finished, every permit has been
 // released and every callback has run, or until
 // `ctx` is done (then it returns ctx.Err() and the jobs go on; the destructor waits for them).
+// Calls that keep arriving meanwhile are refused at once and do not hold Shutdown back.
 // Drain(ctx) refuses new calls but runs everything pending first (resuming what is paused), then
-// shuts down. The destructor
-// shuts down and waits.
+// shuts down. The destructor shuts down and waits; like any object's, it must not begin while
+// another thread is still inside a call of this scheduler.
 #ifndef FAIRGATE_SCHEDULER_H_
 #define FAIRGATE_SCHEDULER_H_
 

@@ -349,7 +349,9 @@ class Scheduler::Impl {
       pending = r;
     });
     if (!accepted.ok()) {
-      DetachContext(*pending);  // never queued: its callback, if it ran, found nothing to do
+      // Never queued: its callback, if it ran, found nothing to do. Refused before its record
+      // was made (the scheduler shuts down), it has none.
+      if (pending) DetachContext(*pending);
       return accepted.status();
     }
     RecordPtr record = *std::move(accepted);
@@ -1068,6 +1070,19 @@ class Scheduler::Impl {
   template <typename Fill>
   StatusOr<RecordPtr> Accept(const core::EnqueueRequest& request, Fill fill,
                              bool* admitted_at_once = nullptr) {
+    if (!accepting_.load(std::memory_order_relaxed)) {
+      // Shutdown or Drain has begun: refused without a record and without being counted as
+      // outstanding (nothing of the call outlives it). Counted, a steady stream of refused calls
+      // kept the count from ever reaching zero, and Shutdown from returning. Until the phase
+      // changes (just after the flag, under the lock) the call goes the usual way.
+      Locked lock(this);
+      if (phase_ != Phase::kOpen) {
+        Status refused = UnavailableLocked();
+        log_.Rejected(request.type, request.id, request.key, refused, LockedNow());
+        log_.Post();
+        return refused;
+      }
+    }
     auto record = std::make_shared<JobRecord>();
     fill(record);
     // Counted before it can be admitted and finished elsewhere; uncounted if refused (an atomic
@@ -1930,7 +1945,9 @@ class Scheduler::Impl {
   internal::GrowOnlyNameSet intake_types_;  // registered types without a queue-wait limit
   const bool intake_open_ = options_.max_pending_total == SchedulerOptions::kUnlimited &&
                             options_.max_pending_per_key == SchedulerOptions::kUnlimited;
-  alignas(64) std::atomic<bool> accepting_{true};  // phase_ == kOpen, as of the last change
+  // phase_ == kOpen, as of the last change; cleared by Shutdown and Drain before they take the
+  // lock. Accept reads it too: a call that finds it cleared is refused uncounted.
+  alignas(64) std::atomic<bool> accepting_{true};
   std::atomic<bool> cap_full_{false};  // the core's full() when the lock was last released
   alignas(64) mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
   std::unique_ptr<core::AdmissionCore> core_;
