@@ -60,6 +60,17 @@ Scheduler::JobFn HoldUntil(Gate& gate) {
   };
 }
 
+// A scheduler of one slot whose only job (type "t") runs until `hold` opens; `reported` is set
+// when its completion callback is called.
+std::unique_ptr<Scheduler> RunningOneHeldJob(Gate& hold, std::atomic<bool>& reported) {
+  auto scheduler = Make(Capacity(1));
+  REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
+  REQUIRE(scheduler->Submit("t", "x", "", HoldUntil(hold), [&](const Status&) { reported = true; })
+              .ok());
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  return scheduler;
+}
+
 TEST_CASE("Scheduler.Create.RefusesBadOptions") {
   SchedulerOptions options;
   options.alpha = 2;
@@ -415,13 +426,9 @@ TEST_CASE("Scheduler.Shutdown.FailsPendingJobsAndWaitsForRunningOnes") {
 
 TEST_CASE("Scheduler.Shutdown.ReturnsTheContextErrorWhenJobsOutlastIt") {
   Watchdog watchdog("shutdown timeout", 60s);
-  auto scheduler = Make(Capacity(1));
-  REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
   Gate hold;
   std::atomic<bool> reported{false};
-  REQUIRE(scheduler->Submit("t", "x", "", HoldUntil(hold), [&](const Status&) { reported = true; })
-              .ok());
-  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  auto scheduler = RunningOneHeldJob(hold, reported);
   auto [ctx, cancel] = WithTimeout(Context::Background(), 20ms);
   CHECK(scheduler->Shutdown(ctx).code() == absl::StatusCode::kDeadlineExceeded);
   CHECK_FALSE(reported);
@@ -436,13 +443,9 @@ TEST_CASE("Scheduler.Shutdown.ReturnsOnceItsJobsAreDoneWhileRefusedCallsKeepArri
   // not for a moment when no refused call happens to be under way (which callers that keep
   // coming can put off for ever).
   Watchdog watchdog("shutdown under refused calls", 120s);
-  auto scheduler = Make(Capacity(1));
-  REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
   Gate hold;
   std::atomic<bool> reported{false};
-  REQUIRE(scheduler->Submit("t", "x", "", HoldUntil(hold), [&](const Status&) { reported = true; })
-              .ok());
-  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  auto scheduler = RunningOneHeldJob(hold, reported);
   std::atomic<bool> shut{false};
   std::atomic<long> refused{0};
   std::vector<std::thread> callers;

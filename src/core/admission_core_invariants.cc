@@ -42,10 +42,10 @@ Status AdmissionCore::CheckInvariants() const {
       ++by_type[job.type].first;
       ++by_key[job.key].first;
       if (job.resource != nullptr) ++by_resource[job.resource].first;
-      if (job.has_explicit_cost
-              ? job.estimate != nullptr
-              : job.estimate == nullptr ||
-                    !EstimateTable::Holds(job.estimate, job.type->index, job.id)) {
+      // Charged its estimate, it holds that (type, id)'s entry; charged an explicit cost, none.
+      const bool holds_its_own =
+          job.estimate != nullptr && EstimateTable::Holds(job.estimate, job.type->index, job.id);
+      if (job.has_explicit_cost ? job.estimate != nullptr : !holds_its_own) {
         return Broken(absl::StrCat("running job ", job.seq,
                                    " does not hold the estimate it was charged from"));
       }

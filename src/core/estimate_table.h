@@ -43,7 +43,7 @@ class EstimateTable {
   void Learn(std::uint32_t type, absl::string_view id, double default_cost, double observed,
              double alpha, double now);
 
-  // An entry as its holders see it: opaque outside the table.
+  // One (type, id)'s estimate. A holder reads its `value`; everything else is the table's.
   struct Entry;
   // Use, and a hold on the entry it read, for one LearnHeld to give back.
   Entry* UseAndHold(std::uint32_t type, absl::string_view id, double default_cost, double now,

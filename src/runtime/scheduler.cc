@@ -1076,12 +1076,7 @@ class Scheduler::Impl {
       // kept the count from ever reaching zero, and Shutdown from returning. Until the phase
       // changes (just after the flag, under the lock) the call goes the usual way.
       Locked lock(this);
-      if (phase_ != Phase::kOpen) {
-        Status refused = UnavailableLocked();
-        log_.Rejected(request.type, request.id, request.key, refused, LockedNow());
-        log_.Post();
-        return refused;
-      }
+      if (phase_ != Phase::kOpen) return RejectLocked(request, UnavailableLocked(), LockedNow());
     }
     auto record = std::make_shared<JobRecord>();
     fill(record);
@@ -1130,11 +1125,7 @@ class Scheduler::Impl {
     std::optional<core::Admission> first;
     StatusOr<core::JobTicket> ticket =
         phase_ != Phase::kOpen ? UnavailableLocked() : core_->EnqueueAndAdmit(request, now, first);
-    if (!ticket.ok()) {
-      log_.Rejected(request.type, request.id, request.key, ticket.status(), now);
-      log_.Post();
-      return ticket.status();
-    }
+    if (!ticket.ok()) return RejectLocked(request, ticket.status(), now);
     if (ticket->slot < records_.size() && records_[ticket->slot] &&
         records_[ticket->slot]->ticket == *ticket) {
       // It joined the job of its id (coalescing): it waits with that job's calls, pending or,
@@ -1167,6 +1158,13 @@ class Scheduler::Impl {
     // A queue-wait limit earlier than any the timer knows of.
     if (core_->NextExpiryAt() != next_expiry && core_->NextExpiryAt()) wake_timer = true;
     return absl::OkStatus();
+  }
+
+  // A call refused before its job was queued, logged: returns `why`.
+  Status RejectLocked(const core::EnqueueRequest& request, Status why, double now) {
+    log_.Rejected(request.type, request.id, request.key, why, now);
+    log_.Post();
+    return why;
   }
 
   // A Submit waiting in the intake (runtime/submit_intake.h): what Accept would enqueue, owned.
