@@ -713,6 +713,53 @@ TEST_CASE("Core.Describe.TellsWhatTheCoreKnowsOfALiveJobAndNothingOfAFinishedOne
   CHECK(core->Describe(repack)->charge == 5);
 }
 
+TEST_CASE("Core.Complete.DescribesTheJobItEndsAsDescribeDidJustBefore") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.max_concurrency = 1;
+  options.aging = AgingConfig{Seconds(1), Seconds(1), 8};
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("clone", Type(8, 8, "", 2)).ok());
+  REQUIRE(core->RegisterType("repack", Type(1, 1)).ok());
+  const JobTicket clone = *core->Enqueue({"clone", "linux", "alice"}, 0);
+  const JobTicket repack = *core->Enqueue({"repack", "git", "bob", 5.0}, 0.5);
+  REQUIRE(core->NextAdmission(0.5)->ticket == clone);
+
+  // A job that did not complete leaves the view as it was.
+  JobView untouched;
+  untouched.type_index = 99;
+  CHECK(core->Complete(repack, 1, 1, untouched).code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(core->Complete(JobTicket{1000, 0}, 1, 1, untouched).code() == absl::StatusCode::kNotFound);
+  CHECK(core->Complete(clone, -1, 1, untouched).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(untouched.type_index == 99);
+  CHECK(untouched.type.empty());
+
+  // The running clone, and the repack admitted from the tier it aged into (its effective tier
+  // differs from its own, its charge is its explicit cost).
+  auto check_completion_describes = [&](JobTicket ticket, double now) {
+    const std::optional<JobView> before = core->Describe(ticket);
+    REQUIRE(before.has_value());
+    JobView completed;
+    REQUIRE(core->Complete(ticket, 1, now, completed).ok());
+    CHECK_FALSE(core->Describe(ticket).has_value());
+    // Read after the completion: the views outlive the job until the next enqueue.
+    CHECK(completed.type == before->type);
+    CHECK(completed.id == before->id);
+    CHECK(completed.key == before->key);
+    CHECK(completed.type_index == before->type_index);
+    CHECK(completed.priority == before->priority);
+    CHECK(completed.effective_priority == before->effective_priority);
+    CHECK(completed.arrival == before->arrival);
+    CHECK(completed.running);
+    CHECK(completed.charge == before->charge);
+  };
+  check_completion_describes(clone, 3);
+  core->AdvanceTo(3);
+  REQUIRE(core->NextAdmission(3)->ticket == repack);
+  REQUIRE(core->Describe(repack)->effective_priority == 8);
+  REQUIRE(core->Describe(repack)->priority == 1);
+  check_completion_describes(repack, 4);
+}
+
 TEST_CASE("Core.Snapshot.CountsPerTierAndType") {
   auto core = MakeCore();
   REQUIRE(core->RegisterType("a", Type(2, 1)).ok());

@@ -476,6 +476,15 @@ void AdmissionCore::ForEachHold(Job& job, Use use) {
 }
 
 Status AdmissionCore::Complete(JobTicket ticket, double elapsed, double now) {
+  return CompleteRunning(ticket, elapsed, now, nullptr);
+}
+
+Status AdmissionCore::Complete(JobTicket ticket, double elapsed, double now, JobView& completed) {
+  return CompleteRunning(ticket, elapsed, now, &completed);
+}
+
+Status AdmissionCore::CompleteRunning(JobTicket ticket, double elapsed, double now,
+                                      JobView* completed) {
   if (Status s = CheckTime(now, "completion time"); !s.ok()) return s;
   if (!std::isfinite(elapsed) || elapsed < 0) {
     return absl::InvalidArgumentError(
@@ -486,6 +495,7 @@ Status AdmissionCore::Complete(JobTicket ticket, double elapsed, double now) {
   if (job->state != JobState::kRunning) {
     return absl::FailedPreconditionError("the job is pending; only running jobs can complete");
   }
+  if (completed != nullptr) *completed = ViewOf(*job);
   const TypeState& type = *job->type;
   KeyState& key = *job->key;
   if (job->estimate != nullptr) {
@@ -946,9 +956,12 @@ std::optional<double> AdmissionCore::Estimate(std::string_view type, std::string
 }
 
 std::optional<JobView> AdmissionCore::Describe(JobTicket ticket) const {
-  if (ticket.slot >= jobs_.size()) return std::nullopt;
-  const Job& job = jobs_[ticket.slot];
-  if (job.generation != ticket.generation || job.state == JobState::kFree) return std::nullopt;
+  const Job* job = Find(ticket);
+  if (job == nullptr) return std::nullopt;
+  return ViewOf(*job);
+}
+
+JobView AdmissionCore::ViewOf(const Job& job) const {
   JobView view;
   view.type = job.type->name;
   view.id = job.id;

@@ -1597,8 +1597,8 @@ class Scheduler::Impl {
       Locked lock(this, admitted, wake_timer);
       const double run_time = std::max(0.0, end - start);
       end = MonotonicLocked(end);
-      const core::JobView job = *core_->Describe(record.ticket);
-      (void)core_->Complete(record.ticket, run_time, end);
+      core::JobView job;  // described by the completion itself: one lookup of the ticket
+      (void)core_->Complete(record.ticket, run_time, end, job);
       log_.Completed(job, status, run_time, end);
       records_[record.ticket.slot] = nullptr;
       joiners = std::move(record.joiners);
