@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The whole test suite: builds the release preset and runs every test with CTest, then the same
-# suite under AddressSanitizer and UndefinedBehaviorSanitizer, then the runtime's tests under
-# ThreadSanitizer (the thread build of the runtime, runtime/waiting.h), then the libFuzzer
-# targets for a bounded time (scripts/fuzz.sh).
+# The whole test suite: first the runtime's lock contracts under clang's thread-safety analysis
+# (scripts/thread_safety.sh, seconds), then builds the release preset and runs every test with
+# CTest, then the same suite under AddressSanitizer and UndefinedBehaviorSanitizer, then the
+# runtime's tests under ThreadSanitizer (the thread build of the runtime, runtime/waiting.h), then
+# the libFuzzer targets for a bounded time (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+scripts/thread_safety.sh
 for preset in release asan tsan; do
   echo "== $preset: build"
   scripts/build.sh "$preset" >/dev/null

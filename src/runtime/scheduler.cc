@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
@@ -303,6 +304,7 @@ class Scheduler::Impl {
           // caller), or stop waiting for the run it joined (which goes on for the others).
           Status err = ctx.Err();
           if (err.ok()) err = absl::CancelledError("context cancelled");
+          MustHold(lock);  // not decided: woken by the context, so the lock was taken above
           if (record->state == JobRecord::State::kPending) {
             LeaveQueueLocked(record, LockedNow(), err);
           } else {
@@ -464,8 +466,10 @@ class Scheduler::Impl {
     background_.second();  // running Submit jobs see their context done
     for (const RecordPtr& record : refused) Refuse(record);
     Status quiet = WaitQuiet(ctx);
-    log_.Flush();                // the events of every decision made so far reach the observers
-    if (claimer_) ShareCosts();  // what was charged since the last share
+    // The events of every decision made so far reach the observers. Outside the lock, as
+    // DecisionLog::Flush must be: it waits for the delivery's thread, not for the scheduler.
+    ABSL_TS_UNCHECKED_READ(log_).Flush();
+    if (claimer_) ShareCosts();           // what was charged since the last share
     if (keeper_) (void)keeper_->Flush();  // counted if it fails; Shutdown's status is the jobs'
     return quiet;
   }
@@ -556,8 +560,8 @@ class Scheduler::Impl {
     return status;
   }
 
-  // Runs a pause or resume of the core at now, and admits (and reports the expiries of) what
-  // that leaves.
+  // Runs a pause or resume of the core at now (`change(core, now)`, under the lock), and admits
+  // (and reports the expiries of) what that leaves.
   template <typename Change>
   Status ChangePause(Change change) {
     RecordList admitted;
@@ -566,7 +570,7 @@ class Scheduler::Impl {
     {
       Locked lock(this, admitted, wake_timer);
       const double now = LockedNow();
-      status = change(now);
+      status = change(*core_, now);
       if (phase_ != Phase::kShutDown) AdmitLocked(now, admitted);
     }
     if (wake_timer) WakeTimer();
@@ -575,18 +579,22 @@ class Scheduler::Impl {
   }
 
   Status PauseType(std::string_view type) {
-    return ChangePause([&](double now) { return core_->PauseType(type, now); });
+    return ChangePause(
+        [&](core::AdmissionCore& core, double now) { return core.PauseType(type, now); });
   }
   Status ResumeType(std::string_view type) {
-    Status status = ChangePause([&](double now) { return core_->ResumeType(type, now); });
+    Status status = ChangePause(
+        [&](core::AdmissionCore& core, double now) { return core.ResumeType(type, now); });
     if (status.ok() && claimer_) claimer_->Poke();  // its stored jobs may be claimed again
     return status;
   }
   Status PauseKey(std::string_view key) {
-    return ChangePause([&](double now) { return core_->PauseKey(key, now); });
+    return ChangePause(
+        [&](core::AdmissionCore& core, double now) { return core.PauseKey(key, now); });
   }
   Status ResumeKey(std::string_view key) {
-    return ChangePause([&](double now) { return core_->ResumeKey(key, now); });
+    return ChangePause(
+        [&](core::AdmissionCore& core, double now) { return core.ResumeKey(key, now); });
   }
 
   StatusOr<double> MaxWaitToCeiling(std::string_view type) const {
@@ -761,7 +769,7 @@ class Scheduler::Impl {
   }
 
   // Why a call is refused once the scheduler is no longer open.
-  Status UnavailableLocked() const {
+  Status UnavailableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return absl::UnavailableError(phase_ == Phase::kDraining ? "the scheduler is draining"
                                                              : "the scheduler is shut down");
   }
@@ -1032,7 +1040,8 @@ class Scheduler::Impl {
 
   // Queues a stored job on the timer `after` seconds from now; true when it is the timer's
   // earliest retry, so that the caller wakes the timer (after releasing the lock).
-  bool ScheduleRetryLocked(StoredJob job, std::shared_ptr<const DurableType> type, double after) {
+  bool ScheduleRetryLocked(StoredJob job, std::shared_ptr<const DurableType> type, double after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     const auto due = Context::Clock::now() + std::chrono::duration_cast<Context::Clock::duration>(
                                                  std::chrono::duration<double>(after));
     const auto entry = retries_.emplace(due, std::make_pair(std::move(job), std::move(type)));
@@ -1118,7 +1127,8 @@ class Scheduler::Impl {
   // that makes admissible into `admitted`; `wake_timer` is set when the timer must look again.
   // The core's refusal, logged, if it refused.
   Status EnqueueLocked(const RecordPtr& record, const core::EnqueueRequest& request, double now,
-                       RecordList& admitted, bool& wake_timer) {
+                       RecordList& admitted, bool& wake_timer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     const std::optional<double> next_expiry = core_->NextExpiryAt();
     // The core's first admission after the enqueue, if it queued a new job: with nothing else
     // pending and room for it, the job itself, admitted without entering the order.
@@ -1161,7 +1171,8 @@ class Scheduler::Impl {
   }
 
   // A call refused before its job was queued, logged: returns `why`.
-  Status RejectLocked(const core::EnqueueRequest& request, Status why, double now) {
+  Status RejectLocked(const core::EnqueueRequest& request, Status why, double now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     log_.Rejected(request.type, request.id, request.key, why, now);
     log_.Post();
     return why;
@@ -1243,7 +1254,8 @@ class Scheduler::Impl {
 
   // Queues what the intake holds, oldest first, as Accept would have one by one; the first thing
   // done under the lock (Locked), so that a call finds the caller's earlier Submits queued.
-  void TakeIntakeLocked(RecordList& admitted, bool& wake_timer) {
+  void TakeIntakeLocked(RecordList& admitted, bool& wake_timer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     IntakeEntry* list = intake_.TakeAll();
     while (list != nullptr) {
       IntakeEntry* entry = std::exchange(list, list->next);
@@ -1288,7 +1300,7 @@ class Scheduler::Impl {
 
   // Releases the scheduler's lock, publishing first whether the global cap is full (for
   // SubmitThroughIntake).
-  void UnlockCore() {
+  void UnlockCore() ABSL_UNLOCK_FUNCTION(mutex_) {
     // Written only when it changes: a line both cores write at every release would bounce.
     if (const bool full = core_->full(); cap_full_.load(std::memory_order_relaxed) != full) {
       cap_full_.store(full, std::memory_order_seq_cst);
@@ -1304,20 +1316,25 @@ class Scheduler::Impl {
   //   intake left after the release: such a call runs no job's callback, and the timer's thread,
   //   which holds its own lock while it takes this one, never waits for its own lock to wake
   //   itself.
-  class Locked {
+  class ABSL_SCOPED_LOCKABLE Locked {
    public:
     Locked(Impl* impl, RecordList& admitted, bool& wake_timer)
+        ABSL_EXCLUSIVE_LOCK_FUNCTION(impl->mutex_)
         : impl_(impl), admitted_(&admitted), wake_timer_(&wake_timer) {
       Acquire();
     }
-    explicit Locked(Impl* impl) : impl_(impl) { Acquire(); }
+    explicit Locked(Impl* impl) ABSL_EXCLUSIVE_LOCK_FUNCTION(impl->mutex_) : impl_(impl) {
+      Acquire();
+    }
     // A query queues the intake too: what it reads includes the caller's earlier Submits.
-    explicit Locked(const Impl* impl) : Locked(const_cast<Impl*>(impl)) {}
-    ~Locked() { Release(); }
+    explicit Locked(const Impl* impl) ABSL_EXCLUSIVE_LOCK_FUNCTION(impl->mutex_)
+        : Locked(const_cast<Impl*>(impl)) {}
+    ~Locked() ABSL_UNLOCK_FUNCTION() { Release(); }
     Locked(const Locked&) = delete;
     Locked& operator=(const Locked&) = delete;
 
-    void Release() {
+    // Releases the lock before the end of the scope (once; the destructor then does nothing).
+    void Release() ABSL_UNLOCK_FUNCTION() {
       if (impl_ == nullptr) return;
       Impl* impl = std::exchange(impl_, nullptr);
       impl->UnlockCore();
@@ -1331,7 +1348,7 @@ class Scheduler::Impl {
     }
 
    private:
-    void Acquire() {
+    void Acquire() ABSL_EXCLUSIVE_LOCK_FUNCTION(impl_->mutex_) {
       impl_->mutex_.Lock();
       impl_->TakeIntakeLocked(*admitted_, *wake_timer_);
     }
@@ -1341,6 +1358,14 @@ class Scheduler::Impl {
     RecordList* admitted_ = &own_admitted_;
     bool* wake_timer_ = &own_wake_timer_;
   };
+
+  // What the thread-safety analysis cannot follow through a std::optional<Locked>: that it holds
+  // the scheduler's lock from here on. Aborts when it does not.
+  void MustHold(const std::optional<Locked>& lock) const ABSL_ASSERT_EXCLUSIVE_LOCK(mutex_) {
+    if (lock.has_value()) return;
+    std::fprintf(stderr, "fairgate: a call expected to hold the scheduler's lock and did not\n");
+    std::abort();
+  }
 
   // Starts and reports, on a pool fiber, what a Locked call that does not dispatch queued from
   // the intake, and serves the intake there. Inline only when the pool is closing (the
@@ -1358,17 +1383,17 @@ class Scheduler::Impl {
   // lock was taken, while another thread decided at a later time) made no earlier than the last
   // decision's. So the decisions' times, as the core, the metrics and the observers see them,
   // never go back, and no job is admitted before it arrived.
-  double MonotonicLocked(double read) {
+  double MonotonicLocked(double read) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     last_decision_time_ = std::max(last_decision_time_, read);
     return last_decision_time_;
   }
   // The clock, read under the lock, for a decision.
-  double LockedNow() { return MonotonicLocked(Now()); }
+  double LockedNow() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return MonotonicLocked(Now()); }
 
   // Whether AdmitLocked(now) would admit, reap and report nothing: the global cap is full (no job
   // is admitted before one completes or the cap grows) or no job is pending, and no expiry or
   // aging step is due or waits to be reported.
-  bool AdmitsNothingLocked(double now) const {
+  bool AdmitsNothingLocked(double now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return (core_->full() || core_->pending_jobs() == 0) && !core_->StepDueBy(now) &&
            !log_.PromotionsPending();
   }
@@ -1377,7 +1402,7 @@ class Scheduler::Impl {
   // Jobs that expired on the way go out with `admitted` too, refused, for Dispatch to report.
   // Asks the core nothing when it would answer nothing (AdmitsNothingLocked): a drain of the
   // intake into a full pool comes here after every entry it queues.
-  void AdmitLocked(double now, RecordList& admitted) {
+  void AdmitLocked(double now, RecordList& admitted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     if (!AdmitsNothingLocked(now)) {
       while (std::optional<core::Admission> a = core_->NextAdmission(now)) {
         TakeAdmissionLocked(*a, now, admitted);
@@ -1390,7 +1415,8 @@ class Scheduler::Impl {
   }
 
   // A job the core admitted at `now`: its record runs, logged, into `admitted`.
-  void TakeAdmissionLocked(const core::Admission& a, double now, RecordList& admitted) {
+  void TakeAdmissionLocked(const core::Admission& a, double now, RecordList& admitted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     RecordPtr& record = records_[a.ticket.slot];
     if (!record->joiners.empty()) ChooseRunnerLocked(record, coalesce_[a.type_index]);
     record->state = JobRecord::State::kRunning;
@@ -1403,7 +1429,7 @@ class Scheduler::Impl {
   // Takes the expiries and aging steps due by `now` without admitting (for a snapshot): expired
   // jobs wait in unreported_ for the timer. True when some did: wake the timer to report them,
   // once the lock is released (the timer takes its own lock first, then this one).
-  bool AdvanceLocked(double now) {
+  bool AdvanceLocked(double now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     core_->AdvanceTo(now);
     const std::size_t before = unreported_.size();
     ReapExpiredLocked(now, unreported_);
@@ -1414,7 +1440,7 @@ class Scheduler::Impl {
 
   // The jobs the core expired at their type's max_queue_wait leave the records at once (their
   // slots may be reused by the next enqueue), refused with DeadlineExceeded, into `out`.
-  void ReapExpiredLocked(double now, RecordList& out) {
+  void ReapExpiredLocked(double now, RecordList& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     for (const core::ExpiredJob& expired : core_->TakeExpired()) {
       RecordPtr record = std::move(records_[expired.ticket.slot]);
       record->state = JobRecord::State::kCancelled;
@@ -1436,7 +1462,7 @@ class Scheduler::Impl {
 
   // With FAIRGATE_CHECK_INVARIANTS (the debug preset), the core's invariants after every decision
   // that may have changed them; a broken one is a bug in fairgate: say which, and abort.
-  void CheckInvariantsLocked() const {
+  void CheckInvariantsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
 #if FAIRGATE_CHECK_INVARIANTS
     if (Status broken = core_->CheckInvariants(); !broken.ok()) {
       std::fprintf(stderr, "fairgate: %s\n", std::string(broken.message()).c_str());
@@ -1466,7 +1492,8 @@ class Scheduler::Impl {
   // A pending call leaves the queue. The job leaves with its last call (uncharged, cancelled in
   // the log); until then the core counts one caller fewer and, if the lead left, the next call
   // to have joined leads.
-  void LeaveQueueLocked(const RecordPtr& record, double now, const Status& why) {
+  void LeaveQueueLocked(const RecordPtr& record, double now, const Status& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     RecordPtr& lead = records_[record->ticket.slot];
     if (lead == record && record->joiners.empty()) {
       CancelLocked(*record, now, why);
@@ -1487,7 +1514,7 @@ class Scheduler::Impl {
   }
 
   // A call that joined a running job stops waiting for it; the run goes on for the others.
-  void LeaveRunLocked(const RecordPtr& record) {
+  void LeaveRunLocked(const RecordPtr& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     std::erase(records_[record->ticket.slot]->joiners, record);
     record->state = JobRecord::State::kCancelled;
   }
@@ -1508,7 +1535,8 @@ class Scheduler::Impl {
   }
 
   // A pending job leaves the queue without running, uncharged: told to the core and the log.
-  void CancelLocked(JobRecord& record, double now, const Status& why) {
+  void CancelLocked(JobRecord& record, double now, const Status& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     const core::JobView job = *core_->Describe(record.ticket);
     (void)core_->Cancel(record.ticket, now);
     CheckInvariantsLocked();
@@ -1646,7 +1674,7 @@ class Scheduler::Impl {
     }
   }
 
-  void ForgetDeadlineLocked(JobRecord& record) {
+  void ForgetDeadlineLocked(JobRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     if (!record.deadline_entry) return;
     deadlines_.erase(*record.deadline_entry);
     record.deadline_entry.reset();
@@ -1769,13 +1797,14 @@ class Scheduler::Impl {
   }
 
   // A uniform double in [low, high), from the scheduler's generator.
-  double Uniform(double low, double high) {
+  double Uniform(double low, double high) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return std::uniform_real_distribution<double>(low, high)(random_);
   }
 
   // Queues the periodic job's next run `after` seconds from now on the timer; true when it is
   // the timer's earliest, so that the caller wakes the timer (after releasing the lock).
-  bool SchedulePeriodicLocked(const std::shared_ptr<internal::PeriodicState>& state, double after) {
+  bool SchedulePeriodicLocked(const std::shared_ptr<internal::PeriodicState>& state, double after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     const auto due = Context::Clock::now() + std::chrono::duration_cast<Context::Clock::duration>(
                                                  std::chrono::duration<double>(after));
     const auto entry = periodic_.emplace(due, state);  // before begin(): operands are unordered
@@ -1811,7 +1840,8 @@ class Scheduler::Impl {
   }
 
   // When the timer must wake for the next queue-wait limit, on its clock.
-  std::optional<Context::Clock::time_point> NextExpiryLocked() const {
+  std::optional<Context::Clock::time_point> NextExpiryLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     const std::optional<double> at = core_->NextExpiryAt();
     if (!at) return std::nullopt;
     // Through the scheduler's clock, which need not be the steady one: how far ahead it is.
@@ -1928,8 +1958,8 @@ class Scheduler::Impl {
   // ~Impl after Shutdown; the callbacks it calls read the members below.
   std::unique_ptr<internal::Claimer> claimer_;
   // With a shared store: each tracked key's cost as the fleet had it at the last share (what
-  // ShareCosts subtracts to find what was charged here since). Guarded by mutex_.
-  absl::flat_hash_map<std::string, double> shared_costs_;
+  // ShareCosts subtracts to find what was charged here since).
+  absl::flat_hash_map<std::string, double> shared_costs_ ABSL_GUARDED_BY(mutex_);
   // With a shared store and fleet-wide conflict groups or caps: the leases jobs take (null
   // otherwise).
   std::unique_ptr<internal::FleetLeases> fleet_;
@@ -1947,27 +1977,36 @@ class Scheduler::Impl {
   // lock. Accept reads it too: a call that finds it cleared is refused uncounted.
   alignas(64) std::atomic<bool> accepting_{true};
   std::atomic<bool> cap_full_{false};  // the core's full() when the lock was last released
-  alignas(64) mutable internal::CoreMutex mutex_;  // guards everything below up to the next comment
-  std::unique_ptr<core::AdmissionCore> core_;
-  std::vector<RecordPtr> records_;  // by ticket slot: the pending and running jobs' leads
+  // The scheduler's lock, and what it guards (checked by clang's thread-safety analysis:
+  // scripts/thread_safety.sh).
+  alignas(64) mutable internal::CoreMutex mutex_;
+  std::unique_ptr<core::AdmissionCore> core_ ABSL_GUARDED_BY(mutex_);
+  // By ticket slot: the pending and running jobs' leads.
+  std::vector<RecordPtr> records_ ABSL_GUARDED_BY(mutex_);
   // The time of the latest decision (MonotonicLocked).
-  double last_decision_time_ = -std::numeric_limits<double>::infinity();
-  std::vector<Coalesce> coalesce_;  // by type index
-  DeadlineMap deadlines_;           // Acquire's pending jobs whose context has a deadline
-  RecordList unreported_;           // expired during a snapshot; the timer reports them
+  double last_decision_time_ ABSL_GUARDED_BY(mutex_) = -std::numeric_limits<double>::infinity();
+  std::vector<Coalesce> coalesce_ ABSL_GUARDED_BY(mutex_);  // by type index
+  // Acquire's pending jobs whose context has a deadline.
+  DeadlineMap deadlines_ ABSL_GUARDED_BY(mutex_);
+  // Expired during a snapshot; the timer reports them.
+  RecordList unreported_ ABSL_GUARDED_BY(mutex_);
   // Periodic jobs by when their next run is due; one entry each between runs.
-  std::multimap<Context::Clock::time_point, std::shared_ptr<internal::PeriodicState>> periodic_;
+  std::multimap<Context::Clock::time_point, std::shared_ptr<internal::PeriodicState>> periodic_
+      ABSL_GUARDED_BY(mutex_);
   // Durable jobs: handlers by type; where Recover is (SubmitDurable waits for kDone); stored jobs
   // waiting out a retry's backoff, by when it ends.
-  absl::flat_hash_map<std::string, std::shared_ptr<const DurableType>> durable_types_;
-  enum class Recovery { kNotYet, kRecovering, kDone } recovery_ = Recovery::kNotYet;
+  absl::flat_hash_map<std::string, std::shared_ptr<const DurableType>> durable_types_
+      ABSL_GUARDED_BY(mutex_);
+  enum class Recovery { kNotYet, kRecovering, kDone };
+  Recovery recovery_ ABSL_GUARDED_BY(mutex_) = Recovery::kNotYet;
   std::multimap<Context::Clock::time_point,
                 std::pair<StoredJob, std::shared_ptr<const DurableType>>>
-      retries_;
-  std::mt19937_64 random_{std::random_device{}()};  // jitter and first-run spread
-  Phase phase_ = Phase::kOpen;
+      retries_ ABSL_GUARDED_BY(mutex_);
+  // Jitter and first-run spread.
+  std::mt19937_64 random_ ABSL_GUARDED_BY(mutex_){std::random_device{}()};
+  Phase phase_ ABSL_GUARDED_BY(mutex_) = Phase::kOpen;
   // Metrics, events and evidence of every decision, in decision order.
-  mutable internal::DecisionLog log_;
+  mutable internal::DecisionLog log_ ABSL_GUARDED_BY(mutex_);
 
   // Signalled when no accepted job is left unreported. Shared, so that a context callback that
   // outlives the scheduler still has something to signal.

@@ -16,6 +16,8 @@
 #include <chrono>
 #include <mutex>
 
+#include "absl/base/thread_annotations.h"
+
 #if FAIRGATE_RUNTIME_THREADS
 #include <condition_variable>
 #include <thread>
@@ -40,11 +42,11 @@ void SleepFor(Duration d) {
   std::this_thread::sleep_for(d);
 }
 // The scheduler's lock.
-class CoreMutex {
+class ABSL_LOCKABLE CoreMutex {
  public:
-  void Lock() { mutex_.lock(); }
-  bool TryLock() { return mutex_.try_lock(); }
-  void Unlock() { mutex_.unlock(); }
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mutex_.lock(); }
+  bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return mutex_.try_lock(); }
+  void Unlock() ABSL_UNLOCK_FUNCTION() { mutex_.unlock(); }
 
  private:
   std::mutex mutex_;
@@ -107,7 +109,7 @@ void SleepFor(Duration d) {
 // (bench/README.md, "The scheduler's lock: a spin for plain threads"). Telling the two apart
 // initializes Boost.Fiber on a plain thread that finds the lock taken (its main context and
 // scheduler, as any fiber-aware wait on that thread does).
-class CoreMutex {
+class ABSL_LOCKABLE CoreMutex {
  public:
   CoreMutex() {
     pthread_mutexattr_t attr;
@@ -119,7 +121,7 @@ class CoreMutex {
   ~CoreMutex() { pthread_mutex_destroy(&mutex_); }
   CoreMutex(const CoreMutex&) = delete;
   CoreMutex& operator=(const CoreMutex&) = delete;
-  void Lock() {
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
     if (TryLock()) return;
     if (boost::fibers::context::active()->is_context(boost::fibers::type::main_context)) {
       for (int i = 0; i < kPlainThreadSpins; ++i) {
@@ -132,12 +134,12 @@ class CoreMutex {
     pthread_mutex_lock(&mutex_);
     held_.store(true, std::memory_order_relaxed);
   }
-  bool TryLock() {
+  bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
     if (pthread_mutex_trylock(&mutex_) != 0) return false;
     held_.store(true, std::memory_order_relaxed);
     return true;
   }
-  void Unlock() {
+  void Unlock() ABSL_UNLOCK_FUNCTION() {
     held_.store(false, std::memory_order_relaxed);
     pthread_mutex_unlock(&mutex_);
   }
