@@ -678,13 +678,20 @@ TEST_CASE("Core.SetAccumulatedCost.MovesAKeysPendingJobsToTheirNewPlace") {
         absl::StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("Core.Describe.TellsWhatTheCoreKnowsOfALiveJobAndNothingOfAFinishedOne") {
+// One slot; clones (tier 8, estimated at 2) and repacks (tier 1), which age into tier 8 after
+// 2 s pending.
+std::unique_ptr<AdmissionCore> MakeCloneAndAgingRepackCore() {
   SchedulerOptions options = SchedulerOptions::Seed();
   options.max_concurrency = 1;
   options.aging = AgingConfig{Seconds(1), Seconds(1), 8};
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("clone", Type(8, 8, "", 2)).ok());
   REQUIRE(core->RegisterType("repack", Type(1, 1)).ok());
+  return core;
+}
+
+TEST_CASE("Core.Describe.TellsWhatTheCoreKnowsOfALiveJobAndNothingOfAFinishedOne") {
+  auto core = MakeCloneAndAgingRepackCore();
   const JobTicket clone = *core->Enqueue({"clone", "linux", "alice"}, 0);
   const JobTicket repack = *core->Enqueue({"repack", "git", "", 5.0}, 0);
   REQUIRE(core->NextAdmission(0)->ticket == clone);
@@ -714,12 +721,7 @@ TEST_CASE("Core.Describe.TellsWhatTheCoreKnowsOfALiveJobAndNothingOfAFinishedOne
 }
 
 TEST_CASE("Core.Complete.DescribesTheJobItEndsAsDescribeDidJustBefore") {
-  SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 1;
-  options.aging = AgingConfig{Seconds(1), Seconds(1), 8};
-  auto core = MakeCore(options);
-  REQUIRE(core->RegisterType("clone", Type(8, 8, "", 2)).ok());
-  REQUIRE(core->RegisterType("repack", Type(1, 1)).ok());
+  auto core = MakeCloneAndAgingRepackCore();
   const JobTicket clone = *core->Enqueue({"clone", "linux", "alice"}, 0);
   const JobTicket repack = *core->Enqueue({"repack", "git", "bob", 5.0}, 0.5);
   REQUIRE(core->NextAdmission(0.5)->ticket == clone);
