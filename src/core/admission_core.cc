@@ -475,14 +475,6 @@ void AdmissionCore::ForEachHold(Job& job, Use use) {
   if (job.resource != nullptr) use(job.resource->running, 1);
 }
 
-Status AdmissionCore::Complete(JobTicket ticket, double elapsed, double now) {
-  return CompleteRunning(ticket, elapsed, now, nullptr);
-}
-
-Status AdmissionCore::Complete(JobTicket ticket, double elapsed, double now, JobView& completed) {
-  return CompleteRunning(ticket, elapsed, now, &completed);
-}
-
 Status AdmissionCore::CompleteRunning(JobTicket ticket, double elapsed, double now,
                                       JobView* completed) {
   if (Status s = CheckTime(now, "completion time"); !s.ok()) return s;

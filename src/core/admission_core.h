@@ -194,12 +194,16 @@ class AdmissionCore {
 
   // Ends a running job that held its slot for `elapsed` seconds: the estimate of its (type, id)
   // learns, the key is reconciled (if enabled), and its slot and resource are free again.
-  Status Complete(JobTicket ticket, double elapsed, double now);
+  Status Complete(JobTicket ticket, double elapsed, double now) {
+    return CompleteRunning(ticket, elapsed, now, nullptr);
+  }
   // The same, and `completed` describes the job as Describe would have just before (left as it
   // was when the status is not OK): one lookup of the ticket instead of two. Its views stay valid
   // until the next call that enqueues or sweeps (the job's id lives in its slot until the slot is
   // reused, its key until an idle key is forgotten).
-  Status Complete(JobTicket ticket, double elapsed, double now, JobView& completed);
+  Status Complete(JobTicket ticket, double elapsed, double now, JobView& completed) {
+    return CompleteRunning(ticket, elapsed, now, &completed);
+  }
 
   // Forgets idle keys and unused estimates past their TTL, at most `sweep_batch` of each. With
   // `evicted`, the names and accumulated costs of the keys forgotten are appended to it.
