@@ -44,7 +44,7 @@ struct Clocked {
 };
 
 std::unique_ptr<Scheduler> Make(const SchedulerOptions& options) {
-  auto s = Scheduler::Create(options);
+  auto s = Scheduler::Create(testing::WithPoolUnderTest(options));
   REQUIRE_MESSAGE(s.ok(), s.status().message());
   return *std::move(s);
 }

@@ -14,10 +14,31 @@
 #include <thread>
 #include <vector>
 
+#include "fairgate/options.h"
 #include "fairgate/status.h"
 #include "runtime/waiting.h"
 
 namespace fairgate::testing {
+
+// The pool the runtime's tests run their scheduler on: `options` as they are, unless
+// FAIRGATE_TEST_WORKER_THREADS names a number of worker threads for the tests that leave it to the
+// default (worker_threads 0: one thread per slot). CTest runs the scheduler's tests again on pools
+// of 1, 2 and 64 threads that way (tests/CMakeLists.txt, RuntimeOnPool.*): what a test asserts must
+// hold on any pool that can run its jobs, and a job that waits only on fiber-aware primitives
+// (Gate, the scheduler's own calls) needs no thread of its own. A test whose jobs block their
+// thread sets worker_threads itself.
+inline SchedulerOptions WithPoolUnderTest(SchedulerOptions options) {
+  const char* threads = std::getenv("FAIRGATE_TEST_WORKER_THREADS");
+  if (threads != nullptr && options.worker_threads == 0) {
+    options.worker_threads = std::atoi(threads);
+    if (options.worker_threads < 1) {
+      std::fprintf(stderr, "FAIRGATE_TEST_WORKER_THREADS must be a positive count, got '%s'\n",
+                   threads);
+      std::abort();
+    }
+  }
+  return options;
+}
 
 // A copy of `status` with a representation of its own, for a status handed to another thread.
 // absl::Status shares its error representation through a reference count that lives in the

@@ -31,7 +31,7 @@ using testing::Type;
 using testing::Watchdog;
 
 std::unique_ptr<Scheduler> Make(SchedulerOptions options) {
-  auto scheduler = Scheduler::Create(options);
+  auto scheduler = Scheduler::Create(testing::WithPoolUnderTest(options));
   REQUIRE_MESSAGE(scheduler.ok(), scheduler.status().message());
   return *std::move(scheduler);
 }

@@ -43,7 +43,7 @@ TEST_CASE("AdaptiveCapacity.Options.BadRulesAreRefusedNamingTheField") {
     options.max_concurrency = 4;
     rule.stalled_seconds = [] { return StatusOr<double>(0.0); };
     options.adaptive_capacity = rule;
-    auto created = Scheduler::Create(options);
+    auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
     CHECK(created.status().code() == absl::StatusCode::kInvalidArgument);
     return std::string(created.status().message());
   };
@@ -91,7 +91,7 @@ TEST_CASE("AdaptiveCapacity.Scheduler.TheCapFollowsPressureAndALowerCapAdmitsLes
   options.max_concurrency = 4;
   options.adaptive_capacity =
       AdaptiveCapacity{.min = 1, .interval = 0.01, .stalled_seconds = stall.Source()};
-  auto created = Scheduler::Create(options);
+  auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
   REQUIRE(created.ok());
   std::unique_ptr<Scheduler> scheduler = *std::move(created);
   REQUIRE(scheduler->RegisterType("build", testing::Type(4, 4)).ok());

@@ -33,7 +33,7 @@ class Coalescing {
     options.max_concurrency = 1;
     options.sweep_interval = 3600s;
     options.reconcile = false;  // each key is charged exactly the default cost, 2
-    auto created = Scheduler::Create(options);
+    auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
     REQUIRE(created.ok());
     scheduler = *std::move(created);
     JobTypeConfig mirror = testing::Type(1, 1, "", 2);
@@ -291,7 +291,7 @@ TEST_CASE("Scheduler.Coalesce.EveryCallOfAnExpiredOrShutDownJobIsToldOnce") {
     SchedulerOptions options = SchedulerOptions::Default();
     options.max_concurrency = 1;
     options.sweep_interval = 3600s;
-    auto scheduler = *Scheduler::Create(options);
+    auto scheduler = *Scheduler::Create(testing::WithPoolUnderTest(options));
     JobTypeConfig mirror = testing::Type(1, 1);
     mirror.coalesce = Coalesce::kJoin;
     if (expire) mirror.max_queue_wait = 0.05;

@@ -79,7 +79,7 @@ class Board {
 };
 
 std::unique_ptr<Scheduler> SeedScheduler(SchedulerOptions options = SchedulerOptions::Seed()) {
-  auto scheduler = Scheduler::Create(options);
+  auto scheduler = Scheduler::Create(testing::WithPoolUnderTest(options));
   REQUIRE(scheduler.ok());
   REQUIRE(
       (*scheduler)
@@ -273,7 +273,7 @@ TEST_CASE("Scenario.PerRepositoryLimitAndWideJobs.TwoClonesPerRepositoryARepackT
   Watchdog watchdog("per-repository limit and wide jobs", 60s);
   SchedulerOptions options = SchedulerOptions::Seed();
   options.max_concurrency = 4;
-  auto created = Scheduler::Create(options);
+  auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
   REQUIRE(created.ok());
   Scheduler& scheduler = **created;
   REQUIRE(

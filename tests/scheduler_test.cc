@@ -35,7 +35,7 @@ using testing::Gate;
 using testing::Watchdog;
 
 std::unique_ptr<Scheduler> Make(SchedulerOptions options = SchedulerOptions::Default()) {
-  auto scheduler = Scheduler::Create(options);
+  auto scheduler = Scheduler::Create(testing::WithPoolUnderTest(options));
   REQUIRE_MESSAGE(scheduler.ok(), scheduler.status().message());
   return *std::move(scheduler);
 }
@@ -275,7 +275,8 @@ TEST_CASE("Scheduler.Submit.JobsBlockingTheirThreadUpToTheCapsAllRunAtOnce") {
   // Caps of 8 and 8 jobs that each block their thread in a system call until all 8 are in:
   // possible only if the pool gives each its own thread.
   Watchdog watchdog("blocking jobs", 60s);
-  auto scheduler = Make(Capacity(8));
+  // A thread per slot, as the default gives, whatever pool the other tests run on.
+  auto scheduler = Make(Capacity(8, 8));
   REQUIRE(scheduler->RegisterType("repack", Type(8, 8)).ok());
   std::mutex mutex;
   std::condition_variable cv;
