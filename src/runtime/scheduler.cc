@@ -52,9 +52,55 @@ using DeadlineMap = std::multimap<Context::Clock::time_point, RecordPtr>;
 // core job: the record in the scheduler's table for the job's slot (its lead; once admitted, the
 // call that runs it) lists the others, which are told the status of the run.
 struct JobRecord {
-  // kNew until the core has queued it (an Acquire's context may end before that). kJoined: its
-  // job was admitted and another call runs it; kFinished: that run ended, with `result`.
+  // A call's states. Every transition is made under the scheduler's lock, in the function named:
+  //
+  //   kNew     -> kPending    EnqueueLocked: its job is queued, or it joined a pending job of its
+  //                           id (coalescing)
+  //   kNew     -> kJoined     EnqueueLocked: it joined a run of its id under way (RunSync)
+  //   kNew     -> kCancelled  TakeIntakeLocked: a Submit the intake held when shutdown began
+  //   kPending -> kRunning    TakeAdmissionLocked: its job is admitted and it runs it (also
+  //                           within the EnqueueLocked that queued it, when that call admits it)
+  //   kPending -> kJoined     TakeAdmissionLocked, through ChooseRunnerLocked: its job is admitted
+  //                           and another of the job's calls runs it
+  //   kPending -> kCancelled  ReapExpiredLocked (max_queue_wait, with the calls that joined it);
+  //                           LeaveQueueLocked and CancelLocked (its context ended, an Acquire's
+  //                           deadline passed, shutdown)
+  //   kJoined  -> kFinished   Complete: the run it joined ended, with `result`
+  //   kJoined  -> kCancelled  LeaveRunLocked: its context ended; the run goes on for the others
+  //
+  // kRunning, kFinished and kCancelled are final: whoever ran the job, or the call told of its
+  // end or refusal, reports it once, outside the lock. An Acquire's context may end while it is
+  // kNew (before the core queued it). MoveTo is the one way a state changes, and it holds the
+  // change to this table.
   enum class State { kNew, kPending, kRunning, kJoined, kFinished, kCancelled };
+  // Whether the table above has the transition `from` -> `to`.
+  static constexpr bool MayMove(State from, State to) {
+    switch (from) {
+      case State::kNew:
+        return to == State::kPending || to == State::kJoined || to == State::kCancelled;
+      case State::kPending:
+        return to == State::kRunning || to == State::kJoined || to == State::kCancelled;
+      case State::kJoined:
+        return to == State::kFinished || to == State::kCancelled;
+      case State::kRunning:
+      case State::kFinished:
+      case State::kCancelled:
+        return false;
+    }
+    return false;
+  }
+  // Moves the call to `to`; a transition the table does not have aborts, naming both states
+  // (a call reported twice, or never, would begin with one).
+  void MoveTo(State to) {
+    if (!MayMove(state, to)) {
+      static constexpr const char* kNames[] = {"kNew",    "kPending",  "kRunning",
+                                               "kJoined", "kFinished", "kCancelled"};
+      std::fprintf(stderr, "fairgate: a call moved from %s to %s\n",
+                   kNames[static_cast<int>(state)], kNames[static_cast<int>(to)]);
+      std::abort();
+    }
+    state = to;
+  }
 
   // What an admission reads and writes comes first, together: with a large backlog the record is
   // long out of every cache when its job is admitted, and each line it touches is a miss.
@@ -1142,14 +1188,14 @@ class Scheduler::Impl {
       // for a RunSync, for the run under way. Nothing else changed: no admission to try.
       JobRecord& lead = *records_[ticket->slot];
       record->ticket = *ticket;
-      record->state = lead.state == JobRecord::State::kPending ? JobRecord::State::kPending
-                                                               : JobRecord::State::kJoined;
+      record->MoveTo(lead.state == JobRecord::State::kPending ? JobRecord::State::kPending
+                                                              : JobRecord::State::kJoined);
       lead.joiners.push_back(record);
       log_.Joined(*core_->Describe(*ticket));
       return absl::OkStatus();
     }
     record->ticket = *ticket;
-    record->state = JobRecord::State::kPending;
+    record->MoveTo(JobRecord::State::kPending);
     if (first && first->ticket == *ticket) {
       log_.Enqueued(*first);  // admitted by this call: its admission says what Describe would
     } else {
@@ -1272,7 +1318,7 @@ class Scheduler::Impl {
       if (!refused.ok()) {
         // Submit returned OK and the scheduler began to shut down before the job was queued: its
         // callback is told, as a pending job's is at shutdown.
-        record->state = JobRecord::State::kCancelled;
+        record->MoveTo(JobRecord::State::kCancelled);
         record->refusal = refused.code() == absl::StatusCode::kUnavailable
                               ? absl::CancelledError("the scheduler shut down before the job ran")
                               : std::move(refused);
@@ -1419,7 +1465,7 @@ class Scheduler::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     RecordPtr& record = records_[a.ticket.slot];
     if (!record->joiners.empty()) ChooseRunnerLocked(record, coalesce_[a.type_index]);
-    record->state = JobRecord::State::kRunning;
+    record->MoveTo(JobRecord::State::kRunning);
     record->admitted_at = now;
     ForgetDeadlineLocked(*record);
     log_.Admitted(a, now);
@@ -1443,7 +1489,7 @@ class Scheduler::Impl {
   void ReapExpiredLocked(double now, RecordList& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     for (const core::ExpiredJob& expired : core_->TakeExpired()) {
       RecordPtr record = std::move(records_[expired.ticket.slot]);
-      record->state = JobRecord::State::kCancelled;
+      record->MoveTo(JobRecord::State::kCancelled);
       record->refusal = absl::DeadlineExceededError(
           absl::StrCat("the job waited its type's max_queue_wait (",
                        expired.expired_at - expired.arrival, " s) without being admitted"));
@@ -1451,7 +1497,7 @@ class Scheduler::Impl {
       log_.Expired(expired.View(), record->refusal, now);
       // The calls that joined it leave with it (its arrival was theirs).
       for (RecordPtr& joiner : record->joiners) {
-        joiner->state = JobRecord::State::kCancelled;
+        joiner->MoveTo(JobRecord::State::kCancelled);
         joiner->refusal = record->refusal;
         out.push_back(std::move(joiner));
       }
@@ -1484,7 +1530,7 @@ class Scheduler::Impl {
       runner = mode == Coalesce::kSupersede ? calls.end() - 1 : calls.begin();
     RecordPtr chosen = std::move(*runner);
     calls.erase(runner);
-    for (const RecordPtr& call : calls) call->state = JobRecord::State::kJoined;
+    for (const RecordPtr& call : calls) call->MoveTo(JobRecord::State::kJoined);
     chosen->joiners = std::move(calls);
     lead = std::move(chosen);
   }
@@ -1510,13 +1556,13 @@ class Scheduler::Impl {
     } else {
       std::erase(lead->joiners, record);
     }
-    record->state = JobRecord::State::kCancelled;
+    record->MoveTo(JobRecord::State::kCancelled);
   }
 
   // A call that joined a running job stops waiting for it; the run goes on for the others.
   void LeaveRunLocked(const RecordPtr& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     std::erase(records_[record->ticket.slot]->joiners, record);
-    record->state = JobRecord::State::kCancelled;
+    record->MoveTo(JobRecord::State::kCancelled);
   }
 
   // Tells the calls that joined a run that ended its status (each its own copy, `result`),
@@ -1540,7 +1586,7 @@ class Scheduler::Impl {
     const core::JobView job = *core_->Describe(record.ticket);
     (void)core_->Cancel(record.ticket, now);
     CheckInvariantsLocked();
-    record.state = JobRecord::State::kCancelled;
+    record.MoveTo(JobRecord::State::kCancelled);
     records_[record.ticket.slot] = nullptr;
     ForgetDeadlineLocked(record);
     log_.Cancelled(job, why, now);
@@ -1632,7 +1678,7 @@ class Scheduler::Impl {
       joiners = std::move(record.joiners);
       record.joiners.clear();
       for (const RecordPtr& joiner : joiners) {
-        joiner->state = JobRecord::State::kFinished;
+        joiner->MoveTo(JobRecord::State::kFinished);
         joiner->result = Detached(status);
       }
       AdmitLocked(end, admitted);
