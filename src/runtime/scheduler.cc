@@ -89,8 +89,8 @@ struct JobRecord {
     }
     return false;
   }
-  // Moves the call to `to`; a transition the table does not have aborts, naming both states
-  // (a call reported twice, or never, would begin with one).
+  // Moves the call to `to`; a transition the table does not have aborts, naming both states (a
+  // call decided twice, and so reported twice, would begin with one).
   void MoveTo(State to) {
     if (!MayMove(state, to)) {
       static constexpr const char* kNames[] = {"kNew",    "kPending",  "kRunning",
