@@ -11,10 +11,9 @@ cd "$(dirname "$0")/.."
 flags=(-std=c++20 -fsyntax-only -Wthread-safety -Werror=thread-safety -DBOOST_ALL_NO_LIB
   -Iinclude -Isrc -isystem /usr/include/postgresql)
 
-for threads in 0 1; do
-  probe=$(mktemp --suffix=.cc)
-  trap 'rm -f "$probe"' EXIT
-  cat >"$probe" <<'PROBE'
+probe=$(mktemp --suffix=.cc)
+trap 'rm -f "$probe"' EXIT
+cat >"$probe" <<'PROBE'
 #include "runtime/waiting.h"
 struct Guarded {
   fairgate::internal::CoreMutex mutex;
@@ -22,11 +21,12 @@ struct Guarded {
   int ReadWithoutTheLock() { return value; }
 };
 PROBE
+
+for threads in 0 1; do
   if clang++ "${flags[@]}" -DFAIRGATE_RUNTIME_THREADS="$threads" "$probe" 2>/dev/null; then
     echo "thread-safety analysis: a read without the lock compiled (FAIRGATE_RUNTIME_THREADS=$threads)"
     exit 1
   fi
-  rm -f "$probe"
 
   echo "== thread-safety analysis, FAIRGATE_RUNTIME_THREADS=$threads"
   sources=()
