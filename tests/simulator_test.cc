@@ -393,6 +393,113 @@ TEST_CASE("Simulator.AdaptiveCapacity.JobsStretchOnAnOversubscribedMachineAndThe
   CHECK(result->capacity_changes == std::vector<std::pair<double, int>>{{2, 1}});
 }
 
+// An adaptive-capacity trace on one core: a and b (0.5 s each, stretched to 1 s: two slots on
+// one core) overload the first interval, and the cap falls from 30 to its min, 1, at 0.3. Key p's
+// job waits paused for good, so it is pending but never admissible.
+std::string PausedForGoodTrace(double low) {
+  return R"({"mode": "seed", "capacity": 30, "machine": {"cores": 1},
+    "adaptive_capacity": {"min": 1, "interval": 0.3, "decrease": 0.01, "low": )" +
+         std::to_string(low) + R"(},
+    "types": {"t": {"priority": 30, "max_concurrency": 30}},
+    "jobs": [
+      {"type": "t", "id": "a", "key": "k", "arrival": 0, "duration": 0.5},
+      {"type": "t", "id": "b", "key": "k", "arrival": 0, "duration": 0.5},
+      {"type": "t", "id": "c", "key": "p", "arrival": 0, "duration": 1}],
+    "pauses": [{"key": "p", "from": 0}]})";
+}
+
+TEST_CASE("Simulator.AdaptiveCapacity.IntervalsEndAtMultiplesAndOnlyWhileTheCapCanStillGrow") {
+  // low 0.05: once nothing else is left (from 1), an idle interval's pressure 0 is below low and
+  // a job is pending, so each interval end raises the cap by one until it is back at 30: the
+  // ends at 1.5 (the first whose interval saw no overload) to 9.9, then nothing. Each end is at
+  // k * 0.3 exactly, not at 0.3 added k times (at k = 22 those differ).
+  StatusOr<SimResult> growing = Simulate(*ParseTrace(PausedForGoodTrace(0.05), "t.json"));
+  REQUIRE(growing.ok());
+  std::vector<std::pair<double, int>> expected = {{0.3, 1}};
+  for (int k = 5; k <= 33; ++k) expected.emplace_back(k * 0.3, k - 3);
+  CHECK(growing->capacity_changes == expected);
+  CHECK_FALSE(growing->outcomes[2].admitted_at.has_value());
+  // low 0: the rule never raises the cap (no pressure is below 0), so the simulation ends with
+  // the last completion instead of ticking for ever.
+  StatusOr<SimResult> stuck = Simulate(*ParseTrace(PausedForGoodTrace(0), "t.json"));
+  REQUIRE(stuck.ok());
+  CHECK(stuck->capacity_changes == std::vector<std::pair<double, int>>{{0.3, 1}});
+  CHECK(stuck->outcomes[1].done_at == 1.0);
+}
+
+TEST_CASE("Simulator.AdaptiveCapacity.AJobWiderThanTheLoweredCapWaitsForTheCapToGrowOrForGood") {
+  // Two slots, one core: a and b run 0-6 (3 s stretched 2x). w (2 slots) arrives at 0.5 and waits
+  // for the full cap; at 1 the overload halves the cap to 1, below w's slots.
+  auto trace = [](double low) {
+    return R"({"mode": "seed", "capacity": 2, "machine": {"cores": 1},
+      "adaptive_capacity": {"min": 1, "interval": 1, "decrease": 0.5, "low": )" +
+           std::to_string(low) + R"(},
+      "types": {"t": {"priority": 2, "max_concurrency": 2},
+                "wide": {"priority": 2, "max_concurrency": 1, "slots": 2}},
+      "jobs": [
+        {"type": "t", "id": "a", "key": "k", "arrival": 0, "duration": 3},
+        {"type": "t", "id": "b", "key": "k", "arrival": 0, "duration": 3},
+        {"type": "wide", "id": "w", "key": "k", "arrival": 0.5, "duration": 1}]})";
+  };
+  // low 0.05: the first idle interval (6-7) raises the cap to 2 and w runs at 7, stretched 2x.
+  CHECK(Events(trace(0.05)) == std::vector<std::string>{
+                                   Ev("0", "admit", "t", "a", "k"),
+                                   Ev("0", "admit", "t", "b", "k"),
+                                   Ev("6", "done", "t", "a", "k"),
+                                   Ev("6", "done", "t", "b", "k"),
+                                   Ev("7", "admit", "wide", "w", "k"),
+                                   Ev("9", "done", "wide", "w", "k"),
+                               });
+  // low 0: the cap never grows again; w is never admitted, and the simulation ends.
+  CHECK(Events(trace(0)) == std::vector<std::string>{
+                                Ev("0", "admit", "t", "a", "k"),
+                                Ev("0", "admit", "t", "b", "k"),
+                                Ev("6", "done", "t", "a", "k"),
+                                Ev("6", "done", "t", "b", "k"),
+                            });
+}
+
+TEST_CASE(
+    "Simulator.Pause.AnExpiryDueAtAPauseOfAKeyWithoutJobsComesBeforeThatInstantsCompletions") {
+  // b's limit is reached at 4, when a's clone ends. Without a pause the completion comes first
+  // (step 3 before step 4); a pause at 4 takes the expiries due first, also when its key (z)
+  // never queued a job, as a pause of a type does.
+  auto trace = [](const std::string& pause) {
+    return R"({"mode": "seed", "capacity": 1,
+      "types": {"clone": {"priority": 1, "max_concurrency": 1, "max_queue_wait": 4},
+                "repack": {"priority": 1, "max_concurrency": 1}},
+      "jobs": [
+        {"type": "clone", "id": "linux", "key": "a", "arrival": 0, "duration": 4},
+        {"type": "clone", "id": "git", "key": "b", "arrival": 0, "duration": 1}])" +
+           (pause.empty() ? std::string() : ", \"pauses\": [" + pause + "]") + "}";
+  };
+  const std::vector<std::string> expiry_first = {
+      Ev("0", "admit", "clone", "linux", "a"),
+      Ev("4", "expire", "clone", "git", "b"),
+      Ev("4", "done", "clone", "linux", "a"),
+  };
+  CHECK(Events(trace(R"({"key": "z", "from": 4})")) == expiry_first);
+  CHECK(Events(trace(R"({"type": "repack", "from": 4})")) == expiry_first);
+  CHECK(Events(trace("")) == std::vector<std::string>{
+                                 Ev("0", "admit", "clone", "linux", "a"),
+                                 Ev("4", "done", "clone", "linux", "a"),
+                                 Ev("4", "expire", "clone", "git", "b"),
+                             });
+}
+
+TEST_CASE("Simulator.Pause.OverlappingPausesDoNotNestTheFirstResumeEndsThem") {
+  // Repacks paused 0-10 and 2-5: the pause at 2 changes nothing (already paused), and the resume
+  // at 5 resumes the type although the first pause's window runs to 10.
+  const std::string trace = R"({"mode": "seed", "capacity": 1,
+    "types": {"repack": {"priority": 1, "max_concurrency": 1}},
+    "jobs": [{"type": "repack", "id": "git", "key": "", "arrival": 0, "duration": 1}],
+    "pauses": [{"type": "repack", "from": 0, "until": 10}, {"type": "repack", "from": 2, "until": 5}]})";
+  CHECK(Events(trace) == std::vector<std::string>{
+                             Ev("5", "admit", "repack", "git", ""),
+                             Ev("6", "done", "repack", "git", ""),
+                         });
+}
+
 TEST_CASE("Simulator.Examples.ShortestFirstsAgingTermBoundsWhatPassesALongJob") {
   auto big_starts = [](const Replayed& r) { return *r.result.outcomes[0].admitted_at; };
   // Without the term every short job passes the 20 s build; with a = 1 only those that arrived

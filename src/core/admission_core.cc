@@ -697,6 +697,9 @@ Status AdmissionCore::SetKeyPaused(std::string_view name, bool paused, double no
   }
   auto key = keys_.find(AsAbsl(name));
   if (key == keys_.end()) {
+    // No job of the key to stop or restart, but the steps and expiries due by `now` are still
+    // taken first, as at every other pause and resume.
+    AdvanceTo(now);
     settings.paused = paused;
     return absl::OkStatus();
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <numeric>
@@ -130,10 +131,20 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
   int slots_running = 0;
   double overloaded = 0, last_t = 0;
   const std::optional<AdaptiveCapacity>& adaptive = trace.options.adaptive_capacity;
-  double next_tick = adaptive ? adaptive->interval : std::numeric_limits<double>::infinity();
-  // Ticks go on while the cap may still have to grow for work that waits.
+  // The k-th interval ends at k * interval (a product, not a sum of k intervals, which drifts).
+  std::int64_t ticks = 0;
+  auto tick_at = [&](std::int64_t k) {
+    return adaptive ? static_cast<double>(k) * adaptive->interval
+                    : std::numeric_limits<double>::infinity();
+  };
+  double next_tick = tick_at(1);
+  // With nothing else left to happen, ticks go on only while the rule would still raise the cap:
+  // jobs pending, the cap below max_concurrency, and `low` above the pressure of an idle machine
+  // (0: nothing runs once nothing is left to happen). Each such tick raises the cap by one, so
+  // they end, at max_concurrency at the latest.
   auto cap_may_grow = [&] {
-    return adaptive && core.pending_jobs() > 0 && core.capacity() < trace.options.max_concurrency;
+    return adaptive && adaptive->low > 0 && core.pending_jobs() > 0 &&
+           core.capacity() < trace.options.max_concurrency;
   };
 
   result.outcomes.resize(trace.jobs.size());
@@ -161,7 +172,7 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
         result.capacity_changes.emplace_back(t, capacity);
       }
       overloaded = 0;
-      next_tick += adaptive->interval;
+      next_tick = tick_at(++ticks + 1);
     }
     for (; next_change < pause_changes.size() && pause_changes[next_change].t == t; ++next_change) {
       const PauseChange& change = pause_changes[next_change];
