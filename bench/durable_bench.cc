@@ -41,9 +41,8 @@ class TempFile {
 
 SchedulerOptions StateOptions(const std::string& path, bool full) {
   SchedulerOptions options;
-  options.state_file = path;
-  options.sqlite.synchronous =
-      full ? SqliteStoreOptions::Sync::kFull : SqliteStoreOptions::Sync::kNormal;
+  options.store = *OpenSqliteStore(path, {.synchronous = full ? SqliteStoreOptions::Sync::kFull
+                                                              : SqliteStoreOptions::Sync::kNormal});
   options.max_concurrency = 8;
   options.worker_threads = 2;
   options.warn = [](std::string_view) {};

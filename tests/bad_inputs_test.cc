@@ -18,6 +18,10 @@
 #include "temp_dir.h"
 #include "test_job_types.h"
 
+// The runtime's tests: CTest labels them "runtime", and runs them again on other pools and
+// under ThreadSanitizer (tests/CMakeLists.txt).
+TEST_SUITE_BEGIN("runtime");
+
 namespace fairgate {
 namespace {
 
@@ -117,12 +121,6 @@ std::vector<Row> Rows() {
          [](auto& o) {
            o.fleet_type_caps = {{"repack", 1}};
          });
-  create("sqlite.busy_timeout_seconds = -1", "sqlite.busy_timeout_seconds must be finite and >= 0",
-         [](auto& o) { o.sqlite.busy_timeout_seconds = -1; });
-  create("both state_file and store", "state_file and store are both set", [](auto& o) {
-    o.state_file = "/nonexistent/state.db";
-    o.store = std::shared_ptr<Store>(*OpenSqliteStore(StatePath("both.db")));
-  });
 
   auto register_type = [&](std::string input, absl::StatusCode code, std::string message,
                            std::string name, JobTypeConfig config) {
@@ -259,19 +257,24 @@ std::vector<Row> Rows() {
   run("Scheduler::SetKeyLimits", "min_running > max_running", absl::StatusCode::kInvalidArgument,
       "min_running must be in [0, max_running 1], got 2",
       [] { return Ready()->SetKeyLimits("k", {.max_running = 1, .min_running = 2}); });
-  run("Scheduler::Create", "a state_file in a directory that does not exist",
-      absl::StatusCode::kFailedPrecondition, "state file /nonexistent/state.db: open", [] {
-        SchedulerOptions o;
-        o.state_file = "/nonexistent/state.db";
-        return Scheduler::Create(o).status();
-      });
-  run("Scheduler::SubmitDurable", "no state_file or store", absl::StatusCode::kFailedPrecondition,
+  run("OpenSqliteStore", "a file in a directory that does not exist",
+      absl::StatusCode::kFailedPrecondition, "state file /nonexistent/state.db: open",
+      [] { return OpenSqliteStore("/nonexistent/state.db").status(); });
+  run("OpenSqliteStore", "busy_timeout_seconds = -1", absl::StatusCode::kInvalidArgument,
+      "busy_timeout_seconds must be finite and >= 0",
+      [] { return OpenSqliteStore(StatePath("busy.db"), {.busy_timeout_seconds = -1}).status(); });
+  run("Scheduler::SubmitDurable", "no store", absl::StatusCode::kFailedPrecondition,
       "SubmitDurable needs a store",
       [] { return Ready()->SubmitDurable("clone", "id", "k", "").status(); });
+  run("Scheduler::RegisterDurable", "no store", absl::StatusCode::kFailedPrecondition,
+      "RegisterDurable needs a store", [] {
+        return Ready()->RegisterDurable(
+            "clone", [](const DurableJob&, const Context&) { return absl::OkStatus(); });
+      });
   auto durable = [] {
     static int files = 0;
     SchedulerOptions o;
-    o.state_file = StatePath("durable" + std::to_string(files++) + ".db");
+    o.store = *OpenSqliteStore(StatePath("durable" + std::to_string(files++) + ".db"));
     return Ready(o);
   };
   run("Scheduler::SubmitDurable", "before Recover", absl::StatusCode::kFailedPrecondition,
@@ -372,3 +375,5 @@ TEST_CASE("BadInputs.TheDocumentIsTheTableOfTheTests") {
 
 }  // namespace
 }  // namespace fairgate
+
+TEST_SUITE_END();

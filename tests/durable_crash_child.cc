@@ -51,7 +51,9 @@ int main(int argc, char** argv) {
   const int count = std::atoi(argv[5]);
 
   fairgate::SchedulerOptions options;
-  options.state_file = state;
+  auto store = fairgate::OpenSqliteStore(state);
+  if (!store.ok()) return Fail("open", store.status());
+  options.store = *std::move(store);
   options.max_concurrency = 1;
   options.worker_threads = 1;
   options.state_flush_interval = fairgate::Seconds(0.01);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fairgate/scheduler.h"
+#include "fairgate/sqlite_store.h"
 
 int main() {
   using namespace fairgate;
@@ -16,7 +17,7 @@ int main() {
   // A state file, so that the store's families are there too.
   std::string dir = (std::filesystem::temp_directory_path() / "fairgate-metrics-XXXXXX").string();
   if (mkdtemp(dir.data()) == nullptr) return 1;
-  options.state_file = dir + "/state.db";
+  options.store = *OpenSqliteStore(dir + "/state.db");
   auto scheduler = *Scheduler::Create(options);
   (void)scheduler->RegisterType("clone", {.default_cost = 1, .max_concurrency = 2, .priority = 8});
   (void)scheduler->RegisterType(

@@ -1,5 +1,6 @@
 // What an operator sees: metrics, events, the evidence of each admission, the snapshot as JSON.
 #include <atomic>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -14,6 +15,10 @@
 #include "fairgate/scheduler.h"
 #include "runtime_test_util.h"
 #include "test_job_types.h"
+
+// The runtime's tests: CTest labels them "runtime", and runs them again on other pools and
+// under ThreadSanitizer (tests/CMakeLists.txt).
+TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
@@ -313,6 +318,59 @@ TEST_CASE("Observability.Observers.SeePromotionsCancellationsAndEvictions") {
   CHECK(evicted == std::set<std::string>{"", "alice"});
 }
 
+TEST_CASE("Observability.Observers.AQueueWaitExpiryIsAnExpireEventNotACancel") {
+  Watchdog watchdog("observer expiry", 60s);
+  Clocked clock;
+  auto recorder = std::make_shared<Recorder>();
+  SchedulerOptions options = clock.Options();
+  options.max_concurrency = 1;
+  options.observers = {recorder};
+  auto scheduler = Make(options);
+  JobTypeConfig clone = Type(8, 1);
+  clone.max_queue_wait = 10;
+  REQUIRE(scheduler->RegisterType("clone", clone).ok());
+  Gate gate;
+  REQUIRE(scheduler
+              ->Submit("clone", "a", "holder",
+                       [&](const Context&) {
+                         return gate.Wait() ? absl::OkStatus() : absl::InternalError("gate");
+                       },
+                       {})
+              .ok());
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  std::promise<Status> late;
+  REQUIRE(scheduler
+              ->Submit("clone", "b", "late", clock.Takes(0),
+                       [&](const Status& s) { late.set_value(s); })
+              .ok());
+  // A second job, cancelled by its caller: a kCancel, so that the two kinds are told apart.
+  auto [ctx, cancel] = WithCancel(Context::Background());
+  std::thread leaving([&, ctx = ctx] {
+    CHECK(scheduler->RunSync(ctx, "clone", "c", "leaving", clock.Takes(0)).code() ==
+          absl::StatusCode::kCancelled);
+  });
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 2; }));
+  cancel();
+  leaving.join();
+  clock.now->store(10.5);  // past the late job's max_queue_wait
+  CHECK(late.get_future().get().code() == absl::StatusCode::kDeadlineExceeded);
+  gate.Open();
+  REQUIRE(scheduler->Shutdown(Context::Background()).ok());
+
+  CHECK(recorder->Kinds() == std::vector<std::string>{"admit", "cancel", "expire", "complete"});
+  std::lock_guard lock(recorder->mutex);
+  const JobEvent& cancelled = recorder->events[1];
+  CHECK(cancelled.key == "leaving");
+  CHECK(cancelled.status.code() == absl::StatusCode::kCancelled);
+  const JobEvent& expired = recorder->events[2];
+  CHECK(expired.kind == JobEvent::Kind::kExpire);
+  CHECK(expired.key == "late");
+  CHECK(expired.status.code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(std::string(expired.status.message()).find("max_queue_wait") != std::string::npos);
+  CHECK(expired.wait == 10.5);
+  CHECK(expired.charge == 0);
+}
+
 TEST_CASE("Observability.Observers.ASlowObserverNeverStallsAdmission") {
   Watchdog watchdog("slow observer", 60s);
   struct Stuck : Observer {
@@ -484,3 +542,5 @@ TEST_CASE("Observability.Snapshot.JsonHasTheCountsAndTheHeaviestKeys") {
 
 }  // namespace
 }  // namespace fairgate
+
+TEST_SUITE_END();

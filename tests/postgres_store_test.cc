@@ -26,6 +26,10 @@
 #include "temp_dir.h"
 #include "test_job_types.h"
 
+// The runtime's tests: CTest labels them "runtime", and runs them again on other pools and
+// under ThreadSanitizer (tests/CMakeLists.txt).
+TEST_SUITE_BEGIN("runtime");
+
 namespace fairgate {
 namespace {
 
@@ -831,3 +835,5 @@ TEST_CASE("PostgresStore.JobsAClaimTookAsTheirTypeWasPausedAreGivenBackForOthers
 
 }  // namespace
 }  // namespace fairgate
+
+TEST_SUITE_END();

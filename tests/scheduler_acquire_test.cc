@@ -22,6 +22,10 @@
 #include "runtime_test_util.h"
 #include "test_job_types.h"
 
+// The runtime's tests: CTest labels them "runtime", and runs them again on other pools and
+// under ThreadSanitizer (tests/CMakeLists.txt).
+TEST_SUITE_BEGIN("runtime");
+
 namespace fairgate {
 namespace {
 
@@ -402,6 +406,36 @@ TEST_CASE("Scheduler.Acquire.AsioHandlersRunOnTheirExecutorNeverInline") {
   CHECK(seen == std::vector<std::string>{"first", "refused", "second"});
 }
 
+// What asio.h's first lines say: a handler without an executor of its own runs on Asio's system
+// executor, off the io_context's thread; one bound to the io_context runs inside its run().
+TEST_CASE("Scheduler.Acquire.AsioAPlainHandlerRunsOffTheIoContextABoundOneInsideIt") {
+  Watchdog watchdog("asio executors", 60s);
+  auto scheduler = Make(SeedCapacity(2));
+  REQUIRE(scheduler->RegisterType("clone", Type(2, 2)).ok());
+  boost::asio::io_context io;
+  std::promise<std::thread::id> plain_ran_on;
+  std::optional<Permit> plain_permit;
+  AsyncAcquire(*scheduler, Context::Background(), "clone", "r", "plain", [&](StatusOr<Permit> p) {
+    REQUIRE(p.ok());
+    plain_permit.emplace(*std::move(p));
+    plain_ran_on.set_value(std::this_thread::get_id());
+  });
+  // Nobody runs `io`, and still the plain handler runs.
+  const std::thread::id plain_thread = plain_ran_on.get_future().get();
+  CHECK(plain_thread != std::this_thread::get_id());
+  std::optional<std::thread::id> bound_ran_on;
+  AsyncAcquire(*scheduler, Context::Background(), "clone", "s", "bound",
+               boost::asio::bind_executor(io, [&](StatusOr<Permit> p) {
+                 REQUIRE(p.ok());
+                 bound_ran_on = std::this_thread::get_id();
+               }));
+  CHECK_FALSE(bound_ran_on.has_value());  // admitted, but delivered only by io.run()
+  io.run_for(std::chrono::milliseconds(200));
+  REQUIRE(bound_ran_on.has_value());
+  CHECK(*bound_ran_on == std::this_thread::get_id());
+  plain_permit->Release();
+}
+
 TEST_CASE("Scheduler.Acquire.AsioUseFutureGivesThePermit") {
   Watchdog watchdog("asio future", 60s);
   auto scheduler = Make(SeedCapacity(1));
@@ -418,3 +452,5 @@ TEST_CASE("Scheduler.Acquire.AsioUseFutureGivesThePermit") {
 
 }  // namespace
 }  // namespace fairgate
+
+TEST_SUITE_END();

@@ -15,6 +15,10 @@
 #include "runtime_test_util.h"
 #include "test_job_types.h"
 
+// The runtime's tests: CTest labels them "runtime", and runs them again on other pools and
+// under ThreadSanitizer (tests/CMakeLists.txt).
+TEST_SUITE_BEGIN("runtime");
+
 namespace fairgate {
 namespace {
 
@@ -144,3 +148,5 @@ TEST_CASE("AdaptiveCapacity.Scheduler.TheCapFollowsPressureAndALowerCapAdmitsLes
 
 }  // namespace
 }  // namespace fairgate
+
+TEST_SUITE_END();

@@ -12,6 +12,10 @@
 #include "runtime_test_util.h"
 #include "test_job_types.h"
 
+// The runtime's tests: CTest labels them "runtime", and runs them again on other pools and
+// under ThreadSanitizer (tests/CMakeLists.txt).
+TEST_SUITE_BEGIN("runtime");
+
 namespace fairgate {
 namespace {
 
@@ -109,3 +113,5 @@ TEST_CASE("Scheduler.Budget.ALongJobThatYieldsLetsOthersOnItsThreadRun") {
 
 }  // namespace
 }  // namespace fairgate
+
+TEST_SUITE_END();

@@ -16,6 +16,10 @@
 #include "runtime_test_util.h"
 #include "test_job_types.h"
 
+// The runtime's tests: CTest labels them "runtime", and runs them again on other pools and
+// under ThreadSanitizer (tests/CMakeLists.txt).
+TEST_SUITE_BEGIN("runtime");
+
 namespace fairgate {
 namespace {
 
@@ -202,8 +206,11 @@ TEST_CASE("Scheduler.Coalesce.ACallerThatLeavesLeavesAloneAndTheLastOneCancelsTh
   CHECK(second.get().ok());
   CHECK(third.get().ok());
   CHECK(c.Runs() == Names{"second"});  // the first caller still waiting runs it
-  // Still charged to the key that queued it: its place in the order was that key's.
+  // Still charged to the key that queued it: its place in the order was that key's. The joiners'
+  // keys are charged nothing, and not even tracked.
   CHECK(c.scheduler->AccumulatedCost("a") == 2.0);
+  CHECK_FALSE(c.scheduler->AccumulatedCost("b").has_value());
+  CHECK_FALSE(c.scheduler->AccumulatedCost("c").has_value());
 
   // Now every caller leaves: the job is cancelled, uncharged, and nothing runs.
   Gate hold;
@@ -355,3 +362,5 @@ TEST_CASE("Scheduler.Coalesce.EveryCallOfAnExpiredOrShutDownJobIsToldOnce") {
 
 }  // namespace
 }  // namespace fairgate
+
+TEST_SUITE_END();

@@ -15,6 +15,10 @@
 #include "fairgate/scheduler.h"
 #include "runtime_test_util.h"
 
+// The runtime's tests: CTest labels them "runtime", and runs them again on other pools and
+// under ThreadSanitizer (tests/CMakeLists.txt).
+TEST_SUITE_BEGIN("runtime");
+
 namespace fairgate {
 namespace {
 
@@ -351,3 +355,5 @@ TEST_CASE("Scenario.ManyBackgroundTypes.DoNotStarveTheForeground") {
 
 }  // namespace
 }  // namespace fairgate
+
+TEST_SUITE_END();

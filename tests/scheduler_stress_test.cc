@@ -22,6 +22,10 @@
 #include "runtime/waiting.h"
 #include "runtime_test_util.h"
 
+// The runtime's tests: CTest labels them "runtime", and runs them again on other pools and
+// under ThreadSanitizer (tests/CMakeLists.txt).
+TEST_SUITE_BEGIN("runtime");
+
 namespace fairgate {
 namespace {
 
@@ -258,3 +262,5 @@ TEST_CASE("Stress.Runtime.CapsConflictsAndExactlyOnceHoldUnderLoad") {
 
 }  // namespace
 }  // namespace fairgate
+
+TEST_SUITE_END();

@@ -26,6 +26,10 @@
 #include "runtime_test_util.h"
 #include "test_job_types.h"
 
+// The runtime's tests: CTest labels them "runtime", and runs them again on other pools and
+// under ThreadSanitizer (tests/CMakeLists.txt).
+TEST_SUITE_BEGIN("runtime");
+
 namespace fairgate {
 namespace {
 
@@ -1082,3 +1086,5 @@ TEST_CASE("Scheduler.Lock.UserCodeRunsOutsideTheLock") {
 
 }  // namespace
 }  // namespace fairgate
+
+TEST_SUITE_END();

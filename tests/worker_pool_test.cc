@@ -16,6 +16,10 @@
 
 #include "doctest/doctest.h"
 
+// The runtime's tests: CTest labels them "runtime", and runs them again on other pools and
+// under ThreadSanitizer (tests/CMakeLists.txt).
+TEST_SUITE_BEGIN("runtime");
+
 namespace fairgate::internal {
 namespace {
 
@@ -216,3 +220,5 @@ TEST_CASE("WorkerPool.AnIdlePoolSleeps") {
 
 }  // namespace
 }  // namespace fairgate::internal
+
+TEST_SUITE_END();

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "fairgate/postgres_store.h"
+#include "fairgate/sqlite_store.h"
 #include "work_gate.h"
 
 namespace git_mirror {
@@ -141,7 +142,11 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
     adaptive.min = c.adaptive_min;
     options.adaptive_capacity = adaptive;
   }
-  options.state_file = c.state_file;
+  if (!c.state_file.empty()) {
+    auto store = fairgate::OpenSqliteStore(c.state_file);
+    if (!store.ok()) return store.status();
+    options.store = *std::move(store);
+  }
   if (!c.database.empty()) {
     auto store = fairgate::OpenPostgresStore(c.database, {.replica = c.replica});
     if (!store.ok()) {

@@ -1,15 +1,26 @@
 // fairgate/asio.h: Scheduler::Acquire as a Boost.Asio asynchronous operation.
 //
-//   fairgate::AsyncAcquire(scheduler, ctx, "clone", repository, client,
-//                          [](fairgate::StatusOr<fairgate::Permit> permit) { ... });
+// Where the handler runs: on the handler's associated executor. A plain lambda has none, so Asio
+// gives it the system executor, and the handler then runs on a thread of Asio's own system pool,
+// not on your io_context's thread. Bind the executor it should run on:
 //
-// works with any completion token of Boost.Asio 1.74 (a handler, `boost::asio::use_future`,
-// `boost::asio::use_awaitable`, a `bind_executor`-wrapped handler), with the completion signature
-// `void(fairgate::StatusOr<fairgate::Permit>)`. Unlike a raw Acquire callback, the handler is
-// never called inside AsyncAcquire, nor on a fairgate thread: the result is posted to the
-// handler's associated executor (its strand, say), and the operation counts as outstanding work
-// on that executor until then, as Asio's own operations do. A refusal arrives the same way, so
-// the handler sees every outcome in one place.
+//   boost::asio::io_context io;
+//   fairgate::AsyncAcquire(scheduler, ctx, "clone", repository, client,
+//                          boost::asio::bind_executor(io, [](fairgate::StatusOr<fairgate::Permit>
+//                          p) {
+//                            // runs in io.run(), like every other handler of `io`
+//                          }));
+//
+// (or a strand of it, or a token whose executor is `io`'s, such as `use_awaitable` inside a
+// coroutine that `io` runs).
+//
+// AsyncAcquire works with any completion token of Boost.Asio 1.74 (a handler,
+// `boost::asio::use_future`, `boost::asio::use_awaitable`, a `bind_executor`-wrapped handler), with
+// the completion signature `void(fairgate::StatusOr<fairgate::Permit>)`. Unlike a raw Acquire
+// callback, the handler is never called inside AsyncAcquire, nor on a fairgate thread: the result
+// is posted to the handler's associated executor, and the operation counts as outstanding work on
+// that executor until then, as Asio's own operations do. A refusal arrives the same way, so the
+// handler sees every outcome in one place.
 //
 // Cancellation is fairgate's: cancel `ctx` (or give it a deadline) to end the wait; the handler
 // then gets Cancelled or DeadlineExceeded. If the executor is shut down before the handler runs,

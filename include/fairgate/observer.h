@@ -1,8 +1,9 @@
 // fairgate/observer.h: what a scheduler did, told to code of yours as it happens.
 //
 // An Observer receives one JobEvent per decision: a job admitted, completed, cancelled while
-// pending, rejected at the door, aged one tier up (with aging), and a fairness key evicted by the
-// TTL sweep. Register observers in SchedulerOptions::observers.
+// pending, expired at its type's max_queue_wait while pending, rejected at the door, aged one tier
+// up (with aging), and a fairness key evicted by the TTL sweep. Register observers in
+// SchedulerOptions::observers.
 //
 // Contract:
 // - Observers run outside the scheduler's lock, on one delivery thread per scheduler, in the order
@@ -26,7 +27,8 @@
 namespace fairgate {
 
 struct JobEvent {
-  enum class Kind { kAdmit, kComplete, kCancel, kReject, kPromote, kEvict };
+  // kExpire is last so that the values of the others stay what they were before it existed.
+  enum class Kind { kAdmit, kComplete, kCancel, kReject, kPromote, kEvict, kExpire };
   Kind kind = Kind::kAdmit;
   double time = 0;  // the scheduler's clock, seconds
   // The job (for kEvict: only `key` is set).
@@ -37,10 +39,10 @@ struct JobEvent {
   int effective_tier = 0;  // the tier it orders in (above `tier` once it aged)
   double charge = 0;       // kAdmit, kComplete: what the job was charged (before the key's weight)
   double accumulated_cost = 0;  // the key's accumulated cost after the event
-  double wait = 0;              // kAdmit, kCancel, kPromote: seconds since it was enqueued
+  double wait = 0;              // kAdmit, kCancel, kExpire, kPromote: seconds since it was enqueued
   double run_time = 0;          // kComplete: seconds it ran
-  // kComplete: the job's status; kCancel, kReject: why (kCancel: Cancelled or the context's
-  // error, or DeadlineExceeded when the job reached its type's max_queue_wait).
+  // kComplete: the job's status; kCancel, kExpire, kReject: why (kCancel: Cancelled or the
+  // context's error; kExpire: DeadlineExceeded, naming max_queue_wait).
   Status status;
 };
 
@@ -50,7 +52,7 @@ class Observer {
   virtual void OnEvent(const JobEvent& event) = 0;
 };
 
-// "admit", "complete", "cancel", "reject", "promote", "evict".
+// "admit", "complete", "cancel", "reject", "promote", "evict", "expire".
 const char* JobEventKindName(JobEvent::Kind kind);
 
 }  // namespace fairgate

@@ -24,7 +24,6 @@
 #include "fairgate/evidence.h"
 #include "fairgate/key_limits.h"
 #include "fairgate/observer.h"
-#include "fairgate/sqlite_store.h"
 #include "fairgate/status.h"
 #include "fairgate/store.h"
 
@@ -131,12 +130,11 @@ struct SchedulerOptions {
   std::function<void(std::string_view warning)> warn;
 
   // What survives a restart (fairgate/store.h): durable jobs, learned estimates, keys'
-  // accumulated costs and periodic schedules. Both empty (the default): nothing is kept, and
-  // SubmitDurable is refused. Set one, not both.
-  // The SQLite file to keep them in (fairgate/sqlite_store.h), opened by Scheduler::Create.
-  std::string state_file;
-  SqliteStoreOptions sqlite;
-  // Another store implementation.
+  // accumulated costs and periodic schedules, kept in this store. Null (the default): nothing is
+  // kept, and the durable calls are refused with FailedPrecondition. For one process, a SQLite
+  // file: `options.store = *fairgate::OpenSqliteStore(path)` (fairgate/sqlite_store.h, CMake
+  // target fairgate::sqlite); for replicas, OpenPostgresStore (fairgate/postgres_store.h,
+  // fairgate::postgres); or an implementation of your own. The scheduler itself links neither.
   std::shared_ptr<Store> store;
   // How often learned estimates, costs and schedules are flushed to the store (also at
   // shutdown), on a thread of their own. Finite and > 0.

@@ -8,6 +8,20 @@
 // one interval, so that a server starting a thousand periodic jobs does not start them together
 // (`first_run_at_once` queues it at once instead).
 //
+// After a restart, with a store (SchedulerOptions::store), the first run keeps the
+// schedule the last process had. The store knows when the job's (type, id) last run ended, and
+// the first run is queued:
+// - one interval after that end, if that is still to come (never more than one interval from
+//   now, should the wall clock have stepped back), without jitter;
+// - else (the run is overdue: the process was stopped for longer than an interval) after a
+//   random part of one interval, as at a first start, so that jobs overdue after a long stop do
+//   not all start together;
+// - at once, whatever the store says, with `first_run_at_once`.
+// The end of a run reaches the store with the scheduler's next state flush
+// (SchedulerOptions::state_flush_interval, and at Shutdown); a process killed before that flush
+// is placed by the run before it. Without a store, or for a (type, id) the store has no run of,
+// the first run is placed as at a first start.
+//
 // Runs stop when the PeriodicJob handle's Stop is called or the scheduler shuts down or drains:
 // no run is queued after that; a run already queued or running finishes and is reported. The
 // handle may be dropped: the job goes on until the scheduler stops.

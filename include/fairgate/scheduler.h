@@ -44,15 +44,27 @@
 // each is told exactly once, the job runs at most once, and one function runs it.
 //
 // Coalescing (JobTypeConfig::coalesce, off by default): calls for a (type, id) share one job.
-// - A Submit of an id whose job is pending joins it; a RunSync (or a Submit with
-//   JobOptions::join_running) joins the job of its id that was admitted last if it still runs
-//   (its result is the soonest), else the pending one. A call that
+// - Which calls may join what:
+//     call                                  a pending job of its id   a running job of its id
+//     RunSync                               joins                     joins (the one admitted last)
+//     Submit                                joins                     no: queues a job of its own
+//     Submit with JobOptions::join_running  joins                     joins (the one admitted last)
+//     Acquire                               no                        no
+//     SubmitDurable                         as Submit                 as Submit
+//   A call that may join both joins the running job (its result is the soonest). A call that
 //   finds nothing to join queues a job as usual, which later calls may join. Acquire never joins
-//   and is never joined (its caller runs its own work under the permit).
-// - The job keeps the place, the fairness key and the arrival of the call that queued it: that
-//   key alone is charged, once; joiners are not charged, their keys are not tracked, their cost
-//   hints are ignored, and the pending bounds do not count them. Its queue-wait limit runs from
-//   its arrival, for every call that joined it.
+//   and is never joined (its caller runs its own work under the permit). A plain Submit does not
+//   join a running job because it may ask for work that must start after the call (fetch what
+//   was pushed since); join_running says any run already under way will do.
+// - The job keeps the place, the fairness key and the arrival of the call that queued it (its
+//   creator): that key alone is charged, once; joiners are not charged, their keys are not
+//   tracked, their cost hints are ignored, and the pending bounds do not count them. Its
+//   queue-wait limit runs from its arrival, for every call that joined it.
+// - Who pays when the creator leaves: still the creator's key. A creator whose RunSync context
+//   ends while others wait on the job leaves, but the job keeps the creator's key, place and
+//   arrival, and when it is admitted that key is charged, as if the creator were still there.
+//   The joiners got the creator's place in the order, so the creator's key pays for it; a client
+//   cannot queue under one key and be charged under another by leaving.
 // - One function runs the job, when admitted: that of the first RunSync caller still waiting, in
 //   that caller's fiber or thread; with none, a Submit's: the first's (kJoin) or the latest's
 //   (kSupersede). Every other call gets the status of that run: RunSync returns it, a Submit
@@ -172,8 +184,8 @@ class Scheduler {
   StatusOr<PeriodicJob> SubmitEvery(std::string_view type, std::string_view id, Seconds interval,
                                     JobFn fn, const PeriodicOptions& options = {});
 
-  // Durable background work (fairgate/durable.h) needs a store (SchedulerOptions::state_file or
-  // store); without one each of these returns FailedPrecondition.
+  // Durable background work (fairgate/durable.h) needs a store (SchedulerOptions::store);
+  // without one each of these returns FailedPrecondition, RegisterDurable too.
   //
   // Registers the handler of durable jobs of `type` and how their failures are retried. NotFound
   // for an unregistered type, AlreadyExists for a second handler, InvalidArgument for an empty

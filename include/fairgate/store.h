@@ -1,7 +1,7 @@
 // fairgate/store.h: what a scheduler keeps across restarts, and the interface it keeps it through.
 //
-// A scheduler with a store (SchedulerOptions::state_file for the SQLite store of
-// fairgate/sqlite_store.h, or SchedulerOptions::store for another) persists four things:
+// A scheduler with a store (SchedulerOptions::store: the SQLite store of fairgate/sqlite_store.h,
+// the PostgreSQL store of fairgate/postgres_store.h, or another) persists four things:
 // - durable jobs (Scheduler::SubmitDurable): stored before SubmitDurable returns, marked at the
 //   start of each attempt, removed when a run succeeds, rescheduled for a retry or moved to the
 //   dead jobs when it fails (fairgate/durable.h);

@@ -91,15 +91,6 @@ Status ValidateOptions(const SchedulerOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "sweep_interval must be finite and > 0 seconds, got ", options.sweep_interval.count()));
   }
-  if (!options.state_file.empty() && options.store) {
-    return absl::InvalidArgumentError("state_file and store are both set: set one");
-  }
-  if (!std::isfinite(options.sqlite.busy_timeout_seconds) ||
-      options.sqlite.busy_timeout_seconds < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sqlite.busy_timeout_seconds must be finite and >= 0, got ",
-                     options.sqlite.busy_timeout_seconds));
-  }
   if (!PositiveFinite(options.state_flush_interval)) {
     return absl::InvalidArgumentError(
         absl::StrCat("state_flush_interval must be finite and > 0 seconds, got ",

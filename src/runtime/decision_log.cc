@@ -80,17 +80,18 @@ void DecisionLog::Completed(const core::JobView& job, const Status& status, doub
 
 void DecisionLog::Cancelled(const core::JobView& job, const Status& why, double now) {
   metrics_.Cancelled(job.type_index);
-  CancelEvent(job, why, now);
+  LeftPendingEvent(JobEvent::Kind::kCancel, job, why, now);
 }
 
 void DecisionLog::Expired(const core::JobView& job, const Status& why, double now) {
   metrics_.Expired(job.type_index);
-  CancelEvent(job, why, now);
+  LeftPendingEvent(JobEvent::Kind::kExpire, job, why, now);
 }
 
-void DecisionLog::CancelEvent(const core::JobView& job, const Status& why, double now) {
+void DecisionLog::LeftPendingEvent(JobEvent::Kind kind, const core::JobView& job, const Status& why,
+                                   double now) {
   if (!delivery_.wants_events()) return;
-  JobEvent e = EventOf(JobEvent::Kind::kCancel, job, now);
+  JobEvent e = EventOf(kind, job, now);
   e.accumulated_cost = core_.AccumulatedCost(job.key).value_or(0);
   e.status = why;
   events_.push_back(std::move(e));

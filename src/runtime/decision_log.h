@@ -49,7 +49,7 @@ class DecisionLog {
   void Completed(const core::JobView& job, const Status& status, double run_time, double now);
   // A pending job that left without running; `job` as described before the core cancelled it.
   void Cancelled(const core::JobView& job, const Status& why, double now);
-  // A pending job reached its type's max_queue_wait: an expiry in the metrics, a kCancel event
+  // A pending job reached its type's max_queue_wait: an expiry in the metrics, a kExpire event
   // with `why` (DeadlineExceeded).
   void Expired(const core::JobView& job, const Status& why, double now);
   void Evicted(const core::SweepResult& swept, std::vector<std::pair<std::string, double>>& keys,
@@ -71,8 +71,9 @@ class DecisionLog {
 
  private:
   JobEvent EventOf(JobEvent::Kind kind, const core::JobView& job, double now) const;
-  // The kCancel event of a pending job that left without running (cancelled or expired).
-  void CancelEvent(const core::JobView& job, const Status& why, double now);
+  // The event of a pending job that left without running: kCancel or kExpire.
+  void LeftPendingEvent(JobEvent::Kind kind, const core::JobView& job, const Status& why,
+                        double now);
 
   core::AdmissionCore& core_;
   metrics::SchedulerMetrics metrics_;

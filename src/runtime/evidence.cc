@@ -26,6 +26,8 @@ const char* JobEventKindName(JobEvent::Kind kind) {
       return "promote";
     case JobEvent::Kind::kEvict:
       return "evict";
+    case JobEvent::Kind::kExpire:
+      return "expire";
   }
   return "unknown";
 }

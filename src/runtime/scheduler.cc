@@ -659,6 +659,7 @@ class Scheduler::Impl {
   }
 
   Status RegisterDurable(std::string_view type, DurableHandler handler, const RetryPolicy& retry) {
+    if (Status s = NeedStore("RegisterDurable"); !s.ok()) return s;
     if (!handler) return absl::InvalidArgumentError("durable handler is empty");
     if (Status s = ValidateRetryPolicy(retry); !s.ok()) return s;
     Locked lock(this);
@@ -809,9 +810,9 @@ class Scheduler::Impl {
 
   Status NeedStore(std::string_view what) const {
     if (keeper_) return absl::OkStatus();
-    return absl::FailedPreconditionError(
-        absl::StrCat(absl::string_view(what.data(), what.size()),
-                     " needs a store: set SchedulerOptions::state_file (or store)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        absl::string_view(what.data(), what.size()),
+        " needs a store: set SchedulerOptions::store (fairgate/sqlite_store.h opens one)"));
   }
 
   // Why a call is refused once the scheduler is no longer open.

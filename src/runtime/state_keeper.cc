@@ -5,7 +5,6 @@
 #include <iterator>
 #include <tuple>
 
-#include "fairgate/sqlite_store.h"
 #include "metrics/prometheus_writer.h"
 
 namespace fairgate::internal {
@@ -16,11 +15,6 @@ double WallNow() {
 
 StatusOr<std::unique_ptr<StateKeeper>> StateKeeper::Open(const SchedulerOptions& options) {
   std::shared_ptr<Store> store = options.store;
-  if (!store && !options.state_file.empty()) {
-    StatusOr<std::unique_ptr<Store>> opened = OpenSqliteStore(options.state_file, options.sqlite);
-    if (!opened.ok()) return opened.status();
-    store = *std::move(opened);
-  }
   if (!store) return std::unique_ptr<StateKeeper>();
   StatusOr<LearnedState> loaded = store->LoadLearned();
   if (!loaded.ok()) return loaded.status();

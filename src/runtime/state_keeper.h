@@ -56,8 +56,8 @@ class StateKeeper {
   // store; kFenced: its lease was another replica's by the time this one began or ended it.
   enum class Outcome { kStored, kSucceeded, kRetried, kDead, kClaimed, kFenced };
 
-  // Opens options.state_file, or takes options.store, and loads what it holds. Null (and OK) when
-  // neither is set; the store's status when it cannot be opened or read.
+  // Takes options.store and loads what it holds. Null (and OK) when it is not set; the store's
+  // status when it cannot be read.
   static StatusOr<std::unique_ptr<StateKeeper>> Open(const SchedulerOptions& options);
   ~StateKeeper();  // stops the flusher, without a last flush
 

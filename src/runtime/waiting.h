@@ -91,23 +91,17 @@ void SleepFor(Duration d) {
 }
 // The scheduler's lock: glibc's adaptive mutex (PTHREAD_MUTEX_ADAPTIVE_NP). It spins for as long
 // as recent acquisitions needed before it sleeps, and a running thread takes a free lock ahead
-// of sleeping waiters. With absl::Mutex, used before, 1,000 threads calling RunSync kept a
-// standing queue (173-322 k calls/s, p99 wait 8-14 ms); with this one they did not on the day it
-// was measured (389 k to 1.04 M, p99 15-29 µs), and the Submit burst, the backlog drain and RunSync
-// from fibers were unchanged (bench/README.md). A std::mutex tried a fixed number of times before
-// it sleeps ended the queue too, but halved RunSync from fibers in some runs (256 tries) or slowed
-// the backlog drain (32 tries).
+// of sleeping waiters: that keeps many plain threads calling RunSync from settling into a
+// standing queue, where the threads whose jobs were admitted sleep on the lock they need to
+// complete and slots stand idle (src/runtime/README.md, "The lock").
 //
 // A caller on a plain thread (its thread's main context: no fiber of its own to run instead)
 // first waits up to kPlainThreadSpins pauses for the lock to be free, reading whether it is held
 // (without taking its cache line from the holder), before it falls to the mutex, which may put it
-// to sleep. 1,000 plain threads calling RunSync formed a standing queue again on 2026-11-25 with
-// the mutex alone (in 5 runs of 10 a repetition below half the run's median, p99 wait 0.4-3.6
-// ms): a thread that sleeps on the lock must be woken by a system call, and the sleepers fall
-// behind. With the spin first, 2 runs of 10 had such a repetition and the p99 wait was 2-8 µs.
-// Fibers do not spin: there, spinning first halved RunSync from 1,000 fibers in some runs
-// (bench/README.md, "The scheduler's lock: a spin for plain threads"). Telling the two apart
-// initializes Boost.Fiber on a plain thread that finds the lock taken (its main context and
+// to sleep: a thread that sleeps on the lock must be woken by a system call, and sleepers fall
+// behind. Fibers do not spin: they have other fibers of their thread to give way to, and
+// spinning there costs the fibers' throughput (bench/README.md has the figures). Telling the two
+// apart initializes Boost.Fiber on a plain thread that finds the lock taken (its main context and
 // scheduler, as any fiber-aware wait on that thread does).
 class ABSL_LOCKABLE CoreMutex {
  public:
