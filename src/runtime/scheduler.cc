@@ -24,181 +24,38 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "core/admission_core.h"
+#include "runtime/capacity_controller.h"
 #include "runtime/claimer.h"
 #include "runtime/context_state.h"
 #include "runtime/cpu_pressure.h"
 #include "runtime/decision_log.h"
+#include "runtime/durable_jobs.h"
 #include "runtime/fiber_stack.h"
 #include "runtime/fleet_leases.h"
+#include "runtime/job_record.h"
+#include "runtime/outstanding.h"
+#include "runtime/periodic_runs.h"
 #include "runtime/periodic_state.h"
 #include "runtime/state_keeper.h"
 #include "runtime/submit_intake.h"
+#include "runtime/timer.h"
 #include "runtime/waiting.h"
 #include "runtime/worker_pool.h"
 
 namespace fairgate {
-namespace {
 
-// One accepted job, from its acceptance until it is reported.
-struct JobRecord;
-using RecordPtr = std::shared_ptr<JobRecord>;
-// The jobs one decision admitted or refused: rarely more than a few, gathered under the lock,
-// where a heap allocation per decision would lengthen the critical section.
-using RecordList = absl::InlinedVector<RecordPtr, 4>;
-// Acquire's waiting jobs by the deadline of their context, for the scheduler's timer.
-using DeadlineMap = std::multimap<Context::Clock::time_point, RecordPtr>;
+using internal::DeadlineMap;
+using internal::Detached;
+using internal::Invoke;
+using internal::InvokeAdmitted;
+using internal::InvokeDone;
+using internal::JobRecord;
+using internal::RecordList;
+using internal::RecordPtr;
+using internal::Signal;
+using internal::Timer;
 
-// One accepted call, from its acceptance until it is reported. Calls that coalesced share one
-// core job: the record in the scheduler's table for the job's slot (its lead; once admitted, the
-// call that runs it) lists the others, which are told the status of the run.
-struct JobRecord {
-  // A call's states. Every transition is made under the scheduler's lock, in the function named:
-  //
-  //   kNew     -> kPending    EnqueueLocked: its job is queued, or it joined a pending job of its
-  //                           id (coalescing)
-  //   kNew     -> kJoined     EnqueueLocked: it joined a run of its id under way (RunSync)
-  //   kNew     -> kCancelled  TakeIntakeLocked: a Submit the intake held when shutdown began
-  //   kPending -> kRunning    TakeAdmissionLocked: its job is admitted and it runs it (also
-  //                           within the EnqueueLocked that queued it, when that call admits it)
-  //   kPending -> kJoined     TakeAdmissionLocked, through ChooseRunnerLocked: its job is admitted
-  //                           and another of the job's calls runs it
-  //   kPending -> kCancelled  ReapExpiredLocked (max_queue_wait, with the calls that joined it);
-  //                           LeaveQueueLocked and CancelLocked (its context ended, an Acquire's
-  //                           deadline passed, shutdown)
-  //   kJoined  -> kFinished   Complete: the run it joined ended, with `result`
-  //   kJoined  -> kCancelled  LeaveRunLocked: its context ended; the run goes on for the others
-  //
-  // kRunning, kFinished and kCancelled are final: whoever ran the job, or the call told of its
-  // end or refusal, reports it once, outside the lock. An Acquire's context may end while it is
-  // kNew (before the core queued it). MoveTo is the one way a state changes, and it holds the
-  // change to this table.
-  enum class State { kNew, kPending, kRunning, kJoined, kFinished, kCancelled };
-  // Whether the table above has the transition `from` -> `to`.
-  static constexpr bool MayMove(State from, State to) {
-    switch (from) {
-      case State::kNew:
-        return to == State::kPending || to == State::kJoined || to == State::kCancelled;
-      case State::kPending:
-        return to == State::kRunning || to == State::kJoined || to == State::kCancelled;
-      case State::kJoined:
-        return to == State::kFinished || to == State::kCancelled;
-      case State::kRunning:
-      case State::kFinished:
-      case State::kCancelled:
-        return false;
-    }
-    return false;
-  }
-  // Moves the call to `to`; a transition the table does not have aborts, naming both states (a
-  // call decided twice, and so reported twice, would begin with one).
-  void MoveTo(State to) {
-    if (!MayMove(state, to)) {
-      static constexpr const char* kNames[] = {"kNew",    "kPending",  "kRunning",
-                                               "kJoined", "kFinished", "kCancelled"};
-      std::fprintf(stderr, "fairgate: a call moved from %s to %s\n",
-                   kNames[static_cast<int>(state)], kNames[static_cast<int>(to)]);
-      std::abort();
-    }
-    state = to;
-  }
-
-  // What an admission reads and writes comes first, together: with a large backlog the record is
-  // long out of every cache when its job is admitted, and each line it touches is a miss.
-  core::JobTicket ticket;
-  bool sync = false;          // RunSync
-  bool async = false;         // Acquire
-  bool fleet_leases = false;  // Acquire: its type takes fleet-wide leases (as when accepted)
-  State state = State::kNew;  // guarded by the scheduler's lock
-  double admitted_at = 0;     // Acquire: when the permit was granted
-  // The lead's: the other calls that share its job, in the order they joined. Under the lock.
-  std::vector<std::shared_ptr<JobRecord>> joiners;
-  // kCancelled: what its caller is told. Set under the lock, read by whoever reports it.
-  Status refusal;
-  // Acquire: the entry in the deadline map while pending (under the scheduler's lock).
-  std::optional<DeadlineMap::iterator> deadline_entry;
-  // kFinished: the status of the run it joined. Set under the lock, read by whoever reports it.
-  Status result;
-
-  // RunSync: the caller sleeps on `wake` until `signalled`; the truth is `state`, which the
-  // caller may read without the scheduler's lock once `decided` (Signal).
-  internal::WaitMutex wake_mutex;
-  internal::WaitCondition wake;
-  bool signalled = false;
-  bool decided = false;
-
-  // Submit. claimed_leases: the fencing token of the fleet-wide leases a claimed durable job's
-  // claim took (the store gives them back with the job), 0 for none.
-  Scheduler::JobFn fn;
-  Scheduler::DoneCallback done;
-  std::uint64_t claimed_leases = 0;
-
-  // Acquire: called once; the context's cancel callback (0: none, or it ran inline).
-  Scheduler::PermitCallback on_admitted;
-  Context ctx = Context::Background();
-  std::uint64_t ctx_callback = 0;
-};
-
-// A copy of `status` that shares nothing with it. Each call that joined a run gets one: the
-// copies are read and dropped on different threads, and absl::Status counts the references to
-// a shared representation inside libabsl, where ThreadSanitizer cannot see the handover.
-Status Detached(const Status& status) {
-  Status copy(status.code(), status.message());
-  status.ForEachPayload(
-      [&](absl::string_view url, const absl::Cord& payload) { copy.SetPayload(url, payload); });
-  return copy;
-}
-
-// Wakes a RunSync caller. `decided`: its state was set (under the scheduler's lock) to one that
-// nothing but the caller changes any more (kRunning, kCancelled, kFinished), so the caller may
-// read it without taking that lock again.
-void Signal(JobRecord& record, bool decided) {
-  {
-    std::unique_lock lock(record.wake_mutex);
-    record.signalled = true;
-    record.decided |= decided;
-  }
-  record.wake.notify_all();
-}
-
-// Runs user code at the edge: an exception becomes a status. Nothing suspends inside a catch
-// block (exception state is per thread in this Boost.Fiber).
-Status Invoke(const Scheduler::JobFn& fn, const Context& ctx) {
-  std::string error;
-  try {
-    return fn(ctx);
-  } catch (const std::exception& e) {
-    error = e.what();
-  } catch (...) {
-    error = "an exception that is not a std::exception";
-  }
-  internal::ForgetUnwoundFrames();
-  return absl::InternalError(absl::StrCat("job function threw: ", error));
-}
-
-void InvokeDone(const Scheduler::DoneCallback& done, const Status& status) {
-  if (!done) return;
-  try {
-    done(status);
-  } catch (...) {
-    // Documented: nobody is left to receive it.
-  }
-}
-
-// Calls an Acquire callback once, and lets go of what it holds.
-void InvokeAdmitted(JobRecord& record, StatusOr<Permit> result) {
-  Scheduler::PermitCallback callback = std::move(record.on_admitted);
-  record.on_admitted = nullptr;
-  try {
-    callback(std::move(result));
-  } catch (...) {
-    // As for a completion callback: nobody is left to receive it. A permit it held is released
-    // by its destructor during the unwinding.
-  }
-}
-
-}  // namespace
-
-class Scheduler::Impl {
+class Scheduler::Impl final : public internal::Submission {
  public:
   // `stalled_seconds`: adaptive capacity's signal (unused without it).
   // `keeper`: the store's side (null without a store).
@@ -206,17 +63,13 @@ class Scheduler::Impl {
        std::function<StatusOr<double>()> stalled_seconds,
        std::unique_ptr<internal::StateKeeper> keeper)
       : options_(options),
-        stalled_seconds_(std::move(stalled_seconds)),
         epoch_(std::chrono::steady_clock::now()),
         keeper_(std::move(keeper)),
         core_(std::move(core)),
         log_(options, *core_),
         background_(WithCancel(Context::Background())),
         pool_(options.worker_threads > 0 ? options.worker_threads : options.max_concurrency,
-              options.fiber_stack_bytes),
-        // Its own thread, not a pool fiber: a job that blocks its worker thread (a subprocess, a
-        // blocking read) must not hold up deadlines, expiries and periodic runs behind it.
-        timer_([this] { SweeperLoop(); }) {
+              options.fiber_stack_bytes) {
     if (keeper_) {
       // The keys' costs now; each type's estimates when it is registered.
       {
@@ -231,6 +84,7 @@ class Scheduler::Impl {
           if (shared && restored.ok() && *restored) shared_costs_[key.key] = key.accumulated_cost;
         }
       }
+      durable_ = std::make_unique<internal::DurableJobs>(*this, *keeper_);
       keeper_->StartFlusher(options_.state_flush_interval,
                             [this](double since) { return CollectLearned(since); });
       if (keeper_->store().Shared()) {
@@ -238,24 +92,29 @@ class Scheduler::Impl {
             options_.lease_ttl.count(), options_.claim_interval.count(),
             static_cast<std::size_t>(options_.max_claimed > 0 ? options_.max_claimed
                                                               : options_.max_concurrency)};
-        claimer_ = std::make_unique<internal::Claimer>(
-            *keeper_, settings, [this] { return ClaimableTypes(); },
-            [this](std::vector<StoredJob> jobs) { QueueClaimed(std::move(jobs)); },
-            [this] { ShareCosts(); });
-        claimer_->StartThread();
         if (!options_.fleet_conflict_groups.empty() || !options_.fleet_type_caps.empty()) {
           fleet_ = std::make_unique<internal::FleetLeases>(*keeper_, options_);
         }
+        claimer_ = std::make_unique<internal::Claimer>(
+            *keeper_, settings, [this] { return durable_->ClaimableTypes(); },
+            [this](std::vector<StoredJob> jobs) { durable_->QueueClaimed(std::move(jobs)); },
+            [this] { ShareCosts(); });
+        durable_->AttachFleet(claimer_.get(), fleet_.get());
+        claimer_->StartThread();
       }
     }
+    if (options_.adaptive_capacity) {
+      capacity_ = std::make_unique<internal::CapacityController>(
+          *this, *options_.adaptive_capacity, options_.max_concurrency, std::move(stalled_seconds));
+    }
+    timer_.Start();
   }
 
   ~Impl() {
     (void)Shutdown(Context::Background());  // with no deadline it returns once all is done
     if (claimer_) claimer_->Stop();         // every claimed job has finished or been released
     if (keeper_) keeper_->StopFlusher();    // Shutdown flushed last
-    StopSweeper();
-    timer_.join();
+    timer_.Stop();
     // pool_ is destroyed next (declared before the timer): it joins its threads.
   }
 
@@ -341,7 +200,7 @@ class Scheduler::Impl {
           Status told =
               record->state == JobRecord::State::kCancelled ? record->refusal : record->result;
           lock.reset();
-          FinishOutstanding();  // the last touch of the scheduler: it may be destroyed after
+          outstanding_.Finish();  // the last touch of the scheduler: it may be destroyed after
           return told;
         }
         case JobRecord::State::kPending:
@@ -357,7 +216,7 @@ class Scheduler::Impl {
             LeaveRunLocked(record);
           }
           lock.reset();
-          FinishOutstanding();
+          outstanding_.Finish();
           return err;
         }
       }
@@ -368,7 +227,7 @@ class Scheduler::Impl {
     if (status.ok()) status = Invoke(fn, leases.ctx ? *leases.ctx : ctx);  // no copy of ctx
     if (fleet_) fleet_->Leave(leases);
     (void)Complete(*record, start, Now(), status);
-    FinishOutstanding();
+    outstanding_.Finish();
     return status;
   }
 
@@ -387,11 +246,11 @@ class Scheduler::Impl {
         // The callback counts as outstanding until it has run or been removed, so that it never
         // touches a destroyed scheduler; whoever disposes of it finishes that count. It holds the
         // record until then (a cycle through the context, broken by either).
-        AddOutstanding();
+        outstanding_.Add();
         r->ctx_callback = ctx.state()->AddCallback([this, r] {
           Status err = r->ctx.Err();
           AbandonWaiting(r, err.ok() ? absl::CancelledError("context cancelled") : err);
-          FinishOutstanding();
+          outstanding_.Finish();
         });
       }
       pending = r;
@@ -422,7 +281,8 @@ class Scheduler::Impl {
   // `claimed_leases`: a claimed durable job's, when its claim took its fleet-wide leases (the
   // fencing token of the last); it runs under them instead of taking its own.
   Status Submit(std::string_view type, std::string_view id, std::string_view key, JobFn fn,
-                DoneCallback done, const JobOptions& options, std::uint64_t claimed_leases = 0) {
+                DoneCallback done, const JobOptions& options,
+                std::uint64_t claimed_leases = 0) override {
     if (!fn) return absl::InvalidArgumentError("job function is empty");
     StatusOr<RecordPtr> accepted =
         Accept({type, id, key, options.cost,
@@ -437,45 +297,40 @@ class Scheduler::Impl {
 
   StatusOr<PeriodicJob> SubmitEvery(std::string_view type, std::string_view id, Seconds interval,
                                     JobFn fn, const PeriodicOptions& options) {
-    if (!fn) return absl::InvalidArgumentError("job function is empty");
-    if (id.empty()) return absl::InvalidArgumentError("job id is empty");
-    if (!std::isfinite(interval.count()) || interval.count() <= 0 || interval.count() > 1e8) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("interval must be finite and in (0, 1e8] seconds, got ", interval.count()));
-    }
-    if (!(options.jitter >= 0 && options.jitter < 1)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("jitter must be in [0, 1), got ", options.jitter));
-    }
-    auto state = std::make_shared<internal::PeriodicState>();
-    state->type = std::string(type);
-    state->id = std::string(id);
-    state->interval = interval;
-    state->fn = std::move(fn);
-    state->options = options;
-    bool earliest = false;
+    StatusOr<std::shared_ptr<internal::PeriodicState>> state =
+        periodic_runs_.SubmitEvery(type, id, interval, std::move(fn), options);
+    if (!state.ok()) return state.status();
+    return PeriodicJob(*std::move(state));
+  }
+
+  // Submission (runtime/submission.h), for the services built on Submit.
+  Status Open() const override {
+    Locked lock(this);
+    return phase_ == Phase::kOpen ? absl::OkStatus() : UnavailableLocked();
+  }
+  std::optional<TypeInfo> Type(std::string_view type) const override {
+    Locked lock(this);
+    const JobTypeConfig* config = core_->TypeConfig(type);
+    if (config == nullptr) return std::nullopt;
+    return TypeInfo{config->priority, core_->TypePaused(type)};
+  }
+  void WakeTimer() override { timer_.Wake(); }
+  void ChangeCapacity(const std::function<int(int current, bool work_waiting)>& next) override {
+    RecordList admitted;
+    bool wake_timer = false;
     {
-      Locked lock(this);
-      if (phase_ != Phase::kOpen) return UnavailableLocked();
-      if (!core_->TypeIndex(type)) {
-        return absl::NotFoundError(
-            absl::StrCat("unknown job type '", absl::string_view(type.data(), type.size()), "'"));
-      }
-      // The first run after a random part of one interval, unless asked at once; with a store
-      // that knows when the last run ended, one interval after that end (a restart keeps the
-      // schedule), and if that has passed, after a random part of one interval as at a first
-      // start, so that jobs overdue after a long stop do not all start together.
-      double first = options.first_run_at_once ? 0.0 : interval.count() * Uniform(0.0, 1.0);
-      if (keeper_ && !options.first_run_at_once) {
-        if (std::optional<double> last = keeper_->LastRunEnd(type, id)) {
-          const double due_in = *last + interval.count() - internal::WallNow();
-          if (due_in > 0) first = std::min(due_in, interval.count());
-        }
-      }
-      earliest = SchedulePeriodicLocked(state, first);
+      Locked lock(this, admitted, wake_timer);
+      const int current = core_->capacity();
+      const int capacity = next(current, core_->pending_jobs() > 0);
+      if (capacity != current) (void)core_->SetCapacity(capacity);
+      if (capacity > current && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), admitted);
     }
-    if (earliest) WakeTimer();
-    return PeriodicJob(state);
+    if (wake_timer) timer_.Wake();
+    Dispatch(admitted);
+  }
+  void CountCapacitySignalFailed() override {
+    Locked lock(this);
+    log_.CapacitySignalFailed();
   }
 
   Status Shutdown(const Context& ctx) {
@@ -507,11 +362,11 @@ class Scheduler::Impl {
       // Expired jobs a snapshot found, not yet reported by the timer.
       refused.insert(refused.end(), unreported_.begin(), unreported_.end());
       unreported_.clear();
-      retries_.clear();  // they stay stored, with their backoff, for the next Recover
     }
-    background_.second();  // running Submit jobs see their context done
+    if (durable_) durable_->DropRetries();  // stored, with their backoff, for the next Recover
+    background_.second();                   // running Submit jobs see their context done
     for (const RecordPtr& record : refused) Refuse(record);
-    Status quiet = WaitQuiet(ctx);
+    Status quiet = outstanding_.WaitQuiet(ctx);
     // The events of every decision made so far reach the observers. Outside the lock, as
     // DecisionLog::Flush must be: it waits for the delivery's thread, not for the scheduler.
     ABSL_TS_UNCHECKED_READ(log_).Flush();
@@ -538,9 +393,9 @@ class Scheduler::Impl {
         AdmitLocked(now, admitted);
       }
     }
-    if (wake_timer) WakeTimer();
+    if (wake_timer) timer_.Wake();
     Dispatch(admitted);
-    Status quiet = WaitQuiet(ctx);
+    Status quiet = outstanding_.WaitQuiet(ctx);
     Status shut = Shutdown(ctx);
     return quiet.ok() ? shut : quiet;
   }
@@ -573,7 +428,7 @@ class Scheduler::Impl {
       }
     }
     lock.Release();
-    if (expired) WakeTimer();
+    if (expired) timer_.Wake();
     return s;
   }
 
@@ -583,7 +438,7 @@ class Scheduler::Impl {
     log_.WriteMetrics(out);
     lock.Release();
     if (keeper_) keeper_->WriteMetrics(out);
-    if (expired) WakeTimer();
+    if (expired) timer_.Wake();
   }
 
   Status SetKeyWeight(std::string_view key, double weight) {
@@ -601,7 +456,7 @@ class Scheduler::Impl {
       // A higher max_running may make the key's waiting jobs admissible now.
       if (status.ok() && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), admitted);
     }
-    if (wake_timer) WakeTimer();
+    if (wake_timer) timer_.Wake();
     Dispatch(admitted);
     return status;
   }
@@ -619,7 +474,7 @@ class Scheduler::Impl {
       status = change(*core_, now);
       if (phase_ != Phase::kShutDown) AdmitLocked(now, admitted);
     }
-    if (wake_timer) WakeTimer();
+    if (wake_timer) timer_.Wake();
     Dispatch(admitted);
     return status;
   }
@@ -658,133 +513,23 @@ class Scheduler::Impl {
     return core_->Estimate(type, id);
   }
 
+  // Durable jobs (durable_jobs.h), only with a store.
   Status RegisterDurable(std::string_view type, DurableHandler handler, const RetryPolicy& retry) {
-    if (Status s = NeedStore("RegisterDurable"); !s.ok()) return s;
-    if (!handler) return absl::InvalidArgumentError("durable handler is empty");
-    if (Status s = ValidateRetryPolicy(retry); !s.ok()) return s;
-    Locked lock(this);
-    if (!core_->TypeIndex(type)) {
-      return absl::NotFoundError(
-          absl::StrCat("unknown job type '", absl::string_view(type.data(), type.size()), "'"));
-    }
-    auto [it, inserted] = durable_types_.try_emplace(
-        std::string(type),
-        std::make_shared<const DurableType>(DurableType{std::move(handler), retry}));
-    if (!inserted) {
-      return absl::AlreadyExistsError(absl::StrCat("job type '",
-                                                   absl::string_view(type.data(), type.size()),
-                                                   "' already has a durable handler"));
-    }
-    return absl::OkStatus();
+    if (!durable_) return NeedStore("RegisterDurable");
+    return durable_->Register(type, std::move(handler), retry);
   }
-
   StatusOr<RecoveryReport> Recover() {
-    if (Status s = NeedStore("Recover"); !s.ok()) return s;
-    {
-      Locked lock(this);
-      if (phase_ != Phase::kOpen) return UnavailableLocked();
-      if (recovery_ != Recovery::kNotYet) {
-        return absl::FailedPreconditionError("Recover was already called");
-      }
-      recovery_ = Recovery::kRecovering;
-    }
-    auto load_failed = [&](const Status& status) {
-      keeper_->CountError(internal::StateKeeper::Operation::kLoad);
-      Locked lock(this);
-      recovery_ = Recovery::kNotYet;  // may be called again
-      return status;
-    };
-    if (claimer_) return RecoverShared(load_failed);
-    StatusOr<std::vector<StoredJob>> live = keeper_->store().LiveJobs();
-    if (!live.ok()) return load_failed(live.status());
-    StatusOr<std::vector<StoredJob>> dead = keeper_->store().DeadJobs();
-    if (!dead.ok()) return load_failed(dead.status());
-    RecoveryReport report;
-    report.dead = dead->size();
-    std::vector<std::pair<StoredJob, std::shared_ptr<const DurableType>>> due;
-    bool earliest = false;
-    {
-      Locked lock(this);
-      const double wall = internal::WallNow();
-      for (StoredJob& job : *live) {
-        auto handler = durable_types_.find(job.type);
-        if (handler == durable_types_.end()) {
-          ++report.without_handler;
-        } else if (job.not_before > wall) {
-          ++report.deferred;
-          const double wait = job.not_before - wall;
-          earliest |= ScheduleRetryLocked(std::move(job), handler->second, wait);
-        } else {
-          due.emplace_back(std::move(job), handler->second);
-        }
-      }
-    }
-    if (earliest) WakeTimer();
-    // In stored order, before SubmitDurable is accepted: no job of this process comes between.
-    for (const auto& [job, type] : due) {
-      // Refused at the door (a full queue), it is tried again a backoff later.
-      ++(QueueOrDefer(job, type) ? report.queued : report.deferred);
-    }
-    Locked lock(this);
-    recovery_ = Recovery::kDone;
-    return report;
+    if (!durable_) return NeedStore("Recover");
+    return durable_->Recover();
   }
-
   StatusOr<std::uint64_t> SubmitDurable(std::string_view type, std::string_view id,
                                         std::string_view key, std::string_view payload) {
-    if (Status s = NeedStore("SubmitDurable"); !s.ok()) return s;
-    if (id.empty()) return absl::InvalidArgumentError("job id is empty");
-    std::shared_ptr<const DurableType> handler;
-    {
-      Locked lock(this);
-      if (phase_ != Phase::kOpen) return UnavailableLocked();
-      if (recovery_ != Recovery::kDone) {
-        return absl::FailedPreconditionError(
-            "SubmitDurable before Recover: register the types and their handlers, then call "
-            "Recover");
-      }
-      auto it = durable_types_.find(absl::string_view(type.data(), type.size()));
-      if (it == durable_types_.end()) {
-        return absl::NotFoundError(absl::StrCat("job type '",
-                                                absl::string_view(type.data(), type.size()),
-                                                "' has no durable handler (RegisterDurable)"));
-      }
-      handler = it->second;
-    }
-    StoredJob job;
-    job.type = std::string(type);
-    job.id = std::string(id);
-    job.fairness_key = std::string(key);
-    job.payload = std::string(payload);
-    job.submitted_at = internal::WallNow();
-    StatusOr<std::uint64_t> sequence = keeper_->store().AddJob(job);
-    if (!sequence.ok()) {
-      keeper_->CountError(internal::StateKeeper::Operation::kAddJob);
-      return sequence.status();
-    }
-    keeper_->Count(internal::StateKeeper::Outcome::kStored);
-    if (claimer_) {  // a shared store: whichever replica claims it first runs it
-      claimer_->Poke();
-      return *sequence;
-    }
-    job.sequence = *sequence;
-    Status queued = QueueDurable(std::move(job), handler);
-    // Refused at the door (a full queue): not accepted, so not kept. Shutting down meanwhile: it
-    // is stored, and runs after the next Recover.
-    if (!queued.ok() && queued.code() != absl::StatusCode::kUnavailable) {
-      if (!keeper_->store().RemoveJob(*sequence).ok()) {
-        keeper_->CountError(internal::StateKeeper::Operation::kRemoveJob);
-      }
-      return queued;
-    }
-    return *sequence;
+    if (!durable_) return NeedStore("SubmitDurable");
+    return durable_->Submit(type, id, key, payload);
   }
-
   StatusOr<std::vector<StoredJob>> DeadJobs() {
-    if (Status s = NeedStore("DeadJobs"); !s.ok()) return s;
-    StatusOr<std::vector<StoredJob>> dead = keeper_->store().DeadJobs();
-    if (!dead.ok()) keeper_->CountError(internal::StateKeeper::Operation::kLoad);
-    return dead;
+    if (!durable_) return NeedStore("DeadJobs");
+    return durable_->Dead();
   }
 
   Status FlushState() {
@@ -794,19 +539,6 @@ class Scheduler::Impl {
 
  private:
   enum class Phase { kOpen, kDraining, kShutDown };
-
-  // A durable job type's handler and retry policy, fixed at RegisterDurable.
-  struct DurableType {
-    DurableHandler handler;
-    RetryPolicy retry;
-  };
-  // One attempt of a durable job, queued as a Submit job.
-  struct DurableAttempt {
-    StoredJob job;
-    std::shared_ptr<const DurableType> type;
-    std::uint32_t attempt = 0;  // its number once begun; 0 while it has not run
-    bool gone = false;          // the store no longer had it when it began: nothing to record
-  };
 
   Status NeedStore(std::string_view what) const {
     if (keeper_) return absl::OkStatus();
@@ -819,61 +551,6 @@ class Scheduler::Impl {
   Status UnavailableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return absl::UnavailableError(phase_ == Phase::kDraining ? "the scheduler is draining"
                                                              : "the scheduler is shut down");
-  }
-
-  // Recover on a shared store: nothing is loaded; the claimer claims what is due, now and from
-  // now on.
-  template <typename LoadFailed>
-  StatusOr<RecoveryReport> RecoverShared(LoadFailed& load_failed) {
-    StatusOr<std::vector<StoredJob>> dead = keeper_->store().DeadJobs();
-    if (!dead.ok()) return load_failed(dead.status());
-    {
-      Locked lock(this);
-      recovery_ = Recovery::kDone;
-    }
-    RecoveryReport report;
-    report.dead = dead->size();
-    // A failed first claim is counted; the claimer's thread tries again.
-    if (StatusOr<std::size_t> claimed = claimer_->ClaimNow(); claimed.ok())
-      report.queued = *claimed;
-    return report;
-  }
-
-  // The durable types this replica claims jobs of, with their tiers: those not paused, and none
-  // once it is closing.
-  std::vector<ClaimableType> ClaimableTypes() const {
-    Locked lock(this);
-    std::vector<ClaimableType> types;
-    if (phase_ != Phase::kOpen || recovery_ != Recovery::kDone) return types;
-    for (const auto& [name, type] : durable_types_) {
-      if (core_->TypePaused(name)) continue;  // held, its jobs would wait while others could run
-      const JobTypeConfig* config = core_->TypeConfig(name);
-      ClaimableType& claimable = types.emplace_back();
-      claimable.type = name;
-      claimable.priority = config != nullptr ? config->priority : 1;
-      if (fleet_) fleet_->DescribeNeeds(claimable);  // taken with the claim
-    }
-    return types;
-  }
-
-  // Queues jobs the claimer claimed; a job that cannot be queued (a full queue, shutting down)
-  // is given back at once for any replica to claim, and so is one whose type was paused while
-  // the claim that took it was under way (ClaimableTypes leaves paused types out of the next).
-  void QueueClaimed(std::vector<StoredJob> jobs) {
-    for (StoredJob& job : jobs) {
-      std::shared_ptr<const DurableType> type;
-      {
-        Locked lock(this);
-        if (auto it = durable_types_.find(job.type);
-            it != durable_types_.end() && !core_->TypePaused(job.type)) {
-          type = it->second;
-        }
-      }
-      if (type && QueueDurable(job, type).ok()) continue;
-      Recorded(keeper_->store().ReleaseJob(job.sequence),
-               internal::StateKeeper::Operation::kRelease);
-      claimer_->Done(/*claim_again=*/false);
-    }
   }
 
   // Takes the fleet-wide leases a job needs (FleetLeases::Enter), waiting under `ctx` while
@@ -912,7 +589,7 @@ class Scheduler::Impl {
       const double now = Now();
       (void)Complete(*record, now, now, status);
       InvokeAdmitted(*record, status);
-      FinishOutstanding();
+      outstanding_.Finish();
       return;
     }
     record->admitted_at = Now();
@@ -965,136 +642,6 @@ class Scheduler::Impl {
     }
   }
 
-  // Counts what a store call that records a durable attempt's end returned: an error, a refusal
-  // because another replica holds the job now (kFenced), or else `outcome` if given.
-  void Recorded(const Status& status, internal::StateKeeper::Operation operation,
-                std::optional<internal::StateKeeper::Outcome> outcome = std::nullopt) {
-    if (status.code() == absl::StatusCode::kAborted) {
-      keeper_->Count(internal::StateKeeper::Outcome::kFenced);
-      return;
-    }
-    if (!status.ok()) keeper_->CountError(operation);
-    if (outcome) keeper_->Count(*outcome);
-  }
-
-  // Queues one attempt of a stored job as a Submit job of its type, id and key; Submit's refusal.
-  Status QueueDurable(const StoredJob& job, std::shared_ptr<const DurableType> type) {
-    auto attempt = std::make_shared<DurableAttempt>(DurableAttempt{job, std::move(type)});
-    return Submit(
-        job.type, job.id, job.fairness_key,
-        [this, attempt](const Context& ctx) { return RunDurable(*attempt, ctx); },
-        [this, attempt](const Status& status) { FinishDurable(*attempt, status); }, {},
-        job.resource_token);
-  }
-
-  // Queues a stored job whose time has come (recovered, or at the end of its backoff); true if
-  // it was queued. Refused at the door (a full queue), it stays stored and is tried again a
-  // backoff (at least a second) later; shutting down, it stays stored for the next Recover.
-  bool QueueOrDefer(const StoredJob& job, const std::shared_ptr<const DurableType>& type) {
-    Status queued = QueueDurable(job, type);
-    if (queued.ok()) return true;
-    if (queued.code() == absl::StatusCode::kUnavailable) return false;
-    bool earliest = false;
-    {
-      Locked lock(this);
-      if (phase_ != Phase::kOpen) return false;
-      earliest = ScheduleRetryLocked(job, type, std::max(1.0, type->retry.initial_backoff.count()));
-    }
-    if (earliest) WakeTimer();
-    return false;
-  }
-
-  // Marks an attempt as begun in the store and sets its number; the store's status. A store that
-  // fails is counted and the number comes from memory (the attempt goes ahead: at least once);
-  // a job the store no longer has, or whose lease another replica holds now, is `gone`.
-  Status BeginAttempt(DurableAttempt& a) {
-    StatusOr<std::uint32_t> begun = keeper_->store().BeginAttempt(a.job.sequence);
-    if (begun.ok()) {
-      a.attempt = *begun;
-    } else if (begun.status().code() == absl::StatusCode::kNotFound) {
-      a.gone = true;
-    } else if (begun.status().code() == absl::StatusCode::kAborted) {
-      a.gone = true;
-      keeper_->Count(internal::StateKeeper::Outcome::kFenced);
-    } else {
-      keeper_->CountError(internal::StateKeeper::Operation::kBeginAttempt);
-      a.attempt = a.job.attempts + 1;
-    }
-    return begun.status();
-  }
-
-  // The attempt begins: marked in the store first (so a crash during it counts it), then the
-  // handler runs.
-  Status RunDurable(DurableAttempt& a, const Context& ctx) {
-    if (Status begun = BeginAttempt(a); a.gone) return begun;
-    const DurableJob view{a.job.sequence, a.job.type, a.job.id,         a.job.fairness_key,
-                          a.job.payload,  a.attempt,  a.job.lease_token};
-    return a.type->handler(view, ctx);
-  }
-
-  // The attempt ended with `status` (or never ran): the job is removed, retried or dead. On a
-  // shared store a retry or a job cut short by a shutdown is given back, for any replica.
-  void FinishDurable(DurableAttempt& a, const Status& status) {
-    using Operation = internal::StateKeeper::Operation;
-    using Outcome = internal::StateKeeper::Outcome;
-    absl::Cleanup done = [&] {
-      if (claimer_) claimer_->Done(/*claim_again=*/true);
-    };
-    if (a.gone) return;
-    Store& store = keeper_->store();
-    const std::uint64_t sequence = a.job.sequence;
-    if (status.ok()) {
-      Recorded(store.RemoveJob(sequence), Operation::kRemoveJob, Outcome::kSucceeded);
-      return;
-    }
-    bool open = false;
-    {
-      Locked lock(this);
-      open = phase_ == Phase::kOpen;
-    }
-    // Cut short by a shutdown (not admitted, or cancelled while it ran): stays as stored.
-    if (!open && (a.attempt == 0 || status.code() == absl::StatusCode::kCancelled)) {
-      if (claimer_) Recorded(store.ReleaseJob(sequence), Operation::kRelease);
-      return;
-    }
-    if (a.attempt == 0) {
-      // Never ran: it waited its type's max_queue_wait. That counts as a failed attempt, so that
-      // a queue that stays full cannot keep it for ever.
-      (void)BeginAttempt(a);
-      if (a.gone) return;
-    }
-    const std::string error = status.ToString();
-    if (a.attempt >= a.type->retry.max_attempts) {
-      Recorded(store.KillJob(sequence, error), Operation::kKillJob, Outcome::kDead);
-      return;
-    }
-    const double wait = RetryBackoff(a.type->retry, a.attempt).count();
-    StoredJob next = a.job;
-    next.attempts = a.attempt;
-    next.not_before = internal::WallNow() + wait;
-    next.last_error = error;
-    Recorded(store.DeferJob(sequence, next.not_before, error), Operation::kDeferJob,
-             Outcome::kRetried);
-    if (claimer_) return;  // given back: claimed again, here or elsewhere, once its wait is over
-    bool earliest = false;
-    {
-      Locked lock(this);
-      if (phase_ != Phase::kOpen) return;  // stays stored, with its backoff
-      earliest = ScheduleRetryLocked(std::move(next), a.type, wait);
-    }
-    if (earliest) WakeTimer();
-  }
-
-  // Queues a stored job on the timer `after` seconds from now; true when it is the timer's
-  // earliest retry, so that the caller wakes the timer (after releasing the lock).
-  bool ScheduleRetryLocked(StoredJob job, std::shared_ptr<const DurableType> type, double after)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    const auto due = Context::Clock::now() + std::chrono::duration_cast<Context::Clock::duration>(
-                                                 std::chrono::duration<double>(after));
-    const auto entry = retries_.emplace(due, std::make_pair(std::move(job), std::move(type)));
-    return entry == retries_.begin();
-  }
-
   // What a flush writes (StateKeeper::Collect): the estimates used since `since` (the scheduler's
   // clock, the mark of the last successful flush) and every key's cost, in Unix seconds.
   internal::StateKeeper::Collected CollectLearned(double since) {
@@ -1138,7 +685,7 @@ class Scheduler::Impl {
     fill(record);
     // Counted before it can be admitted and finished elsewhere; uncounted if refused (an atomic
     // count, never under the scheduler's lock).
-    AddOutstanding();
+    outstanding_.Add();
     RecordList admitted;
     Status refused;
     bool wake_timer = false;
@@ -1152,7 +699,7 @@ class Scheduler::Impl {
       // Running is decided: nothing but this caller changes a running RunSync's record.
       at_once = admitted_at_once != nullptr && record->state == JobRecord::State::kRunning;
     }
-    if (wake_timer) WakeTimer();
+    if (wake_timer) timer_.Wake();
     if (at_once) {
       *admitted_at_once = true;
       // Signalling the caller itself would cost it a lock, a notify and a wait on its own record
@@ -1164,7 +711,7 @@ class Scheduler::Impl {
     }
     Dispatch(admitted);
     if (!refused.ok()) {
-      FinishOutstanding();
+      outstanding_.Finish();
       return refused;
     }
     return record;
@@ -1286,13 +833,13 @@ class Scheduler::Impl {
     entry->key.assign(key);
     entry->cost = options.cost;
     entry->join = options.join_running ? core::Join::kPendingOrRunning : core::Join::kPending;
-    AddOutstanding();  // as Accept counts it: from here it is told exactly once
+    outstanding_.Add();  // as Accept counts it: from here it is told exactly once
     entry->read = Now();
     if (intake_.Push(std::move(entry)) >= kIntakeLimit) {
       RecordList admitted;
       bool wake_timer = false;
       { Locked lock(this, admitted, wake_timer); }  // queues the intake, this job with it
-      if (wake_timer) WakeTimer();
+      if (wake_timer) timer_.Wake();
       Dispatch(admitted);
     } else if (!cap_full_.load(std::memory_order_seq_cst)) {
       ServeIntake();
@@ -1340,7 +887,7 @@ class Scheduler::Impl {
       bool wake_timer = false;
       TakeIntakeLocked(admitted, wake_timer);
       UnlockCore();
-      if (wake_timer) WakeTimer();
+      if (wake_timer) timer_.Wake();
       Dispatch(admitted);
     }
   }
@@ -1420,7 +967,7 @@ class Scheduler::Impl {
   void HandOff(RecordList admitted, bool wake_timer) {
     auto follow = [this, admitted = std::move(admitted), wake_timer] {
       ServeIntake();
-      if (wake_timer) WakeTimer();
+      if (wake_timer) timer_.Wake();
       Dispatch(admitted);
     };
     if (!pool_.Post(follow)) follow();
@@ -1576,7 +1123,7 @@ class Scheduler::Impl {
         joiner->fn = nullptr;  // release what the function holds before reporting
         InvokeDone(joiner->done, joiner->result);
         joiner->done = nullptr;
-        FinishOutstanding();
+        outstanding_.Finish();
       }
     }
   }
@@ -1601,12 +1148,12 @@ class Scheduler::Impl {
     } else if (record->async) {
       DetachContext(*record);
       InvokeAdmitted(*record, record->refusal);
-      FinishOutstanding();
+      outstanding_.Finish();
     } else {
       record->fn = nullptr;  // release what the function holds before reporting
       InvokeDone(record->done, record->refusal);
       record->done = nullptr;
-      FinishOutstanding();
+      outstanding_.Finish();
     }
   }
 
@@ -1651,7 +1198,7 @@ class Scheduler::Impl {
       record->fn = nullptr;  // release what the function holds before reporting
       InvokeDone(record->done, status);
       record->done = nullptr;
-      FinishOutstanding();  // `next`, still outstanding, keeps the scheduler alive
+      outstanding_.Finish();  // `next`, still outstanding, keeps the scheduler alive
       record = std::move(next);
       if (record && end - slice_start >= kChainBudget.count()) {
         internal::YieldToOthers();
@@ -1684,7 +1231,7 @@ class Scheduler::Impl {
       }
       AdmitLocked(end, admitted);
     }
-    if (wake_timer) WakeTimer();
+    if (wake_timer) timer_.Wake();
     TellJoiners(joiners);
     RecordPtr kept;
     if (keep_background) {
@@ -1710,14 +1257,14 @@ class Scheduler::Impl {
     }
     DetachContext(*record);
     InvokeAdmitted(*record, why);
-    FinishOutstanding();
+    outstanding_.Finish();
   }
 
   // Unregisters an Acquire's context callback; if it had not run, finishes its outstanding count
   // (a callback that has run finishes its own).
   void DetachContext(JobRecord& record) {
     if (record.ctx.state() && record.ctx.state()->RemoveCallback(record.ctx_callback)) {
-      FinishOutstanding();
+      outstanding_.Finish();
     }
   }
 
@@ -1740,7 +1287,7 @@ class Scheduler::Impl {
       if (leases_) impl->fleet_->Leave(*leases_);
       (void)impl->Complete(*record_, record_->admitted_at, end, status);
       record_ = nullptr;
-      impl->FinishOutstanding();  // the last touch: the scheduler may be destroyed after it
+      impl->outstanding_.Finish();  // the last touch: the scheduler may be destroyed after it
     }
     std::uint64_t FencingToken() const override {
       return leases_ && leases_->ctx ? leases_->ctx->FencingToken() : 0;
@@ -1752,71 +1299,11 @@ class Scheduler::Impl {
     std::unique_ptr<internal::FleetLeases::Held> leases_;
   };
 
-  void AddOutstanding() { outstanding_.fetch_add(1, std::memory_order_relaxed); }
-
-  // One accepted job has been fully reported. Above one the count drops without the lock (it
-  // cannot reach zero); a drop that may reach it is made under the quiet mutex, which WaitQuiet
-  // reads it under, so a waiter in Shutdown cannot see zero (and destroy the scheduler) before
-  // this call is done with it. Every job takes this path once, on every worker thread at once:
-  // a mutex here was a point of contention (bench/README.md). Until the scheduler first waits
-  // to be quiet, the count includes the scheduler itself: RunSync callers that run their jobs
-  // one or two at a time (fibers on two threads) would otherwise take the mutex at nearly every
-  // call (bench/README.md, "The count of outstanding jobs").
-  void FinishOutstanding() {
-    std::int64_t n = outstanding_.load(std::memory_order_relaxed);
-    while (n > 1) {
-      if (outstanding_.compare_exchange_weak(n, n - 1, std::memory_order_acq_rel)) return;
-    }
-    std::unique_lock lock(quiet_->mutex);
-    if (outstanding_.fetch_sub(1, std::memory_order_acq_rel) == 1) quiet_->cv.notify_all();
-  }
-
-  // Waits until no accepted job is outstanding, or `ctx` is done.
-  Status WaitQuiet(const Context& ctx) {
-    std::uint64_t callback = 0;
-    if (ctx.state()) {
-      // Holds the signal, not the scheduler: the callback may run after the scheduler is gone.
-      callback = ctx.state()->AddCallback([quiet = quiet_] {
-        std::unique_lock lock(quiet->mutex);
-        quiet->cv.notify_all();
-      });
-    }
-    Status result;
-    {
-      std::unique_lock lock(quiet_->mutex);
-      // Shutdown and Drain wait here once they stop accepting work: the scheduler stops counting
-      // itself (FinishOutstanding), once.
-      if (std::exchange(open_counted_, false)) {
-        outstanding_.fetch_sub(1, std::memory_order_acq_rel);
-      }
-      auto done = [&] { return outstanding_ == 0 || ctx.Done(); };
-      if (std::optional<Context::Clock::time_point> deadline = ctx.Deadline()) {
-        quiet_->cv.wait_until(lock, *deadline, done);
-      } else {
-        quiet_->cv.wait(lock, done);
-      }
-      if (outstanding_ != 0) result = ctx.Err();
-    }
-    if (ctx.state()) ctx.state()->RemoveCallback(callback);
-    return result;
-  }
-
-  // Tells the timer that an earlier deadline may be waiting.
-  void WakeTimer() {
-    {
-      std::unique_lock lock(sweeper_mutex_);
-      timer_rearm_ = true;
-    }
-    sweeper_wake_.notify_all();
-  }
-
   // What is due on the timer: ends the waits of Acquire jobs whose deadline has passed and of
   // jobs at their type's max_queue_wait, and queues the periodic runs due.
   void RunDue(Context::Clock::time_point now) {
     RecordList expired;
     RecordList reported;
-    std::vector<std::shared_ptr<internal::PeriodicState>> due;
-    std::vector<std::pair<StoredJob, std::shared_ptr<const DurableType>>> retries;
     {
       Locked lock(this);
       for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it) {
@@ -1824,66 +1311,13 @@ class Scheduler::Impl {
       }
       reported.swap(unreported_);
       if (phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), reported);
-      while (!periodic_.empty() && periodic_.begin()->first <= now) {
-        due.push_back(std::move(periodic_.begin()->second));
-        periodic_.erase(periodic_.begin());
-      }
-      while (!retries_.empty() && retries_.begin()->first <= now) {
-        retries.push_back(std::move(retries_.begin()->second));
-        retries_.erase(retries_.begin());
-      }
     }
     Dispatch(reported);
-    for (const auto& state : due) {
-      if (!state->stopped) QueuePeriodicRun(state);
-    }
-    for (const auto& [job, type] : retries) QueueOrDefer(job, type);
+    periodic_runs_.RunDue(now);
+    if (durable_) durable_->RunDue(now);
     for (const RecordPtr& record : expired) {
       AbandonWaiting(record, absl::DeadlineExceededError("context deadline exceeded"));
     }
-  }
-
-  // A uniform double in [low, high), from the scheduler's generator.
-  double Uniform(double low, double high) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    return std::uniform_real_distribution<double>(low, high)(random_);
-  }
-
-  // Queues the periodic job's next run `after` seconds from now on the timer; true when it is
-  // the timer's earliest, so that the caller wakes the timer (after releasing the lock).
-  bool SchedulePeriodicLocked(const std::shared_ptr<internal::PeriodicState>& state, double after)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    const auto due = Context::Clock::now() + std::chrono::duration_cast<Context::Clock::duration>(
-                                                 std::chrono::duration<double>(after));
-    const auto entry = periodic_.emplace(due, state);  // before begin(): operands are unordered
-    return entry == periodic_.begin();
-  }
-
-  // Queues one run of a periodic job as a Submit job; when it ends, the next is scheduled.
-  void QueuePeriodicRun(const std::shared_ptr<internal::PeriodicState>& state) {
-    auto ended = [this, state](const Status& status) {
-      if (keeper_) keeper_->RunEnded(state->type, state->id, internal::WallNow());
-      ++state->runs;
-      if (state->options.on_run) InvokeDone(state->options.on_run, status);
-      ScheduleNextRun(state);
-    };
-    Status queued =
-        Submit(state->type, state->id, state->options.fairness_key, state->fn, ended, {});
-    if (queued.code() == absl::StatusCode::kUnavailable) return;  // shutting down: runs stop
-    if (!queued.ok()) ended(queued);
-  }
-
-  // After a run: the next one `interval` (with jitter) from now, unless stopped or shutting down.
-  void ScheduleNextRun(const std::shared_ptr<internal::PeriodicState>& state) {
-    if (state->stopped) return;
-    bool earliest = false;
-    {
-      Locked lock(this);
-      if (phase_ != Phase::kOpen) return;
-      const double jitter = state->options.jitter;
-      const double factor = jitter > 0 ? 1.0 + Uniform(-jitter, jitter) : 1.0;
-      earliest = SchedulePeriodicLocked(state, state->interval.count() * factor);
-    }
-    if (earliest) WakeTimer();
   }
 
   // When the timer must wake for the next queue-wait limit, on its clock.
@@ -1897,106 +1331,37 @@ class Scheduler::Impl {
                                        std::chrono::duration<double>(std::min(ahead, 1e6)));
   }
 
-  // The scheduler's timer: sweeps idle keys every sweep_interval, ends Acquire waits at their
-  // context's deadline, takes out jobs at their type's max_queue_wait, and queues periodic runs.
-  void SweeperLoop() {
-    using Clock = Context::Clock;
-    const auto sweep_interval =
-        std::chrono::duration_cast<Clock::duration>(options_.sweep_interval);
-    Clock::time_point next_sweep = Clock::now() + sweep_interval;
-    // Adaptive capacity: the rule is applied every interval, from a first sample taken now.
-    std::optional<Clock::duration> adapt_interval;
-    Clock::time_point next_adapt = Clock::time_point::max();
-    if (options_.adaptive_capacity) {
-      adapt_interval = std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double>(options_.adaptive_capacity->interval));
-      SampleStall(Clock::now());
-      next_adapt = Clock::now() + *adapt_interval;
-    }
-    std::unique_lock lock(sweeper_mutex_);
-    while (!stop_sweeper_) {
-      Clock::time_point wake_at = std::min(next_sweep, next_adapt);
-      {
-        Locked core_lock(this);
-        if (!deadlines_.empty()) wake_at = std::min(wake_at, deadlines_.begin()->first);
-        if (auto expiry = NextExpiryLocked()) wake_at = std::min(wake_at, *expiry);
-        if (!unreported_.empty()) wake_at = Clock::now();
-        if (!periodic_.empty()) wake_at = std::min(wake_at, periodic_.begin()->first);
-        if (!retries_.empty()) wake_at = std::min(wake_at, retries_.begin()->first);
-      }
-      timer_rearm_ = false;
-      sweeper_wake_.wait_until(lock, wake_at, [&] { return stop_sweeper_ || timer_rearm_; });
-      if (stop_sweeper_) break;
-      const Clock::time_point woke_at = Clock::now();
-      // Callbacks run without the timer's lock: they may acquire again, which may wake it.
-      lock.unlock();
-      RunDue(woke_at);
-      if (adapt_interval && woke_at >= next_adapt) {
-        AdaptCapacity(woke_at);
-        next_adapt = woke_at + *adapt_interval;
-      }
-      lock.lock();
-      if (stop_sweeper_) break;
-      if (woke_at < next_sweep) continue;
-      next_sweep = woke_at + sweep_interval;
-      Locked core_lock(this);
-      const double now = LockedNow();
-      std::vector<std::pair<std::string, double>> evicted;
-      const core::SweepResult swept = core_->Sweep(now, log_.wants_events() ? &evicted : nullptr);
-      log_.Evicted(swept, evicted, now);
-      log_.Post();
-    }
+  // When the timer must run next (Timer's next_due, called with the timer's lock held): the next
+  // sweep or adaptive-capacity interval, Acquire deadline, queue-wait limit, periodic run or
+  // retry; at once when a snapshot left expiries to report.
+  Timer::Clock::time_point TimerNextDue() {
+    using Clock = Timer::Clock;
+    Clock::time_point wake_at = std::min(next_sweep_, periodic_runs_.NextDue());
+    if (capacity_) wake_at = std::min(wake_at, capacity_->NextDue());
+    if (durable_) wake_at = std::min(wake_at, durable_->NextDue());
+    Locked core_lock(this);
+    if (!deadlines_.empty()) wake_at = std::min(wake_at, deadlines_.begin()->first);
+    if (auto expiry = NextExpiryLocked()) wake_at = std::min(wake_at, *expiry);
+    if (!unreported_.empty()) wake_at = Clock::now();
+    return wake_at;
   }
 
-  // Reads the stall counter at `now`: the pressure since the previous sample, or nothing when
-  // the counter cannot be read (counted; the cap stays) or there is no previous sample.
-  std::optional<double> SampleStall(Context::Clock::time_point now) {
-    StatusOr<double> stalled = stalled_seconds_();
-    if (!stalled.ok()) {
-      Locked lock(this);
-      log_.CapacitySignalFailed();
-      return std::nullopt;
-    }
-    std::optional<double> pressure;
-    if (last_sample_) {
-      const double wall = std::chrono::duration<double>(now - last_sample_->first).count();
-      if (wall > 0) pressure = std::clamp((*stalled - last_sample_->second) / wall, 0.0, 1.0);
-    }
-    last_sample_ = {now, *stalled};
-    return pressure;
-  }
-
-  // One application of adaptive capacity's rule (fairgate/adaptive_capacity.h); a cap that grew
-  // admits what it now has room for.
-  void AdaptCapacity(Context::Clock::time_point now) {
-    const std::optional<double> pressure = SampleStall(now);
-    if (!pressure) return;
-    RecordList admitted;
-    bool wake_timer = false;
-    {
-      Locked lock(this, admitted, wake_timer);
-      const int current = core_->capacity();
-      const int next = NextCapacity(*options_.adaptive_capacity, current, options_.max_concurrency,
-                                    *pressure, core_->pending_jobs() > 0);
-      if (next != current) (void)core_->SetCapacity(next);
-      if (next > current && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), admitted);
-    }
-    if (wake_timer) WakeTimer();
-    Dispatch(admitted);
-  }
-
-  void StopSweeper() {
-    {
-      std::unique_lock lock(sweeper_mutex_);
-      stop_sweeper_ = true;
-    }
-    sweeper_wake_.notify_all();
+  // What the timer runs when it wakes (Timer's run_due, on its thread): what is due, then
+  // adaptive capacity's rule and the TTL sweep when their intervals have passed.
+  void TimerRunDue(Timer::Clock::time_point now) {
+    RunDue(now);
+    if (capacity_) capacity_->Tick(now);
+    if (now < next_sweep_) return;
+    next_sweep_ = now + std::chrono::duration_cast<Timer::Clock::duration>(options_.sweep_interval);
+    Locked core_lock(this);
+    const double t = LockedNow();
+    std::vector<std::pair<std::string, double>> evicted;
+    const core::SweepResult swept = core_->Sweep(t, log_.wants_events() ? &evicted : nullptr);
+    log_.Evicted(swept, evicted, t);
+    log_.Post();
   }
 
   const SchedulerOptions options_;
-  // Adaptive capacity's signal and its last sample (the timer thread's alone).
-  const std::function<StatusOr<double>()> stalled_seconds_;
-  std::optional<std::pair<Context::Clock::time_point, double>> last_sample_;
   const std::chrono::steady_clock::time_point epoch_;
   // The store's side: loading, flushing, counting (null without a store). Before the core's
   // lock: the flusher it runs takes that lock.
@@ -2037,46 +1402,28 @@ class Scheduler::Impl {
   DeadlineMap deadlines_ ABSL_GUARDED_BY(mutex_);
   // Expired during a snapshot; the timer reports them.
   RecordList unreported_ ABSL_GUARDED_BY(mutex_);
-  // Periodic jobs by when their next run is due; one entry each between runs.
-  std::multimap<Context::Clock::time_point, std::shared_ptr<internal::PeriodicState>> periodic_
-      ABSL_GUARDED_BY(mutex_);
-  // Durable jobs: handlers by type; where Recover is (SubmitDurable waits for kDone); stored jobs
-  // waiting out a retry's backoff, by when it ends.
-  absl::flat_hash_map<std::string, std::shared_ptr<const DurableType>> durable_types_
-      ABSL_GUARDED_BY(mutex_);
-  enum class Recovery { kNotYet, kRecovering, kDone };
-  Recovery recovery_ ABSL_GUARDED_BY(mutex_) = Recovery::kNotYet;
-  std::multimap<Context::Clock::time_point,
-                std::pair<StoredJob, std::shared_ptr<const DurableType>>>
-      retries_ ABSL_GUARDED_BY(mutex_);
-  // Jitter and first-run spread.
-  std::mt19937_64 random_ ABSL_GUARDED_BY(mutex_){std::random_device{}()};
   Phase phase_ ABSL_GUARDED_BY(mutex_) = Phase::kOpen;
   // Metrics, events and evidence of every decision, in decision order.
   mutable internal::DecisionLog log_ ABSL_GUARDED_BY(mutex_);
 
-  // Signalled when no accepted job is left unreported. Shared, so that a context callback that
-  // outlives the scheduler still has something to signal.
-  struct Quiet {
-    internal::ShortMutex mutex;
-    internal::ShortCondition cv;
-  };
-  const std::shared_ptr<Quiet> quiet_ = std::make_shared<Quiet>();
-  // Accepted and not yet fully reported, plus one for the scheduler itself until the first
-  // WaitQuiet (`open_counted_`): until then it cannot reach zero, so FinishOutstanding never
-  // needs the quiet mutex. Changed without that mutex except when it may reach zero, read under
-  // it by WaitQuiet.
-  std::atomic<std::int64_t> outstanding_{1};
-  bool open_counted_ = true;  // under the quiet mutex
+  // Accepted calls not yet fully reported (Shutdown and Drain wait for none).
+  internal::OutstandingCount outstanding_;
 
-  internal::WaitMutex sweeper_mutex_;
-  internal::WaitCondition sweeper_wake_;
-  bool stop_sweeper_ = false;
-  bool timer_rearm_ = false;  // under sweeper_mutex_
+  // The services built on Submit (runtime/submission.h). Durable jobs only with a store; made
+  // before the claimer, which calls them.
+  internal::PeriodicRuns periodic_runs_{*this, keeper_.get()};
+  std::unique_ptr<internal::DurableJobs> durable_;
+  std::unique_ptr<internal::CapacityController> capacity_;  // with adaptive capacity
 
   std::pair<Context, CancelFunc> background_;  // the context of Submit jobs
   internal::WorkerPool pool_;
-  std::thread timer_;  // runs SweeperLoop; last: started once everything else exists
+  // The timer's own schedule (its thread's alone): the next TTL sweep.
+  Timer::Clock::time_point next_sweep_ =
+      Timer::Clock::now() +
+      std::chrono::duration_cast<Timer::Clock::duration>(options_.sweep_interval);
+  // Last: started once everything else exists, stopped first.
+  Timer timer_{[this] { return TimerNextDue(); },
+               [this](Timer::Clock::time_point now) { TimerRunDue(now); }};
 };
 
 StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& options) {

@@ -1,0 +1,320 @@
+#include "runtime/durable_jobs.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+
+namespace fairgate::internal {
+
+Status DurableJobs::Register(std::string_view type, DurableHandler handler,
+                             const RetryPolicy& retry) {
+  if (!handler) return absl::InvalidArgumentError("durable handler is empty");
+  if (Status s = ValidateRetryPolicy(retry); !s.ok()) return s;
+  if (!scheduler_.Type(type)) {
+    return absl::NotFoundError(
+        absl::StrCat("unknown job type '", absl::string_view(type.data(), type.size()), "'"));
+  }
+  std::lock_guard lock(mutex_);
+  auto [it, inserted] = types_.try_emplace(
+      std::string(type), std::make_shared<const Type>(Type{std::move(handler), retry}));
+  if (!inserted) {
+    return absl::AlreadyExistsError(absl::StrCat("job type '",
+                                                 absl::string_view(type.data(), type.size()),
+                                                 "' already has a durable handler"));
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<RecoveryReport> DurableJobs::Recover() {
+  if (Status open = scheduler_.Open(); !open.ok()) return open;
+  {
+    std::lock_guard lock(mutex_);
+    if (recovery_ != Recovery::kNotYet) {
+      return absl::FailedPreconditionError("Recover was already called");
+    }
+    recovery_ = Recovery::kRecovering;
+  }
+  auto load_failed = [&](const Status& status) {
+    keeper_.CountError(StateKeeper::Operation::kLoad);
+    std::lock_guard lock(mutex_);
+    recovery_ = Recovery::kNotYet;  // may be called again
+    return status;
+  };
+  if (claimer_ != nullptr) return RecoverShared(load_failed);
+  StatusOr<std::vector<StoredJob>> live = keeper_.store().LiveJobs();
+  if (!live.ok()) return load_failed(live.status());
+  StatusOr<std::vector<StoredJob>> dead = keeper_.store().DeadJobs();
+  if (!dead.ok()) return load_failed(dead.status());
+  RecoveryReport report;
+  report.dead = dead->size();
+  std::vector<std::pair<StoredJob, TypePtr>> due;
+  const double wall = WallNow();
+  for (StoredJob& job : *live) {
+    TypePtr type = Find(job.type);
+    if (!type) {
+      ++report.without_handler;
+    } else if (job.not_before > wall) {
+      ++report.deferred;
+      const double wait = job.not_before - wall;
+      ScheduleRetry(std::move(job), std::move(type), wait);
+    } else {
+      due.emplace_back(std::move(job), std::move(type));
+    }
+  }
+  // In stored order, before SubmitDurable is accepted: no job of this process comes between.
+  for (const auto& [job, type] : due) {
+    // Refused at the door (a full queue), it is tried again a backoff later.
+    ++(QueueOrDefer(job, type) ? report.queued : report.deferred);
+  }
+  std::lock_guard lock(mutex_);
+  recovery_ = Recovery::kDone;
+  return report;
+}
+
+// Recover on a shared store: nothing is loaded; the claimer claims what is due, now and from now
+// on.
+template <typename LoadFailed>
+StatusOr<RecoveryReport> DurableJobs::RecoverShared(LoadFailed& load_failed) {
+  StatusOr<std::vector<StoredJob>> dead = keeper_.store().DeadJobs();
+  if (!dead.ok()) return load_failed(dead.status());
+  {
+    std::lock_guard lock(mutex_);
+    recovery_ = Recovery::kDone;
+  }
+  RecoveryReport report;
+  report.dead = dead->size();
+  // A failed first claim is counted; the claimer's thread tries again.
+  if (StatusOr<std::size_t> claimed = claimer_->ClaimNow(); claimed.ok()) report.queued = *claimed;
+  return report;
+}
+
+StatusOr<std::uint64_t> DurableJobs::Submit(std::string_view type, std::string_view id,
+                                            std::string_view key, std::string_view payload) {
+  if (id.empty()) return absl::InvalidArgumentError("job id is empty");
+  if (Status open = scheduler_.Open(); !open.ok()) return open;
+  TypePtr handler;
+  {
+    std::lock_guard lock(mutex_);
+    if (recovery_ != Recovery::kDone) {
+      return absl::FailedPreconditionError(
+          "SubmitDurable before Recover: register the types and their handlers, then call "
+          "Recover");
+    }
+    auto it = types_.find(absl::string_view(type.data(), type.size()));
+    if (it == types_.end()) {
+      return absl::NotFoundError(absl::StrCat("job type '",
+                                              absl::string_view(type.data(), type.size()),
+                                              "' has no durable handler (RegisterDurable)"));
+    }
+    handler = it->second;
+  }
+  StoredJob job;
+  job.type = std::string(type);
+  job.id = std::string(id);
+  job.fairness_key = std::string(key);
+  job.payload = std::string(payload);
+  job.submitted_at = WallNow();
+  StatusOr<std::uint64_t> sequence = keeper_.store().AddJob(job);
+  if (!sequence.ok()) {
+    keeper_.CountError(StateKeeper::Operation::kAddJob);
+    return sequence.status();
+  }
+  keeper_.Count(StateKeeper::Outcome::kStored);
+  if (claimer_ != nullptr) {  // a shared store: whichever replica claims it first runs it
+    claimer_->Poke();
+    return *sequence;
+  }
+  job.sequence = *sequence;
+  Status queued = Queue(std::move(job), handler);
+  // Refused at the door (a full queue): not accepted, so not kept. Shutting down meanwhile: it
+  // is stored, and runs after the next Recover.
+  if (!queued.ok() && queued.code() != absl::StatusCode::kUnavailable) {
+    if (!keeper_.store().RemoveJob(*sequence).ok()) {
+      keeper_.CountError(StateKeeper::Operation::kRemoveJob);
+    }
+    return queued;
+  }
+  return *sequence;
+}
+
+StatusOr<std::vector<StoredJob>> DurableJobs::Dead() {
+  StatusOr<std::vector<StoredJob>> dead = keeper_.store().DeadJobs();
+  if (!dead.ok()) keeper_.CountError(StateKeeper::Operation::kLoad);
+  return dead;
+}
+
+std::vector<ClaimableType> DurableJobs::ClaimableTypes() const {
+  std::vector<ClaimableType> types;
+  if (!scheduler_.Open().ok()) return types;
+  std::vector<std::string> names;
+  {
+    std::lock_guard lock(mutex_);
+    if (recovery_ != Recovery::kDone) return types;
+    for (const auto& [name, type] : types_) names.push_back(name);
+  }
+  for (const std::string& name : names) {
+    const std::optional<Submission::TypeInfo> info = scheduler_.Type(name);
+    // Paused: held, its jobs would wait while others could run.
+    if (info && info->paused) continue;
+    ClaimableType& claimable = types.emplace_back();
+    claimable.type = name;
+    claimable.priority = info ? info->priority : 1;
+    if (fleet_ != nullptr) fleet_->DescribeNeeds(claimable);  // taken with the claim
+  }
+  return types;
+}
+
+// A job that cannot be queued (a full queue, shutting down) is given back at once for any replica
+// to claim, and so is one whose type was paused while the claim that took it was under way
+// (ClaimableTypes leaves paused types out of the next).
+void DurableJobs::QueueClaimed(std::vector<StoredJob> jobs) {
+  for (StoredJob& job : jobs) {
+    TypePtr type = Find(job.type);
+    if (type) {
+      const std::optional<Submission::TypeInfo> info = scheduler_.Type(job.type);
+      if (info && info->paused) type = nullptr;
+    }
+    if (type && Queue(job, type).ok()) continue;
+    Recorded(keeper_.store().ReleaseJob(job.sequence), StateKeeper::Operation::kRelease);
+    claimer_->Done(/*claim_again=*/false);
+  }
+}
+
+DurableJobs::Clock::time_point DurableJobs::NextDue() const {
+  std::lock_guard lock(mutex_);
+  return retries_.empty() ? Clock::time_point::max() : retries_.begin()->first;
+}
+
+void DurableJobs::RunDue(Clock::time_point now) {
+  std::vector<std::pair<StoredJob, TypePtr>> due;
+  {
+    std::lock_guard lock(mutex_);
+    while (!retries_.empty() && retries_.begin()->first <= now) {
+      due.push_back(std::move(retries_.begin()->second));
+      retries_.erase(retries_.begin());
+    }
+  }
+  for (const auto& [job, type] : due) QueueOrDefer(job, type);
+}
+
+void DurableJobs::DropRetries() {
+  std::lock_guard lock(mutex_);
+  retries_.clear();
+}
+
+DurableJobs::TypePtr DurableJobs::Find(std::string_view type) const {
+  std::lock_guard lock(mutex_);
+  auto it = types_.find(absl::string_view(type.data(), type.size()));
+  return it == types_.end() ? nullptr : it->second;
+}
+
+Status DurableJobs::Queue(const StoredJob& job, TypePtr type) {
+  auto attempt = std::make_shared<Attempt>(Attempt{job, std::move(type)});
+  return scheduler_.Submit(
+      job.type, job.id, job.fairness_key,
+      [this, attempt](const Context& ctx) { return Run(*attempt, ctx); },
+      [this, attempt](const Status& status) { Finish(*attempt, status); }, {}, job.resource_token);
+}
+
+bool DurableJobs::QueueOrDefer(const StoredJob& job, const TypePtr& type) {
+  Status queued = Queue(job, type);
+  if (queued.ok()) return true;
+  if (queued.code() == absl::StatusCode::kUnavailable) return false;
+  ScheduleRetry(job, type, std::max(1.0, type->retry.initial_backoff.count()));
+  return false;
+}
+
+// A store that fails is counted and the number comes from memory (the attempt goes ahead: at
+// least once); a job the store no longer has, or whose lease another replica holds now, is
+// `gone`.
+Status DurableJobs::BeginAttempt(Attempt& a) {
+  StatusOr<std::uint32_t> begun = keeper_.store().BeginAttempt(a.job.sequence);
+  if (begun.ok()) {
+    a.attempt = *begun;
+  } else if (begun.status().code() == absl::StatusCode::kNotFound) {
+    a.gone = true;
+  } else if (begun.status().code() == absl::StatusCode::kAborted) {
+    a.gone = true;
+    keeper_.Count(StateKeeper::Outcome::kFenced);
+  } else {
+    keeper_.CountError(StateKeeper::Operation::kBeginAttempt);
+    a.attempt = a.job.attempts + 1;
+  }
+  return begun.status();
+}
+
+Status DurableJobs::Run(Attempt& a, const Context& ctx) {
+  if (Status begun = BeginAttempt(a); a.gone) return begun;
+  const DurableJob view{a.job.sequence, a.job.type, a.job.id,         a.job.fairness_key,
+                        a.job.payload,  a.attempt,  a.job.lease_token};
+  return a.type->handler(view, ctx);
+}
+
+// On a shared store a retry or a job cut short by a shutdown is given back, for any replica.
+void DurableJobs::Finish(Attempt& a, const Status& status) {
+  using Operation = StateKeeper::Operation;
+  using Outcome = StateKeeper::Outcome;
+  absl::Cleanup done = [&] {
+    if (claimer_ != nullptr) claimer_->Done(/*claim_again=*/true);
+  };
+  if (a.gone) return;
+  Store& store = keeper_.store();
+  const std::uint64_t sequence = a.job.sequence;
+  if (status.ok()) {
+    Recorded(store.RemoveJob(sequence), Operation::kRemoveJob, Outcome::kSucceeded);
+    return;
+  }
+  const bool open = scheduler_.Open().ok();
+  // Cut short by a shutdown (not admitted, or cancelled while it ran): stays as stored.
+  if (!open && (a.attempt == 0 || status.code() == absl::StatusCode::kCancelled)) {
+    if (claimer_ != nullptr) Recorded(store.ReleaseJob(sequence), Operation::kRelease);
+    return;
+  }
+  if (a.attempt == 0) {
+    // Never ran: it waited its type's max_queue_wait. That counts as a failed attempt, so that
+    // a queue that stays full cannot keep it for ever.
+    (void)BeginAttempt(a);
+    if (a.gone) return;
+  }
+  const std::string error = status.ToString();
+  if (a.attempt >= a.type->retry.max_attempts) {
+    Recorded(store.KillJob(sequence, error), Operation::kKillJob, Outcome::kDead);
+    return;
+  }
+  const double wait = RetryBackoff(a.type->retry, a.attempt).count();
+  StoredJob next = a.job;
+  next.attempts = a.attempt;
+  next.not_before = WallNow() + wait;
+  next.last_error = error;
+  Recorded(store.DeferJob(sequence, next.not_before, error), Operation::kDeferJob,
+           Outcome::kRetried);
+  if (claimer_ != nullptr) return;  // given back: claimed again, here or elsewhere, once due
+  ScheduleRetry(std::move(next), a.type, wait);
+}
+
+void DurableJobs::ScheduleRetry(StoredJob job, TypePtr type, double after) {
+  if (!scheduler_.Open().ok()) return;  // stays stored, with its backoff
+  const auto due = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(after));
+  bool earliest = false;
+  {
+    std::lock_guard lock(mutex_);
+    const auto entry = retries_.emplace(due, std::make_pair(std::move(job), std::move(type)));
+    earliest = entry == retries_.begin();
+  }
+  if (earliest) scheduler_.WakeTimer();
+}
+
+void DurableJobs::Recorded(const Status& status, StateKeeper::Operation operation,
+                           std::optional<StateKeeper::Outcome> outcome) {
+  if (status.code() == absl::StatusCode::kAborted) {
+    keeper_.Count(StateKeeper::Outcome::kFenced);
+    return;
+  }
+  if (!status.ok()) keeper_.CountError(operation);
+  if (outcome) keeper_.Count(*outcome);
+}
+
+}  // namespace fairgate::internal

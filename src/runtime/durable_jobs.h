@@ -1,0 +1,126 @@
+// DurableJobs: the scheduler's durable jobs (fairgate/durable.h), a service on the scheduler's
+// Submission. Internal to src/runtime; exists only with a store.
+//
+// It keeps the handler and retry policy of each durable type, where Recover is, and the stored
+// jobs waiting out a retry's backoff (queued by the scheduler's timer: NextDue, RunDue). Each
+// attempt of a stored job is queued as a Submit job of its type, id and key; the attempt is
+// marked in the store before the handler runs (so a crash during it counts it), and its end
+// removes, retries or kills the job. With a shared store (replicas) nothing is loaded at Recover:
+// the claimer claims jobs by lease (ClaimableTypes, QueueClaimed), and a retry is given back to
+// the fleet instead of waiting here.
+//
+// Thread safety: every method may be called from any thread at once; its own lock is never held
+// while it calls the scheduler or the store.
+#ifndef FAIRGATE_RUNTIME_DURABLE_JOBS_H_
+#define FAIRGATE_RUNTIME_DURABLE_JOBS_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "fairgate/context.h"
+#include "fairgate/durable.h"
+#include "fairgate/store.h"
+#include "runtime/claimer.h"
+#include "runtime/fleet_leases.h"
+#include "runtime/state_keeper.h"
+#include "runtime/submission.h"
+
+namespace fairgate::internal {
+
+class DurableJobs {
+ public:
+  using Clock = Context::Clock;
+  DurableJobs(Submission& scheduler, StateKeeper& keeper)
+      : scheduler_(scheduler), keeper_(keeper) {}
+
+  // With a shared store, before the claimer starts: who claims (null without a shared store), and
+  // the fleet-wide leases a claim takes with its jobs (null without any).
+  void AttachFleet(Claimer* claimer, FleetLeases* fleet) {
+    claimer_ = claimer;
+    fleet_ = fleet;
+  }
+
+  // Scheduler::RegisterDurable, Recover, SubmitDurable and DeadJobs, with their refusals.
+  Status Register(std::string_view type, DurableHandler handler, const RetryPolicy& retry);
+  StatusOr<RecoveryReport> Recover();
+  StatusOr<std::uint64_t> Submit(std::string_view type, std::string_view id, std::string_view key,
+                                 std::string_view payload);
+  StatusOr<std::vector<StoredJob>> Dead();
+
+  // For the claimer: the types this replica claims jobs of, with their tiers (those not paused,
+  // and none once the scheduler is closing); and queueing what it claimed (a job that cannot be
+  // queued is given back at once).
+  std::vector<ClaimableType> ClaimableTypes() const;
+  void QueueClaimed(std::vector<StoredJob> jobs);
+
+  // For the scheduler's timer: when the next retry is due (Clock::time_point::max() for none),
+  // and queueing the retries due by `now`.
+  Clock::time_point NextDue() const;
+  void RunDue(Clock::time_point now);
+  // At shutdown: the retries waiting here stay stored, with their backoff, for the next Recover.
+  void DropRetries();
+
+ private:
+  // A durable type's handler and retry policy, fixed at Register.
+  struct Type {
+    DurableHandler handler;
+    RetryPolicy retry;
+  };
+  using TypePtr = std::shared_ptr<const Type>;
+  // One attempt of a durable job, queued as a Submit job.
+  struct Attempt {
+    StoredJob job;
+    TypePtr type;
+    std::uint32_t attempt = 0;  // its number once begun; 0 while it has not run
+    bool gone = false;          // the store no longer had it when it began: nothing to record
+  };
+  enum class Recovery { kNotYet, kRecovering, kDone };
+
+  template <typename LoadFailed>
+  StatusOr<RecoveryReport> RecoverShared(LoadFailed& load_failed);
+  // The handler of `type`, if registered.
+  TypePtr Find(std::string_view type) const;
+  // Queues one attempt of a stored job as a Submit job of its type, id and key; Submit's refusal.
+  Status Queue(const StoredJob& job, TypePtr type);
+  // Queues a stored job whose time has come; true if it was queued. Refused at the door (a full
+  // queue), it stays stored and is tried again a backoff (at least a second) later; shutting
+  // down, it stays stored for the next Recover.
+  bool QueueOrDefer(const StoredJob& job, const TypePtr& type);
+  // Marks an attempt as begun in the store and sets its number; the store's status.
+  Status BeginAttempt(Attempt& a);
+  // The attempt: marked in the store first, then the handler runs.
+  Status Run(Attempt& a, const Context& ctx);
+  // The attempt ended with `status` (or never ran): the job is removed, retried or dead.
+  void Finish(Attempt& a, const Status& status);
+  // Queues a stored job for the timer `after` seconds from now (unless the scheduler is
+  // closing: then it stays stored); wakes the timer when it is the earliest.
+  void ScheduleRetry(StoredJob job, TypePtr type, double after);
+  // Counts what a store call that records an attempt's end returned: an error, a refusal because
+  // another replica holds the job now (kFenced), or else `outcome` if given.
+  void Recorded(const Status& status, StateKeeper::Operation operation,
+                std::optional<StateKeeper::Outcome> outcome = std::nullopt);
+
+  Submission& scheduler_;
+  StateKeeper& keeper_;
+  Claimer* claimer_ = nullptr;
+  FleetLeases* fleet_ = nullptr;
+
+  // Guards what follows (a std::mutex, as every service's).
+  mutable std::mutex mutex_;
+  absl::flat_hash_map<std::string, TypePtr> types_;
+  Recovery recovery_ = Recovery::kNotYet;  // SubmitDurable waits for kDone
+  // Stored jobs waiting out a retry's backoff, by when it ends.
+  std::multimap<Clock::time_point, std::pair<StoredJob, TypePtr>> retries_;
+};
+
+}  // namespace fairgate::internal
+
+#endif  // FAIRGATE_RUNTIME_DURABLE_JOBS_H_

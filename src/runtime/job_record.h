@@ -1,0 +1,188 @@
+// JobRecord: one accepted call (RunSync, Submit or Acquire) from its acceptance until it is
+// reported, and the small functions that report to its caller. Internal to src/runtime: the
+// scheduler (scheduler.cc) keeps the records of its pending and running jobs by ticket slot, and
+// every change of a record's state is made under the scheduler's lock (the table below).
+#ifndef FAIRGATE_RUNTIME_JOB_RECORD_H_
+#define FAIRGATE_RUNTIME_JOB_RECORD_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "core/admission_core.h"
+#include "fairgate/context.h"
+#include "fairgate/scheduler.h"
+#include "runtime/fiber_stack.h"
+#include "runtime/waiting.h"
+
+namespace fairgate::internal {
+
+// One accepted job, from its acceptance until it is reported.
+struct JobRecord;
+using RecordPtr = std::shared_ptr<JobRecord>;
+// The jobs one decision admitted or refused: rarely more than a few, gathered under the lock,
+// where a heap allocation per decision would lengthen the critical section.
+using RecordList = absl::InlinedVector<RecordPtr, 4>;
+// Acquire's waiting jobs by the deadline of their context, for the scheduler's timer.
+using DeadlineMap = std::multimap<Context::Clock::time_point, RecordPtr>;
+
+// One accepted call, from its acceptance until it is reported. Calls that coalesced share one
+// core job: the record in the scheduler's table for the job's slot (its lead; once admitted, the
+// call that runs it) lists the others, which are told the status of the run.
+struct JobRecord {
+  // A call's states. Every transition is made under the scheduler's lock, in the function named:
+  //
+  //   kNew     -> kPending    EnqueueLocked: its job is queued, or it joined a pending job of its
+  //                           id (coalescing)
+  //   kNew     -> kJoined     EnqueueLocked: it joined a run of its id under way (RunSync)
+  //   kNew     -> kCancelled  TakeIntakeLocked: a Submit the intake held when shutdown began
+  //   kPending -> kRunning    TakeAdmissionLocked: its job is admitted and it runs it (also
+  //                           within the EnqueueLocked that queued it, when that call admits it)
+  //   kPending -> kJoined     TakeAdmissionLocked, through ChooseRunnerLocked: its job is admitted
+  //                           and another of the job's calls runs it
+  //   kPending -> kCancelled  ReapExpiredLocked (max_queue_wait, with the calls that joined it);
+  //                           LeaveQueueLocked and CancelLocked (its context ended, an Acquire's
+  //                           deadline passed, shutdown)
+  //   kJoined  -> kFinished   Complete: the run it joined ended, with `result`
+  //   kJoined  -> kCancelled  LeaveRunLocked: its context ended; the run goes on for the others
+  //
+  // kRunning, kFinished and kCancelled are final: whoever ran the job, or the call told of its
+  // end or refusal, reports it once, outside the lock. An Acquire's context may end while it is
+  // kNew (before the core queued it). MoveTo is the one way a state changes, and it holds the
+  // change to this table.
+  enum class State { kNew, kPending, kRunning, kJoined, kFinished, kCancelled };
+  // Whether the table above has the transition `from` -> `to`.
+  static constexpr bool MayMove(State from, State to) {
+    switch (from) {
+      case State::kNew:
+        return to == State::kPending || to == State::kJoined || to == State::kCancelled;
+      case State::kPending:
+        return to == State::kRunning || to == State::kJoined || to == State::kCancelled;
+      case State::kJoined:
+        return to == State::kFinished || to == State::kCancelled;
+      case State::kRunning:
+      case State::kFinished:
+      case State::kCancelled:
+        return false;
+    }
+    return false;
+  }
+  // Moves the call to `to`; a transition the table does not have aborts, naming both states (a
+  // call decided twice, and so reported twice, would begin with one).
+  void MoveTo(State to) {
+    if (!MayMove(state, to)) {
+      static constexpr const char* kNames[] = {"kNew",    "kPending",  "kRunning",
+                                               "kJoined", "kFinished", "kCancelled"};
+      std::fprintf(stderr, "fairgate: a call moved from %s to %s\n",
+                   kNames[static_cast<int>(state)], kNames[static_cast<int>(to)]);
+      std::abort();
+    }
+    state = to;
+  }
+
+  // What an admission reads and writes comes first, together: with a large backlog the record is
+  // long out of every cache when its job is admitted, and each line it touches is a miss.
+  core::JobTicket ticket;
+  bool sync = false;          // RunSync
+  bool async = false;         // Acquire
+  bool fleet_leases = false;  // Acquire: its type takes fleet-wide leases (as when accepted)
+  State state = State::kNew;  // guarded by the scheduler's lock
+  double admitted_at = 0;     // Acquire: when the permit was granted
+  // The lead's: the other calls that share its job, in the order they joined. Under the lock.
+  std::vector<std::shared_ptr<JobRecord>> joiners;
+  // kCancelled: what its caller is told. Set under the lock, read by whoever reports it.
+  Status refusal;
+  // Acquire: the entry in the deadline map while pending (under the scheduler's lock).
+  std::optional<DeadlineMap::iterator> deadline_entry;
+  // kFinished: the status of the run it joined. Set under the lock, read by whoever reports it.
+  Status result;
+
+  // RunSync: the caller sleeps on `wake` until `signalled`; the truth is `state`, which the
+  // caller may read without the scheduler's lock once `decided` (Signal).
+  WaitMutex wake_mutex;
+  WaitCondition wake;
+  bool signalled = false;
+  bool decided = false;
+
+  // Submit. claimed_leases: the fencing token of the fleet-wide leases a claimed durable job's
+  // claim took (the store gives them back with the job), 0 for none.
+  Scheduler::JobFn fn;
+  Scheduler::DoneCallback done;
+  std::uint64_t claimed_leases = 0;
+
+  // Acquire: called once; the context's cancel callback (0: none, or it ran inline).
+  Scheduler::PermitCallback on_admitted;
+  Context ctx = Context::Background();
+  std::uint64_t ctx_callback = 0;
+};
+
+// A copy of `status` that shares nothing with it. Each call that joined a run gets one: the
+// copies are read and dropped on different threads, and absl::Status counts the references to
+// a shared representation inside libabsl, where ThreadSanitizer cannot see the handover.
+inline Status Detached(const Status& status) {
+  Status copy(status.code(), status.message());
+  status.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { copy.SetPayload(url, payload); });
+  return copy;
+}
+
+// Wakes a RunSync caller. `decided`: its state was set (under the scheduler's lock) to one that
+// nothing but the caller changes any more (kRunning, kCancelled, kFinished), so the caller may
+// read it without taking that lock again.
+inline void Signal(JobRecord& record, bool decided) {
+  {
+    std::unique_lock lock(record.wake_mutex);
+    record.signalled = true;
+    record.decided |= decided;
+  }
+  record.wake.notify_all();
+}
+
+// Runs user code at the edge: an exception becomes a status. Nothing suspends inside a catch
+// block (exception state is per thread in this Boost.Fiber).
+inline Status Invoke(const Scheduler::JobFn& fn, const Context& ctx) {
+  std::string error;
+  try {
+    return fn(ctx);
+  } catch (const std::exception& e) {
+    error = e.what();
+  } catch (...) {
+    error = "an exception that is not a std::exception";
+  }
+  ForgetUnwoundFrames();
+  return absl::InternalError(absl::StrCat("job function threw: ", error));
+}
+
+inline void InvokeDone(const Scheduler::DoneCallback& done, const Status& status) {
+  if (!done) return;
+  try {
+    done(status);
+  } catch (...) {
+    // Documented: nobody is left to receive it.
+  }
+}
+
+// Calls an Acquire callback once, and lets go of what it holds.
+inline void InvokeAdmitted(JobRecord& record, StatusOr<Permit> result) {
+  Scheduler::PermitCallback callback = std::move(record.on_admitted);
+  record.on_admitted = nullptr;
+  try {
+    callback(std::move(result));
+  } catch (...) {
+    // As for a completion callback: nobody is left to receive it. A permit it held is released
+    // by its destructor during the unwinding.
+  }
+}
+
+}  // namespace fairgate::internal
+
+#endif  // FAIRGATE_RUNTIME_JOB_RECORD_H_

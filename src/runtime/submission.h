@@ -1,0 +1,61 @@
+// Submission: what a service built on the scheduler may ask of it. Internal to src/runtime.
+//
+// The runtime has three layers. The admission table (scheduler.cc: the core, its lock and the
+// records of the calls it decides), the calls that go through it (RunSync, Submit, Acquire), and
+// services built on Submit: periodic runs (periodic_runs.h), durable jobs (durable_jobs.h), the
+// state keeper (state_keeper.h), the fleet's claims and leases (claimer.h, fleet_leases.h). A
+// service reaches the scheduler only through this interface: each call takes the scheduler's lock
+// itself, briefly, and no service ever holds that lock, so a service's own lock may be held
+// across these calls (a service's lock comes before the scheduler's, never after).
+//
+// Thread safety: every method may be called from any thread or fiber at once.
+#ifndef FAIRGATE_RUNTIME_SUBMISSION_H_
+#define FAIRGATE_RUNTIME_SUBMISSION_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string_view>
+
+#include "fairgate/job_options.h"
+#include "fairgate/scheduler.h"
+#include "fairgate/status.h"
+
+namespace fairgate::internal {
+
+class Submission {
+ public:
+  virtual ~Submission() = default;
+
+  // Queues a background job as Scheduler::Submit does, with its refusals (Unavailable once
+  // Shutdown or Drain began). `claimed_leases`: the fencing token of the fleet-wide leases a
+  // claimed durable job's claim took (0: none), which it then runs under instead of taking its
+  // own.
+  virtual Status Submit(std::string_view type, std::string_view id, std::string_view key,
+                        Scheduler::JobFn fn, Scheduler::DoneCallback done,
+                        const JobOptions& options, std::uint64_t claimed_leases) = 0;
+
+  // OK while the scheduler accepts calls; else Unavailable, saying whether it drains or is shut
+  // down.
+  virtual Status Open() const = 0;
+
+  // What the rule knows of a registered type; nothing for an unknown one.
+  struct TypeInfo {
+    int priority = 1;
+    bool paused = false;
+  };
+  virtual std::optional<TypeInfo> Type(std::string_view type) const = 0;
+
+  // The service's next due time may have moved earlier: the timer asks every service again.
+  virtual void WakeTimer() = 0;
+
+  // Adaptive capacity (capacity_controller.h): sets the global cap in force to
+  // `next(current, work_waiting)`, in one decision; a cap that grew admits what it has room for.
+  virtual void ChangeCapacity(const std::function<int(int current, bool work_waiting)>& next) = 0;
+  // Adaptive capacity could not read its signal: counted in the metrics.
+  virtual void CountCapacitySignalFailed() = 0;
+};
+
+}  // namespace fairgate::internal
+
+#endif  // FAIRGATE_RUNTIME_SUBMISSION_H_
