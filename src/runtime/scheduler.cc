@@ -31,6 +31,7 @@
 #include "runtime/decision_log.h"
 #include "runtime/durable_jobs.h"
 #include "runtime/fiber_stack.h"
+#include "runtime/fleet_costs.h"
 #include "runtime/fleet_leases.h"
 #include "runtime/job_record.h"
 #include "runtime/outstanding.h"
@@ -72,16 +73,22 @@ class Scheduler::Impl final : public internal::Submission {
               options.fiber_stack_bytes) {
     if (keeper_) {
       // The keys' costs now; each type's estimates when it is registered.
+      std::vector<SavedKey> restored_keys;
       {
         Locked lock(this);
         const double now = Now();
         const double wall = internal::WallNow();
-        const bool shared = keeper_->store().Shared();
         for (SavedKey& key : keeper_->TakeKeys()) {
           key.idle_since = now - (wall - key.idle_since);
           StatusOr<bool> restored = core_->RestoreKey(key, now);  // a bad row is skipped
-          // Already the fleet's: shared again only what is charged here from now on.
-          if (shared && restored.ok() && *restored) shared_costs_[key.key] = key.accumulated_cost;
+          if (restored.ok() && *restored) restored_keys.push_back(std::move(key));
+        }
+      }
+      if (keeper_->store().Shared()) {
+        fleet_costs_ = std::make_unique<internal::FleetCosts>(*this, *keeper_);
+        // Already the fleet's: shared again only what is charged here from now on.
+        for (const SavedKey& key : restored_keys) {
+          fleet_costs_->Restored(key.key, key.accumulated_cost);
         }
       }
       durable_ = std::make_unique<internal::DurableJobs>(*this, *keeper_);
@@ -98,7 +105,7 @@ class Scheduler::Impl final : public internal::Submission {
         claimer_ = std::make_unique<internal::Claimer>(
             *keeper_, settings, [this] { return durable_->ClaimableTypes(); },
             [this](std::vector<StoredJob> jobs) { durable_->QueueClaimed(std::move(jobs)); },
-            [this] { ShareCosts(); });
+            [this] { fleet_costs_->Share(); });
         durable_->AttachFleet(claimer_.get(), fleet_.get());
         claimer_->StartThread();
       }
@@ -370,8 +377,8 @@ class Scheduler::Impl final : public internal::Submission {
     // The events of every decision made so far reach the observers. Outside the lock, as
     // DecisionLog::Flush must be: it waits for the delivery's thread, not for the scheduler.
     ABSL_TS_UNCHECKED_READ(log_).Flush();
-    if (claimer_) ShareCosts();           // what was charged since the last share
-    if (keeper_) (void)keeper_->Flush();  // counted if it fails; Shutdown's status is the jobs'
+    if (fleet_costs_) fleet_costs_->Share();  // what was charged since the last share
+    if (keeper_) (void)keeper_->Flush();      // counted if it fails; Shutdown's status is the jobs'
     return quiet;
   }
 
@@ -597,49 +604,34 @@ class Scheduler::Impl final : public internal::Submission {
                                 std::make_unique<HeldPermit>(this, record, std::move(leases))));
   }
 
-  // Shares the keys' costs with the fleet (Store::ShareKeyCosts): adds what this replica charged
-  // each key since the last share, and sets each busy key's cost to the fleet's total plus what
-  // it was charged here meanwhile. A failure is counted; its charges go with the next share.
-  void ShareCosts() {
-    std::lock_guard share_lock(share_mutex_);  // one share at a time: each charge is sent once
-    std::vector<SavedKey> charged;
-    std::vector<std::string> busy;
-    absl::flat_hash_map<std::string, double> collected;  // each key's cost as collected
-    {
-      Locked lock(this);
-      const double now = LockedNow();
-      const double wall = internal::WallNow();
-      absl::flat_hash_map<std::string, double> shared;  // only the keys still tracked
-      for (SavedKey& key : core_->KeyCosts(now)) {
-        auto it = shared_costs_.find(key.key);
-        const double base = it == shared_costs_.end() ? 0 : it->second;
-        const double delta = key.accumulated_cost - base;
-        const bool is_busy = key.idle_since >= now;
-        if (delta != 0 || is_busy) busy.push_back(key.key);
-        if (delta != 0) {
-          charged.push_back({key.key, delta, wall - (now - key.idle_since)});
-        }
-        collected[key.key] = key.accumulated_cost;
-        shared[key.key] = base;
-      }
-      shared_costs_ = std::move(shared);
-    }
-    if (busy.empty()) return;
-    StatusOr<std::vector<SavedKey>> totals = keeper_->store().ShareKeyCosts(charged, busy);
-    if (!totals.ok()) {
-      keeper_->CountError(internal::StateKeeper::Operation::kShare);
-      return;
-    }
+  // FleetCosts' side of the interface (submission.h).
+  std::vector<KeyCost> KeyCosts() override {
+    std::vector<KeyCost> costs;
     Locked lock(this);
-    for (const SavedKey& total : *totals) {
+    const double now = LockedNow();
+    const double wall = internal::WallNow();
+    for (SavedKey& key : core_->KeyCosts(now)) {
+      costs.push_back({std::move(key.key), key.accumulated_cost, wall - (now - key.idle_since),
+                       key.idle_since >= now});
+    }
+    return costs;
+  }
+  std::vector<bool> SetFleetCosts(
+      const std::vector<SavedKey>& totals,
+      const absl::flat_hash_map<std::string, double>& collected) override {
+    std::vector<bool> applied(totals.size(), false);
+    Locked lock(this);
+    for (std::size_t i = 0; i < totals.size(); ++i) {
+      const SavedKey& total = totals[i];
       std::optional<double> now_cost = core_->AccumulatedCost(total.key);
       auto at_collect = collected.find(total.key);
       if (!now_cost || at_collect == collected.end()) continue;  // forgotten meanwhile
       // Charged here since the collection: not in the total yet, kept on top of it.
       const double since = *now_cost - at_collect->second;
       (void)core_->SetAccumulatedCost(total.key, std::max(0.0, total.accumulated_cost + since));
-      shared_costs_[total.key] = total.accumulated_cost;
+      applied[i] = true;
     }
+    return applied;
   }
 
   // What a flush writes (StateKeeper::Collect): the estimates used since `since` (the scheduler's
@@ -652,7 +644,7 @@ class Scheduler::Impl final : public internal::Submission {
       now = Now();
       wall = internal::WallNow();
       collected.state.estimates = core_->EstimatesUsedSince(since);
-      // A shared store gets keys' costs as sums over the fleet (ShareCosts), not replaced.
+      // A shared store gets keys' costs as sums over the fleet (FleetCosts), not replaced.
       if (!keeper_->store().Shared()) collected.state.keys = core_->KeyCosts(now);
     }
     for (SavedEstimate& e : collected.state.estimates) e.last_used = wall - (now - e.last_used);
@@ -1369,13 +1361,11 @@ class Scheduler::Impl final : public internal::Submission {
   // With a shared store: claims durable jobs and renews their leases (null otherwise). Stopped by
   // ~Impl after Shutdown; the callbacks it calls read the members below.
   std::unique_ptr<internal::Claimer> claimer_;
-  // With a shared store: each tracked key's cost as the fleet had it at the last share (what
-  // ShareCosts subtracts to find what was charged here since).
-  absl::flat_hash_map<std::string, double> shared_costs_ ABSL_GUARDED_BY(mutex_);
+  // With a shared store: the keys' costs shared with the fleet (null otherwise).
+  std::unique_ptr<internal::FleetCosts> fleet_costs_;
   // With a shared store and fleet-wide conflict groups or caps: the leases jobs take (null
   // otherwise).
   std::unique_ptr<internal::FleetLeases> fleet_;
-  std::mutex share_mutex_;  // taken before mutex_, never under it
 
   // The Submit intake (runtime/submit_intake.h), and what a Submit reads without the lock to
   // judge whether it may use it and whether to queue it itself.

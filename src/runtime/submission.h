@@ -15,11 +15,15 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "fairgate/job_options.h"
 #include "fairgate/scheduler.h"
 #include "fairgate/status.h"
+#include "fairgate/store.h"
 
 namespace fairgate::internal {
 
@@ -54,6 +58,23 @@ class Submission {
   virtual void ChangeCapacity(const std::function<int(int current, bool work_waiting)>& next) = 0;
   // Adaptive capacity could not read its signal: counted in the metrics.
   virtual void CountCapacitySignalFailed() = 0;
+
+  // The fleet's shared costs (fleet_costs.h). Every tracked key's accumulated cost, since when it
+  // has been idle (Unix seconds) and whether it is busy (has jobs pending or running), read in one
+  // decision.
+  struct KeyCost {
+    std::string key;
+    double cost = 0;
+    double idle_since_wall = 0;
+    bool busy = false;
+  };
+  virtual std::vector<KeyCost> KeyCosts() = 0;
+  // For each of `totals` (the fleet's costs) whose key is still tracked, in one decision: its
+  // cost becomes the total plus what it was charged here since `collected` (its cost as KeyCosts
+  // read it; never below 0). Whether each total was applied, in order.
+  virtual std::vector<bool> SetFleetCosts(
+      const std::vector<SavedKey>& totals,
+      const absl::flat_hash_map<std::string, double>& collected) = 0;
 };
 
 }  // namespace fairgate::internal
