@@ -1,0 +1,630 @@
+#include "runtime/admission_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+
+namespace fairgate::internal {
+
+AdmissionTable::AdmissionTable(const SchedulerOptions& options,
+                               std::unique_ptr<core::AdmissionCore> core, Owner& owner)
+    : options_(options),
+      epoch_(std::chrono::steady_clock::now()),
+      owner_(owner),
+      intake_open_(options.max_pending_total == SchedulerOptions::kUnlimited &&
+                   options.max_pending_per_key == SchedulerOptions::kUnlimited),
+      core_(std::move(core)),
+      log_(options, *core_) {}
+
+// --- The lock.
+
+void AdmissionTable::Locked::Release() {
+  if (table_ == nullptr) return;
+  AdmissionTable* table = std::exchange(table_, nullptr);
+  table->UnlockCore();
+  StoreLoadFence();  // after the release, before the look (TryTakeIntake)
+  if (decision_ != &own_) {
+    if (!table->intake_.empty()) table->owner_.ServeIntake();
+    return;
+  }
+  if (own_.admitted.empty() && !own_.wake_timer && table->intake_.empty()) return;
+  table->owner_.HandOff(std::move(own_));
+}
+
+void AdmissionTable::MustHold(const std::optional<Locked>& lock) const {
+  if (lock.has_value()) return;
+  std::fprintf(stderr, "fairgate: a call expected to hold the scheduler's lock and did not\n");
+  std::abort();
+}
+
+void AdmissionTable::UnlockCore() {
+  // Written only when it changes: a line both cores write at every release would bounce.
+  if (const bool full = core_->full(); cap_full_.load(std::memory_order_relaxed) != full) {
+    cap_full_.store(full, std::memory_order_seq_cst);
+  }
+  mutex_.Unlock();
+}
+
+// --- Types, settings and queries.
+
+StatusOr<bool> AdmissionTable::RegisterType(
+    std::string_view name, const JobTypeConfig& config,
+    const std::function<std::vector<SavedEstimate>()>& saved) {
+  Locked lock(this);
+  const bool first = !core_->TypeIndex(name).has_value();
+  if (Status status = core_->RegisterType(name, config); !status.ok()) return status;
+  log_.TypeRegistered(name, config.priority);
+  const std::uint32_t index = *core_->TypeIndex(name);
+  if (coalesce_.size() <= index) coalesce_.resize(index + 1);
+  coalesce_[index] = config.coalesce;
+  if (config.max_queue_wait == 0) intake_types_.Add(name);
+  if (first && saved) {
+    const double now = Now();
+    const double wall = WallNow();
+    for (SavedEstimate& estimate : saved()) {
+      estimate.last_used = now - (wall - estimate.last_used);
+      (void)core_->RestoreEstimate(estimate, now);  // a bad row is skipped
+    }
+  }
+  return first;
+}
+
+std::vector<SavedKey> AdmissionTable::RestoreKeys(std::vector<SavedKey> keys, double wall) {
+  std::vector<SavedKey> restored_keys;
+  Locked lock(this);
+  const double now = Now();
+  for (SavedKey& key : keys) {
+    key.idle_since = now - (wall - key.idle_since);
+    StatusOr<bool> restored = core_->RestoreKey(key, now);  // a bad row is skipped
+    if (restored.ok() && *restored) restored_keys.push_back(std::move(key));
+  }
+  return restored_keys;
+}
+
+Snapshot AdmissionTable::TakeSnapshot(std::size_t heaviest_keys, bool& wake_timer) {
+  Locked lock(this);
+  wake_timer = AdvanceLocked(LockedNow());
+  Snapshot s = core_->TakeSnapshot();
+  for (std::size_t i = 0; i < s.types.size(); ++i) {  // both in registration order
+    TypeSnapshot& t = s.types[i];
+    const auto& counts = log_.metrics().types()[i];
+    t.enqueued = counts.enqueued;
+    t.admitted = counts.admitted;
+    t.cancelled = counts.cancelled;
+    t.expired = counts.expired;
+    t.joined = counts.joined;
+    for (const std::uint64_t n : counts.completed) t.completed += n;
+    t.wait_seconds_sum = counts.wait.sum();
+    t.run_seconds_sum = counts.run.sum();
+  }
+  for (const auto& [code, n] : log_.metrics().rejected()) s.rejected += n;
+  s.waited_on_conflict = log_.metrics().waited_on_conflict();
+  s.waited_on_capacity = log_.metrics().waited_on_capacity();
+  s.aging_promotions = core_->promotions_total();
+  s.keys_evicted = log_.metrics().keys_evicted();
+  if (heaviest_keys > 0) {
+    for (auto& [key, acc] : core_->HeaviestKeys(heaviest_keys)) {
+      s.heaviest_keys.push_back({std::move(key), acc});
+    }
+  }
+  return s;
+}
+
+void AdmissionTable::WriteMetrics(std::string& out, bool& wake_timer) {
+  Locked lock(this);
+  wake_timer = AdvanceLocked(LockedNow());
+  log_.WriteMetrics(out);
+}
+
+Status AdmissionTable::SetKeyWeight(std::string_view key, double weight) {
+  Locked lock(this);
+  return core_->SetKeyWeight(key, weight);
+}
+
+Status AdmissionTable::SetKeyLimits(std::string_view key, const KeyLimits& limits,
+                                    Decision& decision) {
+  Locked lock(this, decision);
+  Status status = core_->SetKeyLimits(key, limits);
+  // A higher max_running may make the key's waiting jobs admissible now.
+  if (status.ok() && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), decision);
+  return status;
+}
+
+Status AdmissionTable::ChangePause(
+    const std::function<Status(core::AdmissionCore&, double)>& change, Decision& decision) {
+  Locked lock(this, decision);
+  const double now = LockedNow();
+  Status status = change(*core_, now);
+  if (phase_ != Phase::kShutDown) AdmitLocked(now, decision);
+  return status;
+}
+
+StatusOr<double> AdmissionTable::MaxWaitToCeiling(std::string_view type) const {
+  Locked lock(this);
+  return core_->MaxWaitToCeiling(type);
+}
+
+std::optional<double> AdmissionTable::AccumulatedCost(std::string_view key) const {
+  Locked lock(this);
+  return core_->AccumulatedCost(key);
+}
+
+std::optional<double> AdmissionTable::Estimate(std::string_view type, std::string_view id) const {
+  Locked lock(this);
+  return core_->Estimate(type, id);
+}
+
+Status AdmissionTable::Open() const {
+  Locked lock(this);
+  return phase_ == Phase::kOpen ? absl::OkStatus() : UnavailableLocked();
+}
+
+std::optional<Submission::TypeInfo> AdmissionTable::Type(std::string_view type) const {
+  Locked lock(this);
+  const JobTypeConfig* config = core_->TypeConfig(type);
+  if (config == nullptr) return std::nullopt;
+  return Submission::TypeInfo{config->priority, core_->TypePaused(type)};
+}
+
+void AdmissionTable::ChangeCapacity(const std::function<int(int, bool)>& next, Decision& decision) {
+  Locked lock(this, decision);
+  const int current = core_->capacity();
+  const int capacity = next(current, core_->pending_jobs() > 0);
+  if (capacity != current) (void)core_->SetCapacity(capacity);
+  if (capacity > current && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), decision);
+}
+
+void AdmissionTable::CountCapacitySignalFailed() {
+  Locked lock(this);
+  log_.CapacitySignalFailed();
+}
+
+std::vector<Submission::KeyCost> AdmissionTable::KeyCosts() {
+  std::vector<Submission::KeyCost> costs;
+  Locked lock(this);
+  const double now = LockedNow();
+  const double wall = WallNow();
+  for (SavedKey& key : core_->KeyCosts(now)) {
+    costs.push_back({std::move(key.key), key.accumulated_cost, wall - (now - key.idle_since),
+                     key.idle_since >= now});
+  }
+  return costs;
+}
+
+std::vector<bool> AdmissionTable::SetFleetCosts(
+    const std::vector<SavedKey>& totals,
+    const absl::flat_hash_map<std::string, double>& collected) {
+  std::vector<bool> applied(totals.size(), false);
+  Locked lock(this);
+  for (std::size_t i = 0; i < totals.size(); ++i) {
+    const SavedKey& total = totals[i];
+    std::optional<double> now_cost = core_->AccumulatedCost(total.key);
+    auto at_collect = collected.find(total.key);
+    if (!now_cost || at_collect == collected.end()) continue;  // forgotten meanwhile
+    // Charged here since the collection: not in the total yet, kept on top of it.
+    const double since = *now_cost - at_collect->second;
+    (void)core_->SetAccumulatedCost(total.key, std::max(0.0, total.accumulated_cost + since));
+    applied[i] = true;
+  }
+  return applied;
+}
+
+StateKeeper::Collected AdmissionTable::Learned(double since, bool shared_store) {
+  StateKeeper::Collected collected;
+  double now = 0, wall = 0;
+  {
+    Locked lock(this);
+    now = Now();
+    wall = WallNow();
+    collected.state.estimates = core_->EstimatesUsedSince(since);
+    if (!shared_store) collected.state.keys = core_->KeyCosts(now);
+  }
+  for (SavedEstimate& e : collected.state.estimates) e.last_used = wall - (now - e.last_used);
+  for (SavedKey& k : collected.state.keys) k.idle_since = wall - (now - k.idle_since);
+  collected.mark = now;
+  return collected;
+}
+
+std::optional<std::pair<std::string, std::string>> AdmissionTable::TypeAndId(
+    core::JobTicket ticket) const {
+  Locked lock(this);
+  std::optional<core::JobView> job = core_->Describe(ticket);
+  if (!job) return std::nullopt;
+  return std::make_pair(std::string(job->type), std::string(job->id));
+}
+
+// --- The intake.
+
+Decision AdmissionTable::TakeIntake() {
+  Decision decision;
+  { Locked lock(this, decision); }  // taking the lock queues the intake
+  return decision;
+}
+
+std::optional<Decision> AdmissionTable::TryTakeIntake() {
+  StoreLoadFence();  // after the push or the release, before the look
+  if (intake_.empty() || !mutex_.TryLock()) return std::nullopt;
+  Decision decision;
+  TakeIntakeLocked(decision);
+  UnlockCore();
+  return decision;
+}
+
+void AdmissionTable::TakeIntakeLocked(Decision& decision) {
+  IntakeEntry* list = intake_.TakeAll();
+  while (list != nullptr) {
+    IntakeEntry* entry = std::exchange(list, list->next);
+    // The entry lives in its record's allocation: it stays valid while `record` holds it.
+    RecordPtr record = std::move(entry->record);
+    Status refused =
+        EnqueueLocked(record, {entry->type, entry->id, entry->key, entry->cost, entry->join},
+                      MonotonicLocked(entry->read), decision);
+    // The core keeps its own copies: names longer than a string holds inline give their memory
+    // back now, not when the job ends.
+    entry->type = std::string();
+    entry->id = std::string();
+    entry->key = std::string();
+    if (!refused.ok()) {
+      // Submit returned OK and the scheduler began to shut down before the job was queued: its
+      // callback is told, as a pending job's is at shutdown.
+      record->MoveTo(JobRecord::State::kCancelled);
+      record->refusal = refused.code() == absl::StatusCode::kUnavailable
+                            ? absl::CancelledError("the scheduler shut down before the job ran")
+                            : std::move(refused);
+      decision.admitted.push_back(std::move(record));
+    }
+  }
+}
+
+// --- The life of a call.
+
+Status AdmissionTable::RefuseIfClosed(const core::EnqueueRequest& request) {
+  Locked lock(this);
+  if (phase_ != Phase::kOpen) return RejectLocked(request, UnavailableLocked(), LockedNow());
+  return absl::OkStatus();
+}
+
+Status AdmissionTable::Enqueue(const RecordPtr& record, const core::EnqueueRequest& request,
+                               double read, Decision& decision, bool* admitted_at_once) {
+  Status refused;
+  bool at_once = false;
+  {
+    Locked lock(this, decision);
+    refused = EnqueueLocked(record, request, MonotonicLocked(read), decision);
+    // Running is decided: nothing but this caller changes a running RunSync's record.
+    at_once = admitted_at_once != nullptr && record->state == JobRecord::State::kRunning;
+  }
+  if (at_once) {
+    *admitted_at_once = true;
+    // Signalling the caller itself would cost it a lock, a notify and a wait on its own record
+    // (about 600 instructions per RunSync into a scheduler with room: bench/README.md). It is in
+    // the decision: EnqueueLocked lists what it admits.
+    RecordList& admitted = decision.admitted;
+    if (auto it = std::find(admitted.begin(), admitted.end(), record); it != admitted.end()) {
+      admitted.erase(it);
+    }
+  }
+  return refused;
+}
+
+Status AdmissionTable::EnqueueLocked(const RecordPtr& record, const core::EnqueueRequest& request,
+                                     double now, Decision& decision) {
+  const std::optional<double> next_expiry = core_->NextExpiryAt();
+  // The core's first admission after the enqueue, if it queued a new job: with nothing else
+  // pending and room for it, the job itself, admitted without entering the order.
+  std::optional<core::Admission> first;
+  StatusOr<core::JobTicket> ticket =
+      phase_ != Phase::kOpen ? UnavailableLocked() : core_->EnqueueAndAdmit(request, now, first);
+  if (!ticket.ok()) return RejectLocked(request, ticket.status(), now);
+  if (ticket->slot < records_.size() && records_[ticket->slot] &&
+      records_[ticket->slot]->ticket == *ticket) {
+    // It joined the job of its id (coalescing): it waits with that job's calls, pending or,
+    // for a RunSync, for the run under way. Nothing else changed: no admission to try.
+    JobRecord& lead = *records_[ticket->slot];
+    record->ticket = *ticket;
+    record->MoveTo(lead.state == JobRecord::State::kPending ? JobRecord::State::kPending
+                                                            : JobRecord::State::kJoined);
+    lead.joiners.push_back(record);
+    log_.Joined(*core_->Describe(*ticket));
+    return absl::OkStatus();
+  }
+  record->ticket = *ticket;
+  record->MoveTo(JobRecord::State::kPending);
+  if (first && first->ticket == *ticket) {
+    log_.Enqueued(*first);  // admitted by this call: its admission says what Describe would
+  } else {
+    log_.Enqueued(*core_->Describe(*ticket));
+  }
+  if (records_.size() <= ticket->slot) records_.resize(ticket->slot + 1);
+  records_[ticket->slot] = record;
+  if (first) TakeAdmissionLocked(*first, now, decision);
+  AdmitLocked(now, decision);
+  if (record->async && record->state == JobRecord::State::kPending) {
+    if (std::optional<Context::Clock::time_point> deadline = record->ctx.Deadline()) {
+      record->deadline_entry = deadlines_.emplace(*deadline, record);
+      decision.wake_timer |= deadlines_.begin() == *record->deadline_entry;
+    }
+  }
+  // A queue-wait limit earlier than any the timer knows of.
+  if (core_->NextExpiryAt() != next_expiry && core_->NextExpiryAt()) decision.wake_timer = true;
+  return absl::OkStatus();
+}
+
+Status AdmissionTable::RejectLocked(const core::EnqueueRequest& request, Status why, double now) {
+  log_.Rejected(request.type, request.id, request.key, why, now);
+  log_.Post();
+  return why;
+}
+
+Status AdmissionTable::UnavailableLocked() const {
+  return absl::UnavailableError(phase_ == Phase::kDraining ? "the scheduler is draining"
+                                                           : "the scheduler is shut down");
+}
+
+Status AdmissionTable::SettleRunSync(const RecordPtr& record, bool decided, const Context& ctx,
+                                     bool& run) {
+  run = false;
+  // An admitted caller does not take the lock again to learn that it was: with many threads
+  // calling, waiting for that lock again held its slot idle (bench/README.md).
+  std::optional<Locked> lock;
+  if (!decided) lock.emplace(this);
+  switch (record->state) {
+    case JobRecord::State::kNew:  // Enqueue queued it (kPending) before returning it
+      std::fprintf(stderr, "fairgate: a RunSync job woke without having been queued\n");
+      std::abort();
+    case JobRecord::State::kRunning:
+      run = true;  // admitted, even if the context ended meanwhile: the job runs and sees it
+      return absl::OkStatus();
+    case JobRecord::State::kCancelled:  // shutdown, or its queue-wait limit
+      return record->refusal;
+    case JobRecord::State::kFinished:  // the run it joined ended
+      return record->result;
+    case JobRecord::State::kPending:
+    case JobRecord::State::kJoined:
+      break;
+  }
+  // The context ended first: leave the queue, uncharged (the job leaves with its last caller), or
+  // stop waiting for the run it joined (which goes on for the others).
+  Status err = ctx.Err();
+  if (err.ok()) err = absl::CancelledError("context cancelled");
+  MustHold(lock);  // not decided: woken by the context, so the lock was taken above
+  if (record->state == JobRecord::State::kPending) {
+    LeaveQueueLocked(record, LockedNow(), err);
+  } else {
+    LeaveRunLocked(record);
+  }
+  return err;
+}
+
+void AdmissionTable::Complete(JobRecord& record, double run_time, double end, const Status& status,
+                              Decision& decision, std::vector<RecordPtr>& joiners) {
+  Locked lock(this, decision);
+  end = MonotonicLocked(end);
+  core::JobView job;  // described by the completion itself: one lookup of the ticket
+  (void)core_->Complete(record.ticket, run_time, end, job);
+  log_.Completed(job, status, run_time, end);
+  records_[record.ticket.slot] = nullptr;
+  joiners = std::move(record.joiners);
+  record.joiners.clear();
+  for (const RecordPtr& joiner : joiners) {
+    joiner->MoveTo(JobRecord::State::kFinished);
+    joiner->result = Detached(status);
+  }
+  AdmitLocked(end, decision);
+}
+
+bool AdmissionTable::Abandon(const RecordPtr& record, const Status& why) {
+  Locked lock(this);
+  if (record->state != JobRecord::State::kPending) return false;
+  CancelLocked(*record, LockedNow(), why);
+  return true;
+}
+
+// --- Shutdown and Drain.
+
+RecordList AdmissionTable::ShutDown() {
+  RecordList refused;
+  Locked lock(this);
+  if (phase_ != Phase::kShutDown) {
+    phase_ = Phase::kShutDown;
+    const double now = LockedNow();
+    for (RecordPtr& record : records_) {
+      if (!record || record->state != JobRecord::State::kPending) continue;
+      // Every call the job stands for leaves: those that joined it, then its lead, whose
+      // leaving takes the job out (and clears `record`).
+      std::vector<RecordPtr> calls = std::move(record->joiners);
+      record->joiners.clear();
+      calls.push_back(record);
+      for (const RecordPtr& call : calls) {
+        LeaveQueueLocked(call, now, absl::CancelledError("the scheduler shut down"));
+        call->refusal = absl::CancelledError(
+            call->sync || call->async ? "the scheduler shut down before the job was admitted"
+                                      : "the scheduler shut down before the job ran");
+        refused.push_back(call);
+      }
+    }
+  }
+  // Expired jobs a snapshot found, not yet reported by the timer.
+  refused.insert(refused.end(), unreported_.begin(), unreported_.end());
+  unreported_.clear();
+  return refused;
+}
+
+void AdmissionTable::StartDrain(Decision& decision) {
+  Locked lock(this, decision);
+  if (phase_ == Phase::kOpen) phase_ = Phase::kDraining;
+  if (phase_ != Phase::kDraining) return;
+  // Everything accepted runs: paused work too.
+  const double now = LockedNow();
+  const Snapshot paused = core_->TakeSnapshot();
+  for (const TypeSnapshot& type : paused.types) {
+    if (type.paused) (void)core_->ResumeType(type.name, now);
+  }
+  for (const std::string& key : paused.paused_keys) (void)core_->ResumeKey(key, now);
+  AdmitLocked(now, decision);
+}
+
+// --- For the timer.
+
+Context::Clock::time_point AdmissionTable::NextDue() const {
+  using Clock = Context::Clock;
+  Clock::time_point wake_at = Clock::time_point::max();
+  Locked lock(this);
+  if (!deadlines_.empty()) wake_at = std::min(wake_at, deadlines_.begin()->first);
+  if (auto expiry = NextExpiryLocked()) wake_at = std::min(wake_at, *expiry);
+  if (!unreported_.empty()) wake_at = Clock::now();
+  return wake_at;
+}
+
+void AdmissionTable::TakeDue(Context::Clock::time_point now, RecordList& expired,
+                             Decision& decision) {
+  Locked lock(this);
+  for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it) {
+    expired.push_back(it->second);
+  }
+  RecordList& reported = decision.admitted;
+  reported.insert(reported.end(), unreported_.begin(), unreported_.end());
+  unreported_.clear();
+  if (phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), decision);
+}
+
+void AdmissionTable::Sweep() {
+  Locked lock(this);
+  const double now = LockedNow();
+  std::vector<std::pair<std::string, double>> evicted;
+  const core::SweepResult swept = core_->Sweep(now, log_.wants_events() ? &evicted : nullptr);
+  log_.Evicted(swept, evicted, now);
+  log_.Post();
+}
+
+std::optional<Context::Clock::time_point> AdmissionTable::NextExpiryLocked() const {
+  const std::optional<double> at = core_->NextExpiryAt();
+  if (!at) return std::nullopt;
+  // Through the scheduler's clock, which need not be the steady one: how far ahead it is.
+  const double ahead = std::max(0.0, *at - Now());
+  return Context::Clock::now() + std::chrono::duration_cast<Context::Clock::duration>(
+                                     std::chrono::duration<double>(std::min(ahead, 1e6)));
+}
+
+// --- Decisions.
+
+void AdmissionTable::AdmitLocked(double now, Decision& decision) {
+  if (!AdmitsNothingLocked(now)) {
+    while (std::optional<core::Admission> a = core_->NextAdmission(now)) {
+      TakeAdmissionLocked(*a, now, decision);
+    }
+    ReapExpiredLocked(now, decision.admitted);
+    log_.Promotions(now);
+  }
+  log_.Post();
+  CheckInvariantsLocked();
+}
+
+void AdmissionTable::TakeAdmissionLocked(const core::Admission& a, double now, Decision& decision) {
+  RecordPtr& record = records_[a.ticket.slot];
+  if (!record->joiners.empty()) ChooseRunnerLocked(record, coalesce_[a.type_index]);
+  record->MoveTo(JobRecord::State::kRunning);
+  record->admitted_at = now;
+  ForgetDeadlineLocked(*record);
+  log_.Admitted(a, now);
+  decision.admitted.push_back(record);
+}
+
+bool AdmissionTable::AdvanceLocked(double now) {
+  core_->AdvanceTo(now);
+  const std::size_t before = unreported_.size();
+  ReapExpiredLocked(now, unreported_);
+  log_.Promotions(now);
+  log_.Post();
+  return unreported_.size() != before;
+}
+
+void AdmissionTable::ReapExpiredLocked(double now, RecordList& out) {
+  for (const core::ExpiredJob& expired : core_->TakeExpired()) {
+    RecordPtr record = std::move(records_[expired.ticket.slot]);
+    record->MoveTo(JobRecord::State::kCancelled);
+    record->refusal = absl::DeadlineExceededError(
+        absl::StrCat("the job waited its type's max_queue_wait (",
+                     expired.expired_at - expired.arrival, " s) without being admitted"));
+    ForgetDeadlineLocked(*record);
+    log_.Expired(expired.View(), record->refusal, now);
+    // The calls that joined it leave with it (its arrival was theirs).
+    for (RecordPtr& joiner : record->joiners) {
+      joiner->MoveTo(JobRecord::State::kCancelled);
+      joiner->refusal = record->refusal;
+      out.push_back(std::move(joiner));
+    }
+    record->joiners.clear();
+    out.push_back(std::move(record));
+  }
+}
+
+void AdmissionTable::CheckInvariantsLocked() const {
+#if FAIRGATE_CHECK_INVARIANTS
+  if (Status broken = core_->CheckInvariants(); !broken.ok()) {
+    std::fprintf(stderr, "fairgate: %s\n", std::string(broken.message()).c_str());
+    std::abort();
+  }
+#endif
+}
+
+void AdmissionTable::ChooseRunnerLocked(RecordPtr& lead, Coalesce mode) {
+  std::vector<RecordPtr> calls = std::move(lead->joiners);
+  calls.insert(calls.begin(), lead);
+  auto runner =
+      std::find_if(calls.begin(), calls.end(), [](const RecordPtr& r) { return r->sync; });
+  if (runner == calls.end())
+    runner = mode == Coalesce::kSupersede ? calls.end() - 1 : calls.begin();
+  RecordPtr chosen = std::move(*runner);
+  calls.erase(runner);
+  for (const RecordPtr& call : calls) call->MoveTo(JobRecord::State::kJoined);
+  chosen->joiners = std::move(calls);
+  lead = std::move(chosen);
+}
+
+void AdmissionTable::LeaveQueueLocked(const RecordPtr& record, double now, const Status& why) {
+  RecordPtr& lead = records_[record->ticket.slot];
+  if (lead == record && record->joiners.empty()) {
+    CancelLocked(*record, now, why);
+    return;
+  }
+  (void)core_->Cancel(record->ticket, now);
+  CheckInvariantsLocked();
+  if (lead == record) {
+    RecordPtr next = std::move(record->joiners.front());
+    record->joiners.erase(record->joiners.begin());
+    next->joiners = std::move(record->joiners);
+    record->joiners.clear();
+    lead = std::move(next);
+  } else {
+    std::erase(lead->joiners, record);
+  }
+  record->MoveTo(JobRecord::State::kCancelled);
+}
+
+void AdmissionTable::LeaveRunLocked(const RecordPtr& record) {
+  std::erase(records_[record->ticket.slot]->joiners, record);
+  record->MoveTo(JobRecord::State::kCancelled);
+}
+
+void AdmissionTable::CancelLocked(JobRecord& record, double now, const Status& why) {
+  const core::JobView job = *core_->Describe(record.ticket);
+  (void)core_->Cancel(record.ticket, now);
+  CheckInvariantsLocked();
+  record.MoveTo(JobRecord::State::kCancelled);
+  records_[record.ticket.slot] = nullptr;
+  ForgetDeadlineLocked(record);
+  log_.Cancelled(job, why, now);
+  log_.Post();
+}
+
+void AdmissionTable::ForgetDeadlineLocked(JobRecord& record) {
+  if (!record.deadline_entry) return;
+  deadlines_.erase(*record.deadline_entry);
+  record.deadline_entry.reset();
+}
+
+}  // namespace fairgate::internal

@@ -1,0 +1,186 @@
+// The calls of a Scheduler: RunSync, Submit (through the intake or not) and Acquire. Each makes
+// its call's record, has the admission table decide, and acts on the decision (dispatch.cc).
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/context_state.h"
+#include "runtime/scheduler_impl.h"
+
+namespace fairgate {
+
+using internal::Invoke;
+using internal::InvokeAdmitted;
+using internal::InvokeDone;
+using internal::JobRecord;
+using internal::Signal;
+
+Status Scheduler::Impl::RunSync(const Context& ctx, std::string_view type, std::string_view id,
+                                std::string_view key, const JobFn& fn, const JobOptions& options) {
+  if (!fn) return absl::InvalidArgumentError("job function is empty");
+  if (Status s = ctx.Err(); !s.ok()) return s;
+  bool decided = false;  // admitted by the call itself: it need not wait to be told
+  StatusOr<RecordPtr> accepted = Accept(
+      {type, id, key, options.cost, core::Join::kPendingOrRunning},
+      [](const RecordPtr& r) { r->sync = true; }, &decided);
+  if (!accepted.ok()) return accepted.status();
+  RecordPtr record = *std::move(accepted);
+
+  if (!decided) {
+    // Sleep until admitted, refused by shutdown, or the context is done.
+    std::uint64_t callback = 0;
+    if (ctx.state()) {
+      callback = ctx.state()->AddCallback([record] { Signal(*record, /*decided=*/false); });
+    }
+    {
+      std::unique_lock lock(record->wake_mutex);
+      auto woken = [&] { return record->signalled; };
+      if (std::optional<Context::Clock::time_point> deadline = ctx.Deadline()) {
+        record->wake.wait_until(lock, *deadline, woken);
+      } else {
+        record->wake.wait(lock, woken);
+      }
+      decided = record->decided;
+    }
+    if (ctx.state()) ctx.state()->RemoveCallback(callback);
+  }
+
+  bool run = false;
+  if (Status told = table_.SettleRunSync(record, decided, ctx, run); !run) {
+    outstanding_.Finish();  // the last touch of the scheduler: it may be destroyed after
+    return told;
+  }
+  internal::FleetLeases::Held leases;
+  Status status = fleet_ ? fleet_->Enter(type, id, ctx, leases) : absl::OkStatus();
+  const double start = Now();  // a wait for fleet-wide leases is not part of the run
+  if (status.ok()) status = Invoke(fn, leases.ctx ? *leases.ctx : ctx);  // no copy of ctx
+  if (fleet_) fleet_->Leave(leases);
+  (void)Complete(*record, start, Now(), status);
+  outstanding_.Finish();
+  return status;
+}
+
+Status Scheduler::Impl::Acquire(const Context& ctx, std::string_view type, std::string_view id,
+                                std::string_view key, PermitCallback on_admitted,
+                                const JobOptions& options) {
+  if (!on_admitted) return absl::InvalidArgumentError("permit callback is empty");
+  if (Status s = ctx.Err(); !s.ok()) return s;
+  const bool fleet_leases = fleet_ && fleet_->Needed(type);
+  RecordPtr pending;
+  StatusOr<RecordPtr> accepted = Accept({type, id, key, options.cost}, [&](const RecordPtr& r) {
+    r->async = true;
+    r->fleet_leases = fleet_leases;
+    r->on_admitted = std::move(on_admitted);
+    r->ctx = ctx;
+    if (ctx.state()) {
+      // The callback counts as outstanding until it has run or been removed, so that it never
+      // touches a destroyed scheduler; whoever disposes of it finishes that count. It holds the
+      // record until then (a cycle through the context, broken by either).
+      outstanding_.Add();
+      r->ctx_callback = ctx.state()->AddCallback([this, r] {
+        Status err = r->ctx.Err();
+        AbandonWaiting(r, err.ok() ? absl::CancelledError("context cancelled") : err);
+        outstanding_.Finish();
+      });
+    }
+    pending = r;
+  });
+  if (!accepted.ok()) {
+    // Never queued: its callback, if it ran, found nothing to do. Refused before its record was
+    // made (the scheduler shuts down), it has none.
+    if (pending) DetachContext(*pending);
+    return accepted.status();
+  }
+  RecordPtr record = *std::move(accepted);
+  // The context may have ended before the job was queued: its callback found nothing to do.
+  if (Status err = ctx.Err(); !err.ok()) AbandonWaiting(record, err);
+  return absl::OkStatus();
+}
+
+Status Scheduler::Impl::SubmitFromCaller(std::string_view type, std::string_view id,
+                                         std::string_view key, JobFn fn, DoneCallback done,
+                                         const JobOptions& options) {
+  if (fn && table_.IntakeAccepts(type, id, options)) {
+    SubmitThroughIntake(type, id, key, std::move(fn), std::move(done), options);
+    return absl::OkStatus();
+  }
+  return Submit(type, id, key, std::move(fn), std::move(done), options);
+}
+
+// `claimed_leases`: a claimed durable job's, when its claim took its fleet-wide leases (the
+// fencing token of the last); it runs under them instead of taking its own.
+Status Scheduler::Impl::Submit(std::string_view type, std::string_view id, std::string_view key,
+                               JobFn fn, DoneCallback done, const JobOptions& options,
+                               std::uint64_t claimed_leases) {
+  if (!fn) return absl::InvalidArgumentError("job function is empty");
+  StatusOr<RecordPtr> accepted =
+      Accept({type, id, key, options.cost,
+              options.join_running ? core::Join::kPendingOrRunning : core::Join::kPending},
+             [&](const RecordPtr& r) {
+               r->fn = std::move(fn);
+               r->done = std::move(done);
+               r->claimed_leases = claimed_leases;
+             });
+  return accepted.status();
+}
+
+template <typename Fill>
+StatusOr<Scheduler::Impl::RecordPtr> Scheduler::Impl::Accept(const core::EnqueueRequest& request,
+                                                             Fill fill, bool* admitted_at_once) {
+  if (!table_.accepting()) {
+    // Shutdown or Drain has begun: refused without a record and without being counted as
+    // outstanding (nothing of the call outlives it). Counted, a steady stream of refused calls
+    // kept the count from ever reaching zero, and Shutdown from returning. Until the phase
+    // changes (just after the flag, under the lock) the call goes the usual way.
+    if (Status refused = table_.RefuseIfClosed(request); !refused.ok()) return refused;
+  }
+  auto record = std::make_shared<JobRecord>();
+  fill(record);
+  // Counted before it can be admitted and finished elsewhere; uncounted if refused (an atomic
+  // count, never under the table's lock).
+  outstanding_.Add();
+  Decision decision;
+  // Read before the lock, as Complete's end time is: the critical section is what the callers
+  // queue for. Another thread may take the lock in between with a later time: the table keeps
+  // the decisions' times from going back.
+  const double read = Now();
+  Status refused = table_.Enqueue(record, request, read, decision, admitted_at_once);
+  Act(decision);
+  if (!refused.ok()) {
+    outstanding_.Finish();
+    return refused;
+  }
+  return record;
+}
+
+// While the global cap is full nothing can be admitted before a job completes, and every
+// completion takes the lock: the job is left for it.
+void Scheduler::Impl::SubmitThroughIntake(std::string_view type, std::string_view id,
+                                          std::string_view key, JobFn fn, DoneCallback done,
+                                          const JobOptions& options) {
+  internal::IntakeEntryPtr entry;
+  {
+    auto both = std::make_shared<internal::IntakeRecord>();
+    both->entry.record = RecordPtr(both, &both->record);  // shares `both`'s ownership
+    entry.reset(&both->entry);
+  }
+  entry->record->fn = std::move(fn);
+  entry->record->done = std::move(done);
+  entry->type.assign(type);
+  entry->id.assign(id);
+  entry->key.assign(key);
+  entry->cost = options.cost;
+  entry->join = options.join_running ? core::Join::kPendingOrRunning : core::Join::kPending;
+  outstanding_.Add();  // as Accept counts it: from here it is told exactly once
+  entry->read = Now();
+  if (table_.PushIntake(std::move(entry)) >= internal::AdmissionTable::kIntakeLimit) {
+    Act(table_.TakeIntake());  // queues the intake, this job with it
+  } else if (!table_.CapFull()) {
+    ServeIntake();
+  }
+}
+
+}  // namespace fairgate

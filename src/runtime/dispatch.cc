@@ -1,0 +1,205 @@
+// Acting on the admission table's decisions, outside its lock: starting the jobs a decision
+// admitted (a RunSync caller woken, a Submit job run on the pool, an Acquire's permit delivered),
+// reporting those it refused, and completing jobs, which makes the next decisions.
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "runtime/context_state.h"
+#include "runtime/scheduler_impl.h"
+
+namespace fairgate {
+
+using internal::Invoke;
+using internal::InvokeAdmitted;
+using internal::InvokeDone;
+using internal::JobRecord;
+using internal::Signal;
+
+// The scheduler's side of a Permit: releasing it gives back its fleet-wide leases, if any, and
+// completes the job.
+class Scheduler::Impl::HeldPermit : public internal::HeldJob {
+ public:
+  HeldPermit(Impl* impl, RecordPtr record,
+             std::unique_ptr<internal::FleetLeases::Held> leases = nullptr)
+      : impl_(impl), record_(std::move(record)), leases_(std::move(leases)) {}
+  void Release(const Status& status) override {
+    Impl* impl = impl_;
+    const double end = impl->Now();
+    if (leases_) impl->fleet_->Leave(*leases_);
+    (void)impl->Complete(*record_, record_->admitted_at, end, status);
+    record_ = nullptr;
+    impl->outstanding_.Finish();  // the last touch: the scheduler may be destroyed after it
+  }
+  std::uint64_t FencingToken() const override {
+    return leases_ && leases_->ctx ? leases_->ctx->FencingToken() : 0;
+  }
+
+ private:
+  Impl* impl_;
+  RecordPtr record_;
+  std::unique_ptr<internal::FleetLeases::Held> leases_;
+};
+
+void Scheduler::Impl::Dispatch(const RecordList& admitted) {
+  for (const RecordPtr& record : admitted) {
+    if (!record->refusal.ok()) {
+      Refuse(record);
+    } else if (record->sync) {
+      Signal(*record, /*decided=*/true);
+    } else if (record->async && record->fleet_leases) {
+      pool_.Post([this, record] { AdmitWithLeases(record); });
+    } else if (record->async) {
+      DetachContext(*record);
+      InvokeAdmitted(*record, Scheduler::MakePermit(std::make_unique<HeldPermit>(this, record)));
+    } else {
+      pool_.Post([this, record] { RunBackground(record); });
+    }
+  }
+}
+
+void Scheduler::Impl::ServeIntake() {
+  while (std::optional<Decision> decision = table_.TryTakeIntake()) Act(*decision);
+}
+
+// On a pool fiber, serving the intake there too. Inline only when the pool is closing (the
+// scheduler is being destroyed: no call of it is left to need the timer's lock).
+void Scheduler::Impl::HandOff(Decision decision) {
+  auto follow = [this, decision = std::move(decision)] {
+    ServeIntake();
+    Act(decision);
+  };
+  if (!pool_.Post(follow)) follow();
+}
+
+void Scheduler::Impl::Refuse(const RecordPtr& record) {
+  if (record->sync) {
+    Signal(*record, /*decided=*/true);  // the caller returns the refusal, then finishes
+  } else if (record->async) {
+    DetachContext(*record);
+    InvokeAdmitted(*record, record->refusal);
+    outstanding_.Finish();
+  } else {
+    record->fn = nullptr;  // release what the function holds before reporting
+    InvokeDone(record->done, record->refusal);
+    record->done = nullptr;
+    outstanding_.Finish();
+  }
+}
+
+void Scheduler::Impl::TellJoiners(std::vector<RecordPtr>& joiners) {
+  for (const RecordPtr& joiner : joiners) {
+    if (joiner->sync) {
+      Signal(*joiner, /*decided=*/true);  // the caller returns the result, then finishes
+    } else {
+      joiner->fn = nullptr;  // release what the function holds before reporting
+      InvokeDone(joiner->done, joiner->result);
+      joiner->done = nullptr;
+      outstanding_.Finish();
+    }
+  }
+}
+
+// When its completion admits another Submit job, this fiber runs that one next instead of posting
+// it: the slot it frees goes to a job on the same thread, with no wake-up of another worker. Such
+// a chain yields to its thread's other fibers (tasks it took from the pool, RunSync callers woken
+// there, its worker's search for work) once it has run for kChainBudget since it last did: a
+// chain never holds a thread longer.
+void Scheduler::Impl::RunBackground(RecordPtr record) {
+  double slice_start = Now();
+  while (record) {
+    internal::FleetLeases::Held leases;
+    Status status;
+    if (record->claimed_leases != 0) {
+      leases.ctx = internal::WithFencingToken(background_.first, record->claimed_leases);
+    } else {
+      status = EnterFleet(*record, background_.first, leases);
+    }
+    const double start = Now();  // a wait for fleet-wide leases is not part of the run
+    if (status.ok()) status = Invoke(record->fn, leases.ctx ? *leases.ctx : background_.first);
+    if (fleet_) fleet_->Leave(leases);
+    const double end = Now();
+    RecordPtr next = Complete(*record, start, end, status, /*keep_background=*/true);
+    record->fn = nullptr;  // release what the function holds before reporting
+    InvokeDone(record->done, status);
+    record->done = nullptr;
+    outstanding_.Finish();  // `next`, still outstanding, keeps the scheduler alive
+    record = std::move(next);
+    if (record && end - slice_start >= kChainBudget.count()) {
+      internal::YieldToOthers();
+      slice_start = Now();
+    }
+  }
+}
+
+Scheduler::Impl::RecordPtr Scheduler::Impl::Complete(JobRecord& record, double start, double end,
+                                                     const Status& status, bool keep_background) {
+  Decision decision;
+  std::vector<RecordPtr> joiners;
+  table_.Complete(record, std::max(0.0, end - start), end, status, decision, joiners);
+  if (decision.wake_timer) timer_.Wake();
+  TellJoiners(joiners);
+  RecordPtr kept;
+  if (keep_background) {
+    RecordList& admitted = decision.admitted;
+    auto it = std::find_if(admitted.begin(), admitted.end(), [](const RecordPtr& r) {
+      return !r->sync && !r->async && r->refusal.ok();
+    });
+    if (it != admitted.end()) {
+      kept = std::move(*it);
+      admitted.erase(it);
+    }
+  }
+  Dispatch(decision.admitted);
+  return kept;
+}
+
+void Scheduler::Impl::AbandonWaiting(const RecordPtr& record, const Status& why) {
+  if (!table_.Abandon(record, why)) return;
+  DetachContext(*record);
+  InvokeAdmitted(*record, why);
+  outstanding_.Finish();
+}
+
+void Scheduler::Impl::DetachContext(JobRecord& record) {
+  if (record.ctx.state() && record.ctx.state()->RemoveCallback(record.ctx_callback)) {
+    outstanding_.Finish();
+  }
+}
+
+Status Scheduler::Impl::EnterFleet(const JobRecord& record, const Context& ctx,
+                                   internal::FleetLeases::Held& leases) {
+  if (!fleet_) return absl::OkStatus();
+  std::optional<std::pair<std::string, std::string>> job = table_.TypeAndId(record.ticket);
+  if (!job) return absl::OkStatus();
+  return fleet_->Enter(job->first, job->second, ctx, leases);
+}
+
+// Takes the leases on a pool fiber (blocking store calls, never on the thread that admitted it),
+// then delivers a permit that holds them until it is released. While they are held elsewhere it
+// waits, until the Acquire's context ends or Shutdown begins; then, or when the store fails, the
+// job completes with that status (as a Submit job's lease wait would) and the callback gets it.
+// The hold, and so the observed cost, begins with the permit.
+void Scheduler::Impl::AdmitWithLeases(const RecordPtr& record) {
+  auto leases = std::make_unique<internal::FleetLeases::Held>();
+  auto [ctx, cancel] = WithCancel(record->ctx);
+  const std::shared_ptr<internal::ContextState>& shutdown = background_.first.state();
+  const std::uint64_t on_shutdown = shutdown->AddCallback(cancel);
+  Status status = EnterFleet(*record, ctx, *leases);
+  shutdown->RemoveCallback(on_shutdown);
+  cancel();
+  DetachContext(*record);
+  if (!status.ok()) {
+    fleet_->Leave(*leases);
+    const double now = Now();
+    (void)Complete(*record, now, now, status);
+    InvokeAdmitted(*record, status);
+    outstanding_.Finish();
+    return;
+  }
+  record->admitted_at = Now();
+  InvokeAdmitted(*record, Scheduler::MakePermit(
+                              std::make_unique<HeldPermit>(this, record, std::move(leases))));
+}
+
+}  // namespace fairgate

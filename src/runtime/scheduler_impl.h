@@ -1,0 +1,200 @@
+// Scheduler::Impl: what a Scheduler is made of. Internal to src/runtime; the declaration is the
+// map, the bodies live by layer:
+//
+//   scheduler.cc  construction, the queries and settings, Shutdown and Drain, and the side of
+//                 the Submission interface the services use (durable jobs, periodic runs, the
+//                 fleet's costs, adaptive capacity, the timer)
+//   calls.cc      the calls: RunSync, Submit (through the intake or not), Acquire
+//   dispatch.cc   acting on a decision outside the lock: starting admitted jobs (RunSync callers
+//                 woken, Submit jobs on the pool, Acquire permits), reporting refused ones,
+//                 completing jobs
+//
+// The lock and everything it guards belong to the AdmissionTable (admission_table.h): nothing
+// here holds it. src/runtime/README.md has the picture of who owns what.
+#ifndef FAIRGATE_RUNTIME_SCHEDULER_IMPL_H_
+#define FAIRGATE_RUNTIME_SCHEDULER_IMPL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/admission_core.h"
+#include "fairgate/scheduler.h"
+#include "runtime/admission_table.h"
+#include "runtime/capacity_controller.h"
+#include "runtime/claimer.h"
+#include "runtime/durable_jobs.h"
+#include "runtime/fleet_costs.h"
+#include "runtime/fleet_leases.h"
+#include "runtime/job_record.h"
+#include "runtime/outstanding.h"
+#include "runtime/periodic_runs.h"
+#include "runtime/state_keeper.h"
+#include "runtime/submission.h"
+#include "runtime/timer.h"
+#include "runtime/worker_pool.h"
+
+namespace fairgate {
+
+class Scheduler::Impl final : public internal::Submission, internal::AdmissionTable::Owner {
+ public:
+  using Decision = internal::Decision;
+  using RecordPtr = internal::RecordPtr;
+  using RecordList = internal::RecordList;
+
+  // `stalled_seconds`: adaptive capacity's signal (unused without it).
+  // `keeper`: the store's side (null without a store).
+  Impl(const SchedulerOptions& options, std::unique_ptr<core::AdmissionCore> core,
+       std::function<StatusOr<double>()> stalled_seconds,
+       std::unique_ptr<internal::StateKeeper> keeper);
+  ~Impl() override;
+
+  // --- scheduler.cc: the Scheduler's methods but the calls.
+  Status RegisterType(std::string_view name, const JobTypeConfig& config);
+  StatusOr<PeriodicJob> SubmitEvery(std::string_view type, std::string_view id, Seconds interval,
+                                    JobFn fn, const PeriodicOptions& options);
+  Status RegisterDurable(std::string_view type, DurableHandler handler, const RetryPolicy& retry);
+  StatusOr<RecoveryReport> Recover();
+  StatusOr<std::uint64_t> SubmitDurable(std::string_view type, std::string_view id,
+                                        std::string_view key, std::string_view payload);
+  StatusOr<std::vector<StoredJob>> DeadJobs();
+  Status FlushState();
+  Status Shutdown(const Context& ctx);
+  Status Drain(const Context& ctx);
+  fairgate::Snapshot TakeSnapshot(std::size_t heaviest_keys);
+  void WriteMetrics(std::string& out);
+  Status SetKeyWeight(std::string_view key, double weight) {
+    return table_.SetKeyWeight(key, weight);
+  }
+  Status SetKeyLimits(std::string_view key, const KeyLimits& limits);
+  Status PauseType(std::string_view type);
+  Status ResumeType(std::string_view type);
+  Status PauseKey(std::string_view key);
+  Status ResumeKey(std::string_view key);
+  StatusOr<double> MaxWaitToCeiling(std::string_view type) const {
+    return table_.MaxWaitToCeiling(type);
+  }
+  std::optional<double> AccumulatedCost(std::string_view key) const {
+    return table_.AccumulatedCost(key);
+  }
+  std::optional<double> Estimate(std::string_view type, std::string_view id) const {
+    return table_.Estimate(type, id);
+  }
+
+  // Submission (submission.h): the services' side.
+  Status Submit(std::string_view type, std::string_view id, std::string_view key, JobFn fn,
+                DoneCallback done, const JobOptions& options,
+                std::uint64_t claimed_leases = 0) override;  // calls.cc
+  Status Open() const override { return table_.Open(); }
+  std::optional<TypeInfo> Type(std::string_view type) const override { return table_.Type(type); }
+  void WakeTimer() override { timer_.Wake(); }
+  void ChangeCapacity(const std::function<int(int current, bool work_waiting)>& next) override;
+  void CountCapacitySignalFailed() override { table_.CountCapacitySignalFailed(); }
+  std::vector<KeyCost> KeyCosts() override { return table_.KeyCosts(); }
+  std::vector<bool> SetFleetCosts(
+      const std::vector<SavedKey>& totals,
+      const absl::flat_hash_map<std::string, double>& collected) override {
+    return table_.SetFleetCosts(totals, collected);
+  }
+
+  // --- calls.cc.
+  Status RunSync(const Context& ctx, std::string_view type, std::string_view id,
+                 std::string_view key, const JobFn& fn, const JobOptions& options);
+  Status Acquire(const Context& ctx, std::string_view type, std::string_view id,
+                 std::string_view key, PermitCallback on_admitted, const JobOptions& options);
+  // Scheduler::Submit: through the Submit intake when the table can judge the request without
+  // the core (IntakeAccepts), else as Submit. Internal callers use Submit: they act on its
+  // refusals.
+  Status SubmitFromCaller(std::string_view type, std::string_view id, std::string_view key,
+                          JobFn fn, DoneCallback done, const JobOptions& options);
+
+ private:
+  class HeldPermit;
+
+  // --- calls.cc.
+  // Makes the call's record (`fill` sets its kind and function), counts it outstanding and queues
+  // its job; acts on what that decided. With `admitted_at_once`, a RunSync's: set when this call
+  // admitted the job itself, which is then not signalled (its caller learns it here).
+  template <typename Fill>
+  StatusOr<RecordPtr> Accept(const core::EnqueueRequest& request, Fill fill,
+                             bool* admitted_at_once = nullptr);
+  // Submit through the intake: the job is queued in the core by whoever takes the lock next, or
+  // by this call: when the intake is long, or when the job could be admitted now.
+  void SubmitThroughIntake(std::string_view type, std::string_view id, std::string_view key,
+                           JobFn fn, DoneCallback done, const JobOptions& options);
+
+  // --- dispatch.cc.
+  // The one way a decision is acted on, outside the lock: wake the timer if asked, then start
+  // the admitted jobs and report the refused ones, in decision order.
+  void Act(const Decision& decision) {
+    if (decision.wake_timer) timer_.Wake();
+    Dispatch(decision.admitted);
+  }
+  void Dispatch(const RecordList& admitted);
+  // AdmissionTable::Owner.
+  void ServeIntake() override;
+  void HandOff(Decision decision) override;
+  // Tells a job that left the queue without running why (its refusal), exactly once.
+  void Refuse(const RecordPtr& record);
+  // Tells the calls that joined a run that ended its status.
+  void TellJoiners(std::vector<RecordPtr>& joiners);
+  // Runs a Submit job on a pool fiber, and the Submit jobs its completion admits after it.
+  void RunBackground(RecordPtr record);
+  // Completes a job that ran from `start` to `end` and acts on what that admits. With
+  // `keep_background`, the first admitted Submit job is returned instead of posted, for the
+  // caller to run.
+  RecordPtr Complete(internal::JobRecord& record, double start, double end, const Status& status,
+                     bool keep_background = false);
+  // An Acquire that leaves the queue without a permit: uncharged, told once.
+  void AbandonWaiting(const RecordPtr& record, const Status& why);
+  // Unregisters an Acquire's context callback; if it had not run, finishes its outstanding count.
+  void DetachContext(internal::JobRecord& record);
+  // Takes the fleet-wide leases a job needs, waiting under `ctx` while they are held elsewhere.
+  Status EnterFleet(const internal::JobRecord& record, const Context& ctx,
+                    internal::FleetLeases::Held& leases);
+  // An admitted Acquire whose type takes fleet-wide leases: takes them on a pool fiber, then
+  // delivers a permit that holds them.
+  void AdmitWithLeases(const RecordPtr& record);
+
+  // --- scheduler.cc.
+  Status NeedStore(std::string_view what) const;
+  Status ChangePause(const std::function<Status(core::AdmissionCore&, double)>& change);
+  // The timer's two sides (timer.h): when it must run next, and what it runs then.
+  internal::Timer::Clock::time_point TimerNextDue();
+  void TimerRunDue(internal::Timer::Clock::time_point now);
+  double Now() const { return table_.Now(); }
+
+  const SchedulerOptions options_;
+  // The store's side (null without a store): loading, flushing, counting.
+  const std::unique_ptr<internal::StateKeeper> keeper_;
+  // The lock and what it guards; decisions.
+  internal::AdmissionTable table_;
+  // Accepted calls not yet fully reported (Shutdown and Drain wait for none).
+  internal::OutstandingCount outstanding_;
+
+  // The services built on Submit (submission.h). Those of a store are made by the constructor
+  // with it, the claimer last (it calls the others).
+  internal::PeriodicRuns periodic_runs_{*this, keeper_.get()};
+  std::unique_ptr<internal::DurableJobs> durable_;          // with a store
+  std::unique_ptr<internal::FleetCosts> fleet_costs_;       // with a shared store
+  std::unique_ptr<internal::FleetLeases> fleet_;            // with fleet-wide groups or caps
+  std::unique_ptr<internal::Claimer> claimer_;              // with a shared store
+  std::unique_ptr<internal::CapacityController> capacity_;  // with adaptive capacity
+
+  std::pair<Context, CancelFunc> background_;  // the context of Submit jobs
+  internal::WorkerPool pool_;
+  // The timer's own schedule (its thread's alone): the next TTL sweep.
+  internal::Timer::Clock::time_point next_sweep_;
+  // Last: started once everything else exists, stopped first.
+  internal::Timer timer_{[this] { return TimerNextDue(); },
+                         [this](internal::Timer::Clock::time_point now) { TimerRunDue(now); }};
+};
+
+}  // namespace fairgate
+
+#endif  // FAIRGATE_RUNTIME_SCHEDULER_IMPL_H_
