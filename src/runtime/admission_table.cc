@@ -342,10 +342,11 @@ Status AdmissionTable::EnqueueLocked(const RecordPtr& record, const core::Enqueu
   records_[ticket->slot] = record;
   if (first) TakeAdmissionLocked(*first, now, decision);
   AdmitLocked(now, decision);
-  if (record->async && record->state == JobRecord::State::kPending) {
-    if (std::optional<Context::Clock::time_point> deadline = record->ctx.Deadline()) {
-      record->deadline_entry = deadlines_.emplace(*deadline, record);
-      decision.wake_timer |= deadlines_.begin() == *record->deadline_entry;
+  if (record->kind() == JobRecord::Kind::kAcquire && record->state == JobRecord::State::kPending) {
+    AcquireCall& call = record->acquire();
+    if (std::optional<Context::Clock::time_point> deadline = call.ctx.Deadline()) {
+      call.deadline_entry = deadlines_.emplace(*deadline, record);
+      decision.wake_timer |= deadlines_.begin() == *call.deadline_entry;
     }
   }
   // A queue-wait limit earlier than any the timer knows of.
@@ -440,9 +441,10 @@ RecordList AdmissionTable::ShutDown() {
       calls.push_back(record);
       for (const RecordPtr& call : calls) {
         LeaveQueueLocked(call, now, absl::CancelledError("the scheduler shut down"));
-        call->refusal = absl::CancelledError(
-            call->sync || call->async ? "the scheduler shut down before the job was admitted"
-                                      : "the scheduler shut down before the job ran");
+        call->refusal =
+            absl::CancelledError(call->kind() != JobRecord::Kind::kSubmit
+                                     ? "the scheduler shut down before the job was admitted"
+                                     : "the scheduler shut down before the job ran");
         refused.push_back(call);
       }
     }
@@ -574,8 +576,9 @@ void AdmissionTable::CheckInvariantsLocked() const {
 void AdmissionTable::ChooseRunnerLocked(RecordPtr& lead, Coalesce mode) {
   std::vector<RecordPtr> calls = std::move(lead->joiners);
   calls.insert(calls.begin(), lead);
-  auto runner =
-      std::find_if(calls.begin(), calls.end(), [](const RecordPtr& r) { return r->sync; });
+  auto runner = std::find_if(calls.begin(), calls.end(), [](const RecordPtr& r) {
+    return r->kind() == JobRecord::Kind::kRunSync;
+  });
   if (runner == calls.end())
     runner = mode == Coalesce::kSupersede ? calls.end() - 1 : calls.begin();
   RecordPtr chosen = std::move(*runner);
@@ -622,9 +625,11 @@ void AdmissionTable::CancelLocked(JobRecord& record, double now, const Status& w
 }
 
 void AdmissionTable::ForgetDeadlineLocked(JobRecord& record) {
-  if (!record.deadline_entry) return;
-  deadlines_.erase(*record.deadline_entry);
-  record.deadline_entry.reset();
+  if (record.kind() != JobRecord::Kind::kAcquire) return;
+  std::optional<DeadlineMap::iterator>& entry = record.acquire().deadline_entry;
+  if (!entry) return;
+  deadlines_.erase(*entry);
+  entry.reset();
 }
 
 }  // namespace fairgate::internal

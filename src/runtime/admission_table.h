@@ -72,7 +72,7 @@ struct IntakeEntry {
   double read = 0;  // the clock when Submit was called, as Accept's `read`
 };
 struct IntakeRecord {
-  JobRecord record;
+  JobRecord record{std::in_place_type<SubmitCall>};
   IntakeEntry entry;
 };
 // Disposes of an entry never taken (the table's destruction): its record's last owner.

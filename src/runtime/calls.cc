@@ -23,9 +23,9 @@ Status Scheduler::Impl::RunSync(const Context& ctx, std::string_view type, std::
   if (!fn) return absl::InvalidArgumentError("job function is empty");
   if (Status s = ctx.Err(); !s.ok()) return s;
   bool decided = false;  // admitted by the call itself: it need not wait to be told
-  StatusOr<RecordPtr> accepted = Accept(
-      {type, id, key, options.cost, core::Join::kPendingOrRunning},
-      [](const RecordPtr& r) { r->sync = true; }, &decided);
+  StatusOr<RecordPtr> accepted = Accept<internal::RunSyncCall>(
+      {type, id, key, options.cost, core::Join::kPendingOrRunning}, [](const RecordPtr&) {},
+      &decided);
   if (!accepted.ok()) return accepted.status();
   RecordPtr record = *std::move(accepted);
 
@@ -36,14 +36,15 @@ Status Scheduler::Impl::RunSync(const Context& ctx, std::string_view type, std::
       callback = ctx.state()->AddCallback([record] { Signal(*record, /*decided=*/false); });
     }
     {
-      std::unique_lock lock(record->wake_mutex);
-      auto woken = [&] { return record->signalled; };
+      internal::RunSyncCall& call = record->run_sync();
+      std::unique_lock lock(call.wake_mutex);
+      auto woken = [&] { return call.signalled; };
       if (std::optional<Context::Clock::time_point> deadline = ctx.Deadline()) {
-        record->wake.wait_until(lock, *deadline, woken);
+        call.wake.wait_until(lock, *deadline, woken);
       } else {
-        record->wake.wait(lock, woken);
+        call.wake.wait(lock, woken);
       }
-      decided = record->decided;
+      decided = call.decided;
     }
     if (ctx.state()) ctx.state()->RemoveCallback(callback);
   }
@@ -70,24 +71,25 @@ Status Scheduler::Impl::Acquire(const Context& ctx, std::string_view type, std::
   if (Status s = ctx.Err(); !s.ok()) return s;
   const bool fleet_leases = fleet_ && fleet_->Needed(type);
   RecordPtr pending;
-  StatusOr<RecordPtr> accepted = Accept({type, id, key, options.cost}, [&](const RecordPtr& r) {
-    r->async = true;
-    r->fleet_leases = fleet_leases;
-    r->on_admitted = std::move(on_admitted);
-    r->ctx = ctx;
-    if (ctx.state()) {
-      // The callback counts as outstanding until it has run or been removed, so that it never
-      // touches a destroyed scheduler; whoever disposes of it finishes that count. It holds the
-      // record until then (a cycle through the context, broken by either).
-      outstanding_.Add();
-      r->ctx_callback = ctx.state()->AddCallback([this, r] {
-        Status err = r->ctx.Err();
-        AbandonWaiting(r, err.ok() ? absl::CancelledError("context cancelled") : err);
-        outstanding_.Finish();
+  StatusOr<RecordPtr> accepted =
+      Accept<internal::AcquireCall>({type, id, key, options.cost}, [&](const RecordPtr& r) {
+        internal::AcquireCall& call = r->acquire();
+        call.fleet_leases = fleet_leases;
+        call.on_admitted = std::move(on_admitted);
+        call.ctx = ctx;
+        if (ctx.state()) {
+          // The callback counts as outstanding until it has run or been removed, so that it never
+          // touches a destroyed scheduler; whoever disposes of it finishes that count. It holds the
+          // record until then (a cycle through the context, broken by either).
+          outstanding_.Add();
+          call.ctx_callback = ctx.state()->AddCallback([this, r] {
+            Status err = r->acquire().ctx.Err();
+            AbandonWaiting(r, err.ok() ? absl::CancelledError("context cancelled") : err);
+            outstanding_.Finish();
+          });
+        }
+        pending = r;
       });
-    }
-    pending = r;
-  });
   if (!accepted.ok()) {
     // Never queued: its callback, if it ran, found nothing to do. Refused before its record was
     // made (the scheduler shuts down), it has none.
@@ -116,18 +118,19 @@ Status Scheduler::Impl::Submit(std::string_view type, std::string_view id, std::
                                JobFn fn, DoneCallback done, const JobOptions& options,
                                std::uint64_t claimed_leases) {
   if (!fn) return absl::InvalidArgumentError("job function is empty");
-  StatusOr<RecordPtr> accepted =
-      Accept({type, id, key, options.cost,
-              options.join_running ? core::Join::kPendingOrRunning : core::Join::kPending},
-             [&](const RecordPtr& r) {
-               r->fn = std::move(fn);
-               r->done = std::move(done);
-               r->claimed_leases = claimed_leases;
-             });
+  StatusOr<RecordPtr> accepted = Accept<internal::SubmitCall>(
+      {type, id, key, options.cost,
+       options.join_running ? core::Join::kPendingOrRunning : core::Join::kPending},
+      [&](const RecordPtr& r) {
+        internal::SubmitCall& call = r->submit();
+        call.fn = std::move(fn);
+        call.done = std::move(done);
+        call.claimed_leases = claimed_leases;
+      });
   return accepted.status();
 }
 
-template <typename Fill>
+template <typename Kind, typename Fill>
 StatusOr<Scheduler::Impl::RecordPtr> Scheduler::Impl::Accept(const core::EnqueueRequest& request,
                                                              Fill fill, bool* admitted_at_once) {
   if (!table_.accepting()) {
@@ -137,7 +140,7 @@ StatusOr<Scheduler::Impl::RecordPtr> Scheduler::Impl::Accept(const core::Enqueue
     // changes (just after the flag, under the lock) the call goes the usual way.
     if (Status refused = table_.RefuseIfClosed(request); !refused.ok()) return refused;
   }
-  auto record = std::make_shared<JobRecord>();
+  auto record = std::make_shared<JobRecord>(std::in_place_type<Kind>);
   fill(record);
   // Counted before it can be admitted and finished elsewhere; uncounted if refused (an atomic
   // count, never under the table's lock).
@@ -167,8 +170,8 @@ void Scheduler::Impl::SubmitThroughIntake(std::string_view type, std::string_vie
     both->entry.record = RecordPtr(both, &both->record);  // shares `both`'s ownership
     entry.reset(&both->entry);
   }
-  entry->record->fn = std::move(fn);
-  entry->record->done = std::move(done);
+  entry->record->submit().fn = std::move(fn);
+  entry->record->submit().done = std::move(done);
   entry->type.assign(type);
   entry->id.assign(id);
   entry->key.assign(key);

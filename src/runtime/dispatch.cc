@@ -45,15 +45,24 @@ void Scheduler::Impl::Dispatch(const RecordList& admitted) {
   for (const RecordPtr& record : admitted) {
     if (!record->refusal.ok()) {
       Refuse(record);
-    } else if (record->sync) {
-      Signal(*record, /*decided=*/true);
-    } else if (record->async && record->fleet_leases) {
-      pool_.Post([this, record] { AdmitWithLeases(record); });
-    } else if (record->async) {
-      DetachContext(*record);
-      InvokeAdmitted(*record, Scheduler::MakePermit(std::make_unique<HeldPermit>(this, record)));
-    } else {
-      pool_.Post([this, record] { RunBackground(record); });
+      continue;
+    }
+    switch (record->kind()) {
+      case JobRecord::Kind::kRunSync:  // its caller runs it
+        Signal(*record, /*decided=*/true);
+        break;
+      case JobRecord::Kind::kSubmit:
+        pool_.Post([this, record] { RunBackground(record); });
+        break;
+      case JobRecord::Kind::kAcquire:
+        if (record->acquire().fleet_leases) {
+          pool_.Post([this, record] { AdmitWithLeases(record); });
+        } else {
+          DetachContext(*record);
+          InvokeAdmitted(*record,
+                         Scheduler::MakePermit(std::make_unique<HeldPermit>(this, record)));
+        }
+        break;
     }
   }
 }
@@ -73,29 +82,34 @@ void Scheduler::Impl::HandOff(Decision decision) {
 }
 
 void Scheduler::Impl::Refuse(const RecordPtr& record) {
-  if (record->sync) {
-    Signal(*record, /*decided=*/true);  // the caller returns the refusal, then finishes
-  } else if (record->async) {
-    DetachContext(*record);
-    InvokeAdmitted(*record, record->refusal);
-    outstanding_.Finish();
-  } else {
-    record->fn = nullptr;  // release what the function holds before reporting
-    InvokeDone(record->done, record->refusal);
-    record->done = nullptr;
-    outstanding_.Finish();
+  switch (record->kind()) {
+    case JobRecord::Kind::kRunSync:
+      Signal(*record, /*decided=*/true);  // the caller returns the refusal, then finishes
+      break;
+    case JobRecord::Kind::kSubmit:
+      Report(record->submit(), record->refusal);
+      break;
+    case JobRecord::Kind::kAcquire:
+      DetachContext(*record);
+      InvokeAdmitted(*record, record->refusal);
+      outstanding_.Finish();
+      break;
   }
+}
+
+void Scheduler::Impl::Report(internal::SubmitCall& call, const Status& status) {
+  call.fn = nullptr;  // release what the function holds before reporting
+  InvokeDone(call.done, status);
+  call.done = nullptr;
+  outstanding_.Finish();
 }
 
 void Scheduler::Impl::TellJoiners(std::vector<RecordPtr>& joiners) {
   for (const RecordPtr& joiner : joiners) {
-    if (joiner->sync) {
+    if (joiner->kind() == JobRecord::Kind::kRunSync) {
       Signal(*joiner, /*decided=*/true);  // the caller returns the result, then finishes
     } else {
-      joiner->fn = nullptr;  // release what the function holds before reporting
-      InvokeDone(joiner->done, joiner->result);
-      joiner->done = nullptr;
-      outstanding_.Finish();
+      Report(joiner->submit(), joiner->result);  // an Acquire never joins
     }
   }
 }
@@ -108,22 +122,20 @@ void Scheduler::Impl::TellJoiners(std::vector<RecordPtr>& joiners) {
 void Scheduler::Impl::RunBackground(RecordPtr record) {
   double slice_start = Now();
   while (record) {
+    internal::SubmitCall& call = record->submit();
     internal::FleetLeases::Held leases;
     Status status;
-    if (record->claimed_leases != 0) {
-      leases.ctx = internal::WithFencingToken(background_.first, record->claimed_leases);
+    if (call.claimed_leases != 0) {
+      leases.ctx = internal::WithFencingToken(background_.first, call.claimed_leases);
     } else {
       status = EnterFleet(*record, background_.first, leases);
     }
     const double start = Now();  // a wait for fleet-wide leases is not part of the run
-    if (status.ok()) status = Invoke(record->fn, leases.ctx ? *leases.ctx : background_.first);
+    if (status.ok()) status = Invoke(call.fn, leases.ctx ? *leases.ctx : background_.first);
     if (fleet_) fleet_->Leave(leases);
     const double end = Now();
     RecordPtr next = Complete(*record, start, end, status, /*keep_background=*/true);
-    record->fn = nullptr;  // release what the function holds before reporting
-    InvokeDone(record->done, status);
-    record->done = nullptr;
-    outstanding_.Finish();  // `next`, still outstanding, keeps the scheduler alive
+    Report(call, status);  // `next`, still outstanding, keeps the scheduler alive
     record = std::move(next);
     if (record && end - slice_start >= kChainBudget.count()) {
       internal::YieldToOthers();
@@ -143,7 +155,7 @@ Scheduler::Impl::RecordPtr Scheduler::Impl::Complete(JobRecord& record, double s
   if (keep_background) {
     RecordList& admitted = decision.admitted;
     auto it = std::find_if(admitted.begin(), admitted.end(), [](const RecordPtr& r) {
-      return !r->sync && !r->async && r->refusal.ok();
+      return r->kind() == JobRecord::Kind::kSubmit && r->refusal.ok();
     });
     if (it != admitted.end()) {
       kept = std::move(*it);
@@ -162,7 +174,8 @@ void Scheduler::Impl::AbandonWaiting(const RecordPtr& record, const Status& why)
 }
 
 void Scheduler::Impl::DetachContext(JobRecord& record) {
-  if (record.ctx.state() && record.ctx.state()->RemoveCallback(record.ctx_callback)) {
+  internal::AcquireCall& call = record.acquire();
+  if (call.ctx.state() && call.ctx.state()->RemoveCallback(call.ctx_callback)) {
     outstanding_.Finish();
   }
 }
@@ -182,7 +195,7 @@ Status Scheduler::Impl::EnterFleet(const JobRecord& record, const Context& ctx,
 // The hold, and so the observed cost, begins with the permit.
 void Scheduler::Impl::AdmitWithLeases(const RecordPtr& record) {
   auto leases = std::make_unique<internal::FleetLeases::Held>();
-  auto [ctx, cancel] = WithCancel(record->ctx);
+  auto [ctx, cancel] = WithCancel(record->acquire().ctx);
   const std::shared_ptr<internal::ContextState>& shutdown = background_.first.state();
   const std::uint64_t on_shutdown = shutdown->AddCallback(cancel);
   Status status = EnterFleet(*record, ctx, *leases);

@@ -14,6 +14,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -34,6 +36,37 @@ using RecordPtr = std::shared_ptr<JobRecord>;
 using RecordList = absl::InlinedVector<RecordPtr, 4>;
 // Acquire's waiting jobs by the deadline of their context, for the scheduler's timer.
 using DeadlineMap = std::multimap<Context::Clock::time_point, RecordPtr>;
+
+// What each kind of call holds besides what every call does (JobRecord::call).
+//
+// RunSync: the caller sleeps on `wake` until `signalled`; the truth is the record's state, which
+// the caller may read without the scheduler's lock once `decided` (Signal). It returns what it is
+// told.
+struct RunSyncCall {
+  WaitMutex wake_mutex;
+  WaitCondition wake;
+  bool signalled = false;
+  bool decided = false;
+};
+// Submit: the job's function, and `done`, told the job's status once (may be empty).
+// claimed_leases: the fencing token of the fleet-wide leases a claimed durable job's claim took
+// (the store gives them back with the job), 0 for none.
+struct SubmitCall {
+  Scheduler::JobFn fn;
+  Scheduler::DoneCallback done;
+  std::uint64_t claimed_leases = 0;
+};
+// Acquire: `on_admitted`, called once, with a permit or why there is none; the context it waits
+// under and that context's cancel callback (0: none, or it ran inline); its entry in the deadline
+// map while pending (under the scheduler's lock); whether its type takes fleet-wide leases (as
+// when accepted).
+struct AcquireCall {
+  Scheduler::PermitCallback on_admitted;
+  Context ctx = Context::Background();
+  std::uint64_t ctx_callback = 0;
+  std::optional<DeadlineMap::iterator> deadline_entry;
+  bool fleet_leases = false;
+};
 
 // One accepted call, from its acceptance until it is reported. Calls that coalesced share one
 // core job: the record in the scheduler's table for the job's slot (its lead; once admitted, the
@@ -89,40 +122,35 @@ struct JobRecord {
     state = to;
   }
 
+  // The kinds of call, in the order of Call's alternatives.
+  enum class Kind { kRunSync, kSubmit, kAcquire };
+  // A record of the kind `C` (RunSyncCall, SubmitCall or AcquireCall), for good.
+  template <typename C>
+  explicit JobRecord(std::in_place_type_t<C> kind) : call(kind) {}
+  JobRecord(const JobRecord&) = delete;
+  JobRecord& operator=(const JobRecord&) = delete;
+
+  Kind kind() const { return static_cast<Kind>(call.index()); }
+  // The call's own part; the record must be of that kind (std::get checks).
+  RunSyncCall& run_sync() { return std::get<RunSyncCall>(call); }
+  SubmitCall& submit() { return std::get<SubmitCall>(call); }
+  AcquireCall& acquire() { return std::get<AcquireCall>(call); }
+
   // What an admission reads and writes comes first, together: with a large backlog the record is
   // long out of every cache when its job is admitted, and each line it touches is a miss.
   core::JobTicket ticket;
-  bool sync = false;          // RunSync
-  bool async = false;         // Acquire
-  bool fleet_leases = false;  // Acquire: its type takes fleet-wide leases (as when accepted)
   State state = State::kNew;  // guarded by the scheduler's lock
-  double admitted_at = 0;     // Acquire: when the permit was granted
+  double admitted_at = 0;  // when its job was admitted (an Acquire's: when the permit was granted)
   // The lead's: the other calls that share its job, in the order they joined. Under the lock.
   std::vector<std::shared_ptr<JobRecord>> joiners;
   // kCancelled: what its caller is told. Set under the lock, read by whoever reports it.
   Status refusal;
-  // Acquire: the entry in the deadline map while pending (under the scheduler's lock).
-  std::optional<DeadlineMap::iterator> deadline_entry;
   // kFinished: the status of the run it joined. Set under the lock, read by whoever reports it.
   Status result;
 
-  // RunSync: the caller sleeps on `wake` until `signalled`; the truth is `state`, which the
-  // caller may read without the scheduler's lock once `decided` (Signal).
-  WaitMutex wake_mutex;
-  WaitCondition wake;
-  bool signalled = false;
-  bool decided = false;
-
-  // Submit. claimed_leases: the fencing token of the fleet-wide leases a claimed durable job's
-  // claim took (the store gives them back with the job), 0 for none.
-  Scheduler::JobFn fn;
-  Scheduler::DoneCallback done;
-  std::uint64_t claimed_leases = 0;
-
-  // Acquire: called once; the context's cancel callback (0: none, or it ran inline).
-  Scheduler::PermitCallback on_admitted;
-  Context ctx = Context::Background();
-  std::uint64_t ctx_callback = 0;
+  // How the caller waits or is called back, and how it is told: one of the three.
+  using Call = std::variant<RunSyncCall, SubmitCall, AcquireCall>;
+  Call call;
 };
 
 // A copy of `status` that shares nothing with it. Each call that joined a run gets one: the
@@ -139,12 +167,13 @@ inline Status Detached(const Status& status) {
 // nothing but the caller changes any more (kRunning, kCancelled, kFinished), so the caller may
 // read it without taking that lock again.
 inline void Signal(JobRecord& record, bool decided) {
+  RunSyncCall& call = record.run_sync();
   {
-    std::unique_lock lock(record.wake_mutex);
-    record.signalled = true;
-    record.decided |= decided;
+    std::unique_lock lock(call.wake_mutex);
+    call.signalled = true;
+    call.decided |= decided;
   }
-  record.wake.notify_all();
+  call.wake.notify_all();
 }
 
 // Runs user code at the edge: an exception becomes a status. Nothing suspends inside a catch
@@ -173,8 +202,9 @@ inline void InvokeDone(const Scheduler::DoneCallback& done, const Status& status
 
 // Calls an Acquire callback once, and lets go of what it holds.
 inline void InvokeAdmitted(JobRecord& record, StatusOr<Permit> result) {
-  Scheduler::PermitCallback callback = std::move(record.on_admitted);
-  record.on_admitted = nullptr;
+  AcquireCall& call = record.acquire();
+  Scheduler::PermitCallback callback = std::move(call.on_admitted);
+  call.on_admitted = nullptr;
   try {
     callback(std::move(result));
   } catch (...) {

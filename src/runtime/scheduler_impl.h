@@ -117,10 +117,11 @@ class Scheduler::Impl final : public internal::Submission, internal::AdmissionTa
   class HeldPermit;
 
   // --- calls.cc.
-  // Makes the call's record (`fill` sets its kind and function), counts it outstanding and queues
-  // its job; acts on what that decided. With `admitted_at_once`, a RunSync's: set when this call
-  // admitted the job itself, which is then not signalled (its caller learns it here).
-  template <typename Fill>
+  // Makes the call's record, of the kind `Kind` (a JobRecord::Call alternative; `fill` sets its
+  // part), counts it outstanding and queues its job; acts on what that decided. With
+  // `admitted_at_once`, a RunSync's: set when this call admitted the job itself, which is then
+  // not signalled (its caller learns it here).
+  template <typename Kind, typename Fill>
   StatusOr<RecordPtr> Accept(const core::EnqueueRequest& request, Fill fill,
                              bool* admitted_at_once = nullptr);
   // Submit through the intake: the job is queued in the core by whoever takes the lock next, or
@@ -141,6 +142,8 @@ class Scheduler::Impl final : public internal::Submission, internal::AdmissionTa
   void HandOff(Decision decision) override;
   // Tells a job that left the queue without running why (its refusal), exactly once.
   void Refuse(const RecordPtr& record);
+  // Tells a Submit call `status` (its run's, or why it did not run) and finishes it, once.
+  void Report(internal::SubmitCall& call, const Status& status);
   // Tells the calls that joined a run that ended its status.
   void TellJoiners(std::vector<RecordPtr>& joiners);
   // Runs a Submit job on a pool fiber, and the Submit jobs its completion admits after it.
