@@ -73,13 +73,7 @@ TEST_CASE("Observability.Metrics.CountWhatHappenedWithoutKeysOrIds") {
             .code() == absl::StatusCode::kNotFound);
   // A pending fetch whose caller gives up: cancelled, never admitted.
   Gate gate;
-  REQUIRE(scheduler
-              ->Submit("fetch", "linux.git", "",
-                       [&](const Context&) {
-                         return gate.Wait() ? absl::OkStatus() : absl::InternalError("gate");
-                       },
-                       {})
-              .ok());
+  REQUIRE(scheduler->Submit("fetch", "linux.git", "", testing::HoldUntil(gate), {}).ok());
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
   auto [ctx, cancel] = WithCancel(Context::Background());
   std::thread waiter([&, ctx = ctx] {
@@ -269,13 +263,7 @@ TEST_CASE("Observability.Observers.SeePromotionsCancellationsAndEvictions") {
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
   REQUIRE(scheduler->RegisterType("repack", Type(1, 1)).ok());
   Gate gate;
-  REQUIRE(scheduler
-              ->Submit("clone", "a", "alice",
-                       [&](const Context&) {
-                         return gate.Wait() ? absl::OkStatus() : absl::InternalError("gate");
-                       },
-                       {})
-              .ok());
+  REQUIRE(scheduler->Submit("clone", "a", "alice", testing::HoldUntil(gate), {}).ok());
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
   auto [ctx, cancel] = WithCancel(Context::Background());
   std::thread repack([&, ctx = ctx] {
@@ -330,13 +318,7 @@ TEST_CASE("Observability.Observers.AQueueWaitExpiryIsAnExpireEventNotACancel") {
   clone.max_queue_wait = 10;
   REQUIRE(scheduler->RegisterType("clone", clone).ok());
   Gate gate;
-  REQUIRE(scheduler
-              ->Submit("clone", "a", "holder",
-                       [&](const Context&) {
-                         return gate.Wait() ? absl::OkStatus() : absl::InternalError("gate");
-                       },
-                       {})
-              .ok());
+  REQUIRE(scheduler->Submit("clone", "a", "holder", testing::HoldUntil(gate), {}).ok());
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
   std::promise<Status> late;
   REQUIRE(scheduler

@@ -226,7 +226,7 @@ TEST_CASE("PostgresStore.ReplicasClaimByTierThenKeyCostThenArrivalAndNeverTheSam
   testing::PostgresServer server;
   auto a = *OpenPostgresStore(server.conninfo(), {"a"});
   auto b = *OpenPostgresStore(server.conninfo(), {"b"});
-  CHECK(a->Shared());
+  CHECK(a->AsShared() != nullptr);
   // heavy has spent more than light; clone is the higher tier.
   REQUIRE(a->SaveLearned({{}, {{"heavy", 50, 0}, {"light", 5, 0}}, {}}, 0, 0).ok());
   for (const char* id : {"f1", "f2"}) REQUIRE(a->AddJob(Job("fetch", id, "light")).ok());
@@ -261,11 +261,11 @@ TEST_CASE("PostgresStore.ReplicasClaimByTierThenKeyCostThenArrivalAndNeverTheSam
   std::vector<StoredJob> three = *a->ClaimJobs({{"archive", 1}}, 3, 10);
   REQUIRE(three.size() == 3);
   for (int i = 0; i < 3; ++i) CHECK(three[i].sequence == backlog[i]);
-  // A store that is not shared hands out no leases.
+  // A store that is not shared hands out no leases: it is no SharedStore (so ClaimJobs does not
+  // even compile on it), and says so.
   testing::TempDir dir;
   auto sqlite = *OpenSqliteStore(dir.path() + "/state.db");
-  CHECK_FALSE(sqlite->Shared());
-  CHECK(sqlite->ClaimJobs(types, 1, 10).status().code() == absl::StatusCode::kUnimplemented);
+  CHECK(sqlite->AsShared() == nullptr);
 }
 
 TEST_CASE(
@@ -732,9 +732,9 @@ TEST_CASE(
 // A shared store that passes every call to another (a real PostgreSQL store) and, once armed,
 // runs `after_claim` right after the first claim that took jobs, before the replica queues them:
 // what happens when something changes while a claim is under way.
-class ClaimHookStore final : public Store {
+class ClaimHookStore final : public SharedStore {
  public:
-  explicit ClaimHookStore(std::shared_ptr<Store> inner) : inner_(std::move(inner)) {}
+  explicit ClaimHookStore(std::shared_ptr<SharedStore> inner) : inner_(std::move(inner)) {}
   void Arm(std::function<void()> after_claim) {
     std::lock_guard lock(mutex_);
     after_claim_ = std::move(after_claim);
@@ -769,7 +769,6 @@ class ClaimHookStore final : public Store {
     return inner_->SaveLearned(changed, forget_estimates_before, forget_keys_before);
   }
   StatusOr<LearnedState> LoadLearned() override { return inner_->LoadLearned(); }
-  bool Shared() const override { return inner_->Shared(); }
   StatusOr<std::size_t> RenewLeases(double lease_seconds) override {
     return inner_->RenewLeases(lease_seconds);
   }
@@ -788,7 +787,7 @@ class ClaimHookStore final : public Store {
   }
 
  private:
-  std::shared_ptr<Store> inner_;
+  std::shared_ptr<SharedStore> inner_;
   std::mutex mutex_;
   std::function<void()> after_claim_;
 };
@@ -811,7 +810,7 @@ TEST_CASE("PostgresStore.JobsAClaimTookAsTheirTypeWasPausedAreGivenBackForOthers
     return s;
   };
   auto hooked = std::make_shared<ClaimHookStore>(
-      std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"b"})));
+      std::shared_ptr<SharedStore>(*OpenPostgresStore(server.conninfo(), {"b"})));
   auto a = replica("a", std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"a"})));
   auto b = replica("b", hooked);
   // Only b claims at first; its first claim that takes jobs is followed, before b queues them,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fairgate/options.h"
+#include "fairgate/scheduler.h"
 #include "fairgate/status.h"
 #include "runtime/waiting.h"
 
@@ -67,6 +68,13 @@ class Gate {
   internal::WaitCondition cv_;
   bool open_ = false;
 };
+
+// A job function that holds its slot until `gate` opens (Internal if it never does).
+inline Scheduler::JobFn HoldUntil(Gate& gate) {
+  return [&gate](const Context&) {
+    return gate.Wait() ? absl::OkStatus() : absl::InternalError("gate never opened");
+  };
+}
 
 // Polls `condition` until it holds; false if `guard` passed first.
 inline bool Eventually(const std::function<bool()>& condition,

@@ -57,12 +57,7 @@ Scheduler::JobFn Ok() {
   return [](const Context&) { return absl::OkStatus(); };
 }
 
-// Waits for the gate inside a job.
-Scheduler::JobFn HoldUntil(Gate& gate) {
-  return [&gate](const Context&) {
-    return gate.Wait() ? absl::OkStatus() : absl::InternalError("gate never opened");
-  };
-}
+using testing::HoldUntil;
 
 // A scheduler of one slot whose only job (type "t") runs until `hold` opens; `reported` is set
 // when its completion callback is called.

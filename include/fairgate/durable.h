@@ -22,7 +22,7 @@
 // sequence order (the order SubmitDurable stored them in), before any durable job of this
 // process: their relative order is the stored one. SubmitDurable is refused until then.
 //
-// With a shared store (Store::Shared: the PostgreSQL store, several replicas) jobs are claimed by
+// With a shared store (a SharedStore: the PostgreSQL store, several replicas) jobs are claimed by
 // lease instead (fairgate/store.h): each replica claims, in fairgate's order over the fleet,
 // what it may hold (SchedulerOptions::max_claimed), renews its leases every lease_ttl / 3, and
 // gives back what it will not run (a full queue, a shutdown). A retry is given back with its

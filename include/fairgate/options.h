@@ -139,7 +139,7 @@ struct SchedulerOptions {
   // How often learned estimates, costs and schedules are flushed to the store (also at
   // shutdown), on a thread of their own. Finite and > 0.
   Seconds state_flush_interval{5.0};
-  // With a shared store (Store::Shared: the PostgreSQL store, shared by several replicas), each
+  // With a shared store (a SharedStore: the PostgreSQL store, shared by several replicas), each
   // replica runs the durable jobs it claims by lease (fairgate/store.h):
   // - how long a claim lasts without renewal: jobs of a replica that died or stalled are claimed
   //   by another at most lease_ttl + claim_interval (and a claim's own time) after its last

@@ -10,7 +10,7 @@
 // operation: Unavailable for a connection that cannot be made, ResourceExhausted for a full disk,
 // FailedPrecondition for a read-only database or a missing privilege, Internal for anything else.
 //
-// The store is shared (Store::Shared): each store object is one replica, named by
+// The store is shared (SharedStore): each store object is one replica, named by
 // PostgresStoreOptions::replica, and durable jobs are claimed by lease (fairgate/store.h). A claim
 // is one transaction that picks jobs with `FOR UPDATE SKIP LOCKED`, so replicas claiming together
 // never wait on each other and never get the same job; fencing tokens come from one database
@@ -56,8 +56,8 @@ struct PostgresStoreOptions {
 // Connects with the libpq connection string `conninfo` ("host=/run/pg dbname=mirror", or a
 // postgresql:// URL) and creates, migrates or checks the schema. InvalidArgument for an empty
 // string; Unavailable when the server cannot be reached.
-StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& conninfo,
-                                                   const PostgresStoreOptions& options = {});
+StatusOr<std::unique_ptr<SharedStore>> OpenPostgresStore(const std::string& conninfo,
+                                                         const PostgresStoreOptions& options = {});
 
 }  // namespace fairgate
 

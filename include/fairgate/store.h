@@ -26,7 +26,7 @@
 //   file, with the fsync policy of SqliteStoreOptions::synchronous), with a sequence number
 //   greater than every one it returned before, also across restarts.
 //
-// A shared store (Shared() true: the PostgreSQL store) is one replica's handle on a database that
+// A shared store (a SharedStore: the PostgreSQL store) is one replica's handle on a database that
 // several replicas use at once. Durable jobs are then handed out by lease: a replica runs only the
 // jobs it claimed (ClaimJobs), keeps its leases alive (RenewLeases), and each claim carries a
 // fencing token (StoredJob::lease_token) that is greater than every token given out before it. A
@@ -117,9 +117,15 @@ struct LearnedState {
   bool empty() const { return estimates.empty() && keys.empty() && schedules.empty(); }
 };
 
+class SharedStore;
+
+// What every store does.
 class Store {
  public:
   virtual ~Store() = default;
+
+  // The store's shared side when several replicas share it (a SharedStore), else null.
+  virtual SharedStore* AsShared() { return nullptr; }
 
   // Stores a new durable job (its `sequence` is ignored) and returns its sequence number.
   virtual StatusOr<std::uint64_t> AddJob(const StoredJob& job) = 0;
@@ -142,11 +148,14 @@ class Store {
   virtual Status SaveLearned(const LearnedState& changed, double forget_estimates_before,
                              double forget_keys_before) = 0;
   virtual StatusOr<LearnedState> LoadLearned() = 0;
+};
 
-  // --- Shared stores only; a store that is not shared returns false and Unimplemented. ---
+// What a store that several replicas share adds: durable jobs claimed by lease, fleet-wide
+// leases of resources, and keys' costs summed over the fleet.
+class SharedStore : public Store {
+ public:
+  SharedStore* AsShared() final { return this; }
 
-  // True when several replicas share the store and durable jobs are claimed by lease.
-  virtual bool Shared() const { return false; }
   // Claims, for `lease_seconds`, up to `max_jobs` live jobs of `types` whose backoff is over and
   // that no unexpired lease holds. Jobs whose lease lapsed (their holder died or stalled: they
   // had been admitted already) come first, then the rest in fairgate's order: the higher tier
@@ -156,25 +165,27 @@ class Store {
   // with the claim, with resource_token; they are the claim's: renewed with it, given back when
   // this replica removes, defers, kills or releases the job, and lapsed with it.
   virtual StatusOr<std::vector<StoredJob>> ClaimJobs(const std::vector<ClaimableType>& types,
-                                                     std::size_t max_jobs, double lease_seconds);
+                                                     std::size_t max_jobs,
+                                                     double lease_seconds) = 0;
   // Extends every lease this replica still holds (of jobs and of resources) to `lease_seconds`
   // from now; how many it holds.
-  virtual StatusOr<std::size_t> RenewLeases(double lease_seconds);
+  virtual StatusOr<std::size_t> RenewLeases(double lease_seconds) = 0;
   // Gives a claimed job back unrun: any replica may claim it at once.
-  virtual Status ReleaseJob(std::uint64_t sequence);
+  virtual Status ReleaseJob(std::uint64_t sequence) = 0;
   // Fleet-wide conflicts: takes, for `lease_seconds`, one of the `limit` slots of the resource
   // (group, id) that no unexpired lease holds, and returns its fencing token (greater than every
   // token given out before); 0 when every slot is held.
   virtual StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id,
-                                                  int limit, double lease_seconds);
+                                                  int limit, double lease_seconds) = 0;
   // Gives back the slot taken with `token` (nothing if its lease passed and another took it).
-  virtual Status ReleaseResource(std::string_view group, std::string_view id, std::uint64_t token);
+  virtual Status ReleaseResource(std::string_view group, std::string_view id,
+                                 std::uint64_t token) = 0;
   // Keys' costs summed over the fleet, in one transaction: adds each of `charged`'s
   // accumulated_cost (what this replica charged the key since it last shared it; may be
   // negative, the total stays >= 0) to the key's shared cost, moves its idle_since forward to
   // the given one, then returns the shared costs of `keys` (those the store has).
   virtual StatusOr<std::vector<SavedKey>> ShareKeyCosts(const std::vector<SavedKey>& charged,
-                                                        const std::vector<std::string>& keys);
+                                                        const std::vector<std::string>& keys) = 0;
 };
 
 }  // namespace fairgate

@@ -108,12 +108,12 @@ Status ValidateOptions(const SchedulerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_claimed must be >= 0, got ", options.max_claimed));
   }
-  if (!options.fleet_conflict_groups.empty() && (!options.store || !options.store->Shared())) {
+  if (!options.fleet_conflict_groups.empty() && (!options.store || !options.store->AsShared())) {
     return absl::InvalidArgumentError(
         "fleet_conflict_groups needs a shared store (SchedulerOptions::store: the PostgreSQL "
         "store)");
   }
-  if (!options.fleet_type_caps.empty() && (!options.store || !options.store->Shared())) {
+  if (!options.fleet_type_caps.empty() && (!options.store || !options.store->AsShared())) {
     return absl::InvalidArgumentError(
         "fleet_type_caps needs a shared store (SchedulerOptions::store: the PostgreSQL store)");
   }

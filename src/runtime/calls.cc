@@ -13,8 +13,6 @@
 namespace fairgate {
 
 using internal::Invoke;
-using internal::InvokeAdmitted;
-using internal::InvokeDone;
 using internal::JobRecord;
 using internal::Signal;
 

@@ -57,7 +57,7 @@ StatusOr<std::size_t> Claimer::ClaimNow() {
   std::vector<ClaimableType> types = types_();
   if (types.empty()) return 0;
   StatusOr<std::vector<StoredJob>> claimed =
-      keeper_.store().ClaimJobs(types, room, settings_.lease_seconds);
+      keeper_.shared_store()->ClaimJobs(types, room, settings_.lease_seconds);
   if (!claimed.ok()) {
     keeper_.CountError(StateKeeper::Operation::kClaim);
     return claimed.status();
@@ -93,7 +93,7 @@ void Claimer::Loop() {
     lock.unlock();
     if (renew) {
       next_renew = now + renew_every;
-      if (!keeper_.store().RenewLeases(settings_.lease_seconds).ok()) {
+      if (!keeper_.shared_store()->RenewLeases(settings_.lease_seconds).ok()) {
         keeper_.CountError(StateKeeper::Operation::kRenew);
       }
     }

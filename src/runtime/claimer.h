@@ -1,4 +1,4 @@
-// Claimer: a replica's side of a shared store (Store::Shared, fairgate/store.h). On a thread of
+// Claimer: a replica's side of a shared store (SharedStore, fairgate/store.h). On a thread of
 // its own it claims durable jobs while the replica holds fewer than its limit, every
 // claim_interval or at once when poked (a job stored or finished here), renews the leases it
 // holds every third of their time, and calls `share` every claim_interval (the scheduler shares

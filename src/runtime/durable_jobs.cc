@@ -177,7 +177,7 @@ void DurableJobs::QueueClaimed(std::vector<StoredJob> jobs) {
       if (info && info->paused) type = nullptr;
     }
     if (type && Queue(job, type).ok()) continue;
-    Recorded(keeper_.store().ReleaseJob(job.sequence), StateKeeper::Operation::kRelease);
+    Recorded(keeper_.shared_store()->ReleaseJob(job.sequence), StateKeeper::Operation::kRelease);
     claimer_->Done(/*claim_again=*/false);
   }
 }
@@ -269,7 +269,9 @@ void DurableJobs::Finish(Attempt& a, const Status& status) {
   const bool open = scheduler_.Open().ok();
   // Cut short by a shutdown (not admitted, or cancelled while it ran): stays as stored.
   if (!open && (a.attempt == 0 || status.code() == absl::StatusCode::kCancelled)) {
-    if (claimer_ != nullptr) Recorded(store.ReleaseJob(sequence), Operation::kRelease);
+    if (claimer_ != nullptr) {
+      Recorded(keeper_.shared_store()->ReleaseJob(sequence), Operation::kRelease);
+    }
     return;
   }
   if (a.attempt == 0) {

@@ -22,7 +22,7 @@ void FleetCosts::Share() {
   }
   shared_ = std::move(shared);
   if (busy.empty()) return;
-  StatusOr<std::vector<SavedKey>> totals = keeper_.store().ShareKeyCosts(charged, busy);
+  StatusOr<std::vector<SavedKey>> totals = keeper_.shared_store()->ShareKeyCosts(charged, busy);
   if (!totals.ok()) {
     keeper_.CountError(StateKeeper::Operation::kShare);
     return;

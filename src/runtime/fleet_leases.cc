@@ -45,7 +45,8 @@ void FleetLeases::DescribeNeeds(ClaimableType& claimable) const {
 
 StatusOr<std::uint64_t> FleetLeases::Take(const std::string& group, std::string_view id,
                                           int slots) {
-  StatusOr<std::uint64_t> token = keeper_.store().AcquireResource(group, id, slots, lease_seconds_);
+  StatusOr<std::uint64_t> token =
+      keeper_.shared_store()->AcquireResource(group, id, slots, lease_seconds_);
   if (token.ok()) return token;
   keeper_.CountError(StateKeeper::Operation::kResource);
   return absl::UnavailableError(absl::StrCat("cannot take the fleet-wide lease of ", group, " '",
@@ -102,7 +103,7 @@ Status FleetLeases::Enter(std::string_view type, std::string_view id, const Cont
 
 void FleetLeases::Leave(Held& held) {
   for (const Held::Lease& lease : held.leases) {
-    if (!keeper_.store().ReleaseResource(lease.group, lease.id, lease.token).ok()) {
+    if (!keeper_.shared_store()->ReleaseResource(lease.group, lease.id, lease.token).ok()) {
       keeper_.CountError(StateKeeper::Operation::kResource);
     }
   }

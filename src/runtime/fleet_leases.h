@@ -1,4 +1,4 @@
-// FleetLeases: the leases a job takes in a shared store (Store::Shared) before it runs, so that
+// FleetLeases: the leases a job takes in a shared store (SharedStore) before it runs, so that
 // what holds for one replica holds for the fleet:
 // - a conflict group named in SchedulerOptions::fleet_conflict_groups: one of the conflict_limit
 //   slots of the job's resource (group, id);

@@ -38,9 +38,9 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
     std::vector<SavedKey> restored = table_.RestoreKeys(keeper_->TakeKeys(), internal::WallNow());
     durable_ = std::make_unique<internal::DurableJobs>(*this, *keeper_);
     keeper_->StartFlusher(options_.state_flush_interval, [this](double since) {
-      return table_.Learned(since, keeper_->store().Shared());
+      return table_.Learned(since, keeper_->shared_store() != nullptr);
     });
-    if (keeper_->store().Shared()) {
+    if (keeper_->shared_store() != nullptr) {
       fleet_costs_ = std::make_unique<internal::FleetCosts>(*this, *keeper_);
       // Already the fleet's: shared again only what is charged here from now on.
       for (const SavedKey& key : restored) fleet_costs_->Restored(key.key, key.accumulated_cost);

@@ -62,6 +62,8 @@ class StateKeeper {
   ~StateKeeper();  // stops the flusher, without a last flush
 
   Store& store() { return *store_; }
+  // The store's shared side, with replicas (SharedStore); null for a store of one process.
+  SharedStore* shared_store() { return store_->AsShared(); }
 
   // The loaded estimates of `type`, least recently used first; each is handed out once.
   std::vector<SavedEstimate> TakeEstimates(std::string_view type);

@@ -244,10 +244,10 @@ std::string DefaultReplicaName() {
   return absl::StrCat(host, "/", getpid(), "/", absl::Hex(random(), absl::kZeroPad8));
 }
 
-class PostgresStore final : public Store {
+class PostgresStore final : public SharedStore {
  public:
-  static StatusOr<std::unique_ptr<Store>> Open(const std::string& conninfo,
-                                               const PostgresStoreOptions& options) {
+  static StatusOr<std::unique_ptr<SharedStore>> Open(const std::string& conninfo,
+                                                     const PostgresStoreOptions& options) {
     if (conninfo.empty())
       return absl::InvalidArgumentError("PostgreSQL connection string is empty");
     if (options.connections < 1) {
@@ -273,7 +273,7 @@ class PostgresStore final : public Store {
                                                         "version ", found, ", newer than this ",
                                                         "fairgate's ", kSchemaVersion));
     }
-    return std::unique_ptr<Store>(std::move(store));
+    return std::unique_ptr<SharedStore>(std::move(store));
   }
 
   StatusOr<std::uint64_t> AddJob(const StoredJob& job) override {
@@ -349,8 +349,6 @@ class PostgresStore final : public Store {
                   "token = NULL WHERE sequence = $1" FAIRGATE_PG_FENCED(2) " RETURNING 1",
                   {}, "release", false);
   }
-
-  bool Shared() const override { return true; }
 
   StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id, int limit,
                                           double lease_seconds) override {
@@ -1060,8 +1058,8 @@ class PostgresStore final : public Store {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& conninfo,
-                                                   const PostgresStoreOptions& options) {
+StatusOr<std::unique_ptr<SharedStore>> OpenPostgresStore(const std::string& conninfo,
+                                                         const PostgresStoreOptions& options) {
   return PostgresStore::Open(conninfo, options);
 }
 

@@ -1,0 +1,242 @@
+// The AdmissionTable's types, settings and queries, and its side of the timer: each one decision
+// under the lock, as every method of the table (admission_table.h). The life of a call, the
+// intake and the decisions themselves are in admission_table.cc.
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/admission_table.h"
+
+namespace fairgate::internal {
+
+// --- Types, settings and queries.
+
+StatusOr<bool> AdmissionTable::RegisterType(
+    std::string_view name, const JobTypeConfig& config,
+    const std::function<std::vector<SavedEstimate>()>& saved) {
+  Locked lock(this);
+  const bool first = !core_->TypeIndex(name).has_value();
+  if (Status status = core_->RegisterType(name, config); !status.ok()) return status;
+  log_.TypeRegistered(name, config.priority);
+  const std::uint32_t index = *core_->TypeIndex(name);
+  if (coalesce_.size() <= index) coalesce_.resize(index + 1);
+  coalesce_[index] = config.coalesce;
+  if (config.max_queue_wait == 0) intake_types_.Add(name);
+  if (first && saved) {
+    const double now = Now();
+    const double wall = WallNow();
+    for (SavedEstimate& estimate : saved()) {
+      estimate.last_used = now - (wall - estimate.last_used);
+      (void)core_->RestoreEstimate(estimate, now);  // a bad row is skipped
+    }
+  }
+  return first;
+}
+
+std::vector<SavedKey> AdmissionTable::RestoreKeys(std::vector<SavedKey> keys, double wall) {
+  std::vector<SavedKey> restored_keys;
+  Locked lock(this);
+  const double now = Now();
+  for (SavedKey& key : keys) {
+    key.idle_since = now - (wall - key.idle_since);
+    StatusOr<bool> restored = core_->RestoreKey(key, now);  // a bad row is skipped
+    if (restored.ok() && *restored) restored_keys.push_back(std::move(key));
+  }
+  return restored_keys;
+}
+
+Snapshot AdmissionTable::TakeSnapshot(std::size_t heaviest_keys, bool& wake_timer) {
+  Locked lock(this);
+  wake_timer = AdvanceLocked(LockedNow());
+  Snapshot s = core_->TakeSnapshot();
+  for (std::size_t i = 0; i < s.types.size(); ++i) {  // both in registration order
+    TypeSnapshot& t = s.types[i];
+    const auto& counts = log_.metrics().types()[i];
+    t.enqueued = counts.enqueued;
+    t.admitted = counts.admitted;
+    t.cancelled = counts.cancelled;
+    t.expired = counts.expired;
+    t.joined = counts.joined;
+    for (const std::uint64_t n : counts.completed) t.completed += n;
+    t.wait_seconds_sum = counts.wait.sum();
+    t.run_seconds_sum = counts.run.sum();
+  }
+  for (const auto& [code, n] : log_.metrics().rejected()) s.rejected += n;
+  s.waited_on_conflict = log_.metrics().waited_on_conflict();
+  s.waited_on_capacity = log_.metrics().waited_on_capacity();
+  s.aging_promotions = core_->promotions_total();
+  s.keys_evicted = log_.metrics().keys_evicted();
+  if (heaviest_keys > 0) {
+    for (auto& [key, acc] : core_->HeaviestKeys(heaviest_keys)) {
+      s.heaviest_keys.push_back({std::move(key), acc});
+    }
+  }
+  return s;
+}
+
+void AdmissionTable::WriteMetrics(std::string& out, bool& wake_timer) {
+  Locked lock(this);
+  wake_timer = AdvanceLocked(LockedNow());
+  log_.WriteMetrics(out);
+}
+
+Status AdmissionTable::SetKeyWeight(std::string_view key, double weight) {
+  Locked lock(this);
+  return core_->SetKeyWeight(key, weight);
+}
+
+Status AdmissionTable::SetKeyLimits(std::string_view key, const KeyLimits& limits,
+                                    Decision& decision) {
+  Locked lock(this, decision);
+  Status status = core_->SetKeyLimits(key, limits);
+  // A higher max_running may make the key's waiting jobs admissible now.
+  if (status.ok() && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), decision);
+  return status;
+}
+
+Status AdmissionTable::ChangePause(
+    const std::function<Status(core::AdmissionCore&, double)>& change, Decision& decision) {
+  Locked lock(this, decision);
+  const double now = LockedNow();
+  Status status = change(*core_, now);
+  if (phase_ != Phase::kShutDown) AdmitLocked(now, decision);
+  return status;
+}
+
+StatusOr<double> AdmissionTable::MaxWaitToCeiling(std::string_view type) const {
+  Locked lock(this);
+  return core_->MaxWaitToCeiling(type);
+}
+
+std::optional<double> AdmissionTable::AccumulatedCost(std::string_view key) const {
+  Locked lock(this);
+  return core_->AccumulatedCost(key);
+}
+
+std::optional<double> AdmissionTable::Estimate(std::string_view type, std::string_view id) const {
+  Locked lock(this);
+  return core_->Estimate(type, id);
+}
+
+Status AdmissionTable::Open() const {
+  Locked lock(this);
+  return phase_ == Phase::kOpen ? absl::OkStatus() : UnavailableLocked();
+}
+
+std::optional<Submission::TypeInfo> AdmissionTable::Type(std::string_view type) const {
+  Locked lock(this);
+  const JobTypeConfig* config = core_->TypeConfig(type);
+  if (config == nullptr) return std::nullopt;
+  return Submission::TypeInfo{config->priority, core_->TypePaused(type)};
+}
+
+void AdmissionTable::ChangeCapacity(const std::function<int(int, bool)>& next, Decision& decision) {
+  Locked lock(this, decision);
+  const int current = core_->capacity();
+  const int capacity = next(current, core_->pending_jobs() > 0);
+  if (capacity != current) (void)core_->SetCapacity(capacity);
+  if (capacity > current && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), decision);
+}
+
+void AdmissionTable::CountCapacitySignalFailed() {
+  Locked lock(this);
+  log_.CapacitySignalFailed();
+}
+
+std::vector<Submission::KeyCost> AdmissionTable::KeyCosts() {
+  std::vector<Submission::KeyCost> costs;
+  Locked lock(this);
+  const double now = LockedNow();
+  const double wall = WallNow();
+  for (SavedKey& key : core_->KeyCosts(now)) {
+    costs.push_back({std::move(key.key), key.accumulated_cost, wall - (now - key.idle_since),
+                     key.idle_since >= now});
+  }
+  return costs;
+}
+
+std::vector<bool> AdmissionTable::SetFleetCosts(
+    const std::vector<SavedKey>& totals,
+    const absl::flat_hash_map<std::string, double>& collected) {
+  std::vector<bool> applied(totals.size(), false);
+  Locked lock(this);
+  for (std::size_t i = 0; i < totals.size(); ++i) {
+    const SavedKey& total = totals[i];
+    std::optional<double> now_cost = core_->AccumulatedCost(total.key);
+    auto at_collect = collected.find(total.key);
+    if (!now_cost || at_collect == collected.end()) continue;  // forgotten meanwhile
+    // Charged here since the collection: not in the total yet, kept on top of it.
+    const double since = *now_cost - at_collect->second;
+    (void)core_->SetAccumulatedCost(total.key, std::max(0.0, total.accumulated_cost + since));
+    applied[i] = true;
+  }
+  return applied;
+}
+
+StateKeeper::Collected AdmissionTable::Learned(double since, bool shared_store) {
+  StateKeeper::Collected collected;
+  double now = 0, wall = 0;
+  {
+    Locked lock(this);
+    now = Now();
+    wall = WallNow();
+    collected.state.estimates = core_->EstimatesUsedSince(since);
+    if (!shared_store) collected.state.keys = core_->KeyCosts(now);
+  }
+  for (SavedEstimate& e : collected.state.estimates) e.last_used = wall - (now - e.last_used);
+  for (SavedKey& k : collected.state.keys) k.idle_since = wall - (now - k.idle_since);
+  collected.mark = now;
+  return collected;
+}
+
+std::optional<std::pair<std::string, std::string>> AdmissionTable::TypeAndId(
+    core::JobTicket ticket) const {
+  Locked lock(this);
+  std::optional<core::JobView> job = core_->Describe(ticket);
+  if (!job) return std::nullopt;
+  return std::make_pair(std::string(job->type), std::string(job->id));
+}
+
+// --- For the timer.
+
+Context::Clock::time_point AdmissionTable::NextDue() const {
+  using Clock = Context::Clock;
+  Clock::time_point wake_at = Clock::time_point::max();
+  Locked lock(this);
+  if (!deadlines_.empty()) wake_at = std::min(wake_at, deadlines_.begin()->first);
+  if (auto expiry = NextExpiryLocked()) wake_at = std::min(wake_at, *expiry);
+  if (!unreported_.empty()) wake_at = Clock::now();
+  return wake_at;
+}
+
+void AdmissionTable::TakeDue(Context::Clock::time_point now, RecordList& expired,
+                             Decision& decision) {
+  Locked lock(this);
+  for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it) {
+    expired.push_back(it->second);
+  }
+  RecordList& reported = decision.admitted;
+  reported.insert(reported.end(), unreported_.begin(), unreported_.end());
+  unreported_.clear();
+  if (phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), decision);
+}
+
+void AdmissionTable::Sweep() {
+  Locked lock(this);
+  const double now = LockedNow();
+  std::vector<std::pair<std::string, double>> evicted;
+  const core::SweepResult swept = core_->Sweep(now, log_.wants_events() ? &evicted : nullptr);
+  log_.Evicted(swept, evicted, now);
+  log_.Post();
+}
+
+std::optional<Context::Clock::time_point> AdmissionTable::NextExpiryLocked() const {
+  const std::optional<double> at = core_->NextExpiryAt();
+  if (!at) return std::nullopt;
+  // Through the scheduler's clock, which need not be the steady one: how far ahead it is.
+  const double ahead = std::max(0.0, *at - Now());
+  return Context::Clock::now() + std::chrono::duration_cast<Context::Clock::duration>(
+                                     std::chrono::duration<double>(std::min(ahead, 1e6)));
+}
+
+}  // namespace fairgate::internal
