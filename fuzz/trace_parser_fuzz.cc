@@ -32,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     // Durations stretch by at most the capacity on an oversubscribed machine.
     horizon *= trace->options.max_concurrency;
-    if (horizon / adaptive->interval > 1e6) return 0;
+    if (horizon / adaptive->interval.count() > 1e6) return 0;
   }
   auto result = fairgate::sim::Simulate(*trace, /*with_evidence=*/true);
   if (!result.ok()) return 0;  // a job refused by the core (a full queue) is a status too

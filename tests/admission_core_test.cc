@@ -356,7 +356,7 @@ TEST_CASE("Core.Coalesce.AJoinedJobLeavesWithItsLastCaller") {
   auto core = MakeCore(options);
   JobTypeConfig mirror = Type(1, 1);
   mirror.coalesce = Coalesce::kSupersede;  // the core treats both kinds alike
-  mirror.max_queue_wait = 10;
+  mirror.max_queue_wait = Seconds(10);
   REQUIRE(core->RegisterType("mirror", mirror).ok());
   REQUIRE(core->RegisterType("other", Type(1, 1)).ok());
   Add(*core, "other", "x");
@@ -408,7 +408,7 @@ TEST_CASE("Core.QueueWait.AJobStillPendingAtItsLimitExpiresUnchargedParkedOrNot"
   options.max_concurrency = 1;
   auto core = MakeCore(options);
   JobTypeConfig limited = Type(1, 1, "git", 5);
-  limited.max_queue_wait = 2;
+  limited.max_queue_wait = Seconds(2);
   REQUIRE(core->RegisterType("t", limited).ok());
   REQUIRE(core->RegisterType("free", Type(1, 1)).ok());
   CHECK(core->NextExpiryAt() == std::nullopt);
@@ -478,7 +478,7 @@ TEST_CASE("Core.Pause.APausedJobIsNotAdmittedAndItsAgingClockStops") {
   CHECK(core->PauseType("nope", 12).code() == absl::StatusCode::kNotFound);
   // A queue-wait limit keeps running while its job is paused.
   JobTypeConfig limited = Type(1, 1);
-  limited.max_queue_wait = 1;
+  limited.max_queue_wait = Seconds(1);
   REQUIRE(core->RegisterType("limited", limited).ok());
   REQUIRE(core->PauseType("limited", 12).ok());
   JobTicket waiting = Add(*core, "limited", "z", "m", std::nullopt, 12);
@@ -814,7 +814,7 @@ TEST_CASE("Core.EnqueueAndAdmit.IsEnqueueThenNextAdmission") {
           Type(1 + pick(3), 1 + pick(3), chance(0.5) ? "git" : "", static_cast<double>(pick(4)));
       if (!config.conflict_group.empty()) config.conflict_limit = 1 + pick(2);
       if (chance(0.3)) config.slots = 1 + pick(2);
-      if (chance(0.2)) config.max_queue_wait = 1 + pick(3);
+      if (chance(0.2)) config.max_queue_wait = Seconds(1 + pick(3));
       if (chance(0.2)) config.coalesce = Coalesce::kJoin;
       REQUIRE(a->RegisterType(name, config).code() == b->RegisterType(name, config).code());
     }

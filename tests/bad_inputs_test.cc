@@ -157,10 +157,10 @@ std::vector<Row> Rows() {
                 JobTypeConfig{.conflict_limit = 2});
   register_type("max_queue_wait = -1", absl::StatusCode::kInvalidArgument,
                 "max_queue_wait must be finite and >= 0, got -1", "fetch",
-                JobTypeConfig{.max_queue_wait = -1});
+                JobTypeConfig{.max_queue_wait = Seconds(-1)});
   register_type("max_queue_wait = NaN", absl::StatusCode::kInvalidArgument,
                 "max_queue_wait must be finite and >= 0", "fetch",
-                JobTypeConfig{.max_queue_wait = kNaN});
+                JobTypeConfig{.max_queue_wait = Seconds(kNaN)});
   register_type("coalesce = Coalesce(7)", absl::StatusCode::kInvalidArgument,
                 "coalesce 7 is not one of kOff, kJoin, kSupersede", "fetch",
                 JobTypeConfig{.coalesce = static_cast<Coalesce>(7)});
@@ -260,9 +260,9 @@ std::vector<Row> Rows() {
   run("OpenSqliteStore", "a file in a directory that does not exist",
       absl::StatusCode::kFailedPrecondition, "state file /nonexistent/state.db: open",
       [] { return OpenSqliteStore("/nonexistent/state.db").status(); });
-  run("OpenSqliteStore", "busy_timeout_seconds = -1", absl::StatusCode::kInvalidArgument,
-      "busy_timeout_seconds must be finite and >= 0",
-      [] { return OpenSqliteStore(StatePath("busy.db"), {.busy_timeout_seconds = -1}).status(); });
+  run("OpenSqliteStore", "busy_timeout = -1 s", absl::StatusCode::kInvalidArgument,
+      "busy_timeout must be finite and >= 0 seconds",
+      [] { return OpenSqliteStore(StatePath("busy.db"), {.busy_timeout = Seconds(-1)}).status(); });
   run("Scheduler::SubmitDurable", "no store", absl::StatusCode::kFailedPrecondition,
       "SubmitDurable needs a store",
       [] { return Ready()->SubmitDurable("clone", "id", "k", "").status(); });

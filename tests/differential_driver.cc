@@ -122,7 +122,7 @@ class Run {
         }
         if (choices_.Chance(0.3)) config.slots = choices_.Between(1, 3);
         if (choices_.Chance(0.3)) {
-          config.max_queue_wait = choices_.Pick(std::vector<double>{0.5, 1, 3, 6});
+          config.max_queue_wait = Seconds(choices_.Pick(std::vector<double>{0.5, 1, 3, 6}));
         }
         if (choices_.Chance(0.4)) {
           config.coalesce = choices_.Chance(0.5) ? Coalesce::kJoin : Coalesce::kSupersede;

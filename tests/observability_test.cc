@@ -167,14 +167,19 @@ struct Recorder : Observer {
   }
 };
 
+// Options of one slot on `clock`, observed by `recorder`.
+SchedulerOptions ObservedOptions(Clocked& clock, const std::shared_ptr<Recorder>& recorder) {
+  SchedulerOptions options = clock.Options();
+  options.max_concurrency = 1;
+  options.observers = {recorder};
+  return options;
+}
+
 TEST_CASE("Observability.Observers.SeeEveryDecisionInOrderOutsideTheLock") {
   Watchdog watchdog("observers", 60s);
   Clocked clock;
   auto recorder = std::make_shared<Recorder>();
-  SchedulerOptions options = clock.Options();
-  options.max_concurrency = 1;
-  options.observers = {recorder};
-  auto scheduler = Make(options);
+  auto scheduler = Make(ObservedOptions(clock, recorder));
   recorder->scheduler = scheduler.get();
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 3)).ok());
   REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux.git", "alice", clock.Takes(5))
@@ -310,12 +315,9 @@ TEST_CASE("Observability.Observers.AQueueWaitExpiryIsAnExpireEventNotACancel") {
   Watchdog watchdog("observer expiry", 60s);
   Clocked clock;
   auto recorder = std::make_shared<Recorder>();
-  SchedulerOptions options = clock.Options();
-  options.max_concurrency = 1;
-  options.observers = {recorder};
-  auto scheduler = Make(options);
+  auto scheduler = Make(ObservedOptions(clock, recorder));
   JobTypeConfig clone = Type(8, 1);
-  clone.max_queue_wait = 10;
+  clone.max_queue_wait = Seconds(10);
   REQUIRE(scheduler->RegisterType("clone", clone).ok());
   Gate gate;
   REQUIRE(scheduler->Submit("clone", "a", "holder", testing::HoldUntil(gate), {}).ok());

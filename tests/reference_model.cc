@@ -265,7 +265,7 @@ double& ReferenceModel::UseEstimate(const ModelJob& job, double now) {
 void ReferenceModel::AdvanceTo(double now) {
   std::vector<std::tuple<double, std::uint64_t, int>> due;  // (limit reached at, seq, job)
   for (const auto& [n, job] : jobs_) {
-    const double limit = types_.at(job.type).max_queue_wait;
+    const double limit = types_.at(job.type).max_queue_wait.count();
     if (!job.running && limit > 0 && job.arrival + limit <= now) {
       due.emplace_back(job.arrival + limit, job.seq, n);
     }

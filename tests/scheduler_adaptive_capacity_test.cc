@@ -53,7 +53,8 @@ TEST_CASE("AdaptiveCapacity.Options.BadRulesAreRefusedNamingTheField") {
   };
   CHECK(refusal({.min = 0}) == "adaptive_capacity.min must be in [1, max_concurrency 4], got 0");
   CHECK(refusal({.min = 5}) == "adaptive_capacity.min must be in [1, max_concurrency 4], got 5");
-  CHECK(refusal({.interval = 0}) == "adaptive_capacity.interval must be finite and > 0, got 0");
+  CHECK(refusal({.interval = Seconds(0)}) ==
+        "adaptive_capacity.interval must be finite and > 0, got 0");
   CHECK(refusal({.high = 1.5}) == "adaptive_capacity.high must be in (0, 1], got 1.5");
   CHECK(refusal({.high = 0.2, .low = 0.2}) ==
         "adaptive_capacity.low must be in [0, high 0.2), got 0.2");
@@ -94,7 +95,7 @@ TEST_CASE("AdaptiveCapacity.Scheduler.TheCapFollowsPressureAndALowerCapAdmitsLes
   SchedulerOptions options = SchedulerOptions::Default();
   options.max_concurrency = 4;
   options.adaptive_capacity =
-      AdaptiveCapacity{.min = 1, .interval = 0.01, .stalled_seconds = stall.Source()};
+      AdaptiveCapacity{.min = 1, .interval = Seconds(0.01), .stalled_seconds = stall.Source()};
   auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
   REQUIRE(created.ok());
   std::unique_ptr<Scheduler> scheduler = *std::move(created);

@@ -301,7 +301,7 @@ TEST_CASE("Scheduler.Coalesce.EveryCallOfAnExpiredOrShutDownJobIsToldOnce") {
     auto scheduler = *Scheduler::Create(testing::WithPoolUnderTest(options));
     JobTypeConfig mirror = testing::Type(1, 1);
     mirror.coalesce = Coalesce::kJoin;
-    if (expire) mirror.max_queue_wait = 0.05;
+    if (expire) mirror.max_queue_wait = Seconds(0.05);
     REQUIRE(scheduler->RegisterType("mirror", mirror).ok());
     Gate hold;
     std::promise<Status> holder;

@@ -664,7 +664,7 @@ TEST_CASE("Scheduler.QueueWait.JobsPendingAtTheLimitLeaveWithDeadlineExceededUnc
   options.sweep_interval = 3600s;
   auto scheduler = Make(options);
   JobTypeConfig clone = Type(1, 1);
-  clone.max_queue_wait = 0.05;
+  clone.max_queue_wait = Seconds(0.05);
   REQUIRE(scheduler->RegisterType("clone", clone).ok());
   Gate gate;
   std::promise<Status> holder_done;
@@ -720,7 +720,7 @@ TEST_CASE("Scheduler.QueueWait.ASnapshotPastTheLimitCountsTheJobOutAndItIsStillT
   options.clock = [now] { return Seconds(now->load()); };
   auto scheduler = Make(options);
   JobTypeConfig clone = Type(1, 1);
-  clone.max_queue_wait = 10;
+  clone.max_queue_wait = Seconds(10);
   REQUIRE(scheduler->RegisterType("clone", clone).ok());
   Gate gate;
   REQUIRE(scheduler->Submit("clone", "r", "holder", HoldUntil(gate), {}).ok());

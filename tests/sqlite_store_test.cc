@@ -31,7 +31,7 @@ TEST_CASE("SqliteStore.FilesItCannotUseAreRefusedWithStatusesNamingThem") {
   testing::TempDir dir;
   CHECK(OpenSqliteStore("").status().code() == absl::StatusCode::kInvalidArgument);
   SqliteStoreOptions bad;
-  bad.busy_timeout_seconds = -1;
+  bad.busy_timeout = Seconds(-1);
   CHECK(OpenSqliteStore(dir.path() + "/x.db", bad).status().code() ==
         absl::StatusCode::kInvalidArgument);
 
@@ -62,7 +62,7 @@ TEST_CASE("SqliteStore.ALockHeldByAnotherProcessEndsInUnavailableAfterTheBusyTim
   testing::TempDir dir;
   const std::string path = dir.path() + "/state.db";
   SqliteStoreOptions options;
-  options.busy_timeout_seconds = 0.05;
+  options.busy_timeout = Seconds(0.05);
   auto store = *OpenSqliteStore(path, options);
   sqlite3* other = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &other) == SQLITE_OK);

@@ -120,7 +120,7 @@ TEST_CASE("Trace.MachineAndAdaptiveCapacityAreRead") {
   REQUIRE(trace->options.adaptive_capacity.has_value());
   const AdaptiveCapacity& rule = *trace->options.adaptive_capacity;
   CHECK(rule.min == 2);
-  CHECK(rule.interval == 0.5);
+  CHECK(rule.interval == Seconds(0.5));
   CHECK(rule.high == 0.3);
   CHECK(rule.low == 0.1);
   CHECK(rule.decrease == 0.5);
@@ -139,7 +139,7 @@ TEST_CASE("Trace.PausesAndQueueWaitLimitsAreRead") {
     "pauses": [{"type": "clone", "from": 1, "until": 3}, {"key": "a", "from": 0.5}]})",
                                      "t.json");
   REQUIRE_MESSAGE(trace.ok(), trace.status().message());
-  CHECK(trace->types[0].second.max_queue_wait == 2.5);
+  CHECK(trace->types[0].second.max_queue_wait == Seconds(2.5));
   REQUIRE(trace->pauses.size() == 2);
   CHECK(trace->pauses[0].type == "clone");
   CHECK_FALSE(trace->pauses[0].key.has_value());

@@ -24,13 +24,14 @@
 
 #include <functional>
 
+#include "fairgate/seconds.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
 
 struct AdaptiveCapacity {
   int min = 1;             // the least cap, >= 1 and <= max_concurrency
-  double interval = 1.0;   // seconds between two applications of the rule, finite and > 0
+  Seconds interval{1.0};   // between two applications of the rule, finite and > 0
   double high = 0.2;       // pressure above which the cap shrinks, in (0, 1]
   double low = 0.05;       // pressure below which, with work waiting, it grows; in [0, high)
   double decrease = 0.75;  // the factor of a shrink, in (0, 1)

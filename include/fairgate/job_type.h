@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fairgate/seconds.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
@@ -52,11 +53,11 @@ struct JobTypeConfig {
   // SchedulerOptions::shortest_first_aging a, the place is estimate + a * arrival, so the key's
   // later short jobs cannot keep a long one waiting for ever.
   bool shortest_first = false;
-  // Queue-wait limit, in seconds: a job of this type still pending this long after it was
+  // Queue-wait limit: a job of this type still pending this long after it was
   // enqueued leaves the queue, uncharged, instead of being admitted (RunSync returns
   // DeadlineExceeded, a Submit callback and an Acquire callback get it). Work nobody waits for
   // any more does not run late. Finite and >= 0; 0: no limit.
-  double max_queue_wait = 0;
+  Seconds max_queue_wait{0};
   // Coalescing of requests for the same id ("Coalescing" in fairgate/scheduler.h): a Submit or
   // RunSync of an id whose job is pending joins that job instead of queueing another, and a
   // RunSync also joins one that is running; the job runs once and every caller gets its status.

@@ -24,13 +24,11 @@
 #include "fairgate/evidence.h"
 #include "fairgate/key_limits.h"
 #include "fairgate/observer.h"
+#include "fairgate/seconds.h"
 #include "fairgate/status.h"
 #include "fairgate/store.h"
 
 namespace fairgate {
-
-// Durations in fairgate are seconds held in a double, as the costs are.
-using Seconds = std::chrono::duration<double>;
 
 // Aging: a pending job's place in the order rises with its wait, so that no tier's work waits
 // for ever behind a busier one. After `grace`, and then after each `interval`, the job's

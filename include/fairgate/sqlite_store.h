@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "fairgate/seconds.h"
 #include "fairgate/status.h"
 #include "fairgate/store.h"
 
@@ -27,7 +28,7 @@ struct SqliteStoreOptions {
   enum class Sync { kNormal, kFull };
   Sync synchronous = Sync::kFull;
   // How long a write waits for another process's lock on the file before Unavailable. >= 0.
-  double busy_timeout_seconds = 5.0;
+  Seconds busy_timeout{5.0};
   friend bool operator==(const SqliteStoreOptions&, const SqliteStoreOptions&) = default;
 };
 

@@ -23,9 +23,9 @@ Status ValidateAdaptiveCapacity(const AdaptiveCapacity& rule, int max_concurrenc
         absl::StrCat("adaptive_capacity.min must be in [1, max_concurrency ", max_concurrency,
                      "], got ", rule.min));
   }
-  if (!std::isfinite(rule.interval) || rule.interval <= 0) {
+  if (const double interval = rule.interval.count(); !std::isfinite(interval) || interval <= 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("adaptive_capacity.interval must be finite and > 0, got ", rule.interval));
+        absl::StrCat("adaptive_capacity.interval must be finite and > 0, got ", interval));
   }
   if (!(rule.high > 0 && rule.high <= 1)) {
     return absl::InvalidArgumentError(

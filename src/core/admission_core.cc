@@ -267,7 +267,7 @@ bool AdmissionCore::AdmitsAtOnce(const Job& job, double now) const {
   DecisionSkips unused;  // TypeFits counts a skip only for a lane set with jobs: none here
   return TypeFits(type, type.lanes, unused) && Admissible(*job.key) &&
          (job.resource == nullptr || !job.resource->full()) &&
-         !(type.config.max_queue_wait > 0 && ExpiryAt(job) <= now) &&
+         !(type.config.max_queue_wait.count() > 0 && ExpiryAt(job) <= now) &&
          !(options_.aging && TierAbove(*type.tier) != nullptr && NextStepAt(job) <= now);
 }
 
@@ -389,7 +389,7 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
 }
 
 // Inlined into Admit and AdmitAtOnce, as it was part of Admit: called, it cost every admission
-// about 45 instructions more (bench/README.md, "A job admitted without entering the order").
+// about 45 instructions more (bench/HISTORY.md).
 [[gnu::always_inline]] inline EstimateTable::Entry* AdmissionCore::DescribeAdmission(
     const Job& job, int effective_priority, const DecisionSkips& skipped, double now,
     Admission& admission) {
@@ -606,17 +606,17 @@ std::optional<double> AdmissionCore::NextExpiryAt() const {
 }
 
 double AdmissionCore::ExpiryAt(const Job& job) const {
-  return job.arrival + job.type->config.max_queue_wait;
+  return job.arrival + job.type->config.max_queue_wait.count();
 }
 
 void AdmissionCore::ScheduleExpiry(Job& job) {
-  if (job.type->config.max_queue_wait > 0) {
+  if (job.type->config.max_queue_wait.count() > 0) {
     expiries_.insert({SortableBits(ExpiryAt(job)), job.seq, &job});
   }
 }
 
 void AdmissionCore::UnscheduleExpiry(Job& job) {
-  if (job.type->config.max_queue_wait > 0) {
+  if (job.type->config.max_queue_wait.count() > 0) {
     expiries_.erase({SortableBits(ExpiryAt(job)), job.seq, &job});
   }
 }
@@ -1131,7 +1131,7 @@ void AdmissionCore::SyncProxies(Resource& resource) {
 
 void AdmissionCore::Reopen(Resource& resource) {
   // A group of a few parked lanes sends their first jobs home at once: as cheap as linking the
-  // proxy, and their keys keep fewer lanes to relink at each charge (bench/README.md). A larger
+  // proxy, and their keys keep fewer lanes to relink at each charge (bench/HISTORY.md). A larger
   // group is left to its proxy, so that a release costs O(log n) however many wait.
   static constexpr std::size_t kReturnedAtOnce = 4;
   for (auto& group : resource.groups) {

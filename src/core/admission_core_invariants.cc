@@ -79,7 +79,7 @@ Status AdmissionCore::CheckInvariants() const {
         return Broken(absl::StrCat("job ", job.seq, "'s aging step is not in the queue"));
       }
     }
-    if (job.type->config.max_queue_wait > 0) {
+    if (job.type->config.max_queue_wait.count() > 0) {
       ++expiring;
       if (!expiries_.contains({SortableBits(ExpiryAt(job)), job.seq, const_cast<Job*>(&job)})) {
         return Broken(absl::StrCat("job ", job.seq, "'s queue-wait limit is not in its queue"));

@@ -8,7 +8,7 @@
 //
 // A running job may hold the entry it was charged from (UseAndHold), so that its completion
 // learns through the hold without a second lookup (LearnHeld: about 120 instructions of the
-// scheduler's lock per job, bench/README.md). Holding changes nothing the table tells: an entry
+// scheduler's lock per job, bench/HISTORY.md). Holding changes nothing the table tells: an entry
 // evicted while held leaves the table as any other (a later use starts again from the default
 // cost) and stays alive only for its holders, whose LearnHeld then learns as Learn would, into
 // whatever entry the (type, id) has by then.

@@ -30,9 +30,9 @@ Status ValidateJobType(std::string_view name, const JobTypeConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "job type '", n, "': conflict_limit ", config.conflict_limit, " needs a conflict_group"));
   }
-  if (!std::isfinite(config.max_queue_wait) || config.max_queue_wait < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "job type '", n, "': max_queue_wait must be finite and >= 0, got ", config.max_queue_wait));
+  if (const double wait = config.max_queue_wait.count(); !std::isfinite(wait) || wait < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job type '", n, "': max_queue_wait must be finite and >= 0, got ", wait));
   }
   if (config.coalesce != Coalesce::kOff && config.coalesce != Coalesce::kJoin &&
       config.coalesce != Coalesce::kSupersede) {

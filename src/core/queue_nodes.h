@@ -101,7 +101,7 @@ struct Job {
   bool was_parked : 1 = false;  // set aside for a full resource at least once
   bool joinable : 1 = false;    // in its type's join points (JobTypeConfig::coalesce)
 };
-static_assert(sizeof(Job) == 112, "a pending job's size is stated in bench/README.md");
+static_assert(sizeof(Job) == 112, "a pending job's size is stated in bench/HISTORY.md");
 
 // A ready job's place in its lane, copied so that the lane's order and its head are read without
 // touching the jobs. Seqs are unique, so entries are too.
@@ -117,7 +117,7 @@ inline ReadyEntry ReadyEntryOf(const Job& job) {
 // A lane's jobs, by their place. Most lanes hold one job at a time (a client whose calls wait for
 // each other, a backlog spread over more keys than jobs): that one is kept in the lane itself,
 // and a B-tree (a node allocated and freed under the runtime's lock per job) is made only when a
-// second job arrives; it is kept until the lane empties (bench/README.md, "One job in a lane").
+// second job arrives; it is kept until the lane empties (bench/HISTORY.md).
 class LaneJobs {
  public:
   bool empty() const { return only_.job == nullptr && more_.empty(); }
@@ -125,7 +125,7 @@ class LaneJobs {
   const ReadyEntry& front() const { return more_.empty() ? only_ : *more_.begin(); }
   // A lane's jobs mostly arrive in its order and leave from its front (FIFO within a key): an
   // insert is tried at the end first and an erase at the front, each found without a search from
-  // the root (bench/README.md, "A lane's jobs in arrival order").
+  // the root (bench/HISTORY.md).
   void insert(const ReadyEntry& e) {
     if (!more_.empty()) {
       more_.insert(more_.end(), e);  // a hint: anywhere else, absl searches as insert(e) does
@@ -221,7 +221,7 @@ class LaneSet {
   // `from`'s neighbours, the entry is rewritten where it is, without an erase and an insert: so
   // a set of one lane (one client's backlog, a burst from one key), which every move would
   // otherwise empty (a B-tree frees its root when its last entry leaves and allocates one at the
-  // next insert), moves in place (bench/README.md, "A lane moved in place").
+  // next insert), moves in place (bench/HISTORY.md).
   void Move(const LaneEntry& from, const LaneEntry& to) {
     if (compact_ && !CompactLaneEntry::Fits(to)) MakeFull();
     if (compact_) {
@@ -283,7 +283,7 @@ class LaneSet {
 // (LaneFor), a cache miss each at large backlogs: what those visits read (the next lane, the set
 // that names the lane's type, tier and resource, and its place there) is in the lane's first 64
 // bytes, so a visit touches one cache line or two, where it touched up to three
-// (bench/README.md). Aligning lanes to a line would make it one, but aligned allocation cost
+// (bench/HISTORY.md). Aligning lanes to a line would make it one, but aligned allocation cost
 // more than it saved where lanes come and go at each job.
 struct Lane {
   Lane* next_in_key = nullptr;  // the key's next lane (home and parked)

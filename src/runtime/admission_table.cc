@@ -112,7 +112,7 @@ Status AdmissionTable::Enqueue(const RecordPtr& record, const core::EnqueueReque
   if (at_once) {
     *admitted_at_once = true;
     // Signalling the caller itself would cost it a lock, a notify and a wait on its own record
-    // (about 600 instructions per RunSync into a scheduler with room: bench/README.md). It is in
+    // (about 600 instructions per RunSync into a scheduler with room: bench/HISTORY.md). It is in
     // the decision: EnqueueLocked lists what it admits.
     RecordList& admitted = decision.admitted;
     if (auto it = std::find(admitted.begin(), admitted.end(), record); it != admitted.end()) {
@@ -181,7 +181,7 @@ Status AdmissionTable::SettleRunSync(const RecordPtr& record, bool decided, cons
                                      bool& run) {
   run = false;
   // An admitted caller does not take the lock again to learn that it was: with many threads
-  // calling, waiting for that lock again held its slot idle (bench/README.md).
+  // calling, waiting for that lock again held its slot idle (bench/HISTORY.md).
   std::optional<Locked> lock;
   if (!decided) lock.emplace(this);
   switch (record->state) {

@@ -62,7 +62,7 @@ struct Decision {
 // A Submit waiting in the intake: what Accept would enqueue, owned. It lives in one allocation
 // with its job's record (IntakeRecord) and owns that allocation while it waits: `record` points
 // into it. One allocation per Submit instead of two, made by the submitter and freed on another
-// thread, where glibc's malloc costs most (bench/README.md).
+// thread, where glibc's malloc costs most (bench/HISTORY.md).
 struct IntakeEntry {
   IntakeEntry* next = nullptr;
   RecordPtr record;
@@ -100,7 +100,7 @@ class AdmissionTable {
   // and queues them itself: callers that submit faster than the core can queue are held back to
   // its pace, and a holder inherits about this many enqueues at most (milliseconds on the 2-core
   // VM). The larger it is, the less a burst of Submits into a busy pool waits for the holders'
-  // queueing (bench/README.md).
+  // queueing (bench/HISTORY.md).
   static constexpr std::size_t kIntakeLimit = 16384;
 
   AdmissionTable(const SchedulerOptions& options, std::unique_ptr<core::AdmissionCore> core,

@@ -21,7 +21,7 @@ StatusOr<bool> AdmissionTable::RegisterType(
   const std::uint32_t index = *core_->TypeIndex(name);
   if (coalesce_.size() <= index) coalesce_.resize(index + 1);
   coalesce_[index] = config.coalesce;
-  if (config.max_queue_wait == 0) intake_types_.Add(name);
+  if (config.max_queue_wait.count() == 0) intake_types_.Add(name);
   if (first && saved) {
     const double now = Now();
     const double wall = WallNow();

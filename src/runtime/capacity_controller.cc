@@ -12,8 +12,7 @@ CapacityController::CapacityController(Submission& scheduler, const AdaptiveCapa
       rule_(rule),
       max_concurrency_(max_concurrency),
       stalled_seconds_(std::move(stalled_seconds)),
-      interval_(std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double>(rule.interval))) {
+      interval_(std::chrono::duration_cast<Clock::duration>(rule.interval)) {
   // The rule is applied every interval, from a first sample taken now.
   Sample(Clock::now());
   next_ = Clock::now() + interval_;

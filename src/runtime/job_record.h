@@ -1,7 +1,7 @@
 // JobRecord: one accepted call (RunSync, Submit or Acquire) from its acceptance until it is
 // reported, and the small functions that report to its caller. Internal to src/runtime: the
-// scheduler (scheduler.cc) keeps the records of its pending and running jobs by ticket slot, and
-// every change of a record's state is made under the scheduler's lock (the table below).
+// admission table (admission_table.h) keeps the records of its pending and running jobs by ticket
+// slot, and every change of a record's state is made under its lock (the table below).
 #ifndef FAIRGATE_RUNTIME_JOB_RECORD_H_
 #define FAIRGATE_RUNTIME_JOB_RECORD_H_
 

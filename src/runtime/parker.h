@@ -5,7 +5,7 @@
 // holds the variable's spinlock, and that wake is a futex call that lets the woken thread take
 // the waker's core. The waker is then descheduled holding the spinlock, and every worker that
 // parks or wakes meanwhile spins on it for the rest of its time slice. With 64 workers on 2 cores
-// that spinning took 45 % of the CPU of a Submit burst (perf, bench/README.md), although the
+// that spinning took 45 % of the CPU of a Submit burst (perf, bench/HISTORY.md), although the
 // workers parked only a few hundred times per 100,000 jobs.
 //
 // So a worker parks below the fibers: the pool's worker threads run their fibers under

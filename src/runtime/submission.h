@@ -1,12 +1,12 @@
 // Submission: what a service built on the scheduler may ask of it. Internal to src/runtime.
 //
-// The runtime has three layers. The admission table (scheduler.cc: the core, its lock and the
-// records of the calls it decides), the calls that go through it (RunSync, Submit, Acquire), and
-// services built on Submit: periodic runs (periodic_runs.h), durable jobs (durable_jobs.h), the
-// state keeper (state_keeper.h), the fleet's claims and leases (claimer.h, fleet_leases.h). A
-// service reaches the scheduler only through this interface: each call takes the scheduler's lock
-// itself, briefly, and no service ever holds that lock, so a service's own lock may be held
-// across these calls (a service's lock comes before the scheduler's, never after).
+// The runtime has three layers. The admission table (admission_table.h: the core, its lock and
+// the records of the calls it decides), the calls that go through it (RunSync, Submit, Acquire:
+// Scheduler::Impl), and services built on Submit: periodic runs (periodic_runs.h), durable jobs
+// (durable_jobs.h), the state keeper (state_keeper.h), the fleet's claims and leases (claimer.h,
+// fleet_leases.h). A service reaches the scheduler only through this interface: each call takes the
+// scheduler's lock itself, briefly, and no service ever holds that lock, so a service's own lock
+// may be held across these calls (a service's lock comes before the scheduler's, never after).
 //
 // Thread safety: every method may be called from any thread or fiber at once.
 #ifndef FAIRGATE_RUNTIME_SUBMISSION_H_

@@ -5,8 +5,8 @@
 // the workers completing jobs (1.5-2.3 µs per call on the 2-core VM, most of it waiting and being
 // woken). A Submit needs no answer from the core when the scheduler can judge its request without
 // it (a registered type without a queue-wait limit, a non-empty id, a valid cost hint, no
-// pending bound): it pushes the job here and returns. Scheduler::Impl (scheduler.cc) takes the
-// intake every time it takes its lock, before anything else, so a caller's later calls find its
+// pending bound): it pushes the job here and returns. The AdmissionTable (admission_table.h) takes
+// the intake every time it takes its lock, before anything else, so a caller's later calls find its
 // earlier Submits queued, in the order they were pushed; and after releasing its lock it looks
 // again, so an entry pushed while the lock was held is never left behind (src/runtime/README.md,
 // "The Submit intake").

@@ -58,7 +58,7 @@ using WaitCondition = boost::fibers::condition_variable;
 // A lock that many threads take at once, each for a few instructions and never across a wait
 // (the pool's queue, the count of outstanding jobs). A fiber mutex is the wrong tool there: with
 // 64 worker threads on 2 cores its internal spinlock took most of the CPU of a Submit burst
-// (perf, bench/README.md). A thread mutex, tried up to 256 times before it sleeps the thread:
+// (perf, bench/HISTORY.md). A thread mutex, tried up to 256 times before it sleeps the thread:
 // for a lock held this briefly the holder is usually done within the spin (draining a backlog
 // with 64 workers on 2 cores: 250 k jobs/s with a plain std::mutex; 320-350 k spinning 64
 // times, 480 k 256 times, 316-334 k 1,024 times).
@@ -100,7 +100,7 @@ void SleepFor(Duration d) {
 // (without taking its cache line from the holder), before it falls to the mutex, which may put it
 // to sleep: a thread that sleeps on the lock must be woken by a system call, and sleepers fall
 // behind. Fibers do not spin: they have other fibers of their thread to give way to, and
-// spinning there costs the fibers' throughput (bench/README.md has the figures). Telling the two
+// spinning there costs the fibers' throughput (bench/HISTORY.md has the figures). Telling the two
 // apart initializes Boost.Fiber on a plain thread that finds the lock taken (its main context and
 // scheduler, as any fiber-aware wait on that thread does).
 class ABSL_LOCKABLE CoreMutex {

@@ -134,7 +134,7 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
   // The k-th interval ends at k * interval (a product, not a sum of k intervals, which drifts).
   std::int64_t ticks = 0;
   auto tick_at = [&](std::int64_t k) {
-    return adaptive ? static_cast<double>(k) * adaptive->interval
+    return adaptive ? static_cast<double>(k) * adaptive->interval.count()
                     : std::numeric_limits<double>::infinity();
   };
   double next_tick = tick_at(1);
@@ -165,8 +165,9 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
     last_t = t;
     if (t == next_tick) {  // adaptive capacity's rule, on the pressure of the interval
       const int current = core.capacity();
-      const int capacity = NextCapacity(*adaptive, current, trace.options.max_concurrency,
-                                        overloaded / adaptive->interval, core.pending_jobs() > 0);
+      const int capacity =
+          NextCapacity(*adaptive, current, trace.options.max_concurrency,
+                       overloaded / adaptive->interval.count(), core.pending_jobs() > 0);
       if (capacity != current) {
         if (Status s = core.SetCapacity(capacity); !s.ok()) return s;
         result.capacity_changes.emplace_back(t, capacity);

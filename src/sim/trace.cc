@@ -116,7 +116,7 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
   config.conflict_limit = conflict_limit.value_or(1);
   config.slots = slots.value_or(1);
   FAIRGATE_ASSIGN_OR_RETURN(max_queue_wait, r.Number("max_queue_wait", false));
-  config.max_queue_wait = max_queue_wait.value_or(0);
+  config.max_queue_wait = Seconds(max_queue_wait.value_or(0));
   FAIRGATE_ASSIGN_OR_RETURN(coalesce, r.String("coalesce", false));
   if (coalesce && *coalesce == "join") {
     config.coalesce = Coalesce::kJoin;
@@ -188,7 +188,7 @@ StatusOr<AdaptiveCapacity> ParseAdaptiveCapacity(const Json& value, const std::s
   FAIRGATE_ASSIGN_OR_RETURN(low, r.Number("low", false));
   FAIRGATE_ASSIGN_OR_RETURN(decrease, r.Number("decrease", false));
   rule.min = min.value_or(rule.min);
-  rule.interval = interval.value_or(rule.interval);
+  rule.interval = Seconds(interval.value_or(rule.interval.count()));
   rule.high = high.value_or(rule.high);
   rule.low = low.value_or(rule.low);
   rule.decrease = decrease.value_or(rule.decrease);

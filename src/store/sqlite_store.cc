@@ -92,9 +92,9 @@ class SqliteStore final : public Store {
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& path,
                                                const SqliteStoreOptions& options) {
     if (path.empty()) return absl::InvalidArgumentError("state file path is empty");
-    if (!std::isfinite(options.busy_timeout_seconds) || options.busy_timeout_seconds < 0) {
+    if (!std::isfinite(options.busy_timeout.count()) || options.busy_timeout.count() < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "busy_timeout_seconds must be finite and >= 0, got ", options.busy_timeout_seconds));
+          "busy_timeout must be finite and >= 0 seconds, got ", options.busy_timeout.count()));
     }
     sqlite3* raw = nullptr;
     const int opened = sqlite3_open_v2(
@@ -231,7 +231,7 @@ class SqliteStore final : public Store {
   SqliteStore(std::string path, Db db) : path_(std::move(path)), db_(std::move(db)) {}
 
   Status Prepare(const SqliteStoreOptions& options) {
-    sqlite3_busy_timeout(db_.get(), static_cast<int>(options.busy_timeout_seconds * 1000));
+    sqlite3_busy_timeout(db_.get(), static_cast<int>(options.busy_timeout.count() * 1000));
     sqlite3_extended_result_codes(db_.get(), 1);
     // Read first: a file that is not a database (or not readable) fails here, before any write.
     int version = 0;
