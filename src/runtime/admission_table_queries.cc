@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "absl/strings/str_cat.h"
 #include "runtime/admission_table.h"
 
 namespace fairgate::internal {

@@ -1,12 +1,9 @@
 // The calls of a Scheduler: RunSync, Submit (through the intake or not) and Acquire. Each makes
 // its call's record, has the admission table decide, and acts on the decision (dispatch.cc).
-#include <algorithm>
-#include <cmath>
 #include <memory>
 #include <mutex>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "runtime/context_state.h"
 #include "runtime/scheduler_impl.h"
 

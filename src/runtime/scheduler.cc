@@ -235,7 +235,7 @@ void Scheduler::Impl::TimerRunDue(internal::Timer::Clock::time_point now) {
   RecordList expired;
   Decision decision;
   table_.TakeDue(now, expired, decision);
-  Dispatch(decision.admitted);
+  Act(decision);
   periodic_runs_.RunDue(now);
   if (durable_) durable_->RunDue(now);
   for (const RecordPtr& record : expired) {
