@@ -138,13 +138,13 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
                     : std::numeric_limits<double>::infinity();
   };
   double next_tick = tick_at(1);
-  // With nothing else left to happen, ticks go on only while the rule would still raise the cap:
-  // jobs pending, the cap below max_concurrency, and `low` above the pressure of an idle machine
-  // (0: nothing runs once nothing is left to happen). Each such tick raises the cap by one, so
-  // they end, at max_concurrency at the latest.
+  // With nothing else left to happen, nothing runs, so every later interval's pressure is 0:
+  // ticks go on only while the rule would still change the cap at that pressure (it raises it,
+  // by one, while jobs are pending and `low` is above 0), so they end, at max_concurrency at the
+  // latest.
   auto cap_may_grow = [&] {
-    return adaptive && adaptive->low > 0 && core.pending_jobs() > 0 &&
-           core.capacity() < trace.options.max_concurrency;
+    return adaptive && NextCapacity(*adaptive, core.capacity(), trace.options.max_concurrency,
+                                    /*pressure=*/0.0, core.pending_jobs() > 0) != core.capacity();
   };
 
   result.outcomes.resize(trace.jobs.size());
