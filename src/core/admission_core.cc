@@ -67,7 +67,7 @@ StatusOr<std::unique_ptr<AdmissionCore>> AdmissionCore::Create(const SchedulerOp
 AdmissionCore::AdmissionCore(const SchedulerOptions& options)
     : options_(options),
       limits_in_use_(options.default_key_limits != KeyLimits{}),
-      capacity_(options.max_concurrency) {}
+      slots_(options.max_concurrency) {}
 
 AdmissionCore::~AdmissionCore() {
   // Hooks are safe-mode: unlink every node before the containers that own them die.
@@ -109,6 +109,7 @@ Status AdmissionCore::RegisterType(std::string_view name, const JobTypeConfig& c
   type->name = std::string(name);
   type->config = config;
   type->index = static_cast<std::uint32_t>(types_.size());
+  type->running.set_limit(config.max_concurrency);
   if (!config.conflict_group.empty()) {
     auto [it, inserted] = conflict_groups_.try_emplace(
         config.conflict_group,
@@ -121,6 +122,7 @@ Status AdmissionCore::RegisterType(std::string_view name, const JobTypeConfig& c
   if (tier_it == tiers_.end() || (*tier_it)->priority != config.priority) {
     auto tier = std::make_unique<TierState>();
     tier->priority = config.priority;
+    tier->slots.set_limit(config.priority);
     tier_it = tiers_.insert(tier_it, std::move(tier));
   }
   type->tier = tier_it->get();
@@ -262,11 +264,10 @@ bool AdmissionCore::AdmitsAtOnce(const Job& job, double now) const {
   // the caller's test, the first and the cheapest), and Pick would find every tier but the job's
   // empty, no lane held (lanes exist only with pending jobs) and no other type's lane to count as
   // skipped: it admits the job exactly when the checks Pick makes let it through (its type's caps
-  // in TypeFits, its key in SyncLane's Admissible, its resource in FrontOf), counting no skip.
+  // in TypeFits, its key in SyncLane's Admissible, its resource in FrontOf: the one list,
+  // BlockerOf), counting no skip.
   const TypeState& type = *job.type;
-  DecisionSkips unused;  // TypeFits counts a skip only for a lane set with jobs: none here
-  return TypeFits(type, type.lanes, unused) && Admissible(*job.key) &&
-         (job.resource == nullptr || !job.resource->full()) &&
+  return BlockerOf(job) == Blocker::kNone &&
          !(type.config.max_queue_wait.count() > 0 && ExpiryAt(job) <= now) &&
          !(options_.aging && TierAbove(*type.tier) != nullptr && NextStepAt(job) <= now);
 }
@@ -334,7 +335,7 @@ Job* AdmissionCore::FrontOf(LaneSet& lanes) {
       continue;
     }
     Job& head = *front.ready.front().job;
-    if (head.resource == nullptr || !head.resource->full()) return &head;
+    if (IdBlocker(head.resource) == Blocker::kNone) return &head;
     Park(head);
   }
   return nullptr;
@@ -342,7 +343,7 @@ Job* AdmissionCore::FrontOf(LaneSet& lanes) {
 
 std::optional<Admission> AdmissionCore::NextAdmission(double now) {
   AdvanceTo(now);
-  if (slots_.Full(capacity_)) return std::nullopt;
+  if (slots_.Full()) return std::nullopt;
   DecisionSkips skipped;
   parked_in_decision_ = 0;
   Job* job = Pick(skipped);
@@ -375,7 +376,7 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
       }
     }
     if (best == nullptr && tier->pending > 0) {
-      if (tier->slots.Full(tier->priority)) {
+      if (tier->slots.Full()) {  // no type of the tier fits (each takes a slot at least)
         ++skipped.tier_cap;
       } else {
         for (TypeState* type : tier->types) {
@@ -443,14 +444,14 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
 
 void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission) {
   job.key->acc = job.key->acc + admission.charge / admission.weight;
-  ForEachHold(job, [](Usage& usage, std::int32_t amount) { usage.Acquire(amount); });
+  ForEachHold(*this, job, [](Usage& usage, std::int32_t amount) { usage.Acquire(amount); });
 }
 
 // Inlined likewise.
 [[gnu::always_inline]] inline void AdmissionCore::StartRunning(Job& job, const Admission& admission,
                                                                EstimateTable::Entry* estimate) {
   // A resource this fills hides the jobs parked on it again.
-  if (job.resource != nullptr && job.resource->full()) SyncProxies(*job.resource);
+  if (IdBlocker(job.resource) != Blocker::kNone) SyncProxies(*job.resource);
   if (job.joinable) {  // RunSync requests for its id join it while it runs, Submits do not
     JoinPoint& point = JoinPointOf(job);
     point.pending = nullptr;
@@ -463,16 +464,6 @@ void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission) {
   job.effective_priority = admission.effective_priority;
   job.estimate = estimate;  // in the lane's place: the job has left it (or never entered one)
   job.state = JobState::kRunning;
-}
-
-template <typename Use>
-void AdmissionCore::ForEachHold(Job& job, Use use) {
-  const std::int32_t slots = job.type->config.slots;
-  use(slots_, slots);
-  use(job.type->tier->slots, slots);
-  use(job.type->running, 1);
-  use(job.key->running, 1);
-  if (job.resource != nullptr) use(job.resource->running, 1);
 }
 
 Status AdmissionCore::CompleteRunning(JobTicket ticket, double elapsed, double now,
@@ -497,10 +488,10 @@ Status AdmissionCore::CompleteRunning(JobTicket ticket, double elapsed, double n
   }
   const double acc = options_.reconcile ? key.acc + (elapsed - job->charge) / job->weight : key.acc;
   Resource* resource = job->resource;
-  const bool resource_was_full = resource != nullptr && resource->full();
+  const bool resource_was_full = IdBlocker(resource) != Blocker::kNone;
   auto release = [&] {
     key.acc = acc;
-    ForEachHold(*job, [](Usage& usage, std::int32_t amount) { usage.Release(amount); });
+    ForEachHold(*this, *job, [](Usage& usage, std::int32_t amount) { usage.Release(amount); });
   };
   // The key's lanes move only if its cost or (with limits) its admissibility may have changed.
   if (acc != key.acc || limits_in_use_) {
@@ -803,22 +794,30 @@ const KeyLimits& AdmissionCore::LimitsOf(const KeyState& key) const {
                                                   : options_.default_key_limits;
 }
 
-bool AdmissionCore::Admissible(const KeyState& key) const {
-  return !limits_in_use_ || ((key.settings == nullptr || !key.settings->paused) &&
-                             !key.running.Full(LimitsOf(key).max_running));
-}
-
-bool AdmissionCore::CountCapSkip(const TypeState& type, const LaneSet& lanes,
-                                 DecisionSkips& skipped) const {
-  if (type.paused) return false;  // not a cap: nothing to count
-  const std::int32_t slots = type.config.slots;
-  int* full = !type.tier->slots.Fits(slots, type.tier->priority) ? &skipped.tier_cap
-              : !slots_.Fits(slots, capacity_)                   ? &skipped.global_cap
-              : type.running.Full(type.config.max_concurrency)   ? &skipped.type_cap
-                                                                 : nullptr;
-  FAIRGATE_CORE_CHECK(full != nullptr, "a type was skipped with every cap open");
-  *full += !lanes.empty();
-  return false;
+void AdmissionCore::CountSkip(Blocker blocker, DecisionSkips& skipped) {
+  switch (blocker) {
+    case Blocker::kGlobalCap:
+      ++skipped.global_cap;
+      return;
+    case Blocker::kTierCap:
+      ++skipped.tier_cap;
+      return;
+    case Blocker::kTypeCap:
+      ++skipped.type_cap;
+      return;
+    case Blocker::kKeyLimit:
+    case Blocker::kKeyPaused:
+      ++skipped.key_limit;
+      return;
+    case Blocker::kConflictLimit:
+      ++skipped.conflict;
+      return;
+    case Blocker::kTypePaused:  // not a cap: nothing to count
+      return;
+    case Blocker::kNone:
+      break;
+  }
+  FAIRGATE_CORE_CHECK(false, "a skip was counted with every constraint open");
 }
 
 bool AdmissionCore::Reserved(const KeyState& key) const {
@@ -844,14 +843,14 @@ Status AdmissionCore::SetCapacity(int capacity) {
     return absl::InvalidArgumentError(absl::StrCat("capacity must be in [1, max_concurrency ",
                                                    options_.max_concurrency, "], got ", capacity));
   }
-  capacity_ = capacity;
+  slots_.set_limit(capacity);
   return absl::OkStatus();
 }
 
 Snapshot AdmissionCore::TakeSnapshot() const {
   Snapshot s;
   s.max_concurrency = options_.max_concurrency;
-  s.capacity = capacity_;
+  s.capacity = slots_.limit();
   s.slots_in_use = slots_.used();
   s.pending = pending_;
   for (const auto& tier : tiers_) {
@@ -1041,7 +1040,7 @@ Resource* AdmissionCore::ResourceFor(const TypeState& type, absl::string_view id
   if (it == resources_.end()) {
     it = resources_.emplace(IndexedName{type.conflict_group, std::string(id)}, Resource{}).first;
     it->second.name = &it->first;
-    it->second.limit = type.config.conflict_limit;  // every type of the group gives the same
+    it->second.running.set_limit(type.config.conflict_limit);  // the same for the whole group
   }
   return &it->second;
 }
@@ -1099,7 +1098,9 @@ void AdmissionCore::SyncLane(Lane& lane) {
 
 void AdmissionCore::SyncProxy(WaitGroup& group) {
   std::optional<AdmissionOrder> order;
-  if (!group.lanes.empty() && !group.resource->full()) order = group.lanes.front()->order;
+  if (!group.lanes.empty() && IdBlocker(group.resource) == Blocker::kNone) {
+    order = group.lanes.front()->order;
+  }
   PlaceLane(group.proxy, order);
 }
 

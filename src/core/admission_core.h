@@ -36,6 +36,7 @@
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
+#include "core/constraints.h"
 #include "core/estimate_table.h"
 #include "core/order.h"
 #include "core/queue_nodes.h"
@@ -264,10 +265,10 @@ class AdmissionCore {
   // slots are below it (nothing running is stopped); a higher one may admit at once (call
   // NextAdmission). InvalidArgument unless 1 <= capacity <= max_concurrency.
   Status SetCapacity(int capacity);
-  int capacity() const { return capacity_; }
+  int capacity() const { return slots_.limit(); }
   // Whether the running jobs take every slot of the global cap in force: nothing is admitted
   // until one completes (or the cap grows).
-  bool full() const { return slots_.Full(capacity_); }
+  bool full() const { return slots_.Full(); }
   std::int64_t pending_jobs() const { return pending_; }
 
   Snapshot TakeSnapshot() const;
@@ -321,25 +322,61 @@ class AdmissionCore {
   const KeyLimits& LimitsOf(const KeyState& key) const;
   // When a pending job's next aging step is due.
   double NextStepAt(const Job& job) const;
-  // The constraints (core/constraints.h). Whether the key limit lets the key run one more job.
-  bool Admissible(const KeyState& key) const;
-  // Whether the caps that depend on the type alone (tier, global, type) have room for one more
-  // job of `type`; if not, counts `lanes` (when it has jobs) as skipped by the cap that is full.
-  bool TypeFits(const TypeState& type, const LaneSet& lanes, DecisionSkips& skipped) const {
-    const std::int32_t slots = type.config.slots;
-    if (!type.paused && slots_.Fits(slots, capacity_) &&
-        type.tier->slots.Fits(slots, type.tier->priority) &&
-        !type.running.Full(type.config.max_concurrency)) {
-      return true;
-    }
-    return CountCapSkip(type, lanes, skipped);
+  // The one list of constraints (core/constraints.h): whether a job may run, and if not, the
+  // first constraint without room for it. Every check of admissibility, in the pick, the fast
+  // path, the skip counts and CheckInvariants, is one of these.
+  Blocker BlockerOf(const Job& job) const {
+    if (const Blocker b = TypeBlocker(*job.type); b != Blocker::kNone) return b;
+    if (const Blocker b = KeyBlocker(*job.key); b != Blocker::kNone) return b;
+    return IdBlocker(job.resource);
   }
-  // TypeFits when a cap is full or the type paused: counts the skip (a cap's); false.
-  bool CountCapSkip(const TypeState& type, const LaneSet& lanes, DecisionSkips& skipped) const;
-  // Calls `use(usage, amount)` for every constraint a running `job` holds: the one list that
-  // admission acquires and completion releases.
-  template <typename Use>
-  void ForEachHold(Job& job, Use use);
+  // The type level: the type's pause, then the tier, global and type caps.
+  Blocker TypeBlocker(const TypeState& type) const {
+    const std::int32_t slots = type.config.slots;
+    if (type.paused) return Blocker::kTypePaused;
+    if (!type.tier->slots.Fits(slots)) return Blocker::kTierCap;
+    if (!slots_.Fits(slots)) return Blocker::kGlobalCap;
+    if (type.running.Full()) return Blocker::kTypeCap;
+    return Blocker::kNone;
+  }
+  // The key level: the key's pause, then its max_running. Nothing until a key has limits or a
+  // pause (limits_in_use_): until then the checks cost nothing.
+  Blocker KeyBlocker(const KeyState& key) const {
+    if (!limits_in_use_) return Blocker::kNone;
+    if (key.settings != nullptr && key.settings->paused) return Blocker::kKeyPaused;
+    if (key.running.used() >= LimitsOf(key).max_running) return Blocker::kKeyLimit;
+    return Blocker::kNone;
+  }
+  // The id level: the conflict limit of the job's resource (null: the type has no conflict group).
+  static Blocker IdBlocker(const Resource* resource) {
+    return resource != nullptr && resource->running.Full() ? Blocker::kConflictLimit
+                                                           : Blocker::kNone;
+  }
+  // Whether the key level lets the key run one more job: its lanes are linked, not held.
+  bool Admissible(const KeyState& key) const { return KeyBlocker(key) == Blocker::kNone; }
+  // Whether the type level has room for one more job of `type`; if not, counts `lanes` (when it
+  // has jobs) as skipped by the cap without room (a pause is not a cap: not counted).
+  bool TypeFits(const TypeState& type, const LaneSet& lanes, DecisionSkips& skipped) const {
+    const Blocker blocker = TypeBlocker(type);
+    if (blocker == Blocker::kNone) return true;
+    if (!lanes.empty()) CountSkip(blocker, skipped);
+    return false;
+  }
+  // Counts one skip by `blocker` (not kNone) in `skipped`: the one map from a constraint to the
+  // evidence's count of it.
+  static void CountSkip(Blocker blocker, DecisionSkips& skipped);
+  // Calls `use(usage, amount)` for every constraint of the list a running `job` holds: admission
+  // acquires exactly these, completion releases exactly these, CheckInvariants recounts exactly
+  // these. `Self` is AdmissionCore or const AdmissionCore.
+  template <typename Self, typename Use>
+  static void ForEachHold(Self& self, const Job& job, Use use) {
+    const std::int32_t slots = job.type->config.slots;
+    use(self.slots_, slots);
+    use(job.type->tier->slots, slots);
+    use(job.type->running, 1);
+    use(job.key->running, 1);
+    if (job.resource != nullptr) use(job.resource->running, 1);
+  }
   bool Reserved(const KeyState& key) const;
   // A key's place in the admission order (core/order.h).
   KeyPlace PlaceOf(const KeyState& key) const;
@@ -473,7 +510,6 @@ class AdmissionCore {
   // Whether any key has limits (the default ones, or its own) or was paused: until then no key is
   // held back or reserved, and the checks cost nothing.
   bool limits_in_use_ = false;
-  int capacity_ = 0;                          // the global cap in force (SetCapacity)
   absl::btree_set<std::string> paused_keys_;  // for the snapshot
   // With aging, the pause clocks of pending jobs that have been paused: aging counts only the
   // time a job was not paused, its steps due from arrival + total; while paused (since `since`)
@@ -483,7 +519,8 @@ class AdmissionCore {
     double since = 0;
   };
   absl::flat_hash_map<const Job*, PauseClock> pause_clocks_;
-  Usage slots_;  // the global cap's usage: the slots running jobs take
+  // The global cap: the slots running jobs take, against the capacity in force (SetCapacity).
+  Constraint slots_;
   std::int64_t pending_ = 0;
 };
 

@@ -18,14 +18,15 @@ Status Broken(std::string what) {
 }  // namespace
 
 Status AdmissionCore::CheckInvariants() const {
-  // What the jobs say.
-  std::int64_t slots = 0, pending = 0;
-  absl::flat_hash_map<const TypeState*, std::pair<int, std::int64_t>> by_type;  // running, pending
-  absl::flat_hash_map<const KeyState*, std::pair<int, int>> by_key;             // running, pending
+  // What the jobs say. What running jobs hold is recounted through the one list (ForEachHold),
+  // by constraint.
+  std::int64_t pending = 0;
+  absl::flat_hash_map<const Usage*, std::int64_t> held_by;
+  absl::flat_hash_map<const TypeState*, std::int64_t> by_type;  // pending
+  absl::flat_hash_map<const KeyState*, int> by_key;             // pending
   absl::flat_hash_map<const Lane*, std::int64_t> by_lane;
   absl::flat_hash_map<const TierState*, std::int64_t> aged_in;
-  absl::flat_hash_map<const Resource*, std::pair<int, std::int64_t>> by_resource;  // running, refs
-  absl::flat_hash_map<const TierState*, std::int64_t> tier_slots;
+  absl::flat_hash_map<const Resource*, std::int64_t> by_resource;  // refs
   std::size_t scheduled = 0;
   std::size_t expiring = 0;  // pending jobs whose type has a queue-wait limit
   absl::flat_hash_set<std::uint32_t> free(free_slots_.begin(), free_slots_.end());
@@ -35,13 +36,10 @@ Status AdmissionCore::CheckInvariants() const {
       continue;
     }
     if (free.contains(job.slot)) return Broken(absl::StrCat("live slot ", job.slot, " is free"));
-    if (job.resource != nullptr) ++by_resource[job.resource].second;
+    if (job.resource != nullptr) ++by_resource[job.resource];
     if (job.state == JobState::kRunning) {
-      slots += job.type->config.slots;
-      tier_slots[job.type->tier] += job.type->config.slots;
-      ++by_type[job.type].first;
-      ++by_key[job.key].first;
-      if (job.resource != nullptr) ++by_resource[job.resource].first;
+      ForEachHold(*this, job,
+                  [&](const Usage& usage, std::int32_t amount) { held_by[&usage] += amount; });
       // Charged its estimate, it holds that (type, id)'s entry; charged an explicit cost, none.
       const bool holds_its_own =
           job.estimate != nullptr && EstimateTable::Holds(job.estimate, job.type->index, job.id);
@@ -53,8 +51,8 @@ Status AdmissionCore::CheckInvariants() const {
       continue;
     }
     ++pending;
-    ++by_type[job.type].second;
-    ++by_key[job.key].second;
+    ++by_type[job.type];
+    ++by_key[job.key];
     if (job.lane == nullptr || job.lane->key != job.key || job.lane->type != job.type) {
       return Broken(absl::StrCat("pending job ", job.seq, " is not in its key's lane of its type"));
     }
@@ -86,9 +84,16 @@ Status AdmissionCore::CheckInvariants() const {
       }
     }
   }
-  if (slots != slots_.used() || pending != pending_) {
+  // Whether a constraint holds what the running jobs hold of it, and (unless its limit may be
+  // lowered below that) no more than its limit.
+  auto holds_wrongly = [&](const Constraint& c, bool limit_may_drop) {
+    const auto it = held_by.find(&c);
+    return c.used() != (it == held_by.end() ? 0 : it->second) ||
+           (!limit_may_drop && c.used() > c.limit());
+  };
+  if (holds_wrongly(slots_, /*limit_may_drop=*/true) || pending != pending_) {
     return Broken(absl::StrCat("slots in use/pending counted ", slots_.used(), "/", pending_,
-                               ", jobs say ", slots, "/", pending));
+                               ", jobs say ", held_by[&slots_], "/", pending));
   }
   if (Status s = CheckJoinPoints(); !s.ok()) return s;
   if (scheduled != promotions_.size()) return Broken("the aging queue holds stale steps");
@@ -98,9 +103,10 @@ Status AdmissionCore::CheckInvariants() const {
       return Broken(absl::StrCat("job ", job->seq, " has a pause clock but is not pending"));
     }
   }
-  if (slots_.used() > options_.max_concurrency)
+  if (slots_.used() > options_.max_concurrency) {
     return Broken("more slots used than the global cap");
-  if (capacity_ < 1 || capacity_ > options_.max_concurrency) {
+  }
+  if (slots_.limit() < 1 || slots_.limit() > options_.max_concurrency) {
     return Broken("the capacity in force is outside [1, max_concurrency]");
   }
 
@@ -108,21 +114,17 @@ Status AdmissionCore::CheckInvariants() const {
   for (const auto& tier : tiers_) {
     std::int64_t tier_pending = 0;
     for (const TypeState* type : tier->types) {
-      const auto [type_running, type_pending] = by_type[type];
-      if (type->running.used() != type_running || type->pending != type_pending) {
+      if (holds_wrongly(type->running, false) || type->pending != by_type[type] ||
+          type->running.limit() != type->config.max_concurrency) {
         return Broken(absl::StrCat("type ", type->name, " counts ", type->running.used(), "/",
-                                   type->pending, ", jobs say ", type_running, "/", type_pending));
-      }
-      if (type->running.used() > type->config.max_concurrency) {
-        return Broken(absl::StrCat("type ", type->name, " runs past its cap"));
+                                   type->pending, " of its cap ", type->running.limit(),
+                                   ", jobs say ", held_by[&type->running], "/", by_type[type]));
       }
       tier_pending += type->pending;
     }
-    if (tier->slots.used() != tier_slots[tier.get()] || tier->pending != tier_pending) {
+    if (holds_wrongly(tier->slots, false) || tier->pending != tier_pending ||
+        tier->slots.limit() != tier->priority) {
       return Broken(absl::StrCat("tier ", tier->priority, " counts differ from its jobs'"));
-    }
-    if (tier->slots.used() > tier->priority) {
-      return Broken(absl::StrCat("tier ", tier->priority, " runs past its cap"));
     }
     if (tier->aged_in != aged_in[tier.get()]) {
       return Broken(absl::StrCat("tier ", tier->priority, " counts ", tier->aged_in,
@@ -134,10 +136,11 @@ Status AdmissionCore::CheckInvariants() const {
   absl::flat_hash_map<const TierState*, std::int64_t> held;
   absl::flat_hash_map<const LaneSet*, std::size_t> linked;
   for (const auto& [name, key] : keys_) {
-    const auto [key_running, key_pending] = by_key[&key];
-    if (key.running.used() != key_running || key.pending != key_pending) {
+    // A key's limit may be lowered below what it runs (SetKeyLimits): only the count is checked.
+    const std::int64_t key_running = held_by[&key.running];
+    if (key.running.used() != key_running || key.pending != by_key[&key]) {
       return Broken(absl::StrCat("key '", name, "' counts ", key.running.used(), "/", key.pending,
-                                 ", jobs say ", key_running, "/", key_pending));
+                                 ", jobs say ", key_running, "/", by_key[&key]));
     }
     if (key.idle_hook.is_linked() != (key.pending == 0 && key.running.used() == 0)) {
       return Broken(absl::StrCat("key '", name, "' is ", key.idle_hook.is_linked() ? "" : "not ",
@@ -198,7 +201,7 @@ Status AdmissionCore::CheckInvariants() const {
         return Broken(absl::StrCat("a wait group of resource '", name.name, "' is stale"));
       }
       const Lane& proxy = group->proxy;
-      if (proxy.linked != (!group->lanes.empty() && !resource.full())) {
+      if (proxy.linked != (!group->lanes.empty() && IdBlocker(&resource) == Blocker::kNone)) {
         return Broken(absl::StrCat("the proxy of resource '", name.name, "' is linked wrongly"));
       }
       if (proxy.linked) {
@@ -229,17 +232,14 @@ Status AdmissionCore::CheckInvariants() const {
 
   // Resources: runners counted and within the group's limit.
   for (const auto& [name, resource] : resources_) {
-    const auto [resource_running, refs] = by_resource[&resource];
-    if (resource.refs != refs) {
+    if (resource.refs != by_resource[&resource]) {
       return Broken(absl::StrCat("resource '", name.name, "' counts ", resource.refs,
-                                 " references, jobs say ", refs));
+                                 " references, jobs say ", by_resource[&resource]));
     }
-    if (resource.running.used() != resource_running) {
+    if (holds_wrongly(resource.running, false)) {
       return Broken(absl::StrCat("resource '", name.name, "' counts ", resource.running.used(),
-                                 " running jobs, jobs say ", resource_running));
-    }
-    if (resource_running > resource.limit) {
-      return Broken(absl::StrCat("more jobs run on resource '", name.name, "' than its limit"));
+                                 " running jobs of its limit ", resource.running.limit(),
+                                 ", jobs say ", held_by[&resource.running]));
     }
   }
   if (by_resource.size() > resources_.size()) return Broken("a job names a forgotten resource");

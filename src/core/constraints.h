@@ -1,28 +1,37 @@
-// The admissibility conditions of the core, as one kind of object. Internal to src/core.
+// The admissibility conditions of the core, as one kind of object and one list. Internal to
+// src/core.
 //
 // Every condition that can hold a job back is a capacity and the share of it that running jobs
-// hold: a Usage. A running job holds, and only holds, the usages that AdmissionCore::ForEachHold
-// lists (the one list: admission acquires exactly what it names, completion releases exactly
-// what it names):
+// hold: a Constraint, which keeps both. A running job holds, and only holds, what
+// AdmissionCore::ForEachHold lists (admission acquires exactly what it names, completion releases
+// exactly what it names, CheckInvariants recounts exactly what it names):
 //
-//   constraint       usage                   amount     capacity
-//   global cap       AdmissionCore::slots_   its slots  capacity() (max_concurrency or SetCapacity)
+//   constraint       object                  amount     limit
+//   global cap       AdmissionCore::slots_   its slots  max_concurrency, or what SetCapacity set
 //   tier cap         TierState::slots        its slots  the tier's priority
 //   type cap         TypeState::running      1          JobTypeConfig::max_concurrency
-//   key limit        KeyState::running       1          KeyLimits::max_running of the key
+//   key limit        KeyState::running       1          KeyLimits::max_running of the key (*)
 //   conflict limit   Resource::running       1          JobTypeConfig::conflict_limit of the group
 //
-// Each is checked at the coarsest level of the order where it is the same for every job there,
-// so a job that must wait is set aside with the others that must, where the release that frees
-// it finds them:
+// (*) The key limit's usage is a bare Usage in the key and its limit lives in the key's settings,
+// or in the options for a key without settings of its own: a key is kept at 72 bytes (a server
+// may remember a million idle clients), and nearly every key shares the default limit.
 //
-//   the global, tier and type caps depend on the type only: NextAdmission skips the type's lane
-//     set whole (AdmissionCore::TypeFits), and the next decision looks again;
-//   the key limit depends on the key only: SyncLane unlinks ("holds") the key's lanes, and the
-//     completion that frees the key relinks them (Rekey);
-//   the conflict limit depends on the job's id: FrontOf parks a head whose resource is full in
-//     a parked lane of the resource's wait group, whose best lane stands in the lane set as one
-//     entry (the group's proxy) exactly while the resource has room (AdmissionCore::SyncProxy).
+// Pauses hold nothing and have no amount: a paused type or key has no room at all.
+//
+// Whether a job may run is answered in one place, AdmissionCore::BlockerOf and its three levels
+// (TypeBlocker, KeyBlocker, IdBlocker), which name the first constraint without room, a Blocker.
+// Each level is checked where it is the same for every job there, so a job that must wait is set
+// aside with the others that must, where the release that frees it finds them:
+//
+//   the type level (its pause, the tier, global and type caps) depends on the type only:
+//     NextAdmission skips the type's lane set whole (TypeFits), and the next decision looks again;
+//   the key level (its pause, its max_running) depends on the key only: SyncLane unlinks
+//     ("holds") the key's lanes, and the completion that frees the key relinks them (Rekey);
+//   the id level (the conflict limit) depends on the job's id: FrontOf parks a head whose
+//     resource is full in a parked lane of the resource's wait group, whose best lane stands in
+//     the lane set as one entry (the group's proxy) exactly while the resource has room
+//     (AdmissionCore::SyncProxy).
 //
 // src/core/README.md has the same table with the costs.
 #ifndef FAIRGATE_CORE_CONSTRAINTS_H_
@@ -32,19 +41,49 @@
 
 namespace fairgate::core {
 
-// What the running jobs hold of one capacity. The capacity itself is configuration and lives
-// where it is set (options, type, key settings, conflict group), so it is passed in.
+// What the running jobs hold of one capacity.
 class Usage {
  public:
-  // Whether `amount` more fits under `capacity`.
-  bool Fits(std::int32_t amount, std::int32_t capacity) const { return used_ + amount <= capacity; }
-  bool Full(std::int32_t capacity) const { return used_ >= capacity; }
   void Acquire(std::int32_t amount) { used_ += amount; }
   void Release(std::int32_t amount) { used_ -= amount; }
   std::int32_t used() const { return used_; }
 
  private:
   std::int32_t used_ = 0;
+};
+
+// A capacity and what the running jobs hold of it. A limit may be lowered below what is held
+// (SetCapacity): nothing running is stopped, and nothing more fits until enough is released.
+class Constraint : public Usage {
+ public:
+  Constraint() = default;
+  explicit Constraint(std::int32_t limit) : limit_(limit) {}
+  // Whether `amount` more fits.
+  bool Fits(std::int32_t amount) const { return used() + amount <= limit_; }
+  // Whether nothing more fits (not even an amount of 1).
+  bool Full() const { return used() >= limit_; }
+  std::int32_t limit() const { return limit_; }
+  void set_limit(std::int32_t limit) { limit_ = limit; }
+
+ private:
+  std::int32_t limit_ = 0;
+};
+
+// The first constraint of the one list that has no room for a job, in the order the list checks
+// them; kNone when every one has room. The order of the type level is the order the skip counts
+// of a decision (fairgate/evidence.h) name a type's cap by.
+enum class Blocker : std::uint8_t {
+  kNone,
+  // The type level.
+  kTypePaused,
+  kTierCap,
+  kGlobalCap,
+  kTypeCap,
+  // The key level.
+  kKeyPaused,
+  kKeyLimit,
+  // The id level.
+  kConflictLimit,
 };
 
 }  // namespace fairgate::core

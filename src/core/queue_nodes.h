@@ -326,7 +326,7 @@ struct KeySettings {
   double weight = 1;
   KeyLimits limits;
   bool has_limits = false;  // else the options' default_key_limits apply
-  bool paused = false;      // PauseKey: none of its jobs is admitted, none ages
+  bool paused = false;      // PauseKey: none of its jobs is admitted (kKeyPaused), none ages
 };
 
 // One fairness key. Kept small (72 bytes, plus its name as the map's key; the allocator hands out
@@ -339,8 +339,8 @@ struct KeyState {
   double acc = 0;
   double idle_since = 0;
   std::int32_t pending = 0;
-  Usage running;                  // the key limit's usage: its running jobs
-  Lane* lanes = nullptr;          // one per type it has pending jobs of
+  Usage running;          // the key limit's usage: its running jobs (the limit: its settings')
+  Lane* lanes = nullptr;  // one per type it has pending jobs of
   TierPresence* tiers = nullptr;  // one per tier it has pending jobs in; only with idle catch-up
   const KeySettings* settings = nullptr;  // null: weight 1, the default limits
 };
@@ -372,9 +372,9 @@ struct TypeState {
   std::uint32_t index = 0;
   std::uint32_t conflict_group = 0;  // 0: none
   TierState* tier = nullptr;
-  Usage running;  // the type cap's usage: its running jobs
+  Constraint running;  // the type cap: its running jobs, against its max_concurrency
   std::int64_t pending = 0;
-  bool paused = false;  // PauseType: none of its jobs is admitted, none ages
+  bool paused = false;  // PauseType: none of its jobs is admitted (Blocker::kTypePaused), none ages
   LaneSet lanes;
   absl::flat_hash_map<std::string, JoinPoint> join_points;  // by id; only when coalescing
 };
@@ -398,7 +398,7 @@ struct DueEntry {
 
 struct TierState {
   int priority = 0;             // also the tier's cap, in slots
-  Usage slots;                  // the slots its running jobs take
+  Constraint slots;             // the tier cap: the slots its running jobs take, against priority
   std::int64_t pending = 0;     // its own jobs
   std::int64_t aged_in = 0;     // jobs of lower tiers that aged into it
   std::int64_t held_lanes = 0;  // lanes here of keys at their max_running, with ready jobs
@@ -412,10 +412,8 @@ struct Resource {
   const IndexedName* name = nullptr;  // the map's own key, for erasure
   // One per lane set that jobs parked on it came from, created as needed, kept while it lives.
   std::vector<std::unique_ptr<WaitGroup>> groups;
-  std::int64_t refs = 0;   // pending + running jobs that name it
-  Usage running;           // the conflict limit's usage: its running jobs
-  std::int32_t limit = 1;  // the group's conflict_limit
-  bool full() const { return running.Full(limit); }
+  std::int64_t refs = 0;  // pending + running jobs that name it
+  Constraint running{1};  // the conflict limit: its running jobs, against the group's limit
 };
 
 }  // namespace fairgate::core
