@@ -66,6 +66,7 @@ StatusOr<std::unique_ptr<AdmissionCore>> AdmissionCore::Create(const SchedulerOp
 
 AdmissionCore::AdmissionCore(const SchedulerOptions& options)
     : options_(options),
+      steps_(options.aging),
       limits_in_use_(options.default_key_limits != KeyLimits{}),
       slots_(options.max_concurrency) {}
 
@@ -157,15 +158,9 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
   }
   const bool joinable = type.config.coalesce != Coalesce::kOff && request.join != Join::kNever;
   if (joinable) {
-    if (auto it = type.join_points.find(AsAbsl(request.id)); it != type.join_points.end()) {
-      JoinPoint& point = it->second;
-      if (request.join == Join::kPendingOrRunning && point.running != nullptr) {
-        return TicketOf(*point.running);
-      }
-      if (point.pending != nullptr) {
-        ++point.pending_callers;
-        return TicketOf(*point.pending);
-      }
+    if (const Job* joined =
+            type.join_points.Join(AsAbsl(request.id), request.join == Join::kPendingOrRunning)) {
+      return TicketOf(*joined);
     }
   }
   if (static_cast<std::size_t>(pending_) >= options_.max_pending_total) {
@@ -200,15 +195,7 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
     }
   }
 
-  std::uint32_t slot;
-  if (!free_slots_.empty()) {
-    slot = free_slots_.back();
-    free_slots_.pop_back();
-  } else {
-    slot = static_cast<std::uint32_t>(jobs_.size());
-    jobs_.emplace_back().slot = slot;
-  }
-  Job& job = jobs_[slot];
+  Job& job = jobs_.Allocate();
   job.key = &key;
   job.type = &type;
   job.id.assign(request.id);
@@ -220,11 +207,7 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
   job.promotions = 0;
   job.was_parked = false;
   job.joinable = joinable;
-  if (joinable) {
-    JoinPoint& point = type.join_points[AsAbsl(request.id)];
-    point.pending = &job;
-    point.pending_callers = 1;
-  }
+  if (joinable) type.join_points.Open(job);
   job.resource = ResourceFor(type, AsAbsl(request.id));
   if (job.resource) ++job.resource->refs;
   if (admission != nullptr && pending_ == 0 && AdmitsAtOnce(job, now)) {
@@ -250,9 +233,9 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
     ++presence->pending;
   }
   InsertIntoLane(job);
-  if (options_.aging && Paused(job)) pause_clocks_[&job].since = now;
+  if (options_.aging && Paused(job)) steps_.StopClock(job, now);
   SchedulePromotion(job);
-  ScheduleExpiry(job);
+  steps_.ScheduleExpiry(job);
   const JobTicket ticket = TicketOf(job);
   // With the cap full and no step due, NextAdmission would change nothing and admit nothing.
   if (admission != nullptr && (!full() || StepDueBy(now))) *admission = NextAdmission(now);
@@ -268,8 +251,8 @@ bool AdmissionCore::AdmitsAtOnce(const Job& job, double now) const {
   // BlockerOf), counting no skip.
   const TypeState& type = *job.type;
   return BlockerOf(job) == Blocker::kNone &&
-         !(type.config.max_queue_wait.count() > 0 && ExpiryAt(job) <= now) &&
-         !(options_.aging && TierAbove(*type.tier) != nullptr && NextStepAt(job) <= now);
+         !(TimedSteps::Expires(job) && TimedSteps::ExpiryAt(job) <= now) &&
+         !(options_.aging && TierAbove(*type.tier) != nullptr && steps_.NextStepAt(job) <= now);
 }
 
 void AdmissionCore::AdmitAtOnce(Job& job, double now, Admission& admission) {
@@ -284,45 +267,34 @@ void AdmissionCore::AdmitAtOnce(Job& job, double now, Admission& admission) {
 
 Status AdmissionCore::Cancel(JobTicket ticket, double now) {
   if (Status s = CheckTime(now, "cancel time"); !s.ok()) return s;
-  Job* job = Find(ticket);
+  Job* job = jobs_.Find(ticket);
   if (job == nullptr) return absl::NotFoundError("no pending or running job has this ticket");
   if (job->state == JobState::kRunning) {
     return absl::FailedPreconditionError("the job is running; only pending jobs can be cancelled");
   }
-  if (job->joinable && --JoinPointOf(*job).pending_callers > 0) return absl::OkStatus();
+  if (job->joinable && job->type->join_points.LeaveCaller(*job)) return absl::OkStatus();
   Withdraw(*job, now);
   return absl::OkStatus();
 }
 
 StatusOr<std::uint32_t> AdmissionCore::Callers(JobTicket ticket) const {
-  const Job* job = Find(ticket);
+  const Job* job = jobs_.Find(ticket);
   if (job == nullptr || job->state == JobState::kRunning) {
     return absl::NotFoundError("no pending job has this ticket");
   }
   if (!job->joinable) return 1;
-  return job->type->join_points.find(job->id)->second.pending_callers;
-}
-
-JoinPoint& AdmissionCore::JoinPointOf(const Job& job) {
-  auto it = job.type->join_points.find(job.id);
-  FAIRGATE_CORE_CHECK(it != job.type->join_points.end(), "a joinable job has no join point");
-  return it->second;
+  return job->type->join_points.Callers(*job);
 }
 
 void AdmissionCore::Withdraw(Job& job, double now) {
-  if (job.joinable) {
-    JoinPoint& point = JoinPointOf(job);
-    point.pending = nullptr;
-    point.pending_callers = 0;
-    if (point.running == nullptr) job.type->join_points.erase(job.id);
-  }
-  UnschedulePromotion(job);
-  UnscheduleExpiry(job);
+  if (job.joinable) job.type->join_points.Withdraw(job);
+  steps_.UnschedulePromotion(job);
+  steps_.UnscheduleExpiry(job);
   RemoveFromLane(job);
   LeavePending(job);
   ReleaseResource(job.resource);
   MaybeIdle(*job.key, now);
-  FreeJob(job);
+  jobs_.Free(job);
 }
 
 Job* AdmissionCore::FrontOf(LaneSet& lanes) {
@@ -427,8 +399,8 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
   KeyState& key = *job.key;
   EstimateTable::Entry* estimate =
       DescribeAdmission(job, job.lane->tier->priority, skipped, now, admission);
-  UnschedulePromotion(job);
-  UnscheduleExpiry(job);
+  steps_.UnschedulePromotion(job);
+  steps_.UnscheduleExpiry(job);
   // One pass over the key's lanes covers the new head, the new cost and the new running count.
   Lane* lane = job.lane;
   Rekey(
@@ -452,12 +424,8 @@ void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission) {
                                                                EstimateTable::Entry* estimate) {
   // A resource this fills hides the jobs parked on it again.
   if (IdBlocker(job.resource) != Blocker::kNone) SyncProxies(*job.resource);
-  if (job.joinable) {  // RunSync requests for its id join it while it runs, Submits do not
-    JoinPoint& point = JoinPointOf(job);
-    point.pending = nullptr;
-    point.pending_callers = 0;
-    point.running = &job;
-  }
+  // RunSync requests for its id join it while it runs, Submits do not.
+  if (job.joinable) job.type->join_points.Start(job);
   // No longer pending: its pending facts give way to its running ones (queue_nodes.h).
   job.charge = admission.charge;
   job.weight = admission.weight;
@@ -473,7 +441,7 @@ Status AdmissionCore::CompleteRunning(JobTicket ticket, double elapsed, double n
     return absl::InvalidArgumentError(
         absl::StrCat("elapsed time must be finite and >= 0, got ", elapsed));
   }
-  Job* job = Find(ticket);
+  Job* job = jobs_.Find(ticket);
   if (job == nullptr) return absl::NotFoundError("no pending or running job has this ticket");
   if (job->state != JobState::kRunning) {
     return absl::FailedPreconditionError("the job is pending; only running jobs can complete");
@@ -503,14 +471,9 @@ Status AdmissionCore::CompleteRunning(JobTicket ticket, double elapsed, double n
     if (resource_was_full) Reopen(*resource);  // its parked jobs may come first again
     ReleaseResource(resource);
   }
-  // A later job of its id may have replaced it at its join point, and completed too.
-  if (auto it = job->joinable ? job->type->join_points.find(job->id) : job->type->join_points.end();
-      it != job->type->join_points.end() && it->second.running == job) {
-    it->second.running = nullptr;
-    if (it->second.pending == nullptr) job->type->join_points.erase(it);
-  }
+  if (job->joinable) job->type->join_points.Complete(*job);
   MaybeIdle(key, now);
-  FreeJob(*job);
+  jobs_.Free(*job);
   return absl::OkStatus();
 }
 
@@ -536,19 +499,14 @@ SweepResult AdmissionCore::Sweep(double now, std::vector<std::pair<std::string, 
 }
 
 void AdmissionCore::AdvanceTo(double now) {
-  while (!expiries_.empty() && ExpiryAt(*expiries_.begin()->job) <= now) {
-    Job& job = *expiries_.begin()->job;
+  while (Job* due = steps_.ExpiryDueBy(now)) {
+    Job& job = *due;
     expired_.push_back({TicketOf(job), job.type->name, job.id, *job.key->name, job.type->index,
                         job.type->config.priority, job.lane->tier->priority, job.arrival,
-                        ExpiryAt(job)});
+                        TimedSteps::ExpiryAt(job)});
     Withdraw(job, now);
   }
-  while (!promotions_.empty() && NextStepAt(*promotions_.begin()->job) <= now) {
-    Job& job = *promotions_.begin()->job;
-    promotions_.erase(promotions_.begin());
-    job.promotion_scheduled = false;
-    Promote(job);
-  }
+  while (Job* job = steps_.TakePromotionDueBy(now)) Promote(*job);
 }
 
 void AdmissionCore::Promote(Job& job) {
@@ -558,7 +516,7 @@ void AdmissionCore::Promote(Job& job) {
   ++promotions_total_;
   if (promotion_log_ != nullptr) {
     promotion_log_->push_back({TicketOf(job), job.type->name, job.id, *job.key->name,
-                               job.lane->tier->priority, above->priority, NextStepAt(job),
+                               job.lane->tier->priority, above->priority, steps_.NextStepAt(job),
                                job.arrival});
   }
   // A parked job stays parked: it moves to its parked lane of the tier above.
@@ -587,41 +545,13 @@ std::vector<ExpiredJob> AdmissionCore::TakeExpired() {
 
 bool AdmissionCore::StepDueBy(double now) const {
   // The conditions AdvanceTo's loops begin with.
-  return !expired_.empty() || (!expiries_.empty() && ExpiryAt(*expiries_.begin()->job) <= now) ||
-         (!promotions_.empty() && NextStepAt(*promotions_.begin()->job) <= now);
-}
-
-std::optional<double> AdmissionCore::NextExpiryAt() const {
-  if (expiries_.empty()) return std::nullopt;
-  return ExpiryAt(*expiries_.begin()->job);
-}
-
-double AdmissionCore::ExpiryAt(const Job& job) const {
-  return job.arrival + job.type->config.max_queue_wait.count();
-}
-
-void AdmissionCore::ScheduleExpiry(Job& job) {
-  if (job.type->config.max_queue_wait.count() > 0) {
-    expiries_.insert({SortableBits(ExpiryAt(job)), job.seq, &job});
-  }
-}
-
-void AdmissionCore::UnscheduleExpiry(Job& job) {
-  if (job.type->config.max_queue_wait.count() > 0) {
-    expiries_.erase({SortableBits(ExpiryAt(job)), job.seq, &job});
-  }
+  return !expired_.empty() || steps_.ExpiryDueBy(now) != nullptr || steps_.PromotionDueBy(now);
 }
 
 void AdmissionCore::SchedulePromotion(Job& job) {
-  if (!options_.aging || Paused(job) || TierAbove(*job.lane->tier) == nullptr) return;
-  promotions_.insert({SortableBits(NextStepAt(job)), job.seq, &job});
-  job.promotion_scheduled = true;
-}
-
-void AdmissionCore::UnschedulePromotion(Job& job) {
-  if (!job.promotion_scheduled) return;
-  promotions_.erase({SortableBits(NextStepAt(job)), job.seq, &job});
-  job.promotion_scheduled = false;
+  if (options_.aging && !Paused(job) && TierAbove(*job.lane->tier) != nullptr) {
+    steps_.SchedulePromotion(job);
+  }
 }
 
 template <typename Affects, typename Apply>
@@ -638,13 +568,12 @@ void AdmissionCore::ChangePause(double now, Affects affects, Apply apply) {
   apply();
   for (auto [job, was_paused] : changed) {
     if (Paused(*job) == was_paused) continue;
-    PauseClock& clock = pause_clocks_[job];
     if (was_paused) {
-      clock.total += now - clock.since;
+      steps_.RestartClock(*job, now);
       SchedulePromotion(*job);
     } else {
-      UnschedulePromotion(*job);
-      clock.since = now;
+      steps_.UnschedulePromotion(*job);
+      steps_.StopClock(*job, now);
     }
   }
 }
@@ -774,19 +703,6 @@ Status AdmissionCore::SetKeyLimits(std::string_view name, const KeyLimits& limit
     Rekey(key->second, apply);
   }
   return absl::OkStatus();
-}
-
-double AdmissionCore::PausedTotal(const Job& job) const {
-  if (pause_clocks_.empty()) return 0;
-  auto it = pause_clocks_.find(&job);
-  return it == pause_clocks_.end() ? 0 : it->second.total;
-}
-
-double AdmissionCore::NextStepAt(const Job& job) const {
-  // Recomputed, not stored: the same expression gives the same double every time.
-  const AgingConfig& aging = *options_.aging;
-  return (job.arrival + PausedTotal(job)) + aging.grace.count() +
-         static_cast<double>(job.promotions + 1) * aging.interval.count();
 }
 
 const KeyLimits& AdmissionCore::LimitsOf(const KeyState& key) const {
@@ -950,7 +866,7 @@ std::optional<double> AdmissionCore::Estimate(std::string_view type, std::string
 }
 
 std::optional<JobView> AdmissionCore::Describe(JobTicket ticket) const {
-  const Job* job = Find(ticket);
+  const Job* job = jobs_.Find(ticket);
   if (job == nullptr) return std::nullopt;
   return ViewOf(*job);
 }
@@ -967,21 +883,6 @@ JobView AdmissionCore::ViewOf(const Job& job) const {
   view.effective_priority = view.running ? job.effective_priority : job.lane->tier->priority;
   if (view.running) view.charge = job.charge;
   return view;
-}
-
-Job* AdmissionCore::Find(JobTicket ticket) {
-  return const_cast<Job*>(static_cast<const AdmissionCore*>(this)->Find(ticket));
-}
-
-const Job* AdmissionCore::Find(JobTicket ticket) const {
-  if (ticket.slot >= jobs_.size()) return nullptr;
-  const Job& job = jobs_[ticket.slot];
-  if (job.generation != ticket.generation || job.state == JobState::kFree) return nullptr;
-  return &job;
-}
-
-JobTicket AdmissionCore::TicketOf(const Job& job) const {
-  return JobTicket{job.slot, job.generation};
 }
 
 LaneSet& AdmissionCore::SetFor(TypeState& type, TierState& tier) {
@@ -1212,7 +1113,7 @@ void AdmissionCore::LeaveLane(Job& job) {
 }
 
 void AdmissionCore::LeavePending(Job& job) {
-  if (!pause_clocks_.empty()) pause_clocks_.erase(&job);
+  steps_.Forget(job);
   KeyState& key = *job.key;
   TypeState& type = *job.type;
   LeaveLane(job);
@@ -1238,17 +1139,6 @@ void AdmissionCore::MaybeIdle(KeyState& key, double now) {
   if (key.pending != 0 || key.running.used() != 0) return;
   key.idle_since = now;
   idle_keys_.push_back(key);
-}
-
-void AdmissionCore::FreeJob(Job& job) {
-  job.lane = nullptr;  // in no lane (running, the same memory held its estimate: given back)
-  job.state = JobState::kFree;
-  ++job.generation;
-  job.key = nullptr;
-  job.type = nullptr;
-  job.resource = nullptr;
-  job.joinable = false;
-  free_slots_.push_back(job.slot);
 }
 
 }  // namespace fairgate::core

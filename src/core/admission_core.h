@@ -38,8 +38,10 @@
 #include "absl/container/node_hash_map.h"
 #include "core/constraints.h"
 #include "core/estimate_table.h"
+#include "core/job_table.h"
 #include "core/order.h"
 #include "core/queue_nodes.h"
+#include "core/timed_steps.h"
 #include "fairgate/evidence.h"
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
@@ -49,13 +51,6 @@
 #include "fairgate/store.h"
 
 namespace fairgate::core {
-
-// Names one job for as long as it is pending or running. A ticket of a finished job names nothing.
-struct JobTicket {
-  std::uint32_t slot = 0;
-  std::uint32_t generation = 0;
-  friend bool operator==(JobTicket, JobTicket) = default;
-};
 
 // Whether a request may share the job of its (type, id) when the type coalesces
 // (JobTypeConfig::coalesce); ignored for other types.
@@ -222,7 +217,7 @@ class AdmissionCore {
   // while none is and the global cap is full (full()), NextAdmission(now) changes nothing.
   bool StepDueBy(double now) const;
   // When the next pending job's queue-wait limit is reached, if any job has one: for a timer.
-  std::optional<double> NextExpiryAt() const;
+  std::optional<double> NextExpiryAt() const { return steps_.NextExpiryAt(); }
   // Where each aging step taken from now on is recorded (null: nowhere), for observers.
   void set_promotion_log(std::vector<Promotion>* log) { promotion_log_ = log; }
   std::uint64_t promotions_total() const { return promotions_total_; }
@@ -305,14 +300,11 @@ class AdmissionCore {
  private:
   explicit AdmissionCore(const SchedulerOptions& options);
 
-  Job* Find(JobTicket ticket);
-  const Job* Find(JobTicket ticket) const;
   JobView ViewOf(const Job& job) const;
   // Complete, describing the job into `completed` first when it is not null.
   Status CompleteRunning(JobTicket ticket, double elapsed, double now, JobView* completed);
-  JoinPoint& JoinPointOf(const Job& job);  // the job must be joinable
-  Status CheckJoinPoints() const;          // part of CheckInvariants
-  JobTicket TicketOf(const Job& job) const;
+  Status CheckJoinPoints() const;  // part of CheckInvariants
+  static JobTicket TicketOf(const Job& job) { return JobTable::TicketOf(job); }
   // The type's own lane set in its tier, or the aged group's of `tier`.
   LaneSet& SetFor(TypeState& type, TierState& tier);
   // The key's home lane for (type, tier), or with `parked_on` its parked lane for that resource.
@@ -320,8 +312,6 @@ class AdmissionCore {
   WaitGroup& GroupFor(Resource& resource, LaneSet& home);
   KeySettings& SettingsFor(std::string_view key);
   const KeyLimits& LimitsOf(const KeyState& key) const;
-  // When a pending job's next aging step is due.
-  double NextStepAt(const Job& job) const;
   // The one list of constraints (core/constraints.h): whether a job may run, and if not, the
   // first constraint without room for it. Every check of admissibility, in the pick, the fast
   // path, the skip counts and CheckInvariants, is one of these.
@@ -386,8 +376,6 @@ class AdmissionCore {
                double now) const;
   // The tier one step above `tier` within the aging ceiling, or null.
   TierState* TierAbove(const TierState& tier) const;
-  // How long a pending job has been paused before its current pause (0 if never).
-  double PausedTotal(const Job& job) const;
   // Whether a job's type or key is paused.
   bool Paused(const Job& job) const {
     return job.type->paused || (job.key->settings != nullptr && job.key->settings->paused);
@@ -398,14 +386,10 @@ class AdmissionCore {
   void ChangePause(double now, Affects affects, Apply apply);
   Status SetTypePaused(std::string_view type, bool paused, double now);
   Status SetKeyPaused(std::string_view key, bool paused, double now);
-  // When a pending job's queue-wait limit is reached (its type has one).
-  double ExpiryAt(const Job& job) const;
-  void ScheduleExpiry(Job& job);
-  void UnscheduleExpiry(Job& job);
   // Takes a pending job out of the queue, uncharged: Cancel's work, and an expiry's.
   void Withdraw(Job& job, double now);
+  // Schedules a pending job's next aging step, if it can rise: aging on, not paused, a tier above.
   void SchedulePromotion(Job& job);
-  void UnschedulePromotion(Job& job);
   void Promote(Job& job);
   Resource* ResourceFor(const TypeState& type, absl::string_view id);
   void ReleaseResource(Resource* resource);
@@ -475,7 +459,6 @@ class AdmissionCore {
   // Takes a job out of the pending accounting once it is no longer pending.
   void LeavePending(Job& job);
   void MaybeIdle(KeyState& key, double now);
-  void FreeJob(Job& job);
 
   SchedulerOptions options_;
   std::vector<std::unique_ptr<TypeState>> types_;  // registration order
@@ -488,16 +471,13 @@ class AdmissionCore {
   absl::flat_hash_map<std::string, ConflictGroup> conflict_groups_;
   absl::node_hash_map<std::string, KeyState> keys_;  // nodes: KeyState addresses are stable
   absl::node_hash_map<std::string, KeySettings> key_settings_;  // stable, never erased
-  absl::btree_set<DueEntry> promotions_;  // aging steps, by due time; empty without aging
-  // Queue-wait limits of pending jobs whose type has one, by when each is reached.
-  absl::btree_set<DueEntry> expiries_;
+  TimedSteps steps_;  // aging steps, queue-wait limits and pause clocks of the pending jobs
   std::vector<ExpiredJob> expired_;  // expired, not yet taken
   absl::node_hash_map<IndexedName, Resource, IndexedNameHash, IndexedNameEq> resources_;
   EstimateTable estimates_;
   IdleKeyList idle_keys_;  // in the order they became idle
 
-  std::deque<Job> jobs_;  // never relocates, so tickets and hooks stay valid
-  std::vector<std::uint32_t> free_slots_;
+  JobTable jobs_;
   // Lanes that emptied, kept for the next LaneFor: a key with one job at a time (a client whose
   // calls wait for each other) would otherwise allocate and free a lane per job, under the
   // runtime's lock. At most kSpareLanes; each empty (no jobs, unlinked).
@@ -511,14 +491,6 @@ class AdmissionCore {
   // held back or reserved, and the checks cost nothing.
   bool limits_in_use_ = false;
   absl::btree_set<std::string> paused_keys_;  // for the snapshot
-  // With aging, the pause clocks of pending jobs that have been paused: aging counts only the
-  // time a job was not paused, its steps due from arrival + total; while paused (since `since`)
-  // it has no step scheduled. Kept aside (empty unless pauses are used) rather than in every Job.
-  struct PauseClock {
-    double total = 0;
-    double since = 0;
-  };
-  absl::flat_hash_map<const Job*, PauseClock> pause_clocks_;
   // The global cap: the slots running jobs take, against the capacity in force (SetCapacity).
   Constraint slots_;
   std::int64_t pending_ = 0;

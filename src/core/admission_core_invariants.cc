@@ -29,7 +29,7 @@ Status AdmissionCore::CheckInvariants() const {
   absl::flat_hash_map<const Resource*, std::int64_t> by_resource;  // refs
   std::size_t scheduled = 0;
   std::size_t expiring = 0;  // pending jobs whose type has a queue-wait limit
-  absl::flat_hash_set<std::uint32_t> free(free_slots_.begin(), free_slots_.end());
+  absl::flat_hash_set<std::uint32_t> free(jobs_.free_slots().begin(), jobs_.free_slots().end());
   for (const Job& job : jobs_) {
     if (job.state == JobState::kFree) {
       if (!free.contains(job.slot)) return Broken(absl::StrCat("free slot ", job.slot, " is lost"));
@@ -73,13 +73,13 @@ Status AdmissionCore::CheckInvariants() const {
     }
     if (job.promotion_scheduled) {
       ++scheduled;
-      if (!promotions_.contains({SortableBits(NextStepAt(job)), job.seq, const_cast<Job*>(&job)})) {
+      if (!steps_.HasPromotion(job)) {
         return Broken(absl::StrCat("job ", job.seq, "'s aging step is not in the queue"));
       }
     }
-    if (job.type->config.max_queue_wait.count() > 0) {
+    if (TimedSteps::Expires(job)) {
       ++expiring;
-      if (!expiries_.contains({SortableBits(ExpiryAt(job)), job.seq, const_cast<Job*>(&job)})) {
+      if (!steps_.HasExpiry(job)) {
         return Broken(absl::StrCat("job ", job.seq, "'s queue-wait limit is not in its queue"));
       }
     }
@@ -96,12 +96,8 @@ Status AdmissionCore::CheckInvariants() const {
                                ", jobs say ", held_by[&slots_], "/", pending));
   }
   if (Status s = CheckJoinPoints(); !s.ok()) return s;
-  if (scheduled != promotions_.size()) return Broken("the aging queue holds stale steps");
-  if (expiring != expiries_.size()) return Broken("the expiry queue holds stale limits");
-  for (const auto& [job, clock] : pause_clocks_) {
-    if (job->state != JobState::kReady && job->state != JobState::kParked) {
-      return Broken(absl::StrCat("job ", job->seq, " has a pause clock but is not pending"));
-    }
+  if (Status s = steps_.CheckSizes(scheduled, expiring); !s.ok()) {
+    return Broken(std::string(s.message()));
   }
   if (slots_.used() > options_.max_concurrency) {
     return Broken("more slots used than the global cap");
@@ -259,25 +255,9 @@ Status AdmissionCore::CheckJoinPoints() const {
   }
   std::size_t pending_named = 0;
   for (const auto& type : types_) {
-    for (const auto& [id, point] : type->join_points) {
-      if (point.pending == nullptr && point.running == nullptr) {
-        return Broken(absl::StrCat("type ", type->name, " keeps an empty join point"));
-      }
-      for (const Job* job : {point.pending, point.running}) {
-        if (job == nullptr) continue;
-        const bool running = job == point.running;
-        if (job->state == JobState::kFree || !job->joinable || job->type != type.get() ||
-            job->id != id || (job->state == JobState::kRunning) != running) {
-          return Broken(
-              absl::StrCat("the join point of (", type->name, ", ", id, ") names the wrong job"));
-        }
-      }
-      if ((point.pending != nullptr) != (point.pending_callers > 0)) {
-        return Broken(absl::StrCat("the join point of (", type->name, ", ", id, ") counts ",
-                                   point.pending_callers, " callers"));
-      }
-      pending_named += point.pending != nullptr;
-    }
+    StatusOr<std::size_t> named = type->join_points.Check(*type);
+    if (!named.ok()) return Broken(std::string(named.status().message()));
+    pending_named += *named;
   }
   // A running joinable job need not be named: a later one of its id may have replaced it.
   if (pending_joinable != pending_named) {

@@ -44,6 +44,7 @@
 #include "core/constraints.h"
 #include "core/estimate_table.h"
 #include "core/indexed_name.h"
+#include "core/join_points.h"
 #include "core/order.h"
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
@@ -358,14 +359,6 @@ using PresenceSet =
 
 using IdleKeyList = bi::list<KeyState, bi::member_hook<KeyState, ListHook, &KeyState::idle_hook>>;
 
-// The jobs of one id of a coalescing type that later requests join (JobTypeConfig::coalesce).
-// At most one joinable job of an id is pending: a joinable request finds it and joins.
-struct JoinPoint {
-  Job* pending = nullptr;             // the pending joinable job, if any
-  std::uint32_t pending_callers = 0;  // the requests it stands for: the last to leave cancels it
-  Job* running = nullptr;             // the joinable job admitted last, while it runs
-};
-
 struct TypeState {
   std::string name;
   JobTypeConfig config;
@@ -376,24 +369,13 @@ struct TypeState {
   std::int64_t pending = 0;
   bool paused = false;  // PauseType: none of its jobs is admitted (Blocker::kTypePaused), none ages
   LaneSet lanes;
-  absl::flat_hash_map<std::string, JoinPoint> join_points;  // by id; only when coalescing
+  JoinPoints join_points;  // none unless it coalesces
 };
 
 // The lanes of one lower-tier type whose jobs aged into a tier.
 struct AgedGroup {
   TypeState* type = nullptr;
   LaneSet lanes;
-};
-
-// A pending job in a queue of timed steps (aging, expiry), by due time, then enqueue order.
-struct DueEntry {
-  std::uint64_t at = 0;
-  std::uint64_t seq = 0;
-  Job* job = nullptr;
-  bool operator<(const DueEntry& o) const {
-    if (at != o.at) return at < o.at;
-    return seq < o.seq;
-  }
 };
 
 struct TierState {
