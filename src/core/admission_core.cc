@@ -66,6 +66,7 @@ StatusOr<std::unique_ptr<AdmissionCore>> AdmissionCore::Create(const SchedulerOp
 
 AdmissionCore::AdmissionCore(const SchedulerOptions& options)
     : options_(options),
+      keys_(options.default_key_limits),
       steps_(options.aging),
       limits_in_use_(options.default_key_limits != KeyLimits{}),
       slots_(options.max_concurrency) {}
@@ -83,7 +84,6 @@ AdmissionCore::~AdmissionCore() {
       delete presence;
     }
   }
-  idle_keys_.clear();
 }
 
 Status AdmissionCore::RegisterType(std::string_view name, const JobTypeConfig& config) {
@@ -167,28 +167,18 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
     return absl::ResourceExhaustedError(absl::StrCat(
         "max_pending_total (", options_.max_pending_total, ") jobs are already pending"));
   }
-  auto key_it = keys_.find(AsAbsl(request.key));
-  if (key_it != keys_.end() &&
-      static_cast<std::size_t>(key_it->second.pending) >= options_.max_pending_per_key) {
+  KeyState* known = keys_.Find(AsAbsl(request.key));
+  if (known != nullptr &&
+      static_cast<std::size_t>(known->pending) >= options_.max_pending_per_key) {
     return absl::ResourceExhaustedError(
         absl::StrCat("fairness key '", AsAbsl(request.key), "' already has max_pending_per_key (",
                      options_.max_pending_per_key, ") jobs pending"));
   }
-  if (key_it == keys_.end()) {
-    key_it = keys_.try_emplace(std::string(request.key)).first;
-    KeyState& key = key_it->second;
-    key.name = &key_it->first;
-    if (!key_settings_.empty()) {
-      if (auto it = key_settings_.find(AsAbsl(request.key)); it != key_settings_.end()) {
-        key.settings = &it->second;
-      }
-    }
-  }
-  KeyState& key = key_it->second;
+  KeyState& key = known != nullptr ? *known : keys_.Add(AsAbsl(request.key));
   TierState& tier = *type.tier;
 
-  if (key.pending == 0 && key.running.used() == 0) {
-    if (key.idle_hook.is_linked()) idle_keys_.erase(idle_keys_.iterator_to(key));
+  if (KeyTable::Idle(key)) {
+    keys_.Wake(key);
     // The key has no lanes and no tier presence yet, so its cost can change without relinking.
     if (options_.idle_catch_up && !tier.keys_by_acc.empty()) {
       key.acc = std::max(key.acc, tier.keys_by_acc.begin()->key->acc);
@@ -293,7 +283,7 @@ void AdmissionCore::Withdraw(Job& job, double now) {
   RemoveFromLane(job);
   LeavePending(job);
   ReleaseResource(job.resource);
-  MaybeIdle(*job.key, now);
+  keys_.MaybeIdle(*job.key, now);
   jobs_.Free(job);
 }
 
@@ -382,7 +372,7 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
   admission.reserved = Reserved(key);
   admission.waited_on_conflict = job.was_parked;
   admission.skipped = skipped;
-  admission.weight = key.settings ? key.settings->weight : 1.0;
+  admission.weight = KeyTable::WeightOf(key);
   admission.estimate_source = EstimateSource::kExplicit;
   admission.charge = job.explicit_cost;
   if (job.has_explicit_cost) return nullptr;
@@ -472,27 +462,15 @@ Status AdmissionCore::CompleteRunning(JobTicket ticket, double elapsed, double n
     ReleaseResource(resource);
   }
   if (job->joinable) job->type->join_points.Complete(*job);
-  MaybeIdle(key, now);
+  keys_.MaybeIdle(key, now);
   jobs_.Free(*job);
   return absl::OkStatus();
 }
 
 SweepResult AdmissionCore::Sweep(double now, std::vector<std::pair<std::string, double>>* evicted) {
   SweepResult result;
-  const double key_ttl = options_.key_ttl.count();
-  while (result.keys_evicted < options_.sweep_batch && !idle_keys_.empty() &&
-         idle_keys_.front().idle_since + key_ttl <= now) {
-    KeyState& key = idle_keys_.front();
-    idle_keys_.pop_front();
-    if (evicted != nullptr) evicted->emplace_back(*key.name, key.acc);
-    keys_.erase(keys_.find(*key.name));
-    ++result.keys_evicted;
-  }
-  // A table that once held a crowd of keys keeps its slots: give them back once it is mostly
-  // empty (O(keys) now and then, amortized over the evictions that emptied it).
-  if (result.keys_evicted > 0 && keys_.capacity() > 4096 && keys_.size() < keys_.capacity() / 8) {
-    keys_.rehash(0);
-  }
+  result.keys_evicted =
+      keys_.Evict(now, options_.key_ttl.count(), options_.sweep_batch, evicted);
   result.estimates_evicted =
       estimates_.Evict(now, options_.estimate_ttl.count(), options_.sweep_batch);
   return result;
@@ -608,22 +586,17 @@ Status AdmissionCore::ResumeKey(std::string_view name, double now) {
 
 Status AdmissionCore::SetKeyPaused(std::string_view name, bool paused, double now) {
   if (Status s = CheckTime(now, paused ? "pause time" : "resume time"); !s.ok()) return s;
-  KeySettings& settings = SettingsFor(name);
+  KeySettings& settings = keys_.SettingsFor(AsAbsl(name));
   limits_in_use_ = true;
-  if (paused) {
-    paused_keys_.insert(std::string(name));
-  } else {
-    paused_keys_.erase(std::string(name));
-  }
-  auto key = keys_.find(AsAbsl(name));
-  if (key == keys_.end()) {
+  keys_.NotePaused(AsAbsl(name), paused);
+  KeyState* state = keys_.Find(AsAbsl(name));
+  if (state == nullptr) {
     // No job of the key to stop or restart, but the steps and expiries due by `now` are still
     // taken first, as at every other pause and resume.
     AdvanceTo(now);
     settings.paused = paused;
     return absl::OkStatus();
   }
-  KeyState* state = &key->second;
   ChangePause(
       now, [&](const Job& job) { return job.key == state; },
       [&] { Rekey(*state, [&] { settings.paused = paused; }); });
@@ -674,40 +647,26 @@ bool AdmissionCore::TypePaused(std::string_view type) const {
   return it != types_by_name_.end() && it->second->paused;
 }
 
-KeySettings& AdmissionCore::SettingsFor(std::string_view name) {
-  auto [it, inserted] = key_settings_.try_emplace(std::string(name));
-  if (inserted) {
-    if (auto key = keys_.find(AsAbsl(name)); key != keys_.end()) key->second.settings = &it->second;
-  }
-  return it->second;
-}
-
 Status AdmissionCore::SetKeyWeight(std::string_view name, double weight) {
   if (Status s = ValidateKeyWeight(weight); !s.ok()) return s;
-  SettingsFor(name).weight = weight;
+  keys_.SettingsFor(AsAbsl(name)).weight = weight;
   return absl::OkStatus();
 }
 
 Status AdmissionCore::SetKeyLimits(std::string_view name, const KeyLimits& limits) {
   if (Status s = ValidateKeyLimits(limits); !s.ok()) return s;
-  KeySettings& settings = SettingsFor(name);
+  KeySettings& settings = keys_.SettingsFor(AsAbsl(name));
   limits_in_use_ = true;
-  auto key = keys_.find(AsAbsl(name));
   auto apply = [&] {
     settings.limits = limits;
     settings.has_limits = true;
   };
-  if (key == keys_.end()) {
-    apply();
+  if (KeyState* key = keys_.Find(AsAbsl(name))) {
+    Rekey(*key, apply);
   } else {
-    Rekey(key->second, apply);
+    apply();
   }
   return absl::OkStatus();
-}
-
-const KeyLimits& AdmissionCore::LimitsOf(const KeyState& key) const {
-  return key.settings && key.settings->has_limits ? key.settings->limits
-                                                  : options_.default_key_limits;
 }
 
 void AdmissionCore::CountSkip(Blocker blocker, DecisionSkips& skipped) {
@@ -737,7 +696,7 @@ void AdmissionCore::CountSkip(Blocker blocker, DecisionSkips& skipped) {
 }
 
 bool AdmissionCore::Reserved(const KeyState& key) const {
-  return limits_in_use_ && key.running.used() < LimitsOf(key).min_running;
+  return limits_in_use_ && key.running.used() < keys_.LimitsOf(key).min_running;
 }
 
 KeyPlace AdmissionCore::PlaceOf(const KeyState& key) const {
@@ -780,7 +739,7 @@ Snapshot AdmissionCore::TakeSnapshot() const {
                        type->running.used(), type->pending});
     s.types.back().paused = type->paused;
   }
-  s.paused_keys.assign(paused_keys_.begin(), paused_keys_.end());
+  s.paused_keys.assign(keys_.paused().begin(), keys_.paused().end());
   s.keys_tracked = keys_.size();
   s.estimates_tracked = estimates_.size();
   return s;
@@ -799,8 +758,7 @@ std::vector<SavedKey> AdmissionCore::KeyCosts(double now) const {
   std::vector<SavedKey> out;
   out.reserve(keys_.size());
   for (const auto& [name, key] : keys_) {
-    const bool idle = key.pending == 0 && key.running.used() == 0;
-    out.push_back({name, key.acc, idle ? key.idle_since : now});
+    out.push_back({name, key.acc, KeyTable::Idle(key) ? key.idle_since : now});
   }
   return out;
 }
@@ -826,19 +784,7 @@ StatusOr<bool> AdmissionCore::RestoreKey(const SavedKey& saved, double now) {
   }
   const double idle_since = std::min(saved.idle_since, now);
   if (idle_since + options_.key_ttl.count() <= now) return false;
-  auto [it, inserted] = keys_.try_emplace(saved.key);
-  if (!inserted) return false;
-  KeyState& key = it->second;
-  key.name = &it->first;
-  key.acc = saved.accumulated_cost;
-  key.idle_since = idle_since;
-  if (auto settings = key_settings_.find(AsAbsl(saved.key)); settings != key_settings_.end()) {
-    key.settings = &settings->second;
-  }
-  auto place = idle_keys_.end();  // the idle list stays in the order the keys became idle
-  while (place != idle_keys_.begin() && std::prev(place)->idle_since > idle_since) --place;
-  idle_keys_.insert(place, key);
-  return true;
+  return keys_.Restore(saved, idle_since);
 }
 
 StatusOr<bool> AdmissionCore::SetAccumulatedCost(std::string_view name, double cost) {
@@ -846,17 +792,16 @@ StatusOr<bool> AdmissionCore::SetAccumulatedCost(std::string_view name, double c
     return absl::InvalidArgumentError(
         absl::StrCat("an accumulated cost must be finite and >= 0, got ", cost));
   }
-  auto it = keys_.find(AsAbsl(name));
-  if (it == keys_.end()) return false;
-  KeyState& key = it->second;
-  Rekey(key, [&] { key.acc = cost; });
+  KeyState* key = keys_.Find(AsAbsl(name));
+  if (key == nullptr) return false;
+  Rekey(*key, [&] { key->acc = cost; });
   return true;
 }
 
 std::optional<double> AdmissionCore::AccumulatedCost(std::string_view key) const {
-  auto it = keys_.find(AsAbsl(key));
-  if (it == keys_.end()) return std::nullopt;
-  return it->second.acc;
+  const KeyState* state = keys_.Find(AsAbsl(key));
+  if (state == nullptr) return std::nullopt;
+  return state->acc;
 }
 
 std::optional<double> AdmissionCore::Estimate(std::string_view type, std::string_view id) const {
@@ -1135,10 +1080,5 @@ void AdmissionCore::LeavePending(Job& job) {
   }
 }
 
-void AdmissionCore::MaybeIdle(KeyState& key, double now) {
-  if (key.pending != 0 || key.running.used() != 0) return;
-  key.idle_since = now;
-  idle_keys_.push_back(key);
-}
 
 }  // namespace fairgate::core

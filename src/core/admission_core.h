@@ -39,6 +39,7 @@
 #include "core/constraints.h"
 #include "core/estimate_table.h"
 #include "core/job_table.h"
+#include "core/key_table.h"
 #include "core/order.h"
 #include "core/queue_nodes.h"
 #include "core/timed_steps.h"
@@ -310,8 +311,6 @@ class AdmissionCore {
   // The key's home lane for (type, tier), or with `parked_on` its parked lane for that resource.
   Lane& LaneFor(KeyState& key, TypeState& type, TierState& tier, Resource* parked_on = nullptr);
   WaitGroup& GroupFor(Resource& resource, LaneSet& home);
-  KeySettings& SettingsFor(std::string_view key);
-  const KeyLimits& LimitsOf(const KeyState& key) const;
   // The one list of constraints (core/constraints.h): whether a job may run, and if not, the
   // first constraint without room for it. Every check of admissibility, in the pick, the fast
   // path, the skip counts and CheckInvariants, is one of these.
@@ -334,7 +333,7 @@ class AdmissionCore {
   Blocker KeyBlocker(const KeyState& key) const {
     if (!limits_in_use_) return Blocker::kNone;
     if (key.settings != nullptr && key.settings->paused) return Blocker::kKeyPaused;
-    if (key.running.used() >= LimitsOf(key).max_running) return Blocker::kKeyLimit;
+    if (key.running.used() >= keys_.LimitsOf(key).max_running) return Blocker::kKeyLimit;
     return Blocker::kNone;
   }
   // The id level: the conflict limit of the job's resource (null: the type has no conflict group).
@@ -458,7 +457,6 @@ class AdmissionCore {
   void LeaveLane(Job& job);
   // Takes a job out of the pending accounting once it is no longer pending.
   void LeavePending(Job& job);
-  void MaybeIdle(KeyState& key, double now);
 
   SchedulerOptions options_;
   std::vector<std::unique_ptr<TypeState>> types_;  // registration order
@@ -469,13 +467,11 @@ class AdmissionCore {
     std::int32_t limit = 1;   // jobs of the group running on one id at once
   };
   absl::flat_hash_map<std::string, ConflictGroup> conflict_groups_;
-  absl::node_hash_map<std::string, KeyState> keys_;  // nodes: KeyState addresses are stable
-  absl::node_hash_map<std::string, KeySettings> key_settings_;  // stable, never erased
+  KeyTable keys_;
   TimedSteps steps_;  // aging steps, queue-wait limits and pause clocks of the pending jobs
   std::vector<ExpiredJob> expired_;  // expired, not yet taken
   absl::node_hash_map<IndexedName, Resource, IndexedNameHash, IndexedNameEq> resources_;
   EstimateTable estimates_;
-  IdleKeyList idle_keys_;  // in the order they became idle
 
   JobTable jobs_;
   // Lanes that emptied, kept for the next LaneFor: a key with one job at a time (a client whose
@@ -490,7 +486,6 @@ class AdmissionCore {
   // Whether any key has limits (the default ones, or its own) or was paused: until then no key is
   // held back or reserved, and the checks cost nothing.
   bool limits_in_use_ = false;
-  absl::btree_set<std::string> paused_keys_;  // for the snapshot
   // The global cap: the slots running jobs take, against the capacity in force (SetCapacity).
   Constraint slots_;
   std::int64_t pending_ = 0;
