@@ -9,6 +9,12 @@
 // run (then it exits 0). The handler fails the first attempt of every id divisible by 5 (retried
 // after 5 ms) and takes 0-2 ms; one slot and one worker, so jobs run one at a time in the
 // scheduler's order.
+//
+// Usage: durable_crash_child STATE LOG cut MAX_ATTEMPTS SUBMIT
+// A payload that kills its process: the type "cut" (RetryPolicy::max_attempts MAX_ATTEMPTS) has a
+// handler that logs "run ID ATTEMPT" and then never returns (the test kills the process, as a
+// crashing payload would). The life recovers, logs "recovered Q deferred D dead X", submits job
+// "c" if SUBMIT is 1, and exits 0 with "idle" once the store has nothing left to run.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -36,9 +42,57 @@ int Fail(const std::string& what, const fairgate::Status& status) {
   return 1;
 }
 
+int RunCut(const std::string& state, int max_attempts, bool submit) {
+  fairgate::SchedulerOptions options;
+  auto store = fairgate::OpenSqliteStore(state);
+  if (!store.ok()) return Fail("open", store.status());
+  options.store = *std::move(store);
+  options.max_concurrency = 1;
+  options.warn = [](std::string_view) {};
+  auto created = fairgate::Scheduler::Create(options);
+  if (!created.ok()) return Fail("create", created.status());
+  fairgate::Scheduler& scheduler = **created;
+  if (fairgate::Status s = scheduler.RegisterType("cut", {.max_concurrency = 1, .priority = 4});
+      !s.ok()) {
+    return Fail("register", s);
+  }
+  fairgate::Status registered = scheduler.RegisterDurable(
+      "cut",
+      [](const fairgate::DurableJob& job, const fairgate::Context&) -> fairgate::Status {
+        Write("run " + std::string(job.id) + " " + std::to_string(job.attempt));
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // until killed
+      },
+      {.max_attempts = static_cast<std::uint32_t>(max_attempts)});
+  if (!registered.ok()) return Fail("register durable", registered);
+  auto report = scheduler.Recover();
+  if (!report.ok()) return Fail("recover", report.status());
+  Write("recovered " + std::to_string(report->queued) + " deferred " +
+        std::to_string(report->deferred) + " dead " + std::to_string(report->dead));
+  if (submit) {
+    auto sequence = scheduler.SubmitDurable("cut", "c", "", "");
+    if (!sequence.ok()) return Fail("submit", sequence.status());
+    Write("ack c");
+  }
+  auto reader = fairgate::OpenSqliteStore(state);
+  if (!reader.ok()) return Fail("open a reader", reader.status());
+  for (;;) {
+    auto live = (*reader)->LiveJobs();
+    if (!live.ok()) return Fail("read", live.status());
+    if (live->empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  Write("idle");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 6 && std::string(argv[3]) == "cut") {
+    log_fd = open(argv[2], O_WRONLY | O_APPEND | O_CREAT, 0644);
+    if (log_fd < 0) return 2;
+    return RunCut(argv[1], std::atoi(argv[4]), std::string(argv[5]) == "1");
+  }
   if (argc != 6) {
     std::fprintf(stderr, "usage: durable_crash_child STATE LOG LIFE FIRST COUNT\n");
     return 2;

@@ -4,6 +4,7 @@
 // job is done without having run, attempt numbers only grow, and each life runs the jobs it
 // recovered in the order they were stored.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,12 +28,11 @@
 namespace fairgate {
 namespace {
 
-pid_t Start(const std::string& state, const std::string& log, int life, int first, int count) {
-  std::vector<std::string> args = {
-      FAIRGATE_DURABLE_CRASH_CHILD, state, log, std::to_string(life), std::to_string(first),
-      std::to_string(count)};
+pid_t StartChild(std::vector<std::string> args) {
+  args.insert(args.begin(), FAIRGATE_DURABLE_CRASH_CHILD);
   const pid_t pid = fork();
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives a test that failed or was aborted
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -40,6 +40,21 @@ pid_t Start(const std::string& state, const std::string& log, int life, int firs
     _exit(127);
   }
   return pid;
+}
+
+pid_t Start(const std::string& state, const std::string& log, int life, int first, int count) {
+  return StartChild(
+      {state, log, std::to_string(life), std::to_string(first), std::to_string(count)});
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Whether `log` gets the line `line` within the usual patience.
+bool LogGets(const std::string& log, const std::string& line) {
+  return testing::Eventually([&] { return ReadAll(log).find(line + "\n") != std::string::npos; });
 }
 
 TEST_CASE("DurableCrash.KillNineAtRandomPointsLosesNoAcknowledgedJobAndKeepsTheStoredOrder") {
@@ -171,6 +186,53 @@ TEST_CASE("DurableCrash.KillNineAtRandomPointsLosesNoAcknowledgedJobAndKeepsTheS
   auto store = *OpenSqliteStore(state);
   CHECK(store->LiveJobs()->empty());
   CHECK(store->DeadJobs()->empty());
+}
+
+// A payload that kills its process (here: the test kills it while its handler runs) must not
+// loop restart after restart: every attempt begun counts, also one a crash cut short, and a job
+// whose last allowed attempt was cut short is dead at the next Recover, never run again.
+TEST_CASE("DurableCrash.APayloadThatKillsItsProcessRunsAtMostMaxAttemptsTimes") {
+  testing::Watchdog watchdog("the crashing payload test", std::chrono::seconds(120));
+  for (const int max_attempts : {1, 2}) {
+    CAPTURE(max_attempts);
+    testing::TempDir dir;
+    const std::string state = dir.path() + "/state.db";
+    const std::string log = dir.path() + "/log";
+    auto cut_life = [&](bool submit) {
+      return StartChild({state, log, "cut", std::to_string(max_attempts), submit ? "1" : "0"});
+    };
+    // Each allowed attempt begins and is killed mid-run.
+    for (int attempt = 1; attempt <= max_attempts; ++attempt) {
+      const pid_t pid = cut_life(/*submit=*/attempt == 1);
+      REQUIRE(pid > 0);
+      REQUIRE(LogGets(log, "run c " + std::to_string(attempt)));
+      REQUIRE(kill(pid, SIGKILL) == 0);
+      int status = 0;
+      REQUIRE(waitpid(pid, &status, 0) == pid);
+      if (attempt > 1)
+        CHECK(ReadAll(log).find("recovered 1 deferred 0 dead 0\n") != std::string::npos);
+    }
+    // The next life finds it spent: dead at Recover, not queued, its handler not called, and
+    // nothing left to run (it exits; were the job run again, its handler would never return).
+    const pid_t last = cut_life(/*submit=*/false);
+    const bool idle = LogGets(log, "idle");
+    if (!idle) kill(last, SIGKILL);
+    int status = 0;
+    REQUIRE(waitpid(last, &status, 0) == last);
+    REQUIRE(idle);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    const std::string text = ReadAll(log);
+    CHECK(text.find("recovered 0 deferred 0 dead 1\nidle\n") != std::string::npos);
+    CHECK(text.find("run c " + std::to_string(max_attempts + 1)) == std::string::npos);
+    auto store = *OpenSqliteStore(state);
+    CHECK(store->LiveJobs()->empty());
+    auto dead = store->DeadJobs();
+    REQUIRE(dead.ok());
+    REQUIRE(dead->size() == 1);
+    CHECK(dead->front().attempts == static_cast<std::uint32_t>(max_attempts));
+    CHECK(dead->front().last_error.find("interrupted") != std::string::npos);
+  }
 }
 
 }  // namespace

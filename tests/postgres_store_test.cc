@@ -729,6 +729,51 @@ TEST_CASE(
   CHECK(ran.entries()[40].substr(0, 6) == "b late");
 }
 
+// A replica that dies during a job's last allowed attempt leaves it claimed with that attempt
+// begun; the replica that claims it once the lease lapses moves it to the dead jobs, with an
+// error saying the attempt was interrupted, and does not run it again (a payload that kills its
+// process must not loop through the fleet).
+TEST_CASE("PostgresStore.AJobWhoseLastAttemptWasCutShortOnADeadReplicaIsDeadNotRunAgain") {
+  testing::PostgresServer server;
+  {
+    // The replica that dies: it claims the job, begins its only attempt, and is gone.
+    auto dying = *OpenPostgresStore(server.conninfo(), {"dying"});
+    StoredJob job;
+    job.type = "fetch";
+    job.id = "repo";
+    REQUIRE(dying->AddJob(job).ok());
+    auto claimed = dying->ClaimJobs({{"fetch", 1}}, 1, /*lease_seconds=*/0.05);
+    REQUIRE(claimed.ok());
+    REQUIRE(claimed->size() == 1);
+    REQUIRE(*dying->BeginAttempt(claimed->front().sequence) == 1);
+  }
+  std::atomic<int> runs{0};
+  SchedulerOptions o;
+  o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"survivor"}));
+  o.claim_interval = Seconds(0.05);
+  o.warn = [](std::string_view) {};
+  auto survivor = *Scheduler::Create(o);
+  REQUIRE(survivor->RegisterType("fetch", testing::Type(2, 1)).ok());
+  REQUIRE(survivor
+              ->RegisterDurable("fetch",
+                                [&](const DurableJob&, const Context&) {
+                                  ++runs;
+                                  return absl::OkStatus();
+                                },
+                                {.max_attempts = 1})
+              .ok());
+  REQUIRE(survivor->Recover().ok());
+  auto store = *OpenPostgresStore(server.conninfo());
+  REQUIRE(testing::Eventually([&] { return store->DeadJobs()->size() == 1; }));
+  CHECK(runs == 0);
+  CHECK(store->LiveJobs()->empty());
+  const StoredJob dead = store->DeadJobs()->front();
+  CHECK(dead.attempts == 1);
+  CHECK(dead.last_error.find("interrupted") != std::string::npos);
+  REQUIRE(survivor->Shutdown(Context::Background()).ok());
+  CHECK(runs == 0);
+}
+
 // A shared store that passes every call to another (a real PostgreSQL store) and, once armed,
 // runs `after_claim` right after the first claim that took jobs, before the replica queues them:
 // what happens when something changes while a claim is under way.

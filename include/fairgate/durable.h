@@ -7,15 +7,19 @@
 // under the same caps, conflicts and coalescing.
 //
 // Delivery is at least once: an attempt is marked in the store before the handler runs and the
-// job is removed only after it returned OK, so an attempt cut short by a crash runs again after
-// the restart, with the next attempt number. A handler should therefore be idempotent.
+// job is removed only after it returned OK. A handler should therefore be idempotent.
+// RetryPolicy::max_attempts bounds the attempts begun, whatever ended them:
 // - OK: the job is done and removed.
-// - Any other status: the attempt failed. While attempts are left (RetryPolicy::max_attempts,
-//   counting every attempt begun, also those a crash cut short), the job waits its backoff and
+// - Any other status: the attempt failed. While attempts are left, the job waits its backoff and
 //   is queued again (as a new arrival); otherwise it is dead: kept in the store with its last
 //   error, listed by Scheduler::DeadJobs, never run again.
-// - A job still pending or running when the scheduler shuts down is left stored as it is, and
-//   runs after the next Recover.
+// - Cut short (the process crashed or was killed, or a shutdown cancelled the handler): the
+//   attempt counts. After the restart (Recover; with a shared store, the replica that claims the
+//   job) it runs again with the next attempt number while attempts are left; a job whose last
+//   allowed attempt was cut short is dead instead, with an error saying that attempt was
+//   interrupted. So a payload that kills its process runs at most max_attempts times.
+// - A job still pending when the scheduler shuts down is left stored as it is, and runs after the
+//   next Recover.
 //
 // Recovery happens at one defined point: Scheduler::Recover, called once after the types and
 // their handlers are registered. It queues every stored job that is neither done nor dead, in
@@ -53,7 +57,9 @@ namespace fairgate {
 struct DurableJob {
   std::uint64_t sequence = 0;  // the store's number for the job
   std::string_view type, id, fairness_key, payload;
-  std::uint32_t attempt = 1;  // 1 for the first attempt, counting attempts a crash cut short
+  // 1 for the first attempt; counts every attempt begun, also those cut short (at most
+  // RetryPolicy::max_attempts).
+  std::uint32_t attempt = 1;
   // With a shared store (several replicas): the fencing token of this replica's lease on the job,
   // greater than any token of an earlier claim of it. A handler that writes to storage which can
   // check it should reject writes with a token lower than one it has seen (the lease had passed
@@ -87,7 +93,9 @@ struct RecoveryReport {
   // Stored jobs of types without a handler: left stored, not run (a later process with the
   // handler recovers them).
   std::size_t without_handler = 0;
-  std::size_t dead = 0;  // dead jobs in the store (Scheduler::DeadJobs)
+  // Dead jobs in the store (Scheduler::DeadJobs), with those Recover found with every attempt
+  // begun and the last cut short (made dead just now; see above).
+  std::size_t dead = 0;
 };
 
 }  // namespace fairgate

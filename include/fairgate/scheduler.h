@@ -193,7 +193,8 @@ class Scheduler {
   Status RegisterDurable(std::string_view type, DurableHandler handler,
                          const RetryPolicy& retry = {});
   // Queues every stored job that is neither done nor dead, in stored order; those waiting out a
-  // retry's backoff are queued when it ends; those of types without a handler stay stored, unrun.
+  // retry's backoff are queued when it ends; those of types without a handler stay stored, unrun;
+  // those whose last allowed attempt was cut short (fairgate/durable.h) become dead.
   // Call it once, after registering the types and handlers: FailedPrecondition the second time.
   // The store's status if it cannot be read (then it may be called again). With a shared store
   // (several replicas) nothing is loaded: from now on this replica claims the jobs of its

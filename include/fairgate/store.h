@@ -54,7 +54,8 @@ struct StoredJob {
   std::string type, id, fairness_key;
   std::string payload;      // bytes, opaque to fairgate
   double submitted_at = 0;  // Unix seconds, when SubmitDurable stored it
-  // Attempts begun so far (marked before each one runs: an attempt cut short by a crash counts).
+  // Attempts begun so far (marked before each one runs: an attempt cut short by a crash counts,
+  // and one that reached the type's max_attempts that way is dead at the next Recover or claim).
   std::uint32_t attempts = 0;
   double not_before = 0;   // Unix seconds: the next attempt waits until then (a retry's backoff)
   std::string last_error;  // the status of the last failed attempt, as text

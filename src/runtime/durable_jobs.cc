@@ -45,17 +45,27 @@ StatusOr<RecoveryReport> DurableJobs::Recover() {
   if (claimer_ != nullptr) return RecoverShared(load_failed);
   StatusOr<std::vector<StoredJob>> live = keeper_.store().LiveJobs();
   if (!live.ok()) return load_failed(live.status());
-  StatusOr<std::vector<StoredJob>> dead = keeper_.store().DeadJobs();
-  if (!dead.ok()) return load_failed(dead.status());
   RecoveryReport report;
-  report.dead = dead->size();
-  std::vector<std::pair<StoredJob, TypePtr>> due;
-  const double wall = WallNow();
+  // Jobs whose last attempt was begun and cut short with no attempt left die first, so that the
+  // dead jobs read next include them; a store that fails here leaves Recover to be called again.
+  std::vector<std::pair<StoredJob, TypePtr>> runnable;
   for (StoredJob& job : *live) {
     TypePtr type = Find(job.type);
     if (!type) {
       ++report.without_handler;
-    } else if (job.not_before > wall) {
+    } else if (AttemptsSpent(job, *type)) {
+      if (Status killed = KillInterrupted(job); !killed.ok()) return load_failed(killed);
+    } else {
+      runnable.emplace_back(std::move(job), std::move(type));
+    }
+  }
+  StatusOr<std::vector<StoredJob>> dead = keeper_.store().DeadJobs();
+  if (!dead.ok()) return load_failed(dead.status());
+  report.dead = dead->size();
+  std::vector<std::pair<StoredJob, TypePtr>> due;
+  const double wall = WallNow();
+  for (auto& [job, type] : runnable) {
+    if (job.not_before > wall) {
       ++report.deferred;
       const double wait = job.not_before - wall;
       ScheduleRetry(std::move(job), std::move(type), wait);
@@ -172,6 +182,13 @@ std::vector<ClaimableType> DurableJobs::ClaimableTypes() const {
 void DurableJobs::QueueClaimed(std::vector<StoredJob> jobs) {
   for (StoredJob& job : jobs) {
     TypePtr type = Find(job.type);
+    // Its holder died during its last attempt: dead, not run again (the claim's lease lets this
+    // replica record it; a store that fails leaves it to lapse and be claimed again).
+    if (type && AttemptsSpent(job, *type)) {
+      (void)KillInterrupted(job);
+      claimer_->Done(/*claim_again=*/true);
+      continue;
+    }
     if (type) {
       const std::optional<Submission::TypeInfo> info = scheduler_.Type(job.type);
       if (info && info->paused) type = nullptr;
@@ -224,6 +241,25 @@ bool DurableJobs::QueueOrDefer(const StoredJob& job, const TypePtr& type) {
   if (queued.code() == absl::StatusCode::kUnavailable) return false;
   ScheduleRetry(job, type, std::max(1.0, type->retry.initial_backoff.count()));
   return false;
+}
+
+bool DurableJobs::AttemptsSpent(const StoredJob& job, const Type& type) {
+  return job.attempts >= type.retry.max_attempts;
+}
+
+// A stored job that is neither done nor dead has attempts left, unless its last attempt was begun
+// and never ended: an attempt that ends removes, defers or kills the job, so a live job whose
+// begun attempts reached max_attempts was cut short in its last one (its process died or was
+// killed, or a shutdown cancelled it).
+Status DurableJobs::KillInterrupted(const StoredJob& job) {
+  std::string error = absl::StrCat("attempt ", job.attempts, " of ", job.attempts,
+                                   " (max_attempts) was interrupted before it ended: its process "
+                                   "stopped while it ran; not run again");
+  if (!job.last_error.empty()) absl::StrAppend(&error, "; an earlier attempt: ", job.last_error);
+  Status killed = keeper_.store().KillJob(job.sequence, error);
+  Recorded(killed, StateKeeper::Operation::kKillJob,
+           killed.ok() ? std::optional(StateKeeper::Outcome::kDead) : std::nullopt);
+  return killed;
 }
 
 // A store that fails is counted and the number comes from memory (the attempt goes ahead: at

@@ -88,6 +88,11 @@ class DurableJobs {
   StatusOr<RecoveryReport> RecoverShared(LoadFailed& load_failed);
   // The handler of `type`, if registered.
   TypePtr Find(std::string_view type) const;
+  // Whether a stored job (neither done nor dead) has begun every attempt its type allows: its
+  // last one was cut short (a crash, a kill, a shutdown that cancelled it), and it must not run
+  // again; KillInterrupted moves it to the dead jobs with an error saying so.
+  static bool AttemptsSpent(const StoredJob& job, const Type& type);
+  Status KillInterrupted(const StoredJob& job);
   // Queues one attempt of a stored job as a Submit job of its type, id and key; Submit's refusal.
   Status Queue(const StoredJob& job, TypePtr type);
   // Queues a stored job whose time has come; true if it was queued. Refused at the door (a full
