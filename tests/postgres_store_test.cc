@@ -482,6 +482,51 @@ TEST_CASE("PostgresStore.AClaimTakesTheLeasesItsJobsNeedInTheSameTransaction") {
   CHECK(*a->AcquireResource("repo", "mesa.git", 1, 30) > claimed[0].resource_token);  // lapsed
 }
 
+// The stall a fault run found: a replica stopped during the first of five jobs on repo-0 holds
+// repo-0's lease; the fair order puts the other four repo-0 jobs first, and a claim that looked
+// only at the first few jobs in that order (about 4 x max_jobs) claimed nothing, although five
+// jobs on a free repository waited behind them, until the lease lapsed. A claim now passes over
+// the jobs whose leases are held, however many come first; for a fleet-wide cap as well.
+TEST_CASE("PostgresStore.AClaimFindsClaimableJobsPastAnyNumberOfBlockedOnes") {
+  testing::PostgresServer server;
+  auto stopped = *OpenPostgresStore(server.conninfo(), {"stopped"});
+  auto b = *OpenPostgresStore(server.conninfo(), {"b"});
+  auto add = [&](const std::string& type, const std::string& id) {
+    StoredJob job;
+    job.type = type;
+    job.id = id;
+    return *stopped->AddJob(job);
+  };
+  const ClaimableType fetch{"fetch", 1, "repo", 1, 0};
+  std::vector<std::uint64_t> repo0, repo1;
+  for (int i = 0; i < 5; ++i) repo0.push_back(add("fetch", "repo-0"));
+  for (int i = 0; i < 5; ++i) repo1.push_back(add("fetch", "repo-1"));
+  // The replica that then stops claims the first job, and with it repo-0's lease.
+  std::vector<StoredJob> claimed = *stopped->ClaimJobs({fetch}, 1, 30);
+  REQUIRE(claimed.size() == 1);
+  REQUIRE(claimed[0].sequence == repo0[0]);
+  // b, with one slot free, claims the first job on the free repository.
+  claimed = *b->ClaimJobs({fetch}, 1, 30);
+  REQUIRE(claimed.size() == 1);
+  CHECK(claimed[0].sequence == repo1[0]);
+  // And with both repositories held, nothing (and no error).
+  CHECK(b->ClaimJobs({fetch}, 4, 30)->empty());
+
+  // A fleet-wide cap of one: while its slot is held, a claim of several types passes over the
+  // capped type's jobs to the next type's, though they come later in the order.
+  const ClaimableType repack{"repack", 2, "", 1, 1};
+  const ClaimableType gc{"gc", 1, "", 1, 0};
+  std::vector<std::uint64_t> repacks;
+  for (int i = 0; i < 6; ++i) repacks.push_back(add("repack", "x" + std::to_string(i)));
+  const std::uint64_t collect = add("gc", "y");
+  claimed = *stopped->ClaimJobs({repack}, 1, 30);
+  REQUIRE(claimed.size() == 1);
+  CHECK(claimed[0].sequence == repacks[0]);
+  claimed = *b->ClaimJobs({repack, gc}, 1, 30);
+  REQUIRE(claimed.size() == 1);
+  CHECK(claimed[0].sequence == collect);
+}
+
 // A replica named `name` on `server` whose conflict group "repo" is fleet-wide, with types
 // "repack" (tier 1, up to `repacks` at once) and "fetch" (tier 2, up to `fetches`) in it, and
 // `capacity` slots.
@@ -498,6 +543,37 @@ std::unique_ptr<Scheduler> RepoReplica(const testing::PostgresServer& server,
   REQUIRE(s->RegisterType("repack", testing::Type(1, repacks, "repo")).ok());
   REQUIRE(s->RegisterType("fetch", testing::Type(2, fetches, "repo")).ok());
   return s;
+}
+
+// The same through a scheduler: replica a (one slot) stored five jobs on repo-0, then five on
+// repo-1, and stopped (killed: no shutdown, its leases stay until they lapse) during the first;
+// replica b runs the five repo-1 jobs at once, not after the lapse.
+TEST_CASE("PostgresStore.AReplicaRunsJobsOnFreeRepositoriesWhileADeadOnesLeaseBlocksTheFirst") {
+  testing::PostgresServer server;
+  {
+    auto a = *OpenPostgresStore(server.conninfo(), {"a"});
+    for (int i = 0; i < 10; ++i) {
+      StoredJob job;
+      job.type = "fetch";
+      job.id = i < 5 ? "repo-0" : "repo-1";
+      REQUIRE(a->AddJob(job).ok());
+    }
+    const ClaimableType fetch{"fetch", 2, "repo", 1, 0};
+    auto claimed = *a->ClaimJobs({fetch}, 1, /*lease_seconds=*/60);  // outlives the test
+    REQUIRE(claimed.size() == 1);
+    REQUIRE(claimed[0].id == "repo-0");
+    REQUIRE(a->BeginAttempt(claimed[0].sequence).ok());  // and a dies mid-attempt
+  }
+  testing::Log ran;
+  auto b = RepoReplica(server, "b", 1, 1, 1);
+  REQUIRE(b->RegisterDurable("fetch", [&](const DurableJob& job, const Context&) {
+             ran.Add(std::string(job.id));
+             return absl::OkStatus();
+           }).ok());
+  REQUIRE(b->Recover().ok());
+  REQUIRE(testing::Eventually([&] { return ran.entries().size() == 5; }));
+  for (const std::string& id : ran.entries()) CHECK(id == "repo-1");
+  REQUIRE(b->Shutdown(Context::Background()).ok());
 }
 
 TEST_CASE("PostgresStore.AFleetWideConflictGroupKeepsAFetchOnOneReplicaFromARepackOnAnother") {

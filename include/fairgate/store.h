@@ -100,7 +100,8 @@ inline constexpr std::string_view kFleetCapGroup = "fairgate.type_cap";
 // fleet-wide leases each of its jobs takes in the claim's own transaction: one of the fleet_cap
 // slots of resource (kFleetCapGroup, type) when fleet_cap > 0, then one of the conflict_limit
 // slots of resource (conflict_group, the job's id) when conflict_group is not empty. A job whose
-// leases cannot all be taken is not claimed (a later one may be).
+// leases cannot all be taken is not claimed, and does not keep a claim from the claimable jobs
+// after it, however many such jobs come first.
 struct ClaimableType {
   std::string type;
   int priority = 1;
@@ -161,7 +162,8 @@ class SharedStore : public Store {
   // that no unexpired lease holds. Jobs whose lease lapsed (their holder died or stalled: they
   // had been admitted already) come first, then the rest in fairgate's order: the higher tier
   // first, then the key with the lower accumulated cost (as flushed, SaveLearned), then the
-  // lower sequence. Each comes with its new lease_token. Jobs other replicas are claiming at the
+  // lower sequence; in that order among the jobs whose leases can be taken now (ClaimableType).
+  // Each comes with its new lease_token. Jobs other replicas are claiming at the
   // same moment are skipped, not waited for. The leases its type takes (ClaimableType) are taken
   // with the claim, with resource_token; they are the claim's: renewed with it, given back when
   // this replica removes, defers, kills or releases the job, and lapsed with it.

@@ -110,40 +110,42 @@ UPDATE fairgate_schema SET version = 2 WHERE version < 2;
 // passed over by one that was not offered.
 // The candidates of a claim (wanted, keys, offered, candidates), in one macro so that both claims
 // below share it: $1 the types, $2 their tiers, $3 how many each key offers, `wall` the number of
-// the parameter that is the replica's wall clock (a retry's backoff is in it).
-#define FAIRGATE_PG_CLAIM_CANDIDATES(wall)                                                    \
-  "WITH RECURSIVE wanted AS (SELECT * FROM unnest($1::text[], $2::int[]) AS w(type, tier)), " \
-  "keys AS ("                                                                                 \
-  "  SELECT w.type, w.tier, (SELECT min(j.fairness_key) FROM fairgate_durable_jobs j "        \
-  "    WHERE j.type = w.type AND NOT j.dead) AS key FROM wanted w "                           \
-  "  UNION ALL "                                                                              \
-  "  SELECT k.type, k.tier, (SELECT min(j.fairness_key) FROM fairgate_durable_jobs j "        \
-  "    WHERE j.type = k.type AND NOT j.dead AND j.fairness_key > k.key) "                     \
-  "  FROM keys k WHERE k.key IS NOT NULL), "                                                  \
-  "offered AS ("                                                                              \
-  "  SELECT c.sequence, k.tier, false AS lapsed FROM keys k CROSS JOIN LATERAL ("             \
-  "    SELECT j.sequence FROM fairgate_durable_jobs j "                                       \
-  "    WHERE j.type = k.type AND j.fairness_key = k.key AND NOT j.dead "                      \
-  "      AND j.not_before <= $" #wall                                                         \
-  " AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW                           \
-  ") "                                                                                        \
-  "    ORDER BY j.sequence LIMIT $3) c "                                                      \
-  "  WHERE k.key IS NOT NULL "                                                                \
-  "  UNION ALL "                                                                              \
-  "  SELECT j.sequence, w.tier, true FROM fairgate_durable_jobs j "                           \
-  "  JOIN wanted w ON w.type = j.type "                                                       \
-  "  WHERE j.holder IS NOT NULL AND j.lease_until < " FAIRGATE_PG_NOW                         \
-  "    AND NOT j.dead AND j.not_before <= $" #wall                                            \
-  "), "                                                                                       \
-  "candidates AS (SELECT sequence, bool_or(lapsed) AS lapsed, max(tier) AS tier "             \
-  "  FROM offered GROUP BY sequence), "                                                       \
-  "picked AS (SELECT j.sequence, j.type, j.id, c.lapsed, c.tier, "                            \
-  "  coalesce(k.accumulated_cost, 0) AS cost FROM candidates c "                              \
-  "  JOIN fairgate_durable_jobs j ON j.sequence = c.sequence "                                \
-  "  LEFT JOIN fairgate_keys k ON k.key = j.fairness_key "                                    \
-  "  WHERE NOT j.dead AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW         \
-  ") "                                                                                        \
-  "  ORDER BY c.lapsed DESC, c.tier DESC, coalesce(k.accumulated_cost, 0), j.sequence "       \
+// the parameter that is the replica's wall clock (a retry's backoff is in it), `wanted` the SQL of
+// the wanted types (columns type and tier, and any that `claimable` reads), `claimable` a
+// condition on a job `j` that every offered job meets besides being due and not held.
+#define FAIRGATE_PG_CLAIM_CANDIDATES(wall, wanted, claimable)                           \
+  "WITH RECURSIVE wanted AS (" wanted                                                   \
+  "), "                                                                                 \
+  "keys AS ("                                                                           \
+  "  SELECT w.type, w.tier, (SELECT min(j.fairness_key) FROM fairgate_durable_jobs j "  \
+  "    WHERE j.type = w.type AND NOT j.dead) AS key FROM wanted w "                     \
+  "  UNION ALL "                                                                        \
+  "  SELECT k.type, k.tier, (SELECT min(j.fairness_key) FROM fairgate_durable_jobs j "  \
+  "    WHERE j.type = k.type AND NOT j.dead AND j.fairness_key > k.key) "               \
+  "  FROM keys k WHERE k.key IS NOT NULL), "                                            \
+  "offered AS ("                                                                        \
+  "  SELECT c.sequence, k.tier, false AS lapsed FROM keys k CROSS JOIN LATERAL ("       \
+  "    SELECT j.sequence FROM fairgate_durable_jobs j "                                 \
+  "    WHERE j.type = k.type AND j.fairness_key = k.key AND NOT j.dead "                \
+  "      AND j.not_before <= $" #wall                                                   \
+  " AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW ") AND " claimable  \
+  "    ORDER BY j.sequence LIMIT $3) c "                                                \
+  "  WHERE k.key IS NOT NULL "                                                          \
+  "  UNION ALL "                                                                        \
+  "  SELECT j.sequence, w.tier, true FROM fairgate_durable_jobs j "                     \
+  "  JOIN wanted w ON w.type = j.type "                                                 \
+  "  WHERE j.holder IS NOT NULL AND j.lease_until < " FAIRGATE_PG_NOW                   \
+  "    AND NOT j.dead AND j.not_before <= $" #wall " AND " claimable                    \
+  "), "                                                                                 \
+  "candidates AS (SELECT sequence, bool_or(lapsed) AS lapsed, max(tier) AS tier "       \
+  "  FROM offered GROUP BY sequence), "                                                 \
+  "picked AS (SELECT j.sequence, j.type, j.id, c.lapsed, c.tier, "                      \
+  "  coalesce(k.accumulated_cost, 0) AS cost FROM candidates c "                        \
+  "  JOIN fairgate_durable_jobs j ON j.sequence = c.sequence "                          \
+  "  LEFT JOIN fairgate_keys k ON k.key = j.fairness_key "                              \
+  "  WHERE NOT j.dead AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW   \
+  ") "                                                                                  \
+  "  ORDER BY c.lapsed DESC, c.tier DESC, coalesce(k.accumulated_cost, 0), j.sequence " \
   "  LIMIT $3 FOR UPDATE OF j SKIP LOCKED) "
 
 // A claim reads O(keys x log jobs), not every job: the keys with live jobs of each wanted type
@@ -153,7 +155,8 @@ UPDATE fairgate_schema SET version = 2 WHERE version < 2;
 // jobs: a key's later jobs never come before its earlier ones, so none of its first $3 can be
 // passed over by one that was not offered. $4 the replica, $5 the lease's length, $6 the wall
 // clock.
-constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(6)
+constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
+    6, "SELECT * FROM unnest($1::text[], $2::int[]) AS w(type, tier)", "true")
     "UPDATE fairgate_durable_jobs j SET holder = $4, "
     "  lease_until = " FAIRGATE_PG_NOW
     " + $5, token = nextval('fairgate_lease_tokens') "
@@ -161,10 +164,29 @@ constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(6)
     "RETURNING j.sequence, j.type, j.id, j.fairness_key, j.payload, j.submitted_at, j.attempts, "
     "  j.not_before, j.last_error, j.token";
 
-// The first step of a claim whose jobs take leases (ClaimableType): the candidates, locked, in
-// claim order, for the replica to choose among by the leases it can take. $4 the wall clock.
+// Whether job `j` could take the leases its type needs now (ClaimableType): its resource
+// ($5 the group, $6 its conflict limit; '' for none) and its type's fleet-wide cap ($7 slots; 0
+// for none) each have a slot that no unexpired lease holds. A job that could not is not offered,
+// so that however many of them come first in the fair order, a claim finds the claimable ones
+// behind them.
+#define FAIRGATE_PG_LEASES_FREE                                                              \
+  "NOT EXISTS (SELECT 1 FROM wanted b WHERE b.type = j.type AND ("                           \
+  "  (b.grp <> '' AND (SELECT count(*) FROM fairgate_resource_leases l WHERE l.grp = b.grp " \
+  "    AND l.id = j.id AND l.lease_until >= " FAIRGATE_PG_NOW                                \
+  ") >= b.lim) OR "                                                                          \
+  "  (b.cap > 0 AND (SELECT count(*) FROM fairgate_resource_leases l WHERE l.grp = $8 "      \
+  "    AND l.id = j.type AND l.lease_until >= " FAIRGATE_PG_NOW ") >= b.cap)))"
+
+// The first step of a claim whose jobs take leases (ClaimableType): the candidates whose leases
+// are free now, locked, in claim order, for the replica to choose among by the leases it can take
+// (counted again there: a candidate's and another's may need the same last slot). $4 the wall
+// clock, $5-$7 per type its conflict group, conflict limit and fleet cap, $8 the cap's group.
 constexpr const char* kClaimCandidates = FAIRGATE_PG_CLAIM_CANDIDATES(
-    4) "SELECT sequence, type, id FROM picked ORDER BY lapsed DESC, tier DESC, cost, sequence";
+    4,
+    "SELECT * FROM unnest($1::text[], $2::int[], $5::text[], $6::int[], $7::int[]) "
+    "AS w(type, tier, grp, lim, cap)",
+    FAIRGATE_PG_LEASES_FREE) "SELECT sequence, type, id FROM picked ORDER BY lapsed DESC, tier "
+                             "DESC, cost, sequence";
 
 // Takes one free slot of resource ($1, $2) of $4 slots for replica $3 for $5 seconds, a slot
 // whose lease lapsed counting as free; its fencing token, or no row when every slot is held.
@@ -893,12 +915,22 @@ class PostgresStore final : public SharedStore {
     jobs.clear();
     taken.clear();
     absl::flat_hash_map<std::string, const ClaimableType*> by_name;
-    for (const ClaimableType& t : types) by_name[t.type] = &t;
+    std::vector<std::string> groups_of, limits_of, caps_of;
+    for (const ClaimableType& t : types) {
+      by_name[t.type] = &t;
+      groups_of.push_back(t.conflict_group);
+      limits_of.push_back(std::to_string(t.conflict_limit));
+      caps_of.push_back(std::to_string(t.fleet_cap));
+    }
     StatusOr<Result> c = Exec(link, kClaimCandidates,
                               {{TextArray(names)},
                                {TextArray(tiers)},
                                {std::to_string(max_jobs * 4)},
-                               {Number(WallSeconds())}},
+                               {Number(WallSeconds())},
+                               {TextArray(groups_of)},
+                               {TextArray(limits_of)},
+                               {TextArray(caps_of)},
+                               {std::string(kFleetCapGroup)}},
                               "claim durable jobs");
     if (!c.ok()) return c.status();
     // A lease a candidate needs: (group, id) and how many slots it has.
