@@ -156,13 +156,18 @@ void SubmitBlocked(Scheduler& s, std::string_view type, std::string_view id,
               .ok());
 }
 
-// fairgate_durable_jobs_total{outcome="claimed"} of a scheduler.
-double Claimed(const Scheduler& s) {
+// The value of one sample (its name with its labels) of a scheduler's metrics; -1 if absent.
+double Metric(const Scheduler& s, const std::string& sample) {
   std::string metrics;
   s.WriteMetrics(metrics);
-  const std::string name = "fairgate_durable_jobs_total{outcome=\"claimed\"} ";
+  const std::string name = sample + " ";
   const std::size_t at = metrics.find(name);
   return at == std::string::npos ? -1 : std::strtod(metrics.c_str() + at + name.size(), nullptr);
+}
+
+// fairgate_durable_jobs_total{outcome="claimed"} of a scheduler.
+double Claimed(const Scheduler& s) {
+  return Metric(s, "fairgate_durable_jobs_total{outcome=\"claimed\"}");
 }
 
 std::vector<std::string> Ids(const std::vector<StoredJob>& jobs) {
@@ -574,6 +579,52 @@ TEST_CASE("PostgresStore.AReplicaRunsJobsOnFreeRepositoriesWhileADeadOnesLeaseBl
   REQUIRE(testing::Eventually([&] { return ran.entries().size() == 5; }));
   for (const std::string& id : ran.entries()) CHECK(id == "repo-1");
   REQUIRE(b->Shutdown(Context::Background()).ok());
+}
+
+// A job that finishes while the server is down: its removal, and the giving back of the
+// repository's lease its claim took, fail and are tried again until the server takes them, so
+// that once it is back the job is gone (not run again when its lease would have lapsed) and the
+// repository is free at once (not when the lease would have lapsed, 40 s or more on).
+TEST_CASE("PostgresStore.AJobDoneDuringAnOutageIsRemovedAndItsLeaseGivenBackWhenTheServerReturns") {
+  testing::PostgresServer server;
+  SchedulerOptions o;
+  o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"a"}));
+  o.claim_interval = Seconds(0.05);
+  o.lease_ttl = Seconds(60);  // renewed every 20 s: held at least 40 s past the outage
+  o.fleet_conflict_groups = {"repo"};
+  o.warn = [](std::string_view) {};
+  auto a = *Scheduler::Create(o);
+  REQUIRE(a->RegisterType("fetch", testing::Type(2, 1, "repo")).ok());
+  std::atomic<int> runs{0};
+  auto gate = std::make_shared<testing::Gate>();
+  REQUIRE(a->RegisterDurable("fetch", [&, gate](const DurableJob&, const Context&) {
+             ++runs;
+             gate->Wait();
+             return absl::OkStatus();
+           }).ok());
+  REQUIRE(a->Recover().ok());
+  REQUIRE(a->SubmitDurable("fetch", "linux.git", "", "").ok());
+  REQUIRE(testing::Eventually([&] { return runs.load() == 1; }));
+  server.Stop();
+  gate->Open();  // done while the server is down: the removal and the release fail
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  server.Start();
+  auto store = *OpenPostgresStore(server.conninfo(), {"b"});
+  CHECK(testing::Eventually(
+      [&] {
+        auto live = store->LiveJobs();
+        return live.ok() && live->empty();
+      },
+      std::chrono::seconds(10)));
+  CHECK(testing::Eventually(
+      [&] {
+        auto token = store->AcquireResource("repo", "linux.git", 1, 30);
+        return token.ok() && *token > 0;
+      },
+      std::chrono::seconds(10)));
+  REQUIRE(a->Shutdown(Context::Background()).ok());
+  CHECK(runs == 1);
+  CHECK(Metric(*a, "fairgate_store_errors_total{operation=\"remove_job\"}") >= 1);
 }
 
 TEST_CASE("PostgresStore.AFleetWideConflictGroupKeepsAFetchOnOneReplicaFromARepackOnAnother") {

@@ -194,7 +194,11 @@ void DurableJobs::QueueClaimed(std::vector<StoredJob> jobs) {
       if (info && info->paused) type = nullptr;
     }
     if (type && Queue(job, type).ok()) continue;
-    Recorded(keeper_.shared_store()->ReleaseJob(job.sequence), StateKeeper::Operation::kRelease);
+    SharedStore* store = keeper_.shared_store();
+    const std::uint64_t sequence = job.sequence;
+    Recorded(writes_.Run(StateKeeper::Operation::kRelease,
+                         [store, sequence] { return store->ReleaseJob(sequence); }),
+             StateKeeper::Operation::kRelease);
     claimer_->Done(/*claim_again=*/false);
   }
 }
@@ -298,15 +302,24 @@ void DurableJobs::Finish(Attempt& a, const Status& status) {
   if (a.gone) return;
   Store& store = keeper_.store();
   const std::uint64_t sequence = a.job.sequence;
+  // The writes that end an attempt are tried again while the store fails them (WriteRetries):
+  // a job done before an outage must not run again, and its leases must come back with the store.
+  using Write = WriteRetries::Write;
+  auto write = [&](Operation operation, Write w) { return writes_.Run(operation, std::move(w)); };
   if (status.ok()) {
-    Recorded(store.RemoveJob(sequence), Operation::kRemoveJob, Outcome::kSucceeded);
+    Recorded(
+        write(Operation::kRemoveJob, [s = &store, sequence] { return s->RemoveJob(sequence); }),
+        Operation::kRemoveJob, Outcome::kSucceeded);
     return;
   }
   const bool open = scheduler_.Open().ok();
   // Cut short by a shutdown (not admitted, or cancelled while it ran): stays as stored.
   if (!open && (a.attempt == 0 || status.code() == absl::StatusCode::kCancelled)) {
     if (claimer_ != nullptr) {
-      Recorded(keeper_.shared_store()->ReleaseJob(sequence), Operation::kRelease);
+      SharedStore* shared = keeper_.shared_store();
+      Recorded(
+          write(Operation::kRelease, [shared, sequence] { return shared->ReleaseJob(sequence); }),
+          Operation::kRelease);
     }
     return;
   }
@@ -318,7 +331,9 @@ void DurableJobs::Finish(Attempt& a, const Status& status) {
   }
   const std::string error = status.ToString();
   if (a.attempt >= a.type->retry.max_attempts) {
-    Recorded(store.KillJob(sequence, error), Operation::kKillJob, Outcome::kDead);
+    Recorded(write(Operation::kKillJob,
+                   [s = &store, sequence, error] { return s->KillJob(sequence, error); }),
+             Operation::kKillJob, Outcome::kDead);
     return;
   }
   const double wait = RetryBackoff(a.type->retry, a.attempt).count();
@@ -326,8 +341,10 @@ void DurableJobs::Finish(Attempt& a, const Status& status) {
   next.attempts = a.attempt;
   next.not_before = WallNow() + wait;
   next.last_error = error;
-  Recorded(store.DeferJob(sequence, next.not_before, error), Operation::kDeferJob,
-           Outcome::kRetried);
+  Recorded(
+      write(Operation::kDeferJob, [s = &store, sequence, not_before = next.not_before,
+                                   error] { return s->DeferJob(sequence, not_before, error); }),
+      Operation::kDeferJob, Outcome::kRetried);
   if (claimer_ != nullptr) return;  // given back: claimed again, here or elsewhere, once due
   ScheduleRetry(std::move(next), a.type, wait);
 }

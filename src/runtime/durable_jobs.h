@@ -32,14 +32,16 @@
 #include "runtime/fleet_leases.h"
 #include "runtime/state_keeper.h"
 #include "runtime/submission.h"
+#include "runtime/write_retries.h"
 
 namespace fairgate::internal {
 
 class DurableJobs {
  public:
   using Clock = Context::Clock;
-  DurableJobs(Submission& scheduler, StateKeeper& keeper)
-      : scheduler_(scheduler), keeper_(keeper) {}
+  // `writes` tries again the writes that end an attempt when the store fails them.
+  DurableJobs(Submission& scheduler, StateKeeper& keeper, WriteRetries& writes)
+      : scheduler_(scheduler), keeper_(keeper), writes_(writes) {}
 
   // With a shared store, before the claimer starts: who claims (null without a shared store), and
   // the fleet-wide leases a claim takes with its jobs (null without any).
@@ -115,6 +117,7 @@ class DurableJobs {
 
   Submission& scheduler_;
   StateKeeper& keeper_;
+  WriteRetries& writes_;
   Claimer* claimer_ = nullptr;
   FleetLeases* fleet_ = nullptr;
 

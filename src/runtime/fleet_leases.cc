@@ -7,8 +7,9 @@
 
 namespace fairgate::internal {
 
-FleetLeases::FleetLeases(StateKeeper& keeper, const SchedulerOptions& options)
+FleetLeases::FleetLeases(StateKeeper& keeper, WriteRetries& writes, const SchedulerOptions& options)
     : keeper_(keeper),
+      writes_(writes),
       groups_(options.fleet_conflict_groups),
       caps_(options.fleet_type_caps.begin(), options.fleet_type_caps.end()),
       lease_seconds_(options.lease_ttl.count()),
@@ -102,10 +103,14 @@ Status FleetLeases::Enter(std::string_view type, std::string_view id, const Cont
 }
 
 void FleetLeases::Leave(Held& held) {
+  // Given back while the store is down, a lease is given back again once it is up (WriteRetries),
+  // rather than held by nobody until it lapses.
+  SharedStore* store = keeper_.shared_store();
   for (const Held::Lease& lease : held.leases) {
-    if (!keeper_.shared_store()->ReleaseResource(lease.group, lease.id, lease.token).ok()) {
-      keeper_.CountError(StateKeeper::Operation::kResource);
-    }
+    Status released = writes_.Run(StateKeeper::Operation::kResource, [store, lease] {
+      return store->ReleaseResource(lease.group, lease.id, lease.token);
+    });
+    if (!released.ok()) keeper_.CountError(StateKeeper::Operation::kResource);
   }
   held = {};
 }

@@ -31,12 +31,14 @@
 #include "fairgate/status.h"
 #include "fairgate/store.h"
 #include "runtime/state_keeper.h"
+#include "runtime/write_retries.h"
 
 namespace fairgate::internal {
 
 class FleetLeases {
  public:
-  FleetLeases(StateKeeper& keeper, const SchedulerOptions& options);
+  // `writes` gives a lease back again when the store failed the first time.
+  FleetLeases(StateKeeper& keeper, WriteRetries& writes, const SchedulerOptions& options);
 
   // Records what jobs of `type` need, from its configuration (a type registered again replaces
   // it).
@@ -72,6 +74,7 @@ class FleetLeases {
   StatusOr<std::uint64_t> Take(const std::string& group, std::string_view id, int slots);
 
   StateKeeper& keeper_;
+  WriteRetries& writes_;
   const std::vector<std::string> groups_;
   const std::map<std::string, int, std::less<>> caps_;
   const double lease_seconds_;

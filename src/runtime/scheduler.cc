@@ -36,7 +36,8 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
   if (keeper_) {
     // The keys' costs now; each type's estimates when it is registered.
     std::vector<SavedKey> restored = table_.RestoreKeys(keeper_->TakeKeys(), internal::WallNow());
-    durable_ = std::make_unique<internal::DurableJobs>(*this, *keeper_);
+    writes_ = std::make_unique<internal::WriteRetries>(*keeper_);
+    durable_ = std::make_unique<internal::DurableJobs>(*this, *keeper_, *writes_);
     keeper_->StartFlusher(options_.state_flush_interval, [this](double since) {
       return table_.Learned(since, keeper_->shared_store() != nullptr);
     });
@@ -45,7 +46,7 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
       // Already the fleet's: shared again only what is charged here from now on.
       for (const SavedKey& key : restored) fleet_costs_->Restored(key.key, key.accumulated_cost);
       if (!options_.fleet_conflict_groups.empty() || !options_.fleet_type_caps.empty()) {
-        fleet_ = std::make_unique<internal::FleetLeases>(*keeper_, options_);
+        fleet_ = std::make_unique<internal::FleetLeases>(*keeper_, *writes_, options_);
       }
       const internal::Claimer::Settings settings{
           options_.lease_ttl.count(), options_.claim_interval.count(),
@@ -69,6 +70,7 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
 Scheduler::Impl::~Impl() {
   (void)Shutdown(Context::Background());  // with no deadline it returns once all is done
   if (claimer_) claimer_->Stop();         // every claimed job has finished or been released
+  if (writes_) writes_->Stop();           // the failed writes tried a last time
   if (keeper_) keeper_->StopFlusher();    // Shutdown flushed last
   timer_.Stop();
   // pool_ is destroyed after the timer (declared before it): it joins its threads.

@@ -38,6 +38,7 @@
 #include "runtime/submission.h"
 #include "runtime/timer.h"
 #include "runtime/worker_pool.h"
+#include "runtime/write_retries.h"
 
 namespace fairgate {
 
@@ -183,6 +184,7 @@ class Scheduler::Impl final : public internal::Submission, internal::AdmissionTa
   // The services built on Submit (submission.h). Those of a store are made by the constructor
   // with it, the claimer last (it calls the others).
   internal::PeriodicRuns periodic_runs_{*this, keeper_.get()};
+  std::unique_ptr<internal::WriteRetries> writes_;          // with a store
   std::unique_ptr<internal::DurableJobs> durable_;          // with a store
   std::unique_ptr<internal::FleetCosts> fleet_costs_;       // with a shared store
   std::unique_ptr<internal::FleetLeases> fleet_;            // with fleet-wide groups or caps

@@ -868,19 +868,20 @@ class PostgresStore final : public SharedStore {
       status = Refusal(link, sequence, what);
       if (missing_is_ok && status.code() == absl::StatusCode::kNotFound) status = absl::OkStatus();
     }
-    // The claim's leases go back with it (when the server was unreachable they lapse, as they
-    // are no longer renewed).
+    // The claim's leases go back with it. When the server was unreachable they are kept, not
+    // renewed: the caller's next try of the same call (the scheduler tries again) gives them back
+    // with the job, and if none succeeds before they lapse, they lapse.
     if (r.ok()) DropClaimLeases(link, sequence);
     std::lock_guard state(state_mutex_);
     if (status.ok() || status.code() == absl::StatusCode::kNotFound) {
       tokens_.erase(sequence);
     } else if (auto it = tokens_.find(sequence); it != tokens_.end()) {
-      // Kept after a refusal: forgotten, this replica would act on the job again once nobody
-      // holds it (a token of none matches a job given back). Not renewed after a failure either:
-      // the lease lapses and another replica runs the job again (at least once), rather than
-      // this one holding a job it is done with for ever.
+      // Kept after a refusal or a failure: forgotten, this replica would act on the job again
+      // once nobody holds it (a token of none matches a job given back). Not renewed: the lease
+      // lapses and another replica runs the job again (at least once) unless a later try of the
+      // call succeeds first, rather than this one holding a job it is done with for ever.
       it->second.renew = false;
-      it->second.resources.clear();
+      if (r.ok()) it->second.resources.clear();  // refused: another replica holds the job now
     }
     return status;
   }
