@@ -4,9 +4,15 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "doctest/doctest.h"
 #include "store_contract.h"
@@ -73,6 +79,94 @@ TEST_CASE("SqliteStore.ALockHeldByAnotherProcessEndsInUnavailableAfterTheBusyTim
   REQUIRE(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(other);
   CHECK(store->AddJob(testing::TestJob("a.git", "")).ok());
+}
+
+// Group commit: writes from many threads at once share transactions, and each caller learns
+// its own write's result once the commit that holds it is done.
+TEST_CASE("SqliteStore.ConcurrentWritesAreEachStoredOnceAndAnsweredWithTheirOwnResults") {
+  testing::TempDir dir;
+  auto store = *OpenSqliteStore(dir.path() + "/state.db");
+  constexpr int kThreads = 8, kEach = 150;
+  std::vector<std::vector<std::uint64_t>> sequences(kThreads);
+  std::atomic<int> failures{0};
+  auto in_threads = [&](const std::function<void(int)>& body) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) threads.emplace_back(body, t);
+    for (std::thread& t : threads) t.join();
+  };
+  in_threads([&](int t) {
+    for (int i = 0; i < kEach; ++i) {
+      auto sequence = store->AddJob(
+          testing::TestJob(std::to_string(t) + "-" + std::to_string(i), std::to_string(t)));
+      if (!sequence.ok()) {
+        ++failures;
+        continue;
+      }
+      sequences[t].push_back(*sequence);
+    }
+  });
+  REQUIRE(failures == 0);
+  std::set<std::uint64_t> all;
+  for (const auto& mine : sequences) {
+    CHECK(std::is_sorted(mine.begin(), mine.end()));  // a caller's writes keep its order
+    all.insert(mine.begin(), mine.end());
+  }
+  CHECK(all.size() == static_cast<std::size_t>(kThreads * kEach));
+  auto live = *store->LiveJobs();
+  REQUIRE(live.size() == all.size());
+  for (const StoredJob& job : live) {  // each row is the job its sequence was returned for
+    const std::size_t dash = job.id.find('-');
+    const int t = std::stoi(job.id.substr(0, dash));
+    const int i = std::stoi(job.id.substr(dash + 1));
+    CHECK(sequences[t][i] == job.sequence);
+  }
+  // Attempts and removals from all threads at once; a write for a job that is not stored gets
+  // its own NotFound, and the others in its group are unharmed.
+  in_threads([&](int t) {
+    for (std::uint64_t sequence : sequences[t]) {
+      if (store->BeginAttempt(sequence).value_or(0) != 1) ++failures;
+      if (!store->RemoveJob(sequence).ok()) ++failures;
+    }
+    if (store->BeginAttempt(1'000'000 + t).status().code() != absl::StatusCode::kNotFound) {
+      ++failures;
+    }
+  });
+  CHECK(failures == 0);
+  CHECK(store->LiveJobs()->empty());
+}
+
+// A group whose commit fails fails every write in it, each with a status naming its own
+// operation, and stores none of them.
+TEST_CASE("SqliteStore.AGroupThatCannotCommitStoresNoneOfItsWrites") {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  SqliteStoreOptions options;
+  options.busy_timeout = Seconds(0.2);
+  auto store = *OpenSqliteStore(path, options);
+  const std::uint64_t kept = *store->AddJob(testing::TestJob("kept.git", ""));
+  sqlite3* other = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &other) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  std::vector<Status> added(4), removed(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      added[t] = store->AddJob(testing::TestJob("lost.git", "")).status();
+      removed[t] = store->RemoveJob(kept);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  REQUIRE(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(other);
+  for (int t = 0; t < 4; ++t) {
+    CHECK(added[t].code() == absl::StatusCode::kUnavailable);
+    CHECK(added[t].message().find("store a durable job") != std::string::npos);
+    CHECK(removed[t].code() == absl::StatusCode::kUnavailable);
+    CHECK(removed[t].message().find("remove a durable job") != std::string::npos);
+  }
+  auto live = *store->LiveJobs();
+  REQUIRE(live.size() == 1);
+  CHECK(live[0].sequence == kept);
 }
 
 }  // namespace
