@@ -13,22 +13,32 @@
 //                                items/s: jobs through the whole cycle, all replicas together.
 // Counter: server_cpu_us_per_job, the CPU time of the server's processes per job (from /proc,
 // autovacuum's included).
+// BM_EnqueueToStart              a job stored by another process (a store of its own, as a
+//                                producer without a scheduler), from AddJob's call until an idle
+//                                replica's handler starts it (claim_interval 1 s, the default:
+//                                the database's notification wakes the claim). Manual time: the
+//                                mean; counters p50_ms and p99_ms.
 #include <dirent.h>
 #include <libpq-fe.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "benchmark/benchmark.h"
 #include "fairgate/postgres_store.h"
+#include "fairgate/scheduler.h"
 
 namespace fairgate {
 namespace {
@@ -148,6 +158,57 @@ BENCHMARK(BM_ClaimCycle)
     ->Threads(4)
     ->Threads(8)
     ->UseRealTime();
+
+void BM_EnqueueToStart(benchmark::State& state) {
+  Sql("DELETE FROM fairgate_durable_jobs");
+  SchedulerOptions o;
+  o.store = std::shared_ptr<Store>(*OpenPostgresStore(conninfo, {"worker"}));
+  o.warn = [](std::string_view) {};
+  auto worker = *Scheduler::Create(o);
+  std::mutex mutex;
+  std::condition_variable started;
+  std::int64_t runs = 0;
+  (void)worker->RegisterType("fetch", {.max_concurrency = 8, .priority = 2});
+  (void)worker->RegisterDurable("fetch", [&](const DurableJob&, const Context&) {
+    {
+      std::lock_guard lock(mutex);
+      ++runs;
+    }
+    started.notify_all();
+    return absl::OkStatus();
+  });
+  if (!worker->Recover().ok()) std::abort();
+  auto producer = *OpenPostgresStore(conninfo, {"producer"});
+  std::vector<double> latencies;
+  int i = 0;
+  for (auto _ : state) {
+    std::unique_lock lock(mutex);
+    const std::int64_t before = runs;
+    lock.unlock();
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!producer->AddJob(Job(i++)).ok()) std::abort();
+    lock.lock();
+    if (!started.wait_for(lock, std::chrono::seconds(10), [&] { return runs > before; })) {
+      state.SkipWithError("a stored job did not start within 10 s");
+      break;
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    lock.unlock();
+    state.SetIterationTime(seconds);
+    latencies.push_back(seconds);
+  }
+  (void)worker->Shutdown(Context::Background());
+  if (latencies.empty()) return;
+  std::sort(latencies.begin(), latencies.end());
+  auto at = [&](double q) {
+    return latencies[std::min(latencies.size() - 1,
+                              static_cast<std::size_t>(q * latencies.size()))];
+  };
+  state.counters["p50_ms"] = at(0.5) * 1000;
+  state.counters["p99_ms"] = at(0.99) * 1000;
+}
+BENCHMARK(BM_EnqueueToStart)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(200);
 
 }  // namespace
 }  // namespace fairgate

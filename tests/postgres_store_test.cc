@@ -487,6 +487,53 @@ TEST_CASE("PostgresStore.AClaimTakesTheLeasesItsJobsNeedInTheSameTransaction") {
   CHECK(*a->AcquireResource("repo", "mesa.git", 1, 30) > claimed[0].resource_token);  // lapsed
 }
 
+// A job stored by another process (here: another store's AddJob, as a producer that runs no
+// scheduler would) wakes a replica's claim at once through the database's notification, not at
+// its next claim_interval (30 s here); so does a job another replica gives back.
+TEST_CASE("PostgresStore.AJobStoredElsewhereWakesAReplicaAtOnce") {
+  testing::PostgresServer server;
+  SchedulerOptions o;
+  o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"worker"}));
+  o.claim_interval = Seconds(30);
+  o.warn = [](std::string_view) {};
+  auto worker = *Scheduler::Create(o);
+  REQUIRE(worker->RegisterType("fetch", testing::Type(2, 4)).ok());
+  testing::Log ran;
+  REQUIRE(worker
+              ->RegisterDurable("fetch",
+                                [&](const DurableJob& job, const Context&) {
+                                  ran.Add(std::string(job.id));
+                                  return absl::OkStatus();
+                                })
+              .ok());
+  REQUIRE(worker->Recover().ok());  // its first claim: nothing yet
+  auto producer = *OpenPostgresStore(server.conninfo(), {"producer"});
+  for (int i = 0; i < 3; ++i) {
+    StoredJob job;
+    job.type = "fetch";
+    job.id = "repo-" + std::to_string(i);
+    REQUIRE(producer->AddJob(job).ok());
+    CHECK(
+        testing::Eventually([&] { return ran.entries().size() == static_cast<std::size_t>(i + 1); },
+                            std::chrono::seconds(5)));
+  }
+  // Given back unrun by a replica that claimed it: claimable at once, and the worker is told.
+  StoredJob job;
+  job.type = "fetch";
+  job.id = "given-back";
+  auto other = *OpenPostgresStore(server.conninfo(), {"other"});
+  REQUIRE(worker->PauseType("fetch").ok());  // so that the worker does not take it first
+  const std::uint64_t sequence = *other->AddJob(job);
+  REQUIRE(testing::Eventually([&] {
+    return other->ClaimJobs({{"fetch", 2}}, 1, 30)->size() == 1;
+  }));
+  REQUIRE(worker->ResumeType("fetch").ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the resume's wake has passed
+  REQUIRE(other->ReleaseJob(sequence).ok());
+  CHECK(testing::Eventually([&] { return ran.entries().size() == 4; }, std::chrono::seconds(5)));
+  REQUIRE(worker->Shutdown(Context::Background()).ok());
+}
+
 // The stall a fault run found: a replica stopped during the first of five jobs on repo-0 holds
 // repo-0's lease; the fair order puts the other four repo-0 jobs first, and a claim that looked
 // only at the first few jobs in that order (about 4 x max_jobs) claimed nothing, although five

@@ -170,6 +170,14 @@ class SharedStore : public Store {
   virtual StatusOr<std::vector<StoredJob>> ClaimJobs(const std::vector<ClaimableType>& types,
                                                      std::size_t max_jobs,
                                                      double lease_seconds) = 0;
+  // Waits up to `timeout_seconds` for a job to be stored or given back by any replica: OK when
+  // one was (a claim may find it now), DeadlineExceeded when none was, Unavailable when the store
+  // cannot listen now (try again later). A store that cannot tell returns Unimplemented at once,
+  // and its replicas claim every claim_interval only. Called from one thread at a time.
+  virtual Status WaitForJobs(double timeout_seconds) {
+    (void)timeout_seconds;
+    return absl::UnimplementedError("this store does not notify stored jobs");
+  }
   // Extends every lease this replica still holds (of jobs and of resources) to `lease_seconds`
   // from now; how many it holds.
   virtual StatusOr<std::size_t> RenewLeases(double lease_seconds) = 0;

@@ -16,7 +16,34 @@ Claimer::~Claimer() { Stop(); }
 
 void Claimer::StartThread() {
   std::lock_guard lock(mutex_);
-  if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { Loop(); });
+  if (thread_.joinable() || stop_) return;
+  thread_ = std::thread([this] { Loop(); });
+  listener_ = std::thread([this] { Listen(); });
+}
+
+// A job stored or given back by any replica pokes the claim at once (SharedStore::WaitForJobs),
+// so that it does not wait for the next claim_interval; with a store that cannot tell, the
+// listener ends at once. It waits at most kListenSlice at a time, to see Stop.
+void Claimer::Listen() {
+  constexpr double kListenSlice = 0.2;
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stop_) return;
+    }
+    const Status waited = keeper_.shared_store()->WaitForJobs(kListenSlice);
+    if (waited.ok()) {
+      Poke();
+    } else if (waited.code() == absl::StatusCode::kUnimplemented) {
+      return;
+    } else if (waited.code() != absl::StatusCode::kDeadlineExceeded) {
+      // Cannot listen now (the server is down): the claims go on every claim_interval; try
+      // again after one.
+      std::unique_lock lock(mutex_);
+      wake_listener_.wait_for(lock, std::chrono::duration<double>(settings_.claim_interval_seconds),
+                              [&] { return stop_; });
+    }
+  }
 }
 
 void Claimer::Poke() {
@@ -43,7 +70,9 @@ void Claimer::Stop() {
     stop_ = true;
   }
   wake_.notify_all();
+  wake_listener_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (listener_.joinable()) listener_.join();
 }
 
 StatusOr<std::size_t> Claimer::ClaimNow() {

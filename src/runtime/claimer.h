@@ -1,6 +1,7 @@
 // Claimer: a replica's side of a shared store (SharedStore, fairgate/store.h). On a thread of
 // its own it claims durable jobs while the replica holds fewer than its limit, every
-// claim_interval or at once when poked (a job stored or finished here), renews the leases it
+// claim_interval or at once when poked (a job stored or finished here, or stored or given back
+// by any replica: a second thread listens for the store's notifications), renews the leases it
 // holds every third of their time, and calls `share` every claim_interval (the scheduler shares
 // its keys' costs with the fleet).
 //
@@ -57,6 +58,7 @@ class Claimer {
 
  private:
   void Loop();
+  void Listen();
 
   StateKeeper& keeper_;
   const Settings settings_;
@@ -71,6 +73,8 @@ class Claimer {
   bool stop_ = false;
   std::mutex claim_mutex_;  // one claim at a time
   std::thread thread_;
+  std::condition_variable wake_listener_;  // Stop, for a listener waiting out an outage
+  std::thread listener_;                   // pokes the claim when any replica stores a job
 };
 
 }  // namespace fairgate::internal

@@ -11,9 +11,11 @@
 #include "fairgate/postgres_store.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -97,6 +99,9 @@ UPDATE fairgate_schema SET version = 2 WHERE version < 2;
 
 // The server's clock, Unix seconds: the time of leases.
 #define FAIRGATE_PG_NOW "extract(epoch from clock_timestamp())::double precision"
+
+// The channel on which storing a job, or giving one back, notifies every replica's listener.
+#define FAIRGATE_PG_JOBS_CHANNEL "fairgate_jobs"
 
 // A row whose lease this replica may act on: its token is the one given ($n), or none for a job
 // this replica never claimed.
@@ -301,10 +306,13 @@ class PostgresStore final : public SharedStore {
   StatusOr<std::uint64_t> AddJob(const StoredJob& job) override {
     Session session = Take();
     Link& link = *session;
+    // The notification wakes every replica's listener (WaitForJobs) at the commit.
     StatusOr<Result> r = RetryingExec(
         link,
-        "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at) "
-        "VALUES ($1, $2, $3, $4, $5) RETURNING sequence",
+        "WITH stored AS (INSERT INTO fairgate_durable_jobs "
+        "(type, id, fairness_key, payload, submitted_at) "
+        "VALUES ($1, $2, $3, $4, $5) RETURNING sequence) "
+        "SELECT sequence, pg_notify('" FAIRGATE_PG_JOBS_CHANNEL "', '') FROM stored",
         {{job.type}, {job.id}, {job.fairness_key}, {job.payload, true}, {Number(job.submitted_at)}},
         "store a durable job");
     if (!r.ok()) return r.status();
@@ -366,10 +374,55 @@ class PostgresStore final : public SharedStore {
   Status ReleaseJob(std::uint64_t sequence) override {
     Session session = Take();
     Link& link = *session;
+    // Given back: any replica may claim it at once (the notification wakes their listeners).
     return Finish(link, sequence,
                   "UPDATE fairgate_durable_jobs SET holder = NULL, lease_until = NULL, "
-                  "token = NULL WHERE sequence = $1" FAIRGATE_PG_FENCED(2) " RETURNING 1",
+                  "token = NULL WHERE sequence = $1" FAIRGATE_PG_FENCED(2) " RETURNING "
+                  "pg_notify('" FAIRGATE_PG_JOBS_CHANNEL "', '')",
                   {}, "release", false);
+  }
+
+  Status WaitForJobs(double timeout_seconds) override {
+    std::lock_guard lock(listen_mutex_);
+    PGconn* c = listener_.get();
+    if (c == nullptr || PQstatus(c) != CONNECTION_OK) {
+      listener_.reset(PQconnectdb(conninfo_.c_str()));
+      c = listener_.get();
+      Result listen(PQstatus(c) == CONNECTION_OK ? PQexec(c, "LISTEN " FAIRGATE_PG_JOBS_CHANNEL)
+                                                 : nullptr);
+      if (listen == nullptr || PQresultStatus(listen.get()) != PGRES_COMMAND_OK) {
+        Status s = absl::UnavailableError(
+            absl::StrCat("PostgreSQL: listen for stored jobs: ", PQerrorMessage(c)));
+        listener_.reset();
+        return s;
+      }
+    }
+    // Whether a notification came (read from the connection so far); each is taken once.
+    auto notified = [&] {
+      bool any = false;
+      while (PGnotify* n = PQnotifies(c)) {
+        any = true;
+        PQfreemem(n);
+      }
+      return any;
+    };
+    if (!PQconsumeInput(c)) {
+      listener_.reset();
+      return absl::UnavailableError("PostgreSQL: listen for stored jobs: the connection broke");
+    }
+    if (notified()) return absl::OkStatus();
+    pollfd fd{PQsocket(c), POLLIN, 0};
+    const int ready = poll(&fd, 1, static_cast<int>(std::max(0.0, timeout_seconds) * 1000));
+    if (ready < 0 && errno != EINTR) {
+      listener_.reset();
+      return absl::UnavailableError("PostgreSQL: listen for stored jobs: poll failed");
+    }
+    if (ready > 0 && !PQconsumeInput(c)) {
+      listener_.reset();
+      return absl::UnavailableError("PostgreSQL: listen for stored jobs: the connection broke");
+    }
+    if (notified()) return absl::OkStatus();
+    return absl::DeadlineExceededError("no job was stored");
   }
 
   StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id, int limit,
@@ -1087,6 +1140,9 @@ class PostgresStore final : public SharedStore {
   };
   absl::flat_hash_map<std::uint64_t, Held> tokens_;
   absl::flat_hash_set<std::uint64_t> resource_tokens_;  // AcquireResource's leases, to renew
+
+  std::mutex listen_mutex_;  // guards the listener; WaitForJobs runs on one thread
+  Connection listener_;      // LISTENs on FAIRGATE_PG_JOBS_CHANNEL; connected on first wait
 };
 
 }  // namespace
