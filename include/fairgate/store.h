@@ -171,7 +171,8 @@ class SharedStore : public Store {
                                                      std::size_t max_jobs,
                                                      double lease_seconds) = 0;
   // Waits up to `timeout_seconds` for a job to be stored or given back by any replica: OK when
-  // one was (a claim may find it now), DeadlineExceeded when none was, Unavailable when the store
+  // one was, or may have been unnoticed (the store has just begun to listen: a claim may find
+  // one now), DeadlineExceeded when none was, Unavailable when the store
   // cannot listen now (try again later). A store that cannot tell returns Unimplemented at once,
   // and its replicas claim every claim_interval only. Called from one thread at a time.
   virtual Status WaitForJobs(double timeout_seconds) {

@@ -396,6 +396,9 @@ class PostgresStore final : public SharedStore {
         listener_.reset();
         return s;
       }
+      // Jobs stored before this connection listened were not notified to it: a claim now finds
+      // them.
+      return absl::OkStatus();
     }
     // Whether a notification came (read from the connection so far); each is taken once.
     auto notified = [&] {
