@@ -21,6 +21,13 @@
 // - A job still pending when the scheduler shuts down is left stored as it is, and runs after the
 //   next Recover.
 //
+// What is on the store's disk before what: a job is committed before SubmitDurable returns; an
+// attempt's mark is committed before its handler runs (so a crash during it counts it); the
+// job's removal (or retry, or death) is written after its handler returned. A removal lost in a
+// crash or an outage only runs the job again, which at-least-once allows; a removal that failed
+// is written again until the store takes it. Writes made at once by concurrent callers share one
+// commit (the SQLite store groups them), and none is acknowledged before its commit.
+//
 // Recovery happens at one defined point: Scheduler::Recover, called once after the types and
 // their handlers are registered. It queues every stored job that is neither done nor dead, in
 // sequence order (the order SubmitDurable stored them in), before any durable job of this
