@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -42,20 +43,45 @@ int Fail(const std::string& what, const fairgate::Status& status) {
   return 1;
 }
 
-int RunCut(const std::string& state, int max_attempts, bool submit) {
+// A scheduler of one slot and one worker on the state file, with `type` registered.
+fairgate::StatusOr<std::unique_ptr<fairgate::Scheduler>> OpenScheduler(const std::string& state,
+                                                                       const char* type) {
   fairgate::SchedulerOptions options;
   auto store = fairgate::OpenSqliteStore(state);
-  if (!store.ok()) return Fail("open", store.status());
+  if (!store.ok()) return store.status();
   options.store = *std::move(store);
   options.max_concurrency = 1;
+  options.worker_threads = 1;
+  options.state_flush_interval = fairgate::Seconds(0.01);
   options.warn = [](std::string_view) {};
   auto created = fairgate::Scheduler::Create(options);
-  if (!created.ok()) return Fail("create", created.status());
-  fairgate::Scheduler& scheduler = **created;
-  if (fairgate::Status s = scheduler.RegisterType("cut", {.max_concurrency = 1, .priority = 4});
+  if (!created.ok()) return created.status();
+  if (fairgate::Status s = (*created)->RegisterType(type, {.max_concurrency = 1, .priority = 4});
       !s.ok()) {
-    return Fail("register", s);
+    return s;
   }
+  return created;
+}
+
+// Waits until the state file has no live job (then logs "idle" and returns 0), or for ever if
+// `wait_for_ever` (a life that is to be killed).
+int WaitUntilIdle(const std::string& state, bool wait_for_ever) {
+  auto reader = fairgate::OpenSqliteStore(state);
+  if (!reader.ok()) return Fail("open a reader", reader.status());
+  for (;;) {
+    auto live = (*reader)->LiveJobs();
+    if (!live.ok()) return Fail("read", live.status());
+    if (!wait_for_ever && live->empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  Write("idle");
+  return 0;
+}
+
+int RunCut(const std::string& state, int max_attempts, bool submit) {
+  auto opened = OpenScheduler(state, "cut");
+  if (!opened.ok()) return Fail("open", opened.status());
+  fairgate::Scheduler& scheduler = **opened;
   fairgate::Status registered = scheduler.RegisterDurable(
       "cut",
       [](const fairgate::DurableJob& job, const fairgate::Context&) -> fairgate::Status {
@@ -73,16 +99,7 @@ int RunCut(const std::string& state, int max_attempts, bool submit) {
     if (!sequence.ok()) return Fail("submit", sequence.status());
     Write("ack c");
   }
-  auto reader = fairgate::OpenSqliteStore(state);
-  if (!reader.ok()) return Fail("open a reader", reader.status());
-  for (;;) {
-    auto live = (*reader)->LiveJobs();
-    if (!live.ok()) return Fail("read", live.status());
-    if (live->empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  Write("idle");
-  return 0;
+  return WaitUntilIdle(state, /*wait_for_ever=*/false);
 }
 
 }  // namespace
@@ -104,21 +121,9 @@ int main(int argc, char** argv) {
   const int first = std::atoi(argv[4]);
   const int count = std::atoi(argv[5]);
 
-  fairgate::SchedulerOptions options;
-  auto store = fairgate::OpenSqliteStore(state);
-  if (!store.ok()) return Fail("open", store.status());
-  options.store = *std::move(store);
-  options.max_concurrency = 1;
-  options.worker_threads = 1;
-  options.state_flush_interval = fairgate::Seconds(0.01);
-  options.warn = [](std::string_view) {};
-  auto created = fairgate::Scheduler::Create(options);
-  if (!created.ok()) return Fail("create", created.status());
-  fairgate::Scheduler& scheduler = **created;
-  if (fairgate::Status s = scheduler.RegisterType("work", {.max_concurrency = 1, .priority = 4});
-      !s.ok()) {
-    return Fail("register", s);
-  }
+  auto opened = OpenScheduler(state, "work");
+  if (!opened.ok()) return Fail("open", opened.status());
+  fairgate::Scheduler& scheduler = **opened;
   std::mt19937 random(std::random_device{}());
   const fairgate::RetryPolicy retry{.max_attempts = 1000,
                                     .initial_backoff = fairgate::Seconds(0.005),
@@ -148,14 +153,5 @@ int main(int argc, char** argv) {
     Write("ack " + std::to_string(id));
   }
   // Until killed; the last life (no new jobs) waits until the store has nothing left to run.
-  auto reader = fairgate::OpenSqliteStore(state);
-  if (!reader.ok()) return Fail("open a reader", reader.status());
-  for (;;) {
-    auto live = (*reader)->LiveJobs();
-    if (!live.ok()) return Fail("read", live.status());
-    if (count == 0 && live->empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  Write("idle");
-  return 0;
+  return WaitUntilIdle(state, /*wait_for_ever=*/count > 0);
 }
