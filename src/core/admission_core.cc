@@ -469,8 +469,7 @@ Status AdmissionCore::CompleteRunning(JobTicket ticket, double elapsed, double n
 
 SweepResult AdmissionCore::Sweep(double now, std::vector<std::pair<std::string, double>>* evicted) {
   SweepResult result;
-  result.keys_evicted =
-      keys_.Evict(now, options_.key_ttl.count(), options_.sweep_batch, evicted);
+  result.keys_evicted = keys_.Evict(now, options_.key_ttl.count(), options_.sweep_batch, evicted);
   result.estimates_evicted =
       estimates_.Evict(now, options_.estimate_ttl.count(), options_.sweep_batch);
   return result;
@@ -1079,6 +1078,5 @@ void AdmissionCore::LeavePending(Job& job) {
     }
   }
 }
-
 
 }  // namespace fairgate::core

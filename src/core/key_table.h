@@ -90,7 +90,7 @@ class KeyTable {
 
  private:
   const KeyLimits default_limits_;
-  absl::node_hash_map<std::string, KeyState> keys_;  // nodes: KeyState addresses are stable
+  absl::node_hash_map<std::string, KeyState> keys_;         // nodes: KeyState addresses are stable
   absl::node_hash_map<std::string, KeySettings> settings_;  // stable, never erased
   absl::btree_set<std::string> paused_;
   IdleKeyList idle_;  // in the order they became idle
