@@ -54,7 +54,7 @@ StatusOr<RecoveryReport> DurableJobs::Recover() {
     if (!type) {
       ++report.without_handler;
     } else if (AttemptsSpent(job, *type)) {
-      if (Status killed = KillInterrupted(job); !killed.ok()) return load_failed(killed);
+      if (Status killed = KillInterrupted(job, *type); !killed.ok()) return load_failed(killed);
     } else {
       runnable.emplace_back(std::move(job), std::move(type));
     }
@@ -185,7 +185,7 @@ void DurableJobs::QueueClaimed(std::vector<StoredJob> jobs) {
     // Its holder died during its last attempt: dead, not run again (the claim's lease lets this
     // replica record it; a store that fails leaves it to lapse and be claimed again).
     if (type && AttemptsSpent(job, *type)) {
-      (void)KillInterrupted(job);
+      (void)KillInterrupted(job, *type);
       claimer_->Done(/*claim_again=*/true);
       continue;
     }
@@ -255,10 +255,11 @@ bool DurableJobs::AttemptsSpent(const StoredJob& job, const Type& type) {
 // and never ended: an attempt that ends removes, defers or kills the job, so a live job whose
 // begun attempts reached max_attempts was cut short in its last one (its process died or was
 // killed, or a shutdown cancelled it).
-Status DurableJobs::KillInterrupted(const StoredJob& job) {
-  std::string error = absl::StrCat("attempt ", job.attempts, " of ", job.attempts,
-                                   " (max_attempts) was interrupted before it ended: its process "
-                                   "stopped while it ran; not run again");
+Status DurableJobs::KillInterrupted(const StoredJob& job, const Type& type) {
+  std::string error =
+      absl::StrCat("attempt ", job.attempts, " (max_attempts ", type.retry.max_attempts,
+                   ") was interrupted before it ended: its process stopped while "
+                   "it ran; not run again");
   if (!job.last_error.empty()) absl::StrAppend(&error, "; an earlier attempt: ", job.last_error);
   Status killed = keeper_.store().KillJob(job.sequence, error);
   Recorded(killed, StateKeeper::Operation::kKillJob,

@@ -94,7 +94,7 @@ class DurableJobs {
   // last one was cut short (a crash, a kill, a shutdown that cancelled it), and it must not run
   // again; KillInterrupted moves it to the dead jobs with an error saying so.
   static bool AttemptsSpent(const StoredJob& job, const Type& type);
-  Status KillInterrupted(const StoredJob& job);
+  Status KillInterrupted(const StoredJob& job, const Type& type);
   // Queues one attempt of a stored job as a Submit job of its type, id and key; Submit's refusal.
   Status Queue(const StoredJob& job, TypePtr type);
   // Queues a stored job whose time has come; true if it was queued. Refused at the door (a full
