@@ -668,7 +668,7 @@ Status AdmissionCore::SetKeyLimits(std::string_view name, const KeyLimits& limit
   return absl::OkStatus();
 }
 
-void AdmissionCore::CountSkip(Blocker blocker, DecisionSkips& skipped) {
+void AdmissionCore::CountCapSkip(Blocker blocker, DecisionSkips& skipped) {
   switch (blocker) {
     case Blocker::kGlobalCap:
       ++skipped.global_cap;
@@ -679,19 +679,12 @@ void AdmissionCore::CountSkip(Blocker blocker, DecisionSkips& skipped) {
     case Blocker::kTypeCap:
       ++skipped.type_cap;
       return;
-    case Blocker::kKeyLimit:
-    case Blocker::kKeyPaused:
-      ++skipped.key_limit;
-      return;
-    case Blocker::kConflictLimit:
-      ++skipped.conflict;
-      return;
     case Blocker::kTypePaused:  // not a cap: nothing to count
       return;
-    case Blocker::kNone:
+    default:
       break;
   }
-  FAIRGATE_CORE_CHECK(false, "a skip was counted with every constraint open");
+  FAIRGATE_CORE_CHECK(false, "a type's lane set was skipped by no constraint of the type level");
 }
 
 bool AdmissionCore::Reserved(const KeyState& key) const {

@@ -348,12 +348,13 @@ class AdmissionCore {
   bool TypeFits(const TypeState& type, const LaneSet& lanes, DecisionSkips& skipped) const {
     const Blocker blocker = TypeBlocker(type);
     if (blocker == Blocker::kNone) return true;
-    if (!lanes.empty()) CountSkip(blocker, skipped);
+    if (!lanes.empty()) CountCapSkip(blocker, skipped);
     return false;
   }
-  // Counts one skip by `blocker` (not kNone) in `skipped`: the one map from a constraint to the
-  // evidence's count of it.
-  static void CountSkip(Blocker blocker, DecisionSkips& skipped);
+  // Counts one lane set skipped by a type-level `blocker` in `skipped` (a pause counts nothing).
+  // The other levels' skips are counted where their jobs wait: held lanes per tier
+  // (TierState::held_lanes), jobs parked in the decision (parked_in_decision_).
+  static void CountCapSkip(Blocker blocker, DecisionSkips& skipped);
   // Calls `use(usage, amount)` for every constraint of the list a running `job` holds: admission
   // acquires exactly these, completion releases exactly these, CheckInvariants recounts exactly
   // these. `Self` is AdmissionCore or const AdmissionCore.

@@ -305,8 +305,9 @@ void DurableJobs::Finish(Attempt& a, const Status& status) {
   const std::uint64_t sequence = a.job.sequence;
   // The writes that end an attempt are tried again while the store fails them (WriteRetries):
   // a job done before an outage must not run again, and its leases must come back with the store.
-  using Write = WriteRetries::Write;
-  auto write = [&](Operation operation, Write w) { return writes_.Run(operation, std::move(w)); };
+  auto write = [&](Operation operation, WriteRetries::Write w) {
+    return writes_.Run(operation, std::move(w));
+  };
   if (status.ok()) {
     Recorded(
         write(Operation::kRemoveJob, [s = &store, sequence] { return s->RemoveJob(sequence); }),
