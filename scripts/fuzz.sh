@@ -9,19 +9,28 @@ cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz >/dev/null
 ctest --preset fuzz
 mkdir -p build/fuzz/findings
-for target in core_differential trace_parser; do
+# The targets run side by side (one per core) for the same time.
+fuzz_one() {
+  local target=$1 scratch log status=0
   scratch=$(mktemp -d)
   cp fuzz/corpus/$target/* "$scratch/"
-  echo "== fuzzing $target for ${seconds}s"
   log=build/fuzz/findings/${target}.log
-  status=0
   build/fuzz/fuzz/${target}_fuzz -max_total_time="$seconds" -max_len=4096 -print_final_stats=1 \
     -artifact_prefix=build/fuzz/findings/${target}- "$scratch" >"$log" 2>&1 || status=$?
   rm -rf "$scratch"
+  echo "== fuzzed $target for ${seconds}s"
   grep -E "^(Done|stat::number_of_executed_units)" "$log" || true
   if [[ $status -ne 0 ]]; then
     tail -40 "$log"
     echo "$target: the fuzzer found a failing input (see build/fuzz/findings/)"
-    exit 1
+    return 1
   fi
+}
+pids=()
+for target in core_differential trace_parser; do
+  fuzz_one "$target" &
+  pids+=($!)
 done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+exit $failed

@@ -8,7 +8,10 @@
 #
 # The server refuses to run as root; as root, it runs as the `postgres` user (which owns DIR).
 # FAIRGATE_PG_CPUS (e.g. "1") pins the server to those CPUs with taskset, so that a benchmark
-# pinned elsewhere does not compete with it.
+# pinned elsewhere does not compete with it. FAIRGATE_PG_TEMPLATE (a directory, e.g. in the build
+# tree) keeps one freshly initialised data directory per server version there, made on first use,
+# and `start` copies it instead of running initdb: the tests start a server each, and initdb is
+# most of a start's time.
 set -euo pipefail
 command=${1:?start or stop}
 dir=$(realpath "${2:?directory}")
@@ -21,7 +24,22 @@ as_server() {
 case "$command" in
   start)
     if [[ $(id -u) -eq 0 ]]; then chown postgres: "$dir"; fi
-    as_server "$bin/initdb" -D "$dir/data" -A trust -U fairgate --no-sync >"$dir/initdb.log" 2>&1
+    if [[ -n ${FAIRGATE_PG_TEMPLATE:-} ]]; then
+      template="$FAIRGATE_PG_TEMPLATE/$(basename "$(dirname "$bin")")"
+      if [[ ! -d $template ]]; then
+        mkdir -p "$FAIRGATE_PG_TEMPLATE"
+        fresh=$(mktemp -d "$template.XXXXXX")
+        if [[ $(id -u) -eq 0 ]]; then chown postgres: "$fresh"; fi
+        as_server "$bin/initdb" -D "$fresh/data" -A trust -U fairgate --no-sync \
+          >"$dir/initdb.log" 2>&1
+        # A concurrent start may have made it first: then this rename fails and that one is used.
+        mv -T "$fresh/data" "$template" 2>/dev/null || true
+        rm -rf "$fresh"
+      fi
+      cp -a "$template" "$dir/data"
+    else
+      as_server "$bin/initdb" -D "$dir/data" -A trust -U fairgate --no-sync >"$dir/initdb.log" 2>&1
+    fi
     as_server "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
       -o "-k $dir -c listen_addresses= -c fsync=off" start >/dev/null
     echo "host=$dir dbname=postgres user=fairgate"

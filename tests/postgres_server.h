@@ -1,13 +1,18 @@
 // A throwaway PostgreSQL server for a test: started by scripts/pg_temp.sh in a temporary
-// directory, on a Unix socket there, stopped and removed at the end.
+// directory, on a Unix socket there, stopped and removed at the end. The directory is in /dev/shm
+// where that is a writable directory (memory: the server runs with fsync off anyway, and creating
+// its thousand files there takes a tenth of the time), and the data directory is copied from a
+// template in the build tree (FAIRGATE_TEST_PG_TEMPLATE) rather than made by initdb each time.
 #ifndef FAIRGATE_TESTS_POSTGRES_SERVER_H_
 #define FAIRGATE_TESTS_POSTGRES_SERVER_H_
 
 #include <libpq-fe.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
@@ -49,8 +54,12 @@ class PostgresServer {
 
  private:
   std::string Script(const std::string& command) {
-    const std::string line = std::string(FAIRGATE_SOURCE_DIR) + "/scripts/pg_temp.sh " + command +
-                             " '" + dir_.path() + "'";
+    std::string line;
+#ifdef FAIRGATE_TEST_PG_TEMPLATE
+    line = "FAIRGATE_PG_TEMPLATE='" FAIRGATE_TEST_PG_TEMPLATE "' ";
+#endif
+    line += std::string(FAIRGATE_SOURCE_DIR) + "/scripts/pg_temp.sh " + command + " '" +
+            dir_.path() + "'";
     std::FILE* pipe = popen(line.c_str(), "r");
     if (pipe == nullptr) return {};
     std::string out;
@@ -60,7 +69,12 @@ class PostgresServer {
     return out;
   }
 
-  TempDir dir_;
+  static std::filesystem::path Parent() {
+    return access("/dev/shm", W_OK | X_OK) == 0 ? std::filesystem::path("/dev/shm")
+                                                 : std::filesystem::temp_directory_path();
+  }
+
+  TempDir dir_{Parent()};
   std::string conninfo_;
 };
 

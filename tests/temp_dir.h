@@ -13,8 +13,9 @@ namespace fairgate::testing {
 
 class TempDir {
  public:
-  TempDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "fairgate-test-XXXXXX").string();
+  // In the system's temporary directory, or in `parent` when one is given.
+  explicit TempDir(const std::filesystem::path& parent = std::filesystem::temp_directory_path()) {
+    std::string t = (parent / "fairgate-test-XXXXXX").string();
     if (mkdtemp(t.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     path_ = t;
   }
