@@ -8,6 +8,8 @@
 //                                    per iteration: concurrent calls share a commit (group
 //                                    commit), so the rate grows with T where one fsync bounds one
 //                                    caller. items/s counts jobs stored.
+// BM_SubmitDurableBatch/batch:B/full:F  SubmitDurableBatch of B jobs from one thread into a
+//                                    paused type: one commit per batch. items/s counts jobs.
 // BM_DurableThroughCompletion/full:F the same jobs run by a no-op handler until the store is
 //                                    empty: store, mark the attempt, remove. items/s: jobs done.
 // BM_Recover/jobs:N                  Create + RegisterType + RegisterDurable + Recover of a file
@@ -117,6 +119,31 @@ void BM_SubmitDurableConcurrently(benchmark::State& state) {
 BENCHMARK(BM_SubmitDurableConcurrently)
     ->ArgNames({"threads", "full"})
     ->ArgsProduct({{1, 8}, {1}})
+    ->UseRealTime();
+
+void BM_SubmitDurableBatch(benchmark::State& state) {
+  TempFile file;
+  auto s = Durable(StateOptions(file.path(), state.range(1) != 0), true);
+  const std::size_t size = static_cast<std::size_t>(state.range(0));
+  const std::string payload(64, 'p');
+  std::vector<std::string> ids, keys;
+  for (std::size_t i = 0; i < size; ++i) {
+    ids.push_back("repo" + std::to_string(i % 1000));
+    keys.push_back("k" + std::to_string(i % 10));
+  }
+  std::vector<DurableSubmission> batch;
+  for (std::size_t i = 0; i < size; ++i) batch.push_back({"fetch", ids[i], keys[i], payload});
+  for (auto _ : state) {
+    if (!s->SubmitDurableBatch(batch).ok()) {
+      state.SkipWithError("SubmitDurableBatch failed");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(size));
+}
+BENCHMARK(BM_SubmitDurableBatch)
+    ->ArgNames({"batch", "full"})
+    ->ArgsProduct({{100, 1000}, {1}})
     ->UseRealTime();
 
 void BM_DurableThroughCompletion(benchmark::State& state) {

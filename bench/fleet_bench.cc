@@ -5,6 +5,8 @@
 //
 // BM_AddJob                      one durable job stored from one thread: what SubmitDurable on
 //                                PostgreSQL costs the caller (its latency is 1 / the rate).
+// BM_AddJobs/batch:B             B jobs stored in one statement and commit (AddJobs: what
+//                                SubmitDurableBatch costs). items/s: jobs.
 // BM_ClaimCycle/backlog:B/leases:L/threads:N  N replicas (a store each: one connection, its
 //                                own thread) each storing a job, claiming one, marking its
 //                                attempt and removing it, again and again, over a backlog of B
@@ -13,6 +15,9 @@
 //                                items/s: jobs through the whole cycle, all replicas together.
 // Counter: server_cpu_us_per_job, the CPU time of the server's processes per job (from /proc,
 // autovacuum's included).
+// BM_DurableWorked/replicas:R/claimed:C  20,000 jobs stored beforehand, worked to completion by
+//                                R replicas in this process (max_concurrency 8 each, max_claimed
+//                                C, 0: the default) with a no-op handler. items/s: jobs done.
 // BM_EnqueueToStart              a job stored by another process (a store of its own, as a
 //                                producer without a scheduler), from AddJob's call until an idle
 //                                replica's handler starts it (claim_interval 1 s, the default:
@@ -25,6 +30,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -34,6 +40,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "benchmark/benchmark.h"
@@ -112,6 +119,19 @@ void BM_AddJob(benchmark::State& state) {
 }
 BENCHMARK(BM_AddJob)->UseRealTime();
 
+// AddJobs of B jobs: one statement and one commit per batch. items/s counts jobs.
+void BM_AddJobs(benchmark::State& state) {
+  auto store = *OpenPostgresStore(conninfo, {"bench"});
+  Sql("DELETE FROM fairgate_durable_jobs");
+  std::vector<StoredJob> batch;
+  for (int i = 0; i < state.range(0); ++i) batch.push_back(Job(i));
+  for (auto _ : state) {
+    if (!store->AddJobs(batch).ok()) std::abort();
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_AddJobs)->ArgName("batch")->Arg(100)->Arg(1000)->UseRealTime();
+
 // `leases` 1: the type's jobs take a fleet-wide conflict lease of their repository (one slot) in
 // the claim's transaction, and give it back with the job.
 void BM_ClaimCycle(benchmark::State& state) {
@@ -157,6 +177,67 @@ BENCHMARK(BM_ClaimCycle)
     ->Threads(1)
     ->Threads(4)
     ->Threads(8)
+    ->UseRealTime();
+
+// N jobs stored beforehand (AddJobs, batches of 1,000), then worked to completion by R replicas
+// in this process (a scheduler and a store each, max_concurrency 8, max_claimed C: 0 for its
+// default, 8) with a no-op handler; the time from their Recover until every job ran and the table
+// is empty. items/s: jobs done, all replicas together.
+void BM_DurableWorked(benchmark::State& state) {
+  const int replicas = static_cast<int>(state.range(0));
+  const int claimed = static_cast<int>(state.range(1));
+  constexpr int kJobs = 20000;
+  for (auto _ : state) {
+    state.PauseTiming();
+    Sql("TRUNCATE fairgate_durable_jobs, fairgate_resource_leases");
+    {
+      auto filler = *OpenPostgresStore(conninfo, {"filler"});
+      std::vector<StoredJob> batch;
+      for (int i = 0; i < kJobs; ++i) {
+        batch.push_back(Job(i));
+        if (batch.size() == 1000) {
+          if (!filler->AddJobs(batch).ok()) std::abort();
+          batch.clear();
+        }
+      }
+    }
+    Sql("ANALYZE fairgate_durable_jobs");
+    std::atomic<int> runs{0};
+    std::vector<std::unique_ptr<Scheduler>> fleet;
+    for (int r = 0; r < replicas; ++r) {
+      SchedulerOptions o;
+      o.store =
+          std::shared_ptr<Store>(*OpenPostgresStore(conninfo, {"worker" + std::to_string(r)}));
+      o.max_concurrency = 8;
+      o.max_claimed = claimed;
+      o.warn = [](std::string_view) {};
+      auto worker = *Scheduler::Create(o);
+      (void)worker->RegisterType("fetch", {.max_concurrency = 8, .priority = 2});
+      (void)worker->RegisterDurable("fetch", [&](const DurableJob&, const Context&) {
+        runs.fetch_add(1, std::memory_order_relaxed);
+        return absl::OkStatus();
+      });
+      fleet.push_back(std::move(worker));
+    }
+    state.ResumeTiming();
+    for (auto& worker : fleet) {
+      if (!worker->Recover().ok()) std::abort();
+    }
+    while (runs.load() < kJobs || Sql("SELECT count(*) FROM fairgate_durable_jobs") != "0") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    state.PauseTiming();
+    if (runs.load() != kJobs) state.SkipWithError("a job ran more than once");
+    for (auto& worker : fleet) (void)worker->Shutdown(Context::Background());
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * kJobs);
+}
+BENCHMARK(BM_DurableWorked)
+    ->ArgNames({"replicas", "claimed"})
+    ->ArgsProduct({{1, 2}, {0, 64}})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
 void BM_EnqueueToStart(benchmark::State& state) {

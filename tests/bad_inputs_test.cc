@@ -290,6 +290,18 @@ std::vector<Row> Rows() {
         (void)s->Recover();
         return s->SubmitDurable("clone", "id", "k", "").status();
       });
+  run("Scheduler::SubmitDurableBatch", "no store", absl::StatusCode::kFailedPrecondition,
+      "SubmitDurableBatch needs a store", [] {
+        return Ready()->SubmitDurableBatch({{"clone", "id", "k", ""}}).status();
+      });
+  run("Scheduler::SubmitDurableBatch", "an empty id in the second job",
+      absl::StatusCode::kInvalidArgument, "job 1 of the batch: job id is empty", [&] {
+        auto s = durable();
+        (void)s->RegisterDurable(
+            "clone", [](const DurableJob&, const Context&) { return absl::OkStatus(); });
+        (void)s->Recover();
+        return s->SubmitDurableBatch({{"clone", "a", "k", ""}, {"clone", "", "k", ""}}).status();
+      });
   run("Scheduler::RegisterDurable", "an unknown type", absl::StatusCode::kNotFound,
       "unknown job type 'x'", [&] {
         return durable()->RegisterDurable(

@@ -4,7 +4,8 @@
 //
 // Usage: durable_crash_child STATE LOG LIFE FIRST COUNT
 // Log lines: "life L" before Recover, "recovered Q deferred D" after it, "ack ID" once
-// SubmitDurable(ID) returned, "run ID ATTEMPT" when the handler starts, "done ID" when it is about
+// SubmitDurable(ID), or the SubmitDurableBatch that held ID, returned (ids go one at a time or in
+// batches of 2-4, in order), "run ID ATTEMPT" when the handler starts, "done ID" when it is about
 // to return OK, "fail ID" when it is about to fail, "idle" when COUNT is 0 and nothing is left to
 // run (then it exits 0). The handler fails the first attempt of every id divisible by 5 (retried
 // after 5 ms) and takes 0-2 ms; one slot and one worker, so jobs run one at a time in the
@@ -18,6 +19,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +27,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "fairgate/scheduler.h"
 #include "fairgate/sqlite_store.h"
@@ -147,10 +150,22 @@ int main(int argc, char** argv) {
   if (!report.ok()) return Fail("recover", report.status());
   Write("recovered " + std::to_string(report->queued) + " deferred " +
         std::to_string(report->deferred));
-  for (int id = first; id < first + count; ++id) {
-    auto sequence = scheduler.SubmitDurable("work", std::to_string(id), "", std::to_string(id));
-    if (!sequence.ok()) return Fail("submit", sequence.status());
-    Write("ack " + std::to_string(id));
+  // One at a time, or in batches of 2-4 (SubmitDurableBatch), in id order either way.
+  for (int id = first; id < first + count;) {
+    const int size = std::min<int>(1 + static_cast<int>(random() % 4), first + count - id);
+    std::vector<std::string> names;
+    for (int i = id; i < id + size; ++i) names.push_back(std::to_string(i));
+    if (size == 1) {
+      auto sequence = scheduler.SubmitDurable("work", names[0], "", names[0]);
+      if (!sequence.ok()) return Fail("submit", sequence.status());
+    } else {
+      std::vector<fairgate::DurableSubmission> batch;
+      for (const std::string& name : names) batch.push_back({"work", name, "", name});
+      auto sequences = scheduler.SubmitDurableBatch(batch);
+      if (!sequences.ok()) return Fail("submit a batch", sequences.status());
+    }
+    for (const std::string& name : names) Write("ack " + name);
+    id += size;
   }
   // Until killed; the last life (no new jobs) waits until the store has nothing left to run.
   return WaitUntilIdle(state, /*wait_for_ever=*/count > 0);

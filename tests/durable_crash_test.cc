@@ -1,8 +1,8 @@
 // Durable jobs under kill -9: a real process (durable_crash_child.cc) is started on one state
 // file again and again, submits jobs, and is killed with SIGKILL at a random point of its life;
-// a last life runs what is left. From the log the lives wrote: no acknowledged job is lost, no
-// job is done without having run, attempt numbers only grow, and each life runs the jobs it
-// recovered in the order they were stored.
+// a last life runs what is left. Jobs are submitted one at a time and in batches. From the log the
+// lives wrote: no acknowledged job is lost, no job is done without having run, attempt numbers only
+// grow, and each life runs the jobs it recovered in the order they were stored.
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>

@@ -8,10 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -282,6 +284,17 @@ TEST_CASE("Durable.AnAttemptCutShortByACrashRunsAgainWithTheNextAttemptNumber") 
   CHECK(seen.Get() == std::vector<std::string>{"interrupted#2:", "waiting#2:"});
 }
 
+// Resumes the paused "fetch" of `s`: all `total` jobs run, the two the queue took first ("a" and
+// "b") first, and the store at `path` empties.
+void ResumeAndRunAll(Scheduler& s, Seen& seen, const std::string& path, std::size_t total) {
+  REQUIRE(s.ResumeType("fetch").ok());
+  REQUIRE(Eventually([&] { return seen.Size() == total; }));
+  std::vector<std::string> runs = seen.Get();
+  CHECK(std::vector<std::string>(runs.begin(), runs.begin() + 2) ==
+        std::vector<std::string>{"a#1:", "b#1:"});
+  REQUIRE(Eventually([&] { return Live(path).empty(); }));
+}
+
 TEST_CASE("Durable.RecoveredJobsAFullQueueRefusesWaitAndRunLater") {
   TempDir dir;
   const std::string path = dir.path() + "/state.db";
@@ -294,12 +307,91 @@ TEST_CASE("Durable.RecoveredJobsAFullQueueRefusesWaitAndRunLater") {
   RecoveryReport report = *s->Recover();
   CHECK(report.queued == 2);
   CHECK(report.deferred == 2);
+  ResumeAndRunAll(*s, seen, path, 4);
+}
+
+TEST_CASE("Durable.ABatchIsStoredAtOnceAndRunsInItsOrder") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  Seen seen;
+  auto s = Recording(WithState(path), seen);
+  REQUIRE(s->Recover().ok());
+  REQUIRE(s->PauseType("fetch").ok());  // so that the store is read before anything runs
+  const std::vector<std::string> ids{"e", "d", "c", "b", "a"};  // not in name order
+  const std::vector<std::string> payloads{"p-e", "p-d", "p-c", "p-b", "p-a"};
+  std::vector<DurableSubmission> batch;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    batch.push_back({"fetch", ids[i], "alice", payloads[i]});
+  }
+  StatusOr<std::vector<std::uint64_t>> sequences = s->SubmitDurableBatch(batch);
+  REQUIRE_MESSAGE(sequences.ok(), sequences.status().ToString());
+  REQUIRE(sequences->size() == 5);
+  CHECK(std::is_sorted(sequences->begin(), sequences->end()));
+  const std::vector<StoredJob> live = Live(path);
+  REQUIRE(live.size() == 5);
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    CHECK(live[i].sequence == (*sequences)[i]);
+    CHECK(live[i].id == ids[i]);
+    CHECK(live[i].payload == "p-" + ids[i]);
+    CHECK(live[i].fairness_key == "alice");
+  }
+  // An empty batch stores nothing.
+  StatusOr<std::vector<std::uint64_t>> none = s->SubmitDurableBatch({});
+  REQUIRE(none.ok());
+  CHECK(none->empty());
   REQUIRE(s->ResumeType("fetch").ok());
-  REQUIRE(Eventually([&] { return seen.Size() == 4; }));
-  std::vector<std::string> runs = seen.Get();
-  CHECK(std::vector<std::string>(runs.begin(), runs.begin() + 2) ==
-        std::vector<std::string>{"a#1:", "b#1:"});
+  REQUIRE(Eventually([&] { return seen.Size() == 5; }));
+  CHECK(seen.Get() ==
+        std::vector<std::string>{"e#1:p-e", "d#1:p-d", "c#1:p-c", "b#1:p-b", "a#1:p-a"});
   REQUIRE(Eventually([&] { return Live(path).empty(); }));
+  std::string metrics;
+  s->WriteMetrics(metrics);
+  CHECK(metrics.find("fairgate_durable_jobs_total{outcome=\"stored\"} 5\n") != std::string::npos);
+}
+
+TEST_CASE("Durable.ABatchWithAJobSubmitDurableWouldRefuseIsRefusedWholeNamingThatJob") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  Seen seen;
+  auto s = Recording(WithState(path), seen);
+  REQUIRE(s->RegisterType("repack", Type(4, 1)).ok());  // no durable handler
+  const std::vector<DurableSubmission> good{{"fetch", "a", "", ""}, {"fetch", "b", "", ""}};
+  Status early = s->SubmitDurableBatch(good).status();
+  CHECK(early.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(early.message().find("Recover") != std::string::npos);
+  REQUIRE(s->Recover().ok());
+  Status empty_id =
+      s->SubmitDurableBatch({{"fetch", "a", "", ""}, {"fetch", "b", "", ""}, {"fetch", "", "", ""}})
+          .status();
+  CHECK(empty_id.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(empty_id.message().find("job 2 of the batch") != std::string::npos);
+  Status no_handler =
+      s->SubmitDurableBatch({{"fetch", "a", "", ""}, {"repack", "b", "", ""}}).status();
+  CHECK(no_handler.code() == absl::StatusCode::kNotFound);
+  CHECK(no_handler.message().find("job 1 of the batch") != std::string::npos);
+  CHECK(no_handler.message().find("repack") != std::string::npos);
+  CHECK(Live(path).empty());  // nothing of a refused batch was stored
+  REQUIRE(s->Shutdown(Context::Background()).ok());
+  CHECK(s->SubmitDurableBatch(good).status().code() == absl::StatusCode::kUnavailable);
+  CHECK(Live(path).empty());
+  CHECK(seen.Size() == 0);
+}
+
+TEST_CASE("Durable.ABatchTheQueueHasNoRoomForWaitsInTheStoreAndRunsLater") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  SchedulerOptions options = WithState(path);
+  options.max_pending_total = 2;
+  Seen seen;
+  auto s = Recording(options, seen);
+  REQUIRE(s->Recover().ok());
+  REQUIRE(s->PauseType("fetch").ok());
+  StatusOr<std::vector<std::uint64_t>> sequences = s->SubmitDurableBatch(
+      {{"fetch", "a", "", ""}, {"fetch", "b", "", ""}, {"fetch", "c", "", ""}});
+  REQUIRE_MESSAGE(sequences.ok(), sequences.status().ToString());  // accepted as a whole
+  CHECK(s->Snapshot().pending == 2);
+  CHECK(Live(path).size() == 3);
+  ResumeAndRunAll(*s, seen, path, 3);
 }
 
 TEST_CASE("Durable.JobsOfATypeWithoutAHandlerStayStoredForALaterProcess") {
@@ -472,30 +564,70 @@ std::unique_ptr<Scheduler> PausedDurable(const std::string& path, std::atomic<in
   return s;
 }
 
+// While it lives, files this process writes may not grow past `bytes` (RLIMIT_FSIZE; SIGXFSZ
+// would end the process, ignored the write fails instead): SQLite sees a failed write.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &before_) == 0);
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = before_;
+    small.rlim_cur = bytes;
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &before_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  struct rlimit before_ {};
+  void (*old_handler_)(int) = nullptr;
+};
+
 TEST_CASE("Durable.AFileThatMayNotGrowRefusesDurableWorkClearlyAndTheSchedulerKeepsWorking") {
   TempDir dir;
   const std::string path = dir.path() + "/state.db";
   std::atomic<int> ran{0};
   std::unique_ptr<Scheduler> s = PausedDurable(path, ran);
   REQUIRE(s);
-  // Files this process writes may not grow past 256 KiB from now on (RLIMIT_FSIZE; SIGXFSZ
-  // would end the process, ignored the write fails instead). SQLite sees a failed write.
-  struct rlimit before {};
-  REQUIRE(getrlimit(RLIMIT_FSIZE, &before) == 0);
-  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = before;
-  small.rlim_cur = 256 * 1024;
-  REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+  std::optional<FileSizeLimit> limit(std::in_place, 256 * 1024);
   auto [refused, stored] = FillUntilRefused(*s);
   const Status flush = s->FlushState();
-  REQUIRE(setrlimit(RLIMIT_FSIZE, &before) == 0);
-  std::signal(SIGXFSZ, old_handler);
+  limit.reset();
   INFO(refused.ToString());
   CHECK(refused.code() == absl::StatusCode::kUnavailable);  // SQLite's "disk I/O error"
   CHECK(refused.message().find(path) != std::string::npos);
   CHECK(stored > 0);
   CHECK(KeepsWorking(*s, ran, stored));
   (void)flush;  // it may have fit in the room left, or not: either is fine here
+}
+
+TEST_CASE("Durable.ABatchTheFileCannotTakeStoresNoneOfItsJobs") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  std::atomic<int> ran{0};
+  std::unique_ptr<Scheduler> s = PausedDurable(path, ran);
+  REQUIRE(s);
+  REQUIRE(s->SubmitDurable("fetch", "before", "", "").ok());
+  // The batch holds 640 KiB of payloads: a write in the middle of it fails.
+  std::optional<FileSizeLimit> limit(std::in_place, 256 * 1024);
+  const std::string payload(16 * 1024, 'p');
+  std::vector<DurableSubmission> batch;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back("batch" + std::to_string(i));
+  for (const std::string& id : ids) batch.push_back({"fetch", id, "", payload});
+  const Status refused = s->SubmitDurableBatch(batch).status();
+  limit.reset();
+  INFO(refused.ToString());
+  CHECK(refused.code() == absl::StatusCode::kUnavailable);  // SQLite's "disk I/O error"
+  CHECK(refused.message().find(path) != std::string::npos);
+  const std::vector<StoredJob> live = Live(path);
+  REQUIRE(live.size() == 1);
+  CHECK(live[0].id == "before");
+  CHECK(KeepsWorking(*s, ran, 1));
 }
 
 TEST_CASE("Durable.AFullDiskRefusesDurableWorkWithResourceExhaustedAndTheSchedulerKeepsWorking") {

@@ -38,6 +38,29 @@ TEST_CASE("PostgresStore.KeepsJobsAcrossConnections") {
   testing::CheckJobsAcrossConnections([&] { return *OpenPostgresStore(server.conninfo()); });
 }
 
+TEST_CASE("PostgresStore.StoresABatchWholeInItsOrder") {
+  testing::PostgresServer server;
+  testing::CheckBatches([&] { return *OpenPostgresStore(server.conninfo()); });
+}
+
+// PostgreSQL's text holds no NUL byte (and libpq would cut a parameter at one): such a name is
+// refused, in a batch naming the job, and nothing of the batch is stored.
+TEST_CASE("PostgresStore.ANameWithANulByteIsRefusedNotCutShort") {
+  testing::PostgresServer server;
+  auto store = *OpenPostgresStore(server.conninfo());
+  Status single = store->AddJob(testing::TestJob(std::string("a\0b", 3), "")).status();
+  CHECK(single.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(single.message().find("NUL") != std::string::npos);
+  StoredJob with_nul_key = testing::TestJob("b.git", "");
+  with_nul_key.fairness_key = std::string("al\0ice", 6);
+  Status batch =
+      store->AddJobs({testing::TestJob("a.git", std::string("\0", 1)), with_nul_key}).status();
+  CHECK(batch.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(batch.message().find("job 1 of the batch") != std::string::npos);
+  CHECK(batch.message().find("fairness key") != std::string::npos);
+  CHECK(store->LiveJobs()->empty());
+}
+
 TEST_CASE("PostgresStore.LearnedStateIsReplacedByNameAndForgottenPastItsTtl") {
   testing::PostgresServer server;
   testing::CheckLearnedState([&] { return *OpenPostgresStore(server.conninfo()); });
@@ -77,6 +100,33 @@ TEST_CASE("PostgresStore.ASchedulerRecoversItsDurableJobsAndCostsFromIt") {
   CHECK(report.queued == 1);  // a replica claims as many as it may hold: max_concurrency here
   REQUIRE(testing::Eventually([&] { return ran.entries().size() == 3; }));
   CHECK(ran.entries() == std::vector<std::string>{"c", "a", "b"});
+}
+
+TEST_CASE("PostgresStore.ABatchSubmittedToAReplicaRunsOnceEachInItsOrder") {
+  testing::PostgresServer server;
+  SchedulerOptions o;
+  o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo()));
+  o.max_concurrency = 1;
+  o.warn = [](std::string_view) {};
+  auto s = *Scheduler::Create(o);
+  REQUIRE(s->RegisterType("fetch", testing::Type(4, 1)).ok());
+  testing::Log ran;
+  REQUIRE(s->RegisterDurable("fetch", [&](const DurableJob& job, const Context&) {
+             ran.Add(std::string(job.id));
+             return absl::OkStatus();
+           }).ok());
+  REQUIRE(s->Recover().ok());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 30; ++i) ids.push_back("repo-" + std::to_string(29 - i));
+  std::vector<DurableSubmission> batch;
+  for (const std::string& id : ids) batch.push_back({"fetch", id, "alice", ""});
+  StatusOr<std::vector<std::uint64_t>> sequences = s->SubmitDurableBatch(batch);
+  REQUIRE_MESSAGE(sequences.ok(), sequences.status().ToString());
+  CHECK(std::is_sorted(sequences->begin(), sequences->end()));
+  REQUIRE(testing::Eventually([&] { return ran.entries().size() == ids.size(); }));
+  CHECK(ran.entries() == ids);  // one key, one slot: the batch's order
+  REQUIRE(testing::Eventually(
+      [&] { return server.Sql("SELECT count(*) FROM fairgate_durable_jobs") == "0"; }));
 }
 
 TEST_CASE("PostgresStore.WhileTheServerIsDownCallsAreUnavailableAndItReconnectsWhenItReturns") {
@@ -971,6 +1021,9 @@ class ClaimHookStore final : public SharedStore {
     return claimed;
   }
   StatusOr<std::uint64_t> AddJob(const StoredJob& job) override { return inner_->AddJob(job); }
+  StatusOr<std::vector<std::uint64_t>> AddJobs(const std::vector<StoredJob>& jobs) override {
+    return inner_->AddJobs(jobs);
+  }
   StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) override {
     return inner_->BeginAttempt(sequence);
   }

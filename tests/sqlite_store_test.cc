@@ -27,6 +27,12 @@ TEST_CASE("SqliteStore.KeepsJobsAcrossReopeningTheFile") {
   testing::CheckJobsAcrossConnections([&] { return *OpenSqliteStore(path); });
 }
 
+TEST_CASE("SqliteStore.StoresABatchWholeInItsOrder") {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  testing::CheckBatches([&] { return *OpenSqliteStore(path); });
+}
+
 TEST_CASE("SqliteStore.LearnedStateIsReplacedByNameAndForgottenPastItsTtl") {
   testing::TempDir dir;
   const std::string path = dir.path() + "/state.db";

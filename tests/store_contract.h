@@ -3,9 +3,11 @@
 #ifndef FAIRGATE_TESTS_STORE_CONTRACT_H_
 #define FAIRGATE_TESTS_STORE_CONTRACT_H_
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "doctest/doctest.h"
 #include "fairgate/store.h"
@@ -65,6 +67,48 @@ inline void CheckJobsAcrossConnections(const OpenStore& open) {
   CHECK(store->RemoveJob(first).ok());
   CHECK(*store->AddJob(TestJob("d.git", "")) > third);
   CHECK(open()->LiveJobs()->back().id == "d.git");
+}
+
+// A batch (AddJobs) is stored whole, in its order, with sequence numbers after every earlier one
+// and before every later one; its fields survive whatever they hold (quotes, backslashes, commas,
+// braces, the word NULL, empty strings; binary payloads byte for byte); an empty batch stores
+// nothing.
+inline void CheckBatches(const OpenStore& open) {
+  std::unique_ptr<Store> store = open();
+  const std::uint64_t before = *store->AddJob(TestJob("before.git", ""));
+  CHECK(store->AddJobs({})->empty());
+  const std::vector<std::string> ids{"a\"quoted\"", "b\\back", "c,comma", "{d}", "NULL", "f g"};
+  const std::vector<std::string> payloads{std::string("\0\xff\x01", 3), "", "\"", "\\", "NULL",
+                                          std::string(5000, 'x')};
+  std::vector<StoredJob> batch;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    StoredJob job = TestJob(ids[i], payloads[i]);
+    job.fairness_key = i % 2 == 0 ? "" : "key \"" + std::to_string(i);
+    job.submitted_at = 2000.25 + static_cast<double>(i);
+    batch.push_back(job);
+  }
+  StatusOr<std::vector<std::uint64_t>> sequences = store->AddJobs(batch);
+  REQUIRE_MESSAGE(sequences.ok(), sequences.status().ToString());
+  REQUIRE(sequences->size() == batch.size());
+  CHECK(sequences->front() > before);
+  CHECK(std::is_sorted(sequences->begin(), sequences->end()));
+  CHECK(std::adjacent_find(sequences->begin(), sequences->end()) == sequences->end());
+  const std::uint64_t after = *store->AddJob(TestJob("after.git", ""));
+  CHECK(after > sequences->back());
+  auto live = *open()->LiveJobs();
+  REQUIRE(live.size() == batch.size() + 2);
+  CHECK(live.front().id == "before.git");
+  CHECK(live.back().id == "after.git");
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const StoredJob& got = live[i + 1];
+    CHECK(got.sequence == (*sequences)[i]);
+    CHECK(got.type == batch[i].type);
+    CHECK(got.id == batch[i].id);
+    CHECK(got.fairness_key == batch[i].fairness_key);
+    CHECK(got.payload == batch[i].payload);
+    CHECK(got.submitted_at == batch[i].submitted_at);
+    CHECK(got.attempts == 0u);
+  }
 }
 
 // Learned state is replaced row by row by name, and rows past their TTL are forgotten.

@@ -1,8 +1,9 @@
 // fairgate/durable.h: background work that survives a crash (Scheduler::SubmitDurable).
 //
 // A Submit job is a closure and dies with its process. A durable job is data instead: a type, an
-// id, a fairness key and payload bytes, stored (fairgate/store.h) before SubmitDurable returns,
-// and run by the handler registered for its type (Scheduler::RegisterDurable). It is queued and
+// id, a fairness key and payload bytes, stored (fairgate/store.h) before SubmitDurable returns
+// (SubmitDurableBatch: many in one commit), and run by the handler registered for its type
+// (Scheduler::RegisterDurable). It is queued and
 // admitted exactly as a Submit of (type, id) under its fairness key is, in the same order and
 // under the same caps, conflicts and coalescing.
 //
@@ -26,7 +27,9 @@
 // job's removal (or retry, or death) is written after its handler returned. A removal lost in a
 // crash or an outage only runs the job again, which at-least-once allows; a removal that failed
 // is written again until the store takes it. Writes made at once by concurrent callers share one
-// commit (the SQLite store groups them), and none is acknowledged before its commit.
+// commit (the SQLite store groups them; the PostgreSQL store commits on a pool of connections,
+// and the server groups their WAL flushes), a batch is one commit, and none is acknowledged
+// before its commit.
 //
 // Recovery happens at one defined point: Scheduler::Recover, called once after the types and
 // their handlers are registered. It queues every stored job that is neither done nor dead, in
@@ -75,6 +78,12 @@ struct DurableJob {
 };
 
 using DurableHandler = std::function<Status(const DurableJob& job, const Context& ctx)>;
+
+// One job of Scheduler::SubmitDurableBatch: what SubmitDurable takes, as one value. Views: the
+// batch copies them before it returns.
+struct DurableSubmission {
+  std::string_view type, id, fairness_key, payload;
+};
 
 // How a failed durable job is retried: attempt n + 1 waits
 // min(initial_backoff * multiplier^(n - 1), max_backoff) after attempt n failed.

@@ -212,6 +212,16 @@ class Scheduler {
   // refuse it.
   StatusOr<std::uint64_t> SubmitDurable(std::string_view type, std::string_view id,
                                         std::string_view fairness_key, std::string_view payload);
+  // Stores many durable jobs in one commit of the store (one fsync for all of them) and queues
+  // them in the order given; returns their sequence numbers, in that order, once all are stored.
+  // All or nothing: a job that SubmitDurable would refuse before storing it (FailedPrecondition,
+  // NotFound, InvalidArgument, Unavailable: the message names the job's index in the batch), or a
+  // store that cannot take them, refuses the whole batch and stores none. Once stored, the batch
+  // is accepted as a whole: a job the queue has no room for now (a pending bound) is not refused
+  // but waits in the store and is queued when room frees (tried every second, as a job Recover
+  // found under a full queue). An empty batch stores nothing and returns no numbers.
+  StatusOr<std::vector<std::uint64_t>> SubmitDurableBatch(
+      const std::vector<DurableSubmission>& jobs);
   // The durable jobs that ran out of attempts, in stored order, with their last errors.
   StatusOr<std::vector<StoredJob>> DeadJobs();
   // Writes the learned estimates, keys' costs and periodic schedules to the store now, as the

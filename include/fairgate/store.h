@@ -22,9 +22,9 @@
 // - A failure is a status, never an exception or a crash; the scheduler counts it
 //   (fairgate_store_errors_total) and keeps working in memory. A write that failed changed
 //   nothing (each method is one transaction).
-// - AddJob returns once the job is as durable as the store promises (the SQLite store: in its
-//   file, with the fsync policy of SqliteStoreOptions::synchronous), with a sequence number
-//   greater than every one it returned before, also across restarts.
+// - AddJob and AddJobs return once the jobs are as durable as the store promises (the SQLite
+//   store: in its file, with the fsync policy of SqliteStoreOptions::synchronous), with sequence
+//   numbers greater than every one the store returned before, also across restarts.
 //
 // A shared store (a SharedStore: the PostgreSQL store) is one replica's handle on a database that
 // several replicas use at once. Durable jobs are then handed out by lease: a replica runs only the
@@ -131,6 +131,10 @@ class Store {
 
   // Stores a new durable job (its `sequence` is ignored) and returns its sequence number.
   virtual StatusOr<std::uint64_t> AddJob(const StoredJob& job) = 0;
+  // Stores new durable jobs in one transaction, all of them or none, and returns their sequence
+  // numbers in the order given (ascending: the jobs keep their order in the batch). An empty
+  // batch stores nothing and returns none.
+  virtual StatusOr<std::vector<std::uint64_t>> AddJobs(const std::vector<StoredJob>& jobs) = 0;
   // Counts one more attempt of the job as begun; returns the count. NotFound if it is not stored.
   virtual StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) = 0;
   // The job succeeded (or was refused before it could run): it is removed.

@@ -100,32 +100,40 @@ StatusOr<RecoveryReport> DurableJobs::RecoverShared(LoadFailed& load_failed) {
   return report;
 }
 
-StatusOr<std::uint64_t> DurableJobs::Submit(std::string_view type, std::string_view id,
-                                            std::string_view key, std::string_view payload) {
+StatusOr<DurableJobs::TypePtr> DurableJobs::Accepting(std::string_view type,
+                                                      std::string_view id) const {
   if (id.empty()) return absl::InvalidArgumentError("job id is empty");
   if (Status open = scheduler_.Open(); !open.ok()) return open;
-  TypePtr handler;
-  {
-    std::lock_guard lock(mutex_);
-    if (recovery_ != Recovery::kDone) {
-      return absl::FailedPreconditionError(
-          "SubmitDurable before Recover: register the types and their handlers, then call "
-          "Recover");
-    }
-    auto it = types_.find(absl::string_view(type.data(), type.size()));
-    if (it == types_.end()) {
-      return absl::NotFoundError(absl::StrCat("job type '",
-                                              absl::string_view(type.data(), type.size()),
-                                              "' has no durable handler (RegisterDurable)"));
-    }
-    handler = it->second;
+  std::lock_guard lock(mutex_);
+  if (recovery_ != Recovery::kDone) {
+    return absl::FailedPreconditionError(
+        "SubmitDurable before Recover: register the types and their handlers, then call "
+        "Recover");
   }
-  StoredJob job;
-  job.type = std::string(type);
-  job.id = std::string(id);
-  job.fairness_key = std::string(key);
-  job.payload = std::string(payload);
-  job.submitted_at = WallNow();
+  auto it = types_.find(absl::string_view(type.data(), type.size()));
+  if (it == types_.end()) {
+    return absl::NotFoundError(absl::StrCat("job type '",
+                                            absl::string_view(type.data(), type.size()),
+                                            "' has no durable handler (RegisterDurable)"));
+  }
+  return it->second;
+}
+
+StoredJob DurableJobs::ToStore(const DurableSubmission& job) {
+  StoredJob stored;
+  stored.type = std::string(job.type);
+  stored.id = std::string(job.id);
+  stored.fairness_key = std::string(job.fairness_key);
+  stored.payload = std::string(job.payload);
+  stored.submitted_at = WallNow();
+  return stored;
+}
+
+StatusOr<std::uint64_t> DurableJobs::Submit(std::string_view type, std::string_view id,
+                                            std::string_view key, std::string_view payload) {
+  StatusOr<TypePtr> handler = Accepting(type, id);
+  if (!handler.ok()) return handler.status();
+  StoredJob job = ToStore({type, id, key, payload});
   StatusOr<std::uint64_t> sequence = keeper_.store().AddJob(job);
   if (!sequence.ok()) {
     keeper_.CountError(StateKeeper::Operation::kAddJob);
@@ -137,7 +145,7 @@ StatusOr<std::uint64_t> DurableJobs::Submit(std::string_view type, std::string_v
     return *sequence;
   }
   job.sequence = *sequence;
-  Status queued = Queue(std::move(job), handler);
+  Status queued = Queue(std::move(job), *std::move(handler));
   // Refused at the door (a full queue): not accepted, so not kept. Shutting down meanwhile: it
   // is stored, and runs after the next Recover.
   if (!queued.ok() && queued.code() != absl::StatusCode::kUnavailable) {
@@ -147,6 +155,41 @@ StatusOr<std::uint64_t> DurableJobs::Submit(std::string_view type, std::string_v
     return queued;
   }
   return *sequence;
+}
+
+// One commit for the batch; then each job is queued as a recovered one is (QueueOrDefer): the
+// batch was accepted as a whole, so a job a full queue refuses waits in the store instead.
+StatusOr<std::vector<std::uint64_t>> DurableJobs::SubmitBatch(
+    const std::vector<DurableSubmission>& jobs) {
+  std::vector<StoredJob> stored;
+  std::vector<TypePtr> handlers;
+  stored.reserve(jobs.size());
+  handlers.reserve(jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    StatusOr<TypePtr> handler = Accepting(jobs[i].type, jobs[i].id);
+    if (!handler.ok()) {
+      return Status(handler.status().code(),
+                    absl::StrCat("job ", i, " of the batch: ", handler.status().message()));
+    }
+    handlers.push_back(*std::move(handler));
+    stored.push_back(ToStore(jobs[i]));
+  }
+  if (jobs.empty()) return std::vector<std::uint64_t>{};
+  StatusOr<std::vector<std::uint64_t>> sequences = keeper_.store().AddJobs(stored);
+  if (!sequences.ok()) {
+    keeper_.CountError(StateKeeper::Operation::kAddJob);
+    return sequences.status();
+  }
+  keeper_.Count(StateKeeper::Outcome::kStored, stored.size());
+  if (claimer_ != nullptr) {
+    claimer_->Poke();
+    return sequences;
+  }
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    stored[i].sequence = (*sequences)[i];
+    QueueOrDefer(stored[i], handlers[i]);
+  }
+  return sequences;
 }
 
 StatusOr<std::vector<StoredJob>> DurableJobs::Dead() {

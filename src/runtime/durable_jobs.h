@@ -55,6 +55,7 @@ class DurableJobs {
   StatusOr<RecoveryReport> Recover();
   StatusOr<std::uint64_t> Submit(std::string_view type, std::string_view id, std::string_view key,
                                  std::string_view payload);
+  StatusOr<std::vector<std::uint64_t>> SubmitBatch(const std::vector<DurableSubmission>& jobs);
   StatusOr<std::vector<StoredJob>> Dead();
 
   // For the claimer: the types this replica claims jobs of, with their tiers (those not paused,
@@ -85,6 +86,12 @@ class DurableJobs {
     bool gone = false;          // the store no longer had it when it began: nothing to record
   };
   enum class Recovery { kNotYet, kRecovering, kDone };
+
+  // The handler of a job SubmitDurable may store: refused (nothing stored) before Recover, for a
+  // type without a handler or an empty id, and once the scheduler is closing.
+  StatusOr<TypePtr> Accepting(std::string_view type, std::string_view id) const;
+  // A new job as stored, its submission time now.
+  static StoredJob ToStore(const DurableSubmission& job);
 
   template <typename LoadFailed>
   StatusOr<RecoveryReport> RecoverShared(LoadFailed& load_failed);

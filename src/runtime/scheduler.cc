@@ -129,6 +129,12 @@ StatusOr<std::uint64_t> Scheduler::Impl::SubmitDurable(std::string_view type, st
   return durable_->Submit(type, id, key, payload);
 }
 
+StatusOr<std::vector<std::uint64_t>> Scheduler::Impl::SubmitDurableBatch(
+    const std::vector<DurableSubmission>& jobs) {
+  if (!durable_) return NeedStore("SubmitDurableBatch");
+  return durable_->SubmitBatch(jobs);
+}
+
 StatusOr<std::vector<StoredJob>> Scheduler::Impl::DeadJobs() {
   if (!durable_) return NeedStore("DeadJobs");
   return durable_->Dead();
@@ -316,6 +322,11 @@ StatusOr<std::uint64_t> Scheduler::SubmitDurable(std::string_view type, std::str
                                                  std::string_view fairness_key,
                                                  std::string_view payload) {
   return impl_->SubmitDurable(type, id, fairness_key, payload);
+}
+
+StatusOr<std::vector<std::uint64_t>> Scheduler::SubmitDurableBatch(
+    const std::vector<DurableSubmission>& jobs) {
+  return impl_->SubmitDurableBatch(jobs);
 }
 
 StatusOr<std::vector<StoredJob>> Scheduler::DeadJobs() { return impl_->DeadJobs(); }

@@ -63,6 +63,8 @@ class Scheduler::Impl final : public internal::Submission, internal::AdmissionTa
   StatusOr<RecoveryReport> Recover();
   StatusOr<std::uint64_t> SubmitDurable(std::string_view type, std::string_view id,
                                         std::string_view key, std::string_view payload);
+  StatusOr<std::vector<std::uint64_t>> SubmitDurableBatch(
+      const std::vector<DurableSubmission>& jobs);
   StatusOr<std::vector<StoredJob>> DeadJobs();
   Status FlushState();
   Status Shutdown(const Context& ctx);

@@ -92,8 +92,8 @@ class StateKeeper {
   void CountError(Operation operation) {
     errors_[static_cast<std::size_t>(operation)].fetch_add(1, std::memory_order_relaxed);
   }
-  void Count(Outcome outcome) {
-    outcomes_[static_cast<std::size_t>(outcome)].fetch_add(1, std::memory_order_relaxed);
+  void Count(Outcome outcome, std::uint64_t jobs = 1) {
+    outcomes_[static_cast<std::size_t>(outcome)].fetch_add(jobs, std::memory_order_relaxed);
   }
   // Appends the store's metrics in the Prometheus text format.
   void WriteMetrics(std::string& out) const;

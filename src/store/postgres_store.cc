@@ -31,6 +31,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
 namespace fairgate {
@@ -304,6 +305,7 @@ class PostgresStore final : public SharedStore {
   }
 
   StatusOr<std::uint64_t> AddJob(const StoredJob& job) override {
+    if (Status s = Storable(job); !s.ok()) return s;
     Session session = Take();
     Link& link = *session;
     // The notification wakes every replica's listener (WaitForJobs) at the commit.
@@ -317,6 +319,60 @@ class PostgresStore final : public SharedStore {
         "store a durable job");
     if (!r.ok()) return r.status();
     return std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10);
+  }
+
+  // One statement: the batch's sequence numbers are drawn first and given out in ascending order
+  // to the jobs in the order of the batch (the order nextval ran in is not what numbers them),
+  // then the rows go in from arrays, one parameter per column.
+  StatusOr<std::vector<std::uint64_t>> AddJobs(const std::vector<StoredJob>& jobs) override {
+    if (jobs.empty()) return std::vector<std::uint64_t>{};
+    std::vector<std::string> types, ids, keys, payloads, submitted;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      const StoredJob& job = jobs[i];
+      if (Status s = Storable(job); !s.ok()) {
+        return Status(s.code(), absl::StrCat("job ", i, " of the batch: ", s.message()));
+      }
+      types.push_back(job.type);
+      ids.push_back(job.id);
+      keys.push_back(job.fairness_key);
+      payloads.push_back(absl::BytesToHexString(job.payload));
+      submitted.push_back(Number(job.submitted_at));
+    }
+    Session session = Take();
+    Link& link = *session;
+    StatusOr<Result> r = RetryingExec(
+        link,
+        "WITH numbers AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence("
+        "'fairgate_durable_jobs', 'sequence')) AS sequence "
+        "FROM generate_series(1, cardinality($1::text[]))), "
+        "ranked AS (SELECT sequence, row_number() OVER (ORDER BY sequence) AS n FROM numbers), "
+        "stored AS (INSERT INTO fairgate_durable_jobs "
+        "(sequence, type, id, fairness_key, payload, submitted_at) "
+        "SELECT r.sequence, j.type, j.id, j.fairness_key, decode(j.payload, 'hex'), "
+        "j.submitted_at FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], "
+        "$5::double precision[]) WITH ORDINALITY AS j(type, id, fairness_key, payload, "
+        "submitted_at, n) JOIN ranked r USING (n) RETURNING sequence) "
+        "SELECT sequence, pg_notify('" FAIRGATE_PG_JOBS_CHANNEL
+        "', '') FROM stored "
+        "ORDER BY sequence",
+        {{TextArray(types)},
+         {TextArray(ids)},
+         {TextArray(keys)},
+         {TextArray(payloads)},
+         {TextArray(submitted)}},
+        "store a batch of durable jobs");
+    if (!r.ok()) return r.status();
+    std::vector<std::uint64_t> sequences;
+    sequences.reserve(jobs.size());
+    for (int row = 0; row < PQntuples(r->get()); ++row) {
+      sequences.push_back(std::strtoull(PQgetvalue(r->get(), row, 0), nullptr, 10));
+    }
+    if (sequences.size() != jobs.size()) {
+      return absl::InternalError(
+          absl::StrCat("PostgreSQL: store a batch of durable jobs: ", jobs.size(), " given, ",
+                       sequences.size(), " stored"));
+    }
+    return sequences;
   }
 
   StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) override {
@@ -725,6 +781,21 @@ class PostgresStore final : public SharedStore {
       idle_.push_back(std::move(link));
     }
     pool_returned_.notify_one();
+  }
+
+  // PostgreSQL's text cannot hold a NUL byte, and libpq would cut a parameter at the first one:
+  // a job's names with one are refused rather than stored cut short. (The payload is bytea.)
+  static Status Storable(const StoredJob& job) {
+    for (const auto& [name, value] : {std::pair<const char*, const std::string*>{"type", &job.type},
+                                      {"id", &job.id},
+                                      {"fairness key", &job.fairness_key}}) {
+      if (value->find('\0') != std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat("PostgreSQL store: the job's ", name,
+                                                       " holds a NUL byte, which PostgreSQL's text "
+                                                       "cannot"));
+      }
+    }
+    return absl::OkStatus();
   }
 
   static double WallSeconds() {

@@ -118,25 +118,24 @@ class SqliteStore final : public Store {
 
   StatusOr<std::uint64_t> AddJob(const StoredJob& job) override {
     StatusOr<std::uint64_t> sequence;
-    if (Status committed = Grouped(
-            "store a durable job",
-            [&] {
-              sqlite3_stmt* s = add_.get();
-              Bind(s, 1, job.type);
-              Bind(s, 2, job.id);
-              Bind(s, 3, job.fairness_key);
-              sqlite3_bind_blob64(s, 4, job.payload.data(), job.payload.size(), SQLITE_TRANSIENT);
-              sqlite3_bind_double(s, 5, job.submitted_at);
-              if (Status st = Step(s, "store a durable job"); !st.ok()) {
-                sequence = st;
-              } else {
-                sequence = static_cast<std::uint64_t>(sqlite3_last_insert_rowid(db_.get()));
-              }
-            });
+    if (Status committed = Grouped("store a durable job", [&] { sequence = InsertLocked(job); });
         !committed.ok()) {
       return committed;
     }
     return sequence;
+  }
+
+  // The batch's rows go in under a savepoint of the group's transaction: a row that fails takes
+  // the batch's earlier rows with it, and leaves the other writes of the group alone.
+  StatusOr<std::vector<std::uint64_t>> AddJobs(const std::vector<StoredJob>& jobs) override {
+    if (jobs.empty()) return std::vector<std::uint64_t>{};
+    StatusOr<std::vector<std::uint64_t>> sequences;
+    if (Status committed =
+            Grouped("store a batch of durable jobs", [&] { sequences = InsertBatchLocked(jobs); });
+        !committed.ok()) {
+      return committed;
+    }
+    return sequences;
   }
 
   StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) override {
@@ -243,6 +242,38 @@ class SqliteStore final : public Store {
   }
 
  private:
+  StatusOr<std::uint64_t> InsertLocked(const StoredJob& job) {
+    sqlite3_stmt* s = add_.get();
+    Bind(s, 1, job.type);
+    Bind(s, 2, job.id);
+    Bind(s, 3, job.fairness_key);
+    sqlite3_bind_blob64(s, 4, job.payload.data(), job.payload.size(), SQLITE_TRANSIENT);
+    sqlite3_bind_double(s, 5, job.submitted_at);
+    if (Status st = Step(s, "store a durable job"); !st.ok()) return st;
+    return static_cast<std::uint64_t>(sqlite3_last_insert_rowid(db_.get()));
+  }
+
+  StatusOr<std::vector<std::uint64_t>> InsertBatchLocked(const std::vector<StoredJob>& jobs) {
+    const char* what = "store a batch of durable jobs";
+    if (Status s = Exec("SAVEPOINT fairgate_batch", what); !s.ok()) return s;
+    std::vector<std::uint64_t> sequences;
+    sequences.reserve(jobs.size());
+    for (const StoredJob& job : jobs) {
+      StatusOr<std::uint64_t> sequence = InsertLocked(job);
+      if (!sequence.ok()) {
+        // Unless the error ended the whole transaction (then the group fails with it).
+        if (sqlite3_get_autocommit(db_.get()) == 0) {
+          (void)Exec("ROLLBACK TO fairgate_batch", what);
+          (void)Exec("RELEASE fairgate_batch", what);
+        }
+        return sequence.status();
+      }
+      sequences.push_back(*sequence);
+    }
+    if (Status s = Exec("RELEASE fairgate_batch", what); !s.ok()) return s;
+    return sequences;
+  }
+
   StatusOr<std::uint32_t> BeginAttemptLocked(std::uint64_t sequence) {
     sqlite3_stmt* s = begin_attempt_.get();
     sqlite3_bind_int64(s, 1, static_cast<sqlite3_int64>(sequence));
@@ -268,7 +299,7 @@ class SqliteStore final : public Store {
   // failed (then none of the group's writes is stored). `write` runs with the connection's mutex
   // held, on the leader's thread.
   Status Grouped(const char* what, const std::function<void()>& write) {
-    Waiting me{&write, what};
+    Waiting me{&write, what, absl::OkStatus()};
     std::unique_lock lock(group_mutex_);
     ++inside_;
     queue_.push_back(&me);
