@@ -111,7 +111,10 @@ UPDATE fairgate_schema SET version = 2 WHERE version < 2;
 // A claim reads O(keys x log jobs), not every job: the keys with live jobs of each wanted type
 // are walked in the (type, fairness_key, sequence) index one step per key (a loose index scan),
 // each key offers its first $3 claimable jobs, jobs whose lease lapsed are added from the holder
-// index, and only those candidates are ordered and locked. The order is the same as over all
+// index, and only those candidates are ordered, by their keys' costs (each carries its key, so
+// the jobs are not read again to order them: a join back to the jobs was planned as a scan of the
+// whole table, half of a claim's time); the first 2 x $3 in that order are read again, and the
+// first $3 of them that no other claim is locking are locked. The order is the same as over all
 // jobs: a key's later jobs never come before its earlier ones, so none of its first $3 can be
 // passed over by one that was not offered.
 // The candidates of a claim (wanted, keys, offered, candidates), in one macro so that both claims
@@ -119,39 +122,41 @@ UPDATE fairgate_schema SET version = 2 WHERE version < 2;
 // the parameter that is the replica's wall clock (a retry's backoff is in it), `wanted` the SQL of
 // the wanted types (columns type and tier, and any that `claimable` reads), `claimable` a
 // condition on a job `j` that every offered job meets besides being due and not held.
-#define FAIRGATE_PG_CLAIM_CANDIDATES(wall, wanted, claimable)                           \
-  "WITH RECURSIVE wanted AS (" wanted                                                   \
-  "), "                                                                                 \
-  "keys AS ("                                                                           \
-  "  SELECT w.type, w.tier, (SELECT min(j.fairness_key) FROM fairgate_durable_jobs j "  \
-  "    WHERE j.type = w.type AND NOT j.dead) AS key FROM wanted w "                     \
-  "  UNION ALL "                                                                        \
-  "  SELECT k.type, k.tier, (SELECT min(j.fairness_key) FROM fairgate_durable_jobs j "  \
-  "    WHERE j.type = k.type AND NOT j.dead AND j.fairness_key > k.key) "               \
-  "  FROM keys k WHERE k.key IS NOT NULL), "                                            \
-  "offered AS ("                                                                        \
-  "  SELECT c.sequence, k.tier, false AS lapsed FROM keys k CROSS JOIN LATERAL ("       \
-  "    SELECT j.sequence FROM fairgate_durable_jobs j "                                 \
-  "    WHERE j.type = k.type AND j.fairness_key = k.key AND NOT j.dead "                \
-  "      AND j.not_before <= $" #wall                                                   \
-  " AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW ") AND " claimable  \
-  "    ORDER BY j.sequence LIMIT $3) c "                                                \
-  "  WHERE k.key IS NOT NULL "                                                          \
-  "  UNION ALL "                                                                        \
-  "  SELECT j.sequence, w.tier, true FROM fairgate_durable_jobs j "                     \
-  "  JOIN wanted w ON w.type = j.type "                                                 \
-  "  WHERE j.holder IS NOT NULL AND j.lease_until < " FAIRGATE_PG_NOW                   \
-  "    AND NOT j.dead AND j.not_before <= $" #wall " AND " claimable                    \
-  "), "                                                                                 \
-  "candidates AS (SELECT sequence, bool_or(lapsed) AS lapsed, max(tier) AS tier "       \
-  "  FROM offered GROUP BY sequence), "                                                 \
-  "picked AS (SELECT j.sequence, j.type, j.id, c.lapsed, c.tier, "                      \
-  "  coalesce(k.accumulated_cost, 0) AS cost FROM candidates c "                        \
-  "  JOIN fairgate_durable_jobs j ON j.sequence = c.sequence "                          \
-  "  LEFT JOIN fairgate_keys k ON k.key = j.fairness_key "                              \
-  "  WHERE NOT j.dead AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW   \
-  ") "                                                                                  \
-  "  ORDER BY c.lapsed DESC, c.tier DESC, coalesce(k.accumulated_cost, 0), j.sequence " \
+#define FAIRGATE_PG_CLAIM_CANDIDATES(wall, wanted, claimable)                            \
+  "WITH RECURSIVE wanted AS (" wanted                                                    \
+  "), "                                                                                  \
+  "keys AS ("                                                                            \
+  "  SELECT w.type, w.tier, (SELECT min(j.fairness_key) FROM fairgate_durable_jobs j "   \
+  "    WHERE j.type = w.type AND NOT j.dead) AS key FROM wanted w "                      \
+  "  UNION ALL "                                                                         \
+  "  SELECT k.type, k.tier, (SELECT min(j.fairness_key) FROM fairgate_durable_jobs j "   \
+  "    WHERE j.type = k.type AND NOT j.dead AND j.fairness_key > k.key) "                \
+  "  FROM keys k WHERE k.key IS NOT NULL), "                                             \
+  "offered AS ("                                                                         \
+  "  SELECT c.sequence, k.tier, false AS lapsed, k.key FROM keys k CROSS JOIN LATERAL (" \
+  "    SELECT j.sequence FROM fairgate_durable_jobs j "                                  \
+  "    WHERE j.type = k.type AND j.fairness_key = k.key AND NOT j.dead "                 \
+  "      AND j.not_before <= $" #wall                                                    \
+  " AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW ") AND " claimable   \
+  "    ORDER BY j.sequence LIMIT $3) c "                                                 \
+  "  WHERE k.key IS NOT NULL "                                                           \
+  "  UNION ALL "                                                                         \
+  "  SELECT j.sequence, w.tier, true, j.fairness_key FROM fairgate_durable_jobs j "      \
+  "  JOIN wanted w ON w.type = j.type "                                                  \
+  "  WHERE j.holder IS NOT NULL AND j.lease_until < " FAIRGATE_PG_NOW                    \
+  "    AND NOT j.dead AND j.not_before <= $" #wall " AND " claimable                     \
+  "), "                                                                                  \
+  "candidates AS (SELECT sequence, bool_or(lapsed) AS lapsed, max(tier) AS tier, "       \
+  "  min(key) AS key FROM offered GROUP BY sequence), "                                  \
+  "ranked AS MATERIALIZED (SELECT c.sequence, c.lapsed, c.tier, "                        \
+  "  coalesce(k.accumulated_cost, 0) AS cost FROM candidates c "                         \
+  "  LEFT JOIN fairgate_keys k ON k.key = c.key "                                        \
+  "  ORDER BY c.lapsed DESC, c.tier DESC, cost, c.sequence LIMIT 2 * $3), "              \
+  "picked AS (SELECT j.sequence, j.type, j.id, r.lapsed, r.tier, r.cost FROM ranked r "  \
+  "  JOIN fairgate_durable_jobs j ON j.sequence = r.sequence "                           \
+  "  WHERE NOT j.dead AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW    \
+  ") "                                                                                   \
+  "  ORDER BY r.lapsed DESC, r.tier DESC, r.cost, j.sequence "                           \
   "  LIMIT $3 FOR UPDATE OF j SKIP LOCKED) "
 
 // A claim reads O(keys x log jobs), not every job: the keys with live jobs of each wanted type
