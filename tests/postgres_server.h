@@ -71,7 +71,7 @@ class PostgresServer {
 
   static std::filesystem::path Parent() {
     return access("/dev/shm", W_OK | X_OK) == 0 ? std::filesystem::path("/dev/shm")
-                                                 : std::filesystem::temp_directory_path();
+                                                : std::filesystem::temp_directory_path();
   }
 
   TempDir dir_{Parent()};
