@@ -30,7 +30,7 @@ struct Workload {
 
 inline std::unique_ptr<core::AdmissionCore> MakeCore() {
   SchedulerOptions options = SchedulerOptions::Default();
-  options.max_concurrency = kCapacity;
+  options.rule.max_concurrency = kCapacity;
   auto core = *core::AdmissionCore::Create(options);
   // Two tiers; clones and fetches share a conflict group, as in the git mirror.
   (void)core->RegisterType(
@@ -52,7 +52,7 @@ class Herd {
  public:
   Herd(int waiters, int keys) : keys_(keys) {
     SchedulerOptions options = SchedulerOptions::Default();
-    options.max_concurrency = kCapacity;
+    options.rule.max_concurrency = kCapacity;
     core_ = *core::AdmissionCore::Create(options);
     (void)core_->RegisterType(
         "clone",

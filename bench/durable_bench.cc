@@ -48,11 +48,12 @@ class TempFile {
 
 SchedulerOptions StateOptions(const std::string& path, bool full) {
   SchedulerOptions options;
-  options.store = *OpenSqliteStore(path, {.synchronous = full ? SqliteStoreOptions::Sync::kFull
-                                                              : SqliteStoreOptions::Sync::kNormal});
-  options.max_concurrency = 8;
-  options.worker_threads = 2;
-  options.warn = [](std::string_view) {};
+  options.persistence.store = *OpenSqliteStore(
+      path,
+      {.synchronous = full ? SqliteStoreOptions::Sync::kFull : SqliteStoreOptions::Sync::kNormal});
+  options.rule.max_concurrency = 8;
+  options.runtime.worker_threads = 2;
+  options.runtime.warn = [](std::string_view) {};
   return options;
 }
 
@@ -201,11 +202,11 @@ void BM_RunSyncWhileFlushing(benchmark::State& state) {
   const int keys = static_cast<int>(state.range(0));
   const int flush_ms = static_cast<int>(state.range(1));
   SchedulerOptions options;
-  options.max_concurrency = 8;
-  options.warn = [](std::string_view) {};
+  options.rule.max_concurrency = 8;
+  options.runtime.warn = [](std::string_view) {};
   if (flush_ms > 0) {
     options = StateOptions(file.path(), true);
-    options.state_flush_interval = Seconds(flush_ms / 1000.0);
+    options.persistence.state_flush_interval = Seconds(flush_ms / 1000.0);
   }
   auto s = *Scheduler::Create(options);
   (void)s->RegisterType("clone", {.max_concurrency = 8, .priority = 8});

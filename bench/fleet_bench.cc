@@ -206,11 +206,11 @@ void BM_DurableWorked(benchmark::State& state) {
     std::vector<std::unique_ptr<Scheduler>> fleet;
     for (int r = 0; r < replicas; ++r) {
       SchedulerOptions o;
-      o.store =
+      o.persistence.store =
           std::shared_ptr<Store>(*OpenPostgresStore(conninfo, {"worker" + std::to_string(r)}));
-      o.max_concurrency = 8;
-      o.max_claimed = claimed;
-      o.warn = [](std::string_view) {};
+      o.rule.max_concurrency = 8;
+      o.fleet.max_claimed = claimed;
+      o.runtime.warn = [](std::string_view) {};
       auto worker = *Scheduler::Create(o);
       (void)worker->RegisterType("fetch", {.max_concurrency = 8, .priority = 2});
       (void)worker->RegisterDurable("fetch", [&](const DurableJob&, const Context&) {
@@ -243,8 +243,8 @@ BENCHMARK(BM_DurableWorked)
 void BM_EnqueueToStart(benchmark::State& state) {
   Sql("DELETE FROM fairgate_durable_jobs");
   SchedulerOptions o;
-  o.store = std::shared_ptr<Store>(*OpenPostgresStore(conninfo, {"worker"}));
-  o.warn = [](std::string_view) {};
+  o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(conninfo, {"worker"}));
+  o.runtime.warn = [](std::string_view) {};
   auto worker = *Scheduler::Create(o);
   std::mutex mutex;
   std::condition_variable started;

@@ -40,8 +40,8 @@ namespace {
 
 std::unique_ptr<Scheduler> Make(int capacity, int worker_threads = 0) {
   SchedulerOptions options;
-  options.max_concurrency = capacity;
-  options.worker_threads = worker_threads;
+  options.rule.max_concurrency = capacity;
+  options.runtime.worker_threads = worker_threads;
   auto scheduler = *Scheduler::Create(options);
   (void)scheduler->RegisterType(
       "noop", {.default_cost = 1, .max_concurrency = capacity, .priority = capacity});
@@ -448,10 +448,12 @@ void BM_Watched(benchmark::State& state) {
   };
   const int mode = static_cast<int>(state.range(0));
   SchedulerOptions options;
-  options.max_concurrency = 8;
-  if (mode & 1) options.observers = {std::make_shared<NoopObserver>()};
+  options.rule.max_concurrency = 8;
+  if (mode & 1) options.runtime.observers = {std::make_shared<NoopObserver>()};
   if (mode & 2) {
-    options.evidence = [](const AdmissionEvidence& e) { benchmark::DoNotOptimize(ToJsonLine(e)); };
+    options.runtime.evidence = [](const AdmissionEvidence& e) {
+      benchmark::DoNotOptimize(ToJsonLine(e));
+    };
   }
   auto scheduler = *Scheduler::Create(options);
   (void)scheduler->RegisterType("noop", {.default_cost = 1, .max_concurrency = 8, .priority = 8});

@@ -24,14 +24,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (jobs > 2000) return 0;
   // Adaptive capacity's rule runs every interval while anything is left to happen: bound the
   // number of intervals by the latest instant a trace could reach.
-  if (const auto& adaptive = trace->options.adaptive_capacity) {
+  if (const auto& adaptive = trace->options.rule.adaptive_capacity) {
     double horizon = 0;
     for (const auto& job : trace->jobs) horizon += job.arrival + job.duration;
     for (const auto& periodic : trace->periodic) {
       horizon += periodic.first + periodic.runs * (periodic.interval + periodic.duration);
     }
     // Durations stretch by at most the capacity on an oversubscribed machine.
-    horizon *= trace->options.max_concurrency;
+    horizon *= trace->options.rule.max_concurrency;
     if (horizon / adaptive->interval.count() > 1e6) return 0;
   }
   auto result = fairgate::sim::Simulate(*trace, /*with_evidence=*/true);

@@ -92,7 +92,7 @@ TEST_CASE("Core.Enqueue.RefusesBadInputAndChangesNothing") {
 
 TEST_CASE("Core.Caps.GlobalTierAndTypeCapsAreNeverExceeded") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 5;
+  options.rule.max_concurrency = 5;
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("clone", Type(8, 2)).ok());
   REQUIRE(core->RegisterType("fetch", Type(3, 2)).ok());
@@ -116,7 +116,7 @@ TEST_CASE("Core.Caps.GlobalTierAndTypeCapsAreNeverExceeded") {
 
 TEST_CASE("Core.Order.HigherTierFirstThenLeastChargedKeyThenArrival") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 1;
+  options.rule.max_concurrency = 1;
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("bg", Type(1, 1)).ok());
   REQUIRE(core->RegisterType("fg", Type(2, 1)).ok());
@@ -159,7 +159,7 @@ TEST_CASE("Core.Conflict.SameIdSameGroupNeverOverlap") {
 
 TEST_CASE("Core.Conflict.ParkedJobsComeBackInTheirOriginalOrder") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 1;
+  options.rule.max_concurrency = 1;
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("fetch", Type(1, 1, "git")).ok());
   REQUIRE(core->RegisterType("push", Type(1, 1, "git")).ok());
@@ -241,7 +241,7 @@ TEST_CASE("Core.Conflict.AHerdOnOneResourceIsServedInTheFairOrder") {
 
 TEST_CASE("Core.Slots.AWideJobTakesItsSlotsOfTheGlobalAndTierCaps") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 4;
+  options.rule.max_concurrency = 4;
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("repack", {.max_concurrency = 2, .priority = 4, .slots = 3}).ok());
   REQUIRE(core->RegisterType("clone", Type(4, 4)).ok());
@@ -267,7 +267,7 @@ TEST_CASE("Core.Slots.AWideJobTakesItsSlotsOfTheGlobalAndTierCaps") {
 
 TEST_CASE("Core.Slots.ANarrowerJobGoesWhileAWideOneDoesNotFitAndTheSkipIsCounted") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 4;
+  options.rule.max_concurrency = 4;
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("repack", {.max_concurrency = 1, .priority = 8, .slots = 3}).ok());
   REQUIRE(core->RegisterType("clone", Type(8, 8)).ok());
@@ -292,7 +292,7 @@ TEST_CASE("Core.Slots.ANarrowerJobGoesWhileAWideOneDoesNotFitAndTheSkipIsCounted
 
 TEST_CASE("Core.Order.ABlockedJobNeverBlocksTheJobsBehindIt") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 4;
+  options.rule.max_concurrency = 4;
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("repack", Type(4, 1, "git")).ok());
   REQUIRE(core->RegisterType("fetch", Type(4, 4, "git")).ok());
@@ -307,7 +307,7 @@ TEST_CASE("Core.Order.ABlockedJobNeverBlocksTheJobsBehindIt") {
 // Coalescing (JobTypeConfig::coalesce): requests for an id whose job is pending share it.
 TEST_CASE("Core.Coalesce.RequestsForAPendingIdShareOneJobChargedOnceToItsCreator") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 1;
+  options.rule.max_concurrency = 1;
   auto core = MakeCore(options);
   JobTypeConfig mirror = Type(1, 1, "", 4);
   mirror.coalesce = Coalesce::kJoin;
@@ -352,7 +352,7 @@ TEST_CASE("Core.Coalesce.RequestsForAPendingIdShareOneJobChargedOnceToItsCreator
 
 TEST_CASE("Core.Coalesce.AJoinedJobLeavesWithItsLastCaller") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 1;
+  options.rule.max_concurrency = 1;
   auto core = MakeCore(options);
   JobTypeConfig mirror = Type(1, 1);
   mirror.coalesce = Coalesce::kSupersede;  // the core treats both kinds alike
@@ -384,7 +384,7 @@ TEST_CASE("Core.Coalesce.AJoinedJobLeavesWithItsLastCaller") {
 
 TEST_CASE("Core.Cancel.APendingJobLeavesUnchargedARunningOneIsRefused") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 1;
+  options.rule.max_concurrency = 1;
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("t", Type(1, 1, "git", 5)).ok());
   JobTicket a = Add(*core, "t", "r", "k");
@@ -405,7 +405,7 @@ TEST_CASE("Core.Cancel.APendingJobLeavesUnchargedARunningOneIsRefused") {
 
 TEST_CASE("Core.QueueWait.AJobStillPendingAtItsLimitExpiresUnchargedParkedOrNot") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 1;
+  options.rule.max_concurrency = 1;
   auto core = MakeCore(options);
   JobTypeConfig limited = Type(1, 1, "git", 5);
   limited.max_queue_wait = Seconds(2);
@@ -449,8 +449,8 @@ TEST_CASE("Core.QueueWait.AJobStillPendingAtItsLimitExpiresUnchargedParkedOrNot"
 
 TEST_CASE("Core.Pause.APausedJobIsNotAdmittedAndItsAgingClockStops") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 1;
-  options.aging = AgingConfig{Seconds(0), Seconds(2), 5};
+  options.rule.max_concurrency = 1;
+  options.rule.aging = AgingConfig{Seconds(0), Seconds(2), 5};
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("high", Type(5, 1)).ok());
   REQUIRE(core->RegisterType("low", Type(1, 1)).ok());
@@ -510,7 +510,7 @@ TEST_CASE("Core.Complete.RefusesPendingStaleAndBadElapsed") {
 
 TEST_CASE("Core.Estimate.LearnsAnEwmaFromObservedCosts") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.alpha = 0.5;
+  options.rule.alpha = 0.5;
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("clone", Type(1, 1, "", 10)).ok());
   CHECK_FALSE(core->Estimate("clone", "linux").has_value());
@@ -537,7 +537,7 @@ TEST_CASE("Core.Reconcile.KeyEndsChargedWhatItsJobReallyCost") {
   for (bool reconcile : {false, true}) {
     CAPTURE(reconcile);
     SchedulerOptions options = SchedulerOptions::Seed();
-    options.reconcile = reconcile;
+    options.rule.reconcile = reconcile;
     auto core = MakeCore(options);
     REQUIRE(core->RegisterType("clone", Type(1, 1, "", 2)).ok());
     Add(*core, "clone", "linux", "a");
@@ -550,9 +550,9 @@ TEST_CASE("Core.Reconcile.KeyEndsChargedWhatItsJobReallyCost") {
 
 TEST_CASE("Core.Limits.FullQueuesRefuseWithResourceExhaustedAndDropNothing") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_pending_total = 3;
-  options.max_pending_per_key = 2;
-  options.max_concurrency = 1;
+  options.rule.max_pending_total = 3;
+  options.rule.max_pending_per_key = 2;
+  options.rule.max_concurrency = 1;
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("t", Type(1, 1)).ok());
   Add(*core, "t", "1", "a");
@@ -574,9 +574,9 @@ TEST_CASE("Core.Limits.FullQueuesRefuseWithResourceExhaustedAndDropNothing") {
 
 TEST_CASE("Core.Ttl.IdleKeysAreForgottenAfterKeyTtlInBoundedBatches") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.key_ttl = Seconds(10);
-  options.sweep_batch = 2;
-  options.max_concurrency = 8;
+  options.rule.key_ttl = Seconds(10);
+  options.rule.sweep_batch = 2;
+  options.rule.max_concurrency = 8;
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("t", Type(8, 8)).ok());
   std::vector<JobTicket> tickets;
@@ -598,7 +598,7 @@ TEST_CASE("Core.Ttl.IdleKeysAreForgottenAfterKeyTtlInBoundedBatches") {
 
 TEST_CASE("Core.Ttl.AKeyThatComesBackBeforeItsTtlKeepsItsCost") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.key_ttl = Seconds(10);
+  options.rule.key_ttl = Seconds(10);
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("t", Type(1, 8, "", 3)).ok());
   Add(*core, "t", "x", "a");
@@ -610,7 +610,7 @@ TEST_CASE("Core.Ttl.AKeyThatComesBackBeforeItsTtlKeepsItsCost") {
 
 TEST_CASE("Core.Ttl.UnusedEstimatesAreForgottenAfterEstimateTtl") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.estimate_ttl = Seconds(100);
+  options.rule.estimate_ttl = Seconds(100);
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("t", Type(1, 8, "", 1)).ok());
   Add(*core, "t", "old");
@@ -626,8 +626,8 @@ TEST_CASE("Core.Ttl.UnusedEstimatesAreForgottenAfterEstimateTtl") {
 
 TEST_CASE("Core.IdleCatchUp.ANewKeyStartsAtTheLeastCostPendingInItsTier") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.idle_catch_up = true;
-  options.max_concurrency = 1;
+  options.rule.idle_catch_up = true;
+  options.rule.max_concurrency = 1;
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("t", Type(1, 1)).ok());
   REQUIRE(core->RegisterType("other", Type(2, 1)).ok());
@@ -646,7 +646,7 @@ TEST_CASE("Core.IdleCatchUp.ANewKeyStartsAtTheLeastCostPendingInItsTier") {
 
 TEST_CASE("Core.SetAccumulatedCost.MovesAKeysPendingJobsToTheirNewPlace") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 1;
+  options.rule.max_concurrency = 1;
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("t", Type(1, 1)).ok());
   REQUIRE(core->RegisterType("u", Type(1, 1)).ok());
@@ -682,8 +682,8 @@ TEST_CASE("Core.SetAccumulatedCost.MovesAKeysPendingJobsToTheirNewPlace") {
 // 2 s pending.
 std::unique_ptr<AdmissionCore> MakeCloneAndAgingRepackCore() {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 1;
-  options.aging = AgingConfig{Seconds(1), Seconds(1), 8};
+  options.rule.max_concurrency = 1;
+  options.rule.aging = AgingConfig{Seconds(1), Seconds(1), 8};
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("clone", Type(8, 8, "", 2)).ok());
   REQUIRE(core->RegisterType("repack", Type(1, 1)).ok());
@@ -799,13 +799,13 @@ TEST_CASE("Core.EnqueueAndAdmit.IsEnqueueThenNextAdmission") {
     auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
     SchedulerOptions options = SchedulerOptions::Seed();
-    options.max_concurrency = 1 + pick(5);
-    options.key_ttl = Seconds(1 + pick(4));
-    options.estimate_ttl = Seconds(1 + pick(4));
-    options.idle_catch_up = chance(0.5);
-    options.shortest_first = chance(0.2);
-    if (chance(0.5)) options.aging = AgingConfig{Seconds(pick(3)), Seconds(0.5 + pick(3)), 3};
-    if (chance(0.3)) options.default_key_limits = {1 + pick(2), pick(2)};
+    options.rule.max_concurrency = 1 + pick(5);
+    options.rule.key_ttl = Seconds(1 + pick(4));
+    options.rule.estimate_ttl = Seconds(1 + pick(4));
+    options.rule.idle_catch_up = chance(0.5);
+    options.rule.shortest_first = chance(0.2);
+    if (chance(0.5)) options.rule.aging = AgingConfig{Seconds(pick(3)), Seconds(0.5 + pick(3)), 3};
+    if (chance(0.3)) options.rule.default_key_limits = {1 + pick(2), pick(2)};
     auto a = MakeCore(options);
     auto b = MakeCore(options);
     const std::vector<std::string> types{"t0", "t1", "t2", "t3"};
@@ -887,7 +887,7 @@ TEST_CASE("Core.EnqueueAndAdmit.IsEnqueueThenNextAdmission") {
         CHECK(x.keys_evicted == y.keys_evicted);
         CHECK(x.estimates_evicted == y.estimates_evicted);
       } else {
-        const int capacity = 1 + pick(options.max_concurrency);
+        const int capacity = 1 + pick(options.rule.max_concurrency);
         REQUIRE(a->SetCapacity(capacity).ok() == b->SetCapacity(capacity).ok());
       }
       REQUIRE(a->CheckInvariants().ok());

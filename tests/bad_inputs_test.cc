@@ -65,61 +65,68 @@ std::vector<Row> Rows() {
     rows.push_back({"Scheduler::Create", std::move(input), absl::StatusCode::kInvalidArgument,
                     std::move(message), [change] { return CreateWith(change); }});
   };
-  create("max_concurrency = 0", "max_concurrency must be >= 1",
-         [](auto& o) { o.max_concurrency = 0; });
-  create("alpha = 0", "alpha must be in (0, 1]", [](auto& o) { o.alpha = 0; });
-  create("alpha = 1.5", "alpha must be in (0, 1]", [](auto& o) { o.alpha = 1.5; });
-  create("alpha = NaN", "alpha must be in (0, 1]", [](auto& o) { o.alpha = kNaN; });
-  create("key_ttl = 0 s", "key_ttl must be finite and > 0",
-         [](auto& o) { o.key_ttl = Seconds(0); });
-  create("estimate_ttl = inf", "estimate_ttl must be finite and > 0",
-         [](auto& o) { o.estimate_ttl = Seconds(kInf); });
-  create("sweep_batch = 0", "sweep_batch must be >= 1", [](auto& o) { o.sweep_batch = 0; });
-  create("max_pending_total = 0", "max_pending_total must be >= 1",
-         [](auto& o) { o.max_pending_total = 0; });
-  create("max_pending_per_key = 0", "max_pending_per_key must be >= 1",
-         [](auto& o) { o.max_pending_per_key = 0; });
-  create("worker_threads = -1", "worker_threads must be >= 0",
-         [](auto& o) { o.worker_threads = -1; });
-  create("fiber_stack_bytes = 1024", "fiber_stack_bytes must be >= 16384",
-         [](auto& o) { o.fiber_stack_bytes = 1024; });
-  create("sweep_interval = 0 s", "sweep_interval must be finite and > 0",
-         [](auto& o) { o.sweep_interval = Seconds(0); });
-  create("aging.grace = -1 s", "aging.grace must be finite and >= 0", [](auto& o) {
-    o.aging = AgingConfig{Seconds(-1), Seconds(1), 8};
+  create("rule.max_concurrency = 0", "rule.max_concurrency must be >= 1",
+         [](auto& o) { o.rule.max_concurrency = 0; });
+  create("rule.alpha = 0", "rule.alpha must be in (0, 1]", [](auto& o) { o.rule.alpha = 0; });
+  create("rule.alpha = 1.5", "rule.alpha must be in (0, 1]", [](auto& o) { o.rule.alpha = 1.5; });
+  create("rule.alpha = NaN", "rule.alpha must be in (0, 1]", [](auto& o) { o.rule.alpha = kNaN; });
+  create("rule.key_ttl = 0 s", "rule.key_ttl must be finite and > 0",
+         [](auto& o) { o.rule.key_ttl = Seconds(0); });
+  create("rule.estimate_ttl = inf", "rule.estimate_ttl must be finite and > 0",
+         [](auto& o) { o.rule.estimate_ttl = Seconds(kInf); });
+  create("rule.sweep_batch = 0", "rule.sweep_batch must be >= 1",
+         [](auto& o) { o.rule.sweep_batch = 0; });
+  create("rule.max_pending_total = 0", "rule.max_pending_total must be >= 1",
+         [](auto& o) { o.rule.max_pending_total = 0; });
+  create("rule.max_pending_per_key = 0", "rule.max_pending_per_key must be >= 1",
+         [](auto& o) { o.rule.max_pending_per_key = 0; });
+  create("runtime.worker_threads = -1", "runtime.worker_threads must be >= 0",
+         [](auto& o) { o.runtime.worker_threads = -1; });
+  create("runtime.fiber_stack_bytes = 1024", "runtime.fiber_stack_bytes must be >= 16384",
+         [](auto& o) { o.runtime.fiber_stack_bytes = 1024; });
+  create("runtime.sweep_interval = 0 s", "runtime.sweep_interval must be finite and > 0",
+         [](auto& o) { o.runtime.sweep_interval = Seconds(0); });
+  create("rule.aging.grace = -1 s", "rule.aging.grace must be finite and >= 0", [](auto& o) {
+    o.rule.aging = AgingConfig{Seconds(-1), Seconds(1), 8};
   });
-  create("aging.interval = 0 s", "aging.interval must be finite and > 0", [](auto& o) {
-    o.aging = AgingConfig{Seconds(0), Seconds(0), 8};
+  create("rule.aging.interval = 0 s", "rule.aging.interval must be finite and > 0", [](auto& o) {
+    o.rule.aging = AgingConfig{Seconds(0), Seconds(0), 8};
   });
-  create("aging.ceiling = 0", "aging.ceiling must be a priority >= 1", [](auto& o) {
-    o.aging = AgingConfig{Seconds(0), Seconds(1), 0};
+  create("rule.aging.ceiling = 0", "rule.aging.ceiling must be a priority >= 1", [](auto& o) {
+    o.rule.aging = AgingConfig{Seconds(0), Seconds(1), 0};
   });
-  create("shortest_first_aging = -1", "shortest_first_aging must be finite and >= 0, got -1",
-         [](auto& o) { o.shortest_first_aging = -1; });
-  create("adaptive_capacity.min = 0", "adaptive_capacity.min must be in [1, max_concurrency",
-         [](auto& o) { o.adaptive_capacity = AdaptiveCapacity{.min = 0}; });
-  create("adaptive_capacity.low = high", "adaptive_capacity.low must be in [0, high",
-         [](auto& o) { o.adaptive_capacity = AdaptiveCapacity{.high = 0.2, .low = 0.2}; });
-  create("adaptive_capacity.decrease = 1", "adaptive_capacity.decrease must be in (0, 1)",
-         [](auto& o) { o.adaptive_capacity = AdaptiveCapacity{.decrease = 1}; });
-  create("default_key_limits.max_running = 0", "default_key_limits: max_running must be >= 1",
-         [](auto& o) { o.default_key_limits.max_running = 0; });
-  create("observer_queue_limit = 0", "observer_queue_limit must be >= 1",
-         [](auto& o) { o.observer_queue_limit = 0; });
-  create("a null observer", "an observer is null", [](auto& o) { o.observers = {nullptr}; });
-  create("state_flush_interval = 0 s", "state_flush_interval must be finite and > 0",
-         [](auto& o) { o.state_flush_interval = Seconds(0); });
-  create("lease_ttl = 0 s", "lease_ttl must be finite and > 0",
-         [](auto& o) { o.lease_ttl = Seconds(0); });
-  create("claim_interval = infinity", "claim_interval must be finite and > 0",
-         [](auto& o) { o.claim_interval = Seconds(kInf); });
-  create("max_claimed = -1", "max_claimed must be >= 0", [](auto& o) { o.max_claimed = -1; });
-  create("fleet_conflict_groups without a shared store",
-         "fleet_conflict_groups needs a shared store",
-         [](auto& o) { o.fleet_conflict_groups = {"repo"}; });
-  create("fleet_type_caps without a shared store", "fleet_type_caps needs a shared store",
+  create("rule.shortest_first_aging = -1",
+         "rule.shortest_first_aging must be finite and >= 0, got -1",
+         [](auto& o) { o.rule.shortest_first_aging = -1; });
+  create("rule.adaptive_capacity.min = 0",
+         "rule.adaptive_capacity.min must be in [1, max_concurrency",
+         [](auto& o) { o.rule.adaptive_capacity = AdaptiveCapacity{.min = 0}; });
+  create("rule.adaptive_capacity.low = high", "rule.adaptive_capacity.low must be in [0, high",
+         [](auto& o) { o.rule.adaptive_capacity = AdaptiveCapacity{.high = 0.2, .low = 0.2}; });
+  create("rule.adaptive_capacity.decrease = 1", "rule.adaptive_capacity.decrease must be in (0, 1)",
+         [](auto& o) { o.rule.adaptive_capacity = AdaptiveCapacity{.decrease = 1}; });
+  create("rule.default_key_limits.max_running = 0",
+         "rule.default_key_limits: max_running must be >= 1",
+         [](auto& o) { o.rule.default_key_limits.max_running = 0; });
+  create("runtime.observer_queue_limit = 0", "runtime.observer_queue_limit must be >= 1",
+         [](auto& o) { o.runtime.observer_queue_limit = 0; });
+  create("a null observer", "an observer is null",
+         [](auto& o) { o.runtime.observers = {nullptr}; });
+  create("persistence.state_flush_interval = 0 s",
+         "persistence.state_flush_interval must be finite and > 0",
+         [](auto& o) { o.persistence.state_flush_interval = Seconds(0); });
+  create("fleet.lease_ttl = 0 s", "fleet.lease_ttl must be finite and > 0",
+         [](auto& o) { o.fleet.lease_ttl = Seconds(0); });
+  create("fleet.claim_interval = infinity", "fleet.claim_interval must be finite and > 0",
+         [](auto& o) { o.fleet.claim_interval = Seconds(kInf); });
+  create("fleet.max_claimed = -1", "fleet.max_claimed must be >= 0",
+         [](auto& o) { o.fleet.max_claimed = -1; });
+  create("fleet.conflict_groups without a shared store",
+         "fleet.conflict_groups needs a shared store",
+         [](auto& o) { o.fleet.conflict_groups = {"repo"}; });
+  create("fleet.type_caps without a shared store", "fleet.type_caps needs a shared store",
          [](auto& o) {
-           o.fleet_type_caps = {{"repack", 1}};
+           o.fleet.type_caps = {{"repack", 1}};
          });
 
   auto register_type = [&](std::string input, absl::StatusCode code, std::string message,
@@ -224,8 +231,8 @@ std::vector<Row> Rows() {
   run("Scheduler::Submit", "max_pending_per_key jobs already pending",
       absl::StatusCode::kResourceExhausted, "max_pending_per_key", [] {
         SchedulerOptions o;
-        o.max_concurrency = 1;
-        o.max_pending_per_key = 1;
+        o.rule.max_concurrency = 1;
+        o.rule.max_pending_per_key = 1;
         auto s = Ready(o);
         auto [ctx, cancel] = WithCancel(Context::Background());
         // One job holds the only slot until cancelled; one waits; the third is refused.
@@ -274,7 +281,7 @@ std::vector<Row> Rows() {
   auto durable = [] {
     static int files = 0;
     SchedulerOptions o;
-    o.store = *OpenSqliteStore(StatePath("durable" + std::to_string(files++) + ".db"));
+    o.persistence.store = *OpenSqliteStore(StatePath("durable" + std::to_string(files++) + ".db"));
     return Ready(o);
   };
   run("Scheduler::SubmitDurable", "before Recover", absl::StatusCode::kFailedPrecondition,

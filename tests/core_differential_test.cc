@@ -56,7 +56,7 @@ TEST_CASE("CoreDifferential.DefaultMode.MatchesReferenceModel") {
 
 TEST_CASE("CoreDifferential.IdleCatchUp.MatchesReferenceModel") {
   SchedulerOptions options = SchedulerOptions::Default();
-  options.idle_catch_up = true;
+  options.rule.idle_catch_up = true;
   RunMode(options, 3);
 }
 
@@ -66,13 +66,13 @@ TEST_CASE("CoreDifferential.Extensions.MatchReferenceModel") {
 
 TEST_CASE("CoreDifferential.ExtensionsWithIdleCatchUp.MatchReferenceModel") {
   SchedulerOptions options = SchedulerOptions::Default();
-  options.idle_catch_up = true;
+  options.rule.idle_catch_up = true;
   RunMode(options, 6, true);
 }
 
 TEST_CASE("CoreDifferential.SeedModeWithIdleCatchUp.MatchesReferenceModel") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.idle_catch_up = true;
+  options.rule.idle_catch_up = true;
   RunMode(options, 4);
 }
 

@@ -76,27 +76,27 @@ class Run {
     SchedulerOptions options = config_.base;
     if (config_.extensions) {
       if (choices_.Chance(0.7)) {
-        options.aging = AgingConfig{Seconds(choices_.Pick(std::vector<double>{0, 1, 2.5})),
-                                    Seconds(choices_.Pick(std::vector<double>{0.5, 1, 3})),
-                                    choices_.Pick(std::vector<int>{1, 2, 3, 5, 10})};
+        options.rule.aging = AgingConfig{Seconds(choices_.Pick(std::vector<double>{0, 1, 2.5})),
+                                         Seconds(choices_.Pick(std::vector<double>{0.5, 1, 3})),
+                                         choices_.Pick(std::vector<int>{1, 2, 3, 5, 10})};
       }
-      options.shortest_first = choices_.Chance(0.2);
+      options.rule.shortest_first = choices_.Chance(0.2);
       if (choices_.Chance(0.4)) {
-        options.shortest_first_aging = choices_.Pick(std::vector<double>{0.1, 0.5, 2, 0.37});
+        options.rule.shortest_first_aging = choices_.Pick(std::vector<double>{0.1, 0.5, 2, 0.37});
       }
       if (choices_.Chance(0.3)) {
         const int max = choices_.Between(1, 3);
-        options.default_key_limits = {max, choices_.Between(0, max)};
+        options.rule.default_key_limits = {max, choices_.Between(0, max)};
       }
     }
-    if (config_.draw_idle_catch_up) options.idle_catch_up = choices_.Chance(0.5);
-    options.max_concurrency = choices_.Between(1, 6);
-    options.alpha = choices_.Pick(std::vector<double>{0.3, 0.5, 1.0, 0.123});
-    options.key_ttl = Seconds(choices_.Pick(std::vector<double>{1, 3, 8, 20}));
-    options.estimate_ttl = Seconds(choices_.Pick(std::vector<double>{1, 5, 12, 30}));
-    options.sweep_batch = static_cast<std::size_t>(choices_.Between(1, 3));
-    if (choices_.Chance(0.3)) options.max_pending_total = choices_.Between(3, 25);
-    if (choices_.Chance(0.3)) options.max_pending_per_key = choices_.Between(1, 8);
+    if (config_.draw_idle_catch_up) options.rule.idle_catch_up = choices_.Chance(0.5);
+    options.rule.max_concurrency = choices_.Between(1, 6);
+    options.rule.alpha = choices_.Pick(std::vector<double>{0.3, 0.5, 1.0, 0.123});
+    options.rule.key_ttl = Seconds(choices_.Pick(std::vector<double>{1, 3, 8, 20}));
+    options.rule.estimate_ttl = Seconds(choices_.Pick(std::vector<double>{1, 5, 12, 30}));
+    options.rule.sweep_batch = static_cast<std::size_t>(choices_.Between(1, 3));
+    if (choices_.Chance(0.3)) options.rule.max_pending_total = choices_.Between(3, 25);
+    if (choices_.Chance(0.3)) options.rule.max_pending_per_key = choices_.Between(1, 8);
     return options;
   }
 

@@ -52,11 +52,11 @@ fairgate::StatusOr<std::unique_ptr<fairgate::Scheduler>> OpenScheduler(const std
   fairgate::SchedulerOptions options;
   auto store = fairgate::OpenSqliteStore(state);
   if (!store.ok()) return store.status();
-  options.store = *std::move(store);
-  options.max_concurrency = 1;
-  options.worker_threads = 1;
-  options.state_flush_interval = fairgate::Seconds(0.01);
-  options.warn = [](std::string_view) {};
+  options.persistence.store = *std::move(store);
+  options.rule.max_concurrency = 1;
+  options.runtime.worker_threads = 1;
+  options.persistence.state_flush_interval = fairgate::Seconds(0.01);
+  options.runtime.warn = [](std::string_view) {};
   auto created = fairgate::Scheduler::Create(options);
   if (!created.ok()) return created.status();
   if (fairgate::Status s = (*created)->RegisterType(type, {.max_concurrency = 1, .priority = 4});

@@ -41,10 +41,10 @@ SchedulerOptions WithState(const std::string& path) {
   SchedulerOptions options;
   StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore(path);
   REQUIRE_MESSAGE(store.ok(), store.status().message());
-  options.store = *std::move(store);
-  options.max_concurrency = 1;
-  options.worker_threads = 1;
-  options.warn = [](std::string_view) {};  // a tier cap above the global one is meant here
+  options.persistence.store = *std::move(store);
+  options.rule.max_concurrency = 1;
+  options.runtime.worker_threads = 1;
+  options.runtime.warn = [](std::string_view) {};  // a tier cap above the global one is meant here
   return options;
 }
 
@@ -107,7 +107,7 @@ TEST_CASE("Durable.RefusalsNameWhatIsMissing") {
   auto noop = [](const DurableJob&, const Context&) { return absl::OkStatus(); };
   Status unstored = plain->RegisterDurable("fetch", noop);
   CHECK(unstored.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(unstored.message().find("SchedulerOptions::store") != std::string::npos);
+  CHECK(unstored.message().find("PersistenceOptions::store") != std::string::npos);
   CHECK(plain->SubmitDurable("fetch", "a", "", "").status().code() ==
         absl::StatusCode::kFailedPrecondition);
   CHECK(plain->Recover().status().code() == absl::StatusCode::kFailedPrecondition);
@@ -300,7 +300,7 @@ TEST_CASE("Durable.RecoveredJobsAFullQueueRefusesWaitAndRunLater") {
   const std::string path = dir.path() + "/state.db";
   StoreJobs(path, "fetch", {"a", "b", "c", "d"});
   SchedulerOptions options = WithState(path);
-  options.max_pending_total = 2;
+  options.rule.max_pending_total = 2;
   Seen seen;
   auto s = Recording(options, seen);
   REQUIRE(s->PauseType("fetch").ok());
@@ -381,7 +381,7 @@ TEST_CASE("Durable.ABatchTheQueueHasNoRoomForWaitsInTheStoreAndRunsLater") {
   TempDir dir;
   const std::string path = dir.path() + "/state.db";
   SchedulerOptions options = WithState(path);
-  options.max_pending_total = 2;
+  options.rule.max_pending_total = 2;
   Seen seen;
   auto s = Recording(options, seen);
   REQUIRE(s->Recover().ok());
@@ -421,7 +421,7 @@ TEST_CASE("Durable.EstimatesAndCostsSurviveARestart") {
   ManualClock clock;
   {
     SchedulerOptions options = WithState(path);
-    options.clock = clock.Fn();
+    options.runtime.clock = clock.Fn();
     auto s = *Scheduler::Create(options);
     REQUIRE(s->RegisterType("clone", Type(8, 1, "", 10)).ok());
     REQUIRE(s->RunSync(Context::Background(), "clone", "linux.git", "alice", [&](const Context&) {
@@ -466,8 +466,8 @@ TEST_CASE("Durable.WhatOutlivedItsTtlIsNotRestored") {
     REQUIRE(store->SaveLearned(state, -1e300, -1e300).ok());
   }
   SchedulerOptions options = WithState(path);
-  options.estimate_ttl = Seconds(3600);
-  options.key_ttl = Seconds(600);
+  options.rule.estimate_ttl = Seconds(3600);
+  options.rule.key_ttl = Seconds(600);
   auto s = *Scheduler::Create(options);
   REQUIRE(s->RegisterType("clone", Type(8, 1, "", 10)).ok());
   CHECK(!s->Estimate("clone", "old.git"));

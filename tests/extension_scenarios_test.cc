@@ -17,7 +17,7 @@ Trace Base(int capacity, bool seed_mode = true) {
   Trace trace;
   trace.mode = seed_mode ? "seed" : "default";
   trace.options = seed_mode ? SchedulerOptions::Seed() : SchedulerOptions::Default();
-  trace.options.max_concurrency = capacity;
+  trace.options.rule.max_concurrency = capacity;
   return trace;
 }
 
@@ -70,7 +70,7 @@ TEST_CASE("Extensions.Aging.BackgroundStartsWithinMaxWaitToCeilingPlusTheLongest
   const double longest = 3;
 
   const double waited_without = *Run(trace).outcomes[repack].admitted_at - 1;
-  trace.options.aging = AgingConfig{Seconds(5), Seconds(5), 8};
+  trace.options.rule.aging = AgingConfig{Seconds(5), Seconds(5), 8};
   const double bound = MaxWaitToCeiling(trace, "repack") + longest;
   CHECK(MaxWaitToCeiling(trace, "repack") == 10);  // grace 5 + one step of 5
   const SimResult with = Run(trace);
@@ -86,7 +86,7 @@ TEST_CASE("Extensions.Aging.BackgroundStartsWithinMaxWaitToCeilingPlusTheLongest
 
 TEST_CASE("Extensions.Aging.EffectiveTierIsInTheEvents") {
   Trace trace = ForegroundFlood();
-  trace.options.aging = AgingConfig{Seconds(5), Seconds(5), 8};
+  trace.options.rule.aging = AgingConfig{Seconds(5), Seconds(5), 8};
   const SimResult result = Run(trace);
   for (const SimEvent& e : result.events) {
     if (e.kind == SimEvent::Kind::kAdmit && e.job == trace.jobs.size() - 1) {
@@ -189,7 +189,7 @@ TEST_CASE("Extensions.ShortestFirst.LowersAKeysMeanCompletionAndTheLongJobStillR
   CHECK(sjf.outcomes[0].done_at == 30.0);  // the long job ran, last
 }
 
-// Shortest-first with its aging term (SchedulerOptions::shortest_first_aging = a): a job J of
+// Shortest-first with its aging term (RuleOptions::shortest_first_aging = a): a job J of
 // estimated cost c is passed by no job of its own key and type that arrived more than c / a
 // after J, in whatever tier, with aging across tiers on or off and a higher tier backlogged by
 // other keys. Without the term (a = 0) the same traces let a key's later short jobs pass its
@@ -208,7 +208,7 @@ TEST_CASE("Extensions.ShortestFirstAging.PropertyNoJobIsPassedByItsKeysJobsFromP
     AddType(trace, "low", 1, 1, true);
     AddType(trace, "flood", 4, capacity);  // other keys' work in the top tier
     const double a = pick({0.1, 0.5, 2});
-    if (pick({0, 1}) == 1) trace.options.aging = AgingConfig{Seconds(1), Seconds(2), 4};
+    if (pick({0, 1}) == 1) trace.options.rule.aging = AgingConfig{Seconds(1), Seconds(2), 4};
     std::uniform_real_distribution<double> cost(0.1, 8);
     for (double t = 0; t < 80; t += pick({0.1, 0.5, 1})) {
       const double c = cost(rng);
@@ -217,7 +217,7 @@ TEST_CASE("Extensions.ShortestFirstAging.PropertyNoJobIsPassedByItsKeysJobsFromP
       AddJob(trace, type, key, t, c, c);
     }
     auto late_passes = [&](double aging, long* checked) {
-      trace.options.shortest_first_aging = aging;
+      trace.options.rule.shortest_first_aging = aging;
       const SimResult r = Run(trace);
       long passes = 0;
       for (std::size_t j = 0; j < trace.jobs.size(); ++j) {
@@ -257,10 +257,10 @@ TEST_CASE("Extensions.Aging.PropertyNoBackgroundJobWaitsPastItsBound") {
     Trace trace = Base(capacity, std::uniform_int_distribution<int>(0, 1)(rng) == 0);
     AddType(trace, "fg", 8, capacity, pick({0, 1}) == 1);
     AddType(trace, "bg", 1, 1);
-    trace.options.shortest_first = pick({0, 0, 1}) == 1;
+    trace.options.rule.shortest_first = pick({0, 0, 1}) == 1;
     const double longest = pick({1, 3, 6});
     const AgingConfig aging{Seconds(pick({0, 1, 3})), Seconds(pick({0.5, 2, 5})), 8};
-    trace.options.aging = aging;
+    trace.options.rule.aging = aging;
     const double bound = MaxWaitToCeiling(trace, "bg") + longest;
     // A flood of foreground jobs from a few keys, random lengths up to `longest`, some with
     // random weights and limits.
@@ -290,7 +290,7 @@ TEST_CASE("Extensions.Aging.PropertyNoBackgroundJobWaitsPastItsBound") {
       CHECK(*with.outcomes[j].admitted_at - trace.jobs[j].arrival <= bound + 1e-9);
       ++background_jobs;
     }
-    trace.options.aging.reset();
+    trace.options.rule.aging.reset();
     const SimResult without = Run(trace);
     for (std::size_t j : background) {
       const auto& at = without.outcomes[j].admitted_at;

@@ -12,12 +12,12 @@
 int main() {
   using namespace fairgate;
   SchedulerOptions options;
-  options.max_concurrency = 2;
-  options.aging = AgingConfig{Seconds(0), Seconds(0.001), 8};
+  options.rule.max_concurrency = 2;
+  options.rule.aging = AgingConfig{Seconds(0), Seconds(0.001), 8};
   // A state file, so that the store's families are there too.
   std::string dir = (std::filesystem::temp_directory_path() / "fairgate-metrics-XXXXXX").string();
   if (mkdtemp(dir.data()) == nullptr) return 1;
-  options.store = *OpenSqliteStore(dir + "/state.db");
+  options.persistence.store = *OpenSqliteStore(dir + "/state.db");
   auto scheduler = *Scheduler::Create(options);
   (void)scheduler->RegisterType("clone", {.default_cost = 1, .max_concurrency = 2, .priority = 8});
   (void)scheduler->RegisterType(

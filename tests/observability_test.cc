@@ -37,7 +37,7 @@ bool Contains(const std::string& text, const std::string& line) {
 struct Clocked {
   std::shared_ptr<std::atomic<double>> now = std::make_shared<std::atomic<double>>(0.0);
   SchedulerOptions Options(SchedulerOptions options = SchedulerOptions::Seed()) {
-    options.clock = [now = now] { return Seconds(now->load()); };
+    options.runtime.clock = [now = now] { return Seconds(now->load()); };
     return options;
   }
   Scheduler::JobFn Takes(double seconds, Status status = absl::OkStatus()) {
@@ -58,7 +58,7 @@ TEST_CASE("Observability.Metrics.CountWhatHappenedWithoutKeysOrIds") {
   Watchdog watchdog("metrics", 60s);
   Clocked clock;
   SchedulerOptions options = clock.Options();
-  options.max_concurrency = 1;
+  options.rule.max_concurrency = 1;
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("clone", Type(8, 2, "", 10)).ok());
   REQUIRE(scheduler->RegisterType("fetch", Type(4, 1, "git")).ok());
@@ -121,7 +121,7 @@ TEST_CASE("Observability.Metrics.JobsThatWaitedOnACapOrAConflict") {
   Watchdog watchdog("waited metrics", 60s);
   Clocked clock;
   SchedulerOptions options = clock.Options();
-  options.max_concurrency = 2;
+  options.rule.max_concurrency = 2;
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("fetch", Type(4, 1, "git")).ok());
   REQUIRE(scheduler->RegisterType("repack", Type(4, 2, "git")).ok());
@@ -170,8 +170,8 @@ struct Recorder : Observer {
 // Options of one slot on `clock`, observed by `recorder`.
 SchedulerOptions ObservedOptions(Clocked& clock, const std::shared_ptr<Recorder>& recorder) {
   SchedulerOptions options = clock.Options();
-  options.max_concurrency = 1;
-  options.observers = {recorder};
+  options.rule.max_concurrency = 1;
+  options.runtime.observers = {recorder};
   return options;
 }
 
@@ -215,10 +215,10 @@ TEST_CASE("Observability.Observers.DecisionTimesNeverGoBackWhenThreadsReadTheClo
   Watchdog watchdog("clock order", 60s);
   auto recorder = std::make_shared<Recorder>();
   SchedulerOptions options;
-  options.max_concurrency = 2;
-  options.observers = {recorder};
+  options.rule.max_concurrency = 2;
+  options.runtime.observers = {recorder};
   const auto epoch = std::chrono::steady_clock::now();
-  options.clock = [epoch] {
+  options.runtime.clock = [epoch] {
     const Seconds t = std::chrono::steady_clock::now() - epoch;
     std::this_thread::yield();
     return t;
@@ -259,11 +259,11 @@ TEST_CASE("Observability.Observers.SeePromotionsCancellationsAndEvictions") {
   Clocked clock;
   auto recorder = std::make_shared<Recorder>();
   SchedulerOptions options = clock.Options();
-  options.max_concurrency = 1;
-  options.aging = AgingConfig{Seconds(1), Seconds(1), 8};
-  options.key_ttl = Seconds(10);
-  options.sweep_interval = Seconds(0.001);
-  options.observers = {recorder};
+  options.rule.max_concurrency = 1;
+  options.rule.aging = AgingConfig{Seconds(1), Seconds(1), 8};
+  options.rule.key_ttl = Seconds(10);
+  options.runtime.sweep_interval = Seconds(0.001);
+  options.runtime.observers = {recorder};
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
   REQUIRE(scheduler->RegisterType("repack", Type(1, 1)).ok());
@@ -363,8 +363,8 @@ TEST_CASE("Observability.Observers.ASlowObserverNeverStallsAdmission") {
   };
   auto stuck = std::make_shared<Stuck>();
   SchedulerOptions options = SchedulerOptions::Default();
-  options.observers = {stuck};
-  options.observer_queue_limit = 10;
+  options.runtime.observers = {stuck};
+  options.runtime.observer_queue_limit = 10;
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
   // The observer is stuck on the first event; 100 jobs still run, one after the other.
@@ -389,7 +389,7 @@ TEST_CASE("Observability.Observers.ASlowObserverNeverStallsAdmission") {
 
 TEST_CASE("Observability.Evidence.NamesTheSourceOfTheEstimateAndWhatWasSkipped") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 8;
+  options.rule.max_concurrency = 8;
   auto core = *core::AdmissionCore::Create(options);
   REQUIRE(core->RegisterType("clone", Type(8, 1, "git", 4)).ok());
   REQUIRE(core->RegisterType("archive", Type(8, 8)).ok());
@@ -478,7 +478,7 @@ TEST_CASE("Observability.Evidence.OneJsonLinePerAdmission") {
   std::vector<AdmissionEvidence> records;
   std::mutex mutex;
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.evidence = [&](const AdmissionEvidence& r) {
+  options.runtime.evidence = [&](const AdmissionEvidence& r) {
     std::lock_guard lock(mutex);
     records.push_back(r);
   };

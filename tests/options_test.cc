@@ -14,14 +14,14 @@ namespace {
 TEST_CASE("Options.Presets.SeedTurnsOffReconcileDefaultTurnsItOn") {
   const SchedulerOptions seed = SchedulerOptions::Seed();
   const SchedulerOptions def = SchedulerOptions::Default();
-  CHECK_FALSE(seed.reconcile);
-  CHECK_FALSE(seed.idle_catch_up);
-  CHECK(def.reconcile);
-  CHECK_FALSE(def.idle_catch_up);
+  CHECK_FALSE(seed.rule.reconcile);
+  CHECK_FALSE(seed.rule.idle_catch_up);
+  CHECK(def.rule.reconcile);
+  CHECK_FALSE(def.rule.idle_catch_up);
   for (const SchedulerOptions& o : {seed, def}) {
-    CHECK(o.alpha == 0.3);
-    CHECK(o.key_ttl == Seconds(600));
-    CHECK(o.estimate_ttl == Seconds(3600));
+    CHECK(o.rule.alpha == 0.3);
+    CHECK(o.rule.key_ttl == Seconds(600));
+    CHECK(o.rule.estimate_ttl == Seconds(3600));
     CHECK(ValidateOptions(o).ok());
   }
 }
@@ -32,20 +32,22 @@ TEST_CASE("Options.Validate.EveryBadValueIsRefusedByName") {
     void (*mutate)(SchedulerOptions&);
   };
   const Case cases[] = {
-      {"max_concurrency", [](SchedulerOptions& o) { o.max_concurrency = 0; }},
-      {"alpha", [](SchedulerOptions& o) { o.alpha = 0; }},
-      {"alpha", [](SchedulerOptions& o) { o.alpha = 1.0001; }},
-      {"alpha", [](SchedulerOptions& o) { o.alpha = std::nan(""); }},
-      {"alpha", [](SchedulerOptions& o) { o.alpha = -0.3; }},
-      {"key_ttl", [](SchedulerOptions& o) { o.key_ttl = Seconds(0); }},
-      {"key_ttl", [](SchedulerOptions& o) { o.key_ttl = Seconds(INFINITY); }},
-      {"estimate_ttl", [](SchedulerOptions& o) { o.estimate_ttl = Seconds(-1); }},
-      {"sweep_batch", [](SchedulerOptions& o) { o.sweep_batch = 0; }},
-      {"max_pending_total", [](SchedulerOptions& o) { o.max_pending_total = 0; }},
-      {"max_pending_per_key", [](SchedulerOptions& o) { o.max_pending_per_key = 0; }},
-      {"worker_threads", [](SchedulerOptions& o) { o.worker_threads = -1; }},
-      {"fiber_stack_bytes", [](SchedulerOptions& o) { o.fiber_stack_bytes = 1024; }},
-      {"sweep_interval", [](SchedulerOptions& o) { o.sweep_interval = Seconds(0); }},
+      {"rule.max_concurrency", [](SchedulerOptions& o) { o.rule.max_concurrency = 0; }},
+      {"rule.alpha", [](SchedulerOptions& o) { o.rule.alpha = 0; }},
+      {"rule.alpha", [](SchedulerOptions& o) { o.rule.alpha = 1.0001; }},
+      {"rule.alpha", [](SchedulerOptions& o) { o.rule.alpha = std::nan(""); }},
+      {"rule.alpha", [](SchedulerOptions& o) { o.rule.alpha = -0.3; }},
+      {"rule.key_ttl", [](SchedulerOptions& o) { o.rule.key_ttl = Seconds(0); }},
+      {"rule.key_ttl", [](SchedulerOptions& o) { o.rule.key_ttl = Seconds(INFINITY); }},
+      {"rule.estimate_ttl", [](SchedulerOptions& o) { o.rule.estimate_ttl = Seconds(-1); }},
+      {"rule.sweep_batch", [](SchedulerOptions& o) { o.rule.sweep_batch = 0; }},
+      {"rule.max_pending_total", [](SchedulerOptions& o) { o.rule.max_pending_total = 0; }},
+      {"rule.max_pending_per_key", [](SchedulerOptions& o) { o.rule.max_pending_per_key = 0; }},
+      {"runtime.worker_threads", [](SchedulerOptions& o) { o.runtime.worker_threads = -1; }},
+      {"runtime.fiber_stack_bytes",
+       [](SchedulerOptions& o) { o.runtime.fiber_stack_bytes = 1024; }},
+      {"runtime.sweep_interval",
+       [](SchedulerOptions& o) { o.runtime.sweep_interval = Seconds(0); }},
   };
   for (const Case& c : cases) {
     CAPTURE(c.field);
@@ -59,7 +61,7 @@ TEST_CASE("Options.Validate.EveryBadValueIsRefusedByName") {
           absl::StatusCode::kInvalidArgument);
   }
   SchedulerOptions alpha_one;
-  alpha_one.alpha = 1;  // (0, 1] includes 1
+  alpha_one.rule.alpha = 1;  // (0, 1] includes 1
   CHECK(ValidateOptions(alpha_one).ok());
 }
 

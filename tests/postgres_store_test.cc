@@ -70,9 +70,9 @@ TEST_CASE("PostgresStore.ASchedulerRecoversItsDurableJobsAndCostsFromIt") {
   testing::PostgresServer server;
   auto options = [&] {
     SchedulerOptions o;
-    o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo()));
-    o.max_concurrency = 1;
-    o.warn = [](std::string_view) {};
+    o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo()));
+    o.rule.max_concurrency = 1;
+    o.runtime.warn = [](std::string_view) {};
     return o;
   };
   {
@@ -105,9 +105,9 @@ TEST_CASE("PostgresStore.ASchedulerRecoversItsDurableJobsAndCostsFromIt") {
 TEST_CASE("PostgresStore.ABatchSubmittedToAReplicaRunsOnceEachInItsOrder") {
   testing::PostgresServer server;
   SchedulerOptions o;
-  o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo()));
-  o.max_concurrency = 1;
-  o.warn = [](std::string_view) {};
+  o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo()));
+  o.rule.max_concurrency = 1;
+  o.runtime.warn = [](std::string_view) {};
   auto s = *Scheduler::Create(o);
   REQUIRE(s->RegisterType("fetch", testing::Type(4, 1)).ok());
   testing::Log ran;
@@ -151,10 +151,10 @@ TEST_CASE("PostgresStore.WhileTheServerIsDownCallsAreUnavailableAndItReconnectsW
 TEST_CASE("PostgresStore.AReplicaAdmitsItsOwnWorkWhileTheServerIsDownAndCatchesUpAfter") {
   testing::PostgresServer server;
   SchedulerOptions o;
-  o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"a"}));
-  o.max_concurrency = 2;
-  o.claim_interval = Seconds(0.05);
-  o.warn = [](std::string_view) {};
+  o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"a"}));
+  o.rule.max_concurrency = 2;
+  o.fleet.claim_interval = Seconds(0.05);
+  o.runtime.warn = [](std::string_view) {};
   auto s = *Scheduler::Create(o);
   REQUIRE(s->RegisterType("fetch", testing::Type(4, 2)).ok());
   testing::Log ran;
@@ -393,11 +393,11 @@ TEST_CASE("PostgresStore.AClientSpreadingItsWorkOverReplicasIsChargedOnce") {
   testing::PostgresServer server;
   auto replica = [&](const std::string& name) {
     SchedulerOptions o;
-    o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
-    o.max_concurrency = 1;
-    o.reconcile = false;  // each job costs its type's default_cost: figures to reason about
-    o.claim_interval = Seconds(0.05);
-    o.warn = [](std::string_view) {};
+    o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
+    o.rule.max_concurrency = 1;
+    o.rule.reconcile = false;  // each job costs its type's default_cost: figures to reason about
+    o.fleet.claim_interval = Seconds(0.05);
+    o.runtime.warn = [](std::string_view) {};
     auto s = *Scheduler::Create(o);
     REQUIRE(s->RegisterType("clone", testing::Type(1, 1, "", 10)).ok());
     return s;
@@ -543,9 +543,9 @@ TEST_CASE("PostgresStore.AClaimTakesTheLeasesItsJobsNeedInTheSameTransaction") {
 TEST_CASE("PostgresStore.AJobStoredElsewhereWakesAReplicaAtOnce") {
   testing::PostgresServer server;
   SchedulerOptions o;
-  o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"worker"}));
-  o.claim_interval = Seconds(30);
-  o.warn = [](std::string_view) {};
+  o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"worker"}));
+  o.fleet.claim_interval = Seconds(30);
+  o.runtime.warn = [](std::string_view) {};
   auto worker = *Scheduler::Create(o);
   REQUIRE(worker->RegisterType("fetch", testing::Type(2, 4)).ok());
   testing::Log ran;
@@ -636,11 +636,11 @@ std::unique_ptr<Scheduler> RepoReplica(const testing::PostgresServer& server,
                                        const std::string& name, int capacity, int repacks,
                                        int fetches) {
   SchedulerOptions o;
-  o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
-  o.max_concurrency = capacity;
-  o.claim_interval = Seconds(0.05);
-  o.fleet_conflict_groups = {"repo"};
-  o.warn = [](std::string_view) {};
+  o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
+  o.rule.max_concurrency = capacity;
+  o.fleet.claim_interval = Seconds(0.05);
+  o.fleet.conflict_groups = {"repo"};
+  o.runtime.warn = [](std::string_view) {};
   auto s = *Scheduler::Create(o);
   REQUIRE(s->RegisterType("repack", testing::Type(1, repacks, "repo")).ok());
   REQUIRE(s->RegisterType("fetch", testing::Type(2, fetches, "repo")).ok());
@@ -685,11 +685,11 @@ TEST_CASE("PostgresStore.AReplicaRunsJobsOnFreeRepositoriesWhileADeadOnesLeaseBl
 TEST_CASE("PostgresStore.AJobDoneDuringAnOutageIsRemovedAndItsLeaseGivenBackWhenTheServerReturns") {
   testing::PostgresServer server;
   SchedulerOptions o;
-  o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"a"}));
-  o.claim_interval = Seconds(0.05);
-  o.lease_ttl = Seconds(60);  // renewed every 20 s: held at least 40 s past the outage
-  o.fleet_conflict_groups = {"repo"};
-  o.warn = [](std::string_view) {};
+  o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"a"}));
+  o.fleet.claim_interval = Seconds(0.05);
+  o.fleet.lease_ttl = Seconds(60);  // renewed every 20 s: held at least 40 s past the outage
+  o.fleet.conflict_groups = {"repo"};
+  o.runtime.warn = [](std::string_view) {};
   auto a = *Scheduler::Create(o);
   REQUIRE(a->RegisterType("fetch", testing::Type(2, 1, "repo")).ok());
   std::atomic<int> runs{0};
@@ -847,11 +847,11 @@ TEST_CASE("PostgresStore.AFleetWideCapHoldsAcrossReplicas") {
   std::atomic<int> running{0}, most{0};
   auto replica = [&](const std::string& name) {
     SchedulerOptions o;
-    o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
-    o.max_concurrency = 2;
-    o.claim_interval = Seconds(0.05);
-    o.fleet_type_caps = {{"repack", 1}};
-    o.warn = [](std::string_view) {};
+    o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
+    o.rule.max_concurrency = 2;
+    o.fleet.claim_interval = Seconds(0.05);
+    o.fleet.type_caps = {{"repack", 1}};
+    o.runtime.warn = [](std::string_view) {};
     auto s = *Scheduler::Create(o);
     REQUIRE(s->RegisterType("repack", testing::Type(2, 2)).ok());  // two at once per replica
     return s;
@@ -881,11 +881,11 @@ TEST_CASE("PostgresStore.AFleetWideCapHoldsAcrossReplicas") {
   CHECK(most.load() == 1);  // without the fleet-wide cap, up to four at once
   // A cap must be at least 1.
   SchedulerOptions bad;
-  bad.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo()));
-  bad.fleet_type_caps = {{"repack", 0}};
+  bad.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo()));
+  bad.fleet.type_caps = {{"repack", 0}};
   Status refused = Scheduler::Create(bad).status();
   CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
-  CHECK(refused.message().find("fleet_type_caps of 'repack' must be >= 1") != std::string::npos);
+  CHECK(refused.message().find("fleet.type_caps of 'repack' must be >= 1") != std::string::npos);
 }
 
 TEST_CASE(
@@ -895,11 +895,11 @@ TEST_CASE(
   // Replica a blocks on the jobs whose payload is "block" until it shuts down.
   auto replica = [&](const std::string& name, int max_concurrency, int max_claimed) {
     SchedulerOptions o;
-    o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
-    o.max_concurrency = max_concurrency;
-    o.max_claimed = max_claimed;
-    o.claim_interval = Seconds(0.05);
-    o.warn = [](std::string_view) {};
+    o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
+    o.rule.max_concurrency = max_concurrency;
+    o.fleet.max_claimed = max_claimed;
+    o.fleet.claim_interval = Seconds(0.05);
+    o.runtime.warn = [](std::string_view) {};
     auto s = *Scheduler::Create(o);
     REQUIRE(s->RegisterType("fetch", testing::Type(2, 1)).ok());
     REQUIRE(s->RegisterDurable("fetch", [&ran, name](const DurableJob& job, const Context& ctx) {
@@ -973,9 +973,9 @@ TEST_CASE("PostgresStore.AJobWhoseLastAttemptWasCutShortOnADeadReplicaIsDeadNotR
   }
   std::atomic<int> runs{0};
   SchedulerOptions o;
-  o.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"survivor"}));
-  o.claim_interval = Seconds(0.05);
-  o.warn = [](std::string_view) {};
+  o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"survivor"}));
+  o.fleet.claim_interval = Seconds(0.05);
+  o.runtime.warn = [](std::string_view) {};
   auto survivor = *Scheduler::Create(o);
   REQUIRE(survivor->RegisterType("fetch", testing::Type(2, 1)).ok());
   REQUIRE(survivor
@@ -1069,10 +1069,10 @@ TEST_CASE("PostgresStore.JobsAClaimTookAsTheirTypeWasPausedAreGivenBackForOthers
   testing::Log ran;
   auto replica = [&](const std::string& name, std::shared_ptr<Store> store) {
     SchedulerOptions o;
-    o.store = std::move(store);
-    o.max_concurrency = 2;
-    o.claim_interval = Seconds(0.05);
-    o.warn = [](std::string_view) {};
+    o.persistence.store = std::move(store);
+    o.rule.max_concurrency = 2;
+    o.fleet.claim_interval = Seconds(0.05);
+    o.runtime.warn = [](std::string_view) {};
     auto s = *Scheduler::Create(o);
     REQUIRE(s->RegisterType("fetch", testing::Type(2, 1)).ok());
     REQUIRE(s->RegisterDurable("fetch", [&ran, name](const DurableJob& job, const Context&) {

@@ -15,7 +15,7 @@ Status ReferenceModel::RegisterType(const std::string& name, const JobTypeConfig
   if (it != types_.end()) {
     return it->second == config ? absl::OkStatus() : absl::AlreadyExistsError("different config");
   }
-  if (config.slots > options_.max_concurrency) return absl::InvalidArgumentError("slots");
+  if (config.slots > options_.rule.max_concurrency) return absl::InvalidArgumentError("slots");
   for (const auto& [other_name, other] : types_) {
     if (!config.conflict_group.empty() && other.conflict_group == config.conflict_group &&
         other.conflict_limit != config.conflict_limit) {
@@ -59,14 +59,14 @@ StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string
       }
     }
   }
-  if (static_cast<std::size_t>(pending()) >= options_.max_pending_total) {
+  if (static_cast<std::size_t>(pending()) >= options_.rule.max_pending_total) {
     return absl::ResourceExhaustedError("total");
   }
   std::size_t key_pending = 0;
   for (const auto& [n, job] : jobs_) key_pending += job.key == key && !job.running;
-  if (key_pending >= options_.max_pending_per_key) return absl::ResourceExhaustedError("key");
+  if (key_pending >= options_.rule.max_pending_per_key) return absl::ResourceExhaustedError("key");
 
-  if (!KeyBusy(key) && options_.idle_catch_up) {
+  if (!KeyBusy(key) && options_.rule.idle_catch_up) {
     // The least accumulated cost among keys with jobs pending in this tier.
     std::optional<double> least;
     for (const auto& [n, job] : jobs_) {
@@ -79,10 +79,10 @@ StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string
   keys_[key];  // tracked from now on
   const int n = next_job_++;
   double sjf = 0;
-  if (type_it->second.shortest_first || options_.shortest_first) {
+  if (type_it->second.shortest_first || options_.rule.shortest_first) {
     auto est = estimates_.find({type, id});
     sjf = cost ? *cost : est != estimates_.end() ? est->second.value : type_it->second.default_cost;
-    sjf += options_.shortest_first_aging * now;
+    sjf += options_.rule.shortest_first_aging * now;
   }
   ModelJob job{type, id, key, cost, now, next_seq_++, sjf};
   job.paused_since = now;
@@ -92,7 +92,7 @@ StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string
 }
 
 Status ReferenceModel::SetCapacity(int capacity) {
-  if (capacity < 1 || capacity > options_.max_concurrency) {
+  if (capacity < 1 || capacity > options_.rule.max_concurrency) {
     return absl::InvalidArgumentError("capacity");
   }
   capacity_ = capacity;
@@ -138,7 +138,7 @@ bool ReferenceModel::Admissible(const ModelJob& job) const {
 KeyLimits ReferenceModel::LimitsOf(const std::string& key) const {
   auto it = settings_.find(key);
   if (it != settings_.end() && it->second.limits) return *it->second.limits;
-  return options_.default_key_limits;
+  return options_.rule.default_key_limits;
 }
 
 int ReferenceModel::RunningOf(const std::string& key) const {
@@ -154,9 +154,9 @@ std::vector<int> ReferenceModel::Priorities() const {
 }
 
 int ReferenceModel::MaxSteps(int priority) const {
-  if (!options_.aging) return 0;
+  if (!options_.rule.aging) return 0;
   int steps = 0;
-  for (int p : Priorities()) steps += p > priority && p <= options_.aging->ceiling;
+  for (int p : Priorities()) steps += p > priority && p <= options_.rule.aging->ceiling;
   return steps;
 }
 
@@ -165,8 +165,8 @@ int ReferenceModel::AgingSteps(const ModelJob& job, double now) const {
   // A paused job's clock stopped when it was paused.
   const double until = Paused(job) ? job.paused_since : now;
   int k = 0;
-  while (k < most && (job.arrival + job.paused_total) + options_.aging->grace.count() +
-                             static_cast<double>(k + 1) * options_.aging->interval.count() <=
+  while (k < most && (job.arrival + job.paused_total) + options_.rule.aging->grace.count() +
+                             static_cast<double>(k + 1) * options_.rule.aging->interval.count() <=
                          until) {
     ++k;
   }
@@ -178,7 +178,7 @@ StatusOr<double> ReferenceModel::MaxWaitToCeiling(const std::string& type) const
   if (it == types_.end()) return absl::NotFoundError("type");
   const int steps = MaxSteps(it->second.priority);
   if (steps == 0) return 0.0;
-  return options_.aging->grace.count() + steps * options_.aging->interval.count();
+  return options_.rule.aging->grace.count() + steps * options_.rule.aging->interval.count();
 }
 
 std::map<int, std::int64_t> ReferenceModel::AgedIn(double now) const {
@@ -297,7 +297,7 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
     const int own = static_cast<int>(
         std::find(priorities.begin(), priorities.end(), types_[job.type].priority) -
         priorities.begin());
-    const int steps = options_.aging ? AgingSteps(job, now) : 0;
+    const int steps = options_.rule.aging ? AgingSteps(job, now) : 0;
     const bool reserved = RunningOf(job.key) < LimitsOf(job.key).min_running;
     auto order = std::make_tuple(-priorities[own - steps], steps > 0 ? 0 : 1, reserved ? 0 : 1,
                                  keys_[job.key].acc, job.sjf, job.arrival, job.seq);
@@ -323,8 +323,8 @@ Status ReferenceModel::Complete(int n, double elapsed, double now) {
   if (!it->second.running) return absl::FailedPreconditionError("pending");
   const ModelJob job = it->second;
   double& est = UseEstimate(job, now);
-  est = options_.alpha * elapsed + (1.0 - options_.alpha) * est;
-  if (options_.reconcile) {
+  est = options_.rule.alpha * elapsed + (1.0 - options_.rule.alpha) * est;
+  if (options_.rule.reconcile) {
     keys_[job.key].acc = keys_[job.key].acc + (elapsed - job.charge) / job.weight;
   }
   jobs_.erase(it);
@@ -346,7 +346,8 @@ std::pair<std::size_t, std::size_t> ReferenceModel::Sweep(double now) {
   std::sort(idle.begin(), idle.end());
   std::size_t keys = 0;
   for (const auto& [order, name] : idle) {
-    if (keys == options_.sweep_batch || keys_[name].idle_since + options_.key_ttl.count() > now) {
+    if (keys == options_.rule.sweep_batch ||
+        keys_[name].idle_since + options_.rule.key_ttl.count() > now) {
       break;
     }
     keys_.erase(name);
@@ -357,8 +358,8 @@ std::pair<std::size_t, std::size_t> ReferenceModel::Sweep(double now) {
   std::sort(lru.begin(), lru.end());
   std::size_t estimates = 0;
   for (const auto& [order, name] : lru) {
-    if (estimates == options_.sweep_batch ||
-        estimates_[name].last_used + options_.estimate_ttl.count() > now) {
+    if (estimates == options_.rule.sweep_batch ||
+        estimates_[name].last_used + options_.rule.estimate_ttl.count() > now) {
       break;
     }
     estimates_.erase(name);

@@ -136,7 +136,7 @@ class ReferenceModel {
   std::vector<int> expired_;
   // The joinable job of each (type, id) admitted last (it may have completed since).
   std::map<std::pair<std::string, std::string>, int> last_admitted_joinable_;
-  int capacity_ = options_.max_concurrency;
+  int capacity_ = options_.rule.max_concurrency;
   int next_job_ = 0;
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_order_ = 0;

@@ -30,9 +30,9 @@ namespace fairgate::testing {
 // thread sets worker_threads itself.
 inline SchedulerOptions WithPoolUnderTest(SchedulerOptions options) {
   const char* threads = std::getenv("FAIRGATE_TEST_WORKER_THREADS");
-  if (threads != nullptr && options.worker_threads == 0) {
-    options.worker_threads = std::atoi(threads);
-    if (options.worker_threads < 1) {
+  if (threads != nullptr && options.runtime.worker_threads == 0) {
+    options.runtime.worker_threads = std::atoi(threads);
+    if (options.runtime.worker_threads < 1) {
       std::fprintf(stderr, "FAIRGATE_TEST_WORKER_THREADS must be a positive count, got '%s'\n",
                    threads);
       std::abort();

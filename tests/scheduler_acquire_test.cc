@@ -42,8 +42,8 @@ std::unique_ptr<Scheduler> Make(SchedulerOptions options) {
 
 SchedulerOptions SeedCapacity(int capacity) {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = capacity;
-  options.worker_threads = 1;
+  options.rule.max_concurrency = capacity;
+  options.runtime.worker_threads = 1;
   return options;
 }
 
@@ -199,7 +199,7 @@ TEST_CASE("Scheduler.Acquire.ADeadlineEndsTheWaitWithNobodyPolling") {
 TEST_CASE("Scheduler.Acquire.AnEarlierDeadlineWakesTheTimerEarlier") {
   Watchdog watchdog("acquire deadline order", 60s);
   SchedulerOptions options = SeedCapacity(1);
-  options.sweep_interval = Seconds(3600);  // the timer would otherwise sleep for an hour
+  options.runtime.sweep_interval = Seconds(3600);  // the timer would otherwise sleep for an hour
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
   Outcome holder, late, early;
@@ -221,7 +221,7 @@ TEST_CASE("Scheduler.Acquire.AnEarlierDeadlineWakesTheTimerEarlier") {
 TEST_CASE("Scheduler.Acquire.RefusalsAreReturnedAndTheCallbackIsNeverCalled") {
   Watchdog watchdog("acquire refusals", 60s);
   SchedulerOptions options = SeedCapacity(1);
-  options.max_pending_per_key = 1;
+  options.rule.max_pending_per_key = 1;
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
   Outcome o;
@@ -277,7 +277,7 @@ TEST_CASE("Scheduler.Acquire.TheHoldTimeIsTheObservedCostAndTheStatusIsCounted")
   Watchdog watchdog("acquire cost", 60s);
   std::atomic<double> now{0};
   SchedulerOptions options = SeedCapacity(2);
-  options.clock = [&] { return Seconds(now.load()); };
+  options.runtime.clock = [&] { return Seconds(now.load()); };
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("clone", Type(2, 2)).ok());  // default cost 1
   Outcome ok, failed;
@@ -324,8 +324,8 @@ TEST_CASE("Scheduler.Acquire.APermitReleasesOnceWhenDestroyedMovedOrReleasedTwic
 TEST_CASE("Scheduler.Acquire.ExactlyOnceUnderRacingCancelsDeadlinesReleasesAndShutdown") {
   Watchdog watchdog("acquire stress", 120s);
   SchedulerOptions options = SchedulerOptions::Default();
-  options.max_concurrency = 3;
-  options.worker_threads = 1;
+  options.rule.max_concurrency = 3;
+  options.runtime.worker_threads = 1;
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("clone", Type(3, 3, "git")).ok());
   constexpr int kThreads = 4, kPerThread = 300;

@@ -44,21 +44,23 @@ TEST_CASE("AdaptiveCapacity.Rule.ShrinksMultiplicativelyGrowsByOneAndStaysInItsB
 TEST_CASE("AdaptiveCapacity.Options.BadRulesAreRefusedNamingTheField") {
   auto refusal = [](AdaptiveCapacity rule) {
     SchedulerOptions options = SchedulerOptions::Default();
-    options.max_concurrency = 4;
+    options.rule.max_concurrency = 4;
     rule.stalled_seconds = [] { return StatusOr<double>(0.0); };
-    options.adaptive_capacity = rule;
+    options.rule.adaptive_capacity = rule;
     auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
     CHECK(created.status().code() == absl::StatusCode::kInvalidArgument);
     return std::string(created.status().message());
   };
-  CHECK(refusal({.min = 0}) == "adaptive_capacity.min must be in [1, max_concurrency 4], got 0");
-  CHECK(refusal({.min = 5}) == "adaptive_capacity.min must be in [1, max_concurrency 4], got 5");
+  CHECK(refusal({.min = 0}) ==
+        "rule.adaptive_capacity.min must be in [1, max_concurrency 4], got 0");
+  CHECK(refusal({.min = 5}) ==
+        "rule.adaptive_capacity.min must be in [1, max_concurrency 4], got 5");
   CHECK(refusal({.interval = Seconds(0)}) ==
-        "adaptive_capacity.interval must be finite and > 0, got 0");
-  CHECK(refusal({.high = 1.5}) == "adaptive_capacity.high must be in (0, 1], got 1.5");
+        "rule.adaptive_capacity.interval must be finite and > 0, got 0");
+  CHECK(refusal({.high = 1.5}) == "rule.adaptive_capacity.high must be in (0, 1], got 1.5");
   CHECK(refusal({.high = 0.2, .low = 0.2}) ==
-        "adaptive_capacity.low must be in [0, high 0.2), got 0.2");
-  CHECK(refusal({.decrease = 1}) == "adaptive_capacity.decrease must be in (0, 1), got 1");
+        "rule.adaptive_capacity.low must be in [0, high 0.2), got 0.2");
+  CHECK(refusal({.decrease = 1}) == "rule.adaptive_capacity.decrease must be in (0, 1), got 1");
 }
 
 TEST_CASE("AdaptiveCapacity.Signal.TheKernelCounterIsReadAndAMissingOneIsAClearError") {
@@ -93,8 +95,8 @@ TEST_CASE("AdaptiveCapacity.Scheduler.TheCapFollowsPressureAndALowerCapAdmitsLes
   Watchdog watchdog("adaptive capacity", 60s);
   FakeStall stall;
   SchedulerOptions options = SchedulerOptions::Default();
-  options.max_concurrency = 4;
-  options.adaptive_capacity =
+  options.rule.max_concurrency = 4;
+  options.rule.adaptive_capacity =
       AdaptiveCapacity{.min = 1, .interval = Seconds(0.01), .stalled_seconds = stall.Source()};
   auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
   REQUIRE(created.ok());

@@ -22,8 +22,8 @@ namespace {
 // Two slots in one tier (its priority is its cap), one per type.
 std::unique_ptr<Scheduler> OneWorker() {
   SchedulerOptions options;
-  options.max_concurrency = 2;
-  options.worker_threads = 1;
+  options.rule.max_concurrency = 2;
+  options.runtime.worker_threads = 1;
   auto scheduler = *Scheduler::Create(options);
   REQUIRE(scheduler->RegisterType("chain", testing::Type(2, 1)).ok());
   REQUIRE(scheduler->RegisterType("other", testing::Type(2, 1)).ok());

@@ -34,9 +34,9 @@ class Coalescing {
  public:
   explicit Coalescing(Coalesce mode) {
     SchedulerOptions options = SchedulerOptions::Default();
-    options.max_concurrency = 1;
-    options.sweep_interval = 3600s;
-    options.reconcile = false;  // each key is charged exactly the default cost, 2
+    options.rule.max_concurrency = 1;
+    options.runtime.sweep_interval = 3600s;
+    options.rule.reconcile = false;  // each key is charged exactly the default cost, 2
     auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
     REQUIRE(created.ok());
     scheduler = *std::move(created);
@@ -296,8 +296,8 @@ TEST_CASE("Scheduler.Coalesce.EveryCallOfAnExpiredOrShutDownJobIsToldOnce") {
   for (bool expire : {true, false}) {
     CAPTURE(expire);
     SchedulerOptions options = SchedulerOptions::Default();
-    options.max_concurrency = 1;
-    options.sweep_interval = 3600s;
+    options.rule.max_concurrency = 1;
+    options.runtime.sweep_interval = 3600s;
     auto scheduler = *Scheduler::Create(testing::WithPoolUnderTest(options));
     JobTypeConfig mirror = testing::Type(1, 1);
     mirror.coalesce = Coalesce::kJoin;

@@ -209,8 +209,8 @@ TEST_CASE("Scenario.ExpensiveVersusCheap.ALearnedLinuxCloneCountsForMore") {
   Watchdog watchdog("expensive vs cheap", 60s);
   auto now = std::make_shared<std::atomic<double>>(0.0);
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 1;
-  options.clock = [now] { return Seconds(now->load()); };
+  options.rule.max_concurrency = 1;
+  options.runtime.clock = [now] { return Seconds(now->load()); };
   auto scheduler = SeedScheduler(options);
   auto takes = [&](double seconds, std::vector<std::string>* order, std::string name) {
     return [now, seconds, order, name](const Context&) {
@@ -276,7 +276,7 @@ TEST_CASE("Scenario.ConflictExclusion.SameRepositoryNeverOverlapsOthersRunTogeth
 TEST_CASE("Scenario.PerRepositoryLimitAndWideJobs.TwoClonesPerRepositoryARepackTakesThreeSlots") {
   Watchdog watchdog("per-repository limit and wide jobs", 60s);
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.max_concurrency = 4;
+  options.rule.max_concurrency = 4;
   auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
   REQUIRE(created.ok());
   Scheduler& scheduler = **created;

@@ -107,10 +107,10 @@ TEST_CASE("Stress.Runtime.CapsConflictsAndExactlyOnceHoldUnderLoad") {
   const int seconds = StressSeconds();
   testing::Watchdog watchdog("stress", std::chrono::seconds(seconds * 10 + 120));
   SchedulerOptions options = SchedulerOptions::Default();
-  options.max_concurrency = kCapacity;
-  options.max_pending_per_key = 200;
-  options.sweep_interval = Seconds(0.01);
-  options.key_ttl = Seconds(0.05);
+  options.rule.max_concurrency = kCapacity;
+  options.rule.max_pending_per_key = 200;
+  options.runtime.sweep_interval = Seconds(0.01);
+  options.rule.key_ttl = Seconds(0.05);
   auto created = Scheduler::Create(options);
   REQUIRE(created.ok());
   std::unique_ptr<Scheduler> scheduler = *std::move(created);

@@ -46,8 +46,8 @@ std::unique_ptr<Scheduler> Make(SchedulerOptions options = SchedulerOptions::Def
 
 SchedulerOptions Capacity(int capacity, int worker_threads = 0) {
   SchedulerOptions options = SchedulerOptions::Default();
-  options.max_concurrency = capacity;
-  options.worker_threads = worker_threads;
+  options.rule.max_concurrency = capacity;
+  options.runtime.worker_threads = worker_threads;
   return options;
 }
 
@@ -70,12 +70,31 @@ std::unique_ptr<Scheduler> RunningOneHeldJob(Gate& hold, std::atomic<bool>& repo
   return scheduler;
 }
 
+TEST_CASE("Scheduler.Create.TakesItsOptionsByConcernWithDesignatedInitialisers") {
+  Gate hold;  // outlives the scheduler, whose jobs wait on it
+  const auto Ignore = [](const Status&) {};
+  auto scheduler = Scheduler::Create(testing::WithPoolUnderTest({
+      .rule = {.max_concurrency = 3, .max_pending_per_key = 1},
+      .runtime = {.sweep_interval = Seconds(0.5)},
+  }));
+  REQUIRE(scheduler.ok());
+  CHECK((*scheduler)->Snapshot().max_concurrency == 3);
+  REQUIRE((*scheduler)->RegisterType("t", Type(1, 1)).ok());
+  REQUIRE((*scheduler)->Submit("t", "a", "k", HoldUntil(hold), Ignore).ok());
+  REQUIRE(Eventually([&] { return (*scheduler)->Snapshot().running == 1; }));
+  // The rule's per-key bound is the one given: the key's second pending job is refused.
+  REQUIRE((*scheduler)->Submit("t", "b", "k", HoldUntil(hold), Ignore).ok());
+  CHECK((*scheduler)->Submit("t", "c", "k", HoldUntil(hold), Ignore).code() ==
+        absl::StatusCode::kResourceExhausted);
+  hold.Open();
+}
+
 TEST_CASE("Scheduler.Create.RefusesBadOptions") {
   SchedulerOptions options;
-  options.alpha = 2;
+  options.rule.alpha = 2;
   auto scheduler = Scheduler::Create(options);
   CHECK(scheduler.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(std::string(scheduler.status().message()).rfind("alpha", 0) == 0);
+  CHECK(std::string(scheduler.status().message()).rfind("rule.alpha", 0) == 0);
 }
 
 TEST_CASE("Scheduler.RunSync.RunsFnOnTheCallerAndReturnsItsStatus") {
@@ -514,7 +533,7 @@ TEST_CASE("Scheduler.Destructor.ReportsEveryAcceptedJobExactlyOnce") {
 
 TEST_CASE("Scheduler.Limits.FullQueuesAnswerResourceExhausted") {
   SchedulerOptions options = Capacity(1);
-  options.max_pending_per_key = 1;
+  options.rule.max_pending_per_key = 1;
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
   Gate hold;
@@ -532,8 +551,8 @@ TEST_CASE("Scheduler.Limits.FullQueuesAnswerResourceExhausted") {
 struct ManualClock {
   explicit ManualClock(double start) : now(std::make_shared<std::atomic<double>>(start)) {
     SchedulerOptions options = SchedulerOptions::Seed();
-    options.alpha = 0.5;
-    options.clock = [now = now] { return Seconds(now->load()); };
+    options.rule.alpha = 0.5;
+    options.runtime.clock = [now = now] { return Seconds(now->load()); };
     scheduler = Make(options);
     REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 10)).ok());
   }
@@ -565,7 +584,7 @@ TEST_CASE("Scheduler.Estimates.LearnFromTheWallTimeOfTheInjectedClock") {
 TEST_CASE("Scheduler.RegisterType.WarnsOnceOfCapsThatDisagree") {
   auto warnings = std::make_shared<std::vector<std::string>>();
   SchedulerOptions options = Capacity(8);
-  options.warn = [warnings](std::string_view w) { warnings->emplace_back(w); };
+  options.runtime.warn = [warnings](std::string_view w) { warnings->emplace_back(w); };
   auto scheduler = Make(options);
   // Consistent: no warning.
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
@@ -661,7 +680,7 @@ TEST_CASE("Scheduler.QueueWait.JobsPendingAtTheLimitLeaveWithDeadlineExceededUnc
   Watchdog watchdog("queue wait", 60s);
   // A sweep an hour apart: the expiries must come from the timer's own wake-ups.
   SchedulerOptions options = Capacity(1);
-  options.sweep_interval = 3600s;
+  options.runtime.sweep_interval = 3600s;
   auto scheduler = Make(options);
   JobTypeConfig clone = Type(1, 1);
   clone.max_queue_wait = Seconds(0.05);
@@ -717,7 +736,7 @@ TEST_CASE("Scheduler.QueueWait.ASnapshotPastTheLimitCountsTheJobOutAndItIsStillT
   Watchdog watchdog("queue wait snapshot", 60s);
   auto now = std::make_shared<std::atomic<double>>(0.0);
   SchedulerOptions options = Capacity(1);
-  options.clock = [now] { return Seconds(now->load()); };
+  options.runtime.clock = [now] { return Seconds(now->load()); };
   auto scheduler = Make(options);
   JobTypeConfig clone = Type(1, 1);
   clone.max_queue_wait = Seconds(10);
@@ -833,7 +852,7 @@ TEST_CASE("Scheduler.Periodic.RunsAgainNeverTwoAtOnceReportsEachRunAndStops") {
   Watchdog watchdog("periodic", 60s);
   // A sweep an hour apart: the runs must come from the timer's own wake-ups.
   SchedulerOptions scheduler_options = Capacity(4);
-  scheduler_options.sweep_interval = 3600s;
+  scheduler_options.runtime.sweep_interval = 3600s;
   auto scheduler = Make(scheduler_options);
   REQUIRE(scheduler->RegisterType("fetch", Type(4, 4)).ok());
   std::atomic<int> in_flight{0}, most_at_once{0}, calls{0};
@@ -1002,8 +1021,8 @@ TEST_CASE("Scheduler.Aging.MaxWaitToCeilingAndAgedJobsInTheSnapshot") {
   Watchdog watchdog("aging", 60s);
   auto now = std::make_shared<std::atomic<double>>(0.0);
   SchedulerOptions options = Capacity(1);
-  options.aging = AgingConfig{Seconds(2), Seconds(3), 8};
-  options.clock = [now] { return Seconds(now->load()); };
+  options.rule.aging = AgingConfig{Seconds(2), Seconds(3), 8};
+  options.runtime.clock = [now] { return Seconds(now->load()); };
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
   REQUIRE(scheduler->RegisterType("fetch", Type(4, 4)).ok());
@@ -1037,9 +1056,9 @@ TEST_CASE("Scheduler.Sweeper.ForgetsIdleKeysAndStopsPromptlyAtShutdown") {
   Watchdog watchdog("sweeper", 60s);
   auto now = std::make_shared<std::atomic<double>>(0.0);
   SchedulerOptions options = SchedulerOptions::Default();
-  options.clock = [now] { return Seconds(now->load()); };
-  options.key_ttl = Seconds(60);
-  options.sweep_interval = Seconds(0.005);
+  options.runtime.clock = [now] { return Seconds(now->load()); };
+  options.rule.key_ttl = Seconds(60);
+  options.runtime.sweep_interval = Seconds(0.005);
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
   REQUIRE(scheduler->RunSync(Context::Background(), "t", "x", "visitor", Ok()).ok());
@@ -1049,7 +1068,7 @@ TEST_CASE("Scheduler.Sweeper.ForgetsIdleKeysAndStopsPromptlyAtShutdown") {
 
   // A sweeper that would sleep for an hour still stops at once when the scheduler goes.
   SchedulerOptions slow = SchedulerOptions::Default();
-  slow.sweep_interval = Seconds(3600);
+  slow.runtime.sweep_interval = Seconds(3600);
   auto sleepy = Make(slow);
   sleepy.reset();  // the watchdog fails the test if this waits for the hour
 }

@@ -141,8 +141,8 @@ TEST_CASE("SubmitIntake.NameSet.ANameAddedIsSeenByReadersOnOtherThreadsAndStays"
 
 std::unique_ptr<Scheduler> MakeScheduler(int capacity, int worker_threads) {
   SchedulerOptions options = SchedulerOptions::Default();
-  options.max_concurrency = capacity;
-  options.worker_threads = worker_threads;
+  options.rule.max_concurrency = capacity;
+  options.runtime.worker_threads = worker_threads;
   auto scheduler = Scheduler::Create(testing::WithPoolUnderTest(options));
   REQUIRE_MESSAGE(scheduler.ok(), scheduler.status().message());
   return *std::move(scheduler);

@@ -17,10 +17,10 @@ TEST_CASE("Trace.Defaults.OptionalFieldsTakeTheirDocumentedDefaults") {
   StatusOr<Trace> trace = ParseTrace(kMinimal, "t.json");
   REQUIRE(trace.ok());
   CHECK(trace->mode == "default");
-  CHECK(trace->options.reconcile);
-  CHECK_FALSE(trace->options.idle_catch_up);
-  CHECK(trace->options.alpha == 0.3);
-  CHECK(trace->options.max_concurrency == 3);
+  CHECK(trace->options.rule.reconcile);
+  CHECK_FALSE(trace->options.rule.idle_catch_up);
+  CHECK(trace->options.rule.alpha == 0.3);
+  CHECK(trace->options.rule.max_concurrency == 3);
   CHECK_FALSE(trace->until.has_value());
   REQUIRE(trace->types.size() == 1);
   CHECK(trace->types[0].second.conflict_group.empty());
@@ -40,9 +40,9 @@ TEST_CASE("Trace.Fields.EverySwitchAndOptionalFieldIsRead") {
                                      "t.json");
   REQUIRE(trace.ok());
   CHECK(trace->mode == "seed");
-  CHECK(trace->options.reconcile);
-  CHECK(trace->options.idle_catch_up);
-  CHECK(trace->options.alpha == 0.5);
+  CHECK(trace->options.rule.reconcile);
+  CHECK(trace->options.rule.idle_catch_up);
+  CHECK(trace->options.rule.alpha == 0.5);
   CHECK(trace->until == 7.5);
   CHECK(trace->types[0].second ==
         JobTypeConfig{
@@ -61,10 +61,10 @@ TEST_CASE("Trace.Extensions.AgingWeightsLimitsAndShortestFirstAreRead") {
     "jobs": []})",
                                      "t.json");
   REQUIRE(trace.ok());
-  REQUIRE(trace->options.aging.has_value());
-  CHECK(*trace->options.aging == AgingConfig{Seconds(5), Seconds(2.5), 8});
-  CHECK(trace->options.shortest_first);
-  CHECK(trace->options.default_key_limits == KeyLimits{.max_running = 3});
+  REQUIRE(trace->options.rule.aging.has_value());
+  CHECK(*trace->options.rule.aging == AgingConfig{Seconds(5), Seconds(2.5), 8});
+  CHECK(trace->options.rule.shortest_first);
+  CHECK(trace->options.rule.default_key_limits == KeyLimits{.max_running = 3});
   CHECK(trace->types[0].second.shortest_first);
   REQUIRE(trace->keys.size() == 2);
   CHECK(trace->keys[0].first == "backup");
@@ -116,9 +116,9 @@ TEST_CASE("Trace.MachineAndAdaptiveCapacityAreRead") {
                                      "t.json");
   REQUIRE_MESSAGE(trace.ok(), trace.status().message());
   CHECK(trace->cores == 2);
-  CHECK(trace->options.shortest_first_aging == 0);
-  REQUIRE(trace->options.adaptive_capacity.has_value());
-  const AdaptiveCapacity& rule = *trace->options.adaptive_capacity;
+  CHECK(trace->options.rule.shortest_first_aging == 0);
+  REQUIRE(trace->options.rule.adaptive_capacity.has_value());
+  const AdaptiveCapacity& rule = *trace->options.rule.adaptive_capacity;
   CHECK(rule.min == 2);
   CHECK(rule.interval == Seconds(0.5));
   CHECK(rule.high == 0.3);
@@ -129,7 +129,7 @@ TEST_CASE("Trace.MachineAndAdaptiveCapacityAreRead") {
     "types": {}, "jobs": []})",
                      "t.json");
   REQUIRE(trace.ok());
-  CHECK(trace->options.adaptive_capacity->interval == AdaptiveCapacity{}.interval);
+  CHECK(trace->options.rule.adaptive_capacity->interval == AdaptiveCapacity{}.interval);
 }
 
 TEST_CASE("Trace.PausesAndQueueWaitLimitsAreRead") {

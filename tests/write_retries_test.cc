@@ -22,7 +22,7 @@ namespace {
 
 std::unique_ptr<StateKeeper> Keeper(const testing::TempDir& dir) {
   SchedulerOptions options;
-  options.store = *OpenSqliteStore(dir.path() + "/state.db");
+  options.persistence.store = *OpenSqliteStore(dir.path() + "/state.db");
   return *StateKeeper::Open(options);
 }
 

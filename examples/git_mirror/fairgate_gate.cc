@@ -119,33 +119,34 @@ fairgate::Status ValidateGateConfig(const GateConfig& c) {
 fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig& c) {
   if (auto s = ValidateGateConfig(c); !s.ok()) return s;
   fairgate::SchedulerOptions options;  // the default mode: reconcile, learned estimates
-  options.max_concurrency = c.capacity;
-  options.max_pending_per_key = c.max_pending_per_client;
+  options.rule.max_concurrency = c.capacity;
+  options.rule.max_pending_per_key = c.max_pending_per_client;
   // First mirrors, fetches and repacks wait for git processes and hold their worker thread while
   // they do.
-  options.worker_threads = c.background_slots + c.sync_clone_slots;
+  options.runtime.worker_threads = c.background_slots + c.sync_clone_slots;
   // A tier's priority is also its cap: foreground may use every slot, background its own share.
   const int foreground = std::max(c.capacity, c.background_slots + 1);
   const int background = c.background_slots;
   if (c.aging_interval_seconds > 0) {
-    options.aging = fairgate::AgingConfig{fairgate::Seconds(c.aging_grace_seconds),
-                                          fairgate::Seconds(c.aging_interval_seconds), foreground};
+    options.rule.aging =
+        fairgate::AgingConfig{fairgate::Seconds(c.aging_grace_seconds),
+                              fairgate::Seconds(c.aging_interval_seconds), foreground};
   }
-  options.default_key_limits.max_running =
+  options.rule.default_key_limits.max_running =
       c.client_max_running > 0 ? c.client_max_running : std::max(1, c.capacity - 1);
-  options.default_key_limits.min_running = c.client_min_running;
-  if (auto s = fairgate::ValidateKeyLimits(options.default_key_limits); !s.ok()) {
+  options.rule.default_key_limits.min_running = c.client_min_running;
+  if (auto s = fairgate::ValidateKeyLimits(options.rule.default_key_limits); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("client limits: ", s.message()));
   }
   if (c.adaptive_min > 0) {
     fairgate::AdaptiveCapacity adaptive;  // the rule's defaults: every second, by CPU pressure
     adaptive.min = c.adaptive_min;
-    options.adaptive_capacity = adaptive;
+    options.rule.adaptive_capacity = adaptive;
   }
   if (!c.state_file.empty()) {
     auto store = fairgate::OpenSqliteStore(c.state_file);
     if (!store.ok()) return store.status();
-    options.store = *std::move(store);
+    options.persistence.store = *std::move(store);
   }
   if (!c.database.empty()) {
     auto store = fairgate::OpenPostgresStore(c.database, {.replica = c.replica});
@@ -153,10 +154,10 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
       return fairgate::Status(store.status().code(),
                               absl::StrCat("database: ", store.status().message()));
     }
-    options.store = std::shared_ptr<fairgate::Store>(*std::move(store));
+    options.persistence.store = std::shared_ptr<fairgate::Store>(*std::move(store));
     // Mirrors are on storage the replicas share: a repository's writers exclude each other
     // across all of them.
-    options.fleet_conflict_groups = {"git"};
+    options.fleet.conflict_groups = {"git"};
   }
   auto scheduler = fairgate::Scheduler::Create(options);
   if (!scheduler.ok()) return scheduler.status();

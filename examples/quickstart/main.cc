@@ -28,7 +28,7 @@ void Say(const std::string& line) {
 
 int main() {
   fairgate::SchedulerOptions options;  // the default mode
-  options.max_concurrency = 4;         // at most 4 jobs at once, in total
+  options.rule.max_concurrency = 4;    // at most 4 jobs at once, in total
   auto created = fairgate::Scheduler::Create(options);
   if (!created.ok()) {
     std::cerr << created.status() << "\n";

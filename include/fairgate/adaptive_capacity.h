@@ -2,7 +2,7 @@
 //
 // A fixed max_concurrency of 8 on a 2-core machine admits 8 CPU-bound jobs that each run about
 // 4x slower: wall-time costs inflate, and a light client's one job is slowed by everyone else's.
-// With SchedulerOptions::adaptive_capacity the global cap in force moves between `min` and
+// With RuleOptions::adaptive_capacity the global cap in force moves between `min` and
 // max_concurrency by additive increase, multiplicative decrease (AIMD) on CPU pressure: the share
 // of wall time in which some runnable task waited for a CPU (Linux pressure stall information,
 // the `some` line of /proc/pressure/cpu), measured over each `interval`.

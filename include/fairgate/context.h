@@ -65,7 +65,7 @@ class Context {
   const std::shared_ptr<internal::ContextState>& state() const { return state_; }
 
   // The fencing token of the fleet-wide resource lease held by the job this context was given
-  // to (SchedulerOptions::fleet_conflict_groups), inherited by contexts made from it: greater
+  // to (FleetOptions::conflict_groups), inherited by contexts made from it: greater
   // than the token of every earlier holder of the resource, so that storage shared by replicas
   // can refuse a write whose token is lower than one it has seen (its lease had passed). 0 when
   // the job holds no such lease.

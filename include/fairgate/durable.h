@@ -38,7 +38,7 @@
 //
 // With a shared store (a SharedStore: the PostgreSQL store, several replicas) jobs are claimed by
 // lease instead (fairgate/store.h): each replica claims, in fairgate's order over the fleet,
-// what it may hold (SchedulerOptions::max_claimed), renews its leases every lease_ttl / 3, and
+// what it may hold (FleetOptions::max_claimed), renews its leases every lease_ttl / 3, and
 // gives back what it will not run (a full queue, a shutdown). A retry is given back with its
 // backoff, for any replica. A replica that dies or stalls loses its jobs to the others about
 // lease_ttl + claim_interval after its last renewal; if it comes back, whatever it then records

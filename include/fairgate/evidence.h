@@ -1,6 +1,6 @@
 // fairgate/evidence.h: the reason for every admission, one JSON line each.
 //
-// With SchedulerOptions::evidence set, the scheduler hands over one AdmissionEvidence per
+// With RuntimeOptions::evidence set, the scheduler hands over one AdmissionEvidence per
 // admission: the job, its place in the order (the tuple of docs/ordering.md), the estimate it was
 // charged and where that came from, and what the decision set aside to reach it. `fairgate sim
 // --evidence FILE` writes the same records for a trace. The sink is called like an observer

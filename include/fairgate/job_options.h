@@ -16,7 +16,7 @@ struct JobOptions {
   // (a clone of a repository whose size it has just read, say). It is charged to the key at
   // admission instead of the learned or default estimate of (type, id), and it is the job's
   // shortest-first cost; the estimate of (type, id) still learns from the job's run time, and
-  // reconciliation (SchedulerOptions::reconcile) still corrects the charge by it. Finite and >= 0:
+  // reconciliation (RuleOptions::reconcile) still corrects the charge by it. Finite and >= 0:
   // else the call is refused with InvalidArgument. Unset: the estimate is charged.
   std::optional<double> cost;
   // Submit of a coalescing type (JobTypeConfig::coalesce): also join a running job of its id, as

@@ -50,7 +50,7 @@ struct JobTypeConfig {
   // estimated cost (the explicit cost if given, else the learned or default estimate, as known
   // when the job was enqueued), ties by arrival, instead of by arrival alone (Smith's rule:
   // it lowers the key's mean completion time). Other keys are not affected. With
-  // SchedulerOptions::shortest_first_aging a, the place is estimate + a * arrival, so the key's
+  // RuleOptions::shortest_first_aging a, the place is estimate + a * arrival, so the key's
   // later short jobs cannot keep a long one waiting for ever.
   bool shortest_first = false;
   // Queue-wait limit: a job of this type still pending this long after it was
@@ -77,7 +77,7 @@ Status ValidateJobType(std::string_view name, const JobTypeConfig& config);
 //   both the tier and that tier's cap in slots: a type at priority 1 runs one job at a time);
 // - the global cap does;
 // - its tier's cap is above the global cap, so the tier can never fill it.
-// Scheduler::RegisterType hands each to SchedulerOptions::warn.
+// Scheduler::RegisterType hands each to RuntimeOptions::warn.
 std::vector<std::string> JobTypeWarnings(std::string_view name, const JobTypeConfig& config,
                                          int max_concurrency);
 

@@ -1,7 +1,7 @@
 // fairgate/key_limits.h: how many jobs one fairness key may run, and how many it is promised.
 //
 // KeyLimits are set per key with Scheduler::SetKeyLimits, or for every key without its own with
-// SchedulerOptions::default_key_limits:
+// RuleOptions::default_key_limits:
 // - `max_running`: a key with this many jobs running is not admissible; its pending jobs wait and
 //   the free slots go to other keys.
 // - `min_running`: a key running fewer jobs than this, with jobs pending, goes first within its

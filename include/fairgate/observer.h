@@ -3,12 +3,12 @@
 // An Observer receives one JobEvent per decision: a job admitted, completed, cancelled while
 // pending, expired at its type's max_queue_wait while pending, rejected at the door, aged one tier
 // up (with aging), and a fairness key evicted by the TTL sweep. Register observers in
-// SchedulerOptions::observers.
+// RuntimeOptions::observers.
 //
 // Contract:
 // - Observers run outside the scheduler's lock, on one delivery thread per scheduler, in the order
 //   the decisions were made. They cannot stall admission: decisions append the event to a queue
-//   and move on. If an observer falls behind by more than SchedulerOptions::observer_queue_limit
+//   and move on. If an observer falls behind by more than RuntimeOptions::observer_queue_limit
 //   events, newer events are dropped (and counted in fairgate_observer_events_dropped_total).
 // - OnEvent may call the scheduler's const methods and Submit/RunSync from another thread, but it
 //   must not block for long (it delays the events after it), and must not call Shutdown, Drain or

@@ -44,7 +44,9 @@ struct AgingConfig {
   friend bool operator==(const AgingConfig&, const AgingConfig&) = default;
 };
 
-struct SchedulerOptions {
+// The admission rule: what runs next and how much it counts. The core, the simulator and the
+// scheduler all read these.
+struct RuleOptions {
   // A limit that never refuses anything.
   static constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
 
@@ -94,14 +96,16 @@ struct SchedulerOptions {
   // A global cap that follows CPU pressure between a minimum and max_concurrency
   // (fairgate/adaptive_capacity.h). Off in both presets: the cap is max_concurrency.
   std::optional<AdaptiveCapacity> adaptive_capacity;
+};
 
-  // --- The runtime (fairgate::Scheduler); the core and the simulator ignore these. ---
-
+// The runtime (fairgate::Scheduler): its threads, clock and listeners. The core and the
+// simulator ignore these.
+struct RuntimeOptions {
   // Threads of the pool that runs Submit jobs as fibers. A job that blocks in a system call holds
   // its whole thread, so the pool needs as many threads as blocking background jobs may run at
-  // once. 0: `max_concurrency` threads, so every admitted job can block without stalling another.
-  // For jobs that never block their thread (they wait only on fiber-aware primitives), fewer
-  // threads, down to the number of cores, cost less in thread switches.
+  // once. 0: `rule.max_concurrency` threads, so every admitted job can block without stalling
+  // another. For jobs that never block their thread (they wait only on fiber-aware primitives),
+  // fewer threads, down to the number of cores, cost less in thread switches.
   int worker_threads = 0;
 
   // Stack of each Submit job's fiber. >= 16 KiB.
@@ -126,43 +130,64 @@ struct SchedulerOptions {
   // call, on the registering thread, when a type is first registered. Empty: written to stderr,
   // one line each, as "fairgate: warning: <sentence>". A function that does nothing silences them.
   std::function<void(std::string_view warning)> warn;
+};
 
-  // What survives a restart (fairgate/store.h): durable jobs, learned estimates, keys'
-  // accumulated costs and periodic schedules, kept in this store. Null (the default): nothing is
-  // kept, and the durable calls are refused with FailedPrecondition. For one process, a SQLite
-  // file: `options.store = *fairgate::OpenSqliteStore(path)` (fairgate/sqlite_store.h, CMake
-  // target fairgate::sqlite); for replicas, OpenPostgresStore (fairgate/postgres_store.h,
+// What survives a restart (fairgate/store.h): durable jobs, learned estimates, keys' accumulated
+// costs and periodic schedules.
+struct PersistenceOptions {
+  // The store they are kept in. Null (the default): nothing is kept, and the durable calls are
+  // refused with FailedPrecondition. For one process, a SQLite file:
+  // `options.persistence.store = *fairgate::OpenSqliteStore(path)` (fairgate/sqlite_store.h,
+  // CMake target fairgate::sqlite); for replicas, OpenPostgresStore (fairgate/postgres_store.h,
   // fairgate::postgres); or an implementation of your own. The scheduler itself links neither.
   std::shared_ptr<Store> store;
   // How often learned estimates, costs and schedules are flushed to the store (also at
   // shutdown), on a thread of their own. Finite and > 0.
   Seconds state_flush_interval{5.0};
-  // With a shared store (a SharedStore: the PostgreSQL store, shared by several replicas), each
-  // replica runs the durable jobs it claims by lease (fairgate/store.h):
-  // - how long a claim lasts without renewal: jobs of a replica that died or stalled are claimed
-  //   by another at most lease_ttl + claim_interval (and a claim's own time) after its last
-  //   renewal. Renewed every third of it. Finite and > 0.
+};
+
+// Replicas sharing a store (a SharedStore in persistence.store: the PostgreSQL store). Each
+// replica runs the durable jobs it claims by lease (fairgate/store.h). Without a shared store
+// these are not used, and the two lists must be empty.
+struct FleetOptions {
+  // How long a claim lasts without renewal: jobs of a replica that died or stalled are claimed
+  // by another at most lease_ttl + claim_interval (and a claim's own time) after its last
+  // renewal. Renewed every third of it. Finite and > 0.
   Seconds lease_ttl{10.0};
-  // - how often a replica looks for jobs to claim when nothing woke it (a job stored or finished
-  //   on this replica wakes it at once). Finite and > 0.
+  // How often a replica looks for jobs to claim when nothing woke it (a job stored or finished
+  // on this replica wakes it at once). Finite and > 0.
   Seconds claim_interval{1.0};
-  // - how many durable jobs a replica holds at most, claimed and not yet finished. 0:
-  //   max_concurrency. >= 0.
+  // How many durable jobs a replica holds at most, claimed and not yet finished. 0:
+  // rule.max_concurrency. >= 0.
   int max_claimed = 0;
-  // - conflict groups (JobTypeConfig::conflict_group) whose limit holds across the fleet: a job
-  //   of such a group runs only while it holds one of the conflict_limit slots of its resource
-  //   (group, id) in the shared store, a lease renewed with the others; it waits for one
-  //   (holding its local slot, not counted in its run time) and gets the lease's fencing token
-  //   in its context (Context::FencingToken). RunSync and Submit jobs (durable and periodic
-  //   ones too); an Acquire's permit is delivered once its lease is taken (on a pool fiber,
-  //   waiting under the Acquire's context) and holds it until released (Permit::FencingToken).
-  //   Needs a shared store.
-  std::vector<std::string> fleet_conflict_groups;
-  // - job types whose jobs run at most N at once in the whole fleet (type -> N): a job holds
-  //   one of the N slots as a lease while it runs, taken like a fleet-wide conflict's (and
-  //   before it, never held while waiting for it). On top of each replica's own caps. Needs a
-  //   shared store; each N >= 1.
-  std::map<std::string, int> fleet_type_caps;
+  // Conflict groups (JobTypeConfig::conflict_group) whose limit holds across the fleet: a job of
+  // such a group runs only while it holds one of the conflict_limit slots of its resource
+  // (group, id) in the shared store, a lease renewed with the others; it waits for one (holding
+  // its local slot, not counted in its run time) and gets the lease's fencing token in its
+  // context (Context::FencingToken). RunSync and Submit jobs (durable and periodic ones too); an
+  // Acquire's permit is delivered once its lease is taken (on a pool fiber, waiting under the
+  // Acquire's context) and holds it until released (Permit::FencingToken). Needs a shared store.
+  std::vector<std::string> conflict_groups;
+  // Job types whose jobs run at most N at once in the whole fleet (type -> N): a job holds one
+  // of the N slots as a lease while it runs, taken like a fleet-wide conflict's (and before it,
+  // never held while waiting for it). On top of each replica's own caps. Needs a shared store;
+  // each N >= 1.
+  std::map<std::string, int> type_caps;
+};
+
+// A scheduler's options, by concern. Reads naturally with designated initialisers:
+//
+//   auto scheduler = fairgate::Scheduler::Create({
+//       .rule = {.max_concurrency = 16, .max_pending_per_key = 1000},
+//       .persistence = {.store = store},
+//   });
+//
+// or field by field: `options.rule.max_concurrency = 16;`.
+struct SchedulerOptions {
+  RuleOptions rule;
+  RuntimeOptions runtime;
+  PersistenceOptions persistence;
+  FleetOptions fleet;
 
   // The original rule, exactly: no reconciliation, no idle catch-up, TTL eviction on.
   static SchedulerOptions Seed();
@@ -170,7 +195,8 @@ struct SchedulerOptions {
   static SchedulerOptions Default();
 };
 
-// Returns OK when every field is in range, else InvalidArgument naming the first bad field.
+// Returns OK when every field is in range, else InvalidArgument naming the first bad field by its
+// path ("rule.max_concurrency must be >= 1, got 0").
 Status ValidateOptions(const SchedulerOptions& options);
 
 }  // namespace fairgate

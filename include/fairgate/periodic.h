@@ -8,7 +8,7 @@
 // one interval, so that a server starting a thousand periodic jobs does not start them together
 // (`first_run_at_once` queues it at once instead).
 //
-// After a restart, with a store (SchedulerOptions::store), the first run keeps the
+// After a restart, with a store (PersistenceOptions::store), the first run keeps the
 // schedule the last process had. The store knows when the job's (type, id) last run ended, and
 // the first run is queued:
 // - one interval after that end, if that is still to come (never more than one interval from
@@ -18,7 +18,7 @@
 //   not all start together;
 // - at once, whatever the store says, with `first_run_at_once`.
 // The end of a run reaches the store with the scheduler's next state flush
-// (SchedulerOptions::state_flush_interval, and at Shutdown); a process killed before that flush
+// (PersistenceOptions::state_flush_interval, and at Shutdown); a process killed before that flush
 // is placed by the run before it. Without a store, or for a (type, id) the store has no run of,
 // the first run is placed as at a first start.
 //

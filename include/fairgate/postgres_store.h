@@ -22,7 +22,7 @@
 // conflict groups hold one lease row per slot of a resource (AcquireResource), with fencing
 // tokens from the same sequence as the jobs'.
 //
-// Fleet-wide caps (SchedulerOptions::fleet_type_caps) are leases of the same kind, one resource
+// Fleet-wide caps (FleetOptions::type_caps) are leases of the same kind, one resource
 // per capped type.
 //
 // Not here: claims as cheap as PostgreSQL's plain SKIP LOCKED; a fair claim is a bigger query

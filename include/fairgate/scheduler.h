@@ -124,7 +124,7 @@ class Scheduler {
   // Registers a job type before its first job. Idempotent for an equal config; AlreadyExists for
   // a different one; InvalidArgument for a bad one. A valid type that is probably not what was
   // meant (JobTypeWarnings in fairgate/job_type.h: its tier's cap below its max_concurrency, say)
-  // is registered, and each warning goes to SchedulerOptions::warn (stderr by default).
+  // is registered, and each warning goes to RuntimeOptions::warn (stderr by default).
   Status RegisterType(std::string_view name, const JobTypeConfig& config);
 
   // Waits until the job (type, id) of `fairness_key` is admitted, then runs `fn(ctx)` on the
@@ -149,8 +149,8 @@ class Scheduler {
   // - with DeadlineExceeded, uncharged, when the job is still pending at its type's
   //   max_queue_wait;
   // - with Cancelled when the scheduler shuts down first.
-  // A type that takes fleet-wide leases (SchedulerOptions::fleet_conflict_groups,
-  // fleet_type_caps) is admitted, then takes its leases on a pool fiber and gets its permit
+  // A type that takes fleet-wide leases (FleetOptions::conflict_groups,
+  // FleetOptions::type_caps) is admitted, then takes its leases on a pool fiber and gets its permit
   // there; if ctx ends, the scheduler shuts down or the store fails before it has them, the job
   // completes (charged as having run for no time) and the callback gets that status.
   // It runs on the thread that made the decision: inside Acquire itself when the job is admitted
@@ -184,7 +184,7 @@ class Scheduler {
   StatusOr<PeriodicJob> SubmitEvery(std::string_view type, std::string_view id, Seconds interval,
                                     JobFn fn, const PeriodicOptions& options = {});
 
-  // Durable background work (fairgate/durable.h) needs a store (SchedulerOptions::store);
+  // Durable background work (fairgate/durable.h) needs a store (PersistenceOptions::store);
   // without one each of these returns FailedPrecondition, RegisterDurable too.
   //
   // Registers the handler of durable jobs of `type` and how their failures are retried. NotFound
@@ -198,7 +198,7 @@ class Scheduler {
   // Call it once, after registering the types and handlers: FailedPrecondition the second time.
   // The store's status if it cannot be read (then it may be called again). With a shared store
   // (several replicas) nothing is loaded: from now on this replica claims the jobs of its
-  // handlers' types by lease (SchedulerOptions::lease_ttl, claim_interval, max_claimed), the
+  // handlers' types by lease (FleetOptions::lease_ttl, claim_interval, max_claimed), the
   // first claim at once (RecoveryReport::queued).
   StatusOr<RecoveryReport> Recover();
   // Stores the durable job (type, id) of `fairness_key` with `payload` and queues it; returns its
@@ -262,7 +262,7 @@ class Scheduler {
   Status SetKeyLimits(std::string_view fairness_key, const KeyLimits& limits);
   // Pauses a job type, or a fairness key (all its types): its pending jobs, and those enqueued
   // while it is paused, stay queued in their places and hold no slot, but none is admitted until
-  // it is resumed; their aging clock (SchedulerOptions::aging) stops meanwhile. Running jobs go
+  // it is resumed; their aging clock (RuleOptions::aging) stops meanwhile. Running jobs go
   // on. A queue-wait limit keeps running: a paused job still pending at its type's max_queue_wait
   // leaves with DeadlineExceeded. Resuming admits at once what it makes admissible. Idempotent;
   // NotFound for an unknown type. A key need not have jobs: its pause is kept like its weight.
@@ -275,7 +275,7 @@ class Scheduler {
   Status ResumeType(std::string_view type);
   Status PauseKey(std::string_view fairness_key);
   Status ResumeKey(std::string_view fairness_key);
-  // With SchedulerOptions::aging, how long a pending job of `type` takes at most to reach the
+  // With RuleOptions::aging, how long a pending job of `type` takes at most to reach the
   // aging ceiling (grace + steps * interval, plus any time it spends paused); 0 when it cannot
   // rise (its tier is at or above the ceiling). What that bounds, and what it does not (a job of
   // the ceiling tier, a tier above the ceiling that stays backlogged): docs/ordering.md.

@@ -1,12 +1,12 @@
 // fairgate/store.h: what a scheduler keeps across restarts, and the interface it keeps it through.
 //
-// A scheduler with a store (SchedulerOptions::store: the SQLite store of fairgate/sqlite_store.h,
+// A scheduler with a store (PersistenceOptions::store: the SQLite store of fairgate/sqlite_store.h,
 // the PostgreSQL store of fairgate/postgres_store.h, or another) persists four things:
 // - durable jobs (Scheduler::SubmitDurable): stored before SubmitDurable returns, marked at the
 //   start of each attempt, removed when a run succeeds, rescheduled for a retry or moved to the
 //   dead jobs when it fails (fairgate/durable.h);
 // - learned estimates of (type, id), and
-// - fairness keys' accumulated costs, flushed every SchedulerOptions::state_flush_interval and at
+// - fairness keys' accumulated costs, flushed every PersistenceOptions::state_flush_interval and at
 //   shutdown, and loaded by Scheduler::Create, so that a restart charges what was learned before;
 // - the last end of each periodic job's run (fairgate/periodic.h), so that the runs after a
 //   restart keep their schedule instead of all coming due together.
@@ -93,7 +93,7 @@ struct SavedSchedule {
 };
 
 // The resource group under which fleet-wide caps' slots are leased, one resource per capped type
-// (SchedulerOptions::fleet_type_caps).
+// (FleetOptions::type_caps).
 inline constexpr std::string_view kFleetCapGroup = "fairgate.type_cap";
 
 // A job type a replica claims jobs of, its tier (JobTypeConfig::priority: higher first), and the

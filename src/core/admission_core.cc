@@ -66,10 +66,10 @@ StatusOr<std::unique_ptr<AdmissionCore>> AdmissionCore::Create(const SchedulerOp
 
 AdmissionCore::AdmissionCore(const SchedulerOptions& options)
     : options_(options),
-      keys_(options.default_key_limits),
-      steps_(options.aging),
-      limits_in_use_(options.default_key_limits != KeyLimits{}),
-      slots_(options.max_concurrency) {}
+      keys_(options.rule.default_key_limits),
+      steps_(options.rule.aging),
+      limits_in_use_(options.rule.default_key_limits != KeyLimits{}),
+      slots_(options.rule.max_concurrency) {}
 
 AdmissionCore::~AdmissionCore() {
   // Hooks are safe-mode: unlink every node before the containers that own them die.
@@ -93,10 +93,10 @@ Status AdmissionCore::RegisterType(std::string_view name, const JobTypeConfig& c
     return absl::AlreadyExistsError(absl::StrCat(
         "job type '", AsAbsl(name), "' is already registered with a different config"));
   }
-  if (config.slots > options_.max_concurrency) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("job type '", AsAbsl(name), "': slots (", config.slots,
-                     ") exceed the scheduler's max_concurrency (", options_.max_concurrency, ")"));
+  if (config.slots > options_.rule.max_concurrency) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job type '", AsAbsl(name), "': slots (", config.slots,
+        ") exceed the scheduler's max_concurrency (", options_.rule.max_concurrency, ")"));
   }
   if (!config.conflict_group.empty()) {
     auto it = conflict_groups_.find(config.conflict_group);
@@ -163,16 +163,16 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
       return TicketOf(*joined);
     }
   }
-  if (static_cast<std::size_t>(pending_) >= options_.max_pending_total) {
+  if (static_cast<std::size_t>(pending_) >= options_.rule.max_pending_total) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "max_pending_total (", options_.max_pending_total, ") jobs are already pending"));
+        "max_pending_total (", options_.rule.max_pending_total, ") jobs are already pending"));
   }
   KeyState* known = keys_.Find(AsAbsl(request.key));
   if (known != nullptr &&
-      static_cast<std::size_t>(known->pending) >= options_.max_pending_per_key) {
+      static_cast<std::size_t>(known->pending) >= options_.rule.max_pending_per_key) {
     return absl::ResourceExhaustedError(
         absl::StrCat("fairness key '", AsAbsl(request.key), "' already has max_pending_per_key (",
-                     options_.max_pending_per_key, ") jobs pending"));
+                     options_.rule.max_pending_per_key, ") jobs pending"));
   }
   KeyState& key = known != nullptr ? *known : keys_.Add(AsAbsl(request.key));
   TierState& tier = *type.tier;
@@ -180,7 +180,7 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
   if (KeyTable::Idle(key)) {
     keys_.Wake(key);
     // The key has no lanes and no tier presence yet, so its cost can change without relinking.
-    if (options_.idle_catch_up && !tier.keys_by_acc.empty()) {
+    if (options_.rule.idle_catch_up && !tier.keys_by_acc.empty()) {
       key.acc = std::max(key.acc, tier.keys_by_acc.begin()->key->acc);
     }
   }
@@ -209,7 +209,7 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
   ++type.pending;
   ++tier.pending;
   ++pending_;
-  if (options_.idle_catch_up) {
+  if (options_.rule.idle_catch_up) {
     TierPresence* presence = key.tiers;
     while (presence != nullptr && presence->tier != &tier) presence = presence->next_in_key;
     if (presence == nullptr) {
@@ -223,7 +223,7 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
     ++presence->pending;
   }
   InsertIntoLane(job);
-  if (options_.aging && Paused(job)) steps_.StopClock(job, now);
+  if (options_.rule.aging && Paused(job)) steps_.StopClock(job, now);
   SchedulePromotion(job);
   steps_.ScheduleExpiry(job);
   const JobTicket ticket = TicketOf(job);
@@ -242,7 +242,8 @@ bool AdmissionCore::AdmitsAtOnce(const Job& job, double now) const {
   const TypeState& type = *job.type;
   return BlockerOf(job) == Blocker::kNone &&
          !(TimedSteps::Expires(job) && TimedSteps::ExpiryAt(job) <= now) &&
-         !(options_.aging && TierAbove(*type.tier) != nullptr && steps_.NextStepAt(job) <= now);
+         !(options_.rule.aging && TierAbove(*type.tier) != nullptr &&
+           steps_.NextStepAt(job) <= now);
 }
 
 void AdmissionCore::AdmitAtOnce(Job& job, double now, Admission& admission) {
@@ -440,11 +441,14 @@ Status AdmissionCore::CompleteRunning(JobTicket ticket, double elapsed, double n
   const TypeState& type = *job->type;
   KeyState& key = *job->key;
   if (job->estimate != nullptr) {
-    estimates_.LearnHeld(job->estimate, type.config.default_cost, elapsed, options_.alpha, now);
+    estimates_.LearnHeld(job->estimate, type.config.default_cost, elapsed, options_.rule.alpha,
+                         now);
   } else {
-    estimates_.Learn(type.index, job->id, type.config.default_cost, elapsed, options_.alpha, now);
+    estimates_.Learn(type.index, job->id, type.config.default_cost, elapsed, options_.rule.alpha,
+                     now);
   }
-  const double acc = options_.reconcile ? key.acc + (elapsed - job->charge) / job->weight : key.acc;
+  const double acc =
+      options_.rule.reconcile ? key.acc + (elapsed - job->charge) / job->weight : key.acc;
   Resource* resource = job->resource;
   const bool resource_was_full = IdBlocker(resource) != Blocker::kNone;
   auto release = [&] {
@@ -469,9 +473,10 @@ Status AdmissionCore::CompleteRunning(JobTicket ticket, double elapsed, double n
 
 SweepResult AdmissionCore::Sweep(double now, std::vector<std::pair<std::string, double>>* evicted) {
   SweepResult result;
-  result.keys_evicted = keys_.Evict(now, options_.key_ttl.count(), options_.sweep_batch, evicted);
+  result.keys_evicted =
+      keys_.Evict(now, options_.rule.key_ttl.count(), options_.rule.sweep_batch, evicted);
   result.estimates_evicted =
-      estimates_.Evict(now, options_.estimate_ttl.count(), options_.sweep_batch);
+      estimates_.Evict(now, options_.rule.estimate_ttl.count(), options_.rule.sweep_batch);
   return result;
 }
 
@@ -504,11 +509,11 @@ void AdmissionCore::Promote(Job& job) {
 }
 
 TierState* AdmissionCore::TierAbove(const TierState& tier) const {
-  if (!options_.aging) return nullptr;
+  if (!options_.rule.aging) return nullptr;
   for (std::size_t i = 1; i < tiers_.size(); ++i) {
     if (tiers_[i].get() == &tier) {
       TierState* above = tiers_[i - 1].get();
-      return above->priority <= options_.aging->ceiling ? above : nullptr;
+      return above->priority <= options_.rule.aging->ceiling ? above : nullptr;
     }
   }
   return nullptr;
@@ -526,7 +531,7 @@ bool AdmissionCore::StepDueBy(double now) const {
 }
 
 void AdmissionCore::SchedulePromotion(Job& job) {
-  if (options_.aging && !Paused(job) && TierAbove(*job.lane->tier) != nullptr) {
+  if (options_.rule.aging && !Paused(job) && TierAbove(*job.lane->tier) != nullptr) {
     steps_.SchedulePromotion(job);
   }
 }
@@ -535,7 +540,7 @@ template <typename Affects, typename Apply>
 void AdmissionCore::ChangePause(double now, Affects affects, Apply apply) {
   AdvanceTo(now);  // the steps due before the change are taken at their old pace
   std::vector<std::pair<Job*, bool>> changed;  // pending jobs it may affect, paused before
-  if (options_.aging) {
+  if (options_.rule.aging) {
     for (Job& job : jobs_) {
       if ((job.state == JobState::kReady || job.state == JobState::kParked) && affects(job)) {
         changed.emplace_back(&job, Paused(job));
@@ -610,7 +615,7 @@ StatusOr<double> AdmissionCore::MaxWaitToCeiling(std::string_view type_name) con
   int steps = 0;
   for (const TierState* tier = it->second->tier; (tier = TierAbove(*tier)) != nullptr;) ++steps;
   if (steps == 0) return 0.0;
-  return options_.aging->grace.count() + steps * options_.aging->interval.count();
+  return options_.rule.aging->grace.count() + steps * options_.rule.aging->interval.count();
 }
 
 std::vector<std::pair<std::string, double>> AdmissionCore::HeaviestKeys(std::size_t n) const {
@@ -697,18 +702,19 @@ KeyPlace AdmissionCore::PlaceOf(const KeyState& key) const {
 
 double AdmissionCore::SjfOf(const TypeState& type, absl::string_view id,
                             const EnqueueRequest& request, double now) const {
-  if (!type.config.shortest_first && !options_.shortest_first) return 0;
+  if (!type.config.shortest_first && !options_.rule.shortest_first) return 0;
   // Reading the estimate for the order is not a use: it does not keep the estimate alive.
   const double estimate = request.cost
                               ? *request.cost
                               : estimates_.Find(type.index, id).value_or(type.config.default_cost);
-  return estimate + options_.shortest_first_aging * now;
+  return estimate + options_.rule.shortest_first_aging * now;
 }
 
 Status AdmissionCore::SetCapacity(int capacity) {
-  if (capacity < 1 || capacity > options_.max_concurrency) {
+  if (capacity < 1 || capacity > options_.rule.max_concurrency) {
     return absl::InvalidArgumentError(absl::StrCat("capacity must be in [1, max_concurrency ",
-                                                   options_.max_concurrency, "], got ", capacity));
+                                                   options_.rule.max_concurrency, "], got ",
+                                                   capacity));
   }
   slots_.set_limit(capacity);
   return absl::OkStatus();
@@ -716,7 +722,7 @@ Status AdmissionCore::SetCapacity(int capacity) {
 
 Snapshot AdmissionCore::TakeSnapshot() const {
   Snapshot s;
-  s.max_concurrency = options_.max_concurrency;
+  s.max_concurrency = options_.rule.max_concurrency;
   s.capacity = slots_.limit();
   s.slots_in_use = slots_.used();
   s.pending = pending_;
@@ -765,7 +771,7 @@ StatusOr<bool> AdmissionCore::RestoreEstimate(const SavedEstimate& estimate, dou
         absl::StrCat("a restored estimate must be finite and >= 0, got ", estimate.seconds));
   }
   const double last_used = std::min(estimate.last_used, now);
-  if (last_used + options_.estimate_ttl.count() <= now) return false;
+  if (last_used + options_.rule.estimate_ttl.count() <= now) return false;
   return estimates_.Restore(type->second->index, AsAbsl(estimate.id), estimate.seconds, last_used);
 }
 
@@ -775,7 +781,7 @@ StatusOr<bool> AdmissionCore::RestoreKey(const SavedKey& saved, double now) {
         "a restored accumulated cost must be finite and >= 0, got ", saved.accumulated_cost));
   }
   const double idle_since = std::min(saved.idle_since, now);
-  if (idle_since + options_.key_ttl.count() <= now) return false;
+  if (idle_since + options_.rule.key_ttl.count() <= now) return false;
   return keys_.Restore(saved, idle_since);
 }
 
@@ -1058,7 +1064,7 @@ void AdmissionCore::LeavePending(Job& job) {
   --type.pending;
   --type.tier->pending;
   --pending_;
-  if (options_.idle_catch_up) {
+  if (options_.rule.idle_catch_up) {
     TierPresence** link = &key.tiers;
     while ((*link)->tier != type.tier) link = &(*link)->next_in_key;
     TierPresence* presence = *link;

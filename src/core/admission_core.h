@@ -257,7 +257,7 @@ class AdmissionCore {
   StatusOr<double> MaxWaitToCeiling(std::string_view type) const;
 
   // The global cap in force, in slots: max_concurrency unless lowered (adaptive capacity,
-  // SchedulerOptions::adaptive_capacity). A lower cap admits nothing until the running jobs'
+  // RuleOptions::adaptive_capacity). A lower cap admits nothing until the running jobs'
   // slots are below it (nothing running is stopped); a higher one may admit at once (call
   // NextAdmission). InvalidArgument unless 1 <= capacity <= max_concurrency.
   Status SetCapacity(int capacity);

@@ -65,7 +65,8 @@ Status AdmissionCore::CheckInvariants() const {
         (parked_lane && job.lane->group->resource != job.resource)) {
       return Broken(absl::StrCat("pending job ", job.seq, " is not in the right lane"));
     }
-    const bool can_rise = options_.aging && !Paused(job) && TierAbove(*job.lane->tier) != nullptr;
+    const bool can_rise =
+        options_.rule.aging && !Paused(job) && TierAbove(*job.lane->tier) != nullptr;
     if (job.promotion_scheduled != can_rise) {
       return Broken(absl::StrCat(
           "job ", job.seq,
@@ -99,10 +100,10 @@ Status AdmissionCore::CheckInvariants() const {
   if (Status s = steps_.CheckSizes(scheduled, expiring); !s.ok()) {
     return Broken(std::string(s.message()));
   }
-  if (slots_.used() > options_.max_concurrency) {
+  if (slots_.used() > options_.rule.max_concurrency) {
     return Broken("more slots used than the global cap");
   }
-  if (slots_.limit() < 1 || slots_.limit() > options_.max_concurrency) {
+  if (slots_.limit() < 1 || slots_.limit() > options_.rule.max_concurrency) {
     return Broken("the capacity in force is outside [1, max_concurrency]");
   }
 
@@ -168,7 +169,7 @@ Status AdmissionCore::CheckInvariants() const {
       }
     }
     if (in_lanes != key.pending) return Broken(absl::StrCat("key '", name, "' lost a lane"));
-    if (options_.idle_catch_up) {
+    if (options_.rule.idle_catch_up) {
       absl::flat_hash_map<const TierState*, std::int64_t> per_tier;
       for (const auto& [lane, n] : by_lane) {
         if (lane->key == &key) per_tier[lane->type->tier] += n;

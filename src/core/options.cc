@@ -8,8 +8,8 @@ namespace fairgate {
 
 SchedulerOptions SchedulerOptions::Seed() {
   SchedulerOptions options;
-  options.reconcile = false;
-  options.idle_catch_up = false;
+  options.rule.reconcile = false;
+  options.rule.idle_catch_up = false;
   return options;
 }
 
@@ -22,109 +22,117 @@ bool PositiveFinite(Seconds s) { return std::isfinite(s.count()) && s.count() > 
 }  // namespace
 
 Status ValidateOptions(const SchedulerOptions& options) {
-  if (options.max_concurrency < 1) {
+  if (options.rule.max_concurrency < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("max_concurrency must be >= 1, got ", options.max_concurrency));
+        absl::StrCat("rule.max_concurrency must be >= 1, got ", options.rule.max_concurrency));
   }
   // Written so that NaN fails too.
-  if (!(options.alpha > 0 && options.alpha <= 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("alpha must be in (0, 1], got ", options.alpha));
-  }
-  if (!PositiveFinite(options.key_ttl)) {
+  if (!(options.rule.alpha > 0 && options.rule.alpha <= 1)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("key_ttl must be finite and > 0 seconds, got ", options.key_ttl.count()));
+        absl::StrCat("rule.alpha must be in (0, 1], got ", options.rule.alpha));
   }
-  if (!PositiveFinite(options.estimate_ttl)) {
+  if (!PositiveFinite(options.rule.key_ttl)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "estimate_ttl must be finite and > 0 seconds, got ", options.estimate_ttl.count()));
+        "rule.key_ttl must be finite and > 0 seconds, got ", options.rule.key_ttl.count()));
   }
-  if (options.sweep_batch < 1) return absl::InvalidArgumentError("sweep_batch must be >= 1");
-  if (options.max_pending_total < 1) {
-    return absl::InvalidArgumentError("max_pending_total must be >= 1");
-  }
-  if (options.max_pending_per_key < 1) {
-    return absl::InvalidArgumentError("max_pending_per_key must be >= 1");
-  }
-  if (options.worker_threads < 0) {
+  if (!PositiveFinite(options.rule.estimate_ttl)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("worker_threads must be >= 0, got ", options.worker_threads));
+        absl::StrCat("rule.estimate_ttl must be finite and > 0 seconds, got ",
+                     options.rule.estimate_ttl.count()));
   }
-  if (options.fiber_stack_bytes < 16 * 1024) {
+  if (options.rule.sweep_batch < 1)
+    return absl::InvalidArgumentError("rule.sweep_batch must be >= 1");
+  if (options.rule.max_pending_total < 1) {
+    return absl::InvalidArgumentError("rule.max_pending_total must be >= 1");
+  }
+  if (options.rule.max_pending_per_key < 1) {
+    return absl::InvalidArgumentError("rule.max_pending_per_key must be >= 1");
+  }
+  if (options.runtime.worker_threads < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("fiber_stack_bytes must be >= 16384, got ", options.fiber_stack_bytes));
+        absl::StrCat("runtime.worker_threads must be >= 0, got ", options.runtime.worker_threads));
   }
-  if (!std::isfinite(options.shortest_first_aging) || options.shortest_first_aging < 0) {
+  if (options.runtime.fiber_stack_bytes < 16 * 1024) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "shortest_first_aging must be finite and >= 0, got ", options.shortest_first_aging));
+        "runtime.fiber_stack_bytes must be >= 16384, got ", options.runtime.fiber_stack_bytes));
   }
-  if (options.adaptive_capacity) {
-    if (Status s = ValidateAdaptiveCapacity(*options.adaptive_capacity, options.max_concurrency);
+  if (!std::isfinite(options.rule.shortest_first_aging) || options.rule.shortest_first_aging < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rule.shortest_first_aging must be finite and >= 0, got ",
+                     options.rule.shortest_first_aging));
+  }
+  if (options.rule.adaptive_capacity) {
+    if (Status s =
+            ValidateAdaptiveCapacity(*options.rule.adaptive_capacity, options.rule.max_concurrency);
         !s.ok()) {
-      return s;
+      return absl::InvalidArgumentError(absl::StrCat("rule.", s.message()));
     }
   }
-  if (options.aging) {
-    const AgingConfig& a = *options.aging;
+  if (options.rule.aging) {
+    const AgingConfig& a = *options.rule.aging;
     if (!(std::isfinite(a.grace.count()) && a.grace.count() >= 0)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("aging.grace must be finite and >= 0 seconds, got ", a.grace.count()));
+          absl::StrCat("rule.aging.grace must be finite and >= 0 seconds, got ", a.grace.count()));
     }
     if (!PositiveFinite(a.interval)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("aging.interval must be finite and > 0 seconds, got ", a.interval.count()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rule.aging.interval must be finite and > 0 seconds, got ", a.interval.count()));
     }
     if (a.ceiling < 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat("aging.ceiling must be a priority >= 1, got ", a.ceiling));
+          absl::StrCat("rule.aging.ceiling must be a priority >= 1, got ", a.ceiling));
     }
   }
-  if (Status s = ValidateKeyLimits(options.default_key_limits); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("default_key_limits: ", s.message()));
+  if (Status s = ValidateKeyLimits(options.rule.default_key_limits); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("rule.default_key_limits: ", s.message()));
   }
-  if (options.observer_queue_limit < 1) {
-    return absl::InvalidArgumentError("observer_queue_limit must be >= 1");
+  if (options.runtime.observer_queue_limit < 1) {
+    return absl::InvalidArgumentError("runtime.observer_queue_limit must be >= 1");
   }
-  for (const auto& observer : options.observers) {
-    if (!observer) return absl::InvalidArgumentError("observers: an observer is null");
+  for (const auto& observer : options.runtime.observers) {
+    if (!observer) return absl::InvalidArgumentError("runtime.observers: an observer is null");
   }
-  if (!PositiveFinite(options.sweep_interval)) {
+  if (!PositiveFinite(options.runtime.sweep_interval)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("runtime.sweep_interval must be finite and > 0 seconds, got ",
+                     options.runtime.sweep_interval.count()));
+  }
+  if (!PositiveFinite(options.persistence.state_flush_interval)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("persistence.state_flush_interval must be finite and > 0 seconds, got ",
+                     options.persistence.state_flush_interval.count()));
+  }
+  if (!PositiveFinite(options.fleet.lease_ttl)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "sweep_interval must be finite and > 0 seconds, got ", options.sweep_interval.count()));
+        "fleet.lease_ttl must be finite and > 0 seconds, got ", options.fleet.lease_ttl.count()));
   }
-  if (!PositiveFinite(options.state_flush_interval)) {
+  if (!PositiveFinite(options.fleet.claim_interval)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("state_flush_interval must be finite and > 0 seconds, got ",
-                     options.state_flush_interval.count()));
+        absl::StrCat("fleet.claim_interval must be finite and > 0 seconds, got ",
+                     options.fleet.claim_interval.count()));
   }
-  if (!PositiveFinite(options.lease_ttl)) {
+  if (options.fleet.max_claimed < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("lease_ttl must be finite and > 0 seconds, got ", options.lease_ttl.count()));
+        absl::StrCat("fleet.max_claimed must be >= 0, got ", options.fleet.max_claimed));
   }
-  if (!PositiveFinite(options.claim_interval)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "claim_interval must be finite and > 0 seconds, got ", options.claim_interval.count()));
-  }
-  if (options.max_claimed < 0) {
+  if (!options.fleet.conflict_groups.empty() &&
+      (!options.persistence.store || !options.persistence.store->AsShared())) {
     return absl::InvalidArgumentError(
-        absl::StrCat("max_claimed must be >= 0, got ", options.max_claimed));
+        "fleet.conflict_groups needs a shared store (persistence.store: the PostgreSQL store)");
   }
-  if (!options.fleet_conflict_groups.empty() && (!options.store || !options.store->AsShared())) {
+  if (!options.fleet.type_caps.empty() &&
+      (!options.persistence.store || !options.persistence.store->AsShared())) {
     return absl::InvalidArgumentError(
-        "fleet_conflict_groups needs a shared store (SchedulerOptions::store: the PostgreSQL "
-        "store)");
+        "fleet.type_caps needs a shared store (persistence.store: the PostgreSQL store)");
   }
-  if (!options.fleet_type_caps.empty() && (!options.store || !options.store->AsShared())) {
-    return absl::InvalidArgumentError(
-        "fleet_type_caps needs a shared store (SchedulerOptions::store: the PostgreSQL store)");
-  }
-  for (const auto& [type, cap] : options.fleet_type_caps) {
+  for (const auto& [type, cap] : options.fleet.type_caps) {
     if (cap < 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat("fleet_type_caps of '", type, "' must be >= 1, got ", cap));
+          absl::StrCat("fleet.type_caps of '", type, "' must be >= 1, got ", cap));
     }
   }
-  for (const std::string& group : options.fleet_conflict_groups) {
-    if (group.empty()) return absl::InvalidArgumentError("a fleet_conflict_groups entry is empty");
+  for (const std::string& group : options.fleet.conflict_groups) {
+    if (group.empty()) return absl::InvalidArgumentError("a fleet.conflict_groups entry is empty");
   }
   return absl::OkStatus();
 }

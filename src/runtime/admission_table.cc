@@ -14,8 +14,8 @@ AdmissionTable::AdmissionTable(const SchedulerOptions& options,
     : options_(options),
       epoch_(std::chrono::steady_clock::now()),
       owner_(owner),
-      intake_open_(options.max_pending_total == SchedulerOptions::kUnlimited &&
-                   options.max_pending_per_key == SchedulerOptions::kUnlimited),
+      intake_open_(options.rule.max_pending_total == RuleOptions::kUnlimited &&
+                   options.rule.max_pending_per_key == RuleOptions::kUnlimited),
       core_(std::move(core)),
       log_(options, *core_) {}
 

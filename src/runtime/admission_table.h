@@ -106,10 +106,10 @@ class AdmissionTable {
   AdmissionTable(const SchedulerOptions& options, std::unique_ptr<core::AdmissionCore> core,
                  Owner& owner);
 
-  // The scheduler's clock (SchedulerOptions::clock, else steady time since the start).
+  // The scheduler's clock (RuntimeOptions::clock, else steady time since the start).
   double Now() const {
-    const Seconds t =
-        options_.clock ? options_.clock() : Seconds(std::chrono::steady_clock::now() - epoch_);
+    const Seconds t = options_.runtime.clock ? options_.runtime.clock()
+                                             : Seconds(std::chrono::steady_clock::now() - epoch_);
     return std::isfinite(t.count()) ? t.count() : 0.0;
   }
 

@@ -1,6 +1,6 @@
 // CapacityController: adaptive capacity (fairgate/adaptive_capacity.h), a service on the
 // scheduler's Submission. Internal to src/runtime; exists only with
-// SchedulerOptions::adaptive_capacity.
+// RuleOptions::adaptive_capacity.
 //
 // Once per interval, on the scheduler's timer, it samples the stall counter (the CPU pressure
 // since the previous sample) and applies the rule (NextCapacity) to the global cap in force,

@@ -18,7 +18,9 @@ JobEvent EventAbout(JobEvent::Kind kind, double now, std::string_view type, std:
 }  // namespace
 
 DecisionLog::DecisionLog(const SchedulerOptions& options, core::AdmissionCore& core)
-    : core_(core), delivery_(options.observers, options.evidence, options.observer_queue_limit) {
+    : core_(core),
+      delivery_(options.runtime.observers, options.runtime.evidence,
+                options.runtime.observer_queue_limit) {
   if (delivery_.wants_events()) core_.set_promotion_log(&promotions_);
 }
 

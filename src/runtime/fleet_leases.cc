@@ -10,10 +10,10 @@ namespace fairgate::internal {
 FleetLeases::FleetLeases(StateKeeper& keeper, WriteRetries& writes, const SchedulerOptions& options)
     : keeper_(keeper),
       writes_(writes),
-      groups_(options.fleet_conflict_groups),
-      caps_(options.fleet_type_caps.begin(), options.fleet_type_caps.end()),
-      lease_seconds_(options.lease_ttl.count()),
-      longest_wait_seconds_(options.claim_interval.count()) {}
+      groups_(options.fleet.conflict_groups),
+      caps_(options.fleet.type_caps.begin(), options.fleet.type_caps.end()),
+      lease_seconds_(options.fleet.lease_ttl.count()),
+      longest_wait_seconds_(options.fleet.claim_interval.count()) {}
 
 void FleetLeases::TypeRegistered(std::string_view type, const JobTypeConfig& config) {
   Needs needs;

@@ -1,8 +1,8 @@
 // FleetLeases: the leases a job takes in a shared store (SharedStore) before it runs, so that
 // what holds for one replica holds for the fleet:
-// - a conflict group named in SchedulerOptions::fleet_conflict_groups: one of the conflict_limit
+// - a conflict group named in FleetOptions::conflict_groups: one of the conflict_limit
 //   slots of the job's resource (group, id);
-// - a type with a fleet-wide cap (SchedulerOptions::fleet_type_caps): one of the cap's slots,
+// - a type with a fleet-wide cap (FleetOptions::type_caps): one of the cap's slots,
 //   the resource (kFleetCapGroup, type).
 // A job takes the cap's slot first, then its resource's; if the resource is held elsewhere it
 // gives the cap's slot back and tries both again after a backoff (5 ms, doubling up to

@@ -28,30 +28,31 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
       keeper_(std::move(keeper)),
       table_(options, std::move(core), *this),
       background_(WithCancel(Context::Background())),
-      pool_(options.worker_threads > 0 ? options.worker_threads : options.max_concurrency,
-            options.fiber_stack_bytes),
-      next_sweep_(
-          internal::Timer::Clock::now() +
-          std::chrono::duration_cast<internal::Timer::Clock::duration>(options.sweep_interval)) {
+      pool_(options.runtime.worker_threads > 0 ? options.runtime.worker_threads
+                                               : options.rule.max_concurrency,
+            options.runtime.fiber_stack_bytes),
+      next_sweep_(internal::Timer::Clock::now() +
+                  std::chrono::duration_cast<internal::Timer::Clock::duration>(
+                      options.runtime.sweep_interval)) {
   if (keeper_) {
     // The keys' costs now; each type's estimates when it is registered.
     std::vector<SavedKey> restored = table_.RestoreKeys(keeper_->TakeKeys(), internal::WallNow());
     writes_ = std::make_unique<internal::WriteRetries>(*keeper_);
     durable_ = std::make_unique<internal::DurableJobs>(*this, *keeper_, *writes_);
-    keeper_->StartFlusher(options_.state_flush_interval, [this](double since) {
+    keeper_->StartFlusher(options_.persistence.state_flush_interval, [this](double since) {
       return table_.Learned(since, keeper_->shared_store() != nullptr);
     });
     if (keeper_->shared_store() != nullptr) {
       fleet_costs_ = std::make_unique<internal::FleetCosts>(*this, *keeper_);
       // Already the fleet's: shared again only what is charged here from now on.
       for (const SavedKey& key : restored) fleet_costs_->Restored(key.key, key.accumulated_cost);
-      if (!options_.fleet_conflict_groups.empty() || !options_.fleet_type_caps.empty()) {
+      if (!options_.fleet.conflict_groups.empty() || !options_.fleet.type_caps.empty()) {
         fleet_ = std::make_unique<internal::FleetLeases>(*keeper_, *writes_, options_);
       }
       const internal::Claimer::Settings settings{
-          options_.lease_ttl.count(), options_.claim_interval.count(),
-          static_cast<std::size_t>(options_.max_claimed > 0 ? options_.max_claimed
-                                                            : options_.max_concurrency)};
+          options_.fleet.lease_ttl.count(), options_.fleet.claim_interval.count(),
+          static_cast<std::size_t>(options_.fleet.max_claimed > 0 ? options_.fleet.max_claimed
+                                                                  : options_.rule.max_concurrency)};
       claimer_ = std::make_unique<internal::Claimer>(
           *keeper_, settings, [this] { return durable_->ClaimableTypes(); },
           [this](std::vector<StoredJob> jobs) { durable_->QueueClaimed(std::move(jobs)); },
@@ -60,9 +61,10 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
       claimer_->StartThread();
     }
   }
-  if (options_.adaptive_capacity) {
+  if (options_.rule.adaptive_capacity) {
     capacity_ = std::make_unique<internal::CapacityController>(
-        *this, *options_.adaptive_capacity, options_.max_concurrency, std::move(stalled_seconds));
+        *this, *options_.rule.adaptive_capacity, options_.rule.max_concurrency,
+        std::move(stalled_seconds));
   }
   timer_.Start();
 }
@@ -85,9 +87,10 @@ Status Scheduler::Impl::RegisterType(std::string_view name, const JobTypeConfig&
   if (!first.ok()) return first.status();
   if (fleet_) fleet_->TypeRegistered(name, config);
   if (*first) {
-    for (const std::string& warning : JobTypeWarnings(name, config, options_.max_concurrency)) {
-      if (options_.warn) {
-        options_.warn(warning);
+    for (const std::string& warning :
+         JobTypeWarnings(name, config, options_.rule.max_concurrency)) {
+      if (options_.runtime.warn) {
+        options_.runtime.warn(warning);
       } else {
         std::fprintf(stderr, "fairgate: warning: %s\n", warning.c_str());
       }
@@ -108,7 +111,7 @@ StatusOr<PeriodicJob> Scheduler::Impl::SubmitEvery(std::string_view type, std::s
 Status Scheduler::Impl::NeedStore(std::string_view what) const {
   return absl::FailedPreconditionError(absl::StrCat(
       absl::string_view(what.data(), what.size()),
-      " needs a store: set SchedulerOptions::store (fairgate/sqlite_store.h opens one)"));
+      " needs a store: set PersistenceOptions::store (fairgate/sqlite_store.h opens one)"));
 }
 
 Status Scheduler::Impl::RegisterDurable(std::string_view type, DurableHandler handler,
@@ -251,8 +254,8 @@ void Scheduler::Impl::TimerRunDue(internal::Timer::Clock::time_point now) {
   }
   if (capacity_) capacity_->Tick(now);
   if (now < next_sweep_) return;
-  next_sweep_ =
-      now + std::chrono::duration_cast<internal::Timer::Clock::duration>(options_.sweep_interval);
+  next_sweep_ = now + std::chrono::duration_cast<internal::Timer::Clock::duration>(
+                          options_.runtime.sweep_interval);
   table_.Sweep();
 }
 
@@ -260,8 +263,8 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& o
   StatusOr<std::unique_ptr<core::AdmissionCore>> core = core::AdmissionCore::Create(options);
   if (!core.ok()) return core.status();
   std::function<StatusOr<double>()> stalled_seconds;
-  if (options.adaptive_capacity) {
-    stalled_seconds = options.adaptive_capacity->stalled_seconds;
+  if (options.rule.adaptive_capacity) {
+    stalled_seconds = options.rule.adaptive_capacity->stalled_seconds;
     if (!stalled_seconds) {
       // The kernel's counter, which must be readable now.
       if (StatusOr<double> probe = internal::ReadCpuStallSeconds(); !probe.ok()) {

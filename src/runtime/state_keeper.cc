@@ -14,7 +14,7 @@ double WallNow() {
 }
 
 StatusOr<std::unique_ptr<StateKeeper>> StateKeeper::Open(const SchedulerOptions& options) {
-  std::shared_ptr<Store> store = options.store;
+  std::shared_ptr<Store> store = options.persistence.store;
   if (!store) return std::unique_ptr<StateKeeper>();
   StatusOr<LearnedState> loaded = store->LoadLearned();
   if (!loaded.ok()) return loaded.status();
@@ -25,8 +25,8 @@ StatusOr<std::unique_ptr<StateKeeper>> StateKeeper::Open(const SchedulerOptions&
 StateKeeper::StateKeeper(std::shared_ptr<Store> store, const SchedulerOptions& options,
                          LearnedState loaded)
     : store_(std::move(store)),
-      estimate_ttl_(options.estimate_ttl.count()),
-      key_ttl_(options.key_ttl.count()) {
+      estimate_ttl_(options.rule.estimate_ttl.count()),
+      key_ttl_(options.rule.key_ttl.count()) {
   std::sort(
       loaded.estimates.begin(), loaded.estimates.end(),
       [](const SavedEstimate& a, const SavedEstimate& b) { return a.last_used < b.last_used; });

@@ -130,7 +130,7 @@ ReportSummary Summarize(const Trace& trace, const SimResult& result) {
       n > 0 && sum_squares > 0 ? sum * sum / (static_cast<double>(n) * sum_squares) : 1;
   summary.span = std::max(0.0, last_done - first_arrival);
   summary.utilization =
-      summary.span > 0 ? busy / (trace.options.max_concurrency * summary.span) : 0;
+      summary.span > 0 ? busy / (trace.options.rule.max_concurrency * summary.span) : 0;
   return summary;
 }
 
@@ -149,7 +149,7 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
     bool conflict, aged;
   };
   std::vector<Bar> bars;
-  std::vector<bool> busy(static_cast<std::size_t>(trace.options.max_concurrency), false);
+  std::vector<bool> busy(static_cast<std::size_t>(trace.options.rule.max_concurrency), false);
   std::map<std::size_t, std::size_t> bar_of_job;
   double end_time = 0;
   for (const SimEvent& e : result.events) {
@@ -182,8 +182,8 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
       "{text-align:left}.swatch{display:inline-block;width:12px;height:12px;margin-right:6px;"
       "vertical-align:middle}</style></head><body>\n<h1>",
       Escape(title), "</h1>\n<p>", result.jobs.size(), " jobs, capacity ",
-      trace.options.max_concurrency, ", ", Escape(trace.mode), " mode",
-      trace.options.aging ? ", aging" : "", ". Utilization <b>",
+      trace.options.rule.max_concurrency, ", ", Escape(trace.mode), " mode",
+      trace.options.rule.aging ? ", aging" : "", ". Utilization <b>",
       absl::StrFormat("%.1f%%", 100 * summary.utilization),
       "</b>, Jain's fairness index of the "
       "keys' mean slowdowns <b>",
@@ -204,7 +204,7 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
   absl::StrAppend(&html, "</table>\n");
 
   // The timeline.
-  const int rows = trace.options.max_concurrency;
+  const int rows = trace.options.rule.max_concurrency;
   const int timeline_height = kTop + rows * kRow + 40;
   absl::StrAppend(&html,
                   "<h2>Slots over time</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "

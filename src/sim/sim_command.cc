@@ -61,10 +61,10 @@ int RunSimCommand(const std::vector<std::string>& traces, const SimOutputs& outp
       return 2;
     }
     out << path << " (" << trace->mode << " mode, " << trace->jobs.size() << " jobs, capacity "
-        << trace->options.max_concurrency << ")\n"
+        << trace->options.rule.max_concurrency << ")\n"
         << FormatKeyTable(*result);
     if (!result->capacity_changes.empty()) {  // adaptive capacity: where the cap went, and when
-      out << "  capacity (from " << trace->options.max_concurrency << "):";
+      out << "  capacity (from " << trace->options.rule.max_concurrency << "):";
       const char* separator = " ";
       for (const auto& [t, capacity] : result->capacity_changes) {
         out << separator << capacity << " at " << FormatNumber(t);

@@ -130,7 +130,7 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
   // last tick during which they were more than the cores (some job waited for a CPU).
   int slots_running = 0;
   double overloaded = 0, last_t = 0;
-  const std::optional<AdaptiveCapacity>& adaptive = trace.options.adaptive_capacity;
+  const std::optional<AdaptiveCapacity>& adaptive = trace.options.rule.adaptive_capacity;
   // The k-th interval ends at k * interval (a product, not a sum of k intervals, which drifts).
   std::int64_t ticks = 0;
   auto tick_at = [&](std::int64_t k) {
@@ -143,7 +143,7 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
   // by one, while jobs are pending and `low` is above 0), so they end, at max_concurrency at the
   // latest.
   auto cap_may_grow = [&] {
-    return adaptive && NextCapacity(*adaptive, core.capacity(), trace.options.max_concurrency,
+    return adaptive && NextCapacity(*adaptive, core.capacity(), trace.options.rule.max_concurrency,
                                     /*pressure=*/0.0, core.pending_jobs() > 0) != core.capacity();
   };
 
@@ -166,7 +166,7 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
     if (t == next_tick) {  // adaptive capacity's rule, on the pressure of the interval
       const int current = core.capacity();
       const int capacity =
-          NextCapacity(*adaptive, current, trace.options.max_concurrency,
+          NextCapacity(*adaptive, current, trace.options.rule.max_concurrency,
                        overloaded / adaptive->interval.count(), core.pending_jobs() > 0);
       if (capacity != current) {
         if (Status s = core.SetCapacity(capacity); !s.ok()) return s;
@@ -285,7 +285,7 @@ std::string FormatNumber(double value) {
 std::string FormatEvent(const Trace& trace, const SimResult& result, const SimEvent& event) {
   const TraceJob& job = result.jobs[event.job];
   std::string tiers;
-  if (trace.options.aging && event.kind == SimEvent::Kind::kAdmit) {
+  if (trace.options.rule.aging && event.kind == SimEvent::Kind::kAdmit) {
     tiers = absl::StrCat(",\"tier\":", ConfigOf(trace, job.type).priority,
                          ",\"effective_tier\":", event.effective_priority);
   }

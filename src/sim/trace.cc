@@ -385,19 +385,19 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
   FAIRGATE_ASSIGN_OR_RETURN(capacity, r.Integer("capacity", true, 1));
   FAIRGATE_ASSIGN_OR_RETURN(alpha, r.Number("alpha", false));
   FAIRGATE_ASSIGN_OR_RETURN(until, r.Number("until", false));
-  if (reconcile) trace.options.reconcile = *reconcile;
-  if (idle_catch_up) trace.options.idle_catch_up = *idle_catch_up;
-  trace.options.max_concurrency = *capacity;
+  if (reconcile) trace.options.rule.reconcile = *reconcile;
+  if (idle_catch_up) trace.options.rule.idle_catch_up = *idle_catch_up;
+  trace.options.rule.max_concurrency = *capacity;
   if (alpha) {
     if (!(*alpha > 0 && *alpha <= 1)) {
       return r.Error("alpha", absl::StrCat("must be in (0, 1], got ", *alpha));
     }
-    trace.options.alpha = *alpha;
+    trace.options.rule.alpha = *alpha;
   }
   trace.until = until;
   if (const Json* aging = r.Get("aging")) {
     FAIRGATE_ASSIGN_OR_RETURN(config, ParseAging(*aging, absl::StrCat(file, ": aging")));
-    trace.options.aging = config;
+    trace.options.rule.aging = config;
   }
   if (const Json* machine = r.Get("machine")) {
     const std::string where = absl::StrCat(file, ": machine");
@@ -416,12 +416,12 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
           absl::StrCat(where, ": needs a machine (its pressure is the signal)"));
     }
     FAIRGATE_ASSIGN_OR_RETURN(rule, ParseAdaptiveCapacity(*adaptive, where, *capacity));
-    trace.options.adaptive_capacity = rule;
+    trace.options.rule.adaptive_capacity = rule;
   }
   FAIRGATE_ASSIGN_OR_RETURN(shortest_first, r.Bool("shortest_first"));
-  trace.options.shortest_first = shortest_first.value_or(false);
+  trace.options.rule.shortest_first = shortest_first.value_or(false);
   FAIRGATE_ASSIGN_OR_RETURN(sjf_aging, r.Number("shortest_first_aging", false));
-  trace.options.shortest_first_aging = sjf_aging.value_or(0);
+  trace.options.rule.shortest_first_aging = sjf_aging.value_or(0);
   if (const Json* limits = r.Get("default_key_limits")) {
     const std::string where = absl::StrCat(file, ": default_key_limits");
     if (!limits->is_object()) {
@@ -430,7 +430,7 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
     ObjectReader lr(*limits, where);
     if (Status s = lr.OnlyFields({"max_running", "min_running"}); !s.ok()) return s;
     FAIRGATE_ASSIGN_OR_RETURN(parsed, ParseLimits(lr));
-    if (parsed) trace.options.default_key_limits = *parsed;
+    if (parsed) trace.options.rule.default_key_limits = *parsed;
   }
   if (const Json* keys = r.Get("keys")) {
     if (!keys->is_object()) return r.Error("keys", "must be an object of fairness keys");

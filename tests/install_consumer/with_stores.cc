@@ -18,7 +18,7 @@ int main() {
   fairgate::SchedulerOptions options;
   auto store = fairgate::OpenSqliteStore(dir + "/state.db");
   if (!store.ok()) return 1;
-  options.store = *std::move(store);
+  options.persistence.store = *std::move(store);
   auto scheduler = fairgate::Scheduler::Create(options);
   bool ok = scheduler.ok() &&
             (*scheduler)->RegisterType("clone", {.max_concurrency = 2, .priority = 2}).ok() &&
