@@ -74,7 +74,8 @@ void BM_SubmitDurable(benchmark::State& state) {
   std::int64_t n = 0;
   const std::string payload(64, 'p');
   for (auto _ : state) {
-    if (!s->SubmitDurable("fetch", "repo" + std::to_string(n % 1000), "k" + std::to_string(n % 10),
+    if (!s->SubmitDurable({TypeName("fetch"), JobId("repo" + std::to_string(n % 1000)),
+                           FairnessKey("k" + std::to_string(n % 10))},
                           payload)
              .ok()) {
       state.SkipWithError("SubmitDurable failed");
@@ -100,8 +101,9 @@ void BM_SubmitDurableConcurrently(benchmark::State& state) {
       submitters.emplace_back([&, t, first = n] {
         for (int i = 0; i < kPerThread; ++i) {
           const std::int64_t id = first + t * kPerThread + i;
-          if (!s->SubmitDurable("fetch", "repo" + std::to_string(id % 1000),
-                                "k" + std::to_string(id % 10), payload)
+          if (!s->SubmitDurable({TypeName("fetch"), JobId("repo" + std::to_string(id % 1000)),
+                                 FairnessKey("k" + std::to_string(id % 10))},
+                                payload)
                    .ok()) {
             failed = true;
           }
@@ -133,7 +135,8 @@ void BM_SubmitDurableBatch(benchmark::State& state) {
     keys.push_back("k" + std::to_string(i % 10));
   }
   std::vector<DurableSubmission> batch;
-  for (std::size_t i = 0; i < size; ++i) batch.push_back({"fetch", ids[i], keys[i], payload});
+  for (std::size_t i = 0; i < size; ++i)
+    batch.push_back({{TypeName("fetch"), JobId(ids[i]), FairnessKey(keys[i])}, payload});
   for (auto _ : state) {
     if (!s->SubmitDurableBatch(batch).ok()) {
       state.SkipWithError("SubmitDurableBatch failed");
@@ -155,7 +158,7 @@ void BM_DurableThroughCompletion(benchmark::State& state) {
   constexpr int kBatch = 200;
   for (auto _ : state) {
     for (int i = 0; i < kBatch; ++i, ++n) {
-      (void)s->SubmitDurable("fetch", "repo" + std::to_string(n % 1000), "", "");
+      (void)s->SubmitDurable({TypeName("fetch"), JobId("repo" + std::to_string(n % 1000))}, "");
     }
     while (!reader->LiveJobs()->empty())
       std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -212,8 +215,9 @@ void BM_RunSyncWhileFlushing(benchmark::State& state) {
   (void)s->RegisterType("clone", {.max_concurrency = 8, .priority = 8});
   std::int64_t n = 0;
   for (auto _ : state) {
-    (void)s->RunSync(Context::Background(), "clone", "repo" + std::to_string(n % 1000),
-                     "k" + std::to_string(n % keys),
+    (void)s->RunSync(Context::Background(),
+                     {TypeName("clone"), JobId("repo" + std::to_string(n % 1000)),
+                      FairnessKey("k" + std::to_string(n % keys))},
                      [](const Context&) { return absl::OkStatus(); });
     ++n;
   }

@@ -163,7 +163,7 @@ void BM_SubmitBurst(benchmark::State& state) {
     const auto start = std::chrono::steady_clock::now();
     const double thread_cpu_start = ThreadCpuSeconds();
     for (int i = 0; i < jobs; ++i) {
-      if (!scheduler->Submit("noop", "repo", "", Noop, ran).ok()) {
+      if (!scheduler->Submit({TypeName("noop"), JobId("repo")}, Noop, ran).ok()) {
         state.SkipWithError("refused");
         return;
       }
@@ -209,7 +209,7 @@ void BM_SubmitBacklog(benchmark::State& state) {
     std::shared_future<void> released = release.get_future().share();
     for (int i = 0; i < capacity; ++i) {
       (void)scheduler->Submit(
-          "noop", "hold", "",
+          {TypeName("noop"), JobId("hold")},
           [&, released](const Context&) {
             held.Arrive();
             released.wait();  // blocks this worker's thread until the backlog is in place
@@ -219,7 +219,11 @@ void BM_SubmitBacklog(benchmark::State& state) {
     }
     held.Wait(std::min(capacity, threads > 0 ? threads : capacity));
     for (int i = 0; i < backlog; ++i) {
-      if (!scheduler->Submit("noop", "repo", "key" + std::to_string(i % 1000), Noop, count).ok()) {
+      if (!scheduler
+               ->Submit(
+                   {TypeName("noop"), JobId("repo"), FairnessKey("key" + std::to_string(i % 1000))},
+                   Noop, count)
+               .ok()) {
         state.SkipWithError("refused");
         return;
       }
@@ -287,10 +291,12 @@ void BM_RunSyncThreads(benchmark::State& state) {
         for (int i = 0; i < kPerThread; ++i) {
           const auto called = SteadyClock::now();
           double& wait = waits[static_cast<std::size_t>(t) * kPerThread + i];
-          (void)scheduler->RunSync(Context::Background(), "noop", "repo", key, [&](const Context&) {
-            wait = Micros(SteadyClock::now() - called);
-            return absl::OkStatus();
-          });
+          (void)scheduler->RunSync(Context::Background(),
+                                   {TypeName("noop"), JobId("repo"), FairnessKey(key)},
+                                   [&](const Context&) {
+                                     wait = Micros(SteadyClock::now() - called);
+                                     return absl::OkStatus();
+                                   });
         }
       });
     }
@@ -328,7 +334,8 @@ void BM_RunSyncFibers(benchmark::State& state) {
             for (int i = 0; i < kPerFiber; ++i) {
               const auto called = SteadyClock::now();
               double& wait = waits[static_cast<std::size_t>(f) * kPerFiber + i];
-              (void)scheduler->RunSync(Context::Background(), "noop", "repo", key,
+              (void)scheduler->RunSync(Context::Background(),
+                                       {TypeName("noop"), JobId("repo"), FairnessKey(key)},
                                        [&](const Context&) {
                                          wait = Micros(SteadyClock::now() - called);
                                          return absl::OkStatus();
@@ -374,13 +381,13 @@ void BM_DispatchLatency(benchmark::State& state) {
     if (mode == 0) {
       std::promise<void> release;
       std::shared_future<void> released = release.get_future().share();
-      (void)scheduler->Submit("noop", "hold", [released](const Context&) {
+      (void)scheduler->Submit({TypeName("noop"), JobId("hold")}, [released](const Context&) {
         released.wait();
         return absl::OkStatus();
       });
       for (int i = 0; i < kJobs; ++i) {
         (void)scheduler->Submit(
-            "noop", "repo", "",
+            {TypeName("noop"), JobId("repo")},
             [&, i](const Context&) {
               started[i] = SteadyClock::now();
               ended[i] = SteadyClock::now();
@@ -397,10 +404,11 @@ void BM_DispatchLatency(benchmark::State& state) {
         std::promise<void> ran;
         if (mode == 1) {
           // The RunSync job submits the background job while it holds the slot.
-          (void)scheduler->RunSync(Context::Background(), "noop", "fg", "client",
+          (void)scheduler->RunSync(Context::Background(),
+                                   {TypeName("noop"), JobId("fg"), FairnessKey("client")},
                                    [&](const Context&) {
                                      (void)scheduler->Submit(
-                                         "noop", "bg", "",
+                                         {TypeName("noop"), JobId("bg")},
                                          [&](const Context&) {
                                            started[i] = SteadyClock::now();
                                            ran.set_value();
@@ -413,7 +421,7 @@ void BM_DispatchLatency(benchmark::State& state) {
         } else {
           from = SteadyClock::now();
           (void)scheduler->Submit(
-              "noop", "bg", "",
+              {TypeName("noop"), JobId("bg")},
               [&](const Context&) {
                 started[i] = SteadyClock::now();
                 ran.set_value();
@@ -458,7 +466,8 @@ void BM_Watched(benchmark::State& state) {
   auto scheduler = *Scheduler::Create(options);
   (void)scheduler->RegisterType("noop", {.default_cost = 1, .max_concurrency = 8, .priority = 8});
   for (auto _ : state) {
-    (void)scheduler->RunSync(Context::Background(), "noop", "repo", "client", Noop);
+    (void)scheduler->RunSync(Context::Background(),
+                             {TypeName("noop"), JobId("repo"), FairnessKey("client")}, Noop);
   }
   (void)scheduler->Shutdown(Context::Background());  // counts the delivery's work too
   state.SetItemsProcessed(state.iterations());

@@ -186,47 +186,67 @@ std::vector<Row> Rows() {
         return s->RegisterType("repack", JobTypeConfig{.conflict_group = "git"});
       });
   run("Scheduler::RunSync", "an unknown type", absl::StatusCode::kNotFound, "unknown job type 'x'",
-      [] { return Ready()->RunSync(Context::Background(), "x", "id", "k", Noop); });
+      [] {
+        return Ready()->RunSync(Context::Background(),
+                                {TypeName("x"), JobId("id"), FairnessKey("k")}, Noop);
+      });
   run("Scheduler::RunSync", "an empty id", absl::StatusCode::kInvalidArgument, "job id is empty",
-      [] { return Ready()->RunSync(Context::Background(), "clone", "", "k", Noop); });
+      [] {
+        return Ready()->RunSync(Context::Background(),
+                                {TypeName("clone"), JobId(""), FairnessKey("k")}, Noop);
+      });
   run("Scheduler::PauseType", "an unknown type", absl::StatusCode::kNotFound,
       "unknown job type 'x'", [] { return Ready()->PauseType("x"); });
   run("Scheduler::RunSync", "a cost hint of -1", absl::StatusCode::kInvalidArgument,
       "explicit cost must be finite and >= 0, got -1", [] {
-        return Ready()->RunSync(Context::Background(), "clone", "id", "k", Noop, {.cost = -1});
+        return Ready()->RunSync(Context::Background(),
+                                {TypeName("clone"), JobId("id"), FairnessKey("k")}, Noop,
+                                {.cost = -1});
       });
   run("Scheduler::RunSync", "an empty function", absl::StatusCode::kInvalidArgument,
-      "job function is empty",
-      [] { return Ready()->RunSync(Context::Background(), "clone", "id", "k", nullptr); });
+      "job function is empty", [] {
+        return Ready()->RunSync(Context::Background(),
+                                {TypeName("clone"), JobId("id"), FairnessKey("k")}, nullptr);
+      });
   run("Scheduler::RunSync", "a context already cancelled", absl::StatusCode::kCancelled,
       "cancelled", [] {
         auto [ctx, cancel] = WithCancel(Context::Background());
         cancel();
-        return Ready()->RunSync(ctx, "clone", "id", "k", Noop);
+        return Ready()->RunSync(ctx, {TypeName("clone"), JobId("id"), FairnessKey("k")}, Noop);
       });
   run("Scheduler::RunSync", "after Shutdown", absl::StatusCode::kUnavailable, "shut down", [] {
     auto s = Ready();
     (void)s->Shutdown(Context::Background());
-    return s->RunSync(Context::Background(), "clone", "id", "k", Noop);
+    return s->RunSync(Context::Background(), {TypeName("clone"), JobId("id"), FairnessKey("k")},
+                      Noop);
   });
   auto ignore = [](StatusOr<Permit>) {};
   run("Scheduler::Acquire", "an unknown type", absl::StatusCode::kNotFound, "unknown job type 'x'",
-      [&] { return Ready()->Acquire(Context::Background(), "x", "id", "k", ignore); });
+      [&] {
+        return Ready()->Acquire(Context::Background(),
+                                {TypeName("x"), JobId("id"), FairnessKey("k")}, ignore);
+      });
   run("Scheduler::Acquire", "an empty id", absl::StatusCode::kInvalidArgument, "job id is empty",
-      [&] { return Ready()->Acquire(Context::Background(), "clone", "", "k", ignore); });
+      [&] {
+        return Ready()->Acquire(Context::Background(),
+                                {TypeName("clone"), JobId(""), FairnessKey("k")}, ignore);
+      });
   run("Scheduler::Acquire", "an empty callback", absl::StatusCode::kInvalidArgument,
-      "permit callback is empty",
-      [] { return Ready()->Acquire(Context::Background(), "clone", "id", "k", nullptr); });
+      "permit callback is empty", [] {
+        return Ready()->Acquire(Context::Background(),
+                                {TypeName("clone"), JobId("id"), FairnessKey("k")}, nullptr);
+      });
   run("Scheduler::Acquire", "a context already cancelled", absl::StatusCode::kCancelled,
       "cancelled", [&] {
         auto [ctx, cancel] = WithCancel(Context::Background());
         cancel();
-        return Ready()->Acquire(ctx, "clone", "id", "k", ignore);
+        return Ready()->Acquire(ctx, {TypeName("clone"), JobId("id"), FairnessKey("k")}, ignore);
       });
   run("Scheduler::Acquire", "after Shutdown", absl::StatusCode::kUnavailable, "shut down", [&] {
     auto s = Ready();
     (void)s->Shutdown(Context::Background());
-    return s->Acquire(Context::Background(), "clone", "id", "k", ignore);
+    return s->Acquire(Context::Background(), {TypeName("clone"), JobId("id"), FairnessKey("k")},
+                      ignore);
   });
   run("Scheduler::Submit", "max_pending_per_key jobs already pending",
       absl::StatusCode::kResourceExhausted, "max_pending_per_key", [] {
@@ -236,20 +256,22 @@ std::vector<Row> Rows() {
         auto s = Ready(o);
         auto [ctx, cancel] = WithCancel(Context::Background());
         // One job holds the only slot until cancelled; one waits; the third is refused.
-        (void)s->Submit("clone", "a", "k",
+        (void)s->Submit({TypeName("clone"), JobId("a"), FairnessKey("k")},
                         [ctx = ctx](const Context&) {
                           ctx.Wait();
                           return absl::OkStatus();
                         },
                         {});
         while (s->Snapshot().running == 0) std::this_thread::yield();
-        (void)s->Submit("clone", "b", "k", Noop, {});
-        Status refused = s->Submit("clone", "c", "k", Noop, {});
+        (void)s->Submit({TypeName("clone"), JobId("b"), FairnessKey("k")}, Noop, {});
+        Status refused = s->Submit({TypeName("clone"), JobId("c"), FairnessKey("k")}, Noop, {});
         cancel();
         return refused;
       });
   run("Scheduler::Submit", "an empty function", absl::StatusCode::kInvalidArgument,
-      "job function is empty", [] { return Ready()->Submit("clone", "id", nullptr); });
+      "job function is empty", [] {
+        return Ready()->Submit({TypeName("clone"), JobId("id")}, nullptr);
+      });
   run("Scheduler::SetKeyWeight", "weight = 0", absl::StatusCode::kInvalidArgument,
       "key weight must be finite and > 0", [] { return Ready()->SetKeyWeight("k", 0); });
   run("Scheduler::SetKeyWeight", "weight = NaN", absl::StatusCode::kInvalidArgument,
@@ -271,8 +293,11 @@ std::vector<Row> Rows() {
       "busy_timeout must be finite and >= 0 seconds",
       [] { return OpenSqliteStore(StatePath("busy.db"), {.busy_timeout = Seconds(-1)}).status(); });
   run("Scheduler::SubmitDurable", "no store", absl::StatusCode::kFailedPrecondition,
-      "SubmitDurable needs a store",
-      [] { return Ready()->SubmitDurable("clone", "id", "k", "").status(); });
+      "SubmitDurable needs a store", [] {
+        return Ready()
+            ->SubmitDurable({TypeName("clone"), JobId("id"), FairnessKey("k")}, "")
+            .status();
+      });
   run("Scheduler::RegisterDurable", "no store", absl::StatusCode::kFailedPrecondition,
       "RegisterDurable needs a store", [] {
         return Ready()->RegisterDurable(
@@ -289,17 +314,19 @@ std::vector<Row> Rows() {
         auto s = durable();
         (void)s->RegisterDurable(
             "clone", [](const DurableJob&, const Context&) { return absl::OkStatus(); });
-        return s->SubmitDurable("clone", "id", "k", "").status();
+        return s->SubmitDurable({TypeName("clone"), JobId("id"), FairnessKey("k")}, "").status();
       });
   run("Scheduler::SubmitDurable", "a type without a handler", absl::StatusCode::kNotFound,
       "job type 'clone' has no durable handler", [&] {
         auto s = durable();
         (void)s->Recover();
-        return s->SubmitDurable("clone", "id", "k", "").status();
+        return s->SubmitDurable({TypeName("clone"), JobId("id"), FairnessKey("k")}, "").status();
       });
   run("Scheduler::SubmitDurableBatch", "no store", absl::StatusCode::kFailedPrecondition,
       "SubmitDurableBatch needs a store", [] {
-        return Ready()->SubmitDurableBatch({{"clone", "id", "k", ""}}).status();
+        return Ready()
+            ->SubmitDurableBatch({{{TypeName("clone"), JobId("id"), FairnessKey("k")}, ""}})
+            .status();
       });
   run("Scheduler::SubmitDurableBatch", "an empty id in the second job",
       absl::StatusCode::kInvalidArgument, "job 1 of the batch: job id is empty", [&] {
@@ -307,7 +334,10 @@ std::vector<Row> Rows() {
         (void)s->RegisterDurable(
             "clone", [](const DurableJob&, const Context&) { return absl::OkStatus(); });
         (void)s->Recover();
-        return s->SubmitDurableBatch({{"clone", "a", "k", ""}, {"clone", "", "k", ""}}).status();
+        return s
+            ->SubmitDurableBatch({{{TypeName("clone"), JobId("a"), FairnessKey("k")}, ""},
+                                  {{TypeName("clone"), JobId(""), FairnessKey("k")}, ""}})
+            .status();
       });
   run("Scheduler::RegisterDurable", "an unknown type", absl::StatusCode::kNotFound,
       "unknown job type 'x'", [&] {

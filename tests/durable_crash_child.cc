@@ -98,7 +98,7 @@ int RunCut(const std::string& state, int max_attempts, bool submit) {
   Write("recovered " + std::to_string(report->queued) + " deferred " +
         std::to_string(report->deferred) + " dead " + std::to_string(report->dead));
   if (submit) {
-    auto sequence = scheduler.SubmitDurable("cut", "c", "", "");
+    auto sequence = scheduler.SubmitDurable({fairgate::TypeName("cut"), fairgate::JobId("c")}, "");
     if (!sequence.ok()) return Fail("submit", sequence.status());
     Write("ack c");
   }
@@ -156,11 +156,13 @@ int main(int argc, char** argv) {
     std::vector<std::string> names;
     for (int i = id; i < id + size; ++i) names.push_back(std::to_string(i));
     if (size == 1) {
-      auto sequence = scheduler.SubmitDurable("work", names[0], "", names[0]);
+      auto sequence = scheduler.SubmitDurable(
+          {fairgate::TypeName("work"), fairgate::JobId(names[0])}, names[0]);
       if (!sequence.ok()) return Fail("submit", sequence.status());
     } else {
       std::vector<fairgate::DurableSubmission> batch;
-      for (const std::string& name : names) batch.push_back({"work", name, "", name});
+      for (const std::string& name : names)
+        batch.push_back({{fairgate::TypeName("work"), fairgate::JobId(name)}, name});
       auto sequences = scheduler.SubmitDurableBatch(batch);
       if (!sequences.ok()) return Fail("submit a batch", sequences.status());
     }

@@ -108,7 +108,7 @@ TEST_CASE("Durable.RefusalsNameWhatIsMissing") {
   Status unstored = plain->RegisterDurable("fetch", noop);
   CHECK(unstored.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(unstored.message().find("PersistenceOptions::store") != std::string::npos);
-  CHECK(plain->SubmitDurable("fetch", "a", "", "").status().code() ==
+  CHECK(plain->SubmitDurable({TypeName("fetch"), JobId("a")}, "").status().code() ==
         absl::StatusCode::kFailedPrecondition);
   CHECK(plain->Recover().status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(plain->DeadJobs().status().code() == absl::StatusCode::kFailedPrecondition);
@@ -128,15 +128,16 @@ TEST_CASE("Durable.RefusalsNameWhatIsMissing") {
   REQUIRE(s->RegisterDurable("fetch", ok).ok());
   CHECK(s->RegisterDurable("fetch", ok).code() == absl::StatusCode::kAlreadyExists);
 
-  Status early = s->SubmitDurable("fetch", "a", "", "").status();
+  Status early = s->SubmitDurable({TypeName("fetch"), JobId("a")}, "").status();
   CHECK(early.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(early.message().find("Recover") != std::string::npos);
   REQUIRE(s->Recover().ok());
   CHECK(s->Recover().status().code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(s->SubmitDurable("fetch", "", "", "").status().code() ==
+  CHECK(s->SubmitDurable({TypeName("fetch"), JobId("")}, "").status().code() ==
         absl::StatusCode::kInvalidArgument);
   REQUIRE(s->RegisterType("repack", Type(4, 1)).ok());
-  CHECK(s->SubmitDurable("repack", "a", "", "").status().code() == absl::StatusCode::kNotFound);
+  CHECK(s->SubmitDurable({TypeName("repack"), JobId("a")}, "").status().code() ==
+        absl::StatusCode::kNotFound);
   // Nothing refused was stored.
   CHECK(Live(dir.path() + "/state.db").empty());
 }
@@ -148,8 +149,8 @@ TEST_CASE("Durable.AJobRunsWithItsPayloadAndLeavesTheStoreWhenItSucceeds") {
   auto s = Recording(WithState(path), seen);
   RecoveryReport report = *s->Recover();
   CHECK(report.queued == 0);
-  StatusOr<std::uint64_t> sequence =
-      s->SubmitDurable("fetch", "linux.git", "alice", "refs/heads/main");
+  StatusOr<std::uint64_t> sequence = s->SubmitDurable(
+      {TypeName("fetch"), JobId("linux.git"), FairnessKey("alice")}, "refs/heads/main");
   REQUIRE(sequence.ok());
   REQUIRE(Eventually([&] { return seen.Size() == 1; }));
   CHECK(seen.Get()[0] == "linux.git#1:refs/heads/main");
@@ -173,7 +174,7 @@ TEST_CASE("Durable.PendingJobsSurviveARestartAndRunInTheirStoredOrder") {
     REQUIRE(s->Recover().ok());
     REQUIRE(s->PauseType("fetch").ok());  // nothing runs: all stay pending
     for (const char* id : {"e", "b", "d", "a", "c"}) {
-      REQUIRE(s->SubmitDurable("fetch", id, "", std::string("payload-") + id).ok());
+      REQUIRE(s->SubmitDurable({TypeName("fetch"), JobId(id)}, std::string("payload-") + id).ok());
     }
   }  // shut down with five jobs pending: they stay stored
   REQUIRE(Live(path).size() == 5);
@@ -185,7 +186,7 @@ TEST_CASE("Durable.PendingJobsSurviveARestartAndRunInTheirStoredOrder") {
   CHECK(report.queued == 5);
   CHECK(report.deferred == 0);
   // Submitted after Recover: after every recovered job, whatever its id.
-  REQUIRE(s->SubmitDurable("fetch", "0", "", "new").ok());
+  REQUIRE(s->SubmitDurable({TypeName("fetch"), JobId("0")}, "new").ok());
   REQUIRE(s->ResumeType("fetch").ok());
   REQUIRE(Eventually([&] { return seen.Size() == 6; }));
   CHECK(seen.Get() == std::vector<std::string>{"e#1:payload-e", "b#1:payload-b", "d#1:payload-d",
@@ -212,8 +213,8 @@ TEST_CASE("Durable.AFailedJobIsRetriedWithBackoffThenDeadWithItsLastError") {
                retry)
               .ok());
   REQUIRE(s->Recover().ok());
-  REQUIRE(s->SubmitDurable("fetch", "flaky", "", "").ok());
-  REQUIRE(s->SubmitDurable("fetch", "broken", "", "").ok());
+  REQUIRE(s->SubmitDurable({TypeName("fetch"), JobId("flaky")}, "").ok());
+  REQUIRE(s->SubmitDurable({TypeName("fetch"), JobId("broken")}, "").ok());
   REQUIRE(Eventually([&] { return seen.Size() == 6; }));
   REQUIRE(Eventually([&] {
     StatusOr<std::vector<StoredJob>> dead = s->DeadJobs();
@@ -321,7 +322,7 @@ TEST_CASE("Durable.ABatchIsStoredAtOnceAndRunsInItsOrder") {
   const std::vector<std::string> payloads{"p-e", "p-d", "p-c", "p-b", "p-a"};
   std::vector<DurableSubmission> batch;
   for (std::size_t i = 0; i < ids.size(); ++i) {
-    batch.push_back({"fetch", ids[i], "alice", payloads[i]});
+    batch.push_back({{TypeName("fetch"), JobId(ids[i]), FairnessKey("alice")}, payloads[i]});
   }
   StatusOr<std::vector<std::uint64_t>> sequences = s->SubmitDurableBatch(batch);
   REQUIRE_MESSAGE(sequences.ok(), sequences.status().ToString());
@@ -355,18 +356,21 @@ TEST_CASE("Durable.ABatchWithAJobSubmitDurableWouldRefuseIsRefusedWholeNamingTha
   Seen seen;
   auto s = Recording(WithState(path), seen);
   REQUIRE(s->RegisterType("repack", Type(4, 1)).ok());  // no durable handler
-  const std::vector<DurableSubmission> good{{"fetch", "a", "", ""}, {"fetch", "b", "", ""}};
+  const std::vector<DurableSubmission> good{{{TypeName("fetch"), JobId("a")}, ""},
+                                            {{TypeName("fetch"), JobId("b")}, ""}};
   Status early = s->SubmitDurableBatch(good).status();
   CHECK(early.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(early.message().find("Recover") != std::string::npos);
   REQUIRE(s->Recover().ok());
-  Status empty_id =
-      s->SubmitDurableBatch({{"fetch", "a", "", ""}, {"fetch", "b", "", ""}, {"fetch", "", "", ""}})
-          .status();
+  Status empty_id = s->SubmitDurableBatch({{{TypeName("fetch"), JobId("a")}, ""},
+                                           {{TypeName("fetch"), JobId("b")}, ""},
+                                           {{TypeName("fetch"), JobId("")}, ""}})
+                        .status();
   CHECK(empty_id.code() == absl::StatusCode::kInvalidArgument);
   CHECK(empty_id.message().find("job 2 of the batch") != std::string::npos);
-  Status no_handler =
-      s->SubmitDurableBatch({{"fetch", "a", "", ""}, {"repack", "b", "", ""}}).status();
+  Status no_handler = s->SubmitDurableBatch({{{TypeName("fetch"), JobId("a")}, ""},
+                                             {{TypeName("repack"), JobId("b")}, ""}})
+                          .status();
   CHECK(no_handler.code() == absl::StatusCode::kNotFound);
   CHECK(no_handler.message().find("job 1 of the batch") != std::string::npos);
   CHECK(no_handler.message().find("repack") != std::string::npos);
@@ -386,8 +390,10 @@ TEST_CASE("Durable.ABatchTheQueueHasNoRoomForWaitsInTheStoreAndRunsLater") {
   auto s = Recording(options, seen);
   REQUIRE(s->Recover().ok());
   REQUIRE(s->PauseType("fetch").ok());
-  StatusOr<std::vector<std::uint64_t>> sequences = s->SubmitDurableBatch(
-      {{"fetch", "a", "", ""}, {"fetch", "b", "", ""}, {"fetch", "c", "", ""}});
+  StatusOr<std::vector<std::uint64_t>> sequences =
+      s->SubmitDurableBatch({{{TypeName("fetch"), JobId("a")}, ""},
+                             {{TypeName("fetch"), JobId("b")}, ""},
+                             {{TypeName("fetch"), JobId("c")}, ""}});
   REQUIRE_MESSAGE(sequences.ok(), sequences.status().ToString());  // accepted as a whole
   CHECK(s->Snapshot().pending == 2);
   CHECK(Live(path).size() == 3);
@@ -424,14 +430,20 @@ TEST_CASE("Durable.EstimatesAndCostsSurviveARestart") {
     options.runtime.clock = clock.Fn();
     auto s = *Scheduler::Create(options);
     REQUIRE(s->RegisterType("clone", Type(8, 1, "", 10)).ok());
-    REQUIRE(s->RunSync(Context::Background(), "clone", "linux.git", "alice", [&](const Context&) {
-               clock.now = clock.now + 100;  // the clone took 100 s
-               return absl::OkStatus();
-             }).ok());
-    REQUIRE(s->RunSync(Context::Background(), "clone", "git.git", "bob", [&](const Context&) {
-               clock.now = clock.now + 2;
-               return absl::OkStatus();
-             }).ok());
+    REQUIRE(s->RunSync(Context::Background(),
+                       {TypeName("clone"), JobId("linux.git"), FairnessKey("alice")},
+                       [&](const Context&) {
+                         clock.now = clock.now + 100;  // the clone took 100 s
+                         return absl::OkStatus();
+                       })
+                .ok());
+    REQUIRE(s->RunSync(Context::Background(),
+                       {TypeName("clone"), JobId("git.git"), FairnessKey("bob")},
+                       [&](const Context&) {
+                         clock.now = clock.now + 2;
+                         return absl::OkStatus();
+                       })
+                .ok());
     CHECK(*s->Estimate("clone", "linux.git") == doctest::Approx(0.3 * 100 + 0.7 * 10));
   }  // shut down: flushed
   SchedulerOptions options = WithState(path);
@@ -447,10 +459,13 @@ TEST_CASE("Durable.EstimatesAndCostsSurviveARestart") {
   std::optional<double> before = s->AccumulatedCost("carol");
   CHECK(!before);
   REQUIRE(s->Recover().ok());
-  REQUIRE(s->RunSync(Context::Background(), "clone", "linux.git", "carol", [&](const Context&) {
-             CHECK(*s->AccumulatedCost("carol") == doctest::Approx(37));
-             return absl::OkStatus();
-           }).ok());
+  REQUIRE(s->RunSync(Context::Background(),
+                     {TypeName("clone"), JobId("linux.git"), FairnessKey("carol")},
+                     [&](const Context&) {
+                       CHECK(*s->AccumulatedCost("carol") == doctest::Approx(37));
+                       return absl::OkStatus();
+                     })
+              .ok());
 }
 
 TEST_CASE("Durable.WhatOutlivedItsTtlIsNotRestored") {
@@ -494,8 +509,8 @@ TEST_CASE("Durable.APeriodicJobKeepsItsScheduleAcrossARestart") {
       ran.Open();
     };
     REQUIRE(s->SubmitEvery(
-                 "fetch", "linux.git", Seconds(2), [&](const Context&) { return absl::OkStatus(); },
-                 at_once)
+                 {TypeName("fetch"), JobId("linux.git")}, Seconds(2),
+                 [&](const Context&) { return absl::OkStatus(); }, at_once)
                 .ok());
     REQUIRE(ran.Wait());
   }  // the run's end is flushed at shutdown
@@ -505,7 +520,7 @@ TEST_CASE("Durable.APeriodicJobKeepsItsScheduleAcrossARestart") {
   REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
   // Without the stored end, the first run would come after a random part of the interval.
   REQUIRE(s->SubmitEvery(
-               "fetch", "linux.git", Seconds(2),
+               {TypeName("fetch"), JobId("linux.git")}, Seconds(2),
                [&](const Context&) {
                  second_start = wall();
                  ran.Open();
@@ -521,7 +536,8 @@ TEST_CASE("Durable.APeriodicJobKeepsItsScheduleAcrossARestart") {
 std::pair<Status, int> FillUntilRefused(Scheduler& s) {
   const std::string payload(16 * 1024, 'p');
   for (int i = 0; i < 1000; ++i) {
-    StatusOr<std::uint64_t> r = s.SubmitDurable("fetch", "job" + std::to_string(i), "", payload);
+    StatusOr<std::uint64_t> r =
+        s.SubmitDurable({TypeName("fetch"), JobId("job" + std::to_string(i))}, payload);
     if (!r.ok()) return {r.status(), i};
   }
   return {absl::OkStatus(), 1000};
@@ -531,13 +547,13 @@ std::pair<Status, int> FillUntilRefused(Scheduler& s) {
 // stored before the refusal run too. True when all did.
 bool KeepsWorking(Scheduler& s, const std::atomic<int>& ran, int stored) {
   bool ok = s.ResumeType("fetch").ok();
-  ok &= s.RunSync(Context::Background(), "fetch", "sync", "", [](const Context&) {
+  ok &= s.RunSync(Context::Background(), {TypeName("fetch"), JobId("sync")}, [](const Context&) {
            return absl::OkStatus();
          }).ok();
   // Shared with the job: Open may still be notifying when Wait returns.
   auto background = std::make_shared<testing::Gate>();
   ok &= s.Submit(
-             "fetch", "plain", "",
+             {TypeName("fetch"), JobId("plain")},
              [background](const Context&) {
                background->Open();
                return absl::OkStatus();
@@ -611,14 +627,14 @@ TEST_CASE("Durable.ABatchTheFileCannotTakeStoresNoneOfItsJobs") {
   std::atomic<int> ran{0};
   std::unique_ptr<Scheduler> s = PausedDurable(path, ran);
   REQUIRE(s);
-  REQUIRE(s->SubmitDurable("fetch", "before", "", "").ok());
+  REQUIRE(s->SubmitDurable({TypeName("fetch"), JobId("before")}, "").ok());
   // The batch holds 640 KiB of payloads: a write in the middle of it fails.
   std::optional<FileSizeLimit> limit(std::in_place, 256 * 1024);
   const std::string payload(16 * 1024, 'p');
   std::vector<DurableSubmission> batch;
   std::vector<std::string> ids;
   for (int i = 0; i < 40; ++i) ids.push_back("batch" + std::to_string(i));
-  for (const std::string& id : ids) batch.push_back({"fetch", id, "", payload});
+  for (const std::string& id : ids) batch.push_back({{TypeName("fetch"), JobId(id)}, payload});
   const Status refused = s->SubmitDurableBatch(batch).status();
   limit.reset();
   INFO(refused.ToString());
@@ -681,7 +697,7 @@ TEST_CASE("Durable.AStateFileThatTurnsReadOnlyWhileRunningGivesClearStatusesAndW
   std::atomic<int> ran{0};
   std::unique_ptr<Scheduler> s = PausedDurable(path, ran);
   REQUIRE(s);
-  REQUIRE(s->SubmitDurable("fetch", "before", "", "").ok());
+  REQUIRE(s->SubmitDurable({TypeName("fetch"), JobId("before")}, "").ok());
   const std::vector<std::string> files = {path, path + "-wal"};
   if (!Immutable(files, true)) {
     MESSAGE("skipped: this file system has no immutable attribute");
@@ -691,7 +707,7 @@ TEST_CASE("Durable.AStateFileThatTurnsReadOnlyWhileRunningGivesClearStatusesAndW
     const std::vector<std::string>& files;
     ~Undo() { Immutable(files, false); }  // else the directory cannot be removed
   } undo{files};
-  Status refused = s->SubmitDurable("fetch", "after", "", "").status();
+  Status refused = s->SubmitDurable({TypeName("fetch"), JobId("after")}, "").status();
   INFO(refused.ToString());
   CHECK(refused.code() == absl::StatusCode::kUnavailable);
   CHECK(refused.message().find(path) != std::string::npos);

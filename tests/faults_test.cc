@@ -46,16 +46,23 @@ TEST_CASE("Faults.Clock.JumpsForwardByHoursAndStepsBack") {
     };
   };
   // A job during which the clock jumps three hours ahead: it is charged and learned as such.
-  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "big", "alice", jump(3 * 3600)).ok());
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(),
+                        {TypeName("clone"), JobId("big"), FairnessKey("alice")}, jump(3 * 3600))
+              .ok());
   CHECK(scheduler->Estimate("clone", "big") == doctest::Approx(0.3 * 10800 + 0.7 * 1));
   // A job during which the clock steps back an hour: its run time counts as zero.
-  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "small", "alice", jump(-3600)).ok());
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(),
+                        {TypeName("clone"), JobId("small"), FairnessKey("alice")}, jump(-3600))
+              .ok());
   CHECK(scheduler->Estimate("clone", "small") == doctest::Approx(0.7));
   // Jobs enqueued after the step back (earlier arrival times than older ones) still all run.
   std::atomic<int> done{0};
   for (int i = 0; i < 20; ++i) {
     REQUIRE(scheduler
-                ->Submit("repack", "r" + std::to_string(i), "", jump(i % 2 ? 7200 : -7200),
+                ->Submit({TypeName("repack"), JobId("r" + std::to_string(i))},
+                         jump(i % 2 ? 7200 : -7200),
                          [&](const Status& s) {
                            CHECK(s.ok());
                            ++done;
@@ -66,7 +73,10 @@ TEST_CASE("Faults.Clock.JumpsForwardByHoursAndStepsBack") {
   // A jump far past every TTL: idle keys are forgotten, and nothing pending or running is.
   now->store(now->load() + 24 * 3600);
   CHECK(Eventually([&] { return scheduler->Snapshot().keys_tracked == 0; }));
-  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "small", "bob", jump(0)).ok());
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(),
+                        {TypeName("clone"), JobId("small"), FairnessKey("bob")}, jump(0))
+              .ok());
   const Snapshot s = scheduler->Snapshot();
   CHECK(s.running == 0);
   CHECK(s.pending == 0);
@@ -82,25 +92,28 @@ TEST_CASE("Faults.Exceptions.NonStandardOnesBecomeInternalEverywhere") {
   REQUIRE(scheduler->RegisterType("t", Type(8, 8)).ok());
   auto throws = [](auto what) { return [what](const Context&) -> Status { throw what; }; };
   for (const Status& s :
-       {scheduler->RunSync(Context::Background(), "t", "a", "k", throws(NotAStdException{7})),
-        scheduler->RunSync(Context::Background(), "t", "b", "k", throws(std::string("text"))),
-        scheduler->RunSync(Context::Background(), "t", "c", "k", throws(3.5))}) {
+       {scheduler->RunSync(Context::Background(), {TypeName("t"), JobId("a"), FairnessKey("k")},
+                           throws(NotAStdException{7})),
+        scheduler->RunSync(Context::Background(), {TypeName("t"), JobId("b"), FairnessKey("k")},
+                           throws(std::string("text"))),
+        scheduler->RunSync(Context::Background(), {TypeName("t"), JobId("c"), FairnessKey("k")},
+                           throws(3.5))}) {
     CHECK(s == absl::InternalError("job function threw: an exception that is not a "
                                    "std::exception"));
   }
   std::vector<std::promise<Status>> reported(3);
   REQUIRE(scheduler
-              ->Submit("t", "d", "", throws(NotAStdException{1}),
+              ->Submit({TypeName("t"), JobId("d")}, throws(NotAStdException{1}),
                        [&](const Status& s) { reported[0].set_value(s); })
               .ok());
   REQUIRE(scheduler
-              ->Submit("t", "e", "", throws(nullptr),
+              ->Submit({TypeName("t"), JobId("e")}, throws(nullptr),
                        [&](const Status& s) { reported[1].set_value(s); })
               .ok());
-  REQUIRE(
-      scheduler
-          ->Submit("t", "f", "", throws('x'), [&](const Status& s) { reported[2].set_value(s); })
-          .ok());
+  REQUIRE(scheduler
+              ->Submit({TypeName("t"), JobId("f")}, throws('x'),
+                       [&](const Status& s) { reported[2].set_value(s); })
+              .ok());
   for (auto& r : reported) CHECK(r.get_future().get().code() == absl::StatusCode::kInternal);
   CHECK(scheduler->Snapshot().running == 0);
 }
@@ -128,17 +141,22 @@ TEST_CASE("Faults.Keys.AMillionEphemeralKeysLeaveNoMemoryBehind" *
   auto noop = [](const Context&) { return absl::OkStatus(); };
   // Warm up what stays: the estimate of (clone, repo), the pool, the metrics.
   for (int i = 0; i < 1000; ++i) {
-    REQUIRE(scheduler->RunSync(Context::Background(), "clone", "repo", "warm", noop).ok());
+    REQUIRE(scheduler
+                ->RunSync(Context::Background(),
+                          {TypeName("clone"), JobId("repo"), FairnessKey("warm")}, noop)
+                .ok());
   }
   malloc_trim(0);
   const std::size_t before = HeapInUse();
 
   constexpr int kKeys = 1000000;
   for (int i = 0; i < kKeys; ++i) {
-    REQUIRE(
-        scheduler
-            ->RunSync(Context::Background(), "clone", "repo", "client-" + std::to_string(i), noop)
-            .ok());
+    REQUIRE(scheduler
+                ->RunSync(
+                    Context::Background(),
+                    {TypeName("clone"), JobId("repo"), FairnessKey("client-" + std::to_string(i))},
+                    noop)
+                .ok());
   }
   const std::size_t full = HeapInUse();
   CHECK(scheduler->Snapshot().keys_tracked == kKeys + 1);

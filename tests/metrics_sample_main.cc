@@ -23,15 +23,18 @@ int main() {
   (void)scheduler->RegisterType(
       "repack", {.default_cost = 5, .max_concurrency = 1, .conflict_group = "git", .priority = 1});
   auto ok = [](const Context&) { return absl::OkStatus(); };
-  (void)scheduler->RunSync(Context::Background(), "clone", "linux.git", "alice", ok);
-  (void)scheduler->RunSync(Context::Background(), "clone", "git.git", "bob",
+  (void)scheduler->RunSync(Context::Background(),
+                           {TypeName("clone"), JobId("linux.git"), FairnessKey("alice")}, ok);
+  (void)scheduler->RunSync(Context::Background(),
+                           {TypeName("clone"), JobId("git.git"), FairnessKey("bob")},
                            [](const Context&) { return absl::InternalError("failed"); });
-  (void)scheduler->RunSync(Context::Background(), "unknown", "x", "carol", ok);
-  (void)scheduler->Submit("repack", "linux.git", ok);
+  (void)scheduler->RunSync(Context::Background(),
+                           {TypeName("unknown"), JobId("x"), FairnessKey("carol")}, ok);
+  (void)scheduler->Submit({TypeName("repack"), JobId("linux.git")}, ok);
   (void)scheduler->RegisterDurable(
       "repack", [](const DurableJob&, const Context&) { return absl::OkStatus(); });
   (void)scheduler->Recover();
-  (void)scheduler->SubmitDurable("repack", "git.git", "", "");
+  (void)scheduler->SubmitDurable({TypeName("repack"), JobId("git.git")}, "");
   (void)scheduler->Drain(Context::Background());
   std::string out;
   scheduler->WriteMetrics(out);

@@ -63,22 +63,31 @@ TEST_CASE("Observability.Metrics.CountWhatHappenedWithoutKeysOrIds") {
   REQUIRE(scheduler->RegisterType("clone", Type(8, 2, "", 10)).ok());
   REQUIRE(scheduler->RegisterType("fetch", Type(4, 1, "git")).ok());
 
-  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux.git", "alice", clock.Takes(2))
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(),
+                        {TypeName("clone"), JobId("linux.git"), FairnessKey("alice")},
+                        clock.Takes(2))
               .ok());
   CHECK(scheduler
-            ->RunSync(Context::Background(), "clone", "linux.git", "alice",
+            ->RunSync(Context::Background(),
+                      {TypeName("clone"), JobId("linux.git"), FairnessKey("alice")},
                       clock.Takes(0.003, absl::InternalError("pack failed")))
             .code() == absl::StatusCode::kInternal);
-  CHECK(scheduler->RunSync(Context::Background(), "nope", "linux.git", "alice", clock.Takes(0))
+  CHECK(scheduler
+            ->RunSync(Context::Background(),
+                      {TypeName("nope"), JobId("linux.git"), FairnessKey("alice")}, clock.Takes(0))
             .code() == absl::StatusCode::kNotFound);
   // A pending fetch whose caller gives up: cancelled, never admitted.
   Gate gate;
-  REQUIRE(scheduler->Submit("fetch", "linux.git", "", testing::HoldUntil(gate), {}).ok());
+  REQUIRE(scheduler->Submit({TypeName("fetch"), JobId("linux.git")}, testing::HoldUntil(gate), {})
+              .ok());
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
   auto [ctx, cancel] = WithCancel(Context::Background());
   std::thread waiter([&, ctx = ctx] {
-    CHECK(scheduler->RunSync(ctx, "clone", "git.git", "bob", clock.Takes(0)).code() ==
-          absl::StatusCode::kCancelled);
+    CHECK(scheduler
+              ->RunSync(ctx, {TypeName("clone"), JobId("git.git"), FairnessKey("bob")},
+                        clock.Takes(0))
+              .code() == absl::StatusCode::kCancelled);
   });
   REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 1; }));
   std::string during;
@@ -131,11 +140,11 @@ TEST_CASE("Observability.Metrics.JobsThatWaitedOnACapOrAConflict") {
   };
   std::atomic<int> done{0};
   auto count = [&](const Status&) { ++done; };
-  REQUIRE(scheduler->Submit("fetch", "r", "", held, count).ok());  // runs at once
+  REQUIRE(scheduler->Submit({TypeName("fetch"), JobId("r")}, held, count).ok());  // runs at once
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
   // A second fetch waits for the type's cap; a repack of r, with a slot free, for the conflict.
-  REQUIRE(scheduler->Submit("fetch", "s", "", held, count).ok());
-  REQUIRE(scheduler->Submit("repack", "r", "", held, count).ok());
+  REQUIRE(scheduler->Submit({TypeName("fetch"), JobId("s")}, held, count).ok());
+  REQUIRE(scheduler->Submit({TypeName("repack"), JobId("r")}, held, count).ok());
   clock.now->store(1);  // so that their waits are not zero
   gate.Open();
   REQUIRE(Eventually([&] { return done == 3; }));
@@ -182,10 +191,15 @@ TEST_CASE("Observability.Observers.SeeEveryDecisionInOrderOutsideTheLock") {
   auto scheduler = Make(ObservedOptions(clock, recorder));
   recorder->scheduler = scheduler.get();
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 3)).ok());
-  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux.git", "alice", clock.Takes(5))
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(),
+                        {TypeName("clone"), JobId("linux.git"), FairnessKey("alice")},
+                        clock.Takes(5))
               .ok());
-  CHECK(scheduler->RunSync(Context::Background(), "nope", "x", "alice", clock.Takes(0)).code() ==
-        absl::StatusCode::kNotFound);
+  CHECK(scheduler
+            ->RunSync(Context::Background(), {TypeName("nope"), JobId("x"), FairnessKey("alice")},
+                      clock.Takes(0))
+            .code() == absl::StatusCode::kNotFound);
   REQUIRE(scheduler->Shutdown(Context::Background()).ok());  // delivers everything before it
 
   CHECK(recorder->Kinds() == std::vector<std::string>{"admit", "complete", "reject"});
@@ -231,9 +245,10 @@ TEST_CASE("Observability.Observers.DecisionTimesNeverGoBackWhenThreadsReadTheClo
     threads.emplace_back([&, t] {
       for (int i = 0; i < kCalls; ++i) {
         CHECK(scheduler
-                  ->RunSync(Context::Background(), "clone",
-                            "repo" + std::to_string(t) + "." + std::to_string(i % 7),
-                            "client" + std::to_string(t),
+                  ->RunSync(Context::Background(),
+                            {TypeName("clone"),
+                             JobId("repo" + std::to_string(t) + "." + std::to_string(i % 7)),
+                             FairnessKey("client" + std::to_string(t))},
                             [](const Context&) { return absl::OkStatus(); })
                   .ok());
       }
@@ -268,11 +283,14 @@ TEST_CASE("Observability.Observers.SeePromotionsCancellationsAndEvictions") {
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
   REQUIRE(scheduler->RegisterType("repack", Type(1, 1)).ok());
   Gate gate;
-  REQUIRE(scheduler->Submit("clone", "a", "alice", testing::HoldUntil(gate), {}).ok());
+  REQUIRE(scheduler
+              ->Submit({TypeName("clone"), JobId("a"), FairnessKey("alice")},
+                       testing::HoldUntil(gate), {})
+              .ok());
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
   auto [ctx, cancel] = WithCancel(Context::Background());
   std::thread repack([&, ctx = ctx] {
-    CHECK(scheduler->RunSync(ctx, "repack", "r", "", clock.Takes(0)).code() ==
+    CHECK(scheduler->RunSync(ctx, {TypeName("repack"), JobId("r")}, clock.Takes(0)).code() ==
           absl::StatusCode::kCancelled);
   });
   REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 1; }));
@@ -320,18 +338,23 @@ TEST_CASE("Observability.Observers.AQueueWaitExpiryIsAnExpireEventNotACancel") {
   clone.max_queue_wait = Seconds(10);
   REQUIRE(scheduler->RegisterType("clone", clone).ok());
   Gate gate;
-  REQUIRE(scheduler->Submit("clone", "a", "holder", testing::HoldUntil(gate), {}).ok());
+  REQUIRE(scheduler
+              ->Submit({TypeName("clone"), JobId("a"), FairnessKey("holder")},
+                       testing::HoldUntil(gate), {})
+              .ok());
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
   std::promise<Status> late;
   REQUIRE(scheduler
-              ->Submit("clone", "b", "late", clock.Takes(0),
+              ->Submit({TypeName("clone"), JobId("b"), FairnessKey("late")}, clock.Takes(0),
                        [&](const Status& s) { late.set_value(s); })
               .ok());
   // A second job, cancelled by its caller: a kCancel, so that the two kinds are told apart.
   auto [ctx, cancel] = WithCancel(Context::Background());
   std::thread leaving([&, ctx = ctx] {
-    CHECK(scheduler->RunSync(ctx, "clone", "c", "leaving", clock.Takes(0)).code() ==
-          absl::StatusCode::kCancelled);
+    CHECK(
+        scheduler
+            ->RunSync(ctx, {TypeName("clone"), JobId("c"), FairnessKey("leaving")}, clock.Takes(0))
+            .code() == absl::StatusCode::kCancelled);
   });
   REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 2; }));
   cancel();
@@ -370,7 +393,7 @@ TEST_CASE("Observability.Observers.ASlowObserverNeverStallsAdmission") {
   // The observer is stuck on the first event; 100 jobs still run, one after the other.
   for (int i = 0; i < 100; ++i) {
     REQUIRE(scheduler
-                ->RunSync(Context::Background(), "clone", "r", "k",
+                ->RunSync(Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("k")},
                           [](const Context&) { return absl::OkStatus(); })
                 .ok());
   }
@@ -485,7 +508,8 @@ TEST_CASE("Observability.Evidence.OneJsonLinePerAdmission") {
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 3)).ok());
   REQUIRE(scheduler
-              ->RunSync(Context::Background(), "clone", "git.git", "alice",
+              ->RunSync(Context::Background(),
+                        {TypeName("clone"), JobId("git.git"), FairnessKey("alice")},
                         [](const Context&) { return absl::OkStatus(); })
               .ok());
   REQUIRE(scheduler->Shutdown(Context::Background()).ok());
@@ -501,8 +525,11 @@ TEST_CASE("Observability.Snapshot.JsonHasTheCountsAndTheHeaviestKeys") {
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 1)).ok());
   for (const auto& [key, cost] : std::vector<std::pair<std::string, double>>{
            {"light", 1}, {"heavy", 1}, {"heavy", 1}, {"heavy", 1}, {"mid", 1}, {"mid", 1}}) {
-    REQUIRE(
-        scheduler->RunSync(Context::Background(), "clone", "r" + key, key, clock.Takes(cost)).ok());
+    REQUIRE(scheduler
+                ->RunSync(Context::Background(),
+                          {TypeName("clone"), JobId("r" + key), FairnessKey(key)},
+                          clock.Takes(cost))
+                .ok());
   }
   const Snapshot s = scheduler->Snapshot(2);
   CHECK(s.heaviest_keys == std::vector<KeyCost>{{"heavy", 3}, {"mid", 2}});

@@ -82,11 +82,13 @@ TEST_CASE("PostgresStore.ASchedulerRecoversItsDurableJobsAndCostsFromIt") {
                return absl::OkStatus();
              }).ok());
     REQUIRE(s->Recover().ok());
-    REQUIRE(s->RunSync(Context::Background(), "fetch", "warm", "carol", [](const Context&) {
-               return absl::OkStatus();
-             }).ok());
+    REQUIRE(s->RunSync(Context::Background(),
+                       {TypeName("fetch"), JobId("warm"), FairnessKey("carol")},
+                       [](const Context&) { return absl::OkStatus(); })
+                .ok());
     REQUIRE(s->PauseType("fetch").ok());
-    for (const char* id : {"c", "a", "b"}) REQUIRE(s->SubmitDurable("fetch", id, "", id).ok());
+    for (const char* id : {"c", "a", "b"})
+      REQUIRE(s->SubmitDurable({TypeName("fetch"), JobId(id)}, id).ok());
   }
   testing::Log ran;
   auto s = *Scheduler::Create(options());
@@ -119,7 +121,8 @@ TEST_CASE("PostgresStore.ABatchSubmittedToAReplicaRunsOnceEachInItsOrder") {
   std::vector<std::string> ids;
   for (int i = 0; i < 30; ++i) ids.push_back("repo-" + std::to_string(29 - i));
   std::vector<DurableSubmission> batch;
-  for (const std::string& id : ids) batch.push_back({"fetch", id, "alice", ""});
+  for (const std::string& id : ids)
+    batch.push_back({{TypeName("fetch"), JobId(id), FairnessKey("alice")}, ""});
   StatusOr<std::vector<std::uint64_t>> sequences = s->SubmitDurableBatch(batch);
   REQUIRE_MESSAGE(sequences.ok(), sequences.status().ToString());
   CHECK(std::is_sorted(sequences->begin(), sequences->end()));
@@ -166,11 +169,11 @@ TEST_CASE("PostgresStore.AReplicaAdmitsItsOwnWorkWhileTheServerIsDownAndCatchesU
   server.Stop();
   // In-process work is admitted, runs and is charged as ever; durable work cannot be stored.
   for (int i = 0; i < 5; ++i) {
-    CHECK(s->RunSync(Context::Background(), "fetch", "x", "alice", [](const Context&) {
-             return absl::OkStatus();
-           }).ok());
+    CHECK(s->RunSync(Context::Background(), {TypeName("fetch"), JobId("x"), FairnessKey("alice")},
+                     [](const Context&) { return absl::OkStatus(); })
+              .ok());
   }
-  CHECK(s->SubmitDurable("fetch", "y", "", "lost").status().code() ==
+  CHECK(s->SubmitDurable({TypeName("fetch"), JobId("y")}, "lost").status().code() ==
         absl::StatusCode::kUnavailable);
   const double charged = *s->AccumulatedCost("alice");
   CHECK(charged > 0);
@@ -182,7 +185,7 @@ TEST_CASE("PostgresStore.AReplicaAdmitsItsOwnWorkWhileTheServerIsDownAndCatchesU
         server.Sql("SELECT accumulated_cost FROM fairgate_keys WHERE key = 'alice'");
     return !cost.empty() && std::stod(cost) >= charged * 0.999;
   }));
-  REQUIRE(s->SubmitDurable("fetch", "z", "", "after").ok());
+  REQUIRE(s->SubmitDurable({TypeName("fetch"), JobId("z")}, "after").ok());
   REQUIRE(testing::Eventually([&] { return ran.entries().size() == 1; }));
   CHECK(ran.entries() == std::vector<std::string>{"after"});
 }
@@ -197,7 +200,7 @@ StoredJob Job(std::string type, std::string id, std::string key) {
 // Submits a job of `type` on `id` that runs until `gate` opens.
 void SubmitBlocked(Scheduler& s, std::string_view type, std::string_view id,
                    std::shared_ptr<testing::Gate> gate) {
-  REQUIRE(s.Submit(type, id, "x",
+  REQUIRE(s.Submit({TypeName(type), JobId(id), FairnessKey("x")},
                    [gate](const Context&) {
                      gate->Wait();
                      return absl::OkStatus();
@@ -407,14 +410,16 @@ TEST_CASE("PostgresStore.AClientSpreadingItsWorkOverReplicasIsChargedOnce") {
   auto ok = [](const Context&) { return absl::OkStatus(); };
   // greedy clones three repositories on a (10 each) ...
   for (const char* id : {"r1", "r2", "r3"}) {
-    REQUIRE(a->RunSync(Context::Background(), "clone", id, "greedy", ok).ok());
+    REQUIRE(
+        a->RunSync(Context::Background(), {TypeName("clone"), JobId(id), FairnessKey("greedy")}, ok)
+            .ok());
   }
   // ... then queues on b behind a running job, before modest does.
   testing::Log order;
   auto blocker = std::make_shared<testing::Gate>();
   SubmitBlocked(*b, "clone", "blocker", blocker);
   for (const char* key : {"greedy", "modest"}) {
-    REQUIRE(b->Submit("clone", std::string("r-") + key, key,
+    REQUIRE(b->Submit({TypeName("clone"), JobId(std::string("r-") + key), FairnessKey(key)},
                       [&order, key](const Context&) {
                         order.Add(key);
                         return absl::OkStatus();
@@ -700,7 +705,7 @@ TEST_CASE("PostgresStore.AJobDoneDuringAnOutageIsRemovedAndItsLeaseGivenBackWhen
              return absl::OkStatus();
            }).ok());
   REQUIRE(a->Recover().ok());
-  REQUIRE(a->SubmitDurable("fetch", "linux.git", "", "").ok());
+  REQUIRE(a->SubmitDurable({TypeName("fetch"), JobId("linux.git")}, "").ok());
   REQUIRE(testing::Eventually([&] { return runs.load() == 1; }));
   server.Stop();
   gate->Open();  // done while the server is down: the removal and the release fail
@@ -736,7 +741,7 @@ TEST_CASE("PostgresStore.AFleetWideConflictGroupKeepsAFetchOnOneReplicaFromARepa
   auto b = replica("b");
   std::atomic<std::uint64_t> repack_token{0}, fetch_token{0};
   std::atomic<bool> repacking{false}, overlapped{false};
-  REQUIRE(a->Submit("repack", "linux.git", "",
+  REQUIRE(a->Submit({TypeName("repack"), JobId("linux.git")},
                     [&, gate](const Context& ctx) {
                       repack_token = ctx.FencingToken();
                       repacking = true;
@@ -748,21 +753,28 @@ TEST_CASE("PostgresStore.AFleetWideConflictGroupKeepsAFetchOnOneReplicaFromARepa
               .ok());
   REQUIRE(testing::Eventually([&] { return repacking.load(); }));
   std::thread fetch([&] {
-    CHECK(b->RunSync(Context::Background(), "fetch", "linux.git", "carol", [&](const Context& ctx) {
-             overlapped = repacking.load();
-             fetch_token = ctx.FencingToken();
-             return absl::OkStatus();
-           }).ok());
+    CHECK(b->RunSync(Context::Background(),
+                     {TypeName("fetch"), JobId("linux.git"), FairnessKey("carol")},
+                     [&](const Context& ctx) {
+                       overlapped = repacking.load();
+                       fetch_token = ctx.FencingToken();
+                       return absl::OkStatus();
+                     })
+              .ok());
   });
   // b's fetch of another repository, and a type in no fleet-wide group, run meanwhile.
-  CHECK(b->RunSync(Context::Background(), "fetch", "git.git", "", [](const Context& ctx) {
-           CHECK(ctx.FencingToken() > 0);
-           return absl::OkStatus();
-         }).ok());
-  CHECK(b->RunSync(Context::Background(), "archive", "linux.git", "", [](const Context& ctx) {
-           CHECK(ctx.FencingToken() == 0u);
-           return absl::OkStatus();
-         }).ok());
+  CHECK(b->RunSync(Context::Background(), {TypeName("fetch"), JobId("git.git")},
+                   [](const Context& ctx) {
+                     CHECK(ctx.FencingToken() > 0);
+                     return absl::OkStatus();
+                   })
+            .ok());
+  CHECK(b->RunSync(Context::Background(), {TypeName("archive"), JobId("linux.git")},
+                   [](const Context& ctx) {
+                     CHECK(ctx.FencingToken() == 0u);
+                     return absl::OkStatus();
+                   })
+            .ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   CHECK(fetch_token.load() == 0u);  // still waiting for a's repack
   gate->Open();
@@ -774,7 +786,7 @@ TEST_CASE("PostgresStore.AFleetWideConflictGroupKeepsAFetchOnOneReplicaFromARepa
   SubmitBlocked(*a, "repack", "mesa.git", blocker);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto [ctx, cancel] = WithTimeout(Context::Background(), std::chrono::milliseconds(200));
-  CHECK(b->RunSync(ctx, "fetch", "mesa.git", "", [](const Context&) {
+  CHECK(b->RunSync(ctx, {TypeName("fetch"), JobId("mesa.git")}, [](const Context&) {
            return absl::OkStatus();
          }).code() == absl::StatusCode::kDeadlineExceeded);
   blocker->Open();
@@ -796,10 +808,11 @@ TEST_CASE("PostgresStore.AnAcquiresPermitHoldsItsFleetWideLeaseUntilReleased") {
   auto acquire = [](Scheduler& s, const Context& ctx, const std::string& type,
                     const std::string& id) {
     auto d = std::make_shared<Delivery>();
-    REQUIRE(s.Acquire(ctx, type, id, "client", [d](StatusOr<Permit> p) {
-               std::lock_guard lock(d->mutex);
-               d->result = std::move(p);
-             }).ok());
+    REQUIRE(
+        s.Acquire(ctx, {TypeName(type), JobId(id), FairnessKey("client")}, [d](StatusOr<Permit> p) {
+           std::lock_guard lock(d->mutex);
+           d->result = std::move(p);
+         }).ok());
     return d;
   };
   auto repack = acquire(*a, Context::Background(), "repack", "linux.git");
@@ -862,7 +875,7 @@ TEST_CASE("PostgresStore.AFleetWideCapHoldsAcrossReplicas") {
   for (Scheduler* s : {a.get(), b.get()}) {
     for (const char* id : {"linux.git", "git.git"}) {  // different repositories: no conflict
       REQUIRE(s->Submit(
-                   "repack", id, "",
+                   {TypeName("repack"), JobId(id)},
                    [&](const Context& ctx) {
                      CHECK(ctx.FencingToken() > 0);
                      const int now = ++running;
@@ -918,7 +931,8 @@ TEST_CASE(
   auto b = replica("b", 2, 0);
   REQUIRE(a->Recover().ok());
   REQUIRE(b->Recover().ok());
-  for (int i = 0; i < 40; ++i) REQUIRE(a->SubmitDurable("fetch", std::to_string(i), "", "").ok());
+  for (int i = 0; i < 40; ++i)
+    REQUIRE(a->SubmitDurable({TypeName("fetch"), JobId(std::to_string(i))}, "").ok());
   REQUIRE(testing::Eventually([&] { return ran.entries().size() == 40; }));
   std::set<std::string> ids;
   int on_b = 0;
@@ -934,8 +948,8 @@ TEST_CASE(
   // job cancelled while it ran and one never admitted.
   REQUIRE(b->PauseType("fetch").ok());
   const double claimed_by_a = Claimed(*a);
-  REQUIRE(b->SubmitDurable("fetch", "late0", "", "block").ok());
-  REQUIRE(b->SubmitDurable("fetch", "late1", "", "block").ok());
+  REQUIRE(b->SubmitDurable({TypeName("fetch"), JobId("late0")}, "block").ok());
+  REQUIRE(b->SubmitDurable({TypeName("fetch"), JobId("late1")}, "block").ok());
   const bool claimed_both = testing::Eventually([&] { return Claimed(*a) == claimed_by_a + 2; });
   INFO("a claimed ", Claimed(*a), " in all, ", claimed_by_a, " before the pause; b ", Claimed(*b),
        ", ", on_b, " of the 40 ran on b");
@@ -1092,7 +1106,8 @@ TEST_CASE("PostgresStore.JobsAClaimTookAsTheirTypeWasPausedAreGivenBackForOthers
   REQUIRE(b->Recover().ok());
   std::atomic<bool> paused_during_claim{false};
   hooked->Arm([&] { paused_during_claim = b->PauseType("fetch").ok(); });
-  for (int i = 0; i < 3; ++i) REQUIRE(a->SubmitDurable("fetch", std::to_string(i), "", "").ok());
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(a->SubmitDurable({TypeName("fetch"), JobId(std::to_string(i))}, "").ok());
   REQUIRE(testing::Eventually([&] { return paused_during_claim.load(); }));
   // b gave them back at once: a, resumed, claims and runs every one; b runs none.
   REQUIRE(a->ResumeType("fetch").ok());

@@ -92,7 +92,8 @@ TEST_CASE("Scheduler.Acquire.AdmittedAtOnceTheCallbackRunsInsideAcquireWithAPerm
   Outcome first;
   std::thread::id called_on;
   REQUIRE(scheduler
-              ->Acquire(Context::Background(), "clone", "linux", "a",
+              ->Acquire(Context::Background(),
+                        {TypeName("clone"), JobId("linux"), FairnessKey("a")},
                         [&](StatusOr<Permit> p) {
                           called_on = std::this_thread::get_id();
                           first.Callback()(std::move(p));
@@ -111,8 +112,14 @@ TEST_CASE("Scheduler.Acquire.APermitHoldsItsSlotUntilReleasedAndTheNextWaiterGet
   auto scheduler = Make(SeedCapacity(1));
   REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
   Outcome a, b;
-  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r1", "a", a.Callback()).ok());
-  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r2", "b", b.Callback()).ok());
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), {TypeName("clone"), JobId("r1"), FairnessKey("a")},
+                        a.Callback())
+              .ok());
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), {TypeName("clone"), JobId("r2"), FairnessKey("b")},
+                        b.Callback())
+              .ok());
   CHECK(a.Held());
   CHECK(b.Calls() == 0);  // waiting: the only slot is held
   CHECK(scheduler->Snapshot().pending == 1);
@@ -140,10 +147,22 @@ TEST_CASE("Scheduler.Acquire.WaitersAreAdmittedInTheFairOrder") {
       held.push_back(*std::move(p));
     };
   };
-  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "heavy", record("heavy1")).ok());
-  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "heavy", record("heavy2")).ok());
-  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "heavy", record("heavy3")).ok());
-  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "light", record("light1")).ok());
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(),
+                        {TypeName("clone"), JobId("r"), FairnessKey("heavy")}, record("heavy1"))
+              .ok());
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(),
+                        {TypeName("clone"), JobId("r"), FairnessKey("heavy")}, record("heavy2"))
+              .ok());
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(),
+                        {TypeName("clone"), JobId("r"), FairnessKey("heavy")}, record("heavy3"))
+              .ok());
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(),
+                        {TypeName("clone"), JobId("r"), FairnessKey("light")}, record("light1"))
+              .ok());
   // Release whatever is held, one at a time, until all four ran.
   for (int i = 0; i < 4; ++i) {
     Permit p;
@@ -164,9 +183,14 @@ TEST_CASE("Scheduler.Acquire.CancelledWhileWaitingIsToldOnceUnchargedAndNeverAdm
   auto scheduler = Make(SeedCapacity(1));
   REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
   Outcome holder, waiter;
-  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "a", holder.Callback()).ok());
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("a")},
+                        holder.Callback())
+              .ok());
   auto [ctx, cancel] = WithCancel(Context::Background());
-  REQUIRE(scheduler->Acquire(ctx, "clone", "r2", "b", waiter.Callback()).ok());
+  REQUIRE(
+      scheduler->Acquire(ctx, {TypeName("clone"), JobId("r2"), FairnessKey("b")}, waiter.Callback())
+          .ok());
   CHECK(waiter.Calls() == 0);
   cancel();
   CHECK(waiter.Calls() == 1);  // told inside the cancel function
@@ -185,9 +209,14 @@ TEST_CASE("Scheduler.Acquire.ADeadlineEndsTheWaitWithNobodyPolling") {
   auto scheduler = Make(SeedCapacity(1));
   REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
   Outcome holder, waiter;
-  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "a", holder.Callback()).ok());
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("a")},
+                        holder.Callback())
+              .ok());
   auto [ctx, cancel] = WithTimeout(Context::Background(), 50ms);
-  REQUIRE(scheduler->Acquire(ctx, "clone", "r2", "b", waiter.Callback()).ok());
+  REQUIRE(
+      scheduler->Acquire(ctx, {TypeName("clone"), JobId("r2"), FairnessKey("b")}, waiter.Callback())
+          .ok());
   REQUIRE(Eventually([&] { return waiter.Calls() == 1; }));
   CHECK(waiter.status.code() == absl::StatusCode::kDeadlineExceeded);
   CHECK(scheduler->Snapshot().pending == 0);
@@ -203,11 +232,20 @@ TEST_CASE("Scheduler.Acquire.AnEarlierDeadlineWakesTheTimerEarlier") {
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
   Outcome holder, late, early;
-  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "a", holder.Callback()).ok());
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("a")},
+                        holder.Callback())
+              .ok());
   auto [late_ctx, cancel_late] = WithTimeout(Context::Background(), 1h);
   auto [early_ctx, cancel_early] = WithTimeout(Context::Background(), 20ms);
-  REQUIRE(scheduler->Acquire(late_ctx, "clone", "r2", "b", late.Callback()).ok());
-  REQUIRE(scheduler->Acquire(early_ctx, "clone", "r3", "c", early.Callback()).ok());
+  REQUIRE(
+      scheduler
+          ->Acquire(late_ctx, {TypeName("clone"), JobId("r2"), FairnessKey("b")}, late.Callback())
+          .ok());
+  REQUIRE(
+      scheduler
+          ->Acquire(early_ctx, {TypeName("clone"), JobId("r3"), FairnessKey("c")}, early.Callback())
+          .ok());
   REQUIRE(Eventually([&] { return early.Calls() == 1; }));
   CHECK(early.status.code() == absl::StatusCode::kDeadlineExceeded);
   CHECK(late.Calls() == 0);
@@ -225,24 +263,36 @@ TEST_CASE("Scheduler.Acquire.RefusalsAreReturnedAndTheCallbackIsNeverCalled") {
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
   Outcome o;
-  CHECK(scheduler->Acquire(Context::Background(), "nope", "r", "a", o.Callback()).code() ==
-        absl::StatusCode::kNotFound);
-  CHECK(scheduler->Acquire(Context::Background(), "clone", "", "a", o.Callback()).code() ==
-        absl::StatusCode::kInvalidArgument);
-  CHECK(scheduler->Acquire(Context::Background(), "clone", "r", "a", nullptr).code() ==
-        absl::StatusCode::kInvalidArgument);
+  CHECK(scheduler
+            ->Acquire(Context::Background(), {TypeName("nope"), JobId("r"), FairnessKey("a")},
+                      o.Callback())
+            .code() == absl::StatusCode::kNotFound);
+  CHECK(scheduler
+            ->Acquire(Context::Background(), {TypeName("clone"), JobId(""), FairnessKey("a")},
+                      o.Callback())
+            .code() == absl::StatusCode::kInvalidArgument);
+  CHECK(scheduler
+            ->Acquire(Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("a")},
+                      nullptr)
+            .code() == absl::StatusCode::kInvalidArgument);
   auto [done_ctx, cancel] = WithCancel(Context::Background());
   cancel();
-  CHECK(scheduler->Acquire(done_ctx, "clone", "r", "a", o.Callback()).code() ==
-        absl::StatusCode::kCancelled);
+  CHECK(
+      scheduler->Acquire(done_ctx, {TypeName("clone"), JobId("r"), FairnessKey("a")}, o.Callback())
+          .code() == absl::StatusCode::kCancelled);
   CHECK(o.Calls() == 0);
   // A full queue: the holder runs, one waits, the next is refused.
   Outcome holder, waiter, refused;
   auto [ctx, cancel_ctx] = WithCancel(Context::Background());
-  REQUIRE(scheduler->Acquire(ctx, "clone", "r", "a", holder.Callback()).ok());
-  REQUIRE(scheduler->Acquire(ctx, "clone", "r", "a", waiter.Callback()).ok());
-  CHECK(scheduler->Acquire(ctx, "clone", "r", "a", refused.Callback()).code() ==
-        absl::StatusCode::kResourceExhausted);
+  REQUIRE(
+      scheduler->Acquire(ctx, {TypeName("clone"), JobId("r"), FairnessKey("a")}, holder.Callback())
+          .ok());
+  REQUIRE(
+      scheduler->Acquire(ctx, {TypeName("clone"), JobId("r"), FairnessKey("a")}, waiter.Callback())
+          .ok());
+  CHECK(
+      scheduler->Acquire(ctx, {TypeName("clone"), JobId("r"), FairnessKey("a")}, refused.Callback())
+          .code() == absl::StatusCode::kResourceExhausted);
   CHECK(refused.Calls() == 0);
   holder.Release();
   waiter.Release();
@@ -257,16 +307,24 @@ TEST_CASE("Scheduler.Acquire.ShutdownCancelsWaitersAndWaitsForHeldPermits") {
   auto scheduler = Make(SeedCapacity(1));
   REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
   Outcome holder, waiter;
-  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "a", holder.Callback()).ok());
-  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "b", waiter.Callback()).ok());
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("a")},
+                        holder.Callback())
+              .ok());
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("b")},
+                        waiter.Callback())
+              .ok());
   auto [short_ctx, cancel] = WithTimeout(Context::Background(), 50ms);
   // The permit is still held: Shutdown gives up at its deadline, and the waiter is told.
   CHECK(scheduler->Shutdown(short_ctx).code() == absl::StatusCode::kDeadlineExceeded);
   CHECK(waiter.Calls() == 1);
   CHECK(waiter.status.code() == absl::StatusCode::kCancelled);
   Outcome late;
-  CHECK(scheduler->Acquire(Context::Background(), "clone", "r", "c", late.Callback()).code() ==
-        absl::StatusCode::kUnavailable);
+  CHECK(scheduler
+            ->Acquire(Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("c")},
+                      late.Callback())
+            .code() == absl::StatusCode::kUnavailable);
   holder.Release();
   CHECK(scheduler->Shutdown(Context::Background()).ok());
   CHECK(late.Calls() == 0);
@@ -281,8 +339,14 @@ TEST_CASE("Scheduler.Acquire.TheHoldTimeIsTheObservedCostAndTheStatusIsCounted")
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("clone", Type(2, 2)).ok());  // default cost 1
   Outcome ok, failed;
-  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "linux", "a", ok.Callback()).ok());
-  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "git", "a", failed.Callback()).ok());
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(),
+                        {TypeName("clone"), JobId("linux"), FairnessKey("a")}, ok.Callback())
+              .ok());
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), {TypeName("clone"), JobId("git"), FairnessKey("a")},
+                        failed.Callback())
+              .ok());
   now = 11;
   ok.Release();
   failed.Release(absl::UnavailableError("client went away"));
@@ -299,7 +363,10 @@ TEST_CASE("Scheduler.Acquire.APermitReleasesOnceWhenDestroyedMovedOrReleasedTwic
   REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
   {
     Outcome o;
-    REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "a", o.Callback()).ok());
+    REQUIRE(scheduler
+                ->Acquire(Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("a")},
+                          o.Callback())
+                .ok());
     REQUIRE(o.Held());
     Permit moved = std::move(*o.permit);
     CHECK_FALSE(o.permit->held());
@@ -308,8 +375,14 @@ TEST_CASE("Scheduler.Acquire.APermitReleasesOnceWhenDestroyedMovedOrReleasedTwic
   }  // `moved` destroyed: released
   CHECK(scheduler->Snapshot().running == 0);
   Outcome x, y;
-  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "a", x.Callback()).ok());
-  REQUIRE(scheduler->Acquire(Context::Background(), "clone", "r", "b", y.Callback()).ok());
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("a")},
+                        x.Callback())
+              .ok());
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("b")},
+                        y.Callback())
+              .ok());
   CHECK(y.Calls() == 0);
   Permit p = std::move(*x.permit);
   p.Release();
@@ -352,7 +425,8 @@ TEST_CASE("Scheduler.Acquire.ExactlyOnceUnderRacingCancelsDeadlinesReleasesAndSh
           p->Release();  // inside the callback: may admit the next waiter on this thread
         };
         const std::string id = "r" + std::to_string(index % 5);
-        Status s = scheduler->Acquire(ctx, "clone", id, "k" + std::to_string(t), callback);
+        Status s = scheduler->Acquire(
+            ctx, {TypeName("clone"), JobId(id), FairnessKey("k" + std::to_string(t))}, callback);
         if (!s.ok()) calls[index].fetch_add(1);  // refused: counted here, never called
         if (mode == 2) cancel();
         if (mode == 3) std::this_thread::yield();
@@ -381,18 +455,19 @@ TEST_CASE("Scheduler.Acquire.AsioHandlersRunOnTheirExecutorNeverInline") {
   auto strand = boost::asio::make_strand(io);
   std::vector<std::string> seen;
   std::optional<Permit> first;
-  AsyncAcquire(*scheduler, Context::Background(), "clone", "r", "a",
+  AsyncAcquire(*scheduler, Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("a")},
                boost::asio::bind_executor(strand, [&](StatusOr<Permit> p) {
                  REQUIRE(p.ok());
                  seen.push_back("first");
                  first.emplace(*std::move(p));
                }));
-  AsyncAcquire(*scheduler, Context::Background(), "clone", "r", "b",
+  AsyncAcquire(*scheduler, Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("b")},
                boost::asio::bind_executor(strand, [&](StatusOr<Permit> p) {
                  REQUIRE(p.ok());
                  seen.push_back("second");
                }));
-  AsyncAcquire(*scheduler, Context::Background(), "unknown", "r", "c",
+  AsyncAcquire(*scheduler, Context::Background(),
+               {TypeName("unknown"), JobId("r"), FairnessKey("c")},
                boost::asio::bind_executor(strand, [&](StatusOr<Permit> p) {
                  CHECK(p.status().code() == absl::StatusCode::kNotFound);
                  seen.push_back("refused");
@@ -415,16 +490,18 @@ TEST_CASE("Scheduler.Acquire.AsioAPlainHandlerRunsOffTheIoContextABoundOneInside
   boost::asio::io_context io;
   std::promise<std::thread::id> plain_ran_on;
   std::optional<Permit> plain_permit;
-  AsyncAcquire(*scheduler, Context::Background(), "clone", "r", "plain", [&](StatusOr<Permit> p) {
-    REQUIRE(p.ok());
-    plain_permit.emplace(*std::move(p));
-    plain_ran_on.set_value(std::this_thread::get_id());
-  });
+  AsyncAcquire(*scheduler, Context::Background(),
+               {TypeName("clone"), JobId("r"), FairnessKey("plain")}, [&](StatusOr<Permit> p) {
+                 REQUIRE(p.ok());
+                 plain_permit.emplace(*std::move(p));
+                 plain_ran_on.set_value(std::this_thread::get_id());
+               });
   // Nobody runs `io`, and still the plain handler runs.
   const std::thread::id plain_thread = plain_ran_on.get_future().get();
   CHECK(plain_thread != std::this_thread::get_id());
   std::optional<std::thread::id> bound_ran_on;
-  AsyncAcquire(*scheduler, Context::Background(), "clone", "s", "bound",
+  AsyncAcquire(*scheduler, Context::Background(),
+               {TypeName("clone"), JobId("s"), FairnessKey("bound")},
                boost::asio::bind_executor(io, [&](StatusOr<Permit> p) {
                  REQUIRE(p.ok());
                  bound_ran_on = std::this_thread::get_id();
@@ -441,7 +518,8 @@ TEST_CASE("Scheduler.Acquire.AsioUseFutureGivesThePermit") {
   auto scheduler = Make(SeedCapacity(1));
   REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
   std::future<StatusOr<Permit>> result =
-      AsyncAcquire(*scheduler, Context::Background(), "clone", "r", "a", boost::asio::use_future);
+      AsyncAcquire(*scheduler, Context::Background(),
+                   {TypeName("clone"), JobId("r"), FairnessKey("a")}, boost::asio::use_future);
   StatusOr<Permit> permit = result.get();
   REQUIRE(permit.ok());
   CHECK(permit->held());

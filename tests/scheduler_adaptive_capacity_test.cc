@@ -118,7 +118,7 @@ TEST_CASE("AdaptiveCapacity.Scheduler.TheCapFollowsPressureAndALowerCapAdmitsLes
   for (auto& d : done) {
     REQUIRE(scheduler
                 ->Submit(
-                    "build", "x", "k",
+                    {TypeName("build"), JobId("x"), FairnessKey("k")},
                     [&](const Context&) {
                       return release.Wait() ? absl::OkStatus() : absl::InternalError("gate");
                     },

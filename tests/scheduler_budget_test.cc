@@ -42,7 +42,7 @@ TEST_CASE("Scheduler.Budget.AChainOfJobsLetsOtherWorkOnItsThreadRun") {
   std::condition_variable cv;
   bool go = false;
   REQUIRE(scheduler
-              ->Submit("chain", "first",
+              ->Submit({TypeName("chain"), JobId("first")},
                        [&](const Context&) {
                          std::unique_lock lock(mutex);
                          cv.wait(lock, [&] { return go; });
@@ -51,7 +51,7 @@ TEST_CASE("Scheduler.Budget.AChainOfJobsLetsOtherWorkOnItsThreadRun") {
               .ok());
   for (int i = 0; i < kChain; ++i) {
     REQUIRE(scheduler
-                ->Submit("chain", "next",
+                ->Submit({TypeName("chain"), JobId("next")},
                          [&](const Context&) {
                            chained.fetch_add(1);
                            return absl::OkStatus();
@@ -60,7 +60,7 @@ TEST_CASE("Scheduler.Budget.AChainOfJobsLetsOtherWorkOnItsThreadRun") {
   }
   // Admitted at once (its own type's slot): posted to the pool, behind the running chain.
   REQUIRE(scheduler
-              ->Submit("other", "x",
+              ->Submit({TypeName("other"), JobId("x")},
                        [&](const Context&) {
                          other_ran_at = chained.load();
                          return absl::OkStatus();
@@ -82,7 +82,7 @@ TEST_CASE("Scheduler.Budget.ALongJobThatYieldsLetsOthersOnItsThreadRun") {
   std::atomic<bool> other_ran{false}, gave_up{false};
   testing::Gate done;
   REQUIRE(scheduler
-              ->Submit("chain", "long",
+              ->Submit({TypeName("chain"), JobId("long")},
                        [&](const Context&) {
                          // Computes until the other job has run; it would never run without the
                          // yield.
@@ -100,7 +100,7 @@ TEST_CASE("Scheduler.Budget.ALongJobThatYieldsLetsOthersOnItsThreadRun") {
                        })
               .ok());
   REQUIRE(scheduler
-              ->Submit("other", "x",
+              ->Submit({TypeName("other"), JobId("x")},
                        [&](const Context&) {
                          other_ran = true;
                          return absl::OkStatus();

@@ -46,7 +46,7 @@ class Coalescing {
     REQUIRE(scheduler->RegisterType("other", testing::Type(1, 1)).ok());
     REQUIRE(scheduler
                 ->Submit(
-                    "other", "x", "holder",
+                    {TypeName("other"), JobId("x"), FairnessKey("holder")},
                     [this](const Context&) {
                       return hold_.Wait() ? absl::OkStatus() : absl::InternalError("held");
                     },
@@ -65,7 +65,7 @@ class Coalescing {
     std::future<Status> future = told->get_future();
     REQUIRE(scheduler
                 ->Submit(
-                    "mirror", id, key,
+                    {TypeName("mirror"), JobId(id), FairnessKey(key)},
                     [this, name, status](const Context&) {
                       Ran(name);
                       return status;
@@ -80,10 +80,11 @@ class Coalescing {
                               Context ctx = Context::Background(), std::string id = "linux",
                               Status status = absl::OkStatus()) {
     return std::async(std::launch::async, [=, this] {
-      return scheduler->RunSync(ctx, "mirror", id, key, [=, this](const Context&) {
-        Ran(name);
-        return status;
-      });
+      return scheduler->RunSync(ctx, {TypeName("mirror"), JobId(id), FairnessKey(key)},
+                                [=, this](const Context&) {
+                                  Ran(name);
+                                  return status;
+                                });
     });
   }
 
@@ -217,7 +218,7 @@ TEST_CASE("Scheduler.Coalesce.ACallerThatLeavesLeavesAloneAndTheLastOneCancelsTh
   std::promise<Status> blocker;
   REQUIRE(c.scheduler
               ->Submit(
-                  "other", "y", "holder",
+                  {TypeName("other"), JobId("y"), FairnessKey("holder")},
                   [&](const Context&) {
                     return hold.Wait() ? absl::OkStatus() : absl::InternalError("");
                   },
@@ -253,7 +254,7 @@ TEST_CASE("Scheduler.Coalesce.ARunSyncJoinsARunningJobASubmitQueuesAnother") {
   std::promise<Status> first;
   REQUIRE(c.scheduler
               ->Submit(
-                  "mirror", "linux", "a",
+                  {TypeName("mirror"), JobId("linux"), FairnessKey("a")},
                   [&](const Context&) {
                     ++runs;
                     return running.Wait() ? absl::UnavailableError("upstream down")
@@ -273,7 +274,7 @@ TEST_CASE("Scheduler.Coalesce.ARunSyncJoinsARunningJobASubmitQueuesAnother") {
   std::promise<Status> any_run;
   REQUIRE(c.scheduler
               ->Submit(
-                  "mirror", "linux", "e",
+                  {TypeName("mirror"), JobId("linux"), FairnessKey("e")},
                   [&](const Context&) { return absl::InternalError("ran"); },
                   [&](const Status& s) { any_run.set_value(Own(s)); }, {.join_running = true})
               .ok());
@@ -307,7 +308,7 @@ TEST_CASE("Scheduler.Coalesce.EveryCallOfAnExpiredOrShutDownJobIsToldOnce") {
     std::promise<Status> holder;
     REQUIRE(scheduler
                 ->Submit(
-                    "mirror", "held", "h",
+                    {TypeName("mirror"), JobId("held"), FairnessKey("h")},
                     [&](const Context&) {
                       return hold.Wait() ? absl::OkStatus() : absl::InternalError("");
                     },
@@ -320,7 +321,7 @@ TEST_CASE("Scheduler.Coalesce.EveryCallOfAnExpiredOrShutDownJobIsToldOnce") {
     for (int i = 0; i < 3; ++i) {
       REQUIRE(scheduler
                   ->Submit(
-                      "mirror", "linux", "s",
+                      {TypeName("mirror"), JobId("linux"), FairnessKey("s")},
                       [&](const Context&) {
                         ++ran;
                         return absl::OkStatus();
@@ -332,7 +333,8 @@ TEST_CASE("Scheduler.Coalesce.EveryCallOfAnExpiredOrShutDownJobIsToldOnce") {
                       })
                   .ok());
       syncs.push_back(std::async(std::launch::async, [&] {
-        return scheduler->RunSync(Context::Background(), "mirror", "linux", "r",
+        return scheduler->RunSync(Context::Background(),
+                                  {TypeName("mirror"), JobId("linux"), FairnessKey("r")},
                                   [&](const Context&) {
                                     ++ran;
                                     return absl::OkStatus();

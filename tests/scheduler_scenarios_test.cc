@@ -112,7 +112,8 @@ class Caller {
   Caller(Scheduler& scheduler, std::string type, std::string id, std::string key,
          Scheduler::JobFn fn)
       : thread_([&scheduler, type, id, key, fn, this] {
-          result_ = scheduler.RunSync(Context::Background(), type, id, key, fn);
+          result_ = scheduler.RunSync(Context::Background(),
+                                      {TypeName(type), JobId(id), FairnessKey(key)}, fn);
         }) {}
   ~Caller() { thread_.join(); }
   Status Join() {
@@ -135,11 +136,11 @@ TEST_CASE("Scenario.BackgroundSaturated.AForegroundJobStartsAtOnce") {
   Board board;
   for (int i = 1; i <= 6; ++i) {
     const std::string id = "r" + std::to_string(i);
-    REQUIRE(scheduler->Submit("repack", id, board.Job("repack " + id)).ok());
+    REQUIRE(scheduler->Submit({TypeName("repack"), JobId(id)}, board.Job("repack " + id)).ok());
   }
   for (int i = 7; i <= 10; ++i) {
     const std::string id = "r" + std::to_string(i);
-    REQUIRE(scheduler->Submit("pull", id, board.Job("pull " + id)).ok());
+    REQUIRE(scheduler->Submit({TypeName("pull"), JobId(id)}, board.Job("pull " + id)).ok());
   }
   // The background tier's cap (4) and repack's cap (3) hold the rest back.
   const std::vector<std::string> first = board.WaitStarted(4);
@@ -167,7 +168,7 @@ TEST_CASE("Scenario.TwoClientsBursting.TheSecondClientGoesNextInsteadOfWaitingIt
   Board board;
   for (int i = 1; i <= 4; ++i) {
     const std::string id = "repo" + std::to_string(i);
-    REQUIRE(scheduler->Submit("repack", id, board.Job("repack " + id)).ok());
+    REQUIRE(scheduler->Submit({TypeName("repack"), JobId(id)}, board.Job("repack " + id)).ok());
   }
   board.WaitStarted(3);
   std::vector<std::unique_ptr<Caller>> callers;
@@ -220,10 +221,15 @@ TEST_CASE("Scenario.ExpensiveVersusCheap.ALearnedLinuxCloneCountsForMore") {
     };
   };
   // Learn: linux takes 100 s, git takes 5 s. Both keys are charged the default 10.
-  REQUIRE(
-      scheduler->RunSync(Context::Background(), "sync-clone", "linux", "A", takes(100, nullptr, ""))
-          .ok());
-  REQUIRE(scheduler->RunSync(Context::Background(), "sync-clone", "git", "B", takes(5, nullptr, ""))
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(),
+                        {TypeName("sync-clone"), JobId("linux"), FairnessKey("A")},
+                        takes(100, nullptr, ""))
+              .ok());
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(),
+                        {TypeName("sync-clone"), JobId("git"), FairnessKey("B")},
+                        takes(5, nullptr, ""))
               .ok());
   CHECK(scheduler->Estimate("sync-clone", "linux") == 0.3 * 100 + (1.0 - 0.3) * 10);
   CHECK(scheduler->Estimate("sync-clone", "git") == 0.3 * 5 + (1.0 - 0.3) * 10);
@@ -255,10 +261,10 @@ TEST_CASE("Scenario.ConflictExclusion.SameRepositoryNeverOverlapsOthersRunTogeth
   Watchdog watchdog("conflict", 60s);
   auto scheduler = SeedScheduler();
   Board board;
-  REQUIRE(scheduler->Submit("repack", "repo1", board.Job("repack repo1")).ok());
+  REQUIRE(scheduler->Submit({TypeName("repack"), JobId("repo1")}, board.Job("repack repo1")).ok());
   board.WaitStarted(1);
-  REQUIRE(scheduler->Submit("pull", "repo1", board.Job("pull repo1")).ok());
-  REQUIRE(scheduler->Submit("pull", "repo2", board.Job("pull repo2")).ok());
+  REQUIRE(scheduler->Submit({TypeName("pull"), JobId("repo1")}, board.Job("pull repo1")).ok());
+  REQUIRE(scheduler->Submit({TypeName("pull"), JobId("repo2")}, board.Job("pull repo2")).ok());
   Caller clone(*scheduler, "sync-clone", "repo1", "dev1", board.Job("clone repo1"));
   REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 2; }));
   CHECK(board.WaitStarted(2).back() == "pull repo2");  // another repository runs alongside
@@ -295,11 +301,11 @@ TEST_CASE("Scenario.PerRepositoryLimitAndWideJobs.TwoClonesPerRepositoryARepackT
               .ok());
   Board board;
   for (const char* name : {"clone linux 1", "clone linux 2", "clone linux 3"}) {
-    REQUIRE(scheduler.Submit("clone", "linux", board.Job(name)).ok());
+    REQUIRE(scheduler.Submit({TypeName("clone"), JobId("linux")}, board.Job(name)).ok());
   }
   // Two clones of one repository at once, not three.
   CHECK(board.WaitStarted(2).size() == 2);
-  REQUIRE(scheduler.Submit("repack", "git", board.Job("repack git")).ok());
+  REQUIRE(scheduler.Submit({TypeName("repack"), JobId("git")}, board.Job("repack git")).ok());
   CHECK(board.Running() == NameSet{"clone linux 1", "clone linux 2"});
   // The third clone takes the freed place on linux; the repack needs three free slots.
   CHECK(board.ReleaseAndNext("clone linux 1") == "clone linux 3");
@@ -308,7 +314,7 @@ TEST_CASE("Scenario.PerRepositoryLimitAndWideJobs.TwoClonesPerRepositoryARepackT
   Snapshot snapshot = scheduler.Snapshot();
   CHECK(snapshot.running == 2);
   CHECK(snapshot.slots_in_use == 4);
-  REQUIRE(scheduler.Submit("clone", "git", board.Job("clone git")).ok());
+  REQUIRE(scheduler.Submit({TypeName("clone"), JobId("git")}, board.Job("clone git")).ok());
   CHECK(board.ReleaseAndNext("clone linux 3") == "clone git");
   board.Release("repack git");
   board.Release("clone git");
@@ -330,7 +336,7 @@ TEST_CASE("Scenario.ManyBackgroundTypes.DoNotStarveTheForeground") {
   for (const char* type : {"repack", "pull", "gc", "verify"}) {
     for (int i = 1; i <= 3; ++i) {
       const std::string id = std::string(type) + std::to_string(i);
-      REQUIRE(scheduler->Submit(type, id, board.Job(id)).ok());
+      REQUIRE(scheduler->Submit({TypeName(type), JobId(id)}, board.Job(id)).ok());
     }
   }
   CHECK(board.WaitStarted(4).size() == 4);  // the background tier's cap, whatever the types

@@ -164,7 +164,8 @@ TEST_CASE("Stress.Runtime.CapsConflictsAndExactlyOnceHoldUnderLoad") {
       // src/runtime/fiber_stack.h); pool fibers and plain threads do throw.
       const int pick = static_cast<int>(rng() % 7);
       const int behaviour = fiber && (pick == 4 || pick == 5) ? 0 : pick;
-      Status s = scheduler->RunSync(ctx.first, type.name, id, key, job(type, id, behaviour, &ran));
+      Status s = scheduler->RunSync(ctx.first, {TypeName(type.name), JobId(id), FairnessKey(key)},
+                                    job(type, id, behaviour, &ran));
       if (canceller.joinable()) canceller.join();
       ctx.second();
       if (s.ok() || s.code() == absl::StatusCode::kInternal) {
@@ -197,7 +198,7 @@ TEST_CASE("Stress.Runtime.CapsConflictsAndExactlyOnceHoldUnderLoad") {
         submitted.push_back(std::move(accounting));
       }
       Status s = scheduler->Submit(
-          type.name, id, "bg" + std::to_string(rng() % 3),
+          {TypeName(type.name), JobId(id), FairnessKey("bg" + std::to_string(rng() % 3))},
           job(type, id, static_cast<int>(rng() % 7), &a->ran), [a](const Status& st) {
             a->reported_cancelled = st.code() == absl::StatusCode::kCancelled;
             ++a->reported;

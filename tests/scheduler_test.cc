@@ -64,7 +64,9 @@ using testing::HoldUntil;
 std::unique_ptr<Scheduler> RunningOneHeldJob(Gate& hold, std::atomic<bool>& reported) {
   auto scheduler = Make(Capacity(1));
   REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
-  REQUIRE(scheduler->Submit("t", "x", "", HoldUntil(hold), [&](const Status&) { reported = true; })
+  REQUIRE(scheduler
+              ->Submit({TypeName("t"), JobId("x")}, HoldUntil(hold),
+                       [&](const Status&) { reported = true; })
               .ok());
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
   return scheduler;
@@ -80,12 +82,17 @@ TEST_CASE("Scheduler.Create.TakesItsOptionsByConcernWithDesignatedInitialisers")
   REQUIRE(scheduler.ok());
   CHECK((*scheduler)->Snapshot().max_concurrency == 3);
   REQUIRE((*scheduler)->RegisterType("t", Type(1, 1)).ok());
-  REQUIRE((*scheduler)->Submit("t", "a", "k", HoldUntil(hold), Ignore).ok());
+  REQUIRE((*scheduler)
+              ->Submit({TypeName("t"), JobId("a"), FairnessKey("k")}, HoldUntil(hold), Ignore)
+              .ok());
   REQUIRE(Eventually([&] { return (*scheduler)->Snapshot().running == 1; }));
   // The rule's per-key bound is the one given: the key's second pending job is refused.
-  REQUIRE((*scheduler)->Submit("t", "b", "k", HoldUntil(hold), Ignore).ok());
-  CHECK((*scheduler)->Submit("t", "c", "k", HoldUntil(hold), Ignore).code() ==
-        absl::StatusCode::kResourceExhausted);
+  REQUIRE((*scheduler)
+              ->Submit({TypeName("t"), JobId("b"), FairnessKey("k")}, HoldUntil(hold), Ignore)
+              .ok());
+  CHECK((*scheduler)
+            ->Submit({TypeName("t"), JobId("c"), FairnessKey("k")}, HoldUntil(hold), Ignore)
+            .code() == absl::StatusCode::kResourceExhausted);
   hold.Open();
 }
 
@@ -102,11 +109,12 @@ TEST_CASE("Scheduler.RunSync.RunsFnOnTheCallerAndReturnsItsStatus") {
   auto scheduler = Make();
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
   std::thread::id ran_on;
-  Status s =
-      scheduler->RunSync(Context::Background(), "clone", "linux", "client", [&](const Context&) {
-        ran_on = std::this_thread::get_id();
-        return absl::NotFoundError("no such ref");
-      });
+  Status s = scheduler->RunSync(Context::Background(),
+                                {TypeName("clone"), JobId("linux"), FairnessKey("client")},
+                                [&](const Context&) {
+                                  ran_on = std::this_thread::get_id();
+                                  return absl::NotFoundError("no such ref");
+                                });
   CHECK(ran_on == std::this_thread::get_id());
   CHECK(s == absl::NotFoundError("no such ref"));
   CHECK(scheduler->Snapshot().running == 0);
@@ -121,17 +129,24 @@ TEST_CASE("Scheduler.RunSync.BadInputIsRefusedWithoutRunning") {
     ran = true;
     return absl::OkStatus();
   };
-  CHECK(scheduler->RunSync(Context::Background(), "nope", "x", "k", fn).code() ==
-        absl::StatusCode::kNotFound);
-  CHECK(scheduler->RunSync(Context::Background(), "clone", "", "k", fn).code() ==
-        absl::StatusCode::kInvalidArgument);
-  CHECK(scheduler->RunSync(Context::Background(), "clone", "x", "k", nullptr).code() ==
-        absl::StatusCode::kInvalidArgument);
+  CHECK(scheduler
+            ->RunSync(Context::Background(), {TypeName("nope"), JobId("x"), FairnessKey("k")}, fn)
+            .code() == absl::StatusCode::kNotFound);
+  CHECK(scheduler
+            ->RunSync(Context::Background(), {TypeName("clone"), JobId(""), FairnessKey("k")}, fn)
+            .code() == absl::StatusCode::kInvalidArgument);
+  CHECK(scheduler
+            ->RunSync(Context::Background(), {TypeName("clone"), JobId("x"), FairnessKey("k")},
+                      nullptr)
+            .code() == absl::StatusCode::kInvalidArgument);
   auto [done, cancel] = WithCancel(Context::Background());
   cancel();
-  CHECK(scheduler->RunSync(done, "clone", "x", "k", fn).code() == absl::StatusCode::kCancelled);
-  CHECK(scheduler->Submit("nope", "x", Ok()).code() == absl::StatusCode::kNotFound);
-  CHECK(scheduler->Submit("clone", "x", nullptr).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(scheduler->RunSync(done, {TypeName("clone"), JobId("x"), FairnessKey("k")}, fn).code() ==
+        absl::StatusCode::kCancelled);
+  CHECK(scheduler->Submit({TypeName("nope"), JobId("x")}, Ok()).code() ==
+        absl::StatusCode::kNotFound);
+  CHECK(scheduler->Submit({TypeName("clone"), JobId("x")}, nullptr).code() ==
+        absl::StatusCode::kInvalidArgument);
   CHECK(scheduler->RegisterType("", Type(1, 1)).code() == absl::StatusCode::kInvalidArgument);
   CHECK(scheduler->RegisterType("gc", Type(0, 1)).code() == absl::StatusCode::kInvalidArgument);
   CHECK(scheduler->RegisterType("clone", Type(8, 8)).ok());  // the same config again
@@ -148,7 +163,10 @@ TEST_CASE("Scheduler.RunSync.CancelledOrTimedOutWhilePendingReturnsAtOnceUncharg
     REQUIRE(scheduler->RegisterType("clone", Type(1, 1, "", 5)).ok());
     Gate hold;
     std::thread holder([&] {
-      CHECK(scheduler->RunSync(Context::Background(), "clone", "a", "a", HoldUntil(hold)).ok());
+      CHECK(scheduler
+                ->RunSync(Context::Background(), {TypeName("clone"), JobId("a"), FairnessKey("a")},
+                          HoldUntil(hold))
+                .ok());
     });
     REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
 
@@ -157,10 +175,11 @@ TEST_CASE("Scheduler.RunSync.CancelledOrTimedOutWhilePendingReturnsAtOnceUncharg
     bool ran = false;
     Status result;
     std::thread waiter([&, ctx = ctx] {
-      result = scheduler->RunSync(ctx, "clone", "b", "b", [&](const Context&) {
-        ran = true;
-        return absl::OkStatus();
-      });
+      result = scheduler->RunSync(ctx, {TypeName("clone"), JobId("b"), FairnessKey("b")},
+                                  [&](const Context&) {
+                                    ran = true;
+                                    return absl::OkStatus();
+                                  });
     });
     REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 1; }));
     if (!timeout) cancel();
@@ -183,13 +202,14 @@ TEST_CASE("Scheduler.RunSync.ReturnsOnlyAfterFnReturnedEvenWhenCancelledWhileRun
   auto [ctx, cancel] = WithCancel(Context::Background());
   std::atomic<bool> started{false}, finished{false};
   std::thread caller([&, ctx = ctx] {
-    Status s = scheduler->RunSync(ctx, "clone", "x", "k", [&](const Context& job_ctx) {
-      started = true;
-      job_ctx.Wait();  // sees the cancellation
-      std::this_thread::sleep_for(10ms);
-      finished = true;
-      return job_ctx.Err();
-    });
+    Status s = scheduler->RunSync(ctx, {TypeName("clone"), JobId("x"), FairnessKey("k")},
+                                  [&](const Context& job_ctx) {
+                                    started = true;
+                                    job_ctx.Wait();  // sees the cancellation
+                                    std::this_thread::sleep_for(10ms);
+                                    finished = true;
+                                    return job_ctx.Err();
+                                  });
     CHECK(finished);
     CHECK(s.code() == absl::StatusCode::kCancelled);
   });
@@ -211,7 +231,9 @@ TEST_CASE("Scheduler.RunSync.ManyFibersOnOneThreadWaitWithoutBlockingEachOther" 
     for (int i = 0; i < 50; ++i) {
       fibers.emplace_back([&, i] {
         Status s = scheduler->RunSync(
-            Context::Background(), "clone", "r" + std::to_string(i), "k" + std::to_string(i % 5),
+            Context::Background(),
+            {TypeName("clone"), JobId("r" + std::to_string(i)),
+             FairnessKey("k" + std::to_string(i % 5))},
             [&](const Context&) {
               const int now = ++running;
               int seen = max_running.load();
@@ -235,25 +257,31 @@ TEST_CASE("Scheduler.Exceptions.BecomeInternalAndTheSlotIsReleased") {
   Watchdog watchdog("exceptions", 60s);
   auto scheduler = Make(Capacity(1));
   REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
-  Status s = scheduler->RunSync(Context::Background(), "t", "x", "k",
-                                [](const Context&) -> Status { throw std::runtime_error("boom"); });
+  Status s =
+      scheduler->RunSync(Context::Background(), {TypeName("t"), JobId("x"), FairnessKey("k")},
+                         [](const Context&) -> Status { throw std::runtime_error("boom"); });
   CHECK(s == absl::InternalError("job function threw: boom"));
-  s = scheduler->RunSync(Context::Background(), "t", "x", "k",
+  s = scheduler->RunSync(Context::Background(), {TypeName("t"), JobId("x"), FairnessKey("k")},
                          [](const Context&) -> Status { throw 42; });
   CHECK(s.code() == absl::StatusCode::kInternal);
   std::promise<Status> background;
   REQUIRE(scheduler
               ->Submit(
-                  "t", "y", "", [](const Context&) -> Status { throw std::logic_error("bad"); },
+                  {TypeName("t"), JobId("y")},
+                  [](const Context&) -> Status { throw std::logic_error("bad"); },
                   [&](const Status& st) { background.set_value(st); })
               .ok());
   CHECK(background.get_future().get() == absl::InternalError("job function threw: bad"));
   // The slot is free again.
-  CHECK(scheduler->RunSync(Context::Background(), "t", "z", "k", Ok()).ok());
+  CHECK(
+      scheduler->RunSync(Context::Background(), {TypeName("t"), JobId("z"), FairnessKey("k")}, Ok())
+          .ok());
   // A throwing completion callback is contained.
   std::atomic<bool> after{false};
-  REQUIRE(scheduler->Submit("t", "w", "", Ok(), [](const Status&) { throw 1; }).ok());
-  REQUIRE(scheduler->Submit("t", "v", "", Ok(), [&](const Status&) { after = true; }).ok());
+  REQUIRE(
+      scheduler->Submit({TypeName("t"), JobId("w")}, Ok(), [](const Status&) { throw 1; }).ok());
+  REQUIRE(scheduler->Submit({TypeName("t"), JobId("v")}, Ok(), [&](const Status&) { after = true; })
+              .ok());
   CHECK(Eventually([&] { return after.load(); }));
 }
 
@@ -270,7 +298,7 @@ TEST_CASE("Scheduler.Submit.RunsOnThePoolAndReportsOnceThroughTheCallback") {
     for (int i = 0; i < 100; ++i) {
       REQUIRE(scheduler
                   ->Submit(
-                      "fetch", "r" + std::to_string(i % 10), "",
+                      {TypeName("fetch"), JobId("r" + std::to_string(i % 10))},
                       [&, i](const Context&) {
                         CHECK(std::this_thread::get_id() != caller);
                         ++ran;
@@ -302,7 +330,7 @@ TEST_CASE("Scheduler.Submit.JobsBlockingTheirThreadUpToTheCapsAllRunAtOnce") {
   std::atomic<int> saw_all{0};
   for (int i = 0; i < 8; ++i) {
     REQUIRE(scheduler
-                ->Submit("repack", "r" + std::to_string(i),
+                ->Submit({TypeName("repack"), JobId("r" + std::to_string(i))},
                          [&](const Context&) {
                            std::unique_lock lock(mutex);  // a plain mutex: blocks the thread
                            ++inside;
@@ -339,7 +367,7 @@ TEST_CASE("Scheduler.Pool.AChainOfBackgroundJobsDoesNotStarveJobsPostedToItsThre
   std::atomic<int> a_done_when_s_started{-1};
   for (int i = 0; i < kChain; ++i) {
     REQUIRE(scheduler
-                ->Submit("a", "x",
+                ->Submit({TypeName("a"), JobId("x")},
                          [&](const Context&) {
                            const auto until = std::chrono::steady_clock::now() + 20us;
                            while (a_done_when_s_started < 0 &&
@@ -352,13 +380,14 @@ TEST_CASE("Scheduler.Pool.AChainOfBackgroundJobsDoesNotStarveJobsPostedToItsThre
   }
   REQUIRE(Eventually([&] { return a_done > 0; }));
   REQUIRE(scheduler
-              ->RunSync(Context::Background(), "s", "y", "k",
+              ->RunSync(Context::Background(), {TypeName("s"), JobId("y"), FairnessKey("k")},
                         [&](const Context&) {
                           // Queued behind this job, which holds the type's one slot.
-                          return scheduler->Submit("s", "y", [&](const Context&) {
-                            a_done_when_s_started = a_done.load();
-                            return absl::OkStatus();
-                          });
+                          return scheduler->Submit({TypeName("s"), JobId("y")},
+                                                   [&](const Context&) {
+                                                     a_done_when_s_started = a_done.load();
+                                                     return absl::OkStatus();
+                                                   });
                         })
               .ok());
   REQUIRE(Eventually([&] { return a_done_when_s_started >= 0; }));
@@ -370,7 +399,9 @@ TEST_CASE("Scheduler.Pool.AChainOfBackgroundJobsDoesNotStarveJobsPostedToItsThre
 TEST_CASE("Scheduler.Pool.AnIdlePoolUsesNoCpu") {
   auto scheduler = Make(Capacity(8));
   REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
-  REQUIRE(scheduler->RunSync(Context::Background(), "t", "x", "k", Ok()).ok());
+  REQUIRE(
+      scheduler->RunSync(Context::Background(), {TypeName("t"), JobId("x"), FairnessKey("k")}, Ok())
+          .ok());
   const double before = ProcessCpuSeconds();
   std::this_thread::sleep_for(300ms);
   const double used = ProcessCpuSeconds() - before;
@@ -389,7 +420,9 @@ TEST_CASE("Scheduler.Pool.SeveralSchedulersLiveInOneProcess") {
   }
   for (auto& s : schedulers) {
     for (int j = 0; j < 20; ++j) {
-      REQUIRE(s->Submit("t", std::to_string(j), "", Ok(), [&](const Status&) { ++done; }).ok());
+      REQUIRE(s->Submit({TypeName("t"), JobId(std::to_string(j))}, Ok(), [&](const Status&) {
+                 ++done;
+               }).ok());
     }
   }
   schedulers.clear();  // each destructor drains nothing more but waits for its jobs
@@ -404,7 +437,7 @@ TEST_CASE("Scheduler.Shutdown.FailsPendingJobsAndWaitsForRunningOnes") {
   std::atomic<bool> running_saw_cancel{false};
   REQUIRE(scheduler
               ->Submit(
-                  "t", "running", "",
+                  {TypeName("t"), JobId("running")},
                   [&](const Context& ctx) {
                     hold.Wait();
                     running_saw_cancel = ctx.Done();
@@ -415,11 +448,12 @@ TEST_CASE("Scheduler.Shutdown.FailsPendingJobsAndWaitsForRunningOnes") {
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
   Status sync_result;
   std::thread sync_caller([&] {
-    sync_result = scheduler->RunSync(Context::Background(), "t", "pending-sync", "k", Ok());
+    sync_result = scheduler->RunSync(
+        Context::Background(), {TypeName("t"), JobId("pending-sync"), FairnessKey("k")}, Ok());
   });
   std::promise<Status> async_result;
   REQUIRE(scheduler
-              ->Submit("t", "pending-async", "", Ok(),
+              ->Submit({TypeName("t"), JobId("pending-async")}, Ok(),
                        [&](const Status& s) { async_result.set_value(s); })
               .ok());
   REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 2; }));
@@ -433,9 +467,11 @@ TEST_CASE("Scheduler.Shutdown.FailsPendingJobsAndWaitsForRunningOnes") {
   CHECK(sync_result.code() == absl::StatusCode::kCancelled);
   CHECK(async_result.get_future().get().code() == absl::StatusCode::kCancelled);
   CHECK_FALSE(shut);  // still waiting for the running job
-  CHECK(scheduler->RunSync(Context::Background(), "t", "late", "k", Ok()).code() ==
+  CHECK(scheduler
+            ->RunSync(Context::Background(), {TypeName("t"), JobId("late"), FairnessKey("k")}, Ok())
+            .code() == absl::StatusCode::kUnavailable);
+  CHECK(scheduler->Submit({TypeName("t"), JobId("late")}, Ok()).code() ==
         absl::StatusCode::kUnavailable);
-  CHECK(scheduler->Submit("t", "late", Ok()).code() == absl::StatusCode::kUnavailable);
   hold.Open();
   shutter.join();
   CHECK(shut);
@@ -471,8 +507,10 @@ TEST_CASE("Scheduler.Shutdown.ReturnsOnceItsJobsAreDoneWhileRefusedCallsKeepArri
   for (int i = 0; i < 8; ++i) {
     callers.emplace_back([&, i] {
       while (!shut) {
-        if (scheduler->RunSync(Context::Background(), "t", std::to_string(i), "k", Ok()).code() ==
-            absl::StatusCode::kUnavailable) {
+        if (scheduler
+                ->RunSync(Context::Background(),
+                          {TypeName("t"), JobId(std::to_string(i)), FairnessKey("k")}, Ok())
+                .code() == absl::StatusCode::kUnavailable) {
           ++refused;
         }
       }
@@ -500,13 +538,15 @@ TEST_CASE("Scheduler.Drain.RunsEverythingPendingFirst") {
   REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
   std::atomic<int> ok{0};
   for (int i = 0; i < 20; ++i) {
-    REQUIRE(
-        scheduler->Submit("t", std::to_string(i), "", Ok(), [&](const Status& s) { ok += s.ok(); })
-            .ok());
+    REQUIRE(scheduler
+                ->Submit({TypeName("t"), JobId(std::to_string(i))}, Ok(),
+                         [&](const Status& s) { ok += s.ok(); })
+                .ok());
   }
   CHECK(scheduler->Drain(Context::Background()).ok());
   CHECK(ok == 20);
-  CHECK(scheduler->Submit("t", "late", Ok()).code() == absl::StatusCode::kUnavailable);
+  CHECK(scheduler->Submit({TypeName("t"), JobId("late")}, Ok()).code() ==
+        absl::StatusCode::kUnavailable);
 }
 
 TEST_CASE("Scheduler.Destructor.ReportsEveryAcceptedJobExactlyOnce") {
@@ -518,7 +558,7 @@ TEST_CASE("Scheduler.Destructor.ReportsEveryAcceptedJobExactlyOnce") {
     for (int i = 0; i < 200; ++i) {
       REQUIRE(scheduler
                   ->Submit(
-                      "t", std::to_string(i), "",
+                      {TypeName("t"), JobId(std::to_string(i))},
                       [&](const Context&) {
                         ++ran;
                         return absl::OkStatus();
@@ -537,11 +577,12 @@ TEST_CASE("Scheduler.Limits.FullQueuesAnswerResourceExhausted") {
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
   Gate hold;
-  REQUIRE(scheduler->Submit("t", "a", HoldUntil(hold)).ok());
+  REQUIRE(scheduler->Submit({TypeName("t"), JobId("a")}, HoldUntil(hold)).ok());
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
-  REQUIRE(scheduler->Submit("t", "b", Ok()).ok());
-  CHECK(scheduler->Submit("t", "c", Ok()).code() == absl::StatusCode::kResourceExhausted);
-  CHECK(scheduler->RunSync(Context::Background(), "t", "d", "", Ok()).code() ==
+  REQUIRE(scheduler->Submit({TypeName("t"), JobId("b")}, Ok()).ok());
+  CHECK(scheduler->Submit({TypeName("t"), JobId("c")}, Ok()).code() ==
+        absl::StatusCode::kResourceExhausted);
+  CHECK(scheduler->RunSync(Context::Background(), {TypeName("t"), JobId("d")}, Ok()).code() ==
         absl::StatusCode::kResourceExhausted);
   hold.Open();
 }
@@ -571,13 +612,22 @@ TEST_CASE("Scheduler.Estimates.LearnFromTheWallTimeOfTheInjectedClock") {
   ManualClock clock(100.0);
   Scheduler* scheduler = clock.scheduler.get();
   auto takes = [&](double seconds) { return clock.Takes(seconds); };
-  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux", "a", takes(30)).ok());
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(),
+                        {TypeName("clone"), JobId("linux"), FairnessKey("a")}, takes(30))
+              .ok());
   CHECK(scheduler->Estimate("clone", "linux") == 20.0);  // 0.5 * 30 + 0.5 * 10
-  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux", "a", takes(4)).ok());
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(),
+                        {TypeName("clone"), JobId("linux"), FairnessKey("a")}, takes(4))
+              .ok());
   CHECK(scheduler->Estimate("clone", "linux") == 12.0);
   CHECK(scheduler->AccumulatedCost("a") == 30.0);  // charged 10, then the learned 20
   // A clock that steps backwards counts as zero.
-  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux", "a", takes(-50)).ok());
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(),
+                        {TypeName("clone"), JobId("linux"), FairnessKey("a")}, takes(-50))
+              .ok());
   CHECK(scheduler->Estimate("clone", "linux") == 6.0);
 }
 
@@ -622,22 +672,26 @@ TEST_CASE("Scheduler.CostHint.IsChargedInsteadOfTheEstimateWhichStillLearns") {
   Scheduler* scheduler = clock.scheduler.get();
   auto takes = [&](double seconds) { return clock.Takes(seconds); };
   // RunSync: charged the hint 100, not the default 10; the estimate learns the run time 30.
-  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux", "a", takes(30), {.cost = 100})
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(),
+                        {TypeName("clone"), JobId("linux"), FairnessKey("a")}, takes(30),
+                        {.cost = 100})
               .ok());
   CHECK(scheduler->AccumulatedCost("a") == 100.0);
   CHECK(scheduler->Estimate("clone", "linux") == 20.0);  // 0.5 * 30 + 0.5 * 10
   // Submit: charged the hint 7, not the learned 20.
   std::promise<Status> done;
   REQUIRE(scheduler
-              ->Submit("clone", "linux", "b", takes(0), [&](const Status& s) { done.set_value(s); },
-                       {.cost = 7})
+              ->Submit({TypeName("clone"), JobId("linux"), FairnessKey("b")}, takes(0),
+                       [&](const Status& s) { done.set_value(s); }, {.cost = 7})
               .ok());
   REQUIRE(done.get_future().get().ok());
   CHECK(scheduler->AccumulatedCost("b") == 7.0);
   // Acquire: charged the hint 0.5.
   std::promise<StatusOr<Permit>> granted;
   REQUIRE(scheduler
-              ->Acquire(Context::Background(), "clone", "linux", "c",
+              ->Acquire(Context::Background(),
+                        {TypeName("clone"), JobId("linux"), FairnessKey("c")},
                         [&](StatusOr<Permit> p) { granted.set_value(std::move(p)); }, {.cost = 0.5})
               .ok());
   StatusOr<Permit> permit = granted.get_future().get();
@@ -646,7 +700,10 @@ TEST_CASE("Scheduler.CostHint.IsChargedInsteadOfTheEstimateWhichStillLearns") {
   permit->Release(absl::OkStatus());
   // Without a hint the estimate is charged again: it learned the two zero-second runs,
   // 20 -> 10 -> 5.
-  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "linux", "d", Ok()).ok());
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(),
+                        {TypeName("clone"), JobId("linux"), FairnessKey("d")}, Ok())
+              .ok());
   CHECK(scheduler->AccumulatedCost("d") == 5.0);
 }
 
@@ -661,14 +718,17 @@ TEST_CASE("Scheduler.CostHint.ABadCostIsRefusedAndNothingRuns") {
   for (double bad :
        {-1.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
     CAPTURE(bad);
-    Status sync = scheduler->RunSync(Context::Background(), "clone", "r", "a", mark, {.cost = bad});
+    Status sync =
+        scheduler->RunSync(Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("a")},
+                           mark, {.cost = bad});
     CHECK(sync.code() == absl::StatusCode::kInvalidArgument);
     CHECK(std::string(sync.message()).find("explicit cost") != std::string::npos);
-    CHECK(scheduler->Submit("clone", "r", "a", mark, {}, {.cost = bad}).code() ==
-          absl::StatusCode::kInvalidArgument);
     CHECK(scheduler
-              ->Acquire(Context::Background(), "clone", "r", "a", [](StatusOr<Permit>) {},
-                        {.cost = bad})
+              ->Submit({TypeName("clone"), JobId("r"), FairnessKey("a")}, mark, {}, {.cost = bad})
+              .code() == absl::StatusCode::kInvalidArgument);
+    CHECK(scheduler
+              ->Acquire(Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("a")},
+                        [](StatusOr<Permit>) {}, {.cost = bad})
               .code() == absl::StatusCode::kInvalidArgument);
   }
   REQUIRE(scheduler->Drain(Context::Background()).ok());
@@ -688,7 +748,7 @@ TEST_CASE("Scheduler.QueueWait.JobsPendingAtTheLimitLeaveWithDeadlineExceededUnc
   Gate gate;
   std::promise<Status> holder_done;
   REQUIRE(scheduler
-              ->Submit("clone", "r", "holder", HoldUntil(gate),
+              ->Submit({TypeName("clone"), JobId("r"), FairnessKey("holder")}, HoldUntil(gate),
                        [&](const Status& s) { holder_done.set_value(s); })
               .ok());
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
@@ -699,16 +759,18 @@ TEST_CASE("Scheduler.QueueWait.JobsPendingAtTheLimitLeaveWithDeadlineExceededUnc
     return absl::OkStatus();
   };
   std::future<Status> sync = std::async(std::launch::async, [&] {
-    return scheduler->RunSync(Context::Background(), "clone", "r", "sync", mark);
+    return scheduler->RunSync(Context::Background(),
+                              {TypeName("clone"), JobId("r"), FairnessKey("sync")}, mark);
   });
   std::promise<Status> submitted;
-  REQUIRE(
-      scheduler
-          ->Submit("clone", "r", "submit", mark, [&](const Status& s) { submitted.set_value(s); })
-          .ok());
+  REQUIRE(scheduler
+              ->Submit({TypeName("clone"), JobId("r"), FairnessKey("submit")}, mark,
+                       [&](const Status& s) { submitted.set_value(s); })
+              .ok());
   std::promise<StatusOr<Permit>> acquired;
   REQUIRE(scheduler
-              ->Acquire(Context::Background(), "clone", "r", "acquire",
+              ->Acquire(Context::Background(),
+                        {TypeName("clone"), JobId("r"), FairnessKey("acquire")},
                         [&](StatusOr<Permit> p) { acquired.set_value(std::move(p)); })
               .ok());
   CHECK(sync.get().code() == absl::StatusCode::kDeadlineExceeded);
@@ -742,12 +804,14 @@ TEST_CASE("Scheduler.QueueWait.ASnapshotPastTheLimitCountsTheJobOutAndItIsStillT
   clone.max_queue_wait = Seconds(10);
   REQUIRE(scheduler->RegisterType("clone", clone).ok());
   Gate gate;
-  REQUIRE(scheduler->Submit("clone", "r", "holder", HoldUntil(gate), {}).ok());
+  REQUIRE(
+      scheduler->Submit({TypeName("clone"), JobId("r"), FairnessKey("holder")}, HoldUntil(gate), {})
+          .ok());
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
   std::atomic<int> told{0};
   std::promise<Status> done;
   REQUIRE(scheduler
-              ->Submit("clone", "r", "late", Ok(),
+              ->Submit({TypeName("clone"), JobId("r"), FairnessKey("late")}, Ok(),
                        [&](const Status& s) {
                          ++told;
                          done.set_value(s);
@@ -771,11 +835,12 @@ TEST_CASE("Scheduler.Submit.ACompletionThatAdmitsAnAcquireGivesItsCallbackThePer
   auto scheduler = Make(Capacity(1, 1));
   REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());
   Gate gate;
-  REQUIRE(scheduler->Submit("clone", "r", "a", HoldUntil(gate), {}).ok());
+  REQUIRE(scheduler->Submit({TypeName("clone"), JobId("r"), FairnessKey("a")}, HoldUntil(gate), {})
+              .ok());
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
   std::promise<StatusOr<Permit>> granted;
   REQUIRE(scheduler
-              ->Acquire(Context::Background(), "clone", "r", "b",
+              ->Acquire(Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("b")},
                         [&](StatusOr<Permit> p) { granted.set_value(std::move(p)); })
               .ok());
   gate.Open();  // the Submit job's completion admits the Acquire, on the pool's fiber
@@ -804,9 +869,13 @@ TEST_CASE("Scheduler.Pause.PausedWorkWaitsHoldingNoSlotAndResumeAdmitsItAtOnce")
       return gate.Wait() ? absl::OkStatus() : absl::InternalError("gate never opened");
     };
   };
-  REQUIRE(scheduler->Submit("repack", "r", "", counting(repacks), {}).ok());
-  REQUIRE(scheduler->Submit("clone", "r", "b", counting(b_clones), {}).ok());
-  REQUIRE(scheduler->Submit("clone", "r", "a", counting(a_clones), {}).ok());
+  REQUIRE(scheduler->Submit({TypeName("repack"), JobId("r")}, counting(repacks), {}).ok());
+  REQUIRE(
+      scheduler->Submit({TypeName("clone"), JobId("r"), FairnessKey("b")}, counting(b_clones), {})
+          .ok());
+  REQUIRE(
+      scheduler->Submit({TypeName("clone"), JobId("r"), FairnessKey("a")}, counting(a_clones), {})
+          .ok());
   // Only a's clone runs; the other slot stays free: paused work holds nothing.
   REQUIRE(Eventually([&] { return a_clones == 1; }));
   Snapshot snapshot = scheduler->Snapshot();
@@ -842,8 +911,8 @@ TEST_CASE("Scheduler.Pause.DrainRunsPausedWorkToo") {
     ++ran;
     return absl::OkStatus();
   };
-  REQUIRE(scheduler->Submit("clone", "r", "k", count, {}).ok());
-  REQUIRE(scheduler->Submit("clone", "s", "j", count, {}).ok());
+  REQUIRE(scheduler->Submit({TypeName("clone"), JobId("r"), FairnessKey("k")}, count, {}).ok());
+  REQUIRE(scheduler->Submit({TypeName("clone"), JobId("s"), FairnessKey("j")}, count, {}).ok());
   REQUIRE(scheduler->Drain(Context::Background()).ok());
   CHECK(ran == 2);
 }
@@ -870,13 +939,13 @@ TEST_CASE("Scheduler.Periodic.RunsAgainNeverTwoAtOnceReportsEachRunAndStops") {
   std::mutex mutex;
   std::vector<absl::StatusCode> reported;
   PeriodicOptions options;
-  options.fairness_key = "maintenance";
   options.first_run_at_once = true;
   options.on_run = [&](const Status& s) {
     std::lock_guard lock(mutex);
     reported.push_back(s.code());
   };
-  StatusOr<PeriodicJob> job = scheduler->SubmitEvery("fetch", "linux", 5ms, fetch, options);
+  StatusOr<PeriodicJob> job = scheduler->SubmitEvery(
+      {TypeName("fetch"), JobId("linux"), FairnessKey("maintenance")}, 5ms, fetch, options);
   REQUIRE(job.ok());
   REQUIRE(Eventually([&] { return job->runs() >= 6; }));
   job->Stop();
@@ -912,8 +981,8 @@ TEST_CASE("Scheduler.Periodic.FirstRunsAreSpreadOverTheIntervalAndShutdownEndsTh
       }
       return absl::OkStatus();
     };
-    StatusOr<PeriodicJob> job =
-        scheduler->SubmitEvery("fetch", "repo" + std::to_string(i), 300ms, fn, {.jitter = 0});
+    StatusOr<PeriodicJob> job = scheduler->SubmitEvery(
+        {TypeName("fetch"), JobId("repo" + std::to_string(i))}, 300ms, fn, {.jitter = 0});
     REQUIRE(job.ok());
     jobs.push_back(*job);
   }
@@ -934,7 +1003,7 @@ TEST_CASE("Scheduler.Periodic.FirstRunsAreSpreadOverTheIntervalAndShutdownEndsTh
   std::uint64_t later = 0;
   for (const PeriodicJob& job : jobs) later += job.runs();
   CHECK(later == runs);
-  CHECK(scheduler->SubmitEvery("fetch", "x", 1s, Ok()).status().code() ==
+  CHECK(scheduler->SubmitEvery({TypeName("fetch"), JobId("x")}, 1s, Ok()).status().code() ==
         absl::StatusCode::kUnavailable);
 }
 
@@ -943,7 +1012,9 @@ TEST_CASE("Scheduler.Periodic.BadInputIsRefusedAndNothingIsScheduled") {
   REQUIRE(scheduler->RegisterType("fetch", Type(1, 1)).ok());
   auto code = [&](std::string_view type, std::string_view id, Seconds interval, Scheduler::JobFn fn,
                   PeriodicOptions options = {}) {
-    return scheduler->SubmitEvery(type, id, interval, std::move(fn), options).status().code();
+    return scheduler->SubmitEvery({TypeName(type), JobId(id)}, interval, std::move(fn), options)
+        .status()
+        .code();
   };
   using absl::StatusCode;
   CHECK(code("nope", "r", 1s, Ok()) == StatusCode::kNotFound);
@@ -975,8 +1046,12 @@ TEST_CASE("Scheduler.KeyLimits.MaxRunningHoldsAKeyBackAndRaisingItAdmitsAtOnce")
     };
   };
   for (int i = 0; i < 3; ++i)
-    REQUIRE(scheduler->Submit("clone", "r", "a", counting(a_started), {}).ok());
-  REQUIRE(scheduler->Submit("clone", "r", "b", counting(b_started), {}).ok());
+    REQUIRE(scheduler
+                ->Submit({TypeName("clone"), JobId("r"), FairnessKey("a")}, counting(a_started), {})
+                .ok());
+  REQUIRE(
+      scheduler->Submit({TypeName("clone"), JobId("r"), FairnessKey("b")}, counting(b_started), {})
+          .ok());
   // Key a holds one slot; b takes another although a came first; two slots stay free for keys
   // that could use them (none can: a is at its limit).
   REQUIRE(Eventually([&] { return a_started == 1 && b_started == 1; }));
@@ -991,11 +1066,17 @@ TEST_CASE("Scheduler.KeyLimits.MaxRunningHoldsAKeyBackAndRaisingItAdmitsAtOnce")
 TEST_CASE("Scheduler.KeyWeight.DividesLaterCharges") {
   auto scheduler = Make(SchedulerOptions::Seed());  // no reconciliation: the charge stays
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 2)).ok());
-  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "x", "prod", Ok()).ok());
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(), {TypeName("clone"), JobId("x"), FairnessKey("prod")},
+                        Ok())
+              .ok());
   CHECK(scheduler->AccumulatedCost("prod") == 2.0);
   REQUIRE(scheduler->SetKeyWeight("prod", 4).ok());
   // Another id, whose estimate is still the default cost 2 (x's has learned from its run).
-  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "y", "prod", Ok()).ok());
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(), {TypeName("clone"), JobId("y"), FairnessKey("prod")},
+                        Ok())
+              .ok());
   CHECK(scheduler->AccumulatedCost("prod") == 2.5);  // 2 + 2 / 4
 }
 
@@ -1013,7 +1094,10 @@ TEST_CASE("Scheduler.KeySettings.BadValuesAreRefusedAndChangeNothing") {
   const Status s = scheduler->SetKeyLimits("k", {.max_running = 1, .min_running = 2});
   CHECK(s.code() == absl::StatusCode::kInvalidArgument);
   CHECK(std::string(s.message()).find("min_running") != std::string::npos);
-  REQUIRE(scheduler->RunSync(Context::Background(), "clone", "x", "k", Ok()).ok());
+  REQUIRE(
+      scheduler
+          ->RunSync(Context::Background(), {TypeName("clone"), JobId("x"), FairnessKey("k")}, Ok())
+          .ok());
   CHECK(scheduler->AccumulatedCost("k") == 2.0);  // weight still 1
 }
 
@@ -1033,9 +1117,10 @@ TEST_CASE("Scheduler.Aging.MaxWaitToCeilingAndAgedJobsInTheSnapshot") {
   CHECK(scheduler->MaxWaitToCeiling("nope").status().code() == absl::StatusCode::kNotFound);
 
   Gate gate;
-  REQUIRE(scheduler->Submit("clone", "a", "x", HoldUntil(gate), {}).ok());
+  REQUIRE(scheduler->Submit({TypeName("clone"), JobId("a"), FairnessKey("x")}, HoldUntil(gate), {})
+              .ok());
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
-  REQUIRE(scheduler->Submit("repack", "r", "", Ok(), {}).ok());
+  REQUIRE(scheduler->Submit({TypeName("repack"), JobId("r")}, Ok(), {}).ok());
   auto aged_in = [&](int priority) {
     for (const TierSnapshot& t : scheduler->Snapshot().tiers) {
       if (t.priority == priority) return t.aged_in;
@@ -1061,7 +1146,10 @@ TEST_CASE("Scheduler.Sweeper.ForgetsIdleKeysAndStopsPromptlyAtShutdown") {
   options.runtime.sweep_interval = Seconds(0.005);
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("t", Type(1, 1)).ok());
-  REQUIRE(scheduler->RunSync(Context::Background(), "t", "x", "visitor", Ok()).ok());
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(), {TypeName("t"), JobId("x"), FairnessKey("visitor")},
+                        Ok())
+              .ok());
   CHECK(scheduler->Snapshot().keys_tracked == 1);
   now->store(61);
   CHECK(Eventually([&] { return scheduler->Snapshot().keys_tracked == 0; }));
@@ -1081,16 +1169,18 @@ TEST_CASE("Scheduler.Lock.UserCodeRunsOutsideTheLock") {
   std::promise<void> nested_done;
   REQUIRE(scheduler
               ->Submit(
-                  "t", "outer", "",
+                  {TypeName("t"), JobId("outer")},
                   [&](const Context&) {
                     CHECK(scheduler->Snapshot().running == 1);
                     // A background job may itself wait in RunSync: only its fiber waits.
-                    return scheduler->RunSync(Context::Background(), "t", "inner", "k", Ok());
+                    return scheduler->RunSync(Context::Background(),
+                                              {TypeName("t"), JobId("inner"), FairnessKey("k")},
+                                              Ok());
                   },
                   [&](const Status& s) {
                     CHECK(s.ok());
                     CHECK(scheduler
-                              ->Submit("t", "from-callback", "", Ok(),
+                              ->Submit({TypeName("t"), JobId("from-callback")}, Ok(),
                                        [&](const Status&) { nested_done.set_value(); })
                               .ok());
                   })

@@ -152,7 +152,7 @@ std::unique_ptr<Scheduler> MakeScheduler(int capacity, int worker_threads) {
 void HoldASlot(Scheduler& scheduler, std::string_view type, Gate& hold) {
   REQUIRE(scheduler
               .Submit(
-                  type, "blocker", "",
+                  {TypeName(type), JobId("blocker")},
                   [&hold](const Context&) {
                     return hold.Wait() ? absl::OkStatus() : absl::InternalError("gate");
                   },
@@ -183,7 +183,7 @@ TEST_CASE("Scheduler.Intake.SubmitsFromManyThreadsRunOnceEachInTheirCallersOrder
       submitters.emplace_back([&, t] {
         for (int i = 0; i < kPerThread; ++i) {
           Status s = scheduler->Submit(
-              "t", "r", "",
+              {TypeName("t"), JobId("r")},
               [&, t, i](const Context&) {
                 std::lock_guard lock(mutex);
                 ran.emplace_back(t, i);
@@ -233,7 +233,7 @@ TEST_CASE("Scheduler.Intake.ARunSyncAfterASubmitJoinsItsJob") {
   std::promise<Status> told;
   REQUIRE(scheduler
               ->Submit(
-                  "mirror", "linux.git", "bob",
+                  {TypeName("mirror"), JobId("linux.git"), FairnessKey("bob")},
                   [&](const Context&) {
                     ++submit_ran;
                     return absl::OkStatus();
@@ -242,7 +242,8 @@ TEST_CASE("Scheduler.Intake.ARunSyncAfterASubmitJoinsItsJob") {
               .ok());
   Status sync_status;
   std::thread caller([&] {
-    sync_status = scheduler->RunSync(Context::Background(), "mirror", "linux.git", "alice",
+    sync_status = scheduler->RunSync(Context::Background(),
+                                     {TypeName("mirror"), JobId("linux.git"), FairnessKey("alice")},
                                      [&](const Context&) {
                                        ++sync_ran;
                                        return absl::AbortedError("the run's status");
@@ -274,7 +275,7 @@ TEST_CASE("Scheduler.Intake.SubmitsRacingShutdownAreEachToldExactlyOnce") {
       submitters.emplace_back([&] {
         for (;;) {
           Status s = scheduler->Submit(
-              "t", "r", "",
+              {TypeName("t"), JobId("r")},
               [&](const Context&) {
                 ++ran;
                 return absl::OkStatus();

@@ -20,7 +20,7 @@ class FairgateGate : public WorkGate {
                                        std::string_view client, SlotCallback on_admitted) override {
     auto [ctx, cancel] = fairgate::WithCancel(fairgate::Context::Background());
     fairgate::Status status = scheduler_->Acquire(
-        ctx, type, repository, client,
+        ctx, {fairgate::TypeName(type), fairgate::JobId(repository), fairgate::FairnessKey(client)},
         [on_admitted = std::move(on_admitted)](fairgate::StatusOr<fairgate::Permit> permit) {
           if (!permit.ok()) return on_admitted(permit.status());
           auto held = std::make_shared<fairgate::Permit>(*std::move(permit));
@@ -36,8 +36,9 @@ class FairgateGate : public WorkGate {
   fairgate::Status Submit(std::string_view type, std::string_view repository,
                           std::string_view client, JobFn fn, DoneCallback done) override {
     // A first mirror already being made is what every later request for it waits for: join it.
-    return scheduler_->Submit(type, repository, client, std::move(fn), std::move(done),
-                              {.cost = std::nullopt, .join_running = type == kSyncClone});
+    return scheduler_->Submit(
+        {fairgate::TypeName(type), fairgate::JobId(repository), fairgate::FairnessKey(client)},
+        std::move(fn), std::move(done), {.cost = std::nullopt, .join_running = type == kSyncClone});
   }
 
   fairgate::StatusOr<CancelFn> SubmitEvery(std::string_view type, std::string_view repository,
@@ -45,10 +46,10 @@ class FairgateGate : public WorkGate {
                                            std::chrono::milliseconds interval, JobFn fn,
                                            DoneCallback on_run) override {
     fairgate::PeriodicOptions options;
-    options.fairness_key = std::string(client);
     options.on_run = std::move(on_run);
     fairgate::StatusOr<fairgate::PeriodicJob> job = scheduler_->SubmitEvery(
-        type, repository, fairgate::Seconds(interval), std::move(fn), options);
+        {fairgate::TypeName(type), fairgate::JobId(repository), fairgate::FairnessKey(client)},
+        fairgate::Seconds(interval), std::move(fn), options);
     if (!job.ok()) return job.status();
     return CancelFn([job = *std::move(job)]() mutable { job.Stop(); });
   }

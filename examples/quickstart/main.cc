@@ -54,7 +54,7 @@ int main() {
   // Background: a repack of linux.git, with a callback that learns how it went.
   std::atomic<bool> repack_reported{false};
   status = scheduler->Submit(
-      "repack", "linux.git", "",
+      {fairgate::TypeName("repack"), fairgate::JobId("linux.git")},
       [](const fairgate::Context& ctx) {
         Say("repack linux.git: running on a pool fiber");
         ctx.WaitFor(50ms);  // stands in for the work; stops early if the scheduler shuts down
@@ -79,7 +79,9 @@ int main() {
                                : name == "bob" ? "git.git"
                                                : "tor.git";
       fairgate::Status s = scheduler->RunSync(
-          fairgate::Context::Background(), "clone", repo, client, [&](const fairgate::Context&) {
+          fairgate::Context::Background(),
+          {fairgate::TypeName("clone"), fairgate::JobId(repo), fairgate::FairnessKey(client)},
+          [&](const fairgate::Context&) {
             Say(std::string(client) + ": cloning " + repo + " on the caller's own thread");
             std::this_thread::sleep_for(10ms);
             return fairgate::Status();
@@ -92,13 +94,15 @@ int main() {
   // Cancellation: a caller that gives up waiting returns at once, and is never charged.
   // Fill the one repack slot, then ask for another repack with a 20 ms deadline.
   std::atomic<bool> release{false};
-  (void)scheduler->Submit("repack", "git.git", [&](const fairgate::Context&) {
-    while (!release) std::this_thread::sleep_for(1ms);
-    return fairgate::Status();
-  });
+  (void)scheduler->Submit({fairgate::TypeName("repack"), fairgate::JobId("git.git")},
+                          [&](const fairgate::Context&) {
+                            while (!release) std::this_thread::sleep_for(1ms);
+                            return fairgate::Status();
+                          });
   auto [ctx, cancel] = fairgate::WithTimeout(fairgate::Context::Background(), 20ms);
-  fairgate::Status late =
-      scheduler->RunSync(ctx, "repack", "tor.git", "ops", [](const fairgate::Context&) {
+  fairgate::Status late = scheduler->RunSync(
+      ctx, {fairgate::TypeName("repack"), fairgate::JobId("tor.git"), fairgate::FairnessKey("ops")},
+      [](const fairgate::Context&) {
         Say("never printed: the deadline came first");
         return fairgate::Status();
       });
@@ -109,8 +113,9 @@ int main() {
   // Shutdown: refuses new work, fails what is pending, waits for what runs.
   fairgate::Status shut = scheduler->Shutdown(fairgate::Context::Background());
   Say("shutdown: " + std::string(shut.ok() ? "OK" : shut.ToString()));
-  fairgate::Status after = scheduler->Submit(
-      "repack", "linux.git", [](const fairgate::Context&) { return fairgate::Status(); });
+  fairgate::Status after =
+      scheduler->Submit({fairgate::TypeName("repack"), fairgate::JobId("linux.git")},
+                        [](const fairgate::Context&) { return fairgate::Status(); });
   Say("submit after shutdown: " + after.ToString());
   const fairgate::Snapshot snapshot = scheduler->Snapshot();
   Say("keys tracked: " + std::to_string(snapshot.keys_tracked) +

@@ -5,11 +5,12 @@
 // not on your io_context's thread. Bind the executor it should run on:
 //
 //   boost::asio::io_context io;
-//   fairgate::AsyncAcquire(scheduler, ctx, "clone", repository, client,
-//                          boost::asio::bind_executor(io, [](fairgate::StatusOr<fairgate::Permit>
-//                          p) {
-//                            // runs in io.run(), like every other handler of `io`
-//                          }));
+//   fairgate::AsyncAcquire(
+//       scheduler, ctx,
+//       {fairgate::TypeName("clone"), fairgate::JobId(repository), fairgate::FairnessKey(client)},
+//       boost::asio::bind_executor(io, [](fairgate::StatusOr<fairgate::Permit> p) {
+//         // runs in io.run(), like every other handler of `io`
+//       }));
 //
 // (or a strand of it, or a token whose executor is `io`'s, such as `use_awaitable` inside a
 // coroutine that `io` runs).
@@ -47,11 +48,10 @@ namespace fairgate {
 
 // With `options` (fairgate/job_options.h) for the job.
 template <typename CompletionToken>
-auto AsyncAcquire(Scheduler& scheduler, const Context& ctx, std::string_view type,
-                  std::string_view id, std::string_view fairness_key, const JobOptions& options,
-                  CompletionToken&& token) {
+auto AsyncAcquire(Scheduler& scheduler, const Context& ctx, const JobName& job,
+                  const JobOptions& options, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(StatusOr<Permit>)>(
-      [&scheduler, &ctx, type, id, fairness_key, options](auto handler) {
+      [&scheduler, &ctx, job, options](auto handler) {
         using Handler = decltype(handler);
         // Acquire's callback must be copyable (std::function); the handler need not be.
         struct Pending {
@@ -70,17 +70,16 @@ auto AsyncAcquire(Scheduler& scheduler, const Context& ctx, std::string_view typ
             std::move(handler)(std::move(result));
           });
         };
-        Status refused = scheduler.Acquire(ctx, type, id, fairness_key, deliver, options);
+        Status refused = scheduler.Acquire(ctx, job, deliver, options);
         if (!refused.ok()) deliver(std::move(refused));
       },
       token);
 }
 
 template <typename CompletionToken>
-auto AsyncAcquire(Scheduler& scheduler, const Context& ctx, std::string_view type,
-                  std::string_view id, std::string_view fairness_key, CompletionToken&& token) {
-  return AsyncAcquire(scheduler, ctx, type, id, fairness_key, JobOptions{},
-                      std::forward<CompletionToken>(token));
+auto AsyncAcquire(Scheduler& scheduler, const Context& ctx, const JobName& job,
+                  CompletionToken&& token) {
+  return AsyncAcquire(scheduler, ctx, job, JobOptions{}, std::forward<CompletionToken>(token));
 }
 
 }  // namespace fairgate

@@ -58,6 +58,7 @@
 #include <string_view>
 
 #include "fairgate/context.h"
+#include "fairgate/job_name.h"
 #include "fairgate/options.h"
 #include "fairgate/status.h"
 
@@ -82,7 +83,8 @@ using DurableHandler = std::function<Status(const DurableJob& job, const Context
 // One job of Scheduler::SubmitDurableBatch: what SubmitDurable takes, as one value. Views: the
 // batch copies them before it returns.
 struct DurableSubmission {
-  std::string_view type, id, fairness_key, payload;
+  JobName name;
+  std::string_view payload;
 };
 
 // How a failed durable job is retried: attempt n + 1 waits

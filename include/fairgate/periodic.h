@@ -1,11 +1,12 @@
 // fairgate/periodic.h: background work that repeats (Scheduler::SubmitEvery).
 //
-// A periodic job is a Submit job run again and again: each run is queued like any Submit of
-// (type, id) under PeriodicOptions::fairness_key, in the same order and under the same caps and
-// conflicts. The next run is queued `interval` after the previous run ended (whatever its status),
-// stretched or shrunk by up to `jitter` of it at random, so two runs of one periodic job never
-// overlap and a slow run never makes runs pile up. The first run is queued after a random part of
-// one interval, so that a server starting a thousand periodic jobs does not start them together
+// A periodic job is a Submit job run again and again: each run is queued like any Submit of its
+// JobName (type, id, and the fairness key charged for every run), in the same order and under the
+// same caps and conflicts. The next run is queued `interval` after the previous run ended (whatever
+// its status), stretched or shrunk by up to `jitter` of it at random, so two runs of one periodic
+// job never overlap and a slow run never makes runs pile up. The first run is queued after a random
+// part of one interval, so that a server starting a thousand periodic jobs does not start them
+// together
 // (`first_run_at_once` queues it at once instead).
 //
 // After a restart, with a store (PersistenceOptions::store), the first run keeps the
@@ -42,8 +43,6 @@
 namespace fairgate {
 
 struct PeriodicOptions {
-  // The fairness key of every run ("" as for Submit without one).
-  std::string fairness_key;
   // Each wait is interval * (1 + u), u uniform in [-jitter, +jitter]. In [0, 1).
   double jitter = 0.1;
   // Queue the first run at once, instead of after a random part of one interval.

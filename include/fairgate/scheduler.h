@@ -96,6 +96,7 @@
 
 #include "fairgate/context.h"
 #include "fairgate/durable.h"
+#include "fairgate/job_name.h"
 #include "fairgate/job_options.h"
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
@@ -134,8 +135,8 @@ class Scheduler {
   // Shutdown or Drain began; NotFound for an unknown type; InvalidArgument for an empty id or
   // function or a bad `options` (fairgate/job_options.h); ResourceExhausted when a pending bound is
   // reached.
-  Status RunSync(const Context& ctx, std::string_view type, std::string_view id,
-                 std::string_view fairness_key, const JobFn& fn, const JobOptions& options = {});
+  Status RunSync(const Context& ctx, const JobName& job, const JobFn& fn,
+                 const JobOptions& options = {});
 
   // The asynchronous RunSync: queues the job (type, id) of `fairness_key` in the same order, under
   // the same caps and conflicts, and returns at once. Refusals are returned here (as RunSync
@@ -158,31 +159,28 @@ class Scheduler {
   // inside ctx's cancel function, on the scheduler's timer, or on a pool fiber (above). It should
   // be quick and must not block; it may call the scheduler (release its permit, acquire again). An
   // event loop posts the result to itself: fairgate/asio.h does so for Boost.Asio.
-  Status Acquire(const Context& ctx, std::string_view type, std::string_view id,
-                 std::string_view fairness_key, PermitCallback on_admitted,
+  Status Acquire(const Context& ctx, const JobName& job, PermitCallback on_admitted,
                  const JobOptions& options = {});
 
-  // Queues background job (type, id) under the fairness key "" and returns at once.
-  Status Submit(std::string_view type, std::string_view id, JobFn fn);
-  // The same under `fairness_key`; `done` (may be empty) is called exactly once, with fn's
-  // status, Cancelled or DeadlineExceeded, from the thread or fiber that decided it (a worker
-  // fiber, Shutdown, or another call of this scheduler that released the slot or queued it).
-  // Refusals are returned here (as RunSync returns them), and then `done` is never called; a
-  // Submit that returns OK just as Shutdown or Drain begins may be told Cancelled by `done`.
-  // Submit usually does not wait for the scheduler's lock: a job whose type has no
-  // max_queue_wait, with no pending bound configured, is left for whoever holds the lock next to
-  // queue, in the order of the calls; every later call of the scheduler finds it queued.
-  Status Submit(std::string_view type, std::string_view id, std::string_view fairness_key, JobFn fn,
-                DoneCallback done, const JobOptions& options = {});
+  // Queues the background job (type, id) of `fairness_key` and returns at once. `done` (may be
+  // empty) is called exactly once, with fn's status, Cancelled or DeadlineExceeded, from the thread
+  // or fiber that decided it (a worker fiber, Shutdown, or another call of this scheduler that
+  // released the slot or queued it). Refusals are returned here (as RunSync returns them), and then
+  // `done` is never called; a Submit that returns OK just as Shutdown or Drain begins may be told
+  // Cancelled by `done`. Submit usually does not wait for the scheduler's lock: a job whose type
+  // has no max_queue_wait, with no pending bound configured, is left for whoever holds the lock
+  // next to queue, in the order of the calls; every later call of the scheduler finds it queued.
+  Status Submit(const JobName& job, JobFn fn, DoneCallback done = {},
+                const JobOptions& options = {});
 
-  // Runs `fn` as background job (type, id) again and again, each run `interval` after the
-  // previous one ended, never two at once (fairgate/periodic.h has the schedule, the jitter and
-  // the spread first run). Returns a handle that stops it. Refused, with nothing scheduled:
-  // Unavailable after Shutdown or Drain began; NotFound for an unknown type; InvalidArgument for
-  // an empty id or function, an interval that is not finite and in (0, 1e8] seconds, or a jitter
-  // outside [0, 1).
-  StatusOr<PeriodicJob> SubmitEvery(std::string_view type, std::string_view id, Seconds interval,
-                                    JobFn fn, const PeriodicOptions& options = {});
+  // Runs `fn` as the background job (type, id) of `fairness_key` again and again, each run
+  // `interval` after the previous one ended, never two at once (fairgate/periodic.h has the
+  // schedule, the jitter and the spread first run). Returns a handle that stops it. Refused, with
+  // nothing scheduled: Unavailable after Shutdown or Drain began; NotFound for an unknown type;
+  // InvalidArgument for an empty id or function, an interval that is not finite and in (0, 1e8]
+  // seconds, or a jitter outside [0, 1).
+  StatusOr<PeriodicJob> SubmitEvery(const JobName& job, Seconds interval, JobFn fn,
+                                    const PeriodicOptions& options = {});
 
   // Durable background work (fairgate/durable.h) needs a store (PersistenceOptions::store);
   // without one each of these returns FailedPrecondition, RegisterDurable too.
@@ -210,8 +208,7 @@ class Scheduler {
   // after the next Recover. With a shared store the job is not queued here: whichever replica
   // claims it first runs it (this one is woken to claim at once), and a full queue does not
   // refuse it.
-  StatusOr<std::uint64_t> SubmitDurable(std::string_view type, std::string_view id,
-                                        std::string_view fairness_key, std::string_view payload);
+  StatusOr<std::uint64_t> SubmitDurable(const JobName& job, std::string_view payload);
   // Stores many durable jobs in one commit of the store (one fsync for all of them) and queues
   // them in the order given; returns their sequence numbers, in that order, once all are stored.
   // All or nothing: a job that SubmitDurable would refuse before storing it (FailedPrecondition,

@@ -121,9 +121,9 @@ StatusOr<DurableJobs::TypePtr> DurableJobs::Accepting(std::string_view type,
 
 StoredJob DurableJobs::ToStore(const DurableSubmission& job) {
   StoredJob stored;
-  stored.type = std::string(job.type);
-  stored.id = std::string(job.id);
-  stored.fairness_key = std::string(job.fairness_key);
+  stored.type = std::string(job.name.type);
+  stored.id = std::string(job.name.id);
+  stored.fairness_key = std::string(job.name.fairness_key);
   stored.payload = std::string(job.payload);
   stored.submitted_at = WallNow();
   return stored;
@@ -133,7 +133,7 @@ StatusOr<std::uint64_t> DurableJobs::Submit(std::string_view type, std::string_v
                                             std::string_view key, std::string_view payload) {
   StatusOr<TypePtr> handler = Accepting(type, id);
   if (!handler.ok()) return handler.status();
-  StoredJob job = ToStore({type, id, key, payload});
+  StoredJob job = ToStore({{TypeName(type), JobId(id), FairnessKey(key)}, payload});
   StatusOr<std::uint64_t> sequence = keeper_.store().AddJob(job);
   if (!sequence.ok()) {
     keeper_.CountError(StateKeeper::Operation::kAddJob);
@@ -166,7 +166,7 @@ StatusOr<std::vector<std::uint64_t>> DurableJobs::SubmitBatch(
   stored.reserve(jobs.size());
   handlers.reserve(jobs.size());
   for (std::size_t i = 0; i < jobs.size(); ++i) {
-    StatusOr<TypePtr> handler = Accepting(jobs[i].type, jobs[i].id);
+    StatusOr<TypePtr> handler = Accepting(jobs[i].name.type, jobs[i].name.id);
     if (!handler.ok()) {
       return Status(handler.status().code(),
                     absl::StrCat("job ", i, " of the batch: ", handler.status().message()));

@@ -10,11 +10,11 @@
 
 namespace fairgate::internal {
 
-StatusOr<std::shared_ptr<PeriodicState>> PeriodicRuns::SubmitEvery(std::string_view type,
-                                                                   std::string_view id,
+StatusOr<std::shared_ptr<PeriodicState>> PeriodicRuns::SubmitEvery(const JobName& job,
                                                                    Seconds interval,
                                                                    Scheduler::JobFn fn,
                                                                    const PeriodicOptions& options) {
+  const std::string_view type = job.type, id = job.id;
   if (!fn) return absl::InvalidArgumentError("job function is empty");
   if (id.empty()) return absl::InvalidArgumentError("job id is empty");
   if (!std::isfinite(interval.count()) || interval.count() <= 0 || interval.count() > 1e8) {
@@ -33,6 +33,7 @@ StatusOr<std::shared_ptr<PeriodicState>> PeriodicRuns::SubmitEvery(std::string_v
   auto state = std::make_shared<PeriodicState>();
   state->type = std::string(type);
   state->id = std::string(id);
+  state->fairness_key = std::string(job.fairness_key);
   state->interval = interval;
   state->fn = std::move(fn);
   state->options = options;
@@ -82,8 +83,8 @@ void PeriodicRuns::QueueRun(const std::shared_ptr<PeriodicState>& state) {
     if (state->options.on_run) InvokeDone(state->options.on_run, status);
     ScheduleNext(state);
   };
-  Status queued = scheduler_.Submit(state->type, state->id, state->options.fairness_key, state->fn,
-                                    ended, {}, /*claimed_leases=*/0);
+  Status queued = scheduler_.Submit(state->type, state->id, state->fairness_key, state->fn, ended,
+                                    {}, /*claimed_leases=*/0);
   if (queued.code() == absl::StatusCode::kUnavailable) return;  // shutting down: runs stop
   if (!queued.ok()) ended(queued);
 }

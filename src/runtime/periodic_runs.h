@@ -34,8 +34,8 @@ class PeriodicRuns {
       : scheduler_(scheduler), keeper_(keeper) {}
 
   // Scheduler::SubmitEvery, whose refusals it returns; the state its PeriodicJob handle shares.
-  StatusOr<std::shared_ptr<PeriodicState>> SubmitEvery(std::string_view type, std::string_view id,
-                                                       Seconds interval, Scheduler::JobFn fn,
+  StatusOr<std::shared_ptr<PeriodicState>> SubmitEvery(const JobName& job, Seconds interval,
+                                                       Scheduler::JobFn fn,
                                                        const PeriodicOptions& options);
 
   // For the scheduler's timer: when the next run is due (Clock::time_point::max() for none), and

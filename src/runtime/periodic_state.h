@@ -14,7 +14,7 @@
 namespace fairgate::internal {
 
 struct PeriodicState {
-  std::string type, id;
+  std::string type, id, fairness_key;
   Seconds interval{0};
   Scheduler::JobFn fn;
   PeriodicOptions options;

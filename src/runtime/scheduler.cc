@@ -99,11 +99,10 @@ Status Scheduler::Impl::RegisterType(std::string_view name, const JobTypeConfig&
   return absl::OkStatus();
 }
 
-StatusOr<PeriodicJob> Scheduler::Impl::SubmitEvery(std::string_view type, std::string_view id,
-                                                   Seconds interval, JobFn fn,
+StatusOr<PeriodicJob> Scheduler::Impl::SubmitEvery(const JobName& job, Seconds interval, JobFn fn,
                                                    const PeriodicOptions& options) {
   StatusOr<std::shared_ptr<internal::PeriodicState>> state =
-      periodic_runs_.SubmitEvery(type, id, interval, std::move(fn), options);
+      periodic_runs_.SubmitEvery(job, interval, std::move(fn), options);
   if (!state.ok()) return state.status();
   return PeriodicJob(*std::move(state));
 }
@@ -287,31 +286,25 @@ Status Scheduler::RegisterType(std::string_view name, const JobTypeConfig& confi
   return impl_->RegisterType(name, config);
 }
 
-Status Scheduler::RunSync(const Context& ctx, std::string_view type, std::string_view id,
-                          std::string_view fairness_key, const JobFn& fn,
+Status Scheduler::RunSync(const Context& ctx, const JobName& job, const JobFn& fn,
                           const JobOptions& options) {
-  return impl_->RunSync(ctx, type, id, fairness_key, fn, options);
+  return impl_->RunSync(ctx, job.type, job.id, job.fairness_key, fn, options);
 }
 
-Status Scheduler::Acquire(const Context& ctx, std::string_view type, std::string_view id,
-                          std::string_view fairness_key, PermitCallback on_admitted,
+Status Scheduler::Acquire(const Context& ctx, const JobName& job, PermitCallback on_admitted,
                           const JobOptions& options) {
-  return impl_->Acquire(ctx, type, id, fairness_key, std::move(on_admitted), options);
+  return impl_->Acquire(ctx, job.type, job.id, job.fairness_key, std::move(on_admitted), options);
 }
 
-Status Scheduler::Submit(std::string_view type, std::string_view id, JobFn fn) {
-  return impl_->SubmitFromCaller(type, id, "", std::move(fn), nullptr, {});
+Status Scheduler::Submit(const JobName& job, JobFn fn, DoneCallback done,
+                         const JobOptions& options) {
+  return impl_->SubmitFromCaller(job.type, job.id, job.fairness_key, std::move(fn), std::move(done),
+                                 options);
 }
 
-Status Scheduler::Submit(std::string_view type, std::string_view id, std::string_view fairness_key,
-                         JobFn fn, DoneCallback done, const JobOptions& options) {
-  return impl_->SubmitFromCaller(type, id, fairness_key, std::move(fn), std::move(done), options);
-}
-
-StatusOr<PeriodicJob> Scheduler::SubmitEvery(std::string_view type, std::string_view id,
-                                             Seconds interval, JobFn fn,
+StatusOr<PeriodicJob> Scheduler::SubmitEvery(const JobName& job, Seconds interval, JobFn fn,
                                              const PeriodicOptions& options) {
-  return impl_->SubmitEvery(type, id, interval, std::move(fn), options);
+  return impl_->SubmitEvery(job, interval, std::move(fn), options);
 }
 
 Status Scheduler::RegisterDurable(std::string_view type, DurableHandler handler,
@@ -321,10 +314,8 @@ Status Scheduler::RegisterDurable(std::string_view type, DurableHandler handler,
 
 StatusOr<RecoveryReport> Scheduler::Recover() { return impl_->Recover(); }
 
-StatusOr<std::uint64_t> Scheduler::SubmitDurable(std::string_view type, std::string_view id,
-                                                 std::string_view fairness_key,
-                                                 std::string_view payload) {
-  return impl_->SubmitDurable(type, id, fairness_key, payload);
+StatusOr<std::uint64_t> Scheduler::SubmitDurable(const JobName& job, std::string_view payload) {
+  return impl_->SubmitDurable(job.type, job.id, job.fairness_key, payload);
 }
 
 StatusOr<std::vector<std::uint64_t>> Scheduler::SubmitDurableBatch(

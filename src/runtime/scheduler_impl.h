@@ -57,8 +57,8 @@ class Scheduler::Impl final : public internal::Submission, internal::AdmissionTa
 
   // --- scheduler.cc: the Scheduler's methods but the calls.
   Status RegisterType(std::string_view name, const JobTypeConfig& config);
-  StatusOr<PeriodicJob> SubmitEvery(std::string_view type, std::string_view id, Seconds interval,
-                                    JobFn fn, const PeriodicOptions& options);
+  StatusOr<PeriodicJob> SubmitEvery(const JobName& job, Seconds interval, JobFn fn,
+                                    const PeriodicOptions& options);
   Status RegisterDurable(std::string_view type, DurableHandler handler, const RetryPolicy& retry);
   StatusOr<RecoveryReport> Recover();
   StatusOr<std::uint64_t> SubmitDurable(std::string_view type, std::string_view id,

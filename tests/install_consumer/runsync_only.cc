@@ -12,7 +12,9 @@ int main() {
   bool ran = false;
   const fairgate::Status status =
       (*scheduler)
-          ->RunSync(fairgate::Context::Background(), "clone", "linux.git", "client",
+          ->RunSync(fairgate::Context::Background(),
+                    {fairgate::TypeName("clone"), fairgate::JobId("linux.git"),
+                     fairgate::FairnessKey("client")},
                     [&](const fairgate::Context&) {
                       ran = true;
                       return fairgate::Status();

@@ -25,8 +25,10 @@ int main() {
             (*scheduler)->Recover().ok();
   if (ok) {
     std::future<fairgate::StatusOr<fairgate::Permit>> permit =
-        fairgate::AsyncAcquire(**scheduler, fairgate::Context::Background(), "clone", "linux.git",
-                               "client", boost::asio::use_future);
+        fairgate::AsyncAcquire(**scheduler, fairgate::Context::Background(),
+                               {fairgate::TypeName("clone"), fairgate::JobId("linux.git"),
+                                fairgate::FairnessKey("client")},
+                               boost::asio::use_future);
     ok = permit.get().ok();
   }
   // No server here: the PostgreSQL store refuses a connection string it cannot use, with a status.
