@@ -1,5 +1,6 @@
 // The calls of a Scheduler: RunSync, Submit (through the intake or not) and Acquire. Each makes
-// its call's record, has the admission table decide, and acts on the decision (dispatch.cc).
+// its call's record, has the admission table decide, and acts on the decision (the Dispatcher,
+// dispatcher.h).
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -54,7 +55,7 @@ Status Scheduler::Impl::RunSync(const Context& ctx, std::string_view type, std::
   const double start = Now();  // a wait for fleet-wide leases is not part of the run
   if (status.ok()) status = Invoke(fn, leases.ctx ? *leases.ctx : ctx);  // no copy of ctx
   if (fleet_) fleet_->Leave(leases);
-  (void)Complete(*record, start, Now(), status);
+  (void)dispatcher_.Complete(*record, start, Now(), status);
   outstanding_.Finish();
   return status;
 }
@@ -79,7 +80,8 @@ Status Scheduler::Impl::Acquire(const Context& ctx, std::string_view type, std::
           outstanding_.Add();
           call.ctx_callback = ctx.state()->AddCallback([this, r] {
             Status err = r->acquire().ctx.Err();
-            AbandonWaiting(r, err.ok() ? absl::CancelledError("context cancelled") : err);
+            dispatcher_.AbandonWaiting(r,
+                                       err.ok() ? absl::CancelledError("context cancelled") : err);
             outstanding_.Finish();
           });
         }
@@ -88,12 +90,12 @@ Status Scheduler::Impl::Acquire(const Context& ctx, std::string_view type, std::
   if (!accepted.ok()) {
     // Never queued: its callback, if it ran, found nothing to do. Refused before its record was
     // made (the scheduler shuts down), it has none.
-    if (pending) DetachContext(*pending);
+    if (pending) dispatcher_.DetachContext(*pending);
     return accepted.status();
   }
   RecordPtr record = *std::move(accepted);
   // The context may have ended before the job was queued: its callback found nothing to do.
-  if (Status err = ctx.Err(); !err.ok()) AbandonWaiting(record, err);
+  if (Status err = ctx.Err(); !err.ok()) dispatcher_.AbandonWaiting(record, err);
   return absl::OkStatus();
 }
 
@@ -146,7 +148,7 @@ StatusOr<Scheduler::Impl::RecordPtr> Scheduler::Impl::Accept(const core::Enqueue
   // the decisions' times from going back.
   const double read = Now();
   Status refused = table_.Enqueue(record, request, read, decision, admitted_at_once);
-  Act(decision);
+  dispatcher_.Act(decision);
   if (!refused.ok()) {
     outstanding_.Finish();
     return refused;
@@ -175,9 +177,9 @@ void Scheduler::Impl::SubmitThroughIntake(std::string_view type, std::string_vie
   outstanding_.Add();  // as Accept counts it: from here it is told exactly once
   entry->read = Now();
   if (table_.PushIntake(std::move(entry)) >= internal::AdmissionTable::kIntakeLimit) {
-    Act(table_.TakeIntake());  // queues the intake, this job with it
+    dispatcher_.Act(table_.TakeIntake());  // queues the intake, this job with it
   } else if (!table_.CapFull()) {
-    ServeIntake();
+    dispatcher_.ServeIntake();
   }
 }
 

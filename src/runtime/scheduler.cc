@@ -1,6 +1,6 @@
 // A Scheduler: its construction, its queries and settings, Shutdown and Drain, the side of the
 // Submission interface its services use, and the timer's glue. The calls are in calls.cc, acting
-// on decisions in dispatch.cc, the lock and what it guards in admission_table.cc.
+// on decisions in the Dispatcher (dispatcher.h), the lock and what it guards in admission_table.cc.
 #include "fairgate/scheduler.h"
 
 #include <algorithm>
@@ -26,7 +26,7 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
                       std::unique_ptr<internal::StateKeeper> keeper)
     : options_(options),
       keeper_(std::move(keeper)),
-      table_(options, std::move(core), *this),
+      table_(options, std::move(core), dispatcher_),
       background_(WithCancel(Context::Background())),
       pool_(options.runtime.worker_threads > 0 ? options.runtime.worker_threads
                                                : options.rule.max_concurrency,
@@ -152,7 +152,7 @@ Status Scheduler::Impl::Shutdown(const Context& ctx) {
   const RecordList refused = table_.ShutDown();
   if (durable_) durable_->DropRetries();  // stored, with their backoff, for the next Recover
   background_.second();                   // running Submit jobs see their context done
-  for (const RecordPtr& record : refused) Refuse(record);
+  for (const RecordPtr& record : refused) dispatcher_.Refuse(record);
   Status quiet = outstanding_.WaitQuiet(ctx);
   // The events of every decision made so far reach the observers (outside the lock: it waits for
   // the delivery's thread, not for the scheduler).
@@ -166,7 +166,7 @@ Status Scheduler::Impl::Drain(const Context& ctx) {
   table_.StopAccepting();  // before the lock, as in Shutdown
   Decision decision;
   table_.StartDrain(decision);
-  Act(decision);
+  dispatcher_.Act(decision);
   Status quiet = outstanding_.WaitQuiet(ctx);
   Status shut = Shutdown(ctx);
   return quiet.ok() ? shut : quiet;
@@ -189,7 +189,7 @@ void Scheduler::Impl::WriteMetrics(std::string& out) {
 Status Scheduler::Impl::SetKeyLimits(std::string_view key, const KeyLimits& limits) {
   Decision decision;
   Status status = table_.SetKeyLimits(key, limits, decision);
-  Act(decision);
+  dispatcher_.Act(decision);
   return status;
 }
 
@@ -197,7 +197,7 @@ Status Scheduler::Impl::ChangePause(
     const std::function<Status(core::AdmissionCore&, double)>& change) {
   Decision decision;
   Status status = table_.ChangePause(change, decision);
-  Act(decision);
+  dispatcher_.Act(decision);
   return status;
 }
 
@@ -226,7 +226,7 @@ Status Scheduler::Impl::ResumeKey(std::string_view key) {
 void Scheduler::Impl::ChangeCapacity(const std::function<int(int, bool)>& next) {
   Decision decision;
   table_.ChangeCapacity(next, decision);
-  Act(decision);
+  dispatcher_.Act(decision);
 }
 
 // Called with the timer's lock held: takes the table's lock (never the other way round).
@@ -245,11 +245,11 @@ void Scheduler::Impl::TimerRunDue(internal::Timer::Clock::time_point now) {
   RecordList expired;
   Decision decision;
   table_.TakeDue(now, expired, decision);
-  Act(decision);
+  dispatcher_.Act(decision);
   periodic_runs_.RunDue(now);
   if (durable_) durable_->RunDue(now);
   for (const RecordPtr& record : expired) {
-    AbandonWaiting(record, absl::DeadlineExceededError("context deadline exceeded"));
+    dispatcher_.AbandonWaiting(record, absl::DeadlineExceededError("context deadline exceeded"));
   }
   if (capacity_) capacity_->Tick(now);
   if (now < next_sweep_) return;

@@ -5,9 +5,9 @@
 //                 the Submission interface the services use (durable jobs, periodic runs, the
 //                 fleet's costs, adaptive capacity, the timer)
 //   calls.cc      the calls: RunSync, Submit (through the intake or not), Acquire
-//   dispatch.cc   acting on a decision outside the lock: starting admitted jobs (RunSync callers
-//                 woken, Submit jobs on the pool, Acquire permits), reporting refused ones,
-//                 completing jobs
+//
+// What a decision admitted or refused is started and reported by the Dispatcher (dispatcher.h),
+// outside the lock.
 //
 // The lock and everything it guards belong to the AdmissionTable (admission_table.h): nothing
 // here holds it. src/runtime/README.md has the picture of who owns what.
@@ -28,6 +28,7 @@
 #include "runtime/admission_table.h"
 #include "runtime/capacity_controller.h"
 #include "runtime/claimer.h"
+#include "runtime/dispatcher.h"
 #include "runtime/durable_jobs.h"
 #include "runtime/fleet_costs.h"
 #include "runtime/fleet_leases.h"
@@ -42,7 +43,7 @@
 
 namespace fairgate {
 
-class Scheduler::Impl final : public internal::Submission, internal::AdmissionTable::Owner {
+class Scheduler::Impl final : public internal::Submission {
  public:
   using Decision = internal::Decision;
   using RecordPtr = internal::RecordPtr;
@@ -117,8 +118,6 @@ class Scheduler::Impl final : public internal::Submission, internal::AdmissionTa
                           JobFn fn, DoneCallback done, const JobOptions& options);
 
  private:
-  class HeldPermit;
-
   // --- calls.cc.
   // Makes the call's record, of the kind `Kind` (a JobRecord::Call alternative; `fill` sets its
   // part), counts it outstanding and queues its job; acts on what that decided. With
@@ -131,41 +130,6 @@ class Scheduler::Impl final : public internal::Submission, internal::AdmissionTa
   // by this call: when the intake is long, or when the job could be admitted now.
   void SubmitThroughIntake(std::string_view type, std::string_view id, std::string_view key,
                            JobFn fn, DoneCallback done, const JobOptions& options);
-
-  // --- dispatch.cc.
-  // The one way a decision is acted on, outside the lock: wake the timer if asked, then start
-  // the admitted jobs and report the refused ones, in decision order.
-  void Act(const Decision& decision) {
-    if (decision.wake_timer) timer_.Wake();
-    Dispatch(decision.admitted);
-  }
-  void Dispatch(const RecordList& admitted);
-  // AdmissionTable::Owner.
-  void ServeIntake() override;
-  void HandOff(Decision decision) override;
-  // Tells a job that left the queue without running why (its refusal), exactly once.
-  void Refuse(const RecordPtr& record);
-  // Tells a Submit call `status` (its run's, or why it did not run) and finishes it, once.
-  void Report(internal::SubmitCall& call, const Status& status);
-  // Tells the calls that joined a run that ended its status.
-  void TellJoiners(std::vector<RecordPtr>& joiners);
-  // Runs a Submit job on a pool fiber, and the Submit jobs its completion admits after it.
-  void RunBackground(RecordPtr record);
-  // Completes a job that ran from `start` to `end` and acts on what that admits. With
-  // `keep_background`, the first admitted Submit job is returned instead of posted, for the
-  // caller to run.
-  RecordPtr Complete(internal::JobRecord& record, double start, double end, const Status& status,
-                     bool keep_background = false);
-  // An Acquire that leaves the queue without a permit: uncharged, told once.
-  void AbandonWaiting(const RecordPtr& record, const Status& why);
-  // Unregisters an Acquire's context callback; if it had not run, finishes its outstanding count.
-  void DetachContext(internal::JobRecord& record);
-  // Takes the fleet-wide leases a job needs, waiting under `ctx` while they are held elsewhere.
-  Status EnterFleet(const internal::JobRecord& record, const Context& ctx,
-                    internal::FleetLeases::Held& leases);
-  // An admitted Acquire whose type takes fleet-wide leases: takes them on a pool fiber, then
-  // delivers a permit that holds them.
-  void AdmitWithLeases(const RecordPtr& record);
 
   // --- scheduler.cc.
   Status NeedStore(std::string_view what) const;
@@ -194,6 +158,10 @@ class Scheduler::Impl final : public internal::Submission, internal::AdmissionTa
   std::unique_ptr<internal::CapacityController> capacity_;  // with adaptive capacity
 
   std::pair<Context, CancelFunc> background_;  // the context of Submit jobs
+  // Starts and reports what decisions admitted or refused; the table's owner. Before the pool,
+  // whose fibers call it until the pool is gone.
+  internal::Dispatcher dispatcher_{
+      table_, pool_, outstanding_, timer_, fleet_, background_.first, &Scheduler::MakePermit};
   internal::WorkerPool pool_;
   // The timer's own schedule (its thread's alone): the next TTL sweep.
   internal::Timer::Clock::time_point next_sweep_;

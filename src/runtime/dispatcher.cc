@@ -1,47 +1,42 @@
-// Acting on the admission table's decisions, outside its lock: starting the jobs a decision
-// admitted (a RunSync caller woken, a Submit job run on the pool, an Acquire's permit delivered),
-// reporting those it refused, and completing jobs, which makes the next decisions.
+#include "runtime/dispatcher.h"
+
 #include <algorithm>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 
+#include "fairgate/scheduler.h"
 #include "runtime/context_state.h"
-#include "runtime/scheduler_impl.h"
 
-namespace fairgate {
-
-using internal::Invoke;
-using internal::InvokeAdmitted;
-using internal::InvokeDone;
-using internal::JobRecord;
-using internal::Signal;
+namespace fairgate::internal {
 
 // The scheduler's side of a Permit: releasing it gives back its fleet-wide leases, if any, and
 // completes the job.
-class Scheduler::Impl::HeldPermit : public internal::HeldJob {
+class Dispatcher::HeldPermit : public HeldJob {
  public:
-  HeldPermit(Impl* impl, RecordPtr record,
-             std::unique_ptr<internal::FleetLeases::Held> leases = nullptr)
-      : impl_(impl), record_(std::move(record)), leases_(std::move(leases)) {}
+  HeldPermit(Dispatcher* dispatcher, RecordPtr record,
+             std::unique_ptr<FleetLeases::Held> leases = nullptr)
+      : dispatcher_(dispatcher), record_(std::move(record)), leases_(std::move(leases)) {}
   void Release(const Status& status) override {
-    Impl* impl = impl_;
-    const double end = impl->Now();
-    if (leases_) impl->fleet_->Leave(*leases_);
-    (void)impl->Complete(*record_, record_->admitted_at, end, status);
+    Dispatcher* dispatcher = dispatcher_;
+    const double end = dispatcher->table_.Now();
+    if (leases_) dispatcher->fleet_->Leave(*leases_);
+    (void)dispatcher->Complete(*record_, record_->admitted_at, end, status);
     record_ = nullptr;
-    impl->outstanding_.Finish();  // the last touch: the scheduler may be destroyed after it
+    dispatcher->outstanding_.Finish();  // the last touch: the scheduler may be destroyed after it
   }
   std::uint64_t FencingToken() const override {
     return leases_ && leases_->ctx ? leases_->ctx->FencingToken() : 0;
   }
 
  private:
-  Impl* impl_;
+  Dispatcher* dispatcher_;
   RecordPtr record_;
-  std::unique_ptr<internal::FleetLeases::Held> leases_;
+  std::unique_ptr<FleetLeases::Held> leases_;
 };
 
-void Scheduler::Impl::Dispatch(const RecordList& admitted) {
+void Dispatcher::Dispatch(const RecordList& admitted) {
   for (const RecordPtr& record : admitted) {
     if (!record->refusal.ok()) {
       Refuse(record);
@@ -59,21 +54,20 @@ void Scheduler::Impl::Dispatch(const RecordList& admitted) {
           pool_.Post([this, record] { AdmitWithLeases(record); });
         } else {
           DetachContext(*record);
-          InvokeAdmitted(*record,
-                         Scheduler::MakePermit(std::make_unique<HeldPermit>(this, record)));
+          InvokeAdmitted(*record, make_permit_(std::make_unique<HeldPermit>(this, record)));
         }
         break;
     }
   }
 }
 
-void Scheduler::Impl::ServeIntake() {
+void Dispatcher::ServeIntake() {
   while (std::optional<Decision> decision = table_.TryTakeIntake()) Act(*decision);
 }
 
 // On a pool fiber, serving the intake there too. Inline only when the pool is closing (the
 // scheduler is being destroyed: no call of it is left to need the timer's lock).
-void Scheduler::Impl::HandOff(Decision decision) {
+void Dispatcher::HandOff(Decision decision) {
   auto follow = [this, decision = std::move(decision)] {
     ServeIntake();
     Act(decision);
@@ -81,7 +75,7 @@ void Scheduler::Impl::HandOff(Decision decision) {
   if (!pool_.Post(follow)) follow();
 }
 
-void Scheduler::Impl::Refuse(const RecordPtr& record) {
+void Dispatcher::Refuse(const RecordPtr& record) {
   switch (record->kind()) {
     case JobRecord::Kind::kRunSync:
       Signal(*record, /*decided=*/true);  // the caller returns the refusal, then finishes
@@ -97,14 +91,14 @@ void Scheduler::Impl::Refuse(const RecordPtr& record) {
   }
 }
 
-void Scheduler::Impl::Report(internal::SubmitCall& call, const Status& status) {
+void Dispatcher::Report(SubmitCall& call, const Status& status) {
   call.fn = nullptr;  // release what the function holds before reporting
   InvokeDone(call.done, status);
   call.done = nullptr;
   outstanding_.Finish();
 }
 
-void Scheduler::Impl::TellJoiners(std::vector<RecordPtr>& joiners) {
+void Dispatcher::TellJoiners(std::vector<RecordPtr>& joiners) {
   for (const RecordPtr& joiner : joiners) {
     if (joiner->kind() == JobRecord::Kind::kRunSync) {
       Signal(*joiner, /*decided=*/true);  // the caller returns the result, then finishes
@@ -119,33 +113,33 @@ void Scheduler::Impl::TellJoiners(std::vector<RecordPtr>& joiners) {
 // a chain yields to its thread's other fibers (tasks it took from the pool, RunSync callers woken
 // there, its worker's search for work) once it has run for kChainBudget since it last did: a
 // chain never holds a thread longer.
-void Scheduler::Impl::RunBackground(RecordPtr record) {
-  double slice_start = Now();
+void Dispatcher::RunBackground(RecordPtr record) {
+  double slice_start = table_.Now();
   while (record) {
-    internal::SubmitCall& call = record->submit();
-    internal::FleetLeases::Held leases;
+    SubmitCall& call = record->submit();
+    FleetLeases::Held leases;
     Status status;
     if (call.claimed_leases != 0) {
-      leases.ctx = internal::WithFencingToken(background_.first, call.claimed_leases);
+      leases.ctx = WithFencingToken(background_, call.claimed_leases);
     } else {
-      status = EnterFleet(*record, background_.first, leases);
+      status = EnterFleet(*record, background_, leases);
     }
-    const double start = Now();  // a wait for fleet-wide leases is not part of the run
-    if (status.ok()) status = Invoke(call.fn, leases.ctx ? *leases.ctx : background_.first);
+    const double start = table_.Now();  // a wait for fleet-wide leases is not part of the run
+    if (status.ok()) status = Invoke(call.fn, leases.ctx ? *leases.ctx : background_);
     if (fleet_) fleet_->Leave(leases);
-    const double end = Now();
+    const double end = table_.Now();
     RecordPtr next = Complete(*record, start, end, status, /*keep_background=*/true);
     Report(call, status);  // `next`, still outstanding, keeps the scheduler alive
     record = std::move(next);
     if (record && end - slice_start >= kChainBudget.count()) {
-      internal::YieldToOthers();
-      slice_start = Now();
+      YieldToOthers();
+      slice_start = table_.Now();
     }
   }
 }
 
-Scheduler::Impl::RecordPtr Scheduler::Impl::Complete(JobRecord& record, double start, double end,
-                                                     const Status& status, bool keep_background) {
+RecordPtr Dispatcher::Complete(JobRecord& record, double start, double end, const Status& status,
+                               bool keep_background) {
   Decision decision;
   std::vector<RecordPtr> joiners;
   table_.Complete(record, std::max(0.0, end - start), end, status, decision, joiners);
@@ -166,22 +160,22 @@ Scheduler::Impl::RecordPtr Scheduler::Impl::Complete(JobRecord& record, double s
   return kept;
 }
 
-void Scheduler::Impl::AbandonWaiting(const RecordPtr& record, const Status& why) {
+void Dispatcher::AbandonWaiting(const RecordPtr& record, const Status& why) {
   if (!table_.Abandon(record, why)) return;
   DetachContext(*record);
   InvokeAdmitted(*record, why);
   outstanding_.Finish();
 }
 
-void Scheduler::Impl::DetachContext(JobRecord& record) {
-  internal::AcquireCall& call = record.acquire();
+void Dispatcher::DetachContext(JobRecord& record) {
+  AcquireCall& call = record.acquire();
   if (call.ctx.state() && call.ctx.state()->RemoveCallback(call.ctx_callback)) {
     outstanding_.Finish();
   }
 }
 
-Status Scheduler::Impl::EnterFleet(const JobRecord& record, const Context& ctx,
-                                   internal::FleetLeases::Held& leases) {
+Status Dispatcher::EnterFleet(const JobRecord& record, const Context& ctx,
+                              FleetLeases::Held& leases) {
   if (!fleet_) return absl::OkStatus();
   std::optional<std::pair<std::string, std::string>> job = table_.TypeAndId(record.ticket);
   if (!job) return absl::OkStatus();
@@ -193,10 +187,10 @@ Status Scheduler::Impl::EnterFleet(const JobRecord& record, const Context& ctx,
 // waits, until the Acquire's context ends or Shutdown begins; then, or when the store fails, the
 // job completes with that status (as a Submit job's lease wait would) and the callback gets it.
 // The hold, and so the observed cost, begins with the permit.
-void Scheduler::Impl::AdmitWithLeases(const RecordPtr& record) {
-  auto leases = std::make_unique<internal::FleetLeases::Held>();
+void Dispatcher::AdmitWithLeases(const RecordPtr& record) {
+  auto leases = std::make_unique<FleetLeases::Held>();
   auto [ctx, cancel] = WithCancel(record->acquire().ctx);
-  const std::shared_ptr<internal::ContextState>& shutdown = background_.first.state();
+  const std::shared_ptr<ContextState>& shutdown = background_.state();
   const std::uint64_t on_shutdown = shutdown->AddCallback(cancel);
   Status status = EnterFleet(*record, ctx, *leases);
   shutdown->RemoveCallback(on_shutdown);
@@ -204,15 +198,15 @@ void Scheduler::Impl::AdmitWithLeases(const RecordPtr& record) {
   DetachContext(*record);
   if (!status.ok()) {
     fleet_->Leave(*leases);
-    const double now = Now();
+    const double now = table_.Now();
     (void)Complete(*record, now, now, status);
     InvokeAdmitted(*record, status);
     outstanding_.Finish();
     return;
   }
-  record->admitted_at = Now();
-  InvokeAdmitted(*record, Scheduler::MakePermit(
-                              std::make_unique<HeldPermit>(this, record, std::move(leases))));
+  record->admitted_at = table_.Now();
+  InvokeAdmitted(*record,
+                 make_permit_(std::make_unique<HeldPermit>(this, record, std::move(leases))));
 }
 
-}  // namespace fairgate
+}  // namespace fairgate::internal

@@ -1,0 +1,99 @@
+// Dispatcher: acts on the admission table's decisions, outside its lock. It starts the jobs a
+// decision admitted (a RunSync caller woken, a Submit job run on the pool, an Acquire's permit
+// delivered, after its fleet-wide leases when its type takes them), reports those it refused,
+// and completes jobs, which makes the next decisions. Internal to src/runtime.
+//
+// Every accepted call reaches its caller through here exactly once (JobRecord's states say
+// which path); each report finishes the call's outstanding count, the last touch of the
+// scheduler by that call.
+//
+// Thread safety: every method may be called from any thread or fiber at once; nothing here
+// holds a lock across a call into user code.
+#ifndef FAIRGATE_RUNTIME_DISPATCHER_H_
+#define FAIRGATE_RUNTIME_DISPATCHER_H_
+
+#include <memory>
+#include <vector>
+
+#include "fairgate/context.h"
+#include "fairgate/permit.h"
+#include "fairgate/status.h"
+#include "runtime/admission_table.h"
+#include "runtime/fleet_leases.h"
+#include "runtime/job_record.h"
+#include "runtime/outstanding.h"
+#include "runtime/timer.h"
+#include "runtime/worker_pool.h"
+
+namespace fairgate::internal {
+
+class Dispatcher final : public AdmissionTable::Owner {
+ public:
+  // How a held job becomes the caller's Permit (Scheduler's, which alone may make one).
+  using MakePermit = Permit (*)(std::unique_ptr<HeldJob> job);
+
+  // All by reference, owned by the scheduler, which outlives every job it dispatches. `fleet`
+  // is null without fleet-wide groups or caps; `background` is the context of Submit jobs.
+  Dispatcher(AdmissionTable& table, WorkerPool& pool, OutstandingCount& outstanding, Timer& timer,
+             const std::unique_ptr<FleetLeases>& fleet, const Context& background,
+             MakePermit make_permit)
+      : table_(table),
+        pool_(pool),
+        outstanding_(outstanding),
+        timer_(timer),
+        fleet_(fleet),
+        background_(background),
+        make_permit_(make_permit) {}
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
+
+  // The one way a decision is acted on: wake the timer if asked, then start the admitted jobs
+  // and report the refused ones, in decision order.
+  void Act(const Decision& decision) {
+    if (decision.wake_timer) timer_.Wake();
+    Dispatch(decision.admitted);
+  }
+  // Tells a job that left the queue without running why (its refusal), exactly once.
+  void Refuse(const RecordPtr& record);
+  // Completes a job that ran from `start` to `end` and acts on what that admits. With
+  // `keep_background`, the first admitted Submit job is returned instead of posted, for the
+  // caller to run.
+  RecordPtr Complete(JobRecord& record, double start, double end, const Status& status,
+                     bool keep_background = false);
+  // An Acquire that leaves the queue without a permit: uncharged, told once.
+  void AbandonWaiting(const RecordPtr& record, const Status& why);
+  // Unregisters an Acquire's context callback; if it had not run, finishes its outstanding count.
+  void DetachContext(JobRecord& record);
+
+  // AdmissionTable::Owner.
+  void ServeIntake() override;
+  void HandOff(Decision decision) override;
+
+ private:
+  class HeldPermit;
+
+  void Dispatch(const RecordList& admitted);
+  // Tells a Submit call `status` (its run's, or why it did not run) and finishes it, once.
+  void Report(SubmitCall& call, const Status& status);
+  // Tells the calls that joined a run that ended its status.
+  void TellJoiners(std::vector<RecordPtr>& joiners);
+  // Runs a Submit job on a pool fiber, and the Submit jobs its completion admits after it.
+  void RunBackground(RecordPtr record);
+  // Takes the fleet-wide leases a job needs, waiting under `ctx` while they are held elsewhere.
+  Status EnterFleet(const JobRecord& record, const Context& ctx, FleetLeases::Held& leases);
+  // An admitted Acquire whose type takes fleet-wide leases: takes them on a pool fiber, then
+  // delivers a permit that holds them.
+  void AdmitWithLeases(const RecordPtr& record);
+
+  AdmissionTable& table_;
+  WorkerPool& pool_;
+  OutstandingCount& outstanding_;
+  Timer& timer_;
+  const std::unique_ptr<FleetLeases>& fleet_;
+  const Context& background_;
+  const MakePermit make_permit_;
+};
+
+}  // namespace fairgate::internal
+
+#endif  // FAIRGATE_RUNTIME_DISPATCHER_H_
