@@ -65,12 +65,13 @@ Status Scheduler::Impl::Acquire(const Context& ctx, std::string_view type, std::
                                 const JobOptions& options) {
   if (!on_admitted) return absl::InvalidArgumentError("permit callback is empty");
   if (Status s = ctx.Err(); !s.ok()) return s;
-  const bool fleet_leases = fleet_ && fleet_->Needed(type);
   RecordPtr pending;
   StatusOr<RecordPtr> accepted =
       Accept<internal::AcquireCall>({type, id, key, options.cost}, [&](const RecordPtr& r) {
         internal::AcquireCall& call = r->acquire();
-        call.fleet_leases = fleet_leases;
+        if (fleet_ && fleet_->Needed(type)) {
+          call.fleet_job = std::make_unique<const std::pair<std::string, std::string>>(type, id);
+        }
         call.on_admitted = std::move(on_admitted);
         call.ctx = ctx;
         if (ctx.state()) {

@@ -50,7 +50,7 @@ void Dispatcher::Dispatch(const RecordList& admitted) {
         pool_.Post([this, record] { RunBackground(record); });
         break;
       case JobRecord::Kind::kAcquire:
-        if (record->acquire().fleet_leases) {
+        if (record->acquire().fleet_job) {
           pool_.Post([this, record] { AdmitWithLeases(record); });
         } else {
           DetachContext(*record);
@@ -174,6 +174,8 @@ void Dispatcher::DetachContext(JobRecord& record) {
   }
 }
 
+// A Submit job's type and id are read back from the table (one lookup under its lock) rather
+// than kept on every Submit's record for the few of fleet-wide types.
 Status Dispatcher::EnterFleet(const JobRecord& record, const Context& ctx,
                               FleetLeases::Held& leases) {
   if (!fleet_) return absl::OkStatus();
@@ -192,7 +194,8 @@ void Dispatcher::AdmitWithLeases(const RecordPtr& record) {
   auto [ctx, cancel] = WithCancel(record->acquire().ctx);
   const std::shared_ptr<ContextState>& shutdown = background_.state();
   const std::uint64_t on_shutdown = shutdown->AddCallback(cancel);
-  Status status = EnterFleet(*record, ctx, *leases);
+  const std::pair<std::string, std::string>& job = *record->acquire().fleet_job;
+  Status status = fleet_->Enter(job.first, job.second, ctx, *leases);
   shutdown->RemoveCallback(on_shutdown);
   cancel();
   DetachContext(*record);

@@ -79,7 +79,8 @@ class Dispatcher final : public AdmissionTable::Owner {
   void TellJoiners(std::vector<RecordPtr>& joiners);
   // Runs a Submit job on a pool fiber, and the Submit jobs its completion admits after it.
   void RunBackground(RecordPtr record);
-  // Takes the fleet-wide leases a job needs, waiting under `ctx` while they are held elsewhere.
+  // Takes the fleet-wide leases a Submit job needs, waiting under `ctx` while they are held
+  // elsewhere.
   Status EnterFleet(const JobRecord& record, const Context& ctx, FleetLeases::Held& leases);
   // An admitted Acquire whose type takes fleet-wide leases: takes them on a pool fiber, then
   // delivers a permit that holds them.

@@ -59,14 +59,15 @@ struct SubmitCall {
 };
 // Acquire: `on_admitted`, called once, with a permit or why there is none; the context it waits
 // under and that context's cancel callback (0: none, or it ran inline); its entry in the deadline
-// map while pending (under the scheduler's lock); whether its type takes fleet-wide leases (as
-// when accepted).
+// map while pending (under the scheduler's lock); when its type takes fleet-wide leases (as when
+// accepted), its type and id, which name the leases (kept here so that taking them needs no
+// lookup under the scheduler's lock; null for every other Acquire).
 struct AcquireCall {
   Scheduler::PermitCallback on_admitted;
   Context ctx = Context::Background();
   std::uint64_t ctx_callback = 0;
   std::optional<DeadlineMap::iterator> deadline_entry;
-  bool fleet_leases = false;
+  std::unique_ptr<const std::pair<std::string, std::string>> fleet_job;
 };
 
 // One accepted call, from its acceptance until it is reported. Calls that coalesced share one
