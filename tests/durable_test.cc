@@ -155,11 +155,17 @@ TEST_CASE("Durable.AJobRunsWithItsPayloadAndLeavesTheStoreWhenItSucceeds") {
   REQUIRE(Eventually([&] { return seen.Size() == 1; }));
   CHECK(seen.Get()[0] == "linux.git#1:refs/heads/main");
   REQUIRE(Eventually([&] { return Live(path).empty(); }));
-  std::string metrics;
-  s->WriteMetrics(metrics);
-  CHECK(metrics.find("fairgate_durable_jobs_total{outcome=\"stored\"} 1\n") != std::string::npos);
-  CHECK(metrics.find("fairgate_durable_jobs_total{outcome=\"succeeded\"} 1\n") !=
-        std::string::npos);
+  // The success is counted once the removal has returned, a moment after the store shows it.
+  auto metrics = [&] {
+    std::string out;
+    s->WriteMetrics(out);
+    return out;
+  };
+  CHECK(Eventually([&] {
+    return metrics().find("fairgate_durable_jobs_total{outcome=\"succeeded\"} 1\n") !=
+           std::string::npos;
+  }));
+  CHECK(metrics().find("fairgate_durable_jobs_total{outcome=\"stored\"} 1\n") != std::string::npos);
 }
 
 TEST_CASE("Durable.PendingJobsSurviveARestartAndRunInTheirStoredOrder") {
