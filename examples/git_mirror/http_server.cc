@@ -90,6 +90,7 @@ fairgate::Status ValidateHttpLimits(const HttpLimits& l) {
   if (!positive(l.header_timeout)) return absl::InvalidArgumentError("header timeout must be > 0");
   if (!positive(l.idle_timeout)) return absl::InvalidArgumentError("idle timeout must be > 0");
   if (!positive(l.transfer_grace)) return absl::InvalidArgumentError("transfer grace must be > 0");
+  if (l.retry_after_seconds < 1) return absl::InvalidArgumentError("retry-after must be >= 1");
   if (l.max_header_bytes < 1024) {
     return absl::InvalidArgumentError("max header bytes must be at least 1024");
   }
@@ -155,7 +156,9 @@ class HttpServer::Connection : public HttpExchange,
     asio::dispatch(socket_.get_executor(), [self = shared_from_this(), status, message] {
       self->keep_alive_ = false;
       self->Respond(status, "text/plain; charset=utf-8", message + "\n",
-                    status == 429 ? Headers{{"Retry-After", "5"}} : Headers{});
+                    status == 429 ? Headers{{"Retry-After",
+                                             std::to_string(self->limits_.retry_after_seconds)}}
+                                  : Headers{});
     });
   }
 
@@ -184,6 +187,8 @@ class HttpServer::Connection : public HttpExchange,
     FillHead(*response, content_type, headers, keep_alive_);
     response->body() = std::move(body);
     response->prepare_payload();
+    // A HEAD is answered with the head a GET would get, Content-Length included, and no body.
+    if (head_) response->body().clear();
     const std::size_t size = response->body().size();
     ArmWrite(size);
     http::async_write(socket_, *response,
@@ -203,8 +208,11 @@ class HttpServer::Connection : public HttpExchange,
     stream_status_ = status;
     stream_header_ =
         std::make_unique<http::response<http::empty_body>>(static_cast<http::status>(status), 11);
+    // An HTTP/1.0 client knows no chunks: its stream is the raw bytes, ended by closing.
+    stream_raw_ = request_.version() < 11;
+    if (stream_raw_) keep_alive_ = false;
     FillHead(*stream_header_, content_type, headers, keep_alive_);
-    stream_header_->chunked(true);
+    stream_header_->chunked(!stream_raw_);
     stream_serializer_ =
         std::make_unique<http::response_serializer<http::empty_body>>(*stream_header_);
     ArmWrite(0);
@@ -216,27 +224,37 @@ class HttpServer::Connection : public HttpExchange,
 
   void WriteChunk(const void* data, std::size_t size, WriteDone done) override {
     ArmWrite(size);
-    asio::async_write(socket_, http::make_chunk(asio::const_buffer(data, size)),
-                      [self = shared_from_this(), size, done = std::move(done)](
-                          boost::system::error_code error, std::size_t) {
-                        self->StreamWritten(error, size, done);
-                      });
+    auto written = [self = shared_from_this(), size, done = std::move(done)](
+                       boost::system::error_code error, std::size_t) {
+      self->StreamWritten(error, size, done);
+    };
+    if (stream_raw_) {
+      asio::async_write(socket_, asio::const_buffer(data, size), std::move(written));
+    } else {
+      asio::async_write(socket_, http::make_chunk(asio::const_buffer(data, size)),
+                        std::move(written));
+    }
   }
 
   void FinishStream(WriteDone done) override {
+    auto finished = [self = shared_from_this(), done = std::move(done)](
+                        boost::system::error_code error, std::size_t) {
+      self->DisarmWrite();
+      if (error) {
+        self->CutTransfer();
+        return done(false);
+      }
+      self->shared_->metrics->Request(self->route_, self->stream_status_);
+      done(true);
+      self->AfterResponse();  // closes a raw stream's connection: that is its end
+    };
     ArmWrite(0);
-    asio::async_write(socket_, http::make_chunk_last(),
-                      [self = shared_from_this(), done = std::move(done)](
-                          boost::system::error_code error, std::size_t) {
-                        self->DisarmWrite();
-                        if (error) {
-                          self->CutTransfer();
-                          return done(false);
-                        }
-                        self->shared_->metrics->Request(self->route_, self->stream_status_);
-                        done(true);
-                        self->AfterResponse();
-                      });
+    if (stream_raw_) {
+      asio::post(socket_.get_executor(),
+                 [finished = std::move(finished)]() mutable { finished({}, 0); });
+    } else {
+      asio::async_write(socket_, http::make_chunk_last(), std::move(finished));
+    }
   }
 
   void Abort() override {
@@ -273,6 +291,7 @@ class HttpServer::Connection : public HttpExchange,
 
   void ReadHeader() {
     idle_ = false;
+    head_ = false;
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
     parser_->body_limit(limits_.max_body_bytes);
@@ -311,7 +330,17 @@ class HttpServer::Connection : public HttpExchange,
                        if (error == http::error::body_limit) {
                          return self->Fail(413, "the request body is larger than the limit");
                        }
-                       if (error) return self->Shut();
+                       if (error) {
+                         // Gone or too slow: nobody to answer. Otherwise the body's framing is
+                         // wrong (a bad chunk size, say): 400, naming it.
+                         if (self->read_timed_out_ || error == http::error::partial_message ||
+                             error == http::error::end_of_stream || error == asio::error::eof ||
+                             error == asio::error::connection_reset ||
+                             error == asio::error::operation_aborted) {
+                           return self->Shut();
+                         }
+                         return self->Fail(400, "malformed request body: " + error.message());
+                       }
                        self->Dispatch();
                      });
   }
@@ -319,6 +348,7 @@ class HttpServer::Connection : public HttpExchange,
   void Dispatch() {
     request_ = parser_->release();
     parser_.reset();
+    head_ = request_.method() == http::verb::head;
     keep_alive_ = request_.keep_alive();
     const auto encoding = request_[http::field::content_encoding];
     if (!encoding.empty() &&
@@ -467,6 +497,9 @@ class HttpServer::Connection : public HttpExchange,
   std::string client_;
   std::string route_ = "other";
   bool keep_alive_ = true;
+  bool stream_raw_ = false;
+  bool head_ = false;  // the request being answered is a HEAD  // the stream under way is written
+                       // without chunks (HTTP/1.0)
   std::unique_ptr<http::response<http::empty_body>> stream_header_;
   std::unique_ptr<http::response_serializer<http::empty_body>> stream_serializer_;
   unsigned stream_status_ = 0;

@@ -60,7 +60,8 @@ struct HttpLimits {
   int listen_backlog = 1024;
   int max_connections = 4096;
   int max_connections_per_client = 64;
-  std::string client_header;                 // e.g. "X-Forwarded-For"; empty: peer address only
+  int retry_after_seconds = 5;  // the Retry-After of every 429, the scheduler's and these limits'
+  std::string client_header;    // e.g. "X-Forwarded-For"; empty: peer address only
   std::vector<std::string> trusted_proxies;  // addresses or CIDR networks
 };
 

@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--request-timeout", request_timeout, "seconds a request may wait and run")
       ->capture_default_str();
-  app.add_option("--retry-after", options.retry_after_seconds, "Retry-After of a 429, seconds")
+  app.add_option("--retry-after", options.http.retry_after_seconds, "Retry-After of a 429, seconds")
       ->capture_default_str();
   app.add_option("--io-threads", options.io_threads, "threads running the event loop")
       ->capture_default_str();

@@ -110,15 +110,18 @@ int HexValue(char c) {
   return -1;
 }
 
-// Percent-decodes once; an invalid escape is kept as it is (the path check refuses a '%').
-std::string PercentDecode(std::string_view text, bool plus_is_space) {
+// Percent-decodes once; an invalid escape is kept as it is (the path check refuses a '%'). In a
+// path (`in_path`) an encoded '/' stays encoded, so that the path check refuses it: a slash the
+// client hid from the server's path syntax is never a path separator.
+std::string PercentDecode(std::string_view text, bool in_path) {
   std::string out;
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 &&
-        HexValue(text[i + 2]) >= 0) {
+        HexValue(text[i + 2]) >= 0 &&
+        !(in_path && HexValue(text[i + 1]) * 16 + HexValue(text[i + 2]) == '/')) {
       out.push_back(static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2])));
       i += 2;
-    } else if (plus_is_space && text[i] == '+') {
+    } else if (!in_path && text[i] == '+') {  // a space in a query
       out.push_back(' ');
     } else {
       out.push_back(text[i]);
@@ -137,13 +140,13 @@ std::pair<std::string, std::map<std::string, std::string>> ParseTarget(std::stri
       const std::size_t amp = rest.find('&');
       const std::string_view pair = rest.substr(0, amp);
       const std::size_t eq = pair.find('=');
-      query[PercentDecode(pair.substr(0, eq), true)] =
-          eq == std::string_view::npos ? "" : PercentDecode(pair.substr(eq + 1), true);
+      query[PercentDecode(pair.substr(0, eq), false)] =
+          eq == std::string_view::npos ? "" : PercentDecode(pair.substr(eq + 1), false);
       if (amp == std::string_view::npos) break;
       rest = rest.substr(amp + 1);
     }
   }
-  return {PercentDecode(target.substr(0, question), false), std::move(query)};
+  return {PercentDecode(target.substr(0, question), true), std::move(query)};
 }
 
 // Whether git refused what the client sent (rather than failing on its own).
@@ -166,7 +169,6 @@ fairgate::Status ValidateMirrorOptions(const MirrorOptions& o) {
   if (o.request_timeout.count() <= 0) {
     return absl::InvalidArgumentError("the request timeout must be > 0");
   }
-  if (o.retry_after_seconds < 1) return absl::InvalidArgumentError("retry-after must be >= 1");
   if (o.io_threads < 1) return absl::InvalidArgumentError("io threads must be at least 1");
   if (o.shutdown_grace.count() < 0) {
     return absl::InvalidArgumentError("the shutdown grace must be >= 0");
@@ -621,7 +623,8 @@ void MirrorServer::EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange,
 void MirrorServer::Reply(HttpExchange& exchange, const fairgate::Status& status) const {
   const int http = HttpStatusOf(status);
   Headers headers;
-  if (http == 429) headers.emplace_back("Retry-After", absl::StrCat(options_.retry_after_seconds));
+  if (http == 429)
+    headers.emplace_back("Retry-After", absl::StrCat(options_.http.retry_after_seconds));
   exchange.Respond(http, "text/plain; charset=utf-8", absl::StrCat(ClientMessageOf(status), "\n"),
                    headers);
 }

@@ -68,9 +68,8 @@ struct MirrorOptions {
   int repack_after = 10;  // fetches between repacks; at least 1
   // How long a request may wait for admission (504 after that).
   std::chrono::milliseconds request_timeout{std::chrono::minutes(10)};
-  int retry_after_seconds = 5;  // the Retry-After of a 429
-  std::string event_log;        // JSON-lines file; empty: none
-  int io_threads = 2;           // threads running the event loop
+  std::string event_log;  // JSON-lines file; empty: none
+  int io_threads = 2;     // threads running the event loop
   // How long Stop lets running fetches, repacks and transfers go on before killing them.
   std::chrono::milliseconds shutdown_grace{std::chrono::seconds(30)};
   HttpLimits http;

@@ -302,6 +302,13 @@ TEST_CASE("GitMirror.FrontDoor.OversizedAndMalformedRequestsAreRefused") {
     CHECK(r.body.find(mirror.tmp.path.string()) == std::string::npos);
     REQUIRE(Eventually([&] { return HasEvent(mirror, "end", "clone", "INTERNAL"); }));
   }
+  SUBCASE("a chunked body with a bad chunk size is 400") {
+    CHECK(RawHttp(mirror.port,
+                  "POST /tools.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                  "Content-Type: application/x-git-upload-pack-request\r\n"
+                  "Transfer-Encoding: chunked\r\n\r\nzz\r\n0000\r\n0\r\n\r\n")
+              .status == 400);
+  }
   SUBCASE("a request that is not HTTP is 400") {
     CHECK(RawHttp(mirror.port, "HELLO\r\n\r\n").status == 400);
   }
@@ -335,6 +342,7 @@ TEST_CASE("GitMirror.FrontDoor.ConnectionsPerClientAreLimitedButNotForTrustedPro
     CAPTURE(trusted);
     ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10, [&](MirrorOptions& o) {
       o.http.max_connections_per_client = 2;
+      o.http.retry_after_seconds = 7;
       if (!trusted) o.http.trusted_proxies.clear();
     });
     // Accepted in order: the third is judged after the first two are open.
@@ -346,7 +354,9 @@ TEST_CASE("GitMirror.FrontDoor.ConnectionsPerClientAreLimitedButNotForTrustedPro
       CHECK(third.Read(4096).rfind("HTTP/1.1 200", 0) == 0);
       continue;
     }
-    CHECK(third.Read(4096).rfind("HTTP/1.1 429", 0) == 0);
+    const std::string refused = third.Read(4096);
+    CHECK(refused.rfind("HTTP/1.1 429", 0) == 0);
+    CHECK(refused.find("Retry-After: 7\r\n") != std::string::npos);  // as configured
     CHECK(third.WaitClosed());
     first.reset();  // a slot for this client again
     REQUIRE(Eventually([&] {
@@ -355,6 +365,41 @@ TEST_CASE("GitMirror.FrontDoor.ConnectionsPerClientAreLimitedButNotForTrustedPro
       return again.Read(4096).rfind("HTTP/1.1 200", 0) == 0;
     }));
   }
+}
+
+// The head of a response and what follows it, once the server has closed the connection.
+std::pair<std::string, std::string> HeadAndBodyUntilClosed(RawConnection& connection) {
+  REQUIRE(connection.WaitClosed());
+  const std::string& all = connection.received();
+  const std::size_t end = all.find("\r\n\r\n");
+  REQUIRE(end != std::string::npos);
+  return {all.substr(0, end + 2), all.substr(end + 4)};
+}
+
+TEST_CASE("GitMirror.FrontDoor.AHeadRequestIsAnsweredWithoutABody") {
+  OneUpstream one(1);
+  ServerUnderTest mirror(one.repositories, GateConfig{});
+  RawConnection connection(mirror.port);
+  connection.Send(
+      "HEAD /tools.git/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: x\r\n"
+      "Connection: close\r\n\r\n");
+  const auto [head, body] = HeadAndBodyUntilClosed(connection);
+  CHECK(head.rfind("HTTP/1.1 405", 0) == 0);
+  CHECK(head.find("Content-Length: ") != std::string::npos);  // what a GET would be sent
+  CHECK(body.empty());
+}
+
+TEST_CASE("GitMirror.FrontDoor.AnHttp10ClientGetsItsStreamWithoutChunks") {
+  OneUpstream one(1);
+  ServerUnderTest mirror(one.repositories, GateConfig{});
+  RawConnection connection(mirror.port);
+  connection.Send("GET /tools.git/info/refs?service=git-upload-pack HTTP/1.0\r\nHost: x\r\n\r\n");
+  const auto [head, body] = HeadAndBodyUntilClosed(connection);  // the end of the stream
+  CHECK(head.rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(head.find("chunked") == std::string::npos);
+  // The ref advertisement itself, first byte on: no chunk size in front of it.
+  CHECK(body.rfind("001e# service=git-upload-pack\n0000", 0) == 0);
+  CHECK(body.find("refs/heads/main") != std::string::npos);
 }
 
 TEST_CASE("GitMirror.FrontDoor.TheListenBacklogIsTheConfiguredOne") {

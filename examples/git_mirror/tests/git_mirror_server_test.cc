@@ -400,7 +400,8 @@ TEST_CASE("GitMirror.Server.BadRequestsGetClearAnswers") {
   SUBCASE("a path that escapes the mirror directory is 400, encoded or not") {
     for (const char* target :
          {"/../tools.git", "/%2e%2e/tools.git", "/%2E%2E/%2E%2E/etc", "/%252e%252e/tools.git",
-          "//etc/passwd", "/%2F%2Fetc", "/tools.git/..", "/-u/tools.git", "/a%5c..%5cb"}) {
+          "//etc/passwd", "/%2F%2Fetc", "/tools.git/..", "/-u/tools.git", "/a%5c..%5cb",
+          "/a%2Ftools.git", "/a%2ftools.git"}) {
       const std::string shown = target;
       CAPTURE(shown);
       CHECK(RawGet(mirror.port, std::string(target) + refs).status == 400);
