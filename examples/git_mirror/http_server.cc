@@ -119,6 +119,13 @@ struct HttpServer::Shared {
   std::shared_ptr<HttpMetrics> metrics;
   HttpHandler handler;
 
+  std::vector<std::pair<asio::ip::address, int>> trusted;  // address, prefix length
+
+  bool Trusted(const asio::ip::address& peer) const {
+    return std::any_of(trusted.begin(), trusted.end(),
+                       [&](const auto& network) { return InNetwork(peer, network); });
+  }
+
   std::mutex mutex;  // guards what follows
   std::map<std::string, int> per_peer;
   std::map<Connection*, std::weak_ptr<Connection>> connections;
@@ -364,9 +371,13 @@ class HttpServer::Connection : public HttpExchange,
       request_.body() = *std::move(inflated);
       request_.erase(http::field::content_encoding);
     }
-    client_ = ClientOf();
     // Watch the connection while the handler works: an end of stream before the response starts
-    // means the client has gone. Bytes that arrive (a pipelined request) stay in the buffer.
+    // means the client has gone. Bytes that arrive (a pipelined request) stay in the buffer. A
+    // request already in the buffer (pipelined in the same packets) is not watched for: the
+    // client waits for this answer and sends nothing more, so the watch would never end, and
+    // the next request would wait behind it for ever; it is read once this answer is sent.
+    client_ = ClientOf();
+    if (buffer_.size() > 0) return shared_->handler(shared_from_this());
     watching_ = true;
     socket_.async_read_some(
         buffer_.prepare(4096),
@@ -388,16 +399,22 @@ class HttpServer::Connection : public HttpExchange,
   }
 
   std::string ClientOf() const {
-    if (trusted_ && !limits_.client_header.empty()) {
-      const auto value = request_[limits_.client_header];
-      if (!value.empty()) {
-        std::vector<absl::string_view> parts =
-            absl::StrSplit(absl::string_view(value.data(), value.size()), ',');
-        std::string last(absl::StripAsciiWhitespace(parts.back()));
-        if (!last.empty()) return last;
+    if (!trusted_ || limits_.client_header.empty()) return peer_;
+    std::vector<std::string> entries;  // every line's, in order
+    for (auto [line, end] = request_.equal_range(limits_.client_header); line != end; ++line) {
+      const auto value = line->value();
+      for (absl::string_view entry : absl::StrSplit(absl::string_view(value.data(), value.size()),
+                                                    ',', absl::SkipWhitespace())) {
+        entries.emplace_back(absl::StripAsciiWhitespace(entry));
       }
     }
-    return peer_;
+    if (entries.empty()) return peer_;
+    for (auto entry = entries.rbegin(); entry != entries.rend(); ++entry) {
+      boost::system::error_code error;
+      const asio::ip::address address = asio::ip::make_address(*entry, error);
+      if (error || !shared_->Trusted(address)) return *entry;
+    }
+    return entries.front();
   }
 
   void AfterResponse() {
@@ -520,7 +537,7 @@ HttpServer::HttpServer(asio::io_context& io, HttpLimits limits,
   shared_->metrics = std::move(metrics);
   shared_->handler = std::move(handler);
   for (const std::string& proxy : shared_->limits.trusted_proxies) {
-    if (auto network = ParseNetwork(proxy)) trusted_.push_back(*network);
+    if (auto network = ParseNetwork(proxy)) shared_->trusted.push_back(*network);
   }
 }
 
@@ -552,10 +569,7 @@ void HttpServer::Start() {
   asio::dispatch(acceptor_.get_executor(), [this] { Accept(); });
 }
 
-bool HttpServer::Trusted(const asio::ip::address& peer) const {
-  return std::any_of(trusted_.begin(), trusted_.end(),
-                     [&](const auto& network) { return InNetwork(peer, network); });
-}
+bool HttpServer::Trusted(const asio::ip::address& peer) const { return shared_->Trusted(peer); }
 
 void HttpServer::Accept() {
   if (!acceptor_.is_open()) return;

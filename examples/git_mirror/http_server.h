@@ -19,8 +19,11 @@
 //   connection over a limit is answered 503 (over all) or 429 (per client) and closed.
 //
 // The client of a request: the peer address, or, when the peer is a trusted proxy (an address or
-// a CIDR network of `trusted_proxies`) and `client_header` is set and present, the last entry of
-// that header (the address the proxy itself saw, for X-Forwarded-For).
+// a CIDR network of `trusted_proxies`) and `client_header` is set and present, the entries of all
+// that header's lines in order (proxies that append a line of their own, HAProxy's, and those
+// that append to the last line read alike), read from the right: the first entry that is not a
+// trusted proxy is the client (the address the outermost trusted proxy saw); entries a client
+// wrote itself, to the left of it, are never believed. All trusted: the leftmost.
 //
 // Thread safety: Listen, then Start; Stop* and the counters from any thread. Destroy it after
 // its io_context has stopped running (its connections may outlive it until the io_context
@@ -136,7 +139,6 @@ class HttpServer {
   boost::asio::io_context& io_;
   const std::shared_ptr<Shared> shared_;  // what connections use: limits, metrics, registry
   boost::asio::ip::tcp::acceptor acceptor_;
-  std::vector<std::pair<boost::asio::ip::address, int>> trusted_;  // address, prefix length
   std::atomic<bool> stopped_accepting_{false};
 };
 

@@ -402,6 +402,24 @@ TEST_CASE("GitMirror.FrontDoor.AnHttp10ClientGetsItsStreamWithoutChunks") {
   CHECK(body.find("refs/heads/main") != std::string::npos);
 }
 
+TEST_CASE("GitMirror.FrontDoor.PipelinedRequestsAreAnsweredInOrder") {
+  OneUpstream one(1);
+  ServerUnderTest mirror(one.repositories, GateConfig{});
+  RawConnection connection(mirror.port);
+  // Both requests in one write: the second is in the server's buffer before the first is
+  // answered.
+  connection.Send(
+      "GET /tools.git/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: x\r\n\r\n"
+      "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  REQUIRE(connection.WaitClosed());
+  const std::string& all = connection.received();
+  const std::size_t first = all.find("HTTP/1.1 200");
+  const std::size_t second = all.find("HTTP/1.1 200", first + 1);
+  REQUIRE(second != std::string::npos);
+  CHECK(all.find("# service=git-upload-pack") < second);      // the ref listing first
+  CHECK(all.find("fairgate_", second) != std::string::npos);  // then the metrics
+}
+
 TEST_CASE("GitMirror.FrontDoor.TheListenBacklogIsTheConfiguredOne") {
   OneUpstream one(1);
   auto& [work, upstream, repositories] = one;
@@ -437,6 +455,13 @@ TEST_CASE("GitMirror.FrontDoor.TheClientHeaderIsBelievedOnlyFromTrustedProxies")
   CHECK(client_of({"10.0.0.0/8"}, "X-Client", "mallory") == "127.0.0.1");
   CHECK(client_of({"127.0.0.1"}, "X-Client", "alice") == "alice");
   CHECK(client_of({"127.0.0.0/8"}, "X-Forwarded-For", "6.6.6.6, 192.0.2.7") == "192.0.2.7");
+  // A proxy that appends a line of its own (HAProxy's `option forwardfor`) behind the one the
+  // client wrote: the client's line is not believed.
+  CHECK(client_of({"127.0.0.0/8"}, "X-Forwarded-For", "6.6.6.6\r\nX-Forwarded-For: 192.0.2.7") ==
+        "192.0.2.7");
+  // Behind two trusted proxies: the address the outer one saw.
+  CHECK(client_of({"127.0.0.0/8", "10.0.0.0/8"}, "X-Forwarded-For",
+                  "6.6.6.6, 192.0.2.7\r\nX-Forwarded-For: 10.1.2.3") == "192.0.2.7");
   // The ref listing was admitted under that client, as a job of its own type.
   ServerUnderTest mirror(repositories, GateConfig{});
   REQUIRE(RawGet(mirror.port, "/tools.git/info/refs?service=git-upload-pack",
