@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 cmake --preset asan -B build/asan-mirror -DFAIRGATE_BUILD_GIT_MIRROR=ON >/dev/null
 cmake --build build/asan-mirror --target git_mirror_tests fairgate_git_mirror
-ctest --test-dir build/asan-mirror --output-on-failure -j "$(nproc)" -R '^GitMirror\.'
+ctest --test-dir build/asan-mirror/examples/git_mirror --output-on-failure -j "$(nproc)"
