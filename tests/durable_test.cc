@@ -450,17 +450,18 @@ TEST_CASE("Durable.EstimatesAndCostsSurviveARestart") {
                          return absl::OkStatus();
                        })
                 .ok());
-    CHECK(*s->Estimate("clone", "linux.git") == doctest::Approx(0.3 * 100 + 0.7 * 10));
+    CHECK(*s->Estimate(TypeName("clone"), JobId("linux.git")) ==
+          doctest::Approx(0.3 * 100 + 0.7 * 10));
   }  // shut down: flushed
   SchedulerOptions options = WithState(path);
   auto s = *Scheduler::Create(options);
   // Keys' costs are back at once; a type's estimates when it is registered.
   CHECK(*s->AccumulatedCost("alice") == doctest::Approx(100));  // charged 10, reconciled to 100
   CHECK(*s->AccumulatedCost("bob") == doctest::Approx(2));
-  CHECK(!s->Estimate("clone", "linux.git"));
+  CHECK(!s->Estimate(TypeName("clone"), JobId("linux.git")));
   REQUIRE(s->RegisterType("clone", Type(8, 1, "", 10)).ok());
-  CHECK(*s->Estimate("clone", "linux.git") == doctest::Approx(37));
-  CHECK(*s->Estimate("clone", "git.git") == doctest::Approx(0.3 * 2 + 0.7 * 10));
+  CHECK(*s->Estimate(TypeName("clone"), JobId("linux.git")) == doctest::Approx(37));
+  CHECK(*s->Estimate(TypeName("clone"), JobId("git.git")) == doctest::Approx(0.3 * 2 + 0.7 * 10));
   // The first clone after the restart is charged what was learned: 37, not the default 10.
   std::optional<double> before = s->AccumulatedCost("carol");
   CHECK(!before);
@@ -491,8 +492,8 @@ TEST_CASE("Durable.WhatOutlivedItsTtlIsNotRestored") {
   options.rule.key_ttl = Seconds(600);
   auto s = *Scheduler::Create(options);
   REQUIRE(s->RegisterType("clone", Type(8, 1, "", 10)).ok());
-  CHECK(!s->Estimate("clone", "old.git"));
-  CHECK(*s->Estimate("clone", "new.git") == 60);
+  CHECK(!s->Estimate(TypeName("clone"), JobId("old.git")));
+  CHECK(*s->Estimate(TypeName("clone"), JobId("new.git")) == 60);
   CHECK(!s->AccumulatedCost("gone"));
   CHECK(*s->AccumulatedCost("back") == 7);
 }

@@ -50,13 +50,14 @@ TEST_CASE("Faults.Clock.JumpsForwardByHoursAndStepsBack") {
               ->RunSync(Context::Background(),
                         {TypeName("clone"), JobId("big"), FairnessKey("alice")}, jump(3 * 3600))
               .ok());
-  CHECK(scheduler->Estimate("clone", "big") == doctest::Approx(0.3 * 10800 + 0.7 * 1));
+  CHECK(scheduler->Estimate(TypeName("clone"), JobId("big")) ==
+        doctest::Approx(0.3 * 10800 + 0.7 * 1));
   // A job during which the clock steps back an hour: its run time counts as zero.
   REQUIRE(scheduler
               ->RunSync(Context::Background(),
                         {TypeName("clone"), JobId("small"), FairnessKey("alice")}, jump(-3600))
               .ok());
-  CHECK(scheduler->Estimate("clone", "small") == doctest::Approx(0.7));
+  CHECK(scheduler->Estimate(TypeName("clone"), JobId("small")) == doctest::Approx(0.7));
   // Jobs enqueued after the step back (earlier arrival times than older ones) still all run.
   std::atomic<int> done{0};
   for (int i = 0; i < 20; ++i) {

@@ -350,7 +350,8 @@ TEST_CASE("Scheduler.Acquire.TheHoldTimeIsTheObservedCostAndTheStatusIsCounted")
   now = 11;
   ok.Release();
   failed.Release(absl::UnavailableError("client went away"));
-  CHECK(scheduler->Estimate("clone", "linux").value() == doctest::Approx(0.3 * 11 + 0.7 * 1));
+  CHECK(scheduler->Estimate(TypeName("clone"), JobId("linux")).value() ==
+        doctest::Approx(0.3 * 11 + 0.7 * 1));
   std::string metrics;
   scheduler->WriteMetrics(metrics);
   CHECK(metrics.find("status=\"unavailable\"") != std::string::npos);

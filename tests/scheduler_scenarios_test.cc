@@ -231,8 +231,9 @@ TEST_CASE("Scenario.ExpensiveVersusCheap.ALearnedLinuxCloneCountsForMore") {
                         {TypeName("sync-clone"), JobId("git"), FairnessKey("B")},
                         takes(5, nullptr, ""))
               .ok());
-  CHECK(scheduler->Estimate("sync-clone", "linux") == 0.3 * 100 + (1.0 - 0.3) * 10);
-  CHECK(scheduler->Estimate("sync-clone", "git") == 0.3 * 5 + (1.0 - 0.3) * 10);
+  CHECK(scheduler->Estimate(TypeName("sync-clone"), JobId("linux")) ==
+        0.3 * 100 + (1.0 - 0.3) * 10);
+  CHECK(scheduler->Estimate(TypeName("sync-clone"), JobId("git")) == 0.3 * 5 + (1.0 - 0.3) * 10);
 
   // Hold the one slot, queue A's two linux clones and then B's four git clones.
   Board board;

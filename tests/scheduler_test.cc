@@ -616,19 +616,19 @@ TEST_CASE("Scheduler.Estimates.LearnFromTheWallTimeOfTheInjectedClock") {
               ->RunSync(Context::Background(),
                         {TypeName("clone"), JobId("linux"), FairnessKey("a")}, takes(30))
               .ok());
-  CHECK(scheduler->Estimate("clone", "linux") == 20.0);  // 0.5 * 30 + 0.5 * 10
+  CHECK(scheduler->Estimate(TypeName("clone"), JobId("linux")) == 20.0);  // 0.5 * 30 + 0.5 * 10
   REQUIRE(scheduler
               ->RunSync(Context::Background(),
                         {TypeName("clone"), JobId("linux"), FairnessKey("a")}, takes(4))
               .ok());
-  CHECK(scheduler->Estimate("clone", "linux") == 12.0);
+  CHECK(scheduler->Estimate(TypeName("clone"), JobId("linux")) == 12.0);
   CHECK(scheduler->AccumulatedCost("a") == 30.0);  // charged 10, then the learned 20
   // A clock that steps backwards counts as zero.
   REQUIRE(scheduler
               ->RunSync(Context::Background(),
                         {TypeName("clone"), JobId("linux"), FairnessKey("a")}, takes(-50))
               .ok());
-  CHECK(scheduler->Estimate("clone", "linux") == 6.0);
+  CHECK(scheduler->Estimate(TypeName("clone"), JobId("linux")) == 6.0);
 }
 
 TEST_CASE("Scheduler.RegisterType.WarnsOnceOfCapsThatDisagree") {
@@ -678,7 +678,7 @@ TEST_CASE("Scheduler.CostHint.IsChargedInsteadOfTheEstimateWhichStillLearns") {
                         {.cost = 100})
               .ok());
   CHECK(scheduler->AccumulatedCost("a") == 100.0);
-  CHECK(scheduler->Estimate("clone", "linux") == 20.0);  // 0.5 * 30 + 0.5 * 10
+  CHECK(scheduler->Estimate(TypeName("clone"), JobId("linux")) == 20.0);  // 0.5 * 30 + 0.5 * 10
   // Submit: charged the hint 7, not the learned 20.
   std::promise<Status> done;
   REQUIRE(scheduler

@@ -63,7 +63,7 @@ class FairgateGate : public WorkGate {
 
   std::optional<double> Estimate(std::string_view type,
                                  std::string_view repository) const override {
-    return scheduler_->Estimate(type, repository);
+    return scheduler_->Estimate(fairgate::TypeName(type), fairgate::JobId(repository));
   }
 
   std::string Metrics() const override {

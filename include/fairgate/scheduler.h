@@ -248,7 +248,7 @@ class Scheduler {
   // does not make a key tracked.
   std::optional<double> AccumulatedCost(std::string_view fairness_key) const;
   // The learned cost of (type, id) in seconds, if tracked.
-  std::optional<double> Estimate(std::string_view type, std::string_view id) const;
+  std::optional<double> Estimate(TypeName type, JobId id) const;
 
   // Divides the key's later charges by `weight` (finite, > 0; else InvalidArgument): keys that
   // are all backlogged get service in proportion to their weights. Charges already made stay.

@@ -343,8 +343,8 @@ std::optional<double> Scheduler::AccumulatedCost(std::string_view fairness_key) 
   return impl_->AccumulatedCost(fairness_key);
 }
 
-std::optional<double> Scheduler::Estimate(std::string_view type, std::string_view id) const {
-  return impl_->Estimate(type, id);
+std::optional<double> Scheduler::Estimate(TypeName type, JobId id) const {
+  return impl_->Estimate(type.value, id.value);
 }
 
 Status Scheduler::SetKeyWeight(std::string_view fairness_key, double weight) {
