@@ -129,11 +129,10 @@ StoredJob DurableJobs::ToStore(const DurableSubmission& job) {
   return stored;
 }
 
-StatusOr<std::uint64_t> DurableJobs::Submit(std::string_view type, std::string_view id,
-                                            std::string_view key, std::string_view payload) {
-  StatusOr<TypePtr> handler = Accepting(type, id);
+StatusOr<std::uint64_t> DurableJobs::Submit(const DurableSubmission& submission) {
+  StatusOr<TypePtr> handler = Accepting(submission.name.type, submission.name.id);
   if (!handler.ok()) return handler.status();
-  StoredJob job = ToStore({{TypeName(type), JobId(id), FairnessKey(key)}, payload});
+  StoredJob job = ToStore(submission);
   StatusOr<std::uint64_t> sequence = keeper_.store().AddJob(job);
   if (!sequence.ok()) {
     keeper_.CountError(StateKeeper::Operation::kAddJob);

@@ -53,8 +53,7 @@ class DurableJobs {
   // Scheduler::RegisterDurable, Recover, SubmitDurable and DeadJobs, with their refusals.
   Status Register(std::string_view type, DurableHandler handler, const RetryPolicy& retry);
   StatusOr<RecoveryReport> Recover();
-  StatusOr<std::uint64_t> Submit(std::string_view type, std::string_view id, std::string_view key,
-                                 std::string_view payload);
+  StatusOr<std::uint64_t> Submit(const DurableSubmission& submission);
   StatusOr<std::vector<std::uint64_t>> SubmitBatch(const std::vector<DurableSubmission>& jobs);
   StatusOr<std::vector<StoredJob>> Dead();
 

@@ -124,11 +124,9 @@ StatusOr<RecoveryReport> Scheduler::Impl::Recover() {
   return durable_->Recover();
 }
 
-StatusOr<std::uint64_t> Scheduler::Impl::SubmitDurable(std::string_view type, std::string_view id,
-                                                       std::string_view key,
-                                                       std::string_view payload) {
+StatusOr<std::uint64_t> Scheduler::Impl::SubmitDurable(const DurableSubmission& job) {
   if (!durable_) return NeedStore("SubmitDurable");
-  return durable_->Submit(type, id, key, payload);
+  return durable_->Submit(job);
 }
 
 StatusOr<std::vector<std::uint64_t>> Scheduler::Impl::SubmitDurableBatch(
@@ -315,7 +313,7 @@ Status Scheduler::RegisterDurable(std::string_view type, DurableHandler handler,
 StatusOr<RecoveryReport> Scheduler::Recover() { return impl_->Recover(); }
 
 StatusOr<std::uint64_t> Scheduler::SubmitDurable(const JobName& job, std::string_view payload) {
-  return impl_->SubmitDurable(job.type, job.id, job.fairness_key, payload);
+  return impl_->SubmitDurable({job, payload});
 }
 
 StatusOr<std::vector<std::uint64_t>> Scheduler::SubmitDurableBatch(

@@ -62,8 +62,7 @@ class Scheduler::Impl final : public internal::Submission {
                                     const PeriodicOptions& options);
   Status RegisterDurable(std::string_view type, DurableHandler handler, const RetryPolicy& retry);
   StatusOr<RecoveryReport> Recover();
-  StatusOr<std::uint64_t> SubmitDurable(std::string_view type, std::string_view id,
-                                        std::string_view key, std::string_view payload);
+  StatusOr<std::uint64_t> SubmitDurable(const DurableSubmission& job);
   StatusOr<std::vector<std::uint64_t>> SubmitDurableBatch(
       const std::vector<DurableSubmission>& jobs);
   StatusOr<std::vector<StoredJob>> DeadJobs();
