@@ -23,15 +23,17 @@
 // of its lanes' sort key, so changing it relinks each of the key's lanes (one per type it has ready
 // jobs of, and one per (type, resource) it has parked jobs on).
 //
-// Both orders are B-trees of small entries that copy their sort key (absl::btree_set of
-// LaneEntry and ReadyEntry): a search reads a few contiguous nodes instead of chasing a pointer
-// into a job or a key at every level, which is what the cost was made of at large backlogs.
+// Both orders hold small entries that copy their sort key, so that a comparison reads the entry
+// instead of chasing a pointer into a job or a key. A lane's jobs are a B-tree of ReadyEntry
+// (absl::btree_set). A lane set is a lazy heap of LaneEntry (LaneSet): a charge, which moves each
+// of the key's lanes, pushes an entry per lane and leaves the old one to be dropped when it
+// surfaces, a cost that does not grow with the backlog as a B-tree's search did.
 #ifndef FAIRGATE_CORE_QUEUE_NODES_H_
 #define FAIRGATE_CORE_QUEUE_NODES_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +47,7 @@
 #include "core/estimate_table.h"
 #include "core/indexed_name.h"
 #include "core/join_points.h"
+#include "core/lane_heap.h"
 #include "core/order.h"
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
@@ -56,6 +59,7 @@ using SetHook = bi::set_member_hook<bi::link_mode<bi::safe_link>>;
 using ListHook = bi::list_member_hook<bi::link_mode<bi::safe_link>>;
 
 struct KeyState;
+class LaneSet;
 struct Lane;
 struct Resource;
 struct TierState;
@@ -159,13 +163,76 @@ class LaneJobs {
   absl::btree_set<ReadyEntry> more_;
 };
 
-// A lane's place in its set: its key's place and its head's, copied when the lane is linked so
-// that comparisons read only the entry itself.
+// Each lane's generation, by the lane's slot. A lane set leaves the entry a lane moved away from,
+// or was unlinked from, where it lies, and drops it when it surfaces at the set's front: an entry
+// stands for its lane only while its generation is the slot's (Current). Slots outlive their lanes
+// (a slot freed with its lane goes to the next lane made), so a set's stale entries never point
+// into freed memory and are told from the new lane's by the generation alone.
+class LaneSlots {
+ public:
+  // `generation_limit`: the generation that retires a slot; below 2^32 only in tests.
+  explicit LaneSlots(std::uint32_t generation_limit = kNoGeneration)
+      : generation_limit_(generation_limit) {}
+  LaneSlots(const LaneSlots&) = delete;
+  LaneSlots& operator=(const LaneSlots&) = delete;
+
+  // A slot for a new lane (or a wait group's proxy), at a generation no entry holds.
+  std::uint32_t Take(Lane* lane) {
+    if (free_ == kNone) {
+      slots_.push_back({lane, 0, kNone});
+      return static_cast<std::uint32_t>(slots_.size() - 1);
+    }
+    const std::uint32_t slot = free_;
+    free_ = slots_[slot].next_free;
+    slots_[slot].lane = lane;
+    return slot;
+  }
+  // The lane of `slot` is freed. None of its entries may be current (it is unlinked).
+  void Give(std::uint32_t slot) {
+    slots_[slot].lane = nullptr;
+    slots_[slot].next_free = free_;
+    free_ = slot;
+  }
+  // Makes the lane's current entry stale: its next entry takes a new generation. A slot whose
+  // generations are spent (2^32 moves of its lanes) is retired, never handed out again, and the
+  // lane takes a new one, so that no stale entry can match a generation again.
+  void Renew(std::uint32_t& slot) {
+    if (++slots_[slot].generation < generation_limit_) return;
+    slots_[slot].generation = kNoGeneration;  // no entry holds it
+    Lane* lane = slots_[slot].lane;
+    slots_[slot].lane = nullptr;
+    ++retired_;
+    slot = Take(lane);
+  }
+  bool Current(std::uint32_t slot, std::uint32_t generation) const {
+    return slots_[slot].generation == generation;
+  }
+  std::uint32_t generation(std::uint32_t slot) const { return slots_[slot].generation; }
+  Lane* lane(std::uint32_t slot) const { return slots_[slot].lane; }
+  std::size_t retired() const { return retired_; }
+
+ private:
+  static constexpr std::uint32_t kNoGeneration = ~std::uint32_t{0};
+  static constexpr std::uint32_t kNone = ~std::uint32_t{0};
+  struct Slot {
+    Lane* lane = nullptr;
+    std::uint32_t generation = 0;
+    std::uint32_t next_free = kNone;  // while free: the next free slot
+  };
+  std::vector<Slot> slots_;
+  std::uint32_t free_ = kNone;  // the first free slot (a list through next_free)
+  std::uint32_t generation_limit_;
+  std::size_t retired_ = 0;
+};
+
+// A lane's entry in its set: the lane's place, copied when the lane is linked so that comparisons
+// read only the entry (its key's place, then its head's), and the lane's slot and generation.
 struct LaneEntry {
   AdmissionOrder order;
-  Lane* lane = nullptr;
+  std::uint32_t slot = 0;
+  std::uint32_t generation = 0;
+
   bool operator<(const LaneEntry& o) const { return order < o.order; }
-  friend bool operator==(const LaneEntry&, const LaneEntry&) = default;
 };
 
 // A LaneEntry whose rank is kUnreservedRank and whose sjf is kNoSjf, without those two fields.
@@ -175,105 +242,24 @@ struct CompactLaneEntry {
   std::uint64_t acc = 0;
   std::uint64_t arrival = 0;
   std::uint64_t seq = 0;
-  Lane* lane = nullptr;
+  std::uint32_t slot = 0;
+  std::uint32_t generation = 0;
 
-  AdmissionOrder Expand() const { return {{kUnreservedRank, acc}, {kNoSjf, arrival, seq}}; }
+  AdmissionOrder Order() const { return {{kUnreservedRank, acc}, {kNoSjf, arrival, seq}}; }
+  LaneEntry Expand() const { return {Order(), slot, generation}; }
   bool operator<(const CompactLaneEntry& o) const {
     if (acc != o.acc) return acc < o.acc;
     if (arrival != o.arrival) return arrival < o.arrival;
     return seq < o.seq;
   }
-  static bool Fits(const LaneEntry& e) {
-    return e.order.key.rank == kUnreservedRank && e.order.job.sjf == kNoSjf;
+  static bool Fits(const AdmissionOrder& order) {
+    return order.key.rank == kUnreservedRank && order.job.sjf == kNoSjf;
   }
 };
 
 static_assert(sizeof(ReadyEntry) == 32, "8 ready jobs to a B-tree node");
-static_assert(sizeof(LaneEntry) == 48, "5 lanes to a B-tree node");
-static_assert(sizeof(CompactLaneEntry) == 32, "8 compact lanes to a B-tree node");
-
-// The lanes of one type (or one aged group), in order: a B-tree, so that a search touches few
-// cache lines. Most sets never hold a lane of a reserved key (no key has a min_running) or a head
-// with an sjf (the type is not shortest-first); those keep 32-byte compact entries, 8 to a node
-// instead of 5, which is what an admission pays for at large backlogs (bench/README.md). A set
-// chooses by itself: it starts compact and takes the full layout, for good, when the first entry
-// arrives that the compact one cannot hold (O(lanes), once). The order is the same either way.
-class LaneSet {
- public:
-  bool empty() const { return compact_ ? compact_set_.empty() : full_.empty(); }
-  std::size_t size() const { return compact_ ? compact_set_.size() : full_.size(); }
-  Lane* front() const { return compact_ ? compact_set_.begin()->lane : full_.begin()->lane; }
-  void insert(const LaneEntry& e) {
-    if (compact_ && !CompactLaneEntry::Fits(e)) MakeFull();
-    if (compact_) {
-      compact_set_.insert(Compact(e));
-    } else {
-      full_.insert(e);
-    }
-  }
-  void erase(const LaneEntry& e) {
-    if (compact_) {
-      compact_set_.erase(Compact(e));
-    } else {
-      full_.erase(e);
-    }
-  }
-  // Moves `from`, which is in the set, to `to`, which is not. Where `to` still falls between
-  // `from`'s neighbours, the entry is rewritten where it is, without an erase and an insert: so
-  // a set of one lane (one client's backlog, a burst from one key), which every move would
-  // otherwise empty (a B-tree frees its root when its last entry leaves and allocates one at the
-  // next insert), moves in place (bench/HISTORY.md).
-  void Move(const LaneEntry& from, const LaneEntry& to) {
-    if (compact_ && !CompactLaneEntry::Fits(to)) MakeFull();
-    if (compact_) {
-      MoveIn(compact_set_, Compact(from), Compact(to));
-    } else {
-      MoveIn(full_, from, to);
-    }
-  }
-  bool contains(const LaneEntry& e) const {
-    if (!compact_) return full_.contains(e);
-    return CompactLaneEntry::Fits(e) && compact_set_.contains(Compact(e));
-  }
-  bool compact() const { return compact_; }
-  // Calls `f(lane)` for each lane, in order.
-  template <typename F>
-  void ForEach(F f) const {
-    if (compact_) {
-      for (const CompactLaneEntry& e : compact_set_) f(e.lane);
-    } else {
-      for (const LaneEntry& e : full_) f(e.lane);
-    }
-  }
-
- private:
-  void MakeFull() {
-    for (const CompactLaneEntry& c : compact_set_) full_.insert(LaneEntry{c.Expand(), c.lane});
-    compact_set_.clear();
-    compact_ = false;
-  }
-  template <typename Set, typename Entry>
-  static void MoveIn(Set& set, const Entry& from, const Entry& to) {
-    auto it = set.find(from);
-    FAIRGATE_CORE_CHECK(it != set.end(), "a lane set moved an entry it does not hold");
-    const bool after_previous = it == set.begin() || *std::prev(it) < to;
-    const bool before_next = std::next(it) == set.end() || to < *std::next(it);
-    if (after_previous && before_next) {
-      // The set's order is unchanged, so its entry may be rewritten: a B-tree stores its entries
-      // as mutable objects and hands out const references only so that the order is kept.
-      const_cast<Entry&>(*it) = to;
-      return;
-    }
-    set.erase(it);
-    set.insert(to);
-  }
-  static CompactLaneEntry Compact(const LaneEntry& e) {
-    return {e.order.key.acc, e.order.job.arrival, e.order.job.seq, e.lane};
-  }
-  bool compact_ = true;
-  absl::btree_set<LaneEntry> full_;
-  absl::btree_set<CompactLaneEntry> compact_set_;
-};
+static_assert(sizeof(LaneEntry) == 48, "a lane's entry: its place, slot and generation");
+static_assert(sizeof(CompactLaneEntry) == 32, "two compact lane entries to a cache line");
 
 // The jobs of one key and one type in one effective tier (its type's own, or one it aged into):
 // a home lane. A parked lane holds those of them that wait on one full resource, in the
@@ -282,8 +268,8 @@ class LaneSet {
 //
 // A key's lanes are visited in turn at each charge of the key (Rekey) and at each enqueue
 // (LaneFor), a cache miss each at large backlogs: what those visits read (the next lane, the set
-// that names the lane's type, tier and resource, and its place there) is in the lane's first 64
-// bytes, so a visit touches one cache line or two, where it touched up to three
+// that names the lane's type, tier and resource, its place there and its slot) is in the lane's
+// first 72 bytes, so a visit touches one cache line or two, where it touched up to three
 // (bench/HISTORY.md). Aligning lanes to a line would make it one, but aligned allocation cost
 // more than it saved where lanes come and go at each job.
 struct Lane {
@@ -291,22 +277,203 @@ struct Lane {
   LaneSet* set = nullptr;  // the type's own lanes or the aged group's; a parked lane: its group's
   WaitGroup* group = nullptr;  // a parked lane's or a proxy's group; null for a home lane
   AdmissionOrder order;        // its place in `set`, while linked
-  KeyState* key = nullptr;     // null for a proxy
+  std::uint32_t slot = 0;      // in the core's LaneSlots, for as long as the lane lives
+  std::int32_t pending = 0;
+  KeyState* key = nullptr;  // null for a proxy
   TypeState* type = nullptr;
   TierState* tier = nullptr;  // the effective tier
   LaneJobs ready;             // its jobs, by their place (parked ones too, in a parked lane)
-  std::int32_t pending = 0;
-  bool linked = false;  // linked while `ready` is not empty and the key is admissible (a
-                        // proxy: while its group has a linked lane and its resource room)
-  bool held = false;    // a home lane not linked only because its key is at max_running
-
-  LaneEntry entry() const { return {order, const_cast<Lane*>(this)}; }
+  bool linked = false;        // linked while `ready` is not empty and the key is admissible (a
+                              // proxy: while its group has a linked lane and its resource room)
+  bool held = false;          // a home lane not linked only because its key is at max_running
 };
-static_assert(offsetof(Lane, key) == 64 && sizeof(Lane) == 152,
-              "what a walk over a key's lanes reads is in a lane's first 64 bytes");
+static_assert(offsetof(Lane, slot) == 64 && sizeof(Lane) == 160,
+              "what a walk over a key's lanes reads is in a lane's first 72 bytes");
+
+// The lanes of one type (or one aged group, or one wait group), in order, as a min-heap of their
+// entries (LaneHeap) that is lazy about leaving: a lane that moves pushes its new entry and
+// leaves the old one, stale, where it lies; a lane that is unlinked leaves its entry likewise.
+// Stale entries are dropped when they surface at the front, and all at once (an O(n) rebuild)
+// when they outnumber the current ones twice over, so the heap holds at most about three entries
+// per lane. Charging a key moves each of its lanes, mostly to a later place: here that is a push
+// that rises a step or two from the bottom and, later, the pop of the entry it left, where a
+// B-tree paid a search from the root and a rebalance for the erase and again for the insert
+// (bench/README.md).
+//
+// Most sets never hold a lane of a reserved key (no key has a min_running) or a head with an sjf
+// (the type is not shortest-first); those keep 32-byte compact entries, two to a cache line. A
+// set chooses by itself: it starts compact and takes the full layout, for good, when the first
+// lane arrives that the compact one cannot hold (O(lanes), once). The order is the same either
+// way.
+class LaneSet {
+ public:
+  explicit LaneSet(LaneSlots& slots) : slots_(&slots) {}
+  LaneSet(const LaneSet&) = delete;
+  LaneSet& operator=(const LaneSet&) = delete;
+
+  bool empty() const { return linked_ == 0; }
+  // Lanes linked, not entries held.
+  std::size_t size() const { return linked_; }
+  // The first lane; the set must not be empty. Drops the stale entries in front of it (which
+  // changes no lane's place: the heap is the set's cache of its order, hence const).
+  Lane* front() const { return compact_ ? FrontOf(compact_heap_) : FrontOf(full_heap_); }
+  // Links `lane`, which is not in the set, at `lane.order`.
+  void insert(Lane& lane) {
+    if (compact_ && !CompactLaneEntry::Fits(lane.order)) MakeFull();
+    ++linked_;
+    if (compact_) {
+      compact_heap_.push(Compact(lane));
+    } else {
+      full_heap_.push(Full(lane));
+    }
+  }
+  // Unlinks `lane`, which is in the set.
+  void erase(Lane& lane) {
+    --linked_;
+    if (compact_) {
+      Leave(compact_heap_, lane);
+    } else {
+      Leave(full_heap_, lane);
+    }
+  }
+  // Moves `lane`, which is in the set, to its `order`, which changed.
+  void Relink(Lane& lane) {
+    if (compact_ && !CompactLaneEntry::Fits(lane.order)) MakeFull();
+    if (compact_) {
+      RelinkIn(compact_heap_, lane, [&] { return Compact(lane); });
+    } else {
+      RelinkIn(full_heap_, lane, [&] { return Full(lane); });
+    }
+  }
+  bool compact() const { return compact_; }
+  // Entries held, current and stale (at most about three per linked lane, and a few).
+  std::size_t entries() const { return compact_ ? compact_heap_.size() : full_heap_.size(); }
+  // Calls `f(lane)` for each lane, in order (from a sorted copy: not for hot paths).
+  template <typename F>
+  void ForEach(F f) const {
+    std::vector<LaneEntry> current;
+    ForEachCurrent([&](const LaneEntry& e) { current.push_back(e); });
+    std::sort(current.begin(), current.end());
+    for (const LaneEntry& e : current) f(slots_->lane(e.slot));
+  }
+  // Calls `f(entry)` for each current entry, in no order.
+  template <typename F>
+  void ForEachCurrent(F f) const {
+    if (compact_) {
+      for (const CompactLaneEntry& e : compact_heap_) {
+        if (slots_->Current(e.slot, e.generation)) f(e.Expand());
+      }
+    } else {
+      for (const LaneEntry& e : full_heap_) {
+        if (slots_->Current(e.slot, e.generation)) f(e);
+      }
+    }
+  }
+  // What is wrong with the set's own state, or null: its heap out of order, its counts of
+  // linked lanes and stale entries not those of its entries, a lane with two current entries, or
+  // more stale entries kept than the rebuild allows (CheckInvariants).
+  const char* Problem() const {
+    return compact_ ? ProblemOf(compact_heap_) : ProblemOf(full_heap_);
+  }
+
+ private:
+  // Stale entries are dropped all at once when there are more than this many per current entry
+  // (and a few): the rebuild costs O(entries), paid for by the moves that made them stale.
+  static constexpr std::size_t kStalePerLane = 2;
+  static constexpr std::size_t kStaleSlack = 8;
+
+  LaneEntry Full(const Lane& lane) const {
+    return {lane.order, lane.slot, slots_->generation(lane.slot)};
+  }
+  CompactLaneEntry Compact(const Lane& lane) const {
+    return {lane.order.key.acc, lane.order.job.arrival, lane.order.job.seq, lane.slot,
+            slots_->generation(lane.slot)};
+  }
+  template <typename Entry>
+  bool IsCurrent(const Entry& e) const {
+    return slots_->Current(e.slot, e.generation);
+  }
+  template <typename Entry>
+  Lane* FrontOf(LaneHeap<Entry>& heap) const {
+    FAIRGATE_CORE_CHECK(linked_ > 0, "the front of an empty lane set");
+    while (!IsCurrent(heap.top())) {
+      heap.pop();
+      --stale_;
+    }
+    return slots_->lane(heap.top().slot);
+  }
+  // The lane's current entry goes stale (popped at once when it is the front).
+  template <typename Entry>
+  void Leave(LaneHeap<Entry>& heap, Lane& lane) {
+    const bool in_front = heap.top().slot == lane.slot && IsCurrent(heap.top());
+    slots_->Renew(lane.slot);
+    if (linked_ == 0) {
+      heap.clear();  // every entry is stale
+      stale_ = 0;
+      return;
+    }
+    if (in_front) {
+      heap.pop();
+    } else {
+      ++stale_;
+    }
+    MaybeRebuild(heap);  // also when the bound fell with the lane
+  }
+  template <typename Entry, typename MakeEntry>
+  void RelinkIn(LaneHeap<Entry>& heap, Lane& lane, MakeEntry make_entry) {
+    const bool in_front = heap.top().slot == lane.slot && IsCurrent(heap.top());
+    slots_->Renew(lane.slot);
+    if (in_front) {
+      heap.replace_top(make_entry());  // one pass down instead of a pop now and a push
+      return;
+    }
+    ++stale_;
+    heap.push(make_entry());
+    MaybeRebuild(heap);
+  }
+  template <typename Entry>
+  void MaybeRebuild(LaneHeap<Entry>& heap) {
+    if (stale_ <= kStalePerLane * linked_ + kStaleSlack) return;
+    heap.filter([&](const Entry& e) { return IsCurrent(e); });
+    stale_ = 0;
+  }
+  template <typename Entry>
+  const char* ProblemOf(const LaneHeap<Entry>& heap) const {
+    if (!heap.valid()) return "its heap is out of order";
+    std::vector<std::uint32_t> current_slots;
+    for (const Entry& e : heap) {
+      if (IsCurrent(e)) current_slots.push_back(e.slot);
+    }
+    std::sort(current_slots.begin(), current_slots.end());
+    if (std::adjacent_find(current_slots.begin(), current_slots.end()) != current_slots.end()) {
+      return "a lane has two current entries";
+    }
+    if (current_slots.size() != linked_ || heap.size() - linked_ != stale_) {
+      return "its counts differ from its entries";
+    }
+    if (stale_ > kStalePerLane * linked_ + kStaleSlack) return "it keeps too many stale entries";
+    return nullptr;
+  }
+  void MakeFull() {
+    for (const CompactLaneEntry& c : compact_heap_) {
+      if (IsCurrent(c)) full_heap_.push(c.Expand());
+    }
+    compact_heap_ = {};
+    stale_ = 0;
+    compact_ = false;
+  }
+
+  LaneSlots* slots_;
+  bool compact_ = true;
+  std::size_t linked_ = 0;
+  mutable std::size_t stale_ = 0;  // entries in the heap that are not current
+  mutable LaneHeap<LaneEntry> full_heap_;
+  mutable LaneHeap<CompactLaneEntry> compact_heap_;
+};
 
 // The parked lanes of one resource whose home lanes are in one lane set.
 struct WaitGroup {
+  explicit WaitGroup(LaneSlots& slots) : lanes(slots) {}
   Resource* resource = nullptr;
   LaneSet lanes;  // its parked lanes, ordered as home lanes are
   Lane proxy;     // linked into the home lane set while `lanes` has one and the resource has room
@@ -360,6 +527,7 @@ using PresenceSet =
 using IdleKeyList = bi::list<KeyState, bi::member_hook<KeyState, ListHook, &KeyState::idle_hook>>;
 
 struct TypeState {
+  explicit TypeState(LaneSlots& slots) : lanes(slots) {}
   std::string name;
   JobTypeConfig config;
   std::uint32_t index = 0;
@@ -374,6 +542,7 @@ struct TypeState {
 
 // The lanes of one lower-tier type whose jobs aged into a tier.
 struct AgedGroup {
+  explicit AgedGroup(LaneSlots& slots) : lanes(slots) {}
   TypeState* type = nullptr;
   LaneSet lanes;
 };
