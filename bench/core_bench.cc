@@ -102,25 +102,23 @@ BENCHMARK(BM_UncontendedAdmission)
 
 // The floor under BM_AdmitComplete: moving one lane of the core's lane order to a later place
 // among `entries` others, which is what charging a key costs per lane it has. `heap:1` is the
-// core's LaneSet (a lazy heap: a push, and a stale entry dropped later); `heap:0` is what the
-// core used before it, an absl::btree_set of the same 48-byte entries (an erase and an insert).
-// items/s counts moves.
+// core's LaneSet (a heap whose lanes know their positions: the entry moves down in place);
+// `heap:0` is what the core used before it, an absl::btree_set of the same 48-byte entries (an
+// erase and an insert). items/s counts moves.
 void BM_LaneRelink(benchmark::State& state) {
   const auto entries = static_cast<std::size_t>(state.range(0));
   const bool heap = state.range(1) != 0;
   std::mt19937_64 rng(7);
-  core::LaneSlots slots;
-  core::LaneSet set(slots);
+  core::LaneSet set;
   absl::btree_set<core::LaneEntry> tree;
   std::vector<core::Lane> lanes(entries);
   for (std::size_t i = 0; i < entries; ++i) {
     core::Lane& lane = lanes[i];
-    lane.slot = slots.Take(&lane);
     lane.order = {{core::kUnreservedRank, rng() % 1000000}, {core::kNoSjf, rng(), i}};
     if (heap) {
       set.insert(lane);
     } else {
-      tree.insert({lane.order, lane.slot, 0});
+      tree.insert({lane.order, &lane});
     }
   }
   for (auto _ : state) {
@@ -128,12 +126,12 @@ void BM_LaneRelink(benchmark::State& state) {
     if (heap) {
       lane.order.key.acc += rng() % 1000;
       set.Relink(lane);
-      benchmark::DoNotOptimize(set.front());  // where a charge's next decision drops stale ones
+      benchmark::DoNotOptimize(set.front());
     } else {
-      tree.erase({lane.order, lane.slot, 0});
+      tree.erase({lane.order, &lane});
       lane.order.key.acc += rng() % 1000;
-      tree.insert({lane.order, lane.slot, 0});
-      benchmark::DoNotOptimize(tree.begin()->slot);
+      tree.insert({lane.order, &lane});
+      benchmark::DoNotOptimize(tree.begin()->lane);
     }
   }
   state.SetItemsProcessed(state.iterations());

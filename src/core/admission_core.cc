@@ -106,7 +106,7 @@ Status AdmissionCore::RegisterType(std::string_view name, const JobTypeConfig& c
           it->second.limit, ", the limit of conflict group '", config.conflict_group, "'"));
     }
   }
-  auto type = std::make_unique<TypeState>(lane_slots_);
+  auto type = std::make_unique<TypeState>();
   type->name = std::string(name);
   type->config = config;
   type->index = static_cast<std::uint32_t>(types_.size());
@@ -833,7 +833,7 @@ LaneSet& AdmissionCore::SetFor(TypeState& type, TierState& tier) {
   auto group = std::find_if(tier.aged.begin(), tier.aged.end(),
                             [&](const auto& g) { return g->type == &type; });
   if (group == tier.aged.end()) {
-    tier.aged.push_back(std::make_unique<AgedGroup>(lane_slots_));
+    tier.aged.push_back(std::make_unique<AgedGroup>());
     tier.aged.back()->type = &type;
     group = tier.aged.end() - 1;
   }
@@ -852,7 +852,6 @@ Lane& AdmissionCore::LaneFor(KeyState& key, TypeState& type, TierState& tier, Re
   Lane* lane;
   if (spare_lanes_.empty()) {
     lane = new Lane;
-    lane->slot = lane_slots_.Take(lane);
   } else {
     lane = spare_lanes_.back().release();
     spare_lanes_.pop_back();
@@ -871,9 +870,8 @@ WaitGroup& AdmissionCore::GroupFor(Resource& resource, LaneSet& home) {
   for (auto& group : resource.groups) {
     if (group->proxy.set == &home) return *group;
   }
-  auto group = std::make_unique<WaitGroup>(lane_slots_);
+  auto group = std::make_unique<WaitGroup>();
   group->resource = &resource;
-  group->proxy.slot = lane_slots_.Take(&group->proxy);
   group->proxy.set = &home;
   group->proxy.group = group.get();
   resource.groups.push_back(std::move(group));
@@ -893,11 +891,6 @@ Resource* AdmissionCore::ResourceFor(const TypeState& type, absl::string_view id
 
 void AdmissionCore::ReleaseResource(Resource* resource) {
   if (resource == nullptr || --resource->refs > 0) return;
-  for (auto& group : resource->groups) {
-    // No job names the resource: no lane waits on it, so its proxies are unlinked.
-    FAIRGATE_CORE_CHECK(!group->proxy.linked, "a resource without jobs had a linked proxy");
-    lane_slots_.Give(group->proxy.slot);
-  }
   resources_.erase(resources_.find(resource->name->view()));
 }
 
@@ -1053,9 +1046,8 @@ void AdmissionCore::LeaveLane(Job& job) {
       // Nothing to reset: an empty lane has no jobs (`ready` empty, `pending` 0), is unlinked and
       // not held, LaneFor sets its key, type, tier, group and set, and its order is read only
       // while it is linked.
-      spare_lanes_.emplace_back(lane);  // keeps its slot
+      spare_lanes_.emplace_back(lane);
     } else {
-      lane_slots_.Give(lane->slot);
       delete lane;
     }
     if (group != nullptr) SyncProxy(*group);

@@ -460,9 +460,6 @@ class AdmissionCore {
   void LeavePending(Job& job);
 
   SchedulerOptions options_;
-  // The lanes' generations, which tell a lane set's current entries from stale ones (declared
-  // before the lane sets, which point to it).
-  LaneSlots lane_slots_;
   std::vector<std::unique_ptr<TypeState>> types_;  // registration order
   absl::flat_hash_map<std::string, TypeState*> types_by_name_;
   std::vector<std::unique_ptr<TierState>> tiers_;  // highest priority first

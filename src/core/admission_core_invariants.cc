@@ -129,42 +129,24 @@ Status AdmissionCore::CheckInvariants() const {
     }
   }
 
-  // Lane sets: each consistent in itself; where each lane's current entry is.
-  struct Linked {
-    const LaneSet* set = nullptr;
-    AdmissionOrder order;
-  };
-  absl::flat_hash_map<const Lane*, Linked> current;
-  std::string set_problem;
-  auto check_set = [&](const LaneSet& set, absl::string_view name) {
-    if (const char* problem = set.Problem()) {
-      set_problem = absl::StrCat(name, "'s lane set is broken: ", problem);
-    }
-    set.ForEachCurrent([&](const LaneEntry& e) {
-      const Lane* lane = lane_slots_.lane(e.slot);
-      if (lane == nullptr || !current.emplace(lane, Linked{&set, e.order}).second) {
-        set_problem = absl::StrCat(name, "'s lane set holds a freed lane or another set's");
-      }
-    });
-  };
+  // Lane sets: each a heap in order whose lanes know their entries' positions.
   for (const auto& tier : tiers_) {
     for (const TypeState* type : tier->types) {
-      check_set(type->lanes, absl::StrCat("type ", type->name));
+      if (!type->lanes.valid()) return Broken(absl::StrCat("type ", type->name, "'s lane heap"));
     }
     for (const auto& group : tier->aged) {
-      check_set(group->lanes, absl::StrCat("an aged group in tier ", tier->priority));
+      if (!group->lanes.valid()) {
+        return Broken(absl::StrCat("an aged group's lane heap in tier ", tier->priority));
+      }
     }
   }
   for (const auto& [name, resource] : resources_) {
     for (const auto& group : resource.groups) {
-      check_set(group->lanes, absl::StrCat("a wait group of resource '", name.name, "'"));
+      if (!group->lanes.valid()) {
+        return Broken(absl::StrCat("a wait group's lane heap of resource '", name.name, "'"));
+      }
     }
   }
-  if (!set_problem.empty()) return Broken(set_problem);
-  auto in_its_set = [&](const Lane& lane) {
-    auto it = current.find(&lane);
-    return it != current.end() && it->second.set == lane.set && it->second.order == lane.order;
-  };
 
   // Keys, their lanes and presences.
   absl::flat_hash_map<const TierState*, std::int64_t> held;
@@ -198,7 +180,7 @@ Status AdmissionCore::CheckInvariants() const {
         if (!(lane->order == AdmissionOrder{PlaceOf(key), lane->ready.front().place})) {
           return Broken(absl::StrCat("a lane of key '", name, "' sorts by a stale entry"));
         }
-        if (!in_its_set(*lane)) {
+        if (!lane->set->contains(*lane)) {
           return Broken(absl::StrCat("a linked lane of key '", name, "' is missing from its set"));
         }
         ++linked[lane->set];
@@ -238,7 +220,7 @@ Status AdmissionCore::CheckInvariants() const {
         return Broken(absl::StrCat("the proxy of resource '", name.name, "' is linked wrongly"));
       }
       if (proxy.linked) {
-        if (!(proxy.order == group->lanes.front()->order) || !in_its_set(proxy)) {
+        if (!(proxy.order == group->lanes.front()->order) || !proxy.set->contains(proxy)) {
           return Broken(absl::StrCat("the proxy of resource '", name.name, "' sorts stale"));
         }
         ++linked[proxy.set];

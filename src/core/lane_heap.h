@@ -1,30 +1,36 @@
-// A binary min-heap kept by std's heap algorithms, laid out so that the two children of a node
-// share one cache line. Internal to src/core (LaneSet's storage).
+// A binary min-heap whose entries know where they are, laid out so that the two children of a
+// node share one cache line. Internal to src/core (LaneSet's storage).
 //
-// Over std::priority_queue it adds what a lazy set needs: replacing the top in one pass, keeping
-// a subset in O(n), and reading the entries in place. The entries start one past a 64-byte
-// boundary, so that the children of the entry at heap index i, at 2i + 1 and 2i + 2, are the
-// vector's 2i + 2 and 2i + 3: on one line for entries of 32 bytes (two lines for 48), where a
-// heap from the vector's start splits every pair of 32-byte children across two lines.
-// A four-ary heap was measured too and lost: more instructions, no fewer misses (bench/README.md).
+// Each entry points to an object with a `heap_index` (a Lane) that the heap keeps equal to the
+// entry's position, so an entry is moved up or down in place when its order changes, and erased
+// from the middle, without a search and without leaving a stale copy behind. Written here
+// because std's heap algorithms cannot report where they move an entry, and Boost.Heap's mutable
+// heaps keep their entries in list nodes behind handles (an allocation and a pointer chase per
+// entry). Lazy heaps (a move pushes a new entry and leaves the old one to be popped when it
+// surfaces) were on main before this one and cost more (bench/README.md).
+//
+// The entries start one past a 64-byte boundary, so that the children of heap position i, at
+// 2i + 1 and 2i + 2, are the vector's 2i + 2 and 2i + 3: on one line for 32-byte entries.
 #ifndef FAIRGATE_CORE_LANE_HEAP_H_
 #define FAIRGATE_CORE_LANE_HEAP_H_
 
-#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "boost/align/aligned_allocator.hpp"
 
 namespace fairgate::core {
 
-// `Entry` is ordered by its operator<. The least entry is the top.
+// `Entry` is ordered by its operator< and has a member `lane`, a pointer to an object with a
+// `std::uint32_t heap_index`. The least entry is the top.
 template <typename Entry>
 class LaneHeap {
  public:
   bool empty() const { return v_.size() <= kFirst; }
   std::size_t size() const { return empty() ? 0 : v_.size() - kFirst; }
   const Entry& top() const { return v_[kFirst]; }
+  const Entry& at(std::size_t i) const { return v_[kFirst + i]; }
   // The entries in heap order (for copies and checks).
   const Entry* begin() const { return empty() ? end() : v_.data() + kFirst; }
   const Entry* end() const { return v_.data() + v_.size(); }
@@ -32,42 +38,67 @@ class LaneHeap {
   void push(const Entry& e) {
     if (v_.empty()) v_.resize(kFirst);
     v_.push_back(e);
-    std::push_heap(v_.begin() + kFirst, v_.end(), After{});
+    Up(v_.size() - 1, e);
   }
-  void pop() {
-    std::pop_heap(v_.begin() + kFirst, v_.end(), After{});
+  // Removes the entry at heap position `i`.
+  void erase(std::size_t i) {
+    const std::size_t p = kFirst + i;
+    const Entry last = v_.back();
     v_.pop_back();
-    if (empty()) v_.clear();
-  }
-  // Replaces the top with `e`: the top sinks to the back, where `e` takes its place and rises
-  // (a step or two when `e` is late in the order, as a moved lane mostly is).
-  void replace_top(const Entry& e) {
-    std::pop_heap(v_.begin() + kFirst, v_.end(), After{});
-    v_.back() = e;
-    std::push_heap(v_.begin() + kFirst, v_.end(), After{});
-  }
-  // Keeps the entries `keep` accepts and restores the order in O(n).
-  template <typename Keep>
-  void filter(Keep keep) {
-    if (empty()) return;
-    v_.erase(
-        std::remove_if(v_.begin() + kFirst, v_.end(), [&](const Entry& e) { return !keep(e); }),
-        v_.end());
-    if (empty()) {
-      v_.clear();
-    } else {
-      std::make_heap(v_.begin() + kFirst, v_.end(), After{});
+    if (p == v_.size()) {
+      if (empty()) v_.clear();
+      return;
     }
+    Settle(p, last);
   }
+  // The entry at heap position `i` becomes `e` (the same object, a new place) and moves to it.
+  void update(std::size_t i, const Entry& e) { Settle(kFirst + i, e); }
   void clear() { v_.clear(); }
-  bool valid() const { return std::is_heap(begin(), end(), After{}); }
+  // Whether every entry is no less than its parent and knows its position.
+  bool valid() const {
+    for (std::size_t p = kFirst; p < v_.size(); ++p) {
+      if (v_[p].lane->heap_index != p - kFirst) return false;
+      if (p > kFirst && v_[p] < v_[Parent(p)]) return false;
+    }
+    return true;
+  }
 
  private:
-  // std's heaps put the greatest first: ordered by After, the least entry is the top.
-  struct After {
-    bool operator()(const Entry& a, const Entry& b) const { return b < a; }
-  };
   static constexpr std::size_t kFirst = 1;  // index 0 is unused (see above)
+  static std::size_t Parent(std::size_t p) { return (p - kFirst - 1) / 2 + kFirst; }
+  static std::size_t FirstChild(std::size_t p) { return 2 * (p - kFirst) + 1 + kFirst; }
+
+  void Put(std::size_t p, const Entry& e) {
+    v_[p] = e;
+    e.lane->heap_index = static_cast<std::uint32_t>(p - kFirst);
+  }
+  // `e` goes to position `p` or wherever the order then takes it, up or down.
+  void Settle(std::size_t p, const Entry& e) {
+    if (p > kFirst && e < v_[Parent(p)]) {
+      Up(p, e);
+    } else {
+      Down(p, e);
+    }
+  }
+  void Up(std::size_t p, Entry e) {
+    while (p > kFirst) {
+      const std::size_t parent = Parent(p);
+      if (!(e < v_[parent])) break;
+      Put(p, v_[parent]);
+      p = parent;
+    }
+    Put(p, e);
+  }
+  void Down(std::size_t p, Entry e) {
+    const std::size_t n = v_.size();
+    for (std::size_t c; (c = FirstChild(p)) < n;) {
+      if (c + 1 < n && v_[c + 1] < v_[c]) ++c;
+      if (!(v_[c] < e)) break;
+      Put(p, v_[c]);
+      p = c;
+    }
+    Put(p, e);
+  }
 
   std::vector<Entry, boost::alignment::aligned_allocator<Entry, 64>> v_;
 };

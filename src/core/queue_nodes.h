@@ -25,9 +25,9 @@
 //
 // Both orders hold small entries that copy their sort key, so that a comparison reads the entry
 // instead of chasing a pointer into a job or a key. A lane's jobs are a B-tree of ReadyEntry
-// (absl::btree_set). A lane set is a lazy heap of LaneEntry (LaneSet): a charge, which moves each
-// of the key's lanes, pushes an entry per lane and leaves the old one to be dropped when it
-// surfaces, a cost that does not grow with the backlog as a B-tree's search did.
+// (absl::btree_set). A lane set is a binary heap of LaneEntry in which each lane knows its
+// position (LaneSet): a charge, which moves each of the key's lanes, moves each entry down from
+// where it is, without the search from the root that a B-tree paid.
 #ifndef FAIRGATE_CORE_QUEUE_NODES_H_
 #define FAIRGATE_CORE_QUEUE_NODES_H_
 
@@ -163,75 +163,11 @@ class LaneJobs {
   absl::btree_set<ReadyEntry> more_;
 };
 
-// Each lane's generation, by the lane's slot. A lane set leaves the entry a lane moved away from,
-// or was unlinked from, where it lies, and drops it when it surfaces at the set's front: an entry
-// stands for its lane only while its generation is the slot's (Current). Slots outlive their lanes
-// (a slot freed with its lane goes to the next lane made), so a set's stale entries never point
-// into freed memory and are told from the new lane's by the generation alone.
-class LaneSlots {
- public:
-  // `generation_limit`: the generation that retires a slot; below 2^32 only in tests.
-  explicit LaneSlots(std::uint32_t generation_limit = kNoGeneration)
-      : generation_limit_(generation_limit) {}
-  LaneSlots(const LaneSlots&) = delete;
-  LaneSlots& operator=(const LaneSlots&) = delete;
-
-  // A slot for a new lane (or a wait group's proxy), at a generation no entry holds.
-  std::uint32_t Take(Lane* lane) {
-    if (free_ == kNone) {
-      slots_.push_back({lane, 0, kNone});
-      return static_cast<std::uint32_t>(slots_.size() - 1);
-    }
-    const std::uint32_t slot = free_;
-    free_ = slots_[slot].next_free;
-    slots_[slot].lane = lane;
-    return slot;
-  }
-  // The lane of `slot` is freed. None of its entries may be current (it is unlinked).
-  void Give(std::uint32_t slot) {
-    slots_[slot].lane = nullptr;
-    slots_[slot].next_free = free_;
-    free_ = slot;
-  }
-  // Makes the lane's current entry stale: its next entry takes a new generation. A slot whose
-  // generations are spent (2^32 moves of its lanes) is retired, never handed out again, and the
-  // lane takes a new one, so that no stale entry can match a generation again.
-  void Renew(std::uint32_t& slot) {
-    if (++slots_[slot].generation < generation_limit_) return;
-    slots_[slot].generation = kNoGeneration;  // no entry holds it
-    Lane* lane = slots_[slot].lane;
-    slots_[slot].lane = nullptr;
-    ++retired_;
-    slot = Take(lane);
-  }
-  bool Current(std::uint32_t slot, std::uint32_t generation) const {
-    return slots_[slot].generation == generation;
-  }
-  std::uint32_t generation(std::uint32_t slot) const { return slots_[slot].generation; }
-  Lane* lane(std::uint32_t slot) const { return slots_[slot].lane; }
-  std::size_t retired() const { return retired_; }
-
- private:
-  static constexpr std::uint32_t kNoGeneration = ~std::uint32_t{0};
-  static constexpr std::uint32_t kNone = ~std::uint32_t{0};
-  struct Slot {
-    Lane* lane = nullptr;
-    std::uint32_t generation = 0;
-    std::uint32_t next_free = kNone;  // while free: the next free slot
-  };
-  std::vector<Slot> slots_;
-  std::uint32_t free_ = kNone;  // the first free slot (a list through next_free)
-  std::uint32_t generation_limit_;
-  std::size_t retired_ = 0;
-};
-
 // A lane's entry in its set: the lane's place, copied when the lane is linked so that comparisons
-// read only the entry (its key's place, then its head's), and the lane's slot and generation.
+// read only the entry (its key's place, then its head's), and the lane.
 struct LaneEntry {
   AdmissionOrder order;
-  std::uint32_t slot = 0;
-  std::uint32_t generation = 0;
-
+  Lane* lane = nullptr;
   bool operator<(const LaneEntry& o) const { return order < o.order; }
 };
 
@@ -242,11 +178,10 @@ struct CompactLaneEntry {
   std::uint64_t acc = 0;
   std::uint64_t arrival = 0;
   std::uint64_t seq = 0;
-  std::uint32_t slot = 0;
-  std::uint32_t generation = 0;
+  Lane* lane = nullptr;
 
   AdmissionOrder Order() const { return {{kUnreservedRank, acc}, {kNoSjf, arrival, seq}}; }
-  LaneEntry Expand() const { return {Order(), slot, generation}; }
+  LaneEntry Expand() const { return {Order(), lane}; }
   bool operator<(const CompactLaneEntry& o) const {
     if (acc != o.acc) return acc < o.acc;
     if (arrival != o.arrival) return arrival < o.arrival;
@@ -258,7 +193,7 @@ struct CompactLaneEntry {
 };
 
 static_assert(sizeof(ReadyEntry) == 32, "8 ready jobs to a B-tree node");
-static_assert(sizeof(LaneEntry) == 48, "a lane's entry: its place, slot and generation");
+static_assert(sizeof(LaneEntry) == 48, "a lane's entry: its place and the lane");
 static_assert(sizeof(CompactLaneEntry) == 32, "two compact lane entries to a cache line");
 
 // The jobs of one key and one type in one effective tier (its type's own, or one it aged into):
@@ -268,16 +203,16 @@ static_assert(sizeof(CompactLaneEntry) == 32, "two compact lane entries to a cac
 //
 // A key's lanes are visited in turn at each charge of the key (Rekey) and at each enqueue
 // (LaneFor), a cache miss each at large backlogs: what those visits read (the next lane, the set
-// that names the lane's type, tier and resource, its place there and its slot) is in the lane's
+// that names the lane's type, tier and resource, its place there and its position) is in the lane's
 // first 72 bytes, so a visit touches one cache line or two, where it touched up to three
 // (bench/HISTORY.md). Aligning lanes to a line would make it one, but aligned allocation cost
 // more than it saved where lanes come and go at each job.
 struct Lane {
   Lane* next_in_key = nullptr;  // the key's next lane (home and parked)
   LaneSet* set = nullptr;  // the type's own lanes or the aged group's; a parked lane: its group's
-  WaitGroup* group = nullptr;  // a parked lane's or a proxy's group; null for a home lane
-  AdmissionOrder order;        // its place in `set`, while linked
-  std::uint32_t slot = 0;      // in the core's LaneSlots, for as long as the lane lives
+  WaitGroup* group = nullptr;    // a parked lane's or a proxy's group; null for a home lane
+  AdmissionOrder order;          // its place in `set`, while linked
+  std::uint32_t heap_index = 0;  // its entry's position in `set`'s heap, while linked
   std::int32_t pending = 0;
   KeyState* key = nullptr;  // null for a proxy
   TypeState* type = nullptr;
@@ -287,18 +222,14 @@ struct Lane {
                               // proxy: while its group has a linked lane and its resource room)
   bool held = false;          // a home lane not linked only because its key is at max_running
 };
-static_assert(offsetof(Lane, slot) == 64 && sizeof(Lane) == 160,
+static_assert(offsetof(Lane, heap_index) == 64 && sizeof(Lane) == 160,
               "what a walk over a key's lanes reads is in a lane's first 72 bytes");
 
-// The lanes of one type (or one aged group, or one wait group), in order, as a min-heap of their
-// entries (LaneHeap) that is lazy about leaving: a lane that moves pushes its new entry and
-// leaves the old one, stale, where it lies; a lane that is unlinked leaves its entry likewise.
-// Stale entries are dropped when they surface at the front, and all at once (an O(n) rebuild)
-// when they outnumber the current ones twice over, so the heap holds at most about three entries
-// per lane. Charging a key moves each of its lanes, mostly to a later place: here that is a push
-// that rises a step or two from the bottom and, later, the pop of the entry it left, where a
-// B-tree paid a search from the root and a rebalance for the erase and again for the insert
-// (bench/README.md).
+// The lanes of one type (or one aged group, or one wait group), in order, as a binary min-heap of
+// their entries (LaneHeap) in which each lane knows its entry's position (Lane::heap_index).
+// Charging a key moves each of its lanes to a later place: here that is its entry moved down
+// from where it is, in one pass, where a B-tree paid a search from the root and a rebalance for
+// an erase and again for an insert (bench/README.md). The front is the heap's top.
 //
 // Most sets never hold a lane of a reserved key (no key has a min_running) or a head with an sjf
 // (the type is not shortest-first); those keep 32-byte compact entries, two to a cache line. A
@@ -307,173 +238,79 @@ static_assert(offsetof(Lane, slot) == 64 && sizeof(Lane) == 160,
 // way.
 class LaneSet {
  public:
-  explicit LaneSet(LaneSlots& slots) : slots_(&slots) {}
-  LaneSet(const LaneSet&) = delete;
-  LaneSet& operator=(const LaneSet&) = delete;
-
-  bool empty() const { return linked_ == 0; }
-  // Lanes linked, not entries held.
-  std::size_t size() const { return linked_; }
-  // The first lane; the set must not be empty. Drops the stale entries in front of it (which
-  // changes no lane's place: the heap is the set's cache of its order, hence const).
-  Lane* front() const { return compact_ ? FrontOf(compact_heap_) : FrontOf(full_heap_); }
+  bool empty() const { return compact_ ? compact_heap_.empty() : full_heap_.empty(); }
+  std::size_t size() const { return compact_ ? compact_heap_.size() : full_heap_.size(); }
+  // The first lane; the set must not be empty.
+  Lane* front() const { return compact_ ? compact_heap_.top().lane : full_heap_.top().lane; }
   // Links `lane`, which is not in the set, at `lane.order`.
   void insert(Lane& lane) {
     if (compact_ && !CompactLaneEntry::Fits(lane.order)) MakeFull();
-    ++linked_;
     if (compact_) {
       compact_heap_.push(Compact(lane));
     } else {
-      full_heap_.push(Full(lane));
+      full_heap_.push({lane.order, &lane});
     }
   }
   // Unlinks `lane`, which is in the set.
-  void erase(Lane& lane) {
-    --linked_;
+  void erase(const Lane& lane) {
     if (compact_) {
-      Leave(compact_heap_, lane);
+      compact_heap_.erase(lane.heap_index);
     } else {
-      Leave(full_heap_, lane);
+      full_heap_.erase(lane.heap_index);
     }
   }
   // Moves `lane`, which is in the set, to its `order`, which changed.
   void Relink(Lane& lane) {
     if (compact_ && !CompactLaneEntry::Fits(lane.order)) MakeFull();
     if (compact_) {
-      RelinkIn(compact_heap_, lane, [&] { return Compact(lane); });
+      compact_heap_.update(lane.heap_index, Compact(lane));
     } else {
-      RelinkIn(full_heap_, lane, [&] { return Full(lane); });
+      full_heap_.update(lane.heap_index, {lane.order, &lane});
     }
   }
+  // Whether `lane` is in the set at its `order`.
+  bool contains(const Lane& lane) const {
+    if (lane.heap_index >= size()) return false;
+    if (!compact_) {
+      const LaneEntry& e = full_heap_.at(lane.heap_index);
+      return e.lane == &lane && e.order == lane.order;
+    }
+    const CompactLaneEntry& e = compact_heap_.at(lane.heap_index);
+    return e.lane == &lane && e.Order() == lane.order;
+  }
   bool compact() const { return compact_; }
-  // Entries held, current and stale (at most about three per linked lane, and a few).
-  std::size_t entries() const { return compact_ ? compact_heap_.size() : full_heap_.size(); }
   // Calls `f(lane)` for each lane, in order (from a sorted copy: not for hot paths).
   template <typename F>
   void ForEach(F f) const {
-    std::vector<LaneEntry> current;
-    ForEachCurrent([&](const LaneEntry& e) { current.push_back(e); });
-    std::sort(current.begin(), current.end());
-    for (const LaneEntry& e : current) f(slots_->lane(e.slot));
-  }
-  // Calls `f(entry)` for each current entry, in no order.
-  template <typename F>
-  void ForEachCurrent(F f) const {
+    std::vector<LaneEntry> sorted;
     if (compact_) {
-      for (const CompactLaneEntry& e : compact_heap_) {
-        if (slots_->Current(e.slot, e.generation)) f(e.Expand());
-      }
+      for (const CompactLaneEntry& e : compact_heap_) sorted.push_back(e.Expand());
     } else {
-      for (const LaneEntry& e : full_heap_) {
-        if (slots_->Current(e.slot, e.generation)) f(e);
-      }
+      sorted.assign(full_heap_.begin(), full_heap_.end());
     }
+    std::sort(sorted.begin(), sorted.end());
+    for (const LaneEntry& e : sorted) f(e.lane);
   }
-  // What is wrong with the set's own state, or null: its heap out of order, its counts of
-  // linked lanes and stale entries not those of its entries, a lane with two current entries, or
-  // more stale entries kept than the rebuild allows (CheckInvariants).
-  const char* Problem() const {
-    return compact_ ? ProblemOf(compact_heap_) : ProblemOf(full_heap_);
-  }
+  // Whether the heap is in order and each lane knows its entry's position (CheckInvariants).
+  bool valid() const { return compact_ ? compact_heap_.valid() : full_heap_.valid(); }
 
  private:
-  // Stale entries are dropped all at once when there are more than this many per current entry
-  // (and a few): the rebuild costs O(entries), paid for by the moves that made them stale.
-  static constexpr std::size_t kStalePerLane = 2;
-  static constexpr std::size_t kStaleSlack = 8;
-
-  LaneEntry Full(const Lane& lane) const {
-    return {lane.order, lane.slot, slots_->generation(lane.slot)};
-  }
-  CompactLaneEntry Compact(const Lane& lane) const {
-    return {lane.order.key.acc, lane.order.job.arrival, lane.order.job.seq, lane.slot,
-            slots_->generation(lane.slot)};
-  }
-  template <typename Entry>
-  bool IsCurrent(const Entry& e) const {
-    return slots_->Current(e.slot, e.generation);
-  }
-  template <typename Entry>
-  Lane* FrontOf(LaneHeap<Entry>& heap) const {
-    FAIRGATE_CORE_CHECK(linked_ > 0, "the front of an empty lane set");
-    while (!IsCurrent(heap.top())) {
-      heap.pop();
-      --stale_;
-    }
-    return slots_->lane(heap.top().slot);
-  }
-  // The lane's current entry goes stale (popped at once when it is the front).
-  template <typename Entry>
-  void Leave(LaneHeap<Entry>& heap, Lane& lane) {
-    const bool in_front = heap.top().slot == lane.slot && IsCurrent(heap.top());
-    slots_->Renew(lane.slot);
-    if (linked_ == 0) {
-      heap.clear();  // every entry is stale
-      stale_ = 0;
-      return;
-    }
-    if (in_front) {
-      heap.pop();
-    } else {
-      ++stale_;
-    }
-    MaybeRebuild(heap);  // also when the bound fell with the lane
-  }
-  template <typename Entry, typename MakeEntry>
-  void RelinkIn(LaneHeap<Entry>& heap, Lane& lane, MakeEntry make_entry) {
-    const bool in_front = heap.top().slot == lane.slot && IsCurrent(heap.top());
-    slots_->Renew(lane.slot);
-    if (in_front) {
-      heap.replace_top(make_entry());  // one pass down instead of a pop now and a push
-      return;
-    }
-    ++stale_;
-    heap.push(make_entry());
-    MaybeRebuild(heap);
-  }
-  template <typename Entry>
-  void MaybeRebuild(LaneHeap<Entry>& heap) {
-    if (stale_ <= kStalePerLane * linked_ + kStaleSlack) return;
-    heap.filter([&](const Entry& e) { return IsCurrent(e); });
-    stale_ = 0;
-  }
-  template <typename Entry>
-  const char* ProblemOf(const LaneHeap<Entry>& heap) const {
-    if (!heap.valid()) return "its heap is out of order";
-    std::vector<std::uint32_t> current_slots;
-    for (const Entry& e : heap) {
-      if (IsCurrent(e)) current_slots.push_back(e.slot);
-    }
-    std::sort(current_slots.begin(), current_slots.end());
-    if (std::adjacent_find(current_slots.begin(), current_slots.end()) != current_slots.end()) {
-      return "a lane has two current entries";
-    }
-    if (current_slots.size() != linked_ || heap.size() - linked_ != stale_) {
-      return "its counts differ from its entries";
-    }
-    if (stale_ > kStalePerLane * linked_ + kStaleSlack) return "it keeps too many stale entries";
-    return nullptr;
+  static CompactLaneEntry Compact(Lane& lane) {
+    return {lane.order.key.acc, lane.order.job.arrival, lane.order.job.seq, &lane};
   }
   void MakeFull() {
-    for (const CompactLaneEntry& c : compact_heap_) {
-      if (IsCurrent(c)) full_heap_.push(c.Expand());
-    }
-    compact_heap_ = {};
-    stale_ = 0;
+    for (const CompactLaneEntry& c : compact_heap_) full_heap_.push(c.Expand());
+    compact_heap_.clear();
     compact_ = false;
   }
 
-  LaneSlots* slots_;
   bool compact_ = true;
-  std::size_t linked_ = 0;
-  mutable std::size_t stale_ = 0;  // entries in the heap that are not current
-  mutable LaneHeap<LaneEntry> full_heap_;
-  mutable LaneHeap<CompactLaneEntry> compact_heap_;
+  LaneHeap<LaneEntry> full_heap_;
+  LaneHeap<CompactLaneEntry> compact_heap_;
 };
 
 // The parked lanes of one resource whose home lanes are in one lane set.
 struct WaitGroup {
-  explicit WaitGroup(LaneSlots& slots) : lanes(slots) {}
   Resource* resource = nullptr;
   LaneSet lanes;  // its parked lanes, ordered as home lanes are
   Lane proxy;     // linked into the home lane set while `lanes` has one and the resource has room
@@ -527,7 +364,6 @@ using PresenceSet =
 using IdleKeyList = bi::list<KeyState, bi::member_hook<KeyState, ListHook, &KeyState::idle_hook>>;
 
 struct TypeState {
-  explicit TypeState(LaneSlots& slots) : lanes(slots) {}
   std::string name;
   JobTypeConfig config;
   std::uint32_t index = 0;
@@ -542,7 +378,6 @@ struct TypeState {
 
 // The lanes of one lower-tier type whose jobs aged into a tier.
 struct AgedGroup {
-  explicit AgedGroup(LaneSlots& slots) : lanes(slots) {}
   TypeState* type = nullptr;
   LaneSet lanes;
 };
