@@ -35,6 +35,21 @@ void HttpMetrics::ConnectionDropped(std::string_view reason) {
   ++dropped_[std::string(reason)];
 }
 
+void HttpMetrics::AcceptFailed() {
+  std::lock_guard lock(mutex_);
+  ++accept_failures_;
+}
+
+void HttpMetrics::ShowBodyBudget(std::shared_ptr<const BodyBudget> budget) {
+  std::lock_guard lock(mutex_);
+  body_budget_ = std::move(budget);
+}
+
+std::uint64_t HttpMetrics::accept_failures() const {
+  std::lock_guard lock(mutex_);
+  return accept_failures_;
+}
+
 std::uint64_t HttpMetrics::transfers_cut() const {
   std::lock_guard lock(mutex_);
   std::uint64_t n = 0;
@@ -79,6 +94,16 @@ void HttpMetrics::Write(std::string& out) const {
     absl::StrAppend(&out, "git_mirror_http_connections_dropped_total{reason=\"", reason, "\"} ", n,
                     "\n");
   }
+  family("git_mirror_http_accept_failures_total", "counter",
+         "Accepts that failed for want of descriptors or memory (each followed by a pause).");
+  absl::StrAppend(&out, "git_mirror_http_accept_failures_total ", accept_failures_, "\n");
+  if (body_budget_ == nullptr) return;
+  family("git_mirror_http_request_body_bytes", "gauge",
+         "Bytes of request bodies held now, as sent and inflated, all connections together.");
+  absl::StrAppend(&out, "git_mirror_http_request_body_bytes ", body_budget_->held(), "\n");
+  family("git_mirror_http_request_body_bytes_limit", "gauge",
+         "The budget for request bodies held at once.");
+  absl::StrAppend(&out, "git_mirror_http_request_body_bytes_limit ", body_budget_->limit(), "\n");
 }
 
 }  // namespace git_mirror

@@ -8,10 +8,13 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include "body_budget.h"
 
 namespace git_mirror {
 
@@ -25,11 +28,16 @@ class HttpMetrics {
   void ConnectionClosed();
   // A connection closed at once: "per_client" or "total" limit, "header_timeout", "idle_timeout".
   void ConnectionDropped(std::string_view reason);
+  // An accept that failed for want of descriptors or memory (the loop then pauses).
+  void AcceptFailed();
+  // The budget whose holding and limit the exposition shows (the server's, set once).
+  void ShowBodyBudget(std::shared_ptr<const BodyBudget> budget);
   // Appends the exposition.
   void Write(std::string& out) const;
 
   std::uint64_t transfers_cut() const;
   std::int64_t connections_open() const;
+  std::uint64_t accept_failures() const;
 
  private:
   mutable std::mutex mutex_;
@@ -39,6 +47,8 @@ class HttpMetrics {
   std::map<std::string, std::uint64_t> dropped_;
   std::int64_t open_ = 0;
   std::uint64_t opened_total_ = 0;
+  std::uint64_t accept_failures_ = 0;
+  std::shared_ptr<const BodyBudget> body_budget_;
 };
 
 }  // namespace git_mirror

@@ -13,8 +13,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "boost/asio/dispatch.hpp"
-#include "boost/asio/ip/network_v4.hpp"
-#include "boost/asio/ip/network_v6.hpp"
 #include "boost/asio/post.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/strand.hpp"
@@ -27,7 +25,10 @@
 #include "boost/beast/http/read.hpp"
 #include "boost/beast/http/serializer.hpp"
 #include "boost/beast/http/write.hpp"
+#include "network_set.h"
+#include "rate_floor.h"
 #include "request_body.h"
+#include "tcp_progress.h"
 
 namespace git_mirror {
 
@@ -38,39 +39,18 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Parses "ADDRESS" or "ADDRESS/PREFIX".
-std::optional<std::pair<asio::ip::address, int>> ParseNetwork(const std::string& text) {
-  boost::system::error_code error;
-  const std::size_t slash = text.find('/');
-  const asio::ip::address address = asio::ip::make_address(text.substr(0, slash), error);
-  if (error) return std::nullopt;
-  const int max_prefix = address.is_v4() ? 32 : 128;
-  int prefix = max_prefix;
-  if (slash != std::string::npos &&
-      (!absl::SimpleAtoi(text.substr(slash + 1), &prefix) || prefix < 0 || prefix > max_prefix)) {
-    return std::nullopt;
-  }
-  return std::make_pair(address, prefix);
+// How long the accept loop pauses when the process is out of descriptors or memory.
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+
+// The bytes a string keeps on the heap (none while its text fits in the string itself).
+std::size_t HeapBytes(const std::string& text) {
+  return text.capacity() > std::string().capacity() ? text.capacity() : 0;
 }
 
-bool InNetwork(asio::ip::address peer, const std::pair<asio::ip::address, int>& network) {
-  if (peer.is_v6() && peer.to_v6().is_v4_mapped() && network.first.is_v4()) {
-    peer = asio::ip::make_address_v4(asio::ip::v4_mapped, peer.to_v6());
-  }
-  if (peer.is_v4() != network.first.is_v4()) return false;
-  if (peer.is_v4()) {
-    return asio::ip::make_network_v4(peer.to_v4(), network.second).network() ==
-           asio::ip::make_network_v4(network.first.to_v4(), network.second).network();
-  }
-  return asio::ip::make_network_v6(peer.to_v6(), network.second).network() ==
-         asio::ip::make_network_v6(network.first.to_v6(), network.second).network();
-}
-
-// The deadline of a transfer of `bytes` at the minimum rate.
-Clock::duration TransferDeadline(const HttpLimits& limits, std::size_t bytes) {
-  return limits.transfer_grace +
-         std::chrono::milliseconds(bytes * 1000 /
-                                   std::max<std::size_t>(1, limits.min_transfer_rate));
+bool OutOfResources(const boost::system::error_code& error) {
+  return error == asio::error::no_descriptors ||
+         error == boost::system::errc::too_many_files_open_in_system ||
+         error == asio::error::no_buffer_space || error == asio::error::no_memory;
 }
 
 // The head every response of this server has.
@@ -97,20 +77,33 @@ fairgate::Status ValidateHttpLimits(const HttpLimits& l) {
   if (l.max_body_bytes < 1 || l.max_inflated_body_bytes < 1) {
     return absl::InvalidArgumentError("body limits must be at least 1 byte");
   }
+  if (l.body_memory < l.max_body_bytes + l.max_inflated_body_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("body memory (", l.body_memory,
+                     ") must hold at least one request at its limits: max body "
+                     "bytes + max inflated body bytes = ",
+                     l.max_body_bytes + l.max_inflated_body_bytes));
+  }
   if (l.min_transfer_rate < 1) {
     return absl::InvalidArgumentError("min transfer rate must be at least 1 byte per second");
   }
   if (l.listen_backlog < 1) return absl::InvalidArgumentError("listen backlog must be at least 1");
+  if (l.send_buffer_bytes < 0) return absl::InvalidArgumentError("send buffer bytes must be >= 0");
   if (l.max_connections < 1 || l.max_connections_per_client < 1) {
     return absl::InvalidArgumentError("connection limits must be at least 1");
   }
-  for (const std::string& proxy : l.trusted_proxies) {
-    if (!ParseNetwork(proxy)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("trusted proxy '", proxy, "' is not an address or CIDR network"));
-    }
+  return NetworkSet::Parse(l.trusted_proxies, "trusted proxy").status();
+}
+
+fairgate::StatusOr<int> ConnectionLimitWithin(int requested, std::uint64_t descriptor_limit,
+                                              std::uint64_t reserved) {
+  if (descriptor_limit <= reserved) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the open-file limit (", descriptor_limit, ") leaves no descriptor for a connection: ",
+        reserved, " are kept for git's pipes, files and the store; raise it (ulimit -n)"));
   }
-  return absl::OkStatus();
+  return static_cast<int>(
+      std::min<std::uint64_t>(static_cast<std::uint64_t>(requested), descriptor_limit - reserved));
 }
 
 // What the connections share with the server, and may use after it is gone.
@@ -118,13 +111,11 @@ struct HttpServer::Shared {
   HttpLimits limits;
   std::shared_ptr<HttpMetrics> metrics;
   HttpHandler handler;
+  std::shared_ptr<BodyBudget> body_budget;
 
-  std::vector<std::pair<asio::ip::address, int>> trusted;  // address, prefix length
+  NetworkSet trusted;
 
-  bool Trusted(const asio::ip::address& peer) const {
-    return std::any_of(trusted.begin(), trusted.end(),
-                       [&](const auto& network) { return InNetwork(peer, network); });
-  }
+  bool Trusted(const asio::ip::address& peer) const { return trusted.Contains(peer); }
 
   std::mutex mutex;  // guards what follows
   std::map<std::string, int> per_peer;
@@ -143,7 +134,8 @@ class HttpServer::Connection : public HttpExchange,
         write_timer_(socket_.get_executor()),
         peer_(std::move(peer)),
         counted_for_peer_(counted_for_peer),
-        trusted_(trusted) {
+        trusted_(trusted),
+        body_lease_(shared_->body_budget) {
     shared_->metrics->ConnectionOpened();
   }
 
@@ -162,10 +154,11 @@ class HttpServer::Connection : public HttpExchange,
   void Refuse(unsigned status, std::string message) {
     asio::dispatch(socket_.get_executor(), [self = shared_from_this(), status, message] {
       self->keep_alive_ = false;
-      self->Respond(status, "text/plain; charset=utf-8", message + "\n",
-                    status == 429 ? Headers{{"Retry-After",
-                                             std::to_string(self->limits_.retry_after_seconds)}}
-                                  : Headers{});
+      self->Respond(
+          status, "text/plain; charset=utf-8", message + "\n",
+          status == 429 || status == 503
+              ? Headers{{"Retry-After", std::to_string(self->limits_.retry_after_seconds)}}
+              : Headers{});
     });
   }
 
@@ -179,6 +172,12 @@ class HttpServer::Connection : public HttpExchange,
 
   // HttpExchange.
   const HttpRequest& request() const override { return request_; }
+  RequestBody TakeBody() override {
+    RequestBody body{std::move(request_.body()), std::move(body_lease_)};
+    request_.body() = std::string();
+    body_lease_ = BodyLease(shared_->body_budget);
+    return body;
+  }
   const std::string& client() const override { return client_; }
   const std::string& peer() const override { return peer_; }
   asio::any_io_executor executor() const override {
@@ -197,11 +196,11 @@ class HttpServer::Connection : public HttpExchange,
     // A HEAD is answered with the head a GET would get, Content-Length included, and no body.
     if (head_) response->body().clear();
     const std::size_t size = response->body().size();
-    ArmWrite(size);
+    BeginWrite();
     http::async_write(socket_, *response,
                       [self = shared_from_this(), response, status, size](
                           boost::system::error_code error, std::size_t) {
-                        self->DisarmWrite();
+                        self->EndWrite();
                         self->shared_->metrics->Request(self->route_, status);
                         if (error) return self->Shut();
                         self->shared_->metrics->BytesSent(self->route_, size);
@@ -222,7 +221,7 @@ class HttpServer::Connection : public HttpExchange,
     stream_header_->chunked(!stream_raw_);
     stream_serializer_ =
         std::make_unique<http::response_serializer<http::empty_body>>(*stream_header_);
-    ArmWrite(0);
+    BeginWrite();
     http::async_write_header(
         socket_, *stream_serializer_,
         [self = shared_from_this(), done = std::move(done)](
@@ -230,7 +229,7 @@ class HttpServer::Connection : public HttpExchange,
   }
 
   void WriteChunk(const void* data, std::size_t size, WriteDone done) override {
-    ArmWrite(size);
+    BeginWrite();
     auto written = [self = shared_from_this(), size, done = std::move(done)](
                        boost::system::error_code error, std::size_t) {
       self->StreamWritten(error, size, done);
@@ -246,7 +245,7 @@ class HttpServer::Connection : public HttpExchange,
   void FinishStream(WriteDone done) override {
     auto finished = [self = shared_from_this(), done = std::move(done)](
                         boost::system::error_code error, std::size_t) {
-      self->DisarmWrite();
+      self->EndWrite();
       if (error) {
         self->CutTransfer();
         return done(false);
@@ -255,7 +254,7 @@ class HttpServer::Connection : public HttpExchange,
       done(true);
       self->AfterResponse();  // closes a raw stream's connection: that is its end
     };
-    ArmWrite(0);
+    BeginWrite();
     if (stream_raw_) {
       asio::post(socket_.get_executor(),
                  [finished = std::move(finished)]() mutable { finished({}, 0); });
@@ -325,31 +324,75 @@ class HttpServer::Connection : public HttpExchange,
         });
   }
 
+  // Reads the body piece by piece, each piece counted against the body budget (a Content-Length
+  // body's storage is reserved whole at its header), at the rate floor.
   void ReadBody() {
+    if (!HoldBody(HeapBytes(parser_->get().body()))) return;
     if (parser_->is_done()) return Dispatch();
-    const auto length = parser_->content_length();
-    ArmRead(TransferDeadline(limits_,
-                             length ? static_cast<std::size_t>(*length) : limits_.max_body_bytes),
-            "body_timeout");
-    http::async_read(socket_, buffer_, *parser_,
-                     [self = shared_from_this()](boost::system::error_code error, std::size_t) {
-                       self->DisarmRead();
-                       if (error == http::error::body_limit) {
-                         return self->Fail(413, "the request body is larger than the limit");
-                       }
-                       if (error) {
-                         // Gone or too slow: nobody to answer. Otherwise the body's framing is
-                         // wrong (a bad chunk size, say): 400, naming it.
-                         if (self->read_timed_out_ || error == http::error::partial_message ||
-                             error == http::error::end_of_stream || error == asio::error::eof ||
-                             error == asio::error::connection_reset ||
-                             error == asio::error::operation_aborted) {
-                           return self->Shut();
-                         }
-                         return self->Fail(400, "malformed request body: " + error.message());
-                       }
-                       self->Dispatch();
-                     });
+    read_floor_.emplace(limits_.min_transfer_rate, limits_.transfer_grace);
+    body_read_ = 0;
+    read_floor_->Start(Clock::now());
+    WatchReadFloor();
+    ReadBodySome();
+  }
+
+  void ReadBodySome() {
+    http::async_read_some(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](boost::system::error_code error, std::size_t n) {
+          if (self->closed_) return;
+          self->body_read_ += n;
+          self->read_floor_->Moved(self->body_read_, Clock::now());
+          if (error == http::error::body_limit) {
+            self->DisarmRead();
+            return self->Fail(413, "the request body is larger than the limit");
+          }
+          if (error) {
+            self->DisarmRead();
+            // Gone: nobody to answer. Otherwise the body's framing is wrong (a bad chunk size,
+            // say): 400, naming it.
+            if (error == http::error::partial_message || error == http::error::end_of_stream ||
+                error == asio::error::eof || error == asio::error::connection_reset ||
+                error == asio::error::operation_aborted) {
+              return self->Shut();
+            }
+            return self->Fail(400, "malformed request body: " + error.message());
+          }
+          if (!self->HoldBody(HeapBytes(self->parser_->get().body()))) return self->DisarmRead();
+          if (!self->parser_->is_done()) return self->ReadBodySome();
+          self->DisarmRead();
+          self->read_floor_.reset();
+          self->Dispatch();
+        });
+  }
+
+  // Cuts the body's read once the client falls below the rate floor.
+  void WatchReadFloor() {
+    read_timed_out_ = false;
+    read_timer_.expires_after(read_floor_->Left(Clock::now()));
+    read_timer_.async_wait([self = shared_from_this(),
+                            generation = ++read_generation_](boost::system::error_code error) {
+      if (error || generation != self->read_generation_ || !self->read_floor_) return;
+      if (self->read_floor_->Left(Clock::now()) > Clock::duration::zero()) {
+        return self->WatchReadFloor();
+      }
+      self->read_timed_out_ = true;
+      self->shared_->metrics->ConnectionDropped("body_timeout");
+      self->Shut();
+    });
+  }
+
+  // Counts `bytes` of body storage against the budget; if it has no room, answers 503 and
+  // returns false.
+  bool HoldBody(std::size_t bytes) {
+    if (body_lease_.Resize(bytes)) return true;
+    RefuseForBodyMemory();
+    return false;
+  }
+  void RefuseForBodyMemory() {
+    shared_->metrics->ConnectionDropped("body_memory");
+    Fail(503, "the server is holding as many request bodies as it may; retry later",
+         {{"Retry-After", std::to_string(limits_.retry_after_seconds)}});
   }
 
   void Dispatch() {
@@ -363,12 +406,18 @@ class HttpServer::Connection : public HttpExchange,
       if (!absl::EqualsIgnoreCase(absl::string_view(encoding.data(), encoding.size()), "gzip")) {
         return Fail(415, "only gzip request bodies are accepted");
       }
-      auto inflated = InflateGzip(request_.body(), limits_.max_inflated_body_bytes);
+      const std::size_t sent = HeapBytes(request_.body());
+      auto inflated =
+          InflateGzip(request_.body(), limits_.max_inflated_body_bytes,
+                      [this, sent](std::size_t bytes) { return body_lease_.Resize(sent + bytes); });
       if (!inflated.ok()) {
-        return Fail(inflated.status().code() == absl::StatusCode::kResourceExhausted ? 413 : 400,
+        const auto code = inflated.status().code();
+        if (code == absl::StatusCode::kUnavailable) return RefuseForBodyMemory();
+        return Fail(code == absl::StatusCode::kResourceExhausted ? 413 : 400,
                     std::string(inflated.status().message()));
       }
-      request_.body() = *std::move(inflated);
+      request_.body() = *std::move(inflated);  // what was sent is freed here: one copy held
+      body_lease_.Resize(HeapBytes(request_.body()));
       request_.erase(http::field::content_encoding);
     }
     // Watch the connection while the handler works: an end of stream before the response starts
@@ -420,6 +469,9 @@ class HttpServer::Connection : public HttpExchange,
   void AfterResponse() {
     stream_serializer_.reset();
     stream_header_.reset();
+    write_floor_.reset();
+    request_.body() = std::string();  // what the handler left of the body
+    body_lease_.Resize(0);
     on_gone_ = nullptr;
     if (!keep_alive_ || gone_) return Shut();
     if (watching_) {
@@ -433,7 +485,7 @@ class HttpServer::Connection : public HttpExchange,
   }
 
   void StreamWritten(boost::system::error_code error, std::size_t size, const WriteDone& done) {
-    DisarmWrite();
+    EndWrite();
     if (error) {
       CutTransfer();
       return done(false);
@@ -449,10 +501,13 @@ class HttpServer::Connection : public HttpExchange,
   }
 
   // Answers an error and closes the connection.
-  void Fail(unsigned status, std::string message) {
+  void Fail(unsigned status, std::string message, const Headers& headers = {}) {
     keep_alive_ = false;
     route_ = "other";
-    Respond(status, "text/plain; charset=utf-8", message + "\n", {});
+    parser_.reset();
+    request_.body() = std::string();
+    body_lease_.Resize(0);
+    Respond(status, "text/plain; charset=utf-8", message + "\n", headers);
   }
 
   void Shut() {
@@ -483,19 +538,48 @@ class HttpServer::Connection : public HttpExchange,
     ++read_generation_;
     read_timer_.cancel();
   }
-  void ArmWrite(std::size_t bytes) {
+  // A write of the response is out: the client is waited on until it completes. The response's
+  // rate floor counts what the client's TCP has acknowledged since the response began.
+  void BeginWrite() {
+    const auto now = Clock::now();
+    if (!write_floor_) {
+      write_floor_.emplace(limits_.min_transfer_rate, limits_.transfer_grace);
+      acked_at_start_ = Acked();
+    }
+    write_floor_->Start(now);
+    WatchWriteFloor();
+  }
+  void EndWrite() {
+    ++write_generation_;
+    write_timer_.cancel();
+    if (!write_floor_) return;
+    const auto now = Clock::now();
+    write_floor_->Moved(Acked() - acked_at_start_, now);
+    write_floor_->Stop(now);
+  }
+  void WatchWriteFloor() {
     write_timed_out_ = false;
-    write_timer_.expires_after(TransferDeadline(limits_, bytes));
+    write_timer_.expires_after(write_floor_->Left(Clock::now()));
     write_timer_.async_wait([self = shared_from_this(),
                              generation = ++write_generation_](boost::system::error_code error) {
-      if (error || generation != self->write_generation_) return;
+      if (error || generation != self->write_generation_ || !self->write_floor_) return;
+      const auto now = Clock::now();
+      self->write_floor_->Moved(self->Acked() - self->acked_at_start_, now);
+      if (self->write_floor_->Left(now) > Clock::duration::zero()) {
+        return self->WatchWriteFloor();
+      }
       self->write_timed_out_ = true;
       self->Shut();
     });
   }
-  void DisarmWrite() {
-    ++write_generation_;
-    write_timer_.cancel();
+  // Bytes the client's TCP has acknowledged on this connection; where the kernel does not say,
+  // the bytes of writes completed (the old measure, which a full send buffer delays).
+  std::uint64_t Acked() {
+    if (closed_) return acked_seen_;
+    if (auto acked = TcpBytesAcked(socket_.native_handle())) {
+      acked_seen_ = std::max(acked_seen_, *acked);
+    }
+    return acked_seen_;
   }
 
   const std::shared_ptr<Shared> shared_;
@@ -508,15 +592,20 @@ class HttpServer::Connection : public HttpExchange,
   const bool counted_for_peer_;
   const bool trusted_;
 
+  BodyLease body_lease_;                 // the body of the request being read or answered
+  std::optional<RateFloor> read_floor_;  // while a body is read
+  std::uint64_t body_read_ = 0;
+  std::optional<RateFloor> write_floor_;  // while a response is written
+  std::uint64_t acked_at_start_ = 0, acked_seen_ = 0;
+
   boost::beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpRequest request_;
   std::string client_;
   std::string route_ = "other";
   bool keep_alive_ = true;
-  bool stream_raw_ = false;
-  bool head_ = false;  // the request being answered is a HEAD  // the stream under way is written
-                       // without chunks (HTTP/1.0)
+  bool stream_raw_ = false;  // the stream under way is written without chunks (HTTP/1.0)
+  bool head_ = false;        // the request being answered is a HEAD
   std::unique_ptr<http::response<http::empty_body>> stream_header_;
   std::unique_ptr<http::response_serializer<http::empty_body>> stream_serializer_;
   unsigned stream_status_ = 0;
@@ -532,13 +621,18 @@ class HttpServer::Connection : public HttpExchange,
 
 HttpServer::HttpServer(asio::io_context& io, HttpLimits limits,
                        std::shared_ptr<HttpMetrics> metrics, HttpHandler handler)
-    : io_(io), shared_(std::make_shared<Shared>()), acceptor_(asio::make_strand(io)) {
+    : io_(io),
+      shared_(std::make_shared<Shared>()),
+      acceptor_(asio::make_strand(io)),
+      accept_pause_(acceptor_.get_executor()) {
   shared_->limits = std::move(limits);
   shared_->metrics = std::move(metrics);
+  shared_->body_budget = std::make_shared<BodyBudget>(shared_->limits.body_memory);
+  shared_->metrics->ShowBodyBudget(shared_->body_budget);
   shared_->handler = std::move(handler);
-  for (const std::string& proxy : shared_->limits.trusted_proxies) {
-    if (auto network = ParseNetwork(proxy)) shared_->trusted.push_back(*network);
-  }
+  // Validated by ValidateHttpLimits; a list that does not parse trusts nobody.
+  shared_->trusted =
+      NetworkSet::Parse(shared_->limits.trusted_proxies, "trusted proxy").value_or(NetworkSet());
 }
 
 HttpServer::~HttpServer() {
@@ -584,6 +678,10 @@ void HttpServer::Accept() {
               address.is_v6() && address.to_v6().is_v4_mapped()
                   ? asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()).to_string()
                   : address.to_string();
+          if (shared_->limits.send_buffer_bytes > 0) {
+            socket.set_option(
+                asio::socket_base::send_buffer_size(shared_->limits.send_buffer_bytes), ignored);
+          }
           const bool trusted = Trusted(address);
           unsigned refuse = 0;
           std::shared_ptr<Connection> connection;
@@ -609,7 +707,16 @@ void HttpServer::Accept() {
                                                      : "too many connections");
           }
         }
-        // An error (out of descriptors, say) must not stop the loop; the next accept may succeed.
+        // An error must not stop the loop. Out of descriptors or memory, the pending connection
+        // stays in the backlog and every accept would fail at once: pause before the next.
+        if (OutOfResources(error)) {
+          shared_->metrics->AcceptFailed();
+          accept_pause_.expires_after(kAcceptPause);
+          accept_pause_.async_wait([this](boost::system::error_code waited) {
+            if (!waited) Accept();
+          });
+          return;
+        }
         Accept();
       });
 }
@@ -622,6 +729,7 @@ void HttpServer::StopAccepting() {
   auto finished = done.get_future();
   asio::dispatch(acceptor_.get_executor(), [this, &done] {
     boost::system::error_code ignored;
+    accept_pause_.cancel();
     acceptor_.close(ignored);
     done.set_value();
   });

@@ -11,12 +11,22 @@
 //   `max_inflated_body_bytes` once inflated (413); other encodings get 415;
 // - a connection with no request for `idle_timeout` is closed (between keep-alive requests, and
 //   before the first one);
-// - reads of a body and writes of a response must keep up `min_transfer_rate` bytes per second:
-//   each read or write of n bytes must finish within `transfer_grace + n / min_transfer_rate`, so
-//   a slow but live client is never cut, and one that stops reading is cut after the grace;
+// - a body must arrive, and a response be taken, at `min_transfer_rate` bytes per second, with
+//   `transfer_grace` of slack (rate_floor.h): judged on the bytes that have really moved, those
+//   of a body as read and those of a response as acknowledged by the client's TCP, never on when
+//   one write completes (which may wait for megabytes in the kernel's buffer to drain). So a
+//   client at or above the rate is never cut, whatever its receive window, and one that stops
+//   (or trickles a body) is cut after about the grace (`body_timeout` and `write_timeout`);
+// - the request bodies held by all connections together, as sent and once inflated, stay within
+//   `body_memory` bytes (body_budget.h): a body the budget has no room for is answered 503 with
+//   Retry-After. A body is held once: inflating replaces what was sent, and the handler takes
+//   the body out of its exchange (TakeBody) with its share of the budget;
 // - the listen backlog is `listen_backlog`; at most `max_connections` connections are open, and at
 //   most `max_connections_per_client` from one peer address (trusted proxies excepted). A
-//   connection over a limit is answered 503 (over all) or 429 (per client) and closed.
+//   connection over a limit is answered 503 (over all) or 429 (per client) and closed. A server
+//   keeps `max_connections` below its descriptor limit (ConnectionLimitWithin); if accepting
+//   still fails for want of descriptors or memory, the accept loop waits 100 ms before it tries
+//   again (counted as `accept_failures`) rather than spinning.
 //
 // The client of a request: the peer address, or, when the peer is a trusted proxy (an address or
 // a CIDR network of `trusted_proxies`) and `client_header` is set and present, the entries of all
@@ -35,6 +45,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -42,9 +53,11 @@
 #include <utility>
 #include <vector>
 
+#include "body_budget.h"
 #include "boost/asio/any_io_executor.hpp"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/steady_timer.hpp"
 #include "boost/beast/http/message.hpp"
 #include "boost/beast/http/string_body.hpp"
 #include "fairgate/status.h"
@@ -61,15 +74,25 @@ struct HttpLimits {
   std::size_t min_transfer_rate = 4 * 1024;  // bytes per second
   std::chrono::milliseconds transfer_grace{std::chrono::seconds(30)};
   int listen_backlog = 1024;
+  // SO_SNDBUF of each connection, bytes; 0: the kernel's (which grows a slow reader's buffer to
+  // net.ipv4.tcp_wmem's maximum, 4 MiB by default).
+  int send_buffer_bytes = 0;
   int max_connections = 4096;
   int max_connections_per_client = 64;
-  int retry_after_seconds = 5;  // the Retry-After of every 429, the scheduler's and these limits'
-  std::string client_header;    // e.g. "X-Forwarded-For"; empty: peer address only
-  std::vector<std::string> trusted_proxies;  // addresses or CIDR networks
+  std::size_t body_memory = 128 * 1024 * 1024;  // request bodies held at once, all connections
+  int retry_after_seconds = 5;                  // the Retry-After of every 429 and 503 for load
+  std::string client_header;                    // e.g. "X-Forwarded-For"; empty: peer address only
+  std::vector<std::string> trusted_proxies;     // addresses or CIDR networks
 };
 
 // OK, or InvalidArgument naming the bad field (a trusted proxy that does not parse included).
 fairgate::Status ValidateHttpLimits(const HttpLimits& limits);
+
+// The most connections a process may keep open with `descriptor_limit` descriptors of which
+// `reserved` are kept for everything else (git's pipes, files, the store): `requested` if that
+// fits, else what does; InvalidArgument if not even one connection fits.
+fairgate::StatusOr<int> ConnectionLimitWithin(int requested, std::uint64_t descriptor_limit,
+                                              std::uint64_t reserved);
 
 using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
 using Headers = std::vector<std::pair<std::string, std::string>>;
@@ -80,6 +103,9 @@ class HttpExchange {
  public:
   virtual ~HttpExchange() = default;
   virtual const HttpRequest& request() const = 0;
+  // Takes the request's body out (request().body() is empty after), still counted against the
+  // server's body budget until the returned value is destroyed.
+  virtual RequestBody TakeBody() = 0;
   // The client (see the header comment) and the peer address.
   virtual const std::string& client() const = 0;
   virtual const std::string& peer() const = 0;
@@ -139,6 +165,7 @@ class HttpServer {
   boost::asio::io_context& io_;
   const std::shared_ptr<Shared> shared_;  // what connections use: limits, metrics, registry
   boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer accept_pause_;  // on the acceptor's strand
   std::atomic<bool> stopped_accepting_{false};
 };
 

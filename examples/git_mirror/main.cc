@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <thread>
@@ -100,15 +101,28 @@ int main(int argc, char** argv) {
                  "seconds a connection may wait for its next request")
       ->capture_default_str();
   app.add_option("--min-transfer-rate", options.http.min_transfer_rate,
-                 "bytes per second a client must keep up, after --transfer-grace")
+                 "bytes per second a client must send a body and take a response at")
       ->capture_default_str();
   app.add_option("--transfer-grace", transfer_grace,
-                 "seconds added to every read or write deadline of a transfer")
+                 "seconds of slack in the rate floor: a stalled transfer is cut after about this")
       ->capture_default_str();
   app.add_option("--listen-backlog", options.http.listen_backlog, "the listen queue's length")
       ->capture_default_str();
-  app.add_option("--max-connections", options.http.max_connections, "connections open at once")
+  app.add_option("--send-buffer-bytes", options.http.send_buffer_bytes,
+                 "each connection's kernel send buffer; 0: the kernel's, which grows")
       ->capture_default_str();
+  app.add_option("--max-connections", options.http.max_connections,
+                 "connections open at once; lowered to fit the open-file limit (said at start)")
+      ->capture_default_str();
+  app.add_option("--body-memory", options.http.body_memory,
+                 "bytes of request bodies (as sent and inflated) held at once by all connections; "
+                 "past it: 503")
+      ->capture_default_str();
+  app.add_option("--debug-allow", options.debug_allow,
+                 "an address or CIDR network of clients that may read /debug/ (repeatable; "
+                 "default loopback; others get 403)");
+  app.add_flag("--debug-show-clients", options.debug_show_clients,
+               "name the heaviest clients on /debug/scheduler (default: pseudonyms)");
   app.add_option("--max-connections-per-client", options.http.max_connections_per_client,
                  "connections open at once from one peer address (trusted proxies excepted)")
       ->capture_default_str();
@@ -159,16 +173,33 @@ int main(int argc, char** argv) {
   options.http.header_timeout = millis(header_timeout);
   options.http.idle_timeout = millis(idle_timeout);
   options.http.transfer_grace = millis(transfer_grace);
-  // Every waiting client holds a socket: allow as many descriptors as the system lets us.
-  rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-    files.rlim_cur = files.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &files);
-  }
-
   auto gate = policy == "fifo" ? git_mirror::MakeFifoGate(gate_config)
                                : git_mirror::MakeFairgateGate(gate_config);
   if (!gate.ok()) return fail(gate.status());
+  // Every waiting client holds a socket: allow as many descriptors as the system lets us, and
+  // keep the connections below that, with room for git's pipes (three per running job), the
+  // mirrors' files and the store.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    if (files.rlim_cur < files.rlim_max) {
+      files.rlim_cur = files.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &files);
+      getrlimit(RLIMIT_NOFILE, &files);
+    }
+    const std::uint64_t reserved = 64 + 4 * static_cast<std::uint64_t>(gate_config.capacity);
+    auto connections =
+        git_mirror::ConnectionLimitWithin(options.http.max_connections, files.rlim_cur, reserved);
+    if (!connections.ok()) return fail(connections.status());
+    if (*connections < options.http.max_connections) {
+      std::fprintf(stderr,
+                   "fairgate-git-mirror: --max-connections lowered from %d to %d: the open-file "
+                   "limit is %llu, and %llu descriptors are kept for git and files\n",
+                   options.http.max_connections, *connections,
+                   static_cast<unsigned long long>(files.rlim_cur),
+                   static_cast<unsigned long long>(reserved));
+      options.http.max_connections = *connections;
+    }
+  }
   auto server =
       git_mirror::MirrorServer::Create(std::move(repositories), options, std::move(*gate));
   if (!server.ok()) return fail(server.status());

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -173,6 +174,9 @@ fairgate::Status ValidateMirrorOptions(const MirrorOptions& o) {
   if (o.shutdown_grace.count() < 0) {
     return absl::InvalidArgumentError("the shutdown grace must be >= 0");
   }
+  if (auto s = NetworkSet::Parse(o.debug_allow, "debug-allow network"); !s.ok()) {
+    return s.status();
+  }
   return ValidateHttpLimits(o.http);
 }
 
@@ -216,7 +220,7 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
     std::string repository;
     std::vector<std::string> argv;
     std::vector<std::string> env;
-    std::string input;
+    RequestBody input;   // taken from the exchange (one copy), given back once git has it
     std::string prefix;  // sent before git's output
     std::string content_type;
   };
@@ -284,13 +288,14 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
       return Finish(process.status());
     }
     process_ = *std::move(process);
-    if (spec_.input.empty()) {
+    if (spec_.input.bytes.empty()) {
       process_->CloseIn();
     } else {
-      asio::async_write(process_->in(), asio::buffer(spec_.input),
+      asio::async_write(process_->in(), asio::buffer(spec_.input.bytes),
                         [self = shared_from_this()](boost::system::error_code, std::size_t) {
                           // An error means git stopped reading: it has what it wanted.
                           self->process_->CloseIn();
+                          self->spec_.input = RequestBody();  // back to the body budget
                         });
     }
     ReadOut();
@@ -381,7 +386,7 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
 
   MirrorServer& server_;
   const std::shared_ptr<HttpExchange> exchange_;
-  const Spec spec_;
+  Spec spec_;  // only its input changes: given back once written
   asio::steady_timer timer_;
   WorkGate::CancelFn cancel_;
   Slot slot_;
@@ -414,6 +419,9 @@ MirrorServer::MirrorServer(RepositorySet repositories, MirrorOptions options,
                            std::unique_ptr<WorkGate> gate, std::unique_ptr<EventLog> log)
     : repositories_(std::move(repositories)),
       options_(std::move(options)),
+      // Validated by Create; a list that does not parse allows nobody.
+      debug_allow_(
+          NetworkSet::Parse(options_.debug_allow, "debug-allow network").value_or(NetworkSet())),
       gate_(std::move(gate)),
       log_(std::move(log)) {
   // Mirrors made by an earlier run are served (and fetched) as they are.
@@ -701,9 +709,21 @@ void MirrorServer::HandleGet(const std::shared_ptr<HttpExchange>& exchange, cons
     http_metrics_->Write(text);
     return exchange->Respond(200, "text/plain; version=0.0.4; charset=utf-8", std::move(text));
   }
-  if (path == "/debug/scheduler") {
+  if (absl::StartsWith(path, "/debug/")) {
     exchange->set_route("debug");
+    if (!debug_allow_.Contains(exchange->client())) {
+      return Reply(*exchange, absl::PermissionDeniedError(
+                                  "/debug/ is served only to the networks of --debug-allow"));
+    }
+  }
+  if (path == "/debug/scheduler") {
     nlohmann::json state = gate_->DebugState();
+    if (!options_.debug_show_clients && state.contains("heaviest_keys")) {
+      for (nlohmann::json& key : state["heaviest_keys"]) {
+        key["key"] = absl::StrCat(
+            "client-", absl::Hex(absl::Hash<std::string>{}(key["key"].get<std::string>())));
+      }
+    }
     nlohmann::json repositories = nlohmann::json::array();
     for (const auto& [name, url] : repositories_.all()) {
       nlohmann::json entry = {{"name", name}, {"mirrored", IsMirrored(name)}};
@@ -765,7 +785,7 @@ void MirrorServer::HandlePost(const std::shared_ptr<HttpExchange>& exchange,
     spec.repository = repository;
     spec.env = GitProtocolEnv(exchange->request());
     spec.argv = {"git", "upload-pack", "--stateless-rpc", MirrorPath(repository)};
-    spec.input = exchange->request().body();
+    spec.input = exchange->TakeBody();
     spec.content_type = "application/x-git-upload-pack-result";
     std::make_shared<Request>(*this, exchange, std::move(spec))->Start();
   });

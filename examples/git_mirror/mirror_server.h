@@ -6,7 +6,9 @@
 //   GET  /<repo>/info/refs?service=git-upload-pack   the ref advertisement ("refs")
 //   POST /<repo>/git-upload-pack                       a fetch or clone: the pack ("clone"); with
 //                                                      protocol v2, `command=ls-refs` is "refs"
-//   GET  /debug/scheduler                              the gate's state as JSON
+//   GET  /debug/scheduler                              the gate's state as JSON, only for
+//                                                      `debug_allow` clients, and without their
+//                                                      names unless `debug_show_clients`
 //   GET  /metrics                                      the gate's and the front door's metrics
 // The work, and how it is admitted (see work_gate.h for the types):
 //   - the first request for a repository makes its mirror (`git clone --mirror`): "sync-clone",
@@ -56,6 +58,7 @@
 #include "fairgate/status.h"
 #include "http_metrics.h"
 #include "http_server.h"
+#include "network_set.h"
 #include "repo_path.h"
 #include "repository_set.h"
 #include "work_gate.h"
@@ -72,6 +75,12 @@ struct MirrorOptions {
   int io_threads = 2;     // threads running the event loop
   // How long Stop lets running fetches, repacks and transfers go on before killing them.
   std::chrono::milliseconds shutdown_grace{std::chrono::seconds(30)};
+  // Who may read /debug/*: clients (after trusted proxies, see http_server.h) in these networks;
+  // others get 403. Empty: nobody.
+  std::vector<std::string> debug_allow = {"127.0.0.0/8", "::1"};
+  // Whether /debug/scheduler names the heaviest clients; if not, each is shown as a pseudonym
+  // (a hash of its name, stable while the process runs, so one client can be followed).
+  bool debug_show_clients = false;
   HttpLimits http;
 };
 
@@ -151,6 +160,7 @@ class MirrorServer {
 
   const RepositorySet repositories_;
   const MirrorOptions options_;
+  const NetworkSet debug_allow_;
   // Declared before the event loop: destroyed after it, so that a slot released while the loop's
   // last handlers are destroyed still has its gate.
   std::unique_ptr<WorkGate> gate_;

@@ -2,12 +2,15 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace git_mirror {
 
-fairgate::StatusOr<std::string> InflateGzip(std::string_view compressed, std::size_t limit) {
+fairgate::StatusOr<std::string> InflateGzip(std::string_view compressed, std::size_t limit,
+                                            const std::function<bool(std::size_t)>& may_hold) {
   z_stream z{};
   if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {  // 16: gzip framing only
     return absl::InternalError("zlib could not start");
@@ -30,6 +33,16 @@ fairgate::StatusOr<std::string> InflateGzip(std::string_view compressed, std::si
       inflateEnd(&z);
       return absl::ResourceExhaustedError(
           absl::StrCat("the request body inflates past the limit of ", limit, " bytes"));
+    }
+    if (out.size() + produced > out.capacity()) {
+      const std::size_t grown =
+          std::min(limit, std::max(out.size() + produced, 2 * out.capacity()));
+      if (may_hold && !may_hold(grown)) {
+        inflateEnd(&z);
+        return absl::UnavailableError(
+            "the server holds as many request bodies as its memory budget allows");
+      }
+      out.reserve(grown);
     }
     out.append(chunk, produced);
     if (result == Z_OK && produced == 0 && z.avail_in == 0) {

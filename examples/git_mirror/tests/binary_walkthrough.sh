@@ -17,15 +17,19 @@ echo hello > "$work/upstream.git/README"
 git -C "$work/upstream.git" add README
 git -C "$work/upstream.git" commit --quiet -m first
 
-"$server" --port 0 --mirror-dir "$work/mirrors" --repo "demo.git=$work/upstream.git" \
-  >"$work/out" 2>"$work/err" &
-pid=$!
-for _ in $(seq 200); do
-  grep -q "listening on" "$work/out" && break
-  sleep 0.05
-done
-url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$work/out")
-[[ -n $url ]] || { echo "the server did not say where it listens"; cat "$work/err"; exit 1; }
+# Starts the server (the command line given, on a free port) and sets pid and url.
+start() {
+  "$@" --port 0 --mirror-dir "$work/mirrors" --repo "demo.git=$work/upstream.git" \
+    >"$work/out" 2>"$work/err" &
+  pid=$!
+  for _ in $(seq 200); do
+    grep -q "listening on" "$work/out" && break
+    sleep 0.05
+  done
+  url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$work/out")
+  [[ -n $url ]] || { echo "the server did not say where it listens"; cat "$work/err"; exit 1; }
+}
+start "$server"
 
 git clone --quiet "$url/demo.git" "$work/clone"
 [[ $(git -C "$work/clone" rev-parse HEAD) == $(git -C "$work/upstream.git" rev-parse HEAD) ]]
@@ -56,4 +60,31 @@ status=0
   --state "$work/state.db" --database "host=$work dbname=mirror" 2>"$work/err" || status=$?
 [[ $status -eq 2 ]] || { echo "--state with --database exited with $status"; exit 1; }
 grep -q "a state file and a database are exclusive" "$work/err"
+status=0
+prlimit --nofile=90:90 "$server" --mirror-dir "$work/mirrors" --repo "demo.git=$work/upstream.git" \
+  --capacity 8 2>"$work/err" || status=$?
+[[ $status -eq 2 ]] || { echo "an open-file limit below the reserve exited with $status"; exit 1; }
+grep -q "open-file limit (90) leaves no descriptor for a connection" "$work/err"
+
+# Under a low open-file limit, the connection limit is lowered to fit (and said); a connection
+# past it gets 503 at once, not silence, and the server serves again once they close.
+start prlimit --nofile=128:128 "$server" --capacity 8
+port=${url##*:}
+grep -q -- "--max-connections lowered from 4096 to 32: the open-file limit is 128" "$work/err" ||
+  { echo "the lowered connection limit was not said"; cat "$work/err"; exit 1; }
+held=()
+for _ in $(seq 32); do
+  exec {fd}<>"/dev/tcp/127.0.0.1/$port"
+  held+=("$fd")
+done
+exec {over}<>"/dev/tcp/127.0.0.1/$port"
+printf 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n' >&"$over" || true
+read -r -t 20 answer <&"$over"
+[[ $answer == "HTTP/1.1 503"* ]] || { echo "over the limit: '$answer'"; exit 1; }
+exec {over}>&-
+for fd in "${held[@]}"; do exec {fd}>&-; done
+git clone --quiet "$url/demo.git" "$work/clone2"
+kill -TERM "$pid"
+wait "$pid"
+pid=
 echo "walk-through OK"

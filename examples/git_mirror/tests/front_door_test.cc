@@ -6,10 +6,11 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <zlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -118,10 +119,10 @@ class RawConnection {
 
 // The value of one sample line of the Prometheus text, or -1 if absent.
 double Metric(int port, const std::string& sample) {
-  const std::string body = RawGet(port, "/metrics").body;
-  const std::size_t at = body.find(sample + " ");
+  const std::string body = "\n" + RawGet(port, "/metrics").body;
+  const std::size_t at = body.find("\n" + sample + " ");
   if (at == std::string::npos) return -1;
-  return std::stod(body.substr(at + sample.size() + 1));
+  return std::stod(body.substr(at + sample.size() + 2));
 }
 
 bool HasEvent(const ServerUnderTest& mirror, const std::string& event, const std::string& type,
@@ -221,6 +222,35 @@ TEST_CASE("GitMirror.Transfer.ASlowButLiveClientIsNotCut") {
                "route=\"upload_pack\"}") == -1);
 }
 
+TEST_CASE("GitMirror.Transfer.AReaderAboveTheFloorIsNotCutWhateverTheKernelBuffers") {
+  // A large send buffer (as the kernel grows one for a slow reader): a write of the next piece
+  // completes only once much of it has drained, seconds after the client began to take it. The
+  // client reads steadily at twice the floor; what it has taken, not when a write completes, is
+  // what counts. (Judged by write completions, it was cut once the buffer had filled.)
+  LargeMirror large(4, [](MirrorOptions& o) {
+    o.http.transfer_grace = 1s;
+    o.http.min_transfer_rate = 128 * 1024;
+    o.http.send_buffer_bytes = 1024 * 1024;  // the kernel makes it 2 MiB
+  });
+  ServerUnderTest& mirror = *large.mirror;
+  RawConnection client(mirror.port);
+  client.Send(WantRequest("big.git", large.sha, "steady"));
+  const auto start = std::chrono::steady_clock::now();
+  std::size_t taken = 0;
+  while (client.received().find("\r\n0\r\n\r\n") == std::string::npos && !client.closed()) {
+    // Paced to 256 KiB/s from the start, in reads of at most 32 KiB.
+    const auto due = start + std::chrono::microseconds(taken * 1'000'000 / (256 * 1024));
+    std::this_thread::sleep_until(due);
+    taken += client.Read(32 * 1024).size();
+  }
+  CHECK_FALSE(client.closed());
+  CHECK(client.received().size() > 4u * 1024 * 1024);
+  REQUIRE(Eventually([&] { return HasEvent(mirror, "end", "clone", "OK"); }));
+  CHECK(Metric(mirror.port,
+               "git_mirror_http_transfers_cut_total{reason=\"write_timeout\","
+               "route=\"upload_pack\"}") == -1);
+}
+
 TEST_CASE("GitMirror.FrontDoor.SlowHeadersNeitherBlockOthersNorStayOpen") {
   OneUpstream one(2);
   auto& [work, upstream, repositories] = one;
@@ -257,19 +287,6 @@ TEST_CASE("GitMirror.FrontDoor.OversizedAndMalformedRequestsAreRefused") {
                        extra_headers + "Content-Length: " + std::to_string(body.size()) +
                        "\r\n\r\n" + body);
   };
-  auto gzip = [](const std::string& text) {
-    z_stream z{};
-    REQUIRE(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
-    std::string out(deflateBound(&z, text.size()), '\0');
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-    z.avail_in = static_cast<uInt>(text.size());
-    z.next_out = reinterpret_cast<Bytef*>(out.data());
-    z.avail_out = static_cast<uInt>(out.size());
-    REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
-    out.resize(z.total_out);
-    deflateEnd(&z);
-    return out;
-  };
   SUBCASE("a header over the limit is 431") {
     const std::string big(20000, 'a');
     CHECK(RawGet(mirror.port, "/tools.git/info/refs?service=git-upload-pack",
@@ -278,13 +295,13 @@ TEST_CASE("GitMirror.FrontDoor.OversizedAndMalformedRequestsAreRefused") {
   }
   SUBCASE("a body over the limit is 413") { CHECK(post(std::string(8192, '0')).status == 413); }
   SUBCASE("a gzip body that inflates past the limit is 413") {
-    const std::string bomb = gzip(std::string(1 << 20, '0'));  // 1 MiB of zeros: ~1 KiB sent
+    const std::string bomb = Gzip(std::string(1 << 20, '0'));  // 1 MiB of zeros: ~1 KiB sent
     CHECK(bomb.size() < 4096);
     CHECK(post(bomb, "Content-Encoding: gzip\r\n").status == 413);
   }
   SUBCASE("a gzip body is inflated, and bad gzip is 400") {
     CHECK(post("not gzip at all", "Content-Encoding: gzip\r\n").status == 400);
-    CHECK(post(gzip("garbage"), "Content-Encoding: gzip\r\n").status == 400);  // not pkt-lines
+    CHECK(post(Gzip("garbage"), "Content-Encoding: gzip\r\n").status == 400);  // not pkt-lines
   }
   SUBCASE("another encoding is 415") {
     CHECK(post("0000", "Content-Encoding: br\r\n").status == 415);
@@ -314,6 +331,214 @@ TEST_CASE("GitMirror.FrontDoor.OversizedAndMalformedRequestsAreRefused") {
   }
   // The server still serves.
   RequireClone(mirror.Url("tools.git"), work.path / "after", "x");
+}
+
+// A POST of the upload-pack service whose body is `length` bytes, sent by the caller.
+std::string PostHeader(std::size_t length, const std::string& extra_headers = "") {
+  return "POST /tools.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+         "Content-Type: application/x-git-upload-pack-request\r\n" +
+         extra_headers + "Content-Length: " + std::to_string(length) + "\r\n\r\n";
+}
+
+TEST_CASE("GitMirror.FrontDoor.ABodyIsReadAtTheRateFloor") {
+  OneUpstream one(1);
+  auto& [work, upstream, repositories] = one;
+  ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10, [](MirrorOptions& o) {
+    o.http.transfer_grace = 1s;
+    o.http.min_transfer_rate = 32 * 1024;
+  });
+  SUBCASE("a body trickled far below the floor is cut after about the grace") {
+    RawConnection trickle(mirror.port);
+    trickle.Send(PostHeader(8'000'000));
+    // 10 bytes every 100 ms, for as long as the server listens (bounded by WaitClosed's guard).
+    const auto give_up = std::chrono::steady_clock::now() + 30s;
+    while (!trickle.closed() && std::chrono::steady_clock::now() < give_up) {
+      if (!trickle.TrySend("0000000000")) break;
+      trickle.Read(4096, 100ms);
+    }
+    CHECK(trickle.WaitClosed());
+    CHECK(Metric(mirror.port,
+                 "git_mirror_http_connections_dropped_total{reason=\"body_timeout\"}") == 1);
+  }
+  SUBCASE("a body sent at twice the floor is read whole and answered") {
+    // 128 KiB of flush packets (well-framed), in 8 KiB pieces at 64 KiB/s: four seconds, four
+    // times the grace, so one deadline for all of it would not be what lets it through.
+    const std::string body(128 * 1024, '0');
+    RawConnection steady(mirror.port);
+    steady.Send(PostHeader(body.size()));
+    const auto start = std::chrono::steady_clock::now();
+    for (std::size_t sent = 0; sent < body.size(); sent += 8192) {
+      std::this_thread::sleep_until(start + std::chrono::microseconds(sent * 1'000'000 / 65536));
+      REQUIRE(steady.TrySend(body.substr(sent, 8192)));
+    }
+    CHECK(steady.WaitClosed());
+    CHECK(steady.received().rfind("HTTP/1.1 200", 0) == 0);
+    CHECK(Metric(mirror.port,
+                 "git_mirror_http_connections_dropped_total{reason=\"body_timeout\"}") == -1);
+  }
+}
+
+TEST_CASE("GitMirror.FrontDoor.RequestBodiesStayWithinTheServersBudget") {
+  OneUpstream one(1);
+  auto& [work, upstream, repositories] = one;
+  constexpr std::size_t kInflated = 64 * 1024;
+  ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10, [](MirrorOptions& o) {
+    o.http.max_body_bytes = 16 * 1024;
+    o.http.max_inflated_body_bytes = kInflated;
+    o.http.body_memory = 16 * 1024 + kInflated;  // one request at its limits, no more
+  });
+  const std::string body_metric = "git_mirror_http_request_body_bytes";
+  // A gzip body of flush packets that inflates to the limit (a few hundred bytes sent).
+  const std::string packed = Gzip(std::string(kInflated, '0'));
+  const std::string gzip_request = PostHeader(packed.size(), "Content-Encoding: gzip\r\n") + packed;
+  // One client has begun a 16 KiB body: its storage is counted from its header on.
+  RawConnection holder(mirror.port);
+  holder.Send(PostHeader(16 * 1024));
+  holder.Send(std::string(1024, '0'));
+  REQUIRE(Eventually([&] { return Metric(mirror.port, body_metric) >= 16 * 1024; }));
+  // A body that would inflate past what is left is refused for now, 503 with Retry-After.
+  RawResponse refused = RawHttp(mirror.port, gzip_request);
+  CHECK(refused.status == 503);
+  CHECK(refused.head.find("Retry-After: 5") != std::string::npos);
+  CHECK(Metric(mirror.port, "git_mirror_http_connections_dropped_total{reason=\"body_memory\"}") ==
+        1);
+  // Once the first body is whole and answered, its bytes are given back, and the same request
+  // goes through.
+  holder.Send(std::string(15 * 1024, '0'));
+  CHECK(holder.WaitClosed());
+  CHECK(holder.received().rfind("HTTP/1.1 200", 0) == 0);
+  INFO("held: ", Metric(mirror.port, body_metric));
+  REQUIRE(Eventually([&] { return Metric(mirror.port, body_metric) == 0; }));
+  CHECK(RawHttp(mirror.port, gzip_request).status == 200);
+  REQUIRE(Eventually([&] { return Metric(mirror.port, body_metric) == 0; }));
+  CHECK(Metric(mirror.port, "git_mirror_http_request_body_bytes_limit") == 16 * 1024 + kInflated);
+}
+
+TEST_CASE("GitMirror.FrontDoor.AWaitingRequestsBodyIsHeldOnceAndGivenBackWhenGitHasIt") {
+  HeldMirror held(
+      GateConfig{.capacity = 1, .sync_clone_slots = 1, .background_slots = 1, .repack_slots = 1});
+  ServerUnderTest& mirror = *held.mirror;
+  std::thread first([&] { (void)Clone(mirror.Url("tools.git"), held.work.path / "a", "a"); });
+  REQUIRE(Eventually([&] { return held.Held() == 1; }));
+  // A request of 60 KiB of flush packets waits behind the held clone: its body is held, counted
+  // once (not a second time for git's input).
+  const std::string body(60 * 1024, '0');
+  RawConnection waiting(mirror.port);
+  waiting.Send(PostHeader(body.size()) + body);
+  REQUIRE(Eventually([&] { return mirror.Debug()["pending"] == 1; }));
+  const double held_bytes = Metric(mirror.port, "git_mirror_http_request_body_bytes");
+  CHECK(held_bytes >= 60 * 1024);
+  CHECK(held_bytes < 2 * 60 * 1024);
+  held.hold.Release();
+  first.join();
+  CHECK(waiting.WaitClosed());
+  REQUIRE(
+      Eventually([&] { return Metric(mirror.port, "git_mirror_http_request_body_bytes") == 0; }));
+}
+
+TEST_CASE("GitMirror.FrontDoor.OutOfDescriptorsTheAcceptLoopPausesInsteadOfSpinning") {
+  OneUpstream one(1);
+  auto& [work, upstream, repositories] = one;
+  ServerUnderTest mirror(repositories, GateConfig{});
+  // The client's socket is made first; then this process (the server's too) is filled to its
+  // descriptor limit, lowered for the purpose; then the client connects (connecting takes no new
+  // descriptor): the server's accept fails for want of one.
+  const int client = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(client >= 0);
+  rlimit before{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &before) == 0);
+  rlimit lowered = before;
+  lowered.rlim_cur = std::min<rlim_t>(before.rlim_cur, 4096);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+  std::vector<int> filler;
+  for (int fd; (fd = dup(client)) >= 0;) filler.push_back(fd);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(mirror.port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(client, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  // A spinning loop fails its accept hundreds of thousands of times a second; this one waits
+  // 100 ms between tries. Watched for about a second (the bound: at most 30 tries).
+  REQUIRE(Eventually([&] { return mirror.server->http_metrics().accept_failures() >= 1; }));
+  std::this_thread::sleep_for(1s);
+  const std::uint64_t failures = mirror.server->http_metrics().accept_failures();
+  for (int fd : filler) close(fd);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &before) == 0);
+  CHECK(failures >= 2);
+  CHECK(failures <= 30);
+  // With descriptors back, the waiting connection is accepted and answered.
+  const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  REQUIRE(send(client, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size()));
+  pollfd p{client, POLLIN, 0};
+  REQUIRE(poll(&p, 1, 20000) == 1);
+  char head[12];
+  CHECK(recv(client, head, sizeof head, MSG_WAITALL) == sizeof head);
+  CHECK(std::string(head, sizeof head) == "HTTP/1.1 200");
+  close(client);
+  CHECK(Metric(mirror.port, "git_mirror_http_accept_failures_total") == failures);
+}
+
+TEST_CASE("GitMirror.FrontDoor.TheConnectionLimitIsKeptBelowTheDescriptorLimit") {
+  CHECK(ConnectionLimitWithin(4096, 1024, 96).value() == 928);
+  CHECK(ConnectionLimitWithin(100, 1024, 96).value() == 100);
+  CHECK(ConnectionLimitWithin(100, 97, 96).value() == 1);
+  const auto none = ConnectionLimitWithin(100, 96, 96);
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.status().message().find("open-file limit (96)") != std::string_view::npos);
+}
+
+TEST_CASE("GitMirror.FrontDoor.DebugIsServedOnlyToAllowedNetworksAndHidesClientsUnlessAsked") {
+  OneUpstream one(1);
+  auto& [work, upstream, repositories] = one;
+  auto debug_as = [](const ServerUnderTest& mirror, const std::string& client) {
+    return RawGet(mirror.port, "/debug/scheduler",
+                  std::string(kClientHeader) + ": " + client + "\r\n");
+  };
+  auto list_refs_as = [](const ServerUnderTest& mirror, const std::string& client) {
+    REQUIRE(RawGet(mirror.port, "/tools.git/info/refs?service=git-upload-pack",
+                   std::string(kClientHeader) + ": " + client + "\r\n")
+                .status == 200);
+  };
+  SUBCASE("by default: loopback only, clients as pseudonyms") {
+    ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10,
+                           [](MirrorOptions& o) { o.debug_show_clients = false; });
+    list_refs_as(mirror, "192.0.2.7");
+    const RawResponse outsider = debug_as(mirror, "203.0.113.5");
+    CHECK(outsider.status == 403);
+    CHECK(outsider.body.find("running") == std::string::npos);
+    CHECK(debug_as(mirror, "not-an-address").status == 403);
+    CHECK(RawGet(mirror.port, "/debug/other", std::string(kClientHeader) + ": 203.0.113.5\r\n")
+              .status == 403);
+    const RawResponse local = debug_as(mirror, "127.0.0.1");
+    REQUIRE(local.status == 200);
+    CHECK(local.body.find("192.0.2.7") == std::string::npos);
+    const json state = json::parse(local.body);
+    REQUIRE(state["heaviest_keys"].size() == 1);
+    const std::string pseudonym = state["heaviest_keys"][0]["key"];
+    CHECK(pseudonym.rfind("client-", 0) == 0);
+    // The same client keeps its pseudonym while the server runs.
+    CHECK(json::parse(debug_as(mirror, "::1").body)["heaviest_keys"][0]["key"] == pseudonym);
+  }
+  SUBCASE("allowed networks and names on request") {
+    ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10, [](MirrorOptions& o) {
+      o.debug_allow = {"203.0.113.0/24"};
+      o.debug_show_clients = true;
+    });
+    list_refs_as(mirror, "192.0.2.7");
+    CHECK(debug_as(mirror, "127.0.0.1").status == 403);
+    const RawResponse allowed = debug_as(mirror, "203.0.113.5");
+    REQUIRE(allowed.status == 200);
+    CHECK(json::parse(allowed.body)["heaviest_keys"][0]["key"] == "192.0.2.7");
+  }
+  SUBCASE("a network that does not parse is refused at the start") {
+    MirrorOptions options;
+    options.mirror_dir = (work.path / "m").string();
+    options.debug_allow = {"10.0.0.0/33"};
+    const fairgate::Status s = ValidateMirrorOptions(options);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(s.message() == "debug-allow network '10.0.0.0/33' is not an address or CIDR network");
+  }
 }
 
 TEST_CASE("GitMirror.FrontDoor.IdleConnectionsAreClosed") {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <chrono>
 #include <filesystem>
@@ -136,6 +137,21 @@ struct GlobalPackHold {
   GlobalPackHold& operator=(const GlobalPackHold&) = delete;
 };
 
+// `text` as one gzip member, made with zlib.
+inline std::string Gzip(const std::string& text) {
+  z_stream z{};
+  REQUIRE(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string out(deflateBound(&z, text.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
 // A response read whole from a raw connection.
 struct RawResponse {
   int status = 0;
@@ -192,6 +208,7 @@ struct ServerUnderTest {
     options.fetch_interval = fetch_interval;
     options.repack_after = repack_after;
     options.event_log = event_log.string();
+    options.debug_show_clients = true;  // tests read the clients' names there
     if (configure) configure(options);
     auto gate = fifo ? MakeFifoGate(gate_config) : MakeFairgateGate(gate_config);
     REQUIRE(gate.ok());

@@ -1,0 +1,121 @@
+// The front door's parts on their own, without sockets: the rate floor's bucket, the body budget
+// and its leases, and network lists.
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "body_budget.h"
+#include "doctest/doctest.h"
+#include "mirror_test_util.h"
+#include "network_set.h"
+#include "rate_floor.h"
+#include "request_body.h"
+
+namespace git_mirror {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = RateFloor::Clock;
+
+TEST_CASE("RateFloor.ATransferAtTheRateIsNeverCutAndOneThatStopsIsCutAfterTheGrace") {
+  const Clock::time_point t0{};
+  RateFloor floor(1000, 2s);  // 1,000 B/s, 2 s of grace: a bucket of 2,000 bytes
+  floor.Start(t0);
+  CHECK(floor.Left(t0) == 2s);
+  // At exactly the rate for a minute, in steps of 100 ms: the bucket stays full.
+  std::uint64_t moved = 0;
+  for (int step = 1; step <= 600; ++step) {
+    moved += 100;
+    floor.Moved(moved, t0 + step * 100ms);
+    REQUIRE(floor.Left(t0 + step * 100ms) == 2s);
+  }
+  // Then nothing: cut two seconds later, not before.
+  const Clock::time_point stopped = t0 + 60s;
+  CHECK(floor.Left(stopped + 1999ms) > Clock::duration::zero());
+  CHECK(floor.Left(stopped + 2s) == Clock::duration::zero());
+}
+
+TEST_CASE("RateFloor.AFastStartBuysNoMoreThanTheGraceAndATrickleIsCut") {
+  const Clock::time_point t0{};
+  RateFloor fast(1000, 2s);
+  fast.Start(t0);
+  fast.Moved(1'000'000, t0 + 1s);   // a megabyte at once
+  CHECK(fast.Left(t0 + 1s) == 2s);  // credit capped at the bucket
+  RateFloor trickle(1000, 2s);
+  trickle.Start(t0);
+  for (int second = 1; second <= 3; ++second) trickle.Moved(100 * second, t0 + second * 1s);
+  // 100 B/s against 1,000: 900 B/s lost from 2,000 B: empty after 2.22 s.
+  CHECK(trickle.Left(t0 + 3s) == Clock::duration::zero());
+}
+
+TEST_CASE("RateFloor.TimeWhileStoppedIsNotHeldAgainstTheTransfer") {
+  const Clock::time_point t0{};
+  RateFloor floor(1000, 2s);
+  floor.Start(t0);
+  floor.Stop(t0 + 1s);  // 1,000 bytes of credit left
+  CHECK_FALSE(floor.running());
+  floor.Start(t0 + 1h);  // the server made its next piece for an hour
+  CHECK(floor.Left(t0 + 1h) == 1s);
+  floor.Moved(500, t0 + 1h + 500ms);
+  CHECK(floor.Left(t0 + 1h + 500ms) == 1s);
+}
+
+TEST_CASE("BodyBudget.LeasesGrowWithinTheLimitAndGiveBackWhenDropped") {
+  auto budget = std::make_shared<BodyBudget>(100);
+  BodyLease a(budget), b(budget);
+  CHECK(a.Resize(60));
+  CHECK_FALSE(b.Resize(41));  // would pass 100: nothing counted
+  CHECK(b.bytes() == 0);
+  CHECK(budget->held() == 60);
+  CHECK(b.Resize(40));
+  CHECK(a.Resize(10));  // shrinking gives back
+  CHECK(budget->held() == 50);
+  {
+    RequestBody moved{"x", std::move(b)};  // carried along, still counted
+    CHECK(budget->held() == 50);
+  }
+  CHECK(budget->held() == 10);
+  a = BodyLease(budget);  // replaced: what it held is given back
+  CHECK(budget->held() == 0);
+}
+
+TEST_CASE("BodyBudget.InflatingAsksBeforeItsStorageGrows") {
+  const std::string text(100'000, 'a');
+  const std::string packed = testing::Gzip(text);
+  std::size_t largest = 0;
+  auto whole = InflateGzip(packed, 1 << 20, [&](std::size_t bytes) {
+    largest = std::max(largest, bytes);
+    return true;
+  });
+  REQUIRE(whole.ok());
+  CHECK(*whole == text);
+  CHECK(largest >= text.size());
+  CHECK(whole->capacity() <= largest + 16);  // it holds what it asked for
+  auto refused = InflateGzip(packed, 1 << 20, [](std::size_t bytes) { return bytes < 50'000; });
+  CHECK(refused.status().code() == absl::StatusCode::kUnavailable);
+}
+
+TEST_CASE("NetworkSet.MatchesAddressesAndNetworksOfBothFamilies") {
+  auto set = NetworkSet::Parse({"127.0.0.0/8", "::1", "2001:db8::/32", "192.0.2.7"}, "network");
+  REQUIRE(set.ok());
+  CHECK(set->Contains("127.1.2.3"));
+  CHECK(set->Contains("::ffff:127.0.0.1"));  // IPv4-mapped: matched as IPv4
+  CHECK(set->Contains("::1"));
+  CHECK(set->Contains("2001:db8:1::5"));
+  CHECK(set->Contains("192.0.2.7"));
+  CHECK_FALSE(set->Contains("192.0.2.8"));
+  CHECK_FALSE(set->Contains("2001:db9::1"));
+  CHECK_FALSE(set->Contains("alice"));
+  CHECK_FALSE(NetworkSet().Contains("127.0.0.1"));
+  for (const std::string bad : {"10.0.0.0/33", "::/129", "10.0.0.0/x", "host.example", ""}) {
+    CAPTURE(bad);
+    const auto parsed = NetworkSet::Parse({bad}, "trusted proxy");
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.status().message() ==
+          "trusted proxy '" + bad + "' is not an address or CIDR network");
+  }
+}
+
+}  // namespace
+}  // namespace git_mirror
