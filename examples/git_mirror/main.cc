@@ -114,6 +114,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-connections", options.http.max_connections,
                  "connections open at once; lowered to fit the open-file limit (said at start)")
       ->capture_default_str();
+  app.add_option("--spool-bytes", options.spool_bytes,
+                 "bytes of packs made and not yet sent that spool files may hold; past it git "
+                 "waits for readers")
+      ->capture_default_str();
   app.add_option("--body-memory", options.http.body_memory,
                  "bytes of request bodies (as sent and inflated) held at once by all connections; "
                  "past it: 503")

@@ -174,6 +174,9 @@ fairgate::Status ValidateMirrorOptions(const MirrorOptions& o) {
   if (o.shutdown_grace.count() < 0) {
     return absl::InvalidArgumentError("the shutdown grace must be >= 0");
   }
+  if (o.spool_bytes < (std::uint64_t{1} << 20)) {
+    return absl::InvalidArgumentError("spool bytes must be at least 1 MiB (1048576)");
+  }
   if (auto s = NetworkSet::Parse(o.debug_allow, "debug-allow network"); !s.ok()) {
     return s.status();
   }
@@ -189,6 +192,12 @@ int RemoveStaleLeftovers(const std::string& mirror_dir) {
   };
   const fs::path incoming = fs::path(mirror_dir) / ".incoming";
   for (fs::directory_iterator it(incoming, error), end; !error && it != end; it.increment(error)) {
+    remove(it->path());
+  }
+  // A spool file is unlinked as soon as it is made; one a crash caught in between stays.
+  const fs::path spools = fs::path(mirror_dir) / ".spool";
+  error.clear();
+  for (fs::directory_iterator it(spools, error), end; !error && it != end; it.increment(error)) {
     remove(it->path());
   }
   std::vector<fs::path> doomed;
@@ -288,6 +297,15 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
       return Finish(process.status());
     }
     process_ = *std::move(process);
+    auto spool = Spool::Create(server_.SpoolDir(), server_.spool_budget_);
+    if (!spool.ok()) {
+      std::fprintf(stderr, "fairgate-git-mirror: %s\n",
+                   std::string(spool.status().message()).c_str());
+      process_->Kill();
+      server_.Reply(*exchange_, absl::InternalError("the pack could not be spooled"));
+      return Finish(spool.status());
+    }
+    spool_ = *std::move(spool);
     if (spec_.input.bytes.empty()) {
       process_->CloseIn();
     } else {
@@ -301,29 +319,74 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
     ReadOut();
   }
 
+  // git's side: its output goes to the spool as fast as git makes it, whatever the client does.
   void ReadOut() {
     process_->out().async_read_some(
         asio::buffer(buffer_.data(), buffer_.size()),
         [self = shared_from_this()](boost::system::error_code error, std::size_t n) {
-          if (n > 0) return self->Send(n);
+          if (n > 0) return self->Spooled(n);
           if (!error) return self->ReadOut();
           self->process_->AsyncWaitExit([self](int exit_code) { self->Exited(exit_code); });
         });
   }
 
-  // Sends the n bytes in the buffer (after the header and prefix, the first time), then reads on.
-  void Send(std::size_t n) {
+  // Puts the n bytes in the buffer into the spool (waiting for room in the spool budget if it
+  // has none: git then waits on its pipe), then reads on.
+  void Spooled(std::size_t n) {
+    if (failed_) return;
+    auto appended = spool_->Append(buffer_.data(), n);
+    if (!appended.ok()) {
+      std::fprintf(stderr, "fairgate-git-mirror: %s\n",
+                   std::string(appended.status().message()).c_str());
+      failed_ = true;
+      return process_->Kill();  // Exited reports it
+    }
+    if (!*appended) {
+      return spool_->budget().WhenRoom(exchange_->executor(),
+                                       [self = shared_from_this(), n] { self->Spooled(n); });
+    }
+    Pump();
+    ReadOut();
+  }
+
+  // The client's side: sends what the spool holds past what was sent, one write at a time; ends
+  // the response once git has ended well and everything is sent.
+  void Pump() {
+    if (sending_ || cut_ || !spool_) return;
+    if (sent_ == spool_->size() && !(made_ && exit_code_ == 0)) return;  // wait for git
     auto self = shared_from_this();
-    auto write = [self, n] {
-      self->exchange_->WriteChunk(self->buffer_.data(), n, [self](bool ok) {
+    if (!streaming_) {
+      sending_ = true;
+      return StartStream([self](bool ok) {
+        self->sending_ = false;
         if (!ok) return self->Cut();
-        self->ReadOut();
+        self->Pump();
       });
-    };
-    if (streaming_) return write();
-    StartStream([self, write](bool ok) {
+    }
+    if (sent_ == spool_->size()) {
+      sending_ = true;
+      return exchange_->FinishStream([self](bool done) {
+        if (!done) return self->Cut();
+        self->spool_.reset();
+        self->server_.log_->Record("sent", self->spec_.type, self->spec_.repository,
+                                   self->exchange_->client());
+      });
+    }
+    if (out_.empty()) out_.resize(kTransferBuffer);
+    auto read = spool_->ReadAt(sent_, out_.data(), out_.size());
+    if (!read.ok() || *read == 0) {
+      std::fprintf(
+          stderr, "fairgate-git-mirror: %s\n",
+          read.ok() ? "a spool file came up short" : std::string(read.status().message()).c_str());
+      return Abort();
+    }
+    sending_ = true;
+    exchange_->WriteChunk(out_.data(), *read, [self, n = *read](bool ok) {
+      self->sending_ = false;
       if (!ok) return self->Cut();
-      write();
+      self->sent_ += n;
+      self->spool_->Sent(self->sent_);
+      self->Pump();
     });
   }
 
@@ -339,31 +402,33 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
                            });
   }
 
+  // git has ended: the pack is made (or not), and the slot goes back now, whatever the client's
+  // side still has to send: the cost the gate learns is the time to make the pack.
   void Exited(int exit_code) {
-    auto self = shared_from_this();
-    if (exit_code == 0) {
-      auto finish = [self](bool ok) {
-        if (!ok) return self->Cut();
-        self->exchange_->FinishStream([self](bool done) {
-          if (!done) return self->Cut();
-          self->Finish(absl::OkStatus());
-        });
-      };
-      if (streaming_) return finish(true);
-      return StartStream(finish);
+    made_ = true;
+    exit_code_ = failed_ ? -1 : exit_code;
+    if (exit_code_ == 0) {
+      Finish(absl::OkStatus());
+      return Pump();
     }
-    const std::string message = GitMessage(process_->err());
+    const std::string message =
+        failed_ ? "the pack could not be spooled" : GitMessage(process_->err());
     std::fprintf(stderr, "fairgate-git-mirror: git upload-pack of '%s' exited with %d: %s\n",
                  spec_.repository.c_str(), exit_code, message.c_str());
     fairgate::Status failed =
         absl::InternalError(absl::StrCat("git upload-pack exited with ", exit_code, ": ", message));
-    if (gone_) return Finish(absl::UnavailableError("the client went away"));
+    if (gone_ || cut_) {
+      return Finish(
+          absl::UnavailableError("the transfer was cut: the client went away or read "
+                                 "too slowly"));
+    }
     if (streaming_) {
       // Too late for a status: end the connection without the last chunk, so the client sees an
       // incomplete response rather than a complete wrong one.
-      exchange_->Abort();
+      Abort();
       return Finish(failed);
     }
+    spool_.reset();
     server_.Reply(*exchange_,
                   IsClientError(process_->err())
                       ? absl::InvalidArgumentError("malformed request: git could not read it")
@@ -371,10 +436,27 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
     Finish(failed);
   }
 
-  // The transfer failed: the client went away or read too slowly.
+  // Ends a started response without its last chunk.
+  void Abort() {
+    cut_ = true;
+    spool_.reset();
+    exchange_->Abort();
+  }
+
+  // The transfer failed: the client went away or read too slowly. While git still makes the
+  // pack, nobody wants it: git is stopped and the job fails; once made, the job stands (its
+  // cost was paid) and the cut is logged.
   void Cut() {
-    if (process_) process_->Kill();
-    Finish(absl::UnavailableError("the transfer was cut: the client went away or read too slowly"));
+    if (cut_) return;
+    cut_ = true;
+    spool_.reset();
+    const fairgate::Status cut =
+        absl::UnavailableError("the transfer was cut: the client went away or read too slowly");
+    if (!made_) {
+      if (process_) process_->Kill();
+      return Finish(cut);
+    }
+    server_.log_->Record("cut", spec_.type, spec_.repository, exchange_->client(), &cut);
   }
 
   void Finish(const fairgate::Status& status) {
@@ -391,9 +473,14 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
   WorkGate::CancelFn cancel_;
   Slot slot_;
   std::shared_ptr<AsyncProcess> process_;
-  std::array<char, kTransferBuffer> buffer_;
+  std::array<char, kTransferBuffer> buffer_;  // git's output on its way to the spool
+  std::unique_ptr<Spool> spool_;
+  std::vector<char> out_;  // the spool on its way to the client (allocated while it streams)
+  std::uint64_t sent_ = 0;
+  int exit_code_ = 0;
   bool admitted_ = false, timed_out_ = false, gone_ = false;
-  bool streaming_ = false, finished_ = false;
+  bool streaming_ = false, sending_ = false, made_ = false, failed_ = false, cut_ = false;
+  bool finished_ = false;
 };
 
 fairgate::StatusOr<std::unique_ptr<MirrorServer>> MirrorServer::Create(
@@ -401,6 +488,7 @@ fairgate::StatusOr<std::unique_ptr<MirrorServer>> MirrorServer::Create(
   if (auto s = ValidateMirrorOptions(options); !s.ok()) return s;
   std::error_code error;
   fs::create_directories(fs::path(options.mirror_dir) / ".incoming", error);
+  if (!error) fs::create_directories(fs::path(options.mirror_dir) / ".spool", error);
   if (error) {
     return absl::InvalidArgumentError(absl::StrCat("cannot create the mirror directory '",
                                                    options.mirror_dir, "': ", error.message()));
@@ -422,6 +510,7 @@ MirrorServer::MirrorServer(RepositorySet repositories, MirrorOptions options,
       // Validated by Create; a list that does not parse allows nobody.
       debug_allow_(
           NetworkSet::Parse(options_.debug_allow, "debug-allow network").value_or(NetworkSet())),
+      spool_budget_(std::make_shared<SpoolBudget>(options_.spool_bytes)),
       gate_(std::move(gate)),
       log_(std::move(log)) {
   // Mirrors made by an earlier run are served (and fetched) as they are.
@@ -628,6 +717,8 @@ void MirrorServer::EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange,
   }
 }
 
+std::string MirrorServer::SpoolDir() const { return options_.mirror_dir + "/.spool"; }
+
 void MirrorServer::Reply(HttpExchange& exchange, const fairgate::Status& status) const {
   const int http = HttpStatusOf(status);
   Headers headers;
@@ -707,6 +798,14 @@ void MirrorServer::HandleGet(const std::shared_ptr<HttpExchange>& exchange, cons
     exchange->set_route("metrics");
     std::string text = gate_->Metrics();
     http_metrics_->Write(text);
+    absl::StrAppend(&text,
+                    "# HELP git_mirror_spool_bytes Bytes of packs made and not yet sent, held in "
+                    "spool files.\n# TYPE git_mirror_spool_bytes gauge\ngit_mirror_spool_bytes ",
+                    spool_budget_->held(),
+                    "\n# HELP git_mirror_spool_bytes_limit The spools' "
+                    "budget.\n# TYPE git_mirror_spool_bytes_limit gauge\n"
+                    "git_mirror_spool_bytes_limit ",
+                    spool_budget_->limit(), "\n");
     return exchange->Respond(200, "text/plain; version=0.0.4; charset=utf-8", std::move(text));
   }
   if (absl::StartsWith(path, "/debug/")) {

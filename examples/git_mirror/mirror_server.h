@@ -15,9 +15,10 @@
 //     foreground, keyed by that request's client, run on the gate's threads;
 //   - each request runs `git upload-pack --stateless-rpc` on the mirror, admitted asynchronously
 //     under the client's key with the repository as the job id: a waiting request costs no
-//     thread. Its slot is held while git's output streams to the client through one 64 KiB
-//     buffer, so the cost fairgate learns is the time a clone of that repository really holds the
-//     server, and a clone in flight costs the server that buffer, never its pack;
+//     thread. Its slot is held while git makes the pack, which goes to a spool file (spool.h) as
+//     fast as git writes it; the slot goes back when git ends, and the client is served from the
+//     spool at its own pace, holding a connection and a file, not a slot. So the cost fairgate
+//     learns is the time to make that repository's pack, and a slow reader meters nothing;
 //   - each mirror is fetched ("fetch", background) `fetch_interval` after its last fetch ended, as
 //     a periodic job of the gate (WorkGate::SubmitEvery: with fairgate, the first fetches of the
 //     mirrors are spread over one interval and later ones jittered, so they do not all start
@@ -32,7 +33,8 @@
 // No answer names an upstream URL or a path on the server; git's own messages go to the server's
 // stderr and the event log only. A client that disconnects while its request waits has its job
 // cancelled: it never takes a slot (its event log line is "cancelled"). A transfer that fails
-// (client gone, too slow) ends its job with Unavailable: in the status, the metrics and the log.
+// (client gone, too slow) while git makes the pack stops git and ends the job with Unavailable;
+// one that fails after is logged as "cut" (the job ended when the pack was made).
 //
 // Start-up removes what an interrupted run left in the mirrors (`tmp_pack_*`, `*.lock`, scratch
 // clones). Stop: stops accepting, fails waiting requests (503), lets running work finish for up to
@@ -44,6 +46,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,6 +64,7 @@
 #include "network_set.h"
 #include "repo_path.h"
 #include "repository_set.h"
+#include "spool.h"
 #include "work_gate.h"
 
 namespace git_mirror {
@@ -81,6 +85,9 @@ struct MirrorOptions {
   // Whether /debug/scheduler names the heaviest clients; if not, each is shown as a pseudonym
   // (a hash of its name, stable while the process runs, so one client can be followed).
   bool debug_show_clients = false;
+  // Bytes of packs made and not yet sent that the spools (spool.h, in `<mirror_dir>/.spool`) may
+  // hold in all; past it, git waits on its pipe (holding its slot) until a reader takes some.
+  std::uint64_t spool_bytes = std::uint64_t{1} << 30;
   HttpLimits http;
 };
 
@@ -122,6 +129,7 @@ class MirrorServer {
   void HandleFetchHook(const std::shared_ptr<HttpExchange>& exchange,
                        const std::string& repository);
   void Reply(HttpExchange& exchange, const fairgate::Status& status) const;
+  std::string SpoolDir() const;
   // Why a request to `expected` cannot be served (bad path, wrong method, unknown repository, an
   // overlong client name), or OK.
   fairgate::Status Refusal(const HttpExchange& exchange,
@@ -161,6 +169,7 @@ class MirrorServer {
   const RepositorySet repositories_;
   const MirrorOptions options_;
   const NetworkSet debug_allow_;
+  const std::shared_ptr<SpoolBudget> spool_budget_;
   // Declared before the event loop: destroyed after it, so that a slot released while the loop's
   // last handlers are destroyed still has its gate.
   std::unique_ptr<WorkGate> gate_;
