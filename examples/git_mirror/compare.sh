@@ -12,24 +12,11 @@
 # HEAVY_MIB (64).
 set -euo pipefail
 build=${1:-build/release}
-server=$build/examples/git_mirror/fairgate-git-mirror
-load=$build/examples/git_mirror/fairgate-git-mirror-load
-[[ -x $server && -x $load ]] || { echo "build first: bash scripts/build.sh release" >&2; exit 2; }
+source "$(dirname "$0")/load_setup.sh"
 duration=${DURATION:-60}
 capacity=${CAPACITY:-8}
 concurrency=${CONCURRENCY:-100 1000}
 heavy_mib=${HEAVY_MIB:-64}
-server_cpu=0
-load_cpu=$(( $(nproc) > 1 ? 1 : 0 ))
-
-work=$(mktemp -d)
-pid=
-cleanup() {
-  [[ -n $pid ]] && kill "$pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.org GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.org
 
 # heavy.git: HEAVY_MIB of incompressible files over 16 commits; light.git: one small file.
 git init --quiet --initial-branch=main "$work/heavy.git"

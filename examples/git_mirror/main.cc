@@ -118,6 +118,9 @@ int main(int argc, char** argv) {
                  "bytes of packs made and not yet sent that spool files may hold; past it git "
                  "waits for readers")
       ->capture_default_str();
+  app.add_flag("--share-packs,!--no-share-packs", options.share_packs,
+               "identical pack requests while the pack is being made share one git run")
+      ->capture_default_str();
   app.add_option("--body-memory", options.http.body_memory,
                  "bytes of request bodies (as sent and inflated) held at once by all connections; "
                  "past it: 503")

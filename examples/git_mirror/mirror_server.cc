@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "async_process.h"
 #include "boost/asio/executor_work_guard.hpp"
@@ -22,6 +23,7 @@
 #include "boost/asio/write.hpp"
 #include "repo_path.h"
 #include "request_body.h"
+#include "spool_response.h"
 #include "subprocess.h"
 
 namespace git_mirror {
@@ -36,6 +38,9 @@ constexpr absl::string_view kHttpStatusPayload = "fairgate.git-mirror/http-statu
 constexpr absl::string_view kClientMessagePayload = "fairgate.git-mirror/client-message";
 constexpr std::size_t kMaxClientLength = 256;
 constexpr std::size_t kTransferBuffer = 64 * 1024;
+// Requests with larger bodies (fetches with many haves) are not shared: rarely identical, and
+// their key would hold the body.
+constexpr std::size_t kMaxSharedRequestBody = 64 * 1024;
 
 fairgate::Status WithHttpStatus(fairgate::Status status, int http) {
   status.SetPayload(kHttpStatusPayload, absl::Cord(absl::StrCat(http)));
@@ -232,6 +237,7 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
     RequestBody input;   // taken from the exchange (one copy), given back once git has it
     std::string prefix;  // sent before git's output
     std::string content_type;
+    std::string pack_key;  // identical requests share a run (empty: not shared)
   };
 
   Request(MirrorServer& server, std::shared_ptr<HttpExchange> exchange, Spec spec)
@@ -240,18 +246,48 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
         spec_(std::move(spec)),
         timer_(exchange_->executor()) {}
 
+  // Joins the pack of an identical request being made, if there is one; else starts a request
+  // of its own.
+  static void StartOrJoin(MirrorServer& server, const std::shared_ptr<HttpExchange>& exchange,
+                          Spec spec) {
+    spec.pack_key =
+        server.PackKey(spec.type, spec.repository, spec.argv, spec.env, spec.input.bytes);
+    if (auto spool = server.FindPack(spec.pack_key, exchange->client())) {
+      if (auto response = server.Respond(spool, exchange, spec.type, spec.repository,
+                                         spec.content_type, spec.prefix)) {
+        server.log_->Record("joined", spec.type, spec.repository, exchange->client());
+        return response->Start();
+      }
+    }
+    std::make_shared<Request>(server, exchange, std::move(spec))->Start();
+  }
+
+  // Makes the spool its clients read from (offered to identical requests at once, so that they
+  // join it while it waits for its turn too), then waits for admission.
   void Start() {
     auto self = shared_from_this();
+    auto spool = Spool::Create(server_.SpoolDir(), server_.spool_budget_);
+    if (!spool.ok()) {
+      std::fprintf(stderr, "fairgate-git-mirror: %s\n",
+                   std::string(spool.status().message()).c_str());
+      return server_.Reply(*exchange_, absl::InternalError("the pack could not be spooled"));
+    }
+    spool_ = *std::move(spool);
+    // Nobody reads it any more (every client went away or was cut): stop waiting, or stop git.
+    spool_->OnAbandoned(exchange_->executor(), [self] {
+      self->gone_ = true;
+      if (!self->admitted_ && self->cancel_) self->cancel_();
+      if (self->process_) self->process_->Kill();
+    });
+    auto response = server_.Respond(spool_, exchange_, spec_.type, spec_.repository,
+                                    spec_.content_type, spec_.prefix);
+    if (!spec_.pack_key.empty()) server_.OfferPack(spec_.pack_key, exchange_->client(), spool_);
+    response->Start();  // a new spool is open to joiners: never nullptr here
     timer_.expires_after(server_.options_.request_timeout);
     timer_.async_wait([self](boost::system::error_code error) {
       if (error || self->admitted_) return;
       self->timed_out_ = true;
       if (self->cancel_) self->cancel_();
-    });
-    exchange_->OnClientGone([self] {
-      self->gone_ = true;
-      if (!self->admitted_ && self->cancel_) self->cancel_();
-      if (self->process_) self->process_->Kill();
     });
     auto cancel = server_.gate_->Acquire(
         spec_.type, spec_.repository, exchange_->client(),
@@ -264,7 +300,7 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
       admitted_ = true;
       server_.RecordOutcome(spec_.type, spec_.repository, exchange_->client(), false,
                             cancel.status());
-      return server_.Reply(*exchange_, cancel.status());
+      return EndSpool(cancel.status());  // its clients are answered with it
     }
     cancel_ = *std::move(cancel);
   }
@@ -276,41 +312,37 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
     timer_.cancel();
     const std::string& client = exchange_->client();
     if (!slot.ok()) {
-      // The wait was cancelled by this request (client gone, timed out) or by the shutdown.
+      // The wait was cancelled by this request (every client gone, timed out) or by the
+      // shutdown.
       const fairgate::Status why =
           gone_ ? absl::CancelledError("the client went away")
           : timed_out_
               ? absl::DeadlineExceededError("the request waited longer than the request timeout")
               : absl::UnavailableError("the server is shutting down");
       server_.RecordOutcome(spec_.type, spec_.repository, client, false, why);
-      if (!gone_) server_.Reply(*exchange_, why);
-      return;
+      return EndSpool(why);
     }
     slot_ = *std::move(slot);
     server_.log_->Record("start", spec_.type, spec_.repository, client);
-    if (gone_) return Finish(absl::UnavailableError("the client went away before its turn"));
+    if (!spec_.pack_key.empty()) server_.PackRunning(spec_.pack_key, spool_);
+    if (gone_) {
+      EndSpool(absl::CancelledError("the client went away"));
+      return Finish(absl::UnavailableError("the client went away before its turn"));
+    }
     auto process = AsyncProcess::Start(exchange_->executor(), spec_.argv, spec_.env);
     if (!process.ok()) {
       std::fprintf(stderr, "fairgate-git-mirror: %s\n",
                    std::string(process.status().message()).c_str());
-      server_.Reply(*exchange_, absl::InternalError("git could not be started"));
+      EndSpool(absl::InternalError("git could not be started"));
       return Finish(process.status());
     }
     process_ = *std::move(process);
-    auto spool = Spool::Create(server_.SpoolDir(), server_.spool_budget_);
-    if (!spool.ok()) {
-      std::fprintf(stderr, "fairgate-git-mirror: %s\n",
-                   std::string(spool.status().message()).c_str());
-      process_->Kill();
-      server_.Reply(*exchange_, absl::InternalError("the pack could not be spooled"));
-      return Finish(spool.status());
-    }
-    spool_ = *std::move(spool);
+    auto self = shared_from_this();
     if (spec_.input.bytes.empty()) {
       process_->CloseIn();
     } else {
       asio::async_write(process_->in(), asio::buffer(spec_.input.bytes),
-                        [self = shared_from_this()](boost::system::error_code, std::size_t) {
+                        [self](boost::system::error_code, std::size_t) {
                           // An error means git stopped reading: it has what it wanted.
                           self->process_->CloseIn();
                           self->spec_.input = RequestBody();  // back to the body budget
@@ -319,7 +351,14 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
     ReadOut();
   }
 
-  // git's side: its output goes to the spool as fast as git makes it, whatever the client does.
+  // No more comes to the spool: its clients get what it holds and `outcome`, and no identical
+  // request joins it any more.
+  void EndSpool(const fairgate::Status& outcome) {
+    if (!spec_.pack_key.empty()) server_.WithdrawPack(spec_.pack_key, spool_);
+    spool_->End(outcome);
+  }
+
+  // git's output goes to the spool as fast as git makes it, whatever its readers do.
   void ReadOut() {
     process_->out().async_read_some(
         asio::buffer(buffer_.data(), buffer_.size()),
@@ -345,118 +384,32 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
       return spool_->budget().WhenRoom(exchange_->executor(),
                                        [self = shared_from_this(), n] { self->Spooled(n); });
     }
-    Pump();
     ReadOut();
   }
 
-  // The client's side: sends what the spool holds past what was sent, one write at a time; ends
-  // the response once git has ended well and everything is sent.
-  void Pump() {
-    if (sending_ || cut_ || !spool_) return;
-    if (sent_ == spool_->size() && !(made_ && exit_code_ == 0)) return;  // wait for git
-    auto self = shared_from_this();
-    if (!streaming_) {
-      sending_ = true;
-      return StartStream([self](bool ok) {
-        self->sending_ = false;
-        if (!ok) return self->Cut();
-        self->Pump();
-      });
-    }
-    if (sent_ == spool_->size()) {
-      sending_ = true;
-      return exchange_->FinishStream([self](bool done) {
-        if (!done) return self->Cut();
-        self->spool_.reset();
-        self->server_.log_->Record("sent", self->spec_.type, self->spec_.repository,
-                                   self->exchange_->client());
-      });
-    }
-    if (out_.empty()) out_.resize(kTransferBuffer);
-    auto read = spool_->ReadAt(sent_, out_.data(), out_.size());
-    if (!read.ok() || *read == 0) {
-      std::fprintf(
-          stderr, "fairgate-git-mirror: %s\n",
-          read.ok() ? "a spool file came up short" : std::string(read.status().message()).c_str());
-      return Abort();
-    }
-    sending_ = true;
-    exchange_->WriteChunk(out_.data(), *read, [self, n = *read](bool ok) {
-      self->sending_ = false;
-      if (!ok) return self->Cut();
-      self->sent_ += n;
-      self->spool_->Sent(self->sent_);
-      self->Pump();
-    });
-  }
-
-  // The response's header and the prefix, once.
-  void StartStream(std::function<void(bool)> then) {
-    streaming_ = true;
-    auto self = shared_from_this();
-    exchange_->StartStream(200, spec_.content_type, {{"Cache-Control", "no-cache"}},
-                           [self, then = std::move(then)](bool ok) {
-                             if (!ok || self->spec_.prefix.empty()) return then(ok);
-                             self->exchange_->WriteChunk(self->spec_.prefix.data(),
-                                                         self->spec_.prefix.size(), then);
-                           });
-  }
-
-  // git has ended: the pack is made (or not), and the slot goes back now, whatever the client's
-  // side still has to send: the cost the gate learns is the time to make the pack.
+  // git has ended: the pack is made (or not), and the slot goes back now, whatever its readers
+  // still have to send: the cost the gate learns is the time to make the pack.
   void Exited(int exit_code) {
-    made_ = true;
-    exit_code_ = failed_ ? -1 : exit_code;
-    if (exit_code_ == 0) {
-      Finish(absl::OkStatus());
-      return Pump();
+    if (exit_code == 0 && !failed_) {
+      EndSpool(absl::OkStatus());
+      return Finish(absl::OkStatus());
     }
     const std::string message =
         failed_ ? "the pack could not be spooled" : GitMessage(process_->err());
-    std::fprintf(stderr, "fairgate-git-mirror: git upload-pack of '%s' exited with %d: %s\n",
-                 spec_.repository.c_str(), exit_code, message.c_str());
-    fairgate::Status failed =
-        absl::InternalError(absl::StrCat("git upload-pack exited with ", exit_code, ": ", message));
-    if (gone_ || cut_) {
+    if (!gone_) {
+      std::fprintf(stderr, "fairgate-git-mirror: git upload-pack of '%s' exited with %d: %s\n",
+                   spec_.repository.c_str(), exit_code, message.c_str());
+    }
+    // What a client whose response has not started is told.
+    EndSpool(!failed_ && IsClientError(process_->err())
+                 ? absl::InvalidArgumentError("malformed request: git could not read it")
+                 : absl::InternalError("git upload-pack failed"));
+    if (gone_) {
       return Finish(
-          absl::UnavailableError("the transfer was cut: the client went away or read "
-                                 "too slowly"));
+          absl::UnavailableError("the transfer was cut: the client went away or read too slowly"));
     }
-    if (streaming_) {
-      // Too late for a status: end the connection without the last chunk, so the client sees an
-      // incomplete response rather than a complete wrong one.
-      Abort();
-      return Finish(failed);
-    }
-    spool_.reset();
-    server_.Reply(*exchange_,
-                  IsClientError(process_->err())
-                      ? absl::InvalidArgumentError("malformed request: git could not read it")
-                      : absl::InternalError("git upload-pack failed"));
-    Finish(failed);
-  }
-
-  // Ends a started response without its last chunk.
-  void Abort() {
-    cut_ = true;
-    spool_.reset();
-    exchange_->Abort();
-  }
-
-  // The transfer failed: the client went away or read too slowly. While git still makes the
-  // pack, nobody wants it: git is stopped and the job fails; once made, the job stands (its
-  // cost was paid) and the cut is logged.
-  void Cut() {
-    if (cut_) return;
-    cut_ = true;
-    spool_.reset();
-    const fairgate::Status cut =
-        absl::UnavailableError("the transfer was cut: the client went away or read too slowly");
-    if (!made_) {
-      if (process_) process_->Kill();
-      return Finish(cut);
-    }
-    server_.log_->Record("cut", spec_.type, spec_.repository, exchange_->client(), &cut);
+    Finish(absl::InternalError(
+        absl::StrCat("git upload-pack exited with ", exit_code, ": ", message)));
   }
 
   void Finish(const fairgate::Status& status) {
@@ -474,13 +427,9 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
   Slot slot_;
   std::shared_ptr<AsyncProcess> process_;
   std::array<char, kTransferBuffer> buffer_;  // git's output on its way to the spool
-  std::unique_ptr<Spool> spool_;
-  std::vector<char> out_;  // the spool on its way to the client (allocated while it streams)
-  std::uint64_t sent_ = 0;
-  int exit_code_ = 0;
+  std::shared_ptr<Spool> spool_;
   bool admitted_ = false, timed_out_ = false, gone_ = false;
-  bool streaming_ = false, sending_ = false, made_ = false, failed_ = false, cut_ = false;
-  bool finished_ = false;
+  bool failed_ = false, finished_ = false;
 };
 
 fairgate::StatusOr<std::unique_ptr<MirrorServer>> MirrorServer::Create(
@@ -719,6 +668,70 @@ void MirrorServer::EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange,
 
 std::string MirrorServer::SpoolDir() const { return options_.mirror_dir + "/.spool"; }
 
+std::string MirrorServer::PackKey(const std::string& type, const std::string& repository,
+                                  const std::vector<std::string>& argv,
+                                  const std::vector<std::string>& env,
+                                  const std::string& body) const {
+  if (!options_.share_packs || body.size() > kMaxSharedRequestBody) return "";
+  int generation = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = fetches_.find(repository); it != fetches_.end()) generation = it->second;
+  }
+  const std::string nul(1, '\0');
+  return absl::StrCat(type, nul, repository, nul, generation, nul, absl::StrJoin(argv, "\x01"), nul,
+                      absl::StrJoin(env, "\x01"), nul, body);
+}
+
+std::shared_ptr<Spool> MirrorServer::FindPack(const std::string& key, const std::string& client) {
+  if (key.empty()) return nullptr;
+  std::lock_guard lock(mutex_);
+  auto it = packs_in_making_.find(key);
+  if (it == packs_in_making_.end()) return nullptr;
+  std::shared_ptr<Spool> spool = it->second.spool.lock();
+  if (spool == nullptr || !spool->open_to_joiners()) {
+    packs_in_making_.erase(it);
+    return nullptr;
+  }
+  // Waiting for its turn, a pack is joined only by its own client: another would wait at that
+  // client's place in the order, not its own.
+  if (!it->second.running && it->second.client != client) return nullptr;
+  return spool;
+}
+
+void MirrorServer::OfferPack(const std::string& key, const std::string& client,
+                             std::shared_ptr<Spool> spool) {
+  std::lock_guard lock(mutex_);
+  packs_in_making_[key] = PackInMaking{spool, client, false};
+}
+
+void MirrorServer::PackRunning(const std::string& key, const std::shared_ptr<Spool>& spool) {
+  std::lock_guard lock(mutex_);
+  auto it = packs_in_making_.find(key);
+  if (it != packs_in_making_.end() && it->second.spool.lock() == spool) it->second.running = true;
+}
+
+void MirrorServer::WithdrawPack(const std::string& key, const std::shared_ptr<Spool>& spool) {
+  std::lock_guard lock(mutex_);
+  auto it = packs_in_making_.find(key);
+  if (it != packs_in_making_.end() && it->second.spool.lock() == spool) packs_in_making_.erase(it);
+}
+
+std::shared_ptr<SpoolResponse> MirrorServer::Respond(
+    std::shared_ptr<Spool> spool, std::shared_ptr<HttpExchange> exchange, const std::string& type,
+    const std::string& repository, const std::string& content_type, const std::string& prefix) {
+  const std::string client = exchange->client();
+  return SpoolResponse::Join(
+      std::move(spool), std::move(exchange), content_type, prefix,
+      [this](HttpExchange& to, const fairgate::Status& status) { Reply(to, status); },
+      [this, type, repository, client](const fairgate::Status& status) {
+        if (status.ok()) return log_->Record("sent", type, repository, client);
+        if (status.code() == absl::StatusCode::kUnavailable) {
+          log_->Record("cut", type, repository, client, &status);
+        }
+      });
+}
+
 void MirrorServer::Reply(HttpExchange& exchange, const fairgate::Status& status) const {
   const int http = HttpStatusOf(status);
   Headers headers;
@@ -856,7 +869,7 @@ void MirrorServer::HandleGet(const std::shared_ptr<HttpExchange>& exchange, cons
     const bool v2 = !spec.env.empty() && spec.env.front().find("version=2") != std::string::npos;
     if (!v2) spec.prefix = absl::StrCat(PktLine("# service=git-upload-pack\n"), "0000");
     spec.content_type = "application/x-git-upload-pack-advertisement";
-    std::make_shared<Request>(*this, exchange, std::move(spec))->Start();
+    Request::StartOrJoin(*this, exchange, std::move(spec));
   });
 }
 
@@ -886,7 +899,7 @@ void MirrorServer::HandlePost(const std::shared_ptr<HttpExchange>& exchange,
     spec.argv = {"git", "upload-pack", "--stateless-rpc", MirrorPath(repository)};
     spec.input = exchange->TakeBody();
     spec.content_type = "application/x-git-upload-pack-result";
-    std::make_shared<Request>(*this, exchange, std::move(spec))->Start();
+    Request::StartOrJoin(*this, exchange, std::move(spec));
   });
 }
 

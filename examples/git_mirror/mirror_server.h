@@ -65,6 +65,7 @@
 #include "repo_path.h"
 #include "repository_set.h"
 #include "spool.h"
+#include "spool_response.h"
 #include "work_gate.h"
 
 namespace git_mirror {
@@ -88,6 +89,8 @@ struct MirrorOptions {
   // Bytes of packs made and not yet sent that the spools (spool.h, in `<mirror_dir>/.spool`) may
   // hold in all; past it, git waits on its pipe (holding its slot) until a reader takes some.
   std::uint64_t spool_bytes = std::uint64_t{1} << 30;
+  // Whether identical pack requests while the pack is being made share it (one git run).
+  bool share_packs = true;
   HttpLimits http;
 };
 
@@ -130,6 +133,27 @@ class MirrorServer {
                        const std::string& repository);
   void Reply(HttpExchange& exchange, const fairgate::Status& status) const;
   std::string SpoolDir() const;
+  // Identical pack requests while the pack is being made share it (one job, one git run, every
+  // client reading the spool as it grows). The key: the type, the repository and its fetch
+  // generation (the mirror changes only by its fetches), git's command, the protocol and the
+  // request body; empty (never shared) for a body over 64 KiB.
+  std::string PackKey(const std::string& type, const std::string& repository,
+                      const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                      const std::string& body) const;
+  // The spool of `key` that `client` may join: open to joiners, and either running or
+  // `client`'s own (waiting for its turn, a pack is joined only by its own client: another would
+  // wait at that client's place in the order); else nullptr.
+  std::shared_ptr<Spool> FindPack(const std::string& key, const std::string& client);
+  void OfferPack(const std::string& key, const std::string& client, std::shared_ptr<Spool> spool);
+  void PackRunning(const std::string& key, const std::shared_ptr<Spool>& spool);
+  void WithdrawPack(const std::string& key, const std::shared_ptr<Spool>& spool);
+  // A response to `exchange` from `spool` (logged "sent" or "cut" when it ends); nullptr if the
+  // spool is closed to joiners.
+  std::shared_ptr<SpoolResponse> Respond(std::shared_ptr<Spool> spool,
+                                         std::shared_ptr<HttpExchange> exchange,
+                                         const std::string& type, const std::string& repository,
+                                         const std::string& content_type,
+                                         const std::string& prefix);
   // Why a request to `expected` cannot be served (bad path, wrong method, unknown repository, an
   // overlong client name), or OK.
   fairgate::Status Refusal(const HttpExchange& exchange,
@@ -191,6 +215,12 @@ class MirrorServer {
   std::map<std::string, int> fetches_;                  // per mirrored repository, since the start
   std::set<std::string> repacks_in_flight_;             // repositories
   std::map<std::string, WorkGate::CancelFn> fetching_;  // the periodic fetches' stop functions
+  struct PackInMaking {
+    std::weak_ptr<Spool> spool;
+    std::string client;  // whose request made it
+    bool running = false;
+  };
+  std::map<std::string, PackInMaking> packs_in_making_;  // by PackKey
 };
 
 }  // namespace git_mirror

@@ -45,7 +45,7 @@ std::uint64_t SpoolBudget::held() const {
   return held_;
 }
 
-fairgate::StatusOr<std::unique_ptr<Spool>> Spool::Create(const std::string& dir,
+fairgate::StatusOr<std::shared_ptr<Spool>> Spool::Create(const std::string& dir,
                                                          std::shared_ptr<SpoolBudget> budget) {
   std::string path = dir + "/pack-XXXXXX";
   const int fd = mkostemp(path.data(), O_CLOEXEC);
@@ -54,18 +54,33 @@ fairgate::StatusOr<std::unique_ptr<Spool>> Spool::Create(const std::string& dir,
         absl::StrCat("cannot make a spool file in '", dir, "': ", std::strerror(errno)));
   }
   unlink(path.c_str());  // gone when closed, whatever happens to the process
-  return std::unique_ptr<Spool>(new Spool(fd, std::move(budget)));
+  return std::shared_ptr<Spool>(new Spool(fd, std::move(budget)));
 }
 
 Spool::~Spool() {
   close(fd_);
-  budget_->Give(size_ - sent_);
+  budget_->Give(size_ - given_back_);
 }
 
 fairgate::StatusOr<bool> Spool::Append(const char* data, std::size_t size) {
-  if (!budget_->TryTake(size)) return false;
+  if (!budget_->TryTake(size)) {
+    {
+      // Keeping the start for joiners is what holds the room: stop that, give back what the
+      // readers have taken, and try once more.
+      std::lock_guard lock(mutex_);
+      if (!open_) return false;
+      open_ = false;
+      GiveBackLocked();
+    }
+    if (!budget_->TryTake(size)) return false;
+  }
+  std::uint64_t at;
+  {
+    std::lock_guard lock(mutex_);
+    at = size_;
+  }
   for (std::size_t done = 0; done < size;) {
-    const ssize_t n = pwrite(fd_, data + done, size - done, static_cast<off_t>(size_ + done));
+    const ssize_t n = pwrite(fd_, data + done, size - done, static_cast<off_t>(at + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int error = errno;
@@ -74,14 +89,123 @@ fairgate::StatusOr<bool> Spool::Append(const char* data, std::size_t size) {
     }
     done += static_cast<std::size_t>(n);
   }
-  size_ += size;
+  std::vector<std::pair<boost::asio::any_io_executor, std::function<void()>>> wake;
+  {
+    std::lock_guard lock(mutex_);
+    size_ += size;
+    WakeLocked(wake);
+  }
+  for (auto& [executor, fn] : wake) boost::asio::post(executor, std::move(fn));
   return true;
+}
+
+void Spool::End(fairgate::Status outcome) {
+  std::vector<std::pair<boost::asio::any_io_executor, std::function<void()>>> wake;
+  {
+    std::lock_guard lock(mutex_);
+    ended_ = true;
+    outcome_ = std::move(outcome);
+    abandoned_.reset();
+    if (open_) {
+      open_ = false;
+      GiveBackLocked();
+    }
+    WakeLocked(wake);
+  }
+  for (auto& [executor, fn] : wake) boost::asio::post(executor, std::move(fn));
+}
+
+void Spool::OnAbandoned(boost::asio::any_io_executor executor, std::function<void()> abandoned) {
+  std::lock_guard lock(mutex_);
+  abandoned_.emplace(std::move(executor), std::move(abandoned));
+}
+
+std::optional<Spool::ReaderId> Spool::Join(boost::asio::any_io_executor executor,
+                                           std::function<void()> wake) {
+  std::lock_guard lock(mutex_);
+  if (!open_) return std::nullopt;
+  const ReaderId id = next_reader_++;
+  readers_.emplace(id, Reader{std::move(executor), std::move(wake)});
+  return id;
+}
+
+void Spool::Leave(ReaderId reader) {
+  std::optional<std::pair<boost::asio::any_io_executor, std::function<void()>>> abandoned;
+  {
+    std::lock_guard lock(mutex_);
+    if (readers_.erase(reader) == 0) return;
+    if (readers_.empty() && !ended_) {
+      open_ = false;  // a pack nobody reads is not one to join
+      abandoned = std::exchange(abandoned_, std::nullopt);
+    }
+    GiveBackLocked();
+  }
+  if (abandoned) boost::asio::post(abandoned->first, std::move(abandoned->second));
+}
+
+void Spool::Sent(ReaderId reader, std::uint64_t offset) {
+  std::lock_guard lock(mutex_);
+  auto it = readers_.find(reader);
+  if (it == readers_.end() || offset <= it->second.sent) return;
+  it->second.sent = offset;
+  GiveBackLocked();
+}
+
+void Spool::WaitForMore(ReaderId reader) {
+  std::vector<std::pair<boost::asio::any_io_executor, std::function<void()>>> wake;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = readers_.find(reader);
+    if (it == readers_.end()) return;
+    it->second.waiting = true;
+    // More may have come (or the end) since the reader looked.
+    if (it->second.sent < size_ || ended_) WakeLocked(wake);
+  }
+  for (auto& [executor, fn] : wake) boost::asio::post(executor, std::move(fn));
+}
+
+Spool::View Spool::view() const {
+  std::lock_guard lock(mutex_);
+  return View{size_, ended_, outcome_};
+}
+
+bool Spool::open_to_joiners() const {
+  std::lock_guard lock(mutex_);
+  return open_;
+}
+
+void Spool::GiveBackLocked() {
+  if (open_) return;            // joiners start at the first byte: keep it all
+  std::uint64_t taken = size_;  // by every reader (all of it, when none is left)
+  for (const auto& [id, reader] : readers_) taken = std::min(taken, reader.sent);
+  if (taken <= given_back_) return;
+  budget_->Give(taken - given_back_);
+  given_back_ = taken;
+  const std::uint64_t punch_to = taken / kPunchStep * kPunchStep;
+  if (punch_to > punched_) {
+    // Where the file system cannot punch holes, the file keeps its blocks until it is closed.
+    (void)fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(punched_),
+                    static_cast<off_t>(punch_to - punched_));
+    punched_ = punch_to;
+  }
+}
+
+void Spool::WakeLocked(
+    std::vector<std::pair<boost::asio::any_io_executor, std::function<void()>>>& out) {
+  for (auto& [id, reader] : readers_) {
+    if (!reader.waiting) continue;
+    reader.waiting = false;
+    out.emplace_back(reader.executor, reader.wake);
+  }
 }
 
 fairgate::StatusOr<std::size_t> Spool::ReadAt(std::uint64_t offset, char* data,
                                               std::size_t size) const {
-  if (offset >= size_) return 0;
-  size = static_cast<std::size_t>(std::min<std::uint64_t>(size, size_ - offset));
+  {
+    std::lock_guard lock(mutex_);
+    if (offset >= size_) return 0;
+    size = static_cast<std::size_t>(std::min<std::uint64_t>(size, size_ - offset));
+  }
   for (;;) {
     const ssize_t n = pread(fd_, data, size, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
@@ -89,19 +213,6 @@ fairgate::StatusOr<std::size_t> Spool::ReadAt(std::uint64_t offset, char* data,
       return absl::InternalError(absl::StrCat("cannot read a spool file: ", std::strerror(errno)));
     }
     return static_cast<std::size_t>(n);
-  }
-}
-
-void Spool::Sent(std::uint64_t offset) {
-  if (offset <= sent_) return;
-  budget_->Give(offset - sent_);
-  sent_ = offset;
-  const std::uint64_t punch_to = offset / kPunchStep * kPunchStep;
-  if (punch_to > punched_) {
-    // Where the file system cannot punch holes, the file keeps its blocks until it is closed.
-    (void)fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(punched_),
-                    static_cast<off_t>(punch_to - punched_));
-    punched_ = punch_to;
   }
 }
 

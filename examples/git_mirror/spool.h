@@ -1,26 +1,34 @@
-// Spool: a pack on its way from git to a client, in a file on disk, so that making the pack (which
-// holds a slot) does not wait for the client's network, and a slow reader costs the server a
-// descriptor and disk, never a slot.
+// Spool: a pack on its way from git to its clients, in a file on disk, so that making the pack
+// (which holds a slot) does not wait for any client's network, and a slow reader costs the server
+// a descriptor and disk, never a slot.
 //
-// git's output is appended as it comes; the client's side reads it back at its own pace. The file
-// is unlinked as soon as it is made (a crash leaves nothing behind) and the bytes a client has
-// taken are given back to the disk as it goes (a hole punched in the file, where the file system
-// can), so a spool holds what is made and not yet sent.
+// One writer appends git's output as it comes; any number of readers read it back, each at its
+// own pace (every request that asked for exactly this pack while it was being made: Join). The
+// file is unlinked as soon as it is made (a crash leaves nothing behind), and the bytes every
+// reader has taken are given back to the disk as they go (a hole punched in the file, where the
+// file system can), so a spool holds what is made and not yet sent to its slowest reader.
 //
-// SpoolBudget: the bytes all spools together may hold (made, not yet sent). An append the budget
-// has no room for waits (WhenRoom) until a reader sends, or a spool is dropped: the writer, and so
-// git, then waits on its pipe as it would without a spool. A spool's own reader always frees room
-// as it sends, so a pack larger than the budget still goes through.
+// Joining is possible until the spool closes to joiners: when the writer ends, or when the
+// budget has no room for an append (from then on what the readers have taken is given back; a
+// spool open to joiners keeps its start for them).
 //
-// Thread safety: SpoolBudget's methods from any thread. A Spool from one strand at a time.
+// SpoolBudget: the bytes all spools together may hold. An append the budget has no room for
+// waits (WhenRoom) until a reader sends or a spool is dropped: the writer, and so git, then waits
+// on its pipe as it would without a spool. A spool's own readers free room as they send, so a
+// pack larger than the budget still goes through.
+//
+// Thread safety: every method of both classes may be called from any thread; Append and End from
+// one writer at a time. A reader's `wake` runs on the executor it gave.
 #ifndef FAIRGATE_EXAMPLES_GIT_MIRROR_SPOOL_H_
 #define FAIRGATE_EXAMPLES_GIT_MIRROR_SPOOL_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,32 +59,67 @@ class SpoolBudget {
 
 class Spool {
  public:
+  using ReaderId = int;
+  // What a reader sees: the bytes written so far, and once the writer has ended, how.
+  struct View {
+    std::uint64_t size = 0;
+    bool ended = false;
+    fairgate::Status outcome;  // once ended: OK, or what to answer a client not yet answered
+  };
+
   // A new, empty spool in `dir` (which must exist).
-  static fairgate::StatusOr<std::unique_ptr<Spool>> Create(const std::string& dir,
+  static fairgate::StatusOr<std::shared_ptr<Spool>> Create(const std::string& dir,
                                                            std::shared_ptr<SpoolBudget> budget);
   ~Spool();
   Spool(const Spool&) = delete;
   Spool& operator=(const Spool&) = delete;
 
-  // Appends `size` bytes: true once written; false if the budget has no room now (nothing
+  // The writer. Append: true once written; false if the budget has no room now (nothing
   // written: wait with budget().WhenRoom and try again); an error if the disk refuses.
   fairgate::StatusOr<bool> Append(const char* data, std::size_t size);
-  // Reads up to `size` bytes at `offset` (at most size() - offset).
-  fairgate::StatusOr<std::size_t> ReadAt(std::uint64_t offset, char* data, std::size_t size) const;
-  // The reader has sent everything before `offset`: that part's room goes back to the budget.
-  void Sent(std::uint64_t offset);
+  // No more bytes will come; `outcome` is what readers act on. Wakes every reader.
+  void End(fairgate::Status outcome);
+  // Runs `abandoned` (on `executor`) if the last reader leaves before End: nobody wants the pack.
+  void OnAbandoned(boost::asio::any_io_executor executor, std::function<void()> abandoned);
 
-  std::uint64_t size() const { return size_; }
+  // A reader, starting at the first byte; nullopt once the spool is closed to joiners.
+  std::optional<ReaderId> Join(boost::asio::any_io_executor executor, std::function<void()> wake);
+  void Leave(ReaderId reader);
+  // The reader has sent everything before `offset`.
+  void Sent(ReaderId reader, std::uint64_t offset);
+  // The reader found nothing new to send: its `wake` runs once more is written, or at End.
+  void WaitForMore(ReaderId reader);
+  View view() const;
+  // Reads up to `size` bytes at `offset` (0 past the end).
+  fairgate::StatusOr<std::size_t> ReadAt(std::uint64_t offset, char* data, std::size_t size) const;
+
+  bool open_to_joiners() const;
   SpoolBudget& budget() { return *budget_; }
 
  private:
+  struct Reader {
+    boost::asio::any_io_executor executor;
+    std::function<void()> wake;
+    std::uint64_t sent = 0;
+    bool waiting = false;
+  };
   Spool(int fd, std::shared_ptr<SpoolBudget> budget) : fd_(fd), budget_(std::move(budget)) {}
+  // Gives back what every reader has taken (once closed to joiners). Under the mutex.
+  void GiveBackLocked();
+  void WakeLocked(std::vector<std::pair<boost::asio::any_io_executor, std::function<void()>>>& out);
 
   const int fd_;
   const std::shared_ptr<SpoolBudget> budget_;
+  mutable std::mutex mutex_;
   std::uint64_t size_ = 0;
-  std::uint64_t sent_ = 0;     // bytes given back to the budget
-  std::uint64_t punched_ = 0;  // bytes given back to the disk (a multiple of kPunchStep)
+  std::uint64_t given_back_ = 0;  // bytes given back to the budget
+  std::uint64_t punched_ = 0;     // bytes given back to the disk
+  bool open_ = true;
+  bool ended_ = false;
+  fairgate::Status outcome_;
+  std::map<ReaderId, Reader> readers_;
+  ReaderId next_reader_ = 0;
+  std::optional<std::pair<boost::asio::any_io_executor, std::function<void()>>> abandoned_;
 };
 
 }  // namespace git_mirror

@@ -2,15 +2,18 @@
 // and its leases, and network lists.
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "body_budget.h"
+#include "boost/asio/io_context.hpp"
 #include "doctest/doctest.h"
 #include "mirror_test_util.h"
 #include "network_set.h"
 #include "rate_floor.h"
 #include "request_body.h"
+#include "spool.h"
 
 namespace git_mirror {
 namespace {
@@ -94,6 +97,86 @@ TEST_CASE("BodyBudget.InflatingAsksBeforeItsStorageGrows") {
   CHECK(whole->capacity() <= largest + 16);  // it holds what it asked for
   auto refused = InflateGzip(packed, 1 << 20, [](std::size_t bytes) { return bytes < 50'000; });
   CHECK(refused.status().code() == absl::StatusCode::kUnavailable);
+}
+
+// Runs what the spool posted for its readers and writer.
+int RunPosted(boost::asio::io_context& io) {
+  io.restart();
+  return static_cast<int>(io.poll());
+}
+
+TEST_CASE("Spool.ReadersReadWhatWasWrittenAndAreWokenForMore") {
+  testing::TempDir dir;
+  boost::asio::io_context io;
+  auto budget = std::make_shared<SpoolBudget>(1 << 20);
+  auto spool = Spool::Create(dir.path.string(), budget).value();
+  int woken = 0;
+  const auto reader = spool->Join(io.get_executor(), [&] { ++woken; }).value();
+  spool->WaitForMore(reader);
+  REQUIRE(spool->Append("hello ", 6).value());
+  CHECK(RunPosted(io) == 1);
+  CHECK(woken == 1);
+  REQUIRE(spool->Append("world", 5).value());
+  CHECK(RunPosted(io) == 0);  // it did not ask
+  char text[16] = {};
+  CHECK(spool->ReadAt(0, text, sizeof text).value() == 11);
+  CHECK(std::string(text, 11) == "hello world");
+  CHECK(spool->ReadAt(6, text, 3).value() == 3);
+  CHECK(spool->ReadAt(11, text, 3).value() == 0);
+  spool->WaitForMore(reader);
+  spool->End(absl::OkStatus());
+  CHECK(RunPosted(io) == 1);
+  CHECK(spool->view().ended);
+  CHECK(spool->view().size == 11);
+  // The file is already unlinked: nothing in the directory.
+  CHECK(std::filesystem::is_empty(dir.path));
+}
+
+TEST_CASE("Spool.AnOpenSpoolKeepsItsStartForJoinersUntilTheBudgetIsShort") {
+  testing::TempDir dir;
+  boost::asio::io_context io;
+  auto budget = std::make_shared<SpoolBudget>(100);
+  auto spool = Spool::Create(dir.path.string(), budget).value();
+  const std::string piece(40, 'x');
+  const auto first = spool->Join(io.get_executor(), [] {}).value();
+  REQUIRE(spool->Append(piece.data(), piece.size()).value());
+  REQUIRE(spool->Append(piece.data(), piece.size()).value());
+  spool->Sent(first, 80);
+  CHECK(budget->held() == 80);  // open to joiners: a joiner starts at byte 0
+  const auto second = spool->Join(io.get_executor(), [] {});
+  REQUIRE(second.has_value());
+  // No room for a third piece: the spool closes to joiners and gives back what every reader has
+  // taken (the second has taken nothing yet), then still has no room.
+  CHECK_FALSE(spool->Append(piece.data(), piece.size()).value());
+  CHECK_FALSE(spool->open_to_joiners());
+  CHECK_FALSE(spool->Join(io.get_executor(), [] {}).has_value());
+  spool->Sent(*second, 80);  // now both have taken 80: given back
+  CHECK(budget->held() == 0);
+  CHECK(spool->Append(piece.data(), piece.size()).value());
+  CHECK(budget->held() == 40);
+  spool.reset();  // dropped: everything given back
+  CHECK(budget->held() == 0);
+}
+
+TEST_CASE("Spool.ASpoolWhoseLastReaderLeavesBeforeItsEndIsAbandoned") {
+  testing::TempDir dir;
+  boost::asio::io_context io;
+  auto budget = std::make_shared<SpoolBudget>(1 << 20);
+  for (const bool ended_first : {false, true}) {
+    CAPTURE(ended_first);
+    auto spool = Spool::Create(dir.path.string(), budget).value();
+    bool abandoned = false;
+    spool->OnAbandoned(io.get_executor(), [&] { abandoned = true; });
+    const auto a = spool->Join(io.get_executor(), [] {}).value();
+    const auto b = spool->Join(io.get_executor(), [] {}).value();
+    spool->Leave(a);
+    RunPosted(io);
+    CHECK_FALSE(abandoned);  // b still reads
+    if (ended_first) spool->End(absl::OkStatus());
+    spool->Leave(b);
+    RunPosted(io);
+    CHECK(abandoned == !ended_first);
+  }
 }
 
 TEST_CASE("NetworkSet.MatchesAddressesAndNetworksOfBothFamilies") {

@@ -109,14 +109,16 @@ TEST_CASE("GitMirror.Server.ClientsAskingForANewRepositoryAtOnceShareOneMirrorCl
     for (int i = 0; i < kClients; ++i) {
       RequireSameContent(upstream, work.path / ("c" + std::to_string(i)));
     }
-    int runs = 0, joined = 0, mirror_clones = 0;
+    int runs = 0, joined = 0, mirror_clones = 0, pack_runs = 0;
     for (const json& e : mirror.Events()) {
+      pack_runs += e["type"] == "clone" && e["event"] == "start";
       if (e["type"] != "sync-clone") continue;
       runs += e["event"] == "start";
       joined += e["event"] == "joined";
     }
-    // How often the upstream was cloned: the hold saw each of its packs.
-    mirror_clones = hold.Held() - kClients;  // every client's own clone was held once too
+    // How often the upstream was cloned: the hold saw each of its packs, and those of the clients'
+    // clones (one per pack the mirror made: identical clones may share one).
+    mirror_clones = hold.Held() - pack_runs;
     // Without coalescing each request is a job of its own, queued on the repository one after
     // another; all but the first find the mirror made.
     CHECK(runs == (fifo ? kClients : 1));
@@ -185,8 +187,10 @@ TEST_CASE("GitMirror.Server.ClonesOfTwoClientsRunSideBySide") {
   std::vector<int> exit_codes(2, -1);
   for (int i = 0; i < 2; ++i) {
     clients.emplace_back([&, i] {
+      // Different requests (identical ones would share one pack).
       auto r = Clone(held.mirror->Url("tools.git"), held.work.path / ("c" + std::to_string(i)),
-                     i == 0 ? "alice" : "bob");
+                     i == 0 ? "alice" : "bob", fairgate::Context::Background(),
+                     i == 0 ? std::vector<std::string>{} : std::vector<std::string>{"--depth=1"});
       exit_codes[i] = r.ok() ? r->exit_code : -2;
     });
   }
@@ -197,7 +201,91 @@ TEST_CASE("GitMirror.Server.ClonesOfTwoClientsRunSideBySide") {
   for (auto& t : clients) t.join();
   CHECK(exit_codes == std::vector<int>{0, 0});
   RequireSameContent(held.upstream, held.work.path / "c0");
-  RequireSameContent(held.upstream, held.work.path / "c1");
+  RequireSameContent(held.upstream, held.work.path / "c1");  // its one commit is HEAD
+}
+
+TEST_CASE("GitMirror.Server.IdenticalClonesWhileAPackIsMadeShareIt") {
+  HeldMirror held(GateConfig{.capacity = 4});
+  ServerUnderTest& mirror = *held.mirror;
+  constexpr int kClients = 5;
+  std::vector<std::thread> clones;
+  std::vector<int> exit_codes(kClients, -1);
+  // The first client's clone is cancelled (its git killed) while the pack is still being made:
+  // the others go on reading the pack it started.
+  auto [first_ctx, cancel_first] = fairgate::WithCancel(fairgate::Context::Background());
+  for (int i = 0; i < kClients; ++i) {
+    clones.emplace_back([&, i, ctx = i == 0 ? first_ctx : fairgate::Context::Background()] {
+      auto r = Clone(mirror.Url("tools.git"), held.work.path / ("c" + std::to_string(i)),
+                     "client-" + std::to_string(i), ctx);
+      exit_codes[i] = r.ok() ? r->exit_code : -2;
+    });
+    if (i == 0) REQUIRE(Eventually([&] { return held.Held() == 1; }));
+  }
+  auto count = [&](const std::string& event) {
+    int n = 0;
+    for (const json& e : mirror.Events()) n += e["type"] == "clone" && e["event"] == event;
+    return n;
+  };
+  const int warm_starts = 1, warm_sent = 1;  // HeldMirror's warm-up clone
+  REQUIRE(Eventually([&] { return count("joined") == kClients - 1; }));
+  CHECK(held.Held() == 1);  // one pack-objects run for all of them
+  CHECK(mirror.Debug()["running"] == 1);
+  CHECK(mirror.Debug()["pending"] == 0);
+  cancel_first();
+  clones[0].join();
+  held.hold.Release();
+  for (int i = 1; i < kClients; ++i) clones[i].join();
+  for (int i = 1; i < kClients; ++i) {
+    CAPTURE(i);
+    CHECK(exit_codes[i] == 0);
+    RequireSameContent(held.upstream, held.work.path / ("c" + std::to_string(i)));
+  }
+  CHECK(count("start") == warm_starts + 1);
+  REQUIRE(Eventually([&] { return count("sent") == warm_sent + kClients - 1; }));
+  bool ended_well = false;  // the one job, whose first client left
+  for (const json& e : mirror.Events()) {
+    ended_well |= e["type"] == "clone" && e["event"] == "end" && e["client"] == "client-0" &&
+                  e["status"] == "OK";
+  }
+  CHECK(ended_well);
+  // Once made, the pack is not shared any more: a later identical clone makes its own.
+  RequireClone(mirror.Url("tools.git"), held.work.path / "later", "client-0");
+  CHECK(held.Held() == 2);
+  CHECK(count("start") == warm_starts + 2);
+}
+
+TEST_CASE("GitMirror.Server.AWaitingRequestIsSharedOnlyWithItsOwnClient") {
+  HeldMirror held(GateConfig{.capacity = 1, .sync_clone_slots = 1, .background_slots = 1});
+  ServerUnderTest& mirror = *held.mirror;
+  std::vector<std::thread> clones;
+  std::vector<int> exit_codes(4, -1);
+  auto start = [&](int i, const std::string& client, std::vector<std::string> options) {
+    clones.emplace_back([&, i, client, options] {
+      auto r = Clone(mirror.Url("tools.git"), held.work.path / ("c" + std::to_string(i)), client,
+                     fairgate::Context::Background(), options);
+      exit_codes[i] = r.ok() ? r->exit_code : -2;
+    });
+  };
+  auto joined_by = [&](const std::string& client) {
+    int n = 0;
+    for (const json& e : mirror.Events()) n += e["event"] == "joined" && e["client"] == client;
+    return n;
+  };
+  start(0, "carol", {"--depth=1"});  // holds the one slot
+  REQUIRE(Eventually([&] { return held.Held() == 1; }));
+  // Alice's two identical clones: the second joins the first's waiting ref listing.
+  start(1, "alice", {});
+  REQUIRE(Eventually([&] { return mirror.Debug()["pending"] == 1; }));
+  start(2, "alice", {});
+  REQUIRE(Eventually([&] { return joined_by("alice") == 1; }));
+  CHECK(mirror.Debug()["pending"] == 1);
+  // Bob's identical one waits at his own place in the order.
+  start(3, "bob", {});
+  REQUIRE(Eventually([&] { return mirror.Debug()["pending"] == 2; }));
+  CHECK(joined_by("bob") == 0);
+  held.hold.Release();
+  for (auto& t : clones) t.join();
+  CHECK(exit_codes == std::vector<int>{0, 0, 0, 0});
 }
 
 TEST_CASE("GitMirror.Server.ClientMaxRunningHoldsOneClientBackButNotOthers") {
@@ -205,10 +293,12 @@ TEST_CASE("GitMirror.Server.ClientMaxRunningHoldsOneClientBackButNotOthers") {
 
   std::vector<std::thread> clones;
   std::vector<int> exit_codes(3, -1);
+  // Three different requests: identical ones would share one pack, and one job.
+  const std::vector<std::vector<std::string>> options = {{}, {"--depth=2"}, {"--depth=1"}};
   auto start = [&](int i, const std::string& client) {
     clones.emplace_back([&, i, client] {
-      auto r =
-          Clone(held.mirror->Url("tools.git"), held.work.path / ("c" + std::to_string(i)), client);
+      auto r = Clone(held.mirror->Url("tools.git"), held.work.path / ("c" + std::to_string(i)),
+                     client, fairgate::Context::Background(), options[i]);
       exit_codes[i] = r.ok() ? r->exit_code : -2;
     });
   };

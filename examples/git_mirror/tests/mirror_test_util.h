@@ -235,12 +235,19 @@ struct ServerUnderTest {
   }
 };
 
+// `options` go to git clone (a request that differs from a plain clone's, e.g. "--depth=1", is
+// not one that shares a plain clone's pack).
 inline fairgate::StatusOr<ProcessResult> Clone(
     const std::string& url, const fs::path& target, const std::string& client,
-    const fairgate::Context& ctx = fairgate::Context::Background()) {
-  return RunProcess({"git", "-c", std::string("http.extraHeader=") + kClientHeader + ": " + client,
-                     "clone", "--quiet", url, target.string()},
-                    "", ctx, {"GIT_TERMINAL_PROMPT=0"});
+    const fairgate::Context& ctx = fairgate::Context::Background(),
+    const std::vector<std::string>& options = {}) {
+  std::vector<std::string> argv = {"git", "-c",
+                                   std::string("http.extraHeader=") + kClientHeader + ": " + client,
+                                   "clone", "--quiet"};
+  argv.insert(argv.end(), options.begin(), options.end());
+  argv.push_back(url);
+  argv.push_back(target.string());
+  return RunProcess(argv, "", ctx, {"GIT_TERMINAL_PROMPT=0"});
 }
 
 // A work directory with one upstream repository, and the set that serves it under its name.

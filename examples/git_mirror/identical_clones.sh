@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Client A as many concurrent identical clones of one repository (one commit), with packs shared
+# (--share-packs, the default) and not (--no-share-packs): A's clones per second, git upload-pack
+# runs (the event log's clone starts; each run is one pack-objects), and the server's CPU seconds
+# per clone (its own and its git children's, from /proc). On loopback only.
+#
+# The server runs on core 0 and the load on core 1 (taskset), so that the load cannot starve the
+# server of CPU; git processes the server starts inherit core 0.
+#
+#   bash examples/git_mirror/identical_clones.sh [BUILD_DIR]     (default build/release)
+# Knobs (environment): DURATION (s, default 30), CAPACITY (8), CONCURRENCY (1000), HEAVY_MIB (16).
+set -euo pipefail
+build=${1:-build/release}
+source "$(dirname "$0")/load_setup.sh"
+duration=${DURATION:-30}
+capacity=${CAPACITY:-8}
+concurrency=${CONCURRENCY:-1000}
+heavy_mib=${HEAVY_MIB:-16}
+
+git init --quiet --initial-branch=main "$work/heavy.git"
+head -c $((heavy_mib * 1024 * 1024)) /dev/urandom > "$work/heavy.git/blob"
+git -C "$work/heavy.git" add . && git -C "$work/heavy.git" commit --quiet -m one
+git init --quiet --initial-branch=main "$work/light.git"
+echo light > "$work/light.git/README"
+git -C "$work/light.git" add . && git -C "$work/light.git" commit --quiet -m one
+
+# CPU seconds of a process and its reaped children (utime, stime, cutime, cstime).
+cpu_seconds() {
+  awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15 + $16 + $17) / hz }' "/proc/$1/stat"
+}
+
+clone_starts() {
+  grep '"event":"start"' "$work/events" | grep -c '"type":"clone"' || true
+}
+
+run() {  # run SHARE_FLAG
+  rm -rf "$work/mirrors" "$work/out" "$work/clones" "$work/events"
+  taskset -c "$server_cpu" "$server" --port 0 --capacity "$capacity" "$1" \
+    --client-header X-Client --trusted-proxy 127.0.0.1 --max-pending-per-client 5000 \
+    --fetch-interval 0 --mirror-dir "$work/mirrors" --event-log "$work/events" \
+    --repo "heavy.git=$work/heavy.git" --repo "light.git=$work/light.git" >"$work/out" &
+  pid=$!
+  for _ in $(seq 200); do grep -q "listening on" "$work/out" && break; sleep 0.05; done
+  local port
+  port=$(sed -n 's/.*listening on http:[^ ]*:\([0-9]*\).*/\1/p' "$work/out")
+  git clone --quiet "http://127.0.0.1:$port/heavy.git" "$work/warm" && rm -rf "$work/warm"
+  local cpu_before starts_before
+  cpu_before=$(cpu_seconds "$pid")
+  starts_before=$(clone_starts)
+  echo "== $1, A at $concurrency identical clones in flight"
+  taskset -c "$load_cpu" "$load" --port "$port" --heavy heavy.git --light light.git \
+    --heavy-concurrency "$concurrency" --duration "$duration" --light-interval 2 --warmup 5 \
+    --client-header X-Client --server-pid "$pid" --work-dir "$work/clones" | tee "$work/report" ||
+    true
+  local cpu_after starts_after
+  cpu_after=$(cpu_seconds "$pid")
+  starts_after=$(clone_starts)
+  echo "git upload-pack runs for clones: $((starts_after - starts_before)); server CPU seconds" \
+    "(with git's): $(awk -v a="$cpu_before" -v b="$cpu_after" 'BEGIN { printf "%.1f", b - a }')"
+  kill -TERM "$pid"; wait "$pid" || true; pid=
+}
+
+run --share-packs
+run --no-share-packs
