@@ -96,14 +96,15 @@ fairgate::Status ValidateHttpLimits(const HttpLimits& l) {
 }
 
 fairgate::StatusOr<int> ConnectionLimitWithin(int requested, std::uint64_t descriptor_limit,
-                                              std::uint64_t reserved) {
-  if (descriptor_limit <= reserved) {
+                                              std::uint64_t reserved,
+                                              std::uint64_t per_connection) {
+  if (descriptor_limit < reserved + per_connection) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the open-file limit (", descriptor_limit, ") leaves no descriptor for a connection: ",
         reserved, " are kept for git's pipes, files and the store; raise it (ulimit -n)"));
   }
-  return static_cast<int>(
-      std::min<std::uint64_t>(static_cast<std::uint64_t>(requested), descriptor_limit - reserved));
+  return static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(requested),
+                                                  (descriptor_limit - reserved) / per_connection));
 }
 
 // What the connections share with the server, and may use after it is gone.

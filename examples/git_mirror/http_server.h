@@ -89,10 +89,11 @@ struct HttpLimits {
 fairgate::Status ValidateHttpLimits(const HttpLimits& limits);
 
 // The most connections a process may keep open with `descriptor_limit` descriptors of which
-// `reserved` are kept for everything else (git's pipes, files, the store): `requested` if that
-// fits, else what does; InvalidArgument if not even one connection fits.
+// `reserved` are kept for everything else (git's pipes, files, the store), each connection taking
+// `per_connection` (its socket, and the file it is served from): `requested` if that fits, else
+// what does; InvalidArgument if not even one connection fits.
 fairgate::StatusOr<int> ConnectionLimitWithin(int requested, std::uint64_t descriptor_limit,
-                                              std::uint64_t reserved);
+                                              std::uint64_t reserved, std::uint64_t per_connection);
 
 using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
 using Headers = std::vector<std::pair<std::string, std::string>>;

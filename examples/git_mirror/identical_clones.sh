@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Client A as many concurrent identical clones of one repository (one commit), with packs shared
-# (--share-packs, the default) and not (--no-share-packs): A's clones per second, git upload-pack
-# runs (the event log's clone starts; each run is one pack-objects), and the server's CPU seconds
-# per clone (its own and its git children's, from /proc). On loopback only.
+# and finished ones kept (--share-packs and --pack-cache-bytes, the defaults) and with neither
+# (--no-share-packs): A's clones per second, git upload-pack runs (the event log's clone starts;
+# each run is one pack-objects), and the server's CPU seconds per clone (its own and its git
+# children's, from /proc). On loopback only.
 #
 # The server runs on core 0 and the load on core 1 (taskset), so that the load cannot starve the
 # server of CPU; git processes the server starts inherit core 0.

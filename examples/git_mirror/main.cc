@@ -114,6 +114,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-connections", options.http.max_connections,
                  "connections open at once; lowered to fit the open-file limit (said at start)")
       ->capture_default_str();
+  app.add_option("--pack-cache-bytes", options.pack_cache_bytes,
+                 "bytes of finished packs kept for identical requests (served without git); "
+                 "0: none")
+      ->capture_default_str();
   app.add_option("--spool-bytes", options.spool_bytes,
                  "bytes of packs made and not yet sent that spool files may hold; past it git "
                  "waits for readers")
@@ -184,8 +188,7 @@ int main(int argc, char** argv) {
                                : git_mirror::MakeFairgateGate(gate_config);
   if (!gate.ok()) return fail(gate.status());
   // Every waiting client holds a socket: allow as many descriptors as the system lets us, and
-  // keep the connections below that, with room for git's pipes (three per running job), the
-  // mirrors' files and the store.
+  // keep the connections below that.
   rlimit files{};
   if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
     if (files.rlim_cur < files.rlim_max) {
@@ -193,14 +196,19 @@ int main(int argc, char** argv) {
       setrlimit(RLIMIT_NOFILE, &files);
       getrlimit(RLIMIT_NOFILE, &files);
     }
-    const std::uint64_t reserved = 64 + 4 * static_cast<std::uint64_t>(gate_config.capacity);
-    auto connections =
-        git_mirror::ConnectionLimitWithin(options.http.max_connections, files.rlim_cur, reserved);
+    // Kept for git's pipes (four per running job), the mirrors' files, the store and the kept
+    // packs; each connection takes two (its socket, and the spool file it is served from).
+    const std::uint64_t reserved =
+        64 + 4 * static_cast<std::uint64_t>(gate_config.capacity) +
+        (options.pack_cache_bytes > 0 ? git_mirror::MirrorOptions::kMaxKeptPacks : 0);
+    auto connections = git_mirror::ConnectionLimitWithin(options.http.max_connections,
+                                                         files.rlim_cur, reserved, 2);
     if (!connections.ok()) return fail(connections.status());
     if (*connections < options.http.max_connections) {
       std::fprintf(stderr,
                    "fairgate-git-mirror: --max-connections lowered from %d to %d: the open-file "
-                   "limit is %llu, and %llu descriptors are kept for git and files\n",
+                   "limit is %llu, and %llu descriptors are kept for git, files and kept packs, "
+                   "two per connection\n",
                    options.http.max_connections, *connections,
                    static_cast<unsigned long long>(files.rlim_cur),
                    static_cast<unsigned long long>(reserved));

@@ -259,6 +259,15 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
         return response->Start();
       }
     }
+    if (!spec.pack_key.empty()) {
+      if (auto spool = server.pack_cache_.Get(spec.pack_key)) {
+        if (auto response = server.Respond(spool, exchange, spec.type, spec.repository,
+                                           spec.content_type, spec.prefix)) {
+          server.log_->Record("hit", spec.type, spec.repository, exchange->client());
+          return response->Start();
+        }
+      }
+    }
     std::make_shared<Request>(server, exchange, std::move(spec))->Start();
   }
 
@@ -273,6 +282,8 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
       return server_.Reply(*exchange_, absl::InternalError("the pack could not be spooled"));
     }
     spool_ = *std::move(spool);
+    // A pack that may be cached keeps its bytes (up to a quarter of the cache).
+    if (!spec_.pack_key.empty()) spool_->KeepWhole(server_.options_.pack_cache_bytes / 4);
     // Nobody reads it any more (every client went away or was cut): stop waiting, or stop git.
     spool_->OnAbandoned(exchange_->executor(), [self] {
       self->gone_ = true;
@@ -392,6 +403,10 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
   void Exited(int exit_code) {
     if (exit_code == 0 && !failed_) {
       EndSpool(absl::OkStatus());
+      if (!spec_.pack_key.empty() && spool_->whole()) {
+        spool_->HandOver();
+        server_.pack_cache_.Put(spec_.pack_key, spec_.repository, spool_, spool_->view().size);
+      }
       return Finish(absl::OkStatus());
     }
     const std::string message =
@@ -460,6 +475,7 @@ MirrorServer::MirrorServer(RepositorySet repositories, MirrorOptions options,
       debug_allow_(
           NetworkSet::Parse(options_.debug_allow, "debug-allow network").value_or(NetworkSet())),
       spool_budget_(std::make_shared<SpoolBudget>(options_.spool_bytes)),
+      pack_cache_(options_.pack_cache_bytes, MirrorOptions::kMaxKeptPacks),
       gate_(std::move(gate)),
       log_(std::move(log)) {
   // Mirrors made by an earlier run are served (and fetched) as they are.
@@ -819,6 +835,15 @@ void MirrorServer::HandleGet(const std::shared_ptr<HttpExchange>& exchange, cons
                     "budget.\n# TYPE git_mirror_spool_bytes_limit gauge\n"
                     "git_mirror_spool_bytes_limit ",
                     spool_budget_->limit(), "\n");
+    absl::StrAppend(&text,
+                    "# HELP git_mirror_pack_cache_bytes Bytes of finished packs kept for identical "
+                    "requests.\n# TYPE git_mirror_pack_cache_bytes gauge\n"
+                    "git_mirror_pack_cache_bytes ",
+                    pack_cache_.bytes(),
+                    "\n# HELP git_mirror_pack_cache_hits_total Requests served from a kept pack, "
+                    "without git.\n# TYPE git_mirror_pack_cache_hits_total counter\n"
+                    "git_mirror_pack_cache_hits_total ",
+                    pack_cache_.hits(), "\n");
     return exchange->Respond(200, "text/plain; version=0.0.4; charset=utf-8", std::move(text));
   }
   if (absl::StartsWith(path, "/debug/")) {
@@ -960,6 +985,9 @@ WorkGate::DoneCallback MirrorServer::FetchDone(const std::string& repository,
       std::lock_guard lock(mutex_);
       repack = ++fetches_[repository] % options_.repack_after == 0;
     }
+    // Its packs were made from the mirror before the fetch (and their keys name the old
+    // generation): they would never be asked for again.
+    if (status.ok() && ran) pack_cache_.DropRepository(repository);
     if (repack) SubmitRepack(repository);
   };
 }

@@ -62,6 +62,7 @@
 #include "http_metrics.h"
 #include "http_server.h"
 #include "network_set.h"
+#include "pack_cache.h"
 #include "repo_path.h"
 #include "repository_set.h"
 #include "spool.h"
@@ -91,6 +92,12 @@ struct MirrorOptions {
   std::uint64_t spool_bytes = std::uint64_t{1} << 30;
   // Whether identical pack requests while the pack is being made share it (one git run).
   bool share_packs = true;
+  // Bytes of finished packs kept (in `<mirror_dir>/.spool`, unlinked) for identical requests
+  // later: a hit is served without git and takes no slot. A pack over a quarter of it is not
+  // kept; 0: none. Needs share_packs.
+  std::uint64_t pack_cache_bytes = std::uint64_t{1} << 30;
+  // At most this many finished packs are kept (each holds a descriptor).
+  static constexpr std::size_t kMaxKeptPacks = 64;
   HttpLimits http;
 };
 
@@ -194,6 +201,7 @@ class MirrorServer {
   const MirrorOptions options_;
   const NetworkSet debug_allow_;
   const std::shared_ptr<SpoolBudget> spool_budget_;
+  PackCache pack_cache_;
   // Declared before the event loop: destroyed after it, so that a slot released while the loop's
   // last handlers are destroyed still has its gate.
   std::unique_ptr<WorkGate> gate_;

@@ -65,11 +65,12 @@ Spool::~Spool() {
 fairgate::StatusOr<bool> Spool::Append(const char* data, std::size_t size) {
   if (!budget_->TryTake(size)) {
     {
-      // Keeping the start for joiners is what holds the room: stop that, give back what the
-      // readers have taken, and try once more.
+      // Keeping the start for joiners (or every byte, for a cache) may be what holds the room:
+      // stop that, give back what the readers have taken, and try once more.
       std::lock_guard lock(mutex_);
-      if (!open_) return false;
+      if (!open_ && keep_limit_ == 0) return false;
       open_ = false;
+      keep_limit_ = 0;
       GiveBackLocked();
     }
     if (!budget_->TryTake(size)) return false;
@@ -120,10 +121,30 @@ void Spool::OnAbandoned(boost::asio::any_io_executor executor, std::function<voi
   abandoned_.emplace(std::move(executor), std::move(abandoned));
 }
 
+void Spool::KeepWhole(std::uint64_t limit) {
+  std::lock_guard lock(mutex_);
+  keep_limit_ = limit;
+}
+
+void Spool::HandOver() {
+  std::lock_guard lock(mutex_);
+  if (size_ > given_back_) budget_->Give(size_ - given_back_);
+  given_back_ = size_;
+}
+
+bool Spool::whole() const {
+  std::lock_guard lock(mutex_);
+  return WholeLocked();
+}
+
+bool Spool::WholeLocked() const {
+  return ended_ && outcome_.ok() && punched_ == 0 && size_ <= keep_limit_;
+}
+
 std::optional<Spool::ReaderId> Spool::Join(boost::asio::any_io_executor executor,
                                            std::function<void()> wake) {
   std::lock_guard lock(mutex_);
-  if (!open_) return std::nullopt;
+  if (!open_ && !WholeLocked()) return std::nullopt;
   const ReaderId id = next_reader_++;
   readers_.emplace(id, Reader{std::move(executor), std::move(wake)});
   return id;
@@ -175,8 +196,9 @@ bool Spool::open_to_joiners() const {
 }
 
 void Spool::GiveBackLocked() {
-  if (open_) return;            // joiners start at the first byte: keep it all
-  std::uint64_t taken = size_;  // by every reader (all of it, when none is left)
+  if (open_) return;                 // joiners start at the first byte: keep it all
+  if (size_ <= keep_limit_) return;  // kept whole for a cache: counted until handed over
+  std::uint64_t taken = size_;       // by every reader (all of it, when none is left)
   for (const auto& [id, reader] : readers_) taken = std::min(taken, reader.sent);
   if (taken <= given_back_) return;
   budget_->Give(taken - given_back_);

@@ -10,7 +10,9 @@
 //
 // Joining is possible until the spool closes to joiners: when the writer ends, or when the
 // budget has no room for an append (from then on what the readers have taken is given back; a
-// spool open to joiners keeps its start for them).
+// spool open to joiners keeps its start for them). A spool that keeps its bytes whole (up to
+// KeepWhole's limit: no holes punched) and ended well may be joined after its end too: that is
+// a cached pack (pack_cache.h).
 //
 // SpoolBudget: the bytes all spools together may hold. An append the budget has no room for
 // waits (WhenRoom) until a reader sends or a spool is dropped: the writer, and so git, then waits
@@ -82,7 +84,17 @@ class Spool {
   // Runs `abandoned` (on `executor`) if the last reader leaves before End: nobody wants the pack.
   void OnAbandoned(boost::asio::any_io_executor executor, std::function<void()> abandoned);
 
-  // A reader, starting at the first byte; nullopt once the spool is closed to joiners.
+  // Keeps every byte on disk (no holes punched, and all of them counted in the budget) while
+  // the spool holds at most `limit` bytes; past it, or when the budget runs short, it stops
+  // keeping and gives back as usual. Call before the first Append.
+  void KeepWhole(std::uint64_t limit);
+  // A whole spool taken into a cache: its bytes leave the spool budget (the cache counts them).
+  void HandOver();
+  // Whether it ended well with every byte still on disk: it can be read again from the start.
+  bool whole() const;
+
+  // A reader, starting at the first byte; nullopt once the spool is closed to joiners, unless it
+  // is whole().
   std::optional<ReaderId> Join(boost::asio::any_io_executor executor, std::function<void()> wake);
   void Leave(ReaderId reader);
   // The reader has sent everything before `offset`.
@@ -104,8 +116,10 @@ class Spool {
     bool waiting = false;
   };
   Spool(int fd, std::shared_ptr<SpoolBudget> budget) : fd_(fd), budget_(std::move(budget)) {}
-  // Gives back what every reader has taken (once closed to joiners). Under the mutex.
+  // Gives back what every reader has taken (once closed to joiners, unless kept whole). Under
+  // the mutex.
   void GiveBackLocked();
+  bool WholeLocked() const;
   void WakeLocked(std::vector<std::pair<boost::asio::any_io_executor, std::function<void()>>>& out);
 
   const int fd_;
@@ -114,6 +128,7 @@ class Spool {
   std::uint64_t size_ = 0;
   std::uint64_t given_back_ = 0;  // bytes given back to the budget
   std::uint64_t punched_ = 0;     // bytes given back to the disk
+  std::uint64_t keep_limit_ = 0;  // no holes while size_ is at most this
   bool open_ = true;
   bool ended_ = false;
   fairgate::Status outcome_;

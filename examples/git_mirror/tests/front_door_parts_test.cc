@@ -11,6 +11,7 @@
 #include "doctest/doctest.h"
 #include "mirror_test_util.h"
 #include "network_set.h"
+#include "pack_cache.h"
 #include "rate_floor.h"
 #include "request_body.h"
 #include "spool.h"
@@ -177,6 +178,86 @@ TEST_CASE("Spool.ASpoolWhoseLastReaderLeavesBeforeItsEndIsAbandoned") {
     RunPosted(io);
     CHECK(abandoned == !ended_first);
   }
+}
+
+TEST_CASE("PackCache.KeepsTheMostRecentlyUsedWithinItsLimitAndDropsARepository") {
+  testing::TempDir dir;
+  auto budget = std::make_shared<SpoolBudget>(1 << 20);
+  auto spool = [&] { return Spool::Create(dir.path.string(), budget).value(); };
+  PackCache cache(100, 3);
+  const auto a = spool(), b = spool(), c = spool();
+  cache.Put("a", "one.git", a, 40);
+  cache.Put("b", "one.git", b, 40);
+  CHECK(cache.Get("a") == a);        // a is now the most recently used
+  cache.Put("c", "two.git", c, 40);  // 120 > 100: b goes
+  CHECK(cache.Get("b") == nullptr);
+  CHECK(cache.Get("a") == a);
+  CHECK(cache.Get("c") == c);
+  CHECK(cache.bytes() == 80);
+  CHECK(cache.hits() == 3);
+  cache.Put("big", "two.git", spool(), 101);  // larger than the whole cache: not kept
+  CHECK(cache.Get("big") == nullptr);
+  CHECK(cache.Get("c") == c);
+  cache.DropRepository("one.git");
+  CHECK(cache.Get("a") == nullptr);
+  CHECK(cache.bytes() == 40);
+  // At most three entries (descriptors), whatever their bytes: the least recently used goes.
+  PackCache few(1000, 3);
+  for (const std::string key : {"1", "2", "3", "4"}) few.Put(key, "r.git", spool(), 1);
+  CHECK(few.Get("1") == nullptr);
+  CHECK(few.Get("4") != nullptr);
+  CHECK(few.bytes() == 3);
+}
+
+TEST_CASE("Spool.AWholeSpoolThatEndedWellCanBeReadAgainFromTheStart") {
+  testing::TempDir dir;
+  boost::asio::io_context io;
+  auto budget = std::make_shared<SpoolBudget>(8 << 20);
+  const std::string megabyte(1 << 20, 'p');
+  for (const std::uint64_t keep : {std::uint64_t{4} << 20, std::uint64_t{1} << 20}) {
+    CAPTURE(keep);
+    auto spool = Spool::Create(dir.path.string(), budget).value();
+    spool->KeepWhole(keep);
+    const auto reader = spool->Join(io.get_executor(), [] {}).value();
+    for (int i = 0; i < 2; ++i) REQUIRE(spool->Append(megabyte.data(), megabyte.size()).value());
+    spool->End(absl::OkStatus());
+    spool->Sent(reader, 2 << 20);
+    spool->Leave(reader);
+    // Kept whole (2 MiB within 4): joined after its end, from byte 0. Past the limit: holes were
+    // punched, and it cannot be.
+    const bool whole = keep >= (std::uint64_t{2} << 20);
+    CHECK(spool->whole() == whole);
+    // Kept whole, its bytes stay counted in the spool budget until a cache takes it.
+    CHECK(budget->held() == (whole ? std::uint64_t{2} << 20 : 0));
+    if (whole) spool->HandOver();
+    CHECK(budget->held() == 0);
+    CHECK(spool->Join(io.get_executor(), [] {}).has_value() == whole);
+    if (whole) {
+      char first = 0;
+      CHECK(spool->ReadAt(0, &first, 1).value() == 1);
+      CHECK(first == 'p');
+    }
+  }
+}
+
+TEST_CASE("Spool.ASpoolKeptWholeStopsKeepingWhenTheBudgetRunsShort") {
+  testing::TempDir dir;
+  boost::asio::io_context io;
+  auto budget = std::make_shared<SpoolBudget>(100);
+  auto spool = Spool::Create(dir.path.string(), budget).value();
+  spool->KeepWhole(1000);
+  const auto reader = spool->Join(io.get_executor(), [] {}).value();
+  const std::string piece(40, 'x');
+  REQUIRE(spool->Append(piece.data(), piece.size()).value());
+  REQUIRE(spool->Append(piece.data(), piece.size()).value());
+  spool->Sent(reader, 80);
+  CHECK(budget->held() == 80);  // kept
+  // The third piece finds no room: the spool stops keeping (and closes to joiners), gives back
+  // what was sent, and the piece goes in. It will not be cached.
+  CHECK(spool->Append(piece.data(), piece.size()).value());
+  CHECK(budget->held() == 40);
+  spool->End(absl::OkStatus());
+  CHECK_FALSE(spool->whole());
 }
 
 TEST_CASE("NetworkSet.MatchesAddressesAndNetworksOfBothFamilies") {

@@ -117,14 +117,6 @@ class RawConnection {
   std::string received_;
 };
 
-// The value of one sample line of the Prometheus text, or -1 if absent.
-double Metric(int port, const std::string& sample) {
-  const std::string body = "\n" + RawGet(port, "/metrics").body;
-  const std::size_t at = body.find("\n" + sample + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(body.substr(at + sample.size() + 2));
-}
-
 bool HasEvent(const ServerUnderTest& mirror, const std::string& event, const std::string& type,
               const std::string& status_prefix = "") {
   for (const json& e : mirror.Events()) {
@@ -204,6 +196,31 @@ TEST_CASE("GitMirror.Transfer.AClientThatStopsReadingIsCutWithoutHavingHeldASlot
   CHECK(mirror.Debug()["running"] == 0);
   CHECK(Metric(mirror.port, "git_mirror_spool_bytes") == 0);
   CHECK_FALSE(HasEvent(mirror, "sent", "clone"));
+}
+
+TEST_CASE("GitMirror.Transfer.APackOverAQuarterOfTheCacheIsNotKept") {
+  for (const std::uint64_t cache : {std::uint64_t{16} << 20, std::uint64_t{2} << 20}) {
+    CAPTURE(cache);
+    // A pack of about a megabyte: kept by a 16 MiB cache, not by a 2 MiB one (a quarter: 512 KiB).
+    LargeMirror large(1, [&](MirrorOptions& o) { o.pack_cache_bytes = cache; });
+    ServerUnderTest& mirror = *large.mirror;
+    for (int i = 0; i < 2; ++i) {
+      RawConnection client(mirror.port);
+      client.Send(WantRequest("big.git", large.sha, "reader-" + std::to_string(i)));
+      while (client.received().find("\r\n0\r\n\r\n") == std::string::npos && !client.closed()) {
+        client.Read(1 << 20);
+      }
+      CHECK(client.received().size() > 1024u * 1024);
+    }
+    int starts = 0, hits = 0;
+    for (const json& e : mirror.Events()) {
+      starts += e["type"] == "clone" && e["event"] == "start";
+      hits += e["type"] == "clone" && e["event"] == "hit";
+    }
+    const bool kept = cache == (std::uint64_t{16} << 20);
+    CHECK(starts == (kept ? 1 : 2));
+    CHECK(hits == (kept ? 1 : 0));
+  }
 }
 
 TEST_CASE("GitMirror.Transfer.SlowReadersHoldNoSlots") {
@@ -532,12 +549,12 @@ TEST_CASE("GitMirror.FrontDoor.OutOfDescriptorsTheAcceptLoopPausesInsteadOfSpinn
 }
 
 TEST_CASE("GitMirror.FrontDoor.TheConnectionLimitIsKeptBelowTheDescriptorLimit") {
-  CHECK(ConnectionLimitWithin(4096, 1024, 96).value() == 928);
-  CHECK(ConnectionLimitWithin(100, 1024, 96).value() == 100);
-  CHECK(ConnectionLimitWithin(100, 97, 96).value() == 1);
-  const auto none = ConnectionLimitWithin(100, 96, 96);
+  CHECK(ConnectionLimitWithin(4096, 1024, 96, 2).value() == 464);
+  CHECK(ConnectionLimitWithin(100, 1024, 96, 2).value() == 100);
+  CHECK(ConnectionLimitWithin(100, 98, 96, 2).value() == 1);
+  const auto none = ConnectionLimitWithin(100, 97, 96, 2);
   REQUIRE_FALSE(none.ok());
-  CHECK(none.status().message().find("open-file limit (96)") != std::string_view::npos);
+  CHECK(none.status().message().find("open-file limit (97)") != std::string_view::npos);
 }
 
 TEST_CASE("GitMirror.FrontDoor.DebugIsServedOnlyToAllowedNetworksAndHidesClientsUnlessAsked") {

@@ -288,6 +288,48 @@ TEST_CASE("GitMirror.Server.AWaitingRequestIsSharedOnlyWithItsOwnClient") {
   CHECK(exit_codes == std::vector<int>{0, 0, 0, 0});
 }
 
+TEST_CASE("GitMirror.Server.AFinishedPackIsServedFromTheCacheUntilAFetchChangesTheRepository") {
+  OneUpstream one(2);
+  auto& [work, upstream, repositories] = one;
+  PackHold counter(work.path);  // counts pack-objects runs; holds nothing
+  counter.Release();
+  ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10,
+                         [](MirrorOptions& o) { o.pack_cache_bytes = 64 << 20; });
+  auto events = [&](const std::string& event) {
+    int n = 0;
+    for (const json& e : mirror.Events()) n += e["type"] == "clone" && e["event"] == event;
+    return n;
+  };
+  RequireClone(mirror.Url("tools.git"), work.path / "a", "alice");
+  const int runs = counter.Held();
+  REQUIRE(runs >= 1);
+  // The same clone by another client, later: from the cache, no git, no job.
+  RequireClone(mirror.Url("tools.git"), work.path / "b", "bob");
+  RequireSameContent(upstream, work.path / "b");
+  CHECK(counter.Held() == runs);
+  CHECK(events("hit") == 1);
+  CHECK(events("start") == 1);
+  CHECK(Metric(mirror.port, "git_mirror_pack_cache_hits_total") >= 1);
+  // A commit upstream and a fetch: the cached packs are of the old mirror, and go.
+  std::ofstream(upstream / "new.txt") << "new\n";
+  Git({"-C", upstream.string(), "add", "."});
+  Git({"-C", upstream.string(), "commit", "--quiet", "-m", "new"});
+  REQUIRE(RawHttp(mirror.port,
+                  "POST /hooks/fetch/tools.git HTTP/1.1\r\nHost: x\r\n"
+                  "Connection: close\r\nContent-Length: 0\r\n\r\n")
+              .status == 202);
+  REQUIRE(Eventually([&] {
+    for (const json& e : mirror.Events()) {
+      if (e["type"] == "fetch" && e["event"] == "end" && e["status"] == "OK") return true;
+    }
+    return false;
+  }));
+  RequireClone(mirror.Url("tools.git"), work.path / "c", "carol");
+  RequireSameContent(upstream, work.path / "c");
+  CHECK(counter.Held() > runs);
+  CHECK(events("start") == 2);
+}
+
 TEST_CASE("GitMirror.Server.ClientMaxRunningHoldsOneClientBackButNotOthers") {
   HeldMirror held(GateConfig{.capacity = 4, .client_max_running = 1});
 

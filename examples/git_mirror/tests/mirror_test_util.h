@@ -189,6 +189,14 @@ inline RawResponse RawGet(int port, const std::string& target, const std::string
                            headers + "\r\n");
 }
 
+// The value of one sample line of the Prometheus text, or -1 if absent.
+inline double Metric(int port, const std::string& sample) {
+  const std::string body = "\n" + RawGet(port, "/metrics").body;
+  const std::size_t at = body.find("\n" + sample + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(body.substr(at + sample.size() + 2));
+}
+
 struct ServerUnderTest {
   TempDir tmp;
   fs::path event_log = tmp.path / "events.jsonl";
@@ -209,6 +217,8 @@ struct ServerUnderTest {
     options.repack_after = repack_after;
     options.event_log = event_log.string();
     options.debug_show_clients = true;  // tests read the clients' names there
+    // No cache of finished packs unless a test asks: most tests count git's runs.
+    options.pack_cache_bytes = 0;
     if (configure) configure(options);
     auto gate = fifo ? MakeFifoGate(gate_config) : MakeFairgateGate(gate_config);
     REQUIRE(gate.ok());
