@@ -573,8 +573,8 @@ class HttpServer::Connection : public HttpExchange,
       self->Shut();
     });
   }
-  // Bytes the client's TCP has acknowledged on this connection; where the kernel does not say,
-  // the bytes of writes completed (the old measure, which a full send buffer delays).
+  // Bytes the client's TCP has acknowledged on this connection (the last count the kernel gave:
+  // it always gives one for a TCP socket on Linux, which is all this server listens on).
   std::uint64_t Acked() {
     if (closed_) return acked_seen_;
     if (auto acked = TcpBytesAcked(socket_.native_handle())) {

@@ -224,9 +224,10 @@ int RemoveStaleLeftovers(const std::string& mirror_dir) {
   return removed;
 }
 
-// One git request (a ref listing or a pack) from admission to its last byte: waits for its slot
-// without a thread, runs `git upload-pack` and streams its output through one buffer, and ends
-// its job with the transfer's outcome. Runs on its exchange's strand.
+// One git run (a ref listing or a pack) for one or more identical requests: offers its spool to
+// them at once, waits for its slot without a thread, runs `git upload-pack` into the spool, and
+// ends its job when git ends (its clients are served from the spool by their SpoolResponses, at
+// their own pace). Runs on its first exchange's strand.
 class MirrorServer::Request : public std::enable_shared_from_this<Request> {
  public:
   struct Spec {
