@@ -57,6 +57,55 @@ BENCHMARK(BM_AdmitComplete)
     ->ArgsProduct({{1000, 10000, 100000, 1000000}, {10, 10000, 1000000}, {1000}})
     ->Args({100000, 10000, 100000});
 
+// BM_AdmitComplete with `workers` workers of mixed capabilities (fairgate/worker.h; 0: none):
+// a quarter serve every type, a quarter clones only, a quarter clones and archives, a quarter
+// fetches only, 1 slot each but every fourth 2, and one more type ("gc", 1 job in 50) that one
+// worker alone serves, so that each decision also looks for a starving rare type. The global cap
+// is the workers' slots; the tiers' caps are the workload's (48 + 16 slots).
+void BM_AdmitCompleteWorkers(benchmark::State& state) {
+  const int pending = static_cast<int>(state.range(0));
+  const int keys = static_cast<int>(state.range(1));
+  const int workers = static_cast<int>(state.range(2));
+  Workload w(keys, 1000);
+  int slots = 0;
+  for (int i = 0; i < workers; ++i) slots += i % 4 == 0 ? 2 : 1;
+  auto core = MakeCore(std::max(slots, bench::kCapacity));
+  (void)core->RegisterType("gc", {.default_cost = 5, .max_concurrency = 4, .priority = 16});
+  const std::vector<std::vector<std::string>> kinds{
+      {"clone", "archive", "fetch"}, {"clone"}, {"clone", "archive"}, {"fetch"}};
+  for (int i = 0; i < workers; ++i) {
+    WorkerConfig config{i % 4 == 0 ? 2 : 1, kinds[static_cast<std::size_t>(i % 4)], {}};
+    if (i == 0) config.types.push_back("gc");
+    if (!core->AddWorker("worker-" + std::to_string(i), config).ok()) std::abort();
+  }
+  auto enqueue = [&](double now) {
+    if (workers > 0 && w.rng() % 50 == 0) {
+      if (!core->Enqueue({"gc", w.Id(), w.Key()}, now).ok()) std::abort();
+    } else {
+      Enqueue(*core, w, now);
+    }
+  };
+  double now = 0;
+  for (int i = 0; i < pending; ++i) enqueue(now);
+  std::deque<core::JobTicket> running;
+  while (auto a = core->NextAdmission(now)) running.push_back(a->ticket);
+  for (auto _ : state) {
+    now += 0.001;
+    if (!running.empty()) {
+      if (!core->Complete(running.front(), 1.0 + (w.rng() % 100) * 0.1, now).ok()) std::abort();
+      running.pop_front();
+    }
+    enqueue(now);
+    while (auto a = core->NextAdmission(now)) running.push_back(a->ticket);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["pending"] = static_cast<double>(core->TakeSnapshot().pending);
+  state.counters["running"] = static_cast<double>(running.size());
+}
+BENCHMARK(BM_AdmitCompleteWorkers)
+    ->ArgNames({"pending", "keys", "workers"})
+    ->ArgsProduct({{1000, 100000}, {10000}, {0, 100}});
+
 // A herd on one resource (bench::Herd): items/s counts completions of the running clone, each
 // followed by the admission of the next of `waiters` waiting on the same repository.
 void BM_ConflictHerd(benchmark::State& state) {

@@ -28,9 +28,9 @@ struct Workload {
   const std::string& Id() { return ids[rng() % ids.size()]; }
 };
 
-inline std::unique_ptr<core::AdmissionCore> MakeCore() {
+inline std::unique_ptr<core::AdmissionCore> MakeCore(int capacity = kCapacity) {
   SchedulerOptions options = SchedulerOptions::Default();
-  options.rule.max_concurrency = kCapacity;
+  options.rule.max_concurrency = capacity;
   auto core = *core::AdmissionCore::Create(options);
   // Two tiers; clones and fetches share a conflict group, as in the git mirror.
   (void)core->RegisterType(

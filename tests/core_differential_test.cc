@@ -23,11 +23,13 @@ constexpr int kSequences = 1000;
 constexpr int kSequences = 10000;
 #endif
 
-void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extensions = false) {
-  long admissions = 0, expiries = 0, joins = 0, capacity_changes = 0;
+void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extensions = false,
+             bool workers = false) {
+  long admissions = 0, expiries = 0, joins = 0, capacity_changes = 0, lost = 0, reserved = 0;
   DriverConfig config;
   config.base = options;
   config.extensions = extensions;
+  config.workers = workers;
   for (int i = 0; i < kSequences; ++i) {
     CAPTURE(i);
     RandomChoices choices(salt * 1000003 + i);
@@ -37,6 +39,8 @@ void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extension
     expiries += result.expiries;
     joins += result.joins;
     capacity_changes += result.capacity_changes;
+    lost += result.lost;
+    reserved += result.worker_reserved;
   }
   // The sequences must exercise admission (and with the extensions, expiry and joins) for the
   // comparison to mean anything.
@@ -44,6 +48,10 @@ void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extension
   if (extensions) CHECK(expiries > kSequences / 10);
   if (extensions) CHECK(joins > kSequences);
   if (extensions) CHECK(capacity_changes > kSequences / 4);
+  // With workers, running jobs must be lost with their workers and reservations must admit.
+  if (workers) CHECK(lost > kSequences / 4);
+  if (workers) CHECK(reserved > kSequences / 10);
+  MESSAGE("admissions ", admissions, ", lost ", lost, ", by reservation ", reserved);
 }
 
 TEST_CASE("CoreDifferential.SeedMode.MatchesReferenceModel") {
@@ -68,6 +76,14 @@ TEST_CASE("CoreDifferential.ExtensionsWithIdleCatchUp.MatchReferenceModel") {
   SchedulerOptions options = SchedulerOptions::Default();
   options.rule.idle_catch_up = true;
   RunMode(options, 6, true);
+}
+
+TEST_CASE("CoreDifferential.Workers.MatchReferenceModel") {
+  RunMode(SchedulerOptions::Default(), 7, false, true);
+}
+
+TEST_CASE("CoreDifferential.WorkersWithExtensions.MatchReferenceModel") {
+  RunMode(SchedulerOptions::Default(), 8, true, true);
 }
 
 TEST_CASE("CoreDifferential.SeedModeWithIdleCatchUp.MatchesReferenceModel") {

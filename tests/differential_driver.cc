@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -60,6 +61,11 @@ class Run {
     core_ = std::move(*created);
     model_.emplace(options);
     if (!RegisterTypes()) return result_;
+    if (config_.workers) {
+      for (int i = choices_.Between(0, 3); i > 0; --i) {
+        if (!ChangeWorkers()) return result_;
+      }
+    }
     for (int op = 0; op < config_.max_operations && !choices_.Exhausted(); ++op) {
       result_.operations = op + 1;
       if (!Operate() || !Compare()) return result_;
@@ -90,6 +96,10 @@ class Run {
       }
     }
     if (config_.draw_idle_catch_up) options.rule.idle_catch_up = choices_.Chance(0.5);
+    if (config_.workers) {
+      options.rule.sole_worker_reserve_after = Seconds(choices_.Pick(
+          std::vector<double>{0.5, 1, 3, 2.25, std::numeric_limits<double>::infinity()}));
+    }
     options.rule.max_concurrency = choices_.Between(1, 6);
     options.rule.alpha = choices_.Pick(std::vector<double>{0.3, 0.5, 1.0, 0.123});
     options.rule.key_ttl = Seconds(choices_.Pick(std::vector<double>{1, 3, 8, 20}));
@@ -126,6 +136,11 @@ class Run {
         }
         if (choices_.Chance(0.4)) {
           config.coalesce = choices_.Chance(0.5) ? Coalesce::kJoin : Coalesce::kSupersede;
+        }
+      }
+      if (config_.workers) {
+        for (const std::string tag : {"cpu", "gpu"}) {
+          if (choices_.Chance(0.3)) config.tags.push_back(tag);
         }
       }
       const std::string name = "t" + std::to_string(i);
@@ -179,12 +194,68 @@ class Run {
     if (got->charge != want->charge) {
       return Fail("the charge: core " + Show(got->charge) + ", model " + Show(want->charge));
     }
+    if (got->worker != want->worker || got->worker_reserved != want->worker_reserved) {
+      return Fail("the worker: core '" + std::string(got->worker) + "'" +
+                  (got->worker_reserved ? " (reserved)" : "") + ", model '" + want->worker + "'" +
+                  (want->worker_reserved ? " (reserved)" : ""));
+    }
+    result_.worker_reserved += got->worker_reserved;
     SetState(got->ticket, Tracked::kPending, Tracked::kRunning);
     ++result_.admissions;
     return true;
   }
 
+  // Adds, changes or removes a worker (now and then a bad or unknown one), both sides.
+  bool ChangeWorkers() {
+    const std::string name = choices_.Pick(std::vector<std::string>{"w0", "w1", "w2", "w3"});
+    const std::size_t what = choices_.Index(10);
+    if (what < 3) {
+      StatusOr<std::vector<core::LostJob>> got = core_->RemoveWorker(name, now_);
+      StatusOr<std::vector<int>> want = model_->RemoveWorker(name, now_);
+      if (got.status().code() != want.status().code()) {
+        return Fail("RemoveWorker(" + name + "): core " + got.status().ToString() + ", model " +
+                    want.status().ToString());
+      }
+      if (!got.ok()) return true;
+      if (got->size() != want->size()) {
+        return Fail("RemoveWorker(" + name + ") ended " + Show(got->size()) + " jobs, the model " +
+                    Show(want->size()));
+      }
+      for (std::size_t i = 0; i < got->size(); ++i) {
+        Tracked* t = nullptr;
+        for (Tracked& j : jobs_) {
+          if (j.state == Tracked::kRunning && j.ticket == (*got)[i].ticket) t = &j;
+        }
+        if (t == nullptr || t->model_job != (*want)[i]) {
+          return Fail("RemoveWorker(" + name + "): lost job " + Show(i) + " differs");
+        }
+        SetState((*got)[i].ticket, Tracked::kRunning, Tracked::kGone);
+        ++result_.lost;
+      }
+      return true;
+    }
+    WorkerConfig config;
+    config.slots = choices_.Chance(0.03) ? 0 : choices_.Between(1, 3);
+    for (const std::string& type : types_) {
+      if (choices_.Chance(0.4)) config.types.push_back(type);
+    }
+    if (choices_.Chance(0.3)) config.types.push_back("not-registered");
+    for (const std::string tag : {"cpu", "gpu"}) {
+      if (choices_.Chance(0.25)) config.tags.push_back(tag);
+    }
+    const bool update = what < 5;
+    const Status got = update ? core_->UpdateWorker(name, config) : core_->AddWorker(name, config);
+    const Status want =
+        update ? model_->UpdateWorker(name, config) : model_->AddWorker(name, config);
+    if (got.code() != want.code()) {
+      return Fail(std::string(update ? "UpdateWorker(" : "AddWorker(") + name + "): core " +
+                  got.ToString() + ", model " + want.ToString());
+    }
+    return true;
+  }
+
   bool Operate() {
+    if (config_.workers && choices_.Chance(0.08)) return ChangeWorkers();
     const std::size_t kind = choices_.Index(100);
     if (kind < 12) {
       now_ += choices_.Pick(std::vector<double>{0, 0, 0.5, 1, 2, 4.75});

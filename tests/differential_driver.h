@@ -66,6 +66,9 @@ struct DriverConfig {
   bool extensions = false;
   // Also draw idle catch-up (else it is the base's).
   bool draw_idle_catch_up = false;
+  // Also draw workers (fairgate/worker.h): types with tags, workers added, changed and removed
+  // (with their running jobs) along the sequence, and the sole-worker reservation's wait.
+  bool workers = false;
   int max_operations = 120;
 };
 
@@ -75,6 +78,8 @@ struct DriverResult {
   int expiries = 0;          // jobs that reached their queue-wait limit
   int joins = 0;             // requests that joined a job (coalescing)
   int capacity_changes = 0;  // SetCapacity calls both accepted
+  int lost = 0;              // running jobs ended by a worker's removal
+  int worker_reserved = 0;   // admissions made by a sole-worker reservation
   // Empty when the core and the model agreed throughout; else the first difference, with the
   // operation it came after.
   std::string difference;

@@ -199,6 +199,43 @@ TEST_CASE("Durable.PendingJobsSurviveARestartAndRunInTheirStoredOrder") {
                                                "a#1:payload-a", "c#1:payload-c", "0#1:new"});
 }
 
+// A durable job whose worker is removed while it runs (fairgate/worker.h): its attempt fails with
+// Unavailable, and its retry policy runs it again, on the worker left.
+TEST_CASE("Durable.AJobWhoseWorkerIsRemovedIsRetriedElsewhere") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  auto s = *Scheduler::Create(WithState(path));
+  REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
+  REQUIRE(s->AddWorker("first", WorkerConfig{1, {"fetch"}, {}}).ok());
+  REQUIRE(s->AddWorker("second", WorkerConfig{1, {"fetch"}, {}}).ok());
+  std::mutex mutex;
+  std::vector<std::string> runs;  // "worker#attempt"
+  std::atomic<bool> on_first{false};
+  const RetryPolicy retry{.max_attempts = 3, .initial_backoff = Seconds(0.01)};
+  REQUIRE(s->RegisterDurable(
+               "fetch",
+               [&](const DurableJob& job, const Context& ctx) {
+                 {
+                   std::lock_guard lock(mutex);
+                   runs.push_back(std::string(ctx.Worker()) + "#" + std::to_string(job.attempt));
+                 }
+                 if (ctx.Worker() != "first") return absl::OkStatus();
+                 on_first = true;
+                 ctx.WaitFor(20s);  // its worker never answers; the removal cancels the wait
+                 return absl::OkStatus();
+               },
+               retry)
+              .ok());
+  REQUIRE(s->Recover().ok());
+  REQUIRE(s->SubmitDurable({TypeName("fetch"), JobId("repo")}, "").ok());
+  REQUIRE(Eventually([&] { return on_first.load(); }));
+  REQUIRE(s->RemoveWorker("first").ok());
+  REQUIRE(Eventually([&] { return Live(path).empty(); }));
+  std::lock_guard lock(mutex);
+  CHECK(runs == std::vector<std::string>{"first#1", "second#2"});
+  CHECK(s->DeadJobs()->empty());
+}
+
 TEST_CASE("Durable.AFailedJobIsRetriedWithBackoffThenDeadWithItsLastError") {
   TempDir dir;
   const std::string path = dir.path() + "/state.db";

@@ -545,6 +545,7 @@ TEST_CASE("Observability.Snapshot.JsonHasTheCountsAndTheHeaviestKeys") {
       R"("enqueued":6,"admitted":6,"completed":6,"cancelled":0,"expired":0,"joined":0,"paused":false,)"
       R"("wait_seconds_sum":0.0,)"
       R"("run_seconds_sum":6.0}],"keys_tracked":3,"estimates_tracked":3,"paused_keys":[],)"
+      R"("workers":[],"types_without_worker":[],)"
       R"("rejected":0,)"
       R"("keys_evicted":0,"aging_promotions":0,"waited_on_conflict":0,"waited_on_capacity":0,)"
       R"("heaviest_keys":[{"key":"heavy","accumulated_cost":3.0},)"

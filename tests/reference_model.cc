@@ -23,7 +23,74 @@ Status ReferenceModel::RegisterType(const std::string& name, const JobTypeConfig
     }
   }
   types_[name] = config;
+  type_order_.push_back(name);
   return absl::OkStatus();
+}
+
+Status ReferenceModel::AddWorker(const std::string& name, const WorkerConfig& config) {
+  if (Status s = ValidateWorker(name, config); !s.ok()) return s;
+  auto it = workers_.find(name);
+  if (it != workers_.end()) {
+    return it->second.config == config ? absl::OkStatus() : absl::AlreadyExistsError("worker");
+  }
+  workers_[name] = {config, workers_added_++};
+  workers_in_use_ = true;
+  return absl::OkStatus();
+}
+
+Status ReferenceModel::UpdateWorker(const std::string& name, const WorkerConfig& config) {
+  auto it = workers_.find(name);
+  if (it == workers_.end()) return absl::NotFoundError("worker");
+  if (Status s = ValidateWorker(name, config); !s.ok()) return s;
+  it->second.config = config;
+  return absl::OkStatus();
+}
+
+StatusOr<std::vector<int>> ReferenceModel::RemoveWorker(const std::string& name, double now) {
+  if (!std::isfinite(now)) return absl::InvalidArgumentError("now");
+  if (!workers_.count(name)) return absl::NotFoundError("worker");
+  std::vector<int> lost;
+  for (const auto& [n, job] : jobs_) {
+    if (job.running && job.worker == name) lost.push_back(n);
+  }
+  for (int n : lost) {
+    const std::string key = jobs_[n].key;
+    jobs_.erase(n);
+    MaybeIdle(key, now);
+  }
+  workers_.erase(name);
+  return lost;
+}
+
+bool ReferenceModel::Serves(const ModelWorker& worker, const std::string& type) const {
+  const WorkerConfig& w = worker.config;
+  if (std::find(w.types.begin(), w.types.end(), type) != w.types.end()) return true;
+  for (const std::string& tag : types_.at(type).tags) {
+    if (std::find(w.tags.begin(), w.tags.end(), tag) != w.tags.end()) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> ReferenceModel::WorkersOf(const std::string& type) const {
+  std::vector<std::tuple<std::size_t, std::uint64_t, std::string>> found;
+  for (const auto& [name, worker] : workers_) {
+    if (!Serves(worker, type)) continue;
+    std::size_t served = 0;
+    for (const auto& [other, config] : types_) served += Serves(worker, other);
+    found.emplace_back(served, worker.added, name);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> names;
+  for (const auto& f : found) names.push_back(std::get<2>(f));
+  return names;
+}
+
+int ReferenceModel::FreeSlots(const std::string& worker) const {
+  int used = 0;
+  for (const auto& [n, job] : jobs_) {
+    if (job.running && job.worker == worker) used += types_.at(job.type).slots;
+  }
+  return workers_.at(worker).config.slots - used;
 }
 
 bool ReferenceModel::KeyBusy(const std::string& key) const {
@@ -84,6 +151,9 @@ StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string
     sjf = cost ? *cost : est != estimates_.end() ? est->second.value : type_it->second.default_cost;
     sjf += options_.rule.shortest_first_aging * now;
   }
+  bool type_pending = false;
+  for (const auto& [other_n, other] : jobs_) type_pending |= !other.running && other.type == type;
+  if (!type_pending) starved_since_[type] = now;
   ModelJob job{type, id, key, cost, now, next_seq_++, sjf};
   job.paused_since = now;
   job.joinable = joinable;
@@ -287,6 +357,45 @@ std::vector<int> ReferenceModel::TakeExpired() {
 
 std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double now) {
   AdvanceTo(now);
+  // With workers: the reservations. A type one worker alone serves, starved for long enough,
+  // with a job admissible but for workers, reserves that worker for the type of its that
+  // starved longest (then registered first): its claimant.
+  auto starved_order = [&](const std::string& type) {
+    return std::make_pair(
+        starved_since_[type],
+        std::find(type_order_.begin(), type_order_.end(), type) - type_order_.begin());
+  };
+  std::map<std::string, std::string> claimant;  // reserved worker -> its claimant type
+  if (workers_in_use_) {
+    for (const auto& [n, job] : jobs_) {
+      if (job.running || !Admissible(job)) continue;
+      const std::vector<std::string> workers = WorkersOf(job.type);
+      if (workers.size() != 1 ||
+          now - starved_since_[job.type] < options_.rule.sole_worker_reserve_after.count()) {
+        continue;
+      }
+      auto [it, inserted] = claimant.try_emplace(workers[0], job.type);
+      if (!inserted && starved_order(job.type) < starved_order(it->second)) it->second = job.type;
+    }
+  }
+  // A reserved worker with room for its claimant takes the claimant's first job; of several,
+  // the claimant that starved longest goes.
+  std::string reserved_worker, reserved_type;
+  for (const auto& [worker, type] : claimant) {
+    if (FreeSlots(worker) < types_.at(type).slots) continue;
+    if (reserved_type.empty() || starved_order(type) < starved_order(reserved_type)) {
+      reserved_worker = worker;
+      reserved_type = type;
+    }
+  }
+  // The worker a job would go to, outside a reservation: the most specialised with room that
+  // is not reserved; "" if none.
+  auto worker_for = [&](const ModelJob& job) -> std::string {
+    for (const std::string& w : WorkersOf(job.type)) {
+      if (!claimant.count(w) && FreeSlots(w) >= types_.at(job.type).slots) return w;
+    }
+    return "";
+  };
   // The first admissible job in the order of docs/ordering.md: (-effective priority, aged first,
   // reserved first, accumulated cost, sjf, arrival, seq).
   const std::vector<int> priorities = Priorities();
@@ -294,6 +403,8 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
   std::tuple<int, int, int, double, double, double, std::uint64_t> best_order;
   for (const auto& [n, job] : jobs_) {
     if (job.running || !Admissible(job)) continue;
+    if (!reserved_type.empty() && job.type != reserved_type) continue;
+    if (reserved_type.empty() && workers_in_use_ && worker_for(job).empty()) continue;
     const int own = static_cast<int>(
         std::find(priorities.begin(), priorities.end(), types_[job.type].priority) -
         priorities.begin());
@@ -308,12 +419,14 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
   }
   if (best < 0) return std::nullopt;
   ModelJob& job = jobs_[best];
+  if (workers_in_use_) job.worker = reserved_type.empty() ? worker_for(job) : reserved_worker;
+  starved_since_[job.type] = now;
   job.running = true;
   if (job.joinable) last_admitted_joinable_[{job.type, job.id}] = best;
   job.charge = job.cost ? *job.cost : UseEstimate(job, now);
   job.weight = settings_.count(job.key) ? settings_[job.key].weight : 1.0;
   keys_[job.key].acc = keys_[job.key].acc + job.charge / job.weight;
-  return Admission{best, job.charge};
+  return Admission{best, job.charge, job.worker, !reserved_type.empty()};
 }
 
 Status ReferenceModel::Complete(int n, double elapsed, double now) {

@@ -24,6 +24,7 @@
 #include "fairgate/key_limits.h"
 #include "fairgate/options.h"
 #include "fairgate/status.h"
+#include "fairgate/worker.h"
 
 namespace fairgate::testing {
 
@@ -32,6 +33,8 @@ class ReferenceModel {
   struct Admission {
     int job;
     double charge;
+    std::string worker;            // with workers: the one it runs on
+    bool worker_reserved = false;  // it went there by its type's sole-worker reservation
   };
 
   // As core::Join: whether a request of a coalescing type may share its id's job.
@@ -65,6 +68,16 @@ class ReferenceModel {
   Status PauseKey(const std::string& key, double now);
   Status ResumeKey(const std::string& key, double now);
   StatusOr<double> MaxWaitToCeiling(const std::string& type) const;
+  // Workers (fairgate/worker.h), as AdmissionCore's: once one is added, a job needs a worker
+  // that serves its type with room for its slots, and goes to the most specialised (fewest
+  // registered types served, then added first) that is not reserved. A type served by exactly
+  // one worker, with pending jobs and none admitted for sole_worker_reserve_after, reserves it
+  // while one of its jobs is admissible but for workers; a reserved worker takes only its
+  // claimant's jobs (the type that starved longest, then registered first).
+  Status AddWorker(const std::string& name, const WorkerConfig& config);
+  Status UpdateWorker(const std::string& name, const WorkerConfig& config);
+  // The model's ids of the running jobs that ended with it, in enqueue order.
+  StatusOr<std::vector<int>> RemoveWorker(const std::string& name, double now);
   // The global cap in force: a lower one admits nothing more until the slots in use are below it.
   Status SetCapacity(int capacity);
   // Pending jobs that aged into each registered priority, at `now`.
@@ -92,6 +105,11 @@ class ReferenceModel {
     double paused_since = 0;
     bool joinable = false;  // later requests of its id may join it
     int callers = 1;        // while pending: the requests it stands for
+    std::string worker;     // while running, with workers: the one it runs on
+  };
+  struct ModelWorker {
+    WorkerConfig config;
+    std::uint64_t added = 0;
   };
   struct ModelSettings {
     double weight = 1;
@@ -114,7 +132,12 @@ class ReferenceModel {
   // Applies `change` to the pauses and stops or restarts the aging clocks it changes.
   template <typename Change>
   void ChangePause(double now, Change change);
+  // Every constraint but the workers has room for the job.
   bool Admissible(const ModelJob& job) const;
+  bool Serves(const ModelWorker& worker, const std::string& type) const;
+  // The workers that serve `type`, most specialised first.
+  std::vector<std::string> WorkersOf(const std::string& type) const;
+  int FreeSlots(const std::string& worker) const;
   KeyLimits LimitsOf(const std::string& key) const;
   int RunningOf(const std::string& key) const;
   // The registered priorities, highest first.
@@ -128,6 +151,11 @@ class ReferenceModel {
 
   SchedulerOptions options_;
   std::map<std::string, JobTypeConfig> types_;
+  std::vector<std::string> type_order_;  // registration order
+  std::map<std::string, double> starved_since_;
+  std::map<std::string, ModelWorker> workers_;
+  bool workers_in_use_ = false;
+  std::uint64_t workers_added_ = 0;
   std::set<std::string> paused_types_;
   std::map<int, ModelJob> jobs_;  // pending and running
   std::map<std::string, ModelKey> keys_;

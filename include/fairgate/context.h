@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "fairgate/status.h"
@@ -40,6 +41,8 @@ class ContextState;
 // A child of `parent` whose FencingToken is `token` (the runtime's, for jobs under a fleet-wide
 // lease).
 Context WithFencingToken(const Context& parent, std::uint64_t token);
+// A context around a state the runtime made (a job's on a worker, runtime/worker_assignment.h).
+Context WithState(std::shared_ptr<ContextState> state);
 }  // namespace internal
 
 class Context {
@@ -51,7 +54,8 @@ class Context {
 
   // Whether the context is done (cancelled, or past its deadline).
   bool Done() const;
-  // OK while not done; Cancelled or DeadlineExceeded once done.
+  // OK while not done; once done, Cancelled or DeadlineExceeded, or Unavailable for a job's
+  // context whose worker was removed (Worker()).
   Status Err() const;
   // The deadline, if the context or an ancestor has one.
   std::optional<Clock::time_point> Deadline() const;
@@ -71,12 +75,19 @@ class Context {
   // the job holds no such lease.
   std::uint64_t FencingToken() const;
 
+  // With workers declared (fairgate/worker.h): the name of the worker the job this context was
+  // given to was admitted onto, inherited by contexts made from it; send the work there. Empty
+  // without workers. If that worker is removed while the job runs, the context is cancelled and
+  // Err() says so (Unavailable).
+  std::string_view Worker() const;
+
  private:
   friend std::pair<Context, std::function<void()>> WithCancel(const Context& parent);
   friend std::pair<Context, std::function<void()>> WithDeadline(const Context& parent,
                                                                 Clock::time_point deadline);
   explicit Context(std::shared_ptr<internal::ContextState> state) : state_(std::move(state)) {}
   friend Context internal::WithFencingToken(const Context& parent, std::uint64_t token);
+  friend Context internal::WithState(std::shared_ptr<internal::ContextState> state);
 
   std::shared_ptr<internal::ContextState> state_;
 };

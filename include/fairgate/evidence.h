@@ -46,6 +46,12 @@ struct AdmissionEvidence {
   int skipped_key_limit = 0;   // (key, type) queues of keys at their max_running
   int skipped_conflict = 0;    // jobs found first in their queue while their conflict resource
                                // was full, set aside in this decision
+  int skipped_worker = 0;      // types with pending jobs none of whose workers had room
+  // With workers (fairgate/worker.h): the one it runs on, and whether it went there by its
+  // type's sole-worker reservation (RuleOptions::sole_worker_reserve_after). In the JSON only
+  // with workers.
+  std::string worker;
+  bool worker_reserved = false;
 };
 
 // The record as one line of JSON, without the newline; keys in a fixed order.

@@ -63,6 +63,9 @@ struct JobTypeConfig {
   // RunSync also joins one that is running; the job runs once and every caller gets its status.
   // A thousand clients asking at once for a repository that is not mirrored yet cause one clone.
   Coalesce coalesce = Coalesce::kOff;
+  // Tags a worker may serve the type through (WorkerConfig::tags, fairgate/worker.h): a worker
+  // serves the types it names and every type that carries one of its tags. Each not empty.
+  std::vector<std::string> tags = {};
 
   friend bool operator==(const JobTypeConfig&, const JobTypeConfig&) = default;
 };

@@ -96,6 +96,13 @@ struct RuleOptions {
   // A global cap that follows CPU pressure between a minimum and max_concurrency
   // (fairgate/adaptive_capacity.h). Off in both presets: the cap is max_concurrency.
   std::optional<AdaptiveCapacity> adaptive_capacity;
+  // With workers (fairgate/worker.h): a type that one worker alone serves and that has had jobs
+  // pending this long without one being admitted *starves*, and reserves that worker: while it
+  // has a job that nothing but the worker's room holds back, the worker takes no job of another
+  // type, and its next room goes to the type of its own that has starved longest. So a rare job
+  // is not kept waiting for ever by common jobs that other workers could run, in any tier
+  // (docs/ordering.md, "Workers", states the bound). > 0; infinity: never. Ignored without workers.
+  Seconds sole_worker_reserve_after{30.0};
 };
 
 // The runtime (fairgate::Scheduler): its threads, clock and listeners. The core and the

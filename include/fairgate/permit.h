@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 #include "fairgate/status.h"
 
@@ -34,6 +35,7 @@ class HeldJob {
   virtual ~HeldJob() = default;
   virtual void Release(const Status& status) = 0;
   virtual std::uint64_t FencingToken() const { return 0; }
+  virtual std::string_view Worker() const { return {}; }
 };
 }  // namespace internal
 
@@ -64,6 +66,9 @@ class Permit {
   // the same resource, for storage that can refuse a stale writer. 0 when it holds none, or
   // when empty.
   std::uint64_t FencingToken() const { return job_ ? job_->FencingToken() : 0; }
+  // With workers declared (fairgate/worker.h): the worker the job was admitted onto; do the
+  // work there. Empty without workers or once released.
+  std::string_view Worker() const { return job_ ? job_->Worker() : std::string_view(); }
 
   // Completes the job with `status` (see the header comment); no-op when empty.
   void Release(const Status& status = absl::OkStatus()) {

@@ -106,6 +106,7 @@
 #include "fairgate/snapshot.h"
 #include "fairgate/status.h"
 #include "fairgate/store.h"
+#include "fairgate/worker.h"
 
 namespace fairgate {
 
@@ -272,6 +273,28 @@ class Scheduler {
   Status ResumeType(std::string_view type);
   Status PauseKey(std::string_view fairness_key);
   Status ResumeKey(std::string_view fairness_key);
+  // Workers (fairgate/worker.h; docs/ordering.md, "Workers"): where jobs may run. Without any,
+  // max_concurrency slots serve every type. The first AddWorker turns them on for good: from
+  // then a job is admitted only onto a worker that serves its type and has room for its slots,
+  // the most specialised of those (fewest types served, then added first), and the job's
+  // context names it (Context::Worker; a permit's: Permit::Worker); the caller sends the work
+  // there. A type no worker serves waits (Snapshot::types_without_worker). Each admits at once
+  // what it makes admissible.
+  //
+  // Adds a worker: idempotent for an equal config, AlreadyExists for another, InvalidArgument
+  // for a bad one (ValidateWorker).
+  Status AddWorker(std::string_view name, const WorkerConfig& config);
+  // Changes a worker's slots and types. Its running jobs go on and keep their slots, even those
+  // of a type it no longer serves. NotFound for an unknown worker.
+  Status UpdateWorker(std::string_view name, const WorkerConfig& config);
+  // Removes a worker (it stopped, or its connection closed): its slots leave the accounting at
+  // once, and each job running on it ends now, once: its context is cancelled with Unavailable;
+  // when its function returns, a RunSync returns that Unavailable, a Submit's callback gets it
+  // (a durable job's attempt fails with it and follows its retry policy), and a permit's
+  // Release completes nothing. The key keeps what it was charged; the estimate learns nothing.
+  // NotFound for an unknown worker.
+  Status RemoveWorker(std::string_view name);
+
   // With RuleOptions::aging, how long a pending job of `type` takes at most to reach the
   // aging ceiling (grace + steps * interval, plus any time it spends paused); 0 when it cannot
   // rise (its tier is at or above the ceiling). What that bounds, and what it does not (a job of

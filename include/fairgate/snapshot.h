@@ -44,6 +44,14 @@ struct TierSnapshot {
   int slots_in_use = 0;      // the slots its running jobs take (JobTypeConfig::slots)
 };
 
+// A declared worker (fairgate/worker.h).
+struct WorkerSnapshot {
+  std::string name;
+  int slots = 0;
+  int slots_in_use = 0;
+  std::vector<std::string> types;  // the registered types it serves, by registration order
+};
+
 struct Snapshot {
   int max_concurrency = 0;  // in slots
   // The global cap in force, in slots: max_concurrency, or less while adaptive capacity
@@ -58,6 +66,10 @@ struct Snapshot {
   std::size_t estimates_tracked = 0;
   // Scheduler::PauseKey: the keys paused now, by name (their pending jobs wait until ResumeKey).
   std::vector<std::string> paused_keys;
+  // With workers declared: each, in the order they were added, and the registered types none
+  // serves (their jobs wait until one is added).
+  std::vector<WorkerSnapshot> workers;
+  std::vector<std::string> types_without_worker;
   // Since the scheduler started:
   std::uint64_t rejected = 0, keys_evicted = 0, aging_promotions = 0;
   std::uint64_t waited_on_conflict = 0, waited_on_capacity = 0;

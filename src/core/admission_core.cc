@@ -56,6 +56,9 @@ AdmissionEvidence ToEvidence(const Admission& a, double now) {
   e.skipped_type_cap = a.skipped.type_cap;
   e.skipped_key_limit = a.skipped.key_limit;
   e.skipped_conflict = a.skipped.conflict;
+  e.skipped_worker = a.skipped.worker;
+  e.worker = std::string(a.worker);
+  e.worker_reserved = a.worker_reserved;
   return e;
 }
 
@@ -130,6 +133,7 @@ Status AdmissionCore::RegisterType(std::string_view name, const JobTypeConfig& c
   type->tier->types.push_back(type.get());
   types_by_name_.emplace(type->name, type.get());
   types_.push_back(std::move(type));
+  if (workers_in_use_) RebuildWorkerIndex();
   return absl::OkStatus();
 }
 
@@ -206,6 +210,7 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
   }
   JoinLane(job, LaneFor(key, type, tier));
   ++key.pending;
+  if (type.pending == 0) type.starved_since = now;
   ++type.pending;
   ++tier.pending;
   ++pending_;
@@ -247,6 +252,8 @@ bool AdmissionCore::AdmitsAtOnce(const Job& job, double now) const {
 }
 
 void AdmissionCore::AdmitAtOnce(Job& job, double now, Admission& admission) {
+  if (workers_in_use_)
+    job.worker = ChooseWorker(*job.type)->index + 1;  // AdmitsAtOnce: one has room
   EstimateTable::Entry* estimate =
       DescribeAdmission(job, job.type->tier->priority, DecisionSkips{}, now, admission);
   // What Admit does besides is for a job in a lane, a tier presence and timed steps, and counted
@@ -309,12 +316,96 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
   if (slots_.Full()) return std::nullopt;
   DecisionSkips skipped;
   parked_in_decision_ = 0;
-  Job* job = Pick(skipped);
+  WorkerState* reserved = nullptr;
+  Job* job = workers_in_use_ ? PickReserved(now, reserved) : nullptr;
+  if (job == nullptr) job = Pick(skipped);
+  if (job != nullptr && workers_in_use_) {
+    job->worker = (reserved != nullptr ? reserved : ChooseWorker(*job->type))->index + 1;
+  }
+  if (!reserved_workers_.empty()) ClearReservations();
   if (job == nullptr) return std::nullopt;
   skipped.conflict = parked_in_decision_;
   std::optional<Admission> admission(std::in_place);
   Admit(*job, skipped, now, *admission);
+  admission->worker_reserved = reserved != nullptr;
   return admission;
+}
+
+Job* AdmissionCore::PickReserved(double now, WorkerState*& worker) {
+  const double after = options_.rule.sole_worker_reserve_after.count();
+  TypeState* first = nullptr;  // the claimant that goes: starved longest, of those with room
+  Job* first_job = nullptr;
+  for (TypeState* type : sole_types_) {
+    if (type->pending == 0 || now - type->starved_since < after) continue;
+    if (CapBlocker(*type) != Blocker::kNone) continue;
+    Job* job = FrontOfType(*type);
+    if (job == nullptr) continue;  // held back by its keys or its resources, not by the worker
+    WorkerState& sole = *type->workers.front();
+    if (!sole.reserved) {
+      sole.reserved = true;
+      reserved_workers_.push_back(&sole);
+    }
+    // Its worker's room goes to the type of its own that starved longest (ties: registered
+    // first), its claimant: a type it has room for but that starved less waits with the others.
+    if (sole.claimant == nullptr ||
+        std::pair(type->starved_since, type->index) <
+            std::pair(sole.claimant->starved_since, sole.claimant->index)) {
+      sole.claimant = type;
+      sole.claimant_job = job;
+    }
+  }
+  for (WorkerState* w : reserved_workers_) {
+    TypeState* type = w->claimant;
+    if (!w->slots.Fits(type->config.slots)) continue;
+    if (first == nullptr || std::pair(type->starved_since, type->index) <
+                                std::pair(first->starved_since, first->index)) {
+      first = type;
+      first_job = w->claimant_job;
+      worker = w;
+    }
+  }
+  return first_job;
+}
+
+Job* AdmissionCore::FrontOfType(TypeState& type) {
+  for (auto& tier : tiers_) {
+    if (tier.get() == type.tier) return FrontOf(type.lanes);
+    if (tier->aged_in == 0) continue;
+    for (auto& group : tier->aged) {
+      if (group->type != &type) continue;
+      if (Job* job = FrontOf(group->lanes)) return job;
+      break;
+    }
+  }
+  return nullptr;
+}
+
+void AdmissionCore::ClearReservations() {
+  for (WorkerState* w : reserved_workers_) {
+    w->reserved = false;
+    w->claimant = nullptr;
+    w->claimant_job = nullptr;
+  }
+  reserved_workers_.clear();
+}
+
+WorkerState* AdmissionCore::ChooseWorker(const TypeState& type) const {
+  for (WorkerState* w : type.workers) {
+    if (!w->reserved && w->slots.Fits(type.config.slots)) return w;
+  }
+  return nullptr;
+}
+
+template <typename Change>
+void AdmissionCore::ChangeWorkerUse(const Job& job, Change change) {
+  WorkerState* w = WorkerOf(job);
+  if (w == nullptr) {
+    change();
+    return;
+  }
+  for (TypeState* t : w->served) t->workers_with_room -= w->slots.Fits(t->config.slots);
+  change();
+  for (TypeState* t : w->served) t->workers_with_room += w->slots.Fits(t->config.slots);
 }
 
 Job* AdmissionCore::Pick(DecisionSkips& skipped) {
@@ -373,6 +464,7 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
   admission.reserved = Reserved(key);
   admission.waited_on_conflict = job.was_parked;
   admission.skipped = skipped;
+  if (job.worker != 0) admission.worker = workers_[job.worker - 1]->name;
   admission.weight = KeyTable::WeightOf(key);
   admission.estimate_source = EstimateSource::kExplicit;
   admission.charge = job.explicit_cost;
@@ -402,12 +494,16 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
         ChargeAndHold(job, admission);
       },
       lane->pending > 1 ? lane : nullptr);
+  job.type->starved_since = now;  // an admission of the type restarts its clock
   StartRunning(job, admission, estimate);
 }
 
 void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission) {
   job.key->acc = job.key->acc + admission.charge / admission.weight;
-  ForEachHold(*this, job, [](Usage& usage, std::int32_t amount) { usage.Acquire(amount); });
+  ChangeWorkerUse(job, [&] {
+    ForEachHold(*this, job, [](Usage& usage, std::int32_t amount) { usage.Acquire(amount); });
+  });
+  if (job.worker != 0) workers_[job.worker - 1]->running.insert(job.slot);
 }
 
 // Inlined likewise.
@@ -438,22 +534,34 @@ Status AdmissionCore::CompleteRunning(JobTicket ticket, double elapsed, double n
     return absl::FailedPreconditionError("the job is pending; only running jobs can complete");
   }
   if (completed != nullptr) *completed = ViewOf(*job);
+  EndRunning(*job, &elapsed, now);
+  return absl::OkStatus();
+}
+
+void AdmissionCore::EndRunning(Job& running, const double* elapsed, double now) {
+  Job* job = &running;
   const TypeState& type = *job->type;
   KeyState& key = *job->key;
-  if (job->estimate != nullptr) {
-    estimates_.LearnHeld(job->estimate, type.config.default_cost, elapsed, options_.rule.alpha,
+  if (elapsed == nullptr) {
+    if (job->estimate != nullptr) estimates_.DropHold(job->estimate);
+  } else if (job->estimate != nullptr) {
+    estimates_.LearnHeld(job->estimate, type.config.default_cost, *elapsed, options_.rule.alpha,
                          now);
   } else {
-    estimates_.Learn(type.index, job->id, type.config.default_cost, elapsed, options_.rule.alpha,
+    estimates_.Learn(type.index, job->id, type.config.default_cost, *elapsed, options_.rule.alpha,
                      now);
   }
-  const double acc =
-      options_.rule.reconcile ? key.acc + (elapsed - job->charge) / job->weight : key.acc;
+  const double acc = options_.rule.reconcile && elapsed != nullptr
+                         ? key.acc + (*elapsed - job->charge) / job->weight
+                         : key.acc;
   Resource* resource = job->resource;
   const bool resource_was_full = IdBlocker(resource) != Blocker::kNone;
+  if (WorkerState* w = WorkerOf(*job)) w->running.erase(job->slot);
   auto release = [&] {
     key.acc = acc;
-    ForEachHold(*this, *job, [](Usage& usage, std::int32_t amount) { usage.Release(amount); });
+    ChangeWorkerUse(*job, [&] {
+      ForEachHold(*this, *job, [](Usage& usage, std::int32_t amount) { usage.Release(amount); });
+    });
   };
   // The key's lanes move only if its cost or (with limits) its admissibility may have changed.
   if (acc != key.acc || limits_in_use_) {
@@ -468,7 +576,6 @@ Status AdmissionCore::CompleteRunning(JobTicket ticket, double elapsed, double n
   if (job->joinable) job->type->join_points.Complete(*job);
   keys_.MaybeIdle(key, now);
   jobs_.Free(*job);
-  return absl::OkStatus();
 }
 
 SweepResult AdmissionCore::Sweep(double now, std::vector<std::pair<std::string, double>>* evicted) {
@@ -684,6 +791,9 @@ void AdmissionCore::CountCapSkip(Blocker blocker, DecisionSkips& skipped) {
     case Blocker::kTypeCap:
       ++skipped.type_cap;
       return;
+    case Blocker::kNoWorker:
+      ++skipped.worker;
+      return;
     case Blocker::kTypePaused:  // not a cap: nothing to count
       return;
     default:
@@ -738,6 +848,20 @@ Snapshot AdmissionCore::TakeSnapshot() const {
     s.types.back().paused = type->paused;
   }
   s.paused_keys.assign(keys_.paused().begin(), keys_.paused().end());
+  std::vector<const WorkerState*> workers;
+  for (const auto& w : workers_) {
+    if (w != nullptr) workers.push_back(w.get());
+  }
+  std::sort(workers.begin(), workers.end(),
+            [](const WorkerState* a, const WorkerState* b) { return a->added < b->added; });
+  for (const WorkerState* w : workers) {
+    WorkerSnapshot& out = s.workers.emplace_back();
+    out.name = w->name;
+    out.slots = w->slots.limit();
+    out.slots_in_use = w->slots.used();
+    for (const TypeState* type : w->served) out.types.push_back(type->name);
+  }
+  s.types_without_worker = TypesWithoutWorker();
   s.keys_tracked = keys_.size();
   s.estimates_tracked = estimates_.size();
   return s;
@@ -825,6 +949,7 @@ JobView AdmissionCore::ViewOf(const Job& job) const {
   view.running = job.state == JobState::kRunning;
   view.effective_priority = view.running ? job.effective_priority : job.lane->tier->priority;
   if (view.running) view.charge = job.charge;
+  if (view.running && job.worker != 0) view.worker = workers_[job.worker - 1]->name;
   return view;
 }
 

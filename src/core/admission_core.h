@@ -50,6 +50,7 @@
 #include "fairgate/snapshot.h"
 #include "fairgate/status.h"
 #include "fairgate/store.h"
+#include "fairgate/worker.h"
 
 namespace fairgate::core {
 
@@ -82,6 +83,7 @@ struct DecisionSkips {
   int type_cap = 0;
   int key_limit = 0;
   int conflict = 0;
+  int worker = 0;  // types none of whose workers had room (with workers declared)
 };
 
 // An aging step, as the promotion log records it. The string views stay valid while the job
@@ -113,6 +115,11 @@ struct Admission {
   bool waited_on_conflict = false;  // it was set aside for a full resource at least once
   EstimateSource estimate_source = EstimateSource::kDefault;
   DecisionSkips skipped;
+  // With workers declared: the worker it runs on (valid until the job completes or the worker is
+  // removed), and whether it went there because its type starved and reserved that worker
+  // (RuleOptions::sole_worker_reserve_after). Empty without workers.
+  std::string_view worker;
+  bool worker_reserved = false;
 };
 
 // The evidence record (fairgate/evidence.h) of an admission decided at `now`: what the runtime
@@ -128,7 +135,8 @@ struct JobView {
   int effective_priority = 0;  // the tier it orders in (pending) or was admitted from (running)
   double arrival = 0;
   bool running = false;
-  double charge = 0;  // running: what it was charged (before the key's weight)
+  double charge = 0;             // running: what it was charged (before the key's weight)
+  std::string_view worker = {};  // running on a declared worker: its name
 };
 
 // A job that left the queue because it was still pending at its type's max_queue_wait, as
@@ -142,6 +150,19 @@ struct ExpiredJob {
   double arrival = 0;
   double expired_at = 0;  // arrival + max_queue_wait: when its limit was reached
   // The job as a JobView (pending), valid while this ExpiredJob is neither moved nor destroyed.
+  JobView View() const;
+};
+
+// A running job that ended with its worker (RemoveWorker). It owns its names: the job is gone.
+struct LostJob {
+  JobTicket ticket;  // names nothing any more; its slot says which job it was
+  std::string type, id, key, worker;
+  std::uint32_t type_index = 0;
+  int priority = 0;
+  int effective_priority = 0;  // the tier it was admitted from
+  double arrival = 0;
+  double charge = 0;  // what it was charged; its key keeps it
+  // The job as a JobView (running), valid while this LostJob is neither moved nor destroyed.
   JobView View() const;
 };
 
@@ -292,6 +313,29 @@ class AdmissionCore {
   // InvalidArgument for a cost that is not finite and >= 0. O(the key's lanes x log lanes).
   StatusOr<bool> SetAccumulatedCost(std::string_view key, double cost);
 
+  // Workers (fairgate/worker.h; docs/ordering.md, "Workers"). The first AddWorker turns them on
+  // for good: from then a job is admitted only onto a worker that serves its type and has room
+  // (with none left, nothing is admitted); without any, the scheduler's slots serve every type.
+  // Each is O(workers x types) (the index of who serves what is rebuilt); call NextAdmission
+  // after, as a worker may have room.
+  //
+  // Adds a worker. Idempotent for an equal config; AlreadyExists for a different one;
+  // InvalidArgument for a bad one; ResourceExhausted past 65535 workers.
+  Status AddWorker(std::string_view name, const WorkerConfig& config);
+  // Changes a worker's slots and types. Its running jobs keep running on it and holding its
+  // slots, even those of a type it no longer serves; fewer slots than they hold admit nothing
+  // more onto it until enough complete. NotFound for an unknown worker.
+  Status UpdateWorker(std::string_view name, const WorkerConfig& config);
+  // Removes a worker: its slots leave the accounting at once and each of its running jobs ends
+  // now, uncharged back and unlearned (its key keeps what it was charged; its estimate learns
+  // nothing). Returns them, in enqueue order; their tickets name nothing from now on, so a
+  // later Complete of one is NotFound and changes nothing. NotFound for an unknown worker.
+  StatusOr<std::vector<LostJob>> RemoveWorker(std::string_view name, double now);
+  bool workers_in_use() const { return workers_in_use_; }
+  // The registered types that no worker serves (with workers declared; empty without), by
+  // registration order: their jobs wait until a worker that serves them is added.
+  std::vector<std::string> TypesWithoutWorker() const;
+
   // The key's accumulated cost, if the key is tracked.
   std::optional<double> AccumulatedCost(std::string_view key) const;
   // The learned estimate of (type, id), if tracked.
@@ -305,6 +349,8 @@ class AdmissionCore {
   // Complete, describing the job into `completed` first when it is not null.
   Status CompleteRunning(JobTicket ticket, double elapsed, double now, JobView* completed);
   Status CheckJoinPoints() const;  // part of CheckInvariants
+  // Part of CheckInvariants, with what the running jobs hold of each constraint.
+  Status CheckWorkers(const absl::flat_hash_map<const Usage*, std::int64_t>& held_by) const;
   static JobTicket TicketOf(const Job& job) { return JobTable::TicketOf(job); }
   // The type's own lane set in its tier, or the aged group's of `tier`.
   LaneSet& SetFor(TypeState& type, TierState& tier);
@@ -319,8 +365,15 @@ class AdmissionCore {
     if (const Blocker b = KeyBlocker(*job.key); b != Blocker::kNone) return b;
     return IdBlocker(job.resource);
   }
-  // The type level: the type's pause, then the tier, global and type caps.
+  // The type level: the type's pause, then the tier, global and type caps, then (with workers)
+  // a worker with room.
   Blocker TypeBlocker(const TypeState& type) const {
+    if (const Blocker b = CapBlocker(type); b != Blocker::kNone) return b;
+    if (workers_in_use_ && !WorkerHasRoom(type)) return Blocker::kNoWorker;
+    return Blocker::kNone;
+  }
+  // The type level but the worker.
+  Blocker CapBlocker(const TypeState& type) const {
     const std::int32_t slots = type.config.slots;
     if (type.paused) return Blocker::kTypePaused;
     if (!type.tier->slots.Fits(slots)) return Blocker::kTierCap;
@@ -328,6 +381,37 @@ class AdmissionCore {
     if (type.running.Full()) return Blocker::kTypeCap;
     return Blocker::kNone;
   }
+  // Whether a worker that serves the type has room for one of its jobs and is not reserved in
+  // this decision for another type: O(1) unless a worker is.
+  bool WorkerHasRoom(const TypeState& type) const {
+    if (reserved_workers_.empty()) return type.workers_with_room > 0;
+    return ChooseWorker(type) != nullptr;
+  }
+  // The worker an admission of `type` goes to now: the first of its workers (the most
+  // specialised) with room and not reserved; null if none. O(the type's workers).
+  WorkerState* ChooseWorker(const TypeState& type) const;
+  // The worker a running job holds, or null without workers.
+  WorkerState* WorkerOf(const Job& job) const {
+    return job.worker == 0 ? nullptr : workers_[job.worker - 1].get();
+  }
+  // Runs `change` (to what `job`'s worker holds) and keeps the room counts of the types that
+  // worker serves (TypeState::workers_with_room) current: O(the types it serves).
+  template <typename Change>
+  void ChangeWorkerUse(const Job& job, Change change);
+  // Rebuilds who serves what (WorkerState::served, TypeState::workers and workers_with_room,
+  // sole_types_) after a worker or a type came or went, or a worker changed.
+  void RebuildWorkerIndex();
+  // The reservation of RuleOptions::sole_worker_reserve_after: marks the workers reserved in
+  // this decision (reserved_workers_) and returns the job that goes first on one of them, with
+  // `worker` set to it, or null when none of them has room for its claimant.
+  Job* PickReserved(double now, WorkerState*& worker);
+  // The first admissible job of `type` across its own lane set and the aged groups it has in
+  // higher tiers (higher tiers first), or null: Pick's choice were the type alone pending.
+  Job* FrontOfType(TypeState& type);
+  void ClearReservations();
+  // Ends a running job: releases what it holds and frees it. `elapsed` null: it was lost with
+  // its worker (nothing learned, nothing reconciled).
+  void EndRunning(Job& job, const double* elapsed, double now);
   // The key level: the key's pause, then its max_running. Nothing until a key has limits or a
   // pause (limits_in_use_): until then the checks cost nothing.
   Blocker KeyBlocker(const KeyState& key) const {
@@ -366,6 +450,7 @@ class AdmissionCore {
     use(job.type->running, 1);
     use(job.key->running, 1);
     if (job.resource != nullptr) use(job.resource->running, 1);
+    if (job.worker != 0) use(self.workers_[job.worker - 1]->slots, slots);
   }
   bool Reserved(const KeyState& key) const;
   // A key's place in the admission order (core/order.h).
@@ -489,6 +574,15 @@ class AdmissionCore {
   bool limits_in_use_ = false;
   // The global cap: the slots running jobs take, against the capacity in force (SetCapacity).
   Constraint slots_;
+  // Workers, by index (null where one was removed; its index is reused), and by name.
+  std::vector<std::unique_ptr<WorkerState>> workers_;
+  absl::flat_hash_map<std::string, WorkerState*> workers_by_name_;
+  std::uint64_t workers_added_ = 0;
+  bool workers_in_use_ = false;  // a worker was ever added
+  // Types exactly one worker serves, in registration order: the ones that may reserve it.
+  std::vector<TypeState*> sole_types_;
+  // Workers reserved in the current decision (empty outside one).
+  std::vector<WorkerState*> reserved_workers_;
   std::int64_t pending_ = 0;
 };
 

@@ -258,6 +258,93 @@ Status AdmissionCore::CheckInvariants() const {
     }
   }
   if (by_resource.size() > resources_.size()) return Broken("a job names a forgotten resource");
+  return CheckWorkers(held_by);
+}
+
+// Each worker holds what the jobs on it hold (its slots may have been lowered below that), knows
+// exactly its running jobs, serves what its config names, and each type's workers and their
+// room count are what the workers say; no job runs on a worker without workers, or pending on
+// one; no reservation outlives its decision.
+Status AdmissionCore::CheckWorkers(
+    const absl::flat_hash_map<const Usage*, std::int64_t>& held_by) const {
+  std::size_t on_workers = 0;
+  for (const Job& job : jobs_) {
+    if (job.state == JobState::kFree || job.worker == 0) continue;
+    if (job.state != JobState::kRunning) {
+      return Broken(absl::StrCat("pending job ", job.seq, " names a worker"));
+    }
+    if (job.worker > workers_.size() || workers_[job.worker - 1] == nullptr ||
+        !workers_[job.worker - 1]->running.contains(job.slot)) {
+      return Broken(absl::StrCat("job ", job.seq, " runs on a worker that does not know it"));
+    }
+    ++on_workers;
+  }
+  // A job admitted before the first worker was added runs on none: that is not checked.
+  std::size_t known = 0;
+  for (const auto& worker : workers_) {
+    if (worker == nullptr) continue;
+    known += worker->running.size();
+    const auto it = held_by.find(&worker->slots);
+    if (worker->slots.used() != (it == held_by.end() ? 0 : it->second) ||
+        worker->slots.limit() != worker->config.slots) {
+      return Broken(absl::StrCat("worker '", worker->name, "' counts ", worker->slots.used(),
+                                 " slots in use, its jobs hold ",
+                                 it == held_by.end() ? 0 : it->second));
+    }
+    if (worker->reserved || worker->claimant != nullptr) {
+      return Broken(absl::StrCat("worker '", worker->name, "' is reserved outside a decision"));
+    }
+    std::size_t serves = 0;
+    for (const auto& type : types_) {
+      const bool listed = std::find(worker->served.begin(), worker->served.end(), type.get()) !=
+                          worker->served.end();
+      bool named = std::find(worker->config.types.begin(), worker->config.types.end(),
+                             type->name) != worker->config.types.end();
+      for (const std::string& tag : worker->config.tags) {
+        named = named || std::find(type->config.tags.begin(), type->config.tags.end(), tag) !=
+                             type->config.tags.end();
+      }
+      if (listed != named) {
+        return Broken(absl::StrCat("worker '", worker->name, "' serves type ", type->name,
+                                   named ? " but does not list it" : " without naming it"));
+      }
+      serves += named;
+    }
+    if (serves != worker->served.size()) {
+      return Broken(absl::StrCat("worker '", worker->name, "' lists a type twice"));
+    }
+  }
+  if (known != on_workers) return Broken("a worker lists a job that does not run on it");
+  if (!reserved_workers_.empty()) return Broken("reservations outlived their decision");
+  for (const auto& type : types_) {
+    std::int32_t with_room = 0;
+    for (std::size_t i = 0; i < type->workers.size(); ++i) {
+      const WorkerState* w = type->workers[i];
+      with_room += w->slots.Fits(type->config.slots);
+      if (std::find(w->served.begin(), w->served.end(), type.get()) == w->served.end()) {
+        return Broken(absl::StrCat("type ", type->name, " lists worker '", w->name,
+                                   "', which does not serve it"));
+      }
+      if (i > 0 && std::pair(type->workers[i - 1]->served.size(), type->workers[i - 1]->added) >=
+                       std::pair(w->served.size(), w->added)) {
+        return Broken(
+            absl::StrCat("type ", type->name, "'s workers are not most specialised first"));
+      }
+    }
+    if (with_room != type->workers_with_room) {
+      return Broken(absl::StrCat("type ", type->name, " counts ", type->workers_with_room,
+                                 " workers with room, its workers say ", with_room));
+    }
+    const bool sole =
+        std::find(sole_types_.begin(), sole_types_.end(), type.get()) != sole_types_.end();
+    if (sole != (type->workers.size() == 1)) {
+      return Broken(absl::StrCat("type ", type->name, " is listed as sole-served wrongly"));
+    }
+  }
+  std::size_t served_pairs = 0, listed_pairs = 0;
+  for (const auto& worker : workers_) served_pairs += worker == nullptr ? 0 : worker->served.size();
+  for (const auto& type : types_) listed_pairs += type->workers.size();
+  if (served_pairs != listed_pairs) return Broken("types and workers disagree on who serves what");
   return absl::OkStatus();
 }
 

@@ -12,10 +12,15 @@
 //   type cap         TypeState::running      1          JobTypeConfig::max_concurrency
 //   key limit        KeyState::running       1          KeyLimits::max_running of the key (*)
 //   conflict limit   Resource::running       1          JobTypeConfig::conflict_limit of the group
+//   worker           WorkerState::slots      its slots  WorkerConfig::slots of its worker (**)
 //
 // (*) The key limit's usage is a bare Usage in the key and its limit lives in the key's settings,
 // or in the options for a key without settings of its own: a key is kept at 72 bytes (a server
 // may remember a million idle clients), and nearly every key shares the default limit.
+//
+// (**) With workers declared only. A job holds the one worker its admission named: the type level
+// asks whether any worker serving the type has room (TypeState::workers_with_room, kept by
+// AdmissionCore::ChangeWorkerUse), and the admission takes the most specialised of those.
 //
 // Pauses hold nothing and have no amount: a paused type or key has no room at all.
 //
@@ -24,7 +29,8 @@
 // Each level is checked where it is the same for every job there, so a job that must wait is set
 // aside with the others that must, where the release that frees it finds them:
 //
-//   the type level (its pause, the tier, global and type caps) depends on the type only:
+//   the type level (its pause, the tier, global and type caps, a worker with room) depends on the
+//   type only:
 //     NextAdmission skips the type's lane set whole (TypeFits), and the next decision looks again;
 //   the key level (its pause, its max_running) depends on the key only: SyncLane unlinks
 //     ("holds") the key's lanes, and the completion that frees the key relinks them (Rekey);
@@ -79,6 +85,7 @@ enum class Blocker : std::uint8_t {
   kTierCap,
   kGlobalCap,
   kTypeCap,
+  kNoWorker,  // no worker that serves the type has room for its slots (with workers only)
   // The key level.
   kKeyPaused,
   kKeyLimit,

@@ -54,6 +54,10 @@ void EstimateTable::LearnHeld(Entry* held, double default_cost, double observed,
   LearnInto(*held, observed, alpha);
 }
 
+void EstimateTable::DropHold(Entry* held) {
+  if (--held->holds == 0 && held->evicted) evicted_held_.erase(held);
+}
+
 bool EstimateTable::Holds(const Entry* held, std::uint32_t type, absl::string_view id) {
   return held->holds > 0 && held->name->index == type && held->name->name == id;
 }

@@ -51,6 +51,8 @@ class EstimateTable {
   // Learn for the (type, id) of a held entry, then gives the hold back: the same as Learn, with
   // no lookup unless the entry was evicted while held.
   void LearnHeld(Entry* held, double default_cost, double observed, double alpha, double now);
+  // Gives a hold back without learning anything (a job whose worker was lost never completed).
+  void DropHold(Entry* held);
   // Whether `held` is held and names (type, id) (for the core's invariants).
   static bool Holds(const Entry* held, std::uint32_t type, absl::string_view id);
 

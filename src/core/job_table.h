@@ -45,6 +45,7 @@ class JobTable {
     job.type = nullptr;
     job.resource = nullptr;
     job.joinable = false;
+    job.worker = 0;
     free_slots_.push_back(job.slot);
   }
   // The pending or running job the ticket names, or null.
@@ -58,6 +59,8 @@ class JobTable {
     return const_cast<Job*>(static_cast<const JobTable*>(this)->Find(ticket));
   }
   static JobTicket TicketOf(const Job& job) { return JobTicket{job.slot, job.generation}; }
+  // The job in `slot`, which must be live (a worker's running jobs are kept by slot).
+  Job& At(std::uint32_t slot) { return jobs_[slot]; }
 
   // Every slot, free ones included (state kFree), in slot order: for the rare operations that
   // scan the jobs (a pause with aging) and CheckInvariants.

@@ -44,6 +44,11 @@ Status ValidateJobType(std::string_view name, const JobTypeConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "job type '", n, "': default_cost must be finite and >= 0, got ", config.default_cost));
   }
+  for (const std::string& tag : config.tags) {
+    if (tag.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("job type '", n, "': a tag is empty"));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -61,6 +61,11 @@ Status ValidateOptions(const SchedulerOptions& options) {
         absl::StrCat("rule.shortest_first_aging must be finite and >= 0, got ",
                      options.rule.shortest_first_aging));
   }
+  if (!(options.rule.sole_worker_reserve_after.count() > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rule.sole_worker_reserve_after must be > 0 seconds (infinity: never), got ",
+                     options.rule.sole_worker_reserve_after.count()));
+  }
   if (options.rule.adaptive_capacity) {
     if (Status s =
             ValidateAdaptiveCapacity(*options.rule.adaptive_capacity, options.rule.max_concurrency);

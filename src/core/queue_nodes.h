@@ -40,6 +40,7 @@
 
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "boost/intrusive/list.hpp"
 #include "boost/intrusive/set.hpp"
 #include "core/check.h"
@@ -51,6 +52,7 @@
 #include "core/order.h"
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
+#include "fairgate/worker.h"
 
 namespace fairgate::core {
 
@@ -105,6 +107,9 @@ struct Job {
   bool promotion_scheduled : 1 = false;
   bool was_parked : 1 = false;  // set aside for a full resource at least once
   bool joinable : 1 = false;    // in its type's join points (JobTypeConfig::coalesce)
+  // While running on a declared worker: its index in the core's worker table plus 1; 0 without
+  // workers. In the padding after the flags.
+  std::uint16_t worker = 0;
 };
 static_assert(sizeof(Job) == 112, "a pending job's size is stated in bench/HISTORY.md");
 
@@ -363,6 +368,8 @@ using PresenceSet =
 
 using IdleKeyList = bi::list<KeyState, bi::member_hook<KeyState, ListHook, &KeyState::idle_hook>>;
 
+struct WorkerState;
+
 struct TypeState {
   std::string name;
   JobTypeConfig config;
@@ -374,6 +381,29 @@ struct TypeState {
   bool paused = false;  // PauseType: none of its jobs is admitted (Blocker::kTypePaused), none ages
   LaneSet lanes;
   JoinPoints join_points;  // none unless it coalesces
+  // With workers: those that serve it, most specialised first (fewest types served, then the
+  // one added first), and how many of them have room for one of its jobs.
+  std::vector<WorkerState*> workers;
+  std::int32_t workers_with_room = 0;
+  // Since when it has had pending jobs and none admitted: the later of its last admission and
+  // the enqueue that found it with none pending (RuleOptions::sole_worker_reserve_after).
+  double starved_since = 0;
+};
+
+// A declared worker (fairgate/worker.h).
+struct WorkerState {
+  std::string name;
+  WorkerConfig config;
+  std::uint16_t index = 0;  // in the core's worker table; Job::worker is index + 1
+  std::uint64_t added = 0;  // when it was added, in AddWorker calls: the tie rule of assignment
+  Constraint slots;         // the worker's slots: its running jobs', against config.slots
+  std::vector<TypeState*> served;              // the registered types it serves
+  absl::flat_hash_set<std::uint32_t> running;  // the job slots of its running jobs
+  // In a decision only: a type it alone serves starves (the reservation of RuleOptions::
+  // sole_worker_reserve_after): no other type's job goes on it.
+  bool reserved = false;
+  TypeState* claimant = nullptr;  // which of them its room goes to, and that type's first job
+  Job* claimant_job = nullptr;
 };
 
 // The lanes of one lower-tier type whose jobs aged into a tier.

@@ -216,10 +216,13 @@ void AdmissionTable::Complete(JobRecord& record, double run_time, double end, co
                               Decision& decision, std::vector<RecordPtr>& joiners) {
   Locked lock(this, decision);
   end = MonotonicLocked(end);
-  core::JobView job;  // described by the completion itself: one lookup of the ticket
-  (void)core_->Complete(record.ticket, run_time, end, job);
-  log_.Completed(job, status, run_time, end);
-  records_[record.ticket.slot] = nullptr;
+  if (record.worker == nullptr || !record.worker->Lost()) {
+    core::JobView job;  // described by the completion itself: one lookup of the ticket
+    (void)core_->Complete(record.ticket, run_time, end, job);
+    log_.Completed(job, status, run_time, end);
+    records_[record.ticket.slot] = nullptr;
+  }
+  // Else its worker was removed: the core ended the job then, and its slot may be another's.
   joiners = std::move(record.joiners);
   record.joiners.clear();
   for (const RecordPtr& joiner : joiners) {
@@ -227,6 +230,34 @@ void AdmissionTable::Complete(JobRecord& record, double run_time, double end, co
     joiner->result = Detached(status);
   }
   AdmitLocked(end, decision);
+}
+
+Status AdmissionTable::SetWorker(std::string_view name, const WorkerConfig& config, bool update,
+                                 Decision& decision) {
+  Locked lock(this, decision);
+  const double now = LockedNow();
+  Status status = update ? core_->UpdateWorker(name, config) : core_->AddWorker(name, config);
+  if (status.ok() && phase_ != Phase::kShutDown) AdmitLocked(now, decision);
+  return status;
+}
+
+Status AdmissionTable::RemoveWorker(std::string_view name, Decision& decision, RecordList& lost) {
+  Locked lock(this, decision);
+  const double now = LockedNow();
+  StatusOr<std::vector<core::LostJob>> ended = core_->RemoveWorker(name, now);
+  if (!ended.ok()) return ended.status();
+  const Status why =
+      absl::UnavailableError(absl::StrCat("worker '", absl::string_view(name.data(), name.size()),
+                                          "' was removed while the job ran on it"));
+  for (const core::LostJob& job : *ended) {
+    RecordPtr record = std::move(records_[job.ticket.slot]);
+    record->worker->MarkLost(why);
+    log_.Completed(job.View(), why, std::max(0.0, now - record->admitted_at), now);
+    lost.push_back(std::move(record));
+  }
+  if (phase_ != Phase::kShutDown) AdmitLocked(now, decision);
+  CheckInvariantsLocked();
+  return absl::OkStatus();
 }
 
 bool AdmissionTable::Abandon(const RecordPtr& record, const Status& why) {
@@ -298,6 +329,7 @@ void AdmissionTable::AdmitLocked(double now, Decision& decision) {
 void AdmissionTable::TakeAdmissionLocked(const core::Admission& a, double now, Decision& decision) {
   RecordPtr& record = records_[a.ticket.slot];
   if (!record->joiners.empty()) ChooseRunnerLocked(record, coalesce_[a.type_index]);
+  if (!a.worker.empty()) record->worker = std::make_unique<WorkerAssignment>(a.worker);
   record->MoveTo(JobRecord::State::kRunning);
   record->admitted_at = now;
   ForgetDeadlineLocked(*record);

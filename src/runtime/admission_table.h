@@ -131,6 +131,15 @@ class AdmissionTable {
   Status ChangePause(const std::function<Status(core::AdmissionCore&, double)>& change,
                      Decision& decision);
   StatusOr<double> MaxWaitToCeiling(std::string_view type) const;
+  // Adds a worker (or, with `update`, changes one), then admits what it makes admissible.
+  Status SetWorker(std::string_view name, const WorkerConfig& config, bool update,
+                   Decision& decision);
+  // Removes a worker: the core ends its running jobs, whose records leave the table marked lost
+  // (WorkerAssignment::MarkLost), logged as completed with the loss, into `lost` (the caller
+  // cancels their contexts once the lock is released); then admits what can run.
+  Status RemoveWorker(std::string_view name, Decision& decision, RecordList& lost);
+  // The registered types no worker serves (with workers declared).
+  std::vector<std::string> TypesWithoutWorker() const;
   std::optional<double> AccumulatedCost(std::string_view key) const;
   std::optional<double> Estimate(std::string_view type, std::string_view id) const;
   Status Open() const;

@@ -102,6 +102,11 @@ Status AdmissionTable::ChangePause(
   return status;
 }
 
+std::vector<std::string> AdmissionTable::TypesWithoutWorker() const {
+  Locked lock(this);
+  return core_->TypesWithoutWorker();
+}
+
 StatusOr<double> AdmissionTable::MaxWaitToCeiling(std::string_view type) const {
   Locked lock(this);
   return core_->MaxWaitToCeiling(type);

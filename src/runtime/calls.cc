@@ -3,6 +3,7 @@
 // dispatcher.h).
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "runtime/context_state.h"
@@ -53,7 +54,17 @@ Status Scheduler::Impl::RunSync(const Context& ctx, std::string_view type, std::
   internal::FleetLeases::Held leases;
   Status status = fleet_ ? fleet_->Enter(type, id, ctx, leases) : absl::OkStatus();
   const double start = Now();  // a wait for fleet-wide leases is not part of the run
-  if (status.ok()) status = Invoke(fn, leases.ctx ? *leases.ctx : ctx);  // no copy of ctx
+  if (status.ok()) {
+    const Context& base = leases.ctx ? *leases.ctx : ctx;
+    if (record->worker) {
+      status = Invoke(fn, record->worker->Enter(base));  // a context that names its worker
+    } else {
+      status = Invoke(fn, base);  // no copy of ctx
+    }
+  }
+  if (record->worker) {
+    if (std::optional<Status> lost = record->worker->Lost()) status = *std::move(lost);
+  }
   if (fleet_) fleet_->Leave(leases);
   (void)dispatcher_.Complete(*record, start, Now(), status);
   outstanding_.Finish();

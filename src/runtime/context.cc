@@ -112,6 +112,10 @@ Status Context::Err() const { return state_ ? state_->Err() : absl::OkStatus(); 
 
 std::uint64_t Context::FencingToken() const { return state_ ? state_->fencing_token() : 0; }
 
+std::string_view Context::Worker() const {
+  return state_ && state_->worker() ? std::string_view(*state_->worker()) : std::string_view();
+}
+
 std::optional<Context::Clock::time_point> Context::Deadline() const {
   return state_ ? state_->deadline() : std::nullopt;
 }
@@ -142,6 +146,7 @@ std::pair<Context, CancelFunc> WithDeadline(const Context& parent,
   }
   auto state = std::make_shared<internal::ContextState>(effective);
   state->set_fencing_token(parent.FencingToken());
+  if (parent.state()) state->set_worker(parent.state()->worker());
   state->LinkParent(parent.state());
   CancelFunc cancel = [state] { state->Cancel(absl::CancelledError("context cancelled")); };
   return {Context(state), std::move(cancel)};
@@ -150,6 +155,7 @@ std::pair<Context, CancelFunc> WithDeadline(const Context& parent,
 std::pair<Context, CancelFunc> WithCancel(const Context& parent) {
   auto state = std::make_shared<internal::ContextState>(parent.Deadline());
   state->set_fencing_token(parent.FencingToken());
+  if (parent.state()) state->set_worker(parent.state()->worker());
   state->LinkParent(parent.state());
   CancelFunc cancel = [state] { state->Cancel(absl::CancelledError("context cancelled")); };
   return {Context(state), std::move(cancel)};
@@ -160,9 +166,12 @@ namespace internal {
 Context WithFencingToken(const Context& parent, std::uint64_t token) {
   auto state = std::make_shared<ContextState>(parent.Deadline());
   state->set_fencing_token(token);
+  if (parent.state()) state->set_worker(parent.state()->worker());
   state->LinkParent(parent.state());
   return Context(state);
 }
+
+Context WithState(std::shared_ptr<ContextState> state) { return Context(std::move(state)); }
 
 }  // namespace internal
 

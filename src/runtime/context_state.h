@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,10 @@ class ContextState : public std::enable_shared_from_this<ContextState> {
   // before the state is shared, inherited by children.
   std::uint64_t fencing_token() const { return fencing_token_; }
   void set_fencing_token(std::uint64_t token) { fencing_token_ = token; }
+  // The worker the job under this context was admitted onto (fairgate/worker.h; null: none); set
+  // before the state is shared, inherited by children.
+  const std::shared_ptr<const std::string>& worker() const { return worker_; }
+  void set_worker(std::shared_ptr<const std::string> worker) { worker_ = std::move(worker); }
 
   // Runs `callback` once when the state is cancelled (at once, inline, if it already was).
   // Returns an id for RemoveCallback, or 0 if it ran inline. Deadlines do not run callbacks.
@@ -60,6 +65,7 @@ class ContextState : public std::enable_shared_from_this<ContextState> {
   WaitCondition cancelled_cv_;
   const std::optional<Clock::time_point> deadline_;
   std::uint64_t fencing_token_ = 0;
+  std::shared_ptr<const std::string> worker_;
   bool cancelled_ = false;
   Status reason_;
   std::uint64_t next_id_ = 1;

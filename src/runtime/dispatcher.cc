@@ -29,6 +29,10 @@ class Dispatcher::HeldPermit : public HeldJob {
   std::uint64_t FencingToken() const override {
     return leases_ && leases_->ctx ? leases_->ctx->FencingToken() : 0;
   }
+  std::string_view Worker() const override {
+    return record_ && record_->worker ? std::string_view(record_->worker->worker())
+                                      : std::string_view();
+  }
 
  private:
   Dispatcher* dispatcher_;
@@ -125,7 +129,14 @@ void Dispatcher::RunBackground(RecordPtr record) {
       status = EnterFleet(*record, background_, leases);
     }
     const double start = table_.Now();  // a wait for fleet-wide leases is not part of the run
-    if (status.ok()) status = Invoke(call.fn, leases.ctx ? *leases.ctx : background_);
+    if (status.ok()) {
+      const Context& base = leases.ctx ? *leases.ctx : background_;
+      status =
+          record->worker ? Invoke(call.fn, record->worker->Enter(base)) : Invoke(call.fn, base);
+    }
+    if (record->worker) {
+      if (std::optional<Status> lost = record->worker->Lost()) status = *std::move(lost);
+    }
     if (fleet_) fleet_->Leave(leases);
     const double end = table_.Now();
     RecordPtr next = Complete(*record, start, end, status, /*keep_background=*/true);

@@ -57,6 +57,12 @@ std::string ToJsonLine(const AdmissionEvidence& e) {
   // Only multi-slot types are ever skipped for the global cap: records of schedulers without them
   // keep their shape.
   if (e.skipped_global_cap != 0) line["skipped"]["global_cap"] = e.skipped_global_cap;
+  // Likewise without workers.
+  if (e.skipped_worker != 0) line["skipped"]["worker"] = e.skipped_worker;
+  if (!e.worker.empty()) {
+    line["worker"] = e.worker;
+    line["worker_reserved"] = e.worker_reserved;
+  }
   // Keys and ids come from callers: replace what is not UTF-8 rather than throw.
   return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

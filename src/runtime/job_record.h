@@ -26,6 +26,7 @@
 #include "fairgate/scheduler.h"
 #include "runtime/fiber_stack.h"
 #include "runtime/waiting.h"
+#include "runtime/worker_assignment.h"
 
 namespace fairgate::internal {
 
@@ -154,6 +155,9 @@ struct JobRecord {
   Status refusal;
   // kFinished: the status of the run it joined. Set under the lock, read by whoever reports it.
   Status result;
+  // With workers: the one its job was admitted onto (set under the lock at admission, before
+  // its runner is told; runtime/worker_assignment.h).
+  std::unique_ptr<WorkerAssignment> worker;
 
   // How the caller waits or is called back, and how it is told: one of the three.
   using Call = std::variant<RunSyncCall, SubmitCall, AcquireCall>;

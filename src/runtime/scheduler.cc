@@ -191,6 +191,22 @@ Status Scheduler::Impl::SetKeyLimits(std::string_view key, const KeyLimits& limi
   return status;
 }
 
+Status Scheduler::Impl::SetWorker(std::string_view name, const WorkerConfig& config, bool update) {
+  Decision decision;
+  Status status = table_.SetWorker(name, config, update, decision);
+  dispatcher_.Act(decision);
+  return status;
+}
+
+Status Scheduler::Impl::RemoveWorker(std::string_view name) {
+  Decision decision;
+  internal::RecordList lost;
+  Status status = table_.RemoveWorker(name, decision, lost);
+  for (const RecordPtr& record : lost) record->worker->CancelContext();
+  dispatcher_.Act(decision);
+  return status;
+}
+
 Status Scheduler::Impl::ChangePause(
     const std::function<Status(core::AdmissionCore&, double)>& change) {
   Decision decision;
@@ -354,6 +370,16 @@ Status Scheduler::SetKeyLimits(std::string_view fairness_key, const KeyLimits& l
 }
 
 Status Scheduler::PauseType(std::string_view type) { return impl_->PauseType(type); }
+
+Status Scheduler::AddWorker(std::string_view name, const WorkerConfig& config) {
+  return impl_->SetWorker(name, config, /*update=*/false);
+}
+
+Status Scheduler::UpdateWorker(std::string_view name, const WorkerConfig& config) {
+  return impl_->SetWorker(name, config, /*update=*/true);
+}
+
+Status Scheduler::RemoveWorker(std::string_view name) { return impl_->RemoveWorker(name); }
 
 Status Scheduler::ResumeType(std::string_view type) { return impl_->ResumeType(type); }
 

@@ -75,6 +75,8 @@ class Scheduler::Impl final : public internal::Submission {
     return table_.SetKeyWeight(key, weight);
   }
   Status SetKeyLimits(std::string_view key, const KeyLimits& limits);
+  Status SetWorker(std::string_view name, const WorkerConfig& config, bool update);
+  Status RemoveWorker(std::string_view name);
   Status PauseType(std::string_view type);
   Status ResumeType(std::string_view type);
   Status PauseKey(std::string_view key);

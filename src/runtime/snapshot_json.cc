@@ -34,6 +34,13 @@ std::string ToJson(const Snapshot& s, int indent) {
   for (const KeyCost& k : s.heaviest_keys) {
     heaviest.push_back({{"key", k.key}, {"accumulated_cost", k.accumulated_cost}});
   }
+  nlohmann::ordered_json workers = nlohmann::ordered_json::array();
+  for (const WorkerSnapshot& w : s.workers) {
+    workers.push_back({{"name", w.name},
+                       {"slots", w.slots},
+                       {"slots_in_use", w.slots_in_use},
+                       {"types", w.types}});
+  }
   nlohmann::ordered_json json = {{"max_concurrency", s.max_concurrency},
                                  {"capacity", s.capacity},
                                  {"running", s.running},
@@ -44,6 +51,8 @@ std::string ToJson(const Snapshot& s, int indent) {
                                  {"keys_tracked", s.keys_tracked},
                                  {"estimates_tracked", s.estimates_tracked},
                                  {"paused_keys", s.paused_keys},
+                                 {"workers", workers},
+                                 {"types_without_worker", s.types_without_worker},
                                  {"rejected", s.rejected},
                                  {"keys_evicted", s.keys_evicted},
                                  {"aging_promotions", s.aging_promotions},

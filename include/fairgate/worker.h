@@ -1,0 +1,41 @@
+// fairgate/worker.h: a worker, where jobs run (docs/ordering.md, "Workers").
+//
+// Without workers, fairgate admits jobs into `max_concurrency` slots that serve every type. A
+// server whose workers are not interchangeable (GPU and CPU hosts, storage nodes that hold some
+// repositories, build machines per architecture) declares them: a worker has a name, a number of
+// slots and the types it serves, by name or through the tags a type carries
+// (JobTypeConfig::tags). Once a worker is declared, a job is admitted only onto a worker that
+// serves its type and has room for its slots, and the admission names that worker; every other
+// constraint (global, tier and type caps, key limits, conflicts) still applies.
+//
+// Thread safety: a plain value type.
+#ifndef FAIRGATE_WORKER_H_
+#define FAIRGATE_WORKER_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fairgate/status.h"
+
+namespace fairgate {
+
+struct WorkerConfig {
+  // Jobs of its types it runs at once, in slots (JobTypeConfig::slots). >= 1, at most 65535.
+  int slots = 1;
+  // The job types it serves by name. A name not registered yet is kept: the worker serves the
+  // type once it is registered.
+  std::vector<std::string> types;
+  // It also serves every type that carries one of these tags (JobTypeConfig::tags).
+  std::vector<std::string> tags;
+
+  friend bool operator==(const WorkerConfig&, const WorkerConfig&) = default;
+};
+
+// OK when `name` and `config` describe a valid worker, else InvalidArgument naming what is wrong:
+// an empty name, slots out of range, an empty type name or tag, or no type and no tag at all.
+Status ValidateWorker(std::string_view name, const WorkerConfig& config);
+
+}  // namespace fairgate
+
+#endif  // FAIRGATE_WORKER_H_
