@@ -43,6 +43,27 @@ TEST_CASE("SimCommand.Run.SaysWhereAnAdaptiveCapWentAndOnlyThen") {
   CHECK(off.str().find("capacity (from") == std::string::npos);
 }
 
+TEST_CASE("SimCommand.Policy.Seed004WithASummaryAndBadPoliciesRefused") {
+  const std::string rare =
+      std::string(FAIRGATE_SOURCE_DIR) + "/docs/examples/workers-rare-type.json";
+  std::ostringstream out, err;
+  SimOutputs outputs;
+  outputs.policy = "seed004";
+  outputs.summary = true;
+  CHECK(RunSimCommand({rare}, outputs, out, err) == 0);
+  CHECK(out.str().find("  wait of index: mean 66.43, worst 178.90\n") != std::string::npos);
+  CHECK(out.str().find("  longest mean wait of a light key: 66.43\n") != std::string::npos);
+  std::ostringstream bad_out, bad_err;
+  outputs.policy = "fifo";
+  CHECK(RunSimCommand({rare}, outputs, bad_out, bad_err) == 2);
+  CHECK(bad_err.str() == "fairgate sim: --policy must be fairgate or seed004, got 'fifo'\n");
+  std::ostringstream ev_out, ev_err;
+  outputs.policy = "seed004";
+  outputs.evidence = "-";
+  CHECK(RunSimCommand({rare}, outputs, ev_out, ev_err) == 2);
+  CHECK(ev_err.str().find("--evidence needs --policy fairgate") != std::string::npos);
+}
+
 TEST_CASE("SimCommand.Events.WrittenToTheFileAsJsonLines") {
   const std::string path =
       (std::filesystem::temp_directory_path() / "fairgate_sim_command_events.jsonl").string();

@@ -1,6 +1,6 @@
 // fairgate: the command line. `fairgate sim TRACE... [--events OUT.jsonl] [--evidence OUT.jsonl]
-// [--report DIR]` replays traces in virtual time through the admission core (docs/simulator.md
-// for the formats).
+// [--report DIR] [--policy fairgate|seed004] [--summary]` replays traces in virtual time through
+// the admission core (docs/simulator.md for the formats).
 #include <iostream>
 #include <optional>
 #include <string>
@@ -27,6 +27,13 @@ int main(int argc, char** argv) {
                       "output)");
   CLI::Option* report_option = sim->add_option(
       "--report", report, "write an HTML report (tables, timeline, waits) into this directory");
+  std::string policy = "fairgate";
+  sim->add_option("--policy", policy,
+                  "fairgate (the admission core) or seed004 (seed 004's scoring, to compare)");
+  bool summary = false;
+  sim->add_flag("--summary", summary,
+                "also print the waits per type and of on-demand jobs, utilisation, key fairness "
+                "and jobs lost");
 
   try {
     app.parse(argc, argv);
@@ -37,5 +44,7 @@ int main(int argc, char** argv) {
   if (*events_option) outputs.events = events;
   if (*evidence_option) outputs.evidence = evidence;
   if (*report_option) outputs.report = report;
+  outputs.policy = policy;
+  outputs.summary = summary;
   return fairgate::sim::RunSimCommand(traces, outputs, std::cout, std::cerr);
 }

@@ -2,7 +2,9 @@
 
 #include <fstream>
 
+#include "sim/policy_summary.h"
 #include "sim/report.h"
+#include "sim/scoring_policy.h"
 #include "sim/simulator.h"
 #include "sim/trace.h"
 
@@ -49,13 +51,23 @@ int RunSimCommand(const std::vector<std::string>& traces, const SimOutputs& outp
       return 2;
     }
   }
+  if (outputs.policy != "fairgate" && outputs.policy != "seed004") {
+    err << "fairgate sim: --policy must be fairgate or seed004, got '" << outputs.policy << "'\n";
+    return 2;
+  }
+  if (outputs.policy == "seed004" && outputs.evidence) {
+    err << "fairgate sim: --evidence needs --policy fairgate (seed004 has no order to record)\n";
+    return 2;
+  }
   for (const std::string& path : traces) {
     StatusOr<Trace> trace = LoadTrace(path);
     if (!trace.ok()) {
       err << "fairgate sim: " << trace.status().message() << "\n";
       return 2;
     }
-    StatusOr<SimResult> result = Simulate(*trace, outputs.evidence.has_value());
+    StatusOr<SimResult> result = outputs.policy == "seed004"
+                                     ? SimulateScoring(*trace)
+                                     : Simulate(*trace, outputs.evidence.has_value());
     if (!result.ok()) {
       err << "fairgate sim: " << path << ": " << result.status().message() << "\n";
       return 2;
@@ -63,6 +75,7 @@ int RunSimCommand(const std::vector<std::string>& traces, const SimOutputs& outp
     out << path << " (" << trace->mode << " mode, " << trace->jobs.size() << " jobs, capacity "
         << trace->options.rule.max_concurrency << ")\n"
         << FormatKeyTable(*result);
+    if (outputs.summary) out << FormatSummary(SummarizePolicy(*trace, *result));
     if (!result->capacity_changes.empty()) {  // adaptive capacity: where the cap went, and when
       out << "  capacity (from " << trace->options.rule.max_concurrency << "):";
       const char* separator = " ";

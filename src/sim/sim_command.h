@@ -22,6 +22,9 @@ struct SimOutputs {
   std::optional<std::string> events;
   std::optional<std::string> evidence;
   std::optional<std::string> report;
+  // "fairgate" (the admission core) or "seed004" (seed 004's scoring, sim/scoring_policy.h).
+  std::string policy = "fairgate";
+  bool summary = false;  // also print the figures of sim/policy_summary.h
 };
 
 int RunSimCommand(const std::vector<std::string>& traces, const SimOutputs& outputs,

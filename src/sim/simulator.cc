@@ -83,6 +83,25 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
   std::stable_sort(pause_changes.begin(), pause_changes.end(),
                    [](const PauseChange& a, const PauseChange& b) { return a.t < b.t; });
   std::size_t next_change = 0;
+  // Workers added and removed by time; at one instant removals first, then additions, each in
+  // file order (a worker replaced at t is gone before its successor comes).
+  struct WorkerChange {
+    double t;
+    const TraceWorker* worker;
+    bool remove;
+  };
+  std::vector<WorkerChange> worker_changes;
+  for (const TraceWorker& worker : trace.workers) {
+    worker_changes.push_back({worker.from, &worker, false});
+    if (worker.until) worker_changes.push_back({*worker.until, &worker, true});
+  }
+  std::stable_sort(worker_changes.begin(), worker_changes.end(),
+                   [](const WorkerChange& a, const WorkerChange& b) {
+                     return std::tie(a.t, b.remove) < std::tie(b.t, a.remove);
+                   });
+  std::size_t next_worker_change = 0;
+  // Jobs lost with their worker: their completions, still queued, change nothing.
+  std::vector<core::JobTicket> lost_tickets;
 
   // What each live ticket's slot holds: the trace jobs that share it (coalescing), the one that
   // queued it first.
@@ -150,9 +169,13 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
   result.outcomes.resize(trace.jobs.size());
   std::size_t next = 0;
   while (next < arrivals.size() || !running.empty() || next_change < pause_changes.size() ||
-         core.NextExpiryAt() || cap_may_grow() || std::isfinite(next_periodic())) {
+         next_worker_change < worker_changes.size() || core.NextExpiryAt() || cap_may_grow() ||
+         std::isfinite(next_periodic())) {
     double t = std::numeric_limits<double>::infinity();
     if (!running.empty()) t = running.top().t;
+    if (next_worker_change < worker_changes.size()) {
+      t = std::min(t, worker_changes[next_worker_change].t);
+    }
     if (next < arrivals.size()) t = std::min(t, trace.jobs[arrivals[next]].arrival);
     t = std::min(t, next_periodic());
     if (next_change < pause_changes.size()) t = std::min(t, pause_changes[next_change].t);
@@ -183,6 +206,30 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
               ? (change.resume ? core.ResumeType(*pause.type, t) : core.PauseType(*pause.type, t))
               : (change.resume ? core.ResumeKey(*pause.key, t) : core.PauseKey(*pause.key, t));
       if (!s.ok()) return s;
+    }
+    for (; next_worker_change < worker_changes.size() && worker_changes[next_worker_change].t == t;
+         ++next_worker_change) {
+      const WorkerChange& change = worker_changes[next_worker_change];
+      if (!change.remove) {
+        if (Status s = core.AddWorker(change.worker->name, change.worker->config); !s.ok()) {
+          return s;
+        }
+        continue;
+      }
+      StatusOr<std::vector<core::LostJob>> lost = core.RemoveWorker(change.worker->name, t);
+      if (!lost.ok()) return lost.status();
+      for (const core::LostJob& job : *lost) {
+        const std::vector<std::size_t> calls = std::move(live[job.ticket.slot].calls);
+        lost_tickets.push_back(job.ticket);
+        slots_running -= ConfigOf(trace, job.type).slots;
+        SimEvent event{t, SimEvent::Kind::kLost, calls.front()};
+        event.worker = job.worker;
+        result.events.push_back(std::move(event));
+        for (std::size_t call : calls) {
+          result.outcomes[call].lost_at = t;
+          run_ended(call, t);
+        }
+      }
     }
     report_expired(t);
     // This instant's arrivals: the trace's in file order, then periodic runs in file order.
@@ -230,6 +277,11 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
       while (!running.empty() && running.top().t == t) {
         const PendingCompletion done = running.top();
         running.pop();
+        if (auto lost = std::find(lost_tickets.begin(), lost_tickets.end(), done.ticket);
+            lost != lost_tickets.end()) {
+          lost_tickets.erase(lost);  // ended when its worker went
+          continue;
+        }
         const std::vector<std::size_t> calls = std::move(live[done.ticket.slot].calls);
         if (Status s = core.Complete(done.ticket, done.run_time, t); !s.ok()) return s;
         slots_running -= ConfigOf(trace, jobs[done.job].type).slots;
@@ -245,7 +297,8 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
       while (std::optional<core::Admission> admitted = core.NextAdmission(t)) {
         const std::vector<std::size_t>& calls = live[admitted->ticket.slot].calls;
         result.events.push_back({t, SimEvent::Kind::kAdmit, calls.front(),
-                                 admitted->effective_priority, admitted->waited_on_conflict});
+                                 admitted->effective_priority, admitted->waited_on_conflict,
+                                 std::string(admitted->worker)});
         if (with_evidence) result.evidence.push_back(core::ToEvidence(*admitted, t));
         for (std::size_t job : calls) result.outcomes[job].admitted_at = t;
         // The call whose function runs it, as the runtime chooses: the first that waits (sync),
@@ -289,13 +342,16 @@ std::string FormatEvent(const Trace& trace, const SimResult& result, const SimEv
     tiers = absl::StrCat(",\"tier\":", ConfigOf(trace, job.type).priority,
                          ",\"effective_tier\":", event.effective_priority);
   }
+  const std::string worker =
+      event.worker.empty() ? std::string() : absl::StrCat(",\"worker\":", Quoted(event.worker));
   return absl::StrCat("{\"t\":", FormatNumber(event.t), ",\"event\":\"",
                       event.kind == SimEvent::Kind::kAdmit    ? "admit"
                       : event.kind == SimEvent::Kind::kDone   ? "done"
                       : event.kind == SimEvent::Kind::kExpire ? "expire"
+                      : event.kind == SimEvent::Kind::kLost   ? "lost"
                                                               : "join",
                       "\",\"type\":", Quoted(job.type), ",\"id\":", Quoted(job.id),
-                      ",\"key\":", Quoted(job.key), tiers, "}");
+                      ",\"key\":", Quoted(job.key), tiers, worker, "}");
 }
 
 std::string FormatKeyTable(const SimResult& result) {

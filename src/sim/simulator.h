@@ -27,7 +27,7 @@
 namespace fairgate::sim {
 
 struct SimEvent {
-  enum class Kind { kAdmit, kDone, kExpire, kJoin };
+  enum class Kind { kAdmit, kDone, kExpire, kJoin, kLost };
   double t = 0;
   Kind kind = Kind::kAdmit;
   // Index in SimResult::jobs. Admit, done and expire name the job that queued it; the jobs that
@@ -35,6 +35,7 @@ struct SimEvent {
   std::size_t job = 0;
   int effective_priority = 0;       // admit: the tier it was admitted from (above its own if aged)
   bool waited_on_conflict = false;  // admit: it was set aside for a busy resource first
+  std::string worker = {};  // admit, lost: the worker it runs on (with workers in the trace)
 };
 
 // What became of one trace job; a job that joined another (coalescing) shares its outcome from
@@ -43,6 +44,7 @@ struct JobOutcome {
   std::optional<double> admitted_at;
   std::optional<double> done_at;
   std::optional<double> expired_at;  // it left the queue at its type's max_queue_wait
+  std::optional<double> lost_at;     // its worker was removed while it ran
 };
 
 struct SimResult {

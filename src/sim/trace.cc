@@ -70,6 +70,21 @@ class ObjectReader {
     return std::optional<std::string>(v->get<std::string>());
   }
 
+  // An array of strings, each not empty; empty when absent.
+  StatusOr<std::vector<std::string>> Strings(std::string_view field) const {
+    std::vector<std::string> out;
+    const Json* v = Get(field);
+    if (v == nullptr) return out;
+    if (!v->is_array()) return Error(field, "must be an array of strings");
+    for (const Json& item : *v) {
+      if (!item.is_string() || item.get<std::string>().empty()) {
+        return Error(field, "must be an array of non-empty strings");
+      }
+      out.push_back(item.get<std::string>());
+    }
+    return out;
+  }
+
   StatusOr<std::optional<bool>> Bool(std::string_view field) const {
     const Json* v = Get(field);
     if (v == nullptr) return std::optional<bool>();
@@ -94,9 +109,9 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
   }
   ObjectReader r(value, where);
-  if (Status s =
-          r.OnlyFields({"priority", "max_concurrency", "conflict_group", "conflict_limit",
-                        "default_cost", "shortest_first", "slots", "max_queue_wait", "coalesce"});
+  if (Status s = r.OnlyFields({"priority", "max_concurrency", "conflict_group", "conflict_limit",
+                               "default_cost", "shortest_first", "slots", "max_queue_wait",
+                               "coalesce", "tags"});
       !s.ok()) {
     return s;
   }
@@ -117,6 +132,8 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
   config.slots = slots.value_or(1);
   FAIRGATE_ASSIGN_OR_RETURN(max_queue_wait, r.Number("max_queue_wait", false));
   config.max_queue_wait = Seconds(max_queue_wait.value_or(0));
+  FAIRGATE_ASSIGN_OR_RETURN(tags, r.Strings("tags"));
+  config.tags = std::move(tags);
   FAIRGATE_ASSIGN_OR_RETURN(coalesce, r.String("coalesce", false));
   if (coalesce && *coalesce == "join") {
     config.coalesce = Coalesce::kJoin;
@@ -267,6 +284,32 @@ StatusOr<TracePause> ParsePause(const Json& value, const std::string& where, con
   return pause;
 }
 
+StatusOr<TraceWorker> ParseWorker(const Json& value, const std::string& where) {
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
+  }
+  ObjectReader r(value, where);
+  if (Status s = r.OnlyFields({"name", "slots", "types", "tags", "from", "until"}); !s.ok()) {
+    return s;
+  }
+  TraceWorker worker;
+  FAIRGATE_ASSIGN_OR_RETURN(name, r.String("name", true));
+  FAIRGATE_ASSIGN_OR_RETURN(slots, r.Integer("slots", false, 1));
+  FAIRGATE_ASSIGN_OR_RETURN(types, r.Strings("types"));
+  FAIRGATE_ASSIGN_OR_RETURN(tags, r.Strings("tags"));
+  FAIRGATE_ASSIGN_OR_RETURN(from, r.Number("from", false));
+  FAIRGATE_ASSIGN_OR_RETURN(until, r.Number("until", false));
+  worker.name = *name;
+  worker.config = {slots.value_or(1), std::move(types), std::move(tags)};
+  worker.from = from.value_or(0);
+  worker.until = until;
+  if (Status s = ValidateWorker(worker.name, worker.config); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
+  }
+  if (until && *until <= worker.from) return r.Error("until", "must be > from");
+  return worker;
+}
+
 StatusOr<TraceJob> ParseJob(const Json& value, const std::string& where, const Trace& trace) {
   if (!value.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
@@ -366,7 +409,8 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
   if (Status s =
           r.OnlyFields({"mode", "reconcile", "idle_catch_up", "capacity", "alpha", "types", "jobs",
                         "until", "aging", "shortest_first", "default_key_limits", "keys", "pauses",
-                        "machine", "adaptive_capacity", "shortest_first_aging", "periodic"});
+                        "machine", "adaptive_capacity", "shortest_first_aging", "periodic",
+                        "workers", "sole_worker_reserve_after"});
       !s.ok()) {
     return s;
   }
@@ -478,6 +522,29 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
                                 ParsePause((*pauses)[i], absl::StrCat(file, ": pause ", i), trace));
       trace.pauses.push_back(std::move(pause));
     }
+  }
+  if (const Json* workers = r.Get("workers")) {
+    if (!workers->is_array()) return r.Error("workers", "must be an array of workers");
+    for (std::size_t i = 0; i < workers->size(); ++i) {
+      FAIRGATE_ASSIGN_OR_RETURN(worker,
+                                ParseWorker((*workers)[i], absl::StrCat(file, ": worker ", i)));
+      for (const TraceWorker& other : trace.workers) {
+        // Present at once under one name would be one worker added twice.
+        const bool apart = (other.until && *other.until <= worker.from) ||
+                           (worker.until && *worker.until <= other.from);
+        if (other.name == worker.name && !apart) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(file, ": worker ", i, ": field 'name': '", worker.name,
+                           "' is present at the same time as an earlier worker of that name"));
+        }
+      }
+      trace.workers.push_back(std::move(worker));
+    }
+  }
+  FAIRGATE_ASSIGN_OR_RETURN(reserve_after, r.Number("sole_worker_reserve_after", false));
+  if (reserve_after) {
+    if (*reserve_after <= 0) return r.Error("sole_worker_reserve_after", "must be > 0");
+    trace.options.rule.sole_worker_reserve_after = Seconds(*reserve_after);
   }
   if (const Json* periodic = r.Get("periodic")) {
     if (!periodic->is_array()) return r.Error("periodic", "must be an array of periodic jobs");

@@ -17,6 +17,7 @@
 #include "fairgate/key_limits.h"
 #include "fairgate/options.h"
 #include "fairgate/status.h"
+#include "fairgate/worker.h"
 
 namespace fairgate::sim {
 
@@ -61,6 +62,15 @@ struct TracePeriodic {
   std::optional<double> cost;  // as TraceJob::cost
 };
 
+// A worker (fairgate/worker.h) present from `from` (AddWorker) until `until` (RemoveWorker:
+// the jobs running on it then are lost), for good without it.
+struct TraceWorker {
+  std::string name;
+  WorkerConfig config;
+  double from = 0;
+  std::optional<double> until;  // > from
+};
+
 struct Trace {
   std::string mode;  // "seed" or "default"
   SchedulerOptions options;
@@ -69,6 +79,7 @@ struct Trace {
   std::vector<TraceJob> jobs;                                // in file order
   std::vector<TracePause> pauses;                            // in file order
   std::vector<TracePeriodic> periodic;                       // in file order
+  std::vector<TraceWorker> workers;                          // in file order
   std::optional<double> until;                               // nothing after this instant happens
   // A machine with this many cores: a job runs its duration times max(1, slots in use / cores),
   // the slots in use counted when it is admitted (it and everything running then).
