@@ -104,6 +104,48 @@ TEST_CASE("PostgresStore.ASchedulerRecoversItsDurableJobsAndCostsFromIt") {
   CHECK(ran.entries() == std::vector<std::string>{"c", "a", "b"});
 }
 
+// Replicas with workers (fairgate/worker.h) claim only the stored jobs of types their workers
+// serve: a render job is never claimed by the replica that has no worker for it, where it would
+// wait while the other could run it.
+TEST_CASE("PostgresStore.AReplicaClaimsOnlyTheTypesItsWorkersServe") {
+  testing::PostgresServer server;
+  auto replica = [&](const char* serves) {
+    SchedulerOptions o;
+    o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo()));
+    o.rule.max_concurrency = 2;
+    o.runtime.warn = [](std::string_view) {};
+    auto s = *Scheduler::Create(o);
+    REQUIRE(s->RegisterType("render", testing::Type(4, 2)).ok());
+    REQUIRE(s->RegisterType("index", testing::Type(4, 2)).ok());
+    REQUIRE(s->AddWorker(std::string(serves) + "-worker", WorkerConfig{2, {serves}, {}}).ok());
+    return s;
+  };
+  auto renders = replica("render");
+  auto indexes = replica("index");
+  testing::Log ran;
+  for (auto* s : {renders.get(), indexes.get()}) {
+    const std::string name = s == renders.get() ? "render-replica" : "index-replica";
+    for (const char* type : {"render", "index"}) {
+      REQUIRE(s->RegisterDurable(type, [&ran, name](const DurableJob& job, const Context& ctx) {
+                 ran.Add(std::string(job.type) + " on " + name + " (" + std::string(ctx.Worker()) +
+                         ")");
+                 return absl::OkStatus();
+               }).ok());
+    }
+    REQUIRE(s->Recover().ok());
+  }
+  for (int i = 0; i < 4; ++i) {
+    REQUIRE(renders->SubmitDurable({TypeName("index"), JobId("i" + std::to_string(i))}, "").ok());
+    REQUIRE(indexes->SubmitDurable({TypeName("render"), JobId("r" + std::to_string(i))}, "").ok());
+  }
+  REQUIRE(testing::Eventually([&] { return ran.entries().size() == 8; }));
+  for (const std::string& entry : ran.entries()) {
+    CAPTURE(entry);
+    CHECK((entry == "render on render-replica (render-worker)" ||
+           entry == "index on index-replica (index-worker)"));
+  }
+}
+
 TEST_CASE("PostgresStore.ABatchSubmittedToAReplicaRunsOnceEachInItsOrder") {
   testing::PostgresServer server;
   SchedulerOptions o;

@@ -253,6 +253,13 @@ TEST_CASE("Scheduler.Workers.TheSnapshotShowsWhoServesWhat") {
   CHECK(s.workers[0].types == std::vector<std::string>{"render"});
   CHECK(s.types_without_worker == std::vector<std::string>{"index"});
   CHECK(ToJson(s).find("\"types_without_worker\":[\"index\"]") != std::string::npos);
+  std::string metrics;
+  scheduler->WriteMetrics(metrics);
+  CHECK(metrics.find("fairgate_type_unserved{tier=\"8\",type=\"index\"} 1\n") != std::string::npos);
+  CHECK(metrics.find("fairgate_type_unserved{tier=\"8\",type=\"render\"} 0\n") !=
+        std::string::npos);
+  CHECK(metrics.find("fairgate_worker_slots{worker=\"g\"} 2\n") != std::string::npos);
+  CHECK(metrics.find("fairgate_worker_slots_in_use{worker=\"g\"} 0\n") != std::string::npos);
   CHECK(scheduler->AddWorker("bad", WorkerConfig{0, {"index"}, {}}).code() ==
         absl::StatusCode::kInvalidArgument);
   CHECK(scheduler->UpdateWorker("nobody", WorkerConfig{1, {"index"}, {}}).code() ==

@@ -332,6 +332,9 @@ class AdmissionCore {
   // later Complete of one is NotFound and changes nothing. NotFound for an unknown worker.
   StatusOr<std::vector<LostJob>> RemoveWorker(std::string_view name, double now);
   bool workers_in_use() const { return workers_in_use_; }
+  // Whether a job of a registered type can ever be admitted here as the workers stand: true
+  // without workers, else whether one serves it. False for an unknown type.
+  bool TypeServed(std::string_view type) const;
   // The registered types that no worker serves (with workers declared; empty without), by
   // registration order: their jobs wait until a worker that serves them is added.
   std::vector<std::string> TypesWithoutWorker() const;

@@ -117,6 +117,12 @@ StatusOr<std::vector<LostJob>> AdmissionCore::RemoveWorker(std::string_view name
   return lost;
 }
 
+bool AdmissionCore::TypeServed(std::string_view name) const {
+  auto it = types_by_name_.find(AsAbsl(name));
+  if (it == types_by_name_.end()) return false;
+  return !workers_in_use_ || !it->second->workers.empty();
+}
+
 std::vector<std::string> AdmissionCore::TypesWithoutWorker() const {
   std::vector<std::string> names;
   if (!workers_in_use_) return names;

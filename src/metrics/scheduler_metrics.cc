@@ -125,6 +125,23 @@ void SchedulerMetrics::Write(std::string& out, const Snapshot& snapshot,
                  [](const TypeSnapshot& t) { return t.running; });
   gauge_per_type("fairgate_type_paused", "1 while the type is paused (PauseType), else 0.",
                  [](const TypeSnapshot& t) { return t.paused ? 1 : 0; });
+  gauge_per_type("fairgate_type_unserved",
+                 "1 while workers are declared and none serves the type (its jobs wait for one), "
+                 "else 0.",
+                 [&](const TypeSnapshot& t) {
+                   const auto& unserved = snapshot.types_without_worker;
+                   return std::find(unserved.begin(), unserved.end(), t.name) != unserved.end() ? 1
+                                                                                                : 0;
+                 });
+  w.Family("fairgate_worker_slots", "gauge", "A declared worker's slots (AddWorker).");
+  for (const WorkerSnapshot& worker : snapshot.workers) {
+    w.Sample("fairgate_worker_slots", {{"worker", worker.name}}, static_cast<double>(worker.slots));
+  }
+  w.Family("fairgate_worker_slots_in_use", "gauge", "A declared worker's slots its jobs hold.");
+  for (const WorkerSnapshot& worker : snapshot.workers) {
+    w.Sample("fairgate_worker_slots_in_use", {{"worker", worker.name}},
+             static_cast<double>(worker.slots_in_use));
+  }
   w.Family("fairgate_keys_paused", "gauge", "Fairness keys paused now (PauseKey).");
   w.Sample("fairgate_keys_paused", {}, static_cast<double>(snapshot.paused_keys.size()));
   w.Family("fairgate_jobs_aged_in", "gauge",

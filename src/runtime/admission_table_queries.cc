@@ -131,7 +131,7 @@ std::optional<Submission::TypeInfo> AdmissionTable::Type(std::string_view type) 
   Locked lock(this);
   const JobTypeConfig* config = core_->TypeConfig(type);
   if (config == nullptr) return std::nullopt;
-  return Submission::TypeInfo{config->priority, core_->TypePaused(type)};
+  return Submission::TypeInfo{config->priority, core_->TypePaused(type), core_->TypeServed(type)};
 }
 
 void AdmissionTable::ChangeCapacity(const std::function<int(int, bool)>& next, Decision& decision) {

@@ -208,8 +208,9 @@ std::vector<ClaimableType> DurableJobs::ClaimableTypes() const {
   }
   for (const std::string& name : names) {
     const std::optional<Submission::TypeInfo> info = scheduler_.Type(name);
-    // Paused: held, its jobs would wait while others could run.
-    if (info && info->paused) continue;
+    // Paused: held, its jobs would wait while others could run. Served by none of this
+    // replica's workers: its jobs would wait here while another replica could run them.
+    if (info && (info->paused || !info->served)) continue;
     ClaimableType& claimable = types.emplace_back();
     claimable.type = name;
     claimable.priority = info ? info->priority : 1;

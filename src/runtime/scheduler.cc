@@ -195,6 +195,7 @@ Status Scheduler::Impl::SetWorker(std::string_view name, const WorkerConfig& con
   Decision decision;
   Status status = table_.SetWorker(name, config, update, decision);
   dispatcher_.Act(decision);
+  if (status.ok() && claimer_) claimer_->Poke();  // stored jobs of the types it serves
   return status;
 }
 

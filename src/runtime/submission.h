@@ -47,6 +47,7 @@ class Submission {
   struct TypeInfo {
     int priority = 1;
     bool paused = false;
+    bool served = true;  // false while workers are declared and none serves the type
   };
   virtual std::optional<TypeInfo> Type(std::string_view type) const = 0;
 
