@@ -158,12 +158,14 @@ TEST_CASE("Scheduler.Workers.RemovingAWorkerEndsItsJobsOnceWithUnavailable") {
   });
   std::mutex mutex;
   std::vector<Status> submit_results;
+  bool submit_lost = false;  // WorkerLost of what the callback got (Own keeps no payload)
   Gate submit_done;
   REQUIRE(scheduler
               ->Submit(Job("build", "b", "k2"), wait_for_worker,
                        [&](const Status& s) {
                          std::lock_guard lock(mutex);
                          submit_results.push_back(testing::Own(s));
+                         submit_lost = WorkerLost(s);
                          submit_done.Open();
                        })
               .ok());
@@ -179,11 +181,13 @@ TEST_CASE("Scheduler.Workers.RemovingAWorkerEndsItsJobsOnceWithUnavailable") {
   REQUIRE(submit_done.Wait());
   REQUIRE(sync_result);
   CHECK(sync_result->code() == absl::StatusCode::kUnavailable);
+  CHECK(WorkerLost(*sync_result));
   CHECK(std::string(sync_result->message()).find("arm-1") != std::string::npos);
   {
     std::lock_guard lock(mutex);
     REQUIRE(submit_results.size() == 1);  // told once
     CHECK(submit_results[0].code() == absl::StatusCode::kUnavailable);
+    CHECK(submit_lost);
   }
   // The late completions counted nowhere: nothing runs, and arm-2 takes the next job.
   CHECK(scheduler->Snapshot().running == 0);
@@ -240,6 +244,48 @@ TEST_CASE("Scheduler.Workers.ALostJobsLateEndTouchesNothingOfTheJobThatTookItsPl
   CHECK(s.running == 0);
   REQUIRE(s.workers.size() == 1);
   CHECK(s.workers[0].slots_in_use == 0);
+}
+
+TEST_CASE("Scheduler.Workers.ASubmitWithRequeueRunsAgainAfterItsWorkerIsLost") {
+  Watchdog watchdog("workers requeue", 60s);
+  auto scheduler = Make();
+  REQUIRE(scheduler->RegisterType("t", Type(8, 8)).ok());
+  REQUIRE(scheduler->AddWorker("w1", WorkerConfig{1, {"t"}, {}}).ok());
+  REQUIRE(scheduler->AddWorker("w2", WorkerConfig{1, {"t"}, {}}).ok());
+  Gate on_w1, told;
+  std::mutex mutex;
+  std::vector<std::string> runs;
+  std::vector<Status> results;
+  JobOptions options;
+  options.requeue_on_worker_loss = true;
+  REQUIRE(scheduler
+              ->Submit(
+                  Job("t", "a", "k"),
+                  [&](const Context& ctx) {
+                    {
+                      std::lock_guard lock(mutex);
+                      runs.emplace_back(ctx.Worker());
+                    }
+                    if (ctx.Worker() == "w1") {
+                      on_w1.Open();
+                      ctx.WaitFor(20s);  // its worker never answers
+                    }
+                    return absl::OkStatus();
+                  },
+                  [&](const Status& s) {
+                    std::lock_guard lock(mutex);
+                    results.push_back(testing::Own(s));
+                    told.Open();
+                  },
+                  options)
+              .ok());
+  REQUIRE(on_w1.Wait());
+  REQUIRE(scheduler->RemoveWorker("w1").ok());
+  REQUIRE(told.Wait());
+  std::lock_guard lock(mutex);
+  CHECK(runs == std::vector<std::string>{"w1", "w2"});
+  REQUIRE(results.size() == 1);  // told once, of the run that ended
+  CHECK(results[0].ok());
 }
 
 TEST_CASE("Scheduler.Workers.TheSnapshotShowsWhoServesWhat") {

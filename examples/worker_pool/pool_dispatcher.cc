@@ -141,7 +141,7 @@ void PoolDispatcher::ServeClient(std::shared_ptr<LineSocket> socket, std::string
             worker = std::string(ctx.Worker());
             return RunOnWorker(ctx, type, id, seconds);
           });
-      if (status.code() != absl::StatusCode::kUnavailable || stopping_) break;
+      if (!fairgate::WorkerLost(status) || stopping_) break;
       Log("retry " + type + " " + id);  // its worker was lost: ask again, so it is not lost
     }
     (void)socket->Send(status.ok() ? "DONE " + type + " " + id + " " + worker

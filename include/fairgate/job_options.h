@@ -24,6 +24,12 @@ struct JobOptions {
   // does (make a mirror that does not exist yet), not for work that must start after the call
   // (fetch what was pushed since). Ignored by RunSync (which always may) and Acquire (never).
   bool join_running = false;
+  // Submit with workers (fairgate/worker.h): a job whose worker is removed while it runs is
+  // submitted again, with its function and callback, as a new job (at the back of its key's
+  // queue, charged again), until it ends otherwise or the scheduler stops accepting; the
+  // callback is told only then. Without it the callback gets the loss (WorkerLost). Ignored by
+  // RunSync and Acquire, whose callers decide.
+  bool requeue_on_worker_loss = false;
 
   friend bool operator==(const JobOptions&, const JobOptions&) = default;
 };

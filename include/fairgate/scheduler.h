@@ -289,10 +289,11 @@ class Scheduler {
   Status UpdateWorker(std::string_view name, const WorkerConfig& config);
   // Removes a worker (it stopped, or its connection closed): its slots leave the accounting at
   // once, and each job running on it ends now, once: its context is cancelled with Unavailable;
-  // when its function returns, a RunSync returns that Unavailable, a Submit's callback gets it
-  // (a durable job's attempt fails with it and follows its retry policy), and a permit's
-  // Release completes nothing. The key keeps what it was charged; the estimate learns nothing.
-  // NotFound for an unknown worker.
+  // when its function returns, a RunSync returns that Unavailable (WorkerLost tells it from the
+  // job's own), a Submit's callback gets it, or with JobOptions::requeue_on_worker_loss the job
+  // is submitted again, a durable job's attempt fails with it and follows its retry policy, and
+  // a permit's Release completes nothing. The key keeps what it was charged; the estimate learns
+  // nothing. NotFound for an unknown worker.
   Status RemoveWorker(std::string_view name);
 
   // With RuleOptions::aging, how long a pending job of `type` takes at most to reach the

@@ -36,6 +36,12 @@ struct WorkerConfig {
 // an empty name, slots out of range, an empty type name or tag, or no type and no tag at all.
 Status ValidateWorker(std::string_view name, const WorkerConfig& config);
 
+// The Unavailable a job gets when its worker `worker` is removed while it runs
+// (Scheduler::RemoveWorker), and whether a status is one, as opposed to an Unavailable of the
+// job's own.
+Status WorkerLostError(std::string_view worker);
+bool WorkerLost(const Status& status);
+
 }  // namespace fairgate
 
 #endif  // FAIRGATE_WORKER_H_

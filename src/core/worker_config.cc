@@ -1,7 +1,15 @@
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "fairgate/worker.h"
 
 namespace fairgate {
+
+namespace {
+
+// The payload that marks a job's loss with its worker (WorkerLost); its value is empty.
+constexpr char kWorkerLostPayload[] = "type.fairgate/worker_lost";
+
+}  // namespace
 
 Status ValidateWorker(std::string_view name, const WorkerConfig& config) {
   if (name.empty()) return absl::InvalidArgumentError("worker name is empty");
@@ -24,6 +32,19 @@ Status ValidateWorker(std::string_view name, const WorkerConfig& config) {
       return absl::InvalidArgumentError(absl::StrCat("worker '", n, "': a tag is empty"));
   }
   return absl::OkStatus();
+}
+
+Status WorkerLostError(std::string_view worker) {
+  Status status = absl::UnavailableError(
+      absl::StrCat("worker '", absl::string_view(worker.data(), worker.size()),
+                   "' was removed while the job ran on it"));
+  status.SetPayload(kWorkerLostPayload, absl::Cord());
+  return status;
+}
+
+bool WorkerLost(const Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable &&
+         status.GetPayload(kWorkerLostPayload).has_value();
 }
 
 }  // namespace fairgate

@@ -246,9 +246,7 @@ Status AdmissionTable::RemoveWorker(std::string_view name, Decision& decision, R
   const double now = LockedNow();
   StatusOr<std::vector<core::LostJob>> ended = core_->RemoveWorker(name, now);
   if (!ended.ok()) return ended.status();
-  const Status why =
-      absl::UnavailableError(absl::StrCat("worker '", absl::string_view(name.data(), name.size()),
-                                          "' was removed while the job ran on it"));
+  const Status why = WorkerLostError(name);
   for (const core::LostJob& job : *ended) {
     RecordPtr record = std::move(records_[job.ticket.slot]);
     record->worker->MarkLost(why);

@@ -114,11 +114,31 @@ Status Scheduler::Impl::Acquire(const Context& ctx, std::string_view type, std::
 Status Scheduler::Impl::SubmitFromCaller(std::string_view type, std::string_view id,
                                          std::string_view key, JobFn fn, DoneCallback done,
                                          const JobOptions& options) {
+  if (options.requeue_on_worker_loss && fn) {
+    return SubmitRequeued(
+        std::make_shared<Requeued>(Requeued{std::string(type), std::string(id), std::string(key),
+                                            std::move(fn), std::move(done), options}));
+  }
   if (fn && table_.IntakeAccepts(type, id, options)) {
     SubmitThroughIntake(type, id, key, std::move(fn), std::move(done), options);
     return absl::OkStatus();
   }
   return Submit(type, id, key, std::move(fn), std::move(done), options);
+}
+
+// A job submitted with JobOptions::requeue_on_worker_loss: its callback submits it again, with
+// the same function (held here, copied for each run), when its worker was lost; only another end
+// reaches the caller's callback.
+Status Scheduler::Impl::SubmitRequeued(const std::shared_ptr<Requeued>& job) {
+  JobOptions once = job->options;
+  once.requeue_on_worker_loss = false;
+  return Submit(
+      job->type, job->id, job->key, job->fn,
+      [this, job](const Status& status) {
+        if (WorkerLost(status) && SubmitRequeued(job).ok()) return;
+        if (job->done) job->done(status);
+      },
+      once);
 }
 
 // `claimed_leases`: a claimed durable job's, when its claim took its fleet-wide leases (the

@@ -115,6 +115,14 @@ class Scheduler::Impl final : public internal::Submission {
   // Scheduler::Submit: through the Submit intake when the table can judge the request without
   // the core (IntakeAccepts), else as Submit. Internal callers use Submit: they act on its
   // refusals.
+  // A Submit with JobOptions::requeue_on_worker_loss, as SubmitRequeued takes it.
+  struct Requeued {
+    std::string type, id, key;
+    JobFn fn;
+    DoneCallback done;
+    JobOptions options;
+  };
+  Status SubmitRequeued(const std::shared_ptr<Requeued>& job);
   Status SubmitFromCaller(std::string_view type, std::string_view id, std::string_view key,
                           JobFn fn, DoneCallback done, const JobOptions& options);
 
