@@ -69,6 +69,31 @@ TEST_CASE("Report.Html.OnePageWithTheTableAndBothPictures") {
   CHECK(bars == 3);  // one per job
 }
 
+TEST_CASE("Report.Html.WithWorkersOneRowPerWorkerSlotAndLostJobsDotted") {
+  // gpu (2 slots) runs a and b from 0 and is removed at 1: both are lost; cpu runs c 0-1.
+  StatusOr<Trace> trace = ParseTrace(R"({"capacity": 4,
+    "types": {"t": {"priority": 4, "max_concurrency": 4}},
+    "workers": [{"name": "gpu", "slots": 2, "types": ["t"], "until": 1},
+                {"name": "cpu", "types": ["t"]}],
+    "jobs": [{"type": "t", "id": "x", "key": "a", "arrival": 0, "duration": 2},
+             {"type": "t", "id": "y", "key": "b", "arrival": 0, "duration": 2},
+             {"type": "t", "id": "z", "key": "c", "arrival": 0, "duration": 1}]})",
+                                     "workers.json");
+  REQUIRE(trace.ok());
+  const SimResult result = *Simulate(*trace);
+  const std::string html = RenderHtml("workers", *trace, result, Summarize(*trace, result));
+  CHECK(html.find("<h2>Workers over time</h2>") != std::string::npos);
+  for (const char* row : {">gpu 1<", ">gpu 2<", ">cpu 1<"}) {
+    CHECK_MESSAGE(html.find(row) != std::string::npos, row);
+  }
+  std::size_t dotted = 0;
+  for (std::size_t at = 0; (at = html.find("stroke-dasharray=\"1 2\"", at)) != std::string::npos;
+       ++at) {
+    ++dotted;
+  }
+  CHECK(dotted == 2);  // a's and b's jobs, lost with gpu
+}
+
 TEST_CASE("SimCommand.ReportAndEvidenceAreWrittenWhereAsked") {
   const auto dir = std::filesystem::temp_directory_path() / "fairgate_sim_report_test";
   std::filesystem::remove_all(dir);

@@ -141,37 +141,71 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
   std::map<std::string, int> priority_of;
   for (const auto& [name, config] : trace.types) priority_of[name] = config.priority;
 
-  // Slots: each admitted job takes the lowest free row, and gives it back when it completes.
+  // Slots: each admitted job takes the lowest free row (of its worker's, with workers), and gives
+  // it back when it completes or is lost with its worker.
   struct Bar {
     double start, end;
     int row;
     std::size_t job;
-    bool conflict, aged;
+    bool conflict, aged, lost;
   };
+  std::vector<std::string> row_labels;
+  std::map<std::string, std::pair<int, int>> rows_of_worker;  // name -> (first row, rows)
+  if (trace.workers.empty()) {
+    for (int r = 0; r < trace.options.rule.max_concurrency; ++r) {
+      row_labels.push_back(absl::StrCat("slot ", r + 1));
+    }
+  } else {
+    std::map<std::string, int> slots;  // a name that comes back keeps its rows: the most slots
+    for (const TraceWorker& w : trace.workers) {
+      slots[w.name] = std::max(slots[w.name], w.config.slots);
+    }
+    for (const TraceWorker& w : trace.workers) {
+      if (rows_of_worker.count(w.name) > 0) continue;
+      rows_of_worker[w.name] = {static_cast<int>(row_labels.size()), slots[w.name]};
+      for (int r = 0; r < slots[w.name]; ++r) {
+        row_labels.push_back(absl::StrCat(w.name, " ", r + 1));
+      }
+    }
+  }
   std::vector<Bar> bars;
-  std::vector<bool> busy(static_cast<std::size_t>(trace.options.rule.max_concurrency), false);
+  std::vector<bool> busy(row_labels.size(), false);
   std::map<std::size_t, std::size_t> bar_of_job;
   double end_time = 0;
   for (const SimEvent& e : result.events) {
     end_time = std::max(end_time, e.t);
     if (e.kind == SimEvent::Kind::kAdmit) {
-      const auto row = static_cast<int>(std::find(busy.begin(), busy.end(), false) - busy.begin());
+      auto first = busy.begin(), last = busy.end();
+      if (auto it = rows_of_worker.find(e.worker); it != rows_of_worker.end()) {
+        first = busy.begin() + it->second.first;
+        last = first + it->second.second;
+      }
+      auto free = std::find(first, last, false);
+      if (free == last) free = std::find(busy.begin(), busy.end(), false);  // never: a guard
+      if (free == busy.end()) continue;
+      const auto row = static_cast<int>(free - busy.begin());
       busy[static_cast<std::size_t>(row)] = true;
       bar_of_job[e.job] = bars.size();
       bars.push_back({e.t, e.t, row, e.job, e.waited_on_conflict,
-                      e.effective_priority != priority_of[result.jobs[e.job].type]});
-    } else if (e.kind == SimEvent::Kind::kDone) {
+                      e.effective_priority != priority_of[result.jobs[e.job].type], false});
+    } else if ((e.kind == SimEvent::Kind::kDone || e.kind == SimEvent::Kind::kLost) &&
+               bar_of_job.count(e.job) > 0) {
       Bar& bar = bars[bar_of_job[e.job]];
       bar.end = e.t;
+      bar.lost = e.kind == SimEvent::Kind::kLost;
       busy[static_cast<std::size_t>(bar.row)] = false;
     }
   }
   for (Bar& bar : bars) {
-    if (!result.outcomes[bar.job].done_at) bar.end = end_time;  // cut off by `until`
+    if (!result.outcomes[bar.job].done_at && !bar.lost) bar.end = end_time;  // cut by `until`
   }
   const double span = std::max(end_time, 1e-9);
 
-  constexpr int kWidth = 960, kLeft = 70, kRow = 22, kTop = 10;
+  constexpr int kWidth = 960, kRow = 22, kTop = 10;
+  // Room on the left for the longest row label (about 6.5 px a character at 11 px).
+  std::size_t longest = 0;
+  for (const std::string& label : row_labels) longest = std::max(longest, label.size());
+  const int kLeft = std::max(70, 12 + static_cast<int>(6.5 * static_cast<double>(longest)));
   const int plot = kWidth - kLeft - 20;
   auto x = [&](double t) { return kLeft + plot * t / span; };
   std::string html = absl::StrCat(
@@ -204,15 +238,18 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
   absl::StrAppend(&html, "</table>\n");
 
   // The timeline.
-  const int rows = trace.options.rule.max_concurrency;
+  const int rows = static_cast<int>(row_labels.size());
+  const std::string timeline_title =
+      trace.workers.empty() ? "Slots over time" : "Workers over time";
   const int timeline_height = kTop + rows * kRow + 40;
-  absl::StrAppend(&html,
-                  "<h2>Slots over time</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+  absl::StrAppend(&html, "<h2>", timeline_title,
+                  "</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
                   "width=\"",
                   kWidth, "\" height=\"", timeline_height, "\">\n");
   for (int r = 0; r < rows; ++r) {
     absl::StrAppend(&html, "<text x=\"", kLeft - 8, "\" y=\"", kTop + r * kRow + 15,
-                    "\" font-size=\"11\" text-anchor=\"end\">slot ", r + 1, "</text>\n");
+                    "\" font-size=\"11\" text-anchor=\"end\">",
+                    Escape(row_labels[static_cast<std::size_t>(r)]), "</text>\n");
   }
   for (const Bar& bar : bars) {
     const std::size_t key = key_index[result.jobs[bar.job].key];
@@ -221,7 +258,9 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
         &html,
         absl::StrFormat("<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"",
                         x(bar.start), kTop + bar.row * kRow + 2, width, kRow - 4, ColourOf(key)));
-    if (bar.conflict) {
+    if (bar.lost) {  // ended with its worker
+      absl::StrAppend(&html, " stroke=\"#000\" stroke-width=\"2\" stroke-dasharray=\"1 2\"");
+    } else if (bar.conflict) {
       absl::StrAppend(&html, " stroke=\"#d62728\" stroke-width=\"2\"");
     } else if (bar.aged) {
       absl::StrAppend(&html, " stroke=\"#000\" stroke-width=\"1.5\" stroke-dasharray=\"4 2\"");
@@ -235,8 +274,11 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
                     absl::StrFormat("%.2f-%.2f", bar.start, bar.end), "</title></rect>\n");
   }
   AppendAxis(html, kTop + rows * kRow + 4, kLeft, plot, span,
-             "seconds; red outline: waited on a conflict; dashed outline: aged into a higher "
-             "tier");
+             trace.workers.empty()
+                 ? "seconds; red outline: waited on a conflict; dashed outline: aged into a "
+                   "higher tier"
+                 : "seconds; rows: each worker's slots; red outline: waited on a conflict; "
+                   "dashed: aged into a higher tier; dotted: lost with its worker");
 
   // The waits of each key.
   double worst = 0;
