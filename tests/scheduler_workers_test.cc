@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "doctest/doctest.h"
+#include "fairgate/observer.h"
 #include "fairgate/permit.h"
 #include "fairgate/scheduler.h"
 #include "runtime_test_util.h"
@@ -286,6 +287,56 @@ TEST_CASE("Scheduler.Workers.ASubmitWithRequeueRunsAgainAfterItsWorkerIsLost") {
   CHECK(runs == std::vector<std::string>{"w1", "w2"});
   REQUIRE(results.size() == 1);  // told once, of the run that ended
   CHECK(results[0].ok());
+}
+
+// Observers see each job's worker, and a lost job's completion at the removal, with the loss.
+class Recorder : public Observer {
+ public:
+  void OnEvent(const JobEvent& e) override {
+    std::lock_guard lock(mutex_);
+    if (e.kind == JobEvent::Kind::kAdmit || e.kind == JobEvent::Kind::kComplete) {
+      lines_.push_back(
+          std::string(JobEventKindName(e.kind)) + " " + e.id + " on " + e.worker +
+          (e.kind == JobEvent::Kind::kComplete && WorkerLost(e.status) ? " (lost)" : ""));
+    }
+  }
+  std::vector<std::string> lines() {
+    std::lock_guard lock(mutex_);
+    return lines_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
+
+TEST_CASE("Scheduler.Workers.ObserversSeeEachJobsWorkerAndItsLoss") {
+  Watchdog watchdog("workers events", 60s);
+  auto recorder = std::make_shared<Recorder>();
+  SchedulerOptions options;
+  options.rule.max_concurrency = 4;
+  options.runtime.observers.push_back(recorder);
+  auto scheduler = *Scheduler::Create(testing::WithPoolUnderTest(options));
+  REQUIRE(scheduler->RegisterType("t", Type(8, 8)).ok());
+  REQUIRE(scheduler->AddWorker("w", WorkerConfig{1, {"t"}, {}}).ok());
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(), Job("t", "a", "k"),
+                        [](const Context&) { return absl::OkStatus(); })
+              .ok());
+  Gate started;
+  std::thread lost([&] {
+    (void)scheduler->RunSync(Context::Background(), Job("t", "b", "k"), [&](const Context& ctx) {
+      started.Open();
+      ctx.WaitFor(20s);
+      return absl::OkStatus();
+    });
+  });
+  REQUIRE(started.Wait());
+  REQUIRE(scheduler->RemoveWorker("w").ok());
+  lost.join();
+  REQUIRE(Eventually([&] { return recorder->lines().size() == 4; }));
+  CHECK(recorder->lines() == std::vector<std::string>{"admit a on w", "complete a on w",
+                                                      "admit b on w", "complete b on w (lost)"});
 }
 
 TEST_CASE("Scheduler.Workers.TheSnapshotShowsWhoServesWhat") {

@@ -42,8 +42,11 @@ struct JobEvent {
   double wait = 0;              // kAdmit, kCancel, kExpire, kPromote: seconds since it was enqueued
   double run_time = 0;          // kComplete: seconds it ran
   // kComplete: the job's status; kCancel, kExpire, kReject: why (kCancel: Cancelled or the
-  // context's error; kExpire: DeadlineExceeded, naming max_queue_wait).
+  // context's error; kExpire: DeadlineExceeded, naming max_queue_wait). A job lost with its
+  // worker completes at the worker's removal with WorkerLostError (fairgate/worker.h).
   Status status;
+  // kAdmit, kComplete, with workers declared: the worker it runs on (fairgate/worker.h).
+  std::string worker;
 };
 
 class Observer {

@@ -34,6 +34,7 @@ JobEvent DecisionLog::EventOf(JobEvent::Kind kind, const core::JobView& job, dou
   e.effective_tier = job.effective_priority;
   e.charge = job.charge;
   e.wait = now - job.arrival;
+  e.worker = std::string(job.worker);
   return e;
 }
 
@@ -60,7 +61,8 @@ void DecisionLog::Admitted(const core::Admission& a, double now) {
                             .effective_priority = a.effective_priority,
                             .arrival = a.arrival,
                             .running = true,
-                            .charge = a.charge};
+                            .charge = a.charge,
+                            .worker = a.worker};
     JobEvent e = EventOf(JobEvent::Kind::kAdmit, job, now);
     e.accumulated_cost = a.accumulated_before + a.charge / a.weight;
     events_.push_back(std::move(e));
