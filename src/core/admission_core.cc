@@ -20,7 +20,7 @@ Status CheckTime(double t, absl::string_view what) {
 
 }  // namespace
 
-JobView ExpiredJob::View() const {
+JobView EndedJob::BaseView() const {
   JobView view;
   view.type = type;
   view.id = id;
@@ -590,8 +590,8 @@ SweepResult AdmissionCore::Sweep(double now, std::vector<std::pair<std::string, 
 void AdmissionCore::AdvanceTo(double now) {
   while (Job* due = steps_.ExpiryDueBy(now)) {
     Job& job = *due;
-    expired_.push_back({TicketOf(job), job.type->name, job.id, *job.key->name, job.type->index,
-                        job.type->config.priority, job.lane->tier->priority, job.arrival,
+    expired_.push_back({{TicketOf(job), job.type->name, job.id, *job.key->name, job.type->index,
+                         job.type->config.priority, job.lane->tier->priority, job.arrival},
                         TimedSteps::ExpiryAt(job)});
     Withdraw(job, now);
   }

@@ -139,28 +139,32 @@ struct JobView {
   std::string_view worker = {};  // running on a declared worker: its name
 };
 
-// A job that left the queue because it was still pending at its type's max_queue_wait, as
-// TakeExpired hands it over. It owns its names: the job itself is gone.
-struct ExpiredJob {
+// A job the core has let go of without a completion, as it hands it over: it owns its names,
+// the job itself is gone.
+struct EndedJob {
   JobTicket ticket;  // names nothing any more; its slot says which job it was
   std::string type, id, key;
   std::uint32_t type_index = 0;
   int priority = 0;            // its type's tier
-  int effective_priority = 0;  // the tier it was ordered in (higher if it aged)
+  int effective_priority = 0;  // the tier it was ordered in, or admitted from (higher if it aged)
   double arrival = 0;
-  double expired_at = 0;  // arrival + max_queue_wait: when its limit was reached
-  // The job as a JobView (pending), valid while this ExpiredJob is neither moved nor destroyed.
-  JobView View() const;
+
+ protected:
+  // What both views share, valid while this job is neither moved nor destroyed.
+  JobView BaseView() const;
 };
 
-// A running job that ended with its worker (RemoveWorker). It owns its names: the job is gone.
-struct LostJob {
-  JobTicket ticket;  // names nothing any more; its slot says which job it was
-  std::string type, id, key, worker;
-  std::uint32_t type_index = 0;
-  int priority = 0;
-  int effective_priority = 0;  // the tier it was admitted from
-  double arrival = 0;
+// A job that left the queue because it was still pending at its type's max_queue_wait, as
+// TakeExpired hands it over.
+struct ExpiredJob : EndedJob {
+  double expired_at = 0;  // arrival + max_queue_wait: when its limit was reached
+  // The job as a JobView (pending), valid while this ExpiredJob is neither moved nor destroyed.
+  JobView View() const { return BaseView(); }
+};
+
+// A running job that ended with its worker (RemoveWorker).
+struct LostJob : EndedJob {
+  std::string worker;
   double charge = 0;  // what it was charged; its key keeps it
   // The job as a JobView (running), valid while this LostJob is neither moved nor destroyed.
   JobView View() const;

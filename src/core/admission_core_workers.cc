@@ -72,14 +72,7 @@ Status AdmissionCore::UpdateWorker(std::string_view name, const WorkerConfig& co
 }
 
 JobView LostJob::View() const {
-  JobView view;
-  view.type = type;
-  view.id = id;
-  view.key = key;
-  view.type_index = type_index;
-  view.priority = priority;
-  view.effective_priority = effective_priority;
-  view.arrival = arrival;
+  JobView view = BaseView();
   view.running = true;
   view.charge = charge;
   view.worker = worker;
@@ -102,9 +95,11 @@ StatusOr<std::vector<LostJob>> AdmissionCore::RemoveWorker(std::string_view name
   lost.reserve(running.size());
   for (Job* job : running) {
     const JobView view = ViewOf(*job);
-    lost.push_back({TicketOf(*job), std::string(view.type), std::string(view.id),
-                    std::string(view.key), worker.name, view.type_index, view.priority,
-                    view.effective_priority, view.arrival, view.charge});
+    lost.push_back(
+        {{TicketOf(*job), std::string(view.type), std::string(view.id), std::string(view.key),
+          view.type_index, view.priority, view.effective_priority, view.arrival},
+         worker.name,
+         view.charge});
     EndRunning(*job, nullptr, now);
   }
   FAIRGATE_CORE_CHECK(worker.running.empty() && worker.slots.used() == 0,
