@@ -41,6 +41,8 @@ JobName Job(const char* type, const char* id, const char* key) {
 }
 
 TEST_CASE("Scheduler.Workers.TheJobsContextNamesTheMostSpecialisedWorker") {
+  // Before the scheduler, so that they outlive the jobs that use them.
+  Gate done;
   Watchdog watchdog("workers context", 60s);
   auto scheduler = Make();
   REQUIRE(scheduler->RegisterType("pdf", Type(8, 8)).ok());
@@ -57,7 +59,6 @@ TEST_CASE("Scheduler.Workers.TheJobsContextNamesTheMostSpecialisedWorker") {
               .ok());
   CHECK(seen == "pdf-only");
   // A Submit job's context too, and a context made from it inherits the name.
-  Gate done;
   std::string submitted, child;
   REQUIRE(scheduler
               ->Submit(Job("excel", "b", "k"),
@@ -139,6 +140,11 @@ TEST_CASE("Scheduler.Workers.AVersatileWorkerStaysFreeForTheJobOnlyItCanRun") {
 }
 
 TEST_CASE("Scheduler.Workers.RemovingAWorkerEndsItsJobsOnceWithUnavailable") {
+  // Before the scheduler, so that they outlive the jobs that use them.
+  std::mutex mutex;
+  std::vector<Status> submit_results;
+  bool submit_lost = false;  // WorkerLost of what the callback got (Own keeps no payload)
+  Gate submit_done;
   Watchdog watchdog("workers removal", 60s);
   auto scheduler = Make();
   REQUIRE(scheduler->RegisterType("build", Type(8, 8)).ok());
@@ -157,10 +163,6 @@ TEST_CASE("Scheduler.Workers.RemovingAWorkerEndsItsJobsOnceWithUnavailable") {
     sync_result =
         scheduler->RunSync(Context::Background(), Job("build", "a", "k1"), wait_for_worker);
   });
-  std::mutex mutex;
-  std::vector<Status> submit_results;
-  bool submit_lost = false;  // WorkerLost of what the callback got (Own keeps no payload)
-  Gate submit_done;
   REQUIRE(scheduler
               ->Submit(Job("build", "b", "k2"), wait_for_worker,
                        [&](const Status& s) {
@@ -248,15 +250,16 @@ TEST_CASE("Scheduler.Workers.ALostJobsLateEndTouchesNothingOfTheJobThatTookItsPl
 }
 
 TEST_CASE("Scheduler.Workers.ASubmitWithRequeueRunsAgainAfterItsWorkerIsLost") {
+  // Before the scheduler, so that they outlive the jobs that use them.
+  std::mutex mutex;
+  std::vector<std::string> runs;
+  std::vector<Status> results;
+  Gate on_w1, told;
   Watchdog watchdog("workers requeue", 60s);
   auto scheduler = Make();
   REQUIRE(scheduler->RegisterType("t", Type(8, 8)).ok());
   REQUIRE(scheduler->AddWorker("w1", WorkerConfig{1, {"t"}, {}}).ok());
   REQUIRE(scheduler->AddWorker("w2", WorkerConfig{1, {"t"}, {}}).ok());
-  Gate on_w1, told;
-  std::mutex mutex;
-  std::vector<std::string> runs;
-  std::vector<Status> results;
   JobOptions options;
   options.requeue_on_worker_loss = true;
   REQUIRE(scheduler

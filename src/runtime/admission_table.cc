@@ -249,8 +249,8 @@ Status AdmissionTable::RemoveWorker(std::string_view name, Decision& decision, R
   const Status why = WorkerLostError(name);
   for (const core::LostJob& job : *ended) {
     RecordPtr record = std::move(records_[job.ticket.slot]);
-    record->worker->MarkLost(why);
-    log_.Completed(job.View(), why, std::max(0.0, now - record->admitted_at), now);
+    record->worker->MarkLost(Detached(why));
+    log_.Completed(job.View(), Detached(why), std::max(0.0, now - record->admitted_at), now);
     lost.push_back(std::move(record));
   }
   if (phase_ != Phase::kShutDown) AdmitLocked(now, decision);

@@ -24,6 +24,7 @@
 #include "core/admission_core.h"
 #include "fairgate/context.h"
 #include "fairgate/scheduler.h"
+#include "runtime/detached_status.h"
 #include "runtime/fiber_stack.h"
 #include "runtime/waiting.h"
 #include "runtime/worker_assignment.h"
@@ -175,16 +176,6 @@ struct JobRecord {
     return kind;
   }
 };
-
-// A copy of `status` that shares nothing with it. Each call that joined a run gets one: the
-// copies are read and dropped on different threads, and absl::Status counts the references to
-// a shared representation inside libabsl, where ThreadSanitizer cannot see the handover.
-inline Status Detached(const Status& status) {
-  Status copy(status.code(), status.message());
-  status.ForEachPayload(
-      [&](absl::string_view url, const absl::Cord& payload) { copy.SetPayload(url, payload); });
-  return copy;
-}
 
 // Wakes a RunSync caller. `decided`: its state was set (under the scheduler's lock) to one that
 // nothing but the caller changes any more (kRunning, kCancelled, kFinished), so the caller may

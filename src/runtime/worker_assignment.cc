@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "runtime/context_state.h"
+#include "runtime/detached_status.h"
 
 namespace fairgate::internal {
 
@@ -17,7 +18,7 @@ Context WorkerAssignment::Enter(const Context& parent) {
     ctx_ = state;
     lost = lost_;
   }
-  if (lost) state->Cancel(*lost);  // outside the lock: cancelling runs callbacks
+  if (lost) state->Cancel(Detached(*lost));  // outside the lock: cancelling runs callbacks
   return WithState(std::move(state));
 }
 
@@ -35,12 +36,13 @@ void WorkerAssignment::CancelContext() {
     ctx = ctx_;
     why = *lost_;
   }
-  ctx->Cancel(why);  // outside the lock: cancelling runs callbacks
+  ctx->Cancel(Detached(why));  // outside the lock: cancelling runs callbacks
 }
 
 std::optional<Status> WorkerAssignment::Lost() const {
   std::lock_guard lock(mutex_);
-  return lost_;
+  if (!lost_) return std::nullopt;
+  return Detached(*lost_);  // read and dropped on the job's thread
 }
 
 }  // namespace fairgate::internal
