@@ -538,29 +538,28 @@ Status AdmissionCore::CompleteRunning(JobTicket ticket, double elapsed, double n
   return absl::OkStatus();
 }
 
-void AdmissionCore::EndRunning(Job& running, const double* elapsed, double now) {
-  Job* job = &running;
-  const TypeState& type = *job->type;
-  KeyState& key = *job->key;
+void AdmissionCore::EndRunning(Job& job, const double* elapsed, double now) {
+  const TypeState& type = *job.type;
+  KeyState& key = *job.key;
   if (elapsed == nullptr) {
-    if (job->estimate != nullptr) estimates_.DropHold(job->estimate);
-  } else if (job->estimate != nullptr) {
-    estimates_.LearnHeld(job->estimate, type.config.default_cost, *elapsed, options_.rule.alpha,
+    if (job.estimate != nullptr) estimates_.DropHold(job.estimate);
+  } else if (job.estimate != nullptr) {
+    estimates_.LearnHeld(job.estimate, type.config.default_cost, *elapsed, options_.rule.alpha,
                          now);
   } else {
-    estimates_.Learn(type.index, job->id, type.config.default_cost, *elapsed, options_.rule.alpha,
+    estimates_.Learn(type.index, job.id, type.config.default_cost, *elapsed, options_.rule.alpha,
                      now);
   }
   const double acc = options_.rule.reconcile && elapsed != nullptr
-                         ? key.acc + (*elapsed - job->charge) / job->weight
+                         ? key.acc + (*elapsed - job.charge) / job.weight
                          : key.acc;
-  Resource* resource = job->resource;
+  Resource* resource = job.resource;
   const bool resource_was_full = IdBlocker(resource) != Blocker::kNone;
-  if (WorkerState* w = WorkerOf(*job)) w->running.erase(job->slot);
+  if (WorkerState* w = WorkerOf(job)) w->running.erase(job.slot);
   auto release = [&] {
     key.acc = acc;
-    ChangeWorkerUse(*job, [&] {
-      ForEachHold(*this, *job, [](Usage& usage, std::int32_t amount) { usage.Release(amount); });
+    ChangeWorkerUse(job, [&] {
+      ForEachHold(*this, job, [](Usage& usage, std::int32_t amount) { usage.Release(amount); });
     });
   };
   // The key's lanes move only if its cost or (with limits) its admissibility may have changed.
@@ -573,9 +572,9 @@ void AdmissionCore::EndRunning(Job& running, const double* elapsed, double now) 
     if (resource_was_full) Reopen(*resource);  // its parked jobs may come first again
     ReleaseResource(resource);
   }
-  if (job->joinable) job->type->join_points.Complete(*job);
+  if (job.joinable) job.type->join_points.Complete(job);
   keys_.MaybeIdle(key, now);
-  jobs_.Free(*job);
+  jobs_.Free(job);
 }
 
 SweepResult AdmissionCore::Sweep(double now, std::vector<std::pair<std::string, double>>* evicted) {
