@@ -998,8 +998,16 @@ TEST_CASE(
   REQUIRE(claimed_both);
   CHECK(Claimed(*b) >= on_b);
   CHECK(Claimed(*b) <= on_b + 2);
-  REQUIRE(a->Shutdown(Context::Background()).ok());
+  // The claim lands before a admits one of the two and records its attempt: wait for that record,
+  // or the shutdown may come first and give both back unbegun.
   auto store = *OpenPostgresStore(server.conninfo());
+  auto attempts_begun = [&] {
+    int attempts = 0;
+    for (const StoredJob& job : *store->LiveJobs()) attempts += job.attempts;
+    return attempts;
+  };
+  REQUIRE(testing::Eventually([&] { return attempts_begun() == 1; }));
+  REQUIRE(a->Shutdown(Context::Background()).ok());
   auto live = *store->LiveJobs();
   REQUIRE(live.size() == 2);
   CHECK(live[0].attempts + live[1].attempts == 1);  // the one that began counts its attempt
