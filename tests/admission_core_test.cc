@@ -678,6 +678,54 @@ TEST_CASE("Core.SetAccumulatedCost.MovesAKeysPendingJobsToTheirNewPlace") {
         absl::StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("Core.Charge.AddsWorkDoneWithoutAJobToTheKeyAndMovesItsJobs") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.rule.max_concurrency = 1;
+  options.rule.key_ttl = Seconds(10);
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("t", Type(1, 1)).ok());
+  REQUIRE(core->RegisterType("u", Type(1, 1)).ok());
+  for (const char* id : {"1", "2"}) {
+    Add(*core, "t", std::string("a") + id, "a");
+    Add(*core, "u", std::string("b") + id, "b");
+  }
+  // a was first; a charge of 3 puts both of its lanes behind b.
+  REQUIRE(core->Charge("a", 3, 0).ok());
+  CHECK(core->AccumulatedCost("a") == 3.0);
+  CHECK(core->CheckInvariants().ok());
+  auto next = [&] {
+    auto a = core->NextAdmission(0);
+    REQUIRE(a.has_value());
+    const std::string id(a->id);
+    REQUIRE(core->Complete(a->ticket, 1, 0).ok());
+    return id;
+  };
+  CHECK(next() == "b1");  // b at 1
+  CHECK(next() == "b2");  // b at 2, still below a's 3
+  CHECK(next() == "a1");
+  // Divided by the key's weight, as an admission's charge is.
+  REQUIRE(core->SetKeyWeight("b", 4).ok());
+  REQUIRE(core->Charge("b", 2, 0).ok());
+  CHECK(core->AccumulatedCost("b") == 2.5);
+  CHECK(core->CheckInvariants().ok());
+  // Refused, and nothing charged: a cost that is not finite and >= 0, a time that is not finite.
+  for (double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    CHECK(core->Charge("b", bad, 0).code() == absl::StatusCode::kInvalidArgument);
+  }
+  CHECK(core->Charge("b", 1, std::nan("")).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(core->AccumulatedCost("b") == 2.5);
+  CHECK_FALSE(core->AccumulatedCost("never").has_value());
+  // A key not tracked becomes tracked, idle from the charge; a later charge restarts its clock.
+  REQUIRE(core->Charge("cached", 0.5, 1).ok());
+  CHECK(core->AccumulatedCost("cached") == 0.5);
+  REQUIRE(core->Charge("cached", 0.5, 8).ok());
+  core->Sweep(15);  // 14 s after the first charge, 7 after the second: kept
+  CHECK(core->AccumulatedCost("cached") == 1.0);
+  core->Sweep(18);
+  CHECK_FALSE(core->AccumulatedCost("cached").has_value());
+  CHECK(core->CheckInvariants().ok());
+}
+
 // One slot; clones (tier 8, estimated at 2) and repacks (tier 1), which age into tier 8 after
 // 2 s pending.
 std::unique_ptr<AdmissionCore> MakeCloneAndAgingRepackCore() {

@@ -336,6 +336,16 @@ class Run {
                       want.ToString());
         }
         if (got.ok()) ++result_.capacity_changes;
+      } else if (choices_.Chance(0.3)) {
+        // A charge without a job (a cache hit's), to a tracked key or a new one, now and then
+        // out of range.
+        const std::string charged = choices_.Chance(0.2) ? "charged-" + key : key;
+        const double cost = choices_.Pick(std::vector<double>{0.5, 1, 3, 0, 0.25, -1});
+        const Status got = core_->Charge(charged, cost, now_);
+        const Status want = model_->Charge(charged, cost, now_);
+        if (got.code() != want.code()) {
+          return Fail("Charge status: core " + got.ToString() + ", model " + want.ToString());
+        }
       } else if (choices_.Chance(0.5)) {
         const double weight = choices_.Pick(std::vector<double>{0.5, 1, 2, 3, 0.3, 0, -1});
         if (core_->SetKeyWeight(key, weight).code() != model_->SetKeyWeight(key, weight).code()) {

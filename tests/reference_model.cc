@@ -273,6 +273,14 @@ Status ReferenceModel::SetKeyWeight(const std::string& key, double weight) {
   return absl::OkStatus();
 }
 
+Status ReferenceModel::Charge(const std::string& key, double cost, double now) {
+  if (!std::isfinite(now)) return absl::InvalidArgumentError("now");
+  if (!std::isfinite(cost) || cost < 0) return absl::InvalidArgumentError("cost");
+  keys_[key].acc += cost / (settings_.count(key) ? settings_[key].weight : 1.0);
+  MaybeIdle(key, now);
+  return absl::OkStatus();
+}
+
 Status ReferenceModel::SetKeyLimits(const std::string& key, const KeyLimits& limits) {
   if (limits.max_running < 1 || limits.min_running < 0 || limits.min_running > limits.max_running) {
     return absl::InvalidArgumentError("limits");

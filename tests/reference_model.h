@@ -61,6 +61,9 @@ class ReferenceModel {
   // Returns (keys evicted, estimates evicted).
   std::pair<std::size_t, std::size_t> Sweep(double now);
   Status SetKeyWeight(const std::string& key, double weight);
+  // Adds cost / the key's weight to its accumulated cost; the key is tracked from then, and an
+  // idle one is idle from `now`.
+  Status Charge(const std::string& key, double cost, double now);
   Status SetKeyLimits(const std::string& key, const KeyLimits& limits);
   // A paused type's or key's jobs are not admissible and do not age (AdvanceTo(now) first).
   Status PauseType(const std::string& type, double now);

@@ -1080,6 +1080,40 @@ TEST_CASE("Scheduler.KeyWeight.DividesLaterCharges") {
   CHECK(scheduler->AccumulatedCost("prod") == 2.5);  // 2 + 2 / 4
 }
 
+TEST_CASE("Scheduler.Charge.WorkDoneWithoutAJobCountsInTheKeysPlace") {
+  Watchdog watchdog("charge", 60s);
+  Gate gate;
+  testing::Log ran;  // declared before the scheduler whose jobs use it
+  auto scheduler = Make(Capacity(1));
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 1)).ok());
+  REQUIRE(
+      scheduler->Submit({TypeName("clone"), JobId("busy"), FairnessKey("c")}, HoldUntil(gate), {})
+          .ok());
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  for (const char* key : {"a", "b"}) {
+    REQUIRE(scheduler
+                ->Submit({TypeName("clone"), JobId("r"), FairnessKey(key)},
+                         [&ran, key](const Context&) {
+                           ran.Add(key);
+                           return absl::OkStatus();
+                         },
+                         {})
+                .ok());
+  }
+  // a came first and both cost 0; a's cache hits (say) put it behind b.
+  REQUIRE(scheduler->Charge("a", 0.5).ok());
+  CHECK(scheduler->AccumulatedCost("a") == 0.5);
+  CHECK(scheduler->Charge("a", -1).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(scheduler->Charge("a", std::nan("")).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(scheduler->AccumulatedCost("a") == 0.5);
+  // A key with nothing queued is tracked from its first charge.
+  REQUIRE(scheduler->Charge("reader", 0.25).ok());
+  CHECK(scheduler->AccumulatedCost("reader") == 0.25);
+  gate.Open();
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+  CHECK(ran.entries() == std::vector<std::string>{"b", "a"});
+}
+
 TEST_CASE("Scheduler.KeySettings.BadValuesAreRefusedAndChangeNothing") {
   auto scheduler = Make(SchedulerOptions::Seed());
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 2)).ok());

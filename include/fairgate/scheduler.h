@@ -255,6 +255,13 @@ class Scheduler {
   // are all backlogged get service in proportion to their weights. Charges already made stay.
   // Kept for the scheduler's life, also while the key is idle or forgotten by the TTL sweep.
   Status SetKeyWeight(std::string_view fairness_key, double weight);
+  // Charges the key `cost` seconds of work done without a job (a response served from a cache,
+  // say: no slot taken, but not free), as an admission charges its job's estimate: divided by
+  // the key's weight; its pending jobs take their new places at once. A key not tracked becomes
+  // tracked (idle, kept for key_ttl from now, as an idle key's is restarted). Never admits or
+  // holds back anything by itself. InvalidArgument for a cost that is not finite and >= 0. With
+  // a fleet, the charge is shared as a job's is (fleet costs).
+  Status Charge(std::string_view fairness_key, double cost);
   // Sets the key's limits (fairgate/key_limits.h; InvalidArgument if out of range), kept like a
   // weight. Raising max_running admits at once what it makes admissible.
   Status SetKeyLimits(std::string_view fairness_key, const KeyLimits& limits);

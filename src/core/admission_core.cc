@@ -919,6 +919,20 @@ StatusOr<bool> AdmissionCore::SetAccumulatedCost(std::string_view name, double c
   return true;
 }
 
+Status AdmissionCore::Charge(std::string_view name, double cost, double now) {
+  if (Status s = CheckTime(now, "charge time"); !s.ok()) return s;
+  if (!std::isfinite(cost) || cost < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a charge must be finite and >= 0, got ", cost));
+  }
+  KeyState* known = keys_.Find(AsAbsl(name));
+  KeyState& key = known != nullptr ? *known : keys_.Add(AsAbsl(name));
+  keys_.Wake(key);
+  Rekey(key, [&] { key.acc += cost / KeyTable::WeightOf(key); });
+  keys_.MaybeIdle(key, now);
+  return absl::OkStatus();
+}
+
 std::optional<double> AdmissionCore::AccumulatedCost(std::string_view key) const {
   const KeyState* state = keys_.Find(AsAbsl(key));
   if (state == nullptr) return std::nullopt;

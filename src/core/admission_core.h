@@ -316,6 +316,12 @@ class AdmissionCore {
   // pending jobs take their new places. False (nothing done) for a key that is not tracked;
   // InvalidArgument for a cost that is not finite and >= 0. O(the key's lanes x log lanes).
   StatusOr<bool> SetAccumulatedCost(std::string_view key, double cost);
+  // Charges `cost` (finite, >= 0; else InvalidArgument) to the key for work done without a job
+  // (a response served from a cache, say), as an admission charges its job's: divided by the
+  // key's weight, its pending jobs taking their new places. A key that is not tracked becomes
+  // tracked, idle; an idle key's idle clock starts again at `now`, so that it keeps the charge
+  // for key_ttl. Makes nothing admissible. O(the key's lanes x log lanes).
+  Status Charge(std::string_view key, double cost, double now);
 
   // Workers (fairgate/worker.h; docs/ordering.md, "Workers"). The first AddWorker turns them on
   // for good: from then a job is admitted only onto a worker that serves its type and has room

@@ -126,6 +126,8 @@ class AdmissionTable {
   Snapshot TakeSnapshot(std::size_t heaviest_keys, bool& wake_timer);
   void WriteMetrics(std::string& out, bool& wake_timer);
   Status SetKeyWeight(std::string_view key, double weight);
+  // Charges the key for work done without a job (core::AdmissionCore::Charge), at now.
+  Status Charge(std::string_view key, double cost);
   Status SetKeyLimits(std::string_view key, const KeyLimits& limits, Decision& decision);
   // A pause or resume of the core at now, `change(core, now)`, then the admissions it allows.
   Status ChangePause(const std::function<Status(core::AdmissionCore&, double)>& change,

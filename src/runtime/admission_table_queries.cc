@@ -84,6 +84,11 @@ Status AdmissionTable::SetKeyWeight(std::string_view key, double weight) {
   return core_->SetKeyWeight(key, weight);
 }
 
+Status AdmissionTable::Charge(std::string_view key, double cost) {
+  Locked lock(this);
+  return core_->Charge(key, cost, LockedNow());
+}
+
 Status AdmissionTable::SetKeyLimits(std::string_view key, const KeyLimits& limits,
                                     Decision& decision) {
   Locked lock(this, decision);

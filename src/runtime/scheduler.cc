@@ -366,6 +366,10 @@ Status Scheduler::SetKeyWeight(std::string_view fairness_key, double weight) {
   return impl_->SetKeyWeight(fairness_key, weight);
 }
 
+Status Scheduler::Charge(std::string_view fairness_key, double cost) {
+  return impl_->Charge(fairness_key, cost);
+}
+
 Status Scheduler::SetKeyLimits(std::string_view fairness_key, const KeyLimits& limits) {
   return impl_->SetKeyLimits(fairness_key, limits);
 }

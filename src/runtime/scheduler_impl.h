@@ -74,6 +74,7 @@ class Scheduler::Impl final : public internal::Submission {
   Status SetKeyWeight(std::string_view key, double weight) {
     return table_.SetKeyWeight(key, weight);
   }
+  Status Charge(std::string_view key, double cost) { return table_.Charge(key, cost); }
   Status SetKeyLimits(std::string_view key, const KeyLimits& limits);
   Status SetWorker(std::string_view name, const WorkerConfig& config, bool update);
   Status RemoveWorker(std::string_view name);
