@@ -66,6 +66,10 @@ class FairgateGate : public WorkGate {
     return scheduler_->Estimate(fairgate::TypeName(type), fairgate::JobId(repository));
   }
 
+  fairgate::Status Charge(std::string_view client, double seconds) override {
+    return scheduler_->Charge(client, seconds);
+  }
+
   std::string Metrics() const override {
     std::string out;
     scheduler_->WriteMetrics(out);

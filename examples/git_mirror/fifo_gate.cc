@@ -108,6 +108,10 @@ class FifoGate : public WorkGate {
     return std::nullopt;  // a FIFO learns nothing
   }
 
+  fairgate::Status Charge(std::string_view, double) override {
+    return absl::OkStatus();  // a FIFO keeps no account of its clients
+  }
+
   std::string Metrics() const override {
     std::lock_guard lock(mutex_);
     return absl::StrCat(

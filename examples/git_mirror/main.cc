@@ -118,6 +118,9 @@ int main(int argc, char** argv) {
                  "bytes of finished packs kept for identical requests (served without git); "
                  "0: none")
       ->capture_default_str();
+  app.add_option("--hit-charge", options.hit_charge_seconds,
+                 "seconds charged to a client for each pack served from the cache")
+      ->capture_default_str();
   app.add_option("--spool-bytes", options.spool_bytes,
                  "bytes of packs made and not yet sent that spool files may hold; past it git "
                  "waits for readers")

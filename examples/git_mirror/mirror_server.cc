@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
@@ -179,6 +180,9 @@ fairgate::Status ValidateMirrorOptions(const MirrorOptions& o) {
   if (o.shutdown_grace.count() < 0) {
     return absl::InvalidArgumentError("the shutdown grace must be >= 0");
   }
+  if (!(o.hit_charge_seconds >= 0 && std::isfinite(o.hit_charge_seconds))) {
+    return absl::InvalidArgumentError("the hit charge must be finite and >= 0 seconds");
+  }
   if (o.spool_bytes < (std::uint64_t{1} << 20)) {
     return absl::InvalidArgumentError("spool bytes must be at least 1 MiB (1048576)");
   }
@@ -265,6 +269,8 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
         if (auto response = server.Respond(spool, exchange, spec.type, spec.repository,
                                            spec.content_type, spec.prefix)) {
           server.log_->Record("hit", spec.type, spec.repository, exchange->client());
+          // Validated >= 0 and finite: the gate cannot refuse it.
+          (void)server.gate_->Charge(exchange->client(), server.options_.hit_charge_seconds);
           return response->Start();
         }
       }

@@ -96,6 +96,9 @@ struct MirrorOptions {
   // later: a hit is served without git and takes no slot. A pack over a quarter of it is not
   // kept; 0: none. Needs share_packs.
   std::uint64_t pack_cache_bytes = std::uint64_t{1} << 30;
+  // Seconds charged to a client's account for each pack served from the cache (a hit takes no
+  // slot and runs no git, but reading a kept pack is not free); >= 0.
+  double hit_charge_seconds = 0.01;
   // At most this many finished packs are kept (each holds a descriptor).
   static constexpr std::size_t kMaxKeptPacks = 64;
   HttpLimits http;

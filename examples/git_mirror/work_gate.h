@@ -138,6 +138,10 @@ class WorkGate {
   // The learned cost of (type, repository) in seconds, if the policy learns one (fairgate).
   virtual std::optional<double> Estimate(std::string_view type,
                                          std::string_view repository) const = 0;
+  // Charges `client` `seconds` of work done without a slot (a pack served from the cache), so
+  // that its later requests wait behind those of clients it has outdone (fairgate); the FIFO
+  // gate keeps no account and ignores it.
+  virtual fairgate::Status Charge(std::string_view client, double seconds) = 0;
   // The Prometheus text exposition, for /metrics.
   virtual std::string Metrics() const = 0;
   // Refuses new work, fails what waits, cancels the context given to running Submit jobs, and

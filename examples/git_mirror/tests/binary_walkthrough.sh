@@ -57,6 +57,11 @@ status=0
 grep -q -- "--header-timeout must be > 0" "$work/err"
 status=0
 "$server" --mirror-dir "$work/mirrors" --repo "demo.git=$work/upstream.git" \
+  --hit-charge -1 2>"$work/err" || status=$?
+[[ $status -eq 2 ]] || { echo "--hit-charge -1 exited with $status"; exit 1; }
+grep -q "the hit charge must be finite and >= 0 seconds" "$work/err"
+status=0
+"$server" --mirror-dir "$work/mirrors" --repo "demo.git=$work/upstream.git" \
   --state "$work/state.db" --database "host=$work dbname=mirror" 2>"$work/err" || status=$?
 [[ $status -eq 2 ]] || { echo "--state with --database exited with $status"; exit 1; }
 grep -q "a state file and a database are exclusive" "$work/err"

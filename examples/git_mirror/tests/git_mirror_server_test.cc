@@ -293,8 +293,10 @@ TEST_CASE("GitMirror.Server.AFinishedPackIsServedFromTheCacheUntilAFetchChangesT
   auto& [work, upstream, repositories] = one;
   PackHold counter(work.path);  // counts pack-objects runs; holds nothing
   counter.Release();
-  ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10,
-                         [](MirrorOptions& o) { o.pack_cache_bytes = 64 << 20; });
+  ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10, [](MirrorOptions& o) {
+    o.pack_cache_bytes = 64 << 20;
+    o.hit_charge_seconds = 1000;  // far above what the ref listings cost
+  });
   auto events = [&](const std::string& event) {
     int n = 0;
     for (const json& e : mirror.Events()) n += e["type"] == "clone" && e["event"] == event;
@@ -310,6 +312,17 @@ TEST_CASE("GitMirror.Server.AFinishedPackIsServedFromTheCacheUntilAFetchChangesT
   CHECK(events("hit") == 1);
   CHECK(events("start") == 1);
   CHECK(Metric(mirror.port, "git_mirror_pack_cache_hits_total") >= 1);
+  // The hits (the clone's pack, and its ref listings, kept too) took no slot but were each
+  // charged to bob: he is the heaviest client now, by the charges.
+  int bobs_hits = 0;
+  for (const json& e : mirror.Events()) bobs_hits += e["event"] == "hit" && e["client"] == "bob";
+  REQUIRE(bobs_hits >= 1);
+  const json heaviest = mirror.Debug()["heaviest_keys"];
+  REQUIRE(heaviest.size() >= 2);
+  CHECK(heaviest[0]["key"] == "bob");
+  CHECK(heaviest[0]["accumulated_cost"].get<double>() >= 1000 * bobs_hits);
+  CHECK(heaviest[0]["accumulated_cost"].get<double>() < 1000 * bobs_hits + 10);
+  CHECK(heaviest[1]["accumulated_cost"].get<double>() < 10);
   // A commit upstream and a fetch: the cached packs are of the old mirror, and go.
   std::ofstream(upstream / "new.txt") << "new\n";
   Git({"-C", upstream.string(), "add", "."});
