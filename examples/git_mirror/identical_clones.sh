@@ -9,7 +9,8 @@
 # server of CPU; git processes the server starts inherit core 0.
 #
 #   bash examples/git_mirror/identical_clones.sh [BUILD_DIR]     (default build/release)
-# Knobs (environment): DURATION (s, default 30), CAPACITY (8), CONCURRENCY (1000), HEAVY_MIB (16).
+# Knobs (environment): DURATION (s, default 30), CAPACITY (8), CONCURRENCY (1000), HEAVY_MIB (16),
+# MODES (the runs, default "--share-packs --no-share-packs").
 set -euo pipefail
 build=${1:-build/release}
 source "$(dirname "$0")/load_setup.sh"
@@ -45,21 +46,23 @@ run() {  # run SHARE_FLAG
   local port
   port=$(sed -n 's/.*listening on http:[^ ]*:\([0-9]*\).*/\1/p' "$work/out")
   git clone --quiet "http://127.0.0.1:$port/heavy.git" "$work/warm" && rm -rf "$work/warm"
-  local cpu_before starts_before
+  local cpu_before starts_before busy_before
   cpu_before=$(cpu_seconds "$pid")
+  busy_before=$(core_busy_seconds "$server_cpu")
   starts_before=$(clone_starts)
   echo "== $1, A at $concurrency identical clones in flight"
   taskset -c "$load_cpu" "$load" --port "$port" --heavy heavy.git --light light.git \
     --heavy-concurrency "$concurrency" --duration "$duration" --light-interval 2 --warmup 5 \
     --client-header X-Client --server-pid "$pid" --work-dir "$work/clones" | tee "$work/report" ||
     true
-  local cpu_after starts_after
+  local cpu_after starts_after busy_after
   cpu_after=$(cpu_seconds "$pid")
+  busy_after=$(core_busy_seconds "$server_cpu")
   starts_after=$(clone_starts)
   echo "git upload-pack runs for clones: $((starts_after - starts_before)); server CPU seconds" \
-    "(with git's): $(awk -v a="$cpu_before" -v b="$cpu_after" 'BEGIN { printf "%.1f", b - a }')"
+    "(with git's): $(awk -v a="$cpu_before" -v b="$cpu_after" 'BEGIN { printf "%.1f", b - a }');" \
+    "server core busy seconds: $(awk -v a="$busy_before" -v b="$busy_after" 'BEGIN { printf "%.1f", b - a }')"
   kill -TERM "$pid"; wait "$pid" || true; pid=
 }
 
-run --share-packs
-run --no-share-packs
+for mode in ${MODES:---share-packs --no-share-packs}; do run "$mode"; done

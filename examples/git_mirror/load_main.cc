@@ -5,6 +5,9 @@
 // want of the advertised HEAD) and read each pack to its end without unpacking it, all on one
 // event-loop thread: a thousand clones in flight cost the load generator almost no CPU, so that it
 // does not starve the server (run the two on different cores with taskset, as compare.sh does).
+// With --heavy-read-rate, each of A's clones reads its pack at that many bytes a second (a slow
+// but live reader); with --heavy-distinct, each clone's request names its own agent, so that no
+// two are identical and none is shared or served from the mirror's cache.
 // Client B, after --warmup seconds, clones the light repository with real `git`, one clone at a
 // time, starting one every --light-interval seconds (or when the previous one ends, if later),
 // until the duration is over. With --alone, A does nothing: B's time on an idle server.
@@ -51,6 +54,12 @@ namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
+// How A's clones read and ask.
+struct HeavyReading {
+  double bytes_per_second = 0;  // 0: as fast as it comes
+  bool distinct = false;        // each request its own (an agent capability naming the clone)
+};
+
 struct HeavyStats {
   std::atomic<long> completed{0}, refused{0}, errors{0};
   std::atomic<long long> bytes{0};
@@ -81,7 +90,9 @@ std::string FirstAdvertisedId(const std::string& body) {
 
 // One clone by A: the advertisement, then the pack, read to its end and dropped.
 asio::awaitable<void> HeavyClone(const tcp::endpoint& server, const std::string& repository,
-                                 const std::string& header, HeavyStats& stats) {
+                                 const std::string& header, const HeavyReading& reading,
+                                 HeavyStats& stats) {
+  static std::atomic<long> serial{0};
   tcp::socket socket(co_await asio::this_coro::executor);
   co_await socket.async_connect(server, asio::use_awaitable);
   boost::beast::flat_buffer buffer;
@@ -108,21 +119,40 @@ asio::awaitable<void> HeavyClone(const tcp::endpoint& server, const std::string&
   post.set(http::field::host, "mirror");
   post.set(header, "A");
   post.set(http::field::content_type, "application/x-git-upload-pack-request");
-  post.body() = Pkt("want " + id + " ofs-delta\n") + "0000" + Pkt("done\n");
+  const std::string agent = reading.distinct ? " agent=load-" + std::to_string(++serial) : "";
+  post.body() = Pkt("want " + id + " ofs-delta" + agent + "\n") + "0000" + Pkt("done\n");
   post.prepare_payload();
   co_await http::async_write(socket, post, asio::use_awaitable);
   http::response_parser<http::buffer_body> pack;
   pack.body_limit(boost::none);
   co_await http::async_read_header(socket, buffer, pack, asio::use_awaitable);
   static thread_local char sink[1 << 16];
+  // A slow reader takes an eighth of a second's worth at a time and waits until its bytes so far
+  // are due at its rate.
+  const std::size_t piece =
+      reading.bytes_per_second > 0
+          ? std::clamp<std::size_t>(static_cast<std::size_t>(reading.bytes_per_second / 8), 1024,
+                                    sizeof sink)
+          : sizeof sink;
+  const auto reading_since = Clock::now();
+  long long read = 0;
+  asio::steady_timer pace(co_await asio::this_coro::executor);
   while (!pack.is_done()) {
     pack.get().body().data = sink;
-    pack.get().body().size = sizeof sink;
+    pack.get().body().size = piece;
     boost::system::error_code error;
     co_await http::async_read(socket, buffer, pack,
                               asio::redirect_error(asio::use_awaitable, error));
     if (error && error != http::error::need_buffer) throw boost::system::system_error(error);
-    stats.bytes += static_cast<long long>(sizeof sink - pack.get().body().size);
+    const auto got = static_cast<long long>(piece - pack.get().body().size);
+    stats.bytes += got;
+    read += got;
+    if (reading.bytes_per_second > 0) {
+      pace.expires_at(reading_since +
+                      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                          static_cast<double>(read) / reading.bytes_per_second)));
+      co_await pace.async_wait(asio::use_awaitable);
+    }
   }
   if (pack.get().result_int() == 429) {
     ++stats.refused;
@@ -135,12 +165,13 @@ asio::awaitable<void> HeavyClone(const tcp::endpoint& server, const std::string&
 
 // One of A's clone loops: clone after clone until the deadline. A refused clone backs off 1 s.
 asio::awaitable<void> HeavyLoop(tcp::endpoint server, std::string repository, std::string header,
-                                HeavyStats& stats, Clock::time_point deadline) {
+                                HeavyReading reading, HeavyStats& stats,
+                                Clock::time_point deadline) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   while (Clock::now() < deadline) {
     const long refused = stats.refused;
     try {
-      co_await HeavyClone(server, repository, header, stats);
+      co_await HeavyClone(server, repository, header, reading, stats);
     } catch (const std::exception&) {
       if (Clock::now() < deadline) ++stats.errors;
     }
@@ -177,6 +208,7 @@ int main(int argc, char** argv) {
   int port = 0, heavy_concurrency = 100, server_pid = 0;
   double duration = 60, light_interval = 2, warmup = 5;
   bool alone = false;
+  HeavyReading reading;
   app.add_option("--host", host, "the mirror's loopback address")->capture_default_str();
   app.add_option("--port", port, "the mirror's port")->required();
   app.add_option("--heavy", heavy, "repository client A clones")->required();
@@ -192,6 +224,11 @@ int main(int argc, char** argv) {
   app.add_option("--server-pid", server_pid, "the server's pid, for its memory and threads");
   app.add_option("--work-dir", work_dir, "scratch directory for B's clones")->required();
   app.add_flag("--alone", alone, "B alone: A does not run");
+  app.add_option("--heavy-read-rate", reading.bytes_per_second,
+                 "bytes a second each of A's clones reads its pack at; 0: as fast as it comes")
+      ->capture_default_str();
+  app.add_flag("--heavy-distinct", reading.distinct,
+               "each of A's clones asks its own request (never shared or cached)");
   CLI11_PARSE(app, argc, argv);
   boost::system::error_code error;
   const asio::ip::address address = asio::ip::make_address(host, error);
@@ -200,9 +237,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (heavy_concurrency < 1 || !(duration > 0) || !(light_interval >= 0) || !(warmup >= 0) ||
-      warmup >= duration) {
+      warmup >= duration || !(reading.bytes_per_second >= 0)) {
     std::cerr << "fairgate-git-mirror-load: need concurrency >= 1, duration > warmup >= 0, "
-                 "interval >= 0\n";
+                 "interval >= 0, read rate >= 0\n";
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
@@ -223,7 +260,8 @@ int main(int argc, char** argv) {
   const tcp::endpoint server(address, static_cast<unsigned short>(port));
   if (!alone) {
     for (int i = 0; i < heavy_concurrency; ++i) {
-      asio::co_spawn(io, HeavyLoop(server, heavy, header, stats, deadline), asio::detached);
+      asio::co_spawn(io, HeavyLoop(server, heavy, header, reading, stats, deadline),
+                     asio::detached);
     }
   }
   // At the deadline, A's clones in flight are abandoned (their connections close).

@@ -16,3 +16,11 @@ cleanup() {
 }
 trap cleanup EXIT
 export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.org GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.org
+
+# Seconds core $1 spent busy (user, nice, system, irq, softirq, steal) since boot, from
+# /proc/stat: what the server's core did, whoever did it (git processes a server does not reap,
+# as fcgiwrap's, are counted here and nowhere else).
+core_busy_seconds() {
+  awk -v cpu="cpu$1" -v hz="$(getconf CLK_TCK)" \
+    '$1 == cpu { printf "%.1f", ($2 + $3 + $4 + $7 + $8 + $9) / hz }' /proc/stat
+}
