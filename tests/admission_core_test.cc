@@ -644,8 +644,9 @@ TEST_CASE("Core.IdleCatchUp.ANewKeyStartsAtTheLeastCostPendingInItsTier") {
   CHECK(core->AccumulatedCost("d") == 0.0);
 }
 
-TEST_CASE("Core.SetAccumulatedCost.MovesAKeysPendingJobsToTheirNewPlace") {
-  SchedulerOptions options = SchedulerOptions::Seed();
+// One slot, types t and u; key a's jobs a1 and a2 of t, then key b's b1 and b2 of u (seed rule:
+// no reconciliation, a completion charges nothing more).
+std::unique_ptr<AdmissionCore> MakeTwoKeysCore(SchedulerOptions options = SchedulerOptions::Seed()) {
   options.rule.max_concurrency = 1;
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("t", Type(1, 1)).ok());
@@ -654,16 +655,24 @@ TEST_CASE("Core.SetAccumulatedCost.MovesAKeysPendingJobsToTheirNewPlace") {
     Add(*core, "t", std::string("a") + id, "a");
     Add(*core, "u", std::string("b") + id, "b");
   }
+  return core;
+}
+
+// Admits the next job at 0 and completes it after 1 s; its id.
+std::string AdmitAndComplete(AdmissionCore& core) {
+  auto a = core.NextAdmission(0);
+  REQUIRE(a.has_value());
+  const std::string id(a->id);
+  REQUIRE(core.Complete(a->ticket, 1, 0).ok());
+  return id;
+}
+
+TEST_CASE("Core.SetAccumulatedCost.MovesAKeysPendingJobsToTheirNewPlace") {
+  auto core = MakeTwoKeysCore();
   // Other replicas charged a: b goes first, for its jobs of both lanes.
   CHECK(*core->SetAccumulatedCost("a", 10));
   CHECK(core->CheckInvariants().ok());
-  auto next = [&] {
-    auto a = core->NextAdmission(0);
-    REQUIRE(a.has_value());
-    const std::string id(a->id);
-    REQUIRE(core->Complete(a->ticket, 1, 0).ok());
-    return id;
-  };
+  auto next = [&] { return AdmitAndComplete(*core); };
   CHECK(next() == "b1");  // b at 1 now
   CHECK(*core->SetAccumulatedCost("b", 20));
   CHECK(core->AccumulatedCost("b") == 20.0);
@@ -680,26 +689,13 @@ TEST_CASE("Core.SetAccumulatedCost.MovesAKeysPendingJobsToTheirNewPlace") {
 
 TEST_CASE("Core.Charge.AddsWorkDoneWithoutAJobToTheKeyAndMovesItsJobs") {
   SchedulerOptions options = SchedulerOptions::Seed();
-  options.rule.max_concurrency = 1;
   options.rule.key_ttl = Seconds(10);
-  auto core = MakeCore(options);
-  REQUIRE(core->RegisterType("t", Type(1, 1)).ok());
-  REQUIRE(core->RegisterType("u", Type(1, 1)).ok());
-  for (const char* id : {"1", "2"}) {
-    Add(*core, "t", std::string("a") + id, "a");
-    Add(*core, "u", std::string("b") + id, "b");
-  }
+  auto core = MakeTwoKeysCore(options);
   // a was first; a charge of 3 puts both of its lanes behind b.
   REQUIRE(core->Charge("a", 3, 0).ok());
   CHECK(core->AccumulatedCost("a") == 3.0);
   CHECK(core->CheckInvariants().ok());
-  auto next = [&] {
-    auto a = core->NextAdmission(0);
-    REQUIRE(a.has_value());
-    const std::string id(a->id);
-    REQUIRE(core->Complete(a->ticket, 1, 0).ok());
-    return id;
-  };
+  auto next = [&] { return AdmitAndComplete(*core); };
   CHECK(next() == "b1");  // b at 1
   CHECK(next() == "b2");  // b at 2, still below a's 3
   CHECK(next() == "a1");

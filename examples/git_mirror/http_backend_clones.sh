@@ -25,15 +25,10 @@ capacity=${CAPACITY:-8}
 concurrency=${CONCURRENCY:-1000}
 heavy_mib=${HEAVY_MIB:-16}
 
-mkdir -p "$work/src/heavy" "$work/src/light" "$work/repos" "$work/nginx"
-git init --quiet --initial-branch=main "$work/src/heavy"
-head -c $((heavy_mib * 1024 * 1024)) /dev/urandom > "$work/src/heavy/blob"
-git -C "$work/src/heavy" add . && git -C "$work/src/heavy" commit --quiet -m one
-git init --quiet --initial-branch=main "$work/src/light"
-echo light > "$work/src/light/README"
-git -C "$work/src/light" add . && git -C "$work/src/light" commit --quiet -m one
-git clone --quiet --bare "$work/src/heavy" "$work/repos/heavy.git"
-git clone --quiet --bare "$work/src/light" "$work/repos/light.git"
+mkdir -p "$work/src" "$work/repos" "$work/nginx"
+make_repositories "$work/src" "$heavy_mib"
+git clone --quiet --bare "$work/src/heavy.git" "$work/repos/heavy.git"
+git clone --quiet --bare "$work/src/light.git" "$work/repos/light.git"
 
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 cat > "$work/nginx/nginx.conf" <<CONF

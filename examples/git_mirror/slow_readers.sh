@@ -19,28 +19,16 @@ concurrency=${CONCURRENCY:-1000}
 read_rate=${READ_RATE:-65536}
 heavy_mib=${HEAVY_MIB:-2}
 
-git init --quiet --initial-branch=main "$work/heavy.git"
-head -c $((heavy_mib * 1024 * 1024)) /dev/urandom > "$work/heavy.git/blob"
-git -C "$work/heavy.git" add . && git -C "$work/heavy.git" commit --quiet -m one
-git init --quiet --initial-branch=main "$work/light.git"
-echo light > "$work/light.git/README"
-git -C "$work/light.git" add . && git -C "$work/light.git" commit --quiet -m one
+make_repositories "$work" "$heavy_mib"
 
 clone_starts() {
   grep '"event":"start"' "$work/events" | grep -c '"type":"clone"' || true
 }
 
 run() {  # run alone|beside
-  rm -rf "$work/mirrors" "$work/out" "$work/clones" "$work/events"
-  taskset -c "$server_cpu" "$server" --port 0 --capacity "$capacity" \
-    --client-header X-Client --trusted-proxy 127.0.0.1 --max-pending-per-client 5000 \
-    --fetch-interval 0 --mirror-dir "$work/mirrors" --event-log "$work/events" \
-    --repo "heavy.git=$work/heavy.git" --repo "light.git=$work/light.git" >"$work/out" &
-  pid=$!
-  for _ in $(seq 200); do grep -q "listening on" "$work/out" && break; sleep 0.05; done
-  local port
-  port=$(sed -n 's/.*listening on http:[^ ]*:\([0-9]*\).*/\1/p' "$work/out")
-  git clone --quiet "http://127.0.0.1:$port/heavy.git" "$work/warm" && rm -rf "$work/warm"
+  rm -rf "$work/clones"
+  start_mirror --capacity "$capacity" \
+    --client-header X-Client --trusted-proxy 127.0.0.1 --max-pending-per-client 5000
   local starts_before
   starts_before=$(clone_starts)
   local flags=(--heavy-concurrency "$concurrency" --heavy-read-rate "$read_rate" --heavy-distinct)

@@ -922,8 +922,7 @@ StatusOr<bool> AdmissionCore::SetAccumulatedCost(std::string_view name, double c
 Status AdmissionCore::Charge(std::string_view name, double cost, double now) {
   if (Status s = CheckTime(now, "charge time"); !s.ok()) return s;
   if (!std::isfinite(cost) || cost < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a charge must be finite and >= 0, got ", cost));
+    return absl::InvalidArgumentError(absl::StrCat("a charge must be finite and >= 0, got ", cost));
   }
   KeyState* known = keys_.Find(AsAbsl(name));
   KeyState& key = known != nullptr ? *known : keys_.Add(AsAbsl(name));
