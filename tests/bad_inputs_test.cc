@@ -278,6 +278,12 @@ std::vector<Row> Rows() {
       "key weight must be finite and > 0", [] { return Ready()->SetKeyWeight("k", kNaN); });
   run("Scheduler::SetKeyWeight", "weight = inf", absl::StatusCode::kInvalidArgument,
       "key weight must be finite and > 0", [] { return Ready()->SetKeyWeight("k", kInf); });
+  run("Scheduler::Charge", "cost = -1", absl::StatusCode::kInvalidArgument,
+      "a charge must be finite and >= 0, got -1", [] { return Ready()->Charge("k", -1); });
+  run("Scheduler::Charge", "cost = NaN", absl::StatusCode::kInvalidArgument,
+      "a charge must be finite and >= 0", [] { return Ready()->Charge("k", kNaN); });
+  run("Scheduler::Charge", "cost = inf", absl::StatusCode::kInvalidArgument,
+      "a charge must be finite and >= 0", [] { return Ready()->Charge("k", kInf); });
   run("Scheduler::SetKeyLimits", "max_running = 0", absl::StatusCode::kInvalidArgument,
       "max_running must be >= 1", [] { return Ready()->SetKeyLimits("k", {.max_running = 0}); });
   run("Scheduler::SetKeyLimits", "min_running = -1", absl::StatusCode::kInvalidArgument,
