@@ -1,10 +1,13 @@
 // Benchmarks of the PostgreSQL store that replicas share (fairgate/postgres_store.h), on a
 // throwaway server started by scripts/pg_temp.sh in a temporary directory (Unix socket; fsync
 // off, as in the tests: the figures are the protocol's and the server's CPU, not a disk's). Set
-// FAIRGATE_PG_CPUS to pin the server (and run this program under taskset elsewhere).
+// FAIRGATE_PG_CPUS to pin the server (and run this program under taskset elsewhere), or
+// FAIRGATE_PG_CONNINFO to use a server that is already running (bench/queue_peers.sh's, with
+// fsync on).
 //
-// BM_AddJob                      one durable job stored from one thread: what SubmitDurable on
-//                                PostgreSQL costs the caller (its latency is 1 / the rate).
+// BM_AddJob/threads:N            one durable job stored at a time from each of N threads (a
+//                                store each): what SubmitDurable on PostgreSQL costs the caller
+//                                (with one thread its latency is 1 / the rate).
 // BM_AddJobs/batch:B             B jobs stored in one statement and commit (AddJobs: what
 //                                SubmitDurableBatch costs). items/s: jobs.
 // BM_ClaimCycle/backlog:B/leases:L/threads:N  N replicas (a store each: one connection, its
@@ -34,6 +37,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -109,15 +113,16 @@ StoredJob Job(int i) {
 }
 
 void BM_AddJob(benchmark::State& state) {
-  auto store = *OpenPostgresStore(conninfo, {"bench"});
-  Sql("DELETE FROM fairgate_durable_jobs");
-  int i = 0;
+  // Each thread a producer of its own: a store, so a connection, each.
+  auto store = *OpenPostgresStore(conninfo, {"bench" + std::to_string(state.thread_index())});
+  if (state.thread_index() == 0) Sql("DELETE FROM fairgate_durable_jobs");
+  int i = state.thread_index() * 1000000;
   for (auto _ : state) {
     if (!store->AddJob(Job(i++)).ok()) std::abort();
   }
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_AddJob)->UseRealTime();
+BENCHMARK(BM_AddJob)->Threads(1)->Threads(8)->UseRealTime();
 
 // AddJobs of B jobs: one statement and one commit per batch. items/s counts jobs.
 void BM_AddJobs(benchmark::State& state) {
@@ -300,10 +305,12 @@ int main(int argc, char** argv) {
   if (mkdtemp(t.data()) == nullptr) return 1;
   fairgate::dir = t;
   chmod(t.c_str(), 0755);
-  fairgate::conninfo = fairgate::Script("start");
+  // FAIRGATE_PG_CONNINFO: a server already running (the side-by-side script's), left running.
+  const char* given = std::getenv("FAIRGATE_PG_CONNINFO");
+  fairgate::conninfo = given != nullptr ? given : fairgate::Script("start");
   if (fairgate::conninfo.empty()) return 1;
   benchmark::RunSpecifiedBenchmarks();
-  fairgate::Script("stop");
+  if (given == nullptr) fairgate::Script("stop");
   std::filesystem::remove_all(t);
   return 0;
 }

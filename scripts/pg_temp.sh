@@ -11,7 +11,8 @@
 # pinned elsewhere does not compete with it. FAIRGATE_PG_TEMPLATE (a directory, e.g. in the build
 # tree) keeps one freshly initialised data directory per server version there, made on first use,
 # and `start` copies it instead of running initdb: the tests start a server each, and initdb is
-# most of a start's time.
+# most of a start's time. FAIRGATE_PG_FSYNC=on starts the server with fsync on (PostgreSQL's
+# default; off otherwise, as the tests want: their figures are not a disk's).
 set -euo pipefail
 command=${1:?start or stop}
 dir=$(realpath "${2:?directory}")
@@ -41,12 +42,12 @@ case "$command" in
       as_server "$bin/initdb" -D "$dir/data" -A trust -U fairgate --no-sync >"$dir/initdb.log" 2>&1
     fi
     as_server "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-      -o "-k $dir -c listen_addresses= -c fsync=off" start >/dev/null
+      -o "-k $dir -c listen_addresses= -c fsync=${FAIRGATE_PG_FSYNC:-off}" start >/dev/null
     echo "host=$dir dbname=postgres user=fairgate"
     ;;
   start-again)
     as_server "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-      -o "-k $dir -c listen_addresses= -c fsync=off" start >/dev/null
+      -o "-k $dir -c listen_addresses= -c fsync=${FAIRGATE_PG_FSYNC:-off}" start >/dev/null
     ;;
   stop)
     as_server "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true

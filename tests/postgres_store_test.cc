@@ -1002,8 +1002,10 @@ TEST_CASE(
   // or the shutdown may come first and give both back unbegun.
   auto store = *OpenPostgresStore(server.conninfo());
   auto attempts_begun = [&] {
+    // Held in a variable: a loop over `*store->LiveJobs()` would read a destroyed temporary.
+    const StatusOr<std::vector<StoredJob>> live = store->LiveJobs();
     int attempts = 0;
-    for (const StoredJob& job : *store->LiveJobs()) attempts += job.attempts;
+    for (const StoredJob& job : *live) attempts += job.attempts;
     return attempts;
   };
   REQUIRE(testing::Eventually([&] { return attempts_begun() == 1; }));
