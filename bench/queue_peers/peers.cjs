@@ -115,7 +115,10 @@ async function timed(clients, seconds, call) {
   const end = now() + seconds * 1000;
   let done = 0;
   await Promise.all(Array.from({ length: clients }, async () => {
-    while (now() < end) done += await call();
+    while (now() < end) {
+      const n = await call();  // not `done += await call()`: that reads `done` before the wait
+      done += n;
+    }
   }));
   return done / seconds;
 }
