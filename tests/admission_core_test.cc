@@ -646,7 +646,8 @@ TEST_CASE("Core.IdleCatchUp.ANewKeyStartsAtTheLeastCostPendingInItsTier") {
 
 // One slot, types t and u; key a's jobs a1 and a2 of t, then key b's b1 and b2 of u (seed rule:
 // no reconciliation, a completion charges nothing more).
-std::unique_ptr<AdmissionCore> MakeTwoKeysCore(SchedulerOptions options = SchedulerOptions::Seed()) {
+std::unique_ptr<AdmissionCore> MakeTwoKeysCore(
+    SchedulerOptions options = SchedulerOptions::Seed()) {
   options.rule.max_concurrency = 1;
   auto core = MakeCore(options);
   REQUIRE(core->RegisterType("t", Type(1, 1)).ok());

@@ -61,8 +61,8 @@ CONF
 
 stop_servers() {
   [[ -f $work/nginx/nginx.pid ]] && kill -TERM "$(cat "$work/nginx/nginx.pid")" 2>/dev/null || true
-  [[ -n ${fcgi:-} ]] && kill -TERM "$fcgi" 2>/dev/null || true
-  pkill -x fcgiwrap 2>/dev/null || true
+  # Its workers first, then itself: only this script's fcgiwrap, not any other on the machine.
+  [[ -n ${fcgi:-} ]] && { pkill -TERM -P "$fcgi" 2>/dev/null; kill -TERM "$fcgi" 2>/dev/null; } || true
 }
 trap 'stop_servers; cleanup' EXIT
 

@@ -26,10 +26,6 @@ cpu_seconds() {
   awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15 + $16 + $17) / hz }' "/proc/$1/stat"
 }
 
-clone_starts() {
-  grep '"event":"start"' "$work/events" | grep -c '"type":"clone"' || true
-}
-
 run() {  # run SHARE_FLAG
   rm -rf "$work/clones"
   start_mirror --capacity "$capacity" "$1" \

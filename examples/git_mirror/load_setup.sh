@@ -49,3 +49,8 @@ start_mirror() {
   port=$(sed -n 's/.*listening on http:[^ ]*:\([0-9]*\).*/\1/p' "$work/out")
   git clone --quiet "http://127.0.0.1:$port/heavy.git" "$work/warm" && rm -rf "$work/warm"
 }
+
+# How many git upload-pack runs for clones the mirror's event log holds so far.
+clone_starts() {
+  grep '"event":"start"' "$work/events" | grep -c '"type":"clone"' || true
+}

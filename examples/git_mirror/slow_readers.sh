@@ -21,10 +21,6 @@ heavy_mib=${HEAVY_MIB:-2}
 
 make_repositories "$work" "$heavy_mib"
 
-clone_starts() {
-  grep '"event":"start"' "$work/events" | grep -c '"type":"clone"' || true
-}
-
 run() {  # run alone|beside
   rm -rf "$work/clones"
   start_mirror --capacity "$capacity" \
