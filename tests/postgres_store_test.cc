@@ -99,7 +99,8 @@ TEST_CASE("PostgresStore.ASchedulerRecoversItsDurableJobsAndCostsFromIt") {
              return absl::OkStatus();
            }).ok());
   RecoveryReport report = *s->Recover();
-  CHECK(report.queued == 1);  // a replica claims as many as it may hold: max_concurrency here
+  // A replica claims as many as it may hold: at first twice its max_concurrency (1 here).
+  CHECK(report.queued == 2);
   REQUIRE(testing::Eventually([&] { return ran.entries().size() == 3; }));
   CHECK(ran.entries() == std::vector<std::string>{"c", "a", "b"});
 }
@@ -415,6 +416,77 @@ TEST_CASE(
   REQUIRE(a->ReleaseJob(renewed).ok());
   CHECK(Ids(*b->ClaimJobs(types, 10, 30)) == std::vector<std::string>{"renewed"});
   CHECK(b->RemoveJob(renewed).ok());
+}
+
+// The claim counts the attempt its replica will begin, so that beginning it needs no write of its
+// own: BeginAttempt answers while the server is down. A job given back or killed unbegun gives
+// that attempt back; past the lease's sure part, the server is asked again and counts nothing
+// twice.
+TEST_CASE("PostgresStore.AClaimCountsTheAttemptAndBeginningItNeedsNoRoundTrip") {
+  testing::PostgresServer server;
+  auto a = *OpenPostgresStore(server.conninfo(), {"a"});
+  const std::vector<ClaimableType> types = {{"fetch", 1}};
+  std::vector<std::uint64_t> jobs;
+  for (const char* id : {"begun", "released", "killed"}) {
+    jobs.push_back(*a->AddJob(Job("fetch", id, "k")));
+  }
+  std::vector<StoredJob> claimed = *a->ClaimJobs(types, 3, 30);
+  REQUIRE(claimed.size() == 3);
+  for (const StoredJob& job : claimed) CHECK(job.attempts == 0u);  // as before the claim
+  const std::vector<StoredJob> counted = *a->LiveJobs();
+  for (const StoredJob& job : counted) CHECK(job.attempts == 1u);
+  server.Stop();
+  CHECK(*a->BeginAttempt(jobs[0]) == 1u);
+  CHECK(a->LiveJobs().status().code() == absl::StatusCode::kUnavailable);
+  server.Start();
+  REQUIRE(a->ReleaseJob(jobs[1]).ok());
+  REQUIRE(a->KillJob(jobs[2], "refused").ok());
+  auto live = *a->LiveJobs();
+  REQUIRE(live.size() == 2);
+  CHECK(live[0].attempts == 1u);  // begun: it counts
+  CHECK(live[1].attempts == 0u);  // given back unbegun
+  CHECK(a->DeadJobs()->front().attempts == 0u);
+  // Claimed again with a short lease that passes unrenewed: BeginAttempt asks the server, which
+  // refuses (the lease is over), and the attempt is not counted a second time.
+  REQUIRE(a->ClaimJobs(types, 1, 0.2)->size() == 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(a->BeginAttempt(jobs[1]).status().code() == absl::StatusCode::kAborted);
+  live = *a->LiveJobs();
+  CHECK(live[1].attempts == 1u);
+}
+
+// A batch of removals is one statement: it removes the jobs this replica holds and those nobody
+// holds, refuses one another replica claimed after this one's lease passed, and gives back the
+// leases the claims took, so that another replica may take the repository at once.
+TEST_CASE("PostgresStore.RemovingABatchRemovesWhatItHoldsRefusesWhatItLostAndGivesLeasesBack") {
+  testing::PostgresServer server;
+  auto a = *OpenPostgresStore(server.conninfo(), {"a"});
+  auto b = *OpenPostgresStore(server.conninfo(), {"b"});
+  const ClaimableType fetch{"fetch", 1, "repo", 1, 0};
+  const std::uint64_t held = *a->AddJob(Job("fetch", "linux.git", "k"));
+  REQUIRE(a->ClaimJobs({fetch}, 1, 30)->size() == 1);
+  const std::uint64_t lost = *a->AddJob(Job("fetch", "git.git", "k"));
+  REQUIRE(a->ClaimJobs({fetch}, 1, 0.2)->size() == 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  REQUIRE(b->ClaimJobs({fetch}, 1, 30)->size() == 1);  // git.git, a's lease over
+  const std::uint64_t unheld = *a->AddJob(Job("archive", "free.git", "k"));  // nobody claims it
+  const std::uint64_t next = *a->AddJob(Job("fetch", "linux.git", "k"));
+  CHECK(b->ClaimJobs({fetch}, 1, 30)->empty());  // linux.git's lease is a's
+  StatusOr<std::vector<Status>> removed = a->RemoveJobs({held, lost, unheld, 987654321});
+  REQUIRE(removed.ok());
+  REQUIRE(removed->size() == 4);
+  CHECK((*removed)[0].ok());
+  CHECK((*removed)[1].code() == absl::StatusCode::kAborted);
+  CHECK((*removed)[1].message().find("no longer holds its lease") != std::string::npos);
+  CHECK((*removed)[2].ok());
+  CHECK((*removed)[3].ok());  // not stored: nothing to remove
+  std::vector<std::uint64_t> left;
+  const std::vector<StoredJob> live = *b->LiveJobs();  // held: `*b->LiveJobs()` would dangle
+  for (const StoredJob& job : live) left.push_back(job.sequence);
+  CHECK(left == std::vector<std::uint64_t>{lost, next});
+  std::vector<StoredJob> after = *b->ClaimJobs({fetch}, 1, 30);  // linux.git is free again
+  REQUIRE(after.size() == 1);
+  CHECK(after[0].sequence == next);
 }
 
 TEST_CASE("PostgresStore.KeysCostsAreSummedOverReplicas") {
@@ -947,6 +1019,7 @@ TEST_CASE(
     "PostgresStore.TwoSchedulersSharingItRunEachDurableJobOnceAndAClosingOneGivesItsJobsBack") {
   testing::PostgresServer server;
   testing::Log ran;
+  std::atomic<int> blocking{0};  // a's handlers waiting in a "block" job
   // Replica a blocks on the jobs whose payload is "block" until it shuts down.
   auto replica = [&](const std::string& name, int max_concurrency, int max_claimed) {
     SchedulerOptions o;
@@ -957,9 +1030,11 @@ TEST_CASE(
     o.runtime.warn = [](std::string_view) {};
     auto s = *Scheduler::Create(o);
     REQUIRE(s->RegisterType("fetch", testing::Type(2, 1)).ok());
-    REQUIRE(s->RegisterDurable("fetch", [&ran, name](const DurableJob& job, const Context& ctx) {
+    REQUIRE(s->RegisterDurable("fetch", [&ran, &blocking, name](const DurableJob& job,
+                                                                const Context& ctx) {
                CHECK(job.lease_token > 0);
                if (name == "a" && job.payload == "block") {
+                 ++blocking;
                  ctx.Wait();
                  return ctx.Err();
                }
@@ -998,21 +1073,16 @@ TEST_CASE(
   REQUIRE(claimed_both);
   CHECK(Claimed(*b) >= on_b);
   CHECK(Claimed(*b) <= on_b + 2);
-  // The claim lands before a admits one of the two and records its attempt: wait for that record,
-  // or the shutdown may come first and give both back unbegun.
+  // The claim counted an attempt of each; the claim lands before a begins one of the two: wait
+  // for its handler, or the shutdown may come first and give both back unbegun.
   auto store = *OpenPostgresStore(server.conninfo());
-  auto attempts_begun = [&] {
-    // Held in a variable: a loop over `*store->LiveJobs()` would read a destroyed temporary.
-    const StatusOr<std::vector<StoredJob>> live = store->LiveJobs();
-    int attempts = 0;
-    for (const StoredJob& job : *live) attempts += job.attempts;
-    return attempts;
-  };
-  REQUIRE(testing::Eventually([&] { return attempts_begun() == 1; }));
+  REQUIRE(testing::Eventually([&] { return blocking == 1; }));
   REQUIRE(a->Shutdown(Context::Background()).ok());
   auto live = *store->LiveJobs();
   REQUIRE(live.size() == 2);
-  CHECK(live[0].attempts + live[1].attempts == 1);  // the one that began counts its attempt
+  // The one that began counts its attempt; the other was given back with the attempt its claim
+  // had counted.
+  CHECK(live[0].attempts + live[1].attempts == 1);
   CHECK(store->ClaimJobs({{"fetch", 1}}, 10, 0.01)->size() == 2);  // nobody holds them
   REQUIRE(b->ResumeType("fetch").ok());  // b claims them once that short lease is over
   REQUIRE(testing::Eventually([&] { return ran.entries().size() == 42; }));
@@ -1064,9 +1134,46 @@ TEST_CASE("PostgresStore.AJobWhoseLastAttemptWasCutShortOnADeadReplicaIsDeadNotR
   CHECK(runs == 0);
 }
 
+// The claim is the attempt's mark: a replica that dies holding a job it claimed and had not begun
+// leaves that attempt counted, and the next replica runs the job with the next attempt number.
+TEST_CASE("PostgresStore.AJobClaimedByAReplicaThatDiedBeforeBeginningItCountsThatAttempt") {
+  testing::PostgresServer server;
+  {
+    auto dying = *OpenPostgresStore(server.conninfo(), {"dying"});
+    StoredJob job;
+    job.type = "fetch";
+    job.id = "repo";
+    REQUIRE(dying->AddJob(job).ok());
+    auto claimed = dying->ClaimJobs({{"fetch", 1}}, 1, /*lease_seconds=*/0.05);
+    REQUIRE(claimed.ok());
+    REQUIRE(claimed->size() == 1);
+  }  // gone without beginning it, giving it back or renewing its lease
+  testing::Log ran;
+  SchedulerOptions o;
+  o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"survivor"}));
+  o.fleet.claim_interval = Seconds(0.05);
+  o.runtime.warn = [](std::string_view) {};
+  auto survivor = *Scheduler::Create(o);
+  REQUIRE(survivor->RegisterType("fetch", testing::Type(2, 1)).ok());
+  REQUIRE(survivor
+              ->RegisterDurable("fetch",
+                                [&](const DurableJob& job, const Context&) {
+                                  ran.Add(std::to_string(job.attempt));
+                                  return absl::OkStatus();
+                                },
+                                {.max_attempts = 2})
+              .ok());
+  REQUIRE(survivor->Recover().ok());
+  REQUIRE(testing::Eventually([&] { return ran.entries().size() == 1; }));
+  CHECK(ran.entries() == std::vector<std::string>{"2"});
+  REQUIRE(survivor->Shutdown(Context::Background()).ok());
+  CHECK(server.Sql("SELECT count(*) FROM fairgate_durable_jobs") == "0");
+}
+
 // A shared store that passes every call to another (a real PostgreSQL store) and, once armed,
 // runs `after_claim` right after the first claim that took jobs, before the replica queues them:
-// what happens when something changes while a claim is under way.
+// what happens when something changes while a claim is under way. It records how many jobs each
+// claim asked for, and can make every claim take `claim_delay` longer.
 class ClaimHookStore final : public SharedStore {
  public:
   explicit ClaimHookStore(std::shared_ptr<SharedStore> inner) : inner_(std::move(inner)) {}
@@ -1074,9 +1181,19 @@ class ClaimHookStore final : public SharedStore {
     std::lock_guard lock(mutex_);
     after_claim_ = std::move(after_claim);
   }
+  std::atomic<int> claim_delay_ms{0};
+  std::vector<std::size_t> Asked() {
+    std::lock_guard lock(mutex_);
+    return asked_;
+  }
 
   StatusOr<std::vector<StoredJob>> ClaimJobs(const std::vector<ClaimableType>& types,
                                              std::size_t max_jobs, double lease_seconds) override {
+    {
+      std::lock_guard lock(mutex_);
+      asked_.push_back(max_jobs);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(claim_delay_ms.load()));
     StatusOr<std::vector<StoredJob>> claimed = inner_->ClaimJobs(types, max_jobs, lease_seconds);
     std::function<void()> hook;
     if (claimed.ok() && !claimed->empty()) {
@@ -1128,7 +1245,52 @@ class ClaimHookStore final : public SharedStore {
   std::shared_ptr<SharedStore> inner_;
   std::mutex mutex_;
   std::function<void()> after_claim_;
+  std::vector<std::size_t> asked_;
 };
+
+// By default a replica holds twice its slots at first and more as its jobs finish during a
+// claim's round trip, up to 16 times its slots; max_claimed fixes the number.
+TEST_CASE("PostgresStore.AReplicaClaimsAsManyAsItCanStartSoonWithinItsBounds") {
+  testing::PostgresServer server;
+  for (const int max_claimed : {0, 3}) {
+    CAPTURE(max_claimed);
+    auto hooked = std::make_shared<ClaimHookStore>(
+        std::shared_ptr<SharedStore>(*OpenPostgresStore(server.conninfo(), {"a"})));
+    hooked->claim_delay_ms = 30;  // a slow round trip: the no-op jobs all finish during it
+    SchedulerOptions o;
+    o.persistence.store = hooked;
+    o.rule.max_concurrency = 2;
+    o.fleet.max_claimed = max_claimed;
+    o.fleet.claim_interval = Seconds(0.05);
+    o.runtime.warn = [](std::string_view) {};
+    std::atomic<int> runs{0};
+    auto s = *Scheduler::Create(o);
+    REQUIRE(s->RegisterType("fetch", testing::Type(2, 1)).ok());
+    REQUIRE(s->RegisterDurable("fetch", [&runs](const DurableJob&, const Context&) {
+               ++runs;
+               return absl::OkStatus();
+             }).ok());
+    REQUIRE(s->Recover().ok());
+    std::vector<DurableSubmission> batch;
+    std::vector<std::string> ids;
+    for (int i = 0; i < 300; ++i) ids.push_back("repo" + std::to_string(i));
+    for (const std::string& id : ids) batch.push_back({{TypeName("fetch"), JobId(id)}, ""});
+    REQUIRE(s->SubmitDurableBatch(batch).ok());
+    REQUIRE(testing::Eventually([&] { return runs == 300; }));
+    REQUIRE(s->Shutdown(Context::Background()).ok());
+    const std::vector<std::size_t> asked = hooked->Asked();
+    REQUIRE(!asked.empty());
+    const std::size_t most = *std::max_element(asked.begin(), asked.end());
+    if (max_claimed == 0) {
+      CHECK(asked.front() == 4u);  // twice the slots
+      CHECK(most > 4u);            // more once jobs finished during a claim
+      CHECK(most <= 32u);          // never above 16 times the slots
+    } else {
+      CHECK(most <= 3u);
+    }
+    CHECK(server.Sql("SELECT count(*) FROM fairgate_durable_jobs") == "0");
+  }
+}
 
 TEST_CASE("PostgresStore.JobsAClaimTookAsTheirTypeWasPausedAreGivenBackForOthersToRun") {
   testing::PostgresServer server;

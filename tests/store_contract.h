@@ -72,7 +72,7 @@ inline void CheckJobsAcrossConnections(const OpenStore& open) {
 // A batch (AddJobs) is stored whole, in its order, with sequence numbers after every earlier one
 // and before every later one; its fields survive whatever they hold (quotes, backslashes, commas,
 // braces, the word NULL, empty strings; binary payloads byte for byte); an empty batch stores
-// nothing.
+// nothing. A batch of removals (RemoveJobs) removes what it names and nothing else.
 inline void CheckBatches(const OpenStore& open) {
   std::unique_ptr<Store> store = open();
   const std::uint64_t before = *store->AddJob(TestJob("before.git", ""));
@@ -109,6 +109,18 @@ inline void CheckBatches(const OpenStore& open) {
     CHECK(got.submitted_at == batch[i].submitted_at);
     CHECK(got.attempts == 0u);
   }
+  // A batch of removals: each job removed as RemoveJob would (one not stored is fine), the rest
+  // left as they were, also for another connection.
+  std::vector<std::uint64_t> removed = {(*sequences)[0], after, (*sequences)[2], 987654321};
+  StatusOr<std::vector<Status>> statuses = store->RemoveJobs(removed);
+  REQUIRE_MESSAGE(statuses.ok(), statuses.status().ToString());
+  REQUIRE(statuses->size() == removed.size());
+  for (const Status& s : *statuses) CHECK_MESSAGE(s.ok(), s.ToString());
+  CHECK(store->RemoveJobs({})->empty());
+  std::vector<std::string> left;
+  const std::vector<StoredJob> live_after = *open()->LiveJobs();
+  for (const StoredJob& job : live_after) left.push_back(job.id);
+  CHECK(left == std::vector<std::string>{"before.git", ids[1], ids[3], ids[4], ids[5]});
 }
 
 // Learned state is replaced row by row by name, and rows past their TTL are forgotten.

@@ -24,12 +24,16 @@
 //
 // What is on the store's disk before what: a job is committed before SubmitDurable returns; an
 // attempt's mark is committed before its handler runs (so a crash during it counts it); the
-// job's removal (or retry, or death) is written after its handler returned. A removal lost in a
-// crash or an outage only runs the job again, which at-least-once allows; a removal that failed
-// is written again until the store takes it. Writes made at once by concurrent callers share one
-// commit (the SQLite store groups them; the PostgreSQL store commits on a pool of connections,
-// and the server groups their WAL flushes), a batch is one commit, and none is acknowledged
-// before its commit.
+// job's removal (or retry, or death) is written after its handler returned. With a shared store
+// the mark is the claim's: the claim that hands a replica its jobs counts one attempt of each in
+// its own commit, so a job claimed and not yet begun when its replica dies has that attempt
+// counted (given back when a live replica gives the job back unrun). A removal is queued and
+// written with the others that gathered meanwhile in one commit, off the worker that ran the job,
+// whose slot is free at once; a removal lost in a crash or an outage only runs the job again,
+// which at-least-once allows, and one that failed is written again until the store takes it.
+// Writes made at once by concurrent callers share one commit (the SQLite store groups them; the
+// PostgreSQL store commits on a pool of connections, and the server groups their WAL flushes), a
+// batch is one commit, and none is acknowledged before its commit.
 //
 // Recovery happens at one defined point: Scheduler::Recover, called once after the types and
 // their handlers are registered. It queues every stored job that is neither done nor dead, in
@@ -38,7 +42,7 @@
 //
 // With a shared store (a SharedStore: the PostgreSQL store, several replicas) jobs are claimed by
 // lease instead (fairgate/store.h): each replica claims, in fairgate's order over the fleet,
-// what it may hold (FleetOptions::max_claimed), renews its leases every lease_ttl / 3, and
+// what it can start soon (FleetOptions::max_claimed), renews its leases every lease_ttl / 3, and
 // gives back what it will not run (a full queue, a shutdown). A retry is given back with its
 // backoff, for any replica. A replica that dies or stalls loses its jobs to the others about
 // lease_ttl + claim_interval after its last renewal; if it comes back, whatever it then records

@@ -139,6 +139,16 @@ class Store {
   virtual StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) = 0;
   // The job succeeded (or was refused before it could run): it is removed.
   virtual Status RemoveJob(std::uint64_t sequence) = 0;
+  // Removes jobs that succeeded, each as RemoveJob would, in one transaction where the store can
+  // (the SQLite and PostgreSQL stores; this default calls RemoveJob for each in turn): each
+  // one's status in the order given, or the store's status when the transaction failed and
+  // none was removed.
+  virtual StatusOr<std::vector<Status>> RemoveJobs(const std::vector<std::uint64_t>& sequences) {
+    std::vector<Status> removed;
+    removed.reserve(sequences.size());
+    for (std::uint64_t sequence : sequences) removed.push_back(RemoveJob(sequence));
+    return removed;
+  }
   // An attempt failed with `error`; the next waits until `not_before`.
   virtual Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) = 0;
   // An attempt failed with `error` and no attempt is left: the job moves to the dead jobs.
@@ -163,14 +173,19 @@ class SharedStore : public Store {
   SharedStore* AsShared() final { return this; }
 
   // Claims, for `lease_seconds`, up to `max_jobs` live jobs of `types` whose backoff is over and
-  // that no unexpired lease holds. Jobs whose lease lapsed (their holder died or stalled: they
-  // had been admitted already) come first, then the rest in fairgate's order: the higher tier
-  // first, then the key with the lower accumulated cost (as flushed, SaveLearned), then the
-  // lower sequence; in that order among the jobs whose leases can be taken now (ClaimableType).
-  // Each comes with its new lease_token. Jobs other replicas are claiming at the
-  // same moment are skipped, not waited for. The leases its type takes (ClaimableType) are taken
-  // with the claim, with resource_token; they are the claim's: renewed with it, given back when
-  // this replica removes, defers, kills or releases the job, and lapsed with it.
+  // that no unexpired lease holds, and counts one more attempt of each in the same transaction:
+  // the attempt this replica will begin. Each comes with `attempts` as it was before the claim;
+  // BeginAttempt of a claimed job confirms the attempt counted (without a write while the lease
+  // is surely held), and ReleaseJob or KillJob of one never begun gives it back. A replica that
+  // dies holding claimed jobs it had not begun leaves that attempt counted. Jobs whose lease lapsed
+  // (their holder died or stalled: they had been admitted already) come first, then the rest in
+  // fairgate's order: the higher tier first, then the key with the lower accumulated cost (as
+  // flushed, SaveLearned), then the lower sequence; in that order among the jobs whose leases can
+  // be taken now (ClaimableType). Each comes with its new lease_token. Jobs other replicas are
+  // claiming at the same moment are skipped, not waited for. The leases its type takes
+  // (ClaimableType) are taken with the claim, with resource_token; they are the claim's: renewed
+  // with it, given back when this replica removes, defers, kills or releases the job, and lapsed
+  // with it.
   virtual StatusOr<std::vector<StoredJob>> ClaimJobs(const std::vector<ClaimableType>& types,
                                                      std::size_t max_jobs,
                                                      double lease_seconds) = 0;

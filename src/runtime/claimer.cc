@@ -10,7 +10,8 @@ Claimer::Claimer(StateKeeper& keeper, Settings settings, Types types, Queue queu
       settings_(settings),
       types_(std::move(types)),
       queue_(std::move(queue)),
-      share_(std::move(share)) {}
+      share_(std::move(share)),
+      target_(settings.min_held) {}
 
 Claimer::~Claimer() { Stop(); }
 
@@ -54,11 +55,14 @@ void Claimer::Poke() {
   wake_.notify_one();
 }
 
-void Claimer::Done(bool claim_again) {
+void Claimer::Done(bool claim_again, std::size_t jobs) {
   {
     std::lock_guard lock(mutex_);
-    if (held_ > 0) --held_;
-    if (!claim_again) return;
+    held_ -= std::min(held_, jobs);
+    finished_ += jobs;
+    // Claims in batches: one claim's round trip for each job freed would take a job or two at a
+    // time. Half the target held still keeps the workers busy while the claim is under way.
+    if (!claim_again || held_ > target_ / 2) return;
     poked_ = true;
   }
   wake_.notify_one();
@@ -78,9 +82,11 @@ void Claimer::Stop() {
 StatusOr<std::size_t> Claimer::ClaimNow() {
   std::lock_guard claim_lock(claim_mutex_);
   std::size_t room = 0;
+  std::uint64_t finished_before = 0;
   {
     std::lock_guard lock(mutex_);
-    room = settings_.max_held - std::min(held_, settings_.max_held);
+    room = target_ - std::min(held_, target_);
+    finished_before = finished_;
   }
   if (room == 0) return 0;
   std::vector<ClaimableType> types = types_();
@@ -95,6 +101,9 @@ StatusOr<std::size_t> Claimer::ClaimNow() {
   {
     std::lock_guard lock(mutex_);
     held_ += count;
+    const std::uint64_t drained = finished_ - finished_before;
+    target_ = static_cast<std::size_t>(std::clamp<std::uint64_t>(
+        settings_.min_held + 2 * drained, settings_.min_held, settings_.max_held));
   }
   for (std::size_t i = 0; i < count; ++i) keeper_.Count(StateKeeper::Outcome::kClaimed);
   if (count > 0) queue_(*std::move(claimed));

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -27,9 +28,14 @@ namespace fairgate::internal {
 
 class Claimer {
  public:
+  // How many jobs the replica holds at most, claimed and not yet finished: between min_held and
+  // max_held (>= min_held, >= 1), as many as it can start soon: min_held, plus twice the jobs that
+  // finished during the last claim's round trip (so that the next claim's lands before the
+  // replica runs out). Equal bounds fix it.
   struct Settings {
     double lease_seconds = 10;
     double claim_interval_seconds = 1;
+    std::size_t min_held = 1;
     std::size_t max_held = 1;
   };
   // The types to claim now (empty: claim nothing, e.g. while shutting down).
@@ -50,9 +56,10 @@ class Claimer {
   StatusOr<std::size_t> ClaimNow();
   // Claims as soon as the thread can (a job was stored here, or one finished).
   void Poke();
-  // A claimed job is finished or was given back: one less held. With `claim_again`, claims as
-  // soon as it can (not for a job given back because it could not be queued: that would spin).
-  void Done(bool claim_again);
+  // Claimed jobs (`jobs` of them) are finished or were given back: that many fewer held. With
+  // `claim_again`, claims as soon as it can (not for a job given back because it could not be
+  // queued: that would spin).
+  void Done(bool claim_again, std::size_t jobs = 1);
   // Stops the thread (idempotent). Leases still held lapse after their time.
   void Stop();
 
@@ -68,7 +75,9 @@ class Claimer {
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::size_t held_ = 0;  // claimed and not yet Done
+  std::size_t held_ = 0;        // claimed and not yet Done
+  std::size_t target_ = 0;      // how many to hold now (Settings)
+  std::uint64_t finished_ = 0;  // jobs Done so far
   bool poked_ = false;
   bool stop_ = false;
   std::mutex claim_mutex_;  // one claim at a time

@@ -336,7 +336,8 @@ Status DurableJobs::Run(Attempt& a, const Context& ctx) {
   return a.type->handler(view, ctx);
 }
 
-// On a shared store a retry or a job cut short by a shutdown is given back, for any replica.
+// A success's removal is queued to the batched writer (RemovalWriter). On a shared store a retry
+// or a job cut short by a shutdown is given back, for any replica.
 void DurableJobs::Finish(Attempt& a, const Status& status) {
   using Operation = StateKeeper::Operation;
   using Outcome = StateKeeper::Outcome;
@@ -344,6 +345,12 @@ void DurableJobs::Finish(Attempt& a, const Status& status) {
     if (claimer_ != nullptr) claimer_->Done(/*claim_again=*/true);
   };
   if (a.gone) return;
+  if (status.ok()) {
+    // Its lease is held (and renewed) until the removal commits; the replica may claim another
+    // job meanwhile.
+    removals_.Remove(a.job.sequence);
+    return;
+  }
   Store& store = keeper_.store();
   const std::uint64_t sequence = a.job.sequence;
   // The writes that end an attempt are tried again while the store fails them (WriteRetries):
@@ -351,12 +358,6 @@ void DurableJobs::Finish(Attempt& a, const Status& status) {
   auto write = [&](Operation operation, WriteRetries::Write w) {
     return writes_.Run(operation, std::move(w));
   };
-  if (status.ok()) {
-    Recorded(
-        write(Operation::kRemoveJob, [s = &store, sequence] { return s->RemoveJob(sequence); }),
-        Operation::kRemoveJob, Outcome::kSucceeded);
-    return;
-  }
   const bool open = scheduler_.Open().ok();
   // Cut short by a shutdown (not admitted, or cancelled while it ran): stays as stored.
   if (!open && (a.attempt == 0 || status.code() == absl::StatusCode::kCancelled)) {

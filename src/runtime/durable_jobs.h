@@ -30,6 +30,7 @@
 #include "fairgate/store.h"
 #include "runtime/claimer.h"
 #include "runtime/fleet_leases.h"
+#include "runtime/removal_writer.h"
 #include "runtime/state_keeper.h"
 #include "runtime/submission.h"
 #include "runtime/write_retries.h"
@@ -41,7 +42,10 @@ class DurableJobs {
   using Clock = Context::Clock;
   // `writes` tries again the writes that end an attempt when the store fails them.
   DurableJobs(Submission& scheduler, StateKeeper& keeper, WriteRetries& writes)
-      : scheduler_(scheduler), keeper_(keeper), writes_(writes) {}
+      : scheduler_(scheduler),
+        keeper_(keeper),
+        writes_(writes),
+        removals_(keeper, writes, nullptr) {}
 
   // With a shared store, before the claimer starts: who claims (null without a shared store), and
   // the fleet-wide leases a claim takes with its jobs (null without any).
@@ -69,6 +73,10 @@ class DurableJobs {
   void RunDue(Clock::time_point now);
   // At shutdown: the retries waiting here stay stored, with their backoff, for the next Recover.
   void DropRetries();
+  // Returns once the removals of the jobs that succeeded so far are written (or kept to try
+  // again); StopRemovals also stops their writer's thread, before the claimer stops.
+  void FlushRemovals() { removals_.Flush(); }
+  void StopRemovals() { removals_.Stop(); }
 
  private:
   // A durable type's handler and retry policy, fixed at Register.
@@ -126,6 +134,8 @@ class DurableJobs {
   WriteRetries& writes_;
   Claimer* claimer_ = nullptr;
   FleetLeases* fleet_ = nullptr;
+  // The removals of jobs that succeeded, written in batches.
+  RemovalWriter removals_;
 
   // Guards what follows (a std::mutex, as every service's).
   mutable std::mutex mutex_;

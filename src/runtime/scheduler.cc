@@ -49,10 +49,13 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
       if (!options_.fleet.conflict_groups.empty() || !options_.fleet.type_caps.empty()) {
         fleet_ = std::make_unique<internal::FleetLeases>(*keeper_, *writes_, options_);
       }
+      // max_claimed fixes how many a replica holds; by default, from twice its slots to 16
+      // times as many, as many as it can start soon (Claimer::Settings).
+      const auto slots = static_cast<std::size_t>(options_.rule.max_concurrency);
+      const auto fixed = static_cast<std::size_t>(options_.fleet.max_claimed);
       const internal::Claimer::Settings settings{
           options_.fleet.lease_ttl.count(), options_.fleet.claim_interval.count(),
-          static_cast<std::size_t>(options_.fleet.max_claimed > 0 ? options_.fleet.max_claimed
-                                                                  : options_.rule.max_concurrency)};
+          fixed > 0 ? fixed : 2 * slots, fixed > 0 ? fixed : 16 * slots};
       claimer_ = std::make_unique<internal::Claimer>(
           *keeper_, settings, [this] { return durable_->ClaimableTypes(); },
           [this](std::vector<StoredJob> jobs) { durable_->QueueClaimed(std::move(jobs)); },
@@ -70,10 +73,11 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
 }
 
 Scheduler::Impl::~Impl() {
-  (void)Shutdown(Context::Background());  // with no deadline it returns once all is done
-  if (claimer_) claimer_->Stop();         // every claimed job has finished or been released
-  if (writes_) writes_->Stop();           // the failed writes tried a last time
-  if (keeper_) keeper_->StopFlusher();    // Shutdown flushed last
+  (void)Shutdown(Context::Background());   // with no deadline it returns once all is done
+  if (durable_) durable_->StopRemovals();  // the last removals written
+  if (claimer_) claimer_->Stop();          // every claimed job has finished or been released
+  if (writes_) writes_->Stop();            // the failed writes tried a last time
+  if (keeper_) keeper_->StopFlusher();     // Shutdown flushed last
   timer_.Stop();
   // pool_ is destroyed after the timer (declared before it): it joins its threads.
 }
@@ -152,6 +156,7 @@ Status Scheduler::Impl::Shutdown(const Context& ctx) {
   background_.second();                   // running Submit jobs see their context done
   for (const RecordPtr& record : refused) dispatcher_.Refuse(record);
   Status quiet = outstanding_.WaitQuiet(ctx);
+  if (durable_) durable_->FlushRemovals();  // what succeeded is removed before Shutdown returns
   // The events of every decision made so far reach the observers (outside the lock: it waits for
   // the delivery's thread, not for the scheduler).
   table_.FlushLog();
@@ -166,6 +171,7 @@ Status Scheduler::Impl::Drain(const Context& ctx) {
   table_.StartDrain(decision);
   dispatcher_.Act(decision);
   Status quiet = outstanding_.WaitQuiet(ctx);
+  if (durable_) durable_->FlushRemovals();  // what succeeded is removed before Shutdown returns
   Status shut = Shutdown(ctx);
   return quiet.ok() ? shut : quiet;
 }

@@ -7,7 +7,6 @@
 namespace fairgate::internal {
 namespace {
 
-constexpr WriteRetries::Clock::duration kFirstBackoff = std::chrono::milliseconds(100);
 constexpr WriteRetries::Clock::duration kMaxBackoff = std::chrono::seconds(5);
 
 }  // namespace

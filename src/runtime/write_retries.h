@@ -23,6 +23,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "fairgate/status.h"
 #include "runtime/state_keeper.h"
@@ -43,6 +44,11 @@ class WriteRetries {
   // it to try again (as above). The first try's status is the caller's to count; each later try
   // that fails is counted under `operation`.
   Status Run(StateKeeper::Operation operation, Write write);
+  // Keeps `write`, which already failed (its status counted by the caller), to try again as Run
+  // keeps one.
+  void Later(StateKeeper::Operation operation, Write write) {
+    Keep({operation, std::move(write), kFirstBackoff});
+  }
   // Whether a failed write's status is worth another try.
   static bool Retryable(const Status& status);
   // Tries every kept write once more, forgets them, and stops the thread (idempotent).
@@ -51,6 +57,7 @@ class WriteRetries {
   std::size_t waiting() const;
 
  private:
+  static constexpr Clock::duration kFirstBackoff = std::chrono::milliseconds(100);
   struct Kept {
     StateKeeper::Operation operation;
     Write write;

@@ -33,6 +33,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace fairgate {
 namespace {
@@ -110,18 +111,20 @@ UPDATE fairgate_schema SET version = 2 WHERE version < 2;
 
 // A claim reads O(keys x log jobs), not every job: the keys with live jobs of each wanted type
 // are walked in the (type, fairness_key, sequence) index one step per key (a loose index scan),
-// each key offers its first $3 claimable jobs, jobs whose lease lapsed are added from the holder
-// index, and only those candidates are ordered, by their keys' costs (each carries its key, so
+// each key offers its first $3 claimable jobs that nobody holds, jobs whose lease lapsed are added
+// from the holder index (the two sets never meet: a lapsed job still names its holder, and a job
+// nobody holds has no lease), and only those candidates are ordered, by their keys' costs (each
+// carries its key, so
 // the jobs are not read again to order them: a join back to the jobs was planned as a scan of the
 // whole table, half of a claim's time); the first 2 x $3 in that order are read again, and the
 // first $3 of them that no other claim is locking are locked. The order is the same as over all
 // jobs: a key's later jobs never come before its earlier ones, so none of its first $3 can be
 // passed over by one that was not offered.
-// The candidates of a claim (wanted, keys, offered, candidates), in one macro so that both claims
-// below share it: $1 the types, $2 their tiers, $3 how many each key offers, `wall` the number of
-// the parameter that is the replica's wall clock (a retry's backoff is in it), `wanted` the SQL of
-// the wanted types (columns type and tier, and any that `claimable` reads), `claimable` a
-// condition on a job `j` that every offered job meets besides being due and not held.
+// The candidates of a claim (wanted, keys, offered, ranked, picked), in one macro so that both
+// claims below share it: $1 the types, $2 their tiers, $3 how many each key offers, `wall` the
+// number of the parameter that is the replica's wall clock (a retry's backoff is in it), `wanted`
+// the SQL of the wanted types (columns type and tier, and any that `claimable` reads), `claimable`
+// a condition on a job `j` that every offered job meets besides being due and not held.
 #define FAIRGATE_PG_CLAIM_CANDIDATES(wall, wanted, claimable)                            \
   "WITH RECURSIVE wanted AS (" wanted                                                    \
   "), "                                                                                  \
@@ -136,8 +139,7 @@ UPDATE fairgate_schema SET version = 2 WHERE version < 2;
   "  SELECT c.sequence, k.tier, false AS lapsed, k.key FROM keys k CROSS JOIN LATERAL (" \
   "    SELECT j.sequence FROM fairgate_durable_jobs j "                                  \
   "    WHERE j.type = k.type AND j.fairness_key = k.key AND NOT j.dead "                 \
-  "      AND j.not_before <= $" #wall                                                    \
-  " AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW ") AND " claimable   \
+  "      AND j.not_before <= $" #wall " AND j.holder IS NULL AND " claimable             \
   "    ORDER BY j.sequence LIMIT $3) c "                                                 \
   "  WHERE k.key IS NOT NULL "                                                           \
   "  UNION ALL "                                                                         \
@@ -146,10 +148,8 @@ UPDATE fairgate_schema SET version = 2 WHERE version < 2;
   "  WHERE j.holder IS NOT NULL AND j.lease_until < " FAIRGATE_PG_NOW                    \
   "    AND NOT j.dead AND j.not_before <= $" #wall " AND " claimable                     \
   "), "                                                                                  \
-  "candidates AS (SELECT sequence, bool_or(lapsed) AS lapsed, max(tier) AS tier, "       \
-  "  min(key) AS key FROM offered GROUP BY sequence), "                                  \
   "ranked AS MATERIALIZED (SELECT c.sequence, c.lapsed, c.tier, "                        \
-  "  coalesce(k.accumulated_cost, 0) AS cost FROM candidates c "                         \
+  "  coalesce(k.accumulated_cost, 0) AS cost FROM offered c "                            \
   "  LEFT JOIN fairgate_keys k ON k.key = c.key "                                        \
   "  ORDER BY c.lapsed DESC, c.tier DESC, cost, c.sequence LIMIT 2 * $3), "              \
   "picked AS (SELECT j.sequence, j.type, j.id, r.lapsed, r.tier, r.cost FROM ranked r "  \
@@ -158,6 +158,10 @@ UPDATE fairgate_schema SET version = 2 WHERE version < 2;
   ") "                                                                                   \
   "  ORDER BY r.lapsed DESC, r.tier DESC, r.cost, j.sequence "                           \
   "  LIMIT $3 FOR UPDATE OF j SKIP LOCKED) "
+
+// A claim counts the attempt its replica will begin (SharedStore::ClaimJobs): one more attempt in
+// the row, and the count before it in what the claim returns.
+#define FAIRGATE_PG_COUNT_ATTEMPT "attempts = j.attempts + 1 "
 
 // A claim reads O(keys x log jobs), not every job: the keys with live jobs of each wanted type
 // are walked in the (type, fairness_key, sequence) index one step per key (a loose index scan),
@@ -170,10 +174,10 @@ constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
     6, "SELECT * FROM unnest($1::text[], $2::int[]) AS w(type, tier)", "true")
     "UPDATE fairgate_durable_jobs j SET holder = $4, "
     "  lease_until = " FAIRGATE_PG_NOW
-    " + $5, token = nextval('fairgate_lease_tokens') "
+    " + $5, token = nextval('fairgate_lease_tokens'), " FAIRGATE_PG_COUNT_ATTEMPT
     "FROM picked WHERE j.sequence = picked.sequence "
-    "RETURNING j.sequence, j.type, j.id, j.fairness_key, j.payload, j.submitted_at, j.attempts, "
-    "  j.not_before, j.last_error, j.token";
+    "RETURNING j.sequence, j.type, j.id, j.fairness_key, j.payload, j.submitted_at, "
+    "  j.attempts - 1, j.not_before, j.last_error, j.token";
 
 // Whether job `j` could take the leases its type needs now (ClaimableType): its resource
 // ($5 the group, $6 its conflict limit; '' for none) and its type's fleet-wide cap ($7 slots; 0
@@ -214,10 +218,11 @@ constexpr const char* kTakeSlot =
     "  lease_until = EXCLUDED.lease_until, token = EXCLUDED.token "
     "  WHERE fairgate_resource_leases.lease_until < " FAIRGATE_PG_NOW " RETURNING token";
 
-// Gives back the resource leases whose fencing tokens are in the array $1: a claim's, or those
-// a claim took for a job it then dropped.
-constexpr const char* kDropLeasesByToken =
-    "DELETE FROM fairgate_resource_leases WHERE token = ANY($1::bigint[])";
+// Gives back the resource leases whose fencing tokens are in the array parameter `tokens`: a
+// claim's, or those a claim took for a job it then dropped.
+#define FAIRGATE_PG_DROP_LEASES_BY_TOKEN(tokens) \
+  "DELETE FROM fairgate_resource_leases WHERE token = ANY(" tokens "::bigint[])"
+constexpr const char* kDropLeasesByToken = FAIRGATE_PG_DROP_LEASES_BY_TOKEN("$1");
 
 // How long the server lets a transaction of this store sit idle between statements.
 constexpr const char* kIdleInTransaction = "SET idle_in_transaction_session_timeout = 1000";
@@ -279,6 +284,8 @@ std::string DefaultReplicaName() {
 
 class PostgresStore final : public SharedStore {
  public:
+  using SteadyClock = std::chrono::steady_clock;
+
   static StatusOr<std::unique_ptr<SharedStore>> Open(const std::string& conninfo,
                                                      const PostgresStoreOptions& options) {
     if (conninfo.empty())
@@ -380,16 +387,32 @@ class PostgresStore final : public SharedStore {
     return sequences;
   }
 
+  // The attempt a claim counted is confirmed here without a round trip while the lease is surely
+  // this replica's; after that (a replica that stalled), the server checks the lease.
   StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) override {
+    bool counted = false;
+    {
+      std::lock_guard state(state_mutex_);
+      if (auto it = tokens_.find(sequence); it != tokens_.end() && it->second.counted > 0) {
+        if (SteadyClock::now() < it->second.sure_until) {
+          return std::exchange(it->second.counted, 0);
+        }
+        counted = true;
+      }
+    }
     Session session = Take();
     Link& link = *session;
     StatusOr<Result> r = RetryingExec(
         link,
-        "UPDATE fairgate_durable_jobs SET attempts = attempts + 1 "
+        "UPDATE fairgate_durable_jobs SET attempts = attempts + $3 "
         "WHERE sequence = $1 AND NOT dead" FAIRGATE_PG_FENCED(2) " AND (token IS NULL OR "
         "lease_until > " FAIRGATE_PG_NOW ") RETURNING attempts",
-        {{std::to_string(sequence)}, TokenOf(sequence)}, "mark an attempt");
+        {{std::to_string(sequence)}, TokenOf(sequence), {counted ? "0" : "1"}}, "mark an attempt");
     if (!r.ok()) return r.status();
+    if (counted && PQntuples(r->get()) > 0) {
+      std::lock_guard state(state_mutex_);
+      if (auto it = tokens_.find(sequence); it != tokens_.end()) it->second.counted = 0;
+    }
     if (PQntuples(r->get()) == 0) {
       // Not begun after its lease passed (even if nobody claimed it yet): no longer renewed, so
       // that another replica may claim it; the leases taken with the claim are given back.
@@ -412,6 +435,89 @@ class PostgresStore final : public SharedStore {
                   {}, "remove", /*missing_is_ok=*/true);
   }
 
+  // One statement, so one commit: the jobs this replica holds with their tokens (or that nobody
+  // holds) are deleted, and every lease taken with their claims is given back (as RemoveJob
+  // does, also for a job refused). The jobs not deleted are looked up once, for their refusals.
+  StatusOr<std::vector<Status>> RemoveJobs(const std::vector<std::uint64_t>& sequences) override {
+    std::vector<Status> removed(sequences.size());
+    if (sequences.empty()) return removed;
+    std::vector<std::string> numbers, tokens, resources;
+    {
+      std::lock_guard state(state_mutex_);
+      for (std::uint64_t sequence : sequences) {
+        numbers.push_back(std::to_string(sequence));
+        auto it = tokens_.find(sequence);
+        tokens.push_back(it == tokens_.end() ? "NULL" : std::to_string(it->second.token));
+        if (it == tokens_.end()) continue;
+        for (std::uint64_t token : it->second.resources) resources.push_back(std::to_string(token));
+      }
+    }
+    Session session = Take();
+    Link& link = *session;
+    StatusOr<Result> r = RetryingExec(
+        link,
+        "WITH gone AS (DELETE FROM fairgate_durable_jobs j USING unnest($1::bigint[], "
+        "$2::bigint[]) AS r(sequence, token) WHERE j.sequence = r.sequence "
+        "AND j.token IS NOT DISTINCT FROM r.token RETURNING j.sequence), "
+        "freed AS (" FAIRGATE_PG_DROP_LEASES_BY_TOKEN("$3") ") SELECT sequence FROM gone",
+        {{TextArray(numbers)},
+         {absl::StrCat("{", absl::StrJoin(tokens, ","), "}")},  // NULL unquoted: no token
+         {TextArray(resources)}},
+        "remove durable jobs");
+    std::lock_guard state(state_mutex_);
+    if (!r.ok()) {
+      // Not renewed from now on, as a failed RemoveJob's; a later try gives the leases back.
+      for (std::uint64_t sequence : sequences) {
+        if (auto it = tokens_.find(sequence); it != tokens_.end()) it->second.renew = false;
+      }
+      return r.status();
+    }
+    absl::flat_hash_set<std::uint64_t> gone;
+    for (int i = 0; i < PQntuples(r->get()); ++i) {
+      gone.insert(std::strtoull(PQgetvalue(r->get(), i, 0), nullptr, 10));
+    }
+    std::vector<std::string> left;
+    for (std::uint64_t sequence : sequences) {
+      if (!gone.contains(sequence)) left.push_back(std::to_string(sequence));
+    }
+    absl::flat_hash_set<std::uint64_t> stored;  // of those left: still stored, another's now
+    Status looked_up;  // a failure is the status of each job left: tried again on its own
+    if (!left.empty()) {
+      StatusOr<Result> found =
+          Exec(link,
+               "SELECT sequence FROM fairgate_durable_jobs WHERE sequence = ANY($1::bigint[]) "
+               "AND NOT dead",
+               {{TextArray(left)}}, "look up durable jobs");
+      looked_up = found.status();
+      for (int i = 0; found.ok() && i < PQntuples(found->get()); ++i) {
+        stored.insert(std::strtoull(PQgetvalue(found->get(), i, 0), nullptr, 10));
+      }
+    }
+    for (std::size_t i = 0; i < sequences.size(); ++i) {
+      const std::uint64_t sequence = sequences[i];
+      auto it = tokens_.find(sequence);
+      if (!gone.contains(sequence) && !looked_up.ok()) {
+        removed[i] = looked_up;
+        if (it != tokens_.end()) it->second.resources.clear();  // given back with the batch
+        continue;
+      }
+      // As Refusal: gone although this replica still held it (another claimed it after this
+      // one's lease passed, and finished it) is a refusal too; gone and never held is done.
+      if (gone.contains(sequence) || (!stored.contains(sequence) && it == tokens_.end())) {
+        if (it != tokens_.end()) tokens_.erase(it);
+        continue;
+      }
+      removed[i] =
+          absl::AbortedError(absl::StrCat("PostgreSQL: cannot remove durable job ", sequence,
+                                          ": replica ", replica_, " no longer holds its lease"));
+      if (it != tokens_.end()) {
+        it->second.renew = false;
+        it->second.resources.clear();  // given back with the batch
+      }
+    }
+    return removed;
+  }
+
   Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) override {
     Session session = Take();
     Link& link = *session;
@@ -427,9 +533,9 @@ class PostgresStore final : public SharedStore {
     Link& link = *session;
     return Finish(link, sequence,
                   "UPDATE fairgate_durable_jobs SET dead = true, last_error = $3, "
-                  "holder = NULL, lease_until = NULL, token = NULL "
+                  "attempts = attempts - $4, holder = NULL, lease_until = NULL, token = NULL "
                   "WHERE sequence = $1" FAIRGATE_PG_FENCED(2) " RETURNING 1",
-                  {{std::string(error)}}, "move to the dead jobs", false);
+                  {{std::string(error)}, UnbegunAttempt(sequence)}, "move to the dead jobs", false);
   }
 
   Status ReleaseJob(std::uint64_t sequence) override {
@@ -437,10 +543,10 @@ class PostgresStore final : public SharedStore {
     Link& link = *session;
     // Given back: any replica may claim it at once (the notification wakes their listeners).
     return Finish(link, sequence,
-                  "UPDATE fairgate_durable_jobs SET holder = NULL, lease_until = NULL, "
-                  "token = NULL WHERE sequence = $1" FAIRGATE_PG_FENCED(2) " RETURNING "
-                  "pg_notify('" FAIRGATE_PG_JOBS_CHANNEL "', '')",
-                  {}, "release", false);
+                  "UPDATE fairgate_durable_jobs SET attempts = attempts - $3, holder = NULL, "
+                  "lease_until = NULL, token = NULL WHERE sequence = $1" FAIRGATE_PG_FENCED(
+                      2) " RETURNING pg_notify('" FAIRGATE_PG_JOBS_CHANNEL "', '')",
+                  {UnbegunAttempt(sequence)}, "release", false);
   }
 
   Status WaitForJobs(double timeout_seconds) override {
@@ -600,6 +706,7 @@ class PostgresStore final : public SharedStore {
     }
     Session session = Take();
     Link& link = *session;
+    const SteadyClock::time_point sure_until = SureUntil(lease_seconds);
     if (leases) {
       absl::flat_hash_map<std::uint64_t, std::vector<std::uint64_t>> taken;
       Status claimed = Transaction(link, "claim durable jobs", [&] {
@@ -608,7 +715,8 @@ class PostgresStore final : public SharedStore {
       if (!claimed.ok()) return claimed;
       std::lock_guard state(state_mutex_);
       for (const StoredJob& job : jobs) {
-        tokens_[job.sequence] = {job.lease_token, true, std::move(taken[job.sequence])};
+        tokens_[job.sequence] = {job.lease_token, true, std::move(taken[job.sequence]),
+                                 job.attempts + 1, sure_until};
       }
       return jobs;
     }
@@ -626,7 +734,7 @@ class PostgresStore final : public SharedStore {
       if (!job.ok()) return job.status();
       job->lease_token = std::strtoull(PQgetvalue(r->get(), i, 9), nullptr, 10);
       std::lock_guard state(state_mutex_);
-      tokens_[job->sequence] = {job->lease_token, true, {}};
+      tokens_[job->sequence] = {job->lease_token, true, {}, job->attempts + 1, sure_until};
       jobs.push_back(*std::move(job));
     }
     std::sort(jobs.begin(), jobs.end(),
@@ -648,26 +756,35 @@ class PostgresStore final : public SharedStore {
     for (std::uint64_t token : resource_tokens_) resources.push_back(std::to_string(token));
     state.unlock();
     std::size_t held = 0;
-    // `sql`: $1 the replica, $2 the lease's length, $3 the tokens.
-    auto renew = [&](const char* sql, const std::vector<std::string>& tokens) -> Status {
-      if (tokens.empty()) return absl::OkStatus();
+    // `sql`: $1 the replica, $2 the lease's length, $3 the tokens; the jobs' renewal returns
+    // their sequences.
+    auto renew = [&](const char* sql, const std::vector<std::string>& tokens) -> StatusOr<Result> {
+      if (tokens.empty()) return Result();
       StatusOr<Result> r = RetryingExec(
           link, sql, {{replica_}, {Number(lease_seconds)}, {TextArray(tokens)}}, "renew leases");
-      if (!r.ok()) return r.status();
-      held += static_cast<std::size_t>(std::strtoull(PQcmdTuples(r->get()), nullptr, 10));
-      return absl::OkStatus();
+      if (r.ok())
+        held += static_cast<std::size_t>(std::strtoull(PQcmdTuples(r->get()), nullptr, 10));
+      return r;
     };
-    if (Status s = renew("UPDATE fairgate_durable_jobs SET lease_until = " FAIRGATE_PG_NOW
-                         " + $2 WHERE holder = $1 AND token = ANY($3::bigint[])",
-                         renewed);
-        !s.ok()) {
-      return s;
+    const SteadyClock::time_point sure_until = SureUntil(lease_seconds);
+    StatusOr<Result> jobs = renew("UPDATE fairgate_durable_jobs SET lease_until = " FAIRGATE_PG_NOW
+                                  " + $2 WHERE holder = $1 AND token = ANY($3::bigint[]) "
+                                  "RETURNING sequence",
+                                  renewed);
+    if (!jobs.ok()) return jobs.status();
+    if (*jobs != nullptr) {
+      std::lock_guard lock(state_mutex_);
+      for (int i = 0; i < PQntuples(jobs->get()); ++i) {
+        auto it = tokens_.find(std::strtoull(PQgetvalue(jobs->get(), i, 0), nullptr, 10));
+        if (it != tokens_.end()) it->second.sure_until = sure_until;
+      }
     }
-    if (Status s = renew("UPDATE fairgate_resource_leases SET lease_until = " FAIRGATE_PG_NOW
-                         " + $2 WHERE holder = $1 AND token = ANY($3::bigint[])",
-                         resources);
-        !s.ok()) {
-      return s;
+    if (StatusOr<Result> r =
+            renew("UPDATE fairgate_resource_leases SET lease_until = " FAIRGATE_PG_NOW
+                  " + $2 WHERE holder = $1 AND token = ANY($3::bigint[])",
+                  resources);
+        !r.ok()) {
+      return r.status();
     }
     return held;
   }
@@ -969,6 +1086,21 @@ class PostgresStore final : public SharedStore {
     return {std::to_string(it->second.token)};
   }
 
+  // As a parameter: 1 when this replica's claim of `sequence` counted an attempt that never began
+  // (a job given back or killed unrun gives it back), else 0.
+  Param UnbegunAttempt(std::uint64_t sequence) const {
+    std::lock_guard state(state_mutex_);
+    auto it = tokens_.find(sequence);
+    return {it != tokens_.end() && it->second.counted > 0 ? "1" : "0"};
+  }
+
+  // Until when a lease of `lease_seconds` given by a statement sent now is surely this
+  // replica's (Held::sure_until).
+  static SteadyClock::time_point SureUntil(double lease_seconds) {
+    return SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
+                                    std::chrono::duration<double>(lease_seconds * 0.9));
+  }
+
   // Why a fenced statement changed no row: the job is not stored (NotFound) or its lease is or
   // was another's since this replica claimed it (Aborted).
   Status Refusal(Link& link, std::uint64_t sequence, const char* what) {
@@ -1168,9 +1300,10 @@ class PostgresStore final : public SharedStore {
     if (claimed.empty()) return absl::OkStatus();
     StatusOr<Result> r =
         Exec(link,
-             "UPDATE fairgate_durable_jobs SET holder = $2, lease_until = " FAIRGATE_PG_NOW
-             " + $3, token = nextval('fairgate_lease_tokens') WHERE sequence = ANY($1::bigint[]) "
-             "RETURNING sequence, type, id, fairness_key, payload, submitted_at, attempts, "
+             "UPDATE fairgate_durable_jobs j SET holder = $2, lease_until = " FAIRGATE_PG_NOW
+             " + $3, token = nextval('fairgate_lease_tokens'), " FAIRGATE_PG_COUNT_ATTEMPT
+             "WHERE sequence = ANY($1::bigint[]) "
+             "RETURNING sequence, type, id, fairness_key, payload, submitted_at, attempts - 1, "
              "  not_before, last_error, token",
              {{TextArray(claimed)}, {replica_}, {Number(lease_seconds)}}, "claim durable jobs");
     if (!r.ok()) return r.status();
@@ -1216,6 +1349,12 @@ class PostgresStore final : public SharedStore {
     std::uint64_t token = 0;
     bool renew = true;
     std::vector<std::uint64_t> resources;
+    // The attempt the claim counted (its number), until BeginAttempt confirms it (then 0): a
+    // job given back or killed unbegun gives it back.
+    std::uint32_t counted = 0;
+    // Until when the lease is surely this replica's by its own clock: a claim's or renewal's
+    // lease from the moment its statement was sent, less a tenth for the clocks' rates.
+    SteadyClock::time_point sure_until;
   };
   absl::flat_hash_map<std::uint64_t, Held> tokens_;
   absl::flat_hash_set<std::uint64_t> resource_tokens_;  // AcquireResource's leases, to renew

@@ -155,6 +155,24 @@ class SqliteStore final : public Store {
     });
   }
 
+  // One write of the group: the jobs' removals commit together.
+  StatusOr<std::vector<Status>> RemoveJobs(const std::vector<std::uint64_t>& sequences) override {
+    std::vector<Status> removed;
+    if (Status committed =
+            Grouped("remove durable jobs",
+                    [&] {
+                      removed.clear();
+                      for (std::uint64_t sequence : sequences) {
+                        sqlite3_bind_int64(remove_.get(), 1, static_cast<sqlite3_int64>(sequence));
+                        removed.push_back(Step(remove_.get(), "remove a durable job"));
+                      }
+                    });
+        !committed.ok()) {
+      return committed;
+    }
+    return removed;
+  }
+
   Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) override {
     return GroupedStatus("defer a durable job", [&] {
       sqlite3_stmt* s = defer_.get();

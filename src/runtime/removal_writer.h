@@ -1,0 +1,72 @@
+// RemovalWriter: the removals of durable jobs that succeeded, written in batches on a thread of
+// its own. Internal to src/runtime; exists only with a store.
+//
+// A durable job's attempt ends on a worker of the scheduler; writing its removal there would hold
+// that thread for a commit per job. Remove queues the removal and returns at once; the thread
+// takes everything queued by then (at most kMaxBatch) and removes it with one Store::RemoveJobs
+// (one commit in the SQLite and PostgreSQL stores), so that while one batch commits the next
+// gathers. What the store fails is kept by WriteRetries and tried again until the store takes it;
+// `written` is told how many jobs each batch held once it was written (or kept to try again).
+//
+// A crash loses the removals queued and not yet committed: those jobs run again after the
+// restart, which delivery at least once allows (fairgate/durable.h).
+//
+// Thread safety: every method may be called from any thread; its lock is never held while the
+// store is called.
+#ifndef FAIRGATE_RUNTIME_REMOVAL_WRITER_H_
+#define FAIRGATE_RUNTIME_REMOVAL_WRITER_H_
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/state_keeper.h"
+#include "runtime/write_retries.h"
+
+namespace fairgate::internal {
+
+class RemovalWriter {
+ public:
+  using Written = std::function<void(std::size_t jobs)>;
+  static constexpr std::size_t kMaxBatch = 1000;
+
+  RemovalWriter(StateKeeper& keeper, WriteRetries& writes, Written written)
+      : keeper_(keeper), writes_(writes), written_(std::move(written)) {}
+  ~RemovalWriter() { Stop(); }
+  RemovalWriter(const RemovalWriter&) = delete;
+  RemovalWriter& operator=(const RemovalWriter&) = delete;
+
+  // Queues the removal of the job `sequence` (its attempt succeeded); starts the thread on first
+  // use. Once stopped, writes it on the caller's thread instead.
+  void Remove(std::uint64_t sequence);
+  // Returns once every removal queued before the call has been written or kept to try again.
+  void Flush();
+  // Flush, then stops the thread (idempotent).
+  void Stop();
+
+ private:
+  void Loop();
+  // Writes one batch and counts what became of each job.
+  void Write(const std::vector<std::uint64_t>& batch);
+
+  StateKeeper& keeper_;
+  WriteRetries& writes_;
+  const Written written_;
+
+  std::mutex mutex_;                    // guards what follows
+  std::condition_variable wake_;        // the thread: something queued, or Stop
+  std::condition_variable written_cv_;  // Flush: a batch was written
+  std::vector<std::uint64_t> queued_;
+  std::uint64_t queued_total_ = 0;   // removals queued so far
+  std::uint64_t written_total_ = 0;  // of them, written (or kept to try again)
+  bool stopped_ = false;
+  std::thread thread_;
+};
+
+}  // namespace fairgate::internal
+
+#endif  // FAIRGATE_RUNTIME_REMOVAL_WRITER_H_
