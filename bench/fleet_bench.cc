@@ -18,9 +18,12 @@
 //                                items/s: jobs through the whole cycle, all replicas together.
 // Counter: server_cpu_us_per_job, the CPU time of the server's processes per job (from /proc,
 // autovacuum's included).
-// BM_DurableWorked/replicas:R/claimed:C  20,000 jobs stored beforehand, worked to completion by
-//                                R replicas in this process (max_concurrency 8 each, max_claimed
-//                                C, 0: the default) with a no-op handler. items/s: jobs done.
+// BM_DurableWorked/replicas:R/claimed:C/clients:K  20,000 jobs of K clients (fairness keys)
+//                                stored beforehand, worked to completion by R replicas in this
+//                                process (max_concurrency 8 each, max_claimed C, 0: the default)
+//                                with a no-op handler. items/s: jobs done;
+//                                counters: the server's CPU per job, the replicas' claims and
+//                                the share of them that took nothing (empty_claims_pct).
 // BM_EnqueueToStart              a job stored by another process (a store of its own, as a
 //                                producer without a scheduler), from AddJob's call until an idle
 //                                replica's handler starts it (claim_interval 1 s, the default:
@@ -103,11 +106,18 @@ double ServerCpuMicros() {
   return ticks * 1e6 / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-StoredJob Job(int i) {
+// The value of the sample named `name` (with its labels) in Prometheus text, 0 if absent.
+double Sample(const std::string& metrics, const std::string& name) {
+  const std::size_t at = metrics.find("\n" + name + " ");
+  if (at == std::string::npos) return 0;
+  return std::strtod(metrics.c_str() + at + name.size() + 2, nullptr);
+}
+
+StoredJob Job(int i, int clients = 100) {
   StoredJob job;
   job.type = "fetch";
   job.id = "repo" + std::to_string(i % 1000);
-  job.fairness_key = "client" + std::to_string(i % 100);
+  job.fairness_key = "client" + std::to_string(i % clients);
   job.payload = "payload";
   return job;
 }
@@ -191,8 +201,10 @@ BENCHMARK(BM_ClaimCycle)
 void BM_DurableWorked(benchmark::State& state) {
   const int replicas = static_cast<int>(state.range(0));
   const int claimed = static_cast<int>(state.range(1));
+  const int clients = static_cast<int>(state.range(2));
   constexpr int kJobs = 20000;
   double server_cpu = 0;  // microseconds, over the timed part of every iteration
+  double claims_empty = 0, claims_with_jobs = 0;
   for (auto _ : state) {
     state.PauseTiming();
     Sql("TRUNCATE fairgate_durable_jobs, fairgate_resource_leases");
@@ -200,7 +212,7 @@ void BM_DurableWorked(benchmark::State& state) {
       auto filler = *OpenPostgresStore(conninfo, {"filler"});
       std::vector<StoredJob> batch;
       for (int i = 0; i < kJobs; ++i) {
-        batch.push_back(Job(i));
+        batch.push_back(Job(i, clients));
         if (batch.size() == 1000) {
           if (!filler->AddJobs(batch).ok()) std::abort();
           batch.clear();
@@ -245,16 +257,26 @@ void BM_DurableWorked(benchmark::State& state) {
     server_cpu += ServerCpuMicros() - cpu_before;
     state.PauseTiming();
     if (runs.load() != kJobs) state.SkipWithError("a job ran more than once");
-    for (auto& worker : fleet) (void)worker->Shutdown(Context::Background());
+    for (auto& worker : fleet) {
+      (void)worker->Shutdown(Context::Background());
+      std::string metrics;
+      worker->WriteMetrics(metrics);
+      claims_empty += Sample(metrics, "fairgate_claims_total{result=\"empty\"}");
+      claims_with_jobs += Sample(metrics, "fairgate_claims_total{result=\"jobs\"}");
+    }
     state.ResumeTiming();
   }
   state.SetItemsProcessed(state.iterations() * kJobs);
   state.counters["server_cpu_us_per_job"] =
       benchmark::Counter(server_cpu / static_cast<double>(state.iterations() * kJobs));
+  state.counters["claims"] = benchmark::Counter(claims_empty + claims_with_jobs);
+  state.counters["empty_claims_pct"] =
+      benchmark::Counter(100 * claims_empty / std::max(1.0, claims_empty + claims_with_jobs));
 }
 BENCHMARK(BM_DurableWorked)
-    ->ArgNames({"replicas", "claimed"})
-    ->ArgsProduct({{1, 2}, {0, 64}})
+    ->ArgNames({"replicas", "claimed", "clients"})
+    ->ArgsProduct({{1, 2}, {0, 64}, {100}})
+    ->Args({1, 0, 1})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

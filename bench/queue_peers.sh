@@ -80,9 +80,11 @@ for round in $(seq "$rounds"); do
   for replicas in 1 2; do
     for claimed in 0 64; do
       record "20,000 worked, $replicas process(es), claimed $claimed" fairgate \
-        "$(items "BM_DurableWorked/replicas:$replicas/claimed:$claimed/iterations:1/real_time" <<<"$out")"
+        "$(items "BM_DurableWorked/replicas:$replicas/claimed:$claimed/clients:100/iterations:1/real_time" <<<"$out")"
     done
   done
+  record "20,000 worked, 1 process, 1 client" fairgate \
+    "$(items "BM_DurableWorked/replicas:1/claimed:0/clients:1/iterations:1/real_time" <<<"$out")"
   for system in graphile pgboss; do
     for processes in 1 2; do
       for variant in plain fast; do

@@ -8,12 +8,15 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -367,6 +370,90 @@ TEST_CASE("PostgresStore.ReplicasClaimByTierThenKeyCostThenArrivalAndNeverTheSam
   testing::TempDir dir;
   auto sqlite = *OpenSqliteStore(dir.path() + "/state.db");
   CHECK(sqlite->AsShared() == nullptr);
+}
+
+// A claim takes the first jobs of the whole claim order (lapsed leases first, then the higher
+// tier, the cheaper key, the earlier job), whatever the keys' number, costs and ties, the jobs
+// other replicas hold, the lapsed ones and those waiting out a backoff: the store's bounded
+// reading (only some keys' first jobs) against the order of every stored job, computed here.
+TEST_CASE("PostgresStore.AClaimTakesTheFirstJobsOfTheWholeOrderWhateverTheKeysAndTheirCosts") {
+  testing::PostgresServer server;
+  std::mt19937 random(20261127);
+  for (const int keys : {1, 3, 30, 150}) {
+    CAPTURE(keys);
+    auto a = *OpenPostgresStore(server.conninfo(), {"a"});  // makes the schema
+    auto other = *OpenPostgresStore(server.conninfo(), {"other"});
+    server.Sql("TRUNCATE fairgate_durable_jobs, fairgate_keys, fairgate_resource_leases");
+    // Costs with ties (several keys at each value, some never charged: 0).
+    std::map<std::string, double> cost;
+    std::vector<SavedKey> saved;
+    for (int k = 0; k < keys; ++k) {
+      const std::string key = "k" + std::to_string(k);
+      if (random() % 5 == 0) continue;
+      cost[key] = static_cast<double>(random() % 4);
+      saved.push_back({key, cost[key], 0});
+    }
+    REQUIRE(a->SaveLearned({{}, saved, {}}, 0, 0).ok());
+    std::vector<StoredJob> batch;
+    for (int i = 0; i < 1200; ++i) {
+      const std::uint32_t roll = random() % 10;
+      StoredJob job = Job(roll < 2   ? "clone"
+                          : roll < 9 ? "fetch"
+                                     : "other",
+                          "r", "k" + std::to_string(random() % 4 == 0 ? 0 : random() % keys));
+      if (random() % 20 == 0) job.not_before = 4e9;  // waiting out a backoff
+      batch.push_back(job);
+    }
+    REQUIRE(a->AddJobs(batch).ok());
+    const std::vector<ClaimableType> types = {{"fetch", 2}, {"clone", 5}};
+    // Another replica holds some jobs, and held some whose leases have lapsed.
+    // (Each claim held in a variable: a loop over `*other->ClaimJobs(...)` would read a
+    // destroyed temporary.)
+    std::set<std::uint64_t> held, lapsed;
+    const std::vector<StoredJob> lapsing = *other->ClaimJobs(types, 40, 0.2);
+    for (const StoredJob& job : lapsing) lapsed.insert(job.sequence);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const std::vector<StoredJob> kept = *other->ClaimJobs(types, 20, 60);
+    for (const StoredJob& job : kept) {
+      held.insert(job.sequence);
+      lapsed.erase(job.sequence);  // claimed again: held now
+    }
+    for (const int n : {1, 5, 23, 64}) {
+      CAPTURE(n);
+      // The whole order of what may be claimed now.
+      struct Place {
+        bool lapsed;
+        int tier;
+        double cost;
+        std::uint64_t sequence;
+      };
+      std::vector<Place> order;
+      const std::vector<StoredJob> live = *a->LiveJobs();
+      for (const StoredJob& job : live) {
+        if (job.type == "other" || held.contains(job.sequence) || job.not_before > 1e9) continue;
+        auto c = cost.find(job.fairness_key);
+        order.push_back({lapsed.contains(job.sequence), job.type == "clone" ? 5 : 2,
+                         c == cost.end() ? 0.0 : c->second, job.sequence});
+      }
+      std::sort(order.begin(), order.end(), [](const Place& x, const Place& y) {
+        return std::tuple(!x.lapsed, -x.tier, x.cost, x.sequence) <
+               std::tuple(!y.lapsed, -y.tier, y.cost, y.sequence);
+      });
+      std::vector<std::uint64_t> expected;
+      for (std::size_t i = 0; i < order.size() && i < static_cast<std::size_t>(n); ++i) {
+        expected.push_back(order[i].sequence);
+      }
+      std::sort(expected.begin(), expected.end());
+      const std::vector<StoredJob> claimed = *a->ClaimJobs(types, n, 60);
+      std::vector<std::uint64_t> got;
+      for (const StoredJob& job : claimed) got.push_back(job.sequence);
+      CHECK(got == expected);
+      for (std::uint64_t sequence : got) {
+        REQUIRE(a->ReleaseJob(sequence).ok());  // as it was, for the next claim
+        lapsed.erase(sequence);                 // given back: nobody holds it now
+      }
+    }
+  }
 }
 
 TEST_CASE(
@@ -1289,6 +1376,15 @@ TEST_CASE("PostgresStore.AReplicaClaimsAsManyAsItCanStartSoonWithinItsBounds") {
       CHECK(most <= 3u);
     }
     CHECK(server.Sql("SELECT count(*) FROM fairgate_durable_jobs") == "0");
+    // Every claim is counted, by whether it took jobs (once a claim under way at the shutdown,
+    // asked for already, has returned).
+    CHECK(Metric(*s, "fairgate_claims_total{result=\"jobs\"}") >=
+          300.0 / static_cast<double>(most));
+    CHECK(testing::Eventually([&] {
+      return Metric(*s, "fairgate_claims_total{result=\"jobs\"}") +
+                 Metric(*s, "fairgate_claims_total{result=\"empty\"}") ==
+             static_cast<double>(hooked->Asked().size());
+    }));
   }
 }
 

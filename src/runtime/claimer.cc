@@ -98,12 +98,13 @@ StatusOr<std::size_t> Claimer::ClaimNow() {
     return claimed.status();
   }
   const std::size_t count = claimed->size();
+  keeper_.CountClaim(count > 0);
   {
     std::lock_guard lock(mutex_);
     held_ += count;
     const std::uint64_t drained = finished_ - finished_before;
     target_ = static_cast<std::size_t>(std::clamp<std::uint64_t>(
-        settings_.min_held + 2 * drained, settings_.min_held, settings_.max_held));
+        settings_.min_held + 8 * drained, settings_.min_held, settings_.max_held));
   }
   for (std::size_t i = 0; i < count; ++i) keeper_.Count(StateKeeper::Outcome::kClaimed);
   if (count > 0) queue_(*std::move(claimed));

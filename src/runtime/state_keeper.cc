@@ -144,6 +144,15 @@ void StateKeeper::WriteMetrics(std::string& out) const {
     w.Sample("fairgate_durable_jobs_total", {{"outcome", kOutcomes[i]}},
              static_cast<double>(outcomes_[i].load(std::memory_order_relaxed)));
   }
+  if (store_->AsShared() != nullptr) {
+    w.Family("fairgate_claims_total", "counter",
+             "Claims of durable jobs from the shared store that succeeded, by whether they took "
+             "any job (empty: nothing was claimable, or other replicas' claims held it).");
+    w.Sample("fairgate_claims_total", {{"result", "empty"}},
+             static_cast<double>(claims_[0].load(std::memory_order_relaxed)));
+    w.Sample("fairgate_claims_total", {{"result", "jobs"}},
+             static_cast<double>(claims_[1].load(std::memory_order_relaxed)));
+  }
   w.Family("fairgate_state_flushes_total", "counter",
            "Flushes of learned estimates, costs and schedules to the store that succeeded.");
   w.Sample("fairgate_state_flushes_total", {},

@@ -95,6 +95,10 @@ class StateKeeper {
   void Count(Outcome outcome, std::uint64_t jobs = 1) {
     outcomes_[static_cast<std::size_t>(outcome)].fetch_add(jobs, std::memory_order_relaxed);
   }
+  // A claim from a shared store that succeeded, and whether it took any job.
+  void CountClaim(bool took_jobs) {
+    claims_[took_jobs ? 1 : 0].fetch_add(1, std::memory_order_relaxed);
+  }
   // Appends the store's metrics in the Prometheus text format.
   void WriteMetrics(std::string& out) const;
 
@@ -122,6 +126,7 @@ class StateKeeper {
 
   std::array<std::atomic<std::uint64_t>, 12> errors_{};
   std::array<std::atomic<std::uint64_t>, 6> outcomes_{};
+  std::array<std::atomic<std::uint64_t>, 2> claims_{};  // empty, took jobs
   std::atomic<std::uint64_t> flushes_{0};
 };
 
