@@ -163,6 +163,9 @@ class SqliteStore final : public Store {
                     [&] {
                       removed.clear();
                       for (std::uint64_t sequence : sequences) {
+                        // An error that ended the group's transaction (Grouped fails the whole
+                        // group then): the rest must not run outside it.
+                        if (sqlite3_get_autocommit(db_.get()) != 0) break;
                         sqlite3_bind_int64(remove_.get(), 1, static_cast<sqlite3_int64>(sequence));
                         removed.push_back(Step(remove_.get(), "remove a durable job"));
                       }
