@@ -165,7 +165,7 @@ struct FleetOptions {
   // on this replica wakes it at once). Finite and > 0.
   Seconds claim_interval{1.0};
   // How many durable jobs a replica holds at most, claimed and not yet finished. 0: as many as
-  // it can start soon, from 2 x rule.max_concurrency up to 16 x: twice its slots, plus eight
+  // it can start soon, from 2 x rule.max_concurrency up to 64 x: twice its slots, plus eight
   // times the jobs that finished during its last claim's round trip, so that short jobs are
   // claimed many at a time (a claim's cost is mostly per claim) and long ones are not hoarded. A
   // claim counts an attempt of each job it takes (fairgate/durable.h). >= 0.

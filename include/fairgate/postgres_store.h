@@ -25,8 +25,10 @@
 // Fleet-wide caps (FleetOptions::type_caps) are leases of the same kind, one resource
 // per capped type.
 //
-// Not here: claims as cheap as PostgreSQL's plain SKIP LOCKED; a fair claim is a bigger query
-// (bench/README.md has the figures).
+// A claim takes jobs in fairgate's order over every stored job, reading each wanted type's keys'
+// first jobs and only as many more as the claim's size needs: its cost grows with the keys that
+// have claimable jobs and with the claim's size, not with the jobs stored. It is still a bigger
+// query than PostgreSQL's plain SKIP LOCKED (bench/README.md has the figures).
 //
 // Each connection sets idle_in_transaction_session_timeout to 1 s: a replica stopped in the
 // middle of one of its (millisecond) transactions would otherwise hold that transaction's row

@@ -42,10 +42,7 @@ class DurableJobs {
   using Clock = Context::Clock;
   // `writes` tries again the writes that end an attempt when the store fails them.
   DurableJobs(Submission& scheduler, StateKeeper& keeper, WriteRetries& writes)
-      : scheduler_(scheduler),
-        keeper_(keeper),
-        writes_(writes),
-        removals_(keeper, writes, nullptr) {}
+      : scheduler_(scheduler), keeper_(keeper), writes_(writes), removals_(keeper, writes) {}
 
   // With a shared store, before the claimer starts: who claims (null without a shared store), and
   // the fleet-wide leases a claim takes with its jobs (null without any).

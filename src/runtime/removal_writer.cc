@@ -1,8 +1,5 @@
 #include "runtime/removal_writer.h"
 
-#include <algorithm>
-#include <utility>
-
 namespace fairgate::internal {
 
 void RemovalWriter::Remove(std::uint64_t sequence) {
@@ -88,7 +85,6 @@ void RemovalWriter::Write(const std::vector<std::uint64_t>& batch) {
       }
     }
   }
-  if (written_) written_(batch.size());
 }
 
 }  // namespace fairgate::internal

@@ -5,8 +5,7 @@
 // that thread for a commit per job. Remove queues the removal and returns at once; the thread
 // takes everything queued by then (at most kMaxBatch) and removes it with one Store::RemoveJobs
 // (one commit in the SQLite and PostgreSQL stores), so that while one batch commits the next
-// gathers. What the store fails is kept by WriteRetries and tried again until the store takes it;
-// `written` is told how many jobs each batch held once it was written (or kept to try again).
+// gathers. What the store fails is kept by WriteRetries and tried again until the store takes it.
 //
 // A crash loses the removals queued and not yet committed: those jobs run again after the
 // restart, which delivery at least once allows (fairgate/durable.h).
@@ -19,7 +18,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -31,11 +29,9 @@ namespace fairgate::internal {
 
 class RemovalWriter {
  public:
-  using Written = std::function<void(std::size_t jobs)>;
   static constexpr std::size_t kMaxBatch = 1000;
 
-  RemovalWriter(StateKeeper& keeper, WriteRetries& writes, Written written)
-      : keeper_(keeper), writes_(writes), written_(std::move(written)) {}
+  RemovalWriter(StateKeeper& keeper, WriteRetries& writes) : keeper_(keeper), writes_(writes) {}
   ~RemovalWriter() { Stop(); }
   RemovalWriter(const RemovalWriter&) = delete;
   RemovalWriter& operator=(const RemovalWriter&) = delete;
@@ -55,7 +51,6 @@ class RemovalWriter {
 
   StateKeeper& keeper_;
   WriteRetries& writes_;
-  const Written written_;
 
   std::mutex mutex_;                    // guards what follows
   std::condition_variable wake_;        // the thread: something queued, or Stop

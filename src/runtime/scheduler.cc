@@ -49,13 +49,13 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
       if (!options_.fleet.conflict_groups.empty() || !options_.fleet.type_caps.empty()) {
         fleet_ = std::make_unique<internal::FleetLeases>(*keeper_, *writes_, options_);
       }
-      // max_claimed fixes how many a replica holds; by default, from twice its slots to 16
+      // max_claimed fixes how many a replica holds; by default, from twice its slots to 64
       // times as many, as many as it can start soon (Claimer::Settings).
       const auto slots = static_cast<std::size_t>(options_.rule.max_concurrency);
       const auto fixed = static_cast<std::size_t>(options_.fleet.max_claimed);
       const internal::Claimer::Settings settings{
           options_.fleet.lease_ttl.count(), options_.fleet.claim_interval.count(),
-          fixed > 0 ? fixed : 2 * slots, fixed > 0 ? fixed : 16 * slots};
+          fixed > 0 ? fixed : 2 * slots, fixed > 0 ? fixed : 64 * slots};
       claimer_ = std::make_unique<internal::Claimer>(
           *keeper_, settings, [this] { return durable_->ClaimableTypes(); },
           [this](std::vector<StoredJob> jobs) { durable_->QueueClaimed(std::move(jobs)); },
@@ -171,7 +171,6 @@ Status Scheduler::Impl::Drain(const Context& ctx) {
   table_.StartDrain(decision);
   dispatcher_.Act(decision);
   Status quiet = outstanding_.WaitQuiet(ctx);
-  if (durable_) durable_->FlushRemovals();  // what succeeded is removed before Shutdown returns
   Status shut = Shutdown(ctx);
   return quiet.ok() ? shut : quiet;
 }

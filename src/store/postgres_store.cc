@@ -111,12 +111,12 @@ UPDATE fairgate_schema SET version = 2 WHERE version < 2;
 
 // A claim reads O(keys + claim size) rows, neither every job nor every key's first $3: the order
 // is (tier, key's cost, sequence), and the claim wants its first 2 x $3 claimable jobs (M).
-// - keys: the keys with live jobs of each wanted type, walked in the (type, fairness_key,
-//   sequence) index one step per key (a loose index scan);
-// - heads / placed: each key's first claimable job nobody holds (its head), with its tier and
-//   its key's cost as flushed, the keys placed in (tier, cost, head) order. The head of the key
-//   in place p has the p - 1 earlier heads before it, so only the first M keys can offer, the key
-//   in place p at most M - p + 1 jobs;
+// - heads: each wanted type's keys with claimable jobs, each with its first claimable job nobody
+//   holds (its head), found by one walk of the (type, fairness_key, sequence) index, one descent
+//   per key (a loose index scan);
+// - placed: the keys with their tiers and their costs as flushed, in (tier, cost, head) order.
+//   The head of the key in place p has the p - 1 earlier heads before it, so only the first M
+//   keys can offer, the key in place p at most M - p + 1 jobs;
 // - known / bound: each key's first ceil(M / keys) jobs, at least M in all; the M-th of them in
 //   claim order bounds the answer (M jobs come at or before it), so a key of a later tier or cost
 //   offers nothing, and one of its tier and cost only jobs up to its sequence. Keys of equal cost
@@ -127,8 +127,8 @@ UPDATE fairgate_schema SET version = 2 WHERE version < 2;
 // - ranked / picked: the first M in claim order, read again, and the first $3 of them that no
 //   other claim is locking, locked.
 // The answer is the same as ordering every claimable job (tests/postgres_store_test.cc's
-// comparison); `EXPLAIN ANALYZE` on 20,000 jobs of 100 keys: 2.7 ms for a claim of 64 where every
-// key offering its first 64 took 6.8 (bench/README.md).
+// comparison); `EXPLAIN ANALYZE` on 20,000 jobs of 100 keys, claims of 23 / 64 / 128: 1.0 / 2.0 /
+// 2.9 ms, where every key offering its first $3 took 5.9 / 9.5 / 14.2 (bench/README.md).
 // The candidates of a claim, in one macro so that both claims below share it: $1 the types, $2
 // their tiers, $3 how many to claim, `wall` the
 // number of the parameter that is the replica's wall clock (a retry's backoff is in it), `wanted`
