@@ -22,6 +22,7 @@
 #include "doctest/doctest.h"
 #include "fairgate/scheduler.h"
 #include "fairgate/sqlite_store.h"
+#include "forwarding_store.h"
 #include "runtime_test_util.h"
 #include "temp_dir.h"
 #include "test_job_types.h"
@@ -332,9 +333,9 @@ TEST_CASE("Durable.AnAttemptCutShortByACrashRunsAgainWithTheNextAttemptNumber") 
 
 // A store that passes every call to another (a SQLite store) and holds the first batch of
 // removals until `gate` opens; it counts the removals it is asked for, one by one or in batches.
-class HeldRemovalsStore final : public Store {
+class HeldRemovalsStore final : public testing::ForwardingStore {
  public:
-  explicit HeldRemovalsStore(std::unique_ptr<Store> inner) : inner_(std::move(inner)) {}
+  using testing::Forwarding<Store>::Forwarding;
   testing::Gate gate;
   std::atomic<int> single{0}, batches{0}, in_batches{0};
 
@@ -347,29 +348,6 @@ class HeldRemovalsStore final : public Store {
     ++single;
     return inner_->RemoveJob(sequence);
   }
-  StatusOr<std::uint64_t> AddJob(const StoredJob& job) override { return inner_->AddJob(job); }
-  StatusOr<std::vector<std::uint64_t>> AddJobs(const std::vector<StoredJob>& jobs) override {
-    return inner_->AddJobs(jobs);
-  }
-  StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) override {
-    return inner_->BeginAttempt(sequence);
-  }
-  Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) override {
-    return inner_->DeferJob(sequence, not_before, error);
-  }
-  Status KillJob(std::uint64_t sequence, std::string_view error) override {
-    return inner_->KillJob(sequence, error);
-  }
-  StatusOr<std::vector<StoredJob>> LiveJobs() override { return inner_->LiveJobs(); }
-  StatusOr<std::vector<StoredJob>> DeadJobs() override { return inner_->DeadJobs(); }
-  Status SaveLearned(const LearnedState& changed, double forget_estimates_before,
-                     double forget_keys_before) override {
-    return inner_->SaveLearned(changed, forget_estimates_before, forget_keys_before);
-  }
-  StatusOr<LearnedState> LoadLearned() override { return inner_->LoadLearned(); }
-
- private:
-  std::unique_ptr<Store> inner_;
 };
 
 // A success's removal is written off the workers, in batches: while the first batch's commit is
@@ -379,7 +357,7 @@ TEST_CASE("Durable.RemovalsOfSucceededJobsAreWrittenInBatchesOffTheWorkers") {
   TempDir dir;
   const std::string path = dir.path() + "/state.db";
   SchedulerOptions options = WithState(path);  // one slot, one worker thread
-  auto held = std::make_shared<HeldRemovalsStore>(*OpenSqliteStore(path));
+  auto held = std::make_shared<HeldRemovalsStore>(std::shared_ptr<Store>(*OpenSqliteStore(path)));
   options.persistence.store = held;
   Seen seen;
   auto s = Recording(options, seen);

@@ -23,6 +23,7 @@
 #include "doctest/doctest.h"
 #include "fairgate/scheduler.h"
 #include "fairgate/sqlite_store.h"
+#include "forwarding_store.h"
 #include "postgres_server.h"
 #include "runtime_test_util.h"
 #include "store_contract.h"
@@ -1176,40 +1177,49 @@ TEST_CASE(
   CHECK(ran.entries()[40].substr(0, 6) == "b late");
 }
 
-// A replica that dies during a job's last allowed attempt leaves it claimed with that attempt
-// begun; the replica that claims it once the lease lapses moves it to the dead jobs, with an
-// error saying the attempt was interrupted, and does not run it again (a payload that kills its
-// process must not loop through the fleet).
-TEST_CASE("PostgresStore.AJobWhoseLastAttemptWasCutShortOnADeadReplicaIsDeadNotRunAgain") {
-  testing::PostgresServer server;
-  {
-    // The replica that dies: it claims the job, begins its only attempt, and is gone.
-    auto dying = *OpenPostgresStore(server.conninfo(), {"dying"});
-    StoredJob job;
-    job.type = "fetch";
-    job.id = "repo";
-    REQUIRE(dying->AddJob(job).ok());
-    auto claimed = dying->ClaimJobs({{"fetch", 1}}, 1, /*lease_seconds=*/0.05);
-    REQUIRE(claimed.ok());
-    REQUIRE(claimed->size() == 1);
-    REQUIRE(*dying->BeginAttempt(claimed->front().sequence) == 1);
-  }
-  std::atomic<int> runs{0};
+// A replica that stores one "fetch" job, claims it with a 50 ms lease, begins its attempt when
+// `begin`, and is gone: no renewal, no release.
+void ClaimAndDie(const testing::PostgresServer& server, bool begin) {
+  auto dying = *OpenPostgresStore(server.conninfo(), {"dying"});
+  StoredJob job;
+  job.type = "fetch";
+  job.id = "repo";
+  REQUIRE(dying->AddJob(job).ok());
+  auto claimed = dying->ClaimJobs({{"fetch", 1}}, 1, /*lease_seconds=*/0.05);
+  REQUIRE(claimed.ok());
+  REQUIRE(claimed->size() == 1);
+  if (begin) REQUIRE(*dying->BeginAttempt(claimed->front().sequence) == 1);
+}
+
+// The replica that claims what ClaimAndDie left, once its lease lapses: "fetch" jobs run
+// `handler` under `retry`; Recover called.
+std::unique_ptr<Scheduler> Survivor(const testing::PostgresServer& server, DurableHandler handler,
+                                    const RetryPolicy& retry) {
   SchedulerOptions o;
   o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"survivor"}));
   o.fleet.claim_interval = Seconds(0.05);
   o.runtime.warn = [](std::string_view) {};
   auto survivor = *Scheduler::Create(o);
   REQUIRE(survivor->RegisterType("fetch", testing::Type(2, 1)).ok());
-  REQUIRE(survivor
-              ->RegisterDurable("fetch",
-                                [&](const DurableJob&, const Context&) {
-                                  ++runs;
-                                  return absl::OkStatus();
-                                },
-                                {.max_attempts = 1})
-              .ok());
+  REQUIRE(survivor->RegisterDurable("fetch", std::move(handler), retry).ok());
   REQUIRE(survivor->Recover().ok());
+  return survivor;
+}
+
+// A replica that dies during a job's last allowed attempt leaves it claimed with that attempt
+// begun; the replica that claims it once the lease lapses moves it to the dead jobs, with an
+// error saying the attempt was interrupted, and does not run it again (a payload that kills its
+// process must not loop through the fleet).
+TEST_CASE("PostgresStore.AJobWhoseLastAttemptWasCutShortOnADeadReplicaIsDeadNotRunAgain") {
+  testing::PostgresServer server;
+  ClaimAndDie(server, /*begin=*/true);
+  std::atomic<int> runs{0};
+  auto survivor = Survivor(server,
+                           [&](const DurableJob&, const Context&) {
+                             ++runs;
+                             return absl::OkStatus();
+                           },
+                           {.max_attempts = 1});
   auto store = *OpenPostgresStore(server.conninfo());
   REQUIRE(testing::Eventually([&] { return store->DeadJobs()->size() == 1; }));
   CHECK(runs == 0);
@@ -1225,32 +1235,14 @@ TEST_CASE("PostgresStore.AJobWhoseLastAttemptWasCutShortOnADeadReplicaIsDeadNotR
 // leaves that attempt counted, and the next replica runs the job with the next attempt number.
 TEST_CASE("PostgresStore.AJobClaimedByAReplicaThatDiedBeforeBeginningItCountsThatAttempt") {
   testing::PostgresServer server;
-  {
-    auto dying = *OpenPostgresStore(server.conninfo(), {"dying"});
-    StoredJob job;
-    job.type = "fetch";
-    job.id = "repo";
-    REQUIRE(dying->AddJob(job).ok());
-    auto claimed = dying->ClaimJobs({{"fetch", 1}}, 1, /*lease_seconds=*/0.05);
-    REQUIRE(claimed.ok());
-    REQUIRE(claimed->size() == 1);
-  }  // gone without beginning it, giving it back or renewing its lease
+  ClaimAndDie(server, /*begin=*/false);
   testing::Log ran;
-  SchedulerOptions o;
-  o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"survivor"}));
-  o.fleet.claim_interval = Seconds(0.05);
-  o.runtime.warn = [](std::string_view) {};
-  auto survivor = *Scheduler::Create(o);
-  REQUIRE(survivor->RegisterType("fetch", testing::Type(2, 1)).ok());
-  REQUIRE(survivor
-              ->RegisterDurable("fetch",
-                                [&](const DurableJob& job, const Context&) {
-                                  ran.Add(std::to_string(job.attempt));
-                                  return absl::OkStatus();
-                                },
-                                {.max_attempts = 2})
-              .ok());
-  REQUIRE(survivor->Recover().ok());
+  auto survivor = Survivor(server,
+                           [&](const DurableJob& job, const Context&) {
+                             ran.Add(std::to_string(job.attempt));
+                             return absl::OkStatus();
+                           },
+                           {.max_attempts = 2});
   REQUIRE(testing::Eventually([&] { return ran.entries().size() == 1; }));
   CHECK(ran.entries() == std::vector<std::string>{"2"});
   REQUIRE(survivor->Shutdown(Context::Background()).ok());
@@ -1261,9 +1253,9 @@ TEST_CASE("PostgresStore.AJobClaimedByAReplicaThatDiedBeforeBeginningItCountsTha
 // runs `after_claim` right after the first claim that took jobs, before the replica queues them:
 // what happens when something changes while a claim is under way. It records how many jobs each
 // claim asked for, and can make every claim take `claim_delay` longer.
-class ClaimHookStore final : public SharedStore {
+class ClaimHookStore final : public testing::ForwardingSharedStore {
  public:
-  explicit ClaimHookStore(std::shared_ptr<SharedStore> inner) : inner_(std::move(inner)) {}
+  using ForwardingSharedStore::ForwardingSharedStore;
   void Arm(std::function<void()> after_claim) {
     std::lock_guard lock(mutex_);
     after_claim_ = std::move(after_claim);
@@ -1290,46 +1282,8 @@ class ClaimHookStore final : public SharedStore {
     if (hook) hook();
     return claimed;
   }
-  StatusOr<std::uint64_t> AddJob(const StoredJob& job) override { return inner_->AddJob(job); }
-  StatusOr<std::vector<std::uint64_t>> AddJobs(const std::vector<StoredJob>& jobs) override {
-    return inner_->AddJobs(jobs);
-  }
-  StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) override {
-    return inner_->BeginAttempt(sequence);
-  }
-  Status RemoveJob(std::uint64_t sequence) override { return inner_->RemoveJob(sequence); }
-  Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) override {
-    return inner_->DeferJob(sequence, not_before, error);
-  }
-  Status KillJob(std::uint64_t sequence, std::string_view error) override {
-    return inner_->KillJob(sequence, error);
-  }
-  StatusOr<std::vector<StoredJob>> LiveJobs() override { return inner_->LiveJobs(); }
-  StatusOr<std::vector<StoredJob>> DeadJobs() override { return inner_->DeadJobs(); }
-  Status SaveLearned(const LearnedState& changed, double forget_estimates_before,
-                     double forget_keys_before) override {
-    return inner_->SaveLearned(changed, forget_estimates_before, forget_keys_before);
-  }
-  StatusOr<LearnedState> LoadLearned() override { return inner_->LoadLearned(); }
-  StatusOr<std::size_t> RenewLeases(double lease_seconds) override {
-    return inner_->RenewLeases(lease_seconds);
-  }
-  Status ReleaseJob(std::uint64_t sequence) override { return inner_->ReleaseJob(sequence); }
-  StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id, int limit,
-                                          double lease_seconds) override {
-    return inner_->AcquireResource(group, id, limit, lease_seconds);
-  }
-  Status ReleaseResource(std::string_view group, std::string_view id,
-                         std::uint64_t token) override {
-    return inner_->ReleaseResource(group, id, token);
-  }
-  StatusOr<std::vector<SavedKey>> ShareKeyCosts(const std::vector<SavedKey>& charged,
-                                                const std::vector<std::string>& keys) override {
-    return inner_->ShareKeyCosts(charged, keys);
-  }
 
  private:
-  std::shared_ptr<SharedStore> inner_;
   std::mutex mutex_;
   std::function<void()> after_claim_;
   std::vector<std::size_t> asked_;

@@ -1,0 +1,86 @@
+// Stores that pass every call to another store (a real SQLite or PostgreSQL one): a test derives
+// from one and overrides the calls it watches or holds up.
+#ifndef FAIRGATE_TESTS_FORWARDING_STORE_H_
+#define FAIRGATE_TESTS_FORWARDING_STORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "fairgate/status.h"
+#include "fairgate/store.h"
+
+namespace fairgate::testing {
+
+// Every call of Store, on `Base` (Store or SharedStore), passed to `inner_`.
+template <typename Base>
+class Forwarding : public Base {
+ public:
+  explicit Forwarding(std::shared_ptr<Base> inner) : inner_(std::move(inner)) {}
+
+  StatusOr<std::uint64_t> AddJob(const StoredJob& job) override { return inner_->AddJob(job); }
+  StatusOr<std::vector<std::uint64_t>> AddJobs(const std::vector<StoredJob>& jobs) override {
+    return inner_->AddJobs(jobs);
+  }
+  StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) override {
+    return inner_->BeginAttempt(sequence);
+  }
+  Status RemoveJob(std::uint64_t sequence) override { return inner_->RemoveJob(sequence); }
+  StatusOr<std::vector<Status>> RemoveJobs(const std::vector<std::uint64_t>& sequences) override {
+    return inner_->RemoveJobs(sequences);
+  }
+  Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) override {
+    return inner_->DeferJob(sequence, not_before, error);
+  }
+  Status KillJob(std::uint64_t sequence, std::string_view error) override {
+    return inner_->KillJob(sequence, error);
+  }
+  StatusOr<std::vector<StoredJob>> LiveJobs() override { return inner_->LiveJobs(); }
+  StatusOr<std::vector<StoredJob>> DeadJobs() override { return inner_->DeadJobs(); }
+  Status SaveLearned(const LearnedState& changed, double forget_estimates_before,
+                     double forget_keys_before) override {
+    return inner_->SaveLearned(changed, forget_estimates_before, forget_keys_before);
+  }
+  StatusOr<LearnedState> LoadLearned() override { return inner_->LoadLearned(); }
+
+ protected:
+  std::shared_ptr<Base> inner_;
+};
+
+using ForwardingStore = Forwarding<Store>;
+
+// And every call SharedStore adds but WaitForJobs, which keeps SharedStore's default
+// (Unimplemented): replicas on this store claim every claim_interval, not when notified.
+class ForwardingSharedStore : public Forwarding<SharedStore> {
+ public:
+  using Forwarding<SharedStore>::Forwarding;
+
+  StatusOr<std::vector<StoredJob>> ClaimJobs(const std::vector<ClaimableType>& types,
+                                             std::size_t max_jobs, double lease_seconds) override {
+    return inner_->ClaimJobs(types, max_jobs, lease_seconds);
+  }
+  StatusOr<std::size_t> RenewLeases(double lease_seconds) override {
+    return inner_->RenewLeases(lease_seconds);
+  }
+  Status ReleaseJob(std::uint64_t sequence) override { return inner_->ReleaseJob(sequence); }
+  StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id, int limit,
+                                          double lease_seconds) override {
+    return inner_->AcquireResource(group, id, limit, lease_seconds);
+  }
+  Status ReleaseResource(std::string_view group, std::string_view id,
+                         std::uint64_t token) override {
+    return inner_->ReleaseResource(group, id, token);
+  }
+  StatusOr<std::vector<SavedKey>> ShareKeyCosts(const std::vector<SavedKey>& charged,
+                                                const std::vector<std::string>& keys) override {
+    return inner_->ShareKeyCosts(charged, keys);
+  }
+};
+
+}  // namespace fairgate::testing
+
+#endif  // FAIRGATE_TESTS_FORWARDING_STORE_H_
