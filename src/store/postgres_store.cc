@@ -489,9 +489,9 @@ class PostgresStore final : public SharedStore {
          {absl::StrCat("{", absl::StrJoin(tokens, ","), "}")},  // NULL unquoted: no token
          {TextArray(resources)}},
         "remove durable jobs");
-    std::lock_guard state(state_mutex_);
     if (!r.ok()) {
       // Not renewed from now on, as a failed RemoveJob's; a later try gives the leases back.
+      std::lock_guard state(state_mutex_);
       for (std::uint64_t sequence : sequences) {
         if (auto it = tokens_.find(sequence); it != tokens_.end()) it->second.renew = false;
       }
@@ -518,6 +518,7 @@ class PostgresStore final : public SharedStore {
         stored.insert(std::strtoull(PQgetvalue(found->get(), i, 0), nullptr, 10));
       }
     }
+    std::lock_guard state(state_mutex_);
     for (std::size_t i = 0; i < sequences.size(); ++i) {
       const std::uint64_t sequence = sequences[i];
       auto it = tokens_.find(sequence);
@@ -532,9 +533,7 @@ class PostgresStore final : public SharedStore {
         if (it != tokens_.end()) tokens_.erase(it);
         continue;
       }
-      removed[i] =
-          absl::AbortedError(absl::StrCat("PostgreSQL: cannot remove durable job ", sequence,
-                                          ": replica ", replica_, " no longer holds its lease"));
+      removed[i] = LeaseLost("remove", sequence);
       if (it != tokens_.end()) {
         it->second.renew = false;
         it->second.resources.clear();  // given back with the batch
@@ -1138,6 +1137,11 @@ class PostgresStore final : public SharedStore {
     if (PQntuples(r->get()) == 0 && !Holds(sequence)) {
       return absl::NotFoundError(absl::StrCat("durable job ", sequence, " is not stored"));
     }
+    return LeaseLost(what, sequence);
+  }
+
+  // The refusal of `what` ("remove", "defer", ...) done to a job whose lease this replica lost.
+  Status LeaseLost(const char* what, std::uint64_t sequence) const {
     return absl::AbortedError(absl::StrCat("PostgreSQL: cannot ", what, " durable job ", sequence,
                                            ": replica ", replica_, " no longer holds its lease"));
   }
