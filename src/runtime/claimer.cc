@@ -81,6 +81,16 @@ void Claimer::Stop() {
 
 StatusOr<std::size_t> Claimer::ClaimNow() {
   std::lock_guard claim_lock(claim_mutex_);
+  return Claim();
+}
+
+StatusOr<std::size_t> Claimer::OpenAndClaim(const std::function<void()>& open) {
+  std::lock_guard claim_lock(claim_mutex_);
+  open();
+  return Claim();
+}
+
+StatusOr<std::size_t> Claimer::Claim() {
   std::size_t room = 0;
   std::uint64_t finished_before = 0;
   {

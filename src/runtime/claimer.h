@@ -54,6 +54,9 @@ class Claimer {
   // Claims once on the caller's thread: how many jobs it claimed, or the store's status (the
   // failure is counted).
   StatusOr<std::size_t> ClaimNow();
+  // Runs `open` (what makes jobs claimable: the end of Recover), then claims as ClaimNow does,
+  // with no claim of the thread in between: the jobs due at the opening are this claim's.
+  StatusOr<std::size_t> OpenAndClaim(const std::function<void()>& open);
   // Claims as soon as the thread can (a job was stored here, or one finished).
   void Poke();
   // Claimed jobs (`jobs` of them) are finished or were given back: that many fewer held. With
@@ -66,6 +69,7 @@ class Claimer {
  private:
   void Loop();
   void Listen();
+  StatusOr<std::size_t> Claim();  // claim_mutex_ held
 
   StateKeeper& keeper_;
   const Settings settings_;

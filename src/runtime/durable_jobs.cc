@@ -89,14 +89,16 @@ template <typename LoadFailed>
 StatusOr<RecoveryReport> DurableJobs::RecoverShared(LoadFailed& load_failed) {
   StatusOr<std::vector<StoredJob>> dead = keeper_.store().DeadJobs();
   if (!dead.ok()) return load_failed(dead.status());
-  {
-    std::lock_guard lock(mutex_);
-    recovery_ = Recovery::kDone;
-  }
   RecoveryReport report;
   report.dead = dead->size();
-  // A failed first claim is counted; the claimer's thread tries again.
-  if (StatusOr<std::size_t> claimed = claimer_->ClaimNow(); claimed.ok()) report.queued = *claimed;
+  // The claimer's thread may be about to claim (its listener pokes it once it listens): the
+  // first claim after the opening is this one, so that what is due now is reported queued. A
+  // failed first claim is counted; the claimer's thread tries again.
+  const StatusOr<std::size_t> claimed = claimer_->OpenAndClaim([this] {
+    std::lock_guard lock(mutex_);
+    recovery_ = Recovery::kDone;
+  });
+  if (claimed.ok()) report.queued = *claimed;
   return report;
 }
 
