@@ -13,8 +13,15 @@ namespace {
 
 absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-Status CheckTime(double t, absl::string_view what) {
-  if (!std::isfinite(t)) return absl::InvalidArgumentError(absl::StrCat(what, " is not finite"));
+[[gnu::cold, gnu::noinline]] Status NotFinite(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(what, " is not finite"));
+}
+
+// Inlined: every enqueue and completion asks it.
+inline Status CheckTime(double t, absl::string_view what) {
+  if (!std::isfinite(t)) [[unlikely]] {
+    return NotFinite(what);
+  }
   return absl::OkStatus();
 }
 
@@ -533,7 +540,7 @@ Status AdmissionCore::CompleteRunning(JobTicket ticket, double elapsed, double n
   if (job->state != JobState::kRunning) {
     return absl::FailedPreconditionError("the job is pending; only running jobs can complete");
   }
-  if (completed != nullptr) *completed = ViewOf(*job);
+  if (completed != nullptr) ViewInto(*job, *completed);  // in place: no copy
   EndRunning(*job, &elapsed, now);
   return absl::OkStatus();
 }
@@ -952,6 +959,11 @@ std::optional<JobView> AdmissionCore::Describe(JobTicket ticket) const {
 
 JobView AdmissionCore::ViewOf(const Job& job) const {
   JobView view;
+  ViewInto(job, view);
+  return view;
+}
+
+void AdmissionCore::ViewInto(const Job& job, JobView& view) const {
   view.type = job.type->name;
   view.id = job.id;
   view.key = *job.key->name;
@@ -960,9 +972,9 @@ JobView AdmissionCore::ViewOf(const Job& job) const {
   view.arrival = job.arrival;
   view.running = job.state == JobState::kRunning;
   view.effective_priority = view.running ? job.effective_priority : job.lane->tier->priority;
-  if (view.running) view.charge = job.charge;
-  if (view.running && job.worker != 0) view.worker = workers_[job.worker - 1]->name;
-  return view;
+  view.charge = view.running ? job.charge : 0;
+  view.worker = view.running && job.worker != 0 ? std::string_view(workers_[job.worker - 1]->name)
+                                                : std::string_view();
 }
 
 LaneSet& AdmissionCore::SetFor(TypeState& type, TierState& tier) {

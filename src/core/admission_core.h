@@ -359,6 +359,7 @@ class AdmissionCore {
   explicit AdmissionCore(const SchedulerOptions& options);
 
   JobView ViewOf(const Job& job) const;
+  void ViewInto(const Job& job, JobView& view) const;  // ViewOf, written into `view`
   // Complete, describing the job into `completed` first when it is not null.
   Status CompleteRunning(JobTicket ticket, double elapsed, double now, JobView* completed);
   Status CheckJoinPoints() const;  // part of CheckInvariants
