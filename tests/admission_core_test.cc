@@ -137,6 +137,69 @@ TEST_CASE("Core.Order.HigherTierFirstThenLeastChargedKeyThenArrival") {
   CHECK(core->AccumulatedCost("light") == 1.0);
 }
 
+// Types whose own cap cannot hold a job back before their tier's (one slot a job, a cap at least
+// the tier's) keep one lane per key together (src/core/README.md). That changes no decision: a
+// paused one is passed over, and so is every type once workers make their room per type.
+TEST_CASE("Core.Order.TypesSharingTheirTiersLanesKeepTheOrderThroughAPauseAndTheFirstWorker") {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.rule.max_concurrency = 1;
+  auto core = MakeCore(options);
+  REQUIRE(core->RegisterType("clone", Type(3, 3)).ok());    // shares tier 3's lanes
+  REQUIRE(core->RegisterType("archive", Type(3, 3)).ok());  // shares them too
+  REQUIRE(core->RegisterType("fetch", Type(3, 1)).ok());    // its cap can bind: lanes of its own
+  Add(*core, "clone", "c1", "a", 1.0, 0);
+  Add(*core, "archive", "r1", "a", 1.0, 1);
+  Add(*core, "clone", "c2", "a", 1.0, 2);
+  Add(*core, "fetch", "f1", "b", 5.0, 3);
+  Add(*core, "archive", "r2", "b", 1.0, 4);
+  auto next = [&](double now) {
+    std::optional<Admission> a = core->NextAdmission(now);
+    REQUIRE(a.has_value());
+    REQUIRE(core->Complete(a->ticket, a->charge, now).ok());
+    REQUIRE(core->CheckInvariants().ok());
+    return std::string(a->id);
+  };
+  // The paused clones are passed over, a's archive between them goes; b is charged 5 by f1.
+  REQUIRE(core->PauseType("clone", 5).ok());
+  REQUIRE(core->CheckInvariants().ok());
+  CHECK(next(5) == "r1");  // a (0) before b (0) by arrival: r1 at 1, f1 at 3
+  CHECK(next(5) == "f1");  // a's clones paused: b's fetch (3) before its archive (4)
+  REQUIRE(core->ResumeType("clone", 6).ok());
+  REQUIRE(core->CheckInvariants().ok());
+  CHECK(next(6) == "c1");  // a at 1 before b at 5, c1 its first
+  // Workers from now on: every type in lanes of its own, the order the same.
+  REQUIRE(core->AddWorker("w", WorkerConfig{1, {"clone", "archive", "fetch"}, {}}).ok());
+  REQUIRE(core->CheckInvariants().ok());
+  CHECK(next(7) == "c2");  // a at 2 before b at 5
+  CHECK(next(7) == "r2");
+  CHECK_FALSE(core->NextAdmission(7).has_value());
+}
+
+// A key at its max_running is passed over queue by queue: one per type, or one for all the types
+// that share their tier's lanes (fairgate/evidence.h, skipped_key_limit).
+TEST_CASE("Core.KeyLimit.AKeyAtItsLimitIsCountedOnceForTheTypesThatShareItsLane") {
+  for (const bool share : {true, false}) {
+    CAPTURE(share);
+    SchedulerOptions options = SchedulerOptions::Seed();
+    options.rule.max_concurrency = 4;
+    auto core = MakeCore(options);
+    const int cap = share ? 4 : 2;  // at least the tier's cap (4) shares, 2 does not
+    REQUIRE(core->RegisterType("clone", Type(4, cap)).ok());
+    REQUIRE(core->RegisterType("archive", Type(4, cap)).ok());
+    REQUIRE(core->SetKeyLimits("a", KeyLimits{.max_running = 1}).ok());
+    Add(*core, "clone", "c1", "a", 1.0, 0);
+    REQUIRE(AdmitAll(*core, 0) == Names{"clone/c1/a"});
+    Add(*core, "clone", "c2", "a", 1.0, 1);
+    Add(*core, "archive", "r1", "a", 1.0, 1);
+    Add(*core, "clone", "c3", "b", 1.0, 2);
+    std::optional<Admission> admitted = core->NextAdmission(2);
+    REQUIRE(admitted.has_value());
+    CHECK(admitted->id == "c3");
+    CHECK(admitted->skipped.key_limit == (share ? 1 : 2));
+    CHECK(core->CheckInvariants().ok());
+  }
+}
+
 TEST_CASE("Core.Conflict.SameIdSameGroupNeverOverlap") {
   auto core = MakeCore();
   REQUIRE(core->RegisterType("clone", Type(8, 8, "git")).ok());

@@ -138,6 +138,7 @@ Status AdmissionCore::RegisterType(std::string_view name, const JobTypeConfig& c
   }
   type->tier = tier_it->get();
   type->tier->types.push_back(type.get());
+  if (Shares(*type)) type->home = &type->tier->shared;
   types_by_name_.emplace(type->name, type.get());
   types_.push_back(std::move(type));
   if (workers_in_use_) RebuildWorkerIndex();
@@ -376,7 +377,7 @@ Job* AdmissionCore::PickReserved(double now, WorkerState*& worker) {
 
 Job* AdmissionCore::FrontOfType(TypeState& type) {
   for (auto& tier : tiers_) {
-    if (tier.get() == type.tier) return FrontOf(type.lanes);
+    if (tier.get() == type.tier) return FrontOf(*type.home);
     if (tier->aged_in == 0) continue;
     for (auto& group : tier->aged) {
       if (group->type != &type) continue;
@@ -440,8 +441,13 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
       if (tier->slots.Full()) {  // no type of the tier fits (each takes a slot at least)
         ++skipped.tier_cap;
       } else {
+        // The sharing types' set: nothing but the tier's cap and the global one, both with
+        // room here, can hold its jobs back (Shares).
+        if (!tier->shared.empty()) consider(tier->shared);
         for (TypeState* type : tier->types) {
-          if (TypeFits(*type, type->lanes, skipped)) consider(type->lanes);
+          if (type->home == &type->lanes && TypeFits(*type, type->lanes, skipped)) {
+            consider(type->lanes);
+          }
         }
       }
     }
@@ -690,6 +696,7 @@ Status AdmissionCore::SetTypePaused(std::string_view name, bool paused, double n
   TypeState& type = *it->second;
   ChangePause(
       now, [&](const Job& job) { return job.type == &type; }, [&] { type.paused = paused; });
+  Rehome(type);  // a paused type's jobs wait in lanes of their own
   return absl::OkStatus();
 }
 
@@ -978,7 +985,7 @@ void AdmissionCore::ViewInto(const Job& job, JobView& view) const {
 }
 
 LaneSet& AdmissionCore::SetFor(TypeState& type, TierState& tier) {
-  if (&tier == type.tier) return type.lanes;
+  if (&tier == type.tier) return *type.home;
   auto group = std::find_if(tier.aged.begin(), tier.aged.end(),
                             [&](const auto& g) { return g->type == &type; });
   if (group == tier.aged.end()) {
@@ -992,7 +999,7 @@ LaneSet& AdmissionCore::SetFor(TypeState& type, TierState& tier) {
 Lane& AdmissionCore::LaneFor(KeyState& key, TypeState& type, TierState& tier, Resource* parked_on) {
   // A lane's set names its type, tier and resource: the walk compares sets only, which are in
   // the lanes' first 64 bytes.
-  LaneSet& home = &tier == type.tier ? type.lanes : SetFor(type, tier);
+  LaneSet& home = &tier == type.tier ? *type.home : SetFor(type, tier);
   WaitGroup* group = parked_on != nullptr ? &GroupFor(*parked_on, home) : nullptr;
   LaneSet* set = group != nullptr ? &group->lanes : &home;
   for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
@@ -1116,6 +1123,24 @@ bool AdmissionCore::MoveLane(Lane& lane, const AdmissionOrder& order) {
   lane.order = order;
   lane.set->Relink(lane);
   return true;
+}
+
+void AdmissionCore::Rehome(TypeState& type) {
+  LaneSet* home = Shares(type) ? &type.tier->shared : &type.lanes;
+  if (type.home == home) return;
+  std::vector<Job*> moved;  // its pending jobs in its own tier: in lanes of the old home
+  for (Job& job : jobs_) {
+    if ((job.state == JobState::kReady || job.state == JobState::kParked) && job.type == &type &&
+        job.lane->tier == type.tier) {
+      moved.push_back(&job);
+    }
+  }
+  type.home = home;
+  // Each keeps its place; a parked one stays parked, in its resource's wait group of the new home.
+  for (Job* job : moved) {
+    Resource* parked_on = job->state == JobState::kParked ? job->resource : nullptr;
+    MoveToLane(*job, LaneFor(*job->key, type, *type.tier, parked_on));
+  }
 }
 
 void AdmissionCore::SyncProxies(Resource& resource) {

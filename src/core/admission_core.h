@@ -366,8 +366,21 @@ class AdmissionCore {
   // Part of CheckInvariants, with what the running jobs hold of each constraint.
   Status CheckWorkers(const absl::flat_hash_map<const Usage*, std::int64_t>& held_by) const;
   static JobTicket TicketOf(const Job& job) { return JobTable::TicketOf(job); }
-  // The type's own lane set in its tier, or the aged group's of `tier`.
+  // The type's home set in its own tier (TypeState::home), or the aged group's of `tier`.
   LaneSet& SetFor(TypeState& type, TierState& tier);
+  // Whether the type shares its tier's lanes (TierState::shared): while nothing but its tier's
+  // and the global cap can hold its jobs back in a decision, which Pick checks before the sets.
+  // That is: one slot per job, a max_concurrency at least its tier's cap (its running jobs fill
+  // the tier before they reach it), not paused and no workers declared (a worker's room is per
+  // type). Sharing changes no decision: a key's one lane is ordered by the first of its jobs of
+  // the sharing types, as the first of its per-type lanes would be.
+  bool Shares(const TypeState& type) const {
+    return !workers_in_use_ && !type.paused && type.config.slots == 1 &&
+           type.config.max_concurrency >= type.config.priority;
+  }
+  // Moves the type's pending jobs in its own tier to the lanes of the home Shares now gives it,
+  // if that changed (a pause, a resume, the first worker): O(job slots), as a pause with aging.
+  void Rehome(TypeState& type);
   // The key's home lane for (type, tier), or with `parked_on` its parked lane for that resource.
   Lane& LaneFor(KeyState& key, TypeState& type, TierState& tier, Resource* parked_on = nullptr);
   WaitGroup& GroupFor(Resource& resource, LaneSet& home);

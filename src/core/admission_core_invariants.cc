@@ -15,6 +15,22 @@ Status Broken(std::string what) {
   return absl::InternalError(absl::StrCat("core invariant broken: ", what));
 }
 
+// The home set a lane belongs to: its own set, or a parked lane's group's home.
+const LaneSet* HomeOf(const Lane& lane) {
+  return lane.group != nullptr ? lane.group->proxy.set : lane.set;
+}
+
+// The home set a pending job's lane must belong to: its type's home in its own tier (its own
+// lanes, or the tier's shared ones), else the aged group's of the tier it aged into.
+const LaneSet* HomeFor(const Job& job) {
+  const TierState& tier = *job.lane->tier;
+  if (&tier == job.type->tier) return job.type->home;
+  for (const auto& group : tier.aged) {
+    if (group->type == job.type) return &group->lanes;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 Status AdmissionCore::CheckInvariants() const {
@@ -53,7 +69,7 @@ Status AdmissionCore::CheckInvariants() const {
     ++pending;
     ++by_type[job.type];
     ++by_key[job.key];
-    if (job.lane == nullptr || job.lane->key != job.key || job.lane->type != job.type) {
+    if (job.lane == nullptr || job.lane->key != job.key || HomeOf(*job.lane) != HomeFor(job)) {
       return Broken(absl::StrCat("pending job ", job.seq, " is not in its key's lane of its type"));
     }
     ++by_lane[job.lane];
@@ -111,6 +127,10 @@ Status AdmissionCore::CheckInvariants() const {
   for (const auto& tier : tiers_) {
     std::int64_t tier_pending = 0;
     for (const TypeState* type : tier->types) {
+      if (type->home != (Shares(*type) ? &tier->shared : &type->lanes) ||
+          (type->home != &type->lanes && !type->lanes.empty())) {
+        return Broken(absl::StrCat("type ", type->name, "'s lanes are not where it shares or not"));
+      }
       if (holds_wrongly(type->running, false) || type->pending != by_type[type] ||
           type->running.limit() != type->config.max_concurrency) {
         return Broken(absl::StrCat("type ", type->name, " counts ", type->running.used(), "/",
@@ -133,6 +153,9 @@ Status AdmissionCore::CheckInvariants() const {
   for (const auto& tier : tiers_) {
     for (const TypeState* type : tier->types) {
       if (!type->lanes.valid()) return Broken(absl::StrCat("type ", type->name, "'s lane heap"));
+    }
+    if (!tier->shared.valid()) {
+      return Broken(absl::StrCat("the shared lane heap of tier ", tier->priority));
     }
     for (const auto& group : tier->aged) {
       if (!group->lanes.valid()) {
@@ -236,6 +259,10 @@ Status AdmissionCore::CheckInvariants() const {
       if (type->lanes.size() != linked[&type->lanes]) {
         return Broken(absl::StrCat("type ", type->name, "'s lane set has unlinked lanes"));
       }
+    }
+    if (tier->shared.size() != linked[&tier->shared]) {
+      return Broken(
+          absl::StrCat("the shared lane set of tier ", tier->priority, " has unlinked lanes"));
     }
     for (const auto& group : tier->aged) {
       if (group->lanes.size() != linked[&group->lanes]) {

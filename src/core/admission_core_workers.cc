@@ -53,7 +53,11 @@ Status AdmissionCore::AddWorker(std::string_view name, const WorkerConfig& confi
   worker->slots.set_limit(config.slots);
   workers_by_name_.emplace(worker->name, worker.get());
   *free = std::move(worker);
+  const bool first = !workers_in_use_;
   workers_in_use_ = true;
+  if (first) {  // a worker's room is per type: no type shares its tier's lanes from now on
+    for (const auto& type : types_) Rehome(*type);
+  }
   RebuildWorkerIndex();
   return absl::OkStatus();
 }

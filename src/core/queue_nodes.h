@@ -202,9 +202,10 @@ static_assert(sizeof(LaneEntry) == 48, "a lane's entry: its place and the lane")
 static_assert(sizeof(CompactLaneEntry) == 32, "two compact lane entries to a cache line");
 
 // The jobs of one key and one type in one effective tier (its type's own, or one it aged into):
-// a home lane. A parked lane holds those of them that wait on one full resource, in the
-// resource's wait group. A wait group's proxy is a Lane too, with no key: it stands for the group
-// in the home lane set.
+// a home lane; in its own tier, a type that shares its tier's lanes (TypeState::home) has one
+// lane per key with the other sharing types. A parked lane holds those of them that wait on one
+// full resource, in the resource's wait group. A wait group's proxy is a Lane too, with no key: it
+// stands for the group in the home lane set.
 //
 // A key's lanes are visited in turn at each charge of the key (Rekey) and at each enqueue
 // (LaneFor), a cache miss each at large backlogs: what those visits read (the next lane, the set
@@ -214,13 +215,13 @@ static_assert(sizeof(CompactLaneEntry) == 32, "two compact lane entries to a cac
 // more than it saved where lanes come and go at each job.
 struct Lane {
   Lane* next_in_key = nullptr;  // the key's next lane (home and parked)
-  LaneSet* set = nullptr;  // the type's own lanes or the aged group's; a parked lane: its group's
+  LaneSet* set = nullptr;  // its type's home set or the aged group's; a parked lane: its group's
   WaitGroup* group = nullptr;    // a parked lane's or a proxy's group; null for a home lane
   AdmissionOrder order;          // its place in `set`, while linked
   std::uint32_t heap_index = 0;  // its entry's position in `set`'s heap, while linked
   std::int32_t pending = 0;
-  KeyState* key = nullptr;  // null for a proxy
-  TypeState* type = nullptr;
+  KeyState* key = nullptr;    // null for a proxy
+  TypeState* type = nullptr;  // in a tier's shared set: the type of the job that made it
   TierState* tier = nullptr;  // the effective tier
   LaneJobs ready;             // its jobs, by their place (parked ones too, in a parked lane)
   bool linked = false;        // linked while `ready` is not empty and the key is admissible (a
@@ -380,6 +381,9 @@ struct TypeState {
   std::int64_t pending = 0;
   bool paused = false;  // PauseType: none of its jobs is admitted (Blocker::kTypePaused), none ages
   LaneSet lanes;
+  // Where its lanes in its own tier are: `lanes`, or its tier's `shared` set while it shares
+  // (AdmissionCore::Shares: only a type whose own cap cannot hold a job back in a decision).
+  LaneSet* home = &lanes;
   JoinPoints join_points;  // none unless it coalesces
   // With workers: those that serve it, most specialised first (fewest types served, then the
   // one added first), and how many of them have room for one of its jobs.
@@ -421,6 +425,9 @@ struct TierState {
   std::vector<TypeState*> types;
   std::vector<std::unique_ptr<AgedGroup>> aged;  // one per lower type that aged in, ever
   PresenceSet keys_by_acc;  // keys with pending jobs here; only with idle catch-up
+  // The lanes of the types that share (TypeState::home): one per key for all of them, so that a
+  // charge moves one lane here instead of one per type.
+  LaneSet shared;
 };
 
 // One (conflict group, job id): at most `limit` of its jobs run at a time.
