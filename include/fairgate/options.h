@@ -166,7 +166,8 @@ struct FleetOptions {
   Seconds claim_interval{1.0};
   // How many durable jobs a replica holds at most, claimed and not yet finished. 0: as many as
   // it can start soon, from 2 x rule.max_concurrency up to 64 x: twice its slots, plus eight
-  // times the jobs that finished during its last claim's round trip, so that short jobs are
+  // times the jobs that finished during its last claim's round trip (twice as many as before
+  // when it ran dry waiting for a claim that took all it asked for), so that short jobs are
   // claimed many at a time (a claim's cost is mostly per claim) and long ones are not hoarded. A
   // claim counts an attempt of each job it takes (fairgate/durable.h). >= 0.
   int max_claimed = 0;

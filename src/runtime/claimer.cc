@@ -93,10 +93,12 @@ StatusOr<std::size_t> Claimer::OpenAndClaim(const std::function<void()>& open) {
 StatusOr<std::size_t> Claimer::Claim() {
   std::size_t room = 0;
   std::uint64_t finished_before = 0;
+  bool dry = false;  // nothing held: the workers wait for this claim
   {
     std::lock_guard lock(mutex_);
     room = target_ - std::min(held_, target_);
     finished_before = finished_;
+    dry = held_ == 0;
   }
   if (room == 0) return 0;
   std::vector<ClaimableType> types = types_();
@@ -113,8 +115,12 @@ StatusOr<std::size_t> Claimer::Claim() {
     std::lock_guard lock(mutex_);
     held_ += count;
     const std::uint64_t drained = finished_ - finished_before;
-    target_ = static_cast<std::size_t>(std::clamp<std::uint64_t>(
-        settings_.min_held + 8 * drained, settings_.min_held, settings_.max_held));
+    std::uint64_t target = settings_.min_held + 8 * drained;
+    // Jobs that finish before the next claim begins drain nothing during it: a replica that ran
+    // dry and got all it asked for (more may be waiting) doubles what it holds instead.
+    if (dry && count == room) target = std::max<std::uint64_t>(target, 2 * target_);
+    target_ = static_cast<std::size_t>(
+        std::clamp<std::uint64_t>(target, settings_.min_held, settings_.max_held));
   }
   for (std::size_t i = 0; i < count; ++i) keeper_.Count(StateKeeper::Outcome::kClaimed);
   if (count > 0) queue_(*std::move(claimed));

@@ -31,7 +31,9 @@ class Claimer {
   // How many jobs the replica holds at most, claimed and not yet finished: between min_held and
   // max_held (>= min_held, >= 1), as many as it can start soon: min_held, plus eight times the
   // jobs that finished during the last claim's round trip (enough for that many round trips: a
-  // claim costs the store mostly per claim, not per job). Equal bounds fix it.
+  // claim costs the store mostly per claim, not per job), or twice the last target when the
+  // claim began with nothing held and took all it asked for (its jobs finished before it began).
+  // Equal bounds fix it.
   struct Settings {
     double lease_seconds = 10;
     double claim_interval_seconds = 1;
