@@ -55,11 +55,11 @@ void Claimer::Poke() {
   wake_.notify_one();
 }
 
-void Claimer::Done(bool claim_again, std::size_t jobs) {
+void Claimer::Done(bool claim_again) {
   {
     std::lock_guard lock(mutex_);
-    held_ -= std::min(held_, jobs);
-    finished_ += jobs;
+    if (held_ > 0) --held_;
+    ++finished_;
     // Claims in batches: one claim's round trip for each job freed would take a job or two at a
     // time. Half the target held still keeps the workers busy while the claim is under way.
     if (!claim_again || held_ > target_ / 2) return;
@@ -122,7 +122,7 @@ StatusOr<std::size_t> Claimer::Claim() {
     target_ = static_cast<std::size_t>(
         std::clamp<std::uint64_t>(target, settings_.min_held, settings_.max_held));
   }
-  for (std::size_t i = 0; i < count; ++i) keeper_.Count(StateKeeper::Outcome::kClaimed);
+  keeper_.Count(StateKeeper::Outcome::kClaimed, count);
   if (count > 0) queue_(*std::move(claimed));
   return count;
 }

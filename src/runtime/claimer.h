@@ -61,10 +61,9 @@ class Claimer {
   StatusOr<std::size_t> OpenAndClaim(const std::function<void()>& open);
   // Claims as soon as the thread can (a job was stored here, or one finished).
   void Poke();
-  // Claimed jobs (`jobs` of them) are finished or were given back: that many fewer held. With
-  // `claim_again`, claims as soon as it can (not for a job given back because it could not be
-  // queued: that would spin).
-  void Done(bool claim_again, std::size_t jobs = 1);
+  // A claimed job is finished or was given back: one less held. With `claim_again`, claims as
+  // soon as it can (not for a job given back because it could not be queued: that would spin).
+  void Done(bool claim_again);
   // Stops the thread (idempotent). Leases still held lapse after their time.
   void Stop();
 
