@@ -261,6 +261,158 @@ TEST_CASE("Stress.Runtime.CapsConflictsAndExactlyOnceHoldUnderLoad") {
   CHECK(ran_jobs > 100);
 }
 
+// Parents that a canceller thread cancels and replaces while callers make children of them and
+// wait under those children: what a server does when a client's connection (the parent) goes
+// away while its requests (the children) wait for admission.
+class RotatingParents {
+ public:
+  explicit RotatingParents(int count) {
+    for (int i = 0; i < count; ++i) parents_.push_back(WithCancel(Context::Background()));
+  }
+  ~RotatingParents() {
+    for (auto& parent : parents_) parent.second();
+  }
+  Context Pick(std::uint64_t r) {
+    std::unique_lock lock(mutex_);
+    return parents_[r % parents_.size()].first;
+  }
+  // Cancels parent `r` (its children with it) and puts a fresh one in its place.
+  void Rotate(std::uint64_t r) {
+    std::pair<Context, CancelFunc> fresh = WithCancel(Context::Background());
+    {
+      std::unique_lock lock(mutex_);
+      std::swap(fresh, parents_[r % parents_.size()]);
+    }
+    fresh.second();  // outside the lock: it runs the children's cancellations
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<Context, CancelFunc>> parents_;
+};
+
+// Issue 46: fiber callers hung the whole scheduler when one of them was suspended while it held
+// the scheduler's lock (a woken RunSync caller read its context's error under the lock while the
+// canceller thread held that context's fiber mutex; the thread's next fiber then blocked the
+// thread on the lock, so the holder could never resume). The shape of the client that found it:
+// plain threads and fibers on 1, 2 and 8 threads of their own calling RunSync under children of
+// parents that a canceller thread keeps cancelling, Submit beside them, deadlines, callbacks that
+// touch only atomics. The watchdog turns a hang into a failure; scripts/hang_hunt.sh runs this
+// case many times beside a CPU hog and prints every thread's stack and the lock's owner if one
+// hangs. FAIRGATE_STRESS_SECONDS sets how long each of the three rounds runs (default 1).
+TEST_CASE("Stress.Runtime.FiberCallersUnderRotatingParentCancellationsNeverStopTheScheduler") {
+  const char* env = std::getenv("FAIRGATE_STRESS_SECONDS");
+  const int seconds = env ? std::max(1, std::atoi(env)) : 1;
+  const char* only = std::getenv("FAIRGATE_STRESS_FIBER_THREADS");  // one round, for the script
+  std::vector<int> rounds = {1, 2, 8};
+  if (only != nullptr) rounds = {std::max(1, std::atoi(only))};
+  for (const int fiber_threads : rounds) {
+    CAPTURE(fiber_threads);
+    testing::Watchdog watchdog("rotating parents", std::chrono::seconds(seconds * 10 + 60));
+    SchedulerOptions options = testing::WithPoolUnderTest(SchedulerOptions::Default());
+    options.rule.max_concurrency = kCapacity;
+    options.rule.max_pending_per_key = 500;
+    options.runtime.sweep_interval = Seconds(0.005);
+    options.rule.key_ttl = Seconds(0.05);
+    auto created = Scheduler::Create(options);
+    REQUIRE(created.ok());
+    std::unique_ptr<Scheduler> scheduler = *std::move(created);
+    for (const TypeInfo& t : Types()) REQUIRE(scheduler->RegisterType(t.name, t.config).ok());
+
+    InvariantChecker checker;
+    RotatingParents parents(4);
+    std::atomic<bool> stop{false};
+    std::atomic<long> ran{0}, cancelled{0}, bad{0}, submitted{0}, reported{0};
+
+    auto job = [&](const TypeInfo& type, const std::string& id, int behaviour) {
+      return [&, type, id, behaviour](const Context& ctx) -> Status {
+        checker.Enter(type, id);
+        if (behaviour == 1) internal::YieldToOthers();
+        if (behaviour == 2) ctx.WaitFor(100us);
+        checker.Exit(type, id);
+        return ctx.Err();
+      };
+    };
+    auto sync_loop = [&](std::uint64_t seed) {
+      std::mt19937_64 rng(seed);
+      while (!stop) {
+        const TypeInfo& type = Types()[rng() % Types().size()];
+        const std::string id = "repo" + std::to_string(rng() % 5);
+        const std::string key = "client" + std::to_string(rng() % 8);
+        const Context parent = parents.Pick(rng());
+        std::pair<Context, CancelFunc> ctx =
+            rng() % 4 == 0 ? WithTimeout(parent, std::chrono::microseconds(rng() % 500))
+                           : WithCancel(parent);
+        Status s = scheduler->RunSync(ctx.first, {TypeName(type.name), JobId(id), FairnessKey(key)},
+                                      job(type, id, static_cast<int>(rng() % 3)));
+        ctx.second();
+        if (s.ok()) {
+          ++ran;
+        } else if (s.code() == absl::StatusCode::kCancelled ||
+                   s.code() == absl::StatusCode::kDeadlineExceeded ||
+                   s.code() == absl::StatusCode::kUnavailable ||
+                   s.code() == absl::StatusCode::kResourceExhausted) {
+          ++cancelled;
+        } else {
+          ++bad;
+        }
+      }
+    };
+    auto submit_loop = [&](std::uint64_t seed) {
+      std::mt19937_64 rng(seed);
+      while (!stop) {
+        const TypeInfo& type = Types()[rng() % Types().size()];
+        const std::string id = "repo" + std::to_string(rng() % 5);
+        Status s = scheduler->Submit(
+            {TypeName(type.name), JobId(id), FairnessKey("bg" + std::to_string(rng() % 3))},
+            job(type, id, static_cast<int>(rng() % 3)), [&](const Status&) { ++reported; });
+        if (s.ok()) ++submitted;
+        if (!s.ok()) std::this_thread::sleep_for(200us);  // a full queue: back off
+      }
+    };
+
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 16; ++i) threads.emplace_back([&, i] { sync_loop(100 + i); });
+    for (int i = 0; i < fiber_threads; ++i) {
+      threads.emplace_back([&, i] {
+        if constexpr (internal::kThreadRuntime) {  // the TSan build has no fibers: threads
+          std::vector<std::thread> more;
+          for (int f = 0; f < 8; ++f) more.emplace_back([&, i, f] { sync_loop(1000 + i * 8 + f); });
+          for (auto& t : more) t.join();
+        } else {
+          std::vector<boost::fibers::fiber> fibers;
+          for (int f = 0; f < 8; ++f)
+            fibers.emplace_back([&, i, f] { sync_loop(1000 + i * 8 + f); });
+          for (auto& f : fibers) f.join();
+        }
+      });
+    }
+    for (int i = 0; i < 2; ++i) threads.emplace_back([&, i] { submit_loop(500 + i); });
+    std::thread canceller([&] {
+      std::mt19937_64 rng(7);
+      while (!stop) {
+        parents.Rotate(rng());
+        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+      }
+    });
+
+    std::this_thread::sleep_for(std::chrono::seconds(seconds));
+    stop = true;
+    for (auto& t : threads) t.join();
+    canceller.join();
+    REQUIRE(scheduler->Shutdown(Context::Background()).ok());
+
+    CHECK(checker.violations().empty());
+    for (const std::string& v : checker.violations()) MESSAGE(v);
+    CHECK(bad == 0);
+    CHECK(ran > 0);                // admission was exercised
+    CHECK(cancelled > 0);          // and so were the cancellations
+    CHECK(reported == submitted);  // every accepted Submit was told, after Shutdown returned
+    MESSAGE("fiber threads " << fiber_threads << ": ran " << ran.load() << ", cancelled or refused "
+                             << cancelled.load() << ", submitted " << submitted.load());
+  }
+}
+
 }  // namespace
 }  // namespace fairgate
 

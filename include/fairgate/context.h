@@ -31,12 +31,20 @@
 #include <string_view>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
 
 class Context;
 namespace internal {
+// For clang's thread-safety analysis of fairgate's own code (scripts/thread_safety.sh), nothing
+// for a user to hold: held wherever the runtime holds a scheduler's core lock. Every call that may
+// suspend a fiber excludes it (the methods below among them), because a fiber suspended under
+// that lock stops its whole thread, and with it the scheduler (src/runtime/README.md, "Nothing
+// suspends under the core lock"); the runtime checks the same rule as it runs (runtime/waiting.h).
+class ABSL_LOCKABLE CoreLockCapability {};
+inline CoreLockCapability core_lock;
 class ContextState;
 // A child of `parent` whose FencingToken is `token` (the runtime's, for jobs under a fleet-wide
 // lease).
@@ -53,17 +61,17 @@ class Context {
   static Context Background();
 
   // Whether the context is done (cancelled, or past its deadline).
-  bool Done() const;
+  bool Done() const ABSL_LOCKS_EXCLUDED(internal::core_lock);
   // OK while not done; once done, Cancelled or DeadlineExceeded, or Unavailable for a job's
   // context whose worker was removed (Worker()).
-  Status Err() const;
+  Status Err() const ABSL_LOCKS_EXCLUDED(internal::core_lock);
   // The deadline, if the context or an ancestor has one.
   std::optional<Clock::time_point> Deadline() const;
 
   // Blocks until the context is done. Never returns for Background().
-  void Wait() const;
+  void Wait() const ABSL_LOCKS_EXCLUDED(internal::core_lock);
   // Blocks until the context is done or `timeout` passes; returns Done().
-  bool WaitFor(Clock::duration timeout) const;
+  bool WaitFor(Clock::duration timeout) const ABSL_LOCKS_EXCLUDED(internal::core_lock);
 
   // For fairgate's runtime: the shared state, null for Background().
   const std::shared_ptr<internal::ContextState>& state() const { return state_; }
@@ -95,12 +103,15 @@ class Context {
 using CancelFunc = std::function<void()>;
 
 // A child of `parent` that is also done when the returned function is called.
-std::pair<Context, CancelFunc> WithCancel(const Context& parent);
+std::pair<Context, CancelFunc> WithCancel(const Context& parent)
+    ABSL_LOCKS_EXCLUDED(internal::core_lock);
 // A child of `parent` that is also done at `deadline` (or earlier, by its cancel function).
 std::pair<Context, CancelFunc> WithDeadline(const Context& parent,
-                                            Context::Clock::time_point deadline);
+                                            Context::Clock::time_point deadline)
+    ABSL_LOCKS_EXCLUDED(internal::core_lock);
 // WithDeadline(parent, now + timeout).
-std::pair<Context, CancelFunc> WithTimeout(const Context& parent, Context::Clock::duration timeout);
+std::pair<Context, CancelFunc> WithTimeout(const Context& parent, Context::Clock::duration timeout)
+    ABSL_LOCKS_EXCLUDED(internal::core_lock);
 
 }  // namespace fairgate
 

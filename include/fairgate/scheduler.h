@@ -22,7 +22,9 @@
 // What may suspend a fiber: RunSync (until admitted, then while fn runs), Shutdown and Drain
 // (until quiet), and the destructor. Every other method returns without waiting for anything but
 // the core's lock, which is held only for a decision; that lock is a thread lock, so a fiber
-// that meets it contended blocks its thread for that moment rather than yielding.
+// that meets it contended blocks its thread for that moment rather than yielding. Nothing ever
+// suspends a fiber while that lock is held (a suspended holder would stop the scheduler): the
+// library checks it as it runs and aborts with a message naming the lock if it ever did.
 //
 // Jobs and their functions:
 // - `fn` receives the job's context: RunSync's `ctx`, or for Submit a context that is cancelled

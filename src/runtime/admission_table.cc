@@ -180,6 +180,13 @@ Status AdmissionTable::UnavailableLocked() const {
 Status AdmissionTable::SettleRunSync(const RecordPtr& record, bool decided, const Context& ctx,
                                      bool& run) {
   run = false;
+  // Why the context ended, read before the lock: Err takes the context's fiber mutex, which the
+  // thread that cancelled the context may still hold (it unlinks the context from its parent
+  // after waking this caller). Read under the core lock, that suspended this fiber holding it,
+  // and the scheduler stopped for good (issue 46; runtime/waiting.h). Read even if the job was
+  // admitted meanwhile: it is only used when not.
+  Status err;
+  if (!decided) err = ctx.Err();
   // An admitted caller does not take the lock again to learn that it was: with many threads
   // calling, waiting for that lock again held its slot idle (bench/HISTORY.md).
   std::optional<Locked> lock;
@@ -201,7 +208,6 @@ Status AdmissionTable::SettleRunSync(const RecordPtr& record, bool decided, cons
   }
   // The context ended first: leave the queue, uncharged (the job leaves with its last caller), or
   // stop waiting for the run it joined (which goes on for the others).
-  Status err = ctx.Err();
   if (err.ok()) err = absl::CancelledError("context cancelled");
   MustHold(lock);  // not decided: woken by the context, so the lock was taken above
   if (record->state == JobRecord::State::kPending) {

@@ -227,16 +227,18 @@ class AdmissionTable {
   // intake again, through the Owner); any other call's decision, if there is one, is handed off.
   class ABSL_SCOPED_LOCKABLE Locked {
    public:
-    Locked(AdmissionTable* table, Decision& decision) ABSL_EXCLUSIVE_LOCK_FUNCTION(table->mutex_)
+    Locked(AdmissionTable* table, Decision& decision)
+        ABSL_EXCLUSIVE_LOCK_FUNCTION(table->mutex_, core_lock)
         : table_(table), decision_(&decision) {
       Acquire();
     }
-    explicit Locked(AdmissionTable* table) ABSL_EXCLUSIVE_LOCK_FUNCTION(table->mutex_)
+    explicit Locked(AdmissionTable* table) ABSL_EXCLUSIVE_LOCK_FUNCTION(table->mutex_, core_lock)
         : table_(table) {
       Acquire();
     }
     // A query queues the intake too: what it reads includes the caller's earlier Submits.
-    explicit Locked(const AdmissionTable* table) ABSL_EXCLUSIVE_LOCK_FUNCTION(table->mutex_)
+    explicit Locked(const AdmissionTable* table)
+        ABSL_EXCLUSIVE_LOCK_FUNCTION(table->mutex_, core_lock)
         : Locked(const_cast<AdmissionTable*>(table)) {}
     ~Locked() ABSL_UNLOCK_FUNCTION() { Release(); }
     Locked(const Locked&) = delete;
@@ -246,7 +248,7 @@ class AdmissionTable {
     void Release() ABSL_UNLOCK_FUNCTION();
 
    private:
-    void Acquire() ABSL_EXCLUSIVE_LOCK_FUNCTION(table_->mutex_) {
+    void Acquire() ABSL_EXCLUSIVE_LOCK_FUNCTION(table_->mutex_, core_lock) {
       table_->mutex_.Lock();
       table_->TakeIntakeLocked(*decision_);
     }
@@ -257,51 +259,55 @@ class AdmissionTable {
 
   // What the thread-safety analysis cannot follow through a std::optional<Locked>: that it holds
   // the lock from here on. Aborts when it does not.
-  void MustHold(const std::optional<Locked>& lock) const ABSL_ASSERT_EXCLUSIVE_LOCK(mutex_);
+  void MustHold(const std::optional<Locked>& lock) const
+      ABSL_ASSERT_EXCLUSIVE_LOCK(mutex_, core_lock);
   // Releases the lock, publishing first whether the global cap is full (for CapFull).
-  void UnlockCore() ABSL_UNLOCK_FUNCTION(mutex_);
+  void UnlockCore() ABSL_UNLOCK_FUNCTION(mutex_, core_lock);
   // Queues what the intake holds, oldest first, as Enqueue would have one by one.
-  void TakeIntakeLocked(Decision& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void TakeIntakeLocked(Decision& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
   // Enqueue's work under the lock, at `now`.
   Status EnqueueLocked(const RecordPtr& record, const core::EnqueueRequest& request, double now,
-                       Decision& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+                       Decision& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
   // A call refused before its job was queued, logged: returns `why`.
   Status RejectLocked(const core::EnqueueRequest& request, Status why, double now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
   // Why a call is refused once the scheduler is no longer open.
-  Status UnavailableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Status UnavailableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
   // The time a decision is taken at: `read` (which may have been read before the lock was taken,
   // while another thread decided at a later time) made no earlier than the last decision's. So
   // the decisions' times, as the core, the metrics and the observers see them, never go back, and
   // no job is admitted before it arrived.
-  double MonotonicLocked(double read) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+  double MonotonicLocked(double read) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock) {
     last_decision_time_ = std::max(last_decision_time_, read);
     return last_decision_time_;
   }
   // The clock, read under the lock, for a decision.
-  double LockedNow() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return MonotonicLocked(Now()); }
+  double LockedNow() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock) {
+    return MonotonicLocked(Now());
+  }
   // Whether AdmitLocked(now) would admit, reap and report nothing: the global cap is full or no
   // job is pending, and no expiry or aging step is due or waits to be reported.
-  bool AdmitsNothingLocked(double now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+  bool AdmitsNothingLocked(double now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock) {
     return (core_->full() || core_->pending_jobs() == 0) && !core_->StepDueBy(now) &&
            !log_.PromotionsPending();
   }
   // Admits everything admissible at `now`. Jobs that expired on the way go out in the decision
   // too, refused. Asks the core nothing when it would answer nothing (AdmitsNothingLocked): a
   // drain of the intake into a full pool comes here after every entry it queues.
-  void AdmitLocked(double now, Decision& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void AdmitLocked(double now, Decision& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
   // A job the core admitted at `now`: its record runs, logged, into the decision.
   void TakeAdmissionLocked(const core::Admission& a, double now, Decision& decision)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
   // Takes the expiries and aging steps due by `now` without admitting (for a snapshot): expired
   // jobs wait in unreported_ for the timer. True when some did (wake the timer).
-  bool AdvanceLocked(double now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool AdvanceLocked(double now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
   // The jobs the core expired at their type's max_queue_wait leave the records at once (their
   // slots may be reused by the next enqueue), refused with DeadlineExceeded, into `out`.
-  void ReapExpiredLocked(double now, RecordList& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void ReapExpiredLocked(double now, RecordList& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
   // With FAIRGATE_CHECK_INVARIANTS, the core's invariants after every decision that may have
   // changed them; a broken one is a bug in fairgate: say which, and abort.
-  void CheckInvariantsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void CheckInvariantsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
   // The job `lead` stands for was admitted and other calls share it: the one that runs it becomes
   // the lead, the others wait for its status (kJoined). A RunSync caller still waiting runs its
   // own function (the first to have asked), in its own thread; else a Submit's function: the
@@ -311,16 +317,16 @@ class AdmissionTable {
   // the log); until then the core counts one caller fewer and, if the lead left, the next call
   // to have joined leads.
   void LeaveQueueLocked(const RecordPtr& record, double now, const Status& why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
   // A call that joined a running job stops waiting for it; the run goes on for the others.
-  void LeaveRunLocked(const RecordPtr& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void LeaveRunLocked(const RecordPtr& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
   // A pending job leaves the queue without running, uncharged: told to the core and the log.
   void CancelLocked(JobRecord& record, double now, const Status& why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void ForgetDeadlineLocked(JobRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
+  void ForgetDeadlineLocked(JobRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
   // When the timer must wake for the next queue-wait limit, on its clock.
   std::optional<Context::Clock::time_point> NextExpiryLocked() const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
 
   const SchedulerOptions options_;
   const std::chrono::steady_clock::time_point epoch_;

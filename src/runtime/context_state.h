@@ -21,6 +21,9 @@
 
 namespace fairgate::internal {
 
+// Every method but the accessors takes the state's fiber mutex (WaitMutex), so each may suspend
+// the calling fiber and excludes the core lock (waiting.h); so does the destructor, which unlinks
+// the state from its parent: the last reference to a context is never dropped under that lock.
 class ContextState : public std::enable_shared_from_this<ContextState> {
  public:
   using Clock = Context::Clock;
@@ -31,9 +34,9 @@ class ContextState : public std::enable_shared_from_this<ContextState> {
   ContextState& operator=(const ContextState&) = delete;
 
   // Marks the state done with `reason` (Cancelled) and runs the callbacks; no-op once done.
-  void Cancel(Status reason);
-  bool Done() const;
-  Status Err() const;
+  void Cancel(Status reason) ABSL_LOCKS_EXCLUDED(core_lock);
+  bool Done() const ABSL_LOCKS_EXCLUDED(core_lock);
+  Status Err() const ABSL_LOCKS_EXCLUDED(core_lock);
   const std::optional<Clock::time_point>& deadline() const { return deadline_; }
   // The fencing token of the fleet-wide lease the job under this context holds (0: none); set
   // before the state is shared, inherited by children.
@@ -46,19 +49,19 @@ class ContextState : public std::enable_shared_from_this<ContextState> {
 
   // Runs `callback` once when the state is cancelled (at once, inline, if it already was).
   // Returns an id for RemoveCallback, or 0 if it ran inline. Deadlines do not run callbacks.
-  std::uint64_t AddCallback(std::function<void()> callback);
+  std::uint64_t AddCallback(std::function<void()> callback) ABSL_LOCKS_EXCLUDED(core_lock);
   // Unregisters a callback that has not run yet; harmless for one that has. True when it was
   // still registered (so it will never run); false when it has run, is running, or `id` is 0.
-  bool RemoveCallback(std::uint64_t id);
+  bool RemoveCallback(std::uint64_t id) ABSL_LOCKS_EXCLUDED(core_lock);
 
   // Blocks until done, or until `until` when given; returns Done().
-  bool WaitUntil(std::optional<Clock::time_point> until);
+  bool WaitUntil(std::optional<Clock::time_point> until) ABSL_LOCKS_EXCLUDED(core_lock);
 
   // Links this child to its parent: cancelling the parent cancels it. `this` must already be
   // owned by a shared_ptr.
-  void LinkParent(const std::shared_ptr<ContextState>& parent);
+  void LinkParent(const std::shared_ptr<ContextState>& parent) ABSL_LOCKS_EXCLUDED(core_lock);
   // Undoes LinkParent (at the child's own cancellation, so parents do not collect dead children).
-  void UnlinkParent();
+  void UnlinkParent() ABSL_LOCKS_EXCLUDED(core_lock);
 
  private:
   mutable WaitMutex mutex_;

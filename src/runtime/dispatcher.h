@@ -49,21 +49,21 @@ class Dispatcher final : public AdmissionTable::Owner {
 
   // The one way a decision is acted on: wake the timer if asked, then start the admitted jobs
   // and report the refused ones, in decision order.
-  void Act(const Decision& decision) {
+  void Act(const Decision& decision) ABSL_LOCKS_EXCLUDED(core_lock) {
     if (decision.wake_timer) timer_.Wake();
     Dispatch(decision.admitted);
   }
   // Tells a job that left the queue without running why (its refusal), exactly once.
-  void Refuse(const RecordPtr& record);
+  void Refuse(const RecordPtr& record) ABSL_LOCKS_EXCLUDED(core_lock);
   // Completes a job that ran from `start` to `end` and acts on what that admits. With
   // `keep_background`, the first admitted Submit job is returned instead of posted, for the
   // caller to run.
   RecordPtr Complete(JobRecord& record, double start, double end, const Status& status,
-                     bool keep_background = false);
+                     bool keep_background = false) ABSL_LOCKS_EXCLUDED(core_lock);
   // An Acquire that leaves the queue without a permit: uncharged, told once.
-  void AbandonWaiting(const RecordPtr& record, const Status& why);
+  void AbandonWaiting(const RecordPtr& record, const Status& why) ABSL_LOCKS_EXCLUDED(core_lock);
   // Unregisters an Acquire's context callback; if it had not run, finishes its outstanding count.
-  void DetachContext(JobRecord& record);
+  void DetachContext(JobRecord& record) ABSL_LOCKS_EXCLUDED(core_lock);
 
   // AdmissionTable::Owner.
   void ServeIntake() override;
@@ -72,19 +72,19 @@ class Dispatcher final : public AdmissionTable::Owner {
  private:
   class HeldPermit;
 
-  void Dispatch(const RecordList& admitted);
+  void Dispatch(const RecordList& admitted) ABSL_LOCKS_EXCLUDED(core_lock);
   // Tells a Submit call `status` (its run's, or why it did not run) and finishes it, once.
-  void Report(SubmitCall& call, const Status& status);
+  void Report(SubmitCall& call, const Status& status) ABSL_LOCKS_EXCLUDED(core_lock);
   // Tells the calls that joined a run that ended its status.
-  void TellJoiners(std::vector<RecordPtr>& joiners);
+  void TellJoiners(std::vector<RecordPtr>& joiners) ABSL_LOCKS_EXCLUDED(core_lock);
   // Runs a Submit job on a pool fiber, and the Submit jobs its completion admits after it.
-  void RunBackground(RecordPtr record);
+  void RunBackground(RecordPtr record) ABSL_LOCKS_EXCLUDED(core_lock);
   // Takes the fleet-wide leases a Submit job needs, waiting under `ctx` while they are held
   // elsewhere.
   Status EnterFleet(const JobRecord& record, const Context& ctx, FleetLeases::Held& leases);
   // An admitted Acquire whose type takes fleet-wide leases: takes them on a pool fiber, then
   // delivers a permit that holds them.
-  void AdmitWithLeases(const RecordPtr& record);
+  void AdmitWithLeases(const RecordPtr& record) ABSL_LOCKS_EXCLUDED(core_lock);
 
   AdmissionTable& table_;
   WorkerPool& pool_;

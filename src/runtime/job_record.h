@@ -131,6 +131,10 @@ struct JobRecord {
   // A record of the kind `C` (RunSyncCall, SubmitCall or AcquireCall), for good.
   template <typename C>
   explicit JobRecord(std::in_place_type_t<C> kind) : kind_(KindOf<C>()), call(kind) {}
+  // A record holds the caller's function, callback and context: destroying it runs their
+  // destructors (user code, and a context's unlinking from its parent, which takes a fiber
+  // mutex), so its last reference is never dropped under the core lock (waiting.h). Checked.
+  ~JobRecord() { CheckMaySuspend("the destruction of a job record"); }
   JobRecord(const JobRecord&) = delete;
   JobRecord& operator=(const JobRecord&) = delete;
 
@@ -180,7 +184,7 @@ struct JobRecord {
 // Wakes a RunSync caller. `decided`: its state was set (under the scheduler's lock) to one that
 // nothing but the caller changes any more (kRunning, kCancelled, kFinished), so the caller may
 // read it without taking that lock again.
-inline void Signal(JobRecord& record, bool decided) {
+inline void Signal(JobRecord& record, bool decided) ABSL_LOCKS_EXCLUDED(core_lock) {
   RunSyncCall& call = record.run_sync();
   {
     std::unique_lock lock(call.wake_mutex);
@@ -192,7 +196,8 @@ inline void Signal(JobRecord& record, bool decided) {
 
 // Runs user code at the edge: an exception becomes a status. Nothing suspends inside a catch
 // block (exception state is per thread in this Boost.Fiber).
-inline Status Invoke(const Scheduler::JobFn& fn, const Context& ctx) {
+inline Status Invoke(const Scheduler::JobFn& fn, const Context& ctx)
+    ABSL_LOCKS_EXCLUDED(core_lock) {
   std::string error;
   try {
     return fn(ctx);
@@ -205,7 +210,8 @@ inline Status Invoke(const Scheduler::JobFn& fn, const Context& ctx) {
   return absl::InternalError(absl::StrCat("job function threw: ", error));
 }
 
-inline void InvokeDone(const Scheduler::DoneCallback& done, const Status& status) {
+inline void InvokeDone(const Scheduler::DoneCallback& done, const Status& status)
+    ABSL_LOCKS_EXCLUDED(core_lock) {
   if (!done) return;
   try {
     done(status);
@@ -215,7 +221,8 @@ inline void InvokeDone(const Scheduler::DoneCallback& done, const Status& status
 }
 
 // Calls an Acquire callback once, and lets go of what it holds.
-inline void InvokeAdmitted(JobRecord& record, StatusOr<Permit> result) {
+inline void InvokeAdmitted(JobRecord& record, StatusOr<Permit> result)
+    ABSL_LOCKS_EXCLUDED(core_lock) {
   AcquireCall& call = record.acquire();
   Scheduler::PermitCallback callback = std::move(call.on_admitted);
   call.on_admitted = nullptr;

@@ -41,7 +41,7 @@ class OutstandingCount {
 
   // Stops counting the scheduler itself (once), then waits until no accepted call is
   // outstanding (OK) or `ctx` is done (its error).
-  Status WaitQuiet(const Context& ctx);
+  Status WaitQuiet(const Context& ctx) ABSL_LOCKS_EXCLUDED(core_lock);
 
  private:
   // Shared, so that a context callback that outlives the scheduler still has something to

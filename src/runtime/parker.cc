@@ -7,6 +7,7 @@
 #include "boost/fiber/context.hpp"
 #include "boost/fiber/operations.hpp"
 #include "boost/fiber/scheduler.hpp"
+#include "runtime/waiting.h"
 #endif
 
 namespace fairgate::internal {
@@ -39,7 +40,10 @@ class ParkingScheduler final : public boost::fibers::algo::algorithm {
 
   // An unparked main fiber joins the back of the ready queue: fibers that yield to each other
   // keep the queue from ever emptying, and must not keep it parked.
+  // Called whenever a fiber of the thread leaves it (suspends, yields or ends): none may while
+  // the thread holds a core lock (waiting.h).
   boost::fibers::context* pick_next() noexcept override {
+    CheckMaySuspend("a fiber switch on a pool thread");
     if (held_ != nullptr && parker_->unparked_.load(std::memory_order_acquire)) {
       held_->ready_link(ready_);
       held_ = nullptr;

@@ -34,7 +34,7 @@ class Timer {
 
   void Start();
   // Something may be due earlier than `next_due` said: it asks again.
-  void Wake();
+  void Wake() ABSL_LOCKS_EXCLUDED(core_lock);
   // Stops the thread (a run in progress ends first) and joins it. Idempotent.
   void Stop();
 

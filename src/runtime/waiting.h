@@ -15,8 +15,10 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "fairgate/context.h"
 
 #if FAIRGATE_RUNTIME_THREADS
 #include <condition_variable>
@@ -30,31 +32,115 @@
 
 namespace fairgate::internal {
 
+// Nothing suspends a fiber while its thread holds a scheduler's core lock (CoreMutex below). The
+// lock is a thread lock: a fiber suspended while holding it lets its thread run another fiber,
+// which meets the lock and blocks the thread, so the holder can never resume, and every caller
+// of the scheduler, the timer and the pool stop for good (issue 46: a woken RunSync caller read
+// its context's error under the lock while the thread that cancelled the context held the
+// context's fiber mutex). So the rule is checked as the runtime runs, in every build (it costs
+// two adds per locked section and a test per wait): each CoreMutex counts itself in the holding
+// thread's `core_locks_held`, and every primitive here that may suspend a fiber, and the pool's
+// scheduling algorithm before it switches fibers (parker.cc), aborts with the lock's name if the
+// count is not zero. Checked before the primitive is used, not only when it would suspend, so a
+// test that reaches such a call under the lock fails every time, not only when it is contended.
+// clang's thread-safety analysis checks the same rule at compile time: CoreMutex also acquires
+// `core_lock` (fairgate/context.h), which every function that may suspend excludes.
+inline thread_local int core_locks_held __attribute__((tls_model("initial-exec"))) = 0;
+
+// Aborts, naming the lock and `what` was about to suspend the fiber.
+[[noreturn, gnu::cold, gnu::noinline]] void AbortSuspendUnderCoreLock(const char* what);
+
+// Called by whatever may suspend the calling fiber, before it does.
+inline void CheckMaySuspend(const char* what) {
+  if (core_locks_held != 0) [[unlikely]]
+    AbortSuspendUnderCoreLock(what);
+}
+
+// A mutex whose holder may be suspended, or that suspends a fiber that finds it taken
+// (Boost.Fiber's, or std::mutex in the thread build, where the rule is checked all the same):
+// checked before it is taken.
+template <typename Mutex>
+class ABSL_LOCKABLE CheckedMutex {
+ public:
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() ABSL_LOCKS_EXCLUDED(core_lock) {
+    CheckMaySuspend("a fiber mutex's lock");
+    mutex_.lock();
+  }
+  bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return mutex_.try_lock(); }
+  void unlock() ABSL_UNLOCK_FUNCTION() { mutex_.unlock(); }
+
+ private:
+  Mutex mutex_;
+};
+
+// A condition variable over any lock, checked before each wait.
+template <typename Condition>
+class CheckedCondition {
+ public:
+  void notify_one() noexcept { condition_.notify_one(); }
+  void notify_all() noexcept { condition_.notify_all(); }
+  template <typename Lock, typename Predicate>
+  void wait(Lock& lock, Predicate ready) ABSL_LOCKS_EXCLUDED(core_lock) {
+    CheckMaySuspend("a wait on a fiber condition variable");
+    condition_.wait(lock, std::move(ready));
+  }
+  template <typename Lock, typename Clock, typename Duration, typename Predicate>
+  bool wait_until(Lock& lock, const std::chrono::time_point<Clock, Duration>& until,
+                  Predicate ready) ABSL_LOCKS_EXCLUDED(core_lock) {
+    CheckMaySuspend("a timed wait on a fiber condition variable");
+    return condition_.wait_until(lock, until, std::move(ready));
+  }
+  template <typename Lock, typename Rep, typename Period, typename Predicate>
+  bool wait_for(Lock& lock, const std::chrono::duration<Rep, Period>& timeout, Predicate ready)
+      ABSL_LOCKS_EXCLUDED(core_lock) {
+    CheckMaySuspend("a timed wait on a fiber condition variable");
+    return condition_.wait_for(lock, timeout, std::move(ready));
+  }
+
+ private:
+  Condition condition_;
+};
+
 #if FAIRGATE_RUNTIME_THREADS
 inline constexpr bool kThreadRuntime = true;
-using WaitMutex = std::mutex;
-using WaitCondition = std::condition_variable;
+using WaitMutex = CheckedMutex<std::mutex>;
+using WaitCondition = CheckedCondition<std::condition_variable_any>;
 using ShortMutex = std::mutex;
-using ShortCondition = std::condition_variable;
-inline void YieldToOthers() { std::this_thread::yield(); }
+using ShortCondition = CheckedCondition<std::condition_variable_any>;
+inline void YieldToOthers() ABSL_LOCKS_EXCLUDED(core_lock) {
+  CheckMaySuspend("a yield");
+  std::this_thread::yield();
+}
 template <typename Duration>
-void SleepFor(Duration d) {
+void SleepFor(Duration d) ABSL_LOCKS_EXCLUDED(core_lock) {
+  CheckMaySuspend("a sleep");
   std::this_thread::sleep_for(d);
 }
 // The scheduler's lock.
 class ABSL_LOCKABLE CoreMutex {
  public:
-  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mutex_.lock(); }
-  bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return mutex_.try_lock(); }
-  void Unlock() ABSL_UNLOCK_FUNCTION() { mutex_.unlock(); }
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION(this, core_lock) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    mutex_.lock();
+    ++core_locks_held;
+  }
+  bool TryLock()
+      ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true, this, core_lock) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (!mutex_.try_lock()) return false;
+    ++core_locks_held;
+    return true;
+  }
+  void Unlock() ABSL_UNLOCK_FUNCTION(this, core_lock) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    --core_locks_held;
+    mutex_.unlock();
+  }
 
  private:
   std::mutex mutex_;
 };
 #else
 inline constexpr bool kThreadRuntime = false;
-using WaitMutex = boost::fibers::mutex;
-using WaitCondition = boost::fibers::condition_variable;
+using WaitMutex = CheckedMutex<boost::fibers::mutex>;
+using WaitCondition = CheckedCondition<boost::fibers::condition_variable_any>;
 // A lock that many threads take at once, each for a few instructions and never across a wait
 // (the pool's queue, the count of outstanding jobs). A fiber mutex is the wrong tool there: with
 // 64 worker threads on 2 cores its internal spinlock took most of the CPU of a Submit burst
@@ -83,10 +169,14 @@ class ShortMutex {
   std::mutex mutex_;
 };
 // Waits on a ShortMutex, suspending only the calling fiber.
-using ShortCondition = boost::fibers::condition_variable_any;
-inline void YieldToOthers() { boost::this_fiber::yield(); }
+using ShortCondition = CheckedCondition<boost::fibers::condition_variable_any>;
+inline void YieldToOthers() ABSL_LOCKS_EXCLUDED(core_lock) {
+  CheckMaySuspend("a yield");
+  boost::this_fiber::yield();
+}
 template <typename Duration>
-void SleepFor(Duration d) {
+void SleepFor(Duration d) ABSL_LOCKS_EXCLUDED(core_lock) {
+  CheckMaySuspend("a sleep");
   boost::this_fiber::sleep_for(d);
 }
 // The scheduler's lock: glibc's adaptive mutex (PTHREAD_MUTEX_ADAPTIVE_NP). It spins for as long
@@ -115,7 +205,7 @@ class ABSL_LOCKABLE CoreMutex {
   ~CoreMutex() { pthread_mutex_destroy(&mutex_); }
   CoreMutex(const CoreMutex&) = delete;
   CoreMutex& operator=(const CoreMutex&) = delete;
-  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION(this, core_lock) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (TryLock()) return;
     if (boost::fibers::context::active()->is_context(boost::fibers::type::main_context)) {
       for (int i = 0; i < kPlainThreadSpins; ++i) {
@@ -127,13 +217,17 @@ class ABSL_LOCKABLE CoreMutex {
     }
     pthread_mutex_lock(&mutex_);
     held_.store(true, std::memory_order_relaxed);
+    ++core_locks_held;
   }
-  bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+  bool TryLock()
+      ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true, this, core_lock) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (pthread_mutex_trylock(&mutex_) != 0) return false;
     held_.store(true, std::memory_order_relaxed);
+    ++core_locks_held;
     return true;
   }
-  void Unlock() ABSL_UNLOCK_FUNCTION() {
+  void Unlock() ABSL_UNLOCK_FUNCTION(this, core_lock) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    --core_locks_held;
     held_.store(false, std::memory_order_relaxed);
     pthread_mutex_unlock(&mutex_);
   }
