@@ -26,24 +26,38 @@ fairgate::StatusOr<NetworkSet> NetworkSet::Parse(const std::vector<std::string>&
       return absl::InvalidArgumentError(
           absl::StrCat(std::string(what), " '", text, "' is not an address or CIDR network"));
     }
-    set.networks_.emplace_back(address, prefix);
+    // An IPv4-mapped network written in IPv6 form (::ffff:127.0.0.1, ::ffff:10.0.0.0/104) is
+    // kept as the IPv4 network it maps, so that it matches an IPv4 peer whichever way the
+    // listener reports it.
+    if (address.is_v6() && address.to_v6().is_v4_mapped() && prefix >= 96) {
+      set.networks_.emplace_back(asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()),
+                                 prefix - 96);
+    } else {
+      set.networks_.emplace_back(address, prefix);
+    }
   }
   return set;
 }
 
 bool NetworkSet::Contains(asio::ip::address address) const {
-  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
-    address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
-  }
-  return std::any_of(networks_.begin(), networks_.end(), [&](const auto& network) {
+  auto in = [](const asio::ip::address& a, const std::pair<asio::ip::address, int>& network) {
     const auto& [base, prefix] = network;
-    if (address.is_v4() != base.is_v4()) return false;
-    if (address.is_v4()) {
-      return asio::ip::make_network_v4(address.to_v4(), prefix).network() ==
+    if (a.is_v4() != base.is_v4()) return false;
+    if (a.is_v4()) {
+      return asio::ip::make_network_v4(a.to_v4(), prefix).network() ==
              asio::ip::make_network_v4(base.to_v4(), prefix).network();
     }
-    return asio::ip::make_network_v6(address.to_v6(), prefix).network() ==
+    return asio::ip::make_network_v6(a.to_v6(), prefix).network() ==
            asio::ip::make_network_v6(base.to_v6(), prefix).network();
+  };
+  // An IPv4 peer on a dual-stack listener arrives IPv4-mapped: it is in an IPv4 network as the
+  // address it maps, and in an IPv6 network (::ffff:0:0/96, ::/0) as it came.
+  const bool mapped = address.is_v6() && address.to_v6().is_v4_mapped();
+  const asio::ip::address v4 =
+      mapped ? asio::ip::address(asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()))
+             : address;
+  return std::any_of(networks_.begin(), networks_.end(), [&](const auto& network) {
+    return in(v4, network) || (mapped && in(address, network));
   });
 }
 

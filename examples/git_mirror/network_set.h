@@ -1,6 +1,7 @@
 // NetworkSet: a list of IP networks, each an address or a CIDR network, IPv4 or IPv6, and the
 // question whether an address is in one of them. An IPv4-mapped IPv6 address (what a dual-stack
-// socket reports for an IPv4 peer) is matched as the IPv4 address it maps.
+// socket reports for an IPv4 peer) is matched as the IPv4 address it maps, and against IPv6
+// networks as it is; a network written IPv4-mapped is kept as the IPv4 network it maps.
 #ifndef FAIRGATE_EXAMPLES_GIT_MIRROR_NETWORK_SET_H_
 #define FAIRGATE_EXAMPLES_GIT_MIRROR_NETWORK_SET_H_
 

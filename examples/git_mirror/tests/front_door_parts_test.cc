@@ -272,6 +272,20 @@ TEST_CASE("NetworkSet.MatchesAddressesAndNetworksOfBothFamilies") {
   CHECK_FALSE(set->Contains("2001:db9::1"));
   CHECK_FALSE(set->Contains("alice"));
   CHECK_FALSE(NetworkSet().Contains("127.0.0.1"));
+  // A network written IPv4-mapped matches the IPv4 peer in both of its forms, and an IPv6 network
+  // that covers the mapped range matches a mapped peer.
+  auto mapped = NetworkSet::Parse({"::ffff:127.0.0.1", "::ffff:10.0.0.0/104"}, "network");
+  REQUIRE(mapped.ok());
+  CHECK(mapped->Contains("127.0.0.1"));
+  CHECK(mapped->Contains("::ffff:127.0.0.1"));
+  CHECK(mapped->Contains("10.200.0.1"));
+  CHECK_FALSE(mapped->Contains("11.0.0.1"));
+  CHECK_FALSE(mapped->Contains("::1"));
+  auto all_v6 = NetworkSet::Parse({"::/0"}, "network");
+  REQUIRE(all_v6.ok());
+  CHECK(all_v6->Contains("::ffff:192.0.2.1"));
+  CHECK(all_v6->Contains("2001:db8::1"));
+  CHECK_FALSE(all_v6->Contains("192.0.2.1"));  // an IPv4 peer on an IPv4 listener is not IPv6
   for (const std::string bad : {"10.0.0.0/33", "::/129", "10.0.0.0/x", "host.example", ""}) {
     CAPTURE(bad);
     const auto parsed = NetworkSet::Parse({bad}, "trusted proxy");

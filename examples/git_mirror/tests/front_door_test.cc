@@ -4,6 +4,7 @@
 // limits, the listen backlog, trusted proxies, what git children inherit, leftovers of an
 // interrupted run, and the shutdown grace. Every wait is for a condition, with a bound.
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
@@ -16,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,6 +81,18 @@ class RawConnection {
     address.sin_port = htons(static_cast<std::uint16_t>(port));
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     REQUIRE(connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  }
+  // To `host`, a loopback address of either family ("127.0.0.1", "::1").
+  RawConnection(int port, const std::string& host) {
+    addrinfo hints{};
+    hints.ai_flags = AI_NUMERICHOST;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    REQUIRE(getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) == 0);
+    fd_ = socket(found->ai_family, SOCK_STREAM, 0);
+    const int connected = fd_ >= 0 ? connect(fd_, found->ai_addr, found->ai_addrlen) : -1;
+    freeaddrinfo(found);
+    REQUIRE(connected == 0);
   }
   ~RawConnection() { close(fd_); }
   void Send(const std::string& data) const {
@@ -658,6 +672,67 @@ TEST_CASE("GitMirror.FrontDoor.ConnectionsPerClientAreLimitedButNotForTrustedPro
       again.Send("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
       return again.Read(4096).rfind("HTTP/1.1 200", 0) == 0;
     }));
+  }
+}
+
+// Behind a proxy every client comes from the proxy's address: a trusted proxy is never limited as
+// one client, whichever form the listener reports its address in (IPv4; IPv4-mapped IPv6 on a
+// dual-stack listener, trusted in either form; IPv6), and each request is the client its header
+// names. The same connections from an address that is not trusted are limited (the control).
+TEST_CASE("GitMirror.FrontDoor.ATrustedProxyIsNeverLimitedAsAClientInAnyAddressFamily") {
+  OneUpstream one(1);
+  struct Family {
+    const char* name;
+    const char* listen;
+    const char* connect;
+    const char* trusted;
+  };
+  for (const Family& family :
+       {Family{"IPv4", "127.0.0.1", "127.0.0.1", "127.0.0.1"},
+        Family{"IPv4-mapped", "::", "127.0.0.1", "127.0.0.1"},
+        Family{"IPv4-mapped, trusted so", "::", "127.0.0.1", "::ffff:127.0.0.1"},
+        Family{"IPv6", "::1", "::1", "::1"}}) {
+    for (const bool trusted : {true, false}) {
+      CAPTURE(family.name);
+      CAPTURE(trusted);
+      ServerUnderTest mirror(
+          one.repositories, GateConfig{}, 0ms, false, 10,
+          [&](MirrorOptions& o) {
+            o.http.max_connections_per_client = 2;
+            o.http.trusted_proxies = {trusted ? family.trusted : "192.0.2.1"};
+          },
+          family.listen);
+      // Three times the per-client limit, all open at once before any is answered.
+      std::vector<std::unique_ptr<RawConnection>> open;
+      for (int i = 0; i < 6; ++i) {
+        open.push_back(std::make_unique<RawConnection>(mirror.port, std::string(family.connect)));
+      }
+      int served = 0, refused = 0;
+      for (int i = 0; i < 6; ++i) {
+        if (!open[i]->TrySend(
+                "GET /tools.git/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: x\r\n" +
+                std::string(kClientHeader) + ": client" + std::to_string(i) + "\r\n\r\n")) {
+          ++refused;  // already answered 429 and closed
+          continue;
+        }
+        const std::string answer = open[i]->Read(4096);
+        if (answer.rfind("HTTP/1.1 200", 0) == 0) ++served;
+        if (answer.rfind("HTTP/1.1 429", 0) == 0) ++refused;
+      }
+      if (trusted) {
+        CHECK(served == 6);
+        // Every request was the client its header named, not the proxy.
+        std::set<std::string> clients;
+        for (const json& e : mirror.Events()) {
+          if (e.contains("client")) clients.insert(e["client"].get<std::string>());
+        }
+        for (int i = 0; i < 6; ++i) CHECK(clients.count("client" + std::to_string(i)) == 1);
+        CHECK(clients.count(family.connect) == 0);
+      } else {
+        CHECK(served == 2);
+        CHECK(refused == 4);
+      }
+    }
   }
 }
 

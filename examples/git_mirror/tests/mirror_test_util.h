@@ -204,11 +204,13 @@ struct ServerUnderTest {
   int port = 0;
   std::thread serving;
 
-  // `configure` may change the options (and prepare the mirror directory) before the start.
+  // `configure` may change the options (and prepare the mirror directory) before the start;
+  // `host` is the address it listens on (Url names 127.0.0.1 whatever it is).
   ServerUnderTest(const RepositorySet& repositories, const GateConfig& gate_config,
                   std::chrono::milliseconds fetch_interval = 0ms, bool fifo = false,
                   int repack_after = 10,
-                  const std::function<void(MirrorOptions&)>& configure = nullptr) {
+                  const std::function<void(MirrorOptions&)>& configure = nullptr,
+                  const std::string& host = "127.0.0.1") {
     MirrorOptions options;
     options.mirror_dir = (tmp.path / "mirrors").string();
     options.http.client_header = kClientHeader;
@@ -225,7 +227,7 @@ struct ServerUnderTest {
     auto created = MirrorServer::Create(repositories, options, std::move(*gate));
     REQUIRE(created.ok());
     server = std::move(*created);
-    auto bound = server->Bind("127.0.0.1", 0);
+    auto bound = server->Bind(host, 0);
     REQUIRE(bound.ok());
     port = *bound;
     serving = std::thread([this] { server->Serve(); });
