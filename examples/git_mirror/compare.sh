@@ -9,7 +9,10 @@
 #
 #   bash examples/git_mirror/compare.sh [BUILD_DIR]        (default build/release)
 # Knobs (environment): DURATION (s, default 60), CAPACITY (8), CONCURRENCY ("100 1000"),
-# HEAVY_MIB (64).
+# HEAVY_MIB (64), LIGHT_KIB (B's repository: 0, the default, is one line of text; else that many
+# KiB of random bytes), SERVER_FLAGS (more flags for the server, e.g. "--pack-cache-bytes 0"),
+# LOAD_FLAGS (more flags for the load tool, e.g. "--heavy-distinct": A's clones all differ, so
+# none is shared or served from the cache).
 set -euo pipefail
 build=${1:-build/release}
 source "$(dirname "$0")/load_setup.sh"
@@ -17,6 +20,9 @@ duration=${DURATION:-60}
 capacity=${CAPACITY:-8}
 concurrency=${CONCURRENCY:-100 1000}
 heavy_mib=${HEAVY_MIB:-64}
+light_kib=${LIGHT_KIB:-0}
+read -r -a server_flags <<<"${SERVER_FLAGS:-}"
+read -r -a load_flags <<<"${LOAD_FLAGS:-}"
 
 # heavy.git: HEAVY_MIB of incompressible files over 16 commits; light.git: one small file.
 git init --quiet --initial-branch=main "$work/heavy.git"
@@ -27,6 +33,7 @@ done
 git -C "$work/heavy.git" repack -a -d -q
 git init --quiet --initial-branch=main "$work/light.git"
 echo light > "$work/light.git/README"
+((light_kib > 0)) && head -c $((light_kib * 1024)) /dev/urandom > "$work/light.git/blob"
 git -C "$work/light.git" add . && git -C "$work/light.git" commit --quiet -m c1
 
 run() {  # run POLICY CONCURRENCY [--alone]
@@ -35,7 +42,8 @@ run() {  # run POLICY CONCURRENCY [--alone]
   taskset -c "$server_cpu" "$server" --port 0 --policy "$policy" --capacity "$capacity" \
     --client-header X-Client --trusted-proxy 127.0.0.1 --max-pending-per-client 5000 \
     --fetch-interval 0 --mirror-dir "$work/mirrors" \
-    --repo "heavy.git=$work/heavy.git" --repo "light.git=$work/light.git" >"$work/out" &
+    --repo "heavy.git=$work/heavy.git" --repo "light.git=$work/light.git" \
+    "${server_flags[@]}" >"$work/out" &
   pid=$!
   for _ in $(seq 200); do grep -q "listening on" "$work/out" && break; sleep 0.05; done
   local port
@@ -43,10 +51,11 @@ run() {  # run POLICY CONCURRENCY [--alone]
   # Make both mirrors (and let fairgate learn each clone's cost) before measuring.
   git clone --quiet "http://127.0.0.1:$port/heavy.git" "$work/warm-heavy" && rm -rf "$work/warm-heavy"
   git clone --quiet "http://127.0.0.1:$port/light.git" "$work/warm-light" && rm -rf "$work/warm-light"
-  echo "== $policy, A at $n clones in flight $*"
+  echo "== $policy, A at $n clones in flight $* ${SERVER_FLAGS:-} ${LOAD_FLAGS:-}"
   taskset -c "$load_cpu" "$load" --port "$port" --heavy heavy.git --light light.git \
     --heavy-concurrency "$n" --duration "$duration" --light-interval 2 --warmup 5 \
-    --client-header X-Client --server-pid "$pid" --work-dir "$work/clones" "$@" || true
+    --client-header X-Client --server-pid "$pid" --work-dir "$work/clones" "${load_flags[@]}" \
+    "$@" || true
   kill -TERM "$pid"; wait "$pid" || true; pid=
 }
 

@@ -3,6 +3,7 @@
 // Nothing here waits for a duration to pass: slow clones are held by a pack-objects hook until
 // the test releases them, and every wait is for a condition, with a generous bound.
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -369,6 +370,87 @@ TEST_CASE("GitMirror.Server.ClientMaxRunningHoldsOneClientBackButNotOthers") {
   held.hold.Release();
   for (auto& t : clones) t.join();
   CHECK(exit_codes == std::vector<int>{0, 0, 0});
+}
+
+// A pack request as git makes it, for `client`; `agent` names it, so that no two are identical
+// (identical requests would share one pack, or be served from the cache).
+RawResponse RawPackRequest(int port, const std::string& head, const std::string& client,
+                           const std::string& agent) {
+  auto pkt = [](const std::string& line) {
+    char length[5];
+    std::snprintf(length, sizeof length, "%04zx", line.size() + 4);
+    return length + line;
+  };
+  const std::string body = pkt("want " + head.substr(0, 40) + " ofs-delta agent=" + agent + "\n") +
+                           "0000" + pkt("done\n");
+  return RawHttp(port,
+                 "POST /tools.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" +
+                     std::string(kClientHeader) + ": " + client +
+                     "\r\nContent-Type: application/x-git-upload-pack-request\r\n"
+                     "Content-Length: " +
+                     std::to_string(body.size()) + "\r\n\r\n" + body);
+}
+
+// The mirror's first promise, in short (issue 54; the full run is compare.sh): a client whose
+// clones wait (A) does not hold back a light client (B) that arrives after them, with the pack
+// cache on and off, both named by a client header from a trusted proxy (ServerUnderTest's
+// 127.0.0.1). One slot, held by A's first pack; A's two other pack requests wait; B's arrives
+// last and is admitted next, as the event log's order of pack starts shows. With the cache on,
+// A's clone identical to an earlier one is served from it meanwhile, without the slot. Under
+// FIFO (the control, which shows the test can fail) B's pack starts last.
+TEST_CASE("GitMirror.Server.ALightClientGoesAheadOfAHeavyClientsQueueWithTheCacheOnAndOff") {
+  for (const bool fifo : {false, true}) {
+    for (const std::size_t cache_bytes : {std::size_t{0}, std::size_t{64} << 20}) {
+      CAPTURE(fifo);
+      CAPTURE(cache_bytes);
+      TempDir work;
+      const fs::path upstream = MakeUpstream(work.path, "tools.git", 3);
+      RepositorySet repositories;
+      REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+      PackHold hold(work.path);
+      hold.Release();  // the warm-up clone makes the mirror and goes through
+      ServerUnderTest mirror(
+          repositories, GateConfig{.capacity = 1, .sync_clone_slots = 1, .background_slots = 1},
+          0ms, fifo, 10, [&](MirrorOptions& o) { o.pack_cache_bytes = cache_bytes; });
+      RequireClone(mirror.Url("tools.git"), work.path / "warm", "warm");
+      fs::remove(hold.dir / "release");
+      const int warm_holds = hold.Held();
+      const std::string head = Git({"-C", upstream.string(), "rev-parse", "HEAD"});
+
+      // A's first pack takes the slot and is held there; A's next two wait; then B's.
+      std::vector<std::thread> requests;
+      std::vector<RawResponse> answers(4);
+      const std::vector<std::pair<std::string, std::string>> order = {
+          {"A", "a1"}, {"A", "a2"}, {"A", "a3"}, {"B", "b1"}};
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        requests.emplace_back([&, i] {
+          answers[i] = RawPackRequest(mirror.port, head, order[i].first, order[i].second);
+        });
+        if (i == 0) {
+          REQUIRE(Eventually([&] { return hold.Held() - warm_holds == 1; }));
+        } else {
+          REQUIRE(Eventually([&] { return mirror.Debug()["pending"] == static_cast<int>(i); }));
+        }
+      }
+      if (cache_bytes > 0) {
+        // The warm-up's clone again, by A: from the cache, while the slot is held.
+        RequireClone(mirror.Url("tools.git"), work.path / "a-hit", "A");
+        CHECK(hold.Held() - warm_holds == 1);
+      }
+      hold.Release();
+      for (auto& t : requests) t.join();
+      for (const RawResponse& answer : answers) CHECK(answer.status == 200);
+      // The packs in the order they started: under fairgate B's right after A's held one.
+      std::vector<std::string> starts;
+      for (const json& e : mirror.Events()) {
+        if (e["type"] == "clone" && e["event"] == "start" && e["client"] != "warm") {
+          starts.push_back(e["client"]);
+        }
+      }
+      CHECK(starts == (fifo ? std::vector<std::string>{"A", "A", "A", "B"}
+                            : std::vector<std::string>{"A", "B", "A", "A"}));
+    }
+  }
 }
 
 TEST_CASE("GitMirror.Gate.BadConfigurationsAreRefused") {
