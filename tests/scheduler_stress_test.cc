@@ -98,23 +98,31 @@ struct Accounting {
   std::atomic<bool> reported_cancelled{false};
 };
 
-int StressSeconds() {
+// FAIRGATE_STRESS_SECONDS, else `fallback`.
+int StressSeconds(int fallback) {
   const char* env = std::getenv("FAIRGATE_STRESS_SECONDS");
-  return env ? std::max(1, std::atoi(env)) : 3;
+  return env ? std::max(1, std::atoi(env)) : fallback;
 }
 
-TEST_CASE("Stress.Runtime.CapsConflictsAndExactlyOnceHoldUnderLoad") {
-  const int seconds = StressSeconds();
-  testing::Watchdog watchdog("stress", std::chrono::seconds(seconds * 10 + 120));
-  SchedulerOptions options = SchedulerOptions::Default();
+// A scheduler of kCapacity slots with the stress types registered: `options` with its queue
+// bound per key, sweep interval and a short key TTL, so that keys come and go during the run.
+std::unique_ptr<Scheduler> StressScheduler(SchedulerOptions options, int max_pending_per_key,
+                                           double sweep_seconds) {
   options.rule.max_concurrency = kCapacity;
-  options.rule.max_pending_per_key = 200;
-  options.runtime.sweep_interval = Seconds(0.01);
+  options.rule.max_pending_per_key = max_pending_per_key;
+  options.runtime.sweep_interval = Seconds(sweep_seconds);
   options.rule.key_ttl = Seconds(0.05);
   auto created = Scheduler::Create(options);
   REQUIRE(created.ok());
   std::unique_ptr<Scheduler> scheduler = *std::move(created);
   for (const TypeInfo& t : Types()) REQUIRE(scheduler->RegisterType(t.name, t.config).ok());
+  return scheduler;
+}
+
+TEST_CASE("Stress.Runtime.CapsConflictsAndExactlyOnceHoldUnderLoad") {
+  const int seconds = StressSeconds(3);
+  testing::Watchdog watchdog("stress", std::chrono::seconds(seconds * 10 + 120));
+  std::unique_ptr<Scheduler> scheduler = StressScheduler(SchedulerOptions::Default(), 200, 0.01);
 
   InvariantChecker checker;
   std::atomic<bool> stop{false};
@@ -301,23 +309,15 @@ class RotatingParents {
 // case many times beside a CPU hog and prints every thread's stack and the lock's owner if one
 // hangs. FAIRGATE_STRESS_SECONDS sets how long each of the three rounds runs (default 1).
 TEST_CASE("Stress.Runtime.FiberCallersUnderRotatingParentCancellationsNeverStopTheScheduler") {
-  const char* env = std::getenv("FAIRGATE_STRESS_SECONDS");
-  const int seconds = env ? std::max(1, std::atoi(env)) : 1;
+  const int seconds = StressSeconds(1);
   const char* only = std::getenv("FAIRGATE_STRESS_FIBER_THREADS");  // one round, for the script
   std::vector<int> rounds = {1, 2, 8};
   if (only != nullptr) rounds = {std::max(1, std::atoi(only))};
   for (const int fiber_threads : rounds) {
     CAPTURE(fiber_threads);
     testing::Watchdog watchdog("rotating parents", std::chrono::seconds(seconds * 10 + 60));
-    SchedulerOptions options = testing::WithPoolUnderTest(SchedulerOptions::Default());
-    options.rule.max_concurrency = kCapacity;
-    options.rule.max_pending_per_key = 500;
-    options.runtime.sweep_interval = Seconds(0.005);
-    options.rule.key_ttl = Seconds(0.05);
-    auto created = Scheduler::Create(options);
-    REQUIRE(created.ok());
-    std::unique_ptr<Scheduler> scheduler = *std::move(created);
-    for (const TypeInfo& t : Types()) REQUIRE(scheduler->RegisterType(t.name, t.config).ok());
+    std::unique_ptr<Scheduler> scheduler =
+        StressScheduler(testing::WithPoolUnderTest(SchedulerOptions::Default()), 500, 0.005);
 
     InvariantChecker checker;
     RotatingParents parents(4);
