@@ -42,7 +42,8 @@ namespace internal {
 // for a user to hold: held wherever the runtime holds a scheduler's core lock. Every call that may
 // suspend a fiber excludes it (the methods below among them), because a fiber suspended under
 // that lock stops its whole thread, and with it the scheduler (src/runtime/README.md, "Nothing
-// suspends under the core lock"); the runtime checks the same rule as it runs (runtime/waiting.h).
+// suspends a fiber under a thread lock"); the runtime checks the same rule as it runs
+// (runtime/waiting.h).
 class ABSL_LOCKABLE CoreLockCapability {};
 inline CoreLockCapability core_lock;
 class ContextState;

@@ -139,7 +139,7 @@ class Scheduler {
   // function or a bad `options` (fairgate/job_options.h); ResourceExhausted when a pending bound is
   // reached.
   Status RunSync(const Context& ctx, const JobName& job, const JobFn& fn,
-                 const JobOptions& options = {});
+                 const JobOptions& options = {}) ABSL_LOCKS_EXCLUDED(internal::core_lock);
 
   // The asynchronous RunSync: queues the job (type, id) of `fairness_key` in the same order, under
   // the same caps and conflicts, and returns at once. Refusals are returned here (as RunSync
@@ -229,8 +229,8 @@ class Scheduler {
   Status FlushState();
 
   // See the header comment. Idempotent; OK once everything has finished.
-  Status Shutdown(const Context& ctx);
-  Status Drain(const Context& ctx);
+  Status Shutdown(const Context& ctx) ABSL_LOCKS_EXCLUDED(internal::core_lock);
+  Status Drain(const Context& ctx) ABSL_LOCKS_EXCLUDED(internal::core_lock);
 
   // The core's counts: running and pending per tier and type, keys and estimates tracked, and the
   // counters since the start. The second form also lists the `heaviest_keys` keys with the
