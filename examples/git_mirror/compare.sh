@@ -24,7 +24,8 @@ light_kib=${LIGHT_KIB:-0}
 read -r -a server_flags <<<"${SERVER_FLAGS:-}"
 read -r -a load_flags <<<"${LOAD_FLAGS:-}"
 
-# heavy.git: HEAVY_MIB of incompressible files over 16 commits; light.git: one small file.
+# heavy.git: HEAVY_MIB of incompressible files over 16 commits; light.git: one small file (and
+# LIGHT_KIB of random bytes).
 git init --quiet --initial-branch=main "$work/heavy.git"
 for i in $(seq 16); do
   head -c $((heavy_mib * 1024 * 1024 / 16)) /dev/urandom > "$work/heavy.git/blob$i"

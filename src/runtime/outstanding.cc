@@ -37,9 +37,8 @@ Status OutstandingCount::WaitQuiet(const Context& ctx) {
     quiet = count_ == 0;
   }
   if (ctx.state()) ctx.state()->RemoveCallback(callback);
-  if (quiet) return absl::OkStatus();
-  Status err = ctx.Err();
-  return err.ok() ? absl::CancelledError("context cancelled") : err;
+  // Not quiet: the context was cancelled or its deadline passed, and says which.
+  return quiet ? absl::OkStatus() : ctx.Err();
 }
 
 }  // namespace fairgate::internal

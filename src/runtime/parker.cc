@@ -38,10 +38,10 @@ class ParkingScheduler final : public boost::fibers::algo::algorithm {
     ctx->ready_link(ready_);
   }
 
-  // An unparked main fiber joins the back of the ready queue: fibers that yield to each other
-  // keep the queue from ever emptying, and must not keep it parked.
   // Called whenever a fiber of the thread leaves it (suspends, yields or ends): none may while
-  // the thread holds a core lock (waiting.h).
+  // the thread holds a core lock (waiting.h). An unparked main fiber joins the back of the ready
+  // queue: fibers that yield to each other keep the queue from ever emptying, and must not keep
+  // it parked.
   boost::fibers::context* pick_next() noexcept override {
     CheckMaySuspend("a fiber switch on a pool thread");
     if (held_ != nullptr && parker_->unparked_.load(std::memory_order_acquire)) {
