@@ -25,7 +25,8 @@ EventLog::~EventLog() {
 }
 
 void EventLog::Record(std::string_view event, std::string_view type, std::string_view repository,
-                      std::string_view client, const fairgate::Status* status) {
+                      std::string_view client, const fairgate::Status* status,
+                      std::optional<double> seconds) {
   if (file_ == nullptr) return;
   std::lock_guard lock(mutex_);
   const double t =
@@ -33,6 +34,7 @@ void EventLog::Record(std::string_view event, std::string_view type, std::string
   nlohmann::json line = {
       {"t", t}, {"event", event}, {"type", type}, {"repo", repository}, {"client", client}};
   if (status != nullptr) line["status"] = status->ToString();
+  if (seconds.has_value()) line["seconds"] = *seconds;
   // Client names come from a header: replace what is not UTF-8 rather than throw.
   const std::string text =
       line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

@@ -6,7 +6,12 @@
 // `t` is seconds since the log was opened (steady clock). Events: "start" and "end" of every job
 // (an end carries the job's status), "cancelled" for a job whose caller gave up before it was
 // admitted (it never ran and took no slot), "refused" for one the policy turned away, "joined"
-// for a request served by another's run of the same job (coalescing: first mirrors). Lines are
+// for a request served by another's run of the same job (coalescing: first mirrors), "hit" for one
+// served from the pack cache, "sent" when a response's last byte has been handed to the client's
+// socket and "cut" when a response was cut short. A "sent" carries `seconds`, the time from the
+// handler taking the request (before any wait for a slot) to that last byte: the server's side of
+// the request, whatever the client then does with it; the "start" of a request's git run carries
+// the seconds it waited for its slot. Lines are
 // written whole, under a lock, and flushed at once: a reader sees a prefix of the truth, and since
 // a job's "start" is written after its admission and its "end" before its slot is released, two
 // jobs whose intervals do not overlap in the log did not overlap in fact.
@@ -19,6 +24,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -33,7 +39,8 @@ class EventLog {
   ~EventLog();
 
   void Record(std::string_view event, std::string_view type, std::string_view repository,
-              std::string_view client, const fairgate::Status* status = nullptr);
+              std::string_view client, const fairgate::Status* status = nullptr,
+              std::optional<double> seconds = std::nullopt);
 
  private:
   explicit EventLog(std::FILE* file) : file_(file) {}

@@ -121,6 +121,10 @@ int main(int argc, char** argv) {
   app.add_option("--hit-charge", options.hit_charge_seconds,
                  "seconds charged to a client for each pack served from the cache")
       ->capture_default_str();
+  app.add_option("--git-nice", options.git_nice,
+                 "niceness git runs at above the server's own, so that packs never hold the "
+                 "server's own threads back (0: the server's; up to 19)")
+      ->capture_default_str();
   app.add_option("--spool-bytes", options.spool_bytes,
                  "bytes of packs made and not yet sent that spool files may hold; past it git "
                  "waits for readers")

@@ -183,6 +183,10 @@ fairgate::Status ValidateMirrorOptions(const MirrorOptions& o) {
   if (!(o.hit_charge_seconds >= 0 && std::isfinite(o.hit_charge_seconds))) {
     return absl::InvalidArgumentError("the hit charge must be finite and >= 0 seconds");
   }
+  if (o.git_nice < 0 || o.git_nice > 19) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("git nice must be 0 to 19 (0: the server's own), got ", o.git_nice));
+  }
   if (o.spool_bytes < (std::uint64_t{1} << 20)) {
     return absl::InvalidArgumentError("spool bytes must be at least 1 MiB (1048576)");
   }
@@ -341,7 +345,8 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
       return EndSpool(why);
     }
     slot_ = *std::move(slot);
-    server_.log_->Record("start", spec_.type, spec_.repository, client);
+    const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - taken_;
+    server_.log_->Record("start", spec_.type, spec_.repository, client, nullptr, waited.count());
     if (!spec_.pack_key.empty()) server_.PackRunning(spec_.pack_key, spool_);
     if (gone_) {
       EndSpool(absl::CancelledError("the client went away"));
@@ -445,6 +450,7 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
   const std::shared_ptr<HttpExchange> exchange_;
   Spec spec_;  // only its input changes: given back once written
   asio::steady_timer timer_;
+  const std::chrono::steady_clock::time_point taken_ = std::chrono::steady_clock::now();
   WorkGate::CancelFn cancel_;
   Slot slot_;
   std::shared_ptr<AsyncProcess> process_;
@@ -635,7 +641,7 @@ void MirrorServer::EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange,
       return absl::InternalError("cannot make a scratch directory for a new mirror");
     }
     const std::string incoming = scratch + "/mirror.git";
-    auto result = RunProcess({"git", "clone", "--mirror", "--quiet", "--", url, incoming}, "",
+    auto result = RunProcess(Git({"clone", "--mirror", "--quiet", "--", url, incoming}), "",
                              work_.first, {"GIT_TERMINAL_PROMPT=0"});
     fairgate::Status status;
     if (!result.ok()) {
@@ -744,11 +750,15 @@ std::shared_ptr<SpoolResponse> MirrorServer::Respond(
     std::shared_ptr<Spool> spool, std::shared_ptr<HttpExchange> exchange, const std::string& type,
     const std::string& repository, const std::string& content_type, const std::string& prefix) {
   const std::string client = exchange->client();
+  const auto taken = std::chrono::steady_clock::now();
   return SpoolResponse::Join(
       std::move(spool), std::move(exchange), content_type, prefix,
       [this](HttpExchange& to, const fairgate::Status& status) { Reply(to, status); },
-      [this, type, repository, client](const fairgate::Status& status) {
-        if (status.ok()) return log_->Record("sent", type, repository, client);
+      [this, type, repository, client, taken](const fairgate::Status& status) {
+        if (status.ok()) {
+          const std::chrono::duration<double> took = std::chrono::steady_clock::now() - taken;
+          return log_->Record("sent", type, repository, client, nullptr, took.count());
+        }
         if (status.code() == absl::StatusCode::kUnavailable) {
           log_->Record("cut", type, repository, client, &status);
         }
@@ -896,8 +906,7 @@ void MirrorServer::HandleGet(const std::shared_ptr<HttpExchange>& exchange, cons
     spec.type = std::string(kRefs);
     spec.repository = repository;
     spec.env = GitProtocolEnv(exchange->request());
-    spec.argv = {"git", "upload-pack", "--stateless-rpc", "--advertise-refs",
-                 MirrorPath(repository)};
+    spec.argv = Git({"upload-pack", "--stateless-rpc", "--advertise-refs", MirrorPath(repository)});
     const bool v2 = !spec.env.empty() && spec.env.front().find("version=2") != std::string::npos;
     if (!v2) spec.prefix = absl::StrCat(PktLine("# service=git-upload-pack\n"), "0000");
     spec.content_type = "application/x-git-upload-pack-advertisement";
@@ -928,17 +937,26 @@ void MirrorServer::HandlePost(const std::shared_ptr<HttpExchange>& exchange,
     spec.type = std::string(IsRefListing(exchange->request().body()) ? kRefs : kClone);
     spec.repository = repository;
     spec.env = GitProtocolEnv(exchange->request());
-    spec.argv = {"git", "upload-pack", "--stateless-rpc", MirrorPath(repository)};
+    spec.argv = Git({"upload-pack", "--stateless-rpc", MirrorPath(repository)});
     spec.input = exchange->TakeBody();
     spec.content_type = "application/x-git-upload-pack-result";
     Request::StartOrJoin(*this, exchange, std::move(spec));
   });
 }
 
+std::vector<std::string> MirrorServer::Git(std::vector<std::string> args) const {
+  std::vector<std::string> argv;
+  if (options_.git_nice > 0) argv = {"nice", "-n", std::to_string(options_.git_nice)};
+  argv.emplace_back("git");
+  argv.insert(argv.end(), std::make_move_iterator(args.begin()),
+              std::make_move_iterator(args.end()));
+  return argv;
+}
+
 fairgate::Status MirrorServer::RunMaintenance(std::string_view what, const std::string& repository,
                                               std::vector<std::string> git_args) const {
-  std::vector<std::string> argv = {"git", "-C", MirrorPath(repository)};
-  argv.insert(argv.end(), git_args.begin(), git_args.end());
+  git_args.insert(git_args.begin(), {"-C", MirrorPath(repository)});
+  const std::vector<std::string> argv = Git(std::move(git_args));
   // The server's work context, not the gate's: a shutdown lets running maintenance finish
   // within the grace instead of killing it at once.
   auto result = RunProcess(argv, "", work_.first, {"GIT_TERMINAL_PROMPT=0"});

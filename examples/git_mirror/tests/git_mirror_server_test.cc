@@ -2,6 +2,9 @@
 // and mirror directory, starts a MirrorServer on an ephemeral port, and drives it with `git`.
 // Nothing here waits for a duration to pass: slow clones are held by a pack-objects hook until
 // the test releases them, and every wait is for a condition, with a generous bound.
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -449,7 +452,72 @@ TEST_CASE("GitMirror.Server.ALightClientGoesAheadOfAHeavyClientsQueueWithTheCach
       }
       CHECK(starts == (fifo ? std::vector<std::string>{"A", "A", "A", "B"}
                             : std::vector<std::string>{"A", "B", "A", "A"}));
+      // Each start says how long its request waited for the slot: under fairgate, B waited less
+      // than A's two that arrived before it and started after it.
+      std::vector<std::pair<std::string, double>> waits;  // by start
+      for (const json& e : mirror.Events()) {
+        if (e["type"] == "clone" && e["event"] == "start" && e["client"] != "warm") {
+          REQUIRE(e.contains("seconds"));
+          waits.emplace_back(e["client"], e["seconds"].get<double>());
+        }
+      }
+      REQUIRE(waits.size() == 4);
+      if (!fifo) {
+        CHECK(waits[1].second < waits[2].second);
+        CHECK(waits[1].second < waits[3].second);
+      }
+      // Each response's "sent" says how long the server took with it, its wait included:
+      // compare.sh reads B's from there.
+      int sent = 0;
+      for (const json& e : mirror.Events()) {
+        if (e["type"] != "clone" || e["event"] != "sent" || e["client"] == "warm") continue;
+        ++sent;
+        REQUIRE(e.contains("seconds"));
+        CHECK(e["seconds"].get<double>() >= 0);
+        CHECK(e["seconds"].get<double>() <= e["t"].get<double>());
+      }
+      CHECK(sent == (cache_bytes > 0 ? 5 : 4));
     }
+  }
+}
+
+// Packs take whole cores; the server's threads send every response and must not queue behind
+// them for one (MirrorOptions::git_nice): git, and the pack-objects it starts, run at the
+// configured niceness above the server's own.
+TEST_CASE("GitMirror.Server.GitRunsAtTheConfiguredNicenessAboveTheServers") {
+  const int own = getpriority(PRIO_PROCESS, 0);
+  for (const int nice : {0, 7}) {
+    CAPTURE(nice);
+    TempDir work;
+    const fs::path upstream = MakeUpstream(work.path, "tools.git", 2);
+    RepositorySet repositories;
+    REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
+    // pack-objects' hook records the niceness it runs at, then runs it.
+    const fs::path seen = work.path / "niceness";
+    const fs::path hook = work.path / "hook.sh";
+    std::ofstream(hook) << "#!/bin/sh\nnice >> " << seen.string() << "\nexec \"$@\"\n";
+    fs::permissions(hook, fs::perms::owner_all);
+    setenv("GIT_CONFIG_COUNT", "1", 1);
+    setenv("GIT_CONFIG_KEY_0", "uploadpack.packObjectsHook", 1);
+    setenv("GIT_CONFIG_VALUE_0", hook.string().c_str(), 1);
+    {
+      ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10,
+                             [&](MirrorOptions& o) { o.git_nice = nice; });
+      RequireClone(mirror.Url("tools.git"), work.path / "clone", "c");
+    }
+    unsetenv("GIT_CONFIG_COUNT");
+    unsetenv("GIT_CONFIG_KEY_0");
+    unsetenv("GIT_CONFIG_VALUE_0");
+    std::ifstream in(seen);
+    int recorded = -100;
+    REQUIRE(static_cast<bool>(in >> recorded));
+    CHECK(recorded == std::min(19, own + nice));
+  }
+  MirrorOptions bad;
+  bad.mirror_dir = "/tmp";
+  for (const int nice : {-1, 20}) {
+    bad.git_nice = nice;
+    CHECK(ValidateMirrorOptions(bad).code() == absl::StatusCode::kInvalidArgument);
   }
 }
 
