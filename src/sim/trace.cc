@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fstream>
 #include <initializer_list>
+#include <limits>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -541,9 +542,14 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
       trace.workers.push_back(std::move(worker));
     }
   }
-  FAIRGATE_ASSIGN_OR_RETURN(reserve_after, r.Number("sole_worker_reserve_after", false));
+  // Read with no lower bound of its own: the bound is > 0, and the message must say so.
+  FAIRGATE_ASSIGN_OR_RETURN(reserve_after, r.Number("sole_worker_reserve_after", false,
+                                                    -std::numeric_limits<double>::infinity()));
   if (reserve_after) {
-    if (*reserve_after <= 0) return r.Error("sole_worker_reserve_after", "must be > 0");
+    if (*reserve_after <= 0) {
+      return r.Error("sole_worker_reserve_after",
+                     absl::StrCat("must be > 0, got ", *reserve_after));
+    }
     trace.options.rule.sole_worker_reserve_after = Seconds(*reserve_after);
   }
   if (const Json* periodic = r.Get("periodic")) {
