@@ -64,6 +64,7 @@ StatusOr<std::vector<int>> ReferenceModel::RemoveWorker(const std::string& name,
 
 bool ReferenceModel::Serves(const ModelWorker& worker, const std::string& type) const {
   const WorkerConfig& w = worker.config;
+  if (w.slots < types_.at(type).slots) return false;  // it could never hold one of its jobs
   if (std::find(w.types.begin(), w.types.end(), type) != w.types.end()) return true;
   for (const std::string& tag : types_.at(type).tags) {
     if (std::find(w.tags.begin(), w.tags.end(), tag) != w.tags.end()) return true;

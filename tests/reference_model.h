@@ -137,6 +137,7 @@ class ReferenceModel {
   void ChangePause(double now, Change change);
   // Every constraint but the workers has room for the job.
   bool Admissible(const ModelJob& job) const;
+  // It names the type (or one of its tags) and has at least the type's slots.
   bool Serves(const ModelWorker& worker, const std::string& type) const;
   // The workers that serve `type`, most specialised first.
   std::vector<std::string> WorkersOf(const std::string& type) const;

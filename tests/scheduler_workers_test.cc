@@ -366,6 +366,49 @@ TEST_CASE("Scheduler.Workers.TheSnapshotShowsWhoServesWhat") {
         absl::StatusCode::kNotFound);
 }
 
+TEST_CASE("Scheduler.Workers.AWorkerTooNarrowForATypeItNamesIsWarnedOf") {
+  std::vector<std::string> warnings;  // written by the calling thread only
+  SchedulerOptions options;
+  options.rule.max_concurrency = 8;
+  options.runtime.warn = [&](std::string_view w) { warnings.emplace_back(w); };
+  auto made = Scheduler::Create(testing::WithPoolUnderTest(options));
+  REQUIRE(made.ok());
+  auto& scheduler = *made;
+  // Caps that allow the type's max_concurrency: RegisterType has nothing of its own to warn of.
+  JobTypeConfig wide = Type(4, 2);
+  wide.slots = 2;
+  REQUIRE(scheduler->RegisterType("wide", wide).ok());
+  REQUIRE(scheduler->RegisterType("small", Type(4, 4)).ok());
+  REQUIRE(warnings.empty());
+  const std::string narrow_v =
+      "worker 'v' names job type 'wide' but has 1 slot and its jobs take 2: it does not serve it "
+      "(none of its jobs could run there)";
+  REQUIRE(scheduler->AddWorker("v", WorkerConfig{1, {"wide", "small"}, {}}).ok());
+  CHECK(warnings == std::vector<std::string>{narrow_v});
+  CHECK(scheduler->Snapshot().types_without_worker == std::vector<std::string>{"wide"});
+  // A type registered after the worker that names it: warned of at its registration.
+  JobTypeConfig wider = Type(6, 2);
+  wider.slots = 3;
+  warnings.clear();
+  REQUIRE(scheduler->UpdateWorker("v", WorkerConfig{2, {"wide", "small", "wider"}, {}}).ok());
+  CHECK(warnings.empty());  // wider is not registered yet; wide fits now
+  REQUIRE(scheduler->RegisterType("wider", wider).ok());
+  CHECK(warnings == std::vector<std::string>{
+                        "worker 'v' names job type 'wider' but has 2 slots and its jobs "
+                        "take 3: it does not serve it (none of its jobs could run there)"});
+  // Served now, wide's job runs on v.
+  std::string seen;
+  REQUIRE(scheduler
+              ->RunSync(Context::Background(), Job("wide", "a", "k"),
+                        [&](const Context& ctx) {
+                          seen = std::string(ctx.Worker());
+                          return absl::OkStatus();
+                        })
+              .ok());
+  CHECK(seen == "v");
+  CHECK(scheduler->Shutdown(Context::Background()).ok());
+}
+
 }  // namespace
 }  // namespace fairgate
 

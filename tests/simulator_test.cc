@@ -215,6 +215,29 @@ TEST_CASE("Simulator.Workers.BadWorkersAreRefusedWithTheirField") {
         "w.json: worker 0: field 'colour': unknown field");
 }
 
+TEST_CASE("Simulator.Workers.ATypeIsRefusedOnlyWhenNoWorkerThatNamesItCanHoldIt") {
+  auto parse = [](const std::string& workers) {
+    StatusOr<Trace> trace = ParseTrace(
+        R"({"capacity": 4, "types": {"wide": {"priority": 2, "max_concurrency": 1, "slots": 2},
+                                     "t": {"priority": 1, "max_concurrency": 1}},
+            "jobs": [], "workers": )" +
+            workers + "}",
+        "w.json");
+    return trace.ok() ? std::string("accepted") : std::string(trace.status().message());
+  };
+  CHECK(parse(R"([{"name": "v", "types": ["wide", "t"]}])") ==
+        "w.json: type 'wide': its jobs take 2 slots, but no worker that names it has more than 1: "
+        "none could ever run");
+  // A wide worker that does not name it does not help; one that does, at any time of the trace,
+  // is enough.
+  CHECK(parse(R"([{"name": "v", "types": ["wide"]}, {"name": "big", "slots": 2, "types": ["t"],
+                  "from": 5}])") != "accepted");
+  CHECK(parse(R"([{"name": "v", "types": ["wide"]}, {"name": "big", "slots": 2, "types": ["wide"],
+                  "from": 5}])") == "accepted");
+  // Named by no worker: served by none, as any type no worker names (it waits).
+  CHECK(parse(R"([{"name": "v", "types": ["t"]}])") == "accepted");
+}
+
 TEST_CASE("Simulator.QueueWait.AnExpiryTakenByAPauseIsReportedBeforeAnArrivalReusesItsPlace") {
   // b's limit is reached at 4, the instant of a pause (which takes the expiries due first) and of
   // c's arrival (a fetch: no limit): the expire event is b's, and c runs when a ends.

@@ -362,6 +362,11 @@ TEST_CASE("Trace.BadInput.OneLineNamingFileJobAndField") {
       {"reserve-after zero",
        R"({"capacity": 1, "types": {}, "jobs": [], "sole_worker_reserve_after": 0})",
        "bad.json: field 'sole_worker_reserve_after': must be > 0, got 0"},
+      {"a type wider than every worker that names it",
+       R"({"capacity": 4, "types": {"wide": {"priority": 2, "max_concurrency": 1, "slots": 2}},
+           "jobs": [], "workers": [{"name": "v", "types": ["wide"]}]})",
+       "bad.json: type 'wide': its jobs take 2 slots, but no worker that names it has more than "
+       "1: none could ever run"},
       {"sync not a boolean",
        R"({"capacity": 1, "types": {"t": {"priority": 1, "max_concurrency": 1}},
            "jobs": [{"type": "t", "id": "r", "arrival": 0, "duration": 1, "sync": 1}]})",

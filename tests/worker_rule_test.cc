@@ -271,6 +271,48 @@ TEST_CASE("Workers.AReservationDoesNotHoldAWorkerForAJobSomethingElseHoldsBack")
   CHECK(admission->worker == "v");
 }
 
+JobTypeConfig Wide(int slots, int priority = 16) {
+  JobTypeConfig config = Type(priority);
+  config.slots = slots;
+  return config;
+}
+
+TEST_CASE("Workers.AWorkerNarrowerThanATypeDoesNotServeItNorIsHeldForIt") {
+  // v (1 slot) names wide (2 slots) and rare. wide's jobs could never run on v: they must not
+  // reserve it, so the rare job v can run goes at once.
+  auto core = MakeCore(16, /*reserve_after=*/1);
+  REQUIRE(core->RegisterType("wide", Wide(2)).ok());
+  REQUIRE(core->RegisterType("rare", Type()).ok());
+  REQUIRE(core->AddWorker("v", Worker(1, {"wide", "rare"})).ok());
+  CHECK(
+      core->NarrowWorkerWarnings("", "") ==
+      std::vector<std::string>{"worker 'v' names job type 'wide' but has 1 slot and its jobs "
+                               "take 2: it does not serve it (none of its jobs could run there)"});
+  CHECK(core->NarrowWorkerWarnings("v", "rare").empty());
+  CHECK(core->TypesWithoutWorker() == std::vector<std::string>{"wide"});
+  CHECK_FALSE(core->TypeServed("wide"));
+  const JobTicket wide = Enqueue(*core, "wide", "k", 0);
+  CHECK_FALSE(core->NextAdmission(0));
+  Enqueue(*core, "rare", "k", 2);
+  auto admission = core->NextAdmission(2);
+  REQUIRE(admission);
+  CHECK(admission->type == "rare");
+  CHECK(admission->worker == "v");
+  CHECK(core->CheckInvariants().ok());
+  // A worker wide enough serves it, and its job goes there.
+  REQUIRE(core->AddWorker("big", Worker(2, {"wide"})).ok());
+  CHECK(core->TypesWithoutWorker().empty());
+  admission = core->NextAdmission(3);
+  REQUIRE(admission);
+  CHECK(admission->ticket == wide);
+  CHECK(admission->worker == "big");
+  // Narrowed below the type, big no longer serves it; its running job goes on.
+  REQUIRE(core->UpdateWorker("big", Worker(1, {"wide"})).ok());
+  CHECK(core->TypesWithoutWorker() == std::vector<std::string>{"wide"});
+  CHECK(core->NarrowWorkerWarnings("big", "").size() == 1);
+  CHECK(core->CheckInvariants().ok());
+}
+
 // The rare-job bound (docs/ordering.md, "Workers"): let R be sole_worker_reserve_after, W a
 // worker, k the number of types W alone serves, and D the longest a job runs. While a type W
 // alone serves has jobs pending that nothing but workers holds back, one of its jobs is admitted

@@ -133,8 +133,10 @@ struct RuntimeOptions {
   EvidenceSink evidence;
   // Events that may wait for slow observers before newer ones are dropped. >= 1.
   std::size_t observer_queue_limit = 65536;
-  // Where RegisterType's warnings go (fairgate/job_type.h, JobTypeWarnings), one sentence per
-  // call, on the registering thread, when a type is first registered. Empty: written to stderr,
+  // Where warnings go, one sentence per call, on the calling thread: RegisterType's when a type
+  // is first registered (fairgate/job_type.h, JobTypeWarnings), and RegisterType's, AddWorker's
+  // and UpdateWorker's of a worker too narrow for a type it names (fairgate/worker.h,
+  // WorkerServes). Empty: written to stderr,
   // one line each, as "fairgate: warning: <sentence>". A function that does nothing silences them.
   std::function<void(std::string_view warning)> warn;
 };

@@ -127,8 +127,9 @@ class Scheduler {
 
   // Registers a job type before its first job. Idempotent for an equal config; AlreadyExists for
   // a different one; InvalidArgument for a bad one. A valid type that is probably not what was
-  // meant (JobTypeWarnings in fairgate/job_type.h: its tier's cap below its max_concurrency, say)
-  // is registered, and each warning goes to RuntimeOptions::warn (stderr by default).
+  // meant (JobTypeWarnings in fairgate/job_type.h: its tier's cap below its max_concurrency, say;
+  // or a worker that names it with fewer slots than its jobs take, fairgate/worker.h) is
+  // registered, and each warning goes to RuntimeOptions::warn (stderr by default).
   Status RegisterType(std::string_view name, const JobTypeConfig& config);
 
   // Waits until the job (type, id) of `fairness_key` is admitted, then runs `fn(ctx)` on the
@@ -291,7 +292,10 @@ class Scheduler {
   // what it makes admissible.
   //
   // Adds a worker: idempotent for an equal config, AlreadyExists for another, InvalidArgument
-  // for a bad one (ValidateWorker).
+  // for a bad one (ValidateWorker). It serves the registered types it names and has the slots for
+  // (WorkerServes); for each it names but is narrower than, this call and UpdateWorker's warn
+  // through RuntimeOptions::warn, and the type waits for a wider worker
+  // (Snapshot::types_without_worker).
   Status AddWorker(std::string_view name, const WorkerConfig& config);
   // Changes a worker's slots and types. Its running jobs go on and keep their slots, even those
   // of a type it no longer serves. NotFound for an unknown worker.

@@ -67,7 +67,8 @@ struct Snapshot {
   // Scheduler::PauseKey: the keys paused now, by name (their pending jobs wait until ResumeKey).
   std::vector<std::string> paused_keys;
   // With workers declared: each, in the order they were added, and the registered types none
-  // serves (their jobs wait until one is added).
+  // serves, named by none or only by workers with fewer slots than its jobs take (their jobs wait
+  // until a worker that serves them is added).
   std::vector<WorkerSnapshot> workers;
   std::vector<std::string> types_without_worker;
   // Since the scheduler started:

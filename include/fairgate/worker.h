@@ -3,10 +3,11 @@
 // Without workers, fairgate admits jobs into `max_concurrency` slots that serve every type. A
 // server whose workers are not interchangeable (GPU and CPU hosts, storage nodes that hold some
 // repositories, build machines per architecture) declares them: a worker has a name, a number of
-// slots and the types it serves, by name or through the tags a type carries
-// (JobTypeConfig::tags). Once a worker is declared, a job is admitted only onto a worker that
-// serves its type and has room for its slots, and the admission names that worker; every other
-// constraint (global, tier and type caps, key limits, conflicts) still applies.
+// slots and the types it names, by name or through the tags a type carries (JobTypeConfig::tags);
+// it serves those of them it can hold a job of (WorkerServes). Once a worker is declared, a job is
+// admitted only onto a worker that serves its type and has room for its slots, and the admission
+// names that worker; every other constraint (global, tier and type caps, key limits, conflicts)
+// still applies.
 //
 // Thread safety: a plain value type.
 #ifndef FAIRGATE_WORKER_H_
@@ -16,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fairgate/job_type.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
@@ -31,6 +33,14 @@ struct WorkerConfig {
 
   friend bool operator==(const WorkerConfig&, const WorkerConfig&) = default;
 };
+
+// Whether `worker` serves the job type `type` of config `type_config`: it names the type (in
+// `types`, or through one of the type's tags) and has at least the type's slots, so that one of its
+// jobs fits. A worker that names a type wider than itself does not serve it: none of its jobs
+// could ever run there, so it is neither offered them nor held back for them (docs/ordering.md,
+// "Workers"); Scheduler::AddWorker, UpdateWorker and RegisterType warn of such a pair.
+bool WorkerServes(const WorkerConfig& worker, std::string_view type,
+                  const JobTypeConfig& type_config);
 
 // OK when `name` and `config` describe a valid worker, else InvalidArgument naming what is wrong:
 // an empty name, slots out of range, an empty type name or tag, or no type and no tag at all.

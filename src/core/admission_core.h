@@ -348,6 +348,11 @@ class AdmissionCore {
   // The registered types that no worker serves (with workers declared; empty without), by
   // registration order: their jobs wait until a worker that serves them is added.
   std::vector<std::string> TypesWithoutWorker() const;
+  // One sentence for each worker that names a registered type it is too narrow to serve
+  // (fairgate/worker.h, WorkerServes), of the worker `worker` and the type `type` (empty: any),
+  // by worker and then type order.
+  std::vector<std::string> NarrowWorkerWarnings(std::string_view worker,
+                                                std::string_view type) const;
 
   // The key's accumulated cost, if the key is tracked.
   std::optional<double> AccumulatedCost(std::string_view key) const;

@@ -331,11 +331,14 @@ Status AdmissionCore::CheckWorkers(
         named = named || std::find(type->config.tags.begin(), type->config.tags.end(), tag) !=
                              type->config.tags.end();
       }
-      if (listed != named) {
+      const bool fits = worker->config.slots >= type->config.slots;
+      if (listed != (named && fits)) {
         return Broken(absl::StrCat("worker '", worker->name, "' serves type ", type->name,
-                                   named ? " but does not list it" : " without naming it"));
+                                   listed
+                                       ? (named ? " but is narrower than it" : " without naming it")
+                                       : " but does not list it"));
       }
-      serves += named;
+      serves += listed;
     }
     if (serves != worker->served.size()) {
       return Broken(absl::StrCat("worker '", worker->name, "' lists a type twice"));

@@ -14,19 +14,6 @@ namespace {
 
 absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-bool Serves(const WorkerConfig& worker, const TypeState& type) {
-  if (std::find(worker.types.begin(), worker.types.end(), type.name) != worker.types.end()) {
-    return true;
-  }
-  for (const std::string& tag : worker.tags) {
-    if (std::find(type.config.tags.begin(), type.config.tags.end(), tag) !=
-        type.config.tags.end()) {
-      return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 Status AdmissionCore::AddWorker(std::string_view name, const WorkerConfig& config) {
@@ -131,6 +118,25 @@ std::vector<std::string> AdmissionCore::TypesWithoutWorker() const {
   return names;
 }
 
+std::vector<std::string> AdmissionCore::NarrowWorkerWarnings(std::string_view worker,
+                                                             std::string_view type) const {
+  std::vector<std::string> warnings;
+  for (const auto& w : workers_) {
+    if (w == nullptr || (!worker.empty() && w->name != worker)) continue;
+    WorkerConfig named = w->config;
+    for (const auto& t : types_) {
+      if (!type.empty() && t->name != type) continue;
+      named.slots = t->config.slots;  // whether it names the type, whatever its width
+      if (w->config.slots >= t->config.slots || !WorkerServes(named, t->name, t->config)) continue;
+      warnings.push_back(absl::StrCat(
+          "worker '", w->name, "' names job type '", t->name, "' but has ", w->config.slots,
+          w->config.slots == 1 ? " slot" : " slots", " and its jobs take ", t->config.slots,
+          ": it does not serve it (none of its jobs could run there)"));
+    }
+  }
+  return warnings;
+}
+
 void AdmissionCore::RebuildWorkerIndex() {
   for (auto& type : types_) {
     type->workers.clear();
@@ -140,7 +146,7 @@ void AdmissionCore::RebuildWorkerIndex() {
     if (worker == nullptr) continue;
     worker->served.clear();
     for (auto& type : types_) {
-      if (!Serves(worker->config, *type)) continue;
+      if (!WorkerServes(worker->config, type->name, type->config)) continue;
       worker->served.push_back(type.get());
       type->workers.push_back(worker.get());
       type->workers_with_room += worker->slots.Fits(type->config.slots);

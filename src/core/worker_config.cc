@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "fairgate/worker.h"
@@ -10,6 +12,19 @@ namespace {
 constexpr char kWorkerLostPayload[] = "type.fairgate/worker_lost";
 
 }  // namespace
+
+bool WorkerServes(const WorkerConfig& worker, std::string_view type,
+                  const JobTypeConfig& type_config) {
+  if (worker.slots < type_config.slots) return false;
+  if (std::find(worker.types.begin(), worker.types.end(), type) != worker.types.end()) return true;
+  for (const std::string& tag : worker.tags) {
+    if (std::find(type_config.tags.begin(), type_config.tags.end(), tag) !=
+        type_config.tags.end()) {
+      return true;
+    }
+  }
+  return false;
+}
 
 Status ValidateWorker(std::string_view name, const WorkerConfig& config) {
   if (name.empty()) return absl::InvalidArgumentError("worker name is empty");

@@ -142,6 +142,9 @@ class AdmissionTable {
   Status RemoveWorker(std::string_view name, Decision& decision, RecordList& lost);
   // The registered types no worker serves (with workers declared).
   std::vector<std::string> TypesWithoutWorker() const;
+  // AdmissionCore::NarrowWorkerWarnings.
+  std::vector<std::string> NarrowWorkerWarnings(std::string_view worker,
+                                                std::string_view type) const;
   std::optional<double> AccumulatedCost(std::string_view key) const;
   std::optional<double> Estimate(std::string_view type, std::string_view id) const;
   Status Open() const;

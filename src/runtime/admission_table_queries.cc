@@ -112,6 +112,12 @@ std::vector<std::string> AdmissionTable::TypesWithoutWorker() const {
   return core_->TypesWithoutWorker();
 }
 
+std::vector<std::string> AdmissionTable::NarrowWorkerWarnings(std::string_view worker,
+                                                              std::string_view type) const {
+  Locked lock(this);
+  return core_->NarrowWorkerWarnings(worker, type);
+}
+
 StatusOr<double> AdmissionTable::MaxWaitToCeiling(std::string_view type) const {
   Locked lock(this);
   return core_->MaxWaitToCeiling(type);

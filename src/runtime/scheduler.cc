@@ -91,16 +91,20 @@ Status Scheduler::Impl::RegisterType(std::string_view name, const JobTypeConfig&
   if (!first.ok()) return first.status();
   if (fleet_) fleet_->TypeRegistered(name, config);
   if (*first) {
-    for (const std::string& warning :
-         JobTypeWarnings(name, config, options_.rule.max_concurrency)) {
-      if (options_.runtime.warn) {
-        options_.runtime.warn(warning);
-      } else {
-        std::fprintf(stderr, "fairgate: warning: %s\n", warning.c_str());
-      }
-    }
+    Warn(JobTypeWarnings(name, config, options_.rule.max_concurrency));
+    Warn(table_.NarrowWorkerWarnings("", name));
   }
   return absl::OkStatus();
+}
+
+void Scheduler::Impl::Warn(const std::vector<std::string>& warnings) const {
+  for (const std::string& warning : warnings) {
+    if (options_.runtime.warn) {
+      options_.runtime.warn(warning);
+    } else {
+      std::fprintf(stderr, "fairgate: warning: %s\n", warning.c_str());
+    }
+  }
 }
 
 StatusOr<PeriodicJob> Scheduler::Impl::SubmitEvery(const JobName& job, Seconds interval, JobFn fn,
@@ -200,7 +204,9 @@ Status Scheduler::Impl::SetWorker(std::string_view name, const WorkerConfig& con
   Decision decision;
   Status status = table_.SetWorker(name, config, update, decision);
   dispatcher_.Act(decision);
-  if (status.ok() && claimer_) claimer_->Poke();  // stored jobs of the types it serves
+  if (!status.ok()) return status;
+  if (claimer_) claimer_->Poke();  // stored jobs of the types it serves
+  Warn(table_.NarrowWorkerWarnings(name, ""));
   return status;
 }
 

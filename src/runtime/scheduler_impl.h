@@ -143,6 +143,8 @@ class Scheduler::Impl final : public internal::Submission {
 
   // --- scheduler.cc.
   Status NeedStore(std::string_view what) const;
+  // Hands each sentence to RuntimeOptions::warn (stderr by default).
+  void Warn(const std::vector<std::string>& warnings) const;
   Status ChangePause(const std::function<Status(core::AdmissionCore&, double)>& change);
   // The timer's two sides (timer.h): when it must run next, and what it runs then.
   internal::Timer::Clock::time_point TimerNextDue();

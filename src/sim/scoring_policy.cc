@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "fairgate/worker.h"
 
 namespace fairgate::sim {
 namespace {
@@ -41,14 +42,6 @@ struct Running {
   bool operator>(const Running& o) const { return std::tie(t, order) > std::tie(o.t, o.order); }
 };
 
-bool Serves(const WorkerConfig& worker, const std::string& type, const JobTypeConfig& config) {
-  if (std::find(worker.types.begin(), worker.types.end(), type) != worker.types.end()) return true;
-  for (const std::string& tag : worker.tags) {
-    if (std::find(config.tags.begin(), config.tags.end(), tag) != config.tags.end()) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 StatusOr<SimResult> SimulateScoring(const Trace& trace) {
@@ -78,7 +71,7 @@ StatusOr<SimResult> SimulateScoring(const Trace& trace) {
   std::vector<std::size_t> served(workers.size(), 0);
   for (std::size_t w = 0; w < workers.size(); ++w) {
     for (const auto& [name, config] : trace.types)
-      served[w] += Serves(workers[w].config, name, config);
+      served[w] += WorkerServes(workers[w].config, name, config);
   }
   struct Change {
     double t;
@@ -177,7 +170,7 @@ StatusOr<SimResult> SimulateScoring(const Trace& trace) {
         std::optional<std::size_t> chosen;
         for (std::size_t w = 0; w < workers.size(); ++w) {
           const Worker& worker = workers[w];
-          if (!worker.present || !Serves(worker.config, job.type, config)) continue;
+          if (!worker.present || !WorkerServes(worker.config, job.type, config)) continue;
           const int free = worker.config.slots - worker.used;
           if (free < config.slots) continue;
           free_slots += free;

@@ -1,5 +1,6 @@
 #include "sim/trace.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <initializer_list>
@@ -540,6 +541,21 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
         }
       }
       trace.workers.push_back(std::move(worker));
+    }
+    // A type its workers name but none can hold would wait for ever, and hold nothing back
+    // (fairgate/worker.h, WorkerServes): a mistake in the trace, as slots above the priority is.
+    for (const auto& [name, config] : trace.types) {
+      int widest = 0;
+      for (const TraceWorker& worker : trace.workers) {
+        WorkerConfig named = worker.config;
+        named.slots = config.slots;  // whether it names the type, whatever its width
+        if (WorkerServes(named, name, config)) widest = std::max(widest, worker.config.slots);
+      }
+      if (widest > 0 && widest < config.slots) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            file, ": type '", name, "': its jobs take ", config.slots,
+            " slots, but no worker that names it has more than ", widest, ": none could ever run"));
+      }
     }
   }
   // Read with no lower bound of its own: the bound is > 0, and the message must say so.
