@@ -313,6 +313,76 @@ TEST_CASE("Workers.AWorkerNarrowerThanATypeDoesNotServeItNorIsHeldForIt") {
   CHECK(core->CheckInvariants().ok());
 }
 
+// What the bound does not cover (docs/ordering.md, "Workers"): a multi-slot rare type whose global
+// cap the other workers' jobs keep full. Capacity 3 = w2 (2 slots: c and the 2-slot r) + w1 (1
+// slot: c); c jobs always waiting. Each time a c job on w2 ends one global slot is free, r does
+// not fit it, nothing reserves w2, and the next c job takes the slot: r waits for ever. With
+// capacity 4 the reservation engages and r goes within the bound.
+TEST_CASE("Workers.AMultiSlotRareTypeBehindAFullGlobalCapIsNotCoveredByTheBound") {
+  for (const int capacity : {3, 4}) {
+    CAPTURE(capacity);
+    auto core = MakeCore(capacity, /*reserve_after=*/1);
+    REQUIRE(core->RegisterType("c", Type()).ok());
+    REQUIRE(core->RegisterType("r", Wide(2)).ok());
+    REQUIRE(core->AddWorker("w2", Worker(2, {"c", "r"})).ok());
+    REQUIRE(core->AddWorker("w1", Worker(1, {"c"})).ok());
+    std::vector<std::pair<JobTicket, std::string>> running;  // in admission order
+    std::optional<double> r_admitted;
+    auto fill = [&](double now) {
+      while (auto a = core->NextAdmission(now)) {
+        if (a->type == "r") r_admitted = now;
+        running.emplace_back(a->ticket, std::string(a->worker));
+      }
+    };
+    for (int i = 0; i < 8; ++i) Enqueue(*core, "c", "c", 0);
+    fill(0);
+    Enqueue(*core, "r", "r", 0);
+    // Every second the oldest job on w2 ends (D = 1 s on w2), and a c job arrives.
+    for (int t = 1; t <= 30 && !r_admitted; ++t) {
+      auto on_w2 = std::find_if(running.begin(), running.end(),
+                                [](const auto& job) { return job.second == "w2"; });
+      REQUIRE(on_w2 != running.end());
+      REQUIRE(core->Complete(on_w2->first, 1, t).ok());
+      running.erase(on_w2);
+      Enqueue(*core, "c", "c", t);
+      fill(t);
+      CHECK(core->CheckInvariants().ok());
+    }
+    if (capacity == 3) {
+      CHECK_FALSE(r_admitted);
+    } else {
+      REQUIRE(r_admitted);
+      CHECK(*r_admitted <= 1 + 1 * 1);  // R + k x D (k = 1) from r's clock, which starts at 0
+    }
+  }
+}
+
+// A claim goes before the order (docs/ordering.md, "Workers"): the reserved worker's claimant is
+// admitted although a job of a higher tier comes first in the order and a free worker could run
+// it, and it takes the last global slot from that job.
+TEST_CASE("Workers.AClaimGoesBeforeTheOrderAndTakesItsGlobalSlot") {
+  auto core = MakeCore(/*capacity=*/2, /*reserve_after=*/1);
+  REQUIRE(core->RegisterType("rare", Type(1)).ok());
+  REQUIRE(core->RegisterType("common", Type(8)).ok());
+  REQUIRE(core->AddWorker("s", Worker(1, {"common"})).ok());
+  REQUIRE(core->AddWorker("o", Worker(1, {"common"})).ok());
+  REQUIRE(core->AddWorker("v", Worker(1, {"common", "rare"})).ok());
+  Enqueue(*core, "rare", "r", 0);
+  for (int i = 0; i < 3; ++i) Enqueue(*core, "common", "c", 0);
+  std::map<std::string, JobTicket> on;
+  while (auto a = core->NextAdmission(0)) on[std::string(a->worker)] = a->ticket;
+  REQUIRE(on.size() == 2);  // s and o run common jobs; the global cap is full
+  REQUIRE(core->Complete(on["s"], 1, 2).ok());
+  auto admission = core->NextAdmission(2);
+  REQUIRE(admission);
+  CHECK(admission->type == "rare");
+  CHECK(admission->worker == "v");
+  CHECK(admission->worker_reserved);
+  // s is free and a common job is first in the order, but the claim took the global slot.
+  CHECK_FALSE(core->NextAdmission(2));
+  CHECK(core->CheckInvariants().ok());
+}
+
 // The rare-job bound (docs/ordering.md, "Workers"): let R be sole_worker_reserve_after, W a
 // worker, k the number of types W alone serves, and D the longest a job runs. While a type W
 // alone serves has jobs pending that nothing but workers holds back, one of its jobs is admitted
