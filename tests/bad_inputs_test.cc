@@ -1,6 +1,8 @@
 // Every bad input of the public API, tried for real, with the status it gets; and
 // docs/bad-inputs.md, which must be exactly the table these rows render (run the test with
 // FAIRGATE_UPDATE_DOCS=1 to rewrite it after adding a row).
+#include <sqlite3.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "doctest/doctest.h"
+#include "fairgate/postgres_store.h"
 #include "fairgate/scheduler.h"
 #include "fairgate/sqlite_store.h"
 #include "sim/trace.h"
@@ -293,11 +296,26 @@ std::vector<Row> Rows() {
       "min_running must be in [0, max_running 1], got 2",
       [] { return Ready()->SetKeyLimits("k", {.max_running = 1, .min_running = 2}); });
   run("OpenSqliteStore", "a file in a directory that does not exist",
-      absl::StatusCode::kFailedPrecondition, "state file /nonexistent/state.db: open",
+      absl::StatusCode::kFailedPrecondition,
+      "SQLite store /nonexistent/state.db: its directory /nonexistent does not exist",
       [] { return OpenSqliteStore("/nonexistent/state.db").status(); });
+  run("OpenSqliteStore", "a directory", absl::StatusCode::kFailedPrecondition,
+      "is a directory, not a file", [] { return OpenSqliteStore(StatePath("")).status(); });
+  run("OpenSqliteStore", "another program's SQLite database", absl::StatusCode::kFailedPrecondition,
+      "is another program's database, not fairgate's", [] {
+        const std::string path = StatePath("foreign.db");
+        sqlite3* db = nullptr;
+        sqlite3_open(path.c_str(), &db);
+        sqlite3_exec(db, "CREATE TABLE IF NOT EXISTS notes (text TEXT)", nullptr, nullptr, nullptr);
+        sqlite3_close(db);
+        return OpenSqliteStore(path).status();
+      });
   run("OpenSqliteStore", "busy_timeout = -1 s", absl::StatusCode::kInvalidArgument,
       "busy_timeout must be finite and >= 0 seconds",
       [] { return OpenSqliteStore(StatePath("busy.db"), {.busy_timeout = Seconds(-1)}).status(); });
+  run("OpenPostgresStore", "a malformed connection string", absl::StatusCode::kInvalidArgument,
+      "PostgreSQL connection string is malformed: missing \"=\" after \"nonsense\"",
+      [] { return OpenPostgresStore("nonsense").status(); });
   run("Scheduler::SubmitDurable", "no store", absl::StatusCode::kFailedPrecondition,
       "SubmitDurable needs a store", [] {
         return Ready()
@@ -386,6 +404,14 @@ std::vector<Row> Rows() {
                                "t.json")
             .status();
       });
+  run("fairgate sim (a trace file)", "a field given twice", absl::StatusCode::kInvalidArgument,
+      "t.json: field 'capacity': is given twice", [] {
+        return sim::ParseTrace(R"({"capacity": 1, "capacity": 2, "types": {}, "jobs": []})",
+                               "t.json")
+            .status();
+      });
+  run("fairgate sim (a trace file)", "a directory", absl::StatusCode::kInvalidArgument,
+      "/tmp: is a directory, not a trace file", [] { return sim::LoadTrace("/tmp").status(); });
   return rows;
 }
 

@@ -1,6 +1,8 @@
 // `fairgate sim`: tables on stdout, events where asked, exit status 2 with one line on bad input.
 #include "sim/sim_command.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -98,8 +100,32 @@ TEST_CASE("SimCommand.BadInput.ExitStatus2WithOneLine") {
   ExpectUsageError({kData + "/bad/unknown-type.json"}, std::nullopt,
                    "fairgate sim: " + kData +
                        "/bad/unknown-type.json: job 1: field 'type': unknown job type 'clone'");
-  ExpectUsageError({kSeed4}, std::string("/nonexistent-dir/events.jsonl"),
-                   "fairgate sim: /nonexistent-dir/events.jsonl: cannot open for writing");
+  // Outputs are checked before the simulation: a file where a directory must be, a directory
+  // where a file must be; a trace directory is named as one.
+  ExpectUsageError(
+      {kSeed4}, kSeed4 + "/events.jsonl",
+      "fairgate sim: --events " + kSeed4 + "/events.jsonl: " + kSeed4 + " is not a directory");
+  ExpectUsageError({kSeed4}, kData,
+                   "fairgate sim: --events " + kData + ": is a directory, not a file");
+  ExpectUsageError({kData}, std::nullopt,
+                   "fairgate sim: " + kData + ": is a directory, not a trace file");
+}
+
+TEST_CASE("SimCommand.Outputs.MissingDirectoriesAreMadeForEveryOutputAlike") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("fairgate-sim-outputs-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  SimOutputs outputs;
+  outputs.events = (dir / "a/b/events.jsonl").string();
+  outputs.evidence = (dir / "c/evidence.jsonl").string();
+  outputs.report = (dir / "d/e").string();
+  std::ostringstream out, err;
+  CHECK(RunSimCommand({kSeed4}, outputs, out, err) == 0);
+  CHECK(err.str().empty());
+  CHECK_FALSE(ReadFile(*outputs.events).empty());
+  CHECK_FALSE(ReadFile(*outputs.evidence).empty());
+  CHECK(std::filesystem::exists(dir / "d/e/index.html"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

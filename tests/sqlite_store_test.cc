@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <set>
 #include <string>
 #include <thread>
@@ -54,8 +56,17 @@ TEST_CASE("SqliteStore.FilesItCannotUseAreRefusedWithStatusesNamingThem") {
   CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(s.message().find(text) != std::string::npos);
 
-  CHECK(OpenSqliteStore(dir.path() + "/no/such/dir/state.db").status().code() ==
-        absl::StatusCode::kFailedPrecondition);
+  // A directory, and a file whose directory is missing, are named as such.
+  s = OpenSqliteStore(dir.path()).status();
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(s.message() == "SQLite store " + dir.path() + ": is a directory, not a file");
+  s = OpenSqliteStore(dir.path() + "/no/such/dir/state.db").status();
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(s.message() == "SQLite store " + dir.path() + "/no/such/dir/state.db: its directory " +
+                           dir.path() + "/no/such/dir does not exist");
+  s = OpenSqliteStore(text + "/state.db").status();
+  CHECK(s.message() ==
+        "SQLite store " + text + "/state.db: its directory " + text + " is not a directory");
 
   // A file from a newer fairgate (a higher schema version) is not touched.
   const std::string newer = dir.path() + "/newer.db";
@@ -68,6 +79,53 @@ TEST_CASE("SqliteStore.FilesItCannotUseAreRefusedWithStatusesNamingThem") {
   s = OpenSqliteStore(newer).status();
   CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(s.message().find("schema version 99") != std::string::npos);
+}
+
+std::string Bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void Sql(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+}
+
+TEST_CASE("SqliteStore.AnotherProgramsDatabaseIsRefusedAndLeftUntouched") {
+  testing::TempDir dir;
+  struct Foreign {
+    const char* what;
+    const char* sql;
+  };
+  for (const Foreign& f :
+       {Foreign{"tables of its own",
+                "CREATE TABLE notes (id INTEGER, text TEXT);"
+                "INSERT INTO notes VALUES (1, 'mine');"},
+        Foreign{"and a schema version", "CREATE TABLE notes (id INTEGER); PRAGMA user_version=1;"},
+        Foreign{"an application id of its own", "PRAGMA application_id=1234;"}}) {
+    CAPTURE(f.what);
+    const std::string path = dir.path() + "/" + f.what + ".db";
+    Sql(path, f.sql);
+    const std::string before = Bytes(path);
+    Status s = OpenSqliteStore(path).status();
+    CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(s.message().find("is another program's database, not fairgate's") != std::string::npos);
+    CHECK(s.message().find("left untouched") != std::string::npos);
+    CHECK(Bytes(path) == before);
+    CHECK_FALSE(std::filesystem::exists(path + "-wal"));
+  }
+  // fairgate's own file, also one written before fairgate marked its files, opens; an empty file
+  // (nothing in it to lose) becomes a store.
+  const std::string own = dir.path() + "/own.db";
+  REQUIRE(OpenSqliteStore(own).ok());
+  Sql(own, "PRAGMA application_id=0;");
+  auto reopened = OpenSqliteStore(own);
+  REQUIRE_MESSAGE(reopened.ok(), reopened.status().message());
+  const std::string empty = dir.path() + "/empty.db";
+  std::ofstream{empty};
+  CHECK(OpenSqliteStore(empty).ok());
 }
 
 TEST_CASE("SqliteStore.ALockHeldByAnotherProcessEndsInUnavailableAfterTheBusyTimeout") {

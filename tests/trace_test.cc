@@ -367,6 +367,20 @@ TEST_CASE("Trace.BadInput.OneLineNamingFileJobAndField") {
            "jobs": [], "workers": [{"name": "v", "types": ["wide"]}]})",
        "bad.json: type 'wide': its jobs take 2 slots, but no worker that names it has more than "
        "1: none could ever run"},
+      {"a field given twice", R"({"capacity": 1, "capacity": 2, "types": {}, "jobs": []})",
+       "bad.json: field 'capacity': is given twice"},
+      {"a job's field given twice",
+       R"({"capacity": 1, "types": {"t": {"priority": 1, "max_concurrency": 1}},
+           "jobs": [{"type": "t", "id": "r", "arrival": 0, "duration": 1},
+                    {"type": "t", "id": "r", "arrival": 0, "arrival": 1, "duration": 1}]})",
+       "bad.json: job 1: field 'arrival': is given twice"},
+      {"a type's field given twice",
+       R"({"capacity": 1, "types": {"t": {"priority": 1, "priority": 2, "max_concurrency": 1}},
+           "jobs": []})",
+       "bad.json: type 't': field 'priority': is given twice"},
+      {"a machine's field given twice",
+       R"({"capacity": 1, "machine": {"cores": 1, "cores": 2}, "types": {}, "jobs": []})",
+       "bad.json: machine: field 'cores': is given twice"},
       {"sync not a boolean",
        R"({"capacity": 1, "types": {"t": {"priority": 1, "max_concurrency": 1}},
            "jobs": [{"type": "t", "id": "r", "arrival": 0, "duration": 1, "sync": 1}]})",
@@ -388,6 +402,11 @@ TEST_CASE("Trace.Load.AMissingFileIsNamed") {
   StatusOr<Trace> trace = LoadTrace("/nonexistent/trace.json");
   REQUIRE_FALSE(trace.ok());
   CHECK(trace.status().message() == "/nonexistent/trace.json: cannot open the file");
+  // A directory reads as an empty file: named as what it is instead.
+  trace = LoadTrace("/tmp");
+  REQUIRE_FALSE(trace.ok());
+  CHECK(trace.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(trace.status().message() == "/tmp: is a directory, not a trace file");
 }
 
 }  // namespace

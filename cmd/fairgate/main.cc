@@ -35,6 +35,15 @@ int main(int argc, char** argv) {
                 "also print the waits per type and of on-demand jobs, utilisation, key fairness "
                 "and jobs lost");
 
+  // CLI11 would say only that a subcommand is required: name what was given instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    try {
+      (void)app.get_subcommand(argv[1]);
+    } catch (const CLI::OptionNotFound&) {
+      std::cerr << "fairgate: unknown command '" << argv[1] << "' (the commands: sim; --help)\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

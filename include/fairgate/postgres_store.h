@@ -56,8 +56,9 @@ struct PostgresStoreOptions {
 };
 
 // Connects with the libpq connection string `conninfo` ("host=/run/pg dbname=mirror", or a
-// postgresql:// URL) and creates, migrates or checks the schema. InvalidArgument for an empty
-// string; Unavailable when the server cannot be reached.
+// postgresql:// URL) and creates, migrates or checks the schema. InvalidArgument for an empty or
+// malformed string (libpq's reason in the message), before any connection is tried; Unavailable
+// when the server cannot be reached.
 StatusOr<std::unique_ptr<SharedStore>> OpenPostgresStore(const std::string& conninfo,
                                                          const PostgresStoreOptions& options = {});
 

@@ -37,7 +37,10 @@ struct SqliteStoreOptions {
 };
 
 // Opens (creating if absent) the store in `path`. InvalidArgument for an empty path or a bad
-// option; the statuses above when the file cannot be opened or read.
+// option; FailedPrecondition naming what is wrong for a directory, a missing directory, or
+// another program's SQLite database (one with tables of its own, or another PRAGMA
+// application_id), which is refused before anything is written to it; the statuses above when
+// the file cannot be opened or read. An empty file becomes a store.
 StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
                                                  const SqliteStoreOptions& options = {});
 

@@ -1,7 +1,10 @@
 #include "sim/sim_command.h"
 
+#include <filesystem>
 #include <fstream>
+#include <tuple>
 
+#include "absl/strings/str_cat.h"
 #include "sim/policy_summary.h"
 #include "sim/report.h"
 #include "sim/scoring_policy.h"
@@ -35,6 +38,30 @@ bool WriteLines(const std::string& path, const Items& items, Format format, std:
   return true;
 }
 
+// Makes the directories `path` needs: the directory itself (`directory`) or its parent. Refuses
+// a file where a directory must be and a directory where a file must be.
+Status PrepareOutput(const std::string& path, bool directory) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path parent = directory ? target : target.parent_path();
+  std::error_code error;
+  if (!parent.empty() && !fs::is_directory(parent, error)) {
+    if (fs::exists(parent, error)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": ", parent.string(), " is not a directory"));
+    }
+    fs::create_directories(parent, error);
+    if (error) {
+      return absl::FailedPreconditionError(absl::StrCat(path, ": cannot make the directory ",
+                                                        parent.string(), ": ", error.message()));
+    }
+  }
+  if (!directory && fs::is_directory(target, error)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": is a directory, not a file"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int RunSimCommand(const std::vector<std::string>& traces, const SimOutputs& outputs,
@@ -58,6 +85,17 @@ int RunSimCommand(const std::vector<std::string>& traces, const SimOutputs& outp
   if (outputs.policy == "seed004" && outputs.evidence) {
     err << "fairgate sim: --evidence needs --policy fairgate (seed004 has no order to record)\n";
     return 2;
+  }
+  // Before the simulation, which may take long: every output can be written. Missing
+  // directories are made for each alike (a report's own, a file's parent).
+  for (const auto& [name, path, directory] : {std::tuple{"--events", outputs.events, false},
+                                              std::tuple{"--evidence", outputs.evidence, false},
+                                              std::tuple{"--report", outputs.report, true}}) {
+    if (!path || *path == "-") continue;
+    if (Status s = PrepareOutput(*path, directory); !s.ok()) {
+      err << "fairgate sim: " << name << " " << s.message() << "\n";
+      return 2;
+    }
   }
   for (const std::string& path : traces) {
     StatusOr<Trace> trace = LoadTrace(path);

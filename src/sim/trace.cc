@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
@@ -353,10 +354,29 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
   std::vector<std::pair<std::string, Json>> type_entries;
   struct Level {
     bool array = false;
-    std::string key;       // in an object: the current key
-    std::size_t done = 0;  // in an array: elements completed so far
+    std::string key;                // in an object: the current key
+    std::vector<std::string> keys;  // in an object: the keys so far (objects have few)
+    std::size_t done = 0;           // in an array: elements completed so far
   };
   std::vector<Level> path;
+  // A field given twice, where (JSON keeps the last silently; a misspelt field is refused, and a
+  // repeated one is as likely a mistake). The entries of "types" are checked as types below.
+  std::string twice;
+  auto object_named = [&] {
+    std::string where = file;
+    if (path.size() == 3 && path[1].array) {
+      static const std::pair<const char*, const char*> kItems[] = {
+          {"jobs", "job"}, {"workers", "worker"}, {"pauses", "pause"}, {"periodic", "periodic"}};
+      for (const auto& [list, item] : kItems) {
+        if (path[0].key == list) absl::StrAppend(&where, ": ", item, " ", path[1].done);
+      }
+    } else if (path.size() == 3 && path[0].key == "types") {
+      absl::StrAppend(&where, ": type '", path[1].key, "'");
+    } else if (path.size() == 2) {
+      absl::StrAppend(&where, ": ", path[0].key);
+    }
+    return where;
+  };
   auto value_done = [&path] {
     if (!path.empty() && path.back().array) ++path.back().done;
   };
@@ -365,11 +385,20 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
     switch (event) {
       case E::object_start:
       case E::array_start:
-        path.push_back({event == E::array_start, "", 0});
+        path.emplace_back().array = event == E::array_start;
         break;
-      case E::key:
-        path.back().key = parsed.get<std::string>();
+      case E::key: {
+        Level& level = path.back();
+        level.key = parsed.get<std::string>();
+        const bool type_entries_level = path.size() == 2 && path[0].key == "types";
+        if (!type_entries_level && twice.empty()) {
+          if (std::find(level.keys.begin(), level.keys.end(), level.key) != level.keys.end()) {
+            twice = absl::StrCat(object_named(), ": field '", level.key, "': is given twice");
+          }
+          level.keys.push_back(level.key);
+        }
         break;
+      }
       case E::object_end:
       case E::array_end:
       case E::value:
@@ -402,6 +431,7 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
     }
     return absl::InvalidArgumentError(absl::StrCat(where, ": not valid JSON: ", e.what()));
   }
+  if (!twice.empty()) return absl::InvalidArgumentError(twice);
   if (!root.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": the trace must be a JSON object"));
   }
@@ -580,6 +610,9 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
 }
 
 StatusOr<Trace> LoadTrace(const std::string& path) {
+  if (std::error_code error; std::filesystem::is_directory(path, error)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a trace file"));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the file"));
   std::ostringstream text;

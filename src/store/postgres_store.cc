@@ -34,9 +34,15 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 
 namespace fairgate {
 namespace {
+
+// libpq's message of the connection's last error, without the newline it ends with.
+absl::string_view ErrorOf(const PGconn* connection) {
+  return absl::StripTrailingAsciiWhitespace(PQerrorMessage(connection));
+}
 
 constexpr int kSchemaVersion = 2;
 
@@ -315,6 +321,19 @@ class PostgresStore final : public SharedStore {
                                                      const PostgresStoreOptions& options) {
     if (conninfo.empty())
       return absl::InvalidArgumentError("PostgreSQL connection string is empty");
+    // A malformed string is the caller's mistake, not a server that may come back: say so
+    // before trying to connect.
+    char* malformed = nullptr;
+    PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), &malformed);
+    if (parsed == nullptr) {
+      const std::string why = malformed != nullptr
+                                  ? std::string(absl::StripTrailingAsciiWhitespace(malformed))
+                                  : "out of memory";
+      PQfreemem(malformed);
+      return absl::InvalidArgumentError(
+          absl::StrCat("PostgreSQL connection string is malformed: ", why));
+    }
+    PQconninfoFree(parsed);
     if (options.connections < 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("PostgreSQL store: connections must be >= 1, got ", options.connections));
@@ -583,7 +602,7 @@ class PostgresStore final : public SharedStore {
                                                  : nullptr);
       if (listen == nullptr || PQresultStatus(listen.get()) != PGRES_COMMAND_OK) {
         Status s = absl::UnavailableError(
-            absl::StrCat("PostgreSQL: listen for stored jobs: ", PQerrorMessage(c)));
+            absl::StrCat("PostgreSQL: listen for stored jobs: ", ErrorOf(c)));
         listener_.reset();
         return s;
       }
@@ -963,15 +982,14 @@ class PostgresStore final : public SharedStore {
       // transaction once it has been idle for kIdleInTransaction (ours are milliseconds long).
       Result set(PQexec(link.pg.get(), kIdleInTransaction));
       if (set == nullptr || PQresultStatus(set.get()) != PGRES_COMMAND_OK) {
-        Status s = absl::UnavailableError(
-            absl::StrCat("PostgreSQL: set idle_in_transaction_session_timeout: ",
-                         PQerrorMessage(link.pg.get())));
+        Status s = absl::UnavailableError(absl::StrCat(
+            "PostgreSQL: set idle_in_transaction_session_timeout: ", ErrorOf(link.pg.get())));
         link.pg.reset();
         return s;
       }
     } else {
-      Status s = absl::UnavailableError(
-          absl::StrCat("PostgreSQL: connect: ", PQerrorMessage(link.pg.get())));
+      Status s =
+          absl::UnavailableError(absl::StrCat("PostgreSQL: connect: ", ErrorOf(link.pg.get())));
       link.pg.reset();
       return s;
     }
@@ -1046,8 +1064,7 @@ class PostgresStore final : public SharedStore {
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return r;
     const char* state = r ? PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) : nullptr;
     const std::string code = state != nullptr ? state : "";
-    const std::string message =
-        absl::StrCat("PostgreSQL: ", what, ": ", PQerrorMessage(link.pg.get()));
+    const std::string message = absl::StrCat("PostgreSQL: ", what, ": ", ErrorOf(link.pg.get()));
     // No SQLSTATE: libpq's own failure, the connection lost (its status may still say OK).
     if (code.empty()) link.lost = true;
     if (Broken(link) || code.rfind("08", 0) == 0 || code.rfind("57P", 0) == 0) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -24,6 +25,9 @@ namespace fairgate {
 namespace {
 
 constexpr int kSchemaVersion = 1;
+// PRAGMA application_id of fairgate's files ("FGat"), set with the schema: how an open tells
+// fairgate's file from another program's database.
+constexpr int kApplicationId = 0x46476174;
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS durable_jobs (
@@ -69,7 +73,7 @@ using Statement = std::unique_ptr<sqlite3_stmt, FinalizeStatement>;
 
 // SQLite's result code and message as a status naming the file and what was being done.
 Status ToStatus(int code, absl::string_view error, const std::string& path, const char* what) {
-  const std::string message = absl::StrCat("state file ", path, ": ", what, ": ", error);
+  const std::string message = absl::StrCat("SQLite store ", path, ": ", what, ": ", error);
   switch (code & 0xff) {
     case SQLITE_FULL:
       return absl::ResourceExhaustedError(message);
@@ -99,10 +103,23 @@ class SqliteStore final : public Store {
  public:
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& path,
                                                const SqliteStoreOptions& options) {
-    if (path.empty()) return absl::InvalidArgumentError("state file path is empty");
+    if (path.empty()) return absl::InvalidArgumentError("SQLite store path is empty");
     if (!std::isfinite(options.busy_timeout.count()) || options.busy_timeout.count() < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "busy_timeout must be finite and >= 0 seconds, got ", options.busy_timeout.count()));
+    }
+    // SQLite says only "unable to open database file" for these: name what is wrong.
+    std::error_code error;
+    const std::filesystem::path file(path);
+    if (std::filesystem::is_directory(file, error)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("SQLite store ", path, ": is a directory, not a file"));
+    }
+    if (const std::filesystem::path parent = file.parent_path();
+        !parent.empty() && !std::filesystem::is_directory(parent, error)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "SQLite store ", path, ": its directory ", parent.string(),
+          std::filesystem::exists(parent, error) ? " is not a directory" : " does not exist"));
     }
     sqlite3* raw = nullptr;
     const int opened = sqlite3_open_v2(
@@ -401,14 +418,38 @@ class SqliteStore final : public Store {
   Status Prepare(const SqliteStoreOptions& options) {
     sqlite3_busy_timeout(db_.get(), static_cast<int>(options.busy_timeout.count() * 1000));
     sqlite3_extended_result_codes(db_.get(), 1);
-    // Read first: a file that is not a database (or not readable) fails here, before any write.
-    int version = 0;
+    // Read first: a file that is not a database (or not readable) fails here, and another
+    // program's database is refused here, before any write (WAL mode included) changes it.
+    int version = 0, application = 0, tables = 0, ours = 0;
     Status status = Query("PRAGMA user_version", "read the schema version",
                           [&](sqlite3_stmt* s) { version = sqlite3_column_int(s, 0); });
+    if (status.ok()) {
+      status = Query("PRAGMA application_id", "read the application id",
+                     [&](sqlite3_stmt* s) { application = sqlite3_column_int(s, 0); });
+    }
+    if (status.ok()) {
+      status = Query(
+          "SELECT count(*), count(*) FILTER (WHERE type = 'table' AND name = 'durable_jobs') "
+          "FROM sqlite_master",
+          "read the schema", [&](sqlite3_stmt* s) {
+            tables = sqlite3_column_int(s, 0);
+            ours = sqlite3_column_int(s, 1);
+          });
+    }
     if (!status.ok()) return status;
+    // fairgate's files carry its application id; those written before it did, its schema
+    // version and tables. Anything else with a schema of its own is another program's.
+    if (application != kApplicationId &&
+        (application != 0 || (tables > 0 && (version == 0 || ours == 0)))) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "SQLite store ", path_, ": is another program's database, not fairgate's (",
+          application != 0 ? absl::StrCat("application_id ", application)
+                           : absl::StrCat(tables, " schema objects, user_version ", version),
+          "); it was left untouched"));
+    }
     if (version > kSchemaVersion) {
       return absl::FailedPreconditionError(
-          absl::StrCat("state file ", path_, " has schema version ", version,
+          absl::StrCat("SQLite store ", path_, " has schema version ", version,
                        ", newer than this fairgate's ", kSchemaVersion));
     }
     // WAL and the schema need a writable file; a read-only one is refused here, clearly.
@@ -418,18 +459,23 @@ class SqliteStore final : public Store {
     if (!status.ok()) return status;
     if (mode != "wal") {
       return absl::FailedPreconditionError(
-          absl::StrCat("state file ", path_, ": cannot use WAL mode (journal mode ", mode, ")"));
+          absl::StrCat("SQLite store ", path_, ": cannot use WAL mode (journal mode ", mode, ")"));
     }
     const char* sync = options.synchronous == SqliteStoreOptions::Sync::kFull
                            ? "PRAGMA synchronous=FULL"
                            : "PRAGMA synchronous=NORMAL";
     if (Status s = Exec(sync, "set the fsync policy"); !s.ok()) return s;
-    if (version < kSchemaVersion) {
+    // A new file, or one of an older fairgate (its schema is completed, and it is marked).
+    if (version < kSchemaVersion || application != kApplicationId) {
       if (Status s = Exec("BEGIN IMMEDIATE", "begin creating the schema"); !s.ok()) return s;
       status = Exec(kSchema, "create the schema");
       if (status.ok()) {
         status = Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str(),
                       "set the schema version");
+      }
+      if (status.ok()) {
+        status = Exec(absl::StrCat("PRAGMA application_id=", kApplicationId).c_str(),
+                      "mark the file as fairgate's");
       }
       if (!status.ok()) {
         (void)Exec("ROLLBACK", "roll back creating the schema");
