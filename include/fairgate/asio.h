@@ -1,5 +1,10 @@
 // fairgate/asio.h: Scheduler::Acquire as a Boost.Asio asynchronous operation.
 //
+// On Debian 12 (Boost 1.74, g++ 12, C++20), Boost's own boost/asio/awaitable.hpp uses
+// std::exchange without including <utility>: a file whose first include is <boost/asio.hpp> does
+// not compile ("'exchange' is not a member of 'std'", inside Boost). Include <utility>, or this
+// header, before <boost/asio.hpp>; this header includes <utility> before any of Boost's.
+//
 // Where the handler runs: on the handler's associated executor. A plain lambda has none, so Asio
 // gives it the system executor, and the handler then runs on a thread of Asio's own system pool,
 // not on your io_context's thread. Bind the executor it should run on:
