@@ -122,8 +122,8 @@ int main(int argc, char** argv) {
                  "seconds charged to a client for each pack served from the cache")
       ->capture_default_str();
   app.add_option("--git-nice", options.git_nice,
-                 "niceness git runs at above the server's own, so that packs never hold the "
-                 "server's own threads back (0: the server's; up to 19)")
+                 "niceness above the server's own of a client's git runs beyond its first and "
+                 "of the server's own git (0: the server's; up to 19)")
       ->capture_default_str();
   app.add_option("--spool-bytes", options.spool_bytes,
                  "bytes of packs made and not yet sent that spool files may hold; past it git "

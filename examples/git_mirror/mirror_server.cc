@@ -352,7 +352,11 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
       EndSpool(absl::CancelledError("the client went away"));
       return Finish(absl::UnavailableError("the client went away before its turn"));
     }
-    auto process = AsyncProcess::Start(exchange_->executor(), spec_.argv, spec_.env);
+    // A client's only git run at the server's niceness, its others below (MirrorOptions::git_nice).
+    git_counted_ = true;
+    const bool only = server_.ClientGitStarts(client);
+    auto process =
+        AsyncProcess::Start(exchange_->executor(), server_.Niced(spec_.argv, !only), spec_.env);
     if (!process.ok()) {
       std::fprintf(stderr, "fairgate-git-mirror: %s\n",
                    std::string(process.status().message()).c_str());
@@ -442,6 +446,7 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
   void Finish(const fairgate::Status& status) {
     if (finished_) return;
     finished_ = true;
+    if (git_counted_) server_.ClientGitEnded(exchange_->client());
     server_.log_->Record("end", spec_.type, spec_.repository, exchange_->client(), &status);
     slot_.Release(status);
   }
@@ -458,6 +463,7 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
   std::shared_ptr<Spool> spool_;
   bool admitted_ = false, timed_out_ = false, gone_ = false;
   bool failed_ = false, finished_ = false;
+  bool git_counted_ = false;  // in the server's count of its client's git runs until Finish
 };
 
 fairgate::StatusOr<std::unique_ptr<MirrorServer>> MirrorServer::Create(
@@ -641,8 +647,9 @@ void MirrorServer::EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange,
       return absl::InternalError("cannot make a scratch directory for a new mirror");
     }
     const std::string incoming = scratch + "/mirror.git";
-    auto result = RunProcess(Git({"clone", "--mirror", "--quiet", "--", url, incoming}), "",
-                             work_.first, {"GIT_TERMINAL_PROMPT=0"});
+    auto result =
+        RunProcess(Niced(Git({"clone", "--mirror", "--quiet", "--", url, incoming}), true), "",
+                   work_.first, {"GIT_TERMINAL_PROMPT=0"});
     fairgate::Status status;
     if (!result.ok()) {
       status = result.status();
@@ -944,19 +951,33 @@ void MirrorServer::HandlePost(const std::shared_ptr<HttpExchange>& exchange,
   });
 }
 
-std::vector<std::string> MirrorServer::Git(std::vector<std::string> args) const {
-  std::vector<std::string> argv;
-  if (options_.git_nice > 0) argv = {"nice", "-n", std::to_string(options_.git_nice)};
-  argv.emplace_back("git");
-  argv.insert(argv.end(), std::make_move_iterator(args.begin()),
-              std::make_move_iterator(args.end()));
+std::vector<std::string> MirrorServer::Git(std::vector<std::string> args) {
+  args.insert(args.begin(), "git");
+  return args;
+}
+
+std::vector<std::string> MirrorServer::Niced(std::vector<std::string> argv, bool niced) const {
+  if (niced && options_.git_nice > 0) {
+    argv.insert(argv.begin(), {"nice", "-n", std::to_string(options_.git_nice)});
+  }
   return argv;
+}
+
+bool MirrorServer::ClientGitStarts(const std::string& client) {
+  std::lock_guard lock(mutex_);
+  return git_runs_[client]++ == 0;
+}
+
+void MirrorServer::ClientGitEnded(const std::string& client) {
+  std::lock_guard lock(mutex_);
+  auto it = git_runs_.find(client);
+  if (it != git_runs_.end() && --it->second == 0) git_runs_.erase(it);
 }
 
 fairgate::Status MirrorServer::RunMaintenance(std::string_view what, const std::string& repository,
                                               std::vector<std::string> git_args) const {
   git_args.insert(git_args.begin(), {"-C", MirrorPath(repository)});
-  const std::vector<std::string> argv = Git(std::move(git_args));
+  const std::vector<std::string> argv = Niced(Git(std::move(git_args)), true);
   // The server's work context, not the gate's: a shutdown lets running maintenance finish
   // within the grace instead of killing it at once.
   auto result = RunProcess(argv, "", work_.first, {"GIT_TERMINAL_PROMPT=0"});

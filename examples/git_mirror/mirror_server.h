@@ -99,11 +99,13 @@ struct MirrorOptions {
   // Seconds charged to a client's account for each pack served from the cache (a hit takes no
   // slot and runs no git, but reading a kept pack is not free); >= 0.
   double hit_charge_seconds = 0.01;
-  // The niceness git runs at, above the server's own (nice(1); 0: the server's, 1 to 19): packs
-  // take whole cores, and the server's threads, which send every response (cache hits, shared
-  // packs, ref listings), must not wait for a core behind them. Without it, 8 pack-objects beside
-  // the server's event loop on one core made each write of a cached pack wait a scheduling turn
-  // (README.md, "With the pack cache, shared packs and a trusted proxy").
+  // The niceness of git runs beyond a client's first, and of the server's own (first mirrors,
+  // fetches, repacks), above the server's niceness (nice(1); 0: the server's, 1 to 19). Packs take
+  // whole cores: the server's threads, which send every response (cache hits, shared packs, ref
+  // listings), must not wait for a core behind them, nor a client's one pack behind another
+  // client's many. A client's only git run runs at the server's niceness. Without it, 8
+  // pack-objects beside the server's event loop on one core made each write of a cached pack wait
+  // a scheduling turn (README.md, "With the pack cache, shared packs and a trusted proxy").
   int git_nice = 10;
   // At most this many finished packs are kept (each holds a descriptor).
   static constexpr std::size_t kMaxKeptPacks = 64;
@@ -193,8 +195,15 @@ class MirrorServer {
   // A joined request whose shared run failed is logged "cancelled" with that run's status.
   void RecordOutcome(std::string_view type, const std::string& repository,
                      const std::string& client, bool started, const fairgate::Status& status);
-  // The argv that runs `git <args>` at the configured niceness (MirrorOptions::git_nice).
-  std::vector<std::string> Git(std::vector<std::string> args) const;
+  // The argv that runs `git <args>`.
+  static std::vector<std::string> Git(std::vector<std::string> args);
+  // `argv` to run at MirrorOptions::git_nice above the server's own niceness (`nice -n`), when
+  // `niced`; else as it is.
+  std::vector<std::string> Niced(std::vector<std::string> argv, bool niced) const;
+  // A client's git run starts (true: its only one now, which runs at the server's niceness) and
+  // ends: counted in git_runs_.
+  bool ClientGitStarts(const std::string& client);
+  void ClientGitEnded(const std::string& client);
   // Runs `git -C <its mirror> <git_args>` for fetch or repack `what`: Unavailable if git fails.
   fairgate::Status RunMaintenance(std::string_view what, const std::string& repository,
                                   std::vector<std::string> git_args) const;
@@ -240,6 +249,7 @@ class MirrorServer {
     bool running = false;
   };
   std::map<std::string, PackInMaking> packs_in_making_;  // by PackKey
+  std::map<std::string, int> git_runs_;  // per client, its git runs started and not ended
 };
 
 }  // namespace git_mirror

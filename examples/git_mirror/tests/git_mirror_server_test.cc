@@ -481,37 +481,63 @@ TEST_CASE("GitMirror.Server.ALightClientGoesAheadOfAHeavyClientsQueueWithTheCach
   }
 }
 
-// Packs take whole cores; the server's threads send every response and must not queue behind
-// them for one (MirrorOptions::git_nice): git, and the pack-objects it starts, run at the
-// configured niceness above the server's own.
-TEST_CASE("GitMirror.Server.GitRunsAtTheConfiguredNicenessAboveTheServers") {
+// Packs take whole cores: the server's threads, which send every response, must not queue
+// behind them for one, nor a client's only pack behind another client's many
+// (MirrorOptions::git_nice). A client's runs beyond its first run at the configured niceness
+// above the server's (as the server's own fetches and repacks do); a client's only one at the
+// server's.
+TEST_CASE("GitMirror.Server.GitBeyondAClientsFirstRunRunsAtTheConfiguredNiceness") {
   const int own = getpriority(PRIO_PROCESS, 0);
   for (const int nice : {0, 7}) {
     CAPTURE(nice);
+    const int niced = std::min(19, own + nice);
     TempDir work;
     const fs::path upstream = MakeUpstream(work.path, "tools.git", 2);
     RepositorySet repositories;
     REQUIRE(repositories.AddFlag("tools.git=" + upstream.string()).ok());
-    // pack-objects' hook records the niceness it runs at, then runs it.
-    const fs::path seen = work.path / "niceness";
+    // pack-objects' hook records the niceness it runs at; while `hold` exists it waits for
+    // `release`, then runs pack-objects.
+    const fs::path seen = work.path / "niceness", hold = work.path / "hold",
+                   release = work.path / "release";
     const fs::path hook = work.path / "hook.sh";
-    std::ofstream(hook) << "#!/bin/sh\nnice >> " << seen.string() << "\nexec \"$@\"\n";
+    std::ofstream(hook) << "#!/bin/sh\nnice >> " << seen.string() << "\nwhile [ -e "
+                        << hold.string() << " ] && [ ! -e " << release.string()
+                        << " ]; do sleep 0.02; done\nexec \"$@\"\n";
     fs::permissions(hook, fs::perms::owner_all);
     setenv("GIT_CONFIG_COUNT", "1", 1);
     setenv("GIT_CONFIG_KEY_0", "uploadpack.packObjectsHook", 1);
     setenv("GIT_CONFIG_VALUE_0", hook.string().c_str(), 1);
+    auto lines = [&] {
+      std::vector<int> values;
+      std::ifstream in(seen);
+      for (int v; in >> v;) values.push_back(v);
+      return values;
+    };
     {
       ServerUnderTest mirror(repositories, GateConfig{}, 0ms, false, 10,
                              [&](MirrorOptions& o) { o.git_nice = nice; });
-      RequireClone(mirror.Url("tools.git"), work.path / "clone", "c");
+      // warm's only pack (the first mirror of a local upstream runs no pack-objects).
+      RequireClone(mirror.Url("tools.git"), work.path / "warm", "warm");
+      REQUIRE(lines() == std::vector<int>{own});
+      // Two packs of one client at once: its first at the server's niceness, its second niced.
+      std::ofstream{hold};
+      const std::string head = Git({"-C", upstream.string(), "rev-parse", "HEAD"});
+      std::vector<std::thread> requests;
+      std::vector<RawResponse> answers(2);
+      for (int i = 0; i < 2; ++i) {
+        requests.emplace_back([&, i] {
+          answers[i] = RawPackRequest(mirror.port, head, "c", "agent" + std::to_string(i));
+        });
+        REQUIRE(Eventually([&] { return lines().size() == 2u + i; }));
+      }
+      std::ofstream{release};
+      for (auto& t : requests) t.join();
+      for (const RawResponse& answer : answers) CHECK(answer.status == 200);
     }
     unsetenv("GIT_CONFIG_COUNT");
     unsetenv("GIT_CONFIG_KEY_0");
     unsetenv("GIT_CONFIG_VALUE_0");
-    std::ifstream in(seen);
-    int recorded = -100;
-    REQUIRE(static_cast<bool>(in >> recorded));
-    CHECK(recorded == std::min(19, own + nice));
+    CHECK(lines() == std::vector<int>{own, own, niced});
   }
   MirrorOptions bad;
   bad.mirror_dir = "/tmp";
