@@ -7,10 +7,13 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "fairgate/version.h"
 #include "sim/sim_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"fairgate: fair admission control, simulated and explained"};
+  app.set_version_flag("--version", std::string("fairgate ") + std::string(fairgate::Version()),
+                       "print fairgate's version and exit");
   app.require_subcommand(1);
 
   CLI::App* sim = app.add_subcommand("sim", "replay traces in virtual time through the core");

@@ -1,0 +1,7 @@
+#include "fairgate/version.h"
+
+namespace fairgate {
+
+std::string_view Version() { return FAIRGATE_VERSION_STRING; }
+
+}  // namespace fairgate
