@@ -647,6 +647,18 @@ TEST_CASE("Scheduler.RegisterType.WarnsOnceOfCapsThatDisagree") {
   // Registering it again is a no-op, and says nothing again.
   REQUIRE(scheduler->RegisterType("gc", Type(1, 4)).ok());
   CHECK(warnings->size() == 1);
+  // The defaults: one job at a time, said so.
+  warnings->clear();
+  REQUIRE(scheduler->RegisterType("plain", {}).ok());
+  REQUIRE(warnings->size() == 1);
+  CHECK(warnings->at(0) ==
+        "job type 'plain': runs one job at a time (max_concurrency 1 and priority 1, the "
+        "defaults), though the scheduler has 8 slots; give it a max_concurrency, and a priority "
+        "(its tier's cap, in slots) at least that, to run more");
+  // A type meant to run alone says so with a tier of its own above 1: no warning.
+  warnings->clear();
+  REQUIRE(scheduler->RegisterType("repack-alone", Type(2, 1)).ok());
+  CHECK(warnings->empty());
   // A tier cap above the global cap, and a type cap the global cap cuts.
   warnings->clear();
   REQUIRE(scheduler->RegisterType("bulk", Type(16, 12)).ok());

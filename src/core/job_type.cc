@@ -71,6 +71,15 @@ std::vector<std::string> JobTypeWarnings(std::string_view name, const JobTypeCon
         " but the global cap (max_concurrency ", max_concurrency, ", in slots; the type takes ",
         slots, " per job) lets at most ", global_allows, " of its jobs run at once"));
   }
+  if (config.max_concurrency == 1 && config.priority == 1 && max_concurrency > 1) {
+    warnings.push_back(absl::StrCat(
+        "job type '", n,
+        "': runs one job at a time (max_concurrency 1 and priority 1, the "
+        "defaults), though the scheduler has ",
+        max_concurrency,
+        " slots; give it a max_concurrency, and a priority (its tier's cap, in slots) at least "
+        "that, to run more"));
+  }
   if (config.priority > max_concurrency) {
     warnings.push_back(absl::StrCat("job type '", n, "': its tier's cap (priority ",
                                     config.priority, ") is above the global cap (max_concurrency ",
