@@ -655,9 +655,12 @@ TEST_CASE("Scheduler.RegisterType.WarnsOnceOfCapsThatDisagree") {
         "job type 'plain': runs one job at a time (max_concurrency 1 and priority 1, the "
         "defaults), though the scheduler has 8 slots; give it a max_concurrency, and a priority "
         "(its tier's cap, in slots) at least that, to run more");
-  // A type meant to run alone says so with a tier of its own above 1: no warning.
   warnings->clear();
-  REQUIRE(scheduler->RegisterType("repack-alone", Type(2, 1)).ok());
+  REQUIRE(scheduler->RegisterType("costly", {.default_cost = 30}).ok());
+  CHECK(warnings->size() == 1);
+  // A type that sets anything else is taken as meant: one repack at a time in its group.
+  warnings->clear();
+  REQUIRE(scheduler->RegisterType("repack-alone", Type(1, 1, "git")).ok());
   CHECK(warnings->empty());
   // A tier cap above the global cap, and a type cap the global cap cuts.
   warnings->clear();

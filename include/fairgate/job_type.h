@@ -7,7 +7,8 @@
 // A type registered with the defaults runs ONE job at a time: max_concurrency is 1, and so is
 // its priority, which is also its tier's cap in slots. To run up to N at once, give both:
 // {.max_concurrency = N, .priority = N} (or a higher priority shared with other types of that
-// tier). RegisterType warns of a type left at both defaults (JobTypeWarnings).
+// tier). RegisterType warns of a type given nothing but (at most) its default_cost
+// (JobTypeWarnings).
 //
 // Thread safety: a plain value type.
 #ifndef FAIRGATE_JOB_TYPE_H_
@@ -81,8 +82,8 @@ Status ValidateJobType(std::string_view name, const JobTypeConfig& config);
 
 // What is valid but probably not meant in a type registered under a global cap of
 // `max_concurrency` (SchedulerOptions), one sentence each, empty when nothing is:
-// - it is left at max_concurrency 1 and priority 1, the defaults, under a global cap above 1: it
-//   runs one job at a time;
+// - it is given nothing but (at most) its default_cost, under a global cap above 1: it runs one
+//   job at a time (max_concurrency 1 and priority 1, the defaults);
 // - its tier's cap lets fewer of its jobs run at once than its max_concurrency (`priority` is
 //   both the tier and that tier's cap in slots: a type at priority 1 runs one job at a time);
 // - the global cap does;

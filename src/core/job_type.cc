@@ -71,7 +71,9 @@ std::vector<std::string> JobTypeWarnings(std::string_view name, const JobTypeCon
         " but the global cap (max_concurrency ", max_concurrency, ", in slots; the type takes ",
         slots, " per job) lets at most ", global_allows, " of its jobs run at once"));
   }
-  if (config.max_concurrency == 1 && config.priority == 1 && max_concurrency > 1) {
+  JobTypeConfig given_nothing;  // the defaults, with this type's cost: the newcomer's {}
+  given_nothing.default_cost = config.default_cost;
+  if (config == given_nothing && max_concurrency > 1) {
     warnings.push_back(absl::StrCat(
         "job type '", n,
         "': runs one job at a time (max_concurrency 1 and priority 1, the "
