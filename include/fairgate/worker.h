@@ -47,8 +47,9 @@ bool WorkerServes(const WorkerConfig& worker, std::string_view type,
 Status ValidateWorker(std::string_view name, const WorkerConfig& config);
 
 // The Unavailable a job gets when its worker `worker` is removed while it runs
-// (Scheduler::RemoveWorker), and whether a status is one, as opposed to an Unavailable of the
-// job's own.
+// (Scheduler::RemoveWorker): "worker '<worker>' was removed while the job ran on it", no payload,
+// so it prints as just that. WorkerLost: whether a status is one (Unavailable with that message),
+// as opposed to an Unavailable of the job's own.
 Status WorkerLostError(std::string_view worker);
 bool WorkerLost(const Status& status);
 

@@ -1,6 +1,6 @@
 #include <algorithm>
 
-#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "fairgate/worker.h"
 
@@ -8,8 +8,10 @@ namespace fairgate {
 
 namespace {
 
-// The payload that marks a job's loss with its worker (WorkerLost); its value is empty.
-constexpr char kWorkerLostPayload[] = "type.fairgate/worker_lost";
+// A job's loss with its worker reads "worker '<name>' was removed while the job ran on it": the
+// message is the marker (a payload would print in every log line of the status).
+constexpr absl::string_view kLostPrefix = "worker '";
+constexpr absl::string_view kLostSuffix = "' was removed while the job ran on it";
 
 }  // namespace
 
@@ -50,16 +52,15 @@ Status ValidateWorker(std::string_view name, const WorkerConfig& config) {
 }
 
 Status WorkerLostError(std::string_view worker) {
-  Status status = absl::UnavailableError(
-      absl::StrCat("worker '", absl::string_view(worker.data(), worker.size()),
-                   "' was removed while the job ran on it"));
-  status.SetPayload(kWorkerLostPayload, absl::Cord());
-  return status;
+  return absl::UnavailableError(
+      absl::StrCat(kLostPrefix, absl::string_view(worker.data(), worker.size()), kLostSuffix));
 }
 
 bool WorkerLost(const Status& status) {
+  const absl::string_view message = status.message();
   return status.code() == absl::StatusCode::kUnavailable &&
-         status.GetPayload(kWorkerLostPayload).has_value();
+         message.size() > kLostPrefix.size() + kLostSuffix.size() &&
+         absl::StartsWith(message, kLostPrefix) && absl::EndsWith(message, kLostSuffix);
 }
 
 }  // namespace fairgate
