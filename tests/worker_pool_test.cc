@@ -111,9 +111,11 @@ TEST_CASE("WorkerPool.ABurstWakesWorkersForTheWorkNotOncePerTask") {
   const WorkerPool::Wakes wakes = pool.wakes();
   INFO("woken by a post " << wakes.by_post << ", by a worker " << wakes.by_worker);
   // A post wakes a worker only when no worker is awake and looking: a burst wakes a few (more
-  // only if the poster is held up past a search), never one per task.
+  // only if the poster is held up past a search), never one per task. How many depends on the
+  // schedule: tens in a release build, 1,033 once under ThreadSanitizer beside the whole suite
+  // (which failed a bound of kTasks / 20); one per task would be 20,000.
   CHECK(wakes.by_post >= 1);
-  CHECK(wakes.by_post + wakes.by_worker < kTasks / 20);
+  CHECK(wakes.by_post + wakes.by_worker < kTasks / 4);
 }
 
 // Waits up to 10 s for every worker of `pool` to have parked; false if they did not.
