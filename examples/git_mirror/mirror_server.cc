@@ -648,7 +648,7 @@ void MirrorServer::EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange,
     }
     const std::string incoming = scratch + "/mirror.git";
     auto result =
-        RunProcess(Niced(Git({"clone", "--mirror", "--quiet", "--", url, incoming}), true), "",
+        RunProcess(Niced({"git", "clone", "--mirror", "--quiet", "--", url, incoming}, true), "",
                    work_.first, {"GIT_TERMINAL_PROMPT=0"});
     fairgate::Status status;
     if (!result.ok()) {
@@ -913,7 +913,8 @@ void MirrorServer::HandleGet(const std::shared_ptr<HttpExchange>& exchange, cons
     spec.type = std::string(kRefs);
     spec.repository = repository;
     spec.env = GitProtocolEnv(exchange->request());
-    spec.argv = Git({"upload-pack", "--stateless-rpc", "--advertise-refs", MirrorPath(repository)});
+    spec.argv = {"git", "upload-pack", "--stateless-rpc", "--advertise-refs",
+                 MirrorPath(repository)};
     const bool v2 = !spec.env.empty() && spec.env.front().find("version=2") != std::string::npos;
     if (!v2) spec.prefix = absl::StrCat(PktLine("# service=git-upload-pack\n"), "0000");
     spec.content_type = "application/x-git-upload-pack-advertisement";
@@ -944,16 +945,11 @@ void MirrorServer::HandlePost(const std::shared_ptr<HttpExchange>& exchange,
     spec.type = std::string(IsRefListing(exchange->request().body()) ? kRefs : kClone);
     spec.repository = repository;
     spec.env = GitProtocolEnv(exchange->request());
-    spec.argv = Git({"upload-pack", "--stateless-rpc", MirrorPath(repository)});
+    spec.argv = {"git", "upload-pack", "--stateless-rpc", MirrorPath(repository)};
     spec.input = exchange->TakeBody();
     spec.content_type = "application/x-git-upload-pack-result";
     Request::StartOrJoin(*this, exchange, std::move(spec));
   });
-}
-
-std::vector<std::string> MirrorServer::Git(std::vector<std::string> args) {
-  args.insert(args.begin(), "git");
-  return args;
 }
 
 std::vector<std::string> MirrorServer::Niced(std::vector<std::string> argv, bool niced) const {
@@ -976,8 +972,9 @@ void MirrorServer::ClientGitEnded(const std::string& client) {
 
 fairgate::Status MirrorServer::RunMaintenance(std::string_view what, const std::string& repository,
                                               std::vector<std::string> git_args) const {
-  git_args.insert(git_args.begin(), {"-C", MirrorPath(repository)});
-  const std::vector<std::string> argv = Niced(Git(std::move(git_args)), true);
+  std::vector<std::string> argv = {"git", "-C", MirrorPath(repository)};
+  argv.insert(argv.end(), git_args.begin(), git_args.end());
+  argv = Niced(std::move(argv), true);
   // The server's work context, not the gate's: a shutdown lets running maintenance finish
   // within the grace instead of killing it at once.
   auto result = RunProcess(argv, "", work_.first, {"GIT_TERMINAL_PROMPT=0"});

@@ -195,8 +195,6 @@ class MirrorServer {
   // A joined request whose shared run failed is logged "cancelled" with that run's status.
   void RecordOutcome(std::string_view type, const std::string& repository,
                      const std::string& client, bool started, const fairgate::Status& status);
-  // The argv that runs `git <args>`.
-  static std::vector<std::string> Git(std::vector<std::string> args);
   // `argv` to run at MirrorOptions::git_nice above the server's own niceness (`nice -n`), when
   // `niced`; else as it is.
   std::vector<std::string> Niced(std::vector<std::string> argv, bool niced) const;

@@ -34,11 +34,16 @@ struct WorkerConfig {
   friend bool operator==(const WorkerConfig&, const WorkerConfig&) = default;
 };
 
-// Whether `worker` serves the job type `type` of config `type_config`: it names the type (in
-// `types`, or through one of the type's tags) and has at least the type's slots, so that one of its
-// jobs fits. A worker that names a type wider than itself does not serve it: none of its jobs
-// could ever run there, so it is neither offered them nor held back for them (docs/ordering.md,
-// "Workers"); Scheduler::AddWorker, UpdateWorker and RegisterType warn of such a pair.
+// Whether `worker` names the job type `type` of config `type_config`: in `types`, or through one
+// of the type's tags; whatever its slots.
+bool WorkerNames(const WorkerConfig& worker, std::string_view type,
+                 const JobTypeConfig& type_config);
+
+// Whether `worker` serves the job type `type`: it names it and has at least the type's slots, so
+// that one of its jobs fits. A worker that names a type wider than itself does not serve it: none
+// of its jobs could ever run there, so it is neither offered them nor held back for them
+// (docs/ordering.md, "Workers"); Scheduler::AddWorker, UpdateWorker and RegisterType warn of such a
+// pair.
 bool WorkerServes(const WorkerConfig& worker, std::string_view type,
                   const JobTypeConfig& type_config);
 

@@ -123,11 +123,11 @@ std::vector<std::string> AdmissionCore::NarrowWorkerWarnings(std::string_view wo
   std::vector<std::string> warnings;
   for (const auto& w : workers_) {
     if (w == nullptr || (!worker.empty() && w->name != worker)) continue;
-    WorkerConfig named = w->config;
     for (const auto& t : types_) {
       if (!type.empty() && t->name != type) continue;
-      named.slots = t->config.slots;  // whether it names the type, whatever its width
-      if (w->config.slots >= t->config.slots || !WorkerServes(named, t->name, t->config)) continue;
+      if (w->config.slots >= t->config.slots || !WorkerNames(w->config, t->name, t->config)) {
+        continue;
+      }
       warnings.push_back(absl::StrCat(
           "worker '", w->name, "' names job type '", t->name, "' but has ", w->config.slots,
           w->config.slots == 1 ? " slot" : " slots", " and its jobs take ", t->config.slots,

@@ -17,7 +17,11 @@ constexpr absl::string_view kLostSuffix = "' was removed while the job ran on it
 
 bool WorkerServes(const WorkerConfig& worker, std::string_view type,
                   const JobTypeConfig& type_config) {
-  if (worker.slots < type_config.slots) return false;
+  return worker.slots >= type_config.slots && WorkerNames(worker, type, type_config);
+}
+
+bool WorkerNames(const WorkerConfig& worker, std::string_view type,
+                 const JobTypeConfig& type_config) {
   if (std::find(worker.types.begin(), worker.types.end(), type) != worker.types.end()) return true;
   for (const std::string& tag : worker.tags) {
     if (std::find(type_config.tags.begin(), type_config.tags.end(), tag) !=

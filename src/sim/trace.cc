@@ -577,9 +577,9 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
     for (const auto& [name, config] : trace.types) {
       int widest = 0;
       for (const TraceWorker& worker : trace.workers) {
-        WorkerConfig named = worker.config;
-        named.slots = config.slots;  // whether it names the type, whatever its width
-        if (WorkerServes(named, name, config)) widest = std::max(widest, worker.config.slots);
+        if (WorkerNames(worker.config, name, config)) {
+          widest = std::max(widest, worker.config.slots);
+        }
       }
       if (widest > 0 && widest < config.slots) {
         return absl::InvalidArgumentError(absl::StrCat(
