@@ -240,8 +240,7 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
   SchedulePromotion(job);
   steps_.ScheduleExpiry(job);
   const JobTicket ticket = TicketOf(job);
-  // With the cap full and no step due, NextAdmission would change nothing and admit nothing.
-  if (admission != nullptr && (!full() || StepDueBy(now))) *admission = NextAdmission(now);
+  if (admission != nullptr && !AdmitsNothing(now)) *admission = NextAdmission(now);
   return ticket;
 }
 
@@ -364,7 +363,7 @@ Job* AdmissionCore::PickReserved(double now, WorkerState*& worker) {
   }
   for (WorkerState* w : reserved_workers_) {
     TypeState* type = w->claimant;
-    if (!w->slots.Fits(type->config.slots)) continue;
+    if (!WorkerFits(*w, *type)) continue;
     if (first == nullptr || std::pair(type->starved_since, type->index) <
                                 std::pair(first->starved_since, first->index)) {
       first = type;
@@ -399,7 +398,7 @@ void AdmissionCore::ClearReservations() {
 
 WorkerState* AdmissionCore::ChooseWorker(const TypeState& type) const {
   for (WorkerState* w : type.workers) {
-    if (!w->reserved && w->slots.Fits(type.config.slots)) return w;
+    if (!w->reserved && WorkerFits(*w, type)) return w;
   }
   return nullptr;
 }
@@ -411,9 +410,9 @@ void AdmissionCore::ChangeWorkerUse(const Job& job, Change change) {
     change();
     return;
   }
-  for (TypeState* t : w->served) t->workers_with_room -= w->slots.Fits(t->config.slots);
+  for (TypeState* t : w->served) t->workers_with_room -= WorkerFits(*w, *t);
   change();
-  for (TypeState* t : w->served) t->workers_with_room += w->slots.Fits(t->config.slots);
+  for (TypeState* t : w->served) t->workers_with_room += WorkerFits(*w, *t);
 }
 
 Job* AdmissionCore::Pick(DecisionSkips& skipped) {
@@ -809,7 +808,11 @@ void AdmissionCore::CountCapSkip(Blocker blocker, DecisionSkips& skipped) {
       return;
     case Blocker::kTypePaused:  // not a cap: nothing to count
       return;
-    default:
+    case Blocker::kNone:  // not of the type level: counted where their jobs wait, if at all
+    case Blocker::kKeyPaused:
+    case Blocker::kKeyLimit:
+    case Blocker::kConflictLimit:
+    case Blocker::kCount:
       break;
   }
   FAIRGATE_CORE_CHECK(false, "a type's lane set was skipped by no constraint of the type level");

@@ -290,6 +290,10 @@ class AdmissionCore {
   // Whether the running jobs take every slot of the global cap in force: nothing is admitted
   // until one completes (or the cap grows).
   bool full() const { return slots_.Full(); }
+  // Whether NextAdmission(now) would admit nothing and change nothing: the global cap is full or
+  // no job is pending, and no expiry or aging step is due (StepDueBy). O(1): what a caller asks
+  // before a decision it may skip.
+  bool AdmitsNothing(double now) const { return (full() || pending_ == 0) && !StepDueBy(now); }
   std::int64_t pending_jobs() const { return pending_; }
 
   Snapshot TakeSnapshot() const;
@@ -373,15 +377,41 @@ class AdmissionCore {
   static JobTicket TicketOf(const Job& job) { return JobTable::TicketOf(job); }
   // The type's home set in its own tier (TypeState::home), or the aged group's of `tier`.
   LaneSet& SetFor(TypeState& type, TierState& tier);
-  // Whether the type shares its tier's lanes (TierState::shared): while nothing but its tier's
-  // and the global cap can hold its jobs back in a decision, which Pick checks before the sets.
-  // That is: one slot per job, a max_concurrency at least its tier's cap (its running jobs fill
-  // the tier before they reach it), not paused and no workers declared (a worker's room is per
-  // type). Sharing changes no decision: a key's one lane is ordered by the first of its jobs of
-  // the sharing types, as the first of its per-type lanes would be.
+  // Whether the type shares its tier's lanes (TierState::shared): whether every constraint of
+  // the type level is one a shared lane set may skip for it (SharingMaySkip). Sharing changes no
+  // decision: a key's one lane is ordered by the first of its jobs of the sharing types, as the
+  // first of its per-type lanes would be.
   bool Shares(const TypeState& type) const {
-    return !workers_in_use_ && !type.paused && type.config.slots == 1 &&
-           type.config.max_concurrency >= type.config.priority;
+    for (int b = 1; b < static_cast<int>(Blocker::kCount); ++b) {
+      const auto blocker = static_cast<Blocker>(b);
+      if (LevelOf(blocker) == BlockerLevel::kType && !SharingMaySkip(blocker, type)) return false;
+    }
+    return true;
+  }
+  // Whether `blocker`, a constraint of the type level, may go unchecked for `type`'s jobs in its
+  // tier's shared lane set: Pick checks it for the whole tier before the set, or it cannot hold
+  // a job of the type back (core/constraints.h, "A new constraint"). Every type-level Blocker
+  // has its case here (the switch has no default, and the core is built with -Werror=switch):
+  // a new constraint cannot be forgotten by sharing.
+  bool SharingMaySkip(Blocker blocker, const TypeState& type) const {
+    switch (blocker) {
+      case Blocker::kTypePaused:
+        return !type.paused;
+      case Blocker::kTierCap:    // Pick: the tier has a slot; one is all a job of the type takes
+      case Blocker::kGlobalCap:  // NextAdmission: the global cap has a slot; the same
+        return type.config.slots == 1;
+      case Blocker::kTypeCap:  // its running jobs fill the tier before they reach its cap
+        return type.config.max_concurrency >= type.config.priority;
+      case Blocker::kNoWorker:  // a worker's room is per type
+        return !workers_in_use_;
+      case Blocker::kNone:
+      case Blocker::kKeyPaused:  // the key and id levels hold a shared set's lanes and jobs
+      case Blocker::kKeyLimit:   // as they hold a type's own (SyncLane, FrontOf)
+      case Blocker::kConflictLimit:
+      case Blocker::kCount:
+        return true;
+    }
+    return false;
   }
   // Moves the type's pending jobs in its own tier to the lanes of the home Shares now gives it,
   // if that changed (a pause, a resume, the first worker): O(job slots), as a pause with aging.
@@ -412,6 +442,11 @@ class AdmissionCore {
     if (!slots_.Fits(slots)) return Blocker::kGlobalCap;
     if (type.running.Full()) return Blocker::kTypeCap;
     return Blocker::kNone;
+  }
+  // The worker level for one worker: whether `worker` has room for a job of `type`. The room
+  // counts (TypeState::workers_with_room), the choice of a worker and the reservation all ask it.
+  static bool WorkerFits(const WorkerState& worker, const TypeState& type) {
+    return worker.slots.Fits(type.config.slots);
   }
   // Whether a worker that serves the type has room for one of its jobs and is not reserved in
   // this decision for another type: O(1) unless a worker is.

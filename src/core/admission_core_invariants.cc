@@ -350,7 +350,7 @@ Status AdmissionCore::CheckWorkers(
     std::int32_t with_room = 0;
     for (std::size_t i = 0; i < type->workers.size(); ++i) {
       const WorkerState* w = type->workers[i];
-      with_room += w->slots.Fits(type->config.slots);
+      with_room += WorkerFits(*w, *type);
       if (std::find(w->served.begin(), w->served.end(), type.get()) == w->served.end()) {
         return Broken(absl::StrCat("type ", type->name, " lists worker '", w->name,
                                    "', which does not serve it"));

@@ -149,7 +149,7 @@ void AdmissionCore::RebuildWorkerIndex() {
       if (!WorkerServes(worker->config, type->name, type->config)) continue;
       worker->served.push_back(type.get());
       type->workers.push_back(worker.get());
-      type->workers_with_room += worker->slots.Fits(type->config.slots);
+      type->workers_with_room += WorkerFits(*worker, *type);
     }
   }
   // Most specialised first: fewest types served, then the one added first.

@@ -91,7 +91,49 @@ enum class Blocker : std::uint8_t {
   kKeyLimit,
   // The id level.
   kConflictLimit,
+  kCount,  // not a constraint: how many Blocker values there are. Keep it last.
 };
+
+// Where a constraint is checked: for a whole type, a whole key, or one job's id.
+enum class BlockerLevel : std::uint8_t { kNone, kType, kKey, kId };
+
+constexpr BlockerLevel LevelOf(Blocker blocker) {
+  switch (blocker) {
+    case Blocker::kTypePaused:
+    case Blocker::kTierCap:
+    case Blocker::kGlobalCap:
+    case Blocker::kTypeCap:
+    case Blocker::kNoWorker:
+      return BlockerLevel::kType;
+    case Blocker::kKeyPaused:
+    case Blocker::kKeyLimit:
+      return BlockerLevel::kKey;
+    case Blocker::kConflictLimit:
+      return BlockerLevel::kId;
+    case Blocker::kNone:
+    case Blocker::kCount:
+      return BlockerLevel::kNone;
+  }
+  return BlockerLevel::kNone;
+}
+
+// A new constraint, step by step (src/core/README.md has the same recipe):
+//
+//  1. Its object: a Constraint (or a Usage whose limit lives elsewhere) in the part it belongs
+//     to, and a line in AdmissionCore::ForEachHold if a running job holds it, so admission,
+//     completion and CheckInvariants acquire, release and recount it.
+//  2. Its Blocker, before kCount at the place of its level, and its case in LevelOf.
+//  3. Its check in its level's function (AdmissionCore::CapBlocker or TypeBlocker, KeyBlocker,
+//     IdBlocker): BlockerOf, and so the pick, the fast path and CheckInvariants, ask it there.
+//  4. A type-level one: its case in AdmissionCore::SharingMaySkip, which says when the tier's
+//     shared lane set may leave it unchecked (false when in doubt: the type keeps lanes of its
+//     own), and its skip count in CountCapSkip. The core is built with -Werror=switch, so
+//     steps 2 and 4 cannot be forgotten.
+//  5. Its row in tests/constraint_recipe_test.cc, which fails to compile without one for every
+//     Blocker: a job of a type that would share, held back by it and admitted once it has room.
+//  6. What releases it must say so: a key-level one relinks the key's lanes (Rekey), an id-level
+//     one reopens its resource's wait groups (Reopen); a type-level one needs nothing, as
+//     NextAdmission looks at every type again.
 
 }  // namespace fairgate::core
 

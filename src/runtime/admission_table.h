@@ -288,17 +288,17 @@ class AdmissionTable {
   double LockedNow() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock) {
     return MonotonicLocked(Now());
   }
-  // Whether AdmitLocked(now) would admit, reap and report nothing: the global cap is full or no
-  // job is pending, and no expiry or aging step is due or waits to be reported.
+  // Whether AdmitLocked(now) would admit, reap and report nothing: the core would decide nothing
+  // (AdmissionCore::AdmitsNothing) and no aging step waits to be reported.
   bool AdmitsNothingLocked(double now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock) {
-    return (core_->full() || core_->pending_jobs() == 0) && !core_->StepDueBy(now) &&
-           !log_.PromotionsPending();
+    return core_->AdmitsNothing(now) && !log_.PromotionsPending();
   }
   // Admits everything admissible at `now`. Jobs that expired on the way go out in the decision
   // too, refused. Asks the core nothing when it would answer nothing (AdmitsNothingLocked): a
   // drain of the intake into a full pool comes here after every entry it queues.
   void AdmitLocked(double now, Decision& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
-  // A job the core admitted at `now`: its record runs, logged, into the decision.
+  // A job the core admitted at `now`: its record runs, logged, into the decision (unless its
+  // caller is the one enqueueing it and runs it itself: runs_itself_).
   void TakeAdmissionLocked(const core::Admission& a, double now, Decision& decision)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
   // Takes the expiries and aging steps due by `now` without admitting (for a snapshot): expired
