@@ -99,27 +99,18 @@ Status AdmissionTable::RefuseIfClosed(const core::EnqueueRequest& request) {
   return absl::OkStatus();
 }
 
-Status AdmissionTable::Enqueue(const RecordPtr& record, const core::EnqueueRequest& request,
-                               double read, Decision& decision, bool* admitted_at_once) {
-  Status refused;
-  bool at_once = false;
-  {
-    Locked lock(this, decision);
-    refused = EnqueueLocked(record, request, MonotonicLocked(read), decision);
-    // Running is decided: nothing but this caller changes a running RunSync's record.
-    at_once = admitted_at_once != nullptr && record->state == JobRecord::State::kRunning;
-  }
-  if (at_once) {
-    *admitted_at_once = true;
-    // Signalling the caller itself would cost it a lock, a notify and a wait on its own record
-    // (about 600 instructions per RunSync into a scheduler with room: bench/HISTORY.md). It is in
-    // the decision: EnqueueLocked lists what it admits.
-    RecordList& admitted = decision.admitted;
-    if (auto it = std::find(admitted.begin(), admitted.end(), record); it != admitted.end()) {
-      admitted.erase(it);
-    }
-  }
-  return refused;
+auto AdmissionTable::Enqueue(const RecordPtr& record, const core::EnqueueRequest& request,
+                             double read, bool runs_itself) -> Decided<Enqueued> {
+  Decided<Enqueued> out;
+  Locked lock(this, out.decision);
+  // Signalling a caller that runs its own job would cost it a lock, a notify and a wait on its
+  // own record (about 600 instructions per RunSync into a scheduler with room: bench/HISTORY.md):
+  // an admission of it by this call is answered instead (TakeAdmissionLocked).
+  runs_itself_ = runs_itself ? record.get() : nullptr;
+  out.answer.status = EnqueueLocked(record, request, MonotonicLocked(read), out.decision);
+  out.answer.admitted_at_once = runs_itself && runs_itself_ == nullptr;
+  runs_itself_ = nullptr;
+  return out;
 }
 
 Status AdmissionTable::EnqueueLocked(const RecordPtr& record, const core::EnqueueRequest& request,
@@ -154,11 +145,12 @@ Status AdmissionTable::EnqueueLocked(const RecordPtr& record, const core::Enqueu
   records_[ticket->slot] = record;
   if (first) TakeAdmissionLocked(*first, now, decision);
   AdmitLocked(now, decision);
-  if (record->kind() == JobRecord::Kind::kAcquire && record->state == JobRecord::State::kPending) {
-    AcquireCall& call = record->acquire();
-    if (std::optional<Context::Clock::time_point> deadline = call.ctx.Deadline()) {
-      call.deadline_entry = deadlines_.emplace(*deadline, record);
-      decision.wake_timer |= deadlines_.begin() == *call.deadline_entry;
+  if (record->state == JobRecord::State::kPending) {
+    if (std::optional<Context::Clock::time_point> deadline = record->QueueDeadline()) {
+      const DeadlineMap::iterator entry = deadlines_.emplace(*deadline, record);
+      record->acquire().deadline_entry = entry;
+      record->deadline_filed = true;
+      decision.wake_timer |= deadlines_.begin() == entry;
     }
   }
   // A queue-wait limit earlier than any the timer knows of.
@@ -218,8 +210,9 @@ Status AdmissionTable::SettleRunSync(const RecordPtr& record, bool decided, cons
   return err;
 }
 
-void AdmissionTable::Complete(JobRecord& record, double run_time, double end, const Status& status,
-                              Decision& decision, std::vector<RecordPtr>& joiners) {
+Decision AdmissionTable::Complete(JobRecord& record, double run_time, double end,
+                                  const Status& status) {
+  Decision decision;
   Locked lock(this, decision);
   end = MonotonicLocked(end);
   if (record.worker == nullptr || !record.worker->Lost()) {
@@ -229,39 +222,44 @@ void AdmissionTable::Complete(JobRecord& record, double run_time, double end, co
     records_[record.ticket.slot] = nullptr;
   }
   // Else its worker was removed: the core ended the job then, and its slot may be another's.
-  joiners = std::move(record.joiners);
+  decision.joiners = std::move(record.joiners);
   record.joiners.clear();
-  for (const RecordPtr& joiner : joiners) {
+  for (const RecordPtr& joiner : decision.joiners) {
     joiner->MoveTo(JobRecord::State::kFinished);
     joiner->result = Detached(status);
   }
   AdmitLocked(end, decision);
+  return decision;
 }
 
-Status AdmissionTable::SetWorker(std::string_view name, const WorkerConfig& config, bool update,
-                                 Decision& decision) {
-  Locked lock(this, decision);
+Decided<Status> AdmissionTable::SetWorker(std::string_view name, const WorkerConfig& config,
+                                          bool update) {
+  Decided<Status> out;
+  Locked lock(this, out.decision);
   const double now = LockedNow();
-  Status status = update ? core_->UpdateWorker(name, config) : core_->AddWorker(name, config);
-  if (status.ok() && phase_ != Phase::kShutDown) AdmitLocked(now, decision);
-  return status;
+  out.answer = update ? core_->UpdateWorker(name, config) : core_->AddWorker(name, config);
+  if (out.answer.ok() && phase_ != Phase::kShutDown) AdmitLocked(now, out.decision);
+  return out;
 }
 
-Status AdmissionTable::RemoveWorker(std::string_view name, Decision& decision, RecordList& lost) {
-  Locked lock(this, decision);
+Decided<Status> AdmissionTable::RemoveWorker(std::string_view name) {
+  Decided<Status> out;
+  Locked lock(this, out.decision);
   const double now = LockedNow();
   StatusOr<std::vector<core::LostJob>> ended = core_->RemoveWorker(name, now);
-  if (!ended.ok()) return ended.status();
-  const Status why = WorkerLostError(name);
-  for (const core::LostJob& job : *ended) {
-    RecordPtr record = std::move(records_[job.ticket.slot]);
-    record->worker->MarkLost(Detached(why));
-    log_.Completed(job.View(), Detached(why), std::max(0.0, now - record->admitted_at), now);
-    lost.push_back(std::move(record));
+  out.answer = ended.status();
+  if (ended.ok()) {
+    const Status why = WorkerLostError(name);
+    for (const core::LostJob& job : *ended) {
+      RecordPtr record = std::move(records_[job.ticket.slot]);
+      record->worker->MarkLost(Detached(why));
+      log_.Completed(job.View(), Detached(why), std::max(0.0, now - record->admitted_at), now);
+      out.decision.lost.push_back(std::move(record));
+    }
+    if (phase_ != Phase::kShutDown) AdmitLocked(now, out.decision);
+    CheckInvariantsLocked();
   }
-  if (phase_ != Phase::kShutDown) AdmitLocked(now, decision);
-  CheckInvariantsLocked();
-  return absl::OkStatus();
+  return out;
 }
 
 bool AdmissionTable::Abandon(const RecordPtr& record, const Status& why) {
@@ -288,10 +286,7 @@ RecordList AdmissionTable::ShutDown() {
       calls.push_back(record);
       for (const RecordPtr& call : calls) {
         LeaveQueueLocked(call, now, absl::CancelledError("the scheduler shut down"));
-        call->refusal =
-            absl::CancelledError(call->kind() != JobRecord::Kind::kSubmit
-                                     ? "the scheduler shut down before the job was admitted"
-                                     : "the scheduler shut down before the job ran");
+        call->refusal = call->ShutDownRefusal();
         refused.push_back(call);
       }
     }
@@ -302,18 +297,21 @@ RecordList AdmissionTable::ShutDown() {
   return refused;
 }
 
-void AdmissionTable::StartDrain(Decision& decision) {
+Decision AdmissionTable::StartDrain() {
+  Decision decision;
   Locked lock(this, decision);
   if (phase_ == Phase::kOpen) phase_ = Phase::kDraining;
-  if (phase_ != Phase::kDraining) return;
-  // Everything accepted runs: paused work too.
-  const double now = LockedNow();
-  const Snapshot paused = core_->TakeSnapshot();
-  for (const TypeSnapshot& type : paused.types) {
-    if (type.paused) (void)core_->ResumeType(type.name, now);
+  if (phase_ == Phase::kDraining) {
+    // Everything accepted runs: paused work too.
+    const double now = LockedNow();
+    const Snapshot paused = core_->TakeSnapshot();
+    for (const TypeSnapshot& type : paused.types) {
+      if (type.paused) (void)core_->ResumeType(type.name, now);
+    }
+    for (const std::string& key : paused.paused_keys) (void)core_->ResumeKey(key, now);
+    AdmitLocked(now, decision);
   }
-  for (const std::string& key : paused.paused_keys) (void)core_->ResumeKey(key, now);
-  AdmitLocked(now, decision);
+  return decision;
 }
 
 // --- Decisions.
@@ -338,6 +336,10 @@ void AdmissionTable::TakeAdmissionLocked(const core::Admission& a, double now, D
   record->admitted_at = now;
   ForgetDeadlineLocked(*record);
   log_.Admitted(a, now);
+  if (record.get() == runs_itself_) {
+    runs_itself_ = nullptr;  // its caller, this call's, runs it: answered, not in the decision
+    return;
+  }
   decision.admitted.push_back(record);
 }
 
@@ -382,9 +384,8 @@ void AdmissionTable::CheckInvariantsLocked() const {
 void AdmissionTable::ChooseRunnerLocked(RecordPtr& lead, Coalesce mode) {
   std::vector<RecordPtr> calls = std::move(lead->joiners);
   calls.insert(calls.begin(), lead);
-  auto runner = std::find_if(calls.begin(), calls.end(), [](const RecordPtr& r) {
-    return r->kind() == JobRecord::Kind::kRunSync;
-  });
+  auto runner = std::find_if(calls.begin(), calls.end(),
+                             [](const RecordPtr& r) { return r->CallerRunsJob(); });
   if (runner == calls.end())
     runner = mode == Coalesce::kSupersede ? calls.end() - 1 : calls.begin();
   RecordPtr chosen = std::move(*runner);
@@ -431,11 +432,11 @@ void AdmissionTable::CancelLocked(JobRecord& record, double now, const Status& w
 }
 
 void AdmissionTable::ForgetDeadlineLocked(JobRecord& record) {
-  if (record.kind() != JobRecord::Kind::kAcquire) return;
+  if (!record.deadline_filed) return;
   std::optional<DeadlineMap::iterator>& entry = record.acquire().deadline_entry;
-  if (!entry) return;
   deadlines_.erase(*entry);
   entry.reset();
+  record.deadline_filed = false;
 }
 
 }  // namespace fairgate::internal

@@ -11,8 +11,9 @@
 //                                    capacity: on the Submission interface, never on this lock
 //
 // Every method takes the lock itself, for one decision, and returns what the caller must do
-// once it is released: a Decision (jobs to start or report, whether the timer must look again),
-// which the caller hands to its Owner's Act. Nothing here starts a job, runs user code, waits,
+// once it is released: a Decision (jobs to start or report, calls to tell, whether the timer must
+// look again), with its answer when it has one (Decided), which the caller hands to the
+// dispatcher: `dispatcher_.Act(table_.X(...))`. Nothing here starts a job, runs user code, waits,
 // or calls a store.
 //
 // Taking the lock first queues what the Submit intake holds (submit_intake.h). A decision made
@@ -52,11 +53,25 @@
 
 namespace fairgate::internal {
 
-// What a decision leaves to do once the lock is released: the jobs it admitted (to start) or
-// refused (`refusal` set: to report), in decision order, and whether the timer must look again.
+// What a decision leaves to do once the lock is released (Dispatcher::Act does it, in this
+// order): whether the timer must look again; the calls that joined a run that ended (`result`
+// set: to tell); the running jobs that ended with their worker (their contexts to cancel); the
+// jobs it admitted (to start) or refused (`refusal` set: to report), in decision order; the
+// Acquires whose context's deadline passed while they waited (to take out of the queue).
 struct Decision {
-  RecordList admitted;
   bool wake_timer = false;
+  std::vector<RecordPtr> joiners;
+  RecordList lost;
+  RecordList admitted;
+  RecordList deadline_passed;
+};
+
+// A deciding method's answer and its decision: the dispatcher acts on the decision and hands
+// back the answer (Dispatcher::Act).
+template <typename Answer>
+struct Decided {
+  Answer answer;
+  Decision decision;
 };
 
 // A Submit waiting in the intake: what Accept would enqueue, owned. It lives in one allocation
@@ -122,24 +137,23 @@ class AdmissionTable {
   // those restored.
   std::vector<SavedKey> RestoreKeys(std::vector<SavedKey> keys, double wall);
   // A snapshot and the metrics take the expiries and aging steps due first, so that the counts
-  // are current; `wake_timer` is set when some expired (the timer reports them).
-  Snapshot TakeSnapshot(std::size_t heaviest_keys, bool& wake_timer);
-  void WriteMetrics(std::string& out, bool& wake_timer);
+  // are current; the decision wakes the timer when some expired (it reports them).
+  Decided<Snapshot> TakeSnapshot(std::size_t heaviest_keys);
+  // Appends the metrics to `out`.
+  Decision WriteMetrics(std::string& out);
   Status SetKeyWeight(std::string_view key, double weight);
   // Charges the key for work done without a job (core::AdmissionCore::Charge), at now.
   Status Charge(std::string_view key, double cost);
-  Status SetKeyLimits(std::string_view key, const KeyLimits& limits, Decision& decision);
+  Decided<Status> SetKeyLimits(std::string_view key, const KeyLimits& limits);
   // A pause or resume of the core at now, `change(core, now)`, then the admissions it allows.
-  Status ChangePause(const std::function<Status(core::AdmissionCore&, double)>& change,
-                     Decision& decision);
+  Decided<Status> ChangePause(const std::function<Status(core::AdmissionCore&, double)>& change);
   StatusOr<double> MaxWaitToCeiling(std::string_view type) const;
   // Adds a worker (or, with `update`, changes one), then admits what it makes admissible.
-  Status SetWorker(std::string_view name, const WorkerConfig& config, bool update,
-                   Decision& decision);
+  Decided<Status> SetWorker(std::string_view name, const WorkerConfig& config, bool update);
   // Removes a worker: the core ends its running jobs, whose records leave the table marked lost
-  // (WorkerAssignment::MarkLost), logged as completed with the loss, into `lost` (the caller
-  // cancels their contexts once the lock is released); then admits what can run.
-  Status RemoveWorker(std::string_view name, Decision& decision, RecordList& lost);
+  // (WorkerAssignment::MarkLost), logged as completed with the loss, into the decision's `lost`
+  // (their contexts are cancelled once the lock is released); then admits what can run.
+  Decided<Status> RemoveWorker(std::string_view name);
   // The registered types no worker serves (with workers declared).
   std::vector<std::string> TypesWithoutWorker() const;
   // AdmissionCore::NarrowWorkerWarnings.
@@ -149,8 +163,7 @@ class AdmissionTable {
   std::optional<double> Estimate(std::string_view type, std::string_view id) const;
   Status Open() const;
   std::optional<Submission::TypeInfo> Type(std::string_view type) const;
-  void ChangeCapacity(const std::function<int(int current, bool work_waiting)>& next,
-                      Decision& decision);
+  Decision ChangeCapacity(const std::function<int(int current, bool work_waiting)>& next);
   void CountCapacitySignalFailed();
   std::vector<Submission::KeyCost> KeyCosts();
   std::vector<bool> SetFleetCosts(const std::vector<SavedKey>& totals,
@@ -185,20 +198,26 @@ class AdmissionTable {
   // A call refused at the door once Shutdown or Drain has begun, without a record: logged, and
   // Unavailable; OK while the scheduler is still open.
   Status RefuseIfClosed(const core::EnqueueRequest& request);
-  // Queues `record`'s job, read at `read`, and admits what can be admitted. With
-  // `admitted_at_once`: set when this call admitted the record itself, which is then not in
-  // `decision` (its caller learns it here). The core's refusal, logged.
-  Status Enqueue(const RecordPtr& record, const core::EnqueueRequest& request, double read,
-                 Decision& decision, bool* admitted_at_once);
+  // What Enqueue answers: the core's refusal (logged), or OK; and, for a caller that runs its own
+  // job, whether this call admitted it (it is then not in the decision: the caller learns it here
+  // and runs it, without being woken).
+  struct Enqueued {
+    Status status;
+    bool admitted_at_once = false;
+  };
+  // Queues `record`'s job, read at `read`, and admits what can be admitted. `runs_itself`: the
+  // caller runs the job itself once admitted (RunSync), so an admission by this call is answered
+  // rather than put in the decision.
+  Decided<Enqueued> Enqueue(const RecordPtr& record, const core::EnqueueRequest& request,
+                            double read, bool runs_itself);
   // A RunSync caller woke (`decided`: told by the decision itself, whose state it may read
   // without the lock). OK and `run` set: it runs its job. Else what the caller returns: the
   // refusal or the result of the run it joined, or `ctx`'s error when its context ended first
   // (it then leaves the queue, uncharged, or stops waiting for the run it joined).
   Status SettleRunSync(const RecordPtr& record, bool decided, const Context& ctx, bool& run);
   // Completes a job that ran for `run_time`, ending at `end`: the calls that joined it are
-  // finished with `status` (into `joiners`, for the caller to tell) and what it frees admitted.
-  void Complete(JobRecord& record, double run_time, double end, const Status& status,
-                Decision& decision, std::vector<RecordPtr>& joiners);
+  // finished with `status` (into the decision's `joiners`, to tell) and what it frees admitted.
+  Decision Complete(JobRecord& record, double run_time, double end, const Status& status);
   // An Acquire that leaves the queue without a permit, uncharged: false (nothing done) unless
   // its job was still pending.
   bool Abandon(const RecordPtr& record, const Status& why);
@@ -210,7 +229,7 @@ class AdmissionTable {
   // snapshot found and the timer has not reported yet.
   RecordList ShutDown();
   // Drains: resumes what is paused and admits what can run.
-  void StartDrain(Decision& decision);
+  Decision StartDrain();
   // Outside the lock: waits until every event logged so far has been delivered.
   void FlushLog() { ABSL_TS_UNCHECKED_READ(log_).Flush(); }
 
@@ -218,9 +237,9 @@ class AdmissionTable {
   // When the timer must wake for the table: the next Acquire deadline or queue-wait limit; now
   // when a snapshot left expiries to report; Clock::time_point::max() for none.
   Context::Clock::time_point NextDue() const;
-  // What is due at `now`: the Acquires whose context's deadline has passed (into `expired`, for
-  // the caller to abandon), the expiries to report and the admissions they allow.
-  void TakeDue(Context::Clock::time_point now, RecordList& expired, Decision& decision);
+  // What is due at `now`: the Acquires whose context's deadline has passed (the decision's
+  // `deadline_passed`), the expiries to report and the admissions they allow.
+  Decision TakeDue(Context::Clock::time_point now);
   // The TTL sweep.
   void Sweep();
 
@@ -352,6 +371,9 @@ class AdmissionTable {
   std::unique_ptr<core::AdmissionCore> core_ ABSL_GUARDED_BY(mutex_);
   // By ticket slot: the pending and running jobs' leads.
   std::vector<RecordPtr> records_ ABSL_GUARDED_BY(mutex_);
+  // During an Enqueue whose caller runs its own job: that job's record, until this call admits
+  // it (TakeAdmissionLocked then leaves it out of the decision and clears this).
+  const JobRecord* runs_itself_ ABSL_GUARDED_BY(mutex_) = nullptr;
   // The time of the latest decision (MonotonicLocked).
   double last_decision_time_ ABSL_GUARDED_BY(mutex_) = -std::numeric_limits<double>::infinity();
   std::vector<Coalesce> coalesce_ ABSL_GUARDED_BY(mutex_);  // by type index

@@ -44,10 +44,12 @@ std::vector<SavedKey> AdmissionTable::RestoreKeys(std::vector<SavedKey> keys, do
   return restored_keys;
 }
 
-Snapshot AdmissionTable::TakeSnapshot(std::size_t heaviest_keys, bool& wake_timer) {
+Decided<Snapshot> AdmissionTable::TakeSnapshot(std::size_t heaviest_keys) {
+  Decided<Snapshot> out;
   Locked lock(this);
-  wake_timer = AdvanceLocked(LockedNow());
-  Snapshot s = core_->TakeSnapshot();
+  out.decision.wake_timer = AdvanceLocked(LockedNow());
+  Snapshot& s = out.answer;
+  s = core_->TakeSnapshot();
   for (std::size_t i = 0; i < s.types.size(); ++i) {  // both in registration order
     TypeSnapshot& t = s.types[i];
     const auto& counts = log_.metrics().types()[i];
@@ -70,13 +72,15 @@ Snapshot AdmissionTable::TakeSnapshot(std::size_t heaviest_keys, bool& wake_time
       s.heaviest_keys.push_back({std::move(key), acc});
     }
   }
-  return s;
+  return out;
 }
 
-void AdmissionTable::WriteMetrics(std::string& out, bool& wake_timer) {
+Decision AdmissionTable::WriteMetrics(std::string& out) {
+  Decision decision;
   Locked lock(this);
-  wake_timer = AdvanceLocked(LockedNow());
+  decision.wake_timer = AdvanceLocked(LockedNow());
   log_.WriteMetrics(out);
+  return decision;
 }
 
 Status AdmissionTable::SetKeyWeight(std::string_view key, double weight) {
@@ -89,22 +93,23 @@ Status AdmissionTable::Charge(std::string_view key, double cost) {
   return core_->Charge(key, cost, LockedNow());
 }
 
-Status AdmissionTable::SetKeyLimits(std::string_view key, const KeyLimits& limits,
-                                    Decision& decision) {
-  Locked lock(this, decision);
-  Status status = core_->SetKeyLimits(key, limits);
+Decided<Status> AdmissionTable::SetKeyLimits(std::string_view key, const KeyLimits& limits) {
+  Decided<Status> out;
+  Locked lock(this, out.decision);
+  out.answer = core_->SetKeyLimits(key, limits);
   // A higher max_running may make the key's waiting jobs admissible now.
-  if (status.ok() && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), decision);
-  return status;
+  if (out.answer.ok() && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), out.decision);
+  return out;
 }
 
-Status AdmissionTable::ChangePause(
-    const std::function<Status(core::AdmissionCore&, double)>& change, Decision& decision) {
-  Locked lock(this, decision);
+Decided<Status> AdmissionTable::ChangePause(
+    const std::function<Status(core::AdmissionCore&, double)>& change) {
+  Decided<Status> out;
+  Locked lock(this, out.decision);
   const double now = LockedNow();
-  Status status = change(*core_, now);
-  if (phase_ != Phase::kShutDown) AdmitLocked(now, decision);
-  return status;
+  out.answer = change(*core_, now);
+  if (phase_ != Phase::kShutDown) AdmitLocked(now, out.decision);
+  return out;
 }
 
 std::vector<std::string> AdmissionTable::TypesWithoutWorker() const {
@@ -145,12 +150,14 @@ std::optional<Submission::TypeInfo> AdmissionTable::Type(std::string_view type) 
   return Submission::TypeInfo{config->priority, core_->TypePaused(type), core_->TypeServed(type)};
 }
 
-void AdmissionTable::ChangeCapacity(const std::function<int(int, bool)>& next, Decision& decision) {
+Decision AdmissionTable::ChangeCapacity(const std::function<int(int, bool)>& next) {
+  Decision decision;
   Locked lock(this, decision);
   const int current = core_->capacity();
   const int capacity = next(current, core_->pending_jobs() > 0);
   if (capacity != current) (void)core_->SetCapacity(capacity);
   if (capacity > current && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), decision);
+  return decision;
 }
 
 void AdmissionTable::CountCapacitySignalFailed() {
@@ -224,16 +231,17 @@ Context::Clock::time_point AdmissionTable::NextDue() const {
   return wake_at;
 }
 
-void AdmissionTable::TakeDue(Context::Clock::time_point now, RecordList& expired,
-                             Decision& decision) {
+Decision AdmissionTable::TakeDue(Context::Clock::time_point now) {
+  Decision decision;
   Locked lock(this);
   for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it) {
-    expired.push_back(it->second);
+    decision.deadline_passed.push_back(it->second);
   }
   RecordList& reported = decision.admitted;
   reported.insert(reported.end(), unreported_.begin(), unreported_.end());
   unreported_.clear();
   if (phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), decision);
+  return decision;
 }
 
 void AdmissionTable::Sweep() {

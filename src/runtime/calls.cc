@@ -174,17 +174,17 @@ StatusOr<Scheduler::Impl::RecordPtr> Scheduler::Impl::Accept(const core::Enqueue
   // Counted before it can be admitted and finished elsewhere; uncounted if refused (an atomic
   // count, never under the table's lock).
   outstanding_.Add();
-  Decision decision;
   // Read before the lock, as Complete's end time is: the critical section is what the callers
   // queue for. Another thread may take the lock in between with a later time: the table keeps
   // the decisions' times from going back.
   const double read = Now();
-  Status refused = table_.Enqueue(record, request, read, decision, admitted_at_once);
-  dispatcher_.Act(decision);
-  if (!refused.ok()) {
+  const internal::AdmissionTable::Enqueued enqueued =
+      dispatcher_.Act(table_.Enqueue(record, request, read, admitted_at_once != nullptr));
+  if (!enqueued.status.ok()) {
     outstanding_.Finish();
-    return refused;
+    return enqueued.status;
   }
+  if (enqueued.admitted_at_once) *admitted_at_once = true;
   return record;
 }
 

@@ -102,7 +102,7 @@ void Dispatcher::Report(SubmitCall& call, const Status& status) {
   outstanding_.Finish();
 }
 
-void Dispatcher::TellJoiners(std::vector<RecordPtr>& joiners) {
+void Dispatcher::TellJoiners(const std::vector<RecordPtr>& joiners) {
   for (const RecordPtr& joiner : joiners) {
     if (joiner->kind() == JobRecord::Kind::kRunSync) {
       Signal(*joiner, /*decided=*/true);  // the caller returns the result, then finishes
@@ -151,11 +151,7 @@ void Dispatcher::RunBackground(RecordPtr record) {
 
 RecordPtr Dispatcher::Complete(JobRecord& record, double start, double end, const Status& status,
                                bool keep_background) {
-  Decision decision;
-  std::vector<RecordPtr> joiners;
-  table_.Complete(record, std::max(0.0, end - start), end, status, decision, joiners);
-  if (decision.wake_timer) timer_.Wake();
-  TellJoiners(joiners);
+  Decision decision = table_.Complete(record, std::max(0.0, end - start), end, status);
   RecordPtr kept;
   if (keep_background) {
     RecordList& admitted = decision.admitted;
@@ -167,8 +163,14 @@ RecordPtr Dispatcher::Complete(JobRecord& record, double start, double end, cons
       admitted.erase(it);
     }
   }
-  Dispatch(decision.admitted);
+  Act(decision);
   return kept;
+}
+
+void Dispatcher::AbandonAtDeadline(const RecordList& records) {
+  for (const RecordPtr& record : records) {
+    AbandonWaiting(record, absl::DeadlineExceededError("context deadline exceeded"));
+  }
 }
 
 void Dispatcher::AbandonWaiting(const RecordPtr& record, const Status& why) {

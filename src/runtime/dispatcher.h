@@ -47,11 +47,23 @@ class Dispatcher final : public AdmissionTable::Owner {
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;
 
-  // The one way a decision is acted on: wake the timer if asked, then start the admitted jobs
-  // and report the refused ones, in decision order.
+  // The one way a decision is acted on, in the order Decision lists: wake the timer if asked,
+  // tell the calls that joined a run that ended, cancel the contexts of the jobs lost with their
+  // worker, start the admitted jobs and report the refused ones (in decision order), and take
+  // the Acquires whose deadline passed out of the queue.
   void Act(const Decision& decision) ABSL_LOCKS_EXCLUDED(core_lock) {
     if (decision.wake_timer) timer_.Wake();
+    if (!decision.joiners.empty()) TellJoiners(decision.joiners);
+    for (const RecordPtr& record : decision.lost) record->worker->CancelContext();
     Dispatch(decision.admitted);
+    if (!decision.deadline_passed.empty()) AbandonAtDeadline(decision.deadline_passed);
+  }
+  // Acts on a deciding method's decision and hands back its answer:
+  // `return dispatcher_.Act(table_.SetKeyLimits(key, limits));`.
+  template <typename Answer>
+  Answer Act(Decided<Answer> decided) ABSL_LOCKS_EXCLUDED(core_lock) {
+    Act(decided.decision);
+    return std::move(decided.answer);
   }
   // Tells a job that left the queue without running why (its refusal), exactly once.
   void Refuse(const RecordPtr& record) ABSL_LOCKS_EXCLUDED(core_lock);
@@ -76,7 +88,10 @@ class Dispatcher final : public AdmissionTable::Owner {
   // Tells a Submit call `status` (its run's, or why it did not run) and finishes it, once.
   void Report(SubmitCall& call, const Status& status) ABSL_LOCKS_EXCLUDED(core_lock);
   // Tells the calls that joined a run that ended its status.
-  void TellJoiners(std::vector<RecordPtr>& joiners) ABSL_LOCKS_EXCLUDED(core_lock);
+  void TellJoiners(const std::vector<RecordPtr>& joiners) ABSL_LOCKS_EXCLUDED(core_lock);
+  // Acquires whose context's deadline passed while they waited: each leaves the queue, told
+  // DeadlineExceeded (AbandonWaiting), unless it was admitted meanwhile.
+  void AbandonAtDeadline(const RecordList& records) ABSL_LOCKS_EXCLUDED(core_lock);
   // Runs a Submit job on a pool fiber, and the Submit jobs its completion admits after it.
   void RunBackground(RecordPtr record) ABSL_LOCKS_EXCLUDED(core_lock);
   // Takes the fleet-wide leases a Submit job needs, waiting under `ctx` while they are held

@@ -139,6 +139,22 @@ struct JobRecord {
   JobRecord& operator=(const JobRecord&) = delete;
 
   Kind kind() const { return kind_; }
+  // What the admission table asks of a call, answered here by its kind (the table never asks a
+  // call's kind itself):
+  // The time past which it stops waiting to be admitted: an Acquire's context's deadline, if any.
+  std::optional<Context::Clock::time_point> QueueDeadline() const {
+    if (kind_ != Kind::kAcquire) return std::nullopt;
+    return std::get<AcquireCall>(call).ctx.Deadline();
+  }
+  // Whether its caller runs the job itself once admitted (RunSync): of the calls that share a
+  // job, the first such caller still waiting runs it.
+  bool CallerRunsJob() const { return kind_ == Kind::kRunSync; }
+  // What its caller is told when the scheduler shuts down before its job was admitted.
+  Status ShutDownRefusal() const {
+    return absl::CancelledError(kind_ == Kind::kSubmit
+                                    ? "the scheduler shut down before the job ran"
+                                    : "the scheduler shut down before the job was admitted");
+  }
   // The call's own part; the record must be of that kind (std::get checks).
   RunSyncCall& run_sync() { return std::get<RunSyncCall>(call); }
   SubmitCall& submit() { return std::get<SubmitCall>(call); }
@@ -152,6 +168,9 @@ struct JobRecord {
   // lies past its largest alternative, on another line: one more miss per job admitted from a
   // large backlog (the drain of 100k jobs ran 14 % slower with it there).
   const Kind kind_;
+  // Whether its QueueDeadline is filed in the scheduler's deadline map (at
+  // AcquireCall::deadline_entry): read at every admission, so kept on this line. Under the lock.
+  bool deadline_filed = false;
   State state = State::kNew;  // guarded by the scheduler's lock
   double admitted_at = 0;  // when its job was admitted (an Acquire's: when the permit was granted)
   // The lead's: the other calls that share its job, in the order they joined. Under the lock.

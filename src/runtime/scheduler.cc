@@ -171,39 +171,29 @@ Status Scheduler::Impl::Shutdown(const Context& ctx) {
 
 Status Scheduler::Impl::Drain(const Context& ctx) {
   table_.StopAccepting();  // before the lock, as in Shutdown
-  Decision decision;
-  table_.StartDrain(decision);
-  dispatcher_.Act(decision);
+  dispatcher_.Act(table_.StartDrain());
   Status quiet = outstanding_.WaitQuiet(ctx);
   Status shut = Shutdown(ctx);
   return quiet.ok() ? shut : quiet;
 }
 
+// The timer reports the jobs a snapshot or the metrics found expired.
 fairgate::Snapshot Scheduler::Impl::TakeSnapshot(std::size_t heaviest_keys) {
-  bool expired = false;
-  fairgate::Snapshot snapshot = table_.TakeSnapshot(heaviest_keys, expired);
-  if (expired) timer_.Wake();  // it reports them
-  return snapshot;
+  return dispatcher_.Act(table_.TakeSnapshot(heaviest_keys));
 }
 
 void Scheduler::Impl::WriteMetrics(std::string& out) {
-  bool expired = false;
-  table_.WriteMetrics(out, expired);
+  const Decision decision = table_.WriteMetrics(out);
   if (keeper_) keeper_->WriteMetrics(out);
-  if (expired) timer_.Wake();
+  dispatcher_.Act(decision);
 }
 
 Status Scheduler::Impl::SetKeyLimits(std::string_view key, const KeyLimits& limits) {
-  Decision decision;
-  Status status = table_.SetKeyLimits(key, limits, decision);
-  dispatcher_.Act(decision);
-  return status;
+  return dispatcher_.Act(table_.SetKeyLimits(key, limits));
 }
 
 Status Scheduler::Impl::SetWorker(std::string_view name, const WorkerConfig& config, bool update) {
-  Decision decision;
-  Status status = table_.SetWorker(name, config, update, decision);
-  dispatcher_.Act(decision);
+  Status status = dispatcher_.Act(table_.SetWorker(name, config, update));
   if (!status.ok()) return status;
   if (claimer_) claimer_->Poke();  // stored jobs of the types it serves
   Warn(table_.NarrowWorkerWarnings(name, ""));
@@ -211,20 +201,12 @@ Status Scheduler::Impl::SetWorker(std::string_view name, const WorkerConfig& con
 }
 
 Status Scheduler::Impl::RemoveWorker(std::string_view name) {
-  Decision decision;
-  internal::RecordList lost;
-  Status status = table_.RemoveWorker(name, decision, lost);
-  for (const RecordPtr& record : lost) record->worker->CancelContext();
-  dispatcher_.Act(decision);
-  return status;
+  return dispatcher_.Act(table_.RemoveWorker(name));
 }
 
 Status Scheduler::Impl::ChangePause(
     const std::function<Status(core::AdmissionCore&, double)>& change) {
-  Decision decision;
-  Status status = table_.ChangePause(change, decision);
-  dispatcher_.Act(decision);
-  return status;
+  return dispatcher_.Act(table_.ChangePause(change));
 }
 
 Status Scheduler::Impl::PauseType(std::string_view type) {
@@ -250,9 +232,7 @@ Status Scheduler::Impl::ResumeKey(std::string_view key) {
 }
 
 void Scheduler::Impl::ChangeCapacity(const std::function<int(int, bool)>& next) {
-  Decision decision;
-  table_.ChangeCapacity(next, decision);
-  dispatcher_.Act(decision);
+  dispatcher_.Act(table_.ChangeCapacity(next));
 }
 
 // Called with the timer's lock held: takes the table's lock (never the other way round).
@@ -268,15 +248,9 @@ internal::Timer::Clock::time_point Scheduler::Impl::TimerNextDue() {
 // type's max_queue_wait are reported, periodic runs and retries are queued; then adaptive
 // capacity's rule and the TTL sweep, when their intervals have passed.
 void Scheduler::Impl::TimerRunDue(internal::Timer::Clock::time_point now) {
-  RecordList expired;
-  Decision decision;
-  table_.TakeDue(now, expired, decision);
-  dispatcher_.Act(decision);
+  dispatcher_.Act(table_.TakeDue(now));
   periodic_runs_.RunDue(now);
   if (durable_) durable_->RunDue(now);
-  for (const RecordPtr& record : expired) {
-    dispatcher_.AbandonWaiting(record, absl::DeadlineExceededError("context deadline exceeded"));
-  }
   if (capacity_) capacity_->Tick(now);
   if (now < next_sweep_) return;
   next_sweep_ = now + std::chrono::duration_cast<internal::Timer::Clock::duration>(
