@@ -29,9 +29,9 @@ struct Workload {
 };
 
 inline std::unique_ptr<core::AdmissionCore> MakeCore(int capacity = kCapacity) {
-  SchedulerOptions options = SchedulerOptions::Default();
-  options.rule.max_concurrency = capacity;
-  auto core = *core::AdmissionCore::Create(options);
+  RuleOptions rule;
+  rule.max_concurrency = capacity;
+  auto core = *core::AdmissionCore::Create(rule);
   // Two tiers; clones and fetches share a conflict group, as in the git mirror.
   (void)core->RegisterType(
       "clone",
@@ -51,9 +51,9 @@ inline std::unique_ptr<core::AdmissionCore> MakeCore(int capacity = kCapacity) {
 class Herd {
  public:
   Herd(int waiters, int keys) : keys_(keys) {
-    SchedulerOptions options = SchedulerOptions::Default();
-    options.rule.max_concurrency = kCapacity;
-    core_ = *core::AdmissionCore::Create(options);
+    RuleOptions rule;
+    rule.max_concurrency = kCapacity;
+    core_ = *core::AdmissionCore::Create(rule);
     (void)core_->RegisterType(
         "clone",
         {.default_cost = 10, .max_concurrency = 48, .conflict_group = "git", .priority = 48});

@@ -11,14 +11,16 @@
 
 #include "doctest/doctest.h"
 #include "fairgate/evidence.h"
+#include "fairgate/options.h"
 #include "fairgate/snapshot.h"
+#include "runtime/admission_evidence.h"
 #include "test_job_types.h"
 
 namespace fairgate::core {
 namespace {
 
 std::unique_ptr<AdmissionCore> MakeCore(SchedulerOptions options = SchedulerOptions::Seed()) {
-  auto core = AdmissionCore::Create(options);
+  auto core = AdmissionCore::Create(options.rule);
   REQUIRE(core.ok());
   return *std::move(core);
 }
@@ -346,7 +348,7 @@ TEST_CASE("Core.Slots.ANarrowerJobGoesWhileAWideOneDoesNotFitAndTheSkipIsCounted
   REQUIRE(a.has_value());
   CHECK(a->type == "clone");
   CHECK(a->skipped.global_cap == 1);
-  CHECK(ToEvidence(*a, 1).skipped_global_cap == 1);
+  CHECK(internal::ToEvidence(*a, 1).skipped_global_cap == 1);
   // A 2-slot fetch in a tier of priority 2 with the tier empty, but one global slot left.
   Add(*core, "fetch", "r", "bg2", 1.0, 1);
   CHECK_FALSE(core->NextAdmission(1).has_value());
@@ -942,7 +944,7 @@ TEST_CASE("Core.EnqueueAndAdmit.IsEnqueueThenNextAdmission") {
       if (!x) return;
       CHECK(x->ticket == y->ticket);
       CHECK(x->weight == y->weight);
-      CHECK(ToJsonLine(ToEvidence(*x, now)) == ToJsonLine(ToEvidence(*y, now)));
+      CHECK(ToJsonLine(internal::ToEvidence(*x, now)) == ToJsonLine(internal::ToEvidence(*y, now)));
       running.push_back(x->ticket);
     };
     for (int op = 0; op < 200; ++op) {

@@ -22,9 +22,9 @@ namespace {
 using testing::Type;
 
 std::unique_ptr<AdmissionCore> MakeCore(int max_concurrency = 8) {
-  SchedulerOptions options = SchedulerOptions::Seed();
-  options.rule.max_concurrency = max_concurrency;
-  auto core = AdmissionCore::Create(options);
+  RuleOptions rule = RuleOptions::Seed();
+  rule.max_concurrency = max_concurrency;
+  auto core = AdmissionCore::Create(rule);
   REQUIRE(core.ok());
   REQUIRE((*core)->RegisterType("sibling", Type(2, 2)).ok());  // shares tier 2's lanes
   return *std::move(core);

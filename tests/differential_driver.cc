@@ -53,7 +53,7 @@ class Run {
 
   DriverResult Go() {
     SchedulerOptions options = DrawOptions();
-    auto created = AdmissionCore::Create(options);
+    auto created = AdmissionCore::Create(options.rule);
     if (!created.ok()) {
       Fail("Create refused valid options: " + created.status().ToString());
       return result_;

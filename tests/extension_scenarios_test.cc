@@ -42,7 +42,7 @@ SimResult Run(const Trace& trace) {
 }
 
 double MaxWaitToCeiling(const Trace& trace, const std::string& type) {
-  auto core = core::AdmissionCore::Create(trace.options);
+  auto core = core::AdmissionCore::Create(trace.options.rule);
   REQUIRE(core.ok());
   for (const auto& [name, config] : trace.types) REQUIRE((*core)->RegisterType(name, config).ok());
   StatusOr<double> wait = (*core)->MaxWaitToCeiling(type);

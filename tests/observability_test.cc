@@ -413,7 +413,7 @@ TEST_CASE("Observability.Observers.ASlowObserverNeverStallsAdmission") {
 TEST_CASE("Observability.Evidence.NamesTheSourceOfTheEstimateAndWhatWasSkipped") {
   SchedulerOptions options = SchedulerOptions::Seed();
   options.rule.max_concurrency = 8;
-  auto core = *core::AdmissionCore::Create(options);
+  auto core = *core::AdmissionCore::Create(options.rule);
   REQUIRE(core->RegisterType("clone", Type(8, 1, "git", 4)).ok());
   REQUIRE(core->RegisterType("archive", Type(8, 8)).ok());
   REQUIRE(core->RegisterType("fetch", Type(1, 1)).ok());

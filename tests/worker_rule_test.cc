@@ -15,6 +15,8 @@
 #include "core/admission_core.h"
 #include "doctest/doctest.h"
 #include "fairgate/evidence.h"
+#include "fairgate/options.h"
+#include "runtime/admission_evidence.h"
 
 namespace fairgate {
 namespace {
@@ -26,7 +28,7 @@ std::unique_ptr<AdmissionCore> MakeCore(int capacity = 16, double reserve_after 
   SchedulerOptions options;
   options.rule.max_concurrency = capacity;
   options.rule.sole_worker_reserve_after = Seconds(reserve_after);
-  return std::move(*AdmissionCore::Create(options));
+  return std::move(*AdmissionCore::Create(options.rule));
 }
 
 JobTypeConfig Type(int priority = 16, std::vector<std::string> tags = {}) {
@@ -247,7 +249,7 @@ TEST_CASE("Workers.AStarvingSoleServedTypeReservesItsWorker") {
   CHECK(admission->worker == "v");
   CHECK(admission->worker_reserved);
   // The evidence record says so.
-  const std::string line = ToJsonLine(core::ToEvidence(*admission, 12));
+  const std::string line = ToJsonLine(internal::ToEvidence(*admission, 12));
   CHECK(line.find(R"("worker":"v","worker_reserved":true)") != std::string::npos);
   CHECK(core->CheckInvariants().ok());
 }
@@ -407,7 +409,7 @@ BoundRun RunBoundTrace(std::uint64_t seed, double reserve_after) {
   SchedulerOptions options;
   options.rule.max_concurrency = 64;  // no global cap in the way: workers are the limit
   options.rule.sole_worker_reserve_after = Seconds(reserve_after);
-  auto core = std::move(*AdmissionCore::Create(options));
+  auto core = std::move(*AdmissionCore::Create(options.rule));
   const std::vector<int> tiers{20, 40, 64};  // each tier's cap above every worker's slots
   const int rare_types = 1 + pick(3), common_types = 1 + pick(3);
   std::vector<std::string> rare, common;

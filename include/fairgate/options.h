@@ -20,90 +20,14 @@
 #include <string_view>
 #include <vector>
 
-#include "fairgate/adaptive_capacity.h"
 #include "fairgate/evidence.h"
-#include "fairgate/key_limits.h"
 #include "fairgate/observer.h"
+#include "fairgate/rule_options.h"
 #include "fairgate/seconds.h"
 #include "fairgate/status.h"
 #include "fairgate/store.h"
 
 namespace fairgate {
-
-// Aging: a pending job's place in the order rises with its wait, so that no tier's work waits
-// for ever behind a busier one. After `grace`, and then after each `interval`, the job's
-// *ordering* tier rises by one registered tier, up to the highest tier whose priority is at most
-// `ceiling`: its k-th step is due at arrival + grace + k * interval. A job that aged into a tier
-// goes ahead of that tier's own jobs (among themselves, in the usual order). Caps do not move: an
-// aged job still counts against, and waits for, its own tier's and its own type's caps. Steps
-// walk through the tiers registered when each step is taken.
-struct AgingConfig {
-  Seconds grace{0.0};     // finite and >= 0
-  Seconds interval{1.0};  // finite and > 0
-  int ceiling = 1;        // a priority, >= 1
-  friend bool operator==(const AgingConfig&, const AgingConfig&) = default;
-};
-
-// The admission rule: what runs next and how much it counts. The core, the simulator and the
-// scheduler all read these.
-struct RuleOptions {
-  // A limit that never refuses anything.
-  static constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
-
-  // The global capacity: at most this many jobs run at once (in slots), or with adaptive_capacity
-  // the most it may grow to. >= 1.
-  int max_concurrency = 8;
-
-  // Weight of the newest observation in the learned cost of a (type, id):
-  // `est = alpha * observed + (1.0 - alpha) * est`. In (0, 1].
-  double alpha = 0.3;
-
-  // At completion, correct the key's accumulated cost by `observed - charged`, so a key whose
-  // jobs cost more than estimated is not under-charged for good. On by default, off in seed mode.
-  bool reconcile = true;
-
-  // A key that has nothing pending or running starts, when it enqueues, at no less than the least
-  // accumulated cost among keys with jobs pending in that job's tier. Off in both presets.
-  bool idle_catch_up = false;
-
-  // A fairness key with nothing pending or running for this long is forgotten (its accumulated
-  // cost with it). > 0.
-  Seconds key_ttl{600.0};
-
-  // A learned estimate not charged or updated for this long is forgotten. > 0.
-  Seconds estimate_ttl{3600.0};
-
-  // At most this many keys and this many estimates are evicted by one sweep, so a sweep never
-  // stalls admission. >= 1.
-  std::size_t sweep_batch = 1024;
-
-  // Bounded queues: past these, Enqueue is refused with ResourceExhausted. >= 1.
-  std::size_t max_pending_total = kUnlimited;
-  std::size_t max_pending_per_key = kUnlimited;
-  // Aging (see AgingConfig); none in both presets. Off costs nothing.
-  std::optional<AgingConfig> aging;
-  // Every type shortest-first (see JobTypeConfig::shortest_first). Off in both presets.
-  bool shortest_first = false;
-  // The aging term of shortest-first, a >= 0 (finite): a shortest-first job's place within its
-  // key is `estimate + a * arrival` instead of its estimate alone (Smith's rule plus linear
-  // aging), so a later job of its key goes ahead of it only if it is cheaper by more than a
-  // times the time between them. A job of estimated cost c is passed by no job of its key and
-  // type that arrived more than c / a after it: its own key's short jobs cannot keep it waiting
-  // for ever, in any tier. 0 (both presets): pure shortest-first.
-  double shortest_first_aging = 0;
-  // The limits of keys that have none of their own (Scheduler::SetKeyLimits): none by default.
-  KeyLimits default_key_limits;
-  // A global cap that follows CPU pressure between a minimum and max_concurrency
-  // (fairgate/adaptive_capacity.h). Off in both presets: the cap is max_concurrency.
-  std::optional<AdaptiveCapacity> adaptive_capacity;
-  // With workers (fairgate/worker.h): a type that one worker alone serves and that has had jobs
-  // pending this long without one being admitted *starves*, and reserves that worker: while it
-  // has a job that nothing but the worker's room holds back, the worker takes no job of another
-  // type, and its next room goes to the type of its own that has starved longest. So a rare job
-  // is not kept waiting for ever by common jobs that other workers could run, in any tier
-  // (docs/ordering.md, "Workers", states the bound). > 0; infinity: never. Ignored without workers.
-  Seconds sole_worker_reserve_after{30.0};
-};
 
 // The runtime (fairgate::Scheduler): its threads, clock and listeners. The core and the
 // simulator ignore these.

@@ -44,6 +44,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fairgate/learned_state.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
@@ -66,23 +67,6 @@ struct StoredJob {
   // resource's, else its cap slot's); 0 when the claim took none.
   std::uint64_t resource_token = 0;
   friend bool operator==(const StoredJob&, const StoredJob&) = default;
-};
-
-// A learned estimate of (type, id) and when it was last used (Unix seconds).
-struct SavedEstimate {
-  std::string type, id;
-  double seconds = 0;
-  double last_used = 0;
-  friend bool operator==(const SavedEstimate&, const SavedEstimate&) = default;
-};
-
-// A fairness key's accumulated cost, and since when it has had nothing pending or running (Unix
-// seconds; the flush time for a key that was busy).
-struct SavedKey {
-  std::string key;
-  double accumulated_cost = 0;
-  double idle_since = 0;
-  friend bool operator==(const SavedKey&, const SavedKey&) = default;
 };
 
 // When the last run of the periodic job (type, id) ended (Unix seconds).

@@ -39,47 +39,17 @@ JobView EndedJob::BaseView() const {
   return view;
 }
 
-AdmissionEvidence ToEvidence(const Admission& a, double now) {
-  AdmissionEvidence e;
-  e.time = now;
-  e.type = std::string(a.type);
-  e.id = std::string(a.id);
-  e.key = std::string(a.key);
-  e.tier = a.priority;
-  e.effective_tier = a.effective_priority;
-  e.aged = a.effective_priority != a.priority;
-  e.reserved = a.reserved;
-  e.accumulated_cost = a.accumulated_before;
-  e.sjf = a.sjf;
-  e.arrival = a.arrival;
-  e.seq = a.seq;
-  e.estimate = a.charge;
-  e.estimate_source = a.estimate_source == EstimateSource::kExplicit  ? "explicit"
-                      : a.estimate_source == EstimateSource::kLearned ? "learned"
-                                                                      : "default";
-  e.weight = a.weight;
-  e.skipped_global_cap = a.skipped.global_cap;
-  e.skipped_tier_cap = a.skipped.tier_cap;
-  e.skipped_type_cap = a.skipped.type_cap;
-  e.skipped_key_limit = a.skipped.key_limit;
-  e.skipped_conflict = a.skipped.conflict;
-  e.skipped_worker = a.skipped.worker;
-  e.worker = std::string(a.worker);
-  e.worker_reserved = a.worker_reserved;
-  return e;
+StatusOr<std::unique_ptr<AdmissionCore>> AdmissionCore::Create(const RuleOptions& rule) {
+  if (Status s = ValidateRuleOptions(rule); !s.ok()) return s;
+  return std::unique_ptr<AdmissionCore>(new AdmissionCore(rule));
 }
 
-StatusOr<std::unique_ptr<AdmissionCore>> AdmissionCore::Create(const SchedulerOptions& options) {
-  if (Status s = ValidateOptions(options); !s.ok()) return s;
-  return std::unique_ptr<AdmissionCore>(new AdmissionCore(options));
-}
-
-AdmissionCore::AdmissionCore(const SchedulerOptions& options)
-    : options_(options),
-      keys_(options.rule.default_key_limits),
-      steps_(options.rule.aging),
-      limits_in_use_(options.rule.default_key_limits != KeyLimits{}),
-      slots_(options.rule.max_concurrency) {}
+AdmissionCore::AdmissionCore(const RuleOptions& rule)
+    : rule_(rule),
+      keys_(rule.default_key_limits),
+      steps_(rule.aging),
+      limits_in_use_(rule.default_key_limits != KeyLimits{}),
+      slots_(rule.max_concurrency) {}
 
 AdmissionCore::~AdmissionCore() {
   // Hooks are safe-mode: unlink every node before the containers that own them die.
@@ -103,10 +73,10 @@ Status AdmissionCore::RegisterType(std::string_view name, const JobTypeConfig& c
     return absl::AlreadyExistsError(absl::StrCat(
         "job type '", AsAbsl(name), "' is already registered with a different config"));
   }
-  if (config.slots > options_.rule.max_concurrency) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "job type '", AsAbsl(name), "': slots (", config.slots,
-        ") exceed the scheduler's max_concurrency (", options_.rule.max_concurrency, ")"));
+  if (config.slots > rule_.max_concurrency) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job type '", AsAbsl(name), "': slots (", config.slots,
+                     ") exceed the scheduler's max_concurrency (", rule_.max_concurrency, ")"));
   }
   if (!config.conflict_group.empty()) {
     auto it = conflict_groups_.find(config.conflict_group);
@@ -141,7 +111,7 @@ Status AdmissionCore::RegisterType(std::string_view name, const JobTypeConfig& c
   if (Shares(*type)) type->home = &type->tier->shared;
   types_by_name_.emplace(type->name, type.get());
   types_.push_back(std::move(type));
-  if (workers_in_use_) RebuildWorkerIndex();
+  if (workers_.in_use()) workers_.RebuildIndex(types_);
   return absl::OkStatus();
 }
 
@@ -175,16 +145,15 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
       return TicketOf(*joined);
     }
   }
-  if (static_cast<std::size_t>(pending_) >= options_.rule.max_pending_total) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "max_pending_total (", options_.rule.max_pending_total, ") jobs are already pending"));
+  if (static_cast<std::size_t>(pending_) >= rule_.max_pending_total) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("max_pending_total (", rule_.max_pending_total, ") jobs are already pending"));
   }
   KeyState* known = keys_.Find(AsAbsl(request.key));
-  if (known != nullptr &&
-      static_cast<std::size_t>(known->pending) >= options_.rule.max_pending_per_key) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("fairness key '", AsAbsl(request.key), "' already has max_pending_per_key (",
-                     options_.rule.max_pending_per_key, ") jobs pending"));
+  if (known != nullptr && static_cast<std::size_t>(known->pending) >= rule_.max_pending_per_key) {
+    return absl::ResourceExhaustedError(absl::StrCat("fairness key '", AsAbsl(request.key),
+                                                     "' already has max_pending_per_key (",
+                                                     rule_.max_pending_per_key, ") jobs pending"));
   }
   KeyState& key = known != nullptr ? *known : keys_.Add(AsAbsl(request.key));
   TierState& tier = *type.tier;
@@ -192,7 +161,7 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
   if (KeyTable::Idle(key)) {
     keys_.Wake(key);
     // The key has no lanes and no tier presence yet, so its cost can change without relinking.
-    if (options_.rule.idle_catch_up && !tier.keys_by_acc.empty()) {
+    if (rule_.idle_catch_up && !tier.keys_by_acc.empty()) {
       key.acc = std::max(key.acc, tier.keys_by_acc.begin()->key->acc);
     }
   }
@@ -222,7 +191,7 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
   ++type.pending;
   ++tier.pending;
   ++pending_;
-  if (options_.rule.idle_catch_up) {
+  if (rule_.idle_catch_up) {
     TierPresence* presence = key.tiers;
     while (presence != nullptr && presence->tier != &tier) presence = presence->next_in_key;
     if (presence == nullptr) {
@@ -236,7 +205,7 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
     ++presence->pending;
   }
   InsertIntoLane(job);
-  if (options_.rule.aging && Paused(job)) steps_.StopClock(job, now);
+  if (rule_.aging && Paused(job)) steps_.StopClock(job, now);
   SchedulePromotion(job);
   steps_.ScheduleExpiry(job);
   const JobTicket ticket = TicketOf(job);
@@ -254,13 +223,13 @@ bool AdmissionCore::AdmitsAtOnce(const Job& job, double now) const {
   const TypeState& type = *job.type;
   return BlockerOf(job) == Blocker::kNone &&
          !(TimedSteps::Expires(job) && TimedSteps::ExpiryAt(job) <= now) &&
-         !(options_.rule.aging && TierAbove(*type.tier) != nullptr &&
-           steps_.NextStepAt(job) <= now);
+         !(rule_.aging && TierAbove(*type.tier) != nullptr && steps_.NextStepAt(job) <= now);
 }
 
 void AdmissionCore::AdmitAtOnce(Job& job, double now, Admission& admission) {
-  if (workers_in_use_)
-    job.worker = ChooseWorker(*job.type)->index + 1;  // AdmitsAtOnce: one has room
+  if (workers_.in_use()) {
+    job.worker = workers_.Choose(*job.type)->index + 1;  // AdmitsAtOnce: one has room
+  }
   EstimateTable::Entry* estimate =
       DescribeAdmission(job, job.type->tier->priority, DecisionSkips{}, now, admission);
   // What Admit does besides is for a job in a lane, a tier presence and timed steps, and counted
@@ -324,12 +293,12 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
   DecisionSkips skipped;
   parked_in_decision_ = 0;
   WorkerState* reserved = nullptr;
-  Job* job = workers_in_use_ ? PickReserved(now, reserved) : nullptr;
+  Job* job = workers_.in_use() ? PickReserved(now, reserved) : nullptr;
   if (job == nullptr) job = Pick(skipped);
-  if (job != nullptr && workers_in_use_) {
-    job->worker = (reserved != nullptr ? reserved : ChooseWorker(*job->type))->index + 1;
+  if (job != nullptr && workers_.in_use()) {
+    job->worker = (reserved != nullptr ? reserved : workers_.Choose(*job->type))->index + 1;
   }
-  if (!reserved_workers_.empty()) ClearReservations();
+  if (workers_.reserving()) workers_.ClearReservations();
   if (job == nullptr) return std::nullopt;
   skipped.conflict = parked_in_decision_;
   std::optional<Admission> admission(std::in_place);
@@ -339,39 +308,15 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
 }
 
 Job* AdmissionCore::PickReserved(double now, WorkerState*& worker) {
-  const double after = options_.rule.sole_worker_reserve_after.count();
-  TypeState* first = nullptr;  // the claimant that goes: starved longest, of those with room
-  Job* first_job = nullptr;
-  for (TypeState* type : sole_types_) {
+  const double after = rule_.sole_worker_reserve_after.count();
+  for (TypeState* type : workers_.sole_types()) {
     if (type->pending == 0 || now - type->starved_since < after) continue;
     if (CapBlocker(*type) != Blocker::kNone) continue;
     Job* job = FrontOfType(*type);
     if (job == nullptr) continue;  // held back by its keys or its resources, not by the worker
-    WorkerState& sole = *type->workers.front();
-    if (!sole.reserved) {
-      sole.reserved = true;
-      reserved_workers_.push_back(&sole);
-    }
-    // Its worker's room goes to the type of its own that starved longest (ties: registered
-    // first), its claimant: a type it has room for but that starved less waits with the others.
-    if (sole.claimant == nullptr ||
-        std::pair(type->starved_since, type->index) <
-            std::pair(sole.claimant->starved_since, sole.claimant->index)) {
-      sole.claimant = type;
-      sole.claimant_job = job;
-    }
+    workers_.Claim(*type, job);
   }
-  for (WorkerState* w : reserved_workers_) {
-    TypeState* type = w->claimant;
-    if (!WorkerFits(*w, *type)) continue;
-    if (first == nullptr || std::pair(type->starved_since, type->index) <
-                                std::pair(first->starved_since, first->index)) {
-      first = type;
-      first_job = w->claimant_job;
-      worker = w;
-    }
-  }
-  return first_job;
+  return workers_.FirstClaim(worker);
 }
 
 Job* AdmissionCore::FrontOfType(TypeState& type) {
@@ -385,34 +330,6 @@ Job* AdmissionCore::FrontOfType(TypeState& type) {
     }
   }
   return nullptr;
-}
-
-void AdmissionCore::ClearReservations() {
-  for (WorkerState* w : reserved_workers_) {
-    w->reserved = false;
-    w->claimant = nullptr;
-    w->claimant_job = nullptr;
-  }
-  reserved_workers_.clear();
-}
-
-WorkerState* AdmissionCore::ChooseWorker(const TypeState& type) const {
-  for (WorkerState* w : type.workers) {
-    if (!w->reserved && WorkerFits(*w, type)) return w;
-  }
-  return nullptr;
-}
-
-template <typename Change>
-void AdmissionCore::ChangeWorkerUse(const Job& job, Change change) {
-  WorkerState* w = WorkerOf(job);
-  if (w == nullptr) {
-    change();
-    return;
-  }
-  for (TypeState* t : w->served) t->workers_with_room -= WorkerFits(*w, *t);
-  change();
-  for (TypeState* t : w->served) t->workers_with_room += WorkerFits(*w, *t);
 }
 
 Job* AdmissionCore::Pick(DecisionSkips& skipped) {
@@ -476,7 +393,7 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
   admission.reserved = Reserved(key);
   admission.waited_on_conflict = job.was_parked;
   admission.skipped = skipped;
-  if (job.worker != 0) admission.worker = workers_[job.worker - 1]->name;
+  if (job.worker != 0) admission.worker = workers_.Of(job)->name;
   admission.weight = KeyTable::WeightOf(key);
   admission.estimate_source = EstimateSource::kExplicit;
   admission.charge = job.explicit_cost;
@@ -512,10 +429,10 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
 
 void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission) {
   job.key->acc = job.key->acc + admission.charge / admission.weight;
-  ChangeWorkerUse(job, [&] {
+  workers_.ChangeUse(job, [&] {
     ForEachHold(*this, job, [](Usage& usage, std::int32_t amount) { usage.Acquire(amount); });
   });
-  if (job.worker != 0) workers_[job.worker - 1]->running.insert(job.slot);
+  if (job.worker != 0) workers_.Of(job)->running.insert(job.slot);
 }
 
 // Inlined likewise.
@@ -556,21 +473,19 @@ void AdmissionCore::EndRunning(Job& job, const double* elapsed, double now) {
   if (elapsed == nullptr) {
     if (job.estimate != nullptr) estimates_.DropHold(job.estimate);
   } else if (job.estimate != nullptr) {
-    estimates_.LearnHeld(job.estimate, type.config.default_cost, *elapsed, options_.rule.alpha,
-                         now);
+    estimates_.LearnHeld(job.estimate, type.config.default_cost, *elapsed, rule_.alpha, now);
   } else {
-    estimates_.Learn(type.index, job.id, type.config.default_cost, *elapsed, options_.rule.alpha,
-                     now);
+    estimates_.Learn(type.index, job.id, type.config.default_cost, *elapsed, rule_.alpha, now);
   }
-  const double acc = options_.rule.reconcile && elapsed != nullptr
+  const double acc = rule_.reconcile && elapsed != nullptr
                          ? key.acc + (*elapsed - job.charge) / job.weight
                          : key.acc;
   Resource* resource = job.resource;
   const bool resource_was_full = IdBlocker(resource) != Blocker::kNone;
-  if (WorkerState* w = WorkerOf(job)) w->running.erase(job.slot);
+  if (WorkerState* w = workers_.Of(job)) w->running.erase(job.slot);
   auto release = [&] {
     key.acc = acc;
-    ChangeWorkerUse(job, [&] {
+    workers_.ChangeUse(job, [&] {
       ForEachHold(*this, job, [](Usage& usage, std::int32_t amount) { usage.Release(amount); });
     });
   };
@@ -591,10 +506,8 @@ void AdmissionCore::EndRunning(Job& job, const double* elapsed, double now) {
 
 SweepResult AdmissionCore::Sweep(double now, std::vector<std::pair<std::string, double>>* evicted) {
   SweepResult result;
-  result.keys_evicted =
-      keys_.Evict(now, options_.rule.key_ttl.count(), options_.rule.sweep_batch, evicted);
-  result.estimates_evicted =
-      estimates_.Evict(now, options_.rule.estimate_ttl.count(), options_.rule.sweep_batch);
+  result.keys_evicted = keys_.Evict(now, rule_.key_ttl.count(), rule_.sweep_batch, evicted);
+  result.estimates_evicted = estimates_.Evict(now, rule_.estimate_ttl.count(), rule_.sweep_batch);
   return result;
 }
 
@@ -627,11 +540,11 @@ void AdmissionCore::Promote(Job& job) {
 }
 
 TierState* AdmissionCore::TierAbove(const TierState& tier) const {
-  if (!options_.rule.aging) return nullptr;
+  if (!rule_.aging) return nullptr;
   for (std::size_t i = 1; i < tiers_.size(); ++i) {
     if (tiers_[i].get() == &tier) {
       TierState* above = tiers_[i - 1].get();
-      return above->priority <= options_.rule.aging->ceiling ? above : nullptr;
+      return above->priority <= rule_.aging->ceiling ? above : nullptr;
     }
   }
   return nullptr;
@@ -649,7 +562,7 @@ bool AdmissionCore::StepDueBy(double now) const {
 }
 
 void AdmissionCore::SchedulePromotion(Job& job) {
-  if (options_.rule.aging && !Paused(job) && TierAbove(*job.lane->tier) != nullptr) {
+  if (rule_.aging && !Paused(job) && TierAbove(*job.lane->tier) != nullptr) {
     steps_.SchedulePromotion(job);
   }
 }
@@ -658,7 +571,7 @@ template <typename Affects, typename Apply>
 void AdmissionCore::ChangePause(double now, Affects affects, Apply apply) {
   AdvanceTo(now);  // the steps due before the change are taken at their old pace
   std::vector<std::pair<Job*, bool>> changed;  // pending jobs it may affect, paused before
-  if (options_.rule.aging) {
+  if (rule_.aging) {
     for (Job& job : jobs_) {
       if ((job.state == JobState::kReady || job.state == JobState::kParked) && affects(job)) {
         changed.emplace_back(&job, Paused(job));
@@ -734,7 +647,7 @@ StatusOr<double> AdmissionCore::MaxWaitToCeiling(std::string_view type_name) con
   int steps = 0;
   for (const TierState* tier = it->second->tier; (tier = TierAbove(*tier)) != nullptr;) ++steps;
   if (steps == 0) return 0.0;
-  return options_.rule.aging->grace.count() + steps * options_.rule.aging->interval.count();
+  return rule_.aging->grace.count() + steps * rule_.aging->interval.count();
 }
 
 std::vector<std::pair<std::string, double>> AdmissionCore::HeaviestKeys(std::size_t n) const {
@@ -828,19 +741,18 @@ KeyPlace AdmissionCore::PlaceOf(const KeyState& key) const {
 
 double AdmissionCore::SjfOf(const TypeState& type, absl::string_view id,
                             const EnqueueRequest& request, double now) const {
-  if (!type.config.shortest_first && !options_.rule.shortest_first) return 0;
+  if (!type.config.shortest_first && !rule_.shortest_first) return 0;
   // Reading the estimate for the order is not a use: it does not keep the estimate alive.
   const double estimate = request.cost
                               ? *request.cost
                               : estimates_.Find(type.index, id).value_or(type.config.default_cost);
-  return estimate + options_.rule.shortest_first_aging * now;
+  return estimate + rule_.shortest_first_aging * now;
 }
 
 Status AdmissionCore::SetCapacity(int capacity) {
-  if (capacity < 1 || capacity > options_.rule.max_concurrency) {
+  if (capacity < 1 || capacity > rule_.max_concurrency) {
     return absl::InvalidArgumentError(absl::StrCat("capacity must be in [1, max_concurrency ",
-                                                   options_.rule.max_concurrency, "], got ",
-                                                   capacity));
+                                                   rule_.max_concurrency, "], got ", capacity));
   }
   slots_.set_limit(capacity);
   return absl::OkStatus();
@@ -848,7 +760,7 @@ Status AdmissionCore::SetCapacity(int capacity) {
 
 Snapshot AdmissionCore::TakeSnapshot() const {
   Snapshot s;
-  s.max_concurrency = options_.rule.max_concurrency;
+  s.max_concurrency = rule_.max_concurrency;
   s.capacity = slots_.limit();
   s.slots_in_use = slots_.used();
   s.pending = pending_;
@@ -865,7 +777,7 @@ Snapshot AdmissionCore::TakeSnapshot() const {
   }
   s.paused_keys.assign(keys_.paused().begin(), keys_.paused().end());
   std::vector<const WorkerState*> workers;
-  for (const auto& w : workers_) {
+  for (const auto& w : workers_.all()) {
     if (w != nullptr) workers.push_back(w.get());
   }
   std::sort(workers.begin(), workers.end(),
@@ -911,7 +823,7 @@ StatusOr<bool> AdmissionCore::RestoreEstimate(const SavedEstimate& estimate, dou
         absl::StrCat("a restored estimate must be finite and >= 0, got ", estimate.seconds));
   }
   const double last_used = std::min(estimate.last_used, now);
-  if (last_used + options_.rule.estimate_ttl.count() <= now) return false;
+  if (last_used + rule_.estimate_ttl.count() <= now) return false;
   return estimates_.Restore(type->second->index, AsAbsl(estimate.id), estimate.seconds, last_used);
 }
 
@@ -921,7 +833,7 @@ StatusOr<bool> AdmissionCore::RestoreKey(const SavedKey& saved, double now) {
         "a restored accumulated cost must be finite and >= 0, got ", saved.accumulated_cost));
   }
   const double idle_since = std::min(saved.idle_since, now);
-  if (idle_since + options_.rule.key_ttl.count() <= now) return false;
+  if (idle_since + rule_.key_ttl.count() <= now) return false;
   return keys_.Restore(saved, idle_since);
 }
 
@@ -983,7 +895,7 @@ void AdmissionCore::ViewInto(const Job& job, JobView& view) const {
   view.running = job.state == JobState::kRunning;
   view.effective_priority = view.running ? job.effective_priority : job.lane->tier->priority;
   view.charge = view.running ? job.charge : 0;
-  view.worker = view.running && job.worker != 0 ? std::string_view(workers_[job.worker - 1]->name)
+  view.worker = view.running && job.worker != 0 ? std::string_view(workers_.Of(job)->name)
                                                 : std::string_view();
 }
 
@@ -1240,7 +1152,7 @@ void AdmissionCore::LeavePending(Job& job) {
   --type.pending;
   --type.tier->pending;
   --pending_;
-  if (options_.rule.idle_catch_up) {
+  if (rule_.idle_catch_up) {
     TierPresence** link = &key.tiers;
     while ((*link)->tier != type.tier) link = &(*link)->next_in_key;
     TierPresence* presence = *link;

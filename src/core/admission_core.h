@@ -43,13 +43,13 @@
 #include "core/order.h"
 #include "core/queue_nodes.h"
 #include "core/timed_steps.h"
-#include "fairgate/evidence.h"
+#include "core/worker_table.h"
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
-#include "fairgate/options.h"
+#include "fairgate/learned_state.h"
+#include "fairgate/rule_options.h"
 #include "fairgate/snapshot.h"
 #include "fairgate/status.h"
-#include "fairgate/store.h"
 #include "fairgate/worker.h"
 
 namespace fairgate::core {
@@ -122,10 +122,6 @@ struct Admission {
   bool worker_reserved = false;
 };
 
-// The evidence record (fairgate/evidence.h) of an admission decided at `now`: what the runtime
-// hands its evidence sink and `fairgate sim --evidence` writes.
-AdmissionEvidence ToEvidence(const Admission& admission, double now);
-
 // A live job as the core knows it, for the runtime's metrics and events. The string views stay
 // valid while the job lives.
 struct JobView {
@@ -177,7 +173,8 @@ struct SweepResult {
 
 class AdmissionCore {
  public:
-  static StatusOr<std::unique_ptr<AdmissionCore>> Create(const SchedulerOptions& options);
+  // A core that applies `rule`; InvalidArgument naming the first bad field (ValidateRuleOptions).
+  static StatusOr<std::unique_ptr<AdmissionCore>> Create(const RuleOptions& rule);
   ~AdmissionCore();
   AdmissionCore(const AdmissionCore&) = delete;
   AdmissionCore& operator=(const AdmissionCore&) = delete;
@@ -345,7 +342,7 @@ class AdmissionCore {
   // nothing). Returns them, in enqueue order; their tickets name nothing from now on, so a
   // later Complete of one is NotFound and changes nothing. NotFound for an unknown worker.
   StatusOr<std::vector<LostJob>> RemoveWorker(std::string_view name, double now);
-  bool workers_in_use() const { return workers_in_use_; }
+  bool workers_in_use() const { return workers_.in_use(); }
   // Whether a job of a registered type can ever be admitted here as the workers stand: true
   // without workers, else whether one serves it. False for an unknown type.
   bool TypeServed(std::string_view type) const;
@@ -362,18 +359,17 @@ class AdmissionCore {
   std::optional<double> AccumulatedCost(std::string_view key) const;
   // The learned estimate of (type, id), if tracked.
   std::optional<double> Estimate(std::string_view type, std::string_view id) const;
-  const SchedulerOptions& options() const { return options_; }
+  const RuleOptions& rule() const { return rule_; }
 
  private:
-  explicit AdmissionCore(const SchedulerOptions& options);
+  explicit AdmissionCore(const RuleOptions& rule);
 
   JobView ViewOf(const Job& job) const;
   void ViewInto(const Job& job, JobView& view) const;  // ViewOf, written into `view`
   // Complete, describing the job into `completed` first when it is not null.
   Status CompleteRunning(JobTicket ticket, double elapsed, double now, JobView* completed);
+  class InvariantCheck;            // CheckInvariants' parts (admission_core_invariants.cc)
   Status CheckJoinPoints() const;  // part of CheckInvariants
-  // Part of CheckInvariants, with what the running jobs hold of each constraint.
-  Status CheckWorkers(const absl::flat_hash_map<const Usage*, std::int64_t>& held_by) const;
   static JobTicket TicketOf(const Job& job) { return JobTable::TicketOf(job); }
   // The type's home set in its own tier (TypeState::home), or the aged group's of `tier`.
   LaneSet& SetFor(TypeState& type, TierState& tier);
@@ -403,7 +399,7 @@ class AdmissionCore {
       case Blocker::kTypeCap:  // its running jobs fill the tier before they reach its cap
         return type.config.max_concurrency >= type.config.priority;
       case Blocker::kNoWorker:  // a worker's room is per type
-        return !workers_in_use_;
+        return !workers_.in_use();
       case Blocker::kNone:
       case Blocker::kKeyPaused:  // the key and id levels hold a shared set's lanes and jobs
       case Blocker::kKeyLimit:   // as they hold a type's own (SyncLane, FrontOf)
@@ -431,8 +427,7 @@ class AdmissionCore {
   // a worker with room.
   Blocker TypeBlocker(const TypeState& type) const {
     if (const Blocker b = CapBlocker(type); b != Blocker::kNone) return b;
-    if (workers_in_use_ && !WorkerHasRoom(type)) return Blocker::kNoWorker;
-    return Blocker::kNone;
+    return workers_.in_use() ? workers_.BlockerFor(type) : Blocker::kNone;
   }
   // The type level but the worker.
   Blocker CapBlocker(const TypeState& type) const {
@@ -443,39 +438,13 @@ class AdmissionCore {
     if (type.running.Full()) return Blocker::kTypeCap;
     return Blocker::kNone;
   }
-  // The worker level for one worker: whether `worker` has room for a job of `type`. The room
-  // counts (TypeState::workers_with_room), the choice of a worker and the reservation all ask it.
-  static bool WorkerFits(const WorkerState& worker, const TypeState& type) {
-    return worker.slots.Fits(type.config.slots);
-  }
-  // Whether a worker that serves the type has room for one of its jobs and is not reserved in
-  // this decision for another type: O(1) unless a worker is.
-  bool WorkerHasRoom(const TypeState& type) const {
-    if (reserved_workers_.empty()) return type.workers_with_room > 0;
-    return ChooseWorker(type) != nullptr;
-  }
-  // The worker an admission of `type` goes to now: the first of its workers (the most
-  // specialised) with room and not reserved; null if none. O(the type's workers).
-  WorkerState* ChooseWorker(const TypeState& type) const;
-  // The worker a running job holds, or null without workers.
-  WorkerState* WorkerOf(const Job& job) const {
-    return job.worker == 0 ? nullptr : workers_[job.worker - 1].get();
-  }
-  // Runs `change` (to what `job`'s worker holds) and keeps the room counts of the types that
-  // worker serves (TypeState::workers_with_room) current: O(the types it serves).
-  template <typename Change>
-  void ChangeWorkerUse(const Job& job, Change change);
-  // Rebuilds who serves what (WorkerState::served, TypeState::workers and workers_with_room,
-  // sole_types_) after a worker or a type came or went, or a worker changed.
-  void RebuildWorkerIndex();
-  // The reservation of RuleOptions::sole_worker_reserve_after: marks the workers reserved in
-  // this decision (reserved_workers_) and returns the job that goes first on one of them, with
-  // `worker` set to it, or null when none of them has room for its claimant.
+  // The reservation of RuleOptions::sole_worker_reserve_after: reserves in this decision the
+  // workers whose sole types starve (WorkerTable::Claim) and returns the job that goes first on
+  // one of them, with `worker` set to it, or null when none of them has room for its claimant.
   Job* PickReserved(double now, WorkerState*& worker);
   // The first admissible job of `type` across its own lane set and the aged groups it has in
   // higher tiers (higher tiers first), or null: Pick's choice were the type alone pending.
   Job* FrontOfType(TypeState& type);
-  void ClearReservations();
   // Ends a running job: releases what it holds and frees it. `elapsed` null: it was lost with
   // its worker (nothing learned, nothing reconciled).
   void EndRunning(Job& job, const double* elapsed, double now);
@@ -517,7 +486,7 @@ class AdmissionCore {
     use(job.type->running, 1);
     use(job.key->running, 1);
     if (job.resource != nullptr) use(job.resource->running, 1);
-    if (job.worker != 0) use(self.workers_[job.worker - 1]->slots, slots);
+    if (job.worker != 0) use(self.workers_.Of(job)->slots, slots);
   }
   bool Reserved(const KeyState& key) const;
   // A key's place in the admission order (core/order.h).
@@ -611,7 +580,7 @@ class AdmissionCore {
   // Takes a job out of the pending accounting once it is no longer pending.
   void LeavePending(Job& job);
 
-  SchedulerOptions options_;
+  RuleOptions rule_;
   std::vector<std::unique_ptr<TypeState>> types_;  // registration order
   absl::flat_hash_map<std::string, TypeState*> types_by_name_;
   std::vector<std::unique_ptr<TierState>> tiers_;  // highest priority first
@@ -641,15 +610,8 @@ class AdmissionCore {
   bool limits_in_use_ = false;
   // The global cap: the slots running jobs take, against the capacity in force (SetCapacity).
   Constraint slots_;
-  // Workers, by index (null where one was removed; its index is reused), and by name.
-  std::vector<std::unique_ptr<WorkerState>> workers_;
-  absl::flat_hash_map<std::string, WorkerState*> workers_by_name_;
-  std::uint64_t workers_added_ = 0;
-  bool workers_in_use_ = false;  // a worker was ever added
-  // Types exactly one worker serves, in registration order: the ones that may reserve it.
-  std::vector<TypeState*> sole_types_;
-  // Workers reserved in the current decision (empty outside one).
-  std::vector<WorkerState*> reserved_workers_;
+  // The declared workers, who serves what, and the decision's reservations.
+  WorkerTable workers_;
   std::int64_t pending_ = 0;
 };
 

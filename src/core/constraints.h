@@ -20,7 +20,7 @@
 //
 // (**) With workers declared only. A job holds the one worker its admission named: the type level
 // asks whether any worker serving the type has room (TypeState::workers_with_room, kept by
-// AdmissionCore::ChangeWorkerUse), and the admission takes the most specialised of those.
+// WorkerTable::ChangeUse), and the admission takes the most specialised of those.
 //
 // Pauses hold nothing and have no amount: a paused type or key has no room at all.
 //

@@ -10,15 +10,30 @@
 #ifndef FAIRGATE_CORE_JOIN_POINTS_H_
 #define FAIRGATE_CORE_JOIN_POINTS_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "fairgate/job_type.h"
 #include "fairgate/status.h"
 
 namespace fairgate::core {
+
+// Which of the calls that share an admitted coalescing job runs it, the calls given in the order
+// they asked (the first queued the job; `calls` not empty): the first whose caller runs its own
+// job and still waits (RunSync), else the first (Coalesce::kJoin) or the latest
+// (Coalesce::kSupersede). The runtime and the simulator both choose by this; the core itself
+// counts callers and does not choose. `runs_itself(call)`: whether that call's caller runs its
+// own job.
+template <typename Calls, typename RunsItself>
+auto ChooseRunner(Calls& calls, Coalesce mode, RunsItself runs_itself) {
+  const auto runner = std::find_if(calls.begin(), calls.end(), runs_itself);
+  if (runner != calls.end()) return runner;
+  return mode == Coalesce::kSupersede ? calls.end() - 1 : calls.begin();
+}
 
 struct Job;
 struct TypeState;

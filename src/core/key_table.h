@@ -23,7 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "core/queue_nodes.h"
 #include "fairgate/key_limits.h"
-#include "fairgate/store.h"
+#include "fairgate/learned_state.h"
 
 namespace fairgate::core {
 

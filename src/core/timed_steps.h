@@ -16,7 +16,7 @@
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "core/queue_nodes.h"
-#include "fairgate/options.h"
+#include "fairgate/rule_options.h"
 #include "fairgate/status.h"
 
 namespace fairgate::core {

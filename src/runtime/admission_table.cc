@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "core/join_points.h"
 
 namespace fairgate::internal {
 
@@ -384,10 +385,8 @@ void AdmissionTable::CheckInvariantsLocked() const {
 void AdmissionTable::ChooseRunnerLocked(RecordPtr& lead, Coalesce mode) {
   std::vector<RecordPtr> calls = std::move(lead->joiners);
   calls.insert(calls.begin(), lead);
-  auto runner = std::find_if(calls.begin(), calls.end(),
-                             [](const RecordPtr& r) { return r->CallerRunsJob(); });
-  if (runner == calls.end())
-    runner = mode == Coalesce::kSupersede ? calls.end() - 1 : calls.begin();
+  const auto runner =
+      core::ChooseRunner(calls, mode, [](const RecordPtr& r) { return r->CallerRunsJob(); });
   RecordPtr chosen = std::move(*runner);
   calls.erase(runner);
   for (const RecordPtr& call : calls) call->MoveTo(JobRecord::State::kJoined);

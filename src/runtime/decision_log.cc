@@ -1,5 +1,7 @@
 #include "runtime/decision_log.h"
 
+#include "runtime/admission_evidence.h"
+
 namespace fairgate::internal {
 namespace {
 
@@ -67,7 +69,7 @@ void DecisionLog::Admitted(const core::Admission& a, double now) {
     e.accumulated_cost = a.accumulated_before + a.charge / a.weight;
     events_.push_back(std::move(e));
   }
-  if (delivery_.wants_evidence()) evidence_.push_back(core::ToEvidence(a, now));
+  if (delivery_.wants_evidence()) evidence_.push_back(ToEvidence(a, now));
 }
 
 void DecisionLog::Completed(const core::JobView& job, const Status& status, double run_time,

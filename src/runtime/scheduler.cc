@@ -259,7 +259,8 @@ void Scheduler::Impl::TimerRunDue(internal::Timer::Clock::time_point now) {
 }
 
 StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& options) {
-  StatusOr<std::unique_ptr<core::AdmissionCore>> core = core::AdmissionCore::Create(options);
+  if (Status s = ValidateOptions(options); !s.ok()) return s;
+  StatusOr<std::unique_ptr<core::AdmissionCore>> core = core::AdmissionCore::Create(options.rule);
   if (!core.ok()) return core.status();
   std::function<StatusOr<double>()> stalled_seconds;
   if (options.rule.adaptive_capacity) {

@@ -13,7 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/admission_core.h"
+#include "core/join_points.h"
 #include "nlohmann/json.hpp"
+#include "runtime/admission_evidence.h"
 
 namespace fairgate::sim {
 namespace {
@@ -41,11 +43,359 @@ const JobTypeConfig& ConfigOf(const Trace& trace, const std::string& type) {
   return kUnregistered;
 }
 
+// One replay of a trace: the core, the events still to come and what happened so far. Run is
+// the event loop (simulator.h gives the order of an instant); each kind of event has its
+// handler, which the loop calls at the instant the event is due.
+class Simulation {
+ public:
+  Simulation(const Trace& trace, bool with_evidence, core::AdmissionCore& core)
+      : trace_(trace), with_evidence_(with_evidence), core_(core) {}
+
+  StatusOr<SimResult> Run() {
+    Prepare();
+    while (HasWork()) {
+      const double t = NextInstant();
+      if (trace_.until && t > *trace_.until) break;
+      core_.Sweep(t);
+      if (trace_.cores && slots_running_ > *trace_.cores) overloaded_ += t - last_t_;
+      last_t_ = t;
+      if (t == next_tick_) {
+        if (Status s = TickCapacity(t); !s.ok()) return s;
+      }
+      if (Status s = ChangePauses(t); !s.ok()) return s;
+      if (Status s = ChangeWorkers(t); !s.ok()) return s;
+      ReportExpired(t);
+      if (Status s = Arrive(t); !s.ok()) return s;
+      do {
+        if (Status s = CompleteDue(t); !s.ok()) return s;
+        core_.AdvanceTo(t);
+        ReportExpired(t);
+        AdmitAll(t);
+      } while (!running_.empty() && running_.top().t == t);
+    }
+    return std::move(result_);
+  }
+
+ private:
+  struct PauseChange {
+    double t;
+    const TracePause* pause;
+    bool resume;
+  };
+  struct WorkerChange {
+    double t;
+    const TraceWorker* worker;
+    bool remove;
+  };
+  // What each live ticket's slot holds: the trace jobs that share it (coalescing), the one that
+  // queued it first.
+  struct LiveJob {
+    core::JobTicket ticket;
+    std::vector<std::size_t> calls;
+  };
+
+  // The trace's events in the order they happen: arrivals by time (ties in file order); pauses
+  // and resumes by time (ties in file order: a pause before its own resume); workers added and
+  // removed by time, at one instant removals first, then additions, each in file order (a worker
+  // replaced at t is gone before its successor comes).
+  void Prepare() {
+    result_.jobs = trace_.jobs;
+    result_.outcomes.resize(trace_.jobs.size());
+    arrivals_.resize(trace_.jobs.size());
+    std::iota(arrivals_.begin(), arrivals_.end(), 0);
+    std::stable_sort(arrivals_.begin(), arrivals_.end(), [&](std::size_t a, std::size_t b) {
+      return trace_.jobs[a].arrival < trace_.jobs[b].arrival;
+    });
+    for (const TracePause& pause : trace_.pauses) {
+      pause_changes_.push_back({pause.from, &pause, false});
+      if (pause.until) pause_changes_.push_back({*pause.until, &pause, true});
+    }
+    std::stable_sort(pause_changes_.begin(), pause_changes_.end(),
+                     [](const PauseChange& a, const PauseChange& b) { return a.t < b.t; });
+    for (const TraceWorker& worker : trace_.workers) {
+      worker_changes_.push_back({worker.from, &worker, false});
+      if (worker.until) worker_changes_.push_back({*worker.until, &worker, true});
+    }
+    std::stable_sort(worker_changes_.begin(), worker_changes_.end(),
+                     [](const WorkerChange& a, const WorkerChange& b) {
+                       return std::tie(a.t, b.remove) < std::tie(b.t, a.remove);
+                     });
+    next_run_.resize(trace_.periodic.size());
+    runs_queued_.assign(trace_.periodic.size(), 0);
+    for (std::size_t p = 0; p < trace_.periodic.size(); ++p)
+      next_run_[p] = trace_.periodic[p].first;
+    periodic_of_.resize(trace_.jobs.size());
+    next_tick_ = TickAt(1);
+  }
+
+  // Whether anything is left to happen.
+  bool HasWork() const {
+    return next_arrival_ < arrivals_.size() || !running_.empty() ||
+           next_pause_ < pause_changes_.size() || next_worker_ < worker_changes_.size() ||
+           core_.NextExpiryAt() || CapMayGrow() || std::isfinite(NextPeriodicRun());
+  }
+
+  // The next instant at which something happens.
+  double NextInstant() const {
+    double t = std::numeric_limits<double>::infinity();
+    if (!running_.empty()) t = running_.top().t;
+    if (next_worker_ < worker_changes_.size()) t = std::min(t, worker_changes_[next_worker_].t);
+    if (next_arrival_ < arrivals_.size()) {
+      t = std::min(t, trace_.jobs[arrivals_[next_arrival_]].arrival);
+    }
+    t = std::min(t, NextPeriodicRun());
+    if (next_pause_ < pause_changes_.size()) t = std::min(t, pause_changes_[next_pause_].t);
+    if (std::optional<double> expiry = core_.NextExpiryAt()) t = std::min(t, *expiry);
+    return std::min(t, next_tick_);
+  }
+
+  // Adaptive capacity: the k-th interval ends at k * interval (a product, not a sum of k
+  // intervals, which drifts).
+  double TickAt(std::int64_t k) const {
+    const std::optional<AdaptiveCapacity>& adaptive = trace_.options.rule.adaptive_capacity;
+    return adaptive ? static_cast<double>(k) * adaptive->interval.count()
+                    : std::numeric_limits<double>::infinity();
+  }
+  // With nothing else left to happen, nothing runs, so every later interval's pressure is 0:
+  // ticks go on only while the rule would still change the cap at that pressure (it raises it,
+  // by one, while jobs are pending and `low` is above 0), so they end, at max_concurrency at the
+  // latest.
+  bool CapMayGrow() const {
+    const std::optional<AdaptiveCapacity>& adaptive = trace_.options.rule.adaptive_capacity;
+    return adaptive &&
+           NextCapacity(*adaptive, core_.capacity(), trace_.options.rule.max_concurrency,
+                        /*pressure=*/0.0, core_.pending_jobs() > 0) != core_.capacity();
+  }
+  // Adaptive capacity's rule, on the pressure of the interval that ends at `t`: the time during
+  // which the slots in use were more than the machine's cores.
+  Status TickCapacity(double t) {
+    const AdaptiveCapacity& adaptive = *trace_.options.rule.adaptive_capacity;
+    const int current = core_.capacity();
+    const int capacity =
+        NextCapacity(adaptive, current, trace_.options.rule.max_concurrency,
+                     overloaded_ / adaptive.interval.count(), core_.pending_jobs() > 0);
+    if (capacity != current) {
+      if (Status s = core_.SetCapacity(capacity); !s.ok()) return s;
+      result_.capacity_changes.emplace_back(t, capacity);
+    }
+    overloaded_ = 0;
+    next_tick_ = TickAt(++ticks_ + 1);
+    return absl::OkStatus();
+  }
+
+  // The pauses and resumes due at `t`.
+  Status ChangePauses(double t) {
+    for (; next_pause_ < pause_changes_.size() && pause_changes_[next_pause_].t == t;
+         ++next_pause_) {
+      const PauseChange& change = pause_changes_[next_pause_];
+      const TracePause& pause = *change.pause;
+      const Status s =
+          pause.type
+              ? (change.resume ? core_.ResumeType(*pause.type, t) : core_.PauseType(*pause.type, t))
+              : (change.resume ? core_.ResumeKey(*pause.key, t) : core_.PauseKey(*pause.key, t));
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  // The workers added and removed at `t`; a removal ends the jobs running on the worker.
+  Status ChangeWorkers(double t) {
+    for (; next_worker_ < worker_changes_.size() && worker_changes_[next_worker_].t == t;
+         ++next_worker_) {
+      const WorkerChange& change = worker_changes_[next_worker_];
+      if (!change.remove) {
+        if (Status s = core_.AddWorker(change.worker->name, change.worker->config); !s.ok()) {
+          return s;
+        }
+        continue;
+      }
+      StatusOr<std::vector<core::LostJob>> lost = core_.RemoveWorker(change.worker->name, t);
+      if (!lost.ok()) return lost.status();
+      for (const core::LostJob& job : *lost) {
+        const std::vector<std::size_t> calls = std::move(live_[job.ticket.slot].calls);
+        lost_tickets_.push_back(job.ticket);
+        slots_running_ -= ConfigOf(trace_, job.type).slots;
+        SimEvent event{t, SimEvent::Kind::kLost, calls.front()};
+        event.worker = job.worker;
+        result_.events.push_back(std::move(event));
+        for (std::size_t call : calls) {
+          result_.outcomes[call].lost_at = t;
+          RunEnded(call, t);
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // The expiries the core has taken (a pause or a resume takes those due first, as does every
+  // decision): reported before the next enqueue can reuse their slots.
+  void ReportExpired(double t) {
+    for (const core::ExpiredJob& expired : core_.TakeExpired()) {
+      const std::vector<std::size_t> calls = std::move(live_[expired.ticket.slot].calls);
+      result_.events.push_back({t, SimEvent::Kind::kExpire, calls.front()});
+      for (std::size_t job : calls) {
+        result_.outcomes[job].expired_at = t;
+        RunEnded(job, t);
+      }
+    }
+  }
+
+  // Periodic jobs: when the next run of any is due (infinity for none).
+  double NextPeriodicRun() const {
+    double at = std::numeric_limits<double>::infinity();
+    for (const std::optional<double>& run : next_run_) {
+      if (run) at = std::min(at, *run);
+    }
+    return at;
+  }
+  // A job that ended (done, expired or lost) at `t`: if it was a periodic job's run, that job's
+  // next run arrives an interval later, so that two runs of one periodic job never overlap.
+  void RunEnded(std::size_t job, double t) {
+    if (!periodic_of_[job]) return;
+    const std::size_t p = *periodic_of_[job];
+    if (runs_queued_[p] < trace_.periodic[p].runs) next_run_[p] = t + trace_.periodic[p].interval;
+  }
+
+  // This instant's arrivals, enqueued: the trace's in file order, then the periodic runs due, in
+  // file order.
+  Status Arrive(double t) {
+    std::vector<std::size_t> arriving;
+    for (; next_arrival_ < arrivals_.size() && trace_.jobs[arrivals_[next_arrival_]].arrival == t;
+         ++next_arrival_) {
+      arriving.push_back(arrivals_[next_arrival_]);
+    }
+    std::vector<TraceJob>& jobs = result_.jobs;
+    for (std::size_t p = 0; p < trace_.periodic.size(); ++p) {
+      if (next_run_[p] != t) continue;
+      const TracePeriodic& periodic = trace_.periodic[p];
+      jobs.push_back(
+          {periodic.type, periodic.id, periodic.key, t, periodic.duration, periodic.cost});
+      result_.outcomes.emplace_back();
+      periodic_of_.push_back(p);
+      ++runs_queued_[p];
+      next_run_[p].reset();  // the next one is due when this one ends
+      arriving.push_back(jobs.size() - 1);
+    }
+    for (std::size_t index : arriving) {
+      if (Status s = Enqueue(index, t); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  // Enqueues job `index` at `t`; a job that joins the job of its id (coalescing) shares its slot.
+  Status Enqueue(std::size_t index, double t) {
+    const TraceJob& job = result_.jobs[index];
+    StatusOr<core::JobTicket> ticket =
+        core_.Enqueue({job.type, job.id, job.key, job.cost,
+                       job.sync ? core::Join::kPendingOrRunning : core::Join::kPending},
+                      t);
+    if (!ticket.ok()) {
+      return absl::Status(
+          ticket.status().code(),
+          index < trace_.jobs.size()
+              ? absl::StrCat("job ", index, ": ", ticket.status().message())
+              : absl::StrCat("periodic ", *periodic_of_[index], ": ", ticket.status().message()));
+    }
+    if (ticket->slot >= live_.size()) live_.resize(ticket->slot + 1);
+    LiveJob& slot = live_[ticket->slot];
+    if (!slot.calls.empty() && slot.ticket == *ticket) {  // it joined the job of its id
+      result_.events.push_back({t, SimEvent::Kind::kJoin, index});
+      // A job that already runs: its wait for admission is over at once.
+      const std::optional<double>& started = result_.outcomes[slot.calls.front()].admitted_at;
+      if (started) result_.outcomes[index].admitted_at = t;
+      slot.calls.push_back(index);
+    } else {
+      slot = {*ticket, {index}};
+    }
+    return absl::OkStatus();
+  }
+
+  // The completions due at `t`, in the order their jobs were admitted (a job lost with its
+  // worker has ended already: its completion changes nothing).
+  Status CompleteDue(double t) {
+    while (!running_.empty() && running_.top().t == t) {
+      const PendingCompletion done = running_.top();
+      running_.pop();
+      if (auto lost = std::find(lost_tickets_.begin(), lost_tickets_.end(), done.ticket);
+          lost != lost_tickets_.end()) {
+        lost_tickets_.erase(lost);
+        continue;
+      }
+      const std::vector<std::size_t> calls = std::move(live_[done.ticket.slot].calls);
+      if (Status s = core_.Complete(done.ticket, done.run_time, t); !s.ok()) return s;
+      slots_running_ -= ConfigOf(trace_, result_.jobs[done.job].type).slots;
+      result_.events.push_back({t, SimEvent::Kind::kDone, calls.front()});
+      for (std::size_t job : calls) {
+        result_.outcomes[job].done_at = t;
+        RunEnded(job, t);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Admits until nothing is admissible at `t`. A coalesced job runs for the duration of the call
+  // the runtime would run (core::ChooseRunner); the jobs started at one instant run slower on an
+  // oversubscribed machine, by the slots in use once they all started.
+  void AdmitAll(double t) {
+    const std::vector<TraceJob>& jobs = result_.jobs;
+    std::vector<PendingCompletion> started;
+    while (std::optional<core::Admission> admitted = core_.NextAdmission(t)) {
+      const std::vector<std::size_t>& calls = live_[admitted->ticket.slot].calls;
+      result_.events.push_back({t, SimEvent::Kind::kAdmit, calls.front(),
+                                admitted->effective_priority, admitted->waited_on_conflict,
+                                std::string(admitted->worker)});
+      if (with_evidence_) result_.evidence.push_back(internal::ToEvidence(*admitted, t));
+      for (std::size_t job : calls) result_.outcomes[job].admitted_at = t;
+      const std::size_t runner =
+          *core::ChooseRunner(calls, ConfigOf(trace_, jobs[calls.front()].type).coalesce,
+                              [&](std::size_t job) { return jobs[job].sync; });
+      slots_running_ += ConfigOf(trace_, jobs[runner].type).slots;
+      started.push_back({t, admissions_++, runner, admitted->ticket, jobs[runner].duration});
+    }
+    const double stretch =
+        trace_.cores ? std::max(1.0, static_cast<double>(slots_running_) / *trace_.cores) : 1.0;
+    for (PendingCompletion& job : started) {
+      job.run_time *= stretch;
+      job.t = t + job.run_time;
+      running_.push(job);
+    }
+  }
+
+  const Trace& trace_;
+  const bool with_evidence_;
+  core::AdmissionCore& core_;
+  SimResult result_;
+  // The events to come, each list in its order (Prepare), and how far each has been taken.
+  std::vector<std::size_t> arrivals_;  // indexes of trace_.jobs
+  std::size_t next_arrival_ = 0;
+  std::vector<PauseChange> pause_changes_;
+  std::size_t next_pause_ = 0;
+  std::vector<WorkerChange> worker_changes_;
+  std::size_t next_worker_ = 0;
+  // Periodic jobs: when each one's next run arrives (none once its runs are all queued, or while
+  // one runs), how many were queued, and which periodic job a job is a run of (by job index).
+  std::vector<std::optional<double>> next_run_;
+  std::vector<int> runs_queued_;
+  std::vector<std::optional<std::size_t>> periodic_of_;
+  // Live jobs by ticket slot; the running ones by completion time; jobs lost with their worker,
+  // whose completions, still queued, change nothing.
+  std::vector<LiveJob> live_;
+  std::priority_queue<PendingCompletion, std::vector<PendingCompletion>, std::greater<>> running_;
+  std::vector<core::JobTicket> lost_tickets_;
+  std::uint64_t admissions_ = 0;
+  // The machine (Trace::cores): the slots in use, and for adaptive capacity the time since its
+  // last tick during which they were more than the cores (some job waited for a CPU).
+  int slots_running_ = 0;
+  double overloaded_ = 0, last_t_ = 0;
+  std::int64_t ticks_ = 0;
+  double next_tick_ = std::numeric_limits<double>::infinity();
+};
+
 }  // namespace
 
 StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
   StatusOr<std::unique_ptr<core::AdmissionCore>> created =
-      core::AdmissionCore::Create(trace.options);
+      core::AdmissionCore::Create(trace.options.rule);
   if (!created.ok()) return created.status();
   core::AdmissionCore& core = **created;
   for (const auto& [name, config] : trace.types) {
@@ -59,271 +409,7 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
       if (Status s = core.SetKeyLimits(name, *key.limits); !s.ok()) return s;
     }
   }
-
-  SimResult result;
-  // Every job: the trace's, then the runs of its periodic jobs as they arrive.
-  std::vector<TraceJob>& jobs = result.jobs;
-  jobs = trace.jobs;
-  std::vector<std::size_t> arrivals(trace.jobs.size());
-  std::iota(arrivals.begin(), arrivals.end(), 0);
-  std::stable_sort(arrivals.begin(), arrivals.end(), [&](std::size_t a, std::size_t b) {
-    return trace.jobs[a].arrival < trace.jobs[b].arrival;
-  });
-  // Pauses and resumes by time, ties in file order (a pause before its own resume).
-  struct PauseChange {
-    double t;
-    const TracePause* pause;
-    bool resume;
-  };
-  std::vector<PauseChange> pause_changes;
-  for (const TracePause& pause : trace.pauses) {
-    pause_changes.push_back({pause.from, &pause, false});
-    if (pause.until) pause_changes.push_back({*pause.until, &pause, true});
-  }
-  std::stable_sort(pause_changes.begin(), pause_changes.end(),
-                   [](const PauseChange& a, const PauseChange& b) { return a.t < b.t; });
-  std::size_t next_change = 0;
-  // Workers added and removed by time; at one instant removals first, then additions, each in
-  // file order (a worker replaced at t is gone before its successor comes).
-  struct WorkerChange {
-    double t;
-    const TraceWorker* worker;
-    bool remove;
-  };
-  std::vector<WorkerChange> worker_changes;
-  for (const TraceWorker& worker : trace.workers) {
-    worker_changes.push_back({worker.from, &worker, false});
-    if (worker.until) worker_changes.push_back({*worker.until, &worker, true});
-  }
-  std::stable_sort(worker_changes.begin(), worker_changes.end(),
-                   [](const WorkerChange& a, const WorkerChange& b) {
-                     return std::tie(a.t, b.remove) < std::tie(b.t, a.remove);
-                   });
-  std::size_t next_worker_change = 0;
-  // Jobs lost with their worker: their completions, still queued, change nothing.
-  std::vector<core::JobTicket> lost_tickets;
-
-  // What each live ticket's slot holds: the trace jobs that share it (coalescing), the one that
-  // queued it first.
-  struct LiveJob {
-    core::JobTicket ticket;
-    std::vector<std::size_t> calls;
-  };
-  std::vector<LiveJob> live;
-  // Periodic jobs: when each one's next run arrives (none once its runs are all queued), and
-  // which periodic job a run belongs to.
-  std::vector<std::optional<double>> next_run(trace.periodic.size());
-  std::vector<int> runs_queued(trace.periodic.size(), 0);
-  for (std::size_t p = 0; p < trace.periodic.size(); ++p) next_run[p] = trace.periodic[p].first;
-  std::vector<std::optional<std::size_t>> periodic_of(trace.jobs.size());
-  // A run that ended (done or expired) at `t`: its periodic job's next one arrives an interval
-  // later, so that two runs of one periodic job never overlap.
-  auto run_ended = [&](std::size_t job, double t) {
-    if (!periodic_of[job]) return;
-    const std::size_t p = *periodic_of[job];
-    if (runs_queued[p] < trace.periodic[p].runs) next_run[p] = t + trace.periodic[p].interval;
-  };
-  auto next_periodic = [&] {
-    double at = std::numeric_limits<double>::infinity();
-    for (const std::optional<double>& run : next_run) {
-      if (run) at = std::min(at, *run);
-    }
-    return at;
-  };
-  // The expiries the core has taken (a pause or a resume takes those due first, as does every
-  // decision): reported before the next enqueue can reuse their slots.
-  auto report_expired = [&](double t) {
-    for (const core::ExpiredJob& expired : core.TakeExpired()) {
-      const std::vector<std::size_t> calls = std::move(live[expired.ticket.slot].calls);
-      result.events.push_back({t, SimEvent::Kind::kExpire, calls.front()});
-      for (std::size_t job : calls) {
-        result.outcomes[job].expired_at = t;
-        run_ended(job, t);
-      }
-    }
-  };
-  std::priority_queue<PendingCompletion, std::vector<PendingCompletion>, std::greater<>> running;
-  std::uint64_t admissions = 0;
-
-  // The machine (trace.cores): the slots in use, and for adaptive capacity the time since its
-  // last tick during which they were more than the cores (some job waited for a CPU).
-  int slots_running = 0;
-  double overloaded = 0, last_t = 0;
-  const std::optional<AdaptiveCapacity>& adaptive = trace.options.rule.adaptive_capacity;
-  // The k-th interval ends at k * interval (a product, not a sum of k intervals, which drifts).
-  std::int64_t ticks = 0;
-  auto tick_at = [&](std::int64_t k) {
-    return adaptive ? static_cast<double>(k) * adaptive->interval.count()
-                    : std::numeric_limits<double>::infinity();
-  };
-  double next_tick = tick_at(1);
-  // With nothing else left to happen, nothing runs, so every later interval's pressure is 0:
-  // ticks go on only while the rule would still change the cap at that pressure (it raises it,
-  // by one, while jobs are pending and `low` is above 0), so they end, at max_concurrency at the
-  // latest.
-  auto cap_may_grow = [&] {
-    return adaptive && NextCapacity(*adaptive, core.capacity(), trace.options.rule.max_concurrency,
-                                    /*pressure=*/0.0, core.pending_jobs() > 0) != core.capacity();
-  };
-
-  result.outcomes.resize(trace.jobs.size());
-  std::size_t next = 0;
-  while (next < arrivals.size() || !running.empty() || next_change < pause_changes.size() ||
-         next_worker_change < worker_changes.size() || core.NextExpiryAt() || cap_may_grow() ||
-         std::isfinite(next_periodic())) {
-    double t = std::numeric_limits<double>::infinity();
-    if (!running.empty()) t = running.top().t;
-    if (next_worker_change < worker_changes.size()) {
-      t = std::min(t, worker_changes[next_worker_change].t);
-    }
-    if (next < arrivals.size()) t = std::min(t, trace.jobs[arrivals[next]].arrival);
-    t = std::min(t, next_periodic());
-    if (next_change < pause_changes.size()) t = std::min(t, pause_changes[next_change].t);
-    if (std::optional<double> expiry = core.NextExpiryAt()) t = std::min(t, *expiry);
-    t = std::min(t, next_tick);
-    if (trace.until && t > *trace.until) break;
-
-    core.Sweep(t);
-    if (trace.cores && slots_running > *trace.cores) overloaded += t - last_t;
-    last_t = t;
-    if (t == next_tick) {  // adaptive capacity's rule, on the pressure of the interval
-      const int current = core.capacity();
-      const int capacity =
-          NextCapacity(*adaptive, current, trace.options.rule.max_concurrency,
-                       overloaded / adaptive->interval.count(), core.pending_jobs() > 0);
-      if (capacity != current) {
-        if (Status s = core.SetCapacity(capacity); !s.ok()) return s;
-        result.capacity_changes.emplace_back(t, capacity);
-      }
-      overloaded = 0;
-      next_tick = tick_at(++ticks + 1);
-    }
-    for (; next_change < pause_changes.size() && pause_changes[next_change].t == t; ++next_change) {
-      const PauseChange& change = pause_changes[next_change];
-      const TracePause& pause = *change.pause;
-      const Status s =
-          pause.type
-              ? (change.resume ? core.ResumeType(*pause.type, t) : core.PauseType(*pause.type, t))
-              : (change.resume ? core.ResumeKey(*pause.key, t) : core.PauseKey(*pause.key, t));
-      if (!s.ok()) return s;
-    }
-    for (; next_worker_change < worker_changes.size() && worker_changes[next_worker_change].t == t;
-         ++next_worker_change) {
-      const WorkerChange& change = worker_changes[next_worker_change];
-      if (!change.remove) {
-        if (Status s = core.AddWorker(change.worker->name, change.worker->config); !s.ok()) {
-          return s;
-        }
-        continue;
-      }
-      StatusOr<std::vector<core::LostJob>> lost = core.RemoveWorker(change.worker->name, t);
-      if (!lost.ok()) return lost.status();
-      for (const core::LostJob& job : *lost) {
-        const std::vector<std::size_t> calls = std::move(live[job.ticket.slot].calls);
-        lost_tickets.push_back(job.ticket);
-        slots_running -= ConfigOf(trace, job.type).slots;
-        SimEvent event{t, SimEvent::Kind::kLost, calls.front()};
-        event.worker = job.worker;
-        result.events.push_back(std::move(event));
-        for (std::size_t call : calls) {
-          result.outcomes[call].lost_at = t;
-          run_ended(call, t);
-        }
-      }
-    }
-    report_expired(t);
-    // This instant's arrivals: the trace's in file order, then periodic runs in file order.
-    std::vector<std::size_t> arriving;
-    for (; next < arrivals.size() && trace.jobs[arrivals[next]].arrival == t; ++next) {
-      arriving.push_back(arrivals[next]);
-    }
-    for (std::size_t p = 0; p < trace.periodic.size(); ++p) {
-      if (next_run[p] != t) continue;
-      const TracePeriodic& periodic = trace.periodic[p];
-      jobs.push_back(
-          {periodic.type, periodic.id, periodic.key, t, periodic.duration, periodic.cost});
-      result.outcomes.emplace_back();
-      periodic_of.push_back(p);
-      ++runs_queued[p];
-      next_run[p].reset();  // the next one is due when this one ends
-      arriving.push_back(jobs.size() - 1);
-    }
-    for (std::size_t index : arriving) {
-      const TraceJob& job = jobs[index];
-      StatusOr<core::JobTicket> ticket =
-          core.Enqueue({job.type, job.id, job.key, job.cost,
-                        job.sync ? core::Join::kPendingOrRunning : core::Join::kPending},
-                       t);
-      if (!ticket.ok()) {
-        return absl::Status(
-            ticket.status().code(),
-            index < trace.jobs.size()
-                ? absl::StrCat("job ", index, ": ", ticket.status().message())
-                : absl::StrCat("periodic ", *periodic_of[index], ": ", ticket.status().message()));
-      }
-      if (ticket->slot >= live.size()) live.resize(ticket->slot + 1);
-      LiveJob& slot = live[ticket->slot];
-      if (!slot.calls.empty() && slot.ticket == *ticket) {  // it joined the job of its id
-        result.events.push_back({t, SimEvent::Kind::kJoin, index});
-        // A job that already runs: its wait for admission is over at once.
-        const std::optional<double>& started = result.outcomes[slot.calls.front()].admitted_at;
-        if (started) result.outcomes[index].admitted_at = t;
-        slot.calls.push_back(index);
-      } else {
-        slot = {*ticket, {index}};
-      }
-    }
-    do {
-      while (!running.empty() && running.top().t == t) {
-        const PendingCompletion done = running.top();
-        running.pop();
-        if (auto lost = std::find(lost_tickets.begin(), lost_tickets.end(), done.ticket);
-            lost != lost_tickets.end()) {
-          lost_tickets.erase(lost);  // ended when its worker went
-          continue;
-        }
-        const std::vector<std::size_t> calls = std::move(live[done.ticket.slot].calls);
-        if (Status s = core.Complete(done.ticket, done.run_time, t); !s.ok()) return s;
-        slots_running -= ConfigOf(trace, jobs[done.job].type).slots;
-        result.events.push_back({t, SimEvent::Kind::kDone, calls.front()});
-        for (std::size_t job : calls) {
-          result.outcomes[job].done_at = t;
-          run_ended(job, t);
-        }
-      }
-      core.AdvanceTo(t);
-      report_expired(t);
-      std::vector<PendingCompletion> started;  // run times set once all of this instant's are in
-      while (std::optional<core::Admission> admitted = core.NextAdmission(t)) {
-        const std::vector<std::size_t>& calls = live[admitted->ticket.slot].calls;
-        result.events.push_back({t, SimEvent::Kind::kAdmit, calls.front(),
-                                 admitted->effective_priority, admitted->waited_on_conflict,
-                                 std::string(admitted->worker)});
-        if (with_evidence) result.evidence.push_back(core::ToEvidence(*admitted, t));
-        for (std::size_t job : calls) result.outcomes[job].admitted_at = t;
-        // The call whose function runs it, as the runtime chooses: the first that waits (sync),
-        // else the first Submit (join) or the latest (supersede). Its duration is the job's.
-        auto runner = std::find_if(calls.begin(), calls.end(),
-                                   [&](std::size_t job) { return jobs[job].sync; });
-        if (runner == calls.end()) {
-          runner = ConfigOf(trace, jobs[calls.front()].type).coalesce == Coalesce::kSupersede
-                       ? calls.end() - 1
-                       : calls.begin();
-        }
-        slots_running += ConfigOf(trace, jobs[*runner].type).slots;
-        started.push_back({t, admissions++, *runner, admitted->ticket, jobs[*runner].duration});
-      }
-      // On an oversubscribed machine the jobs started now run slower, by the slots in use now.
-      const double stretch =
-          trace.cores ? std::max(1.0, static_cast<double>(slots_running) / *trace.cores) : 1.0;
-      for (PendingCompletion& job : started) {
-        job.run_time *= stretch;
-        job.t = t + job.run_time;
-        running.push(job);
-      }
-    } while (!running.empty() && running.top().t == t);
-  }
-  return result;
+  return Simulation(trace, with_evidence, core).Run();
 }
 
 std::string FormatNumber(double value) {

@@ -1,17 +1,20 @@
 // Simulate: replays a Trace in virtual time through the same AdmissionCore the runtime uses.
 //
-// Event-driven, no tick loop. At each instant: a TTL sweep, then adaptive capacity's rule if an
-// interval ends then, then the pauses and resumes of that instant (file order), then the
-// arrivals of that instant in file order (then the periodic runs due, in file order: each
-// arrives an interval after its previous run ended), then its completions in the order the jobs
-// were admitted, then the expiries due (jobs still pending at their type's max_queue_wait leave,
-// in the order their limits were reached), then admissions until none is possible (and again,
-// should a zero-length job complete at the same instant). The instants are the arrivals, the
-// completions, the queue-wait limits, the pauses and resumes, and adaptive capacity's intervals.
-// A job's observed cost is its duration (stretched on an oversubscribed machine, Trace::cores).
-// A job of a coalescing type joins the job of its id as a Submit does (a `sync` one as a RunSync
-// does); a coalesced job runs for the duration of the call whose function the runtime would run
-// (fairgate/scheduler.h, "Coalescing"). Nothing after `until` happens.
+// Event-driven, no tick loop: an event loop (simulator.cc, Simulation::Run) with one handler per
+// kind of event. At each instant: a TTL sweep, then adaptive capacity's rule if an interval ends
+// then, then the pauses and resumes of that instant (file order), then the workers removed (their
+// running jobs lost) and added at that instant, then the arrivals of that instant in file order
+// (then the periodic runs due, in file order: each arrives an interval after its previous run
+// ended), then its completions in the order the jobs were admitted, then the expiries due (jobs
+// still pending at their type's max_queue_wait leave, in the order their limits were reached),
+// then admissions until none is possible (and again, should a zero-length job complete at the
+// same instant). The instants are the arrivals, the completions, the queue-wait limits, the
+// pauses and resumes, the workers' changes and adaptive capacity's intervals. A job's observed
+// cost is its duration (stretched on an oversubscribed machine, Trace::cores). A job of a
+// coalescing type joins the job of its id as a Submit does (a `sync` one as a RunSync does); a
+// coalesced job runs for the duration of the call whose function the runtime would run
+// (core::ChooseRunner, which the runtime asks too; fairgate/scheduler.h, "Coalescing"). Nothing
+// after `until` happens.
 #ifndef FAIRGATE_SIM_SIMULATOR_H_
 #define FAIRGATE_SIM_SIMULATOR_H_
 

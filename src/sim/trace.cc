@@ -341,17 +341,16 @@ StatusOr<TraceJob> ParseJob(const Json& value, const std::string& where, const T
   return job;
 }
 
-}  // namespace
-
-StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
-  const std::string file(file_view);
+// Parses the trace's JSON, refusing a field given twice in an object (JSON keeps the last
+// silently) and naming where a value is not valid JSON (a number too large for a double, say) by
+// job or type and field. `type_entries` gets every entry of "types", twice-given ones too, so
+// that a type given twice with different configs is caught. The root must be an object.
+StatusOr<Json> ParseTrackedJson(std::string_view text, const std::string& file,
+                                std::vector<std::pair<std::string, Json>>& type_entries) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": empty file, expected a JSON object"));
   }
-  // JSON objects keep the last of two equal keys, so record every type entry to catch a type
-  // given twice with different configs; and track where the parser is, so that an error inside a
-  // value (a number too large for a double) still names the job and the field.
-  std::vector<std::pair<std::string, Json>> type_entries;
+  // Where the parser is: the path of objects and arrays to the value being read.
   struct Level {
     bool array = false;
     std::string key;                // in an object: the current key
@@ -436,16 +435,11 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": the trace must be a JSON object"));
   }
 
-  Trace trace;
-  ObjectReader r(root, file);
-  if (Status s =
-          r.OnlyFields({"mode", "reconcile", "idle_catch_up", "capacity", "alpha", "types", "jobs",
-                        "until", "aging", "shortest_first", "default_key_limits", "keys", "pauses",
-                        "machine", "adaptive_capacity", "shortest_first_aging", "periodic",
-                        "workers", "sole_worker_reserve_after"});
-      !s.ok()) {
-    return s;
-  }
+  return root;
+}
+
+// The rule's fields of the trace: mode and the options, the machine, the keys.
+Status ParseRuleFields(const ObjectReader& r, const std::string& file, Trace& trace) {
   FAIRGATE_ASSIGN_OR_RETURN(mode, r.String("mode", false));
   trace.mode = mode.value_or("default");
   if (trace.mode == "seed") {
@@ -516,6 +510,13 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
     }
   }
 
+  return absl::OkStatus();
+}
+
+// The types, from every entry of "types" as parsed (ParseTrackedJson): one given twice must be
+// given alike.
+Status ParseTypes(const ObjectReader& r, const std::string& file,
+                  const std::vector<std::pair<std::string, Json>>& type_entries, Trace& trace) {
   const Json* types = r.Get("types");
   if (types == nullptr) return r.Error("types", "missing");
   if (!types->is_object()) return r.Error("types", "must be an object of job types");
@@ -540,6 +541,66 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
     if (!seen) trace.types.emplace_back(name, config);
   }
 
+  return absl::OkStatus();
+}
+
+// The workers: one name present twice at a time is refused, and so is a type that its workers
+// name but none can hold.
+Status ParseWorkers(const ObjectReader& r, const std::string& file, Trace& trace) {
+  const Json* workers = r.Get("workers");
+  if (workers == nullptr) return absl::OkStatus();
+  if (!workers->is_array()) return r.Error("workers", "must be an array of workers");
+  for (std::size_t i = 0; i < workers->size(); ++i) {
+    FAIRGATE_ASSIGN_OR_RETURN(worker,
+                              ParseWorker((*workers)[i], absl::StrCat(file, ": worker ", i)));
+    for (const TraceWorker& other : trace.workers) {
+      // Present at once under one name would be one worker added twice.
+      const bool apart = (other.until && *other.until <= worker.from) ||
+                         (worker.until && *worker.until <= other.from);
+      if (other.name == worker.name && !apart) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(file, ": worker ", i, ": field 'name': '", worker.name,
+                         "' is present at the same time as an earlier worker of that name"));
+      }
+    }
+    trace.workers.push_back(std::move(worker));
+  }
+  // A type its workers name but none can hold would wait for ever, and hold nothing back
+  // (fairgate/worker.h, WorkerServes): a mistake in the trace, as slots above the priority is.
+  for (const auto& [name, config] : trace.types) {
+    int widest = 0;
+    for (const TraceWorker& worker : trace.workers) {
+      if (WorkerNames(worker.config, name, config)) {
+        widest = std::max(widest, worker.config.slots);
+      }
+    }
+    if (widest > 0 && widest < config.slots) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file, ": type '", name, "': its jobs take ", config.slots,
+          " slots, but no worker that names it has more than ", widest, ": none could ever run"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
+  const std::string file(file_view);
+  std::vector<std::pair<std::string, Json>> type_entries;
+  FAIRGATE_ASSIGN_OR_RETURN(root, ParseTrackedJson(text, file, type_entries));
+  Trace trace;
+  ObjectReader r(root, file);
+  if (Status s =
+          r.OnlyFields({"mode", "reconcile", "idle_catch_up", "capacity", "alpha", "types", "jobs",
+                        "until", "aging", "shortest_first", "default_key_limits", "keys", "pauses",
+                        "machine", "adaptive_capacity", "shortest_first_aging", "periodic",
+                        "workers", "sole_worker_reserve_after"});
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = ParseRuleFields(r, file, trace); !s.ok()) return s;
+  if (Status s = ParseTypes(r, file, type_entries, trace); !s.ok()) return s;
   const Json* jobs = r.Get("jobs");
   if (jobs == nullptr) return r.Error("jobs", "missing");
   if (!jobs->is_array()) return r.Error("jobs", "must be an array of jobs");
@@ -555,39 +616,7 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
       trace.pauses.push_back(std::move(pause));
     }
   }
-  if (const Json* workers = r.Get("workers")) {
-    if (!workers->is_array()) return r.Error("workers", "must be an array of workers");
-    for (std::size_t i = 0; i < workers->size(); ++i) {
-      FAIRGATE_ASSIGN_OR_RETURN(worker,
-                                ParseWorker((*workers)[i], absl::StrCat(file, ": worker ", i)));
-      for (const TraceWorker& other : trace.workers) {
-        // Present at once under one name would be one worker added twice.
-        const bool apart = (other.until && *other.until <= worker.from) ||
-                           (worker.until && *worker.until <= other.from);
-        if (other.name == worker.name && !apart) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(file, ": worker ", i, ": field 'name': '", worker.name,
-                           "' is present at the same time as an earlier worker of that name"));
-        }
-      }
-      trace.workers.push_back(std::move(worker));
-    }
-    // A type its workers name but none can hold would wait for ever, and hold nothing back
-    // (fairgate/worker.h, WorkerServes): a mistake in the trace, as slots above the priority is.
-    for (const auto& [name, config] : trace.types) {
-      int widest = 0;
-      for (const TraceWorker& worker : trace.workers) {
-        if (WorkerNames(worker.config, name, config)) {
-          widest = std::max(widest, worker.config.slots);
-        }
-      }
-      if (widest > 0 && widest < config.slots) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            file, ": type '", name, "': its jobs take ", config.slots,
-            " slots, but no worker that names it has more than ", widest, ": none could ever run"));
-      }
-    }
-  }
+  if (Status s = ParseWorkers(r, file, trace); !s.ok()) return s;
   // Read with no lower bound of its own: the bound is > 0, and the message must say so.
   FAIRGATE_ASSIGN_OR_RETURN(reserve_after, r.Number("sole_worker_reserve_after", false,
                                                     -std::numeric_limits<double>::infinity()));
