@@ -1,12 +1,17 @@
 // What every store (fairgate/store.h) must do, checked the same way for each implementation:
-// `open` returns a new connection to the same storage each time it is called.
+// `open` returns a new connection to the same storage each time it is called. Below them, what
+// every shared store (SharedStore) must do besides.
 #ifndef FAIRGATE_TESTS_STORE_CONTRACT_H_
 #define FAIRGATE_TESTS_STORE_CONTRACT_H_
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "doctest/doctest.h"
@@ -145,6 +150,264 @@ inline void CheckLearnedState(const OpenStore& open) {
   CHECK(loaded.keys[0] == SavedKey{"alice", 40, 500});
   REQUIRE(loaded.schedules.size() == 1);
   CHECK(loaded.schedules[0] == SavedSchedule{"fetch", "linux.git", 650});
+}
+
+// The shared half of the interface (fairgate/store.h, SharedStore): claims in fair order, leases
+// and their fencing tokens, batched removals, keys' costs summed over replicas. `open(replica)`
+// returns a new handle, of the replica of that name, on the same storage, which holds nothing at
+// first. A second shared store passes these as the PostgreSQL store does
+// (postgres_store_test.cc). What a crash leaves (a replica killed while it held claims) is
+// checked through schedulers there and in fleet_fault_test.cc.
+using OpenSharedStore = std::function<std::unique_ptr<SharedStore>(const std::string& replica)>;
+
+// A job of `type` on `id` for `key`, as TestJob's otherwise.
+inline StoredJob StoredJobOf(std::string type, std::string id, std::string key) {
+  StoredJob job = TestJob(std::move(id), "");
+  job.type = std::move(type);
+  job.fairness_key = std::move(key);
+  return job;
+}
+
+inline std::vector<std::string> IdsOf(const std::vector<StoredJob>& jobs) {
+  std::vector<std::string> ids;
+  for (const StoredJob& job : jobs) ids.push_back(job.id);
+  return ids;
+}
+
+inline void CheckClaimsInFairOrderEachJobToOneReplica(const OpenSharedStore& open) {
+  auto a = open("a");
+  auto b = open("b");
+  CHECK(a->AsShared() != nullptr);
+  // heavy has spent more than light; clone is the higher tier.
+  REQUIRE(a->SaveLearned({{}, {{"heavy", 50, 0}, {"light", 5, 0}}, {}}, 0, 0).ok());
+  for (const char* id : {"f1", "f2"}) REQUIRE(a->AddJob(StoredJobOf("fetch", id, "light")).ok());
+  REQUIRE(a->AddJob(StoredJobOf("clone", "c-heavy", "heavy")).ok());
+  REQUIRE(a->AddJob(StoredJobOf("clone", "c-light", "light")).ok());
+  REQUIRE(a->AddJob(StoredJobOf("clone", "c-new", "new")).ok());  // a key never charged: cost 0
+  REQUIRE(a->AddJob(StoredJobOf("other", "o", "new")).ok());      // a type neither replica claims
+  const std::vector<ClaimableType> types = {{"fetch", 1}, {"clone", 2}};
+  std::vector<StoredJob> first = *a->ClaimJobs(types, 3, 10);
+  std::vector<StoredJob> second = *b->ClaimJobs(types, 10, 10);
+  std::vector<StoredJob> none = *a->ClaimJobs(types, 10, 10);
+  // Each batch comes back in sequence order; together they are the claim order.
+  CHECK(IdsOf(first) == std::vector<std::string>{"c-heavy", "c-light", "c-new"});
+  CHECK(IdsOf(second) == std::vector<std::string>{"f1", "f2"});
+  CHECK(none.empty());
+  // Tokens are distinct, and every token of a claim is greater than those of earlier claims.
+  std::set<std::uint64_t> first_tokens, second_tokens;
+  for (const StoredJob& job : first) first_tokens.insert(job.lease_token);
+  for (const StoredJob& job : second) second_tokens.insert(job.lease_token);
+  CHECK(first_tokens.size() == 3);
+  CHECK(second_tokens.size() == 2);
+  CHECK(*first_tokens.begin() > 0);
+  CHECK(*second_tokens.begin() > *first_tokens.rbegin());
+  // Two jobs of one batch: claimed one at a time, the cheaper key comes first.
+  REQUIRE(a->ReleaseJob(first[0].sequence).ok());
+  REQUIRE(a->ReleaseJob(first[1].sequence).ok());
+  CHECK(IdsOf(*b->ClaimJobs(types, 1, 10)) == std::vector<std::string>{"c-light"});
+  CHECK(IdsOf(*b->ClaimJobs(types, 1, 10)) == std::vector<std::string>{"c-heavy"});
+  // One key's backlog: a claim of three takes its three oldest.
+  std::vector<std::uint64_t> backlog;
+  for (int i = 0; i < 5; ++i) backlog.push_back(*a->AddJob(StoredJobOf("archive", "x", "solo")));
+  std::vector<StoredJob> three = *a->ClaimJobs({{"archive", 1}}, 3, 10);
+  REQUIRE(three.size() == 3);
+  for (int i = 0; i < 3; ++i) CHECK(three[i].sequence == backlog[i]);
+}
+
+inline void CheckALapsedClaimGoesToAnotherReplicaAndFencesTheOld(const OpenSharedStore& open) {
+  auto a = open("a");
+  auto b = open("b");
+  const std::vector<ClaimableType> types = {{"fetch", 1}};
+  const std::uint64_t lapsing = *a->AddJob(StoredJobOf("fetch", "lapsing", "k"));
+  std::vector<StoredJob> held = *a->ClaimJobs(types, 1, 0.3);
+  REQUIRE(held.size() == 1);
+  REQUIRE(*a->BeginAttempt(lapsing) == 1u);  // a runs it, then stalls past its lease
+  CHECK(b->ClaimJobs(types, 10, 10)->empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // It had been admitted once: it comes before jobs never claimed, even of a higher tier.
+  const std::uint64_t urgent = *a->AddJob(StoredJobOf("clone", "urgent", "k"));
+  std::vector<StoredJob> reclaimed = *b->ClaimJobs({{"fetch", 1}, {"clone", 5}}, 1, 30);
+  REQUIRE(reclaimed.size() == 1);
+  CHECK(reclaimed[0].sequence == lapsing);
+  CHECK(reclaimed[0].lease_token > held[0].lease_token);
+  CHECK(reclaimed[0].attempts == 1u);  // a's attempt counts
+  // Everything a does with it now is refused and changes nothing.
+  for (const Status& refused :
+       {a->BeginAttempt(lapsing).status(), a->RemoveJob(lapsing), a->DeferJob(lapsing, 0, "x"),
+        a->KillJob(lapsing, "x"), a->ReleaseJob(lapsing)}) {
+    INFO(refused.ToString());
+    CHECK(refused.code() == absl::StatusCode::kAborted);
+    CHECK(refused.message().find("no longer holds its lease") != std::string::npos);
+  }
+  CHECK(*b->BeginAttempt(lapsing) == 2u);
+  // b's retry gives it back with a backoff: nobody may claim it before then, and a's old token
+  // still changes nothing.
+  REQUIRE(b->DeferJob(lapsing, 4e9, "failed").ok());
+  CHECK(a->ClaimJobs(types, 10, 30)->empty());
+  CHECK(a->RemoveJob(lapsing).code() == absl::StatusCode::kAborted);
+  REQUIRE(a->RemoveJob(urgent).ok());  // nobody claimed it: anyone may remove it
+  auto live = *a->LiveJobs();
+  REQUIRE(live.size() == 1);
+  CHECK(live[0].last_error == "failed");
+  CHECK(live[0].attempts == 2u);
+  // A renewed lease does not lapse; a released job may be claimed at once.
+  const std::uint64_t renewed = *a->AddJob(StoredJobOf("fetch", "renewed", "k"));
+  REQUIRE(a->ClaimJobs(types, 1, 0.3)->size() == 1);
+  CHECK(*a->RenewLeases(30) == 1u);  // only what a still holds
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  CHECK(b->ClaimJobs(types, 10, 30)->empty());
+  REQUIRE(a->ReleaseJob(renewed).ok());
+  CHECK(IdsOf(*b->ClaimJobs(types, 10, 30)) == std::vector<std::string>{"renewed"});
+  CHECK(b->RemoveJob(renewed).ok());
+}
+
+// A batch of removals is one statement: it removes the jobs this replica holds and those nobody
+// holds, refuses one another replica claimed after this one's lease passed, and gives back the
+// leases the claims took, so that another replica may take the repository at once.
+inline void CheckABatchOfRemovals(const OpenSharedStore& open) {
+  auto a = open("a");
+  auto b = open("b");
+  const ClaimableType fetch{"fetch", 1, "repo", 1, 0};
+  const std::uint64_t held = *a->AddJob(StoredJobOf("fetch", "linux.git", "k"));
+  REQUIRE(a->ClaimJobs({fetch}, 1, 30)->size() == 1);
+  const std::uint64_t lost = *a->AddJob(StoredJobOf("fetch", "git.git", "k"));
+  REQUIRE(a->ClaimJobs({fetch}, 1, 0.2)->size() == 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  REQUIRE(b->ClaimJobs({fetch}, 1, 30)->size() == 1);  // git.git, a's lease over
+  const std::uint64_t unheld =
+      *a->AddJob(StoredJobOf("archive", "free.git", "k"));  // nobody claims it
+  const std::uint64_t next = *a->AddJob(StoredJobOf("fetch", "linux.git", "k"));
+  CHECK(b->ClaimJobs({fetch}, 1, 30)->empty());  // linux.git's lease is a's
+  StatusOr<std::vector<Status>> removed = a->RemoveJobs({held, lost, unheld, 987654321});
+  REQUIRE(removed.ok());
+  REQUIRE(removed->size() == 4);
+  CHECK((*removed)[0].ok());
+  CHECK((*removed)[1].code() == absl::StatusCode::kAborted);
+  CHECK((*removed)[1].message().find("no longer holds its lease") != std::string::npos);
+  CHECK((*removed)[2].ok());
+  CHECK((*removed)[3].ok());  // not stored: nothing to remove
+  std::vector<std::uint64_t> left;
+  const std::vector<StoredJob> live = *b->LiveJobs();  // held: `*b->LiveJobs()` would dangle
+  for (const StoredJob& job : live) left.push_back(job.sequence);
+  CHECK(left == std::vector<std::uint64_t>{lost, next});
+  std::vector<StoredJob> after = *b->ClaimJobs({fetch}, 1, 30);  // linux.git is free again
+  REQUIRE(after.size() == 1);
+  CHECK(after[0].sequence == next);
+}
+
+inline void CheckKeysCostsAreSummedOverReplicas(const OpenSharedStore& open) {
+  auto a = open("a");
+  auto b = open("b");
+  CHECK(a->ShareKeyCosts({{"alice", 5, 100}}, {"alice"})->at(0).accumulated_cost == 5.0);
+  auto totals = *b->ShareKeyCosts({{"alice", 3, 50}, {"bob", 1, 100}}, {"alice", "bob", "carol"});
+  std::sort(totals.begin(), totals.end(),
+            [](const SavedKey& x, const SavedKey& y) { return x.key < y.key; });
+  // carol was never charged: not returned. idle_since only moves forward.
+  CHECK(totals == std::vector<SavedKey>{{"alice", 8, 100}, {"bob", 1, 100}});
+  // A refund (a job cheaper than its estimate) lowers the total, never below 0; a key the
+  // store does not have starts at 0.
+  CHECK(a->ShareKeyCosts({{"bob", -4, 100}, {"dave", -1, 100}}, {"bob", "dave"})->size() == 2);
+  CHECK(*a->ShareKeyCosts({}, {"bob"}) == std::vector<SavedKey>{{"bob", 0, 100}});
+  CHECK(*a->ShareKeyCosts({}, {"dave"}) == std::vector<SavedKey>{{"dave", 0, 100}});
+}
+
+inline void CheckResourceLeases(const OpenSharedStore& open) {
+  auto a = open("a");
+  auto b = open("b");
+  const std::uint64_t first = *a->AcquireResource("repo", "linux.git", 1, 30);
+  CHECK(first > 0);
+  CHECK(*b->AcquireResource("repo", "linux.git", 1, 30) == 0u);  // held
+  CHECK(*b->AcquireResource("repo", "git.git", 1, 30) > first);  // another id is free
+  REQUIRE(a->ReleaseResource("repo", "linux.git", first).ok());
+  const std::uint64_t second = *b->AcquireResource("repo", "linux.git", 1, 30);
+  CHECK(second > first);
+  // With a limit of 2, two holders at once, never three.
+  const std::uint64_t x = *a->AcquireResource("fetch", "r", 2, 30);
+  const std::uint64_t y = *b->AcquireResource("fetch", "r", 2, 30);
+  CHECK(x > 0);
+  CHECK(y > x);
+  CHECK(*a->AcquireResource("fetch", "r", 2, 30) == 0u);
+  // A lease that is not renewed lapses; its old holder's release leaves the new holder's alone.
+  const std::uint64_t lapsing = *a->AcquireResource("repo", "mesa.git", 1, 0.3);
+  const std::uint64_t renewed = *a->AcquireResource("repo", "gcc.git", 1, 0.3);
+  REQUIRE(lapsing > 0);
+  REQUIRE(a->ReleaseResource("repo", "mesa.git", 0).ok());  // no such token: nothing
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(a->ReleaseResource("repo", "mesa.git", lapsing).ok());  // a gives up mesa
+  const std::uint64_t mesa = *b->AcquireResource("repo", "mesa.git", 1, 0.3);
+  CHECK(mesa > renewed);
+  CHECK(*a->RenewLeases(30) >= 1u);  // gcc (and a's fetch slot), not mesa
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  CHECK(*b->AcquireResource("repo", "gcc.git", 1, 30) == 0u);                  // renewed: still a's
+  const std::uint64_t taken = *a->AcquireResource("repo", "mesa.git", 1, 30);  // b's lapsed
+  CHECK(taken > mesa);
+  REQUIRE(b->ReleaseResource("repo", "mesa.git", mesa).ok());  // stale: a keeps it
+  CHECK(*b->AcquireResource("repo", "mesa.git", 1, 30) == 0u);
+}
+
+inline void CheckAClaimTakesItsJobsLeases(const OpenSharedStore& open) {
+  auto a = open("a");
+  auto b = open("b");
+  auto c = open("c");
+  auto add = [&](const std::string& type, const std::string& id, const std::string& key) {
+    StoredJob job;
+    job.type = type;
+    job.id = id;
+    job.fairness_key = key;
+    return *a->AddJob(job);
+  };
+  auto sequences = [](const std::vector<StoredJob>& jobs) {
+    std::vector<std::uint64_t> out;
+    for (const StoredJob& j : jobs) out.push_back(j.sequence);
+    return out;
+  };
+  const ClaimableType fetch{"fetch", 1, "repo", 1, 0};
+  const std::uint64_t linux1 = add("fetch", "linux.git", "k1");
+  const std::uint64_t linux2 = add("fetch", "linux.git", "k2");
+  const std::uint64_t git = add("fetch", "git.git", "k3");
+  // linux.git is held (a RunSync fetch on replica a, say): only git.git's job is claimed.
+  const std::uint64_t held = *a->AcquireResource("repo", "linux.git", 1, 30);
+  std::vector<StoredJob> claimed = *b->ClaimJobs({fetch}, 10, 30);
+  REQUIRE(sequences(claimed) == std::vector<std::uint64_t>{git});
+  CHECK(claimed[0].resource_token > held);
+  CHECK(*a->AcquireResource("repo", "git.git", 1, 30) == 0u);  // the claim holds git.git
+  // Once it is free, one job of it is claimed, not two (one slot); nobody else gets the other.
+  REQUIRE(a->ReleaseResource("repo", "linux.git", held).ok());
+  claimed = *b->ClaimJobs({fetch}, 10, 30);
+  REQUIRE(sequences(claimed) == std::vector<std::uint64_t>{linux1});
+  const std::uint64_t linux1_fence = claimed[0].resource_token;
+  CHECK(linux1_fence > held);
+  CHECK(c->ClaimJobs({fetch}, 10, 30)->empty());
+  // The lease goes back with the job: removed, its repository's next job can be claimed.
+  REQUIRE(b->RemoveJob(linux1).ok());
+  claimed = *c->ClaimJobs({fetch}, 10, 30);
+  REQUIRE(sequences(claimed) == std::vector<std::uint64_t>{linux2});
+  CHECK(claimed[0].resource_token > linux1_fence);
+  // Given back unrun, too; and a limit of 2 lets two jobs of one repository be claimed at once.
+  REQUIRE(c->ReleaseJob(linux2).ok());
+  const std::uint64_t linux3 = add("fetch", "linux.git", "k4");
+  claimed = *b->ClaimJobs({{"fetch", 1, "repo", 2, 0}}, 10, 30);
+  CHECK(sequences(claimed) == std::vector<std::uint64_t>{linux2, linux3});
+  // A fleet-wide cap's slots are taken the same way: one of type "repack" at a time.
+  const ClaimableType repack{"repack", 1, "", 1, 1};
+  const std::uint64_t r1 = add("repack", "x.git", "k1");
+  const std::uint64_t r2 = add("repack", "y.git", "k2");
+  claimed = *a->ClaimJobs({repack}, 10, 30);
+  REQUIRE(sequences(claimed) == std::vector<std::uint64_t>{r1});
+  CHECK(claimed[0].resource_token > 0u);
+  CHECK(b->ClaimJobs({repack}, 10, 30)->empty());
+  REQUIRE(a->DeferJob(r1, 4e9, "later").ok());  // a retry far off: gives the slot back
+  CHECK(sequences(*b->ClaimJobs({repack}, 10, 30)) == std::vector<std::uint64_t>{r2});
+  // The claim's leases are renewed with it, and lapse with it.
+  const std::uint64_t mesa = add("fetch", "mesa.git", "k5");
+  claimed = *c->ClaimJobs({fetch}, 10, 0.4);
+  REQUIRE(sequences(claimed) == std::vector<std::uint64_t>{mesa});
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  CHECK(*c->RenewLeases(0.4) >= 2u);  // the job and its lease
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  CHECK(*a->AcquireResource("repo", "mesa.git", 1, 30) == 0u);  // renewed: still c's
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(*a->AcquireResource("repo", "mesa.git", 1, 30) > claimed[0].resource_token);  // lapsed
 }
 
 }  // namespace fairgate::testing

@@ -35,6 +35,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "store/claim_planner.h"
 
 namespace fairgate {
 namespace {
@@ -1244,33 +1245,24 @@ class PostgresStore final : public SharedStore {
                                {std::string(kFleetCapGroup)}},
                               "claim durable jobs");
     if (!c.ok()) return c.status();
-    // A lease a candidate needs: (group, id) and how many slots it has.
-    struct Need {
-      std::string group, id;
-      int limit = 1;
-    };
-    struct Candidate {
-      std::uint64_t sequence = 0;
-      std::vector<Need> needs;  // the cap's slot first, then the resource's
-    };
-    std::vector<Candidate> candidates;
+    std::vector<store::ClaimCandidate> candidates;
     std::vector<std::string> groups, ids;
     for (int i = 0; i < PQntuples(c->get()); ++i) {
-      Candidate candidate{std::strtoull(PQgetvalue(c->get(), i, 0), nullptr, 10), {}};
+      store::ClaimCandidate candidate{std::strtoull(PQgetvalue(c->get(), i, 0), nullptr, 10), {}};
       const ClaimableType& t = *by_name.at(Text(*c, i, 1));
       if (t.fleet_cap > 0)
         candidate.needs.push_back({std::string(kFleetCapGroup), t.type, t.fleet_cap});
       if (!t.conflict_group.empty()) {
         candidate.needs.push_back({t.conflict_group, Text(*c, i, 2), t.conflict_limit});
       }
-      for (const Need& n : candidate.needs) {
+      for (const store::LeaseNeed& n : candidate.needs) {
         groups.push_back(n.group);
         ids.push_back(n.id);
       }
       candidates.push_back(std::move(candidate));
     }
     // Slots held now (unexpired leases) of every resource the candidates need.
-    absl::flat_hash_map<std::pair<std::string, std::string>, int> held;
+    store::HeldSlots held;
     if (!groups.empty()) {
       StatusOr<Result> h =
           Exec(link,
@@ -1284,54 +1276,35 @@ class PostgresStore final : public SharedStore {
         held[{Text(*h, i, 0), Text(*h, i, 1)}] = std::atoi(PQgetvalue(h->get(), i, 2));
       }
     }
-    // The first max_jobs whose every lease has a slot left, in claim order.
-    std::vector<const Candidate*> chosen;
-    for (const Candidate& candidate : candidates) {
-      if (chosen.size() == max_jobs) break;
-      bool free = true;
-      for (const Need& n : candidate.needs) free &= held[{n.group, n.id}] < n.limit;
-      if (!free) continue;
-      for (const Need& n : candidate.needs) ++held[{n.group, n.id}];
-      chosen.push_back(&candidate);
+    // The first max_jobs whose every lease has a slot left, in claim order; their leases,
+    // taken in (group, id) order.
+    const store::ClaimPlan plan = store::PlanClaim(candidates, std::move(held), max_jobs);
+    std::vector<std::vector<std::uint64_t>> tokens(plan.chosen.size());
+    for (std::size_t j = 0; j < plan.chosen.size(); ++j) {
+      tokens[j].assign(candidates[plan.chosen[j]].needs.size(), 0);
     }
-    // Their leases, taken in (group, id) order.
-    struct Take {
-      const Need* need;
-      std::size_t job;   // in `chosen`
-      std::size_t slot;  // in its needs
-    };
-    std::vector<Take> takes;
-    std::vector<std::vector<std::uint64_t>> tokens(chosen.size());
-    for (std::size_t j = 0; j < chosen.size(); ++j) {
-      tokens[j].assign(chosen[j]->needs.size(), 0);
-      for (std::size_t k = 0; k < chosen[j]->needs.size(); ++k) {
-        takes.push_back({&chosen[j]->needs[k], j, k});
-      }
-    }
-    std::sort(takes.begin(), takes.end(), [](const Take& a, const Take& b) {
-      return std::tie(a.need->group, a.need->id) < std::tie(b.need->group, b.need->id);
-    });
-    std::vector<bool> lost(chosen.size(), false);
-    for (const Take& take : takes) {
+    std::vector<bool> lost(plan.chosen.size(), false);
+    for (const store::ClaimPlan::Take& take : plan.takes) {
       if (lost[take.job]) continue;
+      const store::LeaseNeed& need = candidates[plan.chosen[take.job]].needs[take.need];
       StatusOr<Result> t = Exec(link, kTakeSlot,
-                                {{take.need->group},
-                                 {take.need->id},
+                                {{need.group},
+                                 {need.id},
                                  {replica_},
-                                 {std::to_string(take.need->limit)},
+                                 {std::to_string(need.limit)},
                                  {Number(lease_seconds)}},
                                 "take a resource's lease");
       if (!t.ok()) return t.status();
       if (PQntuples(t->get()) == 1) {
-        tokens[take.job][take.slot] = std::strtoull(PQgetvalue(t->get(), 0, 0), nullptr, 10);
+        tokens[take.job][take.need] = std::strtoull(PQgetvalue(t->get(), 0, 0), nullptr, 10);
       } else {
         lost[take.job] = true;  // another replica took the last slot since it was counted
       }
     }
     std::vector<std::string> claimed, dropped;
-    for (std::size_t j = 0; j < chosen.size(); ++j) {
+    for (std::size_t j = 0; j < plan.chosen.size(); ++j) {
       if (!lost[j]) {
-        claimed.push_back(std::to_string(chosen[j]->sequence));
+        claimed.push_back(std::to_string(candidates[plan.chosen[j]].sequence));
         continue;
       }
       for (std::uint64_t token : tokens[j]) {
@@ -1354,7 +1327,9 @@ class PostgresStore final : public SharedStore {
              {{TextArray(claimed)}, {replica_}, {Number(lease_seconds)}}, "claim durable jobs");
     if (!r.ok()) return r.status();
     absl::flat_hash_map<std::uint64_t, std::size_t> index;
-    for (std::size_t j = 0; j < chosen.size(); ++j) index[chosen[j]->sequence] = j;
+    for (std::size_t j = 0; j < plan.chosen.size(); ++j) {
+      index[candidates[plan.chosen[j]].sequence] = j;
+    }
     for (int i = 0; i < PQntuples(r->get()); ++i) {
       StatusOr<StoredJob> job = JobAt(*r, i);
       if (!job.ok()) return job.status();
