@@ -171,8 +171,6 @@ class AdmissionTable {
   // What a flush writes: the estimates used since `since` and (unless the store is shared,
   // where FleetCosts adds them up instead) every key's cost, in Unix seconds.
   StateKeeper::Collected Learned(double since, bool shared_store);
-  // The type and id of a job that is pending or running, for its fleet-wide leases.
-  std::optional<std::pair<std::string, std::string>> TypeAndId(core::JobTicket ticket) const;
 
   // --- The life of a call.
   // Whether a Submit may go through the intake: everything Accept could refuse it for but the

@@ -211,14 +211,6 @@ StateKeeper::Collected AdmissionTable::Learned(double since, bool shared_store) 
   return collected;
 }
 
-std::optional<std::pair<std::string, std::string>> AdmissionTable::TypeAndId(
-    core::JobTicket ticket) const {
-  Locked lock(this);
-  std::optional<core::JobView> job = core_->Describe(ticket);
-  if (!job) return std::nullopt;
-  return std::make_pair(std::string(job->type), std::string(job->id));
-}
-
 // --- For the timer.
 
 Context::Clock::time_point AdmissionTable::NextDue() const {

@@ -80,9 +80,7 @@ Status Scheduler::Impl::Acquire(const Context& ctx, std::string_view type, std::
   StatusOr<RecordPtr> accepted =
       Accept<internal::AcquireCall>({type, id, key, options.cost}, [&](const RecordPtr& r) {
         internal::AcquireCall& call = r->acquire();
-        if (fleet_ && fleet_->Needed(type)) {
-          call.fleet_job = std::make_unique<const std::pair<std::string, std::string>>(type, id);
-        }
+        r->fleet_name = FleetNameOf(type, id);
         call.on_admitted = std::move(on_admitted);
         call.ctx = ctx;
         if (ctx.state()) {
@@ -155,6 +153,8 @@ Status Scheduler::Impl::Submit(std::string_view type, std::string_view id, std::
         call.fn = std::move(fn);
         call.done = std::move(done);
         call.claimed_leases = claimed_leases;
+        // A claimed durable job runs under the leases its claim took.
+        if (claimed_leases == 0) r->fleet_name = FleetNameOf(type, id);
       });
   return accepted.status();
 }
@@ -206,6 +206,7 @@ void Scheduler::Impl::SubmitThroughIntake(std::string_view type, std::string_vie
   entry->key.assign(key);
   entry->cost = options.cost;
   entry->join = options.join_running ? core::Join::kPendingOrRunning : core::Join::kPending;
+  entry->record->fleet_name = FleetNameOf(type, id);
   outstanding_.Add();  // as Accept counts it: from here it is told exactly once
   entry->read = Now();
   if (table_.PushIntake(std::move(entry)) >= internal::AdmissionTable::kIntakeLimit) {

@@ -54,7 +54,7 @@ void Dispatcher::Dispatch(const RecordList& admitted) {
         pool_.Post([this, record] { RunBackground(record); });
         break;
       case JobRecord::Kind::kAcquire:
-        if (record->acquire().fleet_job) {
+        if (record->fleet_name) {
           pool_.Post([this, record] { AdmitWithLeases(record); });
         } else {
           DetachContext(*record);
@@ -187,14 +187,10 @@ void Dispatcher::DetachContext(JobRecord& record) {
   }
 }
 
-// A Submit job's type and id are read back from the table (one lookup under its lock) rather
-// than kept on every Submit's record for the few of fleet-wide types.
 Status Dispatcher::EnterFleet(const JobRecord& record, const Context& ctx,
                               FleetLeases::Held& leases) {
-  if (!fleet_) return absl::OkStatus();
-  std::optional<std::pair<std::string, std::string>> job = table_.TypeAndId(record.ticket);
-  if (!job) return absl::OkStatus();
-  return fleet_->Enter(job->first, job->second, ctx, leases);
+  if (!fleet_ || !record.fleet_name) return absl::OkStatus();
+  return fleet_->Enter(record.fleet_name->type, record.fleet_name->id, ctx, leases);
 }
 
 // Takes the leases on a pool fiber (blocking store calls, never on the thread that admitted it),
@@ -207,8 +203,7 @@ void Dispatcher::AdmitWithLeases(const RecordPtr& record) {
   auto [ctx, cancel] = WithCancel(record->acquire().ctx);
   const std::shared_ptr<ContextState>& shutdown = background_.state();
   const std::uint64_t on_shutdown = shutdown->AddCallback(cancel);
-  const std::pair<std::string, std::string>& job = *record->acquire().fleet_job;
-  Status status = fleet_->Enter(job.first, job.second, ctx, *leases);
+  Status status = fleet_->Enter(record->fleet_name->type, record->fleet_name->id, ctx, *leases);
   shutdown->RemoveCallback(on_shutdown);
   cancel();
   DetachContext(*record);

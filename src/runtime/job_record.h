@@ -61,15 +61,18 @@ struct SubmitCall {
 };
 // Acquire: `on_admitted`, called once, with a permit or why there is none; the context it waits
 // under and that context's cancel callback (0: none, or it ran inline); its entry in the deadline
-// map while pending (under the scheduler's lock); when its type takes fleet-wide leases (as when
-// accepted), its type and id, which name the leases (kept here so that taking them needs no
-// lookup under the scheduler's lock; null for every other Acquire).
+// map while pending (under the scheduler's lock).
 struct AcquireCall {
   Scheduler::PermitCallback on_admitted;
   Context ctx = Context::Background();
   std::uint64_t ctx_callback = 0;
   std::optional<DeadlineMap::iterator> deadline_entry;
-  std::unique_ptr<const std::pair<std::string, std::string>> fleet_job;
+};
+
+// The names a job's fleet-wide leases are taken by (fairgate/options.h, FleetOptions): its type
+// and id.
+struct FleetName {
+  std::string type, id;
 };
 
 // One accepted call, from its acceptance until it is reported. Calls that coalesced share one
@@ -186,6 +189,11 @@ struct JobRecord {
   // How the caller waits or is called back, and how it is told: one of the three.
   using Call = std::variant<RunSyncCall, SubmitCall, AcquireCall>;
   Call call;
+  // When its type takes fleet-wide leases (as when it was accepted) and its runner is not the
+  // caller (a Submit or an Acquire: a RunSync takes them with the caller's names), the names
+  // they are taken by, kept from acceptance so that taking them needs no look-up under the
+  // scheduler's lock; null for every other call.
+  std::unique_ptr<const FleetName> fleet_name;
 
  private:
   template <typename C>
