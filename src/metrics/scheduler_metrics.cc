@@ -63,7 +63,13 @@ void SchedulerMetrics::Write(std::string& out, const Snapshot& snapshot,
   PrometheusWriter w(out);
   std::vector<std::string> tiers;  // the label text of each type's tier
   for (const TypeCounts& t : types_) tiers.push_back(absl::StrCat(t.priority));
+  WriteJobCounts(w, tiers);
+  WriteGauges(w, snapshot);
+  WriteHistogramsAndTotals(w, tiers, snapshot, promotions);
+}
 
+void SchedulerMetrics::WriteJobCounts(PrometheusWriter& w,
+                                      const std::vector<std::string>& tiers) const {
   auto per_type = [&](const char* name, const char* help, auto value) {
     w.Family(name, "counter", help);
     for (std::size_t i = 0; i < types_.size(); ++i) {
@@ -111,7 +117,9 @@ void SchedulerMetrics::Write(std::string& out, const Snapshot& snapshot,
            static_cast<double>(waited_capacity_));
   w.Sample("fairgate_jobs_waited_total", {{"reason", "conflict"}},
            static_cast<double>(waited_conflict_));
+}
 
+void SchedulerMetrics::WriteGauges(PrometheusWriter& w, const Snapshot& snapshot) const {
   auto gauge_per_type = [&](const char* name, const char* help, auto value) {
     w.Family(name, "gauge", help);
     for (const TypeSnapshot& t : snapshot.types) {
@@ -160,7 +168,12 @@ void SchedulerMetrics::Write(std::string& out, const Snapshot& snapshot,
            "Times adaptive capacity could not read CPU pressure (the cap stayed).");
   w.Sample("fairgate_capacity_signal_errors_total", {},
            static_cast<double>(capacity_signal_errors_));
+}
 
+void SchedulerMetrics::WriteHistogramsAndTotals(PrometheusWriter& w,
+                                                const std::vector<std::string>& tiers,
+                                                const Snapshot& snapshot,
+                                                std::uint64_t promotions) const {
   auto histograms = [&](const char* name, const char* help, auto member) {
     w.Family(name, "histogram", help);
     for (std::size_t i = 0; i < types_.size(); ++i) {

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "fairgate/snapshot.h"
+#include "metrics/prometheus_writer.h"
 
 namespace fairgate::metrics {
 
@@ -78,6 +79,14 @@ class SchedulerMetrics {
   const std::map<absl::StatusCode, std::uint64_t>& rejected() const { return rejected_; }
 
  private:
+  // Write's parts, in the exposition's order: the jobs' counters by type, tier and status; the
+  // gauges (pending, running, paused, workers, capacity); the wait and run histograms and the
+  // totals of keys, estimates, aging and observers. `tiers`: each type's tier as a label.
+  void WriteJobCounts(PrometheusWriter& w, const std::vector<std::string>& tiers) const;
+  void WriteGauges(PrometheusWriter& w, const Snapshot& snapshot) const;
+  void WriteHistogramsAndTotals(PrometheusWriter& w, const std::vector<std::string>& tiers,
+                                const Snapshot& snapshot, std::uint64_t promotions) const;
+
   std::vector<TypeCounts> types_;
   std::map<absl::StatusCode, std::uint64_t> rejected_;
   std::uint64_t keys_evicted_ = 0;
