@@ -36,275 +36,31 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "store/claim_planner.h"
+#include "store/postgres_connection.h"
+#include "store/postgres_statements.h"
 
 namespace fairgate {
 namespace {
 
-// libpq's message of the connection's last error, without the newline it ends with.
-absl::string_view ErrorOf(const PGconn* connection) {
-  return absl::StripTrailingAsciiWhitespace(PQerrorMessage(connection));
-}
-
-constexpr int kSchemaVersion = 2;
-
-// Creates the schema once per database, under an advisory lock so that replicas starting
-// together do not race.
-constexpr const char* kSchema = R"sql(
-SELECT pg_advisory_xact_lock(7271234501);
-CREATE TABLE IF NOT EXISTS fairgate_schema (version integer NOT NULL);
-CREATE TABLE IF NOT EXISTS fairgate_durable_jobs (
-  sequence bigserial PRIMARY KEY,
-  type text NOT NULL,
-  id text NOT NULL,
-  fairness_key text NOT NULL,
-  payload bytea NOT NULL,
-  submitted_at double precision NOT NULL,
-  attempts integer NOT NULL DEFAULT 0,
-  not_before double precision NOT NULL DEFAULT 0,
-  last_error text NOT NULL DEFAULT '',
-  dead boolean NOT NULL DEFAULT false
-);
-ALTER TABLE fairgate_durable_jobs
-  ADD COLUMN IF NOT EXISTS holder text,
-  ADD COLUMN IF NOT EXISTS lease_until double precision,
-  ADD COLUMN IF NOT EXISTS token bigint;
-CREATE SEQUENCE IF NOT EXISTS fairgate_lease_tokens;
-CREATE TABLE IF NOT EXISTS fairgate_resource_leases (
-  grp text NOT NULL,
-  id text NOT NULL,
-  slot integer NOT NULL,
-  holder text NOT NULL,
-  lease_until double precision NOT NULL,
-  token bigint NOT NULL,
-  PRIMARY KEY (grp, id, slot)
-);
-CREATE INDEX IF NOT EXISTS fairgate_resource_leases_token ON fairgate_resource_leases (token);
-CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_holder
-  ON fairgate_durable_jobs (holder) WHERE holder IS NOT NULL;
-CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_queue
-  ON fairgate_durable_jobs (type, fairness_key, sequence) WHERE NOT dead;
-CREATE TABLE IF NOT EXISTS fairgate_estimates (
-  type text NOT NULL,
-  id text NOT NULL,
-  seconds double precision NOT NULL,
-  last_used double precision NOT NULL,
-  PRIMARY KEY (type, id)
-);
-CREATE TABLE IF NOT EXISTS fairgate_keys (
-  key text PRIMARY KEY,
-  accumulated_cost double precision NOT NULL,
-  idle_since double precision NOT NULL
-);
-CREATE TABLE IF NOT EXISTS fairgate_schedules (
-  type text NOT NULL,
-  id text NOT NULL,
-  last_run_end double precision NOT NULL,
-  PRIMARY KEY (type, id)
-);
-INSERT INTO fairgate_schema (version)
-  SELECT 2 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
-UPDATE fairgate_schema SET version = 2 WHERE version < 2;
-)sql";
-
-// The server's clock, Unix seconds: the time of leases.
-#define FAIRGATE_PG_NOW "extract(epoch from clock_timestamp())::double precision"
-
-// The channel on which storing a job, or giving one back, notifies every replica's listener.
-#define FAIRGATE_PG_JOBS_CHANNEL "fairgate_jobs"
-
-// A row whose lease this replica may act on: its token is the one given ($n), or none for a job
-// this replica never claimed.
-#define FAIRGATE_PG_FENCED(n) " AND token IS NOT DISTINCT FROM $" #n "::bigint"
-
-// A claim reads O(keys + claim size) rows, neither every job nor every key's first $3: the order
-// is (tier, key's cost, sequence), and the claim wants its first 2 x $3 claimable jobs (M).
-// - heads: each wanted type's keys with claimable jobs, each with its first claimable job nobody
-//   holds (its head), found by one walk of the (type, fairness_key, sequence) index, one descent
-//   per key (a loose index scan);
-// - placed: the keys with their tiers and their costs as flushed, in (tier, cost, head) order.
-//   The head of the key in place p has the p - 1 earlier heads before it, so only the first M
-//   keys can offer, the key in place p at most M - p + 1 jobs;
-// - known / bound: each key's first ceil(M / keys) jobs, at least M in all; the M-th of them in
-//   claim order bounds the answer (M jobs come at or before it), so a key of a later tier or cost
-//   offers nothing, and one of its tier and cost only jobs up to its sequence. Keys of equal cost
-//   (every new key) interleave by sequence; this bound keeps each to its share;
-// - offered: the jobs each key may offer, within those bounds and at most $3, with the jobs whose
-//   lease lapsed from the holder index (the two sets never meet: a lapsed job still names its
-//   holder, and a job nobody holds has no lease), which come first;
-// - ranked / picked: the first M in claim order, read again, and the first $3 of them that no
-//   other claim is locking, locked.
-// The answer is the same as ordering every claimable job (tests/postgres_store_test.cc's
-// comparison); `EXPLAIN ANALYZE` on 20,000 jobs of 100 keys, claims of 23 / 64 / 128: 1.0 / 2.0 /
-// 2.9 ms, where every key offering its first $3 took 5.9 / 9.5 / 14.2 (bench/README.md).
-// The candidates of a claim, in one macro so that both claims below share it: $1 the types, $2
-// their tiers, $3 how many to claim, `wall` the
-// number of the parameter that is the replica's wall clock (a retry's backoff is in it), `wanted`
-// the SQL of the wanted types (columns type and tier, and any that `claimable` reads), `claimable`
-// a condition on a job `j` that every offered job meets besides being due and not held.
-#define FAIRGATE_PG_CLAIM_CANDIDATES(wall, wanted, claimable)                            \
-  "WITH RECURSIVE wanted AS (" wanted                                                    \
-  "), "                                                                                  \
-  "heads AS ("                                                                           \
-  "  SELECT w.type, w.tier, f.key, f.head FROM wanted w CROSS JOIN LATERAL ("            \
-  "    SELECT j.fairness_key AS key, j.sequence AS head FROM fairgate_durable_jobs j "   \
-  "    WHERE j.type = w.type AND NOT j.dead AND j.not_before <= $" #wall                 \
-  " AND j.holder IS NULL AND " claimable                                                 \
-  "    ORDER BY j.fairness_key, j.sequence LIMIT 1) f "                                  \
-  "  UNION ALL "                                                                         \
-  "  SELECT k.type, k.tier, f.key, f.head FROM heads k CROSS JOIN LATERAL ("             \
-  "    SELECT j.fairness_key AS key, j.sequence AS head FROM fairgate_durable_jobs j "   \
-  "    WHERE j.type = k.type AND NOT j.dead AND j.fairness_key > k.key "                 \
-  "      AND j.not_before <= $" #wall " AND j.holder IS NULL AND " claimable             \
-  "    ORDER BY j.fairness_key, j.sequence LIMIT 1) f), "                                \
-  "placed AS MATERIALIZED (SELECT h.*, coalesce(c.accumulated_cost, 0) AS cost, "        \
-  "  row_number() OVER (ORDER BY h.tier DESC, coalesce(c.accumulated_cost, 0), h.head) " \
-  "  AS place FROM heads h LEFT JOIN fairgate_keys c ON c.key = h.key), "                \
-  "known AS (SELECT tier, cost, head AS sequence FROM placed UNION ALL "                 \
-  "  SELECT p.tier, p.cost, c.sequence FROM placed p "                                   \
-  "  CROSS JOIN LATERAL (SELECT j.sequence FROM fairgate_durable_jobs j "                \
-  "    WHERE j.type = p.type AND j.fairness_key = p.key AND NOT j.dead "                 \
-  "      AND j.sequence > p.head AND j.not_before <= $" #wall                            \
-  " AND j.holder IS NULL AND " claimable                                                 \
-  "    ORDER BY j.sequence "                                                             \
-  "    LIMIT ceil(2.0 * $3 / (SELECT count(*) FROM placed))::int - 1) c), "              \
-  "bound AS (SELECT tier, cost, sequence FROM known "                                    \
-  "  ORDER BY tier DESC, cost, sequence OFFSET 2 * $3 - 1 LIMIT 1), "                    \
-  "bounded AS (SELECT p.*, CASE WHEN b.tier = p.tier AND b.cost = p.cost "               \
-  "  THEN b.sequence ELSE 9223372036854775807 END AS last FROM placed p "                \
-  "  LEFT JOIN bound b ON true WHERE p.place <= 2 * $3 AND (b.tier IS NULL "             \
-  "    OR p.tier > b.tier OR (p.tier = b.tier AND p.cost <= b.cost))), "                 \
-  "offered AS ("                                                                         \
-  "  SELECT c.sequence, p.tier, false AS lapsed, p.cost FROM bounded p "                 \
-  "  CROSS JOIN LATERAL (SELECT j.sequence FROM fairgate_durable_jobs j "                \
-  "    WHERE j.type = p.type AND j.fairness_key = p.key AND NOT j.dead "                 \
-  "      AND j.sequence BETWEEN p.head AND p.last AND j.not_before <= $" #wall           \
-  " AND j.holder IS NULL AND " claimable                                                 \
-  "    ORDER BY j.sequence LIMIT least($3, 2 * $3 - p.place + 1)) c "                    \
-  "  UNION ALL "                                                                         \
-  "  SELECT j.sequence, w.tier, true, coalesce(c.accumulated_cost, 0) "                  \
-  "  FROM fairgate_durable_jobs j JOIN wanted w ON w.type = j.type "                     \
-  "  LEFT JOIN fairgate_keys c ON c.key = j.fairness_key "                               \
-  "  WHERE j.holder IS NOT NULL AND j.lease_until < " FAIRGATE_PG_NOW                    \
-  "    AND NOT j.dead AND j.not_before <= $" #wall " AND " claimable                     \
-  "), "                                                                                  \
-  "ranked AS MATERIALIZED (SELECT sequence, lapsed, tier, cost FROM offered "            \
-  "  ORDER BY lapsed DESC, tier DESC, cost, sequence LIMIT 2 * $3), "                    \
-  "picked AS (SELECT j.sequence, j.type, j.id, r.lapsed, r.tier, r.cost FROM ranked r "  \
-  "  JOIN fairgate_durable_jobs j ON j.sequence = r.sequence "                           \
-  "  WHERE NOT j.dead AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW    \
-  ") "                                                                                   \
-  "  ORDER BY r.lapsed DESC, r.tier DESC, r.cost, j.sequence "                           \
-  "  LIMIT $3 FOR UPDATE OF j SKIP LOCKED) "
-
-// A claim counts the attempt its replica will begin (SharedStore::ClaimJobs): one more attempt in
-// the row, and the count before it in what the claim returns.
-#define FAIRGATE_PG_COUNT_ATTEMPT "attempts = j.attempts + 1 "
-
-// A claim of jobs that take no lease: the candidates above, claimed in one statement with their
-// attempts counted. $4 the replica, $5 the lease's length, $6 the wall clock.
-constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
-    6, "SELECT * FROM unnest($1::text[], $2::int[]) AS w(type, tier)", "true")
-    "UPDATE fairgate_durable_jobs j SET holder = $4, "
-    "  lease_until = " FAIRGATE_PG_NOW
-    " + $5, token = nextval('fairgate_lease_tokens'), " FAIRGATE_PG_COUNT_ATTEMPT
-    "FROM picked WHERE j.sequence = picked.sequence "
-    "RETURNING j.sequence, j.type, j.id, j.fairness_key, j.payload, j.submitted_at, "
-    "  j.attempts - 1, j.not_before, j.last_error, j.token";
-
-// Whether job `j` could take the leases its type needs now (ClaimableType): its resource
-// ($5 the group, $6 its conflict limit; '' for none) and its type's fleet-wide cap ($7 slots; 0
-// for none) each have a slot that no unexpired lease holds. A job that could not is not offered,
-// so that however many of them come first in the fair order, a claim finds the claimable ones
-// behind them.
-#define FAIRGATE_PG_LEASES_FREE                                                              \
-  "NOT EXISTS (SELECT 1 FROM wanted b WHERE b.type = j.type AND ("                           \
-  "  (b.grp <> '' AND (SELECT count(*) FROM fairgate_resource_leases l WHERE l.grp = b.grp " \
-  "    AND l.id = j.id AND l.lease_until >= " FAIRGATE_PG_NOW                                \
-  ") >= b.lim) OR "                                                                          \
-  "  (b.cap > 0 AND (SELECT count(*) FROM fairgate_resource_leases l WHERE l.grp = $8 "      \
-  "    AND l.id = j.type AND l.lease_until >= " FAIRGATE_PG_NOW ") >= b.cap)))"
-
-// The first step of a claim whose jobs take leases (ClaimableType): the candidates whose leases
-// are free now, locked, in claim order, for the replica to choose among by the leases it can take
-// (counted again there: a candidate's and another's may need the same last slot). $4 the wall
-// clock, $5-$7 per type its conflict group, conflict limit and fleet cap, $8 the cap's group.
-constexpr const char* kClaimCandidates = FAIRGATE_PG_CLAIM_CANDIDATES(
-    4,
-    "SELECT * FROM unnest($1::text[], $2::int[], $5::text[], $6::int[], $7::int[]) "
-    "AS w(type, tier, grp, lim, cap)",
-    FAIRGATE_PG_LEASES_FREE) "SELECT sequence, type, id FROM picked ORDER BY lapsed DESC, tier "
-                             "DESC, cost, sequence";
-
-// Takes one free slot of resource ($1, $2) of $4 slots for replica $3 for $5 seconds, a slot
-// whose lease lapsed counting as free; its fencing token, or no row when every slot is held.
-constexpr const char* kTakeSlot =
-    "WITH free AS (SELECT s FROM generate_series(0, $4::int - 1) AS s "
-    "  WHERE NOT EXISTS (SELECT 1 FROM fairgate_resource_leases l WHERE l.grp = $1 "
-    "    AND l.id = $2 AND l.slot = s AND l.lease_until >= " FAIRGATE_PG_NOW
-    ") "
-    "  ORDER BY s LIMIT 1) "
-    "INSERT INTO fairgate_resource_leases "
-    "SELECT $1, $2, s, $3, " FAIRGATE_PG_NOW
-    " + $5, nextval('fairgate_lease_tokens') FROM free "
-    "ON CONFLICT (grp, id, slot) DO UPDATE SET holder = EXCLUDED.holder, "
-    "  lease_until = EXCLUDED.lease_until, token = EXCLUDED.token "
-    "  WHERE fairgate_resource_leases.lease_until < " FAIRGATE_PG_NOW " RETURNING token";
-
-// Gives back the resource leases whose fencing tokens are in the array parameter `tokens`: a
-// claim's, or those a claim took for a job it then dropped.
-#define FAIRGATE_PG_DROP_LEASES_BY_TOKEN(tokens) \
-  "DELETE FROM fairgate_resource_leases WHERE token = ANY(" tokens "::bigint[])"
-constexpr const char* kDropLeasesByToken = FAIRGATE_PG_DROP_LEASES_BY_TOKEN("$1");
-
-// How long the server lets a transaction of this store sit idle between statements.
-constexpr const char* kIdleInTransaction = "SET idle_in_transaction_session_timeout = 1000";
-
-constexpr const char* kJobColumns =
-    "sequence, type, id, fairness_key, payload, submitted_at, attempts, not_before, last_error";
-
-struct ClearResult {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-using Result = std::unique_ptr<PGresult, ClearResult>;
-struct FinishConnection {
-  void operator()(PGconn* c) const { PQfinish(c); }
-};
-using Connection = std::unique_ptr<PGconn, FinishConnection>;
-
-// One connection of a store's pool and what belongs to it. Connected on first use.
-struct Link {
-  Connection pg;
-  bool lost = false;  // a call failed in a way only a new connection can mend
-  absl::flat_hash_map<std::string, std::string> prepared;  // SQL -> its statement's name
-};
-
-std::string Number(double value) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.17g", value);
-  return buffer;
-}
-
-// One parameter: text, or bytes sent in binary (a bytea), or SQL NULL.
-struct Param {
-  std::string value;
-  bool binary = false;
-  bool null = false;
-};
-
-// A text[] literal of `items`.
-std::string TextArray(const std::vector<std::string>& items) {
-  std::string out = "{";
-  for (const std::string& item : items) {
-    if (out.size() > 1) out += ',';
-    out += '"';
-    for (char c : item) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-  }
-  return out + "}";
-}
+// The connections (postgres_connection.h) and the statements (postgres_statements.h).
+using store::postgres::Connection;
+using store::postgres::ConnectionPool;
+using store::postgres::ErrorOf;
+using store::postgres::Exec;
+using store::postgres::Link;
+using store::postgres::Number;
+using store::postgres::Param;
+using store::postgres::Result;
+using store::postgres::TextArray;
+using Session = ConnectionPool::Session;
+using store::postgres::kClaim;
+using store::postgres::kClaimCandidates;
+using store::postgres::kDropLeasesByToken;
+using store::postgres::kIdleInTransaction;
+using store::postgres::kJobColumns;
+using store::postgres::kSchema;
+using store::postgres::kSchemaVersion;
+using store::postgres::kTakeSlot;
 
 // This process's default replica name: host, process id and a random part.
 std::string DefaultReplicaName() {
@@ -342,15 +98,15 @@ class PostgresStore final : public SharedStore {
     auto store = std::unique_ptr<PostgresStore>(new PostgresStore(
         conninfo, options.replica.empty() ? DefaultReplicaName() : options.replica,
         static_cast<std::size_t>(options.connections)));
-    Session session = store->Take();
+    Session session = store->pool_.Take();
     Link& link = *session;
-    if (Status s = store->Connect(link); !s.ok()) return s;
-    Status schema = store->Transaction(link, "create the schema", [&] {
-      return store->Exec(link, kSchema, {}, "create the schema").status();
+    if (Status s = store->pool_.Connect(link); !s.ok()) return s;
+    Status schema = store->pool_.Transaction(link, "create the schema", [&] {
+      return Exec(link, kSchema, {}, "create the schema").status();
     });
     if (!schema.ok()) return schema;
-    StatusOr<Result> version = store->Exec(link, "SELECT max(version) FROM fairgate_schema", {},
-                                           "read the schema version");
+    StatusOr<Result> version =
+        Exec(link, "SELECT max(version) FROM fairgate_schema", {}, "read the schema version");
     if (!version.ok()) return version.status();
     const int found = std::atoi(PQgetvalue(version->get(), 0, 0));
     if (found > kSchemaVersion) {
@@ -363,10 +119,10 @@ class PostgresStore final : public SharedStore {
 
   StatusOr<std::uint64_t> AddJob(const StoredJob& job) override {
     if (Status s = Storable(job); !s.ok()) return s;
-    Session session = Take();
+    Session session = pool_.Take();
     Link& link = *session;
     // The notification wakes every replica's listener (WaitForJobs) at the commit.
-    StatusOr<Result> r = RetryingExec(
+    StatusOr<Result> r = pool_.RetryingExec(
         link,
         "WITH stored AS (INSERT INTO fairgate_durable_jobs "
         "(type, id, fairness_key, payload, submitted_at) "
@@ -395,9 +151,9 @@ class PostgresStore final : public SharedStore {
       payloads.push_back(absl::BytesToHexString(job.payload));
       submitted.push_back(Number(job.submitted_at));
     }
-    Session session = Take();
+    Session session = pool_.Take();
     Link& link = *session;
-    StatusOr<Result> r = RetryingExec(
+    StatusOr<Result> r = pool_.RetryingExec(
         link,
         "WITH numbers AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence("
         "'fairgate_durable_jobs', 'sequence')) AS sequence "
@@ -445,9 +201,9 @@ class PostgresStore final : public SharedStore {
         counted = true;
       }
     }
-    Session session = Take();
+    Session session = pool_.Take();
     Link& link = *session;
-    StatusOr<Result> r = RetryingExec(
+    StatusOr<Result> r = pool_.RetryingExec(
         link,
         "UPDATE fairgate_durable_jobs SET attempts = attempts + $3 "
         "WHERE sequence = $1 AND NOT dead" FAIRGATE_PG_FENCED(2) " AND (token IS NULL OR "
@@ -472,7 +228,7 @@ class PostgresStore final : public SharedStore {
   }
 
   Status RemoveJob(std::uint64_t sequence) override {
-    Session session = Take();
+    Session session = pool_.Take();
     Link& link = *session;
     return Finish(link, sequence,
                   "DELETE FROM fairgate_durable_jobs WHERE sequence = $1" FAIRGATE_PG_FENCED(
@@ -497,9 +253,9 @@ class PostgresStore final : public SharedStore {
         for (std::uint64_t token : it->second.resources) resources.push_back(std::to_string(token));
       }
     }
-    Session session = Take();
+    Session session = pool_.Take();
     Link& link = *session;
-    StatusOr<Result> r = RetryingExec(
+    StatusOr<Result> r = pool_.RetryingExec(
         link,
         "WITH gone AS (DELETE FROM fairgate_durable_jobs j USING unnest($1::bigint[], "
         "$2::bigint[]) AS r(sequence, token) WHERE j.sequence = r.sequence "
@@ -563,7 +319,7 @@ class PostgresStore final : public SharedStore {
   }
 
   Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) override {
-    Session session = Take();
+    Session session = pool_.Take();
     Link& link = *session;
     return Finish(link, sequence,
                   "UPDATE fairgate_durable_jobs SET not_before = $3, last_error = $4, "
@@ -573,7 +329,7 @@ class PostgresStore final : public SharedStore {
   }
 
   Status KillJob(std::uint64_t sequence, std::string_view error) override {
-    Session session = Take();
+    Session session = pool_.Take();
     Link& link = *session;
     return Finish(link, sequence,
                   "UPDATE fairgate_durable_jobs SET dead = true, last_error = $3, "
@@ -583,7 +339,7 @@ class PostgresStore final : public SharedStore {
   }
 
   Status ReleaseJob(std::uint64_t sequence) override {
-    Session session = Take();
+    Session session = pool_.Take();
     Link& link = *session;
     // Given back: any replica may claim it at once (the notification wakes their listeners).
     return Finish(link, sequence,
@@ -597,7 +353,7 @@ class PostgresStore final : public SharedStore {
     std::lock_guard lock(listen_mutex_);
     PGconn* c = listener_.get();
     if (c == nullptr || PQstatus(c) != CONNECTION_OK) {
-      listener_.reset(PQconnectdb(conninfo_.c_str()));
+      listener_.reset(PQconnectdb(pool_.conninfo().c_str()));
       c = listener_.get();
       Result listen(PQstatus(c) == CONNECTION_OK ? PQexec(c, "LISTEN " FAIRGATE_PG_JOBS_CHANNEL)
                                                  : nullptr);
@@ -641,18 +397,18 @@ class PostgresStore final : public SharedStore {
 
   StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id, int limit,
                                           double lease_seconds) override {
-    Session session = Take();
+    Session session = pool_.Take();
     Link& link = *session;
     // Two replicas may pick the same free slot; the one that loses finds it taken, and tries
     // the next free one: at most `limit` rounds.
     for (int round = 0; round < std::max(limit, 1); ++round) {
-      StatusOr<Result> r = RetryingExec(link, kTakeSlot,
-                                        {{std::string(group)},
-                                         {std::string(id)},
-                                         {replica_},
-                                         {std::to_string(limit)},
-                                         {Number(lease_seconds)}},
-                                        "take a resource's lease");
+      StatusOr<Result> r = pool_.RetryingExec(link, kTakeSlot,
+                                              {{std::string(group)},
+                                               {std::string(id)},
+                                               {replica_},
+                                               {std::to_string(limit)},
+                                               {Number(lease_seconds)}},
+                                              "take a resource's lease");
       if (!r.ok()) return r.status();
       if (PQntuples(r->get()) == 1) {
         const std::uint64_t token = std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10);
@@ -675,17 +431,17 @@ class PostgresStore final : public SharedStore {
 
   Status ReleaseResource(std::string_view group, std::string_view id,
                          std::uint64_t token) override {
-    Session session = Take();
+    Session session = pool_.Take();
     Link& link = *session;
     {
       std::lock_guard state(state_mutex_);
       resource_tokens_.erase(token);
     }
-    return RetryingExec(
-               link,
-               "DELETE FROM fairgate_resource_leases WHERE grp = $1 AND id = $2 AND token = $3",
-               {{std::string(group)}, {std::string(id)}, {std::to_string(token)}},
-               "release a resource's lease")
+    return pool_
+        .RetryingExec(
+            link, "DELETE FROM fairgate_resource_leases WHERE grp = $1 AND id = $2 AND token = $3",
+            {{std::string(group)}, {std::string(id)}, {std::to_string(token)}},
+            "release a resource's lease")
         .status();
   }
 
@@ -697,10 +453,10 @@ class PostgresStore final : public SharedStore {
       costs.push_back(Number(k.accumulated_cost));
       idle.push_back(Number(k.idle_since));
     }
-    Session session = Take();
+    Session session = pool_.Take();
     Link& link = *session;
     std::vector<SavedKey> totals;
-    Status status = Transaction(link, "share keys' costs", [&]() -> Status {
+    Status status = pool_.Transaction(link, "share keys' costs", [&]() -> Status {
       totals.clear();
       // In key order, so that replicas sharing at once lock the rows in one order.
       if (!names.empty()) {
@@ -748,12 +504,12 @@ class PostgresStore final : public SharedStore {
       tiers.push_back(std::to_string(t.priority));
       leases |= t.fleet_cap > 0 || !t.conflict_group.empty();
     }
-    Session session = Take();
+    Session session = pool_.Take();
     Link& link = *session;
     const SteadyClock::time_point sure_until = SureUntil(lease_seconds);
     if (leases) {
       absl::flat_hash_map<std::uint64_t, std::vector<std::uint64_t>> taken;
-      Status claimed = Transaction(link, "claim durable jobs", [&] {
+      Status claimed = pool_.Transaction(link, "claim durable jobs", [&] {
         return ClaimWithLeases(link, types, names, tiers, max_jobs, lease_seconds, jobs, taken);
       });
       if (!claimed.ok()) return claimed;
@@ -764,14 +520,14 @@ class PostgresStore final : public SharedStore {
       }
       return jobs;
     }
-    StatusOr<Result> r = RetryingExec(link, kClaim,
-                                      {{TextArray(names)},
-                                       {TextArray(tiers)},
-                                       {std::to_string(max_jobs)},
-                                       {replica_},
-                                       {Number(lease_seconds)},
-                                       {Number(WallSeconds())}},
-                                      "claim durable jobs");
+    StatusOr<Result> r = pool_.RetryingExec(link, kClaim,
+                                            {{TextArray(names)},
+                                             {TextArray(tiers)},
+                                             {std::to_string(max_jobs)},
+                                             {replica_},
+                                             {Number(lease_seconds)},
+                                             {Number(WallSeconds())}},
+                                            "claim durable jobs");
     if (!r.ok()) return r.status();
     for (int i = 0; i < PQntuples(r->get()); ++i) {
       StatusOr<StoredJob> job = JobAt(*r, i);
@@ -787,7 +543,7 @@ class PostgresStore final : public SharedStore {
   }
 
   StatusOr<std::size_t> RenewLeases(double lease_seconds) override {
-    Session session = Take();
+    Session session = pool_.Take();
     Link& link = *session;
     std::vector<std::string> renewed;
     std::vector<std::string> resources;
@@ -804,7 +560,7 @@ class PostgresStore final : public SharedStore {
     // their sequences.
     auto renew = [&](const char* sql, const std::vector<std::string>& tokens) -> StatusOr<Result> {
       if (tokens.empty()) return Result();
-      StatusOr<Result> r = RetryingExec(
+      StatusOr<Result> r = pool_.RetryingExec(
           link, sql, {{replica_}, {Number(lease_seconds)}, {TextArray(tokens)}}, "renew leases");
       if (r.ok())
         held += static_cast<std::size_t>(std::strtoull(PQcmdTuples(r->get()), nullptr, 10));
@@ -838,9 +594,9 @@ class PostgresStore final : public SharedStore {
 
   Status SaveLearned(const LearnedState& changed, double forget_estimates_before,
                      double forget_keys_before) override {
-    Session session = Take();
+    Session session = pool_.Take();
     Link& link = *session;
-    return Transaction(link, "flush", [&]() -> Status {
+    return pool_.Transaction(link, "flush", [&]() -> Status {
       for (const SavedEstimate& e : changed.estimates) {
         Status s =
             Exec(link,
@@ -883,10 +639,10 @@ class PostgresStore final : public SharedStore {
   }
 
   StatusOr<LearnedState> LoadLearned() override {
-    Session session = Take();
+    Session session = pool_.Take();
     Link& link = *session;
     LearnedState state;
-    StatusOr<Result> e = RetryingExec(
+    StatusOr<Result> e = pool_.RetryingExec(
         link, "SELECT type, id, seconds, last_used FROM fairgate_estimates", {}, "load estimates");
     if (!e.ok()) return e.status();
     for (int i = 0; i < PQntuples(e->get()); ++i) {
@@ -894,14 +650,15 @@ class PostgresStore final : public SharedStore {
           {Text(*e, i, 0), Text(*e, i, 1), Double(*e, i, 2), Double(*e, i, 3)});
     }
     StatusOr<Result> k =
-        RetryingExec(link, "SELECT key, accumulated_cost, idle_since FROM fairgate_keys", {},
-                     "load keys' costs");
+        pool_.RetryingExec(link, "SELECT key, accumulated_cost, idle_since FROM fairgate_keys", {},
+                           "load keys' costs");
     if (!k.ok()) return k.status();
     for (int i = 0; i < PQntuples(k->get()); ++i) {
       state.keys.push_back({Text(*k, i, 0), Double(*k, i, 1), Double(*k, i, 2)});
     }
-    StatusOr<Result> p = RetryingExec(link, "SELECT type, id, last_run_end FROM fairgate_schedules",
-                                      {}, "load periodic schedules");
+    StatusOr<Result> p =
+        pool_.RetryingExec(link, "SELECT type, id, last_run_end FROM fairgate_schedules", {},
+                           "load periodic schedules");
     if (!p.ok()) return p.status();
     for (int i = 0; i < PQntuples(p->get()); ++i) {
       state.schedules.push_back({Text(*p, i, 0), Text(*p, i, 1), Double(*p, i, 2)});
@@ -911,43 +668,7 @@ class PostgresStore final : public SharedStore {
 
  private:
   PostgresStore(std::string conninfo, std::string replica, std::size_t connections)
-      : conninfo_(std::move(conninfo)), replica_(std::move(replica)), max_links_(connections) {}
-
-  // A connection of the pool, held for one call and given back after it.
-  class Session {
-   public:
-    Session(PostgresStore* store, std::unique_ptr<Link> link)
-        : store_(store), link_(std::move(link)) {}
-    ~Session() { store_->Return(std::move(link_)); }
-    Session(const Session&) = delete;
-    Session& operator=(const Session&) = delete;
-    Link& operator*() { return *link_; }
-
-   private:
-    PostgresStore* store_;
-    std::unique_ptr<Link> link_;
-  };
-
-  // An idle connection, or a new one while fewer than max_links_ exist; waits otherwise.
-  Session Take() {
-    std::unique_lock lock(pool_mutex_);
-    pool_returned_.wait(lock, [&] { return !idle_.empty() || links_ < max_links_; });
-    if (idle_.empty()) {
-      ++links_;
-      return Session(this, std::make_unique<Link>());
-    }
-    std::unique_ptr<Link> link = std::move(idle_.back());
-    idle_.pop_back();
-    return Session(this, std::move(link));
-  }
-
-  void Return(std::unique_ptr<Link> link) {
-    {
-      std::lock_guard lock(pool_mutex_);
-      idle_.push_back(std::move(link));
-    }
-    pool_returned_.notify_one();
-  }
+      : pool_(std::move(conninfo), connections), replica_(std::move(replica)) {}
 
   // PostgreSQL's text cannot hold a NUL byte, and libpq would cut a parameter at the first one:
   // a job's names with one are refused rather than stored cut short. (The payload is bytea.)
@@ -969,120 +690,13 @@ class PostgresStore final : public SharedStore {
         .count();
   }
 
-  Status Connect(Link& link) {
-    link.lost = false;
-    link.prepared.clear();  // prepared statements belong to a connection
-    link.pg.reset(PQconnectdb(conninfo_.c_str()));
-    if (PQstatus(link.pg.get()) == CONNECTION_OK) {
-      // The schema's "already exists, skipping" NOTICEs are not worth a line on stderr each.
-      PQsetNoticeProcessor(
-          link.pg.get(), [](void*, const char*) {}, nullptr);
-      // A replica stopped in the middle of a transaction (SIGSTOP, a VM pause) would hold its
-      // row locks for as long as it stays stopped, and a claim's transaction takes lease rows
-      // that other replicas' claims and leases then wait for: the server ends such a
-      // transaction once it has been idle for kIdleInTransaction (ours are milliseconds long).
-      Result set(PQexec(link.pg.get(), kIdleInTransaction));
-      if (set == nullptr || PQresultStatus(set.get()) != PGRES_COMMAND_OK) {
-        Status s = absl::UnavailableError(absl::StrCat(
-            "PostgreSQL: set idle_in_transaction_session_timeout: ", ErrorOf(link.pg.get())));
-        link.pg.reset();
-        return s;
-      }
-    } else {
-      Status s =
-          absl::UnavailableError(absl::StrCat("PostgreSQL: connect: ", ErrorOf(link.pg.get())));
-      link.pg.reset();
-      return s;
-    }
-    return absl::OkStatus();
-  }
-
-  static bool Broken(const Link& link) {
-    return link.lost || link.pg == nullptr || PQstatus(link.pg.get()) != CONNECTION_OK;
-  }
-
-  // Runs `attempt` (one transaction) on `link`, connecting it first if it is not connected; if
-  // it failed on a broken connection, reconnects and runs it once more. A transaction cut by a
-  // broken connection was rolled back by the server.
-  template <typename Attempt>
-  auto Retrying(Link& link, Attempt attempt) -> decltype(attempt()) {
-    if (Broken(link)) {
-      if (Status s = Connect(link); !s.ok()) return s;
-    }
-    auto result = attempt();
-    if (result.ok() || !Broken(link)) return result;
-    if (Status s = Connect(link); !s.ok()) return s;
-    return attempt();
-  }
-
-  // Runs `body` (statements on `link`) as one transaction: BEGIN, the body, then COMMIT, or
-  // ROLLBACK when the body fails; retried once on a fresh connection as Retrying does.
-  template <typename Body>
-  Status Transaction(Link& link, const char* what, Body body) {
-    return Retrying(link, [&]() -> Status {
-      if (Status s = Exec(link, "BEGIN", {}, what).status(); !s.ok()) return s;
-      if (Status s = body(); !s.ok()) {
-        (void)Exec(link, "ROLLBACK", {}, what);
-        return s;
-      }
-      return Exec(link, "COMMIT", {}, what).status();
-    });
-  }
-
-  StatusOr<Result> RetryingExec(Link& link, const char* sql, const std::vector<Param>& params,
-                                const char* what) {
-    return Retrying(link, [&] { return Exec(link, sql, params, what); });
-  }
-
-  StatusOr<Result> Exec(Link& link, const char* sql, const std::vector<Param>& params,
-                        const char* what) {
-    std::vector<const char*> values;
-    std::vector<int> lengths, formats;
-    for (const Param& p : params) {
-      values.push_back(p.null ? nullptr : p.value.data());
-      lengths.push_back(static_cast<int>(p.value.size()));
-      formats.push_back(p.binary ? 1 : 0);
-    }
-    Result r;
-    if (params.empty()) {
-      r.reset(PQexec(link.pg.get(), sql));
-    } else {
-      // A statement with parameters is prepared once per connection: planning the claim costs
-      // about a millisecond of the server's CPU on this machine, more than running it.
-      auto [it, inserted] =
-          link.prepared.try_emplace(sql, absl::StrCat("fairgate_", link.prepared.size()));
-      if (inserted) {
-        r.reset(PQprepare(link.pg.get(), it->second.c_str(), sql, static_cast<int>(params.size()),
-                          nullptr));
-        if (r == nullptr || PQresultStatus(r.get()) != PGRES_COMMAND_OK) link.prepared.erase(it);
-      }
-      if (!inserted || (r != nullptr && PQresultStatus(r.get()) == PGRES_COMMAND_OK)) {
-        r.reset(PQexecPrepared(link.pg.get(), it->second.c_str(), static_cast<int>(params.size()),
-                               values.data(), lengths.data(), formats.data(), 0));
-      }
-    }
-    const ExecStatusType status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return r;
-    const char* state = r ? PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) : nullptr;
-    const std::string code = state != nullptr ? state : "";
-    const std::string message = absl::StrCat("PostgreSQL: ", what, ": ", ErrorOf(link.pg.get()));
-    // No SQLSTATE: libpq's own failure, the connection lost (its status may still say OK).
-    if (code.empty()) link.lost = true;
-    if (Broken(link) || code.rfind("08", 0) == 0 || code.rfind("57P", 0) == 0) {
-      return absl::UnavailableError(message);  // the connection, or the server shutting down
-    }
-    if (code == "53100") return absl::ResourceExhaustedError(message);  // disk full
-    if (code == "25006" || code == "42501") return absl::FailedPreconditionError(message);
-    return absl::InternalError(message);
-  }
-
   StatusOr<std::vector<StoredJob>> Jobs(bool dead) {
-    Session session = Take();
+    Session session = pool_.Take();
     Link& link = *session;
     const std::string sql =
         absl::StrCat("SELECT ", kJobColumns, " FROM fairgate_durable_jobs WHERE ",
                      dead ? "dead" : "NOT dead", " ORDER BY sequence");
-    StatusOr<Result> r = RetryingExec(link, sql.c_str(), {}, "load durable jobs");
+    StatusOr<Result> r = pool_.RetryingExec(link, sql.c_str(), {}, "load durable jobs");
     if (!r.ok()) return r.status();
     std::vector<StoredJob> jobs;
     for (int i = 0; i < PQntuples(r->get()); ++i) {
@@ -1173,7 +787,7 @@ class PostgresStore final : public SharedStore {
     std::vector<Param> params = {{std::to_string(sequence)}, TokenOf(sequence)};
     for (Param& p : more) params.push_back(std::move(p));
     StatusOr<Result> r =
-        RetryingExec(link, sql, params, absl::StrCat(what, " a durable job").c_str());
+        pool_.RetryingExec(link, sql, params, absl::StrCat(what, " a durable job").c_str());
     Status status = r.status();
     if (r.ok() && PQntuples(r->get()) == 0) {
       status = Refusal(link, sequence, what);
@@ -1209,8 +823,8 @@ class PostgresStore final : public SharedStore {
       it->second.resources.clear();
     }
     if (resources.empty()) return;
-    (void)RetryingExec(link, kDropLeasesByToken, {{TextArray(resources)}},
-                       "release a claim's leases");
+    (void)pool_.RetryingExec(link, kDropLeasesByToken, {{TextArray(resources)}},
+                             "release a claim's leases");
   }
 
   // The body of a claim whose types take leases, in the claim's transaction: locks the
@@ -1353,14 +967,9 @@ class PostgresStore final : public SharedStore {
     return std::strtod(PQgetvalue(r.get(), row, column), nullptr);
   }
 
-  const std::string conninfo_;
+  // The connections: at most the options' `connections`, each used by one call at a time.
+  ConnectionPool pool_;
   const std::string replica_;
-  // The pool: at most max_links_ connections, each used by one call at a time.
-  const std::size_t max_links_;
-  std::mutex pool_mutex_;  // guards idle_ and links_
-  std::condition_variable pool_returned_;
-  std::vector<std::unique_ptr<Link>> idle_;
-  std::size_t links_ = 0;  // made so far
 
   mutable std::mutex state_mutex_;  // guards what follows
   // The claims this replica made and is not done with, by sequence: their tokens, and whether

@@ -1,0 +1,144 @@
+// The PostgreSQL store's connections (postgres_store.cc): libpq's handles, a pool of connections
+// each used by one call at a time, and statements run on one, prepared once per connection and
+// retried once on a fresh connection when it turned out to be broken. Knows nothing of jobs or
+// leases. Internal to src/store.
+#ifndef FAIRGATE_STORE_POSTGRES_CONNECTION_H_
+#define FAIRGATE_STORE_POSTGRES_CONNECTION_H_
+
+#include <libpq-fe.h>
+
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "fairgate/status.h"
+
+namespace fairgate::store::postgres {
+
+// libpq's message of the connection's last error, without the newline it ends with.
+absl::string_view ErrorOf(const PGconn* connection);
+
+struct ClearResult {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using Result = std::unique_ptr<PGresult, ClearResult>;
+struct FinishConnection {
+  void operator()(PGconn* c) const { PQfinish(c); }
+};
+using Connection = std::unique_ptr<PGconn, FinishConnection>;
+
+// One connection of a store's pool and what belongs to it. Connected on first use.
+struct Link {
+  Connection pg;
+  bool lost = false;  // a call failed in a way only a new connection can mend
+  absl::flat_hash_map<std::string, std::string> prepared;  // SQL -> its statement's name
+};
+
+// A double as text that reads back to the same double.
+std::string Number(double value);
+
+// One parameter: text, or bytes sent in binary (a bytea), or SQL NULL.
+struct Param {
+  std::string value;
+  bool binary = false;
+  bool null = false;
+};
+
+// A text[] literal of `items`.
+std::string TextArray(const std::vector<std::string>& items);
+
+// Whether `link` must be connected again before it is used.
+bool Broken(const Link& link);
+
+// Runs one statement on `link` (prepared once per connection when it has parameters): its result,
+// or a status for what went wrong (`what` names it): Unavailable for the connection or a server
+// shutting down (the link is then marked lost), ResourceExhausted for a full disk,
+// FailedPrecondition for a read-only server or a missing privilege, Internal otherwise.
+StatusOr<Result> Exec(Link& link, const char* sql, const std::vector<Param>& params,
+                      const char* what);
+
+// At most `max_links` connections to `conninfo`, each used by one call at a time.
+class ConnectionPool {
+ public:
+  ConnectionPool(std::string conninfo, std::size_t max_links)
+      : conninfo_(std::move(conninfo)), max_links_(max_links) {}
+  ConnectionPool(const ConnectionPool&) = delete;
+  ConnectionPool& operator=(const ConnectionPool&) = delete;
+
+  const std::string& conninfo() const { return conninfo_; }
+
+  // A connection of the pool, held for one call and given back after it.
+  class Session {
+   public:
+    Session(ConnectionPool* pool, std::unique_ptr<Link> link)
+        : pool_(pool), link_(std::move(link)) {}
+    ~Session() { pool_->Return(std::move(link_)); }
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+    Link& operator*() { return *link_; }
+
+   private:
+    ConnectionPool* pool_;
+    std::unique_ptr<Link> link_;
+  };
+
+  // An idle connection, or a new one while fewer than max_links_ exist; waits otherwise.
+  Session Take();
+
+  // Connects `link` (again): a new connection, its statements to be prepared anew.
+  Status Connect(Link& link);
+
+  // Runs `attempt` (one transaction) on `link`, connecting it first if it is not connected; if
+  // it failed on a broken connection, reconnects and runs it once more. A transaction cut by a
+  // broken connection was rolled back by the server.
+  template <typename Attempt>
+  auto Retrying(Link& link, Attempt attempt) -> decltype(attempt()) {
+    if (Broken(link)) {
+      if (Status s = Connect(link); !s.ok()) return s;
+    }
+    auto result = attempt();
+    if (result.ok() || !Broken(link)) return result;
+    if (Status s = Connect(link); !s.ok()) return s;
+    return attempt();
+  }
+
+  // Runs `body` (statements on `link`) as one transaction: BEGIN, the body, then COMMIT, or
+  // ROLLBACK when the body fails; retried once on a fresh connection as Retrying does.
+  template <typename Body>
+  Status Transaction(Link& link, const char* what, Body body) {
+    return Retrying(link, [&]() -> Status {
+      if (Status s = Exec(link, "BEGIN", {}, what).status(); !s.ok()) return s;
+      if (Status s = body(); !s.ok()) {
+        (void)Exec(link, "ROLLBACK", {}, what);
+        return s;
+      }
+      return Exec(link, "COMMIT", {}, what).status();
+    });
+  }
+
+  // Exec, as Retrying runs it.
+  StatusOr<Result> RetryingExec(Link& link, const char* sql, const std::vector<Param>& params,
+                                const char* what) {
+    return Retrying(link, [&] { return Exec(link, sql, params, what); });
+  }
+
+ private:
+  void Return(std::unique_ptr<Link> link);
+
+  const std::string conninfo_;
+  const std::size_t max_links_;
+  std::mutex mutex_;  // guards idle_ and links_
+  std::condition_variable returned_;
+  std::vector<std::unique_ptr<Link>> idle_;
+  std::size_t links_ = 0;  // made so far
+};
+
+}  // namespace fairgate::store::postgres
+
+#endif  // FAIRGATE_STORE_POSTGRES_CONNECTION_H_
