@@ -39,28 +39,10 @@
 #include "store/postgres_connection.h"
 #include "store/postgres_statements.h"
 
-namespace fairgate {
+namespace fairgate::store::postgres {
 namespace {
 
-// The connections (postgres_connection.h) and the statements (postgres_statements.h).
-using store::postgres::Connection;
-using store::postgres::ConnectionPool;
-using store::postgres::ErrorOf;
-using store::postgres::Exec;
-using store::postgres::Link;
-using store::postgres::Number;
-using store::postgres::Param;
-using store::postgres::Result;
-using store::postgres::TextArray;
 using Session = ConnectionPool::Session;
-using store::postgres::kClaim;
-using store::postgres::kClaimCandidates;
-using store::postgres::kDropLeasesByToken;
-using store::postgres::kIdleInTransaction;
-using store::postgres::kJobColumns;
-using store::postgres::kSchema;
-using store::postgres::kSchemaVersion;
-using store::postgres::kTakeSlot;
 
 // This process's default replica name: host, process id and a random part.
 std::string DefaultReplicaName() {
@@ -994,10 +976,13 @@ class PostgresStore final : public SharedStore {
 };
 
 }  // namespace
+}  // namespace fairgate::store::postgres
+
+namespace fairgate {
 
 StatusOr<std::unique_ptr<SharedStore>> OpenPostgresStore(const std::string& conninfo,
                                                          const PostgresStoreOptions& options) {
-  return PostgresStore::Open(conninfo, options);
+  return store::postgres::PostgresStore::Open(conninfo, options);
 }
 
 }  // namespace fairgate
