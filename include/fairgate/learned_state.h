@@ -1,6 +1,9 @@
 // fairgate/learned_state.h: what a scheduler has learned and keeps across restarts through its
 // store (fairgate/store.h): the estimates of (type, id) and the fairness keys' accumulated costs,
-// as records. The core hands them out and takes them back; a store keeps them. Plain value types.
+// as records. The core hands them out and takes them back; a store keeps them.
+//
+// Thread safety: plain value types; nothing blocks, owns a resource or needs shutting down. Times
+// are Unix seconds, as a store keeps them.
 #ifndef FAIRGATE_LEARNED_STATE_H_
 #define FAIRGATE_LEARNED_STATE_H_
 

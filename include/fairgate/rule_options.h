@@ -1,6 +1,10 @@
 // fairgate/rule_options.h: the admission rule's options, which the core, the simulator and the
 // scheduler all read (SchedulerOptions::rule, fairgate/options.h), with their presets and their
-// validation. A plain value type.
+// validation. Options are validated when a core or a scheduler is created: a bad value is refused
+// with InvalidArgument naming the field by its path, never replaced by a default.
+//
+// Thread safety: plain value types and a pure function; nothing blocks, owns a resource or needs
+// shutting down.
 #ifndef FAIRGATE_RULE_OPTIONS_H_
 #define FAIRGATE_RULE_OPTIONS_H_
 
