@@ -6,27 +6,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/arguments.h"
 #include "core/check.h"
 
 namespace fairgate::core {
-namespace {
-
-absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
-[[gnu::cold, gnu::noinline]] Status NotFinite(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(what, " is not finite"));
-}
-
-// Inlined: every enqueue and completion asks it.
-inline Status CheckTime(double t, absl::string_view what) {
-  if (!std::isfinite(t)) [[unlikely]] {
-    return NotFinite(what);
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 JobView EndedJob::BaseView() const {
   JobView view;
   view.type = type;
@@ -48,17 +31,13 @@ AdmissionCore::AdmissionCore(const RuleOptions& rule)
     : rule_(rule),
       keys_(rule.default_key_limits),
       steps_(rule.aging),
-      limits_in_use_(rule.default_key_limits != KeyLimits{}),
       slots_(rule.max_concurrency) {}
 
 AdmissionCore::~AdmissionCore() {
   // Hooks are safe-mode: unlink every node before the containers that own them die.
   for (auto& tier : tiers_) tier->keys_by_acc.clear();
   for (auto& [name, key] : keys_) {
-    while (Lane* lane = key.lanes) {
-      key.lanes = lane->next_in_key;
-      delete lane;
-    }
+    LaneIndex::FreeLanesOf(key);
     while (TierPresence* presence = key.tiers) {
       key.tiers = presence->next_in_key;
       delete presence;
@@ -179,35 +158,12 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
   job.was_parked = false;
   job.joinable = joinable;
   if (joinable) type.join_points.Open(job);
-  job.resource = ResourceFor(type, AsAbsl(request.id));
-  if (job.resource) ++job.resource->refs;
+  job.resource = lanes_.RefResource(type, AsAbsl(request.id));
   if (admission != nullptr && pending_ == 0 && AdmitsAtOnce(job, now)) {
     AdmitAtOnce(job, now, admission->emplace());
     return TicketOf(job);
   }
-  JoinLane(job, LaneFor(key, type, tier));
-  ++key.pending;
-  if (type.pending == 0) type.starved_since = now;
-  ++type.pending;
-  ++tier.pending;
-  ++pending_;
-  if (rule_.idle_catch_up) {
-    TierPresence* presence = key.tiers;
-    while (presence != nullptr && presence->tier != &tier) presence = presence->next_in_key;
-    if (presence == nullptr) {
-      presence = new TierPresence;
-      presence->key = &key;
-      presence->tier = &tier;
-      presence->next_in_key = key.tiers;
-      key.tiers = presence;
-      tier.keys_by_acc.insert(*presence);
-    }
-    ++presence->pending;
-  }
-  InsertIntoLane(job);
-  if (rule_.aging && Paused(job)) steps_.StopClock(job, now);
-  SchedulePromotion(job);
-  steps_.ScheduleExpiry(job);
+  EnterPending(job, now);
   const JobTicket ticket = TicketOf(job);
   if (admission != nullptr && !AdmitsNothing(now)) *admission = NextAdmission(now);
   return ticket;
@@ -264,34 +220,18 @@ void AdmissionCore::Withdraw(Job& job, double now) {
   if (job.joinable) job.type->join_points.Withdraw(job);
   steps_.UnschedulePromotion(job);
   steps_.UnscheduleExpiry(job);
-  RemoveFromLane(job);
+  lanes_.Remove(job);
   LeavePending(job);
-  ReleaseResource(job.resource);
+  lanes_.UnrefResource(job.resource);
   keys_.MaybeIdle(*job.key, now);
   jobs_.Free(job);
-}
-
-Job* AdmissionCore::FrontOf(LaneSet& lanes) {
-  while (!lanes.empty()) {
-    Lane& front = *lanes.front();
-    if (front.key == nullptr) {
-      // A wait group's proxy: its resource has room and the first job of its best parked lane
-      // comes first here. It goes home, where it is the head of the set's first lane.
-      Unpark(*front.group->lanes.front()->ready.front().job);
-      continue;
-    }
-    Job& head = *front.ready.front().job;
-    if (IdBlocker(head.resource) == Blocker::kNone) return &head;
-    Park(head);
-  }
-  return nullptr;
 }
 
 std::optional<Admission> AdmissionCore::NextAdmission(double now) {
   AdvanceTo(now);
   if (slots_.Full()) return std::nullopt;
   DecisionSkips skipped;
-  parked_in_decision_ = 0;
+  lanes_.StartDecision();
   WorkerState* reserved = nullptr;
   Job* job = workers_.in_use() ? PickReserved(now, reserved) : nullptr;
   if (job == nullptr) job = Pick(skipped);
@@ -300,7 +240,7 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
   }
   if (workers_.reserving()) workers_.ClearReservations();
   if (job == nullptr) return std::nullopt;
-  skipped.conflict = parked_in_decision_;
+  skipped.conflict = lanes_.parked_in_decision();
   std::optional<Admission> admission(std::in_place);
   Admit(*job, skipped, now, *admission);
   admission->worker_reserved = reserved != nullptr;
@@ -321,11 +261,11 @@ Job* AdmissionCore::PickReserved(double now, WorkerState*& worker) {
 
 Job* AdmissionCore::FrontOfType(TypeState& type) {
   for (auto& tier : tiers_) {
-    if (tier.get() == type.tier) return FrontOf(*type.home);
+    if (tier.get() == type.tier) return lanes_.FrontOf(*type.home);
     if (tier->aged_in == 0) continue;
     for (auto& group : tier->aged) {
       if (group->type != &type) continue;
-      if (Job* job = FrontOf(group->lanes)) return job;
+      if (Job* job = lanes_.FrontOf(group->lanes)) return job;
       break;
     }
   }
@@ -339,7 +279,7 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
     // The head of a lane set, if it goes before the best so far. A linked lane's entry holds its
     // head's order, kept current by SyncLane: read, not recomputed.
     auto consider = [&](LaneSet& lanes) {
-      Job* head = FrontOf(lanes);
+      Job* head = lanes_.FrontOf(lanes);
       if (head != nullptr && (best == nullptr || head->lane->order < best_order)) {
         best = head;
         best_order = head->lane->order;
@@ -390,7 +330,7 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
   admission.accumulated_before = key.acc;
   admission.sjf = job.sjf;
   admission.seq = job.seq;
-  admission.reserved = Reserved(key);
+  admission.reserved = keys_.Reserved(key);
   admission.waited_on_conflict = job.was_parked;
   admission.skipped = skipped;
   if (job.worker != 0) admission.worker = workers_.Of(job)->name;
@@ -439,7 +379,7 @@ void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission) {
 [[gnu::always_inline]] inline void AdmissionCore::StartRunning(Job& job, const Admission& admission,
                                                                EstimateTable::Entry* estimate) {
   // A resource this fills hides the jobs parked on it again.
-  if (IdBlocker(job.resource) != Blocker::kNone) SyncProxies(*job.resource);
+  if (LaneIndex::IdBlocker(job.resource) != Blocker::kNone) lanes_.SyncProxies(*job.resource);
   // RunSync requests for its id join it while it runs, Submits do not.
   if (job.joinable) job.type->join_points.Start(job);
   // No longer pending: its pending facts give way to its running ones (queue_nodes.h).
@@ -481,7 +421,7 @@ void AdmissionCore::EndRunning(Job& job, const double* elapsed, double now) {
                          ? key.acc + (*elapsed - job.charge) / job.weight
                          : key.acc;
   Resource* resource = job.resource;
-  const bool resource_was_full = IdBlocker(resource) != Blocker::kNone;
+  const bool resource_was_full = LaneIndex::IdBlocker(resource) != Blocker::kNone;
   if (WorkerState* w = workers_.Of(job)) w->running.erase(job.slot);
   auto release = [&] {
     key.acc = acc;
@@ -490,14 +430,14 @@ void AdmissionCore::EndRunning(Job& job, const double* elapsed, double now) {
     });
   };
   // The key's lanes move only if its cost or (with limits) its admissibility may have changed.
-  if (acc != key.acc || limits_in_use_) {
+  if (acc != key.acc || keys_.limits_in_use()) {
     Rekey(key, release);
   } else {
     release();
   }
   if (resource != nullptr) {
-    if (resource_was_full) Reopen(*resource);  // its parked jobs may come first again
-    ReleaseResource(resource);
+    if (resource_was_full) lanes_.Reopen(*resource);  // its parked jobs may come first again
+    lanes_.UnrefResource(resource);
   }
   if (job.joinable) job.type->join_points.Complete(job);
   keys_.MaybeIdle(key, now);
@@ -526,15 +466,14 @@ void AdmissionCore::Promote(Job& job) {
   // Scheduled only when a tier above existed; tiers are never removed and the ceiling is fixed.
   TierState* above = TierAbove(*job.lane->tier);
   FAIRGATE_CORE_CHECK(above != nullptr, "an aging step was due with no tier above");
-  ++promotions_total_;
-  if (promotion_log_ != nullptr) {
-    promotion_log_->push_back({TicketOf(job), job.type->name, job.id, *job.key->name,
-                               job.lane->tier->priority, above->priority, steps_.NextStepAt(job),
-                               job.arrival});
+  if (steps_.CountPromotion()) {
+    steps_.LogPromotion({TicketOf(job), job.type->name, job.id, *job.key->name,
+                         job.lane->tier->priority, above->priority, steps_.NextStepAt(job),
+                         job.arrival});
   }
   // A parked job stays parked: it moves to its parked lane of the tier above.
-  MoveToLane(job, LaneFor(*job.key, *job.type, *above,
-                          job.state == JobState::kParked ? job.resource : nullptr));
+  lanes_.Move(job, lanes_.LaneFor(*job.key, *job.type, *above,
+                                  job.state == JobState::kParked ? job.resource : nullptr));
   ++job.promotions;
   SchedulePromotion(job);
 }
@@ -567,142 +506,33 @@ void AdmissionCore::SchedulePromotion(Job& job) {
   }
 }
 
-template <typename Affects, typename Apply>
-void AdmissionCore::ChangePause(double now, Affects affects, Apply apply) {
-  AdvanceTo(now);  // the steps due before the change are taken at their old pace
-  std::vector<std::pair<Job*, bool>> changed;  // pending jobs it may affect, paused before
-  if (rule_.aging) {
-    for (Job& job : jobs_) {
-      if ((job.state == JobState::kReady || job.state == JobState::kParked) && affects(job)) {
-        changed.emplace_back(&job, Paused(job));
-      }
-    }
+bool AdmissionCore::Shares(const TypeState& type) const {
+  for (int b = 1; b < static_cast<int>(Blocker::kCount); ++b) {
+    const auto blocker = static_cast<Blocker>(b);
+    if (LevelOf(blocker) == BlockerLevel::kType && !SharingMaySkip(blocker, type)) return false;
   }
-  apply();
-  for (auto [job, was_paused] : changed) {
-    if (Paused(*job) == was_paused) continue;
-    if (was_paused) {
-      steps_.RestartClock(*job, now);
-      SchedulePromotion(*job);
-    } else {
-      steps_.UnschedulePromotion(*job);
-      steps_.StopClock(*job, now);
-    }
+  return true;
+}
+
+bool AdmissionCore::SharingMaySkip(Blocker blocker, const TypeState& type) const {
+  switch (blocker) {
+    case Blocker::kTypePaused:
+      return !type.paused;
+    case Blocker::kTierCap:    // Pick: the tier has a slot; one is all a job of the type takes
+    case Blocker::kGlobalCap:  // NextAdmission: the global cap has a slot; the same
+      return type.config.slots == 1;
+    case Blocker::kTypeCap:  // its running jobs fill the tier before they reach its cap
+      return type.config.max_concurrency >= type.config.priority;
+    case Blocker::kNoWorker:  // a worker's room is per type
+      return !workers_.in_use();
+    case Blocker::kNone:
+    case Blocker::kKeyPaused:  // the key and id levels hold a shared set's lanes and jobs
+    case Blocker::kKeyLimit:   // as they hold a type's own (LaneIndex::SyncLane, FrontOf)
+    case Blocker::kConflictLimit:
+    case Blocker::kCount:
+      return true;
   }
-}
-
-Status AdmissionCore::PauseType(std::string_view name, double now) {
-  return SetTypePaused(name, true, now);
-}
-
-Status AdmissionCore::ResumeType(std::string_view name, double now) {
-  return SetTypePaused(name, false, now);
-}
-
-Status AdmissionCore::SetTypePaused(std::string_view name, bool paused, double now) {
-  if (Status s = CheckTime(now, paused ? "pause time" : "resume time"); !s.ok()) return s;
-  auto it = types_by_name_.find(AsAbsl(name));
-  if (it == types_by_name_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown job type '", AsAbsl(name), "'"));
-  }
-  TypeState& type = *it->second;
-  ChangePause(
-      now, [&](const Job& job) { return job.type == &type; }, [&] { type.paused = paused; });
-  Rehome(type);  // a paused type's jobs wait in lanes of their own
-  return absl::OkStatus();
-}
-
-Status AdmissionCore::PauseKey(std::string_view name, double now) {
-  return SetKeyPaused(name, true, now);
-}
-
-Status AdmissionCore::ResumeKey(std::string_view name, double now) {
-  return SetKeyPaused(name, false, now);
-}
-
-Status AdmissionCore::SetKeyPaused(std::string_view name, bool paused, double now) {
-  if (Status s = CheckTime(now, paused ? "pause time" : "resume time"); !s.ok()) return s;
-  KeySettings& settings = keys_.SettingsFor(AsAbsl(name));
-  limits_in_use_ = true;
-  keys_.NotePaused(AsAbsl(name), paused);
-  KeyState* state = keys_.Find(AsAbsl(name));
-  if (state == nullptr) {
-    // No job of the key to stop or restart, but the steps and expiries due by `now` are still
-    // taken first, as at every other pause and resume.
-    AdvanceTo(now);
-    settings.paused = paused;
-    return absl::OkStatus();
-  }
-  ChangePause(
-      now, [&](const Job& job) { return job.key == state; },
-      [&] { Rekey(*state, [&] { settings.paused = paused; }); });
-  return absl::OkStatus();
-}
-
-StatusOr<double> AdmissionCore::MaxWaitToCeiling(std::string_view type_name) const {
-  auto it = types_by_name_.find(AsAbsl(type_name));
-  if (it == types_by_name_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown job type '", AsAbsl(type_name), "'"));
-  }
-  int steps = 0;
-  for (const TierState* tier = it->second->tier; (tier = TierAbove(*tier)) != nullptr;) ++steps;
-  if (steps == 0) return 0.0;
-  return rule_.aging->grace.count() + steps * rule_.aging->interval.count();
-}
-
-std::vector<std::pair<std::string, double>> AdmissionCore::HeaviestKeys(std::size_t n) const {
-  std::vector<std::pair<std::string, double>> keys;
-  keys.reserve(keys_.size());
-  for (const auto& [name, key] : keys_) keys.emplace_back(name, key.acc);
-  auto heavier = [](const auto& a, const auto& b) {
-    return a.second != b.second ? a.second > b.second : a.first < b.first;
-  };
-  if (keys.size() > n) {
-    std::partial_sort(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(n), keys.end(),
-                      heavier);
-    keys.resize(n);
-  } else {
-    std::sort(keys.begin(), keys.end(), heavier);
-  }
-  return keys;
-}
-
-std::optional<std::uint32_t> AdmissionCore::TypeIndex(std::string_view type) const {
-  auto it = types_by_name_.find(AsAbsl(type));
-  if (it == types_by_name_.end()) return std::nullopt;
-  return it->second->index;
-}
-
-const JobTypeConfig* AdmissionCore::TypeConfig(std::string_view type) const {
-  auto it = types_by_name_.find(AsAbsl(type));
-  return it == types_by_name_.end() ? nullptr : &it->second->config;
-}
-
-bool AdmissionCore::TypePaused(std::string_view type) const {
-  auto it = types_by_name_.find(AsAbsl(type));
-  return it != types_by_name_.end() && it->second->paused;
-}
-
-Status AdmissionCore::SetKeyWeight(std::string_view name, double weight) {
-  if (Status s = ValidateKeyWeight(weight); !s.ok()) return s;
-  keys_.SettingsFor(AsAbsl(name)).weight = weight;
-  return absl::OkStatus();
-}
-
-Status AdmissionCore::SetKeyLimits(std::string_view name, const KeyLimits& limits) {
-  if (Status s = ValidateKeyLimits(limits); !s.ok()) return s;
-  KeySettings& settings = keys_.SettingsFor(AsAbsl(name));
-  limits_in_use_ = true;
-  auto apply = [&] {
-    settings.limits = limits;
-    settings.has_limits = true;
-  };
-  if (KeyState* key = keys_.Find(AsAbsl(name))) {
-    Rekey(*key, apply);
-  } else {
-    apply();
-  }
-  return absl::OkStatus();
+  return false;
 }
 
 void AdmissionCore::CountCapSkip(Blocker blocker, DecisionSkips& skipped) {
@@ -731,14 +561,6 @@ void AdmissionCore::CountCapSkip(Blocker blocker, DecisionSkips& skipped) {
   FAIRGATE_CORE_CHECK(false, "a type's lane set was skipped by no constraint of the type level");
 }
 
-bool AdmissionCore::Reserved(const KeyState& key) const {
-  return limits_in_use_ && key.running.used() < keys_.LimitsOf(key).min_running;
-}
-
-KeyPlace AdmissionCore::PlaceOf(const KeyState& key) const {
-  return {Reserved(key) ? 0u : kUnreservedRank, SortableBits(key.acc)};
-}
-
 double AdmissionCore::SjfOf(const TypeState& type, absl::string_view id,
                             const EnqueueRequest& request, double now) const {
   if (!type.config.shortest_first && !rule_.shortest_first) return 0;
@@ -747,130 +569,6 @@ double AdmissionCore::SjfOf(const TypeState& type, absl::string_view id,
                               ? *request.cost
                               : estimates_.Find(type.index, id).value_or(type.config.default_cost);
   return estimate + rule_.shortest_first_aging * now;
-}
-
-Status AdmissionCore::SetCapacity(int capacity) {
-  if (capacity < 1 || capacity > rule_.max_concurrency) {
-    return absl::InvalidArgumentError(absl::StrCat("capacity must be in [1, max_concurrency ",
-                                                   rule_.max_concurrency, "], got ", capacity));
-  }
-  slots_.set_limit(capacity);
-  return absl::OkStatus();
-}
-
-Snapshot AdmissionCore::TakeSnapshot() const {
-  Snapshot s;
-  s.max_concurrency = rule_.max_concurrency;
-  s.capacity = slots_.limit();
-  s.slots_in_use = slots_.used();
-  s.pending = pending_;
-  for (const auto& tier : tiers_) {
-    int running = 0;
-    for (const TypeState* type : tier->types) running += type->running.used();
-    s.tiers.push_back({tier->priority, running, tier->pending, tier->aged_in, tier->slots.used()});
-    s.running += running;
-  }
-  for (const auto& type : types_) {
-    s.types.push_back({type->name, type->config.priority, type->config.max_concurrency,
-                       type->running.used(), type->pending});
-    s.types.back().paused = type->paused;
-  }
-  s.paused_keys.assign(keys_.paused().begin(), keys_.paused().end());
-  std::vector<const WorkerState*> workers;
-  for (const auto& w : workers_.all()) {
-    if (w != nullptr) workers.push_back(w.get());
-  }
-  std::sort(workers.begin(), workers.end(),
-            [](const WorkerState* a, const WorkerState* b) { return a->added < b->added; });
-  for (const WorkerState* w : workers) {
-    WorkerSnapshot& out = s.workers.emplace_back();
-    out.name = w->name;
-    out.slots = w->slots.limit();
-    out.slots_in_use = w->slots.used();
-    for (const TypeState* type : w->served) out.types.push_back(type->name);
-  }
-  s.types_without_worker = TypesWithoutWorker();
-  s.keys_tracked = keys_.size();
-  s.estimates_tracked = estimates_.size();
-  return s;
-}
-
-std::vector<SavedEstimate> AdmissionCore::EstimatesUsedSince(double since) const {
-  std::vector<SavedEstimate> out;
-  estimates_.ForEachUsedSince(
-      since, [&](std::uint32_t type, absl::string_view id, double value, double last_used) {
-        out.push_back({types_[type]->name, std::string(id), value, last_used});
-      });
-  return out;
-}
-
-std::vector<SavedKey> AdmissionCore::KeyCosts(double now) const {
-  std::vector<SavedKey> out;
-  out.reserve(keys_.size());
-  for (const auto& [name, key] : keys_) {
-    out.push_back({name, key.acc, KeyTable::Idle(key) ? key.idle_since : now});
-  }
-  return out;
-}
-
-StatusOr<bool> AdmissionCore::RestoreEstimate(const SavedEstimate& estimate, double now) {
-  auto type = types_by_name_.find(AsAbsl(estimate.type));
-  if (type == types_by_name_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown job type '", AsAbsl(estimate.type), "'"));
-  }
-  if (!std::isfinite(estimate.seconds) || estimate.seconds < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a restored estimate must be finite and >= 0, got ", estimate.seconds));
-  }
-  const double last_used = std::min(estimate.last_used, now);
-  if (last_used + rule_.estimate_ttl.count() <= now) return false;
-  return estimates_.Restore(type->second->index, AsAbsl(estimate.id), estimate.seconds, last_used);
-}
-
-StatusOr<bool> AdmissionCore::RestoreKey(const SavedKey& saved, double now) {
-  if (!std::isfinite(saved.accumulated_cost) || saved.accumulated_cost < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a restored accumulated cost must be finite and >= 0, got ", saved.accumulated_cost));
-  }
-  const double idle_since = std::min(saved.idle_since, now);
-  if (idle_since + rule_.key_ttl.count() <= now) return false;
-  return keys_.Restore(saved, idle_since);
-}
-
-StatusOr<bool> AdmissionCore::SetAccumulatedCost(std::string_view name, double cost) {
-  if (!std::isfinite(cost) || cost < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("an accumulated cost must be finite and >= 0, got ", cost));
-  }
-  KeyState* key = keys_.Find(AsAbsl(name));
-  if (key == nullptr) return false;
-  Rekey(*key, [&] { key->acc = cost; });
-  return true;
-}
-
-Status AdmissionCore::Charge(std::string_view name, double cost, double now) {
-  if (Status s = CheckTime(now, "charge time"); !s.ok()) return s;
-  if (!std::isfinite(cost) || cost < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("a charge must be finite and >= 0, got ", cost));
-  }
-  KeyState* known = keys_.Find(AsAbsl(name));
-  KeyState& key = known != nullptr ? *known : keys_.Add(AsAbsl(name));
-  keys_.Wake(key);
-  Rekey(key, [&] { key.acc += cost / KeyTable::WeightOf(key); });
-  keys_.MaybeIdle(key, now);
-  return absl::OkStatus();
-}
-
-std::optional<double> AdmissionCore::AccumulatedCost(std::string_view key) const {
-  const KeyState* state = keys_.Find(AsAbsl(key));
-  if (state == nullptr) return std::nullopt;
-  return state->acc;
-}
-
-std::optional<double> AdmissionCore::Estimate(std::string_view type, std::string_view id) const {
-  auto it = types_by_name_.find(AsAbsl(type));
-  if (it == types_by_name_.end()) return std::nullopt;
-  return estimates_.Find(it->second->index, AsAbsl(id));
 }
 
 std::optional<JobView> AdmissionCore::Describe(JobTicket ticket) const {
@@ -899,255 +597,40 @@ void AdmissionCore::ViewInto(const Job& job, JobView& view) const {
                                                 : std::string_view();
 }
 
-LaneSet& AdmissionCore::SetFor(TypeState& type, TierState& tier) {
-  if (&tier == type.tier) return *type.home;
-  auto group = std::find_if(tier.aged.begin(), tier.aged.end(),
-                            [&](const auto& g) { return g->type == &type; });
-  if (group == tier.aged.end()) {
-    tier.aged.push_back(std::make_unique<AgedGroup>());
-    tier.aged.back()->type = &type;
-    group = tier.aged.end() - 1;
-  }
-  return (*group)->lanes;
-}
-
-Lane& AdmissionCore::LaneFor(KeyState& key, TypeState& type, TierState& tier, Resource* parked_on) {
-  // A lane's set names its type, tier and resource: the walk compares sets only, which are in
-  // the lanes' first 64 bytes.
-  LaneSet& home = &tier == type.tier ? *type.home : SetFor(type, tier);
-  WaitGroup* group = parked_on != nullptr ? &GroupFor(*parked_on, home) : nullptr;
-  LaneSet* set = group != nullptr ? &group->lanes : &home;
-  for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
-    if (lane->set == set) return *lane;
-  }
-  Lane* lane;
-  if (spare_lanes_.empty()) {
-    lane = new Lane;
-  } else {
-    lane = spare_lanes_.back().release();
-    spare_lanes_.pop_back();
-  }
-  lane->key = &key;
-  lane->type = &type;
-  lane->tier = &tier;
-  lane->group = group;
-  lane->set = set;
-  lane->next_in_key = key.lanes;
-  key.lanes = lane;
-  return *lane;
-}
-
-WaitGroup& AdmissionCore::GroupFor(Resource& resource, LaneSet& home) {
-  for (auto& group : resource.groups) {
-    if (group->proxy.set == &home) return *group;
-  }
-  auto group = std::make_unique<WaitGroup>();
-  group->resource = &resource;
-  group->proxy.set = &home;
-  group->proxy.group = group.get();
-  resource.groups.push_back(std::move(group));
-  return *resource.groups.back();
-}
-
-Resource* AdmissionCore::ResourceFor(const TypeState& type, absl::string_view id) {
-  if (type.conflict_group == 0) return nullptr;
-  auto it = resources_.find(IndexedNameView{type.conflict_group, id});
-  if (it == resources_.end()) {
-    it = resources_.emplace(IndexedName{type.conflict_group, std::string(id)}, Resource{}).first;
-    it->second.name = &it->first;
-    it->second.running.set_limit(type.config.conflict_limit);  // the same for the whole group
-  }
-  return &it->second;
-}
-
-void AdmissionCore::ReleaseResource(Resource* resource) {
-  if (resource == nullptr || --resource->refs > 0) return;
-  resources_.erase(resources_.find(resource->name->view()));
-}
-
-template <typename Mutate>
-void AdmissionCore::Rekey(KeyState& key, Mutate mutate, const Lane* head_changed) {
-  // The presences' order reads the key's cost live: take them out while it may change.
-  for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
-    p->tier->keys_by_acc.erase(p->tier->keys_by_acc.iterator_to(*p));
-  }
-  const bool was_admissible = Admissible(key);
-  mutate();
-  // A presence exists while the key has pending jobs in its tier (LeavePending frees the ones
-  // that end).
-  for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
-    p->tier->keys_by_acc.insert(*p);
-  }
-  if (key.lanes == nullptr) return;
-  if (!was_admissible || !Admissible(key)) {
-    for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) SyncLane(*lane);
-    return;
-  }
-  // Every lane of an admissible key is linked (each has jobs), and only `head_changed` has a
-  // new head: the others move to the key's new place with the head their place already holds,
-  // reading only their first 64 bytes, not their jobs (queue_nodes.h).
-  const KeyPlace place = PlaceOf(key);
-  for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
-    if (lane == head_changed) {
-      SyncLane(*lane);
-    } else if (MoveLane(*lane, {place, lane->order.job}) && lane->group != nullptr) {
-      SyncProxy(*lane->group);  // the group's best lane may have changed
+void AdmissionCore::EnterPending(Job& job, double now) {
+  KeyState& key = *job.key;
+  TypeState& type = *job.type;
+  TierState& tier = *type.tier;
+  lanes_.JoinLane(job, lanes_.LaneFor(key, type, tier));
+  ++key.pending;
+  if (type.pending == 0) type.starved_since = now;
+  ++type.pending;
+  ++tier.pending;
+  ++pending_;
+  if (rule_.idle_catch_up) {
+    TierPresence* presence = key.tiers;
+    while (presence != nullptr && presence->tier != &tier) presence = presence->next_in_key;
+    if (presence == nullptr) {
+      presence = new TierPresence;
+      presence->key = &key;
+      presence->tier = &tier;
+      presence->next_in_key = key.tiers;
+      key.tiers = presence;
+      tier.keys_by_acc.insert(*presence);
     }
+    ++presence->pending;
   }
-}
-
-void AdmissionCore::SyncLane(Lane& lane) {
-  const bool admissible = Admissible(*lane.key);
-  const bool held = lane.group == nullptr && !lane.ready.empty() && !admissible;
-  if (held != lane.held) {
-    lane.tier->held_lanes += held ? 1 : -1;
-    lane.held = held;
-  }
-  std::optional<AdmissionOrder> order;
-  if (!lane.ready.empty() && admissible) {
-    order = AdmissionOrder{PlaceOf(*lane.key), lane.ready.front().place};
-  }
-  // The group's best lane may have changed.
-  if (PlaceLane(lane, order) && lane.group != nullptr) SyncProxy(*lane.group);
-}
-
-void AdmissionCore::SyncProxy(WaitGroup& group) {
-  std::optional<AdmissionOrder> order;
-  if (!group.lanes.empty() && IdBlocker(group.resource) == Blocker::kNone) {
-    order = group.lanes.front()->order;
-  }
-  PlaceLane(group.proxy, order);
-}
-
-bool AdmissionCore::PlaceLane(Lane& lane, const std::optional<AdmissionOrder>& order) {
-  if (order ? lane.linked && lane.order == *order : !lane.linked) return false;
-  if (!order) {
-    UnlinkLane(lane);
-  } else if (lane.linked) {
-    MoveLane(lane, *order);
-  } else {
-    lane.order = *order;
-    lane.set->insert(lane);
-    lane.linked = true;
-  }
-  return true;
-}
-
-bool AdmissionCore::MoveLane(Lane& lane, const AdmissionOrder& order) {
-  if (lane.order == order) return false;
-  lane.order = order;
-  lane.set->Relink(lane);
-  return true;
-}
-
-void AdmissionCore::Rehome(TypeState& type) {
-  LaneSet* home = Shares(type) ? &type.tier->shared : &type.lanes;
-  if (type.home == home) return;
-  std::vector<Job*> moved;  // its pending jobs in its own tier: in lanes of the old home
-  for (Job& job : jobs_) {
-    if ((job.state == JobState::kReady || job.state == JobState::kParked) && job.type == &type &&
-        job.lane->tier == type.tier) {
-      moved.push_back(&job);
-    }
-  }
-  type.home = home;
-  // Each keeps its place; a parked one stays parked, in its resource's wait group of the new home.
-  for (Job* job : moved) {
-    Resource* parked_on = job->state == JobState::kParked ? job->resource : nullptr;
-    MoveToLane(*job, LaneFor(*job->key, type, *type.tier, parked_on));
-  }
-}
-
-void AdmissionCore::SyncProxies(Resource& resource) {
-  for (auto& group : resource.groups) SyncProxy(*group);
-}
-
-void AdmissionCore::Reopen(Resource& resource) {
-  // A group of a few parked lanes sends their first jobs home at once: as cheap as linking the
-  // proxy, and their keys keep fewer lanes to relink at each charge (bench/HISTORY.md). A larger
-  // group is left to its proxy, so that a release costs O(log n) however many wait.
-  static constexpr std::size_t kReturnedAtOnce = 4;
-  for (auto& group : resource.groups) {
-    if (!group->lanes.empty() && group->lanes.size() <= kReturnedAtOnce) {
-      Lane* lanes[kReturnedAtOnce];
-      std::size_t n = 0;
-      group->lanes.ForEach([&](Lane* lane) { lanes[n++] = lane; });
-      // Each goes home; the rest of its lane stays parked, behind it (and behind the proxy).
-      for (std::size_t i = 0; i < n; ++i) Unpark(*lanes[i]->ready.front().job);
-    }
-    SyncProxy(*group);
-  }
-}
-
-void AdmissionCore::UnlinkLane(Lane& lane) {
-  lane.set->erase(lane);
-  lane.linked = false;
-}
-
-void AdmissionCore::InsertIntoLane(Job& job) {
-  job.lane->ready.insert(ReadyEntryOf(job));
-  job.state = job.lane->group != nullptr ? JobState::kParked : JobState::kReady;
-  SyncLane(*job.lane);
-}
-
-void AdmissionCore::RemoveFromLane(Job& job) {
-  job.lane->ready.erase(ReadyEntryOf(job));
-  SyncLane(*job.lane);
-}
-
-void AdmissionCore::MoveToLane(Job& job, Lane& target) {
-  RemoveFromLane(job);
-  LeaveLane(job);
-  JoinLane(job, target);
-  InsertIntoLane(job);
-}
-
-void AdmissionCore::Park(Job& job) {
-  ++parked_in_decision_;
-  job.was_parked = true;
-  MoveToLane(job, LaneFor(*job.key, *job.type, *job.lane->tier, job.resource));
-}
-
-void AdmissionCore::Unpark(Job& job) {
-  MoveToLane(job, LaneFor(*job.key, *job.type, *job.lane->tier));
-}
-
-void AdmissionCore::JoinLane(Job& job, Lane& lane) {
-  job.lane = &lane;
-  ++lane.pending;
-  if (lane.tier != job.type->tier) ++lane.tier->aged_in;
-}
-
-void AdmissionCore::LeaveLane(Job& job) {
-  Lane* lane = job.lane;
-  job.lane = nullptr;
-  if (lane->tier != job.type->tier) --lane->tier->aged_in;
-  if (--lane->pending == 0) {
-    KeyState& key = *lane->key;
-    Lane** link = &key.lanes;
-    while (*link != lane) link = &(*link)->next_in_key;
-    *link = lane->next_in_key;
-    if (lane->linked) UnlinkLane(*lane);
-    // Held means ready jobs: the last SyncLane of a lane that empties saw none.
-    FAIRGATE_CORE_CHECK(!lane->held, "an empty lane was still held");
-    WaitGroup* group = lane->group;
-    if (spare_lanes_.size() < kSpareLanes) {
-      // Nothing to reset: an empty lane has no jobs (`ready` empty, `pending` 0), is unlinked and
-      // not held, LaneFor sets its key, type, tier, group and set, and its order is read only
-      // while it is linked.
-      spare_lanes_.emplace_back(lane);
-    } else {
-      delete lane;
-    }
-    if (group != nullptr) SyncProxy(*group);
-  }
+  lanes_.Insert(job);
+  if (rule_.aging && Paused(job)) steps_.StopClock(job, now);
+  SchedulePromotion(job);
+  steps_.ScheduleExpiry(job);
 }
 
 void AdmissionCore::LeavePending(Job& job) {
   steps_.Forget(job);
   KeyState& key = *job.key;
   TypeState& type = *job.type;
-  LeaveLane(job);
+  lanes_.LeaveLane(job);
   --key.pending;
   --type.pending;
   --type.tier->pending;

@@ -26,21 +26,19 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/node_hash_map.h"
 #include "core/admission.h"
 #include "core/constraints.h"
 #include "core/estimate_table.h"
 #include "core/job_table.h"
 #include "core/key_table.h"
+#include "core/lane_index.h"
 #include "core/order.h"
 #include "core/queue_nodes.h"
 #include "core/timed_steps.h"
@@ -125,9 +123,10 @@ class AdmissionCore {
   bool StepDueBy(double now) const;
   // When the next pending job's queue-wait limit is reached, if any job has one: for a timer.
   std::optional<double> NextExpiryAt() const { return steps_.NextExpiryAt(); }
-  // Where each aging step taken from now on is recorded (null: nowhere), for observers.
-  void set_promotion_log(std::vector<Promotion>* log) { promotion_log_ = log; }
-  std::uint64_t promotions_total() const { return promotions_total_; }
+  // Where each aging step taken from now on is recorded (null: nowhere), for observers, and how
+  // many were taken (TimedSteps keeps both).
+  void set_promotion_log(std::vector<Promotion>* log) { steps_.set_promotion_log(log); }
+  std::uint64_t promotions_total() const { return steps_.promotions_taken(); }
   // The `n` keys with the highest accumulated cost, highest first (ties by name). O(keys).
   std::vector<std::pair<std::string, double>> HeaviestKeys(std::size_t n) const;
   // The registration index of a type, if registered.
@@ -255,57 +254,29 @@ class AdmissionCore {
   class InvariantCheck;            // CheckInvariants' parts (admission_core_invariants.cc)
   Status CheckJoinPoints() const;  // part of CheckInvariants
   static JobTicket TicketOf(const Job& job) { return JobTable::TicketOf(job); }
-  // The type's home set in its own tier (TypeState::home), or the aged group's of `tier`.
-  LaneSet& SetFor(TypeState& type, TierState& tier);
   // Whether the type shares its tier's lanes (TierState::shared): whether every constraint of
   // the type level is one a shared lane set may skip for it (SharingMaySkip). Sharing changes no
   // decision: a key's one lane is ordered by the first of its jobs of the sharing types, as the
   // first of its per-type lanes would be.
-  bool Shares(const TypeState& type) const {
-    for (int b = 1; b < static_cast<int>(Blocker::kCount); ++b) {
-      const auto blocker = static_cast<Blocker>(b);
-      if (LevelOf(blocker) == BlockerLevel::kType && !SharingMaySkip(blocker, type)) return false;
-    }
-    return true;
-  }
+  bool Shares(const TypeState& type) const;
   // Whether `blocker`, a constraint of the type level, may go unchecked for `type`'s jobs in its
   // tier's shared lane set: Pick checks it for the whole tier before the set, or it cannot hold
   // a job of the type back (core/constraints.h, "A new constraint"). Every type-level Blocker
-  // has its case here (the switch has no default, and the core is built with -Werror=switch):
+  // has its case there (the switch has no default, and the core is built with -Werror=switch):
   // a new constraint cannot be forgotten by sharing.
-  bool SharingMaySkip(Blocker blocker, const TypeState& type) const {
-    switch (blocker) {
-      case Blocker::kTypePaused:
-        return !type.paused;
-      case Blocker::kTierCap:    // Pick: the tier has a slot; one is all a job of the type takes
-      case Blocker::kGlobalCap:  // NextAdmission: the global cap has a slot; the same
-        return type.config.slots == 1;
-      case Blocker::kTypeCap:  // its running jobs fill the tier before they reach its cap
-        return type.config.max_concurrency >= type.config.priority;
-      case Blocker::kNoWorker:  // a worker's room is per type
-        return !workers_.in_use();
-      case Blocker::kNone:
-      case Blocker::kKeyPaused:  // the key and id levels hold a shared set's lanes and jobs
-      case Blocker::kKeyLimit:   // as they hold a type's own (SyncLane, FrontOf)
-      case Blocker::kConflictLimit:
-      case Blocker::kCount:
-        return true;
-    }
-    return false;
-  }
+  bool SharingMaySkip(Blocker blocker, const TypeState& type) const;
   // Moves the type's pending jobs in its own tier to the lanes of the home Shares now gives it,
   // if that changed (a pause, a resume, the first worker): O(job slots), as a pause with aging.
-  void Rehome(TypeState& type);
-  // The key's home lane for (type, tier), or with `parked_on` its parked lane for that resource.
-  Lane& LaneFor(KeyState& key, TypeState& type, TierState& tier, Resource* parked_on = nullptr);
-  WaitGroup& GroupFor(Resource& resource, LaneSet& home);
+  void Rehome(TypeState& type) {
+    lanes_.Rehome(type, Shares(type) ? type.tier->shared : type.lanes, jobs_);
+  }
   // The one list of constraints (core/constraints.h): whether a job may run, and if not, the
   // first constraint without room for it. Every check of admissibility, in the pick, the fast
   // path, the skip counts and CheckInvariants, is one of these.
   Blocker BlockerOf(const Job& job) const {
     if (const Blocker b = TypeBlocker(*job.type); b != Blocker::kNone) return b;
-    if (const Blocker b = KeyBlocker(*job.key); b != Blocker::kNone) return b;
-    return IdBlocker(job.resource);
+    if (const Blocker b = keys_.BlockerOf(*job.key); b != Blocker::kNone) return b;
+    return LaneIndex::IdBlocker(job.resource);
   }
   // The type level: the type's pause, then the tier, global and type caps, then (with workers)
   // a worker with room.
@@ -332,21 +303,6 @@ class AdmissionCore {
   // Ends a running job: releases what it holds and frees it. `elapsed` null: it was lost with
   // its worker (nothing learned, nothing reconciled).
   void EndRunning(Job& job, const double* elapsed, double now);
-  // The key level: the key's pause, then its max_running. Nothing until a key has limits or a
-  // pause (limits_in_use_): until then the checks cost nothing.
-  Blocker KeyBlocker(const KeyState& key) const {
-    if (!limits_in_use_) return Blocker::kNone;
-    if (key.settings != nullptr && key.settings->paused) return Blocker::kKeyPaused;
-    if (key.running.used() >= keys_.LimitsOf(key).max_running) return Blocker::kKeyLimit;
-    return Blocker::kNone;
-  }
-  // The id level: the conflict limit of the job's resource (null: the type has no conflict group).
-  static Blocker IdBlocker(const Resource* resource) {
-    return resource != nullptr && resource->running.Full() ? Blocker::kConflictLimit
-                                                           : Blocker::kNone;
-  }
-  // Whether the key level lets the key run one more job: its lanes are linked, not held.
-  bool Admissible(const KeyState& key) const { return KeyBlocker(key) == Blocker::kNone; }
   // Whether the type level has room for one more job of `type`; if not, counts `lanes` (when it
   // has jobs) as skipped by the cap without room (a pause is not a cap: not counted).
   bool TypeFits(const TypeState& type, const LaneSet& lanes, DecisionSkips& skipped) const {
@@ -357,7 +313,7 @@ class AdmissionCore {
   }
   // Counts one lane set skipped by a type-level `blocker` in `skipped` (a pause counts nothing).
   // The other levels' skips are counted where their jobs wait: held lanes per tier
-  // (TierState::held_lanes), jobs parked in the decision (parked_in_decision_).
+  // (TierState::held_lanes), jobs parked in the decision (LaneIndex::parked_in_decision).
   static void CountCapSkip(Blocker blocker, DecisionSkips& skipped);
   // Calls `use(usage, amount)` for every constraint of the list a running `job` holds: admission
   // acquires exactly these, completion releases exactly these, CheckInvariants recounts exactly
@@ -372,9 +328,6 @@ class AdmissionCore {
     if (job.resource != nullptr) use(job.resource->running, 1);
     if (job.worker != 0) use(self.workers_.Of(job)->slots, slots);
   }
-  bool Reserved(const KeyState& key) const;
-  // A key's place in the admission order (core/order.h).
-  KeyPlace PlaceOf(const KeyState& key) const;
   // A job's place within its key (order part 5): 0 unless shortest-first, else its estimate plus
   // shortest_first_aging times its arrival.
   double SjfOf(const TypeState& type, absl::string_view id, const EnqueueRequest& request,
@@ -396,8 +349,6 @@ class AdmissionCore {
   // Schedules a pending job's next aging step, if it can rise: aging on, not paused, a tier above.
   void SchedulePromotion(Job& job);
   void Promote(Job& job);
-  Resource* ResourceFor(const TypeState& type, absl::string_view id);
-  void ReleaseResource(Resource* resource);
   // The first job in the order among the admissible ones, or null; counts what it passed over.
   Job* Pick(DecisionSkips& skipped);
   // Enqueue's work, and EnqueueAndAdmit's with `admission`.
@@ -430,37 +381,24 @@ class AdmissionCore {
   // presences and lanes where they now belong. `mutate` changes no lane's head but
   // `head_changed`'s, if given.
   template <typename Mutate>
-  void Rekey(KeyState& key, Mutate mutate, const Lane* head_changed = nullptr);
-  // Links, relinks or unlinks the lane so that it is linked, at its current entry, exactly when
-  // it has ready jobs and its key is admissible; a parked lane's group's proxy follows.
-  void SyncLane(Lane& lane);
-  // Puts `lane` in its set at `order`, or out of it with none; false if it already was so.
-  bool PlaceLane(Lane& lane, const std::optional<AdmissionOrder>& order);
-  // PlaceLane for a lane known to be linked, reading only its first 64 bytes.
-  bool MoveLane(Lane& lane, const AdmissionOrder& order);
-  void UnlinkLane(Lane& lane);
-  // The best admissible head among `lanes` (parking heads whose resource is full), or null.
-  Job* FrontOf(LaneSet& lanes);
-  // Puts a job into its lane's order (kReady in a home lane, kParked in a parked one), or takes
-  // it out.
-  void InsertIntoLane(Job& job);
-  void RemoveFromLane(Job& job);
-  // Moves a pending job to another lane, keeping its place.
-  void MoveToLane(Job& job, Lane& target);
-  // Parks a home lane's head whose resource is full; returns a parked job to its home lane.
-  void Park(Job& job);
-  void Unpark(Job& job);
-  // Links, relinks or unlinks a group's proxy so that it is linked, at its best lane's entry,
-  // exactly when the group has a linked lane and its resource has room; for each group of a
-  // resource after its room changed.
-  void SyncProxy(WaitGroup& group);
-  void SyncProxies(Resource& resource);
-  // A resource that had no room has room again: its groups' proxies return, and the first jobs
-  // of a group of a few lanes go home at once.
-  void Reopen(Resource& resource);
-  // Counts a pending job into `lane`, or out of its lane (freeing the lane when it empties).
-  void JoinLane(Job& job, Lane& lane);
-  void LeaveLane(Job& job);
+  void Rekey(KeyState& key, Mutate mutate, const Lane* head_changed = nullptr) {
+    // The presences' order reads the key's cost live: take them out while it may change.
+    for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
+      p->tier->keys_by_acc.erase(p->tier->keys_by_acc.iterator_to(*p));
+    }
+    const bool was_admissible = keys_.Admissible(key);
+    mutate();
+    // A presence exists while the key has pending jobs in its tier (LeavePending frees the ones
+    // that end).
+    for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
+      p->tier->keys_by_acc.insert(*p);
+    }
+    lanes_.RelinkKey(key, was_admissible, head_changed);
+  }
+  // Puts a new job, made and counted nowhere yet, into the pending accounting at `now`: its
+  // key's lane of its type in its own tier, the counts, its tier presence (idle catch-up), its
+  // aging step and its queue-wait limit.
+  void EnterPending(Job& job, double now);
   // Takes a job out of the pending accounting once it is no longer pending.
   void LeavePending(Job& job);
 
@@ -474,24 +412,13 @@ class AdmissionCore {
   };
   absl::flat_hash_map<std::string, ConflictGroup> conflict_groups_;
   KeyTable keys_;
-  TimedSteps steps_;  // aging steps, queue-wait limits and pause clocks of the pending jobs
+  LaneIndex lanes_{keys_};  // where the pending jobs wait: lanes, lane sets, wait groups, resources
+  TimedSteps steps_;        // aging steps, queue-wait limits and pause clocks of the pending jobs
   std::vector<ExpiredJob> expired_;  // expired, not yet taken
-  absl::node_hash_map<IndexedName, Resource, IndexedNameHash, IndexedNameEq> resources_;
   EstimateTable estimates_;
 
   JobTable jobs_;
-  // Lanes that emptied, kept for the next LaneFor: a key with one job at a time (a client whose
-  // calls wait for each other) would otherwise allocate and free a lane per job, under the
-  // runtime's lock. At most kSpareLanes; each empty (no jobs, unlinked).
-  static constexpr std::size_t kSpareLanes = 64;
-  std::vector<std::unique_ptr<Lane>> spare_lanes_;
   std::uint64_t next_seq_ = 0;
-  std::vector<Promotion>* promotion_log_ = nullptr;
-  std::uint64_t promotions_total_ = 0;
-  int parked_in_decision_ = 0;  // jobs NextAdmission set aside in the current decision
-  // Whether any key has limits (the default ones, or its own) or was paused: until then no key is
-  // held back or reserved, and the checks cost nothing.
-  bool limits_in_use_ = false;
   // The global cap: the slots running jobs take, against the capacity in force (SetCapacity).
   Constraint slots_;
   // The declared workers, who serves what, and the decision's reservations.

@@ -42,12 +42,12 @@ class AdmissionCore::InvariantCheck {
   Status Run() {
     using Part = Status (InvariantCheck::*)();
     for (Part part : {&InvariantCheck::CountJobs, &InvariantCheck::CheckTotals,
-                      &InvariantCheck::CheckTypesAndTiers, &InvariantCheck::CheckLaneHeaps,
-                      &InvariantCheck::CheckKeys, &InvariantCheck::CheckWaitGroups,
-                      &InvariantCheck::CheckLinkedLanes, &InvariantCheck::CheckResources}) {
+                      &InvariantCheck::CheckTypesAndTiers, &InvariantCheck::CheckKeys}) {
       if (Status s = (this->*part)(); !s.ok()) return s;
     }
-    if (Status s = core_.workers_.Check(core_.jobs_, core_.types_, held_by_); !s.ok()) {
+    // The parts that own their state check it against the recount.
+    if (Status s = core_.lanes_.Check(core_.tiers_, recount_); !s.ok()) return s;
+    if (Status s = core_.workers_.Check(core_.jobs_, core_.types_, recount_.held_by); !s.ok()) {
       return Broken(std::string(s.message()));
     }
     return absl::OkStatus();
@@ -68,7 +68,7 @@ class AdmissionCore::InvariantCheck {
         continue;
       }
       if (free.contains(job.slot)) return Broken(absl::StrCat("live slot ", job.slot, " is free"));
-      if (job.resource != nullptr) ++by_resource_[job.resource];
+      if (job.resource != nullptr) ++recount_.jobs_by_resource[job.resource];
       if (Status s = job.state == JobState::kRunning ? CountRunning(job) : CountPending(job);
           !s.ok()) {
         return s;
@@ -77,8 +77,9 @@ class AdmissionCore::InvariantCheck {
     return absl::OkStatus();
   }
   Status CountRunning(const Job& job) {
-    ForEachHold(core_, job,
-                [&](const Usage& usage, std::int32_t amount) { held_by_[&usage] += amount; });
+    ForEachHold(core_, job, [&](const Usage& usage, std::int32_t amount) {
+      recount_.held_by[&usage] += amount;
+    });
     // Charged its estimate, it holds that (type, id)'s entry; charged an explicit cost, none.
     const bool holds_its_own =
         job.estimate != nullptr && EstimateTable::Holds(job.estimate, job.type->index, job.id);
@@ -97,7 +98,7 @@ class AdmissionCore::InvariantCheck {
     if (job.lane == nullptr || job.lane->key != job.key || HomeOf(*job.lane) != HomeFor(job)) {
       return Broken(absl::StrCat("pending job ", job.seq, " is not in its key's lane of its type"));
     }
-    ++by_lane_[job.lane];
+    ++recount_.pending_by_lane[job.lane];
     if (job.lane->tier != job.type->tier) ++aged_in_[job.lane->tier];
     const bool in_ready = job.lane->ready.contains(ReadyEntryOf(job));
     // Ready in its home lane; parked in its parked lane of its own resource.
@@ -131,8 +132,8 @@ class AdmissionCore::InvariantCheck {
   // Whether a constraint holds what the running jobs hold of it, and (unless its limit may be
   // lowered below that) no more than its limit.
   bool HoldsWrongly(const Constraint& c, bool limit_may_drop) const {
-    const auto it = held_by_.find(&c);
-    return c.used() != (it == held_by_.end() ? 0 : it->second) ||
+    const auto it = recount_.held_by.find(&c);
+    return c.used() != (it == recount_.held_by.end() ? 0 : it->second) ||
            (!limit_may_drop && c.used() > c.limit());
   }
 
@@ -141,7 +142,7 @@ class AdmissionCore::InvariantCheck {
     const AdmissionCore& c = core_;
     if (HoldsWrongly(c.slots_, /*limit_may_drop=*/true) || pending_ != c.pending_) {
       return Broken(absl::StrCat("slots in use/pending counted ", c.slots_.used(), "/", c.pending_,
-                                 ", jobs say ", held_by_[&c.slots_], "/", pending_));
+                                 ", jobs say ", recount_.held_by[&c.slots_], "/", pending_));
     }
     if (Status s = c.CheckJoinPoints(); !s.ok()) return s;
     if (Status s = c.steps_.CheckSizes(scheduled_, expiring_); !s.ok()) {
@@ -170,7 +171,8 @@ class AdmissionCore::InvariantCheck {
             type->running.limit() != type->config.max_concurrency) {
           return Broken(absl::StrCat("type ", type->name, " counts ", type->running.used(), "/",
                                      type->pending, " of its cap ", type->running.limit(),
-                                     ", jobs say ", held_by_[&type->running], "/", by_type_[type]));
+                                     ", jobs say ", recount_.held_by[&type->running], "/",
+                                     by_type_[type]));
         }
         tier_pending += type->pending;
       }
@@ -186,36 +188,12 @@ class AdmissionCore::InvariantCheck {
     return absl::OkStatus();
   }
 
-  // Lane sets: each a heap in order whose lanes know their entries' positions.
-  Status CheckLaneHeaps() {
-    for (const auto& tier : core_.tiers_) {
-      for (const TypeState* type : tier->types) {
-        if (!type->lanes.valid()) return Broken(absl::StrCat("type ", type->name, "'s lane heap"));
-      }
-      if (!tier->shared.valid()) {
-        return Broken(absl::StrCat("the shared lane heap of tier ", tier->priority));
-      }
-      for (const auto& group : tier->aged) {
-        if (!group->lanes.valid()) {
-          return Broken(absl::StrCat("an aged group's lane heap in tier ", tier->priority));
-        }
-      }
-    }
-    for (const auto& [name, resource] : core_.resources_) {
-      for (const auto& group : resource.groups) {
-        if (!group->lanes.valid()) {
-          return Broken(absl::StrCat("a wait group's lane heap of resource '", name.name, "'"));
-        }
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  // Keys, their lanes and presences.
+  // Keys: their counts, the idle list and (with idle catch-up) their tier presences. Their lanes
+  // are the lane index's (LaneIndex::Check).
   Status CheckKeys() {
     for (const auto& [name, key] : core_.keys_) {
       // A key's limit may be lowered below what it runs (SetKeyLimits): only the count is checked.
-      const std::int64_t key_running = held_by_[&key.running];
+      const std::int64_t key_running = recount_.held_by[&key.running];
       if (key.running.used() != key_running || key.pending != by_key_[&key]) {
         return Broken(absl::StrCat("key '", name, "' counts ", key.running.used(), "/", key.pending,
                                    ", jobs say ", key_running, "/", by_key_[&key]));
@@ -224,44 +202,15 @@ class AdmissionCore::InvariantCheck {
         return Broken(absl::StrCat("key '", name, "' is ", key.idle_hook.is_linked() ? "" : "not ",
                                    "in the idle list"));
       }
-      if (Status s = CheckLanesOf(name, key); !s.ok()) return s;
       if (core_.rule_.idle_catch_up) {
         if (Status s = CheckPresencesOf(name, key); !s.ok()) return s;
       }
     }
     return absl::OkStatus();
   }
-  Status CheckLanesOf(const std::string& name, const KeyState& key) {
-    std::int64_t in_lanes = 0;
-    for (const Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
-      if (lane->key != &key) return Broken(absl::StrCat("key '", name, "' owns another's lane"));
-      if (lane->pending != by_lane_[lane] || lane->pending == 0) {
-        return Broken(absl::StrCat("a lane of key '", name, "' counts ", lane->pending,
-                                   " jobs, jobs say ", by_lane_[lane]));
-      }
-      in_lanes += lane->pending;
-      const bool admissible = core_.Admissible(key);
-      if (lane->linked != (!lane->ready.empty() && admissible) ||
-          lane->held != (lane->group == nullptr && !lane->ready.empty() && !admissible)) {
-        return Broken(absl::StrCat("a lane of key '", name, "' is linked or held wrongly"));
-      }
-      held_[lane->tier] += lane->held;
-      if (lane->linked) {
-        if (!(lane->order == AdmissionOrder{core_.PlaceOf(key), lane->ready.front().place})) {
-          return Broken(absl::StrCat("a lane of key '", name, "' sorts by a stale entry"));
-        }
-        if (!lane->set->contains(*lane)) {
-          return Broken(absl::StrCat("a linked lane of key '", name, "' is missing from its set"));
-        }
-        ++linked_[lane->set];
-      }
-    }
-    if (in_lanes != key.pending) return Broken(absl::StrCat("key '", name, "' lost a lane"));
-    return absl::OkStatus();
-  }
   Status CheckPresencesOf(const std::string& name, const KeyState& key) {
     absl::flat_hash_map<const TierState*, std::int64_t> per_tier;
-    for (const auto& [lane, n] : by_lane_) {
+    for (const auto& [lane, n] : recount_.pending_by_lane) {
       if (lane->key == &key) per_tier[lane->type->tier] += n;
     }
     std::size_t presences = 0;
@@ -281,88 +230,15 @@ class AdmissionCore::InvariantCheck {
     return absl::OkStatus();
   }
 
-  // Wait groups: each holds its linked parked lanes; its proxy stands in the home set at the
-  // best one's entry exactly while the resource has room.
-  Status CheckWaitGroups() {
-    for (const auto& [name, resource] : core_.resources_) {
-      for (const auto& group : resource.groups) {
-        if (group->resource != &resource || group->lanes.size() != linked_[&group->lanes]) {
-          return Broken(absl::StrCat("a wait group of resource '", name.name, "' is stale"));
-        }
-        const Lane& proxy = group->proxy;
-        if (proxy.linked != (!group->lanes.empty() && IdBlocker(&resource) == Blocker::kNone)) {
-          return Broken(absl::StrCat("the proxy of resource '", name.name, "' is linked wrongly"));
-        }
-        if (proxy.linked) {
-          if (!(proxy.order == group->lanes.front()->order) || !proxy.set->contains(proxy)) {
-            return Broken(absl::StrCat("the proxy of resource '", name.name, "' sorts stale"));
-          }
-          ++linked_[proxy.set];
-        }
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  // Every lane set holds exactly the lanes linked into it; each tier counts its held lanes.
-  Status CheckLinkedLanes() {
-    for (const auto& tier : core_.tiers_) {
-      if (tier->held_lanes != held_[tier.get()]) {
-        return Broken(absl::StrCat("tier ", tier->priority, " counts ", tier->held_lanes,
-                                   " held lanes, lanes say ", held_[tier.get()]));
-      }
-      for (const TypeState* type : tier->types) {
-        if (type->lanes.size() != linked_[&type->lanes]) {
-          return Broken(absl::StrCat("type ", type->name, "'s lane set has unlinked lanes"));
-        }
-      }
-      if (tier->shared.size() != linked_[&tier->shared]) {
-        return Broken(
-            absl::StrCat("the shared lane set of tier ", tier->priority, " has unlinked lanes"));
-      }
-      for (const auto& group : tier->aged) {
-        if (group->lanes.size() != linked_[&group->lanes]) {
-          return Broken(
-              absl::StrCat("an aged group in tier ", tier->priority, " has unlinked lanes"));
-        }
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  // Resources: runners counted and within the group's limit.
-  Status CheckResources() {
-    for (const auto& [name, resource] : core_.resources_) {
-      if (resource.refs != by_resource_[&resource]) {
-        return Broken(absl::StrCat("resource '", name.name, "' counts ", resource.refs,
-                                   " references, jobs say ", by_resource_[&resource]));
-      }
-      if (HoldsWrongly(resource.running, false)) {
-        return Broken(absl::StrCat("resource '", name.name, "' counts ", resource.running.used(),
-                                   " running jobs of its limit ", resource.running.limit(),
-                                   ", jobs say ", held_by_[&resource.running]));
-      }
-    }
-    if (by_resource_.size() > core_.resources_.size()) {
-      return Broken("a job names a forgotten resource");
-    }
-    return absl::OkStatus();
-  }
-
   const AdmissionCore& core_;
   // The recount (CountJobs).
   std::int64_t pending_ = 0;
-  absl::flat_hash_map<const Usage*, std::int64_t> held_by_;
+  LaneRecount recount_;  // by lane and resource, and what running jobs hold
   absl::flat_hash_map<const TypeState*, std::int64_t> by_type_;  // pending
   absl::flat_hash_map<const KeyState*, int> by_key_;             // pending
-  absl::flat_hash_map<const Lane*, std::int64_t> by_lane_;
   absl::flat_hash_map<const TierState*, std::int64_t> aged_in_;
-  absl::flat_hash_map<const Resource*, std::int64_t> by_resource_;  // refs
   std::size_t scheduled_ = 0;
   std::size_t expiring_ = 0;  // pending jobs whose type has a queue-wait limit
-  // What the keys' lanes say (CheckKeys, CheckWaitGroups), for CheckLinkedLanes.
-  absl::flat_hash_map<const TierState*, std::int64_t> held_;
-  absl::flat_hash_map<const LaneSet*, std::size_t> linked_;
 };
 
 Status AdmissionCore::CheckInvariants() const { return InvariantCheck(*this).Run(); }

@@ -7,14 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/admission_core.h"
+#include "core/arguments.h"
 #include "core/check.h"
 
 namespace fairgate::core {
-namespace {
-
-absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
-}  // namespace
 
 Status AdmissionCore::AddWorker(std::string_view name, const WorkerConfig& config) {
   if (Status s = ValidateWorker(name, config); !s.ok()) return s;

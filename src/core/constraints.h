@@ -25,19 +25,21 @@
 // Pauses hold nothing and have no amount: a paused type or key has no room at all.
 //
 // Whether a job may run is answered in one place, AdmissionCore::BlockerOf and its three levels
-// (TypeBlocker, KeyBlocker, IdBlocker), which name the first constraint without room, a Blocker.
-// Each level is checked where it is the same for every job there, so a job that must wait is set
-// aside with the others that must, where the release that frees it finds them:
+// (AdmissionCore::TypeBlocker, KeyTable::BlockerOf, LaneIndex::IdBlocker), which name the first
+// constraint without room, a Blocker. Each level is checked where it is the same for every job
+// there, so a job that must wait is set aside with the others that must, where the release that
+// frees it finds them:
 //
 //   the type level (its pause, the tier, global and type caps, a worker with room) depends on the
 //   type only:
 //     NextAdmission skips the type's lane set whole (TypeFits), and the next decision looks again;
-//   the key level (its pause, its max_running) depends on the key only: SyncLane unlinks
+//   the key level (its pause, its max_running) depends on the key only: LaneIndex::SyncLane unlinks
 //     ("holds") the key's lanes, and the completion that frees the key relinks them (Rekey);
-//   the id level (the conflict limit) depends on the job's id: FrontOf parks a head whose
+//   the id level (the conflict limit) depends on the job's id: LaneIndex::FrontOf parks a head
+//   whose
 //     resource is full in a parked lane of the resource's wait group, whose best lane stands in
 //     the lane set as one entry (the group's proxy) exactly while the resource has room
-//     (AdmissionCore::SyncProxy).
+//     (LaneIndex::SyncProxy).
 //
 // src/core/README.md has the same table with the costs.
 #ifndef FAIRGATE_CORE_CONSTRAINTS_H_
@@ -123,8 +125,9 @@ constexpr BlockerLevel LevelOf(Blocker blocker) {
 //     to, and a line in AdmissionCore::ForEachHold if a running job holds it, so admission,
 //     completion and CheckInvariants acquire, release and recount it.
 //  2. Its Blocker, before kCount at the place of its level, and its case in LevelOf.
-//  3. Its check in its level's function (AdmissionCore::CapBlocker or TypeBlocker, KeyBlocker,
-//     IdBlocker): BlockerOf, and so the pick, the fast path and CheckInvariants, ask it there.
+//  3. Its check in its level's function (AdmissionCore::CapBlocker or TypeBlocker,
+//     KeyTable::BlockerOf, LaneIndex::IdBlocker): BlockerOf, and so the pick, the fast path and
+//     CheckInvariants, ask it there.
 //  4. A type-level one: its case in AdmissionCore::SharingMaySkip, which says when the tier's
 //     shared lane set may leave it unchecked (false when in doubt: the type keeps lanes of its
 //     own), and its skip count in CountCapSkip. The core is built with -Werror=switch, so

@@ -8,8 +8,11 @@
 // outlive its idle periods. A tracked key with settings points at them; a key without settings
 // has weight 1 and the options' default limits.
 //
-// What a key's jobs and lanes do is the core's; this part owns the keys' memory, names and
-// lifetime. KeyState addresses are stable (a node map): lanes, jobs and presences point at keys.
+// It also answers the key level of the one list of constraints (core/constraints.h) and a key's
+// place in the order (core/order.h), as both read only the key and its settings. What a key's
+// jobs and lanes do is the core's and the lane index's; this part owns the keys' memory, names,
+// lifetime and level. KeyState addresses are stable (a node map): lanes, jobs and presences
+// point at keys.
 #ifndef FAIRGATE_CORE_KEY_TABLE_H_
 #define FAIRGATE_CORE_KEY_TABLE_H_
 
@@ -21,6 +24,8 @@
 #include "absl/container/btree_set.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "core/constraints.h"
+#include "core/order.h"
 #include "core/queue_nodes.h"
 #include "fairgate/key_limits.h"
 #include "fairgate/learned_state.h"
@@ -29,7 +34,8 @@ namespace fairgate::core {
 
 class KeyTable {
  public:
-  explicit KeyTable(const KeyLimits& default_limits) : default_limits_(default_limits) {}
+  explicit KeyTable(const KeyLimits& default_limits)
+      : default_limits_(default_limits), limits_in_use_(default_limits != KeyLimits{}) {}
   ~KeyTable() { idle_.clear(); }  // safe-mode hooks: unlinked before their nodes die
   KeyTable(const KeyTable&) = delete;
   KeyTable& operator=(const KeyTable&) = delete;
@@ -55,6 +61,29 @@ class KeyTable {
   static double WeightOf(const KeyState& key) {
     return key.settings != nullptr ? key.settings->weight : 1.0;
   }
+  // From now on some key has limits of its own or a pause: the key level checks them. Until the
+  // first (with the default limits all off), no key is held back or reserved, and the checks
+  // cost nothing.
+  void UseLimits() { limits_in_use_ = true; }
+  bool limits_in_use() const { return limits_in_use_; }
+  // The key level of the one list: the key's pause, then its max_running.
+  Blocker BlockerOf(const KeyState& key) const {
+    if (!limits_in_use_) return Blocker::kNone;
+    if (key.settings != nullptr && key.settings->paused) return Blocker::kKeyPaused;
+    if (key.running.used() >= LimitsOf(key).max_running) return Blocker::kKeyLimit;
+    return Blocker::kNone;
+  }
+  // Whether the key level lets the key run one more job: its lanes are linked, not held.
+  bool Admissible(const KeyState& key) const { return BlockerOf(key) == Blocker::kNone; }
+  // Whether the key runs fewer jobs than its min_running: it goes ahead of unreserved keys.
+  bool Reserved(const KeyState& key) const {
+    return limits_in_use_ && key.running.used() < LimitsOf(key).min_running;
+  }
+  // A key's place in the admission order (core/order.h): reserved first, then accumulated cost.
+  KeyPlace PlaceOf(const KeyState& key) const {
+    return {Reserved(key) ? 0u : kUnreservedRank, SortableBits(key.acc)};
+  }
+
   // The names of the paused keys, in name order (for the snapshot); the pause itself is the
   // key's settings' (KeySettings::paused), changed by the core where its lanes follow.
   void NotePaused(absl::string_view name, bool paused);
@@ -90,6 +119,7 @@ class KeyTable {
 
  private:
   const KeyLimits default_limits_;
+  bool limits_in_use_;
   absl::node_hash_map<std::string, KeyState> keys_;         // nodes: KeyState addresses are stable
   absl::node_hash_map<std::string, KeySettings> settings_;  // stable, never erased
   absl::btree_set<std::string> paused_;

@@ -6,15 +6,20 @@
 // (the same expression gives the same double every time): an expiry is due at arrival +
 // max_queue_wait; an aging step at arrival + the time it spent paused + grace + (steps taken + 1)
 // x interval. What a due step does (withdraw the job, move it a tier up) is the core's: this part
-// only keeps the order and the clocks.
+// only keeps the order and the clocks, and counts the aging steps taken (logging them for
+// observers when asked).
 #ifndef FAIRGATE_CORE_TIMED_STEPS_H_
 #define FAIRGATE_CORE_TIMED_STEPS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
+#include "core/admission.h"
 #include "core/queue_nodes.h"
 #include "fairgate/rule_options.h"
 #include "fairgate/status.h"
@@ -73,6 +78,15 @@ class TimedSteps {
   bool PromotionDueBy(double now) const {
     return !promotions_.empty() && NextStepAt(*promotions_.begin()->job) <= now;
   }
+  // The aging steps taken: counted, and recorded in `log` once one is set (null: nowhere), for
+  // observers. CountPromotion counts one and says whether to describe it to LogPromotion.
+  void set_promotion_log(std::vector<Promotion>* log) { promotion_log_ = log; }
+  std::uint64_t promotions_taken() const { return promotions_taken_; }
+  bool CountPromotion() {
+    ++promotions_taken_;
+    return promotion_log_ != nullptr;
+  }
+  void LogPromotion(Promotion promotion) { promotion_log_->push_back(std::move(promotion)); }
 
   // Pause clocks (with aging): aging counts only the time a job was not paused. A clock exists
   // from a pending job's first pause until it leaves the pending jobs; kept aside (empty unless
@@ -124,6 +138,8 @@ class TimedSteps {
   absl::btree_set<Entry> promotions_;  // empty without aging
   absl::btree_set<Entry> expiries_;
   absl::flat_hash_map<const Job*, Clock> clocks_;
+  std::vector<Promotion>* promotion_log_ = nullptr;
+  std::uint64_t promotions_taken_ = 0;
 };
 
 }  // namespace fairgate::core

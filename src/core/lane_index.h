@@ -1,0 +1,161 @@
+// LaneIndex: where the pending jobs wait in the admission order. Internal to src/core.
+//
+// A pending job is in a lane (core/queue_nodes.h): the jobs of one key and one type in one
+// effective tier, in their order. A lane is linked into its lane set (its type's own, its tier's
+// shared one, or an aged group's) at its key's place and its head's while it has ready jobs and
+// its key is admissible (KeyTable::Admissible); the set's front is then its first admissible
+// lane. A job whose resource is full is parked in a lane of the resource's wait group, which
+// stands in the home set as one entry (its proxy) while the resource has room, so a release
+// relinks one entry however many wait.
+//
+// This part owns the lanes (through their keys' lists, with a few spares), the lane sets of the
+// aged groups and of the wait groups, and the resources with their wait groups; it keeps every
+// lane and proxy linked exactly where those facts say. Which set is a type's home, and when a
+// job's type, key or resource changes its room, is the core's: it calls SyncLane, RelinkKey,
+// Reopen or Rehome after the change. Single-threaded, like the core.
+#ifndef FAIRGATE_CORE_LANE_INDEX_H_
+#define FAIRGATE_CORE_LANE_INDEX_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "core/constraints.h"
+#include "core/indexed_name.h"
+#include "core/job_table.h"
+#include "core/key_table.h"
+#include "core/queue_nodes.h"
+#include "fairgate/status.h"
+
+namespace fairgate::core {
+
+// What the jobs themselves say of the lanes and resources, recounted by the core's
+// CheckInvariants for LaneIndex::Check.
+struct LaneRecount {
+  absl::flat_hash_map<const Lane*, std::int64_t> pending_by_lane;
+  absl::flat_hash_map<const Resource*, std::int64_t> jobs_by_resource;  // pending and running
+  // What the running jobs hold of each constraint (AdmissionCore::ForEachHold).
+  absl::flat_hash_map<const Usage*, std::int64_t> held_by;
+};
+
+class LaneIndex {
+ public:
+  // Reads the keys' level and places from `keys`, which must outlive it.
+  explicit LaneIndex(const KeyTable& keys) : keys_(keys) {}
+  LaneIndex(const LaneIndex&) = delete;
+  LaneIndex& operator=(const LaneIndex&) = delete;
+  // Frees a key's lanes (the key is being destroyed with the core).
+  static void FreeLanesOf(KeyState& key);
+
+  // The resource of (type's conflict group, id), made if new, with one more job referring to it;
+  // null (nothing counted) when the type has no conflict group.
+  Resource* RefResource(const TypeState& type, absl::string_view id);
+  // One job fewer refers to `resource` (null: none); the last one's forgets it.
+  void UnrefResource(Resource* resource);
+  // The id level of the one list (core/constraints.h): the conflict limit of a job's resource
+  // (null: its type has no conflict group).
+  static Blocker IdBlocker(const Resource* resource) {
+    return resource != nullptr && resource->running.Full() ? Blocker::kConflictLimit
+                                                           : Blocker::kNone;
+  }
+
+  // The type's home set in its own tier (TypeState::home), or the aged group's of `tier`.
+  LaneSet& SetFor(TypeState& type, TierState& tier);
+  // The key's home lane for (type, tier), or with `parked_on` its parked lane for that resource;
+  // made (empty, in the key's list) if it has none.
+  Lane& LaneFor(KeyState& key, TypeState& type, TierState& tier, Resource* parked_on = nullptr);
+
+  // Counts a pending job into `lane` (JoinLane), or out of its lane, freeing the lane when it
+  // empties (LeaveLane). Neither touches the lane's order: Insert and Remove do.
+  void JoinLane(Job& job, Lane& lane) {
+    job.lane = &lane;
+    ++lane.pending;
+    if (lane.tier != job.type->tier) ++lane.tier->aged_in;
+  }
+  void LeaveLane(Job& job);
+  // Puts a counted job into its lane's order (kReady in a home lane, kParked in a parked one),
+  // or takes it out; the lane follows (SyncLane).
+  void Insert(Job& job) {
+    job.lane->ready.insert(ReadyEntryOf(job));
+    job.state = job.lane->group != nullptr ? JobState::kParked : JobState::kReady;
+    SyncLane(*job.lane);
+  }
+  void Remove(Job& job) {
+    job.lane->ready.erase(ReadyEntryOf(job));
+    SyncLane(*job.lane);
+  }
+  // Moves a pending job to another lane, keeping its place.
+  void Move(Job& job, Lane& target);
+  // Returns a parked job to its home lane.
+  void Unpark(Job& job) { Move(job, LaneFor(*job.key, *job.type, *job.lane->tier)); }
+
+  // The best admissible head among `lanes`, or null. On the way it parks the heads whose
+  // resource is full (counted in parked_in_decision) and sends home the first job of each
+  // proxy's best lane, which then heads the set's first lane.
+  Job* FrontOf(LaneSet& lanes);
+  // A decision starts: no job parked in it yet.
+  void StartDecision() { parked_in_decision_ = 0; }
+  // The jobs FrontOf parked since StartDecision: the decision's skips for a full resource.
+  int parked_in_decision() const { return parked_in_decision_; }
+
+  // Links, relinks or unlinks the lane so that it is linked, at its current entry, exactly when
+  // it has ready jobs and its key is admissible; a parked lane's group's proxy follows.
+  void SyncLane(Lane& lane);
+  // The key's admissibility, place or running count changed (it was `was_admissible` before):
+  // its lanes follow. Only `head_changed`'s head (if any) changed with it; the others keep the
+  // head their entries hold and move reading only their first 64 bytes (queue_nodes.h).
+  void RelinkKey(KeyState& key, bool was_admissible, const Lane* head_changed);
+  // The resource's room changed: each of its groups' proxies is linked exactly while it has
+  // room (SyncProxies). Reopen, for a resource that had none: also the first jobs of a group of
+  // a few lanes go home at once.
+  void SyncProxies(Resource& resource) {
+    for (auto& group : resource.groups) SyncProxy(*group);
+  }
+  void Reopen(Resource& resource);
+  // Moves the type's pending jobs in its own tier (of `jobs`) to the lanes of `home`, its new
+  // home set, if that is not where they are: O(job slots). A parked one stays parked, in its
+  // resource's wait group of the new home.
+  void Rehome(TypeState& type, LaneSet& home, JobTable& jobs);
+
+  // Every key's lanes, every resource and its wait groups against `recount`, and every lane
+  // set of `tiers`: OK, or Internal naming the first broken invariant (for CheckInvariants).
+  Status Check(const std::vector<std::unique_ptr<TierState>>& tiers,
+               const LaneRecount& recount) const;
+
+ private:
+  WaitGroup& GroupFor(Resource& resource, LaneSet& home);
+  // Parks a home lane's head whose resource is full.
+  void Park(Job& job);
+  // Links, relinks or unlinks a group's proxy so that it is linked, at its best lane's entry,
+  // exactly when the group has a linked lane and its resource has room.
+  void SyncProxy(WaitGroup& group);
+  // Puts `lane` in its set at `order`, or out of it with none; false if it already was so.
+  bool PlaceLane(Lane& lane, const std::optional<AdmissionOrder>& order);
+  // PlaceLane for a lane known to be linked, reading only its first 64 bytes.
+  static bool MoveLane(Lane& lane, const AdmissionOrder& order);
+  static void UnlinkLane(Lane& lane);
+  // The parts of Check.
+  Status CheckLanesOf(const std::string& name, const KeyState& key, const LaneRecount& recount,
+                      absl::flat_hash_map<const TierState*, std::int64_t>& held,
+                      absl::flat_hash_map<const LaneSet*, std::size_t>& linked) const;
+  Status CheckResources(const LaneRecount& recount,
+                        absl::flat_hash_map<const LaneSet*, std::size_t>& linked) const;
+
+  const KeyTable& keys_;
+  absl::node_hash_map<IndexedName, Resource, IndexedNameHash, IndexedNameEq> resources_;
+  // Lanes that emptied, kept for the next LaneFor: a key with one job at a time (a client whose
+  // calls wait for each other) would otherwise allocate and free a lane per job, under the
+  // runtime's lock. At most kSpareLanes; each empty (no jobs, unlinked).
+  static constexpr std::size_t kSpareLanes = 64;
+  std::vector<std::unique_ptr<Lane>> spare_lanes_;
+  int parked_in_decision_ = 0;
+};
+
+}  // namespace fairgate::core
+
+#endif  // FAIRGATE_CORE_LANE_INDEX_H_
