@@ -536,6 +536,11 @@ TEST_CASE("PostgresStore.AClaimTakesTheLeasesItsJobsNeedInTheSameTransaction") {
   testing::CheckAClaimTakesItsJobsLeases(Replicas(server));
 }
 
+TEST_CASE("PostgresStore.ACrashedReplicasClaimsAndLeasesLapseToAnother") {
+  testing::PostgresServer server;
+  testing::CheckACrashedReplicasClaimsAndLeasesLapse(Replicas(server));
+}
+
 // A job stored by another process (here: another store's AddJob, as a producer that runs no
 // scheduler would) wakes a replica's claim at once through the database's notification, not at
 // its next claim_interval (30 s here); so does a job another replica gives back.

@@ -156,8 +156,9 @@ inline void CheckLearnedState(const OpenStore& open) {
 // and their fencing tokens, batched removals, keys' costs summed over replicas. `open(replica)`
 // returns a new handle, of the replica of that name, on the same storage, which holds nothing at
 // first. A second shared store passes these as the PostgreSQL store does
-// (postgres_store_test.cc). What a crash leaves (a replica killed while it held claims) is
-// checked through schedulers there and in fleet_fault_test.cc.
+// (postgres_store_test.cc). What a crash leaves is a contract too
+// (CheckACrashedReplicasClaimsAndLeasesLapse); what a scheduler on a killed replica leaves is
+// checked through processes in fleet_fault_test.cc.
 using OpenSharedStore = std::function<std::unique_ptr<SharedStore>(const std::string& replica)>;
 
 // A job of `type` on `id` for `key`, as TestJob's otherwise.
@@ -408,6 +409,72 @@ inline void CheckAClaimTakesItsJobsLeases(const OpenSharedStore& open) {
   CHECK(*a->AcquireResource("repo", "mesa.git", 1, 30) == 0u);  // renewed: still c's
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   CHECK(*a->AcquireResource("repo", "mesa.git", 1, 30) > claimed[0].resource_token);  // lapsed
+}
+
+// What a crash leaves: a replica that stops without a word (its process killed; here its handle
+// dropped, which sends nothing) leaves its claims and leases to lapse. Until they do, nobody
+// else may claim its jobs or take its leases; once they have, another replica claims each of its
+// jobs once, with a greater token, every claim it made counted as an attempt (begun or not: an
+// attempt may begin without a round trip while a lease is surely held), and takes its resources.
+// Nothing is lost and nothing runs twice at once.
+inline void CheckACrashedReplicasClaimsAndLeasesLapse(const OpenSharedStore& open) {
+  auto a = open("a");
+  auto b = open("b");
+  const ClaimableType fetch{"fetch", 1, "repo", 1, 0};
+  const ClaimableType archive{"archive", 1};
+  const std::uint64_t begun = *a->AddJob(StoredJobOf("fetch", "linux.git", "k1"));
+  const std::uint64_t unbegun = *a->AddJob(StoredJobOf("fetch", "git.git", "k2"));
+  const std::uint64_t plain = *a->AddJob(StoredJobOf("archive", "x", "k3"));
+  constexpr std::chrono::seconds kLease(2);
+  const auto claimed_at = std::chrono::steady_clock::now();
+  std::vector<StoredJob> claimed = *a->ClaimJobs({fetch, archive}, 10, kLease.count());
+  REQUIRE(claimed.size() == 3);
+  std::uint64_t newest_token = 0;
+  for (const StoredJob& job : claimed) newest_token = std::max(newest_token, job.lease_token);
+  REQUIRE(*a->BeginAttempt(begun) == 1u);
+  const std::uint64_t own = *a->AcquireResource("repo", "mesa.git", 1, kLease.count());
+  REQUIRE(own > 0u);
+  a.reset();  // the crash: nothing given back, nothing renewed
+
+  // Until the leases lapse, a's jobs and resources are still a's. (A check, not a wait: if the
+  // server is slow enough for them to lapse first, the wait below still holds.)
+  std::vector<StoredJob> reclaimed = *b->ClaimJobs({fetch, archive}, 10, 30);
+  if (reclaimed.empty()) {
+    const std::uint64_t taken = *b->AcquireResource("repo", "linux.git", 1, 30);
+    if (taken != 0) {  // only once a's lease has lapsed; given back for the claim below
+      CHECK(std::chrono::steady_clock::now() - claimed_at >= kLease);
+      REQUIRE(b->ReleaseResource("repo", "linux.git", taken).ok());
+    }
+  }
+  // Then b claims each of them once (bounded).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (reclaimed.size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::vector<StoredJob> more = *b->ClaimJobs({fetch, archive}, 10, 30);
+    reclaimed.insert(reclaimed.end(), more.begin(), more.end());
+    if (reclaimed.size() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(reclaimed.size() == 3);
+  std::set<std::uint64_t> sequences;
+  for (const StoredJob& job : reclaimed) {
+    INFO(job.id);
+    sequences.insert(job.sequence);
+    CHECK(job.lease_token > newest_token);
+    CHECK(job.attempts == 1u);  // a's claim counted one, begun (linux.git) or not
+    if (job.sequence != plain) CHECK(job.resource_token > own);  // the repository's lease too
+  }
+  CHECK(sequences == std::set<std::uint64_t>{begun, unbegun, plain});
+  // a's own resource lease lapses too (taken just after the claim): mesa.git can be taken.
+  std::uint64_t mesa = 0;
+  while (mesa == 0 && std::chrono::steady_clock::now() < deadline) {
+    mesa = *b->AcquireResource("repo", "mesa.git", 1, 30);
+    if (mesa == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(mesa > own);
+  CHECK(b->ClaimJobs({fetch, archive}, 10, 30)->empty());
+  CHECK(*b->BeginAttempt(begun) == 2u);
+  const std::vector<Status> removed = *b->RemoveJobs({begun, unbegun, plain});
+  for (const Status& s : removed) CHECK(s.ok());
+  CHECK(b->LiveJobs()->empty());
 }
 
 }  // namespace fairgate::testing

@@ -36,6 +36,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "store/claim_planner.h"
+#include "store/lease_book.h"
 #include "store/postgres_connection.h"
 #include "store/postgres_statements.h"
 
@@ -173,16 +174,9 @@ class PostgresStore final : public SharedStore {
   // The attempt a claim counted is confirmed here without a round trip while the lease is surely
   // this replica's; after that (a replica that stalled), the server checks the lease.
   StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) override {
-    bool counted = false;
-    {
-      std::lock_guard state(state_mutex_);
-      if (auto it = tokens_.find(sequence); it != tokens_.end() && it->second.counted > 0) {
-        if (SteadyClock::now() < it->second.sure_until) {
-          return std::exchange(it->second.counted, 0);
-        }
-        counted = true;
-      }
-    }
+    const LeaseBook::LocalBegin local = book_.BeginLocally(sequence, SteadyClock::now());
+    if (local.attempt) return *local.attempt;
+    const bool counted = local.counted;
     Session session = pool_.Take();
     Link& link = *session;
     StatusOr<Result> r = pool_.RetryingExec(
@@ -192,18 +186,12 @@ class PostgresStore final : public SharedStore {
         "lease_until > " FAIRGATE_PG_NOW ") RETURNING attempts",
         {{std::to_string(sequence)}, TokenOf(sequence), {counted ? "0" : "1"}}, "mark an attempt");
     if (!r.ok()) return r.status();
-    if (counted && PQntuples(r->get()) > 0) {
-      std::lock_guard state(state_mutex_);
-      if (auto it = tokens_.find(sequence); it != tokens_.end()) it->second.counted = 0;
-    }
+    if (counted && PQntuples(r->get()) > 0) book_.AttemptConfirmed(sequence);
     if (PQntuples(r->get()) == 0) {
       // Not begun after its lease passed (even if nobody claimed it yet): no longer renewed, so
       // that another replica may claim it; the leases taken with the claim are given back.
-      {
-        std::lock_guard state(state_mutex_);
-        if (auto it = tokens_.find(sequence); it != tokens_.end()) it->second.renew = false;
-      }
-      DropClaimLeases(link, sequence);
+      book_.StopRenewing(sequence);
+      GiveBackClaimLeases(link, sequence);
       return Refusal(link, sequence, "mark an attempt of");
     }
     return static_cast<std::uint32_t>(std::strtoul(PQgetvalue(r->get(), 0, 0), nullptr, 10));
@@ -225,14 +213,12 @@ class PostgresStore final : public SharedStore {
     std::vector<Status> removed(sequences.size());
     if (sequences.empty()) return removed;
     std::vector<std::string> numbers, tokens, resources;
-    {
-      std::lock_guard state(state_mutex_);
-      for (std::uint64_t sequence : sequences) {
-        numbers.push_back(std::to_string(sequence));
-        auto it = tokens_.find(sequence);
-        tokens.push_back(it == tokens_.end() ? "NULL" : std::to_string(it->second.token));
-        if (it == tokens_.end()) continue;
-        for (std::uint64_t token : it->second.resources) resources.push_back(std::to_string(token));
+    for (std::uint64_t sequence : sequences) {
+      numbers.push_back(std::to_string(sequence));
+      const std::optional<std::uint64_t> token = book_.TokenOf(sequence);
+      tokens.push_back(token ? std::to_string(*token) : "NULL");
+      for (std::uint64_t lease : book_.ClaimLeases(sequence)) {
+        resources.push_back(std::to_string(lease));
       }
     }
     Session session = pool_.Take();
@@ -248,11 +234,9 @@ class PostgresStore final : public SharedStore {
          {TextArray(resources)}},
         "remove durable jobs");
     if (!r.ok()) {
-      // Not renewed from now on, as a failed RemoveJob's; a later try gives the leases back.
-      std::lock_guard state(state_mutex_);
-      for (std::uint64_t sequence : sequences) {
-        if (auto it = tokens_.find(sequence); it != tokens_.end()) it->second.renew = false;
-      }
+      // Not renewed from now on, as a failed RemoveJob's: the jobs' leases and the claims'
+      // lapse, unless a later try gives them back first.
+      for (std::uint64_t sequence : sequences) book_.StopRenewing(sequence);
       return r.status();
     }
     absl::flat_hash_set<std::uint64_t> gone;
@@ -276,26 +260,21 @@ class PostgresStore final : public SharedStore {
         stored.insert(std::strtoull(PQgetvalue(found->get(), i, 0), nullptr, 10));
       }
     }
-    std::lock_guard state(state_mutex_);
     for (std::size_t i = 0; i < sequences.size(); ++i) {
       const std::uint64_t sequence = sequences[i];
-      auto it = tokens_.find(sequence);
+      (void)book_.TakeClaimLeases(sequence);  // given back with the batch, whatever else
       if (!gone.contains(sequence) && !looked_up.ok()) {
         removed[i] = looked_up;
-        if (it != tokens_.end()) it->second.resources.clear();  // given back with the batch
         continue;
       }
       // As Refusal: gone although this replica still held it (another claimed it after this
       // one's lease passed, and finished it) is a refusal too; gone and never held is done.
-      if (gone.contains(sequence) || (!stored.contains(sequence) && it == tokens_.end())) {
-        if (it != tokens_.end()) tokens_.erase(it);
+      if (gone.contains(sequence) || (!stored.contains(sequence) && !book_.Holds(sequence))) {
+        book_.Forget(sequence);
         continue;
       }
       removed[i] = LeaseLost("remove", sequence);
-      if (it != tokens_.end()) {
-        it->second.renew = false;
-        it->second.resources.clear();  // given back with the batch
-      }
+      book_.Refused(sequence);
     }
     return removed;
   }
@@ -394,8 +373,7 @@ class PostgresStore final : public SharedStore {
       if (!r.ok()) return r.status();
       if (PQntuples(r->get()) == 1) {
         const std::uint64_t token = std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10);
-        std::lock_guard state(state_mutex_);
-        resource_tokens_.insert(token);
+        book_.AddResourceLease(token);
         return token;
       }
       StatusOr<Result> free =
@@ -415,10 +393,7 @@ class PostgresStore final : public SharedStore {
                          std::uint64_t token) override {
     Session session = pool_.Take();
     Link& link = *session;
-    {
-      std::lock_guard state(state_mutex_);
-      resource_tokens_.erase(token);
-    }
+    book_.DropResourceLease(token);
     return pool_
         .RetryingExec(
             link, "DELETE FROM fairgate_resource_leases WHERE grp = $1 AND id = $2 AND token = $3",
@@ -495,10 +470,9 @@ class PostgresStore final : public SharedStore {
         return ClaimWithLeases(link, types, names, tiers, max_jobs, lease_seconds, jobs, taken);
       });
       if (!claimed.ok()) return claimed;
-      std::lock_guard state(state_mutex_);
       for (const StoredJob& job : jobs) {
-        tokens_[job.sequence] = {job.lease_token, true, std::move(taken[job.sequence]),
-                                 job.attempts + 1, sure_until};
+        book_.Claimed(job.sequence, job.lease_token, std::move(taken[job.sequence]),
+                      job.attempts + 1, sure_until);
       }
       return jobs;
     }
@@ -515,8 +489,7 @@ class PostgresStore final : public SharedStore {
       StatusOr<StoredJob> job = JobAt(*r, i);
       if (!job.ok()) return job.status();
       job->lease_token = std::strtoull(PQgetvalue(r->get(), i, 9), nullptr, 10);
-      std::lock_guard state(state_mutex_);
-      tokens_[job->sequence] = {job->lease_token, true, {}, job->attempts + 1, sure_until};
+      book_.Claimed(job->sequence, job->lease_token, {}, job->attempts + 1, sure_until);
       jobs.push_back(*std::move(job));
     }
     std::sort(jobs.begin(), jobs.end(),
@@ -527,16 +500,10 @@ class PostgresStore final : public SharedStore {
   StatusOr<std::size_t> RenewLeases(double lease_seconds) override {
     Session session = pool_.Take();
     Link& link = *session;
-    std::vector<std::string> renewed;
-    std::vector<std::string> resources;
-    std::unique_lock state(state_mutex_);
-    for (const auto& [sequence, held] : tokens_) {
-      if (!held.renew) continue;
-      renewed.push_back(std::to_string(held.token));
-      for (std::uint64_t token : held.resources) resources.push_back(std::to_string(token));
-    }
-    for (std::uint64_t token : resource_tokens_) resources.push_back(std::to_string(token));
-    state.unlock();
+    const LeaseBook::Renewal renewal = book_.ToRenew();
+    std::vector<std::string> renewed, resources;
+    for (std::uint64_t token : renewal.jobs) renewed.push_back(std::to_string(token));
+    for (std::uint64_t token : renewal.resources) resources.push_back(std::to_string(token));
     std::size_t held = 0;
     // `sql`: $1 the replica, $2 the lease's length, $3 the tokens; the jobs' renewal returns
     // their sequences.
@@ -555,10 +522,8 @@ class PostgresStore final : public SharedStore {
                                   renewed);
     if (!jobs.ok()) return jobs.status();
     if (*jobs != nullptr) {
-      std::lock_guard lock(state_mutex_);
       for (int i = 0; i < PQntuples(jobs->get()); ++i) {
-        auto it = tokens_.find(std::strtoull(PQgetvalue(jobs->get(), i, 0), nullptr, 10));
-        if (it != tokens_.end()) it->second.sure_until = sure_until;
+        book_.Renewed(std::strtoull(PQgetvalue(jobs->get(), i, 0), nullptr, 10), sure_until);
       }
     }
     if (StatusOr<Result> r =
@@ -710,30 +675,21 @@ class PostgresStore final : public SharedStore {
     return job;
   }
 
-  // Whether this replica claimed `sequence` and is not done with it.
-  bool Holds(std::uint64_t sequence) {
-    std::lock_guard state(state_mutex_);
-    return tokens_.contains(sequence);
-  }
-
   // The token this replica holds `sequence` with, as a parameter: NULL if it holds none.
   Param TokenOf(std::uint64_t sequence) const {
-    std::lock_guard state(state_mutex_);
-    auto it = tokens_.find(sequence);
-    if (it == tokens_.end()) return {"", false, true};
-    return {std::to_string(it->second.token)};
+    const std::optional<std::uint64_t> token = book_.TokenOf(sequence);
+    if (!token) return {"", false, true};
+    return {std::to_string(*token)};
   }
 
   // As a parameter: 1 when this replica's claim of `sequence` counted an attempt that never began
   // (a job given back or killed unrun gives it back), else 0.
   Param UnbegunAttempt(std::uint64_t sequence) const {
-    std::lock_guard state(state_mutex_);
-    auto it = tokens_.find(sequence);
-    return {it != tokens_.end() && it->second.counted > 0 ? "1" : "0"};
+    return {book_.AttemptUnbegun(sequence) ? "1" : "0"};
   }
 
   // Until when a lease of `lease_seconds` given by a statement sent now is surely this
-  // replica's (Held::sure_until).
+  // replica's (LeaseBook::BeginLocally).
   static SteadyClock::time_point SureUntil(double lease_seconds) {
     return SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
                                     std::chrono::duration<double>(lease_seconds * 0.9));
@@ -748,7 +704,7 @@ class PostgresStore final : public SharedStore {
     if (!r.ok()) return r.status();
     // Gone although this replica still holds a claim of it: another replica claimed it after
     // this one's lease passed, and finished it. That is a refusal too.
-    if (PQntuples(r->get()) == 0 && !Holds(sequence)) {
+    if (PQntuples(r->get()) == 0 && !book_.Holds(sequence)) {
       return absl::NotFoundError(absl::StrCat("durable job ", sequence, " is not stored"));
     }
     return LeaseLost(what, sequence);
@@ -778,31 +734,24 @@ class PostgresStore final : public SharedStore {
     // The claim's leases go back with it. When the server was unreachable they are kept, not
     // renewed: the caller's next try of the same call (the scheduler tries again) gives them back
     // with the job, and if none succeeds before they lapse, they lapse.
-    if (r.ok()) DropClaimLeases(link, sequence);
-    std::lock_guard state(state_mutex_);
+    if (r.ok()) GiveBackClaimLeases(link, sequence);
     if (status.ok() || status.code() == absl::StatusCode::kNotFound) {
-      tokens_.erase(sequence);
-    } else if (auto it = tokens_.find(sequence); it != tokens_.end()) {
-      // Kept after a refusal or a failure: forgotten, this replica would act on the job again
-      // once nobody holds it (a token of none matches a job given back). Not renewed: the lease
-      // lapses and another replica runs the job again (at least once) unless a later try of the
-      // call succeeds first, rather than this one holding a job it is done with for ever.
-      it->second.renew = false;
-      if (r.ok()) it->second.resources.clear();  // refused: another replica holds the job now
+      book_.Forget(sequence);
+    } else {
+      // Kept after a refusal or a failure (LeaseBook's rules): not renewed, the lease lapses and
+      // another replica runs the job again (at least once) unless a later try of the call
+      // succeeds first, rather than this one holding a job it is done with for ever.
+      book_.StopRenewing(sequence);
     }
     return status;
   }
 
   // Gives back the leases taken with this replica's claim of `sequence` (a failure leaves them
-  // to lapse: they are no longer renewed).
-  void DropClaimLeases(Link& link, std::uint64_t sequence) {
+  // to lapse: the book no longer renews them).
+  void GiveBackClaimLeases(Link& link, std::uint64_t sequence) {
     std::vector<std::string> resources;
-    {
-      std::lock_guard state(state_mutex_);
-      auto it = tokens_.find(sequence);
-      if (it == tokens_.end()) return;
-      for (std::uint64_t token : it->second.resources) resources.push_back(std::to_string(token));
-      it->second.resources.clear();
+    for (std::uint64_t token : book_.TakeClaimLeases(sequence)) {
+      resources.push_back(std::to_string(token));
     }
     if (resources.empty()) return;
     (void)pool_.RetryingExec(link, kDropLeasesByToken, {{TextArray(resources)}},
@@ -811,10 +760,10 @@ class PostgresStore final : public SharedStore {
 
   // The body of a claim whose types take leases, in the claim's transaction: locks the
   // candidates in claim order (kClaimCandidates), chooses the first max_jobs whose leases have a
-  // free slot (counted once for all of them), takes those leases in (group, id) order (so that
-  // replicas claiming at once never wait on each other in a cycle), drops a job whose lease
-  // another replica took meanwhile (with the leases it took), and claims the rest: `jobs`, and
-  // the tokens of each one's leases in `taken`.
+  // free slot (counted once for all of them: store::PlanClaim), takes those leases in (group, id)
+  // order (so that replicas claiming at once never wait on each other in a cycle), drops a job
+  // whose lease another replica took meanwhile (with the leases it took), and claims the rest:
+  // `jobs`, and the tokens of each one's leases in `taken`.
   Status ClaimWithLeases(Link& link, const std::vector<ClaimableType>& types,
                          const std::vector<std::string>& names,
                          const std::vector<std::string>& tiers, std::size_t max_jobs,
@@ -822,6 +771,56 @@ class PostgresStore final : public SharedStore {
                          absl::flat_hash_map<std::uint64_t, std::vector<std::uint64_t>>& taken) {
     jobs.clear();
     taken.clear();
+    StatusOr<std::vector<ClaimCandidate>> candidates =
+        LockCandidates(link, types, names, tiers, max_jobs);
+    if (!candidates.ok()) return candidates.status();
+    StatusOr<HeldSlots> held = CountHeldSlots(link, *candidates);
+    if (!held.ok()) return held.status();
+    const ClaimPlan plan = PlanClaim(*candidates, *std::move(held), max_jobs);
+    // The tokens of each chosen job's leases, in the order of its needs; 0 where none was taken.
+    std::vector<std::vector<std::uint64_t>> tokens(plan.chosen.size());
+    for (std::size_t j = 0; j < plan.chosen.size(); ++j) {
+      tokens[j].assign((*candidates)[plan.chosen[j]].needs.size(), 0);
+    }
+    StatusOr<std::vector<std::string>> claimed =
+        TakePlannedLeases(link, *candidates, plan, lease_seconds, tokens);
+    if (!claimed.ok()) return claimed.status();
+    if (claimed->empty()) return absl::OkStatus();
+    StatusOr<Result> r =
+        Exec(link,
+             "UPDATE fairgate_durable_jobs j SET holder = $2, lease_until = " FAIRGATE_PG_NOW
+             " + $3, token = nextval('fairgate_lease_tokens'), " FAIRGATE_PG_COUNT_ATTEMPT
+             "WHERE sequence = ANY($1::bigint[]) "
+             "RETURNING sequence, type, id, fairness_key, payload, submitted_at, attempts - 1, "
+             "  not_before, last_error, token",
+             {{TextArray(*claimed)}, {replica_}, {Number(lease_seconds)}}, "claim durable jobs");
+    if (!r.ok()) return r.status();
+    absl::flat_hash_map<std::uint64_t, std::size_t> index;
+    for (std::size_t j = 0; j < plan.chosen.size(); ++j) {
+      index[(*candidates)[plan.chosen[j]].sequence] = j;
+    }
+    for (int i = 0; i < PQntuples(r->get()); ++i) {
+      StatusOr<StoredJob> job = JobAt(*r, i);
+      if (!job.ok()) return job.status();
+      job->lease_token = std::strtoull(PQgetvalue(r->get(), i, 9), nullptr, 10);
+      const std::vector<std::uint64_t>& leases = tokens[index.at(job->sequence)];
+      // The last lease taken is the resource's when it has one (taken after the cap's).
+      job->resource_token = leases.empty() ? 0 : leases.back();
+      taken[job->sequence] = leases;
+      jobs.push_back(*std::move(job));
+    }
+    std::sort(jobs.begin(), jobs.end(),
+              [](const StoredJob& a, const StoredJob& b) { return a.sequence < b.sequence; });
+    return absl::OkStatus();
+  }
+
+  // ClaimWithLeases' first step: the candidates, locked, in claim order, each with the leases it
+  // needs (its type's fleet cap, then its resource).
+  StatusOr<std::vector<ClaimCandidate>> LockCandidates(Link& link,
+                                                       const std::vector<ClaimableType>& types,
+                                                       const std::vector<std::string>& names,
+                                                       const std::vector<std::string>& tiers,
+                                                       std::size_t max_jobs) {
     absl::flat_hash_map<std::string, const ClaimableType*> by_name;
     std::vector<std::string> groups_of, limits_of, caps_of;
     for (const ClaimableType& t : types) {
@@ -841,48 +840,56 @@ class PostgresStore final : public SharedStore {
                                {std::string(kFleetCapGroup)}},
                               "claim durable jobs");
     if (!c.ok()) return c.status();
-    std::vector<store::ClaimCandidate> candidates;
-    std::vector<std::string> groups, ids;
+    std::vector<ClaimCandidate> candidates;
     for (int i = 0; i < PQntuples(c->get()); ++i) {
-      store::ClaimCandidate candidate{std::strtoull(PQgetvalue(c->get(), i, 0), nullptr, 10), {}};
+      ClaimCandidate candidate{std::strtoull(PQgetvalue(c->get(), i, 0), nullptr, 10), {}};
       const ClaimableType& t = *by_name.at(Text(*c, i, 1));
       if (t.fleet_cap > 0)
         candidate.needs.push_back({std::string(kFleetCapGroup), t.type, t.fleet_cap});
       if (!t.conflict_group.empty()) {
         candidate.needs.push_back({t.conflict_group, Text(*c, i, 2), t.conflict_limit});
       }
-      for (const store::LeaseNeed& n : candidate.needs) {
+      candidates.push_back(std::move(candidate));
+    }
+    return candidates;
+  }
+
+  // ClaimWithLeases' second step: the slots held now (unexpired leases) of every resource the
+  // candidates need.
+  StatusOr<HeldSlots> CountHeldSlots(Link& link, const std::vector<ClaimCandidate>& candidates) {
+    std::vector<std::string> groups, ids;
+    for (const ClaimCandidate& candidate : candidates) {
+      for (const LeaseNeed& n : candidate.needs) {
         groups.push_back(n.group);
         ids.push_back(n.id);
       }
-      candidates.push_back(std::move(candidate));
     }
-    // Slots held now (unexpired leases) of every resource the candidates need.
-    store::HeldSlots held;
-    if (!groups.empty()) {
-      StatusOr<Result> h =
-          Exec(link,
-               "SELECT l.grp, l.id, count(*) FROM fairgate_resource_leases l "
-               "JOIN (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS r(grp, id)) r "
-               "ON l.grp = r.grp AND l.id = r.id WHERE l.lease_until >= " FAIRGATE_PG_NOW
-               " GROUP BY l.grp, l.id",
-               {{TextArray(groups)}, {TextArray(ids)}}, "count resources' leases");
-      if (!h.ok()) return h.status();
-      for (int i = 0; i < PQntuples(h->get()); ++i) {
-        held[{Text(*h, i, 0), Text(*h, i, 1)}] = std::atoi(PQgetvalue(h->get(), i, 2));
-      }
+    HeldSlots held;
+    if (groups.empty()) return held;
+    StatusOr<Result> h =
+        Exec(link,
+             "SELECT l.grp, l.id, count(*) FROM fairgate_resource_leases l "
+             "JOIN (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS r(grp, id)) r "
+             "ON l.grp = r.grp AND l.id = r.id WHERE l.lease_until >= " FAIRGATE_PG_NOW
+             " GROUP BY l.grp, l.id",
+             {{TextArray(groups)}, {TextArray(ids)}}, "count resources' leases");
+    if (!h.ok()) return h.status();
+    for (int i = 0; i < PQntuples(h->get()); ++i) {
+      held[{Text(*h, i, 0), Text(*h, i, 1)}] = std::atoi(PQgetvalue(h->get(), i, 2));
     }
-    // The first max_jobs whose every lease has a slot left, in claim order; their leases,
-    // taken in (group, id) order.
-    const store::ClaimPlan plan = store::PlanClaim(candidates, std::move(held), max_jobs);
-    std::vector<std::vector<std::uint64_t>> tokens(plan.chosen.size());
-    for (std::size_t j = 0; j < plan.chosen.size(); ++j) {
-      tokens[j].assign(candidates[plan.chosen[j]].needs.size(), 0);
-    }
+    return held;
+  }
+
+  // ClaimWithLeases' third step: takes the plan's leases in its order, into `tokens`. A job one
+  // of whose leases another replica took since the slots were counted is dropped, and the
+  // leases it took are given back. Returns the sequences of the jobs that have all theirs.
+  StatusOr<std::vector<std::string>> TakePlannedLeases(
+      Link& link, const std::vector<ClaimCandidate>& candidates, const ClaimPlan& plan,
+      double lease_seconds, std::vector<std::vector<std::uint64_t>>& tokens) {
     std::vector<bool> lost(plan.chosen.size(), false);
-    for (const store::ClaimPlan::Take& take : plan.takes) {
+    for (const ClaimPlan::Take& take : plan.takes) {
       if (lost[take.job]) continue;
-      const store::LeaseNeed& need = candidates[plan.chosen[take.job]].needs[take.need];
+      const LeaseNeed& need = candidates[plan.chosen[take.job]].needs[take.need];
       StatusOr<Result> t = Exec(link, kTakeSlot,
                                 {{need.group},
                                  {need.id},
@@ -912,33 +919,7 @@ class PostgresStore final : public SharedStore {
                      .status();
       if (!s.ok()) return s;
     }
-    if (claimed.empty()) return absl::OkStatus();
-    StatusOr<Result> r =
-        Exec(link,
-             "UPDATE fairgate_durable_jobs j SET holder = $2, lease_until = " FAIRGATE_PG_NOW
-             " + $3, token = nextval('fairgate_lease_tokens'), " FAIRGATE_PG_COUNT_ATTEMPT
-             "WHERE sequence = ANY($1::bigint[]) "
-             "RETURNING sequence, type, id, fairness_key, payload, submitted_at, attempts - 1, "
-             "  not_before, last_error, token",
-             {{TextArray(claimed)}, {replica_}, {Number(lease_seconds)}}, "claim durable jobs");
-    if (!r.ok()) return r.status();
-    absl::flat_hash_map<std::uint64_t, std::size_t> index;
-    for (std::size_t j = 0; j < plan.chosen.size(); ++j) {
-      index[candidates[plan.chosen[j]].sequence] = j;
-    }
-    for (int i = 0; i < PQntuples(r->get()); ++i) {
-      StatusOr<StoredJob> job = JobAt(*r, i);
-      if (!job.ok()) return job.status();
-      job->lease_token = std::strtoull(PQgetvalue(r->get(), i, 9), nullptr, 10);
-      const std::vector<std::uint64_t>& leases = tokens[index.at(job->sequence)];
-      // The last lease taken is the resource's when it has one (taken after the cap's).
-      job->resource_token = leases.empty() ? 0 : leases.back();
-      taken[job->sequence] = leases;
-      jobs.push_back(*std::move(job));
-    }
-    std::sort(jobs.begin(), jobs.end(),
-              [](const StoredJob& a, const StoredJob& b) { return a.sequence < b.sequence; });
-    return absl::OkStatus();
+    return claimed;
   }
 
   static std::string Text(const Result& r, int row, int column) {
@@ -953,23 +934,7 @@ class PostgresStore final : public SharedStore {
   ConnectionPool pool_;
   const std::string replica_;
 
-  mutable std::mutex state_mutex_;  // guards what follows
-  // The claims this replica made and is not done with, by sequence: their tokens, and whether
-  // RenewLeases keeps them. A refused or failed job's token stays (a few bytes per such job).
-  // With the leases taken with the claim (ClaimableType), given back with the job.
-  struct Held {
-    std::uint64_t token = 0;
-    bool renew = true;
-    std::vector<std::uint64_t> resources;
-    // The attempt the claim counted (its number), until BeginAttempt confirms it (then 0): a
-    // job given back or killed unbegun gives it back.
-    std::uint32_t counted = 0;
-    // Until when the lease is surely this replica's by its own clock: a claim's or renewal's
-    // lease from the moment its statement was sent, less a tenth for the clocks' rates.
-    SteadyClock::time_point sure_until;
-  };
-  absl::flat_hash_map<std::uint64_t, Held> tokens_;
-  absl::flat_hash_set<std::uint64_t> resource_tokens_;  // AcquireResource's leases, to renew
+  LeaseBook book_;  // this replica's claims and leases (thread-safe, its own mutex)
 
   std::mutex listen_mutex_;  // guards the listener; WaitForJobs runs on one thread
   Connection listener_;      // LISTENs on FAIRGATE_PG_JOBS_CHANNEL; connected on first wait
