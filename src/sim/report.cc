@@ -134,15 +134,11 @@ ReportSummary Summarize(const Trace& trace, const SimResult& result) {
   return summary;
 }
 
-std::string RenderHtml(const std::string& title, const Trace& trace, const SimResult& result,
-                       const ReportSummary& summary) {
-  std::map<std::string, std::size_t> key_index;
-  for (std::size_t i = 0; i < summary.keys.size(); ++i) key_index[summary.keys[i].key] = i;
-  std::map<std::string, int> priority_of;
-  for (const auto& [name, config] : trace.types) priority_of[name] = config.priority;
+namespace {
 
-  // Slots: each admitted job takes the lowest free row (of its worker's, with workers), and gives
-  // it back when it completes or is lost with its worker.
+// The timeline's rows and bars: each admitted job takes the lowest free row (of its worker's,
+// with workers), and gives it back when it completes or is lost with its worker.
+struct Timeline {
   struct Bar {
     double start, end;
     int row;
@@ -150,30 +146,44 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
     bool conflict, aged, lost;
   };
   std::vector<std::string> row_labels;
-  std::map<std::string, std::pair<int, int>> rows_of_worker;  // name -> (first row, rows)
+  std::vector<Bar> bars;
+  double end_time = 0;
+};
+
+// The timeline's rows: the scheduler's slots, or each worker's (a name that comes back keeps its
+// rows: the most slots it had), with each worker's (first row, rows) in `rows_of_worker`.
+std::vector<std::string> TimelineRows(const Trace& trace,
+                                      std::map<std::string, std::pair<int, int>>& rows_of_worker) {
+  std::vector<std::string> labels;
   if (trace.workers.empty()) {
     for (int r = 0; r < trace.options.rule.max_concurrency; ++r) {
-      row_labels.push_back(absl::StrCat("slot ", r + 1));
+      labels.push_back(absl::StrCat("slot ", r + 1));
     }
-  } else {
-    std::map<std::string, int> slots;  // a name that comes back keeps its rows: the most slots
-    for (const TraceWorker& w : trace.workers) {
-      slots[w.name] = std::max(slots[w.name], w.config.slots);
-    }
-    for (const TraceWorker& w : trace.workers) {
-      if (rows_of_worker.count(w.name) > 0) continue;
-      rows_of_worker[w.name] = {static_cast<int>(row_labels.size()), slots[w.name]};
-      for (int r = 0; r < slots[w.name]; ++r) {
-        row_labels.push_back(absl::StrCat(w.name, " ", r + 1));
-      }
-    }
+    return labels;
   }
-  std::vector<Bar> bars;
-  std::vector<bool> busy(row_labels.size(), false);
+  std::map<std::string, int> slots;
+  for (const TraceWorker& w : trace.workers) {
+    slots[w.name] = std::max(slots[w.name], w.config.slots);
+  }
+  for (const TraceWorker& w : trace.workers) {
+    if (rows_of_worker.count(w.name) > 0) continue;
+    rows_of_worker[w.name] = {static_cast<int>(labels.size()), slots[w.name]};
+    for (int r = 0; r < slots[w.name]; ++r) labels.push_back(absl::StrCat(w.name, " ", r + 1));
+  }
+  return labels;
+}
+
+Timeline LayOutTimeline(const Trace& trace, const SimResult& result) {
+  std::map<std::string, int> priority_of;
+  for (const auto& [name, config] : trace.types) priority_of[name] = config.priority;
+  std::map<std::string, std::pair<int, int>> rows_of_worker;
+  Timeline timeline;
+  timeline.row_labels = TimelineRows(trace, rows_of_worker);
+  std::vector<Timeline::Bar>& bars = timeline.bars;
+  std::vector<bool> busy(timeline.row_labels.size(), false);
   std::map<std::size_t, std::size_t> bar_of_job;
-  double end_time = 0;
   for (const SimEvent& e : result.events) {
-    end_time = std::max(end_time, e.t);
+    timeline.end_time = std::max(timeline.end_time, e.t);
     if (e.kind == SimEvent::Kind::kAdmit) {
       auto first = busy.begin(), last = busy.end();
       if (auto it = rows_of_worker.find(e.worker); it != rows_of_worker.end()) {
@@ -190,26 +200,30 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
                       e.effective_priority != priority_of[result.jobs[e.job].type], false});
     } else if ((e.kind == SimEvent::Kind::kDone || e.kind == SimEvent::Kind::kLost) &&
                bar_of_job.count(e.job) > 0) {
-      Bar& bar = bars[bar_of_job[e.job]];
+      Timeline::Bar& bar = bars[bar_of_job[e.job]];
       bar.end = e.t;
       bar.lost = e.kind == SimEvent::Kind::kLost;
       busy[static_cast<std::size_t>(bar.row)] = false;
     }
   }
-  for (Bar& bar : bars) {
-    if (!result.outcomes[bar.job].done_at && !bar.lost) bar.end = end_time;  // cut by `until`
+  for (Timeline::Bar& bar : bars) {
+    if (!result.outcomes[bar.job].done_at && !bar.lost) bar.end = timeline.end_time;  // `until`
   }
-  const double span = std::max(end_time, 1e-9);
+  return timeline;
+}
 
-  constexpr int kWidth = 960, kRow = 22, kTop = 10;
-  // Room on the left for the longest row label (about 6.5 px a character at 11 px).
-  std::size_t longest = 0;
-  for (const std::string& label : row_labels) longest = std::max(longest, label.size());
-  const int kLeft = std::max(70, 12 + static_cast<int>(6.5 * static_cast<double>(longest)));
-  const int plot = kWidth - kLeft - 20;
-  auto x = [&](double t) { return kLeft + plot * t / span; };
-  std::string html = absl::StrCat(
-      "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>", Escape(title),
+// Where the report's plots are drawn, in pixels.
+struct PlotArea {
+  static constexpr int kWidth = 960, kRow = 22, kTop = 10;
+  int left = 70;  // room for the longest row label (about 6.5 px a character at 11 px)
+  int plot = 0;   // the plot's width
+};
+
+// The page's head, its summary line and the table of keys.
+void AppendSummary(std::string& html, const std::string& title, const Trace& trace,
+                   const SimResult& result, const ReportSummary& summary) {
+  absl::StrAppend(
+      &html, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>", Escape(title),
       "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
       "table{border-collapse:collapse}td,th{padding:3px 10px;text-align:right;"
       "border-bottom:1px solid #ddd}th{background:#f3f3f3}td:first-child,th:first-child"
@@ -222,7 +236,6 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
       "</b>, Jain's fairness index of the "
       "keys' mean slowdowns <b>",
       absl::StrFormat("%.3f", summary.jain_index), "</b>.</p>\n");
-
   absl::StrAppend(&html,
                   "<table><tr><th>key</th><th>jobs</th><th>admitted</th><th>mean wait</th>"
                   "<th>p50</th><th>p99</th><th>worst</th><th>mean slowdown</th></tr>\n");
@@ -236,22 +249,26 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
                         k.mean_wait, k.p50_wait, k.p99_wait, k.worst_wait, k.mean_slowdown));
   }
   absl::StrAppend(&html, "</table>\n");
+}
 
-  // The timeline.
-  const int rows = static_cast<int>(row_labels.size());
-  const std::string timeline_title =
-      trace.workers.empty() ? "Slots over time" : "Workers over time";
-  const int timeline_height = kTop + rows * kRow + 40;
-  absl::StrAppend(&html, "<h2>", timeline_title,
-                  "</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
-                  "width=\"",
-                  kWidth, "\" height=\"", timeline_height, "\">\n");
+// The timeline: a row per slot (or worker slot), a bar per run, coloured by key.
+void AppendTimeline(std::string& html, const Trace& trace, const SimResult& result,
+                    const ReportSummary& summary, const Timeline& timeline, const PlotArea& area) {
+  std::map<std::string, std::size_t> key_index;
+  for (std::size_t i = 0; i < summary.keys.size(); ++i) key_index[summary.keys[i].key] = i;
+  const double span = std::max(timeline.end_time, 1e-9);
+  auto x = [&](double t) { return area.left + area.plot * t / span; };
+  constexpr int kRow = PlotArea::kRow, kTop = PlotArea::kTop;
+  const int rows = static_cast<int>(timeline.row_labels.size());
+  absl::StrAppend(&html, "<h2>", trace.workers.empty() ? "Slots over time" : "Workers over time",
+                  "</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", PlotArea::kWidth,
+                  "\" height=\"", kTop + rows * kRow + 40, "\">\n");
   for (int r = 0; r < rows; ++r) {
-    absl::StrAppend(&html, "<text x=\"", kLeft - 8, "\" y=\"", kTop + r * kRow + 15,
+    absl::StrAppend(&html, "<text x=\"", area.left - 8, "\" y=\"", kTop + r * kRow + 15,
                     "\" font-size=\"11\" text-anchor=\"end\">",
-                    Escape(row_labels[static_cast<std::size_t>(r)]), "</text>\n");
+                    Escape(timeline.row_labels[static_cast<std::size_t>(r)]), "</text>\n");
   }
-  for (const Bar& bar : bars) {
+  for (const Timeline::Bar& bar : timeline.bars) {
     const std::size_t key = key_index[result.jobs[bar.job].key];
     const double width = std::max(1.0, x(bar.end) - x(bar.start));
     absl::StrAppend(
@@ -273,27 +290,30 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
                     Escape(KeyLabel(job.key)), ") ",
                     absl::StrFormat("%.2f-%.2f", bar.start, bar.end), "</title></rect>\n");
   }
-  AppendAxis(html, kTop + rows * kRow + 4, kLeft, plot, span,
+  AppendAxis(html, kTop + rows * kRow + 4, area.left, area.plot, span,
              trace.workers.empty()
                  ? "seconds; red outline: waited on a conflict; dashed outline: aged into a "
                    "higher tier"
                  : "seconds; rows: each worker's slots; red outline: waited on a conflict; "
                    "dashed: aged into a higher tier; dotted: lost with its worker");
+}
 
-  // The waits of each key.
+// The waits of each key: a dot per job, with its p50 and p99 ticks.
+void AppendWaits(std::string& html, const ReportSummary& summary, const PlotArea& area) {
+  constexpr int kRow = PlotArea::kRow, kTop = PlotArea::kTop;
   double worst = 0;
   for (const KeyReport& k : summary.keys) worst = std::max(worst, k.worst_wait);
   worst = std::max(worst, 1e-9);
   const int waits_height = kTop + static_cast<int>(summary.keys.size()) * kRow + 40;
-  auto wx = [&](double w) { return kLeft + plot * w / worst; };
+  auto wx = [&](double w) { return area.left + area.plot * w / worst; };
   absl::StrAppend(&html,
                   "<h2>Waits per key</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
                   "width=\"",
-                  kWidth, "\" height=\"", waits_height, "\">\n");
+                  PlotArea::kWidth, "\" height=\"", waits_height, "\">\n");
   for (std::size_t i = 0; i < summary.keys.size(); ++i) {
     const KeyReport& k = summary.keys[i];
     const int y = kTop + static_cast<int>(i) * kRow + kRow / 2;
-    absl::StrAppend(&html, "<text x=\"", kLeft - 8, "\" y=\"", y + 4,
+    absl::StrAppend(&html, "<text x=\"", area.left - 8, "\" y=\"", y + 4,
                     "\" font-size=\"11\" text-anchor=\"end\">", Escape(KeyLabel(k.key)),
                     "</text>\n");
     for (double w : k.waits) {
@@ -310,8 +330,24 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
                                              wx(k.p99_wait), y - 8, wx(k.p99_wait), y + 8));
     }
   }
-  AppendAxis(html, kTop + static_cast<int>(summary.keys.size()) * kRow + 4, kLeft, plot, worst,
-             "wait, seconds; blue tick: p50; red tick: p99");
+  AppendAxis(html, kTop + static_cast<int>(summary.keys.size()) * kRow + 4, area.left, area.plot,
+             worst, "wait, seconds; blue tick: p50; red tick: p99");
+}
+
+}  // namespace
+
+std::string RenderHtml(const std::string& title, const Trace& trace, const SimResult& result,
+                       const ReportSummary& summary) {
+  const Timeline timeline = LayOutTimeline(trace, result);
+  PlotArea area;
+  std::size_t longest = 0;
+  for (const std::string& label : timeline.row_labels) longest = std::max(longest, label.size());
+  area.left = std::max(70, 12 + static_cast<int>(6.5 * static_cast<double>(longest)));
+  area.plot = PlotArea::kWidth - area.left - 20;
+  std::string html;
+  AppendSummary(html, title, trace, result, summary);
+  AppendTimeline(html, trace, result, summary, timeline, area);
+  AppendWaits(html, summary, area);
   absl::StrAppend(&html, "</body></html>\n");
   return html;
 }

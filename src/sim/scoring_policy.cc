@@ -42,6 +42,210 @@ struct Running {
   bool operator>(const Running& o) const { return std::tie(t, order) > std::tie(o.t, o.order); }
 };
 
+// One run of the seed's policy over a trace: an event loop (Run) over arrivals, worker changes
+// and completions, each instant's handled in turn, then the instant's decisions.
+class ScoringRun {
+ public:
+  explicit ScoringRun(const Trace& trace) : trace_(trace) {}
+
+  StatusOr<SimResult> Run() {
+    if (Status s = Prepare(); !s.ok()) return s;
+    while (next_ < arrivals_.size() || next_change_ < changes_.size() || !running_.empty()) {
+      double t = std::numeric_limits<double>::infinity();
+      if (next_ < arrivals_.size()) t = trace_.jobs[arrivals_[next_]].arrival;
+      if (next_change_ < changes_.size()) t = std::min(t, changes_[next_change_].t);
+      if (!running_.empty()) t = std::min(t, running_.top().t);
+      if (trace_.until && t > *trace_.until) break;
+      const bool removed_now = ChangeWorkers(t);
+      for (; next_ < arrivals_.size() && trace_.jobs[arrivals_[next_]].arrival == t; ++next_) {
+        pending_.push_back(arrivals_[next_]);
+      }
+      if (removed_now) ReportLosses(t);
+      TakeCompletions(t);
+      Decide(t);
+    }
+    return std::move(result_);
+  }
+
+ private:
+  struct Change {
+    double t;
+    std::size_t worker;
+    bool remove;
+  };
+  // The best pending job for a worker with room at `t`: its index in pending_ and the worker.
+  struct Choice {
+    std::size_t pending;
+    std::size_t worker;
+  };
+
+  const JobTypeConfig* ConfigOf(const std::string& type) const {
+    for (const auto& [name, config] : trace_.types) {
+      if (name == type) return &config;
+    }
+    return nullptr;
+  }
+
+  // The workers (or one that serves every type with the scheduler's slots), how many types each
+  // serves, their changes in time order (removals first at one instant) and the arrival order.
+  Status Prepare() {
+    for (const TraceJob& job : trace_.jobs) {
+      if (ConfigOf(job.type) == nullptr) {
+        return absl::NotFoundError(absl::StrCat("unknown job type '", job.type, "'"));
+      }
+    }
+    if (trace_.workers.empty()) {
+      WorkerConfig all{trace_.options.rule.max_concurrency, {}, {}};
+      for (const auto& [name, config] : trace_.types) all.types.push_back(name);
+      workers_.push_back({"", all, 0, 0, true, 0});
+    } else {
+      for (std::size_t i = 0; i < trace_.workers.size(); ++i) {
+        workers_.push_back({trace_.workers[i].name, trace_.workers[i].config, i, 0, false, 0});
+      }
+    }
+    // How many registered types each worker serves: the most specialised has the fewest.
+    served_.assign(workers_.size(), 0);
+    for (std::size_t w = 0; w < workers_.size(); ++w) {
+      for (const auto& [name, config] : trace_.types)
+        served_[w] += WorkerServes(workers_[w].config, name, config);
+    }
+    for (std::size_t i = 0; i < trace_.workers.size(); ++i) {
+      changes_.push_back({trace_.workers[i].from, i, false});
+      if (trace_.workers[i].until) changes_.push_back({*trace_.workers[i].until, i, true});
+    }
+    std::stable_sort(changes_.begin(), changes_.end(), [](const Change& a, const Change& b) {
+      return std::tie(a.t, b.remove) < std::tie(b.t, a.remove);
+    });
+    result_.jobs = trace_.jobs;
+    result_.outcomes.resize(trace_.jobs.size());
+    arrivals_.resize(trace_.jobs.size());
+    std::iota(arrivals_.begin(), arrivals_.end(), 0);
+    std::stable_sort(arrivals_.begin(), arrivals_.end(), [&](std::size_t a, std::size_t b) {
+      return trace_.jobs[a].arrival < trace_.jobs[b].arrival;
+    });
+    return absl::OkStatus();
+  }
+
+  // The workers added and removed at `t`; whether one was removed.
+  bool ChangeWorkers(double t) {
+    bool removed = false;
+    for (; next_change_ < changes_.size() && changes_[next_change_].t == t; ++next_change_) {
+      Worker& w = workers_[changes_[next_change_].worker];
+      if (!changes_[next_change_].remove) {
+        w.present = true;
+        continue;
+      }
+      // Its running jobs are lost: they leave the queue of completions as they come up.
+      w.present = false;
+      w.used = 0;
+      ++w.generation;
+      removed = true;
+    }
+    return removed;
+  }
+
+  // Losses at `t`: every running job of a worker removed now.
+  void ReportLosses(double t) {
+    std::vector<Running> kept;
+    while (!running_.empty()) {
+      Running r = running_.top();
+      running_.pop();
+      if (r.generation != workers_[r.worker].generation) {
+        slots_in_use_ -= r.slots;
+        SimEvent event{t, SimEvent::Kind::kLost, r.job};
+        event.worker = workers_[r.worker].name;
+        result_.events.push_back(std::move(event));
+        result_.outcomes[r.job].lost_at = t;
+        continue;
+      }
+      kept.push_back(r);
+    }
+    for (const Running& r : kept) running_.push(r);
+  }
+
+  void TakeCompletions(double t) {
+    while (!running_.empty() && running_.top().t <= t) {
+      const Running done = running_.top();
+      running_.pop();
+      if (done.generation != workers_[done.worker].generation) continue;  // lost, reported
+      workers_[done.worker].used -= done.slots;
+      slots_in_use_ -= done.slots;
+      result_.events.push_back({t, SimEvent::Kind::kDone, done.job});
+      result_.outcomes[done.job].done_at = t;
+    }
+  }
+
+  // Decisions: the highest score among the jobs a worker with room serves, until none fits.
+  void Decide(double t) {
+    while (const std::optional<Choice> choice = Best(t)) {
+      const std::size_t job = pending_[choice->pending];
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(choice->pending));
+      const JobTypeConfig& config = *ConfigOf(trace_.jobs[job].type);
+      Worker& worker = workers_[choice->worker];
+      worker.used += config.slots;
+      slots_in_use_ += config.slots;
+      SimEvent event{t, SimEvent::Kind::kAdmit, job, config.priority};
+      if (!trace_.workers.empty()) event.worker = worker.name;
+      result_.events.push_back(std::move(event));
+      result_.outcomes[job].admitted_at = t;
+      running_.push({t + trace_.jobs[job].duration, order_++, job, choice->worker,
+                     worker.generation, config.slots});
+    }
+  }
+
+  // The pending job with the highest score at `t` among those a worker with room serves (ties:
+  // the earlier arrival, then the earlier in the trace), on the most specialised such worker.
+  std::optional<Choice> Best(double t) const {
+    std::optional<Choice> best;
+    double best_score = 0;
+    for (std::size_t p = 0; p < pending_.size(); ++p) {
+      const TraceJob& job = trace_.jobs[pending_[p]];
+      const JobTypeConfig& config = *ConfigOf(job.type);
+      if (slots_in_use_ + config.slots > trace_.options.rule.max_concurrency) continue;
+      int free_slots = 0;
+      std::optional<std::size_t> chosen;
+      for (std::size_t w = 0; w < workers_.size(); ++w) {
+        const Worker& worker = workers_[w];
+        if (!worker.present || !WorkerServes(worker.config, job.type, config)) continue;
+        const int free = worker.config.slots - worker.used;
+        if (free < config.slots) continue;
+        free_slots += free;
+        if (!chosen || std::tie(served_[w], worker.listed) <
+                           std::tie(served_[*chosen], workers_[*chosen].listed)) {
+          chosen = w;
+        }
+      }
+      if (!chosen) continue;
+      const double age = t - job.arrival;
+      double score = kPerPriority * config.priority + kPerSecondWaited * age +
+                     kRarity / static_cast<double>(free_slots);
+      if (job.sync) score += kOnDemand + kOnDemandPerSecond * age;
+      const bool better =
+          !best || score > best_score ||
+          (score == best_score &&
+           std::tie(job.arrival, pending_[p]) <
+               std::tie(trace_.jobs[pending_[best->pending]].arrival, pending_[best->pending]));
+      if (better) {
+        best = Choice{p, *chosen};
+        best_score = score;
+      }
+    }
+    return best;
+  }
+
+  const Trace& trace_;
+  std::vector<Worker> workers_;
+  std::vector<std::size_t> served_;  // registered types each worker serves
+  std::vector<Change> changes_;
+  std::vector<std::size_t> arrivals_;  // job indices by arrival
+  std::size_t next_ = 0, next_change_ = 0;
+  std::vector<std::size_t> pending_;
+  std::priority_queue<Running, std::vector<Running>, std::greater<>> running_;
+  std::uint64_t order_ = 0;
+  int slots_in_use_ = 0;
+  SimResult result_;
+};
+
 }  // namespace
 
 StatusOr<SimResult> SimulateScoring(const Trace& trace) {
@@ -51,165 +255,7 @@ StatusOr<SimResult> SimulateScoring(const Trace& trace) {
         "the seed-004 policy runs traces of jobs and workers only (no periodic jobs, pauses or "
         "adaptive capacity)");
   }
-  auto config_of = [&](const std::string& type) -> const JobTypeConfig* {
-    for (const auto& [name, config] : trace.types) {
-      if (name == type) return &config;
-    }
-    return nullptr;
-  };
-  std::vector<Worker> workers;
-  if (trace.workers.empty()) {
-    WorkerConfig all{trace.options.rule.max_concurrency, {}, {}};
-    for (const auto& [name, config] : trace.types) all.types.push_back(name);
-    workers.push_back({"", all, 0, 0, true, 0});
-  } else {
-    for (std::size_t i = 0; i < trace.workers.size(); ++i) {
-      workers.push_back({trace.workers[i].name, trace.workers[i].config, i, 0, false, 0});
-    }
-  }
-  // How many registered types each worker serves: the most specialised has the fewest.
-  std::vector<std::size_t> served(workers.size(), 0);
-  for (std::size_t w = 0; w < workers.size(); ++w) {
-    for (const auto& [name, config] : trace.types)
-      served[w] += WorkerServes(workers[w].config, name, config);
-  }
-  struct Change {
-    double t;
-    std::size_t worker;
-    bool remove;
-  };
-  std::vector<Change> changes;
-  for (std::size_t i = 0; i < trace.workers.size(); ++i) {
-    changes.push_back({trace.workers[i].from, i, false});
-    if (trace.workers[i].until) changes.push_back({*trace.workers[i].until, i, true});
-  }
-  std::stable_sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) {
-    return std::tie(a.t, b.remove) < std::tie(b.t, a.remove);
-  });
-
-  SimResult result;
-  result.jobs = trace.jobs;
-  result.outcomes.resize(trace.jobs.size());
-  std::vector<std::size_t> arrivals(trace.jobs.size());
-  std::iota(arrivals.begin(), arrivals.end(), 0);
-  std::stable_sort(arrivals.begin(), arrivals.end(), [&](std::size_t a, std::size_t b) {
-    return trace.jobs[a].arrival < trace.jobs[b].arrival;
-  });
-  for (const TraceJob& job : trace.jobs) {
-    if (config_of(job.type) == nullptr) {
-      return absl::NotFoundError(absl::StrCat("unknown job type '", job.type, "'"));
-    }
-  }
-  std::vector<std::size_t> pending;
-  std::priority_queue<Running, std::vector<Running>, std::greater<>> running;
-  std::uint64_t order = 0;
-  int slots_in_use = 0;
-  const int capacity = trace.options.rule.max_concurrency;
-  const bool named = !trace.workers.empty();
-  std::size_t next = 0, next_change = 0;
-  while (next < arrivals.size() || next_change < changes.size() || !running.empty()) {
-    double t = std::numeric_limits<double>::infinity();
-    if (next < arrivals.size()) t = trace.jobs[arrivals[next]].arrival;
-    if (next_change < changes.size()) t = std::min(t, changes[next_change].t);
-    if (!running.empty()) t = std::min(t, running.top().t);
-    if (trace.until && t > *trace.until) break;
-    bool removed_now = false;
-    for (; next_change < changes.size() && changes[next_change].t == t; ++next_change) {
-      Worker& w = workers[changes[next_change].worker];
-      if (!changes[next_change].remove) {
-        w.present = true;
-        continue;
-      }
-      // Its running jobs are lost: they leave the queue of completions as they come up.
-      w.present = false;
-      w.used = 0;
-      ++w.generation;
-      removed_now = true;
-    }
-    for (; next < arrivals.size() && trace.jobs[arrivals[next]].arrival == t; ++next) {
-      pending.push_back(arrivals[next]);
-    }
-    // Losses at this instant: every running job of a worker removed now.
-    if (removed_now) {
-      std::vector<Running> kept;
-      while (!running.empty()) {
-        Running r = running.top();
-        running.pop();
-        if (r.generation != workers[r.worker].generation) {
-          slots_in_use -= r.slots;
-          SimEvent event{t, SimEvent::Kind::kLost, r.job};
-          event.worker = workers[r.worker].name;
-          result.events.push_back(std::move(event));
-          result.outcomes[r.job].lost_at = t;
-          continue;
-        }
-        kept.push_back(r);
-      }
-      for (const Running& r : kept) running.push(r);
-    }
-    // Completions.
-    while (!running.empty() && running.top().t <= t) {
-      const Running done = running.top();
-      running.pop();
-      if (done.generation != workers[done.worker].generation) continue;  // lost, reported
-      workers[done.worker].used -= done.slots;
-      slots_in_use -= done.slots;
-      result.events.push_back({t, SimEvent::Kind::kDone, done.job});
-      result.outcomes[done.job].done_at = t;
-    }
-    // Decisions: the highest score among the jobs a worker with room serves, until none fits.
-    for (;;) {
-      std::optional<std::size_t> best;  // index in `pending`
-      double best_score = 0;
-      std::size_t best_worker = 0;
-      for (std::size_t p = 0; p < pending.size(); ++p) {
-        const TraceJob& job = trace.jobs[pending[p]];
-        const JobTypeConfig& config = *config_of(job.type);
-        if (slots_in_use + config.slots > capacity) continue;
-        int free_slots = 0;
-        std::optional<std::size_t> chosen;
-        for (std::size_t w = 0; w < workers.size(); ++w) {
-          const Worker& worker = workers[w];
-          if (!worker.present || !WorkerServes(worker.config, job.type, config)) continue;
-          const int free = worker.config.slots - worker.used;
-          if (free < config.slots) continue;
-          free_slots += free;
-          if (!chosen || std::tie(served[w], worker.listed) <
-                             std::tie(served[*chosen], workers[*chosen].listed)) {
-            chosen = w;
-          }
-        }
-        if (!chosen) continue;
-        const double age = t - job.arrival;
-        double score = kPerPriority * config.priority + kPerSecondWaited * age +
-                       kRarity / static_cast<double>(free_slots);
-        if (job.sync) score += kOnDemand + kOnDemandPerSecond * age;
-        const bool better = !best || score > best_score ||
-                            (score == best_score &&
-                             std::tie(job.arrival, pending[p]) <
-                                 std::tie(trace.jobs[pending[*best]].arrival, pending[*best]));
-        if (better) {
-          best = p;
-          best_score = score;
-          best_worker = *chosen;
-        }
-      }
-      if (!best) break;
-      const std::size_t job = pending[*best];
-      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(*best));
-      const int slots = config_of(trace.jobs[job].type)->slots;
-      Worker& worker = workers[best_worker];
-      worker.used += slots;
-      slots_in_use += slots;
-      SimEvent event{t, SimEvent::Kind::kAdmit, job, config_of(trace.jobs[job].type)->priority};
-      if (named) event.worker = worker.name;
-      result.events.push_back(std::move(event));
-      result.outcomes[job].admitted_at = t;
-      running.push(
-          {t + trace.jobs[job].duration, order++, job, best_worker, worker.generation, slots});
-    }
-  }
-  return result;
+  return ScoringRun(trace).Run();
 }
 
 }  // namespace fairgate::sim
