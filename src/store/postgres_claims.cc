@@ -1,0 +1,334 @@
+// PostgresStore's claims and leases: claims in fair order (with the fleet-wide leases their
+// types take, ClaimWithLeases in steps), resource leases, and the renewal of everything this
+// replica holds.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "store/postgres_statements.h"
+#include "store/postgres_store.h"
+
+namespace fairgate::store::postgres {
+
+StatusOr<std::uint64_t> PostgresStore::AcquireResource(std::string_view group, std::string_view id,
+                                                       int limit, double lease_seconds) {
+  Session session = pool_.Take();
+  Link& link = *session;
+  // Two replicas may pick the same free slot; the one that loses finds it taken, and tries
+  // the next free one: at most `limit` rounds.
+  for (int round = 0; round < std::max(limit, 1); ++round) {
+    StatusOr<Result> r = pool_.RetryingExec(link, kTakeSlot,
+                                            {{std::string(group)},
+                                             {std::string(id)},
+                                             {replica_},
+                                             {std::to_string(limit)},
+                                             {Number(lease_seconds)}},
+                                            "take a resource's lease");
+    if (!r.ok()) return r.status();
+    if (PQntuples(r->get()) == 1) {
+      const std::uint64_t token = std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10);
+      book_.AddResourceLease(token);
+      return token;
+    }
+    StatusOr<Result> free =
+        Exec(link,
+             "SELECT count(*) FROM generate_series(0, $3::int - 1) AS s "
+             "WHERE NOT EXISTS (SELECT 1 FROM fairgate_resource_leases l WHERE l.grp = $1 "
+             "  AND l.id = $2 AND l.slot = s AND l.lease_until >= " FAIRGATE_PG_NOW ")",
+             {{std::string(group)}, {std::string(id)}, {std::to_string(limit)}},
+             "count a resource's free slots");
+    if (!free.ok()) return free.status();
+    if (std::atoi(PQgetvalue(free->get(), 0, 0)) == 0) return 0;
+  }
+  return 0;
+}
+
+Status PostgresStore::ReleaseResource(std::string_view group, std::string_view id,
+                                      std::uint64_t token) {
+  Session session = pool_.Take();
+  Link& link = *session;
+  book_.DropResourceLease(token);
+  return pool_
+      .RetryingExec(
+          link, "DELETE FROM fairgate_resource_leases WHERE grp = $1 AND id = $2 AND token = $3",
+          {{std::string(group)}, {std::string(id)}, {std::to_string(token)}},
+          "release a resource's lease")
+      .status();
+}
+
+StatusOr<std::vector<StoredJob>> PostgresStore::ClaimJobs(const std::vector<ClaimableType>& types,
+                                                          std::size_t max_jobs,
+                                                          double lease_seconds) {
+  std::vector<StoredJob> jobs;
+  if (types.empty() || max_jobs == 0) return jobs;
+  std::vector<std::string> names, tiers;
+  bool leases = false;
+  for (const ClaimableType& t : types) {
+    names.push_back(t.type);
+    tiers.push_back(std::to_string(t.priority));
+    leases |= t.fleet_cap > 0 || !t.conflict_group.empty();
+  }
+  Session session = pool_.Take();
+  Link& link = *session;
+  const SteadyClock::time_point sure_until = SureUntil(lease_seconds);
+  if (leases) {
+    absl::flat_hash_map<std::uint64_t, std::vector<std::uint64_t>> taken;
+    Status claimed = pool_.Transaction(link, "claim durable jobs", [&] {
+      return ClaimWithLeases(link, types, names, tiers, max_jobs, lease_seconds, jobs, taken);
+    });
+    if (!claimed.ok()) return claimed;
+    for (const StoredJob& job : jobs) {
+      book_.Claimed(job.sequence, job.lease_token, std::move(taken[job.sequence]), job.attempts + 1,
+                    sure_until);
+    }
+    return jobs;
+  }
+  StatusOr<Result> r = pool_.RetryingExec(link, kClaim,
+                                          {{TextArray(names)},
+                                           {TextArray(tiers)},
+                                           {std::to_string(max_jobs)},
+                                           {replica_},
+                                           {Number(lease_seconds)},
+                                           {Number(WallSeconds())}},
+                                          "claim durable jobs");
+  if (!r.ok()) return r.status();
+  for (int i = 0; i < PQntuples(r->get()); ++i) {
+    StatusOr<StoredJob> job = JobAt(*r, i);
+    if (!job.ok()) return job.status();
+    job->lease_token = std::strtoull(PQgetvalue(r->get(), i, 9), nullptr, 10);
+    book_.Claimed(job->sequence, job->lease_token, {}, job->attempts + 1, sure_until);
+    jobs.push_back(*std::move(job));
+  }
+  std::sort(jobs.begin(), jobs.end(),
+            [](const StoredJob& a, const StoredJob& b) { return a.sequence < b.sequence; });
+  return jobs;
+}
+
+StatusOr<std::size_t> PostgresStore::RenewLeases(double lease_seconds) {
+  Session session = pool_.Take();
+  Link& link = *session;
+  const LeaseBook::Renewal renewal = book_.ToRenew();
+  std::vector<std::string> renewed, resources;
+  for (std::uint64_t token : renewal.jobs) renewed.push_back(std::to_string(token));
+  for (std::uint64_t token : renewal.resources) resources.push_back(std::to_string(token));
+  std::size_t held = 0;
+  // `sql`: $1 the replica, $2 the lease's length, $3 the tokens; the jobs' renewal returns
+  // their sequences.
+  auto renew = [&](const char* sql, const std::vector<std::string>& tokens) -> StatusOr<Result> {
+    if (tokens.empty()) return Result();
+    StatusOr<Result> r = pool_.RetryingExec(
+        link, sql, {{replica_}, {Number(lease_seconds)}, {TextArray(tokens)}}, "renew leases");
+    if (r.ok()) held += static_cast<std::size_t>(std::strtoull(PQcmdTuples(r->get()), nullptr, 10));
+    return r;
+  };
+  const SteadyClock::time_point sure_until = SureUntil(lease_seconds);
+  StatusOr<Result> jobs = renew("UPDATE fairgate_durable_jobs SET lease_until = " FAIRGATE_PG_NOW
+                                " + $2 WHERE holder = $1 AND token = ANY($3::bigint[]) "
+                                "RETURNING sequence",
+                                renewed);
+  if (!jobs.ok()) return jobs.status();
+  if (*jobs != nullptr) {
+    for (int i = 0; i < PQntuples(jobs->get()); ++i) {
+      book_.Renewed(std::strtoull(PQgetvalue(jobs->get(), i, 0), nullptr, 10), sure_until);
+    }
+  }
+  if (StatusOr<Result> r =
+          renew("UPDATE fairgate_resource_leases SET lease_until = " FAIRGATE_PG_NOW
+                " + $2 WHERE holder = $1 AND token = ANY($3::bigint[])",
+                resources);
+      !r.ok()) {
+    return r.status();
+  }
+  return held;
+}
+
+// Until when a lease of `lease_seconds` given by a statement sent now is surely this
+// replica's (LeaseBook::BeginLocally).
+PostgresStore::SteadyClock::time_point PostgresStore::SureUntil(double lease_seconds) {
+  return SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
+                                  std::chrono::duration<double>(lease_seconds * 0.9));
+}
+
+// Gives back the leases taken with this replica's claim of `sequence` (a failure leaves them
+// to lapse: the book no longer renews them).
+void PostgresStore::GiveBackClaimLeases(Link& link, std::uint64_t sequence) {
+  std::vector<std::string> resources;
+  for (std::uint64_t token : book_.TakeClaimLeases(sequence)) {
+    resources.push_back(std::to_string(token));
+  }
+  if (resources.empty()) return;
+  (void)pool_.RetryingExec(link, kDropLeasesByToken, {{TextArray(resources)}},
+                           "release a claim's leases");
+}
+
+// The body of a claim whose types take leases, in the claim's transaction: locks the
+// candidates in claim order (kClaimCandidates), chooses the first max_jobs whose leases have a
+// free slot (counted once for all of them: store::PlanClaim), takes those leases in (group, id)
+// order (so that replicas claiming at once never wait on each other in a cycle), drops a job
+// whose lease another replica took meanwhile (with the leases it took), and claims the rest:
+// `jobs`, and the tokens of each one's leases in `taken`.
+Status PostgresStore::ClaimWithLeases(
+    Link& link, const std::vector<ClaimableType>& types, const std::vector<std::string>& names,
+    const std::vector<std::string>& tiers, std::size_t max_jobs, double lease_seconds,
+    std::vector<StoredJob>& jobs,
+    absl::flat_hash_map<std::uint64_t, std::vector<std::uint64_t>>& taken) {
+  jobs.clear();
+  taken.clear();
+  StatusOr<std::vector<ClaimCandidate>> candidates =
+      LockCandidates(link, types, names, tiers, max_jobs);
+  if (!candidates.ok()) return candidates.status();
+  StatusOr<HeldSlots> held = CountHeldSlots(link, *candidates);
+  if (!held.ok()) return held.status();
+  const ClaimPlan plan = PlanClaim(*candidates, *std::move(held), max_jobs);
+  // The tokens of each chosen job's leases, in the order of its needs; 0 where none was taken.
+  std::vector<std::vector<std::uint64_t>> tokens(plan.chosen.size());
+  for (std::size_t j = 0; j < plan.chosen.size(); ++j) {
+    tokens[j].assign((*candidates)[plan.chosen[j]].needs.size(), 0);
+  }
+  StatusOr<std::vector<std::string>> claimed =
+      TakePlannedLeases(link, *candidates, plan, lease_seconds, tokens);
+  if (!claimed.ok()) return claimed.status();
+  if (claimed->empty()) return absl::OkStatus();
+  StatusOr<Result> r =
+      Exec(link,
+           "UPDATE fairgate_durable_jobs j SET holder = $2, lease_until = " FAIRGATE_PG_NOW
+           " + $3, token = nextval('fairgate_lease_tokens'), " FAIRGATE_PG_COUNT_ATTEMPT
+           "WHERE sequence = ANY($1::bigint[]) "
+           "RETURNING sequence, type, id, fairness_key, payload, submitted_at, attempts - 1, "
+           "  not_before, last_error, token",
+           {{TextArray(*claimed)}, {replica_}, {Number(lease_seconds)}}, "claim durable jobs");
+  if (!r.ok()) return r.status();
+  absl::flat_hash_map<std::uint64_t, std::size_t> index;
+  for (std::size_t j = 0; j < plan.chosen.size(); ++j) {
+    index[(*candidates)[plan.chosen[j]].sequence] = j;
+  }
+  for (int i = 0; i < PQntuples(r->get()); ++i) {
+    StatusOr<StoredJob> job = JobAt(*r, i);
+    if (!job.ok()) return job.status();
+    job->lease_token = std::strtoull(PQgetvalue(r->get(), i, 9), nullptr, 10);
+    const std::vector<std::uint64_t>& leases = tokens[index.at(job->sequence)];
+    // The last lease taken is the resource's when it has one (taken after the cap's).
+    job->resource_token = leases.empty() ? 0 : leases.back();
+    taken[job->sequence] = leases;
+    jobs.push_back(*std::move(job));
+  }
+  std::sort(jobs.begin(), jobs.end(),
+            [](const StoredJob& a, const StoredJob& b) { return a.sequence < b.sequence; });
+  return absl::OkStatus();
+}
+
+// ClaimWithLeases' first step: the candidates, locked, in claim order, each with the leases it
+// needs (its type's fleet cap, then its resource).
+StatusOr<std::vector<ClaimCandidate>> PostgresStore::LockCandidates(
+    Link& link, const std::vector<ClaimableType>& types, const std::vector<std::string>& names,
+    const std::vector<std::string>& tiers, std::size_t max_jobs) {
+  absl::flat_hash_map<std::string, const ClaimableType*> by_name;
+  std::vector<std::string> groups_of, limits_of, caps_of;
+  for (const ClaimableType& t : types) {
+    by_name[t.type] = &t;
+    groups_of.push_back(t.conflict_group);
+    limits_of.push_back(std::to_string(t.conflict_limit));
+    caps_of.push_back(std::to_string(t.fleet_cap));
+  }
+  StatusOr<Result> c = Exec(link, kClaimCandidates,
+                            {{TextArray(names)},
+                             {TextArray(tiers)},
+                             {std::to_string(max_jobs * 4)},
+                             {Number(WallSeconds())},
+                             {TextArray(groups_of)},
+                             {TextArray(limits_of)},
+                             {TextArray(caps_of)},
+                             {std::string(kFleetCapGroup)}},
+                            "claim durable jobs");
+  if (!c.ok()) return c.status();
+  std::vector<ClaimCandidate> candidates;
+  for (int i = 0; i < PQntuples(c->get()); ++i) {
+    ClaimCandidate candidate{std::strtoull(PQgetvalue(c->get(), i, 0), nullptr, 10), {}};
+    const ClaimableType& t = *by_name.at(Text(*c, i, 1));
+    if (t.fleet_cap > 0)
+      candidate.needs.push_back({std::string(kFleetCapGroup), t.type, t.fleet_cap});
+    if (!t.conflict_group.empty()) {
+      candidate.needs.push_back({t.conflict_group, Text(*c, i, 2), t.conflict_limit});
+    }
+    candidates.push_back(std::move(candidate));
+  }
+  return candidates;
+}
+
+// ClaimWithLeases' second step: the slots held now (unexpired leases) of every resource the
+// candidates need.
+StatusOr<HeldSlots> PostgresStore::CountHeldSlots(Link& link,
+                                                  const std::vector<ClaimCandidate>& candidates) {
+  std::vector<std::string> groups, ids;
+  for (const ClaimCandidate& candidate : candidates) {
+    for (const LeaseNeed& n : candidate.needs) {
+      groups.push_back(n.group);
+      ids.push_back(n.id);
+    }
+  }
+  HeldSlots held;
+  if (groups.empty()) return held;
+  StatusOr<Result> h =
+      Exec(link,
+           "SELECT l.grp, l.id, count(*) FROM fairgate_resource_leases l "
+           "JOIN (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS r(grp, id)) r "
+           "ON l.grp = r.grp AND l.id = r.id WHERE l.lease_until >= " FAIRGATE_PG_NOW
+           " GROUP BY l.grp, l.id",
+           {{TextArray(groups)}, {TextArray(ids)}}, "count resources' leases");
+  if (!h.ok()) return h.status();
+  for (int i = 0; i < PQntuples(h->get()); ++i) {
+    held[{Text(*h, i, 0), Text(*h, i, 1)}] = std::atoi(PQgetvalue(h->get(), i, 2));
+  }
+  return held;
+}
+
+// ClaimWithLeases' third step: takes the plan's leases in its order, into `tokens`. A job one
+// of whose leases another replica took since the slots were counted is dropped, and the
+// leases it took are given back. Returns the sequences of the jobs that have all theirs.
+StatusOr<std::vector<std::string>> PostgresStore::TakePlannedLeases(
+    Link& link, const std::vector<ClaimCandidate>& candidates, const ClaimPlan& plan,
+    double lease_seconds, std::vector<std::vector<std::uint64_t>>& tokens) {
+  std::vector<bool> lost(plan.chosen.size(), false);
+  for (const ClaimPlan::Take& take : plan.takes) {
+    if (lost[take.job]) continue;
+    const LeaseNeed& need = candidates[plan.chosen[take.job]].needs[take.need];
+    StatusOr<Result> t = Exec(link, kTakeSlot,
+                              {{need.group},
+                               {need.id},
+                               {replica_},
+                               {std::to_string(need.limit)},
+                               {Number(lease_seconds)}},
+                              "take a resource's lease");
+    if (!t.ok()) return t.status();
+    if (PQntuples(t->get()) == 1) {
+      tokens[take.job][take.need] = std::strtoull(PQgetvalue(t->get(), 0, 0), nullptr, 10);
+    } else {
+      lost[take.job] = true;  // another replica took the last slot since it was counted
+    }
+  }
+  std::vector<std::string> claimed, dropped;
+  for (std::size_t j = 0; j < plan.chosen.size(); ++j) {
+    if (!lost[j]) {
+      claimed.push_back(std::to_string(candidates[plan.chosen[j]].sequence));
+      continue;
+    }
+    for (std::uint64_t token : tokens[j]) {
+      if (token != 0) dropped.push_back(std::to_string(token));
+    }
+  }
+  if (!dropped.empty()) {
+    Status s =
+        Exec(link, kDropLeasesByToken, {{TextArray(dropped)}}, "release a claim's leases").status();
+    if (!s.ok()) return s;
+  }
+  return claimed;
+}
+
+}  // namespace fairgate::store::postgres

@@ -1,0 +1,138 @@
+// PostgresStore's learned state (estimates, keys' costs, periodic schedules), saved and loaded,
+// and keys' costs summed over the replicas that charge them.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "store/postgres_statements.h"
+#include "store/postgres_store.h"
+
+namespace fairgate::store::postgres {
+
+StatusOr<std::vector<SavedKey>> PostgresStore::ShareKeyCosts(const std::vector<SavedKey>& charged,
+                                                             const std::vector<std::string>& keys) {
+  std::vector<std::string> names, costs, idle;
+  for (const SavedKey& k : charged) {
+    names.push_back(k.key);
+    costs.push_back(Number(k.accumulated_cost));
+    idle.push_back(Number(k.idle_since));
+  }
+  Session session = pool_.Take();
+  Link& link = *session;
+  std::vector<SavedKey> totals;
+  Status status = pool_.Transaction(link, "share keys' costs", [&]() -> Status {
+    totals.clear();
+    // In key order, so that replicas sharing at once lock the rows in one order.
+    if (!names.empty()) {
+      Status added =
+          Exec(link,
+               "INSERT INTO fairgate_keys (key, accumulated_cost, idle_since) "
+               "SELECT key, cost, idle FROM unnest($1::text[], $2::double precision[], "
+               "$3::double precision[]) AS c(key, cost, idle) ORDER BY key "
+               "ON CONFLICT (key) DO UPDATE SET accumulated_cost = greatest(0, "
+               "fairgate_keys.accumulated_cost + EXCLUDED.accumulated_cost), "
+               "idle_since = greatest(fairgate_keys.idle_since, EXCLUDED.idle_since)",
+               {{TextArray(names)}, {TextArray(costs)}, {TextArray(idle)}}, "add keys' costs")
+              .status();
+      if (!added.ok()) return added;
+      // A key the store did not have yet (or had forgotten) starts at what was added.
+      added = Exec(link,
+                   "UPDATE fairgate_keys SET accumulated_cost = 0 "
+                   "WHERE accumulated_cost < 0 AND key = ANY($1::text[])",
+                   {{TextArray(names)}}, "add keys' costs")
+                  .status();
+      if (!added.ok()) return added;
+    }
+    StatusOr<Result> r = Exec(link,
+                              "SELECT key, accumulated_cost, idle_since FROM fairgate_keys "
+                              "WHERE key = ANY($1::text[])",
+                              {{TextArray(keys)}}, "read keys' costs");
+    if (!r.ok()) return r.status();
+    for (int i = 0; i < PQntuples(r->get()); ++i) {
+      totals.push_back({Text(*r, i, 0), Double(*r, i, 1), Double(*r, i, 2)});
+    }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return totals;
+}
+
+Status PostgresStore::SaveLearned(const LearnedState& changed, double forget_estimates_before,
+                                  double forget_keys_before) {
+  Session session = pool_.Take();
+  Link& link = *session;
+  return pool_.Transaction(link, "flush", [&]() -> Status {
+    for (const SavedEstimate& e : changed.estimates) {
+      Status s =
+          Exec(link,
+               "INSERT INTO fairgate_estimates VALUES ($1, $2, $3, $4) "
+               "ON CONFLICT (type, id) DO UPDATE SET seconds = EXCLUDED.seconds, "
+               "last_used = EXCLUDED.last_used",
+               {{e.type}, {e.id}, {Number(e.seconds)}, {Number(e.last_used)}}, "save an estimate")
+              .status();
+      if (!s.ok()) return s;
+    }
+    for (const SavedKey& k : changed.keys) {
+      Status s =
+          Exec(link,
+               "INSERT INTO fairgate_keys VALUES ($1, $2, $3) "
+               "ON CONFLICT (key) DO UPDATE SET accumulated_cost = "
+               "EXCLUDED.accumulated_cost, idle_since = EXCLUDED.idle_since",
+               {{k.key}, {Number(k.accumulated_cost)}, {Number(k.idle_since)}}, "save a key's cost")
+              .status();
+      if (!s.ok()) return s;
+    }
+    for (const SavedSchedule& p : changed.schedules) {
+      Status s = Exec(link,
+                      "INSERT INTO fairgate_schedules VALUES ($1, $2, $3) "
+                      "ON CONFLICT (type, id) DO UPDATE SET last_run_end = "
+                      "EXCLUDED.last_run_end",
+                      {{p.type}, {p.id}, {Number(p.last_run_end)}}, "save a periodic schedule")
+                     .status();
+      if (!s.ok()) return s;
+    }
+    if (Status s = Exec(link, "DELETE FROM fairgate_estimates WHERE last_used < $1",
+                        {{Number(forget_estimates_before)}}, "forget old estimates")
+                       .status();
+        !s.ok()) {
+      return s;
+    }
+    return Exec(link, "DELETE FROM fairgate_keys WHERE idle_since < $1",
+                {{Number(forget_keys_before)}}, "forget idle keys")
+        .status();
+  });
+}
+
+StatusOr<LearnedState> PostgresStore::LoadLearned() {
+  Session session = pool_.Take();
+  Link& link = *session;
+  LearnedState state;
+  StatusOr<Result> e = pool_.RetryingExec(
+      link, "SELECT type, id, seconds, last_used FROM fairgate_estimates", {}, "load estimates");
+  if (!e.ok()) return e.status();
+  for (int i = 0; i < PQntuples(e->get()); ++i) {
+    state.estimates.push_back({Text(*e, i, 0), Text(*e, i, 1), Double(*e, i, 2), Double(*e, i, 3)});
+  }
+  StatusOr<Result> k = pool_.RetryingExec(
+      link, "SELECT key, accumulated_cost, idle_since FROM fairgate_keys", {}, "load keys' costs");
+  if (!k.ok()) return k.status();
+  for (int i = 0; i < PQntuples(k->get()); ++i) {
+    state.keys.push_back({Text(*k, i, 0), Double(*k, i, 1), Double(*k, i, 2)});
+  }
+  StatusOr<Result> p = pool_.RetryingExec(
+      link, "SELECT type, id, last_run_end FROM fairgate_schedules", {}, "load periodic schedules");
+  if (!p.ok()) return p.status();
+  for (int i = 0; i < PQntuples(p->get()); ++i) {
+    state.schedules.push_back({Text(*p, i, 0), Text(*p, i, 1), Double(*p, i, 2)});
+  }
+  return state;
+}
+
+}  // namespace fairgate::store::postgres

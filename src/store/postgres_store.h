@@ -1,0 +1,174 @@
+// PostgresStore: the shared store on PostgreSQL (fairgate/postgres_store.h), on libpq. Internal
+// to src/store; its calls are defined in three files: postgres_store.cc (opening, jobs and their
+// fenced ends, waiting for jobs), postgres_claims.cc (claims, leases and their renewal) and
+// postgres_learned.cc (learned state and keys' costs summed over replicas).
+//
+// A pool of connections, each call one transaction on a connection of its own for the call,
+// retried once on a fresh connection when that one turned out to be broken; text parameters and
+// results (payloads as bytea, sent in binary), statements with parameters prepared once per
+// connection (store/postgres_connection.h; their text: store/postgres_statements.h).
+//
+// Leases are three columns of a job's row: its holder (a replica's name), until when (the
+// server's clock, Unix seconds) and its fencing token. A replica remembers the token of every job
+// it claimed until it removes, defers, kills or releases it (its LeaseBook); each of those, and
+// BeginAttempt, applies only where the row's token is still that one (or, for a job it never
+// claimed, still none), so a holder whose job was claimed again by another replica changes
+// nothing.
+#ifndef FAIRGATE_STORE_POSTGRES_STORE_H_
+#define FAIRGATE_STORE_POSTGRES_STORE_H_
+
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "fairgate/postgres_store.h"
+#include "fairgate/store.h"
+#include "store/claim_planner.h"
+#include "store/lease_book.h"
+#include "store/postgres_connection.h"
+
+namespace fairgate::store::postgres {
+
+class PostgresStore final : public SharedStore {
+ public:
+  using SteadyClock = std::chrono::steady_clock;
+  using Session = ConnectionPool::Session;
+
+  // OpenPostgresStore (fairgate/postgres_store.h): connects, creates the schema if it is not
+  // there, and refuses a database whose schema is newer than this fairgate's.
+  static StatusOr<std::unique_ptr<SharedStore>> Open(const std::string& conninfo,
+                                                     const PostgresStoreOptions& options);
+
+  // fairgate/store.h's calls, whose contracts are there.
+  StatusOr<std::uint64_t> AddJob(const StoredJob& job) override;
+
+  // One statement: the batch's sequence numbers are drawn first and given out in ascending order
+  // to the jobs in the order of the batch (the order nextval ran in is not what numbers them),
+  // then the rows go in from arrays, one parameter per column.
+  StatusOr<std::vector<std::uint64_t>> AddJobs(const std::vector<StoredJob>& jobs) override;
+
+  // The attempt a claim counted is confirmed here without a round trip while the lease is surely
+  // this replica's; after that (a replica that stalled), the server checks the lease.
+  StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) override;
+  Status RemoveJob(std::uint64_t sequence) override;
+
+  // One statement, so one commit: the jobs this replica holds with their tokens (or that nobody
+  // holds) are deleted, and every lease taken with their claims is given back (as RemoveJob
+  // does, also for a job refused). The jobs not deleted are looked up once, for their refusals.
+  StatusOr<std::vector<Status>> RemoveJobs(const std::vector<std::uint64_t>& sequences) override;
+  Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) override;
+  Status KillJob(std::uint64_t sequence, std::string_view error) override;
+  Status ReleaseJob(std::uint64_t sequence) override;
+  Status WaitForJobs(double timeout_seconds) override;
+  StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id, int limit,
+                                          double lease_seconds) override;
+  Status ReleaseResource(std::string_view group, std::string_view id, std::uint64_t token) override;
+  StatusOr<std::vector<SavedKey>> ShareKeyCosts(const std::vector<SavedKey>& charged,
+                                                const std::vector<std::string>& keys) override;
+  StatusOr<std::vector<StoredJob>> ClaimJobs(const std::vector<ClaimableType>& types,
+                                             std::size_t max_jobs, double lease_seconds) override;
+  StatusOr<std::size_t> RenewLeases(double lease_seconds) override;
+  StatusOr<std::vector<StoredJob>> LiveJobs() override { return Jobs(false); }
+  StatusOr<std::vector<StoredJob>> DeadJobs() override { return Jobs(true); }
+
+  Status SaveLearned(const LearnedState& changed, double forget_estimates_before,
+                     double forget_keys_before) override;
+  StatusOr<LearnedState> LoadLearned() override;
+
+ private:
+  PostgresStore(std::string conninfo, std::string replica, std::size_t connections)
+      : pool_(std::move(conninfo), connections), replica_(std::move(replica)) {}
+
+  // PostgreSQL's text cannot hold a NUL byte, and libpq would cut a parameter at the first one:
+  // a job's names with one are refused rather than stored cut short. (The payload is bytea.)
+  static Status Storable(const StoredJob& job);
+  static double WallSeconds();
+  StatusOr<std::vector<StoredJob>> Jobs(bool dead);
+
+  // The job in row `row` of a result whose first columns are kJobColumns.
+  static StatusOr<StoredJob> JobAt(const Result& r, int row);
+
+  // The token this replica holds `sequence` with, as a parameter: NULL if it holds none.
+  Param TokenOf(std::uint64_t sequence) const;
+
+  // As a parameter: 1 when this replica's claim of `sequence` counted an attempt that never began
+  // (a job given back or killed unrun gives it back), else 0.
+  Param UnbegunAttempt(std::uint64_t sequence) const;
+
+  // Until when a lease of `lease_seconds` given by a statement sent now is surely this
+  // replica's (LeaseBook::BeginLocally).
+  static SteadyClock::time_point SureUntil(double lease_seconds);
+
+  // Why a fenced statement changed no row: the job is not stored (NotFound) or its lease is or
+  // was another's since this replica claimed it (Aborted).
+  Status Refusal(Link& link, std::uint64_t sequence, const char* what);
+
+  // The refusal of `what` ("remove", "defer", ...) done to a job whose lease this replica lost.
+  Status LeaseLost(const char* what, std::uint64_t sequence) const;
+
+  // Runs the fenced statement `sql` ($1 the sequence, $2 the token, `more` from $3) that ends
+  // this replica's part in a job, and forgets the job's token once it is done with it. The
+  // leases taken with the claim are given back whatever the outcome (after a failure to reach
+  // the server they lapse: no longer renewed).
+  Status Finish(Link& link, std::uint64_t sequence, const char* sql, std::vector<Param> more,
+                const char* what, bool missing_is_ok);
+
+  // Gives back the leases taken with this replica's claim of `sequence` (a failure leaves them
+  // to lapse: the book no longer renews them).
+  void GiveBackClaimLeases(Link& link, std::uint64_t sequence);
+
+  // The body of a claim whose types take leases, in the claim's transaction: locks the
+  // candidates in claim order (kClaimCandidates), chooses the first max_jobs whose leases have a
+  // free slot (counted once for all of them: store::PlanClaim), takes those leases in (group, id)
+  // order (so that replicas claiming at once never wait on each other in a cycle), drops a job
+  // whose lease another replica took meanwhile (with the leases it took), and claims the rest:
+  // `jobs`, and the tokens of each one's leases in `taken`.
+  Status ClaimWithLeases(Link& link, const std::vector<ClaimableType>& types,
+                         const std::vector<std::string>& names,
+                         const std::vector<std::string>& tiers, std::size_t max_jobs,
+                         double lease_seconds, std::vector<StoredJob>& jobs,
+                         absl::flat_hash_map<std::uint64_t, std::vector<std::uint64_t>>& taken);
+
+  // ClaimWithLeases' first step: the candidates, locked, in claim order, each with the leases it
+  // needs (its type's fleet cap, then its resource).
+  StatusOr<std::vector<ClaimCandidate>> LockCandidates(Link& link,
+                                                       const std::vector<ClaimableType>& types,
+                                                       const std::vector<std::string>& names,
+                                                       const std::vector<std::string>& tiers,
+                                                       std::size_t max_jobs);
+
+  // ClaimWithLeases' second step: the slots held now (unexpired leases) of every resource the
+  // candidates need.
+  StatusOr<HeldSlots> CountHeldSlots(Link& link, const std::vector<ClaimCandidate>& candidates);
+
+  // ClaimWithLeases' third step: takes the plan's leases in its order, into `tokens`. A job one
+  // of whose leases another replica took since the slots were counted is dropped, and the
+  // leases it took are given back. Returns the sequences of the jobs that have all theirs.
+  StatusOr<std::vector<std::string>> TakePlannedLeases(
+      Link& link, const std::vector<ClaimCandidate>& candidates, const ClaimPlan& plan,
+      double lease_seconds, std::vector<std::vector<std::uint64_t>>& tokens);
+  static std::string Text(const Result& r, int row, int column);
+  static double Double(const Result& r, int row, int column);
+
+  // The connections: at most the options' `connections`, each used by one call at a time.
+  ConnectionPool pool_;
+  const std::string replica_;
+  LeaseBook book_;  // this replica's claims and leases (thread-safe, its own mutex)
+
+  std::mutex listen_mutex_;  // guards the listener; WaitForJobs runs on one thread
+  Connection listener_;      // LISTENs on FAIRGATE_PG_JOBS_CHANNEL; connected on first wait
+};
+
+}  // namespace fairgate::store::postgres
+
+#endif  // FAIRGATE_STORE_POSTGRES_STORE_H_
