@@ -167,70 +167,79 @@ Status WorkerTable::Check(const JobTable& jobs, const Types& types,
   for (const auto& worker : workers_) {
     if (worker == nullptr) continue;
     known += worker->running.size();
-    const auto it = held_by.find(&worker->slots);
-    if (worker->slots.used() != (it == held_by.end() ? 0 : it->second) ||
-        worker->slots.limit() != worker->config.slots) {
-      return Broken(absl::StrCat("worker '", worker->name, "' counts ", worker->slots.used(),
-                                 " slots in use, its jobs hold ",
-                                 it == held_by.end() ? 0 : it->second));
-    }
-    if (worker->reserved || worker->claimant != nullptr) {
-      return Broken(absl::StrCat("worker '", worker->name, "' is reserved outside a decision"));
-    }
-    std::size_t serves = 0;
-    for (const auto& type : types) {
-      const bool listed = std::find(worker->served.begin(), worker->served.end(), type.get()) !=
-                          worker->served.end();
-      bool named = std::find(worker->config.types.begin(), worker->config.types.end(),
-                             type->name) != worker->config.types.end();
-      for (const std::string& tag : worker->config.tags) {
-        named = named || std::find(type->config.tags.begin(), type->config.tags.end(), tag) !=
-                             type->config.tags.end();
-      }
-      const bool fits = worker->config.slots >= type->config.slots;
-      if (listed != (named && fits)) {
-        return Broken(absl::StrCat("worker '", worker->name, "' serves type ", type->name,
-                                   listed
-                                       ? (named ? " but is narrower than it" : " without naming it")
-                                       : " but does not list it"));
-      }
-      serves += listed;
-    }
-    if (serves != worker->served.size()) {
-      return Broken(absl::StrCat("worker '", worker->name, "' lists a type twice"));
-    }
+    if (Status s = CheckWorker(*worker, types, held_by); !s.ok()) return s;
   }
   if (known != on_workers) return Broken("a worker lists a job that does not run on it");
   if (!reserved_.empty()) return Broken("reservations outlived their decision");
   for (const auto& type : types) {
-    std::int32_t with_room = 0;
-    for (std::size_t i = 0; i < type->workers.size(); ++i) {
-      const WorkerState* w = type->workers[i];
-      with_room += Fits(*w, *type);
-      if (std::find(w->served.begin(), w->served.end(), type.get()) == w->served.end()) {
-        return Broken(absl::StrCat("type ", type->name, " lists worker '", w->name,
-                                   "', which does not serve it"));
-      }
-      if (i > 0 && std::pair(type->workers[i - 1]->served.size(), type->workers[i - 1]->added) >=
-                       std::pair(w->served.size(), w->added)) {
-        return Broken(
-            absl::StrCat("type ", type->name, "'s workers are not most specialised first"));
-      }
-    }
-    if (with_room != type->workers_with_room) {
-      return Broken(absl::StrCat("type ", type->name, " counts ", type->workers_with_room,
-                                 " workers with room, its workers say ", with_room));
-    }
-    const bool sole =
-        std::find(sole_types_.begin(), sole_types_.end(), type.get()) != sole_types_.end();
-    if (sole != (type->workers.size() == 1)) {
-      return Broken(absl::StrCat("type ", type->name, " is listed as sole-served wrongly"));
-    }
+    if (Status s = CheckWorkersOf(*type); !s.ok()) return s;
   }
   std::size_t served_pairs = 0, listed_pairs = 0;
   for (const auto& worker : workers_) served_pairs += worker == nullptr ? 0 : worker->served.size();
   for (const auto& type : types) listed_pairs += type->workers.size();
   if (served_pairs != listed_pairs) return Broken("types and workers disagree on who serves what");
+  return absl::OkStatus();
+}
+
+Status WorkerTable::CheckWorker(const WorkerState& worker, const Types& types,
+                                const absl::flat_hash_map<const Usage*, std::int64_t>& held_by) {
+  const auto it = held_by.find(&worker.slots);
+  if (worker.slots.used() != (it == held_by.end() ? 0 : it->second) ||
+      worker.slots.limit() != worker.config.slots) {
+    return Broken(absl::StrCat("worker '", worker.name, "' counts ", worker.slots.used(),
+                               " slots in use, its jobs hold ",
+                               it == held_by.end() ? 0 : it->second));
+  }
+  if (worker.reserved || worker.claimant != nullptr) {
+    return Broken(absl::StrCat("worker '", worker.name, "' is reserved outside a decision"));
+  }
+  std::size_t serves = 0;
+  for (const auto& type : types) {
+    const bool listed =
+        std::find(worker.served.begin(), worker.served.end(), type.get()) != worker.served.end();
+    bool named = std::find(worker.config.types.begin(), worker.config.types.end(), type->name) !=
+                 worker.config.types.end();
+    for (const std::string& tag : worker.config.tags) {
+      named = named || std::find(type->config.tags.begin(), type->config.tags.end(), tag) !=
+                           type->config.tags.end();
+    }
+    const bool fits = worker.config.slots >= type->config.slots;
+    if (listed != (named && fits)) {
+      return Broken(absl::StrCat("worker '", worker.name, "' serves type ", type->name,
+                                 listed
+                                     ? (named ? " but is narrower than it" : " without naming it")
+                                     : " but does not list it"));
+    }
+    serves += listed;
+  }
+  if (serves != worker.served.size()) {
+    return Broken(absl::StrCat("worker '", worker.name, "' lists a type twice"));
+  }
+  return absl::OkStatus();
+}
+
+Status WorkerTable::CheckWorkersOf(const TypeState& type) const {
+  std::int32_t with_room = 0;
+  for (std::size_t i = 0; i < type.workers.size(); ++i) {
+    const WorkerState* w = type.workers[i];
+    with_room += Fits(*w, type);
+    if (std::find(w->served.begin(), w->served.end(), &type) == w->served.end()) {
+      return Broken(absl::StrCat("type ", type.name, " lists worker '", w->name,
+                                 "', which does not serve it"));
+    }
+    if (i > 0 && std::pair(type.workers[i - 1]->served.size(), type.workers[i - 1]->added) >=
+                     std::pair(w->served.size(), w->added)) {
+      return Broken(absl::StrCat("type ", type.name, "'s workers are not most specialised first"));
+    }
+  }
+  if (with_room != type.workers_with_room) {
+    return Broken(absl::StrCat("type ", type.name, " counts ", type.workers_with_room,
+                               " workers with room, its workers say ", with_room));
+  }
+  const bool sole = std::find(sole_types_.begin(), sole_types_.end(), &type) != sole_types_.end();
+  if (sole != (type.workers.size() == 1)) {
+    return Broken(absl::StrCat("type ", type.name, " is listed as sole-served wrongly"));
+  }
   return absl::OkStatus();
 }
 

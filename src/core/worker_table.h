@@ -111,6 +111,11 @@ class WorkerTable {
                const absl::flat_hash_map<const Usage*, std::int64_t>& held_by) const;
 
  private:
+  // Check's parts: one worker's slots, reservation and the types it serves; one type's workers,
+  // their order and room count, and whether it is sole-served.
+  static Status CheckWorker(const WorkerState& worker, const Types& types,
+                            const absl::flat_hash_map<const Usage*, std::int64_t>& held_by);
+  Status CheckWorkersOf(const TypeState& type) const;
   // By index (null where one was removed; its index is reused), and by name.
   std::vector<std::unique_ptr<WorkerState>> workers_;
   absl::flat_hash_map<std::string, WorkerState*> by_name_;
