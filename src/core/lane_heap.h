@@ -7,7 +7,7 @@
 // because std's heap algorithms cannot report where they move an entry, and Boost.Heap's mutable
 // heaps keep their entries in list nodes behind handles (an allocation and a pointer chase per
 // entry). Lazy heaps (a move pushes a new entry and leaves the old one to be popped when it
-// surfaces) were on main before this one and cost more (bench/README.md).
+// surfaces) were on main before this one and cost more (bench/HISTORY.md).
 //
 // The entries start one past a 64-byte boundary, so that the children of heap position i, at
 // 2i + 1 and 2i + 2, are the vector's 2i + 2 and 2i + 3: on one line for 32-byte entries.

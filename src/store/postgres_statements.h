@@ -96,7 +96,7 @@ UPDATE fairgate_schema SET version = 2 WHERE version < 2;
 //   other claim is locking, locked.
 // The answer is the same as ordering every claimable job (tests/postgres_store_test.cc's
 // comparison); `EXPLAIN ANALYZE` on 20,000 jobs of 100 keys, claims of 23 / 64 / 128: 1.0 / 2.0 /
-// 2.9 ms, where every key offering its first $3 took 5.9 / 9.5 / 14.2 (bench/README.md).
+// 2.9 ms, where every key offering its first $3 took 5.9 / 9.5 / 14.2 (bench/HISTORY.md).
 // The candidates of a claim, in one macro so that both claims below share it: $1 the types, $2
 // their tiers, $3 how many to claim, `wall` the
 // number of the parameter that is the replica's wall clock (a retry's backoff is in it), `wanted`
