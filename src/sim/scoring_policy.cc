@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <numeric>
 #include <optional>
 #include <queue>
 #include <string>
@@ -118,11 +117,7 @@ class ScoringRun {
     });
     result_.jobs = trace_.jobs;
     result_.outcomes.resize(trace_.jobs.size());
-    arrivals_.resize(trace_.jobs.size());
-    std::iota(arrivals_.begin(), arrivals_.end(), 0);
-    std::stable_sort(arrivals_.begin(), arrivals_.end(), [&](std::size_t a, std::size_t b) {
-      return trace_.jobs[a].arrival < trace_.jobs[b].arrival;
-    });
+    arrivals_ = JobsByArrival(trace_);
     return absl::OkStatus();
   }
 

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
-#include <numeric>
 #include <queue>
 #include <tuple>
 
@@ -101,11 +100,7 @@ class Simulation {
   void Prepare() {
     result_.jobs = trace_.jobs;
     result_.outcomes.resize(trace_.jobs.size());
-    arrivals_.resize(trace_.jobs.size());
-    std::iota(arrivals_.begin(), arrivals_.end(), 0);
-    std::stable_sort(arrivals_.begin(), arrivals_.end(), [&](std::size_t a, std::size_t b) {
-      return trace_.jobs[a].arrival < trace_.jobs[b].arrival;
-    });
+    arrivals_ = JobsByArrival(trace_);
     for (const TracePause& pause : trace_.pauses) {
       pause_changes_.push_back({pause.from, &pause, false});
       if (pause.until) pause_changes_.push_back({*pause.until, &pause, true});

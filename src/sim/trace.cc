@@ -6,6 +6,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <limits>
+#include <numeric>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -636,6 +637,15 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
     }
   }
   return trace;
+}
+
+std::vector<std::size_t> JobsByArrival(const Trace& trace) {
+  std::vector<std::size_t> order(trace.jobs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return trace.jobs[a].arrival < trace.jobs[b].arrival;
+  });
+  return order;
 }
 
 StatusOr<Trace> LoadTrace(const std::string& path) {

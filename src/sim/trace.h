@@ -7,6 +7,7 @@
 #ifndef FAIRGATE_SIM_TRACE_H_
 #define FAIRGATE_SIM_TRACE_H_
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -91,6 +92,10 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file);
 
 // Reads and parses the file at `path`.
 StatusOr<Trace> LoadTrace(const std::string& path);
+
+// The indexes of the trace's jobs in order of arrival (ties in file order): how every policy
+// replays them.
+std::vector<std::size_t> JobsByArrival(const Trace& trace);
 
 }  // namespace fairgate::sim
 
