@@ -1,6 +1,15 @@
 # Installs the built project into a scratch prefix, then configures, builds and runs a consumer
-# project that uses find_package(fairgate).
+# project that uses find_package(fairgate), and compiles every C++ block of the README, the docs
+# and the examples' READMEs against it (snippets.cmake extracts them).
 file(REMOVE_RECURSE ${WORK_DIR})
+file(GLOB markdown RELATIVE ${SOURCE_DIR} ${SOURCE_DIR}/README.md ${SOURCE_DIR}/docs/*.md
+  ${SOURCE_DIR}/examples/*/README.md)
+execute_process(COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${SOURCE_DIR} "-DFILES=${markdown}"
+  -DOUT_DIR=${WORK_DIR}/snippets -P ${CMAKE_CURRENT_LIST_DIR}/snippets.cmake
+  RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(status)
+  message(FATAL_ERROR "extracting the documentation's snippets failed:\n${out}\n${err}")
+endif()
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BINARY_DIR} --prefix ${WORK_DIR}/prefix
   RESULT_VARIABLE status OUTPUT_QUIET)
 if(status)
@@ -13,6 +22,7 @@ if(SANITIZE)
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install_consumer
   -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release ${flags}
+  -DSNIPPETS_DIR=${WORK_DIR}/snippets
   RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(status)
   message(FATAL_ERROR "configuring the consumer failed:\n${out}\n${err}")
