@@ -39,6 +39,33 @@ foreach(program core_only runsync_only with_stores)
   endif()
 endforeach()
 
+# COMPONENTS core needs only what the core needs: with nlohmann_json hidden (the runtime needs it,
+# the core does not), a project that asks for the core alone configures, builds and runs...
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install_consumer/core_alone
+  -B ${WORK_DIR}/core_alone -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
+  ${flags} -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON
+  RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT status)
+  execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/core_alone
+    RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+endif()
+if(NOT status)
+  execute_process(COMMAND ${WORK_DIR}/core_alone/core_alone RESULT_VARIABLE status
+    OUTPUT_VARIABLE out)
+endif()
+if(status OR NOT out MATCHES "^ok")
+  message(FATAL_ERROR "a consumer of COMPONENTS core alone failed: ${status}\n${out}\n${err}")
+endif()
+# ... and, the control, one that asks for the runtime does not.
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install_consumer
+  -B ${WORK_DIR}/without_json -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix
+  -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON
+  RESULT_VARIABLE status OUTPUT_QUIET ERROR_QUIET)
+if(NOT status)
+  message(FATAL_ERROR "the runtime's consumer configured without nlohmann_json: the check above "
+                      "proves nothing")
+endif()
+
 # Each program links only its layers: what the dynamic loader would load for it. The libraries
 # are static, so a layer's dependencies show up here only if the program's link pulled them in.
 function(expect_not_linked program)
