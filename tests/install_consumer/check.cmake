@@ -39,6 +39,27 @@ foreach(program core_only runsync_only with_stores)
   endif()
 endforeach()
 
+# The programs installed beside the library run from the prefix (PROGRAMS, comma-separated).
+string(REPLACE "," ";" programs "${PROGRAMS}")
+foreach(program IN LISTS programs)
+  set(flag --help)
+  if(program STREQUAL "fairgate")
+    set(flag --version)
+  endif()
+  execute_process(COMMAND ${WORK_DIR}/prefix/bin/${program} ${flag} RESULT_VARIABLE status
+    OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "the installed ${program} ${flag} failed: ${status}\n${out}\n${err}")
+  endif()
+  if(program STREQUAL "fairgate" AND NOT out MATCHES "^fairgate [0-9]+\\.[0-9]+\\.[0-9]+")
+    message(FATAL_ERROR "fairgate --version printed: ${out}")
+  endif()
+endforeach()
+list(LENGTH programs installed)
+if(installed LESS 1)
+  message(FATAL_ERROR "no installed program to check (PROGRAMS is empty)")
+endif()
+
 # COMPONENTS core needs only what the core needs: with nlohmann_json hidden (the runtime needs it,
 # the core does not), a project that asks for the core alone configures, builds and runs...
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install_consumer/core_alone
