@@ -39,6 +39,39 @@ foreach(program core_only runsync_only with_stores)
   endif()
 endforeach()
 
+# pkg-config, without CMake: the core alone, and the scheduler with both stores and Asio.
+find_program(PKG_CONFIG pkg-config REQUIRED)
+find_program(CXX NAMES c++ g++ REQUIRED)
+file(GLOB_RECURSE pc_files ${WORK_DIR}/prefix/*/fairgate.pc)
+if(NOT pc_files)
+  message(FATAL_ERROR "fairgate.pc was not installed")
+endif()
+get_filename_component(pc_dir "${pc_files}" DIRECTORY)
+set(ENV{PKG_CONFIG_PATH} ${pc_dir})
+foreach(program_and_packages "core_only:fairgate-core"
+    "with_stores:fairgate-sqlite fairgate-postgres fairgate-asio")
+  string(REPLACE ":" ";" pair "${program_and_packages}")
+  list(GET pair 0 program)
+  list(GET pair 1 packages)
+  separate_arguments(packages)
+  execute_process(COMMAND ${PKG_CONFIG} --cflags --libs ${packages} RESULT_VARIABLE status
+    OUTPUT_VARIABLE flags_out ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(status)
+    message(FATAL_ERROR "pkg-config --cflags --libs ${packages} failed: ${err}")
+  endif()
+  separate_arguments(flags_out UNIX_COMMAND "${flags_out}")
+  execute_process(COMMAND ${CXX} -std=c++20 -O1 ${SOURCE_DIR}/tests/install_consumer/${program}.cc
+    -o ${WORK_DIR}/pkgconfig_${program} ${flags_out}
+    RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT status)
+    execute_process(COMMAND ${WORK_DIR}/pkgconfig_${program} RESULT_VARIABLE status
+      OUTPUT_VARIABLE out)
+  endif()
+  if(status OR NOT out MATCHES "^ok")
+    message(FATAL_ERROR "${program} built with pkg-config (${packages}) failed: ${status}\n${out}\n${err}")
+  endif()
+endforeach()
+
 # The programs installed beside the library run from the prefix (PROGRAMS, comma-separated).
 string(REPLACE "," ";" programs "${PROGRAMS}")
 foreach(program IN LISTS programs)

@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
-#include "fairgate/asio.h"  // before Boost.Asio's own headers (see fairgate/asio.h)
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/strand.hpp"
+#include "fairgate/asio.h"  // before Boost.Asio's own headers (see fairgate/asio.h)
 #include "fairgate/scheduler.h"
 
 using fairgate::FairnessKey, fairgate::JobId, fairgate::TypeName;
