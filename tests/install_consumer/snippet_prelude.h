@@ -6,10 +6,11 @@
 
 #include <string>
 #include <string_view>
+#include <utility>  // before Boost.Asio's headers, for Boost 1.74 in C++20 (fairgate/asio.h)
 
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/strand.hpp"
-#include "fairgate/asio.h"  // before Boost.Asio's own headers (see fairgate/asio.h)
+#include "fairgate/asio.h"
 #include "fairgate/scheduler.h"
 
 using fairgate::FairnessKey, fairgate::JobId, fairgate::TypeName;
