@@ -60,8 +60,13 @@ foreach(program_and_packages "core_only:fairgate-core"
     message(FATAL_ERROR "pkg-config --cflags --libs ${packages} failed: ${err}")
   endif()
   separate_arguments(flags_out UNIX_COMMAND "${flags_out}")
-  execute_process(COMMAND ${CXX} -std=c++20 -O1 ${SOURCE_DIR}/tests/install_consumer/${program}.cc
-    -o ${WORK_DIR}/pkgconfig_${program} ${flags_out}
+  set(sanitize "")
+  if(SANITIZE)
+    set(sanitize -fsanitize=${SANITIZE})
+  endif()
+  execute_process(COMMAND ${CXX} -std=c++20 -O1 ${sanitize}
+    ${SOURCE_DIR}/tests/install_consumer/${program}.cc -o ${WORK_DIR}/pkgconfig_${program}
+    ${flags_out}
     RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT status)
     execute_process(COMMAND ${WORK_DIR}/pkgconfig_${program} RESULT_VARIABLE status
