@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "doctest/doctest.h"
 #include "sim/sim_command.h"
@@ -67,6 +68,34 @@ TEST_CASE("Report.Html.OnePageWithTheTableAndBothPictures") {
   std::size_t bars = 0;
   for (std::size_t at = 0; (at = html.find("<rect", at)) != std::string::npos; ++at) ++bars;
   CHECK(bars == 3);  // one per job
+}
+
+// The axis labels of a page, in order: the text of each centred <text> element.
+std::vector<std::string> AxisLabels(const std::string& html) {
+  std::vector<std::string> labels;
+  const std::string open = "text-anchor=\"middle\">";
+  for (std::size_t at = 0; (at = html.find(open, at)) != std::string::npos;) {
+    at += open.size();
+    labels.push_back(html.substr(at, html.find('<', at) - at));
+  }
+  return labels;
+}
+
+// A timeline of 6.45 s is labelled 0, 1, ..., 6 (not 0.645, 1.29, ..., 6.45), and the waits'
+// axis, up to 3.2 s, 0, 0.5, ..., 3.
+TEST_CASE("Report.Html.AxisTicksAreRoundNumbers") {
+  StatusOr<Trace> trace = ParseTrace(R"({"mode": "seed", "capacity": 1,
+    "types": {"t": {"priority": 1, "max_concurrency": 1}},
+    "jobs": [{"type": "t", "id": "x", "key": "a", "arrival": 0, "duration": 3.2},
+             {"type": "t", "id": "y", "key": "b", "arrival": 0, "duration": 3.25}]})",
+                                     "round.json");
+  REQUIRE(trace.ok());
+  const SimResult result = *Simulate(*trace);
+  const std::vector<std::string> labels =
+      AxisLabels(RenderHtml("round", *trace, result, Summarize(*trace, result)));
+  const std::vector<std::string> expected = {"0", "1",   "2", "3",   "4", "5",   "6",   // 6.45 s
+                                             "0", "0.5", "1", "1.5", "2", "2.5", "3"};  // 3.2 s
+  CHECK(labels == expected);
 }
 
 TEST_CASE("Report.Html.WithWorkersOneRowPerWorkerSlotAndLostJobsDotted") {

@@ -54,16 +54,28 @@ std::string ColourOf(std::size_t index) {
 
 std::string KeyLabel(const std::string& key) { return key.empty() ? "\"\"" : key; }
 
+// The step between a chart's ticks from 0 to `max` (> 0): the smallest of 1, 2 and 5 times a
+// power of ten that makes at most ten steps, so that every tick is a round number.
+double TickStep(double max) {
+  const double magnitude = std::pow(10.0, std::floor(std::log10(max / 10)));
+  for (const double m : {1.0, 2.0, 5.0}) {
+    if (max / (m * magnitude) <= 10) return m * magnitude;
+  }
+  return 10 * magnitude;
+}
+
 // The horizontal axis of a chart at height `y`, from 0 to `max` over `width` pixels after
-// `left`, with ten ticks and a caption on the right; it closes the chart's <svg>.
+// `left`, with a tick at every multiple of TickStep(max) and a caption on the right; it closes
+// the chart's <svg>.
 void AppendAxis(std::string& html, int y, int left, int width, double max,
                 const std::string& caption) {
   absl::StrAppend(&html, "<line x1=\"", left, "\" y1=\"", y, "\" x2=\"", left + width, "\" y2=\"",
                   y, "\" stroke=\"#444\"/>\n");
-  for (int i = 0; i <= 10; ++i) {
-    const double value = max * i / 10;
+  const double step = TickStep(max);
+  for (int i = 0; i * step <= max * (1 + 1e-9); ++i) {
+    const double value = i * step;
     absl::StrAppend(&html, absl::StrFormat("<text x=\"%.1f\" y=\"%d\" font-size=\"11\" "
-                                           "text-anchor=\"middle\">%.4g</text>\n",
+                                           "text-anchor=\"middle\">%.6g</text>\n",
                                            left + width * value / max, y + 16, value));
   }
   absl::StrAppend(&html, "<text x=\"", left + width, "\" y=\"", y + 32,
