@@ -46,7 +46,9 @@ class AdmissionCore::InvariantCheck {
       if (Status s = (this->*part)(); !s.ok()) return s;
     }
     // The parts that own their state check it against the recount.
-    if (Status s = core_.lanes_.Check(core_.tiers_, recount_); !s.ok()) return s;
+    if (Status s = core_.lanes_.Check(core_.tiers_, recount_); !s.ok()) {
+      return Broken(std::string(s.message()));
+    }
     if (Status s = core_.workers_.Check(core_.jobs_, core_.types_, recount_.held_by); !s.ok()) {
       return Broken(std::string(s.message()));
     }

@@ -242,9 +242,8 @@ void LaneIndex::Rehome(TypeState& type, LaneSet& home, JobTable& jobs) {
 
 namespace {
 
-Status Broken(std::string what) {
-  return absl::InternalError(absl::StrCat("core invariant broken: ", what));
-}
+// Internal naming what is broken; CheckInvariants says whose (as for WorkerTable::Check).
+Status Broken(std::string what) { return absl::InternalError(what); }
 
 std::int64_t CountOf(const absl::flat_hash_map<const Usage*, std::int64_t>& held_by,
                      const Usage& usage) {

@@ -4,11 +4,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/arguments.h"
 
 namespace fairgate::core {
 namespace {
-
-absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 Status Broken(std::string what) { return absl::InternalError(what); }
 

@@ -250,9 +250,10 @@ StatusOr<std::vector<Status>> PostgresStore::RemoveJobs(
   }
   for (std::size_t i = 0; i < sequences.size(); ++i) {
     const std::uint64_t sequence = sequences[i];
-    (void)book_.TakeClaimLeases(sequence);  // given back with the batch, whatever else
+    // The claim's leases were given back with the batch: the book forgets them in each case.
     if (!gone.contains(sequence) && !looked_up.ok()) {
       removed[i] = looked_up;
+      (void)book_.TakeClaimLeases(sequence);
       continue;
     }
     // As Refusal: gone although this replica still held it (another claimed it after this
