@@ -29,13 +29,13 @@ StatusOr<std::unique_ptr<AdmissionCore>> AdmissionCore::Create(const RuleOptions
 
 AdmissionCore::AdmissionCore(const RuleOptions& rule)
     : rule_(rule),
+      types_(rule.max_concurrency, rule.aging, workers_),
       keys_(rule.default_key_limits),
-      steps_(rule.aging),
-      slots_(rule.max_concurrency) {}
+      steps_(rule.aging) {}
 
 AdmissionCore::~AdmissionCore() {
   // Hooks are safe-mode: unlink every node before the containers that own them die.
-  for (auto& tier : tiers_) tier->keys_by_acc.clear();
+  for (auto& tier : types_.tiers()) tier->keys_by_acc.clear();
   for (auto& [name, key] : keys_) {
     LaneIndex::FreeLanesOf(key);
     while (TierPresence* presence = key.tiers) {
@@ -46,51 +46,11 @@ AdmissionCore::~AdmissionCore() {
 }
 
 Status AdmissionCore::RegisterType(std::string_view name, const JobTypeConfig& config) {
-  if (Status s = ValidateJobType(name, config); !s.ok()) return s;
-  if (auto it = types_by_name_.find(AsAbsl(name)); it != types_by_name_.end()) {
-    if (it->second->config == config) return absl::OkStatus();
-    return absl::AlreadyExistsError(absl::StrCat(
-        "job type '", AsAbsl(name), "' is already registered with a different config"));
+  bool added = false;
+  if (StatusOr<TypeState*> type = types_.Register(name, config, added); !type.ok()) {
+    return type.status();
   }
-  if (config.slots > rule_.max_concurrency) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("job type '", AsAbsl(name), "': slots (", config.slots,
-                     ") exceed the scheduler's max_concurrency (", rule_.max_concurrency, ")"));
-  }
-  if (!config.conflict_group.empty()) {
-    auto it = conflict_groups_.find(config.conflict_group);
-    if (it != conflict_groups_.end() && it->second.limit != config.conflict_limit) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "job type '", AsAbsl(name), "': conflict_limit ", config.conflict_limit, " differs from ",
-          it->second.limit, ", the limit of conflict group '", config.conflict_group, "'"));
-    }
-  }
-  auto type = std::make_unique<TypeState>();
-  type->name = std::string(name);
-  type->config = config;
-  type->index = static_cast<std::uint32_t>(types_.size());
-  type->running.set_limit(config.max_concurrency);
-  if (!config.conflict_group.empty()) {
-    auto [it, inserted] = conflict_groups_.try_emplace(
-        config.conflict_group,
-        ConflictGroup{static_cast<std::uint32_t>(conflict_groups_.size() + 1),
-                      config.conflict_limit});
-    type->conflict_group = it->second.index;
-  }
-  auto tier_it = std::find_if(tiers_.begin(), tiers_.end(),
-                              [&](const auto& t) { return t->priority <= config.priority; });
-  if (tier_it == tiers_.end() || (*tier_it)->priority != config.priority) {
-    auto tier = std::make_unique<TierState>();
-    tier->priority = config.priority;
-    tier->slots.set_limit(config.priority);
-    tier_it = tiers_.insert(tier_it, std::move(tier));
-  }
-  type->tier = tier_it->get();
-  type->tier->types.push_back(type.get());
-  if (Shares(*type)) type->home = &type->tier->shared;
-  types_by_name_.emplace(type->name, type.get());
-  types_.push_back(std::move(type));
-  if (workers_.in_use()) workers_.RebuildIndex(types_);
+  if (added && workers_.in_use()) workers_.RebuildIndex(types_.all());
   return absl::OkStatus();
 }
 
@@ -107,11 +67,11 @@ StatusOr<JobTicket> AdmissionCore::EnqueueAndAdmit(const EnqueueRequest& request
 StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, double now,
                                               std::optional<Admission>* admission) {
   if (Status s = CheckTime(now, "enqueue time"); !s.ok()) return s;
-  auto type_it = types_by_name_.find(AsAbsl(request.type));
-  if (type_it == types_by_name_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown job type '", AsAbsl(request.type), "'"));
+  TypeState* found = types_.Find(request.type);
+  if (found == nullptr) [[unlikely]] {
+    return types_.FindOrError(request.type).status();
   }
-  TypeState& type = *type_it->second;
+  TypeState& type = *found;
   if (request.id.empty()) return absl::InvalidArgumentError("job id is empty");
   if (request.cost && (!std::isfinite(*request.cost) || *request.cost < 0)) {
     return absl::InvalidArgumentError(
@@ -174,12 +134,12 @@ bool AdmissionCore::AdmitsAtOnce(const Job& job, double now) const {
   // the caller's test, the first and the cheapest), and Pick would find every tier but the job's
   // empty, no lane held (lanes exist only with pending jobs) and no other type's lane to count as
   // skipped: it admits the job exactly when the checks Pick makes let it through (its type's caps
-  // in TypeFits, its key in SyncLane's Admissible, its resource in FrontOf: the one list,
+  // in TypeTable::Fits, its key in SyncLane's Admissible, its resource in FrontOf: the one list,
   // BlockerOf), counting no skip.
   const TypeState& type = *job.type;
   return BlockerOf(job) == Blocker::kNone &&
          !(TimedSteps::Expires(job) && TimedSteps::ExpiryAt(job) <= now) &&
-         !(rule_.aging && TierAbove(*type.tier) != nullptr && steps_.NextStepAt(job) <= now);
+         !(rule_.aging && types_.TierAbove(*type.tier) != nullptr && steps_.NextStepAt(job) <= now);
 }
 
 void AdmissionCore::AdmitAtOnce(Job& job, double now, Admission& admission) {
@@ -229,7 +189,7 @@ void AdmissionCore::Withdraw(Job& job, double now) {
 
 std::optional<Admission> AdmissionCore::NextAdmission(double now) {
   AdvanceTo(now);
-  if (slots_.Full()) return std::nullopt;
+  if (full()) return std::nullopt;
   DecisionSkips skipped;
   lanes_.StartDecision();
   WorkerState* reserved = nullptr;
@@ -251,7 +211,7 @@ Job* AdmissionCore::PickReserved(double now, WorkerState*& worker) {
   const double after = rule_.sole_worker_reserve_after.count();
   for (TypeState* type : workers_.sole_types()) {
     if (type->pending == 0 || now - type->starved_since < after) continue;
-    if (CapBlocker(*type) != Blocker::kNone) continue;
+    if (types_.CapBlocker(*type) != Blocker::kNone) continue;
     Job* job = FrontOfType(*type);
     if (job == nullptr) continue;  // held back by its keys or its resources, not by the worker
     workers_.Claim(*type, job);
@@ -260,7 +220,7 @@ Job* AdmissionCore::PickReserved(double now, WorkerState*& worker) {
 }
 
 Job* AdmissionCore::FrontOfType(TypeState& type) {
-  for (auto& tier : tiers_) {
+  for (auto& tier : types_.tiers()) {
     if (tier.get() == type.tier) return lanes_.FrontOf(*type.home);
     if (tier->aged_in == 0) continue;
     for (auto& group : tier->aged) {
@@ -273,7 +233,7 @@ Job* AdmissionCore::FrontOfType(TypeState& type) {
 }
 
 Job* AdmissionCore::Pick(DecisionSkips& skipped) {
-  for (auto& tier : tiers_) {
+  for (auto& tier : types_.tiers()) {
     Job* best = nullptr;
     AdmissionOrder best_order;
     // The head of a lane set, if it goes before the best so far. A linked lane's entry holds its
@@ -290,7 +250,7 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
     // and its own tier's caps.
     if (tier->aged_in > 0) {
       for (auto& group : tier->aged) {
-        if (TypeFits(*group->type, group->lanes, skipped)) consider(group->lanes);
+        if (types_.Fits(*group->type, group->lanes, skipped)) consider(group->lanes);
       }
     }
     if (best == nullptr && tier->pending > 0) {
@@ -301,7 +261,7 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
         // room here, can hold its jobs back (Shares).
         if (!tier->shared.empty()) consider(tier->shared);
         for (TypeState* type : tier->types) {
-          if (type->home == &type->lanes && TypeFits(*type, type->lanes, skipped)) {
+          if (type->home == &type->lanes && types_.Fits(*type, type->lanes, skipped)) {
             consider(type->lanes);
           }
         }
@@ -355,7 +315,7 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
   steps_.UnscheduleExpiry(job);
   // One pass over the key's lanes covers the new head, the new cost and the new running count.
   Lane* lane = job.lane;
-  Rekey(
+  lanes_.Rekey(
       key,
       [&] {
         lane->ready.erase(ReadyEntryOf(job));
@@ -431,7 +391,7 @@ void AdmissionCore::EndRunning(Job& job, const double* elapsed, double now) {
   };
   // The key's lanes move only if its cost or (with limits) its admissibility may have changed.
   if (acc != key.acc || keys_.limits_in_use()) {
-    Rekey(key, release);
+    lanes_.Rekey(key, release);
   } else {
     release();
   }
@@ -464,7 +424,7 @@ void AdmissionCore::AdvanceTo(double now) {
 
 void AdmissionCore::Promote(Job& job) {
   // Scheduled only when a tier above existed; tiers are never removed and the ceiling is fixed.
-  TierState* above = TierAbove(*job.lane->tier);
+  TierState* above = types_.TierAbove(*job.lane->tier);
   FAIRGATE_CORE_CHECK(above != nullptr, "an aging step was due with no tier above");
   if (steps_.CountPromotion()) {
     steps_.LogPromotion({TicketOf(job), job.type->name, job.id, *job.key->name,
@@ -476,17 +436,6 @@ void AdmissionCore::Promote(Job& job) {
                                   job.state == JobState::kParked ? job.resource : nullptr));
   ++job.promotions;
   SchedulePromotion(job);
-}
-
-TierState* AdmissionCore::TierAbove(const TierState& tier) const {
-  if (!rule_.aging) return nullptr;
-  for (std::size_t i = 1; i < tiers_.size(); ++i) {
-    if (tiers_[i].get() == &tier) {
-      TierState* above = tiers_[i - 1].get();
-      return above->priority <= rule_.aging->ceiling ? above : nullptr;
-    }
-  }
-  return nullptr;
 }
 
 std::vector<ExpiredJob> AdmissionCore::TakeExpired() {
@@ -501,64 +450,9 @@ bool AdmissionCore::StepDueBy(double now) const {
 }
 
 void AdmissionCore::SchedulePromotion(Job& job) {
-  if (rule_.aging && !Paused(job) && TierAbove(*job.lane->tier) != nullptr) {
+  if (rule_.aging && !Paused(job) && types_.TierAbove(*job.lane->tier) != nullptr) {
     steps_.SchedulePromotion(job);
   }
-}
-
-bool AdmissionCore::Shares(const TypeState& type) const {
-  for (int b = 1; b < static_cast<int>(Blocker::kCount); ++b) {
-    const auto blocker = static_cast<Blocker>(b);
-    if (LevelOf(blocker) == BlockerLevel::kType && !SharingMaySkip(blocker, type)) return false;
-  }
-  return true;
-}
-
-bool AdmissionCore::SharingMaySkip(Blocker blocker, const TypeState& type) const {
-  switch (blocker) {
-    case Blocker::kTypePaused:
-      return !type.paused;
-    case Blocker::kTierCap:    // Pick: the tier has a slot; one is all a job of the type takes
-    case Blocker::kGlobalCap:  // NextAdmission: the global cap has a slot; the same
-      return type.config.slots == 1;
-    case Blocker::kTypeCap:  // its running jobs fill the tier before they reach its cap
-      return type.config.max_concurrency >= type.config.priority;
-    case Blocker::kNoWorker:  // a worker's room is per type
-      return !workers_.in_use();
-    case Blocker::kNone:
-    case Blocker::kKeyPaused:  // the key and id levels hold a shared set's lanes and jobs
-    case Blocker::kKeyLimit:   // as they hold a type's own (LaneIndex::SyncLane, FrontOf)
-    case Blocker::kConflictLimit:
-    case Blocker::kCount:
-      return true;
-  }
-  return false;
-}
-
-void AdmissionCore::CountCapSkip(Blocker blocker, DecisionSkips& skipped) {
-  switch (blocker) {
-    case Blocker::kGlobalCap:
-      ++skipped.global_cap;
-      return;
-    case Blocker::kTierCap:
-      ++skipped.tier_cap;
-      return;
-    case Blocker::kTypeCap:
-      ++skipped.type_cap;
-      return;
-    case Blocker::kNoWorker:
-      ++skipped.worker;
-      return;
-    case Blocker::kTypePaused:  // not a cap: nothing to count
-      return;
-    case Blocker::kNone:  // not of the type level: counted where their jobs wait, if at all
-    case Blocker::kKeyPaused:
-    case Blocker::kKeyLimit:
-    case Blocker::kConflictLimit:
-    case Blocker::kCount:
-      break;
-  }
-  FAIRGATE_CORE_CHECK(false, "a type's lane set was skipped by no constraint of the type level");
 }
 
 double AdmissionCore::SjfOf(const TypeState& type, absl::string_view id,

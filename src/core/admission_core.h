@@ -32,7 +32,6 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "core/admission.h"
 #include "core/constraints.h"
 #include "core/estimate_table.h"
@@ -42,6 +41,7 @@
 #include "core/order.h"
 #include "core/queue_nodes.h"
 #include "core/timed_steps.h"
+#include "core/type_table.h"
 #include "core/worker_table.h"
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
@@ -166,10 +166,10 @@ class AdmissionCore {
   // slots are below it (nothing running is stopped); a higher one may admit at once (call
   // NextAdmission). InvalidArgument unless 1 <= capacity <= max_concurrency.
   Status SetCapacity(int capacity);
-  int capacity() const { return slots_.limit(); }
+  int capacity() const { return types_.global_cap().limit(); }
   // Whether the running jobs take every slot of the global cap in force: nothing is admitted
   // until one completes (or the cap grows).
-  bool full() const { return slots_.Full(); }
+  bool full() const { return types_.global_cap().Full(); }
   // Whether NextAdmission(now) would admit nothing and change nothing: the global cap is full or
   // no job is pending, and no expiry or aging step is due (StepDueBy). O(1): what a caller asks
   // before a decision it may skip.
@@ -254,44 +254,18 @@ class AdmissionCore {
   class InvariantCheck;            // CheckInvariants' parts (admission_core_invariants.cc)
   Status CheckJoinPoints() const;  // part of CheckInvariants
   static JobTicket TicketOf(const Job& job) { return JobTable::TicketOf(job); }
-  // Whether the type shares its tier's lanes (TierState::shared): whether every constraint of
-  // the type level is one a shared lane set may skip for it (SharingMaySkip). Sharing changes no
-  // decision: a key's one lane is ordered by the first of its jobs of the sharing types, as the
-  // first of its per-type lanes would be.
-  bool Shares(const TypeState& type) const;
-  // Whether `blocker`, a constraint of the type level, may go unchecked for `type`'s jobs in its
-  // tier's shared lane set: Pick checks it for the whole tier before the set, or it cannot hold
-  // a job of the type back (core/constraints.h, "A new constraint"). Every type-level Blocker
-  // has its case there (the switch has no default, and the core is built with -Werror=switch):
-  // a new constraint cannot be forgotten by sharing.
-  bool SharingMaySkip(Blocker blocker, const TypeState& type) const;
   // Moves the type's pending jobs in its own tier to the lanes of the home Shares now gives it,
   // if that changed (a pause, a resume, the first worker): O(job slots), as a pause with aging.
   void Rehome(TypeState& type) {
-    lanes_.Rehome(type, Shares(type) ? type.tier->shared : type.lanes, jobs_);
+    lanes_.Rehome(type, types_.Shares(type) ? type.tier->shared : type.lanes, jobs_);
   }
   // The one list of constraints (core/constraints.h): whether a job may run, and if not, the
   // first constraint without room for it. Every check of admissibility, in the pick, the fast
   // path, the skip counts and CheckInvariants, is one of these.
   Blocker BlockerOf(const Job& job) const {
-    if (const Blocker b = TypeBlocker(*job.type); b != Blocker::kNone) return b;
+    if (const Blocker b = types_.BlockerOf(*job.type); b != Blocker::kNone) return b;
     if (const Blocker b = keys_.BlockerOf(*job.key); b != Blocker::kNone) return b;
     return LaneIndex::IdBlocker(job.resource);
-  }
-  // The type level: the type's pause, then the tier, global and type caps, then (with workers)
-  // a worker with room.
-  Blocker TypeBlocker(const TypeState& type) const {
-    if (const Blocker b = CapBlocker(type); b != Blocker::kNone) return b;
-    return workers_.in_use() ? workers_.BlockerFor(type) : Blocker::kNone;
-  }
-  // The type level but the worker.
-  Blocker CapBlocker(const TypeState& type) const {
-    const std::int32_t slots = type.config.slots;
-    if (type.paused) return Blocker::kTypePaused;
-    if (!type.tier->slots.Fits(slots)) return Blocker::kTierCap;
-    if (!slots_.Fits(slots)) return Blocker::kGlobalCap;
-    if (type.running.Full()) return Blocker::kTypeCap;
-    return Blocker::kNone;
   }
   // The reservation of RuleOptions::sole_worker_reserve_after: reserves in this decision the
   // workers whose sole types starve (WorkerTable::Claim) and returns the job that goes first on
@@ -303,25 +277,13 @@ class AdmissionCore {
   // Ends a running job: releases what it holds and frees it. `elapsed` null: it was lost with
   // its worker (nothing learned, nothing reconciled).
   void EndRunning(Job& job, const double* elapsed, double now);
-  // Whether the type level has room for one more job of `type`; if not, counts `lanes` (when it
-  // has jobs) as skipped by the cap without room (a pause is not a cap: not counted).
-  bool TypeFits(const TypeState& type, const LaneSet& lanes, DecisionSkips& skipped) const {
-    const Blocker blocker = TypeBlocker(type);
-    if (blocker == Blocker::kNone) return true;
-    if (!lanes.empty()) CountCapSkip(blocker, skipped);
-    return false;
-  }
-  // Counts one lane set skipped by a type-level `blocker` in `skipped` (a pause counts nothing).
-  // The other levels' skips are counted where their jobs wait: held lanes per tier
-  // (TierState::held_lanes), jobs parked in the decision (LaneIndex::parked_in_decision).
-  static void CountCapSkip(Blocker blocker, DecisionSkips& skipped);
   // Calls `use(usage, amount)` for every constraint of the list a running `job` holds: admission
   // acquires exactly these, completion releases exactly these, CheckInvariants recounts exactly
   // these. `Self` is AdmissionCore or const AdmissionCore.
   template <typename Self, typename Use>
   static void ForEachHold(Self& self, const Job& job, Use use) {
     const std::int32_t slots = job.type->config.slots;
-    use(self.slots_, slots);
+    use(self.types_.global_cap(), slots);
     use(job.type->tier->slots, slots);
     use(job.type->running, 1);
     use(job.key->running, 1);
@@ -332,8 +294,6 @@ class AdmissionCore {
   // shortest_first_aging times its arrival.
   double SjfOf(const TypeState& type, absl::string_view id, const EnqueueRequest& request,
                double now) const;
-  // The tier one step above `tier` within the aging ceiling, or null.
-  TierState* TierAbove(const TierState& tier) const;
   // Whether a job's type or key is paused.
   bool Paused(const Job& job) const {
     return job.type->paused || (job.key->settings != nullptr && job.key->settings->paused);
@@ -377,24 +337,6 @@ class AdmissionCore {
   // point names it as running, its running facts replace its pending ones, `estimate` among
   // them: DescribeAdmission's hold).
   void StartRunning(Job& job, const Admission& admission, EstimateTable::Entry* estimate);
-  // Runs `mutate` (a change to the key's cost, running count or settings) and puts the key's
-  // presences and lanes where they now belong. `mutate` changes no lane's head but
-  // `head_changed`'s, if given.
-  template <typename Mutate>
-  void Rekey(KeyState& key, Mutate mutate, const Lane* head_changed = nullptr) {
-    // The presences' order reads the key's cost live: take them out while it may change.
-    for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
-      p->tier->keys_by_acc.erase(p->tier->keys_by_acc.iterator_to(*p));
-    }
-    const bool was_admissible = keys_.Admissible(key);
-    mutate();
-    // A presence exists while the key has pending jobs in its tier (LeavePending frees the ones
-    // that end).
-    for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
-      p->tier->keys_by_acc.insert(*p);
-    }
-    lanes_.RelinkKey(key, was_admissible, head_changed);
-  }
   // Puts a new job, made and counted nowhere yet, into the pending accounting at `now`: its
   // key's lane of its type in its own tier, the counts, its tier presence (idle catch-up), its
   // aging step and its queue-wait limit.
@@ -403,14 +345,10 @@ class AdmissionCore {
   void LeavePending(Job& job);
 
   RuleOptions rule_;
-  std::vector<std::unique_ptr<TypeState>> types_;  // registration order
-  absl::flat_hash_map<std::string, TypeState*> types_by_name_;
-  std::vector<std::unique_ptr<TierState>> tiers_;  // highest priority first
-  struct ConflictGroup {
-    std::uint32_t index = 0;  // >= 1
-    std::int32_t limit = 1;   // jobs of the group running on one id at once
-  };
-  absl::flat_hash_map<std::string, ConflictGroup> conflict_groups_;
+  // The declared workers, who serves what, and the decision's reservations.
+  WorkerTable workers_;
+  // The types, tiers and conflict groups, the global cap, and the type level (reads workers_).
+  TypeTable types_;
   KeyTable keys_;
   LaneIndex lanes_{keys_};  // where the pending jobs wait: lanes, lane sets, wait groups, resources
   TimedSteps steps_;        // aging steps, queue-wait limits and pause clocks of the pending jobs
@@ -419,10 +357,6 @@ class AdmissionCore {
 
   JobTable jobs_;
   std::uint64_t next_seq_ = 0;
-  // The global cap: the slots running jobs take, against the capacity in force (SetCapacity).
-  Constraint slots_;
-  // The declared workers, who serves what, and the decision's reservations.
-  WorkerTable workers_;
   std::int64_t pending_ = 0;
 };
 

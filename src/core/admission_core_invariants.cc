@@ -46,10 +46,11 @@ class AdmissionCore::InvariantCheck {
       if (Status s = (this->*part)(); !s.ok()) return s;
     }
     // The parts that own their state check it against the recount.
-    if (Status s = core_.lanes_.Check(core_.tiers_, recount_); !s.ok()) {
+    if (Status s = core_.lanes_.Check(core_.types_.tiers(), recount_); !s.ok()) {
       return Broken(std::string(s.message()));
     }
-    if (Status s = core_.workers_.Check(core_.jobs_, core_.types_, recount_.held_by); !s.ok()) {
+    if (Status s = core_.workers_.Check(core_.jobs_, core_.types_.all(), recount_.held_by);
+        !s.ok()) {
       return Broken(std::string(s.message()));
     }
     return absl::OkStatus();
@@ -110,7 +111,7 @@ class AdmissionCore::InvariantCheck {
       return Broken(absl::StrCat("pending job ", job.seq, " is not in the right lane"));
     }
     const bool can_rise =
-        c.rule_.aging && !c.Paused(job) && c.TierAbove(*job.lane->tier) != nullptr;
+        c.rule_.aging && !c.Paused(job) && c.types_.TierAbove(*job.lane->tier) != nullptr;
     if (job.promotion_scheduled != can_rise) {
       return Broken(absl::StrCat(
           "job ", job.seq,
@@ -142,18 +143,20 @@ class AdmissionCore::InvariantCheck {
   // The global cap and the pending count; the join points and the timed steps' queues.
   Status CheckTotals() {
     const AdmissionCore& c = core_;
-    if (HoldsWrongly(c.slots_, /*limit_may_drop=*/true) || pending_ != c.pending_) {
-      return Broken(absl::StrCat("slots in use/pending counted ", c.slots_.used(), "/", c.pending_,
-                                 ", jobs say ", recount_.held_by[&c.slots_], "/", pending_));
+    const Constraint& global_cap = c.types_.global_cap();
+    if (HoldsWrongly(global_cap, /*limit_may_drop=*/true) || pending_ != c.pending_) {
+      return Broken(absl::StrCat("slots in use/pending counted ", global_cap.used(), "/",
+                                 c.pending_, ", jobs say ", recount_.held_by[&global_cap], "/",
+                                 pending_));
     }
     if (Status s = c.CheckJoinPoints(); !s.ok()) return s;
     if (Status s = c.steps_.CheckSizes(scheduled_, expiring_); !s.ok()) {
       return Broken(std::string(s.message()));
     }
-    if (c.slots_.used() > c.rule_.max_concurrency) {
+    if (global_cap.used() > c.rule_.max_concurrency) {
       return Broken("more slots used than the global cap");
     }
-    if (c.slots_.limit() < 1 || c.slots_.limit() > c.rule_.max_concurrency) {
+    if (global_cap.limit() < 1 || global_cap.limit() > c.rule_.max_concurrency) {
       return Broken("the capacity in force is outside [1, max_concurrency]");
     }
     return absl::OkStatus();
@@ -161,10 +164,10 @@ class AdmissionCore::InvariantCheck {
 
   // Types and tiers: counts and caps.
   Status CheckTypesAndTiers() {
-    for (const auto& tier : core_.tiers_) {
+    for (const auto& tier : core_.types_.tiers()) {
       std::int64_t tier_pending = 0;
       for (const TypeState* type : tier->types) {
-        if (type->home != (core_.Shares(*type) ? &tier->shared : &type->lanes) ||
+        if (type->home != (core_.types_.Shares(*type) ? &tier->shared : &type->lanes) ||
             (type->home != &type->lanes && !type->lanes.empty())) {
           return Broken(
               absl::StrCat("type ", type->name, "'s lanes are not where it shares or not"));
@@ -257,7 +260,7 @@ Status AdmissionCore::CheckJoinPoints() const {
     if (job.state != JobState::kRunning) ++pending_joinable;
   }
   std::size_t pending_named = 0;
-  for (const auto& type : types_) {
+  for (const auto& type : types_.all()) {
     StatusOr<std::size_t> named = type->join_points.Check(*type);
     if (!named.ok()) return Broken(std::string(named.status().message()));
     pending_named += *named;

@@ -46,11 +46,9 @@ Status AdmissionCore::ResumeType(std::string_view name, double now) {
 
 Status AdmissionCore::SetTypePaused(std::string_view name, bool paused, double now) {
   if (Status s = CheckTime(now, paused ? "pause time" : "resume time"); !s.ok()) return s;
-  auto it = types_by_name_.find(AsAbsl(name));
-  if (it == types_by_name_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown job type '", AsAbsl(name), "'"));
-  }
-  TypeState& type = *it->second;
+  StatusOr<TypeState*> found = types_.FindOrError(name);
+  if (!found.ok()) return found.status();
+  TypeState& type = **found;
   ChangePause(
       now, [&](const Job& job) { return job.type == &type; }, [&] { type.paused = paused; });
   Rehome(type);  // a paused type's jobs wait in lanes of their own
@@ -80,7 +78,7 @@ Status AdmissionCore::SetKeyPaused(std::string_view name, bool paused, double no
   }
   ChangePause(
       now, [&](const Job& job) { return job.key == state; },
-      [&] { Rekey(*state, [&] { settings.paused = paused; }); });
+      [&] { lanes_.Rekey(*state, [&] { settings.paused = paused; }); });
   return absl::OkStatus();
 }
 
@@ -99,7 +97,7 @@ Status AdmissionCore::SetKeyLimits(std::string_view name, const KeyLimits& limit
     settings.has_limits = true;
   };
   if (KeyState* key = keys_.Find(AsAbsl(name))) {
-    Rekey(*key, apply);
+    lanes_.Rekey(*key, apply);
   } else {
     apply();
   }
@@ -111,7 +109,7 @@ Status AdmissionCore::SetCapacity(int capacity) {
     return absl::InvalidArgumentError(absl::StrCat("capacity must be in [1, max_concurrency ",
                                                    rule_.max_concurrency, "], got ", capacity));
   }
-  slots_.set_limit(capacity);
+  types_.global_cap().set_limit(capacity);
   return absl::OkStatus();
 }
 
@@ -122,7 +120,7 @@ StatusOr<bool> AdmissionCore::SetAccumulatedCost(std::string_view name, double c
   }
   KeyState* key = keys_.Find(AsAbsl(name));
   if (key == nullptr) return false;
-  Rekey(*key, [&] { key->acc = cost; });
+  lanes_.Rekey(*key, [&] { key->acc = cost; });
   return true;
 }
 
@@ -134,7 +132,7 @@ Status AdmissionCore::Charge(std::string_view name, double cost, double now) {
   KeyState* known = keys_.Find(AsAbsl(name));
   KeyState& key = known != nullptr ? *known : keys_.Add(AsAbsl(name));
   keys_.Wake(key);
-  Rekey(key, [&] { key.acc += cost / KeyTable::WeightOf(key); });
+  lanes_.Rekey(key, [&] { key.acc += cost / KeyTable::WeightOf(key); });
   keys_.MaybeIdle(key, now);
   return absl::OkStatus();
 }

@@ -12,12 +12,9 @@
 namespace fairgate::core {
 
 StatusOr<double> AdmissionCore::MaxWaitToCeiling(std::string_view type_name) const {
-  auto it = types_by_name_.find(AsAbsl(type_name));
-  if (it == types_by_name_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown job type '", AsAbsl(type_name), "'"));
-  }
-  int steps = 0;
-  for (const TierState* tier = it->second->tier; (tier = TierAbove(*tier)) != nullptr;) ++steps;
+  StatusOr<TypeState*> type = types_.FindOrError(type_name);
+  if (!type.ok()) return type.status();
+  const int steps = types_.StepsToCeiling(*(*type)->tier);
   if (steps == 0) return 0.0;
   return rule_.aging->grace.count() + steps * rule_.aging->interval.count();
 }
@@ -40,34 +37,34 @@ std::vector<std::pair<std::string, double>> AdmissionCore::HeaviestKeys(std::siz
 }
 
 std::optional<std::uint32_t> AdmissionCore::TypeIndex(std::string_view type) const {
-  auto it = types_by_name_.find(AsAbsl(type));
-  if (it == types_by_name_.end()) return std::nullopt;
-  return it->second->index;
+  const TypeState* found = types_.Find(type);
+  if (found == nullptr) return std::nullopt;
+  return found->index;
 }
 
 const JobTypeConfig* AdmissionCore::TypeConfig(std::string_view type) const {
-  auto it = types_by_name_.find(AsAbsl(type));
-  return it == types_by_name_.end() ? nullptr : &it->second->config;
+  const TypeState* found = types_.Find(type);
+  return found == nullptr ? nullptr : &found->config;
 }
 
 bool AdmissionCore::TypePaused(std::string_view type) const {
-  auto it = types_by_name_.find(AsAbsl(type));
-  return it != types_by_name_.end() && it->second->paused;
+  const TypeState* found = types_.Find(type);
+  return found != nullptr && found->paused;
 }
 
 Snapshot AdmissionCore::TakeSnapshot() const {
   Snapshot s;
   s.max_concurrency = rule_.max_concurrency;
-  s.capacity = slots_.limit();
-  s.slots_in_use = slots_.used();
+  s.capacity = types_.global_cap().limit();
+  s.slots_in_use = types_.global_cap().used();
   s.pending = pending_;
-  for (const auto& tier : tiers_) {
+  for (const auto& tier : types_.tiers()) {
     int running = 0;
     for (const TypeState* type : tier->types) running += type->running.used();
     s.tiers.push_back({tier->priority, running, tier->pending, tier->aged_in, tier->slots.used()});
     s.running += running;
   }
-  for (const auto& type : types_) {
+  for (const auto& type : types_.all()) {
     s.types.push_back({type->name, type->config.priority, type->config.max_concurrency,
                        type->running.used(), type->pending});
     s.types.back().paused = type->paused;
@@ -96,7 +93,7 @@ std::vector<SavedEstimate> AdmissionCore::EstimatesUsedSince(double since) const
   std::vector<SavedEstimate> out;
   estimates_.ForEachUsedSince(
       since, [&](std::uint32_t type, absl::string_view id, double value, double last_used) {
-        out.push_back({types_[type]->name, std::string(id), value, last_used});
+        out.push_back({types_.all()[type]->name, std::string(id), value, last_used});
       });
   return out;
 }
@@ -111,17 +108,15 @@ std::vector<SavedKey> AdmissionCore::KeyCosts(double now) const {
 }
 
 StatusOr<bool> AdmissionCore::RestoreEstimate(const SavedEstimate& estimate, double now) {
-  auto type = types_by_name_.find(AsAbsl(estimate.type));
-  if (type == types_by_name_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown job type '", AsAbsl(estimate.type), "'"));
-  }
+  StatusOr<TypeState*> type = types_.FindOrError(estimate.type);
+  if (!type.ok()) return type.status();
   if (!std::isfinite(estimate.seconds) || estimate.seconds < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("a restored estimate must be finite and >= 0, got ", estimate.seconds));
   }
   const double last_used = std::min(estimate.last_used, now);
   if (last_used + rule_.estimate_ttl.count() <= now) return false;
-  return estimates_.Restore(type->second->index, AsAbsl(estimate.id), estimate.seconds, last_used);
+  return estimates_.Restore((*type)->index, AsAbsl(estimate.id), estimate.seconds, last_used);
 }
 
 StatusOr<bool> AdmissionCore::RestoreKey(const SavedKey& saved, double now) {
@@ -141,9 +136,9 @@ std::optional<double> AdmissionCore::AccumulatedCost(std::string_view key) const
 }
 
 std::optional<double> AdmissionCore::Estimate(std::string_view type, std::string_view id) const {
-  auto it = types_by_name_.find(AsAbsl(type));
-  if (it == types_by_name_.end()) return std::nullopt;
-  return estimates_.Find(it->second->index, AsAbsl(id));
+  const TypeState* found = types_.Find(type);
+  if (found == nullptr) return std::nullopt;
+  return estimates_.Find(found->index, AsAbsl(id));
 }
 
 }  // namespace fairgate::core

@@ -18,9 +18,9 @@ Status AdmissionCore::AddWorker(std::string_view name, const WorkerConfig& confi
   StatusOr<bool> added = workers_.Add(name, config);
   if (!added.ok() || !*added) return added.status();
   if (first) {  // a worker's room is per type: no type shares its tier's lanes from now on
-    for (const auto& type : types_) Rehome(*type);
+    for (const auto& type : types_.all()) Rehome(*type);
   }
-  workers_.RebuildIndex(types_);
+  workers_.RebuildIndex(types_.all());
   return absl::OkStatus();
 }
 
@@ -31,7 +31,7 @@ Status AdmissionCore::UpdateWorker(std::string_view name, const WorkerConfig& co
   }
   if (Status s = ValidateWorker(name, config); !s.ok()) return s;
   WorkerTable::Update(*worker, config);
-  workers_.RebuildIndex(types_);
+  workers_.RebuildIndex(types_.all());
   return absl::OkStatus();
 }
 
@@ -69,20 +69,20 @@ StatusOr<std::vector<LostJob>> AdmissionCore::RemoveWorker(std::string_view name
   FAIRGATE_CORE_CHECK(worker.running.empty() && worker.slots.used() == 0,
                       "a removed worker still held jobs");
   workers_.Remove(worker);
-  workers_.RebuildIndex(types_);
+  workers_.RebuildIndex(types_.all());
   return lost;
 }
 
 bool AdmissionCore::TypeServed(std::string_view name) const {
-  auto it = types_by_name_.find(AsAbsl(name));
-  if (it == types_by_name_.end()) return false;
-  return !workers_.in_use() || !it->second->workers.empty();
+  const TypeState* type = types_.Find(name);
+  if (type == nullptr) return false;
+  return !workers_.in_use() || !type->workers.empty();
 }
 
 std::vector<std::string> AdmissionCore::TypesWithoutWorker() const {
   std::vector<std::string> names;
   if (!workers_.in_use()) return names;
-  for (const auto& type : types_) {
+  for (const auto& type : types_.all()) {
     if (type->workers.empty()) names.push_back(type->name);
   }
   return names;
@@ -90,7 +90,7 @@ std::vector<std::string> AdmissionCore::TypesWithoutWorker() const {
 
 std::vector<std::string> AdmissionCore::NarrowWorkerWarnings(std::string_view worker,
                                                              std::string_view type) const {
-  return workers_.NarrowWarnings(types_, worker, type);
+  return workers_.NarrowWarnings(types_.all(), worker, type);
 }
 
 }  // namespace fairgate::core

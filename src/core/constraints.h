@@ -7,7 +7,7 @@
 // exactly what it names, CheckInvariants recounts exactly what it names):
 //
 //   constraint       object                  amount     limit
-//   global cap       AdmissionCore::slots_   its slots  max_concurrency, or what SetCapacity set
+//   global cap       TypeTable::global_cap() its slots  max_concurrency, or what SetCapacity set
 //   tier cap         TierState::slots        its slots  the tier's priority
 //   type cap         TypeState::running      1          JobTypeConfig::max_concurrency
 //   key limit        KeyState::running       1          KeyLimits::max_running of the key (*)
@@ -25,14 +25,14 @@
 // Pauses hold nothing and have no amount: a paused type or key has no room at all.
 //
 // Whether a job may run is answered in one place, AdmissionCore::BlockerOf and its three levels
-// (AdmissionCore::TypeBlocker, KeyTable::BlockerOf, LaneIndex::IdBlocker), which name the first
+// (TypeTable::BlockerOf, KeyTable::BlockerOf, LaneIndex::IdBlocker), which name the first
 // constraint without room, a Blocker. Each level is checked where it is the same for every job
 // there, so a job that must wait is set aside with the others that must, where the release that
 // frees it finds them:
 //
 //   the type level (its pause, the tier, global and type caps, a worker with room) depends on the
 //   type only:
-//     NextAdmission skips the type's lane set whole (TypeFits), and the next decision looks again;
+//     NextAdmission skips the type's lane set whole (TypeTable::Fits), and the next decision looks again;
 //   the key level (its pause, its max_running) depends on the key only: LaneIndex::SyncLane unlinks
 //     ("holds") the key's lanes, and the completion that frees the key relinks them (Rekey);
 //   the id level (the conflict limit) depends on the job's id: LaneIndex::FrontOf parks a head
@@ -125,10 +125,10 @@ constexpr BlockerLevel LevelOf(Blocker blocker) {
 //     to, and a line in AdmissionCore::ForEachHold if a running job holds it, so admission,
 //     completion and CheckInvariants acquire, release and recount it.
 //  2. Its Blocker, before kCount at the place of its level, and its case in LevelOf.
-//  3. Its check in its level's function (AdmissionCore::CapBlocker or TypeBlocker,
+//  3. Its check in its level's function (TypeTable::CapBlocker or BlockerOf,
 //     KeyTable::BlockerOf, LaneIndex::IdBlocker): BlockerOf, and so the pick, the fast path and
 //     CheckInvariants, ask it there.
-//  4. A type-level one: its case in AdmissionCore::SharingMaySkip, which says when the tier's
+//  4. A type-level one: its case in TypeTable::SharingMaySkip, which says when the tier's
 //     shared lane set may leave it unchecked (false when in doubt: the type keeps lanes of its
 //     own), and its skip count in CountCapSkip. The core is built with -Werror=switch, so
 //     steps 2 and 4 cannot be forgotten.

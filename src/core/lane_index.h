@@ -12,7 +12,8 @@
 // aged groups and of the wait groups, and the resources with their wait groups; it keeps every
 // lane and proxy linked exactly where those facts say. Which set is a type's home, and when a
 // job's type, key or resource changes its room, is the core's: it calls SyncLane, RelinkKey,
-// Reopen or Rehome after the change. Single-threaded, like the core.
+// Reopen or Rehome after the change, or makes a key's change through Rekey. Single-threaded,
+// like the core.
 #ifndef FAIRGATE_CORE_LANE_INDEX_H_
 #define FAIRGATE_CORE_LANE_INDEX_H_
 
@@ -111,6 +112,24 @@ class LaneIndex {
   // its lanes follow. Only `head_changed`'s head (if any) changed with it; the others keep the
   // head their entries hold and move reading only their first 64 bytes (queue_nodes.h).
   void RelinkKey(KeyState& key, bool was_admissible, const Lane* head_changed);
+  // Runs `mutate` (a change to the key's cost, running count or settings) and puts the key's
+  // tier presences (TierState::keys_by_acc) and lanes where they now belong. `mutate` changes no
+  // lane's head but `head_changed`'s, if given.
+  template <typename Mutate>
+  void Rekey(KeyState& key, Mutate mutate, const Lane* head_changed = nullptr) {
+    // The presences' order reads the key's cost live: take them out while it may change.
+    for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
+      p->tier->keys_by_acc.erase(p->tier->keys_by_acc.iterator_to(*p));
+    }
+    const bool was_admissible = keys_.Admissible(key);
+    mutate();
+    // A presence exists while the key has pending jobs in its tier (the core's LeavePending
+    // frees the ones that end).
+    for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
+      p->tier->keys_by_acc.insert(*p);
+    }
+    RelinkKey(key, was_admissible, head_changed);
+  }
   // The resource's room changed: each of its groups' proxies is linked exactly while it has
   // room (SyncProxies). Reopen, for a resource that had none: also the first jobs of a group of
   // a few lanes go home at once.

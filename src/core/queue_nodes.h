@@ -382,7 +382,7 @@ struct TypeState {
   bool paused = false;  // PauseType: none of its jobs is admitted (Blocker::kTypePaused), none ages
   LaneSet lanes;
   // Where its lanes in its own tier are: `lanes`, or its tier's `shared` set while it shares
-  // (AdmissionCore::Shares: only a type whose own cap cannot hold a job back in a decision).
+  // (TypeTable::Shares: only a type whose own cap cannot hold a job back in a decision).
   LaneSet* home = &lanes;
   JoinPoints join_points;  // none unless it coalesces
   // With workers: those that serve it, most specialised first (fewest types served, then the
