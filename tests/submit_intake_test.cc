@@ -5,6 +5,7 @@
 // over several pool sizes and have watchdogs; none asserts how long anything took.
 #include "runtime/submit_intake.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -17,7 +18,9 @@
 #include <vector>
 
 #include "doctest/doctest.h"
+#include "fairgate/observer.h"
 #include "fairgate/scheduler.h"
+#include "runtime/owned_job_name.h"
 #include "runtime_test_util.h"
 #include "test_job_types.h"
 
@@ -215,6 +218,59 @@ TEST_CASE("Scheduler.Intake.SubmitsFromManyThreadsRunOnceEachInTheirCallersOrder
     for (const std::atomic<int>& n : told) told_once += n == 1;
     CHECK(told_once == kThreads * kPerThread);
   }
+}
+
+// A Submit that waits in the intake keeps its names only in its record (one buffer, inline up to
+// its capacity, runtime/owned_job_name.h): names of every length, at and past that capacity,
+// reach the queue whole, as the observers' admissions show.
+struct AdmissionNames : Observer {
+  std::mutex mutex;
+  std::vector<std::vector<std::string>> admitted;  // type, id, key of each admission, in order
+  void OnEvent(const JobEvent& event) override {
+    if (event.kind != JobEvent::Kind::kAdmit) return;
+    std::lock_guard lock(mutex);
+    admitted.push_back({event.type, event.id, event.key});
+  }
+};
+
+TEST_CASE("Scheduler.Intake.NamesOfEveryLengthAreQueuedWhole") {
+  Watchdog watchdog("intake names", 60s);
+  auto names = std::make_shared<AdmissionNames>();
+  SchedulerOptions options = SchedulerOptions::Default();
+  options.rule.max_concurrency = 1;
+  options.runtime.observers = {names};
+  StatusOr<std::unique_ptr<Scheduler>> made =
+      Scheduler::Create(testing::WithPoolUnderTest(options));
+  REQUIRE_MESSAGE(made.ok(), made.status().message());
+  Scheduler& scheduler = **made;
+  // One long type name too: every name may pass the inline capacity on its own.
+  const std::string long_type(60, 't');
+  REQUIRE(scheduler.RegisterType("t", Type(1, 1)).ok());
+  REQUIRE(scheduler.RegisterType(long_type, Type(1, 1)).ok());
+  Gate hold;
+  HoldASlot(scheduler, "t", hold);  // the cap is full: each Submit waits in the intake
+  const std::vector<std::vector<std::string>> submitted = {
+      {"t", "r", ""},
+      {"t", std::string(internal::OwnedJobName::kInline - 3, 'a'), "k2"},  // the capacity exactly
+      {"t", std::string(internal::OwnedJobName::kInline - 2, 'b'), "k2"},  // one byte past it
+      {long_type, std::string(300, 'c'), std::string(200, 'd')},
+  };
+  for (const auto& n : submitted) {
+    REQUIRE(scheduler
+                .Submit({TypeName(n[0]), JobId(n[1]), FairnessKey(n[2])},
+                        [](const Context&) { return absl::OkStatus(); })
+                .ok());
+  }
+  hold.Open();
+  REQUIRE(scheduler.Drain(Context::Background()).ok());
+  std::lock_guard lock(names->mutex);
+  REQUIRE(names->admitted.size() == submitted.size() + 1);  // the held slot's job first
+  // In the order of their keys' charges, not of submission: compared as sets.
+  std::vector<std::vector<std::string>> queued(names->admitted.begin() + 1, names->admitted.end());
+  std::vector<std::vector<std::string>> expected = submitted;
+  std::sort(queued.begin(), queued.end());
+  std::sort(expected.begin(), expected.end());
+  CHECK(queued == expected);
 }
 
 // A Submit that waits in the intake is in the queue for the next call: a RunSync of the same id

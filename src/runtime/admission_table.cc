@@ -72,14 +72,10 @@ void AdmissionTable::TakeIntakeLocked(Decision& decision) {
     IntakeEntry* entry = std::exchange(list, list->next);
     // The entry lives in its record's allocation: it stays valid while `record` holds it.
     RecordPtr record = std::move(entry->record);
+    const OwnedJobName& name = record->name;
     Status refused =
-        EnqueueLocked(record, {entry->type, entry->id, entry->key, entry->cost, entry->join},
+        EnqueueLocked(record, {name.type(), name.id(), name.key(), entry->cost, entry->join},
                       MonotonicLocked(entry->read), decision);
-    // The core keeps its own copies: names longer than a string holds inline give their memory
-    // back now, not when the job ends.
-    entry->type = std::string();
-    entry->id = std::string();
-    entry->key = std::string();
     if (!refused.ok()) {
       // Submit returned OK and the scheduler began to shut down before the job was queued: its
       // callback is told, as a pending job's is at shutdown.

@@ -81,7 +81,6 @@ struct Decided {
 struct IntakeEntry {
   IntakeEntry* next = nullptr;
   RecordPtr record;
-  std::string type, id, key;
   std::optional<double> cost;
   core::Join join = core::Join::kPending;
   double read = 0;  // the clock when Submit was called, as Accept's `read`

@@ -21,8 +21,8 @@ Status Scheduler::Impl::RunSync(const Context& ctx, std::string_view type, std::
   if (Status s = ctx.Err(); !s.ok()) return s;
   bool decided = false;  // admitted by the call itself: it need not wait to be told
   StatusOr<RecordPtr> accepted = Accept<internal::RunSyncCall>(
-      {type, id, key, options.cost, core::Join::kPendingOrRunning}, [](const RecordPtr&) {},
-      &decided);
+      {type, id, key, options.cost, core::Join::kPendingOrRunning},
+      [&](const RecordPtr& r) { r->takes_fleet_leases = TakesFleetLeases(type); }, &decided);
   if (!accepted.ok()) return accepted.status();
   RecordPtr record = *std::move(accepted);
 
@@ -52,7 +52,7 @@ Status Scheduler::Impl::RunSync(const Context& ctx, std::string_view type, std::
     return told;
   }
   internal::FleetLeases::Held leases;
-  Status status = fleet_ ? fleet_->Enter(type, id, ctx, leases) : absl::OkStatus();
+  Status status = dispatcher_.EnterFleet(*record, ctx, leases);
   const double start = Now();  // a wait for fleet-wide leases is not part of the run
   if (status.ok()) {
     const Context& base = leases.ctx ? *leases.ctx : ctx;
@@ -80,7 +80,7 @@ Status Scheduler::Impl::Acquire(const Context& ctx, std::string_view type, std::
   StatusOr<RecordPtr> accepted =
       Accept<internal::AcquireCall>({type, id, key, options.cost}, [&](const RecordPtr& r) {
         internal::AcquireCall& call = r->acquire();
-        r->fleet_name = FleetNameOf(type, id);
+        r->takes_fleet_leases = TakesFleetLeases(type);
         call.on_admitted = std::move(on_admitted);
         call.ctx = ctx;
         if (ctx.state()) {
@@ -154,7 +154,7 @@ Status Scheduler::Impl::Submit(std::string_view type, std::string_view id, std::
         call.done = std::move(done);
         call.claimed_leases = claimed_leases;
         // A claimed durable job runs under the leases its claim took.
-        if (claimed_leases == 0) r->fleet_name = FleetNameOf(type, id);
+        r->takes_fleet_leases = claimed_leases == 0 && TakesFleetLeases(type);
       });
   return accepted.status();
 }
@@ -170,6 +170,7 @@ StatusOr<Scheduler::Impl::RecordPtr> Scheduler::Impl::Accept(const core::Enqueue
     if (Status refused = table_.RefuseIfClosed(request); !refused.ok()) return refused;
   }
   auto record = std::make_shared<JobRecord>(std::in_place_type<Kind>);
+  record->name.Assign(JobName(TypeName(request.type), JobId(request.id), FairnessKey(request.key)));
   fill(record);
   // Counted before it can be admitted and finished elsewhere; uncounted if refused (an atomic
   // count, never under the table's lock).
@@ -201,12 +202,10 @@ void Scheduler::Impl::SubmitThroughIntake(std::string_view type, std::string_vie
   }
   entry->record->submit().fn = std::move(fn);
   entry->record->submit().done = std::move(done);
-  entry->type.assign(type);
-  entry->id.assign(id);
-  entry->key.assign(key);
+  entry->record->name.Assign(JobName(TypeName(type), JobId(id), FairnessKey(key)));
   entry->cost = options.cost;
   entry->join = options.join_running ? core::Join::kPendingOrRunning : core::Join::kPending;
-  entry->record->fleet_name = FleetNameOf(type, id);
+  entry->record->takes_fleet_leases = TakesFleetLeases(type);
   outstanding_.Add();  // as Accept counts it: from here it is told exactly once
   entry->read = Now();
   if (table_.PushIntake(std::move(entry)) >= internal::AdmissionTable::kIntakeLimit) {

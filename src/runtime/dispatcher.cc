@@ -54,7 +54,7 @@ void Dispatcher::Dispatch(const RecordList& admitted) {
         pool_.Post([this, record] { RunBackground(record); });
         break;
       case JobRecord::Kind::kAcquire:
-        if (record->fleet_name) {
+        if (record->takes_fleet_leases) {
           pool_.Post([this, record] { AdmitWithLeases(record); });
         } else {
           DetachContext(*record);
@@ -189,8 +189,8 @@ void Dispatcher::DetachContext(JobRecord& record) {
 
 Status Dispatcher::EnterFleet(const JobRecord& record, const Context& ctx,
                               FleetLeases::Held& leases) {
-  if (!fleet_ || !record.fleet_name) return absl::OkStatus();
-  return fleet_->Enter(record.fleet_name->type, record.fleet_name->id, ctx, leases);
+  if (!record.takes_fleet_leases) return absl::OkStatus();
+  return fleet_->Enter(record.name.type(), record.name.id(), ctx, leases);
 }
 
 // Takes the leases on a pool fiber (blocking store calls, never on the thread that admitted it),
@@ -203,7 +203,7 @@ void Dispatcher::AdmitWithLeases(const RecordPtr& record) {
   auto [ctx, cancel] = WithCancel(record->acquire().ctx);
   const std::shared_ptr<ContextState>& shutdown = background_.state();
   const std::uint64_t on_shutdown = shutdown->AddCallback(cancel);
-  Status status = fleet_->Enter(record->fleet_name->type, record->fleet_name->id, ctx, *leases);
+  Status status = fleet_->Enter(record->name.type(), record->name.id(), ctx, *leases);
   shutdown->RemoveCallback(on_shutdown);
   cancel();
   DetachContext(*record);

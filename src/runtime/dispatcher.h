@@ -47,6 +47,12 @@ class Dispatcher final : public AdmissionTable::Owner {
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;
 
+  // Takes the fleet-wide leases an admitted job needs (JobRecord::takes_fleet_leases; none
+  // without), by its names, waiting under `ctx` while they are held elsewhere: a Submit job's
+  // runner and a RunSync caller, before the job runs.
+  Status EnterFleet(const JobRecord& record, const Context& ctx, FleetLeases::Held& leases)
+      ABSL_LOCKS_EXCLUDED(core_lock);
+
   // The one way a decision is acted on, in the order Decision lists: wake the timer if asked,
   // tell the calls that joined a run that ended, cancel the contexts of the jobs lost with their
   // worker, start the admitted jobs and report the refused ones (in decision order), and take
@@ -94,9 +100,6 @@ class Dispatcher final : public AdmissionTable::Owner {
   void AbandonAtDeadline(const RecordList& records) ABSL_LOCKS_EXCLUDED(core_lock);
   // Runs a Submit job on a pool fiber, and the Submit jobs its completion admits after it.
   void RunBackground(RecordPtr record) ABSL_LOCKS_EXCLUDED(core_lock);
-  // Takes the fleet-wide leases a Submit job needs, waiting under `ctx` while they are held
-  // elsewhere.
-  Status EnterFleet(const JobRecord& record, const Context& ctx, FleetLeases::Held& leases);
   // An admitted Acquire whose type takes fleet-wide leases: takes them on a pool fiber, then
   // delivers a permit that holds them.
   void AdmitWithLeases(const RecordPtr& record) ABSL_LOCKS_EXCLUDED(core_lock);

@@ -26,6 +26,7 @@
 #include "fairgate/scheduler.h"
 #include "runtime/detached_status.h"
 #include "runtime/fiber_stack.h"
+#include "runtime/owned_job_name.h"
 #include "runtime/waiting.h"
 #include "runtime/worker_assignment.h"
 
@@ -67,12 +68,6 @@ struct AcquireCall {
   Context ctx = Context::Background();
   std::uint64_t ctx_callback = 0;
   std::optional<DeadlineMap::iterator> deadline_entry;
-};
-
-// The names a job's fleet-wide leases are taken by (fairgate/options.h, FleetOptions): its type
-// and id.
-struct FleetName {
-  std::string type, id;
 };
 
 // One accepted call, from its acceptance until it is reported. Calls that coalesced share one
@@ -189,11 +184,14 @@ struct JobRecord {
   // How the caller waits or is called back, and how it is told: one of the three.
   using Call = std::variant<RunSyncCall, SubmitCall, AcquireCall>;
   Call call;
-  // When its type takes fleet-wide leases (as when it was accepted) and its runner is not the
-  // caller (a Submit or an Acquire: a RunSync takes them with the caller's names), the names
-  // they are taken by, kept from acceptance so that taking them needs no look-up under the
-  // scheduler's lock; null for every other call.
-  std::unique_ptr<const FleetName> fleet_name;
+  // The job's names, kept from acceptance while the record lives (one buffer: at most one
+  // allocation): the intake queues the job by them, its fleet-wide leases are taken by them,
+  // with no look-up under the scheduler's lock.
+  OwnedJobName name;
+  // Whether its runner takes fleet-wide leases by `name` (fairgate/options.h, FleetOptions):
+  // its type took them when it was accepted, and it is not a claimed durable job (which runs
+  // under the leases its claim took).
+  bool takes_fleet_leases = false;
 
  private:
   template <typename C>

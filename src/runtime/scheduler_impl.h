@@ -142,12 +142,7 @@ class Scheduler::Impl final : public internal::Submission {
                            JobFn fn, DoneCallback done, const JobOptions& options);
   // The names a job of (type, id) takes its fleet-wide leases by, kept on its record (a Submit's
   // or an Acquire's, which run after their call returned); null when its type takes none.
-  std::unique_ptr<const internal::FleetName> FleetNameOf(std::string_view type,
-                                                         std::string_view id) const {
-    if (!fleet_ || !fleet_->Needed(type)) return nullptr;
-    return std::make_unique<const internal::FleetName>(
-        internal::FleetName{std::string(type), std::string(id)});
-  }
+  bool TakesFleetLeases(std::string_view type) const { return fleet_ && fleet_->Needed(type); }
 
   // --- scheduler.cc.
   Status NeedStore(std::string_view what) const;
