@@ -7,11 +7,19 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "doctest/doctest.h"
 #include "sim/sim_command.h"
 
 namespace fairgate::sim {
 namespace {
+
+// How many times `what` occurs in `text`.
+std::size_t Count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
+  return n;
+}
 
 // Capacity 1; a and b each send a 2-second job at t = 0, a's first; c a 1-second job at t = 1.
 // Seed mode: a runs 0-2, then b (same cost, earlier arrival than c) 2-4, then c 4-5.
@@ -65,9 +73,9 @@ TEST_CASE("Report.Html.OnePageWithTheTableAndBothPictures") {
   std::size_t svgs = 0;
   for (std::size_t at = 0; (at = html.find("<svg", at)) != std::string::npos; ++at) ++svgs;
   CHECK(svgs == 2);
-  std::size_t bars = 0;
-  for (std::size_t at = 0; (at = html.find("<rect", at)) != std::string::npos; ++at) ++bars;
-  CHECK(bars == 3);  // one per job
+  CHECK(Count(html, "</title></rect>") == 3);                  // a bar per job
+  CHECK(Count(html, "height=\"4\" fill=\"#222222\"/>") == 3);  // each with its type's stripe
+  CHECK(Count(html, ">t</text>") == 3);  // and its type's name, as each bar is wide enough
 }
 
 // The axis labels of a page, in order: the text of each centred <text> element.
@@ -121,6 +129,98 @@ TEST_CASE("Report.Html.WithWorkersOneRowPerWorkerSlotAndLostJobsDotted") {
     ++dotted;
   }
   CHECK(dotted == 2);  // a's and b's jobs, lost with gpu
+}
+
+// Capacity 1. a's mirror of linux runs 0-4; b's (at 1) and c's (at 3) join it (they wait for
+// it: sync) and end with it, 3 s and 1 s after they came; a's gc waits for the slot until 4 and
+// runs 4-5.
+TEST_CASE("Report.Summary.TypesAndTheCoalescedRequestsEndToEnd") {
+  StatusOr<Trace> trace = ParseTrace(R"({"mode": "default", "capacity": 1,
+    "types": {"mirror": {"priority": 1, "max_concurrency": 1, "coalesce": "join"},
+              "gc": {"priority": 1, "max_concurrency": 1}},
+    "jobs": [{"type": "mirror", "id": "linux", "key": "a", "arrival": 0, "duration": 4,
+              "sync": true},
+             {"type": "gc", "id": "x", "key": "a", "arrival": 0, "duration": 1},
+             {"type": "mirror", "id": "linux", "key": "b", "arrival": 1, "duration": 4,
+              "sync": true},
+             {"type": "mirror", "id": "linux", "key": "c", "arrival": 3, "duration": 4,
+              "sync": true}]})",
+                                     "coalesced.json");
+  REQUIRE(trace.ok());
+  const SimResult result = *Simulate(*trace);
+  const ReportSummary s = Summarize(*trace, result);
+  REQUIRE(s.types.size() == 2);
+  const TypeReport& mirror = s.types[0];
+  CHECK(mirror.type == "mirror");
+  CHECK(mirror.jobs == 3);
+  CHECK(mirror.admitted == 3);
+  CHECK(mirror.joined == 2);
+  CHECK(mirror.worst_wait == 0);             // the joiners' run was under way when they came
+  CHECK(mirror.mean_run == 4);               // one run, not three
+  CHECK(mirror.joined_p50_end_to_end == 1);  // nearest rank of (1, 3)
+  CHECK(mirror.joined_p99_end_to_end == 3);
+  const TypeReport& gc = s.types[1];
+  CHECK(gc.jobs == 1);
+  CHECK(gc.joined == 0);
+  CHECK(gc.worst_wait == 4);
+  CHECK(gc.mean_run == 1);
+  CHECK(s.coalesced);
+  // The slot was busy 0-5 once: a run that requests joined counts once.
+  CHECK(s.utilization == 1);
+  const std::string html = RenderHtml("coalesced", *trace, result, s);
+  CHECK(Count(html, "<th>joined a run</th>") == 1);
+  CHECK(Count(html, ">mirror +2</text>") == 1);  // the run's bar names its type and joiners
+  CHECK(Count(html, " +2 joined</title>") == 1);
+  CHECK(Count(html, "</title></rect>") == 2);  // two runs: mirror's and gc's
+}
+
+// Capacity 1,000 and 300 jobs of 100 keys at once: 300 slots run something, drawn 8 to a row
+// (38 rows), the other 700 not at all; the key table and the waits show the keys whose p99
+// wait is highest, 20 of them; the charts stay within the height of their bounds' rows.
+TEST_CASE("Report.Html.ThePageIsBoundedWhateverTheCapacityAndTheKeys") {
+  StatusOr<Trace> parsed = ParseTrace(R"({"mode": "default", "capacity": 1000,
+    "types": {"t": {"priority": 1000, "max_concurrency": 1000}}, "jobs": []})",
+                                      "wide.json");
+  REQUIRE(parsed.ok());
+  Trace trace = *parsed;
+  for (int i = 0; i < 300; ++i) {
+    trace.jobs.push_back(
+        {"t", absl::StrCat("r", i), absl::StrCat("k", i % 100), 0, 1.0 + (i % 7), std::nullopt});
+  }
+  const SimResult result = *Simulate(trace);
+  const std::string html = RenderHtml("wide", trace, result, Summarize(trace, result));
+  CHECK(Count(html, "300 of 1000 slots ran something; each row holds up to 8") == 1);
+  CHECK(Count(html, ">slot 1 - slot 8</text>") == 1);
+  CHECK(Count(html, ">slot 297 - slot 300</text>") == 1);  // the last row, of 4
+  CHECK(Count(html, "slot 301") == 0);
+  CHECK(Count(html, "</title></rect>") == 300);  // every run still drawn, in its lane
+  CHECK(Count(html, "<tr><td><span class=\"swatch\"") == kMaxKeys);
+  CHECK(Count(html, "The 20 of 100 keys whose p99 wait is highest") == 1);
+  const std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"960\" height=\"";
+  std::size_t charts = 0;
+  for (std::size_t at = 0; (at = html.find(svg, at)) != std::string::npos; ++charts) {
+    at += svg.size();
+    const int height = std::stoi(html.substr(at, html.find('"', at) - at));
+    CHECK(height <= 10 + static_cast<int>(charts == 0 ? kMaxRows : kMaxKeys) * 22 + 40);
+  }
+  CHECK(charts == 2);
+}
+
+// A small capacity draws only the slots that ran something: 2 of 8.
+TEST_CASE("Report.Html.OnlyTheSlotsThatRanSomethingHaveRows") {
+  StatusOr<Trace> trace = ParseTrace(R"({"mode": "seed", "capacity": 8,
+    "types": {"t": {"priority": 8, "max_concurrency": 8}},
+    "jobs": [{"type": "t", "id": "x", "key": "a", "arrival": 0, "duration": 2},
+             {"type": "t", "id": "y", "key": "b", "arrival": 0, "duration": 1},
+             {"type": "t", "id": "z", "key": "c", "arrival": 1, "duration": 1}]})",
+                                     "small.json");
+  REQUIRE(trace.ok());
+  const SimResult result = *Simulate(*trace);
+  const std::string html = RenderHtml("small", *trace, result, Summarize(*trace, result));
+  CHECK(Count(html, "2 of 8 slots ran something.") == 1);  // c reuses b's slot
+  CHECK(Count(html, ">slot 1</text>") == 1);
+  CHECK(Count(html, ">slot 2</text>") == 1);
+  CHECK(Count(html, ">slot 3</text>") == 0);
 }
 
 TEST_CASE("SimCommand.ReportAndEvidenceAreWrittenWhereAsked") {

@@ -13,13 +13,6 @@
 namespace fairgate::sim {
 namespace {
 
-// Nearest-rank percentile of an ascending, non-empty vector.
-double Percentile(const std::vector<double>& sorted, double p) {
-  const double rank = std::ceil(p / 100.0 * static_cast<double>(sorted.size()));
-  const std::size_t index = static_cast<std::size_t>(std::max(1.0, rank)) - 1;
-  return sorted[std::min(index, sorted.size() - 1)];
-}
-
 std::string Escape(const std::string& text) {
   std::string out;
   for (const char c : text) {
@@ -82,90 +75,53 @@ void AppendAxis(std::string& html, int y, int left, int width, double max,
                   "\" font-size=\"11\" text-anchor=\"end\">", caption, "</text>\n</svg>\n");
 }
 
-}  // namespace
-
-ReportSummary Summarize(const Trace& trace, const SimResult& result) {
-  ReportSummary summary;
-  std::map<std::string, std::size_t> index;
-  std::vector<double> slowdown_sum;
-  std::vector<std::size_t> slowdown_n;
-  double first_arrival = result.jobs.empty() ? 0 : result.jobs[0].arrival, last_done = 0;
-  double busy = 0;
-  for (std::size_t i = 0; i < result.jobs.size(); ++i) {
-    const TraceJob& job = result.jobs[i];
-    first_arrival = std::min(first_arrival, job.arrival);
-    auto [it, inserted] = index.try_emplace(job.key, summary.keys.size());
-    if (inserted) {
-      KeyReport fresh;
-      fresh.key = job.key;
-      summary.keys.push_back(std::move(fresh));
-      slowdown_sum.push_back(0);
-      slowdown_n.push_back(0);
-    }
-    KeyReport& k = summary.keys[it->second];
-    ++k.jobs;
-    const JobOutcome& o = result.outcomes[i];
-    if (!o.admitted_at) continue;
-    ++k.admitted;
-    const double wait = *o.admitted_at - job.arrival;
-    k.waits.push_back(wait);
-    if (job.duration > 0) {
-      slowdown_sum[it->second] += (wait + job.duration) / job.duration;
-      ++slowdown_n[it->second];
-    }
-    if (o.done_at) {
-      busy += *o.done_at - *o.admitted_at;
-      last_done = std::max(last_done, *o.done_at);
-    }
-  }
-  double sum = 0, sum_squares = 0;
-  std::size_t n = 0;
-  for (std::size_t i = 0; i < summary.keys.size(); ++i) {
-    KeyReport& k = summary.keys[i];
-    std::sort(k.waits.begin(), k.waits.end());
-    if (!k.waits.empty()) {
-      double total = 0;
-      for (double w : k.waits) total += w;
-      k.mean_wait = total / static_cast<double>(k.waits.size());
-      k.p50_wait = Percentile(k.waits, 50);
-      k.p99_wait = Percentile(k.waits, 99);
-      k.worst_wait = k.waits.back();
-    }
-    if (slowdown_n[i] > 0) {
-      k.mean_slowdown = slowdown_sum[i] / static_cast<double>(slowdown_n[i]);
-      sum += k.mean_slowdown;
-      sum_squares += k.mean_slowdown * k.mean_slowdown;
-      ++n;
-    }
-  }
-  summary.jain_index =
-      n > 0 && sum_squares > 0 ? sum * sum / (static_cast<double>(n) * sum_squares) : 1;
-  summary.span = std::max(0.0, last_done - first_arrival);
-  summary.utilization =
-      summary.span > 0 ? busy / (trace.options.rule.max_concurrency * summary.span) : 0;
-  return summary;
+// A colour per job type, for the stripe along the foot of its bars: darker than the keys'.
+std::string TypeColourOf(std::size_t index) {
+  static const char* kPalette[] = {"#222222", "#8c564b", "#1f77b4", "#2ca02c",
+                                   "#9467bd", "#d62728", "#7f7f7f", "#17becf"};
+  constexpr std::size_t kSize = sizeof kPalette / sizeof kPalette[0];
+  if (index < kSize) return kPalette[index];
+  return absl::StrFormat("hsl(%d,60%%,30%%)", static_cast<int>((index * 97) % 360));
 }
 
-namespace {
+// The keys the page shows, by index in the summary: every key while there are at most kMaxKeys,
+// in order of first appearance; else the kMaxKeys whose p99 wait is highest, highest first
+// (ties by first appearance).
+std::vector<std::size_t> ShownKeys(const ReportSummary& summary) {
+  std::vector<std::size_t> shown(summary.keys.size());
+  for (std::size_t i = 0; i < shown.size(); ++i) shown[i] = i;
+  if (shown.size() <= kMaxKeys) return shown;
+  std::stable_sort(shown.begin(), shown.end(), [&](std::size_t a, std::size_t b) {
+    return summary.keys[a].p99_wait > summary.keys[b].p99_wait;
+  });
+  shown.resize(kMaxKeys);
+  return shown;
+}
 
-// The timeline's rows and bars: each admitted job takes the lowest free row (of its worker's,
-// with workers), and gives it back when it completes or is lost with its worker.
+// The timeline's rows and bars: each admitted job takes the lowest free slot (of its worker's,
+// with workers), and gives it back when it completes or is lost with its worker. Only the slots
+// that ran something are drawn; with more than kMaxRows of them, each row holds `lanes` slots.
 struct Timeline {
   struct Bar {
     double start, end;
-    int row;
+    int row;   // after LayOutTimeline: the row drawn
+    int lane;  // and the slot's lane in it (0 unless grouped)
     std::size_t job;
     bool conflict, aged, lost;
+    std::size_t joined;  // requests that joined its run
   };
   std::vector<std::string> row_labels;
+  int lanes = 1;
+  int slots = 0;       // slots (or worker slots) in all
+  int slots_used = 0;  // of them, those that ran something
   std::vector<Bar> bars;
   double end_time = 0;
 };
 
-// The timeline's rows: the scheduler's slots, or each worker's (a name that comes back keeps its
-// rows: the most slots it had), with each worker's (first row, rows) in `rows_of_worker`.
-std::vector<std::string> TimelineRows(const Trace& trace,
-                                      std::map<std::string, std::pair<int, int>>& rows_of_worker) {
+// Every slot's label: the scheduler's slots, or each worker's (a name that comes back keeps its
+// slots: the most it had), with each worker's (first slot, slots) in `slots_of_worker`.
+std::vector<std::string> SlotLabels(const Trace& trace,
+                                    std::map<std::string, std::pair<int, int>>& slots_of_worker) {
   std::vector<std::string> labels;
   if (trace.workers.empty()) {
     for (int r = 0; r < trace.options.rule.max_concurrency; ++r) {
@@ -178,27 +134,58 @@ std::vector<std::string> TimelineRows(const Trace& trace,
     slots[w.name] = std::max(slots[w.name], w.config.slots);
   }
   for (const TraceWorker& w : trace.workers) {
-    if (rows_of_worker.count(w.name) > 0) continue;
-    rows_of_worker[w.name] = {static_cast<int>(labels.size()), slots[w.name]};
+    if (slots_of_worker.count(w.name) > 0) continue;
+    slots_of_worker[w.name] = {static_cast<int>(labels.size()), slots[w.name]};
     for (int r = 0; r < slots[w.name]; ++r) labels.push_back(absl::StrCat(w.name, " ", r + 1));
   }
   return labels;
 }
 
+// Keeps the rows of the slots that ran something, in slot order, grouped `lanes` to a row when
+// there are more than kMaxRows of them.
+void KeepUsedRows(const std::vector<std::string>& slot_labels, Timeline& timeline) {
+  std::vector<int> used_index(slot_labels.size(), -1);
+  for (const Timeline::Bar& bar : timeline.bars) used_index[static_cast<std::size_t>(bar.row)] = 0;
+  std::vector<std::size_t> used;
+  for (std::size_t slot = 0; slot < slot_labels.size(); ++slot) {
+    if (used_index[slot] < 0) continue;
+    used_index[slot] = static_cast<int>(used.size());
+    used.push_back(slot);
+  }
+  timeline.slots = static_cast<int>(slot_labels.size());
+  timeline.slots_used = static_cast<int>(used.size());
+  const std::size_t lanes = (used.size() + kMaxRows - 1) / kMaxRows;
+  timeline.lanes = static_cast<int>(std::max<std::size_t>(1, lanes));
+  for (std::size_t first = 0; first < used.size(); first += timeline.lanes) {
+    const std::size_t last = std::min(used.size(), first + timeline.lanes) - 1;
+    timeline.row_labels.push_back(
+        first == last ? slot_labels[used[first]]
+                      : absl::StrCat(slot_labels[used[first]], " - ", slot_labels[used[last]]));
+  }
+  for (Timeline::Bar& bar : timeline.bars) {
+    const int index = used_index[static_cast<std::size_t>(bar.row)];
+    bar.row = index / timeline.lanes;
+    bar.lane = index % timeline.lanes;
+  }
+}
+
 Timeline LayOutTimeline(const Trace& trace, const SimResult& result) {
   std::map<std::string, int> priority_of;
   for (const auto& [name, config] : trace.types) priority_of[name] = config.priority;
-  std::map<std::string, std::pair<int, int>> rows_of_worker;
+  std::map<std::string, std::pair<int, int>> slots_of_worker;
+  const std::vector<std::string> slot_labels = SlotLabels(trace, slots_of_worker);
   Timeline timeline;
-  timeline.row_labels = TimelineRows(trace, rows_of_worker);
   std::vector<Timeline::Bar>& bars = timeline.bars;
-  std::vector<bool> busy(timeline.row_labels.size(), false);
+  std::vector<bool> busy(slot_labels.size(), false);
   std::map<std::size_t, std::size_t> bar_of_job;
+  std::map<std::size_t, std::size_t> joined_to;  // a run's lead -> requests that joined it
   for (const SimEvent& e : result.events) {
     timeline.end_time = std::max(timeline.end_time, e.t);
-    if (e.kind == SimEvent::Kind::kAdmit) {
+    if (e.kind == SimEvent::Kind::kJoin) {
+      ++joined_to[e.lead];
+    } else if (e.kind == SimEvent::Kind::kAdmit) {
       auto first = busy.begin(), last = busy.end();
-      if (auto it = rows_of_worker.find(e.worker); it != rows_of_worker.end()) {
+      if (auto it = slots_of_worker.find(e.worker); it != slots_of_worker.end()) {
         first = busy.begin() + it->second.first;
         last = first + it->second.second;
       }
@@ -208,8 +195,8 @@ Timeline LayOutTimeline(const Trace& trace, const SimResult& result) {
       const auto row = static_cast<int>(free - busy.begin());
       busy[static_cast<std::size_t>(row)] = true;
       bar_of_job[e.job] = bars.size();
-      bars.push_back({e.t, e.t, row, e.job, e.waited_on_conflict,
-                      e.effective_priority != priority_of[result.jobs[e.job].type], false});
+      bars.push_back({e.t, e.t, row, 0, e.job, e.waited_on_conflict,
+                      e.effective_priority != priority_of[result.jobs[e.job].type], false, 0});
     } else if ((e.kind == SimEvent::Kind::kDone || e.kind == SimEvent::Kind::kLost) &&
                bar_of_job.count(e.job) > 0) {
       Timeline::Bar& bar = bars[bar_of_job[e.job]];
@@ -220,7 +207,9 @@ Timeline LayOutTimeline(const Trace& trace, const SimResult& result) {
   }
   for (Timeline::Bar& bar : bars) {
     if (!result.outcomes[bar.job].done_at && !bar.lost) bar.end = timeline.end_time;  // `until`
+    if (auto it = joined_to.find(bar.job); it != joined_to.end()) bar.joined = it->second;
   }
+  KeepUsedRows(slot_labels, timeline);
   return timeline;
 }
 
@@ -231,16 +220,17 @@ struct PlotArea {
   int plot = 0;   // the plot's width
 };
 
-// The page's head, its summary line and the table of keys.
-void AppendSummary(std::string& html, const std::string& title, const Trace& trace,
-                   const SimResult& result, const ReportSummary& summary) {
+// The page's head and its summary line.
+void AppendHead(std::string& html, const std::string& title, const Trace& trace,
+                const SimResult& result, const ReportSummary& summary) {
   absl::StrAppend(
       &html, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>", Escape(title),
       "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
-      "table{border-collapse:collapse}td,th{padding:3px 10px;text-align:right;"
+      "table{border-collapse:collapse;margin-bottom:8px}td,th{padding:3px 10px;text-align:right;"
       "border-bottom:1px solid #ddd}th{background:#f3f3f3}td:first-child,th:first-child"
       "{text-align:left}.swatch{display:inline-block;width:12px;height:12px;margin-right:6px;"
-      "vertical-align:middle}</style></head><body>\n<h1>",
+      "vertical-align:middle}.stripe{display:inline-block;width:14px;height:4px;margin-right:6px;"
+      "vertical-align:middle}.note{color:#666;font-size:13px}</style></head><body>\n<h1>",
       Escape(title), "</h1>\n<p>", result.jobs.size(), " jobs, capacity ",
       trace.options.rule.max_concurrency, ", ", Escape(trace.mode), " mode",
       trace.options.rule.aging ? ", aging" : "", ". Utilization <b>",
@@ -248,10 +238,16 @@ void AppendSummary(std::string& html, const std::string& title, const Trace& tra
       "</b>, Jain's fairness index of the "
       "keys' mean slowdowns <b>",
       absl::StrFormat("%.3f", summary.jain_index), "</b>.</p>\n");
+}
+
+// The table of the keys shown (ShownKeys).
+void AppendKeys(std::string& html, const ReportSummary& summary,
+                const std::vector<std::size_t>& shown) {
   absl::StrAppend(&html,
-                  "<table><tr><th>key</th><th>jobs</th><th>admitted</th><th>mean wait</th>"
-                  "<th>p50</th><th>p99</th><th>worst</th><th>mean slowdown</th></tr>\n");
-  for (std::size_t i = 0; i < summary.keys.size(); ++i) {
+                  "<h2>Keys</h2>\n<table><tr><th>key</th><th>jobs</th><th>admitted</th>"
+                  "<th>mean wait</th><th>p50</th><th>p99</th><th>worst</th>"
+                  "<th>mean slowdown</th></tr>\n");
+  for (const std::size_t i : shown) {
     const KeyReport& k = summary.keys[i];
     absl::StrAppend(
         &html, "<tr><td><span class=\"swatch\" style=\"background:", ColourOf(i), "\"></span>",
@@ -261,70 +257,147 @@ void AppendSummary(std::string& html, const std::string& title, const Trace& tra
                         k.mean_wait, k.p50_wait, k.p99_wait, k.worst_wait, k.mean_slowdown));
   }
   absl::StrAppend(&html, "</table>\n");
+  if (shown.size() < summary.keys.size()) {
+    absl::StrAppend(&html, "<p class=\"note\">The ", shown.size(), " of ", summary.keys.size(),
+                    " keys whose p99 wait is highest, highest first.</p>\n");
+  }
 }
 
-// The timeline: a row per slot (or worker slot), a bar per run, coloured by key.
+// The table of the types, with their stripes' colours; with coalescing, the requests that
+// joined a run and their end-to-end time.
+void AppendTypes(std::string& html, const ReportSummary& summary) {
+  absl::StrAppend(&html,
+                  "<h2>Types</h2>\n<table><tr><th>type</th><th>tier</th><th>jobs</th>"
+                  "<th>admitted</th><th>mean wait</th><th>p50</th><th>p99</th><th>worst</th>"
+                  "<th>mean run</th>");
+  if (summary.coalesced) {
+    absl::StrAppend(&html, "<th>joined a run</th><th>joined: end to end p50</th><th>p99</th>");
+  }
+  absl::StrAppend(&html, "</tr>\n");
+  for (std::size_t i = 0; i < summary.types.size(); ++i) {
+    const TypeReport& t = summary.types[i];
+    absl::StrAppend(&html, "<tr><td><span class=\"stripe\" style=\"background:", TypeColourOf(i),
+                    "\"></span>", Escape(t.type), "</td><td>", t.priority, "</td><td>", t.jobs,
+                    "</td><td>", t.admitted, "</td>",
+                    absl::StrFormat("<td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td>"
+                                    "<td>%.2f</td>",
+                                    t.mean_wait, t.p50_wait, t.p99_wait, t.worst_wait, t.mean_run));
+    if (summary.coalesced) {
+      absl::StrAppend(&html, "<td>", t.joined, "</td>",
+                      absl::StrFormat("<td>%.2f</td><td>%.2f</td>", t.joined_p50_end_to_end,
+                                      t.joined_p99_end_to_end));
+    }
+    absl::StrAppend(&html, "</tr>\n");
+  }
+  absl::StrAppend(&html, "</table>\n");
+  if (summary.coalesced) {
+    absl::StrAppend(&html,
+                    "<p class=\"note\">A request that joined a run of its id (coalescing) is "
+                    "counted among its type's jobs and waits; its end to end is from its arrival "
+                    "to the end of the run it joined.</p>\n");
+  }
+}
+
+// One run's bar: coloured by its key, its type's stripe along its foot, its type's name (and the
+// requests that joined it) on it when they fit, its outline saying how it waited or ended.
+void AppendBar(std::string& html, const Timeline& timeline, const Timeline::Bar& bar, double x,
+               double width, const std::string& key_colour, const std::string& type_colour,
+               const TraceJob& job, const std::string& key_label) {
+  constexpr int kRow = PlotArea::kRow, kTop = PlotArea::kTop;
+  const double lane_height = static_cast<double>(kRow - 4) / timeline.lanes;
+  const double y = kTop + bar.row * kRow + 2 + bar.lane * lane_height;
+  absl::StrAppend(&html, absl::StrFormat("<rect x=\"%.1f\" y=\"%.2f\" width=\"%.1f\" "
+                                         "height=\"%.2f\" fill=\"%s\"",
+                                         x, y, width, lane_height, key_colour));
+  if (bar.lost) {  // ended with its worker
+    absl::StrAppend(&html, " stroke=\"#000\" stroke-width=\"2\" stroke-dasharray=\"1 2\"");
+  } else if (bar.conflict) {
+    absl::StrAppend(&html, " stroke=\"#d62728\" stroke-width=\"2\"");
+  } else if (bar.aged) {
+    absl::StrAppend(&html, " stroke=\"#000\" stroke-width=\"1.5\" stroke-dasharray=\"4 2\"");
+  } else if (timeline.lanes == 1) {
+    absl::StrAppend(&html, " stroke=\"#fff\" stroke-width=\"1\"");  // apart from its neighbours
+  }
+  if (bar.conflict && bar.aged) absl::StrAppend(&html, " stroke-dasharray=\"4 2\"");
+  const std::string joined = bar.joined > 0 ? absl::StrCat(" +", bar.joined, " joined") : "";
+  absl::StrAppend(&html, "><title>", Escape(job.type), " ", Escape(job.id), " (", Escape(key_label),
+                  ") ", absl::StrFormat("%.2f-%.2f", bar.start, bar.end), joined,
+                  "</title></rect>\n");
+  if (timeline.lanes > 1) return;  // a lane is too thin for a stripe or a name
+  absl::StrAppend(&html, absl::StrFormat("<rect x=\"%.1f\" y=\"%.2f\" width=\"%.1f\" "
+                                         "height=\"4\" fill=\"%s\"/>\n",
+                                         x, y + lane_height - 4, width, type_colour));
+  const std::string label =
+      absl::StrCat(job.type, bar.joined > 0 ? absl::StrCat(" +", bar.joined) : std::string());
+  if (width >= 6.0 * static_cast<double>(label.size()) + 6) {
+    absl::StrAppend(&html, absl::StrFormat("<text x=\"%.1f\" y=\"%.2f\" font-size=\"10\" "
+                                           "fill=\"#000\" fill-opacity=\"0.8\">%s</text>\n",
+                                           x + 3, y + 11, Escape(label)));
+  }
+}
+
+// The timeline: a row per slot (or worker slot) that ran something, or per group of them, a bar
+// per run.
 void AppendTimeline(std::string& html, const Trace& trace, const SimResult& result,
                     const ReportSummary& summary, const Timeline& timeline, const PlotArea& area) {
-  std::map<std::string, std::size_t> key_index;
+  std::map<std::string, std::size_t> key_index, type_index;
   for (std::size_t i = 0; i < summary.keys.size(); ++i) key_index[summary.keys[i].key] = i;
-  const double span = std::max(timeline.end_time, 1e-9);
+  for (std::size_t i = 0; i < summary.types.size(); ++i) type_index[summary.types[i].type] = i;
+  const double span = timeline.end_time > 0 ? timeline.end_time : 1;  // an axis of 0-1 if empty
   auto x = [&](double t) { return area.left + area.plot * t / span; };
   constexpr int kRow = PlotArea::kRow, kTop = PlotArea::kTop;
   const int rows = static_cast<int>(timeline.row_labels.size());
+  const char* what = trace.workers.empty() ? "slots" : "worker slots";
   absl::StrAppend(&html, "<h2>", trace.workers.empty() ? "Slots over time" : "Workers over time",
-                  "</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", PlotArea::kWidth,
-                  "\" height=\"", kTop + rows * kRow + 40, "\">\n");
+                  "</h2>\n<p class=\"note\">", timeline.slots_used, " of ", timeline.slots, " ",
+                  what, " ran something");
+  if (timeline.lanes > 1) {
+    absl::StrAppend(&html, "; each row holds up to ", timeline.lanes,
+                    " of them, one thin lane each");
+  }
+  absl::StrAppend(&html, ". Types:");
+  for (std::size_t i = 0; i < summary.types.size(); ++i) {
+    absl::StrAppend(&html, " <span class=\"stripe\" style=\"background:", TypeColourOf(i),
+                    "\"></span>", Escape(summary.types[i].type));
+  }
+  absl::StrAppend(&html, "</p>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"",
+                  PlotArea::kWidth, "\" height=\"", kTop + rows * kRow + 40, "\">\n");
   for (int r = 0; r < rows; ++r) {
     absl::StrAppend(&html, "<text x=\"", area.left - 8, "\" y=\"", kTop + r * kRow + 15,
                     "\" font-size=\"11\" text-anchor=\"end\">",
                     Escape(timeline.row_labels[static_cast<std::size_t>(r)]), "</text>\n");
   }
   for (const Timeline::Bar& bar : timeline.bars) {
-    const std::size_t key = key_index[result.jobs[bar.job].key];
-    const double width = std::max(1.0, x(bar.end) - x(bar.start));
-    absl::StrAppend(
-        &html,
-        absl::StrFormat("<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"",
-                        x(bar.start), kTop + bar.row * kRow + 2, width, kRow - 4, ColourOf(key)));
-    if (bar.lost) {  // ended with its worker
-      absl::StrAppend(&html, " stroke=\"#000\" stroke-width=\"2\" stroke-dasharray=\"1 2\"");
-    } else if (bar.conflict) {
-      absl::StrAppend(&html, " stroke=\"#d62728\" stroke-width=\"2\"");
-    } else if (bar.aged) {
-      absl::StrAppend(&html, " stroke=\"#000\" stroke-width=\"1.5\" stroke-dasharray=\"4 2\"");
-    } else {
-      absl::StrAppend(&html, " stroke=\"#fff\" stroke-width=\"1\"");  // apart from its neighbours
-    }
-    if (bar.conflict && bar.aged) absl::StrAppend(&html, " stroke-dasharray=\"4 2\"");
     const TraceJob& job = result.jobs[bar.job];
-    absl::StrAppend(&html, "><title>", Escape(job.type), " ", Escape(job.id), " (",
-                    Escape(KeyLabel(job.key)), ") ",
-                    absl::StrFormat("%.2f-%.2f", bar.start, bar.end), "</title></rect>\n");
+    AppendBar(html, timeline, bar, x(bar.start), std::max(1.0, x(bar.end) - x(bar.start)),
+              ColourOf(key_index[job.key]), TypeColourOf(type_index[job.type]), job,
+              KeyLabel(job.key));
   }
   AppendAxis(html, kTop + rows * kRow + 4, area.left, area.plot, span,
              trace.workers.empty()
-                 ? "seconds; red outline: waited on a conflict; dashed outline: aged into a "
-                   "higher tier"
-                 : "seconds; rows: each worker's slots; red outline: waited on a conflict; "
+                 ? "seconds; colour: key; stripe: type; red outline: waited on a conflict; "
+                   "dashed: aged into a higher tier"
+                 : "seconds; colour: key; stripe: type; red outline: waited on a conflict; "
                    "dashed: aged into a higher tier; dotted: lost with its worker");
 }
 
-// The waits of each key: a dot per job, with its p50 and p99 ticks.
-void AppendWaits(std::string& html, const ReportSummary& summary, const PlotArea& area) {
+// The waits of each key shown: a dot per job, with its p50 and p99 ticks.
+void AppendWaits(std::string& html, const ReportSummary& summary,
+                 const std::vector<std::size_t>& shown, const PlotArea& area) {
   constexpr int kRow = PlotArea::kRow, kTop = PlotArea::kTop;
   double worst = 0;
-  for (const KeyReport& k : summary.keys) worst = std::max(worst, k.worst_wait);
-  worst = std::max(worst, 1e-9);
-  const int waits_height = kTop + static_cast<int>(summary.keys.size()) * kRow + 40;
+  for (const std::size_t i : shown) worst = std::max(worst, summary.keys[i].worst_wait);
+  if (worst <= 0) worst = 1;  // nobody waited: an axis of 0-1 s
+  const int rows = static_cast<int>(shown.size());
   auto wx = [&](double w) { return area.left + area.plot * w / worst; };
   absl::StrAppend(&html,
                   "<h2>Waits per key</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
                   "width=\"",
-                  PlotArea::kWidth, "\" height=\"", waits_height, "\">\n");
-  for (std::size_t i = 0; i < summary.keys.size(); ++i) {
+                  PlotArea::kWidth, "\" height=\"", kTop + rows * kRow + 40, "\">\n");
+  for (int row = 0; row < rows; ++row) {
+    const std::size_t i = shown[static_cast<std::size_t>(row)];
     const KeyReport& k = summary.keys[i];
-    const int y = kTop + static_cast<int>(i) * kRow + kRow / 2;
+    const int y = kTop + row * kRow + kRow / 2;
     absl::StrAppend(&html, "<text x=\"", area.left - 8, "\" y=\"", y + 4,
                     "\" font-size=\"11\" text-anchor=\"end\">", Escape(KeyLabel(k.key)),
                     "</text>\n");
@@ -342,8 +415,8 @@ void AppendWaits(std::string& html, const ReportSummary& summary, const PlotArea
                                              wx(k.p99_wait), y - 8, wx(k.p99_wait), y + 8));
     }
   }
-  AppendAxis(html, kTop + static_cast<int>(summary.keys.size()) * kRow + 4, area.left, area.plot,
-             worst, "wait, seconds; blue tick: p50; red tick: p99");
+  AppendAxis(html, kTop + rows * kRow + 4, area.left, area.plot, worst,
+             "wait, seconds; blue tick: p50; red tick: p99");
 }
 
 }  // namespace
@@ -351,15 +424,20 @@ void AppendWaits(std::string& html, const ReportSummary& summary, const PlotArea
 std::string RenderHtml(const std::string& title, const Trace& trace, const SimResult& result,
                        const ReportSummary& summary) {
   const Timeline timeline = LayOutTimeline(trace, result);
+  const std::vector<std::size_t> shown = ShownKeys(summary);
   PlotArea area;
   std::size_t longest = 0;
   for (const std::string& label : timeline.row_labels) longest = std::max(longest, label.size());
+  for (const std::size_t i : shown)
+    longest = std::max(longest, KeyLabel(summary.keys[i].key).size());
   area.left = std::max(70, 12 + static_cast<int>(6.5 * static_cast<double>(longest)));
   area.plot = PlotArea::kWidth - area.left - 20;
   std::string html;
-  AppendSummary(html, title, trace, result, summary);
+  AppendHead(html, title, trace, result, summary);
+  AppendKeys(html, summary, shown);
+  AppendTypes(html, summary);
   AppendTimeline(html, trace, result, summary, timeline, area);
-  AppendWaits(html, summary, area);
+  AppendWaits(html, summary, shown, area);
   absl::StrAppend(&html, "</body></html>\n");
   return html;
 }

@@ -294,7 +294,8 @@ class Simulation {
     if (ticket->slot >= live_.size()) live_.resize(ticket->slot + 1);
     LiveJob& slot = live_[ticket->slot];
     if (!slot.calls.empty() && slot.ticket == *ticket) {  // it joined the job of its id
-      result_.events.push_back({t, SimEvent::Kind::kJoin, index});
+      SimEvent& joined = result_.events.emplace_back(SimEvent{t, SimEvent::Kind::kJoin, index});
+      joined.lead = slot.calls.front();
       // A job that already runs: its wait for admission is over at once.
       const std::optional<double>& started = result_.outcomes[slot.calls.front()].admitted_at;
       if (started) result_.outcomes[index].admitted_at = t;

@@ -39,6 +39,7 @@ struct SimEvent {
   int effective_priority = 0;       // admit: the tier it was admitted from (above its own if aged)
   bool waited_on_conflict = false;  // admit: it was set aside for a busy resource first
   std::string worker = {};  // admit, lost: the worker it runs on (with workers in the trace)
+  std::size_t lead = 0;     // join: the job it joined (the one that queued the run)
 };
 
 // What became of one trace job; a job that joined another (coalescing) shares its outcome from
