@@ -1,7 +1,7 @@
-// OwnedJobName (runtime/owned_job_name.h): a call record's three names kept in one buffer, inline
-// up to its capacity and in one allocation past it, read back whole in either case. What the
-// scheduler promises with it (names of any length queued whole from the intake) is tested in
-// submit_intake_test.cc.
+// OwnedJobName (runtime/owned_job_name.h): a Submit or Acquire record's three names kept in one
+// buffer, inline up to its capacity and in one allocation past it, read back whole in either case.
+// What the scheduler promises with it (names of any length queued whole from the intake) is tested
+// in submit_intake_test.cc.
 #include "runtime/owned_job_name.h"
 
 #include <string>

@@ -72,9 +72,9 @@ void AdmissionTable::TakeIntakeLocked(Decision& decision) {
     IntakeEntry* entry = std::exchange(list, list->next);
     // The entry lives in its record's allocation: it stays valid while `record` holds it.
     RecordPtr record = std::move(entry->record);
-    const OwnedJobName& name = record->name;
+    const JobName name = record->name();
     Status refused =
-        EnqueueLocked(record, {name.type(), name.id(), name.key(), entry->cost, entry->join},
+        EnqueueLocked(record, {name.type, name.id, name.fairness_key, entry->cost, entry->join},
                       MonotonicLocked(entry->read), decision);
     if (!refused.ok()) {
       // Submit returned OK and the scheduler began to shut down before the job was queued: its

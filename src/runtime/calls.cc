@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "runtime/context_state.h"
@@ -170,7 +171,12 @@ StatusOr<Scheduler::Impl::RecordPtr> Scheduler::Impl::Accept(const core::Enqueue
     if (Status refused = table_.RefuseIfClosed(request); !refused.ok()) return refused;
   }
   auto record = std::make_shared<JobRecord>(std::in_place_type<Kind>);
-  record->name.Assign(JobName(TypeName(request.type), JobId(request.id), FairnessKey(request.key)));
+  const JobName name(TypeName(request.type), JobId(request.id), FairnessKey(request.key));
+  if constexpr (std::is_same_v<Kind, internal::RunSyncCall>) {
+    record->run_sync().name = name;  // the caller's own, alive until its call returns
+  } else {
+    record->kept_name.Assign(name);
+  }
   fill(record);
   // Counted before it can be admitted and finished elsewhere; uncounted if refused (an atomic
   // count, never under the table's lock).
@@ -202,7 +208,7 @@ void Scheduler::Impl::SubmitThroughIntake(std::string_view type, std::string_vie
   }
   entry->record->submit().fn = std::move(fn);
   entry->record->submit().done = std::move(done);
-  entry->record->name.Assign(JobName(TypeName(type), JobId(id), FairnessKey(key)));
+  entry->record->kept_name.Assign(JobName(TypeName(type), JobId(id), FairnessKey(key)));
   entry->cost = options.cost;
   entry->join = options.join_running ? core::Join::kPendingOrRunning : core::Join::kPending;
   entry->record->takes_fleet_leases = TakesFleetLeases(type);

@@ -187,12 +187,6 @@ void Dispatcher::DetachContext(JobRecord& record) {
   }
 }
 
-Status Dispatcher::EnterFleet(const JobRecord& record, const Context& ctx,
-                              FleetLeases::Held& leases) {
-  if (!record.takes_fleet_leases) return absl::OkStatus();
-  return fleet_->Enter(record.name.type(), record.name.id(), ctx, leases);
-}
-
 // Takes the leases on a pool fiber (blocking store calls, never on the thread that admitted it),
 // then delivers a permit that holds them until it is released. While they are held elsewhere it
 // waits, until the Acquire's context ends or Shutdown begins; then, or when the store fails, the
@@ -203,7 +197,8 @@ void Dispatcher::AdmitWithLeases(const RecordPtr& record) {
   auto [ctx, cancel] = WithCancel(record->acquire().ctx);
   const std::shared_ptr<ContextState>& shutdown = background_.state();
   const std::uint64_t on_shutdown = shutdown->AddCallback(cancel);
-  Status status = fleet_->Enter(record->name.type(), record->name.id(), ctx, *leases);
+  const JobName name = record->name();
+  Status status = fleet_->Enter(name.type, name.id, ctx, *leases);
   shutdown->RemoveCallback(on_shutdown);
   cancel();
   DetachContext(*record);

@@ -49,9 +49,13 @@ class Dispatcher final : public AdmissionTable::Owner {
 
   // Takes the fleet-wide leases an admitted job needs (JobRecord::takes_fleet_leases; none
   // without), by its names, waiting under `ctx` while they are held elsewhere: a Submit job's
-  // runner and a RunSync caller, before the job runs.
+  // runner and a RunSync caller, before the job runs. Inline: every RunSync asks.
   Status EnterFleet(const JobRecord& record, const Context& ctx, FleetLeases::Held& leases)
-      ABSL_LOCKS_EXCLUDED(core_lock);
+      ABSL_LOCKS_EXCLUDED(core_lock) {
+    if (!record.takes_fleet_leases) return absl::OkStatus();
+    const JobName name = record.name();
+    return fleet_->Enter(name.type, name.id, ctx, leases);
+  }
 
   // The one way a decision is acted on, in the order Decision lists: wake the timer if asked,
   // tell the calls that joined a run that ended, cancel the contexts of the jobs lost with their

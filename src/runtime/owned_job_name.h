@@ -1,8 +1,9 @@
 // OwnedJobName: a job's three names (fairgate/job_name.h) kept by the runtime past the call that
 // gave them, in one buffer: inside the object up to kInline bytes in all (a name of every test
 // and of the git mirror's own: "clone", "linux.git", a client address), else one allocation.
-// What a call record owns (runtime/job_record.h) and reads back as one JobName: the intake
-// queues the job under it, the fleet-wide leases are taken by it. Internal to src/runtime.
+// What a Submit's or an Acquire's record keeps (runtime/job_record.h, JobRecord::name) and reads
+// back as one JobName: the intake queues the job under it, the fleet-wide leases are taken by
+// it. Internal to src/runtime.
 #ifndef FAIRGATE_RUNTIME_OWNED_JOB_NAME_H_
 #define FAIRGATE_RUNTIME_OWNED_JOB_NAME_H_
 
