@@ -38,6 +38,30 @@ struct TypeTally {
   std::vector<double> joined_end_to_end;
 };
 
+// A type's figures from its tally.
+void FinishType(TypeReport& type, TypeTally& tally) {
+  SetWaits(type, tally.waits);
+  if (tally.runs > 0) type.mean_run = tally.run_total / static_cast<double>(tally.runs);
+  std::vector<double>& e2e = tally.joined_end_to_end;
+  std::sort(e2e.begin(), e2e.end());
+  if (!e2e.empty()) {
+    type.joined_p50_end_to_end = Percentile(e2e, 50);
+    type.joined_p99_end_to_end = Percentile(e2e, 99);
+  }
+}
+
+// The types of the trace, in its order, and each one's index among them.
+std::vector<TypeReport> TypesOf(const Trace& trace, std::map<std::string, std::size_t>& index) {
+  std::vector<TypeReport> types;
+  for (const auto& [name, config] : trace.types) {
+    index.emplace(name, types.size());
+    TypeReport& type = types.emplace_back();
+    type.type = name;
+    type.priority = config.priority;
+  }
+  return types;
+}
+
 }  // namespace
 
 ReportSummary Summarize(const Trace& trace, const SimResult& result) {
@@ -47,12 +71,7 @@ ReportSummary Summarize(const Trace& trace, const SimResult& result) {
     if (e.kind == SimEvent::Kind::kJoin) joined[e.job] = true;
   }
   std::map<std::string, std::size_t> key_index, type_index;
-  for (const auto& [name, config] : trace.types) {
-    type_index.emplace(name, summary.types.size());
-    TypeReport& type = summary.types.emplace_back();
-    type.type = name;
-    type.priority = config.priority;
-  }
+  summary.types = TypesOf(trace, type_index);
   std::vector<TypeTally> tallies(summary.types.size());
   std::vector<double> slowdown_sum;
   std::vector<std::size_t> slowdown_n;
@@ -108,17 +127,8 @@ ReportSummary Summarize(const Trace& trace, const SimResult& result) {
     }
   }
   for (std::size_t t = 0; t < summary.types.size(); ++t) {
-    TypeReport& type = summary.types[t];
-    TypeTally& tally = tallies[t];
-    SetWaits(type, tally.waits);
-    if (tally.runs > 0) type.mean_run = tally.run_total / static_cast<double>(tally.runs);
-    std::vector<double>& e2e = tally.joined_end_to_end;
-    std::sort(e2e.begin(), e2e.end());
-    if (!e2e.empty()) {
-      type.joined_p50_end_to_end = Percentile(e2e, 50);
-      type.joined_p99_end_to_end = Percentile(e2e, 99);
-    }
-    summary.coalesced |= type.joined > 0;
+    FinishType(summary.types[t], tallies[t]);
+    summary.coalesced |= summary.types[t].joined > 0;
   }
   summary.jain_index =
       n > 0 && sum_squares > 0 ? sum * sum / (static_cast<double>(n) * sum_squares) : 1;
