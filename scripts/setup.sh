@@ -8,7 +8,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config clang-format
+  build-essential dpkg-dev cmake ninja-build pkg-config clang-format
   libboost-fiber-dev libboost-context-dev libboost-container-dev libboost-dev
   libabsl-dev doctest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
   zlib1g-dev libsqlite3-dev libpq-dev postgresql-15 iproute2 git prometheus chromium libpng-dev clang libclang-rt-14-dev

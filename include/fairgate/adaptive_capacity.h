@@ -24,6 +24,7 @@
 
 #include <functional>
 
+#include "fairgate/export.h"
 #include "fairgate/seconds.h"
 #include "fairgate/status.h"
 
@@ -47,11 +48,11 @@ struct AdaptiveCapacity {
 
 // The cap after one interval with `pressure` (in [0, 1]) from `current`, with
 // `max_concurrency` the highest it may be and `work_waiting` whether jobs wait for admission.
-int NextCapacity(const AdaptiveCapacity& rule, int current, int max_concurrency, double pressure,
-                 bool work_waiting);
+FAIRGATE_EXPORT int NextCapacity(const AdaptiveCapacity& rule, int current, int max_concurrency,
+                                 double pressure, bool work_waiting);
 
 // Returns OK when `rule` is valid under `max_concurrency`, else InvalidArgument naming the field.
-Status ValidateAdaptiveCapacity(const AdaptiveCapacity& rule, int max_concurrency);
+FAIRGATE_EXPORT Status ValidateAdaptiveCapacity(const AdaptiveCapacity& rule, int max_concurrency);
 
 }  // namespace fairgate
 

@@ -32,6 +32,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "fairgate/export.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
@@ -54,7 +55,7 @@ Context WithFencingToken(const Context& parent, std::uint64_t token);
 Context WithState(std::shared_ptr<ContextState> state);
 }  // namespace internal
 
-class Context {
+class FAIRGATE_EXPORT Context {
  public:
   using Clock = std::chrono::steady_clock;
 
@@ -104,14 +105,15 @@ class Context {
 using CancelFunc = std::function<void()>;
 
 // A child of `parent` that is also done when the returned function is called.
-std::pair<Context, CancelFunc> WithCancel(const Context& parent)
+FAIRGATE_EXPORT std::pair<Context, CancelFunc> WithCancel(const Context& parent)
     ABSL_LOCKS_EXCLUDED(internal::core_lock);
 // A child of `parent` that is also done at `deadline` (or earlier, by its cancel function).
-std::pair<Context, CancelFunc> WithDeadline(const Context& parent,
-                                            Context::Clock::time_point deadline)
+FAIRGATE_EXPORT std::pair<Context, CancelFunc> WithDeadline(const Context& parent,
+                                                            Context::Clock::time_point deadline)
     ABSL_LOCKS_EXCLUDED(internal::core_lock);
 // WithDeadline(parent, now + timeout).
-std::pair<Context, CancelFunc> WithTimeout(const Context& parent, Context::Clock::duration timeout)
+FAIRGATE_EXPORT std::pair<Context, CancelFunc> WithTimeout(const Context& parent,
+                                                           Context::Clock::duration timeout)
     ABSL_LOCKS_EXCLUDED(internal::core_lock);
 
 }  // namespace fairgate

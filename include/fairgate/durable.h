@@ -62,6 +62,7 @@
 #include <string_view>
 
 #include "fairgate/context.h"
+#include "fairgate/export.h"
 #include "fairgate/job_name.h"
 #include "fairgate/options.h"
 #include "fairgate/status.h"
@@ -102,9 +103,9 @@ struct RetryPolicy {
 };
 
 // OK, or InvalidArgument naming the first field out of range.
-Status ValidateRetryPolicy(const RetryPolicy& policy);
+FAIRGATE_EXPORT Status ValidateRetryPolicy(const RetryPolicy& policy);
 // The wait before attempt `failed_attempts + 1`, after `failed_attempts` (>= 1) have failed.
-Seconds RetryBackoff(const RetryPolicy& policy, std::uint32_t failed_attempts);
+FAIRGATE_EXPORT Seconds RetryBackoff(const RetryPolicy& policy, std::uint32_t failed_attempts);
 
 // What Recover found.
 struct RecoveryReport {

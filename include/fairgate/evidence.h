@@ -15,6 +15,7 @@
 #include <functional>
 #include <string>
 
+#include "fairgate/export.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
@@ -58,13 +59,13 @@ struct AdmissionEvidence {
 };
 
 // The record as one line of JSON, without the newline; keys in a fixed order.
-std::string ToJsonLine(const AdmissionEvidence& evidence);
+FAIRGATE_EXPORT std::string ToJsonLine(const AdmissionEvidence& evidence);
 
 using EvidenceSink = std::function<void(const AdmissionEvidence&)>;
 
 // A sink that appends ToJsonLine records to `path`, flushed per line. InvalidArgument naming the
 // path and the error if it cannot be opened.
-StatusOr<EvidenceSink> OpenEvidenceFile(const std::string& path);
+FAIRGATE_EXPORT StatusOr<EvidenceSink> OpenEvidenceFile(const std::string& path);
 
 }  // namespace fairgate
 

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fairgate/export.h"
 #include "fairgate/seconds.h"
 #include "fairgate/status.h"
 
@@ -78,7 +79,7 @@ struct JobTypeConfig {
 
 // Returns OK when `name` and `config` describe a valid job type, else InvalidArgument naming the
 // field that is wrong.
-Status ValidateJobType(std::string_view name, const JobTypeConfig& config);
+FAIRGATE_EXPORT Status ValidateJobType(std::string_view name, const JobTypeConfig& config);
 
 // What is valid but probably not meant in a type registered under a global cap of
 // `max_concurrency` (SchedulerOptions), one sentence each, empty when nothing is:
@@ -89,8 +90,9 @@ Status ValidateJobType(std::string_view name, const JobTypeConfig& config);
 // - the global cap does;
 // - its tier's cap is above the global cap, so the tier can never fill it.
 // Scheduler::RegisterType hands each to RuntimeOptions::warn.
-std::vector<std::string> JobTypeWarnings(std::string_view name, const JobTypeConfig& config,
-                                         int max_concurrency);
+FAIRGATE_EXPORT std::vector<std::string> JobTypeWarnings(std::string_view name,
+                                                         const JobTypeConfig& config,
+                                                         int max_concurrency);
 
 }  // namespace fairgate
 

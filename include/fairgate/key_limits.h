@@ -15,6 +15,7 @@
 
 #include <limits>
 
+#include "fairgate/export.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
@@ -27,10 +28,10 @@ struct KeyLimits {
 };
 
 // OK when the limits are in range, else InvalidArgument naming the field.
-Status ValidateKeyLimits(const KeyLimits& limits);
+FAIRGATE_EXPORT Status ValidateKeyLimits(const KeyLimits& limits);
 
 // OK when `weight` is finite and > 0, else InvalidArgument.
-Status ValidateKeyWeight(double weight);
+FAIRGATE_EXPORT Status ValidateKeyWeight(double weight);
 
 }  // namespace fairgate
 

@@ -22,6 +22,7 @@
 
 #include <string>
 
+#include "fairgate/export.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
@@ -49,14 +50,14 @@ struct JobEvent {
   std::string worker;
 };
 
-class Observer {
+class FAIRGATE_EXPORT Observer {
  public:
   virtual ~Observer() = default;
   virtual void OnEvent(const JobEvent& event) = 0;
 };
 
 // "admit", "complete", "cancel", "reject", "promote", "evict", "expire".
-const char* JobEventKindName(JobEvent::Kind kind);
+FAIRGATE_EXPORT const char* JobEventKindName(JobEvent::Kind kind);
 
 }  // namespace fairgate
 

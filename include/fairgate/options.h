@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "fairgate/evidence.h"
+#include "fairgate/export.h"
 #include "fairgate/observer.h"
 #include "fairgate/rule_options.h"
 #include "fairgate/seconds.h"
@@ -120,7 +121,7 @@ struct FleetOptions {
 //   });
 //
 // or field by field: `options.rule.max_concurrency = 16;`.
-struct SchedulerOptions {
+struct FAIRGATE_EXPORT SchedulerOptions {
   RuleOptions rule;
   RuntimeOptions runtime;
   PersistenceOptions persistence;
@@ -134,7 +135,7 @@ struct SchedulerOptions {
 
 // Returns OK when every field is in range, else InvalidArgument naming the first bad field by its
 // path ("rule.max_concurrency must be >= 1, got 0").
-Status ValidateOptions(const SchedulerOptions& options);
+FAIRGATE_EXPORT Status ValidateOptions(const SchedulerOptions& options);
 
 }  // namespace fairgate
 

@@ -38,6 +38,7 @@
 #include <string>
 #include <utility>
 
+#include "fairgate/export.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
@@ -57,7 +58,7 @@ namespace internal {
 struct PeriodicState;
 }  // namespace internal
 
-class PeriodicJob {
+class FAIRGATE_EXPORT PeriodicJob {
  public:
   PeriodicJob() = default;
   // No further run is queued. Idempotent; does not wait for a run in flight.

@@ -24,6 +24,7 @@
 #include <memory>
 #include <string_view>
 
+#include "fairgate/export.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
@@ -39,7 +40,7 @@ class HeldJob {
 };
 }  // namespace internal
 
-class Permit {
+class FAIRGATE_EXPORT Permit {
  public:
   // An empty permit.
   Permit() = default;

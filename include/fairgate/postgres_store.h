@@ -41,6 +41,7 @@
 #include <memory>
 #include <string>
 
+#include "fairgate/export.h"
 #include "fairgate/status.h"
 #include "fairgate/store.h"
 
@@ -59,8 +60,8 @@ struct PostgresStoreOptions {
 // postgresql:// URL) and creates, migrates or checks the schema. InvalidArgument for an empty or
 // malformed string (libpq's reason in the message), before any connection is tried; Unavailable
 // when the server cannot be reached.
-StatusOr<std::unique_ptr<SharedStore>> OpenPostgresStore(const std::string& conninfo,
-                                                         const PostgresStoreOptions& options = {});
+FAIRGATE_EXPORT StatusOr<std::unique_ptr<SharedStore>> OpenPostgresStore(
+    const std::string& conninfo, const PostgresStoreOptions& options = {});
 
 }  // namespace fairgate
 

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "fairgate/adaptive_capacity.h"
+#include "fairgate/export.h"
 #include "fairgate/key_limits.h"
 #include "fairgate/seconds.h"
 #include "fairgate/status.h"
@@ -105,7 +106,7 @@ struct RuleOptions {
 
 // Returns OK when every field of the rule is in range, else InvalidArgument naming the first bad
 // field by its path ("rule.max_concurrency must be >= 1, got 0").
-Status ValidateRuleOptions(const RuleOptions& rule);
+FAIRGATE_EXPORT Status ValidateRuleOptions(const RuleOptions& rule);
 
 }  // namespace fairgate
 

@@ -98,6 +98,7 @@
 
 #include "fairgate/context.h"
 #include "fairgate/durable.h"
+#include "fairgate/export.h"
 #include "fairgate/job_name.h"
 #include "fairgate/job_options.h"
 #include "fairgate/job_type.h"
@@ -112,7 +113,7 @@
 
 namespace fairgate {
 
-class Scheduler {
+class FAIRGATE_EXPORT Scheduler {
  public:
   using JobFn = std::function<Status(const Context& ctx)>;
   using DoneCallback = std::function<void(const Status& status)>;
@@ -335,7 +336,7 @@ inline constexpr Seconds kChainBudget{200e-6};
 // time without waiting keeps the others on its thread waiting, and should call this every
 // millisecond or so. On a thread with no other fibers it returns at once (in the thread build,
 // FAIRGATE_RUNTIME_THREADS, it is std::this_thread::yield()).
-void YieldToOtherJobs();
+FAIRGATE_EXPORT void YieldToOtherJobs();
 
 }  // namespace fairgate
 

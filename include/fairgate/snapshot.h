@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "fairgate/export.h"
+
 namespace fairgate {
 
 struct TypeSnapshot {
@@ -79,7 +81,7 @@ struct Snapshot {
 };
 
 // The snapshot as one JSON object (pretty-printed with `indent` > 0).
-std::string ToJson(const Snapshot& snapshot, int indent = -1);
+FAIRGATE_EXPORT std::string ToJson(const Snapshot& snapshot, int indent = -1);
 
 }  // namespace fairgate
 

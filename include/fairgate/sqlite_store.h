@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "fairgate/export.h"
 #include "fairgate/seconds.h"
 #include "fairgate/status.h"
 #include "fairgate/store.h"
@@ -41,8 +42,8 @@ struct SqliteStoreOptions {
 // another program's SQLite database (one with tables of its own, or another PRAGMA
 // application_id), which is refused before anything is written to it; the statuses above when
 // the file cannot be opened or read. An empty file becomes a store.
-StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
-                                                 const SqliteStoreOptions& options = {});
+FAIRGATE_EXPORT StatusOr<std::unique_ptr<Store>> OpenSqliteStore(
+    const std::string& path, const SqliteStoreOptions& options = {});
 
 }  // namespace fairgate
 

@@ -44,6 +44,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fairgate/export.h"
 #include "fairgate/learned_state.h"
 #include "fairgate/status.h"
 
@@ -106,7 +107,7 @@ struct LearnedState {
 class SharedStore;
 
 // What every store does.
-class Store {
+class FAIRGATE_EXPORT Store {
  public:
   virtual ~Store() = default;
 
@@ -152,7 +153,7 @@ class Store {
 
 // What a store that several replicas share adds: durable jobs claimed by lease, fleet-wide
 // leases of resources, and keys' costs summed over the fleet.
-class SharedStore : public Store {
+class FAIRGATE_EXPORT SharedStore : public Store {
  public:
   SharedStore* AsShared() final { return this; }
 

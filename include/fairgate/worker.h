@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fairgate/export.h"
 #include "fairgate/job_type.h"
 #include "fairgate/status.h"
 
@@ -36,27 +37,27 @@ struct WorkerConfig {
 
 // Whether `worker` names the job type `type` of config `type_config`: in `types`, or through one
 // of the type's tags; whatever its slots.
-bool WorkerNames(const WorkerConfig& worker, std::string_view type,
-                 const JobTypeConfig& type_config);
+FAIRGATE_EXPORT bool WorkerNames(const WorkerConfig& worker, std::string_view type,
+                                 const JobTypeConfig& type_config);
 
 // Whether `worker` serves the job type `type`: it names it and has at least the type's slots, so
 // that one of its jobs fits. A worker that names a type wider than itself does not serve it: none
 // of its jobs could ever run there, so it is neither offered them nor held back for them
 // (docs/ordering.md, "Workers"); Scheduler::AddWorker, UpdateWorker and RegisterType warn of such a
 // pair.
-bool WorkerServes(const WorkerConfig& worker, std::string_view type,
-                  const JobTypeConfig& type_config);
+FAIRGATE_EXPORT bool WorkerServes(const WorkerConfig& worker, std::string_view type,
+                                  const JobTypeConfig& type_config);
 
 // OK when `name` and `config` describe a valid worker, else InvalidArgument naming what is wrong:
 // an empty name, slots out of range, an empty type name or tag, or no type and no tag at all.
-Status ValidateWorker(std::string_view name, const WorkerConfig& config);
+FAIRGATE_EXPORT Status ValidateWorker(std::string_view name, const WorkerConfig& config);
 
 // The Unavailable a job gets when its worker `worker` is removed while it runs
 // (Scheduler::RemoveWorker): "worker '<worker>' was removed while the job ran on it", no payload,
 // so it prints as just that. WorkerLost: whether a status is one (Unavailable with that message),
 // as opposed to an Unavailable of the job's own.
-Status WorkerLostError(std::string_view worker);
-bool WorkerLost(const Status& status);
+FAIRGATE_EXPORT Status WorkerLostError(std::string_view worker);
+FAIRGATE_EXPORT bool WorkerLost(const Status& status);
 
 }  // namespace fairgate
 

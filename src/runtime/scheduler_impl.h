@@ -43,7 +43,8 @@
 
 namespace fairgate {
 
-class Scheduler::Impl final : public internal::Submission {
+// Hidden in the shared library, although nested in the exported Scheduler: internal.
+class __attribute__((visibility("hidden"))) Scheduler::Impl final : public internal::Submission {
  public:
   using Decision = internal::Decision;
   using RecordPtr = internal::RecordPtr;
