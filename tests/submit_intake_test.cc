@@ -20,7 +20,7 @@
 #include "doctest/doctest.h"
 #include "fairgate/observer.h"
 #include "fairgate/scheduler.h"
-#include "runtime/owned_job_name.h"
+#include "runtime/record_job_name.h"
 #include "runtime_test_util.h"
 #include "test_job_types.h"
 
@@ -221,7 +221,7 @@ TEST_CASE("Scheduler.Intake.SubmitsFromManyThreadsRunOnceEachInTheirCallersOrder
 }
 
 // A Submit that waits in the intake keeps its names only in its record (one buffer, inline up to
-// its capacity, runtime/owned_job_name.h): names of every length, at and past that capacity,
+// its capacity, runtime/record_job_name.h): names of every length, at and past that capacity,
 // reach the queue whole, as the observers' admissions show.
 struct AdmissionNames : Observer {
   std::mutex mutex;
@@ -251,8 +251,8 @@ TEST_CASE("Scheduler.Intake.NamesOfEveryLengthAreQueuedWhole") {
   HoldASlot(scheduler, "t", hold);  // the cap is full: each Submit waits in the intake
   const std::vector<std::vector<std::string>> submitted = {
       {"t", "r", ""},
-      {"t", std::string(internal::OwnedJobName::kInline - 3, 'a'), "k2"},  // the capacity exactly
-      {"t", std::string(internal::OwnedJobName::kInline - 2, 'b'), "k2"},  // one byte past it
+      {"t", std::string(internal::RecordJobName::kInline - 3, 'a'), "k2"},  // the capacity exactly
+      {"t", std::string(internal::RecordJobName::kInline - 2, 'b'), "k2"},  // one byte past it
       {long_type, std::string(300, 'c'), std::string(200, 'd')},
   };
   for (const auto& n : submitted) {

@@ -72,7 +72,7 @@ void AdmissionTable::TakeIntakeLocked(Decision& decision) {
     IntakeEntry* entry = std::exchange(list, list->next);
     // The entry lives in its record's allocation: it stays valid while `record` holds it.
     RecordPtr record = std::move(entry->record);
-    const JobName name = record->name();
+    const JobName name = record->name.view();
     Status refused =
         EnqueueLocked(record, {name.type, name.id, name.fairness_key, entry->cost, entry->join},
                       MonotonicLocked(entry->read), decision);

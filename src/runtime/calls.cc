@@ -173,9 +173,9 @@ StatusOr<Scheduler::Impl::RecordPtr> Scheduler::Impl::Accept(const core::Enqueue
   auto record = std::make_shared<JobRecord>(std::in_place_type<Kind>);
   const JobName name(TypeName(request.type), JobId(request.id), FairnessKey(request.key));
   if constexpr (std::is_same_v<Kind, internal::RunSyncCall>) {
-    record->run_sync().name = name;  // the caller's own, alive until its call returns
+    record->name.Borrow(name);  // the caller's own, alive until its call returns
   } else {
-    record->kept_name.Assign(name);
+    record->name.Keep(name);
   }
   fill(record);
   // Counted before it can be admitted and finished elsewhere; uncounted if refused (an atomic
@@ -208,7 +208,7 @@ void Scheduler::Impl::SubmitThroughIntake(std::string_view type, std::string_vie
   }
   entry->record->submit().fn = std::move(fn);
   entry->record->submit().done = std::move(done);
-  entry->record->kept_name.Assign(JobName(TypeName(type), JobId(id), FairnessKey(key)));
+  entry->record->name.Keep(JobName(TypeName(type), JobId(id), FairnessKey(key)));
   entry->cost = options.cost;
   entry->join = options.join_running ? core::Join::kPendingOrRunning : core::Join::kPending;
   entry->record->takes_fleet_leases = TakesFleetLeases(type);

@@ -197,7 +197,7 @@ void Dispatcher::AdmitWithLeases(const RecordPtr& record) {
   auto [ctx, cancel] = WithCancel(record->acquire().ctx);
   const std::shared_ptr<ContextState>& shutdown = background_.state();
   const std::uint64_t on_shutdown = shutdown->AddCallback(cancel);
-  const JobName name = record->name();
+  const JobName name = record->name.view();
   Status status = fleet_->Enter(name.type, name.id, ctx, *leases);
   shutdown->RemoveCallback(on_shutdown);
   cancel();

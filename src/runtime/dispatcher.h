@@ -53,7 +53,7 @@ class Dispatcher final : public AdmissionTable::Owner {
   Status EnterFleet(const JobRecord& record, const Context& ctx, FleetLeases::Held& leases)
       ABSL_LOCKS_EXCLUDED(core_lock) {
     if (!record.takes_fleet_leases) return absl::OkStatus();
-    const JobName name = record.name();
+    const JobName name = record.name.view();
     return fleet_->Enter(name.type, name.id, ctx, leases);
   }
 

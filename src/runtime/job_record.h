@@ -26,7 +26,7 @@
 #include "fairgate/scheduler.h"
 #include "runtime/detached_status.h"
 #include "runtime/fiber_stack.h"
-#include "runtime/owned_job_name.h"
+#include "runtime/record_job_name.h"
 #include "runtime/waiting.h"
 #include "runtime/worker_assignment.h"
 
@@ -47,9 +47,6 @@ using DeadlineMap = std::multimap<Context::Clock::time_point, RecordPtr>;
 // the caller may read without the scheduler's lock once `decided` (Signal). It returns what it is
 // told.
 struct RunSyncCall {
-  // The job's names: views of its caller's, which outlive every reading of them (only the
-  // caller's own call reads them, before it returns).
-  JobName name{TypeName({}), JobId({})};
   WaitMutex wake_mutex;
   WaitCondition wake;
   bool signalled = false;
@@ -187,15 +184,10 @@ struct JobRecord {
   // How the caller waits or is called back, and how it is told: one of the three.
   using Call = std::variant<RunSyncCall, SubmitCall, AcquireCall>;
   Call call;
-  // The job's names as one value, from acceptance while the record lives: a Submit's or an
-  // Acquire's kept in `kept_name` (one buffer: at most one allocation), which the intake queues
-  // the job by; a RunSync's its caller's (RunSyncCall::name), whose call outlasts every use of
-  // them. Its fleet-wide leases are taken by them, with no look-up under the scheduler's lock.
-  JobName name() const {
-    if (const RunSyncCall* run_sync = std::get_if<RunSyncCall>(&call)) return run_sync->name;
-    return kept_name.view();
-  }
-  OwnedJobName kept_name;  // a Submit's or an Acquire's names (empty for a RunSync)
+  // The job's names, from acceptance while the record lives (runtime/record_job_name.h): a
+  // Submit's or an Acquire's kept, a RunSync's its caller's. The intake queues the job by them,
+  // its fleet-wide leases are taken by them, with no look-up under the scheduler's lock.
+  RecordJobName name;
   // Whether its runner takes fleet-wide leases by `name` (fairgate/options.h, FleetOptions):
   // its type took them when it was accepted, and it is not a claimed durable job (which runs
   // under the leases its claim took).
