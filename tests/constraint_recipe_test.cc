@@ -3,8 +3,9 @@
 // sibling type (one slot a job, a max_concurrency at least its tier's cap) unless the recipe
 // says otherwise, held back by that constraint while the sibling's jobs of the same tier and key
 // run, and admitted once the constraint has room. A Blocker without a row does not compile
-// (the static_assert below), and a type-level one without its case in TypeTable::SharingMaySkip does not
-// either (-Werror=switch): a constraint added as the recipe says is honoured by sharing types.
+// (the static_assert below), and a type-level one without its case in TypeTable::SharingMaySkip
+// does not either (-Werror=switch): a constraint added as the recipe says is honoured by sharing
+// types.
 #include <array>
 #include <cstddef>
 #include <functional>

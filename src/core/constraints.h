@@ -30,16 +30,16 @@
 // there, so a job that must wait is set aside with the others that must, where the release that
 // frees it finds them:
 //
-//   the type level (its pause, the tier, global and type caps, a worker with room) depends on the
-//   type only:
-//     NextAdmission skips the type's lane set whole (TypeTable::Fits), and the next decision looks again;
-//   the key level (its pause, its max_running) depends on the key only: LaneIndex::SyncLane unlinks
-//     ("holds") the key's lanes, and the completion that frees the key relinks them (Rekey);
-//   the id level (the conflict limit) depends on the job's id: LaneIndex::FrontOf parks a head
-//   whose
-//     resource is full in a parked lane of the resource's wait group, whose best lane stands in
-//     the lane set as one entry (the group's proxy) exactly while the resource has room
-//     (LaneIndex::SyncProxy).
+//   - the type level (its pause, the tier, global and type caps, a worker with room) depends on
+//     the type only: NextAdmission skips the type's lane set whole (TypeTable::Fits), and the
+//     next decision looks again;
+//   - the key level (its pause, its max_running) depends on the key only: LaneIndex::SyncLane
+//     unlinks ("holds") the key's lanes, and the completion that frees the key relinks them
+//     (LaneIndex::Rekey);
+//   - the id level (the conflict limit) depends on the job's id: LaneIndex::FrontOf parks a head
+//     whose resource is full in a parked lane of the resource's wait group, whose best lane
+//     stands in the lane set as one entry (the group's proxy) exactly while the resource has
+//     room (LaneIndex::SyncProxy).
 //
 // src/core/README.md has the same table with the costs.
 #ifndef FAIRGATE_CORE_CONSTRAINTS_H_
