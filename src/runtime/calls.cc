@@ -22,8 +22,8 @@ Status Scheduler::Impl::RunSync(const Context& ctx, std::string_view type, std::
   if (Status s = ctx.Err(); !s.ok()) return s;
   bool decided = false;  // admitted by the call itself: it need not wait to be told
   StatusOr<RecordPtr> accepted = Accept<internal::RunSyncCall>(
-      {type, id, key, options.cost, core::Join::kPendingOrRunning},
-      [&](const RecordPtr& r) { r->takes_fleet_leases = TakesFleetLeases(type); }, &decided);
+      {type, id, key, options.cost, core::Join::kPendingOrRunning}, [](const RecordPtr&) {},
+      &decided);
   if (!accepted.ok()) return accepted.status();
   RecordPtr record = *std::move(accepted);
 
@@ -81,7 +81,6 @@ Status Scheduler::Impl::Acquire(const Context& ctx, std::string_view type, std::
   StatusOr<RecordPtr> accepted =
       Accept<internal::AcquireCall>({type, id, key, options.cost}, [&](const RecordPtr& r) {
         internal::AcquireCall& call = r->acquire();
-        r->takes_fleet_leases = TakesFleetLeases(type);
         call.on_admitted = std::move(on_admitted);
         call.ctx = ctx;
         if (ctx.state()) {
@@ -155,7 +154,7 @@ Status Scheduler::Impl::Submit(std::string_view type, std::string_view id, std::
         call.done = std::move(done);
         call.claimed_leases = claimed_leases;
         // A claimed durable job runs under the leases its claim took.
-        r->takes_fleet_leases = claimed_leases == 0 && TakesFleetLeases(type);
+        if (claimed_leases != 0) r->takes_fleet_leases = false;
       });
   return accepted.status();
 }
@@ -177,6 +176,7 @@ StatusOr<Scheduler::Impl::RecordPtr> Scheduler::Impl::Accept(const core::Enqueue
   } else {
     record->name.Keep(name);
   }
+  record->takes_fleet_leases = TakesFleetLeases(request.type);
   fill(record);
   // Counted before it can be admitted and finished elsewhere; uncounted if refused (an atomic
   // count, never under the table's lock).

@@ -130,8 +130,9 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
 
  private:
   // --- calls.cc.
-  // Makes the call's record, of the kind `Kind` (a JobRecord::Call alternative; `fill` sets its
-  // part), counts it outstanding and queues its job; acts on what that decided. With
+  // Makes the call's record, of the kind `Kind` (a JobRecord::Call alternative), with its names
+  // and whether it takes fleet-wide leases; `fill` sets its kind's part (and may say otherwise
+  // of the leases). Counts it outstanding and queues its job; acts on what that decided. With
   // `admitted_at_once`, a RunSync's: set when this call admitted the job itself, which is then
   // not signalled (its caller learns it here).
   template <typename Kind, typename Fill>
@@ -141,8 +142,7 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
   // by this call: when the intake is long, or when the job could be admitted now.
   void SubmitThroughIntake(std::string_view type, std::string_view id, std::string_view key,
                            JobFn fn, DoneCallback done, const JobOptions& options);
-  // The names a job of (type, id) takes its fleet-wide leases by, kept on its record (a Submit's
-  // or an Acquire's, which run after their call returned); null when its type takes none.
+  // Whether a job of `type` takes fleet-wide leases (JobRecord::takes_fleet_leases).
   bool TakesFleetLeases(std::string_view type) const { return fleet_ && fleet_->Needed(type); }
 
   // --- scheduler.cc.
