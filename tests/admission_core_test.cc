@@ -613,6 +613,26 @@ TEST_CASE("Core.Reconcile.KeyEndsChargedWhatItsJobReallyCost") {
   }
 }
 
+// A run that says nothing of its cost (a fenced durable attempt): the key keeps what it was
+// charged at admission, the estimate learns nothing, and the slot is free again.
+TEST_CASE("Core.CompleteUnmeasured.KeepsTheAdmissionChargeAndLearnsNothing") {
+  auto core = MakeCore(SchedulerOptions::Default());  // reconciliation on
+  REQUIRE(core->RegisterType("clone", Type(1, 1, "", 2)).ok());
+  Add(*core, "clone", "linux", "a");
+  auto a = core->NextAdmission(0);
+  REQUIRE(a);
+  Add(*core, "clone", "git", "b");
+  CHECK(!core->NextAdmission(1));  // the type's one slot is a's
+  JobView completed;
+  REQUIRE(core->CompleteUnmeasured(a->ticket, 50, completed).ok());
+  CHECK(completed.id == "linux");
+  CHECK(core->AccumulatedCost("a") == 2.0);  // measured, it would be 50
+  CHECK(core->Estimate("clone", "linux") == 2.0);
+  CHECK(core->NextAdmission(50));  // the slot is free again
+  JobView unused;
+  CHECK(core->CompleteUnmeasured(a->ticket, 51, unused).code() == absl::StatusCode::kNotFound);
+}
+
 TEST_CASE("Core.Limits.FullQueuesRefuseWithResourceExhaustedAndDropNothing") {
   SchedulerOptions options = SchedulerOptions::Seed();
   options.rule.max_pending_total = 3;

@@ -303,8 +303,13 @@ class Run {
       Tracked* t = PickJob(choices_, jobs_, Tracked::kRunning);
       if (t == nullptr) return true;
       const double elapsed = choices_.Pick(std::vector<double>{0, 1, 2, 4.25, 0.3, 9});
-      const Status got = core_->Complete(t->ticket, elapsed, now_);
-      const Status want = model_->Complete(t->model_job, elapsed, now_);
+      // Now and then a run that says nothing of its cost (a fenced durable attempt).
+      const bool unmeasured = config_.extensions && choices_.Chance(0.1);
+      core::JobView completed;
+      const Status got = unmeasured ? core_->CompleteUnmeasured(t->ticket, now_, completed)
+                                    : core_->Complete(t->ticket, elapsed, now_);
+      const Status want = unmeasured ? model_->CompleteUnmeasured(t->model_job, now_)
+                                     : model_->Complete(t->model_job, elapsed, now_);
       if (got.code() != want.code()) {
         return Fail("Complete status: core " + got.ToString() + ", model " + want.ToString());
       }

@@ -67,6 +67,7 @@ class ForwardingSharedStore : public Forwarding<SharedStore> {
     return inner_->RenewLeases(lease_seconds);
   }
   Status ReleaseJob(std::uint64_t sequence) override { return inner_->ReleaseJob(sequence); }
+  bool SurelyHolds(std::uint64_t sequence) override { return inner_->SurelyHolds(sequence); }
   StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id, int limit,
                                           double lease_seconds) override {
     return inner_->AcquireResource(group, id, limit, lease_seconds);

@@ -111,5 +111,23 @@ TEST_CASE("LeaseBook.ARenewalExtendsHowLongAClaimIsSurelyHeld") {
   CHECK_FALSE(book.Holds(2));
 }
 
+// What the scheduler asks when a handler returns (SharedStore::SurelyHolds): a claim is surely
+// this replica's until its claim's or last renewal's time, and not once it stopped renewing it.
+TEST_CASE("LeaseBook.AClaimIsSurelyHeldUntilItsLeaseTimeAndNotOnceItIsNoLongerRenewed") {
+  LeaseBook book;
+  const Clock::time_point now = Clock::now();
+  CHECK_FALSE(book.SurelyHolds(1, now));  // never claimed
+  book.Claimed(1, 10, {}, 1, now + std::chrono::seconds(5));
+  CHECK(book.SurelyHolds(1, now));
+  CHECK_FALSE(book.SurelyHolds(1, now + std::chrono::seconds(5)));  // a stall past it
+  book.Renewed(1, now + std::chrono::seconds(10));
+  CHECK(book.SurelyHolds(1, now + std::chrono::seconds(5)));
+  book.StopRenewing(1);
+  CHECK_FALSE(book.SurelyHolds(1, now));
+  book.Claimed(2, 20, {}, 1, now + std::chrono::seconds(5));
+  book.Forget(2);
+  CHECK_FALSE(book.SurelyHolds(2, now));
+}
+
 }  // namespace
 }  // namespace fairgate::store

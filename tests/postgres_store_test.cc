@@ -1181,6 +1181,68 @@ TEST_CASE("PostgresStore.JobsAClaimTookAsTheirTypeWasPausedAreGivenBackForOthers
   CHECK(OpenPostgresStore(server.conninfo()).value()->LiveJobs()->empty());
 }
 
+// A replica's store whose renewals fail while `stalled`: its claims' leases lapse as a stopped
+// process's would, while its handlers go on.
+class StallingStore : public testing::ForwardingSharedStore {
+ public:
+  using ForwardingSharedStore::ForwardingSharedStore;
+  std::atomic<bool> stalled{false};
+  StatusOr<std::size_t> RenewLeases(double lease_seconds) override {
+    if (stalled) return absl::UnavailableError("stalled (test)");
+    return inner_->RenewLeases(lease_seconds);
+  }
+};
+
+// Replica a runs a job and stalls past its lease; b claims the job and runs it; then a's handler
+// returns. a's run says nothing of the job's cost: the fleet charges the key what a estimated at
+// admission (0.1, the type's default cost) and b's own short run, not a's wall time (over the
+// 0.5 s lease). Without the rule the key's shared cost is at least a's wall time.
+TEST_CASE("PostgresStore.AnAttemptWhoseLeaseLapsedWhileItRanIsChargedItsEstimateNotItsTime") {
+  testing::PostgresServer server;
+  std::atomic<bool> a_started{false}, b_ran{false}, a_returned{false};
+  auto replica = [&](const std::string& name, std::shared_ptr<Store> store) {
+    SchedulerOptions o;
+    o.persistence.store = std::move(store);
+    o.rule.max_concurrency = 1;
+    o.fleet.lease_ttl = Seconds(0.5);
+    o.fleet.claim_interval = Seconds(0.05);
+    o.runtime.warn = [](std::string_view) {};
+    auto s = *Scheduler::Create(o);
+    REQUIRE(s->RegisterType("fetch", testing::Type(1, 1, "", /*default_cost=*/0.1)).ok());
+    REQUIRE(s->RegisterDurable("fetch", [&, name](const DurableJob&, const Context&) {
+               if (name == "b") {
+                 b_ran = true;
+                 return absl::OkStatus();
+               }
+               a_started = true;
+               const bool b_took_it = testing::Eventually([&] { return b_ran.load(); });
+               a_returned = true;
+               return b_took_it ? absl::OkStatus() : absl::InternalError("b never ran the job");
+             }).ok());
+    return s;
+  };
+  auto stalling = std::make_shared<StallingStore>(
+      std::shared_ptr<SharedStore>(*OpenPostgresStore(server.conninfo(), {"a"})));
+  stalling->stalled = true;  // a's claim is never renewed
+  auto a = replica("a", stalling);
+  REQUIRE(a->Recover().ok());
+  REQUIRE(a->SubmitDurable({TypeName("fetch"), JobId("repo"), FairnessKey("light")}, "").ok());
+  REQUIRE(testing::Eventually([&] { return a_started.load(); }));
+  auto b = replica("b", std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"b"})));
+  REQUIRE(b->Recover().ok());  // b claims the job once a's lease lapses
+  REQUIRE(testing::Eventually([&] { return a_returned.load(); }));
+  CHECK(b_ran.load());
+  // Each shuts down once its run has ended, sharing what it charged.
+  REQUIRE(a->Shutdown(Context::Background()).ok());
+  REQUIRE(b->Shutdown(Context::Background()).ok());
+  auto store = *OpenPostgresStore(server.conninfo());
+  const double shared = store->ShareKeyCosts({}, {"light"})->at(0).accumulated_cost;
+  INFO("the key's shared cost: ", shared);
+  CHECK(shared >= 0.1);  // a's charge at admission stays
+  CHECK(shared < 0.3);   // b's run took milliseconds; a's wall time was over 0.5 s
+  CHECK(store->LiveJobs()->empty());
+}
+
 }  // namespace
 }  // namespace fairgate
 

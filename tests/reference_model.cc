@@ -454,6 +454,16 @@ Status ReferenceModel::Complete(int n, double elapsed, double now) {
   return absl::OkStatus();
 }
 
+Status ReferenceModel::CompleteUnmeasured(int n, double now) {
+  auto it = jobs_.find(n);
+  if (it == jobs_.end()) return absl::NotFoundError("job");
+  if (!it->second.running) return absl::FailedPreconditionError("pending");
+  const std::string key = it->second.key;
+  jobs_.erase(it);
+  MaybeIdle(key, now);
+  return absl::OkStatus();
+}
+
 void ReferenceModel::MaybeIdle(const std::string& key, double now) {
   if (KeyBusy(key)) return;
   keys_[key].idle_since = now;

@@ -58,6 +58,9 @@ class ReferenceModel {
   // The model's ids of the jobs expired since the last call, in that order.
   std::vector<int> TakeExpired();
   Status Complete(int job, double elapsed, double now);
+  // A running job ends unmeasured: its key keeps the charge made at admission, its estimate is
+  // not touched.
+  Status CompleteUnmeasured(int job, double now);
   // Returns (keys evicted, estimates evicted).
   std::pair<std::size_t, std::size_t> Sweep(double now);
   Status SetKeyWeight(const std::string& key, double weight);

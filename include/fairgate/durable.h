@@ -49,7 +49,11 @@
 // of those jobs is refused (fairgate_durable_jobs_total{outcome="fenced"}), and a handler that
 // writes elsewhere should check DurableJob::lease_token (or Context::FencingToken, for a
 // fleet-wide conflict group) so that the stale writer loses. Delivery stays at least once: the
-// handler of a job whose holder stalled may run twice, once on each replica.
+// handler of a job whose holder stalled may run twice, once on each replica. An attempt whose
+// handler returns when its replica is no longer sure it holds the job (SharedStore::SurelyHolds:
+// its last renewal's lease has run out) is charged to its key what was estimated at its
+// admission, not its run time, and its estimate learns nothing from it: the stall is nobody's
+// cost, and the replica that ran the job meanwhile charged it.
 //
 // Thread safety: plain value types; a handler is called on a worker fiber of the scheduler, like
 // a Submit job, and may run for several jobs at once.

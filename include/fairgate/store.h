@@ -188,6 +188,15 @@ class FAIRGATE_EXPORT SharedStore : public Store {
   virtual StatusOr<std::size_t> RenewLeases(double lease_seconds) = 0;
   // Gives a claimed job back unrun: any replica may claim it at once.
   virtual Status ReleaseJob(std::uint64_t sequence) = 0;
+  // Whether this replica surely still holds the job it claimed as `sequence`, by its own clock:
+  // the lease its claim or last renewal got has not run out (once it has, the job may be another
+  // replica's). The scheduler asks when an attempt's handler returns: an attempt that ended when
+  // the job was not surely its own says nothing of the job's cost, and is charged only what was
+  // estimated at its admission. A store that cannot tell says true.
+  virtual bool SurelyHolds(std::uint64_t sequence) {
+    (void)sequence;
+    return true;
+  }
   // Fleet-wide conflicts: takes, for `lease_seconds`, one of the `limit` slots of the resource
   // (group, id) that no unexpired lease holds, and returns its fencing token (greater than every
   // token given out before); 0 when every slot is held.

@@ -350,12 +350,12 @@ void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission) {
   job.state = JobState::kRunning;
 }
 
-Status AdmissionCore::CompleteRunning(JobTicket ticket, double elapsed, double now,
+Status AdmissionCore::CompleteRunning(JobTicket ticket, const double* elapsed, double now,
                                       JobView* completed) {
   if (Status s = CheckTime(now, "completion time"); !s.ok()) return s;
-  if (!std::isfinite(elapsed) || elapsed < 0) {
+  if (elapsed != nullptr && (!std::isfinite(*elapsed) || *elapsed < 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("elapsed time must be finite and >= 0, got ", elapsed));
+        absl::StrCat("elapsed time must be finite and >= 0, got ", *elapsed));
   }
   Job* job = jobs_.Find(ticket);
   if (job == nullptr) return absl::NotFoundError("no pending or running job has this ticket");
@@ -363,7 +363,7 @@ Status AdmissionCore::CompleteRunning(JobTicket ticket, double elapsed, double n
     return absl::FailedPreconditionError("the job is pending; only running jobs can complete");
   }
   if (completed != nullptr) ViewInto(*job, *completed);  // in place: no copy
-  EndRunning(*job, &elapsed, now);
+  EndRunning(*job, elapsed, now);
   return absl::OkStatus();
 }
 

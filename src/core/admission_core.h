@@ -96,14 +96,21 @@ class AdmissionCore {
   // Ends a running job that held its slot for `elapsed` seconds: the estimate of its (type, id)
   // learns, the key is reconciled (if enabled), and its slot and resource are free again.
   Status Complete(JobTicket ticket, double elapsed, double now) {
-    return CompleteRunning(ticket, elapsed, now, nullptr);
+    return CompleteRunning(ticket, &elapsed, now, nullptr);
   }
   // The same, and `completed` describes the job as Describe would have just before (left as it
   // was when the status is not OK): one lookup of the ticket instead of two. Its views stay valid
   // until the next call that enqueues or sweeps (the job's id lives in its slot until the slot is
   // reused, its key until an idle key is forgotten).
   Status Complete(JobTicket ticket, double elapsed, double now, JobView& completed) {
-    return CompleteRunning(ticket, elapsed, now, &completed);
+    return CompleteRunning(ticket, &elapsed, now, &completed);
+  }
+  // Ends a running job whose run says nothing of its cost, because its outcome was not this
+  // caller's to give (a durable attempt whose lease another replica took while it ran): its key
+  // keeps the charge made at admission, reconciled to nothing, and its estimate learns nothing;
+  // its slot and resource are free again, as Complete's are. `completed` as Complete's.
+  Status CompleteUnmeasured(JobTicket ticket, double now, JobView& completed) {
+    return CompleteRunning(ticket, nullptr, now, &completed);
   }
 
   // Forgets idle keys and unused estimates past their TTL, at most `sweep_batch` of each. With
@@ -249,8 +256,9 @@ class AdmissionCore {
 
   JobView ViewOf(const Job& job) const;
   void ViewInto(const Job& job, JobView& view) const;  // ViewOf, written into `view`
-  // Complete, describing the job into `completed` first when it is not null.
-  Status CompleteRunning(JobTicket ticket, double elapsed, double now, JobView* completed);
+  // Complete (CompleteUnmeasured when `elapsed` is null), describing the job into `completed`
+  // first when it is not null.
+  Status CompleteRunning(JobTicket ticket, const double* elapsed, double now, JobView* completed);
   class InvariantCheck;            // CheckInvariants' parts (admission_core_invariants.cc)
   Status CheckJoinPoints() const;  // part of CheckInvariants
   static JobTicket TicketOf(const Job& job) { return JobTable::TicketOf(job); }
@@ -275,7 +283,8 @@ class AdmissionCore {
   // higher tiers (higher tiers first), or null: Pick's choice were the type alone pending.
   Job* FrontOfType(TypeState& type);
   // Ends a running job: releases what it holds and frees it. `elapsed` null: it was lost with
-  // its worker (nothing learned, nothing reconciled).
+  // its worker, or its run was not its own (CompleteUnmeasured): nothing learned, nothing
+  // reconciled.
   void EndRunning(Job& job, const double* elapsed, double now);
   // Calls `use(usage, amount)` for every constraint of the list a running `job` holds: admission
   // acquires exactly these, completion releases exactly these, CheckInvariants recounts exactly

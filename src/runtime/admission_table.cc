@@ -208,13 +208,14 @@ Status AdmissionTable::SettleRunSync(const RecordPtr& record, bool decided, cons
 }
 
 Decision AdmissionTable::Complete(JobRecord& record, double run_time, double end,
-                                  const Status& status) {
+                                  const Status& status, bool measured) {
   Decision decision;
   Locked lock(this, decision);
   end = MonotonicLocked(end);
   if (record.worker == nullptr || !record.worker->Lost()) {
     core::JobView job;  // described by the completion itself: one lookup of the ticket
-    (void)core_->Complete(record.ticket, run_time, end, job);
+    (void)(measured ? core_->Complete(record.ticket, run_time, end, job)
+                    : core_->CompleteUnmeasured(record.ticket, end, job));
     log_.Completed(job, status, run_time, end);
     records_[record.ticket.slot] = nullptr;
   }

@@ -214,7 +214,10 @@ class AdmissionTable {
   Status SettleRunSync(const RecordPtr& record, bool decided, const Context& ctx, bool& run);
   // Completes a job that ran for `run_time`, ending at `end`: the calls that joined it are
   // finished with `status` (into the decision's `joiners`, to tell) and what it frees admitted.
-  Decision Complete(JobRecord& record, double run_time, double end, const Status& status);
+  // Unless `measured`, the run time is logged but not learned or charged
+  // (AdmissionCore::CompleteUnmeasured).
+  Decision Complete(JobRecord& record, double run_time, double end, const Status& status,
+                    bool measured = true);
   // An Acquire that leaves the queue without a permit, uncharged: false (nothing done) unless
   // its job was still pending.
   bool Abandon(const RecordPtr& record, const Status& why);

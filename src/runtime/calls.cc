@@ -139,11 +139,11 @@ Status Scheduler::Impl::SubmitRequeued(const std::shared_ptr<Requeued>& job) {
       once);
 }
 
-// `claimed_leases`: a claimed durable job's, when its claim took its fleet-wide leases (the
-// fencing token of the last); it runs under them instead of taking its own.
+// `service`: a service's job's (submission.h); a claimed durable job runs under the leases its
+// claim took instead of taking its own.
 Status Scheduler::Impl::Submit(std::string_view type, std::string_view id, std::string_view key,
                                JobFn fn, DoneCallback done, const JobOptions& options,
-                               std::uint64_t claimed_leases) {
+                               const ServiceJob& service) {
   if (!fn) return absl::InvalidArgumentError("job function is empty");
   StatusOr<RecordPtr> accepted = Accept<internal::SubmitCall>(
       {type, id, key, options.cost,
@@ -152,9 +152,9 @@ Status Scheduler::Impl::Submit(std::string_view type, std::string_view id, std::
         internal::SubmitCall& call = r->submit();
         call.fn = std::move(fn);
         call.done = std::move(done);
-        call.claimed_leases = claimed_leases;
-        // A claimed durable job runs under the leases its claim took.
-        if (claimed_leases != 0) r->takes_fleet_leases = false;
+        call.claimed_leases = service.claimed_leases;
+        call.unmeasured = service.unmeasured;
+        if (service.claimed_leases != 0) r->takes_fleet_leases = false;
       });
   return accepted.status();
 }

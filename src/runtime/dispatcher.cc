@@ -151,7 +151,8 @@ void Dispatcher::RunBackground(RecordPtr record) {
 
 RecordPtr Dispatcher::Complete(JobRecord& record, double start, double end, const Status& status,
                                bool keep_background) {
-  Decision decision = table_.Complete(record, std::max(0.0, end - start), end, status);
+  Decision decision =
+      table_.Complete(record, std::max(0.0, end - start), end, status, record.RunMeasured());
   RecordPtr kept;
   if (keep_background) {
     RecordList& admitted = decision.admitted;

@@ -281,7 +281,8 @@ Status DurableJobs::Queue(const StoredJob& job, TypePtr type) {
   return scheduler_.Submit(
       job.type, job.id, job.fairness_key,
       [this, attempt](const Context& ctx) { return Run(*attempt, ctx); },
-      [this, attempt](const Status& status) { Finish(*attempt, status); }, {}, job.resource_token);
+      [this, attempt](const Status& status) { Finish(*attempt, status); }, {},
+      {.claimed_leases = job.resource_token, .unmeasured = &attempt->unmeasured});
 }
 
 bool DurableJobs::QueueOrDefer(const StoredJob& job, const TypePtr& type) {
@@ -331,11 +332,23 @@ Status DurableJobs::BeginAttempt(Attempt& a) {
   return begun.status();
 }
 
+// An attempt whose job was not this replica's when it ended (its lease lapsed while it ran: the
+// replica stalled, or could not renew it) is charged what it was estimated at admission, not its
+// run time: another replica may have run the job meanwhile, and charged it; a stall of the
+// process is nobody's cost.
 Status DurableJobs::Run(Attempt& a, const Context& ctx) {
-  if (Status begun = BeginAttempt(a); a.gone) return begun;
+  if (Status begun = BeginAttempt(a); a.gone) {
+    a.unmeasured = true;
+    return begun;
+  }
   const DurableJob view{a.job.sequence, a.job.type, a.job.id,         a.job.fairness_key,
                         a.job.payload,  a.attempt,  a.job.lease_token};
-  return a.type->handler(view, ctx);
+  Status status = a.type->handler(view, ctx);
+  if (SharedStore* shared = keeper_.shared_store();
+      shared != nullptr && !shared->SurelyHolds(a.job.sequence)) {
+    a.unmeasured = true;
+  }
+  return status;
 }
 
 // A success's removal is queued to the batched writer (RemovalWriter). On a shared store a retry

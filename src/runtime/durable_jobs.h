@@ -88,6 +88,9 @@ class DurableJobs {
     TypePtr type;
     std::uint32_t attempt = 0;  // its number once begun; 0 while it has not run
     bool gone = false;          // the store no longer had it when it began: nothing to record
+    // Its run says nothing of its cost (Submission::ServiceJob): it was gone when it began, or
+    // its handler returned when the job was not surely this replica's (SurelyHolds).
+    bool unmeasured = false;
   };
   enum class Recovery { kNotYet, kRecovering, kDone };
 

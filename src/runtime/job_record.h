@@ -54,11 +54,13 @@ struct RunSyncCall {
 };
 // Submit: the job's function, and `done`, told the job's status once (may be empty).
 // claimed_leases: the fencing token of the fleet-wide leases a claimed durable job's claim took
-// (the store gives them back with the job), 0 for none.
+// (the store gives them back with the job), 0 for none. unmeasured: a service's flag, read once
+// `fn` returned, saying that the run says nothing of its cost (Submission::ServiceJob).
 struct SubmitCall {
   Scheduler::JobFn fn;
   Scheduler::DoneCallback done;
   std::uint64_t claimed_leases = 0;
+  const bool* unmeasured = nullptr;
 };
 // Acquire: `on_admitted`, called once, with a permit or why there is none; the context it waits
 // under and that context's cancel callback (0: none, or it ran inline); its entry in the deadline
@@ -152,6 +154,12 @@ struct JobRecord {
     return absl::CancelledError(kind_ == Kind::kSubmit
                                     ? "the scheduler shut down before the job ran"
                                     : "the scheduler shut down before the job was admitted");
+  }
+  // Whether its run's time is its cost: false when a service said that its run says nothing of
+  // it (SubmitCall::unmeasured). Read once the run has returned.
+  bool RunMeasured() const {
+    const SubmitCall* submit = std::get_if<SubmitCall>(&call);
+    return submit == nullptr || submit->unmeasured == nullptr || !*submit->unmeasured;
   }
   // The call's own part; the record must be of that kind (std::get checks).
   RunSyncCall& run_sync() { return std::get<RunSyncCall>(call); }

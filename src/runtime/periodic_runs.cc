@@ -83,8 +83,8 @@ void PeriodicRuns::QueueRun(const std::shared_ptr<PeriodicState>& state) {
     if (state->options.on_run) InvokeDone(state->options.on_run, status);
     ScheduleNext(state);
   };
-  Status queued = scheduler_.Submit(state->type, state->id, state->fairness_key, state->fn, ended,
-                                    {}, /*claimed_leases=*/0);
+  Status queued =
+      scheduler_.Submit(state->type, state->id, state->fairness_key, state->fn, ended, {}, {});
   if (queued.code() == absl::StatusCode::kUnavailable) return;  // shutting down: runs stop
   if (!queued.ok()) ended(queued);
 }

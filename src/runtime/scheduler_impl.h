@@ -96,7 +96,7 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
   // Submission (submission.h): the services' side.
   Status Submit(std::string_view type, std::string_view id, std::string_view key, JobFn fn,
                 DoneCallback done, const JobOptions& options,
-                std::uint64_t claimed_leases = 0) override;  // calls.cc
+                const ServiceJob& service = {}) override;  // calls.cc
   Status Open() const override { return table_.Open(); }
   std::optional<TypeInfo> Type(std::string_view type) const override { return table_.Type(type); }
   void WakeTimer() override { timer_.Wake(); }

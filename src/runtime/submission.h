@@ -31,13 +31,21 @@ class Submission {
  public:
   virtual ~Submission() = default;
 
+  // What a service's job may bring beyond Scheduler::Submit's.
+  struct ServiceJob {
+    // The fencing token of the fleet-wide leases a claimed durable job's claim took (0: none),
+    // which it then runs under instead of taking its own.
+    std::uint64_t claimed_leases = 0;
+    // Not null: read once the job's fn has returned, on the thread that ran it; true when its run
+    // says nothing of its cost (AdmissionCore::CompleteUnmeasured: a durable attempt that was
+    // fenced). The service keeps the flag alive as long as the fn.
+    const bool* unmeasured = nullptr;
+  };
   // Queues a background job as Scheduler::Submit does, with its refusals (Unavailable once
-  // Shutdown or Drain began). `claimed_leases`: the fencing token of the fleet-wide leases a
-  // claimed durable job's claim took (0: none), which it then runs under instead of taking its
-  // own.
+  // Shutdown or Drain began).
   virtual Status Submit(std::string_view type, std::string_view id, std::string_view key,
                         Scheduler::JobFn fn, Scheduler::DoneCallback done,
-                        const JobOptions& options, std::uint64_t claimed_leases) = 0;
+                        const JobOptions& options, const ServiceJob& service) = 0;
 
   // OK while the scheduler accepts calls; else Unavailable, saying whether it drains or is shut
   // down.

@@ -38,6 +38,12 @@ LeaseBook::LocalBegin LeaseBook::BeginLocally(std::uint64_t sequence, Clock::tim
   return {std::nullopt, true};
 }
 
+bool LeaseBook::SurelyHolds(std::uint64_t sequence, Clock::time_point now) const {
+  std::lock_guard lock(mutex_);
+  auto it = claims_.find(sequence);
+  return it != claims_.end() && it->second.renew && now < it->second.sure_until;
+}
+
 void LeaseBook::AttemptConfirmed(std::uint64_t sequence) {
   std::lock_guard lock(mutex_);
   if (auto it = claims_.find(sequence); it != claims_.end()) it->second.counted = 0;

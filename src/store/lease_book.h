@@ -58,6 +58,10 @@ class LeaseBook {
   // The server confirmed the counted attempt: the claim counts none from now.
   void AttemptConfirmed(std::uint64_t sequence);
 
+  // Whether this replica holds the claim and it is surely its own at `now` (claimed or last
+  // renewed recently enough, and still renewed).
+  bool SurelyHolds(std::uint64_t sequence, Clock::time_point now) const;
+
   // The claim is no longer renewed: its lease lapses, unless a later call ends it first.
   void StopRenewing(std::uint64_t sequence);
   // The claim is over: forgotten, with whatever leases were taken with it.

@@ -69,6 +69,10 @@ class PostgresStore final : public SharedStore {
   Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) override;
   Status KillJob(std::uint64_t sequence, std::string_view error) override;
   Status ReleaseJob(std::uint64_t sequence) override;
+  // From the lease book: no round trip.
+  bool SurelyHolds(std::uint64_t sequence) override {
+    return book_.SurelyHolds(sequence, SteadyClock::now());
+  }
   Status WaitForJobs(double timeout_seconds) override;
   StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id, int limit,
                                           double lease_seconds) override;
