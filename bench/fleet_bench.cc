@@ -24,6 +24,9 @@
 //                                with a no-op handler. items/s: jobs done;
 //                                counters: the server's CPU per job, the replicas' claims and
 //                                the share of them that took nothing (empty_claims_pct).
+// BM_FleetCap/replicas:R         100 jobs of 100 ms worked by R replicas of one slot each under
+//                                a fleet-wide cap of 2 on their type. items/s: jobs done;
+//                                counters: the most at once, the share of empty claims.
 // BM_EnqueueToStart              a job stored by another process (a store of its own, as a
 //                                producer without a scheduler), from AddJob's call until an idle
 //                                replica's handler starts it (claim_interval 1 s, the default:
@@ -264,6 +267,7 @@ void BM_DurableWorked(benchmark::State& state) {
       claims_empty += Sample(metrics, "fairgate_claims_total{result=\"empty\"}");
       claims_with_jobs += Sample(metrics, "fairgate_claims_total{result=\"jobs\"}");
     }
+    fleet.clear();  // untimed: a scheduler's destruction waits for its listener's slice
     state.ResumeTiming();
   }
   state.SetItemsProcessed(state.iterations() * kJobs);
@@ -277,6 +281,82 @@ BENCHMARK(BM_DurableWorked)
     ->ArgNames({"replicas", "claimed", "clients"})
     ->ArgsProduct({{1, 2}, {0, 64}, {100}})
     ->Args({1, 0, 1})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// N jobs of 100 ms of 10 clients, stored beforehand, worked by R replicas in this process of one
+// slot each (max_concurrency 1) under a fleet-wide cap of 2 on their type: the cap, not the
+// replicas, bounds what runs at once once there are two. items/s: jobs done, all replicas
+// together (one replica: 10/s at most; two or more: 20/s at most); counters: the most jobs that
+// ran at once, and the share of claims that took nothing.
+void BM_FleetCap(benchmark::State& state) {
+  const int replicas = static_cast<int>(state.range(0));
+  constexpr int kJobs = 100;
+  constexpr auto kRun = std::chrono::milliseconds(100);
+  double claims_empty = 0, claims_with_jobs = 0;
+  std::atomic<int> running{0}, most{0};
+  for (auto _ : state) {
+    state.PauseTiming();
+    Sql("TRUNCATE fairgate_durable_jobs, fairgate_resource_leases");
+    {
+      auto filler = *OpenPostgresStore(conninfo, {"filler"});
+      std::vector<StoredJob> batch;
+      for (int i = 0; i < kJobs; ++i) {
+        StoredJob job = Job(i, 10);
+        job.id = "repo" + std::to_string(i);
+        batch.push_back(job);
+      }
+      if (!filler->AddJobs(batch).ok()) std::abort();
+    }
+    std::atomic<int> runs{0};
+    std::vector<std::unique_ptr<Scheduler>> fleet;
+    for (int r = 0; r < replicas; ++r) {
+      SchedulerOptions o;
+      o.persistence.store =
+          std::shared_ptr<Store>(*OpenPostgresStore(conninfo, {"worker" + std::to_string(r)}));
+      o.rule.max_concurrency = 1;
+      o.fleet.type_caps = {{"fetch", 2}};
+      o.runtime.warn = [](std::string_view) {};
+      auto worker = *Scheduler::Create(o);
+      (void)worker->RegisterType("fetch", {.max_concurrency = 1});
+      (void)worker->RegisterDurable("fetch", [&](const DurableJob&, const Context&) {
+        const int now = ++running;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        std::this_thread::sleep_for(kRun);
+        --running;
+        runs.fetch_add(1);
+        return absl::OkStatus();
+      });
+      fleet.push_back(std::move(worker));
+    }
+    state.ResumeTiming();
+    for (auto& worker : fleet) {
+      if (!worker->Recover().ok()) std::abort();
+    }
+    while (runs.load() < kJobs) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    state.PauseTiming();
+    for (auto& worker : fleet) {
+      (void)worker->Shutdown(Context::Background());
+      std::string metrics;
+      worker->WriteMetrics(metrics);
+      claims_empty += Sample(metrics, "fairgate_claims_total{result=\"empty\"}");
+      claims_with_jobs += Sample(metrics, "fairgate_claims_total{result=\"jobs\"}");
+    }
+    fleet.clear();  // untimed: a scheduler's destruction waits for its listener's slice
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * kJobs);
+  state.counters["most_at_once"] = benchmark::Counter(most.load());
+  state.counters["empty_claims_pct"] =
+      benchmark::Counter(100 * claims_empty / std::max(1.0, claims_empty + claims_with_jobs));
+}
+BENCHMARK(BM_FleetCap)
+    ->ArgName("replicas")
+    ->Arg(1)
+    ->Arg(3)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -76,6 +76,24 @@ TEST_CASE("ClaimPlanner.AJobNeedsEveryLeaseItNamesItsCapsSlotAndItsResource") {
   CHECK(Chosen(candidates, PlanClaim(candidates, held, 10)) == Sequences{2, 4});
 }
 
+TEST_CASE("ClaimPlanner.TakesNoMoreOfATypeThanItsBoundAndPassesOnToTheOthers") {
+  // Type 0 bounded to one job (a replica that can run one more of a capped type), type 1 not
+  // bounded, type 2 bounded by 0 (no bound).
+  auto typed = [](std::uint64_t sequence, std::size_t type) {
+    ClaimCandidate c = Job(sequence, {{"cap", "t" + std::to_string(type), 10}});
+    c.type = type;
+    return c;
+  };
+  const std::vector<ClaimCandidate> candidates = {
+      typed(1, 0), typed(2, 0), typed(3, 1), typed(4, 0), typed(5, 1), typed(6, 2), typed(7, 2)};
+  CHECK(Chosen(candidates, PlanClaim(candidates, {}, 10, {1, 0, 0})) == Sequences{1, 3, 5, 6, 7});
+  CHECK(Chosen(candidates, PlanClaim(candidates, {}, 3, {2})) == Sequences{1, 2, 3});
+  // A job of a bounded type passed over takes none of its leases' slots.
+  HeldSlots held;
+  held[{"cap", "t0"}] = 9;
+  CHECK(Chosen(candidates, PlanClaim(candidates, held, 10, {2})) == Sequences{1, 3, 5, 6, 7});
+}
+
 TEST_CASE("ClaimPlanner.TakesLeasesInGroupAndIdOrderTiesInClaimOrder") {
   // Replicas that claim at once take their leases in one order, so none waits on another in a
   // cycle.

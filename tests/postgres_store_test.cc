@@ -900,6 +900,62 @@ TEST_CASE("PostgresStore.AFleetWideCapHoldsAcrossReplicas") {
   CHECK(refused.message().find("fleet.type_caps of 'repack' must be >= 1") != std::string::npos);
 }
 
+// A fleet-wide cap counts running jobs, not claimed ones: three replicas of one slot under a cap
+// of 2 run two jobs at once, and no replica's claims hold more of the cap's slots than it can
+// run (before, a replica of one slot claimed two jobs, took both slots, and the others' claims
+// came back empty while it ran one).
+TEST_CASE("PostgresStore.AFleetWideCapsSlotsGoToJobsThatRunNotToJobsAReplicaClaimed") {
+  testing::PostgresServer server;
+  std::atomic<int> running{0}, most{0}, ran{0};
+  auto replica = [&](const std::string& name) {
+    SchedulerOptions o;
+    o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
+    o.rule.max_concurrency = 1;
+    o.fleet.claim_interval = Seconds(0.05);
+    o.fleet.type_caps = {{"fetch", 2}};
+    o.runtime.warn = [](std::string_view) {};
+    auto s = *Scheduler::Create(o);
+    REQUIRE(s->RegisterType("fetch", testing::Type(1, 1)).ok());
+    REQUIRE(s->RegisterDurable("fetch", [&](const DurableJob&, const Context&) {
+               const int now = ++running;
+               int seen = most.load();
+               while (now > seen && !most.compare_exchange_weak(seen, now)) {
+               }
+               std::this_thread::sleep_for(std::chrono::milliseconds(40));
+               --running;
+               ++ran;
+               return absl::OkStatus();
+             }).ok());
+    REQUIRE(s->Recover().ok());
+    return s;
+  };
+  auto a = replica("a");
+  auto b = replica("b");
+  auto c = replica("c");
+  constexpr int kJobs = 40;
+  std::vector<DurableSubmission> jobs;
+  for (int i = 0; i < kJobs; ++i) jobs.push_back({{TypeName("fetch"), JobId(std::to_string(i))}});
+  const Status submitted = a->SubmitDurableBatch(jobs).status();
+  INFO(submitted.ToString());
+  REQUIRE(submitted.ok());
+  // The most of the cap's slots one replica held, sampled until every job ran (a sample can miss
+  // a moment, never invent one).
+  int most_held = 0;
+  REQUIRE(testing::Eventually([&] {
+    most_held = std::max(most_held,
+                         std::atoi(server
+                                       .Sql("SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n "
+                                            "FROM fairgate_resource_leases WHERE grp = "
+                                            "'fairgate.type_cap' GROUP BY holder) h")
+                                       .c_str()));
+    return ran.load() == kJobs;
+  }));
+  CHECK(most_held == 1);    // a replica of one slot holds one of the cap's slots at most
+  CHECK(most.load() == 2);  // and the cap's two slots ran two jobs at once
+  for (Scheduler* s : {a.get(), b.get(), c.get()}) REQUIRE(s->Shutdown(Context::Background()).ok());
+  CHECK(OpenPostgresStore(server.conninfo()).value()->LiveJobs()->empty());
+}
+
 TEST_CASE(
     "PostgresStore.TwoSchedulersSharingItRunEachDurableJobOnceAndAClosingOneGivesItsJobsBack") {
   testing::PostgresServer server;

@@ -213,6 +213,15 @@ inline void CheckClaimsInFairOrderEachJobToOneReplica(const OpenSharedStore& ope
   std::vector<StoredJob> three = *a->ClaimJobs({{"archive", 1}}, 3, 10);
   REQUIRE(three.size() == 3);
   for (int i = 0; i < 3; ++i) CHECK(three[i].sequence == backlog[i]);
+  // A type's bound (ClaimableType::max_jobs) holds within a larger claim, which goes on to the
+  // other types' jobs: the archive jobs first (the tier above), one of them, then a fetch.
+  REQUIRE(a->AddJob(StoredJobOf("fetch", "f3", "light")).ok());
+  ClaimableType bounded{"archive", 2};
+  bounded.max_jobs = 1;
+  std::vector<StoredJob> mixed = *b->ClaimJobs({bounded, {"fetch", 1}}, 10, 10);
+  REQUIRE(mixed.size() == 2);
+  CHECK(mixed[0].sequence == backlog[3]);
+  CHECK(mixed[1].id == "f3");
 }
 
 inline void CheckALapsedClaimGoesToAnotherReplicaAndFencesTheOld(const OpenSharedStore& open) {

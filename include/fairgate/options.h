@@ -108,8 +108,10 @@ struct FleetOptions {
   std::vector<std::string> conflict_groups;
   // Job types whose jobs run at most N at once in the whole fleet (type -> N): a job holds one
   // of the N slots as a lease while it runs, taken like a fleet-wide conflict's (and before it,
-  // never held while waiting for it). On top of each replica's own caps. Needs a shared store;
-  // each N >= 1.
+  // never held while waiting for it). A durable job takes its slot with its claim, and a replica
+  // claims no more jobs of such a type than it can run at once (its max_concurrency within the
+  // global cap), so that claimed jobs waiting on one replica never hold slots another could run
+  // with. On top of each replica's own caps. Needs a shared store; each N >= 1.
   std::map<std::string, int> type_caps;
 };
 

@@ -93,6 +93,10 @@ struct ClaimableType {
   std::string conflict_group;
   int conflict_limit = 1;
   int fleet_cap = 0;
+  // At most this many of its jobs in one claim (0: no bound but the claim's). A replica bounds a
+  // type with a fleet-wide cap by what it can run at once, less what it holds of it, so that its
+  // claimed jobs hold no more of the cap's slots than it can run.
+  std::size_t max_jobs = 0;
 };
 
 // What the scheduler has learned: a flush writes what changed since the previous one (rows with

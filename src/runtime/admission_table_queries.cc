@@ -147,7 +147,9 @@ std::optional<Submission::TypeInfo> AdmissionTable::Type(std::string_view type) 
   Locked lock(this);
   const JobTypeConfig* config = core_->TypeConfig(type);
   if (config == nullptr) return std::nullopt;
-  return Submission::TypeInfo{config->priority, core_->TypePaused(type), core_->TypeServed(type)};
+  return Submission::TypeInfo{
+      config->priority, core_->TypePaused(type), core_->TypeServed(type),
+      std::min(config->max_concurrency, core_->capacity() / std::max(config->slots, 1))};
 }
 
 Decision AdmissionTable::ChangeCapacity(const std::function<int(int, bool)>& next) {

@@ -202,13 +202,16 @@ StatusOr<std::vector<StoredJob>> DurableJobs::Dead() {
 std::vector<ClaimableType> DurableJobs::ClaimableTypes() const {
   std::vector<ClaimableType> types;
   if (!scheduler_.Open().ok()) return types;
-  std::vector<std::string> names;
+  std::vector<std::pair<std::string, std::size_t>> names;  // with the capped claims held
   {
     std::lock_guard lock(mutex_);
     if (recovery_ != Recovery::kDone) return types;
-    for (const auto& [name, type] : types_) names.push_back(name);
+    for (const auto& [name, type] : types_) {
+      auto held = capped_held_.find(name);
+      names.emplace_back(name, held == capped_held_.end() ? 0 : held->second);
+    }
   }
-  for (const std::string& name : names) {
+  for (const auto& [name, held] : names) {
     const std::optional<Submission::TypeInfo> info = scheduler_.Type(name);
     // Paused: held, its jobs would wait while others could run. Served by none of this
     // replica's workers: its jobs would wait here while another replica could run them.
@@ -217,6 +220,16 @@ std::vector<ClaimableType> DurableJobs::ClaimableTypes() const {
     claimable.type = name;
     claimable.priority = info ? info->priority : 1;
     if (fleet_ != nullptr) fleet_->DescribeNeeds(claimable);  // taken with the claim
+    if (claimable.fleet_cap > 0) {
+      // Its claimed jobs hold the cap's slots: no more than this replica can run at once, so
+      // that the fleet's slots go to the replicas that can run them.
+      const std::size_t at_once = info ? static_cast<std::size_t>(std::max(info->at_once, 0)) : 1;
+      if (held >= at_once) {
+        types.pop_back();
+        continue;
+      }
+      claimable.max_jobs = at_once - held;
+    }
   }
   return types;
 }
@@ -226,11 +239,13 @@ std::vector<ClaimableType> DurableJobs::ClaimableTypes() const {
 // (ClaimableTypes leaves paused types out of the next).
 void DurableJobs::QueueClaimed(std::vector<StoredJob> jobs) {
   for (StoredJob& job : jobs) {
+    Capped(job);
     TypePtr type = Find(job.type);
     // Its holder died during its last attempt: dead, not run again (the claim's lease lets this
     // replica record it; a store that fails leaves it to lapse and be claimed again).
     if (type && AttemptsSpent(job, *type)) {
       (void)KillInterrupted(job, *type);
+      ForgetCapped({job.sequence});
       claimer_->Done(/*claim_again=*/true);
       continue;
     }
@@ -244,6 +259,7 @@ void DurableJobs::QueueClaimed(std::vector<StoredJob> jobs) {
     Recorded(writes_.Run(StateKeeper::Operation::kRelease,
                          [store, sequence] { return store->ReleaseJob(sequence); }),
              StateKeeper::Operation::kRelease);
+    ForgetCapped({sequence});
     claimer_->Done(/*claim_again=*/false);
   }
 }
@@ -356,13 +372,17 @@ Status DurableJobs::Run(Attempt& a, const Context& ctx) {
 void DurableJobs::Finish(Attempt& a, const Status& status) {
   using Operation = StateKeeper::Operation;
   using Outcome = StateKeeper::Outcome;
+  bool removing = false;  // a capped claim is then held until the removal is written
   absl::Cleanup done = [&] {
-    if (claimer_ != nullptr) claimer_->Done(/*claim_again=*/true);
+    if (claimer_ == nullptr) return;
+    if (!removing) ForgetCapped({a.job.sequence});
+    claimer_->Done(/*claim_again=*/true);
   };
   if (a.gone) return;
   if (status.ok()) {
     // Its lease is held (and renewed) until the removal commits; the replica may claim another
-    // job meanwhile.
+    // job meanwhile (of a type with a fleet-wide cap, once the removal gave the cap's slot back).
+    removing = true;
     removals_.Remove(a.job.sequence);
     return;
   }
@@ -421,6 +441,29 @@ void DurableJobs::ScheduleRetry(StoredJob job, TypePtr type, double after) {
     earliest = entry == retries_.begin();
   }
   if (earliest) scheduler_.WakeTimer();
+}
+
+void DurableJobs::Capped(const StoredJob& job) {
+  if (fleet_ == nullptr || !fleet_->Capped(job.type)) return;
+  std::lock_guard lock(mutex_);
+  if (capped_claims_.emplace(job.sequence, job.type).second) ++capped_held_[job.type];
+}
+
+void DurableJobs::ForgetCapped(const std::vector<std::uint64_t>& sequences) {
+  bool room = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (capped_claims_.empty()) return;
+    for (std::uint64_t sequence : sequences) {
+      auto it = capped_claims_.find(sequence);
+      if (it == capped_claims_.end()) continue;
+      auto held = capped_held_.find(it->second);
+      if (--held->second == 0) capped_held_.erase(held);
+      capped_claims_.erase(it);
+      room = true;
+    }
+  }
+  if (room && claimer_ != nullptr) claimer_->Poke();
 }
 
 void DurableJobs::Recorded(const Status& status, StateKeeper::Operation operation,

@@ -42,7 +42,11 @@ class DurableJobs {
   using Clock = Context::Clock;
   // `writes` tries again the writes that end an attempt when the store fails them.
   DurableJobs(Submission& scheduler, StateKeeper& keeper, WriteRetries& writes)
-      : scheduler_(scheduler), keeper_(keeper), writes_(writes), removals_(keeper, writes) {}
+      : scheduler_(scheduler),
+        keeper_(keeper),
+        writes_(writes),
+        removals_(keeper, writes,
+                  [this](const std::vector<std::uint64_t>& batch) { ForgetCapped(batch); }) {}
 
   // With a shared store, before the claimer starts: who claims (null without a shared store), and
   // the fleet-wide leases a claim takes with its jobs (null without any).
@@ -59,8 +63,9 @@ class DurableJobs {
   StatusOr<std::vector<StoredJob>> Dead();
 
   // For the claimer: the types this replica claims jobs of, with their tiers (those not paused,
-  // and none once the scheduler is closing); and queueing what it claimed (a job that cannot be
-  // queued is given back at once).
+  // and none once the scheduler is closing; a type with a fleet-wide cap bounded by what this
+  // replica can run of it at once, less the claimed jobs of it it holds, and left out when that is
+  // none); and queueing what it claimed (a job that cannot be queued is given back at once).
   std::vector<ClaimableType> ClaimableTypes() const;
   void QueueClaimed(std::vector<StoredJob> jobs);
 
@@ -124,6 +129,12 @@ class DurableJobs {
   // Queues a stored job for the timer `after` seconds from now (unless the scheduler is
   // closing: then it stays stored); wakes the timer when it is the earliest.
   void ScheduleRetry(StoredJob job, TypePtr type, double after);
+  // A claimed job of a type with a fleet-wide cap (whose claim holds one of the cap's slots) is
+  // held until the store has removed, deferred, killed or released it: Capped counts it, and
+  // ForgetCapped forgets it (a job not counted: nothing) and pokes the claimer when that makes
+  // room for a claim.
+  void Capped(const StoredJob& job);
+  void ForgetCapped(const std::vector<std::uint64_t>& sequences);
   // Counts what a store call that records an attempt's end returned: an error, a refusal because
   // another replica holds the job now (kFenced), or else `outcome` if given.
   void Recorded(const Status& status, StateKeeper::Operation operation,
@@ -143,6 +154,10 @@ class DurableJobs {
   Recovery recovery_ = Recovery::kNotYet;  // SubmitDurable waits for kDone
   // Stored jobs waiting out a retry's backoff, by when it ends.
   std::multimap<Clock::time_point, std::pair<StoredJob, TypePtr>> retries_;
+  // The claimed jobs of types with a fleet-wide cap this replica holds (Capped): each one's type
+  // by its sequence, and how many of each type.
+  absl::flat_hash_map<std::uint64_t, std::string> capped_claims_;
+  absl::flat_hash_map<std::string, std::size_t> capped_held_;
 };
 
 }  // namespace fairgate::internal

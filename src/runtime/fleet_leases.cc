@@ -35,6 +35,12 @@ bool FleetLeases::Needed(std::string_view type) const {
   return needs_.contains(absl::string_view(type.data(), type.size()));
 }
 
+bool FleetLeases::Capped(std::string_view type) const {
+  std::lock_guard lock(mutex_);
+  auto it = needs_.find(absl::string_view(type.data(), type.size()));
+  return it != needs_.end() && it->second.cap > 0;
+}
+
 void FleetLeases::DescribeNeeds(ClaimableType& claimable) const {
   std::lock_guard lock(mutex_);
   auto it = needs_.find(claimable.type);

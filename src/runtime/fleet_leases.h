@@ -45,6 +45,8 @@ class FleetLeases {
   void TypeRegistered(std::string_view type, const JobTypeConfig& config);
   // Whether jobs of `type` take any lease.
   bool Needed(std::string_view type) const;
+  // Whether jobs of `type` take a slot of a fleet-wide cap.
+  bool Capped(std::string_view type) const;
   // Sets what jobs of claimable.type take (ClaimableType: a shared store takes it with a claim).
   void DescribeNeeds(ClaimableType& claimable) const;
 

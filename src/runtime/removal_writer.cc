@@ -14,6 +14,7 @@ void RemovalWriter::Remove(std::uint64_t sequence) {
     }
   }
   Write({sequence});
+  written_({sequence});
 }
 
 void RemovalWriter::Flush() {
@@ -46,6 +47,7 @@ void RemovalWriter::Loop() {
     }
     lock.unlock();
     Write(batch);
+    written_(batch);
     lock.lock();
     written_total_ += batch.size();
     written_cv_.notify_all();

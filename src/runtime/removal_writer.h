@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -31,7 +32,12 @@ class RemovalWriter {
  public:
   static constexpr std::size_t kMaxBatch = 1000;
 
-  RemovalWriter(StateKeeper& keeper, WriteRetries& writes) : keeper_(keeper), writes_(writes) {}
+  // Told the sequences of each batch once it is written (or kept to try again), on the writer's
+  // thread (or Remove's caller's, once stopped).
+  using Written = std::function<void(const std::vector<std::uint64_t>& batch)>;
+
+  RemovalWriter(StateKeeper& keeper, WriteRetries& writes, Written written)
+      : keeper_(keeper), writes_(writes), written_(std::move(written)) {}
   ~RemovalWriter() { Stop(); }
   RemovalWriter(const RemovalWriter&) = delete;
   RemovalWriter& operator=(const RemovalWriter&) = delete;
@@ -51,6 +57,7 @@ class RemovalWriter {
 
   StateKeeper& keeper_;
   WriteRetries& writes_;
+  const Written written_;
 
   std::mutex mutex_;                    // guards what follows
   std::condition_variable wake_;        // the thread: something queued, or Stop

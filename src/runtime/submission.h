@@ -56,6 +56,9 @@ class Submission {
     int priority = 1;
     bool paused = false;
     bool served = true;  // false while workers are declared and none serves the type
+    // How many of its jobs may run here at once: its max_concurrency, within the global cap in
+    // force (by its slots).
+    int at_once = 1;
   };
   virtual std::optional<TypeInfo> Type(std::string_view type) const = 0;
 

@@ -6,15 +6,20 @@
 namespace fairgate::store {
 
 ClaimPlan PlanClaim(const std::vector<ClaimCandidate>& candidates, HeldSlots held,
-                    std::size_t max_jobs) {
+                    std::size_t max_jobs, const std::vector<std::size_t>& type_max) {
   ClaimPlan plan;
+  std::vector<std::size_t> taken(type_max.size(), 0);  // of each bounded type
   for (std::size_t i = 0; i < candidates.size() && plan.chosen.size() < max_jobs; ++i) {
+    const std::size_t type = candidates[i].type;
+    const bool bounded = type < type_max.size() && type_max[type] > 0;
+    if (bounded && taken[type] == type_max[type]) continue;
     const std::vector<LeaseNeed>& needs = candidates[i].needs;
     const bool free = std::all_of(needs.begin(), needs.end(), [&](const LeaseNeed& n) {
       return held[{n.group, n.id}] < n.limit;
     });
     if (!free) continue;
     for (const LeaseNeed& n : needs) ++held[{n.group, n.id}];
+    if (bounded) ++taken[type];
     plan.chosen.push_back(i);
   }
   for (std::size_t j = 0; j < plan.chosen.size(); ++j) {

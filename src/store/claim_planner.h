@@ -24,10 +24,11 @@ struct LeaseNeed {
 };
 
 // A job the claim may take, in claim order, with the leases it needs (the cap's slot first, then
-// its resource's).
+// its resource's) and its type (an index into PlanClaim's `type_max`).
 struct ClaimCandidate {
   std::uint64_t sequence = 0;
   std::vector<LeaseNeed> needs;
+  std::size_t type = 0;
 };
 
 // Slots held now (unexpired leases) by (group, id); a resource not listed holds none.
@@ -35,7 +36,8 @@ using HeldSlots = absl::flat_hash_map<std::pair<std::string, std::string>, int>;
 
 struct ClaimPlan {
   // The candidates taken (indexes into the candidates), in claim order: the first `max_jobs`
-  // whose every lease has a slot left, counting the slots of those taken before them.
+  // whose every lease has a slot left, counting the slots of those taken before them, and whose
+  // type has not had its `type_max` taken (ClaimableType::max_jobs; 0 or missing: no bound).
   std::vector<std::size_t> chosen;
   // Every lease of the chosen jobs, in (group, id) order (ties in claim order), so that replicas
   // claiming at once never wait on each other in a cycle: `job` indexes `chosen`, `need` that
@@ -48,7 +50,7 @@ struct ClaimPlan {
 };
 
 ClaimPlan PlanClaim(const std::vector<ClaimCandidate>& candidates, HeldSlots held,
-                    std::size_t max_jobs);
+                    std::size_t max_jobs, const std::vector<std::size_t>& type_max = {});
 
 }  // namespace fairgate::store
 

@@ -21,29 +21,32 @@ StatusOr<std::uint64_t> PostgresStore::AcquireResource(std::string_view group, s
                                                        int limit, double lease_seconds) {
   Session session = pool_.Take();
   Link& link = *session;
-  // Two replicas may pick the same free slot; the one that loses finds it taken, and tries
-  // the next free one: at most `limit` rounds.
-  for (int round = 0; round < std::max(limit, 1); ++round) {
-    StatusOr<Result> r = pool_.RetryingExec(link, kTakeSlot,
-                                            {{std::string(group)},
-                                             {std::string(id)},
-                                             {replica_},
-                                             {std::to_string(limit)},
-                                             {Number(lease_seconds)}},
-                                            "take a resource's lease");
+  StatusOr<std::uint64_t> token = TakeSlot(link, {std::string(group), std::string(id), limit},
+                                           lease_seconds, /*retrying=*/true);
+  if (token.ok() && *token != 0) book_.AddResourceLease(*token);
+  return token;
+}
+
+// Two replicas may pick the same free slot: the one that loses finds it taken (its insert waited
+// for the other's commit), and tries the next free one, at most `limit` rounds, so that a claim
+// that raced another for a resource of several slots does not come back empty while one is free.
+StatusOr<std::uint64_t> PostgresStore::TakeSlot(Link& link, const LeaseNeed& need,
+                                                double lease_seconds, bool retrying) {
+  const std::vector<Param> params = {
+      {need.group}, {need.id}, {replica_}, {std::to_string(need.limit)}, {Number(lease_seconds)}};
+  for (int round = 0; round < std::max(need.limit, 1); ++round) {
+    StatusOr<Result> r =
+        retrying ? pool_.RetryingExec(link, kTakeSlot, params, "take a resource's lease")
+                 : Exec(link, kTakeSlot, params, "take a resource's lease");
     if (!r.ok()) return r.status();
-    if (PQntuples(r->get()) == 1) {
-      const std::uint64_t token = std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10);
-      book_.AddResourceLease(token);
-      return token;
-    }
-    StatusOr<Result> free =
-        Exec(link,
-             "SELECT count(*) FROM generate_series(0, $3::int - 1) AS s "
-             "WHERE NOT EXISTS (SELECT 1 FROM fairgate_resource_leases l WHERE l.grp = $1 "
-             "  AND l.id = $2 AND l.slot = s AND l.lease_until >= " FAIRGATE_PG_NOW ")",
-             {{std::string(group)}, {std::string(id)}, {std::to_string(limit)}},
-             "count a resource's free slots");
+    if (PQntuples(r->get()) == 1) return std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10);
+    if (need.limit <= 1) return 0;
+    StatusOr<Result> free = Exec(
+        link,
+        "SELECT count(*) FROM generate_series(0, $3::int - 1) AS s "
+        "WHERE NOT EXISTS (SELECT 1 FROM fairgate_resource_leases l WHERE l.grp = $1 "
+        "  AND l.id = $2 AND l.slot = s AND l.lease_until >= " FAIRGATE_PG_NOW ")",
+        {{need.group}, {need.id}, {std::to_string(need.limit)}}, "count a resource's free slots");
     if (!free.ok()) return free.status();
     if (std::atoi(PQgetvalue(free->get(), 0, 0)) == 0) return 0;
   }
@@ -73,7 +76,8 @@ StatusOr<std::vector<StoredJob>> PostgresStore::ClaimJobs(const std::vector<Clai
   for (const ClaimableType& t : types) {
     names.push_back(t.type);
     tiers.push_back(std::to_string(t.priority));
-    leases |= t.fleet_cap > 0 || !t.conflict_group.empty();
+    // A bound on a type's jobs is kept by the claim's plan too (PlanClaim).
+    leases |= t.fleet_cap > 0 || !t.conflict_group.empty() || t.max_jobs > 0;
   }
   Session session = pool_.Take();
   Link& link = *session;
@@ -181,12 +185,21 @@ Status PostgresStore::ClaimWithLeases(
     absl::flat_hash_map<std::uint64_t, std::vector<std::uint64_t>>& taken) {
   jobs.clear();
   taken.clear();
+  // When every type is bounded (ClaimableType::max_jobs), the claim takes at most their sum: it
+  // locks no more candidates than that needs, which replicas claiming at once would skip.
+  std::size_t most = 0;  // the bounds' sum, or max_jobs once a type has none
+  for (const ClaimableType& t : types) {
+    most = t.max_jobs == 0 ? max_jobs : std::min(max_jobs, most + t.max_jobs);
+  }
+  max_jobs = most;
   StatusOr<std::vector<ClaimCandidate>> candidates =
       LockCandidates(link, types, names, tiers, max_jobs);
   if (!candidates.ok()) return candidates.status();
   StatusOr<HeldSlots> held = CountHeldSlots(link, *candidates);
   if (!held.ok()) return held.status();
-  const ClaimPlan plan = PlanClaim(*candidates, *std::move(held), max_jobs);
+  std::vector<std::size_t> type_max;
+  for (const ClaimableType& t : types) type_max.push_back(t.max_jobs);
+  const ClaimPlan plan = PlanClaim(*candidates, *std::move(held), max_jobs, type_max);
   // The tokens of each chosen job's leases, in the order of its needs; 0 where none was taken.
   std::vector<std::vector<std::uint64_t>> tokens(plan.chosen.size());
   for (std::size_t j = 0; j < plan.chosen.size(); ++j) {
@@ -229,10 +242,11 @@ Status PostgresStore::ClaimWithLeases(
 StatusOr<std::vector<ClaimCandidate>> PostgresStore::LockCandidates(
     Link& link, const std::vector<ClaimableType>& types, const std::vector<std::string>& names,
     const std::vector<std::string>& tiers, std::size_t max_jobs) {
-  absl::flat_hash_map<std::string, const ClaimableType*> by_name;
+  absl::flat_hash_map<std::string, std::size_t> by_name;  // index in `types`
   std::vector<std::string> groups_of, limits_of, caps_of;
-  for (const ClaimableType& t : types) {
-    by_name[t.type] = &t;
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    const ClaimableType& t = types[i];
+    by_name[t.type] = i;
     groups_of.push_back(t.conflict_group);
     limits_of.push_back(std::to_string(t.conflict_limit));
     caps_of.push_back(std::to_string(t.fleet_cap));
@@ -250,8 +264,9 @@ StatusOr<std::vector<ClaimCandidate>> PostgresStore::LockCandidates(
   if (!c.ok()) return c.status();
   std::vector<ClaimCandidate> candidates;
   for (int i = 0; i < PQntuples(c->get()); ++i) {
-    ClaimCandidate candidate{std::strtoull(PQgetvalue(c->get(), i, 0), nullptr, 10), {}};
-    const ClaimableType& t = *by_name.at(Text(*c, i, 1));
+    const std::size_t type = by_name.at(Text(*c, i, 1));
+    const ClaimableType& t = types[type];
+    ClaimCandidate candidate{std::strtoull(PQgetvalue(c->get(), i, 0), nullptr, 10), {}, type};
     if (t.fleet_cap > 0)
       candidate.needs.push_back({std::string(kFleetCapGroup), t.type, t.fleet_cap});
     if (!t.conflict_group.empty()) {
@@ -299,16 +314,10 @@ StatusOr<std::vector<std::string>> PostgresStore::TakePlannedLeases(
   for (const ClaimPlan::Take& take : plan.takes) {
     if (lost[take.job]) continue;
     const LeaseNeed& need = candidates[plan.chosen[take.job]].needs[take.need];
-    StatusOr<Result> t = Exec(link, kTakeSlot,
-                              {{need.group},
-                               {need.id},
-                               {replica_},
-                               {std::to_string(need.limit)},
-                               {Number(lease_seconds)}},
-                              "take a resource's lease");
-    if (!t.ok()) return t.status();
-    if (PQntuples(t->get()) == 1) {
-      tokens[take.job][take.need] = std::strtoull(PQgetvalue(t->get(), 0, 0), nullptr, 10);
+    StatusOr<std::uint64_t> token = TakeSlot(link, need, lease_seconds);
+    if (!token.ok()) return token.status();
+    if (*token != 0) {
+      tokens[take.job][take.need] = *token;
     } else {
       lost[take.job] = true;  // another replica took the last slot since it was counted
     }

@@ -211,12 +211,16 @@ StatusOr<std::vector<Status>> PostgresStore::RemoveJobs(
   }
   Session session = pool_.Take();
   Link& link = *session;
+  // Leases given back wake every replica's listener (WaitForJobs): a job that waited for one
+  // (a fleet-wide cap's slot, a repository's) may be claimed now.
   StatusOr<Result> r = pool_.RetryingExec(
       link,
       "WITH gone AS (DELETE FROM fairgate_durable_jobs j USING unnest($1::bigint[], "
       "$2::bigint[]) AS r(sequence, token) WHERE j.sequence = r.sequence "
       "AND j.token IS NOT DISTINCT FROM r.token RETURNING j.sequence), "
-      "freed AS (" FAIRGATE_PG_DROP_LEASES_BY_TOKEN("$3") ") SELECT sequence FROM gone",
+      "freed AS (" FAIRGATE_PG_DROP_LEASES_BY_TOKEN("$3") " RETURNING 1) "
+      "SELECT sequence, (SELECT pg_notify('" FAIRGATE_PG_JOBS_CHANNEL "', '') "
+      "WHERE EXISTS (SELECT 1 FROM freed)) FROM gone",
       {{TextArray(numbers)},
        {absl::StrCat("{", absl::StrJoin(tokens, ","), "}")},  // NULL unquoted: no token
        {TextArray(resources)}},

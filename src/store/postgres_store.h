@@ -161,6 +161,11 @@ class PostgresStore final : public SharedStore {
   StatusOr<std::vector<std::string>> TakePlannedLeases(
       Link& link, const std::vector<ClaimCandidate>& candidates, const ClaimPlan& plan,
       double lease_seconds, std::vector<std::vector<std::uint64_t>>& tokens);
+  // Takes one free slot of `need`'s resource, trying the next free one when another replica took
+  // the one it picked meanwhile: its fencing token, 0 when every slot is held. `retrying`: each
+  // statement retried on a broken connection (not inside a transaction).
+  StatusOr<std::uint64_t> TakeSlot(Link& link, const LeaseNeed& need, double lease_seconds,
+                                   bool retrying = false);
   static std::string Text(const Result& r, int row, int column);
   static double Double(const Result& r, int row, int column);
 
