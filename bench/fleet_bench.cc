@@ -18,7 +18,8 @@
 //                                items/s: jobs through the whole cycle, all replicas together.
 // Counter: server_cpu_us_per_job, the CPU time of the server's processes per job (from /proc,
 // autovacuum's included).
-// BM_DurableWorked/replicas:R/claimed:C/clients:K  20,000 jobs of K clients (fairness keys)
+// BM_DurableWorked/replicas:R/claimed:C/clients:K  20,000 jobs of K clients (fairness keys: 1,
+//                                100 or 10,000)
 //                                stored beforehand, worked to completion by R replicas in this
 //                                process (max_concurrency 8 each, max_claimed C, 0: the default)
 //                                with a no-op handler. items/s: jobs done;
@@ -281,6 +282,7 @@ BENCHMARK(BM_DurableWorked)
     ->ArgNames({"replicas", "claimed", "clients"})
     ->ArgsProduct({{1, 2}, {0, 64}, {100}})
     ->Args({1, 0, 1})
+    ->Args({1, 0, 10000})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -347,19 +347,25 @@ class SqliteStore final : public Store {
         continue;
       }
       leading_ = true;
-      // The callers of the group just committed come back one by one as they wake; a leader that
-      // took only those queued so far would commit groups of one or two. It lets the callers
-      // still inside (woken, not yet queued again, or leaving) queue first, for at most 200 µs,
-      // a fraction of a commit: a lone caller never waits.
-      const auto give_up = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
-      while (queue_.size() < inside_ && std::chrono::steady_clock::now() < give_up) {
+      // The callers of the group just committed come back one by one as they wake, and their
+      // next writes a moment later; a leader that took only those queued so far would commit
+      // groups of one or two. It lets the callers still inside (woken, not yet queued again, or
+      // leaving) queue first, and as many as the last group had, for at most half the last
+      // commit's time (at most 1 ms): a lone caller never waits, and a group that does not
+      // fill costs its callers half a commit at most.
+      const auto started = std::chrono::steady_clock::now();
+      const auto give_up = started + std::min(last_commit_ / 2, std::chrono::microseconds(1000));
+      while (queue_.size() < std::max(inside_, last_group_) &&
+             std::chrono::steady_clock::now() < give_up) {
         lock.unlock();
         std::this_thread::yield();
         lock.lock();
       }
       std::vector<Waiting*> group;
       group.swap(queue_);  // holds `me`: it was queued and is not done
+      last_group_ = group.size();
       lock.unlock();
+      const auto commit_began = std::chrono::steady_clock::now();
       int failed = SQLITE_OK;  // the group's: none of its writes is stored
       std::string error;
       {
@@ -387,7 +393,10 @@ class SqliteStore final : public Store {
           }
         }
       }
+      const auto committed_at = std::chrono::steady_clock::now();
       lock.lock();
+      last_commit_ =
+          std::chrono::duration_cast<std::chrono::microseconds>(committed_at - commit_began);
       for (Waiting* w : group) {
         if (failed != SQLITE_OK) w->committed = ToStatus(failed, error, path_, w->what);
         w->done = true;
@@ -582,7 +591,9 @@ class SqliteStore final : public Store {
   std::vector<Waiting*> queue_;  // writes waiting for the next group
   bool leading_ = false;         // a group is being committed
   std::size_t inside_ = 0;       // callers in Grouped: queued, waiting, or done and not yet gone
-  std::mutex mutex_;             // one transaction at a time on the one connection
+  std::size_t last_group_ = 1;   // how many writes the last group committed
+  std::chrono::microseconds last_commit_{200};  // how long its transaction took
+  std::mutex mutex_;                            // one transaction at a time on the one connection
   Db db_;
   Statement add_, begin_attempt_, remove_, defer_, kill_;
   Statement save_estimate_, save_key_, save_schedule_, forget_estimates_, forget_keys_;
