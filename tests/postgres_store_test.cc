@@ -278,7 +278,8 @@ testing::OpenSharedStore Replicas(const testing::PostgresServer& server) {
 
 TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused") {
   testing::PostgresServer server;
-  // What the first PostgreSQL store (schema 1, no leases) left: one job.
+  // What the first PostgreSQL store (schema 1, no leases) left: two jobs, one of them a retry
+  // whose backoff is over.
   server.Sql(
       "CREATE TABLE fairgate_schema (version integer NOT NULL); "
       "INSERT INTO fairgate_schema VALUES (1); "
@@ -288,14 +289,19 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
       "not_before double precision NOT NULL DEFAULT 0, last_error text NOT NULL DEFAULT '', "
       "dead boolean NOT NULL DEFAULT false); "
       "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at) "
-      "VALUES ('fetch', 'linux.git', 'alice', 'x', 1)");
+      "VALUES ('fetch', 'linux.git', 'alice', 'x', 1); "
+      "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at, "
+      "attempts, not_before) VALUES ('fetch', 'git.git', 'bob', 'x', 1, 1, 2)");
   auto store = *OpenPostgresStore(server.conninfo(), {"a"});
-  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "2");
+  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "3");
+  // Schema 3 keeps each key's first job in fairgate_key_heads: the migration filled it.
+  CHECK(server.Sql("SELECT fairness_key FROM fairgate_key_heads") == "alice");
   std::vector<StoredJob> claimed = *store->ClaimJobs({{"fetch", 1}}, 10, 30);
-  REQUIRE(claimed.size() == 1);
+  REQUIRE(claimed.size() == 2);
   CHECK(claimed[0].id == "linux.git");
+  CHECK(claimed[1].id == "git.git");
   CHECK(store->RemoveJob(claimed[0].sequence).ok());
-  server.Sql("UPDATE fairgate_schema SET version = 3");
+  server.Sql("UPDATE fairgate_schema SET version = 4");
   Status newer = OpenPostgresStore(server.conninfo()).status();
   CHECK(newer.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(newer.message().find("newer") != std::string::npos);
@@ -358,6 +364,11 @@ TEST_CASE("PostgresStore.AClaimTakesTheFirstJobsOfTheWholeOrderWhateverTheKeysAn
       cost[key] = static_cast<double>(random() % 4);
       saved.push_back({key, cost[key], 0});
     }
+    // Half the costs are known before the jobs are stored, the rest after (a key's cost that
+    // changes moves its jobs).
+    std::vector<SavedKey> later(saved.begin() + static_cast<std::ptrdiff_t>(saved.size() / 2),
+                                saved.end());
+    saved.resize(saved.size() / 2);
     REQUIRE(a->SaveLearned({{}, saved, {}}, 0, 0).ok());
     std::vector<StoredJob> batch;
     for (int i = 0; i < 1200; ++i) {
@@ -366,10 +377,23 @@ TEST_CASE("PostgresStore.AClaimTakesTheFirstJobsOfTheWholeOrderWhateverTheKeysAn
                           : roll < 9 ? "fetch"
                                      : "other",
                           "r", "k" + std::to_string(random() % 4 == 0 ? 0 : random() % keys));
-      if (random() % 20 == 0) job.not_before = 4e9;  // waiting out a backoff
       batch.push_back(job);
     }
     REQUIRE(a->AddJobs(batch).ok());
+    REQUIRE(a->SaveLearned({{}, later, {}}, 0, 0).ok());
+    // Retries: some jobs deferred, a few still waiting out their backoff, the rest due.
+    {
+      auto retrier = *OpenPostgresStore(server.conninfo(), {"retrier"});
+      const std::vector<StoredJob> retried =
+          *retrier->ClaimJobs({{"fetch", 2}, {"clone", 5}}, 90, 60);
+      for (std::size_t i = 0; i < retried.size(); i += 3) {
+        const double not_before = i % 2 == 0 ? 4e9 : 1;
+        REQUIRE(retrier->DeferJob(retried[i].sequence, not_before, "retry").ok());
+      }
+      for (std::size_t i = 0; i < retried.size(); ++i) {
+        if (i % 3 != 0) REQUIRE(retrier->ReleaseJob(retried[i].sequence).ok());
+      }
+    }
     const std::vector<ClaimableType> types = {{"fetch", 2}, {"clone", 5}};
     // Another replica holds some jobs, and held some whose leases have lapsed.
     // (Each claim held in a variable: a loop over `*other->ClaimJobs(...)` would read a
@@ -419,6 +443,82 @@ TEST_CASE("PostgresStore.AClaimTakesTheFirstJobsOfTheWholeOrderWhateverTheKeysAn
       }
     }
   }
+}
+
+// The keys' heads (fairgate_key_heads, kept by triggers under a lock per key) against the jobs
+// while two producers store jobs of a few keys and two replicas claim, give back, defer and
+// remove them at once: every job is claimed in the end (no key lost from the heads), and the
+// heads are exactly each key's first ready job whenever they are read.
+TEST_CASE("PostgresStore.TheKeysHeadsStayExactWhileReplicasStoreClaimAndFinishAtOnce") {
+  testing::PostgresServer server;
+  constexpr int kPerProducer = 1000;
+  const std::vector<ClaimableType> types = {{"fetch", 1}};
+  // Heads that differ from the jobs: a pair whose head is not its first ready job, or a pair with
+  // ready jobs and no head.
+  const std::string mismatches =
+      "SELECT count(*) FROM (SELECT type, fairness_key, min(sequence) AS head "
+      "FROM fairgate_durable_jobs WHERE NOT dead AND holder IS NULL AND not_before = 0 "
+      "GROUP BY 1, 2) r FULL JOIN fairgate_key_heads h "
+      "ON h.type = r.type AND h.fairness_key = r.fairness_key "
+      "WHERE r.head IS DISTINCT FROM h.head";
+  auto schema = *OpenPostgresStore(server.conninfo());  // before anyone reads the tables
+  std::atomic<int> stored{0}, removed{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back([&, p] {
+      auto store = *OpenPostgresStore(server.conninfo(), {"producer" + std::to_string(p)});
+      for (int i = 0; i < kPerProducer;) {
+        std::vector<StoredJob> batch;
+        const int n = i % 7 == 0 ? 5 : 1;  // now and then a batch
+        for (int b = 0; b < n && i < kPerProducer; ++b, ++i) {
+          batch.push_back(Job("fetch", "r", "k" + std::to_string((i * 7 + p) % 4)));
+        }
+        if (!store->AddJobs(batch).ok()) failed = true;
+        stored += static_cast<int>(batch.size());
+      }
+    });
+  }
+  for (int c = 0; c < 2; ++c) {
+    threads.emplace_back([&, c] {
+      auto store = *OpenPostgresStore(server.conninfo(), {"replica" + std::to_string(c)});
+      std::mt19937 random(c);
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (removed.load() < 2 * kPerProducer && std::chrono::steady_clock::now() < give_up) {
+        StatusOr<std::vector<StoredJob>> claimed = store->ClaimJobs(types, 7, 60);
+        if (!claimed.ok()) {
+          failed = true;
+          return;
+        }
+        std::vector<std::uint64_t> done;
+        for (const StoredJob& job : *claimed) {
+          const std::uint32_t roll = random() % 10;
+          if (roll == 0) {
+            (void)store->ReleaseJob(job.sequence);  // given back: ready again
+          } else if (roll == 1 && job.attempts == 0) {
+            (void)store->DeferJob(job.sequence, 1, "retry");  // due at once, off the heads
+          } else {
+            done.push_back(job.sequence);
+          }
+        }
+        StatusOr<std::vector<Status>> gone = store->RemoveJobs(done);
+        if (!gone.ok()) failed = true;
+        removed += static_cast<int>(done.size());
+      }
+    });
+  }
+  // Read while they run: the heads are exact at every commit.
+  int reads = 0;
+  while (removed.load() < 2 * kPerProducer && !failed && reads < 2000) {
+    CHECK(server.Sql(mismatches) == "0");
+    ++reads;
+  }
+  for (std::thread& t : threads) t.join();
+  CHECK_FALSE(failed.load());
+  CHECK(stored.load() == 2 * kPerProducer);
+  CHECK(removed.load() == 2 * kPerProducer);
+  CHECK(server.Sql("SELECT count(*) FROM fairgate_durable_jobs") == "0");
+  CHECK(server.Sql("SELECT count(*) FROM fairgate_key_heads") == "0");
 }
 
 TEST_CASE(

@@ -25,10 +25,16 @@
 // Fleet-wide caps (FleetOptions::type_caps) are leases of the same kind, one resource
 // per capped type.
 //
-// A claim takes jobs in fairgate's order over every stored job, reading each wanted type's keys'
-// first jobs and only as many more as the claim's size needs: its cost grows with the keys that
-// have claimable jobs and with the claim's size, not with the jobs stored. It is still a bigger
-// query than PostgreSQL's plain SKIP LOCKED (bench/README.md has the figures).
+// A claim takes jobs in fairgate's order over every stored job. The database keeps each key's
+// first ready job with the key's cost (the table fairgate_key_heads, kept by triggers in the
+// statements that store, claim and finish jobs and that change keys' costs, under a lock per key
+// that those statements take for their transaction), so that a claim reads the first keys in
+// claim order from one index and only as many of their jobs as its size needs: its cost grows
+// with the claim's size (and the retries due at once), not with the keys or the jobs stored. A
+// claim whose types take fleet-wide leases reads every key that has a job it could take (a key's
+// first ready job may wait for a lease). Storing a job costs the trigger's upsert of its key's
+// head (bench/README.md has the figures). Schema 3; a database of schema 1 or 2 is migrated on
+// open.
 //
 // Each connection sets idle_in_transaction_session_timeout to 1 s: a replica stopped in the
 // middle of one of its (millisecond) transactions would otherwise hold that transaction's row

@@ -79,13 +79,25 @@ Status PostgresStore::SaveLearned(const LearnedState& changed, double forget_est
               .status();
       if (!s.ok()) return s;
     }
-    for (const SavedKey& k : changed.keys) {
+    // One statement for every key (the last value of a key given twice): the keys' trigger
+    // locks them all at once, in its one order (postgres_statements.h), so that a flush and a
+    // claim never each hold a key the other waits for.
+    if (!changed.keys.empty()) {
+      absl::flat_hash_map<std::string, const SavedKey*> last;
+      for (const SavedKey& k : changed.keys) last[k.key] = &k;
+      std::vector<std::string> names, costs, idle;
+      for (const auto& [name, k] : last) {
+        names.push_back(name);
+        costs.push_back(Number(k->accumulated_cost));
+        idle.push_back(Number(k->idle_since));
+      }
       Status s =
           Exec(link,
-               "INSERT INTO fairgate_keys VALUES ($1, $2, $3) "
+               "INSERT INTO fairgate_keys SELECT * FROM unnest($1::text[], "
+               "$2::double precision[], $3::double precision[]) "
                "ON CONFLICT (key) DO UPDATE SET accumulated_cost = "
                "EXCLUDED.accumulated_cost, idle_since = EXCLUDED.idle_since",
-               {{k.key}, {Number(k.accumulated_cost)}, {Number(k.idle_since)}}, "save a key's cost")
+               {{TextArray(names)}, {TextArray(costs)}, {TextArray(idle)}}, "save keys' costs")
               .status();
       if (!s.ok()) return s;
     }

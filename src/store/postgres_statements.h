@@ -6,7 +6,7 @@
 
 namespace fairgate::store::postgres {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 // Creates the schema once per database, under an advisory lock so that replicas starting
 // together do not race.
@@ -62,9 +62,134 @@ CREATE TABLE IF NOT EXISTS fairgate_schedules (
   last_run_end double precision NOT NULL,
   PRIMARY KEY (type, id)
 );
+-- Version 3: each (type, key)'s first ready job (its head: not dead, held by nobody, never
+-- deferred) with the key's cost, so that a claim reads the keys in claim order from one index
+-- instead of every key (FAIRGATE_PG_CLAIM_CANDIDATES). Triggers keep it in the statements that
+-- change jobs or keys' costs, under a lock per key (fairgate_lock_keys) that orders them.
+CREATE TABLE IF NOT EXISTS fairgate_key_heads (
+  fairness_key text NOT NULL,
+  type text NOT NULL,
+  head bigint NOT NULL,
+  cost double precision NOT NULL,
+  PRIMARY KEY (fairness_key, type)
+);
+CREATE INDEX IF NOT EXISTS fairgate_key_heads_order ON fairgate_key_heads (type, cost, head);
+CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_ready ON fairgate_durable_jobs
+  (type, fairness_key, sequence) WHERE NOT dead AND holder IS NULL AND not_before = 0;
+CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_deferred ON fairgate_durable_jobs
+  (type, not_before) WHERE NOT dead AND holder IS NULL AND not_before > 0;
+-- Locks the keys for the transaction, in one order whoever takes them: a refresh of their heads
+-- and a change of their costs never interleave (each statement after it sees the other's commit).
+CREATE OR REPLACE FUNCTION fairgate_lock_keys(keys text[]) RETURNS void LANGUAGE sql AS $f$
+  SELECT pg_advisory_xact_lock(727123, h)
+  FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest(keys) AS k ORDER BY 1) s
+$f$;
+-- Recomputes the heads of the (type, key) pairs given: one statement, which moves a head, drops
+-- the pair of a key with no ready job left and adds one that has one again.
+CREATE OR REPLACE FUNCTION fairgate_refresh_heads(types text[], keys text[]) RETURNS void
+LANGUAGE plpgsql AS $f$
+BEGIN
+  PERFORM fairgate_lock_keys(keys);
+  WITH p AS (SELECT DISTINCT * FROM unnest(types, keys) AS u(type, key)),
+  f AS (SELECT p.type, p.key, (SELECT j.sequence FROM fairgate_durable_jobs j
+      WHERE j.type = p.type AND j.fairness_key = p.key AND NOT j.dead AND j.holder IS NULL
+        AND j.not_before = 0 ORDER BY j.sequence LIMIT 1) AS head FROM p),
+  gone AS (DELETE FROM fairgate_key_heads h USING f
+    WHERE f.head IS NULL AND h.fairness_key = f.key AND h.type = f.type)
+  INSERT INTO fairgate_key_heads (fairness_key, type, head, cost)
+    SELECT f.key, f.type, f.head, coalesce(c.accumulated_cost, 0)
+    FROM f LEFT JOIN fairgate_keys c ON c.key = f.key WHERE f.head IS NOT NULL
+    ON CONFLICT (fairness_key, type) DO UPDATE SET head = EXCLUDED.head
+      WHERE fairgate_key_heads.head <> EXCLUDED.head;
+END $f$;
+-- The jobs' trigger: the pairs of the rows stored, deleted, or whose readiness changed. Jobs
+-- stored can only lower a head (the least of the old head and theirs), without a recount.
+CREATE OR REPLACE FUNCTION fairgate_jobs_changed() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    PERFORM pg_advisory_xact_lock(727123, h) FROM (SELECT DISTINCT hashtext(fairness_key) AS h
+      FROM new_rows WHERE NOT dead AND holder IS NULL AND not_before = 0 ORDER BY 1) s;
+    INSERT INTO fairgate_key_heads (fairness_key, type, head, cost)
+      SELECT n.fairness_key, n.type, min(n.sequence), coalesce(min(c.accumulated_cost), 0)
+      FROM new_rows n LEFT JOIN fairgate_keys c ON c.key = n.fairness_key
+      WHERE NOT n.dead AND n.holder IS NULL AND n.not_before = 0 GROUP BY 1, 2
+      ON CONFLICT (fairness_key, type) DO UPDATE
+        SET head = least(fairgate_key_heads.head, EXCLUDED.head);
+  ELSIF TG_OP = 'DELETE' THEN
+    PERFORM fairgate_refresh_heads(array_agg(type), array_agg(fairness_key)) FROM
+      (SELECT DISTINCT type, fairness_key FROM old_rows WHERE NOT dead AND holder IS NULL
+         AND not_before = 0) p HAVING count(*) > 0;
+  ELSE
+    PERFORM fairgate_refresh_heads(array_agg(type), array_agg(fairness_key)) FROM
+      (SELECT DISTINCT u.type, u.fairness_key FROM new_rows n JOIN old_rows o USING (sequence)
+       CROSS JOIN LATERAL (VALUES (o.type, o.fairness_key), (n.type, n.fairness_key))
+         AS u(type, fairness_key)
+       WHERE (o.dead, o.holder IS NULL, o.not_before = 0, o.type, o.fairness_key)
+         IS DISTINCT FROM (n.dead, n.holder IS NULL, n.not_before = 0, n.type, n.fairness_key)
+      ) p HAVING count(*) > 0;
+  END IF;
+  RETURN NULL;
+END $f$;
+-- Emptied tables (TRUNCATE fires no row trigger): no heads, or no costs.
+CREATE OR REPLACE FUNCTION fairgate_jobs_truncated() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  DELETE FROM fairgate_key_heads;
+  RETURN NULL;
+END $f$;
+CREATE OR REPLACE FUNCTION fairgate_keys_truncated() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  UPDATE fairgate_key_heads SET cost = 0 WHERE cost <> 0;
+  RETURN NULL;
+END $f$;
+-- The keys' trigger: the heads of the keys whose costs changed take their new costs.
+CREATE OR REPLACE FUNCTION fairgate_keys_changed() RETURNS trigger LANGUAGE plpgsql AS $f$
+DECLARE
+  changed text[];
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    SELECT array_agg(key) INTO changed FROM new_rows;
+  ELSIF TG_OP = 'DELETE' THEN
+    SELECT array_agg(key) INTO changed FROM old_rows;
+  ELSE
+    SELECT array_agg(n.key) INTO changed FROM new_rows n JOIN old_rows o USING (key)
+      WHERE n.accumulated_cost IS DISTINCT FROM o.accumulated_cost;
+  END IF;
+  IF changed IS NULL THEN RETURN NULL; END IF;
+  PERFORM fairgate_lock_keys(changed);
+  UPDATE fairgate_key_heads h SET cost = coalesce(c.accumulated_cost, 0)
+    FROM unnest(changed) AS k(key) LEFT JOIN fairgate_keys c ON c.key = k.key
+    WHERE h.fairness_key = k.key;
+  RETURN NULL;
+END $f$;
+CREATE OR REPLACE TRIGGER fairgate_jobs_stored AFTER INSERT ON fairgate_durable_jobs
+  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION fairgate_jobs_changed();
+CREATE OR REPLACE TRIGGER fairgate_jobs_updated AFTER UPDATE ON fairgate_durable_jobs
+  REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION fairgate_jobs_changed();
+CREATE OR REPLACE TRIGGER fairgate_jobs_deleted AFTER DELETE ON fairgate_durable_jobs
+  REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION fairgate_jobs_changed();
+CREATE OR REPLACE TRIGGER fairgate_jobs_truncated AFTER TRUNCATE ON fairgate_durable_jobs
+  FOR EACH STATEMENT EXECUTE FUNCTION fairgate_jobs_truncated();
+CREATE OR REPLACE TRIGGER fairgate_keys_truncated AFTER TRUNCATE ON fairgate_keys
+  FOR EACH STATEMENT EXECUTE FUNCTION fairgate_keys_truncated();
+CREATE OR REPLACE TRIGGER fairgate_keys_stored AFTER INSERT ON fairgate_keys
+  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION fairgate_keys_changed();
+CREATE OR REPLACE TRIGGER fairgate_keys_updated AFTER UPDATE ON fairgate_keys
+  REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION fairgate_keys_changed();
+CREATE OR REPLACE TRIGGER fairgate_keys_deleted AFTER DELETE ON fairgate_keys
+  REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION fairgate_keys_changed();
+-- A database of an earlier version: the heads of the jobs it has.
+INSERT INTO fairgate_key_heads (fairness_key, type, head, cost)
+  SELECT j.fairness_key, j.type, min(j.sequence), coalesce(min(c.accumulated_cost), 0)
+  FROM fairgate_durable_jobs j LEFT JOIN fairgate_keys c ON c.key = j.fairness_key
+  WHERE NOT j.dead AND j.holder IS NULL AND j.not_before = 0
+    AND EXISTS (SELECT 1 FROM fairgate_schema WHERE version < 3)
+  GROUP BY j.fairness_key, j.type
+  ON CONFLICT DO NOTHING;
 INSERT INTO fairgate_schema (version)
-  SELECT 2 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
-UPDATE fairgate_schema SET version = 2 WHERE version < 2;
+  SELECT 3 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
+UPDATE fairgate_schema SET version = 3 WHERE version < 3;
 )sql";
 
 // The server's clock, Unix seconds: the time of leases.
@@ -77,100 +202,122 @@ UPDATE fairgate_schema SET version = 2 WHERE version < 2;
 // this replica never claimed.
 #define FAIRGATE_PG_FENCED(n) " AND token IS NOT DISTINCT FROM $" #n "::bigint"
 
-// A claim reads O(keys + claim size) rows, neither every job nor every key's first $3: the order
-// is (tier, key's cost, sequence), and the claim wants its first 2 x $3 claimable jobs (M).
-// - heads: each wanted type's keys with claimable jobs, each with its first claimable job nobody
-//   holds (its head), found by one walk of the (type, fairness_key, sequence) index, one descent
-//   per key (a loose index scan);
-// - placed: the keys with their tiers and their costs as flushed, in (tier, cost, head) order.
-//   The head of the key in place p has the p - 1 earlier heads before it, so only the first M
-//   keys can offer, the key in place p at most M - p + 1 jobs;
-// - known / bound: each key's first ceil(M / keys) jobs, at least M in all; the M-th of them in
-//   claim order bounds the answer (M jobs come at or before it), so a key of a later tier or cost
-//   offers nothing, and one of its tier and cost only jobs up to its sequence. Keys of equal cost
-//   (every new key) interleave by sequence; this bound keeps each to its share;
+// The candidates of a claim: its first 2 x $3 claimable jobs (M) in claim order, (tier, key's
+// cost, sequence), each key's jobs in sequence order from its head (its first claimable job).
+// - keyed: each wanted type's keys with claimable jobs, with their heads and costs (`keyed`, one
+//   of the two below);
+// - placed: those keys in (tier, cost, head) order. The head of the key in place p has the p - 1
+//   earlier heads before it, so only the first M keys can offer, the key in place p at most
+//   M - p + 1 jobs;
+// - known / bound: each placed key's first ceil(M / keys) jobs, at least M in all; the M-th of
+//   them in claim order bounds the answer (M jobs come at or before it), so a key of a later tier
+//   or cost offers nothing, and one of its tier and cost only jobs up to its sequence. Keys of
+//   equal cost (every new key) interleave by sequence; this bound keeps each to its share;
 // - offered: the jobs each key may offer, within those bounds and at most $3, with the jobs whose
 //   lease lapsed from the holder index (the two sets never meet: a lapsed job still names its
-//   holder, and a job nobody holds has no lease), which come first;
+//   holder, and a job nobody holds has no lease), which come first, and `more` (SQL of further
+//   offered rows, or nothing);
 // - ranked / picked: the first M in claim order, read again, and the first $3 of them that no
 //   other claim is locking, locked.
 // The answer is the same as ordering every claimable job (tests/postgres_store_test.cc's
-// comparison); `EXPLAIN ANALYZE` on 20,000 jobs of 100 keys, claims of 23 / 64 / 128: 1.0 / 2.0 /
-// 2.9 ms, where every key offering its first $3 took 5.9 / 9.5 / 14.2 (bench/HISTORY.md).
-// The candidates of a claim, in one macro so that both claims below share it: $1 the types, $2
-// their tiers, $3 how many to claim, `wall` the
-// number of the parameter that is the replica's wall clock (a retry's backoff is in it), `wanted`
-// the SQL of the wanted types (columns type and tier, and any that `claimable` reads), `claimable`
-// a condition on a job `j` that every offered job meets besides being due and not held.
-#define FAIRGATE_PG_CLAIM_CANDIDATES(wall, wanted, claimable)                            \
-  "WITH RECURSIVE wanted AS (" wanted                                                    \
-  "), "                                                                                  \
-  "heads AS ("                                                                           \
-  "  SELECT w.type, w.tier, f.key, f.head FROM wanted w CROSS JOIN LATERAL ("            \
-  "    SELECT j.fairness_key AS key, j.sequence AS head FROM fairgate_durable_jobs j "   \
-  "    WHERE j.type = w.type AND NOT j.dead AND j.not_before <= $" #wall                 \
-  " AND j.holder IS NULL AND " claimable                                                 \
-  "    ORDER BY j.fairness_key, j.sequence LIMIT 1) f "                                  \
-  "  UNION ALL "                                                                         \
-  "  SELECT k.type, k.tier, f.key, f.head FROM heads k CROSS JOIN LATERAL ("             \
-  "    SELECT j.fairness_key AS key, j.sequence AS head FROM fairgate_durable_jobs j "   \
-  "    WHERE j.type = k.type AND NOT j.dead AND j.fairness_key > k.key "                 \
-  "      AND j.not_before <= $" #wall " AND j.holder IS NULL AND " claimable             \
-  "    ORDER BY j.fairness_key, j.sequence LIMIT 1) f), "                                \
-  "placed AS MATERIALIZED (SELECT h.*, coalesce(c.accumulated_cost, 0) AS cost, "        \
-  "  row_number() OVER (ORDER BY h.tier DESC, coalesce(c.accumulated_cost, 0), h.head) " \
-  "  AS place FROM heads h LEFT JOIN fairgate_keys c ON c.key = h.key), "                \
-  "known AS (SELECT tier, cost, head AS sequence FROM placed UNION ALL "                 \
-  "  SELECT p.tier, p.cost, c.sequence FROM placed p "                                   \
-  "  CROSS JOIN LATERAL (SELECT j.sequence FROM fairgate_durable_jobs j "                \
-  "    WHERE j.type = p.type AND j.fairness_key = p.key AND NOT j.dead "                 \
-  "      AND j.sequence > p.head AND j.not_before <= $" #wall                            \
-  " AND j.holder IS NULL AND " claimable                                                 \
-  "    ORDER BY j.sequence "                                                             \
-  "    LIMIT ceil(2.0 * $3 / (SELECT count(*) FROM placed))::int - 1) c), "              \
-  "bound AS (SELECT tier, cost, sequence FROM known "                                    \
-  "  ORDER BY tier DESC, cost, sequence OFFSET 2 * $3 - 1 LIMIT 1), "                    \
-  "bounded AS (SELECT p.*, CASE WHEN b.tier = p.tier AND b.cost = p.cost "               \
-  "  THEN b.sequence ELSE 9223372036854775807 END AS last FROM placed p "                \
-  "  LEFT JOIN bound b ON true WHERE p.place <= 2 * $3 AND (b.tier IS NULL "             \
-  "    OR p.tier > b.tier OR (p.tier = b.tier AND p.cost <= b.cost))), "                 \
-  "offered AS ("                                                                         \
-  "  SELECT c.sequence, p.tier, false AS lapsed, p.cost FROM bounded p "                 \
-  "  CROSS JOIN LATERAL (SELECT j.sequence FROM fairgate_durable_jobs j "                \
-  "    WHERE j.type = p.type AND j.fairness_key = p.key AND NOT j.dead "                 \
-  "      AND j.sequence BETWEEN p.head AND p.last AND j.not_before <= $" #wall           \
-  " AND j.holder IS NULL AND " claimable                                                 \
-  "    ORDER BY j.sequence LIMIT least($3, 2 * $3 - p.place + 1)) c "                    \
-  "  UNION ALL "                                                                         \
-  "  SELECT j.sequence, w.tier, true, coalesce(c.accumulated_cost, 0) "                  \
-  "  FROM fairgate_durable_jobs j JOIN wanted w ON w.type = j.type "                     \
-  "  LEFT JOIN fairgate_keys c ON c.key = j.fairness_key "                               \
-  "  WHERE j.holder IS NOT NULL AND j.lease_until < " FAIRGATE_PG_NOW                    \
-  "    AND NOT j.dead AND j.not_before <= $" #wall " AND " claimable                     \
-  "), "                                                                                  \
-  "ranked AS MATERIALIZED (SELECT sequence, lapsed, tier, cost FROM offered "            \
-  "  ORDER BY lapsed DESC, tier DESC, cost, sequence LIMIT 2 * $3), "                    \
-  "picked AS (SELECT j.sequence, j.type, j.id, r.lapsed, r.tier, r.cost FROM ranked r "  \
-  "  JOIN fairgate_durable_jobs j ON j.sequence = r.sequence "                           \
-  "  WHERE NOT j.dead AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW    \
-  ") "                                                                                   \
-  "  ORDER BY r.lapsed DESC, r.tier DESC, r.cost, j.sequence "                           \
+// comparison). $1 the types, $2 their tiers, $3 how many to claim, `wall` the number of the
+// parameter that is the replica's wall clock (a retry's backoff is in it), `wanted` the SQL of
+// the wanted types (columns type and tier, and any that `claimable` reads), `ready` the condition
+// on a job `j` of a key's sequence of claimable jobs (its head's too) besides not being dead, and
+// `claimable` one that every offered job meets besides being due and not held.
+#define FAIRGATE_PG_CLAIM_CANDIDATES(wall, wanted, keyed, ready, claimable, more)       \
+  "WITH RECURSIVE wanted AS (" wanted "), " keyed                                       \
+  "placed AS MATERIALIZED (SELECT k.*, "                                                \
+  "  row_number() OVER (ORDER BY k.tier DESC, k.cost, k.head) AS place FROM keyed k), " \
+  "known AS (SELECT tier, cost, head AS sequence FROM placed UNION ALL "                \
+  "  SELECT p.tier, p.cost, c.sequence FROM placed p "                                  \
+  "  CROSS JOIN LATERAL (SELECT j.sequence FROM fairgate_durable_jobs j "               \
+  "    WHERE j.type = p.type AND j.fairness_key = p.key AND NOT j.dead "                \
+  "      AND j.sequence > p.head AND " ready                                            \
+  "    ORDER BY j.sequence "                                                            \
+  "    LIMIT ceil(2.0 * $3 / (SELECT count(*) FROM placed))::int - 1) c), "             \
+  "bound AS (SELECT tier, cost, sequence FROM known "                                   \
+  "  ORDER BY tier DESC, cost, sequence OFFSET 2 * $3 - 1 LIMIT 1), "                   \
+  "bounded AS (SELECT p.*, CASE WHEN b.tier = p.tier AND b.cost = p.cost "              \
+  "  THEN b.sequence ELSE 9223372036854775807 END AS last FROM placed p "               \
+  "  LEFT JOIN bound b ON true WHERE p.place <= 2 * $3 AND (b.tier IS NULL "            \
+  "    OR p.tier > b.tier OR (p.tier = b.tier AND p.cost <= b.cost))), "                \
+  "offered AS ("                                                                        \
+  "  SELECT c.sequence, p.tier, false AS lapsed, p.cost FROM bounded p "                \
+  "  CROSS JOIN LATERAL (SELECT j.sequence FROM fairgate_durable_jobs j "               \
+  "    WHERE j.type = p.type AND j.fairness_key = p.key AND NOT j.dead "                \
+  "      AND j.sequence BETWEEN p.head AND p.last AND " ready                           \
+  "    ORDER BY j.sequence LIMIT least($3, 2 * $3 - p.place + 1)) c "                   \
+  "  UNION ALL "                                                                        \
+  "  SELECT j.sequence, w.tier, true, coalesce(c.accumulated_cost, 0) "                 \
+  "  FROM fairgate_durable_jobs j JOIN wanted w ON w.type = j.type "                    \
+  "  LEFT JOIN fairgate_keys c ON c.key = j.fairness_key "                              \
+  "  WHERE j.holder IS NOT NULL AND j.lease_until < " FAIRGATE_PG_NOW                   \
+  "    AND NOT j.dead AND j.not_before <= $" #wall " AND " claimable more               \
+  "), "                                                                                 \
+  "ranked AS MATERIALIZED (SELECT sequence, lapsed, tier, cost FROM offered "           \
+  "  ORDER BY lapsed DESC, tier DESC, cost, sequence LIMIT 2 * $3), "                   \
+  "picked AS (SELECT j.sequence, j.type, j.id, r.lapsed, r.tier, r.cost FROM ranked r " \
+  "  JOIN fairgate_durable_jobs j ON j.sequence = r.sequence "                          \
+  "  WHERE NOT j.dead AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW   \
+  ") "                                                                                  \
+  "  ORDER BY r.lapsed DESC, r.tier DESC, r.cost, j.sequence "                          \
   "  LIMIT $3 FOR UPDATE OF j SKIP LOCKED) "
 
 // A claim counts the attempt its replica will begin (SharedStore::ClaimJobs): one more attempt in
 // the row, and the count before it in what the claim returns.
 #define FAIRGATE_PG_COUNT_ATTEMPT "attempts = j.attempts + 1 "
 
+// A claim's keys from the heads table (fairgate_key_heads): each wanted type's first M keys in
+// (cost, head) order, one index read, whatever the number of keys. Its heads are jobs never
+// deferred (not_before 0); the deferred ones that are due are offered on their own
+// (FAIRGATE_PG_DEFERRED_DUE), read from their index: O(claim size + due retries) rows.
+#define FAIRGATE_PG_KEYED_BY_HEADS                                             \
+  "keyed AS (SELECT w.type, w.tier, h.fairness_key AS key, h.head, h.cost "    \
+  "  FROM wanted w CROSS JOIN LATERAL (SELECT h.fairness_key, h.head, h.cost " \
+  "    FROM fairgate_key_heads h WHERE h.type = w.type "                       \
+  "    ORDER BY h.cost, h.head LIMIT 2 * $3) h), "
+#define FAIRGATE_PG_READY "j.not_before = 0 AND j.holder IS NULL"
+#define FAIRGATE_PG_DEFERRED_DUE(wall)                                   \
+  " UNION ALL "                                                          \
+  "  SELECT j.sequence, w.tier, false, coalesce(c.accumulated_cost, 0) " \
+  "  FROM fairgate_durable_jobs j JOIN wanted w ON w.type = j.type "     \
+  "  LEFT JOIN fairgate_keys c ON c.key = j.fairness_key "               \
+  "  WHERE NOT j.dead AND j.holder IS NULL AND j.not_before > 0 "        \
+  "    AND j.not_before <= $" #wall
+
 // A claim of jobs that take no lease: the candidates above, claimed in one statement with their
 // attempts counted. $4 the replica, $5 the lease's length, $6 the wall clock.
 inline constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
-    6, "SELECT * FROM unnest($1::text[], $2::int[]) AS w(type, tier)", "true")
+    6, "SELECT * FROM unnest($1::text[], $2::int[]) AS w(type, tier)", FAIRGATE_PG_KEYED_BY_HEADS,
+    FAIRGATE_PG_READY, "true", FAIRGATE_PG_DEFERRED_DUE(6))
     "UPDATE fairgate_durable_jobs j SET holder = $4, "
     "  lease_until = " FAIRGATE_PG_NOW
     " + $5, token = nextval('fairgate_lease_tokens'), " FAIRGATE_PG_COUNT_ATTEMPT
     "FROM picked WHERE j.sequence = picked.sequence "
     "RETURNING j.sequence, j.type, j.id, j.fairness_key, j.payload, j.submitted_at, "
     "  j.attempts - 1, j.not_before, j.last_error, j.token";
+
+// A claim's keys found by walking the jobs: each wanted type's keys with a job that is claimable
+// (`claimable`: its leases are free now, FAIRGATE_PG_LEASES_FREE) with the first such job (its
+// head), one descent of the (type, fairness_key, sequence) index per key (a loose index scan), and
+// their costs: O(keys) rows. A claim whose jobs take leases reads its keys this way, because a
+// key's first ready job may not be its first claimable one.
+#define FAIRGATE_PG_KEYED_BY_WALK(wall, claimable)                                     \
+  "heads AS ("                                                                         \
+  "  SELECT w.type, w.tier, f.key, f.head FROM wanted w CROSS JOIN LATERAL ("          \
+  "    SELECT j.fairness_key AS key, j.sequence AS head FROM fairgate_durable_jobs j " \
+  "    WHERE j.type = w.type AND NOT j.dead AND j.not_before <= $" #wall               \
+  " AND j.holder IS NULL AND " claimable                                               \
+  "    ORDER BY j.fairness_key, j.sequence LIMIT 1) f "                                \
+  "  UNION ALL "                                                                       \
+  "  SELECT k.type, k.tier, f.key, f.head FROM heads k CROSS JOIN LATERAL ("           \
+  "    SELECT j.fairness_key AS key, j.sequence AS head FROM fairgate_durable_jobs j " \
+  "    WHERE j.type = k.type AND NOT j.dead AND j.fairness_key > k.key "               \
+  "      AND j.not_before <= $" #wall " AND j.holder IS NULL AND " claimable           \
+  "    ORDER BY j.fairness_key, j.sequence LIMIT 1) f), "                              \
+  "keyed AS (SELECT h.*, coalesce(c.accumulated_cost, 0) AS cost FROM heads h "        \
+  "  LEFT JOIN fairgate_keys c ON c.key = h.key), "
 
 // Whether job `j` could take the leases its type needs now (ClaimableType): its resource
 // ($5 the group, $6 its conflict limit; '' for none) and its type's fleet-wide cap ($7 slots; 0
@@ -193,8 +340,10 @@ inline constexpr const char* kClaimCandidates = FAIRGATE_PG_CLAIM_CANDIDATES(
     4,
     "SELECT * FROM unnest($1::text[], $2::int[], $5::text[], $6::int[], $7::int[]) "
     "AS w(type, tier, grp, lim, cap)",
-    FAIRGATE_PG_LEASES_FREE) "SELECT sequence, type, id FROM picked ORDER BY lapsed DESC, tier "
-                             "DESC, cost, sequence";
+    FAIRGATE_PG_KEYED_BY_WALK(4, FAIRGATE_PG_LEASES_FREE),
+    "j.not_before <= $4 AND j.holder IS NULL AND " FAIRGATE_PG_LEASES_FREE,
+    FAIRGATE_PG_LEASES_FREE, "") "SELECT sequence, type, id FROM picked ORDER BY lapsed DESC, "
+                                 "tier DESC, cost, sequence";
 
 // Takes one free slot of resource ($1, $2) of $4 slots for replica $3 for $5 seconds, a slot
 // whose lease lapsed counting as free; its fencing token, or no row when every slot is held.
