@@ -2,8 +2,9 @@
 # fairgate's durable jobs side by side with graphile-worker 0.17 and pg-boss 10.4 (Node.js, from
 # the npm registry) on one temporary PostgreSQL 15 server with fsync on (PostgreSQL's defaults),
 # and fairgate on SQLite beside them: enqueue from 1 and 8 clients, a batch of 1,000, 20,000
-# no-op jobs worked by one process at concurrency 8 and by two, and enqueue-to-start on an idle
-# system. Three interleaved rounds; prints every run, then the medians.
+# no-op jobs worked by one process at concurrency 8 and by two (of 100 clients; fairgate and
+# graphile-worker also of 10,000, graphile-worker's as named queues), and enqueue-to-start on an
+# idle system. Three interleaved rounds; prints every run, then the medians.
 #
 # Not part of the build or the tests: it needs Node.js and npm (the peers are installed into
 # BUILD_DIR/queue_peers on first use). The server runs on core 0, every client on core 1.
@@ -85,6 +86,12 @@ for round in $(seq "$rounds"); do
   done
   record "20,000 worked, 1 process, 1 client" fairgate \
     "$(items "BM_DurableWorked/replicas:1/claimed:0/clients:1/iterations:1/real_time" <<<"$out")"
+  record "20,000 worked, 1 process, 10,000 clients" fairgate \
+    "$(items "BM_DurableWorked/replicas:1/claimed:0/clients:10000/iterations:1/real_time" <<<"$out")"
+  for variant in plain fast; do
+    record "20,000 worked, 1 process, 10,000 clients (named queues), $variant" graphile \
+      "$(peer graphile work 20000 1 "$variant" 10000)"
+  done
   for system in graphile pgboss; do
     for processes in 1 2; do
       for variant in plain fast; do

@@ -3,8 +3,9 @@
 //
 //   node peers.cjs enqueue SYSTEM CONNINFO CLIENTS SECONDS   jobs/s, one job per call
 //   node peers.cjs batch   SYSTEM CONNINFO SIZE SECONDS      jobs/s, SIZE jobs per call
-//   node peers.cjs work    SYSTEM CONNINFO JOBS PROCESSES VARIANT
-//                          JOBS no-op jobs stored first, then worked by PROCESSES processes at
+//   node peers.cjs work    SYSTEM CONNINFO JOBS PROCESSES VARIANT [KEYS]
+//                          JOBS no-op jobs stored first (graphile-worker with KEYS: spread over
+//                          KEYS named queues), then worked by PROCESSES processes at
 //                          concurrency 8 each; jobs/s from the start signal until none is left,
 //                          and how many runs the processes counted (exactly-once: runs == JOBS).
 //                          VARIANT "plain" (defaults) or "fast" (graphile-worker: a local queue
@@ -32,8 +33,12 @@ function graphile() {
       await utils.migrate();
       return {
         add: () => utils.addJob(QUEUE, {}),
-        addMany: (n, payload = {}) => utils.addJobs(Array.from({ length: n },
-                                                               () => ({ identifier: QUEUE, payload }))),
+        // With `keys`, job i of the batch goes to queue "k" + ((first + i) % keys): graphile-
+        // worker's named queues (one job of a queue at a time) stand for clients.
+        addMany: (n, payload = {}, keys = 0, first = 0) => utils.addJobs(Array.from({ length: n },
+          (_, i) => keys > 0
+            ? { identifier: QUEUE, payload, queueName: "k" + ((first + i) % keys) }
+            : { identifier: QUEUE, payload })),
         addTimed: () => utils.addJob(QUEUE, { t0: now() }),
         close: () => utils.release(),
       };
@@ -178,9 +183,12 @@ async function main() {
   } else if (command === "work") {
     const [jobs, processes] = rest.slice(0, 2).map(Number);
     const variant = rest[2];
+    const keys = Number(rest[3] || 0);  // graphile-worker only: named queues, one per client
     const q = await peer.open(4);
     await peer.clear(client);
-    for (let stored = 0; stored < jobs; stored += 1000) await q.addMany(Math.min(1000, jobs - stored));
+    for (let stored = 0; stored < jobs; stored += 1000) {
+      await q.addMany(Math.min(1000, jobs - stored), {}, keys, stored);
+    }
     await q.close();
     const workers = Array.from({ length: processes }, () => child(variant));
     await Promise.all(workers.map((w) => w.expect("ready")));

@@ -102,7 +102,7 @@ BEGIN
     ON CONFLICT (fairness_key, type) DO UPDATE SET head = EXCLUDED.head
       WHERE fairgate_key_heads.head <> EXCLUDED.head;
 END $f$;
--- The jobs' trigger: the pairs of the rows stored, deleted, or whose readiness changed. Jobs
+-- The jobs' trigger: the pairs of the rows stored, or whose readiness changed. Jobs
 -- stored can only lower a head (the least of the old head and theirs), without a recount.
 CREATE OR REPLACE FUNCTION fairgate_jobs_changed() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN
@@ -115,10 +115,6 @@ BEGIN
       WHERE NOT n.dead AND n.holder IS NULL AND n.not_before = 0 GROUP BY 1, 2
       ON CONFLICT (fairness_key, type) DO UPDATE
         SET head = least(fairgate_key_heads.head, EXCLUDED.head);
-  ELSIF TG_OP = 'DELETE' THEN
-    PERFORM fairgate_refresh_heads(array_agg(type), array_agg(fairness_key)) FROM
-      (SELECT DISTINCT type, fairness_key FROM old_rows WHERE NOT dead AND holder IS NULL
-         AND not_before = 0) p HAVING count(*) > 0;
   ELSE
     PERFORM fairgate_refresh_heads(array_agg(type), array_agg(fairness_key)) FROM
       (SELECT DISTINCT u.type, u.fairness_key FROM new_rows n JOIN old_rows o USING (sequence)
@@ -128,6 +124,13 @@ BEGIN
          IS DISTINCT FROM (n.dead, n.holder IS NULL, n.not_before = 0, n.type, n.fairness_key)
       ) p HAVING count(*) > 0;
   END IF;
+  RETURN NULL;
+END $f$;
+-- A ready job deleted (rare: a replica removes the jobs it holds); a row trigger, so that the
+-- removals of held jobs cost no transition table.
+CREATE OR REPLACE FUNCTION fairgate_ready_job_deleted() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  PERFORM fairgate_refresh_heads(ARRAY[OLD.type], ARRAY[OLD.fairness_key]);
   RETURN NULL;
 END $f$;
 -- Emptied tables (TRUNCATE fires no row trigger): no heads, or no costs.
@@ -167,7 +170,8 @@ CREATE OR REPLACE TRIGGER fairgate_jobs_updated AFTER UPDATE ON fairgate_durable
   REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
   FOR EACH STATEMENT EXECUTE FUNCTION fairgate_jobs_changed();
 CREATE OR REPLACE TRIGGER fairgate_jobs_deleted AFTER DELETE ON fairgate_durable_jobs
-  REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION fairgate_jobs_changed();
+  FOR EACH ROW WHEN (NOT OLD.dead AND OLD.holder IS NULL AND OLD.not_before = 0)
+  EXECUTE FUNCTION fairgate_ready_job_deleted();
 CREATE OR REPLACE TRIGGER fairgate_jobs_truncated AFTER TRUNCATE ON fairgate_durable_jobs
   FOR EACH STATEMENT EXECUTE FUNCTION fairgate_jobs_truncated();
 CREATE OR REPLACE TRIGGER fairgate_keys_truncated AFTER TRUNCATE ON fairgate_keys
