@@ -519,6 +519,52 @@ TEST_CASE("PostgresStore.TheKeysHeadsStayExactWhileReplicasStoreClaimAndFinishAt
   CHECK(removed.load() == 2 * kPerProducer);
   CHECK(server.Sql("SELECT count(*) FROM fairgate_durable_jobs") == "0");
   CHECK(server.Sql("SELECT count(*) FROM fairgate_key_heads") == "0");
+  // An operator's purge of ready jobs (a DELETE of many rows) refreshes each key once.
+  std::vector<StoredJob> more;
+  for (int i = 0; i < 60; ++i) more.push_back(Job("fetch", "r", "k" + std::to_string(i % 3)));
+  REQUIRE(schema->AddJobs(more).ok());
+  server.Sql("DELETE FROM fairgate_durable_jobs WHERE sequence % 2 = 0 OR fairness_key = 'k1'");
+  CHECK(server.Sql(mismatches) == "0");
+  CHECK(server.Sql("SELECT count(*) FROM fairgate_key_heads") == "2");
+}
+
+// The interleaving the keys' locks exist for, made to happen: a job stored for a key and not yet
+// committed while a claim takes that key's only ready job. The claim's refresh of the key waits
+// for the store's commit and then sees the new job; without the lock it would find no ready job,
+// drop the key's head, and the new job would never be claimed.
+TEST_CASE("PostgresStore.AClaimThatEmptiesAKeyWhileAJobOfItIsBeingStoredKeepsTheNewJob") {
+  testing::PostgresServer server;
+  auto store = *OpenPostgresStore(server.conninfo(), {"a"});
+  REQUIRE(store->AddJob(Job("fetch", "first", "k")).ok());
+  // The producer's transaction: the job is stored (its trigger ran) but not committed.
+  PGconn* producer = PQconnectdb(server.conninfo().c_str());
+  REQUIRE(PQstatus(producer) == CONNECTION_OK);
+  auto exec = [&](const char* sql) {
+    PGresult* r = PQexec(producer, sql);
+    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    return ok;
+  };
+  REQUIRE(exec("BEGIN"));
+  REQUIRE(
+      exec("INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at) "
+           "VALUES ('fetch', 'second', 'k', '', 0)"));
+  std::vector<StoredJob> first;
+  std::thread claim([&] { first = *store->ClaimJobs({{"fetch", 1}}, 1, 60); });
+  // The claim's refresh waits for the producer's lock on the key (or, without it, the claim ends).
+  const std::string waiting =
+      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+  const bool waited = testing::Eventually([&] { return server.Sql(waiting) == "1"; });
+  CHECK(exec("COMMIT"));
+  claim.join();
+  PQfinish(producer);
+  CHECK(waited);
+  REQUIRE(first.size() == 1);
+  CHECK(first[0].id == "first");
+  // The second job is the key's head, and a claim finds it.
+  const std::vector<StoredJob> second = *store->ClaimJobs({{"fetch", 1}}, 1, 60);
+  REQUIRE(second.size() == 1);
+  CHECK(second[0].id == "second");
 }
 
 TEST_CASE(

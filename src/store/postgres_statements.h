@@ -78,8 +78,9 @@ CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_ready ON fairgate_durable_jobs
   (type, fairness_key, sequence) WHERE NOT dead AND holder IS NULL AND not_before = 0;
 CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_deferred ON fairgate_durable_jobs
   (type, not_before) WHERE NOT dead AND holder IS NULL AND not_before > 0;
--- Locks the keys for the transaction, in one order whoever takes them: a refresh of their heads
--- and a change of their costs never interleave (each statement after it sees the other's commit).
+-- Locks the keys for the transaction, in one order whoever takes them: a refresh of their heads,
+-- a change of their costs and a store of their jobs (which takes them shared) never interleave
+-- (each statement after it sees the other's commit).
 CREATE OR REPLACE FUNCTION fairgate_lock_keys(keys text[]) RETURNS void LANGUAGE sql AS $f$
   SELECT pg_advisory_xact_lock(727123, h)
   FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest(keys) AS k ORDER BY 1) s
@@ -102,19 +103,30 @@ BEGIN
     ON CONFLICT (fairness_key, type) DO UPDATE SET head = EXCLUDED.head
       WHERE fairgate_key_heads.head <> EXCLUDED.head;
 END $f$;
--- The jobs' trigger: the pairs of the rows stored, or whose readiness changed. Jobs
+-- The jobs' trigger: the pairs of the rows stored, deleted, or whose readiness changed, each
+-- refreshed once per statement (a purge of many jobs refreshes each key once). Jobs
 -- stored can only lower a head (the least of the old head and theirs), without a recount.
 CREATE OR REPLACE FUNCTION fairgate_jobs_changed() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN
   IF TG_OP = 'INSERT' THEN
-    PERFORM pg_advisory_xact_lock(727123, h) FROM (SELECT DISTINCT hashtext(fairness_key) AS h
-      FROM new_rows WHERE NOT dead AND holder IS NULL AND not_before = 0 ORDER BY 1) s;
+    -- Stores share the keys' locks (they only lower heads, and commute); a pair whose head is
+    -- already lower is left alone, without locking its row, so that stores to one key do not
+    -- wait for each other's commits.
+    PERFORM pg_advisory_xact_lock_shared(727123, h) FROM (SELECT DISTINCT hashtext(fairness_key)
+      AS h FROM new_rows WHERE NOT dead AND holder IS NULL AND not_before = 0 ORDER BY 1) s;
     INSERT INTO fairgate_key_heads (fairness_key, type, head, cost)
-      SELECT n.fairness_key, n.type, min(n.sequence), coalesce(min(c.accumulated_cost), 0)
-      FROM new_rows n LEFT JOIN fairgate_keys c ON c.key = n.fairness_key
-      WHERE NOT n.dead AND n.holder IS NULL AND n.not_before = 0 GROUP BY 1, 2
+      SELECT n.key, n.type, n.head, coalesce(c.accumulated_cost, 0)
+      FROM (SELECT fairness_key AS key, type, min(sequence) AS head FROM new_rows
+            WHERE NOT dead AND holder IS NULL AND not_before = 0 GROUP BY 1, 2) n
+      LEFT JOIN fairgate_keys c ON c.key = n.key
+      WHERE NOT EXISTS (SELECT 1 FROM fairgate_key_heads h
+        WHERE h.fairness_key = n.key AND h.type = n.type AND h.head < n.head)
       ON CONFLICT (fairness_key, type) DO UPDATE
         SET head = least(fairgate_key_heads.head, EXCLUDED.head);
+  ELSIF TG_OP = 'DELETE' THEN
+    PERFORM fairgate_refresh_heads(array_agg(type), array_agg(fairness_key)) FROM
+      (SELECT DISTINCT type, fairness_key FROM old_rows WHERE NOT dead AND holder IS NULL
+         AND not_before = 0) p HAVING count(*) > 0;
   ELSE
     PERFORM fairgate_refresh_heads(array_agg(type), array_agg(fairness_key)) FROM
       (SELECT DISTINCT u.type, u.fairness_key FROM new_rows n JOIN old_rows o USING (sequence)
@@ -124,13 +136,6 @@ BEGIN
          IS DISTINCT FROM (n.dead, n.holder IS NULL, n.not_before = 0, n.type, n.fairness_key)
       ) p HAVING count(*) > 0;
   END IF;
-  RETURN NULL;
-END $f$;
--- A ready job deleted (rare: a replica removes the jobs it holds); a row trigger, so that the
--- removals of held jobs cost no transition table.
-CREATE OR REPLACE FUNCTION fairgate_ready_job_deleted() RETURNS trigger LANGUAGE plpgsql AS $f$
-BEGIN
-  PERFORM fairgate_refresh_heads(ARRAY[OLD.type], ARRAY[OLD.fairness_key]);
   RETURN NULL;
 END $f$;
 -- Emptied tables (TRUNCATE fires no row trigger): no heads, or no costs.
@@ -170,8 +175,7 @@ CREATE OR REPLACE TRIGGER fairgate_jobs_updated AFTER UPDATE ON fairgate_durable
   REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
   FOR EACH STATEMENT EXECUTE FUNCTION fairgate_jobs_changed();
 CREATE OR REPLACE TRIGGER fairgate_jobs_deleted AFTER DELETE ON fairgate_durable_jobs
-  FOR EACH ROW WHEN (NOT OLD.dead AND OLD.holder IS NULL AND OLD.not_before = 0)
-  EXECUTE FUNCTION fairgate_ready_job_deleted();
+  REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION fairgate_jobs_changed();
 CREATE OR REPLACE TRIGGER fairgate_jobs_truncated AFTER TRUNCATE ON fairgate_durable_jobs
   FOR EACH STATEMENT EXECUTE FUNCTION fairgate_jobs_truncated();
 CREATE OR REPLACE TRIGGER fairgate_keys_truncated AFTER TRUNCATE ON fairgate_keys
