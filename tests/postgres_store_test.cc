@@ -1079,11 +1079,11 @@ TEST_CASE("PostgresStore.AFleetWideCapsSlotsGoToJobsThatRunNotToJobsAReplicaClai
   auto b = replica("b");
   auto c = replica("c");
   constexpr int kJobs = 40;
+  std::vector<std::string> ids;  // the batch's names are views: their strings outlive it
+  for (int i = 0; i < kJobs; ++i) ids.push_back(std::to_string(i));
   std::vector<DurableSubmission> jobs;
-  for (int i = 0; i < kJobs; ++i) jobs.push_back({{TypeName("fetch"), JobId(std::to_string(i))}});
-  const Status submitted = a->SubmitDurableBatch(jobs).status();
-  INFO(submitted.ToString());
-  REQUIRE(submitted.ok());
+  for (const std::string& id : ids) jobs.push_back({{TypeName("fetch"), JobId(id)}});
+  REQUIRE(a->SubmitDurableBatch(jobs).ok());
   // The most of the cap's slots one replica held, sampled until every job ran (a sample can miss
   // a moment, never invent one).
   int most_held = 0;
