@@ -353,8 +353,8 @@ class SqliteStore final : public Store {
       // leaving) queue first, and as many as the last group had, for at most half the last
       // commit's time (at most 1 ms): a lone caller never waits, and a group that does not
       // fill costs its callers half a commit at most.
-      const auto started = std::chrono::steady_clock::now();
-      const auto give_up = started + std::min(last_commit_ / 2, std::chrono::microseconds(1000));
+      const auto give_up = std::chrono::steady_clock::now() +
+                           std::min(last_commit_ / 2, std::chrono::microseconds(1000));
       while (queue_.size() < std::max(inside_, last_group_) &&
              std::chrono::steady_clock::now() < give_up) {
         lock.unlock();
