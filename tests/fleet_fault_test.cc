@@ -45,8 +45,9 @@ struct Attempt {
   std::uint64_t token = 0;
   std::string replica;
   long long start = 0, end = -1;
-  std::string id;           // the repository
-  std::uint64_t fence = 0;  // the fencing token of its lease
+  std::string id;            // the repository
+  std::uint64_t fence = 0;   // the fencing token of its lease
+  std::uint32_t number = 0;  // the attempt's number (DurableJob::attempt)
 };
 
 struct FleetLog {
@@ -74,9 +75,12 @@ FleetLog Read(const std::string& path) {
     long long ms = 0;
     std::string id;
     std::uint64_t fence = 0;
-    if (!(words >> sequence >> token >> replica >> ms >> id >> fence)) continue;  // cut by a kill
+    std::uint32_t number = 0;
+    if (!(words >> sequence >> token >> replica >> ms >> id >> fence >> number)) {
+      continue;  // cut by a kill
+    }
     auto& attempts = log.attempts[sequence];
-    if (event == "start") attempts.push_back({token, replica, ms, -1, id, fence});
+    if (event == "start") attempts.push_back({token, replica, ms, -1, id, fence, number});
     for (Attempt& a : attempts) {
       if (event == "end" && a.token == token) a.end = ms;
     }
@@ -142,16 +146,32 @@ bool AllThreadsStopped(pid_t pid) {
   return !error && threads > 0;
 }
 
-pid_t StartReplica(const std::string& conninfo, const std::string& name, const std::string& log) {
+// `plain`: the replica's type takes no lease, and r0 dies as it removes "last" (fleet_replica.cc).
+pid_t StartReplica(const std::string& conninfo, const std::string& name, const std::string& log,
+                   bool plain = false) {
   const std::string ttl = std::to_string(kLeaseTtl), interval = std::to_string(kClaimInterval);
   const pid_t pid = fork();
   if (pid == 0) {
     execl(FAIRGATE_FLEET_REPLICA, FAIRGATE_FLEET_REPLICA, conninfo.c_str(), name.c_str(),
-          log.c_str(), ttl.c_str(), interval.c_str(), static_cast<char*>(nullptr));
+          log.c_str(), ttl.c_str(), interval.c_str(), plain ? "plain" : nullptr,
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   return pid;
 }
+
+// Kills and reaps the replicas left when a test ends, however it ends (a replica that ended is
+// set to 0).
+struct Reaper {
+  std::map<std::string, pid_t>& pids;
+  ~Reaper() {
+    for (auto& [name, pid] : pids) {
+      if (pid <= 0) continue;
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
 
 TEST_CASE("Fleet.ReplicasSurviveKillStopAndDatabaseFaultsWithoutLosingOrOverlappingJobs") {
   testing::PostgresServer server;
@@ -173,16 +193,7 @@ TEST_CASE("Fleet.ReplicasSurviveKillStopAndDatabaseFaultsWithoutLosingOrOverlapp
   // Whatever becomes of the test, no replica outlives it: one still running (or stopped) at the
   // end is killed and reaped. A reaped replica's pid is set to 0.
   std::map<std::string, pid_t> replicas;
-  struct Reaper {
-    std::map<std::string, pid_t>& pids;
-    ~Reaper() {
-      for (auto& [name, pid] : pids) {
-        if (pid <= 0) continue;
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-      }
-    }
-  } reaper{replicas};
+  Reaper reaper{replicas};
   for (const char* name : {"r0", "r1", "r2"}) {
     replicas[name] = StartReplica(server.conninfo(), name, log_path);
     REQUIRE(replicas[name] > 0);
@@ -328,6 +339,96 @@ TEST_CASE("Fleet.ReplicasSurviveKillStopAndDatabaseFaultsWithoutLosingOrOverlapp
                        << " ms after SIGKILL and " << stop.jobs.size() << " job(s) "
                        << reclaim_after_stop << " ms after SIGSTOP (lease_ttl " << kLeaseTtl
                        << " s, claim_interval " << kClaimInterval << " s)");
+}
+
+// A replica acknowledges what succeeded in batches (the removals written together, off the
+// workers), so a job can end well and its replica die before the commit that removes it. Here
+// replica r0 is killed (SIGKILL, by its own store: fleet_replica.cc) in the call that would remove
+// the job "last", after its handler returned OK, while other jobs it claimed wait.
+// fairgate/durable.h's promise for that window: the jobs whose removal had committed never run
+// again; every other job r0 held, ended or not, runs again on r1 once r0's leases lapse, with the
+// next attempt number (r0's counted); nothing is lost, nothing dies.
+TEST_CASE("Fleet.AReplicaKilledBeforeItsAcknowledgementsCommitLeavesThoseJobsToRunAgain") {
+  testing::PostgresServer server;
+  testing::TempDir dir;
+  const std::string log_path = dir.path() + "/fleet.log";
+  auto store = *OpenPostgresStore(server.conninfo(), {"test"});
+  std::set<std::uint64_t> stored;
+  auto add = [&](const std::string& key, const std::string& payload) {
+    StoredJob job;
+    job.type = "work";
+    job.id = "repo" + std::to_string(stored.size());
+    job.fairness_key = key;
+    job.payload = payload;
+    const std::uint64_t sequence = *store->AddJob(job);
+    stored.insert(sequence);
+    return sequence;
+  };
+  for (int i = 0; i < 60; ++i) add("client" + std::to_string(i % 3), "2");
+  const std::uint64_t last = add("client0", "last");
+  for (int i = 0; i < 20; ++i) add("client" + std::to_string(i % 3), "2");
+  std::map<std::string, pid_t> replicas;
+  Reaper reaper{replicas};
+  replicas["r0"] = StartReplica(server.conninfo(), "r0", log_path, /*plain=*/true);
+  REQUIRE(replicas["r0"] > 0);
+  int status = 0;
+  REQUIRE(waitpid(replicas["r0"], &status, 0) == replicas["r0"]);
+  replicas["r0"] = 0;
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(WTERMSIG(status) == SIGKILL);
+  // What r0 left stored when it died, and what it had ended.
+  std::set<std::uint64_t> left;
+  for (const StoredJob& job : *store->LiveJobs()) left.insert(job.sequence);
+  const FleetLog before = Read(log_path);
+  std::set<std::uint64_t> ended_by_r0, unacknowledged;
+  for (const auto& [sequence, attempts] : before.attempts) {
+    for (const Attempt& a : attempts) {
+      if (a.end >= 0) ended_by_r0.insert(sequence);
+    }
+  }
+  for (std::uint64_t sequence : ended_by_r0) {
+    if (left.contains(sequence)) unacknowledged.insert(sequence);
+  }
+  // "last" ended, and its acknowledgement never reached the store.
+  REQUIRE(unacknowledged.contains(last));
+
+  replicas["r1"] = StartReplica(server.conninfo(), "r1", log_path, /*plain=*/true);
+  REQUIRE(replicas["r1"] > 0);
+  REQUIRE(testing::Eventually([&] { return store->LiveJobs()->empty(); },
+                              std::chrono::milliseconds(60000)));
+  CHECK(store->DeadJobs()->empty());
+  REQUIRE(kill(replicas["r1"], SIGTERM) == 0);
+  REQUIRE(waitpid(replicas["r1"], &status, 0) == replicas["r1"]);
+  replicas["r1"] = 0;
+  CHECK(WIFEXITED(status));
+
+  const FleetLog log = Read(log_path);
+  for (std::uint64_t sequence : stored) {
+    CAPTURE(sequence);
+    auto it = log.attempts.find(sequence);
+    REQUIRE(it != log.attempts.end());
+    std::vector<Attempt> on_r1;
+    bool ended = false;
+    std::uint32_t r0_attempts = 0;
+    for (const Attempt& a : it->second) {
+      ended |= a.end >= 0;
+      if (a.replica == "r1") on_r1.push_back(a);
+      if (a.replica == "r0") ++r0_attempts;
+    }
+    CHECK(ended);
+    if (!left.contains(sequence)) {
+      // Removed before the kill: acknowledged, never run again.
+      CHECK(on_r1.empty());
+      continue;
+    }
+    // Left stored: run on r1, once; numbered after r0's attempt when r0 began one.
+    REQUIRE(on_r1.size() == 1);
+    CHECK(on_r1[0].end >= 0);
+    if (r0_attempts > 0) CHECK(on_r1[0].number == 2);
+  }
+  MESSAGE("r0 ended " << ended_by_r0.size() << " job(s) before it was killed, "
+                      << unacknowledged.size()
+                      << " of them not yet acknowledged (run again on r1)");
 }
 
 }  // namespace

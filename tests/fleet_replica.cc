@@ -4,27 +4,66 @@
 // most the line being written; lines of several replicas interleave whole). Its conflict group
 // "repo" is fleet-wide: no two replicas run jobs of one id at once while their leases hold.
 //
-// Usage: fleet_replica CONNINFO NAME LOG LEASE_TTL CLAIM_INTERVAL
-// Log lines: "start SEQ TOKEN NAME MS ID FENCE" when the handler begins an attempt and "end SEQ
-// TOKEN NAME MS ID FENCE" when it is about to return OK (MS: Unix milliseconds; TOKEN the job's
-// lease, FENCE the fencing token of its repository's lease); on SIGTERM it shuts down and writes
-// "exit NAME fenced F" (F: completions the store refused because another replica held the lease).
+// Usage: fleet_replica CONNINFO NAME LOG LEASE_TTL CLAIM_INTERVAL [plain]
+// Log lines: "start SEQ TOKEN NAME MS ID FENCE ATTEMPT" when the handler begins an attempt and
+// "end SEQ TOKEN NAME MS ID FENCE ATTEMPT" when it is about to return OK (MS: Unix milliseconds;
+// TOKEN the job's lease, FENCE the fencing token of its repository's lease); on SIGTERM it shuts
+// down and writes "exit NAME fenced F" (F: completions the store refused because another replica
+// held the lease).
+//
+// "plain": the type has no conflict group (its claims take no lease), and the replica named r0
+// dies between a job's end and its acknowledgement: the job whose payload is "last" returns OK at
+// once, and the store call that would remove it (the batch of removals that holds it) kills the
+// process (SIGKILL) instead of reaching the database. Elsewhere "last" just returns OK.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "fairgate/postgres_store.h"
 #include "fairgate/scheduler.h"
+#include "forwarding_store.h"
 
 namespace {
 
 int log_fd = -1;
+std::atomic<std::uint64_t> last_job = 0;  // the sequence of the job whose payload is "last"
+
+// r0's store in "plain" mode: the real one, but a call that would remove "last" kills the
+// process instead. (WaitForJobs is passed on too: the replica is woken by stored jobs.)
+class DyingStore : public fairgate::testing::ForwardingSharedStore {
+ public:
+  using ForwardingSharedStore::ForwardingSharedStore;
+  fairgate::StatusOr<std::vector<fairgate::Status>> RemoveJobs(
+      const std::vector<std::uint64_t>& sequences) override {
+    DieAtLast(sequences);
+    return inner_->RemoveJobs(sequences);
+  }
+  fairgate::Status RemoveJob(std::uint64_t sequence) override {
+    DieAtLast({sequence});
+    return inner_->RemoveJob(sequence);
+  }
+  fairgate::Status WaitForJobs(double timeout_seconds) override {
+    return inner_->WaitForJobs(timeout_seconds);
+  }
+
+ private:
+  static void DieAtLast(const std::vector<std::uint64_t>& sequences) {
+    const std::uint64_t last = last_job;
+    if (last != 0 && std::find(sequences.begin(), sequences.end(), last) != sequences.end()) {
+      raise(SIGKILL);
+    }
+  }
+};
 
 void Write(const std::string& line) {
   const std::string text = line + "\n";
@@ -55,10 +94,12 @@ std::string Fenced(const fairgate::Scheduler& scheduler) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: fleet_replica CONNINFO NAME LOG LEASE_TTL CLAIM_INTERVAL\n");
+  if (argc != 6 && !(argc == 7 && std::string(argv[6]) == "plain")) {
+    std::fprintf(stderr,
+                 "usage: fleet_replica CONNINFO NAME LOG LEASE_TTL CLAIM_INTERVAL [plain]\n");
     return 2;
   }
+  const bool plain = argc == 7;
   const std::string name = argv[2];
   log_fd = open(argv[3], O_WRONLY | O_APPEND | O_CREAT, 0644);
   if (log_fd < 0) return 2;
@@ -72,18 +113,20 @@ int main(int argc, char** argv) {
   auto store = fairgate::OpenPostgresStore(argv[1], {name});
   if (!store.ok()) return Fail("open the store", store.status());
   fairgate::SchedulerOptions options;
-  options.persistence.store = std::shared_ptr<fairgate::Store>(*std::move(store));
+  std::shared_ptr<fairgate::SharedStore> shared(*std::move(store));
+  if (plain && name == "r0") shared = std::make_shared<DyingStore>(std::move(shared));
+  options.persistence.store = shared;
   options.rule.max_concurrency = 2;
   options.fleet.lease_ttl = fairgate::Seconds(std::atof(argv[4]));
   options.fleet.claim_interval = fairgate::Seconds(std::atof(argv[5]));
   options.persistence.state_flush_interval = fairgate::Seconds(0.2);
-  options.fleet.conflict_groups = {"repo"};
+  if (!plain) options.fleet.conflict_groups = {"repo"};
   options.runtime.warn = [](std::string_view) {};
   auto created = fairgate::Scheduler::Create(options);
   if (!created.ok()) return Fail("create", created.status());
   fairgate::Scheduler& scheduler = **created;
   if (fairgate::Status s = scheduler.RegisterType(
-          "work", {.max_concurrency = 2, .conflict_group = "repo", .priority = 2});
+          "work", {.max_concurrency = 2, .conflict_group = plain ? "" : "repo", .priority = 2});
       !s.ok()) {
     return Fail("register", s);
   }
@@ -91,10 +134,15 @@ int main(int argc, char** argv) {
       "work", [&](const fairgate::DurableJob& job, const fairgate::Context& ctx) {
         const std::string attempt =
             std::to_string(job.sequence) + " " + std::to_string(job.lease_token) + " " + name + " ";
-        const std::string resource =
-            " " + std::string(job.id) + " " + std::to_string(ctx.FencingToken());
+        const std::string resource = " " + std::string(job.id) + " " +
+                                     std::to_string(ctx.FencingToken()) + " " +
+                                     std::to_string(job.attempt);
         Write("start " + attempt + std::to_string(UnixMs()) + resource);
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(job.payload.data())));
+        if (job.payload == "last") {
+          last_job = job.sequence;
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(job.payload.data())));
+        }
         Write("end " + attempt + std::to_string(UnixMs()) + resource);
         return absl::OkStatus();
       });

@@ -31,6 +31,12 @@
 // written with the others that gathered meanwhile in one commit, off the worker that ran the job,
 // whose slot is free at once; a removal lost in a crash or an outage only runs the job again,
 // which at-least-once allows, and one that failed is written again until the store takes it.
+// So a process killed after a handler returned OK and before its batch committed leaves the job
+// stored, with the attempt that succeeded counted: it runs again after the restart (with a
+// shared store, on the replica that claims it once the dead one's lease lapses), with the next
+// attempt number. A removal that committed is never undone: that job does not run again. The
+// claims are commits of their own, so a crash between a batch of removals and the next claim
+// loses neither: jobs claimed and not yet run lapse to another replica as above.
 // Writes made at once by concurrent callers share one commit (the SQLite store groups them; the
 // PostgreSQL store commits on a pool of connections, and the server groups their WAL flushes), a
 // batch is one commit, and none is acknowledged before its commit.
