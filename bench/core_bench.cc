@@ -50,7 +50,7 @@ void BM_AdmitComplete(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
   state.counters["bytes_per_pending_job"] =
       static_cast<double>(backlog_bytes) / static_cast<double>(pending);
-  state.counters["pending"] = static_cast<double>(core->TakeSnapshot().pending);
+  state.counters["pending"] = static_cast<double>(core->TakeSnapshot(0).pending);
 }
 BENCHMARK(BM_AdmitComplete)
     ->ArgNames({"pending", "keys", "ids"})
@@ -99,7 +99,7 @@ void BM_AdmitCompleteWorkers(benchmark::State& state) {
     while (auto a = core->NextAdmission(now)) running.push_back(a->ticket);
   }
   state.SetItemsProcessed(state.iterations());
-  state.counters["pending"] = static_cast<double>(core->TakeSnapshot().pending);
+  state.counters["pending"] = static_cast<double>(core->TakeSnapshot(0).pending);
   state.counters["running"] = static_cast<double>(running.size());
 }
 BENCHMARK(BM_AdmitCompleteWorkers)
@@ -212,7 +212,7 @@ void BM_IdleKeyMemory(benchmark::State& state) {
       if (!t.ok() || !a || !core->Complete(a->ticket, 1, 0).ok()) std::abort();
     }
     per_key = static_cast<double>(bench::BytesInUse() - before) / keys;
-    if (core->TakeSnapshot().keys_tracked != static_cast<std::size_t>(keys) + 1) std::abort();
+    if (core->TakeSnapshot(0).keys_tracked != static_cast<std::size_t>(keys) + 1) std::abort();
   }
   state.SetItemsProcessed(state.iterations() * keys);
   state.counters["bytes_per_idle_key"] = per_key;

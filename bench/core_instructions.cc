@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
     }
     fairgate::bench::Herd herd(waiters, keys);
     for (long i = 0; i < iterations; ++i) herd.Step();
-    std::printf("pending %lld\n", static_cast<long long>(herd.core().TakeSnapshot().pending));
+    std::printf("pending %lld\n", static_cast<long long>(herd.core().TakeSnapshot(0).pending));
     return 0;
   }
   if (argc != 5) {
@@ -51,6 +51,6 @@ int main(int argc, char** argv) {
     fairgate::bench::Enqueue(*core, w, now);
     if (auto a = core->NextAdmission(now)) running.push_back(a->ticket);
   }
-  std::printf("pending %lld\n", static_cast<long long>(core->TakeSnapshot().pending));
+  std::printf("pending %lld\n", static_cast<long long>(core->TakeSnapshot(0).pending));
   return 0;
 }

@@ -4,7 +4,8 @@
 // accumulated cost, an estimate, a MaxWaitToCeiling, a count or an aged job aborts with its
 // description.
 //
-// Every extension is reachable: aging, shortest-first, weights, key limits, idle catch-up.
+// Every extension is reachable: aging, shortest-first, weights, key limits, idle catch-up, rate
+// limits.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdio>

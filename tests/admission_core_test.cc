@@ -62,7 +62,7 @@ TEST_CASE("Core.RegisterType.RefusesBadConfigsNamingTheField") {
         "job type 't': default_cost must be finite and >= 0, got -1");
   CHECK(message("t", Type(1, 1, "", std::nan(""))).find("default_cost") != std::string::npos);
   CHECK(message("t", Type(1, 1, "", INFINITY)).find("default_cost") != std::string::npos);
-  CHECK(core->TakeSnapshot().types.empty());
+  CHECK(core->TakeSnapshot(0).types.empty());
 }
 
 TEST_CASE("Core.RegisterType.SameConfigIsIdempotentDifferentConfigIsAlreadyExists") {
@@ -72,8 +72,8 @@ TEST_CASE("Core.RegisterType.SameConfigIsIdempotentDifferentConfigIsAlreadyExist
   Status s = core->RegisterType("clone", Type(8, 4, "git", 10));
   CHECK(s.code() == absl::StatusCode::kAlreadyExists);
   CHECK(s.message() == "job type 'clone' is already registered with a different config");
-  CHECK(core->TakeSnapshot().types.size() == 1);
-  CHECK(core->TakeSnapshot().types[0].max_concurrency == 8);
+  CHECK(core->TakeSnapshot(0).types.size() == 1);
+  CHECK(core->TakeSnapshot(0).types[0].max_concurrency == 8);
 }
 
 TEST_CASE("Core.Enqueue.RefusesBadInputAndChangesNothing") {
@@ -87,7 +87,7 @@ TEST_CASE("Core.Enqueue.RefusesBadInputAndChangesNothing") {
   CHECK(code({"t", "a", "k", std::nan("")}).code() == absl::StatusCode::kInvalidArgument);
   CHECK(code({"t", "a", "k", INFINITY}).code() == absl::StatusCode::kInvalidArgument);
   CHECK(code({"t", "a", "k"}, NAN).code() == absl::StatusCode::kInvalidArgument);
-  const Snapshot s = core->TakeSnapshot();
+  const Snapshot s = core->TakeSnapshot(0);
   CHECK(s.pending == 0);
   CHECK(s.keys_tracked == 0);
 }
@@ -107,7 +107,7 @@ TEST_CASE("Core.Caps.GlobalTierAndTypeCapsAreNeverExceeded") {
   // clone: type cap 2. Tier 3 holds fetch and gc: tier cap 3, each type cap 2; one key, so
   // they go in enqueue order (f0, g0, f1). Global cap 5.
   CHECK(AdmitAll(*core) == Names{"clone/c0/", "clone/c1/", "fetch/f0/", "gc/g0/", "fetch/f1/"});
-  const Snapshot s = core->TakeSnapshot();
+  const Snapshot s = core->TakeSnapshot(0);
   CHECK(s.running == 5);
   REQUIRE(s.tiers.size() == 2);
   CHECK(s.tiers[0].priority == 8);
@@ -318,7 +318,7 @@ TEST_CASE("Core.Slots.AWideJobTakesItsSlotsOfTheGlobalAndTierCaps") {
   // The repack (first in the order: every key at 0, it arrived first) takes 3 of the 4 slots;
   // one clone fits beside it, the other waits.
   CHECK(AdmitAll(*core, 0, &tickets) == Names{"repack/huge/bg", "clone/a/k1"});
-  Snapshot s = core->TakeSnapshot();
+  Snapshot s = core->TakeSnapshot(0);
   CHECK(s.running == 2);
   CHECK(s.slots_in_use == 4);
   CHECK(s.tiers[0].slots_in_use == 4);
@@ -326,7 +326,7 @@ TEST_CASE("Core.Slots.AWideJobTakesItsSlotsOfTheGlobalAndTierCaps") {
   Add(*core, "gc", "x", "bg", 1.0, 1);
   // The clone goes (higher tier), and the 2-slot gc fits the 2 slots left and its own tier.
   CHECK(AdmitAll(*core, 1, &tickets) == Names{"clone/b/k2", "gc/x/bg"});
-  CHECK(core->TakeSnapshot().slots_in_use == 4);
+  CHECK(core->TakeSnapshot(0).slots_in_use == 4);
   CHECK(core->CheckInvariants().ok());
 }
 
@@ -392,7 +392,7 @@ TEST_CASE("Core.Coalesce.RequestsForAPendingIdShareOneJobChargedOnceToItsCreator
   // A request that may not join, and another id, are jobs of their own.
   CHECK(enqueue("linux", "d", Join::kNever) != first);
   CHECK(enqueue("git", "a", Join::kPending) != first);
-  const Snapshot pending = core->TakeSnapshot();
+  const Snapshot pending = core->TakeSnapshot(0);
   CHECK(pending.pending == 3);
   CHECK(pending.keys_tracked == 3);  // z, a and d: the joiners b and c are not tracked
 
@@ -430,10 +430,10 @@ TEST_CASE("Core.Coalesce.AJoinedJobLeavesWithItsLastCaller") {
   REQUIRE(core->Enqueue({"mirror", "r", "b", std::nullopt, Join::kPending}, 4).ok());
   CHECK(core->Cancel(job, 5).ok());
   CHECK(core->Callers(job).value() == 1);
-  CHECK(core->TakeSnapshot().pending == 1);
+  CHECK(core->TakeSnapshot(0).pending == 1);
   CHECK(core->Cancel(job, 6).ok());  // the last caller: the job leaves, uncharged
   CHECK(core->Callers(job).status().code() == absl::StatusCode::kNotFound);
-  CHECK(core->TakeSnapshot().pending == 0);
+  CHECK(core->TakeSnapshot(0).pending == 0);
   CHECK(core->AccumulatedCost("a") == 0.0);
   // A joined job keeps its creator's arrival: it expires at 7 + 10 with all its callers, though
   // the joiner came at 12.
@@ -463,7 +463,7 @@ TEST_CASE("Core.Cancel.APendingJobLeavesUnchargedARunningOneIsRefused") {
   CHECK(core->Cancel(c, 1).ok());
   CHECK(core->Cancel(c, 1).code() == absl::StatusCode::kNotFound);
   CHECK(core->AccumulatedCost("k") == 5.0);
-  CHECK(core->TakeSnapshot().pending == 0);
+  CHECK(core->TakeSnapshot(0).pending == 0);
   REQUIRE(core->Complete(a, 1, 2).ok());
   CHECK(core->NextAdmission(2) == std::nullopt);
 }
@@ -524,7 +524,7 @@ TEST_CASE("Core.Pause.APausedJobIsNotAdmittedAndItsAgingClockStops") {
   Add(*core, "low", "y", "l", std::nullopt, 0);  // would rise one tier at 2
   REQUIRE(core->PauseType("low", 1).ok());
   core->AdvanceTo(10);
-  auto aged_into_five = [&] { return core->TakeSnapshot().tiers[0].aged_in; };
+  auto aged_into_five = [&] { return core->TakeSnapshot(0).tiers[0].aged_in; };
   CHECK(aged_into_five() == 0);  // paused at 1 after one second of waiting: no step
   REQUIRE(core->ResumeType("low", 10).ok());
   CHECK_FALSE(core->StepDueBy(10.9));
@@ -537,7 +537,7 @@ TEST_CASE("Core.Pause.APausedJobIsNotAdmittedAndItsAgingClockStops") {
   REQUIRE(core->PauseKey("l", 11).ok());
   REQUIRE(core->Complete(busy, 1, 11).ok());
   CHECK(AdmitAll(*core, 11).empty());
-  CHECK(core->TakeSnapshot().paused_keys == std::vector<std::string>{"l"});
+  CHECK(core->TakeSnapshot(0).paused_keys == std::vector<std::string>{"l"});
   REQUIRE(core->ResumeKey("l", 12).ok());
   CHECK(AdmitAll(*core, 12) == Names{"low/y/l"});
   CHECK(core->PauseType("nope", 12).code() == absl::StatusCode::kNotFound);
@@ -564,7 +564,7 @@ TEST_CASE("Core.Complete.RefusesPendingStaleAndBadElapsed") {
   CHECK(core->Complete(a, -1, 1).code() == absl::StatusCode::kInvalidArgument);
   CHECK(core->Complete(a, NAN, 1).code() == absl::StatusCode::kInvalidArgument);
   CHECK(core->Complete(a, 1, INFINITY).code() == absl::StatusCode::kInvalidArgument);
-  CHECK(core->TakeSnapshot().running == 1);
+  CHECK(core->TakeSnapshot(0).running == 1);
   REQUIRE(core->Complete(a, 1, 1).ok());
   // The ticket of a finished job names nothing, even once its slot is reused.
   CHECK(core->Complete(a, 1, 1).code() == absl::StatusCode::kNotFound);
@@ -654,7 +654,7 @@ TEST_CASE("Core.Limits.FullQueuesRefuseWithResourceExhaustedAndDropNothing") {
   auto running = core->NextAdmission(0);
   REQUIRE(running.has_value());
   Add(*core, "t", "6", "c");
-  CHECK(core->TakeSnapshot().pending == 3);
+  CHECK(core->TakeSnapshot(0).pending == 3);
 }
 
 TEST_CASE("Core.Ttl.IdleKeysAreForgottenAfterKeyTtlInBoundedBatches") {
@@ -675,7 +675,7 @@ TEST_CASE("Core.Ttl.IdleKeysAreForgottenAfterKeyTtlInBoundedBatches") {
   CHECK(core->Sweep(11).keys_evicted == 2);    // c, d
   CHECK(core->Sweep(1000).keys_evicted == 0);  // e still runs: never forgotten
   CHECK(core->AccumulatedCost("e") == 1.0);
-  CHECK(core->TakeSnapshot().keys_tracked == 1);
+  CHECK(core->TakeSnapshot(0).keys_tracked == 1);
   // A forgotten key starts again from zero.
   Add(*core, "t", "z", "a", std::nullopt, 1000);
   CHECK(core->AccumulatedCost("a") == 0.0);
@@ -706,7 +706,7 @@ TEST_CASE("Core.Ttl.UnusedEstimatesAreForgottenAfterEstimateTtl") {
   CHECK(core->Sweep(111).estimates_evicted == 1);
   CHECK(core->Estimate("t", "old") == std::nullopt);
   CHECK(core->Estimate("t", "new").has_value());
-  CHECK(core->TakeSnapshot().estimates_tracked == 1);
+  CHECK(core->TakeSnapshot(0).estimates_tracked == 1);
 }
 
 TEST_CASE("Core.IdleCatchUp.ANewKeyStartsAtTheLeastCostPendingInItsTier") {
@@ -901,7 +901,7 @@ TEST_CASE("Core.Snapshot.CountsPerTierAndType") {
   Add(*core, "a", "2");
   Add(*core, "b", "3");
   AdmitAll(*core);
-  const Snapshot s = core->TakeSnapshot();
+  const Snapshot s = core->TakeSnapshot(0);
   CHECK(s.max_concurrency == 8);
   CHECK(s.running == 2);
   CHECK(s.pending == 1);
@@ -980,13 +980,13 @@ TEST_CASE("Core.EnqueueAndAdmit.IsEnqueueThenNextAdmission") {
                                      chance(0.3) ? Join::kPendingOrRunning : Join::kPending};
         std::optional<Admission> got;
         const StatusOr<JobTicket> x = a->EnqueueAndAdmit(request, now, got);
-        const std::int64_t live = b->pending_jobs() + b->TakeSnapshot().running;
+        const std::int64_t live = b->pending_jobs() + b->TakeSnapshot(0).running;
         const StatusOr<JobTicket> y = b->Enqueue(request, now);
         REQUIRE(x.status().code() == y.status().code());
         if (!x.ok()) continue;
         REQUIRE(*x == *y);
         queued.push_back(*x);
-        const bool new_job = b->pending_jobs() + b->TakeSnapshot().running > live;
+        const bool new_job = b->pending_jobs() + b->TakeSnapshot(0).running > live;
         same_admission(got, new_job ? b->NextAdmission(now) : std::nullopt);
       } else if (kind < 65) {
         same_admission(a->NextAdmission(now), b->NextAdmission(now));
@@ -1033,7 +1033,7 @@ TEST_CASE("Core.EnqueueAndAdmit.IsEnqueueThenNextAdmission") {
       for (const ExpiredJob& e : a->TakeExpired()) expired_a.push_back(e.ticket);
       for (const ExpiredJob& e : b->TakeExpired()) expired_b.push_back(e.ticket);
       CHECK(expired_a == expired_b);
-      CHECK(ToJson(a->TakeSnapshot()) == ToJson(b->TakeSnapshot()));
+      CHECK(ToJson(a->TakeSnapshot(0)) == ToJson(b->TakeSnapshot(0)));
       CHECK(a->HeaviestKeys(10) == b->HeaviestKeys(10));
       for (const std::string& type : types) {
         for (const std::string id : {"r0", "r1", "r2", "r3"}) {

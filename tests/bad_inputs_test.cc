@@ -101,6 +101,10 @@ std::vector<Row> Rows() {
   create("rule.shortest_first_aging = -1",
          "rule.shortest_first_aging must be finite and >= 0, got -1",
          [](auto& o) { o.rule.shortest_first_aging = -1; });
+  create("rule.rate_limit.per_second = -1", "rule.rate_limit.per_second must be finite and >= 0",
+         [](auto& o) { o.rule.rate_limit = RateLimit{.per_second = -1}; });
+  create("rule.rate_limit.burst = 0.5", "rule.rate_limit.burst must be finite and >= 1, got 0.5",
+         [](auto& o) { o.rule.rate_limit = RateLimit{.per_second = 1, .burst = 0.5}; });
   create("rule.adaptive_capacity.min = 0",
          "rule.adaptive_capacity.min must be in [1, max_concurrency",
          [](auto& o) { o.rule.adaptive_capacity = AdaptiveCapacity{.min = 0}; });
@@ -171,6 +175,12 @@ std::vector<Row> Rows() {
   register_type("max_queue_wait = NaN", absl::StatusCode::kInvalidArgument,
                 "max_queue_wait must be finite and >= 0", "fetch",
                 JobTypeConfig{.max_queue_wait = Seconds(kNaN)});
+  register_type("rate_limit.per_second = NaN", absl::StatusCode::kInvalidArgument,
+                "rate_limit.per_second must be finite and >= 0", "fetch",
+                JobTypeConfig{.rate_limit = {.per_second = kNaN}});
+  register_type("rate_limit.burst = 0", absl::StatusCode::kInvalidArgument,
+                "rate_limit.burst must be finite and >= 1, got 0", "fetch",
+                JobTypeConfig{.rate_limit = {.per_second = 5, .burst = 0}});
   register_type("coalesce = Coalesce(7)", absl::StatusCode::kInvalidArgument,
                 "coalesce 7 is not one of kOff, kJoin, kSupersede", "fetch",
                 JobTypeConfig{.coalesce = static_cast<Coalesce>(7)});

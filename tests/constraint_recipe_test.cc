@@ -22,9 +22,10 @@ namespace {
 
 using testing::Type;
 
-std::unique_ptr<AdmissionCore> MakeCore(int max_concurrency = 8) {
+std::unique_ptr<AdmissionCore> MakeCore(int max_concurrency = 8, RateLimit rate_limit = {}) {
   RuleOptions rule = RuleOptions::Seed();
   rule.max_concurrency = max_concurrency;
+  rule.rate_limit = rate_limit;
   auto core = AdmissionCore::Create(rule);
   REQUIRE(core.ok());
   REQUIRE((*core)->RegisterType("sibling", Type(2, 2)).ok());  // shares tier 2's lanes
@@ -103,6 +104,33 @@ const std::array kRows = {
           const JobTicket sibling = Add(*core, "sibling");
           REQUIRE(core->NextAdmission(0)->ticket == first);
           HeldUntilReleased(*core, held, sibling, [&] { Complete(*core, first); });
+        }},
+    // The rates' rows: NextAdmission(1) comes a second after the decisions at 0, when the next
+    // token of a bucket of one a second is due; nothing else releases them.
+    Row{Blocker::kGlobalRate,
+        [] {
+          auto core = MakeCore(8, RateLimit{.per_second = 1, .burst = 1});
+          REQUIRE(core->RegisterType("held", Type(2, 2)).ok());
+          const JobTicket first = Add(*core, "held");
+          const JobTicket held = Add(*core, "held");
+          REQUIRE(core->NextAdmission(0)->ticket == first);  // the bucket's one token
+          CHECK(core->NextTokenAt(0) == 1.0);
+          HeldUntilReleased(*core, held, std::nullopt, [] {});
+        }},
+    Row{Blocker::kTypeRate,
+        [] {
+          // With a rate of its own, it keeps lanes of its own (the recipe's step 4).
+          auto core = MakeCore();
+          JobTypeConfig config = Type(2, 2);
+          config.rate_limit = {.per_second = 1, .burst = 1};
+          REQUIRE(core->RegisterType("held", config).ok());
+          const JobTicket first = Add(*core, "held");
+          const JobTicket held = Add(*core, "held");
+          const JobTicket sibling = Add(*core, "sibling");
+          REQUIRE(core->NextAdmission(0)->ticket == first);
+          Complete(*core, first);  // the tier's slots free again: only the rate holds `held`
+          CHECK(core->NextTokenAt(0) == 1.0);
+          HeldUntilReleased(*core, held, sibling, [] {});
         }},
     Row{Blocker::kNoWorker,
         [] {

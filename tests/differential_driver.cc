@@ -107,7 +107,16 @@ class Run {
     options.rule.sweep_batch = static_cast<std::size_t>(choices_.Between(1, 3));
     if (choices_.Chance(0.3)) options.rule.max_pending_total = choices_.Between(3, 25);
     if (choices_.Chance(0.3)) options.rule.max_pending_per_key = choices_.Between(1, 8);
+    if (config_.extensions && choices_.Chance(0.1)) options.rule.rate_limit = DrawRateLimit();
     return options;
+  }
+
+  // A rate limit (fairgate/rate_limit.h) of a few tokens a second, so that the decisions a few
+  // seconds apart find some buckets empty and some refilled; fractions that are not exact in
+  // binary too, where the arithmetic of core and model must agree to the bit.
+  RateLimit DrawRateLimit() {
+    return {choices_.Pick(std::vector<double>{0.5, 1, 2, 3.3, 7}),
+            choices_.Pick(std::vector<double>{1, 1.5, 2, 4})};
   }
 
   bool RegisterTypes() {
@@ -137,6 +146,7 @@ class Run {
         if (choices_.Chance(0.4)) {
           config.coalesce = choices_.Chance(0.5) ? Coalesce::kJoin : Coalesce::kSupersede;
         }
+        if (choices_.Chance(0.15)) config.rate_limit = DrawRateLimit();
       }
       if (config_.workers) {
         for (const std::string tag : {"cpu", "gpu"}) {
@@ -404,7 +414,21 @@ class Run {
                   " was due, AdvanceTo " + (due ? "took none" : "took one"));
     }
     if (!CompareExpired() || !CompareCallers()) return false;
-    const Snapshot snapshot = core_->TakeSnapshot();
+    const Snapshot snapshot = core_->TakeSnapshot(now_);
+    // The rate limits' tokens, to the bit: the same arithmetic (docs/ordering.md).
+    if (snapshot.rate_limit.has_value() != model_->rate_limit().limited() ||
+        (snapshot.rate_limit && snapshot.rate_limit->tokens != model_->TokensOf("", now_))) {
+      return Fail("the global rate limit's tokens: core " +
+                  Show(snapshot.rate_limit ? snapshot.rate_limit->tokens : -1) + ", model " +
+                  Show(model_->TokensOf("", now_)));
+    }
+    for (const TypeSnapshot& type : snapshot.types) {
+      if (type.rate_limit && type.rate_limit->tokens != model_->TokensOf(type.name, now_)) {
+        return Fail("type " + type.name + "'s rate limit's tokens: core " +
+                    Show(type.rate_limit->tokens) + ", model " +
+                    Show(model_->TokensOf(type.name, now_)));
+      }
+    }
     if (snapshot.pending != model_->pending() || snapshot.running != model_->running() ||
         snapshot.slots_in_use != model_->slots_in_use()) {
       return Fail("pending/running/slots: core " + Show(snapshot.pending) + "/" +

@@ -23,6 +23,7 @@ Status ReferenceModel::RegisterType(const std::string& name, const JobTypeConfig
     }
   }
   types_[name] = config;
+  type_rates_[name] = {config.rate_limit.burst, 0};
   type_order_.push_back(name);
   return absl::OkStatus();
 }
@@ -187,7 +188,20 @@ Status ReferenceModel::Cancel(int n, double now) {
   return absl::OkStatus();
 }
 
-bool ReferenceModel::Admissible(const ModelJob& job) const {
+double ReferenceModel::Tokens(const RateLimit& limit, const Bucket& bucket, double now) {
+  return std::min(limit.burst, bucket.tokens + (now - bucket.at) * limit.per_second);
+}
+
+bool ReferenceModel::HasToken(const RateLimit& limit, const Bucket& bucket, double now) {
+  return limit.per_second == 0 || Tokens(limit, bucket, now) >= 1;
+}
+
+void ReferenceModel::Take(const RateLimit& limit, Bucket& bucket, double now) {
+  if (limit.per_second == 0) return;
+  bucket = {Tokens(limit, bucket, now) - 1, now};
+}
+
+bool ReferenceModel::Admissible(const ModelJob& job, double now) const {
   // Slots of the global cap and of the tier's, jobs of the type, of the key and on the resource.
   const JobTypeConfig& config = types_.at(job.type);
   int total_slots = 0, tier_slots = 0, type = 0, same_resource = 0;
@@ -203,7 +217,9 @@ bool ReferenceModel::Admissible(const ModelJob& job) const {
   return !Paused(job) && total_slots + config.slots <= capacity_ &&
          tier_slots + config.slots <= config.priority && type < config.max_concurrency &&
          RunningOf(job.key) < LimitsOf(job.key).max_running &&
-         same_resource < config.conflict_limit;
+         same_resource < config.conflict_limit &&
+         HasToken(options_.rule.rate_limit, global_rate_, now) &&
+         HasToken(config.rate_limit, type_rates_.at(job.type), now);
 }
 
 KeyLimits ReferenceModel::LimitsOf(const std::string& key) const {
@@ -377,7 +393,7 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
   std::map<std::string, std::string> claimant;  // reserved worker -> its claimant type
   if (workers_in_use_) {
     for (const auto& [n, job] : jobs_) {
-      if (job.running || !Admissible(job)) continue;
+      if (job.running || !Admissible(job, now)) continue;
       const std::vector<std::string> workers = WorkersOf(job.type);
       if (workers.size() != 1 ||
           now - starved_since_[job.type] < options_.rule.sole_worker_reserve_after.count()) {
@@ -411,7 +427,7 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
   int best = -1;
   std::tuple<int, int, int, double, double, double, std::uint64_t> best_order;
   for (const auto& [n, job] : jobs_) {
-    if (job.running || !Admissible(job)) continue;
+    if (job.running || !Admissible(job, now)) continue;
     if (!reserved_type.empty() && job.type != reserved_type) continue;
     if (reserved_type.empty() && workers_in_use_ && worker_for(job).empty()) continue;
     const int own = static_cast<int>(
@@ -435,6 +451,8 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
   job.charge = job.cost ? *job.cost : UseEstimate(job, now);
   job.weight = settings_.count(job.key) ? settings_[job.key].weight : 1.0;
   keys_[job.key].acc = keys_[job.key].acc + job.charge / job.weight;
+  Take(options_.rule.rate_limit, global_rate_, now);
+  Take(types_[job.type].rate_limit, type_rates_[job.type], now);
   return Admission{best, job.charge, job.worker, !reserved_type.empty()};
 }
 

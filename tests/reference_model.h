@@ -74,6 +74,12 @@ class ReferenceModel {
   Status PauseKey(const std::string& key, double now);
   Status ResumeKey(const std::string& key, double now);
   StatusOr<double> MaxWaitToCeiling(const std::string& type) const;
+  // The tokens at `now` of the rate limit of `type` ("": the global one).
+  double TokensOf(const std::string& type, double now) const {
+    return type.empty() ? Tokens(options_.rule.rate_limit, global_rate_, now)
+                        : Tokens(types_.at(type).rate_limit, type_rates_.at(type), now);
+  }
+  const RateLimit& rate_limit() const { return options_.rule.rate_limit; }
   // Workers (fairgate/worker.h), as AdmissionCore's: once one is added, a job needs a worker
   // that serves its type with room for its slots, and goes to the most specialised (fewest
   // registered types served, then added first) that is not reserved. A type served by exactly
@@ -138,8 +144,18 @@ class ReferenceModel {
   // Applies `change` to the pauses and stops or restarts the aging clocks it changes.
   template <typename Change>
   void ChangePause(double now, Change change);
-  // Every constraint but the workers has room for the job.
-  bool Admissible(const ModelJob& job) const;
+  // Every constraint but the workers has room for the job at `now` (the rate limits' tokens).
+  bool Admissible(const ModelJob& job, double now) const;
+  // A rate limit's bucket (docs/ordering.md, "Rate limits"): the tokens its last take left, and
+  // when that was; full at first.
+  struct Bucket {
+    double tokens = 0;
+    double at = 0;
+  };
+  // Its tokens at `now`; whether an admission may take one; the take.
+  static double Tokens(const RateLimit& limit, const Bucket& bucket, double now);
+  static bool HasToken(const RateLimit& limit, const Bucket& bucket, double now);
+  static void Take(const RateLimit& limit, Bucket& bucket, double now);
   // It names the type (or one of its tags) and has at least the type's slots.
   bool Serves(const ModelWorker& worker, const std::string& type) const;
   // The workers that serve `type`, most specialised first.
@@ -172,6 +188,8 @@ class ReferenceModel {
   // The joinable job of each (type, id) admitted last (it may have completed since).
   std::map<std::pair<std::string, std::string>, int> last_admitted_joinable_;
   int capacity_ = options_.rule.max_concurrency;
+  Bucket global_rate_{options_.rule.rate_limit.burst, 0};
+  std::map<std::string, Bucket> type_rates_;  // from registration, full
   int next_job_ = 0;
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_order_ = 0;

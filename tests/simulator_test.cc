@@ -694,6 +694,46 @@ TEST_CASE("Simulator.Examples.CostHintsLetTheClientOfCheapClonesWaitLess") {
   CHECK(mean_wait(on, "small") < mean_wait(off, "small") / 1.5);
 }
 
+// docs/simulator.md's rate-limit pair: 24 first mirrors from three CI clients at once, and a
+// developer's at 1 s, fetched from an upstream on 8 slots. Without a limit the upstream sees 16
+// fetches start within the first second; with 4 a second (burst 4) never more than 4 + 4 w in any
+// w seconds, the jobs start a token apart, and the developer's still goes at the next token.
+TEST_CASE("Simulator.Examples.ARateLimitSpreadsTheStartsAndKeepsTheOrder") {
+  // The most starts in any window [t, t + w) that begins at a start.
+  auto most_in = [](const Replayed& r, double w) {
+    std::vector<double> starts;
+    for (const auto& o : r.result.outcomes) starts.push_back(*o.admitted_at);
+    std::sort(starts.begin(), starts.end());
+    std::size_t most = 0;
+    for (std::size_t i = 0; i < starts.size(); ++i) {
+      std::size_t n = 0;
+      for (std::size_t j = i; j < starts.size() && starts[j] < starts[i] + w; ++j) ++n;
+      most = std::max(most, n);
+    }
+    return most;
+  };
+  auto developer_wait = [](const Replayed& r) {
+    for (std::size_t i = 0; i < r.trace.jobs.size(); ++i) {
+      if (r.trace.jobs[i].key == "dev") {
+        return *r.result.outcomes[i].admitted_at - r.trace.jobs[i].arrival;
+      }
+    }
+    return -1.0;
+  };
+  const Replayed off = Replay("rate-limit-off.json");
+  const Replayed on = Replay("rate-limit-on.json");
+  CHECK(most_in(off, 1) == 16);
+  CHECK(developer_wait(off) == 0);
+  for (const double w : {0.25, 0.5, 1.0, 2.0}) {
+    CAPTURE(w);
+    CHECK(most_in(on, w) <= static_cast<std::size_t>(4 + 4 * w));
+  }
+  double last = 0;
+  for (const auto& o : on.result.outcomes) last = std::max(last, *o.admitted_at);
+  CHECK(last == 5.25);  // 25 jobs: 4 at once, then one every 0.25 s
+  CHECK(developer_wait(on) <= 0.25);
+}
+
 TEST_CASE("Simulator.Estimates.AJobWithoutCostIsChargedItsLearnedEstimate") {
   // a's "big" runs 10 s charged the default 1; then est(big) = 0.3 * 10 + 0.7 * 1 = 3.7.
   // At 10 b's "big" is charged 3.7, so at 12 c (acc 1) goes before b's "x" (b at 3.7). Had "big"

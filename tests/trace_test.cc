@@ -132,6 +132,17 @@ TEST_CASE("Trace.MachineAndAdaptiveCapacityAreRead") {
   CHECK(trace->options.rule.adaptive_capacity->interval == AdaptiveCapacity{}.interval);
 }
 
+TEST_CASE("Trace.RateLimitsAreRead") {
+  StatusOr<Trace> trace = ParseTrace(R"({"capacity": 1, "rate_limit": {"per_second": 0.5},
+    "types": {"clone": {"priority": 1, "max_concurrency": 1,
+                        "rate_limit": {"per_second": 3, "burst": 2.5}}},
+    "jobs": []})",
+                                     "t.json");
+  REQUIRE_MESSAGE(trace.ok(), trace.status().message());
+  CHECK(trace->options.rule.rate_limit == RateLimit{0.5, 1});
+  CHECK(trace->types[0].second.rate_limit == RateLimit{3, 2.5});
+}
+
 TEST_CASE("Trace.PausesAndQueueWaitLimitsAreRead") {
   StatusOr<Trace> trace = ParseTrace(R"({"capacity": 1,
     "types": {"clone": {"priority": 1, "max_concurrency": 1, "max_queue_wait": 2.5}},
@@ -329,6 +340,17 @@ TEST_CASE("Trace.BadInput.OneLineNamingFileJobAndField") {
        R"({"capacity": 1, "types": {"t": {"priority": 1, "max_concurrency": 1,
            "max_queue_wait": -2}}, "jobs": []})",
        "bad.json: type 't': field 'max_queue_wait': must be >= 0, got -2"},
+      {"rate limit not an object",
+       R"({"capacity": 1, "types": {"t": {"priority": 1, "max_concurrency": 1,
+           "rate_limit": 5}}, "jobs": []})",
+       "bad.json: type 't': rate_limit: must be an object"},
+      {"rate limit without its rate",
+       R"({"capacity": 1, "rate_limit": {"burst": 2}, "types": {}, "jobs": []})",
+       "bad.json: rate_limit: field 'per_second'"},
+      {"rate limit with an unknown field",
+       R"({"capacity": 1, "rate_limit": {"per_second": 1, "per_minute": 2}, "types": {},
+           "jobs": []})",
+       "bad.json: rate_limit: field 'per_minute': unknown field"},
       {"unknown coalescing",
        R"({"capacity": 1, "types": {"t": {"priority": 1, "max_concurrency": 1,
            "coalesce": "merge"}}, "jobs": []})",

@@ -189,14 +189,14 @@ TEST_CASE("Workers.RemovingAWorkerEndsItsRunningJobsOnceAndALateCompletionIsANoO
   CHECK((*lost)[1].ticket == second);
   CHECK((*lost)[0].worker == "w");
   CHECK((*lost)[0].key == "k1");
-  CHECK(core->TakeSnapshot().running == 1);
-  CHECK(core->TakeSnapshot().slots_in_use == 1);
+  CHECK(core->TakeSnapshot(0).running == 1);
+  CHECK(core->TakeSnapshot(0).slots_in_use == 1);
   // The lost job's key keeps its charge; its estimate learned nothing.
   CHECK(*core->AccumulatedCost("k1") == charged);
   CHECK(core->Estimate("a", "r") == 1.0);  // still the type's default_cost
   // A late completion of a lost job changes nothing and is refused.
   CHECK(core->Complete(first, 5, 6).code() == absl::StatusCode::kNotFound);
-  CHECK(core->TakeSnapshot().running == 1);
+  CHECK(core->TakeSnapshot(0).running == 1);
   // A worker of the same name comes back: new slots, nothing of the old ones.
   REQUIRE(core->AddWorker("w", Worker(1, {"a"})).ok());
   const JobTicket fourth = Enqueue(*core, "a", "k4", 6);

@@ -51,6 +51,8 @@ struct AdmissionEvidence {
   int skipped_conflict = 0;    // jobs found first in their queue while their conflict resource
                                // was full, set aside in this decision
   int skipped_worker = 0;      // types with pending jobs none of whose workers had room
+  int skipped_rate_limit = 0;  // types with pending jobs whose rate limit had no token
+                               // (JobTypeConfig::rate_limit; in the JSON only when not 0)
   // With workers (fairgate/worker.h): the one it runs on, and whether it went there by its
   // type's sole-worker reservation (RuleOptions::sole_worker_reserve_after). In the JSON only
   // with workers.

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fairgate/export.h"
+#include "fairgate/rate_limit.h"
 #include "fairgate/seconds.h"
 #include "fairgate/status.h"
 
@@ -73,6 +74,11 @@ struct JobTypeConfig {
   // Tags a worker may serve the type through (WorkerConfig::tags, fairgate/worker.h): a worker
   // serves the types it names and every type that carries one of its tags. Each not empty.
   std::vector<std::string> tags = {};
+
+  // How often jobs of this type may start (fairgate/rate_limit.h): each admission takes a token
+  // of the type's bucket; while it has none, the type's jobs are passed over until one is due.
+  // Off by default.
+  RateLimit rate_limit = {};
 
   friend bool operator==(const JobTypeConfig&, const JobTypeConfig&) = default;
 };

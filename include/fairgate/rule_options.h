@@ -15,6 +15,7 @@
 #include "fairgate/adaptive_capacity.h"
 #include "fairgate/export.h"
 #include "fairgate/key_limits.h"
+#include "fairgate/rate_limit.h"
 #include "fairgate/seconds.h"
 #include "fairgate/status.h"
 
@@ -102,6 +103,10 @@ struct RuleOptions {
   // is not kept waiting for ever by common jobs that other workers could run, in any tier
   // (docs/ordering.md, "Workers", states the bound). > 0; infinity: never. Ignored without workers.
   Seconds sole_worker_reserve_after{30.0};
+  // How often any job may start (fairgate/rate_limit.h): every admission takes a token of this
+  // one bucket, besides its type's (JobTypeConfig::rate_limit); while it has none, nothing is
+  // admitted until one is due. Off in both presets.
+  RateLimit rate_limit;
 };
 
 // Returns OK when every field of the rule is in range, else InvalidArgument naming the first bad

@@ -9,12 +9,24 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fairgate/export.h"
 
 namespace fairgate {
+
+// A rate limit's bucket (fairgate/rate_limit.h), as it stands when the snapshot is taken.
+struct RateSnapshot {
+  double per_second = 0, burst = 0;  // its RateLimit
+  double tokens = 0;                 // now
+  // Since the scheduler started: admissions that took a token; decisions that passed over
+  // pending jobs under it for want of one (a type's: its jobs, skipped in that decision; the
+  // global one's: decisions that admitted nothing, with jobs pending).
+  std::uint64_t taken = 0, refused = 0;
+  friend bool operator==(const RateSnapshot&, const RateSnapshot&) = default;
+};
 
 struct TypeSnapshot {
   std::string name;
@@ -28,8 +40,9 @@ struct TypeSnapshot {
   // the type's max_queue_wait; `joined`: calls that joined a job of their id instead of queueing
   // one (JobTypeConfig::coalesce), not counted in `enqueued`.
   std::uint64_t enqueued = 0, admitted = 0, completed = 0, cancelled = 0, expired = 0, joined = 0;
-  double wait_seconds_sum = 0;  // over admitted jobs
-  double run_seconds_sum = 0;   // over completed jobs
+  double wait_seconds_sum = 0;                            // over admitted jobs
+  double run_seconds_sum = 0;                             // over completed jobs
+  std::optional<RateSnapshot> rate_limit = std::nullopt;  // with JobTypeConfig::rate_limit
 };
 
 struct KeyCost {
@@ -62,8 +75,9 @@ struct Snapshot {
   int running = 0;       // jobs
   int slots_in_use = 0;  // the slots running jobs take; equals `running` without multi-slot types
   std::int64_t pending = 0;
-  std::vector<TierSnapshot> tiers;  // highest priority first
-  std::vector<TypeSnapshot> types;  // in registration order
+  std::optional<RateSnapshot> rate_limit = std::nullopt;  // with RuleOptions::rate_limit
+  std::vector<TierSnapshot> tiers;                        // highest priority first
+  std::vector<TypeSnapshot> types;                        // in registration order
   std::size_t keys_tracked = 0;
   std::size_t estimates_tracked = 0;
   // Scheduler::PauseKey: the keys paused now, by name (their pending jobs wait until ResumeKey).

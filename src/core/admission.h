@@ -44,7 +44,8 @@ struct DecisionSkips {
   int type_cap = 0;
   int key_limit = 0;
   int conflict = 0;
-  int worker = 0;  // types none of whose workers had room (with workers declared)
+  int worker = 0;      // types none of whose workers had room (with workers declared)
+  int rate_limit = 0;  // types with pending jobs whose rate limit had no token
 };
 
 // An aging step, as the promotion log records it. The string views stay valid while the job

@@ -29,7 +29,7 @@ StatusOr<std::unique_ptr<AdmissionCore>> AdmissionCore::Create(const RuleOptions
 
 AdmissionCore::AdmissionCore(const RuleOptions& rule)
     : rule_(rule),
-      types_(rule.max_concurrency, rule.aging, workers_),
+      types_(rule.max_concurrency, rule.aging, rule.rate_limit, workers_),
       keys_(rule.default_key_limits),
       steps_(rule.aging) {}
 
@@ -137,7 +137,7 @@ bool AdmissionCore::AdmitsAtOnce(const Job& job, double now) const {
   // in TypeTable::Fits, its key in SyncLane's Admissible, its resource in FrontOf: the one list,
   // BlockerOf), counting no skip.
   const TypeState& type = *job.type;
-  return BlockerOf(job) == Blocker::kNone &&
+  return BlockerOf(job, now) == Blocker::kNone &&
          !(TimedSteps::Expires(job) && TimedSteps::ExpiryAt(job) <= now) &&
          !(rule_.aging && types_.TierAbove(*type.tier) != nullptr && steps_.NextStepAt(job) <= now);
 }
@@ -151,7 +151,7 @@ void AdmissionCore::AdmitAtOnce(Job& job, double now, Admission& admission) {
   // What Admit does besides is for a job in a lane, a tier presence and timed steps, and counted
   // as pending: this one is in none of them, and its key, with nothing pending, has no lanes to
   // move.
-  ChargeAndHold(job, admission);
+  ChargeAndHold(job, admission, now);
   StartRunning(job, admission, estimate);
 }
 
@@ -190,11 +190,17 @@ void AdmissionCore::Withdraw(Job& job, double now) {
 std::optional<Admission> AdmissionCore::NextAdmission(double now) {
   AdvanceTo(now);
   if (full()) return std::nullopt;
+  // No token of the global rate limit: no job may start, whatever the order (NextTokenAt).
+  if (types_.rates_in_use() && types_.global_rate().limited() &&
+      !types_.global_rate().HasToken(now)) {
+    if (pending_ > 0) types_.global_rate().CountRefusal();
+    return std::nullopt;
+  }
   DecisionSkips skipped;
   lanes_.StartDecision();
   WorkerState* reserved = nullptr;
   Job* job = workers_.in_use() ? PickReserved(now, reserved) : nullptr;
-  if (job == nullptr) job = Pick(skipped);
+  if (job == nullptr) job = Pick(skipped, now);
   if (job != nullptr && workers_.in_use()) {
     job->worker = (reserved != nullptr ? reserved : workers_.Choose(*job->type))->index + 1;
   }
@@ -211,7 +217,7 @@ Job* AdmissionCore::PickReserved(double now, WorkerState*& worker) {
   const double after = rule_.sole_worker_reserve_after.count();
   for (TypeState* type : workers_.sole_types()) {
     if (type->pending == 0 || now - type->starved_since < after) continue;
-    if (types_.CapBlocker(*type) != Blocker::kNone) continue;
+    if (types_.CapBlocker(*type, now) != Blocker::kNone) continue;
     Job* job = FrontOfType(*type);
     if (job == nullptr) continue;  // held back by its keys or its resources, not by the worker
     workers_.Claim(*type, job);
@@ -232,7 +238,7 @@ Job* AdmissionCore::FrontOfType(TypeState& type) {
   return nullptr;
 }
 
-Job* AdmissionCore::Pick(DecisionSkips& skipped) {
+Job* AdmissionCore::Pick(DecisionSkips& skipped, double now) {
   for (auto& tier : types_.tiers()) {
     Job* best = nullptr;
     AdmissionOrder best_order;
@@ -250,7 +256,7 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
     // and its own tier's caps.
     if (tier->aged_in > 0) {
       for (auto& group : tier->aged) {
-        if (types_.Fits(*group->type, group->lanes, skipped)) consider(group->lanes);
+        if (types_.Fits(*group->type, group->lanes, skipped, now)) consider(group->lanes);
       }
     }
     if (best == nullptr && tier->pending > 0) {
@@ -261,7 +267,7 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped) {
         // room here, can hold its jobs back (Shares).
         if (!tier->shared.empty()) consider(tier->shared);
         for (TypeState* type : tier->types) {
-          if (type->home == &type->lanes && types_.Fits(*type, type->lanes, skipped)) {
+          if (type->home == &type->lanes && types_.Fits(*type, type->lanes, skipped, now)) {
             consider(type->lanes);
           }
         }
@@ -320,15 +326,20 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
       [&] {
         lane->ready.erase(ReadyEntryOf(job));
         LeavePending(job);  // frees the lane if this was its last job
-        ChargeAndHold(job, admission);
+        ChargeAndHold(job, admission, now);
       },
       lane->pending > 1 ? lane : nullptr);
   job.type->starved_since = now;  // an admission of the type restarts its clock
   StartRunning(job, admission, estimate);
 }
 
-void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission) {
+void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission, double now) {
   job.key->acc = job.key->acc + admission.charge / admission.weight;
+  // One token of each rate limit the job is under, whatever its slots (fairgate/rate_limit.h).
+  if (types_.rates_in_use()) {
+    types_.global_rate().Take(now);
+    job.type->rate.Take(now);
+  }
   workers_.ChangeUse(job, [&] {
     ForEachHold(*this, job, [](Usage& usage, std::int32_t amount) { usage.Acquire(amount); });
   });
@@ -442,6 +453,21 @@ std::vector<ExpiredJob> AdmissionCore::TakeExpired() {
   std::vector<ExpiredJob> taken;
   taken.swap(expired_);
   return taken;
+}
+
+std::optional<double> AdmissionCore::NextTokenAt(double now) const {
+  if (pending_ == 0 || !types_.rates_in_use()) return std::nullopt;
+  std::optional<double> next;
+  auto missing = [&](const TokenBucket& bucket) {
+    if (!bucket.limited() || bucket.HasToken(now)) return;
+    const double at = bucket.NextTokenAt(now);
+    if (!next || at < *next) next = at;
+  };
+  missing(types_.global_rate());
+  for (const auto& type : types_.all()) {
+    if (type->pending > 0) missing(type->rate);
+  }
+  return next;
 }
 
 bool AdmissionCore::StepDueBy(double now) const {

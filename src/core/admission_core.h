@@ -130,6 +130,11 @@ class AdmissionCore {
   bool StepDueBy(double now) const;
   // When the next pending job's queue-wait limit is reached, if any job has one: for a timer.
   std::optional<double> NextExpiryAt() const { return steps_.NextExpiryAt(); }
+  // When a token comes due that a pending job waits for (the global rate limit's, with jobs
+  // pending; a type's, with jobs of it pending), if one is missing at `now`: for a timer, so that
+  // a decision is made then (NextAdmission) and nothing polls. Nothing when no job waits for a
+  // token. O(types).
+  std::optional<double> NextTokenAt(double now) const;
   // Where each aging step taken from now on is recorded (null: nowhere), for observers, and how
   // many were taken (TimedSteps keeps both).
   void set_promotion_log(std::vector<Promotion>* log) { steps_.set_promotion_log(log); }
@@ -183,7 +188,8 @@ class AdmissionCore {
   bool AdmitsNothing(double now) const { return (full() || pending_ == 0) && !StepDueBy(now); }
   std::int64_t pending_jobs() const { return pending_; }
 
-  Snapshot TakeSnapshot() const;
+  // The state at `now` (the rate limits' tokens are read at `now`).
+  Snapshot TakeSnapshot(double now) const;
 
   // Recomputes every count, link and entry the core keeps from the jobs themselves and compares
   // (admission_core_invariants.cc): OK, or Internal naming the first broken invariant. O(jobs +
@@ -267,11 +273,11 @@ class AdmissionCore {
   void Rehome(TypeState& type) {
     lanes_.Rehome(type, types_.Shares(type) ? type.tier->shared : type.lanes, jobs_);
   }
-  // The one list of constraints (core/constraints.h): whether a job may run, and if not, the
-  // first constraint without room for it. Every check of admissibility, in the pick, the fast
-  // path, the skip counts and CheckInvariants, is one of these.
-  Blocker BlockerOf(const Job& job) const {
-    if (const Blocker b = types_.BlockerOf(*job.type); b != Blocker::kNone) return b;
+  // The one list of constraints (core/constraints.h): whether a job may run at `now`, and if
+  // not, the first constraint without room for it. Every check of admissibility, in the pick, the
+  // fast path, the skip counts and CheckInvariants, is one of these.
+  Blocker BlockerOf(const Job& job, double now) const {
+    if (const Blocker b = types_.BlockerOf(*job.type, now); b != Blocker::kNone) return b;
     if (const Blocker b = keys_.BlockerOf(*job.key); b != Blocker::kNone) return b;
     return LaneIndex::IdBlocker(job.resource);
   }
@@ -319,7 +325,7 @@ class AdmissionCore {
   void SchedulePromotion(Job& job);
   void Promote(Job& job);
   // The first job in the order among the admissible ones, or null; counts what it passed over.
-  Job* Pick(DecisionSkips& skipped);
+  Job* Pick(DecisionSkips& skipped, double now);
   // Enqueue's work, and EnqueueAndAdmit's with `admission`.
   StatusOr<JobTicket> EnqueueJob(const EnqueueRequest& request, double now,
                                  std::optional<Admission>* admission);
@@ -340,8 +346,9 @@ class AdmissionCore {
                                           const DecisionSkips& skipped, double now,
                                           Admission& admission);
   // What both do once the job has left the order (Admit: from its lane; AdmitAtOnce: it never
-  // entered): its key is charged and it holds its constraints (ForEachHold).
-  void ChargeAndHold(Job& job, const Admission& admission);
+  // entered): its key is charged, it holds its constraints (ForEachHold) and takes a token of
+  // each rate limit it is under.
+  void ChargeAndHold(Job& job, const Admission& admission, double now);
   // What both end with: the job runs (a resource it fills hides its parked jobs again, its join
   // point names it as running, its running facts replace its pending ones, `estimate` among
   // them: DescribeAdmission's hold).

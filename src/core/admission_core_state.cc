@@ -52,8 +52,19 @@ bool AdmissionCore::TypePaused(std::string_view type) const {
   return found != nullptr && found->paused;
 }
 
-Snapshot AdmissionCore::TakeSnapshot() const {
+namespace {
+
+std::optional<RateSnapshot> RateOf(const TokenBucket& bucket, double now) {
+  if (!bucket.limited()) return std::nullopt;
+  return RateSnapshot{bucket.limit().per_second, bucket.limit().burst, bucket.TokensAt(now),
+                      bucket.taken(), bucket.refused()};
+}
+
+}  // namespace
+
+Snapshot AdmissionCore::TakeSnapshot(double now) const {
   Snapshot s;
+  s.rate_limit = RateOf(types_.global_rate(), now);
   s.max_concurrency = rule_.max_concurrency;
   s.capacity = types_.global_cap().limit();
   s.slots_in_use = types_.global_cap().used();
@@ -68,6 +79,7 @@ Snapshot AdmissionCore::TakeSnapshot() const {
     s.types.push_back({type->name, type->config.priority, type->config.max_concurrency,
                        type->running.used(), type->pending});
     s.types.back().paused = type->paused;
+    s.types.back().rate_limit = RateOf(type->rate, now);
   }
   s.paused_keys.assign(keys_.paused().begin(), keys_.paused().end());
   std::vector<const WorkerState*> workers;

@@ -14,6 +14,15 @@
 //   conflict limit   Resource::running       1          JobTypeConfig::conflict_limit of the group
 //   worker           WorkerState::slots      its slots  WorkerConfig::slots of its worker (**)
 //
+// Rate limits (fairgate/rate_limit.h) are constraints of the list too, but over time: nothing
+// running holds a token, so they are in no ForEachHold; an admission takes one of each bucket it
+// is under (AdmissionCore::ChargeAndHold), and a bucket without one has no room until its next
+// token is due (AdmissionCore::NextTokenAt tells the caller when to decide again):
+//
+//   constraint       object                  takes      limit
+//   global rate      TypeTable::global_rate  1 token    RuleOptions::rate_limit
+//   type rate        TypeState::rate         1 token    JobTypeConfig::rate_limit
+//
 // (*) The key limit's usage is a bare Usage in the key and its limit lives in the key's settings,
 // or in the options for a key without settings of its own: a key is kept at 72 bytes (a server
 // may remember a million idle clients), and nearly every key shares the default limit.
@@ -87,7 +96,9 @@ enum class Blocker : std::uint8_t {
   kTierCap,
   kGlobalCap,
   kTypeCap,
-  kNoWorker,  // no worker that serves the type has room for its slots (with workers only)
+  kGlobalRate,  // the global rate limit's bucket has no token
+  kTypeRate,    // the type's rate limit's bucket has no token
+  kNoWorker,    // no worker that serves the type has room for its slots (with workers only)
   // The key level.
   kKeyPaused,
   kKeyLimit,
@@ -105,6 +116,8 @@ constexpr BlockerLevel LevelOf(Blocker blocker) {
     case Blocker::kTierCap:
     case Blocker::kGlobalCap:
     case Blocker::kTypeCap:
+    case Blocker::kGlobalRate:
+    case Blocker::kTypeRate:
     case Blocker::kNoWorker:
       return BlockerLevel::kType;
     case Blocker::kKeyPaused:

@@ -49,6 +49,9 @@ Status ValidateJobType(std::string_view name, const JobTypeConfig& config) {
       return absl::InvalidArgumentError(absl::StrCat("job type '", n, "': a tag is empty"));
     }
   }
+  if (Status s = ValidateRateLimit(config.rate_limit, "rate_limit"); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("job type '", n, "': ", s.message()));
+  }
   return absl::OkStatus();
 }
 

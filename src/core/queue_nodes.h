@@ -50,6 +50,7 @@
 #include "core/join_points.h"
 #include "core/lane_heap.h"
 #include "core/order.h"
+#include "core/token_bucket.h"
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
 #include "fairgate/worker.h"
@@ -378,6 +379,7 @@ struct TypeState {
   std::uint32_t conflict_group = 0;  // 0: none
   TierState* tier = nullptr;
   Constraint running;  // the type cap: its running jobs, against its max_concurrency
+  TokenBucket rate;    // its rate limit (JobTypeConfig::rate_limit): a token per admission
   std::int64_t pending = 0;
   bool paused = false;  // PauseType: none of its jobs is admitted (Blocker::kTypePaused), none ages
   LaneSet lanes;

@@ -45,6 +45,7 @@ Status ValidateRuleOptions(const RuleOptions& rule) {
         absl::StrCat("rule.sole_worker_reserve_after must be > 0 seconds (infinity: never), got ",
                      rule.sole_worker_reserve_after.count()));
   }
+  if (Status s = ValidateRateLimit(rule.rate_limit, "rule.rate_limit"); !s.ok()) return s;
   if (rule.adaptive_capacity) {
     if (Status s = ValidateAdaptiveCapacity(*rule.adaptive_capacity, rule.max_concurrency);
         !s.ok()) {

@@ -9,11 +9,12 @@
 namespace fairgate::core {
 
 TypeTable::TypeTable(int max_concurrency, const std::optional<AgingConfig>& aging,
-                     const WorkerTable& workers)
+                     const RateLimit& global_rate, const WorkerTable& workers)
     : max_concurrency_(max_concurrency),
       aging_ceiling_(aging ? std::optional<int>(aging->ceiling) : std::nullopt),
       workers_(workers),
-      slots_(max_concurrency) {}
+      slots_(max_concurrency),
+      global_rate_(global_rate) {}
 
 StatusOr<TypeState*> TypeTable::Register(std::string_view name, const JobTypeConfig& config,
                                          bool& added) {
@@ -42,6 +43,8 @@ StatusOr<TypeState*> TypeTable::Register(std::string_view name, const JobTypeCon
   type->config = config;
   type->index = static_cast<std::uint32_t>(types_.size());
   type->running.set_limit(config.max_concurrency);
+  type->rate = TokenBucket(config.rate_limit);
+  rates_in_use_ |= type->rate.limited();
   if (!config.conflict_group.empty()) {
     auto [it, inserted] = conflict_groups_.try_emplace(
         config.conflict_group,
@@ -109,6 +112,10 @@ bool TypeTable::SharingMaySkip(Blocker blocker, const TypeState& type) const {
       return type.config.slots == 1;
     case Blocker::kTypeCap:  // its running jobs fill the tier before they reach its cap
       return type.config.max_concurrency >= type.config.priority;
+    case Blocker::kGlobalRate:  // NextAdmission: the global bucket has a token, for any job
+      return true;
+    case Blocker::kTypeRate:  // a bucket of the type's own
+      return !type.rate.limited();
     case Blocker::kNoWorker:  // a worker's room is per type
       return !workers_.in_use();
     case Blocker::kNone:
@@ -134,6 +141,10 @@ void TypeTable::CountCapSkip(Blocker blocker, DecisionSkips& skipped) {
       return;
     case Blocker::kNoWorker:
       ++skipped.worker;
+      return;
+    case Blocker::kGlobalRate:
+    case Blocker::kTypeRate:
+      ++skipped.rate_limit;
       return;
     case Blocker::kTypePaused:  // not a cap: nothing to count
       return;

@@ -22,8 +22,10 @@
 #include "core/arguments.h"
 #include "core/constraints.h"
 #include "core/queue_nodes.h"
+#include "core/token_bucket.h"
 #include "core/worker_table.h"
 #include "fairgate/job_type.h"
+#include "fairgate/rate_limit.h"
 #include "fairgate/rule_options.h"
 #include "fairgate/status.h"
 
@@ -35,9 +37,10 @@ class TypeTable {
   using Tiers = std::vector<std::unique_ptr<TierState>>;
 
   // `max_concurrency` bounds a type's slots and is the global cap until SetCapacity; `aging`
-  // (if any) gives the ceiling TierAbove stops at; `workers` is read for the worker level.
+  // (if any) gives the ceiling TierAbove stops at; `global_rate` is every admission's rate limit;
+  // `workers` is read for the worker level.
   TypeTable(int max_concurrency, const std::optional<AgingConfig>& aging,
-            const WorkerTable& workers);
+            const RateLimit& global_rate, const WorkerTable& workers);
   TypeTable(const TypeTable&) = delete;
   TypeTable& operator=(const TypeTable&) = delete;
 
@@ -66,28 +69,43 @@ class TypeTable {
   // The global cap: the slots running jobs take, against the capacity in force.
   Constraint& global_cap() { return slots_; }
   const Constraint& global_cap() const { return slots_; }
+  // The global rate limit's bucket (RuleOptions::rate_limit): every admission takes a token.
+  TokenBucket& global_rate() { return global_rate_; }
+  const TokenBucket& global_rate() const { return global_rate_; }
+  // Whether any rate limit is set: the global one, or a registered type's.
+  bool rates_in_use() const { return rates_in_use_; }
 
-  // The type level: the type's pause, then the tier, global and type caps, then (with workers)
-  // a worker with room.
-  Blocker BlockerOf(const TypeState& type) const {
-    if (const Blocker b = CapBlocker(type); b != Blocker::kNone) return b;
+  // The type level at `now`: the type's pause, then the tier, global and type caps, the global
+  // and type rate limits, then (with workers) a worker with room.
+  Blocker BlockerOf(const TypeState& type, double now) const {
+    if (const Blocker b = CapBlocker(type, now); b != Blocker::kNone) return b;
     return workers_.in_use() ? workers_.BlockerFor(type) : Blocker::kNone;
   }
   // The type level but the worker.
-  Blocker CapBlocker(const TypeState& type) const {
+  Blocker CapBlocker(const TypeState& type, double now) const {
     const std::int32_t slots = type.config.slots;
     if (type.paused) return Blocker::kTypePaused;
     if (!type.tier->slots.Fits(slots)) return Blocker::kTierCap;
     if (!slots_.Fits(slots)) return Blocker::kGlobalCap;
     if (type.running.Full()) return Blocker::kTypeCap;
+    return rates_in_use_ ? RateBlocker(type, now) : Blocker::kNone;
+  }
+  // The rate limits of the type level (with some set): the global one, then the type's.
+  Blocker RateBlocker(const TypeState& type, double now) const {
+    if (global_rate_.limited() && !global_rate_.HasToken(now)) return Blocker::kGlobalRate;
+    if (type.rate.limited() && !type.rate.HasToken(now)) return Blocker::kTypeRate;
     return Blocker::kNone;
   }
-  // Whether the type level has room for one more job of `type`; if not, counts `lanes` (when it
-  // has jobs) as skipped by the cap without room (a pause is not a cap: not counted).
-  bool Fits(const TypeState& type, const LaneSet& lanes, DecisionSkips& skipped) const {
-    const Blocker blocker = BlockerOf(type);
+  // Whether the type level has room for one more job of `type` at `now`; if not, counts `lanes`
+  // (when it has jobs) as skipped by the cap or rate without room (a pause is not a cap: not
+  // counted), and a refusal of the type's bucket when that was what held them.
+  bool Fits(TypeState& type, const LaneSet& lanes, DecisionSkips& skipped, double now) const {
+    const Blocker blocker = BlockerOf(type, now);
     if (blocker == Blocker::kNone) return true;
-    if (!lanes.empty()) CountCapSkip(blocker, skipped);
+    if (!lanes.empty()) {
+      CountCapSkip(blocker, skipped);
+      if (blocker == Blocker::kTypeRate) type.rate.CountRefusal();
+    }
     return false;
   }
   // Counts one lane set skipped by a type-level `blocker` in `skipped` (a pause counts nothing).
@@ -123,6 +141,8 @@ class TypeTable {
   Tiers tiers_;
   absl::flat_hash_map<std::string, ConflictGroup> conflict_groups_;
   Constraint slots_;
+  TokenBucket global_rate_;
+  bool rates_in_use_ = global_rate_.limited();
 };
 
 }  // namespace fairgate::core

@@ -150,6 +150,31 @@ void SchedulerMetrics::WriteGauges(PrometheusWriter& w, const Snapshot& snapshot
     w.Sample("fairgate_worker_slots_in_use", {{"worker", worker.name}},
              static_cast<double>(worker.slots_in_use));
   }
+  // Rate limits (fairgate/rate_limit.h): the global one as type "", a type's by its name; only
+  // those set, and the families only with one (a scheduler without keeps its output's shape).
+  std::vector<std::pair<std::string, const RateSnapshot*>> rates;
+  if (snapshot.rate_limit) rates.emplace_back("", &*snapshot.rate_limit);
+  for (const TypeSnapshot& t : snapshot.types) {
+    if (t.rate_limit) rates.emplace_back(t.name, &*t.rate_limit);
+  }
+  if (!rates.empty()) {
+    w.Family("fairgate_rate_limit_tokens", "gauge",
+             "A rate limit's tokens now (type \"\": the global one).");
+    for (const auto& [type, r] : rates) {
+      w.Sample("fairgate_rate_limit_tokens", {{"type", type}}, r->tokens);
+    }
+    w.Family("fairgate_rate_limit_taken_total", "counter",
+             "Admissions that took a token of the rate limit.");
+    for (const auto& [type, r] : rates) {
+      w.Sample("fairgate_rate_limit_taken_total", {{"type", type}}, static_cast<double>(r->taken));
+    }
+    w.Family("fairgate_rate_limit_refused_total", "counter",
+             "Decisions that passed over pending jobs for want of the rate limit's token.");
+    for (const auto& [type, r] : rates) {
+      w.Sample("fairgate_rate_limit_refused_total", {{"type", type}},
+               static_cast<double>(r->refused));
+    }
+  }
   w.Family("fairgate_keys_paused", "gauge", "Fairness keys paused now (PauseKey).");
   w.Sample("fairgate_keys_paused", {}, static_cast<double>(snapshot.paused_keys.size()));
   w.Family("fairgate_jobs_aged_in", "gauge",

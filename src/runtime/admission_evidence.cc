@@ -29,6 +29,7 @@ AdmissionEvidence ToEvidence(const core::Admission& a, double now) {
   e.skipped_key_limit = a.skipped.key_limit;
   e.skipped_conflict = a.skipped.conflict;
   e.skipped_worker = a.skipped.worker;
+  e.skipped_rate_limit = a.skipped.rate_limit;
   e.worker = std::string(a.worker);
   e.worker_reserved = a.worker_reserved;
   return e;

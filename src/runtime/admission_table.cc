@@ -302,7 +302,7 @@ Decision AdmissionTable::StartDrain() {
   if (phase_ == Phase::kDraining) {
     // Everything accepted runs: paused work too.
     const double now = LockedNow();
-    const Snapshot paused = core_->TakeSnapshot();
+    const Snapshot paused = core_->TakeSnapshot(now);
     for (const TypeSnapshot& type : paused.types) {
       if (type.paused) (void)core_->ResumeType(type.name, now);
     }
@@ -321,6 +321,12 @@ void AdmissionTable::AdmitLocked(double now, Decision& decision) {
     }
     ReapExpiredLocked(now, decision.admitted);
     log_.Promotions(now);
+    // A token that pending jobs now wait for (a rate limit's, fairgate/rate_limit.h) and that
+    // the timer has not been told of: it wakes to decide again when the token is due.
+    if (const std::optional<double> token = core_->NextTokenAt(now); token != token_told_) {
+      token_told_ = token;
+      decision.wake_timer |= token.has_value();
+    }
   }
   log_.Post();
   CheckInvariantsLocked();

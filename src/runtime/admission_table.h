@@ -346,8 +346,14 @@ class AdmissionTable {
   void CancelLocked(JobRecord& record, double now, const Status& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
   void ForgetDeadlineLocked(JobRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
-  // When the timer must wake for the next queue-wait limit, on its clock.
+  // When the timer must wake for the next queue-wait limit, and for the next token a pending job
+  // waits for (a rate limit's), on its clock.
   std::optional<Context::Clock::time_point> NextExpiryLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
+  std::optional<Context::Clock::time_point> NextTokenLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
+  // A time of the core's clock, on the timer's.
+  std::optional<Context::Clock::time_point> OnTimer(std::optional<double> at) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
 
   const SchedulerOptions options_;
@@ -381,6 +387,8 @@ class AdmissionTable {
   DeadlineMap deadlines_ ABSL_GUARDED_BY(mutex_);
   // Expired during a snapshot; the timer reports them.
   RecordList unreported_ ABSL_GUARDED_BY(mutex_);
+  // The next token pending jobs wait for that the timer was last told of (AdmitLocked).
+  std::optional<double> token_told_ ABSL_GUARDED_BY(mutex_);
   Phase phase_ ABSL_GUARDED_BY(mutex_) = Phase::kOpen;
   // Metrics, events and evidence of every decision, in decision order.
   mutable DecisionLog log_ ABSL_GUARDED_BY(mutex_);

@@ -47,9 +47,10 @@ std::vector<SavedKey> AdmissionTable::RestoreKeys(std::vector<SavedKey> keys, do
 Decided<Snapshot> AdmissionTable::TakeSnapshot(std::size_t heaviest_keys) {
   Decided<Snapshot> out;
   Locked lock(this);
-  out.decision.wake_timer = AdvanceLocked(LockedNow());
+  const double now = LockedNow();
+  out.decision.wake_timer = AdvanceLocked(now);
   Snapshot& s = out.answer;
-  s = core_->TakeSnapshot();
+  s = core_->TakeSnapshot(now);
   for (std::size_t i = 0; i < s.types.size(); ++i) {  // both in registration order
     TypeSnapshot& t = s.types[i];
     const auto& counts = log_.metrics().types()[i];
@@ -78,8 +79,9 @@ Decided<Snapshot> AdmissionTable::TakeSnapshot(std::size_t heaviest_keys) {
 Decision AdmissionTable::WriteMetrics(std::string& out) {
   Decision decision;
   Locked lock(this);
-  decision.wake_timer = AdvanceLocked(LockedNow());
-  log_.WriteMetrics(out);
+  const double now = LockedNow();
+  decision.wake_timer = AdvanceLocked(now);
+  log_.WriteMetrics(out, now);
   return decision;
 }
 
@@ -221,6 +223,7 @@ Context::Clock::time_point AdmissionTable::NextDue() const {
   Locked lock(this);
   if (!deadlines_.empty()) wake_at = std::min(wake_at, deadlines_.begin()->first);
   if (auto expiry = NextExpiryLocked()) wake_at = std::min(wake_at, *expiry);
+  if (auto token = NextTokenLocked()) wake_at = std::min(wake_at, *token);
   if (!unreported_.empty()) wake_at = Clock::now();
   return wake_at;
 }
@@ -248,7 +251,14 @@ void AdmissionTable::Sweep() {
 }
 
 std::optional<Context::Clock::time_point> AdmissionTable::NextExpiryLocked() const {
-  const std::optional<double> at = core_->NextExpiryAt();
+  return OnTimer(core_->NextExpiryAt());
+}
+
+std::optional<Context::Clock::time_point> AdmissionTable::NextTokenLocked() const {
+  return OnTimer(core_->NextTokenAt(Now()));
+}
+
+std::optional<Context::Clock::time_point> AdmissionTable::OnTimer(std::optional<double> at) const {
   if (!at) return std::nullopt;
   // Through the scheduler's clock, which need not be the steady one: how far ahead it is.
   const double ahead = std::max(0.0, *at - Now());

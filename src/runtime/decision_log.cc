@@ -128,9 +128,9 @@ void DecisionLog::Promotions(double now) {
 
 void DecisionLog::Post() { delivery_.Post(events_, evidence_); }
 
-void DecisionLog::WriteMetrics(std::string& out) {
+void DecisionLog::WriteMetrics(std::string& out, double now) {
   metrics_.ObserverEventsDropped(delivery_.TakeDropped());
-  metrics_.Write(out, core_.TakeSnapshot(), core_.promotions_total());
+  metrics_.Write(out, core_.TakeSnapshot(now), core_.promotions_total());
 }
 
 }  // namespace fairgate::internal

@@ -65,7 +65,8 @@ class DecisionLog {
   bool wants_events() const { return delivery_.wants_events(); }
   // Snapshot's counters, per type in registration order, and the totals.
   const metrics::SchedulerMetrics& metrics() const { return metrics_; }
-  void WriteMetrics(std::string& out);
+  // The metrics in the Prometheus text format, the state read at `now`.
+  void WriteMetrics(std::string& out, double now);
   // Outside the lock: waits until everything posted has been delivered.
   void Flush() { delivery_.Flush(); }
 

@@ -59,6 +59,8 @@ std::string ToJsonLine(const AdmissionEvidence& e) {
   if (e.skipped_global_cap != 0) line["skipped"]["global_cap"] = e.skipped_global_cap;
   // Likewise without workers.
   if (e.skipped_worker != 0) line["skipped"]["worker"] = e.skipped_worker;
+  // Likewise without rate limits.
+  if (e.skipped_rate_limit != 0) line["skipped"]["rate_limit"] = e.skipped_rate_limit;
   if (!e.worker.empty()) {
     line["worker"] = e.worker;
     line["worker_reserved"] = e.worker_reserved;

@@ -13,6 +13,14 @@ std::string ToJson(const Snapshot& s, int indent) {
                      {"aged_in", t.aged_in},
                      {"slots_in_use", t.slots_in_use}});
   }
+  // A rate limit's bucket. Only where one is set: a snapshot without keeps its shape.
+  auto rate = [](const RateSnapshot& r) -> nlohmann::ordered_json {
+    return {{"per_second", r.per_second},
+            {"burst", r.burst},
+            {"tokens", r.tokens},
+            {"taken", r.taken},
+            {"refused", r.refused}};
+  };
   nlohmann::ordered_json types = nlohmann::ordered_json::array();
   for (const TypeSnapshot& t : s.types) {
     types.push_back({{"name", t.name},
@@ -29,6 +37,7 @@ std::string ToJson(const Snapshot& s, int indent) {
                      {"paused", t.paused},
                      {"wait_seconds_sum", t.wait_seconds_sum},
                      {"run_seconds_sum", t.run_seconds_sum}});
+    if (t.rate_limit) types.back()["rate_limit"] = rate(*t.rate_limit);
   }
   nlohmann::ordered_json heaviest = nlohmann::ordered_json::array();
   for (const KeyCost& k : s.heaviest_keys) {
@@ -59,6 +68,7 @@ std::string ToJson(const Snapshot& s, int indent) {
                                  {"waited_on_conflict", s.waited_on_conflict},
                                  {"waited_on_capacity", s.waited_on_capacity},
                                  {"heaviest_keys", heaviest}};
+  if (s.rate_limit) json["rate_limit"] = rate(*s.rate_limit);
   // Key names come from callers: replace what is not UTF-8 rather than throw.
   return json.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }

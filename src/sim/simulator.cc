@@ -127,7 +127,8 @@ class Simulation {
   bool HasWork() const {
     return next_arrival_ < arrivals_.size() || !running_.empty() ||
            next_pause_ < pause_changes_.size() || next_worker_ < worker_changes_.size() ||
-           core_.NextExpiryAt() || CapMayGrow() || std::isfinite(NextPeriodicRun());
+           core_.NextExpiryAt() || core_.NextTokenAt(last_t_) || CapMayGrow() ||
+           std::isfinite(NextPeriodicRun());
   }
 
   // The next instant at which something happens.
@@ -141,6 +142,8 @@ class Simulation {
     t = std::min(t, NextPeriodicRun());
     if (next_pause_ < pause_changes_.size()) t = std::min(t, pause_changes_[next_pause_].t);
     if (std::optional<double> expiry = core_.NextExpiryAt()) t = std::min(t, *expiry);
+    // A rate limit's token that pending jobs wait for: a decision then.
+    if (std::optional<double> token = core_.NextTokenAt(last_t_)) t = std::min(t, *token);
     return std::min(t, next_tick_);
   }
 

@@ -108,6 +108,19 @@ class ObjectReader {
   if (!lhs##_or.ok()) return lhs##_or.status(); \
   auto lhs = *std::move(lhs##_or)
 
+// {"per_second": r, "burst": b} (fairgate/rate_limit.h): `per_second` required, `burst` 1 when
+// not given; the core validates the values.
+StatusOr<RateLimit> ParseRateLimit(const Json& value, const std::string& where) {
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
+  }
+  ObjectReader r(value, where);
+  if (Status s = r.OnlyFields({"per_second", "burst"}); !s.ok()) return s;
+  FAIRGATE_ASSIGN_OR_RETURN(per_second, r.Number("per_second", true));
+  FAIRGATE_ASSIGN_OR_RETURN(burst, r.Number("burst", false));
+  return RateLimit{*per_second, burst.value_or(1)};
+}
+
 StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
   if (!value.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
@@ -115,7 +128,7 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
   ObjectReader r(value, where);
   if (Status s = r.OnlyFields({"priority", "max_concurrency", "conflict_group", "conflict_limit",
                                "default_cost", "shortest_first", "slots", "max_queue_wait",
-                               "coalesce", "tags"});
+                               "coalesce", "tags", "rate_limit"});
       !s.ok()) {
     return s;
   }
@@ -138,6 +151,10 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
   config.max_queue_wait = Seconds(max_queue_wait.value_or(0));
   FAIRGATE_ASSIGN_OR_RETURN(tags, r.Strings("tags"));
   config.tags = std::move(tags);
+  if (const Json* rate = r.Get("rate_limit")) {
+    FAIRGATE_ASSIGN_OR_RETURN(limit, ParseRateLimit(*rate, absl::StrCat(where, ": rate_limit")));
+    config.rate_limit = limit;
+  }
   FAIRGATE_ASSIGN_OR_RETURN(coalesce, r.String("coalesce", false));
   if (coalesce && *coalesce == "join") {
     config.coalesce = Coalesce::kJoin;
@@ -493,6 +510,10 @@ Status ParseRuleFields(const ObjectReader& r, const std::string& file, Trace& tr
   trace.options.rule.shortest_first = shortest_first.value_or(false);
   FAIRGATE_ASSIGN_OR_RETURN(sjf_aging, r.Number("shortest_first_aging", false));
   trace.options.rule.shortest_first_aging = sjf_aging.value_or(0);
+  if (const Json* rate = r.Get("rate_limit")) {
+    FAIRGATE_ASSIGN_OR_RETURN(limit, ParseRateLimit(*rate, absl::StrCat(file, ": rate_limit")));
+    trace.options.rule.rate_limit = limit;
+  }
   if (const Json* limits = r.Get("default_key_limits")) {
     const std::string where = absl::StrCat(file, ": default_key_limits");
     if (!limits->is_object()) {
@@ -592,11 +613,26 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
   FAIRGATE_ASSIGN_OR_RETURN(root, ParseTrackedJson(text, file, type_entries));
   Trace trace;
   ObjectReader r(root, file);
-  if (Status s =
-          r.OnlyFields({"mode", "reconcile", "idle_catch_up", "capacity", "alpha", "types", "jobs",
-                        "until", "aging", "shortest_first", "default_key_limits", "keys", "pauses",
-                        "machine", "adaptive_capacity", "shortest_first_aging", "periodic",
-                        "workers", "sole_worker_reserve_after"});
+  if (Status s = r.OnlyFields({"mode",
+                               "reconcile",
+                               "idle_catch_up",
+                               "capacity",
+                               "alpha",
+                               "types",
+                               "jobs",
+                               "until",
+                               "aging",
+                               "shortest_first",
+                               "default_key_limits",
+                               "keys",
+                               "pauses",
+                               "machine",
+                               "adaptive_capacity",
+                               "shortest_first_aging",
+                               "periodic",
+                               "workers",
+                               "sole_worker_reserve_after",
+                               "rate_limit"});
       !s.ok()) {
     return s;
   }

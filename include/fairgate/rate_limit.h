@@ -1,0 +1,41 @@
+// fairgate/rate_limit.h: how often work may start, as a token bucket.
+//
+// A RateLimit bounds admissions over time where a cap bounds them at once: a bucket holds up to
+// `burst` tokens and gains `per_second` of them every second; each admission under it takes one
+// token, and a job whose bucket has less than one is passed over (never waited on: the next job
+// in the order that may run goes instead) until the token is due. A bucket starts full. One token
+// per admission, whatever the job's slots (JobTypeConfig::slots); a request that joins a job of
+// its id (coalescing) takes none, as it starts nothing.
+//
+// Where they apply: RuleOptions::rate_limit, every admission of the scheduler; and
+// JobTypeConfig::rate_limit, each admission of that type. The rule, exactly, with the arithmetic
+// the core does, is in docs/ordering.md ("Rate limits").
+//
+// Thread safety: a plain value type.
+#ifndef FAIRGATE_RATE_LIMIT_H_
+#define FAIRGATE_RATE_LIMIT_H_
+
+#include <string_view>
+
+#include "fairgate/export.h"
+#include "fairgate/status.h"
+
+namespace fairgate {
+
+struct RateLimit {
+  // Tokens gained per second. 0: no limit (the default). Finite and >= 0.
+  double per_second = 0;
+  // The most tokens the bucket holds: how many admissions may follow each other at once after
+  // an idle while. Finite and >= 1.
+  double burst = 1;
+  bool limited() const { return per_second > 0; }
+  friend bool operator==(const RateLimit&, const RateLimit&) = default;
+};
+
+// OK when the limit is in range, else InvalidArgument naming `field` (e.g. "rule.rate_limit")
+// and what is wrong.
+FAIRGATE_EXPORT Status ValidateRateLimit(const RateLimit& limit, std::string_view field);
+
+}  // namespace fairgate
+
+#endif  // FAIRGATE_RATE_LIMIT_H_

@@ -1,0 +1,244 @@
+// Rate limits (fairgate/rate_limit.h; docs/ordering.md, "Rate limits"): the bucket's arithmetic
+// and its refusals of bad input, the core's decisions under a type's and the global bucket, what
+// a decision passed over, and a scheduler that starts jobs held by a rate when their tokens come
+// due with nothing else happening. The differential tests hold the core to the reference model
+// under random rate limits as well.
+#include "fairgate/rate_limit.h"
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/admission_core.h"
+#include "doctest/doctest.h"
+#include "fairgate/evidence.h"
+#include "fairgate/scheduler.h"
+#include "runtime_test_util.h"
+#include "test_job_types.h"
+
+namespace fairgate {
+namespace {
+
+using core::AdmissionCore;
+using core::JobTicket;
+using testing::Type;
+
+std::unique_ptr<AdmissionCore> MakeCore(RateLimit global = {}) {
+  RuleOptions rule = RuleOptions::Seed();
+  rule.max_concurrency = 16;
+  rule.rate_limit = global;
+  auto core = AdmissionCore::Create(rule);
+  REQUIRE(core.ok());
+  return *std::move(core);
+}
+
+JobTypeConfig Limited(RateLimit rate, int slots = 1) {
+  JobTypeConfig config = Type(8, 8);
+  config.rate_limit = rate;
+  config.slots = slots;
+  return config;
+}
+
+JobTicket Add(AdmissionCore& core, std::string_view type, std::string_view id, double now,
+              std::string_view key = "k") {
+  StatusOr<JobTicket> ticket = core.Enqueue({type, id, key}, now);
+  REQUIRE_MESSAGE(ticket.ok(), ticket.status().message());
+  return *ticket;
+}
+
+// The ids NextAdmission(now) admits, in order, until it admits nothing.
+std::vector<std::string> AdmitAll(AdmissionCore& core, double now) {
+  std::vector<std::string> ids;
+  while (std::optional<core::Admission> a = core.NextAdmission(now)) ids.emplace_back(a->id);
+  return ids;
+}
+
+TEST_CASE("RateLimit.ABadLimitIsRefusedNamingItsField") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const RateLimit& bad :
+       {RateLimit{-1, 1}, RateLimit{nan, 1}, RateLimit{inf, 1}, RateLimit{1, 0.5},
+        RateLimit{1, nan}, RateLimit{1, inf}, RateLimit{0, 0}}) {
+    CAPTURE(bad.per_second);
+    CAPTURE(bad.burst);
+    const Status status = ValidateRateLimit(bad, "x.rate_limit");
+    CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(status.message().find("x.rate_limit.") == 0);
+    auto core = MakeCore();
+    const Status registered = core->RegisterType("t", Limited(bad));
+    CHECK(registered.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(registered.message().find("job type 't': rate_limit.") == 0);
+    RuleOptions rule;
+    rule.rate_limit = bad;
+    CHECK(AdmissionCore::Create(rule).status().code() == absl::StatusCode::kInvalidArgument);
+  }
+  CHECK(ValidateRateLimit({}, "off").ok());             // no limit
+  CHECK(ValidateRateLimit({0.25, 1}, "slow").ok());     // one every four seconds
+  CHECK(ValidateRateLimit({1000, 1.5}, "tight").ok());  // a fractional burst
+}
+
+// A bucket of 2 a second holding 3: three admissions at once, then one every half second,
+// the type's other jobs passed over (counted) and another type's served meanwhile.
+TEST_CASE("Core.RateLimit.ATypeStartsItsBurstAtOnceThenOneJobATokenApart") {
+  auto core = MakeCore();
+  REQUIRE(core->RegisterType("clone", Limited({2, 3})).ok());
+  REQUIRE(core->RegisterType("fetch", Type(8, 8)).ok());
+  for (const char* id : {"a", "b", "c", "d", "e"}) Add(*core, "clone", id, 0);
+  CHECK(AdmitAll(*core, 0) == std::vector<std::string>{"a", "b", "c"});
+  CHECK(core->NextTokenAt(0) == 0.5);
+  // Another type goes while the bucket refills; the decision says it passed over the clones.
+  Add(*core, "fetch", "f", 0.1, "z");
+  std::optional<core::Admission> fetch = core->NextAdmission(0.1);
+  REQUIRE(fetch.has_value());
+  CHECK(fetch->id == "f");
+  CHECK(fetch->skipped.rate_limit == 1);
+  CHECK(AdmitAll(*core, 0.49).empty());
+  CHECK(AdmitAll(*core, 0.5) == std::vector<std::string>{"d"});
+  CHECK(core->NextTokenAt(0.5) == 1.0);
+  CHECK(AdmitAll(*core, 1.0) == std::vector<std::string>{"e"});
+  CHECK_FALSE(core->NextTokenAt(1.0).has_value());  // nothing waits for a token
+  const Snapshot s = core->TakeSnapshot(1.25);
+  REQUIRE(s.types[0].rate_limit.has_value());
+  CHECK(s.types[0].rate_limit->tokens == 0.5);
+  CHECK(s.types[0].rate_limit->taken == 5);
+  CHECK(s.types[0].rate_limit->refused == 4);  // at 0 (after c), 0.1, 0.49 and 0.5 (after d)
+  CHECK_FALSE(s.types[1].rate_limit.has_value());
+  CHECK_FALSE(s.rate_limit.has_value());
+  CHECK(core->CheckInvariants().ok());
+}
+
+// The global bucket holds every type: one admission a second in all, in the order.
+TEST_CASE("Core.RateLimit.TheGlobalBucketBoundsEveryAdmission") {
+  auto core = MakeCore({1, 1});
+  REQUIRE(core->RegisterType("clone", Type(8, 8)).ok());
+  REQUIRE(core->RegisterType("fetch", Type(4, 8)).ok());
+  Add(*core, "fetch", "f", 0);
+  Add(*core, "clone", "c1", 0);
+  Add(*core, "clone", "c2", 0);
+  CHECK(AdmitAll(*core, 0) == std::vector<std::string>{"c1"});  // the higher tier first
+  CHECK(core->NextTokenAt(0) == 1.0);
+  CHECK(AdmitAll(*core, 0.999) == std::vector<std::string>{});
+  CHECK(AdmitAll(*core, 1) == std::vector<std::string>{"c2"});
+  CHECK(AdmitAll(*core, 2.5) == std::vector<std::string>{"f"});
+  const Snapshot s = core->TakeSnapshot(2.5);
+  REQUIRE(s.rate_limit.has_value());
+  CHECK(s.rate_limit->taken == 3);
+  CHECK(s.rate_limit->refused == 3);  // the decisions at 0 (after c1), 0.999 and 1 (after c2)
+  CHECK(s.rate_limit->tokens == 0);
+}
+
+// One token an admission, whatever its slots; a request that joins a job starts nothing and
+// takes none.
+TEST_CASE("Core.RateLimit.AWideJobTakesOneTokenAndAJoinTakesNone") {
+  auto core = MakeCore();
+  REQUIRE(core->RegisterType("repack", Limited({1, 2}, /*slots=*/4)).ok());
+  JobTypeConfig coalescing = Limited({1, 1});
+  coalescing.priority = 4;  // a tier of its own: the repacks fill theirs
+  coalescing.max_concurrency = 4;
+  coalescing.coalesce = Coalesce::kJoin;
+  REQUIRE(core->RegisterType("mirror", coalescing).ok());
+  Add(*core, "repack", "r1", 0);
+  Add(*core, "repack", "r2", 0);
+  CHECK(AdmitAll(*core, 0) == std::vector<std::string>{"r1", "r2"});  // 8 slots, 2 tokens
+  core::EnqueueRequest request{"mirror", "m", "a"};
+  request.join = core::Join::kPending;
+  const StatusOr<JobTicket> lead = core->Enqueue(request, 0);
+  request.key = "b";
+  const StatusOr<JobTicket> joined = core->Enqueue(request, 0);
+  REQUIRE(lead.ok());
+  REQUIRE(joined.ok());
+  CHECK(*joined == *lead);
+  CHECK(AdmitAll(*core, 0) == std::vector<std::string>{"m"});
+  const Snapshot s = core->TakeSnapshot(0);
+  CHECK(s.types[0].rate_limit->taken == 2);
+  CHECK(s.types[1].rate_limit->taken == 1);
+}
+
+// NextTokenAt is a time at which the token is there, to the bit, for rates and bursts that are
+// not exact in binary: a timer set to it always finds something to do.
+TEST_CASE("Core.RateLimit.TheNextTokenIsThereAtTheTimeItIsDue") {
+  for (const RateLimit& rate : {RateLimit{3.3, 1.5}, RateLimit{0.7, 1}, RateLimit{10.1, 2.2}}) {
+    CAPTURE(rate.per_second);
+    auto core = MakeCore();
+    REQUIRE(core->RegisterType("t", Limited(rate)).ok());
+    for (int i = 0; i < 40; ++i) Add(*core, "t", "j" + std::to_string(i), 0);
+    double now = 0;
+    // Admits what may start at `now`, each ended at once (the type's cap stays open).
+    auto admit = [&](double at) {
+      int n = 0;
+      while (std::optional<core::Admission> a = core->NextAdmission(at)) {
+        REQUIRE(core->Complete(a->ticket, 0, at).ok());
+        ++n;
+      }
+      return n;
+    };
+    int admitted = admit(now);
+    while (admitted < 40) {
+      const std::optional<double> due = core->NextTokenAt(now);
+      REQUIRE(due.has_value());
+      CHECK(*due > now);
+      CHECK(admit(std::nextafter(*due, 0.0)) == 0);
+      now = *due;
+      const int got = admit(now);
+      CHECK(got == 1);
+      admitted += got;
+    }
+  }
+}
+
+TEST_SUITE_BEGIN("runtime");
+
+// A scheduler decides again when a token is due (its timer: AdmissionCore::NextTokenAt), with
+// no completion or enqueue to make it look: jobs queued at once under 20 a second start 50 ms
+// apart, each at the first moment its token is there, and the snapshot, the metrics and the
+// evidence show the bucket.
+TEST_CASE("Scheduler.RateLimit.JobsHeldByARateStartWhenTheirTokensAreDue") {
+  std::mutex mutex;
+  std::vector<AdmissionEvidence> decisions;
+  SchedulerOptions options;
+  options.rule.max_concurrency = 8;
+  options.runtime.evidence = [&](const AdmissionEvidence& e) {
+    std::lock_guard lock(mutex);
+    decisions.push_back(e);
+  };
+  auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
+  REQUIRE(created.ok());
+  Scheduler& scheduler = **created;
+  REQUIRE(scheduler.RegisterType("clone", Limited({20, 1})).ok());
+  testing::Log ran;
+  for (const char* id : {"a", "b", "c", "d"}) {
+    REQUIRE(scheduler
+                .Submit({TypeName("clone"), JobId(id), FairnessKey("k")},
+                        [&ran, id](const Context&) {
+                          ran.Add(id);
+                          return absl::OkStatus();
+                        })
+                .ok());
+  }
+  REQUIRE(testing::Eventually([&] { return ran.entries().size() == 4; }));
+  REQUIRE(scheduler.Shutdown(Context::Background()).ok());
+  std::lock_guard lock(mutex);
+  REQUIRE(decisions.size() == 4);
+  for (std::size_t i = 1; i < decisions.size(); ++i) {
+    CAPTURE(i);
+    CHECK(decisions[i].time - decisions[i - 1].time >= 0.05 - 1e-9);
+    CHECK(decisions[i].skipped_rate_limit == 0);  // nothing else was pending
+  }
+  const Snapshot s = scheduler.Snapshot();
+  REQUIRE(s.types[0].rate_limit.has_value());
+  CHECK(s.types[0].rate_limit->taken == 4);
+  CHECK(s.types[0].rate_limit->per_second == 20);
+  CHECK(ToJson(s).find(R"("rate_limit":{"per_second":20.0,"burst":1.0,)") != std::string::npos);
+  std::string metrics;
+  scheduler.WriteMetrics(metrics);
+  CHECK(metrics.find("fairgate_rate_limit_taken_total{type=\"clone\"} 4") != std::string::npos);
+}
+
+TEST_SUITE_END();
+
+}  // namespace
+}  // namespace fairgate
