@@ -28,9 +28,12 @@ struct Workload {
   const std::string& Id() { return ids[rng() % ids.size()]; }
 };
 
-inline std::unique_ptr<core::AdmissionCore> MakeCore(int capacity = kCapacity) {
+// `key_rate`: every key's rate limit (KeyLimits::rate_limit; off by default).
+inline std::unique_ptr<core::AdmissionCore> MakeCore(int capacity = kCapacity,
+                                                     RateLimit key_rate = {}) {
   RuleOptions rule;
   rule.max_concurrency = capacity;
+  rule.default_key_limits.rate_limit = key_rate;
   auto core = *core::AdmissionCore::Create(rule);
   // Two tiers; clones and fetches share a conflict group, as in the git mirror.
   (void)core->RegisterType(

@@ -299,6 +299,9 @@ std::vector<Row> Rows() {
       "a charge must be finite and >= 0", [] { return Ready()->Charge("k", kInf); });
   run("Scheduler::SetKeyLimits", "max_running = 0", absl::StatusCode::kInvalidArgument,
       "max_running must be >= 1", [] { return Ready()->SetKeyLimits("k", {.max_running = 0}); });
+  run("Scheduler::SetKeyLimits", "rate_limit.per_second = inf", absl::StatusCode::kInvalidArgument,
+      "rate_limit.per_second must be finite and >= 0",
+      [] { return Ready()->SetKeyLimits("k", {.rate_limit = {.per_second = kInf}}); });
   run("Scheduler::SetKeyLimits", "min_running = -1", absl::StatusCode::kInvalidArgument,
       "min_running must be in [0, max_running",
       [] { return Ready()->SetKeyLimits("k", {.min_running = -1}); });

@@ -162,6 +162,21 @@ const std::array kRows = {
           const JobTicket held = Add(*core, "held");
           HeldUntilReleased(*core, held, sibling, [&] { Complete(*core, sibling); });
         }},
+    Row{Blocker::kKeyRate,
+        [] {
+          // The key took its one token at 0; another key's job goes meanwhile; the token is due
+          // at 1, when NextAdmission(1) comes.
+          auto core = MakeCore();
+          REQUIRE(core->RegisterType("held", Type(2, 2)).ok());
+          REQUIRE(core->SetKeyLimits("k", KeyLimits{.rate_limit = {1, 1}}).ok());
+          const JobTicket first = Add(*core, "held");
+          const JobTicket held = Add(*core, "held");
+          const JobTicket sibling = Add(*core, "sibling", "y", "other");
+          REQUIRE(core->NextAdmission(0)->ticket == first);
+          Complete(*core, first);
+          CHECK(core->NextTokenAt(0) == 1.0);
+          HeldUntilReleased(*core, held, sibling, [] {});
+        }},
     Row{Blocker::kConflictLimit,
         [] {
           auto core = MakeCore();

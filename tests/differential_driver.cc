@@ -94,6 +94,7 @@ class Run {
         const int max = choices_.Between(1, 3);
         options.rule.default_key_limits = {max, choices_.Between(0, max)};
       }
+      if (choices_.Chance(0.1)) options.rule.default_key_limits.rate_limit = DrawRateLimit();
     }
     if (config_.draw_idle_catch_up) options.rule.idle_catch_up = choices_.Chance(0.5);
     if (config_.workers) {
@@ -367,7 +368,11 @@ class Run {
           return Fail("SetKeyWeight status");
         }
       } else {
-        const KeyLimits limits{choices_.Between(0, 3), choices_.Between(-1, 2)};
+        KeyLimits limits{choices_.Between(0, 3), choices_.Between(-1, 2)};
+        // A rate of its own now and then, or an invalid one, which both must refuse.
+        if (choices_.Chance(0.3)) {
+          limits.rate_limit = choices_.Chance(0.1) ? RateLimit{1, 0.5} : DrawRateLimit();
+        }
         if (core_->SetKeyLimits(key, limits).code() != model_->SetKeyLimits(key, limits).code()) {
           return Fail("SetKeyLimits status");
         }
@@ -454,6 +459,13 @@ class Run {
       if (got != acc) {
         return Fail("accumulated cost of '" + key + "': core " + Show(got) + ", model " +
                     Show(acc));
+      }
+      // A key's rate limit's tokens, to the bit (a key without one: none).
+      const std::optional<double> tokens = core_->KeyTokens(key, now_);
+      const double want = model_->KeyTokens(key, now_);
+      if (tokens.has_value() != std::isfinite(want) || (tokens && *tokens != want)) {
+        return Fail("rate limit tokens of key '" + key + "': core " + Show(tokens.value_or(-1)) +
+                    ", model " + Show(want));
       }
     }
     if (snapshot.estimates_tracked != model_->estimates_tracked()) {

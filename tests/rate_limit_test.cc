@@ -190,6 +190,66 @@ TEST_CASE("Core.RateLimit.TheNextTokenIsThereAtTheTimeItIsDue") {
   }
 }
 
+// A key over its rate (its own, or the default) is passed over while other keys are served, its
+// jobs start a token apart, and the snapshot counts it held; changing its limit moves its
+// release, and a key forgotten after key_ttl comes back with a full bucket.
+TEST_CASE("Core.RateLimit.AKeyOverItsRateIsPassedOverWhileOtherKeysAreServed") {
+  RuleOptions rule = RuleOptions::Seed();
+  rule.max_concurrency = 16;
+  rule.key_ttl = Seconds(10);
+  rule.default_key_limits.rate_limit = {1, 1};  // every key: one a second
+  auto created = AdmissionCore::Create(rule);
+  REQUIRE(created.ok());
+  AdmissionCore& core = **created;
+  REQUIRE(core.RegisterType("clone", Type(8, 8)).ok());
+  REQUIRE(core.SetKeyLimits("ci", KeyLimits{.rate_limit = {2, 2}}).ok());  // its own
+  for (const char* id : {"c1", "c2", "c3", "c4"}) Add(core, "clone", id, 0, "ci");
+  Add(core, "clone", "d1", 0, "dev");
+  Add(core, "clone", "d2", 0, "dev");
+  // ci's burst of 2 and dev's of 1; then both keys are held.
+  CHECK(AdmitAll(core, 0) == std::vector<std::string>{"c1", "d1", "c2"});
+  CHECK(core.TakeSnapshot(0).keys_held_by_rate == 2u);
+  CHECK(core.KeyTokens("ci", 0) == 0.0);
+  CHECK(core.NextTokenAt(0) == 0.5);
+  std::optional<core::Admission> c3 = core.NextAdmission(0.5);
+  REQUIRE(c3.has_value());
+  CHECK(c3->id == "c3");
+  CHECK(c3->skipped.key_limit == 1);  // dev's queue, held by its rate
+  CHECK(AdmitAll(core, 1) == std::vector<std::string>{"d2", "c4"});
+  // A limit changed while the key is held moves its release: ci took its token at 1 and holds
+  // nothing; under 4 a second its next token is due at 1.25, not 1.5.
+  Add(core, "clone", "c5", 1, "ci");
+  CHECK(core.NextTokenAt(1) == 1.5);
+  REQUIRE(core.SetKeyLimits("ci", KeyLimits{.rate_limit = {4, 1}}).ok());
+  CHECK(core.NextTokenAt(1) == 1.25);
+  CHECK(AdmitAll(core, 1.25) == std::vector<std::string>{"c5"});
+  // Without a limit, nothing holds it.
+  Add(core, "clone", "c6", 1.25, "ci");
+  REQUIRE(core.SetKeyLimits("ci", KeyLimits{}).ok());
+  CHECK(AdmitAll(core, 1.25) == std::vector<std::string>{"c6"});
+  CHECK(core.CheckInvariants().ok());
+}
+
+TEST_CASE("Core.RateLimit.AKeyForgottenAfterItsTtlStartsAgainWithAFullBucket") {
+  RuleOptions rule = RuleOptions::Seed();
+  rule.max_concurrency = 4;
+  rule.key_ttl = Seconds(1);
+  rule.default_key_limits.rate_limit = {0.01, 1};  // one every 100 s
+  auto created = AdmissionCore::Create(rule);
+  REQUIRE(created.ok());
+  AdmissionCore& core = **created;
+  REQUIRE(core.RegisterType("clone", Type(4, 4)).ok());
+  const JobTicket first = Add(core, "clone", "a", 0, "k");
+  REQUIRE(core.NextAdmission(0).has_value());
+  REQUIRE(core.Complete(first, 0, 0).ok());
+  CHECK(core.KeyTokens("k", 0.5) == 0.005);
+  core.Sweep(1);  // idle since 0, key_ttl 1: forgotten, with its bucket
+  CHECK_FALSE(core.KeyTokens("k", 1).has_value());
+  Add(core, "clone", "b", 2, "k");
+  CHECK(AdmitAll(core, 2) == std::vector<std::string>{"b"});
+  CHECK(core.CheckInvariants().ok());
+}
+
 TEST_SUITE_BEGIN("runtime");
 
 // A scheduler decides again when a token is due (its timer: AdmissionCore::NextTokenAt), with
@@ -236,6 +296,47 @@ TEST_CASE("Scheduler.RateLimit.JobsHeldByARateStartWhenTheirTokensAreDue") {
   std::string metrics;
   scheduler.WriteMetrics(metrics);
   CHECK(metrics.find("fairgate_rate_limit_taken_total{type=\"clone\"} 4") != std::string::npos);
+}
+
+// A key over its rate waits for its token, on the timer, while another key is served at once.
+TEST_CASE("Scheduler.RateLimit.AKeyOverItsRateWaitsForItsTokenWhileAnotherIsServed") {
+  std::mutex mutex;
+  std::vector<AdmissionEvidence> decisions;
+  SchedulerOptions options;
+  options.rule.max_concurrency = 8;
+  options.runtime.evidence = [&](const AdmissionEvidence& e) {
+    std::lock_guard lock(mutex);
+    decisions.push_back(e);
+  };
+  auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
+  REQUIRE(created.ok());
+  Scheduler& scheduler = **created;
+  REQUIRE(scheduler.RegisterType("clone", Type(8, 8)).ok());
+  REQUIRE(scheduler.SetKeyLimits("ci", KeyLimits{.rate_limit = {20, 1}}).ok());
+  testing::Log ran;
+  auto submit = [&](const char* id, const char* key) {
+    REQUIRE(scheduler
+                .Submit({TypeName("clone"), JobId(id), FairnessKey(key)},
+                        [&ran, id](const Context&) {
+                          ran.Add(id);
+                          return absl::OkStatus();
+                        })
+                .ok());
+  };
+  for (const char* id : {"c1", "c2", "c3"}) submit(id, "ci");
+  submit("d1", "dev");
+  REQUIRE(testing::Eventually([&] { return ran.entries().size() == 4; }));
+  REQUIRE(scheduler.Shutdown(Context::Background()).ok());
+  std::lock_guard lock(mutex);
+  REQUIRE(decisions.size() == 4);
+  std::vector<double> ci;
+  for (const AdmissionEvidence& e : decisions) {
+    if (e.key == "ci") ci.push_back(e.time);
+    if (e.key == "dev") CHECK(e.time == e.arrival);  // admitted as it came: no token to wait for
+  }
+  REQUIRE(ci.size() == 3);
+  CHECK(ci[1] - ci[0] >= 0.05 - 1e-9);
+  CHECK(ci[2] - ci[1] >= 0.05 - 1e-9);
 }
 
 TEST_SUITE_END();

@@ -219,7 +219,8 @@ bool ReferenceModel::Admissible(const ModelJob& job, double now) const {
          RunningOf(job.key) < LimitsOf(job.key).max_running &&
          same_resource < config.conflict_limit &&
          HasToken(options_.rule.rate_limit, global_rate_, now) &&
-         HasToken(config.rate_limit, type_rates_.at(job.type), now);
+         HasToken(config.rate_limit, type_rates_.at(job.type), now) &&
+         HasToken(LimitsOf(job.key).rate_limit, KeyBucket(job.key), now);
 }
 
 KeyLimits ReferenceModel::LimitsOf(const std::string& key) const {
@@ -301,6 +302,11 @@ Status ReferenceModel::Charge(const std::string& key, double cost, double now) {
 Status ReferenceModel::SetKeyLimits(const std::string& key, const KeyLimits& limits) {
   if (limits.max_running < 1 || limits.min_running < 0 || limits.min_running > limits.max_running) {
     return absl::InvalidArgumentError("limits");
+  }
+  const RateLimit& rate = limits.rate_limit;
+  if (!(std::isfinite(rate.per_second) && rate.per_second >= 0 && std::isfinite(rate.burst) &&
+        rate.burst >= 1)) {
+    return absl::InvalidArgumentError("rate_limit");
   }
   settings_[key].limits = limits;
   return absl::OkStatus();
@@ -453,6 +459,11 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
   keys_[job.key].acc = keys_[job.key].acc + job.charge / job.weight;
   Take(options_.rule.rate_limit, global_rate_, now);
   Take(types_[job.type].rate_limit, type_rates_[job.type], now);
+  if (LimitsOf(job.key).rate_limit.per_second > 0) {
+    Bucket bucket = KeyBucket(job.key);
+    Take(LimitsOf(job.key).rate_limit, bucket, now);
+    key_rates_[job.key] = bucket;
+  }
   return Admission{best, job.charge, job.worker, !reserved_type.empty()};
 }
 
@@ -501,6 +512,7 @@ std::pair<std::size_t, std::size_t> ReferenceModel::Sweep(double now) {
       break;
     }
     keys_.erase(name);
+    key_rates_.erase(name);
     ++keys;
   }
   std::vector<std::pair<std::uint64_t, std::pair<std::string, std::string>>> lru;

@@ -13,6 +13,7 @@
 #define FAIRGATE_TESTS_REFERENCE_MODEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -74,6 +75,11 @@ class ReferenceModel {
   Status PauseKey(const std::string& key, double now);
   Status ResumeKey(const std::string& key, double now);
   StatusOr<double> MaxWaitToCeiling(const std::string& type) const;
+  // The tokens at `now` of the rate limit of `key`.
+  double KeyTokens(const std::string& key, double now) const {
+    if (LimitsOf(key).rate_limit.per_second == 0) return std::numeric_limits<double>::infinity();
+    return Tokens(LimitsOf(key).rate_limit, KeyBucket(key), now);
+  }
   // The tokens at `now` of the rate limit of `type` ("": the global one).
   double TokensOf(const std::string& type, double now) const {
     return type.empty() ? Tokens(options_.rule.rate_limit, global_rate_, now)
@@ -190,6 +196,14 @@ class ReferenceModel {
   int capacity_ = options_.rule.max_concurrency;
   Bucket global_rate_{options_.rule.rate_limit.burst, 0};
   std::map<std::string, Bucket> type_rates_;  // from registration, full
+  // Keys' buckets (KeyLimits::rate_limit), from a key's first take under a limit until the key is
+  // forgotten; a key without one has a full bucket.
+  std::map<std::string, Bucket> key_rates_;
+  // The key's bucket, full if it has none.
+  Bucket KeyBucket(const std::string& key) const {
+    auto it = key_rates_.find(key);
+    return it != key_rates_.end() ? it->second : Bucket{LimitsOf(key).rate_limit.burst, 0};
+  }
   int next_job_ = 0;
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_order_ = 0;

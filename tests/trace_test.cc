@@ -141,6 +141,16 @@ TEST_CASE("Trace.RateLimitsAreRead") {
   REQUIRE_MESSAGE(trace.ok(), trace.status().message());
   CHECK(trace->options.rule.rate_limit == RateLimit{0.5, 1});
   CHECK(trace->types[0].second.rate_limit == RateLimit{3, 2.5});
+  StatusOr<Trace> keyed = ParseTrace(R"({"capacity": 1,
+    "default_key_limits": {"rate_limit": {"per_second": 2}},
+    "keys": {"ci": {"weight": 2, "rate_limit": {"per_second": 0.5, "burst": 3}}},
+    "types": {"clone": {"priority": 1, "max_concurrency": 1}}, "jobs": []})",
+                                     "t.json");
+  REQUIRE_MESSAGE(keyed.ok(), keyed.status().message());
+  CHECK(keyed->options.rule.default_key_limits.rate_limit == RateLimit{2, 1});
+  REQUIRE(keyed->keys.size() == 1);
+  REQUIRE(keyed->keys[0].second.limits.has_value());
+  CHECK(keyed->keys[0].second.limits->rate_limit == RateLimit{0.5, 3});
 }
 
 TEST_CASE("Trace.PausesAndQueueWaitLimitsAreRead") {

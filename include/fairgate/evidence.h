@@ -44,9 +44,10 @@ struct AdmissionEvidence {
   int skipped_tier_cap = 0;    // tiers at their cap, with pending jobs, skipped whole; and types
                                // whose slots their tier had no room for
   int skipped_type_cap = 0;    // types at their cap, with pending jobs, skipped whole
-  int skipped_key_limit = 0;   // queues of keys at their max_running: one per (key, type), or
-                               // one per key for the types that share their tier's (one slot a
-                               // job, a max_concurrency at least the tier's cap, not paused, no
+  int skipped_key_limit = 0;   // queues of keys at their max_running or without a token of
+                               // their rate limit: one per (key, type), or one per key for the
+                               // types that share their tier's (one slot a job, a
+                               // max_concurrency at least the tier's cap, not paused, no
                                // workers declared)
   int skipped_conflict = 0;    // jobs found first in their queue while their conflict resource
                                // was full, set aside in this decision

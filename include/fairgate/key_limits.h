@@ -7,6 +7,10 @@
 // - `min_running`: a key running fewer jobs than this, with jobs pending, goes first within its
 //   tier (a reservation). It is an order, never a held slot: when the key has nothing admissible
 //   the slot goes to someone else (fairgate never leaves a usable slot idle).
+// - `rate_limit`: how often the key's jobs may start (fairgate/rate_limit.h), a bucket of the
+//   key's own: "at most 30 clones a minute per client". A key whose bucket has no token is passed
+//   over until its next token is due; other keys' jobs go meanwhile. A key forgotten after
+//   key_ttl idle starts again with a full bucket.
 // The order and admissibility rules they take part in are in docs/ordering.md.
 //
 // Thread safety: a plain value type.
@@ -16,6 +20,7 @@
 #include <limits>
 
 #include "fairgate/export.h"
+#include "fairgate/rate_limit.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
@@ -24,6 +29,7 @@ struct KeyLimits {
   static constexpr int kNoLimit = std::numeric_limits<int>::max();
   int max_running = kNoLimit;  // >= 1
   int min_running = 0;         // >= 0 and <= max_running
+  RateLimit rate_limit = {};   // off by default
   friend bool operator==(const KeyLimits&, const KeyLimits&) = default;
 };
 

@@ -82,6 +82,9 @@ struct Snapshot {
   std::size_t estimates_tracked = 0;
   // Scheduler::PauseKey: the keys paused now, by name (their pending jobs wait until ResumeKey).
   std::vector<std::string> paused_keys;
+  // With keys' rate limits (KeyLimits::rate_limit, of some key or the default): the keys whose
+  // bucket has no token now, their jobs passed over until it is due.
+  std::optional<std::size_t> keys_held_by_rate = std::nullopt;
   // With workers declared: each, in the order they were added, and the registered types none
   // serves, named by none or only by workers with fewer slots than its jobs take (their jobs wait
   // until a worker that serves them is added).

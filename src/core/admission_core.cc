@@ -340,6 +340,9 @@ void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission, double n
     types_.global_rate().Take(now);
     job.type->rate.Take(now);
   }
+  // Inside the Rekey of Admit (a key left without a token has its lanes held there), or of no
+  // lanes at all (AdmitAtOnce: nothing else of the key is pending).
+  if (keys_.rates_in_use()) keys_.TakeToken(*job.key, now);
   workers_.ChangeUse(job, [&] {
     ForEachHold(*this, job, [](Usage& usage, std::int32_t amount) { usage.Acquire(amount); });
   });
@@ -423,6 +426,8 @@ SweepResult AdmissionCore::Sweep(double now, std::vector<std::pair<std::string, 
 }
 
 void AdmissionCore::AdvanceTo(double now) {
+  // Keys whose rate limit's next token is due: their lanes are linked again.
+  keys_.ReleaseDue(now, [&](KeyState& key) { lanes_.Rekey(key, [&] { keys_.Unhold(key); }); });
   while (Job* due = steps_.ExpiryDueBy(now)) {
     Job& job = *due;
     expired_.push_back({{TicketOf(job), job.type->name, job.id, *job.key->name, job.type->index,
@@ -456,7 +461,7 @@ std::vector<ExpiredJob> AdmissionCore::TakeExpired() {
 }
 
 std::optional<double> AdmissionCore::NextTokenAt(double now) const {
-  if (pending_ == 0 || !types_.rates_in_use()) return std::nullopt;
+  if (pending_ == 0 || !(types_.rates_in_use() || keys_.rates_in_use())) return std::nullopt;
   std::optional<double> next;
   auto missing = [&](const TokenBucket& bucket) {
     if (!bucket.limited() || bucket.HasToken(now)) return;
@@ -466,6 +471,11 @@ std::optional<double> AdmissionCore::NextTokenAt(double now) const {
   missing(types_.global_rate());
   for (const auto& type : types_.all()) {
     if (type->pending > 0) missing(type->rate);
+  }
+  // A key held by its rate (perhaps with nothing pending: then the decision is idle).
+  if (const std::optional<double> release = keys_.NextRelease();
+      release && (!next || *release < *next)) {
+    next = std::max(*release, now);
   }
   return next;
 }

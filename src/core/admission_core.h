@@ -253,6 +253,9 @@ class AdmissionCore {
 
   // The key's accumulated cost, if the key is tracked.
   std::optional<double> AccumulatedCost(std::string_view key) const;
+  // The tokens at `now` of the key's rate limit (KeyLimits::rate_limit), if the key is tracked
+  // and has one.
+  std::optional<double> KeyTokens(std::string_view key, double now) const;
   // The learned estimate of (type, id), if tracked.
   std::optional<double> Estimate(std::string_view type, std::string_view id) const;
   const RuleOptions& rule() const { return rule_; }

@@ -53,6 +53,7 @@ class AdmissionCore::InvariantCheck {
         !s.ok()) {
       return Broken(std::string(s.message()));
     }
+    if (Status s = core_.keys_.CheckRates(); !s.ok()) return Broken(std::string(s.message()));
     return absl::OkStatus();
   }
 

@@ -92,12 +92,16 @@ Status AdmissionCore::SetKeyLimits(std::string_view name, const KeyLimits& limit
   if (Status s = ValidateKeyLimits(limits); !s.ok()) return s;
   KeySettings& settings = keys_.SettingsFor(AsAbsl(name));
   keys_.UseLimits();
+  if (limits.rate_limit.limited()) keys_.UseRates();
   auto apply = [&] {
     settings.limits = limits;
     settings.has_limits = true;
   };
   if (KeyState* key = keys_.Find(AsAbsl(name))) {
-    lanes_.Rekey(*key, apply);
+    lanes_.Rekey(*key, [&] {
+      apply();
+      keys_.LimitsChanged(*key);  // a rate's hold moves with its limit
+    });
   } else {
     apply();
   }

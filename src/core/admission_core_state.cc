@@ -82,6 +82,8 @@ Snapshot AdmissionCore::TakeSnapshot(double now) const {
     s.types.back().rate_limit = RateOf(type->rate, now);
   }
   s.paused_keys.assign(keys_.paused().begin(), keys_.paused().end());
+  // Those due by `now` are held until the next decision lets them go: not counted.
+  if (keys_.rates_in_use()) s.keys_held_by_rate = keys_.RateHeldAfter(now);
   std::vector<const WorkerState*> workers;
   for (const auto& w : workers_.all()) {
     if (w != nullptr) workers.push_back(w.get());
@@ -145,6 +147,12 @@ std::optional<double> AdmissionCore::AccumulatedCost(std::string_view key) const
   const KeyState* state = keys_.Find(AsAbsl(key));
   if (state == nullptr) return std::nullopt;
   return state->acc;
+}
+
+std::optional<double> AdmissionCore::KeyTokens(std::string_view key, double now) const {
+  const KeyState* state = keys_.Find(AsAbsl(key));
+  if (state == nullptr || !keys_.LimitsOf(*state).rate_limit.limited()) return std::nullopt;
+  return keys_.TokensOf(*state, now);
 }
 
 std::optional<double> AdmissionCore::Estimate(std::string_view type, std::string_view id) const {

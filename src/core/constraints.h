@@ -22,6 +22,10 @@
 //   constraint       object                  takes      limit
 //   global rate      TypeTable::global_rate  1 token    RuleOptions::rate_limit
 //   type rate        TypeState::rate         1 token    JobTypeConfig::rate_limit
+//   key rate         KeyTable's bucket       1 token    KeyLimits::rate_limit of the key
+//
+// A key's bucket holds its key from the take that leaves it without a token until AdvanceTo
+// reaches the next one (KeyTable::ReleaseDue), its lanes unlinked meanwhile as for its limit.
 //
 // (*) The key limit's usage is a bare Usage in the key and its limit lives in the key's settings,
 // or in the options for a key without settings of its own: a key is kept at 72 bytes (a server
@@ -102,6 +106,7 @@ enum class Blocker : std::uint8_t {
   // The key level.
   kKeyPaused,
   kKeyLimit,
+  kKeyRate,  // the key's rate limit's bucket has no token (KeyLimits::rate_limit)
   // The id level.
   kConflictLimit,
   kCount,  // not a constraint: how many Blocker values there are. Keep it last.
@@ -122,6 +127,7 @@ constexpr BlockerLevel LevelOf(Blocker blocker) {
       return BlockerLevel::kType;
     case Blocker::kKeyPaused:
     case Blocker::kKeyLimit:
+    case Blocker::kKeyRate:
       return BlockerLevel::kKey;
     case Blocker::kConflictLimit:
       return BlockerLevel::kId;

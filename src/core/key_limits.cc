@@ -16,7 +16,7 @@ Status ValidateKeyLimits(const KeyLimits& limits) {
                                                    limits.max_running, "], got ",
                                                    limits.min_running));
   }
-  return absl::OkStatus();
+  return ValidateRateLimit(limits.rate_limit, "rate_limit");
 }
 
 Status ValidateKeyWeight(double weight) {

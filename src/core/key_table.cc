@@ -2,6 +2,7 @@
 
 #include <iterator>
 
+#include "absl/strings/str_cat.h"
 #include "core/check.h"
 
 namespace fairgate::core {
@@ -42,6 +43,7 @@ std::size_t KeyTable::Evict(double now, double ttl, std::size_t batch,
     KeyState& key = idle_.front();
     idle_.pop_front();
     if (evicted != nullptr) evicted->emplace_back(*key.name, key.acc);
+    ForgetBucket(key);
     keys_.erase(keys_.find(*key.name));
     ++count;
   }
@@ -51,6 +53,75 @@ std::size_t KeyTable::Evict(double now, double ttl, std::size_t batch,
     keys_.rehash(0);
   }
   return count;
+}
+
+void KeyTable::TakeToken(KeyState& key, double now) {
+  const RateLimit& limit = LimitsOf(key).rate_limit;
+  if (!limit.limited()) return;
+  KeyBucket& bucket = buckets_.try_emplace(&key, KeyBucket{Tokens::Full(limit)}).first->second;
+  bucket.tokens.Take(limit, now);
+  if (!bucket.tokens.HasToken(limit, now)) Hold(key, bucket, limit);
+}
+
+void KeyTable::Hold(KeyState& key, KeyBucket& bucket, const RateLimit& limit) {
+  bucket.held = true;
+  ++held_count_;
+  bucket.release_at = bucket.tokens.NextTokenAt(limit);
+  held_.emplace(bucket.release_at, &key);
+}
+
+void KeyTable::Release(KeyState& key) {
+  auto it = buckets_.find(&key);
+  if (it == buckets_.end() || !it->second.held) return;
+  held_.erase({it->second.release_at, &key});
+  it->second.held = false;
+  --held_count_;
+}
+
+// Whether a key is held depends on what its last take left, not on its limit: less than a token
+// holds it until the next one under the limit in force (due at once if that is past: the next
+// AdvanceTo lets it go), whatever limit it had when it was taken; without a limit nothing holds
+// it. (What it left is kept when its limit goes, and holds it again if a limit comes back.)
+void KeyTable::LimitsChanged(KeyState& key) {
+  auto it = buckets_.find(&key);
+  if (it == buckets_.end()) return;
+  Release(key);
+  const RateLimit& limit = LimitsOf(key).rate_limit;
+  if (limit.limited() && it->second.tokens.left < 1) Hold(key, it->second, limit);
+}
+
+double KeyTable::TokensOf(const KeyState& key, double now) const {
+  const RateLimit& limit = LimitsOf(key).rate_limit;
+  if (!limit.limited()) return std::numeric_limits<double>::infinity();
+  auto it = buckets_.find(&key);
+  return it == buckets_.end() ? limit.burst : it->second.tokens.At(limit, now);
+}
+
+void KeyTable::ForgetBucket(KeyState& key) {
+  if (buckets_.empty()) return;
+  Release(key);
+  buckets_.erase(&key);
+}
+
+Status KeyTable::CheckRates() const {
+  std::size_t held = 0;
+  for (const auto& [key, bucket] : buckets_) {
+    if (!bucket.held) continue;
+    ++held;
+    if (!held_.contains({bucket.release_at, const_cast<KeyState*>(key)})) {
+      return absl::InternalError(
+          absl::StrCat("key '", *key->name, "' is held by its rate but not filed for release"));
+    }
+    if (bucket.release_at != bucket.tokens.NextTokenAt(LimitsOf(*key).rate_limit)) {
+      return absl::InternalError(
+          absl::StrCat("key '", *key->name, "' is filed for release at another time"));
+    }
+  }
+  if (held != held_.size() || held != held_count_) {
+    return absl::InternalError(
+        absl::StrCat(held_.size(), " keys filed for release, ", held, " held by their rates"));
+  }
+  return absl::OkStatus();
 }
 
 bool KeyTable::Restore(const SavedKey& saved, double idle_since) {

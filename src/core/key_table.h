@@ -17,16 +17,20 @@
 #define FAIRGATE_CORE_KEY_TABLE_H_
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "core/constraints.h"
 #include "core/order.h"
 #include "core/queue_nodes.h"
+#include "core/token_bucket.h"
 #include "fairgate/key_limits.h"
 #include "fairgate/learned_state.h"
 
@@ -66,13 +70,60 @@ class KeyTable {
   // cost nothing.
   void UseLimits() { limits_in_use_ = true; }
   bool limits_in_use() const { return limits_in_use_; }
-  // The key level of the one list: the key's pause, then its max_running.
+  // From now on some key has a rate limit (its own, or the default): admissions take tokens.
+  void UseRates() { rates_in_use_ = true; }
+  bool rates_in_use() const { return rates_in_use_; }
+  // Part of AdmissionCore::CheckInvariants: each key held by its rate is filed once for release,
+  // at its bucket's next token, and nothing else is: OK, or Internal saying what is broken.
+  Status CheckRates() const;
+  // The key level of the one list: the key's pause, then its max_running, then its rate limit
+  // (held from the take that left it without a token until ReleaseDue reaches its next one).
   Blocker BlockerOf(const KeyState& key) const {
     if (!limits_in_use_) return Blocker::kNone;
     if (key.settings != nullptr && key.settings->paused) return Blocker::kKeyPaused;
     if (key.running.used() >= LimitsOf(key).max_running) return Blocker::kKeyLimit;
+    if (held_count_ > 0 && RateHeld(key)) return Blocker::kKeyRate;
     return Blocker::kNone;
   }
+
+  // Keys' rate limits (KeyLimits::rate_limit). The state of a key's bucket is kept here, apart
+  // from the key (which stays 72 bytes), from its first take under a limit until the key is
+  // forgotten; a key without one has a full bucket. An admission takes a token (TakeToken, inside
+  // the Rekey that moves the key's lanes: a take that leaves less than one holds the key);
+  // ReleaseDue lets go the keys whose next token is due (the core relinks their lanes); a change
+  // of the key's limits moves its release (LimitsChanged, inside the Rekey of SetKeyLimits).
+  void TakeToken(KeyState& key, double now);
+  // Takes out of the release queue each key held by its rate whose next token is due by `now`,
+  // earliest first, and calls `release(key)`, which must clear the hold inside a Rekey of the key
+  // (Unhold).
+  template <typename Release>
+  void ReleaseDue(double now, Release release) {
+    while (!held_.empty() && held_.begin()->first <= now) {
+      KeyState& key = *held_.begin()->second;
+      held_.erase(held_.begin());
+      release(key);
+    }
+  }
+  void Unhold(const KeyState& key) {
+    buckets_.find(&key)->second.held = false;
+    --held_count_;
+  }
+  // Lets the key go now if its rate holds it (out of the release queue too).
+  void Release(KeyState& key);
+  void LimitsChanged(KeyState& key);
+  // When the first key held by its rate gets its next token, if any is held.
+  std::optional<double> NextRelease() const {
+    if (held_.empty()) return std::nullopt;
+    return held_.begin()->first;
+  }
+  // How many keys their rate holds past `now` (O(log keys + those due by `now`)).
+  std::size_t RateHeldAfter(double now) const {
+    std::size_t due = 0;
+    for (auto it = held_.begin(); it != held_.end() && it->first <= now; ++it) ++due;
+    return held_.size() - due;
+  }
+  // The key's bucket at `now`: its tokens (infinity without a limit), for the snapshot.
+  double TokensOf(const KeyState& key, double now) const;
   // Whether the key level lets the key run one more job: its lanes are linked, not held.
   bool Admissible(const KeyState& key) const { return BlockerOf(key) == Blocker::kNone; }
   // Whether the key runs fewer jobs than its min_running: it goes ahead of unreserved keys.
@@ -118,8 +169,31 @@ class KeyTable {
   auto end() const { return keys_.end(); }
 
  private:
+  // A key's bucket: its tokens (core/token_bucket.h), and whether it is held until its next one
+  // (release_at, as filed in held_).
+  struct KeyBucket {
+    Tokens tokens;
+    bool held = false;
+    double release_at = 0;
+  };
+  // Files the bucket's release at its next token under `limit`.
+  void Hold(KeyState& key, KeyBucket& bucket, const RateLimit& limit);
+  bool RateHeld(const KeyState& key) const {
+    auto it = buckets_.find(&key);
+    return it != buckets_.end() && it->second.held;
+  }
+  // Forgets the key's bucket (it is forgotten).
+  void ForgetBucket(KeyState& key);
+
   const KeyLimits default_limits_;
   bool limits_in_use_;
+  bool rates_in_use_ = default_limits_.rate_limit.limited();
+  absl::flat_hash_map<const KeyState*, KeyBucket> buckets_;
+  // The keys held by their rate, by when their next token is due, then address (the order in
+  // which keys due at once are released changes no decision).
+  absl::btree_set<std::pair<double, KeyState*>> held_;
+  // The buckets that hold their keys (a key taken out of held_ is held until Unhold).
+  std::size_t held_count_ = 0;
   absl::node_hash_map<std::string, KeyState> keys_;         // nodes: KeyState addresses are stable
   absl::node_hash_map<std::string, KeySettings> settings_;  // stable, never erased
   absl::btree_set<std::string> paused_;

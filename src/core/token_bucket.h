@@ -2,7 +2,9 @@
 //
 // Deterministic, as the core is: the tokens are a function of the last take and of the time
 // asked about, computed by one expression (docs/ordering.md, "Rate limits", has it), so that the
-// reference model of the differential tests, computing the same, agrees to the bit.
+// reference model of the differential tests, computing the same, agrees to the bit. Tokens (the
+// expression, on a limit and a state) serve a key's bucket too, whose limit is the key's
+// (KeyLimits::rate_limit) and whose state KeyTable keeps apart from the key.
 #ifndef FAIRGATE_CORE_TOKEN_BUCKET_H_
 #define FAIRGATE_CORE_TOKEN_BUCKET_H_
 
@@ -15,38 +17,57 @@
 
 namespace fairgate::core {
 
+// A bucket's state under a limit: the tokens its last take left, and when that was; a bucket
+// nothing has taken from holds `burst` (Full).
+struct Tokens {
+  double left = 0;
+  double at = 0;
+
+  static Tokens Full(const RateLimit& limit) { return {limit.burst, 0}; }
+  // The tokens at `now` (>= at): what the last take left plus what was gained since, at most
+  // `burst`.
+  double At(const RateLimit& limit, double now) const {
+    return std::min(limit.burst, left + (now - at) * limit.per_second);
+  }
+  bool HasToken(const RateLimit& limit, double now) const { return At(limit, now) >= 1; }
+  // A take at `now` (HasToken is the caller's to check).
+  void Take(const RateLimit& limit, double now) { *this = {At(limit, now) - 1, now}; }
+  // The first time at which HasToken holds, after a take that left less than a token: computed,
+  // then nudged up to the first double where the expression gives a whole token, so that a timer
+  // set to it always finds one.
+  double NextTokenAt(const RateLimit& limit) const {
+    double t = at + (1 - left) / limit.per_second;
+    while (!HasToken(limit, t)) t = std::nextafter(t, std::numeric_limits<double>::infinity());
+    return t;
+  }
+};
+
+// A bucket with its limit and its counts: the global rate limit's and each type's.
 class TokenBucket {
  public:
   TokenBucket() = default;
-  explicit TokenBucket(const RateLimit& limit) : limit_(limit), tokens_(limit.burst) {}
+  explicit TokenBucket(const RateLimit& limit) : limit_(limit), tokens_(Tokens::Full(limit)) {}
 
   bool limited() const { return limit_.limited(); }
   const RateLimit& limit() const { return limit_; }
 
-  // The tokens at `now` (>= the last take's time): full at first, then what the last take left
-  // plus what was gained since, at most `burst`.
+  // The tokens at `now` (infinity without a limit).
   double TokensAt(double now) const {
     if (!limited()) return std::numeric_limits<double>::infinity();
-    return std::min(limit_.burst, tokens_ + (now - taken_at_) * limit_.per_second);
+    return tokens_.At(limit_, now);
   }
   // Whether an admission at `now` may take a token.
   bool HasToken(double now) const { return TokensAt(now) >= 1; }
   // An admission at `now` takes one (HasToken(now) is the caller's to check).
   void Take(double now) {
     if (!limited()) return;
-    tokens_ = TokensAt(now) - 1;
-    taken_at_ = now;
+    tokens_.Take(limit_, now);
     ++taken_;
   }
   // The first time at or after `now` at which HasToken holds: when an admission held back by
-  // this bucket may go. Nudged up to the first double where the expression gives a whole token,
-  // so that a timer set to it always finds one.
+  // this bucket may go.
   double NextTokenAt(double now) const {
-    if (HasToken(now)) return now;
-    double at = taken_at_ + (1 - tokens_) / limit_.per_second;
-    at = std::max(at, now);
-    while (!HasToken(at)) at = std::nextafter(at, std::numeric_limits<double>::infinity());
-    return at;
+    return HasToken(now) ? now : std::max(now, tokens_.NextTokenAt(limit_));
   }
   std::uint64_t taken() const { return taken_; }
   // A decision passed over jobs under this bucket for want of a token.
@@ -55,8 +76,7 @@ class TokenBucket {
 
  private:
   RateLimit limit_;
-  double tokens_ = 0;    // after the last take
-  double taken_at_ = 0;  // when it was
+  Tokens tokens_;
   std::uint64_t taken_ = 0;
   std::uint64_t refused_ = 0;
 };

@@ -121,6 +121,7 @@ bool TypeTable::SharingMaySkip(Blocker blocker, const TypeState& type) const {
     case Blocker::kNone:
     case Blocker::kKeyPaused:  // the key and id levels hold a shared set's lanes and jobs
     case Blocker::kKeyLimit:   // as they hold a type's own (LaneIndex::SyncLane, FrontOf)
+    case Blocker::kKeyRate:
     case Blocker::kConflictLimit:
     case Blocker::kCount:
       return true;
@@ -151,6 +152,7 @@ void TypeTable::CountCapSkip(Blocker blocker, DecisionSkips& skipped) {
     case Blocker::kNone:  // not of the type level: counted where their jobs wait, if at all
     case Blocker::kKeyPaused:
     case Blocker::kKeyLimit:
+    case Blocker::kKeyRate:
     case Blocker::kConflictLimit:
     case Blocker::kCount:
       break;

@@ -175,6 +175,11 @@ void SchedulerMetrics::WriteGauges(PrometheusWriter& w, const Snapshot& snapshot
                static_cast<double>(r->refused));
     }
   }
+  if (snapshot.keys_held_by_rate) {
+    w.Family("fairgate_keys_held_by_rate", "gauge",
+             "Fairness keys whose rate limit has no token now (KeyLimits::rate_limit).");
+    w.Sample("fairgate_keys_held_by_rate", {}, static_cast<double>(*snapshot.keys_held_by_rate));
+  }
   w.Family("fairgate_keys_paused", "gauge", "Fairness keys paused now (PauseKey).");
   w.Sample("fairgate_keys_paused", {}, static_cast<double>(snapshot.paused_keys.size()));
   w.Family("fairgate_jobs_aged_in", "gauge",

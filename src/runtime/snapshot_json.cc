@@ -69,6 +69,7 @@ std::string ToJson(const Snapshot& s, int indent) {
                                  {"waited_on_capacity", s.waited_on_capacity},
                                  {"heaviest_keys", heaviest}};
   if (s.rate_limit) json["rate_limit"] = rate(*s.rate_limit);
+  if (s.keys_held_by_rate) json["keys_held_by_rate"] = *s.keys_held_by_rate;
   // Key names come from callers: replace what is not UTF-8 rather than throw.
   return json.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -167,14 +167,20 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
   return config;
 }
 
-// {"max_running": N, "min_running": M}, both optional; nullopt when neither is given.
-StatusOr<std::optional<KeyLimits>> ParseLimits(const ObjectReader& r) {
+// {"max_running": N, "min_running": M, "rate_limit": {...}}, each optional; nullopt when none is
+// given. `where` names the object.
+StatusOr<std::optional<KeyLimits>> ParseLimits(const ObjectReader& r, const std::string& where) {
   FAIRGATE_ASSIGN_OR_RETURN(max_running, r.Integer("max_running", false, 1));
   FAIRGATE_ASSIGN_OR_RETURN(min_running, r.Integer("min_running", false, 0));
-  if (!max_running && !min_running) return std::optional<KeyLimits>();
+  const Json* rate = r.Get("rate_limit");
+  if (!max_running && !min_running && rate == nullptr) return std::optional<KeyLimits>();
   KeyLimits limits;
   if (max_running) limits.max_running = *max_running;
   if (min_running) limits.min_running = *min_running;
+  if (rate != nullptr) {
+    FAIRGATE_ASSIGN_OR_RETURN(limit, ParseRateLimit(*rate, absl::StrCat(where, ": rate_limit")));
+    limits.rate_limit = limit;
+  }
   if (limits.min_running > limits.max_running) {
     return r.Error("min_running", absl::StrCat("must be <= max_running (", limits.max_running,
                                                "), got ", limits.min_running));
@@ -187,12 +193,14 @@ StatusOr<TraceKey> ParseKey(const Json& value, const std::string& where) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
   }
   ObjectReader r(value, where);
-  if (Status s = r.OnlyFields({"weight", "max_running", "min_running"}); !s.ok()) return s;
+  if (Status s = r.OnlyFields({"weight", "max_running", "min_running", "rate_limit"}); !s.ok()) {
+    return s;
+  }
   TraceKey key;
   FAIRGATE_ASSIGN_OR_RETURN(weight, r.Number("weight", false));
   if (weight && *weight <= 0) return r.Error("weight", "must be > 0");
   key.weight = weight;
-  FAIRGATE_ASSIGN_OR_RETURN(limits, ParseLimits(r));
+  FAIRGATE_ASSIGN_OR_RETURN(limits, ParseLimits(r, where));
   key.limits = limits;
   return key;
 }
@@ -520,8 +528,8 @@ Status ParseRuleFields(const ObjectReader& r, const std::string& file, Trace& tr
       return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
     }
     ObjectReader lr(*limits, where);
-    if (Status s = lr.OnlyFields({"max_running", "min_running"}); !s.ok()) return s;
-    FAIRGATE_ASSIGN_OR_RETURN(parsed, ParseLimits(lr));
+    if (Status s = lr.OnlyFields({"max_running", "min_running", "rate_limit"}); !s.ok()) return s;
+    FAIRGATE_ASSIGN_OR_RETURN(parsed, ParseLimits(lr, where));
     if (parsed) trace.options.rule.default_key_limits = *parsed;
   }
   if (const Json* keys = r.Get("keys")) {
