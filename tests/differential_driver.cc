@@ -280,7 +280,10 @@ class Run {
         cost = choices_.Pick(std::vector<double>{0, 1, 3.5, 7, 0.1, -1, std::nan("")});
       }
       const std::size_t join = config_.extensions ? choices_.Index(3) : 0;
-      const core::EnqueueRequest request{type, id, key, cost, static_cast<core::Join>(join)};
+      // A call that would rather be refused than wait for a token (JobOptions).
+      const bool refuse = config_.extensions && choices_.Chance(0.2);
+      const core::EnqueueRequest request{type,  id, key, cost, static_cast<core::Join>(join),
+                                         refuse};
       // Every other enqueue is the runtime's EnqueueAndAdmit, against the model's Enqueue and,
       // when that queued a new job, NextAdmission (chosen by the count, not drawn, so that a
       // seed or a fuzzer's input draws the same sequence as before the call existed).
@@ -288,11 +291,18 @@ class Run {
       std::optional<core::Admission> first;
       StatusOr<JobTicket> got =
           and_admit ? core_->EnqueueAndAdmit(request, now_, first) : core_->Enqueue(request, now_);
-      StatusOr<int> want =
-          model_->Enqueue(type, id, key, cost, now_, static_cast<ReferenceModel::Join>(join));
+      StatusOr<int> want = model_->Enqueue(type, id, key, cost, now_,
+                                           static_cast<ReferenceModel::Join>(join), refuse);
       if (got.status().code() != want.status().code()) {
         return Fail("Enqueue status: core " + got.status().ToString() + ", model " +
                     want.status().ToString());
+      }
+      // A refusal for want of a token, and the wait it names, to the bit.
+      const std::optional<double> retry = RetryAfter(got.status());
+      const bool model_retry = !want.ok() && want.status().message() == "no token";
+      if (retry.has_value() != model_retry || (retry && *retry != model_->retry_after())) {
+        return Fail("Enqueue's wait for a token: core " + got.status().ToString() + ", model " +
+                    (model_retry ? Show(model_->retry_after()) : "none"));
       }
       const std::size_t known = jobs_.size();
       if (got.ok() && !Enqueued(*got, *want)) return false;

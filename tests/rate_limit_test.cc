@@ -250,38 +250,100 @@ TEST_CASE("Core.RateLimit.AKeyForgottenAfterItsTtlStartsAgainWithAFullBucket") {
   CHECK(core.CheckInvariants().ok());
 }
 
+// A request that would rather be refused than wait (EnqueueRequest::refuse_without_token, or the
+// type's config) is refused with ResourceExhausted naming the first bucket without a token, and
+// RetryAfter gives the wait until the latest of their next tokens; with tokens, it queues; a join
+// takes no token and is never refused.
+TEST_CASE("Core.RateLimit.ARequestThatWillNotWaitIsToldWhenItsTokenIsDue") {
+  RuleOptions rule = RuleOptions::Seed();
+  rule.max_concurrency = 8;
+  auto created = AdmissionCore::Create(rule);
+  REQUIRE(created.ok());
+  AdmissionCore& core = **created;
+  JobTypeConfig clone = Limited({4, 1});
+  clone.coalesce = Coalesce::kJoin;
+  REQUIRE(core.RegisterType("clone", clone).ok());
+  REQUIRE(core.SetKeyLimits("ci", KeyLimits{.rate_limit = {0.5, 1}}).ok());
+  core::EnqueueRequest request{"clone", "a", "ci"};
+  request.join = core::Join::kPending;  // joins a pending job of its id, if there is one
+  request.refuse_without_token = true;
+  REQUIRE(core.Enqueue(request, 0).ok());  // both buckets full
+  REQUIRE(core.NextAdmission(0).has_value());
+  // The type's bucket refills at 0.25, the key's at 2: the wait is the later.
+  request.id = "b";
+  const Status refused = core.Enqueue(request, 0.1).status();
+  CHECK(refused.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(refused.message().find("job type 'clone''s rate limit has no token") == 0);
+  REQUIRE(RetryAfter(refused).has_value());
+  CHECK(*RetryAfter(refused) == 2 - 0.1);
+  // Another key waits only for the type's token; told so at 0.1, queued at 0.25.
+  request.key = "dev";
+  CHECK(RetryAfter(core.Enqueue(request, 0.1).status()) == 0.25 - 0.1);
+  CHECK(core.Enqueue(request, 0.25).ok());
+  // A join starts nothing: ci's request joins dev's pending "b" without a token.
+  request.key = "ci";
+  CHECK(core.Enqueue(request, 0.3).ok());
+  // Without the flag, the same call queues and waits.
+  core::EnqueueRequest waits{"clone", "c", "ci"};
+  CHECK(core.Enqueue(waits, 0.3).ok());
+  // Other statuses carry no wait.
+  CHECK_FALSE(RetryAfter(absl::ResourceExhaustedError("full")).has_value());
+  CHECK_FALSE(RetryAfter(absl::OkStatus()).has_value());
+  CHECK(core.CheckInvariants().ok());
+}
+
 TEST_SUITE_BEGIN("runtime");
+
+// A scheduler of 8 slots that keeps the evidence of its admissions, and Submits of no-op jobs
+// that log their ids.
+class Recorded {
+ public:
+  Recorded() {
+    SchedulerOptions options;
+    options.rule.max_concurrency = 8;
+    options.runtime.evidence = [this](const AdmissionEvidence& e) {
+      std::lock_guard lock(mutex_);
+      decisions_.push_back(e);
+    };
+    auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
+    REQUIRE(created.ok());
+    scheduler_ = *std::move(created);
+  }
+  Scheduler& scheduler() { return *scheduler_; }
+  void Submit(const char* type, const char* id, const char* key) {
+    REQUIRE(scheduler_
+                ->Submit({TypeName(type), JobId(id), FairnessKey(key)},
+                         [this, id](const Context&) {
+                           ran_.Add(id);
+                           return absl::OkStatus();
+                         })
+                .ok());
+  }
+  // Waits for `n` jobs to have run, then shuts the scheduler down; their admissions' evidence.
+  std::vector<AdmissionEvidence> RunAndShutDown(std::size_t n) {
+    REQUIRE(testing::Eventually([&] { return ran_.entries().size() == n; }));
+    REQUIRE(scheduler_->Shutdown(Context::Background()).ok());
+    std::lock_guard lock(mutex_);
+    return decisions_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<AdmissionEvidence> decisions_;
+  testing::Log ran_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
 
 // A scheduler decides again when a token is due (its timer: AdmissionCore::NextTokenAt), with
 // no completion or enqueue to make it look: jobs queued at once under 20 a second start 50 ms
 // apart, each at the first moment its token is there, and the snapshot, the metrics and the
 // evidence show the bucket.
 TEST_CASE("Scheduler.RateLimit.JobsHeldByARateStartWhenTheirTokensAreDue") {
-  std::mutex mutex;
-  std::vector<AdmissionEvidence> decisions;
-  SchedulerOptions options;
-  options.rule.max_concurrency = 8;
-  options.runtime.evidence = [&](const AdmissionEvidence& e) {
-    std::lock_guard lock(mutex);
-    decisions.push_back(e);
-  };
-  auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
-  REQUIRE(created.ok());
-  Scheduler& scheduler = **created;
+  Recorded recorded;
+  Scheduler& scheduler = recorded.scheduler();
   REQUIRE(scheduler.RegisterType("clone", Limited({20, 1})).ok());
-  testing::Log ran;
-  for (const char* id : {"a", "b", "c", "d"}) {
-    REQUIRE(scheduler
-                .Submit({TypeName("clone"), JobId(id), FairnessKey("k")},
-                        [&ran, id](const Context&) {
-                          ran.Add(id);
-                          return absl::OkStatus();
-                        })
-                .ok());
-  }
-  REQUIRE(testing::Eventually([&] { return ran.entries().size() == 4; }));
-  REQUIRE(scheduler.Shutdown(Context::Background()).ok());
-  std::lock_guard lock(mutex);
+  for (const char* id : {"a", "b", "c", "d"}) recorded.Submit("clone", id, "k");
+  const std::vector<AdmissionEvidence> decisions = recorded.RunAndShutDown(4);
   REQUIRE(decisions.size() == 4);
   for (std::size_t i = 1; i < decisions.size(); ++i) {
     CAPTURE(i);
@@ -300,34 +362,13 @@ TEST_CASE("Scheduler.RateLimit.JobsHeldByARateStartWhenTheirTokensAreDue") {
 
 // A key over its rate waits for its token, on the timer, while another key is served at once.
 TEST_CASE("Scheduler.RateLimit.AKeyOverItsRateWaitsForItsTokenWhileAnotherIsServed") {
-  std::mutex mutex;
-  std::vector<AdmissionEvidence> decisions;
-  SchedulerOptions options;
-  options.rule.max_concurrency = 8;
-  options.runtime.evidence = [&](const AdmissionEvidence& e) {
-    std::lock_guard lock(mutex);
-    decisions.push_back(e);
-  };
-  auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
-  REQUIRE(created.ok());
-  Scheduler& scheduler = **created;
+  Recorded recorded;
+  Scheduler& scheduler = recorded.scheduler();
   REQUIRE(scheduler.RegisterType("clone", Type(8, 8)).ok());
   REQUIRE(scheduler.SetKeyLimits("ci", KeyLimits{.rate_limit = {20, 1}}).ok());
-  testing::Log ran;
-  auto submit = [&](const char* id, const char* key) {
-    REQUIRE(scheduler
-                .Submit({TypeName("clone"), JobId(id), FairnessKey(key)},
-                        [&ran, id](const Context&) {
-                          ran.Add(id);
-                          return absl::OkStatus();
-                        })
-                .ok());
-  };
-  for (const char* id : {"c1", "c2", "c3"}) submit(id, "ci");
-  submit("d1", "dev");
-  REQUIRE(testing::Eventually([&] { return ran.entries().size() == 4; }));
-  REQUIRE(scheduler.Shutdown(Context::Background()).ok());
-  std::lock_guard lock(mutex);
+  for (const char* id : {"c1", "c2", "c3"}) recorded.Submit("clone", id, "ci");
+  recorded.Submit("clone", "d1", "dev");
+  const std::vector<AdmissionEvidence> decisions = recorded.RunAndShutDown(4);
   REQUIRE(decisions.size() == 4);
   std::vector<double> ci;
   for (const AdmissionEvidence& e : decisions) {
@@ -337,6 +378,42 @@ TEST_CASE("Scheduler.RateLimit.AKeyOverItsRateWaitsForItsTokenWhileAnotherIsServ
   REQUIRE(ci.size() == 3);
   CHECK(ci[1] - ci[0] >= 0.05 - 1e-9);
   CHECK(ci[2] - ci[1] >= 0.05 - 1e-9);
+}
+
+// RunSync and Submit that will not wait for a token are refused at once, with when to try again;
+// the refusals are counted as rejected; another key is served meanwhile.
+TEST_CASE("Scheduler.RateLimit.ACallThatWillNotWaitIsRefusedWithWhenToTryAgain") {
+  SchedulerOptions options;
+  options.rule.max_concurrency = 4;
+  auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
+  REQUIRE(created.ok());
+  Scheduler& scheduler = **created;
+  REQUIRE(scheduler.RegisterType("clone", Type(4, 4)).ok());
+  REQUIRE(scheduler.SetKeyLimits("ci", KeyLimits{.rate_limit = {0.5, 1}}).ok());
+  const JobOptions impatient{.refuse_without_token = true};
+  auto ok = [](const Context&) { return absl::OkStatus(); };
+  REQUIRE(scheduler
+              .RunSync(Context::Background(), {TypeName("clone"), JobId("a"), FairnessKey("ci")},
+                       ok, impatient)
+              .ok());
+  const Status refused = scheduler.RunSync(
+      Context::Background(), {TypeName("clone"), JobId("b"), FairnessKey("ci")}, ok, impatient);
+  CHECK(refused.code() == absl::StatusCode::kResourceExhausted);
+  REQUIRE(RetryAfter(refused).has_value());
+  CHECK(*RetryAfter(refused) > 0);
+  CHECK(*RetryAfter(refused) <= 2);  // a token every 2 s
+  const Status submitted = scheduler.Submit(
+      {TypeName("clone"), JobId("c"), FairnessKey("ci")}, ok, [](const Status&) {}, impatient);
+  CHECK(RetryAfter(submitted).has_value());
+  CHECK(scheduler
+            .RunSync(Context::Background(), {TypeName("clone"), JobId("d"), FairnessKey("dev")}, ok,
+                     impatient)
+            .ok());
+  std::string metrics;
+  scheduler.WriteMetrics(metrics);
+  CHECK(metrics.find("fairgate_jobs_rejected_total{reason=\"resource_exhausted\"} 2") !=
+        std::string::npos);
+  REQUIRE(scheduler.Shutdown(Context::Background()).ok());
 }
 
 TEST_SUITE_END();

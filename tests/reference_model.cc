@@ -102,9 +102,16 @@ bool ReferenceModel::KeyBusy(const std::string& key) const {
   return false;
 }
 
+double ReferenceModel::NextTokenAt(const RateLimit& limit, const Bucket& bucket) {
+  double t = bucket.at + (1 - bucket.tokens) / limit.per_second;
+  while (!HasToken(limit, bucket, t))
+    t = std::nextafter(t, std::numeric_limits<double>::infinity());
+  return t;
+}
+
 StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string& id,
                                       const std::string& key, std::optional<double> cost,
-                                      double now, Join join) {
+                                      double now, Join join, bool refuse) {
   if (!std::isfinite(now)) return absl::InvalidArgumentError("now");
   auto type_it = types_.find(type);
   if (type_it == types_.end()) return absl::NotFoundError("type");
@@ -134,6 +141,24 @@ StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string
   std::size_t key_pending = 0;
   for (const auto& [n, job] : jobs_) key_pending += job.key == key && !job.running;
   if (key_pending >= options_.rule.max_pending_per_key) return absl::ResourceExhaustedError("key");
+  if (refuse || type_it->second.refuse_without_token) {
+    // Every bucket the job is under without a token now; the wait is until the latest's next.
+    std::vector<std::pair<RateLimit, Bucket>> buckets = {
+        {options_.rule.rate_limit, global_rate_},
+        {type_it->second.rate_limit, type_rates_.at(type)}};
+    if (keys_.count(key)) buckets.push_back({LimitsOf(key).rate_limit, KeyBucket(key)});
+    bool missing = false;
+    double due = now;
+    for (const auto& [limit, bucket] : buckets) {
+      if (HasToken(limit, bucket, now)) continue;
+      missing = true;
+      due = std::max(due, std::max(now, NextTokenAt(limit, bucket)));
+    }
+    if (missing) {
+      retry_after_ = due - now;
+      return absl::ResourceExhaustedError("no token");
+    }
+  }
 
   if (!KeyBusy(key) && options_.rule.idle_catch_up) {
     // The least accumulated cost among keys with jobs pending in this tier.

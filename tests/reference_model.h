@@ -45,8 +45,13 @@ class ReferenceModel {
 
   Status RegisterType(const std::string& name, const JobTypeConfig& config);
   // Returns the model's id of the job: the one it joined, if it joined one.
+  // `refuse`: refused (ResourceExhausted, with RetryAfter) when a rate limit the job is under
+  // has no token at `now`.
   StatusOr<int> Enqueue(const std::string& type, const std::string& id, const std::string& key,
-                        std::optional<double> cost, double now, Join join = Join::kNever);
+                        std::optional<double> cost, double now, Join join = Join::kNever,
+                        bool refuse = false);
+  // The wait the last refusal for want of a token named (RetryAfter).
+  double retry_after() const { return retry_after_; }
   // A pending job several requests stand for loses one; the last one's Cancel removes it.
   Status Cancel(int job, double now);
   // How many requests a pending job stands for; NotFound unless pending.
@@ -162,6 +167,9 @@ class ReferenceModel {
   static double Tokens(const RateLimit& limit, const Bucket& bucket, double now);
   static bool HasToken(const RateLimit& limit, const Bucket& bucket, double now);
   static void Take(const RateLimit& limit, Bucket& bucket, double now);
+  // When a bucket without a token at `now` next has one: the first double at which HasToken
+  // holds, from at + (1 - tokens) / per_second up.
+  static double NextTokenAt(const RateLimit& limit, const Bucket& bucket);
   // It names the type (or one of its tags) and has at least the type's slots.
   bool Serves(const ModelWorker& worker, const std::string& type) const;
   // The workers that serve `type`, most specialised first.
@@ -199,6 +207,7 @@ class ReferenceModel {
   // Keys' buckets (KeyLimits::rate_limit), from a key's first take under a limit until the key is
   // forgotten; a key without one has a full bucket.
   std::map<std::string, Bucket> key_rates_;
+  double retry_after_ = 0;
   // The key's bucket, full if it has none.
   Bucket KeyBucket(const std::string& key) const {
     auto it = key_rates_.find(key);

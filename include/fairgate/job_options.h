@@ -30,6 +30,15 @@ struct JobOptions {
   // callback is told only then. Without it the callback gets the loss (WorkerLost). Ignored by
   // RunSync and Acquire, whose callers decide.
   bool requeue_on_worker_loss = false;
+  // Rate limits (fairgate/rate_limit.h): when a bucket the job is under (the global one, its
+  // type's, its key's) has no token at its arrival, refuse it at once with ResourceExhausted
+  // instead of queueing it to wait for one; RetryAfter reads from that status how long until the
+  // latest of those tokens is due (an HTTP server's 429 and Retry-After). A call refused so is
+  // counted as rejected. When the buckets have a token, the job is queued as any other and may
+  // still wait, if jobs ahead of it take that token first. A request that joins a job of its id
+  // (coalescing) takes no token and is never refused so. Also for every call of a type that
+  // sets JobTypeConfig::refuse_without_token.
+  bool refuse_without_token = false;
 
   friend bool operator==(const JobOptions&, const JobOptions&) = default;
 };

@@ -79,6 +79,9 @@ struct JobTypeConfig {
   // of the type's bucket; while it has none, the type's jobs are passed over until one is due.
   // Off by default.
   RateLimit rate_limit = {};
+  // Every call of this type as JobOptions::refuse_without_token: refused at once, with when to
+  // try again, when a rate limit it is under has no token at its arrival. Off by default.
+  bool refuse_without_token = false;
 
   friend bool operator==(const JobTypeConfig&, const JobTypeConfig&) = default;
 };

@@ -15,6 +15,7 @@
 #ifndef FAIRGATE_RATE_LIMIT_H_
 #define FAIRGATE_RATE_LIMIT_H_
 
+#include <optional>
 #include <string_view>
 
 #include "fairgate/export.h"
@@ -35,6 +36,11 @@ struct RateLimit {
 // OK when the limit is in range, else InvalidArgument naming `field` (e.g. "rule.rate_limit")
 // and what is wrong.
 FAIRGATE_EXPORT Status ValidateRateLimit(const RateLimit& limit, std::string_view field);
+
+// For a call refused because a rate limit had no token (JobOptions::refuse_without_token: a
+// ResourceExhausted status): in how many seconds the token it lacked is due (when several
+// lacked one, the latest), > 0. Nothing for any other status.
+FAIRGATE_EXPORT std::optional<double> RetryAfter(const Status& status);
 
 }  // namespace fairgate
 

@@ -33,6 +33,10 @@ struct EnqueueRequest {
   // the job's completion.
   std::optional<double> cost;
   Join join = Join::kNever;
+  // Refused (ResourceExhausted, fairgate::RetryAfter) rather than queued when a rate limit the
+  // job is under has no token at `now` (JobOptions::refuse_without_token; the type's
+  // JobTypeConfig::refuse_without_token does the same).
+  bool refuse_without_token = false;
 };
 
 enum class EstimateSource { kExplicit, kLearned, kDefault };

@@ -94,6 +94,9 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
                                                      "' already has max_pending_per_key (",
                                                      rule_.max_pending_per_key, ") jobs pending"));
   }
+  if (request.refuse_without_token || type.config.refuse_without_token) {
+    if (Status s = RefuseWithoutToken(type, known, request.key, now); !s.ok()) return s;
+  }
   KeyState& key = known != nullptr ? *known : keys_.Add(AsAbsl(request.key));
   TierState& tier = *type.tier;
 
@@ -127,6 +130,33 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
   const JobTicket ticket = TicketOf(job);
   if (admission != nullptr && !AdmitsNothing(now)) *admission = NextAdmission(now);
   return ticket;
+}
+
+// The buckets are asked in the order of the one list (global, type, key); the refusal names the
+// first without a token and waits for the latest of their next tokens.
+Status AdmissionCore::RefuseWithoutToken(const TypeState& type, const KeyState* key,
+                                         std::string_view key_name, double now) const {
+  std::string first;
+  double due = now;
+  auto missing = [&](std::optional<double> at, auto name) {
+    if (!at) return;
+    if (first.empty()) first = name();
+    due = std::max(due, *at);
+  };
+  const TokenBucket& global = types_.global_rate();
+  if (global.limited() && !global.HasToken(now)) {
+    missing(global.NextTokenAt(now), [] { return std::string("the global rate limit"); });
+  }
+  if (type.rate.limited() && !type.rate.HasToken(now)) {
+    missing(type.rate.NextTokenAt(now),
+            [&] { return absl::StrCat("job type '", type.name, "''s rate limit"); });
+  }
+  if (key != nullptr && keys_.rates_in_use()) {
+    missing(keys_.MissingTokenAt(*key, now),
+            [&] { return absl::StrCat("fairness key '", AsAbsl(key_name), "''s rate limit"); });
+  }
+  if (first.empty()) return absl::OkStatus();
+  return RefusedForToken(first, due - now);
 }
 
 bool AdmissionCore::AdmitsAtOnce(const Job& job, double now) const {

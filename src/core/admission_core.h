@@ -329,6 +329,11 @@ class AdmissionCore {
   void Promote(Job& job);
   // The first job in the order among the admissible ones, or null; counts what it passed over.
   Job* Pick(DecisionSkips& skipped, double now);
+  // The refusal of a request that would not wait for a token (EnqueueRequest::
+  // refuse_without_token) when a bucket it is under has none at `now` (`key`: the key if
+  // tracked: an untracked key's bucket is full); OK otherwise.
+  Status RefuseWithoutToken(const TypeState& type, const KeyState* key, std::string_view key_name,
+                            double now) const;
   // Enqueue's work, and EnqueueAndAdmit's with `admission`.
   StatusOr<JobTicket> EnqueueJob(const EnqueueRequest& request, double now,
                                  std::optional<Admission>* admission);

@@ -97,6 +97,14 @@ double KeyTable::TokensOf(const KeyState& key, double now) const {
   return it == buckets_.end() ? limit.burst : it->second.tokens.At(limit, now);
 }
 
+std::optional<double> KeyTable::MissingTokenAt(const KeyState& key, double now) const {
+  const RateLimit& limit = LimitsOf(key).rate_limit;
+  if (!limit.limited()) return std::nullopt;
+  auto it = buckets_.find(&key);
+  if (it == buckets_.end() || it->second.tokens.HasToken(limit, now)) return std::nullopt;
+  return it->second.tokens.NextTokenAt(limit);
+}
+
 void KeyTable::ForgetBucket(KeyState& key) {
   if (buckets_.empty()) return;
   Release(key);

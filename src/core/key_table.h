@@ -124,6 +124,8 @@ class KeyTable {
   }
   // The key's bucket at `now`: its tokens (infinity without a limit), for the snapshot.
   double TokensOf(const KeyState& key, double now) const;
+  // When the key's next token is due, if it has none at `now`.
+  std::optional<double> MissingTokenAt(const KeyState& key, double now) const;
   // Whether the key level lets the key run one more job: its lanes are linked, not held.
   bool Admissible(const KeyState& key) const { return BlockerOf(key) == Blocker::kNone; }
   // Whether the key runs fewer jobs than its min_running: it goes ahead of unreserved keys.

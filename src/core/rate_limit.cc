@@ -1,11 +1,45 @@
 #include "fairgate/rate_limit.h"
 
+#include <charconv>
 #include <cmath>
+#include <string>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace fairgate {
+
+namespace {
+
+// The payload of a refusal for want of a token: the seconds to wait, as text.
+constexpr absl::string_view kRetryAfterUrl = "fairgate.RetryAfter";
+
+}  // namespace
+
+std::optional<double> RetryAfter(const Status& status) {
+  if (status.code() != absl::StatusCode::kResourceExhausted) return std::nullopt;
+  const absl::optional<absl::Cord> payload = status.GetPayload(kRetryAfterUrl);
+  double seconds = 0;
+  if (!payload || !absl::SimpleAtod(std::string(*payload), &seconds)) return std::nullopt;
+  return seconds;
+}
+
+namespace core {
+
+Status RefusedForToken(std::string_view what, double seconds) {
+  Status status = absl::ResourceExhaustedError(
+      absl::StrCat(absl::string_view(what.data(), what.size()),
+                   " has no token: the next is due in ", seconds, " s"));
+  // The shortest text that reads back as the same double.
+  char text[32];
+  const std::to_chars_result written = std::to_chars(text, text + sizeof text, seconds);
+  status.SetPayload(kRetryAfterUrl, absl::Cord(absl::string_view(text, written.ptr - text)));
+  return status;
+}
+
+}  // namespace core
 
 Status ValidateRateLimit(const RateLimit& limit, std::string_view field) {
   const absl::string_view name(field.data(), field.size());

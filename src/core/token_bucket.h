@@ -12,8 +12,10 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string_view>
 
 #include "fairgate/rate_limit.h"
+#include "fairgate/status.h"
 
 namespace fairgate::core {
 
@@ -41,6 +43,11 @@ struct Tokens {
     return t;
   }
 };
+
+// The refusal of a call that asked not to wait for a token (JobOptions::refuse_without_token):
+// ResourceExhausted naming `what` lacked one, with `seconds` until it is due as the payload
+// fairgate::RetryAfter reads (rate_limit.cc, beside it).
+Status RefusedForToken(std::string_view what, double seconds);
 
 // A bucket with its limit and its counts: the global rate limit's and each type's.
 class TokenBucket {

@@ -173,11 +173,13 @@ class AdmissionTable {
 
   // --- The life of a call.
   // Whether a Submit may go through the intake: everything Accept could refuse it for but the
-  // phase (told by its callback if it changed meanwhile) is judged here, without the core.
+  // phase (told by its callback if it changed meanwhile) is judged here, without the core. A
+  // call that may be refused for want of a token (refuse_without_token) goes through Accept,
+  // which answers it at once.
   bool IntakeAccepts(std::string_view type, std::string_view id, const JobOptions& options) const {
     return intake_open_ && accepting_.load(std::memory_order_relaxed) && !id.empty() &&
            (!options.cost || (std::isfinite(*options.cost) && *options.cost >= 0)) &&
-           intake_types_.Contains(type);
+           !options.refuse_without_token && intake_types_.Contains(type);
   }
   // Whether calls are still accepted (cleared by Shutdown and Drain before they take the lock).
   bool accepting() const { return accepting_.load(std::memory_order_relaxed); }

@@ -20,7 +20,8 @@ StatusOr<bool> AdmissionTable::RegisterType(
   const std::uint32_t index = *core_->TypeIndex(name);
   if (coalesce_.size() <= index) coalesce_.resize(index + 1);
   coalesce_[index] = config.coalesce;
-  if (config.max_queue_wait.count() == 0) intake_types_.Add(name);
+  // A Submit through the intake is answered later: one that may be refused at once is not.
+  if (config.max_queue_wait.count() == 0 && !config.refuse_without_token) intake_types_.Add(name);
   if (first && saved) {
     const double now = Now();
     const double wall = WallNow();

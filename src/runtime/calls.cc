@@ -22,8 +22,8 @@ Status Scheduler::Impl::RunSync(const Context& ctx, std::string_view type, std::
   if (Status s = ctx.Err(); !s.ok()) return s;
   bool decided = false;  // admitted by the call itself: it need not wait to be told
   StatusOr<RecordPtr> accepted = Accept<internal::RunSyncCall>(
-      {type, id, key, options.cost, core::Join::kPendingOrRunning}, [](const RecordPtr&) {},
-      &decided);
+      {type, id, key, options.cost, core::Join::kPendingOrRunning, options.refuse_without_token},
+      [](const RecordPtr&) {}, &decided);
   if (!accepted.ok()) return accepted.status();
   RecordPtr record = *std::move(accepted);
 
@@ -78,8 +78,9 @@ Status Scheduler::Impl::Acquire(const Context& ctx, std::string_view type, std::
   if (!on_admitted) return absl::InvalidArgumentError("permit callback is empty");
   if (Status s = ctx.Err(); !s.ok()) return s;
   RecordPtr pending;
-  StatusOr<RecordPtr> accepted =
-      Accept<internal::AcquireCall>({type, id, key, options.cost}, [&](const RecordPtr& r) {
+  StatusOr<RecordPtr> accepted = Accept<internal::AcquireCall>(
+      {type, id, key, options.cost, core::Join::kNever, options.refuse_without_token},
+      [&](const RecordPtr& r) {
         internal::AcquireCall& call = r->acquire();
         call.on_admitted = std::move(on_admitted);
         call.ctx = ctx;
@@ -147,7 +148,8 @@ Status Scheduler::Impl::Submit(std::string_view type, std::string_view id, std::
   if (!fn) return absl::InvalidArgumentError("job function is empty");
   StatusOr<RecordPtr> accepted = Accept<internal::SubmitCall>(
       {type, id, key, options.cost,
-       options.join_running ? core::Join::kPendingOrRunning : core::Join::kPending},
+       options.join_running ? core::Join::kPendingOrRunning : core::Join::kPending,
+       options.refuse_without_token},
       [&](const RecordPtr& r) {
         internal::SubmitCall& call = r->submit();
         call.fn = std::move(fn);
