@@ -1,6 +1,8 @@
 #include "core/key_table.h"
 
 #include <iterator>
+#include <limits>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "core/check.h"
