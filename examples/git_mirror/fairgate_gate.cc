@@ -1,9 +1,11 @@
 // The fairgate policy: one Scheduler, five job types.
 #include <algorithm>
 #include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "fairgate/postgres_store.h"
+#include "fairgate/rate_limit.h"
 #include "fairgate/sqlite_store.h"
 #include "work_gate.h"
 
@@ -19,13 +21,16 @@ class FairgateGate : public WorkGate {
   fairgate::StatusOr<CancelFn> Acquire(std::string_view type, std::string_view repository,
                                        std::string_view client, SlotCallback on_admitted) override {
     auto [ctx, cancel] = fairgate::WithCancel(fairgate::Context::Background());
+    // Over a rate limit, refused at once (429, Retry-After when the token is due) rather than
+    // held in the queue.
     fairgate::Status status = scheduler_->Acquire(
         ctx, {fairgate::TypeName(type), fairgate::JobId(repository), fairgate::FairnessKey(client)},
         [on_admitted = std::move(on_admitted)](fairgate::StatusOr<fairgate::Permit> permit) {
           if (!permit.ok()) return on_admitted(permit.status());
           auto held = std::make_shared<fairgate::Permit>(*std::move(permit));
           on_admitted(Slot([held](const fairgate::Status& s) { held->Release(s); }));
-        });
+        },
+        {.cost = std::nullopt, .refuse_without_token = true});
     if (!status.ok()) {
       cancel();
       return status;
@@ -107,6 +112,11 @@ fairgate::Status ValidateGateConfig(const GateConfig& c) {
   if (c.client_max_running < 0 || c.client_min_running < 0) {
     return absl::InvalidArgumentError("client limits must be >= 0");
   }
+  for (const auto& [limit, name] :
+       {std::pair{fairgate::RateLimit{c.client_rate, c.client_burst}, "client rate"},
+        std::pair{fairgate::RateLimit{c.rate, c.burst}, "rate"}}) {
+    if (auto s = fairgate::ValidateRateLimit(limit, name); !s.ok()) return s;
+  }
   if (c.adaptive_min < 0 || c.adaptive_min > c.capacity) {
     return absl::InvalidArgumentError(
         absl::StrCat("the adaptive capacity's minimum must be in [0, capacity ", c.capacity, "]"));
@@ -140,6 +150,7 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
   options.rule.default_key_limits.max_running =
       c.client_max_running > 0 ? c.client_max_running : std::max(1, c.capacity - 1);
   options.rule.default_key_limits.min_running = c.client_min_running;
+  options.rule.default_key_limits.rate_limit = {c.client_rate, c.client_burst};
   if (auto s = fairgate::ValidateKeyLimits(options.rule.default_key_limits); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("client limits: ", s.message()));
   }
@@ -174,7 +185,8 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
        {.default_cost = 1,
         .max_concurrency = c.capacity,
         .conflict_group = "",
-        .priority = foreground}},
+        .priority = foreground,
+        .rate_limit = {c.rate, c.burst}}},
       // A ref listing reads a few refs: cheap, but admitted and charged like any request, so
       // that a client looping on it is counted and ordered with everyone else.
       {kRefs,
@@ -205,6 +217,10 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
   for (const auto& t : types) {
     if (auto s = (*scheduler)->RegisterType(t.name, t.config); !s.ok()) return s;
   }
+  // Maintenance runs under client "": the clients' rate limit is not its.
+  fairgate::KeyLimits maintenance = options.rule.default_key_limits;
+  maintenance.rate_limit = {};
+  if (auto s = (*scheduler)->SetKeyLimits("", maintenance); !s.ok()) return s;
   // The learned costs came back with the types; the mirror stores no durable jobs, but Recover is
   // the defined point after which the state is in use.
   if (!c.state_file.empty() || !c.database.empty()) {

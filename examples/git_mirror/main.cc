@@ -53,6 +53,21 @@ int main(int argc, char** argv) {
   app.add_option("--client-min-running", gate_config.client_min_running,
                  "jobs a client running fewer than this gets first in its tier (fairgate)")
       ->capture_default_str();
+  app.add_option("--client-rate", gate_config.client_rate,
+                 "git requests that run git (a clone makes three) one client may start per "
+                 "second; 0: no limit; over it: 429 with Retry-After when its token is due "
+                 "(fairgate)")
+      ->capture_default_str();
+  app.add_option("--client-burst", gate_config.client_burst,
+                 "requests one client may start at once under --client-rate (fairgate)")
+      ->capture_default_str();
+  app.add_option("--rate", gate_config.rate,
+                 "packs all clients may start per second; 0: no limit; over it: 429 with "
+                 "Retry-After (fairgate)")
+      ->capture_default_str();
+  app.add_option("--burst", gate_config.burst,
+                 "packs that may start at once under --rate (fairgate)")
+      ->capture_default_str();
   app.add_option("--adaptive-capacity-min", gate_config.adaptive_min,
                  "0: the cap is --capacity; else it follows CPU pressure between this and "
                  "--capacity (fairgate)")

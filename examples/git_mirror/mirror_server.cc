@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "boost/asio/post.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/write.hpp"
+#include "fairgate/rate_limit.h"
 #include "repo_path.h"
 #include "request_body.h"
 #include "spool_response.h"
@@ -775,8 +777,14 @@ std::shared_ptr<SpoolResponse> MirrorServer::Respond(
 void MirrorServer::Reply(HttpExchange& exchange, const fairgate::Status& status) const {
   const int http = HttpStatusOf(status);
   Headers headers;
-  if (http == 429)
-    headers.emplace_back("Retry-After", absl::StrCat(options_.http.retry_after_seconds));
+  if (http == 429) {
+    // A rate limit's refusal says when its token is due (whole seconds, rounded up); a refusal
+    // for load says the configured time.
+    const std::optional<double> due = fairgate::RetryAfter(status);
+    headers.emplace_back("Retry-After",
+                         absl::StrCat(due ? std::max(1, static_cast<int>(std::ceil(*due)))
+                                          : options_.http.retry_after_seconds));
+  }
   exchange.Respond(http, "text/plain; charset=utf-8", absl::StrCat(ClientMessageOf(status), "\n"),
                    headers);
 }

@@ -57,6 +57,17 @@ struct GateConfig {
   // so that one client never holds every slot and a newcomer waits for no one's whole clone.
   int client_max_running = 0;
   int client_min_running = 0;
+  // fairgate only. Rate limits (fairgate/rate_limit.h), 0: none. `client_rate`: git requests
+  // that run git (a clone over protocol v2 makes three: the advertisement, the ref listing and
+  // the pack; a first mirror one more) one client may start per second, after a burst of
+  // `client_burst`; `rate`: packs all clients together may start per second, after a burst of
+  // `burst`. A request over a limit is refused at once with 429 and a Retry-After that says when
+  // its token is due. A request answered from the pack cache runs nothing and takes no token;
+  // maintenance (fetches, repacks: client "") is not limited.
+  double client_rate = 0;
+  double client_burst = 4;
+  double rate = 0;
+  double burst = 1;
   // fairgate only. 0: the cap is `capacity`. Else adaptive capacity
   // (fairgate/adaptive_capacity.h): the cap follows CPU pressure between this and `capacity`, so
   // that clones (git pack-objects is CPU-bound) do not oversubscribe the machine.

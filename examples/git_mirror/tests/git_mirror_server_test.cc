@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -394,6 +395,47 @@ RawResponse RawPackRequest(int port, const std::string& head, const std::string&
                      std::to_string(body.size()) + "\r\n\r\n" + body);
 }
 
+// --client-rate (issue 50): a client over its rate is refused at once with 429 and a Retry-After
+// that says when its token is due (within a second: rounded up to whole seconds), while another
+// client is served. One request every 5 s per client after a burst of 10 (the warm-up clone's
+// requests fit); alice's pack requests go straight to upload-pack (no ref listing, which would
+// take a token too) until one is refused. Her bucket, full at 10 when her first request took a
+// token at t1, gains 0.2 a second: after n takes that left less than one, the next is due at
+// t1 + (n - 9) * 5 exactly, whatever the time the requests took.
+TEST_CASE("GitMirror.Server.AClientOverItsRateIsToldWhenToComeBackWhileAnotherIsServed") {
+  HeldMirror held(GateConfig{.capacity = 4, .client_rate = 0.2, .client_burst = 10});
+  held.hold.Release();  // packs are not held here
+  const std::string head = Git({"-C", held.upstream.string(), "rev-parse", "HEAD"});
+  const auto first_sent = std::chrono::steady_clock::now();
+  int served = 0;
+  RawResponse refused;
+  for (int i = 0; i < 20; ++i) {
+    RawResponse r = RawPackRequest(held.mirror->port, head, "alice", "a" + std::to_string(i));
+    if (r.status != 200) {
+      refused = std::move(r);
+      break;
+    }
+    ++served;
+  }
+  const double between =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - first_sent).count();
+  CHECK(served >= 10);  // the burst
+  CHECK(refused.status == 429);
+  const std::size_t at = refused.head.find("Retry-After: ");
+  REQUIRE(at != std::string::npos);
+  const int retry_after = std::atoi(refused.head.c_str() + at + 13);
+  // Her first pack was admitted at most `between` before the refusal: the wait, rounded up, is
+  // at most the token's time after t1 and within a second of it less `between`.
+  const double due = (served - 9) * 5.0;
+  CHECK(retry_after <= due);
+  CHECK(retry_after >= due - between);
+  const RawResponse bob = RawPackRequest(held.mirror->port, head, "bob", "b");
+  CHECK(bob.status == 200);
+  MESSAGE("alice: " << served << " packs served, then " << refused.status << " with Retry-After "
+                    << retry_after << " (" << between
+                    << " s after her first); bob: " << bob.status);
+}
+
 // The mirror's first promise, in short (issue 54; the full run is compare.sh): a client whose
 // clones wait (A) does not hold back a light client (B) that arrives after them, with the pack
 // cache on and off, both named by a client header from a trusted proxy (ServerUnderTest's
@@ -554,7 +596,9 @@ TEST_CASE("GitMirror.Gate.BadConfigurationsAreRefused") {
         GateConfig{.max_pending_per_client = 0}, GateConfig{.aging_grace_seconds = -1},
         GateConfig{.client_max_running = -1},
         GateConfig{.client_max_running = 1, .client_min_running = 2},
-        GateConfig{.adaptive_min = -1}, GateConfig{.capacity = 2, .adaptive_min = 3}}) {
+        GateConfig{.adaptive_min = -1}, GateConfig{.capacity = 2, .adaptive_min = 3},
+        GateConfig{.client_rate = -1}, GateConfig{.client_rate = 1, .client_burst = 0.5},
+        GateConfig{.rate = std::nan("")}}) {
     CHECK(MakeFairgateGate(c).status().code() == absl::StatusCode::kInvalidArgument);
   }
   // Adaptive capacity reads this machine's CPU pressure; the cap starts at the capacity.
