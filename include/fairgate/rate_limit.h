@@ -7,9 +7,12 @@
 // per admission, whatever the job's slots (JobTypeConfig::slots); a request that joins a job of
 // its id (coalescing) takes none, as it starts nothing.
 //
-// Where they apply: RuleOptions::rate_limit, every admission of the scheduler; and
-// JobTypeConfig::rate_limit, each admission of that type. The rule, exactly, with the arithmetic
-// the core does, is in docs/ordering.md ("Rate limits").
+// Where they apply: RuleOptions::rate_limit, every admission of the scheduler;
+// JobTypeConfig::rate_limit, each admission of that type; KeyLimits::rate_limit (SetKeyLimits, or
+// RuleOptions::default_key_limits), each admission of that key. A call may rather be refused than
+// wait for a token (JobOptions::refuse_without_token), and RetryAfter below says when its token
+// is due. The rule, exactly, with the arithmetic the core does, is in docs/ordering.md ("Rate
+// limits").
 //
 // Thread safety: a plain value type.
 #ifndef FAIRGATE_RATE_LIMIT_H_
