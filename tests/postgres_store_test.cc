@@ -42,6 +42,32 @@ TEST_CASE("PostgresStore.KeepsJobsAcrossConnections") {
   testing::CheckJobsAcrossConnections([&] { return *OpenPostgresStore(server.conninfo()); });
 }
 
+// A replica that starts beside others at work takes no lock on the tables they write: the schema
+// is made only when the database's is older (the CI found two schedulers' opening deadlock with
+// each other's claims while the second ran the DDL again). Here another session holds what a
+// claim holds on the jobs table, in an open transaction; the store opens all the same, and that
+// session's transaction is still there to commit (it would be cut after its 20 s idle limit had
+// the opening waited for it).
+TEST_CASE("PostgresStore.AStoreOpeningBesideAFleetAtWorkTakesNoLockOnItsTables") {
+  testing::PostgresServer server;
+  REQUIRE(OpenPostgresStore(server.conninfo(), {"first"}).ok());  // makes the schema
+  PGconn* busy = PQconnectdb(server.conninfo().c_str());
+  REQUIRE(PQstatus(busy) == CONNECTION_OK);
+  auto exec = [&](const char* sql) {
+    PGresult* r = PQexec(busy, sql);
+    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    return ok;
+  };
+  REQUIRE(exec("SET idle_in_transaction_session_timeout = '20s'"));
+  REQUIRE(exec("BEGIN"));
+  REQUIRE(exec("LOCK TABLE fairgate_durable_jobs IN ROW EXCLUSIVE MODE"));
+  auto second = OpenPostgresStore(server.conninfo(), {"second"});
+  CHECK(second.ok());
+  CHECK(exec("COMMIT"));
+  PQfinish(busy);
+}
+
 TEST_CASE("PostgresStore.StoresABatchWholeInItsOrder") {
   testing::PostgresServer server;
   testing::CheckBatches([&] { return *OpenPostgresStore(server.conninfo()); });

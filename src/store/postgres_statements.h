@@ -10,8 +10,14 @@ inline constexpr int kSchemaVersion = 3;
 
 // Creates the schema once per database, under an advisory lock so that replicas starting
 // together do not race.
+// Taken by every store that opens, for the transaction that reads and makes the schema.
+inline constexpr const char* kSchemaLock = "SELECT pg_advisory_xact_lock(7271234501)";
+// Whether the database has a schema, and its version.
+inline constexpr const char* kSchemaExists = "SELECT to_regclass('fairgate_schema') IS NOT NULL";
+inline constexpr const char* kSchemaVersionOf =
+    "SELECT coalesce(max(version), 0) FROM fairgate_schema";
+
 inline constexpr const char* kSchema = R"sql(
-SELECT pg_advisory_xact_lock(7271234501);
 CREATE TABLE IF NOT EXISTS fairgate_schema (version integer NOT NULL);
 CREATE TABLE IF NOT EXISTS fairgate_durable_jobs (
   sequence bigserial PRIMARY KEY,

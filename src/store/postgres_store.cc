@@ -72,7 +72,22 @@ StatusOr<std::unique_ptr<SharedStore>> PostgresStore::Open(const std::string& co
   Session session = store->pool_.Take();
   Link& link = *session;
   if (Status s = store->pool_.Connect(link); !s.ok()) return s;
-  Status schema = store->pool_.Transaction(link, "create the schema", [&] {
+  // Under a lock that every opening store takes, so that two replicas starting at once do not
+  // both create it; and only when the database's schema is older than this fairgate's: the
+  // statements that make it (CREATE TRIGGER, the migrations) lock the tables against the writes
+  // of replicas already at work, and ran again by each replica that opened, they deadlocked with
+  // them.
+  Status schema = store->pool_.Transaction(link, "create the schema", [&]() -> Status {
+    if (StatusOr<Result> locked = Exec(link, kSchemaLock, {}, "lock the schema"); !locked.ok()) {
+      return locked.status();
+    }
+    StatusOr<Result> exists = Exec(link, kSchemaExists, {}, "look for the schema");
+    if (!exists.ok()) return exists.status();
+    if (std::string_view(PQgetvalue(exists->get(), 0, 0)) == "t") {
+      StatusOr<Result> current = Exec(link, kSchemaVersionOf, {}, "read the schema version");
+      if (!current.ok()) return current.status();
+      if (std::atoi(PQgetvalue(current->get(), 0, 0)) >= kSchemaVersion) return absl::OkStatus();
+    }
     return Exec(link, kSchema, {}, "create the schema").status();
   });
   if (!schema.ok()) return schema;
