@@ -378,7 +378,9 @@ TEST_CASE("Fleet.AReplicaKilledBeforeItsAcknowledgementsCommitLeavesThoseJobsToR
   REQUIRE(WTERMSIG(status) == SIGKILL);
   // What r0 left stored when it died, and what it had ended.
   std::set<std::uint64_t> left;
-  for (const StoredJob& job : *store->LiveJobs()) left.insert(job.sequence);
+  // (Held in a variable: a loop over `*store->LiveJobs()` would read a destroyed temporary.)
+  const std::vector<StoredJob> live = *store->LiveJobs();
+  for (const StoredJob& job : live) left.insert(job.sequence);
   const FleetLog before = Read(log_path);
   std::set<std::uint64_t> ended_by_r0, unacknowledged;
   for (const auto& [sequence, attempts] : before.attempts) {
