@@ -157,23 +157,27 @@ void SchedulerMetrics::WriteGauges(PrometheusWriter& w, const Snapshot& snapshot
   for (const TypeSnapshot& t : snapshot.types) {
     if (t.rate_limit) rates.emplace_back(t.name, &*t.rate_limit);
   }
-  if (!rates.empty()) {
-    w.Family("fairgate_rate_limit_tokens", "gauge",
-             "A rate limit's tokens now (type \"\": the global one).");
-    for (const auto& [type, r] : rates) {
-      w.Sample("fairgate_rate_limit_tokens", {{"type", type}}, r->tokens);
-    }
-    w.Family("fairgate_rate_limit_taken_total", "counter",
-             "Admissions that took a token of the rate limit.");
-    for (const auto& [type, r] : rates) {
-      w.Sample("fairgate_rate_limit_taken_total", {{"type", type}}, static_cast<double>(r->taken));
-    }
-    w.Family("fairgate_rate_limit_refused_total", "counter",
-             "Decisions that passed over pending jobs for want of the rate limit's token.");
-    for (const auto& [type, r] : rates) {
-      w.Sample("fairgate_rate_limit_refused_total", {{"type", type}},
-               static_cast<double>(r->refused));
-    }
+  // Each family with its kind, help and what it reads of a bucket.
+  const struct {
+    const char* name;
+    const char* kind;
+    const char* help;
+    double (*value)(const RateSnapshot&);
+  } families[] = {
+      {"fairgate_rate_limit_tokens", "gauge",
+       "A rate limit's tokens now (type \"\": the global one).",
+       [](const RateSnapshot& r) { return r.tokens; }},
+      {"fairgate_rate_limit_taken_total", "counter",
+       "Admissions that took a token of the rate limit.",
+       [](const RateSnapshot& r) { return static_cast<double>(r.taken); }},
+      {"fairgate_rate_limit_refused_total", "counter",
+       "Decisions that passed over pending jobs for want of the rate limit's token.",
+       [](const RateSnapshot& r) { return static_cast<double>(r.refused); }},
+  };
+  for (const auto& family : families) {
+    if (rates.empty()) break;
+    w.Family(family.name, family.kind, family.help);
+    for (const auto& [type, r] : rates) w.Sample(family.name, {{"type", type}}, family.value(*r));
   }
   if (snapshot.keys_held_by_rate) {
     w.Family("fairgate_keys_held_by_rate", "gauge",
