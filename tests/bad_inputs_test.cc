@@ -101,6 +101,8 @@ std::vector<Row> Rows() {
   create("rule.shortest_first_aging = -1",
          "rule.shortest_first_aging must be finite and >= 0, got -1",
          [](auto& o) { o.rule.shortest_first_aging = -1; });
+  create("rule.lending.kept_back = 1", "rule.lending.kept_back must be in [0, 1), got 1",
+         [](auto& o) { o.rule.lending = TierLending{1}; });
   create("rule.rate_limit.per_second = -1", "rule.rate_limit.per_second must be finite and >= 0",
          [](auto& o) { o.rule.rate_limit = RateLimit{.per_second = -1}; });
   create("rule.rate_limit.burst = 0.5", "rule.rate_limit.burst must be finite and >= 1, got 0.5",

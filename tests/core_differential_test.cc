@@ -25,7 +25,8 @@ constexpr int kSequences = 10000;
 
 void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extensions = false,
              bool workers = false) {
-  long admissions = 0, expiries = 0, joins = 0, capacity_changes = 0, lost = 0, reserved = 0;
+  long admissions = 0, expiries = 0, joins = 0, capacity_changes = 0, lost = 0, reserved = 0,
+       borrowed = 0;
   DriverConfig config;
   config.base = options;
   config.extensions = extensions;
@@ -41,6 +42,7 @@ void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extension
     capacity_changes += result.capacity_changes;
     lost += result.lost;
     reserved += result.worker_reserved;
+    borrowed += result.borrowed;
   }
   // The sequences must exercise admission (and with the extensions, expiry and joins) for the
   // comparison to mean anything.
@@ -51,7 +53,10 @@ void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extension
   // With workers, running jobs must be lost with their workers and reservations must admit.
   if (workers) CHECK(lost > kSequences / 4);
   if (workers) CHECK(reserved > kSequences / 10);
-  MESSAGE("admissions ", admissions, ", lost ", lost, ", by reservation ", reserved);
+  // Where tiers lend (the default rule, and drawn with the extensions), borrowers must run.
+  if (options.rule.lending || extensions) CHECK(borrowed > kSequences / 4);
+  MESSAGE("admissions ", admissions, ", lost ", lost, ", by reservation ", reserved, ", borrowed ",
+          borrowed);
 }
 
 TEST_CASE("CoreDifferential.SeedMode.MatchesReferenceModel") {

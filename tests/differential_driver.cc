@@ -109,6 +109,13 @@ class Run {
     if (choices_.Chance(0.3)) options.rule.max_pending_total = choices_.Between(3, 25);
     if (choices_.Chance(0.3)) options.rule.max_pending_per_key = choices_.Between(1, 8);
     if (config_.extensions && choices_.Chance(0.1)) options.rule.rate_limit = DrawRateLimit();
+    // Lending (on in the default rule, off in seed mode) with shares whose products round both
+    // ways, and off.
+    if (config_.extensions && choices_.Chance(0.5)) {
+      const double kept_back = choices_.Pick(std::vector<double>{-1, 0, 0.25, 0.34, 0.5, 0.9});
+      options.rule.lending.reset();
+      if (kept_back >= 0) options.rule.lending = TierLending{kept_back};
+    }
     return options;
   }
 
@@ -210,7 +217,12 @@ class Run {
                   (got->worker_reserved ? " (reserved)" : "") + ", model '" + want->worker + "'" +
                   (want->worker_reserved ? " (reserved)" : ""));
     }
+    if (got->borrowed != want->borrowed) {
+      return Fail(std::string("whether it borrowed a slot: core ") +
+                  (got->borrowed ? "yes" : "no") + ", model " + (want->borrowed ? "yes" : "no"));
+    }
     result_.worker_reserved += got->worker_reserved;
+    result_.borrowed += got->borrowed;
     SetState(got->ticket, Tracked::kPending, Tracked::kRunning);
     ++result_.admissions;
     return true;

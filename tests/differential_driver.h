@@ -80,6 +80,7 @@ struct DriverResult {
   int capacity_changes = 0;  // SetCapacity calls both accepted
   int lost = 0;              // running jobs ended by a worker's removal
   int worker_reserved = 0;   // admissions made by a sole-worker reservation
+  int borrowed = 0;          // admissions over a tier's cap (RuleOptions::lending)
   // Empty when the core and the model agreed throughout; else the first difference, with the
   // operation it came after.
   std::string difference;

@@ -537,19 +537,19 @@ TEST_CASE("Observability.Snapshot.JsonHasTheCountsAndTheHeaviestKeys") {
   CHECK(s.types[0].admitted == 6);
   CHECK(s.types[0].completed == 6);
   CHECK(s.types[0].run_seconds_sum == 6);
-  CHECK(
-      ToJson(s) ==
-      R"({"max_concurrency":8,"capacity":8,"running":0,"slots_in_use":0,"pending":0,)"
-      R"("tiers":[{"priority":8,"running":0,"pending":0,"aged_in":0,"slots_in_use":0}],)"
-      R"("types":[{"name":"clone","priority":8,"max_concurrency":8,"running":0,"pending":0,)"
-      R"("enqueued":6,"admitted":6,"completed":6,"cancelled":0,"expired":0,"joined":0,"paused":false,)"
-      R"("wait_seconds_sum":0.0,)"
-      R"("run_seconds_sum":6.0}],"keys_tracked":3,"estimates_tracked":3,"paused_keys":[],)"
-      R"("workers":[],"types_without_worker":[],)"
-      R"("rejected":0,)"
-      R"("keys_evicted":0,"aging_promotions":0,"waited_on_conflict":0,"waited_on_capacity":0,)"
-      R"("heaviest_keys":[{"key":"heavy","accumulated_cost":3.0},)"
-      R"({"key":"mid","accumulated_cost":2.0}]})");
+  CHECK(ToJson(s) ==
+        R"({"max_concurrency":8,"capacity":8,"running":0,"slots_in_use":0,"pending":0,)"
+        R"("tiers":[{"priority":8,"running":0,"pending":0,"aged_in":0,"slots_in_use":0}],)"
+        R"("types":[{"name":"clone","priority":8,"max_concurrency":8,"running":0,"pending":0,)"
+        R"("enqueued":6,"admitted":6,"completed":6,"cancelled":0,"expired":0,"joined":0,)"
+        R"("borrowed":0,"paused":false,)"
+        R"("wait_seconds_sum":0.0,)"
+        R"("run_seconds_sum":6.0}],"keys_tracked":3,"estimates_tracked":3,"paused_keys":[],)"
+        R"("workers":[],"types_without_worker":[],)"
+        R"("rejected":0,)"
+        R"("keys_evicted":0,"aging_promotions":0,"waited_on_conflict":0,"waited_on_capacity":0,)"
+        R"("heaviest_keys":[{"key":"heavy","accumulated_cost":3.0},)"
+        R"({"key":"mid","accumulated_cost":2.0}]})");
 }
 
 }  // namespace

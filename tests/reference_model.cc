@@ -226,7 +226,7 @@ void ReferenceModel::Take(const RateLimit& limit, Bucket& bucket, double now) {
   bucket = {Tokens(limit, bucket, now) - 1, now};
 }
 
-bool ReferenceModel::Admissible(const ModelJob& job, double now) const {
+bool ReferenceModel::Admissible(const ModelJob& job, double now, bool borrowing) const {
   // Slots of the global cap and of the tier's, jobs of the type, of the key and on the resource.
   const JobTypeConfig& config = types_.at(job.type);
   int total_slots = 0, tier_slots = 0, type = 0, same_resource = 0;
@@ -239,9 +239,13 @@ bool ReferenceModel::Admissible(const ModelJob& job, double now) const {
     same_resource += !config.conflict_group.empty() && other.id == job.id &&
                      other_config.conflict_group == config.conflict_group;
   }
-  return !Paused(job) && total_slots + config.slots <= capacity_ &&
-         tier_slots + config.slots <= config.priority && type < config.max_concurrency &&
-         RunningOf(job.key) < LimitsOf(job.key).max_running &&
+  const bool tier_room =
+      borrowing ? total_slots + config.slots <=
+                      capacity_ -
+                          static_cast<int>(std::floor(options_.rule.lending->kept_back * capacity_))
+                : tier_slots + config.slots <= config.priority;
+  return !Paused(job) && total_slots + config.slots <= capacity_ && tier_room &&
+         type < config.max_concurrency && RunningOf(job.key) < LimitsOf(job.key).max_running &&
          same_resource < config.conflict_limit &&
          HasToken(options_.rule.rate_limit, global_rate_, now) &&
          HasToken(config.rate_limit, type_rates_.at(job.type), now) &&
@@ -454,23 +458,29 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
   };
   // The first admissible job in the order of docs/ordering.md: (-effective priority, aged first,
   // reserved first, accumulated cost, sjf, arrival, seq).
+  // With lending, when none is, the first admissible as a borrower.
   const std::vector<int> priorities = Priorities();
   int best = -1;
+  bool borrowed = false;
   std::tuple<int, int, int, double, double, double, std::uint64_t> best_order;
-  for (const auto& [n, job] : jobs_) {
-    if (job.running || !Admissible(job, now)) continue;
-    if (!reserved_type.empty() && job.type != reserved_type) continue;
-    if (reserved_type.empty() && workers_in_use_ && worker_for(job).empty()) continue;
-    const int own = static_cast<int>(
-        std::find(priorities.begin(), priorities.end(), types_[job.type].priority) -
-        priorities.begin());
-    const int steps = options_.rule.aging ? AgingSteps(job, now) : 0;
-    const bool reserved = RunningOf(job.key) < LimitsOf(job.key).min_running;
-    auto order = std::make_tuple(-priorities[own - steps], steps > 0 ? 0 : 1, reserved ? 0 : 1,
-                                 keys_[job.key].acc, job.sjf, job.arrival, job.seq);
-    if (best < 0 || order < best_order) {
-      best = n;
-      best_order = order;
+  for (bool borrowing : {false, true}) {
+    if (best >= 0 || (borrowing && !options_.rule.lending)) break;
+    borrowed = borrowing;
+    for (const auto& [n, job] : jobs_) {
+      if (job.running || !Admissible(job, now, borrowing)) continue;
+      if (!reserved_type.empty() && job.type != reserved_type) continue;
+      if (reserved_type.empty() && workers_in_use_ && worker_for(job).empty()) continue;
+      const int own = static_cast<int>(
+          std::find(priorities.begin(), priorities.end(), types_[job.type].priority) -
+          priorities.begin());
+      const int steps = options_.rule.aging ? AgingSteps(job, now) : 0;
+      const bool reserved = RunningOf(job.key) < LimitsOf(job.key).min_running;
+      auto order = std::make_tuple(-priorities[own - steps], steps > 0 ? 0 : 1, reserved ? 0 : 1,
+                                   keys_[job.key].acc, job.sjf, job.arrival, job.seq);
+      if (best < 0 || order < best_order) {
+        best = n;
+        best_order = order;
+      }
     }
   }
   if (best < 0) return std::nullopt;
@@ -489,7 +499,7 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
     Take(LimitsOf(job.key).rate_limit, bucket, now);
     key_rates_[job.key] = bucket;
   }
-  return Admission{best, job.charge, job.worker, !reserved_type.empty()};
+  return Admission{best, job.charge, job.worker, !reserved_type.empty(), borrowed};
 }
 
 Status ReferenceModel::Complete(int n, double elapsed, double now) {

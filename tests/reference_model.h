@@ -36,6 +36,7 @@ class ReferenceModel {
     double charge;
     std::string worker;            // with workers: the one it runs on
     bool worker_reserved = false;  // it went there by its type's sole-worker reservation
+    bool borrowed = false;         // over its tier's cap, on a slot none wanted (lending)
   };
 
   // As core::Join: whether a request of a coalescing type may share its id's job.
@@ -156,7 +157,9 @@ class ReferenceModel {
   template <typename Change>
   void ChangePause(double now, Change change);
   // Every constraint but the workers has room for the job at `now` (the rate limits' tokens).
-  bool Admissible(const ModelJob& job, double now) const;
+  // `borrowing`: as a borrower (docs/ordering.md, "Lending"): instead of its tier's cap, the
+  // running slots and its own leave floor(kept_back * capacity) slots free.
+  bool Admissible(const ModelJob& job, double now, bool borrowing = false) const;
   // A rate limit's bucket (docs/ordering.md, "Rate limits"): the tokens its last take left, and
   // when that was; full at first.
   struct Bucket {

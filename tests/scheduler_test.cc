@@ -644,6 +644,9 @@ TEST_CASE("Scheduler.RegisterType.WarnsOnceOfCapsThatDisagree") {
   REQUIRE(warnings->size() == 1);
   CHECK(warnings->at(0).find("'gc'") != std::string::npos);
   CHECK(warnings->at(0).find("at most 1 of its jobs") != std::string::npos);
+  // The default rule lends idle slots (RuleOptions::lending), and the warning says how far.
+  CHECK(warnings->at(0).find("more run only as borrowers of idle slots (rule.lending)") !=
+        std::string::npos);
   // Registering it again is a no-op, and says nothing again.
   REQUIRE(scheduler->RegisterType("gc", Type(1, 4)).ok());
   CHECK(warnings->size() == 1);

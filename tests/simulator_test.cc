@@ -734,6 +734,56 @@ TEST_CASE("Simulator.Examples.ARateLimitSpreadsTheStartsAndKeepsTheOrder") {
   CHECK(developer_wait(on) <= 0.25);
 }
 
+// docs/simulator.md's lending pair: 12 reports of 4 s (priority 1, max_concurrency 8) at 0 and
+// 4 clones of 1 s (priority 8) at 1, on 8 slots. Without lending the reports run one at a time,
+// the last done at 48; lending with half the slots kept back runs 4 at once, the last done at 12,
+// and the clones start as they come, on the slots kept back. With a quarter kept back (2 slots)
+// the last report is done at 8, and two clones wait 1 s for the first two: within the bound of
+// docs/ordering.md (the borrowers' run, 4 s), and no borrower starts while they wait.
+TEST_CASE("Simulator.Examples.IdleSlotsLentToALowTierKeepTheHighTiersWithinTheBound") {
+  auto last_done = [](const Replayed& r, const std::string& type) {
+    double last = 0;
+    for (std::size_t i = 0; i < r.trace.jobs.size(); ++i) {
+      if (r.trace.jobs[i].type == type) last = std::max(last, *r.result.outcomes[i].done_at);
+    }
+    return last;
+  };
+  auto worst_wait = [](const Replayed& r, const std::string& type) {
+    double worst = 0;
+    for (std::size_t i = 0; i < r.trace.jobs.size(); ++i) {
+      if (r.trace.jobs[i].type != type) continue;
+      worst = std::max(worst, *r.result.outcomes[i].admitted_at - r.trace.jobs[i].arrival);
+    }
+    return worst;
+  };
+  auto borrowers = [](const Replayed& r) {
+    std::vector<double> at;
+    for (const SimEvent& e : r.result.events) {
+      if (e.kind == SimEvent::Kind::kAdmit && e.borrowed) at.push_back(e.t);
+    }
+    return at;
+  };
+  const Replayed off = Replay("lending-off.json");
+  const Replayed on = Replay("lending-on.json");
+  CHECK_FALSE(off.trace.options.rule.lending.has_value());
+  CHECK(last_done(off, "report") == 48);
+  CHECK(worst_wait(off, "clone") == 0);
+  CHECK(borrowers(off).empty());
+  CHECK(last_done(on, "report") == 12);
+  CHECK(worst_wait(on, "clone") == 0);
+  CHECK(borrowers(on) == std::vector<double>{0, 0, 0, 4, 4, 4, 8, 8, 8});
+
+  Trace quarter = on.trace;
+  quarter.options.rule.lending = TierLending{0.25};
+  StatusOr<SimResult> result = Simulate(quarter);
+  REQUIRE(result.ok());
+  const Replayed q{quarter, *std::move(result)};
+  CHECK(last_done(q, "report") == 8);
+  CHECK(worst_wait(q, "clone") == 1);
+  CHECK(worst_wait(q, "clone") <= 4);  // the bound: the borrowers' run
+  CHECK(borrowers(q) == std::vector<double>{0, 0, 0, 0, 0, 4, 4, 4, 4, 4});
+}
+
 TEST_CASE("Simulator.Estimates.AJobWithoutCostIsChargedItsLearnedEstimate") {
   // a's "big" runs 10 s charged the default 1; then est(big) = 0.3 * 10 + 0.7 * 1 = 3.7.
   // At 10 b's "big" is charged 3.7, so at 12 c (acc 1) goes before b's "x" (b at 3.7). Had "big"

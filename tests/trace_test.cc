@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "doctest/doctest.h"
 
 namespace fairgate::sim {
@@ -151,6 +152,20 @@ TEST_CASE("Trace.RateLimitsAreRead") {
   REQUIRE(keyed->keys.size() == 1);
   REQUIRE(keyed->keys[0].second.limits.has_value());
   CHECK(keyed->keys[0].second.limits->rate_limit == RateLimit{0.5, 3});
+}
+
+TEST_CASE("Trace.LendingIsRead") {
+  auto lending = [](const char* field) {
+    StatusOr<Trace> trace = ParseTrace(
+        absl::StrCat(R"({"capacity": 4, "types": {}, "jobs": [])", field, "}"), "t.json");
+    REQUIRE_MESSAGE(trace.ok(), trace.status().message());
+    return trace->options.rule.lending;
+  };
+  CHECK(lending("") == TierLending{});  // the default mode's
+  CHECK(lending(R"(, "mode": "seed")") == std::nullopt);
+  CHECK(lending(R"(, "lending": false)") == std::nullopt);
+  CHECK(lending(R"(, "mode": "seed", "lending": true)") == TierLending{});
+  CHECK(lending(R"(, "lending": {"kept_back": 0.5})") == TierLending{0.5});
 }
 
 TEST_CASE("Trace.PausesAndQueueWaitLimitsAreRead") {
@@ -361,6 +376,14 @@ TEST_CASE("Trace.BadInput.OneLineNamingFileJobAndField") {
        R"({"capacity": 1, "rate_limit": {"per_second": 1, "per_minute": 2}, "types": {},
            "jobs": []})",
        "bad.json: rate_limit: field 'per_minute': unknown field"},
+      {"lending of a bad kind", R"({"capacity": 1, "lending": 1, "types": {}, "jobs": []})",
+       "bad.json: lending: must be false, true or an object {\"kept_back\": s}"},
+      {"lending that keeps back every slot",
+       R"({"capacity": 1, "lending": {"kept_back": 1}, "types": {}, "jobs": []})",
+       "bad.json: lending: field 'kept_back': must be in [0, 1), got 1"},
+      {"lending with an unknown field",
+       R"({"capacity": 1, "lending": {"share": 0.5}, "types": {}, "jobs": []})",
+       "bad.json: lending: field 'share': unknown field"},
       {"unknown coalescing",
        R"({"capacity": 1, "types": {"t": {"priority": 1, "max_concurrency": 1,
            "coalesce": "merge"}}, "jobs": []})",

@@ -140,6 +140,9 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
   // they do.
   options.runtime.worker_threads = c.background_slots + c.sync_clone_slots;
   // A tier's priority is also its cap: foreground may use every slot, background its own share.
+  // The background's share is the worker threads its git processes hold, so its tier does not
+  // borrow idle slots past it (RuleOptions::lending, on in the default rule).
+  options.rule.lending.reset();
   const int foreground = std::max(c.capacity, c.background_slots + 1);
   const int background = c.background_slots;
   if (c.aging_interval_seconds > 0) {

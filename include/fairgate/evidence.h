@@ -59,6 +59,9 @@ struct AdmissionEvidence {
   // with workers.
   std::string worker;
   bool worker_reserved = false;
+  // It ran over its tier's cap on a slot no admissible job wanted (RuleOptions::lending). In the
+  // JSON only when true.
+  bool borrowed = false;
 };
 
 // The record as one line of JSON, without the newline; keys in a fixed order.

@@ -95,13 +95,15 @@ FAIRGATE_EXPORT Status ValidateJobType(std::string_view name, const JobTypeConfi
 // - it is given nothing but (at most) its default_cost, under a global cap above 1: it runs one
 //   job at a time (max_concurrency 1 and priority 1, the defaults);
 // - its tier's cap lets fewer of its jobs run at once than its max_concurrency (`priority` is
-//   both the tier and that tier's cap in slots: a type at priority 1 runs one job at a time);
+//   both the tier and that tier's cap in slots: a type at priority 1 runs one job at a time; with
+//   `tiers_lend`, RuleOptions::lending, more only on slots no other tier's job wants);
 // - the global cap does;
 // - its tier's cap is above the global cap, so the tier can never fill it.
 // Scheduler::RegisterType hands each to RuntimeOptions::warn.
 FAIRGATE_EXPORT std::vector<std::string> JobTypeWarnings(std::string_view name,
                                                          const JobTypeConfig& config,
-                                                         int max_concurrency);
+                                                         int max_concurrency,
+                                                         bool tiers_lend = false);
 
 }  // namespace fairgate
 

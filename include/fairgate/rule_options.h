@@ -35,15 +35,30 @@ struct AgingConfig {
   friend bool operator==(const AgingConfig&, const AgingConfig&) = default;
 };
 
+// Tiers that lend idle slots (docs/ordering.md, "Lending"). When a decision finds no admissible
+// job, it looks again with every tier's cap replaced by this bound: the running jobs' slots plus
+// the job's must leave `floor(kept_back * C)` slots of the capacity in force C free. The first job
+// in the order that is admissible so runs as a *borrower*: it holds its tier's slots as any job of
+// the tier does, so the tier is over its cap until enough of its jobs end. Borrowers are never
+// preempted; a job of another tier is delayed by them only while they run, as the bound in
+// docs/ordering.md states.
+struct TierLending {
+  // The share of the global cap kept back from borrowers, for jobs that run within their tiers'
+  // caps. In [0, 1); `kept_back * C` is rounded down, computed in double precision.
+  double kept_back = 0.25;
+  friend bool operator==(const TierLending&, const TierLending&) = default;
+};
+
 // The admission rule: what runs next and how much it counts. The core, the simulator and the
 // scheduler all read these.
 struct RuleOptions {
-  // The original rule, exactly: no reconciliation, no idle catch-up, TTL eviction on
+  // The original rule, exactly: no reconciliation, no idle catch-up, no lending, TTL eviction on
   // (SchedulerOptions::Seed's rule).
   static RuleOptions Seed() {
     RuleOptions rule;
     rule.reconcile = false;
     rule.idle_catch_up = false;
+    rule.lending.reset();
     return rule;
   }
 
@@ -107,6 +122,10 @@ struct RuleOptions {
   // one bucket, besides its type's (JobTypeConfig::rate_limit); while it has none, nothing is
   // admitted until one is due. Off in both presets.
   RateLimit rate_limit;
+  // Tiers lend the slots no admissible job wants (TierLending): on in the improved rule, so that a
+  // type of priority 1 with a higher max_concurrency uses an idle server; off in seed mode, where
+  // a tier's priority is its cap, always.
+  std::optional<TierLending> lending = TierLending{};
 };
 
 // Returns OK when every field of the rule is in range, else InvalidArgument naming the first bad

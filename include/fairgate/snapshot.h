@@ -39,7 +39,10 @@ struct TypeSnapshot {
   // `cancelled`: left the queue without running (context done, shutdown); `expired`: left it at
   // the type's max_queue_wait; `joined`: calls that joined a job of their id instead of queueing
   // one (JobTypeConfig::coalesce), not counted in `enqueued`.
+  // `borrowed`: admitted over the tier's cap, on slots no admissible job wanted
+  // (RuleOptions::lending), counted in `admitted` too.
   std::uint64_t enqueued = 0, admitted = 0, completed = 0, cancelled = 0, expired = 0, joined = 0;
+  std::uint64_t borrowed = 0;
   double wait_seconds_sum = 0;                            // over admitted jobs
   double run_seconds_sum = 0;                             // over completed jobs
   std::optional<RateSnapshot> rate_limit = std::nullopt;  // with JobTypeConfig::rate_limit

@@ -86,6 +86,8 @@ struct Admission {
   // (RuleOptions::sole_worker_reserve_after). Empty without workers.
   std::string_view worker;
   bool worker_reserved = false;
+  // It ran over its tier's cap on a slot no admissible job wanted (RuleOptions::lending).
+  bool borrowed = false;
 };
 
 // A live job as the core knows it, for the runtime's metrics and events. The string views stay

@@ -29,7 +29,7 @@ StatusOr<std::unique_ptr<AdmissionCore>> AdmissionCore::Create(const RuleOptions
 
 AdmissionCore::AdmissionCore(const RuleOptions& rule)
     : rule_(rule),
-      types_(rule.max_concurrency, rule.aging, rule.rate_limit, workers_),
+      types_(rule.max_concurrency, rule.aging, rule.rate_limit, rule.lending, workers_),
       keys_(rule.default_key_limits),
       steps_(rule.aging) {}
 
@@ -166,8 +166,11 @@ bool AdmissionCore::AdmitsAtOnce(const Job& job, double now) const {
   // skipped: it admits the job exactly when the checks Pick makes let it through (its type's caps
   // in TypeTable::Fits, its key in SyncLane's Admissible, its resource in FrontOf: the one list,
   // BlockerOf), counting no skip.
+  // With lending, a job its tier's cap holds back is admitted as a borrower: Pick's first look
+  // finds nothing (nothing else is pending), and its second asks BlockerOf<true>.
   const TypeState& type = *job.type;
-  return BlockerOf(job, now) == Blocker::kNone &&
+  return (BlockerOf(job, now) == Blocker::kNone ||
+          (types_.lends() && BlockerOf<true>(job, now) == Blocker::kNone)) &&
          !(TimedSteps::Expires(job) && TimedSteps::ExpiryAt(job) <= now) &&
          !(rule_.aging && types_.TierAbove(*type.tier) != nullptr && steps_.NextStepAt(job) <= now);
 }
@@ -178,6 +181,8 @@ void AdmissionCore::AdmitAtOnce(Job& job, double now, Admission& admission) {
   }
   EstimateTable::Entry* estimate =
       DescribeAdmission(job, job.type->tier->priority, DecisionSkips{}, now, admission);
+  // AdmitsAtOnce let it through as a borrower exactly when its tier's cap has no room for it.
+  admission.borrowed = !job.type->tier->slots.Fits(job.type->config.slots);
   // What Admit does besides is for a job in a lane, a tier presence and timed steps, and counted
   // as pending: this one is in none of them, and its key, with nothing pending, has no lanes to
   // move.
@@ -231,6 +236,12 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
   WorkerState* reserved = nullptr;
   Job* job = workers_.in_use() ? PickReserved(now, reserved) : nullptr;
   if (job == nullptr) job = Pick(skipped, now);
+  // Lending: the slots no admissible job wanted go to the first borrower in the order.
+  bool borrowed = false;
+  if (job == nullptr && types_.lends()) {
+    job = Pick<true>(skipped, now);
+    borrowed = job != nullptr;
+  }
   if (job != nullptr && workers_.in_use()) {
     job->worker = (reserved != nullptr ? reserved : workers_.Choose(*job->type))->index + 1;
   }
@@ -240,6 +251,7 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
   std::optional<Admission> admission(std::in_place);
   Admit(*job, skipped, now, *admission);
   admission->worker_reserved = reserved != nullptr;
+  admission->borrowed = borrowed;
   return admission;
 }
 
@@ -268,6 +280,7 @@ Job* AdmissionCore::FrontOfType(TypeState& type) {
   return nullptr;
 }
 
+template <bool kBorrowing>
 Job* AdmissionCore::Pick(DecisionSkips& skipped, double now) {
   for (auto& tier : types_.tiers()) {
     Job* best = nullptr;
@@ -281,23 +294,28 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped, double now) {
         best_order = head->lane->order;
       }
     };
-    skipped.key_limit += static_cast<int>(tier->held_lanes);
+    if constexpr (!kBorrowing) skipped.key_limit += static_cast<int>(tier->held_lanes);
     // Jobs that aged into this tier go ahead of its own; each still needs room in its own type's
     // and its own tier's caps.
     if (tier->aged_in > 0) {
       for (auto& group : tier->aged) {
-        if (types_.Fits(*group->type, group->lanes, skipped, now)) consider(group->lanes);
+        if (types_.Fits<kBorrowing>(*group->type, group->lanes, skipped, now)) {
+          consider(group->lanes);
+        }
       }
     }
     if (best == nullptr && tier->pending > 0) {
-      if (tier->slots.Full()) {  // no type of the tier fits (each takes a slot at least)
-        ++skipped.tier_cap;
+      // No type of the tier fits (each takes a slot at least); a borrower's tier cap is the
+      // global cap past the slots kept back.
+      if (kBorrowing ? !types_.global_cap().Fits(1 + types_.kept_back()) : tier->slots.Full()) {
+        if constexpr (!kBorrowing) ++skipped.tier_cap;
       } else {
         // The sharing types' set: nothing but the tier's cap and the global one, both with
         // room here, can hold its jobs back (Shares).
         if (!tier->shared.empty()) consider(tier->shared);
         for (TypeState* type : tier->types) {
-          if (type->home == &type->lanes && types_.Fits(*type, type->lanes, skipped, now)) {
+          if (type->home == &type->lanes &&
+              types_.Fits<kBorrowing>(*type, type->lanes, skipped, now)) {
             consider(type->lanes);
           }
         }

@@ -278,9 +278,13 @@ class AdmissionCore {
   }
   // The one list of constraints (core/constraints.h): whether a job may run at `now`, and if
   // not, the first constraint without room for it. Every check of admissibility, in the pick, the
-  // fast path, the skip counts and CheckInvariants, is one of these.
+  // fast path, the skip counts and CheckInvariants, is one of these. `kBorrowing`: for a borrower
+  // (RuleOptions::lending; TypeTable::BlockerOf).
+  template <bool kBorrowing = false>
   Blocker BlockerOf(const Job& job, double now) const {
-    if (const Blocker b = types_.BlockerOf(*job.type, now); b != Blocker::kNone) return b;
+    if (const Blocker b = types_.BlockerOf<kBorrowing>(*job.type, now); b != Blocker::kNone) {
+      return b;
+    }
     if (const Blocker b = keys_.BlockerOf(*job.key); b != Blocker::kNone) return b;
     return LaneIndex::IdBlocker(job.resource);
   }
@@ -328,6 +332,9 @@ class AdmissionCore {
   void SchedulePromotion(Job& job);
   void Promote(Job& job);
   // The first job in the order among the admissible ones, or null; counts what it passed over.
+  // `kBorrowing`: among those admissible as borrowers (RuleOptions::lending), counting nothing:
+  // the look a decision takes when the first found none.
+  template <bool kBorrowing = false>
   Job* Pick(DecisionSkips& skipped, double now);
   // The refusal of a request that would not wait for a token (EnqueueRequest::
   // refuse_without_token) when a bucket it is under has none at `now` (`key`: the key if

@@ -182,7 +182,8 @@ class AdmissionCore::InvariantCheck {
         }
         tier_pending += type->pending;
       }
-      if (HoldsWrongly(tier->slots, false) || tier->pending != tier_pending ||
+      // Borrowers (RuleOptions::lending) run their tier over its cap.
+      if (HoldsWrongly(tier->slots, core_.types_.lends()) || tier->pending != tier_pending ||
           tier->slots.limit() != tier->priority) {
         return Broken(absl::StrCat("tier ", tier->priority, " counts differ from its jobs'"));
       }

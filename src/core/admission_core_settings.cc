@@ -113,7 +113,7 @@ Status AdmissionCore::SetCapacity(int capacity) {
     return absl::InvalidArgumentError(absl::StrCat("capacity must be in [1, max_concurrency ",
                                                    rule_.max_concurrency, "], got ", capacity));
   }
-  types_.global_cap().set_limit(capacity);
+  types_.SetCapacity(capacity);
   return absl::OkStatus();
 }
 

@@ -8,7 +8,8 @@
 //
 //   constraint       object                  amount     limit
 //   global cap       TypeTable::global_cap() its slots  max_concurrency, or what SetCapacity set
-//   tier cap         TierState::slots        its slots  the tier's priority
+//   tier cap         TierState::slots        its slots  the tier's priority (a borrower, with
+//                                                       RuleOptions::lending, runs past it)
 //   type cap         TypeState::running      1          JobTypeConfig::max_concurrency
 //   key limit        KeyState::running       1          KeyLimits::max_running of the key (*)
 //   conflict limit   Resource::running       1          JobTypeConfig::conflict_limit of the group

@@ -56,7 +56,7 @@ Status ValidateJobType(std::string_view name, const JobTypeConfig& config) {
 }
 
 std::vector<std::string> JobTypeWarnings(std::string_view name, const JobTypeConfig& config,
-                                         int max_concurrency) {
+                                         int max_concurrency, bool tiers_lend) {
   std::vector<std::string> warnings;
   const absl::string_view n(name.data(), name.size());
   const int slots = config.slots > 0 ? config.slots : 1;
@@ -66,7 +66,10 @@ std::vector<std::string> JobTypeWarnings(std::string_view name, const JobTypeCon
     warnings.push_back(absl::StrCat(
         "job type '", n, "': max_concurrency is ", config.max_concurrency, " but its tier's cap (",
         "priority ", config.priority, ", in slots; the type takes ", slots,
-        " per job) lets at most ", tier_allows, " of its jobs run at once"));
+        " per job) lets at most ", tier_allows, " of its jobs run at once",
+        tiers_lend ? " while other tiers' jobs want the slots; more run only as borrowers of idle "
+                     "slots (rule.lending)"
+                   : ""));
   }
   if (global_allows < config.max_concurrency && global_allows < tier_allows) {
     warnings.push_back(absl::StrCat(

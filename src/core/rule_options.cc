@@ -52,6 +52,10 @@ Status ValidateRuleOptions(const RuleOptions& rule) {
       return absl::InvalidArgumentError(absl::StrCat("rule.", s.message()));
     }
   }
+  if (rule.lending && !(rule.lending->kept_back >= 0 && rule.lending->kept_back < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rule.lending.kept_back must be in [0, 1), got ", rule.lending->kept_back));
+  }
   if (rule.aging) {
     const AgingConfig& a = *rule.aging;
     if (!(std::isfinite(a.grace.count()) && a.grace.count() >= 0)) {

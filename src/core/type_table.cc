@@ -1,6 +1,7 @@
 #include "core/type_table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,12 +10,25 @@
 namespace fairgate::core {
 
 TypeTable::TypeTable(int max_concurrency, const std::optional<AgingConfig>& aging,
-                     const RateLimit& global_rate, const WorkerTable& workers)
+                     const RateLimit& global_rate, const std::optional<TierLending>& lending,
+                     const WorkerTable& workers)
     : max_concurrency_(max_concurrency),
       aging_ceiling_(aging ? std::optional<int>(aging->ceiling) : std::nullopt),
       workers_(workers),
-      slots_(max_concurrency),
-      global_rate_(global_rate) {}
+      lending_(lending),
+      global_rate_(global_rate) {
+  SetCapacity(max_concurrency);
+  // Borrowers leave kept_back() free of the capacity in force C, and C - floor(k * C) grows with
+  // C: so a tier never runs more slots than its cap or this, whatever SetCapacity sets.
+  if (lending_) lent_ceiling_ = max_concurrency - kept_back_;
+}
+
+void TypeTable::SetCapacity(int capacity) {
+  slots_.set_limit(capacity);
+  if (lending_) {
+    kept_back_ = static_cast<std::int32_t>(std::floor(lending_->kept_back * capacity));
+  }
+}
 
 StatusOr<TypeState*> TypeTable::Register(std::string_view name, const JobTypeConfig& config,
                                          bool& added) {
@@ -107,11 +121,12 @@ bool TypeTable::SharingMaySkip(Blocker blocker, const TypeState& type) const {
   switch (blocker) {
     case Blocker::kTypePaused:
       return !type.paused;
-    case Blocker::kTierCap:    // Pick: the tier has a slot; one is all a job of the type takes
+    case Blocker::kTierCap:    // Pick: the tier (borrowing: the global cap past the slots kept
+                               // back) has a slot; one is all a job of the type takes
     case Blocker::kGlobalCap:  // NextAdmission: the global cap has a slot; the same
       return type.config.slots == 1;
     case Blocker::kTypeCap:  // its running jobs fill the tier before they reach its cap
-      return type.config.max_concurrency >= type.config.priority;
+      return type.config.max_concurrency >= std::max(type.config.priority, lent_ceiling_);
     case Blocker::kGlobalRate:  // NextAdmission: the global bucket has a token, for any job
       return true;
     case Blocker::kTypeRate:  // a bucket of the type's own

@@ -40,7 +40,8 @@ class TypeTable {
   // (if any) gives the ceiling TierAbove stops at; `global_rate` is every admission's rate limit;
   // `workers` is read for the worker level.
   TypeTable(int max_concurrency, const std::optional<AgingConfig>& aging,
-            const RateLimit& global_rate, const WorkerTable& workers);
+            const RateLimit& global_rate, const std::optional<TierLending>& lending,
+            const WorkerTable& workers);
   TypeTable(const TypeTable&) = delete;
   TypeTable& operator=(const TypeTable&) = delete;
 
@@ -69,6 +70,12 @@ class TypeTable {
   // The global cap: the slots running jobs take, against the capacity in force.
   Constraint& global_cap() { return slots_; }
   const Constraint& global_cap() const { return slots_; }
+  // Sets the capacity in force, and with it the slots kept back from borrowers.
+  void SetCapacity(int capacity);
+  // Whether tiers lend (RuleOptions::lending), and the slots of the capacity in force kept back
+  // from borrowers: floor(kept_back * capacity).
+  bool lends() const { return lending_.has_value(); }
+  std::int32_t kept_back() const { return kept_back_; }
   // The global rate limit's bucket (RuleOptions::rate_limit): every admission takes a token.
   TokenBucket& global_rate() { return global_rate_; }
   const TokenBucket& global_rate() const { return global_rate_; }
@@ -76,16 +83,22 @@ class TypeTable {
   bool rates_in_use() const { return rates_in_use_; }
 
   // The type level at `now`: the type's pause, then the tier, global and type caps, the global
-  // and type rate limits, then (with workers) a worker with room.
+  // and type rate limits, then (with workers) a worker with room. `kBorrowing`: for a borrower
+  // (RuleOptions::lending), whose tier cap has room when the global cap has room for its slots
+  // and the slots kept back.
+  template <bool kBorrowing = false>
   Blocker BlockerOf(const TypeState& type, double now) const {
-    if (const Blocker b = CapBlocker(type, now); b != Blocker::kNone) return b;
+    if (const Blocker b = CapBlocker<kBorrowing>(type, now); b != Blocker::kNone) return b;
     return workers_.in_use() ? workers_.BlockerFor(type) : Blocker::kNone;
   }
   // The type level but the worker.
+  template <bool kBorrowing = false>
   Blocker CapBlocker(const TypeState& type, double now) const {
     const std::int32_t slots = type.config.slots;
     if (type.paused) return Blocker::kTypePaused;
-    if (!type.tier->slots.Fits(slots)) return Blocker::kTierCap;
+    if (kBorrowing ? !slots_.Fits(slots + kept_back_) : !type.tier->slots.Fits(slots)) {
+      return Blocker::kTierCap;
+    }
     if (!slots_.Fits(slots)) return Blocker::kGlobalCap;
     if (type.running.Full()) return Blocker::kTypeCap;
     return rates_in_use_ ? RateBlocker(type, now) : Blocker::kNone;
@@ -98,11 +111,13 @@ class TypeTable {
   }
   // Whether the type level has room for one more job of `type` at `now`; if not, counts `lanes`
   // (when it has jobs) as skipped by the cap or rate without room (a pause is not a cap: not
-  // counted), and a refusal of the type's bucket when that was what held them.
+  // counted), and a refusal of the type's bucket when that was what held them. A borrower's
+  // look (`kBorrowing`) counts nothing: the decision's first look counted these lanes.
+  template <bool kBorrowing = false>
   bool Fits(TypeState& type, const LaneSet& lanes, DecisionSkips& skipped, double now) const {
-    const Blocker blocker = BlockerOf(type, now);
+    const Blocker blocker = BlockerOf<kBorrowing>(type, now);
     if (blocker == Blocker::kNone) return true;
-    if (!lanes.empty()) {
+    if (!kBorrowing && !lanes.empty()) {
       CountCapSkip(blocker, skipped);
       if (blocker == Blocker::kTypeRate) type.rate.CountRefusal();
     }
@@ -141,6 +156,11 @@ class TypeTable {
   Tiers tiers_;
   absl::flat_hash_map<std::string, ConflictGroup> conflict_groups_;
   Constraint slots_;
+  const std::optional<TierLending> lending_;
+  std::int32_t kept_back_ = 0;
+  // With lending, the most slots a tier may run past its cap: max_concurrency less the slots kept
+  // back of it (0 without lending). Shares reads it.
+  std::int32_t lent_ceiling_ = 0;
   TokenBucket global_rate_;
   bool rates_in_use_ = global_rate_.limited();
 };

@@ -40,9 +40,11 @@ void SchedulerMetrics::AddType(std::uint32_t index, const std::string& name, int
   types_[index].priority = priority;
 }
 
-void SchedulerMetrics::Admitted(std::uint32_t type, double wait, bool waited_on_conflict) {
+void SchedulerMetrics::Admitted(std::uint32_t type, double wait, bool waited_on_conflict,
+                                bool borrowed) {
   TypeCounts& t = types_[type];
   t.admitted++;
+  t.borrowed += borrowed;
   t.wait.Observe(wait);
   if (waited_on_conflict) {
     waited_conflict_++;
@@ -81,6 +83,9 @@ void SchedulerMetrics::WriteJobCounts(PrometheusWriter& w,
            [](const TypeCounts& t) { return t.enqueued; });
   per_type("fairgate_jobs_admitted_total", "Jobs admitted to run.",
            [](const TypeCounts& t) { return t.admitted; });
+  per_type("fairgate_jobs_borrowed_total",
+           "Jobs admitted over their tier's cap, on slots no admissible job wanted (lending).",
+           [](const TypeCounts& t) { return t.borrowed; });
   per_type("fairgate_jobs_cancelled_total",
            "Pending jobs that left the queue without running (context done, or shutdown).",
            [](const TypeCounts& t) { return t.cancelled; });

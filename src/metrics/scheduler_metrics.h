@@ -51,7 +51,8 @@ class SchedulerMetrics {
 
   void Enqueued(std::uint32_t type) { types_[type].enqueued++; }
   void Rejected(absl::StatusCode reason) { rejected_[reason]++; }
-  void Admitted(std::uint32_t type, double wait, bool waited_on_conflict);
+  // `borrowed`: over its tier's cap, on a lent slot (RuleOptions::lending).
+  void Admitted(std::uint32_t type, double wait, bool waited_on_conflict, bool borrowed);
   void Completed(std::uint32_t type, absl::StatusCode status, double run_time);
   void Cancelled(std::uint32_t type) { types_[type].cancelled++; }
   void Expired(std::uint32_t type) { types_[type].expired++; }
@@ -66,7 +67,7 @@ class SchedulerMetrics {
   struct TypeCounts {
     std::string name;
     int priority = 0;
-    std::uint64_t enqueued = 0, admitted = 0, cancelled = 0, expired = 0, joined = 0;
+    std::uint64_t enqueued = 0, admitted = 0, cancelled = 0, expired = 0, joined = 0, borrowed = 0;
     // By status code: absl::Status::code() is one of the 17 canonical codes (it maps any other
     // to kUnknown), so an array indexed by code, not a map to search per completion.
     std::array<std::uint64_t, kStatusCodes> completed{};

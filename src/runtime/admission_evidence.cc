@@ -32,6 +32,7 @@ AdmissionEvidence ToEvidence(const core::Admission& a, double now) {
   e.skipped_rate_limit = a.skipped.rate_limit;
   e.worker = std::string(a.worker);
   e.worker_reserved = a.worker_reserved;
+  e.borrowed = a.borrowed;
   return e;
 }
 

@@ -60,6 +60,7 @@ Decided<Snapshot> AdmissionTable::TakeSnapshot(std::size_t heaviest_keys) {
     t.cancelled = counts.cancelled;
     t.expired = counts.expired;
     t.joined = counts.joined;
+    t.borrowed = counts.borrowed;
     for (const std::uint64_t n : counts.completed) t.completed += n;
     t.wait_seconds_sum = counts.wait.sum();
     t.run_seconds_sum = counts.run.sum();

@@ -52,7 +52,7 @@ void DecisionLog::Rejected(std::string_view type, std::string_view id, std::stri
 void DecisionLog::Enqueued(const core::JobView& job) { metrics_.Enqueued(job.type_index); }
 
 void DecisionLog::Admitted(const core::Admission& a, double now) {
-  metrics_.Admitted(a.type_index, now - a.arrival, a.waited_on_conflict);
+  metrics_.Admitted(a.type_index, now - a.arrival, a.waited_on_conflict, a.borrowed);
   Promotions(now);
   if (delivery_.wants_events()) {
     const core::JobView job{.type = a.type,

@@ -65,6 +65,7 @@ std::string ToJsonLine(const AdmissionEvidence& e) {
     line["worker"] = e.worker;
     line["worker_reserved"] = e.worker_reserved;
   }
+  if (e.borrowed) line["borrowed"] = true;
   // Keys and ids come from callers: replace what is not UTF-8 rather than throw.
   return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

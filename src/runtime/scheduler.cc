@@ -91,7 +91,8 @@ Status Scheduler::Impl::RegisterType(std::string_view name, const JobTypeConfig&
   if (!first.ok()) return first.status();
   if (fleet_) fleet_->TypeRegistered(name, config);
   if (*first) {
-    Warn(JobTypeWarnings(name, config, options_.rule.max_concurrency));
+    Warn(JobTypeWarnings(name, config, options_.rule.max_concurrency,
+                         options_.rule.lending.has_value()));
     Warn(table_.NarrowWorkerWarnings("", name));
   }
   return absl::OkStatus();

@@ -34,6 +34,7 @@ std::string ToJson(const Snapshot& s, int indent) {
                      {"cancelled", t.cancelled},
                      {"expired", t.expired},
                      {"joined", t.joined},
+                     {"borrowed", t.borrowed},
                      {"paused", t.paused},
                      {"wait_seconds_sum", t.wait_seconds_sum},
                      {"run_seconds_sum", t.run_seconds_sum}});

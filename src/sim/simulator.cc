@@ -342,7 +342,7 @@ class Simulation {
       const std::vector<std::size_t>& calls = live_[admitted->ticket.slot].calls;
       result_.events.push_back({t, SimEvent::Kind::kAdmit, calls.front(),
                                 admitted->effective_priority, admitted->waited_on_conflict,
-                                std::string(admitted->worker)});
+                                admitted->borrowed, std::string(admitted->worker)});
       if (with_evidence_) result_.evidence.push_back(internal::ToEvidence(*admitted, t));
       for (std::size_t job : calls) result_.outcomes[job].admitted_at = t;
       const std::size_t runner =
@@ -429,6 +429,8 @@ std::string FormatEvent(const Trace& trace, const SimResult& result, const SimEv
   }
   const std::string worker =
       event.worker.empty() ? std::string() : absl::StrCat(",\"worker\":", Quoted(event.worker));
+  // Only for a borrower (RuleOptions::lending): traces without lending keep their events.
+  if (event.borrowed) tiers += ",\"borrowed\":true";
   return absl::StrCat("{\"t\":", FormatNumber(event.t), ",\"event\":\"",
                       event.kind == SimEvent::Kind::kAdmit    ? "admit"
                       : event.kind == SimEvent::Kind::kDone   ? "done"

@@ -38,6 +38,7 @@ struct SimEvent {
   std::size_t job = 0;
   int effective_priority = 0;       // admit: the tier it was admitted from (above its own if aged)
   bool waited_on_conflict = false;  // admit: it was set aside for a busy resource first
+  bool borrowed = false;            // admit: over its tier's cap, on a lent slot (lending)
   std::string worker = {};  // admit, lost: the worker it runs on (with workers in the trace)
   std::size_t lead = 0;     // join: the job it joined (the one that queued the run)
 };

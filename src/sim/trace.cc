@@ -218,6 +218,27 @@ StatusOr<AgingConfig> ParseAging(const Json& value, const std::string& where) {
   return AgingConfig{Seconds(*grace), Seconds(*interval), *ceiling};
 }
 
+// false (no lending), true (the default share kept back) or {"kept_back": s}
+// (RuleOptions::lending).
+StatusOr<std::optional<TierLending>> ParseLending(const Json& value, const std::string& where) {
+  if (value.is_boolean()) {
+    return value.get<bool>() ? std::optional<TierLending>(TierLending{}) : std::nullopt;
+  }
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": must be false, true or an object {\"kept_back\": s}"));
+  }
+  ObjectReader r(value, where);
+  if (Status s = r.OnlyFields({"kept_back"}); !s.ok()) return s;
+  FAIRGATE_ASSIGN_OR_RETURN(kept_back, r.Number("kept_back", false));
+  TierLending lending;
+  lending.kept_back = kept_back.value_or(lending.kept_back);
+  if (!(lending.kept_back >= 0 && lending.kept_back < 1)) {
+    return r.Error("kept_back", absl::StrCat("must be in [0, 1), got ", lending.kept_back));
+  }
+  return std::optional<TierLending>(lending);
+}
+
 // {"min": m, "interval": s, "high": h, "low": l, "decrease": d}, each optional (the defaults of
 // AdaptiveCapacity); checked against the capacity by the scheduler's own validation.
 StatusOr<AdaptiveCapacity> ParseAdaptiveCapacity(const Json& value, const std::string& where,
@@ -522,6 +543,10 @@ Status ParseRuleFields(const ObjectReader& r, const std::string& file, Trace& tr
     FAIRGATE_ASSIGN_OR_RETURN(limit, ParseRateLimit(*rate, absl::StrCat(file, ": rate_limit")));
     trace.options.rule.rate_limit = limit;
   }
+  if (const Json* lending = r.Get("lending")) {
+    FAIRGATE_ASSIGN_OR_RETURN(parsed, ParseLending(*lending, absl::StrCat(file, ": lending")));
+    trace.options.rule.lending = parsed;
+  }
   if (const Json* limits = r.Get("default_key_limits")) {
     const std::string where = absl::StrCat(file, ": default_key_limits");
     if (!limits->is_object()) {
@@ -640,7 +665,8 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
                                "periodic",
                                "workers",
                                "sole_worker_reserve_after",
-                               "rate_limit"});
+                               "rate_limit",
+                               "lending"});
       !s.ok()) {
     return s;
   }
