@@ -128,6 +128,8 @@ std::vector<Row> Rows() {
          [](auto& o) { o.fleet.lease_ttl = Seconds(0); });
   create("fleet.claim_interval = infinity", "fleet.claim_interval must be finite and > 0",
          [](auto& o) { o.fleet.claim_interval = Seconds(kInf); });
+  create("fleet.token_lease = 0 s", "fleet.token_lease must be finite and > 0",
+         [](auto& o) { o.fleet.token_lease = Seconds(0); });
   create("fleet.max_claimed = -1", "fleet.max_claimed must be >= 0",
          [](auto& o) { o.fleet.max_claimed = -1; });
   create("fleet.conflict_groups without a shared store",

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -24,6 +25,7 @@
 
 #include "doctest/doctest.h"
 #include "fairgate/postgres_store.h"
+#include "fleet_rate_test_settings.h"
 #include "postgres_server.h"
 #include "runtime_test_util.h"
 #include "temp_dir.h"
@@ -146,15 +148,15 @@ bool AllThreadsStopped(pid_t pid) {
   return !error && threads > 0;
 }
 
-// `plain`: the replica's type takes no lease, and r0 dies as it removes "last" (fleet_replica.cc).
+// `mode` (fleet_replica.cc): "" (durable jobs in a fleet-wide conflict group), "plain" (the
+// replica's type takes no lease, and r0 dies as it removes "last") or "rate".
 pid_t StartReplica(const std::string& conninfo, const std::string& name, const std::string& log,
-                   bool plain = false) {
+                   const char* mode = nullptr) {
   const std::string ttl = std::to_string(kLeaseTtl), interval = std::to_string(kClaimInterval);
   const pid_t pid = fork();
   if (pid == 0) {
     execl(FAIRGATE_FLEET_REPLICA, FAIRGATE_FLEET_REPLICA, conninfo.c_str(), name.c_str(),
-          log.c_str(), ttl.c_str(), interval.c_str(), plain ? "plain" : nullptr,
-          static_cast<char*>(nullptr));
+          log.c_str(), ttl.c_str(), interval.c_str(), mode, static_cast<char*>(nullptr));
     _exit(127);
   }
   return pid;
@@ -369,7 +371,7 @@ TEST_CASE("Fleet.AReplicaKilledBeforeItsAcknowledgementsCommitLeavesThoseJobsToR
   for (int i = 0; i < 20; ++i) add("client" + std::to_string(i % 3), "2");
   std::map<std::string, pid_t> replicas;
   Reaper reaper{replicas};
-  replicas["r0"] = StartReplica(server.conninfo(), "r0", log_path, /*plain=*/true);
+  replicas["r0"] = StartReplica(server.conninfo(), "r0", log_path, "plain");
   REQUIRE(replicas["r0"] > 0);
   int status = 0;
   REQUIRE(waitpid(replicas["r0"], &status, 0) == replicas["r0"]);
@@ -394,7 +396,7 @@ TEST_CASE("Fleet.AReplicaKilledBeforeItsAcknowledgementsCommitLeavesThoseJobsToR
   // "last" ended, and its acknowledgement never reached the store.
   REQUIRE(unacknowledged.contains(last));
 
-  replicas["r1"] = StartReplica(server.conninfo(), "r1", log_path, /*plain=*/true);
+  replicas["r1"] = StartReplica(server.conninfo(), "r1", log_path, "plain");
   REQUIRE(replicas["r1"] > 0);
   REQUIRE(testing::Eventually([&] { return store->LiveJobs()->empty(); },
                               std::chrono::milliseconds(60000)));
@@ -431,6 +433,77 @@ TEST_CASE("Fleet.AReplicaKilledBeforeItsAcknowledgementsCommitLeavesThoseJobsToR
   MESSAGE("r0 ended " << ended_by_r0.size() << " job(s) before it was killed, "
                       << unacknowledged.size()
                       << " of them not yet acknowledged (run again on r1)");
+}
+
+// The admissions' times (Unix seconds) in the "rate" replicas' log, by replica, each sorted.
+std::map<std::string, std::vector<double>> Ticks(const std::string& path) {
+  std::map<std::string, std::vector<double>> ticks;
+  std::ifstream in(path);
+  std::string word, name;
+  long long us = 0;
+  while (in >> word >> name >> us) {
+    if (word == "tick") ticks[name].push_back(static_cast<double>(us) / 1e6);
+  }
+  for (auto& [replica, times] : ticks) std::sort(times.begin(), times.end());
+  return ticks;
+}
+
+// The fleet's rate limit (FleetOptions::token_lease): three replicas, each with a backlog of jobs
+// of a type limited to r = 20 a second with a burst of b = 5, lease tokens of one bucket in
+// PostgreSQL, 2 at a time (L). Every window of w seconds holds at most b + r w + 3 L admissions of
+// the whole fleet (plus one: each decision's time is read as it begins). One replica is killed
+// (SIGKILL) with its lease; the other two go on under the same bound, taking what the dead one no
+// longer takes.
+TEST_CASE("Fleet.ThreeReplicasStartNoMoreThanTheFleetsRateAndGoOnWhenOneIsKilled") {
+  testing::PostgresServer server;
+  testing::TempDir dir;
+  const std::string log_path = dir.path() + "/ticks.log";
+  std::map<std::string, pid_t> replicas;
+  Reaper reaper{replicas};
+  for (const char* name : {"r0", "r1", "r2"}) {
+    replicas[name] = StartReplica(server.conninfo(), name, log_path, "rate");
+    REQUIRE(replicas[name] > 0);
+  }
+  auto count = [&](const std::string& replica) {
+    const auto ticks = Ticks(log_path);
+    auto it = ticks.find(replica);
+    return it == ticks.end() ? std::size_t{0} : it->second.size();
+  };
+  // All three at work, then r0 killed.
+  REQUIRE(
+      testing::Eventually([&] { return count("r0") >= 5 && count("r1") >= 5 && count("r2") >= 5; },
+                          std::chrono::milliseconds(60000)));
+  REQUIRE(kill(replicas["r0"], SIGKILL) == 0);
+  REQUIRE(waitpid(replicas["r0"], nullptr, 0) == replicas["r0"]);
+  replicas["r0"] = 0;
+  const std::size_t survivors_at_kill = count("r1") + count("r2");
+  REQUIRE(testing::Eventually([&] { return count("r1") + count("r2") >= survivors_at_kill + 40; },
+                              std::chrono::milliseconds(60000)));
+  for (const char* name : {"r1", "r2"}) {
+    kill(replicas[name], SIGKILL);
+    waitpid(replicas[name], nullptr, 0);
+    replicas[name] = 0;
+  }
+
+  std::vector<double> all;
+  for (const auto& [replica, times] : Ticks(log_path))
+    all.insert(all.end(), times.begin(), times.end());
+  std::sort(all.begin(), all.end());
+  const RateLimit rate = testing::kTickRate;
+  const double lease = std::floor(rate.per_second * testing::kTokenLease);
+  for (const double w : {0.1, 0.25, 0.5, 1.0, 2.0}) {
+    CAPTURE(w);
+    const double bound = rate.burst + rate.per_second * w + 3 * lease + 1;
+    std::size_t most = 0;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const std::size_t n =
+          std::lower_bound(all.begin() + i, all.end(), all[i] + w) - (all.begin() + i);
+      most = std::max(most, n);
+    }
+    CHECK(static_cast<double>(most) <= bound);
+    MESSAGE("w " << w << " s: at most " << most << " admissions (bound " << bound << ")");
+  }
+  MESSAGE(all.size() << " admissions in " << (all.back() - all.front()) << " s");
 }
 
 }  // namespace

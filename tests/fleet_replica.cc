@@ -4,7 +4,7 @@
 // most the line being written; lines of several replicas interleave whole). Its conflict group
 // "repo" is fleet-wide: no two replicas run jobs of one id at once while their leases hold.
 //
-// Usage: fleet_replica CONNINFO NAME LOG LEASE_TTL CLAIM_INTERVAL [plain]
+// Usage: fleet_replica CONNINFO NAME LOG LEASE_TTL CLAIM_INTERVAL [plain|rate]
 // Log lines: "start SEQ TOKEN NAME MS ID FENCE ATTEMPT" when the handler begins an attempt and
 // "end SEQ TOKEN NAME MS ID FENCE ATTEMPT" when it is about to return OK (MS: Unix milliseconds;
 // TOKEN the job's lease, FENCE the fencing token of its repository's lease); on SIGTERM it shuts
@@ -15,6 +15,11 @@
 // dies between a job's end and its acknowledgement: the job whose payload is "last" returns OK at
 // once, and the store call that would remove it (the batch of removals that holds it) kills the
 // process (SIGKILL) instead of reaching the database. Elsewhere "last" just returns OK.
+//
+// "rate": no durable jobs; the replica submits kRateJobs no-op jobs of the type "tick", whose
+// rate limit is the fleet's (kTickRate; FleetOptions::token_lease kTokenLease), and logs each
+// admission as "tick NAME US" (US: the decision's time, Unix microseconds: the scheduler's clock
+// is the wall clock here, so the replicas' times compare) until it is killed.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -31,6 +36,7 @@
 
 #include "fairgate/postgres_store.h"
 #include "fairgate/scheduler.h"
+#include "fleet_rate_test_settings.h"
 #include "forwarding_store.h"
 
 namespace {
@@ -93,13 +99,43 @@ std::string Fenced(const fairgate::Scheduler& scheduler) {
 
 }  // namespace
 
+// The "rate" mode's replica: see the file's comment.
+int RunRate(fairgate::SchedulerOptions options, const std::string& name) {
+  options.runtime.clock = [] {
+    return fairgate::Seconds(
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  };
+  options.runtime.evidence = [name](const fairgate::AdmissionEvidence& e) {
+    Write("tick " + name + " " + std::to_string(static_cast<long long>(e.time * 1e6)));
+  };
+  options.fleet.token_lease = fairgate::Seconds(fairgate::testing::kTokenLease);
+  auto created = fairgate::Scheduler::Create(options);
+  if (!created.ok()) return Fail("create", created.status());
+  fairgate::Scheduler& scheduler = **created;
+  if (fairgate::Status s = scheduler.RegisterType(
+          "tick",
+          {.max_concurrency = 8, .priority = 8, .rate_limit = fairgate::testing::kTickRate});
+      !s.ok()) {
+    return Fail("register", s);
+  }
+  for (int i = 0; i < fairgate::testing::kRateJobs; ++i) {
+    const fairgate::Status s = scheduler.Submit(
+        {fairgate::TypeName("tick"), fairgate::JobId(std::to_string(i)),
+         fairgate::FairnessKey(name)},
+        [](const fairgate::Context&) { return absl::OkStatus(); }, [](const fairgate::Status&) {});
+    if (!s.ok()) return Fail("submit", s);
+  }
+  for (;;) pause();  // until killed
+}
+
 int main(int argc, char** argv) {
-  if (argc != 6 && !(argc == 7 && std::string(argv[6]) == "plain")) {
+  const std::string mode = argc == 7 ? argv[6] : "";
+  if (argc != 6 && !(argc == 7 && (mode == "plain" || mode == "rate"))) {
     std::fprintf(stderr,
-                 "usage: fleet_replica CONNINFO NAME LOG LEASE_TTL CLAIM_INTERVAL [plain]\n");
+                 "usage: fleet_replica CONNINFO NAME LOG LEASE_TTL CLAIM_INTERVAL [plain|rate]\n");
     return 2;
   }
-  const bool plain = argc == 7;
+  const bool plain = mode == "plain";
   const std::string name = argv[2];
   log_fd = open(argv[3], O_WRONLY | O_APPEND | O_CREAT, 0644);
   if (log_fd < 0) return 2;
@@ -120,8 +156,12 @@ int main(int argc, char** argv) {
   options.fleet.lease_ttl = fairgate::Seconds(std::atof(argv[4]));
   options.fleet.claim_interval = fairgate::Seconds(std::atof(argv[5]));
   options.persistence.state_flush_interval = fairgate::Seconds(0.2);
-  if (!plain) options.fleet.conflict_groups = {"repo"};
   options.runtime.warn = [](std::string_view) {};
+  if (mode == "rate") {
+    options.rule.max_concurrency = 8;
+    return RunRate(options, name);
+  }
+  if (!plain) options.fleet.conflict_groups = {"repo"};
   auto created = fairgate::Scheduler::Create(options);
   if (!created.ok()) return Fail("create", created.status());
   fairgate::Scheduler& scheduler = **created;

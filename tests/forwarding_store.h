@@ -80,6 +80,10 @@ class ForwardingSharedStore : public Forwarding<SharedStore> {
                                                 const std::vector<std::string>& keys) override {
     return inner_->ShareKeyCosts(charged, keys);
   }
+  StatusOr<TokenLease> TakeTokens(std::string_view bucket, const RateLimit& limit,
+                                  int want) override {
+    return inner_->TakeTokens(bucket, limit, want);
+  }
 };
 
 }  // namespace fairgate::testing

@@ -319,7 +319,7 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
       "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at, "
       "attempts, not_before) VALUES ('fetch', 'git.git', 'bob', 'x', 1, 1, 2)");
   auto store = *OpenPostgresStore(server.conninfo(), {"a"});
-  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "3");
+  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "4");
   // Schema 3 keeps each key's first job in fairgate_key_heads: the migration filled it.
   CHECK(server.Sql("SELECT fairness_key FROM fairgate_key_heads") == "alice");
   std::vector<StoredJob> claimed = *store->ClaimJobs({{"fetch", 1}}, 10, 30);
@@ -327,7 +327,7 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
   CHECK(claimed[0].id == "linux.git");
   CHECK(claimed[1].id == "git.git");
   CHECK(store->RemoveJob(claimed[0].sequence).ok());
-  server.Sql("UPDATE fairgate_schema SET version = 4");
+  server.Sql("UPDATE fairgate_schema SET version = 5");
   Status newer = OpenPostgresStore(server.conninfo()).status();
   CHECK(newer.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(newer.message().find("newer") != std::string::npos);
@@ -706,6 +706,51 @@ TEST_CASE("PostgresStore.AResourceLeaseHasLimitSlotsFencingTokensAndLapses") {
 TEST_CASE("PostgresStore.AClaimTakesTheLeasesItsJobsNeedInTheSameTransaction") {
   testing::PostgresServer server;
   testing::CheckAClaimTakesItsJobsLeases(Replicas(server));
+}
+
+// The fleet's rate buckets (SharedStore::TakeTokens): full at first, whole tokens taken up to
+// what was asked, the rest kept and refilled by the server's clock; takes from many threads never
+// give a token twice. Rates of a thousandth a second, so that the test's own time adds nothing.
+TEST_CASE("PostgresStore.ARateBucketGivesEachTokenOnceToWhoeverTakesFirst") {
+  testing::PostgresServer server;
+  auto store = *OpenPostgresStore(server.conninfo(), {"a"});
+  const RateLimit slow{0.001, 3};
+  StatusOr<TokenLease> first = store->TakeTokens("type:clone", slow, 5);
+  REQUIRE_MESSAGE(first.ok(), first.status().message());
+  CHECK(first->taken == 3);
+  CHECK(first->next_in == doctest::Approx(1000).epsilon(0.01));  // (1 - 0) / 0.001
+  CHECK(store->TakeTokens("type:clone", slow, 5)->taken == 0);
+  // 2.5 s ago at a thousand a second: 2.5 tokens; 2 taken, a half kept.
+  server.Sql("UPDATE fairgate_rate_buckets SET at = at - 2500 WHERE name = 'type:clone'");
+  StatusOr<TokenLease> refilled = store->TakeTokens("type:clone", slow, 5);
+  REQUIRE(refilled.ok());
+  CHECK(refilled->taken == 2);
+  CHECK(refilled->next_in == doctest::Approx(500).epsilon(0.01));
+  CHECK(store->TakeTokens("type:clone", {0, 1}, 1).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(store->TakeTokens("type:clone", slow, 0).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+
+  // Four replicas at once, each taking 3 at a time until none is left: 50 in all.
+  std::vector<std::unique_ptr<SharedStore>> replicas;
+  for (const char* name : {"r1", "r2", "r3", "r4"}) {
+    replicas.push_back(*OpenPostgresStore(server.conninfo(), {name}));
+  }
+  std::atomic<int> taken{0};
+  std::vector<std::thread> threads;
+  for (auto& replica : replicas) {
+    threads.emplace_back([&, r = replica.get()] {
+      for (;;) {
+        StatusOr<TokenLease> lease = r->TakeTokens("global", {0.001, 50}, 3);
+        CHECK(lease.ok());
+        if (!lease.ok() || lease->taken == 0) return;
+        CHECK(lease->taken <= 3);
+        taken += lease->taken;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  CHECK(taken.load() == 50);
 }
 
 TEST_CASE("PostgresStore.ACrashedReplicasClaimsAndLeasesLapseToAnother") {

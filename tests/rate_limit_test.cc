@@ -111,6 +111,78 @@ TEST_CASE("Core.RateLimit.ATypeStartsItsBurstAtOnceThenOneJobATokenApart") {
   CHECK(core->CheckInvariants().ok());
 }
 
+// A leased bucket (the fleet's, SharedStore::TakeTokens) does not fill with time: it holds what
+// was granted, from none; it names itself to lease while jobs wait under it, and not when none
+// does; a refusal says when the store said the next token is due; the timer is told of no token.
+TEST_CASE("Core.RateLimit.ALeasedBucketHoldsWhatWasGrantedAndAsksForMore") {
+  auto core = MakeCore({100, 100});
+  REQUIRE(core->RegisterType("clone", Limited({2, 3})).ok());
+  REQUIRE(core->RegisterType("fetch", Type(8, 8)).ok());
+  CHECK(core->LeaseTokens("nope").code() == absl::StatusCode::kNotFound);
+  CHECK(core->LeaseTokens("fetch").code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(core->GrantTokens("clone", 1, 0).code() == absl::StatusCode::kFailedPrecondition);
+  REQUIRE(core->LeaseTokens("clone").ok());
+  REQUIRE(core->LeaseTokens("clone").ok());  // again: nothing changes
+  CHECK(core->WantsTokens());                // its first lease, before any job waits
+  REQUIRE(core->GrantTokens("clone", 0, 1).ok());
+  CHECK(core->BucketsToLease().empty());  // none came, and nothing waits under it
+  for (const char* id : {"a", "b", "c", "d"}) Add(*core, "clone", id, 0);
+  CHECK(AdmitAll(*core, 10).empty());  // none granted yet, however long it has been
+  CHECK_FALSE(core->NextTokenAt(10).has_value());
+  CHECK(core->WantsTokens());
+  REQUIRE(core->BucketsToLease().size() == 1);
+  CHECK(core->BucketsToLease()[0].first == "clone");
+  CHECK(core->BucketsToLease()[0].second == RateLimit{2, 3});
+  CHECK(core->GrantTokens("clone", -1, 0).code() == absl::StatusCode::kInvalidArgument);
+  REQUIRE(core->GrantTokens("clone", 2, 10).ok());
+  CHECK_FALSE(core->WantsTokens());
+  CHECK(AdmitAll(*core, 10) == std::vector<std::string>{"a", "b"});
+  CHECK(core->WantsTokens());  // used up, and jobs wait
+  // The global bucket leased too: a grant of the type's is not enough alone.
+  REQUIRE(core->LeaseTokens("").ok());
+  REQUIRE(core->GrantTokens("clone", 0, 12.5).ok());  // none: the next is due at 12.5
+  core::EnqueueRequest impatient{"clone", "e", "k"};
+  impatient.refuse_without_token = true;
+  const Status refused = core->Enqueue(impatient, 11).status();
+  CHECK(refused.code() == absl::StatusCode::kResourceExhausted);
+  REQUIRE(RetryAfter(refused).has_value());
+  CHECK(*RetryAfter(refused) == 1.5);
+  REQUIRE(core->GrantTokens("clone", 5, 0).ok());
+  CHECK(AdmitAll(*core, 11).empty());  // the global bucket has none
+  CHECK(core->BucketsToLease().size() == 1);
+  CHECK(core->BucketsToLease()[0].first.empty());
+  REQUIRE(core->GrantTokens("", 1, 0).ok());
+  CHECK(AdmitAll(*core, 11) == std::vector<std::string>{"c"});
+  const Snapshot snapshot = core->TakeSnapshot(11);
+  REQUIRE(snapshot.types[0].rate_limit.has_value());
+  CHECK(snapshot.types[0].rate_limit->tokens == 4);
+  CHECK(core->CheckInvariants().ok());
+}
+
+// A type whose calls are all refused without a token has nothing pending to want a lease for:
+// the refusal itself asks for one, until the next grant.
+TEST_CASE("Core.RateLimit.ARefusalForWantOfALeasedTokenAsksForALease") {
+  auto core = MakeCore();
+  JobTypeConfig impatient = Limited({2, 3});
+  impatient.refuse_without_token = true;
+  REQUIRE(core->RegisterType("clone", impatient).ok());
+  REQUIRE(core->LeaseTokens("clone").ok());
+  REQUIRE(core->GrantTokens("clone", 0, 0).ok());  // the first lease brought none
+  CHECK_FALSE(core->WantsTokens());
+  CHECK(core->Enqueue({"clone", "a", "k"}, 0).status().code() ==
+        absl::StatusCode::kResourceExhausted);
+  CHECK(core->WantsTokens());
+  REQUIRE(core->BucketsToLease().size() == 1);
+  REQUIRE(core->GrantTokens("clone", 1, 0).ok());
+  CHECK_FALSE(core->WantsTokens());
+  std::optional<core::Admission> admitted;
+  REQUIRE(core->EnqueueAndAdmit({"clone", "a", "k"}, 0, admitted).ok());
+  CHECK(admitted.has_value());
+  CHECK(core->WantsTokens());  // its last token used: the next lease in hand before it is needed
+  REQUIRE(core->GrantTokens("clone", 2, 0).ok());
+  CHECK_FALSE(core->WantsTokens());
+}
+
 // The global bucket holds every type: one admission a second in all, in the order.
 TEST_CASE("Core.RateLimit.TheGlobalBucketBoundsEveryAdmission") {
   auto core = MakeCore({1, 1});

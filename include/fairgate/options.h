@@ -113,6 +113,14 @@ struct FleetOptions {
   // global cap), so that claimed jobs waiting on one replica never hold slots another could run
   // with. On top of each replica's own caps. Needs a shared store; each N >= 1.
   std::map<std::string, int> type_caps;
+  // With a shared store, the global rate limit (RuleOptions::rate_limit) and every type's
+  // (JobTypeConfig::rate_limit) are the fleet's: one bucket in the store for all replicas
+  // (SharedStore::TakeTokens), from which a replica takes a lease of tokens when its own run out
+  // while jobs wait: what the rate gives in this time, at least one token and at most the burst.
+  // The fleet starts at most burst + per_second x w jobs under a bucket in any w seconds, plus
+  // one lease per replica (tokens a replica took and has not used yet; a replica that dies
+  // takes its unused lease with it). A key's rate limit stays each replica's own. Finite and > 0.
+  Seconds token_lease{0.1};
 };
 
 // A scheduler's options, by concern. Reads naturally with designated initialisers:

@@ -46,6 +46,7 @@
 
 #include "fairgate/export.h"
 #include "fairgate/learned_state.h"
+#include "fairgate/rate_limit.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
@@ -109,6 +110,13 @@ struct LearnedState {
 };
 
 class SharedStore;
+
+// Tokens taken from a fleet-wide rate limit's bucket (SharedStore::TakeTokens): how many, and,
+// when the bucket was left with less than one, the seconds until it next holds one (else 0).
+struct TokenLease {
+  int taken = 0;
+  double next_in = 0;
+};
 
 // What every store does.
 class FAIRGATE_EXPORT Store {
@@ -215,6 +223,14 @@ class FAIRGATE_EXPORT SharedStore : public Store {
   // the given one, then returns the shared costs of `keys` (those the store has).
   virtual StatusOr<std::vector<SavedKey>> ShareKeyCosts(const std::vector<SavedKey>& charged,
                                                         const std::vector<std::string>& keys) = 0;
+  // Fleet-wide rate limits (fairgate/rate_limit.h): the bucket `bucket` that every replica
+  // shares, under `limit` (limited; a replica that gives another limit takes under its own).
+  // Its tokens at the store's time t are min(burst, left + (t - at) * per_second), as a
+  // replica's own bucket's, full when first taken from. Takes its whole tokens, at most `want`
+  // (>= 1), in one statement, and says how many, and when it holds less than a token after,
+  // in how many seconds it next holds one.
+  virtual StatusOr<TokenLease> TakeTokens(std::string_view bucket, const RateLimit& limit,
+                                          int want) = 0;
 };
 
 }  // namespace fairgate

@@ -95,7 +95,14 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
                                                      rule_.max_pending_per_key, ") jobs pending"));
   }
   if (request.refuse_without_token || type.config.refuse_without_token) {
-    if (Status s = RefuseWithoutToken(type, known, request.key, now); !s.ok()) return s;
+    if (Status s = RefuseWithoutToken(type, known, request.key, now); !s.ok()) {
+      // A leased bucket without a token wants a lease even with nothing pending under it: a
+      // type whose every call is refused so would never be given one.
+      for (TokenBucket* bucket : {&types_.global_rate(), &type.rate}) {
+        if (bucket->leased() && !bucket->HasToken(now)) bucket->Ask();
+      }
+      return s;
+    }
   }
   KeyState& key = known != nullptr ? *known : keys_.Add(AsAbsl(request.key));
   TierState& tier = *type.tier;
@@ -508,11 +515,71 @@ std::vector<ExpiredJob> AdmissionCore::TakeExpired() {
   return taken;
 }
 
+StatusOr<TokenBucket*> AdmissionCore::BucketOf(std::string_view type) {
+  if (type.empty()) return &types_.global_rate();
+  StatusOr<TypeState*> found = types_.FindOrError(type);
+  if (!found.ok()) return found.status();
+  return &(*found)->rate;
+}
+
+Status AdmissionCore::LeaseTokens(std::string_view type) {
+  StatusOr<TokenBucket*> bucket = BucketOf(type);
+  if (!bucket.ok()) return bucket.status();
+  if (!(*bucket)->limited()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(type.empty() ? std::string("the global bucket")
+                                  : absl::StrCat("job type '", AsAbsl(type), "'"),
+                     " has no rate limit to lease tokens of"));
+  }
+  if ((*bucket)->leased()) return absl::OkStatus();
+  (*bucket)->Lease();
+  leased_.emplace_back(type);
+  return absl::OkStatus();
+}
+
+Status AdmissionCore::GrantTokens(std::string_view type, double tokens, double due) {
+  if (!std::isfinite(tokens) || tokens < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("granted tokens must be finite and >= 0, got ", tokens));
+  }
+  StatusOr<TokenBucket*> bucket = BucketOf(type);
+  if (!bucket.ok()) return bucket.status();
+  if (!(*bucket)->leased()) {
+    return absl::FailedPreconditionError("tokens are granted only to a leased bucket");
+  }
+  (*bucket)->Grant(tokens, due);
+  return absl::OkStatus();
+}
+
+const TokenBucket* AdmissionCore::WantedBucket(const std::string& name) const {
+  const bool global = name.empty();
+  const TokenBucket& bucket = global ? types_.global_rate() : types_.Find(name)->rate;
+  const std::int64_t pending = global ? pending_ : types_.Find(name)->pending;
+  // HasToken reads no time for a leased bucket.
+  return (pending > 0 || bucket.asked()) && !bucket.HasToken(0) ? &bucket : nullptr;
+}
+
+std::vector<std::pair<std::string, RateLimit>> AdmissionCore::BucketsToLease() const {
+  std::vector<std::pair<std::string, RateLimit>> wanted;
+  for (const std::string& name : leased_) {
+    if (const TokenBucket* bucket = WantedBucket(name)) wanted.emplace_back(name, bucket->limit());
+  }
+  return wanted;
+}
+
+bool AdmissionCore::WantsTokens() const {
+  for (const std::string& name : leased_) {
+    if (WantedBucket(name) != nullptr) return true;
+  }
+  return false;
+}
+
 std::optional<double> AdmissionCore::NextTokenAt(double now) const {
   if (pending_ == 0 || !(types_.rates_in_use() || keys_.rates_in_use())) return std::nullopt;
   std::optional<double> next;
   auto missing = [&](const TokenBucket& bucket) {
-    if (!bucket.limited() || bucket.HasToken(now)) return;
+    // A leased bucket's tokens come with the runtime's next lease, not with time (BucketsToLease).
+    if (!bucket.limited() || bucket.leased() || bucket.HasToken(now)) return;
     const double at = bucket.NextTokenAt(now);
     if (!next || at < *next) next = at;
   };

@@ -133,8 +133,26 @@ class AdmissionCore {
   // When a token comes due that a pending job waits for (the global rate limit's, with jobs
   // pending; a type's, with jobs of it pending), if one is missing at `now`: for a timer, so that
   // a decision is made then (NextAdmission) and nothing polls. Nothing when no job waits for a
-  // token. O(types).
+  // token. O(types). Leased buckets are left out: their tokens come with a lease.
   std::optional<double> NextTokenAt(double now) const;
+
+  // Fleet-wide rate limits (fairgate/store.h, SharedStore::TakeTokens): the bucket of `type`
+  // ("": the global one) no longer fills with time; it holds the tokens GrantTokens gives it,
+  // from none. NotFound for a type not registered, FailedPrecondition for a bucket without a
+  // limit. Leasing a leased bucket again changes nothing.
+  Status LeaseTokens(std::string_view type);
+  // Adds `tokens` (>= 0, finite) to a leased bucket; `due`: when the store said its next token
+  // is due (what a refusal for want of one says: RefuseWithoutToken); the caller decides again
+  // (NextAdmission).
+  Status GrantTokens(std::string_view type, double tokens, double due);
+  // The leased buckets with less than one token and jobs pending under them (the global one's:
+  // any; a type's: its own), or that were leased, used up by a take or short of a token for a
+  // refused call since their last grant (TokenBucket::Ask: a lease in hand before it is
+  // needed), by name ("": the global one), each with its limit: what the runtime leases next.
+  // O(leased buckets).
+  std::vector<std::pair<std::string, RateLimit>> BucketsToLease() const;
+  // Whether BucketsToLease would name any: no allocation, for a check after every decision.
+  bool WantsTokens() const;
   // Where each aging step taken from now on is recorded (null: nowhere), for observers, and how
   // many were taken (TimedSteps keeps both).
   void set_promotion_log(std::vector<Promotion>* log) { steps_.set_promotion_log(log); }
@@ -336,6 +354,10 @@ class AdmissionCore {
   // the look a decision takes when the first found none.
   template <bool kBorrowing = false>
   Job* Pick(DecisionSkips& skipped, double now);
+  // The bucket of `type` ("": the global one), or NotFound naming the type.
+  StatusOr<TokenBucket*> BucketOf(std::string_view type);
+  // The leased bucket `name` ("": global) if it has less than a token and jobs pending under it.
+  const TokenBucket* WantedBucket(const std::string& name) const;
   // The refusal of a request that would not wait for a token (EnqueueRequest::
   // refuse_without_token) when a bucket it is under has none at `now` (`key`: the key if
   // tracked: an untracked key's bucket is full); OK otherwise.
@@ -389,6 +411,7 @@ class AdmissionCore {
   JobTable jobs_;
   std::uint64_t next_seq_ = 0;
   std::int64_t pending_ = 0;
+  std::vector<std::string> leased_;  // the leased buckets (LeaseTokens), by name ("": global)
 };
 
 }  // namespace fairgate::core

@@ -49,7 +49,10 @@ struct Tokens {
 // fairgate::RetryAfter reads (rate_limit.cc, beside it).
 Status RefusedForToken(std::string_view what, double seconds);
 
-// A bucket with its limit and its counts: the global rate limit's and each type's.
+// A bucket with its limit and its counts: the global rate limit's and each type's. A *leased*
+// bucket (a fleet's, fairgate/store.h: SharedStore::TakeTokens) does not fill with time: it holds
+// the tokens the runtime granted it (Grant), from none, and tells no time a token is due (the
+// runtime's lease is what brings them), only when the store said one would be (due()).
 class TokenBucket {
  public:
   TokenBucket() = default;
@@ -61,21 +64,47 @@ class TokenBucket {
   // The tokens at `now` (infinity without a limit).
   double TokensAt(double now) const {
     if (!limited()) return std::numeric_limits<double>::infinity();
-    return tokens_.At(limit_, now);
+    return leased_ ? tokens_.left : tokens_.At(limit_, now);
   }
   // Whether an admission at `now` may take a token.
   bool HasToken(double now) const { return TokensAt(now) >= 1; }
   // An admission at `now` takes one (HasToken(now) is the caller's to check).
   void Take(double now) {
     if (!limited()) return;
-    tokens_.Take(limit_, now);
+    if (leased_) {
+      tokens_.left -= 1;
+      if (tokens_.left < 1) asked_ = true;  // used up: the next lease in hand before it is needed
+    } else {
+      tokens_.Take(limit_, now);
+    }
     ++taken_;
   }
   // The first time at or after `now` at which HasToken holds: when an admission held back by
-  // this bucket may go.
+  // this bucket may go. A leased bucket without a token: the time the store last said one would
+  // be due (at least `now`).
   double NextTokenAt(double now) const {
-    return HasToken(now) ? now : std::max(now, tokens_.NextTokenAt(limit_));
+    if (HasToken(now)) return now;
+    return std::max(now, leased_ ? due_ : tokens_.NextTokenAt(limit_));
   }
+  // Leasing: from now on the bucket holds what Grant gives it, from none; it asks for its first
+  // lease at once.
+  void Lease() {
+    leased_ = true;
+    asked_ = true;
+    tokens_ = {0, 0};
+  }
+  bool leased() const { return leased_; }
+  // Adds `tokens` (a lease) to a leased bucket; `due`: when the store says its next token is due.
+  void Grant(double tokens, double due) {
+    tokens_.left += tokens;
+    due_ = due;
+    asked_ = false;
+  }
+  // A leased bucket wants a lease, whatever is pending (AdmissionCore::BucketsToLease), from
+  // when it is leased, a take uses its last token or a call is refused for want of one, until
+  // the next grant (one that brings none too: an idle replica does not ask again and again).
+  void Ask() { asked_ = true; }
+  bool asked() const { return asked_; }
   std::uint64_t taken() const { return taken_; }
   // A decision passed over jobs under this bucket for want of a token.
   void CountRefusal() { ++refused_; }
@@ -84,6 +113,9 @@ class TokenBucket {
  private:
   RateLimit limit_;
   Tokens tokens_;
+  bool leased_ = false;
+  bool asked_ = false;  // leased: it wants a lease whatever is pending (Ask)
+  double due_ = 0;      // leased: when the store said the next token is due
   std::uint64_t taken_ = 0;
   std::uint64_t refused_ = 0;
 };

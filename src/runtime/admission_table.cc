@@ -42,6 +42,13 @@ void AdmissionTable::MustHold(const std::optional<Locked>& lock) const {
 }
 
 void AdmissionTable::UnlockCore() {
+  // A leased bucket's tokens come with a lease (FleetRates), not with time: told once when one
+  // wants them, whatever changed it (a take, a refusal, a registration), and again after the
+  // next grant. Not at every unlock: FleetRates's own look at the table would wake it again.
+  if (leasing_ && !tokens_told_ && core_->WantsTokens()) {
+    tokens_told_ = true;
+    tokens_wanted_();
+  }
   // Written only when it changes: a line both cores write at every release would bounce.
   if (const bool full = core_->full(); cap_full_.load(std::memory_order_relaxed) != full) {
     cap_full_.store(full, std::memory_order_seq_cst);

@@ -164,6 +164,16 @@ class AdmissionTable {
   std::optional<Submission::TypeInfo> Type(std::string_view type) const;
   Decision ChangeCapacity(const std::function<int(int current, bool work_waiting)>& next);
   void CountCapacitySignalFailed();
+  // The fleet's rate limits (FleetRates), called once before any type is registered: from now
+  // on the global rate limit's bucket and every rate-limited type's, as it is registered, are
+  // leased (AdmissionCore::LeaseTokens). `wanted` is called, with this table's lock held, as
+  // the lock is released with a leased bucket wanting tokens (AdmissionCore::WantsTokens), once
+  // until the next grant; it must not block or call the table.
+  void LeaseRates(std::function<void()> wanted);
+  // AdmissionCore::BucketsToLease; GrantTokens with the store's lease (its next token due in
+  // lease.next_in seconds from now), then a decision.
+  std::vector<std::pair<std::string, RateLimit>> BucketsToLease() const;
+  Decided<Status> GrantTokens(std::string_view type, const TokenLease& lease);
   std::vector<Submission::KeyCost> KeyCosts();
   std::vector<bool> SetFleetCosts(const std::vector<SavedKey>& totals,
                                   const absl::flat_hash_map<std::string, double>& collected);
@@ -391,6 +401,12 @@ class AdmissionTable {
   RecordList unreported_ ABSL_GUARDED_BY(mutex_);
   // The next token pending jobs wait for that the timer was last told of (AdmitLocked).
   std::optional<double> token_told_ ABSL_GUARDED_BY(mutex_);
+  // Whether rate limits are leased (LeaseRates), whether any bucket is, and whom AdmitLocked
+  // tells that one wants tokens.
+  bool lease_rates_ ABSL_GUARDED_BY(mutex_) = false;
+  bool leasing_ ABSL_GUARDED_BY(mutex_) = false;
+  bool tokens_told_ ABSL_GUARDED_BY(mutex_) = false;  // since the last grant (UnlockCore)
+  std::function<void()> tokens_wanted_ ABSL_GUARDED_BY(mutex_);
   Phase phase_ ABSL_GUARDED_BY(mutex_) = Phase::kOpen;
   // Metrics, events and evidence of every decision, in decision order.
   mutable DecisionLog log_ ABSL_GUARDED_BY(mutex_);

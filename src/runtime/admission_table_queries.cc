@@ -20,6 +20,11 @@ StatusOr<bool> AdmissionTable::RegisterType(
   const std::uint32_t index = *core_->TypeIndex(name);
   if (coalesce_.size() <= index) coalesce_.resize(index + 1);
   coalesce_[index] = config.coalesce;
+  // The fleet's bucket from the first job of the type on (under this lock: no job took a token
+  // of a bucket of its own before).
+  if (first && lease_rates_ && config.rate_limit.limited()) {
+    leasing_ |= core_->LeaseTokens(name).ok();  // it asks for its first lease (UnlockCore)
+  }
   // A Submit through the intake is answered later: one that may be refused at once is not.
   if (config.max_queue_wait.count() == 0 && !config.refuse_without_token) intake_types_.Add(name);
   if (first && saved) {
@@ -164,6 +169,28 @@ Decision AdmissionTable::ChangeCapacity(const std::function<int(int, bool)>& nex
   if (capacity != current) (void)core_->SetCapacity(capacity);
   if (capacity > current && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), decision);
   return decision;
+}
+
+void AdmissionTable::LeaseRates(std::function<void()> wanted) {
+  Locked lock(this);
+  tokens_wanted_ = std::move(wanted);
+  lease_rates_ = true;
+  leasing_ = core_->LeaseTokens("").ok();  // FailedPrecondition: no global rate limit
+}
+
+std::vector<std::pair<std::string, RateLimit>> AdmissionTable::BucketsToLease() const {
+  Locked lock(this);
+  return core_->BucketsToLease();
+}
+
+Decided<Status> AdmissionTable::GrantTokens(std::string_view type, const TokenLease& lease) {
+  Decided<Status> out;
+  Locked lock(this, out.decision);
+  const double now = LockedNow();
+  out.answer = core_->GrantTokens(type, lease.taken, now + lease.next_in);
+  tokens_told_ = false;  // a bucket that still wants tokens is told of again
+  if (out.answer.ok() && phase_ != Phase::kShutDown) AdmitLocked(now, out.decision);
+  return out;
 }
 
 void AdmissionTable::CountCapacitySignalFailed() {

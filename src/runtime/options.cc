@@ -69,6 +69,11 @@ Status ValidateOptions(const SchedulerOptions& options) {
     return absl::InvalidArgumentError(
         "fleet.type_caps needs a shared store (persistence.store: the PostgreSQL store)");
   }
+  if (!PositiveFinite(options.fleet.token_lease)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fleet.token_lease must be finite and > 0 seconds, got ",
+                     options.fleet.token_lease.count()));
+  }
   for (const auto& [type, cap] : options.fleet.type_caps) {
     if (cap < 1) {
       return absl::InvalidArgumentError(

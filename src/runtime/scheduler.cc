@@ -61,6 +61,15 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
           [this](std::vector<StoredJob> jobs) { durable_->QueueClaimed(std::move(jobs)); },
           [this] { fleet_costs_->Share(); });
       durable_->AttachFleet(claimer_.get(), fleet_.get());
+      // The fleet's rate limits: buckets in the store, taken from in leases on their own thread.
+      fleet_rates_ = std::make_unique<internal::FleetRates>(
+          *keeper_->shared_store(), options_.fleet.token_lease.count(),
+          options_.fleet.claim_interval.count(), [this] { return table_.BucketsToLease(); },
+          [this](const std::string& bucket, const TokenLease& lease) {
+            dispatcher_.Act(table_.GrantTokens(bucket, lease));
+          });
+      table_.LeaseRates([rates = fleet_rates_.get()] { rates->Wake(); });
+      fleet_rates_->StartThread();
       claimer_->StartThread();
     }
   }
@@ -76,6 +85,7 @@ Scheduler::Impl::~Impl() {
   (void)Shutdown(Context::Background());   // with no deadline it returns once all is done
   if (durable_) durable_->StopRemovals();  // the last removals written
   if (claimer_) claimer_->Stop();          // every claimed job has finished or been released
+  if (fleet_rates_) fleet_rates_->Stop();  // no job waits for a token any more
   if (writes_) writes_->Stop();            // the failed writes tried a last time
   if (keeper_) keeper_->StopFlusher();     // Shutdown flushed last
   timer_.Stop();

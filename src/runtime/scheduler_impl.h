@@ -32,6 +32,7 @@
 #include "runtime/durable_jobs.h"
 #include "runtime/fleet_costs.h"
 #include "runtime/fleet_leases.h"
+#include "runtime/fleet_rates.h"
 #include "runtime/job_record.h"
 #include "runtime/outstanding.h"
 #include "runtime/periodic_runs.h"
@@ -171,6 +172,7 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
   std::unique_ptr<internal::FleetCosts> fleet_costs_;       // with a shared store
   std::unique_ptr<internal::FleetLeases> fleet_;            // with fleet-wide groups or caps
   std::unique_ptr<internal::Claimer> claimer_;              // with a shared store
+  std::unique_ptr<internal::FleetRates> fleet_rates_;       // with a shared store
   std::unique_ptr<internal::CapacityController> capacity_;  // with adaptive capacity
 
   std::pair<Context, CancelFunc> background_;  // the context of Submit jobs

@@ -6,7 +6,7 @@
 
 namespace fairgate::store::postgres {
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 // Creates the schema once per database, under an advisory lock so that replicas starting
 // together do not race.
@@ -201,9 +201,17 @@ INSERT INTO fairgate_key_heads (fairness_key, type, head, cost)
     AND EXISTS (SELECT 1 FROM fairgate_schema WHERE version < 3)
   GROUP BY j.fairness_key, j.type
   ON CONFLICT DO NOTHING;
+-- Version 4: the fleet's rate limits' buckets (SharedStore::TakeTokens): the tokens the last
+-- take left, when (the server's clock, Unix seconds), and how many it took.
+CREATE TABLE IF NOT EXISTS fairgate_rate_buckets (
+  name text PRIMARY KEY,
+  tokens double precision NOT NULL,
+  at double precision NOT NULL,
+  taken integer NOT NULL DEFAULT 0
+);
 INSERT INTO fairgate_schema (version)
-  SELECT 3 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
-UPDATE fairgate_schema SET version = 3 WHERE version < 3;
+  SELECT 4 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
+UPDATE fairgate_schema SET version = 4 WHERE version < 4;
 )sql";
 
 // The server's clock, Unix seconds: the time of leases.
@@ -385,6 +393,31 @@ inline constexpr const char* kIdleInTransaction = "SET idle_in_transaction_sessi
 
 inline constexpr const char* kJobColumns =
     "sequence, type, id, fairness_key, payload, submitted_at, attempts, not_before, last_error";
+
+// The time the statement began, Unix seconds: one value however often a statement reads it (the
+// clock_timestamp() of FAIRGATE_PG_NOW moves between the expressions of one row).
+#define FAIRGATE_PG_STATEMENT_TIME "extract(epoch from statement_timestamp())::double precision"
+// A take of up to $4 tokens from bucket $1 under the limit ($2 a second, burst $3), one
+// statement: the tokens at the statement's time t are least(burst, tokens + (t - at) * rate) (a row
+// is made full by MakeBucket first); it takes their whole part, at most $4, and keeps the rest.
+// Concurrent takes of one bucket wait for each other's row lock and compute from the row they
+// find (a t before the row's `at`, as a take that waited for a later one's lock has, gains
+// nothing), so no token is given twice. Returns (taken, tokens left).
+#define FAIRGATE_PG_BUCKET_AT \
+  "least($3::float8, tokens + greatest(0, " FAIRGATE_PG_STATEMENT_TIME " - at) * $2::float8)"
+inline constexpr const char* kTakeTokens =
+    "UPDATE fairgate_rate_buckets SET "
+    "taken = least($4::int, floor(" FAIRGATE_PG_BUCKET_AT
+    "))::int, "
+    "tokens = " FAIRGATE_PG_BUCKET_AT " - least($4::int, floor(" FAIRGATE_PG_BUCKET_AT
+    ")), "
+    "at = greatest(at, " FAIRGATE_PG_STATEMENT_TIME
+    ") "
+    "WHERE name = $1 RETURNING taken, tokens";
+// A bucket's row, full, if it has none.
+inline constexpr const char* kMakeBucket =
+    "INSERT INTO fairgate_rate_buckets (name, tokens, at) "
+    "VALUES ($1, $2::float8, " FAIRGATE_PG_STATEMENT_TIME ") ON CONFLICT (name) DO NOTHING";
 
 }  // namespace fairgate::store::postgres
 

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "fairgate/postgres_store.h"
 #include "fairgate/store.h"
 #include "store/claim_planner.h"
@@ -79,6 +80,10 @@ class PostgresStore final : public SharedStore {
   Status ReleaseResource(std::string_view group, std::string_view id, std::uint64_t token) override;
   StatusOr<std::vector<SavedKey>> ShareKeyCosts(const std::vector<SavedKey>& charged,
                                                 const std::vector<std::string>& keys) override;
+  // One statement (kTakeTokens) once the bucket's row is known to exist (kMakeBucket makes it,
+  // full, the first time this store takes from it).
+  StatusOr<TokenLease> TakeTokens(std::string_view bucket, const RateLimit& limit,
+                                  int want) override;
   StatusOr<std::vector<StoredJob>> ClaimJobs(const std::vector<ClaimableType>& types,
                                              std::size_t max_jobs, double lease_seconds) override;
   StatusOr<std::size_t> RenewLeases(double lease_seconds) override;
@@ -174,6 +179,9 @@ class PostgresStore final : public SharedStore {
   const std::string replica_;
   LeaseBook book_;  // this replica's claims and leases (thread-safe, its own mutex)
 
+  std::mutex buckets_mutex_;  // guards buckets_made_
+  // The rate buckets whose row this store has made or found (TakeTokens).
+  absl::flat_hash_set<std::string> buckets_made_;
   std::mutex listen_mutex_;  // guards the listener; WaitForJobs runs on one thread
   Connection listener_;      // LISTENs on FAIRGATE_PG_JOBS_CHANNEL; connected on first wait
 };

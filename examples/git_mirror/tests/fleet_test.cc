@@ -122,6 +122,51 @@ TEST_CASE("GitMirror.Fleet.AClientsCostCountsOnEveryReplica") {
   }
 }
 
+// --rate with --database is the fleet's (FleetOptions::token_lease): one bucket of 3 packs (a
+// token every 100 s after) for both replicas, taken from a token at a time. The warm-up clone
+// through a takes one, a pack through b one and one through a: the next through b is refused
+// with 429 and a Retry-After within the bucket's 100 s, where the islands (each its own bucket
+// of 3) serve it. Each step waits for the replica's lease to be in hand first (its snapshot's
+// tokens), so that the order of the leases is the test's.
+TEST_CASE("GitMirror.Fleet.TheRateOfAllClonesIsTheFleets") {
+  for (const bool fleet : {true, false}) {
+    CAPTURE(fleet);
+    const GateConfig config{.capacity = 4, .rate = 0.01, .burst = 3};
+    TwoReplicas replicas(fleet, config, config);
+    ServerUnderTest& a = *replicas.a;
+    ServerUnderTest& b = *replicas.b;
+    auto tokens = [](const ServerUnderTest& replica) {
+      const json state = replica.Debug();  // held: a loop over a temporary's member would not be
+      for (const json& t : state["types"]) {
+        if (t["name"] == "clone") return t["rate_limit"]["tokens"].get<double>();
+      }
+      return -1.0;
+    };
+    auto has_token = [&](const ServerUnderTest& replica) {
+      return Eventually([&] { return tokens(replica) >= 1; });
+    };
+    REQUIRE(has_token(a));
+    RequireClone(a.Url("tools.git"), replicas.up.work.path / "warm", "alice");
+    const std::string head = Git({"-C", replicas.up.upstream.string(), "rev-parse", "HEAD"});
+    REQUIRE(has_token(b));
+    CHECK(RawPackRequest(b.port, head, "bob", "b1").status == 200);
+    REQUIRE(has_token(a));
+    CHECK(RawPackRequest(a.port, head, "carol", "a1").status == 200);
+    const RawResponse third = RawPackRequest(b.port, head, "dave", "b2");
+    if (!fleet) {
+      CHECK(third.status == 200);  // b's own bucket had 3
+      continue;
+    }
+    CHECK(third.status == 429);
+    const std::size_t at = third.head.find("Retry-After: ");
+    REQUIRE(at != std::string::npos);
+    const int retry_after = std::atoi(third.head.c_str() + at + 13);
+    CHECK(retry_after >= 1);
+    CHECK(retry_after <= 100);
+    MESSAGE("the fleet's fourth pack: 429, Retry-After " << retry_after);
+  }
+}
+
 TEST_CASE("GitMirror.Fleet.AFetchOnOneReplicaKeepsTheOtherOffThatRepository") {
   for (const bool fleet : {true, false}) {
     CAPTURE(fleet);

@@ -376,25 +376,6 @@ TEST_CASE("GitMirror.Server.ClientMaxRunningHoldsOneClientBackButNotOthers") {
   CHECK(exit_codes == std::vector<int>{0, 0, 0});
 }
 
-// A pack request as git makes it, for `client`; `agent` names it, so that no two are identical
-// (identical requests would share one pack, or be served from the cache).
-RawResponse RawPackRequest(int port, const std::string& head, const std::string& client,
-                           const std::string& agent) {
-  auto pkt = [](const std::string& line) {
-    char length[5];
-    std::snprintf(length, sizeof length, "%04zx", line.size() + 4);
-    return length + line;
-  };
-  const std::string body = pkt("want " + head.substr(0, 40) + " ofs-delta agent=" + agent + "\n") +
-                           "0000" + pkt("done\n");
-  return RawHttp(port,
-                 "POST /tools.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" +
-                     std::string(kClientHeader) + ": " + client +
-                     "\r\nContent-Type: application/x-git-upload-pack-request\r\n"
-                     "Content-Length: " +
-                     std::to_string(body.size()) + "\r\n\r\n" + body);
-}
-
 // --client-rate (issue 50): a client over its rate is refused at once with 429 and a Retry-After
 // that says when its token is due (within a second: rounded up to whole seconds), while another
 // client is served. One request every 5 s per client after a burst of 10 (the warm-up clone's

@@ -312,6 +312,25 @@ struct HeldMirror {
   int Held() const { return hold.Held() - warm_holds; }
 };
 
+// A pack request as git makes it, for `client`; `agent` names it, so that no two are identical
+// (identical requests would share one pack, or be served from the cache).
+inline RawResponse RawPackRequest(int port, const std::string& head, const std::string& client,
+                                  const std::string& agent) {
+  auto pkt = [](const std::string& line) {
+    char length[5];
+    std::snprintf(length, sizeof length, "%04zx", line.size() + 4);
+    return length + line;
+  };
+  const std::string body = pkt("want " + head.substr(0, 40) + " ofs-delta agent=" + agent + "\n") +
+                           "0000" + pkt("done\n");
+  return RawHttp(port,
+                 "POST /tools.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" +
+                     std::string(kClientHeader) + ": " + client +
+                     "\r\nContent-Type: application/x-git-upload-pack-request\r\n"
+                     "Content-Length: " +
+                     std::to_string(body.size()) + "\r\n\r\n" + body);
+}
+
 }  // namespace git_mirror::testing
 
 #endif  // FAIRGATE_EXAMPLES_GIT_MIRROR_TESTS_MIRROR_TEST_UTIL_H_

@@ -1,0 +1,109 @@
+#include "runtime/fleet_rates.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace fairgate::internal {
+
+FleetRates::FleetRates(SharedStore& store, double lease_seconds, double retry_seconds,
+                       Wanted wanted, Grant grant)
+    : store_(store),
+      lease_seconds_(lease_seconds),
+      retry_after_failure_(std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(retry_seconds))),
+      wanted_(std::move(wanted)),
+      grant_(std::move(grant)) {}
+
+FleetRates::~FleetRates() { Stop(); }
+
+void FleetRates::StartThread() {
+  std::lock_guard lock(mutex_);
+  if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { Run(); });
+}
+
+void FleetRates::Stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+void FleetRates::Wake() {
+  {
+    std::lock_guard lock(mutex_);
+    woken_ = true;
+  }
+  wake_.notify_one();
+}
+
+std::string FleetRates::StoreName(const std::string& bucket) {
+  return bucket.empty() ? "global" : "type:" + bucket;
+}
+
+int FleetRates::LeaseSize(const RateLimit& limit, double lease_seconds) {
+  const double size = std::floor(limit.per_second * lease_seconds);
+  return static_cast<int>(std::clamp(size, 1.0, std::max(1.0, std::floor(limit.burst))));
+}
+
+std::uint64_t FleetRates::leases() const {
+  std::lock_guard lock(mutex_);
+  return leases_;
+}
+
+std::uint64_t FleetRates::failures() const {
+  std::lock_guard lock(mutex_);
+  return failures_;
+}
+
+void FleetRates::Run() {
+  std::unique_lock lock(mutex_);
+  while (!stop_) {
+    if (!woken_) {
+      // Asleep until woken, or until the first bucket the store said had no token is due.
+      Clock::time_point until = Clock::time_point::max();
+      for (const auto& [bucket, at] : retry_at_) until = std::min(until, at);
+      if (until == Clock::time_point::max()) {
+        wake_.wait(lock, [&] { return stop_ || woken_; });
+      } else {
+        wake_.wait_until(lock, until, [&] { return stop_ || woken_; });
+      }
+      if (stop_) break;
+    }
+    woken_ = false;
+    lock.unlock();
+    TakeWanted();
+    lock.lock();
+  }
+}
+
+void FleetRates::TakeWanted() {
+  const std::vector<std::pair<std::string, RateLimit>> wanted = wanted_();
+  for (const auto& [bucket, limit] : wanted) {
+    const Clock::time_point now = Clock::now();
+    auto retry = retry_at_.find(bucket);
+    if (retry != retry_at_.end() && retry->second > now) continue;
+    StatusOr<TokenLease> lease =
+        store_.TakeTokens(StoreName(bucket), limit, LeaseSize(limit, lease_seconds_));
+    if (!lease.ok()) {
+      retry_at_[bucket] = now + retry_after_failure_;
+      std::lock_guard lock(mutex_);
+      ++failures_;
+      continue;
+    }
+    if (lease->taken > 0) {
+      retry_at_.erase(bucket);
+      std::lock_guard lock(mutex_);
+      ++leases_;
+    } else {
+      // Not before the store's next token (and not in a loop if it says "now").
+      retry_at_[bucket] = now + std::max(std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(lease->next_in)),
+                                         Clock::duration(std::chrono::milliseconds(1)));
+    }
+    grant_(bucket, *lease);
+  }
+}
+
+}  // namespace fairgate::internal

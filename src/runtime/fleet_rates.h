@@ -1,0 +1,88 @@
+// FleetRates: the fleet's rate limits, on a shared store (SharedStore::TakeTokens,
+// fairgate/store.h). With a shared store the global rate limit's bucket and every rate-limited
+// type's are the fleet's: the core's bucket is leased (AdmissionCore::LeaseTokens) and holds only
+// the tokens this replica took. When a decision leaves a leased bucket without a token while jobs
+// wait under it, the table wakes this component's thread (Wake), which takes a lease of the
+// store's bucket (what the rate gives in FleetOptions::token_lease, at least one token and at
+// most the burst) and grants it, and the table decides again. A store with none says when its
+// next token is due, and the thread takes again then, not before; a store that fails is asked
+// again after claim_interval. So the fleet starts at most burst + rate x w jobs of a bucket in
+// any w seconds, plus one lease per replica (FleetOptions::token_lease states the bound).
+//
+// It never takes the scheduler's lock itself: `wanted` and `grant` are the scheduler's, called on
+// its thread; Wake takes only this component's own lock (a leaf: the table calls it under its
+// lock).
+//
+// Thread safety: every method may be called from any thread.
+#ifndef FAIRGATE_RUNTIME_FLEET_RATES_H_
+#define FAIRGATE_RUNTIME_FLEET_RATES_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "fairgate/rate_limit.h"
+#include "fairgate/store.h"
+
+namespace fairgate::internal {
+
+class FleetRates {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // The leased buckets that want tokens now, by name ("": the global one), with their limits.
+  using Wanted = std::function<std::vector<std::pair<std::string, RateLimit>>()>;
+  // Gives a bucket the tokens a lease took (and when the store said the next is due).
+  using Grant = std::function<void(const std::string& bucket, const TokenLease& lease)>;
+
+  FleetRates(SharedStore& store, double lease_seconds, double retry_seconds, Wanted wanted,
+             Grant grant);
+  ~FleetRates();  // Stop()
+  FleetRates(const FleetRates&) = delete;
+  FleetRates& operator=(const FleetRates&) = delete;
+
+  void StartThread();
+  // Stops and joins the thread (once; later calls do nothing).
+  void Stop();
+  // A decision left a leased bucket without a token while jobs wait under it.
+  void Wake();
+
+  // The bucket's name in the store: "global", or "type:" and the type's name.
+  static std::string StoreName(const std::string& bucket);
+  // How many tokens a lease asks for: what `limit` gives in `lease_seconds`, at least 1 and at
+  // most the burst.
+  static int LeaseSize(const RateLimit& limit, double lease_seconds);
+
+  std::uint64_t leases() const;    // leases that took a token or more
+  std::uint64_t failures() const;  // takes the store failed
+
+ private:
+  void Run();
+  // One round: a lease for each bucket that wants tokens and whose retry time has come.
+  void TakeWanted();
+
+  SharedStore& store_;
+  const double lease_seconds_;
+  const Clock::duration retry_after_failure_;
+  const Wanted wanted_;
+  const Grant grant_;
+  std::map<std::string, Clock::time_point> retry_at_;  // the thread's own: no lock
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool woken_ = false;
+  bool stop_ = false;
+  std::uint64_t leases_ = 0;
+  std::uint64_t failures_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace fairgate::internal
+
+#endif  // FAIRGATE_RUNTIME_FLEET_RATES_H_
