@@ -753,6 +753,38 @@ TEST_CASE("PostgresStore.ARateBucketGivesEachTokenOnceToWhoeverTakesFirst") {
   CHECK(taken.load() == 50);
 }
 
+// A scheduler on a shared store takes its rate limits' tokens from the fleet's bucket, in leases
+// (FleetOptions::token_lease), on its own thread: RunSync callers of a limited type are served
+// with no other caller to make a decision, the bucket's row is in the database, and the metrics
+// count the leases.
+TEST_CASE("PostgresStore.ASchedulerTakesItsRateLimitsTokensFromTheFleetsBucket") {
+  testing::PostgresServer server;
+  SchedulerOptions o;
+  o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"a"}));
+  o.runtime.warn = [](std::string_view) {};
+  auto scheduler = *Scheduler::Create(o);
+  JobTypeConfig limited = testing::Type(4, 4);
+  limited.rate_limit = {1000, 10};  // leases of 100 (1000 x 0.1 s), at most the burst: 10
+  REQUIRE(scheduler->RegisterType("clone", limited).ok());
+  for (int i = 0; i < 30; ++i) {
+    REQUIRE(scheduler
+                ->RunSync(Context::Background(),
+                          {TypeName("clone"), JobId(std::to_string(i)), FairnessKey("k")},
+                          [](const Context&) { return absl::OkStatus(); })
+                .ok());
+  }
+  CHECK(server.Sql("SELECT count(*) FROM fairgate_rate_buckets WHERE name = 'type:clone'") == "1");
+  std::string metrics;
+  scheduler->WriteMetrics(metrics);
+  const std::string tokens = "fairgate_rate_leases_total{result=\"tokens\"} ";
+  const std::size_t at = metrics.find(tokens);
+  REQUIRE(at != std::string::npos);
+  CHECK(std::atoi(metrics.c_str() + at + tokens.size()) >= 3);  // 30 tokens, at most 10 a lease
+  CHECK(metrics.find("fairgate_store_errors_total{operation=\"rate_lease\"} 0") !=
+        std::string::npos);
+  REQUIRE(scheduler->Shutdown(Context::Background()).ok());
+}
+
 TEST_CASE("PostgresStore.ACrashedReplicasClaimsAndLeasesLapseToAnother") {
   testing::PostgresServer server;
   testing::CheckACrashedReplicasClaimsAndLeasesLapse(Replicas(server));

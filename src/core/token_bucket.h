@@ -52,7 +52,7 @@ Status RefusedForToken(std::string_view what, double seconds);
 // A bucket with its limit and its counts: the global rate limit's and each type's. A *leased*
 // bucket (a fleet's, fairgate/store.h: SharedStore::TakeTokens) does not fill with time: it holds
 // the tokens the runtime granted it (Grant), from none, and tells no time a token is due (the
-// runtime's lease is what brings them), only when the store said one would be (due()).
+// runtime's lease is what brings them), only when the store said one would be (NextTokenAt).
 class TokenBucket {
  public:
   TokenBucket() = default;

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "metrics/prometheus_writer.h"
+
 namespace fairgate::internal {
 
-FleetRates::FleetRates(SharedStore& store, double lease_seconds, double retry_seconds,
+FleetRates::FleetRates(StateKeeper& keeper, double lease_seconds, double retry_seconds,
                        Wanted wanted, Grant grant)
-    : store_(store),
+    : keeper_(keeper),
+      store_(*keeper.shared_store()),
       lease_seconds_(lease_seconds),
       retry_after_failure_(std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>(retry_seconds))),
@@ -47,14 +50,20 @@ int FleetRates::LeaseSize(const RateLimit& limit, double lease_seconds) {
   return static_cast<int>(std::clamp(size, 1.0, std::max(1.0, std::floor(limit.burst))));
 }
 
-std::uint64_t FleetRates::leases() const {
-  std::lock_guard lock(mutex_);
-  return leases_;
-}
-
-std::uint64_t FleetRates::failures() const {
-  std::lock_guard lock(mutex_);
-  return failures_;
+void FleetRates::WriteMetrics(std::string& out) const {
+  std::uint64_t leases, empty;
+  {
+    std::lock_guard lock(mutex_);
+    leases = leases_;
+    empty = empty_leases_;
+  }
+  metrics::PrometheusWriter w(out);
+  w.Family("fairgate_rate_leases_total", "counter",
+           "Leases of the fleet's rate limits' tokens taken from the shared store, by whether "
+           "they brought any (empty: the fleet's bucket had none; failures are counted in "
+           "fairgate_store_errors_total).");
+  w.Sample("fairgate_rate_leases_total", {{"result", "tokens"}}, static_cast<double>(leases));
+  w.Sample("fairgate_rate_leases_total", {{"result", "empty"}}, static_cast<double>(empty));
 }
 
 void FleetRates::Run() {
@@ -88,14 +97,15 @@ void FleetRates::TakeWanted() {
         store_.TakeTokens(StoreName(bucket), limit, LeaseSize(limit, lease_seconds_));
     if (!lease.ok()) {
       retry_at_[bucket] = now + retry_after_failure_;
-      std::lock_guard lock(mutex_);
-      ++failures_;
+      keeper_.CountError(StateKeeper::Operation::kRateLease);
       continue;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      ++(lease->taken > 0 ? leases_ : empty_leases_);
     }
     if (lease->taken > 0) {
       retry_at_.erase(bucket);
-      std::lock_guard lock(mutex_);
-      ++leases_;
     } else {
       // Not before the store's next token (and not in a loop if it says "now").
       retry_at_[bucket] = now + std::max(std::chrono::duration_cast<Clock::duration>(

@@ -30,6 +30,7 @@
 
 #include "fairgate/rate_limit.h"
 #include "fairgate/store.h"
+#include "runtime/state_keeper.h"
 
 namespace fairgate::internal {
 
@@ -41,7 +42,8 @@ class FleetRates {
   // Gives a bucket the tokens a lease took (and when the store said the next is due).
   using Grant = std::function<void(const std::string& bucket, const TokenLease& lease)>;
 
-  FleetRates(SharedStore& store, double lease_seconds, double retry_seconds, Wanted wanted,
+  // `keeper`'s store is shared; its failures are counted there (kRateLease).
+  FleetRates(StateKeeper& keeper, double lease_seconds, double retry_seconds, Wanted wanted,
              Grant grant);
   ~FleetRates();  // Stop()
   FleetRates(const FleetRates&) = delete;
@@ -59,14 +61,15 @@ class FleetRates {
   // most the burst.
   static int LeaseSize(const RateLimit& limit, double lease_seconds);
 
-  std::uint64_t leases() const;    // leases that took a token or more
-  std::uint64_t failures() const;  // takes the store failed
+  // Appends fairgate_rate_leases_total: the leases taken, by whether they brought tokens.
+  void WriteMetrics(std::string& out) const;
 
  private:
   void Run();
   // One round: a lease for each bucket that wants tokens and whose retry time has come.
   void TakeWanted();
 
+  StateKeeper& keeper_;
   SharedStore& store_;
   const double lease_seconds_;
   const Clock::duration retry_after_failure_;
@@ -78,8 +81,8 @@ class FleetRates {
   std::condition_variable wake_;
   bool woken_ = false;
   bool stop_ = false;
-  std::uint64_t leases_ = 0;
-  std::uint64_t failures_ = 0;
+  std::uint64_t leases_ = 0;        // that brought a token or more
+  std::uint64_t empty_leases_ = 0;  // that brought none
   std::thread thread_;
 };
 

@@ -63,8 +63,8 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
       durable_->AttachFleet(claimer_.get(), fleet_.get());
       // The fleet's rate limits: buckets in the store, taken from in leases on their own thread.
       fleet_rates_ = std::make_unique<internal::FleetRates>(
-          *keeper_->shared_store(), options_.fleet.token_lease.count(),
-          options_.fleet.claim_interval.count(), [this] { return table_.BucketsToLease(); },
+          *keeper_, options_.fleet.token_lease.count(), options_.fleet.claim_interval.count(),
+          [this] { return table_.BucketsToLease(); },
           [this](const std::string& bucket, const TokenLease& lease) {
             dispatcher_.Act(table_.GrantTokens(bucket, lease));
           });
@@ -196,6 +196,7 @@ fairgate::Snapshot Scheduler::Impl::TakeSnapshot(std::size_t heaviest_keys) {
 void Scheduler::Impl::WriteMetrics(std::string& out) {
   const Decision decision = table_.WriteMetrics(out);
   if (keeper_) keeper_->WriteMetrics(out);
+  if (fleet_rates_) fleet_rates_->WriteMetrics(out);
   dispatcher_.Act(decision);
 }
 

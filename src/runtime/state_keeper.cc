@@ -124,8 +124,8 @@ Status StateKeeper::Flush() {
 void StateKeeper::WriteMetrics(std::string& out) const {
   metrics::PrometheusWriter w(out);
   static constexpr std::string_view kOperations[] = {
-      "add_job", "begin_attempt", "remove_job", "defer_job", "kill_job", "load",
-      "flush",   "claim",         "renew",      "release",   "share",    "resource"};
+      "add_job", "begin_attempt", "remove_job", "defer_job", "kill_job", "load",      "flush",
+      "claim",   "renew",         "release",    "share",     "resource", "rate_lease"};
   static_assert(std::size(kOperations) == std::tuple_size_v<decltype(errors_)>);
   w.Family("fairgate_store_errors_total", "counter",
            "Store operations that failed (the scheduler went on in memory), by operation.");

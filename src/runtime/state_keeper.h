@@ -50,7 +50,8 @@ class StateKeeper {
     kRenew,
     kRelease,
     kShare,
-    kResource
+    kResource,
+    kRateLease  // a lease of the fleet's rate limit's tokens (FleetRates)
   };
   // What became of a durable job's attempt, or of a SubmitDurable. kClaimed: taken from a shared
   // store; kFenced: its lease was another replica's by the time this one began or ended it.
@@ -124,7 +125,7 @@ class StateKeeper {
   bool stop_flusher_ = false;
   std::thread flusher_;
 
-  std::array<std::atomic<std::uint64_t>, 12> errors_{};
+  std::array<std::atomic<std::uint64_t>, 13> errors_{};
   std::array<std::atomic<std::uint64_t>, 6> outcomes_{};
   std::array<std::atomic<std::uint64_t>, 2> claims_{};  // empty, took jobs
   std::atomic<std::uint64_t> flushes_{0};
