@@ -375,6 +375,7 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
   steps_.UnschedulePromotion(job);
   steps_.UnscheduleExpiry(job);
   // One pass over the key's lanes covers the new head, the new cost and the new running count.
+  // The key is admissible: the job was picked from a linked lane.
   Lane* lane = job.lane;
   lanes_.Rekey(
       key,
@@ -383,7 +384,7 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
         LeavePending(job);  // frees the lane if this was its last job
         ChargeAndHold(job, admission, now);
       },
-      lane->pending > 1 ? lane : nullptr);
+      lane->pending > 1 ? lane : nullptr, /*admissible_before=*/true);
   job.type->starved_since = now;  // an admission of the type restarts its clock
   StartRunning(job, admission, estimate);
 }

@@ -138,8 +138,7 @@ Job* LaneIndex::FrontOf(LaneSet& lanes) {
   return nullptr;
 }
 
-void LaneIndex::SyncLane(Lane& lane) {
-  const bool admissible = keys_.Admissible(*lane.key);
+void LaneIndex::SyncLane(Lane& lane, bool admissible) {
   const bool held = lane.group == nullptr && !lane.ready.empty() && !admissible;
   if (held != lane.held) {
     lane.tier->held_lanes += held ? 1 : -1;
@@ -155,8 +154,11 @@ void LaneIndex::SyncLane(Lane& lane) {
 
 void LaneIndex::RelinkKey(KeyState& key, bool was_admissible, const Lane* head_changed) {
   if (key.lanes == nullptr) return;
-  if (!was_admissible || !keys_.Admissible(key)) {
-    for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) SyncLane(*lane);
+  const bool admissible = keys_.Admissible(key);
+  if (!was_admissible || !admissible) {
+    for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
+      SyncLane(*lane, admissible);
+    }
     return;
   }
   // Every lane of an admissible key is linked (each has jobs), and only `head_changed` has a
@@ -165,7 +167,7 @@ void LaneIndex::RelinkKey(KeyState& key, bool was_admissible, const Lane* head_c
   const KeyPlace place = keys_.PlaceOf(key);
   for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
     if (lane == head_changed) {
-      SyncLane(*lane);
+      SyncLane(*lane, true);
     } else if (MoveLane(*lane, {place, lane->order.job}) && lane->group != nullptr) {
       SyncProxy(*lane->group);  // the group's best lane may have changed
     }

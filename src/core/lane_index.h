@@ -107,21 +107,26 @@ class LaneIndex {
 
   // Links, relinks or unlinks the lane so that it is linked, at its current entry, exactly when
   // it has ready jobs and its key is admissible; a parked lane's group's proxy follows.
-  void SyncLane(Lane& lane);
+  void SyncLane(Lane& lane) { SyncLane(lane, keys_.Admissible(*lane.key)); }
+  // SyncLane, with the lane's key's admissibility (KeyTable::Admissible) already known: a walk
+  // over a key's lanes asks it once (its rate limit is a lookup).
+  void SyncLane(Lane& lane, bool admissible);
   // The key's admissibility, place or running count changed (it was `was_admissible` before):
   // its lanes follow. Only `head_changed`'s head (if any) changed with it; the others keep the
   // head their entries hold and move reading only their first 64 bytes (queue_nodes.h).
   void RelinkKey(KeyState& key, bool was_admissible, const Lane* head_changed);
   // Runs `mutate` (a change to the key's cost, running count or settings) and puts the key's
   // tier presences (TierState::keys_by_acc) and lanes where they now belong. `mutate` changes no
-  // lane's head but `head_changed`'s, if given.
+  // lane's head but `head_changed`'s, if given. `admissible_before`: the caller knows the key
+  // is admissible now (the key of a job picked from a linked lane), and it is not asked again.
   template <typename Mutate>
-  void Rekey(KeyState& key, Mutate mutate, const Lane* head_changed = nullptr) {
+  void Rekey(KeyState& key, Mutate mutate, const Lane* head_changed = nullptr,
+             bool admissible_before = false) {
     // The presences' order reads the key's cost live: take them out while it may change.
     for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
       p->tier->keys_by_acc.erase(p->tier->keys_by_acc.iterator_to(*p));
     }
-    const bool was_admissible = keys_.Admissible(key);
+    const bool was_admissible = admissible_before || keys_.Admissible(key);
     mutate();
     // A presence exists while the key has pending jobs in its tier (the core's LeavePending
     // frees the ones that end).

@@ -85,8 +85,9 @@ for program in core_only runsync_only with_stores; do
   [[ $out == ok* ]] || fail "the consumer $program said: $out"
 done
 # (/lib is /usr/lib on Debian 12, and ld.so's cache may name either.)
-ldd "$work/consumer/runsync_only" | grep -Eq "libfairgate.so.$soname_minor => (/usr)?/lib/$multiarch/" ||
-  fail "runsync_only does not run on the installed libfairgate.so.$soname_minor"
+linked=$(ldd "$work/consumer/runsync_only" 2>&1) || true
+grep -Eq "libfairgate.so.$soname_minor => (/usr)?/lib/$multiarch/" <<<"$linked" ||
+  fail "runsync_only does not run on the installed libfairgate.so.$soname_minor: ldd says: $(grep -i fairgate <<<"$linked" || echo "$linked")"
 c++ -std=c++20 "$source_dir/tests/install_consumer/with_stores.cc" -o "$work/with_stores_pc" \
   $(pkg-config --cflags --libs fairgate-sqlite fairgate-postgres fairgate-asio)
 out=$("$work/with_stores_pc") || fail "the pkg-config consumer failed"
