@@ -534,7 +534,7 @@ Status AdmissionCore::LeaseTokens(std::string_view type) {
   }
   if ((*bucket)->leased()) return absl::OkStatus();
   (*bucket)->Lease();
-  leased_.emplace_back(type);
+  leased_.push_back({std::string(type), *bucket, type.empty() ? nullptr : types_.Find(type)});
   return absl::OkStatus();
 }
 
@@ -552,27 +552,23 @@ Status AdmissionCore::GrantTokens(std::string_view type, double tokens, double d
   return absl::OkStatus();
 }
 
-const TokenBucket* AdmissionCore::WantedBucket(const std::string& name) const {
-  const bool global = name.empty();
-  const TokenBucket& bucket = global ? types_.global_rate() : types_.Find(name)->rate;
-  const std::int64_t pending = global ? pending_ : types_.Find(name)->pending;
+bool AdmissionCore::Wants(const LeasedBucket& leased) const {
+  const std::int64_t pending = leased.type == nullptr ? pending_ : leased.type->pending;
   // HasToken reads no time for a leased bucket.
-  return (pending > 0 || bucket.asked()) && !bucket.HasToken(0) ? &bucket : nullptr;
+  return (pending > 0 || leased.bucket->asked()) && !leased.bucket->HasToken(0);
 }
 
 std::vector<std::pair<std::string, RateLimit>> AdmissionCore::BucketsToLease() const {
   std::vector<std::pair<std::string, RateLimit>> wanted;
-  for (const std::string& name : leased_) {
-    if (const TokenBucket* bucket = WantedBucket(name)) wanted.emplace_back(name, bucket->limit());
+  for (const LeasedBucket& leased : leased_) {
+    if (Wants(leased)) wanted.emplace_back(leased.name, leased.bucket->limit());
   }
   return wanted;
 }
 
 bool AdmissionCore::WantsTokens() const {
-  for (const std::string& name : leased_) {
-    if (WantedBucket(name) != nullptr) return true;
-  }
-  return false;
+  return std::any_of(leased_.begin(), leased_.end(),
+                     [&](const LeasedBucket& leased) { return Wants(leased); });
 }
 
 std::optional<double> AdmissionCore::NextTokenAt(double now) const {

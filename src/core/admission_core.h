@@ -356,8 +356,16 @@ class AdmissionCore {
   Job* Pick(DecisionSkips& skipped, double now);
   // The bucket of `type` ("": the global one), or NotFound naming the type.
   StatusOr<TokenBucket*> BucketOf(std::string_view type);
-  // The leased bucket `name` ("": global) if it has less than a token and jobs pending under it.
-  const TokenBucket* WantedBucket(const std::string& name) const;
+  // The leased buckets (LeaseTokens): each with its name ("": the global one) and the type whose
+  // pending jobs it holds back (null: the global one, which holds back every job).
+  struct LeasedBucket {
+    std::string name;
+    const TokenBucket* bucket;
+    const TypeState* type;
+  };
+  // Whether a leased bucket has less than a token and jobs pending under it, or asked for a
+  // lease (TokenBucket::Ask).
+  bool Wants(const LeasedBucket& leased) const;
   // The refusal of a request that would not wait for a token (EnqueueRequest::
   // refuse_without_token) when a bucket it is under has none at `now` (`key`: the key if
   // tracked: an untracked key's bucket is full); OK otherwise.
@@ -411,7 +419,7 @@ class AdmissionCore {
   JobTable jobs_;
   std::uint64_t next_seq_ = 0;
   std::int64_t pending_ = 0;
-  std::vector<std::string> leased_;  // the leased buckets (LeaseTokens), by name ("": global)
+  std::vector<LeasedBucket> leased_;  // LeaseTokens's, in the order leased
 };
 
 }  // namespace fairgate::core
