@@ -94,7 +94,10 @@ class Run {
         const int max = choices_.Between(1, 3);
         options.rule.default_key_limits = {max, choices_.Between(0, max)};
       }
-      if (choices_.Chance(0.1)) options.rule.default_key_limits.rate_limit = DrawRateLimit();
+      if (choices_.Chance(0.1)) {
+        options.rule.default_key_limits.rate_limit = DrawRateLimit();
+        options.rule.default_key_limits.rate_per_weight = choices_.Chance(0.5);
+      }
     }
     if (config_.draw_idle_catch_up) options.rule.idle_catch_up = choices_.Chance(0.5);
     if (config_.workers) {
@@ -394,6 +397,7 @@ class Run {
         // A rate of its own now and then, or an invalid one, which both must refuse.
         if (choices_.Chance(0.3)) {
           limits.rate_limit = choices_.Chance(0.1) ? RateLimit{1, 0.5} : DrawRateLimit();
+          limits.rate_per_weight = choices_.Chance(0.5);  // the rate follows SetKeyWeight
         }
         if (core_->SetKeyLimits(key, limits).code() != model_->SetKeyLimits(key, limits).code()) {
           return Fail("SetKeyLimits status");

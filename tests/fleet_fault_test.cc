@@ -449,19 +449,20 @@ std::map<std::string, std::vector<double>> Ticks(const std::string& path) {
 }
 
 // The fleet's rate limit (FleetOptions::token_lease): three replicas, each with a backlog of jobs
-// of a type limited to r = 20 a second with a burst of b = 5, lease tokens of one bucket in
+// limited to r = 20 a second with a burst of b = 5 (`mode` "rate": by their type's rate limit;
+// "key-rate": by their key's, one key for the whole fleet), lease tokens of one bucket in
 // PostgreSQL, 2 at a time (L). Every window of w seconds holds at most b + r w + 3 L admissions of
 // the whole fleet (plus one: each decision's time is read as it begins). One replica is killed
 // (SIGKILL) with its lease; the other two go on under the same bound, taking what the dead one no
 // longer takes.
-TEST_CASE("Fleet.ThreeReplicasStartNoMoreThanTheFleetsRateAndGoOnWhenOneIsKilled") {
+void CheckTheFleetsRate(const char* mode) {
   testing::PostgresServer server;
   testing::TempDir dir;
   const std::string log_path = dir.path() + "/ticks.log";
   std::map<std::string, pid_t> replicas;
   Reaper reaper{replicas};
   for (const char* name : {"r0", "r1", "r2"}) {
-    replicas[name] = StartReplica(server.conninfo(), name, log_path, "rate");
+    replicas[name] = StartReplica(server.conninfo(), name, log_path, mode);
     REQUIRE(replicas[name] > 0);
   }
   auto count = [&](const std::string& replica) {
@@ -504,6 +505,14 @@ TEST_CASE("Fleet.ThreeReplicasStartNoMoreThanTheFleetsRateAndGoOnWhenOneIsKilled
     MESSAGE("w " << w << " s: at most " << most << " admissions (bound " << bound << ")");
   }
   MESSAGE(all.size() << " admissions in " << (all.back() - all.front()) << " s");
+}
+
+TEST_CASE("Fleet.ThreeReplicasStartNoMoreThanTheFleetsRateAndGoOnWhenOneIsKilled") {
+  CheckTheFleetsRate("rate");
+}
+
+TEST_CASE("Fleet.AKeysRateIsTheFleetsAcrossThreeReplicasAndGoesOnWhenOneIsKilled") {
+  CheckTheFleetsRate("key-rate");
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 // most the line being written; lines of several replicas interleave whole). Its conflict group
 // "repo" is fleet-wide: no two replicas run jobs of one id at once while their leases hold.
 //
-// Usage: fleet_replica CONNINFO NAME LOG LEASE_TTL CLAIM_INTERVAL [plain|rate]
+// Usage: fleet_replica CONNINFO NAME LOG LEASE_TTL CLAIM_INTERVAL [plain|rate|key-rate]
 // Log lines: "start SEQ TOKEN NAME MS ID FENCE ATTEMPT" when the handler begins an attempt and
 // "end SEQ TOKEN NAME MS ID FENCE ATTEMPT" when it is about to return OK (MS: Unix milliseconds;
 // TOKEN the job's lease, FENCE the fencing token of its repository's lease); on SIGTERM it shuts
@@ -19,7 +19,9 @@
 // "rate": no durable jobs; the replica submits kRateJobs no-op jobs of the type "tick", whose
 // rate limit is the fleet's (kTickRate; FleetOptions::token_lease kTokenLease), and logs each
 // admission as "tick NAME US" (US: the decision's time, Unix microseconds: the scheduler's clock
-// is the wall clock here, so the replicas' times compare) until it is killed.
+// is the wall clock here, so the replicas' times compare) until it is killed. "key-rate": the
+// same, but the rate limit is the key's: every replica's jobs have the key "client", whose
+// KeyLimits::rate_limit is kTickRate, and the type has none.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -100,7 +102,7 @@ std::string Fenced(const fairgate::Scheduler& scheduler) {
 }  // namespace
 
 // The "rate" mode's replica: see the file's comment.
-int RunRate(fairgate::SchedulerOptions options, const std::string& name) {
+int RunRate(fairgate::SchedulerOptions options, const std::string& name, bool per_key) {
   options.runtime.clock = [] {
     return fairgate::Seconds(
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
@@ -112,16 +114,23 @@ int RunRate(fairgate::SchedulerOptions options, const std::string& name) {
   auto created = fairgate::Scheduler::Create(options);
   if (!created.ok()) return Fail("create", created.status());
   fairgate::Scheduler& scheduler = **created;
-  if (fairgate::Status s = scheduler.RegisterType(
-          "tick",
-          {.max_concurrency = 8, .priority = 8, .rate_limit = fairgate::testing::kTickRate});
-      !s.ok()) {
+  fairgate::JobTypeConfig tick{.max_concurrency = 8, .priority = 8};
+  if (per_key) {
+    fairgate::KeyLimits limits;
+    limits.rate_limit = fairgate::testing::kTickRate;
+    if (fairgate::Status s = scheduler.SetKeyLimits("client", limits); !s.ok()) {
+      return Fail("set the key's limits", s);
+    }
+  } else {
+    tick.rate_limit = fairgate::testing::kTickRate;
+  }
+  if (fairgate::Status s = scheduler.RegisterType("tick", tick); !s.ok()) {
     return Fail("register", s);
   }
   for (int i = 0; i < fairgate::testing::kRateJobs; ++i) {
     const fairgate::Status s = scheduler.Submit(
         {fairgate::TypeName("tick"), fairgate::JobId(std::to_string(i)),
-         fairgate::FairnessKey(name)},
+         fairgate::FairnessKey(per_key ? "client" : name)},
         [](const fairgate::Context&) { return absl::OkStatus(); }, [](const fairgate::Status&) {});
     if (!s.ok()) return Fail("submit", s);
   }
@@ -130,9 +139,10 @@ int RunRate(fairgate::SchedulerOptions options, const std::string& name) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc == 7 ? argv[6] : "";
-  if (argc != 6 && !(argc == 7 && (mode == "plain" || mode == "rate"))) {
-    std::fprintf(stderr,
-                 "usage: fleet_replica CONNINFO NAME LOG LEASE_TTL CLAIM_INTERVAL [plain|rate]\n");
+  if (argc != 6 && !(argc == 7 && (mode == "plain" || mode == "rate" || mode == "key-rate"))) {
+    std::fprintf(
+        stderr,
+        "usage: fleet_replica CONNINFO NAME LOG LEASE_TTL CLAIM_INTERVAL [plain|rate|key-rate]\n");
     return 2;
   }
   const bool plain = mode == "plain";
@@ -157,9 +167,9 @@ int main(int argc, char** argv) {
   options.fleet.claim_interval = fairgate::Seconds(std::atof(argv[5]));
   options.persistence.state_flush_interval = fairgate::Seconds(0.2);
   options.runtime.warn = [](std::string_view) {};
-  if (mode == "rate") {
+  if (mode == "rate" || mode == "key-rate") {
     options.rule.max_concurrency = 8;
-    return RunRate(options, name);
+    return RunRate(options, name, mode == "key-rate");
   }
   if (!plain) options.fleet.conflict_groups = {"repo"};
   auto created = fairgate::Scheduler::Create(options);

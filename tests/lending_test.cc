@@ -229,18 +229,22 @@ TEST_CASE("Lending.ABadShareIsRefusedNamingItsField") {
 
 TEST_SUITE_BEGIN("runtime");
 
-// A scheduler of 4 slots with the default rule (a quarter kept back: 1): four RunSync callers of a
-// priority-1 type, three of them run at once, two as borrowers; the fourth waits. The snapshot,
-// the metrics and the evidence count the borrowers.
-TEST_CASE("Scheduler.Lending.ATierOfPriorityOneRunsOnTheIdleSlotsButTheOneKeptBack") {
+// A scheduler of 4 slots with the default rule (a quarter kept back: 1) and a type registered
+// with the defaults (no cap of its own, priority 1): four RunSync callers, three of them run at
+// once, two as borrowers; the fourth waits. Nothing is warned of. The snapshot, the metrics and
+// the evidence count the borrowers.
+TEST_CASE("Scheduler.Lending.ATypeRegisteredWithTheDefaultsRunsOnTheIdleSlotsButTheOneKeptBack") {
   SchedulerOptions options;
   options.rule.max_concurrency = 4;
   std::atomic<int> borrowed_evidence{0};
   options.runtime.evidence = [&](const AdmissionEvidence& e) { borrowed_evidence += e.borrowed; };
+  auto warnings = std::make_shared<std::vector<std::string>>();
+  options.runtime.warn = [warnings](std::string_view w) { warnings->emplace_back(w); };
   auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
   REQUIRE(created.ok());
   Scheduler& scheduler = **created;
-  REQUIRE(scheduler.RegisterType("report", Type(1, 4)).ok());
+  REQUIRE(scheduler.RegisterType("report", {}).ok());
+  CHECK(warnings->empty());
   std::atomic<int> inside{0};
   std::atomic<bool> release{false};
   std::vector<std::thread> callers;

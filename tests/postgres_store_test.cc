@@ -753,6 +753,25 @@ TEST_CASE("PostgresStore.ARateBucketGivesEachTokenOnceToWhoeverTakesFirst") {
   CHECK(taken.load() == 50);
 }
 
+// A full bucket's row is as good as none: a store's first take deletes the rows of full buckets
+// (and again a minute later), so the rows of a million clients' keys do not stay; a bucket
+// that is not full keeps its row and what it holds.
+TEST_CASE("PostgresStore.TheRowsOfFullBucketsAreForgotten") {
+  testing::PostgresServer server;
+  auto first = *OpenPostgresStore(server.conninfo(), {"a"});
+  REQUIRE(first->TakeTokens("key:quick", {1000, 3}, 1).ok());  // full again within 1 ms
+  REQUIRE(first->TakeTokens("key:slow", {0.001, 3}, 1).ok());  // 2 left, full in 1000 s
+  CHECK(server.Sql("SELECT count(*) FROM fairgate_rate_buckets") == "2");
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the quick one is full
+  auto second = *OpenPostgresStore(server.conninfo(), {"b"});
+  REQUIRE(second->TakeTokens("global", {1, 1}, 1).ok());
+  CHECK(server.Sql("SELECT string_agg(name, ',' ORDER BY name) FROM fairgate_rate_buckets") ==
+        "global,key:slow");
+  StatusOr<TokenLease> slow = second->TakeTokens("key:slow", {0.001, 3}, 5);
+  REQUIRE(slow.ok());
+  CHECK(slow->taken == 2);  // what was left of it, not a full bucket
+}
+
 // A scheduler on a shared store takes its rate limits' tokens from the fleet's bucket, in leases
 // (FleetOptions::token_lease), on its own thread: RunSync callers of a limited type are served
 // with no other caller to make a decision, the bucket's row is in the database, and the metrics
@@ -783,6 +802,85 @@ TEST_CASE("PostgresStore.ASchedulerTakesItsRateLimitsTokensFromTheFleetsBucket")
   CHECK(metrics.find("fairgate_store_errors_total{operation=\"rate_lease\"} 0") !=
         std::string::npos);
   REQUIRE(scheduler->Shutdown(Context::Background()).ok());
+}
+
+// A key's rate limit on a shared store is the fleet's: two schedulers on one database, each
+// with jobs of one client whose burst is 4 and whose rate gives nothing more in the test's time,
+// start 4 of its jobs between them, not 4 each, while another key's jobs run on both; the key's
+// row is in the database.
+TEST_CASE("PostgresStore.AKeysRateLimitIsTheFleetsAcrossSchedulers") {
+  testing::PostgresServer server;
+  std::vector<std::unique_ptr<Scheduler>> replicas;
+  std::atomic<int> client_started{0}, other_started{0};
+  for (const char* name : {"a", "b"}) {
+    SchedulerOptions o;
+    o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
+    o.rule.max_concurrency = 8;
+    o.runtime.warn = [](std::string_view) {};
+    replicas.push_back(*Scheduler::Create(o));
+    Scheduler& replica = *replicas.back();
+    REQUIRE(replica.RegisterType("clone", testing::Type(8, 8)).ok());
+    KeyLimits limits;
+    limits.rate_limit = {0.001, 4};  // leases of 1 token
+    REQUIRE(replica.SetKeyLimits("client", limits).ok());
+    for (int i = 0; i < 6; ++i) {
+      for (const char* key : {"client", "other"}) {
+        REQUIRE(replica
+                    .Submit(
+                        {TypeName("clone"), JobId(std::to_string(i)), FairnessKey(key)},
+                        [&, key](const Context&) {
+                          ++(std::string_view(key) == "client" ? client_started : other_started);
+                          return absl::OkStatus();
+                        },
+                        [](const Status&) {})
+                    .ok());
+      }
+    }
+  }
+  // Both have found the fleet's bucket empty: no more tokens until the rate gives one.
+  auto empty_leases = [](Scheduler& replica) {
+    std::string metrics;
+    replica.WriteMetrics(metrics);
+    const std::string empty = "fairgate_rate_leases_total{result=\"empty\"} ";
+    const std::size_t at = metrics.find(empty);
+    return at == std::string::npos ? 0 : std::atoi(metrics.c_str() + at + empty.size());
+  };
+  REQUIRE(testing::Eventually([&] {
+    return client_started.load() == 4 && other_started.load() == 12 &&
+           empty_leases(*replicas[0]) > 0 && empty_leases(*replicas[1]) > 0;
+  }));
+  CHECK(client_started.load() == 4);
+  CHECK(server.Sql("SELECT count(*) FROM fairgate_rate_buckets WHERE name = 'key:client'") == "1");
+  // A third replica's first call of the client that will not wait: it waits for the key's first
+  // lease only, which brings none, and is refused with when the fleet's next token is due.
+  SchedulerOptions o;
+  o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"c"}));
+  o.runtime.warn = [](std::string_view) {};
+  auto third = *Scheduler::Create(o);
+  REQUIRE(third->RegisterType("clone", testing::Type(8, 8)).ok());
+  KeyLimits limits;
+  limits.rate_limit = {0.001, 4};
+  REQUIRE(third->SetKeyLimits("client", limits).ok());
+  JobOptions impatient;
+  impatient.refuse_without_token = true;
+  const Status refused = third->RunSync(
+      Context::Background(), {TypeName("clone"), JobId("x"), FairnessKey("client")},
+      [&](const Context&) {
+        ++client_started;
+        return absl::OkStatus();
+      },
+      impatient);
+  CHECK(refused.code() == absl::StatusCode::kResourceExhausted);
+  REQUIRE(RetryAfter(refused).has_value());
+  CHECK(*RetryAfter(refused) > 0);
+  CHECK(*RetryAfter(refused) <= 1000);  // a token a thousand seconds apart
+  REQUIRE(third->Shutdown(Context::Background()).ok());
+  for (auto& replica : replicas) {
+    const fairgate::Snapshot snapshot = replica->Snapshot();
+    CHECK(snapshot.keys_held_by_rate == 1);
+    REQUIRE(replica->Shutdown(Context::Background()).ok());
+  }
+  CHECK(client_started.load() == 4);
 }
 
 TEST_CASE("PostgresStore.ACrashedReplicasClaimsAndLeasesLapseToAnother") {

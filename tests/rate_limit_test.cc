@@ -24,6 +24,7 @@ namespace fairgate {
 namespace {
 
 using core::AdmissionCore;
+using core::BucketName;
 using core::JobTicket;
 using testing::Type;
 
@@ -120,38 +121,41 @@ TEST_CASE("Core.RateLimit.ALeasedBucketHoldsWhatWasGrantedAndAsksForMore") {
   REQUIRE(core->RegisterType("fetch", Type(8, 8)).ok());
   CHECK(core->LeaseTokens("nope").code() == absl::StatusCode::kNotFound);
   CHECK(core->LeaseTokens("fetch").code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(core->GrantTokens("clone", 1, 0).code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(core->GrantTokens(BucketName::Type("clone"), 1, 0, 0).code() ==
+        absl::StatusCode::kFailedPrecondition);
   REQUIRE(core->LeaseTokens("clone").ok());
   REQUIRE(core->LeaseTokens("clone").ok());  // again: nothing changes
   CHECK(core->WantsTokens());                // its first lease, before any job waits
-  REQUIRE(core->GrantTokens("clone", 0, 1).ok());
+  REQUIRE(core->GrantTokens(BucketName::Type("clone"), 0, 1, 0).ok());
   CHECK(core->BucketsToLease().empty());  // none came, and nothing waits under it
   for (const char* id : {"a", "b", "c", "d"}) Add(*core, "clone", id, 0);
   CHECK(AdmitAll(*core, 10).empty());  // none granted yet, however long it has been
   CHECK_FALSE(core->NextTokenAt(10).has_value());
   CHECK(core->WantsTokens());
   REQUIRE(core->BucketsToLease().size() == 1);
-  CHECK(core->BucketsToLease()[0].first == "clone");
+  CHECK(core->BucketsToLease()[0].first == BucketName::Type("clone"));
   CHECK(core->BucketsToLease()[0].second == RateLimit{2, 3});
-  CHECK(core->GrantTokens("clone", -1, 0).code() == absl::StatusCode::kInvalidArgument);
-  REQUIRE(core->GrantTokens("clone", 2, 10).ok());
+  CHECK(core->GrantTokens(BucketName::Type("clone"), -1, 0, 10).code() ==
+        absl::StatusCode::kInvalidArgument);
+  REQUIRE(core->GrantTokens(BucketName::Type("clone"), 2, 10, 10).ok());
   CHECK_FALSE(core->WantsTokens());
   CHECK(AdmitAll(*core, 10) == std::vector<std::string>{"a", "b"});
   CHECK(core->WantsTokens());  // used up, and jobs wait
   // The global bucket leased too: a grant of the type's is not enough alone.
   REQUIRE(core->LeaseTokens("").ok());
-  REQUIRE(core->GrantTokens("clone", 0, 12.5).ok());  // none: the next is due at 12.5
+  REQUIRE(core->GrantTokens(BucketName::Type("clone"), 0, 12.5, 11)
+              .ok());  // none: the next is due at 12.5
   core::EnqueueRequest impatient{"clone", "e", "k"};
   impatient.refuse_without_token = true;
   const Status refused = core->Enqueue(impatient, 11).status();
   CHECK(refused.code() == absl::StatusCode::kResourceExhausted);
   REQUIRE(RetryAfter(refused).has_value());
   CHECK(*RetryAfter(refused) == 1.5);
-  REQUIRE(core->GrantTokens("clone", 5, 0).ok());
+  REQUIRE(core->GrantTokens(BucketName::Type("clone"), 5, 0, 11).ok());
   CHECK(AdmitAll(*core, 11).empty());  // the global bucket has none
   CHECK(core->BucketsToLease().size() == 1);
-  CHECK(core->BucketsToLease()[0].first.empty());
-  REQUIRE(core->GrantTokens("", 1, 0).ok());
+  CHECK(core->BucketsToLease()[0].first == BucketName::Global());
+  REQUIRE(core->GrantTokens(BucketName::Global(), 1, 0, 11).ok());
   CHECK(AdmitAll(*core, 11) == std::vector<std::string>{"c"});
   const Snapshot snapshot = core->TakeSnapshot(11);
   REQUIRE(snapshot.types[0].rate_limit.has_value());
@@ -167,20 +171,131 @@ TEST_CASE("Core.RateLimit.ARefusalForWantOfALeasedTokenAsksForALease") {
   impatient.refuse_without_token = true;
   REQUIRE(core->RegisterType("clone", impatient).ok());
   REQUIRE(core->LeaseTokens("clone").ok());
-  REQUIRE(core->GrantTokens("clone", 0, 0).ok());  // the first lease brought none
+  REQUIRE(
+      core->GrantTokens(BucketName::Type("clone"), 0, 0, 0).ok());  // the first lease brought none
   CHECK_FALSE(core->WantsTokens());
   CHECK(core->Enqueue({"clone", "a", "k"}, 0).status().code() ==
         absl::StatusCode::kResourceExhausted);
   CHECK(core->WantsTokens());
   REQUIRE(core->BucketsToLease().size() == 1);
-  REQUIRE(core->GrantTokens("clone", 1, 0).ok());
+  REQUIRE(core->GrantTokens(BucketName::Type("clone"), 1, 0, 0).ok());
   CHECK_FALSE(core->WantsTokens());
   std::optional<core::Admission> admitted;
   REQUIRE(core->EnqueueAndAdmit({"clone", "a", "k"}, 0, admitted).ok());
   CHECK(admitted.has_value());
   CHECK(core->WantsTokens());  // its last token used: the next lease in hand before it is needed
-  REQUIRE(core->GrantTokens("clone", 2, 0).ok());
+  REQUIRE(core->GrantTokens(BucketName::Type("clone"), 2, 0, 0).ok());
   CHECK_FALSE(core->WantsTokens());
+}
+
+// A key's leased bucket (the fleet's) is made empty when the key's first job comes, holds the
+// key until a grant brings a token while other keys are served, never refuses a call before its
+// first grant (the lease is on its way), and asks for more only while the key has jobs waiting
+// or has just used its last token.
+TEST_CASE("Core.RateLimit.ALeasedKeyWaitsForItsGrantWhileOtherKeysAreServed") {
+  auto core = MakeCore();
+  REQUIRE(core->RegisterType("clone", Type(8, 8)).ok());
+  KeyLimits limited;
+  limited.rate_limit = {1, 2};
+  REQUIRE(core->SetKeyLimits("heavy", limited).ok());
+  REQUIRE(core->LeaseKeyTokens().ok());
+  REQUIRE(core->LeaseKeyTokens().ok());                             // again: nothing changes
+  CHECK_FALSE(core->WantsTokens());                                 // no key has come yet
+  CHECK(core->GrantTokens(BucketName::Key("gone"), 1, 0, 0).ok());  // untracked: nothing
+  for (const char* id : {"a", "b", "c"}) Add(*core, "clone", id, 0, "heavy");
+  Add(*core, "clone", "l", 0, "light");
+  CHECK(AdmitAll(*core, 5) == std::vector<std::string>{"l"});
+  CHECK_FALSE(core->NextTokenAt(5).has_value());  // no time brings it: a lease does
+  REQUIRE(core->BucketsToLease().size() == 1);
+  CHECK(core->BucketsToLease()[0].first == BucketName::Key("heavy"));
+  CHECK(core->BucketsToLease()[0].second == RateLimit{1, 2});
+  core::EnqueueRequest impatient{"clone", "d", "heavy"};
+  impatient.refuse_without_token = true;
+  REQUIRE(core->Enqueue(impatient, 5).ok());  // no grant yet: it waits for the first
+  CHECK(core->CheckInvariants().ok());
+
+  REQUIRE(core->GrantTokens(BucketName::Key("heavy"), 2, 6, 5).ok());
+  CHECK(AdmitAll(*core, 5) == std::vector<std::string>{"a", "b"});
+  CHECK(core->WantsTokens());  // used up, with c and d waiting
+  REQUIRE(core->GrantTokens(BucketName::Key("heavy"), 0, 7.5, 7).ok());
+  CHECK(AdmitAll(*core, 7) == std::vector<std::string>{});
+  CHECK(core->WantsTokens());  // still waiting: it asks again (the runtime, at 7.5)
+  impatient.id = "e";
+  const Status refused = core->Enqueue(impatient, 7).status();
+  CHECK(refused.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(std::string(refused.message()).find("fairness key 'heavy'") != std::string::npos);
+  REQUIRE(RetryAfter(refused).has_value());
+  CHECK(*RetryAfter(refused) == 0.5);
+  const Snapshot held = core->TakeSnapshot(7);
+  CHECK(held.keys_held_by_rate == 1);
+  CHECK(core->CheckInvariants().ok());
+
+  REQUIRE(core->GrantTokens(BucketName::Key("heavy"), 1, 0, 8).ok());
+  CHECK(AdmitAll(*core, 8) == std::vector<std::string>{"c"});
+  // Its limit gone, the key is let go: d starts without a token.
+  REQUIRE(core->SetKeyLimits("heavy", KeyLimits{}).ok());
+  CHECK(AdmitAll(*core, 8) == std::vector<std::string>{"d"});
+  CHECK_FALSE(core->WantsTokens());
+  CHECK(core->CheckInvariants().ok());
+  // Given one again while idle, it asks for a lease before its next job needs it.
+  REQUIRE(core->SetKeyLimits("heavy", limited).ok());
+  CHECK(core->WantsTokens());
+  REQUIRE(core->GrantTokens(BucketName::Key("heavy"), 0, 9, 8).ok());
+  CHECK_FALSE(core->WantsTokens());  // nothing waits: it does not ask again and again
+  CHECK(core->CheckInvariants().ok());
+
+  // A call that would not wait came before its key's first lease, which brought none: refused
+  // then, with when the store said the next token is due; a patient one of the key waits on.
+  REQUIRE(core->SetKeyLimits("late", limited).ok());
+  impatient.key = "late";
+  impatient.id = "f";
+  REQUIRE(core->Enqueue(impatient, 8).ok());
+  Add(*core, "clone", "g", 8, "late");
+  CHECK(core->TakeExpired().empty());
+  REQUIRE(core->GrantTokens(BucketName::Key("late"), 0, 9.25, 8.5).ok());
+  const std::vector<core::ExpiredJob> refusals = core->TakeExpired();
+  REQUIRE(refusals.size() == 1);
+  CHECK(refusals[0].id == "f");
+  CHECK(refusals[0].token_due == 9.25);
+  CHECK(refusals[0].expired_at == 8.5);
+  CHECK(core->pending_jobs() == 1);  // g
+  CHECK(core->WantsTokens());
+  CHECK(core->CheckInvariants().ok());
+}
+
+TEST_CASE("Core.RateLimit.KeysAreLeasedBeforeAnyJob") {
+  auto core = MakeCore();
+  REQUIRE(core->RegisterType("clone", Type(8, 8)).ok());
+  Add(*core, "clone", "a", 0);
+  CHECK(core->LeaseKeyTokens().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(core->GrantTokens(BucketName::Key("k"), 1, 0, 0).code() ==
+        absl::StatusCode::kFailedPrecondition);
+}
+
+// KeyLimits::rate_per_weight: a key of weight 2 under 1 a second per unit of weight starts a job
+// every half second; its weight raised to 4 while it waits, its next token comes sooner, from
+// what its last take left; a key of weight 1 under the same limit gains 1 a second.
+TEST_CASE("Core.RateLimit.AKeysRatePerWeightFollowsItsWeight") {
+  auto core = MakeCore();
+  REQUIRE(core->RegisterType("clone", Type(8, 8)).ok());
+  KeyLimits per_weight;
+  per_weight.rate_limit = {1, 1};
+  per_weight.rate_per_weight = true;
+  for (const char* key : {"heavy", "light"}) REQUIRE(core->SetKeyLimits(key, per_weight).ok());
+  REQUIRE(core->SetKeyWeight("heavy", 2).ok());
+  for (const char* id : {"h1", "h2", "h3"}) Add(*core, "clone", id, 0, "heavy");
+  for (const char* id : {"l1", "l2"}) Add(*core, "clone", id, 0, "light");
+  CHECK(AdmitAll(*core, 0) == std::vector<std::string>{"h1", "l1"});
+  CHECK(core->NextTokenAt(0) == 0.5);
+  CHECK(AdmitAll(*core, 0.5) == std::vector<std::string>{"h2"});
+  CHECK(core->KeyTokens("heavy", 0.5) == 0);
+  REQUIRE(core->SetKeyWeight("heavy", 4).ok());  // 4 a second from 0.5: its token at 0.75
+  CHECK(core->NextTokenAt(0.5) == 0.75);
+  CHECK(core->KeyTokens("heavy", 0.625) == 0.5);
+  CHECK(AdmitAll(*core, 0.75) == std::vector<std::string>{"h3"});
+  CHECK(AdmitAll(*core, 0.99) == std::vector<std::string>{});
+  CHECK(AdmitAll(*core, 1) == std::vector<std::string>{"l2"});
+  CHECK(core->CheckInvariants().ok());
 }
 
 // The global bucket holds every type: one admission a second in all, in the order.

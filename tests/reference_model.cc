@@ -146,7 +146,7 @@ StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string
     std::vector<std::pair<RateLimit, Bucket>> buckets = {
         {options_.rule.rate_limit, global_rate_},
         {type_it->second.rate_limit, type_rates_.at(type)}};
-    if (keys_.count(key)) buckets.push_back({LimitsOf(key).rate_limit, KeyBucket(key)});
+    if (keys_.count(key)) buckets.push_back({RateOf(key), KeyBucket(key)});
     bool missing = false;
     double due = now;
     for (const auto& [limit, bucket] : buckets) {
@@ -249,13 +249,23 @@ bool ReferenceModel::Admissible(const ModelJob& job, double now, bool borrowing)
          same_resource < config.conflict_limit &&
          HasToken(options_.rule.rate_limit, global_rate_, now) &&
          HasToken(config.rate_limit, type_rates_.at(job.type), now) &&
-         HasToken(LimitsOf(job.key).rate_limit, KeyBucket(job.key), now);
+         HasToken(RateOf(job.key), KeyBucket(job.key), now);
 }
 
 KeyLimits ReferenceModel::LimitsOf(const std::string& key) const {
   auto it = settings_.find(key);
   if (it != settings_.end() && it->second.limits) return *it->second.limits;
   return options_.rule.default_key_limits;
+}
+
+RateLimit ReferenceModel::RateOf(const std::string& key) const {
+  const KeyLimits limits = LimitsOf(key);
+  RateLimit rate = limits.rate_limit;
+  if (limits.rate_per_weight) {
+    auto it = settings_.find(key);
+    rate.per_second *= it != settings_.end() ? it->second.weight : 1.0;
+  }
+  return rate;
 }
 
 int ReferenceModel::RunningOf(const std::string& key) const {
@@ -494,9 +504,9 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
   keys_[job.key].acc = keys_[job.key].acc + job.charge / job.weight;
   Take(options_.rule.rate_limit, global_rate_, now);
   Take(types_[job.type].rate_limit, type_rates_[job.type], now);
-  if (LimitsOf(job.key).rate_limit.per_second > 0) {
+  if (RateOf(job.key).per_second > 0) {
     Bucket bucket = KeyBucket(job.key);
-    Take(LimitsOf(job.key).rate_limit, bucket, now);
+    Take(RateOf(job.key), bucket, now);
     key_rates_[job.key] = bucket;
   }
   return Admission{best, job.charge, job.worker, !reserved_type.empty(), borrowed};

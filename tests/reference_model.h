@@ -83,8 +83,8 @@ class ReferenceModel {
   StatusOr<double> MaxWaitToCeiling(const std::string& type) const;
   // The tokens at `now` of the rate limit of `key`.
   double KeyTokens(const std::string& key, double now) const {
-    if (LimitsOf(key).rate_limit.per_second == 0) return std::numeric_limits<double>::infinity();
-    return Tokens(LimitsOf(key).rate_limit, KeyBucket(key), now);
+    if (RateOf(key).per_second == 0) return std::numeric_limits<double>::infinity();
+    return Tokens(RateOf(key), KeyBucket(key), now);
   }
   // The tokens at `now` of the rate limit of `type` ("": the global one).
   double TokensOf(const std::string& type, double now) const {
@@ -179,6 +179,8 @@ class ReferenceModel {
   std::vector<std::string> WorkersOf(const std::string& type) const;
   int FreeSlots(const std::string& worker) const;
   KeyLimits LimitsOf(const std::string& key) const;
+  // Its limits' rate limit, per_second times its weight when rate_per_weight.
+  RateLimit RateOf(const std::string& key) const;
   int RunningOf(const std::string& key) const;
   // The registered priorities, highest first.
   std::vector<int> Priorities() const;
@@ -214,7 +216,7 @@ class ReferenceModel {
   // The key's bucket, full if it has none.
   Bucket KeyBucket(const std::string& key) const {
     auto it = key_rates_.find(key);
-    return it != key_rates_.end() ? it->second : Bucket{LimitsOf(key).rate_limit.burst, 0};
+    return it != key_rates_.end() ? it->second : Bucket{RateOf(key).burst, 0};
   }
   int next_job_ = 0;
   std::uint64_t next_seq_ = 0;

@@ -650,16 +650,23 @@ TEST_CASE("Scheduler.RegisterType.WarnsOnceOfCapsThatDisagree") {
   // Registering it again is a no-op, and says nothing again.
   REQUIRE(scheduler->RegisterType("gc", Type(1, 4)).ok());
   CHECK(warnings->size() == 1);
-  // The defaults: one job at a time, said so.
+  // The defaults: no cap of its own, and the lowest tier, which lends: nothing to say
+  // (Scheduler.Lending.ATypeRegisteredWithTheDefaultsRunsOnTheIdleSlotsButTheOneKeptBack).
   warnings->clear();
   REQUIRE(scheduler->RegisterType("plain", {}).ok());
+  CHECK(warnings->empty());
+  // Without lending, one job at a time: said so.
+  SchedulerOptions strict = options;
+  strict.rule.lending.reset();
+  auto without_lending = Make(strict);
+  REQUIRE(without_lending->RegisterType("plain", {}).ok());
   REQUIRE(warnings->size() == 1);
   CHECK(warnings->at(0) ==
-        "job type 'plain': runs one job at a time (max_concurrency 1 and priority 1, the "
-        "defaults), though the scheduler has 8 slots; give it a max_concurrency, and a priority "
-        "(its tier's cap, in slots) at least that, to run more");
+        "job type 'plain': runs one job at a time (priority 1, the default, is its tier's cap in "
+        "slots, and the rule's tiers do not lend), though the scheduler has 8 slots; give it a "
+        "priority at least the jobs it should run at once");
   warnings->clear();
-  REQUIRE(scheduler->RegisterType("costly", {.default_cost = 30}).ok());
+  REQUIRE(without_lending->RegisterType("costly", {.default_cost = 30}).ok());
   CHECK(warnings->size() == 1);
   // A type that sets anything else is taken as meant: one repack at a time in its group.
   warnings->clear();

@@ -4,16 +4,20 @@
 // Registering the same name again with an equal configuration is a no-op; with a different one it
 // fails with AlreadyExists, so two parts of a server cannot silently disagree about a type.
 //
-// A type registered with the defaults runs ONE job at a time: max_concurrency is 1, and so is
-// its priority, which is also its tier's cap in slots. To run up to N at once, give both:
-// {.max_concurrency = N, .priority = N} (or a higher priority shared with other types of that
-// tier). RegisterType warns of a type given nothing but (at most) its default_cost
-// (JobTypeWarnings).
+// A type registered with the defaults has no cap of its own (max_concurrency kNoLimit) and
+// priority 1, the lowest tier, whose cap is 1 slot. In the default rule that tier lends: its jobs
+// run on the slots no other tier's job wants, up to all but a quarter of the global cap
+// (RuleOptions::lending), so a newcomer's type uses an idle server and yields to every higher
+// tier. With lending off (seed mode) it runs ONE job at a time, and RegisterType warns
+// (JobTypeWarnings). To run up to N at once whatever else runs, give it a tier that allows them:
+// {.priority = N} (or a higher priority shared with other types of that tier), and
+// .max_concurrency = N to cap the type itself.
 //
 // Thread safety: a plain value type.
 #ifndef FAIRGATE_JOB_TYPE_H_
 #define FAIRGATE_JOB_TYPE_H_
 
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,7 +41,9 @@ struct JobTypeConfig {
   // Finite and >= 0.
   double default_cost = 1.0;
   // At most this many jobs of this type run at once (jobs, whatever their slots). >= 1.
-  int max_concurrency = 1;
+  // kNoLimit (the default): no cap of its own; its tier's cap and the global cap bound it.
+  static constexpr int kNoLimit = std::numeric_limits<int>::max();
+  int max_concurrency = kNoLimit;
   // Jobs with the same job id and the same non-empty conflict group share a resource: at most
   // `conflict_limit` of them run at the same time (1: they exclude each other). Empty: this type
   // conflicts with nothing.
@@ -92,12 +98,13 @@ FAIRGATE_EXPORT Status ValidateJobType(std::string_view name, const JobTypeConfi
 
 // What is valid but probably not meant in a type registered under a global cap of
 // `max_concurrency` (SchedulerOptions), one sentence each, empty when nothing is:
-// - it is given nothing but (at most) its default_cost, under a global cap above 1: it runs one
-//   job at a time (max_concurrency 1 and priority 1, the defaults);
+// - without `tiers_lend` (RuleOptions::lending), it is given nothing but (at most) its
+//   default_cost, under a global cap above 1: it runs one job at a time (priority 1, the
+//   default, is its tier's cap);
 // - its tier's cap lets fewer of its jobs run at once than its max_concurrency (`priority` is
 //   both the tier and that tier's cap in slots: a type at priority 1 runs one job at a time; with
-//   `tiers_lend`, RuleOptions::lending, more only on slots no other tier's job wants);
-// - the global cap does;
+//   `tiers_lend`, more only on slots no other tier's job wants);
+// - the global cap does (neither of these two for a type without a max_concurrency of its own);
 // - its tier's cap is above the global cap, so the tier can never fill it.
 // Scheduler::RegisterType hands each to RuntimeOptions::warn.
 FAIRGATE_EXPORT std::vector<std::string> JobTypeWarnings(std::string_view name,

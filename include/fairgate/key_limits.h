@@ -11,6 +11,10 @@
 //   key's own: "at most 30 clones a minute per client". A key whose bucket has no token is passed
 //   over until its next token is due; other keys' jobs go meanwhile. A key forgotten after
 //   key_ttl idle starts again with a full bucket.
+// - `rate_per_weight`: the rate is per unit of the key's weight (Scheduler::SetKeyWeight): a key
+//   of weight w gains w x per_second tokens a second (its burst as given), so that a key that
+//   counts double in the order may also start twice as often. A change of the weight applies from
+//   then on, to what the bucket's last take left, as a change of the limit does.
 // The order and admissibility rules they take part in are in docs/ordering.md.
 //
 // Thread safety: a plain value type.
@@ -30,6 +34,7 @@ struct KeyLimits {
   int max_running = kNoLimit;  // >= 1
   int min_running = 0;         // >= 0 and <= max_running
   RateLimit rate_limit = {};   // off by default
+  bool rate_per_weight = false;
   friend bool operator==(const KeyLimits&, const KeyLimits&) = default;
 };
 

@@ -113,13 +113,16 @@ struct FleetOptions {
   // global cap), so that claimed jobs waiting on one replica never hold slots another could run
   // with. On top of each replica's own caps. Needs a shared store; each N >= 1.
   std::map<std::string, int> type_caps;
-  // With a shared store, the global rate limit (RuleOptions::rate_limit) and every type's
-  // (JobTypeConfig::rate_limit) are the fleet's: one bucket in the store for all replicas
+  // With a shared store, the global rate limit (RuleOptions::rate_limit), every type's
+  // (JobTypeConfig::rate_limit) and every key's (KeyLimits::rate_limit, a bucket per key) are
+  // the fleet's: one bucket in the store for all replicas
   // (SharedStore::TakeTokens), from which a replica takes a lease of tokens when its own run out
   // while jobs wait: what the rate gives in this time, at least one token and at most the burst.
   // The fleet starts at most burst + per_second x w jobs under a bucket in any w seconds, plus
   // one lease per replica (tokens a replica took and has not used yet; a replica that dies
-  // takes its unused lease with it). A key's rate limit stays each replica's own. Finite and > 0.
+  // takes its unused lease with it, as a key forgotten after key_ttl does). A replica's first job
+  // of a key waits for the key's first lease; a call that will not wait for a token
+  // (JobOptions::refuse_without_token) is refused when that lease brings none. Finite and > 0.
   Seconds token_lease{0.1};
 };
 

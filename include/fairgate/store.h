@@ -228,7 +228,8 @@ class FAIRGATE_EXPORT SharedStore : public Store {
   // Its tokens at the store's time t are min(burst, left + (t - at) * per_second), as a
   // replica's own bucket's, full when first taken from. Takes its whole tokens, at most `want`
   // (>= 1), in one statement, and says how many, and when it holds less than a token after,
-  // in how many seconds it next holds one.
+  // in how many seconds it next holds one. Names: "global", "type:" + a type's name, "key:" + a
+  // fairness key's. A store may forget a full bucket (it is as good as none).
   virtual StatusOr<TokenLease> TakeTokens(std::string_view bucket, const RateLimit& limit,
                                           int want) = 0;
 };

@@ -101,11 +101,14 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
       for (TokenBucket* bucket : {&types_.global_rate(), &type.rate}) {
         if (bucket->leased() && !bucket->HasToken(now)) bucket->Ask();
       }
+      if (known != nullptr) keys_.AskFor(*known);
       return s;
     }
   }
   KeyState& key = known != nullptr ? *known : keys_.Add(AsAbsl(request.key));
   TierState& tier = *type.tier;
+  // None of the key's lanes is linked yet: a leased bucket's hold may change without a Rekey.
+  if (key.pending == 0 && keys_.leased()) keys_.Arrive(key);
 
   if (KeyTable::Idle(key)) {
     keys_.Wake(key);
@@ -127,6 +130,7 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
   job.promotions = 0;
   job.was_parked = false;
   job.joinable = joinable;
+  job.impatient = request.refuse_without_token || type.config.refuse_without_token;
   if (joinable) type.join_points.Open(job);
   job.resource = lanes_.RefResource(type, AsAbsl(request.id));
   if (admission != nullptr && pending_ == 0 && AdmitsAtOnce(job, now)) {
@@ -486,9 +490,7 @@ void AdmissionCore::AdvanceTo(double now) {
   keys_.ReleaseDue(now, [&](KeyState& key) { lanes_.Rekey(key, [&] { keys_.Unhold(key); }); });
   while (Job* due = steps_.ExpiryDueBy(now)) {
     Job& job = *due;
-    expired_.push_back({{TicketOf(job), job.type->name, job.id, *job.key->name, job.type->index,
-                         job.type->config.priority, job.lane->tier->priority, job.arrival},
-                        TimedSteps::ExpiryAt(job)});
+    expired_.push_back(ExpiredOf(job, TimedSteps::ExpiryAt(job)));
     Withdraw(job, now);
   }
   while (Job* job = steps_.TakePromotionDueBy(now)) Promote(*job);
@@ -538,12 +540,39 @@ Status AdmissionCore::LeaseTokens(std::string_view type) {
   return absl::OkStatus();
 }
 
-Status AdmissionCore::GrantTokens(std::string_view type, double tokens, double due) {
+Status AdmissionCore::LeaseKeyTokens() {
+  if (keys_.leased()) return absl::OkStatus();
+  for (const auto& [name, key] : keys_) {
+    if (!KeyTable::Idle(key)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "keys' rate limits are leased before any job is enqueued; key '", name, "' has jobs"));
+    }
+  }
+  keys_.LeaseBuckets();
+  return absl::OkStatus();
+}
+
+Status AdmissionCore::GrantTokens(const BucketName& name, double tokens, double due, double now) {
+  if (Status s = CheckTime(now, "grant time"); !s.ok()) return s;
   if (!std::isfinite(tokens) || tokens < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("granted tokens must be finite and >= 0, got ", tokens));
   }
-  StatusOr<TokenBucket*> bucket = BucketOf(type);
+  if (name.of == BucketName::Of::kKey) {
+    if (!keys_.leased()) {
+      return absl::FailedPreconditionError("tokens are granted only to a leased bucket");
+    }
+    KeyState* key = keys_.Find(AsAbsl(name.name));
+    if (key == nullptr) return absl::OkStatus();  // forgotten: its lease goes with it
+    if (keys_.GrantFrees(*key, tokens)) {
+      lanes_.Rekey(*key, [&] { keys_.Grant(*key, tokens, due); });
+    } else if (keys_.Grant(*key, tokens, due) && key->pending > 0) {
+      RefuseImpatient(*key, due, now);
+    }
+    return absl::OkStatus();
+  }
+  StatusOr<TokenBucket*> bucket =
+      BucketOf(name.of == BucketName::Of::kGlobal ? std::string_view() : name.name);
   if (!bucket.ok()) return bucket.status();
   if (!(*bucket)->leased()) {
     return absl::FailedPreconditionError("tokens are granted only to a leased bucket");
@@ -552,23 +581,51 @@ Status AdmissionCore::GrantTokens(std::string_view type, double tokens, double d
   return absl::OkStatus();
 }
 
+void AdmissionCore::RefuseImpatient(KeyState& key, double due, double now) {
+  std::vector<Job*> refused;
+  for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
+    lane->ready.ForEach([&](Job& job) {
+      if (job.impatient) refused.push_back(&job);
+    });
+  }
+  std::sort(refused.begin(), refused.end(),
+            [](const Job* a, const Job* b) { return a->seq < b->seq; });
+  for (Job* job : refused) {
+    expired_.push_back(ExpiredOf(*job, now));
+    expired_.back().token_due = due;
+    Withdraw(*job, now);
+  }
+}
+
+ExpiredJob AdmissionCore::ExpiredOf(const Job& job, double at) {
+  return {{TicketOf(job), job.type->name, job.id, *job.key->name, job.type->index,
+           job.type->config.priority, job.lane->tier->priority, job.arrival},
+          at};
+}
+
 bool AdmissionCore::Wants(const LeasedBucket& leased) const {
   const std::int64_t pending = leased.type == nullptr ? pending_ : leased.type->pending;
   // HasToken reads no time for a leased bucket.
   return (pending > 0 || leased.bucket->asked()) && !leased.bucket->HasToken(0);
 }
 
-std::vector<std::pair<std::string, RateLimit>> AdmissionCore::BucketsToLease() const {
-  std::vector<std::pair<std::string, RateLimit>> wanted;
+std::vector<std::pair<BucketName, RateLimit>> AdmissionCore::BucketsToLease() const {
+  std::vector<std::pair<BucketName, RateLimit>> wanted;
   for (const LeasedBucket& leased : leased_) {
-    if (Wants(leased)) wanted.emplace_back(leased.name, leased.bucket->limit());
+    if (!Wants(leased)) continue;
+    wanted.emplace_back(
+        leased.type == nullptr ? BucketName::Global() : BucketName::Type(leased.name),
+        leased.bucket->limit());
   }
+  keys_.ForEachAsking([&](const KeyState& key, const RateLimit& limit) {
+    wanted.emplace_back(BucketName::Key(*key.name), limit);
+  });
   return wanted;
 }
 
 bool AdmissionCore::WantsTokens() const {
-  return std::any_of(leased_.begin(), leased_.end(),
-                     [&](const LeasedBucket& leased) { return Wants(leased); });
+  return keys_.asking() || std::any_of(leased_.begin(), leased_.end(),
+                                       [&](const LeasedBucket& leased) { return Wants(leased); });
 }
 
 std::optional<double> AdmissionCore::NextTokenAt(double now) const {

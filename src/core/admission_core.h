@@ -141,16 +141,27 @@ class AdmissionCore {
   // from none. NotFound for a type not registered, FailedPrecondition for a bucket without a
   // limit. Leasing a leased bucket again changes nothing.
   Status LeaseTokens(std::string_view type);
+  // The same for every key's rate limit (KeyLimits::rate_limit): a key's bucket holds what
+  // GrantTokens gives it, from none; it is made, empty and asking for a lease, when the key gets
+  // a job while it has none pending, and a key without a token is held until a grant brings one
+  // (a call refused for want of one is refused only once a grant has left the key without: before
+  // its first, it waits for it). A key forgotten after key_ttl takes its unused tokens with it.
+  // FailedPrecondition once a key has a job pending or running (call it before the first job;
+  // keys restored idle are fine); again: nothing.
+  Status LeaseKeyTokens();
   // Adds `tokens` (>= 0, finite) to a leased bucket; `due`: when the store said its next token
   // is due (what a refusal for want of one says: RefuseWithoutToken); the caller decides again
-  // (NextAdmission).
-  Status GrantTokens(std::string_view type, double tokens, double due);
+  // (NextAdmission). To a key not tracked (forgotten since it asked): nothing, OK. A key's first
+  // grant that leaves it without a token refuses its pending jobs that asked not to wait for one
+  // (they came before the key's bucket knew it was empty): they leave uncharged at `now`, for
+  // TakeExpired, with ExpiredJob::token_due.
+  Status GrantTokens(const BucketName& bucket, double tokens, double due, double now);
   // The leased buckets with less than one token and jobs pending under them (the global one's:
-  // any; a type's: its own), or that were leased, used up by a take or short of a token for a
-  // refused call since their last grant (TokenBucket::Ask: a lease in hand before it is
-  // needed), by name ("": the global one), each with its limit: what the runtime leases next.
-  // O(leased buckets).
-  std::vector<std::pair<std::string, RateLimit>> BucketsToLease() const;
+  // any; a type's: its own; a key's: its own), or that were leased, used up by a take or short
+  // of a token for a refused call since their last grant (TokenBucket::Ask: a lease in hand
+  // before it is needed), each with its limit: what the runtime leases next. O(leased global
+  // and type buckets + asking keys).
+  std::vector<std::pair<BucketName, RateLimit>> BucketsToLease() const;
   // Whether BucketsToLease would name any: no allocation, for a check after every decision.
   bool WantsTokens() const;
   // Where each aging step taken from now on is recorded (null: nowhere), for observers, and how
@@ -366,6 +377,11 @@ class AdmissionCore {
   // Whether a leased bucket has less than a token and jobs pending under it, or asked for a
   // lease (TokenBucket::Ask).
   bool Wants(const LeasedBucket& leased) const;
+  // GrantTokens's refusal of the key's pending jobs that asked not to wait for a token, in
+  // enqueue order.
+  void RefuseImpatient(KeyState& key, double due, double now);
+  // What TakeExpired reports of a pending job leaving at `at` (before it is withdrawn).
+  static ExpiredJob ExpiredOf(const Job& job, double at);
   // The refusal of a request that would not wait for a token (EnqueueRequest::
   // refuse_without_token) when a bucket it is under has none at `now` (`key`: the key if
   // tracked: an untracked key's bucket is full); OK otherwise.

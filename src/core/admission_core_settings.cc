@@ -84,7 +84,17 @@ Status AdmissionCore::SetKeyPaused(std::string_view name, bool paused, double no
 
 Status AdmissionCore::SetKeyWeight(std::string_view name, double weight) {
   if (Status s = ValidateKeyWeight(weight); !s.ok()) return s;
-  keys_.SettingsFor(AsAbsl(name)).weight = weight;
+  KeySettings& settings = keys_.SettingsFor(AsAbsl(name));
+  KeyState* key = keys_.rates_in_use() ? keys_.Find(AsAbsl(name)) : nullptr;
+  if (key != nullptr && keys_.LimitsOf(*key).rate_per_weight) {
+    // The key's rate follows its weight: a hold's release moves with it.
+    lanes_.Rekey(*key, [&] {
+      settings.weight = weight;
+      keys_.LimitsChanged(*key);
+    });
+  } else {
+    settings.weight = weight;
+  }
   return absl::OkStatus();
 }
 

@@ -151,7 +151,7 @@ std::optional<double> AdmissionCore::AccumulatedCost(std::string_view key) const
 
 std::optional<double> AdmissionCore::KeyTokens(std::string_view key, double now) const {
   const KeyState* state = keys_.Find(AsAbsl(key));
-  if (state == nullptr || !keys_.LimitsOf(*state).rate_limit.limited()) return std::nullopt;
+  if (state == nullptr || !keys_.RateOf(*state).limited()) return std::nullopt;
   return keys_.TokensOf(*state, now);
 }
 

@@ -62,7 +62,8 @@ std::vector<std::string> JobTypeWarnings(std::string_view name, const JobTypeCon
   const int slots = config.slots > 0 ? config.slots : 1;
   const int tier_allows = config.priority / slots;
   const int global_allows = max_concurrency / slots;
-  if (tier_allows < config.max_concurrency) {
+  const bool capped = config.max_concurrency != JobTypeConfig::kNoLimit;
+  if (capped && tier_allows < config.max_concurrency) {
     warnings.push_back(absl::StrCat(
         "job type '", n, "': max_concurrency is ", config.max_concurrency, " but its tier's cap (",
         "priority ", config.priority, ", in slots; the type takes ", slots,
@@ -71,7 +72,7 @@ std::vector<std::string> JobTypeWarnings(std::string_view name, const JobTypeCon
                      "slots (rule.lending)"
                    : ""));
   }
-  if (global_allows < config.max_concurrency && global_allows < tier_allows) {
+  if (capped && global_allows < config.max_concurrency && global_allows < tier_allows) {
     warnings.push_back(absl::StrCat(
         "job type '", n, "': max_concurrency is ", config.max_concurrency,
         " but the global cap (max_concurrency ", max_concurrency, ", in slots; the type takes ",
@@ -79,14 +80,12 @@ std::vector<std::string> JobTypeWarnings(std::string_view name, const JobTypeCon
   }
   JobTypeConfig given_nothing;  // the defaults, with this type's cost: the newcomer's {}
   given_nothing.default_cost = config.default_cost;
-  if (config == given_nothing && max_concurrency > 1) {
+  if (config == given_nothing && max_concurrency > 1 && !tiers_lend) {
     warnings.push_back(absl::StrCat(
         "job type '", n,
-        "': runs one job at a time (max_concurrency 1 and priority 1, the "
-        "defaults), though the scheduler has ",
-        max_concurrency,
-        " slots; give it a max_concurrency, and a priority (its tier's cap, in slots) at least "
-        "that, to run more"));
+        "': runs one job at a time (priority 1, the default, is its tier's cap in slots, and "
+        "the rule's tiers do not lend), though the scheduler has ",
+        max_concurrency, " slots; give it a priority at least the jobs it should run at once"));
   }
   if (config.priority > max_concurrency) {
     warnings.push_back(absl::StrCat("job type '", n, "': its tier's cap (priority ",

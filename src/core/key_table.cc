@@ -1,5 +1,6 @@
 #include "core/key_table.h"
 
+#include <algorithm>
 #include <iterator>
 #include <limits>
 #include <optional>
@@ -58,11 +59,76 @@ std::size_t KeyTable::Evict(double now, double ttl, std::size_t batch,
 }
 
 void KeyTable::TakeToken(KeyState& key, double now) {
-  const RateLimit& limit = LimitsOf(key).rate_limit;
+  const RateLimit limit = RateOf(key);
   if (!limit.limited()) return;
+  if (leased_) {
+    auto it = buckets_.find(&key);
+    FAIRGATE_CORE_CHECK(it != buckets_.end() && it->second.tokens.left >= 1,
+                        "a key was admitted without a leased token");
+    it->second.tokens.left -= 1;
+    // Used up: the next lease asked for before the key needs it.
+    if (it->second.tokens.left < 1) HoldLeased(key, it->second);
+    return;
+  }
   KeyBucket& bucket = buckets_.try_emplace(&key, KeyBucket{Tokens::Full(limit)}).first->second;
   bucket.tokens.Take(limit, now);
   if (!bucket.tokens.HasToken(limit, now)) Hold(key, bucket, limit);
+}
+
+void KeyTable::HoldLeased(KeyState& key, KeyBucket& bucket) {
+  if (!bucket.held) {
+    bucket.held = true;
+    ++held_count_;
+  }
+  SetAsked(key, bucket, true);
+}
+
+void KeyTable::SetAsked(KeyState& key, KeyBucket& bucket, bool asked) {
+  bucket.asked = asked;
+  if (asked) {
+    asking_.insert(&key);
+  } else {
+    asking_.erase(&key);
+  }
+}
+
+void KeyTable::Arrive(KeyState& key) {
+  if (!leased_ || !RateOf(key).limited()) return;
+  KeyBucket& bucket = buckets_.try_emplace(&key).first->second;
+  if (bucket.tokens.left < 1) HoldLeased(key, bucket);
+}
+
+void KeyTable::AskFor(KeyState& key) {
+  if (!leased_) return;
+  auto it = buckets_.find(&key);
+  if (it != buckets_.end() && it->second.tokens.left < 1) SetAsked(key, it->second, true);
+}
+
+bool KeyTable::GrantFrees(const KeyState& key, double tokens) const {
+  auto it = buckets_.find(&key);
+  return it != buckets_.end() && it->second.held && it->second.tokens.left + tokens >= 1;
+}
+
+bool KeyTable::Grant(KeyState& key, double tokens, double due) {
+  auto it = buckets_.find(&key);
+  if (it == buckets_.end()) return false;
+  KeyBucket& bucket = it->second;
+  const bool first = !bucket.granted;
+  bucket.tokens.left += tokens;
+  bucket.granted = true;
+  bucket.due = due;
+  if (bucket.tokens.left >= 1) {
+    if (bucket.held) {
+      bucket.held = false;
+      --held_count_;
+    }
+    SetAsked(key, bucket, false);
+  } else {
+    // An idle key does not ask again and again; one with jobs waiting does (the runtime asks
+    // the store no sooner than it said the next token would be due).
+    SetAsked(key, bucket, key.pending > 0);
+  }
+  return first && bucket.tokens.left < 1;
 }
 
 void KeyTable::Hold(KeyState& key, KeyBucket& bucket, const RateLimit& limit) {
@@ -75,7 +141,7 @@ void KeyTable::Hold(KeyState& key, KeyBucket& bucket, const RateLimit& limit) {
 void KeyTable::Release(KeyState& key) {
   auto it = buckets_.find(&key);
   if (it == buckets_.end() || !it->second.held) return;
-  held_.erase({it->second.release_at, &key});
+  if (!leased_) held_.erase({it->second.release_at, &key});
   it->second.held = false;
   --held_count_;
 }
@@ -84,25 +150,44 @@ void KeyTable::Release(KeyState& key) {
 // holds it until the next one under the limit in force (due at once if that is past: the next
 // AdvanceTo lets it go), whatever limit it had when it was taken; without a limit nothing holds
 // it. (What it left is kept when its limit goes, and holds it again if a limit comes back.)
+//
+// Leased, a key given a limit gets its bucket, empty and asking, as if it arrived; one whose
+// limit goes is let go, its tokens kept.
 void KeyTable::LimitsChanged(KeyState& key) {
+  if (leased_) {
+    if (RateOf(key).limited()) {
+      Arrive(key);
+    } else if (auto it = buckets_.find(&key); it != buckets_.end()) {
+      Release(key);
+      SetAsked(key, it->second, false);
+    }
+    return;
+  }
   auto it = buckets_.find(&key);
   if (it == buckets_.end()) return;
   Release(key);
-  const RateLimit& limit = LimitsOf(key).rate_limit;
+  const RateLimit limit = RateOf(key);
   if (limit.limited() && it->second.tokens.left < 1) Hold(key, it->second, limit);
 }
 
 double KeyTable::TokensOf(const KeyState& key, double now) const {
-  const RateLimit& limit = LimitsOf(key).rate_limit;
+  const RateLimit limit = RateOf(key);
   if (!limit.limited()) return std::numeric_limits<double>::infinity();
   auto it = buckets_.find(&key);
+  if (leased_) return it == buckets_.end() ? 0 : it->second.tokens.left;
   return it == buckets_.end() ? limit.burst : it->second.tokens.At(limit, now);
 }
 
 std::optional<double> KeyTable::MissingTokenAt(const KeyState& key, double now) const {
-  const RateLimit& limit = LimitsOf(key).rate_limit;
+  const RateLimit limit = RateOf(key);
   if (!limit.limited()) return std::nullopt;
   auto it = buckets_.find(&key);
+  if (leased_) {
+    if (it == buckets_.end() || !it->second.granted || it->second.tokens.left >= 1) {
+      return std::nullopt;
+    }
+    return std::max(now, it->second.due);
+  }
   if (it == buckets_.end() || it->second.tokens.HasToken(limit, now)) return std::nullopt;
   return it->second.tokens.NextTokenAt(limit);
 }
@@ -110,10 +195,12 @@ std::optional<double> KeyTable::MissingTokenAt(const KeyState& key, double now) 
 void KeyTable::ForgetBucket(KeyState& key) {
   if (buckets_.empty()) return;
   Release(key);
+  asking_.erase(&key);
   buckets_.erase(&key);
 }
 
 Status KeyTable::CheckRates() const {
+  if (leased_) return CheckLeasedRates();
   std::size_t held = 0;
   for (const auto& [key, bucket] : buckets_) {
     if (!bucket.held) continue;
@@ -122,7 +209,7 @@ Status KeyTable::CheckRates() const {
       return absl::InternalError(
           absl::StrCat("key '", *key->name, "' is held by its rate but not filed for release"));
     }
-    if (bucket.release_at != bucket.tokens.NextTokenAt(LimitsOf(*key).rate_limit)) {
+    if (bucket.release_at != bucket.tokens.NextTokenAt(RateOf(*key))) {
       return absl::InternalError(
           absl::StrCat("key '", *key->name, "' is filed for release at another time"));
     }
@@ -130,6 +217,42 @@ Status KeyTable::CheckRates() const {
   if (held != held_.size() || held != held_count_) {
     return absl::InternalError(
         absl::StrCat(held_.size(), " keys filed for release, ", held, " held by their rates"));
+  }
+  return absl::OkStatus();
+}
+
+Status KeyTable::CheckLeasedRates() const {
+  if (!held_.empty()) return absl::InternalError("a leased key is filed for release at a time");
+  std::size_t held = 0;
+  std::size_t asked = 0;
+  for (const auto& [key, bucket] : buckets_) {
+    const bool limited = RateOf(*key).limited();
+    if (bucket.held != (limited && bucket.tokens.left < 1)) {
+      return absl::InternalError(absl::StrCat("key '", *key->name, "' is ",
+                                              bucket.held ? "" : "not ", "held with ",
+                                              bucket.tokens.left, " tokens"));
+    }
+    if (bucket.asked != asking_.contains(key)) {
+      return absl::InternalError(
+          absl::StrCat("key '", *key->name, "' asks for a lease ",
+                       bucket.asked ? "but is not filed as asking" : "while not asking"));
+    }
+    if (bucket.held && key->pending > 0 && !bucket.asked) {
+      return absl::InternalError(
+          absl::StrCat("key '", *key->name, "' waits for tokens without asking for a lease"));
+    }
+    held += bucket.held;
+    asked += bucket.asked;
+  }
+  if (held != held_count_ || asked != asking_.size()) {
+    return absl::InternalError(absl::StrCat(held_count_, " keys counted held, ", held, " held; ",
+                                            asking_.size(), " asking, ", asked, " filed"));
+  }
+  for (const auto& [name, key] : keys_) {
+    if (key.pending > 0 && RateOf(key).limited() && !buckets_.contains(&key)) {
+      return absl::InternalError(
+          absl::StrCat("key '", name, "' has jobs pending under a rate and no leased bucket"));
+    }
   }
   return absl::OkStatus();
 }

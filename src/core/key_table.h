@@ -25,6 +25,7 @@
 
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "core/constraints.h"
@@ -64,6 +65,14 @@ class KeyTable {
   }
   static double WeightOf(const KeyState& key) {
     return key.settings != nullptr ? key.settings->weight : 1.0;
+  }
+  // The key's rate limit in force: its limits' rate_limit, with per_second times the key's weight
+  // when KeyLimits::rate_per_weight.
+  RateLimit RateOf(const KeyState& key) const {
+    const KeyLimits& limits = LimitsOf(key);
+    RateLimit rate = limits.rate_limit;
+    if (limits.rate_per_weight) rate.per_second *= WeightOf(key);
+    return rate;
   }
   // From now on some key has limits of its own or a pause: the key level checks them. Until the
   // first (with the default limits all off), no key is held back or reserved, and the checks
@@ -116,16 +125,46 @@ class KeyTable {
     if (held_.empty()) return std::nullopt;
     return held_.begin()->first;
   }
-  // How many keys their rate holds past `now` (O(log keys + those due by `now`)).
+  // How many keys their rate holds past `now` (O(log keys + those due by `now`); leased: that a
+  // grant has not freed yet).
   std::size_t RateHeldAfter(double now) const {
+    if (leased_) return held_count_;
     std::size_t due = 0;
     for (auto it = held_.begin(); it != held_.end() && it->first <= now; ++it) ++due;
     return held_.size() - due;
   }
   // The key's bucket at `now`: its tokens (infinity without a limit), for the snapshot.
   double TokensOf(const KeyState& key, double now) const;
-  // When the key's next token is due, if it has none at `now`.
+  // When the key's next token is due, if it has none at `now` (leased: if its last grant left
+  // it without one, when the store said the next would be; before its first grant, nothing).
   std::optional<double> MissingTokenAt(const KeyState& key, double now) const;
+
+  // Fleet-wide key buckets (AdmissionCore::LeaseKeyTokens): from now on a key's bucket does not
+  // fill with time; it holds the tokens Grant gives it, from none, and a key under a rate limit
+  // without a token is held until a grant brings one (no time releases it). A key's bucket is
+  // made, empty and asking for a lease, when the key gets a pending job with none (Arrive) or a
+  // rate limit (LimitsChanged). Call before any key has a job.
+  void LeaseBuckets() { leased_ = true; }
+  bool leased() const { return leased_; }
+  // The key has nothing pending and is about to get a job (none of its lanes is linked): a key
+  // under a rate limit without a bucket gets one, empty, held and asking; one without a token
+  // asks for a lease. Leased buckets only (else nothing).
+  void Arrive(KeyState& key);
+  // A call of the key was refused for want of a token: its bucket asks for a lease (leased).
+  void AskFor(KeyState& key);
+  // Whether Grant would let the key go (its lanes must then be relinked: inside a Rekey).
+  bool GrantFrees(const KeyState& key, double tokens) const;
+  // Adds a lease's `tokens` to the key's leased bucket (none: nothing); `due`: when the store
+  // said its next token is due. A bucket left with a token is no longer held and asks nothing;
+  // one still without asks again only if the key has jobs pending. True when this was the
+  // bucket's first grant and it left the key without a token.
+  bool Grant(KeyState& key, double tokens, double due);
+  // The keys whose leased buckets ask for a lease, with their limits: in no particular order.
+  template <typename Visit>
+  void ForEachAsking(Visit visit) const {
+    for (const KeyState* key : asking_) visit(*key, RateOf(*key));
+  }
+  bool asking() const { return !asking_.empty(); }
   // Whether the key level lets the key run one more job: its lanes are linked, not held.
   bool Admissible(const KeyState& key) const { return BlockerOf(key) == Blocker::kNone; }
   // Whether the key runs fewer jobs than its min_running: it goes ahead of unreserved keys.
@@ -176,21 +215,33 @@ class KeyTable {
   struct KeyBucket {
     Tokens tokens;
     bool held = false;
-    double release_at = 0;
+    double release_at = 0;  // not leased
+    // Leased: whether it asks for a lease (filed in asking_), whether a grant came (before the
+    // first, a call is never refused for want of a token: the lease is on its way), and when the
+    // store said the next token is due.
+    bool asked = false;
+    bool granted = false;
+    double due = 0;
   };
+  // Leased: holds the key (no release time: a grant lets it go) and files its bucket as asking.
+  void HoldLeased(KeyState& key, KeyBucket& bucket);
+  void SetAsked(KeyState& key, KeyBucket& bucket, bool asked);
   // Files the bucket's release at its next token under `limit`.
   void Hold(KeyState& key, KeyBucket& bucket, const RateLimit& limit);
   bool RateHeld(const KeyState& key) const {
     auto it = buckets_.find(&key);
     return it != buckets_.end() && it->second.held;
   }
-  // Forgets the key's bucket (it is forgotten).
+  // Forgets the key's bucket (it is forgotten; leased, with its unused tokens).
   void ForgetBucket(KeyState& key);
+  Status CheckLeasedRates() const;
 
   const KeyLimits default_limits_;
   bool limits_in_use_;
   bool rates_in_use_ = default_limits_.rate_limit.limited();
+  bool leased_ = false;
   absl::flat_hash_map<const KeyState*, KeyBucket> buckets_;
+  absl::flat_hash_set<const KeyState*> asking_;  // leased buckets that ask for a lease
   // The keys held by their rate, by when their next token is due, then address (the order in
   // which keys due at once are released changes no decision).
   absl::btree_set<std::pair<double, KeyState*>> held_;

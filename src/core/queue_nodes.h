@@ -108,6 +108,9 @@ struct Job {
   bool promotion_scheduled : 1 = false;
   bool was_parked : 1 = false;  // set aside for a full resource at least once
   bool joinable : 1 = false;    // in its type's join points (JobTypeConfig::coalesce)
+  // Asked not to wait for a token (refuse_without_token): refused, pending, when its key's first
+  // lease brings none (AdmissionCore::LeaseKeyTokens).
+  bool impatient : 1 = false;
   // While running on a declared worker: its index in the core's worker table plus 1; 0 without
   // workers. In the padding after the flags.
   std::uint16_t worker = 0;
@@ -162,6 +165,12 @@ class LaneJobs {
   bool contains(const ReadyEntry& e) const {
     if (!more_.empty()) return more_.contains(e);
     return only_.job != nullptr && only_.job == e.job && only_.place == e.place;
+  }
+  // Calls `visit(job)` for each job, in the lane's order.
+  template <typename Visit>
+  void ForEach(Visit visit) const {
+    if (only_.job != nullptr) visit(*only_.job);
+    for (const ReadyEntry& e : more_) visit(*e.job);
   }
 
  private:

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <string_view>
 
 #include "fairgate/rate_limit.h"
@@ -48,6 +49,19 @@ struct Tokens {
 // ResourceExhausted naming `what` lacked one, with `seconds` until it is due as the payload
 // fairgate::RetryAfter reads (rate_limit.cc, beside it).
 Status RefusedForToken(std::string_view what, double seconds);
+
+// Which leased bucket (AdmissionCore::BucketsToLease, GrantTokens): the global rate limit's, a
+// type's or a key's, by the type's or the key's name.
+struct BucketName {
+  enum class Of { kGlobal, kType, kKey };
+  Of of = Of::kGlobal;
+  std::string name;
+
+  static BucketName Global() { return {}; }
+  static BucketName Type(std::string_view type) { return {Of::kType, std::string(type)}; }
+  static BucketName Key(std::string_view key) { return {Of::kKey, std::string(key)}; }
+  friend bool operator==(const BucketName&, const BucketName&) = default;
+};
 
 // A bucket with its limit and its counts: the global rate limit's and each type's. A *leased*
 // bucket (a fleet's, fairgate/store.h: SharedStore::TakeTokens) does not fill with time: it holds

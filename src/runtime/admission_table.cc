@@ -367,11 +367,20 @@ void AdmissionTable::ReapExpiredLocked(double now, RecordList& out) {
   for (const core::ExpiredJob& expired : core_->TakeExpired()) {
     RecordPtr record = std::move(records_[expired.ticket.slot]);
     record->MoveTo(JobRecord::State::kCancelled);
-    record->refusal = absl::DeadlineExceededError(
-        absl::StrCat("the job waited its type's max_queue_wait (",
-                     expired.expired_at - expired.arrival, " s) without being admitted"));
     ForgetDeadlineLocked(*record);
-    log_.Expired(expired.View(), record->refusal, now);
+    if (expired.token_due) {
+      // It asked not to wait for a token, and its key's first lease brought none: a cancel
+      // event with the refusal it would have had, had the key's bucket been known empty then.
+      record->refusal = core::RefusedForToken(
+          absl::StrCat("fairness key '", expired.key, "''s rate limit"),
+          std::max(*expired.token_due - now, 0.001));  // RetryAfter promises > 0
+      log_.Cancelled(expired.View(), record->refusal, now);
+    } else {
+      record->refusal = absl::DeadlineExceededError(
+          absl::StrCat("the job waited its type's max_queue_wait (",
+                       expired.expired_at - expired.arrival, " s) without being admitted"));
+      log_.Expired(expired.View(), record->refusal, now);
+    }
     // The calls that joined it leave with it (its arrival was theirs).
     for (RecordPtr& joiner : record->joiners) {
       joiner->MoveTo(JobRecord::State::kCancelled);

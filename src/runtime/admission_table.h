@@ -165,15 +165,15 @@ class AdmissionTable {
   Decision ChangeCapacity(const std::function<int(int current, bool work_waiting)>& next);
   void CountCapacitySignalFailed();
   // The fleet's rate limits (FleetRates), called once before any type is registered: from now
-  // on the global rate limit's bucket and every rate-limited type's, as it is registered, are
-  // leased (AdmissionCore::LeaseTokens). `wanted` is called, with this table's lock held, as
-  // the lock is released with a leased bucket wanting tokens (AdmissionCore::WantsTokens), once
-  // until the next grant; it must not block or call the table.
+  // on the global rate limit's bucket, every rate-limited type's, as it is registered, and
+  // every key's are leased (AdmissionCore::LeaseTokens, LeaseKeyTokens). `wanted` is called, with
+  // this table's lock held, as the lock is released with a leased bucket wanting tokens
+  // (AdmissionCore::WantsTokens), once until the next grant; it must not block or call the table.
   void LeaseRates(std::function<void()> wanted);
   // AdmissionCore::BucketsToLease; GrantTokens with the store's lease (its next token due in
   // lease.next_in seconds from now), then a decision.
-  std::vector<std::pair<std::string, RateLimit>> BucketsToLease() const;
-  Decided<Status> GrantTokens(std::string_view type, const TokenLease& lease);
+  std::vector<std::pair<core::BucketName, RateLimit>> BucketsToLease() const;
+  Decided<Status> GrantTokens(const core::BucketName& bucket, const TokenLease& lease);
   std::vector<Submission::KeyCost> KeyCosts();
   std::vector<bool> SetFleetCosts(const std::vector<SavedKey>& totals,
                                   const absl::flat_hash_map<std::string, double>& collected);

@@ -3,6 +3,8 @@
 // intake and the decisions themselves are in admission_table.cc.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 
 #include "runtime/admission_table.h"
 
@@ -175,19 +177,27 @@ void AdmissionTable::LeaseRates(std::function<void()> wanted) {
   Locked lock(this);
   tokens_wanted_ = std::move(wanted);
   lease_rates_ = true;
-  leasing_ = core_->LeaseTokens("").ok();  // FailedPrecondition: no global rate limit
+  core_->LeaseTokens("").IgnoreError();  // FailedPrecondition: no global rate limit
+  // Keys get limits at any time (SetKeyLimits): their buckets are leased from the start.
+  leasing_ = true;
+  // Called before the scheduler takes a job: only keys restored idle are tracked.
+  if (const Status keys = core_->LeaseKeyTokens(); !keys.ok()) {
+    std::fprintf(stderr, "fairgate: %s\n", keys.ToString().c_str());
+    std::abort();
+  }
 }
 
-std::vector<std::pair<std::string, RateLimit>> AdmissionTable::BucketsToLease() const {
+std::vector<std::pair<core::BucketName, RateLimit>> AdmissionTable::BucketsToLease() const {
   Locked lock(this);
   return core_->BucketsToLease();
 }
 
-Decided<Status> AdmissionTable::GrantTokens(std::string_view type, const TokenLease& lease) {
+Decided<Status> AdmissionTable::GrantTokens(const core::BucketName& bucket,
+                                            const TokenLease& lease) {
   Decided<Status> out;
   Locked lock(this, out.decision);
   const double now = LockedNow();
-  out.answer = core_->GrantTokens(type, lease.taken, now + lease.next_in);
+  out.answer = core_->GrantTokens(bucket, lease.taken, now + lease.next_in, now);
   tokens_told_ = false;  // a bucket that still wants tokens is told of again
   if (out.answer.ok() && phase_ != Phase::kShutDown) AdmitLocked(now, out.decision);
   return out;

@@ -41,8 +41,16 @@ void FleetRates::Wake() {
   wake_.notify_one();
 }
 
-std::string FleetRates::StoreName(const std::string& bucket) {
-  return bucket.empty() ? "global" : "type:" + bucket;
+std::string FleetRates::StoreName(const core::BucketName& bucket) {
+  switch (bucket.of) {
+    case core::BucketName::Of::kGlobal:
+      return "global";
+    case core::BucketName::Of::kType:
+      return "type:" + bucket.name;
+    case core::BucketName::Of::kKey:
+      return "key:" + bucket.name;
+  }
+  return "";
 }
 
 int FleetRates::LeaseSize(const RateLimit& limit, double lease_seconds) {
@@ -88,15 +96,18 @@ void FleetRates::Run() {
 }
 
 void FleetRates::TakeWanted() {
-  const std::vector<std::pair<std::string, RateLimit>> wanted = wanted_();
+  const std::vector<std::pair<core::BucketName, RateLimit>> wanted = wanted_();
+  // Buckets that were told to wait and are no longer wanted (a key forgotten, or served by a
+  // grant of the tokens it waited for): their times are dropped once passed.
+  std::erase_if(retry_at_, [now = Clock::now()](const auto& retry) { return retry.second <= now; });
   for (const auto& [bucket, limit] : wanted) {
     const Clock::time_point now = Clock::now();
-    auto retry = retry_at_.find(bucket);
+    const std::string name = StoreName(bucket);
+    auto retry = retry_at_.find(name);
     if (retry != retry_at_.end() && retry->second > now) continue;
-    StatusOr<TokenLease> lease =
-        store_.TakeTokens(StoreName(bucket), limit, LeaseSize(limit, lease_seconds_));
+    StatusOr<TokenLease> lease = store_.TakeTokens(name, limit, LeaseSize(limit, lease_seconds_));
     if (!lease.ok()) {
-      retry_at_[bucket] = now + retry_after_failure_;
+      retry_at_[name] = now + retry_after_failure_;
       keeper_.CountError(StateKeeper::Operation::kRateLease);
       continue;
     }
@@ -105,12 +116,12 @@ void FleetRates::TakeWanted() {
       ++(lease->taken > 0 ? leases_ : empty_leases_);
     }
     if (lease->taken > 0) {
-      retry_at_.erase(bucket);
+      retry_at_.erase(name);
     } else {
       // Not before the store's next token (and not in a loop if it says "now").
-      retry_at_[bucket] = now + std::max(std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(lease->next_in)),
-                                         Clock::duration(std::chrono::milliseconds(1)));
+      retry_at_[name] = now + std::max(std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(lease->next_in)),
+                                       Clock::duration(std::chrono::milliseconds(1)));
     }
     grant_(bucket, *lease);
   }

@@ -65,7 +65,7 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
       fleet_rates_ = std::make_unique<internal::FleetRates>(
           *keeper_, options_.fleet.token_lease.count(), options_.fleet.claim_interval.count(),
           [this] { return table_.BucketsToLease(); },
-          [this](const std::string& bucket, const TokenLease& lease) {
+          [this](const core::BucketName& bucket, const TokenLease& lease) {
             dispatcher_.Act(table_.GrantTokens(bucket, lease));
           });
       table_.LeaseRates([rates = fleet_rates_.get()] { rates->Wake(); });

@@ -167,14 +167,18 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
   return config;
 }
 
-// {"max_running": N, "min_running": M, "rate_limit": {...}}, each optional; nullopt when none is
-// given. `where` names the object.
+// {"max_running": N, "min_running": M, "rate_limit": {...}, "rate_per_weight": B}, each
+// optional; nullopt when none is given. `where` names the object.
 StatusOr<std::optional<KeyLimits>> ParseLimits(const ObjectReader& r, const std::string& where) {
   FAIRGATE_ASSIGN_OR_RETURN(max_running, r.Integer("max_running", false, 1));
   FAIRGATE_ASSIGN_OR_RETURN(min_running, r.Integer("min_running", false, 0));
   const Json* rate = r.Get("rate_limit");
-  if (!max_running && !min_running && rate == nullptr) return std::optional<KeyLimits>();
+  FAIRGATE_ASSIGN_OR_RETURN(per_weight, r.Bool("rate_per_weight"));
+  if (!max_running && !min_running && rate == nullptr && !per_weight) {
+    return std::optional<KeyLimits>();
+  }
   KeyLimits limits;
+  limits.rate_per_weight = per_weight.value_or(false);
   if (max_running) limits.max_running = *max_running;
   if (min_running) limits.min_running = *min_running;
   if (rate != nullptr) {
@@ -193,7 +197,9 @@ StatusOr<TraceKey> ParseKey(const Json& value, const std::string& where) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
   }
   ObjectReader r(value, where);
-  if (Status s = r.OnlyFields({"weight", "max_running", "min_running", "rate_limit"}); !s.ok()) {
+  if (Status s =
+          r.OnlyFields({"weight", "max_running", "min_running", "rate_limit", "rate_per_weight"});
+      !s.ok()) {
     return s;
   }
   TraceKey key;
@@ -553,7 +559,10 @@ Status ParseRuleFields(const ObjectReader& r, const std::string& file, Trace& tr
       return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
     }
     ObjectReader lr(*limits, where);
-    if (Status s = lr.OnlyFields({"max_running", "min_running", "rate_limit"}); !s.ok()) return s;
+    if (Status s = lr.OnlyFields({"max_running", "min_running", "rate_limit", "rate_per_weight"});
+        !s.ok()) {
+      return s;
+    }
     FAIRGATE_ASSIGN_OR_RETURN(parsed, ParseLimits(lr, where));
     if (parsed) trace.options.rule.default_key_limits = *parsed;
   }

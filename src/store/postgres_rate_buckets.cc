@@ -1,6 +1,7 @@
 // PostgresStore's share of the fleet's rate limits: a lease of a bucket's tokens
-// (SharedStore::TakeTokens; the statements are postgres_statements.h's kMakeBucket and
-// kTakeTokens).
+// (SharedStore::TakeTokens; the statements are postgres_statements.h's kTakeTokens and
+// kForgetFullBuckets).
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
@@ -21,33 +22,30 @@ StatusOr<TokenLease> PostgresStore::TakeTokens(std::string_view bucket, const Ra
   if (want < 1) {
     return absl::InvalidArgumentError(absl::StrCat("tokens wanted must be >= 1, got ", want));
   }
-  const std::string name(bucket);
   Session session = pool_.Take();
   Link& link = *session;
-  bool made;
+  bool sweep = false;
   {
+    const double now =
+        std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
     std::lock_guard lock(buckets_mutex_);
-    made = buckets_made_.contains(name);
+    if (now >= next_bucket_sweep_) {
+      next_bucket_sweep_ = now + kBucketSweepSeconds;
+      sweep = true;
+    }
   }
-  if (!made) {
-    StatusOr<Result> r = pool_.RetryingExec(link, kMakeBucket, {{name}, {Number(limit.burst)}},
-                                            "make a rate bucket");
-    if (!r.ok()) return r.status();
-    std::lock_guard lock(buckets_mutex_);
-    buckets_made_.insert(name);
-  }
+  // Best effort: a sweep that fails leaves rows that are as good as none, for the next one.
+  if (sweep)
+    pool_.RetryingExec(link, kForgetFullBuckets, {}, "forget full rate buckets").IgnoreError();
   // A retry after a lost answer may take tokens twice: the fleet then starts fewer jobs, never
   // more.
-  StatusOr<Result> r = pool_.RetryingExec(
-      link, kTakeTokens,
-      {{name}, {Number(limit.per_second)}, {Number(limit.burst)}, {std::to_string(want)}},
-      "take a rate limit's tokens");
+  StatusOr<Result> r = pool_.RetryingExec(link, kTakeTokens,
+                                          {{std::string(bucket)},
+                                           {Number(limit.per_second)},
+                                           {Number(limit.burst)},
+                                           {std::to_string(want)}},
+                                          "take a rate limit's tokens");
   if (!r.ok()) return r.status();
-  if (PQntuples(r->get()) != 1) {
-    std::lock_guard lock(buckets_mutex_);
-    buckets_made_.erase(name);  // its row was deleted: made again by the next take
-    return absl::UnavailableError(absl::StrCat("rate bucket '", name, "' has no row"));
-  }
   TokenLease lease;
   lease.taken = std::atoi(PQgetvalue(r->get(), 0, 0));
   const double left = std::strtod(PQgetvalue(r->get(), 0, 1), nullptr);

@@ -202,12 +202,14 @@ INSERT INTO fairgate_key_heads (fairness_key, type, head, cost)
   GROUP BY j.fairness_key, j.type
   ON CONFLICT DO NOTHING;
 -- Version 4: the fleet's rate limits' buckets (SharedStore::TakeTokens): the tokens the last
--- take left, when (the server's clock, Unix seconds), and how many it took.
+-- take left, when (the server's clock, Unix seconds), how many it took, and when the bucket is
+-- full again (a full bucket's row is as good as none: the sweep deletes it).
 CREATE TABLE IF NOT EXISTS fairgate_rate_buckets (
   name text PRIMARY KEY,
   tokens double precision NOT NULL,
   at double precision NOT NULL,
-  taken integer NOT NULL DEFAULT 0
+  taken integer NOT NULL DEFAULT 0,
+  full_at double precision NOT NULL DEFAULT 0
 );
 INSERT INTO fairgate_schema (version)
   SELECT 4 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
@@ -398,26 +400,37 @@ inline constexpr const char* kJobColumns =
 // clock_timestamp() of FAIRGATE_PG_NOW moves between the expressions of one row).
 #define FAIRGATE_PG_STATEMENT_TIME "extract(epoch from statement_timestamp())::double precision"
 // A take of up to $4 tokens from bucket $1 under the limit ($2 a second, burst $3), one
-// statement: the tokens at the statement's time t are least(burst, tokens + (t - at) * rate) (a row
-// is made full by MakeBucket first); it takes their whole part, at most $4, and keeps the rest.
-// Concurrent takes of one bucket wait for each other's row lock and compute from the row they
-// find (a t before the row's `at`, as a take that waited for a later one's lock has, gains
-// nothing), so no token is given twice. Returns (taken, tokens left).
+// statement: the tokens at the statement's time t are least(burst, tokens + (t - at) * rate), or
+// the burst for a bucket without a row; it takes their whole part, at most $4, keeps the rest,
+// and notes when the bucket is full again. Concurrent takes of one bucket wait for each other's
+// row lock and compute from the row they find (a t before the row's `at`, as a take that waited
+// for a later one's lock has, gains nothing), so no token is given twice. Returns (taken, tokens
+// left).
 #define FAIRGATE_PG_BUCKET_AT \
-  "least($3::float8, tokens + greatest(0, " FAIRGATE_PG_STATEMENT_TIME " - at) * $2::float8)"
+  "least($3::float8, b.tokens + greatest(0, " FAIRGATE_PG_STATEMENT_TIME " - b.at) * $2::float8)"
+#define FAIRGATE_PG_BUCKET_TAKEN "least($4::int, floor(" FAIRGATE_PG_BUCKET_AT "))"
+#define FAIRGATE_PG_NEW_TAKEN "least($4::int, floor($3::float8))"
 inline constexpr const char* kTakeTokens =
-    "UPDATE fairgate_rate_buckets SET "
-    "taken = least($4::int, floor(" FAIRGATE_PG_BUCKET_AT
-    "))::int, "
-    "tokens = " FAIRGATE_PG_BUCKET_AT " - least($4::int, floor(" FAIRGATE_PG_BUCKET_AT
-    ")), "
-    "at = greatest(at, " FAIRGATE_PG_STATEMENT_TIME
-    ") "
-    "WHERE name = $1 RETURNING taken, tokens";
-// A bucket's row, full, if it has none.
-inline constexpr const char* kMakeBucket =
-    "INSERT INTO fairgate_rate_buckets (name, tokens, at) "
-    "VALUES ($1, $2::float8, " FAIRGATE_PG_STATEMENT_TIME ") ON CONFLICT (name) DO NOTHING";
+    "INSERT INTO fairgate_rate_buckets AS b (name, tokens, at, taken, full_at) "
+    "VALUES ($1, $3::float8 - " FAIRGATE_PG_NEW_TAKEN ", " FAIRGATE_PG_STATEMENT_TIME
+    ", " FAIRGATE_PG_NEW_TAKEN "::int, " FAIRGATE_PG_STATEMENT_TIME " + " FAIRGATE_PG_NEW_TAKEN
+    " / $2::float8) "
+    "ON CONFLICT (name) DO UPDATE SET "
+    "taken = " FAIRGATE_PG_BUCKET_TAKEN
+    "::int, "
+    "tokens = " FAIRGATE_PG_BUCKET_AT " - " FAIRGATE_PG_BUCKET_TAKEN
+    ", "
+    "at = greatest(b.at, " FAIRGATE_PG_STATEMENT_TIME
+    "), "
+    "full_at = greatest(b.at, " FAIRGATE_PG_STATEMENT_TIME
+    ") + ($3::float8 - (" FAIRGATE_PG_BUCKET_AT " - " FAIRGATE_PG_BUCKET_TAKEN
+    ")) / $2::float8 "
+    "RETURNING taken, tokens";
+// The rows of full buckets: as good as none (kTakeTokens starts a bucket without a row full), so
+// that a fleet that has seen a million clients' keys keeps rows only for those taking now. A
+// take that changed a row since the statement began is seen by it (the row is checked again).
+inline constexpr const char* kForgetFullBuckets =
+    "DELETE FROM fairgate_rate_buckets WHERE full_at <= " FAIRGATE_PG_STATEMENT_TIME;
 
 }  // namespace fairgate::store::postgres
 

@@ -31,7 +31,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "fairgate/postgres_store.h"
 #include "fairgate/store.h"
 #include "store/claim_planner.h"
@@ -80,8 +79,8 @@ class PostgresStore final : public SharedStore {
   Status ReleaseResource(std::string_view group, std::string_view id, std::uint64_t token) override;
   StatusOr<std::vector<SavedKey>> ShareKeyCosts(const std::vector<SavedKey>& charged,
                                                 const std::vector<std::string>& keys) override;
-  // One statement (kTakeTokens) once the bucket's row is known to exist (kMakeBucket makes it,
-  // full, the first time this store takes from it).
+  // One statement (kTakeTokens, which makes the bucket's row, full, if it has none); now and
+  // then (kBucketSweepSeconds) a second deletes the rows of full buckets (kForgetFullBuckets).
   StatusOr<TokenLease> TakeTokens(std::string_view bucket, const RateLimit& limit,
                                   int want) override;
   StatusOr<std::vector<StoredJob>> ClaimJobs(const std::vector<ClaimableType>& types,
@@ -179,9 +178,10 @@ class PostgresStore final : public SharedStore {
   const std::string replica_;
   LeaseBook book_;  // this replica's claims and leases (thread-safe, its own mutex)
 
-  std::mutex buckets_mutex_;  // guards buckets_made_
-  // The rate buckets whose row this store has made or found (TakeTokens).
-  absl::flat_hash_set<std::string> buckets_made_;
+  static constexpr double kBucketSweepSeconds = 60;
+  std::mutex buckets_mutex_;  // guards next_bucket_sweep_
+  // When TakeTokens next deletes the full buckets' rows (steady clock, seconds).
+  double next_bucket_sweep_ = 0;
   std::mutex listen_mutex_;  // guards the listener; WaitForJobs runs on one thread
   Connection listener_;      // LISTENs on FAIRGATE_PG_JOBS_CHANNEL; connected on first wait
 };

@@ -167,6 +167,45 @@ TEST_CASE("GitMirror.Fleet.TheRateOfAllClonesIsTheFleets") {
   }
 }
 
+// --client-rate with --database is the fleet's too: one client's bucket of 5 (a token every 100 s
+// after) for both replicas. Twelve packs of one client, through a and b in turn: as a fleet at
+// most 5 are served (a replica takes a token at a time, and one more ahead when it uses its last,
+// so a token may wait unused on the other), the others refused with 429 and a Retry-After within
+// the bucket's 100 s; as islands (each its own bucket of 5) ten are served.
+TEST_CASE("GitMirror.Fleet.AClientsRateIsTheFleets") {
+  for (const bool fleet : {true, false}) {
+    CAPTURE(fleet);
+    const GateConfig config{.capacity = 4, .client_rate = 0.01, .client_burst = 5};
+    TwoReplicas replicas(fleet, config, config);
+    // The mirror made by another client, whose bucket is its own (a first clone: 4 requests).
+    RequireClone(replicas.a->Url("tools.git"), replicas.up.work.path / "warm", "alice");
+    const std::string head = Git({"-C", replicas.up.upstream.string(), "rev-parse", "HEAD"});
+    int served = 0;
+    for (int i = 0; i < 12; ++i) {
+      const ServerUnderTest& replica = i % 2 == 0 ? *replicas.a : *replicas.b;
+      const RawResponse response = RawPackRequest(replica.port, head, "bob", std::to_string(i));
+      CAPTURE(i);
+      if (response.status == 200) {
+        ++served;
+        continue;
+      }
+      CHECK(response.status == 429);
+      const std::size_t at = response.head.find("Retry-After: ");
+      REQUIRE(at != std::string::npos);
+      const int retry_after = std::atoi(response.head.c_str() + at + 13);
+      CHECK(retry_after >= 1);
+      CHECK(retry_after <= 100);
+    }
+    if (fleet) {
+      CHECK(served >= 1);
+      CHECK(served <= 5);
+    } else {
+      CHECK(served == 10);
+    }
+    MESSAGE(std::string(fleet ? "fleet" : "islands") << ": " << served << " of 12 packs served");
+  }
+}
+
 TEST_CASE("GitMirror.Fleet.AFetchOnOneReplicaKeepsTheOtherOffThatRepository") {
   for (const bool fleet : {true, false}) {
     CAPTURE(fleet);
