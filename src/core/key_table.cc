@@ -116,7 +116,7 @@ bool KeyTable::Grant(KeyState& key, double tokens, double due) {
   const bool first = !bucket.granted;
   bucket.tokens.left += tokens;
   bucket.granted = true;
-  bucket.due = due;
+  bucket.at = due;
   if (bucket.tokens.left >= 1) {
     if (bucket.held) {
       bucket.held = false;
@@ -134,14 +134,14 @@ bool KeyTable::Grant(KeyState& key, double tokens, double due) {
 void KeyTable::Hold(KeyState& key, KeyBucket& bucket, const RateLimit& limit) {
   bucket.held = true;
   ++held_count_;
-  bucket.release_at = bucket.tokens.NextTokenAt(limit);
-  held_.emplace(bucket.release_at, &key);
+  bucket.at = bucket.tokens.NextTokenAt(limit);
+  held_.emplace(bucket.at, &key);
 }
 
 void KeyTable::Release(KeyState& key) {
   auto it = buckets_.find(&key);
   if (it == buckets_.end() || !it->second.held) return;
-  if (!leased_) held_.erase({it->second.release_at, &key});
+  if (!leased_) held_.erase({it->second.at, &key});
   it->second.held = false;
   --held_count_;
 }
@@ -186,7 +186,7 @@ std::optional<double> KeyTable::MissingTokenAt(const KeyState& key, double now) 
     if (it == buckets_.end() || !it->second.granted || it->second.tokens.left >= 1) {
       return std::nullopt;
     }
-    return std::max(now, it->second.due);
+    return std::max(now, it->second.at);
   }
   if (it == buckets_.end() || it->second.tokens.HasToken(limit, now)) return std::nullopt;
   return it->second.tokens.NextTokenAt(limit);
@@ -205,11 +205,11 @@ Status KeyTable::CheckRates() const {
   for (const auto& [key, bucket] : buckets_) {
     if (!bucket.held) continue;
     ++held;
-    if (!held_.contains({bucket.release_at, const_cast<KeyState*>(key)})) {
+    if (!held_.contains({bucket.at, const_cast<KeyState*>(key)})) {
       return absl::InternalError(
           absl::StrCat("key '", *key->name, "' is held by its rate but not filed for release"));
     }
-    if (bucket.release_at != bucket.tokens.NextTokenAt(RateOf(*key))) {
+    if (bucket.at != bucket.tokens.NextTokenAt(RateOf(*key))) {
       return absl::InternalError(
           absl::StrCat("key '", *key->name, "' is filed for release at another time"));
     }

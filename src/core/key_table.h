@@ -210,19 +210,20 @@ class KeyTable {
   auto end() const { return keys_.end(); }
 
  private:
-  // A key's bucket: its tokens (core/token_bucket.h), and whether it is held until its next one
-  // (release_at, as filed in held_).
+  // A key's bucket: its tokens (core/token_bucket.h), whether it is held until its next one, and
+  // `at`: not leased, that token's time (its release, as filed in held_); leased, when the store
+  // said the next token is due. Leased also: whether it asks for a lease (filed in asking_), and
+  // whether a grant came (before the first, a call is never refused for want of a token: the
+  // lease is on its way). 32 bytes, as the map's slots of a table of many keys are read at each
+  // key-level check.
   struct KeyBucket {
     Tokens tokens;
     bool held = false;
-    double release_at = 0;  // not leased
-    // Leased: whether it asks for a lease (filed in asking_), whether a grant came (before the
-    // first, a call is never refused for want of a token: the lease is on its way), and when the
-    // store said the next token is due.
     bool asked = false;
     bool granted = false;
-    double due = 0;
+    double at = 0;
   };
+  static_assert(sizeof(KeyBucket) == 32, "a key's bucket is a map slot's 32 bytes (above)");
   // Leased: holds the key (no release time: a grant lets it go) and files its bucket as asking.
   void HoldLeased(KeyState& key, KeyBucket& bucket);
   void SetAsked(KeyState& key, KeyBucket& bucket, bool asked);
