@@ -471,6 +471,122 @@ TEST_CASE("PostgresStore.AClaimTakesTheFirstJobsOfTheWholeOrderWhateverTheKeysAn
   }
 }
 
+// The same for a claim whose jobs take leases (a fleet-wide conflict group, one job per
+// repository at once): many keys with tied costs, repositories held by another replica, retries
+// due and not. The claim offers the first jobs of the whole order of claimable jobs (not held,
+// due, their repository free) and takes, in that order, each whose repository no job it took
+// already needs, up to the claim's size, whatever the number of keys (it reads the keys' heads,
+// not every key).
+TEST_CASE("PostgresStore.AClaimWithLeasesTakesTheFirstClaimableJobsOfTheWholeOrder") {
+  testing::PostgresServer server;
+  std::mt19937 random(20261129);
+  const std::vector<ClaimableType> types = {{"fetch", 2, "repo", 1, 0}, {"clone", 5, "repo", 1, 0}};
+  for (const int keys : {1, 3, 30, 300}) {
+    CAPTURE(keys);
+    auto a = *OpenPostgresStore(server.conninfo(), {"a"});
+    auto other = *OpenPostgresStore(server.conninfo(), {"other"});
+    server.Sql(
+        "TRUNCATE fairgate_durable_jobs, fairgate_keys, fairgate_resource_leases, "
+        "fairgate_key_heads");
+    std::map<std::string, double> cost;
+    std::vector<SavedKey> saved;
+    for (int k = 0; k < keys; ++k) {
+      const std::string key = "k" + std::to_string(k);
+      if (random() % 3 == 0) continue;  // never charged: 0, tied with many
+      cost[key] = static_cast<double>(random() % 3);
+      saved.push_back({key, cost[key], 0});
+    }
+    REQUIRE(a->SaveLearned({{}, saved, {}}, 0, 0).ok());
+    std::vector<StoredJob> batch;
+    for (int i = 0; i < 900; ++i) {
+      // A few repositories take most jobs, so that keys' first ready jobs are often blocked.
+      const std::uint32_t repo = random() % 3 == 0 ? random() % 40 : random() % 4;
+      batch.push_back(Job(random() % 5 == 0 ? "clone" : "fetch", "r" + std::to_string(repo),
+                          "k" + std::to_string(random() % keys)));
+    }
+    REQUIRE(a->AddJobs(batch).ok());
+    // Retries, then another replica holding a few repositories.
+    {
+      auto retrier = *OpenPostgresStore(server.conninfo(), {"retrier"});
+      const std::vector<StoredJob> retried = *retrier->ClaimJobs(types, 12, 60);
+      for (std::size_t i = 0; i < retried.size(); ++i) {
+        if (i % 3 == 2) {
+          REQUIRE(retrier->ReleaseJob(retried[i].sequence).ok());
+        } else {
+          REQUIRE(retrier->DeferJob(retried[i].sequence, i % 3 == 0 ? 4e9 : 1, "retry").ok());
+        }
+      }
+      server.Sql("DELETE FROM fairgate_resource_leases WHERE holder = 'retrier'");
+    }
+    std::set<std::uint64_t> held;
+    std::set<std::string> held_repos;
+    const std::vector<StoredJob> kept = *other->ClaimJobs(types, 3, 60);
+    for (const StoredJob& job : kept) {
+      held.insert(job.sequence);
+      held_repos.insert(job.id);
+    }
+    for (const int n : {1, 4, 9}) {
+      CAPTURE(n);
+      struct Place {
+        int tier;
+        double cost;
+        std::uint64_t sequence;
+        std::string repo;
+      };
+      std::vector<Place> order;
+      const std::vector<StoredJob> live = *a->LiveJobs();
+      for (const StoredJob& job : live) {
+        if (held.contains(job.sequence) || job.not_before > 1e9 || held_repos.contains(job.id)) {
+          continue;
+        }
+        auto c = cost.find(job.fairness_key);
+        order.push_back(
+            {job.type == "clone" ? 5 : 2, c == cost.end() ? 0.0 : c->second, job.sequence, job.id});
+      }
+      std::sort(order.begin(), order.end(), [](const Place& x, const Place& y) {
+        return std::tuple(-x.tier, x.cost, x.sequence) < std::tuple(-y.tier, y.cost, y.sequence);
+      });
+      // The claim's candidates are the first 4 n of the order; it takes them in order, each
+      // repository once.
+      std::vector<std::uint64_t> expected;
+      std::set<std::string> taken;
+      for (std::size_t i = 0; i < order.size() && i < static_cast<std::size_t>(4 * n) &&
+                              expected.size() < static_cast<std::size_t>(n);
+           ++i) {
+        if (taken.insert(order[i].repo).second) expected.push_back(order[i].sequence);
+      }
+      std::sort(expected.begin(), expected.end());
+      const std::vector<StoredJob> claimed = *a->ClaimJobs(types, n, 60);
+      std::vector<std::uint64_t> got;
+      for (const StoredJob& job : claimed) got.push_back(job.sequence);
+      std::sort(got.begin(), got.end());
+      CHECK(got == expected);
+      for (std::uint64_t sequence : got) REQUIRE(a->ReleaseJob(sequence).ok());
+      server.Sql("DELETE FROM fairgate_resource_leases WHERE holder = 'a'");
+    }
+  }
+
+  // Keys whose first ready jobs are blocked do not hide a key behind them: eight keys (as many
+  // as a claim of one reads first) begin with a job on a held repository, each with a free job
+  // later; a ninth key's first job, stored between, comes first.
+  server.Sql(
+      "TRUNCATE fairgate_durable_jobs, fairgate_keys, fairgate_resource_leases, "
+      "fairgate_key_heads");
+  auto a = *OpenPostgresStore(server.conninfo(), {"a"});
+  auto other = *OpenPostgresStore(server.conninfo(), {"other"});
+  REQUIRE(a->AddJob(Job("fetch", "busy", "holder")).ok());
+  REQUIRE(other->ClaimJobs(types, 1, 60)->size() == 1);  // holds "busy"
+  for (int k = 0; k < 8; ++k)
+    REQUIRE(a->AddJob(Job("fetch", "busy", "k" + std::to_string(k))).ok());
+  const std::uint64_t first = *a->AddJob(Job("fetch", "free-8", "k8"));
+  for (int k = 0; k < 8; ++k) {
+    REQUIRE(a->AddJob(Job("fetch", "free-" + std::to_string(k), "k" + std::to_string(k))).ok());
+  }
+  const std::vector<StoredJob> claimed = *a->ClaimJobs(types, 1, 60);
+  REQUIRE(claimed.size() == 1);
+  CHECK(claimed[0].sequence == first);
+}
+
 // The keys' heads (fairgate_key_heads, kept by triggers under a lock per key) against the jobs
 // while two producers store jobs of a few keys and two replicas claim, give back, defer and
 // remove them at once: every job is claimed in the end (no key lost from the heads), and the

@@ -322,26 +322,48 @@ inline constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
     "RETURNING j.sequence, j.type, j.id, j.fairness_key, j.payload, j.submitted_at, "
     "  j.attempts - 1, j.not_before, j.last_error, j.token";
 
-// A claim's keys found by walking the jobs: each wanted type's keys with a job that is claimable
-// (`claimable`: its leases are free now, FAIRGATE_PG_LEASES_FREE) with the first such job (its
-// head), one descent of the (type, fairness_key, sequence) index per key (a loose index scan), and
-// their costs: O(keys) rows. A claim whose jobs take leases reads its keys this way, because a
-// key's first ready job may not be its first claimable one.
-#define FAIRGATE_PG_KEYED_BY_WALK(wall, claimable)                                     \
-  "heads AS ("                                                                         \
-  "  SELECT w.type, w.tier, f.key, f.head FROM wanted w CROSS JOIN LATERAL ("          \
-  "    SELECT j.fairness_key AS key, j.sequence AS head FROM fairgate_durable_jobs j " \
-  "    WHERE j.type = w.type AND NOT j.dead AND j.not_before <= $" #wall               \
-  " AND j.holder IS NULL AND " claimable                                               \
-  "    ORDER BY j.fairness_key, j.sequence LIMIT 1) f "                                \
-  "  UNION ALL "                                                                       \
-  "  SELECT k.type, k.tier, f.key, f.head FROM heads k CROSS JOIN LATERAL ("           \
-  "    SELECT j.fairness_key AS key, j.sequence AS head FROM fairgate_durable_jobs j " \
-  "    WHERE j.type = k.type AND NOT j.dead AND j.fairness_key > k.key "               \
-  "      AND j.not_before <= $" #wall " AND j.holder IS NULL AND " claimable           \
-  "    ORDER BY j.fairness_key, j.sequence LIMIT 1) f), "                              \
-  "keyed AS (SELECT h.*, coalesce(c.accumulated_cost, 0) AS cost FROM heads h "        \
-  "  LEFT JOIN fairgate_keys c ON c.key = h.key), "
+// The first job of key `h` (a row of fairgate_key_heads) from its head on that is ready (never
+// deferred, held by nobody) and `claimable`, with `upto` a further condition on its sequence.
+#define FAIRGATE_PG_FIRST_CLAIMABLE(upto, claimable)                             \
+  "SELECT j.sequence AS head FROM fairgate_durable_jobs j "                      \
+  "WHERE j.type = h.type AND j.fairness_key = h.fairness_key AND NOT j.dead "    \
+  "  AND j.sequence >= h.head " upto " AND " FAIRGATE_PG_READY " AND " claimable \
+  " "                                                                            \
+  "ORDER BY j.sequence LIMIT 1"
+
+// A claim's keys when a key's first ready job may not be claimable (`claimable`: its leases are
+// free now, FAIRGATE_PG_LEASES_FREE): each wanted type's first M keys in the order of (cost, first
+// claimable job), M = 2 x the claim, from the heads table without reading every key.
+// - scanned: the keys in the heads' (cost, head) order, each with its first claimable job (a key
+//   with none is passed over), the first M of them: they stop at a key (c, h) of the index.
+// - edge: per type, that last cost c, the last head h read at c, and the latest first claimable
+//   job `last` among the scanned keys at c.
+// A key not scanned has a higher cost, or cost c and a head after h, so its first claimable job is
+// after h too; the scanned keys are M keys that all come no later than (c, last). So the first M
+// keys of the order are among the scanned ones and those at cost c whose heads lie in (h, last]
+// with a claimable job by `last`: one range of the index, empty unless a scanned key at c had
+// its first ready jobs blocked. keyed: the first M of both, per type. Rows read: O(claim size +
+// blocked keys and jobs passed over), whatever the number of keys.
+#define FAIRGATE_PG_KEYED_BY_CLAIMABLE_HEADS(claimable) \
+  "scanned AS MATERIALIZED (SELECT w.type, w.tier, s.key, s.first, s.head, s.cost "             \
+  "  FROM wanted w CROSS JOIN LATERAL ("                                                         \
+  "    SELECT h.fairness_key AS key, h.head AS first, f.head, h.cost "                           \
+  "    FROM fairgate_key_heads h CROSS JOIN LATERAL (" FAIRGATE_PG_FIRST_CLAIMABLE(              \
+      "", claimable) ") f "                                                                      \
+  "    WHERE h.type = w.type ORDER BY h.cost, h.head LIMIT 2 * $3) s), "                         \
+  "edge AS (SELECT DISTINCT ON (s.type) s.type, s.tier, s.cost, s.first, "                     \
+  "  max(s.head) OVER (PARTITION BY s.type, s.cost) AS last "                                    \
+  "  FROM scanned s ORDER BY s.type, s.cost DESC, s.first DESC), "                               \
+  "keyed AS (SELECT r.type, r.tier, r.key, r.head, r.cost FROM ("                                \
+  "  SELECT u.*, row_number() OVER (PARTITION BY u.type ORDER BY u.cost, u.head) AS rank FROM (" \
+  "    SELECT type, tier, key, head, cost FROM scanned UNION ALL "                               \
+  "    SELECT e.type, e.tier, b.key, b.head, e.cost FROM edge e CROSS JOIN LATERAL ("            \
+  "      SELECT h.fairness_key AS key, f.head FROM fairgate_key_heads h "                        \
+  "      CROSS JOIN LATERAL (" FAIRGATE_PG_FIRST_CLAIMABLE("AND j.sequence <= e.last",           \
+                                                           claimable) ") f "                     \
+  "      WHERE h.type = e.type AND h.cost = e.cost AND h.head > e.first "                        \
+  "        AND h.head <= e.last) b) u) r "                                                       \
+  "  WHERE r.rank <= 2 * $3), "
 
 // Whether job `j` could take the leases its type needs now (ClaimableType): its resource
 // ($5 the group, $6 its conflict limit; '' for none) and its type's fleet-wide cap ($7 slots; 0
@@ -364,9 +386,9 @@ inline constexpr const char* kClaimCandidates = FAIRGATE_PG_CLAIM_CANDIDATES(
     4,
     "SELECT * FROM unnest($1::text[], $2::int[], $5::text[], $6::int[], $7::int[]) "
     "AS w(type, tier, grp, lim, cap)",
-    FAIRGATE_PG_KEYED_BY_WALK(4, FAIRGATE_PG_LEASES_FREE),
-    "j.not_before <= $4 AND j.holder IS NULL AND " FAIRGATE_PG_LEASES_FREE,
-    FAIRGATE_PG_LEASES_FREE, "") "SELECT sequence, type, id FROM picked ORDER BY lapsed DESC, "
+    FAIRGATE_PG_KEYED_BY_CLAIMABLE_HEADS(FAIRGATE_PG_LEASES_FREE),
+    FAIRGATE_PG_READY " AND " FAIRGATE_PG_LEASES_FREE, FAIRGATE_PG_LEASES_FREE,
+    FAIRGATE_PG_DEFERRED_DUE(4) " AND " FAIRGATE_PG_LEASES_FREE) "SELECT sequence, type, id FROM picked ORDER BY lapsed DESC, "
                                  "tier DESC, cost, sequence";
 
 // Takes one free slot of resource ($1, $2) of $4 slots for replica $3 for $5 seconds, a slot

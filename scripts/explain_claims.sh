@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# EXPLAIN (ANALYZE, BUFFERS) of the first statement of a PostgreSQL claim whose jobs take leases
+# (kClaimCandidates, src/store/postgres_statements.h): 20,000 "fetch" jobs on 400 repositories of
+# one conflict group (limit 1), over 100 and then 10,000 keys whose costs are 0-3, for claims of
+# 23, 64 and 128 jobs (their candidates: 4 x as many); each measured three times in a rolled-back
+# transaction, the last printed. On a throwaway server (scripts/pg_temp.sh).
+#
+#   scripts/explain_claims.sh [REV ...]   # the statement as in each git revision (`work-tree`:
+#                                         # as it is in the work tree; none: the work tree)
+#
+# Each revision's statements are compiled into a small printer (g++, the repository's headers).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+chmod 755 "$work"  # the server runs as `postgres` when this runs as root
+dir="$work/pg"
+mkdir "$dir"
+cleanup() {
+  bash "$top/scripts/pg_temp.sh" stop "$dir" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+revisions=("$@")
+if [[ ${#revisions[@]} -eq 0 ]]; then revisions=(work-tree); fi
+cat >"$work/print.cc" <<'CC'
+#include <cstdio>
+#include STATEMENTS
+int main(int, char** argv) {
+  using namespace fairgate::store::postgres;
+  std::puts(argv[1][0] == 's' ? kSchema : kClaimCandidates);
+}
+CC
+for rev in "${revisions[@]}"; do
+  header="$work/$rev.h"
+  if [[ $rev == work-tree ]]; then
+    cp "$top/src/store/postgres_statements.h" "$header"
+  else
+    git -C "$top" show "$rev:src/store/postgres_statements.h" >"$header"
+  fi
+  g++ -std=c++20 -I"$top/src" -I"$top/include" -DSTATEMENTS="\"$header\"" "$work/print.cc" \
+    -o "$work/print-$rev"
+done
+conn=$(bash "$top/scripts/pg_temp.sh" start "$dir" | tail -1)
+q() { psql "$conn" -X -q -v ON_ERROR_STOP=1 "$@"; }
+"$work/print-${revisions[0]}" schema | q >/dev/null
+for keys in 100 10000; do
+  q -c "TRUNCATE fairgate_durable_jobs, fairgate_keys, fairgate_key_heads, fairgate_resource_leases"
+  q -c "INSERT INTO fairgate_keys SELECT 'k' || k, k % 4, 0 FROM generate_series(0, $keys - 1) k"
+  q -c "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at)
+        SELECT 'fetch', 'r' || (i % 400), 'k' || ((i * 7919) % $keys), '', 0
+        FROM generate_series(1, 20000) i"
+  q -c "ANALYZE"
+  for rev in "${revisions[@]}"; do
+    statement=$("$work/print-$rev" claim)
+    for n in 23 64 128; do
+      for round in 1 2 3; do
+        out=$(q -t -A -c "BEGIN" -c "PREPARE c AS $statement" \
+          -c "EXPLAIN (ANALYZE, BUFFERS) EXECUTE c('{fetch}', '{2}', $((4 * n)), 1e10, '{repo}', '{1}', '{0}', '')" \
+          -c "ROLLBACK")
+      done
+      echo "$keys keys, $rev, claim of $n: $(echo "$out" | grep -E 'Planning Time|Execution Time' | tr '\n' ' ')"
+    done
+  done
+done
