@@ -17,6 +17,7 @@
 #include "doctest/doctest.h"
 #include "fairgate/evidence.h"
 #include "fairgate/scheduler.h"
+#include "runtime/fleet_rates.h"
 #include "runtime_test_util.h"
 #include "test_job_types.h"
 
@@ -261,6 +262,17 @@ TEST_CASE("Core.RateLimit.ALeasedKeyWaitsForItsGrantWhileOtherKeysAreServed") {
   CHECK(core->pending_jobs() == 1);  // g
   CHECK(core->WantsTokens());
   CHECK(core->CheckInvariants().ok());
+}
+
+// A fleet's bucket is named in the store by what it limits; a key that is not printable ASCII (a
+// NUL, bytes that are not UTF-8) by its bytes in hex, so that the database's text takes it whole.
+TEST_CASE("FleetRates.ABucketsNameInTheStoreIsTextForAnyKey") {
+  using internal::FleetRates;
+  CHECK(FleetRates::StoreName(BucketName::Global()) == "global");
+  CHECK(FleetRates::StoreName(BucketName::Type("clone")) == "type:clone");
+  CHECK(FleetRates::StoreName(BucketName::Key("10.0.0.7")) == "key:10.0.0.7");
+  CHECK(FleetRates::StoreName(BucketName::Key(std::string("a\0b", 3))) == "key-hex:610062");
+  CHECK(FleetRates::StoreName(BucketName::Key("caf\xc3")) == "key-hex:636166c3");
 }
 
 TEST_CASE("Core.RateLimit.KeysAreLeasedBeforeAnyJob") {

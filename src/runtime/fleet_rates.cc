@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/escaping.h"
 #include "metrics/prometheus_writer.h"
 
 namespace fairgate::internal {
@@ -47,8 +48,14 @@ std::string FleetRates::StoreName(const core::BucketName& bucket) {
       return "global";
     case core::BucketName::Of::kType:
       return "type:" + bucket.name;
-    case core::BucketName::Of::kKey:
-      return "key:" + bucket.name;
+    case core::BucketName::Of::kKey: {
+      // A key is any bytes; a database name is text: a key that is not all printable ASCII is
+      // named by its bytes in hex, the same on every replica.
+      const bool plain = std::all_of(bucket.name.begin(), bucket.name.end(),
+                                     [](char c) { return c >= 0x20 && c <= 0x7e; });
+      return plain ? "key:" + bucket.name
+                   : "key-hex:" + absl::BytesToHexString(absl::string_view(bucket.name));
+    }
   }
   return "";
 }
