@@ -233,10 +233,15 @@ UPDATE fairgate_schema SET version = 4 WHERE version < 4;
 // - placed: those keys in (tier, cost, head) order. The head of the key in place p has the p - 1
 //   earlier heads before it, so only the first M keys can offer, the key in place p at most
 //   M - p + 1 jobs;
-// - known / bound: each placed key's first ceil(M / keys) jobs, at least M in all; the M-th of
-//   them in claim order bounds the answer (M jobs come at or before it), so a key of a later tier
-//   or cost offers nothing, and one of its tier and cost only jobs up to its sequence. Keys of
-//   equal cost (every new key) interleave by sequence; this bound keeps each to its share;
+// - known / bound: the first jobs of each placed key, at least M in all; the M-th of them in
+//   claim order bounds the answer (M jobs come at or before it), so a key of a later tier or cost
+//   offers nothing, and one of its tier and cost only jobs up to its sequence. Keys of equal cost
+//   (every new key) interleave by sequence; this bound keeps each to its share. The g-th group of
+//   keys of one tier and cost, of n keys, reads ceil(M / (g n)) jobs of each: M for the first
+//   group, M / 2 for the second..., so that where the keys' costs differ (clients charged
+//   different amounts) the bound falls in the first groups, not after every key (at 100 keys of
+//   distinct costs, 200 jobs each, a claim of 400 offered 19,808 jobs with ceil(M / keys) each,
+//   800 now); at most M (1 + 1/2 + ... + 1/groups) read;
 // - offered: the jobs each key may offer, within those bounds and at most $3, with the jobs whose
 //   lease lapsed from the holder index (the two sets never meet: a lapsed job still names its
 //   holder, and a job nobody holds has no lease), which come first, and `more` (SQL of further
@@ -252,14 +257,15 @@ UPDATE fairgate_schema SET version = 4 WHERE version < 4;
 #define FAIRGATE_PG_CLAIM_CANDIDATES(wall, wanted, keyed, ready, claimable, more)       \
   "WITH RECURSIVE wanted AS (" wanted "), " keyed                                       \
   "placed AS MATERIALIZED (SELECT k.*, "                                                \
-  "  row_number() OVER (ORDER BY k.tier DESC, k.cost, k.head) AS place FROM keyed k), " \
+  "  row_number() OVER (ORDER BY k.tier DESC, k.cost, k.head) AS place, "               \
+  "  dense_rank() OVER (ORDER BY k.tier DESC, k.cost) AS grp, "                         \
+  "  count(*) OVER (PARTITION BY k.tier, k.cost) AS grp_keys FROM keyed k), "           \
   "known AS (SELECT tier, cost, head AS sequence FROM placed UNION ALL "                \
   "  SELECT p.tier, p.cost, c.sequence FROM placed p "                                  \
   "  CROSS JOIN LATERAL (SELECT j.sequence FROM fairgate_durable_jobs j "               \
   "    WHERE j.type = p.type AND j.fairness_key = p.key AND NOT j.dead "                \
   "      AND j.sequence > p.head AND " ready                                            \
-  "    ORDER BY j.sequence "                                                            \
-  "    LIMIT ceil(2.0 * $3 / (SELECT count(*) FROM placed))::int - 1) c), "             \
+  "    ORDER BY j.sequence LIMIT ceil(2.0 * $3 / (p.grp * p.grp_keys))::int - 1) c), "  \
   "bound AS (SELECT tier, cost, sequence FROM known "                                   \
   "  ORDER BY tier DESC, cost, sequence OFFSET 2 * $3 - 1 LIMIT 1), "                   \
   "bounded AS (SELECT p.*, CASE WHEN b.tier = p.tier AND b.cost = p.cost "              \
