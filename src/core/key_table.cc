@@ -80,11 +80,10 @@ void KeyTable::HoldLeased(KeyState& key, KeyBucket& bucket) {
     bucket.held = true;
     ++held_count_;
   }
-  SetAsked(key, bucket, true);
+  SetAsked(key, true);
 }
 
-void KeyTable::SetAsked(KeyState& key, KeyBucket& bucket, bool asked) {
-  bucket.asked = asked;
+void KeyTable::SetAsked(KeyState& key, bool asked) {
   if (asked) {
     asking_.insert(&key);
   } else {
@@ -101,7 +100,7 @@ void KeyTable::Arrive(KeyState& key) {
 void KeyTable::AskFor(KeyState& key) {
   if (!leased_) return;
   auto it = buckets_.find(&key);
-  if (it != buckets_.end() && it->second.tokens.left < 1) SetAsked(key, it->second, true);
+  if (it != buckets_.end() && it->second.tokens.left < 1) SetAsked(key, true);
 }
 
 bool KeyTable::GrantFrees(const KeyState& key, double tokens) const {
@@ -122,11 +121,11 @@ bool KeyTable::Grant(KeyState& key, double tokens, double due) {
       bucket.held = false;
       --held_count_;
     }
-    SetAsked(key, bucket, false);
+    SetAsked(key, false);
   } else {
     // An idle key does not ask again and again; one with jobs waiting does (the runtime asks
     // the store no sooner than it said the next token would be due).
-    SetAsked(key, bucket, key.pending > 0);
+    SetAsked(key, key.pending > 0);
   }
   return first && bucket.tokens.left < 1;
 }
@@ -157,9 +156,9 @@ void KeyTable::LimitsChanged(KeyState& key) {
   if (leased_) {
     if (RateOf(key).limited()) {
       Arrive(key);
-    } else if (auto it = buckets_.find(&key); it != buckets_.end()) {
-      Release(key);
-      SetAsked(key, it->second, false);
+    } else {
+      Release(key);  // nothing without a bucket
+      SetAsked(key, false);
     }
     return;
   }
@@ -224,7 +223,7 @@ Status KeyTable::CheckRates() const {
 Status KeyTable::CheckLeasedRates() const {
   if (!held_.empty()) return absl::InternalError("a leased key is filed for release at a time");
   std::size_t held = 0;
-  std::size_t asked = 0;
+  std::size_t asking = 0;
   for (const auto& [key, bucket] : buckets_) {
     const bool limited = RateOf(*key).limited();
     if (bucket.held != (limited && bucket.tokens.left < 1)) {
@@ -232,21 +231,18 @@ Status KeyTable::CheckLeasedRates() const {
                                               bucket.held ? "" : "not ", "held with ",
                                               bucket.tokens.left, " tokens"));
     }
-    if (bucket.asked != asking_.contains(key)) {
-      return absl::InternalError(
-          absl::StrCat("key '", *key->name, "' asks for a lease ",
-                       bucket.asked ? "but is not filed as asking" : "while not asking"));
-    }
-    if (bucket.held && key->pending > 0 && !bucket.asked) {
+    const bool asked = asking_.contains(key);
+    if (bucket.held && key->pending > 0 && !asked) {
       return absl::InternalError(
           absl::StrCat("key '", *key->name, "' waits for tokens without asking for a lease"));
     }
     held += bucket.held;
-    asked += bucket.asked;
+    asking += asked;
   }
-  if (held != held_count_ || asked != asking_.size()) {
+  if (held != held_count_ || asking != asking_.size()) {
     return absl::InternalError(absl::StrCat(held_count_, " keys counted held, ", held, " held; ",
-                                            asking_.size(), " asking, ", asked, " filed"));
+                                            asking_.size(), " asking, ", asking,
+                                            " of them with a bucket"));
   }
   for (const auto& [name, key] : keys_) {
     if (key.pending > 0 && RateOf(key).limited() && !buckets_.contains(&key)) {

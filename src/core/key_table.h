@@ -212,21 +212,21 @@ class KeyTable {
  private:
   // A key's bucket: its tokens (core/token_bucket.h), whether it is held until its next one, and
   // `at`: not leased, that token's time (its release, as filed in held_); leased, when the store
-  // said the next token is due. Leased also: whether it asks for a lease (filed in asking_), and
-  // whether a grant came (before the first, a call is never refused for want of a token: the
-  // lease is on its way). 32 bytes, as the map's slots of a table of many keys are read at each
-  // key-level check.
+  // said the next token is due. Leased also: whether a grant came (before the first, a call is
+  // never refused for want of a token: the lease is on its way); whether it asks for a lease is
+  // its key's place in asking_. 32 bytes, as the map's slots of a table of many keys are read at
+  // each key-level check.
   struct KeyBucket {
     Tokens tokens;
     bool held = false;
-    bool asked = false;
     bool granted = false;
     double at = 0;
   };
   static_assert(sizeof(KeyBucket) == 32, "a key's bucket is a map slot's 32 bytes (above)");
   // Leased: holds the key (no release time: a grant lets it go) and files its bucket as asking.
   void HoldLeased(KeyState& key, KeyBucket& bucket);
-  void SetAsked(KeyState& key, KeyBucket& bucket, bool asked);
+  // Files the key as asking for a lease, or not.
+  void SetAsked(KeyState& key, bool asked);
   // Files the bucket's release at its next token under `limit`.
   void Hold(KeyState& key, KeyBucket& bucket, const RateLimit& limit);
   bool RateHeld(const KeyState& key) const {

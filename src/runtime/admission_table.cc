@@ -45,7 +45,7 @@ void AdmissionTable::UnlockCore() {
   // A leased bucket's tokens come with a lease (FleetRates), not with time: told once when one
   // wants them, whatever changed it (a take, a refusal, a registration), and again after the
   // next grant. Not at every unlock: FleetRates's own look at the table would wake it again.
-  if (leasing_ && !tokens_told_ && core_->WantsTokens()) {
+  if (lease_rates_ && !tokens_told_ && core_->WantsTokens()) {
     tokens_told_ = true;
     tokens_wanted_();
   }

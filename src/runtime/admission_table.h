@@ -401,10 +401,9 @@ class AdmissionTable {
   RecordList unreported_ ABSL_GUARDED_BY(mutex_);
   // The next token pending jobs wait for that the timer was last told of (AdmitLocked).
   std::optional<double> token_told_ ABSL_GUARDED_BY(mutex_);
-  // Whether rate limits are leased (LeaseRates), whether any bucket is, and whom AdmitLocked
-  // tells that one wants tokens.
+  // Whether rate limits are leased (LeaseRates: every key's bucket is, so a bucket may want
+  // tokens from then on), and whom AdmitLocked tells that one wants tokens.
   bool lease_rates_ ABSL_GUARDED_BY(mutex_) = false;
-  bool leasing_ ABSL_GUARDED_BY(mutex_) = false;
   bool tokens_told_ ABSL_GUARDED_BY(mutex_) = false;  // since the last grant (UnlockCore)
   std::function<void()> tokens_wanted_ ABSL_GUARDED_BY(mutex_);
   Phase phase_ ABSL_GUARDED_BY(mutex_) = Phase::kOpen;

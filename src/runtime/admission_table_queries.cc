@@ -25,7 +25,7 @@ StatusOr<bool> AdmissionTable::RegisterType(
   // The fleet's bucket from the first job of the type on (under this lock: no job took a token
   // of a bucket of its own before).
   if (first && lease_rates_ && config.rate_limit.limited()) {
-    leasing_ |= core_->LeaseTokens(name).ok();  // it asks for its first lease (UnlockCore)
+    core_->LeaseTokens(name).IgnoreError();  // limited: it asks for its first lease (UnlockCore)
   }
   // A Submit through the intake is answered later: one that may be refused at once is not.
   if (config.max_queue_wait.count() == 0 && !config.refuse_without_token) intake_types_.Add(name);
@@ -179,7 +179,6 @@ void AdmissionTable::LeaseRates(std::function<void()> wanted) {
   lease_rates_ = true;
   core_->LeaseTokens("").IgnoreError();  // FailedPrecondition: no global rate limit
   // Keys get limits at any time (SetKeyLimits): their buckets are leased from the start.
-  leasing_ = true;
   // Called before the scheduler takes a job: only keys restored idle are tracked.
   if (const Status keys = core_->LeaseKeyTokens(); !keys.ok()) {
     std::fprintf(stderr, "fairgate: %s\n", keys.ToString().c_str());
