@@ -5,7 +5,7 @@
 // description.
 //
 // Every extension is reachable: aging, shortest-first, weights, key limits, idle catch-up, rate
-// limits.
+// limits, groups of keys.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdio>
@@ -44,6 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   config.extensions = true;
   config.draw_idle_catch_up = true;
   config.max_operations = 400;
+  config.groups = choices.Chance(0.5);
   const DriverResult result = fairgate::testing::RunDifferential(choices, config);
   if (!result.difference.empty()) {
     std::fprintf(stderr, "core and reference model differ %s\n", result.difference.c_str());

@@ -177,6 +177,18 @@ const std::array kRows = {
           CHECK(core->NextTokenAt(0) == 1.0);
           HeldUntilReleased(*core, held, sibling, [] {});
         }},
+    Row{Blocker::kGroupLimit,
+        [] {
+          // Keys "k" and "other" of one group that runs one job at a time.
+          auto core = MakeCore();
+          REQUIRE(core->RegisterType("held", Type(2, 2)).ok());
+          REQUIRE(core->SetGroupLimits("g", GroupLimits{.max_running = 1}).ok());
+          REQUIRE(core->SetKeyGroup("k", "g", 0).ok());
+          REQUIRE(core->SetKeyGroup("other", "g", 0).ok());
+          const JobTicket sibling = Add(*core, "sibling", "y", "other");
+          const JobTicket held = Add(*core, "held");
+          HeldUntilReleased(*core, held, sibling, [&] { Complete(*core, sibling); });
+        }},
     Row{Blocker::kConflictLimit,
         [] {
           auto core = MakeCore();

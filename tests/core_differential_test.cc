@@ -24,13 +24,14 @@ constexpr int kSequences = 10000;
 #endif
 
 void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extensions = false,
-             bool workers = false) {
+             bool workers = false, bool groups = false) {
   long admissions = 0, expiries = 0, joins = 0, capacity_changes = 0, lost = 0, reserved = 0,
-       borrowed = 0;
+       borrowed = 0, group_moves = 0;
   DriverConfig config;
   config.base = options;
   config.extensions = extensions;
   config.workers = workers;
+  config.groups = groups;
   for (int i = 0; i < kSequences; ++i) {
     CAPTURE(i);
     RandomChoices choices(salt * 1000003 + i);
@@ -43,13 +44,16 @@ void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extension
     lost += result.lost;
     reserved += result.worker_reserved;
     borrowed += result.borrowed;
+    group_moves += result.group_moves;
   }
+  // With groups, keys must move between groups with their jobs.
+  if (groups) CHECK(group_moves > kSequences / 2);
   // The sequences must exercise admission (and with the extensions, expiry and joins) for the
   // comparison to mean anything.
   CHECK(admissions > kSequences * 10);
   if (extensions) CHECK(expiries > kSequences / 10);
   if (extensions) CHECK(joins > kSequences);
-  if (extensions) CHECK(capacity_changes > kSequences / 4);
+  if (extensions) CHECK(capacity_changes > kSequences / (groups ? 8 : 4));
   // With workers, running jobs must be lost with their workers and reservations must admit.
   if (workers) CHECK(lost > kSequences / 4);
   if (workers) CHECK(reserved > kSequences / 10);
@@ -89,6 +93,14 @@ TEST_CASE("CoreDifferential.Workers.MatchReferenceModel") {
 
 TEST_CASE("CoreDifferential.WorkersWithExtensions.MatchReferenceModel") {
   RunMode(SchedulerOptions::Default(), 8, true, true);
+}
+
+TEST_CASE("CoreDifferential.Groups.MatchReferenceModel") {
+  RunMode(SchedulerOptions::Default(), 9, false, false, true);
+}
+
+TEST_CASE("CoreDifferential.GroupsWithExtensionsAndWorkers.MatchReferenceModel") {
+  RunMode(SchedulerOptions::Default(), 10, true, true, true);
 }
 
 TEST_CASE("CoreDifferential.SeedModeWithIdleCatchUp.MatchesReferenceModel") {

@@ -350,6 +350,8 @@ class Run {
         return Fail("Complete status: core " + got.ToString() + ", model " + want.ToString());
       }
       if (got.ok()) SetState(t->ticket, Tracked::kRunning, Tracked::kGone);
+    } else if (config_.groups && kind < 92 && choices_.Chance(0.5)) {
+      if (!DrawGroupChange()) return false;
     } else if (config_.extensions && kind < 92) {
       const std::string key = choices_.Pick(keys_);
       if (choices_.Chance(0.35)) {
@@ -422,12 +424,54 @@ class Run {
     } else {
       const core::SweepResult got = core_->Sweep(now_);
       const auto [keys_evicted, estimates_evicted] = model_->Sweep(now_);
+      if (got.groups_evicted != model_->groups_evicted()) {
+        return Fail("Sweep: core evicted " + Show(got.groups_evicted) + " groups, the model " +
+                    Show(model_->groups_evicted()));
+      }
       if (got.keys_evicted != keys_evicted || got.estimates_evicted != estimates_evicted) {
         return Fail("Sweep: core evicted " + Show(got.keys_evicted) + " keys and " +
                     Show(got.estimates_evicted) + " estimates, the model " + Show(keys_evicted) +
                     " and " + Show(estimates_evicted));
       }
     }
+    return true;
+  }
+
+  // A key put in a group (or in none), or a group's weight, now and then invalid.
+  bool DrawGroupChange() {
+    if (choices_.Chance(0.2)) {
+      // Limits, now and then out of range.
+      const GroupLimits limits{choices_.Between(0, 3), choices_.Between(-1, 2)};
+      const std::string group = choices_.Pick(groups_);
+      const Status got = core_->SetGroupLimits(group, limits);
+      const Status want = model_->SetGroupLimits(group, limits);
+      if (got.code() != want.code()) {
+        return Fail("SetGroupLimits status: core " + got.ToString() + ", model " + want.ToString());
+      }
+      return true;
+    }
+    if (choices_.Chance(0.2)) {
+      const std::string group = choices_.Pick(groups_);
+      const double weight = choices_.Pick(std::vector<double>{0.5, 1, 2, 3, 0, -1});
+      const Status got = core_->SetGroupWeight(group, weight);
+      const Status want = model_->SetGroupWeight(group, weight);
+      if (got.code() != want.code()) {
+        return Fail("SetGroupWeight status: core " + got.ToString() + ", model " + want.ToString());
+      }
+      return true;
+    }
+    const std::string key = choices_.Pick(keys_);
+    const std::string group = choices_.Pick(groups_);
+    const bool busy = std::any_of(jobs_.begin(), jobs_.end(), [&](const Tracked& j) {
+      const std::optional<core::JobView> job = core_->Describe(j.ticket);
+      return j.state != Tracked::kGone && job && job->key == key;
+    });
+    const Status got = core_->SetKeyGroup(key, group, now_);
+    const Status want = model_->SetKeyGroup(key, group, now_);
+    if (got.code() != want.code()) {
+      return Fail("SetKeyGroup status: core " + got.ToString() + ", model " + want.ToString());
+    }
+    if (got.ok() && busy) ++result_.group_moves;
     return true;
   }
 
@@ -492,6 +536,17 @@ class Run {
       if (tokens.has_value() != std::isfinite(want) || (tokens && *tokens != want)) {
         return Fail("rate limit tokens of key '" + key + "': core " + Show(tokens.value_or(-1)) +
                     ", model " + Show(want));
+      }
+    }
+    if (core_->groups_tracked() != model_->groups_tracked()) {
+      return Fail("groups tracked: core " + Show(core_->groups_tracked()) + ", model " +
+                  Show(model_->groups_tracked()));
+    }
+    for (const std::string& group : groups_) {
+      if (core_->GroupAccumulatedCost(group) != model_->GroupAccumulatedCost(group)) {
+        return Fail("accumulated cost of group '" + group + "': core " +
+                    Show(core_->GroupAccumulatedCost(group)) + ", model " +
+                    Show(model_->GroupAccumulatedCost(group)));
       }
     }
     if (snapshot.estimates_tracked != model_->estimates_tracked()) {
@@ -592,6 +647,7 @@ class Run {
   std::optional<ReferenceModel> model_;
   std::vector<std::string> types_;
   const std::vector<std::string> keys_{"", "a", "b", "c", "d", "e"};
+  const std::vector<std::string> groups_{"", "g", "h", "i"};  // "": none
   std::vector<Tracked> jobs_;
   double now_ = 0;
   DriverResult result_;

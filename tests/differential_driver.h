@@ -69,6 +69,9 @@ struct DriverConfig {
   // Also draw workers (fairgate/worker.h): types with tags, workers added, changed and removed
   // (with their running jobs) along the sequence, and the sole-worker reservation's wait.
   bool workers = false;
+  // Also draw groups of keys (AdmissionCore::SetKeyGroup, SetGroupWeight): keys put in one of
+  // three groups or none, at the start and along the sequence, with or without jobs.
+  bool groups = false;
   int max_operations = 120;
 };
 
@@ -81,6 +84,7 @@ struct DriverResult {
   int lost = 0;              // running jobs ended by a worker's removal
   int worker_reserved = 0;   // admissions made by a sole-worker reservation
   int borrowed = 0;          // admissions over a tier's cap (RuleOptions::lending)
+  int group_moves = 0;       // keys with jobs moved to another group
   // Empty when the core and the model agreed throughout; else the first difference, with the
   // operation it came after.
   std::string difference;

@@ -85,6 +85,9 @@ AdmissionOrder RandomPlace(std::mt19937_64& rng, bool plain, std::uint64_t acc, 
            SortableBits(static_cast<double>(rng() % 4)), seq}};
 }
 
+// A key for the lanes of these tests: a lane with no key is a stand-in or a proxy.
+KeyState a_key;
+
 std::vector<const Lane*> InOrder(const LaneSet& set) {
   std::vector<const Lane*> lanes;
   set.ForEach([&](Lane* lane) { lanes.push_back(lane); });
@@ -97,6 +100,7 @@ TEST_CASE("Order.LaneSet.TakesTheFullLayoutWhenALaneNeedsItAndKeepsTheOrder") {
   LaneSet set;
   for (std::size_t i = 0; i < lanes.size(); ++i) {
     const bool plain = i < 150;  // the first 150 fit the compact layout
+    lanes[i].key = &a_key;
     lanes[i].order = RandomPlace(rng, plain, SortableBits(static_cast<double>(rng() % 10)), i);
     set.insert(lanes[i]);
     CHECK(set.contains(lanes[i]));
@@ -118,6 +122,62 @@ TEST_CASE("Order.LaneSet.TakesTheFullLayoutWhenALaneNeedsItAndKeepsTheOrder") {
   CHECK(set.empty());
 }
 
+TEST_CASE("Order.LaneSet.TakesTheGroupedLayoutForAStandInAndOrdersByTheGroupFirst") {
+  // Keys' own lanes (a group of their own: their group place is their key place) and groups'
+  // stand-ins (their group's place, then their best lane's order), with few distinct values so
+  // that ties on the group place are common: the set takes the grouped layout at the first
+  // stand-in whose group place differs from its key place, and orders by (group, key, job).
+  std::mt19937_64 rng(23);
+  std::vector<std::unique_ptr<Lane>> lanes;
+  std::vector<std::unique_ptr<GroupPresence>> stand_ins;
+  LaneSet set;
+  std::vector<Lane*> linked;
+  std::uint64_t seq = 0;
+  for (int i = 0; i < 300; ++i) {
+    Lane* lane;
+    if (i < 50 || rng() % 2 == 0) {
+      lanes.push_back(std::make_unique<Lane>());
+      lane = lanes.back().get();
+      lane->key = &a_key;
+    } else {
+      stand_ins.push_back(std::make_unique<GroupPresence>());
+      GroupPresence& stand_in = *stand_ins.back();
+      stand_in.presence = true;
+      stand_in.place = {kUnreservedRank, SortableBits(static_cast<double>(rng() % 4))};
+      lane = &stand_in;
+    }
+    lane->order = RandomPlace(rng, false, SortableBits(static_cast<double>(rng() % 4)), seq++);
+    set.insert(*lane);
+    linked.push_back(lane);
+    if (i == 49) CHECK_FALSE(set.grouped());  // keys' own lanes only so far
+    CHECK(set.contains(*lane));
+  }
+  CHECK(set.grouped());
+  CHECK(set.valid());
+  // Some move: a stand-in to another group place, a key's lane to another order.
+  for (int step = 0; step < 500; ++step) {
+    Lane& lane = *linked[rng() % linked.size()];
+    if (lane.presence) {
+      static_cast<GroupPresence&>(lane).place = {kUnreservedRank,
+                                                 SortableBits(static_cast<double>(rng() % 4))};
+    } else {
+      lane.order.key.acc = SortableBits(static_cast<double>(rng() % 4));
+    }
+    set.Relink(lane);
+    REQUIRE(set.valid());
+  }
+  auto whole = [](const Lane* lane) { return std::make_pair(GroupPlaceOf(*lane), lane->order); };
+  std::sort(linked.begin(), linked.end(),
+            [&](const Lane* a, const Lane* b) { return whole(a) < whole(b); });
+  CHECK(InOrder(set) == std::vector<const Lane*>(linked.begin(), linked.end()));
+  for (Lane* lane : linked) {
+    REQUIRE(set.front() == lane);
+    CHECK(set.front_group() == GroupPlaceOf(*lane));
+    set.erase(*lane);
+  }
+  CHECK(set.empty());
+}
+
 TEST_CASE("Order.LaneSet.MatchesASortedModelThroughLinksMovesAndUnlinks") {
   // Random links, unlinks (of the front and of others) and moves (small and large, later and
   // earlier, of the front and of others), in sets of one lane to many, compact and then full:
@@ -133,6 +193,7 @@ TEST_CASE("Order.LaneSet.MatchesASortedModelThroughLinksMovesAndUnlinks") {
     auto link = [&](bool plain) {
       lanes.push_back(std::make_unique<Lane>());
       Lane& lane = *lanes.back();
+      lane.key = &a_key;
       lane.order = RandomPlace(rng, plain, rng() % 1000, seq++);
       set.insert(lane);
       linked.push_back(&lane);

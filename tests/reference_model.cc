@@ -171,6 +171,7 @@ StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string
     if (least) keys_[key].acc = std::max(keys_[key].acc, *least);
   }
   keys_[key];  // tracked from now on
+  TrackGroupOf(key);
   const int n = next_job_++;
   double sjf = 0;
   if (type_it->second.shortest_first || options_.rule.shortest_first) {
@@ -246,6 +247,8 @@ bool ReferenceModel::Admissible(const ModelJob& job, double now, bool borrowing)
                 : tier_slots + config.slots <= config.priority;
   return !Paused(job) && total_slots + config.slots <= capacity_ && tier_room &&
          type < config.max_concurrency && RunningOf(job.key) < LimitsOf(job.key).max_running &&
+         (GroupOf(job.key).empty() ||
+          GroupRunning(GroupOf(job.key)) < GroupLimitsOf(GroupOf(job.key)).max_running) &&
          same_resource < config.conflict_limit &&
          HasToken(options_.rule.rate_limit, global_rate_, now) &&
          HasToken(config.rate_limit, type_rates_.at(job.type), now) &&
@@ -266,6 +269,26 @@ RateLimit ReferenceModel::RateOf(const std::string& key) const {
     rate.per_second *= it != settings_.end() ? it->second.weight : 1.0;
   }
   return rate;
+}
+
+int ReferenceModel::GroupRunning(const std::string& group) const {
+  int n = 0;
+  for (const auto& [i, job] : jobs_) n += job.running && GroupOf(job.key) == group;
+  return n;
+}
+
+GroupLimits ReferenceModel::GroupLimitsOf(const std::string& group) const {
+  auto it = group_limits_.find(group);
+  return it != group_limits_.end() ? it->second : GroupLimits{};
+}
+
+Status ReferenceModel::SetGroupLimits(const std::string& group, const GroupLimits& limits) {
+  if (limits.max_running < 1 || limits.min_running < 0 || limits.min_running > limits.max_running ||
+      group.empty()) {
+    return absl::InvalidArgumentError("group limits");
+  }
+  group_limits_[group] = limits;
+  return absl::OkStatus();
 }
 
 int ReferenceModel::RunningOf(const std::string& key) const {
@@ -334,6 +357,8 @@ Status ReferenceModel::Charge(const std::string& key, double cost, double now) {
   if (!std::isfinite(now)) return absl::InvalidArgumentError("now");
   if (!std::isfinite(cost) || cost < 0) return absl::InvalidArgumentError("cost");
   keys_[key].acc += cost / (settings_.count(key) ? settings_[key].weight : 1.0);
+  const std::string group = TrackGroupOf(key);
+  if (!group.empty()) groups_[group].acc += cost / GroupWeight(group);
   MaybeIdle(key, now);
   return absl::OkStatus();
 }
@@ -472,7 +497,7 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
   const std::vector<int> priorities = Priorities();
   int best = -1;
   bool borrowed = false;
-  std::tuple<int, int, int, double, double, double, std::uint64_t> best_order;
+  std::tuple<int, int, int, double, int, double, double, double, std::uint64_t> best_order;
   for (bool borrowing : {false, true}) {
     if (best >= 0 || (borrowing && !options_.rule.lending)) break;
     borrowed = borrowing;
@@ -485,8 +510,16 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
           priorities.begin());
       const int steps = options_.rule.aging ? AgingSteps(job, now) : 0;
       const bool reserved = RunningOf(job.key) < LimitsOf(job.key).min_running;
-      auto order = std::make_tuple(-priorities[own - steps], steps > 0 ? 0 : 1, reserved ? 0 : 1,
-                                   keys_[job.key].acc, job.sjf, job.arrival, job.seq);
+      // The key's group's place, then the key's; a key without a group is a group of its own.
+      const std::string group = GroupOf(job.key);
+      const int rank = reserved ? 0 : 1;
+      const int group_rank = group.empty()                                            ? rank
+                             : GroupRunning(group) < GroupLimitsOf(group).min_running ? 0
+                                                                                      : 1;
+      const double group_acc = group.empty() ? keys_[job.key].acc : groups_[group].acc;
+      auto order =
+          std::make_tuple(-priorities[own - steps], steps > 0 ? 0 : 1, group_rank, group_acc, rank,
+                          keys_[job.key].acc, job.sjf, job.arrival, job.seq);
       if (best < 0 || order < best_order) {
         best = n;
         best_order = order;
@@ -502,6 +535,9 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
   job.charge = job.cost ? *job.cost : UseEstimate(job, now);
   job.weight = settings_.count(job.key) ? settings_[job.key].weight : 1.0;
   keys_[job.key].acc = keys_[job.key].acc + job.charge / job.weight;
+  if (const std::string group = GroupOf(job.key); !group.empty()) {
+    groups_[group].acc = groups_[group].acc + job.charge / GroupWeight(group);
+  }
   Take(options_.rule.rate_limit, global_rate_, now);
   Take(types_[job.type].rate_limit, type_rates_[job.type], now);
   if (RateOf(job.key).per_second > 0) {
@@ -520,8 +556,12 @@ Status ReferenceModel::Complete(int n, double elapsed, double now) {
   const ModelJob job = it->second;
   double& est = UseEstimate(job, now);
   est = options_.rule.alpha * elapsed + (1.0 - options_.rule.alpha) * est;
+  const std::string group = GroupOf(job.key);  // its key's group now
   if (options_.rule.reconcile) {
     keys_[job.key].acc = keys_[job.key].acc + (elapsed - job.charge) / job.weight;
+    if (!group.empty()) {
+      groups_[group].acc = groups_[group].acc + (elapsed - job.charge) / GroupWeight(group);
+    }
   }
   jobs_.erase(it);
   MaybeIdle(job.key, now);
@@ -538,7 +578,56 @@ Status ReferenceModel::CompleteUnmeasured(int n, double now) {
   return absl::OkStatus();
 }
 
+bool ReferenceModel::GroupBusy(const std::string& group) const {
+  for (const auto& [n, job] : jobs_) {
+    if (GroupOf(job.key) == group) return true;
+  }
+  return false;
+}
+
+void ReferenceModel::MaybeIdleGroup(const std::string& group, double now) {
+  if (group.empty() || GroupBusy(group)) return;
+  groups_[group].idle_since = now;
+  groups_[group].idle_order = next_order_++;
+}
+
+std::string ReferenceModel::TrackGroupOf(const std::string& key) {
+  const std::string group = GroupOf(key);
+  if (!group.empty()) groups_[group];
+  return group;
+}
+
+Status ReferenceModel::SetKeyGroup(const std::string& key, const std::string& group, double now) {
+  if (!std::isfinite(now)) return absl::InvalidArgumentError("now");
+  if (options_.rule.idle_catch_up && !group.empty()) {
+    return absl::FailedPreconditionError("groups with idle catch-up");
+  }
+  const std::string from = GroupOf(key);
+  if (from == group) return absl::OkStatus();
+  settings_[key].group = group;
+  if (keys_.count(key) && KeyBusy(key)) {
+    TrackGroupOf(key);
+    MaybeIdleGroup(from, now);
+  }
+  return absl::OkStatus();
+}
+
+Status ReferenceModel::SetGroupWeight(const std::string& group, double weight) {
+  if (!(std::isfinite(weight) && weight > 0) || group.empty()) {
+    return absl::InvalidArgumentError("weight");
+  }
+  group_weights_[group] = weight;
+  return absl::OkStatus();
+}
+
+std::optional<double> ReferenceModel::GroupAccumulatedCost(const std::string& group) const {
+  auto it = groups_.find(group);
+  if (it == groups_.end()) return std::nullopt;
+  return it->second.acc;
+}
+
 void ReferenceModel::MaybeIdle(const std::string& key, double now) {
+  MaybeIdleGroup(GroupOf(key), now);
   if (KeyBusy(key)) return;
   keys_[key].idle_since = now;
   keys_[key].idle_order = next_order_++;
@@ -559,6 +648,20 @@ std::pair<std::size_t, std::size_t> ReferenceModel::Sweep(double now) {
     keys_.erase(name);
     key_rates_.erase(name);
     ++keys;
+  }
+  std::vector<std::pair<std::uint64_t, std::string>> idle_groups;
+  for (const auto& [name, group] : groups_) {
+    if (!GroupBusy(name)) idle_groups.emplace_back(group.idle_order, name);
+  }
+  std::sort(idle_groups.begin(), idle_groups.end());
+  groups_evicted_ = 0;
+  for (const auto& [order, name] : idle_groups) {
+    if (groups_evicted_ == options_.rule.sweep_batch ||
+        groups_[name].idle_since + options_.rule.key_ttl.count() > now) {
+      break;
+    }
+    groups_.erase(name);
+    ++groups_evicted_;
   }
   std::vector<std::pair<std::uint64_t, std::pair<std::string, std::string>>> lru;
   for (const auto& [name, est] : estimates_) lru.emplace_back(est.use_order, name);

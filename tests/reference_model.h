@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "fairgate/group_limits.h"
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
 #include "fairgate/options.h"
@@ -75,6 +76,17 @@ class ReferenceModel {
   // idle one is idle from `now`.
   Status Charge(const std::string& key, double cost, double now);
   Status SetKeyLimits(const std::string& key, const KeyLimits& limits);
+  // Groups of keys (docs/ordering.md, "Groups"): a key's group ("": none, a group of its own)
+  // and a group's weight. A group is tracked while one of its keys has a job, and from a charge
+  // of one of them, until it has been idle for key_ttl.
+  Status SetKeyGroup(const std::string& key, const std::string& group, double now);
+  Status SetGroupWeight(const std::string& group, double weight);
+  // A group's limits count its keys' running jobs (by their groups now).
+  Status SetGroupLimits(const std::string& group, const GroupLimits& limits);
+  std::optional<double> GroupAccumulatedCost(const std::string& group) const;
+  std::size_t groups_tracked() const { return groups_.size(); }
+  // How many groups the last Sweep forgot.
+  std::size_t groups_evicted() const { return groups_evicted_; }
   // A paused type's or key's jobs are not admissible and do not age (AdvanceTo(now) first).
   Status PauseType(const std::string& type, double now);
   Status ResumeType(const std::string& type, double now);
@@ -139,6 +151,12 @@ class ReferenceModel {
     double weight = 1;
     std::optional<KeyLimits> limits;
     bool paused = false;
+    std::string group;  // "": none
+  };
+  struct ModelGroup {
+    double acc = 0;
+    double idle_since = 0;
+    std::uint64_t idle_order = 0;
   };
   struct ModelKey {
     double acc = 0;
@@ -152,6 +170,23 @@ class ReferenceModel {
   };
 
   bool KeyBusy(const std::string& key) const;
+  // The key's group, "" if none.
+  std::string GroupOf(const std::string& key) const {
+    auto it = settings_.find(key);
+    return it != settings_.end() ? it->second.group : std::string();
+  }
+  int GroupRunning(const std::string& group) const;
+  GroupLimits GroupLimitsOf(const std::string& group) const;
+  // Whether a job of one of the group's keys (by their groups now) is pending or running.
+  bool GroupBusy(const std::string& group) const;
+  // A tracked group with nothing of its keys pending or running is idle from `now`.
+  void MaybeIdleGroup(const std::string& group, double now);
+  double GroupWeight(const std::string& group) const {
+    auto it = group_weights_.find(group);
+    return it != group_weights_.end() ? it->second : 1.0;
+  }
+  // The key's group, tracked (cost 0) if it was not; "" if none.
+  std::string TrackGroupOf(const std::string& key);
   bool Paused(const ModelJob& job) const;
   // Applies `change` to the pauses and stops or restarts the aging clocks it changes.
   template <typename Change>
@@ -203,6 +238,10 @@ class ReferenceModel {
   std::map<std::string, ModelKey> keys_;
   std::map<std::pair<std::string, std::string>, ModelEstimate> estimates_;
   std::map<std::string, ModelSettings> settings_;
+  std::map<std::string, double> group_weights_;  // SetGroupWeight; 1 when not set
+  std::map<std::string, GroupLimits> group_limits_;
+  std::map<std::string, ModelGroup> groups_;  // tracked
+  std::size_t groups_evicted_ = 0;
   std::vector<int> expired_;
   // The joinable job of each (type, id) admitted last (it may have completed since).
   std::map<std::pair<std::string, std::string>, int> last_admitted_joinable_;

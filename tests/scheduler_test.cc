@@ -1139,6 +1139,91 @@ TEST_CASE("Scheduler.Charge.WorkDoneWithoutAJobCountsInTheKeysPlace") {
   CHECK(ran.entries() == std::vector<std::string>{"b", "a"});
 }
 
+// A scheduler of one slot with type "clone" (one at a time), whose slot a job of key "c" holds
+// until `gate` opens. Seed mode by default: no reconciliation, so charges are exact.
+std::unique_ptr<Scheduler> OneSlotHeldUntil(Gate& gate,
+                                            SchedulerOptions options = SchedulerOptions::Seed()) {
+  options.rule.max_concurrency = 1;
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 1)).ok());
+  REQUIRE(
+      scheduler->Submit({TypeName("clone"), JobId("busy"), FairnessKey("c")}, HoldUntil(gate), {})
+          .ok());
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
+  return scheduler;
+}
+
+TEST_CASE("Scheduler.KeyGroup.AFarmOfKeysInOneGroupTakesOneTurnAgainstALoneKey") {
+  Watchdog watchdog("groups", 60s);
+  Gate gate;
+  testing::Log ran;  // declared before the scheduler whose jobs use it
+  auto scheduler = OneSlotHeldUntil(gate);
+  // Each its own id, so that each is charged the type's default cost 1 (none learned yet).
+  auto submit = [&](const std::string& key) {
+    REQUIRE(scheduler
+                ->Submit({TypeName("clone"), JobId(key), FairnessKey(key)},
+                         [&ran, key](const Context&) {
+                           ran.Add(key.substr(0, 4));
+                           return absl::OkStatus();
+                         },
+                         {})
+                .ok());
+  };
+  // Three farm keys queue first, then alice: in one group they take one turn in two.
+  for (const char* key : {"farm1", "farm2", "farm3"}) {
+    REQUIRE(scheduler->SetKeyGroup(key, "farm").ok());
+    submit(key);
+  }
+  submit("alic");
+  CHECK(scheduler->SetGroupWeight("farm", 0).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(scheduler->SetGroupLimits("farm", {.max_running = 0}).code() ==
+        absl::StatusCode::kInvalidArgument);
+  gate.Open();
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+  CHECK(ran.entries() == std::vector<std::string>{"farm", "alic", "farm", "farm"});
+  // The group was charged its keys' three clones.
+  CHECK(scheduler->GroupAccumulatedCost("farm") == 3.0);
+  CHECK_FALSE(scheduler->GroupAccumulatedCost("nobody").has_value());
+}
+
+TEST_CASE("Scheduler.KeyGroup.ARuleGroupsTheKeysItHasNotSeenOnce") {
+  Watchdog watchdog("group rule", 60s);
+  Gate gate;
+  testing::Log ran;  // declared before the scheduler whose jobs use it
+  std::atomic<int> asked = 0;
+  SchedulerOptions options = SchedulerOptions::Seed();
+  // An IPv4 address's /24 (for the test: everything before the last dot).
+  options.runtime.key_group = [&asked](std::string_view key) {
+    ++asked;
+    return std::string(key.substr(0, key.rfind('.')));
+  };
+  auto scheduler = OneSlotHeldUntil(gate, options);
+  int id = 0;  // each job its own id, so that each is charged the type's default cost 1
+  for (const std::string key : {"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.1", "10.0.1.7"}) {
+    REQUIRE(scheduler
+                ->Submit({TypeName("clone"), JobId(std::to_string(id++)), FairnessKey(key)},
+                         [&ran, key](const Context&) {
+                           ran.Add(key.substr(0, key.rfind('.')));
+                           return absl::OkStatus();
+                         },
+                         {})
+                .ok());
+  }
+  gate.Open();
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+  // The /24 of four jobs takes one turn against the lone address of 10.0.1.
+  CHECK(ran.entries() ==
+        std::vector<std::string>{"10.0.0", "10.0.1", "10.0.0", "10.0.0", "10.0.0"});
+  CHECK(scheduler->GroupAccumulatedCost("10.0.0") == 4.0);
+  // Asked once per key it had not seen: "c" (the busy job's), then four addresses.
+  CHECK(asked == 5);
+  // With idle catch-up, a rule is refused: groups are not defined there.
+  SchedulerOptions catching_up = SchedulerOptions::Default();
+  catching_up.rule.idle_catch_up = true;
+  catching_up.runtime.key_group = [](std::string_view) { return std::string(); };
+  CHECK(Scheduler::Create(catching_up).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("Scheduler.KeySettings.BadValuesAreRefusedAndChangeNothing") {
   auto scheduler = Make(SchedulerOptions::Seed());
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 2)).ok());

@@ -64,6 +64,15 @@ struct RuntimeOptions {
   // WorkerServes). Empty: written to stderr,
   // one line each, as "fairgate: warning: <sentence>". A function that does nothing silences them.
   std::function<void(std::string_view warning)> warn;
+  // The group of a fairness key the scheduler has not seen (docs/ordering.md, "Groups"; "" for
+  // none), so that a server says once how its clients make tenants: an IPv4 address's /24, the
+  // organisation of an authenticated user. Asked when a job or a charge of a key that is not
+  // tracked arrives, and again after key_ttl forgot the key; a key whose group
+  // Scheduler::SetKeyGroup named keeps that one. What it answers is kept only while the key is
+  // tracked. Called with the scheduler's lock held, on the calling thread: it must be cheap,
+  // thread-safe, and not call the scheduler. Empty: no rule. Not with rule.idle_catch_up
+  // (InvalidArgument).
+  std::function<std::string(std::string_view fairness_key)> key_group;
 };
 
 // What survives a restart (fairgate/store.h): durable jobs, learned estimates, keys' accumulated

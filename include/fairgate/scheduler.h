@@ -99,6 +99,7 @@
 #include "fairgate/context.h"
 #include "fairgate/durable.h"
 #include "fairgate/export.h"
+#include "fairgate/group_limits.h"
 #include "fairgate/job_name.h"
 #include "fairgate/job_options.h"
 #include "fairgate/job_type.h"
@@ -259,6 +260,27 @@ class FAIRGATE_EXPORT Scheduler {
   // are all backlogged get service in proportion to their weights. Charges already made stay.
   // Kept for the scheduler's life, also while the key is idle or forgotten by the TTL sweep.
   Status SetKeyWeight(std::string_view fairness_key, double weight);
+  // Puts the key in a group of keys (a tenant: an organisation's users, a CI farm's addresses;
+  // "" for none, when the key is a group of its own). The order then puts the least-charged
+  // group first and, within it, the least-charged key (docs/ordering.md, "Groups"), so a client
+  // that spreads its work over many keys gets one group's share, not one per key. A group is
+  // charged what its keys are, divided by its weight (SetGroupWeight). A key with jobs moves
+  // with them: its pending jobs take their places in the new group, its running ones count and
+  // are reconciled there. Kept for the scheduler's life, like a weight; a group's cost is
+  // forgotten after key_ttl with nothing of its keys pending or running, as a key's is.
+  // FailedPrecondition with RuleOptions::idle_catch_up on (not yet defined for groups).
+  Status SetKeyGroup(std::string_view fairness_key, std::string_view group);
+  // Divides the group's later charges by `weight` (finite, > 0; else InvalidArgument), as a
+  // key's weight does among keys. Kept like a key's weight.
+  Status SetGroupWeight(std::string_view group, double weight);
+  // Sets the group's limits (fairgate/group_limits.h; InvalidArgument if out of range), kept like
+  // its weight: max_running caps the running jobs of all its keys together, min_running puts its
+  // keys first within their tier while it runs fewer. Raising max_running admits at once what it
+  // makes admissible.
+  Status SetGroupLimits(std::string_view group, const GroupLimits& limits);
+  // The group's accumulated cost, if it is tracked (one of its keys had a job or a charge, and
+  // the group has not since been idle for key_ttl).
+  std::optional<double> GroupAccumulatedCost(std::string_view group) const;
   // Charges the key `cost` seconds of work done without a job (a response served from a cache,
   // say: no slot taken, but not free), as an admission charges its job's estimate: divided by
   // the key's weight; its pending jobs take their new places at once. A key not tracked becomes

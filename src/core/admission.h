@@ -140,6 +140,7 @@ struct LostJob : EndedJob {
 
 struct SweepResult {
   std::size_t keys_evicted = 0;
+  std::size_t groups_evicted = 0;
   std::size_t estimates_evicted = 0;
 };
 

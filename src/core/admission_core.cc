@@ -107,6 +107,10 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
   }
   KeyState& key = known != nullptr ? *known : keys_.Add(AsAbsl(request.key));
   TierState& tier = *type.tier;
+  // The key's group is tracked while one of its keys has a job.
+  if (key.settings != nullptr && key.settings->group != nullptr) [[unlikely]] {
+    groups_.TrackAwake(*key.settings->group);
+  }
   // None of the key's lanes is linked yet: a leased bucket's hold may change without a Rekey.
   if (key.pending == 0 && keys_.leased()) keys_.Arrive(key);
 
@@ -230,6 +234,7 @@ void AdmissionCore::Withdraw(Job& job, double now) {
   LeavePending(job);
   lanes_.UnrefResource(job.resource);
   keys_.MaybeIdle(*job.key, now);
+  if (GroupState* group = GroupTable::Of(*job.key)) groups_.MaybeIdle(*group, now);
   jobs_.Free(job);
 }
 
@@ -246,11 +251,13 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
   lanes_.StartDecision();
   WorkerState* reserved = nullptr;
   Job* job = workers_.in_use() ? PickReserved(now, reserved) : nullptr;
-  if (job == nullptr) job = Pick(skipped, now);
+  if (job == nullptr) {
+    job = lanes_.grouping() ? Pick<false, true>(skipped, now) : Pick(skipped, now);
+  }
   // Lending: the slots no admissible job wanted go to the first borrower in the order.
   bool borrowed = false;
   if (job == nullptr && types_.lends()) {
-    job = Pick<true>(skipped, now);
+    job = lanes_.grouping() ? Pick<true, true>(skipped, now) : Pick<true>(skipped, now);
     borrowed = job != nullptr;
   }
   if (job != nullptr && workers_.in_use()) {
@@ -291,16 +298,24 @@ Job* AdmissionCore::FrontOfType(TypeState& type) {
   return nullptr;
 }
 
-template <bool kBorrowing>
+template <bool kBorrowing, bool kGrouping>
 Job* AdmissionCore::Pick(DecisionSkips& skipped, double now) {
   for (auto& tier : types_.tiers()) {
     Job* best = nullptr;
     AdmissionOrder best_order;
+    GroupedLaneEntry best_place;  // with groups: the group's place before the lane's order
     // The head of a lane set, if it goes before the best so far. A linked lane's entry holds its
     // head's order, kept current by SyncLane: read, not recomputed.
     auto consider = [&](LaneSet& lanes) {
       Job* head = lanes_.FrontOf(lanes);
-      if (head != nullptr && (best == nullptr || head->lane->order < best_order)) {
+      if (head == nullptr) return;
+      if constexpr (kGrouping) {
+        const GroupedLaneEntry place = LaneIndex::PlaceOfHead(*head);
+        if (best == nullptr || place < best_place) {
+          best = head;
+          best_place = place;
+        }
+      } else if (best == nullptr || head->lane->order < best_order) {
         best = head;
         best_order = head->lane->order;
       }
@@ -395,6 +410,9 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
 
 void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission, double now) {
   job.key->acc = job.key->acc + admission.charge / admission.weight;
+  if (GroupState* group = GroupTable::Of(*job.key)) {
+    group->acc = group->acc + admission.charge / GroupTable::WeightOf(*group);
+  }
   // One token of each rate limit the job is under, whatever its slots (fairgate/rate_limit.h).
   if (types_.rates_in_use()) {
     types_.global_rate().Take(now);
@@ -454,17 +472,22 @@ void AdmissionCore::EndRunning(Job& job, const double* elapsed, double now) {
   const double acc = rule_.reconcile && elapsed != nullptr
                          ? key.acc + (*elapsed - job.charge) / job.weight
                          : key.acc;
+  // The key's group now (it may have moved since the admission) is reconciled at its weight now.
+  GroupState* group = GroupTable::Of(key);
+  const double group_acc = group != nullptr ? ReconciledCost(*group, job, elapsed) : 0;
   Resource* resource = job.resource;
   const bool resource_was_full = LaneIndex::IdBlocker(resource) != Blocker::kNone;
   if (WorkerState* w = workers_.Of(job)) w->running.erase(job.slot);
   auto release = [&] {
     key.acc = acc;
+    if (group != nullptr) group->acc = group_acc;
     workers_.ChangeUse(job, [&] {
       ForEachHold(*this, job, [](Usage& usage, std::int32_t amount) { usage.Release(amount); });
     });
   };
   // The key's lanes move only if its cost or (with limits) its admissibility may have changed.
-  if (acc != key.acc || keys_.limits_in_use()) {
+  if (acc != key.acc || keys_.limits_in_use() ||
+      (group != nullptr && (group_acc != group->acc || groups_.limits_in_use()))) {
     lanes_.Rekey(key, release);
   } else {
     release();
@@ -475,12 +498,21 @@ void AdmissionCore::EndRunning(Job& job, const double* elapsed, double now) {
   }
   if (job.joinable) job.type->join_points.Complete(job);
   keys_.MaybeIdle(key, now);
+  if (group != nullptr) groups_.MaybeIdle(*group, now);
   jobs_.Free(job);
+}
+
+double AdmissionCore::ReconciledCost(const GroupState& group, const Job& job,
+                                     const double* elapsed) const {
+  return rule_.reconcile && elapsed != nullptr
+             ? group.acc + (*elapsed - job.charge) / GroupTable::WeightOf(group)
+             : group.acc;
 }
 
 SweepResult AdmissionCore::Sweep(double now, std::vector<std::pair<std::string, double>>* evicted) {
   SweepResult result;
   result.keys_evicted = keys_.Evict(now, rule_.key_ttl.count(), rule_.sweep_batch, evicted);
+  result.groups_evicted = groups_.Evict(now, rule_.key_ttl.count(), rule_.sweep_batch);
   result.estimates_evicted = estimates_.Evict(now, rule_.estimate_ttl.count(), rule_.sweep_batch);
   return result;
 }
@@ -702,6 +734,7 @@ void AdmissionCore::EnterPending(Job& job, double now) {
   TierState& tier = *type.tier;
   lanes_.JoinLane(job, lanes_.LaneFor(key, type, tier));
   ++key.pending;
+  if (GroupState* group = GroupTable::Of(key)) ++group->pending;
   if (type.pending == 0) type.starved_since = now;
   ++type.pending;
   ++tier.pending;
@@ -731,6 +764,7 @@ void AdmissionCore::LeavePending(Job& job) {
   TypeState& type = *job.type;
   lanes_.LeaveLane(job);
   --key.pending;
+  if (GroupState* group = GroupTable::Of(key)) --group->pending;
   --type.pending;
   --type.tier->pending;
   --pending_;

@@ -35,6 +35,7 @@
 #include "core/admission.h"
 #include "core/constraints.h"
 #include "core/estimate_table.h"
+#include "core/group_table.h"
 #include "core/job_table.h"
 #include "core/key_table.h"
 #include "core/lane_index.h"
@@ -182,6 +183,32 @@ class AdmissionCore {
   // Sets the key's weight (finite, > 0): its later charges are divided by it. Kept while the
   // scheduler lives, even when the key is idle or forgotten.
   Status SetKeyWeight(std::string_view key, double weight);
+  // Puts the key in a group of keys (a tenant; "": in none, a group of its own). The order puts
+  // a group's accumulated cost before its keys' (docs/ordering.md, "Groups"): a group is charged
+  // what its keys are, divided by its weight (SetGroupWeight). Kept like weights. A key with jobs
+  // pending or running moves with them: its pending jobs keep their places among its group's,
+  // its running jobs count in its new group and their reconciliation is its new group's; O(its
+  // pending jobs). FailedPrecondition with idle catch-up on (not yet defined for groups).
+  Status SetKeyGroup(std::string_view key, std::string_view group, double now);
+  // Whether the runtime's rule of groups (RuntimeOptions::key_group) is to be asked of the key:
+  // it is not tracked and SetKeyGroup did not name its group.
+  bool NeedsKeyGroup(std::string_view key) const;
+  // The rule's answer for a key NeedsKeyGroup said yes of ("": none). Unlike SetKeyGroup's, it
+  // is kept only while the key is tracked: a key forgotten after key_ttl forgets it too (its
+  // settings go with it unless the caller set others), so that a rule over a million clients
+  // keeps nothing of the idle ones. FailedPrecondition with idle catch-up on, as SetKeyGroup.
+  Status SetKeyGroupByRule(std::string_view key, std::string_view group);
+  // Sets the group's weight (finite, > 0): its later charges are divided by it. Kept like a
+  // key's weight.
+  Status SetGroupWeight(std::string_view group, double weight);
+  // Sets the group's limits (fairgate/group_limits.h), kept like its weight. May make jobs
+  // admissible: call NextAdmission after.
+  Status SetGroupLimits(std::string_view group, const GroupLimits& limits);
+  // The group's accumulated cost, if it is tracked (one of its keys has had a job or a charge,
+  // and it has not been idle for key_ttl since).
+  std::optional<double> GroupAccumulatedCost(std::string_view group) const;
+  // How many groups are tracked.
+  std::size_t groups_tracked() const { return groups_.size(); }
   // Sets the key's limits (see fairgate/key_limits.h), kept like weights. May make jobs
   // admissible: call NextAdmission after.
   Status SetKeyLimits(std::string_view key, const KeyLimits& limits);
@@ -315,6 +342,11 @@ class AdmissionCore {
       return b;
     }
     if (const Blocker b = keys_.BlockerOf(*job.key); b != Blocker::kNone) return b;
+    // The key's group: its stand-ins are held while it is at its max_running.
+    if (const GroupState* group = GroupTable::Of(*job.key);
+        group != nullptr && !GroupTable::Admissible(*group)) {
+      return Blocker::kGroupLimit;
+    }
     return LaneIndex::IdBlocker(job.resource);
   }
   // The reservation of RuleOptions::sole_worker_reserve_after: reserves in this decision the
@@ -338,6 +370,7 @@ class AdmissionCore {
     use(job.type->tier->slots, slots);
     use(job.type->running, 1);
     use(job.key->running, 1);
+    if (GroupState* group = GroupTable::Of(*job.key)) use(group->running, 1);
     if (job.resource != nullptr) use(job.resource->running, 1);
     if (job.worker != 0) use(self.workers_.Of(job)->slots, slots);
   }
@@ -355,6 +388,11 @@ class AdmissionCore {
   void ChangePause(double now, Affects affects, Apply apply);
   Status SetTypePaused(std::string_view type, bool paused, double now);
   Status SetKeyPaused(std::string_view key, bool paused, double now);
+  // What the group's accumulated cost becomes as a running job of one of its keys ends (measured:
+  // `elapsed`; null: not), reconciled at its weight now. Out of line: off the path of keys
+  // without a group.
+  [[gnu::noinline]] double ReconciledCost(const GroupState& group, const Job& job,
+                                          const double* elapsed) const;
   // Takes a pending job out of the queue, uncharged: Cancel's work, and an expiry's.
   void Withdraw(Job& job, double now);
   // Schedules a pending job's next aging step, if it can rise: aging on, not paused, a tier above.
@@ -362,8 +400,9 @@ class AdmissionCore {
   void Promote(Job& job);
   // The first job in the order among the admissible ones, or null; counts what it passed over.
   // `kBorrowing`: among those admissible as borrowers (RuleOptions::lending), counting nothing:
-  // the look a decision takes when the first found none.
-  template <bool kBorrowing = false>
+  // the look a decision takes when the first found none. `kGrouping`: some key may have a group
+  // (LaneIndex::grouping): heads compare by their group's place first (LaneIndex::PlaceOfHead).
+  template <bool kBorrowing = false, bool kGrouping = false>
   Job* Pick(DecisionSkips& skipped, double now);
   // The bucket of `type` ("": the global one), or NotFound naming the type.
   StatusOr<TokenBucket*> BucketOf(std::string_view type);
@@ -427,8 +466,10 @@ class AdmissionCore {
   // The types, tiers and conflict groups, the global cap, and the type level (reads workers_).
   TypeTable types_;
   KeyTable keys_;
-  LaneIndex lanes_{keys_};  // where the pending jobs wait: lanes, lane sets, wait groups, resources
-  TimedSteps steps_;        // aging steps, queue-wait limits and pause clocks of the pending jobs
+  GroupTable groups_;  // groups of keys (SetKeyGroup)
+  LaneIndex lanes_{
+      keys_, groups_};  // where the pending jobs wait: lanes, lane sets, wait groups, resources
+  TimedSteps steps_;    // aging steps, queue-wait limits and pause clocks of the pending jobs
   std::vector<ExpiredJob> expired_;  // expired, not yet taken
   EstimateTable estimates_;
 

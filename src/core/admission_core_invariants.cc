@@ -16,8 +16,11 @@ Status Broken(std::string what) {
 }
 
 // The home set a lane belongs to: its own set, or a parked lane's group's home.
+// The home set of a lane: its set's, or for a lane in a group's stand-in the stand-in's parent's.
 const LaneSet* HomeOf(const Lane& lane) {
-  return lane.group != nullptr ? lane.group->proxy.set : lane.set;
+  if (lane.group != nullptr) return lane.group->proxy.set;
+  const GroupPresence* presence = lane.set->presence();
+  return presence != nullptr ? presence->set : lane.set;
 }
 
 // The home set a pending job's lane must belong to: its type's home in its own tier (its own
@@ -42,7 +45,8 @@ class AdmissionCore::InvariantCheck {
   Status Run() {
     using Part = Status (InvariantCheck::*)();
     for (Part part : {&InvariantCheck::CountJobs, &InvariantCheck::CheckTotals,
-                      &InvariantCheck::CheckTypesAndTiers, &InvariantCheck::CheckKeys}) {
+                      &InvariantCheck::CheckTypesAndTiers, &InvariantCheck::CheckKeys,
+                      &InvariantCheck::CheckGroups}) {
       if (Status s = (this->*part)(); !s.ok()) return s;
     }
     // The parts that own their state check it against the recount.
@@ -211,6 +215,31 @@ class AdmissionCore::InvariantCheck {
       }
       if (core_.rule_.idle_catch_up) {
         if (Status s = CheckPresencesOf(name, key); !s.ok()) return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+  // Groups: each counts its keys' pending and running jobs, is in the idle list exactly when
+  // both are none, and a key with jobs has its group tracked.
+  Status CheckGroups() {
+    absl::flat_hash_map<const GroupState*, std::int64_t> pending;
+    for (const auto& [name, key] : core_.keys_) {
+      if (key.settings != nullptr && key.settings->group != nullptr && !KeyTable::Idle(key) &&
+          key.settings->group->state == nullptr) {
+        return Broken(absl::StrCat("key '", name, "' has jobs and its group is not tracked"));
+      }
+      if (const GroupState* group = GroupTable::Of(key)) pending[group] += key.pending;
+    }
+    for (const auto& [name, group] : core_.groups_) {
+      const std::int64_t running = recount_.held_by[&group.running];
+      if (group.pending != pending[&group] || group.running.used() != running) {
+        return Broken(absl::StrCat("group '", name, "' counts ", group.running.used(), "/",
+                                   group.pending, ", jobs say ", running, "/", pending[&group]));
+      }
+      if (group.idle_hook.is_linked() != GroupTable::Idle(group) ||
+          group.settings->state != &group) {
+        return Broken(absl::StrCat("group '", name, "' is ",
+                                   group.idle_hook.is_linked() ? "" : "not ", "in the idle list"));
       }
     }
     return absl::OkStatus();

@@ -146,8 +146,108 @@ Status AdmissionCore::Charge(std::string_view name, double cost, double now) {
   KeyState* known = keys_.Find(AsAbsl(name));
   KeyState& key = known != nullptr ? *known : keys_.Add(AsAbsl(name));
   keys_.Wake(key);
-  lanes_.Rekey(key, [&] { key.acc += cost / KeyTable::WeightOf(key); });
+  // The key's group is charged too, and tracked from then as the key is.
+  GroupState* group = nullptr;
+  if (groups_.in_use() && key.settings != nullptr && key.settings->group != nullptr) {
+    group = &groups_.Track(*key.settings->group);
+    groups_.Wake(*group);
+  }
+  lanes_.Rekey(key, [&] {
+    key.acc += cost / KeyTable::WeightOf(key);
+    if (group != nullptr) group->acc += cost / GroupTable::WeightOf(*group);
+  });
   keys_.MaybeIdle(key, now);
+  if (group != nullptr) groups_.MaybeIdle(*group, now);
+  return absl::OkStatus();
+}
+
+Status AdmissionCore::SetKeyGroup(std::string_view name, std::string_view group_name, double now) {
+  if (Status s = CheckTime(now, "group change time"); !s.ok()) return s;
+  if (rule_.idle_catch_up && !group_name.empty()) {
+    return absl::FailedPreconditionError(
+        "groups of keys are not defined with idle_catch_up on (docs/ordering.md, \"Groups\")");
+  }
+  KeySettings& settings = keys_.SettingsFor(AsAbsl(name));
+  GroupSettings* target = group_name.empty() ? nullptr : &groups_.SettingsFor(AsAbsl(group_name));
+  settings.group_set = true;  // the caller's, kept for good: no rule overrides it
+  settings.group_by_rule = false;
+  if (settings.group == target) return absl::OkStatus();
+  KeyState* key = keys_.Find(AsAbsl(name));
+  if (key == nullptr || KeyTable::Idle(*key)) {
+    settings.group = target;  // its next job finds it there
+    return absl::OkStatus();
+  }
+  // Its pending jobs move to lanes in its new group's stand-ins, each keeping its place; its
+  // counts go with it.
+  std::vector<Job*> moved;
+  for (Lane* lane = key->lanes; lane != nullptr; lane = lane->next_in_key) {
+    lane->ready.ForEach([&](Job& job) { moved.push_back(&job); });
+  }
+  GroupState* from = GroupTable::Of(*key);
+  settings.group = target;
+  GroupState* to = target != nullptr ? &groups_.Track(*target) : nullptr;
+  if (from != nullptr) {
+    from->pending -= key->pending;
+    from->running.Release(key->running.used());
+  }
+  if (to != nullptr) {
+    groups_.Wake(*to);
+    to->pending += key->pending;
+    to->running.Acquire(key->running.used());
+  }
+  for (Job* job : moved) {
+    Resource* parked_on = job->state == JobState::kParked ? job->resource : nullptr;
+    lanes_.Move(*job, lanes_.LaneFor(*key, *job->type, *job->lane->tier, parked_on));
+  }
+  // Their running counts moved: each group's place and admissibility may have changed.
+  if (from != nullptr) {
+    lanes_.RelinkGroup(*from);
+    groups_.MaybeIdle(*from, now);
+  }
+  if (to != nullptr) lanes_.RelinkGroup(*to);
+  return absl::OkStatus();
+}
+
+bool AdmissionCore::NeedsKeyGroup(std::string_view name) const {
+  if (keys_.Find(AsAbsl(name)) != nullptr) return false;
+  const KeySettings* settings = keys_.FindSettings(AsAbsl(name));
+  return settings == nullptr || !settings->group_set;
+}
+
+Status AdmissionCore::SetKeyGroupByRule(std::string_view name, std::string_view group_name) {
+  if (group_name.empty()) return absl::OkStatus();  // none: nothing to keep
+  if (rule_.idle_catch_up) {
+    return absl::FailedPreconditionError(
+        "groups of keys are not defined with idle_catch_up on (docs/ordering.md, \"Groups\")");
+  }
+  if (keys_.Find(AsAbsl(name)) != nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("key '", AsAbsl(name), "' is tracked: its group is no rule's to set now"));
+  }
+  KeySettings& settings = keys_.SettingsFor(AsAbsl(name));
+  if (settings.group_set) return absl::OkStatus();  // the caller's SetKeyGroup wins
+  settings.group = &groups_.SettingsFor(AsAbsl(group_name));
+  settings.group_by_rule = true;
+  return absl::OkStatus();
+}
+
+Status AdmissionCore::SetGroupLimits(std::string_view name, const GroupLimits& limits) {
+  if (Status s = ValidateGroupLimits(limits); !s.ok()) return s;
+  if (name.empty()) return absl::InvalidArgumentError("a group's name must not be empty");
+  GroupSettings& settings = groups_.SettingsFor(AsAbsl(name));
+  groups_.UseLimits();
+  settings.limits = limits;
+  if (settings.state != nullptr) lanes_.RelinkGroup(*settings.state);
+  return absl::OkStatus();
+}
+
+Status AdmissionCore::SetGroupWeight(std::string_view name, double weight) {
+  if (!(std::isfinite(weight) && weight > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group weight must be finite and > 0, got ", weight));
+  }
+  if (name.empty()) return absl::InvalidArgumentError("a group's name must not be empty");
+  groups_.SettingsFor(AsAbsl(name)).weight = weight;
   return absl::OkStatus();
 }
 

@@ -149,6 +149,12 @@ std::optional<double> AdmissionCore::AccumulatedCost(std::string_view key) const
   return state->acc;
 }
 
+std::optional<double> AdmissionCore::GroupAccumulatedCost(std::string_view group) const {
+  const GroupState* state = groups_.Find(AsAbsl(group));
+  if (state == nullptr) return std::nullopt;
+  return state->acc;
+}
+
 std::optional<double> AdmissionCore::KeyTokens(std::string_view key, double now) const {
   const KeyState* state = keys_.Find(AsAbsl(key));
   if (state == nullptr || !keys_.RateOf(*state).limited()) return std::nullopt;

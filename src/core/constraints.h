@@ -107,7 +107,8 @@ enum class Blocker : std::uint8_t {
   // The key level.
   kKeyPaused,
   kKeyLimit,
-  kKeyRate,  // the key's rate limit's bucket has no token (KeyLimits::rate_limit)
+  kKeyRate,     // the key's rate limit's bucket has no token (KeyLimits::rate_limit)
+  kGroupLimit,  // the key's group runs its max_running (GroupLimits)
   // The id level.
   kConflictLimit,
   kCount,  // not a constraint: how many Blocker values there are. Keep it last.
@@ -129,6 +130,7 @@ constexpr BlockerLevel LevelOf(Blocker blocker) {
     case Blocker::kKeyPaused:
     case Blocker::kKeyLimit:
     case Blocker::kKeyRate:
+    case Blocker::kGroupLimit:
       return BlockerLevel::kKey;
     case Blocker::kConflictLimit:
       return BlockerLevel::kId;

@@ -47,6 +47,11 @@ std::size_t KeyTable::Evict(double now, double ttl, std::size_t batch,
     idle_.pop_front();
     if (evicted != nullptr) evicted->emplace_back(*key.name, key.acc);
     ForgetBucket(key);
+    // Settings that hold nothing but the group a rule gave the key go with it.
+    if (const KeySettings* s = key.settings;
+        s != nullptr && s->group_by_rule && s->weight == 1 && !s->has_limits && !s->paused) {
+      settings_.erase(settings_.find(*key.name));
+    }
     keys_.erase(keys_.find(*key.name));
     ++count;
   }

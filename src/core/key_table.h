@@ -58,8 +58,13 @@ class KeyTable {
   KeyState& Add(absl::string_view name);
 
   // The key's settings, made (weight 1, the default limits, not paused) if it had none, and
-  // linked to the key if it is tracked. Never forgotten.
+  // linked to the key if it is tracked. Never forgotten, but for those that hold nothing but a
+  // group of the runtime's rule (KeySettings::group_by_rule), which go with their key's eviction.
   KeySettings& SettingsFor(absl::string_view name);
+  const KeySettings* FindSettings(absl::string_view name) const {
+    auto it = settings_.find(name);
+    return it == settings_.end() ? nullptr : &it->second;
+  }
   const KeyLimits& LimitsOf(const KeyState& key) const {
     return key.settings && key.settings->has_limits ? key.settings->limits : default_limits_;
   }

@@ -35,13 +35,13 @@ class LaneHeap {
   const Entry* begin() const { return empty() ? end() : v_.data() + kFirst; }
   const Entry* end() const { return v_.data() + v_.size(); }
 
-  void push(const Entry& e) {
+  [[gnu::always_inline]] void push(const Entry& e) {
     if (v_.empty()) v_.resize(kFirst);
     v_.push_back(e);
     Up(v_.size() - 1, e);
   }
   // Removes the entry at heap position `i`.
-  void erase(std::size_t i) {
+  [[gnu::always_inline]] void erase(std::size_t i) {
     const std::size_t p = kFirst + i;
     const Entry last = v_.back();
     v_.pop_back();
@@ -52,7 +52,7 @@ class LaneHeap {
     Settle(p, last);
   }
   // The entry at heap position `i` becomes `e` (the same object, a new place) and moves to it.
-  void update(std::size_t i, const Entry& e) { Settle(kFirst + i, e); }
+  [[gnu::always_inline]] void update(std::size_t i, const Entry& e) { Settle(kFirst + i, e); }
   void clear() { v_.clear(); }
   // Whether every entry is no less than its parent and knows its position.
   bool valid() const {
@@ -73,14 +73,14 @@ class LaneHeap {
     e.lane->heap_index = static_cast<std::uint32_t>(p - kFirst);
   }
   // `e` goes to position `p` or wherever the order then takes it, up or down.
-  void Settle(std::size_t p, const Entry& e) {
+  [[gnu::always_inline]] void Settle(std::size_t p, const Entry& e) {
     if (p > kFirst && e < v_[Parent(p)]) {
       Up(p, e);
     } else {
       Down(p, e);
     }
   }
-  void Up(std::size_t p, Entry e) {
+  [[gnu::always_inline]] void Up(std::size_t p, Entry e) {
     while (p > kFirst) {
       const std::size_t parent = Parent(p);
       if (!(e < v_[parent])) break;
@@ -89,7 +89,7 @@ class LaneHeap {
     }
     Put(p, e);
   }
-  void Down(std::size_t p, Entry e) {
+  [[gnu::always_inline]] void Down(std::size_t p, Entry e) {
     const std::size_t n = v_.size();
     for (std::size_t c; (c = FirstChild(p)) < n;) {
       if (c + 1 < n && v_[c + 1] < v_[c]) ++c;

@@ -52,6 +52,13 @@ Lane& LaneIndex::LaneFor(KeyState& key, TypeState& type, TierState& tier, Resour
   LaneSet& home = &tier == type.tier ? *type.home : SetFor(type, tier);
   WaitGroup* group = parked_on != nullptr ? &GroupFor(*parked_on, home) : nullptr;
   LaneSet* set = group != nullptr ? &group->lanes : &home;
+  GroupPresence* presence = nullptr;
+  if (groups_.in_use()) {
+    if (GroupState* owner = GroupTable::Of(key)) {
+      presence = &PresenceFor(*owner, *set, group, tier);
+      set = &presence->lanes;
+    }
+  }
   for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
     if (lane->set == set) return *lane;
   }
@@ -69,7 +76,25 @@ Lane& LaneIndex::LaneFor(KeyState& key, TypeState& type, TierState& tier, Resour
   lane->set = set;
   lane->next_in_key = key.lanes;
   key.lanes = lane;
+  if (presence != nullptr) ++presence->refs;
   return *lane;
+}
+
+GroupPresence& LaneIndex::PresenceFor(GroupState& group, LaneSet& parent, WaitGroup* wait_group,
+                                      TierState& tier) {
+  for (GroupPresence* p = group.presences; p != nullptr; p = p->next_in_group) {
+    if (p->set == &parent) return *p;
+  }
+  auto* presence = new GroupPresence;
+  presence->presence = true;
+  presence->set = &parent;
+  presence->group = wait_group;
+  presence->tier = &tier;
+  presence->owner = &group;
+  presence->lanes.set_presence(presence);
+  presence->next_in_group = group.presences;
+  group.presences = presence;
+  return *presence;
 }
 
 WaitGroup& LaneIndex::GroupFor(Resource& resource, LaneSet& home) {
@@ -97,6 +122,8 @@ void LaneIndex::LeaveLane(Job& job) {
     // Held means ready jobs: the last SyncLane of a lane that empties saw none.
     FAIRGATE_CORE_CHECK(!lane->held, "an empty lane was still held");
     WaitGroup* group = lane->group;
+    LaneSet* set = lane->set;
+    GroupPresence* presence = set->presence();
     if (spare_lanes_.size() < kSpareLanes) {
       // Nothing to reset: an empty lane has no jobs (`ready` empty, `pending` 0), is unlinked and
       // not held, LaneFor sets its key, type, tier, group and set, and its order is read only
@@ -105,7 +132,22 @@ void LaneIndex::LeaveLane(Job& job) {
     } else {
       delete lane;
     }
-    if (group != nullptr) SyncProxy(*group);
+    if (presence != nullptr && --presence->refs == 0) {
+      // The group's last lane in that set: its stand-in goes (unlinked and not held: it stood for
+      // no lane).
+      if (presence->linked) UnlinkLane(*presence);
+      if (presence->held) {
+        presence->tier->held_lanes -= 1;
+        presence->held = false;
+      }
+      GroupPresence** in_group = &presence->owner->presences;
+      while (*in_group != presence) in_group = &(*in_group)->next_in_group;
+      *in_group = presence->next_in_group;
+      delete presence;
+      if (group != nullptr) SyncProxy(*group);
+    } else {
+      Follow(*set, group);  // not freed: the set is the stand-in's (still there) or the lane's
+    }
   }
 }
 
@@ -124,11 +166,12 @@ void LaneIndex::Park(Job& job) {
 
 Job* LaneIndex::FrontOf(LaneSet& lanes) {
   while (!lanes.empty()) {
-    Lane& front = *lanes.front();
+    // A group's stand-in stands for its first lane.
+    Lane& front = *Member(lanes.front());
     if (front.key == nullptr) {
       // A wait group's proxy: its resource has room and the first job of its best parked lane
       // comes first here. It goes home, where it is the head of the set's first lane.
-      Unpark(*front.group->lanes.front()->ready.front().job);
+      Unpark(*Member(front.group->lanes.front())->ready.front().job);
       continue;
     }
     Job& head = *front.ready.front().job;
@@ -148,8 +191,8 @@ void LaneIndex::SyncLane(Lane& lane, bool admissible) {
   if (!lane.ready.empty() && admissible) {
     order = AdmissionOrder{keys_.PlaceOf(*lane.key), lane.ready.front().place};
   }
-  // The group's best lane may have changed.
-  if (PlaceLane(lane, order) && lane.group != nullptr) SyncProxy(*lane.group);
+  // The best lane of the group or stand-in the lane is in may have changed.
+  if (PlaceLane(lane, order)) Follow(*lane.set, lane.group);
 }
 
 void LaneIndex::RelinkKey(KeyState& key, bool was_admissible, const Lane* head_changed) {
@@ -168,18 +211,79 @@ void LaneIndex::RelinkKey(KeyState& key, bool was_admissible, const Lane* head_c
   for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
     if (lane == head_changed) {
       SyncLane(*lane, true);
-    } else if (MoveLane(*lane, {place, lane->order.job}) && lane->group != nullptr) {
-      SyncProxy(*lane->group);  // the group's best lane may have changed
+    } else if (MoveLane(*lane, {place, lane->order.job})) {
+      Follow(*lane->set, lane->group);  // the best lane of its group or stand-in may have changed
     }
   }
 }
 
 void LaneIndex::SyncProxy(WaitGroup& group) {
   std::optional<AdmissionOrder> order;
+  KeyPlace place;
   if (!group.lanes.empty() && IdBlocker(group.resource) == Blocker::kNone) {
     order = group.lanes.front()->order;
+    place = group.lanes.front_group();
   }
-  PlaceLane(group.proxy, order);
+  PlaceStandIn(group.proxy, order, group.place, place);
+}
+
+void LaneIndex::SyncPresence(GroupPresence& presence) {
+  const GroupState& group = *presence.owner;
+  SyncPresence(presence, GroupTable::Admissible(group), GroupTable::PlaceOf(group));
+}
+
+void LaneIndex::SyncPresence(GroupPresence& presence, bool admissible, const KeyPlace& place) {
+  const bool empty = presence.lanes.empty();
+  const bool held = presence.group == nullptr && !empty && !admissible;
+  if (held != presence.held) [[unlikely]] {
+    presence.tier->held_lanes += held ? 1 : -1;
+    presence.held = held;
+  }
+  if (empty || !admissible) {
+    if (!presence.linked) return;
+    UnlinkLane(presence);
+  } else {
+    const AdmissionOrder& best = presence.lanes.front()->order;
+    if (presence.linked) {
+      if (presence.order == best && presence.place == place) return;
+      presence.order = best;
+      presence.place = place;
+      presence.set->RelinkStandIn(presence);
+    } else {
+      presence.order = best;
+      presence.place = place;
+      presence.set->insert(presence);
+      presence.linked = true;
+    }
+  }
+  if (presence.group != nullptr) SyncProxy(*presence.group);
+}
+
+void LaneIndex::RelinkGroup(GroupState& group) {
+  const bool admissible = GroupTable::Admissible(group);
+  const KeyPlace place = GroupTable::PlaceOf(group);
+  for (GroupPresence* p = group.presences; p != nullptr; p = p->next_in_group) {
+    SyncPresence(*p, admissible, place);
+  }
+}
+
+bool LaneIndex::PlaceStandIn(Lane& stand_in, const std::optional<AdmissionOrder>& order,
+                             KeyPlace& field, const KeyPlace& place) {
+  if (!order) {
+    if (!stand_in.linked) return false;
+    UnlinkLane(stand_in);
+    return true;
+  }
+  if (stand_in.linked && stand_in.order == *order && field == place) return false;
+  stand_in.order = *order;
+  field = place;
+  if (stand_in.linked) {
+    stand_in.set->Relink(stand_in);
+  } else {
+    stand_in.set->insert(stand_in);
+    stand_in.linked = true;
+  }
+  return true;
 }
 
 bool LaneIndex::PlaceLane(Lane& lane, const std::optional<AdmissionOrder>& order) {
@@ -217,7 +321,8 @@ void LaneIndex::Reopen(Resource& resource) {
     if (!group->lanes.empty() && group->lanes.size() <= kReturnedAtOnce) {
       Lane* lanes[kReturnedAtOnce];
       std::size_t n = 0;
-      group->lanes.ForEach([&](Lane* lane) { lanes[n++] = lane; });
+      // A group's stand-in sends its first lane's.
+      group->lanes.ForEach([&](Lane* lane) { lanes[n++] = Member(lane); });
       // Each goes home; the rest of its lane stays parked, behind it (and behind the proxy).
       for (std::size_t i = 0; i < n; ++i) Unpark(*lanes[i]->ready.front().job);
     }
@@ -262,6 +367,7 @@ Status LaneIndex::Check(const std::vector<std::unique_ptr<TierState>>& tiers,
   for (const auto& [name, key] : keys_) {
     if (Status s = CheckLanesOf(name, key, recount, held, linked); !s.ok()) return s;
   }
+  if (Status s = CheckPresences(held, linked); !s.ok()) return s;
   if (Status s = CheckResources(recount, linked); !s.ok()) return s;
   // Every lane set is a heap in order whose lanes know their positions, and holds exactly the
   // lanes linked into it; each tier counts its held lanes.
@@ -296,6 +402,11 @@ Status LaneIndex::CheckLanesOf(const std::string& name, const KeyState& key,
     const auto counted = recount.pending_by_lane.find(lane);
     const std::int64_t jobs = counted == recount.pending_by_lane.end() ? 0 : counted->second;
     if (lane->key != &key) return Broken(absl::StrCat("key '", name, "' owns another's lane"));
+    // A key of a group has its lanes in its group's stand-ins, and only there.
+    const GroupPresence* presence = lane->set->presence();
+    if ((presence != nullptr ? presence->owner : nullptr) != GroupTable::Of(key)) {
+      return Broken(absl::StrCat("a lane of key '", name, "' is not in its group's stand-in"));
+    }
     if (lane->pending != jobs || lane->pending == 0) {
       return Broken(absl::StrCat("a lane of key '", name, "' counts ", lane->pending,
                                  " jobs, jobs say ", jobs));
@@ -317,6 +428,48 @@ Status LaneIndex::CheckLanesOf(const std::string& name, const KeyState& key,
     }
   }
   if (in_lanes != key.pending) return Broken(absl::StrCat("key '", name, "' lost a lane"));
+  return absl::OkStatus();
+}
+
+// Groups' stand-ins: each counts the lanes in it, is linked in its parent at its group's place
+// and its best lane's order exactly while it has a linked lane, and names its parent's wait group.
+Status LaneIndex::CheckPresences(absl::flat_hash_map<const TierState*, std::int64_t>& held,
+                                 absl::flat_hash_map<const LaneSet*, std::size_t>& linked) const {
+  absl::flat_hash_map<const LaneSet*, std::int64_t> lanes_by_set;
+  for (const auto& [name, key] : keys_) {
+    for (const Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
+      ++lanes_by_set[lane->set];
+    }
+  }
+  for (const auto& [name, group] : groups_) {
+    for (const GroupPresence* p = group.presences; p != nullptr; p = p->next_in_group) {
+      const std::int64_t lanes = lanes_by_set[&p->lanes];
+      if (!p->presence || p->owner != &group || p->lanes.presence() != p || p->refs != lanes ||
+          lanes == 0) {
+        return Broken(absl::StrCat("a stand-in of group '", name, "' counts ", p->refs,
+                                   " lanes, lanes say ", lanes));
+      }
+      if (!p->lanes.valid() || p->lanes.size() != linked[&p->lanes]) {
+        return Broken(absl::StrCat("the lane set of a stand-in of group '", name, "'"));
+      }
+      if (p->group != nullptr && &p->group->lanes != p->set) {
+        return Broken(absl::StrCat("a stand-in of group '", name, "' names another wait group"));
+      }
+      const bool admissible = GroupTable::Admissible(group);
+      if (p->linked != (!p->lanes.empty() && admissible) ||
+          p->held != (p->group == nullptr && !p->lanes.empty() && !admissible)) {
+        return Broken(absl::StrCat("a stand-in of group '", name, "' is linked or held wrongly"));
+      }
+      held[p->tier] += p->held;
+      if (p->linked) {
+        if (!(p->order == p->lanes.front()->order) || !(p->place == GroupTable::PlaceOf(group)) ||
+            !p->set->contains(*p)) {
+          return Broken(absl::StrCat("a stand-in of group '", name, "' sorts stale"));
+        }
+        ++linked[p->set];
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -350,7 +503,8 @@ Status LaneIndex::CheckResources(const LaneRecount& recount,
         return Broken(absl::StrCat("the proxy of resource '", name.name, "' is linked wrongly"));
       }
       if (proxy.linked) {
-        if (!(proxy.order == group->lanes.front()->order) || !proxy.set->contains(proxy)) {
+        if (!(proxy.order == group->lanes.front()->order) ||
+            !(group->place == group->lanes.front_group()) || !proxy.set->contains(proxy)) {
           return Broken(absl::StrCat("the proxy of resource '", name.name, "' sorts stale"));
         }
         ++linked[proxy.set];

@@ -28,6 +28,7 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "core/constraints.h"
+#include "core/group_table.h"
 #include "core/indexed_name.h"
 #include "core/job_table.h"
 #include "core/key_table.h"
@@ -47,8 +48,9 @@ struct LaneRecount {
 
 class LaneIndex {
  public:
-  // Reads the keys' level and places from `keys`, which must outlive it.
-  explicit LaneIndex(const KeyTable& keys) : keys_(keys) {}
+  // Reads the keys' level and places from `keys`, and whether keys have groups from `groups`;
+  // both must outlive it.
+  LaneIndex(const KeyTable& keys, const GroupTable& groups) : keys_(keys), groups_(groups) {}
   LaneIndex(const LaneIndex&) = delete;
   LaneIndex& operator=(const LaneIndex&) = delete;
   // Frees a key's lanes (the key is being destroyed with the core).
@@ -69,7 +71,8 @@ class LaneIndex {
   // The type's home set in its own tier (TypeState::home), or the aged group's of `tier`.
   LaneSet& SetFor(TypeState& type, TierState& tier);
   // The key's home lane for (type, tier), or with `parked_on` its parked lane for that resource;
-  // made (empty, in the key's list) if it has none.
+  // made (empty, in the key's list) if it has none. A key of a group has its lanes in its
+  // group's stand-in (GroupPresence) in that set, made if the group has none there.
   Lane& LaneFor(KeyState& key, TypeState& type, TierState& tier, Resource* parked_on = nullptr);
 
   // Counts a pending job into `lane` (JoinLane), or out of its lane, freeing the lane when it
@@ -95,6 +98,16 @@ class LaneIndex {
   void Move(Job& job, Lane& target);
   // Returns a parked job to its home lane.
   void Unpark(Job& job) { Move(job, LaneFor(*job.key, *job.type, *job.lane->tier)); }
+
+  // The whole place of a head that FrontOf returned: its group's place (its key's when the key
+  // has no group), then its lane's order. Heads of different sets compare by it.
+  static GroupedLaneEntry PlaceOfHead(const Job& head) {
+    const Lane& lane = *head.lane;
+    const GroupPresence* presence = lane.set->presence();
+    return {presence != nullptr ? presence->place : lane.order.key, lane.order, head.lane};
+  }
+  // Whether some key may have a group: heads must then be compared by PlaceOfHead.
+  bool grouping() const { return groups_.in_use(); }
 
   // The best admissible head among `lanes`, or null. On the way it parks the heads whose
   // resource is full (counted in parked_in_decision) and sends home the first job of each
@@ -122,19 +135,17 @@ class LaneIndex {
   template <typename Mutate>
   void Rekey(KeyState& key, Mutate mutate, const Lane* head_changed = nullptr,
              bool admissible_before = false) {
-    // The presences' order reads the key's cost live: take them out while it may change.
-    for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
-      p->tier->keys_by_acc.erase(p->tier->keys_by_acc.iterator_to(*p));
+    // The key's group's place and admissibility may change with it (a charge is the group's
+    // too): kept out of the way of keys without one.
+    if (GroupState* group = GroupTable::Of(key)) [[unlikely]] {
+      RekeyInGroup(key, *group, mutate, head_changed, admissible_before);
+      return;
     }
-    const bool was_admissible = admissible_before || keys_.Admissible(key);
-    mutate();
-    // A presence exists while the key has pending jobs in its tier (the core's LeavePending
-    // frees the ones that end).
-    for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
-      p->tier->keys_by_acc.insert(*p);
-    }
-    RelinkKey(key, was_admissible, head_changed);
+    RekeyKey(key, mutate, head_changed, admissible_before);
   }
+  // The group's place or admissibility changed (inside a Rekey of one of its keys, a change of
+  // its limits or of its keys): its stand-ins move, one per lane set its keys have lanes in.
+  void RelinkGroup(GroupState& group);
   // The resource's room changed: each of its groups' proxies is linked exactly while it has
   // room (SyncProxies). Reopen, for a resource that had none: also the first jobs of a group of
   // a few lanes go home at once.
@@ -154,6 +165,59 @@ class LaneIndex {
 
  private:
   WaitGroup& GroupFor(Resource& resource, LaneSet& home);
+  // Rekey's parts: the key's own, and with its group's place and admissibility.
+  template <typename Mutate>
+  [[gnu::always_inline]] void RekeyKey(KeyState& key, Mutate& mutate, const Lane* head_changed,
+                                       bool admissible_before) {
+    // The presences' order reads the key's cost live: take them out while it may change.
+    for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
+      p->tier->keys_by_acc.erase(p->tier->keys_by_acc.iterator_to(*p));
+    }
+    const bool was_admissible = admissible_before || keys_.Admissible(key);
+    mutate();
+    // A presence exists while the key has pending jobs in its tier (the core's LeavePending
+    // frees the ones that end).
+    for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
+      p->tier->keys_by_acc.insert(*p);
+    }
+    RelinkKey(key, was_admissible, head_changed);
+  }
+  template <typename Mutate>
+  [[gnu::noinline]] void RekeyInGroup(KeyState& key, GroupState& group, Mutate& mutate,
+                                      const Lane* head_changed, bool admissible_before) {
+    // The stand-ins of the group follow once, after the key's lanes moved among its keys and
+    // its place changed with them, not once for each.
+    deferring_presences_ = true;
+    RekeyKey(key, mutate, head_changed, admissible_before);
+    deferring_presences_ = false;
+    RelinkGroup(group);
+  }
+  // The group's stand-in in `parent` (a wait group's set when `wait_group` is given), made if
+  // the group has none there.
+  GroupPresence& PresenceFor(GroupState& group, LaneSet& parent, WaitGroup* wait_group,
+                             TierState& tier);
+  // A lane's entry in its set changed: the stand-in or proxy that stands for that set follows.
+  void Follow(const LaneSet& set, WaitGroup* group) {
+    if (GroupPresence* presence = set.presence()) {
+      if (!deferring_presences_) SyncPresence(*presence);
+    } else if (group != nullptr) {
+      SyncProxy(*group);
+    }
+  }
+  // Links, relinks or unlinks a stand-in so that it is linked, at its group's place and its best
+  // lane's order, exactly while it has a linked lane and its group is admissible (else it is held
+  // if in a home set); its wait group's proxy, if any, follows.
+  void SyncPresence(GroupPresence& presence);
+  // The same, with its group's admissibility and place already read (a walk over its stand-ins).
+  void SyncPresence(GroupPresence& presence, bool admissible, const KeyPlace& place);
+  // Puts a stand-in or proxy in its set at `order` and group place `place` (stored in `field`),
+  // or out of it with no order; false if it already was so.
+  bool PlaceStandIn(Lane& stand_in, const std::optional<AdmissionOrder>& order, KeyPlace& field,
+                    const KeyPlace& place);
+  // The first key lane a linked entry stands for: itself, or its stand-in's first lane.
+  static Lane* Member(Lane* lane) {
+    return lane->presence ? static_cast<GroupPresence*>(lane)->lanes.front() : lane;
+  }
   // Parks a home lane's head whose resource is full.
   void Park(Job& job);
   // Links, relinks or unlinks a group's proxy so that it is linked, at its best lane's entry,
@@ -170,8 +234,13 @@ class LaneIndex {
                       absl::flat_hash_map<const LaneSet*, std::size_t>& linked) const;
   Status CheckResources(const LaneRecount& recount,
                         absl::flat_hash_map<const LaneSet*, std::size_t>& linked) const;
+  Status CheckPresences(absl::flat_hash_map<const TierState*, std::int64_t>& held,
+                        absl::flat_hash_map<const LaneSet*, std::size_t>& linked) const;
 
   const KeyTable& keys_;
+  const GroupTable& groups_;
+  // Inside RekeyInGroup: the stand-ins' moves wait for its RelinkGroup.
+  bool deferring_presences_ = false;
   absl::node_hash_map<IndexedName, Resource, IndexedNameHash, IndexedNameEq> resources_;
   // Lanes that emptied, kept for the next LaneFor: a key with one job at a time (a client whose
   // calls wait for each other) would otherwise allocate and free a lane per job, under the

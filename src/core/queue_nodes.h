@@ -51,6 +51,7 @@
 #include "core/lane_heap.h"
 #include "core/order.h"
 #include "core/token_bucket.h"
+#include "fairgate/group_limits.h"
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
 #include "fairgate/worker.h"
@@ -69,6 +70,8 @@ struct TierState;
 struct TypeState;
 
 struct WaitGroup;
+struct GroupPresence;
+struct GroupState;
 
 // kReady: in its home lane. kParked: in a parked lane (its resource was full when it came first).
 enum class JobState : std::uint8_t { kFree, kReady, kParked, kRunning };
@@ -207,9 +210,29 @@ struct CompactLaneEntry {
   }
 };
 
+// A lane's entry in a set that holds a group's stand-in (GroupPresence): the group's place first,
+// then the lane's. A key's own lane and a stand-in whose group place is its key place compare as
+// LaneEntry does; a set takes this layout only when a lane's group place differs from its key's.
+struct GroupedLaneEntry {
+  KeyPlace group;
+  AdmissionOrder order;
+  Lane* lane = nullptr;
+  [[gnu::always_inline]] bool operator<(const GroupedLaneEntry& o) const {
+    if (group.rank != o.group.rank) return group.rank < o.group.rank;
+    if (group.acc != o.group.acc) return group.acc < o.group.acc;
+    return order < o.order;
+  }
+};
+
 static_assert(sizeof(ReadyEntry) == 32, "8 ready jobs to a B-tree node");
 static_assert(sizeof(LaneEntry) == 48, "a lane's entry: its place and the lane");
 static_assert(sizeof(CompactLaneEntry) == 32, "two compact lane entries to a cache line");
+static_assert(sizeof(GroupedLaneEntry) == 64, "a grouped lane entry: a cache line");
+
+// The place in the order of a lane's group: its key's place for a key's own lane (a key without
+// a group is a group of its own); a stand-in's group's; a wait group's proxy's, its best lane's
+// group place. Defined below, with the stand-ins.
+KeyPlace GroupPlaceOf(const Lane& lane);
 
 // The jobs of one key and one type in one effective tier (its type's own, or one it aged into):
 // a home lane; in its own tier, a type that shares its tier's lanes (TypeState::home) has one
@@ -237,100 +260,222 @@ struct Lane {
   bool linked = false;        // linked while `ready` is not empty and the key is admissible (a
                               // proxy: while its group has a linked lane and its resource room)
   bool held = false;          // a home lane not linked only because its key is at max_running
+  bool presence = false;      // a GroupPresence's stand-in (key and group null)
 };
 static_assert(offsetof(Lane, heap_index) == 64 && sizeof(Lane) == 160,
               "what a walk over a key's lanes reads is in a lane's first 72 bytes");
 
-// The lanes of one type (or one aged group, or one wait group), in order, as a binary min-heap of
-// their entries (LaneHeap) in which each lane knows its entry's position (Lane::heap_index).
-// Charging a key moves each of its lanes to a later place: here that is its entry moved down
-// from where it is, in one pass, where a B-tree paid a search from the root and a rebalance for
-// an erase and again for an insert (bench/README.md). The front is the heap's top.
+// The lanes of one type (or one aged group, one wait group, or one group's stand-in), in order,
+// as a binary min-heap of their entries (LaneHeap) in which each lane knows its entry's position
+// (Lane::heap_index). Charging a key moves each of its lanes to a later place: here that is its
+// entry moved down from where it is, in one pass, where a B-tree paid a search from the root and
+// a rebalance for an erase and again for an insert (bench/README.md). The front is the heap's top.
 //
 // Most sets never hold a lane of a reserved key (no key has a min_running) or a head with an sjf
 // (the type is not shortest-first); those keep 32-byte compact entries, two to a cache line. A
 // set chooses by itself: it starts compact and takes the full layout, for good, when the first
-// lane arrives that the compact one cannot hold (O(lanes), once). The order is the same either
-// way.
+// lane arrives that the compact one cannot hold (O(lanes), once), and the grouped layout
+// (GroupedLaneEntry) likewise when the first lane arrives whose group place is not its key place
+// (a group's stand-in). The order is the same in every layout.
 class LaneSet {
  public:
-  bool empty() const { return compact_ ? compact_heap_.empty() : full_heap_.empty(); }
-  std::size_t size() const { return compact_ ? compact_heap_.size() : full_heap_.size(); }
+  bool empty() const {
+    if (compact_) return compact_heap_.empty();
+    return grouped_ ? grouped_heap_.empty() : full_heap_.empty();
+  }
+  std::size_t size() const {
+    if (compact_) return compact_heap_.size();
+    return grouped_ ? grouped_heap_.size() : full_heap_.size();
+  }
   // The first lane; the set must not be empty.
-  Lane* front() const { return compact_ ? compact_heap_.top().lane : full_heap_.top().lane; }
-  // Links `lane`, which is not in the set, at `lane.order`.
-  void insert(Lane& lane) {
-    if (compact_ && !CompactLaneEntry::Fits(lane.order)) MakeFull();
-    if (compact_) {
+  Lane* front() const {
+    if (compact_) return compact_heap_.top().lane;
+    return grouped_ ? grouped_heap_.top().lane : full_heap_.top().lane;
+  }
+  // The group place of the first lane's entry; the set must not be empty.
+  KeyPlace front_group() const {
+    if (compact_) return compact_heap_.top().Order().key;
+    return grouped_ ? grouped_heap_.top().group : full_heap_.top().order.key;
+  }
+  // Links `lane`, which is not in the set, at `lane.order` (and its group place). A key's own
+  // lane in a set whose layout holds it (every lane of a set with no group) takes the first
+  // branch or the second.
+  [[gnu::always_inline]] void insert(Lane& lane) {
+    if (compact_ && lane.key != nullptr && CompactLaneEntry::Fits(lane.order)) {
       compact_heap_.push(Compact(lane));
-    } else {
+    } else if (!compact_ && !grouped_ && lane.key != nullptr) {
       full_heap_.push({lane.order, &lane});
+    } else {
+      InsertOther(lane);
     }
   }
   // Unlinks `lane`, which is in the set.
   void erase(const Lane& lane) {
     if (compact_) {
       compact_heap_.erase(lane.heap_index);
+    } else if (grouped_) {
+      grouped_heap_.erase(lane.heap_index);
     } else {
       full_heap_.erase(lane.heap_index);
     }
   }
-  // Moves `lane`, which is in the set, to its `order`, which changed.
-  void Relink(Lane& lane) {
-    if (compact_ && !CompactLaneEntry::Fits(lane.order)) MakeFull();
-    if (compact_) {
+  // Moves `lane`, which is in the set, to its `order` (or group place), which changed.
+  [[gnu::always_inline]] void Relink(Lane& lane) {
+    if (compact_ && lane.key != nullptr && CompactLaneEntry::Fits(lane.order)) {
       compact_heap_.update(lane.heap_index, Compact(lane));
-    } else {
+    } else if (!compact_ && !grouped_ && lane.key != nullptr) {
       full_heap_.update(lane.heap_index, {lane.order, &lane});
+    } else {
+      RelinkOther(lane);
     }
   }
-  // Whether `lane` is in the set at its `order`.
-  bool contains(const Lane& lane) const {
-    if (lane.heap_index >= size()) return false;
-    if (!compact_) {
-      const LaneEntry& e = full_heap_.at(lane.heap_index);
-      return e.lane == &lane && e.order == lane.order;
-    }
-    const CompactLaneEntry& e = compact_heap_.at(lane.heap_index);
-    return e.lane == &lane && e.Order() == lane.order;
-  }
+  // Relink for a group's stand-in, whose group place `place` changed or its order.
+  void RelinkStandIn(GroupPresence& stand_in);
+  // Whether `lane` is in the set at its `order` and group place.
+  bool contains(const Lane& lane) const;
   bool compact() const { return compact_; }
+  bool grouped() const { return grouped_; }
+  // The group stand-in whose members this set holds, or null (a type's, tier's, aged group's or
+  // wait group's set).
+  GroupPresence* presence() const { return presence_; }
+  void set_presence(GroupPresence* presence) { presence_ = presence; }
   // Calls `f(lane)` for each lane, in order (from a sorted copy: not for hot paths).
   template <typename F>
   void ForEach(F f) const {
-    std::vector<LaneEntry> sorted;
+    std::vector<GroupedLaneEntry> sorted;
     if (compact_) {
-      for (const CompactLaneEntry& e : compact_heap_) sorted.push_back(e.Expand());
+      for (const CompactLaneEntry& e : compact_heap_) {
+        sorted.push_back({e.Order().key, e.Order(), e.lane});
+      }
+    } else if (grouped_) {
+      sorted.assign(grouped_heap_.begin(), grouped_heap_.end());
     } else {
-      sorted.assign(full_heap_.begin(), full_heap_.end());
+      for (const LaneEntry& e : full_heap_) sorted.push_back({e.order.key, e.order, e.lane});
     }
     std::sort(sorted.begin(), sorted.end());
-    for (const LaneEntry& e : sorted) f(e.lane);
+    for (const GroupedLaneEntry& e : sorted) f(e.lane);
   }
   // Whether the heap is in order and each lane knows its entry's position (CheckInvariants).
-  bool valid() const { return compact_ ? compact_heap_.valid() : full_heap_.valid(); }
+  bool valid() const {
+    if (compact_) return compact_heap_.valid();
+    return grouped_ ? grouped_heap_.valid() : full_heap_.valid();
+  }
 
  private:
   static CompactLaneEntry Compact(Lane& lane) {
     return {lane.order.key.acc, lane.order.job.arrival, lane.order.job.seq, &lane};
   }
+  // insert and Relink for a lane the set's layout may not hold (a stand-in, a proxy, a place
+  // the compact layout cannot hold) or in the grouped layout: the layout first, then the entry.
+  [[gnu::noinline]] void InsertOther(Lane& lane);
+  [[gnu::noinline]] void RelinkOther(Lane& lane);
+  // Takes the layout `lane` needs, if the set's cannot hold it.
+  void Fit(const Lane& lane);
   void MakeFull() {
     for (const CompactLaneEntry& c : compact_heap_) full_heap_.push(c.Expand());
     compact_heap_.clear();
     compact_ = false;
   }
+  void MakeGrouped() {
+    if (compact_) MakeFull();
+    for (const LaneEntry& e : full_heap_) grouped_heap_.push({e.order.key, e.order, e.lane});
+    full_heap_.clear();
+    grouped_ = true;
+  }
 
+  // The layout: compact, full (neither) or grouped; never back.
   bool compact_ = true;
+  bool grouped_ = false;
+  GroupPresence* presence_ = nullptr;
   LaneHeap<LaneEntry> full_heap_;
   LaneHeap<CompactLaneEntry> compact_heap_;
+  LaneHeap<GroupedLaneEntry> grouped_heap_;
 };
 
 // The parked lanes of one resource whose home lanes are in one lane set.
 struct WaitGroup {
   Resource* resource = nullptr;
-  LaneSet lanes;  // its parked lanes, ordered as home lanes are
-  Lane proxy;     // linked into the home lane set while `lanes` has one and the resource has room
+  LaneSet lanes;   // its parked lanes, ordered as home lanes are
+  Lane proxy;      // linked into the home lane set while `lanes` has one and the resource has room
+  KeyPlace place;  // while the proxy is linked: the group place of `lanes`' first entry
 };
+
+// A group's stand-in in one lane set (its parent): the group's keys' lanes of that set are in
+// `lanes`, not in the parent, and the stand-in is linked in the parent at the group's place and
+// its best lane's order, exactly while `lanes` has a linked lane. So a charge to a group moves
+// one entry per set its keys have lanes in, however many keys it has, and a charge to one of its
+// keys moves that key's lanes among the group's keys only. A stand-in in a wait group's set has
+// that group as its Lane::group, so that the group's proxy follows it. While its group is at its
+// max_running, a stand-in with lanes is not linked; in a home set (no wait group) it is then
+// held, as a key's lane is (TierState::held_lanes).
+struct GroupPresence : Lane {
+  GroupState* owner = nullptr;
+  LaneSet lanes;          // its keys' lanes of the parent set
+  KeyPlace place;         // while linked: its group's place
+  std::int32_t refs = 0;  // lanes whose set is `lanes`; freed at 0
+  GroupPresence* next_in_group = nullptr;
+};
+
+inline KeyPlace GroupPlaceOf(const Lane& lane) {
+  if (lane.key != nullptr) return lane.order.key;
+  if (lane.presence) return static_cast<const GroupPresence&>(lane).place;
+  return lane.group->place;
+}
+
+inline void LaneSet::Fit(const Lane& lane) {
+  if (grouped_) return;
+  if (lane.key == nullptr && !(GroupPlaceOf(lane) == lane.order.key)) {
+    MakeGrouped();
+  } else if (compact_ && !CompactLaneEntry::Fits(lane.order)) {
+    MakeFull();
+  }
+}
+
+inline void LaneSet::InsertOther(Lane& lane) {
+  Fit(lane);
+  if (compact_) {
+    compact_heap_.push(Compact(lane));
+  } else if (grouped_) {
+    grouped_heap_.push({GroupPlaceOf(lane), lane.order, &lane});
+  } else {
+    full_heap_.push({lane.order, &lane});
+  }
+}
+
+inline void LaneSet::RelinkOther(Lane& lane) {
+  Fit(lane);
+  if (compact_) {
+    compact_heap_.update(lane.heap_index, Compact(lane));
+  } else if (grouped_) {
+    grouped_heap_.update(lane.heap_index, {GroupPlaceOf(lane), lane.order, &lane});
+  } else {
+    full_heap_.update(lane.heap_index, {lane.order, &lane});
+  }
+}
+
+inline void LaneSet::RelinkStandIn(GroupPresence& stand_in) {
+  if (grouped_) {
+    grouped_heap_.update(stand_in.heap_index, {stand_in.place, stand_in.order, &stand_in});
+  } else {
+    RelinkOther(stand_in);
+  }
+}
+
+inline bool LaneSet::contains(const Lane& lane) const {
+  if (lane.heap_index >= size()) return false;
+  if (grouped_) {
+    const GroupedLaneEntry& e = grouped_heap_.at(lane.heap_index);
+    return e.lane == &lane && e.order == lane.order && e.group == GroupPlaceOf(lane);
+  }
+  // Outside the grouped layout a lane's group place is its key place.
+  const bool key_place = lane.key != nullptr || GroupPlaceOf(lane) == lane.order.key;
+  if (compact_) {
+    const CompactLaneEntry& e = compact_heap_.at(lane.heap_index);
+    return e.lane == &lane && e.Order() == lane.order && key_place;
+  }
+  const LaneEntry& e = full_heap_.at(lane.heap_index);
+  return e.lane == &lane && e.order == lane.order && key_place;
+}
 
 // The presence of one key among the keys with pending jobs in one tier (for idle catch-up).
 struct TierPresence {
@@ -343,11 +488,39 @@ struct TierPresence {
 
 // What a caller set for one key (SetKeyWeight, SetKeyLimits). Kept for good: it is configuration,
 // as many entries as the caller made, not one per key seen.
+struct GroupSettings;
+
 struct KeySettings {
   double weight = 1;
   KeyLimits limits;
-  bool has_limits = false;  // else the options' default_key_limits apply
-  bool paused = false;      // PauseKey: none of its jobs is admitted (kKeyPaused), none ages
+  bool has_limits = false;         // else the options' default_key_limits apply
+  bool paused = false;             // PauseKey: none of its jobs is admitted (kKeyPaused), none ages
+  GroupSettings* group = nullptr;  // SetKeyGroup: the group it belongs to; null: a group of its own
+  bool group_set = false;          // SetKeyGroup named it (or none): the runtime's rule does not
+  bool group_by_rule = false;      // `group` is the runtime's rule's (SetKeyGroupByRule)
+};
+
+// What a caller set for one group of keys (SetKeyGroup, SetGroupWeight): kept for good, as key
+// settings are.
+struct GroupSettings {
+  const std::string* name = nullptr;  // the key of its map entry
+  double weight = 1;
+  GroupLimits limits;           // SetGroupLimits
+  GroupState* state = nullptr;  // while the group is tracked (GroupTable)
+};
+
+// One group of keys (a tenant), tracked while one of its keys has a job pending or running and
+// then until it has been idle for key_ttl, as a key is. Its place in the order is its
+// accumulated cost (what its keys were charged, each charge divided by the group's weight);
+// it stands in each lane set its keys have lanes in as one entry (a GroupPresence).
+struct GroupState {
+  ListHook idle_hook;  // in the group table's idle list while nothing of it is pending or running
+  GroupSettings* settings = nullptr;
+  double acc = 0;
+  double idle_since = 0;
+  std::int32_t pending = 0;            // its keys' pending jobs
+  Usage running;                       // its keys' running jobs
+  GroupPresence* presences = nullptr;  // one per lane set its keys have lanes in
 };
 
 // One fairness key. Kept small (72 bytes, plus its name as the map's key; the allocator hands out

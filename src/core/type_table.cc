@@ -137,6 +137,7 @@ bool TypeTable::SharingMaySkip(Blocker blocker, const TypeState& type) const {
     case Blocker::kKeyPaused:  // the key and id levels hold a shared set's lanes and jobs
     case Blocker::kKeyLimit:   // as they hold a type's own (LaneIndex::SyncLane, FrontOf)
     case Blocker::kKeyRate:
+    case Blocker::kGroupLimit:
     case Blocker::kConflictLimit:
     case Blocker::kCount:
       return true;
@@ -168,6 +169,7 @@ void TypeTable::CountCapSkip(Blocker blocker, DecisionSkips& skipped) {
     case Blocker::kKeyPaused:
     case Blocker::kKeyLimit:
     case Blocker::kKeyRate:
+    case Blocker::kGroupLimit:
     case Blocker::kConflictLimit:
     case Blocker::kCount:
       break;

@@ -53,7 +53,7 @@ class TypeTable {
   StatusOr<TypeState*> Register(std::string_view name, const JobTypeConfig& config, bool& added);
 
   // The type of that name, or null.
-  TypeState* Find(std::string_view name) const {
+  [[gnu::always_inline]] TypeState* Find(std::string_view name) const {
     auto it = by_name_.find(AsAbsl(name));
     return it == by_name_.end() ? nullptr : it->second;
   }

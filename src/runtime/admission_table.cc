@@ -117,12 +117,23 @@ auto AdmissionTable::Enqueue(const RecordPtr& record, const core::EnqueueRequest
   return out;
 }
 
+void AdmissionTable::ApplyGroupRuleLocked(std::string_view key) {
+  if (!options_.runtime.key_group || !core_->NeedsKeyGroup(key)) return;
+  // ValidateOptions refused the rule with idle catch-up, the one refusal SetKeyGroupByRule has
+  // for a key NeedsKeyGroup said yes of.
+  if (!core_->SetKeyGroupByRule(key, options_.runtime.key_group(key)).ok()) {
+    std::fprintf(stderr, "fairgate: runtime.key_group's answer was refused\n");
+    std::abort();
+  }
+}
+
 Status AdmissionTable::EnqueueLocked(const RecordPtr& record, const core::EnqueueRequest& request,
                                      double now, Decision& decision) {
   const std::optional<double> next_expiry = core_->NextExpiryAt();
   // The core's first admission after the enqueue, if it queued a new job: with nothing else
   // pending and room for it, the job itself, admitted without entering the order.
   std::optional<core::Admission> first;
+  ApplyGroupRuleLocked(request.key);
   StatusOr<core::JobTicket> ticket =
       phase_ != Phase::kOpen ? UnavailableLocked() : core_->EnqueueAndAdmit(request, now, first);
   if (!ticket.ok()) return RejectLocked(request, ticket.status(), now);

@@ -141,6 +141,16 @@ class AdmissionTable {
   // Appends the metrics to `out`.
   Decision WriteMetrics(std::string& out);
   Status SetKeyWeight(std::string_view key, double weight);
+  // A key's group and a group's weight (core::AdmissionCore::SetKeyGroup, SetGroupWeight): they
+  // change the order, never what is admissible, so no decision follows.
+  Status SetKeyGroup(std::string_view key, std::string_view group);
+  // The group RuntimeOptions::key_group gives a key the core does not track, if a rule is set
+  // and the key's group is no caller's.
+  void ApplyGroupRuleLocked(std::string_view key);
+  Status SetGroupWeight(std::string_view group, double weight);
+  // A group's limits, then the admissions a higher max_running allows.
+  Decided<Status> SetGroupLimits(std::string_view group, const GroupLimits& limits);
+  std::optional<double> GroupAccumulatedCost(std::string_view group) const;
   // Charges the key for work done without a job (core::AdmissionCore::Charge), at now.
   Status Charge(std::string_view key, double cost);
   Decided<Status> SetKeyLimits(std::string_view key, const KeyLimits& limits);

@@ -99,8 +99,32 @@ Status AdmissionTable::SetKeyWeight(std::string_view key, double weight) {
   return core_->SetKeyWeight(key, weight);
 }
 
+Status AdmissionTable::SetKeyGroup(std::string_view key, std::string_view group) {
+  Locked lock(this);
+  return core_->SetKeyGroup(key, group, LockedNow());
+}
+
+Status AdmissionTable::SetGroupWeight(std::string_view group, double weight) {
+  Locked lock(this);
+  return core_->SetGroupWeight(group, weight);
+}
+
+Decided<Status> AdmissionTable::SetGroupLimits(std::string_view group, const GroupLimits& limits) {
+  Decided<Status> out;
+  Locked lock(this, out.decision);
+  out.answer = core_->SetGroupLimits(group, limits);
+  if (out.answer.ok() && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), out.decision);
+  return out;
+}
+
+std::optional<double> AdmissionTable::GroupAccumulatedCost(std::string_view group) const {
+  Locked lock(this);
+  return core_->GroupAccumulatedCost(group);
+}
+
 Status AdmissionTable::Charge(std::string_view key, double cost) {
   Locked lock(this);
+  ApplyGroupRuleLocked(key);
   return core_->Charge(key, cost, LockedNow());
 }
 

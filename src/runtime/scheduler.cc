@@ -204,6 +204,10 @@ Status Scheduler::Impl::SetKeyLimits(std::string_view key, const KeyLimits& limi
   return dispatcher_.Act(table_.SetKeyLimits(key, limits));
 }
 
+Status Scheduler::Impl::SetGroupLimits(std::string_view group, const GroupLimits& limits) {
+  return dispatcher_.Act(table_.SetGroupLimits(group, limits));
+}
+
 Status Scheduler::Impl::SetWorker(std::string_view name, const WorkerConfig& config, bool update) {
   Status status = dispatcher_.Act(table_.SetWorker(name, config, update));
   if (!status.ok()) return status;
@@ -362,6 +366,22 @@ std::optional<double> Scheduler::Estimate(TypeName type, JobId id) const {
 
 Status Scheduler::SetKeyWeight(std::string_view fairness_key, double weight) {
   return impl_->SetKeyWeight(fairness_key, weight);
+}
+
+Status Scheduler::SetKeyGroup(std::string_view fairness_key, std::string_view group) {
+  return impl_->SetKeyGroup(fairness_key, group);
+}
+
+Status Scheduler::SetGroupWeight(std::string_view group, double weight) {
+  return impl_->SetGroupWeight(group, weight);
+}
+
+Status Scheduler::SetGroupLimits(std::string_view group, const GroupLimits& limits) {
+  return impl_->SetGroupLimits(group, limits);
+}
+
+std::optional<double> Scheduler::GroupAccumulatedCost(std::string_view group) const {
+  return impl_->GroupAccumulatedCost(group);
 }
 
 Status Scheduler::Charge(std::string_view fairness_key, double cost) {

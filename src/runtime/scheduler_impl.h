@@ -76,6 +76,16 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
   Status SetKeyWeight(std::string_view key, double weight) {
     return table_.SetKeyWeight(key, weight);
   }
+  Status SetKeyGroup(std::string_view key, std::string_view group) {
+    return table_.SetKeyGroup(key, group);
+  }
+  Status SetGroupWeight(std::string_view group, double weight) {
+    return table_.SetGroupWeight(group, weight);
+  }
+  Status SetGroupLimits(std::string_view group, const GroupLimits& limits);
+  std::optional<double> GroupAccumulatedCost(std::string_view group) const {
+    return table_.GroupAccumulatedCost(group);
+  }
   Status Charge(std::string_view key, double cost) { return table_.Charge(key, cost); }
   Status SetKeyLimits(std::string_view key, const KeyLimits& limits);
   Status SetWorker(std::string_view name, const WorkerConfig& config, bool update);
