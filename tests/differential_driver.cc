@@ -99,6 +99,10 @@ class Run {
         options.rule.default_key_limits.rate_per_weight = choices_.Chance(0.5);
       }
     }
+    if (config_.groups && choices_.Chance(0.3)) {
+      const int max = choices_.Between(1, 3);
+      options.rule.default_group_limits = {max, choices_.Between(0, max)};
+    }
     if (config_.draw_idle_catch_up) options.rule.idle_catch_up = choices_.Chance(0.5);
     if (config_.workers) {
       options.rule.sole_worker_reserve_after = Seconds(choices_.Pick(

@@ -258,6 +258,26 @@ TEST_CASE("Core.Groups.AGroupAtItsMaxRunningHoldsAllItsKeysWhileOthersRun") {
   REQUIRE(c.CheckInvariants().ok());
 }
 
+TEST_CASE("Core.Groups.EveryGroupWithoutLimitsOfItsOwnHasTheRulesDefault") {
+  RuleOptions rule = RuleOptions::Seed();
+  rule.default_group_limits.max_running = 1;
+  auto core = MakeCore(rule, 4);
+  for (const std::string key : {"a1", "a2", "b1"}) {
+    REQUIRE(core->SetKeyGroup(key, key.substr(0, 1), 0).ok());
+    Add(*core, key, key, 0);
+    Add(*core, key, key + "'", 0);
+  }
+  REQUIRE(core->SetGroupLimits("b", GroupLimits{.max_running = 2}).ok());  // b's own
+  Add(*core, "loner", "l", 0);  // no group: no group's limit
+  std::map<std::string, int> running;
+  while (std::optional<core::Admission> a = core->NextAdmission(0))
+    ++running[std::string(a->key.substr(0, 1))];
+  CHECK(running["a"] == 1);
+  CHECK(running["b"] == 2);
+  CHECK(running["l"] == 1);
+  REQUIRE(core->CheckInvariants().ok());
+}
+
 TEST_CASE("Core.Groups.AGroupBelowItsMinRunningGoesFirstWhateverItsCost") {
   auto core = MakeCore();
   double now = 0;
@@ -347,6 +367,12 @@ TEST_CASE("Core.Groups.BadInputIsRefusedWithAStatusThatSaysWhat") {
   }
   CHECK(core->SetKeyGroup("k", "g", std::numeric_limits<double>::quiet_NaN()).code() ==
         absl::StatusCode::kInvalidArgument);
+  RuleOptions bad_default = RuleOptions::Seed();
+  bad_default.default_group_limits.max_running = 0;
+  const auto refused = AdmissionCore::Create(bad_default);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(std::string(refused.status().message()).find("rule.default_group_limits") !=
+        std::string::npos);
   // Idle catch-up is not defined for groups yet: refused, not ignored.
   RuleOptions rule = RuleOptions::Seed();
   rule.idle_catch_up = true;

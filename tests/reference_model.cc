@@ -279,7 +279,7 @@ int ReferenceModel::GroupRunning(const std::string& group) const {
 
 GroupLimits ReferenceModel::GroupLimitsOf(const std::string& group) const {
   auto it = group_limits_.find(group);
-  return it != group_limits_.end() ? it->second : GroupLimits{};
+  return it != group_limits_.end() ? it->second : options_.rule.default_group_limits;
 }
 
 Status ReferenceModel::SetGroupLimits(const std::string& group, const GroupLimits& limits) {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client_group.h"
 #include "fairgate/postgres_store.h"
 #include "fairgate/rate_limit.h"
 #include "fairgate/sqlite_store.h"
@@ -128,7 +129,7 @@ fairgate::Status ValidateGateConfig(const GateConfig& c) {
   if (c.database.empty() && !c.replica.empty()) {
     return absl::InvalidArgumentError("a replica name needs a database");
   }
-  return absl::OkStatus();
+  return ClientGroups::Parse(c.client_group).status();
 }
 
 fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig& c) {
@@ -156,6 +157,14 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
   options.rule.default_key_limits.rate_limit = {c.client_rate, c.client_burst};
   if (auto s = fairgate::ValidateKeyLimits(options.rule.default_key_limits); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("client limits: ", s.message()));
+  }
+  if (const ClientGroups groups = *ClientGroups::Parse(c.client_group); groups.enabled()) {
+    options.runtime.key_group = [groups](std::string_view client) {
+      return groups.GroupOf(client);
+    };
+    // A network's clients together run no more than one client may: no party holds every slot
+    // by spreading over addresses.
+    options.rule.default_group_limits.max_running = options.rule.default_key_limits.max_running;
   }
   if (c.adaptive_min > 0) {
     fairgate::AdaptiveCapacity adaptive;  // the rule's defaults: every second, by CPU pressure

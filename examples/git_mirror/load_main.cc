@@ -7,7 +7,9 @@
 // does not starve the server (run the two on different cores with taskset, as compare.sh does).
 // With --heavy-read-rate, each of A's clones reads its pack at that many bytes a second (a slow
 // but live reader); with --heavy-distinct, each clone's request names its own agent, so that no
-// two are identical and none is shared or served from the mirror's cache.
+// two are identical and none is shared or served from the mirror's cache. With --heavy-sources N,
+// A's clones come from N addresses of 127.0.5.0/24 in turn (127.0.5.1 to 127.0.5.N) and send no
+// client header: the server names each by its address, one client spread over a /24.
 // Client B, after --warmup seconds, clones the light repository with real `git`, one clone at a
 // time, starting one every --light-interval seconds (or when the previous one ends, if later),
 // until the duration is over. With --alone, A does nothing: B's time on an idle server.
@@ -89,18 +91,24 @@ std::string FirstAdvertisedId(const std::string& body) {
 }
 
 // One clone by A: the advertisement, then the pack, read to its end and dropped.
-asio::awaitable<void> HeavyClone(const tcp::endpoint& server, const std::string& repository,
-                                 const std::string& header, const HeavyReading& reading,
-                                 HeavyStats& stats) {
+// `source`: the address A's clone connects from (unspecified: the system's choice); `header`:
+// the header naming A (empty: none, the server names A by its address).
+asio::awaitable<void> HeavyClone(const tcp::endpoint& server, const asio::ip::address& source,
+                                 const std::string& repository, const std::string& header,
+                                 const HeavyReading& reading, HeavyStats& stats) {
   static std::atomic<long> serial{0};
   tcp::socket socket(co_await asio::this_coro::executor);
+  if (!source.is_unspecified()) {
+    socket.open(server.protocol());
+    socket.bind(tcp::endpoint(source, 0));
+  }
   co_await socket.async_connect(server, asio::use_awaitable);
   boost::beast::flat_buffer buffer;
 
   http::request<http::empty_body> get(http::verb::get,
                                       "/" + repository + "/info/refs?service=git-upload-pack", 11);
   get.set(http::field::host, "mirror");
-  get.set(header, "A");
+  if (!header.empty()) get.set(header, "A");
   co_await http::async_write(socket, get, asio::use_awaitable);
   http::response<http::string_body> advertisement;
   co_await http::async_read(socket, buffer, advertisement, asio::use_awaitable);
@@ -117,7 +125,7 @@ asio::awaitable<void> HeavyClone(const tcp::endpoint& server, const std::string&
   http::request<http::string_body> post(http::verb::post, "/" + repository + "/git-upload-pack",
                                         11);
   post.set(http::field::host, "mirror");
-  post.set(header, "A");
+  if (!header.empty()) post.set(header, "A");
   post.set(http::field::content_type, "application/x-git-upload-pack-request");
   const std::string agent = reading.distinct ? " agent=load-" + std::to_string(++serial) : "";
   post.body() = Pkt("want " + id + " ofs-delta" + agent + "\n") + "0000" + Pkt("done\n");
@@ -164,14 +172,14 @@ asio::awaitable<void> HeavyClone(const tcp::endpoint& server, const std::string&
 }
 
 // One of A's clone loops: clone after clone until the deadline. A refused clone backs off 1 s.
-asio::awaitable<void> HeavyLoop(tcp::endpoint server, std::string repository, std::string header,
-                                HeavyReading reading, HeavyStats& stats,
-                                Clock::time_point deadline) {
+asio::awaitable<void> HeavyLoop(tcp::endpoint server, asio::ip::address source,
+                                std::string repository, std::string header, HeavyReading reading,
+                                HeavyStats& stats, Clock::time_point deadline) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   while (Clock::now() < deadline) {
     const long refused = stats.refused;
     try {
-      co_await HeavyClone(server, repository, header, reading, stats);
+      co_await HeavyClone(server, source, repository, header, reading, stats);
     } catch (const std::exception&) {
       if (Clock::now() < deadline) ++stats.errors;
     }
@@ -224,6 +232,11 @@ int main(int argc, char** argv) {
   app.add_option("--server-pid", server_pid, "the server's pid, for its memory and threads");
   app.add_option("--work-dir", work_dir, "scratch directory for B's clones")->required();
   app.add_flag("--alone", alone, "B alone: A does not run");
+  int heavy_sources = 0;
+  app.add_option("--heavy-sources", heavy_sources,
+                 "A's clones from this many addresses of 127.0.5.0/24 in turn, without the client "
+                 "header (0: from the system's choice, with it)")
+      ->check(CLI::Range(0, 254));
   app.add_option("--heavy-read-rate", reading.bytes_per_second,
                  "bytes a second each of A's clones reads its pack at; 0: as fast as it comes")
       ->capture_default_str();
@@ -260,7 +273,13 @@ int main(int argc, char** argv) {
   const tcp::endpoint server(address, static_cast<unsigned short>(port));
   if (!alone) {
     for (int i = 0; i < heavy_concurrency; ++i) {
-      asio::co_spawn(io, HeavyLoop(server, heavy, header, reading, stats, deadline),
+      const asio::ip::address source =
+          heavy_sources == 0 ? asio::ip::address()
+                             : asio::ip::address(asio::ip::make_address_v4(
+                                   "127.0.5." + std::to_string(1 + i % heavy_sources)));
+      asio::co_spawn(io,
+                     HeavyLoop(server, source, heavy, heavy_sources == 0 ? header : std::string(),
+                               reading, stats, deadline),
                      asio::detached);
     }
   }

@@ -50,6 +50,11 @@ int main(int argc, char** argv) {
   app.add_option("--client-max-running", gate_config.client_max_running,
                  "jobs one client may run at once; 0: capacity - 1 (fairgate)")
       ->capture_default_str();
+  app.add_option("--client-group", gate_config.client_group,
+                 "prefix:V4/V6: a client named by its address is one of its network's (its IPv4 "
+                 "/V4, its IPv6 /V6), and a network's clients take one share together and run at "
+                 "most --client-max-running jobs together, so that clones spread over many "
+                 "addresses count as one client's (fairgate); e.g. prefix:24/48");
   app.add_option("--client-min-running", gate_config.client_min_running,
                  "jobs a client running fewer than this gets first in its tier (fairgate)")
       ->capture_default_str();

@@ -82,6 +82,10 @@ struct GateConfig {
   // replicas run a first mirror, fetch or repack of one repository at once). The replicas share
   // their mirror directory. Empty: none; exclusive with state_file.
   std::string database;
+  // fairgate only. Groups of clients (client_group.h): "prefix:V4/V6" puts a client named by its
+  // address in its address's network, so that clones spread over a network's addresses take one
+  // share, and run no more jobs together than one client may; "": none.
+  std::string client_group;
   // fairgate only, with `database`: this replica's name in the leases it holds, unique among the
   // replicas that run at once. Empty: host name, process id and a random suffix.
   std::string replica;

@@ -14,6 +14,7 @@
 
 #include "fairgate/adaptive_capacity.h"
 #include "fairgate/export.h"
+#include "fairgate/group_limits.h"
 #include "fairgate/key_limits.h"
 #include "fairgate/rate_limit.h"
 #include "fairgate/seconds.h"
@@ -108,6 +109,9 @@ struct RuleOptions {
   double shortest_first_aging = 0;
   // The limits of keys that have none of their own (Scheduler::SetKeyLimits): none by default.
   KeyLimits default_key_limits;
+  // The limits of every group of keys without its own (Scheduler::SetGroupLimits;
+  // fairgate/group_limits.h): none by default.
+  GroupLimits default_group_limits;
   // A global cap that follows CPU pressure between a minimum and max_concurrency
   // (fairgate/adaptive_capacity.h). Off in both presets: the cap is max_concurrency.
   std::optional<AdaptiveCapacity> adaptive_capacity;

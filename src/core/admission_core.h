@@ -344,7 +344,7 @@ class AdmissionCore {
     if (const Blocker b = keys_.BlockerOf(*job.key); b != Blocker::kNone) return b;
     // The key's group: its stand-ins are held while it is at its max_running.
     if (const GroupState* group = GroupTable::Of(*job.key);
-        group != nullptr && !GroupTable::Admissible(*group)) {
+        group != nullptr && !groups_.Admissible(*group)) {
       return Blocker::kGroupLimit;
     }
     return LaneIndex::IdBlocker(job.resource);
@@ -466,7 +466,7 @@ class AdmissionCore {
   // The types, tiers and conflict groups, the global cap, and the type level (reads workers_).
   TypeTable types_;
   KeyTable keys_;
-  GroupTable groups_;  // groups of keys (SetKeyGroup)
+  GroupTable groups_{rule_.default_group_limits};  // groups of keys (SetKeyGroup)
   LaneIndex lanes_{
       keys_, groups_};  // where the pending jobs wait: lanes, lane sets, wait groups, resources
   TimedSteps steps_;    // aging steps, queue-wait limits and pause clocks of the pending jobs

@@ -237,6 +237,7 @@ Status AdmissionCore::SetGroupLimits(std::string_view name, const GroupLimits& l
   GroupSettings& settings = groups_.SettingsFor(AsAbsl(name));
   groups_.UseLimits();
   settings.limits = limits;
+  settings.has_limits = true;
   if (settings.state != nullptr) lanes_.RelinkGroup(*settings.state);
   return absl::OkStatus();
 }

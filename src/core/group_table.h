@@ -29,7 +29,8 @@ using IdleGroupList =
 
 class GroupTable {
  public:
-  GroupTable() = default;
+  explicit GroupTable(const GroupLimits& default_limits)
+      : default_limits_(default_limits), limits_in_use_(default_limits != GroupLimits{}) {}
   ~GroupTable();
   GroupTable(const GroupTable&) = delete;
   GroupTable& operator=(const GroupTable&) = delete;
@@ -61,17 +62,21 @@ class GroupTable {
   }
   static double WeightOf(const GroupState& group) { return group.settings->weight; }
   static const std::string& NameOf(const GroupState& group) { return *group.settings->name; }
+  // The group's limits in force: its own, or the rule's default_group_limits.
+  const GroupLimits& LimitsOf(const GroupState& group) const {
+    return group.settings->has_limits ? group.settings->limits : default_limits_;
+  }
   // Whether the group's keys may run one more job: it runs fewer than its max_running.
-  static bool Admissible(const GroupState& group) {
-    return group.running.used() < group.settings->limits.max_running;
+  bool Admissible(const GroupState& group) const {
+    return group.running.used() < LimitsOf(group).max_running;
   }
   // Whether the group runs fewer jobs than its min_running: its keys go ahead of unreserved ones.
-  static bool Reserved(const GroupState& group) {
-    return group.running.used() < group.settings->limits.min_running;
+  bool Reserved(const GroupState& group) const {
+    return group.running.used() < LimitsOf(group).min_running;
   }
   // A group's place in the order (core/order.h): reserved first, then its accumulated cost, in
   // the place a key's takes among keys.
-  static KeyPlace PlaceOf(const GroupState& group) {
+  KeyPlace PlaceOf(const GroupState& group) const {
     return {Reserved(group) ? 0u : kUnreservedRank, SortableBits(group.acc)};
   }
   // From now on some group has limits: its running count moves its place and admissibility, so
@@ -106,7 +111,8 @@ class GroupTable {
   absl::node_hash_map<std::string, GroupSettings> settings_;  // stable, never erased
   absl::node_hash_map<std::string, GroupState> groups_;       // nodes: addresses are stable
   IdleGroupList idle_;                                        // in the order they became idle
-  bool limits_in_use_ = false;
+  const GroupLimits default_limits_;
+  bool limits_in_use_;
 };
 
 }  // namespace fairgate::core

@@ -229,7 +229,7 @@ void LaneIndex::SyncProxy(WaitGroup& group) {
 
 void LaneIndex::SyncPresence(GroupPresence& presence) {
   const GroupState& group = *presence.owner;
-  SyncPresence(presence, GroupTable::Admissible(group), GroupTable::PlaceOf(group));
+  SyncPresence(presence, groups_.Admissible(group), groups_.PlaceOf(group));
 }
 
 void LaneIndex::SyncPresence(GroupPresence& presence, bool admissible, const KeyPlace& place) {
@@ -260,8 +260,8 @@ void LaneIndex::SyncPresence(GroupPresence& presence, bool admissible, const Key
 }
 
 void LaneIndex::RelinkGroup(GroupState& group) {
-  const bool admissible = GroupTable::Admissible(group);
-  const KeyPlace place = GroupTable::PlaceOf(group);
+  const bool admissible = groups_.Admissible(group);
+  const KeyPlace place = groups_.PlaceOf(group);
   for (GroupPresence* p = group.presences; p != nullptr; p = p->next_in_group) {
     SyncPresence(*p, admissible, place);
   }
@@ -455,14 +455,14 @@ Status LaneIndex::CheckPresences(absl::flat_hash_map<const TierState*, std::int6
       if (p->group != nullptr && &p->group->lanes != p->set) {
         return Broken(absl::StrCat("a stand-in of group '", name, "' names another wait group"));
       }
-      const bool admissible = GroupTable::Admissible(group);
+      const bool admissible = groups_.Admissible(group);
       if (p->linked != (!p->lanes.empty() && admissible) ||
           p->held != (p->group == nullptr && !p->lanes.empty() && !admissible)) {
         return Broken(absl::StrCat("a stand-in of group '", name, "' is linked or held wrongly"));
       }
       held[p->tier] += p->held;
       if (p->linked) {
-        if (!(p->order == p->lanes.front()->order) || !(p->place == GroupTable::PlaceOf(group)) ||
+        if (!(p->order == p->lanes.front()->order) || !(p->place == groups_.PlaceOf(group)) ||
             !p->set->contains(*p)) {
           return Broken(absl::StrCat("a stand-in of group '", name, "' sorts stale"));
         }

@@ -506,6 +506,7 @@ struct GroupSettings {
   const std::string* name = nullptr;  // the key of its map entry
   double weight = 1;
   GroupLimits limits;           // SetGroupLimits
+  bool has_limits = false;      // else the rule's default_group_limits apply
   GroupState* state = nullptr;  // while the group is tracked (GroupTable)
 };
 

@@ -74,6 +74,9 @@ Status ValidateRuleOptions(const RuleOptions& rule) {
   if (Status s = ValidateKeyLimits(rule.default_key_limits); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("rule.default_key_limits: ", s.message()));
   }
+  if (Status s = ValidateGroupLimits(rule.default_group_limits); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("rule.default_group_limits: ", s.message()));
+  }
   return absl::OkStatus();
 }
 

@@ -144,9 +144,6 @@ class AdmissionTable {
   // A key's group and a group's weight (core::AdmissionCore::SetKeyGroup, SetGroupWeight): they
   // change the order, never what is admissible, so no decision follows.
   Status SetKeyGroup(std::string_view key, std::string_view group);
-  // The group RuntimeOptions::key_group gives a key the core does not track, if a rule is set
-  // and the key's group is no caller's.
-  void ApplyGroupRuleLocked(std::string_view key);
   Status SetGroupWeight(std::string_view group, double weight);
   // A group's limits, then the admissions a higher max_running allows.
   Decided<Status> SetGroupLimits(std::string_view group, const GroupLimits& limits);
@@ -309,6 +306,9 @@ class AdmissionTable {
   void UnlockCore() ABSL_UNLOCK_FUNCTION(mutex_, core_lock);
   // Queues what the intake holds, oldest first, as Enqueue would have one by one.
   void TakeIntakeLocked(Decision& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
+  // The group RuntimeOptions::key_group gives a key the core does not track, if a rule is set
+  // and the key's group is no caller's (an enqueue's or a charge's).
+  void ApplyGroupRuleLocked(std::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);
   // Enqueue's work under the lock, at `now`.
   Status EnqueueLocked(const RecordPtr& record, const core::EnqueueRequest& request, double now,
                        Decision& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_, core_lock);

@@ -8,6 +8,7 @@
 
 #include "body_budget.h"
 #include "boost/asio/io_context.hpp"
+#include "client_group.h"
 #include "doctest/doctest.h"
 #include "mirror_test_util.h"
 #include "network_set.h"
@@ -292,6 +293,28 @@ TEST_CASE("NetworkSet.MatchesAddressesAndNetworksOfBothFamilies") {
     REQUIRE_FALSE(parsed.ok());
     CHECK(parsed.status().message() ==
           "trusted proxy '" + bad + "' is not an address or CIDR network");
+  }
+}
+
+TEST_CASE("ClientGroups.AnAddressBelongsToItsNetworkAndANameToNoGroup") {
+  auto groups = ClientGroups::Parse("prefix:24/48");
+  REQUIRE(groups.ok());
+  CHECK(groups->GroupOf("127.0.5.17") == "127.0.5.0/24");
+  CHECK(groups->GroupOf("127.0.5.254") == "127.0.5.0/24");
+  CHECK(groups->GroupOf("127.0.6.1") == "127.0.6.0/24");
+  CHECK(groups->GroupOf("::ffff:127.0.5.3") == "127.0.5.0/24");  // IPv4-mapped: as IPv4
+  CHECK(groups->GroupOf("2001:db8:1:2::5") == "2001:db8:1::/48");
+  CHECK(groups->GroupOf("alice").empty());  // a header's name, not an address: no group
+  CHECK(groups->GroupOf("").empty());       // maintenance
+  CHECK_FALSE(ClientGroups().enabled());
+  CHECK(ClientGroups().GroupOf("127.0.0.1").empty());
+  for (const std::string bad : {"prefix:33/48", "prefix:24/129", "prefix:0/48", "prefix:24",
+                                "header:X-Org", "24/48", "prefix:a/b"}) {
+    CAPTURE(bad);
+    const auto parsed = ClientGroups::Parse(bad);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(std::string(parsed.status().message()).find("client group '" + bad + "'") !=
+          std::string::npos);
   }
 }
 
