@@ -53,6 +53,32 @@ TEST_CASE("Report.Summary.WaitsSlowdownsJainAndUtilization") {
   CHECK(s.span == 5);
 }
 
+TEST_CASE("Report.Summary.GroupsOfKeysGatherTheirKeysWaits") {
+  StatusOr<Trace> trace = ParseTrace(R"({"mode": "seed", "capacity": 1,
+    "types": {"clone": {"priority": 1, "max_concurrency": 1}},
+    "keys": {"farm-1": {"group": "farm"}, "farm-2": {"group": "farm"}},
+    "jobs": [
+      {"type": "clone", "id": "f1", "key": "farm-1", "arrival": 0, "duration": 1},
+      {"type": "clone", "id": "f2", "key": "farm-2", "arrival": 0, "duration": 1},
+      {"type": "clone", "id": "a", "key": "alice", "arrival": 0, "duration": 1}]})",
+                                     "t.json");
+  REQUIRE(trace.ok());
+  StatusOr<SimResult> result = Simulate(*trace);
+  REQUIRE(result.ok());
+  const ReportSummary summary = Summarize(*trace, *result);
+  // farm-1 first (0), alice (1), farm-2 (2): the group's waits are 0 and 2.
+  REQUIRE(summary.groups.size() == 1);
+  const GroupReport& farm = summary.groups[0];
+  CHECK(farm.group == "farm");
+  CHECK(farm.keys == 2);
+  CHECK(farm.jobs == 2);
+  CHECK(farm.admitted == 2);
+  CHECK(farm.mean_wait == 1.0);
+  CHECK(farm.worst_wait == 2.0);
+  const std::string html = RenderHtml("t", *trace, *result, summary);
+  CHECK(html.find("<h2>Groups of keys</h2>") != std::string::npos);
+}
+
 TEST_CASE("Report.Summary.PercentilesAreNearestRank") {
   Trace trace = ThreeKeys();
   trace.jobs.clear();

@@ -61,6 +61,48 @@ TEST_CASE("Simulator.SeedScenarios.ProduceExactlyTheExpectedEvents") {
   }
 }
 
+TEST_CASE("Simulator.Groups.AFarmOfKeysTakesOneTurnAndItsEventsNameTheGroup") {
+  // Three keys of group "farm" and alice, one clone each at 0, one slot: the farm takes one turn
+  // in two (docs/ordering.md, "Groups"); each event of a farm key names its group.
+  const std::string text = R"({"mode": "seed", "capacity": 1,
+    "types": {"clone": {"priority": 1, "max_concurrency": 1}},
+    "keys": {"farm-1": {"group": "farm"}, "farm-2": {"group": "farm"},
+             "farm-3": {"group": "farm"}},
+    "jobs": [
+      {"type": "clone", "id": "f1", "key": "farm-1", "arrival": 0, "duration": 1},
+      {"type": "clone", "id": "f2", "key": "farm-2", "arrival": 0, "duration": 1},
+      {"type": "clone", "id": "f3", "key": "farm-3", "arrival": 0, "duration": 1},
+      {"type": "clone", "id": "a", "key": "alice", "arrival": 0, "duration": 1}]})";
+  auto grouped = [](const std::string& t, const std::string& event, const std::string& id,
+                    const std::string& key) {
+    return "{\"t\":" + t + ",\"event\":\"" + event + "\",\"type\":\"clone\",\"id\":\"" + id +
+           "\",\"key\":\"" + key + "\",\"group\":\"farm\"}";
+  };
+  CHECK(Events(text) == std::vector<std::string>{
+                            grouped("0", "admit", "f1", "farm-1"),
+                            grouped("1", "done", "f1", "farm-1"),
+                            Ev("1", "admit", "clone", "a", "alice"),
+                            Ev("2", "done", "clone", "a", "alice"),
+                            grouped("2", "admit", "f2", "farm-2"),
+                            grouped("3", "done", "f2", "farm-2"),
+                            grouped("3", "admit", "f3", "farm-3"),
+                            grouped("4", "done", "f3", "farm-3"),
+                        });
+  // The summary's waits per group: the farm's jobs waited 0, 2 and 3.
+  StatusOr<Trace> trace = ParseTrace(text, "test.json");
+  REQUIRE(trace.ok());
+  StatusOr<SimResult> result = Simulate(*trace);
+  REQUIRE(result.ok());
+  const PolicySummary summary = SummarizePolicy(*trace, *result);
+  REQUIRE(summary.groups.size() == 1);
+  CHECK(summary.groups[0].first == "farm");
+  CHECK(summary.groups[0].second.jobs == 3);
+  CHECK(summary.groups[0].second.mean == doctest::Approx(5.0 / 3));
+  CHECK(summary.groups[0].second.worst == 3.0);
+  CHECK(FormatSummary(summary).find("  wait of group farm: mean 1.67, worst 3.00\n") !=
+        std::string::npos);
+}
+
 TEST_CASE("Simulator.Time.FractionalTimesTiesInFileOrderAndNothingAfterUntil") {
   // Capacity 1. At 0, a(x) and b(y) tie on cost and arrival: a is first in the file. c(x) comes
   // at 0.5 behind b because x was charged 1. c would end at 2.75, past `until`.

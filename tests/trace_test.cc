@@ -76,6 +76,30 @@ TEST_CASE("Trace.Extensions.AgingWeightsLimitsAndShortestFirstAreRead") {
   CHECK_FALSE(trace->keys[1].second.limits.has_value());
 }
 
+TEST_CASE("Trace.Groups.KeysGroupsAndTheirWeightsAndLimitsAreRead") {
+  StatusOr<Trace> trace = ParseTrace(R"({"capacity": 2, "types": {"t": {"priority": 2, "max_concurrency": 2}},
+    "jobs": [],
+    "keys": {"ci-1": {"group": "ci"}, "ci-2": {"group": "ci", "weight": 2}, "dev": {}},
+    "groups": {"ci": {"weight": 0.5, "max_running": 1}},
+    "default_group_limits": {"min_running": 1}})",
+                                     "t.json");
+  REQUIRE_MESSAGE(trace.ok(), trace.status().message());
+  REQUIRE(trace->keys.size() == 3);
+  CHECK(trace->keys[0].second.group == "ci");
+  CHECK(trace->keys[1].second.group == "ci");
+  CHECK(trace->keys[1].second.weight == 2.0);
+  CHECK_FALSE(trace->keys[2].second.group.has_value());
+  REQUIRE(trace->groups.size() == 1);
+  CHECK(trace->groups[0].first == "ci");
+  CHECK(trace->groups[0].second.weight == 0.5);
+  CHECK(trace->groups[0].second.limits == GroupLimits{.max_running = 1});
+  CHECK(trace->options.rule.default_group_limits == GroupLimits{.min_running = 1});
+  REQUIRE(GroupOf(*trace, "ci-2") != nullptr);
+  CHECK(*GroupOf(*trace, "ci-2") == "ci");
+  CHECK(GroupOf(*trace, "dev") == nullptr);
+  CHECK(GroupOf(*trace, "unknown") == nullptr);
+}
+
 TEST_CASE("Trace.Types.ConflictLimitAndSlotsAreReadAndDefaultToOne") {
   StatusOr<Trace> trace = ParseTrace(R"({"capacity": 4,
     "types": {"clone": {"priority": 4, "max_concurrency": 4, "conflict_group": "git",
@@ -286,6 +310,26 @@ TEST_CASE("Trace.BadInput.OneLineNamingFileJobAndField") {
        "bad.json: key 'prod': field 'share': unknown field"},
       {"keys an array", R"({"capacity": 1, "types": {}, "jobs": [], "keys": []})",
        "bad.json: field 'keys': must be an object of fairness keys"},
+      {"key group empty", R"({"capacity": 1, "types": {}, "jobs": [],
+        "keys": {"prod": {"group": ""}}})",
+       "bad.json: key 'prod': field 'group': must not be empty"},
+      {"group weight zero", R"({"capacity": 1, "types": {}, "jobs": [],
+        "groups": {"org": {"weight": 0}}})",
+       "bad.json: group 'org': field 'weight': must be > 0"},
+      {"group min above max", R"({"capacity": 1, "types": {}, "jobs": [],
+        "groups": {"org": {"max_running": 1, "min_running": 2}}})",
+       "bad.json: group 'org': field 'min_running': must be <= max_running (1), got 2"},
+      {"group unknown field", R"({"capacity": 1, "types": {}, "jobs": [],
+        "groups": {"org": {"rate_limit": {}}}})",
+       "bad.json: group 'org': field 'rate_limit': unknown field"},
+      {"groups an array", R"({"capacity": 1, "types": {}, "jobs": [], "groups": []})",
+       "bad.json: field 'groups': must be an object of groups of keys"},
+      {"default group limits max zero", R"({"capacity": 1, "types": {}, "jobs": [],
+        "default_group_limits": {"max_running": 0}})",
+       "bad.json: default_group_limits: field 'max_running': must be >= 1, got 0"},
+      {"groups with idle catch-up", R"({"capacity": 1, "types": {}, "jobs": [],
+        "idle_catch_up": true, "keys": {"prod": {"group": "org"}}})",
+       "bad.json: field 'keys': groups of keys are not defined with idle_catch_up on"},
       {"default limits min negative", R"({"capacity": 1, "types": {}, "jobs": [],
         "default_key_limits": {"min_running": -1}})",
        "bad.json: default_key_limits: field 'min_running': must be >= 0, got -1"},

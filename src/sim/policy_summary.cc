@@ -34,7 +34,7 @@ PolicySummary SummarizePolicy(const Trace& trace, const SimResult& result) {
   for (const SimEvent& e : result.events) s.end = std::max(s.end, e.t);
   if (trace.until) s.end = *trace.until;
   for (const auto& [name, config] : trace.types) s.types.push_back({name, Waits{}});
-  std::map<std::string, Waits> keys;
+  std::map<std::string, Waits> keys, groups;
   double busy = 0;
   for (std::size_t i = 0; i < result.jobs.size(); ++i) {
     const TraceJob& job = result.jobs[i];
@@ -48,6 +48,7 @@ PolicySummary SummarizePolicy(const Trace& trace, const SimResult& result) {
     }
     if (job.sync) Add(s.on_demand, wait, waiting);
     Add(keys[job.key], wait, waiting);
+    if (const std::string* group = GroupOf(trace, job.key)) Add(groups[*group], wait, waiting);
     if (o.admitted_at) {
       const double until = o.done_at ? *o.done_at : o.lost_at ? *o.lost_at : s.end;
       busy += (std::min(until, s.end) - *o.admitted_at) * SlotsOf(trace, job.type);
@@ -55,6 +56,10 @@ PolicySummary SummarizePolicy(const Trace& trace, const SimResult& result) {
     s.lost += o.lost_at.has_value();
   }
   for (auto& [name, waits] : s.types) Finish(waits);
+  for (auto& [name, waits] : groups) {
+    Finish(waits);
+    s.groups.emplace_back(name, waits);
+  }
   Finish(s.on_demand);
   double offered = 0;
   if (trace.workers.empty()) {
@@ -89,6 +94,9 @@ std::string FormatSummary(const PolicySummary& s) {
   std::string out;
   for (const auto& [name, w] : s.types) {
     absl::StrAppend(&out, "  wait of ", name, ": ", waits(w), "\n");
+  }
+  for (const auto& [name, w] : s.groups) {
+    absl::StrAppend(&out, "  wait of group ", name, ": ", waits(w), "\n");
   }
   absl::StrAppend(&out, "  wait of on-demand jobs: ", waits(s.on_demand), "\n");
   absl::StrAppend(&out, "  longest mean wait of a light key: ",

@@ -1,5 +1,6 @@
 // The figures that compare two policies on one trace (docs/simulator.md, "Two policies side by
-// side"): waits per type and of on-demand jobs, utilisation, fairness across keys, jobs lost.
+// side"): waits per type, per group of keys and of on-demand jobs, utilisation, fairness across
+// keys, jobs lost.
 #ifndef FAIRGATE_SIM_POLICY_SUMMARY_H_
 #define FAIRGATE_SIM_POLICY_SUMMARY_H_
 
@@ -21,7 +22,9 @@ struct Waits {
 struct PolicySummary {
   double end = 0;                                    // the last event, or `until`
   std::vector<std::pair<std::string, Waits>> types;  // in the trace's order
-  Waits on_demand;                                   // the `sync` jobs
+  // Per group of keys the trace names (keys.*.group), in name order: its keys' jobs' waits.
+  std::vector<std::pair<std::string, Waits>> groups;
+  Waits on_demand;  // the `sync` jobs
   // Slot-seconds of running jobs over the slot-seconds the workers (or the capacity) offered.
   double utilisation = 0;
   // Fairness across keys: the longest mean wait of a *light* key, one that queued fewer than half

@@ -263,6 +263,22 @@ void AppendKeys(std::string& html, const ReportSummary& summary,
   }
 }
 
+// The table of the groups of keys, if the trace names any.
+void AppendGroups(std::string& html, const ReportSummary& summary) {
+  if (summary.groups.empty()) return;
+  absl::StrAppend(&html,
+                  "<h2>Groups of keys</h2>\n<table><tr><th>group</th><th>keys</th><th>jobs</th>"
+                  "<th>admitted</th><th>mean wait</th><th>p50</th><th>p99</th><th>worst</th>"
+                  "</tr>\n");
+  for (const GroupReport& g : summary.groups) {
+    absl::StrAppend(&html, "<tr><td>", Escape(g.group), "</td><td>", g.keys, "</td><td>", g.jobs,
+                    "</td><td>", g.admitted, "</td>",
+                    absl::StrFormat("<td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td></tr>\n",
+                                    g.mean_wait, g.p50_wait, g.p99_wait, g.worst_wait));
+  }
+  absl::StrAppend(&html, "</table>\n");
+}
+
 // The table of the types, with their stripes' colours; with coalescing, the requests that
 // joined a run and their end-to-end time.
 void AppendTypes(std::string& html, const ReportSummary& summary) {
@@ -435,6 +451,7 @@ std::string RenderHtml(const std::string& title, const Trace& trace, const SimRe
   std::string html;
   AppendHead(html, title, trace, result, summary);
   AppendKeys(html, summary, shown);
+  AppendGroups(html, summary);
   AppendTypes(html, summary);
   AppendTimeline(html, trace, result, summary, timeline, area);
   AppendWaits(html, summary, shown, area);

@@ -1,7 +1,8 @@
 // The report of `fairgate sim TRACE --report DIR`: what a capacity planner looks at instead of
 // reading events.
 //
-// Summarize (report_summary.cc) computes, per fairness key (in order of first appearance): jobs,
+// Summarize (report_summary.cc) computes, per fairness key (in order of first appearance) and per
+// group of keys the trace names: jobs,
 // jobs admitted, the mean, p50, p99 and worst wait of admitted jobs, and the mean slowdown
 // (wait + run) / run over admitted jobs with a run time above zero; per job type the same waits
 // and what TypeReport says; over the keys, Jain's fairness index of their mean slowdowns,
@@ -52,8 +53,17 @@ struct TypeReport {
   double joined_p50_end_to_end = 0, joined_p99_end_to_end = 0;  // of those whose run completed
 };
 
+// Per group of keys the trace names (keys.*.group; in name order): its keys that had jobs, and the
+// waits of their jobs as for a key.
+struct GroupReport {
+  std::string group;
+  std::size_t keys = 0, jobs = 0, admitted = 0;
+  double mean_wait = 0, p50_wait = 0, p99_wait = 0, worst_wait = 0;
+};
+
 struct ReportSummary {
   std::vector<KeyReport> keys;
+  std::vector<GroupReport> groups;  // empty when the trace puts no key in a group
   std::vector<TypeReport> types;
   bool coalesced = false;  // some request joined another's run
   double jain_index = 1;

@@ -126,6 +126,27 @@ ReportSummary Summarize(const Trace& trace, const SimResult& result) {
       ++n;
     }
   }
+  // The groups: each key's figures added to its group's.
+  std::map<std::string, std::vector<double>> group_waits;
+  for (const KeyReport& k : summary.keys) {
+    const std::string* group = GroupOf(trace, k.key);
+    if (group == nullptr) continue;
+    auto it = std::find_if(summary.groups.begin(), summary.groups.end(),
+                           [&](const GroupReport& g) { return g.group == *group; });
+    if (it == summary.groups.end()) {
+      it = summary.groups.insert(
+          std::upper_bound(
+              summary.groups.begin(), summary.groups.end(), *group,
+              [](const std::string& name, const GroupReport& g) { return name < g.group; }),
+          GroupReport{.group = *group});
+    }
+    ++it->keys;
+    it->jobs += k.jobs;
+    it->admitted += k.admitted;
+    std::vector<double>& waits = group_waits[*group];
+    waits.insert(waits.end(), k.waits.begin(), k.waits.end());
+  }
+  for (GroupReport& g : summary.groups) SetWaits(g, group_waits[g.group]);
   for (std::size_t t = 0; t < summary.types.size(); ++t) {
     FinishType(summary.types[t], tallies[t]);
     summary.coalesced |= summary.types[t].joined > 0;

@@ -400,7 +400,18 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
   for (const auto& [name, config] : trace.types) {
     if (Status s = core.RegisterType(name, config); !s.ok()) return s;
   }
+  for (const auto& [name, group] : trace.groups) {
+    if (group.weight) {
+      if (Status s = core.SetGroupWeight(name, *group.weight); !s.ok()) return s;
+    }
+    if (group.limits) {
+      if (Status s = core.SetGroupLimits(name, *group.limits); !s.ok()) return s;
+    }
+  }
   for (const auto& [name, key] : trace.keys) {
+    if (key.group) {
+      if (Status s = core.SetKeyGroup(name, *key.group, 0); !s.ok()) return s;
+    }
     if (key.weight) {
       if (Status s = core.SetKeyWeight(name, *key.weight); !s.ok()) return s;
     }
@@ -427,8 +438,12 @@ std::string FormatEvent(const Trace& trace, const SimResult& result, const SimEv
     tiers = absl::StrCat(",\"tier\":", ConfigOf(trace, job.type).priority,
                          ",\"effective_tier\":", event.effective_priority);
   }
-  const std::string worker =
+  std::string worker =
       event.worker.empty() ? std::string() : absl::StrCat(",\"worker\":", Quoted(event.worker));
+  // The key's group, when the trace puts it in one (traces without groups keep their events).
+  if (const std::string* group = GroupOf(trace, job.key)) {
+    worker = absl::StrCat(",\"group\":", Quoted(*group), worker);
+  }
   // Only for a borrower (RuleOptions::lending): traces without lending keep their events.
   if (event.borrowed) tiers += ",\"borrowed\":true";
   return absl::StrCat("{\"t\":", FormatNumber(event.t), ",\"event\":\"",

@@ -197,8 +197,8 @@ StatusOr<TraceKey> ParseKey(const Json& value, const std::string& where) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
   }
   ObjectReader r(value, where);
-  if (Status s =
-          r.OnlyFields({"weight", "max_running", "min_running", "rate_limit", "rate_per_weight"});
+  if (Status s = r.OnlyFields(
+          {"weight", "max_running", "min_running", "rate_limit", "rate_per_weight", "group"});
       !s.ok()) {
     return s;
   }
@@ -208,7 +208,40 @@ StatusOr<TraceKey> ParseKey(const Json& value, const std::string& where) {
   key.weight = weight;
   FAIRGATE_ASSIGN_OR_RETURN(limits, ParseLimits(r, where));
   key.limits = limits;
+  FAIRGATE_ASSIGN_OR_RETURN(group, r.String("group", false));
+  if (group && group->empty()) return r.Error("group", "must not be empty");
+  key.group = group;
   return key;
+}
+
+// {"max_running": N, "min_running": M} of a group, each optional; nullopt when none is given.
+StatusOr<std::optional<GroupLimits>> ParseGroupLimits(const ObjectReader& r) {
+  FAIRGATE_ASSIGN_OR_RETURN(max_running, r.Integer("max_running", false, 1));
+  FAIRGATE_ASSIGN_OR_RETURN(min_running, r.Integer("min_running", false, 0));
+  if (!max_running && !min_running) return std::optional<GroupLimits>();
+  GroupLimits limits;
+  if (max_running) limits.max_running = *max_running;
+  if (min_running) limits.min_running = *min_running;
+  if (limits.min_running > limits.max_running) {
+    return r.Error("min_running", absl::StrCat("must be <= max_running (", limits.max_running,
+                                               "), got ", limits.min_running));
+  }
+  return std::optional<GroupLimits>(limits);
+}
+
+StatusOr<TraceGroup> ParseGroup(const Json& value, const std::string& where) {
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
+  }
+  ObjectReader r(value, where);
+  if (Status s = r.OnlyFields({"weight", "max_running", "min_running"}); !s.ok()) return s;
+  TraceGroup group;
+  FAIRGATE_ASSIGN_OR_RETURN(weight, r.Number("weight", false));
+  if (weight && *weight <= 0) return r.Error("weight", "must be > 0");
+  group.weight = weight;
+  FAIRGATE_ASSIGN_OR_RETURN(limits, ParseGroupLimits(r));
+  group.limits = limits;
+  return group;
 }
 
 StatusOr<AgingConfig> ParseAging(const Json& value, const std::string& where) {
@@ -573,6 +606,30 @@ Status ParseRuleFields(const ObjectReader& r, const std::string& file, Trace& tr
       trace.keys.emplace_back(name, key);
     }
   }
+  if (const Json* groups = r.Get("groups")) {
+    if (!groups->is_object()) return r.Error("groups", "must be an object of groups of keys");
+    for (const auto& [name, value] : groups->items()) {
+      if (name.empty()) return r.Error("groups", "a group's name is empty");
+      FAIRGATE_ASSIGN_OR_RETURN(group,
+                                ParseGroup(value, absl::StrCat(file, ": group '", name, "'")));
+      trace.groups.emplace_back(name, group);
+    }
+  }
+  if (const Json* limits = r.Get("default_group_limits")) {
+    const std::string where = absl::StrCat(file, ": default_group_limits");
+    if (!limits->is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
+    }
+    ObjectReader lr(*limits, where);
+    if (Status s = lr.OnlyFields({"max_running", "min_running"}); !s.ok()) return s;
+    FAIRGATE_ASSIGN_OR_RETURN(parsed, ParseGroupLimits(lr));
+    if (parsed) trace.options.rule.default_group_limits = *parsed;
+  }
+  const bool grouped = std::any_of(trace.keys.begin(), trace.keys.end(),
+                                   [](const auto& key) { return key.second.group.has_value(); });
+  if (grouped && trace.options.rule.idle_catch_up) {
+    return r.Error("keys", "groups of keys are not defined with idle_catch_up on");
+  }
 
   return absl::OkStatus();
 }
@@ -667,6 +724,8 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
                                "shortest_first",
                                "default_key_limits",
                                "keys",
+                               "groups",
+                               "default_group_limits",
                                "pauses",
                                "machine",
                                "adaptive_capacity",
@@ -716,6 +775,15 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
     }
   }
   return trace;
+}
+
+const std::string* GroupOf(const Trace& trace, std::string_view key) {
+  // trace.keys is in name order (a JSON object's).
+  auto it =
+      std::lower_bound(trace.keys.begin(), trace.keys.end(), key,
+                       [](const auto& entry, std::string_view name) { return entry.first < name; });
+  if (it == trace.keys.end() || it->first != key || !it->second.group) return nullptr;
+  return &*it->second.group;
 }
 
 std::vector<std::size_t> JobsByArrival(const Trace& trace) {

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "fairgate/group_limits.h"
 #include "fairgate/job_type.h"
 #include "fairgate/key_limits.h"
 #include "fairgate/options.h"
@@ -34,10 +35,17 @@ struct TraceJob {
   bool sync = false;
 };
 
-// What the trace sets for one fairness key (SetKeyWeight, SetKeyLimits).
+// What the trace sets for one fairness key (SetKeyWeight, SetKeyLimits, SetKeyGroup).
 struct TraceKey {
   std::optional<double> weight;
   std::optional<KeyLimits> limits;
+  std::optional<std::string> group;  // non-empty
+};
+
+// What the trace sets for one group of keys (SetGroupWeight, SetGroupLimits).
+struct TraceGroup {
+  std::optional<double> weight;
+  std::optional<GroupLimits> limits;
 };
 
 // A pause of one job type or one fairness key (PauseType, PauseKey) from `from` until `until`
@@ -77,6 +85,7 @@ struct Trace {
   SchedulerOptions options;
   std::vector<std::pair<std::string, JobTypeConfig>> types;  // in file order
   std::vector<std::pair<std::string, TraceKey>> keys;        // in name order
+  std::vector<std::pair<std::string, TraceGroup>> groups;    // in name order
   std::vector<TraceJob> jobs;                                // in file order
   std::vector<TracePause> pauses;                            // in file order
   std::vector<TracePeriodic> periodic;                       // in file order
@@ -89,6 +98,9 @@ struct Trace {
 
 // Parses `text`; `file` names it in error messages.
 StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file);
+
+// The group the trace puts `key` in (keys.*.group), or null.
+const std::string* GroupOf(const Trace& trace, std::string_view key);
 
 // Reads and parses the file at `path`.
 StatusOr<Trace> LoadTrace(const std::string& path);
