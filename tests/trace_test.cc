@@ -77,12 +77,13 @@ TEST_CASE("Trace.Extensions.AgingWeightsLimitsAndShortestFirstAreRead") {
 }
 
 TEST_CASE("Trace.Groups.KeysGroupsAndTheirWeightsAndLimitsAreRead") {
-  StatusOr<Trace> trace = ParseTrace(R"({"capacity": 2, "types": {"t": {"priority": 2, "max_concurrency": 2}},
+  StatusOr<Trace> trace =
+      ParseTrace(R"({"capacity": 2, "types": {"t": {"priority": 2, "max_concurrency": 2}},
     "jobs": [],
     "keys": {"ci-1": {"group": "ci"}, "ci-2": {"group": "ci", "weight": 2}, "dev": {}},
     "groups": {"ci": {"weight": 0.5, "max_running": 1}},
     "default_group_limits": {"min_running": 1}})",
-                                     "t.json");
+                 "t.json");
   REQUIRE_MESSAGE(trace.ok(), trace.status().message());
   REQUIRE(trace->keys.size() == 3);
   CHECK(trace->keys[0].second.group == "ci");
