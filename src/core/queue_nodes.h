@@ -248,9 +248,11 @@ KeyPlace GroupPlaceOf(const Lane& lane);
 // more than it saved where lanes come and go at each job.
 struct Lane {
   Lane* next_in_key = nullptr;  // the key's next lane (home and parked)
-  LaneSet* set = nullptr;  // its type's home set or the aged group's; a parked lane: its group's
-  WaitGroup* group = nullptr;    // a parked lane's or a proxy's group; null for a home lane
-  AdmissionOrder order;          // its place in `set`, while linked
+  // Its type's home set or the aged group's; a parked lane: its wait group's; a lane of a key of
+  // a group: its group's stand-in's (GroupPresence::lanes) in that set.
+  LaneSet* set = nullptr;
+  WaitGroup* group = nullptr;  // a parked lane's, a proxy's or a stand-in's wait group; null: home
+  AdmissionOrder order;        // its place in `set`, while linked
   std::uint32_t heap_index = 0;  // its entry's position in `set`'s heap, while linked
   std::int32_t pending = 0;
   KeyState* key = nullptr;    // null for a proxy
@@ -260,7 +262,7 @@ struct Lane {
   bool linked = false;        // linked while `ready` is not empty and the key is admissible (a
                               // proxy: while its group has a linked lane and its resource room)
   bool held = false;          // a home lane not linked only because its key is at max_running
-  bool presence = false;      // a GroupPresence's stand-in (key and group null)
+  bool presence = false;      // a group's stand-in (a GroupPresence; key null)
 };
 static_assert(offsetof(Lane, heap_index) == 64 && sizeof(Lane) == 160,
               "what a walk over a key's lanes reads is in a lane's first 72 bytes");
