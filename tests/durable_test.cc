@@ -585,6 +585,40 @@ TEST_CASE("Durable.WhatOutlivedItsTtlIsNotRestored") {
   CHECK(*s->AccumulatedCost("back") == 7);
 }
 
+// A key restored from the store is tracked at once: the rule of groups (RuntimeOptions::
+// key_group) is asked of it then, not only of keys the scheduler has not seen, so its first job
+// after a restart counts in its group.
+TEST_CASE("Durable.ARestoredKeyIsGivenItsGroupByTheRule") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  {
+    auto store = *OpenSqliteStore(path);
+    LearnedState state;
+    state.keys = {{"10.0.0.1", 7, now - 60}, {"gone", 9, now - 7200}};
+    REQUIRE(store->SaveLearned(state, -1e300, -1e300).ok());
+  }
+  SchedulerOptions options = WithState(path);
+  options.rule.key_ttl = Seconds(600);
+  std::vector<std::string> asked;  // the rule is called under the scheduler's lock
+  options.runtime.key_group = [&asked](std::string_view key) {
+    asked.emplace_back(key);
+    return std::string(key.substr(0, key.rfind('.')));
+  };
+  auto s = *Scheduler::Create(options);
+  REQUIRE(s->RegisterType("clone", Type(8, 1, "", 10)).ok());
+  CHECK(*s->AccumulatedCost("10.0.0.1") == 7);
+  REQUIRE(s->RunSync(Context::Background(),
+                     {TypeName("clone"), JobId("linux.git"), FairnessKey("10.0.0.1")},
+                     [](const Context&) { return absl::OkStatus(); })
+              .ok());
+  // Its clone was charged to its group (the default cost, 10, reconciled to what it took).
+  CHECK(s->GroupAccumulatedCost("10.0.0").has_value());
+  // Asked of the restored key once, at the restore, not again at its job.
+  CHECK(std::count(asked.begin(), asked.end(), "10.0.0.1") == 1);
+}
+
 TEST_CASE("Durable.APeriodicJobKeepsItsScheduleAcrossARestart") {
   TempDir dir;
   const std::string path = dir.path() + "/state.db";

@@ -198,6 +198,9 @@ class AdmissionCore {
   // settings go with it unless the caller set others), so that a rule over a million clients
   // keeps nothing of the idle ones. FailedPrecondition with idle catch-up on, as SetKeyGroup.
   Status SetKeyGroupByRule(std::string_view key, std::string_view group);
+  // The rule's answer for a key that then was not tracked after all (a restored key past its
+  // TTL) is forgotten, as at its eviction.
+  void ForgetKeyGroupByRule(std::string_view key);
   // Sets the group's weight (finite, > 0): its later charges are divided by it. Kept like a
   // key's weight.
   Status SetGroupWeight(std::string_view group, double weight);

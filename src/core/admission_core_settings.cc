@@ -231,6 +231,10 @@ Status AdmissionCore::SetKeyGroupByRule(std::string_view name, std::string_view 
   return absl::OkStatus();
 }
 
+void AdmissionCore::ForgetKeyGroupByRule(std::string_view name) {
+  keys_.ForgetRuleOnlySettings(AsAbsl(name));
+}
+
 Status AdmissionCore::SetGroupLimits(std::string_view name, const GroupLimits& limits) {
   if (Status s = ValidateGroupLimits(limits); !s.ok()) return s;
   if (name.empty()) return absl::InvalidArgumentError("a group's name must not be empty");

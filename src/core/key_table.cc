@@ -23,6 +23,13 @@ KeyState& KeyTable::Add(absl::string_view name) {
   return key;
 }
 
+void KeyTable::ForgetRuleOnlySettings(absl::string_view name) {
+  auto it = settings_.find(name);
+  if (it == settings_.end() || Find(name) != nullptr) return;
+  const KeySettings& s = it->second;
+  if (s.group_by_rule && s.weight == 1 && !s.has_limits && !s.paused) settings_.erase(it);
+}
+
 KeySettings& KeyTable::SettingsFor(absl::string_view name) {
   auto [it, inserted] = settings_.try_emplace(name);
   if (inserted) {
@@ -47,12 +54,9 @@ std::size_t KeyTable::Evict(double now, double ttl, std::size_t batch,
     idle_.pop_front();
     if (evicted != nullptr) evicted->emplace_back(*key.name, key.acc);
     ForgetBucket(key);
-    // Settings that hold nothing but the group a rule gave the key go with it.
-    if (const KeySettings* s = key.settings;
-        s != nullptr && s->group_by_rule && s->weight == 1 && !s->has_limits && !s->paused) {
-      settings_.erase(settings_.find(*key.name));
-    }
-    keys_.erase(keys_.find(*key.name));
+    const std::string name = *key.name;
+    keys_.erase(keys_.find(name));
+    ForgetRuleOnlySettings(name);
     ++count;
   }
   // A table that once held a crowd of keys keeps its slots: give them back once it is mostly

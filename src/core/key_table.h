@@ -61,6 +61,9 @@ class KeyTable {
   // linked to the key if it is tracked. Never forgotten, but for those that hold nothing but a
   // group of the runtime's rule (KeySettings::group_by_rule), which go with their key's eviction.
   KeySettings& SettingsFor(absl::string_view name);
+  // Forgets the settings of a key that is not tracked if they hold nothing but the group the
+  // runtime's rule gave it (an evicted key's, a key the rule was asked of and that was not kept).
+  void ForgetRuleOnlySettings(absl::string_view name);
   const KeySettings* FindSettings(absl::string_view name) const {
     auto it = settings_.find(name);
     return it == settings_.end() ? nullptr : &it->second;

@@ -46,8 +46,14 @@ std::vector<SavedKey> AdmissionTable::RestoreKeys(std::vector<SavedKey> keys, do
   const double now = Now();
   for (SavedKey& key : keys) {
     key.idle_since = now - (wall - key.idle_since);
+    // A restored key is tracked: the rule of groups is asked of it now, not at its next job.
+    ApplyGroupRuleLocked(key.key);
     StatusOr<bool> restored = core_->RestoreKey(key, now);  // a bad row is skipped
-    if (restored.ok() && *restored) restored_keys.push_back(std::move(key));
+    if (restored.ok() && *restored) {
+      restored_keys.push_back(std::move(key));
+    } else {
+      core_->ForgetKeyGroupByRule(key.key);
+    }
   }
   return restored_keys;
 }
