@@ -349,6 +349,33 @@ TEST_CASE("Core.Groups.ARulesGroupLastsWhileItsKeyIsTrackedAndACallersGroupWins"
   REQUIRE(core->CheckInvariants().ok());
 }
 
+TEST_CASE("Core.Groups.ARulesAnswerForKeysNeverKeptLeavesNothingBehind") {
+  RuleOptions rule = RuleOptions::Seed();
+  rule.key_ttl = Seconds(10);
+  auto core = MakeCore(rule);
+  // The runtime asks its rule of a key, the call is then refused before the key is tracked, and
+  // it drops the answer (AdmissionTable's refusal paths): a flood of such keys keeps nothing.
+  for (int i = 0; i < 1000; ++i) {
+    const std::string key = "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250);
+    REQUIRE(core->SetKeyGroupByRule(key, "10.0." + std::to_string(i / 250)).ok());
+    core->ForgetKeyGroupByRule(key);
+  }
+  CHECK(core->key_settings_kept() == 0);
+  // A caller's settings are kept whatever the rule; a tracked key's rule group is kept until
+  // its eviction.
+  REQUIRE(core->SetKeyWeight("mine", 2).ok());
+  REQUIRE(core->SetKeyGroupByRule("10.1.0.1", "10.1.0").ok());
+  Add(*core, "10.1.0.1", "j", 0);
+  core->ForgetKeyGroupByRule("10.1.0.1");  // tracked: not forgotten
+  core->ForgetKeyGroupByRule("mine");      // the caller's: not forgotten
+  CHECK(core->key_settings_kept() == 2);
+  std::optional<core::Admission> a = core->NextAdmission(0);
+  REQUIRE(a.has_value());
+  REQUIRE(core->Complete(a->ticket, 1, 1).ok());
+  CHECK(core->Sweep(11).keys_evicted == 1);
+  CHECK(core->key_settings_kept() == 1);
+}
+
 TEST_CASE("Core.Groups.BadInputIsRefusedWithAStatusThatSaysWhat") {
   auto core = MakeCore();
   for (double weight : {0.0, -1.0, std::numeric_limits<double>::infinity(),

@@ -210,6 +210,9 @@ class AdmissionCore {
   // The group's accumulated cost, if it is tracked (one of its keys has had a job or a charge,
   // and it has not been idle for key_ttl since).
   std::optional<double> GroupAccumulatedCost(std::string_view group) const;
+  // How many keys have settings kept (weights, limits, pauses, groups): configuration, and the
+  // rule's groups of the tracked keys.
+  std::size_t key_settings_kept() const { return keys_.settings_size(); }
   // How many groups are tracked.
   std::size_t groups_tracked() const { return groups_.size(); }
   // Sets the key's limits (see fairgate/key_limits.h), kept like weights. May make jobs

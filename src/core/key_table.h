@@ -210,6 +210,8 @@ class KeyTable {
   bool Restore(const SavedKey& saved, double idle_since);
 
   std::size_t size() const { return keys_.size(); }
+  // How many keys have settings kept (SettingsFor).
+  std::size_t settings_size() const { return settings_.size(); }
   // Every tracked key as (name, KeyState), in no particular order: for the O(keys) reports
   // (HeaviestKeys, KeyCosts) and CheckInvariants.
   auto begin() { return keys_.begin(); }

@@ -136,7 +136,11 @@ Status AdmissionTable::EnqueueLocked(const RecordPtr& record, const core::Enqueu
   ApplyGroupRuleLocked(request.key);
   StatusOr<core::JobTicket> ticket =
       phase_ != Phase::kOpen ? UnavailableLocked() : core_->EnqueueAndAdmit(request, now, first);
-  if (!ticket.ok()) return RejectLocked(request, ticket.status(), now);
+  if (!ticket.ok()) {
+    // A key the rule was asked of that the refusal left untracked keeps nothing of its answer.
+    if (options_.runtime.key_group) core_->ForgetKeyGroupByRule(request.key);
+    return RejectLocked(request, ticket.status(), now);
+  }
   if (ticket->slot < records_.size() && records_[ticket->slot] &&
       records_[ticket->slot]->ticket == *ticket) {
     // It joined the job of its id (coalescing): it waits with that job's calls, pending or,

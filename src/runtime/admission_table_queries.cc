@@ -131,7 +131,11 @@ std::optional<double> AdmissionTable::GroupAccumulatedCost(std::string_view grou
 Status AdmissionTable::Charge(std::string_view key, double cost) {
   Locked lock(this);
   ApplyGroupRuleLocked(key);
-  return core_->Charge(key, cost, LockedNow());
+  if (Status s = core_->Charge(key, cost, LockedNow()); !s.ok()) {
+    if (options_.runtime.key_group) core_->ForgetKeyGroupByRule(key);  // as a refused enqueue's
+    return s;
+  }
+  return absl::OkStatus();
 }
 
 Decided<Status> AdmissionTable::SetKeyLimits(std::string_view key, const KeyLimits& limits) {
