@@ -61,7 +61,6 @@ class GroupTable {
     return group;
   }
   static double WeightOf(const GroupState& group) { return group.settings->weight; }
-  static const std::string& NameOf(const GroupState& group) { return *group.settings->name; }
   // The group's limits in force: its own, or the rule's default_group_limits.
   const GroupLimits& LimitsOf(const GroupState& group) const {
     return group.settings->has_limits ? group.settings->limits : default_limits_;
@@ -105,7 +104,6 @@ class GroupTable {
   // Every tracked group as (name, GroupState), in no particular order.
   auto begin() const { return groups_.begin(); }
   auto end() const { return groups_.end(); }
-  const IdleGroupList& idle() const { return idle_; }
 
  private:
   absl::node_hash_map<std::string, GroupSettings> settings_;  // stable, never erased
