@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -20,10 +22,24 @@ fairgate::StatusOr<ClientGroups> ClientGroups::Parse(std::string_view spec) {
   if (spec.empty()) return groups;
   const absl::string_view text(spec.data(), spec.size());
   auto bad = [&] {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "client group '", text, "' is not \"prefix:V4/V6\" with V4 in [1, 32] and V6 in [1, 128]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("client group '", text,
+                     "' is not \"prefix:V4/V6\" with V4 in [1, 32] and V6 in [1, 128], nor "
+                     "\"header:NAME\" with NAME a header's name"));
   };
   absl::string_view rest = text;
+  if (absl::ConsumePrefix(&rest, "header:")) {
+    // RFC 9110's token: the characters a header's name may hold.
+    constexpr absl::string_view kTokenPunctuation = "!#$%&'*+-.^_`|~";
+    if (rest.empty() || !absl::c_all_of(rest, [&](char c) {
+          return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+                 absl::StrContains(kTokenPunctuation, c);
+        })) {
+      return bad();
+    }
+    groups.header_ = std::string(rest);
+    return groups;
+  }
   if (!absl::ConsumePrefix(&rest, "prefix:")) return bad();
   const std::vector<absl::string_view> lengths = absl::StrSplit(rest, '/');
   if (lengths.size() != 2 || !absl::SimpleAtoi(lengths[0], &groups.v4_prefix_) ||
@@ -34,10 +50,20 @@ fairgate::StatusOr<ClientGroups> ClientGroups::Parse(std::string_view spec) {
   return groups;
 }
 
-std::string ClientGroups::GroupOf(std::string_view client) const {
+std::string ClientGroups::KeyOf(std::string_view client, std::string_view group) {
+  if (group.empty()) return std::string(client);
+  return absl::StrCat(absl::string_view(group.data(), group.size()), ",",
+                      absl::string_view(client.data(), client.size()));
+}
+
+std::string ClientGroups::GroupOf(std::string_view key) const {
+  if (!header_.empty()) {
+    const std::size_t comma = key.find(',');
+    return comma == std::string_view::npos ? "" : std::string(key.substr(0, comma));
+  }
   if (!enabled()) return "";
   boost::system::error_code error;
-  ip::address address = ip::make_address(client, error);
+  ip::address address = ip::make_address(key, error);
   if (error) return "";
   if (address.is_v6() && address.to_v6().is_v4_mapped()) {
     address = ip::make_address_v4(ip::v4_mapped, address.to_v6());

@@ -180,6 +180,7 @@ class HttpServer::Connection : public HttpExchange,
     return body;
   }
   const std::string& client() const override { return client_; }
+  const std::string& group() const override { return group_; }
   const std::string& peer() const override { return peer_; }
   asio::any_io_executor executor() const override {
     return const_cast<tcp::socket&>(socket_).get_executor();
@@ -427,6 +428,7 @@ class HttpServer::Connection : public HttpExchange,
     // client waits for this answer and sends nothing more, so the watch would never end, and
     // the next request would wait behind it for ever; it is read once this answer is sent.
     client_ = ClientOf();
+    group_ = GroupOf();
     if (buffer_.size() > 0) return shared_->handler(shared_from_this());
     watching_ = true;
     socket_.async_read_some(
@@ -465,6 +467,19 @@ class HttpServer::Connection : public HttpExchange,
       if (error || !shared_->Trusted(address)) return *entry;
     }
     return entries.front();
+  }
+
+  std::string GroupOf() const {
+    if (!trusted_ || limits_.group_header.empty()) return "";
+    std::string last;
+    for (auto [line, end] = request_.equal_range(limits_.group_header); line != end; ++line) {
+      const auto value = line->value();
+      for (absl::string_view entry : absl::StrSplit(absl::string_view(value.data(), value.size()),
+                                                    ',', absl::SkipWhitespace())) {
+        last = std::string(absl::StripAsciiWhitespace(entry));
+      }
+    }
+    return last;
   }
 
   void AfterResponse() {
@@ -603,6 +618,7 @@ class HttpServer::Connection : public HttpExchange,
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpRequest request_;
   std::string client_;
+  std::string group_;
   std::string route_ = "other";
   bool keep_alive_ = true;
   bool stream_raw_ = false;  // the stream under way is written without chunks (HTTP/1.0)

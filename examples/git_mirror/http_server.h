@@ -34,6 +34,9 @@
 // that append to the last line read alike), read from the right: the first entry that is not a
 // trusted proxy is the client (the address the outermost trusted proxy saw); entries a client
 // wrote itself, to the left of it, are never believed. All trusted: the leftmost.
+// The client's group (a tenant, client_group.h): when the peer is a trusted proxy and
+// `group_header` is set and present, the last entry of that header's lines (what the proxy
+// nearest to the server wrote); else none.
 //
 // Thread safety: Listen, then Start; Stop* and the counters from any thread. Destroy it after
 // its io_context has stopped running (its connections may outlive it until the io_context
@@ -83,6 +86,7 @@ struct HttpLimits {
   int retry_after_seconds = 5;                  // the Retry-After of every 429 and 503 for load
   std::string client_header;                    // e.g. "X-Forwarded-For"; empty: peer address only
   std::vector<std::string> trusted_proxies;     // addresses or CIDR networks
+  std::string group_header;  // e.g. "X-Tenant": the client's group; empty: none (header comment)
 };
 
 // OK, or InvalidArgument naming the bad field (a trusted proxy that does not parse included).
@@ -107,8 +111,9 @@ class HttpExchange {
   // Takes the request's body out (request().body() is empty after), still counted against the
   // server's body budget until the returned value is destroyed.
   virtual RequestBody TakeBody() = 0;
-  // The client (see the header comment) and the peer address.
+  // The client and its group, "" for none (see the header comment), and the peer address.
   virtual const std::string& client() const = 0;
+  virtual const std::string& group() const = 0;
   virtual const std::string& peer() const = 0;
   // The strand every callback of this exchange runs on.
   virtual boost::asio::any_io_executor executor() const = 0;

@@ -12,6 +12,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "client_group.h"
 #include "mirror_server.h"
 
 int main(int argc, char** argv) {
@@ -54,7 +55,9 @@ int main(int argc, char** argv) {
                  "prefix:V4/V6: a client named by its address is one of its network's (its IPv4 "
                  "/V4, its IPv6 /V6), and a network's clients take one share together and run at "
                  "most --client-max-running jobs together, so that clones spread over many "
-                 "addresses count as one client's (fairgate); e.g. prefix:24/48");
+                 "addresses count as one client's (fairgate); e.g. prefix:24/48. header:NAME: "
+                 "the group is what a --trusted-proxy peer's header NAME says (its last entry), "
+                 "e.g. the organisation of the user it authenticated");
   app.add_option("--client-min-running", gate_config.client_min_running,
                  "jobs a client running fewer than this gets first in its tier (fairgate)")
       ->capture_default_str();
@@ -214,6 +217,15 @@ int main(int argc, char** argv) {
   auto gate = policy == "fifo" ? git_mirror::MakeFifoGate(gate_config)
                                : git_mirror::MakeFairgateGate(gate_config);
   if (!gate.ok()) return fail(gate.status());
+  if (auto groups = git_mirror::ClientGroups::Parse(gate_config.client_group);
+      groups.ok() && !groups->header().empty()) {
+    if (options.http.trusted_proxies.empty()) {
+      return fail(
+          absl::InvalidArgumentError("--client-group header:NAME needs --trusted-proxy: the header "
+                                     "is believed only from one"));
+    }
+    options.http.group_header = groups->header();
+  }
   // Every waiting client holds a socket: allow as many descriptors as the system lets us, and
   // keep the connections below that.
   rlimit files{};

@@ -23,6 +23,7 @@
 #include "boost/asio/post.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/write.hpp"
+#include "client_group.h"
 #include "fairgate/rate_limit.h"
 #include "repo_path.h"
 #include "request_body.h"
@@ -40,6 +41,12 @@ namespace asio = boost::asio;
 constexpr absl::string_view kHttpStatusPayload = "fairgate.git-mirror/http-status";
 constexpr absl::string_view kClientMessagePayload = "fairgate.git-mirror/client-message";
 constexpr std::size_t kMaxClientLength = 256;
+
+// The gate's fairness key of a request: its client, in its group if a trusted proxy named one
+// (client_group.h).
+std::string KeyOf(const HttpExchange& exchange) {
+  return ClientGroups::KeyOf(exchange.client(), exchange.group());
+}
 constexpr std::size_t kTransferBuffer = 64 * 1024;
 // Requests with larger bodies (fetches with many haves) are not shared: rarely identical, and
 // their key would hold the body.
@@ -263,7 +270,7 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
                           Spec spec) {
     spec.pack_key =
         server.PackKey(spec.type, spec.repository, spec.argv, spec.env, spec.input.bytes);
-    if (auto spool = server.FindPack(spec.pack_key, exchange->client())) {
+    if (auto spool = server.FindPack(spec.pack_key, KeyOf(*exchange))) {
       if (auto response = server.Respond(spool, exchange, spec.type, spec.repository,
                                          spec.content_type, spec.prefix)) {
         server.log_->Record("joined", spec.type, spec.repository, exchange->client());
@@ -276,7 +283,7 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
                                            spec.content_type, spec.prefix)) {
           server.log_->Record("hit", spec.type, spec.repository, exchange->client());
           // Validated >= 0 and finite: the gate cannot refuse it.
-          (void)server.gate_->Charge(exchange->client(), server.options_.hit_charge_seconds);
+          (void)server.gate_->Charge(KeyOf(*exchange), server.options_.hit_charge_seconds);
           return response->Start();
         }
       }
@@ -305,7 +312,7 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
     });
     auto response = server_.Respond(spool_, exchange_, spec_.type, spec_.repository,
                                     spec_.content_type, spec_.prefix);
-    if (!spec_.pack_key.empty()) server_.OfferPack(spec_.pack_key, exchange_->client(), spool_);
+    if (!spec_.pack_key.empty()) server_.OfferPack(spec_.pack_key, KeyOf(*exchange_), spool_);
     response->Start();  // a new spool is open to joiners: never nullptr here
     timer_.expires_after(server_.options_.request_timeout);
     timer_.async_wait([self](boost::system::error_code error) {
@@ -314,7 +321,7 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
       if (self->cancel_) self->cancel_();
     });
     auto cancel = server_.gate_->Acquire(
-        spec_.type, spec_.repository, exchange_->client(),
+        spec_.type, spec_.repository, KeyOf(*exchange_),
         [self, executor = exchange_->executor()](fairgate::StatusOr<Slot> slot) {
           asio::post(executor,
                      [self, slot = std::move(slot)]() mutable { self->Admitted(std::move(slot)); });
@@ -696,7 +703,7 @@ void MirrorServer::EnsureMirrored(const std::shared_ptr<HttpExchange>& exchange,
     asio::post(executor, [then, status] { then(status); });
   };
   fairgate::Status submitted = gate_->Submit(
-      kSyncClone, repository, client,
+      kSyncClone, repository, KeyOf(*exchange),
       Logged(std::string(kSyncClone), repository, client, make_mirror, started), done);
   if (!submitted.ok()) {
     RecordOutcome(kSyncClone, repository, client, false, submitted);
@@ -804,6 +811,9 @@ fairgate::Status MirrorServer::Refusal(const HttpExchange& exchange,
   }
   if (exchange.client().size() > kMaxClientLength) {
     return absl::InvalidArgumentError("the client header is too long");
+  }
+  if (exchange.group().size() > kMaxClientLength) {
+    return absl::InvalidArgumentError("the group header is too long");
   }
   return absl::OkStatus();
 }

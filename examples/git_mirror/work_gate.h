@@ -84,7 +84,8 @@ struct GateConfig {
   std::string database;
   // fairgate only. Groups of clients (client_group.h): "prefix:V4/V6" puts a client named by its
   // address in its address's network, so that clones spread over a network's addresses take one
-  // share, and run no more jobs together than one client may; "": none.
+  // share, and run no more jobs together than one client may; "header:NAME" puts a key
+  // "G,client" (ClientGroups::KeyOf: a trusted proxy's header NAME said G) in group G; "": none.
   std::string client_group;
   // fairgate only, with `database`: this replica's name in the leases it holds, unique among the
   // replicas that run at once. Empty: host name, process id and a random suffix.

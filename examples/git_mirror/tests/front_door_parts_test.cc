@@ -308,14 +308,33 @@ TEST_CASE("ClientGroups.AnAddressBelongsToItsNetworkAndANameToNoGroup") {
   CHECK(groups->GroupOf("").empty());       // maintenance
   CHECK_FALSE(ClientGroups().enabled());
   CHECK(ClientGroups().GroupOf("127.0.0.1").empty());
-  for (const std::string bad : {"prefix:33/48", "prefix:24/129", "prefix:0/48", "prefix:24",
-                                "header:X-Org", "24/48", "prefix:a/b"}) {
+  for (const std::string bad :
+       {"prefix:33/48", "prefix:24/129", "prefix:0/48", "prefix:24", "header:", "header:X Org",
+        "header:X-Org,Y", "header:X:Y", "24/48", "prefix:a/b"}) {
     CAPTURE(bad);
     const auto parsed = ClientGroups::Parse(bad);
     REQUIRE_FALSE(parsed.ok());
     CHECK(std::string(parsed.status().message()).find("client group '" + bad + "'") !=
           std::string::npos);
   }
+}
+
+TEST_CASE("ClientGroups.AProxysHeaderNamesTheGroupOfAKeyThatCarriesIt") {
+  auto groups = ClientGroups::Parse("header:X-Tenant");
+  REQUIRE(groups.ok());
+  CHECK(groups->enabled());
+  CHECK(groups->header() == "X-Tenant");
+  CHECK(ClientGroups::KeyOf("192.0.2.7", "acme") == "acme,192.0.2.7");
+  CHECK(ClientGroups::KeyOf("192.0.2.7", "") == "192.0.2.7");
+  CHECK(groups->GroupOf("acme,192.0.2.7") == "acme");
+  CHECK(groups->GroupOf("acme,alice") == "acme");
+  // One client in two groups is two keys, each in its own group.
+  CHECK(groups->GroupOf(ClientGroups::KeyOf("alice", "globex")) == "globex");
+  // A client the proxy named no group for, and maintenance: no group. By header, an address is
+  // not grouped by its network.
+  CHECK(groups->GroupOf("192.0.2.7").empty());
+  CHECK(groups->GroupOf("").empty());
+  CHECK(ClientGroups::Parse("prefix:24/48")->header().empty());
 }
 
 }  // namespace

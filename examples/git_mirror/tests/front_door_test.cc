@@ -841,6 +841,33 @@ TEST_CASE("GitMirror.FrontDoor.TheClientHeaderIsBelievedOnlyFromTrustedProxies")
                "fairgate_jobs_completed_total{status=\"ok\",tier=\"8\",type=\"refs\"}") == 1);
 }
 
+TEST_CASE("GitMirror.FrontDoor.TheGroupHeaderIsBelievedOnlyFromTrustedProxies") {
+  OneUpstream one(1);
+  auto& [work, upstream, repositories] = one;
+  // The key the scheduler charged for a ref listing sent with `headers` from 127.0.0.1.
+  auto key_of = [&](std::vector<std::string> trusted, const std::string& headers) {
+    GateConfig config;
+    config.client_group = "header:X-Tenant";
+    ServerUnderTest mirror(repositories, config, 0ms, false, 10, [&](MirrorOptions& o) {
+      o.http.client_header = "X-Client";
+      o.http.trusted_proxies = trusted;
+      o.http.group_header = "X-Tenant";
+    });
+    const int status =
+        RawGet(mirror.port, "/tools.git/info/refs?service=git-upload-pack", headers).status;
+    if (status != 200) return "HTTP " + std::to_string(status);
+    return mirror.Debug()["heaviest_keys"][0]["key"].get<std::string>();
+  };
+  CHECK(key_of({"127.0.0.1"}, "X-Client: alice\r\nX-Tenant: acme\r\n") == "acme,alice");
+  // The proxy's own line, the last, names the group; a client's line before it is not believed.
+  CHECK(key_of({"127.0.0.1"}, "X-Client: alice\r\nX-Tenant: evil\r\nX-Tenant: acme\r\n") ==
+        "acme,alice");
+  CHECK(key_of({"127.0.0.1"}, "X-Client: alice\r\n") == "alice");  // no group named
+  CHECK(key_of({"10.0.0.0/8"}, "X-Client: alice\r\nX-Tenant: acme\r\n") == "127.0.0.1");
+  CHECK(key_of({"127.0.0.1"}, "X-Client: alice\r\nX-Tenant: " + std::string(300, 'a') + "\r\n") ==
+        "HTTP 400");
+}
+
 TEST_CASE("GitMirror.Hygiene.GitChildrenInheritNoSocketAndNoLogFile") {
   OneUpstream one(2);
   auto& [work, upstream, repositories] = one;
