@@ -315,6 +315,39 @@ TEST_CASE("Core.Groups.AGroupIdleForKeyTtlIsForgottenWithItsCost") {
   CHECK(core->GroupAccumulatedCost("g") == 0.0);
 }
 
+// The fleet's share (SharedStore::ShareGroupCosts) sets a tracked group's cost to the fleet's:
+// its keys' jobs take their places by it at once, in every lane set the group stands in.
+TEST_CASE("Core.Groups.AGroupsCostSetFromOutsideReordersItsKeysJobs") {
+  auto core = MakeCore(RuleOptions::Seed(), 2);
+  REQUIRE(core->RegisterType("fetch", Type(2, 1)).ok());  // the clone's tier
+  for (const std::string key : {"a1", "a2"}) REQUIRE(core->SetKeyGroup(key, "A", 0).ok());
+  REQUIRE(core->SetKeyGroup("b1", "B", 0).ok());
+  Add(*core, "a1", "a1-clone", 0);
+  REQUIRE(core->Enqueue({"fetch", "a2-fetch", "a2", 1}, 0).ok());
+  Add(*core, "b1", "b1-clone", 0);
+  REQUIRE(core->Enqueue({"fetch", "b1-fetch", "b1", 1}, 0).ok());
+  CHECK(core->SetGroupAccumulatedCost("A", 5).value() == true);
+  CHECK(core->SetGroupAccumulatedCost("B", 2).value() == true);
+  CHECK(core->SetGroupAccumulatedCost("C", 1).value() == false);  // not tracked: nothing done
+  CHECK(core->SetGroupAccumulatedCost("A", -1).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  REQUIRE(core->CheckInvariants().ok());
+  std::vector<SavedKey> groups = core->GroupCosts(0);
+  std::sort(groups.begin(), groups.end(),
+            [](const SavedKey& x, const SavedKey& y) { return x.key < y.key; });
+  CHECK(groups == std::vector<SavedKey>{{"A", 5, 0}, {"B", 2, 0}});  // busy: idle since now
+  // B (2) before A (5), in both types' lane sets.
+  std::vector<std::string> order;
+  for (int i = 0; i < 4; ++i) {
+    std::optional<core::Admission> a = core->NextAdmission(1);
+    REQUIRE(a.has_value());
+    order.emplace_back(a->key);
+    REQUIRE(core->Complete(a->ticket, 0, 1).ok());
+  }
+  CHECK(order == std::vector<std::string>{"b1", "b1", "a1", "a2"});
+  REQUIRE(core->CheckInvariants().ok());
+}
+
 TEST_CASE("Core.Groups.ARulesGroupLastsWhileItsKeyIsTrackedAndACallersGroupWins") {
   RuleOptions rule = RuleOptions::Seed();
   rule.key_ttl = Seconds(10);

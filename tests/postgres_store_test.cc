@@ -319,7 +319,7 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
       "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at, "
       "attempts, not_before) VALUES ('fetch', 'git.git', 'bob', 'x', 1, 1, 2)");
   auto store = *OpenPostgresStore(server.conninfo(), {"a"});
-  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "4");
+  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "5");
   // Schema 3 keeps each key's first job in fairgate_key_heads: the migration filled it.
   CHECK(server.Sql("SELECT fairness_key FROM fairgate_key_heads") == "alice");
   std::vector<StoredJob> claimed = *store->ClaimJobs({{"fetch", 1}}, 10, 30);
@@ -327,7 +327,7 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
   CHECK(claimed[0].id == "linux.git");
   CHECK(claimed[1].id == "git.git");
   CHECK(store->RemoveJob(claimed[0].sequence).ok());
-  server.Sql("UPDATE fairgate_schema SET version = 5");
+  server.Sql("UPDATE fairgate_schema SET version = 6");
   Status newer = OpenPostgresStore(server.conninfo()).status();
   CHECK(newer.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(newer.message().find("newer") != std::string::npos);
@@ -763,6 +763,64 @@ TEST_CASE("PostgresStore.RemovingABatchRemovesWhatItHoldsRefusesWhatItLostAndGiv
 TEST_CASE("PostgresStore.KeysCostsAreSummedOverReplicas") {
   testing::PostgresServer server;
   testing::CheckKeysCostsAreSummedOverReplicas(Replicas(server));
+}
+
+TEST_CASE("PostgresStore.GroupsCostsAreSummedOverReplicasApartFromKeys") {
+  testing::PostgresServer server;
+  testing::CheckGroupsCostsAreSummedOverReplicasApartFromKeys(Replicas(server));
+}
+
+// A tenant whose keys cloned on one replica is behind another tenant on the next replica,
+// although none of its keys there has been charged: the group's cost is the fleet's.
+TEST_CASE("PostgresStore.ATenantSpreadingItsKeysOverReplicasIsChargedOnce") {
+  testing::PostgresServer server;
+  auto replica = [&](const std::string& name) {
+    SchedulerOptions o;
+    o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
+    o.rule.max_concurrency = 1;
+    o.rule.reconcile = false;  // each job costs its type's default_cost: figures to reason about
+    o.fleet.claim_interval = Seconds(0.05);
+    o.runtime.warn = [](std::string_view) {};
+    // The farm's keys are "farm-*".
+    o.runtime.key_group = [](std::string_view key) {
+      return key.substr(0, 5) == "farm-" ? std::string("farm") : std::string();
+    };
+    auto s = *Scheduler::Create(o);
+    REQUIRE(s->RegisterType("clone", testing::Type(1, 1, "", 10)).ok());
+    return s;
+  };
+  auto a = replica("a");
+  auto b = replica("b");
+  auto ok = [](const Context&) { return absl::OkStatus(); };
+  // The farm clones on a from three keys (10 each) ...
+  for (const char* key : {"farm-1", "farm-2", "farm-3"}) {
+    REQUIRE(a->RunSync(Context::Background(), {TypeName("clone"), JobId(key), FairnessKey(key)}, ok)
+                .ok());
+  }
+  // ... then queues on b, from a fourth key, behind a running job, before modest does.
+  testing::Log order;
+  auto blocker = std::make_shared<testing::Gate>();
+  SubmitBlocked(*b, "clone", "blocker", blocker);
+  for (const char* key : {"farm-4", "modest"}) {
+    REQUIRE(b->Submit({TypeName("clone"), JobId(std::string("r-") + key), FairnessKey(key)},
+                      [&order, key](const Context&) {
+                        order.Add(key);
+                        return absl::OkStatus();
+                      },
+                      {})
+                .ok());
+  }
+  // Within a share or two, b's farm has what a charged it; farm-4 itself was charged nothing.
+  REQUIRE(testing::Eventually([&] { return b->GroupAccumulatedCost("farm") == 30.0; }));
+  CHECK(b->AccumulatedCost("farm-4") == 0.0);
+  blocker->Open();
+  REQUIRE(testing::Eventually([&] { return order.entries().size() == 2; }));
+  CHECK(order.entries() == std::vector<std::string>{"modest", "farm-4"});
+  REQUIRE(testing::Eventually([&] { return b->GroupAccumulatedCost("farm") == 40.0; }));
+  auto store = *OpenPostgresStore(server.conninfo());
+  REQUIRE(testing::Eventually(
+      [&] { return store->ShareGroupCosts({}, {"farm"})->at(0).accumulated_cost == 40.0; }));
+  CHECK(store->ShareKeyCosts({}, {"farm"})->empty());  // a group is not a key
 }
 
 TEST_CASE("PostgresStore.AClientSpreadingItsWorkOverReplicasIsChargedOnce") {

@@ -321,6 +321,25 @@ inline void CheckKeysCostsAreSummedOverReplicas(const OpenSharedStore& open) {
   CHECK(*a->ShareKeyCosts({}, {"dave"}) == std::vector<SavedKey>{{"dave", 0, 100}});
 }
 
+// Groups' costs are summed as keys' are, and kept apart from them: a group and a key of one name
+// are two totals.
+inline void CheckGroupsCostsAreSummedOverReplicasApartFromKeys(const OpenSharedStore& open) {
+  auto a = open("a");
+  auto b = open("b");
+  CHECK(a->ShareGroupCosts({{"acme", 5, 100}}, {"acme"})->at(0).accumulated_cost == 5.0);
+  auto totals = *b->ShareGroupCosts({{"acme", 3, 50}, {"globex", 1, 100}}, {"acme", "globex", "x"});
+  std::sort(totals.begin(), totals.end(),
+            [](const SavedKey& x, const SavedKey& y) { return x.key < y.key; });
+  CHECK(totals == std::vector<SavedKey>{{"acme", 8, 100}, {"globex", 1, 100}});
+  CHECK(a->ShareKeyCosts({{"acme", 2, 100}}, {"acme"})->at(0).accumulated_cost == 2.0);
+  CHECK(a->ShareGroupCosts({{"globex", -4, 100}}, {"acme", "globex"})->size() == 2);
+  CHECK(*a->ShareGroupCosts({}, {"globex"}) == std::vector<SavedKey>{{"globex", 0, 100}});
+  CHECK(*a->ShareGroupCosts({}, {"acme"}) == std::vector<SavedKey>{{"acme", 8, 100}});
+  // Forgotten with the keys idle since before forget_keys_before.
+  REQUIRE(a->SaveLearned({}, 0, 101).ok());
+  CHECK(a->ShareGroupCosts({}, {"acme", "globex"})->empty());
+}
+
 inline void CheckResourceLeases(const OpenSharedStore& open) {
   auto a = open("a");
   auto b = open("b");

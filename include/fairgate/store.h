@@ -164,7 +164,7 @@ class FAIRGATE_EXPORT Store {
 };
 
 // What a store that several replicas share adds: durable jobs claimed by lease, fleet-wide
-// leases of resources, and keys' costs summed over the fleet.
+// leases of resources, and keys' (and groups') costs summed over the fleet.
 class FAIRGATE_EXPORT SharedStore : public Store {
  public:
   SharedStore* AsShared() final { return this; }
@@ -223,6 +223,16 @@ class FAIRGATE_EXPORT SharedStore : public Store {
   // the given one, then returns the shared costs of `keys` (those the store has).
   virtual StatusOr<std::vector<SavedKey>> ShareKeyCosts(const std::vector<SavedKey>& charged,
                                                         const std::vector<std::string>& keys) = 0;
+  // The same for groups of keys (docs/ordering.md, "Groups"), each SavedKey's `key` a group's
+  // name, kept apart from keys' (a group and a key may share a name); the fleet forgets a group
+  // as it forgets a key (SaveLearned's forget_keys_before). A store that does not share them
+  // returns Unimplemented, and each replica's groups then count only what it charged.
+  virtual StatusOr<std::vector<SavedKey>> ShareGroupCosts(const std::vector<SavedKey>& charged,
+                                                          const std::vector<std::string>& groups) {
+    (void)charged;
+    (void)groups;
+    return absl::UnimplementedError("this store does not share groups' costs");
+  }
   // Fleet-wide rate limits (fairgate/rate_limit.h): the bucket `bucket` that every replica
   // shares, under `limit` (limited; a replica that gives another limit takes under its own).
   // Its tokens at the store's time t are min(burst, left + (t - at) * per_second), as a

@@ -275,6 +275,12 @@ class AdmissionCore {
   // pending jobs take their new places. False (nothing done) for a key that is not tracked;
   // InvalidArgument for a cost that is not finite and >= 0. O(the key's lanes x log lanes).
   StatusOr<bool> SetAccumulatedCost(std::string_view key, double cost);
+  // The same for groups of keys (docs/ordering.md, "Groups"), each as a SavedKey whose `key` is
+  // the group's name: every tracked group's accumulated cost and since when it has been idle
+  // (`now` if it is busy), O(groups); and a tracked group's cost set, its stand-ins taking their
+  // new places (false for a group that is not tracked), O(the group's lane sets x log lanes).
+  std::vector<SavedKey> GroupCosts(double now) const;
+  StatusOr<bool> SetGroupAccumulatedCost(std::string_view group, double cost);
   // Charges `cost` (finite, >= 0; else InvalidArgument) to the key for work done without a job
   // (a response served from a cache, say), as an admission charges its job's: divided by the
   // key's weight, its pending jobs taking their new places. A key that is not tracked becomes

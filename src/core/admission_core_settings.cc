@@ -138,6 +138,18 @@ StatusOr<bool> AdmissionCore::SetAccumulatedCost(std::string_view name, double c
   return true;
 }
 
+StatusOr<bool> AdmissionCore::SetGroupAccumulatedCost(std::string_view name, double cost) {
+  if (!std::isfinite(cost) || cost < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an accumulated cost must be finite and >= 0, got ", cost));
+  }
+  GroupState* group = groups_.Find(AsAbsl(name));
+  if (group == nullptr) return false;
+  group->acc = cost;
+  lanes_.RelinkGroup(*group);
+  return true;
+}
+
 Status AdmissionCore::Charge(std::string_view name, double cost, double now) {
   if (Status s = CheckTime(now, "charge time"); !s.ok()) return s;
   if (!std::isfinite(cost) || cost < 0) {

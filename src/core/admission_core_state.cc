@@ -121,6 +121,15 @@ std::vector<SavedKey> AdmissionCore::KeyCosts(double now) const {
   return out;
 }
 
+std::vector<SavedKey> AdmissionCore::GroupCosts(double now) const {
+  std::vector<SavedKey> out;
+  out.reserve(groups_.size());
+  for (const auto& [name, group] : groups_) {
+    out.push_back({name, group.acc, GroupTable::Idle(group) ? group.idle_since : now});
+  }
+  return out;
+}
+
 StatusOr<bool> AdmissionCore::RestoreEstimate(const SavedEstimate& estimate, double now) {
   StatusOr<TypeState*> type = types_.FindOrError(estimate.type);
   if (!type.ok()) return type.status();

@@ -46,6 +46,10 @@ class GroupTable {
     auto it = groups_.find(name);
     return it == groups_.end() ? nullptr : &it->second;
   }
+  GroupState* Find(absl::string_view name) {
+    auto it = groups_.find(name);
+    return it == groups_.end() ? nullptr : &it->second;
+  }
   // The tracked group of a key, or null: none, or its group is not tracked (a group is tracked
   // while one of its keys has a job pending or running, and afterwards until Evict).
   static GroupState* Of(const KeyState& key) {

@@ -181,8 +181,8 @@ class AdmissionTable {
   // lease.next_in seconds from now), then a decision.
   std::vector<std::pair<core::BucketName, RateLimit>> BucketsToLease() const;
   Decided<Status> GrantTokens(const core::BucketName& bucket, const TokenLease& lease);
-  std::vector<Submission::KeyCost> KeyCosts();
-  std::vector<bool> SetFleetCosts(const std::vector<SavedKey>& totals,
+  std::vector<Submission::KeyCost> KeyCosts(Submission::CostsOf of);
+  std::vector<bool> SetFleetCosts(Submission::CostsOf of, const std::vector<SavedKey>& totals,
                                   const absl::flat_hash_map<std::string, double>& collected);
   // What a flush writes: the estimates used since `since` and (unless the store is shared,
   // where FleetCosts adds them up instead) every key's cost, in Unix seconds.

@@ -241,12 +241,13 @@ void AdmissionTable::CountCapacitySignalFailed() {
   log_.CapacitySignalFailed();
 }
 
-std::vector<Submission::KeyCost> AdmissionTable::KeyCosts() {
+std::vector<Submission::KeyCost> AdmissionTable::KeyCosts(Submission::CostsOf of) {
   std::vector<Submission::KeyCost> costs;
   Locked lock(this);
   const double now = LockedNow();
   const double wall = WallNow();
-  for (SavedKey& key : core_->KeyCosts(now)) {
+  for (SavedKey& key :
+       of == Submission::CostsOf::kKeys ? core_->KeyCosts(now) : core_->GroupCosts(now)) {
     costs.push_back({std::move(key.key), key.accumulated_cost, wall - (now - key.idle_since),
                      key.idle_since >= now});
   }
@@ -254,18 +255,21 @@ std::vector<Submission::KeyCost> AdmissionTable::KeyCosts() {
 }
 
 std::vector<bool> AdmissionTable::SetFleetCosts(
-    const std::vector<SavedKey>& totals,
+    Submission::CostsOf of, const std::vector<SavedKey>& totals,
     const absl::flat_hash_map<std::string, double>& collected) {
+  const bool keys = of == Submission::CostsOf::kKeys;
   std::vector<bool> applied(totals.size(), false);
   Locked lock(this);
   for (std::size_t i = 0; i < totals.size(); ++i) {
     const SavedKey& total = totals[i];
-    std::optional<double> now_cost = core_->AccumulatedCost(total.key);
+    std::optional<double> now_cost =
+        keys ? core_->AccumulatedCost(total.key) : core_->GroupAccumulatedCost(total.key);
     auto at_collect = collected.find(total.key);
     if (!now_cost || at_collect == collected.end()) continue;  // forgotten meanwhile
     // Charged here since the collection: not in the total yet, kept on top of it.
-    const double since = *now_cost - at_collect->second;
-    (void)core_->SetAccumulatedCost(total.key, std::max(0.0, total.accumulated_cost + since));
+    const double cost = std::max(0.0, total.accumulated_cost + (*now_cost - at_collect->second));
+    (void)(keys ? core_->SetAccumulatedCost(total.key, cost)
+                : core_->SetGroupAccumulatedCost(total.key, cost));
     applied[i] = true;
   }
   return applied;

@@ -1,11 +1,12 @@
-// FleetCosts: the keys' accumulated costs shared across replicas (Store::ShareKeyCosts), a
-// service on the scheduler's Submission. Internal to src/runtime; exists only with a shared
-// store.
+// FleetCosts: the keys' and groups' accumulated costs shared across replicas
+// (SharedStore::ShareKeyCosts, ShareGroupCosts), a service on the scheduler's Submission.
+// Internal to src/runtime; exists only with a shared store.
 //
-// Each share adds to the fleet's totals what this replica charged each key since its last share,
-// and sets each busy key's cost here to the fleet's total plus what was charged here meanwhile.
-// It runs on the claimer's thread (after each claim) and at Shutdown; a failure is counted, and
-// its charges go with the next share.
+// Each share adds to the fleet's totals what this replica charged each key (group) since its last
+// share, and sets each busy key's (group's) cost here to the fleet's total plus what was charged
+// here meanwhile. Groups are shared only once one is tracked, and not at all by a store that
+// does not share them (Unimplemented: not an error). It runs on the claimer's thread (after each
+// claim) and at Shutdown; a failure is counted, and its charges go with the next share.
 //
 // Thread safety: every method may be called from any thread at once; one share runs at a time
 // (its lock, never held by the scheduler's callers, comes before the scheduler's).
@@ -29,18 +30,26 @@ class FleetCosts {
   // here from now on is shared.
   void Restored(const std::string& key, double cost) {
     std::lock_guard lock(mutex_);
-    shared_[key] = cost;
+    keys_.shared[key] = cost;
   }
 
   void Share();
 
  private:
+  // What one kind (keys, groups) had at its last share.
+  struct Shared {
+    // Each tracked key's (group's) cost as the fleet had it at the last share: what a share
+    // subtracts to find what was charged here since.
+    absl::flat_hash_map<std::string, double> shared;
+    bool unsupported = false;  // the store said Unimplemented: not asked again
+  };
+  void ShareOf(Submission::CostsOf of, Shared& kind);
+
   Submission& scheduler_;
   StateKeeper& keeper_;
-  std::mutex mutex_;  // one share at a time; guards shared_
-  // Each tracked key's cost as the fleet had it at the last share: what a share subtracts to find
-  // what was charged here since.
-  absl::flat_hash_map<std::string, double> shared_;
+  std::mutex mutex_;  // one share at a time; guards keys_ and groups_
+  Shared keys_;
+  Shared groups_;
 };
 
 }  // namespace fairgate::internal

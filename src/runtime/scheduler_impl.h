@@ -113,11 +113,11 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
   void WakeTimer() override { timer_.Wake(); }
   void ChangeCapacity(const std::function<int(int current, bool work_waiting)>& next) override;
   void CountCapacitySignalFailed() override { table_.CountCapacitySignalFailed(); }
-  std::vector<KeyCost> KeyCosts() override { return table_.KeyCosts(); }
+  std::vector<KeyCost> KeyCosts(CostsOf of) override { return table_.KeyCosts(of); }
   std::vector<bool> SetFleetCosts(
-      const std::vector<SavedKey>& totals,
+      CostsOf of, const std::vector<SavedKey>& totals,
       const absl::flat_hash_map<std::string, double>& collected) override {
-    return table_.SetFleetCosts(totals, collected);
+    return table_.SetFleetCosts(of, totals, collected);
   }
 
   // --- calls.cc.

@@ -71,21 +71,22 @@ class Submission {
   // Adaptive capacity could not read its signal: counted in the metrics.
   virtual void CountCapacitySignalFailed() = 0;
 
-  // The fleet's shared costs (fleet_costs.h). Every tracked key's accumulated cost, since when it
-  // has been idle (Unix seconds) and whether it is busy (has jobs pending or running), read in one
-  // decision.
+  // The fleet's shared costs (fleet_costs.h), of keys or of groups of keys. Every tracked key's
+  // (group's) accumulated cost, since when it has been idle (Unix seconds) and whether it is busy
+  // (has jobs pending or running), read in one decision.
+  enum class CostsOf { kKeys, kGroups };
   struct KeyCost {
-    std::string key;
+    std::string key;  // or group
     double cost = 0;
     double idle_since_wall = 0;
     bool busy = false;
   };
-  virtual std::vector<KeyCost> KeyCosts() = 0;
-  // For each of `totals` (the fleet's costs) whose key is still tracked, in one decision: its
-  // cost becomes the total plus what it was charged here since `collected` (its cost as KeyCosts
-  // read it; never below 0). Whether each total was applied, in order.
+  virtual std::vector<KeyCost> KeyCosts(CostsOf of) = 0;
+  // For each of `totals` (the fleet's costs) whose key (group) is still tracked, in one decision:
+  // its cost becomes the total plus what it was charged here since `collected` (its cost as
+  // KeyCosts read it; never below 0). Whether each total was applied, in order.
   virtual std::vector<bool> SetFleetCosts(
-      const std::vector<SavedKey>& totals,
+      CostsOf of, const std::vector<SavedKey>& totals,
       const absl::flat_hash_map<std::string, double>& collected) = 0;
 };
 

@@ -16,8 +16,41 @@
 
 namespace fairgate::store::postgres {
 
-StatusOr<std::vector<SavedKey>> PostgresStore::ShareKeyCosts(const std::vector<SavedKey>& charged,
-                                                             const std::vector<std::string>& keys) {
+// The statements of one kind of cost shared over the fleet: keys' or groups'. Each adds what a
+// replica charged, in name order (so that replicas sharing at once lock the rows in one order),
+// then sets a row the store did not have yet (or had forgotten) to what was added, then reads.
+struct PostgresStore::CostStatements {
+  const char* add;
+  const char* floor;
+  const char* read;
+  const char* what;
+};
+const PostgresStore::CostStatements PostgresStore::kKeyCosts{
+    "INSERT INTO fairgate_keys (key, accumulated_cost, idle_since) "
+    "SELECT n, cost, idle FROM unnest($1::text[], $2::double precision[], "
+    "$3::double precision[]) AS c(n, cost, idle) ORDER BY n "
+    "ON CONFLICT (key) DO UPDATE SET accumulated_cost = greatest(0, "
+    "fairgate_keys.accumulated_cost + EXCLUDED.accumulated_cost), "
+    "idle_since = greatest(fairgate_keys.idle_since, EXCLUDED.idle_since)",
+    "UPDATE fairgate_keys SET accumulated_cost = 0 "
+    "WHERE accumulated_cost < 0 AND key = ANY($1::text[])",
+    "SELECT key, accumulated_cost, idle_since FROM fairgate_keys WHERE key = ANY($1::text[])",
+    "share keys' costs"};
+const PostgresStore::CostStatements PostgresStore::kGroupCosts{
+    "INSERT INTO fairgate_groups (name, accumulated_cost, idle_since) "
+    "SELECT n, cost, idle FROM unnest($1::text[], $2::double precision[], "
+    "$3::double precision[]) AS c(n, cost, idle) ORDER BY n "
+    "ON CONFLICT (name) DO UPDATE SET accumulated_cost = greatest(0, "
+    "fairgate_groups.accumulated_cost + EXCLUDED.accumulated_cost), "
+    "idle_since = greatest(fairgate_groups.idle_since, EXCLUDED.idle_since)",
+    "UPDATE fairgate_groups SET accumulated_cost = 0 "
+    "WHERE accumulated_cost < 0 AND name = ANY($1::text[])",
+    "SELECT name, accumulated_cost, idle_since FROM fairgate_groups WHERE name = ANY($1::text[])",
+    "share groups' costs"};
+
+StatusOr<std::vector<SavedKey>> PostgresStore::ShareCosts(
+    const CostStatements& sql, const std::vector<SavedKey>& charged,
+    const std::vector<std::string>& names_read) {
   std::vector<std::string> names, costs, idle;
   for (const SavedKey& k : charged) {
     names.push_back(k.key);
@@ -27,33 +60,17 @@ StatusOr<std::vector<SavedKey>> PostgresStore::ShareKeyCosts(const std::vector<S
   Session session = pool_.Take();
   Link& link = *session;
   std::vector<SavedKey> totals;
-  Status status = pool_.Transaction(link, "share keys' costs", [&]() -> Status {
+  Status status = pool_.Transaction(link, sql.what, [&]() -> Status {
     totals.clear();
-    // In key order, so that replicas sharing at once lock the rows in one order.
     if (!names.empty()) {
       Status added =
-          Exec(link,
-               "INSERT INTO fairgate_keys (key, accumulated_cost, idle_since) "
-               "SELECT key, cost, idle FROM unnest($1::text[], $2::double precision[], "
-               "$3::double precision[]) AS c(key, cost, idle) ORDER BY key "
-               "ON CONFLICT (key) DO UPDATE SET accumulated_cost = greatest(0, "
-               "fairgate_keys.accumulated_cost + EXCLUDED.accumulated_cost), "
-               "idle_since = greatest(fairgate_keys.idle_since, EXCLUDED.idle_since)",
-               {{TextArray(names)}, {TextArray(costs)}, {TextArray(idle)}}, "add keys' costs")
+          Exec(link, sql.add, {{TextArray(names)}, {TextArray(costs)}, {TextArray(idle)}}, sql.what)
               .status();
       if (!added.ok()) return added;
-      // A key the store did not have yet (or had forgotten) starts at what was added.
-      added = Exec(link,
-                   "UPDATE fairgate_keys SET accumulated_cost = 0 "
-                   "WHERE accumulated_cost < 0 AND key = ANY($1::text[])",
-                   {{TextArray(names)}}, "add keys' costs")
-                  .status();
+      added = Exec(link, sql.floor, {{TextArray(names)}}, sql.what).status();
       if (!added.ok()) return added;
     }
-    StatusOr<Result> r = Exec(link,
-                              "SELECT key, accumulated_cost, idle_since FROM fairgate_keys "
-                              "WHERE key = ANY($1::text[])",
-                              {{TextArray(keys)}}, "read keys' costs");
+    StatusOr<Result> r = Exec(link, sql.read, {{TextArray(names_read)}}, sql.what);
     if (!r.ok()) return r.status();
     for (int i = 0; i < PQntuples(r->get()); ++i) {
       totals.push_back({Text(*r, i, 0), Double(*r, i, 1), Double(*r, i, 2)});
@@ -62,6 +79,16 @@ StatusOr<std::vector<SavedKey>> PostgresStore::ShareKeyCosts(const std::vector<S
   });
   if (!status.ok()) return status;
   return totals;
+}
+
+StatusOr<std::vector<SavedKey>> PostgresStore::ShareKeyCosts(const std::vector<SavedKey>& charged,
+                                                             const std::vector<std::string>& keys) {
+  return ShareCosts(kKeyCosts, charged, keys);
+}
+
+StatusOr<std::vector<SavedKey>> PostgresStore::ShareGroupCosts(
+    const std::vector<SavedKey>& charged, const std::vector<std::string>& groups) {
+  return ShareCosts(kGroupCosts, charged, groups);
 }
 
 Status PostgresStore::SaveLearned(const LearnedState& changed, double forget_estimates_before,
@@ -116,8 +143,14 @@ Status PostgresStore::SaveLearned(const LearnedState& changed, double forget_est
         !s.ok()) {
       return s;
     }
-    return Exec(link, "DELETE FROM fairgate_keys WHERE idle_since < $1",
-                {{Number(forget_keys_before)}}, "forget idle keys")
+    if (Status s = Exec(link, "DELETE FROM fairgate_keys WHERE idle_since < $1",
+                        {{Number(forget_keys_before)}}, "forget idle keys")
+                       .status();
+        !s.ok()) {
+      return s;
+    }
+    return Exec(link, "DELETE FROM fairgate_groups WHERE idle_since < $1",
+                {{Number(forget_keys_before)}}, "forget idle groups")
         .status();
   });
 }

@@ -6,7 +6,7 @@
 
 namespace fairgate::store::postgres {
 
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 // Creates the schema once per database, under an advisory lock so that replicas starting
 // together do not race.
@@ -211,9 +211,16 @@ CREATE TABLE IF NOT EXISTS fairgate_rate_buckets (
   taken integer NOT NULL DEFAULT 0,
   full_at double precision NOT NULL DEFAULT 0
 );
+-- Version 5: groups of keys' costs summed over the fleet (SharedStore::ShareGroupCosts), as
+-- fairgate_keys holds keys'.
+CREATE TABLE IF NOT EXISTS fairgate_groups (
+  name text PRIMARY KEY,
+  accumulated_cost double precision NOT NULL,
+  idle_since double precision NOT NULL
+);
 INSERT INTO fairgate_schema (version)
-  SELECT 4 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
-UPDATE fairgate_schema SET version = 4 WHERE version < 4;
+  SELECT 5 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
+UPDATE fairgate_schema SET version = 5 WHERE version < 5;
 )sql";
 
 // The server's clock, Unix seconds: the time of leases.

@@ -79,6 +79,8 @@ class PostgresStore final : public SharedStore {
   Status ReleaseResource(std::string_view group, std::string_view id, std::uint64_t token) override;
   StatusOr<std::vector<SavedKey>> ShareKeyCosts(const std::vector<SavedKey>& charged,
                                                 const std::vector<std::string>& keys) override;
+  StatusOr<std::vector<SavedKey>> ShareGroupCosts(const std::vector<SavedKey>& charged,
+                                                  const std::vector<std::string>& groups) override;
   // One statement (kTakeTokens, which makes the bucket's row, full, if it has none); now and
   // then (kBucketSweepSeconds) a second deletes the rows of full buckets (kForgetFullBuckets).
   StatusOr<TokenLease> TakeTokens(std::string_view bucket, const RateLimit& limit,
@@ -170,6 +172,12 @@ class PostgresStore final : public SharedStore {
   // statement retried on a broken connection (not inside a transaction).
   StatusOr<std::uint64_t> TakeSlot(Link& link, const LeaseNeed& need, double lease_seconds,
                                    bool retrying = false);
+  // ShareKeyCosts and ShareGroupCosts, by their statements (postgres_learned.cc).
+  struct CostStatements;
+  static const CostStatements kKeyCosts, kGroupCosts;
+  StatusOr<std::vector<SavedKey>> ShareCosts(const CostStatements& sql,
+                                             const std::vector<SavedKey>& charged,
+                                             const std::vector<std::string>& names);
   static std::string Text(const Result& r, int row, int column);
   static double Double(const Result& r, int row, int column);
 
