@@ -75,6 +75,20 @@ TEST_CASE("Order.CompactEntries.CompareAsTheEntriesTheyStandFor") {
     CHECK((b < a) == (b.Expand() < a.Expand()));
     CHECK(CompactLaneEntry::Fits(a.Order()));
   }
+  std::vector<CompactGroupedLaneEntry> grouped;
+  for (int i = 0; i < 2000; ++i) {
+    grouped.push_back({SortableBits(static_cast<double>(rng() % 3)),
+                       SortableBits(static_cast<double>(rng() % 3)),
+                       SortableBits(static_cast<double>(rng() % 3)), rng() % 5, nullptr});
+  }
+  for (std::size_t i = 0; i + 1 < grouped.size(); ++i) {
+    const CompactGroupedLaneEntry& a = grouped[i];
+    const CompactGroupedLaneEntry& b = grouped[i + 1];
+    CHECK((a < b) == (a.Expand() < b.Expand()));
+    CHECK((b < a) == (b.Expand() < a.Expand()));
+    CHECK(CompactGroupedLaneEntry::Fits(a.Expand().group, a.Expand().order));
+  }
+  CHECK_FALSE(CompactGroupedLaneEntry::Fits({0, 0}, grouped[0].Expand().order));  // reserved
 }
 
 // A random place; `plain` ones fit the compact layout. Few distinct values, so that ties on the
@@ -125,57 +139,70 @@ TEST_CASE("Order.LaneSet.TakesTheFullLayoutWhenALaneNeedsItAndKeepsTheOrder") {
 TEST_CASE("Order.LaneSet.TakesTheGroupedLayoutForAStandInAndOrdersByTheGroupFirst") {
   // Keys' own lanes (a group of their own: their group place is their key place) and groups'
   // stand-ins (their group's place, then their best lane's order), with few distinct values so
-  // that ties on the group place are common: the set takes the grouped layout at the first
+  // that ties on the group place are common: the set takes a grouped layout at the first
   // stand-in whose group place differs from its key place, and orders by (group, key, job).
-  std::mt19937_64 rng(23);
-  std::vector<std::unique_ptr<Lane>> lanes;
-  std::vector<std::unique_ptr<GroupPresence>> stand_ins;
-  LaneSet set;
-  std::vector<Lane*> linked;
-  std::uint64_t seq = 0;
-  for (int i = 0; i < 300; ++i) {
-    Lane* lane;
-    if (i < 50 || rng() % 2 == 0) {
-      lanes.push_back(std::make_unique<Lane>());
-      lane = lanes.back().get();
-      lane->key = &a_key;
-    } else {
-      stand_ins.push_back(std::make_unique<GroupPresence>());
-      GroupPresence& stand_in = *stand_ins.back();
-      stand_in.presence = true;
-      stand_in.place = {kUnreservedRank, SortableBits(static_cast<double>(rng() % 4))};
-      lane = &stand_in;
+  // With plain places (no reservation, no sjf) the compact grouped one, until a stand-in's group
+  // is reserved; else the full one.
+  for (const bool plain : {true, false}) {
+    CAPTURE(plain);
+    std::mt19937_64 rng(23);
+    std::vector<std::unique_ptr<Lane>> lanes;
+    std::vector<std::unique_ptr<GroupPresence>> stand_ins;
+    LaneSet set;
+    std::vector<Lane*> linked;
+    std::uint64_t seq = 0;
+    for (int i = 0; i < 300; ++i) {
+      Lane* lane;
+      if (i < 50 || rng() % 2 == 0) {
+        lanes.push_back(std::make_unique<Lane>());
+        lane = lanes.back().get();
+        lane->key = &a_key;
+      } else {
+        stand_ins.push_back(std::make_unique<GroupPresence>());
+        GroupPresence& stand_in = *stand_ins.back();
+        stand_in.presence = true;
+        stand_in.place = {kUnreservedRank, SortableBits(static_cast<double>(rng() % 4))};
+        lane = &stand_in;
+      }
+      lane->order = RandomPlace(rng, plain, SortableBits(static_cast<double>(rng() % 4)), seq++);
+      set.insert(*lane);
+      linked.push_back(lane);
+      if (i == 49) CHECK_FALSE(set.grouped());  // keys' own lanes only so far
+      CHECK(set.contains(*lane));
     }
-    lane->order = RandomPlace(rng, false, SortableBits(static_cast<double>(rng() % 4)), seq++);
-    set.insert(*lane);
-    linked.push_back(lane);
-    if (i == 49) CHECK_FALSE(set.grouped());  // keys' own lanes only so far
-    CHECK(set.contains(*lane));
-  }
-  CHECK(set.grouped());
-  CHECK(set.valid());
-  // Some move: a stand-in to another group place, a key's lane to another order.
-  for (int step = 0; step < 500; ++step) {
-    Lane& lane = *linked[rng() % linked.size()];
-    if (lane.presence) {
-      static_cast<GroupPresence&>(lane).place = {kUnreservedRank,
-                                                 SortableBits(static_cast<double>(rng() % 4))};
-    } else {
-      lane.order.key.acc = SortableBits(static_cast<double>(rng() % 4));
+    CHECK(set.grouped());
+    CHECK(set.compact_grouped() == plain);
+    CHECK(set.valid());
+    // Some move: a stand-in to another group place (from step 400, now and then a reserved one),
+    // a key's lane to another order.
+    for (int step = 0; step < 500; ++step) {
+      Lane& lane = *linked[rng() % linked.size()];
+      if (lane.presence) {
+        const bool reserved = step >= 400 && rng() % 4 == 0;
+        static_cast<GroupPresence&>(lane).place = {reserved ? 0 : kUnreservedRank,
+                                                   SortableBits(static_cast<double>(rng() % 4))};
+        set.RelinkStandIn(static_cast<GroupPresence&>(lane));
+      } else {
+        lane.order.key.acc = SortableBits(static_cast<double>(rng() % 4));
+        set.Relink(lane);
+      }
+      if (step == 399) CHECK(set.compact_grouped() == plain);
+      REQUIRE(set.valid());
+      for (const Lane* l : linked) REQUIRE(set.contains(*l));
     }
-    set.Relink(lane);
-    REQUIRE(set.valid());
+    CHECK_FALSE(set.compact_grouped());  // a reserved group's stand-in: the full grouped layout
+    CHECK(set.grouped());
+    auto whole = [](const Lane* lane) { return std::make_pair(GroupPlaceOf(*lane), lane->order); };
+    std::sort(linked.begin(), linked.end(),
+              [&](const Lane* a, const Lane* b) { return whole(a) < whole(b); });
+    CHECK(InOrder(set) == std::vector<const Lane*>(linked.begin(), linked.end()));
+    for (Lane* lane : linked) {
+      REQUIRE(set.front() == lane);
+      CHECK(set.front_group() == GroupPlaceOf(*lane));
+      set.erase(*lane);
+    }
+    CHECK(set.empty());
   }
-  auto whole = [](const Lane* lane) { return std::make_pair(GroupPlaceOf(*lane), lane->order); };
-  std::sort(linked.begin(), linked.end(),
-            [&](const Lane* a, const Lane* b) { return whole(a) < whole(b); });
-  CHECK(InOrder(set) == std::vector<const Lane*>(linked.begin(), linked.end()));
-  for (Lane* lane : linked) {
-    REQUIRE(set.front() == lane);
-    CHECK(set.front_group() == GroupPlaceOf(*lane));
-    set.erase(*lane);
-  }
-  CHECK(set.empty());
 }
 
 TEST_CASE("Order.LaneSet.MatchesASortedModelThroughLinksMovesAndUnlinks") {

@@ -224,10 +224,36 @@ struct GroupedLaneEntry {
   }
 };
 
+// A GroupedLaneEntry whose ranks (the group's and the key's) are kUnreservedRank and whose sjf is
+// kNoSjf, without those three fields, as CompactLaneEntry is a LaneEntry: its fields in the
+// order's order, so that it compares as the GroupedLaneEntry it stands for (Expand;
+// tests/order_test.cc checks that on random entries).
+struct CompactGroupedLaneEntry {
+  std::uint64_t group_acc = 0;
+  std::uint64_t acc = 0;
+  std::uint64_t arrival = 0;
+  std::uint64_t seq = 0;
+  Lane* lane = nullptr;
+
+  GroupedLaneEntry Expand() const {
+    return {{kUnreservedRank, group_acc}, {{kUnreservedRank, acc}, {kNoSjf, arrival, seq}}, lane};
+  }
+  [[gnu::always_inline]] bool operator<(const CompactGroupedLaneEntry& o) const {
+    if (group_acc != o.group_acc) return group_acc < o.group_acc;
+    if (acc != o.acc) return acc < o.acc;
+    if (arrival != o.arrival) return arrival < o.arrival;
+    return seq < o.seq;
+  }
+  static bool Fits(const KeyPlace& group, const AdmissionOrder& order) {
+    return group.rank == kUnreservedRank && CompactLaneEntry::Fits(order);
+  }
+};
+
 static_assert(sizeof(ReadyEntry) == 32, "8 ready jobs to a B-tree node");
 static_assert(sizeof(LaneEntry) == 48, "a lane's entry: its place and the lane");
 static_assert(sizeof(CompactLaneEntry) == 32, "two compact lane entries to a cache line");
 static_assert(sizeof(GroupedLaneEntry) == 64, "a grouped lane entry: a cache line");
+static_assert(sizeof(CompactGroupedLaneEntry) == 40, "a compact grouped entry: 24 bytes less");
 
 // The place in the order of a lane's group: its key's place for a key's own lane (a key without
 // a group is a group of its own); a stand-in's group's; a wait group's proxy's, its best lane's
@@ -276,28 +302,35 @@ static_assert(offsetof(Lane, heap_index) == 64 && sizeof(Lane) == 160,
 // Most sets never hold a lane of a reserved key (no key has a min_running) or a head with an sjf
 // (the type is not shortest-first); those keep 32-byte compact entries, two to a cache line. A
 // set chooses by itself: it starts compact and takes the full layout, for good, when the first
-// lane arrives that the compact one cannot hold (O(lanes), once), and the grouped layout
-// (GroupedLaneEntry) likewise when the first lane arrives whose group place is not its key place
-// (a group's stand-in). The order is the same in every layout.
+// lane arrives that the compact one cannot hold (O(lanes), once), and a grouped layout likewise
+// when the first lane arrives whose group place is not its key place (a group's stand-in): the
+// compact grouped one (CompactGroupedLaneEntry, 40 bytes) while no group or key is reserved and no
+// head has an sjf, else the full grouped one (GroupedLaneEntry, 64 bytes). The order is the same
+// in every layout.
 class LaneSet {
  public:
   bool empty() const {
     if (compact_) return compact_heap_.empty();
-    return grouped_ ? grouped_heap_.empty() : full_heap_.empty();
+    if (!grouped_) return full_heap_.empty();
+    return compact_grouped_ ? compact_grouped_heap_.empty() : grouped_heap_.empty();
   }
   std::size_t size() const {
     if (compact_) return compact_heap_.size();
-    return grouped_ ? grouped_heap_.size() : full_heap_.size();
+    if (!grouped_) return full_heap_.size();
+    return compact_grouped_ ? compact_grouped_heap_.size() : grouped_heap_.size();
   }
   // The first lane; the set must not be empty.
   Lane* front() const {
     if (compact_) return compact_heap_.top().lane;
-    return grouped_ ? grouped_heap_.top().lane : full_heap_.top().lane;
+    if (!grouped_) return full_heap_.top().lane;
+    return compact_grouped_ ? compact_grouped_heap_.top().lane : grouped_heap_.top().lane;
   }
   // The group place of the first lane's entry; the set must not be empty.
   KeyPlace front_group() const {
     if (compact_) return compact_heap_.top().Order().key;
-    return grouped_ ? grouped_heap_.top().group : full_heap_.top().order.key;
+    if (!grouped_) return full_heap_.top().order.key;
+    return compact_grouped_ ? KeyPlace{kUnreservedRank, compact_grouped_heap_.top().group_acc}
+                            : grouped_heap_.top().group;
   }
   // Links `lane`, which is not in the set, at `lane.order` (and its group place). A key's own
   // lane in a set whose layout holds it (every lane of a set with no group) takes the first
@@ -315,10 +348,12 @@ class LaneSet {
   void erase(const Lane& lane) {
     if (compact_) {
       compact_heap_.erase(lane.heap_index);
-    } else if (grouped_) {
-      grouped_heap_.erase(lane.heap_index);
-    } else {
+    } else if (!grouped_) {
       full_heap_.erase(lane.heap_index);
+    } else if (compact_grouped_) {
+      compact_grouped_heap_.erase(lane.heap_index);
+    } else {
+      grouped_heap_.erase(lane.heap_index);
     }
   }
   // Moves `lane`, which is in the set, to its `order` (or group place), which changed.
@@ -336,7 +371,9 @@ class LaneSet {
   // Whether `lane` is in the set at its `order` and group place.
   bool contains(const Lane& lane) const;
   bool compact() const { return compact_; }
+  // Either grouped layout; the compact one.
   bool grouped() const { return grouped_; }
+  bool compact_grouped() const { return compact_grouped_; }
   // The group stand-in whose members this set holds, or null (a type's, tier's, aged group's or
   // wait group's set).
   GroupPresence* presence() const { return presence_; }
@@ -349,10 +386,12 @@ class LaneSet {
       for (const CompactLaneEntry& e : compact_heap_) {
         sorted.push_back({e.Order().key, e.Order(), e.lane});
       }
-    } else if (grouped_) {
-      sorted.assign(grouped_heap_.begin(), grouped_heap_.end());
-    } else {
+    } else if (!grouped_) {
       for (const LaneEntry& e : full_heap_) sorted.push_back({e.order.key, e.order, e.lane});
+    } else if (compact_grouped_) {
+      for (const CompactGroupedLaneEntry& e : compact_grouped_heap_) sorted.push_back(e.Expand());
+    } else {
+      sorted.assign(grouped_heap_.begin(), grouped_heap_.end());
     }
     std::sort(sorted.begin(), sorted.end());
     for (const GroupedLaneEntry& e : sorted) f(e.lane);
@@ -360,12 +399,16 @@ class LaneSet {
   // Whether the heap is in order and each lane knows its entry's position (CheckInvariants).
   bool valid() const {
     if (compact_) return compact_heap_.valid();
-    return grouped_ ? grouped_heap_.valid() : full_heap_.valid();
+    if (!grouped_) return full_heap_.valid();
+    return compact_grouped_ ? compact_grouped_heap_.valid() : grouped_heap_.valid();
   }
 
  private:
   static CompactLaneEntry Compact(Lane& lane) {
     return {lane.order.key.acc, lane.order.job.arrival, lane.order.job.seq, &lane};
+  }
+  static CompactGroupedLaneEntry CompactGrouped(const KeyPlace& group, Lane& lane) {
+    return {group.acc, lane.order.key.acc, lane.order.job.arrival, lane.order.job.seq, &lane};
   }
   // insert and Relink for a lane the set's layout may not hold (a stand-in, a proxy, a place
   // the compact layout cannot hold) or in the grouped layout: the layout first, then the entry.
@@ -378,19 +421,35 @@ class LaneSet {
     compact_heap_.clear();
     compact_ = false;
   }
+  void MakeCompactGrouped() {
+    for (const CompactLaneEntry& c : compact_heap_) {
+      compact_grouped_heap_.push({c.acc, c.acc, c.arrival, c.seq, c.lane});
+    }
+    compact_heap_.clear();
+    compact_ = false;
+    grouped_ = true;
+    compact_grouped_ = true;
+  }
   void MakeGrouped() {
     if (compact_) MakeFull();
     for (const LaneEntry& e : full_heap_) grouped_heap_.push({e.order.key, e.order, e.lane});
     full_heap_.clear();
+    for (const CompactGroupedLaneEntry& e : compact_grouped_heap_) grouped_heap_.push(e.Expand());
+    compact_grouped_heap_.clear();
     grouped_ = true;
+    compact_grouped_ = false;
   }
 
-  // The layout: compact, full (neither) or grouped; never back.
+  // The layout, which only moves forward: compact; full (neither compact nor grouped); compact
+  // grouped (grouped and compact_grouped_); grouped (its full form). Compact to full or compact
+  // grouped, either to grouped.
   bool compact_ = true;
   bool grouped_ = false;
+  bool compact_grouped_ = false;
   GroupPresence* presence_ = nullptr;
   LaneHeap<LaneEntry> full_heap_;
   LaneHeap<CompactLaneEntry> compact_heap_;
+  LaneHeap<CompactGroupedLaneEntry> compact_grouped_heap_;
   LaneHeap<GroupedLaneEntry> grouped_heap_;
 };
 
@@ -425,9 +484,16 @@ inline KeyPlace GroupPlaceOf(const Lane& lane) {
 }
 
 inline void LaneSet::Fit(const Lane& lane) {
-  if (grouped_) return;
-  if (lane.key == nullptr && !(GroupPlaceOf(lane) == lane.order.key)) {
-    MakeGrouped();
+  if (grouped_ && !compact_grouped_) return;
+  const KeyPlace group = GroupPlaceOf(lane);
+  if (compact_grouped_) {
+    if (!CompactGroupedLaneEntry::Fits(group, lane.order)) MakeGrouped();
+  } else if (lane.key == nullptr && !(group == lane.order.key)) {
+    if (compact_ && CompactGroupedLaneEntry::Fits(group, lane.order)) {
+      MakeCompactGrouped();
+    } else {
+      MakeGrouped();
+    }
   } else if (compact_ && !CompactLaneEntry::Fits(lane.order)) {
     MakeFull();
   }
@@ -437,10 +503,12 @@ inline void LaneSet::InsertOther(Lane& lane) {
   Fit(lane);
   if (compact_) {
     compact_heap_.push(Compact(lane));
-  } else if (grouped_) {
-    grouped_heap_.push({GroupPlaceOf(lane), lane.order, &lane});
-  } else {
+  } else if (!grouped_) {
     full_heap_.push({lane.order, &lane});
+  } else if (compact_grouped_) {
+    compact_grouped_heap_.push(CompactGrouped(GroupPlaceOf(lane), lane));
+  } else {
+    grouped_heap_.push({GroupPlaceOf(lane), lane.order, &lane});
   }
 }
 
@@ -448,15 +516,19 @@ inline void LaneSet::RelinkOther(Lane& lane) {
   Fit(lane);
   if (compact_) {
     compact_heap_.update(lane.heap_index, Compact(lane));
-  } else if (grouped_) {
-    grouped_heap_.update(lane.heap_index, {GroupPlaceOf(lane), lane.order, &lane});
-  } else {
+  } else if (!grouped_) {
     full_heap_.update(lane.heap_index, {lane.order, &lane});
+  } else if (compact_grouped_) {
+    compact_grouped_heap_.update(lane.heap_index, CompactGrouped(GroupPlaceOf(lane), lane));
+  } else {
+    grouped_heap_.update(lane.heap_index, {GroupPlaceOf(lane), lane.order, &lane});
   }
 }
 
 inline void LaneSet::RelinkStandIn(GroupPresence& stand_in) {
-  if (grouped_) {
+  if (compact_grouped_ && CompactGroupedLaneEntry::Fits(stand_in.place, stand_in.order)) {
+    compact_grouped_heap_.update(stand_in.heap_index, CompactGrouped(stand_in.place, stand_in));
+  } else if (grouped_ && !compact_grouped_) {
     grouped_heap_.update(stand_in.heap_index, {stand_in.place, stand_in.order, &stand_in});
   } else {
     RelinkOther(stand_in);
@@ -465,6 +537,10 @@ inline void LaneSet::RelinkStandIn(GroupPresence& stand_in) {
 
 inline bool LaneSet::contains(const Lane& lane) const {
   if (lane.heap_index >= size()) return false;
+  if (compact_grouped_) {
+    const GroupedLaneEntry e = compact_grouped_heap_.at(lane.heap_index).Expand();
+    return e.lane == &lane && e.order == lane.order && e.group == GroupPlaceOf(lane);
+  }
   if (grouped_) {
     const GroupedLaneEntry& e = grouped_heap_.at(lane.heap_index);
     return e.lane == &lane && e.order == lane.order && e.group == GroupPlaceOf(lane);
