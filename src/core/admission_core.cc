@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -302,8 +303,8 @@ template <bool kBorrowing, bool kGrouping>
 Job* AdmissionCore::Pick(DecisionSkips& skipped, double now) {
   for (auto& tier : types_.tiers()) {
     Job* best = nullptr;
-    AdmissionOrder best_order;
-    GroupedLaneEntry best_place;  // with groups: the group's place before the lane's order
+    // The best head's place: with groups the group's place before the lane's order.
+    std::conditional_t<kGrouping, GroupedLaneEntry, AdmissionOrder> best_place;
     // The head of a lane set, if it goes before the best so far. A linked lane's entry holds its
     // head's order, kept current by SyncLane: read, not recomputed.
     auto consider = [&](LaneSet& lanes) {
@@ -315,9 +316,9 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped, double now) {
           best = head;
           best_place = place;
         }
-      } else if (best == nullptr || head->lane->order < best_order) {
+      } else if (best == nullptr || head->lane->order < best_place) {
         best = head;
-        best_order = head->lane->order;
+        best_place = head->lane->order;
       }
     };
     if constexpr (!kBorrowing) skipped.key_limit += static_cast<int>(tier->held_lanes);
