@@ -4,15 +4,19 @@
 // with generous bounds, and no test asserts how long anything took.
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "doctest/doctest.h"
 #include "fairgate/scheduler.h"
-#include "runtime/cpu_pressure.h"
+#include "runtime/kernel_pressure.h"
 #include "runtime_test_util.h"
+#include "temp_dir.h"
 #include "test_job_types.h"
 
 // The runtime's tests: CTest labels them "runtime", and runs them again on other pools and
@@ -41,6 +45,37 @@ TEST_CASE("AdaptiveCapacity.Rule.ShrinksMultiplicativelyGrowsByOneAndStaysInItsB
   CHECK(NextCapacity(rule, 5, 8, 0.5, true) == 4);  // a shrink takes at least one slot
 }
 
+TEST_CASE("AdaptiveCapacity.Rule.TheWorstSignalDecides") {
+  AdaptiveCapacity rule;  // CPU: high 0.2, low 0.05
+  rule.signals = {{.source = PressureSource::kMemorySome, .high = 0.3, .low = 0.1},
+                  {.source = PressureSource::kMemoryUse, .high = 0.9, .low = 0.8}};
+  using Readings = std::vector<std::optional<double>>;
+  // Every signal below its low, work waiting: one more slot.
+  CHECK(NextCapacityOfAll(rule, 4, 8, 0.0, Readings{0.05, 0.5}, true) == 5);
+  CHECK(NextCapacityOfAll(rule, 4, 8, 0.0, Readings{0.05, 0.5}, false) == 4);
+  // One above its high shrinks, whatever the others (CPU calm): memory stalls, or memory use.
+  CHECK(NextCapacityOfAll(rule, 4, 8, 0.0, Readings{0.35, 0.5}, true) == 3);
+  CHECK(NextCapacityOfAll(rule, 4, 8, 0.0, Readings{0.05, 0.95}, true) == 3);
+  // Its own thresholds, not CPU's: 0.25 is above CPU's high but below memory's.
+  CHECK(NextCapacityOfAll(rule, 4, 8, 0.0, Readings{0.25, 0.5}, true) == 4);
+  CHECK(NextCapacityOfAll(rule, 4, 8, 0.25, Readings{0.05, 0.5}, true) == 3);  // CPU's
+  // One between its thresholds holds the cap; one that could not be read blocks growth only.
+  CHECK(NextCapacityOfAll(rule, 4, 8, 0.0, Readings{0.05, 0.85}, true) == 4);
+  CHECK(NextCapacityOfAll(rule, 4, 8, 0.0, Readings{std::nullopt, 0.5}, true) == 4);
+  CHECK(NextCapacityOfAll(rule, 4, 8, 0.0, Readings{std::nullopt, 0.95}, true) == 3);
+  // With no signals it is NextCapacity.
+  AdaptiveCapacity cpu_only;
+  for (const double pressure : {0.0, 0.1, 0.5}) {
+    for (const bool waiting : {false, true}) {
+      CHECK(NextCapacityOfAll(cpu_only, 4, 8, pressure, {}, waiting) ==
+            NextCapacity(cpu_only, 4, 8, pressure, waiting));
+    }
+  }
+  CHECK(DefaultPressureSignals().size() == 2);
+  CHECK(DefaultPressureSignals()[0].source == PressureSource::kMemorySome);
+  CHECK(DefaultPressureSignals()[1].source == PressureSource::kIoSome);
+}
+
 TEST_CASE("AdaptiveCapacity.Options.BadRulesAreRefusedNamingTheField") {
   auto refusal = [](AdaptiveCapacity rule) {
     SchedulerOptions options = SchedulerOptions::Default();
@@ -61,6 +96,105 @@ TEST_CASE("AdaptiveCapacity.Options.BadRulesAreRefusedNamingTheField") {
   CHECK(refusal({.high = 0.2, .low = 0.2}) ==
         "rule.adaptive_capacity.low must be in [0, high 0.2), got 0.2");
   CHECK(refusal({.decrease = 1}) == "rule.adaptive_capacity.decrease must be in (0, 1), got 1");
+  auto with_signals = [](std::vector<PressureSignal> signals) {
+    AdaptiveCapacity rule;
+    for (PressureSignal& signal : signals) signal.read = [] { return StatusOr<double>(0.0); };
+    rule.signals = std::move(signals);
+    return rule;
+  };
+  CHECK(refusal(with_signals({{.source = PressureSource::kIoFull, .high = 0}})) ==
+        "rule.adaptive_capacity.signals[0] (io full).high must be in (0, 1], got 0");
+  CHECK(
+      refusal(with_signals({{.source = PressureSource::kMemoryUse}, {.high = 0.5, .low = 0.5}})) ==
+      "rule.adaptive_capacity.signals[1] (memory some).low must be in [0, high 0.5), got 0.5");
+  CHECK(refusal(with_signals(
+            {{.source = PressureSource::kIoSome}, {.source = PressureSource::kIoSome}})) ==
+        "rule.adaptive_capacity.signals[1] (io some): a second signal of that source");
+  CHECK(refusal(with_signals({{.source = static_cast<PressureSource>(9)}})) ==
+        "rule.adaptive_capacity.signals[0] (unknown): not a pressure source");
+}
+
+// The kernel's files, as this machine has them and as a cgroup v2 of the process's own would:
+// made in a temporary directory, since CI may or may not run in one.
+TEST_CASE("AdaptiveCapacity.Signal.ACgroupOfItsOwnIsReadBeforeTheMachine") {
+  testing::TempDir dir;
+  const std::filesystem::path root = dir.path();
+  auto write = [](const std::filesystem::path& path, const std::string& text) {
+    std::filesystem::create_directories(path.parent_path());
+    std::ofstream(path) << text;
+  };
+  const std::string psi =
+      "some avg10=0.00 avg60=0.00 avg300=0.00 total=2500000\n"
+      "full avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n";
+  write(root / "v2/system.slice/mirror.service/cgroup.controllers", "cpu io memory\n");
+  for (const char* file : {"cpu.pressure", "memory.pressure", "io.pressure"}) {
+    write(root / "v2/system.slice/mirror.service" / file, psi);
+  }
+  write(root / "v2/system.slice/mirror.service/memory.current", "536870912\n");
+  write(root / "v2/system.slice/mirror.service/memory.max", "1073741824\n");
+  write(root / "self_cgroup", "12:memory:/x\n0::/system.slice/mirror.service\n");
+  const std::vector<std::string> roots = {(root / "none").string(), (root / "v2").string()};
+  const std::optional<std::string> cgroup =
+      internal::OwnCgroupV2((root / "self_cgroup").string(), roots);
+  REQUIRE(cgroup.has_value());
+  CHECK(*cgroup == (root / "v2/system.slice/mirror.service").string());
+  // The root cgroup, cgroup v1 only, a path no root has: none of its own.
+  write(root / "in_root", "0::/\n");
+  write(root / "v1_only", "4:memory:/process_api/x\n");
+  write(root / "elsewhere", "0::/other.slice\n");
+  for (const char* file : {"in_root", "v1_only", "elsewhere", "missing"}) {
+    CAPTURE(file);
+    CHECK_FALSE(internal::OwnCgroupV2((root / file).string(), roots).has_value());
+  }
+  CHECK(*internal::ReadStallSeconds(*cgroup + "/io.pressure", "some") == 2.5);
+  CHECK(*internal::ReadStallSeconds(*cgroup + "/io.pressure", "full") == 1.0);
+  CHECK(*internal::ReadMemoryUse(*cgroup) == 0.5);
+  // Each source reads its own file and line of the cgroup.
+  auto full = internal::KernelSignal(PressureSource::kMemoryFull, cgroup);
+  REQUIRE(full.ok());
+  CHECK(*(*full)() == 1.0);
+  auto use = internal::KernelSignal(PressureSource::kMemoryUse, cgroup);
+  REQUIRE(use.ok());
+  CHECK(*(*use)() == 0.5);
+  // No limit, or no cgroup: memory use cannot be read, and says why.
+  write(root / "v2/system.slice/mirror.service/memory.max", "max\n");
+  CHECK(internal::ReadMemoryUse(*cgroup).status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(internal::KernelSignal(PressureSource::kMemoryUse, cgroup).status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+  const Status no_cgroup =
+      internal::KernelSignal(PressureSource::kMemoryUse, std::nullopt).status();
+  CHECK(no_cgroup.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(no_cgroup.message()).find("cgroup v2") != std::string::npos);
+  // A file without the line asked for.
+  write(root / "some_only", "some avg10=0.00 avg60=0.00 avg300=0.00 total=7\n");
+  CHECK(internal::ReadStallSeconds((root / "some_only").string(), "full").status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  // Without a cgroup, the machine's files (this machine's kernel has memory and io PSI).
+  auto machine = internal::KernelSignal(PressureSource::kIoSome, std::nullopt);
+  REQUIRE_MESSAGE(machine.ok(), machine.status().message());
+  CHECK(*(*machine)() >= 0);
+}
+
+// Scheduler::Create reads a kernel signal once: one that cannot be read is refused, naming it.
+TEST_CASE("AdaptiveCapacity.Options.AKernelSignalThatCannotBeReadIsRefusedAtCreate") {
+  SchedulerOptions options = SchedulerOptions::Default();
+  options.rule.max_concurrency = 4;
+  AdaptiveCapacity rule;
+  rule.stalled_seconds = [] { return StatusOr<double>(0.0); };
+  rule.signals = {{.source = PressureSource::kIoSome, .read = [] { return StatusOr<double>(0.0); }},
+                  {.source = PressureSource::kMemoryUse}};
+  options.rule.adaptive_capacity = rule;
+  const StatusOr<std::function<StatusOr<double>()>> kernel =
+      internal::KernelSignal(PressureSource::kMemoryUse, internal::OwnCgroupV2());
+  auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
+  if (kernel.ok()) {
+    CHECK(created.ok());  // a cgroup v2 of its own with a memory.max: read from it
+  } else {
+    REQUIRE_FALSE(created.ok());
+    CHECK(created.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(std::string(created.status().message()) ==
+          "adaptive_capacity needs signals[1]: " + std::string(kernel.status().message()));
+  }
 }
 
 TEST_CASE("AdaptiveCapacity.Signal.TheKernelCounterIsReadAndAMissingOneIsAClearError") {
@@ -90,6 +224,95 @@ struct FakeStall {
     };
   }
 };
+
+// A level the test sets (memory use), or fails; it counts its readings (one per interval).
+struct FakeLevel {
+  std::atomic<double> level = 0;
+  std::atomic<bool> failing = false;
+  std::atomic<int> reads = 0;
+  std::function<StatusOr<double>()> Source() {
+    return [this]() -> StatusOr<double> {
+      ++reads;
+      if (failing) return absl::UnavailableError("no signal");
+      return level.load();
+    };
+  }
+  // Until the rule has been applied `n` more times.
+  bool WaitIntervals(int n) {
+    const int target = reads + n;
+    return Eventually([&] { return reads >= target; });
+  }
+};
+
+TEST_CASE("AdaptiveCapacity.Scheduler.MemoryAndIoPressureLowerTheCapWhileTheCpuIsCalm") {
+  Watchdog watchdog("adaptive capacity's signals", 60s);
+  FakeStall cpu, io;
+  FakeLevel memory;
+  SchedulerOptions options = SchedulerOptions::Default();
+  options.rule.max_concurrency = 4;
+  options.rule.adaptive_capacity = AdaptiveCapacity{
+      .min = 1,
+      .interval = Seconds(0.01),
+      .stalled_seconds = cpu.Source(),
+      .signals = {
+          {.source = PressureSource::kMemoryUse, .high = 0.9, .low = 0.8, .read = memory.Source()},
+          {.source = PressureSource::kIoFull, .read = io.Source()}}};
+  auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
+  REQUIRE_MESSAGE(created.ok(), created.status().message());
+  std::unique_ptr<Scheduler> scheduler = *std::move(created);
+  REQUIRE(scheduler->RegisterType("build", testing::Type(4, 4)).ok());
+  // Six jobs that hold their slots: four run, two wait (so the cap has a reason to grow).
+  Gate release;
+  std::vector<std::promise<Status>> done(6);
+  for (auto& d : done) {
+    REQUIRE(scheduler
+                ->Submit(
+                    {TypeName("build"), JobId("x"), FairnessKey("k")},
+                    [&](const Context&) {
+                      return release.Wait() ? absl::OkStatus() : absl::InternalError("gate");
+                    },
+                    [&d](const Status& s) { d.set_value(testing::Own(s)); })
+                .ok());
+  }
+  // However the test ends, the jobs end before the promises they set go.
+  absl::Cleanup finish = [&] {
+    release.Open();
+    (void)scheduler->Drain(Context::Background());
+  };
+  REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 4; }));
+  auto capacity = [&] { return scheduler->Snapshot().capacity; };
+  // Memory use above its high: the cap falls to its minimum, the CPU calm.
+  memory.level = 0.95;
+  REQUIRE(Eventually([&] { return capacity() == 1; }));
+  // Between its thresholds: the cap holds, although work waits.
+  memory.level = 0.85;
+  REQUIRE(memory.WaitIntervals(3));
+  CHECK(capacity() == 1);
+  // Memory use that cannot be read: counted, and the cap does not grow.
+  auto errors = [&] {
+    std::string metrics;
+    scheduler->WriteMetrics(metrics);
+    const std::string name = "\nfairgate_capacity_signal_errors_total ";
+    const std::size_t at = metrics.find(name);
+    return at == std::string::npos ? -1 : std::atoi(metrics.c_str() + at + name.size());
+  };
+  const int errors_before = errors();
+  memory.level = 0.0;
+  memory.failing = true;
+  REQUIRE(Eventually([&] { return errors() >= errors_before + 3; }));  // the metrics lag
+  CHECK(capacity() == 1);
+  // Every signal calm: the cap grows back while work waits.
+  memory.failing = false;
+  REQUIRE(Eventually([&] { return capacity() == 4; }));
+  // io stalls: down again, memory and CPU calm; then calm, up again.
+  io.stalling = true;
+  REQUIRE(Eventually([&] { return capacity() == 1; }));
+  io.stalling = false;
+  REQUIRE(Eventually([&] { return capacity() == 4; }));
+  release.Open();
+  for (auto& d : done) CHECK(d.get_future().get().ok());
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+}
 
 TEST_CASE("AdaptiveCapacity.Scheduler.TheCapFollowsPressureAndALowerCapAdmitsLess") {
   Watchdog watchdog("adaptive capacity", 60s);

@@ -18,17 +18,55 @@
 // Snapshot::capacity and the metric fairgate_capacity. A multi-slot type wider than `min` waits
 // while the cap is below its slots: keep `min` at least the widest type's slots.
 //
+// More signals (`signals`, PressureSignal): memory and disk pressure (the `some` and `full`
+// lines of Linux's memory and io pressure), and the memory a cgroup uses against its limit, each
+// with thresholds of its own. The cap follows the worst: it shrinks when any signal is above its
+// `high`, and grows only when every signal is below its `low` (and work waits). A signal that
+// cannot be read in an interval is counted; it blocks growth in that interval and shrinks
+// nothing. DefaultPressureSignals() gives memory and io pressure; none is read unless asked for.
+//
+// Where the kernel's signals come from: when the process runs in a cgroup v2 of its own (a line
+// `0::/path` of /proc/self/cgroup, path not "/"), that cgroup's cpu.pressure, memory.pressure,
+// io.pressure, memory.current and memory.max (under /sys/fs/cgroup, or /sys/fs/cgroup/unified
+// on a hybrid hierarchy), so that a container or a systemd service follows its own pressure, not
+// the machine's; else the machine's /proc/pressure/cpu, /memory and /io. Memory use needs the
+// cgroup's memory.max (not "max"): without one, Scheduler::Create fails with FailedPrecondition
+// for a kMemoryUse signal the caller does not read itself.
+//
 // Thread safety: a plain value type.
 #ifndef FAIRGATE_ADAPTIVE_CAPACITY_H_
 #define FAIRGATE_ADAPTIVE_CAPACITY_H_
 
 #include <functional>
+#include <optional>
+#include <vector>
 
 #include "fairgate/export.h"
 #include "fairgate/seconds.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
+
+// What a PressureSignal reads.
+enum class PressureSource {
+  kMemorySome,  // the share of time some task stalled on memory (reclaim, refaults, swap-in)
+  kMemoryFull,  // the share of time every non-idle task stalled on memory at once
+  kIoSome,      // the share of time some task stalled on io
+  kIoFull,      // the share of time every non-idle task stalled on io at once
+  kMemoryUse,   // the cgroup's memory.current / memory.max now (a level, not a share of time)
+};
+
+// A signal adaptive capacity follows besides CPU pressure, with its own thresholds.
+struct PressureSignal {
+  PressureSource source = PressureSource::kMemorySome;
+  double high = 0.2;  // above it the cap shrinks; in (0, 1]
+  double low = 0.05;  // below it (every other signal below its own too) the cap may grow; [0, high)
+  // The reading, as AdaptiveCapacity::stalled_seconds is CPU's: for the stall sources the
+  // cumulative seconds stalled, a counter that only grows; for kMemoryUse the share of the limit
+  // in use now, in [0, 1]. Empty: the kernel's (see the header comment). Called once per interval
+  // on the scheduler's timer thread, outside its lock: quick, and not calling the scheduler.
+  std::function<StatusOr<double>()> read;
+};
 
 struct AdaptiveCapacity {
   int min = 1;             // the least cap, >= 1 and <= max_concurrency
@@ -44,7 +82,23 @@ struct AdaptiveCapacity {
   // and must not call the scheduler.
   // The simulator ignores it: it models the pressure of its machine (docs/simulator.md).
   std::function<StatusOr<double>()> stalled_seconds;
+  // More signals (the header comment), at most one of each source. Empty (the default): CPU
+  // pressure only. The simulator refuses them (it models CPU pressure only).
+  std::vector<PressureSignal> signals;
 };
+
+// Memory and io pressure (`some`), at the thresholds of CPU's: a starting point, not a
+// measurement; a server that knows its memory's knee sets its own.
+FAIRGATE_EXPORT std::vector<PressureSignal> DefaultPressureSignals();
+
+// The cap after one interval in which CPU pressure was `cpu` and each of rule.signals read
+// `signals[i]` (a share in [0, 1]; nullopt: it could not be read), from `current`: shrunk as
+// NextCapacity's when any reading is above its high, grown by one when every reading is known
+// and below its low and work waits, else the same. `signals` has one reading per rule.signals.
+FAIRGATE_EXPORT int NextCapacityOfAll(const AdaptiveCapacity& rule, int current,
+                                      int max_concurrency, double cpu,
+                                      const std::vector<std::optional<double>>& signals,
+                                      bool work_waiting);
 
 // The cap after one interval with `pressure` (in [0, 1]) from `current`, with
 // `max_concurrency` the highest it may be and `work_waiting` whether jobs wait for admission.

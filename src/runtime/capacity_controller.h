@@ -2,10 +2,11 @@
 // scheduler's Submission. Internal to src/runtime; exists only with
 // RuleOptions::adaptive_capacity.
 //
-// Once per interval, on the scheduler's timer, it samples the stall counter (the CPU pressure
-// since the previous sample) and applies the rule (NextCapacity) to the global cap in force,
-// through Submission::ChangeCapacity: a cap that grew admits what it now has room for. A counter
-// that cannot be read is counted and leaves the cap where it is.
+// Once per interval, on the scheduler's timer, it samples each signal (CPU's stall counter and
+// those of rule.signals: a stall counter's increase over the interval divided by it, memory use
+// as read) and applies the rule (NextCapacityOfAll) to the global cap in force, through
+// Submission::ChangeCapacity: a cap that grew admits what it now has room for. A signal that
+// cannot be read is counted; CPU's leaves the cap where it is, another's blocks growth.
 //
 // Thread safety: Tick and NextDue are called by the timer's thread only; the constructor takes a
 // first sample.
@@ -15,6 +16,7 @@
 #include <functional>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "fairgate/adaptive_capacity.h"
 #include "fairgate/context.h"
@@ -23,12 +25,19 @@
 
 namespace fairgate::internal {
 
+// The readers of adaptive capacity's signals: CPU's stall counter, and one per rule.signals, in
+// order (see PressureSignal::read): the caller's, or the kernel's (kernel_pressure.h).
+struct CapacitySignals {
+  std::function<StatusOr<double>()> cpu;
+  std::vector<std::function<StatusOr<double>()>> others;
+};
+
 class CapacityController {
  public:
   using Clock = Context::Clock;
-  // `stalled_seconds`: the signal, a counter that only grows (see AdaptiveCapacity).
+  using Reader = std::function<StatusOr<double>()>;
   CapacityController(Submission& scheduler, const AdaptiveCapacity& rule, int max_concurrency,
-                     std::function<StatusOr<double>()> stalled_seconds);
+                     CapacitySignals signals);
 
   // When the rule is applied next.
   Clock::time_point NextDue() const { return next_; }
@@ -36,16 +45,22 @@ class CapacityController {
   void Tick(Clock::time_point now);
 
  private:
-  // The pressure since the previous sample, or nothing when the counter cannot be read (counted)
-  // or there is no previous sample.
-  std::optional<double> Sample(Clock::time_point now);
+  // One signal's reader and its last reading.
+  struct Signal {
+    Reader read;
+    bool counter = true;  // a stall counter (its rate is the signal), else a level
+    std::optional<std::pair<Clock::time_point, double>> last;
+  };
+  // The signal since its previous sample, or nothing when it cannot be read (counted) or a
+  // counter has no previous sample.
+  std::optional<double> Sample(Signal& signal, Clock::time_point now);
 
   Submission& scheduler_;
   const AdaptiveCapacity rule_;
   const int max_concurrency_;
-  const std::function<StatusOr<double>()> stalled_seconds_;
+  Signal cpu_;
+  std::vector<Signal> signals_;
   const Clock::duration interval_;
-  std::optional<std::pair<Clock::time_point, double>> last_sample_;
   Clock::time_point next_;
 };
 

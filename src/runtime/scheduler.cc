@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/admission_core.h"
-#include "runtime/cpu_pressure.h"
+#include "runtime/kernel_pressure.h"
 #include "runtime/scheduler_impl.h"
 
 namespace fairgate {
@@ -22,7 +22,7 @@ using internal::RecordList;
 using internal::RecordPtr;
 
 Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::AdmissionCore> core,
-                      std::function<StatusOr<double>()> stalled_seconds,
+                      internal::CapacitySignals signals,
                       std::unique_ptr<internal::StateKeeper> keeper)
     : options_(options),
       keeper_(std::move(keeper)),
@@ -75,8 +75,7 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
   }
   if (options_.rule.adaptive_capacity) {
     capacity_ = std::make_unique<internal::CapacityController>(
-        *this, *options_.rule.adaptive_capacity, options_.rule.max_concurrency,
-        std::move(stalled_seconds));
+        *this, *options_.rule.adaptive_capacity, options_.rule.max_concurrency, std::move(signals));
   }
   timer_.Start();
 }
@@ -278,22 +277,36 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& o
   if (Status s = ValidateOptions(options); !s.ok()) return s;
   StatusOr<std::unique_ptr<core::AdmissionCore>> core = core::AdmissionCore::Create(options.rule);
   if (!core.ok()) return core.status();
-  std::function<StatusOr<double>()> stalled_seconds;
-  if (options.rule.adaptive_capacity) {
-    stalled_seconds = options.rule.adaptive_capacity->stalled_seconds;
-    if (!stalled_seconds) {
-      // The kernel's counter, which must be readable now.
-      if (StatusOr<double> probe = internal::ReadCpuStallSeconds(); !probe.ok()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "adaptive_capacity needs CPU pressure stall information: ", probe.status().message()));
+  internal::CapacitySignals signals;
+  if (const std::optional<AdaptiveCapacity>& adaptive = options.rule.adaptive_capacity) {
+    // The kernel's counters, where the caller reads none itself, must be readable now: from the
+    // process's own cgroup v2 if it runs in one.
+    const std::optional<std::string> cgroup = internal::OwnCgroupV2();
+    auto kernel = [&](std::optional<PressureSource> source,
+                      const std::function<StatusOr<double>()>& given,
+                      const std::string& what) -> StatusOr<std::function<StatusOr<double>()>> {
+      if (given) return given;
+      auto read = internal::KernelSignal(source, cgroup);
+      if (!read.ok()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("adaptive_capacity needs ", what, ": ", read.status().message()));
       }
-      stalled_seconds = [] { return internal::ReadCpuStallSeconds(); };
+      return read;
+    };
+    auto cpu = kernel(std::nullopt, adaptive->stalled_seconds, "CPU pressure stall information");
+    if (!cpu.ok()) return cpu.status();
+    signals.cpu = *std::move(cpu);
+    for (std::size_t i = 0; i < adaptive->signals.size(); ++i) {
+      const PressureSignal& signal = adaptive->signals[i];
+      auto read = kernel(signal.source, signal.read, absl::StrCat("signals[", i, "]"));
+      if (!read.ok()) return read.status();
+      signals.others.push_back(*std::move(read));
     }
   }
   StatusOr<std::unique_ptr<internal::StateKeeper>> keeper = internal::StateKeeper::Open(options);
   if (!keeper.ok()) return keeper.status();
-  return std::unique_ptr<Scheduler>(new Scheduler(std::make_unique<Impl>(
-      options, *std::move(core), std::move(stalled_seconds), *std::move(keeper))));
+  return std::unique_ptr<Scheduler>(new Scheduler(
+      std::make_unique<Impl>(options, *std::move(core), std::move(signals), *std::move(keeper))));
 }
 
 Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

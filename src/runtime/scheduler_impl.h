@@ -51,11 +51,10 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
   using RecordPtr = internal::RecordPtr;
   using RecordList = internal::RecordList;
 
-  // `stalled_seconds`: adaptive capacity's signal (unused without it).
+  // `signals`: adaptive capacity's readers (unused without it).
   // `keeper`: the store's side (null without a store).
   Impl(const SchedulerOptions& options, std::unique_ptr<core::AdmissionCore> core,
-       std::function<StatusOr<double>()> stalled_seconds,
-       std::unique_ptr<internal::StateKeeper> keeper);
+       internal::CapacitySignals signals, std::unique_ptr<internal::StateKeeper> keeper);
   ~Impl() override;
 
   // --- scheduler.cc: the Scheduler's methods but the calls.

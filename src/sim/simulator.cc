@@ -393,6 +393,11 @@ class Simulation {
 }  // namespace
 
 StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
+  if (trace.options.rule.adaptive_capacity &&
+      !trace.options.rule.adaptive_capacity->signals.empty()) {
+    return absl::InvalidArgumentError(
+        "adaptive_capacity.signals: the simulator models CPU pressure only");
+  }
   StatusOr<std::unique_ptr<core::AdmissionCore>> created =
       core::AdmissionCore::Create(trace.options.rule);
   if (!created.ok()) return created.status();
