@@ -114,6 +114,12 @@ std::vector<Row> Rows() {
          [](auto& o) { o.rule.adaptive_capacity = AdaptiveCapacity{.high = 0.2, .low = 0.2}; });
   create("rule.adaptive_capacity.decrease = 1", "rule.adaptive_capacity.decrease must be in (0, 1)",
          [](auto& o) { o.rule.adaptive_capacity = AdaptiveCapacity{.decrease = 1}; });
+  create(
+      "rule.adaptive_capacity.signals: two of one source",
+      "rule.adaptive_capacity.signals[1] (io some): a second signal of that source", [](auto& o) {
+        o.rule.adaptive_capacity = AdaptiveCapacity{
+            .signals = {{.source = PressureSource::kIoSome}, {.source = PressureSource::kIoSome}}};
+      });
   create("rule.default_key_limits.max_running = 0",
          "rule.default_key_limits: max_running must be >= 1",
          [](auto& o) { o.rule.default_key_limits.max_running = 0; });

@@ -576,6 +576,12 @@ TEST_CASE("Simulator.AdaptiveCapacity.JobsStretchOnAnOversubscribedMachineAndThe
   StatusOr<SimResult> result = Simulate(*ParseTrace(text, "t.json"));
   REQUIRE(result.ok());
   CHECK(result->capacity_changes == std::vector<std::pair<double, int>>{{2, 1}});
+  // Its machine has CPU only: a rule that follows memory or io too is refused, not half-run.
+  Trace with_signals = *ParseTrace(text, "t.json");
+  with_signals.options.rule.adaptive_capacity->signals = DefaultPressureSignals();
+  const Status refused = Simulate(with_signals).status();
+  CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(refused.message()).find("CPU pressure only") != std::string::npos);
 }
 
 // An adaptive-capacity trace on one core: a and b (0.5 s each, stretched to 1 s: two slots on
