@@ -169,6 +169,9 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
   if (c.adaptive_min > 0) {
     fairgate::AdaptiveCapacity adaptive;  // the rule's defaults: every second, by CPU pressure
     adaptive.min = c.adaptive_min;
+    // And by memory and io pressure: a clone's pack-objects can take gigabytes, and a repack
+    // reads the whole repository.
+    adaptive.signals = fairgate::DefaultPressureSignals();
     options.rule.adaptive_capacity = adaptive;
   }
   if (!c.state_file.empty()) {

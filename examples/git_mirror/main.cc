@@ -77,8 +77,8 @@ int main(int argc, char** argv) {
                  "packs that may start at once under --rate (fairgate)")
       ->capture_default_str();
   app.add_option("--adaptive-capacity-min", gate_config.adaptive_min,
-                 "0: the cap is --capacity; else it follows CPU pressure between this and "
-                 "--capacity (fairgate)")
+                 "0: the cap is --capacity; else it follows CPU, memory and io pressure (the "
+                 "worst) between this and --capacity (fairgate)")
       ->capture_default_str();
   app.add_option("--state", gate_config.state_file,
                  "a SQLite file keeping learned costs, clients' costs and the fetch schedule "

@@ -69,8 +69,9 @@ struct GateConfig {
   double rate = 0;
   double burst = 1;
   // fairgate only. 0: the cap is `capacity`. Else adaptive capacity
-  // (fairgate/adaptive_capacity.h): the cap follows CPU pressure between this and `capacity`, so
-  // that clones (git pack-objects is CPU-bound) do not oversubscribe the machine.
+  // (fairgate/adaptive_capacity.h): the cap follows CPU, memory and io pressure (the worst; the
+  // server's own cgroup's when it runs in one) between this and `capacity`, so that clones (git
+  // pack-objects is CPU-bound, and may take gigabytes) do not oversubscribe the machine.
   int adaptive_min = 0;
   // fairgate only. A SQLite file that keeps the learned costs of clones and fetches, the clients'
   // accumulated costs and the fetch schedule across restarts (fairgate/store.h); empty: none.

@@ -582,7 +582,8 @@ TEST_CASE("GitMirror.Gate.BadConfigurationsAreRefused") {
         GateConfig{.rate = std::nan("")}}) {
     CHECK(MakeFairgateGate(c).status().code() == absl::StatusCode::kInvalidArgument);
   }
-  // Adaptive capacity reads this machine's CPU pressure; the cap starts at the capacity.
+  // Adaptive capacity reads this machine's CPU, memory and io pressure; the cap starts at the
+  // capacity.
   auto adaptive = MakeFairgateGate(GateConfig{.capacity = 4, .adaptive_min = 1});
   REQUIRE_MESSAGE(adaptive.ok(), adaptive.status().message());
   CHECK((*adaptive)->DebugState()["capacity"] == 4);
