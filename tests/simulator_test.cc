@@ -581,7 +581,78 @@ TEST_CASE("Simulator.AdaptiveCapacity.JobsStretchOnAnOversubscribedMachineAndThe
   with_signals.options.rule.adaptive_capacity->signals = DefaultPressureSignals();
   const Status refused = Simulate(with_signals).status();
   CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
-  CHECK(std::string(refused.message()).find("CPU pressure only") != std::string::npos);
+  CHECK(std::string(refused.message()).find("memory some and memory use only") !=
+        std::string::npos);
+}
+
+// The machine's memory, worked by hand: 8 cores (CPU never the limit), memory 4, clones holding 2
+// each, capacity 4 (the tier's too), a key per clone, rule every 1 s with min 1, decrease 0.5, on
+// memory pressure. Four 1 s clones at 0 hold 8: the machine pages, and each runs 2x slower, to
+// 2. The ticks at 1 and 2 see a whole interval of paging: 4 -> 2 -> 1. e at 2.5 runs alone (2 of 4:
+// no paging), 2.5 to 3.5; the tick at 3 saw none, and f waits: 1 -> 2, f starts at 3 (4 of 4: still
+// no paging).
+TEST_CASE("Simulator.AdaptiveCapacity.MemoryPressureLowersTheCapWhereTheCpuDoesNot") {
+  auto trace = [](const std::string& signals) {
+    return R"({"mode": "seed", "capacity": 4, "machine": {"cores": 8, "memory": 4},
+      "adaptive_capacity": {"min": 1, "interval": 1, "decrease": 0.5)" +
+           signals + R"(},
+      "types": {"clone": {"priority": 4, "max_concurrency": 4, "memory": 2}},
+      "jobs": [
+        {"type": "clone", "id": "a", "key": "a", "arrival": 0, "duration": 1},
+        {"type": "clone", "id": "b", "key": "b", "arrival": 0, "duration": 1},
+        {"type": "clone", "id": "c", "key": "c", "arrival": 0, "duration": 1},
+        {"type": "clone", "id": "d", "key": "d", "arrival": 0, "duration": 1},
+        {"type": "clone", "id": "e", "key": "e", "arrival": 2.5, "duration": 1},
+        {"type": "clone", "id": "f", "key": "f", "arrival": 2.5, "duration": 1}]})";
+  };
+  const std::string memory_some =
+      R"(, "signals": [{"source": "memory some", "high": 0.2, "low": 0.05}])";
+  CHECK(Events(trace(memory_some)) == std::vector<std::string>{
+                                          Ev("0", "admit", "clone", "a", "a"),
+                                          Ev("0", "admit", "clone", "b", "b"),
+                                          Ev("0", "admit", "clone", "c", "c"),
+                                          Ev("0", "admit", "clone", "d", "d"),
+                                          Ev("2", "done", "clone", "a", "a"),
+                                          Ev("2", "done", "clone", "b", "b"),
+                                          Ev("2", "done", "clone", "c", "c"),
+                                          Ev("2", "done", "clone", "d", "d"),
+                                          Ev("2.5", "admit", "clone", "e", "e"),
+                                          Ev("3", "admit", "clone", "f", "f"),
+                                          Ev("3.5", "done", "clone", "e", "e"),
+                                          Ev("4", "done", "clone", "f", "f"),
+                                      });
+  StatusOr<SimResult> result = Simulate(*ParseTrace(trace(memory_some), "t.json"));
+  REQUIRE(result.ok());
+  CHECK(result->capacity_changes == std::vector<std::pair<double, int>>{{1, 2}, {2, 1}, {3, 2}});
+  // Memory use lowers it alike: 8 of 4 held reads 1, above 0.9; at 3, e's 2 of 4 is below 0.6.
+  result = Simulate(*ParseTrace(
+      trace(R"(, "signals": [{"source": "memory use", "high": 0.9, "low": 0.6}])"), "t.json"));
+  REQUIRE(result.ok());
+  CHECK(result->capacity_changes == std::vector<std::pair<double, int>>{{1, 2}, {2, 1}, {3, 2}});
+  // CPU alone never moves it: 4 slots on 8 cores. e and f run together, 2.5 to 3.5.
+  result = Simulate(*ParseTrace(trace(""), "t.json"));
+  REQUIRE(result.ok());
+  CHECK(result->capacity_changes.empty());
+  CHECK(result->outcomes[5].admitted_at == 2.5);
+  // What the machine model does not have is refused, saying what.
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {trace(R"(, "signals": [{"source": "io some"}])"),
+            "is not a signal of the machine model"},
+           {R"({"capacity": 1, "machine": {"cores": 1},
+               "adaptive_capacity": {"signals": [{"source": "memory some"}]},
+               "types": {"t": {"priority": 1, "max_concurrency": 1}}, "jobs": []})",
+            "need a machine with memory"},
+           {R"({"capacity": 1, "types": {"t": {"priority": 1, "max_concurrency": 1,
+               "memory": 1}}, "jobs": []})",
+            "needs a machine with memory"},
+           {R"({"capacity": 1, "machine": {"cores": 1, "memory": 0},
+               "types": {"t": {"priority": 1, "max_concurrency": 1}}, "jobs": []})",
+            "must be > 0"}}) {
+    CAPTURE(text);
+    const StatusOr<Trace> parsed = ParseTrace(text, "t.json");
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(std::string(parsed.status().message()).find(message) != std::string::npos);
+  }
 }
 
 // An adaptive-capacity trace on one core: a and b (0.5 s each, stretched to 1 s: two slots on

@@ -34,6 +34,12 @@ std::string Quoted(const std::string& s) { return nlohmann::json(s).dump(); }
 
 // The configuration of `type` in the trace (a default one for a type it does not register,
 // which the core refuses before anything asks).
+// The memory a running job of `type` holds on the trace's machine (Trace::type_memory).
+double TypeMemoryOf(const Trace& trace, const std::string& type) {
+  auto it = trace.type_memory.find(type);
+  return it == trace.type_memory.end() ? 0 : it->second;
+}
+
 const JobTypeConfig& ConfigOf(const Trace& trace, const std::string& type) {
   static const JobTypeConfig kUnregistered;
   for (const auto& [name, config] : trace.types) {
@@ -57,6 +63,7 @@ class Simulation {
       if (trace_.until && t > *trace_.until) break;
       core_.Sweep(t);
       if (trace_.cores && slots_running_ > *trace_.cores) overloaded_ += t - last_t_;
+      if (trace_.memory && memory_running_ > *trace_.memory) paging_ += t - last_t_;
       last_t_ = t;
       if (t == next_tick_) {
         if (Status s = TickCapacity(t); !s.ok()) return s;
@@ -147,6 +154,8 @@ class Simulation {
     return std::min(t, next_tick_);
   }
 
+  double MemoryOf(const std::string& type) const { return TypeMemoryOf(trace_, type); }
+
   // Adaptive capacity: the k-th interval ends at k * interval (a product, not a sum of k
   // intervals, which drifts).
   double TickAt(std::int64_t k) const {
@@ -161,22 +170,37 @@ class Simulation {
   bool CapMayGrow() const {
     const std::optional<AdaptiveCapacity>& adaptive = trace_.options.rule.adaptive_capacity;
     return adaptive &&
-           NextCapacity(*adaptive, core_.capacity(), trace_.options.rule.max_concurrency,
-                        /*pressure=*/0.0, core_.pending_jobs() > 0) != core_.capacity();
+           NextCapacityOfAll(*adaptive, core_.capacity(), trace_.options.rule.max_concurrency,
+                             /*cpu=*/0.0, Readings(*adaptive, /*paging=*/0.0),
+                             core_.pending_jobs() > 0) != core_.capacity();
   }
-  // Adaptive capacity's rule, on the pressure of the interval that ends at `t`: the time during
-  // which the slots in use were more than the machine's cores.
+  // The memory signals of an interval in which the machine paged for `paging` of the time
+  // (Trace::memory): memory pressure is that share, memory use what the running jobs hold now.
+  std::vector<std::optional<double>> Readings(const AdaptiveCapacity& adaptive,
+                                              double paging) const {
+    std::vector<std::optional<double>> readings;
+    for (const PressureSignal& signal : adaptive.signals) {
+      readings.push_back(signal.source == PressureSource::kMemoryUse
+                             ? std::min(1.0, memory_running_ / *trace_.memory)
+                             : paging);
+    }
+    return readings;
+  }
+  // Adaptive capacity's rule, on the pressures of the interval that ends at `t`: CPU's, the time
+  // during which the slots in use were more than the machine's cores, and memory's (Readings).
   Status TickCapacity(double t) {
     const AdaptiveCapacity& adaptive = *trace_.options.rule.adaptive_capacity;
+    const double interval = adaptive.interval.count();
     const int current = core_.capacity();
-    const int capacity =
-        NextCapacity(adaptive, current, trace_.options.rule.max_concurrency,
-                     overloaded_ / adaptive.interval.count(), core_.pending_jobs() > 0);
+    const int capacity = NextCapacityOfAll(
+        adaptive, current, trace_.options.rule.max_concurrency, overloaded_ / interval,
+        Readings(adaptive, paging_ / interval), core_.pending_jobs() > 0);
     if (capacity != current) {
       if (Status s = core_.SetCapacity(capacity); !s.ok()) return s;
       result_.capacity_changes.emplace_back(t, capacity);
     }
     overloaded_ = 0;
+    paging_ = 0;
     next_tick_ = TickAt(++ticks_ + 1);
     return absl::OkStatus();
   }
@@ -213,6 +237,7 @@ class Simulation {
         const std::vector<std::size_t> calls = std::move(live_[job.ticket.slot].calls);
         lost_tickets_.push_back(job.ticket);
         slots_running_ -= ConfigOf(trace_, job.type).slots;
+        memory_running_ -= MemoryOf(job.type);
         SimEvent event{t, SimEvent::Kind::kLost, calls.front()};
         event.worker = job.worker;
         result_.events.push_back(std::move(event));
@@ -323,6 +348,7 @@ class Simulation {
       const std::vector<std::size_t> calls = std::move(live_[done.ticket.slot].calls);
       if (Status s = core_.Complete(done.ticket, done.run_time, t); !s.ok()) return s;
       slots_running_ -= ConfigOf(trace_, result_.jobs[done.job].type).slots;
+      memory_running_ -= MemoryOf(result_.jobs[done.job].type);
       result_.events.push_back({t, SimEvent::Kind::kDone, calls.front()});
       for (std::size_t job : calls) {
         result_.outcomes[job].done_at = t;
@@ -349,10 +375,12 @@ class Simulation {
           *core::ChooseRunner(calls, ConfigOf(trace_, jobs[calls.front()].type).coalesce,
                               [&](std::size_t job) { return jobs[job].sync; });
       slots_running_ += ConfigOf(trace_, jobs[runner].type).slots;
+      memory_running_ += MemoryOf(jobs[runner].type);
       started.push_back({t, admissions_++, runner, admitted->ticket, jobs[runner].duration});
     }
-    const double stretch =
+    double stretch =
         trace_.cores ? std::max(1.0, static_cast<double>(slots_running_) / *trace_.cores) : 1.0;
+    if (trace_.memory) stretch = std::max(stretch, memory_running_ / *trace_.memory);
     for (PendingCompletion& job : started) {
       job.run_time *= stretch;
       job.t = t + job.run_time;
@@ -386,6 +414,10 @@ class Simulation {
   // last tick during which they were more than the cores (some job waited for a CPU).
   int slots_running_ = 0;
   double overloaded_ = 0, last_t_ = 0;
+  // With Trace::memory: the memory the running jobs hold, and the time since the last tick
+  // during which it was more than the machine's (some job waited for memory).
+  double memory_running_ = 0;
+  double paging_ = 0;
   std::int64_t ticks_ = 0;
   double next_tick_ = std::numeric_limits<double>::infinity();
 };
@@ -393,10 +425,16 @@ class Simulation {
 }  // namespace
 
 StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence) {
-  if (trace.options.rule.adaptive_capacity &&
-      !trace.options.rule.adaptive_capacity->signals.empty()) {
-    return absl::InvalidArgumentError(
-        "adaptive_capacity.signals: the simulator models CPU pressure only");
+  if (trace.options.rule.adaptive_capacity) {
+    for (const PressureSignal& signal : trace.options.rule.adaptive_capacity->signals) {
+      const bool memory = signal.source == PressureSource::kMemorySome ||
+                          signal.source == PressureSource::kMemoryUse;
+      if (!memory || !trace.memory) {
+        return absl::InvalidArgumentError(
+            "adaptive_capacity.signals: the simulator's machine models CPU and, with memory, "
+            "memory some and memory use only");
+      }
+    }
   }
   StatusOr<std::unique_ptr<core::AdmissionCore>> created =
       core::AdmissionCore::Create(trace.options.rule);

@@ -128,7 +128,7 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
   ObjectReader r(value, where);
   if (Status s = r.OnlyFields({"priority", "max_concurrency", "conflict_group", "conflict_limit",
                                "default_cost", "shortest_first", "slots", "max_queue_wait",
-                               "coalesce", "tags", "rate_limit"});
+                               "coalesce", "tags", "rate_limit", "memory"});
       !s.ok()) {
     return s;
   }
@@ -280,13 +280,40 @@ StatusOr<std::optional<TierLending>> ParseLending(const Json& value, const std::
 
 // {"min": m, "interval": s, "high": h, "low": l, "decrease": d}, each optional (the defaults of
 // AdaptiveCapacity); checked against the capacity by the scheduler's own validation.
-StatusOr<AdaptiveCapacity> ParseAdaptiveCapacity(const Json& value, const std::string& where,
-                                                 int capacity) {
+// A signal of the machine model: memory's (io is not modelled).
+StatusOr<PressureSignal> ParsePressureSignal(const Json& value, const std::string& where) {
   if (!value.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
   }
   ObjectReader r(value, where);
-  if (Status s = r.OnlyFields({"min", "interval", "high", "low", "decrease"}); !s.ok()) return s;
+  if (Status s = r.OnlyFields({"source", "high", "low"}); !s.ok()) return s;
+  FAIRGATE_ASSIGN_OR_RETURN(source, r.String("source", true));
+  PressureSignal signal;
+  if (*source == "memory some") {
+    signal.source = PressureSource::kMemorySome;
+  } else if (*source == "memory use") {
+    signal.source = PressureSource::kMemoryUse;
+  } else {
+    return r.Error("source", absl::StrCat("'", *source,
+                                          "' is not a signal of the machine model (\"memory some\" "
+                                          "or \"memory use\")"));
+  }
+  FAIRGATE_ASSIGN_OR_RETURN(high, r.Number("high", false));
+  FAIRGATE_ASSIGN_OR_RETURN(low, r.Number("low", false));
+  signal.high = high.value_or(signal.high);
+  signal.low = low.value_or(signal.low);
+  return signal;
+}
+
+StatusOr<AdaptiveCapacity> ParseAdaptiveCapacity(const Json& value, const std::string& where,
+                                                 int capacity, std::optional<double> memory) {
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
+  }
+  ObjectReader r(value, where);
+  if (Status s = r.OnlyFields({"min", "interval", "high", "low", "decrease", "signals"}); !s.ok()) {
+    return s;
+  }
   AdaptiveCapacity rule;
   FAIRGATE_ASSIGN_OR_RETURN(min, r.Integer("min", false, 1));
   FAIRGATE_ASSIGN_OR_RETURN(interval, r.Number("interval", false));
@@ -298,6 +325,15 @@ StatusOr<AdaptiveCapacity> ParseAdaptiveCapacity(const Json& value, const std::s
   rule.high = high.value_or(rule.high);
   rule.low = low.value_or(rule.low);
   rule.decrease = decrease.value_or(rule.decrease);
+  if (const Json* signals = r.Get("signals")) {
+    if (!signals->is_array()) return r.Error("signals", "must be an array of signals");
+    if (!signals->empty() && !memory) return r.Error("signals", "need a machine with memory");
+    for (std::size_t i = 0; i < signals->size(); ++i) {
+      FAIRGATE_ASSIGN_OR_RETURN(
+          signal, ParsePressureSignal((*signals)[i], absl::StrCat(where, ": signal ", i)));
+      rule.signals.push_back(signal);
+    }
+  }
   if (Status s = ValidateAdaptiveCapacity(rule, capacity); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
   }
@@ -561,9 +597,12 @@ Status ParseRuleFields(const ObjectReader& r, const std::string& file, Trace& tr
       return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
     }
     ObjectReader mr(*machine, where);
-    if (Status s = mr.OnlyFields({"cores"}); !s.ok()) return s;
+    if (Status s = mr.OnlyFields({"cores", "memory"}); !s.ok()) return s;
     FAIRGATE_ASSIGN_OR_RETURN(cores, mr.Integer("cores", true, 1));
     trace.cores = *cores;
+    FAIRGATE_ASSIGN_OR_RETURN(memory, mr.Number("memory", false));
+    if (memory && *memory <= 0) return mr.Error("memory", "must be > 0");
+    trace.memory = memory;
   }
   if (const Json* adaptive = r.Get("adaptive_capacity")) {
     const std::string where = absl::StrCat(file, ": adaptive_capacity");
@@ -571,7 +610,8 @@ Status ParseRuleFields(const ObjectReader& r, const std::string& file, Trace& tr
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": needs a machine (its pressure is the signal)"));
     }
-    FAIRGATE_ASSIGN_OR_RETURN(rule, ParseAdaptiveCapacity(*adaptive, where, *capacity));
+    FAIRGATE_ASSIGN_OR_RETURN(rule,
+                              ParseAdaptiveCapacity(*adaptive, where, *capacity, trace.memory));
     trace.options.rule.adaptive_capacity = rule;
   }
   FAIRGATE_ASSIGN_OR_RETURN(shortest_first, r.Bool("shortest_first"));
@@ -647,6 +687,15 @@ Status ParseTypes(const ObjectReader& r, const std::string& file,
       return absl::InvalidArgumentError(absl::StrCat(file, ": types: a type name is empty"));
     }
     FAIRGATE_ASSIGN_OR_RETURN(config, ParseType(value, where));
+    // The machine's, not the scheduler's: what a running job of the type holds.
+    FAIRGATE_ASSIGN_OR_RETURN(memory, ObjectReader(value, where).Number("memory", false));
+    if (memory) {
+      if (!trace.memory) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": field 'memory': needs a machine with memory"));
+      }
+      trace.type_memory[name] = *memory;
+    }
     if (Status s = ValidateJobType(name, config); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(file, ": ", s.message()));
     }

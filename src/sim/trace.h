@@ -8,6 +8,7 @@
 #define FAIRGATE_SIM_TRACE_H_
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -94,6 +95,11 @@ struct Trace {
   // A machine with this many cores: a job runs its duration times max(1, slots in use / cores),
   // the slots in use counted when it is admitted (it and everything running then).
   std::optional<int> cores;
+  // And with this much memory (any unit): a running job of a type with memory m (type_memory)
+  // holds m of it, and a job runs its duration times the larger of the cores' factor and
+  // max(1, memory in use / memory), counted likewise (a machine that pages).
+  std::optional<double> memory;
+  std::map<std::string, double> type_memory;  // the types' "memory", where given
 };
 
 // Parses `text`; `file` names it in error messages.
