@@ -103,6 +103,13 @@ TEST_CASE("CoreDifferential.GroupsWithExtensionsAndWorkers.MatchReferenceModel")
   RunMode(SchedulerOptions::Default(), 10, true, true, true);
 }
 
+// Idle catch-up among groups, then among a group's keys (docs/ordering.md, "Groups").
+TEST_CASE("CoreDifferential.GroupsWithIdleCatchUpAndExtensions.MatchReferenceModel") {
+  SchedulerOptions options = SchedulerOptions::Default();
+  options.rule.idle_catch_up = true;
+  RunMode(options, 11, true, false, true);
+}
+
 TEST_CASE("CoreDifferential.SeedModeWithIdleCatchUp.MatchesReferenceModel") {
   SchedulerOptions options = SchedulerOptions::Seed();
   options.rule.idle_catch_up = true;

@@ -433,14 +433,42 @@ TEST_CASE("Core.Groups.BadInputIsRefusedWithAStatusThatSaysWhat") {
   REQUIRE_FALSE(refused.ok());
   CHECK(std::string(refused.status().message()).find("rule.default_group_limits") !=
         std::string::npos);
-  // Idle catch-up is not defined for groups yet: refused, not ignored.
+}
+
+// Idle catch-up with groups (docs/ordering.md, "Groups"): a group that returns from idle starts
+// at no less than the least cost among the groups (and keys without one) waiting in the tier;
+// a key that returns, at no less than the least among its own group's keys waiting there. So a
+// tenant that slept does not take every turn when it wakes, and neither does a new key of a
+// busy tenant inside it.
+TEST_CASE("Core.Groups.IdleCatchUpIsAmongGroupsThenAmongAGroupsKeys") {
   RuleOptions rule = RuleOptions::Seed();
   rule.idle_catch_up = true;
-  auto catching_up = MakeCore(rule);
-  const Status s = catching_up->SetKeyGroup("k", "g", 0);
-  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(std::string(s.message()).find("idle_catch_up") != std::string::npos);
-  CHECK(catching_up->SetKeyGroup("k", "", 0).ok());  // no group: nothing to refuse
+  auto core = MakeCore(rule);
+  double now = 0;
+  for (const std::string key : {"a1", "a2", "a3"}) REQUIRE(core->SetKeyGroup(key, "A", 0).ok());
+  REQUIRE(core->SetKeyGroup("b1", "B", 0).ok());
+  // The lone key "solo" and A's a1 have run and wait again; B never ran.
+  REQUIRE(core->Charge("a1", 10, now).ok());  // a1 10, A 10
+  REQUIRE(core->Charge("solo", 6, now).ok());
+  Add(*core, "solo", "solo-j", now);  // nothing waits: stays at 6
+  Add(*core, "a1", "a1-j", now);      // A wakes above the least (6): stays at 10
+  CHECK(core->AccumulatedCost("solo") == 6.0);
+  CHECK(core->GroupAccumulatedCost("A") == 10.0);
+  // B wakes: it starts at the least of A (10) and solo (6), and b1 with it (b1 is B's only key).
+  Add(*core, "b1", "b1-j", now);
+  CHECK(core->GroupAccumulatedCost("B") == 6.0);
+  CHECK(core->AccumulatedCost("b1") == 0.0);  // B had no key waiting: nothing to catch up to
+  // a2 wakes inside A, which is busy: A keeps its cost, a2 starts at a1's 10.
+  Add(*core, "a2", "a2-j", now);
+  CHECK(core->GroupAccumulatedCost("A") == 10.0);
+  CHECK(core->AccumulatedCost("a2") == 10.0);
+  // A group's cost set from outside (the fleet's) is the one the next wake reads.
+  REQUIRE(core->SetGroupAccumulatedCost("A", 3).value());
+  REQUIRE(core->CheckInvariants().ok());
+  Add(*core, "newcomer", "n-j", now);  // no group: the least of A (3), B (6), solo (6)
+  CHECK(core->AccumulatedCost("newcomer") == 3.0);
+  CHECK(RunSerially(*core, 6, now).size() == 5);
+  REQUIRE(core->CheckInvariants().ok());
 }
 
 }  // namespace

@@ -160,15 +160,33 @@ StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string
     }
   }
 
-  if (!KeyBusy(key) && options_.rule.idle_catch_up) {
-    // The least accumulated cost among keys with jobs pending in this tier.
-    std::optional<double> least;
-    for (const auto& [n, job] : jobs_) {
-      if (job.running || types_[job.type].priority != type_it->second.priority) continue;
-      const double acc = keys_[job.key].acc;
-      if (!least || acc < *least) least = acc;
+  if (options_.rule.idle_catch_up) {
+    // The least accumulated cost in this tier, among the keys without a group and the groups
+    // with jobs pending there (of_group null), or among `of_group`'s keys with jobs there.
+    const std::string group = GroupOf(key);
+    auto least = [&](const std::string* of_group) {
+      std::optional<double> least;
+      for (const auto& [n, job] : jobs_) {
+        if (job.running || types_[job.type].priority != type_it->second.priority) continue;
+        const std::string job_group = GroupOf(job.key);
+        if (of_group != nullptr && job_group != *of_group) continue;
+        const double acc =
+            of_group != nullptr || job_group.empty() ? keys_[job.key].acc : groups_[job_group].acc;
+        if (!least || acc < *least) least = acc;
+      }
+      return least;
+    };
+    // An idle group catches up among the groups, then an idle key among its group's keys.
+    if (!group.empty() && !GroupBusy(group)) {
+      if (std::optional<double> floor = least(nullptr)) {
+        groups_[group].acc = std::max(groups_[group].acc, *floor);
+      }
     }
-    if (least) keys_[key].acc = std::max(keys_[key].acc, *least);
+    if (!KeyBusy(key)) {
+      if (std::optional<double> floor = least(group.empty() ? nullptr : &group)) {
+        keys_[key].acc = std::max(keys_[key].acc, *floor);
+      }
+    }
   }
   keys_[key];  // tracked from now on
   TrackGroupOf(key);
@@ -599,9 +617,6 @@ std::string ReferenceModel::TrackGroupOf(const std::string& key) {
 
 Status ReferenceModel::SetKeyGroup(const std::string& key, const std::string& group, double now) {
   if (!std::isfinite(now)) return absl::InvalidArgumentError("now");
-  if (options_.rule.idle_catch_up && !group.empty()) {
-    return absl::FailedPreconditionError("groups with idle catch-up");
-  }
   const std::string from = GroupOf(key);
   if (from == group) return absl::OkStatus();
   settings_[key].group = group;

@@ -1217,11 +1217,6 @@ TEST_CASE("Scheduler.KeyGroup.ARuleGroupsTheKeysItHasNotSeenOnce") {
   CHECK(scheduler->GroupAccumulatedCost("10.0.0") == 4.0);
   // Asked once per key it had not seen: "c" (the busy job's), then four addresses.
   CHECK(asked == 5);
-  // With idle catch-up, a rule is refused: groups are not defined there.
-  SchedulerOptions catching_up = SchedulerOptions::Default();
-  catching_up.rule.idle_catch_up = true;
-  catching_up.runtime.key_group = [](std::string_view) { return std::string(); };
-  CHECK(Scheduler::Create(catching_up).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("Scheduler.KeySettings.BadValuesAreRefusedAndChangeNothing") {

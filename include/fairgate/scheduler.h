@@ -267,8 +267,9 @@ class FAIRGATE_EXPORT Scheduler {
   // charged what its keys are, divided by its weight (SetGroupWeight). A key with jobs moves
   // with them: its pending jobs take their places in the new group, its running ones count and
   // are reconciled there. Kept for the scheduler's life, like a weight; a group's cost is
-  // forgotten after key_ttl with nothing of its keys pending or running, as a key's is.
-  // FailedPrecondition with RuleOptions::idle_catch_up on (not yet defined for groups).
+  // forgotten after key_ttl with nothing of its keys pending or running, as a key's is. With
+  // RuleOptions::idle_catch_up, an idle group catches up among the groups of its job's tier and
+  // an idle key among its group's keys there.
   Status SetKeyGroup(std::string_view fairness_key, std::string_view group);
   // Divides the group's later charges by `weight` (finite, > 0; else InvalidArgument), as a
   // key's weight does among keys. Kept like a key's weight.

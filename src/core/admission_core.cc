@@ -36,11 +36,15 @@ AdmissionCore::AdmissionCore(const RuleOptions& rule)
 
 AdmissionCore::~AdmissionCore() {
   // Hooks are safe-mode: unlink every node before the containers that own them die.
-  for (auto& tier : types_.tiers()) tier->keys_by_acc.clear();
+  for (auto& tier : types_.tiers()) {
+    tier->keys_by_acc.clear();
+    tier->groups_by_acc.clear();
+  }
   for (auto& [name, key] : keys_) {
     LaneIndex::FreeLanesOf(key);
     while (TierPresence* presence = key.tiers) {
       key.tiers = presence->next_in_key;
+      UnlinkTierPresence(*presence);
       delete presence;
     }
   }
@@ -117,10 +121,8 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
 
   if (KeyTable::Idle(key)) {
     keys_.Wake(key);
-    // The key has no lanes and no tier presence yet, so its cost can change without relinking.
-    if (rule_.idle_catch_up && !tier.keys_by_acc.empty()) {
-      key.acc = std::max(key.acc, tier.keys_by_acc.begin()->key->acc);
-    }
+    // (A key with jobs has its group busy: only an idle key's group may be idle.)
+    if (rule_.idle_catch_up) CatchUp(key, tier);
   }
 
   Job& job = jobs_.Allocate();
@@ -740,19 +742,7 @@ void AdmissionCore::EnterPending(Job& job, double now) {
   ++type.pending;
   ++tier.pending;
   ++pending_;
-  if (rule_.idle_catch_up) {
-    TierPresence* presence = key.tiers;
-    while (presence != nullptr && presence->tier != &tier) presence = presence->next_in_key;
-    if (presence == nullptr) {
-      presence = new TierPresence;
-      presence->key = &key;
-      presence->tier = &tier;
-      presence->next_in_key = key.tiers;
-      key.tiers = presence;
-      tier.keys_by_acc.insert(*presence);
-    }
-    ++presence->pending;
-  }
+  if (rule_.idle_catch_up) EnterTier(key, tier);
   lanes_.Insert(job);
   if (rule_.aging && Paused(job)) steps_.StopClock(job, now);
   SchedulePromotion(job);
@@ -769,18 +759,7 @@ void AdmissionCore::LeavePending(Job& job) {
   --type.pending;
   --type.tier->pending;
   --pending_;
-  if (rule_.idle_catch_up) {
-    TierPresence** link = &key.tiers;
-    while ((*link)->tier != type.tier) link = &(*link)->next_in_key;
-    TierPresence* presence = *link;
-    if (--presence->pending == 0) {
-      if (presence->tier_hook.is_linked()) {
-        type.tier->keys_by_acc.erase(type.tier->keys_by_acc.iterator_to(*presence));
-      }
-      *link = presence->next_in_key;
-      delete presence;
-    }
-  }
+  if (rule_.idle_catch_up) LeaveTier(key, *type.tier);
 }
 
 }  // namespace fairgate::core

@@ -471,6 +471,24 @@ class AdmissionCore {
   void EnterPending(Job& job, double now);
   // Takes a job out of the pending accounting once it is no longer pending.
   void LeavePending(Job& job);
+  // Idle catch-up (RuleOptions::idle_catch_up): a pending job of the key in `tier` more (its
+  // presence there made if it had none) or fewer (freed at none). Out of line: the enqueue's and
+  // the admission's inlining stays as without it (bench/HISTORY.md).
+  [[gnu::noinline]] static void EnterTier(KeyState& key, TierState& tier);
+  [[gnu::noinline]] static void LeaveTier(KeyState& key, const TierState& tier);
+  // Idle catch-up (docs/ordering.md, "Groups"): links a key's new or
+  // moved presence in its tier into its tier's keys_by_acc, or for a key of `group` into the
+  // group's presence in the tier (made if it has none); and unlinks it, freeing the group's
+  // presence when it was its last key there.
+  static void LinkTierPresence(TierPresence& presence, GroupState* group);
+  // At an enqueue of an idle key's job in `tier`, before it is counted: the key's group's cost
+  // if the group is idle too, then the key's, no less than the least it competes with there.
+  [[gnu::noinline]] static void CatchUp(KeyState& key, const TierState& tier);
+  static void UnlinkTierPresence(TierPresence& presence);
+  // The least cost in `tier` among the keys without a group and the groups with jobs pending
+  // there, or (`group` given) among the group's keys with jobs there; none when there are none.
+  static std::optional<double> LeastInTier(const TierState& tier);
+  static std::optional<double> LeastInTier(const TierState& tier, const GroupState& group);
 
   RuleOptions rule_;
   // The declared workers, who serves what, and the decision's reservations.

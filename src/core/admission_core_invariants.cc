@@ -1,6 +1,7 @@
 // AdmissionCore::CheckInvariants: every fact the core keeps twice, recomputed from the jobs
 // themselves and compared. O(jobs + keys + lanes + resources): for the differential tests, the
 // fuzzer and debug builds, never on a hot path.
+#include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -241,6 +242,31 @@ class AdmissionCore::InvariantCheck {
         return Broken(absl::StrCat("group '", name, "' is ",
                                    group.idle_hook.is_linked() ? "" : "not ", "in the idle list"));
       }
+      // Idle catch-up: a presence per tier its keys have presences in, none empty.
+      for (const GroupTierPresence* p = group.tiers; p != nullptr; p = p->next_in_group) {
+        if (p->group != &group || p->keys.empty() || !p->tier_hook.is_linked()) {
+          return Broken(absl::StrCat("group '", name, "''s presence in tier ", p->tier->priority,
+                                     " is stale"));
+        }
+      }
+    }
+    // The sets of idle catch-up are in order of the costs they read live.
+    for (const auto& tier : core_.types_.tiers()) {
+      auto by_key = [](const TierPresence& a, const TierPresence& b) {
+        return a.key->acc < b.key->acc;
+      };
+      if (!std::is_sorted(tier->keys_by_acc.begin(), tier->keys_by_acc.end(), by_key) ||
+          !std::is_sorted(tier->groups_by_acc.begin(), tier->groups_by_acc.end(),
+                          [](const GroupTierPresence& a, const GroupTierPresence& b) {
+                            return a.group->acc < b.group->acc;
+                          })) {
+        return Broken(absl::StrCat("tier ", tier->priority, "'s presences are out of order"));
+      }
+      for (const GroupTierPresence& p : tier->groups_by_acc) {
+        if (!std::is_sorted(p.keys.begin(), p.keys.end(), by_key)) {
+          return Broken(absl::StrCat("tier ", tier->priority, "'s presences are out of order"));
+        }
+      }
     }
     return absl::OkStatus();
   }
@@ -250,11 +276,21 @@ class AdmissionCore::InvariantCheck {
       if (lane->key == &key) per_tier[lane->type->tier] += n;
     }
     std::size_t presences = 0;
+    const GroupState* group = GroupTable::Of(key);
     for (const TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
       ++presences;
       if (p->pending != per_tier[p->tier] || !p->tier_hook.is_linked()) {
         return Broken(
             absl::StrCat("key '", name, "''s presence in tier ", p->tier->priority, " is stale"));
+      }
+      // In its group's presence in the tier, or the tier's own set without a group.
+      const bool placed = p->group != nullptr
+                              ? p->group->group == group && p->group->tier == p->tier &&
+                                    p->group->tier_hook.is_linked()
+                              : group == nullptr;
+      if (!placed) {
+        return Broken(absl::StrCat("key '", name, "''s presence in tier ", p->tier->priority,
+                                   " is not in its group's"));
       }
     }
     std::size_t tiers_with_pending = 0;

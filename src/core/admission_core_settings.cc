@@ -145,7 +145,9 @@ StatusOr<bool> AdmissionCore::SetGroupAccumulatedCost(std::string_view name, dou
   }
   GroupState* group = groups_.Find(AsAbsl(name));
   if (group == nullptr) return false;
+  LaneIndex::UnlinkTierPresences(*group);
   group->acc = cost;
+  LaneIndex::LinkTierPresences(*group);
   lanes_.RelinkGroup(*group);
   return true;
 }
@@ -175,10 +177,6 @@ Status AdmissionCore::Charge(std::string_view name, double cost, double now) {
 
 Status AdmissionCore::SetKeyGroup(std::string_view name, std::string_view group_name, double now) {
   if (Status s = CheckTime(now, "group change time"); !s.ok()) return s;
-  if (rule_.idle_catch_up && !group_name.empty()) {
-    return absl::FailedPreconditionError(
-        "groups of keys are not defined with idle_catch_up on (docs/ordering.md, \"Groups\")");
-  }
   KeySettings& settings = keys_.SettingsFor(AsAbsl(name));
   GroupSettings* target = group_name.empty() ? nullptr : &groups_.SettingsFor(AsAbsl(group_name));
   settings.group_set = true;  // the caller's, kept for good: no rule overrides it
@@ -196,8 +194,11 @@ Status AdmissionCore::SetKeyGroup(std::string_view name, std::string_view group_
     lane->ready.ForEach([&](Job& job) { moved.push_back(&job); });
   }
   GroupState* from = GroupTable::Of(*key);
+  // Its tier presences (idle catch-up) leave its group's, for its new group's.
+  for (TierPresence* p = key->tiers; p != nullptr; p = p->next_in_key) UnlinkTierPresence(*p);
   settings.group = target;
   GroupState* to = target != nullptr ? &groups_.Track(*target) : nullptr;
+  for (TierPresence* p = key->tiers; p != nullptr; p = p->next_in_key) LinkTierPresence(*p, to);
   if (from != nullptr) {
     from->pending -= key->pending;
     from->running.Release(key->running.used());
@@ -228,10 +229,6 @@ bool AdmissionCore::NeedsKeyGroup(std::string_view name) const {
 
 Status AdmissionCore::SetKeyGroupByRule(std::string_view name, std::string_view group_name) {
   if (group_name.empty()) return absl::OkStatus();  // none: nothing to keep
-  if (rule_.idle_catch_up) {
-    return absl::FailedPreconditionError(
-        "groups of keys are not defined with idle_catch_up on (docs/ordering.md, \"Groups\")");
-  }
   if (keys_.Find(AsAbsl(name)) != nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("key '", AsAbsl(name), "' is tracked: its group is no rule's to set now"));

@@ -259,6 +259,29 @@ void LaneIndex::SyncPresence(GroupPresence& presence, bool admissible, const Key
   if (presence.group != nullptr) SyncProxy(*presence.group);
 }
 
+void LaneIndex::UnlinkTierPresences(GroupState& group) {
+  for (GroupTierPresence* p = group.tiers; p != nullptr; p = p->next_in_group) {
+    p->tier->groups_by_acc.erase(p->tier->groups_by_acc.iterator_to(*p));
+  }
+}
+
+void LaneIndex::LinkTierPresences(GroupState& group) {
+  for (GroupTierPresence* p = group.tiers; p != nullptr; p = p->next_in_group) {
+    p->tier->groups_by_acc.insert(*p);
+  }
+}
+
+void LaneIndex::UnlinkTierPresences(KeyState& key) {
+  for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
+    PresenceSet& set = PresenceSetOf(*p);
+    set.erase(set.iterator_to(*p));
+  }
+}
+
+void LaneIndex::LinkTierPresences(KeyState& key) {
+  for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) PresenceSetOf(*p).insert(*p);
+}
+
 void LaneIndex::RelinkGroup(GroupState& group) {
   const bool admissible = groups_.Admissible(group);
   const KeyPlace place = groups_.PlaceOf(group);

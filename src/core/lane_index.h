@@ -146,6 +146,13 @@ class LaneIndex {
   // The group's place or admissibility changed (inside a Rekey of one of its keys, a change of
   // its limits or of its keys): its stand-ins move, one per lane set its keys have lanes in.
   void RelinkGroup(GroupState& group);
+  // Around a change of the group's cost outside a Rekey: its tier presences (idle catch-up,
+  // TierState::groups_by_acc), which read the cost live, leave their sets and come back.
+  [[gnu::noinline]] static void UnlinkTierPresences(GroupState& group);
+  [[gnu::noinline]] static void LinkTierPresences(GroupState& group);
+  // The same for a key's presences (TierState::keys_by_acc, or its group's), in a Rekey.
+  [[gnu::noinline]] static void UnlinkTierPresences(KeyState& key);
+  [[gnu::noinline]] static void LinkTierPresences(KeyState& key);
   // The resource's room changed: each of its groups' proxies is linked exactly while it has
   // room (SyncProxies). Reopen, for a resource that had none: also the first jobs of a group of
   // a few lanes go home at once.
@@ -170,26 +177,25 @@ class LaneIndex {
   [[gnu::always_inline]] void RekeyKey(KeyState& key, Mutate& mutate, const Lane* head_changed,
                                        bool admissible_before) {
     // The presences' order reads the key's cost live: take them out while it may change.
-    for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
-      p->tier->keys_by_acc.erase(p->tier->keys_by_acc.iterator_to(*p));
-    }
+    if (key.tiers != nullptr) UnlinkTierPresences(key);
     const bool was_admissible = admissible_before || keys_.Admissible(key);
     mutate();
     // A presence exists while the key has pending jobs in its tier (the core's LeavePending
     // frees the ones that end).
-    for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
-      p->tier->keys_by_acc.insert(*p);
-    }
+    if (key.tiers != nullptr) LinkTierPresences(key);
     RelinkKey(key, was_admissible, head_changed);
   }
   template <typename Mutate>
   [[gnu::noinline]] void RekeyInGroup(KeyState& key, GroupState& group, Mutate& mutate,
                                       const Lane* head_changed, bool admissible_before) {
     // The stand-ins of the group follow once, after the key's lanes moved among its keys and
-    // its place changed with them, not once for each.
+    // its place changed with them, not once for each. Its tier presences (idle catch-up) read
+    // its cost live: out while it may change.
+    if (group.tiers != nullptr) UnlinkTierPresences(group);
     deferring_presences_ = true;
     RekeyKey(key, mutate, head_changed, admissible_before);
     deferring_presences_ = false;
+    if (group.tiers != nullptr) LinkTierPresences(group);
     RelinkGroup(group);
   }
   // The group's stand-in in `parent` (a wait group's set when `wait_group` is given), made if

@@ -555,13 +555,18 @@ inline bool LaneSet::contains(const Lane& lane) const {
   return e.lane == &lane && e.order == lane.order && key_place;
 }
 
-// The presence of one key among the keys with pending jobs in one tier (for idle catch-up).
+struct GroupTierPresence;
+
+// The presence of one key among the keys with pending jobs in one tier (for idle catch-up): in
+// the tier's keys_by_acc, or for a key of a group in its group's presence there
+// (PresenceSetOf).
 struct TierPresence {
-  SetHook tier_hook;  // in TierState::keys_by_acc
+  SetHook tier_hook;
   KeyState* key = nullptr;
   TierState* tier = nullptr;
   std::int64_t pending = 0;
   TierPresence* next_in_key = nullptr;  // the key's next presence
+  GroupTierPresence* group = nullptr;   // its group's presence in the tier; null: no group
 };
 
 // What a caller set for one key (SetKeyWeight, SetKeyLimits). Kept for good: it is configuration,
@@ -600,6 +605,7 @@ struct GroupState {
   std::int32_t pending = 0;            // its keys' pending jobs
   Usage running;                       // its keys' running jobs
   GroupPresence* presences = nullptr;  // one per lane set its keys have lanes in
+  GroupTierPresence* tiers = nullptr;  // one per tier its keys have pending jobs in; idle catch-up
 };
 
 // One fairness key. Kept small (72 bytes, plus its name as the map's key; the allocator hands out
@@ -628,6 +634,27 @@ struct PresenceOrder {
 using PresenceSet =
     bi::multiset<TierPresence, bi::member_hook<TierPresence, SetHook, &TierPresence::tier_hook>,
                  bi::compare<PresenceOrder>>;
+
+// The presence of one group among the keys without a group and the groups with pending jobs in
+// one tier (for idle catch-up), ordered by its cost in TierState::groups_by_acc; its keys'
+// presences in the tier are in `keys`, ordered by theirs. Freed when `keys` empties.
+struct GroupTierPresence {
+  SetHook tier_hook;  // in TierState::groups_by_acc
+  GroupState* group = nullptr;
+  TierState* tier = nullptr;
+  PresenceSet keys;
+  GroupTierPresence* next_in_group = nullptr;  // the group's next presence
+};
+
+struct GroupPresenceOrder {
+  bool operator()(const GroupTierPresence& a, const GroupTierPresence& b) const {
+    return a.group->acc < b.group->acc;
+  }
+};
+using GroupPresenceSet =
+    bi::multiset<GroupTierPresence,
+                 bi::member_hook<GroupTierPresence, SetHook, &GroupTierPresence::tier_hook>,
+                 bi::compare<GroupPresenceOrder>>;
 
 using IdleKeyList = bi::list<KeyState, bi::member_hook<KeyState, ListHook, &KeyState::idle_hook>>;
 
@@ -687,11 +714,18 @@ struct TierState {
   std::int64_t held_lanes = 0;  // lanes here of keys at their max_running, with ready jobs
   std::vector<TypeState*> types;
   std::vector<std::unique_ptr<AgedGroup>> aged;  // one per lower type that aged in, ever
-  PresenceSet keys_by_acc;  // keys with pending jobs here; only with idle catch-up
+  // With idle catch-up: the keys without a group, and the groups, with pending jobs here.
+  PresenceSet keys_by_acc;
+  GroupPresenceSet groups_by_acc;
   // The lanes of the types that share (TypeState::home): one per key for all of them, so that a
   // charge moves one lane here instead of one per type.
   LaneSet shared;
 };
+
+// The set a key's presence in a tier is in.
+inline PresenceSet& PresenceSetOf(TierPresence& presence) {
+  return presence.group != nullptr ? presence.group->keys : presence.tier->keys_by_acc;
+}
 
 // One (conflict group, job id): at most `limit` of its jobs run at a time.
 struct Resource {

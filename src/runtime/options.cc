@@ -30,10 +30,6 @@ Status ValidateOptions(const SchedulerOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "runtime.fiber_stack_bytes must be >= 16384, got ", options.runtime.fiber_stack_bytes));
   }
-  if (options.runtime.key_group && options.rule.idle_catch_up) {
-    return absl::InvalidArgumentError(
-        "runtime.key_group: groups of keys are not defined with rule.idle_catch_up on");
-  }
   if (options.runtime.observer_queue_limit < 1) {
     return absl::InvalidArgumentError("runtime.observer_queue_limit must be >= 1");
   }

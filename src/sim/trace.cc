@@ -665,12 +665,6 @@ Status ParseRuleFields(const ObjectReader& r, const std::string& file, Trace& tr
     FAIRGATE_ASSIGN_OR_RETURN(parsed, ParseGroupLimits(lr));
     if (parsed) trace.options.rule.default_group_limits = *parsed;
   }
-  const bool grouped = std::any_of(trace.keys.begin(), trace.keys.end(),
-                                   [](const auto& key) { return key.second.group.has_value(); });
-  if (grouped && trace.options.rule.idle_catch_up) {
-    return r.Error("keys", "groups of keys are not defined with idle_catch_up on");
-  }
-
   return absl::OkStatus();
 }
 
