@@ -770,27 +770,47 @@ TEST_CASE("PostgresStore.GroupsCostsAreSummedOverReplicasApartFromKeys") {
   testing::CheckGroupsCostsAreSummedOverReplicasApartFromKeys(Replicas(server));
 }
 
+// A replica of one slot on `server` whose clones each cost 10 (reconcile off: figures to reason
+// about), sharing costs every 50 ms; `key_group`: its rule of groups, if any.
+std::unique_ptr<Scheduler> CostSharingReplica(
+    const testing::PostgresServer& server, const std::string& name,
+    std::function<std::string(std::string_view)> key_group = nullptr) {
+  SchedulerOptions o;
+  o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
+  o.rule.max_concurrency = 1;
+  o.rule.reconcile = false;
+  o.fleet.claim_interval = Seconds(0.05);
+  o.runtime.warn = [](std::string_view) {};
+  o.runtime.key_group = std::move(key_group);
+  auto s = *Scheduler::Create(o);
+  REQUIRE(s->RegisterType("clone", testing::Type(1, 1, "", 10)).ok());
+  return s;
+}
+
+// Queues a clone of each of `keys` on `replica`, each adding its key to `order` when it runs.
+void QueueRecorded(Scheduler& replica, const std::vector<std::string>& keys, testing::Log& order) {
+  for (const std::string& key : keys) {
+    REQUIRE(replica
+                .Submit({TypeName("clone"), JobId("r-" + key), FairnessKey(key)},
+                        [&order, key](const Context&) {
+                          order.Add(key);
+                          return absl::OkStatus();
+                        },
+                        {})
+                .ok());
+  }
+}
+
 // A tenant whose keys cloned on one replica is behind another tenant on the next replica,
 // although none of its keys there has been charged: the group's cost is the fleet's.
 TEST_CASE("PostgresStore.ATenantSpreadingItsKeysOverReplicasIsChargedOnce") {
   testing::PostgresServer server;
-  auto replica = [&](const std::string& name) {
-    SchedulerOptions o;
-    o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
-    o.rule.max_concurrency = 1;
-    o.rule.reconcile = false;  // each job costs its type's default_cost: figures to reason about
-    o.fleet.claim_interval = Seconds(0.05);
-    o.runtime.warn = [](std::string_view) {};
-    // The farm's keys are "farm-*".
-    o.runtime.key_group = [](std::string_view key) {
-      return key.substr(0, 5) == "farm-" ? std::string("farm") : std::string();
-    };
-    auto s = *Scheduler::Create(o);
-    REQUIRE(s->RegisterType("clone", testing::Type(1, 1, "", 10)).ok());
-    return s;
+  // The farm's keys are "farm-*".
+  auto farm = [](std::string_view key) {
+    return key.substr(0, 5) == "farm-" ? std::string("farm") : std::string();
   };
-  auto a = replica("a");
-  auto b = replica("b");
+  auto a = CostSharingReplica(server, "a", farm);
+  auto b = CostSharingReplica(server, "b", farm);
   auto ok = [](const Context&) { return absl::OkStatus(); };
   // The farm clones on a from three keys (10 each) ...
   for (const char* key : {"farm-1", "farm-2", "farm-3"}) {
@@ -801,15 +821,7 @@ TEST_CASE("PostgresStore.ATenantSpreadingItsKeysOverReplicasIsChargedOnce") {
   testing::Log order;
   auto blocker = std::make_shared<testing::Gate>();
   SubmitBlocked(*b, "clone", "blocker", blocker);
-  for (const char* key : {"farm-4", "modest"}) {
-    REQUIRE(b->Submit({TypeName("clone"), JobId(std::string("r-") + key), FairnessKey(key)},
-                      [&order, key](const Context&) {
-                        order.Add(key);
-                        return absl::OkStatus();
-                      },
-                      {})
-                .ok());
-  }
+  QueueRecorded(*b, {"farm-4", "modest"}, order);
   // Within a share or two, b's farm has what a charged it; farm-4 itself was charged nothing.
   REQUIRE(testing::Eventually([&] { return b->GroupAccumulatedCost("farm") == 30.0; }));
   CHECK(b->AccumulatedCost("farm-4") == 0.0);
@@ -825,19 +837,8 @@ TEST_CASE("PostgresStore.ATenantSpreadingItsKeysOverReplicasIsChargedOnce") {
 
 TEST_CASE("PostgresStore.AClientSpreadingItsWorkOverReplicasIsChargedOnce") {
   testing::PostgresServer server;
-  auto replica = [&](const std::string& name) {
-    SchedulerOptions o;
-    o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {name}));
-    o.rule.max_concurrency = 1;
-    o.rule.reconcile = false;  // each job costs its type's default_cost: figures to reason about
-    o.fleet.claim_interval = Seconds(0.05);
-    o.runtime.warn = [](std::string_view) {};
-    auto s = *Scheduler::Create(o);
-    REQUIRE(s->RegisterType("clone", testing::Type(1, 1, "", 10)).ok());
-    return s;
-  };
-  auto a = replica("a");
-  auto b = replica("b");
+  auto a = CostSharingReplica(server, "a");
+  auto b = CostSharingReplica(server, "b");
   auto ok = [](const Context&) { return absl::OkStatus(); };
   // greedy clones three repositories on a (10 each) ...
   for (const char* id : {"r1", "r2", "r3"}) {
@@ -849,15 +850,7 @@ TEST_CASE("PostgresStore.AClientSpreadingItsWorkOverReplicasIsChargedOnce") {
   testing::Log order;
   auto blocker = std::make_shared<testing::Gate>();
   SubmitBlocked(*b, "clone", "blocker", blocker);
-  for (const char* key : {"greedy", "modest"}) {
-    REQUIRE(b->Submit({TypeName("clone"), JobId(std::string("r-") + key), FairnessKey(key)},
-                      [&order, key](const Context&) {
-                        order.Add(key);
-                        return absl::OkStatus();
-                      },
-                      {})
-                .ok());
-  }
+  QueueRecorded(*b, {"greedy", "modest"}, order);
   // Within a share or two, b charges greedy what a charged it.
   REQUIRE(testing::Eventually([&] { return b->AccumulatedCost("greedy") == 30.0; }));
   blocker->Open();

@@ -225,6 +225,21 @@ struct FakeStall {
   }
 };
 
+// Submits one "build" job per promise of `done`, each holding its slot until `release` opens and
+// then setting its promise to its status.
+void SubmitHeld(Scheduler& scheduler, Gate& release, std::vector<std::promise<Status>>& done) {
+  for (auto& d : done) {
+    REQUIRE(scheduler
+                .Submit(
+                    {TypeName("build"), JobId("x"), FairnessKey("k")},
+                    [&](const Context&) {
+                      return release.Wait() ? absl::OkStatus() : absl::InternalError("gate");
+                    },
+                    [&d](const Status& s) { d.set_value(testing::Own(s)); })
+                .ok());
+  }
+}
+
 // A level the test sets (memory use), or fails; it counts its readings (one per interval).
 struct FakeLevel {
   std::atomic<double> level = 0;
@@ -264,16 +279,7 @@ TEST_CASE("AdaptiveCapacity.Scheduler.MemoryAndIoPressureLowerTheCapWhileTheCpuI
   // Six jobs that hold their slots: four run, two wait (so the cap has a reason to grow).
   Gate release;
   std::vector<std::promise<Status>> done(6);
-  for (auto& d : done) {
-    REQUIRE(scheduler
-                ->Submit(
-                    {TypeName("build"), JobId("x"), FairnessKey("k")},
-                    [&](const Context&) {
-                      return release.Wait() ? absl::OkStatus() : absl::InternalError("gate");
-                    },
-                    [&d](const Status& s) { d.set_value(testing::Own(s)); })
-                .ok());
-  }
+  SubmitHeld(*scheduler, release, done);
   // However the test ends, the jobs end before the promises they set go.
   absl::Cleanup finish = [&] {
     release.Open();
@@ -338,16 +344,7 @@ TEST_CASE("AdaptiveCapacity.Scheduler.TheCapFollowsPressureAndALowerCapAdmitsLes
   // Three jobs that hold their slots: one runs, two wait.
   Gate release;
   std::vector<std::promise<Status>> done(3);
-  for (auto& d : done) {
-    REQUIRE(scheduler
-                ->Submit(
-                    {TypeName("build"), JobId("x"), FairnessKey("k")},
-                    [&](const Context&) {
-                      return release.Wait() ? absl::OkStatus() : absl::InternalError("gate");
-                    },
-                    [&d](const Status& s) { d.set_value(testing::Own(s)); })
-                .ok());
-  }
+  SubmitHeld(*scheduler, release, done);
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
   CHECK(scheduler->Snapshot().pending == 2);
 
