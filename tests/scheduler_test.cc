@@ -1219,6 +1219,39 @@ TEST_CASE("Scheduler.KeyGroup.ARuleGroupsTheKeysItHasNotSeenOnce") {
   CHECK(asked == 5);
 }
 
+// With idle catch-up, a key the rule puts in a busy group starts at its group's least waiting
+// key, not at 0; a key of no group at the least group waiting (docs/ordering.md, "Groups").
+TEST_CASE("Scheduler.KeyGroup.WithIdleCatchUpANewKeyStartsAmongItsGroupsKeys") {
+  Watchdog watchdog("group rule, idle catch-up", 60s);
+  Gate gate;
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.rule.idle_catch_up = true;
+  // "org/user" keys: the organisation is the group.
+  options.runtime.key_group = [](std::string_view key) {
+    const std::size_t slash = key.find('/');
+    return slash == std::string_view::npos ? std::string() : std::string(key.substr(0, slash));
+  };
+  auto scheduler = OneSlotHeldUntil(gate, options);
+  auto queue = [&](const std::string& key) {
+    REQUIRE(scheduler
+                ->Submit({TypeName("clone"), JobId(key), FairnessKey(key)},
+                         [](const Context&) { return absl::OkStatus(); }, {})
+                .ok());
+  };
+  REQUIRE(scheduler->Charge("acme/alice", 10).ok());  // alice 10, acme 10
+  queue("acme/alice");
+  queue("acme/bob");  // acme is busy: bob catches up to alice, its group's least waiting key
+  CHECK(scheduler->AccumulatedCost("acme/bob") == 10.0);
+  CHECK(scheduler->GroupAccumulatedCost("acme") == 10.0);
+  queue("solo");  // no group: the least waiting at the groups' level, acme's 10
+  CHECK(scheduler->AccumulatedCost("solo") == 10.0);
+  queue("globex/carol");  // an idle group: globex catches up to acme's 10, carol to none
+  CHECK(scheduler->GroupAccumulatedCost("globex") == 10.0);
+  CHECK(scheduler->AccumulatedCost("globex/carol") == 0.0);
+  gate.Open();
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+}
+
 TEST_CASE("Scheduler.KeySettings.BadValuesAreRefusedAndChangeNothing") {
   auto scheduler = Make(SchedulerOptions::Seed());
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 2)).ok());

@@ -59,8 +59,10 @@ int NextCapacityOfAll(const AdaptiveCapacity& rule, int current, int max_concurr
 }
 
 std::vector<PressureSignal> DefaultPressureSignals() {
-  return {PressureSignal{.source = PressureSource::kMemorySome},
-          PressureSignal{.source = PressureSource::kIoSome}};
+  PressureSignal memory, io;
+  memory.source = PressureSource::kMemorySome;
+  io.source = PressureSource::kIoSome;
+  return {memory, io};
 }
 
 Status ValidateAdaptiveCapacity(const AdaptiveCapacity& rule, int max_concurrency) {
