@@ -156,6 +156,12 @@ TEST_CASE("AdaptiveCapacity.Signal.ACgroupOfItsOwnIsReadBeforeTheMachine") {
   auto use = internal::KernelSignal(PressureSource::kMemoryUse, cgroup);
   REQUIRE(use.ok());
   CHECK(*(*use)() == 0.5);
+  // A cgroup whose pressure file cannot be read: the machine's is.
+  std::filesystem::remove(*cgroup + "/io.pressure");
+  const double machine_before = *internal::ReadStallSeconds("/proc/pressure/io", "some");
+  auto fallback = internal::KernelSignal(PressureSource::kIoSome, cgroup);
+  REQUIRE_MESSAGE(fallback.ok(), fallback.status().message());
+  CHECK(*(*fallback)() >= machine_before);  // the machine's counter, which only grows
   // No limit, or no cgroup: memory use cannot be read, and says why.
   write(root / "v2/system.slice/mirror.service/memory.max", "max\n");
   CHECK(internal::ReadMemoryUse(*cgroup).status().code() == absl::StatusCode::kFailedPrecondition);

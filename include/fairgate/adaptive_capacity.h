@@ -29,7 +29,8 @@
 // `0::/path` of /proc/self/cgroup, path not "/"), that cgroup's cpu.pressure, memory.pressure,
 // io.pressure, memory.current and memory.max (under /sys/fs/cgroup, or /sys/fs/cgroup/unified
 // on a hybrid hierarchy), so that a container or a systemd service follows its own pressure, not
-// the machine's; else the machine's /proc/pressure/cpu, /memory and /io. Memory use needs the
+// the machine's; else (or where the cgroup's pressure file cannot be read) the machine's
+// /proc/pressure/cpu, /memory and /io. Memory use needs the
 // cgroup's memory.max (not "max"): without one, Scheduler::Create fails with FailedPrecondition
 // for a kMemoryUse signal the caller does not read itself.
 //
@@ -83,7 +84,8 @@ struct AdaptiveCapacity {
   // The simulator ignores it: it models the pressure of its machine (docs/simulator.md).
   std::function<StatusOr<double>()> stalled_seconds;
   // More signals (the header comment), at most one of each source. Empty (the default): CPU
-  // pressure only. The simulator refuses them (it models CPU pressure only).
+  // pressure only. The simulator models memory some and memory use on a machine with memory and
+  // refuses the others (docs/simulator.md).
   std::vector<PressureSignal> signals;
 };
 

@@ -97,9 +97,16 @@ StatusOr<std::function<StatusOr<double>()>> KernelSignal(
           *source == PressureSource::kMemoryFull || *source == PressureSource::kIoFull;
       line = full ? "full" : "some";
     }
-    std::string path = cgroup_dir ? absl::StrCat(*cgroup_dir, "/", resource, ".pressure")
-                                  : absl::StrCat("/proc/pressure/", resource);
-    read = [path = std::move(path), line] { return ReadStallSeconds(path, line); };
+    auto reader = [line](std::string path) -> std::function<StatusOr<double>()> {
+      return [path = std::move(path), line] { return ReadStallSeconds(path, line); };
+    };
+    // The cgroup's own, where it can be read (a kernel may turn a cgroup's pressure off); else
+    // the machine's.
+    if (cgroup_dir) {
+      read = reader(absl::StrCat(*cgroup_dir, "/", resource, ".pressure"));
+      if (read().ok()) return read;
+    }
+    read = reader(absl::StrCat("/proc/pressure/", resource));
   }
   if (StatusOr<double> probe = read(); !probe.ok()) return probe.status();
   return read;

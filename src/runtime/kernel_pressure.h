@@ -39,8 +39,8 @@ std::optional<std::string> OwnCgroupV2(const std::string& self_cgroup = "/proc/s
 StatusOr<double> ReadMemoryUse(const std::string& cgroup_dir);
 
 // The kernel's reading of `source` (CPU pressure's `some` when nullopt): from `cgroup_dir`'s files
-// when given, else the machine's /proc/pressure (memory use needs a cgroup: FailedPrecondition
-// without one). The error of a first reading when it cannot be read now.
+// when given and readable, else the machine's /proc/pressure (memory use needs a cgroup:
+// FailedPrecondition without one). The error of a first reading when it cannot be read now.
 StatusOr<std::function<StatusOr<double>()>> KernelSignal(
     std::optional<PressureSource> source, const std::optional<std::string>& cgroup_dir);
 
