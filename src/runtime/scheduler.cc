@@ -66,7 +66,9 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
           *keeper_, options_.fleet.token_lease.count(), options_.fleet.claim_interval.count(),
           [this] { return table_.BucketsToLease(); },
           [this](const core::BucketName& bucket, const TokenLease& lease) {
-            dispatcher_.Act(table_.GrantTokens(bucket, lease));
+            // Refused only for a lease the core cannot take (a count that is not a count): the
+            // bucket keeps what it had and asks again when it runs out.
+            (void)dispatcher_.Act(table_.GrantTokens(bucket, lease));
           });
       table_.LeaseRates([rates = fleet_rates_.get()] { rates->Wake(); });
       fleet_rates_->StartThread();
