@@ -635,7 +635,8 @@ void AdmissionCore::RefuseImpatient(KeyState& key, double due, double now) {
 ExpiredJob AdmissionCore::ExpiredOf(const Job& job, double at) {
   return {{TicketOf(job), job.type->name, job.id, *job.key->name, job.type->index,
            job.type->config.priority, job.lane->tier->priority, job.arrival},
-          at};
+          at,
+          std::nullopt};
 }
 
 bool AdmissionCore::Wants(const LeasedBucket& leased) const {

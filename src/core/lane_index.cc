@@ -271,6 +271,34 @@ void LaneIndex::LinkTierPresences(GroupState& group) {
   }
 }
 
+// LaneSet's out-of-line paths (queue_nodes.h): defined once, here, so that their noinline
+// declarations are not followed by inline definitions.
+void LaneSet::InsertOther(Lane& lane) {
+  Fit(lane);
+  if (compact_) {
+    compact_heap_.push(Compact(lane));
+  } else if (!grouped_) {
+    full_heap_.push({lane.order, &lane});
+  } else if (compact_grouped_) {
+    compact_grouped_heap_.push(CompactGrouped(GroupPlaceOf(lane), lane));
+  } else {
+    grouped_heap_.push({GroupPlaceOf(lane), lane.order, &lane});
+  }
+}
+
+void LaneSet::RelinkOther(Lane& lane) {
+  Fit(lane);
+  if (compact_) {
+    compact_heap_.update(lane.heap_index, Compact(lane));
+  } else if (!grouped_) {
+    full_heap_.update(lane.heap_index, {lane.order, &lane});
+  } else if (compact_grouped_) {
+    compact_grouped_heap_.update(lane.heap_index, CompactGrouped(GroupPlaceOf(lane), lane));
+  } else {
+    grouped_heap_.update(lane.heap_index, {GroupPlaceOf(lane), lane.order, &lane});
+  }
+}
+
 void LaneIndex::UnlinkTierPresences(KeyState& key) {
   for (TierPresence* p = key.tiers; p != nullptr; p = p->next_in_key) {
     PresenceSet& set = PresenceSetOf(*p);

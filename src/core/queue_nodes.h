@@ -499,32 +499,6 @@ inline void LaneSet::Fit(const Lane& lane) {
   }
 }
 
-inline void LaneSet::InsertOther(Lane& lane) {
-  Fit(lane);
-  if (compact_) {
-    compact_heap_.push(Compact(lane));
-  } else if (!grouped_) {
-    full_heap_.push({lane.order, &lane});
-  } else if (compact_grouped_) {
-    compact_grouped_heap_.push(CompactGrouped(GroupPlaceOf(lane), lane));
-  } else {
-    grouped_heap_.push({GroupPlaceOf(lane), lane.order, &lane});
-  }
-}
-
-inline void LaneSet::RelinkOther(Lane& lane) {
-  Fit(lane);
-  if (compact_) {
-    compact_heap_.update(lane.heap_index, Compact(lane));
-  } else if (!grouped_) {
-    full_heap_.update(lane.heap_index, {lane.order, &lane});
-  } else if (compact_grouped_) {
-    compact_grouped_heap_.update(lane.heap_index, CompactGrouped(GroupPlaceOf(lane), lane));
-  } else {
-    grouped_heap_.update(lane.heap_index, {GroupPlaceOf(lane), lane.order, &lane});
-  }
-}
-
 inline void LaneSet::RelinkStandIn(GroupPresence& stand_in) {
   if (compact_grouped_ && CompactGroupedLaneEntry::Fits(stand_in.place, stand_in.order)) {
     compact_grouped_heap_.update(stand_in.heap_index, CompactGrouped(stand_in.place, stand_in));
