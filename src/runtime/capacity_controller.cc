@@ -2,8 +2,38 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/kernel_pressure.h"
 
 namespace fairgate::internal {
+
+StatusOr<CapacitySignals> CapacitySignalsOf(const AdaptiveCapacity& rule) {
+  const std::optional<std::string> cgroup = OwnCgroupV2();
+  auto reader = [&](std::optional<PressureSource> source,
+                    const std::function<StatusOr<double>()>& given,
+                    const std::string& what) -> StatusOr<std::function<StatusOr<double>()>> {
+    if (given) return given;
+    auto read = KernelSignal(source, cgroup);
+    if (!read.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("adaptive_capacity needs ", what, ": ", read.status().message()));
+    }
+    return read;
+  };
+  CapacitySignals signals;
+  auto cpu = reader(std::nullopt, rule.stalled_seconds, "CPU pressure stall information");
+  if (!cpu.ok()) return cpu.status();
+  signals.cpu = *std::move(cpu);
+  for (std::size_t i = 0; i < rule.signals.size(); ++i) {
+    auto read =
+        reader(rule.signals[i].source, rule.signals[i].read, absl::StrCat("signals[", i, "]"));
+    if (!read.ok()) return read.status();
+    signals.others.push_back(*std::move(read));
+  }
+  return signals;
+}
 
 CapacityController::CapacityController(Submission& scheduler, const AdaptiveCapacity& rule,
                                        int max_concurrency, CapacitySignals signals)

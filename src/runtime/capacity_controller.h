@@ -32,6 +32,11 @@ struct CapacitySignals {
   std::vector<std::function<StatusOr<double>()>> others;
 };
 
+// The readers of `rule`'s signals: the caller's where it gave one, else the kernel's, which must
+// be readable now (from the process's own cgroup v2 if it runs in one); FailedPrecondition naming
+// the first that is not.
+StatusOr<CapacitySignals> CapacitySignalsOf(const AdaptiveCapacity& rule);
+
 class CapacityController {
  public:
   using Clock = Context::Clock;

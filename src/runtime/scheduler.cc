@@ -13,7 +13,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/admission_core.h"
-#include "runtime/kernel_pressure.h"
 #include "runtime/scheduler_impl.h"
 
 namespace fairgate {
@@ -280,30 +279,11 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& o
   StatusOr<std::unique_ptr<core::AdmissionCore>> core = core::AdmissionCore::Create(options.rule);
   if (!core.ok()) return core.status();
   internal::CapacitySignals signals;
-  if (const std::optional<AdaptiveCapacity>& adaptive = options.rule.adaptive_capacity) {
-    // The kernel's counters, where the caller reads none itself, must be readable now: from the
-    // process's own cgroup v2 if it runs in one.
-    const std::optional<std::string> cgroup = internal::OwnCgroupV2();
-    auto kernel = [&](std::optional<PressureSource> source,
-                      const std::function<StatusOr<double>()>& given,
-                      const std::string& what) -> StatusOr<std::function<StatusOr<double>()>> {
-      if (given) return given;
-      auto read = internal::KernelSignal(source, cgroup);
-      if (!read.ok()) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("adaptive_capacity needs ", what, ": ", read.status().message()));
-      }
-      return read;
-    };
-    auto cpu = kernel(std::nullopt, adaptive->stalled_seconds, "CPU pressure stall information");
-    if (!cpu.ok()) return cpu.status();
-    signals.cpu = *std::move(cpu);
-    for (std::size_t i = 0; i < adaptive->signals.size(); ++i) {
-      const PressureSignal& signal = adaptive->signals[i];
-      auto read = kernel(signal.source, signal.read, absl::StrCat("signals[", i, "]"));
-      if (!read.ok()) return read.status();
-      signals.others.push_back(*std::move(read));
-    }
+  if (options.rule.adaptive_capacity) {
+    StatusOr<internal::CapacitySignals> readers =
+        internal::CapacitySignalsOf(*options.rule.adaptive_capacity);
+    if (!readers.ok()) return readers.status();
+    signals = *std::move(readers);
   }
   StatusOr<std::unique_ptr<internal::StateKeeper>> keeper = internal::StateKeeper::Open(options);
   if (!keeper.ok()) return keeper.status();

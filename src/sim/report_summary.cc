@@ -126,27 +126,22 @@ ReportSummary Summarize(const Trace& trace, const SimResult& result) {
       ++n;
     }
   }
-  // The groups: each key's figures added to its group's.
-  std::map<std::string, std::vector<double>> group_waits;
+  // The groups, in name order: each key's figures added to its group's.
+  std::map<std::string, std::pair<GroupReport, std::vector<double>>> groups;
   for (const KeyReport& k : summary.keys) {
     const std::string* group = GroupOf(trace, k.key);
     if (group == nullptr) continue;
-    auto it = std::find_if(summary.groups.begin(), summary.groups.end(),
-                           [&](const GroupReport& g) { return g.group == *group; });
-    if (it == summary.groups.end()) {
-      it = summary.groups.insert(
-          std::upper_bound(
-              summary.groups.begin(), summary.groups.end(), *group,
-              [](const std::string& name, const GroupReport& g) { return name < g.group; }),
-          GroupReport{.group = *group});
-    }
-    ++it->keys;
-    it->jobs += k.jobs;
-    it->admitted += k.admitted;
-    std::vector<double>& waits = group_waits[*group];
+    auto& [report, waits] = groups[*group];
+    report.group = *group;
+    ++report.keys;
+    report.jobs += k.jobs;
+    report.admitted += k.admitted;
     waits.insert(waits.end(), k.waits.begin(), k.waits.end());
   }
-  for (GroupReport& g : summary.groups) SetWaits(g, group_waits[g.group]);
+  for (auto& [name, entry] : groups) {
+    SetWaits(entry.first, entry.second);
+    summary.groups.push_back(std::move(entry.first));
+  }
   for (std::size_t t = 0; t < summary.types.size(); ++t) {
     FinishType(summary.types[t], tallies[t]);
     summary.coalesced |= summary.types[t].joined > 0;
