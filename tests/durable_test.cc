@@ -39,6 +39,17 @@ using testing::Eventually;
 using testing::TempDir;
 using testing::Type;
 
+// The wall clock, in Unix seconds (a store's times).
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Writes `state` into the SQLite file `path`, as a scheduler's flush before a restart would.
+void SaveState(const std::string& path, const LearnedState& state) {
+  auto store = *OpenSqliteStore(path);
+  REQUIRE(store->SaveLearned(state, -1e300, -1e300).ok());
+}
+
 // Options with a store in the SQLite file `path` (opened here: the test fails if it cannot be).
 SchedulerOptions WithState(const std::string& path) {
   SchedulerOptions options;
@@ -312,9 +323,7 @@ TEST_CASE("Durable.AnAttemptCutShortByACrashRunsAgainWithTheNextAttemptNumber") 
     job.id = "waiting";
     waiting = *store->AddJob(job);
     REQUIRE(*store->BeginAttempt(waiting) == 1u);
-    const double now =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    REQUIRE(store->DeferJob(waiting, now + 0.2, "UNAVAILABLE: later").ok());
+    REQUIRE(store->DeferJob(waiting, UnixNow() + 0.2, "UNAVAILABLE: later").ok());
   }
   Seen seen;
   auto s = *Scheduler::Create(WithState(path));
@@ -565,15 +574,11 @@ TEST_CASE("Durable.EstimatesAndCostsSurviveARestart") {
 TEST_CASE("Durable.WhatOutlivedItsTtlIsNotRestored") {
   TempDir dir;
   const std::string path = dir.path() + "/state.db";
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  {
-    auto store = *OpenSqliteStore(path);
-    LearnedState state;
-    state.estimates = {{"clone", "old.git", 50, now - 7200}, {"clone", "new.git", 60, now - 60}};
-    state.keys = {{"gone", 9, now - 7200}, {"back", 7, now - 60}};
-    REQUIRE(store->SaveLearned(state, -1e300, -1e300).ok());
-  }
+  const double now = UnixNow();
+  LearnedState state;
+  state.estimates = {{"clone", "old.git", 50, now - 7200}, {"clone", "new.git", 60, now - 60}};
+  state.keys = {{"gone", 9, now - 7200}, {"back", 7, now - 60}};
+  SaveState(path, state);
   SchedulerOptions options = WithState(path);
   options.rule.estimate_ttl = Seconds(3600);
   options.rule.key_ttl = Seconds(600);
@@ -591,14 +596,10 @@ TEST_CASE("Durable.WhatOutlivedItsTtlIsNotRestored") {
 TEST_CASE("Durable.ARestoredKeyIsGivenItsGroupByTheRule") {
   TempDir dir;
   const std::string path = dir.path() + "/state.db";
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  {
-    auto store = *OpenSqliteStore(path);
-    LearnedState state;
-    state.keys = {{"10.0.0.1", 7, now - 60}, {"gone", 9, now - 7200}};
-    REQUIRE(store->SaveLearned(state, -1e300, -1e300).ok());
-  }
+  const double now = UnixNow();
+  LearnedState state;
+  state.keys = {{"10.0.0.1", 7, now - 60}, {"gone", 9, now - 7200}};
+  SaveState(path, state);
   SchedulerOptions options = WithState(path);
   options.rule.key_ttl = Seconds(600);
   std::vector<std::string> asked;  // the rule is called under the scheduler's lock
@@ -623,10 +624,7 @@ TEST_CASE("Durable.APeriodicJobKeepsItsScheduleAcrossARestart") {
   TempDir dir;
   const std::string path = dir.path() + "/state.db";
   std::atomic<double> first_end{0};
-  auto wall = [] {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  };
+  auto wall = UnixNow;
   {
     testing::Gate ran;  // before the scheduler, whose destruction waits for the callback
     auto s = *Scheduler::Create(WithState(path));
