@@ -120,6 +120,15 @@ std::vector<Row> Rows() {
         o.rule.adaptive_capacity = AdaptiveCapacity{
             .signals = {{.source = PressureSource::kIoSome}, {.source = PressureSource::kIoSome}}};
       });
+  create("rule.latency_capacity.remeasure_every = 1",
+         "rule.latency_capacity.remeasure_every must be >= 2 intervals",
+         [](auto& o) { o.rule.latency_capacity = LatencyCapacity{.remeasure_every = 1}; });
+  create("rule.latency_capacity with rule.adaptive_capacity",
+         "rule.latency_capacity and rule.adaptive_capacity: at most one rule may move the cap",
+         [](auto& o) {
+           o.rule.latency_capacity = LatencyCapacity{};
+           o.rule.adaptive_capacity = AdaptiveCapacity{};
+         });
   create("rule.default_key_limits.max_running = 0",
          "rule.default_key_limits: max_running must be >= 1",
          [](auto& o) { o.rule.default_key_limits.max_running = 0; });

@@ -158,6 +158,25 @@ TEST_CASE("Trace.MachineAndAdaptiveCapacityAreRead") {
   CHECK(trace->options.rule.adaptive_capacity->interval == AdaptiveCapacity{}.interval);
 }
 
+TEST_CASE("Trace.TheLatencyRuleIsRead") {
+  StatusOr<Trace> trace = ParseTrace(R"({"capacity": 4, "machine": {"cores": 2},
+    "latency_capacity": {"min": 2, "interval": 0.5, "remeasure_every": 30},
+    "types": {}, "jobs": []})",
+                                     "t.json");
+  REQUIRE_MESSAGE(trace.ok(), trace.status().message());
+  REQUIRE(trace->options.rule.latency_capacity.has_value());
+  const LatencyCapacity& rule = *trace->options.rule.latency_capacity;
+  CHECK(rule.min == 2);
+  CHECK(rule.interval == Seconds(0.5));
+  CHECK(rule.remeasure_every == 30);
+  trace = ParseTrace(R"({"capacity": 4, "machine": {"cores": 2}, "latency_capacity": {},
+    "types": {}, "jobs": []})",
+                     "t.json");
+  REQUIRE(trace.ok());
+  CHECK(trace->options.rule.latency_capacity->remeasure_every == LatencyCapacity{}.remeasure_every);
+  CHECK(trace->options.rule.latency_capacity->min == 1);
+}
+
 TEST_CASE("Trace.RateLimitsAreRead") {
   StatusOr<Trace> trace = ParseTrace(R"({"capacity": 1, "rate_limit": {"per_second": 0.5},
     "types": {"clone": {"priority": 1, "max_concurrency": 1,
@@ -439,6 +458,25 @@ TEST_CASE("Trace.BadInput.OneLineNamingFileJobAndField") {
            "types": {}, "jobs": []})",
        "bad.json: adaptive_capacity: adaptive_capacity.min must be in [1, max_concurrency 2], "
        "got 3"},
+      {"the latency rule without a machine",
+       R"({"capacity": 2, "latency_capacity": {}, "types": {}, "jobs": []})",
+       "bad.json: latency_capacity: needs a machine (its slowdown is the signal)"},
+      {"the latency rule with adaptive capacity",
+       R"({"capacity": 2, "machine": {"cores": 1}, "adaptive_capacity": {},
+           "latency_capacity": {}, "types": {}, "jobs": []})",
+       "bad.json: latency_capacity: not with adaptive_capacity (one rule moves the cap)"},
+      {"the latency rule out of range",
+       R"({"capacity": 2, "machine": {"cores": 1}, "latency_capacity": {"interval": 0},
+           "types": {}, "jobs": []})",
+       "bad.json: latency_capacity: latency_capacity.interval must be finite and > 0, got 0"},
+      {"the latency rule re-measuring too often",
+       R"({"capacity": 2, "machine": {"cores": 1}, "latency_capacity": {"remeasure_every": 1},
+           "types": {}, "jobs": []})",
+       "bad.json: latency_capacity: field 'remeasure_every': must be >= 2, got 1"},
+      {"the latency rule with an unknown field",
+       R"({"capacity": 2, "machine": {"cores": 1}, "latency_capacity": {"tolerance": 2},
+           "types": {}, "jobs": []})",
+       "bad.json: latency_capacity: field 'tolerance': unknown field"},
       {"a machine without cores", R"({"capacity": 2, "machine": {}, "types": {}, "jobs": []})",
        "bad.json: machine: field 'cores': missing"},
       {"periodic without runs",

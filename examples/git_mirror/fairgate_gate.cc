@@ -122,6 +122,14 @@ fairgate::Status ValidateGateConfig(const GateConfig& c) {
     return absl::InvalidArgumentError(
         absl::StrCat("the adaptive capacity's minimum must be in [0, capacity ", c.capacity, "]"));
   }
+  if (c.latency_min < 0 || c.latency_min > c.capacity) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the latency rule's minimum must be in [0, capacity ", c.capacity, "]"));
+  }
+  if (c.latency_min > 0 && c.adaptive_min > 0) {
+    return absl::InvalidArgumentError(
+        "adaptive capacity and the latency rule are exclusive: one rule moves the cap");
+  }
   if (!c.database.empty() && !c.state_file.empty()) {
     return absl::InvalidArgumentError(
         "a state file and a database are exclusive: the database keeps the state");
@@ -173,6 +181,10 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
     // reads the whole repository.
     adaptive.signals = fairgate::DefaultPressureSignals();
     options.rule.adaptive_capacity = adaptive;
+  }
+  if (c.latency_min > 0) {
+    // Every second: a clone of a small repository takes well under one.
+    options.rule.latency_capacity = fairgate::LatencyCapacity{.min = c.latency_min};
   }
   if (!c.state_file.empty()) {
     auto store = fairgate::OpenSqliteStore(c.state_file);

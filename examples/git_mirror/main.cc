@@ -80,6 +80,11 @@ int main(int argc, char** argv) {
                  "0: the cap is --capacity; else it follows CPU, memory and io pressure (the "
                  "worst) between this and --capacity (fairgate)")
       ->capture_default_str();
+  app.add_option("--latency-capacity-min", gate_config.latency_min,
+                 "0: off; else the cap follows how much slower clones run than unloaded (no "
+                 "threshold), between this and --capacity, starting at this; not with "
+                 "--adaptive-capacity-min (fairgate)")
+      ->capture_default_str();
   app.add_option("--state", gate_config.state_file,
                  "a SQLite file keeping learned costs, clients' costs and the fetch schedule "
                  "across restarts (fairgate)");

@@ -73,6 +73,10 @@ struct GateConfig {
   // server's own cgroup's when it runs in one) between this and `capacity`, so that clones (git
   // pack-objects is CPU-bound, and may take gigabytes) do not oversubscribe the machine.
   int adaptive_min = 0;
+  // fairgate only. 0: off. Else the latency rule (fairgate/latency_capacity.h): the cap follows
+  // how much slower clones and fetches run than they did unloaded, between this and `capacity`,
+  // starting at this; no threshold to set. Not with `adaptive_min`.
+  int latency_min = 0;
   // fairgate only. A SQLite file that keeps the learned costs of clones and fetches, the clients'
   // accumulated costs and the fetch schedule across restarts (fairgate/store.h); empty: none.
   std::string state_file;

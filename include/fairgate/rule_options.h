@@ -16,6 +16,7 @@
 #include "fairgate/export.h"
 #include "fairgate/group_limits.h"
 #include "fairgate/key_limits.h"
+#include "fairgate/latency_capacity.h"
 #include "fairgate/rate_limit.h"
 #include "fairgate/seconds.h"
 #include "fairgate/status.h"
@@ -115,6 +116,10 @@ struct RuleOptions {
   // A global cap that follows CPU pressure between a minimum and max_concurrency
   // (fairgate/adaptive_capacity.h). Off in both presets: the cap is max_concurrency.
   std::optional<AdaptiveCapacity> adaptive_capacity;
+  // A global cap that follows the jobs' run times against their unloaded ones, between a minimum
+  // and max_concurrency (fairgate/latency_capacity.h). Not with adaptive_capacity. Off in both
+  // presets.
+  std::optional<LatencyCapacity> latency_capacity;
   // With workers (fairgate/worker.h): a type that one worker alone serves and that has had jobs
   // pending this long without one being admitted *starves*, and reserves that worker: while it
   // has a job that nothing but the worker's room holds back, the worker takes no job of another

@@ -73,7 +73,8 @@ struct WorkerSnapshot {
 struct Snapshot {
   int max_concurrency = 0;  // in slots
   // The global cap in force, in slots: max_concurrency, or less while adaptive capacity
-  // (RuleOptions::adaptive_capacity) has lowered it. Running jobs may hold more for a while.
+  // (RuleOptions::adaptive_capacity) or the latency rule (RuleOptions::latency_capacity) has
+  // lowered it. Running jobs may hold more for a while.
   int capacity = 0;
   int running = 0;       // jobs
   int slots_in_use = 0;  // the slots running jobs take; equals `running` without multi-slot types

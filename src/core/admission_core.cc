@@ -25,7 +25,10 @@ JobView EndedJob::BaseView() const {
 
 StatusOr<std::unique_ptr<AdmissionCore>> AdmissionCore::Create(const RuleOptions& rule) {
   if (Status s = ValidateRuleOptions(rule); !s.ok()) return s;
-  return std::unique_ptr<AdmissionCore>(new AdmissionCore(rule));
+  std::unique_ptr<AdmissionCore> core(new AdmissionCore(rule));
+  // The latency rule's cap starts at its minimum (fairgate/latency_capacity.h).
+  if (rule.latency_capacity) core->types_.SetCapacity(rule.latency_capacity->min);
+  return core;
 }
 
 AdmissionCore::AdmissionCore(const RuleOptions& rule)

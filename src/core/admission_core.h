@@ -236,9 +236,10 @@ class AdmissionCore {
   StatusOr<double> MaxWaitToCeiling(std::string_view type) const;
 
   // The global cap in force, in slots: max_concurrency unless lowered (adaptive capacity,
-  // RuleOptions::adaptive_capacity). A lower cap admits nothing until the running jobs'
-  // slots are below it (nothing running is stopped); a higher one may admit at once (call
-  // NextAdmission). InvalidArgument unless 1 <= capacity <= max_concurrency.
+  // RuleOptions::adaptive_capacity; with RuleOptions::latency_capacity it starts at its min). A
+  // lower cap admits nothing until the running jobs' slots are below it (nothing running is
+  // stopped); a higher one may admit at once (call NextAdmission). InvalidArgument unless 1 <=
+  // capacity <= max_concurrency.
   Status SetCapacity(int capacity);
   int capacity() const { return types_.global_cap().limit(); }
   // Whether the running jobs take every slot of the global cap in force: nothing is admitted

@@ -52,6 +52,15 @@ Status ValidateRuleOptions(const RuleOptions& rule) {
       return absl::InvalidArgumentError(absl::StrCat("rule.", s.message()));
     }
   }
+  if (rule.latency_capacity) {
+    if (rule.adaptive_capacity) {
+      return absl::InvalidArgumentError(
+          "rule.latency_capacity and rule.adaptive_capacity: at most one rule may move the cap");
+    }
+    if (Status s = ValidateLatencyCapacity(*rule.latency_capacity, rule.max_concurrency); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("rule.", s.message()));
+    }
+  }
   if (rule.lending && !(rule.lending->kept_back >= 0 && rule.lending->kept_back < 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("rule.lending.kept_back must be in [0, 1), got ", rule.lending->kept_back));

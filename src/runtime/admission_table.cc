@@ -238,6 +238,9 @@ Decision AdmissionTable::Complete(JobRecord& record, double run_time, double end
     core::JobView job;  // described by the completion itself: one lookup of the ticket
     (void)(measured ? core_->Complete(record.ticket, run_time, end, job)
                     : core_->CompleteUnmeasured(record.ticket, end, job));
+    if (keep_run_samples_ && measured && run_samples_.size() < kMaxRunSamples) {
+      run_samples_.push_back({std::string(job.type), record.admitted_at, run_time});
+    }
     log_.Completed(job, status, run_time, end);
     records_[record.ticket.slot] = nullptr;
   }

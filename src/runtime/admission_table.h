@@ -169,7 +169,14 @@ class AdmissionTable {
   std::optional<double> Estimate(std::string_view type, std::string_view id) const;
   Status Open() const;
   std::optional<Submission::TypeInfo> Type(std::string_view type) const;
-  Decision ChangeCapacity(const std::function<int(int current, bool work_waiting)>& next);
+  // The global cap set to `next` of what it reads (Submission::ChangeCapacity), the run samples
+  // taken with it.
+  Decision ChangeCapacity(const std::function<int(const Submission::CapacityInputs&)>& next);
+  // With the latency rule: from now on each measured completion is kept as a run sample for the
+  // next ChangeCapacity, at most this many between two (the rest are dropped: the medians of
+  // that many are plenty, and the rule reads them under the lock, once an interval).
+  static constexpr std::size_t kMaxRunSamples = 4096;
+  void KeepRunSamples();
   void CountCapacitySignalFailed();
   // The fleet's rate limits (FleetRates), called once before any type is registered: from now
   // on the global rate limit's bucket, every rate-limited type's, as it is registered, and
@@ -414,6 +421,9 @@ class AdmissionTable {
   // Whether rate limits are leased (LeaseRates: every key's bucket is, so a bucket may want
   // tokens from then on), and whom AdmitLocked tells that one wants tokens.
   bool lease_rates_ ABSL_GUARDED_BY(mutex_) = false;
+  // KeepRunSamples: the measured runs completed since the last ChangeCapacity.
+  bool keep_run_samples_ ABSL_GUARDED_BY(mutex_) = false;
+  std::vector<core::RunSample> run_samples_ ABSL_GUARDED_BY(mutex_);
   bool tokens_told_ ABSL_GUARDED_BY(mutex_) = false;  // since the last grant (UnlockCore)
   std::function<void()> tokens_wanted_ ABSL_GUARDED_BY(mutex_);
   Phase phase_ ABSL_GUARDED_BY(mutex_) = Phase::kOpen;

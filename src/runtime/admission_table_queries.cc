@@ -197,11 +197,15 @@ std::optional<Submission::TypeInfo> AdmissionTable::Type(std::string_view type) 
       std::min(config->max_concurrency, core_->capacity() / std::max(config->slots, 1))};
 }
 
-Decision AdmissionTable::ChangeCapacity(const std::function<int(int, bool)>& next) {
+Decision AdmissionTable::ChangeCapacity(
+    const std::function<int(const Submission::CapacityInputs&)>& next) {
   Decision decision;
   Locked lock(this, decision);
   const int current = core_->capacity();
-  const int capacity = next(current, core_->pending_jobs() > 0);
+  Submission::CapacityInputs inputs{current, core_->pending_jobs() > 0, LockedNow(),
+                                    std::move(run_samples_)};
+  run_samples_.clear();
+  const int capacity = next(inputs);
   if (capacity != current) (void)core_->SetCapacity(capacity);
   if (capacity > current && phase_ != Phase::kShutDown) AdmitLocked(LockedNow(), decision);
   return decision;
@@ -234,6 +238,11 @@ Decided<Status> AdmissionTable::GrantTokens(const core::BucketName& bucket,
   tokens_told_ = false;  // a bucket that still wants tokens is told of again
   if (out.answer.ok() && phase_ != Phase::kShutDown) AdmitLocked(now, out.decision);
   return out;
+}
+
+void AdmissionTable::KeepRunSamples() {
+  Locked lock(this);
+  keep_run_samples_ = true;
 }
 
 void AdmissionTable::CountCapacitySignalFailed() {

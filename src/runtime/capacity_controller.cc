@@ -61,8 +61,8 @@ void CapacityController::Tick(Clock::time_point now) {
   readings.reserve(signals_.size());
   for (Signal& signal : signals_) readings.push_back(Sample(signal, now));
   if (!cpu) return;
-  scheduler_.ChangeCapacity([&](int current, bool work_waiting) {
-    return NextCapacityOfAll(rule_, current, max_concurrency_, *cpu, readings, work_waiting);
+  scheduler_.ChangeCapacity([&](const Submission::CapacityInputs& in) {
+    return NextCapacityOfAll(rule_, in.current, max_concurrency_, *cpu, readings, in.work_waiting);
   });
 }
 

@@ -78,6 +78,11 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
     capacity_ = std::make_unique<internal::CapacityController>(
         *this, *options_.rule.adaptive_capacity, options_.rule.max_concurrency, std::move(signals));
   }
+  if (options_.rule.latency_capacity) {
+    table_.KeepRunSamples();
+    latency_ = std::make_unique<internal::LatencyController>(*this, *options_.rule.latency_capacity,
+                                                             options_.rule.max_concurrency);
+  }
   timer_.Start();
 }
 
@@ -247,7 +252,7 @@ Status Scheduler::Impl::ResumeKey(std::string_view key) {
       [&](core::AdmissionCore& core, double now) { return core.ResumeKey(key, now); });
 }
 
-void Scheduler::Impl::ChangeCapacity(const std::function<int(int, bool)>& next) {
+void Scheduler::Impl::ChangeCapacity(const std::function<int(const CapacityInputs&)>& next) {
   dispatcher_.Act(table_.ChangeCapacity(next));
 }
 
@@ -257,17 +262,19 @@ internal::Timer::Clock::time_point Scheduler::Impl::TimerNextDue() {
       std::min({next_sweep_, table_.NextDue(), periodic_runs_.NextDue()});
   if (durable_) wake_at = std::min(wake_at, durable_->NextDue());
   if (capacity_) wake_at = std::min(wake_at, capacity_->NextDue());
+  if (latency_) wake_at = std::min(wake_at, latency_->NextDue());
   return wake_at;
 }
 
 // What is due at `now`: Acquire waits whose context's deadline has passed end, jobs at their
 // type's max_queue_wait are reported, periodic runs and retries are queued; then adaptive
-// capacity's rule and the TTL sweep, when their intervals have passed.
+// capacity's rule (or the latency rule) and the TTL sweep, when their intervals have passed.
 void Scheduler::Impl::TimerRunDue(internal::Timer::Clock::time_point now) {
   dispatcher_.Act(table_.TakeDue(now));
   periodic_runs_.RunDue(now);
   if (durable_) durable_->RunDue(now);
   if (capacity_) capacity_->Tick(now);
+  if (latency_) latency_->Tick(now);
   if (now < next_sweep_) return;
   next_sweep_ = now + std::chrono::duration_cast<internal::Timer::Clock::duration>(
                           options_.runtime.sweep_interval);

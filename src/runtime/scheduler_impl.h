@@ -34,6 +34,7 @@
 #include "runtime/fleet_leases.h"
 #include "runtime/fleet_rates.h"
 #include "runtime/job_record.h"
+#include "runtime/latency_controller.h"
 #include "runtime/outstanding.h"
 #include "runtime/periodic_runs.h"
 #include "runtime/state_keeper.h"
@@ -110,7 +111,7 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
   Status Open() const override { return table_.Open(); }
   std::optional<TypeInfo> Type(std::string_view type) const override { return table_.Type(type); }
   void WakeTimer() override { timer_.Wake(); }
-  void ChangeCapacity(const std::function<int(int current, bool work_waiting)>& next) override;
+  void ChangeCapacity(const std::function<int(const CapacityInputs&)>& next) override;
   void CountCapacitySignalFailed() override { table_.CountCapacitySignalFailed(); }
   std::vector<KeyCost> KeyCosts(CostsOf of) override { return table_.KeyCosts(of); }
   std::vector<bool> SetFleetCosts(
@@ -183,6 +184,7 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
   std::unique_ptr<internal::Claimer> claimer_;              // with a shared store
   std::unique_ptr<internal::FleetRates> fleet_rates_;       // with a shared store
   std::unique_ptr<internal::CapacityController> capacity_;  // with adaptive capacity
+  std::unique_ptr<internal::LatencyController> latency_;    // with the latency rule
 
   std::pair<Context, CancelFunc> background_;  // the context of Submit jobs
   // Starts and reports what decisions admitted or refused; the table's owner. Before the pool,

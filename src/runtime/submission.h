@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "core/latency_rule.h"
 #include "fairgate/job_options.h"
 #include "fairgate/scheduler.h"
 #include "fairgate/status.h"
@@ -65,9 +66,19 @@ class Submission {
   // The service's next due time may have moved earlier: the timer asks every service again.
   virtual void WakeTimer() = 0;
 
-  // Adaptive capacity (capacity_controller.h): sets the global cap in force to
-  // `next(current, work_waiting)`, in one decision; a cap that grew admits what it has room for.
-  virtual void ChangeCapacity(const std::function<int(int current, bool work_waiting)>& next) = 0;
+  // What a rule that moves the global cap reads, in one decision.
+  struct CapacityInputs {
+    int current = 0;            // the cap in force
+    bool work_waiting = false;  // whether jobs wait for admission
+    double now = 0;             // the scheduler's clock, as the runs' times are
+    // With the latency rule (RuleOptions::latency_capacity): the measured runs completed since
+    // the last call (at most AdmissionTable::kMaxRunSamples of them); else empty.
+    std::vector<core::RunSample> runs;
+  };
+  // Adaptive capacity and the latency rule (capacity_controller.h, latency_controller.h): sets
+  // the global cap in force to `next(inputs)`, in one decision; a cap that grew admits what it has
+  // room for.
+  virtual void ChangeCapacity(const std::function<int(const CapacityInputs&)>& next) = 0;
   // Adaptive capacity could not read its signal: counted in the metrics.
   virtual void CountCapacitySignalFailed() = 0;
 

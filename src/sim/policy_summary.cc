@@ -1,6 +1,7 @@
 #include "sim/policy_summary.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -36,9 +37,14 @@ PolicySummary SummarizePolicy(const Trace& trace, const SimResult& result) {
   for (const auto& [name, config] : trace.types) s.types.push_back({name, Waits{}});
   std::map<std::string, Waits> keys, groups;
   double busy = 0;
+  std::vector<double> slowdowns;
   for (std::size_t i = 0; i < result.jobs.size(); ++i) {
     const TraceJob& job = result.jobs[i];
     const JobOutcome& o = result.outcomes[i];
+    if (o.done_at && *o.done_at <= s.end) {
+      ++s.done;
+      if (job.duration > 0) slowdowns.push_back((*o.done_at - *o.admitted_at) / job.duration);
+    }
     if (job.arrival > s.end) continue;
     if (o.expired_at) continue;  // left the queue at its limit: no wait to compare
     const bool waiting = !o.admitted_at;
@@ -71,6 +77,18 @@ PolicySummary SummarizePolicy(const Trace& trace, const SimResult& result) {
     }
   }
   s.utilisation = offered > 0 ? busy / offered : 0;
+  s.machine = trace.cores.has_value();
+  if (s.end > 0) s.done_per_second = static_cast<double>(s.done) / s.end;
+  if (!slowdowns.empty()) {
+    std::sort(slowdowns.begin(), slowdowns.end());
+    auto rank = [&](double p) {
+      const auto at =
+          static_cast<std::size_t>(std::ceil(p * static_cast<double>(slowdowns.size())));
+      return slowdowns[std::max<std::size_t>(at, 1) - 1];
+    };
+    s.slowdown_p50 = rank(0.5);
+    s.slowdown_p99 = rank(0.99);
+  }
   std::size_t heaviest = 0;
   for (auto& [key, waits] : keys) {
     Finish(waits);
@@ -102,6 +120,11 @@ std::string FormatSummary(const PolicySummary& s) {
   absl::StrAppend(&out, "  longest mean wait of a light key: ",
                   s.has_light_keys ? absl::StrFormat("%.2f", s.light_key_wait) : "-", "\n");
   absl::StrAppend(&out, absl::StrFormat("  utilisation %.3f, lost %d\n", s.utilisation, s.lost));
+  if (s.machine) {
+    absl::StrAppend(
+        &out, absl::StrFormat("  done %d (%.2f per second), slowdown p50 %.2f, p99 %.2f\n", s.done,
+                              s.done_per_second, s.slowdown_p50, s.slowdown_p99));
+  }
   return out;
 }
 

@@ -34,6 +34,13 @@ struct PolicySummary {
   double light_key_wait = 0;
   bool has_light_keys = false;
   std::size_t lost = 0;
+  // With a machine (Trace::cores): the jobs done by the end, per second of it, and how much
+  // slower than their duration they ran (run time / duration, of the jobs done with a duration
+  // above 0; nearest rank): what a rule that moves the cap trades.
+  bool machine = false;
+  std::size_t done = 0;
+  double done_per_second = 0;
+  double slowdown_p50 = 0, slowdown_p99 = 0;
 };
 
 PolicySummary SummarizePolicy(const Trace& trace, const SimResult& result);

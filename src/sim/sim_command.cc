@@ -114,8 +114,10 @@ int RunSimCommand(const std::vector<std::string>& traces, const SimOutputs& outp
         << trace->options.rule.max_concurrency << ")\n"
         << FormatKeyTable(*result);
     if (outputs.summary) out << FormatSummary(SummarizePolicy(*trace, *result));
-    if (!result->capacity_changes.empty()) {  // adaptive capacity: where the cap went, and when
-      out << "  capacity (from " << trace->options.rule.max_concurrency << "):";
+    if (!result->capacity_changes.empty()) {  // a rule that moves the cap: where it went, and when
+      const std::optional<LatencyCapacity>& latency = trace->options.rule.latency_capacity;
+      out << "  capacity (from " << (latency ? latency->min : trace->options.rule.max_concurrency)
+          << "):";
       const char* separator = " ";
       for (const auto& [t, capacity] : result->capacity_changes) {
         out << separator << capacity << " at " << FormatNumber(t);

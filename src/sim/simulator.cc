@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "core/admission_core.h"
 #include "core/join_points.h"
+#include "core/latency_rule.h"
 #include "nlohmann/json.hpp"
 #include "runtime/admission_evidence.h"
 
@@ -54,7 +55,11 @@ const JobTypeConfig& ConfigOf(const Trace& trace, const std::string& type) {
 class Simulation {
  public:
   Simulation(const Trace& trace, bool with_evidence, core::AdmissionCore& core)
-      : trace_(trace), with_evidence_(with_evidence), core_(core) {}
+      : trace_(trace), with_evidence_(with_evidence), core_(core) {
+    if (const std::optional<LatencyCapacity>& rule = trace.options.rule.latency_capacity) {
+      latency_.emplace(*rule, trace.options.rule.max_concurrency);
+    }
+  }
 
   StatusOr<SimResult> Run() {
     Prepare();
@@ -156,19 +161,27 @@ class Simulation {
 
   double MemoryOf(const std::string& type) const { return TypeMemoryOf(trace_, type); }
 
-  // Adaptive capacity: the k-th interval ends at k * interval (a product, not a sum of k
-  // intervals, which drifts).
+  // Adaptive capacity and the latency rule: the k-th interval ends at k * interval (a product,
+  // not a sum of k intervals, which drifts).
   double TickAt(std::int64_t k) const {
-    const std::optional<AdaptiveCapacity>& adaptive = trace_.options.rule.adaptive_capacity;
-    return adaptive ? static_cast<double>(k) * adaptive->interval.count()
-                    : std::numeric_limits<double>::infinity();
+    const RuleOptions& rule = trace_.options.rule;
+    if (rule.adaptive_capacity)
+      return static_cast<double>(k) * rule.adaptive_capacity->interval.count();
+    if (rule.latency_capacity)
+      return static_cast<double>(k) * rule.latency_capacity->interval.count();
+    return std::numeric_limits<double>::infinity();
   }
-  // With nothing else left to happen, nothing runs, so every later interval's pressure is 0:
-  // ticks go on only while the rule would still change the cap at that pressure (it raises it,
-  // by one, while jobs are pending and `low` is above 0), so they end, at max_concurrency at the
-  // latest.
+  // With nothing else left to happen, nothing runs, so every later interval's pressure is 0 and
+  // no job completes in it: ticks go on only while the rule would still change the cap (adaptive
+  // capacity raises it, by one, while jobs are pending and `low` is above 0; the latency rule
+  // only returns from a re-measurement), so they end, at max_concurrency at the latest.
   bool CapMayGrow() const {
     const std::optional<AdaptiveCapacity>& adaptive = trace_.options.rule.adaptive_capacity;
+    if (latency_) {
+      core::LatencyRule rule = *latency_;
+      return rule.Next(next_tick_, core_.capacity(), core_.pending_jobs() > 0, {}) !=
+             core_.capacity();
+    }
     return adaptive &&
            NextCapacityOfAll(*adaptive, core_.capacity(), trace_.options.rule.max_concurrency,
                              /*cpu=*/0.0, Readings(*adaptive, /*paging=*/0.0),
@@ -188,13 +201,21 @@ class Simulation {
   }
   // Adaptive capacity's rule, on the pressures of the interval that ends at `t`: CPU's, the time
   // during which the slots in use were more than the machine's cores, and memory's (Readings).
+  // The latency rule's instead: on the jobs completed in the interval (their run times, stretched
+  // by the machine).
   Status TickCapacity(double t) {
-    const AdaptiveCapacity& adaptive = *trace_.options.rule.adaptive_capacity;
-    const double interval = adaptive.interval.count();
     const int current = core_.capacity();
-    const int capacity = NextCapacityOfAll(
-        adaptive, current, trace_.options.rule.max_concurrency, overloaded_ / interval,
-        Readings(adaptive, paging_ / interval), core_.pending_jobs() > 0);
+    int capacity;
+    if (latency_) {
+      capacity = latency_->Next(t, current, core_.pending_jobs() > 0, completed_runs_);
+      completed_runs_.clear();
+    } else {
+      const AdaptiveCapacity& adaptive = *trace_.options.rule.adaptive_capacity;
+      const double interval = adaptive.interval.count();
+      capacity = NextCapacityOfAll(adaptive, current, trace_.options.rule.max_concurrency,
+                                   overloaded_ / interval, Readings(adaptive, paging_ / interval),
+                                   core_.pending_jobs() > 0);
+    }
     if (capacity != current) {
       if (Status s = core_.SetCapacity(capacity); !s.ok()) return s;
       result_.capacity_changes.emplace_back(t, capacity);
@@ -347,6 +368,10 @@ class Simulation {
       }
       const std::vector<std::size_t> calls = std::move(live_[done.ticket.slot].calls);
       if (Status s = core_.Complete(done.ticket, done.run_time, t); !s.ok()) return s;
+      if (latency_) {
+        completed_runs_.push_back({result_.jobs[done.job].type,
+                                   *result_.outcomes[calls.front()].admitted_at, done.run_time});
+      }
       slots_running_ -= ConfigOf(trace_, result_.jobs[done.job].type).slots;
       memory_running_ -= MemoryOf(result_.jobs[done.job].type);
       result_.events.push_back({t, SimEvent::Kind::kDone, calls.front()});
@@ -419,6 +444,10 @@ class Simulation {
   double memory_running_ = 0;
   double paging_ = 0;
   std::int64_t ticks_ = 0;
+  // With the latency rule (RuleOptions::latency_capacity): the rule and the runs completed since
+  // its last interval ended.
+  std::optional<core::LatencyRule> latency_;
+  std::vector<core::RunSample> completed_runs_;
   double next_tick_ = std::numeric_limits<double>::infinity();
 };
 

@@ -340,6 +340,26 @@ StatusOr<AdaptiveCapacity> ParseAdaptiveCapacity(const Json& value, const std::s
   return rule;
 }
 
+StatusOr<LatencyCapacity> ParseLatencyCapacity(const Json& value, const std::string& where,
+                                               int capacity) {
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
+  }
+  ObjectReader r(value, where);
+  if (Status s = r.OnlyFields({"min", "interval", "remeasure_every"}); !s.ok()) return s;
+  LatencyCapacity rule;
+  FAIRGATE_ASSIGN_OR_RETURN(min, r.Integer("min", false, 1));
+  FAIRGATE_ASSIGN_OR_RETURN(interval, r.Number("interval", false));
+  FAIRGATE_ASSIGN_OR_RETURN(remeasure_every, r.Integer("remeasure_every", false, 2));
+  rule.min = min.value_or(rule.min);
+  rule.interval = Seconds(interval.value_or(rule.interval.count()));
+  rule.remeasure_every = remeasure_every.value_or(rule.remeasure_every);
+  if (Status s = ValidateLatencyCapacity(rule, capacity); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
+  }
+  return rule;
+}
+
 // A job's type must be one of the trace's, and its id must not be empty.
 Status CheckTypeAndId(const ObjectReader& r, const Trace& trace, const std::string& type,
                       const std::string& id) {
@@ -614,6 +634,19 @@ Status ParseRuleFields(const ObjectReader& r, const std::string& file, Trace& tr
                               ParseAdaptiveCapacity(*adaptive, where, *capacity, trace.memory));
     trace.options.rule.adaptive_capacity = rule;
   }
+  if (const Json* latency = r.Get("latency_capacity")) {
+    const std::string where = absl::StrCat(file, ": latency_capacity");
+    if (!trace.cores) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": needs a machine (its slowdown is the signal)"));
+    }
+    if (trace.options.rule.adaptive_capacity) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": not with adaptive_capacity (one rule moves the cap)"));
+    }
+    FAIRGATE_ASSIGN_OR_RETURN(rule, ParseLatencyCapacity(*latency, where, *capacity));
+    trace.options.rule.latency_capacity = rule;
+  }
   FAIRGATE_ASSIGN_OR_RETURN(shortest_first, r.Bool("shortest_first"));
   trace.options.rule.shortest_first = shortest_first.value_or(false);
   FAIRGATE_ASSIGN_OR_RETURN(sjf_aging, r.Number("shortest_first_aging", false));
@@ -772,6 +805,7 @@ StatusOr<Trace> ParseTrace(std::string_view text, std::string_view file_view) {
                                "pauses",
                                "machine",
                                "adaptive_capacity",
+                               "latency_capacity",
                                "shortest_first_aging",
                                "periodic",
                                "workers",

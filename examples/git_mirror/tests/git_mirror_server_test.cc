@@ -578,6 +578,8 @@ TEST_CASE("GitMirror.Gate.BadConfigurationsAreRefused") {
         GateConfig{.client_max_running = -1},
         GateConfig{.client_max_running = 1, .client_min_running = 2},
         GateConfig{.adaptive_min = -1}, GateConfig{.capacity = 2, .adaptive_min = 3},
+        GateConfig{.latency_min = -1}, GateConfig{.capacity = 2, .latency_min = 3},
+        GateConfig{.capacity = 4, .adaptive_min = 1, .latency_min = 1},
         GateConfig{.client_rate = -1}, GateConfig{.client_rate = 1, .client_burst = 0.5},
         GateConfig{.rate = std::nan("")}}) {
     CHECK(MakeFairgateGate(c).status().code() == absl::StatusCode::kInvalidArgument);
@@ -587,6 +589,10 @@ TEST_CASE("GitMirror.Gate.BadConfigurationsAreRefused") {
   auto adaptive = MakeFairgateGate(GateConfig{.capacity = 4, .adaptive_min = 1});
   REQUIRE_MESSAGE(adaptive.ok(), adaptive.status().message());
   CHECK((*adaptive)->DebugState()["capacity"] == 4);
+  // The latency rule's cap starts at its minimum.
+  auto latency = MakeFairgateGate(GateConfig{.capacity = 4, .latency_min = 2});
+  REQUIRE_MESSAGE(latency.ok(), latency.status().message());
+  CHECK((*latency)->DebugState()["capacity"] == 2);
   CHECK(MakeFifoGate(GateConfig{.capacity = 0}).status().code() ==
         absl::StatusCode::kInvalidArgument);
 }
