@@ -72,6 +72,16 @@ if grep -q "fairgate::core::\|fairgate::internal::" <<<"$exported"; then
   fail "libfairgate exports internals: $(grep -m3 "fairgate::core::\|fairgate::internal::" <<<"$exported")"
 fi
 echo "libfairgate.so.$version: $(grep -c " T " <<<"$exported") functions exported, $(stat -c %s "$so") bytes"
+# The C interface (fairgate/c.h): its own SONAME, and its C functions alone exported.
+c_so=$work/unpacked/usr/lib/$multiarch/libfairgate_c.so.$version
+[[ -f $c_so ]] || fail "fairgate lacks libfairgate_c.so.$version"
+readelf -d "$c_so" | grep -q "SONAME.*\[libfairgate_c.so.0\]" || fail "libfairgate_c's SONAME is not libfairgate_c.so.0"
+c_functions=$(nm -D --defined-only "$c_so" | awk '$2 == "T" {print $3}')
+grep -qx "fairgate_scheduler_create" <<<"$c_functions" || fail "libfairgate_c does not export fairgate_scheduler_create"
+if grep -v "^fairgate_" <<<"$c_functions" | grep -q .; then
+  fail "libfairgate_c exports more than fairgate_*: $(grep -v "^fairgate_" <<<"$c_functions" | head -3)"
+fi
+contents "$dev" | grep -qx "./usr/include/fairgate/c.h" || fail "fairgate-dev lacks fairgate/c.h"
 
 # Installed on the machine, and used.
 "${as_root[@]}" dpkg -i "$lib" "$dev" "$tools" >/dev/null

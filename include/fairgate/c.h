@@ -1,0 +1,249 @@
+/* fairgate/c.h: fairgate's C interface, for C programs and for other languages' bindings.
+ *
+ * A C99 interface over the C++ library, in its own shared library (libfairgate_c.so, target
+ * fairgate::c), with the same meaning as the C++ calls it names; their headers say the rest.
+ *
+ * Handles. Every object is an opaque pointer made by one call and ended by one other:
+ * fairgate_scheduler_create / fairgate_scheduler_destroy, a fairgate_permit by an admission /
+ * fairgate_permit_release, a fairgate_pending by fairgate_acquire / fairgate_pending_free. A
+ * handle is never freed for you, and a freed one is not touched again.
+ *
+ * Errors. A call that can fail returns a fairgate_code (FAIRGATE_OK, or the code of the C++
+ * Status: the values are absl's) and, when `error` is not NULL and the call failed, sets *error to
+ * a message naming what was wrong (a string the caller frees with fairgate_free); on success
+ * *error is left alone.
+ *
+ * Strings. Every string passed in (names, messages) is copied before the call returns; the
+ * caller keeps its own. A string returned (fairgate_snapshot_json, fairgate_metrics_text, *error)
+ * is the caller's, freed with fairgate_free. A message passed to a callback is valid during the
+ * callback only.
+ *
+ * Callbacks. Each has a `void* user` given with it, passed back unchanged. They run, as the C++
+ * ones do, on the thread that made the decision: inside the call itself (an acquire admitted at
+ * once), inside whatever freed a slot (a permit's release, a job's return), on the scheduler's
+ * timer (a deadline, a lowered cap raised again), or on a pool thread (a submitted job's body). A
+ * callback must be quick, must not block, and may call the scheduler (release its permit,
+ * acquire again) but must not destroy it. A permit callback and a done callback are called
+ * exactly once for each call that returned FAIRGATE_OK; none for a call that failed.
+ *
+ * Shutdown. fairgate_scheduler_shutdown stops taking calls (later ones fail with
+ * FAIRGATE_UNAVAILABLE), calls every pending acquire's callback and every queued job's done
+ * callback with FAIRGATE_CANCELLED, cancels the running jobs' contexts, and returns once they have
+ * all returned and every permit has been released; fairgate_scheduler_destroy shuts down first if
+ * that was not done. So every callback has been called when destroy returns, and none after.
+ *
+ * Thread safety: every call may be made from any thread at once, except that a handle is not used
+ * after (or while) it is freed.
+ */
+#ifndef FAIRGATE_C_H_
+#define FAIRGATE_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(FAIRGATE_C_BUILDING)
+#define FAIRGATE_C_EXPORT __attribute__((visibility("default")))
+#else
+#define FAIRGATE_C_EXPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The codes of absl::StatusCode, which the C++ library's Status carries. */
+typedef enum fairgate_code {
+  FAIRGATE_OK = 0,
+  FAIRGATE_CANCELLED = 1,
+  FAIRGATE_UNKNOWN = 2,
+  FAIRGATE_INVALID_ARGUMENT = 3,
+  FAIRGATE_DEADLINE_EXCEEDED = 4,
+  FAIRGATE_NOT_FOUND = 5,
+  FAIRGATE_ALREADY_EXISTS = 6,
+  FAIRGATE_PERMISSION_DENIED = 7,
+  FAIRGATE_RESOURCE_EXHAUSTED = 8,
+  FAIRGATE_FAILED_PRECONDITION = 9,
+  FAIRGATE_ABORTED = 10,
+  FAIRGATE_OUT_OF_RANGE = 11,
+  FAIRGATE_UNIMPLEMENTED = 12,
+  FAIRGATE_INTERNAL = 13,
+  FAIRGATE_UNAVAILABLE = 14,
+  FAIRGATE_DATA_LOSS = 15,
+  FAIRGATE_UNAUTHENTICATED = 16
+} fairgate_code;
+
+typedef struct fairgate_scheduler fairgate_scheduler;
+typedef struct fairgate_permit fairgate_permit;
+typedef struct fairgate_pending fairgate_pending;
+typedef struct fairgate_context fairgate_context;
+
+/* Frees a string fairgate returned (NULL: nothing). */
+FAIRGATE_C_EXPORT void fairgate_free(char* string);
+
+/* --- Options (fairgate/options.h, fairgate/rule_options.h). The structs are flat and versioned:
+ * fill one with its _init function, which sets `version` and every field's default, then change
+ * the fields you mean. A later version adds fields at the end; a struct of an earlier version is
+ * still read as it was. */
+#define FAIRGATE_OPTIONS_VERSION 1
+typedef struct fairgate_options {
+  uint32_t version;
+  int seed_mode;               /* 1: SchedulerOptions::Seed() (the original rule), else Default() */
+  int max_concurrency;         /* RuleOptions::max_concurrency */
+  double alpha;                /* RuleOptions::alpha */
+  int reconcile;               /* RuleOptions::reconcile (0 or 1) */
+  int idle_catch_up;           /* RuleOptions::idle_catch_up (0 or 1) */
+  double key_ttl_seconds;      /* RuleOptions::key_ttl */
+  double estimate_ttl_seconds; /* RuleOptions::estimate_ttl */
+  size_t max_pending_total;    /* RuleOptions::max_pending_total; 0: no limit */
+  size_t max_pending_per_key;  /* RuleOptions::max_pending_per_key; 0: no limit */
+  int latency_capacity_min;    /* RuleOptions::latency_capacity: 0 off, else its min */
+  double rate_per_second;      /* RuleOptions::rate_limit.per_second; 0: no limit */
+  double rate_burst;           /* RuleOptions::rate_limit.burst */
+  int worker_threads;          /* RuntimeOptions::worker_threads; 0: max_concurrency */
+} fairgate_options;
+FAIRGATE_C_EXPORT void fairgate_options_init(fairgate_options* options);
+
+/* Creates a scheduler (Scheduler::Create); NULL with *error (and the code in *code when not
+ * NULL) on bad options. */
+FAIRGATE_C_EXPORT fairgate_scheduler* fairgate_scheduler_create(const fairgate_options* options,
+                                                                fairgate_code* code, char** error);
+/* Shuts down (see the header comment), waiting at most `timeout_seconds` (< 0: for ever);
+ * FAIRGATE_DEADLINE_EXCEEDED when jobs still ran then (they are cancelled; destroy waits for
+ * them). */
+FAIRGATE_C_EXPORT fairgate_code fairgate_scheduler_shutdown(fairgate_scheduler* scheduler,
+                                                            double timeout_seconds, char** error);
+/* Shuts down if not yet, waits for every job and permit, and frees the scheduler. A permit still
+ * held must be released by another thread meanwhile, or this never returns. */
+FAIRGATE_C_EXPORT void fairgate_scheduler_destroy(fairgate_scheduler* scheduler);
+
+/* --- Types (fairgate/job_type.h). */
+#define FAIRGATE_TYPE_CONFIG_VERSION 1
+typedef enum fairgate_coalesce {
+  FAIRGATE_COALESCE_OFF = 0,
+  FAIRGATE_COALESCE_JOIN = 1,
+  FAIRGATE_COALESCE_SUPERSEDE = 2
+} fairgate_coalesce;
+typedef struct fairgate_type_config {
+  uint32_t version;
+  double default_cost;
+  int max_concurrency;        /* 0: JobTypeConfig::kNoLimit */
+  const char* conflict_group; /* NULL or "": none */
+  int conflict_limit;
+  int priority;
+  int slots;
+  int shortest_first;            /* 0 or 1 */
+  double max_queue_wait_seconds; /* 0: no limit */
+  fairgate_coalesce coalesce;
+  const char* const* tags; /* `tag_count` strings */
+  size_t tag_count;
+  double rate_per_second; /* JobTypeConfig::rate_limit; 0: no limit */
+  double rate_burst;
+  int refuse_without_token; /* 0 or 1 */
+} fairgate_type_config;
+FAIRGATE_C_EXPORT void fairgate_type_config_init(fairgate_type_config* config);
+FAIRGATE_C_EXPORT fairgate_code fairgate_register_type(fairgate_scheduler* scheduler,
+                                                       const char* name,
+                                                       const fairgate_type_config* config,
+                                                       char** error);
+
+/* --- A job's name (fairgate/job_name.h) and its cost hint (JobOptions::cost): a cost < 0 is
+ * none. Every job call takes them. */
+typedef struct fairgate_job {
+  const char* type;
+  const char* id;
+  const char* fairness_key;
+  double cost;
+} fairgate_job;
+
+/* --- Acquire (Scheduler::Acquire): never blocks. `on_admitted` is called exactly once when the
+ * call returned FAIRGATE_OK: with a permit (the job runs until fairgate_permit_release) and
+ * FAIRGATE_OK, or with NULL and why it will not run (FAIRGATE_CANCELLED: cancelled or shut down;
+ * FAIRGATE_DEADLINE_EXCEEDED: the type's max_queue_wait). When `pending` is not NULL, *pending is
+ * a handle to cancel the wait with, freed by the caller with fairgate_pending_free (after or
+ * before the callback: either order). */
+typedef void (*fairgate_permit_callback)(void* user, fairgate_permit* permit, fairgate_code code,
+                                         const char* message);
+FAIRGATE_C_EXPORT fairgate_code fairgate_acquire(fairgate_scheduler* scheduler,
+                                                 const fairgate_job* job,
+                                                 fairgate_permit_callback on_admitted, void* user,
+                                                 fairgate_pending** pending, char** error);
+/* Cancels the wait if the job is still pending (its callback then gets FAIRGATE_CANCELLED);
+ * nothing once it was admitted or refused. Idempotent. */
+FAIRGATE_C_EXPORT void fairgate_pending_cancel(fairgate_pending* pending);
+FAIRGATE_C_EXPORT void fairgate_pending_free(fairgate_pending* pending);
+/* Admitted at once or not at all: FAIRGATE_OK and *permit, or FAIRGATE_RESOURCE_EXHAUSTED when
+ * the job would have to wait (it is not queued), or the refusal Acquire would return. */
+FAIRGATE_C_EXPORT fairgate_code fairgate_try_acquire(fairgate_scheduler* scheduler,
+                                                     const fairgate_job* job,
+                                                     fairgate_permit** permit, char** error);
+/* With workers (fairgate/worker.h): the worker the job was admitted onto, a copy the caller frees
+ * with fairgate_free; "" without workers. */
+FAIRGATE_C_EXPORT char* fairgate_permit_worker(const fairgate_permit* permit);
+/* Completes the permit's job with `code` (and `message`, NULL for none; ignored with
+ * FAIRGATE_OK) and frees the permit. */
+FAIRGATE_C_EXPORT void fairgate_permit_release(fairgate_permit* permit, fairgate_code code,
+                                               const char* message);
+
+/* --- Submit (Scheduler::Submit): queues a background job whose body is `run`, called once on a
+ * pool thread when the job is admitted; what it returns is the job's status (with *error, a
+ * message it allocated with malloc, or left NULL). `done` (may be NULL) is called exactly once
+ * with that status, FAIRGATE_CANCELLED (shutdown) or FAIRGATE_DEADLINE_EXCEEDED (max_queue_wait).
+ * `ctx` is valid during `run`: fairgate_context_done says when the job should stop early. */
+typedef fairgate_code (*fairgate_job_fn)(void* user, const fairgate_context* ctx, char** error);
+typedef void (*fairgate_done_fn)(void* user, fairgate_code code, const char* message);
+FAIRGATE_C_EXPORT fairgate_code fairgate_submit(fairgate_scheduler* scheduler,
+                                                const fairgate_job* job, fairgate_job_fn run,
+                                                fairgate_done_fn done, void* user, char** error);
+/* 1 once the job's context is done (cancelled, shut down), else 0. */
+FAIRGATE_C_EXPORT int fairgate_context_done(const fairgate_context* ctx);
+
+/* --- Keys (Scheduler::Charge, SetKeyWeight, SetKeyLimits; fairgate/key_limits.h). */
+FAIRGATE_C_EXPORT fairgate_code fairgate_charge(fairgate_scheduler* scheduler,
+                                                const char* fairness_key, double cost,
+                                                char** error);
+FAIRGATE_C_EXPORT fairgate_code fairgate_set_key_weight(fairgate_scheduler* scheduler,
+                                                        const char* fairness_key, double weight,
+                                                        char** error);
+typedef struct fairgate_key_limits {
+  int max_running; /* 0: KeyLimits::kNoLimit */
+  int min_running;
+  double rate_per_second; /* 0: no limit */
+  double rate_burst;      /* 0: 1 */
+  int rate_per_weight;    /* 0 or 1 */
+} fairgate_key_limits;
+FAIRGATE_C_EXPORT fairgate_code fairgate_set_key_limits(fairgate_scheduler* scheduler,
+                                                        const char* fairness_key,
+                                                        const fairgate_key_limits* limits,
+                                                        char** error);
+/* 1 and *cost when the key is tracked, else 0. */
+FAIRGATE_C_EXPORT int fairgate_accumulated_cost(fairgate_scheduler* scheduler,
+                                                const char* fairness_key, double* cost);
+
+/* --- Workers (fairgate/worker.h): Scheduler::AddWorker, RemoveWorker. */
+FAIRGATE_C_EXPORT fairgate_code fairgate_add_worker(fairgate_scheduler* scheduler, const char* name,
+                                                    int slots, const char* const* types,
+                                                    size_t type_count, const char* const* tags,
+                                                    size_t tag_count, char** error);
+FAIRGATE_C_EXPORT fairgate_code fairgate_remove_worker(fairgate_scheduler* scheduler,
+                                                       const char* name, char** error);
+
+/* --- Pause and resume (Scheduler::PauseType, ResumeType, PauseKey, ResumeKey). */
+FAIRGATE_C_EXPORT fairgate_code fairgate_pause_type(fairgate_scheduler* scheduler, const char* type,
+                                                    char** error);
+FAIRGATE_C_EXPORT fairgate_code fairgate_resume_type(fairgate_scheduler* scheduler,
+                                                     const char* type, char** error);
+FAIRGATE_C_EXPORT fairgate_code fairgate_pause_key(fairgate_scheduler* scheduler,
+                                                   const char* fairness_key, char** error);
+FAIRGATE_C_EXPORT fairgate_code fairgate_resume_key(fairgate_scheduler* scheduler,
+                                                    const char* fairness_key, char** error);
+
+/* --- What it is doing: the snapshot as JSON (fairgate/snapshot.h, ToJson) and the metrics in
+ * Prometheus' text format (Scheduler::WriteMetrics). The caller frees either with fairgate_free. */
+FAIRGATE_C_EXPORT char* fairgate_snapshot_json(fairgate_scheduler* scheduler);
+FAIRGATE_C_EXPORT char* fairgate_metrics_text(fairgate_scheduler* scheduler);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FAIRGATE_C_H_ */

@@ -1,0 +1,467 @@
+// fairgate/c.h over the C++ library: each C call converts its arguments, calls the C++ one and
+// converts the answer; no exception crosses the C boundary (one that would is
+// FAIRGATE_INTERNAL, or for a call with no status to return, a message on stderr and abort).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "fairgate/c.h"
+#include "fairgate/options.h"
+#include "fairgate/scheduler.h"
+#include "fairgate/snapshot.h"
+
+struct fairgate_scheduler {
+  std::unique_ptr<fairgate::Scheduler> impl;
+};
+
+struct fairgate_permit {
+  fairgate::Permit permit;
+};
+
+struct fairgate_context {
+  const fairgate::Context* ctx;
+};
+
+namespace {
+
+using fairgate::Status;
+
+// An Acquire's wait, shared by its handle and its callback.
+struct AcquireState {
+  fairgate::CancelFunc cancel;
+};
+
+char* Copy(std::string_view text) {
+  char* out = static_cast<char*>(std::malloc(text.size() + 1));
+  if (out == nullptr) return nullptr;
+  if (!text.empty())
+    std::memcpy(out, text.data(), text.size());  // an empty view's data may be null
+  out[text.size()] = '\0';
+  return out;
+}
+
+fairgate_code CodeOf(const Status& status) {
+  return static_cast<fairgate_code>(static_cast<int>(status.code()));
+}
+
+// `status` as the C call's answer: its code, and its message into *error when it failed.
+fairgate_code Answer(const Status& status, char** error) {
+  if (!status.ok() && error != nullptr) *error = Copy(std::string(status.message()));
+  return CodeOf(status);
+}
+
+// A C code and message as a Status; an unknown code is Unknown.
+Status StatusOf(fairgate_code code, const char* message) {
+  if (code == FAIRGATE_OK) return absl::OkStatus();
+  const int value = static_cast<int>(code);
+  const absl::StatusCode status_code =
+      value > 0 && value <= 16 ? static_cast<absl::StatusCode>(value) : absl::StatusCode::kUnknown;
+  return Status(status_code, message == nullptr ? "" : message);
+}
+
+std::string_view View(const char* s) { return s == nullptr ? std::string_view() : s; }
+
+std::vector<std::string> Strings(const char* const* strings, size_t count) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < count; ++i) out.emplace_back(View(strings[i]));
+  return out;
+}
+
+// Runs `call` (returning a Status), turning an exception into FAIRGATE_INTERNAL.
+template <typename Call>
+fairgate_code Guarded(char** error, Call&& call) {
+  try {
+    return Answer(call(), error);
+  } catch (const std::exception& e) {
+    return Answer(absl::InternalError(std::string("fairgate's C interface: ") + e.what()), error);
+  } catch (...) {
+    return Answer(absl::InternalError("fairgate's C interface: an unknown exception"), error);
+  }
+}
+
+// For calls with nothing to return a failure through.
+[[noreturn]] void Abort(const char* what) {
+  std::fprintf(stderr, "fairgate: %s threw; aborting\n", what);
+  std::abort();
+}
+
+fairgate::JobName NameOf(const fairgate_job& job) {
+  return {fairgate::TypeName(View(job.type)), fairgate::JobId(View(job.id)),
+          fairgate::FairnessKey(View(job.fairness_key))};
+}
+
+fairgate::JobOptions OptionsOf(const fairgate_job& job) {
+  fairgate::JobOptions options;
+  if (job.cost >= 0) options.cost = job.cost;
+  return options;
+}
+
+Status NoJob(const fairgate_job* job) {
+  return job == nullptr ? absl::InvalidArgumentError("the job is NULL") : absl::OkStatus();
+}
+
+}  // namespace
+
+extern "C" {
+
+void fairgate_free(char* string) { std::free(string); }
+
+void fairgate_options_init(fairgate_options* options) {
+  const fairgate::SchedulerOptions defaults = fairgate::SchedulerOptions::Default();
+  const fairgate::RuleOptions& rule = defaults.rule;
+  *options = fairgate_options{};
+  options->version = FAIRGATE_OPTIONS_VERSION;
+  options->seed_mode = 0;
+  options->max_concurrency = rule.max_concurrency;
+  options->alpha = rule.alpha;
+  options->reconcile = rule.reconcile ? 1 : 0;
+  options->idle_catch_up = rule.idle_catch_up ? 1 : 0;
+  options->key_ttl_seconds = rule.key_ttl.count();
+  options->estimate_ttl_seconds = rule.estimate_ttl.count();
+  options->max_pending_total = 0;
+  options->max_pending_per_key = 0;
+  options->latency_capacity_min = 0;
+  options->rate_per_second = 0;
+  options->rate_burst = 1;
+  options->worker_threads = defaults.runtime.worker_threads;
+}
+
+fairgate_scheduler* fairgate_scheduler_create(const fairgate_options* c, fairgate_code* code,
+                                              char** error) {
+  fairgate_scheduler* out = nullptr;
+  const fairgate_code result = Guarded(error, [&]() -> Status {
+    if (c == nullptr) return absl::InvalidArgumentError("the options are NULL");
+    if (c->version != FAIRGATE_OPTIONS_VERSION) {
+      return absl::InvalidArgumentError(
+          "options.version must be FAIRGATE_OPTIONS_VERSION (1): "
+          "fill the options with fairgate_options_init");
+    }
+    fairgate::SchedulerOptions options =
+        c->seed_mode ? fairgate::SchedulerOptions::Seed() : fairgate::SchedulerOptions::Default();
+    fairgate::RuleOptions& rule = options.rule;
+    rule.max_concurrency = c->max_concurrency;
+    rule.alpha = c->alpha;
+    rule.reconcile = c->reconcile != 0;
+    rule.idle_catch_up = c->idle_catch_up != 0;
+    rule.key_ttl = fairgate::Seconds(c->key_ttl_seconds);
+    rule.estimate_ttl = fairgate::Seconds(c->estimate_ttl_seconds);
+    if (c->max_pending_total > 0) rule.max_pending_total = c->max_pending_total;
+    if (c->max_pending_per_key > 0) rule.max_pending_per_key = c->max_pending_per_key;
+    if (c->latency_capacity_min > 0) {
+      rule.latency_capacity = fairgate::LatencyCapacity{.min = c->latency_capacity_min};
+    }
+    rule.rate_limit = {c->rate_per_second, c->rate_burst};
+    options.runtime.worker_threads = c->worker_threads;
+    auto created = fairgate::Scheduler::Create(options);
+    if (!created.ok()) return created.status();
+    out = new fairgate_scheduler{*std::move(created)};
+    return absl::OkStatus();
+  });
+  if (code != nullptr) *code = result;
+  return out;
+}
+
+fairgate_code fairgate_scheduler_shutdown(fairgate_scheduler* scheduler, double timeout_seconds,
+                                          char** error) {
+  return Guarded(error, [&] {
+    if (timeout_seconds < 0) return scheduler->impl->Shutdown(fairgate::Context::Background());
+    auto [ctx, cancel] =
+        fairgate::WithTimeout(fairgate::Context::Background(),
+                              std::chrono::duration_cast<fairgate::Context::Clock::duration>(
+                                  fairgate::Seconds(timeout_seconds)));
+    Status status = scheduler->impl->Shutdown(ctx);
+    cancel();
+    return status;
+  });
+}
+
+void fairgate_scheduler_destroy(fairgate_scheduler* scheduler) {
+  try {
+    delete scheduler;  // the C++ destructor shuts down and waits
+  } catch (...) {
+    Abort("fairgate_scheduler_destroy");
+  }
+}
+
+void fairgate_type_config_init(fairgate_type_config* config) {
+  const fairgate::JobTypeConfig defaults;
+  *config = fairgate_type_config{};
+  config->version = FAIRGATE_TYPE_CONFIG_VERSION;
+  config->default_cost = defaults.default_cost;
+  config->max_concurrency = 0;
+  config->conflict_group = nullptr;
+  config->conflict_limit = defaults.conflict_limit;
+  config->priority = defaults.priority;
+  config->slots = defaults.slots;
+  config->shortest_first = 0;
+  config->max_queue_wait_seconds = 0;
+  config->coalesce = FAIRGATE_COALESCE_OFF;
+  config->tags = nullptr;
+  config->tag_count = 0;
+  config->rate_per_second = 0;
+  config->rate_burst = 1;
+  config->refuse_without_token = 0;
+}
+
+fairgate_code fairgate_register_type(fairgate_scheduler* scheduler, const char* name,
+                                     const fairgate_type_config* c, char** error) {
+  return Guarded(error, [&]() -> Status {
+    if (c == nullptr) return absl::InvalidArgumentError("the type config is NULL");
+    if (c->version != FAIRGATE_TYPE_CONFIG_VERSION) {
+      return absl::InvalidArgumentError(
+          "config.version must be FAIRGATE_TYPE_CONFIG_VERSION (1): fill the config with "
+          "fairgate_type_config_init");
+    }
+    if (c->coalesce < FAIRGATE_COALESCE_OFF || c->coalesce > FAIRGATE_COALESCE_SUPERSEDE) {
+      return absl::InvalidArgumentError("config.coalesce must be a fairgate_coalesce");
+    }
+    fairgate::JobTypeConfig config;
+    config.default_cost = c->default_cost;
+    config.max_concurrency =
+        c->max_concurrency == 0 ? fairgate::JobTypeConfig::kNoLimit : c->max_concurrency;
+    config.conflict_group = std::string(View(c->conflict_group));
+    config.conflict_limit = c->conflict_limit;
+    config.priority = c->priority;
+    config.slots = c->slots;
+    config.shortest_first = c->shortest_first != 0;
+    config.max_queue_wait = fairgate::Seconds(c->max_queue_wait_seconds);
+    config.coalesce = static_cast<fairgate::Coalesce>(c->coalesce);
+    config.tags = Strings(c->tags, c->tag_count);
+    config.rate_limit = {c->rate_per_second, c->rate_burst};
+    config.refuse_without_token = c->refuse_without_token != 0;
+    return scheduler->impl->RegisterType(View(name), config);
+  });
+}
+
+fairgate_code fairgate_acquire(fairgate_scheduler* scheduler, const fairgate_job* job,
+                               fairgate_permit_callback on_admitted, void* user,
+                               fairgate_pending** pending, char** error) {
+  return Guarded(error, [&]() -> Status {
+    if (Status s = NoJob(job); !s.ok()) return s;
+    if (on_admitted == nullptr) return absl::InvalidArgumentError("the callback is NULL");
+    auto [ctx, cancel] = fairgate::WithCancel(fairgate::Context::Background());
+    auto state = std::make_shared<AcquireState>();
+    state->cancel = cancel;
+    Status status = scheduler->impl->Acquire(
+        ctx, NameOf(*job),
+        [on_admitted, user](fairgate::StatusOr<fairgate::Permit> permit) {
+          if (permit.ok()) {
+            on_admitted(user, new fairgate_permit{*std::move(permit)}, FAIRGATE_OK, "");
+          } else {
+            const std::string message(permit.status().message());
+            on_admitted(user, nullptr, CodeOf(permit.status()), message.c_str());
+          }
+        },
+        OptionsOf(*job));
+    if (!status.ok()) {
+      cancel();
+      return status;
+    }
+    if (pending != nullptr) *pending = reinterpret_cast<fairgate_pending*>(new auto(state));
+    return absl::OkStatus();
+  });
+}
+
+void fairgate_pending_cancel(fairgate_pending* pending) {
+  if (pending == nullptr) return;
+  try {
+    (*reinterpret_cast<std::shared_ptr<AcquireState>*>(pending))->cancel();
+  } catch (...) {
+    Abort("fairgate_acquire_cancel");
+  }
+}
+
+void fairgate_pending_free(fairgate_pending* pending) {
+  delete reinterpret_cast<std::shared_ptr<AcquireState>*>(pending);
+}
+
+fairgate_code fairgate_try_acquire(fairgate_scheduler* scheduler, const fairgate_job* job,
+                                   fairgate_permit** permit, char** error) {
+  return Guarded(error, [&]() -> Status {
+    if (Status s = NoJob(job); !s.ok()) return s;
+    if (permit == nullptr) return absl::InvalidArgumentError("the permit pointer is NULL");
+    // Admitted inside Acquire itself, or not at all: cancelled at once when Acquire returns
+    // without a permit. One admitted in between (by another thread's release) is released
+    // unused.
+    struct Outcome {
+      std::mutex mutex;
+      bool gave_up = false;
+      std::optional<fairgate::Permit> permit;
+    };
+    auto outcome = std::make_shared<Outcome>();
+    auto [ctx, cancel] = fairgate::WithCancel(fairgate::Context::Background());
+    Status status = scheduler->impl->Acquire(
+        ctx, NameOf(*job),
+        [outcome](fairgate::StatusOr<fairgate::Permit> admitted) {
+          if (!admitted.ok()) return;
+          std::unique_lock lock(outcome->mutex);
+          if (outcome->gave_up) {
+            lock.unlock();
+            admitted->Release(absl::CancelledError("fairgate_try_acquire gave up before"));
+            return;
+          }
+          outcome->permit = *std::move(admitted);
+        },
+        OptionsOf(*job));
+    if (!status.ok()) {
+      cancel();
+      return status;
+    }
+    {
+      std::lock_guard lock(outcome->mutex);
+      if (outcome->permit) {
+        *permit = new fairgate_permit{*std::move(outcome->permit)};
+        cancel();
+        return absl::OkStatus();
+      }
+      outcome->gave_up = true;
+    }
+    cancel();
+    return absl::ResourceExhaustedError(
+        "the job is not admissible now (fairgate_try_acquire does not wait)");
+  });
+}
+
+void fairgate_permit_release(fairgate_permit* permit, fairgate_code code, const char* message) {
+  if (permit == nullptr) return;
+  try {
+    permit->permit.Release(StatusOf(code, message));
+    delete permit;
+  } catch (...) {
+    Abort("fairgate_permit_release");
+  }
+}
+
+fairgate_code fairgate_submit(fairgate_scheduler* scheduler, const fairgate_job* job,
+                              fairgate_job_fn run, fairgate_done_fn done, void* user,
+                              char** error) {
+  return Guarded(error, [&]() -> Status {
+    if (Status s = NoJob(job); !s.ok()) return s;
+    if (run == nullptr) return absl::InvalidArgumentError("the job's function is NULL");
+    fairgate::Scheduler::DoneCallback on_done;
+    if (done != nullptr) {
+      on_done = [done, user](const Status& status) {
+        const std::string message(status.message());
+        done(user, CodeOf(status), message.c_str());
+      };
+    }
+    return scheduler->impl->Submit(
+        NameOf(*job),
+        [run, user](const fairgate::Context& ctx) {
+          const fairgate_context context{&ctx};
+          char* message = nullptr;
+          const fairgate_code code = run(user, &context, &message);
+          Status status = StatusOf(code, message);
+          std::free(message);
+          return status;
+        },
+        std::move(on_done), OptionsOf(*job));
+  });
+}
+
+int fairgate_context_done(const fairgate_context* ctx) {
+  return ctx != nullptr && ctx->ctx->Done() ? 1 : 0;
+}
+
+fairgate_code fairgate_charge(fairgate_scheduler* scheduler, const char* fairness_key, double cost,
+                              char** error) {
+  return Guarded(error, [&] { return scheduler->impl->Charge(View(fairness_key), cost); });
+}
+
+fairgate_code fairgate_set_key_weight(fairgate_scheduler* scheduler, const char* fairness_key,
+                                      double weight, char** error) {
+  return Guarded(error, [&] { return scheduler->impl->SetKeyWeight(View(fairness_key), weight); });
+}
+
+fairgate_code fairgate_set_key_limits(fairgate_scheduler* scheduler, const char* fairness_key,
+                                      const fairgate_key_limits* c, char** error) {
+  return Guarded(error, [&]() -> Status {
+    if (c == nullptr) return absl::InvalidArgumentError("the limits are NULL");
+    fairgate::KeyLimits limits;
+    limits.max_running = c->max_running == 0 ? fairgate::KeyLimits::kNoLimit : c->max_running;
+    limits.min_running = c->min_running;
+    limits.rate_limit = {c->rate_per_second, c->rate_burst == 0 ? 1.0 : c->rate_burst};
+    limits.rate_per_weight = c->rate_per_weight != 0;
+    return scheduler->impl->SetKeyLimits(View(fairness_key), limits);
+  });
+}
+
+int fairgate_accumulated_cost(fairgate_scheduler* scheduler, const char* fairness_key,
+                              double* cost) {
+  try {
+    const std::optional<double> found = scheduler->impl->AccumulatedCost(View(fairness_key));
+    if (!found) return 0;
+    if (cost != nullptr) *cost = *found;
+    return 1;
+  } catch (...) {
+    Abort("fairgate_accumulated_cost");
+  }
+}
+
+fairgate_code fairgate_add_worker(fairgate_scheduler* scheduler, const char* name, int slots,
+                                  const char* const* types, size_t type_count,
+                                  const char* const* tags, size_t tag_count, char** error) {
+  return Guarded(error, [&] {
+    fairgate::WorkerConfig config;
+    config.slots = slots;
+    config.types = Strings(types, type_count);
+    config.tags = Strings(tags, tag_count);
+    return scheduler->impl->AddWorker(View(name), config);
+  });
+}
+
+fairgate_code fairgate_remove_worker(fairgate_scheduler* scheduler, const char* name,
+                                     char** error) {
+  return Guarded(error, [&] { return scheduler->impl->RemoveWorker(View(name)); });
+}
+
+fairgate_code fairgate_pause_type(fairgate_scheduler* scheduler, const char* type, char** error) {
+  return Guarded(error, [&] { return scheduler->impl->PauseType(View(type)); });
+}
+
+fairgate_code fairgate_resume_type(fairgate_scheduler* scheduler, const char* type, char** error) {
+  return Guarded(error, [&] { return scheduler->impl->ResumeType(View(type)); });
+}
+
+fairgate_code fairgate_pause_key(fairgate_scheduler* scheduler, const char* fairness_key,
+                                 char** error) {
+  return Guarded(error, [&] { return scheduler->impl->PauseKey(View(fairness_key)); });
+}
+
+fairgate_code fairgate_resume_key(fairgate_scheduler* scheduler, const char* fairness_key,
+                                  char** error) {
+  return Guarded(error, [&] { return scheduler->impl->ResumeKey(View(fairness_key)); });
+}
+
+char* fairgate_snapshot_json(fairgate_scheduler* scheduler) {
+  try {
+    return Copy(fairgate::ToJson(scheduler->impl->Snapshot()));
+  } catch (...) {
+    Abort("fairgate_snapshot_json");
+  }
+}
+
+char* fairgate_metrics_text(fairgate_scheduler* scheduler) {
+  try {
+    std::string text;
+    scheduler->impl->WriteMetrics(text);
+    return Copy(text);
+  } catch (...) {
+    Abort("fairgate_metrics_text");
+  }
+}
+
+char* fairgate_permit_worker(const fairgate_permit* permit) {
+  return Copy(permit == nullptr ? std::string_view() : permit->permit.Worker());
+}
+
+}  // extern "C"

@@ -1,0 +1,355 @@
+/* fairgate/c.h from C: every call's answer, the callbacks' promises (exactly once, on which
+ * thread, with what), and shutdown. Built as C99 with -Wall -Werror; run by CTest (label
+ * "runtime": under ThreadSanitizer too) and under AddressSanitizer. Waits are for the events
+ * checked, bounded (10 s), never for a time. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fairgate/c.h"
+
+static int failures = 0;
+
+#define CHECK(condition)                                                            \
+  do {                                                                              \
+    if (!(condition)) {                                                             \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #condition); \
+      ++failures;                                                                   \
+    }                                                                               \
+  } while (0)
+
+/* What callbacks saw, under one lock; `changed` is signalled on every change. */
+static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+
+typedef struct Acquired {
+  int calls;
+  fairgate_permit* permit;
+  fairgate_code code;
+  char message[256];
+  pthread_t thread;
+} Acquired;
+
+static void on_admitted(void* user, fairgate_permit* permit, fairgate_code code,
+                        const char* message) {
+  Acquired* acquired = (Acquired*)user;
+  pthread_mutex_lock(&mutex);
+  ++acquired->calls;
+  acquired->permit = permit;
+  acquired->code = code;
+  snprintf(acquired->message, sizeof acquired->message, "%s", message);
+  acquired->thread = pthread_self();
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mutex);
+}
+
+/* Waits until *counter >= target, at most 10 s; whether it got there. */
+static int wait_for(const int* counter, int target) {
+  struct timespec deadline;
+  int reached;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += 10;
+  pthread_mutex_lock(&mutex);
+  while (*counter < target) {
+    if (pthread_cond_timedwait(&changed, &mutex, &deadline) != 0) break;
+  }
+  reached = *counter >= target;
+  pthread_mutex_unlock(&mutex);
+  return reached;
+}
+
+static int read_locked(const int* counter) {
+  int value;
+  pthread_mutex_lock(&mutex);
+  value = *counter;
+  pthread_mutex_unlock(&mutex);
+  return value;
+}
+
+/* A submitted job: counts its runs; fails with its message when `fail` is set. */
+typedef struct Submitted {
+  int runs;
+  int done;
+  int fail;
+  fairgate_code code;
+  char message[256];
+} Submitted;
+
+static fairgate_code run_job(void* user, const fairgate_context* ctx, char** error) {
+  Submitted* job = (Submitted*)user;
+  CHECK(fairgate_context_done(ctx) == 0);
+  pthread_mutex_lock(&mutex);
+  ++job->runs;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mutex);
+  if (job->fail) {
+    *error = malloc(32);
+    strcpy(*error, "the repository is gone");
+    return FAIRGATE_FAILED_PRECONDITION;
+  }
+  return FAIRGATE_OK;
+}
+
+static void on_done(void* user, fairgate_code code, const char* message) {
+  Submitted* job = (Submitted*)user;
+  pthread_mutex_lock(&mutex);
+  ++job->done;
+  job->code = code;
+  snprintf(job->message, sizeof job->message, "%s", message);
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mutex);
+}
+
+static fairgate_job job_of(const char* type, const char* id, const char* key) {
+  fairgate_job job;
+  job.type = type;
+  job.id = id;
+  job.fairness_key = key;
+  job.cost = -1;
+  return job;
+}
+
+static void test_bad_options(void) {
+  fairgate_options options;
+  fairgate_code code = FAIRGATE_OK;
+  char* error = NULL;
+  fairgate_options_init(&options);
+  options.max_concurrency = 0;
+  CHECK(fairgate_scheduler_create(&options, &code, &error) == NULL);
+  CHECK(code == FAIRGATE_INVALID_ARGUMENT);
+  CHECK(error != NULL && strstr(error, "max_concurrency") != NULL);
+  fairgate_free(error);
+  error = NULL;
+  fairgate_options_init(&options);
+  options.version = 99;
+  CHECK(fairgate_scheduler_create(&options, &code, &error) == NULL);
+  CHECK(code == FAIRGATE_INVALID_ARGUMENT);
+  CHECK(error != NULL && strstr(error, "fairgate_options_init") != NULL);
+  fairgate_free(error);
+}
+
+static void test_scheduler(void) {
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_scheduler* scheduler;
+  fairgate_permit* first = NULL;
+  fairgate_permit* second = NULL;
+  fairgate_permit* third = NULL;
+  fairgate_pending* pending = NULL;
+  fairgate_job job;
+  fairgate_code code = FAIRGATE_UNKNOWN;
+  char* error = NULL;
+  char* text;
+  double cost = 0;
+  Acquired cancelled, heavy, light;
+  Submitted good, bad, late;
+  const char* types[] = {"clone"};
+  const char* tags[] = {"git"};
+
+  memset(&cancelled, 0, sizeof cancelled);
+  memset(&heavy, 0, sizeof heavy);
+  memset(&light, 0, sizeof light);
+  memset(&good, 0, sizeof good);
+  memset(&bad, 0, sizeof bad);
+  memset(&late, 0, sizeof late);
+  bad.fail = 1;
+
+  fairgate_options_init(&options);
+  options.max_concurrency = 2;
+  scheduler = fairgate_scheduler_create(&options, &code, &error);
+  CHECK(scheduler != NULL);
+  CHECK(code == FAIRGATE_OK);
+  if (scheduler == NULL) return;
+
+  /* Types: a clone tier of 2 slots; a second registration with another config is refused. */
+  fairgate_type_config_init(&config);
+  config.priority = 2;
+  config.max_concurrency = 2;
+  config.tags = tags;
+  config.tag_count = 1;
+  CHECK(fairgate_register_type(scheduler, "clone", &config, &error) == FAIRGATE_OK);
+  config.priority = 3;
+  CHECK(fairgate_register_type(scheduler, "clone", &config, &error) == FAIRGATE_ALREADY_EXISTS);
+  CHECK(error != NULL && strstr(error, "clone") != NULL);
+  fairgate_free(error);
+  error = NULL;
+  fairgate_type_config_init(&config);
+  config.slots = 0;
+  CHECK(fairgate_register_type(scheduler, "bad", &config, &error) == FAIRGATE_INVALID_ARGUMENT);
+  CHECK(error != NULL && strstr(error, "slots") != NULL);
+  fairgate_free(error);
+  error = NULL;
+  fairgate_type_config_init(&config);
+  config.priority = 2;
+  CHECK(fairgate_register_type(scheduler, "build", &config, &error) == FAIRGATE_OK);
+
+  /* try_acquire: two fit, the third would wait and is not queued. */
+  job = job_of("clone", "linux", "alice");
+  CHECK(fairgate_try_acquire(scheduler, &job, &first, &error) == FAIRGATE_OK);
+  CHECK(fairgate_try_acquire(scheduler, &job, &second, &error) == FAIRGATE_OK);
+  CHECK(fairgate_try_acquire(scheduler, &job, &third, &error) == FAIRGATE_RESOURCE_EXHAUSTED);
+  CHECK(third == NULL);
+  CHECK(error != NULL && strstr(error, "not admissible now") != NULL);
+  fairgate_free(error);
+  error = NULL;
+  job = job_of("nope", "x", "alice");
+  CHECK(fairgate_try_acquire(scheduler, &job, &third, &error) == FAIRGATE_NOT_FOUND);
+  fairgate_free(error);
+  error = NULL;
+
+  /* acquire while both slots are held: pending until cancelled, then told so exactly once. */
+  job = job_of("clone", "git", "alice");
+  CHECK(fairgate_acquire(scheduler, &job, on_admitted, &cancelled, &pending, &error) ==
+        FAIRGATE_OK);
+  CHECK(read_locked(&cancelled.calls) == 0);
+  fairgate_pending_cancel(pending);
+  CHECK(wait_for(&cancelled.calls, 1));
+  CHECK(cancelled.code == FAIRGATE_CANCELLED && cancelled.permit == NULL);
+  fairgate_pending_cancel(pending); /* idempotent */
+  fairgate_pending_free(pending);
+  CHECK(read_locked(&cancelled.calls) == 1);
+
+  /* Fairness: bob has been charged 100 and queues before carol; the slot a release frees goes
+   * to carol, the lighter key, and the next to bob. */
+  CHECK(fairgate_charge(scheduler, "bob", 100, &error) == FAIRGATE_OK);
+  CHECK(fairgate_accumulated_cost(scheduler, "bob", &cost) == 1 && cost == 100);
+  CHECK(fairgate_accumulated_cost(scheduler, "nobody", &cost) == 0);
+  job = job_of("clone", "linux", "bob");
+  CHECK(fairgate_acquire(scheduler, &job, on_admitted, &heavy, NULL, &error) == FAIRGATE_OK);
+  job = job_of("clone", "linux", "carol");
+  CHECK(fairgate_acquire(scheduler, &job, on_admitted, &light, NULL, &error) == FAIRGATE_OK);
+  fairgate_permit_release(first, FAIRGATE_OK, NULL);
+  /* Admitted inside the release, on this thread. */
+  CHECK(read_locked(&light.calls) == 1 && light.code == FAIRGATE_OK && light.permit != NULL);
+  CHECK(pthread_equal(light.thread, pthread_self()));
+  CHECK(read_locked(&heavy.calls) == 0);
+  text = fairgate_permit_worker(light.permit);
+  CHECK(text != NULL && strcmp(text, "") == 0); /* no workers */
+  fairgate_free(text);
+  fairgate_permit_release(second, FAIRGATE_INTERNAL, "it failed");
+  CHECK(wait_for(&heavy.calls, 1));
+  CHECK(heavy.code == FAIRGATE_OK && heavy.permit != NULL);
+  fairgate_permit_release(light.permit, FAIRGATE_OK, NULL);
+  fairgate_permit_release(heavy.permit, FAIRGATE_OK, NULL);
+
+  /* Keys: weights and limits, refused naming what is wrong. */
+  CHECK(fairgate_set_key_weight(scheduler, "bob", 2, &error) == FAIRGATE_OK);
+  CHECK(fairgate_set_key_weight(scheduler, "bob", -1, &error) == FAIRGATE_INVALID_ARGUMENT);
+  CHECK(error != NULL && strstr(error, "weight") != NULL);
+  fairgate_free(error);
+  error = NULL;
+  {
+    fairgate_key_limits limits;
+    memset(&limits, 0, sizeof limits);
+    limits.max_running = 1;
+    CHECK(fairgate_set_key_limits(scheduler, "bob", &limits, &error) == FAIRGATE_OK);
+    limits.min_running = 2;
+    CHECK(fairgate_set_key_limits(scheduler, "bob", &limits, &error) == FAIRGATE_INVALID_ARGUMENT);
+    fairgate_free(error);
+    error = NULL;
+  }
+
+  /* Pause: a paused type admits nothing; resumed, it does. */
+  CHECK(fairgate_pause_type(scheduler, "clone", &error) == FAIRGATE_OK);
+  job = job_of("clone", "linux", "dave");
+  CHECK(fairgate_try_acquire(scheduler, &job, &first, &error) == FAIRGATE_RESOURCE_EXHAUSTED);
+  fairgate_free(error);
+  error = NULL;
+  CHECK(fairgate_resume_type(scheduler, "clone", &error) == FAIRGATE_OK);
+  CHECK(fairgate_try_acquire(scheduler, &job, &first, &error) == FAIRGATE_OK);
+  fairgate_permit_release(first, FAIRGATE_OK, NULL);
+  CHECK(fairgate_pause_key(scheduler, "dave", &error) == FAIRGATE_OK);
+  CHECK(fairgate_resume_key(scheduler, "dave", &error) == FAIRGATE_OK);
+  CHECK(fairgate_resume_type(scheduler, "nope", &error) == FAIRGATE_NOT_FOUND);
+  fairgate_free(error);
+  error = NULL;
+
+  /* Submit: the body runs on a pool thread; done gets its status and message, once. */
+  job = job_of("build", "a", "alice");
+  CHECK(fairgate_submit(scheduler, &job, run_job, on_done, &good, &error) == FAIRGATE_OK);
+  job = job_of("build", "b", "alice");
+  CHECK(fairgate_submit(scheduler, &job, run_job, on_done, &bad, &error) == FAIRGATE_OK);
+  CHECK(wait_for(&good.done, 1));
+  CHECK(wait_for(&bad.done, 1));
+  CHECK(good.code == FAIRGATE_OK && good.runs == 1);
+  CHECK(bad.code == FAIRGATE_FAILED_PRECONDITION && bad.runs == 1);
+  CHECK(strcmp(bad.message, "the repository is gone") == 0);
+  CHECK(fairgate_submit(scheduler, &job, NULL, on_done, &bad, &error) == FAIRGATE_INVALID_ARGUMENT);
+  fairgate_free(error);
+  error = NULL;
+
+  /* Workers: added with the types and tags it serves; an unknown one cannot be removed. */
+  CHECK(fairgate_add_worker(scheduler, "w1", 2, types, 1, tags, 1, &error) == FAIRGATE_OK);
+  CHECK(fairgate_remove_worker(scheduler, "w2", &error) == FAIRGATE_NOT_FOUND);
+  fairgate_free(error);
+  error = NULL;
+  CHECK(fairgate_remove_worker(scheduler, "w1", &error) == FAIRGATE_OK);
+
+  /* What it is doing. */
+  text = fairgate_snapshot_json(scheduler);
+  CHECK(text != NULL && strstr(text, "\"capacity\":2") != NULL);
+  fairgate_free(text);
+  text = fairgate_metrics_text(scheduler);
+  CHECK(text != NULL && strstr(text, "fairgate_jobs_admitted_total") != NULL);
+  fairgate_free(text);
+
+  /* Shutdown: later calls are refused. */
+  CHECK(fairgate_scheduler_shutdown(scheduler, -1, &error) == FAIRGATE_OK);
+  job = job_of("build", "c", "alice");
+  CHECK(fairgate_submit(scheduler, &job, run_job, on_done, &late, &error) == FAIRGATE_UNAVAILABLE);
+  fairgate_free(error);
+  fairgate_scheduler_destroy(scheduler);
+  CHECK(late.done == 0 && late.runs == 0);
+}
+
+/* A pending acquire and a queued job at shutdown: each told Cancelled, exactly once, before
+ * destroy returns. */
+static void test_shutdown_tells_the_waiting(void) {
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_scheduler* scheduler;
+  fairgate_permit* held = NULL;
+  fairgate_job job;
+  char* error = NULL;
+  Acquired waiting;
+  Submitted queued;
+  memset(&waiting, 0, sizeof waiting);
+  memset(&queued, 0, sizeof queued);
+  fairgate_options_init(&options);
+  options.max_concurrency = 1;
+  scheduler = fairgate_scheduler_create(&options, NULL, &error);
+  CHECK(scheduler != NULL);
+  if (scheduler == NULL) return;
+  fairgate_type_config_init(&config);
+  CHECK(fairgate_register_type(scheduler, "clone", &config, &error) == FAIRGATE_OK);
+  job = job_of("clone", "linux", "alice");
+  CHECK(fairgate_try_acquire(scheduler, &job, &held, &error) == FAIRGATE_OK);
+  CHECK(fairgate_acquire(scheduler, &job, on_admitted, &waiting, NULL, &error) == FAIRGATE_OK);
+  CHECK(fairgate_submit(scheduler, &job, run_job, on_done, &queued, &error) == FAIRGATE_OK);
+  /* The held permit is released once shutdown has told the waiting (it waits for the permit). */
+  CHECK(fairgate_scheduler_shutdown(scheduler, 0.05, &error) == FAIRGATE_DEADLINE_EXCEEDED);
+  fairgate_free(error);
+  CHECK(wait_for(&waiting.calls, 1));
+  CHECK(wait_for(&queued.done, 1));
+  CHECK(waiting.code == FAIRGATE_CANCELLED && waiting.permit == NULL);
+  CHECK(queued.code == FAIRGATE_CANCELLED && queued.runs == 0);
+  fairgate_permit_release(held, FAIRGATE_OK, NULL);
+  fairgate_scheduler_destroy(scheduler);
+  CHECK(waiting.calls == 1 && queued.done == 1);
+}
+
+int main(void) {
+  test_bad_options();
+  test_scheduler();
+  test_shutdown_tells_the_waiting();
+  if (failures > 0) {
+    fprintf(stderr, "%d check(s) failed\n", failures);
+    return 1;
+  }
+  printf("fairgate/c.h: every check passed\n");
+  return 0;
+}
