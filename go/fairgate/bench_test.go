@@ -1,0 +1,73 @@
+package fairgate
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// RunSync of a job that does nothing, from 1,000 goroutines at once: what the cgo crossing and
+// the scheduler cost a Go caller per call (cachew's own scheduler's workload: issue 53).
+//
+//	go test -run '^$' -bench RunSync -benchtime 200000x
+func BenchmarkRunSyncNoopFrom1000Goroutines(b *testing.B) {
+	s, err := New(Options{MaxConcurrency: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.RegisterType("clone", TypeConfig{Priority: 8}); err != nil {
+		b.Fatal(err)
+	}
+	const callers = 1000
+	calls := make(chan int, b.N)
+	for i := 0; i < b.N; i++ {
+		calls <- i
+	}
+	close(calls)
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := 0; g < callers; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			job := Job{Type: "clone", ID: "repo" + strconv.Itoa(g%50), Key: "c" + strconv.Itoa(g%100)}
+			for range calls {
+				if err := s.RunSync(context.Background(), job,
+					func(context.Context) error { return nil }); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+}
+
+// Submit bursts: b.N jobs queued at once, each doing nothing.
+func BenchmarkSubmitBurst(b *testing.B) {
+	s, err := New(Options{MaxConcurrency: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.RegisterType("build", TypeConfig{Priority: 8}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	wg.Add(b.N)
+	for i := 0; i < b.N; i++ {
+		if err := s.Submit(Job{Type: "build", ID: strconv.Itoa(i % 64), Key: strconv.Itoa(i % 16)},
+			func(context.Context) error { return nil }, func(error) { wg.Done() }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+}

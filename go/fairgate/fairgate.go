@@ -1,0 +1,442 @@
+// Package fairgate admits work fairly: it decides when each job may run, by tier, then by how much
+// each client (fairness key) has already consumed, then by arrival, within per-tier and per-type
+// caps, never running two conflicting jobs on one resource at once, and learning what each job
+// costs.
+//
+// It calls fairgate's C library (fairgate/c.h, libfairgate_c.so.0) through cgo. No goroutine
+// waits inside C: Acquire asks the library and returns to Go, and the wait is a select on the
+// admission and the context, so a thousand waiting callers are a thousand parked goroutines,
+// not a thousand OS threads.
+//
+//	s, err := fairgate.New(fairgate.Options{MaxConcurrency: 8})
+//	if err != nil { ... }
+//	defer s.Close()
+//	err = s.RegisterType("clone", fairgate.TypeConfig{Priority: 8, MaxConcurrency: 4})
+//	err = s.RunSync(ctx, fairgate.Job{Type: "clone", ID: "linux.git", Key: clientAddr},
+//		func(ctx context.Context) error { return serveClone(ctx) })
+package fairgate
+
+/*
+#cgo LDFLAGS: -lfairgate_c
+#include <stdint.h>
+#include <stdlib.h>
+#include "fairgate/c.h"
+
+extern void fairgateGoPermit(void* user, fairgate_permit* permit, fairgate_code code,
+                             char* message);
+
+// Acquire with this package's callback, `user` a cgo.Handle.
+static fairgate_code fairgate_go_acquire(fairgate_scheduler* s, const fairgate_job* job,
+                                         uintptr_t user, fairgate_pending** pending,
+                                         char** error) {
+  return fairgate_acquire(s, job, (fairgate_permit_callback)fairgateGoPermit, (void*)user,
+                          pending, error);
+}
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"log"
+	"runtime"
+	"runtime/cgo"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Options configure a Scheduler. The zero value is fairgate's default rule.
+type Options struct {
+	// MaxConcurrency is the global cap: at most this many jobs run at once (in slots). 0: 8.
+	MaxConcurrency int
+	// Seed selects the original rule (no reconciliation, no lending) instead of the default one.
+	Seed bool
+	// LatencyCapacityMin, when above 0, lets the cap follow the jobs' run times between it and
+	// MaxConcurrency (fairgate/latency_capacity.h).
+	LatencyCapacityMin int
+	// WorkerThreads is the C library's pool for its own background jobs. 0: MaxConcurrency.
+	WorkerThreads int
+}
+
+// A Scheduler decides when jobs run. Its methods may be called from any goroutine.
+type Scheduler struct {
+	c      *C.fairgate_scheduler
+	ctx    context.Context // the context of Submit's jobs, cancelled by Close
+	cancel context.CancelFunc
+	close  sync.Once
+}
+
+// New starts a scheduler.
+func New(options Options) (*Scheduler, error) {
+	var c C.fairgate_options
+	C.fairgate_options_init(&c)
+	if options.MaxConcurrency != 0 {
+		c.max_concurrency = C.int(options.MaxConcurrency)
+	}
+	if options.Seed {
+		c.seed_mode = 1
+	}
+	c.latency_capacity_min = C.int(options.LatencyCapacityMin)
+	c.worker_threads = C.int(options.WorkerThreads)
+	var code C.fairgate_code
+	var message *C.char
+	scheduler := C.fairgate_scheduler_create(&c, &code, &message)
+	if scheduler == nil {
+		return nil, errorOf(code, message)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Scheduler{c: scheduler, ctx: ctx, cancel: cancel}, nil
+}
+
+// Close shuts the scheduler down: waiting calls return an error with code Canceled, the contexts
+// of Submit's running jobs are cancelled, and Close returns once every job has returned and every
+// Permit has been released. Calls made while it waits fail with code Unavailable; once it has
+// returned, no method may be called. Calling Close again does nothing.
+func (s *Scheduler) Close() error {
+	var err error
+	s.close.Do(func() {
+		s.cancel()
+		var message *C.char
+		err = errorOf(C.fairgate_scheduler_shutdown(s.c, -1, &message), message)
+		C.fairgate_scheduler_destroy(s.c)
+	})
+	return err
+}
+
+// Coalesce says what a request for an id that already has a job does (TypeConfig.Coalesce).
+type Coalesce int
+
+// The coalescing modes.
+const (
+	CoalesceOff       Coalesce = 0 // every request is a job of its own
+	CoalesceJoin      Coalesce = 1 // it joins that job
+	CoalesceSupersede Coalesce = 2 // it joins it, and its function replaces the one to run
+)
+
+// TypeConfig configures a job type (fairgate/job_type.h). Zero fields take fairgate's defaults.
+type TypeConfig struct {
+	Priority           int     // the tier, and its cap in slots; 0: 1
+	MaxConcurrency     int     // jobs of the type at once; 0: no cap of its own
+	Slots              int     // slots one job takes; 0: 1
+	DefaultCost        float64 // the charge before a cost is learned, in seconds; 0: 1
+	ConflictGroup      string  // same id and group: at most ConflictLimit run at once
+	ConflictLimit      int     // 0: 1
+	ShortestFirst      bool
+	MaxQueueWait       time.Duration // 0: no limit
+	Coalesce           Coalesce
+	Tags               []string
+	RatePerSecond      float64 // 0: no rate limit
+	RateBurst          float64 // 0: 1
+	RefuseWithoutToken bool
+}
+
+// RegisterType registers a job type; again with the same config it does nothing, with another it
+// fails with AlreadyExists.
+func (s *Scheduler) RegisterType(name string, config TypeConfig) error {
+	var c C.fairgate_type_config
+	C.fairgate_type_config_init(&c)
+	if config.Priority != 0 {
+		c.priority = C.int(config.Priority)
+	}
+	c.max_concurrency = C.int(config.MaxConcurrency)
+	if config.Slots != 0 {
+		c.slots = C.int(config.Slots)
+	}
+	if config.DefaultCost != 0 {
+		c.default_cost = C.double(config.DefaultCost)
+	}
+	var strings []*C.char
+	defer func() {
+		for _, s := range strings {
+			C.free(unsafe.Pointer(s))
+		}
+	}()
+	cstring := func(s string) *C.char {
+		p := C.CString(s)
+		strings = append(strings, p)
+		return p
+	}
+	c.conflict_group = cstring(config.ConflictGroup)
+	if config.ConflictLimit != 0 {
+		c.conflict_limit = C.int(config.ConflictLimit)
+	}
+	if config.ShortestFirst {
+		c.shortest_first = 1
+	}
+	c.max_queue_wait_seconds = C.double(config.MaxQueueWait.Seconds())
+	c.coalesce = C.fairgate_coalesce(config.Coalesce)
+	var tags *C.char
+	if n := len(config.Tags); n > 0 {
+		// A C array of the tags' C strings.
+		array := (**C.char)(C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof(tags))))
+		defer C.free(unsafe.Pointer(array))
+		slice := unsafe.Slice(array, n)
+		for i, tag := range config.Tags {
+			slice[i] = cstring(tag)
+		}
+		c.tags = array
+		c.tag_count = C.size_t(n)
+	}
+	c.rate_per_second = C.double(config.RatePerSecond)
+	if config.RateBurst != 0 {
+		c.rate_burst = C.double(config.RateBurst)
+	}
+	if config.RefuseWithoutToken {
+		c.refuse_without_token = 1
+	}
+	name_c := cstring(name)
+	var message *C.char
+	return errorOf(C.fairgate_register_type(s.c, name_c, &c, &message), message)
+}
+
+// A Job names a piece of work: its type, what it is about (its id: a repository, say; costs are
+// learned per type and id) and who asked (its fairness key: a client's address, a tenant).
+type Job struct {
+	Type, ID, Key string
+	cost          float64
+	hasCost       bool
+}
+
+// WithCost returns the job with a cost hint: what it is charged instead of the learned estimate
+// (which still learns from its run).
+func (j Job) WithCost(cost float64) Job {
+	j.cost, j.hasCost = cost, true
+	return j
+}
+
+// cJob is the job as the C interface takes it, and frees its strings.
+func (j Job) cJob() (C.fairgate_job, func()) {
+	var c C.fairgate_job
+	c._type = C.CString(j.Type)
+	c.id = C.CString(j.ID)
+	c.fairness_key = C.CString(j.Key)
+	c.cost = -1
+	if j.hasCost {
+		c.cost = C.double(j.cost)
+	}
+	return c, func() {
+		C.free(unsafe.Pointer(c._type))
+		C.free(unsafe.Pointer(c.id))
+		C.free(unsafe.Pointer(c.fairness_key))
+	}
+}
+
+// A Permit is an admitted job's slot, held until Release.
+type Permit struct {
+	job Job
+	mu  sync.Mutex
+	c   *C.fairgate_permit // nil once released
+}
+
+// Release ends the permit's job with err (nil: it succeeded) and frees its slot. Calling it again
+// does nothing.
+func (p *Permit) Release(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.c == nil {
+		return
+	}
+	code, message := CodeOf(err), ""
+	if err != nil {
+		message = err.Error()
+	}
+	cmessage := C.CString(message)
+	defer C.free(unsafe.Pointer(cmessage))
+	C.fairgate_permit_release(p.c, C.fairgate_code(code), cmessage)
+	p.c = nil
+	runtime.SetFinalizer(p, nil)
+}
+
+// newPermit wraps an admitted C permit; a permit dropped without Release is released by its
+// finalizer, which logs the leak.
+func newPermit(job Job, c *C.fairgate_permit) *Permit {
+	p := &Permit{job: job, c: c}
+	runtime.SetFinalizer(p, func(p *Permit) {
+		log.Printf("fairgate: a permit of job %q %q (key %q) was never released; its finalizer "+
+			"releases it now", p.job.Type, p.job.ID, p.job.Key)
+		p.Release(&Error{Code: Internal, Message: "permit leaked: released by its finalizer"})
+	})
+	return p
+}
+
+// waiter is an Acquire on its way: the C side has it, and the report comes on ch.
+type waiter struct {
+	ch      chan admission
+	pending *C.fairgate_pending
+}
+
+// start asks the C interface for the job; a refusal is returned at once.
+func (s *Scheduler) start(job Job) (*waiter, error) {
+	w := &waiter{ch: make(chan admission, 1)}
+	h := cgo.NewHandle(w.ch)
+	c, free := job.cJob()
+	defer free()
+	var message *C.char
+	code := C.fairgate_go_acquire(s.c, &c, C.uintptr_t(h), &w.pending, &message)
+	if code != C.FAIRGATE_OK {
+		h.Delete() // no callback comes for a refused call
+		return nil, errorOf(code, message)
+	}
+	return w, nil
+}
+
+// wait waits for the admission or for ctx, whichever comes first.
+func (s *Scheduler) wait(ctx context.Context, job Job, w *waiter) (*Permit, error) {
+	defer C.fairgate_pending_free(w.pending)
+	select {
+	case a := <-w.ch:
+		return admitted(job, a)
+	case <-ctx.Done():
+		C.fairgate_pending_cancel(w.pending)
+		// The one report still comes: Canceled, or a permit granted just before the cancel.
+		if a := <-w.ch; a.permit != nil {
+			cmessage := C.CString("the caller's context ended as it was admitted")
+			C.fairgate_permit_release(a.permit, C.FAIRGATE_CANCELLED, cmessage)
+			C.free(unsafe.Pointer(cmessage))
+		}
+		return nil, ctx.Err()
+	}
+}
+
+func admitted(job Job, a admission) (*Permit, error) {
+	if a.permit == nil {
+		return nil, &Error{Code: a.code, Message: a.message}
+	}
+	return newPermit(job, a.permit), nil
+}
+
+// Acquire waits until the job is admitted and returns its permit; the caller runs the job and
+// then calls Permit.Release. It returns ctx.Err() if ctx ends first (the job leaves the queue,
+// uncharged), an *Error with code Canceled if the scheduler closes first, DeadlineExceeded at
+// the type's MaxQueueWait, or the refusal (NotFound for an unknown type, ResourceExhausted for a
+// full queue, ...).
+func (s *Scheduler) Acquire(ctx context.Context, job Job) (*Permit, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	w, err := s.start(job)
+	if err != nil {
+		return nil, err
+	}
+	return s.wait(ctx, job, w)
+}
+
+// RunSync waits until the job is admitted, runs fn and returns its error, or returns why it did
+// not run (as Acquire).
+func (s *Scheduler) RunSync(ctx context.Context, job Job, fn func(ctx context.Context) error) error {
+	p, err := s.Acquire(ctx, job)
+	if err != nil {
+		return err
+	}
+	err = fn(ctx)
+	p.Release(err)
+	return err
+}
+
+// Submit queues the job and returns at once: fn runs on a goroutine of its own once the job is
+// admitted, with a context that Close cancels, and done (may be nil) is called with its error,
+// or with why it did not run. A refusal is returned, and then done is never called.
+func (s *Scheduler) Submit(job Job, fn func(ctx context.Context) error, done func(error)) error {
+	if fn == nil {
+		return &Error{Code: InvalidArgument, Message: "the job's function is nil"}
+	}
+	w, err := s.start(job)
+	if err != nil {
+		return err
+	}
+	go func() {
+		p, err := s.wait(context.Background(), job, w)
+		if err == nil {
+			err = fn(s.ctx)
+			p.Release(err)
+		}
+		if done != nil {
+			done(err)
+		}
+	}()
+	return nil
+}
+
+// Charge charges key for work done outside any job, in seconds of slot time.
+func (s *Scheduler) Charge(key string, cost float64) error {
+	ckey := C.CString(key)
+	defer C.free(unsafe.Pointer(ckey))
+	var message *C.char
+	return errorOf(C.fairgate_charge(s.c, ckey, C.double(cost), &message), message)
+}
+
+// AccumulatedCost is what key has been charged (decayed as fairgate keeps it), if it is tracked.
+func (s *Scheduler) AccumulatedCost(key string) (float64, bool) {
+	ckey := C.CString(key)
+	defer C.free(unsafe.Pointer(ckey))
+	var cost C.double
+	found := C.fairgate_accumulated_cost(s.c, ckey, &cost) == 1
+	return float64(cost), found
+}
+
+// SetKeyWeight gives key a weight (> 0): its share is in proportion.
+func (s *Scheduler) SetKeyWeight(key string, weight float64) error {
+	ckey := C.CString(key)
+	defer C.free(unsafe.Pointer(ckey))
+	var message *C.char
+	return errorOf(C.fairgate_set_key_weight(s.c, ckey, C.double(weight), &message), message)
+}
+
+// AddWorker declares a worker (fairgate/worker.h) with its slots and the types and tags it serves.
+func (s *Scheduler) AddWorker(name string, slots int, types, tags []string) error {
+	var allocated []*C.char
+	defer func() {
+		for _, p := range allocated {
+			C.free(unsafe.Pointer(p))
+		}
+	}()
+	array := func(strings []string) (**C.char, C.size_t) {
+		if len(strings) == 0 {
+			return nil, 0
+		}
+		a := (**C.char)(C.malloc(C.size_t(len(strings)) * C.size_t(unsafe.Sizeof((*C.char)(nil)))))
+		allocated = append(allocated, (*C.char)(unsafe.Pointer(a)))
+		slice := unsafe.Slice(a, len(strings))
+		for i, s := range strings {
+			slice[i] = C.CString(s)
+			allocated = append(allocated, slice[i])
+		}
+		return a, C.size_t(len(strings))
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	ctypes, ntypes := array(types)
+	ctags, ntags := array(tags)
+	var message *C.char
+	return errorOf(C.fairgate_add_worker(s.c, cname, C.int(slots), ctypes, ntypes, ctags, ntags,
+		&message), message)
+}
+
+// RemoveWorker removes a worker; the jobs running on it are lost.
+func (s *Scheduler) RemoveWorker(name string) error {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var message *C.char
+	return errorOf(C.fairgate_remove_worker(s.c, cname, &message), message)
+}
+
+// Snapshot returns what the scheduler is doing now, as JSON (fairgate/snapshot.h).
+func (s *Scheduler) Snapshot() []byte {
+	text := C.fairgate_snapshot_json(s.c)
+	defer C.fairgate_free(text)
+	return []byte(C.GoString(text))
+}
+
+// Metrics returns the scheduler's metrics in Prometheus' text format.
+func (s *Scheduler) Metrics() string {
+	text := C.fairgate_metrics_text(s.c)
+	defer C.fairgate_free(text)
+	return C.GoString(text)
+}
+
+// ErrClosed reports whether err says the scheduler was closing (code Canceled or Unavailable).
+func ErrClosed(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && (e.Code == Canceled || e.Code == Unavailable)
+}

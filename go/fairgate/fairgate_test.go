@@ -1,0 +1,359 @@
+package fairgate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Waits are for the condition checked, bounded by this, never for a time.
+const bound = 20 * time.Second
+
+func eventually(t *testing.T, what string, condition func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for !condition() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, bound)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func newScheduler(t *testing.T, options Options) *Scheduler {
+	t.Helper()
+	s, err := New(options)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func register(t *testing.T, s *Scheduler, name string, config TypeConfig) {
+	t.Helper()
+	if err := s.RegisterType(name, config); err != nil {
+		t.Fatalf("RegisterType(%q): %v", name, err)
+	}
+}
+
+type snapshot struct {
+	Running int `json:"running"`
+	Pending int `json:"pending"`
+}
+
+func state(t *testing.T, s *Scheduler) snapshot {
+	t.Helper()
+	var snap snapshot
+	if err := json.Unmarshal(s.Snapshot(), &snap); err != nil {
+		t.Fatalf("the snapshot is not JSON: %v", err)
+	}
+	return snap
+}
+
+func TestErrorsAreValuesNamingWhatWasWrong(t *testing.T) {
+	if _, err := New(Options{MaxConcurrency: -1}); CodeOf(err) != InvalidArgument ||
+		!strings.Contains(err.Error(), "max_concurrency") {
+		t.Errorf("New with a negative cap: %v", err)
+	}
+	s := newScheduler(t, Options{MaxConcurrency: 2})
+	err := s.RegisterType("clone", TypeConfig{Slots: 3, Priority: 2})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != InvalidArgument || !strings.Contains(e.Message, "slots") {
+		t.Errorf("a type wider than the cap: %v", err)
+	}
+	register(t, s, "clone", TypeConfig{Priority: 2})
+	if err := s.RegisterType("clone", TypeConfig{Priority: 1}); CodeOf(err) != AlreadyExists {
+		t.Errorf("a second config of a type: %v", err)
+	}
+	if _, err := s.Acquire(context.Background(), Job{Type: "nope", ID: "x"}); CodeOf(err) != NotFound {
+		t.Errorf("an unknown type: %v", err)
+	}
+	if err := s.SetKeyWeight("k", 0); CodeOf(err) != InvalidArgument {
+		t.Errorf("a zero weight: %v", err)
+	}
+	if CodeOf(nil) != OK || CodeOf(errors.New("other")) != Unknown {
+		t.Error("CodeOf of nil and of a foreign error")
+	}
+}
+
+// cachew's concurrency behaviour: many callers at once never run more than the cap allows, and
+// every one of them runs.
+func TestRunSyncNeverRunsMoreThanTheCap(t *testing.T) {
+	s := newScheduler(t, Options{MaxConcurrency: 4})
+	register(t, s, "clone", TypeConfig{Priority: 4, MaxConcurrency: 3})
+	var running, most, ran int64
+	var wg sync.WaitGroup
+	for i := 0; i < 200; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			err := s.RunSync(context.Background(),
+				Job{Type: "clone", ID: "repo" + strconv.Itoa(i%7), Key: "c" + strconv.Itoa(i%5)},
+				func(context.Context) error {
+					now := atomic.AddInt64(&running, 1)
+					for {
+						m := atomic.LoadInt64(&most)
+						if now <= m || atomic.CompareAndSwapInt64(&most, m, now) {
+							break
+						}
+					}
+					runtime.Gosched()
+					atomic.AddInt64(&running, -1)
+					atomic.AddInt64(&ran, 1)
+					return nil
+				})
+			if err != nil {
+				t.Errorf("RunSync: %v", err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if most > 3 {
+		t.Errorf("%d ran at once; the type's cap is 3", most)
+	}
+	if ran != 200 {
+		t.Errorf("%d of 200 ran", ran)
+	}
+}
+
+// cachew's conflict behaviour: jobs of one conflict group on the same id never run together;
+// on different ids they may.
+func TestConflictingJobsOnOneRepositoryNeverRunTogether(t *testing.T) {
+	s := newScheduler(t, Options{MaxConcurrency: 4})
+	register(t, s, "fetch", TypeConfig{Priority: 4, ConflictGroup: "repo"})
+	register(t, s, "repack", TypeConfig{Priority: 4, ConflictGroup: "repo"})
+	var inRepo [2]int64
+	var overlaps int64
+	var wg sync.WaitGroup
+	for i := 0; i < 100; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			repo := i % 2
+			kind := []string{"fetch", "repack"}[i%3%2]
+			err := s.RunSync(context.Background(), Job{Type: kind, ID: "r" + strconv.Itoa(repo), Key: "k"},
+				func(context.Context) error {
+					if atomic.AddInt64(&inRepo[repo], 1) > 1 {
+						atomic.AddInt64(&overlaps, 1)
+					}
+					runtime.Gosched()
+					atomic.AddInt64(&inRepo[repo], -1)
+					return nil
+				})
+			if err != nil {
+				t.Errorf("RunSync: %v", err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if overlaps != 0 {
+		t.Errorf("%d times two jobs of one repository ran together", overlaps)
+	}
+}
+
+// cachew's fairness behaviour: a client that has consumed more waits behind one that has not,
+// whatever the order they asked in.
+func TestTheLighterClientGoesFirst(t *testing.T) {
+	s := newScheduler(t, Options{MaxConcurrency: 1})
+	register(t, s, "clone", TypeConfig{})
+	held, err := s.Acquire(context.Background(), Job{Type: "clone", ID: "a", Key: "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Charge("heavy", 100); err != nil {
+		t.Fatal(err)
+	}
+	if cost, ok := s.AccumulatedCost("heavy"); !ok || cost != 100 {
+		t.Errorf("heavy's cost: %v %v", cost, ok)
+	}
+	order := make(chan string, 2)
+	go func() {
+		s.RunSync(context.Background(), Job{Type: "clone", ID: "b", Key: "heavy"},
+			func(context.Context) error { order <- "heavy"; return nil })
+	}()
+	eventually(t, "heavy queued", func() bool { return state(t, s).Pending == 1 })
+	go func() {
+		s.RunSync(context.Background(), Job{Type: "clone", ID: "c", Key: "light"},
+			func(context.Context) error { order <- "light"; return nil })
+	}()
+	eventually(t, "light queued", func() bool { return state(t, s).Pending == 2 })
+	held.Release(nil)
+	if first, second := <-order, <-order; first != "light" || second != "heavy" {
+		t.Errorf("ran %s then %s; the lighter client first", first, second)
+	}
+}
+
+// cachew's cost learning: a job's observed run time becomes what the next of its (type, id) is
+// charged, so a long job's client falls behind a short one's.
+func TestCostsAreLearnedFromRunTimes(t *testing.T) {
+	s := newScheduler(t, Options{MaxConcurrency: 1})
+	register(t, s, "clone", TypeConfig{DefaultCost: 0.001})
+	// A linux.git clone that holds its slot a while: its client is charged what it took.
+	p, err := s.Acquire(context.Background(), Job{Type: "clone", ID: "linux.git", Key: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the job's own run time, not a wait for an event
+	p.Release(nil)
+	cost, _ := s.AccumulatedCost("a")
+	if cost < 0.04 {
+		t.Errorf("a's cost after a 50 ms run: %v", cost)
+	}
+	// The next linux.git clone is charged the learned cost at admission, before it runs: the
+	// default moved toward what a's took by alpha (0.3).
+	p, err = s.Acquire(context.Background(), Job{Type: "clone", ID: "linux.git", Key: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	charged, _ := s.AccumulatedCost("b")
+	p.Release(nil)
+	if want := 0.3*cost + 0.7*0.001; charged < want*0.999999 || charged > want*1.000001 {
+		t.Errorf("b was charged %v at admission; want 0.3 x %v + 0.7 x 0.001 = %v", charged, cost,
+			want)
+	}
+}
+
+func TestACancelledContextLeavesTheQueueAndReleaseIsIdempotent(t *testing.T) {
+	s := newScheduler(t, Options{MaxConcurrency: 1})
+	register(t, s, "clone", TypeConfig{})
+	held, err := s.Acquire(context.Background(), Job{Type: "clone", ID: "a", Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	result := make(chan error, 1)
+	go func() {
+		_, err := s.Acquire(ctx, Job{Type: "clone", ID: "b", Key: "k"})
+		result <- err
+	}()
+	eventually(t, "queued", func() bool { return state(t, s).Pending == 1 })
+	cancel()
+	if err := <-result; !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled Acquire: %v", err)
+	}
+	if snap := state(t, s); snap.Pending != 0 || snap.Running != 1 {
+		t.Errorf("after the cancel: %+v", snap)
+	}
+	held.Release(nil)
+	held.Release(errors.New("twice")) // nothing
+	if snap := state(t, s); snap.Running != 0 {
+		t.Errorf("after the release: %+v", snap)
+	}
+}
+
+func TestSubmitRunsOnAGoroutineAndCloseCancelsTheWaiting(t *testing.T) {
+	s, err := New(Options{MaxConcurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(t, s, "build", TypeConfig{})
+	done := make(chan error, 3)
+	boom := errors.New("boom")
+	if err := s.Submit(Job{Type: "build", ID: "a", Key: "k"},
+		func(context.Context) error { return boom }, func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, boom) {
+		t.Errorf("the job's own error: %v", err)
+	}
+	// One runs until Close cancels its context; one waits behind it and is told Canceled.
+	started := make(chan struct{})
+	s.Submit(Job{Type: "build", ID: "b", Key: "k"}, func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	}, func(err error) { done <- err })
+	<-started
+	s.Submit(Job{Type: "build", ID: "c", Key: "k"}, func(context.Context) error { return nil },
+		func(err error) { done <- err })
+	eventually(t, "c queued", func() bool { return state(t, s).Pending == 1 })
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	results := []error{<-done, <-done}
+	var cancelled, closed int
+	for _, err := range results {
+		if errors.Is(err, context.Canceled) {
+			cancelled++
+		} else if ErrClosed(err) {
+			closed++
+		}
+	}
+	if cancelled != 1 || closed != 1 {
+		t.Errorf("the running job and the waiting one: %v", results)
+	}
+}
+
+// threads counts this process's OS threads.
+func threads(t *testing.T) int {
+	t.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "Threads:") {
+			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "Threads:")))
+			return n
+		}
+	}
+	t.Fatal("no Threads line in /proc/self/status")
+	return 0
+}
+
+// A thousand goroutines waiting in Acquire park in Go: they add a handful of OS threads at most.
+func TestAThousandWaitingGoroutinesUseAHandfulOfThreads(t *testing.T) {
+	s := newScheduler(t, Options{MaxConcurrency: 1, WorkerThreads: 1})
+	register(t, s, "clone", TypeConfig{})
+	held, err := s.Acquire(context.Background(), Job{Type: "clone", ID: "x", Key: "holder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := threads(t)
+	var wg sync.WaitGroup
+	for i := 0; i < 1000; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			p, err := s.Acquire(context.Background(),
+				Job{Type: "clone", ID: "x", Key: "client" + strconv.Itoa(i)})
+			if err != nil {
+				t.Errorf("Acquire: %v", err)
+				return
+			}
+			p.Release(nil)
+		}(i)
+	}
+	eventually(t, "1,000 waiting", func() bool { return state(t, s).Pending == 1000 })
+	during := threads(t)
+	t.Logf("OS threads: %d before, %d with 1,000 goroutines waiting", before, during)
+	if during-before > 8 {
+		t.Errorf("1,000 waiting goroutines took %d more OS threads", during-before)
+	}
+	held.Release(nil)
+	wg.Wait()
+}
+
+// A permit dropped without Release is released by its finalizer.
+func TestALeakedPermitIsReleasedByItsFinalizer(t *testing.T) {
+	s := newScheduler(t, Options{MaxConcurrency: 1})
+	register(t, s, "clone", TypeConfig{})
+	func() {
+		if _, err := s.Acquire(context.Background(), Job{Type: "clone", ID: "x", Key: "k"}); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	eventually(t, "the leaked permit released", func() bool {
+		runtime.GC()
+		return state(t, s).Running == 0
+	})
+}

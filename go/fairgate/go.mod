@@ -1,0 +1,3 @@
+module fairgate.dev/go/fairgate
+
+go 1.19
