@@ -253,6 +253,19 @@ static void test_scheduler(void) {
     error = NULL;
   }
 
+  /* Groups: a key joins a tenant; weights and limits refused naming what is wrong. */
+  CHECK(fairgate_set_key_group(scheduler, "carol", "farm", &error) == FAIRGATE_OK);
+  CHECK(fairgate_set_group_weight(scheduler, "farm", 2, &error) == FAIRGATE_OK);
+  CHECK(fairgate_set_group_limits(scheduler, "farm", 1, 0, &error) == FAIRGATE_OK);
+  CHECK(fairgate_set_group_limits(scheduler, "farm", 1, 2, &error) == FAIRGATE_INVALID_ARGUMENT);
+  CHECK(error != NULL && strstr(error, "min_running") != NULL);
+  fairgate_free(error);
+  error = NULL;
+  CHECK(fairgate_set_group_weight(scheduler, "farm", 0, &error) == FAIRGATE_INVALID_ARGUMENT);
+  fairgate_free(error);
+  error = NULL;
+  CHECK(fairgate_set_key_group(scheduler, "carol", "", &error) == FAIRGATE_OK);
+
   /* Pause: a paused type admits nothing; resumed, it does. */
   CHECK(fairgate_pause_type(scheduler, "clone", &error) == FAIRGATE_OK);
   job = job_of("clone", "linux", "dave");

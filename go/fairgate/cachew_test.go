@@ -125,14 +125,10 @@ func TestCachewPriorityOrdering(t *testing.T) {
 	bg.complete(t)
 }
 
-// A client that has consumed more waits behind one that has not, though it asked first.
-func TestCachewFairness(t *testing.T) {
-	s := newScheduler(t, Options{MaxConcurrency: 1})
-	register(t, s, "work", TypeConfig{Priority: 1, MaxConcurrency: 1})
-	if err := s.RunSync(context.Background(), Job{Type: "work", ID: "warmup", Key: "clientA"},
-		func(context.Context) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
+// clientBGoesFirst holds the only slot, queues clientA's job and then clientB's, frees the slot,
+// and checks that B's runs first (clientA has consumed more), then A's.
+func clientBGoesFirst(t *testing.T, s *Scheduler) {
+	t.Helper()
 	blocker := submitHeld(t, s, "work", "blocker", "")
 	blocker.waitStarted(t)
 	a := submitHeld(t, s, "work", "a1", "clientA")
@@ -147,6 +143,17 @@ func TestCachewFairness(t *testing.T) {
 	a.complete(t)
 }
 
+// A client that has consumed more waits behind one that has not, though it asked first.
+func TestCachewFairness(t *testing.T) {
+	s := newScheduler(t, Options{MaxConcurrency: 1})
+	register(t, s, "work", TypeConfig{Priority: 1, MaxConcurrency: 1})
+	if err := s.RunSync(context.Background(), Job{Type: "work", ID: "warmup", Key: "clientA"},
+		func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	clientBGoesFirst(t, s)
+}
+
 // Many cheap jobs still cost their client: with a cost of 5 s each (cachew's admission cost
 // floor; here each job's cost hint), the client that ran five goes after a newcomer.
 func TestCachewAdmissionCostPreventsDoS(t *testing.T) {
@@ -159,18 +166,7 @@ func TestCachewAdmissionCostPreventsDoS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	blocker := submitHeld(t, s, "work", "blocker", "")
-	blocker.waitStarted(t)
-	a := submitHeld(t, s, "work", "a1", "clientA")
-	pending(t, s, 1, a)
-	b := submitHeld(t, s, "work", "b1", "clientB")
-	pending(t, s, 2, a, b)
-	blocker.complete(t)
-	b.waitStarted(t)
-	pending(t, s, 1, a)
-	b.complete(t)
-	a.waitStarted(t)
-	a.complete(t)
+	clientBGoesFirst(t, s)
 }
 
 func TestCachewConflictGroups(t *testing.T) {

@@ -96,8 +96,14 @@ func New(options Options) (*Scheduler, error) {
 func (s *Scheduler) Close() error {
 	var err error
 	s.close.Do(func() {
-		s.cancel()
+		// The waiting are refused first (a shutdown that waits no time: the running jobs still
+		// hold their permits), so that a running job's slot, freed as its context is cancelled
+		// next, admits none of them; then Close waits for the running.
 		var message *C.char
+		C.fairgate_scheduler_shutdown(s.c, 0, &message)
+		C.fairgate_free(message)
+		s.cancel()
+		message = nil
 		err = errorOf(C.fairgate_scheduler_shutdown(s.c, -1, &message), message)
 		C.fairgate_scheduler_destroy(s.c)
 	})
@@ -360,10 +366,9 @@ func (s *Scheduler) Submit(job Job, fn func(ctx context.Context) error, done fun
 
 // Charge charges key for work done outside any job, in seconds of slot time.
 func (s *Scheduler) Charge(key string, cost float64) error {
-	ckey := C.CString(key)
-	defer C.free(unsafe.Pointer(ckey))
-	var message *C.char
-	return errorOf(C.fairgate_charge(s.c, ckey, C.double(cost), &message), message)
+	return withName(key, func(name *C.char, message **C.char) C.fairgate_code {
+		return C.fairgate_charge(s.c, name, C.double(cost), message)
+	})
 }
 
 // AccumulatedCost is what key has been charged (decayed as fairgate keeps it), if it is tracked.
@@ -377,10 +382,94 @@ func (s *Scheduler) AccumulatedCost(key string) (float64, bool) {
 
 // SetKeyWeight gives key a weight (> 0): its share is in proportion.
 func (s *Scheduler) SetKeyWeight(key string, weight float64) error {
-	ckey := C.CString(key)
-	defer C.free(unsafe.Pointer(ckey))
+	return withName(key, func(name *C.char, message **C.char) C.fairgate_code {
+		return C.fairgate_set_key_weight(s.c, name, C.double(weight), message)
+	})
+}
+
+// withName calls f with name as a C string and an error message to fill, and returns its error.
+func withName(name string, f func(name *C.char, message **C.char) C.fairgate_code) error {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
 	var message *C.char
-	return errorOf(C.fairgate_set_key_weight(s.c, ckey, C.double(weight), &message), message)
+	return errorOf(f(cname, &message), message)
+}
+
+// KeyLimits bound a key's running jobs (fairgate/key_limits.h). Zero fields are no limit.
+type KeyLimits struct {
+	MaxRunning    int     // at most this many of its jobs run at once; 0: no limit
+	MinRunning    int     // while fewer run, its jobs go first within their tier
+	RatePerSecond float64 // how often its jobs may start; 0: no limit
+	RateBurst     float64 // 0: 1
+	RatePerWeight bool    // the rate multiplied by the key's weight
+}
+
+// SetKeyLimits sets key's limits, kept for the scheduler's life.
+func (s *Scheduler) SetKeyLimits(key string, limits KeyLimits) error {
+	c := C.fairgate_key_limits{max_running: C.int(limits.MaxRunning),
+		min_running: C.int(limits.MinRunning), rate_per_second: C.double(limits.RatePerSecond),
+		rate_burst: C.double(limits.RateBurst)}
+	if limits.RatePerWeight {
+		c.rate_per_weight = 1
+	}
+	return withName(key, func(name *C.char, message **C.char) C.fairgate_code {
+		return C.fairgate_set_key_limits(s.c, name, &c, message)
+	})
+}
+
+// SetKeyGroup puts key in a group of keys, a tenant ("" takes it out): the order then puts the
+// least-charged group first and, within it, the least-charged key, so a client that spreads its
+// work over many keys gets one group's share.
+func (s *Scheduler) SetKeyGroup(key, group string) error {
+	cgroup := C.CString(group)
+	defer C.free(unsafe.Pointer(cgroup))
+	return withName(key, func(name *C.char, message **C.char) C.fairgate_code {
+		return C.fairgate_set_key_group(s.c, name, cgroup, message)
+	})
+}
+
+// SetGroupWeight gives a group a weight (> 0), as SetKeyWeight does a key.
+func (s *Scheduler) SetGroupWeight(group string, weight float64) error {
+	return withName(group, func(name *C.char, message **C.char) C.fairgate_code {
+		return C.fairgate_set_group_weight(s.c, name, C.double(weight), message)
+	})
+}
+
+// SetGroupLimits bounds the running jobs of all a group's keys together (0: no limit) and puts
+// them first within their tier while fewer than minRunning run.
+func (s *Scheduler) SetGroupLimits(group string, maxRunning, minRunning int) error {
+	return withName(group, func(name *C.char, message **C.char) C.fairgate_code {
+		return C.fairgate_set_group_limits(s.c, name, C.int(maxRunning), C.int(minRunning), message)
+	})
+}
+
+// PauseType stops admitting jobs of a type (they keep their places and do not age) until
+// ResumeType.
+func (s *Scheduler) PauseType(typ string) error {
+	return withName(typ, func(name *C.char, message **C.char) C.fairgate_code {
+		return C.fairgate_pause_type(s.c, name, message)
+	})
+}
+
+// ResumeType admits a paused type's jobs again.
+func (s *Scheduler) ResumeType(typ string) error {
+	return withName(typ, func(name *C.char, message **C.char) C.fairgate_code {
+		return C.fairgate_resume_type(s.c, name, message)
+	})
+}
+
+// PauseKey stops admitting a key's jobs until ResumeKey.
+func (s *Scheduler) PauseKey(key string) error {
+	return withName(key, func(name *C.char, message **C.char) C.fairgate_code {
+		return C.fairgate_pause_key(s.c, name, message)
+	})
+}
+
+// ResumeKey admits a paused key's jobs again.
+func (s *Scheduler) ResumeKey(key string) error {
+	return withName(key, func(name *C.char, message **C.char) C.fairgate_code {
+		return C.fairgate_resume_key(s.c, name, message)
+	})
 }
 
 // AddWorker declares a worker (fairgate/worker.h) with its slots and the types and tags it serves.
@@ -415,10 +504,9 @@ func (s *Scheduler) AddWorker(name string, slots int, types, tags []string) erro
 
 // RemoveWorker removes a worker; the jobs running on it are lost.
 func (s *Scheduler) RemoveWorker(name string) error {
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	var message *C.char
-	return errorOf(C.fairgate_remove_worker(s.c, cname, &message), message)
+	return withName(name, func(cname *C.char, message **C.char) C.fairgate_code {
+		return C.fairgate_remove_worker(s.c, cname, message)
+	})
 }
 
 // Snapshot returns what the scheduler is doing now, as JSON (fairgate/snapshot.h).

@@ -357,3 +357,53 @@ func TestALeakedPermitIsReleasedByItsFinalizer(t *testing.T) {
 		return state(t, s).Running == 0
 	})
 }
+
+// Tenants, pauses and limits reach the core: a farm of keys in one group shares one group's
+// place, a paused type admits nothing until resumed, and bad values are refused.
+func TestGroupsPausesAndLimits(t *testing.T) {
+	s := newScheduler(t, Options{MaxConcurrency: 1})
+	register(t, s, "clone", TypeConfig{})
+	for _, key := range []string{"farm1", "farm2"} {
+		if err := s.SetKeyGroup(key, "farm"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SetGroupWeight("farm", 0); CodeOf(err) != InvalidArgument {
+		t.Errorf("a zero group weight: %v", err)
+	}
+	if err := s.SetGroupLimits("farm", 1, 2); CodeOf(err) != InvalidArgument {
+		t.Errorf("min_running above max_running: %v", err)
+	}
+	if err := s.SetKeyLimits("dev", KeyLimits{MaxRunning: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// farm1 has run once: the farm's next key, farm2, queues behind the developer although
+	// farm2 itself has consumed nothing.
+	if err := s.RunSync(context.Background(), Job{Type: "clone", ID: "x", Key: "farm1"}.WithCost(10),
+		func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PauseType("clone"); err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan string, 2)
+	for _, key := range []string{"farm2", "dev"} {
+		key := key
+		go s.RunSync(context.Background(), Job{Type: "clone", ID: "x", Key: key},
+			func(context.Context) error { order <- key; return nil })
+		eventually(t, key+" queued", func() bool { return state(t, s).Pending >= 1 })
+	}
+	eventually(t, "both queued", func() bool { return state(t, s).Pending == 2 })
+	if err := s.ResumeType("clone"); err != nil {
+		t.Fatal(err)
+	}
+	if first, second := <-order, <-order; first != "dev" || second != "farm2" {
+		t.Errorf("ran %s then %s; the developer first (the farm has consumed 10)", first, second)
+	}
+	if err := s.PauseKey("dev"); err != nil {
+		t.Error(err)
+	}
+	if err := s.ResumeKey("dev"); err != nil {
+		t.Error(err)
+	}
+}

@@ -215,6 +215,18 @@ FAIRGATE_C_EXPORT fairgate_code fairgate_set_key_limits(fairgate_scheduler* sche
                                                         const char* fairness_key,
                                                         const fairgate_key_limits* limits,
                                                         char** error);
+/* Groups of keys, tenants (Scheduler::SetKeyGroup, SetGroupWeight, SetGroupLimits;
+ * fairgate/group_limits.h): "" as the group takes the key out of its group. A max_running of 0
+ * is GroupLimits::kNoLimit. */
+FAIRGATE_C_EXPORT fairgate_code fairgate_set_key_group(fairgate_scheduler* scheduler,
+                                                       const char* fairness_key, const char* group,
+                                                       char** error);
+FAIRGATE_C_EXPORT fairgate_code fairgate_set_group_weight(fairgate_scheduler* scheduler,
+                                                          const char* group, double weight,
+                                                          char** error);
+FAIRGATE_C_EXPORT fairgate_code fairgate_set_group_limits(fairgate_scheduler* scheduler,
+                                                          const char* group, int max_running,
+                                                          int min_running, char** error);
 /* 1 and *cost when the key is tracked, else 0. */
 FAIRGATE_C_EXPORT int fairgate_accumulated_cost(fairgate_scheduler* scheduler,
                                                 const char* fairness_key, double* cost);

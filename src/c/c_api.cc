@@ -395,6 +395,27 @@ fairgate_code fairgate_set_key_limits(fairgate_scheduler* scheduler, const char*
   });
 }
 
+fairgate_code fairgate_set_key_group(fairgate_scheduler* scheduler, const char* fairness_key,
+                                     const char* group, char** error) {
+  return Guarded(error,
+                 [&] { return scheduler->impl->SetKeyGroup(View(fairness_key), View(group)); });
+}
+
+fairgate_code fairgate_set_group_weight(fairgate_scheduler* scheduler, const char* group,
+                                        double weight, char** error) {
+  return Guarded(error, [&] { return scheduler->impl->SetGroupWeight(View(group), weight); });
+}
+
+fairgate_code fairgate_set_group_limits(fairgate_scheduler* scheduler, const char* group,
+                                        int max_running, int min_running, char** error) {
+  return Guarded(error, [&] {
+    fairgate::GroupLimits limits;
+    limits.max_running = max_running == 0 ? fairgate::GroupLimits::kNoLimit : max_running;
+    limits.min_running = min_running;
+    return scheduler->impl->SetGroupLimits(View(group), limits);
+  });
+}
+
 int fairgate_accumulated_cost(fairgate_scheduler* scheduler, const char* fairness_key,
                               double* cost) {
   try {
