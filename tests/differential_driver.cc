@@ -409,7 +409,7 @@ class Run {
           return Fail("SetKeyLimits status");
         }
       }
-    } else if (kind < 96) {
+    } else if (kind < 94) {
       Tracked* t = PickJob(choices_, jobs_, Tracked::kPending);
       if (t == nullptr) return true;
       const Status got = core_->Cancel(t->ticket, now_);
@@ -425,6 +425,32 @@ class Run {
         }
       }
       if (got.ok()) t->state = Tracked::kGone;
+    } else if (kind < 96) {
+      // Shedding's choice: the pending job of a type whose key has consumed the most leaves,
+      // with every request that joined it.
+      const std::string type = choices_.Chance(0.05) ? "unknown" : choices_.Pick(types_);
+      StatusOr<std::optional<core::ExpiredJob>> got = core_->ShedHeaviest(type, now_);
+      StatusOr<std::optional<int>> want = model_->ShedHeaviest(type, now_);
+      if (got.status().code() != want.status().code()) {
+        return Fail("ShedHeaviest(" + type + "): core " + got.status().ToString() + ", model " +
+                    want.status().ToString());
+      }
+      if (got.ok() && got->has_value() != want->has_value()) {
+        return Fail("ShedHeaviest(" + type + "): core shed " + (got->has_value() ? "one" : "none") +
+                    ", the model " + (want->has_value() ? "one" : "none"));
+      }
+      if (got.ok() && got->has_value()) {
+        bool tracked = false;
+        for (Tracked& j : jobs_) {
+          if (j.ticket != (*got)->ticket || j.state != Tracked::kPending) continue;
+          if (j.model_job != **want) {
+            return Fail("ShedHeaviest(" + type + "): core and model shed different jobs");
+          }
+          j.state = Tracked::kGone;
+          tracked = true;
+        }
+        if (!tracked) return Fail("ShedHeaviest(" + type + ") shed a job no request stands for");
+      }
     } else {
       const core::SweepResult got = core_->Sweep(now_);
       const auto [keys_evicted, estimates_evicted] = model_->Sweep(now_);

@@ -204,6 +204,40 @@ TEST_CASE("Core.Groups.AKeyMovedToAnotherGroupTakesItsPendingJobsAndItsPlaceTher
   REQUIRE(core->CheckInvariants().ok());
 }
 
+// Shedding's choice (AdmissionCore::ShedHeaviest): the pending job whose group has consumed the
+// most goes first, then within it the key's, then the latest; a key of no group is a group of its
+// own.
+TEST_CASE("Core.Groups.ShedHeaviestTakesTheHeaviestGroupsKeysLatestJobFirst") {
+  auto core = MakeCore();
+  double now = 0;
+  // Group "farm" has consumed 20 in all, its key "f1" 2 of it; "solo" alone 10; "dev" 1.
+  REQUIRE(core->SetKeyGroup("f1", "farm", now).ok());
+  REQUIRE(core->SetKeyGroup("f2", "farm", now).ok());
+  REQUIRE(core->Charge("f1", 2, now).ok());
+  REQUIRE(core->Charge("f2", 18, now).ok());
+  REQUIRE(core->Charge("solo", 10, now).ok());
+  REQUIRE(core->Charge("dev", 1, now).ok());
+  Add(*core, "dev", "d1", now);
+  Add(*core, "solo", "s1", now);
+  Add(*core, "f1", "a", now);
+  now = 1;
+  Add(*core, "f1", "b", now);
+  // The farm (20) before solo (10), although f1's own cost (2) is below solo's; f1's latest first.
+  std::vector<std::string> shed;
+  for (int i = 0; i < 5; ++i) {
+    auto job = core->ShedHeaviest("clone", now);
+    REQUIRE(job.ok());
+    if (!job->has_value()) break;
+    shed.push_back((*job)->id);
+    REQUIRE(core->CheckInvariants().ok());
+  }
+  CHECK(shed == std::vector<std::string>{"b", "a", "s1", "d1"});
+  CHECK(core->pending_jobs() == 0);
+  CHECK(core->ShedHeaviest("nope", now).status().code() == absl::StatusCode::kNotFound);
+  // Shed jobs were charged nothing.
+  CHECK(core->AccumulatedCost("f1") == 2.0);
+}
+
 TEST_CASE("Core.Groups.ARunningJobCountsInItsKeysGroupAndIsReconciledThere") {
   RuleOptions rule = RuleOptions::Seed();
   rule.reconcile = true;

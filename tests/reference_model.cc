@@ -232,6 +232,26 @@ Status ReferenceModel::Cancel(int n, double now) {
   return absl::OkStatus();
 }
 
+StatusOr<std::optional<int>> ReferenceModel::ShedHeaviest(const std::string& type, double now) {
+  if (types_.find(type) == types_.end()) return absl::NotFoundError("type");
+  std::optional<int> heaviest;
+  std::tuple<double, double, double, std::uint64_t> most;
+  for (const auto& [n, job] : jobs_) {
+    if (job.running || job.type != type) continue;
+    const std::string group = GroupOf(job.key);
+    const double key_acc = keys_.at(job.key).acc;
+    const auto place = std::make_tuple(group.empty() ? key_acc : groups_.at(group).acc, key_acc,
+                                       job.arrival, job.seq);
+    if (!heaviest || place > most) heaviest = n, most = place;
+  }
+  if (heaviest) {
+    const std::string key = jobs_.at(*heaviest).key;
+    jobs_.erase(*heaviest);
+    MaybeIdle(key, now);
+  }
+  return heaviest;
+}
+
 double ReferenceModel::Tokens(const RateLimit& limit, const Bucket& bucket, double now) {
   return std::min(limit.burst, bucket.tokens + (now - bucket.at) * limit.per_second);
 }

@@ -56,6 +56,9 @@ class ReferenceModel {
   double retry_after() const { return retry_after_; }
   // A pending job several requests stand for loses one; the last one's Cancel removes it.
   Status Cancel(int job, double now);
+  // As AdmissionCore::ShedHeaviest: the pending job of `type` with the greatest (group's cost,
+  // key's cost, arrival, seq) leaves with all its requests; its id, or nothing.
+  StatusOr<std::optional<int>> ShedHeaviest(const std::string& type, double now);
   // How many requests a pending job stands for; NotFound unless pending.
   StatusOr<int> Callers(int job) const;
   // Expires the jobs due by `now` first, as AdvanceTo does.

@@ -126,6 +126,15 @@ class AdmissionCore {
   // The jobs expired since the last call, in the order their limits were reached (ties by
   // enqueue order). The caller reports them; the core has forgotten them.
   std::vector<ExpiredJob> TakeExpired();
+  // Shedding's choice (groundwork for issue 52's fair shedding; nothing calls it yet): the
+  // pending job of `type` whose key has consumed the most leaves the queue, uncharged, with every
+  // request that joined it, and is returned (expired_at: now) rather than listed for
+  // TakeExpired. "The most" is the greatest (its group's accumulated cost, its key's, arrival,
+  // enqueue sequence), a key of no group being a group of its own, as in the order's group and
+  // key levels; tiers, aging and reservations do not enter. Nothing when the type has no pending
+  // job; NotFound for an unknown type. Expiries due by `now` are not taken first. O(pending jobs
+  // of every key that has one): a scan, for the overloaded moments it is meant for.
+  StatusOr<std::optional<ExpiredJob>> ShedHeaviest(std::string_view type, double now);
   // Whether an expiry or an aging step is due by `now`, or expired jobs wait for TakeExpired:
   // while none is and the global cap is full (full()), NextAdmission(now) changes nothing.
   bool StepDueBy(double now) const;
