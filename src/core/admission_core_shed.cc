@@ -18,11 +18,13 @@ StatusOr<std::optional<ExpiredJob>> AdmissionCore::ShedHeaviest(std::string_view
   for (const auto& [name, key] : keys_) {
     if (key.pending == 0) continue;
     const GroupState* group = GroupTable::Of(key);
-    const double group_acc = group != nullptr ? group->acc : key.acc;
+    // Plain copies: clang 14 cannot capture a structured binding in a lambda.
+    const double key_acc = key.acc;
+    const double group_acc = group != nullptr ? group->acc : key_acc;
     for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
       lane->ready.ForEach([&](Job& job) {
         if (job.type != shed_type) return;
-        const auto place = std::make_tuple(group_acc, key.acc, job.arrival, job.seq);
+        const auto place = std::make_tuple(group_acc, key_acc, job.arrival, job.seq);
         if (heaviest == nullptr || place > most) heaviest = &job, most = place;
       });
     }
