@@ -152,18 +152,9 @@ func (s *Scheduler) RegisterType(name string, config TypeConfig) error {
 	if config.DefaultCost != 0 {
 		c.default_cost = C.double(config.DefaultCost)
 	}
-	var strings []*C.char
-	defer func() {
-		for _, s := range strings {
-			C.free(unsafe.Pointer(s))
-		}
-	}()
-	cstring := func(s string) *C.char {
-		p := C.CString(s)
-		strings = append(strings, p)
-		return p
-	}
-	c.conflict_group = cstring(config.ConflictGroup)
+	var mem cMemory
+	defer mem.free()
+	c.conflict_group = mem.string(config.ConflictGroup)
 	if config.ConflictLimit != 0 {
 		c.conflict_limit = C.int(config.ConflictLimit)
 	}
@@ -172,18 +163,7 @@ func (s *Scheduler) RegisterType(name string, config TypeConfig) error {
 	}
 	c.max_queue_wait_seconds = C.double(config.MaxQueueWait.Seconds())
 	c.coalesce = C.fairgate_coalesce(config.Coalesce)
-	var tags *C.char
-	if n := len(config.Tags); n > 0 {
-		// A C array of the tags' C strings.
-		array := (**C.char)(C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof(tags))))
-		defer C.free(unsafe.Pointer(array))
-		slice := unsafe.Slice(array, n)
-		for i, tag := range config.Tags {
-			slice[i] = cstring(tag)
-		}
-		c.tags = array
-		c.tag_count = C.size_t(n)
-	}
+	c.tags, c.tag_count = mem.strings(config.Tags)
 	c.rate_per_second = C.double(config.RatePerSecond)
 	if config.RateBurst != 0 {
 		c.rate_burst = C.double(config.RateBurst)
@@ -191,9 +171,38 @@ func (s *Scheduler) RegisterType(name string, config TypeConfig) error {
 	if config.RefuseWithoutToken {
 		c.refuse_without_token = 1
 	}
-	name_c := cstring(name)
 	var message *C.char
-	return errorOf(C.fairgate_register_type(s.c, name_c, &c, &message), message)
+	return errorOf(C.fairgate_register_type(s.c, mem.string(name), &c, &message), message)
+}
+
+// cMemory is C memory a call allocates for its arguments, freed together when it returns.
+type cMemory []unsafe.Pointer
+
+// string returns s as a C string.
+func (m *cMemory) string(s string) *C.char {
+	p := C.CString(s)
+	*m = append(*m, unsafe.Pointer(p))
+	return p
+}
+
+// strings returns a C array of ss as C strings and its length (nil for none).
+func (m *cMemory) strings(ss []string) (**C.char, C.size_t) {
+	if len(ss) == 0 {
+		return nil, 0
+	}
+	array := (**C.char)(C.malloc(C.size_t(len(ss)) * C.size_t(unsafe.Sizeof((*C.char)(nil)))))
+	*m = append(*m, unsafe.Pointer(array))
+	slice := unsafe.Slice(array, len(ss))
+	for i, s := range ss {
+		slice[i] = m.string(s)
+	}
+	return array, C.size_t(len(ss))
+}
+
+func (m *cMemory) free() {
+	for _, p := range *m {
+		C.free(p)
+	}
 }
 
 // A Job names a piece of work: its type, what it is about (its id: a repository, say; costs are
@@ -474,32 +483,13 @@ func (s *Scheduler) ResumeKey(key string) error {
 
 // AddWorker declares a worker (fairgate/worker.h) with its slots and the types and tags it serves.
 func (s *Scheduler) AddWorker(name string, slots int, types, tags []string) error {
-	var allocated []*C.char
-	defer func() {
-		for _, p := range allocated {
-			C.free(unsafe.Pointer(p))
-		}
-	}()
-	array := func(strings []string) (**C.char, C.size_t) {
-		if len(strings) == 0 {
-			return nil, 0
-		}
-		a := (**C.char)(C.malloc(C.size_t(len(strings)) * C.size_t(unsafe.Sizeof((*C.char)(nil)))))
-		allocated = append(allocated, (*C.char)(unsafe.Pointer(a)))
-		slice := unsafe.Slice(a, len(strings))
-		for i, s := range strings {
-			slice[i] = C.CString(s)
-			allocated = append(allocated, slice[i])
-		}
-		return a, C.size_t(len(strings))
-	}
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	ctypes, ntypes := array(types)
-	ctags, ntags := array(tags)
+	var mem cMemory
+	defer mem.free()
+	ctypes, ntypes := mem.strings(types)
+	ctags, ntags := mem.strings(tags)
 	var message *C.char
-	return errorOf(C.fairgate_add_worker(s.c, cname, C.int(slots), ctypes, ntypes, ctags, ntags,
-		&message), message)
+	return errorOf(C.fairgate_add_worker(s.c, mem.string(name), C.int(slots), ctypes, ntypes, ctags,
+		ntags, &message), message)
 }
 
 // RemoveWorker removes a worker; the jobs running on it are lost.
