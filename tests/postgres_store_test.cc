@@ -1050,6 +1050,53 @@ TEST_CASE("PostgresStore.AKeysRateLimitIsTheFleetsAcrossSchedulers") {
   CHECK(client_started.load() == 4);
 }
 
+// A call that will not wait for a token is refused when the fleet's bucket has none, not when
+// its replica's lease of it is used up: one after another, with nothing else running, every
+// call of a type whose fleet-wide burst is 3 and of a key whose burst is 2 (leases of one token,
+// the next taken only when the last is used) runs until the fleet's bucket is empty, whatever
+// the lease's round trip to the database; the next is refused with when its token is due.
+TEST_CASE("PostgresStore.ACallThatWillNotWaitIsRefusedOnlyWhenTheFleetsBucketIsEmpty") {
+  testing::PostgresServer server;
+  SchedulerOptions o;
+  o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo(), {"a"}));
+  o.runtime.warn = [](std::string_view) {};
+  auto replica = *Scheduler::Create(o);
+  JobTypeConfig clone = testing::Type(8, 8);
+  clone.rate_limit = {0.001, 3};
+  clone.refuse_without_token = true;
+  REQUIRE(replica->RegisterType("clone", clone).ok());
+  REQUIRE(replica->RegisterType("fetch", testing::Type(8, 8)).ok());
+  KeyLimits limits;
+  limits.rate_limit = {0.001, 2};
+  REQUIRE(replica->SetKeyLimits("client", limits).ok());
+  int ran = 0;
+  auto run = [&](const char* type, int i, const char* key) {
+    return replica->RunSync(Context::Background(),
+                            {TypeName(type), JobId(std::to_string(i)), FairnessKey(key)},
+                            [&](const Context&) {
+                              ++ran;
+                              return absl::OkStatus();
+                            },
+                            {.refuse_without_token = true});
+  };
+  for (int i = 0; i < 3; ++i) CHECK(run("clone", i, "other").ok());
+  const Status type_refused = run("clone", 3, "other");
+  CHECK(type_refused.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(std::string(type_refused.message()).find("job type 'clone'") != std::string::npos);
+  REQUIRE(RetryAfter(type_refused).has_value());
+  CHECK(*RetryAfter(type_refused) > 0);
+  CHECK(*RetryAfter(type_refused) <= 1000);
+  for (int i = 0; i < 2; ++i) CHECK(run("fetch", i, "client").ok());
+  const Status key_refused = run("fetch", 2, "client");
+  CHECK(key_refused.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(std::string(key_refused.message()).find("fairness key 'client'") != std::string::npos);
+  REQUIRE(RetryAfter(key_refused).has_value());
+  CHECK(*RetryAfter(key_refused) > 0);
+  CHECK(*RetryAfter(key_refused) <= 1000);
+  CHECK(ran == 5);
+  REQUIRE(replica->Shutdown(Context::Background()).ok());
+}
+
 TEST_CASE("PostgresStore.ACrashedReplicasClaimsAndLeasesLapseToAnother") {
   testing::PostgresServer server;
   testing::CheckACrashedReplicasClaimsAndLeasesLapse(Replicas(server));

@@ -172,11 +172,12 @@ TEST_CASE("Core.RateLimit.ARefusalForWantOfALeasedTokenAsksForALease") {
   impatient.refuse_without_token = true;
   REQUIRE(core->RegisterType("clone", impatient).ok());
   REQUIRE(core->LeaseTokens("clone").ok());
-  REQUIRE(
-      core->GrantTokens(BucketName::Type("clone"), 0, 0, 0).ok());  // the first lease brought none
+  // The first lease brought none; the store says the next is due at 1.
+  REQUIRE(core->GrantTokens(BucketName::Type("clone"), 0, 1, 0).ok());
   CHECK_FALSE(core->WantsTokens());
-  CHECK(core->Enqueue({"clone", "a", "k"}, 0).status().code() ==
-        absl::StatusCode::kResourceExhausted);
+  const Status refused = core->Enqueue({"clone", "a", "k"}, 0).status();
+  CHECK(refused.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(RetryAfter(refused) == 1.0);
   CHECK(core->WantsTokens());
   REQUIRE(core->BucketsToLease().size() == 1);
   REQUIRE(core->GrantTokens(BucketName::Type("clone"), 1, 0, 0).ok());
@@ -189,10 +190,72 @@ TEST_CASE("Core.RateLimit.ARefusalForWantOfALeasedTokenAsksForALease") {
   CHECK_FALSE(core->WantsTokens());
 }
 
+// A call that will not wait for a token is refused only when the fleet's bucket is known to have
+// none: a type's or the global leased bucket without a token whose store said the next is due
+// by now (or said nothing yet) has a lease on its way, and the call waits for it; a grant that
+// leaves the bucket without a token refuses such calls under it (a type's: that type's; the
+// global one's: every type's), naming the bucket and when the store said the next is due, while
+// patient jobs wait on.
+TEST_CASE("Core.RateLimit.ACallThatWillNotWaitWaitsForTheLeaseOnItsWay") {
+  auto core = MakeCore({100, 100});  // the global bucket: leased from 2.5 on
+  REQUIRE(core->RegisterType("clone", Limited({2, 3})).ok());
+  REQUIRE(core->RegisterType("fetch", Type(8, 8)).ok());
+  REQUIRE(core->LeaseTokens("clone").ok());
+  core::EnqueueRequest impatient{"clone", "a", "k"};
+  impatient.refuse_without_token = true;
+  REQUIRE(core->Enqueue(impatient, 0).ok());  // no grant yet: a waits for the first
+  REQUIRE(core->GrantTokens(BucketName::Type("clone"), 1, 0, 0).ok());
+  CHECK(AdmitAll(*core, 0) == std::vector<std::string>{"a"});
+  CHECK(core->WantsTokens());  // its last token used: the next lease is on its way
+  impatient.id = "b";
+  REQUIRE(core->Enqueue(impatient, 0.1).ok());  // the store had more at 0: b waits for the lease
+  Add(*core, "clone", "c", 0.1);
+  CHECK(core->TakeExpired().empty());
+  REQUIRE(core->GrantTokens(BucketName::Type("clone"), 0, 2, 0.2).ok());  // none until 2
+  std::vector<core::ExpiredJob> refused = core->TakeExpired();
+  REQUIRE(refused.size() == 1);
+  CHECK(refused[0].id == "b");
+  CHECK(refused[0].token_due == 2);
+  CHECK(refused[0].expired_at == 0.2);
+  CHECK(refused[0].token_of == "job type 'clone''s rate limit");
+  CHECK(core->pending_jobs() == 1);  // c waits on
+  impatient.id = "d";
+  const Status at_once = core->Enqueue(impatient, 1).status();  // known empty until 2
+  CHECK(at_once.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(RetryAfter(at_once) == 1.0);
+  CHECK(core->CheckInvariants().ok());
+
+  // The global bucket leased too: at 2.5 the type's token is due and the global bucket has had
+  // no grant: e and a fetch that will not wait both wait; the global grant brings none and
+  // refuses both, whatever their types; c waits on.
+  REQUIRE(core->LeaseTokens("").ok());
+  impatient.id = "e";
+  REQUIRE(core->Enqueue(impatient, 2.5).ok());
+  core::EnqueueRequest fetch{"fetch", "f", "k2"};
+  fetch.refuse_without_token = true;
+  REQUIRE(core->Enqueue(fetch, 2.5).ok());
+  REQUIRE(core->GrantTokens(BucketName::Type("clone"), 1, 2.5, 2.5).ok());
+  CHECK(core->TakeExpired().empty());  // the type's brought one
+  REQUIRE(core->GrantTokens(BucketName::Global(), 0, 4, 2.6).ok());
+  refused = core->TakeExpired();
+  REQUIRE(refused.size() == 2);
+  CHECK(refused[0].id == "e");
+  CHECK(refused[1].id == "f");
+  for (const core::ExpiredJob& job : refused) {
+    CHECK(job.token_due == 4);
+    CHECK(job.token_of == "the global rate limit");
+  }
+  CHECK(core->pending_jobs() == 1);
+  REQUIRE(core->GrantTokens(BucketName::Global(), 1, 4, 4).ok());
+  CHECK(AdmitAll(*core, 4) == std::vector<std::string>{"c"});
+  CHECK(core->CheckInvariants().ok());
+}
+
 // A key's leased bucket (the fleet's) is made empty when the key's first job comes, holds the
-// key until a grant brings a token while other keys are served, never refuses a call before its
-// first grant (the lease is on its way), and asks for more only while the key has jobs waiting
-// or has just used its last token.
+// key until a grant brings a token while other keys are served, refuses a call only when the
+// store said its next token is due later (before its first grant, and once that time has come,
+// the lease on its way may bring one: the call waits for it, and is refused if it brings none),
+// and asks for more only while the key has jobs waiting or has just used its last token.
 TEST_CASE("Core.RateLimit.ALeasedKeyWaitsForItsGrantWhileOtherKeysAreServed") {
   auto core = MakeCore();
   REQUIRE(core->RegisterType("clone", Type(8, 8)).ok());
@@ -218,11 +281,18 @@ TEST_CASE("Core.RateLimit.ALeasedKeyWaitsForItsGrantWhileOtherKeysAreServed") {
   REQUIRE(core->GrantTokens(BucketName::Key("heavy"), 2, 6, 5).ok());
   CHECK(AdmitAll(*core, 5) == std::vector<std::string>{"a", "b"});
   CHECK(core->WantsTokens());  // used up, with c and d waiting
+  // The lease d waited for brings none: d is refused, as it would have been had the key's bucket
+  // been known empty when it came; c waits on.
   REQUIRE(core->GrantTokens(BucketName::Key("heavy"), 0, 7.5, 7).ok());
+  const std::vector<core::ExpiredJob> lease_refused = core->TakeExpired();
+  REQUIRE(lease_refused.size() == 1);
+  CHECK(lease_refused[0].id == "d");
+  CHECK(lease_refused[0].token_due == 7.5);
+  CHECK(lease_refused[0].token_of == "fairness key 'heavy''s rate limit");
   CHECK(AdmitAll(*core, 7) == std::vector<std::string>{});
   CHECK(core->WantsTokens());  // still waiting: it asks again (the runtime, at 7.5)
   impatient.id = "e";
-  const Status refused = core->Enqueue(impatient, 7).status();
+  const Status refused = core->Enqueue(impatient, 7).status();  // the store said 7.5: refused
   CHECK(refused.code() == absl::StatusCode::kResourceExhausted);
   CHECK(std::string(refused.message()).find("fairness key 'heavy'") != std::string::npos);
   REQUIRE(RetryAfter(refused).has_value());
@@ -230,12 +300,15 @@ TEST_CASE("Core.RateLimit.ALeasedKeyWaitsForItsGrantWhileOtherKeysAreServed") {
   const Snapshot held = core->TakeSnapshot(7);
   CHECK(held.keys_held_by_rate == 1);
   CHECK(core->CheckInvariants().ok());
+  REQUIRE(core->Enqueue(impatient, 7.5).ok());  // its token's time come: e waits for the lease
+  CHECK(core->TakeExpired().empty());
 
   REQUIRE(core->GrantTokens(BucketName::Key("heavy"), 1, 0, 8).ok());
   CHECK(AdmitAll(*core, 8) == std::vector<std::string>{"c"});
-  // Its limit gone, the key is let go: d starts without a token.
+  CHECK(core->TakeExpired().empty());  // the grant brought a token (c's): e is not refused
+  // Its limit gone, the key is let go: e starts without a token.
   REQUIRE(core->SetKeyLimits("heavy", KeyLimits{}).ok());
-  CHECK(AdmitAll(*core, 8) == std::vector<std::string>{"d"});
+  CHECK(AdmitAll(*core, 8) == std::vector<std::string>{"e"});
   CHECK_FALSE(core->WantsTokens());
   CHECK(core->CheckInvariants().ok());
   // Given one again while idle, it asks for a lease before its next job needs it.

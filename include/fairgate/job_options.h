@@ -35,9 +35,11 @@ struct JobOptions {
   // instead of queueing it to wait for one; RetryAfter reads from that status how long until the
   // latest of those tokens is due (an HTTP server's 429 and Retry-After). A call refused so is
   // counted as rejected. When the buckets have a token, the job is queued as any other and may
-  // still wait, if jobs ahead of it take that token first. A request that joins a job of its id
-  // (coalescing) takes no token and is never refused so. Also for every call of a type that
-  // sets JobTypeConfig::refuse_without_token.
+  // still wait, if jobs ahead of it take that token first. On a shared store the buckets are the
+  // fleet's: a replica whose lease of one is on its way queues the job until that lease comes,
+  // and refuses it then if it brought none (FleetOptions::token_lease). A request that joins a job
+  // of its id (coalescing) takes no token and is never refused so. Also for every call of a type
+  // that sets JobTypeConfig::refuse_without_token.
   bool refuse_without_token = false;
 
   friend bool operator==(const JobOptions&, const JobOptions&) = default;

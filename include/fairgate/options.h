@@ -130,8 +130,10 @@ struct FleetOptions {
   // The fleet starts at most burst + per_second x w jobs under a bucket in any w seconds, plus
   // one lease per replica (tokens a replica took and has not used yet; a replica that dies
   // takes its unused lease with it, as a key forgotten after key_ttl does). A replica's first job
-  // of a key waits for the key's first lease; a call that will not wait for a token
-  // (JobOptions::refuse_without_token) is refused when that lease brings none. Finite and > 0.
+  // of a key waits for the key's first lease. A call that will not wait for a token
+  // (JobOptions::refuse_without_token) is refused when the fleet's bucket has none: at once when
+  // the store's last lease said the next is due later; while a lease is on its way (none yet, or
+  // that time has come), when that lease brings none. Finite and > 0.
   Seconds token_lease{0.1};
 };
 

@@ -122,10 +122,12 @@ struct EndedJob {
 // TakeExpired hands it over.
 struct ExpiredJob : EndedJob {
   double expired_at = 0;  // arrival + max_queue_wait: when its limit was reached
-  // Set when the job did not reach a queue-wait limit but was refused for want of its key's token:
-  // it asked not to wait for one (refuse_without_token), came before its key's first lease
-  // (AdmissionCore::LeaseKeyTokens), and the lease brought none; the token is due then.
+  // Set when the job did not reach a queue-wait limit but was refused for want of a token: it
+  // asked not to wait for one (refuse_without_token), came while a leased bucket it is under
+  // (AdmissionCore::LeaseTokens, LeaseKeyTokens) awaited a lease, and the lease brought none;
+  // the token is due then, and `token_of` names the bucket as a refusal at arrival would.
   std::optional<double> token_due;
+  std::string token_of;
   // The job as a JobView (pending), valid while this ExpiredJob is neither moved nor destroyed.
   JobView View() const { return BaseView(); }
 };

@@ -165,16 +165,14 @@ Status AdmissionCore::RefuseWithoutToken(const TypeState& type, const KeyState* 
     due = std::max(due, *at);
   };
   const TokenBucket& global = types_.global_rate();
-  if (global.limited() && !global.HasToken(now)) {
-    missing(global.NextTokenAt(now), [] { return std::string("the global rate limit"); });
+  if (global.limited() && !global.HasToken(now) && !global.AwaitsLease(now)) {
+    missing(global.NextTokenAt(now), [] { return std::string(kGlobalRateName); });
   }
-  if (type.rate.limited() && !type.rate.HasToken(now)) {
-    missing(type.rate.NextTokenAt(now),
-            [&] { return absl::StrCat("job type '", type.name, "''s rate limit"); });
+  if (type.rate.limited() && !type.rate.HasToken(now) && !type.rate.AwaitsLease(now)) {
+    missing(type.rate.NextTokenAt(now), [&] { return TypeRateName(type.name); });
   }
   if (key != nullptr && keys_.rates_in_use()) {
-    missing(keys_.MissingTokenAt(*key, now),
-            [&] { return absl::StrCat("fairness key '", AsAbsl(key_name), "''s rate limit"); });
+    missing(keys_.MissingTokenAt(*key, now), [&] { return KeyRateName(key_name); });
   }
   if (first.empty()) return absl::OkStatus();
   return RefusedForToken(first, due - now);
@@ -605,32 +603,49 @@ Status AdmissionCore::GrantTokens(const BucketName& name, double tokens, double 
     if (keys_.GrantFrees(*key, tokens)) {
       lanes_.Rekey(*key, [&] { keys_.Grant(*key, tokens, due); });
     } else if (keys_.Grant(*key, tokens, due) && key->pending > 0) {
-      RefuseImpatient(*key, due, now);
+      RefuseImpatient(key, nullptr, due, now);
     }
     return absl::OkStatus();
   }
-  StatusOr<TokenBucket*> bucket =
-      BucketOf(name.of == BucketName::Of::kGlobal ? std::string_view() : name.name);
+  const bool global = name.of == BucketName::Of::kGlobal;
+  StatusOr<TokenBucket*> bucket = BucketOf(global ? std::string_view() : name.name);
   if (!bucket.ok()) return bucket.status();
   if (!(*bucket)->leased()) {
     return absl::FailedPreconditionError("tokens are granted only to a leased bucket");
   }
   (*bucket)->Grant(tokens, due);
+  const std::int64_t under = global ? pending_ : types_.Find(name.name)->pending;
+  if (!(*bucket)->HasToken(now) && under > 0) {
+    RefuseImpatient(nullptr, global ? nullptr : types_.Find(name.name), due, now);
+  }
   return absl::OkStatus();
 }
 
-void AdmissionCore::RefuseImpatient(KeyState& key, double due, double now) {
+void AdmissionCore::RefuseImpatient(const KeyState* key, const TypeState* type, double due,
+                                    double now) {
   std::vector<Job*> refused;
-  for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
-    lane->ready.ForEach([&](Job& job) {
-      if (job.impatient) refused.push_back(&job);
-    });
+  auto collect = [&](const KeyState& of) {
+    for (Lane* lane = of.lanes; lane != nullptr; lane = lane->next_in_key) {
+      lane->ready.ForEach([&](Job& job) {
+        if (job.impatient && (type == nullptr || job.type == type)) refused.push_back(&job);
+      });
+    }
+  };
+  if (key != nullptr) {
+    collect(*key);
+  } else {
+    for (const auto& entry : keys_) {
+      if (entry.second.pending > 0) collect(entry.second);
+    }
   }
   std::sort(refused.begin(), refused.end(),
             [](const Job* a, const Job* b) { return a->seq < b->seq; });
   for (Job* job : refused) {
     expired_.push_back(ExpiredOf(*job, now));
     expired_.back().token_due = due;
+    expired_.back().token_of = key != nullptr    ? KeyRateName(*key->name)
+                               : type != nullptr ? TypeRateName(type->name)
+                                                 : std::string(kGlobalRateName);
     Withdraw(*job, now);
   }
 }
@@ -639,7 +654,8 @@ ExpiredJob AdmissionCore::ExpiredOf(const Job& job, double at) {
   return {{TicketOf(job), job.type->name, job.id, *job.key->name, job.type->index,
            job.type->config.priority, job.lane->tier->priority, job.arrival},
           at,
-          std::nullopt};
+          std::nullopt,
+          {}};
 }
 
 bool AdmissionCore::Wants(const LeasedBucket& leased) const {

@@ -154,17 +154,18 @@ class AdmissionCore {
   // The same for every key's rate limit (KeyLimits::rate_limit): a key's bucket holds what
   // GrantTokens gives it, from none; it is made, empty and asking for a lease, when the key gets
   // a job while it has none pending, and a key without a token is held until a grant brings one
-  // (a call refused for want of one is refused only once a grant has left the key without: before
-  // its first, it waits for it). A key forgotten after key_ttl takes its unused tokens with it.
+  // (a call refused for want of one is refused at once only while the store's last grant said
+  // the next token is due later: before its first, and after that time, it waits for the lease).
+  // A key forgotten after key_ttl takes its unused tokens with it.
   // FailedPrecondition once a key has a job pending or running (call it before the first job;
   // keys restored idle are fine); again: nothing.
   Status LeaseKeyTokens();
   // Adds `tokens` (>= 0, finite) to a leased bucket; `due`: when the store said its next token
   // is due (what a refusal for want of one says: RefuseWithoutToken); the caller decides again
-  // (NextAdmission). To a key not tracked (forgotten since it asked): nothing, OK. A key's first
-  // grant that leaves it without a token refuses its pending jobs that asked not to wait for one
-  // (they came before the key's bucket knew it was empty): they leave uncharged at `now`, for
-  // TakeExpired, with ExpiredJob::token_due.
+  // (NextAdmission). To a key not tracked (forgotten since it asked): nothing, OK. A grant that
+  // leaves a bucket without a token refuses the pending jobs under it that asked not to wait for
+  // one (they came while its lease was on its way, TokenBucket::AwaitsLease): they leave
+  // uncharged at `now`, for TakeExpired, with ExpiredJob::token_due and token_of.
   Status GrantTokens(const BucketName& bucket, double tokens, double due, double now);
   // The leased buckets with less than one token and jobs pending under them (the global one's:
   // any; a type's: its own; a key's: its own), or that were leased, used up by a take or short
@@ -438,9 +439,10 @@ class AdmissionCore {
   // Whether a leased bucket has less than a token and jobs pending under it, or asked for a
   // lease (TokenBucket::Ask).
   bool Wants(const LeasedBucket& leased) const;
-  // GrantTokens's refusal of the key's pending jobs that asked not to wait for a token, in
-  // enqueue order.
-  void RefuseImpatient(KeyState& key, double due, double now);
+  // GrantTokens's refusal of the pending jobs that asked not to wait for a token under the
+  // bucket it left without one, in enqueue order: `key`'s, or (key null) `type`'s, or (both
+  // null) all. O(its jobs) for a key; else O(keys + pending jobs).
+  void RefuseImpatient(const KeyState* key, const TypeState* type, double due, double now);
   // What TakeExpired reports of a pending job leaving at `at` (before it is withdrawn).
   static ExpiredJob ExpiredOf(const Job& job, double at);
   // The refusal of a request that would not wait for a token (EnqueueRequest::

@@ -121,9 +121,7 @@ bool KeyTable::Grant(KeyState& key, double tokens, double due) {
   auto it = buckets_.find(&key);
   if (it == buckets_.end()) return false;
   KeyBucket& bucket = it->second;
-  const bool first = !bucket.granted;
   bucket.tokens.left += tokens;
-  bucket.granted = true;
   bucket.at = due;
   if (bucket.tokens.left >= 1) {
     if (bucket.held) {
@@ -136,7 +134,7 @@ bool KeyTable::Grant(KeyState& key, double tokens, double due) {
     // the store no sooner than it said the next token would be due).
     SetAsked(key, key.pending > 0);
   }
-  return first && bucket.tokens.left < 1;
+  return bucket.tokens.left < 1;
 }
 
 void KeyTable::Hold(KeyState& key, KeyBucket& bucket, const RateLimit& limit) {
@@ -191,10 +189,12 @@ std::optional<double> KeyTable::MissingTokenAt(const KeyState& key, double now) 
   if (!limit.limited()) return std::nullopt;
   auto it = buckets_.find(&key);
   if (leased_) {
-    if (it == buckets_.end() || !it->second.granted || it->second.tokens.left >= 1) {
+    // Without a token, the store's last word decides: a token due by `now` (or no word yet) is
+    // what the lease on its way may bring; one due later is missing until then.
+    if (it == buckets_.end() || it->second.tokens.left >= 1 || it->second.at <= now) {
       return std::nullopt;
     }
-    return std::max(now, it->second.at);
+    return it->second.at;
   }
   if (it == buckets_.end() || it->second.tokens.HasToken(limit, now)) return std::nullopt;
   return it->second.tokens.NextTokenAt(limit);

@@ -143,8 +143,9 @@ class KeyTable {
   }
   // The key's bucket at `now`: its tokens (infinity without a limit), for the snapshot.
   double TokensOf(const KeyState& key, double now) const;
-  // When the key's next token is due, if it has none at `now` (leased: if its last grant left
-  // it without one, when the store said the next would be; before its first grant, nothing).
+  // When the key's next token is due, if it has none at `now` (leased: when the store said the
+  // next would be, if that is after `now`; before the first grant, or once that time has come,
+  // nothing: the lease on its way may bring one).
   std::optional<double> MissingTokenAt(const KeyState& key, double now) const;
 
   // Fleet-wide key buckets (AdmissionCore::LeaseKeyTokens): from now on a key's bucket does not
@@ -164,8 +165,8 @@ class KeyTable {
   bool GrantFrees(const KeyState& key, double tokens) const;
   // Adds a lease's `tokens` to the key's leased bucket (none: nothing); `due`: when the store
   // said its next token is due. A bucket left with a token is no longer held and asks nothing;
-  // one still without asks again only if the key has jobs pending. True when this was the
-  // bucket's first grant and it left the key without a token.
+  // one still without asks again only if the key has jobs pending. True when the grant left the
+  // key without a token.
   bool Grant(KeyState& key, double tokens, double due);
   // The keys whose leased buckets ask for a lease, with their limits: in no particular order.
   template <typename Visit>
@@ -222,14 +223,12 @@ class KeyTable {
  private:
   // A key's bucket: its tokens (core/token_bucket.h), whether it is held until its next one, and
   // `at`: not leased, that token's time (its release, as filed in held_); leased, when the store
-  // said the next token is due. Leased also: whether a grant came (before the first, a call is
-  // never refused for want of a token: the lease is on its way); whether it asks for a lease is
+  // said the next token is due (0 before the first grant). Leased, whether it asks for a lease is
   // its key's place in asking_. 32 bytes, as the map's slots of a table of many keys are read at
   // each key-level check.
   struct KeyBucket {
     Tokens tokens;
     bool held = false;
-    bool granted = false;
     double at = 0;
   };
   static_assert(sizeof(KeyBucket) == 32, "a key's bucket is a map slot's 32 bytes (above)");

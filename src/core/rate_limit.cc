@@ -39,6 +39,15 @@ Status RefusedForToken(std::string_view what, double seconds) {
   return status;
 }
 
+std::string TypeRateName(std::string_view type) {
+  return absl::StrCat("job type '", absl::string_view(type.data(), type.size()), "''s rate limit");
+}
+
+std::string KeyRateName(std::string_view key) {
+  return absl::StrCat("fairness key '", absl::string_view(key.data(), key.size()),
+                      "''s rate limit");
+}
+
 }  // namespace core
 
 Status ValidateRateLimit(const RateLimit& limit, std::string_view field) {

@@ -49,6 +49,10 @@ struct Tokens {
 // ResourceExhausted naming `what` lacked one, with `seconds` until it is due as the payload
 // fairgate::RetryAfter reads (rate_limit.cc, beside it).
 Status RefusedForToken(std::string_view what, double seconds);
+// What such a refusal names as lacking the token: the global bucket, a type's, a key's.
+inline constexpr std::string_view kGlobalRateName = "the global rate limit";
+std::string TypeRateName(std::string_view type);
+std::string KeyRateName(std::string_view key);
 
 // Which leased bucket (AdmissionCore::BucketsToLease, GrantTokens): the global rate limit's, a
 // type's or a key's, by the type's or the key's name.
@@ -100,6 +104,10 @@ class TokenBucket {
     if (HasToken(now)) return now;
     return std::max(now, leased_ ? due_ : tokens_.NextTokenAt(limit_));
   }
+  // Leased and without a token, with the store's last word that the next is due by `now` (or no
+  // word yet): the lease on its way may bring one, and a call that will not wait for a token
+  // waits for that lease (AdmissionCore::GrantTokens refuses it if the lease brings none).
+  bool AwaitsLease(double now) const { return leased_ && !HasToken(now) && due_ <= now; }
   // Leasing: from now on the bucket holds what Grant gives it, from none; it asks for its first
   // lease at once.
   void Lease() {

@@ -387,11 +387,10 @@ void AdmissionTable::ReapExpiredLocked(double now, RecordList& out) {
     record->MoveTo(JobRecord::State::kCancelled);
     ForgetDeadlineLocked(*record);
     if (expired.token_due) {
-      // It asked not to wait for a token, and its key's first lease brought none: a cancel
-      // event with the refusal it would have had, had the key's bucket been known empty then.
+      // It asked not to wait for a token, and the lease its bucket awaited brought none: a
+      // cancel event with the refusal it would have had, had the bucket been known empty then.
       record->refusal = core::RefusedForToken(
-          absl::StrCat("fairness key '", expired.key, "''s rate limit"),
-          std::max(*expired.token_due - now, 0.001));  // RetryAfter promises > 0
+          expired.token_of, std::max(*expired.token_due - now, 0.001));  // RetryAfter promises > 0
       log_.Cancelled(expired.View(), record->refusal, now);
     } else {
       record->refusal = absl::DeadlineExceededError(
