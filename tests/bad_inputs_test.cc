@@ -200,6 +200,12 @@ std::vector<Row> Rows() {
   register_type("rate_limit.burst = 0", absl::StatusCode::kInvalidArgument,
                 "rate_limit.burst must be finite and >= 1, got 0", "fetch",
                 JobTypeConfig{.rate_limit = {.per_second = 5, .burst = 0}});
+  register_type("shedding.target = -1", absl::StatusCode::kInvalidArgument,
+                "shedding.target must be finite and >= 0, got -1", "fetch",
+                JobTypeConfig{.shedding = {.target = Seconds(-1)}});
+  register_type("shedding.interval = 0", absl::StatusCode::kInvalidArgument,
+                "shedding.interval must be finite and > 0, got 0", "fetch",
+                JobTypeConfig{.shedding = {.target = Seconds(2), .interval = Seconds(0)}});
   register_type("coalesce = Coalesce(7)", absl::StatusCode::kInvalidArgument,
                 "coalesce 7 is not one of kOff, kJoin, kSupersede", "fetch",
                 JobTypeConfig{.coalesce = static_cast<Coalesce>(7)});

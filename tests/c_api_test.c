@@ -184,7 +184,15 @@ static void test_scheduler(void) {
   fairgate_free(error);
   error = NULL;
   fairgate_type_config_init(&config);
+  config.shed_target_seconds = 2;
+  config.shed_interval_seconds = 0;
+  CHECK(fairgate_register_type(scheduler, "bad", &config, &error) == FAIRGATE_INVALID_ARGUMENT);
+  CHECK(error != NULL && strstr(error, "shedding.interval") != NULL);
+  fairgate_free(error);
+  error = NULL;
+  fairgate_type_config_init(&config);
   config.priority = 2;
+  config.shed_target_seconds = 2; /* with the default interval, 1 s */
   CHECK(fairgate_register_type(scheduler, "build", &config, &error) == FAIRGATE_OK);
 
   /* try_acquire: two fit, the third would wait and is not queued. */
@@ -305,6 +313,7 @@ static void test_scheduler(void) {
   /* What it is doing. */
   text = fairgate_snapshot_json(scheduler);
   CHECK(text != NULL && strstr(text, "\"capacity\":2") != NULL);
+  CHECK(text != NULL && strstr(text, "\"shedding\":{\"standing\":false,\"shed\":0}") != NULL);
   fairgate_free(text);
   text = fairgate_metrics_text(scheduler);
   CHECK(text != NULL && strstr(text, "fairgate_jobs_admitted_total") != NULL);

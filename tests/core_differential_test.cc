@@ -26,7 +26,7 @@ constexpr int kSequences = 10000;
 void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extensions = false,
              bool workers = false, bool groups = false) {
   long admissions = 0, expiries = 0, joins = 0, capacity_changes = 0, lost = 0, reserved = 0,
-       borrowed = 0, group_moves = 0;
+       borrowed = 0, group_moves = 0, sheds = 0, shed_refusals = 0;
   DriverConfig config;
   config.base = options;
   config.extensions = extensions;
@@ -39,6 +39,8 @@ void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extension
     REQUIRE_MESSAGE(result.difference.empty(), result.difference);
     admissions += result.admissions;
     expiries += result.expiries;
+    sheds += result.sheds;
+    shed_refusals += result.shed_refusals;
     joins += result.joins;
     capacity_changes += result.capacity_changes;
     lost += result.lost;
@@ -52,6 +54,9 @@ void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extension
   // comparison to mean anything.
   CHECK(admissions > kSequences * 10);
   if (extensions) CHECK(expiries > kSequences / 10);
+  // Shedding (drawn with the extensions): pending jobs shed and calls refused at arrival.
+  if (extensions) CHECK(sheds > kSequences / 20);
+  if (extensions) CHECK(shed_refusals > kSequences / 20);
   if (extensions) CHECK(joins > kSequences);
   if (extensions) CHECK(capacity_changes > kSequences / (groups ? 8 : 4));
   // With workers, running jobs must be lost with their workers and reservations must admit.
@@ -60,7 +65,7 @@ void RunMode(const SchedulerOptions& options, std::uint64_t salt, bool extension
   // Where tiers lend (the default rule, and drawn with the extensions), borrowers must run.
   if (options.rule.lending || extensions) CHECK(borrowed > kSequences / 4);
   MESSAGE("admissions ", admissions, ", lost ", lost, ", by reservation ", reserved, ", borrowed ",
-          borrowed);
+          borrowed, ", shed ", sheds, ", refused by shedding ", shed_refusals);
 }
 
 TEST_CASE("CoreDifferential.SeedMode.MatchesReferenceModel") {

@@ -162,6 +162,11 @@ class Run {
           config.coalesce = choices_.Chance(0.5) ? Coalesce::kJoin : Coalesce::kSupersede;
         }
         if (choices_.Chance(0.15)) config.rate_limit = DrawRateLimit();
+        // Shedding, with targets and intervals that the driver's steps of time cross.
+        if (choices_.Chance(0.25)) {
+          config.shedding = {Seconds(choices_.Pick(std::vector<double>{0.5, 1, 2.5})),
+                             Seconds(choices_.Pick(std::vector<double>{0.5, 1, 3}))};
+        }
       }
       if (config_.workers) {
         for (const std::string tag : {"cpu", "gpu"}) {
@@ -318,11 +323,13 @@ class Run {
       }
       // A refusal for want of a token, and the wait it names, to the bit.
       const std::optional<double> retry = RetryAfter(got.status());
-      const bool model_retry = !want.ok() && want.status().message() == "no token";
+      const bool model_retry = !want.ok() && (want.status().message() == "no token" ||
+                                              want.status().message() == "shed");
       if (retry.has_value() != model_retry || (retry && *retry != model_->retry_after())) {
         return Fail("Enqueue's wait for a token: core " + got.status().ToString() + ", model " +
                     (model_retry ? Show(model_->retry_after()) : "none"));
       }
+      result_.shed_refusals += !want.ok() && want.status().message() == "shed";
       const std::size_t known = jobs_.size();
       if (got.ok() && !Enqueued(*got, *want)) return false;
       const bool new_job = got.ok() && jobs_.back().state == Tracked::kPending &&
@@ -514,11 +521,15 @@ class Run {
     const std::uint64_t promotions = core_->promotions_total();
     core_->AdvanceTo(now_);
     model_->AdvanceTo(now_);
-    if (due != (core_->pending_jobs() != pending || core_->promotions_total() != promotions)) {
+    const bool stepped =
+        core_->pending_jobs() != pending || core_->promotions_total() != promotions;
+    // Jobs shed by the operation (never by AdvanceTo) wait for TakeExpired: a step to take too.
+    bool shed = false;
+    if (!CompareExpired(&shed) || !CompareCallers()) return false;
+    if (due != (stepped || shed)) {
       return Fail(std::string("StepDueBy said ") + (due ? "a step" : "no step") +
                   " was due, AdvanceTo " + (due ? "took none" : "took one"));
     }
-    if (!CompareExpired() || !CompareCallers()) return false;
     const Snapshot snapshot = core_->TakeSnapshot(now_);
     // The rate limits' tokens, to the bit: the same arithmetic (docs/ordering.md).
     if (snapshot.rate_limit.has_value() != model_->rate_limit().limited() ||
@@ -597,7 +608,7 @@ class Run {
   }
 
   // The jobs both expired since the last comparison: the same ones, in the same order.
-  bool CompareExpired() {
+  bool CompareExpired(bool* shed) {
     const std::vector<core::ExpiredJob> got = core_->TakeExpired();
     const std::vector<int> want = model_->TakeExpired();
     if (got.size() != want.size()) {
@@ -615,6 +626,8 @@ class Run {
       }
       SetState(got[i].ticket, Tracked::kPending, Tracked::kGone);  // every request it stood for
       ++result_.expiries;
+      result_.sheds += !got[i].shed.ok();
+      *shed |= !got[i].shed.ok();
     }
     return true;
   }

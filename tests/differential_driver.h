@@ -79,6 +79,8 @@ struct DriverResult {
   int operations = 0;
   int admissions = 0;
   int expiries = 0;          // jobs that reached their queue-wait limit
+  int sheds = 0;             // pending jobs refused by their type's shedding (of the expiries)
+  int shed_refusals = 0;     // calls refused at their arrival by their type's shedding
   int joins = 0;             // requests that joined a job (coalescing)
   int capacity_changes = 0;  // SetCapacity calls both accepted
   int lost = 0;              // running jobs ended by a worker's removal

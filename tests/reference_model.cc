@@ -159,6 +159,22 @@ StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string
       return absl::ResourceExhaustedError("no token");
     }
   }
+  if (Stands(type, now)) {
+    // The call's place, its key as it stands (not tracked: cost 0; its group's by its settings,
+    // a group not tracked: cost 0), against the heaviest pending job's: the greater is refused.
+    const double key_acc = keys_.count(key) ? keys_.at(key).acc : 0;
+    const std::string group = GroupOf(key);
+    const double group_acc = group.empty()          ? key_acc
+                             : groups_.count(group) ? groups_.at(group).acc
+                                                    : 0;
+    ShedPlace place;
+    const std::optional<int> heaviest = Heaviest(type, &place);
+    if (!heaviest || ShedPlace{group_acc, key_acc, now, next_seq_} > place) {
+      retry_after_ = type_it->second.shedding.interval.count();
+      return absl::ResourceExhaustedError("shed");
+    }
+    Shed(*heaviest, now);
+  }
 
   if (options_.rule.idle_catch_up) {
     // The least accumulated cost in this tier, among the keys without a group and the groups
@@ -204,6 +220,7 @@ StatusOr<int> ReferenceModel::Enqueue(const std::string& type, const std::string
   job.paused_since = now;
   job.joinable = joinable;
   jobs_[n] = job;
+  ObserveShedding(now);
   return n;
 }
 
@@ -229,27 +246,69 @@ Status ReferenceModel::Cancel(int n, double now) {
   const std::string key = it->second.key;
   jobs_.erase(it);
   MaybeIdle(key, now);
+  ObserveShedding(now);
   return absl::OkStatus();
 }
 
 StatusOr<std::optional<int>> ReferenceModel::ShedHeaviest(const std::string& type, double now) {
   if (types_.find(type) == types_.end()) return absl::NotFoundError("type");
-  std::optional<int> heaviest;
-  std::tuple<double, double, double, std::uint64_t> most;
-  for (const auto& [n, job] : jobs_) {
-    if (job.running || job.type != type) continue;
-    const std::string group = GroupOf(job.key);
-    const double key_acc = keys_.at(job.key).acc;
-    const auto place = std::make_tuple(group.empty() ? key_acc : groups_.at(group).acc, key_acc,
-                                       job.arrival, job.seq);
-    if (!heaviest || place > most) heaviest = n, most = place;
-  }
+  std::optional<int> heaviest = Heaviest(type, nullptr);
   if (heaviest) {
     const std::string key = jobs_.at(*heaviest).key;
     jobs_.erase(*heaviest);
     MaybeIdle(key, now);
   }
+  ObserveShedding(now);
   return heaviest;
+}
+
+std::optional<int> ReferenceModel::Heaviest(const std::string& type, ShedPlace* place) const {
+  std::optional<int> heaviest;
+  ShedPlace most;
+  for (const auto& [n, job] : jobs_) {
+    if (job.running || job.type != type) continue;
+    const std::string group = GroupOf(job.key);
+    const double key_acc = keys_.at(job.key).acc;
+    const ShedPlace at{group.empty() ? key_acc : groups_.at(group).acc, key_acc, job.arrival,
+                       job.seq};
+    if (!heaviest || at > most) heaviest = n, most = at;
+  }
+  if (heaviest && place != nullptr) *place = most;
+  return heaviest;
+}
+
+void ReferenceModel::Shed(int n, double now) {
+  const std::string key = jobs_.at(n).key;
+  jobs_.erase(n);
+  MaybeIdle(key, now);
+  expired_.push_back(n);
+}
+
+void ReferenceModel::ObserveShedding(double now) {
+  for (const auto& [type, config] : types_) {
+    if (config.shedding.target.count() <= 0) continue;
+    std::optional<std::pair<double, std::uint64_t>> oldest;
+    for (const auto& [n, job] : jobs_) {
+      if (job.running || job.type != type) continue;
+      if (!oldest || std::make_pair(job.arrival, job.seq) < *oldest) {
+        oldest = std::make_pair(job.arrival, job.seq);
+      }
+    }
+    ShedState& state = shed_[type];
+    const double target = config.shedding.target.count();
+    if (!oldest) {
+      state = ShedState{};
+    } else if (oldest != state.oldest) {
+      if (!state.oldest || now - oldest->first < target) state.late_since = oldest->first + target;
+      state.oldest = oldest;
+    }
+  }
+}
+
+bool ReferenceModel::Stands(const std::string& type, double now) const {
+  auto it = shed_.find(type);
+  return it != shed_.end() && it->second.oldest &&
+         now >= it->second.late_since + types_.at(type).shedding.interval.count();
 }
 
 double ReferenceModel::Tokens(const RateLimit& limit, const Bucket& bucket, double now) {
@@ -480,6 +539,7 @@ void ReferenceModel::AdvanceTo(double now) {
     MaybeIdle(key, now);
     expired_.push_back(n);
   }
+  ObserveShedding(now);
 }
 
 std::vector<int> ReferenceModel::TakeExpired() {
@@ -583,7 +643,15 @@ std::optional<ReferenceModel::Admission> ReferenceModel::NextAdmission(double no
     Take(RateOf(job.key), bucket, now);
     key_rates_[job.key] = bucket;
   }
-  return Admission{best, job.charge, job.worker, !reserved_type.empty(), borrowed};
+  const Admission admission{best, job.charge, job.worker, !reserved_type.empty(), borrowed};
+  // A type whose queue still stands after the admission refuses its heaviest pending job.
+  const std::string type = job.type;
+  ObserveShedding(now);
+  if (Stands(type, now)) {
+    if (const std::optional<int> heaviest = Heaviest(type, nullptr)) Shed(*heaviest, now);
+    ObserveShedding(now);
+  }
+  return admission;
 }
 
 Status ReferenceModel::Complete(int n, double elapsed, double now) {

@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -57,7 +58,9 @@ class ReferenceModel {
   // A pending job several requests stand for loses one; the last one's Cancel removes it.
   Status Cancel(int job, double now);
   // As AdmissionCore::ShedHeaviest: the pending job of `type` with the greatest (group's cost,
-  // key's cost, arrival, seq) leaves with all its requests; its id, or nothing.
+  // key's cost, arrival, seq) leaves with all its requests; its id, or nothing. (A type's
+  // shedding, JobTypeConfig::shedding, refuses the same job at an Enqueue or after an admission
+  // while its queue stands: into the expired list, docs/ordering.md "Shedding".)
   StatusOr<std::optional<int>> ShedHeaviest(const std::string& type, double now);
   // How many requests a pending job stands for; NotFound unless pending.
   StatusOr<int> Callers(int job) const;
@@ -173,6 +176,22 @@ class ReferenceModel {
   };
 
   bool KeyBusy(const std::string& key) const;
+  // Shedding (docs/ordering.md): per type with a target, its oldest pending job (arrival, seq)
+  // as last observed and the time from which that oldest has waited the target without a break.
+  struct ShedState {
+    std::optional<std::pair<double, std::uint64_t>> oldest;
+    double late_since = std::numeric_limits<double>::infinity();
+  };
+  // After any change of the pending jobs at `now`: each shedding type's oldest pending job, and
+  // when it changed, late_since (that job's arrival + target if it has waited less than the
+  // target, or the queue was empty; else kept).
+  void ObserveShedding(double now);
+  bool Stands(const std::string& type, double now) const;
+  using ShedPlace = std::tuple<double, double, double, std::uint64_t>;
+  // The pending job of `type` with the greatest (group's cost, key's cost, arrival, seq).
+  std::optional<int> Heaviest(const std::string& type, ShedPlace* place) const;
+  // A pending job refused by shedding at `now`: it leaves, into the expired list.
+  void Shed(int job, double now);
   // The key's group, "" if none.
   std::string GroupOf(const std::string& key) const {
     auto it = settings_.find(key);
@@ -246,6 +265,7 @@ class ReferenceModel {
   std::map<std::string, ModelGroup> groups_;  // tracked
   std::size_t groups_evicted_ = 0;
   std::vector<int> expired_;
+  std::map<std::string, ShedState> shed_;  // the types with shedding on
   // The joinable job of each (type, id) admitted last (it may have completed since).
   std::map<std::pair<std::string, std::string>, int> last_admitted_joinable_;
   int capacity_ = options_.rule.max_concurrency;

@@ -135,6 +135,8 @@ type TypeConfig struct {
 	RatePerSecond      float64 // 0: no rate limit
 	RateBurst          float64 // 0: 1
 	RefuseWithoutToken bool
+	ShedTarget         time.Duration // shedding (fairgate/shedding.h); 0: none
+	ShedInterval       time.Duration // 0: 1 s
 }
 
 // RegisterType registers a job type; again with the same config it does nothing, with another it
@@ -170,6 +172,10 @@ func (s *Scheduler) RegisterType(name string, config TypeConfig) error {
 	}
 	if config.RefuseWithoutToken {
 		c.refuse_without_token = 1
+	}
+	c.shed_target_seconds = C.double(config.ShedTarget.Seconds())
+	if config.ShedInterval != 0 {
+		c.shed_interval_seconds = C.double(config.ShedInterval.Seconds())
 	}
 	var message *C.char
 	return errorOf(C.fairgate_register_type(s.c, mem.string(name), &c, &message), message)

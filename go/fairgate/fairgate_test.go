@@ -70,6 +70,11 @@ func TestErrorsAreValuesNamingWhatWasWrong(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != InvalidArgument || !strings.Contains(e.Message, "slots") {
 		t.Errorf("a type wider than the cap: %v", err)
 	}
+	if err := s.RegisterType("shed", TypeConfig{ShedTarget: time.Second, ShedInterval: -time.Second}); CodeOf(err) != InvalidArgument ||
+		!strings.Contains(err.Error(), "shedding.interval") {
+		t.Errorf("a negative shedding interval: %v", err)
+	}
+	register(t, s, "shed", TypeConfig{ShedTarget: 2 * time.Second})
 	register(t, s, "clone", TypeConfig{Priority: 2})
 	if err := s.RegisterType("clone", TypeConfig{Priority: 1}); CodeOf(err) != AlreadyExists {
 		t.Errorf("a second config of a type: %v", err)

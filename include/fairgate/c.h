@@ -139,6 +139,9 @@ typedef struct fairgate_type_config {
   double rate_per_second; /* JobTypeConfig::rate_limit; 0: no limit */
   double rate_burst;
   int refuse_without_token; /* 0 or 1 */
+  /* JobTypeConfig::shedding (fairgate/shedding.h): 0: none. */
+  double shed_target_seconds;
+  double shed_interval_seconds;
 } fairgate_type_config;
 FAIRGATE_C_EXPORT void fairgate_type_config_init(fairgate_type_config* config);
 FAIRGATE_C_EXPORT fairgate_code fairgate_register_type(fairgate_scheduler* scheduler,

@@ -25,6 +25,7 @@
 #include "fairgate/export.h"
 #include "fairgate/rate_limit.h"
 #include "fairgate/seconds.h"
+#include "fairgate/shedding.h"
 #include "fairgate/status.h"
 
 namespace fairgate {
@@ -88,6 +89,9 @@ struct JobTypeConfig {
   // Every call of this type as JobOptions::refuse_without_token: refused at once, with when to
   // try again, when a rate limit it is under has no token at its arrival. Off by default.
   bool refuse_without_token = false;
+  // Refusing the type's work, heaviest clients first, when its queue stands longer than a target
+  // (fairgate/shedding.h). Off by default (target 0).
+  Shedding shedding = {};
 
   friend bool operator==(const JobTypeConfig&, const JobTypeConfig&) = default;
 };

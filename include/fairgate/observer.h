@@ -29,7 +29,9 @@ namespace fairgate {
 
 struct JobEvent {
   // kExpire is last so that the values of the others stay what they were before it existed.
-  enum class Kind { kAdmit, kComplete, kCancel, kReject, kPromote, kEvict, kExpire };
+  // kShed: a pending job refused by its type's shedding (JobTypeConfig::shedding); a call refused
+  // so at its arrival is a kReject whose status WasShed (fairgate/shedding.h).
+  enum class Kind { kAdmit, kComplete, kCancel, kReject, kPromote, kEvict, kExpire, kShed };
   Kind kind = Kind::kAdmit;
   double time = 0;  // the scheduler's clock, seconds
   // The job (for kEvict: only `key` is set).
@@ -40,10 +42,11 @@ struct JobEvent {
   int effective_tier = 0;  // the tier it orders in (above `tier` once it aged)
   double charge = 0;       // kAdmit, kComplete: what the job was charged (before the key's weight)
   double accumulated_cost = 0;  // the key's accumulated cost after the event
-  double wait = 0;              // kAdmit, kCancel, kExpire, kPromote: seconds since it was enqueued
-  double run_time = 0;          // kComplete: seconds it ran
-  // kComplete: the job's status; kCancel, kExpire, kReject: why (kCancel: Cancelled or the
-  // context's error; kExpire: DeadlineExceeded, naming max_queue_wait). A job lost with its
+  double wait = 0;      // kAdmit, kCancel, kExpire, kShed, kPromote: seconds since it was enqueued
+  double run_time = 0;  // kComplete: seconds it ran
+  // kComplete: the job's status; kCancel, kExpire, kReject, kShed: why (kCancel: Cancelled or the
+  // context's error; kExpire: DeadlineExceeded, naming max_queue_wait; kShed: ResourceExhausted,
+  // with RetryAfter). A job lost with its
   // worker completes at the worker's removal with WorkerLostError (fairgate/worker.h).
   Status status;
   // kAdmit, kComplete, with workers declared: the worker it runs on (fairgate/worker.h).

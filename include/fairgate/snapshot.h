@@ -28,6 +28,14 @@ struct RateSnapshot {
   friend bool operator==(const RateSnapshot&, const RateSnapshot&) = default;
 };
 
+// A type's shedding (JobTypeConfig::shedding, fairgate/shedding.h).
+struct ShedSnapshot {
+  bool standing = false;  // its queue stands now: it refuses its heaviest keys' work
+  // Jobs refused by it since the scheduler started: calls at their arrival and pending jobs.
+  std::uint64_t shed = 0;
+  friend bool operator==(const ShedSnapshot&, const ShedSnapshot&) = default;
+};
+
 struct TypeSnapshot {
   std::string name;
   int priority = 0;
@@ -46,6 +54,7 @@ struct TypeSnapshot {
   double wait_seconds_sum = 0;                            // over admitted jobs
   double run_seconds_sum = 0;                             // over completed jobs
   std::optional<RateSnapshot> rate_limit = std::nullopt;  // with JobTypeConfig::rate_limit
+  std::optional<ShedSnapshot> shedding = std::nullopt;    // with JobTypeConfig::shedding
 };
 
 struct KeyCost {

@@ -210,6 +210,8 @@ void fairgate_type_config_init(fairgate_type_config* config) {
   config->rate_per_second = 0;
   config->rate_burst = 1;
   config->refuse_without_token = 0;
+  config->shed_target_seconds = 0;
+  config->shed_interval_seconds = 1;
 }
 
 fairgate_code fairgate_register_type(fairgate_scheduler* scheduler, const char* name,
@@ -238,6 +240,8 @@ fairgate_code fairgate_register_type(fairgate_scheduler* scheduler, const char* 
     config.tags = Strings(c->tags, c->tag_count);
     config.rate_limit = {c->rate_per_second, c->rate_burst};
     config.refuse_without_token = c->refuse_without_token != 0;
+    config.shedding = {fairgate::Seconds(c->shed_target_seconds),
+                       fairgate::Seconds(c->shed_interval_seconds)};
     return scheduler->impl->RegisterType(View(name), config);
   });
 }

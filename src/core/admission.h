@@ -128,6 +128,9 @@ struct ExpiredJob : EndedJob {
   // the token is due then, and `token_of` names the bucket as a refusal at arrival would.
   std::optional<double> token_due;
   std::string token_of;
+  // Not OK when it was refused by its type's shedding (JobTypeConfig::shedding: its queue stood
+  // and it was the heaviest of its type's pending jobs): the refusal its callers get (WasShed).
+  Status shed;
   // The job as a JobView (pending), valid while this ExpiredJob is neither moved nor destroyed.
   JobView View() const { return BaseView(); }
 };

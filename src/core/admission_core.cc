@@ -113,6 +113,9 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
       return s;
     }
   }
+  if (type.shed != nullptr && type.shed->Stands(now)) [[unlikely]] {
+    if (Status s = ShedForArrival(type, request.key, known, now); !s.ok()) return s;
+  }
   KeyState& key = known != nullptr ? *known : keys_.Add(AsAbsl(request.key));
   TierState& tier = *type.tier;
   // The key's group is tracked while one of its keys has a job.
@@ -235,7 +238,7 @@ void AdmissionCore::Withdraw(Job& job, double now) {
   steps_.UnschedulePromotion(job);
   steps_.UnscheduleExpiry(job);
   lanes_.Remove(job);
-  LeavePending(job);
+  LeavePending(job, now);
   lanes_.UnrefResource(job.resource);
   keys_.MaybeIdle(*job.key, now);
   if (GroupState* group = GroupTable::Of(*job.key)) groups_.MaybeIdle(*group, now);
@@ -274,6 +277,8 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
   Admit(*job, skipped, now, *admission);
   admission->worker_reserved = reserved != nullptr;
   admission->borrowed = borrowed;
+  if (job->type->shed != nullptr) [[unlikely]]
+    ShedAfterAdmission(*job->type, now);
   return admission;
 }
 
@@ -404,7 +409,7 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
       key,
       [&] {
         lane->ready.erase(ReadyEntryOf(job));
-        LeavePending(job);  // frees the lane if this was its last job
+        LeavePending(job, now);  // frees the lane if this was its last job
         ChargeAndHold(job, admission, now);
       },
       lane->pending > 1 ? lane : nullptr, /*admissible_before=*/true);
@@ -655,6 +660,7 @@ ExpiredJob AdmissionCore::ExpiredOf(const Job& job, double at) {
            job.type->config.priority, job.lane->tier->priority, job.arrival},
           at,
           std::nullopt,
+          {},
           {}};
 }
 
@@ -763,16 +769,20 @@ void AdmissionCore::EnterPending(Job& job, double now) {
   ++tier.pending;
   ++pending_;
   if (rule_.idle_catch_up) EnterTier(key, tier);
+  if (type.shed != nullptr) [[unlikely]]
+    type.shed->Enter(job.arrival, job.seq, now);
   lanes_.Insert(job);
   if (rule_.aging && Paused(job)) steps_.StopClock(job, now);
   SchedulePromotion(job);
   steps_.ScheduleExpiry(job);
 }
 
-void AdmissionCore::LeavePending(Job& job) {
+void AdmissionCore::LeavePending(Job& job, double now) {
   steps_.Forget(job);
   KeyState& key = *job.key;
   TypeState& type = *job.type;
+  if (type.shed != nullptr) [[unlikely]]
+    type.shed->Leave(job.arrival, job.seq, now);
   lanes_.LeaveLane(job);
   --key.pending;
   if (GroupState* group = GroupTable::Of(key)) --group->pending;

@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "core/admission.h"
@@ -124,9 +125,13 @@ class AdmissionCore {
   // list for TakeExpired; it is never admitted.
   void AdvanceTo(double now);
   // The jobs expired since the last call, in the order their limits were reached (ties by
-  // enqueue order). The caller reports them; the core has forgotten them.
+  // enqueue order), and those refused since: for want of a token (ExpiredJob::token_due) and by
+  // shedding (ExpiredJob::shed; JobTypeConfig::shedding: a type whose queue stands sheds its
+  // heaviest pending job at an Enqueue of a lighter key's job and after each admission of its
+  // jobs by NextAdmission), in the order they happened. The caller reports them; the core has
+  // forgotten them.
   std::vector<ExpiredJob> TakeExpired();
-  // Shedding's choice (groundwork for issue 52's fair shedding; nothing calls it yet): the
+  // Shedding's choice, on demand: the
   // pending job of `type` whose key has consumed the most leaves the queue, uncharged, with every
   // request that joined it, and is returned (expired_at: now) rather than listed for
   // TakeExpired. "The most" is the greatest (its group's accumulated cost, its key's, arrival,
@@ -445,6 +450,23 @@ class AdmissionCore {
   void RefuseImpatient(const KeyState* key, const TypeState* type, double due, double now);
   // What TakeExpired reports of a pending job leaving at `at` (before it is withdrawn).
   static ExpiredJob ExpiredOf(const Job& job, double at);
+  // Shedding (fairgate/shedding.h; admission_core_shed.cc). A job's place in its order: (its
+  // group's cost, or its key's without a group; its key's cost; arrival; seq), greatest first.
+  using ShedPlace = std::tuple<double, double, double, std::uint64_t>;
+  // The pending job of `type` with the greatest place (and that place), or null if none.
+  // O(keys + pending jobs).
+  Job* HeaviestPending(const TypeState& type, ShedPlace* place);
+  // Withdraws a pending job refused by shedding at `now`, for TakeExpired.
+  ExpiredJob ShedJob(Job& job, double now);
+  // A new job of `type`, whose queue stands, arrives at `now` for the key `key_name` (`key`: it,
+  // null if not tracked): the refusal if its place would be the greatest, else OK after the
+  // heaviest pending job was shed.
+  Status ShedForArrival(TypeState& type, std::string_view key_name, const KeyState* key,
+                        double now);
+  // After an admission of a job of `type` at `now`: if its queue stands, its heaviest pending job
+  // is shed.
+  void ShedAfterAdmission(TypeState& type, double now);
+  Status ShedRefusal(const TypeState& type, double now) const;
   // The refusal of a request that would not wait for a token (EnqueueRequest::
   // refuse_without_token) when a bucket it is under has none at `now` (`key`: the key if
   // tracked: an untracked key's bucket is full); OK otherwise.
@@ -482,7 +504,7 @@ class AdmissionCore {
   // aging step and its queue-wait limit.
   void EnterPending(Job& job, double now);
   // Takes a job out of the pending accounting once it is no longer pending.
-  void LeavePending(Job& job);
+  void LeavePending(Job& job, double now);
   // Idle catch-up (RuleOptions::idle_catch_up): a pending job of the key in `tier` more (its
   // presence there made if it had none) or fewer (freed at none). Out of line: the enqueue's and
   // the admission's inlining stays as without it (bench/HISTORY.md).

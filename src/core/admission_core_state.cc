@@ -80,6 +80,9 @@ Snapshot AdmissionCore::TakeSnapshot(double now) const {
                        type->running.used(), type->pending});
     s.types.back().paused = type->paused;
     s.types.back().rate_limit = RateOf(type->rate, now);
+    if (type->shed != nullptr) {
+      s.types.back().shedding = ShedSnapshot{type->shed->Stands(now), type->shed->refused()};
+    }
   }
   s.paused_keys.assign(keys_.paused().begin(), keys_.paused().end());
   // Those due by `now` are held until the next decision lets them go: not counted.

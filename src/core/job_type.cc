@@ -52,6 +52,9 @@ Status ValidateJobType(std::string_view name, const JobTypeConfig& config) {
   if (Status s = ValidateRateLimit(config.rate_limit, "rate_limit"); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("job type '", n, "': ", s.message()));
   }
+  if (Status s = ValidateShedding(config.shedding, "shedding"); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("job type '", n, "': ", s.message()));
+  }
   return absl::OkStatus();
 }
 

@@ -50,6 +50,7 @@
 #include "core/join_points.h"
 #include "core/lane_heap.h"
 #include "core/order.h"
+#include "core/shed_watch.h"
 #include "core/token_bucket.h"
 #include "fairgate/group_limits.h"
 #include "fairgate/job_type.h"
@@ -656,6 +657,8 @@ struct TypeState {
   // Since when it has had pending jobs and none admitted: the later of its last admission and
   // the enqueue that found it with none pending (RuleOptions::sole_worker_reserve_after).
   double starved_since = 0;
+  // With JobTypeConfig::shedding: whether its queue stands; null without.
+  std::unique_ptr<ShedWatch> shed;
 };
 
 // A declared worker (fairgate/worker.h).

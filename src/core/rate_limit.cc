@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/token_bucket.h"
 
 namespace fairgate {
 
@@ -28,15 +29,19 @@ std::optional<double> RetryAfter(const Status& status) {
 
 namespace core {
 
-Status RefusedForToken(std::string_view what, double seconds) {
-  Status status = absl::ResourceExhaustedError(
-      absl::StrCat(absl::string_view(what.data(), what.size()),
-                   " has no token: the next is due in ", seconds, " s"));
+Status WithRetryAfter(Status status, double seconds) {
   // The shortest text that reads back as the same double.
   char text[32];
   const std::to_chars_result written = std::to_chars(text, text + sizeof text, seconds);
   status.SetPayload(kRetryAfterUrl, absl::Cord(absl::string_view(text, written.ptr - text)));
   return status;
+}
+
+Status RefusedForToken(std::string_view what, double seconds) {
+  return WithRetryAfter(absl::ResourceExhaustedError(
+                            absl::StrCat(absl::string_view(what.data(), what.size()),
+                                         " has no token: the next is due in ", seconds, " s")),
+                        seconds);
 }
 
 std::string TypeRateName(std::string_view type) {

@@ -49,6 +49,8 @@ struct Tokens {
 // ResourceExhausted naming `what` lacked one, with `seconds` until it is due as the payload
 // fairgate::RetryAfter reads (rate_limit.cc, beside it).
 Status RefusedForToken(std::string_view what, double seconds);
+// `status` (a refusal) with `seconds` as the payload RetryAfter reads.
+Status WithRetryAfter(Status status, double seconds);
 // What such a refusal names as lacking the token: the global bucket, a type's, a key's.
 inline constexpr std::string_view kGlobalRateName = "the global rate limit";
 std::string TypeRateName(std::string_view type);

@@ -58,6 +58,7 @@ StatusOr<TypeState*> TypeTable::Register(std::string_view name, const JobTypeCon
   type->index = static_cast<std::uint32_t>(types_.size());
   type->running.set_limit(config.max_concurrency);
   type->rate = TokenBucket(config.rate_limit);
+  if (config.shedding.on()) type->shed = std::make_unique<ShedWatch>(config.shedding);
   rates_in_use_ |= type->rate.limited();
   if (!config.conflict_group.empty()) {
     auto [it, inserted] = conflict_groups_.try_emplace(

@@ -138,6 +138,28 @@ void SchedulerMetrics::WriteGauges(PrometheusWriter& w, const Snapshot& snapshot
                  [](const TypeSnapshot& t) { return t.running; });
   gauge_per_type("fairgate_type_paused", "1 while the type is paused (PauseType), else 0.",
                  [](const TypeSnapshot& t) { return t.paused ? 1 : 0; });
+  // Shedding (JobTypeConfig::shedding): only for the types that have it.
+  if (std::any_of(snapshot.types.begin(), snapshot.types.end(),
+                  [](const TypeSnapshot& t) { return t.shedding.has_value(); })) {
+    w.Family("fairgate_type_shedding", "gauge",
+             "1 while the type's queue stands over its shedding target and it refuses its "
+             "heaviest keys' work, else 0 (types with JobTypeConfig::shedding).");
+    for (const TypeSnapshot& t : snapshot.types) {
+      if (t.shedding) {
+        w.Sample("fairgate_type_shedding", {{"type", t.name}}, t.shedding->standing ? 1 : 0);
+      }
+    }
+    w.Family("fairgate_jobs_shed_total", "counter",
+             "Jobs refused by their type's shedding: calls at their arrival (counted in "
+             "fairgate_jobs_rejected_total too) and pending jobs taken from the queue, the "
+             "heaviest keys' first.");
+    for (const TypeSnapshot& t : snapshot.types) {
+      if (t.shedding) {
+        w.Sample("fairgate_jobs_shed_total", {{"type", t.name}},
+                 static_cast<double>(t.shedding->shed));
+      }
+    }
+  }
   gauge_per_type("fairgate_type_unserved",
                  "1 while workers are declared and none serves the type (its jobs wait for one), "
                  "else 0.",

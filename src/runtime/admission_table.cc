@@ -141,6 +141,9 @@ Status AdmissionTable::EnqueueLocked(const RecordPtr& record, const core::Enqueu
     if (options_.runtime.key_group) core_->ForgetKeyGroupByRule(request.key);
     return RejectLocked(request, ticket.status(), now);
   }
+  // A job its type's shedding refused in this call's place leaves its record first: the new job
+  // may have its slot.
+  ReapExpiredLocked(now, decision.admitted);
   if (ticket->slot < records_.size() && records_[ticket->slot] &&
       records_[ticket->slot]->ticket == *ticket) {
     // It joined the job of its id (coalescing): it waits with that job's calls, pending or,
@@ -386,7 +389,11 @@ void AdmissionTable::ReapExpiredLocked(double now, RecordList& out) {
     RecordPtr record = std::move(records_[expired.ticket.slot]);
     record->MoveTo(JobRecord::State::kCancelled);
     ForgetDeadlineLocked(*record);
-    if (expired.token_due) {
+    if (!expired.shed.ok()) {
+      // Its type's queue stood and its key had consumed the most: refused, as a call would be.
+      record->refusal = expired.shed;
+      log_.Shed(expired.View(), record->refusal, now);
+    } else if (expired.token_due) {
       // It asked not to wait for a token, and the lease its bucket awaited brought none: a
       // cancel event with the refusal it would have had, had the bucket been known empty then.
       record->refusal = core::RefusedForToken(

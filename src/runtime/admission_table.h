@@ -198,8 +198,8 @@ class AdmissionTable {
   // --- The life of a call.
   // Whether a Submit may go through the intake: everything Accept could refuse it for but the
   // phase (told by its callback if it changed meanwhile) is judged here, without the core. A
-  // call that may be refused for want of a token (refuse_without_token) goes through Accept,
-  // which answers it at once.
+  // call that may be refused for want of a token (refuse_without_token) or by its type's
+  // shedding goes through Accept, which answers it at once.
   bool IntakeAccepts(std::string_view type, std::string_view id, const JobOptions& options) const {
     return intake_open_ && accepting_.load(std::memory_order_relaxed) && !id.empty() &&
            (!options.cost || (std::isfinite(*options.cost) && *options.cost >= 0)) &&

@@ -28,7 +28,9 @@ StatusOr<bool> AdmissionTable::RegisterType(
     core_->LeaseTokens(name).IgnoreError();  // limited: it asks for its first lease (UnlockCore)
   }
   // A Submit through the intake is answered later: one that may be refused at once is not.
-  if (config.max_queue_wait.count() == 0 && !config.refuse_without_token) intake_types_.Add(name);
+  if (config.max_queue_wait.count() == 0 && !config.refuse_without_token && !config.shedding.on()) {
+    intake_types_.Add(name);
+  }
   if (first && saved) {
     const double now = Now();
     const double wall = WallNow();

@@ -94,6 +94,10 @@ void DecisionLog::Expired(const core::JobView& job, const Status& why, double no
   LeftPendingEvent(JobEvent::Kind::kExpire, job, why, now);
 }
 
+void DecisionLog::Shed(const core::JobView& job, const Status& why, double now) {
+  LeftPendingEvent(JobEvent::Kind::kShed, job, why, now);
+}
+
 void DecisionLog::LeftPendingEvent(JobEvent::Kind kind, const core::JobView& job, const Status& why,
                                    double now) {
   if (!delivery_.wants_events()) return;

@@ -52,6 +52,8 @@ class DecisionLog {
   // A pending job reached its type's max_queue_wait: an expiry in the metrics, a kExpire event
   // with `why` (DeadlineExceeded).
   void Expired(const core::JobView& job, const Status& why, double now);
+  // A pending job refused by its type's shedding: a kShed event with `why` (the core counts it).
+  void Shed(const core::JobView& job, const Status& why, double now);
   void Evicted(const core::SweepResult& swept, std::vector<std::pair<std::string, double>>& keys,
                double now);
   // The aging steps the core took since the last call (AdvanceTo), as events.

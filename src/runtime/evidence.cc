@@ -28,6 +28,8 @@ const char* JobEventKindName(JobEvent::Kind kind) {
       return "evict";
     case JobEvent::Kind::kExpire:
       return "expire";
+    case JobEvent::Kind::kShed:
+      return "shed";
   }
   return "unknown";
 }

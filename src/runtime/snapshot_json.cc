@@ -39,6 +39,9 @@ std::string ToJson(const Snapshot& s, int indent) {
                      {"wait_seconds_sum", t.wait_seconds_sum},
                      {"run_seconds_sum", t.run_seconds_sum}});
     if (t.rate_limit) types.back()["rate_limit"] = rate(*t.rate_limit);
+    if (t.shedding) {
+      types.back()["shedding"] = {{"standing", t.shedding->standing}, {"shed", t.shedding->shed}};
+    }
   }
   nlohmann::ordered_json heaviest = nlohmann::ordered_json::array();
   for (const KeyCost& k : s.heaviest_keys) {

@@ -47,6 +47,10 @@ PolicySummary SummarizePolicy(const Trace& trace, const SimResult& result) {
     }
     if (job.arrival > s.end) continue;
     if (o.expired_at) continue;  // left the queue at its limit: no wait to compare
+    if (o.shed_at) {             // refused by shedding: no wait to compare either
+      ++s.shed;
+      continue;
+    }
     const bool waiting = !o.admitted_at;
     const double wait = (waiting ? s.end : *o.admitted_at) - job.arrival;
     for (auto& [name, waits] : s.types) {
@@ -119,7 +123,9 @@ std::string FormatSummary(const PolicySummary& s) {
   absl::StrAppend(&out, "  wait of on-demand jobs: ", waits(s.on_demand), "\n");
   absl::StrAppend(&out, "  longest mean wait of a light key: ",
                   s.has_light_keys ? absl::StrFormat("%.2f", s.light_key_wait) : "-", "\n");
-  absl::StrAppend(&out, absl::StrFormat("  utilisation %.3f, lost %d\n", s.utilisation, s.lost));
+  absl::StrAppend(&out, absl::StrFormat("  utilisation %.3f, lost %d", s.utilisation, s.lost));
+  // Only where a type shed (traces without shedding keep their summaries).
+  absl::StrAppend(&out, s.shed > 0 ? absl::StrFormat(", shed %d\n", s.shed) : "\n");
   if (s.machine) {
     absl::StrAppend(
         &out, absl::StrFormat("  done %d (%.2f per second), slowdown p50 %.2f, p99 %.2f\n", s.done,

@@ -34,6 +34,7 @@ struct PolicySummary {
   double light_key_wait = 0;
   bool has_light_keys = false;
   std::size_t lost = 0;
+  std::size_t shed = 0;  // refused by their types' shedding (JobTypeConfig::shedding)
   // With a machine (Trace::cores): the jobs done by the end, per second of it, and how much
   // slower than their duration they ran (run time / duration, of the jobs done with a duration
   // above 0; nearest rank): what a rule that moves the cap trades.

@@ -14,6 +14,7 @@
 #include "core/admission_core.h"
 #include "core/join_points.h"
 #include "core/latency_rule.h"
+#include "fairgate/shedding.h"
 #include "nlohmann/json.hpp"
 #include "runtime/admission_evidence.h"
 
@@ -276,9 +277,11 @@ class Simulation {
   void ReportExpired(double t) {
     for (const core::ExpiredJob& expired : core_.TakeExpired()) {
       const std::vector<std::size_t> calls = std::move(live_[expired.ticket.slot].calls);
-      result_.events.push_back({t, SimEvent::Kind::kExpire, calls.front()});
+      const bool shed = !expired.shed.ok();
+      result_.events.push_back(
+          {t, shed ? SimEvent::Kind::kShed : SimEvent::Kind::kExpire, calls.front()});
       for (std::size_t job : calls) {
-        result_.outcomes[job].expired_at = t;
+        (shed ? result_.outcomes[job].shed_at : result_.outcomes[job].expired_at) = t;
         RunEnded(job, t);
       }
     }
@@ -333,6 +336,14 @@ class Simulation {
         core_.Enqueue({job.type, job.id, job.key, job.cost,
                        job.sync ? core::Join::kPendingOrRunning : core::Join::kPending},
                       t);
+    if (WasShed(ticket.status())) {  // refused by its type's shedding: an outcome, not an error
+      result_.events.push_back({t, SimEvent::Kind::kRefuse, index});
+      result_.outcomes[index].shed_at = t;
+      RunEnded(index, t);
+      return absl::OkStatus();
+    }
+    // A job shed in this one's place leaves first: this one may have its slot.
+    if (ticket.ok()) ReportExpired(t);
     if (!ticket.ok()) {
       return absl::Status(
           ticket.status().code(),
@@ -402,6 +413,7 @@ class Simulation {
       slots_running_ += ConfigOf(trace_, jobs[runner].type).slots;
       memory_running_ += MemoryOf(jobs[runner].type);
       started.push_back({t, admissions_++, runner, admitted->ticket, jobs[runner].duration});
+      ReportExpired(t);  // a job its type's shedding refused after this admission
     }
     double stretch =
         trace_.cores ? std::max(1.0, static_cast<double>(slots_running_) / *trace_.cores) : 1.0;
@@ -523,6 +535,8 @@ std::string FormatEvent(const Trace& trace, const SimResult& result, const SimEv
                       : event.kind == SimEvent::Kind::kDone   ? "done"
                       : event.kind == SimEvent::Kind::kExpire ? "expire"
                       : event.kind == SimEvent::Kind::kLost   ? "lost"
+                      : event.kind == SimEvent::Kind::kRefuse ? "refuse"
+                      : event.kind == SimEvent::Kind::kShed   ? "shed"
                                                               : "join",
                       "\",\"type\":", Quoted(job.type), ",\"id\":", Quoted(job.id),
                       ",\"key\":", Quoted(job.key), tiers, worker, "}");
@@ -531,16 +545,21 @@ std::string FormatEvent(const Trace& trace, const SimResult& result, const SimEv
 std::string FormatKeyTable(const SimResult& result) {
   struct Row {
     std::string key;
-    std::size_t jobs = 0, admitted = 0;
+    std::size_t jobs = 0, admitted = 0, shed = 0;
     double total_wait = 0, worst_wait = 0;
   };
   std::vector<Row> rows;
+  bool any_shed = false;
   for (std::size_t i = 0; i < result.jobs.size(); ++i) {
     const TraceJob& job = result.jobs[i];
     auto it =
         std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.key == job.key; });
     if (it == rows.end()) it = rows.insert(rows.end(), Row{job.key});
     ++it->jobs;
+    if (result.outcomes[i].shed_at) {
+      ++it->shed;
+      any_shed = true;
+    }
     if (const auto& admitted = result.outcomes[i].admitted_at) {
       const double wait = *admitted - job.arrival;
       ++it->admitted;
@@ -548,15 +567,18 @@ std::string FormatKeyTable(const SimResult& result) {
       it->worst_wait = std::max(it->worst_wait, wait);
     }
   }
-  std::string out = absl::StrFormat("  %-16s %6s %9s %10s %11s\n", "key", "jobs", "admitted",
+  // The shed column only where a type shed (traces without shedding keep their tables).
+  std::string out = absl::StrFormat("  %-16s %6s %9s %10s %11s", "key", "jobs", "admitted",
                                     "mean wait", "worst wait");
+  out += any_shed ? absl::StrFormat(" %6s\n", "shed") : "\n";
   for (const Row& row : rows) {
     const std::string mean =
         row.admitted ? absl::StrFormat("%.2f", row.total_wait / row.admitted) : std::string("-");
     const std::string worst =
         row.admitted ? absl::StrFormat("%.2f", row.worst_wait) : std::string("-");
-    absl::StrAppendFormat(&out, "  %-16s %6d %9d %10s %11s\n", Quoted(row.key), row.jobs,
+    absl::StrAppendFormat(&out, "  %-16s %6d %9d %10s %11s", Quoted(row.key), row.jobs,
                           row.admitted, mean, worst);
+    out += any_shed ? absl::StrFormat(" %6d\n", row.shed) : "\n";
   }
   return out;
 }

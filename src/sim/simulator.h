@@ -30,7 +30,8 @@
 namespace fairgate::sim {
 
 struct SimEvent {
-  enum class Kind { kAdmit, kDone, kExpire, kJoin, kLost };
+  // kRefuse: refused at its arrival by its type's shedding; kShed: taken from the queue by it.
+  enum class Kind { kAdmit, kDone, kExpire, kJoin, kLost, kRefuse, kShed };
   double t = 0;
   Kind kind = Kind::kAdmit;
   // Index in SimResult::jobs. Admit, done and expire name the job that queued it; the jobs that
@@ -50,6 +51,7 @@ struct JobOutcome {
   std::optional<double> done_at;
   std::optional<double> expired_at;  // it left the queue at its type's max_queue_wait
   std::optional<double> lost_at;     // its worker was removed while it ran
+  std::optional<double> shed_at;     // refused by its type's shedding (at arrival or queued)
 };
 
 struct SimResult {
@@ -68,11 +70,12 @@ StatusOr<SimResult> Simulate(const Trace& trace, bool with_evidence = false);
 // {"t":0,"event":"admit","type":"repack","id":"r1","key":""}
 // With aging on, an admit event also has "tier" (its type's) and "effective_tier" (the tier it
 // was admitted from). A job that reached its type's max_queue_wait has an "expire" event, a job
-// that joined another a "join" event.
+// that joined another a "join" event; a job its type's shedding refused at its arrival a "refuse"
+// event, one it took from the queue a "shed" event.
 std::string FormatEvent(const Trace& trace, const SimResult& result, const SimEvent& event);
 
 // Per fairness key, in order of first appearance: jobs, jobs admitted, mean and worst wait
-// (admission minus arrival) of the admitted ones.
+// (admission minus arrival) of the admitted ones; and, when a type shed any, the jobs shed.
 std::string FormatKeyTable(const SimResult& result);
 
 // A number as the events print it: whole numbers without a decimal point, others in the

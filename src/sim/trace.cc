@@ -121,6 +121,19 @@ StatusOr<RateLimit> ParseRateLimit(const Json& value, const std::string& where) 
   return RateLimit{*per_second, burst.value_or(1)};
 }
 
+// {"target": t, "interval": i} (fairgate/shedding.h): `target` required, `interval` 1 when not
+// given; the core validates the values.
+StatusOr<Shedding> ParseShedding(const Json& value, const std::string& where) {
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
+  }
+  ObjectReader r(value, where);
+  if (Status s = r.OnlyFields({"target", "interval"}); !s.ok()) return s;
+  FAIRGATE_ASSIGN_OR_RETURN(target, r.Number("target", true));
+  FAIRGATE_ASSIGN_OR_RETURN(interval, r.Number("interval", false));
+  return Shedding{Seconds(*target), Seconds(interval.value_or(1))};
+}
+
 StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
   if (!value.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": must be an object"));
@@ -128,7 +141,7 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
   ObjectReader r(value, where);
   if (Status s = r.OnlyFields({"priority", "max_concurrency", "conflict_group", "conflict_limit",
                                "default_cost", "shortest_first", "slots", "max_queue_wait",
-                               "coalesce", "tags", "rate_limit", "memory"});
+                               "coalesce", "tags", "rate_limit", "memory", "shedding"});
       !s.ok()) {
     return s;
   }
@@ -154,6 +167,10 @@ StatusOr<JobTypeConfig> ParseType(const Json& value, const std::string& where) {
   if (const Json* rate = r.Get("rate_limit")) {
     FAIRGATE_ASSIGN_OR_RETURN(limit, ParseRateLimit(*rate, absl::StrCat(where, ": rate_limit")));
     config.rate_limit = limit;
+  }
+  if (const Json* shedding = r.Get("shedding")) {
+    FAIRGATE_ASSIGN_OR_RETURN(parsed, ParseShedding(*shedding, absl::StrCat(where, ": shedding")));
+    config.shedding = parsed;
   }
   FAIRGATE_ASSIGN_OR_RETURN(coalesce, r.String("coalesce", false));
   if (coalesce && *coalesce == "join") {
