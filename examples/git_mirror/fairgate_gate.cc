@@ -7,6 +7,7 @@
 #include "client_group.h"
 #include "fairgate/postgres_store.h"
 #include "fairgate/rate_limit.h"
+#include "fairgate/shedding.h"
 #include "fairgate/sqlite_store.h"
 #include "work_gate.h"
 
@@ -204,6 +205,8 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
   }
   auto scheduler = fairgate::Scheduler::Create(options);
   if (!scheduler.ok()) return scheduler.status();
+  const fairgate::Shedding shedding{fairgate::Seconds(c.shed_target),
+                                    fairgate::Seconds(c.shed_interval)};
   const struct {
     std::string_view name;
     fairgate::JobTypeConfig config;
@@ -213,14 +216,16 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
         .max_concurrency = c.capacity,
         .conflict_group = "",
         .priority = foreground,
-        .rate_limit = {c.rate, c.burst}}},
+        .rate_limit = {c.rate, c.burst},
+        .shedding = shedding}},
       // A ref listing reads a few refs: cheap, but admitted and charged like any request, so
       // that a client looping on it is counted and ordered with everyone else.
       {kRefs,
        {.default_cost = 0.01,
         .max_concurrency = c.capacity,
         .conflict_group = "",
-        .priority = foreground}},
+        .priority = foreground,
+        .shedding = shedding}},
       // Coalesced: clients asking at once for a repository not mirrored yet share one clone.
       {kSyncClone,
        {.default_cost = 10,

@@ -85,6 +85,15 @@ int main(int argc, char** argv) {
                  "threshold), between this and --capacity, starting at this; not with "
                  "--adaptive-capacity-min (fairgate)")
       ->capture_default_str();
+  app.add_option("--shed-target", gate_config.shed_target,
+                 "0: off; else when the oldest waiting ref listing or pack has waited over this "
+                 "many seconds for --shed-interval, the heaviest client's latest requests are "
+                 "refused with 503 and Retry-After while lighter ones are served (fairgate)")
+      ->capture_default_str();
+  app.add_option("--shed-interval", gate_config.shed_interval,
+                 "seconds a queue must stand over --shed-target before shedding; also the "
+                 "Retry-After of a shed request (fairgate)")
+      ->capture_default_str();
   app.add_option("--state", gate_config.state_file,
                  "a SQLite file keeping learned costs, clients' costs and the fetch schedule "
                  "across restarts (fairgate)");

@@ -25,6 +25,7 @@
 #include "boost/asio/write.hpp"
 #include "client_group.h"
 #include "fairgate/rate_limit.h"
+#include "fairgate/shedding.h"
 #include "repo_path.h"
 #include "request_body.h"
 #include "spool_response.h"
@@ -68,6 +69,9 @@ int HttpStatusOf(const fairgate::Status& status) {
     int http = 0;
     if (absl::SimpleAtoi(std::string(*payload), &http)) return http;
   }
+  // Refused by shedding: the server is over what it can serve in time (the client may retry
+  // after Retry-After), not this client over a limit of its own.
+  if (fairgate::WasShed(status)) return 503;
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
       return 400;
@@ -343,12 +347,15 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
     timer_.cancel();
     const std::string& client = exchange_->client();
     if (!slot.ok()) {
-      // The wait was cancelled by this request (every client gone, timed out) or by the
+      // The wait was cancelled by this request (every client gone, timed out), shed (the queue
+      // stood and this client had consumed the most: 503 with Retry-After) or ended by the
       // shutdown.
       const fairgate::Status why =
           gone_ ? absl::CancelledError("the client went away")
           : timed_out_
               ? absl::DeadlineExceededError("the request waited longer than the request timeout")
+          : fairgate::WasShed(slot.status())
+              ? slot.status()
               : absl::UnavailableError("the server is shutting down");
       server_.RecordOutcome(spec_.type, spec_.repository, client, false, why);
       return EndSpool(why);
@@ -784,10 +791,10 @@ std::shared_ptr<SpoolResponse> MirrorServer::Respond(
 void MirrorServer::Reply(HttpExchange& exchange, const fairgate::Status& status) const {
   const int http = HttpStatusOf(status);
   Headers headers;
-  if (http == 429) {
-    // A rate limit's refusal says when its token is due (whole seconds, rounded up); a refusal
-    // for load says the configured time.
-    const std::optional<double> due = fairgate::RetryAfter(status);
+  const std::optional<double> due = fairgate::RetryAfter(status);
+  if (http == 429 || (http == 503 && due)) {
+    // A rate limit's refusal says when its token is due, shedding's its interval (whole seconds,
+    // rounded up); a refusal for load says the configured time.
     headers.emplace_back("Retry-After",
                          absl::StrCat(due ? std::max(1, static_cast<int>(std::ceil(*due)))
                                           : options_.http.retry_after_seconds));

@@ -77,6 +77,13 @@ struct GateConfig {
   // how much slower clones and fetches run than they did unloaded, between this and `capacity`,
   // starting at this; no threshold to set. Not with `adaptive_min`.
   int latency_min = 0;
+  // fairgate only. 0: off. Else shedding (fairgate/shedding.h) of ref listings and packs: while
+  // the oldest waiting request of one of them has waited over this many seconds for
+  // `shed_interval` seconds, the heaviest client's latest requests are refused with 503 and a
+  // Retry-After of `shed_interval` (rounded up), new and waiting alike, while lighter clients
+  // are served.
+  double shed_target = 0;
+  double shed_interval = 1;
   // fairgate only. A SQLite file that keeps the learned costs of clones and fetches, the clients'
   // accumulated costs and the fetch schedule across restarts (fairgate/store.h); empty: none.
   std::string state_file;

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -291,6 +292,63 @@ TEST_CASE("GitMirror.Server.AWaitingRequestIsSharedOnlyWithItsOwnClient") {
   held.hold.Release();
   for (auto& t : clones) t.join();
   CHECK(exit_codes == std::vector<int>{0, 0, 0, 0});
+}
+
+// --shed-target: one slot, held by heavy's first pack; two more of heavy's wait. Once the oldest
+// has waited over the target for the interval (the type's queue stands), heavy's next request is
+// refused at once with 503 and a Retry-After; a light client's takes the place of heavy's latest
+// waiting one (503 too); when the slot frees, the light client's runs, and heavy's last waiting
+// one is shed (the queue still stood). The light client is served; heavy got one pack of four.
+TEST_CASE("GitMirror.Server.AStandingQueueRefusesTheHeavyClientWith503AndServesTheLightOne") {
+  HeldMirror held(GateConfig{.capacity = 1,
+                             .sync_clone_slots = 1,
+                             .background_slots = 1,
+                             .shed_target = 0.2,
+                             .shed_interval = 0.2});
+  ServerUnderTest& mirror = *held.mirror;
+  const std::string head = Git({"-C", held.upstream.string(), "rev-parse", "HEAD"});
+  std::map<std::string, RawResponse> responses;
+  std::mutex mutex;
+  std::vector<std::thread> requests;
+  auto send = [&](const std::string& client, const std::string& agent) {
+    requests.emplace_back([&, client, agent] {
+      RawResponse response = RawPackRequest(mirror.port, head, client, agent);
+      std::lock_guard lock(mutex);
+      responses[agent] = std::move(response);
+    });
+  };
+  auto standing = [&] {
+    const json state = mirror.Debug();  // held: a loop over a temporary's member would not be
+    for (const json& t : state["types"]) {
+      if (t["name"] == "clone") return t.contains("shedding") && t["shedding"]["standing"] == true;
+    }
+    return false;
+  };
+  send("heavy", "h0");
+  REQUIRE(Eventually([&] { return held.Held() == 1; }));
+  send("heavy", "h1");
+  REQUIRE(Eventually([&] { return mirror.Debug()["pending"] == 1; }));
+  send("heavy", "h2");
+  REQUIRE(Eventually([&] { return mirror.Debug()["pending"] == 2; }));
+  REQUIRE(Eventually(standing));
+  const RawResponse refused = RawPackRequest(mirror.port, head, "heavy", "h3");
+  CHECK(refused.status == 503);
+  CHECK(refused.head.find("Retry-After: 1\r\n") != std::string::npos);
+  send("light", "l1");
+  REQUIRE(Eventually([&] {
+    std::lock_guard lock(mutex);
+    return responses.count("h2") == 1;
+  }));
+  held.hold.Release();
+  for (auto& t : requests) t.join();
+  CHECK(responses["h0"].status == 200);
+  CHECK(responses["l1"].status == 200);
+  for (const char* shed : {"h1", "h2"}) {
+    CAPTURE(shed);
+    CHECK(responses[shed].status == 503);
+    CHECK(responses[shed].head.find("Retry-After: 1\r\n") != std::string::npos);
+  }
+  CHECK(Metric(mirror.port, "fairgate_jobs_shed_total{type=\"clone\"}") == 3);
 }
 
 TEST_CASE("GitMirror.Server.AFinishedPackIsServedFromTheCacheUntilAFetchChangesTheRepository") {
