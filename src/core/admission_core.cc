@@ -113,7 +113,7 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
       return s;
     }
   }
-  if (type.shed != nullptr && type.shed->Stands(now)) [[unlikely]] {
+  if (type.shed != nullptr) [[unlikely]] {
     if (Status s = ShedForArrival(type, request.key, known, now); !s.ok()) return s;
   }
   KeyState& key = known != nullptr ? *known : keys_.Add(AsAbsl(request.key));

@@ -458,9 +458,9 @@ class AdmissionCore {
   Job* HeaviestPending(const TypeState& type, ShedPlace* place);
   // Withdraws a pending job refused by shedding at `now`, for TakeExpired.
   ExpiredJob ShedJob(Job& job, double now);
-  // A new job of `type`, whose queue stands, arrives at `now` for the key `key_name` (`key`: it,
-  // null if not tracked): the refusal if its place would be the greatest, else OK after the
-  // heaviest pending job was shed.
+  // A new job of `type` (which sheds) arrives at `now` for the key `key_name` (`key`: it, null if
+  // not tracked): if the type's queue stands, the refusal if its place would be the greatest,
+  // else OK after the heaviest pending job was shed; OK if it does not stand.
   Status ShedForArrival(TypeState& type, std::string_view key_name, const KeyState* key,
                         double now);
   // After an admission of a job of `type` at `now`: if its queue stands, its heaviest pending job

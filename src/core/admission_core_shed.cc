@@ -66,6 +66,7 @@ StatusOr<std::optional<ExpiredJob>> AdmissionCore::ShedHeaviest(std::string_view
 Status AdmissionCore::ShedForArrival(TypeState& type, std::string_view key_name,
                                      const KeyState* key, double now) {
   ShedWatch& watch = *type.shed;
+  if (!watch.Stands(now)) return absl::OkStatus();
   ShedPlace heaviest_place;
   Job* heaviest = HeaviestPending(type, &heaviest_place);
   // The call's key as it stands: not tracked, cost 0; its group by its settings, a group not
