@@ -5,16 +5,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/admission_core.h"
-#include "core/group_table.h"
 #include "core/token_bucket.h"
 
 namespace fairgate::core {
 namespace {
 
-// (its group's cost, or its key's without a group; its key's cost), as the key stands now.
-std::pair<double, double> CostsOf(const KeyState& key) {
-  const GroupState* group = GroupTable::Of(key);
-  return {group != nullptr ? group->acc : key.acc, key.acc};
+// The first two fields of a shedding place: (its group's cost, or `key_acc` for a key of no
+// group; `key_acc`), by the key's settings (null: none); a group not tracked costs 0 (a key with
+// pending jobs has its group tracked).
+std::pair<double, double> CostsOf(const KeySettings* settings, double key_acc) {
+  if (settings == nullptr || settings->group == nullptr) return {key_acc, key_acc};
+  const GroupState* group = settings->group->state;
+  return {group != nullptr ? group->acc : 0, key_acc};
 }
 
 }  // namespace
@@ -27,7 +29,7 @@ Job* AdmissionCore::HeaviestPending(const TypeState& type, ShedPlace* place) {
     const KeyState& key = entry.second;
     if (key.pending == 0) continue;
     // Plain copies: clang 14 cannot capture a structured binding in a lambda.
-    const std::pair<double, double> costs = CostsOf(key);
+    const std::pair<double, double> costs = CostsOf(key.settings, key.acc);
     const double group_acc = costs.first;
     const double key_acc = costs.second;
     for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
@@ -69,15 +71,10 @@ Status AdmissionCore::ShedForArrival(TypeState& type, std::string_view key_name,
   if (!watch.Stands(now)) return absl::OkStatus();
   ShedPlace heaviest_place;
   Job* heaviest = HeaviestPending(type, &heaviest_place);
-  // The call's key as it stands: not tracked, cost 0; its group by its settings, a group not
-  // tracked cost 0.
-  const double key_acc = key != nullptr ? key->acc : 0;
-  const KeySettings* settings =
-      key != nullptr ? key->settings : keys_.FindSettings(AsAbsl(key_name));
-  double group_acc = key_acc;
-  if (settings != nullptr && settings->group != nullptr) {
-    group_acc = settings->group->state != nullptr ? settings->group->state->acc : 0;
-  }
+  // The call's key as it stands: not tracked, cost 0 (its group still by its settings).
+  const auto [group_acc, key_acc] = key != nullptr
+                                        ? CostsOf(key->settings, key->acc)
+                                        : CostsOf(keys_.FindSettings(AsAbsl(key_name)), 0);
   const ShedPlace arriving{group_acc, key_acc, now, next_seq_};
   watch.CountRefusal();
   if (heaviest == nullptr || arriving > heaviest_place) {
