@@ -126,22 +126,22 @@ TEST_CASE("Core.RateLimit.ALeasedBucketHoldsWhatWasGrantedAndAsksForMore") {
         absl::StatusCode::kFailedPrecondition);
   REQUIRE(core->LeaseTokens("clone").ok());
   REQUIRE(core->LeaseTokens("clone").ok());  // again: nothing changes
-  CHECK(core->WantsTokens());                // its first lease, before any job waits
+  CHECK(core->WantsTokens(0));               // its first lease, before any job waits
   REQUIRE(core->GrantTokens(BucketName::Type("clone"), 0, 1, 0).ok());
   CHECK(core->BucketsToLease().empty());  // none came, and nothing waits under it
   for (const char* id : {"a", "b", "c", "d"}) Add(*core, "clone", id, 0);
   CHECK(AdmitAll(*core, 10).empty());  // none granted yet, however long it has been
   CHECK_FALSE(core->NextTokenAt(10).has_value());
-  CHECK(core->WantsTokens());
+  CHECK(core->WantsTokens(10));
   REQUIRE(core->BucketsToLease().size() == 1);
   CHECK(core->BucketsToLease()[0].first == BucketName::Type("clone"));
   CHECK(core->BucketsToLease()[0].second == RateLimit{2, 3});
   CHECK(core->GrantTokens(BucketName::Type("clone"), -1, 0, 10).code() ==
         absl::StatusCode::kInvalidArgument);
   REQUIRE(core->GrantTokens(BucketName::Type("clone"), 2, 10, 10).ok());
-  CHECK_FALSE(core->WantsTokens());
+  CHECK_FALSE(core->WantsTokens(10));
   CHECK(AdmitAll(*core, 10) == std::vector<std::string>{"a", "b"});
-  CHECK(core->WantsTokens());  // used up, and jobs wait
+  CHECK(core->WantsTokens(10));  // used up, and jobs wait
   // The global bucket leased too: a grant of the type's is not enough alone.
   REQUIRE(core->LeaseTokens("").ok());
   REQUIRE(core->GrantTokens(BucketName::Type("clone"), 0, 12.5, 11)
@@ -174,20 +174,52 @@ TEST_CASE("Core.RateLimit.ARefusalForWantOfALeasedTokenAsksForALease") {
   REQUIRE(core->LeaseTokens("clone").ok());
   // The first lease brought none; the store says the next is due at 1.
   REQUIRE(core->GrantTokens(BucketName::Type("clone"), 0, 1, 0).ok());
-  CHECK_FALSE(core->WantsTokens());
+  CHECK_FALSE(core->WantsTokens(0));
   const Status refused = core->Enqueue({"clone", "a", "k"}, 0).status();
   CHECK(refused.code() == absl::StatusCode::kResourceExhausted);
   CHECK(RetryAfter(refused) == 1.0);
-  CHECK(core->WantsTokens());
+  CHECK_FALSE(core->WantsTokens(0));  // it asks, but the store said not before 1
+  CHECK(core->WantsTokens(1));
   REQUIRE(core->BucketsToLease().size() == 1);
   REQUIRE(core->GrantTokens(BucketName::Type("clone"), 1, 0, 0).ok());
-  CHECK_FALSE(core->WantsTokens());
+  CHECK_FALSE(core->WantsTokens(0));
   std::optional<core::Admission> admitted;
   REQUIRE(core->EnqueueAndAdmit({"clone", "a", "k"}, 0, admitted).ok());
   CHECK(admitted.has_value());
-  CHECK(core->WantsTokens());  // its last token used: the next lease in hand before it is needed
+  CHECK(core->WantsTokens(0));  // its last token used: the next lease in hand before it is needed
   REQUIRE(core->GrantTokens(BucketName::Type("clone"), 2, 0, 0).ok());
-  CHECK_FALSE(core->WantsTokens());
+  CHECK_FALSE(core->WantsTokens(0));
+}
+
+// Which leases the runtime may take now: a bucket that asks, but whose store said its next token
+// is due later, waits for that time (the runtime asks no sooner), and does not hide a bucket that
+// wants its lease now (a key's first: its job is held until it comes).
+TEST_CASE("Core.RateLimit.ABucketToldToWaitDoesNotHideOneThatWantsALeaseNow") {
+  auto core = MakeCore();
+  JobTypeConfig impatient = Limited({0.001, 3});
+  impatient.refuse_without_token = true;
+  REQUIRE(core->RegisterType("clone", impatient).ok());
+  REQUIRE(core->RegisterType("fetch", Type(8, 8)).ok());
+  KeyLimits limited;
+  limited.rate_limit = {1, 2};
+  REQUIRE(core->SetKeyLimits("client", limited).ok());
+  REQUIRE(core->LeaseTokens("clone").ok());
+  REQUIRE(core->LeaseKeyTokens().ok());
+  REQUIRE(core->GrantTokens(BucketName::Type("clone"), 0, 1000, 0).ok());
+  CHECK(core->Enqueue({"clone", "a", "k"}, 1).status().code() ==
+        absl::StatusCode::kResourceExhausted);  // and the type's bucket asks
+  CHECK(core->BucketsToLease().size() == 1);
+  CHECK_FALSE(core->WantsTokens(1));
+  Add(*core, "fetch", "b", 2, "client");
+  REQUIRE(core->BucketsToLease().size() == 2);
+  CHECK(core->WantsTokens(2));  // the key's first lease
+  REQUIRE(core->GrantTokens(BucketName::Key("client"), 0, 3, 2).ok());
+  CHECK_FALSE(core->WantsTokens(2.5));
+  CHECK(core->WantsTokens(3));  // b still waits
+  REQUIRE(core->GrantTokens(BucketName::Key("client"), 1, 3, 3).ok());
+  CHECK(AdmitAll(*core, 3) == std::vector<std::string>{"b"});
+  CHECK(core->WantsTokens(1000));
+  CHECK(core->CheckInvariants().ok());
 }
 
 // A call that will not wait for a token is refused only when the fleet's bucket is known to have
@@ -206,7 +238,7 @@ TEST_CASE("Core.RateLimit.ACallThatWillNotWaitWaitsForTheLeaseOnItsWay") {
   REQUIRE(core->Enqueue(impatient, 0).ok());  // no grant yet: a waits for the first
   REQUIRE(core->GrantTokens(BucketName::Type("clone"), 1, 0, 0).ok());
   CHECK(AdmitAll(*core, 0) == std::vector<std::string>{"a"});
-  CHECK(core->WantsTokens());  // its last token used: the next lease is on its way
+  CHECK(core->WantsTokens(0));  // its last token used: the next lease is on its way
   impatient.id = "b";
   REQUIRE(core->Enqueue(impatient, 0.1).ok());  // the store had more at 0: b waits for the lease
   Add(*core, "clone", "c", 0.1);
@@ -264,7 +296,7 @@ TEST_CASE("Core.RateLimit.ALeasedKeyWaitsForItsGrantWhileOtherKeysAreServed") {
   REQUIRE(core->SetKeyLimits("heavy", limited).ok());
   REQUIRE(core->LeaseKeyTokens().ok());
   REQUIRE(core->LeaseKeyTokens().ok());                             // again: nothing changes
-  CHECK_FALSE(core->WantsTokens());                                 // no key has come yet
+  CHECK_FALSE(core->WantsTokens(0));                                // no key has come yet
   CHECK(core->GrantTokens(BucketName::Key("gone"), 1, 0, 0).ok());  // untracked: nothing
   for (const char* id : {"a", "b", "c"}) Add(*core, "clone", id, 0, "heavy");
   Add(*core, "clone", "l", 0, "light");
@@ -280,7 +312,8 @@ TEST_CASE("Core.RateLimit.ALeasedKeyWaitsForItsGrantWhileOtherKeysAreServed") {
 
   REQUIRE(core->GrantTokens(BucketName::Key("heavy"), 2, 6, 5).ok());
   CHECK(AdmitAll(*core, 5) == std::vector<std::string>{"a", "b"});
-  CHECK(core->WantsTokens());  // used up, with c and d waiting
+  CHECK_FALSE(core->WantsTokens(5));  // used up, with c and d waiting: the store said 6
+  CHECK(core->WantsTokens(6));
   // The lease d waited for brings none: d is refused, as it would have been had the key's bucket
   // been known empty when it came; c waits on.
   REQUIRE(core->GrantTokens(BucketName::Key("heavy"), 0, 7.5, 7).ok());
@@ -290,7 +323,8 @@ TEST_CASE("Core.RateLimit.ALeasedKeyWaitsForItsGrantWhileOtherKeysAreServed") {
   CHECK(lease_refused[0].token_due == 7.5);
   CHECK(lease_refused[0].token_of == "fairness key 'heavy''s rate limit");
   CHECK(AdmitAll(*core, 7) == std::vector<std::string>{});
-  CHECK(core->WantsTokens());  // still waiting: it asks again (the runtime, at 7.5)
+  CHECK_FALSE(core->WantsTokens(7));  // still waiting: it asks again, at 7.5
+  CHECK(core->WantsTokens(7.5));
   impatient.id = "e";
   const Status refused = core->Enqueue(impatient, 7).status();  // the store said 7.5: refused
   CHECK(refused.code() == absl::StatusCode::kResourceExhausted);
@@ -309,13 +343,13 @@ TEST_CASE("Core.RateLimit.ALeasedKeyWaitsForItsGrantWhileOtherKeysAreServed") {
   // Its limit gone, the key is let go: e starts without a token.
   REQUIRE(core->SetKeyLimits("heavy", KeyLimits{}).ok());
   CHECK(AdmitAll(*core, 8) == std::vector<std::string>{"e"});
-  CHECK_FALSE(core->WantsTokens());
+  CHECK_FALSE(core->WantsTokens(8));
   CHECK(core->CheckInvariants().ok());
   // Given one again while idle, it asks for a lease before its next job needs it.
   REQUIRE(core->SetKeyLimits("heavy", limited).ok());
-  CHECK(core->WantsTokens());
+  CHECK(core->WantsTokens(8));
   REQUIRE(core->GrantTokens(BucketName::Key("heavy"), 0, 9, 8).ok());
-  CHECK_FALSE(core->WantsTokens());  // nothing waits: it does not ask again and again
+  CHECK_FALSE(core->WantsTokens(9));  // nothing waits: it does not ask again and again
   CHECK(core->CheckInvariants().ok());
 
   // A call that would not wait came before its key's first lease, which brought none: refused
@@ -332,8 +366,9 @@ TEST_CASE("Core.RateLimit.ALeasedKeyWaitsForItsGrantWhileOtherKeysAreServed") {
   CHECK(refusals[0].id == "f");
   CHECK(refusals[0].token_due == 9.25);
   CHECK(refusals[0].expired_at == 8.5);
-  CHECK(core->pending_jobs() == 1);  // g
-  CHECK(core->WantsTokens());
+  CHECK(core->pending_jobs() == 1);     // g
+  CHECK_FALSE(core->WantsTokens(8.5));  // g waits: the key asks again at 9.25
+  CHECK(core->WantsTokens(9.25));
   CHECK(core->CheckInvariants().ok());
 }
 

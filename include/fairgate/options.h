@@ -133,7 +133,9 @@ struct FleetOptions {
   // of a key waits for the key's first lease. A call that will not wait for a token
   // (JobOptions::refuse_without_token) is refused when the fleet's bucket has none: at once when
   // the store's last lease said the next is due later; while a lease is on its way (none yet, or
-  // that time has come), when that lease brings none. Finite and > 0.
+  // that time has come), when that lease brings none. A lease the store fails to give brings
+  // none, the next due claim_interval later: such a call is refused (ResourceExhausted with a
+  // retry-after) rather than held through an outage. Finite and > 0.
   Seconds token_lease{0.1};
 };
 

@@ -684,9 +684,11 @@ std::vector<std::pair<BucketName, RateLimit>> AdmissionCore::BucketsToLease() co
   return wanted;
 }
 
-bool AdmissionCore::WantsTokens() const {
-  return keys_.asking() || std::any_of(leased_.begin(), leased_.end(),
-                                       [&](const LeasedBucket& leased) { return Wants(leased); });
+bool AdmissionCore::WantsTokens(double now) const {
+  return keys_.AsksBy(now) ||
+         std::any_of(leased_.begin(), leased_.end(), [&](const LeasedBucket& leased) {
+           return Wants(leased) && leased.bucket->AwaitsLease(now);
+         });
 }
 
 std::optional<double> AdmissionCore::NextTokenAt(double now) const {

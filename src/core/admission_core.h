@@ -178,8 +178,11 @@ class AdmissionCore {
   // before it is needed), each with its limit: what the runtime leases next. O(leased global
   // and type buckets + asking keys).
   std::vector<std::pair<BucketName, RateLimit>> BucketsToLease() const;
-  // Whether BucketsToLease would name any: no allocation, for a check after every decision.
-  bool WantsTokens() const;
+  // Whether BucketsToLease would name one whose lease may be taken at `now`: whose next token
+  // the store's last lease said is due by `now`, or that has had no lease yet (the runtime asks
+  // the store for a bucket no sooner than it said). No allocation, for a check after every
+  // decision.
+  bool WantsTokens(double now) const;
   // Where each aging step taken from now on is recorded (null: nowhere), for observers, and how
   // many were taken (TimedSteps keeps both).
   void set_promotion_log(std::vector<Promotion>* log) { steps_.set_promotion_log(log); }

@@ -89,14 +89,14 @@ void KeyTable::HoldLeased(KeyState& key, KeyBucket& bucket) {
     bucket.held = true;
     ++held_count_;
   }
-  SetAsked(key, true);
+  SetAsked(key, bucket, true);
 }
 
-void KeyTable::SetAsked(KeyState& key, bool asked) {
+void KeyTable::SetAsked(KeyState& key, const KeyBucket& bucket, bool asked) {
   if (asked) {
-    asking_.insert(&key);
+    asking_.emplace(bucket.at, &key);
   } else {
-    asking_.erase(&key);
+    asking_.erase({bucket.at, &key});
   }
 }
 
@@ -109,7 +109,7 @@ void KeyTable::Arrive(KeyState& key) {
 void KeyTable::AskFor(KeyState& key) {
   if (!leased_) return;
   auto it = buckets_.find(&key);
-  if (it != buckets_.end() && it->second.tokens.left < 1) SetAsked(key, true);
+  if (it != buckets_.end() && it->second.tokens.left < 1) SetAsked(key, it->second, true);
 }
 
 bool KeyTable::GrantFrees(const KeyState& key, double tokens) const {
@@ -121,6 +121,7 @@ bool KeyTable::Grant(KeyState& key, double tokens, double due) {
   auto it = buckets_.find(&key);
   if (it == buckets_.end()) return false;
   KeyBucket& bucket = it->second;
+  SetAsked(key, bucket, false);  // filed by `at`, which changes
   bucket.tokens.left += tokens;
   bucket.at = due;
   if (bucket.tokens.left >= 1) {
@@ -128,11 +129,10 @@ bool KeyTable::Grant(KeyState& key, double tokens, double due) {
       bucket.held = false;
       --held_count_;
     }
-    SetAsked(key, false);
   } else {
     // An idle key does not ask again and again; one with jobs waiting does (the runtime asks
     // the store no sooner than it said the next token would be due).
-    SetAsked(key, key.pending > 0);
+    SetAsked(key, bucket, key.pending > 0);
   }
   return bucket.tokens.left < 1;
 }
@@ -165,7 +165,7 @@ void KeyTable::LimitsChanged(KeyState& key) {
       Arrive(key);
     } else {
       Release(key);  // nothing without a bucket
-      SetAsked(key, false);
+      if (auto it = buckets_.find(&key); it != buckets_.end()) SetAsked(key, it->second, false);
     }
     return;
   }
@@ -202,9 +202,11 @@ std::optional<double> KeyTable::MissingTokenAt(const KeyState& key, double now) 
 
 void KeyTable::ForgetBucket(KeyState& key) {
   if (buckets_.empty()) return;
+  auto it = buckets_.find(&key);
+  if (it == buckets_.end()) return;
   Release(key);
-  asking_.erase(&key);
-  buckets_.erase(&key);
+  SetAsked(key, it->second, false);
+  buckets_.erase(it);
 }
 
 Status KeyTable::CheckRates() const {
@@ -240,7 +242,7 @@ Status KeyTable::CheckLeasedRates() const {
                                               bucket.held ? "" : "not ", "held with ",
                                               bucket.tokens.left, " tokens"));
     }
-    const bool asked = asking_.contains(key);
+    const bool asked = asking_.contains({bucket.at, key});
     if (bucket.held && key->pending > 0 && !asked) {
       return absl::InternalError(
           absl::StrCat("key '", *key->name, "' waits for tokens without asking for a lease"));

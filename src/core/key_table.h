@@ -25,7 +25,6 @@
 
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "core/constraints.h"
@@ -169,11 +168,14 @@ class KeyTable {
   // key without a token.
   bool Grant(KeyState& key, double tokens, double due);
   // The keys whose leased buckets ask for a lease, with their limits: in no particular order.
+  // (those without a word from the store first, then by when it said their next token is due).
   template <typename Visit>
   void ForEachAsking(Visit visit) const {
-    for (const KeyState* key : asking_) visit(*key, RateOf(*key));
+    for (const auto& [due, key] : asking_) visit(*key, RateOf(*key));
   }
-  bool asking() const { return !asking_.empty(); }
+  // Whether a key asks for a lease whose next token the store said is due by `now` (or that has
+  // had no word yet): a lease the runtime may take at `now`.
+  bool AsksBy(double now) const { return !asking_.empty() && asking_.begin()->first <= now; }
   // Whether the key level lets the key run one more job: its lanes are linked, not held.
   bool Admissible(const KeyState& key) const { return BlockerOf(key) == Blocker::kNone; }
   // Whether the key runs fewer jobs than its min_running: it goes ahead of unreserved keys.
@@ -234,8 +236,8 @@ class KeyTable {
   static_assert(sizeof(KeyBucket) == 32, "a key's bucket is a map slot's 32 bytes (above)");
   // Leased: holds the key (no release time: a grant lets it go) and files its bucket as asking.
   void HoldLeased(KeyState& key, KeyBucket& bucket);
-  // Files the key as asking for a lease, or not.
-  void SetAsked(KeyState& key, bool asked);
+  // Files the key (whose bucket is `bucket`) as asking for a lease, or not.
+  void SetAsked(KeyState& key, const KeyBucket& bucket, bool asked);
   // Files the bucket's release at its next token under `limit`.
   void Hold(KeyState& key, KeyBucket& bucket, const RateLimit& limit);
   bool RateHeld(const KeyState& key) const {
@@ -251,7 +253,8 @@ class KeyTable {
   bool rates_in_use_ = default_limits_.rate_limit.limited();
   bool leased_ = false;
   absl::flat_hash_map<const KeyState*, KeyBucket> buckets_;
-  absl::flat_hash_set<const KeyState*> asking_;  // leased buckets that ask for a lease
+  // The leased buckets that ask for a lease, by their `at` (filed again when a grant moves it).
+  absl::btree_set<std::pair<double, const KeyState*>> asking_;
   // The keys held by their rate, by when their next token is due, then address (the order in
   // which keys due at once are released changes no decision).
   absl::btree_set<std::pair<double, KeyState*>> held_;

@@ -42,10 +42,13 @@ void AdmissionTable::MustHold(const std::optional<Locked>& lock) const {
 }
 
 void AdmissionTable::UnlockCore() {
-  // A leased bucket's tokens come with a lease (FleetRates), not with time: told once when one
-  // wants them, whatever changed it (a take, a refusal, a registration), and again after the
-  // next grant. Not at every unlock: FleetRates's own look at the table would wake it again.
-  if (lease_rates_ && !tokens_told_ && core_->WantsTokens()) {
+  // A leased bucket's tokens come with a lease (FleetRates), not with time: told when one wants
+  // a lease that may be taken now, whatever changed it (a take, a refusal, a registration, an
+  // arrival), once until FleetRates next looks (BucketsToLease) or a grant comes. Not at every
+  // unlock: FleetRates would look again and again. Not for a bucket the store said has no token
+  // until later: FleetRates looks again by itself then (and a wake for it would hide the next
+  // bucket that wants a lease now).
+  if (lease_rates_ && !tokens_told_ && core_->WantsTokens(last_decision_time_)) {
     tokens_told_ = true;
     tokens_wanted_();
   }

@@ -181,12 +181,14 @@ class AdmissionTable {
   // The fleet's rate limits (FleetRates), called once before any type is registered: from now
   // on the global rate limit's bucket, every rate-limited type's, as it is registered, and
   // every key's are leased (AdmissionCore::LeaseTokens, LeaseKeyTokens). `wanted` is called, with
-  // this table's lock held, as the lock is released with a leased bucket wanting tokens
-  // (AdmissionCore::WantsTokens), once until the next grant; it must not block or call the table.
+  // this table's lock held, as the lock is released with a leased bucket wanting a lease that
+  // may be taken now (AdmissionCore::WantsTokens), once until the next BucketsToLease or grant;
+  // it must not block or call the table.
   void LeaseRates(std::function<void()> wanted);
-  // AdmissionCore::BucketsToLease; GrantTokens with the store's lease (its next token due in
-  // lease.next_in seconds from now), then a decision.
-  std::vector<std::pair<core::BucketName, RateLimit>> BucketsToLease() const;
+  // AdmissionCore::BucketsToLease (and from now on `wanted` is called again when one wants a
+  // lease); GrantTokens with the store's lease (its next token due in lease.next_in seconds from
+  // now), then a decision.
+  std::vector<std::pair<core::BucketName, RateLimit>> BucketsToLease();
   Decided<Status> GrantTokens(const core::BucketName& bucket, const TokenLease& lease);
   std::vector<Submission::KeyCost> KeyCosts(Submission::CostsOf of);
   std::vector<bool> SetFleetCosts(Submission::CostsOf of, const std::vector<SavedKey>& totals,
@@ -424,7 +426,8 @@ class AdmissionTable {
   // KeepRunSamples: the measured runs completed since the last ChangeCapacity.
   bool keep_run_samples_ ABSL_GUARDED_BY(mutex_) = false;
   std::vector<core::RunSample> run_samples_ ABSL_GUARDED_BY(mutex_);
-  bool tokens_told_ ABSL_GUARDED_BY(mutex_) = false;  // since the last grant (UnlockCore)
+  // Since FleetRates last looked (BucketsToLease) or a grant came (UnlockCore).
+  bool tokens_told_ ABSL_GUARDED_BY(mutex_) = false;
   std::function<void()> tokens_wanted_ ABSL_GUARDED_BY(mutex_);
   Phase phase_ ABSL_GUARDED_BY(mutex_) = Phase::kOpen;
   // Metrics, events and evidence of every decision, in decision order.

@@ -226,8 +226,9 @@ void AdmissionTable::LeaseRates(std::function<void()> wanted) {
   }
 }
 
-std::vector<std::pair<core::BucketName, RateLimit>> AdmissionTable::BucketsToLease() const {
+std::vector<std::pair<core::BucketName, RateLimit>> AdmissionTable::BucketsToLease() {
   Locked lock(this);
+  tokens_told_ = false;  // FleetRates sees every bucket that wants a lease now: tell it of the next
   return core_->BucketsToLease();
 }
 

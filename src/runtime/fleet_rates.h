@@ -6,7 +6,8 @@
 // component's thread (Wake), which takes a lease of the store's bucket (what the rate gives in
 // FleetOptions::token_lease, at least one token and at most the burst) and grants it, and the table
 // decides again. A store with none says when its next token is due, and the thread takes again
-// then, not before; a store that fails is asked again after claim_interval. So the fleet starts at
+// then, not before; a store that fails is asked again after claim_interval, and its failure is
+// granted as a lease that brought none, the next token due then. So the fleet starts at
 // most burst + rate x w jobs of a bucket in any w seconds, plus one lease per replica
 // (FleetOptions::token_lease states the bound).
 //
@@ -54,7 +55,7 @@ class FleetRates {
   void StartThread();
   // Stops and joins the thread (once; later calls do nothing).
   void Stop();
-  // A decision left a leased bucket without a token while jobs wait under it.
+  // A leased bucket wants a lease that may be taken now (AdmissionTable::LeaseRates).
   void Wake();
 
   // The bucket's name in the store: "global", or "type:" and the type's name, or "key:" and the
