@@ -170,7 +170,7 @@ TEST_CASE("AdaptiveCapacity.Signal.ACgroupOfItsOwnIsReadBeforeTheMachine") {
   const Status no_cgroup =
       internal::KernelSignal(PressureSource::kMemoryUse, std::nullopt).status();
   CHECK(no_cgroup.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(std::string(no_cgroup.message()).find("cgroup v2") != std::string::npos);
+  CHECK(std::string(no_cgroup.message()).find("cgroup (v2") != std::string::npos);
   // A file without the line asked for.
   write(root / "some_only", "some avg10=0.00 avg60=0.00 avg300=0.00 total=7\n");
   CHECK(internal::ReadStallSeconds((root / "some_only").string(), "full").status().code() ==
@@ -179,6 +179,66 @@ TEST_CASE("AdaptiveCapacity.Signal.ACgroupOfItsOwnIsReadBeforeTheMachine") {
   auto machine = internal::KernelSignal(PressureSource::kIoSome, std::nullopt);
   REQUIRE_MESSAGE(machine.ok(), machine.status().message());
   CHECK(*(*machine)() >= 0);
+}
+
+// Memory in use is what a cgroup holds less the page cache the kernel reclaims first, over its
+// limit: from the cgroup v2's files where it has a limit, else (memory still on cgroup v1, as on
+// a hybrid hierarchy) from the v1 memory controller's, whose limit may be a parent's.
+TEST_CASE("AdaptiveCapacity.Signal.MemoryUseLeavesOutReclaimableCacheOnCgroupV2AndV1") {
+  testing::TempDir dir;
+  const std::filesystem::path root = dir.path();
+  auto write = [](const std::filesystem::path& path, const std::string& text) {
+    std::filesystem::create_directories(path.parent_path());
+    std::ofstream(path) << text;
+  };
+  const std::filesystem::path v2 = root / "v2/mirror.service";
+  write(v2 / "cgroup.controllers", "cpu io memory\n");
+  write(v2 / "memory.current", "800\n");
+  write(v2 / "memory.max", "1000\n");
+  CHECK(*internal::ReadMemoryUse(v2.string()) == 0.8);  // no memory.stat: all of it
+  write(v2 / "memory.stat", "anon 300\nfile 500\ninactive_file 400\nactive_file 100\n");
+  CHECK(*internal::ReadMemoryUse(v2.string()) == 0.4);
+  // A hybrid hierarchy: the process's v2 cgroup has no memory controller, its v1 one has.
+  write(root / "self_cgroup", "4:memory:/mirror\n3:cpu,cpuacct:/\n0::/mirror.service\n");
+  const std::filesystem::path v1 = root / "memory/mirror";
+  write(v1 / "memory.usage_in_bytes", "600\n");
+  write(v1 / "memory.limit_in_bytes", "9223372036854771712\n");  // none of its own
+  write(v1 / "memory.stat",
+        "cache 500\ninactive_file 9\nhierarchical_memory_limit 2000\ntotal_inactive_file 200\n");
+  const std::optional<std::string> memory_v1 =
+      internal::OwnMemoryCgroupV1((root / "self_cgroup").string(), (root / "memory").string());
+  REQUIRE(memory_v1.has_value());
+  CHECK(*memory_v1 == v1.string());
+  CHECK(*internal::ReadMemoryUseV1(*memory_v1) == 0.2);  // (600 - 200) / the parent's 2000
+  write(v1 / "memory.limit_in_bytes", "1000\n");
+  CHECK(*internal::ReadMemoryUseV1(*memory_v1) == 0.4);  // its own, the lesser
+  write(root / "no_memory", "3:cpu,cpuacct:/\n0::/mirror.service\n");
+  write(root / "joined", "5:cpu,memory:/mirror\n");
+  CHECK_FALSE(internal::OwnMemoryCgroupV1((root / "no_memory").string(), (root / "memory").string())
+                  .has_value());
+  CHECK(internal::OwnMemoryCgroupV1((root / "joined").string(), (root / "memory").string()) ==
+        v1.string());
+  // The v2 cgroup's limit first; without one there, the v1 controller's.
+  auto both = internal::KernelSignal(PressureSource::kMemoryUse, v2.string(), memory_v1);
+  REQUIRE(both.ok());
+  CHECK(*(*both)() == 0.4);
+  write(v2 / "memory.current", "900\n");
+  CHECK(*(*both)() == 0.5);  // read again at each call
+  write(v2 / "memory.max", "max\n");
+  auto v1_only = internal::KernelSignal(PressureSource::kMemoryUse, v2.string(), memory_v1);
+  REQUIRE(v1_only.ok());
+  CHECK(*(*v1_only)() == 0.4);
+  // No limit anywhere: refused, naming the file.
+  write(v1 / "memory.limit_in_bytes", "9223372036854771712\n");
+  write(v1 / "memory.stat", "hierarchical_memory_limit 9223372036854771712\n");
+  const Status none =
+      internal::KernelSignal(PressureSource::kMemoryUse, v2.string(), memory_v1).status();
+  CHECK(none.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(none.message()).find("memory.limit_in_bytes") != std::string::npos);
+  const Status neither =
+      internal::KernelSignal(PressureSource::kMemoryUse, std::nullopt, std::nullopt).status();
+  CHECK(neither.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(neither.message()).find("cgroup") != std::string::npos);
 }
 
 // Scheduler::Create reads a kernel signal once: one that cannot be read is refused, naming it.
@@ -190,11 +250,11 @@ TEST_CASE("AdaptiveCapacity.Options.AKernelSignalThatCannotBeReadIsRefusedAtCrea
   rule.signals = {{.source = PressureSource::kIoSome, .read = [] { return StatusOr<double>(0.0); }},
                   {.source = PressureSource::kMemoryUse}};
   options.rule.adaptive_capacity = rule;
-  const StatusOr<std::function<StatusOr<double>()>> kernel =
-      internal::KernelSignal(PressureSource::kMemoryUse, internal::OwnCgroupV2());
+  const StatusOr<std::function<StatusOr<double>()>> kernel = internal::KernelSignal(
+      PressureSource::kMemoryUse, internal::OwnCgroupV2(), internal::OwnMemoryCgroupV1());
   auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
   if (kernel.ok()) {
-    CHECK(created.ok());  // a cgroup v2 of its own with a memory.max: read from it
+    CHECK(created.ok());  // a cgroup of its own with a memory limit: read from it
   } else {
     REQUIRE_FALSE(created.ok());
     CHECK(created.status().code() == absl::StatusCode::kFailedPrecondition);

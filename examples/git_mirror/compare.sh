@@ -13,7 +13,8 @@
 # KiB of random bytes), SERVER_FLAGS (more flags for the server, e.g. "--pack-cache-bytes 0"),
 # LOAD_FLAGS (flags for the load tool; default "--heavy-distinct": A's clones all differ, so none
 # is shared or served from the cache and each takes a slot, as a thousand different clones would;
-# LOAD_FLAGS= makes them identical).
+# LOAD_FLAGS= makes them identical; "--heavy-distinct --heavy-rate R" makes A an open loop of R
+# clones a second, CONCURRENCY then naming the run only).
 #
 # Besides the load tool's figures (B's whole clone, as B's git saw it), each run prints B's server
 # side: from the event log, the seconds from the server taking each of B's pack requests (before

@@ -127,6 +127,14 @@ fairgate::Status ValidateGateConfig(const GateConfig& c) {
     return absl::InvalidArgumentError(
         absl::StrCat("the latency rule's minimum must be in [0, capacity ", c.capacity, "]"));
   }
+  if (!(c.memory_high >= 0 && c.memory_high <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the memory threshold must be in (0, 1], or 0 for none; got ", c.memory_high));
+  }
+  if (c.memory_high > 0 && c.adaptive_min == 0) {
+    return absl::InvalidArgumentError(
+        "a memory threshold moves the adaptive capacity: it needs --adaptive-capacity-min");
+  }
   if (c.latency_min > 0 && c.adaptive_min > 0) {
     return absl::InvalidArgumentError(
         "adaptive capacity and the latency rule are exclusive: one rule moves the cap");
@@ -181,6 +189,13 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
     // And by memory and io pressure: a clone's pack-objects can take gigabytes, and a repack
     // reads the whole repository.
     adaptive.signals = fairgate::DefaultPressureSignals();
+    if (c.memory_high > 0) {
+      // A level, read each second: pressure stalls come too late where there is no swap and
+      // little cache (a repack in a cgroup at its limit is killed within a second or two).
+      adaptive.signals.push_back({.source = fairgate::PressureSource::kMemoryUse,
+                                  .high = c.memory_high,
+                                  .low = std::max(0.0, c.memory_high - 0.1)});
+    }
     options.rule.adaptive_capacity = adaptive;
   }
   if (c.latency_min > 0) {

@@ -10,6 +10,9 @@
 // two are identical and none is shared or served from the mirror's cache. With --heavy-sources N,
 // A's clones come from N addresses of 127.0.5.0/24 in turn (127.0.5.1 to 127.0.5.N) and send no
 // client header: the server names each by its address, one client spread over a /24.
+// With --heavy-rate R, A is an open loop instead: it starts R clones a second, each on its own,
+// however many are in flight, and a refused or shed clone is not tried again (its client gone);
+// A's started clones are printed too (a_started).
 // Client B, after --warmup seconds, clones the light repository with real `git`, one clone at a
 // time, starting one every --light-interval seconds (or when the previous one ends, if later),
 // until the duration is over. With --alone, A does nothing: B's time on an idle server.
@@ -26,6 +29,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -199,6 +203,33 @@ asio::awaitable<void> HeavyLoop(tcp::endpoint server, asio::ip::address source,
   }
 }
 
+// A as an open loop: a clone every 1/`per_second` s until the deadline, each on its own.
+asio::awaitable<void> HeavyArrivals(tcp::endpoint server, std::vector<asio::ip::address> sources,
+                                    std::string repository, std::string header,
+                                    HeavyReading reading, HeavyStats& stats, double per_second,
+                                    Clock::time_point deadline, long& started) {
+  const auto executor = co_await asio::this_coro::executor;
+  asio::steady_timer timer(executor);
+  const auto gap =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1 / per_second));
+  for (auto next = Clock::now(); next < deadline; next += gap) {
+    timer.expires_at(next);
+    co_await timer.async_wait(asio::use_awaitable);
+    const asio::ip::address source = sources[static_cast<std::size_t>(started) % sources.size()];
+    ++started;
+    asio::co_spawn(
+        executor,
+        [=, &stats]() -> asio::awaitable<void> {
+          try {
+            co_await HeavyClone(server, source, repository, header, reading, stats);
+          } catch (const std::exception&) {
+            if (Clock::now() < deadline) ++stats.errors;
+          }
+        },
+        asio::detached);
+  }
+}
+
 // The server's peak resident memory (VmHWM, KiB) and its threads now, from /proc.
 std::pair<long, long> ServerMemoryAndThreads(int pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
@@ -251,6 +282,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--heavy-distinct", reading.distinct,
                "each of A's clones asks its own request (never shared or cached)");
+  double heavy_rate = 0;
+  app.add_option("--heavy-rate", heavy_rate,
+                 "A starts this many clones a second, however many are in flight, and tries none "
+                 "again (an open loop; --heavy-concurrency is then unused); 0: a closed loop")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   boost::system::error_code error;
   const asio::ip::address address = asio::ip::make_address(host, error);
@@ -259,9 +295,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (heavy_concurrency < 1 || !(duration > 0) || !(light_interval >= 0) || !(warmup >= 0) ||
-      warmup >= duration || !(reading.bytes_per_second >= 0)) {
+      warmup >= duration || !(reading.bytes_per_second >= 0) || !(heavy_rate >= 0) ||
+      !std::isfinite(heavy_rate)) {
     std::cerr << "fairgate-git-mirror-load: need concurrency >= 1, duration > warmup >= 0, "
-                 "interval >= 0, read rate >= 0\n";
+                 "interval >= 0, read rate >= 0, a finite heavy rate >= 0\n";
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
@@ -280,15 +317,24 @@ int main(int argc, char** argv) {
   HeavyStats stats;
   asio::io_context io;
   const tcp::endpoint server(address, static_cast<unsigned short>(port));
-  if (!alone) {
+  std::vector<asio::ip::address> sources;
+  for (int i = 0; i < std::max(1, heavy_sources); ++i) {
+    sources.push_back(heavy_sources == 0 ? asio::ip::address()
+                                         : asio::ip::address(asio::ip::make_address_v4(
+                                               "127.0.5." + std::to_string(1 + i))));
+  }
+  const std::string heavy_header = heavy_sources == 0 ? header : std::string();
+  long started = 0;
+  if (!alone && heavy_rate > 0) {
+    asio::co_spawn(io,
+                   HeavyArrivals(server, sources, heavy, heavy_header, reading, stats, heavy_rate,
+                                 deadline, started),
+                   asio::detached);
+  } else if (!alone) {
     for (int i = 0; i < heavy_concurrency; ++i) {
-      const asio::ip::address source =
-          heavy_sources == 0 ? asio::ip::address()
-                             : asio::ip::address(asio::ip::make_address_v4(
-                                   "127.0.5." + std::to_string(1 + i % heavy_sources)));
       asio::co_spawn(io,
-                     HeavyLoop(server, source, heavy, heavy_sources == 0 ? header : std::string(),
-                               reading, stats, deadline),
+                     HeavyLoop(server, sources[static_cast<std::size_t>(i) % sources.size()], heavy,
+                               heavy_header, reading, stats, deadline),
                      asio::detached);
     }
   }
@@ -348,6 +394,7 @@ int main(int argc, char** argv) {
   std::printf("b_median_s: %.3f\n", Percentile(light_seconds, 0.5));
   std::printf("b_p90_s: %.3f\n", Percentile(light_seconds, 0.9));
   std::printf("b_worst_s: %.3f\n", Percentile(light_seconds, 1.0));
+  if (heavy_rate > 0) std::printf("a_started: %ld\n", started);
   std::printf("a_completed_clones: %ld\n", stats.completed.load());
   std::printf("a_mib_received: %.1f\n", static_cast<double>(stats.bytes) / (1 << 20));
   std::printf("a_refused: %ld\n", stats.refused.load());

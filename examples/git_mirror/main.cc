@@ -80,6 +80,12 @@ int main(int argc, char** argv) {
                  "0: the cap is --capacity; else it follows CPU, memory and io pressure (the "
                  "worst) between this and --capacity (fairgate)")
       ->capture_default_str();
+  app.add_option("--memory-high", gate_config.memory_high,
+                 "0: off; else, with --adaptive-capacity-min, the cap also shrinks while more than "
+                 "this share of the server's cgroup's memory limit is in use (page cache the "
+                 "kernel reclaims first left out), and may grow below it less 0.1; the server "
+                 "must run in a cgroup with a memory limit (fairgate)")
+      ->capture_default_str();
   app.add_option("--latency-capacity-min", gate_config.latency_min,
                  "0: off; else the cap follows how much slower clones run than unloaded (no "
                  "threshold), between this and --capacity, starting at this; not with "

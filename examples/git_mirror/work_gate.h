@@ -73,6 +73,12 @@ struct GateConfig {
   // server's own cgroup's when it runs in one) between this and `capacity`, so that clones (git
   // pack-objects is CPU-bound, and may take gigabytes) do not oversubscribe the machine.
   int adaptive_min = 0;
+  // fairgate only, with `adaptive_min`. 0: off. Else the cap follows the server's cgroup's memory
+  // in use against its limit too (fairgate::PressureSource::kMemoryUse): it shrinks while more
+  // than this share of the limit is in use and may grow below it less 0.1, so that git
+  // processes are not started into the kernel's OOM killer. In (0, 1]; the server must run in a
+  // cgroup with a memory limit (v2, or a v1 memory controller), else it does not start.
+  double memory_high = 0;
   // fairgate only. 0: off. Else the latency rule (fairgate/latency_capacity.h): the cap follows
   // how much slower clones and fetches run than they did unloaded, between this and `capacity`,
   // starting at this; no threshold to set. Not with `adaptive_min`.

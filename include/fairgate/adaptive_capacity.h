@@ -30,9 +30,14 @@
 // io.pressure, memory.current and memory.max (under /sys/fs/cgroup, or /sys/fs/cgroup/unified
 // on a hybrid hierarchy), so that a container or a systemd service follows its own pressure, not
 // the machine's; else (or where the cgroup's pressure file cannot be read) the machine's
-// /proc/pressure/cpu, /memory and /io. Memory use needs the
-// cgroup's memory.max (not "max"): without one, Scheduler::Create fails with FailedPrecondition
-// for a kMemoryUse signal the caller does not read itself.
+// /proc/pressure/cpu, /memory and /io. Memory use is the memory the cgroup holds less the page
+// cache the kernel reclaims first (memory.current less memory.stat's inactive_file), over its
+// limit, memory.max: what a working set is, since a cgroup's page cache fills it to its limit
+// whatever its processes need. Where memory is still on cgroup v1 (a hybrid hierarchy: a line
+// `N:memory:/path`), the v1 controller's memory.usage_in_bytes less total_inactive_file, over the
+// least of its memory.limit_in_bytes and a parent's (hierarchical_memory_limit). Without a limit
+// in either, Scheduler::Create fails with FailedPrecondition for a kMemoryUse signal the caller
+// does not read itself.
 //
 // Thread safety: a plain value type.
 #ifndef FAIRGATE_ADAPTIVE_CAPACITY_H_
@@ -54,7 +59,8 @@ enum class PressureSource {
   kMemoryFull,  // the share of time every non-idle task stalled on memory at once
   kIoSome,      // the share of time some task stalled on io
   kIoFull,      // the share of time every non-idle task stalled on io at once
-  kMemoryUse,   // the cgroup's memory.current / memory.max now (a level, not a share of time)
+  kMemoryUse,   // the cgroup's memory in use over its limit now (a level, not a share of time;
+                // the header comment says what "in use" counts)
 };
 
 // A signal adaptive capacity follows besides CPU pressure, with its own thresholds.

@@ -11,11 +11,12 @@ namespace fairgate::internal {
 
 StatusOr<CapacitySignals> CapacitySignalsOf(const AdaptiveCapacity& rule) {
   const std::optional<std::string> cgroup = OwnCgroupV2();
+  const std::optional<std::string> memory_v1 = OwnMemoryCgroupV1();
   auto reader = [&](std::optional<PressureSource> source,
                     const std::function<StatusOr<double>()>& given,
                     const std::string& what) -> StatusOr<std::function<StatusOr<double>()>> {
     if (given) return given;
-    auto read = KernelSignal(source, cgroup);
+    auto read = KernelSignal(source, cgroup, memory_v1);
     if (!read.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat("adaptive_capacity needs ", what, ": ", read.status().message()));

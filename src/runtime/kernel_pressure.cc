@@ -21,6 +21,25 @@ std::optional<std::string> FirstLine(const std::string& path) {
   return line;
 }
 
+// The value of `key`'s line (`key value`) of a memory.stat; nothing when it has none.
+std::optional<double> StatOf(const std::string& path, absl::string_view key) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    absl::string_view rest(line);
+    double value = 0;
+    if (absl::ConsumePrefix(&rest, key) && absl::ConsumePrefix(&rest, " ") &&
+        absl::SimpleAtod(rest, &value)) {
+      return value;
+    }
+  }
+  return std::nullopt;
+}
+
+// (used - reclaimable) / limit, in [0, 1].
+double UseOf(double used, std::optional<double> reclaimable, double limit) {
+  return std::clamp((used - reclaimable.value_or(0)) / limit, 0.0, 1.0);
+}
+
 }  // namespace
 
 StatusOr<double> ReadStallSeconds(const std::string& path, const std::string& line_kind) {
@@ -61,6 +80,51 @@ std::optional<std::string> OwnCgroupV2(const std::string& self_cgroup,
   return std::nullopt;
 }
 
+std::optional<std::string> OwnMemoryCgroupV1(const std::string& self_cgroup,
+                                             const std::string& root) {
+  std::ifstream in(self_cgroup);
+  for (std::string line; std::getline(in, line);) {
+    // `hierarchy-id:controllers:path`, the controllers comma-separated.
+    const std::size_t first = line.find(':');
+    const std::size_t second = line.find(':', first == std::string::npos ? 0 : first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    bool memory = false;
+    std::istringstream names(controllers);
+    for (std::string name; std::getline(names, name, ',');) memory = memory || name == "memory";
+    if (!memory) continue;
+    const std::string dir = root + line.substr(second + 1);
+    std::error_code error;
+    if (std::filesystem::exists(dir + "/memory.limit_in_bytes", error)) return dir;
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+StatusOr<double> ReadMemoryUseV1(const std::string& memory_dir) {
+  const std::string usage_path = memory_dir + "/memory.usage_in_bytes";
+  const std::string limit_path = memory_dir + "/memory.limit_in_bytes";
+  const std::string stat_path = memory_dir + "/memory.stat";
+  const std::optional<std::string> usage = FirstLine(usage_path);
+  const std::optional<std::string> own_limit = FirstLine(limit_path);
+  double used = 0, limit = 0;
+  if (!usage || !absl::SimpleAtod(*usage, &used)) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot read ", usage_path));
+  }
+  if (!own_limit || !absl::SimpleAtod(*own_limit, &limit)) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot read ", limit_path));
+  }
+  if (const std::optional<double> inherited = StatOf(stat_path, "hierarchical_memory_limit")) {
+    limit = std::min(limit, *inherited);
+  }
+  // The kernel's "no limit" is the largest page-aligned signed 64-bit value: anything near it.
+  if (limit <= 0 || limit >= 0x1p62) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(limit_path, " is not a limit, nor is a parent's (memory use needs one)"));
+  }
+  return UseOf(used, StatOf(stat_path, "total_inactive_file"), limit);
+}
+
 StatusOr<double> ReadMemoryUse(const std::string& cgroup_dir) {
   const std::string current_path = cgroup_dir + "/memory.current";
   const std::string max_path = cgroup_dir + "/memory.max";
@@ -74,18 +138,26 @@ StatusOr<double> ReadMemoryUse(const std::string& cgroup_dir) {
     return absl::FailedPreconditionError(
         absl::StrCat(max_path, " is not a limit (memory use needs one)"));
   }
-  return std::clamp(used / limit, 0.0, 1.0);
+  return UseOf(used, StatOf(cgroup_dir + "/memory.stat", "inactive_file"), limit);
 }
 
 StatusOr<std::function<StatusOr<double>()>> KernelSignal(
-    std::optional<PressureSource> source, const std::optional<std::string>& cgroup_dir) {
+    std::optional<PressureSource> source, const std::optional<std::string>& cgroup_dir,
+    const std::optional<std::string>& memory_v1) {
   std::function<StatusOr<double>()> read;
   if (source == PressureSource::kMemoryUse) {
-    if (!cgroup_dir) {
+    // The cgroup v2's limit where it has one; else (memory still on cgroup v1) the v1 one's.
+    if (cgroup_dir && ReadMemoryUse(*cgroup_dir).ok()) {
+      read = [dir = *cgroup_dir] { return ReadMemoryUse(dir); };
+    } else if (memory_v1) {
+      read = [dir = *memory_v1] { return ReadMemoryUseV1(dir); };
+    } else if (cgroup_dir) {
+      read = [dir = *cgroup_dir] { return ReadMemoryUse(dir); };  // says why it cannot
+    } else {
       return absl::FailedPreconditionError(
-          "memory use needs the process's own cgroup v2 with a memory.max, and it runs in none");
+          "memory use needs the process's own cgroup (v2 with a memory.max, or a cgroup v1 "
+          "memory controller with a limit), and it runs in none");
     }
-    read = [dir = *cgroup_dir] { return ReadMemoryUse(dir); };
   } else {
     std::string resource = "cpu";
     std::string line = "some";

@@ -34,15 +34,30 @@ std::optional<std::string> OwnCgroupV2(const std::string& self_cgroup = "/proc/s
                                        const std::vector<std::string>& roots = {
                                            "/sys/fs/cgroup", "/sys/fs/cgroup/unified"});
 
-// The cgroup's memory.current / memory.max, in [0, 1]. FailedPrecondition naming the file when
-// either cannot be read or the cgroup has no limit (memory.max "max").
+// The directory of the process's own cgroup v1 memory controller (a hierarchy that still keeps
+// memory on v1 while the rest is v2): the path of the `N:memory:` line of `self_cgroup` under
+// `root` where it has memory.limit_in_bytes; nothing when there is no such line or directory.
+std::optional<std::string> OwnMemoryCgroupV1(const std::string& self_cgroup = "/proc/self/cgroup",
+                                             const std::string& root = "/sys/fs/cgroup/memory");
+
+// The cgroup v2's memory in use against its limit, in [0, 1]: memory.current less the page
+// cache the kernel would reclaim first (memory.stat's inactive_file; all of memory.current when
+// memory.stat cannot be read), over memory.max. FailedPrecondition naming the file when one
+// cannot be read or the cgroup has no limit (memory.max "max").
 StatusOr<double> ReadMemoryUse(const std::string& cgroup_dir);
+// The same of a cgroup v1 memory controller's directory: memory.usage_in_bytes less
+// memory.stat's total_inactive_file, over the least of memory.limit_in_bytes and memory.stat's
+// hierarchical_memory_limit (a parent's limit counts); none (the kernel's "unlimited", 2^63
+// rounded to pages) is FailedPrecondition.
+StatusOr<double> ReadMemoryUseV1(const std::string& memory_dir);
 
 // The kernel's reading of `source` (CPU pressure's `some` when nullopt): from `cgroup_dir`'s files
-// when given and readable, else the machine's /proc/pressure (memory use needs a cgroup:
-// FailedPrecondition without one). The error of a first reading when it cannot be read now.
+// when given and readable, else the machine's /proc/pressure. Memory use needs a limit: the cgroup
+// v2's where it has one, else `memory_v1`'s (FailedPrecondition with neither). The error of a
+// first reading when it cannot be read now.
 StatusOr<std::function<StatusOr<double>()>> KernelSignal(
-    std::optional<PressureSource> source, const std::optional<std::string>& cgroup_dir);
+    std::optional<PressureSource> source, const std::optional<std::string>& cgroup_dir,
+    const std::optional<std::string>& memory_v1 = std::nullopt);
 
 }  // namespace fairgate::internal
 

@@ -630,15 +630,25 @@ TEST_CASE("GitMirror.Server.GitBeyondAClientsFirstRunRunsAtTheConfiguredNiceness
 
 TEST_CASE("GitMirror.Gate.BadConfigurationsAreRefused") {
   for (const GateConfig& c :
-       {GateConfig{.capacity = 0}, GateConfig{.capacity = 2, .sync_clone_slots = 3},
-        GateConfig{.background_slots = 0}, GateConfig{.repack_slots = 3},
-        GateConfig{.max_pending_per_client = 0}, GateConfig{.aging_grace_seconds = -1},
+       {GateConfig{.capacity = 0},
+        GateConfig{.capacity = 2, .sync_clone_slots = 3},
+        GateConfig{.background_slots = 0},
+        GateConfig{.repack_slots = 3},
+        GateConfig{.max_pending_per_client = 0},
+        GateConfig{.aging_grace_seconds = -1},
         GateConfig{.client_max_running = -1},
         GateConfig{.client_max_running = 1, .client_min_running = 2},
-        GateConfig{.adaptive_min = -1}, GateConfig{.capacity = 2, .adaptive_min = 3},
-        GateConfig{.latency_min = -1}, GateConfig{.capacity = 2, .latency_min = 3},
+        GateConfig{.adaptive_min = -1},
+        GateConfig{.capacity = 2, .adaptive_min = 3},
+        GateConfig{.latency_min = -1},
+        GateConfig{.capacity = 2, .latency_min = 3},
         GateConfig{.capacity = 4, .adaptive_min = 1, .latency_min = 1},
-        GateConfig{.client_rate = -1}, GateConfig{.client_rate = 1, .client_burst = 0.5},
+        GateConfig{.capacity = 4, .adaptive_min = 1, .memory_high = -0.5},
+        GateConfig{.capacity = 4, .adaptive_min = 1, .memory_high = 1.5},
+        GateConfig{.capacity = 4, .adaptive_min = 1, .memory_high = std::nan("")},
+        GateConfig{.capacity = 4, .memory_high = 0.9},  // without adaptive capacity
+        GateConfig{.client_rate = -1},
+        GateConfig{.client_rate = 1, .client_burst = 0.5},
         GateConfig{.rate = std::nan("")}}) {
     CHECK(MakeFairgateGate(c).status().code() == absl::StatusCode::kInvalidArgument);
   }
@@ -647,6 +657,13 @@ TEST_CASE("GitMirror.Gate.BadConfigurationsAreRefused") {
   auto adaptive = MakeFairgateGate(GateConfig{.capacity = 4, .adaptive_min = 1});
   REQUIRE_MESSAGE(adaptive.ok(), adaptive.status().message());
   CHECK((*adaptive)->DebugState()["capacity"] == 4);
+  // A memory threshold needs a cgroup with a memory limit: where this test runs in none, the
+  // gate is refused, saying so.
+  auto memory = MakeFairgateGate(GateConfig{.capacity = 4, .adaptive_min = 1, .memory_high = 0.9});
+  if (!memory.ok()) {
+    CHECK(memory.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(std::string(memory.status().message()).find("memory") != std::string::npos);
+  }
   // The latency rule's cap starts at its minimum.
   auto latency = MakeFairgateGate(GateConfig{.capacity = 4, .latency_min = 2});
   REQUIRE_MESSAGE(latency.ok(), latency.status().message());
