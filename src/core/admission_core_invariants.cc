@@ -104,6 +104,9 @@ class AdmissionCore::InvariantCheck {
     ++pending_;
     ++by_type_[job.type];
     ++by_key_[job.key];
+    if (job.type->shed != nullptr && !job.type->shed->Watches(job.arrival, job.seq)) {
+      return Broken(absl::StrCat("pending job ", job.seq, " of a shedding type is not watched"));
+    }
     if (job.lane == nullptr || job.lane->key != job.key || HomeOf(*job.lane) != HomeFor(job)) {
       return Broken(absl::StrCat("pending job ", job.seq, " is not in its key's lane of its type"));
     }
@@ -184,6 +187,12 @@ class AdmissionCore::InvariantCheck {
                                      type->pending, " of its cap ", type->running.limit(),
                                      ", jobs say ", recount_.held_by[&type->running], "/",
                                      by_type_[type]));
+        }
+        // Each pending job is watched (CountPending): as many watched as pending, none other.
+        if (type->shed != nullptr &&
+            type->shed->size() != static_cast<std::size_t>(type->pending)) {
+          return Broken(absl::StrCat("type ", type->name, " watches ", type->shed->size(),
+                                     " jobs for shedding and has ", type->pending, " pending"));
         }
         tier_pending += type->pending;
       }

@@ -36,6 +36,11 @@ class ShedWatch {
   void Leave(double arrival, std::uint64_t seq, double now);
   bool Stands(double now) const { return !pending_.empty() && now >= late_since_ + interval_; }
   double late_since() const { return late_since_; }
+  // For CheckInvariants: how many jobs it watches, and whether it watches this one.
+  std::size_t size() const { return pending_.size(); }
+  bool Watches(double arrival, std::uint64_t seq) const {
+    return pending_.contains({arrival, seq});
+  }
   double interval() const { return interval_; }
   double target() const { return target_; }
   // Jobs refused by shedding: calls at their arrival and pending jobs taken from the queue.
