@@ -114,34 +114,36 @@ TEST_CASE("AdaptiveCapacity.Options.BadRulesAreRefusedNamingTheField") {
         "rule.adaptive_capacity.signals[0] (unknown): not a pressure source");
 }
 
+// Writes `text` to `path`, making its directories: a kernel file as a test's cgroup has it.
+void WriteFile(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+}
+
 // The kernel's files, as this machine has them and as a cgroup v2 of the process's own would:
 // made in a temporary directory, since CI may or may not run in one.
 TEST_CASE("AdaptiveCapacity.Signal.ACgroupOfItsOwnIsReadBeforeTheMachine") {
   testing::TempDir dir;
   const std::filesystem::path root = dir.path();
-  auto write = [](const std::filesystem::path& path, const std::string& text) {
-    std::filesystem::create_directories(path.parent_path());
-    std::ofstream(path) << text;
-  };
   const std::string psi =
       "some avg10=0.00 avg60=0.00 avg300=0.00 total=2500000\n"
       "full avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n";
-  write(root / "v2/system.slice/mirror.service/cgroup.controllers", "cpu io memory\n");
+  WriteFile(root / "v2/system.slice/mirror.service/cgroup.controllers", "cpu io memory\n");
   for (const char* file : {"cpu.pressure", "memory.pressure", "io.pressure"}) {
-    write(root / "v2/system.slice/mirror.service" / file, psi);
+    WriteFile(root / "v2/system.slice/mirror.service" / file, psi);
   }
-  write(root / "v2/system.slice/mirror.service/memory.current", "536870912\n");
-  write(root / "v2/system.slice/mirror.service/memory.max", "1073741824\n");
-  write(root / "self_cgroup", "12:memory:/x\n0::/system.slice/mirror.service\n");
+  WriteFile(root / "v2/system.slice/mirror.service/memory.current", "536870912\n");
+  WriteFile(root / "v2/system.slice/mirror.service/memory.max", "1073741824\n");
+  WriteFile(root / "self_cgroup", "12:memory:/x\n0::/system.slice/mirror.service\n");
   const std::vector<std::string> roots = {(root / "none").string(), (root / "v2").string()};
   const std::optional<std::string> cgroup =
       internal::OwnCgroupV2((root / "self_cgroup").string(), roots);
   REQUIRE(cgroup.has_value());
   CHECK(*cgroup == (root / "v2/system.slice/mirror.service").string());
   // The root cgroup, cgroup v1 only, a path no root has: none of its own.
-  write(root / "in_root", "0::/\n");
-  write(root / "v1_only", "4:memory:/process_api/x\n");
-  write(root / "elsewhere", "0::/other.slice\n");
+  WriteFile(root / "in_root", "0::/\n");
+  WriteFile(root / "v1_only", "4:memory:/process_api/x\n");
+  WriteFile(root / "elsewhere", "0::/other.slice\n");
   for (const char* file : {"in_root", "v1_only", "elsewhere", "missing"}) {
     CAPTURE(file);
     CHECK_FALSE(internal::OwnCgroupV2((root / file).string(), roots).has_value());
@@ -163,7 +165,7 @@ TEST_CASE("AdaptiveCapacity.Signal.ACgroupOfItsOwnIsReadBeforeTheMachine") {
   REQUIRE_MESSAGE(fallback.ok(), fallback.status().message());
   CHECK(*(*fallback)() >= machine_before);  // the machine's counter, which only grows
   // No limit, or no cgroup: memory use cannot be read, and says why.
-  write(root / "v2/system.slice/mirror.service/memory.max", "max\n");
+  WriteFile(root / "v2/system.slice/mirror.service/memory.max", "max\n");
   CHECK(internal::ReadMemoryUse(*cgroup).status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(internal::KernelSignal(PressureSource::kMemoryUse, cgroup).status().code() ==
         absl::StatusCode::kFailedPrecondition);
@@ -172,7 +174,7 @@ TEST_CASE("AdaptiveCapacity.Signal.ACgroupOfItsOwnIsReadBeforeTheMachine") {
   CHECK(no_cgroup.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(std::string(no_cgroup.message()).find("cgroup (v2") != std::string::npos);
   // A file without the line asked for.
-  write(root / "some_only", "some avg10=0.00 avg60=0.00 avg300=0.00 total=7\n");
+  WriteFile(root / "some_only", "some avg10=0.00 avg60=0.00 avg300=0.00 total=7\n");
   CHECK(internal::ReadStallSeconds((root / "some_only").string(), "full").status().code() ==
         absl::StatusCode::kInvalidArgument);
   // Without a cgroup, the machine's files (this machine's kernel has memory and io PSI).
@@ -187,33 +189,30 @@ TEST_CASE("AdaptiveCapacity.Signal.ACgroupOfItsOwnIsReadBeforeTheMachine") {
 TEST_CASE("AdaptiveCapacity.Signal.MemoryUseLeavesOutReclaimableCacheOnCgroupV2AndV1") {
   testing::TempDir dir;
   const std::filesystem::path root = dir.path();
-  auto write = [](const std::filesystem::path& path, const std::string& text) {
-    std::filesystem::create_directories(path.parent_path());
-    std::ofstream(path) << text;
-  };
   const std::filesystem::path v2 = root / "v2/mirror.service";
-  write(v2 / "cgroup.controllers", "cpu io memory\n");
-  write(v2 / "memory.current", "800\n");
-  write(v2 / "memory.max", "1000\n");
+  WriteFile(v2 / "cgroup.controllers", "cpu io memory\n");
+  WriteFile(v2 / "memory.current", "800\n");
+  WriteFile(v2 / "memory.max", "1000\n");
   CHECK(*internal::ReadMemoryUse(v2.string()) == 0.8);  // no memory.stat: all of it
-  write(v2 / "memory.stat", "anon 300\nfile 500\ninactive_file 400\nactive_file 100\n");
+  WriteFile(v2 / "memory.stat", "anon 300\nfile 500\ninactive_file 400\nactive_file 100\n");
   CHECK(*internal::ReadMemoryUse(v2.string()) == 0.4);
   // A hybrid hierarchy: the process's v2 cgroup has no memory controller, its v1 one has.
-  write(root / "self_cgroup", "4:memory:/mirror\n3:cpu,cpuacct:/\n0::/mirror.service\n");
+  WriteFile(root / "self_cgroup", "4:memory:/mirror\n3:cpu,cpuacct:/\n0::/mirror.service\n");
   const std::filesystem::path v1 = root / "memory/mirror";
-  write(v1 / "memory.usage_in_bytes", "600\n");
-  write(v1 / "memory.limit_in_bytes", "9223372036854771712\n");  // none of its own
-  write(v1 / "memory.stat",
-        "cache 500\ninactive_file 9\nhierarchical_memory_limit 2000\ntotal_inactive_file 200\n");
+  WriteFile(v1 / "memory.usage_in_bytes", "600\n");
+  WriteFile(v1 / "memory.limit_in_bytes", "9223372036854771712\n");  // none of its own
+  WriteFile(
+      v1 / "memory.stat",
+      "cache 500\ninactive_file 9\nhierarchical_memory_limit 2000\ntotal_inactive_file 200\n");
   const std::optional<std::string> memory_v1 =
       internal::OwnMemoryCgroupV1((root / "self_cgroup").string(), (root / "memory").string());
   REQUIRE(memory_v1.has_value());
   CHECK(*memory_v1 == v1.string());
   CHECK(*internal::ReadMemoryUseV1(*memory_v1) == 0.2);  // (600 - 200) / the parent's 2000
-  write(v1 / "memory.limit_in_bytes", "1000\n");
+  WriteFile(v1 / "memory.limit_in_bytes", "1000\n");
   CHECK(*internal::ReadMemoryUseV1(*memory_v1) == 0.4);  // its own, the lesser
-  write(root / "no_memory", "3:cpu,cpuacct:/\n0::/mirror.service\n");
-  write(root / "joined", "5:cpu,memory:/mirror\n");
+  WriteFile(root / "no_memory", "3:cpu,cpuacct:/\n0::/mirror.service\n");
+  WriteFile(root / "joined", "5:cpu,memory:/mirror\n");
   CHECK_FALSE(internal::OwnMemoryCgroupV1((root / "no_memory").string(), (root / "memory").string())
                   .has_value());
   CHECK(internal::OwnMemoryCgroupV1((root / "joined").string(), (root / "memory").string()) ==
@@ -222,15 +221,15 @@ TEST_CASE("AdaptiveCapacity.Signal.MemoryUseLeavesOutReclaimableCacheOnCgroupV2A
   auto both = internal::KernelSignal(PressureSource::kMemoryUse, v2.string(), memory_v1);
   REQUIRE(both.ok());
   CHECK(*(*both)() == 0.4);
-  write(v2 / "memory.current", "900\n");
+  WriteFile(v2 / "memory.current", "900\n");
   CHECK(*(*both)() == 0.5);  // read again at each call
-  write(v2 / "memory.max", "max\n");
+  WriteFile(v2 / "memory.max", "max\n");
   auto v1_only = internal::KernelSignal(PressureSource::kMemoryUse, v2.string(), memory_v1);
   REQUIRE(v1_only.ok());
   CHECK(*(*v1_only)() == 0.4);
   // No limit anywhere: refused, naming the file.
-  write(v1 / "memory.limit_in_bytes", "9223372036854771712\n");
-  write(v1 / "memory.stat", "hierarchical_memory_limit 9223372036854771712\n");
+  WriteFile(v1 / "memory.limit_in_bytes", "9223372036854771712\n");
+  WriteFile(v1 / "memory.stat", "hierarchical_memory_limit 9223372036854771712\n");
   const Status none =
       internal::KernelSignal(PressureSource::kMemoryUse, v2.string(), memory_v1).status();
   CHECK(none.code() == absl::StatusCode::kFailedPrecondition);

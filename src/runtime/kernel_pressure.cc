@@ -35,6 +35,17 @@ std::optional<double> StatOf(const std::string& path, absl::string_view key) {
   return std::nullopt;
 }
 
+// The number `path` holds on its first line; FailedPrecondition naming it when it cannot be read
+// or holds something else ("max", a cgroup v2's "no limit", among them: `what` says why then).
+StatusOr<double> NumberIn(const std::string& path, absl::string_view what) {
+  const std::optional<std::string> line = FirstLine(path);
+  double value = 0;
+  if (!line || !absl::SimpleAtod(*line, &value)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " ", what));
+  }
+  return value;
+}
+
 // (used - reclaimable) / limit, in [0, 1].
 double UseOf(double used, std::optional<double> reclaimable, double limit) {
   return std::clamp((used - reclaimable.value_or(0)) / limit, 0.0, 1.0);
@@ -102,43 +113,33 @@ std::optional<std::string> OwnMemoryCgroupV1(const std::string& self_cgroup,
 }
 
 StatusOr<double> ReadMemoryUseV1(const std::string& memory_dir) {
-  const std::string usage_path = memory_dir + "/memory.usage_in_bytes";
   const std::string limit_path = memory_dir + "/memory.limit_in_bytes";
   const std::string stat_path = memory_dir + "/memory.stat";
-  const std::optional<std::string> usage = FirstLine(usage_path);
-  const std::optional<std::string> own_limit = FirstLine(limit_path);
-  double used = 0, limit = 0;
-  if (!usage || !absl::SimpleAtod(*usage, &used)) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot read ", usage_path));
-  }
-  if (!own_limit || !absl::SimpleAtod(*own_limit, &limit)) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot read ", limit_path));
-  }
+  StatusOr<double> used = NumberIn(memory_dir + "/memory.usage_in_bytes", "cannot be read");
+  if (!used.ok()) return used.status();
+  StatusOr<double> limit = NumberIn(limit_path, "cannot be read");
+  if (!limit.ok()) return limit.status();
   if (const std::optional<double> inherited = StatOf(stat_path, "hierarchical_memory_limit")) {
-    limit = std::min(limit, *inherited);
+    *limit = std::min(*limit, *inherited);
   }
   // The kernel's "no limit" is the largest page-aligned signed 64-bit value: anything near it.
-  if (limit <= 0 || limit >= 0x1p62) {
+  if (*limit <= 0 || *limit >= 0x1p62) {
     return absl::FailedPreconditionError(
         absl::StrCat(limit_path, " is not a limit, nor is a parent's (memory use needs one)"));
   }
-  return UseOf(used, StatOf(stat_path, "total_inactive_file"), limit);
+  return UseOf(*used, StatOf(stat_path, "total_inactive_file"), *limit);
 }
 
 StatusOr<double> ReadMemoryUse(const std::string& cgroup_dir) {
-  const std::string current_path = cgroup_dir + "/memory.current";
-  const std::string max_path = cgroup_dir + "/memory.max";
-  const std::optional<std::string> current = FirstLine(current_path);
-  const std::optional<std::string> max = FirstLine(max_path);
-  double used = 0, limit = 0;
-  if (!current || !absl::SimpleAtod(*current, &used)) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot read ", current_path));
+  StatusOr<double> used = NumberIn(cgroup_dir + "/memory.current", "cannot be read");
+  if (!used.ok()) return used.status();
+  StatusOr<double> limit =
+      NumberIn(cgroup_dir + "/memory.max", "is not a limit (memory use needs one)");
+  if (!limit.ok()) return limit.status();
+  if (*limit <= 0) {
+    return absl::FailedPreconditionError(absl::StrCat(cgroup_dir, "/memory.max is not a limit"));
   }
-  if (!max || *max == "max" || !absl::SimpleAtod(*max, &limit) || limit <= 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(max_path, " is not a limit (memory use needs one)"));
-  }
-  return UseOf(used, StatOf(cgroup_dir + "/memory.stat", "inactive_file"), limit);
+  return UseOf(*used, StatOf(cgroup_dir + "/memory.stat", "inactive_file"), *limit);
 }
 
 StatusOr<std::function<StatusOr<double>()>> KernelSignal(
