@@ -364,10 +364,106 @@ static void test_shutdown_tells_the_waiting(void) {
   CHECK(waiting.calls == 1 && queued.done == 1);
 }
 
+/* A refusal's message says when to retry, and whether the call was shed: a call of a type whose
+ * one token is used (refused at once), a call while the type's queue stands (shed at its
+ * arrival), and a queued job taken from that queue when a slot frees (its done callback). */
+static void test_refusals_say_when_to_retry(void) {
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_scheduler* scheduler;
+  fairgate_permit* held = NULL;
+  fairgate_pending* pending = NULL;
+  fairgate_job job;
+  char* error = NULL;
+  char* snapshot = NULL;
+  double seconds = -1;
+  int standing = 0;
+  int tries;
+  fairgate_code second_code;
+  Acquired refused;
+  Submitted first, second;
+  memset(&refused, 0, sizeof refused);
+  memset(&first, 0, sizeof first);
+  memset(&second, 0, sizeof second);
+  CHECK(fairgate_retry_after(NULL, &seconds) == 0 && fairgate_was_shed(NULL) == 0);
+  CHECK(fairgate_retry_after("no tail", &seconds) == 0);
+  CHECK(fairgate_retry_after("x [fairgate: retry_after=2.5]", &seconds) == 1 && seconds == 2.5);
+  CHECK(fairgate_was_shed("x [fairgate: retry_after=2.5]") == 0);
+  CHECK(fairgate_was_shed("x [fairgate: shed; retry_after=1]") == 1);
+  CHECK(fairgate_retry_after("x [fairgate: retry_after=soon]", &seconds) == 0);
+  fairgate_options_init(&options);
+  options.max_concurrency = 1;
+  scheduler = fairgate_scheduler_create(&options, NULL, &error);
+  CHECK(scheduler != NULL);
+  if (scheduler == NULL) return;
+  fairgate_type_config_init(&config);
+  config.rate_per_second = 0.001; /* a token every 1,000 s */
+  config.rate_burst = 1;
+  config.refuse_without_token = 1;
+  CHECK(fairgate_register_type(scheduler, "fetch", &config, &error) == FAIRGATE_OK);
+  fairgate_type_config_init(&config);
+  config.shed_target_seconds = 0.001;
+  config.shed_interval_seconds = 0.001;
+  CHECK(fairgate_register_type(scheduler, "build", &config, &error) == FAIRGATE_OK);
+
+  job = job_of("fetch", "linux", "alice");
+  CHECK(fairgate_try_acquire(scheduler, &job, &held, &error) == FAIRGATE_OK);
+  job.id = "git";
+  CHECK(fairgate_acquire(scheduler, &job, on_admitted, &refused, &pending, &error) ==
+        FAIRGATE_RESOURCE_EXHAUSTED);
+  CHECK(error != NULL && fairgate_retry_after(error, &seconds) == 1);
+  CHECK(seconds > 0 && seconds <= 1000);
+  CHECK(fairgate_was_shed(error) == 0);
+  fairgate_free(error);
+  error = NULL;
+
+  /* The only slot held: two builds wait until the queue stands (the second may come when it
+   * already does: it is shed at once then). */
+  job = job_of("build", "a", "alice");
+  CHECK(fairgate_submit(scheduler, &job, run_job, on_done, &first, &error) == FAIRGATE_OK);
+  job.id = "b";
+  second_code = fairgate_submit(scheduler, &job, run_job, on_done, &second, &error);
+  CHECK(second_code == FAIRGATE_OK ||
+        (second_code == FAIRGATE_RESOURCE_EXHAUSTED && fairgate_was_shed(error) == 1));
+  fairgate_free(error);
+  error = NULL;
+  for (tries = 0; tries < 10000 && !standing; ++tries) {
+    struct timespec pause = {0, 1000000};
+    snapshot = fairgate_snapshot_json(scheduler);
+    standing = snapshot != NULL && strstr(snapshot, "\"standing\":true") != NULL;
+    fairgate_free(snapshot);
+    if (!standing) nanosleep(&pause, NULL);
+  }
+  CHECK(standing);
+  job.id = "c";
+  CHECK(fairgate_acquire(scheduler, &job, on_admitted, &refused, &pending, &error) ==
+        FAIRGATE_RESOURCE_EXHAUSTED);
+  CHECK(error != NULL && fairgate_was_shed(error) == 1);
+  CHECK(fairgate_retry_after(error, &seconds) == 1 && seconds == 0.001);
+  fairgate_free(error);
+  error = NULL;
+  /* The slot freed: one build runs, the other is shed from the queue, told so. */
+  fairgate_permit_release(held, FAIRGATE_OK, NULL);
+  CHECK(wait_for(&first.done, 1));
+  if (second_code == FAIRGATE_OK) {
+    const Submitted* shed;
+    CHECK(wait_for(&second.done, 1));
+    CHECK(first.runs + second.runs == 1);
+    shed = first.runs == 0 ? &first : &second;
+    CHECK(shed->code == FAIRGATE_RESOURCE_EXHAUSTED);
+    CHECK(fairgate_was_shed(shed->message) == 1);
+  } else {
+    CHECK(first.runs == 1 && first.code == FAIRGATE_OK);
+  }
+  CHECK(refused.calls == 0); /* refused at the call: no callback */
+  fairgate_scheduler_destroy(scheduler);
+}
+
 int main(void) {
   test_bad_options();
   test_scheduler();
   test_shutdown_tells_the_waiting();
+  test_refusals_say_when_to_retry();
   if (failures > 0) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

@@ -295,10 +295,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (heavy_concurrency < 1 || !(duration > 0) || !(light_interval >= 0) || !(warmup >= 0) ||
-      warmup >= duration || !(reading.bytes_per_second >= 0) || !(heavy_rate >= 0) ||
-      !std::isfinite(heavy_rate)) {
+      warmup >= duration || !(reading.bytes_per_second >= 0) ||
+      !(heavy_rate == 0 || (heavy_rate >= 0.01 && std::isfinite(heavy_rate)))) {
     std::cerr << "fairgate-git-mirror-load: need concurrency >= 1, duration > warmup >= 0, "
-                 "interval >= 0, read rate >= 0, a finite heavy rate >= 0\n";
+                 "interval >= 0, read rate >= 0, a heavy rate of 0 or a finite one >= 0.01\n";
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);

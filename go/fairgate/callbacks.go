@@ -10,9 +10,8 @@ import (
 
 // An admission as the C callback reports it: a permit, or why there is none.
 type admission struct {
-	permit  *C.fairgate_permit
-	code    Code
-	message string
+	permit *C.fairgate_permit
+	err    *Error
 }
 
 // fairgateGoPermit is the C interface's permit callback for every Acquire of this package: `user`
@@ -26,5 +25,9 @@ func fairgateGoPermit(user unsafe.Pointer, permit *C.fairgate_permit, code C.fai
 	h := cgo.Handle(uintptr(user))
 	ch := h.Value().(chan admission)
 	h.Delete()
-	ch <- admission{permit: permit, code: Code(code), message: C.GoString(message)}
+	a := admission{permit: permit}
+	if permit == nil {
+		a.err = errorFromC(Code(code), message)
+	}
+	ch <- a
 }

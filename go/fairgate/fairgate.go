@@ -322,7 +322,7 @@ func (s *Scheduler) wait(ctx context.Context, job Job, w *waiter) (*Permit, erro
 
 func admitted(job Job, a admission) (*Permit, error) {
 	if a.permit == nil {
-		return nil, &Error{Code: a.code, Message: a.message}
+		return nil, a.err
 	}
 	return newPermit(job, a.permit), nil
 }

@@ -92,6 +92,51 @@ func TestErrorsAreValuesNamingWhatWasWrong(t *testing.T) {
 
 // cachew's concurrency behaviour: many callers at once never run more than the cap allows, and
 // every one of them runs.
+// A refusal says when to try again: a call of a type whose one token is used, a call while the
+// type's queue stands over its shedding target (shed at once), and a waiting call taken from that
+// queue when the slot frees (shed from the queue).
+func TestARefusalSaysWhenToRetryAndWhetherItWasShed(t *testing.T) {
+	s := newScheduler(t, Options{MaxConcurrency: 1})
+	register(t, s, "fetch", TypeConfig{RatePerSecond: 0.001, RateBurst: 1, RefuseWithoutToken: true})
+	register(t, s, "build", TypeConfig{ShedTarget: time.Millisecond, ShedInterval: time.Millisecond})
+	ctx := context.Background()
+	held, err := s.Acquire(ctx, Job{Type: "fetch", ID: "linux", Key: "alice"})
+	if err != nil {
+		t.Fatalf("the first fetch: %v", err)
+	}
+	err = s.RunSync(ctx, Job{Type: "fetch", ID: "git", Key: "alice"},
+		func(context.Context) error { return nil })
+	if after, ok := RetryAfter(err); CodeOf(err) != ResourceExhausted || !ok || after <= 0 ||
+		after > 1000*time.Second || WasShed(err) {
+		t.Errorf("a fetch without a token: %v (retry after %v, %v)", err, after, ok)
+	}
+	if _, ok := RetryAfter(errors.New("other")); ok || WasShed(nil) {
+		t.Errorf("an error not fairgate's says when to retry")
+	}
+	// The slot held: two builds wait until the queue stands (the second may come when it already
+	// does: it is shed at once then).
+	waiting := make(chan error, 2)
+	for _, id := range []string{"a", "b"} {
+		go func(id string) {
+			waiting <- s.RunSync(ctx, Job{Type: "build", ID: id, Key: "alice"},
+				func(context.Context) error { return nil })
+		}(id)
+	}
+	eventually(t, "the builds' queue stands", func() bool {
+		return strings.Contains(string(s.Snapshot()), `"standing":true`)
+	})
+	err = s.RunSync(ctx, Job{Type: "build", ID: "c", Key: "alice"},
+		func(context.Context) error { return nil })
+	if after, ok := RetryAfter(err); !WasShed(err) || !ok || after != time.Millisecond {
+		t.Errorf("a build while the queue stands: %v (retry after %v)", err, after)
+	}
+	held.Release(nil)
+	first, second := <-waiting, <-waiting
+	if (first == nil) == (second == nil) || !(WasShed(first) || WasShed(second)) {
+		t.Errorf("of the two waiting builds one runs and one is shed: %v, %v", first, second)
+	}
+}
+
 func TestRunSyncNeverRunsMoreThanTheCap(t *testing.T) {
 	s := newScheduler(t, Options{MaxConcurrency: 4})
 	register(t, s, "clone", TypeConfig{Priority: 4, MaxConcurrency: 3})

@@ -80,6 +80,16 @@ typedef struct fairgate_context fairgate_context;
 /* Frees a string fairgate returned (NULL: nothing). */
 FAIRGATE_C_EXPORT void fairgate_free(char* string);
 
+/* What a refusal says besides its code (the C++ RetryAfter, fairgate/rate_limit.h, and WasShed,
+ * fairgate/shedding.h). A message fairgate gives (in *error, or to a permit or done callback) for
+ * a call refused for want of a rate limit's token or by shedding, or for a job shed from the
+ * queue, ends in " [fairgate: retry_after=S]", or " [fairgate: shed; retry_after=S]" when shed, S
+ * the seconds after which the call may succeed. fairgate_retry_after returns 1 and sets *seconds
+ * (when not NULL) for a message with that tail, else 0; fairgate_was_shed returns 1 for a message
+ * with the shed one, else 0. Both take NULL (0). */
+FAIRGATE_C_EXPORT int fairgate_retry_after(const char* message, double* seconds);
+FAIRGATE_C_EXPORT int fairgate_was_shed(const char* message);
+
 /* --- Options (fairgate/options.h, fairgate/rule_options.h). The structs are flat and versioned:
  * fill one with its _init function, which sets `version` and every field's default, then change
  * the fields you mean. A later version adds fields at the end; a struct of an earlier version is

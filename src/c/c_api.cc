@@ -16,7 +16,9 @@
 
 #include "fairgate/c.h"
 #include "fairgate/options.h"
+#include "fairgate/rate_limit.h"
 #include "fairgate/scheduler.h"
+#include "fairgate/shedding.h"
 #include "fairgate/snapshot.h"
 
 struct fairgate_scheduler {
@@ -53,9 +55,38 @@ fairgate_code CodeOf(const Status& status) {
   return static_cast<fairgate_code>(static_cast<int>(status.code()));
 }
 
+// The tail a message takes for what a C++ caller reads from its status's payloads (c.h:
+// fairgate_retry_after, fairgate_was_shed): " [fairgate: shed; retry_after=S]" or
+// " [fairgate: retry_after=S]".
+constexpr std::string_view kTailStart = " [fairgate: ";
+constexpr std::string_view kShed = "shed; ";
+constexpr std::string_view kRetryAfter = "retry_after=";
+
+// `status`'s message for C: with that tail when it carries a retry-after.
+std::string MessageOf(const Status& status) {
+  std::string message(status.message());
+  if (const std::optional<double> after = fairgate::RetryAfter(status)) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.17g", *after);
+    message.append(kTailStart);
+    if (fairgate::WasShed(status)) message.append(kShed);
+    message.append(kRetryAfter).append(seconds).append("]");
+  }
+  return message;
+}
+
+// The tail of `message` after kTailStart, without its "]" (nothing if it has none).
+std::optional<std::string_view> TailOf(const char* message) {
+  if (message == nullptr) return std::nullopt;
+  const std::string_view text(message);
+  const std::size_t at = text.rfind(kTailStart);
+  if (at == std::string_view::npos || text.back() != ']') return std::nullopt;
+  return text.substr(at + kTailStart.size(), text.size() - 1 - (at + kTailStart.size()));
+}
+
 // `status` as the C call's answer: its code, and its message into *error when it failed.
 fairgate_code Answer(const Status& status, char** error) {
-  if (!status.ok() && error != nullptr) *error = Copy(std::string(status.message()));
+  if (!status.ok() && error != nullptr) *error = Copy(MessageOf(status));
   return CodeOf(status);
 }
 
@@ -114,6 +145,26 @@ Status NoJob(const fairgate_job* job) {
 extern "C" {
 
 void fairgate_free(char* string) { std::free(string); }
+
+int fairgate_retry_after(const char* message, double* seconds) {
+  const std::optional<std::string_view> tail = TailOf(message);
+  if (!tail) return 0;
+  std::string_view rest = *tail;
+  if (rest.substr(0, kShed.size()) == kShed) rest.remove_prefix(kShed.size());
+  if (rest.substr(0, kRetryAfter.size()) != kRetryAfter) return 0;
+  rest.remove_prefix(kRetryAfter.size());
+  const std::string number(rest);
+  char* end = nullptr;
+  const double value = std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size()) return 0;
+  if (seconds != nullptr) *seconds = value;
+  return 1;
+}
+
+int fairgate_was_shed(const char* message) {
+  const std::optional<std::string_view> tail = TailOf(message);
+  return tail && tail->substr(0, kShed.size()) == kShed && fairgate_retry_after(message, nullptr);
+}
 
 void fairgate_options_init(fairgate_options* options) {
   const fairgate::SchedulerOptions defaults = fairgate::SchedulerOptions::Default();
@@ -261,7 +312,7 @@ fairgate_code fairgate_acquire(fairgate_scheduler* scheduler, const fairgate_job
           if (permit.ok()) {
             on_admitted(user, new fairgate_permit{*std::move(permit)}, FAIRGATE_OK, "");
           } else {
-            const std::string message(permit.status().message());
+            const std::string message = MessageOf(permit.status());
             on_admitted(user, nullptr, CodeOf(permit.status()), message.c_str());
           }
         },
@@ -354,7 +405,7 @@ fairgate_code fairgate_submit(fairgate_scheduler* scheduler, const fairgate_job*
     fairgate::Scheduler::DoneCallback on_done;
     if (done != nullptr) {
       on_done = [done, user](const Status& status) {
-        const std::string message(status.message());
+        const std::string message = MessageOf(status);
         done(user, CodeOf(status), message.c_str());
       };
     }

@@ -619,9 +619,9 @@ Status AdmissionCore::GrantTokens(const BucketName& name, double tokens, double 
     return absl::FailedPreconditionError("tokens are granted only to a leased bucket");
   }
   (*bucket)->Grant(tokens, due);
-  const std::int64_t under = global ? pending_ : types_.Find(name.name)->pending;
-  if (!(*bucket)->HasToken(now) && under > 0) {
-    RefuseImpatient(nullptr, global ? nullptr : types_.Find(name.name), due, now);
+  const TypeState* type = global ? nullptr : types_.Find(name.name);  // BucketOf found it
+  if (!(*bucket)->HasToken(now) && (global ? pending_ : type->pending) > 0) {
+    RefuseImpatient(nullptr, type, due, now);
   }
   return absl::OkStatus();
 }

@@ -167,8 +167,8 @@ class KeyTable {
   // one still without asks again only if the key has jobs pending. True when the grant left the
   // key without a token.
   bool Grant(KeyState& key, double tokens, double due);
-  // The keys whose leased buckets ask for a lease, with their limits: in no particular order.
-  // (those without a word from the store first, then by when it said their next token is due).
+  // The keys whose leased buckets ask for a lease, with their limits: those without a word from
+  // the store first, then by when it said their next token is due.
   template <typename Visit>
   void ForEachAsking(Visit visit) const {
     for (const auto& [due, key] : asking_) visit(*key, RateOf(*key));
