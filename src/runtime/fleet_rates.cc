@@ -112,32 +112,29 @@ void FleetRates::TakeWanted() {
     const std::string name = StoreName(bucket);
     auto retry = retry_at_.find(name);
     if (retry != retry_at_.end() && retry->second > now) continue;
-    StatusOr<TokenLease> lease = store_.TakeTokens(name, limit, LeaseSize(limit, lease_seconds_));
-    if (!lease.ok()) {
-      // No token to be had until the store answers: as a lease that brought none, with the next
-      // try's time as the next token's (a call that will not wait is refused then, not held
-      // through an outage; and the table does not wake this thread for the bucket before).
-      retry_at_[name] = now + retry_after_failure_;
-      keeper_.CountError(StateKeeper::Operation::kRateLease);
-      grant_(bucket,
-             TokenLease{.taken = 0,
-                        .next_in = std::chrono::duration<double>(retry_after_failure_).count()});
-      continue;
-    }
-    {
+    StatusOr<TokenLease> taken = store_.TakeTokens(name, limit, LeaseSize(limit, lease_seconds_));
+    TokenLease lease;
+    if (taken.ok()) {
+      lease = *taken;
       std::lock_guard lock(mutex_);
-      ++(lease->taken > 0 ? leases_ : empty_leases_);
+      ++(lease.taken > 0 ? leases_ : empty_leases_);
+    } else {
+      // No token to be had until the store answers: as a lease that brought none, its next token
+      // due at the next try (a call that will not wait is refused then, not held through an
+      // outage).
+      keeper_.CountError(StateKeeper::Operation::kRateLease);
+      lease.next_in = std::chrono::duration<double>(retry_after_failure_).count();
     }
-    if (lease->taken > 0 && lease->next_in <= 0) {
+    if (lease.taken > 0 && lease.next_in <= 0) {
       retry_at_.erase(name);
     } else {
       // The store's bucket was left without a token: not before its next (and not in a loop if
       // it says "now"), as the table tells this thread of the bucket no sooner either.
       retry_at_[name] = now + std::max(std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(lease->next_in)),
+                                           std::chrono::duration<double>(lease.next_in)),
                                        Clock::duration(std::chrono::milliseconds(1)));
     }
-    grant_(bucket, *lease);
+    grant_(bucket, lease);
   }
 }
 

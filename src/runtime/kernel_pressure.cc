@@ -5,8 +5,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace fairgate::internal {
@@ -96,15 +98,11 @@ std::optional<std::string> OwnMemoryCgroupV1(const std::string& self_cgroup,
   std::ifstream in(self_cgroup);
   for (std::string line; std::getline(in, line);) {
     // `hierarchy-id:controllers:path`, the controllers comma-separated.
-    const std::size_t first = line.find(':');
-    const std::size_t second = line.find(':', first == std::string::npos ? 0 : first + 1);
-    if (first == std::string::npos || second == std::string::npos) continue;
-    const std::string controllers = line.substr(first + 1, second - first - 1);
-    bool memory = false;
-    std::istringstream names(controllers);
-    for (std::string name; std::getline(names, name, ',');) memory = memory || name == "memory";
-    if (!memory) continue;
-    const std::string dir = root + line.substr(second + 1);
+    const std::vector<absl::string_view> fields = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (fields.size() != 3) continue;
+    const std::vector<absl::string_view> controllers = absl::StrSplit(fields[1], ',');
+    if (!absl::c_linear_search(controllers, "memory")) continue;
+    const std::string dir = absl::StrCat(root, fields[2]);
     std::error_code error;
     if (std::filesystem::exists(dir + "/memory.limit_in_bytes", error)) return dir;
     return std::nullopt;
