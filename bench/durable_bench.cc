@@ -10,17 +10,31 @@
 //                                    caller. items/s counts jobs stored.
 // BM_SubmitDurableBatch/batch:B/full:F  SubmitDurableBatch of B jobs from one thread into a
 //                                    paused type: one commit per batch. items/s counts jobs.
-// BM_DurableThroughCompletion/full:F the same jobs run by a no-op handler until the store is
-//                                    empty: store, mark the attempt, remove. items/s: jobs done.
+// BM_DurableThroughCompletion/submitters:S/full:F  800 jobs a round from S threads at once,
+//                                    run by a no-op handler until the store is empty: store,
+//                                    mark the attempt, remove. items/s: jobs done.
+// BM_DiskSync                        the disk itself: a 4 KiB page of a file in the same
+//                                    directory rewritten and fdatasync'ed (what a commit of one
+//                                    page costs at least). items/s: syncs.
+//
+// Where the temporary directory's block device is found (/sys/dev/block), the SQLite benchmarks
+// also count the cache flushes the device completed (flushes_per_job; every process's, so run
+// them on an otherwise quiet disk): how many jobs shared an fsync.
 // BM_Recover/jobs:N                  Create + RegisterType + RegisterDurable + Recover of a file
 //                                    holding N stored jobs (queued, paused). items/s: jobs.
 // BM_RunSyncWhileFlushing/keys:K/flush_ms:M  RunSync no-ops from one thread over K keys, with
 //                                    the state flushed every M ms (0: no store at all).
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,9 +55,41 @@ class TempFile {
   }
   ~TempFile() { std::filesystem::remove_all(dir_); }
   std::string path() const { return dir_ + "/state.db"; }
+  const std::string& dir() const { return dir_; }
 
  private:
   std::string dir_;
+};
+
+// The cache flushes that the block device holding `dir` has completed (the 16th field of its
+// stat file, Linux 5.5 and later); nullopt where that cannot be read (no such device file, an
+// older kernel, a file system without a block device).
+std::optional<std::uint64_t> DeviceFlushes(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return std::nullopt;
+  std::ifstream file("/sys/dev/block/" + std::to_string(major(st.st_dev)) + ":" +
+                     std::to_string(minor(st.st_dev)) + "/stat");
+  std::uint64_t field = 0;
+  for (int i = 0; i < 16; ++i) {
+    if (!(file >> field)) return std::nullopt;
+  }
+  return field;
+}
+
+// Counts the device's flushes over a benchmark's rounds, per item processed.
+class FlushCounter {
+ public:
+  explicit FlushCounter(const std::string& dir) : dir_(dir), first_(DeviceFlushes(dir)) {}
+  void Report(benchmark::State& state, std::int64_t items) const {
+    const std::optional<std::uint64_t> last = DeviceFlushes(dir_);
+    if (!first_ || !last || items == 0) return;
+    state.counters["flushes_per_job"] =
+        static_cast<double>(*last - *first_) / static_cast<double>(items);
+  }
+
+ private:
+  std::string dir_;
+  std::optional<std::uint64_t> first_;
 };
 
 SchedulerOptions StateOptions(const std::string& path, bool full) {
@@ -73,6 +119,7 @@ void BM_SubmitDurable(benchmark::State& state) {
   auto s = Durable(StateOptions(file.path(), state.range(0) != 0), true);
   std::int64_t n = 0;
   const std::string payload(64, 'p');
+  const FlushCounter flushes(file.dir());
   for (auto _ : state) {
     if (!s->SubmitDurable({TypeName("fetch"), JobId("repo" + std::to_string(n % 1000)),
                            FairnessKey("k" + std::to_string(n % 10))},
@@ -83,6 +130,7 @@ void BM_SubmitDurable(benchmark::State& state) {
     }
     ++n;
   }
+  flushes.Report(state, n);
   state.SetItemsProcessed(n);
 }
 BENCHMARK(BM_SubmitDurable)->ArgName("full")->Arg(0)->Arg(1)->UseRealTime();
@@ -95,6 +143,7 @@ void BM_SubmitDurableConcurrently(benchmark::State& state) {
   const std::string payload(64, 'p');
   std::atomic<bool> failed{false};
   std::int64_t n = 0;
+  const FlushCounter flushes(file.dir());
   for (auto _ : state) {
     std::vector<std::thread> submitters;
     for (int t = 0; t < threads; ++t) {
@@ -117,6 +166,7 @@ void BM_SubmitDurableConcurrently(benchmark::State& state) {
       break;
     }
   }
+  flushes.Report(state, n);
   state.SetItemsProcessed(n);
 }
 BENCHMARK(BM_SubmitDurableConcurrently)
@@ -152,20 +202,64 @@ BENCHMARK(BM_SubmitDurableBatch)
 
 void BM_DurableThroughCompletion(benchmark::State& state) {
   TempFile file;
-  auto s = Durable(StateOptions(file.path(), state.range(0) != 0), false);
+  auto s = Durable(StateOptions(file.path(), state.range(1) != 0), false);
   auto reader = *OpenSqliteStore(file.path());
+  const int submitters = static_cast<int>(state.range(0));
+  constexpr int kRound = 800;
+  std::atomic<bool> failed{false};
   std::int64_t n = 0;
-  constexpr int kBatch = 200;
+  const FlushCounter flushes(file.dir());
   for (auto _ : state) {
-    for (int i = 0; i < kBatch; ++i, ++n) {
-      (void)s->SubmitDurable({TypeName("fetch"), JobId("repo" + std::to_string(n % 1000))}, "");
+    std::vector<std::thread> threads;
+    for (int t = 0; t < submitters; ++t) {
+      threads.emplace_back([&, t, first = n] {
+        for (std::int64_t i = first + t; i < first + kRound; i += submitters) {
+          if (!s->SubmitDurable({TypeName("fetch"), JobId("repo" + std::to_string(i % 1000))}, "")
+                   .ok()) {
+            failed = true;
+          }
+        }
+      });
     }
-    while (!reader->LiveJobs()->empty())
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    for (std::thread& t : threads) t.join();
+    n += kRound;
+    if (failed) {
+      state.SkipWithError("SubmitDurable failed");
+      break;
+    }
+    // Polled every millisecond (reading the live jobs costs this core too): at most about 1 %
+    // of a round's time.
+    while (!reader->LiveJobs()->empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  flushes.Report(state, n);
   state.SetItemsProcessed(n);
 }
-BENCHMARK(BM_DurableThroughCompletion)->ArgName("full")->Arg(0)->Arg(1)->UseRealTime();
+BENCHMARK(BM_DurableThroughCompletion)
+    ->ArgNames({"submitters", "full"})
+    ->ArgsProduct({{1, 8}, {0, 1}})
+    ->UseRealTime();
+
+void BM_DiskSync(benchmark::State& state) {
+  TempFile file;
+  const int fd = ::open(file.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  const std::string page(4096, 'p');
+  if (fd < 0 || ::pwrite(fd, page.data(), page.size(), 0) != 4096 || ::fsync(fd) != 0) {
+    state.SkipWithError("cannot write a file in the temporary directory");
+    if (fd >= 0) ::close(fd);
+    return;
+  }
+  const FlushCounter flushes(file.dir());
+  for (auto _ : state) {
+    if (::pwrite(fd, page.data(), page.size(), 0) != 4096 || ::fdatasync(fd) != 0) {
+      state.SkipWithError("write or fdatasync failed");
+      break;
+    }
+  }
+  flushes.Report(state, state.iterations());
+  ::close(fd);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_DiskSync)->UseRealTime();
 
 void BM_Recover(benchmark::State& state) {
   TempFile file;

@@ -387,6 +387,73 @@ TEST_CASE("Durable.RemovalsOfSucceededJobsAreWrittenInBatchesOffTheWorkers") {
   CHECK(held->batches < 100);  // the ninety-nine that waited shared later batches
 }
 
+// A store that passes every call to another (a SQLite store) and holds the first batch of
+// attempts until `gate` opens; it counts the attempts it is asked to mark, one by one or in
+// batches.
+class HeldMarksStore final : public testing::ForwardingStore {
+ public:
+  using testing::Forwarding<Store>::Forwarding;
+  testing::Gate gate;
+  std::atomic<int> single{0}, batches{0}, in_batches{0};
+
+  StatusOr<std::vector<StatusOr<std::uint32_t>>> BeginAttempts(
+      const std::vector<std::uint64_t>& sequences) override {
+    if (batches++ == 0) gate.Wait();
+    in_batches += static_cast<int>(sequences.size());
+    return inner_->BeginAttempts(sequences);
+  }
+  StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) override {
+    ++single;
+    return inner_->BeginAttempt(sequence);
+  }
+};
+
+// An attempt's mark is written off the workers, in batches: while the first mark's commit is
+// held, the scheduler's one worker thread runs a plain job, and the marks of the durable jobs
+// admitted meanwhile wait together for the next batch; each job then runs once, as attempt 1.
+// Fibers only: in the thread runtime of the TSan build a job's wait for its mark holds its thread.
+TEST_CASE("Durable.AttemptsAreMarkedInBatchesOffTheWorkers" *
+          doctest::skip(internal::kThreadRuntime)) {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  SchedulerOptions options = WithState(path);  // one worker thread
+  options.rule.max_concurrency = 8;
+  auto held = std::make_shared<HeldMarksStore>(std::shared_ptr<Store>(*OpenSqliteStore(path)));
+  options.persistence.store = held;
+  Seen seen;
+  auto s = *Scheduler::Create(options);
+  REQUIRE(s->RegisterType("fetch", Type(4, 4)).ok());
+  REQUIRE(s->RegisterType("other", Type(4, 1)).ok());
+  REQUIRE(s->RegisterDurable("fetch", [&seen](const DurableJob& job, const Context&) {
+             seen.Add(job);
+             return absl::OkStatus();
+           }).ok());
+  REQUIRE(s->Recover().ok());
+  REQUIRE(s->SubmitDurable({TypeName("fetch"), JobId("a")}, "").ok());
+  REQUIRE(Eventually([&] { return held->batches == 1; }));  // a's mark, held
+  for (const char* id : {"b", "c", "d"}) {
+    REQUIRE(s->SubmitDurable({TypeName("fetch"), JobId(id)}, "").ok());
+  }
+  // Posted after b, c and d: on the one worker thread (fibers run in turn) it runs once each of
+  // them has queued its mark.
+  std::atomic<bool> plain_ran{false};
+  REQUIRE(s->Submit({TypeName("other"), JobId("plain")}, [&](const Context&) {
+             plain_ran = true;
+             return absl::OkStatus();
+           }).ok());
+  CHECK(Eventually([&] { return plain_ran.load(); }));
+  CHECK(seen.Size() == 0);  // no handler runs before its mark
+  held->gate.Open();
+  REQUIRE(Eventually([&] { return seen.Size() == 4; }));
+  REQUIRE(s->Shutdown(Context::Background()).ok());
+  std::vector<std::string> runs = seen.Get();
+  std::sort(runs.begin(), runs.end());
+  CHECK(runs == std::vector<std::string>{"a#1:", "b#1:", "c#1:", "d#1:"});
+  CHECK(held->single == 0);
+  CHECK(held->in_batches == 4);
+  CHECK(held->batches == 2);
+}
+
 // Resumes the paused "fetch" of `s`: all `total` jobs run, the two the queue took first ("a" and
 // "b") first, and the store at `path` empties.
 void ResumeAndRunAll(Scheduler& s, Seen& seen, const std::string& path, std::size_t total) {

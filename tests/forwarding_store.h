@@ -29,6 +29,10 @@ class Forwarding : public Base {
   StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) override {
     return inner_->BeginAttempt(sequence);
   }
+  StatusOr<std::vector<StatusOr<std::uint32_t>>> BeginAttempts(
+      const std::vector<std::uint64_t>& sequences) override {
+    return inner_->BeginAttempts(sequences);
+  }
   Status RemoveJob(std::uint64_t sequence) override { return inner_->RemoveJob(sequence); }
   StatusOr<std::vector<Status>> RemoveJobs(const std::vector<std::uint64_t>& sequences) override {
     return inner_->RemoveJobs(sequences);

@@ -126,6 +126,22 @@ inline void CheckBatches(const OpenStore& open) {
   const std::vector<StoredJob> live_after = *open()->LiveJobs();
   for (const StoredJob& job : live_after) left.push_back(job.id);
   CHECK(left == std::vector<std::string>{"before.git", ids[1], ids[3], ids[4], ids[5]});
+  // A batch of attempts: each counted as BeginAttempt would, in the order given (a job twice is
+  // counted twice; one not stored is NotFound and leaves the others counted), also for another
+  // connection.
+  const std::vector<std::uint64_t> begun = {(*sequences)[1], (*sequences)[3], 987654321,
+                                            (*sequences)[1]};
+  StatusOr<std::vector<StatusOr<std::uint32_t>>> attempts = store->BeginAttempts(begun);
+  REQUIRE_MESSAGE(attempts.ok(), attempts.status().ToString());
+  REQUIRE(attempts->size() == begun.size());
+  CHECK((*attempts)[0].value_or(0) == 1u);
+  CHECK((*attempts)[1].value_or(0) == 1u);
+  CHECK((*attempts)[2].status().code() == absl::StatusCode::kNotFound);
+  CHECK((*attempts)[3].value_or(0) == 2u);
+  CHECK(store->BeginAttempts({})->empty());
+  std::vector<std::uint32_t> counted;
+  for (const StoredJob& job : *open()->LiveJobs()) counted.push_back(job.attempts);
+  CHECK(counted == std::vector<std::uint32_t>{0, 2, 1, 0, 0});
 }
 
 // Learned state is replaced row by row by name, and rows past their TTL are forgotten.

@@ -194,7 +194,8 @@ fairgate::StatusOr<std::unique_ptr<WorkGate>> MakeFairgateGate(const GateConfig&
       // little cache (a repack in a cgroup at its limit is killed within a second or two).
       adaptive.signals.push_back({.source = fairgate::PressureSource::kMemoryUse,
                                   .high = c.memory_high,
-                                  .low = std::max(0.0, c.memory_high - 0.1)});
+                                  .low = std::max(0.0, c.memory_high - 0.1),
+                                  .read = {}});  // empty: the kernel's reading
     }
     options.rule.adaptive_capacity = adaptive;
   }

@@ -3,10 +3,11 @@
 // The file is opened in WAL mode (readers never wait for the writer, a commit appends to the
 // log), its schema created on first use and checked on every open (a file written by a newer
 // fairgate is refused with FailedPrecondition). One connection, its calls serialised by a mutex;
-// the durable jobs' writes (AddJob, BeginAttempt, RemoveJob, DeferJob, KillJob) that callers make
-// at once share one transaction and one commit (group commit), so concurrent SubmitDurable calls
-// share an fsync: each returns once the commit holding its write is on disk, with its own
-// write's status, or the commit's when that failed (then no write of the group is stored).
+// the durable jobs' writes (AddJob(s), BeginAttempt(s), RemoveJob(s), DeferJob, KillJob) that
+// callers make at once share one transaction and one commit (group commit), so concurrent
+// SubmitDurable calls, and the scheduler's batches of attempts and removals, share an fsync: each
+// returns once the commit holding its write is on disk, with its own write's status, or the
+// commit's when that failed (then no write of the group is stored).
 // Errors are statuses naming the file and the operation: ResourceExhausted when the disk or the
 // file is full, FailedPrecondition when the file is read-only or not fairgate's, Unavailable for
 // an I/O error or a lock held too long by another process, DataLoss for a corrupt file.

@@ -134,6 +134,18 @@ class FAIRGATE_EXPORT Store {
   virtual StatusOr<std::vector<std::uint64_t>> AddJobs(const std::vector<StoredJob>& jobs) = 0;
   // Counts one more attempt of the job as begun; returns the count. NotFound if it is not stored.
   virtual StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) = 0;
+  // Counts one more attempt of each job, each as BeginAttempt would, in one transaction where the
+  // store can (the SQLite store; this default calls BeginAttempt for each in turn): each one's
+  // count or status in the order given, or the store's status when the transaction failed and
+  // none was counted. The scheduler marks the attempts of a store that replicas do not share
+  // with it, many jobs at once.
+  virtual StatusOr<std::vector<StatusOr<std::uint32_t>>> BeginAttempts(
+      const std::vector<std::uint64_t>& sequences) {
+    std::vector<StatusOr<std::uint32_t>> begun;
+    begun.reserve(sequences.size());
+    for (std::uint64_t sequence : sequences) begun.push_back(BeginAttempt(sequence));
+    return begun;
+  }
   // The job succeeded (or was refused before it could run): it is removed.
   virtual Status RemoveJob(std::uint64_t sequence) = 0;
   // Removes jobs that succeeded, each as RemoveJob would, in one transaction where the store can

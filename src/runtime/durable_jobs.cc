@@ -333,7 +333,8 @@ Status DurableJobs::KillInterrupted(const StoredJob& job, const Type& type) {
 // least once); a job the store no longer has, or whose lease another replica holds now, is
 // `gone`.
 Status DurableJobs::BeginAttempt(Attempt& a) {
-  StatusOr<std::uint32_t> begun = keeper_.store().BeginAttempt(a.job.sequence);
+  StatusOr<std::uint32_t> begun =
+      marker_ ? marker_->Begin(a.job.sequence) : keeper_.store().BeginAttempt(a.job.sequence);
   if (begun.ok()) {
     a.attempt = *begun;
   } else if (begun.status().code() == absl::StatusCode::kNotFound) {

@@ -28,6 +28,7 @@
 #include "fairgate/context.h"
 #include "fairgate/durable.h"
 #include "fairgate/store.h"
+#include "runtime/attempt_marker.h"
 #include "runtime/claimer.h"
 #include "runtime/fleet_leases.h"
 #include "runtime/removal_writer.h"
@@ -46,7 +47,9 @@ class DurableJobs {
         keeper_(keeper),
         writes_(writes),
         removals_(keeper, writes,
-                  [this](const std::vector<std::uint64_t>& batch) { ForgetCapped(batch); }) {}
+                  [this](const std::vector<std::uint64_t>& batch) { ForgetCapped(batch); }) {
+    if (keeper.shared_store() == nullptr) marker_ = std::make_unique<AttemptMarker>(keeper.store());
+  }
 
   // With a shared store, before the claimer starts: who claims (null without a shared store), and
   // the fleet-wide leases a claim takes with its jobs (null without any).
@@ -76,9 +79,13 @@ class DurableJobs {
   // At shutdown: the retries waiting here stay stored, with their backoff, for the next Recover.
   void DropRetries();
   // Returns once the removals of the jobs that succeeded so far are written (or kept to try
-  // again); StopRemovals also stops their writer's thread, before the claimer stops.
+  // again). StopWriters, once no attempt runs any more, also stops the threads that mark attempts
+  // and write removals, before the claimer stops.
   void FlushRemovals() { removals_.Flush(); }
-  void StopRemovals() { removals_.Stop(); }
+  void StopWriters() {
+    if (marker_) marker_->Stop();
+    removals_.Stop();
+  }
 
  private:
   // A durable type's handler and retry policy, fixed at Register.
@@ -147,6 +154,9 @@ class DurableJobs {
   FleetLeases* fleet_ = nullptr;
   // The removals of jobs that succeeded, written in batches.
   RemovalWriter removals_;
+  // The attempts' marks, written in batches off the workers; null with a shared store, whose
+  // BeginAttempt confirms a claim's count locally (attempt_marker.h).
+  std::unique_ptr<AttemptMarker> marker_;
 
   // Guards what follows (a std::mutex, as every service's).
   mutable std::mutex mutex_;

@@ -165,6 +165,25 @@ class SqliteStore final : public Store {
     return attempts;
   }
 
+  // One write of the group: the attempts are counted together.
+  StatusOr<std::vector<StatusOr<std::uint32_t>>> BeginAttempts(
+      const std::vector<std::uint64_t>& sequences) override {
+    std::vector<StatusOr<std::uint32_t>> begun;
+    if (Status committed = Grouped("mark attempts",
+                                   [&] {
+                                     begun.clear();
+                                     for (std::uint64_t sequence : sequences) {
+                                       // As in RemoveJobs: nothing outside the transaction.
+                                       if (sqlite3_get_autocommit(db_.get()) != 0) break;
+                                       begun.push_back(BeginAttemptLocked(sequence));
+                                     }
+                                   });
+        !committed.ok()) {
+      return committed;
+    }
+    return begun;
+  }
+
   Status RemoveJob(std::uint64_t sequence) override {
     return GroupedStatus("remove a durable job", [&] {
       sqlite3_bind_int64(remove_.get(), 1, static_cast<sqlite3_int64>(sequence));
