@@ -111,11 +111,12 @@ for round in $(seq "$rounds"); do
     record "enqueue to start" "$system" "$(peer "$system" latency 100)"
   done
   # fairgate on SQLite (a file in /tmp, synchronous = FULL).
-  out=$(gbench "$durable" 'BM_SubmitDurableConcurrently|BM_SubmitDurableBatch/batch:1000|BM_DurableThroughCompletion/full:1')
+  out=$(gbench "$durable" 'BM_SubmitDurableConcurrently|BM_SubmitDurableBatch/batch:1000|BM_DurableThroughCompletion/submitters:./full:1')
   record "SQLite enqueue, 1 client" fairgate "$(items 'BM_SubmitDurableConcurrently/threads:1/full:1/real_time' <<<"$out")"
   record "SQLite enqueue, 8 clients" fairgate "$(items 'BM_SubmitDurableConcurrently/threads:8/full:1/real_time' <<<"$out")"
   record "SQLite batch of 1,000" fairgate "$(items 'BM_SubmitDurableBatch/batch:1000/full:1/real_time' <<<"$out")"
-  record "SQLite end to end" fairgate "$(items 'BM_DurableThroughCompletion/full:1/real_time' <<<"$out")"
+  record "SQLite end to end, 1 client" fairgate "$(items 'BM_DurableThroughCompletion/submitters:1/full:1/real_time' <<<"$out")"
+  record "SQLite end to end, 8 clients" fairgate "$(items 'BM_DurableThroughCompletion/submitters:8/full:1/real_time' <<<"$out")"
 done
 
 echo "== medians of $rounds rounds"
