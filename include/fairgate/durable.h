@@ -23,10 +23,11 @@
 //   next Recover.
 //
 // What is on the store's disk before what: a job is committed before SubmitDurable returns; an
-// attempt's mark is committed before its handler runs (so a crash during it counts it); the
-// job's removal (or retry, or death) is written after its handler returned. With a shared store
-// the mark is the claim's: the claim that hands a replica its jobs counts one attempt of each in
-// its own commit, so a job claimed and not yet begun when its replica dies has that attempt
+// attempt's mark is committed before its handler runs (so a crash during it counts it: the marks
+// of jobs that begin at once share one commit, made off the workers while each job waits for its
+// own); the job's removal (or retry, or death) is written after its handler returned. With a shared
+// store the mark is the claim's: the claim that hands a replica its jobs counts one attempt of each
+// in its own commit, so a job claimed and not yet begun when its replica dies has that attempt
 // counted (given back when a live replica gives the job back unrun). A removal is queued and
 // written with the others that gathered meanwhile in one commit, off the worker that ran the job,
 // whose slot is free at once; a removal lost in a crash or an outage only runs the job again,
