@@ -13,23 +13,21 @@
 // worker, not here.)
 //
 // Thread safety: every method may be called from any thread; Begin suspends only the calling
-// fiber, and never with a core lock held (runtime/waiting.h); its lock is never held while the
-// store is called.
+// fiber, and never with a core lock held (runtime/waiting.h); the store is called on the thread
+// (BatchThread) with no lock held.
 #ifndef FAIRGATE_RUNTIME_ATTEMPT_MARKER_H_
 #define FAIRGATE_RUNTIME_ATTEMPT_MARKER_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "fairgate/context.h"
 #include "fairgate/status.h"
 #include "fairgate/store.h"
+#include "runtime/batch_thread.h"
 #include "runtime/waiting.h"
 
 namespace fairgate::internal {
@@ -38,7 +36,9 @@ class AttemptMarker {
  public:
   static constexpr std::size_t kMaxBatch = 1000;
 
-  explicit AttemptMarker(Store& store) : store_(store) {}
+  explicit AttemptMarker(Store& store)
+      : store_(store),
+        thread_(kMaxBatch, [this](std::vector<std::shared_ptr<Mark>>& batch) { Write(batch); }) {}
   ~AttemptMarker() { Stop(); }
   AttemptMarker(const AttemptMarker&) = delete;
   AttemptMarker& operator=(const AttemptMarker&) = delete;
@@ -49,7 +49,7 @@ class AttemptMarker {
   // the store on the caller's thread instead.
   StatusOr<std::uint32_t> Begin(std::uint64_t sequence) ABSL_LOCKS_EXCLUDED(core_lock);
   // Marks what is queued, then stops the thread (idempotent).
-  void Stop();
+  void Stop() { thread_.Stop(); }
 
  private:
   // One Begin's mark. Its caller waits on its own fiber condition variable, which only the
@@ -66,14 +66,11 @@ class AttemptMarker {
     bool done = false;                                                        // under mutex
   };
 
-  void Loop();
+  // Marks a batch with one Store::BeginAttempts and tells each caller its result.
+  void Write(const std::vector<std::shared_ptr<Mark>>& batch);
 
   Store& store_;
-  std::mutex mutex_;              // guards what follows; a thread lock, held for a few steps
-  std::condition_variable wake_;  // the thread: something queued, or Stop
-  std::vector<std::shared_ptr<Mark>> queued_;
-  bool stopped_ = false;
-  std::thread thread_;  // started under mutex_ (before stopped_), joined by Stop
+  BatchThread<std::shared_ptr<Mark>> thread_;
 };
 
 }  // namespace fairgate::internal

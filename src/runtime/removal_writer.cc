@@ -5,16 +5,9 @@ namespace fairgate::internal {
 void RemovalWriter::Remove(std::uint64_t sequence) {
   {
     std::lock_guard lock(mutex_);
-    if (!stopped_) {
-      queued_.push_back(sequence);
-      ++queued_total_;
-      if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
-      if (queued_.size() == 1) wake_.notify_one();
-      return;
-    }
+    ++queued_total_;
   }
-  Write({sequence});
-  written_({sequence});
+  if (!thread_.Queue(sequence)) WriteQueued({sequence});  // stopped: written here
 }
 
 void RemovalWriter::Flush() {
@@ -23,35 +16,14 @@ void RemovalWriter::Flush() {
   written_cv_.wait(lock, [&] { return written_total_ >= target; });
 }
 
-void RemovalWriter::Stop() {
+void RemovalWriter::WriteQueued(const std::vector<std::uint64_t>& batch) {
+  Write(batch);
+  written_(batch);
   {
     std::lock_guard lock(mutex_);
-    if (stopped_) return;
-    stopped_ = true;  // the thread writes what is queued, then ends
-  }
-  wake_.notify_one();
-  if (thread_.joinable()) thread_.join();
-}
-
-void RemovalWriter::Loop() {
-  std::unique_lock lock(mutex_);
-  for (;;) {
-    wake_.wait(lock, [&] { return stopped_ || !queued_.empty(); });
-    if (queued_.empty()) return;  // stopped, with nothing left to write
-    std::vector<std::uint64_t> batch;
-    if (queued_.size() <= kMaxBatch) {
-      batch.swap(queued_);
-    } else {
-      batch.assign(queued_.begin(), queued_.begin() + kMaxBatch);
-      queued_.erase(queued_.begin(), queued_.begin() + kMaxBatch);
-    }
-    lock.unlock();
-    Write(batch);
-    written_(batch);
-    lock.lock();
     written_total_ += batch.size();
-    written_cv_.notify_all();
   }
+  written_cv_.notify_all();
 }
 
 // A batch the store failed as a whole is kept as one write; a job the store failed on its own

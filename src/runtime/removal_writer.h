@@ -20,9 +20,9 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
-#include <thread>
 #include <vector>
 
+#include "runtime/batch_thread.h"
 #include "runtime/state_keeper.h"
 #include "runtime/write_retries.h"
 
@@ -37,7 +37,10 @@ class RemovalWriter {
   using Written = std::function<void(const std::vector<std::uint64_t>& batch)>;
 
   RemovalWriter(StateKeeper& keeper, WriteRetries& writes, Written written)
-      : keeper_(keeper), writes_(writes), written_(std::move(written)) {}
+      : keeper_(keeper),
+        writes_(writes),
+        written_(std::move(written)),
+        thread_(kMaxBatch, [this](std::vector<std::uint64_t>& batch) { WriteQueued(batch); }) {}
   ~RemovalWriter() { Stop(); }
   RemovalWriter(const RemovalWriter&) = delete;
   RemovalWriter& operator=(const RemovalWriter&) = delete;
@@ -48,10 +51,11 @@ class RemovalWriter {
   // Returns once every removal queued before the call has been written or kept to try again.
   void Flush();
   // Flush, then stops the thread (idempotent).
-  void Stop();
+  void Stop() { thread_.Stop(); }
 
  private:
-  void Loop();
+  // Writes one batch, counts what became of each job, tells `written_` and counts it written.
+  void WriteQueued(const std::vector<std::uint64_t>& batch);
   // Writes one batch and counts what became of each job.
   void Write(const std::vector<std::uint64_t>& batch);
 
@@ -59,14 +63,12 @@ class RemovalWriter {
   WriteRetries& writes_;
   const Written written_;
 
-  std::mutex mutex_;                    // guards what follows
-  std::condition_variable wake_;        // the thread: something queued, or Stop
+  std::mutex mutex_;                    // guards the two counts
   std::condition_variable written_cv_;  // Flush: a batch was written
-  std::vector<std::uint64_t> queued_;
-  std::uint64_t queued_total_ = 0;   // removals queued so far
-  std::uint64_t written_total_ = 0;  // of them, written (or kept to try again)
-  bool stopped_ = false;
-  std::thread thread_;
+  std::uint64_t queued_total_ = 0;      // removals queued so far
+  std::uint64_t written_total_ = 0;     // of them, written (or kept to try again)
+  // Last: its thread, which calls WriteQueued, ends before the members above are gone.
+  BatchThread<std::uint64_t> thread_;
 };
 
 }  // namespace fairgate::internal

@@ -1,0 +1,60 @@
+// BatchThread (src/runtime/batch_thread.h): what callers queue is written in batches, in queue
+// order, at most a batch's size at a time, what was queued while a batch was written makes the
+// next one, Stop writes what is left, and a Queue after Stop is refused.
+#include "runtime/batch_thread.h"
+
+#include <mutex>
+#include <vector>
+
+#include "doctest/doctest.h"
+#include "runtime_test_util.h"
+
+// The runtime's tests: CTest labels them "runtime", and runs them again on other pools and
+// under ThreadSanitizer (tests/CMakeLists.txt).
+TEST_SUITE_BEGIN("runtime");
+
+namespace fairgate::internal {
+namespace {
+
+TEST_CASE("BatchThread.WritesWhatWasQueuedInBatchesInOrderAndTheRestAtStop") {
+  std::mutex mutex;
+  std::vector<std::vector<int>> batches;
+  testing::Gate first_written;  // the first batch is held until this opens
+  bool writing_first = false;
+  BatchThread<int> thread(3, [&](std::vector<int>& batch) {
+    bool first = false;
+    {
+      std::lock_guard lock(mutex);
+      first = batches.empty();
+      batches.push_back(batch);
+      writing_first = first;
+    }
+    if (first) CHECK(first_written.Wait());
+  });
+  REQUIRE(thread.Queue(1));
+  REQUIRE(testing::Eventually([&] {
+    std::lock_guard lock(mutex);
+    return writing_first;
+  }));
+  for (int i = 2; i <= 8; ++i) REQUIRE(thread.Queue(i));  // while the first batch is written
+  first_written.Open();
+  thread.Stop();
+  CHECK(!thread.Queue(9));
+  thread.Stop();  // idempotent
+  std::lock_guard lock(mutex);
+  CHECK(batches == std::vector<std::vector<int>>{{1}, {2, 3, 4}, {5, 6, 7}, {8}});
+}
+
+TEST_CASE("BatchThread.StoppedBeforeAnythingWasQueuedStartsNoThreadAndRefusesQueues") {
+  int written = 0;
+  BatchThread<int> thread(
+      3, [&](std::vector<int>& batch) { written += static_cast<int>(batch.size()); });
+  thread.Stop();
+  CHECK(!thread.Queue(1));
+  CHECK(written == 0);
+}
+
+}  // namespace
+}  // namespace fairgate::internal
+
+TEST_SUITE_END();
