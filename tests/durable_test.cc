@@ -422,8 +422,9 @@ TEST_CASE("Durable.AttemptsAreMarkedInBatchesOffTheWorkers" *
   options.persistence.store = held;
   Seen seen;
   auto s = *Scheduler::Create(options);
-  REQUIRE(s->RegisterType("fetch", Type(4, 4)).ok());
-  REQUIRE(s->RegisterType("other", Type(4, 1)).ok());
+  // One tier of 8 slots, the global cap: the five jobs below run at once.
+  REQUIRE(s->RegisterType("fetch", Type(8, 4)).ok());
+  REQUIRE(s->RegisterType("other", Type(8, 1)).ok());
   REQUIRE(s->RegisterDurable("fetch", [&seen](const DurableJob& job, const Context&) {
              seen.Add(job);
              return absl::OkStatus();
