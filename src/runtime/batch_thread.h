@@ -23,6 +23,12 @@
 
 namespace fairgate::internal {
 
+// Starts a thread that calls `run(arg)` (batch_thread.cc). Out of the template on purpose: a
+// thread started from a class template's member instantiates std::thread's state with that
+// template's types, whose type information the shared library then exports (visibility hidden
+// does not reach it; tests/install_consumer/deb.sh checks the exports).
+std::thread StartThread(void (*run)(void* arg), void* arg);
+
 template <typename Item>
 class BatchThread {
  public:
@@ -42,7 +48,7 @@ class BatchThread {
       std::lock_guard lock(mutex_);
       if (stopped_) return false;
       queued_.push_back(std::move(item));
-      if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+      if (!thread_.joinable()) thread_ = StartThread(&BatchThread::RunLoop, this);
       wake = queued_.size() == 1;
     }
     if (wake) wake_.notify_one();
@@ -61,6 +67,7 @@ class BatchThread {
   }
 
  private:
+  static void RunLoop(void* self) { static_cast<BatchThread*>(self)->Loop(); }
   void Loop() {
     std::unique_lock lock(mutex_);
     for (;;) {
