@@ -140,7 +140,8 @@ inline void CheckBatches(const OpenStore& open) {
   CHECK((*attempts)[3].value_or(0) == 2u);
   CHECK(store->BeginAttempts({})->empty());
   std::vector<std::uint32_t> counted;
-  for (const StoredJob& job : *open()->LiveJobs()) counted.push_back(job.attempts);
+  const std::vector<StoredJob> live_counted = *open()->LiveJobs();
+  for (const StoredJob& job : live_counted) counted.push_back(job.attempts);
   CHECK(counted == std::vector<std::uint32_t>{0, 2, 1, 0, 0});
 }
 
