@@ -168,20 +168,9 @@ class SqliteStore final : public Store {
   // One write of the group: the attempts are counted together.
   StatusOr<std::vector<StatusOr<std::uint32_t>>> BeginAttempts(
       const std::vector<std::uint64_t>& sequences) override {
-    std::vector<StatusOr<std::uint32_t>> begun;
-    if (Status committed = Grouped("mark attempts",
-                                   [&] {
-                                     begun.clear();
-                                     for (std::uint64_t sequence : sequences) {
-                                       // As in RemoveJobs: nothing outside the transaction.
-                                       if (sqlite3_get_autocommit(db_.get()) != 0) break;
-                                       begun.push_back(BeginAttemptLocked(sequence));
-                                     }
-                                   });
-        !committed.ok()) {
-      return committed;
-    }
-    return begun;
+    return GroupedEach<StatusOr<std::uint32_t>>(
+        "mark attempts", sequences,
+        [&](std::uint64_t sequence) { return BeginAttemptLocked(sequence); });
   }
 
   Status RemoveJob(std::uint64_t sequence) override {
@@ -193,23 +182,10 @@ class SqliteStore final : public Store {
 
   // One write of the group: the jobs' removals commit together.
   StatusOr<std::vector<Status>> RemoveJobs(const std::vector<std::uint64_t>& sequences) override {
-    std::vector<Status> removed;
-    if (Status committed =
-            Grouped("remove durable jobs",
-                    [&] {
-                      removed.clear();
-                      for (std::uint64_t sequence : sequences) {
-                        // An error that ended the group's transaction (Grouped fails the whole
-                        // group then): the rest must not run outside it.
-                        if (sqlite3_get_autocommit(db_.get()) != 0) break;
-                        sqlite3_bind_int64(remove_.get(), 1, static_cast<sqlite3_int64>(sequence));
-                        removed.push_back(Step(remove_.get(), "remove a durable job"));
-                      }
-                    });
-        !committed.ok()) {
-      return committed;
-    }
-    return removed;
+    return GroupedEach<Status>("remove durable jobs", sequences, [&](std::uint64_t sequence) {
+      sqlite3_bind_int64(remove_.get(), 1, static_cast<sqlite3_int64>(sequence));
+      return Step(remove_.get(), "remove a durable job");
+    });
   }
 
   Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) override {
@@ -425,6 +401,29 @@ class SqliteStore final : public Store {
     }
     --inside_;
     return me.committed;
+  }
+  // One write of Grouped that calls `each` for every sequence in turn: their results in the
+  // order given, or the group's status when it failed (then none is stored).
+  template <typename Result, typename Each>
+  StatusOr<std::vector<Result>> GroupedEach(const char* what,
+                                            const std::vector<std::uint64_t>& sequences,
+                                            const Each& each) {
+    std::vector<Result> results;
+    if (Status committed = Grouped(what,
+                                   [&] {
+                                     results.clear();
+                                     for (std::uint64_t sequence : sequences) {
+                                       // An error that ended the group's transaction (Grouped
+                                       // fails the whole group then): the rest must not run
+                                       // outside it.
+                                       if (sqlite3_get_autocommit(db_.get()) != 0) break;
+                                       results.push_back(each(sequence));
+                                     }
+                                   });
+        !committed.ok()) {
+      return committed;
+    }
+    return results;
   }
   // Grouped, for a write whose result is a status.
   Status GroupedStatus(const char* what, const std::function<Status()>& write) {
