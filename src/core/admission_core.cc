@@ -119,7 +119,8 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
   KeyState& key = known != nullptr ? *known : keys_.Add(AsAbsl(request.key));
   TierState& tier = *type.tier;
   // The key's group is tracked while one of its keys has a job.
-  if (key.settings != nullptr && key.settings->group != nullptr) [[unlikely]] {
+  const bool grouping = lanes_.grouping();
+  if (grouping && key.settings != nullptr && key.settings->group != nullptr) [[unlikely]] {
     groups_.TrackAwake(*key.settings->group);
   }
   // None of the key's lanes is linked yet: a leased bucket's hold may change without a Rekey.
@@ -150,7 +151,11 @@ StatusOr<JobTicket> AdmissionCore::EnqueueJob(const EnqueueRequest& request, dou
     AdmitAtOnce(job, now, admission->emplace());
     return TicketOf(job);
   }
-  EnterPending(job, now);
+  if (grouping) {
+    EnterPending<true>(job, now);
+  } else {
+    EnterPending<false>(job, now);
+  }
   const JobTicket ticket = TicketOf(job);
   if (admission != nullptr && !AdmitsNothing(now)) *admission = NextAdmission(now);
   return ticket;
@@ -255,16 +260,17 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
     return std::nullopt;
   }
   DecisionSkips skipped;
+  const bool grouping = lanes_.grouping();
   lanes_.StartDecision();
   WorkerState* reserved = nullptr;
   Job* job = workers_.in_use() ? PickReserved(now, reserved) : nullptr;
   if (job == nullptr) {
-    job = lanes_.grouping() ? Pick<false, true>(skipped, now) : Pick(skipped, now);
+    job = grouping ? Pick<false, true>(skipped, now) : Pick(skipped, now);
   }
   // Lending: the slots no admissible job wanted go to the first borrower in the order.
   bool borrowed = false;
   if (job == nullptr && types_.lends()) {
-    job = lanes_.grouping() ? Pick<true, true>(skipped, now) : Pick<true>(skipped, now);
+    job = grouping ? Pick<true, true>(skipped, now) : Pick<true>(skipped, now);
     borrowed = job != nullptr;
   }
   if (job != nullptr && workers_.in_use()) {
@@ -274,7 +280,11 @@ std::optional<Admission> AdmissionCore::NextAdmission(double now) {
   if (job == nullptr) return std::nullopt;
   skipped.conflict = lanes_.parked_in_decision();
   std::optional<Admission> admission(std::in_place);
-  Admit(*job, skipped, now, *admission);
+  if (grouping) {
+    Admit<true>(*job, skipped, now, *admission);
+  } else {
+    Admit<false>(*job, skipped, now, *admission);
+  }
   admission->worker_reserved = reserved != nullptr;
   admission->borrowed = borrowed;
   if (job->type->shed != nullptr) [[unlikely]]
@@ -395,6 +405,7 @@ Job* AdmissionCore::Pick(DecisionSkips& skipped, double now) {
   return estimate;
 }
 
+template <bool kGrouping>
 void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
                           Admission& admission) {
   KeyState& key = *job.key;
@@ -405,22 +416,25 @@ void AdmissionCore::Admit(Job& job, const DecisionSkips& skipped, double now,
   // One pass over the key's lanes covers the new head, the new cost and the new running count.
   // The key is admissible: the job was picked from a linked lane.
   Lane* lane = job.lane;
-  lanes_.Rekey(
+  lanes_.Rekey<kGrouping>(
       key,
       [&] {
         lane->ready.erase(ReadyEntryOf(job));
-        LeavePending(job, now);  // frees the lane if this was its last job
-        ChargeAndHold(job, admission, now);
+        LeavePending<kGrouping>(job, now);  // frees the lane if this was its last job
+        ChargeAndHold<kGrouping>(job, admission, now);
       },
       lane->pending > 1 ? lane : nullptr, /*admissible_before=*/true);
   job.type->starved_since = now;  // an admission of the type restarts its clock
   StartRunning(job, admission, estimate);
 }
 
+template <bool kGrouping>
 void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission, double now) {
   job.key->acc = job.key->acc + admission.charge / admission.weight;
-  if (GroupState* group = GroupTable::Of(*job.key)) {
-    group->acc = group->acc + admission.charge / GroupTable::WeightOf(*group);
+  if constexpr (kGrouping) {
+    if (GroupState* group = GroupTable::Of(*job.key)) {
+      group->acc = group->acc + admission.charge / GroupTable::WeightOf(*group);
+    }
   }
   // One token of each rate limit the job is under, whatever its slots (fairgate/rate_limit.h).
   if (types_.rates_in_use()) {
@@ -464,10 +478,15 @@ Status AdmissionCore::CompleteRunning(JobTicket ticket, const double* elapsed, d
     return absl::FailedPreconditionError("the job is pending; only running jobs can complete");
   }
   if (completed != nullptr) ViewInto(*job, *completed);  // in place: no copy
-  EndRunning(*job, elapsed, now);
+  if (lanes_.grouping()) {
+    EndRunning<true>(*job, elapsed, now);
+  } else {
+    EndRunning<false>(*job, elapsed, now);
+  }
   return absl::OkStatus();
 }
 
+template <bool kGrouping>
 void AdmissionCore::EndRunning(Job& job, const double* elapsed, double now) {
   const TypeState& type = *job.type;
   KeyState& key = *job.key;
@@ -482,7 +501,7 @@ void AdmissionCore::EndRunning(Job& job, const double* elapsed, double now) {
                          ? key.acc + (*elapsed - job.charge) / job.weight
                          : key.acc;
   // The key's group now (it may have moved since the admission) is reconciled at its weight now.
-  GroupState* group = GroupTable::Of(key);
+  GroupState* group = kGrouping ? GroupTable::Of(key) : nullptr;
   const double group_acc = group != nullptr ? ReconciledCost(*group, job, elapsed) : 0;
   Resource* resource = job.resource;
   const bool resource_was_full = LaneIndex::IdBlocker(resource) != Blocker::kNone;
@@ -497,7 +516,7 @@ void AdmissionCore::EndRunning(Job& job, const double* elapsed, double now) {
   // The key's lanes move only if its cost or (with limits) its admissibility may have changed.
   if (acc != key.acc || keys_.limits_in_use() ||
       (group != nullptr && (group_acc != group->acc || groups_.limits_in_use()))) {
-    lanes_.Rekey(key, release);
+    lanes_.Rekey<kGrouping>(key, release);
   } else {
     release();
   }
@@ -510,6 +529,9 @@ void AdmissionCore::EndRunning(Job& job, const double* elapsed, double now) {
   if (group != nullptr) groups_.MaybeIdle(*group, now);
   jobs_.Free(job);
 }
+
+// The general form, for AdmissionCore's other files (a lost worker's jobs).
+template void AdmissionCore::EndRunning<true>(Job&, const double*, double);
 
 double AdmissionCore::ReconciledCost(const GroupState& group, const Job& job,
                                      const double* elapsed) const {
@@ -759,13 +781,16 @@ void AdmissionCore::ViewInto(const Job& job, JobView& view) const {
                                                 : std::string_view();
 }
 
+template <bool kGrouping>
 void AdmissionCore::EnterPending(Job& job, double now) {
   KeyState& key = *job.key;
   TypeState& type = *job.type;
   TierState& tier = *type.tier;
-  lanes_.JoinLane(job, lanes_.LaneFor(key, type, tier));
+  lanes_.JoinLane(job, lanes_.LaneFor<kGrouping>(key, type, tier));
   ++key.pending;
-  if (GroupState* group = GroupTable::Of(key)) ++group->pending;
+  if constexpr (kGrouping) {
+    if (GroupState* group = GroupTable::Of(key)) ++group->pending;
+  }
   if (type.pending == 0) type.starved_since = now;
   ++type.pending;
   ++tier.pending;
@@ -773,21 +798,24 @@ void AdmissionCore::EnterPending(Job& job, double now) {
   if (rule_.idle_catch_up) EnterTier(key, tier);
   if (type.shed != nullptr) [[unlikely]]
     type.shed->Enter(job.arrival, job.seq, now);
-  lanes_.Insert(job);
+  lanes_.Insert<kGrouping>(job);
   if (rule_.aging && Paused(job)) steps_.StopClock(job, now);
   SchedulePromotion(job);
   steps_.ScheduleExpiry(job);
 }
 
+template <bool kGrouping>
 void AdmissionCore::LeavePending(Job& job, double now) {
   steps_.Forget(job);
   KeyState& key = *job.key;
   TypeState& type = *job.type;
   if (type.shed != nullptr) [[unlikely]]
     type.shed->Leave(job.arrival, job.seq, now);
-  lanes_.LeaveLane(job);
+  lanes_.LeaveLane<kGrouping>(job);
   --key.pending;
-  if (GroupState* group = GroupTable::Of(key)) --group->pending;
+  if constexpr (kGrouping) {
+    if (GroupState* group = GroupTable::Of(key)) --group->pending;
+  }
   --type.pending;
   --type.tier->pending;
   --pending_;

@@ -390,6 +390,7 @@ class AdmissionCore {
   // Ends a running job: releases what it holds and frees it. `elapsed` null: it was lost with
   // its worker, or its run was not its own (CompleteUnmeasured): nothing learned, nothing
   // reconciled.
+  template <bool kGrouping = true>
   void EndRunning(Job& job, const double* elapsed, double now);
   // Calls `use(usage, amount)` for every constraint of the list a running `job` holds: admission
   // acquires exactly these, completion releases exactly these, CheckInvariants recounts exactly
@@ -476,6 +477,12 @@ class AdmissionCore {
   Status RefuseWithoutToken(const TypeState& type, const KeyState* key, std::string_view key_name,
                             double now) const;
   // Enqueue's work, and EnqueueAndAdmit's with `admission`.
+  //
+  // The parts of the hot paths (EnterPending, LeavePending, Admit, ChargeAndHold, EndRunning)
+  // take `kGrouping` as Pick does: false while no group was ever named (GroupTable::in_use),
+  // when they test no key's group at all, so that a core with no group named runs the
+  // instructions of one without groups (issue 51); an enqueue, a decision and a completion each
+  // choose once (lanes_.grouping()). Other callers take the default, right in both cases.
   StatusOr<JobTicket> EnqueueJob(const EnqueueRequest& request, double now,
                                  std::optional<Admission>* admission);
   // Whether NextAdmission(now) would admit `job`, just made, at once, when nothing else is
@@ -484,6 +491,7 @@ class AdmissionCore {
   bool AdmitsAtOnce(const Job& job, double now) const;
   // Admits `job`: charges its key, acquires its constraints, and describes the decision in
   // `admission`.
+  template <bool kGrouping>
   void Admit(Job& job, const DecisionSkips& skipped, double now, Admission& admission);
   // Admit for a job AdmitsAtOnce accepted, which never entered the order; the same decision.
   void AdmitAtOnce(Job& job, double now, Admission& admission);
@@ -497,6 +505,7 @@ class AdmissionCore {
   // What both do once the job has left the order (Admit: from its lane; AdmitAtOnce: it never
   // entered): its key is charged, it holds its constraints (ForEachHold) and takes a token of
   // each rate limit it is under.
+  template <bool kGrouping = true>
   void ChargeAndHold(Job& job, const Admission& admission, double now);
   // What both end with: the job runs (a resource it fills hides its parked jobs again, its join
   // point names it as running, its running facts replace its pending ones, `estimate` among
@@ -505,8 +514,10 @@ class AdmissionCore {
   // Puts a new job, made and counted nowhere yet, into the pending accounting at `now`: its
   // key's lane of its type in its own tier, the counts, its tier presence (idle catch-up), its
   // aging step and its queue-wait limit.
+  template <bool kGrouping>
   void EnterPending(Job& job, double now);
   // Takes a job out of the pending accounting once it is no longer pending.
+  template <bool kGrouping = true>
   void LeavePending(Job& job, double now);
   // Idle catch-up (RuleOptions::idle_catch_up): a pending job of the key in `tier` more (its
   // presence there made if it had none) or fewer (freed at none). Out of line: the enqueue's and

@@ -45,10 +45,9 @@ class LaneHeap {
     const std::size_t p = kFirst + i;
     const Entry last = v_.back();
     v_.pop_back();
-    if (p == v_.size()) {
-      if (empty()) v_.clear();
-      return;
-    }
+    // The unused first element stays when the heap empties: a set that empties and fills again
+    // (a key with one job at a time) would otherwise pay the vector's out-of-line resize each time.
+    if (p == v_.size()) return;
     Settle(p, last);
   }
   // The entry at heap position `i` becomes `e` (the same object, a new place) and moves to it.

@@ -46,6 +46,7 @@ LaneSet& LaneIndex::SetFor(TypeState& type, TierState& tier) {
   return (*group)->lanes;
 }
 
+template <bool kGrouping>
 Lane& LaneIndex::LaneFor(KeyState& key, TypeState& type, TierState& tier, Resource* parked_on) {
   // A lane's set names its type, tier and resource: the walk compares sets only, which are in
   // the lanes' first 64 bytes.
@@ -53,7 +54,7 @@ Lane& LaneIndex::LaneFor(KeyState& key, TypeState& type, TierState& tier, Resour
   WaitGroup* group = parked_on != nullptr ? &GroupFor(*parked_on, home) : nullptr;
   LaneSet* set = group != nullptr ? &group->lanes : &home;
   GroupPresence* presence = nullptr;
-  if (groups_.in_use()) {
+  if (kGrouping && groups_.in_use()) {
     if (GroupState* owner = GroupTable::Of(key)) {
       presence = &PresenceFor(*owner, *set, group, tier);
       set = &presence->lanes;
@@ -109,6 +110,7 @@ WaitGroup& LaneIndex::GroupFor(Resource& resource, LaneSet& home) {
   return *resource.groups.back();
 }
 
+template <bool kGrouping>
 void LaneIndex::LeaveLane(Job& job) {
   Lane* lane = job.lane;
   job.lane = nullptr;
@@ -123,7 +125,7 @@ void LaneIndex::LeaveLane(Job& job) {
     FAIRGATE_CORE_CHECK(!lane->held, "an empty lane was still held");
     WaitGroup* group = lane->group;
     LaneSet* set = lane->set;
-    GroupPresence* presence = set->presence();
+    GroupPresence* presence = kGrouping ? set->presence() : nullptr;
     if (spare_lanes_.size() < kSpareLanes) {
       // Nothing to reset: an empty lane has no jobs (`ready` empty, `pending` 0), is unlinked and
       // not held, LaneFor sets its key, type, tier, group and set, and its order is read only
@@ -146,7 +148,8 @@ void LaneIndex::LeaveLane(Job& job) {
       delete presence;
       if (group != nullptr) SyncProxy(*group);
     } else {
-      Follow(*set, group);  // not freed: the set is the stand-in's (still there) or the lane's
+      // Not freed: the set is the stand-in's (still there) or the lane's.
+      Follow<kGrouping>(*set, group);
     }
   }
 }
@@ -181,6 +184,7 @@ Job* LaneIndex::FrontOf(LaneSet& lanes) {
   return nullptr;
 }
 
+template <bool kGrouping>
 void LaneIndex::SyncLane(Lane& lane, bool admissible) {
   const bool held = lane.group == nullptr && !lane.ready.empty() && !admissible;
   if (held != lane.held) {
@@ -192,15 +196,16 @@ void LaneIndex::SyncLane(Lane& lane, bool admissible) {
     order = AdmissionOrder{keys_.PlaceOf(*lane.key), lane.ready.front().place};
   }
   // The best lane of the group or stand-in the lane is in may have changed.
-  if (PlaceLane(lane, order)) Follow(*lane.set, lane.group);
+  if (PlaceLane<kGrouping>(lane, order)) Follow<kGrouping>(*lane.set, lane.group);
 }
 
+template <bool kGrouping>
 void LaneIndex::RelinkKey(KeyState& key, bool was_admissible, const Lane* head_changed) {
   if (key.lanes == nullptr) return;
   const bool admissible = keys_.Admissible(key);
   if (!was_admissible || !admissible) {
     for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
-      SyncLane(*lane, admissible);
+      SyncLane<kGrouping>(*lane, admissible);
     }
     return;
   }
@@ -210,9 +215,10 @@ void LaneIndex::RelinkKey(KeyState& key, bool was_admissible, const Lane* head_c
   const KeyPlace place = keys_.PlaceOf(key);
   for (Lane* lane = key.lanes; lane != nullptr; lane = lane->next_in_key) {
     if (lane == head_changed) {
-      SyncLane(*lane, true);
-    } else if (MoveLane(*lane, {place, lane->order.job})) {
-      Follow(*lane->set, lane->group);  // the best lane of its group or stand-in may have changed
+      SyncLane<kGrouping>(*lane, true);
+    } else if (MoveLane<kGrouping>(*lane, {place, lane->order.job})) {
+      // The best lane of its group or stand-in may have changed.
+      Follow<kGrouping>(*lane->set, lane->group);
     }
   }
 }
@@ -232,7 +238,10 @@ void LaneIndex::SyncPresence(GroupPresence& presence) {
   SyncPresence(presence, groups_.Admissible(group), groups_.PlaceOf(group));
 }
 
-void LaneIndex::SyncPresence(GroupPresence& presence, bool admissible, const KeyPlace& place) {
+// Inlined into its two callers: a charge to a group runs it once per stand-in, and a call paid
+// about 20 instructions of saved registers each time (bench/HISTORY.md).
+inline void LaneIndex::SyncPresence(GroupPresence& presence, bool admissible,
+                                    const KeyPlace& place) {
   const bool empty = presence.lanes.empty();
   const bool held = presence.group == nullptr && !empty && !admissible;
   if (held != presence.held) [[unlikely]] {
@@ -245,7 +254,8 @@ void LaneIndex::SyncPresence(GroupPresence& presence, bool admissible, const Key
   } else {
     const AdmissionOrder& best = presence.lanes.front()->order;
     if (presence.linked) {
-      if (presence.order == best && presence.place == place) return;
+      // The place first: a charge to the group moves it and seldom the best lane.
+      if (presence.place == place && presence.order == best) return;
       presence.order = best;
       presence.place = place;
       presence.set->RelinkStandIn(presence);
@@ -337,24 +347,26 @@ bool LaneIndex::PlaceStandIn(Lane& stand_in, const std::optional<AdmissionOrder>
   return true;
 }
 
+template <bool kGrouping>
 bool LaneIndex::PlaceLane(Lane& lane, const std::optional<AdmissionOrder>& order) {
   if (order ? lane.linked && lane.order == *order : !lane.linked) return false;
   if (!order) {
     UnlinkLane(lane);
   } else if (lane.linked) {
-    MoveLane(lane, *order);
+    MoveLane<kGrouping>(lane, *order);
   } else {
     lane.order = *order;
-    lane.set->insert(lane);
+    lane.set->insert<kGrouping>(lane);
     lane.linked = true;
   }
   return true;
 }
 
+template <bool kGrouping>
 bool LaneIndex::MoveLane(Lane& lane, const AdmissionOrder& order) {
   if (lane.order == order) return false;
   lane.order = order;
-  lane.set->Relink(lane);
+  lane.set->Relink<kGrouping>(lane);
   return true;
 }
 
@@ -567,5 +579,15 @@ Status LaneIndex::CheckResources(const LaneRecount& recount,
   }
   return absl::OkStatus();
 }
+
+// Both forms of the hot paths (lane_index.h): the core's calls choose one.
+template Lane& LaneIndex::LaneFor<true>(KeyState&, TypeState&, TierState&, Resource*);
+template Lane& LaneIndex::LaneFor<false>(KeyState&, TypeState&, TierState&, Resource*);
+template void LaneIndex::LeaveLane<true>(Job&);
+template void LaneIndex::LeaveLane<false>(Job&);
+template void LaneIndex::SyncLane<true>(Lane&, bool);
+template void LaneIndex::SyncLane<false>(Lane&, bool);
+template void LaneIndex::RelinkKey<true>(KeyState&, bool, const Lane*);
+template void LaneIndex::RelinkKey<false>(KeyState&, bool, const Lane*);
 
 }  // namespace fairgate::core

@@ -70,9 +70,16 @@ class LaneIndex {
 
   // The type's home set in its own tier (TypeState::home), or the aged group's of `tier`.
   LaneSet& SetFor(TypeState& type, TierState& tier);
+  // The hot paths (an enqueue, an admission, a completion) take `kGrouping`: false only while no
+  // group was ever named (GroupTable::in_use), when no key has a group and no set a stand-in,
+  // so that they test neither (issue 51: with no group named, the instructions of a core
+  // without groups). The core chooses once per call, as it chooses Pick's; every other caller
+  // takes the default, which reads the facts and is right in both cases.
+
   // The key's home lane for (type, tier), or with `parked_on` its parked lane for that resource;
   // made (empty, in the key's list) if it has none. A key of a group has its lanes in its
   // group's stand-in (GroupPresence) in that set, made if the group has none there.
+  template <bool kGrouping = true>
   Lane& LaneFor(KeyState& key, TypeState& type, TierState& tier, Resource* parked_on = nullptr);
 
   // Counts a pending job into `lane` (JoinLane), or out of its lane, freeing the lane when it
@@ -82,13 +89,15 @@ class LaneIndex {
     ++lane.pending;
     if (lane.tier != job.type->tier) ++lane.tier->aged_in;
   }
+  template <bool kGrouping = true>
   void LeaveLane(Job& job);
   // Puts a counted job into its lane's order (kReady in a home lane, kParked in a parked one),
   // or takes it out; the lane follows (SyncLane).
+  template <bool kGrouping = true>
   void Insert(Job& job) {
     job.lane->ready.insert(ReadyEntryOf(job));
     job.state = job.lane->group != nullptr ? JobState::kParked : JobState::kReady;
-    SyncLane(*job.lane);
+    SyncLane<kGrouping>(*job.lane);
   }
   void Remove(Job& job) {
     job.lane->ready.erase(ReadyEntryOf(job));
@@ -120,28 +129,35 @@ class LaneIndex {
 
   // Links, relinks or unlinks the lane so that it is linked, at its current entry, exactly when
   // it has ready jobs and its key is admissible; a parked lane's group's proxy follows.
-  void SyncLane(Lane& lane) { SyncLane(lane, keys_.Admissible(*lane.key)); }
+  template <bool kGrouping = true>
+  void SyncLane(Lane& lane) {
+    SyncLane<kGrouping>(lane, keys_.Admissible(*lane.key));
+  }
   // SyncLane, with the lane's key's admissibility (KeyTable::Admissible) already known: a walk
   // over a key's lanes asks it once (its rate limit is a lookup).
+  template <bool kGrouping = true>
   void SyncLane(Lane& lane, bool admissible);
   // The key's admissibility, place or running count changed (it was `was_admissible` before):
   // its lanes follow. Only `head_changed`'s head (if any) changed with it; the others keep the
   // head their entries hold and move reading only their first 64 bytes (queue_nodes.h).
+  template <bool kGrouping = true>
   void RelinkKey(KeyState& key, bool was_admissible, const Lane* head_changed);
   // Runs `mutate` (a change to the key's cost, running count or settings) and puts the key's
   // tier presences (TierState::keys_by_acc) and lanes where they now belong. `mutate` changes no
   // lane's head but `head_changed`'s, if given. `admissible_before`: the caller knows the key
   // is admissible now (the key of a job picked from a linked lane), and it is not asked again.
-  template <typename Mutate>
+  template <bool kGrouping = true, typename Mutate>
   void Rekey(KeyState& key, Mutate mutate, const Lane* head_changed = nullptr,
              bool admissible_before = false) {
     // The key's group's place and admissibility may change with it (a charge is the group's
     // too): kept out of the way of keys without one.
-    if (GroupState* group = GroupTable::Of(key)) [[unlikely]] {
-      RekeyInGroup(key, *group, mutate, head_changed, admissible_before);
-      return;
+    if constexpr (kGrouping) {
+      if (GroupState* group = GroupTable::Of(key)) [[unlikely]] {
+        RekeyInGroup(key, *group, mutate, head_changed, admissible_before);
+        return;
+      }
     }
-    RekeyKey(key, mutate, head_changed, admissible_before);
+    RekeyKey<kGrouping>(key, mutate, head_changed, admissible_before);
   }
   // The group's place or admissibility changed (inside a Rekey of one of its keys, a change of
   // its limits or of its keys): its stand-ins move, one per lane set its keys have lanes in.
@@ -173,7 +189,7 @@ class LaneIndex {
  private:
   WaitGroup& GroupFor(Resource& resource, LaneSet& home);
   // Rekey's parts: the key's own, and with its group's place and admissibility.
-  template <typename Mutate>
+  template <bool kGrouping, typename Mutate>
   [[gnu::always_inline]] void RekeyKey(KeyState& key, Mutate& mutate, const Lane* head_changed,
                                        bool admissible_before) {
     // The presences' order reads the key's cost live: take them out while it may change.
@@ -183,7 +199,7 @@ class LaneIndex {
     // A presence exists while the key has pending jobs in its tier (the core's LeavePending
     // frees the ones that end).
     if (key.tiers != nullptr) LinkTierPresences(key);
-    RelinkKey(key, was_admissible, head_changed);
+    RelinkKey<kGrouping>(key, was_admissible, head_changed);
   }
   template <typename Mutate>
   [[gnu::noinline]] void RekeyInGroup(KeyState& key, GroupState& group, Mutate& mutate,
@@ -193,7 +209,7 @@ class LaneIndex {
     // its cost live: out while it may change.
     if (group.tiers != nullptr) UnlinkTierPresences(group);
     deferring_presences_ = true;
-    RekeyKey(key, mutate, head_changed, admissible_before);
+    RekeyKey<true>(key, mutate, head_changed, admissible_before);
     deferring_presences_ = false;
     if (group.tiers != nullptr) LinkTierPresences(group);
     RelinkGroup(group);
@@ -203,19 +219,23 @@ class LaneIndex {
   GroupPresence& PresenceFor(GroupState& group, LaneSet& parent, WaitGroup* wait_group,
                              TierState& tier);
   // A lane's entry in its set changed: the stand-in or proxy that stands for that set follows.
+  template <bool kGrouping = true>
   void Follow(const LaneSet& set, WaitGroup* group) {
-    if (GroupPresence* presence = set.presence()) {
-      if (!deferring_presences_) SyncPresence(*presence);
-    } else if (group != nullptr) {
-      SyncProxy(*group);
+    if constexpr (kGrouping) {
+      if (GroupPresence* presence = set.presence()) {
+        if (!deferring_presences_) SyncPresence(*presence);
+        return;
+      }
     }
+    if (group != nullptr) SyncProxy(*group);
   }
   // Links, relinks or unlinks a stand-in so that it is linked, at its group's place and its best
   // lane's order, exactly while it has a linked lane and its group is admissible (else it is held
   // if in a home set); its wait group's proxy, if any, follows.
   void SyncPresence(GroupPresence& presence);
   // The same, with its group's admissibility and place already read (a walk over its stand-ins).
-  void SyncPresence(GroupPresence& presence, bool admissible, const KeyPlace& place);
+  [[gnu::always_inline]] inline void SyncPresence(GroupPresence& presence, bool admissible,
+                                                  const KeyPlace& place);
   // Puts a stand-in or proxy in its set at `order` and group place `place` (stored in `field`),
   // or out of it with no order; false if it already was so.
   bool PlaceStandIn(Lane& stand_in, const std::optional<AdmissionOrder>& order, KeyPlace& field,
@@ -230,8 +250,10 @@ class LaneIndex {
   // exactly when the group has a linked lane and its resource has room.
   void SyncProxy(WaitGroup& group);
   // Puts `lane` in its set at `order`, or out of it with none; false if it already was so.
+  template <bool kGrouping = true>
   bool PlaceLane(Lane& lane, const std::optional<AdmissionOrder>& order);
   // PlaceLane for a lane known to be linked, reading only its first 64 bytes.
+  template <bool kGrouping = true>
   static bool MoveLane(Lane& lane, const AdmissionOrder& order);
   static void UnlinkLane(Lane& lane);
   // The parts of Check.

@@ -335,11 +335,13 @@ class LaneSet {
   }
   // Links `lane`, which is not in the set, at `lane.order` (and its group place). A key's own
   // lane in a set whose layout holds it (every lane of a set with no group) takes the first
-  // branch or the second.
+  // branch or the second. `kGrouping` false: no group was ever named, so the set is in neither
+  // grouped layout (LaneIndex's hot paths).
+  template <bool kGrouping = true>
   [[gnu::always_inline]] void insert(Lane& lane) {
     if (compact_ && lane.key != nullptr && CompactLaneEntry::Fits(lane.order)) {
       compact_heap_.push(Compact(lane));
-    } else if (!compact_ && !grouped_ && lane.key != nullptr) {
+    } else if (!compact_ && !(kGrouping && grouped_) && lane.key != nullptr) {
       full_heap_.push({lane.order, &lane});
     } else {
       InsertOther(lane);
@@ -358,10 +360,12 @@ class LaneSet {
     }
   }
   // Moves `lane`, which is in the set, to its `order` (or group place), which changed.
+  // `kGrouping` as for insert.
+  template <bool kGrouping = true>
   [[gnu::always_inline]] void Relink(Lane& lane) {
     if (compact_ && lane.key != nullptr && CompactLaneEntry::Fits(lane.order)) {
       compact_heap_.update(lane.heap_index, Compact(lane));
-    } else if (!compact_ && !grouped_ && lane.key != nullptr) {
+    } else if (!compact_ && !(kGrouping && grouped_) && lane.key != nullptr) {
       full_heap_.update(lane.heap_index, {lane.order, &lane});
     } else {
       RelinkOther(lane);
