@@ -16,6 +16,20 @@
 // BM_DiskSync                        the disk itself: a 4 KiB page of a file in the same
 //                                    directory rewritten and fdatasync'ed (what a commit of one
 //                                    page costs at least). items/s: syncs.
+// BM_GroupCommitGain/full:1          issue 49's "8 submitters at least 5x one", paired: each
+//                                    iteration stores 64 jobs from one thread, then 64 from each
+//                                    of 8 threads, into the same store; each phase's time is
+//                                    summed apart, so a drift of the disk's speed (this machine's
+//                                    is a shared host's) falls on both. Counters: one_thread,
+//                                    eight_threads (jobs/s), gain (their ratio).
+// BM_ThroughCompletionAgainstDisk/submitters:S  issue 49's "end to end at least half the disk's
+//                                    fsync rate x jobs per group", paired the same way: each
+//                                    iteration syncs a page (as BM_DiskSync) for as long as the
+//                                    last round took (a short burst runs faster than a sustained
+//                                    load here), then runs one round of
+//                                    BM_DurableThroughCompletion at FULL. Counters:
+//                                    disk_syncs (/s), jobs (/s), jobs_per_flush (the round's),
+//                                    against_disk (jobs / (disk_syncs / 2 x jobs_per_flush)).
 //
 // Where the temporary directory's block device is found (/sys/dev/block), the SQLite benchmarks
 // also count the cache flushes the device completed (flushes_per_job; every process's, so run
@@ -31,6 +45,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -134,36 +149,43 @@ void BM_SubmitDurable(benchmark::State& state) {
 }
 BENCHMARK(BM_SubmitDurable)->ArgName("full")->Arg(0)->Arg(1)->UseRealTime();
 
+// Stores `per_thread` jobs from each of `threads` threads at once (jobs numbered from
+// `first`), into a paused type. False when a SubmitDurable failed.
+bool SubmitFromThreads(Scheduler& s, int threads, int per_thread, std::int64_t first) {
+  const std::string payload(64, 'p');
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> submitters;
+  for (int t = 0; t < threads; ++t) {
+    submitters.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        const std::int64_t id = first + t * per_thread + i;
+        if (!s.SubmitDurable({TypeName("fetch"), JobId("repo" + std::to_string(id % 1000)),
+                              FairnessKey("k" + std::to_string(id % 10))},
+                             payload)
+                 .ok()) {
+          failed = true;
+        }
+      }
+    });
+  }
+  for (std::thread& t : submitters) t.join();
+  return !failed;
+}
+
+constexpr int kPerThread = 64;  // jobs a thread stores per iteration of the submit benchmarks
+
 void BM_SubmitDurableConcurrently(benchmark::State& state) {
   TempFile file;
   auto s = Durable(StateOptions(file.path(), state.range(1) != 0), true);
   const int threads = static_cast<int>(state.range(0));
-  constexpr int kPerThread = 64;
-  const std::string payload(64, 'p');
-  std::atomic<bool> failed{false};
   std::int64_t n = 0;
   const FlushCounter flushes(file.dir());
   for (auto _ : state) {
-    std::vector<std::thread> submitters;
-    for (int t = 0; t < threads; ++t) {
-      submitters.emplace_back([&, t, first = n] {
-        for (int i = 0; i < kPerThread; ++i) {
-          const std::int64_t id = first + t * kPerThread + i;
-          if (!s->SubmitDurable({TypeName("fetch"), JobId("repo" + std::to_string(id % 1000)),
-                                 FairnessKey("k" + std::to_string(id % 10))},
-                                payload)
-                   .ok()) {
-            failed = true;
-          }
-        }
-      });
-    }
-    for (std::thread& t : submitters) t.join();
-    n += threads * kPerThread;
-    if (failed) {
+    if (!SubmitFromThreads(*s, threads, kPerThread, n)) {
       state.SkipWithError("SubmitDurable failed");
       break;
     }
+    n += threads * kPerThread;
   }
   flushes.Report(state, n);
   state.SetItemsProcessed(n);
@@ -199,36 +221,45 @@ BENCHMARK(BM_SubmitDurableBatch)
     ->ArgsProduct({{100, 1000}, {1}})
     ->UseRealTime();
 
+constexpr int kRound = 800;  // jobs a round of the end-to-end benchmarks
+
+// One round end to end: kRound jobs numbered from `first`, submitted from `submitters` threads
+// at once, then waited for until `reader` (the same file) holds none. False when a
+// SubmitDurable failed.
+bool ThroughCompletion(Scheduler& s, Store& reader, int submitters, std::int64_t first) {
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < submitters; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::int64_t i = first + t; i < first + kRound; i += submitters) {
+        if (!s.SubmitDurable({TypeName("fetch"), JobId("repo" + std::to_string(i % 1000))}, "")
+                 .ok()) {
+          failed = true;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  if (failed) return false;
+  // Polled every millisecond (reading the live jobs costs this core too): at most about 1 % of
+  // a round's time.
+  while (!reader.LiveJobs()->empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return true;
+}
+
 void BM_DurableThroughCompletion(benchmark::State& state) {
   TempFile file;
   auto s = Durable(StateOptions(file.path(), state.range(1) != 0), false);
   auto reader = *OpenSqliteStore(file.path());
   const int submitters = static_cast<int>(state.range(0));
-  constexpr int kRound = 800;
-  std::atomic<bool> failed{false};
   std::int64_t n = 0;
   const FlushCounter flushes(file.dir());
   for (auto _ : state) {
-    std::vector<std::thread> threads;
-    for (int t = 0; t < submitters; ++t) {
-      threads.emplace_back([&, t, first = n] {
-        for (std::int64_t i = first + t; i < first + kRound; i += submitters) {
-          if (!s->SubmitDurable({TypeName("fetch"), JobId("repo" + std::to_string(i % 1000))}, "")
-                   .ok()) {
-            failed = true;
-          }
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    n += kRound;
-    if (failed) {
+    if (!ThroughCompletion(*s, *reader, submitters, n)) {
       state.SkipWithError("SubmitDurable failed");
       break;
     }
-    // Polled every millisecond (reading the live jobs costs this core too): at most about 1 %
-    // of a round's time.
-    while (!reader->LiveJobs()->empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    n += kRound;
   }
   flushes.Report(state, n);
   state.SetItemsProcessed(n);
@@ -238,27 +269,142 @@ BENCHMARK(BM_DurableThroughCompletion)
     ->ArgsProduct({{1, 8}, {0, 1}})
     ->UseRealTime();
 
+// A 4 KiB page of a file written first, ready to be rewritten and synced (SyncPage); closed
+// with the object. ok() is false where the temporary directory cannot hold it.
+class SyncedPage {
+ public:
+  explicit SyncedPage(const std::string& path)
+      : fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600)) {
+    ok_ = fd_ >= 0 && Sync();
+  }
+  ~SyncedPage() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  SyncedPage(const SyncedPage&) = delete;
+  SyncedPage& operator=(const SyncedPage&) = delete;
+  bool ok() const { return ok_; }
+  // Rewrites the page and fdatasyncs the file: false when either failed.
+  bool Sync() {
+    return ::pwrite(fd_, page_.data(), page_.size(), 0) == 4096 && ::fdatasync(fd_) == 0;
+  }
+
+ private:
+  const std::string page_ = std::string(4096, 'p');
+  int fd_;
+  bool ok_ = false;
+};
+
 void BM_DiskSync(benchmark::State& state) {
   TempFile file;
-  const int fd = ::open(file.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  const std::string page(4096, 'p');
-  if (fd < 0 || ::pwrite(fd, page.data(), page.size(), 0) != 4096 || ::fsync(fd) != 0) {
+  SyncedPage page(file.dir() + "/page");
+  if (!page.ok()) {
     state.SkipWithError("cannot write a file in the temporary directory");
-    if (fd >= 0) ::close(fd);
     return;
   }
   const FlushCounter flushes(file.dir());
   for (auto _ : state) {
-    if (::pwrite(fd, page.data(), page.size(), 0) != 4096 || ::fdatasync(fd) != 0) {
+    if (!page.Sync()) {
       state.SkipWithError("write or fdatasync failed");
       break;
     }
   }
   flushes.Report(state, state.iterations());
-  ::close(fd);
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_DiskSync)->UseRealTime();
+
+using Clock = std::chrono::steady_clock;
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void BM_GroupCommitGain(benchmark::State& state) {
+  TempFile file;
+  auto s = Durable(StateOptions(file.path(), state.range(0) != 0), true);
+  std::int64_t n = 0;
+  double one_seconds = 0, eight_seconds = 0;
+  std::int64_t one_jobs = 0, eight_jobs = 0;
+  for (auto _ : state) {
+    Clock::time_point start = Clock::now();
+    bool ok = SubmitFromThreads(*s, 1, kPerThread, n);
+    one_seconds += SecondsSince(start);
+    n += kPerThread;
+    one_jobs += kPerThread;
+    start = Clock::now();
+    ok = ok && SubmitFromThreads(*s, 8, kPerThread, n);
+    eight_seconds += SecondsSince(start);
+    n += 8 * kPerThread;
+    eight_jobs += 8 * kPerThread;
+    if (!ok) {
+      state.SkipWithError("SubmitDurable failed");
+      break;
+    }
+  }
+  if (one_seconds > 0 && eight_seconds > 0) {
+    const double one = static_cast<double>(one_jobs) / one_seconds;
+    const double eight = static_cast<double>(eight_jobs) / eight_seconds;
+    state.counters["one_thread"] = one;
+    state.counters["eight_threads"] = eight;
+    state.counters["gain"] = eight / one;
+  }
+  state.SetItemsProcessed(n);
+}
+BENCHMARK(BM_GroupCommitGain)->ArgName("full")->Arg(1)->UseRealTime();
+
+void BM_ThroughCompletionAgainstDisk(benchmark::State& state) {
+  TempFile file;
+  SyncedPage page(file.dir() + "/page");
+  if (!page.ok()) {
+    state.SkipWithError("cannot write a file in the temporary directory");
+    return;
+  }
+  auto s = Durable(StateOptions(file.path(), true), false);
+  auto reader = *OpenSqliteStore(file.path());
+  const int submitters = static_cast<int>(state.range(0));
+  std::int64_t n = 0, syncs = 0;
+  double disk_seconds = 0, round_seconds = 0;
+  double last_round = 0.05;  // the disk is timed as long as the last round took
+  std::uint64_t flushes = 0;
+  bool flushes_known = true;
+  for (auto _ : state) {
+    Clock::time_point start = Clock::now();
+    bool ok = true;
+    while (ok && SecondsSince(start) < last_round) {
+      ok = page.Sync();
+      ++syncs;
+    }
+    disk_seconds += SecondsSince(start);
+    const std::optional<std::uint64_t> before = DeviceFlushes(file.dir());
+    start = Clock::now();
+    ok = ok && ThroughCompletion(*s, *reader, submitters, n);
+    last_round = SecondsSince(start);
+    round_seconds += last_round;
+    const std::optional<std::uint64_t> after = DeviceFlushes(file.dir());
+    if (before && after) {
+      flushes += *after - *before;
+    } else {
+      flushes_known = false;
+    }
+    n += kRound;
+    if (!ok) {
+      state.SkipWithError("a sync or a SubmitDurable failed");
+      break;
+    }
+  }
+  if (disk_seconds > 0 && round_seconds > 0) {
+    const double disk = static_cast<double>(syncs) / disk_seconds;
+    const double jobs = static_cast<double>(n) / round_seconds;
+    state.counters["disk_syncs"] = disk;
+    state.counters["jobs"] = jobs;
+    if (flushes_known && flushes > 0) {
+      const double per_flush = static_cast<double>(n) / static_cast<double>(flushes);
+      state.counters["jobs_per_flush"] = per_flush;
+      state.counters["against_disk"] = jobs / (disk / 2 * per_flush);
+    }
+  }
+  state.SetItemsProcessed(n);
+}
+BENCHMARK(BM_ThroughCompletionAgainstDisk)->ArgName("submitters")->Arg(1)->Arg(8)->UseRealTime();
 
 void BM_Recover(benchmark::State& state) {
   TempFile file;
