@@ -601,14 +601,13 @@ class SqliteStore final : public Store {
 
   // Runs a prepared statement that returns no rows, then makes it ready for the next use.
   Status Step(sqlite3_stmt* s, const char* what) {
-    const int rc = sqlite3_step(s);
-    sqlite3_reset(s);
+    const int rc = Run(s);
     sqlite3_clear_bindings(s);
-    if (rc != SQLITE_DONE) return ToStatus(rc, db_.get(), path_, what);
+    if (rc != SQLITE_OK) return ToStatus(rc, db_.get(), path_, what);
     return absl::OkStatus();
   }
 
-  // Steps a statement that returns no rows: SQLITE_OK, or its error code.
+  // Steps a statement that returns no rows and resets it: SQLITE_OK, or its error code.
   int Run(sqlite3_stmt* s) {
     const int rc = sqlite3_step(s);
     sqlite3_reset(s);
