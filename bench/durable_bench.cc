@@ -334,26 +334,24 @@ void BM_GroupCommitGain(benchmark::State& state) {
   auto s = Durable(StateOptions(file.path(), state.range(0) != 0), true);
   std::int64_t n = 0;
   double one_seconds = 0, eight_seconds = 0;
-  std::int64_t one_jobs = 0, eight_jobs = 0;
   for (auto _ : state) {
     Clock::time_point start = Clock::now();
     bool ok = SubmitFromThreads(*s, 1, kPerThread, n);
     one_seconds += SecondsSince(start);
     n += kPerThread;
-    one_jobs += kPerThread;
     start = Clock::now();
     ok = ok && SubmitFromThreads(*s, 8, kPerThread, n);
     eight_seconds += SecondsSince(start);
     n += 8 * kPerThread;
-    eight_jobs += 8 * kPerThread;
     if (!ok) {
       state.SkipWithError("SubmitDurable failed");
       break;
     }
   }
   if (one_seconds > 0 && eight_seconds > 0) {
-    const double one = static_cast<double>(one_jobs) / one_seconds;
-    const double eight = static_cast<double>(eight_jobs) / eight_seconds;
+    const double rounds = static_cast<double>(state.iterations());
+    const double one = rounds * kPerThread / one_seconds;
+    const double eight = rounds * 8 * kPerThread / eight_seconds;
     state.counters["one_thread"] = one;
     state.counters["eight_threads"] = eight;
     state.counters["gain"] = eight / one;
