@@ -1,9 +1,13 @@
 // BatchThread (src/runtime/batch_thread.h): what callers queue is written in batches, in queue
 // order, at most a batch's size at a time, what was queued while a batch was written makes the
-// next one, Stop writes what is left, and a Queue after Stop is refused.
+// next one, Stop writes what is left, a Queue after Stop is refused, and the thread bears the
+// name it was given.
 #include "runtime/batch_thread.h"
 
+#include <pthread.h>
+
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "doctest/doctest.h"
@@ -21,7 +25,7 @@ TEST_CASE("BatchThread.WritesWhatWasQueuedInBatchesInOrderAndTheRestAtStop") {
   std::vector<std::vector<int>> batches;
   testing::Gate first_written;  // the first batch is held until this opens
   bool writing_first = false;
-  BatchThread<int> thread(3, [&](std::vector<int>& batch) {
+  BatchThread<int> thread("fg-test-batch", 3, [&](std::vector<int>& batch) {
     bool first = false;
     {
       std::lock_guard lock(mutex);
@@ -47,11 +51,24 @@ TEST_CASE("BatchThread.WritesWhatWasQueuedInBatchesInOrderAndTheRestAtStop") {
 
 TEST_CASE("BatchThread.StoppedBeforeAnythingWasQueuedStartsNoThreadAndRefusesQueues") {
   int written = 0;
-  BatchThread<int> thread(
-      3, [&](std::vector<int>& batch) { written += static_cast<int>(batch.size()); });
+  BatchThread<int> thread("fg-test-batch", 3, [&](std::vector<int>& batch) {
+    written += static_cast<int>(batch.size());
+  });
   thread.Stop();
   CHECK(!thread.Queue(1));
   CHECK(written == 0);
+}
+
+TEST_CASE("BatchThread.WritesOnAThreadOfTheNameItWasGiven") {
+  std::string name;
+  BatchThread<int> thread("fg-test-batch", 3, [&](std::vector<int>&) {
+    char buffer[16] = {};
+    CHECK(pthread_getname_np(pthread_self(), buffer, sizeof buffer) == 0);
+    name = buffer;
+  });
+  REQUIRE(thread.Queue(1));
+  thread.Stop();  // joins the thread: `name` is written
+  CHECK(name == "fg-test-batch");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // has a watchdog; no test asserts how long anything took.
 #include "fairgate/scheduler.h"
 
+#include <pthread.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -315,6 +316,25 @@ TEST_CASE("Scheduler.Submit.RunsOnThePoolAndReportsOnceThroughTheCallback") {
     CHECK(ran == 100);
     CHECK(std::all_of(reported.begin(), reported.end(), [](int n) { return n == 1; }));
   }
+}
+
+// fairgate names the threads it starts for their role ("fg-" first), so that a server's own
+// threads and fairgate's are told apart in top -H, gdb and perf (runtime/thread_name.h).
+TEST_CASE("Scheduler.Submit.RunsOnThreadsNamedForFairgatesWorkers") {
+  Watchdog watchdog("Submit", 60s);
+  auto scheduler = Make(Capacity(2));
+  REQUIRE(scheduler->RegisterType("fetch", Type(2, 2)).ok());
+  std::promise<std::string> name;
+  REQUIRE(scheduler
+              ->Submit({TypeName("fetch"), JobId("r")},
+                       [&](const Context&) {
+                         char buffer[16] = {};
+                         pthread_getname_np(pthread_self(), buffer, sizeof buffer);
+                         name.set_value(buffer);
+                         return absl::OkStatus();
+                       })
+              .ok());
+  CHECK(name.get_future().get() == "fg-worker");
 }
 
 TEST_CASE("Scheduler.Submit.JobsBlockingTheirThreadUpToTheCapsAllRunAtOnce") {

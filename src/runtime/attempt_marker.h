@@ -38,7 +38,8 @@ class AttemptMarker {
 
   explicit AttemptMarker(Store& store)
       : store_(store),
-        thread_(kMaxBatch, [this](std::vector<std::shared_ptr<Mark>>& batch) { Write(batch); }) {}
+        thread_("fg-marker", kMaxBatch,
+                [this](std::vector<std::shared_ptr<Mark>>& batch) { Write(batch); }) {}
   ~AttemptMarker() { Stop(); }
   AttemptMarker(const AttemptMarker&) = delete;
   AttemptMarker& operator=(const AttemptMarker&) = delete;

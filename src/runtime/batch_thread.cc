@@ -1,9 +1,14 @@
 #include "runtime/batch_thread.h"
 
+#include "runtime/thread_name.h"
+
 namespace fairgate::internal {
 
-std::thread StartThread(void (*run)(void* arg), void* arg) {
-  return std::thread([run, arg] { run(arg); });
+std::thread StartThread(const char* name, void (*run)(void* arg), void* arg) {
+  return std::thread([name, run, arg] {
+    NameThisThread(name);
+    run(arg);
+  });
 }
 
 }  // namespace fairgate::internal

@@ -23,19 +23,21 @@
 
 namespace fairgate::internal {
 
-// Starts a thread that calls `run(arg)` (batch_thread.cc). Out of the template on purpose: a
+// Starts a thread named `name` (runtime/thread_name.h) that calls `run(arg)` (batch_thread.cc).
+// Out of the template on purpose: a
 // thread started from a class template's member instantiates std::thread's state with that
 // template's types, whose type information the shared library then exports (visibility hidden
 // does not reach it; tests/install_consumer/deb.sh checks the exports).
-std::thread StartThread(void (*run)(void* arg), void* arg);
+std::thread StartThread(const char* name, void (*run)(void* arg), void* arg);
 
 template <typename Item>
 class BatchThread {
  public:
   using Write = std::function<void(std::vector<Item>& batch)>;
 
-  BatchThread(std::size_t max_batch, Write write)
-      : max_batch_(max_batch), write_(std::move(write)) {}
+  // `name`: the thread's (runtime/thread_name.h), a string that outlives the object.
+  BatchThread(const char* name, std::size_t max_batch, Write write)
+      : name_(name), max_batch_(max_batch), write_(std::move(write)) {}
   ~BatchThread() { Stop(); }
   BatchThread(const BatchThread&) = delete;
   BatchThread& operator=(const BatchThread&) = delete;
@@ -48,7 +50,7 @@ class BatchThread {
       std::lock_guard lock(mutex_);
       if (stopped_) return false;
       queued_.push_back(std::move(item));
-      if (!thread_.joinable()) thread_ = StartThread(&BatchThread::RunLoop, this);
+      if (!thread_.joinable()) thread_ = StartThread(name_, &BatchThread::RunLoop, this);
       wake = queued_.size() == 1;
     }
     if (wake) wake_.notify_one();
@@ -87,6 +89,7 @@ class BatchThread {
     }
   }
 
+  const char* const name_;
   const std::size_t max_batch_;
   const Write write_;
   std::mutex mutex_;              // guards what follows

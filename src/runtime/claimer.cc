@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "runtime/thread_name.h"
+
 namespace fairgate::internal {
 
 Claimer::Claimer(StateKeeper& keeper, Settings settings, Types types, Queue queue, Share share)
@@ -18,8 +20,14 @@ Claimer::~Claimer() { Stop(); }
 void Claimer::StartThread() {
   std::lock_guard lock(mutex_);
   if (thread_.joinable() || stop_) return;
-  thread_ = std::thread([this] { Loop(); });
-  listener_ = std::thread([this] { Listen(); });
+  thread_ = std::thread([this] {
+    NameThisThread("fg-claimer");
+    Loop();
+  });
+  listener_ = std::thread([this] {
+    NameThisThread("fg-listener");
+    Listen();
+  });
 }
 
 // A job stored or given back by any replica pokes the claim at once (SharedStore::WaitForJobs),

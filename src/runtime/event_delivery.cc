@@ -2,12 +2,19 @@
 
 #include <utility>
 
+#include "runtime/thread_name.h"
+
 namespace fairgate::internal {
 
 EventDelivery::EventDelivery(std::vector<std::shared_ptr<Observer>> observers,
                              EvidenceSink evidence, std::size_t limit)
     : observers_(std::move(observers)), evidence_(std::move(evidence)), limit_(limit) {
-  if (wants_events() || wants_evidence()) thread_ = std::thread([this] { Loop(); });
+  if (wants_events() || wants_evidence()) {
+    thread_ = std::thread([this] {
+      NameThisThread("fg-events");
+      Loop();
+    });
+  }
 }
 
 EventDelivery::~EventDelivery() {

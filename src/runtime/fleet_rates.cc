@@ -5,6 +5,7 @@
 
 #include "absl/strings/escaping.h"
 #include "metrics/prometheus_writer.h"
+#include "runtime/thread_name.h"
 
 namespace fairgate::internal {
 
@@ -22,7 +23,12 @@ FleetRates::~FleetRates() { Stop(); }
 
 void FleetRates::StartThread() {
   std::lock_guard lock(mutex_);
-  if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { Run(); });
+  if (!thread_.joinable() && !stop_) {
+    thread_ = std::thread([this] {
+      NameThisThread("fg-fleet-rates");
+      Run();
+    });
+  }
 }
 
 void FleetRates::Stop() {

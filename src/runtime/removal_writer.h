@@ -40,7 +40,8 @@ class RemovalWriter {
       : keeper_(keeper),
         writes_(writes),
         written_(std::move(written)),
-        thread_(kMaxBatch, [this](std::vector<std::uint64_t>& batch) { WriteQueued(batch); }) {}
+        thread_("fg-removals", kMaxBatch,
+                [this](std::vector<std::uint64_t>& batch) { WriteQueued(batch); }) {}
   ~RemovalWriter() { Stop(); }
   RemovalWriter(const RemovalWriter&) = delete;
   RemovalWriter& operator=(const RemovalWriter&) = delete;

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "metrics/prometheus_writer.h"
+#include "runtime/thread_name.h"
 
 namespace fairgate::internal {
 
@@ -74,7 +75,10 @@ void StateKeeper::StartFlusher(Seconds interval, Collect collect) {
     std::lock_guard lock(flush_mutex_);
     collect_ = std::move(collect);
   }
-  flusher_ = std::thread([this, interval] { FlusherLoop(interval); });
+  flusher_ = std::thread([this, interval] {
+    NameThisThread("fg-flusher");
+    FlusherLoop(interval);
+  });
 }
 
 void StateKeeper::FlusherLoop(Seconds interval) {

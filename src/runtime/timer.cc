@@ -3,6 +3,8 @@
 #include <mutex>
 #include <utility>
 
+#include "runtime/thread_name.h"
+
 namespace fairgate::internal {
 
 Timer::Timer(std::function<Clock::time_point()> next_due,
@@ -12,7 +14,10 @@ Timer::Timer(std::function<Clock::time_point()> next_due,
 Timer::~Timer() { Stop(); }
 
 void Timer::Start() {
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("fg-timer");
+    Loop();
+  });
 }
 
 void Timer::Wake() {

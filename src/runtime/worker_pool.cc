@@ -10,6 +10,7 @@
 #include "boost/fiber/fiber.hpp"
 #include "boost/fiber/mutex.hpp"
 #include "runtime/fiber_stack.h"
+#include "runtime/thread_name.h"
 #endif
 
 namespace fairgate::internal {
@@ -30,7 +31,10 @@ WorkerPool::WorkerPool(int threads, std::size_t stack_bytes)
   parked_.reserve(threads);
   threads_.reserve(threads);
   for (int i = 0; i < threads; ++i) {
-    threads_.emplace_back([this, parker = &parkers_[i]] { WorkerMain(*parker); });
+    threads_.emplace_back([this, parker = &parkers_[i]] {
+      NameThisThread("fg-worker");
+      WorkerMain(*parker);
+    });
   }
 }
 

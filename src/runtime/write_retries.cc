@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/thread_name.h"
+
 namespace fairgate::internal {
 namespace {
 
@@ -37,7 +39,10 @@ void WriteRetries::Keep(Kept kept) {
   const bool earliest = kept_.empty() || due < kept_.begin()->first;
   kept_.emplace(due, std::move(kept));
   if (!thread_.joinable()) {
-    thread_ = std::thread([this] { Loop(); });
+    thread_ = std::thread([this] {
+      NameThisThread("fg-retries");
+      Loop();
+    });
   } else if (earliest) {
     wake_.notify_one();
   }
