@@ -10,8 +10,8 @@
 #include "boost/fiber/fiber.hpp"
 #include "boost/fiber/mutex.hpp"
 #include "runtime/fiber_stack.h"
-#include "runtime/thread_name.h"
 #endif
+#include "runtime/thread_name.h"
 
 namespace fairgate::internal {
 namespace {
