@@ -128,6 +128,125 @@ TEST_CASE("SqliteStore.AnotherProgramsDatabaseIsRefusedAndLeftUntouched") {
   CHECK(OpenSqliteStore(empty).ok());
 }
 
+// One number a query of the file gives (its first column of its first row), read by a connection
+// of its own.
+std::int64_t Number(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* statement = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &statement, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(statement) == SQLITE_ROW);
+  const std::int64_t number = sqlite3_column_int64(statement, 0);
+  sqlite3_finalize(statement);
+  sqlite3_close(db);
+  return number;
+}
+
+// A file of schema 1 (durable jobs numbered by AUTOINCREMENT) is moved to schema 2 when opened:
+// its jobs and learned state kept, and the sequence numbers it gave out never given again, also
+// that of its newest job, removed before the migration.
+TEST_CASE("SqliteStore.AFileOfSchema1IsMigratedKeepingItsJobsAndItsSequenceNumbers") {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/schema1.db";
+  Sql(path, R"sql(
+    PRAGMA journal_mode=WAL;
+    CREATE TABLE durable_jobs (
+      sequence INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT NOT NULL, id TEXT NOT NULL,
+      fairness_key TEXT NOT NULL, payload BLOB NOT NULL, submitted_at REAL NOT NULL,
+      attempts INTEGER NOT NULL DEFAULT 0, not_before REAL NOT NULL DEFAULT 0,
+      last_error TEXT NOT NULL DEFAULT '', dead INTEGER NOT NULL DEFAULT 0);
+    CREATE TABLE estimates (type TEXT NOT NULL, id TEXT NOT NULL, seconds REAL NOT NULL,
+      last_used REAL NOT NULL, PRIMARY KEY (type, id)) WITHOUT ROWID;
+    CREATE TABLE fairness_keys (key TEXT NOT NULL PRIMARY KEY, accumulated_cost REAL NOT NULL,
+      idle_since REAL NOT NULL) WITHOUT ROWID;
+    CREATE TABLE schedules (type TEXT NOT NULL, id TEXT NOT NULL, last_run_end REAL NOT NULL,
+      PRIMARY KEY (type, id)) WITHOUT ROWID;
+    INSERT INTO durable_jobs (type, id, fairness_key, payload, submitted_at, attempts, not_before,
+                              last_error)
+      VALUES ('fetch', 'a.git', 'alice', x'00ff', 1000.5, 2, 2000.25, 'UNAVAILABLE: try later');
+    INSERT INTO durable_jobs (type, id, fairness_key, payload, submitted_at, dead, last_error)
+      VALUES ('fetch', 'b.git', 'bob', x'', 1001, 1, 'INTERNAL: broken');
+    INSERT INTO durable_jobs (type, id, fairness_key, payload, submitted_at)
+      VALUES ('fetch', 'c.git', 'carol', x'', 1002);
+    DELETE FROM durable_jobs WHERE id = 'c.git';
+    INSERT INTO estimates VALUES ('fetch', 'a.git', 4.5, 1000);
+    PRAGMA user_version=1;
+    PRAGMA application_id=1179083124;
+  )sql");
+  REQUIRE(Number(path, "SELECT seq FROM sqlite_sequence WHERE name = 'durable_jobs'") == 3);
+  {
+    auto store = OpenSqliteStore(path);
+    REQUIRE_MESSAGE(store.ok(), store.status().ToString());
+    std::vector<StoredJob> live = *(*store)->LiveJobs();
+    REQUIRE(live.size() == 1);
+    CHECK(live[0].sequence == 1u);
+    CHECK(live[0].id == "a.git");
+    CHECK(live[0].fairness_key == "alice");
+    CHECK(live[0].payload == std::string("\0\xff", 2));
+    CHECK(live[0].submitted_at == 1000.5);
+    CHECK(live[0].attempts == 2u);
+    CHECK(live[0].not_before == 2000.25);
+    CHECK(live[0].last_error == "UNAVAILABLE: try later");
+    std::vector<StoredJob> dead = *(*store)->DeadJobs();
+    REQUIRE(dead.size() == 1);
+    CHECK(dead[0].sequence == 2u);
+    CHECK(dead[0].last_error == "INTERNAL: broken");
+    CHECK(*(*store)->AddJob(testing::TestJob("d.git", "")) == 4u);  // not 3: c.git had it
+    StatusOr<LearnedState> learned = (*store)->LoadLearned();
+    REQUIRE(learned.ok());
+    REQUIRE(learned->estimates.size() == 1);
+    CHECK(learned->estimates[0].seconds == 4.5);
+  }
+  CHECK(Number(path, "PRAGMA user_version") == 2);
+  CHECK(Number(path, "SELECT count(*) FROM sqlite_master WHERE sql LIKE '%AUTOINCREMENT%'") == 0);
+  // Opened again, it is not migrated twice.
+  auto again = OpenSqliteStore(path);
+  REQUIRE_MESSAGE(again.ok(), again.status().ToString());
+  CHECK((*again)->LiveJobs()->size() == 2);
+  CHECK(*(*again)->AddJob(testing::TestJob("e.git", "")) == 5u);
+}
+
+// Sequence numbers never go back, whichever connection stores or removes the newest job, and a
+// removed newest job (kept as a tombstone while it is the newest row) is seen by no read and
+// changed by no write; its row leaves the file once a newer job's removal passes by.
+TEST_CASE("SqliteStore.RemovingTheNewestJobFromAnyConnectionNeverLetsItsSequenceBackIn") {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  std::unique_ptr<Store> a = *OpenSqliteStore(path);
+  std::unique_ptr<Store> b = *OpenSqliteStore(path);
+  const std::uint64_t one = *a->AddJob(testing::TestJob("one.git", "secret-1"));
+  const std::uint64_t two = *b->AddJob(testing::TestJob("two.git", "secret-2"));
+  CHECK(two > one);
+  REQUIRE(a->RemoveJob(two).ok());  // the newest, removed by the other connection
+  const std::uint64_t three = *b->AddJob(testing::TestJob("three.git", ""));
+  CHECK(three > two);
+  REQUIRE(b->RemoveJobs({one, three})->size() == 2);  // three is now the newest
+  for (Store* store : {a.get(), b.get()}) {
+    CHECK(store->LiveJobs()->empty());
+    CHECK(store->DeadJobs()->empty());
+  }
+  // The removed newest job: not begun, not deferred, not killed back into the dead jobs.
+  CHECK(a->BeginAttempt(three).status().code() == absl::StatusCode::kNotFound);
+  CHECK(a->DeferJob(three, 2000, "later").ok());
+  CHECK(a->KillJob(three, "broken").ok());
+  CHECK(a->LiveJobs()->empty());
+  CHECK(a->DeadJobs()->empty());
+  CHECK(Number(path, "SELECT count(*) FROM durable_jobs WHERE payload = 'secret-2'") == 0);
+  a.reset();
+  b.reset();
+  // A new connection, after every job was removed: the next number is past every one given out.
+  std::unique_ptr<Store> c = *OpenSqliteStore(path);
+  const std::uint64_t four = *c->AddJob(testing::TestJob("four.git", ""));
+  CHECK(four > three);
+  REQUIRE(c->LiveJobs()->size() == 1);
+  CHECK(c->LiveJobs()->front().id == "four.git");
+  // A removal once a newer job is stored deletes the tombstones left behind: only jobs remain.
+  const std::uint64_t five = *c->AddJob(testing::TestJob("five.git", ""));
+  REQUIRE(c->RemoveJob(four).ok());
+  CHECK(Number(path, "SELECT count(*) FROM durable_jobs") == 1);
+  CHECK(Number(path, "SELECT max(sequence) FROM durable_jobs") == static_cast<std::int64_t>(five));
+}
+
 TEST_CASE("SqliteStore.ALockHeldByAnotherProcessEndsInUnavailableAfterTheBusyTimeout") {
   testing::TempDir dir;
   const std::string path = dir.path() + "/state.db";

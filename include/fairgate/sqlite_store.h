@@ -2,7 +2,9 @@
 //
 // The file is opened in WAL mode (readers never wait for the writer, a commit appends to the
 // log), its schema created on first use and checked on every open (a file written by a newer
-// fairgate is refused with FailedPrecondition). One connection, its calls serialised by a mutex;
+// fairgate is refused with FailedPrecondition; one of an older fairgate is moved to this one's
+// schema in one transaction, its jobs and sequence numbers kept, and is then refused by the
+// older). One connection, its calls serialised by a mutex;
 // the durable jobs' writes (AddJob(s), BeginAttempt(s), RemoveJob(s), DeferJob, KillJob) that
 // callers make at once share one transaction and one commit (group commit), so concurrent
 // SubmitDurable calls, and the scheduler's batches of attempts and removals, share an fsync: each
