@@ -24,10 +24,9 @@
 namespace fairgate::internal {
 
 // Starts a thread named `name` (runtime/thread_name.h) that calls `run(arg)` (batch_thread.cc).
-// Out of the template on purpose: a
-// thread started from a class template's member instantiates std::thread's state with that
-// template's types, whose type information the shared library then exports (visibility hidden
-// does not reach it; tests/install_consumer/deb.sh checks the exports).
+// Out of the template on purpose: a thread started from a class template's member instantiates
+// std::thread's state with that template's types, whose type information the shared library then
+// exports (visibility hidden does not reach it; tests/install_consumer/deb.sh checks the exports).
 std::thread StartThread(const char* name, void (*run)(void* arg), void* arg);
 
 template <typename Item>
