@@ -243,7 +243,8 @@ TEST_CASE("SqliteStore.RemovingTheNewestJobFromAnyConnectionNeverLetsItsSequence
   CHECK(four > three);
   REQUIRE(c->LiveJobs()->size() == 1);
   CHECK(c->LiveJobs()->front().id == "four.git");
-  // A removal once a newer job is stored deletes the tombstones left behind: only jobs remain.
+  // The tombstones a and b left behind, found by the scan of the live jobs above (Recover makes
+  // one), go at the first removal once a newer job is stored: only jobs remain.
   const std::uint64_t five = *c->AddJob(testing::TestJob("five.git", ""));
   REQUIRE(c->RemoveJob(four).ok());
   CHECK(Number(path, "SELECT count(*) FROM durable_jobs") == 1);

@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -37,10 +38,10 @@ constexpr int kApplicationId = 0x46476174;
 // than the greatest sequence in the table (SQLite's choice for a rowid not given), and that row is
 // never deleted. A removal of the newest row turns it into a tombstone instead (dead = 2, its
 // fields emptied), which no read sees and the first removal after a newer job was stored deletes
-// (also one that an earlier connection left: Open reads where they are). AUTOINCREMENT, which
-// schema 1 used for the same promise, writes the sqlite_sequence table's page in every commit
-// that stores a job (two pages of the log instead of one) and costs an insert about 4,000 more
-// instructions (callgrind, SQLite 3.40).
+// (also one that an earlier connection left, once a LiveJobs scan has found it; Recover makes
+// one). AUTOINCREMENT, which schema 1 used for the same promise, writes the sqlite_sequence
+// table's page in every commit that stores a job (two pages of the log instead of one) and costs
+// an insert about 4,000 more instructions (callgrind, SQLite 3.40).
 // dead: 0 live, 1 dead (Store::KillJob), 2 a tombstone.
 constexpr const char* kJobsColumns = R"sql((
   sequence INTEGER PRIMARY KEY,
@@ -630,38 +631,43 @@ class SqliteStore final : public Store {
       statement->reset(raw);
       if (rc != SQLITE_OK) return ToStatus(rc, db_.get(), path_, "prepare a statement");
     }
-    // The tombstones left by earlier connections, deleted by the first removal that finds a newer
-    // job stored (RemoveLocked). Read, not deleted, here: an open does not wait for the lock of a
-    // process that is writing.
-    return Query("SELECT sequence FROM durable_jobs WHERE dead = 2",
-                 "find removed jobs' tombstones", [&](sqlite3_stmt* s) {
-                   tombstones_.push_back(static_cast<std::uint64_t>(sqlite3_column_int64(s, 0)));
-                 });
+    return absl::OkStatus();
   }
 
+  // The live jobs' scan also reads the tombstones (kJobsColumns), for the next removal to delete:
+  // those an earlier connection left are found by the scan Recover makes anyway, not by another.
   StatusOr<std::vector<StoredJob>> Jobs(bool dead) {
     std::lock_guard lock(mutex_);
     std::vector<StoredJob> jobs;
-    Status status =
-        Query(dead ? "SELECT sequence, type, id, fairness_key, payload, submitted_at, attempts, "
-                     "not_before, last_error FROM durable_jobs WHERE dead = 1 ORDER BY sequence"
-                   : "SELECT sequence, type, id, fairness_key, payload, submitted_at, attempts, "
-                     "not_before, last_error FROM durable_jobs WHERE dead = 0 ORDER BY sequence",
-              "load durable jobs", [&](sqlite3_stmt* s) {
-                StoredJob job;
-                job.sequence = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
-                job.type = Text(s, 1);
-                job.id = Text(s, 2);
-                job.fairness_key = Text(s, 3);
-                const void* payload = sqlite3_column_blob(s, 4);
-                job.payload.assign(static_cast<const char*>(payload),
-                                   payload != nullptr ? sqlite3_column_bytes(s, 4) : 0);
-                job.submitted_at = sqlite3_column_double(s, 5);
-                job.attempts = static_cast<std::uint32_t>(sqlite3_column_int64(s, 6));
-                job.not_before = sqlite3_column_double(s, 7);
-                job.last_error = Text(s, 8);
-                jobs.push_back(std::move(job));
-              });
+    Status status = Query(
+        dead ? "SELECT sequence, type, id, fairness_key, payload, submitted_at, attempts, "
+               "not_before, last_error, dead FROM durable_jobs WHERE dead = 1 "
+               "ORDER BY sequence"
+             : "SELECT sequence, type, id, fairness_key, payload, submitted_at, attempts, "
+               "not_before, last_error, dead FROM durable_jobs WHERE dead <> 1 "
+               "ORDER BY sequence",
+        "load durable jobs", [&](sqlite3_stmt* s) {
+          const auto sequence = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
+          if (sqlite3_column_int(s, 9) == 2) {
+            if (std::find(tombstones_.begin(), tombstones_.end(), sequence) == tombstones_.end()) {
+              tombstones_.push_back(sequence);
+            }
+            return;
+          }
+          StoredJob job;
+          job.sequence = sequence;
+          job.type = Text(s, 1);
+          job.id = Text(s, 2);
+          job.fairness_key = Text(s, 3);
+          const void* payload = sqlite3_column_blob(s, 4);
+          job.payload.assign(static_cast<const char*>(payload),
+                             payload != nullptr ? sqlite3_column_bytes(s, 4) : 0);
+          job.submitted_at = sqlite3_column_double(s, 5);
+          job.attempts = static_cast<std::uint32_t>(sqlite3_column_int64(s, 6));
+          job.not_before = sqlite3_column_double(s, 7);
+          job.last_error = Text(s, 8);
+          jobs.push_back(std::move(job));
+        });
     if (!status.ok()) return status;
     return jobs;
   }
@@ -725,7 +731,7 @@ class SqliteStore final : public Store {
   // each group (about 5,000 instructions each time).
   Statement begin_, commit_, rollback_;
   Statement add_, begin_attempt_, read_attempts_, newest_, remove_, retire_, purge_, defer_, kill_;
-  // Tombstones (kJobsColumns) this connection knows of: found by Open, made by RemoveLocked. By
+  // Tombstones (kJobsColumns) this connection knows of: made by RemoveLocked, found by Jobs. By
   // mutex_.
   std::vector<std::uint64_t> tombstones_;
   Statement save_estimate_, save_key_, save_schedule_, forget_estimates_, forget_keys_;
