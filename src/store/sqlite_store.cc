@@ -636,39 +636,42 @@ class SqliteStore final : public Store {
 
   // The live jobs' scan also reads the tombstones (kJobsColumns), for the next removal to delete:
   // those an earlier connection left are found by the scan Recover makes anyway, not by another.
+  // The scan sees every tombstone of the file (no transaction of this connection is open under
+  // mutex_ meanwhile), so what it found replaces what was known: a connection that only reads
+  // does not gather the numbers of tombstones deleted long ago.
   StatusOr<std::vector<StoredJob>> Jobs(bool dead) {
     std::lock_guard lock(mutex_);
     std::vector<StoredJob> jobs;
-    Status status = Query(
-        dead ? "SELECT sequence, type, id, fairness_key, payload, submitted_at, attempts, "
-               "not_before, last_error, dead FROM durable_jobs WHERE dead = 1 "
-               "ORDER BY sequence"
-             : "SELECT sequence, type, id, fairness_key, payload, submitted_at, attempts, "
-               "not_before, last_error, dead FROM durable_jobs WHERE dead <> 1 "
-               "ORDER BY sequence",
-        "load durable jobs", [&](sqlite3_stmt* s) {
-          const auto sequence = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
-          if (sqlite3_column_int(s, 9) == 2) {
-            if (std::find(tombstones_.begin(), tombstones_.end(), sequence) == tombstones_.end()) {
-              tombstones_.push_back(sequence);
-            }
-            return;
-          }
-          StoredJob job;
-          job.sequence = sequence;
-          job.type = Text(s, 1);
-          job.id = Text(s, 2);
-          job.fairness_key = Text(s, 3);
-          const void* payload = sqlite3_column_blob(s, 4);
-          job.payload.assign(static_cast<const char*>(payload),
-                             payload != nullptr ? sqlite3_column_bytes(s, 4) : 0);
-          job.submitted_at = sqlite3_column_double(s, 5);
-          job.attempts = static_cast<std::uint32_t>(sqlite3_column_int64(s, 6));
-          job.not_before = sqlite3_column_double(s, 7);
-          job.last_error = Text(s, 8);
-          jobs.push_back(std::move(job));
-        });
+    std::vector<std::uint64_t> tombstones;
+    Status status =
+        Query(dead ? "SELECT sequence, type, id, fairness_key, payload, submitted_at, attempts, "
+                     "not_before, last_error, dead FROM durable_jobs WHERE dead = 1 "
+                     "ORDER BY sequence"
+                   : "SELECT sequence, type, id, fairness_key, payload, submitted_at, attempts, "
+                     "not_before, last_error, dead FROM durable_jobs WHERE dead <> 1 "
+                     "ORDER BY sequence",
+              "load durable jobs", [&](sqlite3_stmt* s) {
+                const auto sequence = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
+                if (sqlite3_column_int(s, 9) == 2) {
+                  tombstones.push_back(sequence);
+                  return;
+                }
+                StoredJob job;
+                job.sequence = sequence;
+                job.type = Text(s, 1);
+                job.id = Text(s, 2);
+                job.fairness_key = Text(s, 3);
+                const void* payload = sqlite3_column_blob(s, 4);
+                job.payload.assign(static_cast<const char*>(payload),
+                                   payload != nullptr ? sqlite3_column_bytes(s, 4) : 0);
+                job.submitted_at = sqlite3_column_double(s, 5);
+                job.attempts = static_cast<std::uint32_t>(sqlite3_column_int64(s, 6));
+                job.not_before = sqlite3_column_double(s, 7);
+                job.last_error = Text(s, 8);
+                jobs.push_back(std::move(job));
+              });
     if (!status.ok()) return status;
+    if (!dead) tombstones_.swap(tombstones);
     return jobs;
   }
 
