@@ -203,13 +203,23 @@ class SqliteStore final : public Store {
   }
 
   Status RemoveJob(std::uint64_t sequence) override {
-    return GroupedStatus("remove a durable job", [&] { return RemoveLocked(sequence); });
+    return GroupedStatus("remove a durable job", [&]() -> Status {
+      StatusOr<std::uint64_t> newest = NewestLocked();
+      if (!newest.ok()) return newest.status();
+      return RemoveLocked(sequence, *newest);
+    });
   }
 
-  // One write of the group: the jobs' removals commit together.
+  // One write of the group: the jobs' removals commit together. The newest sequence is read once:
+  // no removal changes it (the newest row stays, as a tombstone).
   StatusOr<std::vector<Status>> RemoveJobs(const std::vector<std::uint64_t>& sequences) override {
+    std::optional<StatusOr<std::uint64_t>> newest;
     return GroupedEach<Status>("remove durable jobs", sequences,
-                               [&](std::uint64_t sequence) { return RemoveLocked(sequence); });
+                               [&](std::uint64_t sequence) -> Status {
+                                 if (!newest) newest = NewestLocked();
+                                 if (!newest->ok()) return newest->status();
+                                 return RemoveLocked(sequence, **newest);
+                               });
   }
 
   Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) override {
@@ -310,10 +320,9 @@ class SqliteStore final : public Store {
     return static_cast<std::uint64_t>(sqlite3_last_insert_rowid(db_.get()));
   }
 
-  // Deletes the job, unless it is the newest row: that one becomes a tombstone (kJobsColumns).
-  // Deletes first the tombstones known to this connection that a newer row has made needless. A
-  // sequence not stored is no error (a removal may be written twice).
-  Status RemoveLocked(std::uint64_t sequence) {
+  // The greatest sequence stored (0 for none), after deleting the tombstones known to this
+  // connection that a newer row has made needless: what RemoveLocked needs first.
+  StatusOr<std::uint64_t> NewestLocked() {
     const char* what = "remove a durable job";
     sqlite3_stmt* newest = newest_.get();
     const int rc = sqlite3_step(newest);
@@ -334,10 +343,16 @@ class SqliteStore final : public Store {
       }
       t = tombstones_.erase(t);
     }
+    return last;
+  }
+
+  // Deletes the job, unless it is the newest row (`last`, from NewestLocked): that one becomes a
+  // tombstone (kJobsColumns). A sequence not stored is no error (a removal may be written twice).
+  Status RemoveLocked(std::uint64_t sequence, std::uint64_t last) {
     if (sequence > last) return absl::OkStatus();  // not stored
     sqlite3_stmt* write = sequence < last ? remove_.get() : retire_.get();
     sqlite3_bind_int64(write, 1, static_cast<sqlite3_int64>(sequence));
-    if (Status s = Step(write, what); !s.ok()) return s;
+    if (Status s = Step(write, "remove a durable job"); !s.ok()) return s;
     if (sequence == last && sqlite3_changes(db_.get()) > 0) tombstones_.push_back(sequence);
     return absl::OkStatus();
   }
@@ -734,8 +749,8 @@ class SqliteStore final : public Store {
   // each group (about 5,000 instructions each time).
   Statement begin_, commit_, rollback_;
   Statement add_, begin_attempt_, read_attempts_, newest_, remove_, retire_, purge_, defer_, kill_;
-  // Tombstones (kJobsColumns) this connection knows of: made by RemoveLocked, found by Jobs. By
-  // mutex_.
+  // Tombstones (kJobsColumns) this connection knows of: made by RemoveLocked, found by Jobs,
+  // deleted by NewestLocked. By mutex_.
   std::vector<std::uint64_t> tombstones_;
   Statement save_estimate_, save_key_, save_schedule_, forget_estimates_, forget_keys_;
 };
