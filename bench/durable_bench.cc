@@ -12,7 +12,9 @@
 //                                    paused type: one commit per batch. items/s counts jobs.
 // BM_DurableThroughCompletion/submitters:S/full:F  800 jobs a round from S threads at once,
 //                                    run by a no-op handler until the store is empty: store,
-//                                    mark the attempt, remove. items/s: jobs done.
+//                                    mark the attempt, remove. items/s: jobs done; counters
+//                                    cpu_us_per_job and switches_per_job: the process's CPU
+//                                    time and context switches (every thread's) a job.
 // BM_DiskSync                        the disk itself: a 4 KiB page of a file in the same
 //                                    directory rewritten and fdatasync'ed (what a commit of one
 //                                    page costs at least). items/s: syncs.
@@ -40,6 +42,7 @@
 //                                    the state flushed every M ms (0: no store at all).
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -104,6 +107,33 @@ class FlushCounter {
  private:
   std::string dir_;
   std::optional<std::uint64_t> first_;
+};
+
+// The process's CPU time (user and system, every thread's) and context switches (voluntary and
+// not) over a benchmark's rounds, per item processed: what a job costs beside the disk's waits.
+class ProcessCost {
+ public:
+  ProcessCost() : first_(Read()) {}
+  void Report(benchmark::State& state, std::int64_t items) const {
+    if (items == 0) return;
+    const Sample last = Read();
+    const double n = static_cast<double>(items);
+    state.counters["cpu_us_per_job"] = (last.cpu_us - first_.cpu_us) / n;
+    state.counters["switches_per_job"] = static_cast<double>(last.switches - first_.switches) / n;
+  }
+
+ private:
+  struct Sample {
+    double cpu_us;
+    long switches;
+  };
+  static Sample Read() {
+    struct rusage u {};
+    ::getrusage(RUSAGE_SELF, &u);
+    const auto us = [](const timeval& t) { return t.tv_sec * 1e6 + t.tv_usec; };
+    return {us(u.ru_utime) + us(u.ru_stime), u.ru_nvcsw + u.ru_nivcsw};
+  }
+  Sample first_;
 };
 
 SchedulerOptions StateOptions(const std::string& path, bool full) {
@@ -271,6 +301,7 @@ void BM_DurableThroughCompletion(benchmark::State& state) {
   const int submitters = static_cast<int>(state.range(0));
   std::int64_t n = 0;
   const FlushCounter flushes(file.dir());
+  const ProcessCost cost;
   for (auto _ : state) {
     if (!ThroughCompletion(*s, *reader, submitters, n)) {
       state.SkipWithError("SubmitDurable failed");
@@ -279,6 +310,7 @@ void BM_DurableThroughCompletion(benchmark::State& state) {
     n += kRound;
   }
   flushes.Report(state, n);
+  cost.Report(state, n);
   state.SetItemsProcessed(n);
 }
 BENCHMARK(BM_DurableThroughCompletion)

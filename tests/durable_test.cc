@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "doctest/doctest.h"
@@ -385,6 +386,44 @@ TEST_CASE("Durable.RemovalsOfSucceededJobsAreWrittenInBatchesOffTheWorkers") {
   CHECK(held->in_batches == 100);
   CHECK(held->single == 0);
   CHECK(held->batches < 100);  // the ninety-nine that waited shared later batches
+}
+
+// With the SQLite store, which queues writes, each job's mark and removal go to the store as they
+// come and are written with its group commits: every job runs once, as attempt 1, each after its
+// mark, and Shutdown returns only once every success's removal is written, also those still
+// queued when the last handler returned.
+TEST_CASE("Durable.MarksAndRemovalsQueuedToTheSqliteStoreAreAllWrittenByShutdown") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  SchedulerOptions options = WithState(path);
+  options.rule.max_concurrency = 8;
+  REQUIRE(options.persistence.store->QueuesWrites());
+  Seen seen;
+  auto s = Recording(options, seen);
+  REQUIRE(s->Recover().ok());
+  constexpr int kJobs = 200;
+  std::vector<std::string> ids;
+  for (int i = 0; i < kJobs; ++i) ids.push_back("repo" + std::to_string(i));
+  std::vector<std::thread> submitters;
+  std::atomic<int> refused{0};
+  for (int t = 0; t < 4; ++t) {
+    submitters.emplace_back([&, t] {
+      for (int i = t; i < kJobs; i += 4) {
+        if (!s->SubmitDurable({TypeName("fetch"), JobId(ids[i])}, "").ok()) ++refused;
+      }
+    });
+  }
+  for (std::thread& t : submitters) t.join();
+  REQUIRE(refused == 0);
+  REQUIRE(Eventually([&] { return seen.Size() == kJobs; }));
+  REQUIRE(s->Shutdown(Context::Background()).ok());
+  CHECK(Live(path).empty());
+  std::vector<std::string> runs = seen.Get();
+  std::sort(runs.begin(), runs.end());
+  std::vector<std::string> expected;
+  for (const std::string& id : ids) expected.push_back(id + "#1:");
+  std::sort(expected.begin(), expected.end());
+  CHECK(runs == expected);
 }
 
 // A store that passes every call to another (a SQLite store) and holds the first batch of

@@ -16,7 +16,10 @@
 
 namespace fairgate::testing {
 
-// Every call of Store, on `Base` (Store or SharedStore), passed to `inner_`.
+// Every call of Store, on `Base` (Store or SharedStore), passed to `inner_`, but the queued calls
+// (QueuesWrites, BeginAttemptsQueued, RemoveJobsQueued), which keep Store's defaults: a store
+// derived from this one sees every mark and removal as a call of BeginAttempt(s) or
+// RemoveJob(s), and the scheduler writes them from threads of its own.
 template <typename Base>
 class Forwarding : public Base {
  public:

@@ -1,22 +1,28 @@
 // The SQLite store on its own (fairgate/sqlite_store.h): what it keeps across reopening the file,
-// and its statuses for files it cannot use.
+// its statuses for files it cannot use, and its group commit (of callers' and queued writes).
 #include "fairgate/sqlite_store.h"
 
 #include <sqlite3.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "doctest/doctest.h"
+#include "forwarding_store.h"
 #include "store_contract.h"
 #include "temp_dir.h"
 
@@ -322,8 +328,37 @@ TEST_CASE("SqliteStore.ConcurrentWritesAreEachStoredOnceAndAnsweredWithTheirOwnR
   CHECK(store->LiveJobs()->empty());
 }
 
-// A group whose commit fails fails every write in it, each with a status naming its own
-// operation, and stores none of them.
+// What queued calls (Store::BeginAttemptsQueued, RemoveJobsQueued) were told, by job: each answer
+// is kept, so that a job told twice shows. Wait returns once `n` jobs were told, or false after a
+// minute (the bound only ends a test that hangs; the test waits for the answers themselves).
+template <typename Result>
+class Answers {
+ public:
+  using Told = StatusOr<std::vector<Result>>;
+  std::function<void(Told)> For(std::uint64_t sequence) {
+    return [this, sequence](Told told) {
+      std::lock_guard lock(mutex_);
+      told_[sequence].push_back(std::move(told));
+      changed_.notify_all();
+    };
+  }
+  bool Wait(std::size_t n) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::minutes(1), [&] { return told_.size() >= n; });
+  }
+  std::map<std::uint64_t, std::vector<Told>> Taken() {
+    std::lock_guard lock(mutex_);
+    return told_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::uint64_t, std::vector<Told>> told_;
+};
+
+// A group whose commit fails fails every write in it, callers' and queued, each with a status
+// naming its own operation, and stores none of them.
 TEST_CASE("SqliteStore.AGroupThatCannotCommitStoresNoneOfItsWrites") {
   testing::TempDir dir;
   const std::string path = dir.path() + "/state.db";
@@ -342,7 +377,13 @@ TEST_CASE("SqliteStore.AGroupThatCannotCommitStoresNoneOfItsWrites") {
       removed[t] = store->RemoveJob(kept);
     });
   }
+  Answers<StatusOr<std::uint32_t>> marks;
+  Answers<Status> removals;
+  store->BeginAttemptsQueued({kept}, marks.For(kept));
+  store->RemoveJobsQueued({kept}, removals.For(kept));
   for (std::thread& t : threads) t.join();
+  REQUIRE(marks.Wait(1));
+  REQUIRE(removals.Wait(1));
   REQUIRE(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(other);
   for (int t = 0; t < 4; ++t) {
@@ -351,9 +392,122 @@ TEST_CASE("SqliteStore.AGroupThatCannotCommitStoresNoneOfItsWrites") {
     CHECK(removed[t].code() == absl::StatusCode::kUnavailable);
     CHECK(removed[t].message().find("remove a durable job") != std::string::npos);
   }
+  const Status marked = marks.Taken().at(kept).at(0).status();
+  CHECK(marked.code() == absl::StatusCode::kUnavailable);
+  CHECK(marked.message().find("mark attempts") != std::string::npos);
+  const Status queued_removal = removals.Taken().at(kept).at(0).status();
+  CHECK(queued_removal.code() == absl::StatusCode::kUnavailable);
+  CHECK(queued_removal.message().find("remove durable jobs") != std::string::npos);
   auto live = *store->LiveJobs();
   REQUIRE(live.size() == 1);
   CHECK(live[0].sequence == kept);
+  CHECK(live[0].attempts == 0);
+}
+
+// Queued marks and removals go in the groups of the callers' writes (or, with none, in groups the
+// store leads itself), and each is told its own result once, after the commit that holds it.
+TEST_CASE("SqliteStore.QueuedAttemptsAndRemovalsAreWrittenAndEachAnsweredOnce") {
+  testing::TempDir dir;
+  auto store = *OpenSqliteStore(dir.path() + "/state.db");
+  REQUIRE(store->QueuesWrites());
+  constexpr int kThreads = 8, kEach = 50;
+  Answers<StatusOr<std::uint32_t>> marks;
+  Answers<Status> removals;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // Each job's mark is queued while the other threads store theirs.
+      for (int i = 0; i < kEach; ++i) {
+        auto sequence = store->AddJob(testing::TestJob(std::to_string(t * kEach + i), ""));
+        if (!sequence.ok()) {
+          ++failures;
+          continue;
+        }
+        store->BeginAttemptsQueued({*sequence}, marks.For(*sequence));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  REQUIRE(failures == 0);
+  const std::uint64_t missing = 1'000'000;
+  store->BeginAttemptsQueued({missing}, marks.For(missing));
+  REQUIRE(marks.Wait(kThreads * kEach + 1));
+  std::vector<std::uint64_t> stored;
+  for (const auto& [sequence, told] : marks.Taken()) {
+    REQUIRE(told.size() == 1);
+    REQUIRE(told[0].ok());  // the group committed
+    REQUIRE(told[0]->size() == 1);
+    const StatusOr<std::uint32_t>& attempts = (*told[0])[0];
+    if (sequence == missing) {
+      CHECK(attempts.status().code() == absl::StatusCode::kNotFound);
+    } else {
+      CHECK(attempts.value_or(0) == 1);
+      stored.push_back(sequence);
+    }
+  }
+  REQUIRE(stored.size() == static_cast<std::size_t>(kThreads * kEach));
+  const std::vector<StoredJob> live = *store->LiveJobs();
+  REQUIRE(live.size() == stored.size());
+  for (const StoredJob& job : live) CHECK(job.attempts == 1);
+  // The removals, queued from no thread that writes anything else: the store leads them.
+  for (std::uint64_t sequence : stored) store->RemoveJobsQueued({sequence}, removals.For(sequence));
+  REQUIRE(removals.Wait(stored.size()));
+  for (const auto& [sequence, told] : removals.Taken()) {
+    REQUIRE(told.size() == 1);
+    REQUIRE(told[0].ok());
+    REQUIRE(told[0]->size() == 1);
+    CHECK((*told[0])[0].ok());
+  }
+  CHECK(store->LiveJobs()->empty());
+}
+
+// The store's destructor returns only once every queued write it was given is written and told.
+TEST_CASE("SqliteStore.ClosingTheStoreWritesAndAnswersWhatIsQueued") {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  auto store = *OpenSqliteStore(path);
+  constexpr int kJobs = 100;
+  std::vector<std::uint64_t> sequences;
+  for (int i = 0; i < kJobs; ++i) {
+    sequences.push_back(*store->AddJob(testing::TestJob(std::to_string(i), "")));
+  }
+  Answers<Status> removals;
+  for (std::uint64_t sequence : sequences) {
+    store->RemoveJobsQueued({sequence}, removals.For(sequence));
+  }
+  store.reset();
+  const auto told = removals.Taken();
+  REQUIRE(told.size() == static_cast<std::size_t>(kJobs));
+  for (const auto& [sequence, answers] : told) {
+    REQUIRE(answers.size() == 1);
+    REQUIRE(answers[0].ok());
+    CHECK((*answers[0])[0].ok());
+  }
+  CHECK((*OpenSqliteStore(path))->LiveJobs()->empty());
+}
+
+// A store that does not queue writes (Store's defaults, here a store that forwards the other
+// calls) answers a queued call on the caller's thread, before it returns, with what the call it
+// stands for returned.
+TEST_CASE("Store.QueuedCallsOfAStoreThatDoesNotQueueAreAnsweredBeforeTheyReturn") {
+  testing::TempDir dir;
+  testing::ForwardingStore store(std::shared_ptr<Store>(*OpenSqliteStore(dir.path() + "/s.db")));
+  REQUIRE_FALSE(store.QueuesWrites());
+  const std::uint64_t sequence = *store.AddJob(testing::TestJob("a.git", ""));
+  Answers<StatusOr<std::uint32_t>> marks;
+  Answers<Status> removals;
+  store.BeginAttemptsQueued({sequence, sequence + 1}, marks.For(sequence));
+  const auto marked = marks.Taken();  // at once: no wait
+  REQUIRE(marked.size() == 1);
+  REQUIRE(marked.at(sequence).at(0).ok());
+  const auto& each = *marked.at(sequence).at(0);
+  REQUIRE(each.size() == 2);
+  CHECK(each[0].value_or(0) == 1);
+  CHECK(each[1].status().code() == absl::StatusCode::kNotFound);
+  store.RemoveJobsQueued({sequence}, removals.For(sequence));
+  REQUIRE(removals.Taken().size() == 1);
+  CHECK(store.LiveJobs()->empty());
 }
 
 }  // namespace

@@ -7,9 +7,12 @@
 // older). One connection, its calls serialised by a mutex;
 // the durable jobs' writes (AddJob(s), BeginAttempt(s), RemoveJob(s), DeferJob, KillJob) that
 // callers make at once share one transaction and one commit (group commit), so concurrent
-// SubmitDurable calls, and the scheduler's batches of attempts and removals, share an fsync: each
+// SubmitDurable calls, and the scheduler's marks of attempts and removals, share an fsync: each
 // returns once the commit holding its write is on disk, with its own write's status, or the
-// commit's when that failed (then no write of the group is stored).
+// commit's when that failed (then no write of the group is stored). The store queues writes
+// (Store::QueuesWrites): the scheduler hands it each attempt's mark and each removal as they come
+// (BeginAttemptsQueued, RemoveJobsQueued), which go in the next group and are answered by the
+// thread that led its commit; when only such writes wait, a thread of the store's own leads.
 // Errors are statuses naming the file and the operation: ResourceExhausted when the disk or the
 // file is full, FailedPrecondition when the file is read-only or not fairgate's, Unavailable for
 // an I/O error or a lock held too long by another process, DataLoss for a corrupt file.

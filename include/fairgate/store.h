@@ -40,6 +40,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -157,6 +158,24 @@ class FAIRGATE_EXPORT Store {
     removed.reserve(sequences.size());
     for (std::uint64_t sequence : sequences) removed.push_back(RemoveJob(sequence));
     return removed;
+  }
+  // BeginAttempts and RemoveJobs, queued with the store's other writes: each returns at once and
+  // tells `done` what the call it stands for would have returned, once the commit that holds its
+  // write is done. A store whose QueuesWrites is true (the SQLite store) writes them with the
+  // next of its group commits and calls `done` on the thread that led that commit (a caller of
+  // another of its writes, or a thread of the store's own), so `done` must be quick, must not
+  // block and must not call the store; it calls every `done` it was given before its destructor
+  // returns. The scheduler then hands it each job's mark and removal as they come and keeps no
+  // thread of its own to wait for them. These defaults call BeginAttempts and RemoveJobs, and
+  // then `done`, on the caller's thread.
+  using AttemptsBegun = std::function<void(StatusOr<std::vector<StatusOr<std::uint32_t>>>)>;
+  using JobsRemoved = std::function<void(StatusOr<std::vector<Status>>)>;
+  virtual bool QueuesWrites() const { return false; }
+  virtual void BeginAttemptsQueued(std::vector<std::uint64_t> sequences, AttemptsBegun done) {
+    done(BeginAttempts(sequences));
+  }
+  virtual void RemoveJobsQueued(std::vector<std::uint64_t> sequences, JobsRemoved done) {
+    done(RemoveJobs(sequences));
   }
   // An attempt failed with `error`; the next waits until `not_before`.
   virtual Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) = 0;

@@ -8,13 +8,17 @@
 // fsync, bench/README.md). Begin queues the mark and suspends only the calling fiber; the thread
 // takes everything queued by then (at most kMaxBatch) and marks it with one Store::BeginAttempts
 // (one commit, shared with the submissions of that moment, in the SQLite store), so that while
-// one batch commits the next gathers. (A shared store's BeginAttempt confirms the attempt its
-// claim counted, without a round trip while the lease is surely held: it is called on the
-// worker, not here.)
+// one batch commits the next gathers. A store that queues writes itself (Store::QueuesWrites:
+// the SQLite store) is handed each mark as it comes (Store::BeginAttemptsQueued), writes it with
+// its next group commit and tells the caller from the thread that led it: the thread is then
+// never started, and a mark costs no switch to it and back. (A shared store's BeginAttempt
+// confirms the attempt its claim counted, without a round trip while the lease is surely held:
+// it is called on the worker, not here.)
 //
 // Thread safety: every method may be called from any thread; Begin suspends only the calling
-// fiber, and never with a core lock held (runtime/waiting.h); the store is called on the thread
-// (BatchThread) with no lock held.
+// fiber, and never with a core lock held (runtime/waiting.h); the store is called with no lock
+// held, on the thread (BatchThread) or, when it queues writes, by Begin (a call that returns at
+// once).
 #ifndef FAIRGATE_RUNTIME_ATTEMPT_MARKER_H_
 #define FAIRGATE_RUNTIME_ATTEMPT_MARKER_H_
 
@@ -46,8 +50,8 @@ class AttemptMarker {
 
   // Counts one more attempt of the job `sequence` as begun, as Store::BeginAttempt: the count, or
   // the store's status for it (that of the batch's transaction when it failed as a whole). Returns
-  // once the batch that holds it is written; starts the thread on first use. Once stopped, calls
-  // the store on the caller's thread instead.
+  // once the batch that holds it is written. With a store that queues writes, hands it the mark;
+  // else starts the thread on first use and, once stopped, calls the store on the caller's thread.
   StatusOr<std::uint32_t> Begin(std::uint64_t sequence) ABSL_LOCKS_EXCLUDED(core_lock);
   // Marks what is queued, then stops the thread (idempotent).
   void Stop() { thread_.Stop(); }
@@ -67,8 +71,12 @@ class AttemptMarker {
     bool done = false;                                                        // under mutex
   };
 
+  using Marked = StatusOr<std::vector<StatusOr<std::uint32_t>>>;
+
   // Marks a batch with one Store::BeginAttempts and tells each caller its result.
   void Write(const std::vector<std::shared_ptr<Mark>>& batch);
+  // Tells `m`'s caller its result: the `i`th of `marked`, the answer to a batch of `batch` marks.
+  static void Tell(Mark& m, Marked& marked, std::size_t i, std::size_t batch);
 
   Store& store_;
   BatchThread<std::shared_ptr<Mark>> thread_;

@@ -7,7 +7,14 @@ void RemovalWriter::Remove(std::uint64_t sequence) {
     std::lock_guard lock(mutex_);
     ++queued_total_;
   }
-  if (!thread_.Queue(sequence)) WriteQueued({sequence});  // stopped: written here
+  Store& store = keeper_.store();
+  if (store.QueuesWrites()) {
+    store.RemoveJobsQueued({sequence}, [this, sequence](Removed removed) {
+      Answered({sequence}, std::move(removed));
+    });
+  } else if (!thread_.Queue(sequence)) {
+    WriteQueued({sequence});  // stopped: written here
+  }
 }
 
 void RemovalWriter::Flush() {
@@ -17,23 +24,26 @@ void RemovalWriter::Flush() {
 }
 
 void RemovalWriter::WriteQueued(const std::vector<std::uint64_t>& batch) {
-  Write(batch);
+  Answered(batch, keeper_.store().RemoveJobs(batch));
+}
+
+void RemovalWriter::Answered(const std::vector<std::uint64_t>& batch, Removed removed) {
+  Record(batch, removed);
   written_(batch);
-  {
-    std::lock_guard lock(mutex_);
-    written_total_ += batch.size();
-  }
+  // Notified under the mutex: once Flush sees the count, `this` may be destroyed (Stop), and a
+  // queued removal's `done` runs on another thread than the one that flushes.
+  std::lock_guard lock(mutex_);
+  written_total_ += batch.size();
   written_cv_.notify_all();
 }
 
 // A batch the store failed as a whole is kept as one write; a job the store failed on its own
 // (a store without batches, or a lookup that failed) is kept on its own. Either is counted as
 // an error and as succeeded, as RemoveJob's failure is (the attempt did succeed).
-void RemovalWriter::Write(const std::vector<std::uint64_t>& batch) {
+void RemovalWriter::Record(const std::vector<std::uint64_t>& batch, const Removed& removed) {
   using Operation = StateKeeper::Operation;
   using Outcome = StateKeeper::Outcome;
   Store& store = keeper_.store();
-  StatusOr<std::vector<Status>> removed = store.RemoveJobs(batch);
   if (!removed.ok()) {
     keeper_.CountError(Operation::kRemoveJob);
     keeper_.Count(Outcome::kSucceeded, batch.size());

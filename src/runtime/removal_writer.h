@@ -5,7 +5,10 @@
 // that thread for a commit per job. Remove queues the removal and returns at once; the thread
 // takes everything queued by then (at most kMaxBatch) and removes it with one Store::RemoveJobs
 // (one commit in the SQLite and PostgreSQL stores), so that while one batch commits the next
-// gathers. What the store fails is kept by WriteRetries and tried again until the store takes it.
+// gathers. A store that queues writes itself (Store::QueuesWrites: the SQLite store) is handed
+// each removal as it comes (Store::RemoveJobsQueued) and writes it with its next group commit:
+// the thread is then never started. What the store fails is kept by WriteRetries and tried
+// again until the store takes it.
 //
 // A crash loses the removals queued and not yet committed: those jobs run again after the
 // restart, which delivery at least once allows (fairgate/durable.h).
@@ -33,7 +36,8 @@ class RemovalWriter {
   static constexpr std::size_t kMaxBatch = 1000;
 
   // Told the sequences of each batch once it is written (or kept to try again), on the writer's
-  // thread (or Remove's caller's, once stopped).
+  // thread (or Remove's caller's, once stopped), or on the thread that led the store's commit of
+  // a queued removal: it must not call the store.
   using Written = std::function<void(const std::vector<std::uint64_t>& batch)>;
 
   RemovalWriter(StateKeeper& keeper, WriteRetries& writes, Written written)
@@ -46,19 +50,27 @@ class RemovalWriter {
   RemovalWriter(const RemovalWriter&) = delete;
   RemovalWriter& operator=(const RemovalWriter&) = delete;
 
-  // Queues the removal of the job `sequence` (its attempt succeeded); starts the thread on first
-  // use. Once stopped, writes it on the caller's thread instead.
+  // Queues the removal of the job `sequence` (its attempt succeeded): to a store that queues
+  // writes, else to the thread (started on first use; once stopped, written on the caller's
+  // thread instead).
   void Remove(std::uint64_t sequence);
   // Returns once every removal queued before the call has been written or kept to try again.
   void Flush();
   // Flush, then stops the thread (idempotent).
-  void Stop() { thread_.Stop(); }
+  void Stop() {
+    Flush();
+    thread_.Stop();
+  }
 
  private:
-  // Writes one batch, counts what became of each job, tells `written_` and counts it written.
+  using Removed = StatusOr<std::vector<Status>>;
+
+  // Writes one batch with Store::RemoveJobs, then Answered.
   void WriteQueued(const std::vector<std::uint64_t>& batch);
-  // Writes one batch and counts what became of each job.
-  void Write(const std::vector<std::uint64_t>& batch);
+  // What the store answered for a batch: Record, tells `written_` and counts it written.
+  void Answered(const std::vector<std::uint64_t>& batch, Removed removed);
+  // Counts what became of each job of the batch, and keeps what failed to try again.
+  void Record(const std::vector<std::uint64_t>& batch, const Removed& removed);
 
   StateKeeper& keeper_;
   WriteRetries& writes_;

@@ -3,6 +3,7 @@
 // durable jobs' writes, which concurrent callers share (group commit, Grouped below).
 #include "fairgate/sqlite_store.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -162,6 +163,16 @@ class SqliteStore final : public Store {
     return std::unique_ptr<Store>(std::move(store));
   }
 
+  // Lets the store's own thread lead what is still queued, then ends it.
+  ~SqliteStore() override {
+    {
+      std::lock_guard lock(group_mutex_);
+      closing_ = true;
+    }
+    writer_wake_.notify_one();
+    if (writer_.joinable()) writer_.join();
+  }
+
   StatusOr<std::uint64_t> AddJob(const StoredJob& job) override {
     StatusOr<std::uint64_t> sequence;
     if (Status committed = Grouped("store a durable job", [&] { sequence = InsertLocked(job); });
@@ -203,23 +214,27 @@ class SqliteStore final : public Store {
   }
 
   Status RemoveJob(std::uint64_t sequence) override {
-    return GroupedStatus("remove a durable job", [&]() -> Status {
-      StatusOr<std::uint64_t> newest = NewestLocked();
-      if (!newest.ok()) return newest.status();
-      return RemoveLocked(sequence, *newest);
+    return GroupedStatus("remove a durable job", [&] { return RemoveInGroupLocked(sequence); });
+  }
+
+  // One write of the group: the jobs' removals commit together.
+  StatusOr<std::vector<Status>> RemoveJobs(const std::vector<std::uint64_t>& sequences) override {
+    return GroupedEach<Status>("remove durable jobs", sequences, [&](std::uint64_t sequence) {
+      return RemoveInGroupLocked(sequence);
     });
   }
 
-  // One write of the group: the jobs' removals commit together. The newest sequence is read once:
-  // no removal changes it (the newest row stays, as a tombstone).
-  StatusOr<std::vector<Status>> RemoveJobs(const std::vector<std::uint64_t>& sequences) override {
-    std::optional<StatusOr<std::uint64_t>> newest;
-    return GroupedEach<Status>("remove durable jobs", sequences,
-                               [&](std::uint64_t sequence) -> Status {
-                                 if (!newest) newest = NewestLocked();
-                                 if (!newest->ok()) return newest->status();
-                                 return RemoveLocked(sequence, **newest);
-                               });
+  // Queued: one write of a later group each, as BeginAttempts and RemoveJobs are one write of
+  // theirs; `done` is told on the thread that led that group's commit.
+  bool QueuesWrites() const override { return true; }
+  void BeginAttemptsQueued(std::vector<std::uint64_t> sequences, AttemptsBegun done) override {
+    QueuedEach<StatusOr<std::uint32_t>>(
+        "mark attempts", std::move(sequences), std::move(done),
+        [this](std::uint64_t sequence) { return BeginAttemptLocked(sequence); });
+  }
+  void RemoveJobsQueued(std::vector<std::uint64_t> sequences, JobsRemoved done) override {
+    QueuedEach<Status>("remove durable jobs", std::move(sequences), std::move(done),
+                       [this](std::uint64_t sequence) { return RemoveInGroupLocked(sequence); });
   }
 
   Status DeferJob(std::uint64_t sequence, double not_before, std::string_view error) override {
@@ -316,8 +331,25 @@ class SqliteStore final : public Store {
     Bind(s, 3, job.fairness_key);
     sqlite3_bind_blob64(s, 4, job.payload.data(), job.payload.size(), SQLITE_STATIC);
     sqlite3_bind_double(s, 5, job.submitted_at);
+    newest_in_group_.reset();  // a newer row (or, if it failed, perhaps not): read it again
     if (Status st = Step(s, "store a durable job"); !st.ok()) return st;
     return static_cast<std::uint64_t>(sqlite3_last_insert_rowid(db_.get()));
+  }
+
+  // Removes the job within a group's transaction (RemoveLocked).
+  Status RemoveInGroupLocked(std::uint64_t sequence) {
+    StatusOr<std::uint64_t> newest = NewestInGroupLocked();
+    if (!newest.ok()) return newest.status();
+    return RemoveLocked(sequence, *newest);
+  }
+
+  // NewestLocked, read once a group while no job is stored meanwhile: a removal leaves the newest
+  // row (as a tombstone), so the removals of a group's writes share one read.
+  StatusOr<std::uint64_t> NewestInGroupLocked() {
+    if (newest_in_group_) return *newest_in_group_;
+    StatusOr<std::uint64_t> newest = NewestLocked();
+    if (newest.ok()) newest_in_group_ = *newest;
+    return newest;
   }
 
   // The greatest sequence stored (0 for none), after deleting the tombstones known to this
@@ -411,9 +443,12 @@ class SqliteStore final : public Store {
   // meanwhile wait, and the next of them leads the next group. A caller returns only once the
   // commit that holds its write is done, with its statement's own status, or the commit's if that
   // failed (then none of the group's writes is stored). `write` runs with the connection's mutex
-  // held, on the leader's thread.
+  // held, on the leader's thread. The queued writes (Queued) go in the same groups, but nobody
+  // waits on them: a leader tells each its group's status after the commit.
   Status Grouped(const char* what, const std::function<void()>& write) {
-    Waiting me{&write, what, absl::OkStatus()};
+    Waiting me;
+    me.write = &write;
+    me.what = what;
     std::unique_lock lock(group_mutex_);
     ++inside_;
     queue_.push_back(&me);
@@ -422,73 +457,167 @@ class SqliteStore final : public Store {
         group_done_.wait(lock);
         continue;
       }
-      leading_ = true;
-      // The callers of the group just committed come back one by one as they wake, and their
-      // next writes a moment later; a leader that took only those queued so far would commit
-      // groups of one or two. It lets the callers still inside (woken, not yet queued again, or
-      // leaving) queue first, and as many as the last group had, for at most half the last
-      // commit's time (at most 1 ms): a lone caller never waits, and a group that does not
-      // fill costs its callers half a commit at most.
-      const auto give_up = std::chrono::steady_clock::now() +
-                           std::min(last_commit_ / 2, std::chrono::microseconds(1000));
-      while (queue_.size() < std::max(inside_, last_group_) &&
-             std::chrono::steady_clock::now() < give_up) {
-        lock.unlock();
-        std::this_thread::yield();
-        lock.lock();
-      }
-      std::vector<Waiting*> group;
-      group.swap(queue_);  // holds `me`: it was queued and is not done
-      last_group_ = group.size();
-      lock.unlock();
-      const auto commit_began = std::chrono::steady_clock::now();
-      int failed = SQLITE_OK;  // the group's: none of its writes is stored
-      std::string error;
-      {
-        std::lock_guard db(mutex_);
-        failed = Run(begin_.get());
-        if (failed == SQLITE_OK) {
-          for (Waiting* w : group) {
-            (*w->write)();
-            // An error that rolled the whole transaction back (a full disk, an I/O error): the
-            // writes already run are gone, and the rest must not run outside a transaction.
-            if (sqlite3_get_autocommit(db_.get()) != 0) {
-              failed = sqlite3_extended_errcode(db_.get());
-              if (failed == SQLITE_OK) failed = SQLITE_ABORT;
-              break;
-            }
-          }
-          if (failed == SQLITE_OK) {
-            failed = Run(commit_.get());
-          }
-        }
-        if (failed != SQLITE_OK) {
-          error = sqlite3_errmsg(db_.get());
-          if (sqlite3_get_autocommit(db_.get()) == 0) {
-            (void)Run(rollback_.get());
-          }
-        }
-      }
-      const auto committed_at = std::chrono::steady_clock::now();
-      lock.lock();
-      last_commit_ =
-          std::chrono::duration_cast<std::chrono::microseconds>(committed_at - commit_began);
-      for (Waiting* w : group) {
-        if (failed != SQLITE_OK) w->committed = ToStatus(failed, error, path_, w->what);
-        w->done = true;
-      }
-      leading_ = false;
-      --inside_;
-      // Woken once the mutex is free: woken under it, each of the group's callers would find it
-      // held and sleep again on it, a second switch each (8 submitters storing: 3.7 context
-      // switches a job against 2.1 so, and 7-20 % more jobs a second in alternated rounds). The
-      // next group's waiters wake too, and one of them leads it.
-      lock.unlock();
-      group_done_.notify_all();
-      return me.committed;  // `me` was in the group
+      Lead(lock);  // `me` is in the group: it was queued and is not done
+      return me.committed;
     }
     --inside_;
     return me.committed;
+  }
+
+  // Commits the queued writes as one group; called, and returns, with `lock` (of group_mutex_)
+  // held by the caller of Grouped that found no leader. Leaves the mutex unlocked.
+  void Lead(std::unique_lock<std::mutex>& lock) {
+    leading_ = true;
+    // The callers of the group just committed come back one by one as they wake, and their
+    // next writes a moment later; a leader that took only those queued so far would commit
+    // groups of one or two. It lets the callers still inside (woken, not yet queued again, or
+    // leaving) queue first, and as many as the last group had, and half as many queued writes
+    // as it had (the attempts and removals of the jobs that its commit let start or end, which
+    // follow a moment later), for at most half the last commit's time (at most 1 ms): a lone
+    // caller never waits, and a group that does not fill costs its callers half a commit at
+    // most. (Waiting for none of the queued writes, one submitter's job took 1.6 commits
+    // instead of one, its attempt's mark committed alone; waiting for only half the callers, 8
+    // submitters' groups split in two and ran no faster, bench/HISTORY.md.)
+    const auto give_up = std::chrono::steady_clock::now() +
+                         std::min(last_commit_ / 2, std::chrono::microseconds(1000));
+    while ((queue_.size() - queued_writes_ < std::max(inside_, last_group_) ||
+            queued_writes_ < last_queued_ / 2) &&
+           std::chrono::steady_clock::now() < give_up) {
+      lock.unlock();
+      std::this_thread::yield();
+      lock.lock();
+    }
+    std::vector<Waiting*> group;
+    group.swap(queue_);
+    last_group_ = group.size() - queued_writes_;
+    last_queued_ = queued_writes_;
+    queued_writes_ = 0;
+    lock.unlock();
+    const auto commit_began = std::chrono::steady_clock::now();
+    int failed = SQLITE_OK;  // the group's: none of its writes is stored
+    std::string error;
+    {
+      std::lock_guard db(mutex_);
+      failed = Run(begin_.get());
+      newest_in_group_.reset();
+      if (failed == SQLITE_OK) {
+        for (Waiting* w : group) {
+          (*w->write)();
+          // An error that rolled the whole transaction back (a full disk, an I/O error): the
+          // writes already run are gone, and the rest must not run outside a transaction.
+          if (sqlite3_get_autocommit(db_.get()) != 0) {
+            failed = sqlite3_extended_errcode(db_.get());
+            if (failed == SQLITE_OK) failed = SQLITE_ABORT;
+            break;
+          }
+        }
+        if (failed == SQLITE_OK) {
+          failed = Run(commit_.get());
+        }
+      }
+      if (failed != SQLITE_OK) {
+        error = sqlite3_errmsg(db_.get());
+        if (sqlite3_get_autocommit(db_.get()) == 0) {
+          (void)Run(rollback_.get());
+        }
+      }
+    }
+    const auto committed_at = std::chrono::steady_clock::now();
+    std::vector<std::unique_ptr<Waiting>> queued;  // told after the mutex is free
+    lock.lock();
+    last_commit_ =
+        std::chrono::duration_cast<std::chrono::microseconds>(committed_at - commit_began);
+    for (Waiting* w : group) {
+      if (failed != SQLITE_OK) w->committed = ToStatus(failed, error, path_, w->what);
+      if (w->then) {
+        queued.emplace_back(w);
+      } else {
+        w->done = true;  // its caller may return (and `w` be gone) once the mutex is free
+      }
+    }
+    leading_ = false;
+    --inside_;
+    // Writes queued during the commit with no caller's among them: nobody would lead them.
+    const bool orphaned = OrphanedLocked();
+    // Woken once the mutex is free: woken under it, each of the group's callers would find it
+    // held and sleep again on it, a second switch each (8 submitters storing: 3.7 context
+    // switches a job against 2.1 so, and 7-20 % more jobs a second in alternated rounds). The
+    // next group's waiters wake too, and one of them leads it.
+    lock.unlock();
+    group_done_.notify_all();
+    if (orphaned) writer_wake_.notify_one();
+    for (const auto& w : queued) w->then(w->committed);
+  }
+
+  // Queues `write` for the next group as Grouped would, and returns at once; `then` is told the
+  // status Grouped would have returned, once the group's commit is done, on its leader's thread
+  // with no lock of the store's held.
+  void Queued(const char* what, std::function<void()> write,
+              std::function<void(const Status&)> then) {
+    auto w = std::make_unique<Waiting>();
+    w->own_write = std::move(write);
+    w->write = &w->own_write;
+    w->what = what;
+    w->then = std::move(then);
+    bool orphaned = false;
+    {
+      std::lock_guard lock(group_mutex_);
+      queue_.push_back(w.release());
+      ++queued_writes_;
+      // Under a leader, its group takes the write, or it is handed on after its commit (Lead).
+      orphaned = !leading_ && OrphanedLocked();
+    }
+    if (orphaned) writer_wake_.notify_one();
+  }
+
+  // Whether the queue holds only queued writes, which no caller of Grouped will lead: then the
+  // store's own thread (WriteOrphans, started here on first need) is asked to. By group_mutex_.
+  bool OrphanedLocked() {
+    if (queue_.empty() || queue_.size() != queued_writes_) return false;
+    writer_due_ = true;
+    if (!writer_.joinable()) writer_ = std::thread([this] { WriteOrphans(); });
+    return true;
+  }
+
+  // The store's own thread: leads a group whenever queued writes have nobody else to, until the
+  // store closes with nothing queued.
+  void WriteOrphans() {
+    (void)pthread_setname_np(pthread_self(), "fg-sqlite");  // a diagnostic only
+    static const std::function<void()> kNothing = [] {};
+    std::unique_lock lock(group_mutex_);
+    for (;;) {
+      writer_wake_.wait(lock, [&] { return writer_due_ || closing_; });
+      if (!writer_due_) return;
+      writer_due_ = false;
+      // Taken meanwhile by a caller who led, or to be handed on by the leader now committing.
+      if (leading_ || queue_.empty() || queue_.size() != queued_writes_) continue;
+      lock.unlock();
+      (void)Grouped("write queued attempts and removals", kNothing);
+      lock.lock();
+    }
+  }
+
+  // Queued, for one write that calls `each` for every sequence in turn (as GroupedEach): `done`
+  // is told their results in the order given, or the group's status when it failed.
+  template <typename Result, typename Done, typename Each>
+  void QueuedEach(const char* what, std::vector<std::uint64_t> sequences, Done done, Each each) {
+    auto results = std::make_shared<std::vector<Result>>();
+    Queued(
+        what,
+        [this, results, sequences = std::move(sequences), each = std::move(each)] {
+          results->clear();
+          for (std::uint64_t sequence : sequences) {
+            if (sqlite3_get_autocommit(db_.get()) != 0) break;  // as in GroupedEach
+            results->push_back(each(sequence));
+          }
+        },
+        [results, done = std::move(done)](const Status& committed) {
+          if (!committed.ok()) {
+            done(committed);
+          } else {
+            done(std::move(*results));
+          }
+        });
   }
   // One write of Grouped that calls `each` for every sequence in turn: their results in the
   // order given, or the group's status when it failed (then none is stored).
@@ -522,10 +651,13 @@ class SqliteStore final : public Store {
     return written;
   }
   struct Waiting {
-    const std::function<void()>* write;
-    const char* what;  // for the status when the group's commit fails
+    const std::function<void()>* write = nullptr;
+    const char* what = "";  // for the status when the group's commit fails
     Status committed;
-    bool done = false;
+    bool done = false;  // a caller's write: its group's commit is done
+    // A queued write's (Queued): `write` points at `own_write`; `then` is told `committed`.
+    std::function<void()> own_write;
+    std::function<void(const Status&)> then;
   };
 
   SqliteStore(std::string path, Db db) : path_(std::move(path)), db_(std::move(db)) {}
@@ -738,10 +870,17 @@ class SqliteStore final : public Store {
   const std::string path_;
   std::mutex group_mutex_;  // guards the group commit's queue and leader
   std::condition_variable group_done_;
-  std::vector<Waiting*> queue_;  // writes waiting for the next group
-  bool leading_ = false;         // a group is being committed
-  std::size_t inside_ = 0;       // callers in Grouped: queued, waiting, or done and not yet gone
-  std::size_t last_group_ = 1;   // how many writes the last group committed
+  std::vector<Waiting*> queue_;    // writes waiting for the next group
+  bool leading_ = false;           // a group is being committed
+  std::size_t inside_ = 0;         // callers in Grouped: queued, waiting, or done and not yet gone
+  std::size_t queued_writes_ = 0;  // of them, queued writes (Queued), which no caller waits on
+  std::size_t last_group_ = 1;     // how many callers' writes the last group committed
+  std::size_t last_queued_ = 0;    // and how many queued writes
+  // The store's own thread (WriteOrphans), and when it must lead: started on first need.
+  std::condition_variable writer_wake_;
+  bool writer_due_ = false;  // queued writes wait with nobody else to lead them
+  bool closing_ = false;     // the destructor: the thread ends once nothing is due
+  std::thread writer_;
   std::chrono::microseconds last_commit_{200};  // how long its transaction took
   std::mutex mutex_;                            // one transaction at a time on the one connection
   Db db_;
@@ -752,6 +891,7 @@ class SqliteStore final : public Store {
   // Tombstones (kJobsColumns) this connection knows of: made by RemoveLocked, found by Jobs,
   // deleted by NewestLocked. By mutex_.
   std::vector<std::uint64_t> tombstones_;
+  std::optional<std::uint64_t> newest_in_group_;  // NewestInGroupLocked's, by mutex_
   Statement save_estimate_, save_key_, save_schedule_, forget_estimates_, forget_keys_;
 };
 
