@@ -473,11 +473,11 @@ class SqliteStore final : public Store {
     // groups of one or two. It lets the callers still inside (woken, not yet queued again, or
     // leaving) queue first, and as many as the last group had, and half as many queued writes
     // as it had (the attempts and removals of the jobs that its commit let start or end, which
-    // follow a moment later), for at most half the last commit's time (at most 1 ms): a lone
-    // caller never waits, and a group that does not fill costs its callers half a commit at
-    // most. (Waiting for none of the queued writes, one submitter's job took 1.6 commits
-    // instead of one, its attempt's mark committed alone; waiting for only half the callers, 8
-    // submitters' groups split in two and ran no faster, bench/HISTORY.md.)
+    // follow a moment later), for at most half the last commit's time (at most 1 ms): a group
+    // that does not fill costs its callers half a commit at most. (Waiting for none of the
+    // queued writes, one submitter's job took 1.6 commits instead of one, its attempt's mark
+    // committed alone; waiting for only half the callers, 8 submitters' groups split in two and
+    // ran no faster, bench/HISTORY.md.)
     const auto give_up = std::chrono::steady_clock::now() +
                          std::min(last_commit_ / 2, std::chrono::microseconds(1000));
     while ((queue_.size() - queued_writes_ < std::max(inside_, last_group_) ||
