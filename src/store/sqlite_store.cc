@@ -573,11 +573,14 @@ class SqliteStore final : public Store {
   // Whether the queue holds only queued writes, which no caller of Grouped will lead: then the
   // store's own thread (WriteOrphans, started here on first need) is asked to. By group_mutex_.
   bool OrphanedLocked() {
-    if (queue_.empty() || queue_.size() != queued_writes_) return false;
+    if (!OnlyQueuedLocked()) return false;
     writer_due_ = true;
     if (!writer_.joinable()) writer_ = std::thread([this] { WriteOrphans(); });
     return true;
   }
+
+  // Whether queued writes wait and no caller's write does. By group_mutex_.
+  bool OnlyQueuedLocked() const { return !queue_.empty() && queue_.size() == queued_writes_; }
 
   // The store's own thread: leads a group whenever queued writes have nobody else to, until the
   // store closes with nothing queued.
@@ -590,7 +593,7 @@ class SqliteStore final : public Store {
       if (!writer_due_) return;
       writer_due_ = false;
       // Taken meanwhile by a caller who led, or to be handed on by the leader now committing.
-      if (leading_ || queue_.empty() || queue_.size() != queued_writes_) continue;
+      if (leading_ || !OnlyQueuedLocked()) continue;
       lock.unlock();
       (void)Grouped("write queued attempts and removals", kNothing);
       lock.lock();
@@ -605,11 +608,7 @@ class SqliteStore final : public Store {
     Queued(
         what,
         [this, results, sequences = std::move(sequences), each = std::move(each)] {
-          results->clear();
-          for (std::uint64_t sequence : sequences) {
-            if (sqlite3_get_autocommit(db_.get()) != 0) break;  // as in GroupedEach
-            results->push_back(each(sequence));
-          }
+          EachLocked(sequences, each, *results);
         },
         [results, done = std::move(done)](const Status& committed) {
           if (!committed.ok()) {
@@ -626,21 +625,23 @@ class SqliteStore final : public Store {
                                             const std::vector<std::uint64_t>& sequences,
                                             const Each& each) {
     std::vector<Result> results;
-    if (Status committed = Grouped(what,
-                                   [&] {
-                                     results.clear();
-                                     for (std::uint64_t sequence : sequences) {
-                                       // An error that ended the group's transaction (Grouped
-                                       // fails the whole group then): the rest must not run
-                                       // outside it.
-                                       if (sqlite3_get_autocommit(db_.get()) != 0) break;
-                                       results.push_back(each(sequence));
-                                     }
-                                   });
+    if (Status committed = Grouped(what, [&] { EachLocked(sequences, each, results); });
         !committed.ok()) {
       return committed;
     }
     return results;
+  }
+  // The write of GroupedEach and QueuedEach: `each` of every sequence in turn, into `results`.
+  template <typename Result, typename Each>
+  void EachLocked(const std::vector<std::uint64_t>& sequences, const Each& each,
+                  std::vector<Result>& results) {
+    results.clear();
+    for (std::uint64_t sequence : sequences) {
+      // An error that ended the group's transaction (Grouped fails the whole group then): the
+      // rest must not run outside it.
+      if (sqlite3_get_autocommit(db_.get()) != 0) break;
+      results.push_back(each(sequence));
+    }
   }
   // Grouped, for a write whose result is a status.
   Status GroupedStatus(const char* what, const std::function<Status()>& write) {
