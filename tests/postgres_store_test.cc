@@ -319,15 +319,17 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
       "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at, "
       "attempts, not_before) VALUES ('fetch', 'git.git', 'bob', 'x', 1, 1, 2)");
   auto store = *OpenPostgresStore(server.conninfo(), {"a"});
-  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "5");
+  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "6");
   // Schema 3 keeps each key's first job in fairgate_key_heads: the migration filled it.
   CHECK(server.Sql("SELECT fairness_key FROM fairgate_key_heads") == "alice");
+  // Schema 6 locks a large set of keys at once (fairgate_lock_key_set).
+  CHECK(server.Sql("SELECT count(*) FROM pg_proc WHERE proname = 'fairgate_lock_key_set'") == "1");
   std::vector<StoredJob> claimed = *store->ClaimJobs({{"fetch", 1}}, 10, 30);
   REQUIRE(claimed.size() == 2);
   CHECK(claimed[0].id == "linux.git");
   CHECK(claimed[1].id == "git.git");
   CHECK(store->RemoveJob(claimed[0].sequence).ok());
-  server.Sql("UPDATE fairgate_schema SET version = 6");
+  server.Sql("UPDATE fairgate_schema SET version = 7");
   Status newer = OpenPostgresStore(server.conninfo()).status();
   CHECK(newer.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(newer.message().find("newer") != std::string::npos);
@@ -590,23 +592,49 @@ TEST_CASE("PostgresStore.AClaimWithLeasesTakesTheFirstClaimableJobsOfTheWholeOrd
 // The keys' heads (fairgate_key_heads, kept by triggers under a lock per key) against the jobs
 // while two producers store jobs of a few keys and two replicas claim, give back, defer and
 // remove them at once: every job is claimed in the end (no key lost from the heads), and the
-// heads are exactly each key's first ready job whenever they are read.
+// heads are exactly each key's first ready job whenever they are read. Beside them, sets of more
+// than 1,000 keys, which lock every key at once instead of each: a store of two batches of 1,001
+// keys' jobs, and a replica sharing 1,001 keys' costs (the producers' four among them) over and
+// over; the heads' costs stay the keys' costs.
 TEST_CASE("PostgresStore.TheKeysHeadsStayExactWhileReplicasStoreClaimAndFinishAtOnce") {
   testing::PostgresServer server;
   constexpr int kPerProducer = 1000;
+  constexpr int kBulk = 2 * 1001;
+  constexpr int kJobs = 2 * kPerProducer + kBulk;
   const std::vector<ClaimableType> types = {{"fetch", 1}};
   // Heads that differ from the jobs: a pair whose head is not its first ready job, or a pair with
-  // ready jobs and no head.
+  // ready jobs and no head; or a head whose cost is not its key's.
   const std::string mismatches =
       "SELECT count(*) FROM (SELECT type, fairness_key, min(sequence) AS head "
       "FROM fairgate_durable_jobs WHERE NOT dead AND holder IS NULL AND not_before = 0 "
       "GROUP BY 1, 2) r FULL JOIN fairgate_key_heads h "
       "ON h.type = r.type AND h.fairness_key = r.fairness_key "
-      "WHERE r.head IS DISTINCT FROM h.head";
+      "LEFT JOIN fairgate_keys c ON c.key = h.fairness_key "
+      "WHERE r.head IS DISTINCT FROM h.head OR h.cost <> coalesce(c.accumulated_cost, 0)";
   auto schema = *OpenPostgresStore(server.conninfo());  // before anyone reads the tables
   std::atomic<int> stored{0}, removed{0};
   std::atomic<bool> failed{false};
   std::vector<std::thread> threads;
+  // Keys k0..k3 (the producers') and 997 others.
+  std::vector<std::string> many;
+  for (int k = 0; k < 1001; ++k) many.push_back((k < 4 ? "k" : "bulk") + std::to_string(k));
+  threads.emplace_back([&] {
+    auto store = *OpenPostgresStore(server.conninfo(), {"bulk"});
+    for (int b = 0; b < 2; ++b) {
+      std::vector<StoredJob> batch;
+      for (const std::string& key : many) batch.push_back(Job("fetch", "r", key));
+      if (!store->AddJobs(batch).ok()) failed = true;
+      stored += static_cast<int>(batch.size());
+    }
+  });
+  threads.emplace_back([&] {
+    auto store = *OpenPostgresStore(server.conninfo(), {"sharer"});
+    std::vector<SavedKey> charged;
+    for (const std::string& key : many) charged.push_back({key, 1, 0});
+    while (removed.load() < kJobs && !failed) {
+      if (!store->ShareKeyCosts(charged, many).ok()) failed = true;
+    }
+  });
   for (int p = 0; p < 2; ++p) {
     threads.emplace_back([&, p] {
       auto store = *OpenPostgresStore(server.conninfo(), {"producer" + std::to_string(p)});
@@ -626,8 +654,8 @@ TEST_CASE("PostgresStore.TheKeysHeadsStayExactWhileReplicasStoreClaimAndFinishAt
       auto store = *OpenPostgresStore(server.conninfo(), {"replica" + std::to_string(c)});
       std::mt19937 random(c);
       const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      while (removed.load() < 2 * kPerProducer && std::chrono::steady_clock::now() < give_up) {
-        StatusOr<std::vector<StoredJob>> claimed = store->ClaimJobs(types, 7, 60);
+      while (removed.load() < kJobs && std::chrono::steady_clock::now() < give_up) {
+        StatusOr<std::vector<StoredJob>> claimed = store->ClaimJobs(types, 20, 60);
         if (!claimed.ok()) {
           failed = true;
           return;
@@ -651,14 +679,14 @@ TEST_CASE("PostgresStore.TheKeysHeadsStayExactWhileReplicasStoreClaimAndFinishAt
   }
   // Read while they run: the heads are exact at every commit.
   int reads = 0;
-  while (removed.load() < 2 * kPerProducer && !failed && reads < 2000) {
+  while (removed.load() < kJobs && !failed && reads < 2000) {
     CHECK(server.Sql(mismatches) == "0");
     ++reads;
   }
   for (std::thread& t : threads) t.join();
   CHECK_FALSE(failed.load());
-  CHECK(stored.load() == 2 * kPerProducer);
-  CHECK(removed.load() == 2 * kPerProducer);
+  CHECK(stored.load() == kJobs);
+  CHECK(removed.load() == kJobs);
   CHECK(server.Sql("SELECT count(*) FROM fairgate_durable_jobs") == "0");
   CHECK(server.Sql("SELECT count(*) FROM fairgate_key_heads") == "0");
   // An operator's purge of ready jobs (a DELETE of many rows) refreshes each key once.
@@ -673,40 +701,88 @@ TEST_CASE("PostgresStore.TheKeysHeadsStayExactWhileReplicasStoreClaimAndFinishAt
 // The interleaving the keys' locks exist for, made to happen: a job stored for a key and not yet
 // committed while a claim takes that key's only ready job. The claim's refresh of the key waits
 // for the store's commit and then sees the new job; without the lock it would find no ready job,
-// drop the key's head, and the new job would never be claimed.
+// drop the key's head, and the new job would never be claimed. The same when the store is of
+// 1,001 keys' jobs, which locks every key at once instead of each.
 TEST_CASE("PostgresStore.AClaimThatEmptiesAKeyWhileAJobOfItIsBeingStoredKeepsTheNewJob") {
   testing::PostgresServer server;
   auto store = *OpenPostgresStore(server.conninfo(), {"a"});
-  REQUIRE(store->AddJob(Job("fetch", "first", "k")).ok());
-  // The producer's transaction: the job is stored (its trigger ran) but not committed.
-  PGconn* producer = PQconnectdb(server.conninfo().c_str());
-  REQUIRE(PQstatus(producer) == CONNECTION_OK);
-  auto exec = [&](const char* sql) {
-    PGresult* r = PQexec(producer, sql);
-    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    return ok;
-  };
-  REQUIRE(exec("BEGIN"));
-  REQUIRE(
-      exec("INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at) "
-           "VALUES ('fetch', 'second', 'k', '', 0)"));
-  std::vector<StoredJob> first;
-  std::thread claim([&] { first = *store->ClaimJobs({{"fetch", 1}}, 1, 60); });
-  // The claim's refresh waits for the producer's lock on the key (or, without it, the claim ends).
-  const std::string waiting =
-      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
-  const bool waited = testing::Eventually([&] { return server.Sql(waiting) == "1"; });
-  CHECK(exec("COMMIT"));
-  claim.join();
-  PQfinish(producer);
-  CHECK(waited);
-  REQUIRE(first.size() == 1);
-  CHECK(first[0].id == "first");
-  // The second job is the key's head, and a claim finds it.
-  const std::vector<StoredJob> second = *store->ClaimJobs({{"fetch", 1}}, 1, 60);
-  REQUIRE(second.size() == 1);
-  CHECK(second[0].id == "second");
+  for (const int keys : {1, 1001}) {
+    CAPTURE(keys);
+    server.Sql("TRUNCATE fairgate_durable_jobs");
+    REQUIRE(store->AddJob(Job("fetch", "first", "k")).ok());
+    // The producer's transaction: the jobs are stored (their trigger ran) but not committed.
+    PGconn* producer = PQconnectdb(server.conninfo().c_str());
+    REQUIRE(PQstatus(producer) == CONNECTION_OK);
+    auto exec = [&](const std::string& sql) {
+      PGresult* r = PQexec(producer, sql.c_str());
+      const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+      PQclear(r);
+      return ok;
+    };
+    REQUIRE(exec("BEGIN"));
+    REQUIRE(
+        exec("INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at) "
+             "SELECT 'fetch', 'second', CASE WHEN i = 0 THEN 'k' ELSE 'other' || i END, '', 0 "
+             "FROM generate_series(0, " +
+             std::to_string(keys - 1) + ") AS i"));
+    std::vector<StoredJob> first;
+    std::thread claim([&] { first = *store->ClaimJobs({{"fetch", 1}}, 1, 60); });
+    // The claim's refresh waits for the producer's lock (or, without it, the claim ends).
+    const std::string waiting =
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+    const bool waited = testing::Eventually([&] { return server.Sql(waiting) == "1"; });
+    CHECK(exec("COMMIT"));
+    claim.join();
+    PQfinish(producer);
+    CHECK(waited);
+    REQUIRE(first.size() == 1);
+    CHECK(first[0].id == "first");
+    // The second job is the key's head, and a claim finds it first.
+    const std::vector<StoredJob> second = *store->ClaimJobs({{"fetch", 1}}, 1, 60);
+    REQUIRE(second.size() == 1);
+    CHECK(second[0].id == "second");
+    CHECK(second[0].fairness_key == "k");
+  }
+}
+
+// A server's lock table has room for 64 locks a connection by default (max_locks_per_transaction),
+// and the keys' triggers once took a lock for each key a statement touched: storing, sharing,
+// saving or forgetting 20,000 keys at once failed "out of shared memory", and a replica that
+// charged that many keys in one claim interval could never share their costs again. Larger sets
+// lock every key at once.
+TEST_CASE("PostgresStore.TwentyThousandKeysAreStoredSharedSavedAndForgottenAtOnce") {
+  testing::PostgresServer server;
+  auto store = *OpenPostgresStore(server.conninfo(), {"a"});
+  constexpr int kKeys = 20000;
+  std::vector<std::string> names;
+  std::vector<SavedKey> charged;
+  std::vector<StoredJob> jobs;
+  for (int k = 0; k < kKeys; ++k) {
+    names.push_back("k" + std::to_string(k));
+    charged.push_back({names.back(), 2, 0});
+    jobs.push_back(Job("fetch", "r", names.back()));
+  }
+  const Status added = store->AddJobs(jobs).status();
+  REQUIRE_MESSAGE(added.ok(), added.ToString());
+  const StatusOr<std::vector<SavedKey>> totals = store->ShareKeyCosts(charged, names);
+  REQUIRE_MESSAGE(totals.ok(), totals.status().ToString());
+  CHECK(totals->size() == kKeys);
+  CHECK(std::all_of(totals->begin(), totals->end(),
+                    [](const SavedKey& k) { return k.accumulated_cost == 2; }));
+  const std::string heads_at = "SELECT count(*) FROM fairgate_key_heads WHERE cost = ";
+  CHECK(server.Sql(heads_at + "2") == "20000");
+  for (SavedKey& k : charged) k = {k.key, 3, 100};  // idle since 100
+  const Status saved = store->SaveLearned({{}, charged, {}}, 0, 0);
+  REQUIRE_MESSAGE(saved.ok(), saved.ToString());
+  CHECK(server.Sql(heads_at + "3") == "20000");
+  const Status forgot = store->SaveLearned({}, 0, 200);  // every key idle for too long
+  REQUIRE_MESSAGE(forgot.ok(), forgot.ToString());
+  CHECK(server.Sql("SELECT count(*) FROM fairgate_keys") == "0");
+  CHECK(server.Sql(heads_at + "0") == "20000");
+  // The heads are each key's job: a claim of every job takes them all.
+  const StatusOr<std::vector<StoredJob>> claimed = store->ClaimJobs({{"fetch", 1}}, kKeys, 60);
+  REQUIRE_MESSAGE(claimed.ok(), claimed.status().ToString());
+  CHECK(claimed->size() == kKeys);
 }
 
 TEST_CASE(

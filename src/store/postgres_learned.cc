@@ -106,18 +106,28 @@ Status PostgresStore::SaveLearned(const LearnedState& changed, double forget_est
               .status();
       if (!s.ok()) return s;
     }
-    // One statement for every key (the last value of a key given twice): the keys' trigger
-    // locks them all at once, in its one order (postgres_statements.h), so that a flush and a
-    // claim never each hold a key the other waits for.
-    if (!changed.keys.empty()) {
-      absl::flat_hash_map<std::string, const SavedKey*> last;
-      for (const SavedKey& k : changed.keys) last[k.key] = &k;
-      std::vector<std::string> names, costs, idle;
-      for (const auto& [name, k] : last) {
-        names.push_back(name);
-        costs.push_back(Number(k->accumulated_cost));
-        idle.push_back(Number(k->idle_since));
-      }
+    // The keys this flush saves and the idle ones it forgets, locked first and together, in the
+    // keys' one order (fairgate_lock_keys, postgres_statements.h), so that a flush and a claim
+    // never each hold a key the other waits for, and a flush whose two sets are small apart and
+    // large together does not hold some keys and then wait for every other transaction. Then
+    // one statement for every key saved (the last value of a key given twice).
+    absl::flat_hash_map<std::string, const SavedKey*> last;
+    for (const SavedKey& k : changed.keys) last[k.key] = &k;
+    std::vector<std::string> names, costs, idle;
+    for (const auto& [name, k] : last) {
+      names.push_back(name);
+      costs.push_back(Number(k->accumulated_cost));
+      idle.push_back(Number(k->idle_since));
+    }
+    if (Status s = Exec(link,
+                        "SELECT fairgate_lock_keys($1::text[] || "
+                        "ARRAY(SELECT key FROM fairgate_keys WHERE idle_since < $2))",
+                        {{TextArray(names)}, {Number(forget_keys_before)}}, "lock the keys")
+                       .status();
+        !s.ok()) {
+      return s;
+    }
+    if (!names.empty()) {
       Status s =
           Exec(link,
                "INSERT INTO fairgate_keys SELECT * FROM unnest($1::text[], "
