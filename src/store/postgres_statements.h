@@ -170,17 +170,12 @@ BEGIN
     -- takes each for one row and may join them by a nested loop, quadratic in the rows (the
     -- keys' trigger did: one statement saving 20,000 keys' costs compared 400 million pairs).
     PERFORM fairgate_refresh_heads(array_agg(type), array_agg(fairness_key)) FROM
-      (SELECT DISTINCT type, fairness_key FROM (
-        (SELECT sequence, type, fairness_key, NOT dead AND holder IS NULL AND not_before = 0
-           FROM new_rows
-         EXCEPT SELECT sequence, type, fairness_key,
-           NOT dead AND holder IS NULL AND not_before = 0 FROM old_rows)
-        UNION ALL
-        (SELECT sequence, type, fairness_key, NOT dead AND holder IS NULL AND not_before = 0
-           FROM old_rows
-         EXCEPT SELECT sequence, type, fairness_key,
-           NOT dead AND holder IS NULL AND not_before = 0 FROM new_rows)) d
-      ) p HAVING count(*) > 0;
+      (WITH n AS (SELECT sequence, type, fairness_key,
+          NOT dead AND holder IS NULL AND not_before = 0 AS ready FROM new_rows),
+        o AS (SELECT sequence, type, fairness_key,
+          NOT dead AND holder IS NULL AND not_before = 0 AS ready FROM old_rows)
+       SELECT DISTINCT type, fairness_key FROM ((SELECT * FROM n EXCEPT SELECT * FROM o)
+         UNION ALL (SELECT * FROM o EXCEPT SELECT * FROM n)) d) p HAVING count(*) > 0;
   END IF;
   RETURN NULL;
 END $f$;
