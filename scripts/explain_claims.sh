@@ -8,6 +8,11 @@
 #   scripts/explain_claims.sh [REV ...]   # the statement as in each git revision (`work-tree`:
 #                                         # as it is in the work tree; none: the work tree)
 #
+# CLAIM=plain measures instead the claim of jobs that take no lease (kClaim: one statement, its
+# triggers included), of 100, 200 and 400 jobs, over keys whose costs all differ, five times each,
+# the median printed with the five. HEADS=stale leaves the keys' heads with the statistics of
+# their empty table (a server whose autovacuum has not analyzed them since the keys came), where
+# by default every table is analyzed after filling.
 # Each revision's statements are compiled into a small printer (g++, the repository's headers).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,7 +32,7 @@ cat >"$work/print.cc" <<'CC'
 #include STATEMENTS
 int main(int, char** argv) {
   using namespace fairgate::store::postgres;
-  std::puts(argv[1][0] == 's' ? kSchema : kClaimCandidates);
+  std::puts(argv[1][0] == 's' ? kSchema : argv[1][0] == 'p' ? kClaim : kClaimCandidates);
 }
 CC
 for rev in "${revisions[@]}"; do
@@ -43,22 +48,42 @@ done
 conn=$(bash "$top/scripts/pg_temp.sh" start "$dir" | tail -1)
 q() { psql "$conn" -X -q -v ON_ERROR_STOP=1 "$@"; }
 "$work/print-${revisions[0]}" schema | q >/dev/null
+claim=${CLAIM:-leases}
+heads=${HEADS:-fresh}
+if [[ $claim == plain ]]; then sizes=(100 200 400); else sizes=(23 64 128); fi
 for keys in 100 10000; do
   q -c "TRUNCATE fairgate_durable_jobs, fairgate_keys, fairgate_key_heads, fairgate_resource_leases"
-  q -c "INSERT INTO fairgate_keys SELECT 'k' || k, k % 4, 0 FROM generate_series(0, $keys - 1) k"
+  if [[ $heads == stale ]]; then q -c "ANALYZE fairgate_key_heads"; fi
+  if [[ $claim == plain ]]; then
+    q -c "INSERT INTO fairgate_keys SELECT 'k' || k, k, 0 FROM generate_series(0, $keys - 1) k"
+  else
+    q -c "INSERT INTO fairgate_keys SELECT 'k' || k, k % 4, 0 FROM generate_series(0, $keys - 1) k"
+  fi
   q -c "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at)
         SELECT 'fetch', 'r' || (i % 400), 'k' || ((i * 7919) % $keys), '', 0
         FROM generate_series(1, 20000) i"
-  q -c "ANALYZE"
+  if [[ $heads == stale ]]; then q -c "ANALYZE fairgate_durable_jobs"; else q -c "ANALYZE"; fi
   for rev in "${revisions[@]}"; do
-    statement=$("$work/print-$rev" claim)
-    for n in 23 64 128; do
-      for round in 1 2 3; do
+    statement=$("$work/print-$rev" "$claim")
+    for n in "${sizes[@]}"; do
+      if [[ $claim == plain ]]; then
+        arguments="'{fetch}', '{2}', $n, 'replica', 30, 1e10"
+      else
+        arguments="'{fetch}', '{2}', $((4 * n)), 1e10, '{repo}', '{1}', '{0}', ''"
+      fi
+      times=()
+      for round in 1 2 3 4 5; do
+        if [[ $claim != plain && $round -gt 3 ]]; then break; fi
         out=$(q -t -A -c "BEGIN" -c "PREPARE c AS $statement" \
-          -c "EXPLAIN (ANALYZE, BUFFERS) EXECUTE c('{fetch}', '{2}', $((4 * n)), 1e10, '{repo}', '{1}', '{0}', '')" \
-          -c "ROLLBACK")
+          -c "EXPLAIN (ANALYZE, BUFFERS) EXECUTE c($arguments)" -c "ROLLBACK")
+        times+=("$(echo "$out" | sed -n 's/^Execution Time: \([0-9.]*\) ms$/\1/p')")
       done
-      echo "$keys keys, $rev, claim of $n: $(echo "$out" | grep -E 'Planning Time|Execution Time' | tr '\n' ' ')"
+      if [[ $claim == plain ]]; then
+        echo "$keys keys, $rev, claim of $n: median $(printf '%s\n' "${times[@]}" | sort -n |
+          sed -n 3p) ms of $(printf '%s ' "${times[@]}")"
+      else
+        echo "$keys keys, $rev, claim of $n: $(echo "$out" | grep -E 'Planning Time|Execution Time' | tr '\n' ' ')"
+      fi
     done
   done
 done
