@@ -37,7 +37,12 @@ TEST_SUITE_BEGIN("runtime");
 namespace fairgate {
 namespace {
 
-TEST_CASE("PostgresStore.KeepsJobsAcrossConnections") {
+// A test of the store alone, which starts no scheduler: in the doctest suite "store" instead,
+// which CTest labels "store" and runs under ThreadSanitizer with the runtime's tests (the store is
+// called from many threads) but not again on other pools (it runs on none).
+const doctest::test_suite kStoreAlone("store");
+
+TEST_CASE("PostgresStore.KeepsJobsAcrossConnections" * kStoreAlone) {
   testing::PostgresServer server;
   testing::CheckJobsAcrossConnections([&] { return *OpenPostgresStore(server.conninfo()); });
 }
@@ -48,7 +53,7 @@ TEST_CASE("PostgresStore.KeepsJobsAcrossConnections") {
 // claim holds on the jobs table, in an open transaction; the store opens all the same, and that
 // session's transaction is still there to commit (it would be cut after its 20 s idle limit had
 // the opening waited for it).
-TEST_CASE("PostgresStore.AStoreOpeningBesideAFleetAtWorkTakesNoLockOnItsTables") {
+TEST_CASE("PostgresStore.AStoreOpeningBesideAFleetAtWorkTakesNoLockOnItsTables" * kStoreAlone) {
   testing::PostgresServer server;
   REQUIRE(OpenPostgresStore(server.conninfo(), {"first"}).ok());  // makes the schema
   PGconn* busy = PQconnectdb(server.conninfo().c_str());
@@ -68,14 +73,14 @@ TEST_CASE("PostgresStore.AStoreOpeningBesideAFleetAtWorkTakesNoLockOnItsTables")
   PQfinish(busy);
 }
 
-TEST_CASE("PostgresStore.StoresABatchWholeInItsOrder") {
+TEST_CASE("PostgresStore.StoresABatchWholeInItsOrder" * kStoreAlone) {
   testing::PostgresServer server;
   testing::CheckBatches([&] { return *OpenPostgresStore(server.conninfo()); });
 }
 
 // PostgreSQL's text holds no NUL byte (and libpq would cut a parameter at one): such a name is
 // refused, in a batch naming the job, and nothing of the batch is stored.
-TEST_CASE("PostgresStore.ANameWithANulByteIsRefusedNotCutShort") {
+TEST_CASE("PostgresStore.ANameWithANulByteIsRefusedNotCutShort" * kStoreAlone) {
   testing::PostgresServer server;
   auto store = *OpenPostgresStore(server.conninfo());
   Status single = store->AddJob(testing::TestJob(std::string("a\0b", 3), "")).status();
@@ -91,7 +96,7 @@ TEST_CASE("PostgresStore.ANameWithANulByteIsRefusedNotCutShort") {
   CHECK(store->LiveJobs()->empty());
 }
 
-TEST_CASE("PostgresStore.LearnedStateIsReplacedByNameAndForgottenPastItsTtl") {
+TEST_CASE("PostgresStore.LearnedStateIsReplacedByNameAndForgottenPastItsTtl" * kStoreAlone) {
   testing::PostgresServer server;
   testing::CheckLearnedState([&] { return *OpenPostgresStore(server.conninfo()); });
 }
@@ -205,7 +210,8 @@ TEST_CASE("PostgresStore.ABatchSubmittedToAReplicaRunsOnceEachInItsOrder") {
       [&] { return server.Sql("SELECT count(*) FROM fairgate_durable_jobs") == "0"; }));
 }
 
-TEST_CASE("PostgresStore.WhileTheServerIsDownCallsAreUnavailableAndItReconnectsWhenItReturns") {
+TEST_CASE("PostgresStore.WhileTheServerIsDownCallsAreUnavailableAndItReconnectsWhenItReturns" *
+          kStoreAlone) {
   testing::PostgresServer server;
   CHECK(OpenPostgresStore("").status().code() == absl::StatusCode::kInvalidArgument);
   auto store = *OpenPostgresStore(server.conninfo());
@@ -302,7 +308,7 @@ testing::OpenSharedStore Replicas(const testing::PostgresServer& server) {
   };
 }
 
-TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused") {
+TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused" * kStoreAlone) {
   testing::PostgresServer server;
   // What the first PostgreSQL store (schema 1, no leases) left: two jobs, one of them a retry
   // whose backoff is over.
@@ -335,7 +341,7 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
   CHECK(newer.message().find("newer") != std::string::npos);
 }
 
-TEST_CASE("PostgresStore.CallsFromManyThreadsShareAPoolOfConnections") {
+TEST_CASE("PostgresStore.CallsFromManyThreadsShareAPoolOfConnections" * kStoreAlone) {
   testing::PostgresServer server;
   CHECK(OpenPostgresStore(server.conninfo(), {.connections = 0}).status().code() ==
         absl::StatusCode::kInvalidArgument);
@@ -361,7 +367,8 @@ TEST_CASE("PostgresStore.CallsFromManyThreadsShareAPoolOfConnections") {
         "3");
 }
 
-TEST_CASE("PostgresStore.ReplicasClaimByTierThenKeyCostThenArrivalAndNeverTheSameJob") {
+TEST_CASE("PostgresStore.ReplicasClaimByTierThenKeyCostThenArrivalAndNeverTheSameJob" *
+          kStoreAlone) {
   testing::PostgresServer server;
   testing::CheckClaimsInFairOrderEachJobToOneReplica(Replicas(server));
   // A store that is not shared hands out no leases: it is no SharedStore (so ClaimJobs does not
@@ -375,7 +382,8 @@ TEST_CASE("PostgresStore.ReplicasClaimByTierThenKeyCostThenArrivalAndNeverTheSam
 // tier, the cheaper key, the earlier job), whatever the keys' number, costs and ties, the jobs
 // other replicas hold, the lapsed ones and those waiting out a backoff: the store's bounded
 // reading (only some keys' first jobs) against the order of every stored job, computed here.
-TEST_CASE("PostgresStore.AClaimTakesTheFirstJobsOfTheWholeOrderWhateverTheKeysAndTheirCosts") {
+TEST_CASE("PostgresStore.AClaimTakesTheFirstJobsOfTheWholeOrderWhateverTheKeysAndTheirCosts" *
+          kStoreAlone) {
   testing::PostgresServer server;
   std::mt19937 random(20261127);
   for (const int keys : {1, 3, 30, 150}) {
@@ -479,7 +487,7 @@ TEST_CASE("PostgresStore.AClaimTakesTheFirstJobsOfTheWholeOrderWhateverTheKeysAn
 // due, their repository free) and takes, in that order, each whose repository no job it took
 // already needs, up to the claim's size, whatever the number of keys (it reads the keys' heads,
 // not every key).
-TEST_CASE("PostgresStore.AClaimWithLeasesTakesTheFirstClaimableJobsOfTheWholeOrder") {
+TEST_CASE("PostgresStore.AClaimWithLeasesTakesTheFirstClaimableJobsOfTheWholeOrder" * kStoreAlone) {
   testing::PostgresServer server;
   std::mt19937 random(20261129);
   const std::vector<ClaimableType> types = {{"fetch", 2, "repo", 1, 0}, {"clone", 5, "repo", 1, 0}};
@@ -596,7 +604,8 @@ TEST_CASE("PostgresStore.AClaimWithLeasesTakesTheFirstClaimableJobsOfTheWholeOrd
 // than 1,000 keys, which lock every key at once instead of each: a store of two batches of 1,001
 // keys' jobs, and a replica sharing 1,001 keys' costs (the producers' four among them) over and
 // over; the heads' costs stay the keys' costs.
-TEST_CASE("PostgresStore.TheKeysHeadsStayExactWhileReplicasStoreClaimAndFinishAtOnce") {
+TEST_CASE("PostgresStore.TheKeysHeadsStayExactWhileReplicasStoreClaimAndFinishAtOnce" *
+          kStoreAlone) {
   testing::PostgresServer server;
   constexpr int kPerProducer = 1000;
   constexpr int kBulk = 2 * 1001;
@@ -703,7 +712,8 @@ TEST_CASE("PostgresStore.TheKeysHeadsStayExactWhileReplicasStoreClaimAndFinishAt
 // for the store's commit and then sees the new job; without the lock it would find no ready job,
 // drop the key's head, and the new job would never be claimed. The same when the store is of
 // 1,001 keys' jobs, which locks every key at once instead of each.
-TEST_CASE("PostgresStore.AClaimThatEmptiesAKeyWhileAJobOfItIsBeingStoredKeepsTheNewJob") {
+TEST_CASE("PostgresStore.AClaimThatEmptiesAKeyWhileAJobOfItIsBeingStoredKeepsTheNewJob" *
+          kStoreAlone) {
   testing::PostgresServer server;
   auto store = *OpenPostgresStore(server.conninfo(), {"a"});
   for (const int keys : {1, 1001}) {
@@ -750,7 +760,7 @@ TEST_CASE("PostgresStore.AClaimThatEmptiesAKeyWhileAJobOfItIsBeingStoredKeepsThe
 // saving or forgetting 20,000 keys at once failed "out of shared memory", and a replica that
 // charged that many keys in one claim interval could never share their costs again. Larger sets
 // lock every key at once.
-TEST_CASE("PostgresStore.TwentyThousandKeysAreStoredSharedSavedAndForgottenAtOnce") {
+TEST_CASE("PostgresStore.TwentyThousandKeysAreStoredSharedSavedAndForgottenAtOnce" * kStoreAlone) {
   testing::PostgresServer server;
   auto store = *OpenPostgresStore(server.conninfo(), {"a"});
   constexpr int kKeys = 20000;
@@ -785,8 +795,8 @@ TEST_CASE("PostgresStore.TwentyThousandKeysAreStoredSharedSavedAndForgottenAtOnc
   CHECK(claimed->size() == kKeys);
 }
 
-TEST_CASE(
-    "PostgresStore.ALapsedLeaseGoesToAnotherReplicaWithAGreaterTokenAndTheOldHolderIsFenced") {
+TEST_CASE("PostgresStore.ALapsedLeaseGoesToAnotherReplicaWithAGreaterTokenAndTheOldHolderIsFenced" *
+          kStoreAlone) {
   testing::PostgresServer server;
   testing::CheckALapsedClaimGoesToAnotherReplicaAndFencesTheOld(Replicas(server));
 }
@@ -795,7 +805,7 @@ TEST_CASE(
 // own: BeginAttempt answers while the server is down. A job given back or killed unbegun gives
 // that attempt back; past the lease's sure part, the server is asked again and counts nothing
 // twice.
-TEST_CASE("PostgresStore.AClaimCountsTheAttemptAndBeginningItNeedsNoRoundTrip") {
+TEST_CASE("PostgresStore.AClaimCountsTheAttemptAndBeginningItNeedsNoRoundTrip" * kStoreAlone) {
   testing::PostgresServer server;
   auto a = *OpenPostgresStore(server.conninfo(), {"a"});
   const std::vector<ClaimableType> types = {{"fetch", 1}};
@@ -831,12 +841,13 @@ TEST_CASE("PostgresStore.AClaimCountsTheAttemptAndBeginningItNeedsNoRoundTrip") 
 // A batch of removals is one statement: it removes the jobs this replica holds and those nobody
 // holds, refuses one another replica claimed after this one's lease passed, and gives back the
 // leases the claims took, so that another replica may take the repository at once.
-TEST_CASE("PostgresStore.RemovingABatchRemovesWhatItHoldsRefusesWhatItLostAndGivesLeasesBack") {
+TEST_CASE("PostgresStore.RemovingABatchRemovesWhatItHoldsRefusesWhatItLostAndGivesLeasesBack" *
+          kStoreAlone) {
   testing::PostgresServer server;
   testing::CheckABatchOfRemovals(Replicas(server));
 }
 
-TEST_CASE("PostgresStore.KeysCostsAreSummedOverReplicas") {
+TEST_CASE("PostgresStore.KeysCostsAreSummedOverReplicas" * kStoreAlone) {
   testing::PostgresServer server;
   testing::CheckKeysCostsAreSummedOverReplicas(Replicas(server));
 }
@@ -941,12 +952,12 @@ TEST_CASE("PostgresStore.AClientSpreadingItsWorkOverReplicasIsChargedOnce") {
       [&] { return store->ShareKeyCosts({}, {"greedy"})->at(0).accumulated_cost == 40.0; }));
 }
 
-TEST_CASE("PostgresStore.AResourceLeaseHasLimitSlotsFencingTokensAndLapses") {
+TEST_CASE("PostgresStore.AResourceLeaseHasLimitSlotsFencingTokensAndLapses" * kStoreAlone) {
   testing::PostgresServer server;
   testing::CheckResourceLeases(Replicas(server));
 }
 
-TEST_CASE("PostgresStore.AClaimTakesTheLeasesItsJobsNeedInTheSameTransaction") {
+TEST_CASE("PostgresStore.AClaimTakesTheLeasesItsJobsNeedInTheSameTransaction" * kStoreAlone) {
   testing::PostgresServer server;
   testing::CheckAClaimTakesItsJobsLeases(Replicas(server));
 }
@@ -954,7 +965,7 @@ TEST_CASE("PostgresStore.AClaimTakesTheLeasesItsJobsNeedInTheSameTransaction") {
 // The fleet's rate buckets (SharedStore::TakeTokens): full at first, whole tokens taken up to
 // what was asked, the rest kept and refilled by the server's clock; takes from many threads never
 // give a token twice. Rates of a thousandth a second, so that the test's own time adds nothing.
-TEST_CASE("PostgresStore.ARateBucketGivesEachTokenOnceToWhoeverTakesFirst") {
+TEST_CASE("PostgresStore.ARateBucketGivesEachTokenOnceToWhoeverTakesFirst" * kStoreAlone) {
   testing::PostgresServer server;
   auto store = *OpenPostgresStore(server.conninfo(), {"a"});
   const RateLimit slow{0.001, 3};
@@ -1195,7 +1206,7 @@ TEST_CASE("PostgresStore.ACallThatWillNotWaitIsRefusedOnlyWhenTheFleetsBucketIsE
   REQUIRE(scheduler->Shutdown(Context::Background()).ok());
 }
 
-TEST_CASE("PostgresStore.ACrashedReplicasClaimsAndLeasesLapseToAnother") {
+TEST_CASE("PostgresStore.ACrashedReplicasClaimsAndLeasesLapseToAnother" * kStoreAlone) {
   testing::PostgresServer server;
   testing::CheckACrashedReplicasClaimsAndLeasesLapse(Replicas(server));
 }
