@@ -50,7 +50,7 @@ q() { psql "$conn" -X -q -v ON_ERROR_STOP=1 "$@"; }
 "$work/print-${revisions[0]}" schema | q >/dev/null
 claim=${CLAIM:-leases}
 heads=${HEADS:-fresh}
-if [[ $claim == plain ]]; then sizes=(100 200 400); else sizes=(23 64 128); fi
+if [[ $claim == plain ]]; then sizes=(100 200 400) rounds=5; else sizes=(23 64 128) rounds=3; fi
 for keys in 100 10000; do
   q -c "TRUNCATE fairgate_durable_jobs, fairgate_keys, fairgate_key_heads, fairgate_resource_leases"
   if [[ $heads == stale ]]; then q -c "ANALYZE fairgate_key_heads"; fi
@@ -72,8 +72,7 @@ for keys in 100 10000; do
         arguments="'{fetch}', '{2}', $((4 * n)), 1e10, '{repo}', '{1}', '{0}', ''"
       fi
       times=()
-      for round in 1 2 3 4 5; do
-        if [[ $claim != plain && $round -gt 3 ]]; then break; fi
+      for ((round = 0; round < rounds; ++round)); do
         out=$(q -t -A -c "BEGIN" -c "PREPARE c AS $statement" \
           -c "EXPLAIN (ANALYZE, BUFFERS) EXECUTE c($arguments)" -c "ROLLBACK")
         times+=("$(echo "$out" | sed -n 's/^Execution Time: \([0-9.]*\) ms$/\1/p')")
