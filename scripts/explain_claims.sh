@@ -9,8 +9,9 @@
 #                                         # as it is in the work tree; none: the work tree)
 #
 # CLAIM=plain measures instead the claim of jobs that take no lease (kClaim: one statement, its
-# triggers included), of 100, 200 and 400 jobs, over keys whose costs all differ, five times each,
-# the median printed with the five. HEADS=stale leaves the keys' heads with the statistics of
+# triggers included), of 100, 200 and 400 jobs, over keys whose costs all differ, five times each
+# in one session, the median printed with the five, reading as many candidates as it claims
+# (CANDIDATES=wide: twice as many; PostgresStore::ClaimJobs). HEADS=stale leaves the keys' heads with the statistics of
 # their empty table (a server whose autovacuum has not analyzed them since the keys came), where
 # by default every table is analyzed after filling.
 # Each revision's statements are compiled into a small printer (g++, the repository's headers).
@@ -68,19 +69,34 @@ for keys in 100 10000; do
     for n in "${sizes[@]}"; do
       if [[ $claim == plain ]]; then
         arguments="'{fetch}', '{2}', $n, 'replica', 30, 1e10"
+        # Since kClaim took its candidates' number ($7): as many as the claim (a replica claiming
+        # alone; CANDIDATES=wide: twice as many, as after a claim that came back short).
+        if [[ $statement == *'$7'* && ${CANDIDATES:-narrow} == wide ]]; then
+          arguments+=", $((2 * n))"
+        elif [[ $statement == *'$7'* ]]; then
+          arguments+=", $n"
+        fi
       else
         arguments="'{fetch}', '{2}', $((4 * n)), 1e10, '{repo}', '{1}', '{0}', ''"
+        if [[ $statement == *'$9'* ]]; then arguments+=", $((8 * n))"; fi
       fi
-      times=()
-      for ((round = 0; round < rounds; ++round)); do
-        out=$(q -t -A -c "BEGIN" -c "PREPARE c AS $statement" \
-          -c "EXPLAIN (ANALYZE, BUFFERS) EXECUTE c($arguments)" -c "ROLLBACK")
-        times+=("$(echo "$out" | sed -n 's/^Execution Time: \([0-9.]*\) ms$/\1/p')")
-      done
       if [[ $claim == plain ]]; then
+        # One session, as a replica's pooled connection: the triggers' plans made once (a new
+        # session makes them again, 2-4 ms of a claim), each claim rolled back and the jobs'
+        # dead rows vacuumed before the next; timing off (only the whole is printed).
+        session=(-c "PREPARE c AS $statement")
+        for ((round = 0; round < rounds; ++round)); do
+          session+=(-c "VACUUM fairgate_durable_jobs, fairgate_key_heads" -c "BEGIN"
+            -c "EXPLAIN (ANALYZE, TIMING OFF) EXECUTE c($arguments)" -c "ROLLBACK")
+        done
+        times=($(q -t -A "${session[@]}" | sed -n 's/^Execution Time: \([0-9.]*\) ms$/\1/p'))
         echo "$keys keys, $rev, claim of $n: median $(printf '%s\n' "${times[@]}" | sort -n |
           sed -n 3p) ms of $(printf '%s ' "${times[@]}")"
       else
+        for ((round = 0; round < rounds; ++round)); do
+          out=$(q -t -A -c "BEGIN" -c "PREPARE c AS $statement" \
+            -c "EXPLAIN (ANALYZE, BUFFERS) EXECUTE c($arguments)" -c "ROLLBACK")
+        done
         echo "$keys keys, $rev, claim of $n: $(echo "$out" | grep -E 'Planning Time|Execution Time' | tr '\n' ' ')"
       fi
     done

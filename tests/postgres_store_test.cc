@@ -755,6 +755,44 @@ TEST_CASE("PostgresStore.AClaimThatEmptiesAKeyWhileAJobOfItIsBeingStoredKeepsThe
   }
 }
 
+// A replica claiming alone reads as many candidates as it claims, once its claims come back whole
+// (PostgresStore::ClaimJobs); when another replica's claim under way is locking the first of
+// them, the claim still takes as many as it asked for, the next ones in claim order.
+TEST_CASE("PostgresStore.AClaimWhoseFirstJobsAnotherClaimIsLockingTakesTheNextOnes" * kStoreAlone) {
+  testing::PostgresServer server;
+  auto store = *OpenPostgresStore(server.conninfo(), {"a"});
+  for (int i = 0; i < 8; ++i) {
+    REQUIRE(store->AddJob(Job("fetch", "j" + std::to_string(i), "k" + std::to_string(i))).ok());
+  }
+  // Two claims that come back whole: the next reads no more candidates than it claims.
+  for (const char* first : {"j0", "j1"}) {
+    const std::vector<StoredJob> claimed = *store->ClaimJobs({{"fetch", 1}}, 1, 60);
+    REQUIRE(claimed.size() == 1);
+    CHECK(claimed[0].id == first);
+  }
+  // Another replica's claim, under way: it has locked the next two jobs in claim order.
+  PGconn* other = PQconnectdb(server.conninfo().c_str());
+  REQUIRE(PQstatus(other) == CONNECTION_OK);
+  auto exec = [&](const std::string& sql, ExecStatusType want) {
+    PGresult* r = PQexec(other, sql.c_str());
+    const bool ok = PQresultStatus(r) == want;
+    PQclear(r);
+    return ok;
+  };
+  REQUIRE(exec("BEGIN", PGRES_COMMAND_OK));
+  REQUIRE(exec("SELECT sequence FROM fairgate_durable_jobs WHERE id IN ('j2', 'j3') FOR UPDATE",
+               PGRES_TUPLES_OK));
+  std::vector<std::string> ids;
+  for (const StoredJob& job : *store->ClaimJobs({{"fetch", 1}}, 2, 60)) ids.push_back(job.id);
+  CHECK(ids == std::vector<std::string>{"j4", "j5"});
+  CHECK(exec("ROLLBACK", PGRES_COMMAND_OK));
+  PQfinish(other);
+  // The locked jobs were never taken: the next claim finds them first.
+  ids.clear();
+  for (const StoredJob& job : *store->ClaimJobs({{"fetch", 1}}, 4, 60)) ids.push_back(job.id);
+  CHECK(ids == std::vector<std::string>{"j2", "j3", "j6", "j7"});
+}
+
 // A server's lock table has room for 64 locks a connection by default (max_locks_per_transaction),
 // and the keys' triggers once took a lock for each key a statement touched: storing, sharing,
 // saving or forgetting 20,000 keys at once failed "out of shared memory", and a replica that

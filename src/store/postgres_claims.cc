@@ -94,25 +94,61 @@ StatusOr<std::vector<StoredJob>> PostgresStore::ClaimJobs(const std::vector<Clai
     }
     return jobs;
   }
+  // A claim of n jobs reads M candidates in claim order and takes the first n that no other claim
+  // is locking. M is n once a claim came back whole: a replica claiming alone (the common case)
+  // then reads no more keys than it may take from, where at 10,000 keys a claim's work is mostly
+  // a step per key read. After a claim came back short, M is 2 n, candidates for replicas
+  // claiming at once to share; and a claim at n that passed over candidates (locked by another
+  // replica's claim under way) claims the rest at once at 2 n. If that second statement fails,
+  // the jobs the first claimed are returned (they are this replica's) and the next claim meets
+  // the failure again.
+  bool wide = wide_claims_.load(std::memory_order_relaxed);
+  std::size_t wanted = max_jobs;
+  for (;;) {
+    StatusOr<UnleasedClaim> got = ClaimUnleased(
+        link, names, tiers, wanted, wide ? 2 * wanted : wanted, lease_seconds, sure_until, jobs);
+    if (!got.ok()) {
+      if (jobs.empty()) return got.status();
+      break;
+    }
+    const bool whole = got->claimed == wanted;
+    wide_claims_.store(!whole, std::memory_order_relaxed);
+    if (whole || wide || !got->passed_over) break;
+    wanted -= got->claimed;
+    wide = true;
+  }
+  std::sort(jobs.begin(), jobs.end(),
+            [](const StoredJob& a, const StoredJob& b) { return a.sequence < b.sequence; });
+  return jobs;
+}
+
+StatusOr<PostgresStore::UnleasedClaim> PostgresStore::ClaimUnleased(
+    Link& link, const std::vector<std::string>& names, const std::vector<std::string>& tiers,
+    std::size_t max_jobs, std::size_t candidates, double lease_seconds,
+    SteadyClock::time_point sure_until, std::vector<StoredJob>& jobs) {
   StatusOr<Result> r = pool_.RetryingExec(link, kClaim,
                                           {{TextArray(names)},
                                            {TextArray(tiers)},
                                            {std::to_string(max_jobs)},
                                            {replica_},
                                            {Number(lease_seconds)},
-                                           {Number(WallSeconds())}},
+                                           {Number(WallSeconds())},
+                                           {std::to_string(candidates)}},
                                           "claim durable jobs");
   if (!r.ok()) return r.status();
-  for (int i = 0; i < PQntuples(r->get()); ++i) {
+  const int rows = PQntuples(r->get());
+  for (int i = 0; i < rows; ++i) {
     StatusOr<StoredJob> job = JobAt(*r, i);
     if (!job.ok()) return job.status();
     job->lease_token = std::strtoull(PQgetvalue(r->get(), i, 9), nullptr, 10);
     book_.Claimed(job->sequence, job->lease_token, {}, job->attempts + 1, sure_until);
     jobs.push_back(*std::move(job));
   }
-  std::sort(jobs.begin(), jobs.end(),
-            [](const StoredJob& a, const StoredJob& b) { return a.sequence < b.sequence; });
-  return jobs;
+  UnleasedClaim claim;
+  claim.claimed = static_cast<std::size_t>(rows);
+  claim.passed_over =
+      rows == 0 || std::strtoull(PQgetvalue(r->get(), 0, 10), nullptr, 10) > claim.claimed;
+  return claim;
 }
 
 StatusOr<std::size_t> PostgresStore::RenewLeases(double lease_seconds) {
@@ -251,6 +287,8 @@ StatusOr<std::vector<ClaimCandidate>> PostgresStore::LockCandidates(
     limits_of.push_back(std::to_string(t.conflict_limit));
     caps_of.push_back(std::to_string(t.fleet_cap));
   }
+  // Four times the jobs wanted are locked, for the plan to choose among by the slots free; twice
+  // as many are read (M), for replicas claiming at once to share.
   StatusOr<Result> c = Exec(link, kClaimCandidates,
                             {{TextArray(names)},
                              {TextArray(tiers)},
@@ -259,7 +297,8 @@ StatusOr<std::vector<ClaimCandidate>> PostgresStore::LockCandidates(
                              {TextArray(groups_of)},
                              {TextArray(limits_of)},
                              {TextArray(caps_of)},
-                             {std::string(kFleetCapGroup)}},
+                             {std::string(kFleetCapGroup)},
+                             {std::to_string(max_jobs * 8)}},
                             "claim durable jobs");
   if (!c.ok()) return c.status();
   std::vector<ClaimCandidate> candidates;

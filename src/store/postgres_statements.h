@@ -269,8 +269,12 @@ UPDATE fairgate_schema SET version = 6 WHERE version < 6;
 // this replica never claimed.
 #define FAIRGATE_PG_FENCED(n) " AND token IS NOT DISTINCT FROM $" #n "::bigint"
 
-// The candidates of a claim: its first 2 x $3 claimable jobs (M) in claim order, (tier, key's
-// cost, sequence), each key's jobs in sequence order from its head (its first claimable job).
+// Parameter number `n` of a statement, as SQL.
+#define FAIRGATE_PG_PARAM(n) "$" #n
+
+// The candidates of a claim: its first M claimable jobs in claim order (M the parameter numbered
+// `m`, at least $3), (tier, key's cost, sequence), each key's jobs in sequence order from its head
+// (its first claimable job).
 // - keyed: each wanted type's keys with claimable jobs, with their heads and costs (`keyed`, one
 //   of the two below);
 // - placed: those keys in (tier, cost, head) order. The head of the key in place p has the p - 1
@@ -294,14 +298,14 @@ UPDATE fairgate_schema SET version = 6 WHERE version < 6;
 //   holder, and a job nobody holds has no lease), which come first, and `more` (SQL of further
 //   offered rows, or nothing);
 // - ranked / picked: the first M in claim order, read again, and the first $3 of them that no
-//   other claim is locking, locked.
+//   other claim is locking, locked: M - $3 candidates for replicas claiming at once to share.
 // The answer is the same as ordering every claimable job (tests/postgres_store_test.cc's
 // comparison). $1 the types, $2 their tiers, $3 how many to claim, `wall` the number of the
 // parameter that is the replica's wall clock (a retry's backoff is in it), `wanted` the SQL of
 // the wanted types (columns type and tier, and any that `claimable` reads), `ready` the condition
 // on a job `j` of a key's sequence of claimable jobs (its head's too) besides not being dead, and
 // `claimable` one that every offered job meets besides being due and not held.
-#define FAIRGATE_PG_CLAIM_CANDIDATES(wall, wanted, keyed, ready, claimable, more)       \
+#define FAIRGATE_PG_CLAIM_CANDIDATES(m, wall, wanted, keyed, ready, claimable, more) \
   "WITH RECURSIVE wanted AS (" wanted "), " keyed                                       \
   "placed AS MATERIALIZED (SELECT k.*, "                                                \
   "  row_number() OVER (ORDER BY k.tier DESC, k.cost, k.head) AS place, "               \
@@ -312,19 +316,23 @@ UPDATE fairgate_schema SET version = 6 WHERE version < 6;
   "  CROSS JOIN LATERAL (SELECT j.sequence FROM fairgate_durable_jobs j "               \
   "    WHERE j.type = p.type AND j.fairness_key = p.key AND NOT j.dead "                \
   "      AND j.sequence > p.head AND " ready                                            \
-  "    ORDER BY j.sequence LIMIT ceil(2.0 * $3 / (p.grp * p.grp_keys))::int - 1) c), "  \
+  "    ORDER BY j.sequence LIMIT ceil(" FAIRGATE_PG_PARAM(m) "::numeric "              \
+  "      / (p.grp * p.grp_keys))::int - 1) c), "                                       \
   "bound AS MATERIALIZED (SELECT tier, cost, sequence FROM known "                      \
-  "  ORDER BY tier DESC, cost, sequence OFFSET 2 * $3 - 1 LIMIT 1), "                   \
+  "  ORDER BY tier DESC, cost, sequence "                                              \
+  "  OFFSET " FAIRGATE_PG_PARAM(m) "::int - 1 LIMIT 1), "                              \
   "bounded AS (SELECT p.*, CASE WHEN b.tier = p.tier AND b.cost = p.cost "              \
   "  THEN b.sequence ELSE 9223372036854775807 END AS last FROM placed p "               \
-  "  LEFT JOIN bound b ON true WHERE p.place <= 2 * $3 AND (b.tier IS NULL "            \
+  "  LEFT JOIN bound b ON true "                                                       \
+  "  WHERE p.place <= " FAIRGATE_PG_PARAM(m) " AND (b.tier IS NULL "                   \
   "    OR p.tier > b.tier OR (p.tier = b.tier AND p.cost <= b.cost))), "                \
   "offered AS ("                                                                        \
   "  SELECT c.sequence, p.tier, false AS lapsed, p.cost FROM bounded p "                \
   "  CROSS JOIN LATERAL (SELECT j.sequence FROM fairgate_durable_jobs j "               \
   "    WHERE j.type = p.type AND j.fairness_key = p.key AND NOT j.dead "                \
   "      AND j.sequence BETWEEN p.head AND p.last AND " ready                           \
-  "    ORDER BY j.sequence LIMIT least($3, 2 * $3 - p.place + 1)) c "                   \
+  "    ORDER BY j.sequence "                                                           \
+  "    LIMIT least($3, " FAIRGATE_PG_PARAM(m) "::int - p.place + 1)) c "               \
   "  UNION ALL "                                                                        \
   "  SELECT j.sequence, w.tier, true, coalesce(c.accumulated_cost, 0) "                 \
   "  FROM fairgate_durable_jobs j JOIN wanted w ON w.type = j.type "                    \
@@ -333,7 +341,8 @@ UPDATE fairgate_schema SET version = 6 WHERE version < 6;
   "    AND NOT j.dead AND j.not_before <= $" #wall " AND " claimable more               \
   "), "                                                                                 \
   "ranked AS MATERIALIZED (SELECT sequence, lapsed, tier, cost FROM offered "           \
-  "  ORDER BY lapsed DESC, tier DESC, cost, sequence LIMIT 2 * $3), "                   \
+  "  ORDER BY lapsed DESC, tier DESC, cost, sequence "                                 \
+  "  LIMIT " FAIRGATE_PG_PARAM(m) "), "                                                \
   "picked AS (SELECT j.sequence, j.type, j.id, r.lapsed, r.tier, r.cost FROM ranked r " \
   "  JOIN fairgate_durable_jobs j ON j.sequence = r.sequence "                          \
   "  WHERE NOT j.dead AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW   \
@@ -346,14 +355,14 @@ UPDATE fairgate_schema SET version = 6 WHERE version < 6;
 #define FAIRGATE_PG_COUNT_ATTEMPT "attempts = j.attempts + 1 "
 
 // A claim's keys from the heads table (fairgate_key_heads): each wanted type's first M keys in
-// (cost, head) order, one index read, whatever the number of keys. Its heads are jobs never
-// deferred (not_before 0); the deferred ones that are due are offered on their own
-// (FAIRGATE_PG_DEFERRED_DUE), read from their index: O(claim size + due retries) rows.
-#define FAIRGATE_PG_KEYED_BY_HEADS                                             \
+// (cost, head) order (M the parameter numbered `m`), one index read, whatever the number of keys.
+// Its heads are jobs never deferred (not_before 0); the deferred ones that are due are offered on
+// their own (FAIRGATE_PG_DEFERRED_DUE), read from their index: O(claim size + due retries) rows.
+#define FAIRGATE_PG_KEYED_BY_HEADS(m)                                          \
   "keyed AS (SELECT w.type, w.tier, h.fairness_key AS key, h.head, h.cost "    \
   "  FROM wanted w CROSS JOIN LATERAL (SELECT h.fairness_key, h.head, h.cost " \
   "    FROM fairgate_key_heads h WHERE h.type = w.type "                       \
-  "    ORDER BY h.cost, h.head LIMIT 2 * $3) h), "
+  "    ORDER BY h.cost, h.head LIMIT " FAIRGATE_PG_PARAM(m) ") h), "
 #define FAIRGATE_PG_READY "j.not_before = 0 AND j.holder IS NULL"
 #define FAIRGATE_PG_DEFERRED_DUE(wall)                                   \
   " UNION ALL "                                                          \
@@ -364,16 +373,18 @@ UPDATE fairgate_schema SET version = 6 WHERE version < 6;
   "    AND j.not_before <= $" #wall
 
 // A claim of jobs that take no lease: the candidates above, claimed in one statement with their
-// attempts counted. $4 the replica, $5 the lease's length, $6 the wall clock.
+// attempts counted. $4 the replica, $5 the lease's length, $6 the wall clock, $7 M, how many
+// candidates it reads (PostgresStore::ClaimJobs: $3 or 2 x $3). Each row claimed also says how
+// many candidates there were (more than the rows: some were passed over, locked by other claims).
 inline constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
-    6, "SELECT * FROM unnest($1::text[], $2::int[]) AS w(type, tier)", FAIRGATE_PG_KEYED_BY_HEADS,
-    FAIRGATE_PG_READY, "true", FAIRGATE_PG_DEFERRED_DUE(6))
+    7, 6, "SELECT * FROM unnest($1::text[], $2::int[]) AS w(type, tier)",
+    FAIRGATE_PG_KEYED_BY_HEADS(7), FAIRGATE_PG_READY, "true", FAIRGATE_PG_DEFERRED_DUE(6))
     "UPDATE fairgate_durable_jobs j SET holder = $4, "
     "  lease_until = " FAIRGATE_PG_NOW
     " + $5, token = nextval('fairgate_lease_tokens'), " FAIRGATE_PG_COUNT_ATTEMPT
     "FROM picked WHERE j.sequence = picked.sequence "
     "RETURNING j.sequence, j.type, j.id, j.fairness_key, j.payload, j.submitted_at, "
-    "  j.attempts - 1, j.not_before, j.last_error, j.token";
+    "  j.attempts - 1, j.not_before, j.last_error, j.token, (SELECT count(*) FROM ranked)";
 
 // The first job of key `h` (a row of fairgate_key_heads) from its head on that is ready (never
 // deferred, held by nobody) and `claimable`, with `upto` a further condition on its sequence.
@@ -386,7 +397,7 @@ inline constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
 
 // A claim's keys when a key's first ready job may not be claimable (`claimable`: its leases are
 // free now, FAIRGATE_PG_LEASES_FREE): each wanted type's first M keys in the order of (cost, first
-// claimable job), M = 2 x the claim, from the heads table without reading every key.
+// claimable job), M the parameter numbered `m`, from the heads table without reading every key.
 // - scanned: the keys in the heads' (cost, head) order, each with its first claimable job (a key
 //   with none is passed over), the first M of them: they stop at a key (c, h) of the index.
 // - edge: per type, that last cost c, the last head h read at c, and the latest first claimable
@@ -397,13 +408,14 @@ inline constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
 // with a claimable job by `last`: one range of the index, empty unless a scanned key at c had
 // its first ready jobs blocked. keyed: the first M of both, per type. Rows read: O(claim size +
 // blocked keys and jobs passed over), whatever the number of keys.
-#define FAIRGATE_PG_KEYED_BY_CLAIMABLE_HEADS(claimable) \
+#define FAIRGATE_PG_KEYED_BY_CLAIMABLE_HEADS(claimable, m) \
   "scanned AS MATERIALIZED (SELECT w.type, w.tier, s.key, s.first, s.head, s.cost "             \
   "  FROM wanted w CROSS JOIN LATERAL ("                                                         \
   "    SELECT h.fairness_key AS key, h.head AS first, f.head, h.cost "                           \
   "    FROM fairgate_key_heads h CROSS JOIN LATERAL (" FAIRGATE_PG_FIRST_CLAIMABLE(              \
       "", claimable) ") f "                                                                      \
-  "    WHERE h.type = w.type ORDER BY h.cost, h.head LIMIT 2 * $3) s), "                         \
+  "    WHERE h.type = w.type ORDER BY h.cost, h.head "                                           \
+  "    LIMIT " FAIRGATE_PG_PARAM(m) ") s), "                                                     \
   "edge AS (SELECT DISTINCT ON (s.type) s.type, s.tier, s.cost, s.first, "                     \
   "  max(s.head) OVER (PARTITION BY s.type, s.cost) AS last "                                    \
   "  FROM scanned s ORDER BY s.type, s.cost DESC, s.first DESC), "                               \
@@ -416,7 +428,7 @@ inline constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
                                                            claimable) ") f "                     \
   "      WHERE h.type = e.type AND h.cost = e.cost AND h.head > e.first "                        \
   "        AND h.head <= e.last) b) u) r "                                                       \
-  "  WHERE r.rank <= 2 * $3), "
+  "  WHERE r.rank <= " FAIRGATE_PG_PARAM(m) "), "
 
 // Whether job `j` could take the leases its type needs now (ClaimableType): its resource
 // ($5 the group, $6 its conflict limit; '' for none) and its type's fleet-wide cap ($7 slots; 0
@@ -434,12 +446,13 @@ inline constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
 // The first step of a claim whose jobs take leases (ClaimableType): the candidates whose leases
 // are free now, locked, in claim order, for the replica to choose among by the leases it can take
 // (counted again there: a candidate's and another's may need the same last slot). $4 the wall
-// clock, $5-$7 per type its conflict group, conflict limit and fleet cap, $8 the cap's group.
+// clock, $5-$7 per type its conflict group, conflict limit and fleet cap, $8 the cap's group,
+// $9 M (PostgresStore::LockCandidates: 2 x $3).
 inline constexpr const char* kClaimCandidates = FAIRGATE_PG_CLAIM_CANDIDATES(
-    4,
+    9, 4,
     "SELECT * FROM unnest($1::text[], $2::int[], $5::text[], $6::int[], $7::int[]) "
     "AS w(type, tier, grp, lim, cap)",
-    FAIRGATE_PG_KEYED_BY_CLAIMABLE_HEADS(FAIRGATE_PG_LEASES_FREE),
+    FAIRGATE_PG_KEYED_BY_CLAIMABLE_HEADS(FAIRGATE_PG_LEASES_FREE, 9),
     FAIRGATE_PG_READY " AND " FAIRGATE_PG_LEASES_FREE, FAIRGATE_PG_LEASES_FREE,
     FAIRGATE_PG_DEFERRED_DUE(4) " AND " FAIRGATE_PG_LEASES_FREE) "SELECT sequence, type, id FROM picked ORDER BY lapsed DESC, "
                                  "tier DESC, cost, sequence";

@@ -19,6 +19,7 @@
 
 #include <libpq-fe.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -149,6 +150,20 @@ class PostgresStore final : public SharedStore {
                          double lease_seconds, std::vector<StoredJob>& jobs,
                          absl::flat_hash_map<std::uint64_t, std::vector<std::uint64_t>>& taken);
 
+  // One statement of a claim of jobs that take no lease (kClaim): up to `max_jobs` of the first
+  // `candidates` in claim order that no other claim is locking, appended to `jobs`.
+  struct UnleasedClaim {
+    std::size_t claimed = 0;
+    // Whether candidates may have been passed over, locked by other claims: fewer claimed than
+    // there were candidates, or none claimed (a claim that takes nothing returns no count).
+    bool passed_over = false;
+  };
+  StatusOr<UnleasedClaim> ClaimUnleased(Link& link, const std::vector<std::string>& names,
+                                        const std::vector<std::string>& tiers, std::size_t max_jobs,
+                                        std::size_t candidates, double lease_seconds,
+                                        SteadyClock::time_point sure_until,
+                                        std::vector<StoredJob>& jobs);
+
   // ClaimWithLeases' first step: the candidates, locked, in claim order, each with the leases it
   // needs (its type's fleet cap, then its resource).
   StatusOr<std::vector<ClaimCandidate>> LockCandidates(Link& link,
@@ -185,6 +200,10 @@ class PostgresStore final : public SharedStore {
   ConnectionPool pool_;
   const std::string replica_;
   LeaseBook book_;  // this replica's claims and leases (thread-safe, its own mutex)
+  // Whether the next claim without leases reads twice its size in candidates, for replicas
+  // claiming at once to share (ClaimJobs): until a claim came back whole, and again once one
+  // came back short.
+  std::atomic<bool> wide_claims_{true};
 
   static constexpr double kBucketSweepSeconds = 60;
   std::mutex buckets_mutex_;  // guards next_bucket_sweep_
