@@ -782,15 +782,17 @@ TEST_CASE("PostgresStore.AClaimWhoseFirstJobsAnotherClaimIsLockingTakesTheNextOn
   REQUIRE(exec("BEGIN", PGRES_COMMAND_OK));
   REQUIRE(exec("SELECT sequence FROM fairgate_durable_jobs WHERE id IN ('j2', 'j3') FOR UPDATE",
                PGRES_TUPLES_OK));
-  std::vector<std::string> ids;
-  for (const StoredJob& job : *store->ClaimJobs({{"fetch", 1}}, 2, 60)) ids.push_back(job.id);
-  CHECK(ids == std::vector<std::string>{"j4", "j5"});
+  auto ids_claimed = [&](std::size_t count) {
+    const std::vector<StoredJob> claimed = *store->ClaimJobs({{"fetch", 1}}, count, 60);
+    std::vector<std::string> ids;
+    for (const StoredJob& job : claimed) ids.push_back(job.id);
+    return ids;
+  };
+  CHECK(ids_claimed(2) == std::vector<std::string>{"j4", "j5"});
   CHECK(exec("ROLLBACK", PGRES_COMMAND_OK));
   PQfinish(other);
   // The locked jobs were never taken: the next claim finds them first.
-  ids.clear();
-  for (const StoredJob& job : *store->ClaimJobs({{"fetch", 1}}, 4, 60)) ids.push_back(job.id);
-  CHECK(ids == std::vector<std::string>{"j2", "j3", "j6", "j7"});
+  CHECK(ids_claimed(4) == std::vector<std::string>{"j2", "j3", "j6", "j7"});
 }
 
 // A server's lock table has room for 64 locks a connection by default (max_locks_per_transaction),
