@@ -11,9 +11,9 @@
 # CLAIM=plain measures instead the claim of jobs that take no lease (kClaim: one statement, its
 # triggers included), of 100, 200 and 400 jobs, over keys whose costs all differ, five times each
 # in one session, the median printed with the five, reading as many candidates as it claims
-# (CANDIDATES=wide: twice as many; PostgresStore::ClaimJobs). HEADS=stale leaves the keys' heads with the statistics of
-# their empty table (a server whose autovacuum has not analyzed them since the keys came), where
-# by default every table is analyzed after filling.
+# (CANDIDATES=wide: twice as many; PostgresStore::ClaimJobs). HEADS=stale leaves the keys' heads
+# with the statistics of their empty table (a server whose autovacuum has not analyzed them since
+# the keys came), where by default every table is analyzed after filling.
 # Each revision's statements are compiled into a small printer (g++, the repository's headers).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -71,11 +71,9 @@ for keys in 100 10000; do
         arguments="'{fetch}', '{2}', $n, 'replica', 30, 1e10"
         # Since kClaim took its candidates' number ($7): as many as the claim (a replica claiming
         # alone; CANDIDATES=wide: twice as many, as after a claim that came back short).
-        if [[ $statement == *'$7'* && ${CANDIDATES:-narrow} == wide ]]; then
-          arguments+=", $((2 * n))"
-        elif [[ $statement == *'$7'* ]]; then
-          arguments+=", $n"
-        fi
+        candidates=$n
+        if [[ ${CANDIDATES:-narrow} == wide ]]; then candidates=$((2 * n)); fi
+        if [[ $statement == *'$7'* ]]; then arguments+=", $candidates"; fi
       else
         arguments="'{fetch}', '{2}', $((4 * n)), 1e10, '{repo}', '{1}', '{0}', ''"
         if [[ $statement == *'$9'* ]]; then arguments+=", $((8 * n))"; fi
