@@ -25,6 +25,9 @@
 //                                with a no-op handler. items/s: jobs done;
 //                                counters: the server's CPU per job, the replicas' claims and
 //                                the share of them that took nothing (empty_claims_pct).
+// BM_DurableWorkedLeased/replicas:R/clients:K  the same with the default max_claimed, each job
+//                                taking its repository's fleet-wide conflict lease (1,000
+//                                repositories, one slot each) with its claim.
 // BM_FleetCap/replicas:R         100 jobs of 100 ms worked by R replicas of one slot each under
 //                                a fleet-wide cap of 2 on their type. items/s: jobs done;
 //                                counters: the most at once, the share of empty claims.
@@ -219,14 +222,13 @@ BENCHMARK(BM_ClaimCycle)
     ->Threads(8)
     ->UseRealTime();
 
-// N jobs stored beforehand (AddJobs, batches of 1,000), then worked to completion by R replicas
-// in this process (a scheduler and a store each, max_concurrency 8, max_claimed C: 0 for its
-// default, 8) with a no-op handler; the time from their Recover until every job ran and the table
-// is empty. items/s: jobs done, all replicas together.
-void BM_DurableWorked(benchmark::State& state) {
-  const int replicas = static_cast<int>(state.range(0));
-  const int claimed = static_cast<int>(state.range(1));
-  const int clients = static_cast<int>(state.range(2));
+// N jobs of K clients stored beforehand (AddJobs, batches of 1,000), then worked to completion
+// by R replicas in this process (a scheduler and a store each, max_concurrency 8, max_claimed C:
+// 0 for its default) with a no-op handler; the time from their Recover until every job ran and
+// the table is empty. items/s: jobs done, all replicas together. With `leases`, the type is in
+// a fleet-wide conflict group: each job takes its repository's lease (one slot; 1,000
+// repositories) in its claim's transaction and gives it back with the job.
+void WorkDurable(benchmark::State& state, int replicas, int claimed, int clients, bool leases) {
   constexpr int kJobs = 20000;
   double server_cpu = 0;  // microseconds, over the timed part of every iteration
   double claims_empty = 0, claims_with_jobs = 0;
@@ -253,9 +255,12 @@ void BM_DurableWorked(benchmark::State& state) {
           std::shared_ptr<Store>(*OpenPostgresStore(conninfo, {"worker" + std::to_string(r)}));
       o.rule.max_concurrency = 8;
       o.fleet.max_claimed = claimed;
+      if (leases) o.fleet.conflict_groups = {"repo"};
       o.runtime.warn = [](std::string_view) {};
       auto worker = *Scheduler::Create(o);
-      (void)worker->RegisterType("fetch", {.max_concurrency = 8, .priority = 2});
+      JobTypeConfig fetch{.max_concurrency = 8, .priority = 2};
+      if (leases) fetch.conflict_group = "repo";
+      if (!worker->RegisterType("fetch", fetch).ok()) std::abort();
       (void)worker->RegisterDurable("fetch", [&](const DurableJob&, const Context&) {
         runs.fetch_add(1, std::memory_order_relaxed);
         return absl::OkStatus();
@@ -292,11 +297,27 @@ void BM_DurableWorked(benchmark::State& state) {
   state.counters["empty_claims_pct"] =
       benchmark::Counter(100 * claims_empty / std::max(1.0, claims_empty + claims_with_jobs));
 }
+void BM_DurableWorked(benchmark::State& state) {
+  WorkDurable(state, static_cast<int>(state.range(0)), static_cast<int>(state.range(1)),
+              static_cast<int>(state.range(2)), false);
+}
 BENCHMARK(BM_DurableWorked)
     ->ArgNames({"replicas", "claimed", "clients"})
     ->ArgsProduct({{1, 2}, {0, 64}, {100}})
     ->Args({1, 0, 1})
     ->Args({1, 0, 10000})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// BM_DurableWorked's jobs and replicas, each job taking its repository's fleet-wide conflict
+// lease: what a git mirror's fleet does with fetches that exclude a repack.
+void BM_DurableWorkedLeased(benchmark::State& state) {
+  WorkDurable(state, static_cast<int>(state.range(0)), 0, static_cast<int>(state.range(1)), true);
+}
+BENCHMARK(BM_DurableWorkedLeased)
+    ->ArgNames({"replicas", "clients"})
+    ->ArgsProduct({{1, 2}, {100, 10000}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

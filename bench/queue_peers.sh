@@ -77,7 +77,7 @@ for round in $(seq "$rounds"); do
   for system in graphile pgboss; do
     record "enqueue, batch of 1,000" "$system" "$(peer "$system" batch 1000 3)"
   done
-  out=$(gbench "$fleet" 'BM_DurableWorked' FAIRGATE_PG_CONNINFO="$fairgate_db")
+  out=$(gbench "$fleet" 'BM_DurableWorked/' FAIRGATE_PG_CONNINFO="$fairgate_db")
   for replicas in 1 2; do
     for claimed in 0 64; do
       record "20,000 worked, $replicas process(es), claimed $claimed" fairgate \

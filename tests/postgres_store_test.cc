@@ -26,6 +26,7 @@
 #include "forwarding_store.h"
 #include "postgres_server.h"
 #include "runtime_test_util.h"
+#include "store/postgres_connection.h"
 #include "store_contract.h"
 #include "temp_dir.h"
 #include "test_job_types.h"
@@ -41,6 +42,14 @@ namespace {
 // which CTest labels "store" and runs under ThreadSanitizer with the runtime's tests (the store is
 // called from many threads) but not again on other pools (it runs on none).
 const doctest::test_suite kStoreAlone("store");
+
+// Runs a statement that returns no rows on a connection of the test's own: whether it succeeded.
+bool Command(PGconn* connection, const char* sql) {
+  PGresult* r = PQexec(connection, sql);
+  const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  return ok;
+}
 
 TEST_CASE("PostgresStore.KeepsJobsAcrossConnections" * kStoreAlone) {
   testing::PostgresServer server;
@@ -58,12 +67,7 @@ TEST_CASE("PostgresStore.AStoreOpeningBesideAFleetAtWorkTakesNoLockOnItsTables" 
   REQUIRE(OpenPostgresStore(server.conninfo(), {"first"}).ok());  // makes the schema
   PGconn* busy = PQconnectdb(server.conninfo().c_str());
   REQUIRE(PQstatus(busy) == CONNECTION_OK);
-  auto exec = [&](const char* sql) {
-    PGresult* r = PQexec(busy, sql);
-    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    return ok;
-  };
+  auto exec = [&](const char* sql) { return Command(busy, sql); };
   REQUIRE(exec("SET idle_in_transaction_session_timeout = '20s'"));
   REQUIRE(exec("BEGIN"));
   REQUIRE(exec("LOCK TABLE fairgate_durable_jobs IN ROW EXCLUSIVE MODE"));
@@ -99,6 +103,45 @@ TEST_CASE("PostgresStore.ANameWithANulByteIsRefusedNotCutShort" * kStoreAlone) {
 TEST_CASE("PostgresStore.LearnedStateIsReplacedByNameAndForgottenPastItsTtl" * kStoreAlone) {
   testing::PostgresServer server;
   testing::CheckLearnedState([&] { return *OpenPostgresStore(server.conninfo()); });
+}
+
+// Replicas flush the estimates and schedules of the same jobs at once, each in its own order (a
+// replica's changed ones come in no set order): every flush succeeds. Each used to upsert row by
+// row in the order given, and two flushes each holding a row the other wanted deadlocked (the
+// server broke the cycle by failing one after a second; seen in fleet_bench's runs).
+TEST_CASE("PostgresStore.ReplicasFlushingTheSameEstimatesAtOnceNeverDeadlock" * kStoreAlone) {
+  testing::PostgresServer server;
+  std::vector<SavedEstimate> estimates;
+  std::vector<SavedSchedule> schedules;
+  for (int i = 0; i < 300; ++i) {
+    estimates.push_back({"fetch", "repo" + std::to_string(i), 1.0 + i, 100});
+    schedules.push_back({"gc", "repo" + std::to_string(i), 1.0 + i});
+  }
+  std::atomic<int> failed{0};
+  std::vector<std::thread> replicas;
+  for (int r = 0; r < 2; ++r) {
+    replicas.emplace_back([&, r] {
+      auto store = *OpenPostgresStore(server.conninfo(), {"r" + std::to_string(r)});
+      LearnedState state;
+      state.estimates = estimates;
+      state.schedules = schedules;
+      if (r == 1) {
+        std::reverse(state.estimates.begin(), state.estimates.end());
+        std::reverse(state.schedules.begin(), state.schedules.end());
+      }
+      for (int round = 0; round < 20; ++round) {
+        const Status s = store->SaveLearned(state, 0, 0);
+        if (!s.ok()) {
+          ++failed;
+          MESSAGE(s.ToString());
+        }
+      }
+    });
+  }
+  for (std::thread& t : replicas) t.join();
+  CHECK(failed.load() == 0);
+  CHECK(server.Sql("SELECT count(*) FROM fairgate_estimates") == "300");
+  CHECK(server.Sql("SELECT count(*) FROM fairgate_schedules") == "300");
 }
 
 TEST_CASE("PostgresStore.ASchedulerRecoversItsDurableJobsAndCostsFromIt") {
@@ -887,6 +930,69 @@ TEST_CASE("PostgresStore.RemovingABatchRemovesWhatItHoldsRefusesWhatItLostAndGiv
   testing::CheckABatchOfRemovals(Replicas(server));
 }
 
+// A replica renews its leases and removes its finished jobs at once, on two connections: the
+// renewal passes over the rows a removal is deleting (left to the next renewal), so neither
+// waits on the other in a cycle. Here the removals come newest first (as jobs that finish out of
+// order do), in batches of 500, while the renewals go on: every removal and every renewal
+// succeeds. Before, the renewal waited for such rows while holding others the removal wanted,
+// each locking in its own order, and they deadlocked (the server broke the cycle after a second
+// by failing one: in three runs of this test, each failed).
+TEST_CASE("PostgresStore.RenewingLeasesWhileRemovingJobsNeverDeadlocks" * kStoreAlone) {
+  testing::PostgresServer server;
+  auto store = *OpenPostgresStore(server.conninfo(), {"a"});
+  const ClaimableType fetch{"fetch", 1};
+  // Keys of distinct costs, the last one cheapest: claims take the jobs key by key, so their rows'
+  // new versions lie in an order other than the sequences' (a renewal that went by the table's
+  // order met a removal that went by sequence, each holding a row the other wanted).
+  std::vector<SavedKey> costs;
+  for (int k = 0; k < 50; ++k) costs.push_back({"k" + std::to_string(k), 50.0 - k, 0});
+  REQUIRE(store->SaveLearned({{}, costs, {}}, 0, 0).ok());
+  for (int round = 0; round < 5; ++round) {
+    std::vector<StoredJob> batch;
+    for (int i = 0; i < 2000; ++i) {
+      StoredJob job;
+      job.type = "fetch";
+      job.id = "r" + std::to_string(i);
+      job.fairness_key = "k" + std::to_string(i % 50);
+      batch.push_back(job);
+    }
+    REQUIRE(store->AddJobs(batch).ok());
+    std::vector<std::uint64_t> held;
+    for (;;) {
+      const StatusOr<std::vector<StoredJob>> claimed = store->ClaimJobs({fetch}, 512, 60);
+      REQUIRE(claimed.ok());
+      if (claimed->empty()) break;
+      for (const StoredJob& job : *claimed) held.push_back(job.sequence);
+    }
+    REQUIRE(held.size() == 2000u);
+    std::sort(held.rbegin(), held.rend());
+    std::atomic<bool> removing{true};
+    std::atomic<int> renewal_errors{0};
+    std::thread renewer([&] {
+      while (removing.load()) {
+        if (!store->RenewLeases(60).ok()) ++renewal_errors;
+      }
+    });
+    int removal_errors = 0;
+    for (std::size_t at = 0; at < held.size(); at += 500) {
+      const std::vector<std::uint64_t> part(held.begin() + static_cast<std::ptrdiff_t>(at),
+                                            held.begin() + static_cast<std::ptrdiff_t>(at + 500));
+      const StatusOr<std::vector<Status>> removed = store->RemoveJobs(part);
+      if (!removed.ok()) {
+        ++removal_errors;
+        MESSAGE(removed.status().ToString());
+        continue;
+      }
+      for (const Status& s : *removed) CHECK(s.ok());
+    }
+    removing = false;
+    renewer.join();
+    CHECK(removal_errors == 0);
+    CHECK(renewal_errors.load() == 0);
+  }
+  CHECK(server.Sql("SELECT count(*) FROM fairgate_durable_jobs") == "0");
+}
+
 TEST_CASE("PostgresStore.KeysCostsAreSummedOverReplicas" * kStoreAlone) {
   testing::PostgresServer server;
   testing::CheckKeysCostsAreSummedOverReplicas(Replicas(server));
@@ -1000,6 +1106,74 @@ TEST_CASE("PostgresStore.AResourceLeaseHasLimitSlotsFencingTokensAndLapses" * kS
 TEST_CASE("PostgresStore.AClaimTakesTheLeasesItsJobsNeedInTheSameTransaction" * kStoreAlone) {
   testing::PostgresServer server;
   testing::CheckAClaimTakesItsJobsLeases(Replicas(server));
+}
+
+// A claim takes all its jobs' leases in one statement. A slot it read as free but another
+// replica was taking (an insert not yet committed) is lost when that replica commits; the claim
+// then takes the resource's next free slot rather than drop the job. Here another session takes
+// slot 0 of linux.git (two slots) in an open transaction, the claim waits for it, and that
+// session commits: the claim's job comes with slot 1.
+TEST_CASE("PostgresStore.AClaimThatLosesASlotToAnotherReplicaTakesTheResourcesNextFreeOne" *
+          kStoreAlone) {
+  testing::PostgresServer server;
+  auto a = *OpenPostgresStore(server.conninfo(), {"a"});
+  StoredJob job;
+  job.type = "fetch";
+  job.id = "linux.git";
+  job.fairness_key = "k";
+  const std::uint64_t linux_job = *a->AddJob(job);
+  job.id = "git.git";
+  const std::uint64_t git = *a->AddJob(job);
+  PGconn* other = PQconnectdb(server.conninfo().c_str());
+  REQUIRE(PQstatus(other) == CONNECTION_OK);
+  auto exec = [&](const char* sql) { return Command(other, sql); };
+  REQUIRE(exec("BEGIN"));
+  REQUIRE(
+      exec("INSERT INTO fairgate_resource_leases VALUES ('repo', 'linux.git', 0, 'other', "
+           "extract(epoch from clock_timestamp()) + 60, nextval('fairgate_lease_tokens'))"));
+  StatusOr<std::vector<StoredJob>> claimed;
+  std::thread claim([&] { claimed = a->ClaimJobs({{"fetch", 1, "repo", 2, 0}}, 2, 30); });
+  // Until the claim waits on the other session's slot (bounded).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (server.Sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") ==
+             "0" &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(exec("COMMIT"));
+  claim.join();
+  PQfinish(other);
+  REQUIRE_MESSAGE(claimed.ok(), claimed.status().ToString());
+  std::set<std::uint64_t> got;
+  for (const StoredJob& j : *claimed) {
+    got.insert(j.sequence);
+    CHECK(j.resource_token > 0u);
+  }
+  CHECK(got == std::set<std::uint64_t>{linux_job, git});
+  CHECK(server.Sql("SELECT string_agg(slot || ':' || holder, ',' ORDER BY slot) "
+                   "FROM fairgate_resource_leases WHERE id = 'linux.git'") == "0:other,1:a");
+}
+
+// Each connection of the store cuts a transaction left idle for a second (a replica stopped in
+// the middle of one would otherwise hold its locks), and compiles no statement just in time:
+// the server's JIT took longer to compile a claim with leases than the claim took to run.
+TEST_CASE("PostgresStore.ItsConnectionsCutIdleTransactionsAndCompileNothingJustInTime" *
+          kStoreAlone) {
+  testing::PostgresServer server;
+  store::postgres::ConnectionPool pool(server.conninfo(), 1);
+  store::postgres::ConnectionPool::Session session = pool.Take();
+  auto show = [&](const char* setting) {
+    StatusOr<store::postgres::Result> r = pool.Retrying(*session, [&] {
+      return store::postgres::Exec(*session, (std::string("SHOW ") + setting).c_str(), {},
+                                   "show a setting");
+    });
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    return std::string(PQgetvalue(r->get(), 0, 0));
+  };
+  CHECK(show("jit") == "off");
+  CHECK(show("idle_in_transaction_session_timeout") == "1s");
+  // The server's own default, which the store's settings override.
+  CHECK(server.Sql("SHOW jit") == "on");
 }
 
 // The fleet's rate buckets (SharedStore::TakeTokens): full at first, whole tokens taken up to

@@ -145,7 +145,8 @@ inline void CheckBatches(const OpenStore& open) {
   CHECK(counted == std::vector<std::uint32_t>{0, 2, 1, 0, 0});
 }
 
-// Learned state is replaced row by row by name, and rows past their TTL are forgotten.
+// Learned state is replaced row by row by name (the last value of a name given twice in one
+// save), and rows past their TTL are forgotten.
 inline void CheckLearnedState(const OpenStore& open) {
   {
     std::unique_ptr<Store> store = open();
@@ -155,14 +156,19 @@ inline void CheckLearnedState(const OpenStore& open) {
     state.schedules = {{"fetch", "linux.git", 450}};
     CHECK(store->SaveLearned(state, 0, 0).ok());
     LearnedState later;
-    later.estimates = {{"clone", "linux.git", 130.125, 600}};
-    later.schedules = {{"fetch", "linux.git", 650}};
+    later.estimates = {{"clone", "linux.git", 125, 550},
+                       {"clone", "a,b \"c\" {d}\\", 7, 600},
+                       {"clone", "linux.git", 130.125, 600}};
+    later.schedules = {{"fetch", "linux.git", 600}, {"fetch", "linux.git", 650}};
     // Estimates used before 200 and keys idle since before 200 are forgotten.
     CHECK(store->SaveLearned(later, 200, 200).ok());
   }
   LearnedState loaded = *open()->LoadLearned();
-  REQUIRE(loaded.estimates.size() == 1);
-  CHECK(loaded.estimates[0] == SavedEstimate{"clone", "linux.git", 130.125, 600});
+  std::sort(loaded.estimates.begin(), loaded.estimates.end(),
+            [](const SavedEstimate& x, const SavedEstimate& y) { return x.id < y.id; });
+  REQUIRE(loaded.estimates.size() == 2);
+  CHECK(loaded.estimates[0] == SavedEstimate{"clone", "a,b \"c\" {d}\\", 7, 600});
+  CHECK(loaded.estimates[1] == SavedEstimate{"clone", "linux.git", 130.125, 600});
   REQUIRE(loaded.keys.size() == 1);
   CHECK(loaded.keys[0] == SavedKey{"alice", 40, 500});
   REQUIRE(loaded.schedules.size() == 1);

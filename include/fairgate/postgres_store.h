@@ -32,14 +32,16 @@
 // that those statements take for their transaction), so that a claim reads the first keys in
 // claim order from one index and only as many of their jobs as its size needs: its cost grows
 // with the claim's size (and the retries due at once), not with the keys or the jobs stored. A
-// claim whose types take fleet-wide leases reads every key that has a job it could take (a key's
-// first ready job may wait for a lease). Storing a job costs the trigger's upsert of its key's
-// head (bench/README.md has the figures). Schema 3; a database of schema 1 or 2 is migrated on
-// open.
+// claim whose types take fleet-wide leases reads the keys in the same order, each from its first
+// job whose leases have a free slot, and passes over the keys whose every job waits for a lease:
+// its cost grows with those too. Storing a job costs the trigger's upsert of its key's head
+// (bench/README.md has the figures). Schema 3; a database of schema 1 or 2 is migrated on open.
 //
 // Each connection sets idle_in_transaction_session_timeout to 1 s: a replica stopped in the
 // middle of one of its (millisecond) transactions would otherwise hold that transaction's row
-// locks, and the resource leases a claim was taking, for as long as it stays stopped.
+// locks, and the resource leases a claim was taking, for as long as it stays stopped. It also
+// sets jit off: the server's JIT compiled some of these millisecond statements on every
+// execution, for longer than they run.
 //
 // Thread safety: every method may be called from any thread at once.
 #ifndef FAIRGATE_POSTGRES_STORE_H_

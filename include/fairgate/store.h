@@ -227,7 +227,9 @@ class FAIRGATE_EXPORT SharedStore : public Store {
     return absl::UnimplementedError("this store does not notify stored jobs");
   }
   // Extends every lease this replica still holds (of jobs and of resources) to `lease_seconds`
-  // from now; how many it holds.
+  // from now; how many it extended. A store may pass over a job that another call of this
+  // replica is changing at that moment (removing it, say), rather than wait for that call and
+  // risk a deadlock with it: the next renewal extends its lease if the job is still held.
   virtual StatusOr<std::size_t> RenewLeases(double lease_seconds) = 0;
   // Gives a claimed job back unrun: any replica may claim it at once.
   virtual Status ReleaseJob(std::uint64_t sequence) = 0;

@@ -41,12 +41,9 @@ StatusOr<std::uint64_t> PostgresStore::TakeSlot(Link& link, const LeaseNeed& nee
     if (!r.ok()) return r.status();
     if (PQntuples(r->get()) == 1) return std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10);
     if (need.limit <= 1) return 0;
-    StatusOr<Result> free = Exec(
-        link,
-        "SELECT count(*) FROM generate_series(0, $3::int - 1) AS s "
-        "WHERE NOT EXISTS (SELECT 1 FROM fairgate_resource_leases l WHERE l.grp = $1 "
-        "  AND l.id = $2 AND l.slot = s AND l.lease_until >= " FAIRGATE_PG_NOW ")",
-        {{need.group}, {need.id}, {std::to_string(need.limit)}}, "count a resource's free slots");
+    StatusOr<Result> free =
+        Exec(link, kCountFreeSlots, {{need.group}, {need.id}, {std::to_string(need.limit)}},
+             "count a resource's free slots");
     if (!free.ok()) return free.status();
     if (std::atoi(PQgetvalue(free->get(), 0, 0)) == 0) return 0;
   }
@@ -169,10 +166,17 @@ StatusOr<std::size_t> PostgresStore::RenewLeases(double lease_seconds) {
     return r;
   };
   const SteadyClock::time_point sure_until = SureUntil(lease_seconds);
-  StatusOr<Result> jobs = renew("UPDATE fairgate_durable_jobs SET lease_until = " FAIRGATE_PG_NOW
-                                " + $2 WHERE holder = $1 AND token = ANY($3::bigint[]) "
-                                "RETURNING sequence",
-                                renewed);
+  // A row that another statement is changing (RemoveJobs on another connection of this replica,
+  // finishing the job; another replica's claim, the lease having lapsed) is passed over, left to
+  // the next renewal: waiting for it, a renewal that held rows the other statement wanted
+  // deadlocked with it (the server broke the cycle after a second by failing one; seen in
+  // fleet_bench's runs, a renewal beside a batch of removals).
+  StatusOr<Result> jobs =
+      renew("UPDATE fairgate_durable_jobs SET lease_until = " FAIRGATE_PG_NOW
+            " + $2 WHERE sequence = ANY(ARRAY(SELECT sequence FROM fairgate_durable_jobs "
+            "  WHERE holder = $1 AND token = ANY($3::bigint[]) FOR UPDATE SKIP LOCKED)) "
+            "RETURNING sequence",
+            renewed);
   if (!jobs.ok()) return jobs.status();
   if (*jobs != nullptr) {
     for (int i = 0; i < PQntuples(jobs->get()); ++i) {
@@ -349,16 +353,88 @@ StatusOr<HeldSlots> PostgresStore::CountHeldSlots(Link& link,
 StatusOr<std::vector<std::string>> PostgresStore::TakePlannedLeases(
     Link& link, const std::vector<ClaimCandidate>& candidates, const ClaimPlan& plan,
     double lease_seconds, std::vector<std::vector<std::uint64_t>>& tokens) {
+  auto need = [&](const ClaimPlan::Take& t) -> const LeaseNeed& {
+    return candidates[plan.chosen[t.job]].needs[t.need];
+  };
   std::vector<bool> lost(plan.chosen.size(), false);
-  for (const ClaimPlan::Take& take : plan.takes) {
-    if (lost[take.job]) continue;
-    const LeaseNeed& need = candidates[plan.chosen[take.job]].needs[take.need];
-    StatusOr<std::uint64_t> token = TakeSlot(link, need, lease_seconds);
-    if (!token.ok()) return token.status();
-    if (*token != 0) {
-      tokens[take.job][take.need] = *token;
-    } else {
-      lost[take.job] = true;  // another replica took the last slot since it was counted
+  // The takes of each resource (adjacent: the plan's takes are in (group, id) order), taken a
+  // batch of resources at a time, one statement each (kTakeSlots). A batch ends with a resource
+  // of several slots, so that a slot of it lost to another replica is tried again before any
+  // resource after it is taken: the takes stay in the plan's order.
+  std::vector<std::vector<ClaimPlan::Take>> batch;
+  auto take_batch = [&]() -> Status {
+    std::vector<std::vector<ClaimPlan::Take>> waiting;  // each resource's takes still untaken
+    for (std::vector<ClaimPlan::Take>& resource : batch) {
+      // A job that lost a lease earlier takes no more (it is dropped).
+      std::erase_if(resource, [&](const ClaimPlan::Take& t) { return lost[t.job]; });
+      if (!resource.empty()) waiting.push_back(std::move(resource));
+    }
+    batch.clear();
+    for (int round = 0; !waiting.empty(); ++round) {
+      std::vector<std::string> groups, ids, limits, counts;
+      for (const std::vector<ClaimPlan::Take>& resource : waiting) {
+        const LeaseNeed& n = need(resource.front());
+        groups.push_back(n.group);
+        ids.push_back(n.id);
+        limits.push_back(std::to_string(n.limit));
+        counts.push_back(std::to_string(resource.size()));
+      }
+      StatusOr<Result> r = Exec(link, kTakeSlots,
+                                {{TextArray(groups)},
+                                 {TextArray(ids)},
+                                 {TextArray(limits)},
+                                 {TextArray(counts)},
+                                 {replica_},
+                                 {Number(lease_seconds)}},
+                                "take a claim's leases");
+      if (!r.ok()) return r.status();
+      // Each resource's tokens go to its takes in claim order.
+      std::vector<std::size_t> given(waiting.size(), 0);
+      for (int i = 0; i < PQntuples(r->get()); ++i) {
+        const std::size_t place = std::strtoull(PQgetvalue(r->get(), i, 0), nullptr, 10) - 1;
+        const ClaimPlan::Take& t = waiting.at(place).at(given[place]++);
+        tokens[t.job][t.need] = std::strtoull(PQgetvalue(r->get(), i, 1), nullptr, 10);
+      }
+      std::vector<ClaimPlan::Take> retry;
+      for (std::size_t k = 0; k < waiting.size(); ++k) {
+        for (std::size_t i = given[k]; i < waiting[k].size(); ++i) {
+          // Another replica took the slot since it was counted (or every slot is held).
+          if (need(waiting[k][i]).limit > 1 && k + 1 == waiting.size()) {
+            retry.push_back(waiting[k][i]);
+          } else {
+            lost[waiting[k][i].job] = true;
+          }
+        }
+      }
+      waiting.clear();
+      if (retry.empty()) break;
+      // The batch's last resource, of several slots: again while it has a free slot, at most
+      // its number of slots in rounds (a claim that raced another for one of its slots does not
+      // come back without it while one is free).
+      const LeaseNeed& n = need(retry.front());
+      StatusOr<Result> free =
+          Exec(link, kCountFreeSlots, {{n.group}, {n.id}, {std::to_string(n.limit)}},
+               "count a resource's free slots");
+      if (!free.ok()) return free.status();
+      if (std::atoi(PQgetvalue(free->get(), 0, 0)) == 0 || round + 1 >= n.limit) {
+        for (const ClaimPlan::Take& t : retry) lost[t.job] = true;
+        break;
+      }
+      waiting.push_back(std::move(retry));
+    }
+    return absl::OkStatus();
+  };
+  for (std::size_t i = 0; i < plan.takes.size();) {
+    const LeaseNeed& n = need(plan.takes[i]);
+    std::vector<ClaimPlan::Take> resource;
+    for (; i < plan.takes.size() && need(plan.takes[i]).group == n.group &&
+           need(plan.takes[i]).id == n.id;
+         ++i) {
+      resource.push_back(plan.takes[i]);
+    }
+    batch.push_back(std::move(resource));
+    if (n.limit > 1 || i == plan.takes.size()) {
+      if (Status s = take_batch(); !s.ok()) return s;
     }
   }
   std::vector<std::string> claimed, dropped;

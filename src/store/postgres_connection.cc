@@ -110,11 +110,13 @@ Status ConnectionPool::Connect(Link& link) {
     // A replica stopped in the middle of a transaction (SIGSTOP, a VM pause) would hold its
     // row locks for as long as it stays stopped, and a claim's transaction takes lease rows
     // that other replicas' claims and leases then wait for: the server ends such a
-    // transaction once it has been idle for kIdleInTransaction (ours are milliseconds long).
-    Result set(PQexec(link.pg.get(), kIdleInTransaction));
+    // transaction once it has been idle for a while (ours are milliseconds long). And no JIT
+    // (kSessionSettings says why).
+    Result set(PQexec(link.pg.get(), kSessionSettings));
     if (set == nullptr || PQresultStatus(set.get()) != PGRES_COMMAND_OK) {
-      Status s = absl::UnavailableError(absl::StrCat(
-          "PostgreSQL: set idle_in_transaction_session_timeout: ", ErrorOf(link.pg.get())));
+      Status s =
+          absl::UnavailableError(absl::StrCat("PostgreSQL: set the session's settings (",
+                                              kSessionSettings, "): ", ErrorOf(link.pg.get())));
       link.pg.reset();
       return s;
     }

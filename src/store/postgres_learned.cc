@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -96,13 +97,28 @@ Status PostgresStore::SaveLearned(const LearnedState& changed, double forget_est
   Session session = pool_.Take();
   Link& link = *session;
   return pool_.Transaction(link, "flush", [&]() -> Status {
-    for (const SavedEstimate& e : changed.estimates) {
+    // Every estimate saved in one statement (the last value of one given twice), in (type, id)
+    // order, so that flushes of several replicas update the rows they share in one order.
+    std::map<std::pair<std::string, std::string>, const SavedEstimate*> estimates;
+    for (const SavedEstimate& e : changed.estimates) estimates[{e.type, e.id}] = &e;
+    if (!estimates.empty()) {
+      std::vector<std::string> types, ids, seconds, used;
+      for (const auto& [name, e] : estimates) {
+        types.push_back(e->type);
+        ids.push_back(e->id);
+        seconds.push_back(Number(e->seconds));
+        used.push_back(Number(e->last_used));
+      }
       Status s =
           Exec(link,
-               "INSERT INTO fairgate_estimates VALUES ($1, $2, $3, $4) "
+               "INSERT INTO fairgate_estimates SELECT type, id, seconds, last_used "
+               "FROM unnest($1::text[], $2::text[], $3::double precision[], "
+               "$4::double precision[]) WITH ORDINALITY AS e(type, id, seconds, "
+               "last_used, place) ORDER BY place "
                "ON CONFLICT (type, id) DO UPDATE SET seconds = EXCLUDED.seconds, "
                "last_used = EXCLUDED.last_used",
-               {{e.type}, {e.id}, {Number(e.seconds)}, {Number(e.last_used)}}, "save an estimate")
+               {{TextArray(types)}, {TextArray(ids)}, {TextArray(seconds)}, {TextArray(used)}},
+               "save estimates")
               .status();
       if (!s.ok()) return s;
     }
@@ -138,13 +154,25 @@ Status PostgresStore::SaveLearned(const LearnedState& changed, double forget_est
               .status();
       if (!s.ok()) return s;
     }
-    for (const SavedSchedule& p : changed.schedules) {
-      Status s = Exec(link,
-                      "INSERT INTO fairgate_schedules VALUES ($1, $2, $3) "
-                      "ON CONFLICT (type, id) DO UPDATE SET last_run_end = "
-                      "EXCLUDED.last_run_end",
-                      {{p.type}, {p.id}, {Number(p.last_run_end)}}, "save a periodic schedule")
-                     .status();
+    // The schedules as the estimates: one statement, in (type, id) order.
+    std::map<std::pair<std::string, std::string>, const SavedSchedule*> schedules;
+    for (const SavedSchedule& p : changed.schedules) schedules[{p.type, p.id}] = &p;
+    if (!schedules.empty()) {
+      std::vector<std::string> types, ids, ends;
+      for (const auto& [name, p] : schedules) {
+        types.push_back(p->type);
+        ids.push_back(p->id);
+        ends.push_back(Number(p->last_run_end));
+      }
+      Status s =
+          Exec(link,
+               "INSERT INTO fairgate_schedules SELECT type, id, last_run_end "
+               "FROM unnest($1::text[], $2::text[], $3::double precision[]) "
+               "WITH ORDINALITY AS p(type, id, last_run_end, place) ORDER BY place "
+               "ON CONFLICT (type, id) DO UPDATE SET last_run_end = "
+               "EXCLUDED.last_run_end",
+               {{TextArray(types)}, {TextArray(ids)}, {TextArray(ends)}}, "save periodic schedules")
+              .status();
       if (!s.ok()) return s;
     }
     if (Status s = Exec(link, "DELETE FROM fairgate_estimates WHERE last_used < $1",

@@ -472,14 +472,53 @@ inline constexpr const char* kTakeSlot =
     "  lease_until = EXCLUDED.lease_until, token = EXCLUDED.token "
     "  WHERE fairgate_resource_leases.lease_until < " FAIRGATE_PG_NOW " RETURNING token";
 
+// How many of the $3 slots of resource ($1, $2) no unexpired lease holds.
+inline constexpr const char* kCountFreeSlots =
+    "SELECT count(*) FROM generate_series(0, $3::int - 1) AS s "
+    "WHERE NOT EXISTS (SELECT 1 FROM fairgate_resource_leases l WHERE l.grp = $1 "
+    "  AND l.id = $2 AND l.slot = s AND l.lease_until >= " FAIRGATE_PG_NOW ")";
+
+// Takes, of each resource in the arrays ($1 its group, $2 its id, $3 its slots, $4 how many to
+// take), that many free slots for replica $5 for $6 seconds, a slot whose lease lapsed counting
+// as free, the resources in the arrays' order (a claim's, in (group, id) order, so that replicas
+// claiming at once never wait on each other in a cycle) and each resource's slots in order.
+// Returns each slot taken: the resource's place in the arrays (from 1) and its fencing token;
+// fewer than asked of a resource where every slot is held, or where another replica took one
+// since this statement read it as free.
+inline constexpr const char* kTakeSlots =
+    "WITH wanted AS (SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[]) "
+    "  WITH ORDINALITY AS w(grp, id, lim, count, place)), "
+    "free AS (SELECT w.place, w.grp, w.id, f.s FROM wanted w CROSS JOIN LATERAL ("
+    "  SELECT s FROM generate_series(0, w.lim - 1) AS s "
+    "  WHERE NOT EXISTS (SELECT 1 FROM fairgate_resource_leases l WHERE l.grp = w.grp "
+    "    AND l.id = w.id AND l.slot = s AND l.lease_until >= " FAIRGATE_PG_NOW
+    ") "
+    "  ORDER BY s LIMIT w.count) f), "
+    "taken AS (INSERT INTO fairgate_resource_leases "
+    "  SELECT grp, id, s, $5, " FAIRGATE_PG_NOW
+    " + $6, nextval('fairgate_lease_tokens') "
+    "  FROM free ORDER BY place, s "
+    "  ON CONFLICT (grp, id, slot) DO UPDATE SET holder = EXCLUDED.holder, "
+    "    lease_until = EXCLUDED.lease_until, token = EXCLUDED.token "
+    "    WHERE fairgate_resource_leases.lease_until < " FAIRGATE_PG_NOW
+    "  RETURNING grp, id, slot, token) "
+    "SELECT w.place, t.token FROM taken t JOIN wanted w ON w.grp = t.grp AND w.id = t.id "
+    "ORDER BY w.place, t.slot";
+
 // Gives back the resource leases whose fencing tokens are in the array parameter `tokens`: a
 // claim's, or those a claim took for a job it then dropped.
 #define FAIRGATE_PG_DROP_LEASES_BY_TOKEN(tokens) \
   "DELETE FROM fairgate_resource_leases WHERE token = ANY(" tokens "::bigint[])"
 inline constexpr const char* kDropLeasesByToken = FAIRGATE_PG_DROP_LEASES_BY_TOKEN("$1");
 
-// How long the server lets a transaction of this store sit idle between statements.
-inline constexpr const char* kIdleInTransaction = "SET idle_in_transaction_session_timeout = 1000";
+// Each connection's settings, set once it connects: how long the server lets a transaction of
+// this store sit idle between statements, and no JIT compilation. This store's statements read
+// and write a claim's or a batch's rows by index in milliseconds, but the planner's estimates
+// of some (a claim with leases: lateral reads per key, a row count for every generate_series)
+// pass jit_above_cost, and PostgreSQL then compiled the statement on each execution: 33 ms of a
+// 63 ms claim with leases, 25 ms of a 1 ms take of a claim's leases (bench/README.md).
+inline constexpr const char* kSessionSettings =
+    "SET idle_in_transaction_session_timeout = 1000; SET jit = off";
 
 inline constexpr const char* kJobColumns =
     "sequence, type, id, fairness_key, payload, submitted_at, attempts, not_before, last_error";
