@@ -599,23 +599,38 @@ TEST_CASE("PostgresStore.AClaimWithLeasesTakesTheFirstClaimableJobsOfTheWholeOrd
       std::sort(order.begin(), order.end(), [](const Place& x, const Place& y) {
         return std::tuple(-x.tier, x.cost, x.sequence) < std::tuple(-y.tier, y.cost, y.sequence);
       });
-      // The claim's candidates are the first 4 n of the order; it takes them in order, each
-      // repository once.
-      std::vector<std::uint64_t> expected;
-      std::set<std::string> taken;
-      for (std::size_t i = 0; i < order.size() && i < static_cast<std::size_t>(4 * n) &&
-                              expected.size() < static_cast<std::size_t>(n);
-           ++i) {
-        if (taken.insert(order[i].repo).second) expected.push_back(order[i].sequence);
+      // The claim's candidates are the first `window` of the order; it takes them in order,
+      // each repository once.
+      auto expected = [&](int window) {
+        std::vector<std::uint64_t> sequences;
+        std::set<std::string> taken;
+        for (std::size_t i = 0; i < order.size() && i < static_cast<std::size_t>(window) &&
+                                sequences.size() < static_cast<std::size_t>(n);
+             ++i) {
+          if (taken.insert(order[i].repo).second) sequences.push_back(order[i].sequence);
+        }
+        std::sort(sequences.begin(), sequences.end());
+        return sequences;
+      };
+      // A store's first claim reads 4 n candidates; one after a whole claim, n (and one after a
+      // short claim 4 n again). Each claim is given back before the next.
+      auto claimer = *OpenPostgresStore(server.conninfo(), {"a"});
+      auto claim = [&] {
+        const std::vector<StoredJob> claimed = *claimer->ClaimJobs(types, n, 60);
+        std::vector<std::uint64_t> got;
+        for (const StoredJob& job : claimed) got.push_back(job.sequence);
+        std::sort(got.begin(), got.end());
+        for (std::uint64_t sequence : got) REQUIRE(claimer->ReleaseJob(sequence).ok());
+        server.Sql("DELETE FROM fairgate_resource_leases WHERE holder = 'a'");
+        return got;
+      };
+      const std::vector<std::uint64_t> first = claim();
+      CHECK(first == expected(4 * n));
+      if (first.size() == static_cast<std::size_t>(n)) {
+        const std::vector<std::uint64_t> after_whole = claim();
+        CHECK(after_whole == expected(n));
+        if (after_whole.size() < static_cast<std::size_t>(n)) CHECK(claim() == expected(4 * n));
       }
-      std::sort(expected.begin(), expected.end());
-      const std::vector<StoredJob> claimed = *a->ClaimJobs(types, n, 60);
-      std::vector<std::uint64_t> got;
-      for (const StoredJob& job : claimed) got.push_back(job.sequence);
-      std::sort(got.begin(), got.end());
-      CHECK(got == expected);
-      for (std::uint64_t sequence : got) REQUIRE(a->ReleaseJob(sequence).ok());
-      server.Sql("DELETE FROM fairgate_resource_leases WHERE holder = 'a'");
     }
   }
 
@@ -836,6 +851,43 @@ TEST_CASE("PostgresStore.AClaimWhoseFirstJobsAnotherClaimIsLockingTakesTheNextOn
   PQfinish(other);
   // The locked jobs were never taken: the next claim finds them first.
   CHECK(ids_claimed(4) == std::vector<std::string>{"j2", "j3", "j6", "j7"});
+}
+
+// The same for a claim whose jobs take leases: after claims that came back whole, a claim of n
+// locks n of the first 2 n candidates; when other claims under way are locking all of those, it
+// locks again at once from the first 8 n (4 n of them), rather than come back empty.
+TEST_CASE("PostgresStore.AClaimWithLeasesWhoseCandidatesAnotherClaimIsLockingReadsFurther" *
+          kStoreAlone) {
+  testing::PostgresServer server;
+  auto store = *OpenPostgresStore(server.conninfo(), {"a"});
+  const std::vector<ClaimableType> fetch = {{"fetch", 1, "repo", 1, 0}};
+  for (int i = 0; i < 12; ++i) {
+    const std::string n = std::to_string(i);
+    REQUIRE(store->AddJob(Job("fetch", "j" + n, "k" + n)).ok());
+  }
+  for (const char* first : {"j0", "j1"}) {
+    const std::vector<StoredJob> claimed = *store->ClaimJobs(fetch, 1, 60);
+    REQUIRE(claimed.size() == 1);
+    CHECK(claimed[0].id == first);
+  }
+  PGconn* other = PQconnectdb(server.conninfo().c_str());
+  REQUIRE(PQstatus(other) == CONNECTION_OK);
+  REQUIRE(Command(other, "BEGIN"));
+  PGresult* locked = PQexec(other,
+                            "SELECT sequence FROM fairgate_durable_jobs "
+                            "WHERE id IN ('j2', 'j3', 'j4', 'j5') FOR UPDATE");
+  REQUIRE(PQntuples(locked) == 4);
+  PQclear(locked);
+  auto ids_claimed = [&](std::size_t count) {
+    const std::vector<StoredJob> claimed = *store->ClaimJobs(fetch, count, 60);
+    std::vector<std::string> ids;
+    for (const StoredJob& job : claimed) ids.push_back(job.id);
+    return ids;
+  };
+  CHECK(ids_claimed(2) == std::vector<std::string>{"j6", "j7"});
+  CHECK(Command(other, "ROLLBACK"));
+  PQfinish(other);
+  CHECK(ids_claimed(4) == std::vector<std::string>{"j2", "j3", "j4", "j5"});
 }
 
 // A server's lock table has room for 64 locks a connection by default (max_locks_per_transaction),

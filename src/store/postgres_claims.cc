@@ -232,8 +232,17 @@ Status PostgresStore::ClaimWithLeases(
     most = t.max_jobs == 0 ? max_jobs : std::min(max_jobs, most + t.max_jobs);
   }
   max_jobs = most;
-  StatusOr<std::vector<ClaimCandidate>> candidates =
-      LockCandidates(link, types, names, tiers, max_jobs);
+  // A narrow claim that passed over candidates other claims under way were locking (replicas
+  // claiming at once: a fleet-wide cap's slot given back wakes them all) locks again at once,
+  // wide, in the same transaction (the rows it locked stay its own).
+  bool wide = wide_leased_claims_.load(std::memory_order_relaxed);
+  bool passed_over = false;
+  StatusOr<std::vector<ClaimCandidate>> candidates = LockCandidates(
+      link, types, names, tiers, (wide ? 4 : 1) * max_jobs, (wide ? 8 : 2) * max_jobs, passed_over);
+  if (candidates.ok() && !wide && passed_over) {
+    wide = true;
+    candidates = LockCandidates(link, types, names, tiers, 4 * max_jobs, 8 * max_jobs, passed_over);
+  }
   if (!candidates.ok()) return candidates.status();
   StatusOr<HeldSlots> held = CountHeldSlots(link, *candidates);
   if (!held.ok()) return held.status();
@@ -248,6 +257,7 @@ Status PostgresStore::ClaimWithLeases(
   StatusOr<std::vector<std::string>> claimed =
       TakePlannedLeases(link, *candidates, plan, lease_seconds, tokens);
   if (!claimed.ok()) return claimed.status();
+  wide_leased_claims_.store(claimed->size() < max_jobs, std::memory_order_relaxed);
   if (claimed->empty()) return absl::OkStatus();
   StatusOr<Result> r =
       Exec(link,
@@ -281,7 +291,8 @@ Status PostgresStore::ClaimWithLeases(
 // needs (its type's fleet cap, then its resource).
 StatusOr<std::vector<ClaimCandidate>> PostgresStore::LockCandidates(
     Link& link, const std::vector<ClaimableType>& types, const std::vector<std::string>& names,
-    const std::vector<std::string>& tiers, std::size_t max_jobs) {
+    const std::vector<std::string>& tiers, std::size_t locked, std::size_t read,
+    bool& passed_over) {
   absl::flat_hash_map<std::string, std::size_t> by_name;  // index in `types`
   std::vector<std::string> groups_of, limits_of, caps_of;
   for (std::size_t i = 0; i < types.size(); ++i) {
@@ -291,22 +302,25 @@ StatusOr<std::vector<ClaimCandidate>> PostgresStore::LockCandidates(
     limits_of.push_back(std::to_string(t.conflict_limit));
     caps_of.push_back(std::to_string(t.fleet_cap));
   }
-  // Four times the jobs wanted are locked, for the plan to choose among by the slots free; twice
-  // as many are read (M), for replicas claiming at once to share.
   StatusOr<Result> c = Exec(link, kClaimCandidates,
                             {{TextArray(names)},
                              {TextArray(tiers)},
-                             {std::to_string(max_jobs * 4)},
+                             {std::to_string(locked)},
                              {Number(WallSeconds())},
                              {TextArray(groups_of)},
                              {TextArray(limits_of)},
                              {TextArray(caps_of)},
                              {std::string(kFleetCapGroup)},
-                             {std::to_string(max_jobs * 8)}},
+                             {std::to_string(read)}},
                             "claim durable jobs");
   if (!c.ok()) return c.status();
+  // Fewer locked than there were to read, short of `locked`: others were locking the rest.
+  const int rows = PQntuples(c->get());
+  passed_over = rows == 0 || (static_cast<std::size_t>(rows) < locked &&
+                              std::strtoull(PQgetvalue(c->get(), 0, 3), nullptr, 10) >
+                                  static_cast<std::size_t>(rows));
   std::vector<ClaimCandidate> candidates;
-  for (int i = 0; i < PQntuples(c->get()); ++i) {
+  for (int i = 0; i < rows; ++i) {
     const std::size_t type = by_name.at(Text(*c, i, 1));
     const ClaimableType& t = types[type];
     ClaimCandidate candidate{std::strtoull(PQgetvalue(c->get(), i, 0), nullptr, 10), {}, type};

@@ -447,15 +447,17 @@ inline constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
 // are free now, locked, in claim order, for the replica to choose among by the leases it can take
 // (counted again there: a candidate's and another's may need the same last slot). $4 the wall
 // clock, $5-$7 per type its conflict group, conflict limit and fleet cap, $8 the cap's group,
-// $9 M (PostgresStore::LockCandidates: 2 x $3).
+// $9 M (PostgresStore::ClaimWithLeases: 2 x $3). Each row also says how many candidates there
+// were (more than the rows, short of $3: some were locked by other claims).
 inline constexpr const char* kClaimCandidates = FAIRGATE_PG_CLAIM_CANDIDATES(
     9, 4,
     "SELECT * FROM unnest($1::text[], $2::int[], $5::text[], $6::int[], $7::int[]) "
     "AS w(type, tier, grp, lim, cap)",
     FAIRGATE_PG_KEYED_BY_CLAIMABLE_HEADS(FAIRGATE_PG_LEASES_FREE, 9),
     FAIRGATE_PG_READY " AND " FAIRGATE_PG_LEASES_FREE, FAIRGATE_PG_LEASES_FREE,
-    FAIRGATE_PG_DEFERRED_DUE(4) " AND " FAIRGATE_PG_LEASES_FREE) "SELECT sequence, type, id FROM picked ORDER BY lapsed DESC, "
-                                 "tier DESC, cost, sequence";
+    FAIRGATE_PG_DEFERRED_DUE(4) " AND " FAIRGATE_PG_LEASES_FREE)
+    "SELECT sequence, type, id, (SELECT count(*) FROM ranked) FROM picked "
+    "ORDER BY lapsed DESC, tier DESC, cost, sequence";
 
 // Takes one free slot of resource ($1, $2) of $4 slots for replica $3 for $5 seconds, a slot
 // whose lease lapsed counting as free; its fencing token, or no row when every slot is held.

@@ -143,7 +143,8 @@ class PostgresStore final : public SharedStore {
   // free slot (counted once for all of them: store::PlanClaim), takes those leases in (group, id)
   // order (so that replicas claiming at once never wait on each other in a cycle), drops a job
   // whose lease another replica took meanwhile (with the leases it took), and claims the rest:
-  // `jobs`, and the tokens of each one's leases in `taken`.
+  // `jobs`, and the tokens of each one's leases in `taken`. How many candidates it locks:
+  // wide_leased_claims_.
   Status ClaimWithLeases(Link& link, const std::vector<ClaimableType>& types,
                          const std::vector<std::string>& names,
                          const std::vector<std::string>& tiers, std::size_t max_jobs,
@@ -164,13 +165,16 @@ class PostgresStore final : public SharedStore {
                                         SteadyClock::time_point sure_until,
                                         std::vector<StoredJob>& jobs);
 
-  // ClaimWithLeases' first step: the candidates, locked, in claim order, each with the leases it
-  // needs (its type's fleet cap, then its resource).
+  // ClaimWithLeases' first step: up to `locked` candidates, locked, in claim order, each with
+  // the leases it needs (its type's fleet cap, then its resource), of the first `read` in claim
+  // order (the others locked by claims under way); `passed_over`: whether it locked fewer than
+  // `locked` while others were there to read (locked by other claims), or none.
   StatusOr<std::vector<ClaimCandidate>> LockCandidates(Link& link,
                                                        const std::vector<ClaimableType>& types,
                                                        const std::vector<std::string>& names,
                                                        const std::vector<std::string>& tiers,
-                                                       std::size_t max_jobs);
+                                                       std::size_t locked, std::size_t read,
+                                                       bool& passed_over);
 
   // ClaimWithLeases' second step: the slots held now (unexpired leases) of every resource the
   // candidates need.
@@ -204,6 +208,12 @@ class PostgresStore final : public SharedStore {
   // claiming at once to share (ClaimJobs): until a claim came back whole, and again once one
   // came back short.
   std::atomic<bool> wide_claims_{true};
+  // Whether the next claim with leases of n jobs locks 4 n candidates (of 8 n read) for its plan
+  // to choose among, rather than n (of 2 n): until a claim with leases came back whole, and again
+  // once one came back short (ClaimWithLeases). The plan passes over a candidate whose
+  // resource's slots earlier candidates fill; where a claim's first n hold such candidates, the
+  // claim is short and the next reads more.
+  std::atomic<bool> wide_leased_claims_{true};
 
   static constexpr double kBucketSweepSeconds = 60;
   std::mutex buckets_mutex_;  // guards next_bucket_sweep_
