@@ -25,9 +25,10 @@
 //                                with a no-op handler. items/s: jobs done;
 //                                counters: the server's CPU per job, the replicas' claims and
 //                                the share of them that took nothing (empty_claims_pct).
-// BM_DurableWorkedLeased/replicas:R/clients:K  the same with the default max_claimed, each job
-//                                taking its repository's fleet-wide conflict lease (1,000
-//                                repositories, one slot each) with its claim.
+// BM_DurableWorkedLeased/replicas:R/clients:K/repositories:P  the same with the default
+//                                max_claimed, the jobs over P repositories (1,000 or one each),
+//                                each job taking its repository's fleet-wide conflict lease
+//                                (one slot) with its claim.
 // BM_FleetCap/replicas:R         100 jobs of 100 ms worked by R replicas of one slot each under
 //                                a fleet-wide cap of 2 on their type. items/s: jobs done;
 //                                counters: the most at once, the share of empty claims.
@@ -141,10 +142,10 @@ void ShutDown(std::vector<std::unique_ptr<Scheduler>>& fleet, double& claims_emp
 // more for a claim of 400; bench/README.md, "Claims and the planner's statistics").
 void AnalyzeAsAutovacuumWould() { Sql("ANALYZE fairgate_durable_jobs, fairgate_key_heads"); }
 
-StoredJob Job(int i, int clients = 100) {
+StoredJob Job(int i, int clients = 100, int repositories = 1000) {
   StoredJob job;
   job.type = "fetch";
-  job.id = "repo" + std::to_string(i % 1000);
+  job.id = "repo" + std::to_string(i % repositories);
   job.fairness_key = "client" + std::to_string(i % clients);
   job.payload = "payload";
   return job;
@@ -225,10 +226,12 @@ BENCHMARK(BM_ClaimCycle)
 // N jobs of K clients stored beforehand (AddJobs, batches of 1,000), then worked to completion
 // by R replicas in this process (a scheduler and a store each, max_concurrency 8, max_claimed C:
 // 0 for its default) with a no-op handler; the time from their Recover until every job ran and
-// the table is empty. items/s: jobs done, all replicas together. With `leases`, the type is in
-// a fleet-wide conflict group: each job takes its repository's lease (one slot; 1,000
-// repositories) in its claim's transaction and gives it back with the job.
-void WorkDurable(benchmark::State& state, int replicas, int claimed, int clients, bool leases) {
+// the table is empty. items/s: jobs done, all replicas together. The jobs take turns over
+// `repositories` (their ids). With `leases`, the type is in a fleet-wide conflict group: each
+// job takes its repository's lease (one slot) in its claim's transaction and gives it back with
+// the job.
+void WorkDurable(benchmark::State& state, int replicas, int claimed, int clients, bool leases,
+                 int repositories = 1000) {
   constexpr int kJobs = 20000;
   double server_cpu = 0;  // microseconds, over the timed part of every iteration
   double claims_empty = 0, claims_with_jobs = 0;
@@ -239,7 +242,7 @@ void WorkDurable(benchmark::State& state, int replicas, int claimed, int clients
       auto filler = *OpenPostgresStore(conninfo, {"filler"});
       std::vector<StoredJob> batch;
       for (int i = 0; i < kJobs; ++i) {
-        batch.push_back(Job(i, clients));
+        batch.push_back(Job(i, clients, repositories));
         if (batch.size() == 1000) {
           if (!filler->AddJobs(batch).ok()) std::abort();
           batch.clear();
@@ -311,13 +314,15 @@ BENCHMARK(BM_DurableWorked)
     ->UseRealTime();
 
 // BM_DurableWorked's jobs and replicas, each job taking its repository's fleet-wide conflict
-// lease: what a git mirror's fleet does with fetches that exclude a repack.
+// lease: what a git mirror's fleet does with fetches that exclude a repack. 1,000 repositories
+// (20 jobs each, a client's jobs on 10 of them at 100 clients), or a repository per job.
 void BM_DurableWorkedLeased(benchmark::State& state) {
-  WorkDurable(state, static_cast<int>(state.range(0)), 0, static_cast<int>(state.range(1)), true);
+  WorkDurable(state, static_cast<int>(state.range(0)), 0, static_cast<int>(state.range(1)), true,
+              static_cast<int>(state.range(2)));
 }
 BENCHMARK(BM_DurableWorkedLeased)
-    ->ArgNames({"replicas", "clients"})
-    ->ArgsProduct({{1, 2}, {100, 10000}})
+    ->ArgNames({"replicas", "clients", "repositories"})
+    ->ArgsProduct({{1, 2}, {100, 10000}, {1000, 20000}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
