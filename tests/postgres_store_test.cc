@@ -612,8 +612,8 @@ TEST_CASE("PostgresStore.AClaimWithLeasesTakesTheFirstClaimableJobsOfTheWholeOrd
         std::sort(sequences.begin(), sequences.end());
         return sequences;
       };
-      // A store's first claim reads 4 n candidates; one after a whole claim, n (and one after a
-      // short claim 4 n again). Each claim is given back before the next.
+      // A store's first claim locks the first 4 n candidates; one after a whole claim, the first
+      // n (and one after a short claim 4 n again). Each claim is given back before the next.
       auto claimer = *OpenPostgresStore(server.conninfo(), {"a"});
       auto claim = [&] {
         const std::vector<StoredJob> claimed = *claimer->ClaimJobs(types, n, 60);

@@ -235,12 +235,11 @@ Status PostgresStore::ClaimWithLeases(
   // A narrow claim that passed over candidates other claims under way were locking (replicas
   // claiming at once: a fleet-wide cap's slot given back wakes them all) locks again at once,
   // wide, in the same transaction (the rows it locked stay its own).
-  bool wide = wide_leased_claims_.load(std::memory_order_relaxed);
+  const bool wide = wide_leased_claims_.load(std::memory_order_relaxed);
   bool passed_over = false;
   StatusOr<std::vector<ClaimCandidate>> candidates = LockCandidates(
       link, types, names, tiers, (wide ? 4 : 1) * max_jobs, (wide ? 8 : 2) * max_jobs, passed_over);
   if (candidates.ok() && !wide && passed_over) {
-    wide = true;
     candidates = LockCandidates(link, types, names, tiers, 4 * max_jobs, 8 * max_jobs, passed_over);
   }
   if (!candidates.ok()) return candidates.status();
