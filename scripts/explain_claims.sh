@@ -77,6 +77,8 @@ for keys in 100 10000; do
       else
         arguments="'{fetch}', '{2}', $((4 * n)), 1e10, '{repo}', '{1}', '{0}', ''"
         if [[ $statement == *'$9'* ]]; then arguments+=", $((8 * n))"; fi
+        # Since kClaimCandidates took whether each type's jobs are sure ($10): "fetch" is.
+        if [[ $statement == *'$10'* ]]; then arguments+=", '{t}'"; fi
       fi
       if [[ $claim == plain ]]; then
         # One session, as a replica's pooled connection: the triggers' plans made once (a new

@@ -293,19 +293,22 @@ UPDATE fairgate_schema SET version = 6 WHERE version < 6;
 //   still empty) read the sorted `known` again up to the bound's place for each key: at 100 keys
 //   a claim of 400 took 21 ms, 16 ms with the bound read once (scripts/explain_claims.sh,
 //   CLAIM=plain HEADS=stale);
-// - offered: the jobs each key may offer, within those bounds and at most $3, with the jobs whose
+// - offered: the jobs each key may offer, within those bounds and at most `per_key` (SQL: $3,
+//   as many as a claim takes, when `pool` keeps every candidate), with the jobs whose
 //   lease lapsed from the holder index (the two sets never meet: a lapsed job still names its
 //   holder, and a job nobody holds has no lease), which come first, and `more` (SQL of further
 //   offered rows, or nothing);
-// - ranked / picked: the first M in claim order, read again, and the first $3 of them that no
-//   other claim is locking, locked: M - $3 candidates for replicas claiming at once to share.
+// - ranked / pool / picked: the first M in claim order, read again, those of them that may be
+//   claimed (`pool`, the SQL of a CTE of that name over `ranked`: all, or fewer), and the first $3
+//   of those that no other claim is locking, locked: the rest for replicas claiming at once.
 // The answer is the same as ordering every claimable job (tests/postgres_store_test.cc's
 // comparison). $1 the types, $2 their tiers, $3 how many to claim, `wall` the number of the
 // parameter that is the replica's wall clock (a retry's backoff is in it), `wanted` the SQL of
 // the wanted types (columns type and tier, and any that `claimable` reads), `ready` the condition
 // on a job `j` of a key's sequence of claimable jobs (its head's too) besides not being dead, and
 // `claimable` one that every offered job meets besides being due and not held.
-#define FAIRGATE_PG_CLAIM_CANDIDATES(m, wall, wanted, keyed, ready, claimable, more) \
+#define FAIRGATE_PG_CLAIM_CANDIDATES(m, wall, wanted, keyed, ready, claimable, more, pool, \
+                                     per_key)                                              \
   "WITH RECURSIVE wanted AS (" wanted "), " keyed                                       \
   "placed AS MATERIALIZED (SELECT k.*, "                                                \
   "  row_number() OVER (ORDER BY k.tier DESC, k.cost, k.head) AS place, "               \
@@ -327,23 +330,23 @@ UPDATE fairgate_schema SET version = 6 WHERE version < 6;
   "  WHERE p.place <= " FAIRGATE_PG_PARAM(m) " AND (b.tier IS NULL "                   \
   "    OR p.tier > b.tier OR (p.tier = b.tier AND p.cost <= b.cost))), "                \
   "offered AS ("                                                                        \
-  "  SELECT c.sequence, p.tier, false AS lapsed, p.cost FROM bounded p "                \
-  "  CROSS JOIN LATERAL (SELECT j.sequence FROM fairgate_durable_jobs j "               \
+  "  SELECT c.sequence, p.tier, false AS lapsed, p.cost, p.type, c.id FROM bounded p "  \
+  "  CROSS JOIN LATERAL (SELECT j.sequence, j.id FROM fairgate_durable_jobs j "         \
   "    WHERE j.type = p.type AND j.fairness_key = p.key AND NOT j.dead "                \
   "      AND j.sequence BETWEEN p.head AND p.last AND " ready                           \
   "    ORDER BY j.sequence "                                                           \
-  "    LIMIT least($3, " FAIRGATE_PG_PARAM(m) "::int - p.place + 1)) c "               \
+  "    LIMIT least(" per_key ", " FAIRGATE_PG_PARAM(m) "::int - p.place + 1)) c "      \
   "  UNION ALL "                                                                        \
-  "  SELECT j.sequence, w.tier, true, coalesce(c.accumulated_cost, 0) "                 \
+  "  SELECT j.sequence, w.tier, true, coalesce(c.accumulated_cost, 0), j.type, j.id "   \
   "  FROM fairgate_durable_jobs j JOIN wanted w ON w.type = j.type "                    \
   "  LEFT JOIN fairgate_keys c ON c.key = j.fairness_key "                              \
   "  WHERE j.holder IS NOT NULL AND j.lease_until < " FAIRGATE_PG_NOW                   \
   "    AND NOT j.dead AND j.not_before <= $" #wall " AND " claimable more               \
   "), "                                                                                 \
-  "ranked AS MATERIALIZED (SELECT sequence, lapsed, tier, cost FROM offered "           \
+  "ranked AS MATERIALIZED (SELECT sequence, lapsed, tier, cost, type, id FROM offered " \
   "  ORDER BY lapsed DESC, tier DESC, cost, sequence "                                 \
-  "  LIMIT " FAIRGATE_PG_PARAM(m) "), "                                                \
-  "picked AS (SELECT j.sequence, j.type, j.id, r.lapsed, r.tier, r.cost FROM ranked r " \
+  "  LIMIT " FAIRGATE_PG_PARAM(m) "), " pool                                            \
+  "picked AS (SELECT j.sequence, j.type, j.id, r.lapsed, r.tier, r.cost FROM pool r "   \
   "  JOIN fairgate_durable_jobs j ON j.sequence = r.sequence "                          \
   "  WHERE NOT j.dead AND (j.lease_until IS NULL OR j.lease_until < " FAIRGATE_PG_NOW   \
   ") "                                                                                  \
@@ -364,12 +367,13 @@ UPDATE fairgate_schema SET version = 6 WHERE version < 6;
   "    FROM fairgate_key_heads h WHERE h.type = w.type "                       \
   "    ORDER BY h.cost, h.head LIMIT " FAIRGATE_PG_PARAM(m) ") h), "
 #define FAIRGATE_PG_READY "j.not_before = 0 AND j.holder IS NULL"
-#define FAIRGATE_PG_DEFERRED_DUE(wall)                                   \
-  " UNION ALL "                                                          \
-  "  SELECT j.sequence, w.tier, false, coalesce(c.accumulated_cost, 0) " \
-  "  FROM fairgate_durable_jobs j JOIN wanted w ON w.type = j.type "     \
-  "  LEFT JOIN fairgate_keys c ON c.key = j.fairness_key "               \
-  "  WHERE NOT j.dead AND j.holder IS NULL AND j.not_before > 0 "        \
+#define FAIRGATE_PG_DEFERRED_DUE(wall)                                    \
+  " UNION ALL "                                                           \
+  "  SELECT j.sequence, w.tier, false, coalesce(c.accumulated_cost, 0), " \
+  "    j.type, j.id "                                                     \
+  "  FROM fairgate_durable_jobs j JOIN wanted w ON w.type = j.type "      \
+  "  LEFT JOIN fairgate_keys c ON c.key = j.fairness_key "                \
+  "  WHERE NOT j.dead AND j.holder IS NULL AND j.not_before > 0 "         \
   "    AND j.not_before <= $" #wall
 
 // A claim of jobs that take no lease: the candidates above, claimed in one statement with their
@@ -378,7 +382,8 @@ UPDATE fairgate_schema SET version = 6 WHERE version < 6;
 // many candidates there were (more than the rows: some were passed over, locked by other claims).
 inline constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
     7, 6, "SELECT * FROM unnest($1::text[], $2::int[]) AS w(type, tier)",
-    FAIRGATE_PG_KEYED_BY_HEADS(7), FAIRGATE_PG_READY, "true", FAIRGATE_PG_DEFERRED_DUE(6))
+    FAIRGATE_PG_KEYED_BY_HEADS(7), FAIRGATE_PG_READY, "true", FAIRGATE_PG_DEFERRED_DUE(6),
+    "pool AS (SELECT * FROM ranked), ", "$3")
     "UPDATE fairgate_durable_jobs j SET holder = $4, "
     "  lease_until = " FAIRGATE_PG_NOW
     " + $5, token = nextval('fairgate_lease_tokens'), " FAIRGATE_PG_COUNT_ATTEMPT
@@ -447,16 +452,33 @@ inline constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
 // are free now, locked, in claim order, for the replica to choose among by the leases it can take
 // (counted again there: a candidate's and another's may need the same last slot). $4 the wall
 // clock, $5-$7 per type its conflict group, conflict limit and fleet cap, $8 the cap's group,
-// $9 M (PostgresStore::ClaimWithLeases: 2 x $3). Each row also says how many candidates there
-// were (more than the rows, short of $3: some were locked by other claims).
+// $9 M (PostgresStore::ClaimWithLeases: 2 x $3), $10 per type whether its jobs are `sure`: taken
+// whenever their resource has a free slot (no fleet cap, no bound on its jobs in a claim). Each
+// row also says how many candidates there were (more than the rows, short of $3: some were
+// locked by other claims).
+// Of the first M, a job of a resource of L slots that comes after L sure jobs of that resource
+// is not a candidate (`pool`): in claim order (store::PlanClaim) each of those L jobs takes one
+// of the resource's slots, or is passed over because they are all held, or comes after the
+// claim is full, so none is left for the job. Left in, such jobs were locked for nothing: a
+// client's later jobs on the repositories its first jobs needed filled a claim's candidates,
+// and a replica claiming at once found them locked and took those repositories' next jobs
+// (whose slots the first claim then held) instead of other repositories' (bench/README.md,
+// BM_DurableWorkedLeased).
 inline constexpr const char* kClaimCandidates = FAIRGATE_PG_CLAIM_CANDIDATES(
     9, 4,
-    "SELECT * FROM unnest($1::text[], $2::int[], $5::text[], $6::int[], $7::int[]) "
-    "AS w(type, tier, grp, lim, cap)",
+    "SELECT * FROM unnest($1::text[], $2::int[], $5::text[], $6::int[], $7::int[], "
+    "  $10::bool[]) AS w(type, tier, grp, lim, cap, sure)",
     FAIRGATE_PG_KEYED_BY_CLAIMABLE_HEADS(FAIRGATE_PG_LEASES_FREE, 9),
     FAIRGATE_PG_READY " AND " FAIRGATE_PG_LEASES_FREE, FAIRGATE_PG_LEASES_FREE,
-    FAIRGATE_PG_DEFERRED_DUE(4) " AND " FAIRGATE_PG_LEASES_FREE)
-    "SELECT sequence, type, id, (SELECT count(*) FROM ranked) FROM picked "
+    FAIRGATE_PG_DEFERRED_DUE(4) " AND " FAIRGATE_PG_LEASES_FREE,
+    "pool AS MATERIALIZED (SELECT r.* FROM (SELECT r.*, w.grp, w.lim, "
+    "  count(*) FILTER (WHERE w.sure) OVER (PARTITION BY w.grp, r.id "
+    "    ORDER BY r.lapsed DESC, r.tier DESC, r.cost, r.sequence "
+    "    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before "
+    "  FROM ranked r JOIN wanted w ON w.type = r.type) r "
+    "  WHERE r.grp = '' OR r.before < r.lim), ",
+    "$9")
+    "SELECT sequence, type, id, (SELECT count(*) FROM pool) FROM picked "
     "ORDER BY lapsed DESC, tier DESC, cost, sequence";
 
 // Takes one free slot of resource ($1, $2) of $4 slots for replica $3 for $5 seconds, a slot

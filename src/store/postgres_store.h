@@ -165,6 +165,10 @@ class PostgresStore final : public SharedStore {
                                         SteadyClock::time_point sure_until,
                                         std::vector<StoredJob>& jobs);
 
+  // Whether a claim takes every job of `type` whose resource has a free slot when the plan
+  // reaches it (store::PlanClaim): one that takes no fleet cap's slot and is not bounded in a
+  // claim. kClaimCandidates leaves out what such jobs leave no slot for.
+  static bool Sure(const ClaimableType& type);
   // ClaimWithLeases' first step: up to `locked` candidates, locked, in claim order, each with
   // the leases it needs (its type's fleet cap, then its resource), of the first `read` in claim
   // order (the others locked by claims under way); `passed_over`: whether it locked fewer than
@@ -208,11 +212,11 @@ class PostgresStore final : public SharedStore {
   // claiming at once to share (ClaimJobs): until a claim came back whole, and again once one
   // came back short.
   std::atomic<bool> wide_claims_{true};
-  // Whether the next claim with leases of n jobs locks 4 n candidates (of 8 n read) for its plan
-  // to choose among, rather than n (of 2 n): until a claim with leases came back whole, and again
-  // once one came back short (ClaimWithLeases). The plan passes over a candidate whose
-  // resource's slots earlier candidates fill; where a claim's first n hold such candidates, the
-  // claim is short and the next reads more.
+  // Whether the next claim with leases of n jobs reads 8 n candidates, and locks 4 n of them
+  // for its plan to choose among (n when every type is Sure), rather than n of 2 n: until a
+  // claim with leases came back whole, and again once one came back short (ClaimWithLeases).
+  // Where a claim's first 2 n hold fewer than n jobs of distinct resources with free slots (a
+  // key's jobs sharing repositories), the claim is short and the next reads more.
   std::atomic<bool> wide_leased_claims_{true};
 
   static constexpr double kBucketSweepSeconds = 60;
