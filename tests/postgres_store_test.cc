@@ -536,127 +536,132 @@ TEST_CASE("PostgresStore.AClaimTakesTheFirstJobsOfTheWholeOrderWhateverTheKeysAn
 TEST_CASE("PostgresStore.AClaimWithLeasesTakesTheFirstClaimableJobsOfTheWholeOrder" * kStoreAlone) {
   testing::PostgresServer server;
   std::mt19937 random(20261129);
-  for (const std::size_t clones : {0, 1}) {
-    for (const int keys : {1, 3, 30, 300}) {
-      CAPTURE(clones);
-      CAPTURE(keys);
-      std::vector<ClaimableType> types = {{"fetch", 2, "repo", 1, 0}, {"clone", 5, "repo", 1, 0}};
-      const int clone_tier = clones == 0 ? 5 : 2;
-      types[1].priority = clone_tier;
-      types[1].max_jobs = clones;  // 0: no bound
-      auto a = *OpenPostgresStore(server.conninfo(), {"a"});
-      auto other = *OpenPostgresStore(server.conninfo(), {"other"});
-      server.Sql(
-          "TRUNCATE fairgate_durable_jobs, fairgate_keys, fairgate_resource_leases, "
-          "fairgate_key_heads");
-      std::map<std::string, double> cost;
-      std::vector<SavedKey> saved;
-      for (int k = 0; k < keys; ++k) {
-        const std::string key = "k" + std::to_string(k);
-        if (random() % 3 == 0) continue;  // never charged: 0, tied with many
-        cost[key] = static_cast<double>(random() % 3);
-        saved.push_back({key, cost[key], 0});
-      }
-      REQUIRE(a->SaveLearned({{}, saved, {}}, 0, 0).ok());
-      std::vector<StoredJob> batch;
-      for (int i = 0; i < 900; ++i) {
-        // A few repositories take most jobs, so that keys' first ready jobs are often blocked.
-        const std::uint32_t repo = random() % 3 == 0 ? random() % 40 : random() % 4;
-        batch.push_back(Job(random() % 5 == 0 ? "clone" : "fetch", "r" + std::to_string(repo),
-                            "k" + std::to_string(random() % keys)));
-      }
-      REQUIRE(a->AddJobs(batch).ok());
-      // Retries, then another replica holding a few repositories.
-      {
-        auto retrier = *OpenPostgresStore(server.conninfo(), {"retrier"});
-        const std::vector<StoredJob> retried = *retrier->ClaimJobs(types, 12, 60);
-        for (std::size_t i = 0; i < retried.size(); ++i) {
-          if (i % 3 == 2) {
-            REQUIRE(retrier->ReleaseJob(retried[i].sequence).ok());
-          } else {
-            REQUIRE(retrier->DeferJob(retried[i].sequence, i % 3 == 0 ? 4e9 : 1, "retry").ok());
-          }
+  struct Case {
+    std::size_t clones;  // the clones' bound in a claim (0: none, and their tier higher)
+    int keys;
+  };
+  for (const Case run : {Case{0, 1}, Case{0, 3}, Case{0, 30}, Case{0, 300}, Case{1, 1}, Case{1, 3},
+                         Case{1, 30}, Case{1, 300}}) {
+    const std::size_t clones = run.clones;
+    const int keys = run.keys;
+    CAPTURE(clones);
+    CAPTURE(keys);
+    std::vector<ClaimableType> types = {{"fetch", 2, "repo", 1, 0}, {"clone", 5, "repo", 1, 0}};
+    const int clone_tier = clones == 0 ? 5 : 2;
+    types[1].priority = clone_tier;
+    types[1].max_jobs = clones;  // 0: no bound
+    auto a = *OpenPostgresStore(server.conninfo(), {"a"});
+    auto other = *OpenPostgresStore(server.conninfo(), {"other"});
+    server.Sql(
+        "TRUNCATE fairgate_durable_jobs, fairgate_keys, fairgate_resource_leases, "
+        "fairgate_key_heads");
+    std::map<std::string, double> cost;
+    std::vector<SavedKey> saved;
+    for (int k = 0; k < keys; ++k) {
+      const std::string key = "k" + std::to_string(k);
+      if (random() % 3 == 0) continue;  // never charged: 0, tied with many
+      cost[key] = static_cast<double>(random() % 3);
+      saved.push_back({key, cost[key], 0});
+    }
+    REQUIRE(a->SaveLearned({{}, saved, {}}, 0, 0).ok());
+    std::vector<StoredJob> batch;
+    for (int i = 0; i < 900; ++i) {
+      // A few repositories take most jobs, so that keys' first ready jobs are often blocked.
+      const std::uint32_t repo = random() % 3 == 0 ? random() % 40 : random() % 4;
+      batch.push_back(Job(random() % 5 == 0 ? "clone" : "fetch", "r" + std::to_string(repo),
+                          "k" + std::to_string(random() % keys)));
+    }
+    REQUIRE(a->AddJobs(batch).ok());
+    // Retries, then another replica holding a few repositories.
+    {
+      auto retrier = *OpenPostgresStore(server.conninfo(), {"retrier"});
+      const std::vector<StoredJob> retried = *retrier->ClaimJobs(types, 12, 60);
+      for (std::size_t i = 0; i < retried.size(); ++i) {
+        if (i % 3 == 2) {
+          REQUIRE(retrier->ReleaseJob(retried[i].sequence).ok());
+        } else {
+          REQUIRE(retrier->DeferJob(retried[i].sequence, i % 3 == 0 ? 4e9 : 1, "retry").ok());
         }
-        server.Sql("DELETE FROM fairgate_resource_leases WHERE holder = 'retrier'");
       }
-      std::set<std::uint64_t> held;
-      std::set<std::string> held_repos;
-      const std::vector<StoredJob> kept = *other->ClaimJobs(types, 3, 60);
-      for (const StoredJob& job : kept) {
-        held.insert(job.sequence);
-        held_repos.insert(job.id);
-      }
-      for (const int n : {1, 4, 9}) {
-        CAPTURE(n);
-        struct Place {
-          int tier;
-          double cost;
-          std::uint64_t sequence;
-          std::string repo;
-          bool clone;
-        };
-        std::vector<Place> order;
-        const std::vector<StoredJob> live = *a->LiveJobs();
-        for (const StoredJob& job : live) {
-          if (held.contains(job.sequence) || job.not_before > 1e9 || held_repos.contains(job.id)) {
-            continue;
-          }
-          auto c = cost.find(job.fairness_key);
-          order.push_back({job.type == "clone" ? clone_tier : 2, c == cost.end() ? 0.0 : c->second,
-                           job.sequence, job.id, job.type == "clone"});
+      server.Sql("DELETE FROM fairgate_resource_leases WHERE holder = 'retrier'");
+    }
+    std::set<std::uint64_t> held;
+    std::set<std::string> held_repos;
+    const std::vector<StoredJob> kept = *other->ClaimJobs(types, 3, 60);
+    for (const StoredJob& job : kept) {
+      held.insert(job.sequence);
+      held_repos.insert(job.id);
+    }
+    for (const int n : {1, 4, 9}) {
+      CAPTURE(n);
+      struct Place {
+        int tier;
+        double cost;
+        std::uint64_t sequence;
+        std::string repo;
+        bool clone;
+      };
+      std::vector<Place> order;
+      const std::vector<StoredJob> live = *a->LiveJobs();
+      for (const StoredJob& job : live) {
+        if (held.contains(job.sequence) || job.not_before > 1e9 || held_repos.contains(job.id)) {
+          continue;
         }
-        std::sort(order.begin(), order.end(), [](const Place& x, const Place& y) {
-          return std::tuple(-x.tier, x.cost, x.sequence) < std::tuple(-y.tier, y.cost, y.sequence);
-        });
-        // The claim reads the first `read` of the order and leaves out each job of a repository
-        // that an earlier job of an unbounded type (one claimed whenever its repository is free)
-        // needs; it locks the first `locked` of the rest, and takes them in order, each
-        // repository once, clones up to their bound.
-        auto expected = [&](int read, int locked) {
-          std::vector<Place> candidates;
-          std::set<std::string> needed;  // by an unbounded type's job
-          for (std::size_t i = 0; i < order.size() && i < static_cast<std::size_t>(read); ++i) {
-            if (needed.contains(order[i].repo)) continue;
-            if (!order[i].clone || clones == 0) needed.insert(order[i].repo);
-            candidates.push_back(order[i]);
-          }
-          std::vector<std::uint64_t> sequences;
-          std::set<std::string> taken;
-          std::size_t cloned = 0;
-          for (std::size_t i = 0; i < candidates.size() && i < static_cast<std::size_t>(locked) &&
-                                  sequences.size() < static_cast<std::size_t>(n);
-               ++i) {
-            const bool clone = candidates[i].clone;
-            if (clone && clones > 0 && cloned == clones) continue;
-            if (!taken.insert(candidates[i].repo).second) continue;
-            cloned += clone ? 1 : 0;
-            sequences.push_back(candidates[i].sequence);
-          }
-          std::sort(sequences.begin(), sequences.end());
-          return sequences;
-        };
-        // A store's first claim reads the first 8 n candidates and locks 4 n (n where both types
-        // are unbounded); one after a whole claim reads 2 n and locks n (and one after a short
-        // claim as the first). Each claim is given back before the next.
-        const int wide_locked = clones == 0 ? n : 4 * n;
-        auto claimer = *OpenPostgresStore(server.conninfo(), {"a"});
-        auto claim = [&] {
-          const std::vector<StoredJob> claimed = *claimer->ClaimJobs(types, n, 60);
-          std::vector<std::uint64_t> got;
-          for (const StoredJob& job : claimed) got.push_back(job.sequence);
-          std::sort(got.begin(), got.end());
-          for (std::uint64_t sequence : got) REQUIRE(claimer->ReleaseJob(sequence).ok());
-          server.Sql("DELETE FROM fairgate_resource_leases WHERE holder = 'a'");
-          return got;
-        };
-        const std::vector<std::uint64_t> first = claim();
-        CHECK(first == expected(8 * n, wide_locked));
-        if (first.size() == static_cast<std::size_t>(n)) {
-          const std::vector<std::uint64_t> after_whole = claim();
-          CHECK(after_whole == expected(2 * n, n));
-          if (after_whole.size() < static_cast<std::size_t>(n)) {
-            CHECK(claim() == expected(8 * n, wide_locked));
-          }
+        auto c = cost.find(job.fairness_key);
+        order.push_back({job.type == "clone" ? clone_tier : 2, c == cost.end() ? 0.0 : c->second,
+                         job.sequence, job.id, job.type == "clone"});
+      }
+      std::sort(order.begin(), order.end(), [](const Place& x, const Place& y) {
+        return std::tuple(-x.tier, x.cost, x.sequence) < std::tuple(-y.tier, y.cost, y.sequence);
+      });
+      // The claim reads the first `read` of the order and leaves out each job of a repository
+      // that an earlier job of an unbounded type (one claimed whenever its repository is free)
+      // needs; it locks the first `locked` of the rest, and takes them in order, each
+      // repository once, clones up to their bound.
+      auto expected = [&](int read, int locked) {
+        std::vector<Place> candidates;
+        std::set<std::string> needed;  // by an unbounded type's job
+        for (std::size_t i = 0; i < order.size() && i < static_cast<std::size_t>(read); ++i) {
+          if (needed.contains(order[i].repo)) continue;
+          if (!order[i].clone || clones == 0) needed.insert(order[i].repo);
+          candidates.push_back(order[i]);
+        }
+        std::vector<std::uint64_t> sequences;
+        std::set<std::string> taken;
+        std::size_t cloned = 0;
+        for (std::size_t i = 0; i < candidates.size() && i < static_cast<std::size_t>(locked) &&
+                                sequences.size() < static_cast<std::size_t>(n);
+             ++i) {
+          const bool clone = candidates[i].clone;
+          if (clone && clones > 0 && cloned == clones) continue;
+          if (!taken.insert(candidates[i].repo).second) continue;
+          cloned += clone ? 1 : 0;
+          sequences.push_back(candidates[i].sequence);
+        }
+        std::sort(sequences.begin(), sequences.end());
+        return sequences;
+      };
+      // A store's first claim reads the first 8 n candidates and locks 4 n (n where both types
+      // are unbounded); one after a whole claim reads 2 n and locks n (and one after a short
+      // claim as the first). Each claim is given back before the next.
+      const int wide_locked = clones == 0 ? n : 4 * n;
+      auto claimer = *OpenPostgresStore(server.conninfo(), {"a"});
+      auto claim = [&] {
+        const std::vector<StoredJob> claimed = *claimer->ClaimJobs(types, n, 60);
+        std::vector<std::uint64_t> got;
+        for (const StoredJob& job : claimed) got.push_back(job.sequence);
+        std::sort(got.begin(), got.end());
+        for (std::uint64_t sequence : got) REQUIRE(claimer->ReleaseJob(sequence).ok());
+        server.Sql("DELETE FROM fairgate_resource_leases WHERE holder = 'a'");
+        return got;
+      };
+      const std::vector<std::uint64_t> first = claim();
+      CHECK(first == expected(8 * n, wide_locked));
+      if (first.size() == static_cast<std::size_t>(n)) {
+        const std::vector<std::uint64_t> after_whole = claim();
+        CHECK(after_whole == expected(2 * n, n));
+        if (after_whole.size() < static_cast<std::size_t>(n)) {
+          CHECK(claim() == expected(8 * n, wide_locked));
         }
       }
     }
