@@ -889,7 +889,8 @@ TEST_CASE("PostgresStore.AClaimWhoseFirstJobsAnotherClaimIsLockingTakesTheNextOn
 
 // The same for a claim whose jobs take leases: after claims that came back whole, a claim of n
 // locks n of the first 2 n candidates; when other claims under way are locking all of those, it
-// locks again at once from the first 8 n (4 n of them), rather than come back empty.
+// locks again at once from the first 8 n (n of them here: its one type is sure), rather than
+// come back empty.
 TEST_CASE("PostgresStore.AClaimWithLeasesWhoseCandidatesAnotherClaimIsLockingReadsFurther" *
           kStoreAlone) {
   testing::PostgresServer server;

@@ -452,10 +452,10 @@ inline constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
 // are free now, locked, in claim order, for the replica to choose among by the leases it can take
 // (counted again there: a candidate's and another's may need the same last slot). $4 the wall
 // clock, $5-$7 per type its conflict group, conflict limit and fleet cap, $8 the cap's group,
-// $9 M (PostgresStore::ClaimWithLeases: 2 x $3), $10 per type whether its jobs are `sure`: taken
-// whenever their resource has a free slot (no fleet cap, no bound on its jobs in a claim). Each
-// row also says how many candidates there were (more than the rows, short of $3: some were
-// locked by other claims).
+// $9 M, how many it reads ($3 the most it locks; PostgresStore::ClaimWithLeases), $10 per type
+// whether its jobs are `sure`: taken whenever their resource has a free slot (no fleet cap, no
+// bound on its jobs in a claim). Each row also says how many candidates there were (more than
+// the rows, short of $3: some were locked by other claims).
 // Of the first M, a job of a resource of L slots that comes after L sure jobs of that resource
 // is not a candidate (`pool`): in claim order (store::PlanClaim) each of those L jobs takes one
 // of the resource's slots, or is passed over because they are all held, or comes after the
