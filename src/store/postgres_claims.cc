@@ -41,13 +41,19 @@ StatusOr<std::uint64_t> PostgresStore::TakeSlot(Link& link, const LeaseNeed& nee
     if (!r.ok()) return r.status();
     if (PQntuples(r->get()) == 1) return std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10);
     if (need.limit <= 1) return 0;
-    StatusOr<Result> free =
-        Exec(link, kCountFreeSlots, {{need.group}, {need.id}, {std::to_string(need.limit)}},
-             "count a resource's free slots");
+    StatusOr<int> free = FreeSlots(link, need);
     if (!free.ok()) return free.status();
-    if (std::atoi(PQgetvalue(free->get(), 0, 0)) == 0) return 0;
+    if (*free == 0) return 0;
   }
   return 0;
+}
+
+StatusOr<int> PostgresStore::FreeSlots(Link& link, const LeaseNeed& need) {
+  StatusOr<Result> free =
+      Exec(link, kCountFreeSlots, {{need.group}, {need.id}, {std::to_string(need.limit)}},
+           "count a resource's free slots");
+  if (!free.ok()) return free.status();
+  return std::atoi(PQgetvalue(free->get(), 0, 0));
 }
 
 Status PostgresStore::ReleaseResource(std::string_view group, std::string_view id,
@@ -438,11 +444,9 @@ StatusOr<std::vector<std::string>> PostgresStore::TakePlannedLeases(
       // its number of slots in rounds (a claim that raced another for one of its slots does not
       // come back without it while one is free).
       const LeaseNeed& n = need(retry.front());
-      StatusOr<Result> free =
-          Exec(link, kCountFreeSlots, {{n.group}, {n.id}, {std::to_string(n.limit)}},
-               "count a resource's free slots");
+      StatusOr<int> free = FreeSlots(link, n);
       if (!free.ok()) return free.status();
-      if (std::atoi(PQgetvalue(free->get(), 0, 0)) == 0 || round + 1 >= n.limit) {
+      if (*free == 0 || round + 1 >= n.limit) {
         for (const ClaimPlan::Take& t : retry) lost[t.job] = true;
         break;
       }

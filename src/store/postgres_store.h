@@ -195,6 +195,8 @@ class PostgresStore final : public SharedStore {
   // statement retried on a broken connection (not inside a transaction).
   StatusOr<std::uint64_t> TakeSlot(Link& link, const LeaseNeed& need, double lease_seconds,
                                    bool retrying = false);
+  // How many of `need`'s resource's slots no unexpired lease holds (kCountFreeSlots).
+  StatusOr<int> FreeSlots(Link& link, const LeaseNeed& need);
   // ShareKeyCosts and ShareGroupCosts, by their statements (postgres_learned.cc).
   struct CostStatements;
   static const CostStatements kKeyCosts, kGroupCosts;
