@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,7 @@
 #include "postgres_server.h"
 #include "runtime_test_util.h"
 #include "store/postgres_connection.h"
+#include "store/postgres_statements.h"
 #include "store_contract.h"
 #include "temp_dir.h"
 #include "test_job_types.h"
@@ -888,10 +890,10 @@ TEST_CASE("PostgresStore.AClaimWhoseFirstJobsAnotherClaimIsLockingTakesTheNextOn
 }
 
 // The same for a claim whose jobs take leases: after claims that came back whole, a claim of n
-// locks n of the first 2 n candidates; when other claims under way are locking all of those, it
+// locks n of the first 2 n candidates; when other transactions are locking all of those, it
 // locks again at once from the first 8 n (n of them here: its one type is sure), rather than
-// come back empty.
-TEST_CASE("PostgresStore.AClaimWithLeasesWhoseCandidatesAnotherClaimIsLockingReadsFurther" *
+// come back empty. (Another replica's claim with leases is not one of them: the next test.)
+TEST_CASE("PostgresStore.AClaimWithLeasesWhoseCandidatesAnotherTransactionIsLockingReadsFurther" *
           kStoreAlone) {
   testing::PostgresServer server;
   auto store = *OpenPostgresStore(server.conninfo(), {"a"});
@@ -923,6 +925,67 @@ TEST_CASE("PostgresStore.AClaimWithLeasesWhoseCandidatesAnotherClaimIsLockingRea
   CHECK(Command(other, "ROLLBACK"));
   PQfinish(other);
   CHECK(ids_claimed(4) == std::vector<std::string>{"j2", "j3", "j4", "j5"});
+}
+
+// Claims with leases run one at a time: a claim waits for another replica's claim under way (here
+// a connection of the test's that takes the claims' lock, locks the first jobs and marks them
+// claimed) and then takes the jobs after that claim's, rather than reading past its locked
+// candidates beside it. A claim under way on a replica that stopped holds the others back no
+// longer than the session's idle timeout (the store's sessions' setting, taken here too).
+TEST_CASE("PostgresStore.AClaimWithLeasesWaitsForAnotherReplicasClaimUnderWayAndTakesTheNextJobs" *
+          kStoreAlone) {
+  testing::PostgresServer server;
+  auto store = *OpenPostgresStore(server.conninfo(), {"a"});
+  const std::vector<ClaimableType> fetch = {{"fetch", 1, "repo", 1, 0}};
+  for (int i = 0; i < 8; ++i) {
+    const std::string n = std::to_string(i);
+    REQUIRE(store->AddJob(Job("fetch", "j" + n, "k" + n)).ok());
+  }
+  auto claim_ids = [&](std::size_t count) {
+    StatusOr<std::vector<StoredJob>> claimed = store->ClaimJobs(fetch, count, 60);
+    std::vector<std::string> ids;
+    if (!claimed.ok()) return std::vector<std::string>{claimed.status().ToString()};
+    for (const StoredJob& job : claimed.value()) ids.push_back(job.id);
+    return ids;
+  };
+  auto waiting_for_the_lock = [&] {
+    return server.Sql(
+               "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+               "AND classid = 727125 AND objid = 0 AND NOT granted") == "1";
+  };
+  // Declared before `other`, which is closed first when a check fails: a claim still waiting
+  // then ends, and so does the future's wait for it.
+  std::future<std::vector<std::string>> waiting;
+  PGconn* other = PQconnectdb(server.conninfo().c_str());
+  const std::unique_ptr<PGconn, decltype(&PQfinish)> close_other(other, &PQfinish);
+  REQUIRE(PQstatus(other) == CONNECTION_OK);
+  REQUIRE(Command(other, "BEGIN"));
+  PGresult* r = PQexec(other, store::postgres::kLockLeasedClaims);
+  REQUIRE(PQresultStatus(r) == PGRES_TUPLES_OK);
+  PQclear(r);
+  r = PQexec(other,
+             "SELECT sequence FROM fairgate_durable_jobs WHERE id IN ('j0', 'j1') FOR UPDATE");
+  REQUIRE(PQntuples(r) == 2);
+  PQclear(r);
+  waiting = std::async(std::launch::async, claim_ids, 2);
+  REQUIRE(testing::Eventually(waiting_for_the_lock));
+  CHECK(waiting.wait_for(std::chrono::milliseconds(0)) == std::future_status::timeout);
+  REQUIRE(Command(other,
+                  "UPDATE fairgate_durable_jobs SET holder = 'b', lease_until = 1e12 "
+                  "WHERE id IN ('j0', 'j1')"));
+  REQUIRE(Command(other, "COMMIT"));
+  CHECK(waiting.get() == std::vector<std::string>{"j2", "j3"});
+
+  // A replica stopped in the middle of its claim: its session ends after a second idle, and with
+  // it the lock.
+  REQUIRE(Command(other, "SET idle_in_transaction_session_timeout = 1000"));
+  REQUIRE(Command(other, "BEGIN"));
+  r = PQexec(other, store::postgres::kLockLeasedClaims);
+  REQUIRE(PQresultStatus(r) == PGRES_TUPLES_OK);
+  PQclear(r);
+  waiting = std::async(std::launch::async, claim_ids, 2);
+  REQUIRE(waiting.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+  CHECK(waiting.get() == std::vector<std::string>{"j4", "j5"});
 }
 
 // A server's lock table has room for 64 locks a connection by default (max_locks_per_transaction),

@@ -13,9 +13,14 @@
 // The store is shared (SharedStore): each store object is one replica, named by
 // PostgresStoreOptions::replica, and durable jobs are claimed by lease (fairgate/store.h). A claim
 // is one transaction that picks jobs with `FOR UPDATE SKIP LOCKED`, so replicas claiming together
-// never wait on each other and never get the same job; fencing tokens come from one database
-// sequence. Lease times are the database server's clock, so replicas' clocks need not agree for
-// leases; a retry's backoff (DeferJob's not_before) is the replica's wall clock.
+// never get the same job; fencing tokens come from one database sequence. Claims whose types take
+// no fleet-wide leases never wait on each other. Claims whose types take them (a fleet-wide cap
+// or conflict group, or a bound on a type's jobs in a claim) run one at a time over the database,
+// each after the last one's commit: they read the same first jobs of the fair order, and side by
+// side each read past the other's (two replicas claimed fewer jobs a second than one,
+// bench/README.md); a replica stopped in its claim holds the others back for about a second (the
+// idle timeout below). Lease times are the database server's clock, so replicas' clocks need not
+// agree for leases; a retry's backoff (DeferJob's not_before) is the replica's wall clock.
 //
 // Keys' costs are summed over the fleet (ShareKeyCosts: each replica adds what it charged since
 // its last share, every claim_interval, and reads the totals of its busy keys), and groups'

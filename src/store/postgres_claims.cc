@@ -231,6 +231,11 @@ Status PostgresStore::ClaimWithLeases(
     absl::flat_hash_map<std::uint64_t, std::vector<std::uint64_t>>& taken) {
   jobs.clear();
   taken.clear();
+  // After any other replica's claim under way: its candidates are the ones this claim would read.
+  if (Status s = Exec(link, kLockLeasedClaims, {}, "wait for the claims under way").status();
+      !s.ok()) {
+    return s;
+  }
   // When every type is bounded (ClaimableType::max_jobs), the claim takes at most their sum: it
   // locks no more candidates than that needs, which replicas claiming at once would skip.
   std::size_t most = 0;  // the bounds' sum, or max_jobs once a type has none
@@ -238,13 +243,14 @@ Status PostgresStore::ClaimWithLeases(
     most = t.max_jobs == 0 ? max_jobs : std::min(max_jobs, most + t.max_jobs);
   }
   max_jobs = most;
-  // A narrow claim that passed over candidates other claims under way were locking (replicas
-  // claiming at once: a fleet-wide cap's slot given back wakes them all) locks again at once,
-  // wide, in the same transaction (the rows it locked stay its own). A wide claim reads 8 n and
-  // locks 4 n, or n when every type is Sure: its candidates are then jobs of resources with a
-  // free slot, none after as many jobs of its resource as it has slots (the statement's
-  // `pool`), and the plan takes them all but those that lose a slot to a replica claiming at
-  // once, so more locked would only be kept from such replicas.
+  // A claim reads 2 n and locks n (narrow) after a claim that came back whole, else 8 n and 4 n,
+  // or n when every type is Sure: its candidates are then jobs of resources with a free slot,
+  // none after as many jobs of its resource as it has slots (the statement's `pool`), and the
+  // plan takes them all but those that lose a slot to another replica, so more locked would
+  // only be kept from other replicas. A narrow claim that passed over candidates other
+  // transactions were locking (a claim without leases; a stalled replica's late write to a job
+  // whose lease lapsed) locks again at once, wide, in the same transaction (the rows it locked
+  // stay its own).
   const bool wide = wide_leased_claims_.load(std::memory_order_relaxed);
   const bool all_sure = std::all_of(types.begin(), types.end(), Sure);
   const std::size_t wide_locked = (all_sure ? 1 : 4) * max_jobs;

@@ -481,6 +481,16 @@ inline constexpr const char* kClaimCandidates = FAIRGATE_PG_CLAIM_CANDIDATES(
     "SELECT sequence, type, id, (SELECT count(*) FROM pool) FROM picked "
     "ORDER BY lapsed DESC, tier DESC, cost, sequence";
 
+// Taken first by every claim whose jobs take leases, for its transaction: such claims run one at
+// a time over the database (one lock, numbered beside the keys' locks above), each after the last
+// one's commit. Claims read the same first jobs of the fair order, so one that ran beside another
+// found that one's candidates locked (SKIP LOCKED), read past them, often took nothing or read
+// again, and spent up to 1.7 times the server's time a job; two replicas claimed fewer jobs a
+// second than one (bench/README.md, "Leased claims one at a time"). A replica stopped in its
+// claim holds the lock no longer than its session's idle_in_transaction_session_timeout
+// (kSessionSettings). Claims without leases run at once: for them waiting measured no better.
+inline constexpr const char* kLockLeasedClaims = "SELECT pg_advisory_xact_lock(727125, 0)";
+
 // Takes one free slot of resource ($1, $2) of $4 slots for replica $3 for $5 seconds, a slot
 // whose lease lapsed counting as free; its fencing token, or no row when every slot is held.
 inline constexpr const char* kTakeSlot =
