@@ -26,7 +26,8 @@
 //                                counters: the server's CPU per job, the replicas' claims and
 //                                the share of them that took nothing (empty_claims_pct).
 // BM_DurableWorkedLeased/replicas:R/clients:K/repositories:P  the same with the default
-//                                max_claimed, the jobs over P repositories (1,000 or one each),
+//                                max_claimed, 1, 2 or 4 replicas (their claims with leases run
+//                                one at a time), the jobs over P repositories (1,000 or one each),
 //                                each job taking its repository's fleet-wide conflict lease
 //                                (one slot) with its claim.
 // BM_FleetCap/replicas:R         100 jobs of 100 ms worked by R replicas of one slot each under
@@ -322,7 +323,7 @@ void BM_DurableWorkedLeased(benchmark::State& state) {
 }
 BENCHMARK(BM_DurableWorkedLeased)
     ->ArgNames({"replicas", "clients", "repositories"})
-    ->ArgsProduct({{1, 2}, {100, 10000}, {1000, 20000}})
+    ->ArgsProduct({{1, 2, 4}, {100, 10000}, {1000, 20000}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
