@@ -455,15 +455,15 @@ inline constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
 // $9 M, how many it reads ($3 the most it locks; PostgresStore::ClaimWithLeases), $10 per type
 // whether its jobs are `sure`: taken whenever their resource has a free slot (no fleet cap, no
 // bound on its jobs in a claim). Each row also says how many candidates there were (more than
-// the rows, short of $3: some were locked by other claims).
+// the rows, short of $3: some were locked by other transactions).
 // Of the first M, a job of a resource of L slots that comes after L sure jobs of that resource
 // is not a candidate (`pool`): in claim order (store::PlanClaim) each of those L jobs takes one
 // of the resource's slots, or is passed over because they are all held, or comes after the
 // claim is full, so none is left for the job. Left in, such jobs were locked for nothing: a
 // client's later jobs on the repositories its first jobs needed filled a claim's candidates,
-// and a replica claiming at once found them locked and took those repositories' next jobs
-// (whose slots the first claim then held) instead of other repositories' (bench/README.md,
-// BM_DurableWorkedLeased).
+// and (before claims with leases ran one at a time) a replica claiming at once found them
+// locked and took those repositories' next jobs, whose slots the first claim then held, instead
+// of other repositories' (bench/README.md, BM_DurableWorkedLeased).
 inline constexpr const char* kClaimCandidates = FAIRGATE_PG_CLAIM_CANDIDATES(
     9, 4,
     "SELECT * FROM unnest($1::text[], $2::int[], $5::text[], $6::int[], $7::int[], "

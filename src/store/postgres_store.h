@@ -138,13 +138,13 @@ class PostgresStore final : public SharedStore {
   // to lapse: the book no longer renews them).
   void GiveBackClaimLeases(Link& link, std::uint64_t sequence);
 
-  // The body of a claim whose types take leases, in the claim's transaction: locks the
-  // candidates in claim order (kClaimCandidates), chooses the first max_jobs whose leases have a
-  // free slot (counted once for all of them: store::PlanClaim), takes those leases in (group, id)
-  // order (so that replicas claiming at once never wait on each other in a cycle), drops a job
-  // whose lease another replica took meanwhile (with the leases it took), and claims the rest:
-  // `jobs`, and the tokens of each one's leases in `taken`. How many candidates it locks:
-  // wide_leased_claims_.
+  // The body of a claim whose types take leases, in the claim's transaction: waits for any other
+  // such claim under way (kLockLeasedClaims), locks the candidates in claim order
+  // (kClaimCandidates), chooses the first max_jobs whose leases have a free slot (counted once
+  // for all of them: store::PlanClaim), takes those leases in (group, id) order (so that it
+  // never waits in a cycle with another replica taking leases), drops a job whose lease another
+  // replica took meanwhile (with the leases it took), and claims the rest: `jobs`, and the
+  // tokens of each one's leases in `taken`. How many candidates it locks: wide_leased_claims_.
   Status ClaimWithLeases(Link& link, const std::vector<ClaimableType>& types,
                          const std::vector<std::string>& names,
                          const std::vector<std::string>& tiers, std::size_t max_jobs,
