@@ -238,7 +238,7 @@ Status PostgresStore::ClaimWithLeases(
     return s;
   }
   // When every type is bounded (ClaimableType::max_jobs), the claim takes at most their sum: it
-  // locks no more candidates than that needs, which replicas claiming at once would skip.
+  // locks no more candidates than that needs.
   std::size_t most = 0;  // the bounds' sum, or max_jobs once a type has none
   for (const ClaimableType& t : types) {
     most = t.max_jobs == 0 ? max_jobs : std::min(max_jobs, most + t.max_jobs);
@@ -247,8 +247,8 @@ Status PostgresStore::ClaimWithLeases(
   // A claim reads 2 n and locks n (narrow) after a claim that came back whole, else 8 n and 4 n,
   // or n when every type is Sure: its candidates are then jobs of resources with a free slot,
   // none after as many jobs of its resource as it has slots (the statement's `pool`), and the
-  // plan takes them all but those that lose a slot to another replica, so more locked would
-  // only be kept from other replicas. A narrow claim that passed over candidates other
+  // plan takes them all but those that lose a slot to another replica, so more would be locked
+  // for nothing. A narrow claim that passed over candidates other
   // transactions were locking (a claim without leases; a stalled replica's late write to a job
   // whose lease lapsed) locks again at once, wide, in the same transaction (the rows it locked
   // stay its own).
