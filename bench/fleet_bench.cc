@@ -323,7 +323,7 @@ void BM_DurableWorkedLeased(benchmark::State& state) {
 }
 BENCHMARK(BM_DurableWorkedLeased)
     ->ArgNames({"replicas", "clients", "repositories"})
-    ->ArgsProduct({{1, 2, 4}, {100, 10000}, {1000, 20000}})
+    ->ArgsProduct({{1, 2, 4, 8, 16}, {100, 10000}, {1000, 20000}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
