@@ -248,10 +248,9 @@ Status PostgresStore::ClaimWithLeases(
   // or n when every type is Sure: its candidates are then jobs of resources with a free slot,
   // none after as many jobs of its resource as it has slots (the statement's `pool`), and the
   // plan takes them all but those that lose a slot to another replica, so more would be locked
-  // for nothing. A narrow claim that passed over candidates other
-  // transactions were locking (a claim without leases; a stalled replica's late write to a job
-  // whose lease lapsed) locks again at once, wide, in the same transaction (the rows it locked
-  // stay its own).
+  // for nothing. A narrow claim that passed over candidates other transactions were locking (a
+  // claim without leases; a stalled replica's late write to a job whose lease lapsed) locks again
+  // at once, wide, in the same transaction (the rows it locked stay its own).
   const bool wide = wide_leased_claims_.load(std::memory_order_relaxed);
   const bool all_sure = std::all_of(types.begin(), types.end(), Sure);
   const std::size_t wide_locked = (all_sure ? 1 : 4) * max_jobs;
