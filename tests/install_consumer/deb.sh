@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # fairgate's Debian packages, as a Debian user meets them: built by scripts/package.sh (a shared
-# build, the git mirror left out for time), checked (names, dependencies, SONAME, what each
-# holds, only the public API exported), installed on this machine with dpkg, used by a consumer
-# built against /usr with CMake and with pkg-config, and removed again.
+# build, the git mirror and the worker pool left out for time), checked (names, dependencies,
+# SONAME, what each holds, only the public API exported), installed on this machine with dpkg,
+# used by a consumer built against /usr with CMake and with pkg-config, and removed again.
 #
 #   deb.sh SOURCE_DIR WORK_DIR
 #
@@ -32,7 +32,8 @@ fail() { echo "deb.sh: $*" >&2; exit 1; }
 
 # Nice: the test runs beside the rest of the suite, which keeps the cores it needs; the build
 # takes what the suite leaves idle (its tests wait on servers, clients and timers).
-nice -n 10 "$source_dir/scripts/package.sh" "$work/debs" --without-git-mirror >/dev/null
+nice -n 10 "$source_dir/scripts/package.sh" "$work/debs" --without-git-mirror \
+  --without-worker-pool >/dev/null
 version=$(sed -n 's/^project(fairgate VERSION \([0-9.]*\).*/\1/p' "$source_dir/CMakeLists.txt")
 arch=$(dpkg --print-architecture)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
