@@ -111,9 +111,12 @@ struct FleetOptions {
   // such a group runs only while it holds one of the conflict_limit slots of its resource
   // (group, id) in the shared store, a lease renewed with the others; it waits for one (holding
   // its local slot, not counted in its run time) and gets the lease's fencing token in its
-  // context (Context::FencingToken). RunSync and Submit jobs (durable and periodic ones too); an
-  // Acquire's permit is delivered once its lease is taken (on a pool fiber, waiting under the
-  // Acquire's context) and holds it until released (Permit::FencingToken). Needs a shared store.
+  // context (Context::FencingToken). RunSync and Submit jobs (periodic ones too); an Acquire's
+  // permit is delivered once its lease is taken (on a pool fiber, waiting under the Acquire's
+  // context) and holds it until released (Permit::FencingToken). A durable job's lease is taken
+  // with its claim instead (a job whose resource has no free slot is not claimed) and held from
+  // then, also while the job waits in its replica's queue, until the store has its end (removed,
+  // retried or dead) or it is given back, or until its claim lapses. Needs a shared store.
   std::vector<std::string> conflict_groups;
   // Job types whose jobs run at most N at once in the whole fleet (type -> N): a job holds one
   // of the N slots as a lease while it runs, taken like a fleet-wide conflict's (and before it,
