@@ -26,10 +26,10 @@
 //                                counters: the server's CPU per job, the replicas' claims and
 //                                the share of them that took nothing (empty_claims_pct).
 // BM_DurableWorkedLeased/replicas:R/clients:K/repositories:P  the same with the default
-//                                max_claimed, 1, 2 or 4 replicas (their claims with leases run
-//                                one at a time), the jobs over P repositories (1,000 or one each),
-//                                each job taking its repository's fleet-wide conflict lease
-//                                (one slot) with its claim.
+//                                max_claimed, 1, 2, 4, 8 or 16 replicas (their claims with leases
+//                                run one at a time), the jobs over P repositories (1,000 or one
+//                                each), each job taking its repository's fleet-wide conflict
+//                                lease (one slot) with its claim.
 // BM_FleetCap/replicas:R         100 jobs of 100 ms worked by R replicas of one slot each under
 //                                a fleet-wide cap of 2 on their type. items/s: jobs done;
 //                                counters: the most at once, the share of empty claims.
