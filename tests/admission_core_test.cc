@@ -18,6 +18,7 @@
 
 namespace fairgate::core {
 namespace {
+namespace admission_core_test {
 
 std::unique_ptr<AdmissionCore> MakeCore(SchedulerOptions options = SchedulerOptions::Seed()) {
   auto core = AdmissionCore::Create(options.rule);
@@ -1044,5 +1045,6 @@ TEST_CASE("Core.EnqueueAndAdmit.IsEnqueueThenNextAdmission") {
   }
 }
 
+}  // namespace admission_core_test
 }  // namespace
 }  // namespace fairgate::core

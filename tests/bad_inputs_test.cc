@@ -27,6 +27,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
+namespace bad_inputs_test {
 
 using testing::Type;
 
@@ -492,6 +493,7 @@ TEST_CASE("BadInputs.TheDocumentIsTheTableOfTheTests") {
                 "FAIRGATE_UPDATE_DOCS=1 to rewrite it");
 }
 
+}  // namespace bad_inputs_test
 }  // namespace
 }  // namespace fairgate
 

@@ -19,6 +19,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate::internal {
 namespace {
+namespace batch_thread_test {
 
 TEST_CASE("BatchThread.WritesWhatWasQueuedInBatchesInOrderAndTheRestAtStop") {
   std::mutex mutex;
@@ -71,6 +72,7 @@ TEST_CASE("BatchThread.WritesOnAThreadOfTheNameItWasGiven") {
   CHECK(name == "fg-test-batch");
 }
 
+}  // namespace batch_thread_test
 }  // namespace
 }  // namespace fairgate::internal
 

@@ -11,6 +11,7 @@
 
 namespace fairgate::store {
 namespace {
+namespace claim_planner_test {
 
 ClaimCandidate Job(std::uint64_t sequence, std::vector<LeaseNeed> needs = {}) {
   return {sequence, std::move(needs)};
@@ -113,5 +114,6 @@ TEST_CASE("ClaimPlanner.NothingToTakeIsAnEmptyPlan") {
   CHECK(none.takes.empty());
 }
 
+}  // namespace claim_planner_test
 }  // namespace
 }  // namespace fairgate::store

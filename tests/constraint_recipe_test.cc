@@ -19,6 +19,7 @@
 
 namespace fairgate::core {
 namespace {
+namespace constraint_recipe_test {
 
 using testing::Type;
 
@@ -219,5 +220,6 @@ TEST_CASE("Core.ConstraintRecipe.EachConstraintHoldsBackATypeThatWouldShare") {
   }
 }
 
+}  // namespace constraint_recipe_test
 }  // namespace
 }  // namespace fairgate::core

@@ -18,6 +18,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
+namespace context_test {
 
 using namespace std::chrono_literals;
 
@@ -103,6 +104,7 @@ TEST_CASE("Context.Wait.AFiberWaitingSuspendsOnlyItself" *
   CHECK(waiter_saw_done);
 }
 
+}  // namespace context_test
 }  // namespace
 }  // namespace fairgate
 

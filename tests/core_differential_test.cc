@@ -8,6 +8,7 @@
 
 namespace fairgate {
 namespace {
+namespace core_differential_test {
 
 using testing::DriverConfig;
 using testing::DriverResult;
@@ -121,5 +122,6 @@ TEST_CASE("CoreDifferential.SeedModeWithIdleCatchUp.MatchesReferenceModel") {
   RunMode(options, 4);
 }
 
+}  // namespace core_differential_test
 }  // namespace
 }  // namespace fairgate

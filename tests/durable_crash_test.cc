@@ -27,6 +27,7 @@
 
 namespace fairgate {
 namespace {
+namespace durable_crash_test {
 
 pid_t StartChild(std::vector<std::string> args) {
   args.insert(args.begin(), FAIRGATE_DURABLE_CRASH_CHILD);
@@ -235,5 +236,6 @@ TEST_CASE("DurableCrash.APayloadThatKillsItsProcessRunsAtMostMaxAttemptsTimes") 
   }
 }
 
+}  // namespace durable_crash_test
 }  // namespace
 }  // namespace fairgate

@@ -34,6 +34,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
+namespace durable_test {
 
 using namespace std::chrono_literals;
 using testing::Eventually;
@@ -991,6 +992,7 @@ TEST_CASE("Durable.AReadOnlyStateFileIsRefusedAtOpenWithAStatusNamingIt") {
   CHECK(WEXITSTATUS(status) == 0);
 }
 
+}  // namespace durable_test
 }  // namespace
 }  // namespace fairgate
 

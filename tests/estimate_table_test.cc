@@ -5,6 +5,7 @@
 
 namespace fairgate::core {
 namespace {
+namespace estimate_table_test {
 
 TEST_CASE("EstimateTable.Use.StartsAtTheDefaultAndKeepsTypesApart") {
   EstimateTable table;
@@ -87,5 +88,6 @@ TEST_CASE("EstimateTable.Hold.AnEntryEvictedWhileHeldIsForgottenAndItsHoldersLea
   CHECK(table.size() == 1);
 }
 
+}  // namespace estimate_table_test
 }  // namespace
 }  // namespace fairgate::core

@@ -12,6 +12,7 @@
 
 namespace fairgate::sim {
 namespace {
+namespace extension_scenarios_test {
 
 Trace Base(int capacity, bool seed_mode = true) {
   Trace trace;
@@ -306,5 +307,6 @@ TEST_CASE("Extensions.Aging.PropertyNoBackgroundJobWaitsPastItsBound") {
   CHECK(exceeded_without_aging > background_jobs / 2);  // the flood does starve them otherwise
 }
 
+}  // namespace extension_scenarios_test
 }  // namespace
 }  // namespace fairgate::sim

@@ -21,6 +21,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
+namespace faults_test {
 
 using namespace std::chrono_literals;
 using testing::Eventually;
@@ -171,6 +172,7 @@ TEST_CASE("Faults.Keys.AMillionEphemeralKeysLeaveNoMemoryBehind" *
   CHECK(after < before + 2 * 1024 * 1024);  // and came back, within 2 MiB
 }
 
+}  // namespace faults_test
 }  // namespace
 }  // namespace fairgate
 

@@ -32,6 +32,7 @@
 
 namespace fairgate {
 namespace {
+namespace fleet_fault_test {
 
 constexpr double kLeaseTtl = 3.0;
 constexpr double kClaimInterval = 0.2;
@@ -515,5 +516,6 @@ TEST_CASE("Fleet.AKeysRateIsTheFleetsAcrossThreeReplicasAndGoesOnWhenOneIsKilled
   CheckTheFleetsRate("key-rate");
 }
 
+}  // namespace fleet_fault_test
 }  // namespace
 }  // namespace fairgate

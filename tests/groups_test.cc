@@ -20,6 +20,7 @@
 
 namespace fairgate {
 namespace {
+namespace groups_test {
 
 using core::AdmissionCore;
 using testing::Type;
@@ -505,5 +506,6 @@ TEST_CASE("Core.Groups.IdleCatchUpIsAmongGroupsThenAmongAGroupsKeys") {
   REQUIRE(core->CheckInvariants().ok());
 }
 
+}  // namespace groups_test
 }  // namespace
 }  // namespace fairgate

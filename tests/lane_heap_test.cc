@@ -12,6 +12,7 @@
 
 namespace fairgate::core {
 namespace {
+namespace lane_heap_test {
 
 struct Item {
   std::uint32_t heap_index = 0;
@@ -83,5 +84,6 @@ TEST_CASE("LaneHeap.TheTwoChildrenOfANodeShareACacheLine") {
   }
 }
 
+}  // namespace lane_heap_test
 }  // namespace
 }  // namespace fairgate::core

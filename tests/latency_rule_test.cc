@@ -10,6 +10,7 @@
 
 namespace fairgate::core {
 namespace {
+namespace latency_rule_test {
 
 // `n` runs of `type`, admitted at `start`, each taking `run_time`.
 std::vector<RunSample> Runs(const std::string& type, double start, double run_time, int n = 3) {
@@ -163,5 +164,6 @@ TEST_CASE("LatencyCapacity.Options.BadRulesAreRefusedNamingTheField") {
         "rule.latency_capacity and rule.adaptive_capacity: at most one rule may move the cap");
 }
 
+}  // namespace latency_rule_test
 }  // namespace
 }  // namespace fairgate::core

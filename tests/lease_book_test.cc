@@ -12,6 +12,7 @@
 
 namespace fairgate::store {
 namespace {
+namespace lease_book_test {
 
 using Clock = LeaseBook::Clock;
 using Tokens = std::vector<std::uint64_t>;
@@ -129,5 +130,6 @@ TEST_CASE("LeaseBook.AClaimIsSurelyHeldUntilItsLeaseTimeAndNotOnceItIsNoLongerRe
   CHECK_FALSE(book.SurelyHolds(2, now));
 }
 
+}  // namespace lease_book_test
 }  // namespace
 }  // namespace fairgate::store

@@ -23,6 +23,7 @@
 
 namespace fairgate {
 namespace {
+namespace lending_test {
 
 using core::AdmissionCore;
 using testing::Type;
@@ -282,5 +283,6 @@ TEST_CASE("Scheduler.Lending.ATypeRegisteredWithTheDefaultsRunsOnTheIdleSlotsBut
 
 TEST_SUITE_END();
 
+}  // namespace lending_test
 }  // namespace
 }  // namespace fairgate

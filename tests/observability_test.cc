@@ -22,6 +22,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
+namespace observability_test {
 
 using namespace std::chrono_literals;
 using testing::Eventually;
@@ -552,6 +553,7 @@ TEST_CASE("Observability.Snapshot.JsonHasTheCountsAndTheHeaviestKeys") {
         R"({"key":"mid","accumulated_cost":2.0}]})");
 }
 
+}  // namespace observability_test
 }  // namespace
 }  // namespace fairgate
 

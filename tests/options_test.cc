@@ -10,6 +10,7 @@
 
 namespace fairgate {
 namespace {
+namespace options_test {
 
 TEST_CASE("Options.Presets.SeedTurnsOffReconcileDefaultTurnsItOn") {
   const SchedulerOptions seed = SchedulerOptions::Seed();
@@ -70,5 +71,6 @@ TEST_CASE("Options.Validate.EveryBadValueIsRefusedByName") {
   CHECK(ValidateOptions(alpha_one).ok());
 }
 
+}  // namespace options_test
 }  // namespace
 }  // namespace fairgate

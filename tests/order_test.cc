@@ -16,6 +16,7 @@
 
 namespace fairgate::core {
 namespace {
+namespace order_test {
 
 TEST_CASE("Order.SortableBits.SortsLikeTheDoubles") {
   const std::vector<double> values{-std::numeric_limits<double>::infinity(),
@@ -302,5 +303,6 @@ TEST_CASE("Order.LaneJobs.KeepsTheOrderThroughOneAndManyJobs") {
   }
 }
 
+}  // namespace order_test
 }  // namespace
 }  // namespace fairgate::core

@@ -39,6 +39,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
+namespace postgres_store_test {
 
 // A test of the store alone, which starts no scheduler: in the doctest suite "store" instead,
 // which CTest labels "store" and runs under ThreadSanitizer with the runtime's tests (the store is
@@ -2338,6 +2339,7 @@ TEST_CASE("PostgresStore.AnAttemptWhoseLeaseLapsedWhileItRanIsChargedItsEstimate
   CHECK(store->LiveJobs()->empty());
 }
 
+}  // namespace postgres_store_test
 }  // namespace
 }  // namespace fairgate
 

@@ -10,6 +10,7 @@
 
 namespace fairgate::metrics {
 namespace {
+namespace prometheus_writer_test {
 
 TEST_CASE("Metrics.Writer.FamiliesSamplesAndEscapes") {
   std::string out;
@@ -92,5 +93,6 @@ TEST_CASE("Metrics.SecondsHistogram.FirstBucketTakesUpToItsBoundAndNothingAbove"
   CHECK(wait.count() == 5);
 }
 
+}  // namespace prometheus_writer_test
 }  // namespace
 }  // namespace fairgate::metrics

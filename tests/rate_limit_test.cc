@@ -23,6 +23,7 @@
 
 namespace fairgate {
 namespace {
+namespace rate_limit_test {
 
 using core::AdmissionCore;
 using core::BucketName;
@@ -725,5 +726,6 @@ TEST_CASE("Scheduler.RateLimit.ACallThatWillNotWaitIsRefusedWithWhenToTryAgain")
 
 TEST_SUITE_END();
 
+}  // namespace rate_limit_test
 }  // namespace
 }  // namespace fairgate

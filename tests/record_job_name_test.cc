@@ -10,6 +10,7 @@
 
 namespace fairgate {
 namespace {
+namespace record_job_name_test {
 
 using internal::RecordJobName;
 
@@ -72,5 +73,6 @@ TEST_CASE("RecordJobName.BorrowedNamesAreTheCallersOfAnyLength") {
   CheckHolds(name, "t", "r", "k");
 }
 
+}  // namespace record_job_name_test
 }  // namespace
 }  // namespace fairgate

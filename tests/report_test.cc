@@ -13,6 +13,7 @@
 
 namespace fairgate::sim {
 namespace {
+namespace report_test {
 
 // How many times `what` occurs in `text`.
 std::size_t Count(const std::string& text, const std::string& what) {
@@ -278,5 +279,6 @@ TEST_CASE("SimCommand.ReportAndEvidenceAreWrittenWhereAsked") {
   std::filesystem::remove_all(dir);
 }
 
+}  // namespace report_test
 }  // namespace
 }  // namespace fairgate::sim

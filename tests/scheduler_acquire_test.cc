@@ -28,6 +28,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
+namespace scheduler_acquire_test {
 
 using namespace std::chrono_literals;
 using testing::Eventually;
@@ -529,6 +530,7 @@ TEST_CASE("Scheduler.Acquire.AsioUseFutureGivesThePermit") {
   CHECK(scheduler->Snapshot().running == 0);
 }
 
+}  // namespace scheduler_acquire_test
 }  // namespace
 }  // namespace fairgate
 

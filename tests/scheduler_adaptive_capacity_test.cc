@@ -25,6 +25,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
+namespace scheduler_adaptive_capacity_test {
 
 using namespace std::chrono_literals;
 using testing::Eventually;
@@ -434,6 +435,7 @@ TEST_CASE("AdaptiveCapacity.Scheduler.TheCapFollowsPressureAndALowerCapAdmitsLes
   REQUIRE(scheduler->Drain(Context::Background()).ok());
 }
 
+}  // namespace scheduler_adaptive_capacity_test
 }  // namespace
 }  // namespace fairgate
 

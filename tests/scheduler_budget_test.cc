@@ -18,6 +18,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
+namespace scheduler_budget_test {
 
 // Two slots in one tier (its priority is its cap), one per type.
 std::unique_ptr<Scheduler> OneWorker() {
@@ -111,6 +112,7 @@ TEST_CASE("Scheduler.Budget.ALongJobThatYieldsLetsOthersOnItsThreadRun") {
   CHECK_FALSE(gave_up.load());
 }
 
+}  // namespace scheduler_budget_test
 }  // namespace
 }  // namespace fairgate
 

@@ -22,6 +22,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
+namespace scheduler_coalesce_test {
 
 using namespace std::chrono_literals;
 using testing::Eventually;
@@ -362,6 +363,7 @@ TEST_CASE("Scheduler.Coalesce.EveryCallOfAnExpiredOrShutDownJobIsToldOnce") {
   }
 }
 
+}  // namespace scheduler_coalesce_test
 }  // namespace
 }  // namespace fairgate
 

@@ -23,6 +23,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
+namespace scheduler_latency_capacity_test {
 
 using namespace std::chrono_literals;
 using testing::Eventually;
@@ -144,6 +145,7 @@ TEST_CASE("LatencyCapacity.Scheduler.BadRulesAreRefusedAtCreate") {
         "rule.latency_capacity and rule.adaptive_capacity: at most one rule may move the cap");
 }
 
+}  // namespace scheduler_latency_capacity_test
 }  // namespace
 }  // namespace fairgate
 

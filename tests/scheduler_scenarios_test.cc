@@ -21,6 +21,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
+namespace scheduler_scenarios_test {
 
 using namespace std::chrono_literals;
 using testing::Eventually;
@@ -360,6 +361,7 @@ TEST_CASE("Scenario.ManyBackgroundTypes.DoNotStarveTheForeground") {
   CHECK(board.Started().size() == 16);
 }
 
+}  // namespace scheduler_scenarios_test
 }  // namespace
 }  // namespace fairgate
 

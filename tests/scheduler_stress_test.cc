@@ -28,6 +28,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
+namespace scheduler_stress_test {
 
 using namespace std::chrono_literals;
 
@@ -423,6 +424,7 @@ TEST_CASE("Stress.Runtime.FiberCallersUnderRotatingParentCancellationsNeverStopT
   }
 }
 
+}  // namespace scheduler_stress_test
 }  // namespace
 }  // namespace fairgate
 

@@ -33,6 +33,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
+namespace scheduler_test {
 
 using namespace std::chrono_literals;
 using testing::Eventually;
@@ -1380,6 +1381,7 @@ TEST_CASE("Scheduler.Lock.UserCodeRunsOutsideTheLock") {
   nested_done.get_future().wait();
 }
 
+}  // namespace scheduler_test
 }  // namespace
 }  // namespace fairgate
 

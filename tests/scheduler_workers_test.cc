@@ -21,6 +21,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
+namespace scheduler_workers_test {
 
 using namespace std::chrono_literals;
 using testing::Eventually;
@@ -415,6 +416,7 @@ TEST_CASE("Scheduler.Workers.AWorkerTooNarrowForATypeItNamesIsWarnedOf") {
   CHECK(scheduler->Shutdown(Context::Background()).ok());
 }
 
+}  // namespace scheduler_workers_test
 }  // namespace
 }  // namespace fairgate
 

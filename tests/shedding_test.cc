@@ -23,6 +23,7 @@
 
 namespace fairgate {
 namespace {
+namespace shedding_test {
 
 using core::AdmissionCore;
 using testing::Type;
@@ -267,5 +268,6 @@ TEST_CASE("Scheduler.Shedding.TheHeaviestKeysCallersAreRefusedAndTheLightOneIsSe
 
 TEST_SUITE_END();
 
+}  // namespace shedding_test
 }  // namespace
 }  // namespace fairgate

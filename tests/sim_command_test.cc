@@ -14,6 +14,7 @@
 
 namespace fairgate::sim {
 namespace {
+namespace sim_command_test {
 
 const std::string kData = FAIRGATE_TEST_DATA_DIR;
 const std::string kSeed4 = kData + "/scenarios/seed-4-conflict-exclusion.json";
@@ -128,5 +129,6 @@ TEST_CASE("SimCommand.Outputs.MissingDirectoriesAreMadeForEveryOutputAlike") {
   std::filesystem::remove_all(dir);
 }
 
+}  // namespace sim_command_test
 }  // namespace
 }  // namespace fairgate::sim

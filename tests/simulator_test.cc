@@ -19,6 +19,7 @@
 
 namespace fairgate::sim {
 namespace {
+namespace simulator_test {
 
 std::vector<std::string> Events(const std::string& trace_text) {
   StatusOr<Trace> trace = ParseTrace(trace_text, "test.json");
@@ -1205,5 +1206,6 @@ TEST_CASE("Simulator.FormatNumber.WholeNumbersPlainOthersShortest") {
   CHECK(FormatNumber(1e20) == "1e+20");
 }
 
+}  // namespace simulator_test
 }  // namespace
 }  // namespace fairgate::sim

@@ -28,6 +28,7 @@
 
 namespace fairgate {
 namespace {
+namespace sqlite_store_test {
 
 TEST_CASE("SqliteStore.KeepsJobsAcrossReopeningTheFile") {
   testing::TempDir dir;
@@ -510,5 +511,6 @@ TEST_CASE("Store.QueuedCallsOfAStoreThatDoesNotQueueAreAnsweredBeforeTheyReturn"
   CHECK(store.LiveJobs()->empty());
 }
 
+}  // namespace sqlite_store_test
 }  // namespace
 }  // namespace fairgate

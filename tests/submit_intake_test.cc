@@ -30,6 +30,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate {
 namespace {
+namespace submit_intake_test {
 
 using namespace std::chrono_literals;
 using testing::Eventually;
@@ -361,6 +362,7 @@ TEST_CASE("Scheduler.Intake.SubmitsRacingShutdownAreEachToldExactlyOnce") {
   }
 }
 
+}  // namespace submit_intake_test
 }  // namespace
 }  // namespace fairgate
 

@@ -9,6 +9,7 @@
 
 namespace fairgate::sim {
 namespace {
+namespace trace_test {
 
 constexpr char kMinimal[] = R"({"capacity": 3,
   "types": {"clone": {"priority": 8, "max_concurrency": 2}},
@@ -544,5 +545,6 @@ TEST_CASE("Trace.Load.AMissingFileIsNamed") {
   CHECK(trace.status().message() == "/tmp: is a directory, not a trace file");
 }
 
+}  // namespace trace_test
 }  // namespace
 }  // namespace fairgate::sim

@@ -22,6 +22,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate::internal {
 namespace {
+namespace worker_pool_test {
 
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
@@ -220,6 +221,7 @@ TEST_CASE("WorkerPool.AnIdlePoolSleeps") {
   CHECK(used < milliseconds(25));
 }
 
+}  // namespace worker_pool_test
 }  // namespace
 }  // namespace fairgate::internal
 

@@ -20,6 +20,7 @@
 
 namespace fairgate {
 namespace {
+namespace worker_rule_test {
 
 using core::AdmissionCore;
 using core::JobTicket;
@@ -523,5 +524,6 @@ TEST_CASE("Workers.RareJobBoundBreaksWithoutTheReservation") {
   MESSAGE("traces that break the bound without the reservation: ", broken, " of 300");
 }
 
+}  // namespace worker_rule_test
 }  // namespace
 }  // namespace fairgate

@@ -19,6 +19,7 @@ TEST_SUITE_BEGIN("runtime");
 
 namespace fairgate::internal {
 namespace {
+namespace write_retries_test {
 
 std::unique_ptr<StateKeeper> Keeper(const testing::TempDir& dir) {
   SchedulerOptions options;
@@ -81,6 +82,7 @@ TEST_CASE("WriteRetries.AfterStopNothingIsKeptOrTriedAgain") {
   CHECK(tries == after_stop + 1);
 }
 
+}  // namespace write_retries_test
 }  // namespace
 }  // namespace fairgate::internal
 

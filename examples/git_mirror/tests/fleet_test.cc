@@ -22,6 +22,7 @@
 
 namespace git_mirror {
 namespace {
+namespace fleet_test {
 
 using namespace git_mirror::testing;
 namespace fs = std::filesystem;
@@ -288,5 +289,6 @@ TEST_CASE("GitMirror.Fleet.BadDatabaseSettingsAreRefused") {
   REQUIRE_MESSAGE(one.ok(), one.status().message());
 }
 
+}  // namespace fleet_test
 }  // namespace
 }  // namespace git_mirror

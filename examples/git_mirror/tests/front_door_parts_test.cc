@@ -19,6 +19,7 @@
 
 namespace git_mirror {
 namespace {
+namespace front_door_parts_test {
 
 using namespace std::chrono_literals;
 using Clock = RateFloor::Clock;
@@ -337,5 +338,6 @@ TEST_CASE("ClientGroups.AProxysHeaderNamesTheGroupOfAKeyThatCarriesIt") {
   CHECK(ClientGroups::Parse("prefix:24/48")->header().empty());
 }
 
+}  // namespace front_door_parts_test
 }  // namespace
 }  // namespace git_mirror

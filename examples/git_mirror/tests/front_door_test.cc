@@ -29,6 +29,7 @@
 
 namespace git_mirror {
 namespace {
+namespace front_door_test {
 
 using namespace git_mirror::testing;
 namespace fs = std::filesystem;
@@ -980,5 +981,6 @@ TEST_CASE("GitMirror.Shutdown.ARunningFetchFinishesWithinTheGraceAndIsKilledAfte
   }
 }
 
+}  // namespace front_door_test
 }  // namespace
 }  // namespace git_mirror

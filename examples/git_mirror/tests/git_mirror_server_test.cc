@@ -26,6 +26,7 @@
 
 namespace git_mirror {
 namespace {
+namespace git_mirror_server_test {
 
 using namespace git_mirror::testing;
 namespace fs = std::filesystem;
@@ -973,5 +974,6 @@ TEST_CASE("GitMirror.Server.ARestartKeepsLearnedCostsClientCostsAndTheFetchSched
   CHECK(mirror.Debug()["keys_tracked"] == 4);  // alice, bob, "" (restored) and carol
 }
 
+}  // namespace git_mirror_server_test
 }  // namespace
 }  // namespace git_mirror

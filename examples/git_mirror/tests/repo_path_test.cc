@@ -4,6 +4,7 @@
 
 namespace git_mirror {
 namespace {
+namespace repo_path_test {
 
 TEST_CASE("GitMirror.Path.NamesTheRepositoryAndTheEndpoint") {
   auto refs = ParseGitRequestPath("/git.git/info/refs");
@@ -54,5 +55,6 @@ TEST_CASE("GitMirror.Path.ErrorsNameWhatIsWrong") {
   CHECK(std::string(parsed.status().message()).find("'..'") != std::string::npos);
 }
 
+}  // namespace repo_path_test
 }  // namespace
 }  // namespace git_mirror

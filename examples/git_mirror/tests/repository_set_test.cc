@@ -6,6 +6,7 @@
 
 namespace git_mirror {
 namespace {
+namespace repository_set_test {
 
 TEST_CASE("GitMirror.Repositories.FromFlagsAndConfig") {
   RepositorySet set;
@@ -47,5 +48,6 @@ TEST_CASE("GitMirror.Repositories.BadEntriesNameTheirPlace") {
   CHECK(set.AddConfigFile("/nonexistent/mirrors.conf").code() == absl::StatusCode::kNotFound);
 }
 
+}  // namespace repository_set_test
 }  // namespace
 }  // namespace git_mirror

@@ -12,6 +12,7 @@
 
 namespace git_mirror {
 namespace {
+namespace subprocess_test {
 
 using namespace std::chrono_literals;
 
@@ -76,5 +77,6 @@ TEST_CASE("GitMirror.Process.BadCommandsAreStatuses") {
   CHECK(std::string(missing.status().message()).find("no-such-program-here") != std::string::npos);
 }
 
+}  // namespace subprocess_test
 }  // namespace
 }  // namespace git_mirror
