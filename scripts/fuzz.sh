@@ -2,23 +2,12 @@
 # Builds the libFuzzer targets (clang, ASan + UBSan), replays their regression inputs and seed
 # corpora, then fuzzes each for FAIRGATE_FUZZ_SECONDS (default 30) on a scratch copy of its
 # corpus. An input that fails is kept in build/fuzz/findings/: add it to fuzz/regressions/.
-#
-#   scripts/fuzz.sh [--build-only]
-#
-# --build-only builds the targets and stops (scripts/test.sh builds them beside other tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FAIRGATE_FUZZ_SECONDS:-30}
-build_only=false
-case ${1:-} in
-  "") ;;
-  --build-only) build_only=true ;;
-  *) echo "fuzz.sh: unknown argument '$1' (usage: scripts/fuzz.sh [--build-only])" >&2; exit 2 ;;
-esac
 cmake --preset fuzz >/dev/null
 # The two targets alone: the stores and the C interface, which neither links, are not built.
 cmake --build --preset fuzz --target core_differential_fuzz trace_parser_fuzz >/dev/null
-if $build_only; then exit 0; fi
 ctest --preset fuzz
 mkdir -p build/fuzz/findings
 # The targets run side by side (one per core) for the same time.
