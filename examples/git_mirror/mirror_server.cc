@@ -541,8 +541,17 @@ void MirrorServer::Serve() {
   }
   for (const std::string& name : mirrored) StartFetching(name);
   auto work = asio::make_work_guard(io_);
-  http_->Start();
-  for (int i = 0; i < options_.io_threads; ++i) io_threads_.emplace_back([this] { io_.run(); });
+  {
+    // Under the lock: a Stop() that has begun starts no thread here, and one that begins later
+    // finds every thread started here (and joins it: a thread left joinable ends the process).
+    std::lock_guard lock(mutex_);
+    if (!stopping_) {
+      http_->Start();
+      for (int i = 0; i < options_.io_threads; ++i) {
+        io_threads_.emplace_back([this] { io_.run(); });
+      }
+    }
+  }
   std::unique_lock lock(mutex_);
   stop_requested_.wait(lock, [&] { return stopped_; });
 }
@@ -594,8 +603,12 @@ void MirrorServer::Stop() {
     std::fprintf(stderr, "fairgate-git-mirror: %d connections still open at stop\n", open);
   }
   io_.stop();
-  for (std::thread& t : io_threads_) t.join();
-  io_threads_.clear();
+  std::vector<std::thread> io_threads;
+  {
+    std::lock_guard lock(mutex_);
+    io_threads.swap(io_threads_);
+  }
+  for (std::thread& t : io_threads) t.join();
   {
     std::lock_guard lock(mutex_);
     stopped_ = true;

@@ -231,7 +231,7 @@ class MirrorServer {
       fairgate::WithCancel(fairgate::Context::Background());
   boost::asio::io_context io_;
   std::unique_ptr<HttpServer> http_;
-  std::vector<std::thread> io_threads_;
+  std::vector<std::thread> io_threads_;  // under mutex_: started by Serve, joined by Stop
 
   mutable std::mutex mutex_;
   std::condition_variable stop_requested_;

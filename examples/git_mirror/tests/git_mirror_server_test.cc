@@ -974,6 +974,18 @@ TEST_CASE("GitMirror.Server.ARestartKeepsLearnedCostsClientCostsAndTheFetchSched
   CHECK(mirror.Debug()["keys_tracked"] == 4);  // alice, bob, "" (restored) and carol
 }
 
+// Stop() as soon as the server answers, while Serve() may still be starting its event loop's
+// threads: each thread started is joined (one left joinable ended the process).
+TEST_CASE("GitMirror.Server.AStopWhileServeStartsItsThreadsJoinsEachOne") {
+  OneUpstream one(1);
+  for (int round = 0; round < 40; ++round) {
+    CAPTURE(round);
+    ServerUnderTest mirror(one.repositories, GateConfig{}, 0ms, false, 10,
+                           [](MirrorOptions& o) { o.io_threads = 16; });
+    CHECK(RawGet(mirror.port, "/metrics").status == 200);
+  }
+}
+
 }  // namespace git_mirror_server_test
 }  // namespace
 }  // namespace git_mirror
