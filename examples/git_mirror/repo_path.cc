@@ -1,6 +1,7 @@
 #include "repo_path.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl_view.h"
 
 namespace git_mirror {
 namespace {
@@ -11,8 +12,6 @@ constexpr std::string_view kUploadPack = "/git-upload-pack";
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
-
-absl::string_view View(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 }  // namespace
 
@@ -25,16 +24,16 @@ fairgate::Status ValidateRepositoryName(std::string_view name) {
         start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
     if (component.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("repository name '", View(name), "' has an empty path component"));
+          absl::StrCat("repository name '", AbslView(name), "' has an empty path component"));
     }
     if (component == "." || component == "..") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("repository name '", View(name), "' contains '", View(component), "'"));
+      return absl::InvalidArgumentError(absl::StrCat("repository name '", AbslView(name),
+                                                     "' contains '", AbslView(component), "'"));
     }
     if (component.front() == '-' || component.front() == '.') {
-      return absl::InvalidArgumentError(absl::StrCat("repository name '", View(name),
+      return absl::InvalidArgumentError(absl::StrCat("repository name '", AbslView(name),
                                                      "' has a component starting with '",
-                                                     View(component.substr(0, 1)), "'"));
+                                                     AbslView(component.substr(0, 1)), "'"));
     }
     if (slash == std::string_view::npos) break;
     start = slash + 1;
@@ -43,7 +42,7 @@ fairgate::Status ValidateRepositoryName(std::string_view name) {
     const auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f || c == '\\' || c == '%' || c == ':') {
       return absl::InvalidArgumentError(absl::StrCat(
-          "repository name '", View(name), "' contains a forbidden character (code ", u, ")"));
+          "repository name '", AbslView(name), "' contains a forbidden character (code ", u, ")"));
     }
   }
   return absl::OkStatus();
@@ -67,7 +66,7 @@ fairgate::StatusOr<GitRequestPath> ParseGitRequestPath(std::string_view path) {
     // Still refuse escapes with 400, so that probing them never looks like a missing file.
     if (auto s = ValidateRepositoryName(body); !s.ok()) return s;
     return absl::NotFoundError(absl::StrCat(
-        "'", View(path), "' is not a smart-HTTP endpoint (info/refs, git-upload-pack)"));
+        "'", AbslView(path), "' is not a smart-HTTP endpoint (info/refs, git-upload-pack)"));
   }
   if (auto s = ValidateRepositoryName(rest); !s.ok()) return s;
   result.repository = std::string(rest);

@@ -5,31 +5,27 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl_view.h"
 #include "repo_path.h"
 
 namespace git_mirror {
-namespace {
-
-absl::string_view View(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
-}  // namespace
 
 fairgate::Status RepositorySet::Add(std::string_view name, std::string_view url,
                                     std::string_view where) {
   if (auto s = ValidateRepositoryName(name); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(View(where), ": ", s.message()));
+    return absl::InvalidArgumentError(absl::StrCat(AbslView(where), ": ", s.message()));
   }
   if (url.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(View(where), ": repository '", View(name), "' has no upstream URL"));
+        absl::StrCat(AbslView(where), ": repository '", AbslView(name), "' has no upstream URL"));
   }
   if (url.front() == '-') {
     return absl::InvalidArgumentError(
-        absl::StrCat(View(where), ": upstream URL '", View(url), "' starts with '-'"));
+        absl::StrCat(AbslView(where), ": upstream URL '", AbslView(url), "' starts with '-'"));
   }
   if (!upstreams_.emplace(std::string(name), std::string(url)).second) {
     return absl::InvalidArgumentError(
-        absl::StrCat(View(where), ": repository '", View(name), "' is named twice"));
+        absl::StrCat(AbslView(where), ": repository '", AbslView(name), "' is named twice"));
   }
   return absl::OkStatus();
 }
@@ -37,9 +33,11 @@ fairgate::Status RepositorySet::Add(std::string_view name, std::string_view url,
 fairgate::Status RepositorySet::AddFlag(std::string_view flag) {
   const std::size_t eq = flag.find('=');
   if (eq == std::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("--repo '", View(flag), "': expected NAME=URL"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--repo '", AbslView(flag), "': expected NAME=URL"));
   }
-  return Add(flag.substr(0, eq), flag.substr(eq + 1), absl::StrCat("--repo '", View(flag), "'"));
+  return Add(flag.substr(0, eq), flag.substr(eq + 1),
+             absl::StrCat("--repo '", AbslView(flag), "'"));
 }
 
 fairgate::Status RepositorySet::AddConfig(std::string_view text, std::string_view origin) {
@@ -49,7 +47,7 @@ fairgate::Status RepositorySet::AddConfig(std::string_view text, std::string_vie
     const absl::string_view trimmed = absl::StripAsciiWhitespace(line);
     if (trimmed.empty() || trimmed.front() == '#') continue;
     const std::size_t space = trimmed.find_first_of(" \t");
-    const std::string where = absl::StrCat(View(origin), ":", number);
+    const std::string where = absl::StrCat(AbslView(origin), ":", number);
     if (space == absl::string_view::npos) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": expected 'NAME URL'"));
     }
