@@ -1,7 +1,7 @@
 #include "repo_path.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl_view.h"
+#include "as_absl.h"
 
 namespace git_mirror {
 namespace {
@@ -24,16 +24,16 @@ fairgate::Status ValidateRepositoryName(std::string_view name) {
         start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
     if (component.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("repository name '", AbslView(name), "' has an empty path component"));
+          absl::StrCat("repository name '", AsAbsl(name), "' has an empty path component"));
     }
     if (component == "." || component == "..") {
-      return absl::InvalidArgumentError(absl::StrCat("repository name '", AbslView(name),
-                                                     "' contains '", AbslView(component), "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("repository name '", AsAbsl(name), "' contains '", AsAbsl(component), "'"));
     }
     if (component.front() == '-' || component.front() == '.') {
-      return absl::InvalidArgumentError(absl::StrCat("repository name '", AbslView(name),
+      return absl::InvalidArgumentError(absl::StrCat("repository name '", AsAbsl(name),
                                                      "' has a component starting with '",
-                                                     AbslView(component.substr(0, 1)), "'"));
+                                                     AsAbsl(component.substr(0, 1)), "'"));
     }
     if (slash == std::string_view::npos) break;
     start = slash + 1;
@@ -42,7 +42,7 @@ fairgate::Status ValidateRepositoryName(std::string_view name) {
     const auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f || c == '\\' || c == '%' || c == ':') {
       return absl::InvalidArgumentError(absl::StrCat(
-          "repository name '", AbslView(name), "' contains a forbidden character (code ", u, ")"));
+          "repository name '", AsAbsl(name), "' contains a forbidden character (code ", u, ")"));
     }
   }
   return absl::OkStatus();
@@ -66,7 +66,7 @@ fairgate::StatusOr<GitRequestPath> ParseGitRequestPath(std::string_view path) {
     // Still refuse escapes with 400, so that probing them never looks like a missing file.
     if (auto s = ValidateRepositoryName(body); !s.ok()) return s;
     return absl::NotFoundError(absl::StrCat(
-        "'", AbslView(path), "' is not a smart-HTTP endpoint (info/refs, git-upload-pack)"));
+        "'", AsAbsl(path), "' is not a smart-HTTP endpoint (info/refs, git-upload-pack)"));
   }
   if (auto s = ValidateRepositoryName(rest); !s.ok()) return s;
   result.repository = std::string(rest);

@@ -5,7 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl_view.h"
+#include "as_absl.h"
 #include "repo_path.h"
 
 namespace git_mirror {
@@ -13,19 +13,19 @@ namespace git_mirror {
 fairgate::Status RepositorySet::Add(std::string_view name, std::string_view url,
                                     std::string_view where) {
   if (auto s = ValidateRepositoryName(name); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(AbslView(where), ": ", s.message()));
+    return absl::InvalidArgumentError(absl::StrCat(AsAbsl(where), ": ", s.message()));
   }
   if (url.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(AbslView(where), ": repository '", AbslView(name), "' has no upstream URL"));
+        absl::StrCat(AsAbsl(where), ": repository '", AsAbsl(name), "' has no upstream URL"));
   }
   if (url.front() == '-') {
     return absl::InvalidArgumentError(
-        absl::StrCat(AbslView(where), ": upstream URL '", AbslView(url), "' starts with '-'"));
+        absl::StrCat(AsAbsl(where), ": upstream URL '", AsAbsl(url), "' starts with '-'"));
   }
   if (!upstreams_.emplace(std::string(name), std::string(url)).second) {
     return absl::InvalidArgumentError(
-        absl::StrCat(AbslView(where), ": repository '", AbslView(name), "' is named twice"));
+        absl::StrCat(AsAbsl(where), ": repository '", AsAbsl(name), "' is named twice"));
   }
   return absl::OkStatus();
 }
@@ -34,10 +34,9 @@ fairgate::Status RepositorySet::AddFlag(std::string_view flag) {
   const std::size_t eq = flag.find('=');
   if (eq == std::string_view::npos) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--repo '", AbslView(flag), "': expected NAME=URL"));
+        absl::StrCat("--repo '", AsAbsl(flag), "': expected NAME=URL"));
   }
-  return Add(flag.substr(0, eq), flag.substr(eq + 1),
-             absl::StrCat("--repo '", AbslView(flag), "'"));
+  return Add(flag.substr(0, eq), flag.substr(eq + 1), absl::StrCat("--repo '", AsAbsl(flag), "'"));
 }
 
 fairgate::Status RepositorySet::AddConfig(std::string_view text, std::string_view origin) {
@@ -47,7 +46,7 @@ fairgate::Status RepositorySet::AddConfig(std::string_view text, std::string_vie
     const absl::string_view trimmed = absl::StripAsciiWhitespace(line);
     if (trimmed.empty() || trimmed.front() == '#') continue;
     const std::size_t space = trimmed.find_first_of(" \t");
-    const std::string where = absl::StrCat(AbslView(origin), ":", number);
+    const std::string where = absl::StrCat(AsAbsl(origin), ":", number);
     if (space == absl::string_view::npos) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": expected 'NAME URL'"));
     }
