@@ -541,18 +541,13 @@ void MirrorServer::Serve() {
   }
   for (const std::string& name : mirrored) StartFetching(name);
   auto work = asio::make_work_guard(io_);
-  {
-    // Under the lock: a Stop() that has begun starts no thread here, and one that begins later
-    // finds every thread started here (and joins it: a thread left joinable ends the process).
-    std::lock_guard lock(mutex_);
-    if (!stopping_) {
-      http_->Start();
-      for (int i = 0; i < options_.io_threads; ++i) {
-        io_threads_.emplace_back([this] { io_.run(); });
-      }
-    }
-  }
+  // Under the lock: a Stop() that has begun starts no thread here, and one that begins later
+  // finds every thread started here (and joins it: a thread left joinable ends the process).
   std::unique_lock lock(mutex_);
+  if (!stopping_) {
+    http_->Start();
+    for (int i = 0; i < options_.io_threads; ++i) io_threads_.emplace_back([this] { io_.run(); });
+  }
   stop_requested_.wait(lock, [&] { return stopped_; });
 }
 
