@@ -1,4 +1,6 @@
-// The core's checks of its callers' arguments, shared by its files. Internal to src/core.
+// The core's checks of its callers' arguments, shared by its files, and its conversion to
+// Abseil's strings, which the layers above it (metrics, the simulator) use too. Internal: not
+// installed.
 #ifndef FAIRGATE_CORE_ARGUMENTS_H_
 #define FAIRGATE_CORE_ARGUMENTS_H_
 

@@ -5,11 +5,10 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "core/arguments.h"
 
 namespace fairgate::metrics {
 namespace {
-
-absl::string_view View(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 // HELP text escapes backslash and newline; label values also the double quote.
 void AppendEscaped(std::string& out, std::string_view text, bool quote) {
@@ -40,9 +39,9 @@ std::string PrometheusWriter::FormatValue(double value) {
 }
 
 void PrometheusWriter::Family(std::string_view name, std::string_view type, std::string_view help) {
-  absl::StrAppend(&out_, "# HELP ", View(name), " ");
+  absl::StrAppend(&out_, "# HELP ", core::AsAbsl(name), " ");
   AppendEscaped(out_, help, /*quote=*/false);
-  absl::StrAppend(&out_, "\n# TYPE ", View(name), " ", View(type), "\n");
+  absl::StrAppend(&out_, "\n# TYPE ", core::AsAbsl(name), " ", core::AsAbsl(type), "\n");
 }
 
 void PrometheusWriter::WriteLabels(const Labels& labels, std::string_view extra_name,
@@ -53,7 +52,7 @@ void PrometheusWriter::WriteLabels(const Labels& labels, std::string_view extra_
   auto one = [&](std::string_view name, std::string_view value) {
     if (!first) out_ += ',';
     first = false;
-    absl::StrAppend(&out_, View(name), "=\"");
+    absl::StrAppend(&out_, core::AsAbsl(name), "=\"");
     AppendEscaped(out_, value, /*quote=*/true);
     out_ += '"';
   };
@@ -72,7 +71,7 @@ void PrometheusWriter::Histogram(std::string_view name, const Labels& labels,
                                  absl::Span<const double> bounds,
                                  const std::vector<std::uint64_t>& cumulative, double sum,
                                  std::uint64_t count) {
-  const std::string bucket = absl::StrCat(View(name), "_bucket");
+  const std::string bucket = absl::StrCat(core::AsAbsl(name), "_bucket");
   for (std::size_t i = 0; i < bounds.size(); ++i) {
     out_ += bucket;
     WriteLabels(labels, "le", FormatValue(bounds[i]));
@@ -81,8 +80,8 @@ void PrometheusWriter::Histogram(std::string_view name, const Labels& labels,
   out_ += bucket;
   WriteLabels(labels, "le", "+Inf");
   absl::StrAppend(&out_, " ", count, "\n");
-  Sample(absl::StrCat(View(name), "_sum"), labels, sum);
-  Sample(absl::StrCat(View(name), "_count"), labels, static_cast<double>(count));
+  Sample(absl::StrCat(core::AsAbsl(name), "_sum"), labels, sum);
+  Sample(absl::StrCat(core::AsAbsl(name), "_count"), labels, static_cast<double>(count));
 }
 
 }  // namespace fairgate::metrics

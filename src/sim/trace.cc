@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "core/arguments.h"
 #include "nlohmann/json.hpp"
 
 namespace fairgate::sim {
@@ -24,7 +25,7 @@ class ObjectReader {
 
   Status Error(std::string_view field, std::string_view problem) const {
     return absl::InvalidArgumentError(
-        absl::StrCat(where_, ": field '", AsAbsl(field), "': ", AsAbsl(problem)));
+        absl::StrCat(where_, ": field '", core::AsAbsl(field), "': ", core::AsAbsl(problem)));
   }
 
   Status OnlyFields(std::initializer_list<std::string_view> allowed) const {
@@ -97,8 +98,6 @@ class ObjectReader {
   }
 
  private:
-  static absl::string_view AsAbsl(std::string_view s) { return {s.data(), s.size()}; }
-
   const Json& object_;
   std::string where_;
 };
