@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # fairgate's Debian packages, as a Debian user meets them: built by scripts/package.sh (a shared
-# build, the git mirror and the worker pool left out for time), checked (names, dependencies,
-# SONAME, what each holds, only the public API exported), installed on this machine with dpkg,
-# used by a consumer built against /usr with CMake and with pkg-config, and removed again.
+# build, in batches, the git mirror and the worker pool left out for time), checked (names,
+# dependencies, SONAME, what each holds, only the public API exported), installed on this machine
+# with dpkg, used by a consumer built against /usr with CMake and with pkg-config, and removed
+# again.
 #
 #   deb.sh SOURCE_DIR WORK_DIR
 #
@@ -31,9 +32,12 @@ trap cleanup EXIT
 fail() { echo "deb.sh: $*" >&2; exit 1; }
 
 # Nice: the test runs beside the rest of the suite, which keeps the cores it needs; the build
-# takes what the suite leaves idle (its tests wait on servers, clients and timers).
+# takes what the suite leaves idle (its tests wait on servers, clients and timers). In batches:
+# what is checked here (the packages' files, dependencies, SONAMEs, exports and consumers) does
+# not depend on how the sources were grouped, and the release preset's build and the Build.*
+# probes still compile each of the library's sources alone.
 nice -n 10 "$source_dir/scripts/package.sh" "$work/debs" --without-git-mirror \
-  --without-worker-pool >/dev/null
+  --without-worker-pool --in-batches >/dev/null
 version=$(sed -n 's/^project(fairgate VERSION \([0-9.]*\).*/\1/p' "$source_dir/CMakeLists.txt")
 arch=$(dpkg --print-architecture)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
