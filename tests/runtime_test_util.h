@@ -27,9 +27,19 @@ namespace fairgate::testing {
 // of 1, 2 and 64 threads that way (tests/CMakeLists.txt, RuntimeOnPool.*): what a test asserts must
 // hold on any pool that can run its jobs, and a job that waits only on fiber-aware primitives
 // (Gate, the scheduler's own calls) needs no thread of its own. A test whose jobs block their
-// thread sets worker_threads itself.
+// thread sets worker_threads itself. The thread runtime (FAIRGATE_RUNTIME_THREADS, the tsan
+// preset) runs each job on one of the pool's threads until it returns, so a smaller pool there
+// holds back jobs the test waits to see running: the variable is refused in that build.
 inline SchedulerOptions WithPoolUnderTest(SchedulerOptions options) {
   const char* threads = std::getenv("FAIRGATE_TEST_WORKER_THREADS");
+#if FAIRGATE_RUNTIME_THREADS
+  if (threads != nullptr) {
+    std::fprintf(stderr,
+                 "FAIRGATE_TEST_WORKER_THREADS is for the fiber runtime: in this thread build each "
+                 "job holds a pool thread until it returns, so a smaller pool stalls the tests\n");
+    std::abort();
+  }
+#endif
   if (threads != nullptr && options.runtime.worker_threads == 0) {
     options.runtime.worker_threads = std::atoi(threads);
     if (options.runtime.worker_threads < 1) {
