@@ -39,6 +39,7 @@ namespace durable_test {
 using namespace std::chrono_literals;
 using testing::Eventually;
 using testing::TempDir;
+using testing::TestClock;
 using testing::Type;
 
 // The wall clock, in Unix seconds (a store's times).
@@ -623,18 +624,10 @@ TEST_CASE("Durable.JobsOfATypeWithoutAHandlerStayStoredForALaterProcess") {
   CHECK(Live(path).size() == 1);
 }
 
-// A clock the test moves, so that a job's run time (what its estimate learns) is exact.
-struct ManualClock {
-  std::atomic<double> now{0};
-  std::function<Seconds()> Fn() {
-    return [this] { return Seconds(now.load()); };
-  }
-};
-
 TEST_CASE("Durable.EstimatesAndCostsSurviveARestart") {
   TempDir dir;
   const std::string path = dir.path() + "/state.db";
-  ManualClock clock;
+  TestClock clock;
   {
     SchedulerOptions options = WithState(path);
     options.runtime.clock = clock.Fn();
@@ -642,17 +635,10 @@ TEST_CASE("Durable.EstimatesAndCostsSurviveARestart") {
     REQUIRE(s->RegisterType("clone", Type(8, 1, "", 10)).ok());
     REQUIRE(s->RunSync(Context::Background(),
                        {TypeName("clone"), JobId("linux.git"), FairnessKey("alice")},
-                       [&](const Context&) {
-                         clock.now = clock.now + 100;  // the clone took 100 s
-                         return absl::OkStatus();
-                       })
+                       clock.Takes(100))  // the clone took 100 s
                 .ok());
     REQUIRE(s->RunSync(Context::Background(),
-                       {TypeName("clone"), JobId("git.git"), FairnessKey("bob")},
-                       [&](const Context&) {
-                         clock.now = clock.now + 2;
-                         return absl::OkStatus();
-                       })
+                       {TypeName("clone"), JobId("git.git"), FairnessKey("bob")}, clock.Takes(2))
                 .ok());
     CHECK(*s->Estimate(TypeName("clone"), JobId("linux.git")) ==
           doctest::Approx(0.3 * 100 + 0.7 * 10));

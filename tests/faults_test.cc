@@ -25,14 +25,15 @@ namespace faults_test {
 
 using namespace std::chrono_literals;
 using testing::Eventually;
+using testing::TestClock;
 using testing::Type;
 using testing::Watchdog;
 
 TEST_CASE("Faults.Clock.JumpsForwardByHoursAndStepsBack") {
   Watchdog watchdog("clock jumps", 60s);
-  auto now = std::make_shared<std::atomic<double>>(1000.0);
+  TestClock clock(1000);
   SchedulerOptions options;
-  options.runtime.clock = [now] { return Seconds(now->load()); };
+  options.runtime.clock = clock.Fn();
   options.rule.max_concurrency = 2;
   options.rule.key_ttl = Seconds(600);
   options.runtime.sweep_interval = Seconds(0.001);
@@ -40,12 +41,7 @@ TEST_CASE("Faults.Clock.JumpsForwardByHoursAndStepsBack") {
   auto scheduler = *Scheduler::Create(options);
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 1)).ok());
   REQUIRE(scheduler->RegisterType("repack", Type(1, 1, "", 1)).ok());
-  auto jump = [now](double by) {
-    return [now, by](const Context&) {
-      now->store(now->load() + by);
-      return absl::OkStatus();
-    };
-  };
+  auto jump = [&](double by) { return clock.Takes(by); };
   // A job during which the clock jumps three hours ahead: it is charged and learned as such.
   REQUIRE(scheduler
               ->RunSync(Context::Background(),
@@ -73,7 +69,7 @@ TEST_CASE("Faults.Clock.JumpsForwardByHoursAndStepsBack") {
   }
   REQUIRE(Eventually([&] { return done == 20; }));
   // A jump far past every TTL: idle keys are forgotten, and nothing pending or running is.
-  now->store(now->load() + 24 * 3600);
+  clock.Advance(24 * 3600);
   CHECK(Eventually([&] { return scheduler->Snapshot().keys_tracked == 0; }));
   REQUIRE(scheduler
               ->RunSync(Context::Background(),
@@ -132,9 +128,9 @@ std::size_t HeapInUse() { return mallinfo2().uordblks; }
 TEST_CASE("Faults.Keys.AMillionEphemeralKeysLeaveNoMemoryBehind" *
           doctest::skip(kSanitized)) {  // sanitizers' allocators do not report through mallinfo2
   Watchdog watchdog("a million keys", 300s);
-  auto now = std::make_shared<std::atomic<double>>(0.0);
+  TestClock clock;
   SchedulerOptions options;
-  options.runtime.clock = [now] { return Seconds(now->load()); };
+  options.runtime.clock = clock.Fn();
   options.rule.key_ttl = Seconds(60);
   options.runtime.sweep_interval = Seconds(0.0005);
   options.rule.sweep_batch = 65536;
@@ -162,7 +158,7 @@ TEST_CASE("Faults.Keys.AMillionEphemeralKeysLeaveNoMemoryBehind" *
   }
   const std::size_t full = HeapInUse();
   CHECK(scheduler->Snapshot().keys_tracked == kKeys + 1);
-  now->store(3600);  // past the TTL of every one of them
+  clock.Set(3600);  // past the TTL of every one of them
   REQUIRE(Eventually([&] { return scheduler->Snapshot().keys_tracked == 0; }, 120000ms));
   malloc_trim(0);
   const std::size_t after = HeapInUse();

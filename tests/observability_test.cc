@@ -27,6 +27,7 @@ namespace observability_test {
 using namespace std::chrono_literals;
 using testing::Eventually;
 using testing::Gate;
+using testing::TestClock;
 using testing::Type;
 using testing::Watchdog;
 
@@ -34,20 +35,12 @@ bool Contains(const std::string& text, const std::string& line) {
   return text.find(line + "\n") != std::string::npos;
 }
 
-// A scheduler whose clock the test moves.
-struct Clocked {
-  std::shared_ptr<std::atomic<double>> now = std::make_shared<std::atomic<double>>(0.0);
-  SchedulerOptions Options(SchedulerOptions options = SchedulerOptions::Seed()) {
-    options.runtime.clock = [now = now] { return Seconds(now->load()); };
-    return options;
-  }
-  Scheduler::JobFn Takes(double seconds, Status status = absl::OkStatus()) {
-    return [now = now, seconds, status](const Context&) {
-      now->store(now->load() + seconds);
-      return status;
-    };
-  }
-};
+// Seed options on a clock the test moves.
+SchedulerOptions SeedOn(const TestClock& clock) {
+  SchedulerOptions options = SchedulerOptions::Seed();
+  options.runtime.clock = clock.Fn();
+  return options;
+}
 
 std::unique_ptr<Scheduler> Make(const SchedulerOptions& options) {
   auto s = Scheduler::Create(testing::WithPoolUnderTest(options));
@@ -57,8 +50,8 @@ std::unique_ptr<Scheduler> Make(const SchedulerOptions& options) {
 
 TEST_CASE("Observability.Metrics.CountWhatHappenedWithoutKeysOrIds") {
   Watchdog watchdog("metrics", 60s);
-  Clocked clock;
-  SchedulerOptions options = clock.Options();
+  TestClock clock;
+  SchedulerOptions options = SeedOn(clock);
   options.rule.max_concurrency = 1;
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("clone", Type(8, 2, "", 10)).ok());
@@ -129,8 +122,8 @@ TEST_CASE("Observability.Metrics.CountWhatHappenedWithoutKeysOrIds") {
 
 TEST_CASE("Observability.Metrics.JobsThatWaitedOnACapOrAConflict") {
   Watchdog watchdog("waited metrics", 60s);
-  Clocked clock;
-  SchedulerOptions options = clock.Options();
+  TestClock clock;
+  SchedulerOptions options = SeedOn(clock);
   options.rule.max_concurrency = 2;
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("fetch", Type(4, 1, "git")).ok());
@@ -146,7 +139,7 @@ TEST_CASE("Observability.Metrics.JobsThatWaitedOnACapOrAConflict") {
   // A second fetch waits for the type's cap; a repack of r, with a slot free, for the conflict.
   REQUIRE(scheduler->Submit({TypeName("fetch"), JobId("s")}, held, count).ok());
   REQUIRE(scheduler->Submit({TypeName("repack"), JobId("r")}, held, count).ok());
-  clock.now->store(1);  // so that their waits are not zero
+  clock.Set(1);  // so that their waits are not zero
   gate.Open();
   REQUIRE(Eventually([&] { return done == 3; }));
   std::string out;
@@ -178,8 +171,9 @@ struct Recorder : Observer {
 };
 
 // Options of one slot on `clock`, observed by `recorder`.
-SchedulerOptions ObservedOptions(Clocked& clock, const std::shared_ptr<Recorder>& recorder) {
-  SchedulerOptions options = clock.Options();
+SchedulerOptions ObservedOptions(const TestClock& clock,
+                                 const std::shared_ptr<Recorder>& recorder) {
+  SchedulerOptions options = SeedOn(clock);
   options.rule.max_concurrency = 1;
   options.runtime.observers = {recorder};
   return options;
@@ -187,7 +181,7 @@ SchedulerOptions ObservedOptions(Clocked& clock, const std::shared_ptr<Recorder>
 
 TEST_CASE("Observability.Observers.SeeEveryDecisionInOrderOutsideTheLock") {
   Watchdog watchdog("observers", 60s);
-  Clocked clock;
+  TestClock clock;
   auto recorder = std::make_shared<Recorder>();
   auto scheduler = Make(ObservedOptions(clock, recorder));
   recorder->scheduler = scheduler.get();
@@ -272,9 +266,9 @@ TEST_CASE("Observability.Observers.DecisionTimesNeverGoBackWhenThreadsReadTheClo
 
 TEST_CASE("Observability.Observers.SeePromotionsCancellationsAndEvictions") {
   Watchdog watchdog("observer kinds", 60s);
-  Clocked clock;
+  TestClock clock;
   auto recorder = std::make_shared<Recorder>();
-  SchedulerOptions options = clock.Options();
+  SchedulerOptions options = SeedOn(clock);
   options.rule.max_concurrency = 1;
   options.rule.aging = AgingConfig{Seconds(1), Seconds(1), 8};
   options.rule.key_ttl = Seconds(10);
@@ -295,13 +289,13 @@ TEST_CASE("Observability.Observers.SeePromotionsCancellationsAndEvictions") {
           absl::StatusCode::kCancelled);
   });
   REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 1; }));
-  clock.now->store(2.5);  // past grace + one interval: the repack ages into tier 8
+  clock.Set(2.5);  // past grace + one interval: the repack ages into tier 8
   CHECK(scheduler->Snapshot().tiers[0].aged_in == 1);
   cancel();
   repack.join();
   gate.Open();
   REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 0; }));
-  clock.now->store(100);  // every key idle for longer than the TTL
+  clock.Set(100);  // every key idle for longer than the TTL
   REQUIRE(Eventually([&] { return scheduler->Snapshot().keys_tracked == 0; }));
   REQUIRE(scheduler->Shutdown(Context::Background()).ok());
 
@@ -332,7 +326,7 @@ TEST_CASE("Observability.Observers.SeePromotionsCancellationsAndEvictions") {
 
 TEST_CASE("Observability.Observers.AQueueWaitExpiryIsAnExpireEventNotACancel") {
   Watchdog watchdog("observer expiry", 60s);
-  Clocked clock;
+  TestClock clock;
   auto recorder = std::make_shared<Recorder>();
   auto scheduler = Make(ObservedOptions(clock, recorder));
   JobTypeConfig clone = Type(8, 1);
@@ -360,7 +354,7 @@ TEST_CASE("Observability.Observers.AQueueWaitExpiryIsAnExpireEventNotACancel") {
   REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 2; }));
   cancel();
   leaving.join();
-  clock.now->store(10.5);  // past the late job's max_queue_wait
+  clock.Set(10.5);  // past the late job's max_queue_wait
   CHECK(late.get_future().get().code() == absl::StatusCode::kDeadlineExceeded);
   gate.Open();
   REQUIRE(scheduler->Shutdown(Context::Background()).ok());
@@ -521,8 +515,8 @@ TEST_CASE("Observability.Evidence.OneJsonLinePerAdmission") {
 }
 
 TEST_CASE("Observability.Snapshot.JsonHasTheCountsAndTheHeaviestKeys") {
-  Clocked clock;
-  auto scheduler = Make(clock.Options());
+  TestClock clock;
+  auto scheduler = Make(SeedOn(clock));
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 1)).ok());
   for (const auto& [key, cost] : std::vector<std::pair<std::string, double>>{
            {"light", 1}, {"heavy", 1}, {"heavy", 1}, {"heavy", 1}, {"mid", 1}, {"mid", 1}}) {

@@ -1,14 +1,16 @@
-// Helpers for the runtime tests: gates that jobs wait on, waiting for a condition with a
-// failure guard, and a watchdog that turns a deadlock into a failed test instead of a hung CI.
-// Timeouts here are failure guards, never assertions about speed.
+// Helpers for the runtime tests: gates that jobs wait on, a clock that only the test moves,
+// waiting for a condition with a failure guard, and a watchdog that turns a deadlock into a failed
+// test instead of a hung CI. Timeouts here are failure guards, never assertions about speed.
 #ifndef FAIRGATE_TESTS_RUNTIME_TEST_UTIL_H_
 #define FAIRGATE_TESTS_RUNTIME_TEST_UTIL_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -77,6 +79,31 @@ class Gate {
   internal::WaitMutex mutex_;
   internal::WaitCondition cv_;
   bool open_ = false;
+};
+
+// A clock that only the test moves, for `options.runtime.clock`: a job's run time (what its
+// estimate learns), a queue's wait and a key's idle time are then exact. Copies share one time,
+// so the scheduler and a job may hold it past the test's frame.
+class TestClock {
+ public:
+  explicit TestClock(double start = 0) : now_(std::make_shared<std::atomic<double>>(start)) {}
+  // What the scheduler reads as now.
+  std::function<Seconds()> Fn() const {
+    return [now = now_] { return Seconds(now->load()); };
+  }
+  double Now() const { return now_->load(); }
+  void Set(double seconds) const { now_->store(seconds); }
+  void Advance(double seconds) const { now_->fetch_add(seconds); }
+  // A job function that takes `seconds` of this clock and returns `status`.
+  Scheduler::JobFn Takes(double seconds, Status status = absl::OkStatus()) const {
+    return [now = now_, seconds, status](const Context&) {
+      now->fetch_add(seconds);
+      return status;
+    };
+  }
+
+ private:
+  std::shared_ptr<std::atomic<double>> now_;
 };
 
 // A job function that holds its slot until `gate` opens (Internal if it never does).

@@ -32,6 +32,7 @@ namespace scheduler_acquire_test {
 
 using namespace std::chrono_literals;
 using testing::Eventually;
+using testing::TestClock;
 using testing::Type;
 using testing::Watchdog;
 
@@ -334,9 +335,9 @@ TEST_CASE("Scheduler.Acquire.ShutdownCancelsWaitersAndWaitsForHeldPermits") {
 
 TEST_CASE("Scheduler.Acquire.TheHoldTimeIsTheObservedCostAndTheStatusIsCounted") {
   Watchdog watchdog("acquire cost", 60s);
-  std::atomic<double> now{0};
+  TestClock clock;
   SchedulerOptions options = SeedCapacity(2);
-  options.runtime.clock = [&] { return Seconds(now.load()); };
+  options.runtime.clock = clock.Fn();
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("clone", Type(2, 2)).ok());  // default cost 1
   Outcome ok, failed;
@@ -348,7 +349,7 @@ TEST_CASE("Scheduler.Acquire.TheHoldTimeIsTheObservedCostAndTheStatusIsCounted")
               ->Acquire(Context::Background(), {TypeName("clone"), JobId("git"), FairnessKey("a")},
                         failed.Callback())
               .ok());
-  now = 11;
+  clock.Set(11);
   ok.Release();
   failed.Release(absl::UnavailableError("client went away"));
   CHECK(scheduler->Estimate(TypeName("clone"), JobId("linux")).value() ==

@@ -28,6 +28,7 @@ using namespace std::chrono_literals;
 using testing::Eventually;
 using testing::Gate;
 using testing::Own;
+using testing::TestClock;
 using testing::Watchdog;
 
 // One slot, held by a job of another type until `Release`, so that what comes next waits.
@@ -303,8 +304,8 @@ TEST_CASE("Scheduler.Coalesce.EveryCallOfAnExpiredOrShutDownJobIsToldOnce") {
     // The scheduler's clock stands still until every call has joined, then passes the queue
     // wait: on a slow machine the calls took longer than the wait to arrive, and the first
     // ones expired before the last joined.
-    auto now = std::make_shared<std::atomic<double>>(100.0);
-    options.runtime.clock = [now] { return Seconds(now->load()); };
+    TestClock clock(100);
+    options.runtime.clock = clock.Fn();
     auto scheduler = *Scheduler::Create(testing::WithPoolUnderTest(options));
     JobTypeConfig mirror = testing::Type(1, 1);
     mirror.coalesce = Coalesce::kJoin;
@@ -348,7 +349,7 @@ TEST_CASE("Scheduler.Coalesce.EveryCallOfAnExpiredOrShutDownJobIsToldOnce") {
       }));
     }
     REQUIRE(Eventually([&] { return scheduler->Snapshot().types[0].joined == 5; }));
-    if (expire) now->store(101.0);
+    if (expire) clock.Set(101);
     std::thread shutdown;
     if (!expire)
       shutdown = std::thread([&] { CHECK(scheduler->Shutdown(Context::Background()).ok()); });

@@ -26,6 +26,7 @@ namespace scheduler_scenarios_test {
 using namespace std::chrono_literals;
 using testing::Eventually;
 using testing::Gate;
+using testing::TestClock;
 using testing::Watchdog;
 
 // Jobs that report when they start and wait for the test to release them.
@@ -209,15 +210,15 @@ TEST_CASE("Scenario.TwoClientsBursting.TheSecondClientGoesNextInsteadOfWaitingIt
 
 TEST_CASE("Scenario.ExpensiveVersusCheap.ALearnedLinuxCloneCountsForMore") {
   Watchdog watchdog("expensive vs cheap", 60s);
-  auto now = std::make_shared<std::atomic<double>>(0.0);
+  TestClock clock;
   SchedulerOptions options = SchedulerOptions::Seed();
   options.rule.max_concurrency = 1;
-  options.runtime.clock = [now] { return Seconds(now->load()); };
+  options.runtime.clock = clock.Fn();
   auto scheduler = SeedScheduler(options);
   auto takes = [&](double seconds, std::vector<std::string>* order, std::string name) {
-    return [now, seconds, order, name](const Context&) {
+    return [clock, seconds, order, name](const Context&) {
       if (order) order->push_back(name);
-      now->store(now->load() + seconds);
+      clock.Advance(seconds);
       return absl::OkStatus();
     };
   };

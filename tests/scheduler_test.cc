@@ -38,6 +38,7 @@ namespace scheduler_test {
 using namespace std::chrono_literals;
 using testing::Eventually;
 using testing::Gate;
+using testing::TestClock;
 using testing::Watchdog;
 
 std::unique_ptr<Scheduler> Make(SchedulerOptions options = SchedulerOptions::Default()) {
@@ -610,29 +611,22 @@ TEST_CASE("Scheduler.Limits.FullQueuesAnswerResourceExhausted") {
 
 // A seed-mode scheduler (no reconciliation: a charge stays) with alpha 0.5, on a clock that only
 // its jobs move, with a type "clone" of default cost 10.
-struct ManualClock {
-  explicit ManualClock(double start) : now(std::make_shared<std::atomic<double>>(start)) {
+struct LearningScheduler {
+  explicit LearningScheduler(double start) : clock(start) {
     SchedulerOptions options = SchedulerOptions::Seed();
     options.rule.alpha = 0.5;
-    options.runtime.clock = [now = now] { return Seconds(now->load()); };
+    options.runtime.clock = clock.Fn();
     scheduler = Make(options);
     REQUIRE(scheduler->RegisterType("clone", Type(8, 8, "", 10)).ok());
   }
-  // A job that takes `seconds` of the clock.
-  Scheduler::JobFn Takes(double seconds) {
-    return [now = now, seconds](const Context&) {
-      now->store(now->load() + seconds);
-      return absl::OkStatus();
-    };
-  }
-  std::shared_ptr<std::atomic<double>> now;
+  TestClock clock;
   std::unique_ptr<Scheduler> scheduler;
 };
 
 TEST_CASE("Scheduler.Estimates.LearnFromTheWallTimeOfTheInjectedClock") {
-  ManualClock clock(100.0);
-  Scheduler* scheduler = clock.scheduler.get();
-  auto takes = [&](double seconds) { return clock.Takes(seconds); };
+  LearningScheduler learning(100.0);
+  Scheduler* scheduler = learning.scheduler.get();
+  auto takes = [&](double seconds) { return learning.clock.Takes(seconds); };
   REQUIRE(scheduler
               ->RunSync(Context::Background(),
                         {TypeName("clone"), JobId("linux"), FairnessKey("a")}, takes(30))
@@ -714,9 +708,9 @@ TEST_CASE("Scheduler.RegisterType.WarnsOnceOfCapsThatDisagree") {
 }
 
 TEST_CASE("Scheduler.CostHint.IsChargedInsteadOfTheEstimateWhichStillLearns") {
-  ManualClock clock(0.0);
-  Scheduler* scheduler = clock.scheduler.get();
-  auto takes = [&](double seconds) { return clock.Takes(seconds); };
+  LearningScheduler learning(0.0);
+  Scheduler* scheduler = learning.scheduler.get();
+  auto takes = [&](double seconds) { return learning.clock.Takes(seconds); };
   // RunSync: charged the hint 100, not the default 10; the estimate learns the run time 30.
   REQUIRE(scheduler
               ->RunSync(Context::Background(),
@@ -842,9 +836,9 @@ TEST_CASE("Scheduler.QueueWait.JobsPendingAtTheLimitLeaveWithDeadlineExceededUnc
 
 TEST_CASE("Scheduler.QueueWait.ASnapshotPastTheLimitCountsTheJobOutAndItIsStillToldOnce") {
   Watchdog watchdog("queue wait snapshot", 60s);
-  auto now = std::make_shared<std::atomic<double>>(0.0);
+  TestClock clock;
   SchedulerOptions options = Capacity(1);
-  options.runtime.clock = [now] { return Seconds(now->load()); };
+  options.runtime.clock = clock.Fn();
   auto scheduler = Make(options);
   JobTypeConfig clone = Type(1, 1);
   clone.max_queue_wait = Seconds(10);
@@ -863,9 +857,9 @@ TEST_CASE("Scheduler.QueueWait.ASnapshotPastTheLimitCountsTheJobOutAndItIsStillT
                          done.set_value(s);
                        })
               .ok());
-  now->store(9.5);
+  clock.Set(9.5);
   CHECK(scheduler->Snapshot().pending == 1);  // not yet at its limit
-  now->store(10);
+  clock.Set(10);
   const Snapshot at_limit = scheduler->Snapshot();
   CHECK(at_limit.pending == 0);
   CHECK(at_limit.types[0].expired == 1);
@@ -1296,10 +1290,10 @@ TEST_CASE("Scheduler.KeySettings.BadValuesAreRefusedAndChangeNothing") {
 
 TEST_CASE("Scheduler.Aging.MaxWaitToCeilingAndAgedJobsInTheSnapshot") {
   Watchdog watchdog("aging", 60s);
-  auto now = std::make_shared<std::atomic<double>>(0.0);
+  TestClock clock;
   SchedulerOptions options = Capacity(1);
   options.rule.aging = AgingConfig{Seconds(2), Seconds(3), 8};
-  options.runtime.clock = [now] { return Seconds(now->load()); };
+  options.runtime.clock = clock.Fn();
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
   REQUIRE(scheduler->RegisterType("fetch", Type(4, 4)).ok());
@@ -1321,9 +1315,9 @@ TEST_CASE("Scheduler.Aging.MaxWaitToCeilingAndAgedJobsInTheSnapshot") {
     return std::int64_t{-1};
   };
   CHECK(aged_in(4) == 0);
-  now->store(5.0);  // grace + one interval: one tier up
+  clock.Set(5.0);  // grace + one interval: one tier up
   CHECK(aged_in(4) == 1);
-  now->store(8.0);  // at the ceiling
+  clock.Set(8.0);  // at the ceiling
   CHECK(aged_in(4) == 0);
   CHECK(aged_in(8) == 1);
   gate.Open();
@@ -1332,9 +1326,9 @@ TEST_CASE("Scheduler.Aging.MaxWaitToCeilingAndAgedJobsInTheSnapshot") {
 
 TEST_CASE("Scheduler.Sweeper.ForgetsIdleKeysAndStopsPromptlyAtShutdown") {
   Watchdog watchdog("sweeper", 60s);
-  auto now = std::make_shared<std::atomic<double>>(0.0);
+  TestClock clock;
   SchedulerOptions options = SchedulerOptions::Default();
-  options.runtime.clock = [now] { return Seconds(now->load()); };
+  options.runtime.clock = clock.Fn();
   options.rule.key_ttl = Seconds(60);
   options.runtime.sweep_interval = Seconds(0.005);
   auto scheduler = Make(options);
@@ -1344,7 +1338,7 @@ TEST_CASE("Scheduler.Sweeper.ForgetsIdleKeysAndStopsPromptlyAtShutdown") {
                         Ok())
               .ok());
   CHECK(scheduler->Snapshot().keys_tracked == 1);
-  now->store(61);
+  clock.Set(61);
   CHECK(Eventually([&] { return scheduler->Snapshot().keys_tracked == 0; }));
 
   // A sweeper that would sleep for an hour still stops at once when the scheduler goes.

@@ -196,11 +196,11 @@ class Recorder : public Observer {
 // the heavy key's next latest is shed; its oldest runs. Events, snapshot and metrics count them.
 TEST_CASE("Scheduler.Shedding.TheHeaviestKeysCallersAreRefusedAndTheLightOneIsServed") {
   testing::Watchdog watchdog("shedding", std::chrono::seconds(60));
-  auto now = std::make_shared<std::atomic<double>>(0.0);
+  testing::TestClock clock;
   auto recorder = std::make_shared<Recorder>();
   SchedulerOptions options = SchedulerOptions::Seed();
   options.rule.max_concurrency = 4;
-  options.runtime.clock = [now] { return Seconds(now->load()); };
+  options.runtime.clock = clock.Fn();
   options.runtime.observers = {recorder};
   auto created = Scheduler::Create(testing::WithPoolUnderTest(options));
   REQUIRE(created.ok());
@@ -233,7 +233,7 @@ TEST_CASE("Scheduler.Shedding.TheHeaviestKeysCallersAreRefusedAndTheLightOneIsSe
   for (const char* id : {"h1", "h2", "h3"}) REQUIRE(submit(id, "heavy").ok());
   REQUIRE(testing::Eventually([&] { return scheduler->Snapshot().types[0].pending == 3; }));
 
-  now->store(3);
+  clock.Set(3);
   const Status refused = submit("h4", "heavy");
   CHECK(refused.code() == absl::StatusCode::kResourceExhausted);
   CHECK(WasShed(refused));
