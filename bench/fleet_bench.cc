@@ -140,7 +140,7 @@ void ShutDown(std::vector<std::unique_ptr<Scheduler>>& fleet, double& claims_emp
 // server that has run a while: a run is shorter than autovacuum's naptime (a minute), and the
 // tables were just emptied and filled. With the heads' statistics of an empty table, a claim's
 // plan at 10,000 keys reads and sorts every head instead of the first of one index (about 3 ms
-// more for a claim of 400; bench/README.md, "Claims and the planner's statistics").
+// more for a claim of 400; bench/HISTORY.md, the claim's bound materialized).
 void AnalyzeAsAutovacuumWould() { Sql("ANALYZE fairgate_durable_jobs, fairgate_key_heads"); }
 
 StoredJob Job(int i, int clients = 100, int repositories = 1000) {

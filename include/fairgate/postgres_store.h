@@ -18,7 +18,7 @@
 // or conflict group, or a bound on a type's jobs in a claim) run one at a time over the database,
 // each after the last one's commit: they read the same first jobs of the fair order, and side by
 // side each read past the other's (two replicas claimed fewer jobs a second than one,
-// bench/README.md); a replica stopped in its claim holds the others back for about a second (the
+// bench/HISTORY.md); a replica stopped in its claim holds the others back for about a second (the
 // idle timeout below). Lease times are the database server's clock, so replicas' clocks need not
 // agree for leases; a retry's backoff (DeferJob's not_before) is the replica's wall clock.
 //
@@ -40,7 +40,8 @@
 // claim whose types take fleet-wide leases reads the keys in the same order, each from its first
 // job whose leases have a free slot, and passes over the keys whose every job waits for a lease:
 // its cost grows with those too. Storing a job costs the trigger's upsert of its key's head
-// (bench/README.md has the figures). Schema 3; a database of schema 1 or 2 is migrated on open.
+// (bench/README.md has the figures). Schema 6: a database of an earlier schema is migrated on
+// open, and one of a later schema is refused (FailedPrecondition).
 //
 // Each connection sets idle_in_transaction_session_timeout to 1 s: a replica stopped in the
 // middle of one of its (millisecond) transactions would otherwise hold that transaction's row

@@ -5,7 +5,7 @@
 // it counts it). Marked on the workers, each mark's commit would hold a worker's thread (and every
 // fiber on it) for its fsync, and the marks of a busy scheduler would share a commit only as many
 // at a time as it has worker threads (8 submitters end to end on SQLite at FULL: about 2 jobs per
-// fsync, bench/README.md). Begin queues the mark and suspends only the calling fiber; the thread
+// fsync, bench/HISTORY.md). Begin queues the mark and suspends only the calling fiber; the thread
 // takes everything queued by then (at most kMaxBatch) and marks it with one Store::BeginAttempts
 // (one commit, shared with the submissions of that moment, in the SQLite store), so that while
 // one batch commits the next gathers. A store that queues writes itself (Store::QueuesWrites:

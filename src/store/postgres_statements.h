@@ -463,7 +463,7 @@ inline constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
 // client's later jobs on the repositories its first jobs needed filled a claim's candidates,
 // and (before claims with leases ran one at a time) a replica claiming at once found them
 // locked and took those repositories' next jobs, whose slots the first claim then held, instead
-// of other repositories' (bench/README.md, BM_DurableWorkedLeased).
+// of other repositories' (bench/HISTORY.md, BM_DurableWorkedLeased).
 inline constexpr const char* kClaimCandidates = FAIRGATE_PG_CLAIM_CANDIDATES(
     9, 4,
     "SELECT * FROM unnest($1::text[], $2::int[], $5::text[], $6::int[], $7::int[], "
@@ -486,7 +486,7 @@ inline constexpr const char* kClaimCandidates = FAIRGATE_PG_CLAIM_CANDIDATES(
 // one's commit. Claims read the same first jobs of the fair order, so one that ran beside another
 // found that one's candidates locked (SKIP LOCKED), read past them, often took nothing or read
 // again, and spent up to 1.7 times the server's time a job; two replicas claimed fewer jobs a
-// second than one (bench/README.md, "Leased claims one at a time"). A replica stopped in its
+// second than one (bench/HISTORY.md, claims with leases one at a time). A replica stopped in its
 // claim holds the lock no longer than its session's idle_in_transaction_session_timeout
 // (kSessionSettings). Claims without leases run at once: for them waiting measured no better.
 inline constexpr const char* kLockLeasedClaims = "SELECT pg_advisory_xact_lock(727125, 0)";
@@ -550,7 +550,7 @@ inline constexpr const char* kDropLeasesByToken = FAIRGATE_PG_DROP_LEASES_BY_TOK
 // and write a claim's or a batch's rows by index in milliseconds, but the planner's estimates
 // of some (a claim with leases: lateral reads per key, a row count for every generate_series)
 // pass jit_above_cost, and PostgreSQL then compiled the statement on each execution: 33 ms of a
-// 63 ms claim with leases, 25 ms of a 1 ms take of a claim's leases (bench/README.md).
+// 63 ms claim with leases, 25 ms of a 1 ms take of a claim's leases (bench/HISTORY.md).
 inline constexpr const char* kSessionSettings =
     "SET idle_in_transaction_session_timeout = 1000; SET jit = off";
 
