@@ -37,7 +37,8 @@
 //                                producer without a scheduler), from AddJob's call until an idle
 //                                replica's handler starts it (claim_interval 1 s, the default:
 //                                the database's notification wakes the claim). Manual time: the
-//                                mean; counters p50_ms and p99_ms.
+//                                mean; counters p50_ms and p99_ms, and cold_max_ms: the slowest
+//                                of the 3 jobs run first, apart (the sessions' first plans).
 #include <dirent.h>
 #include <libpq-fe.h>
 #include <stdlib.h>
@@ -54,6 +55,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -398,6 +400,7 @@ BENCHMARK(BM_FleetCap)
     ->UseRealTime();
 
 void BM_EnqueueToStart(benchmark::State& state) {
+  constexpr std::size_t kColdJobs = 3;
   Sql("DELETE FROM fairgate_durable_jobs");
   SchedulerOptions o;
   o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(conninfo, {"worker"}));
@@ -417,9 +420,9 @@ void BM_EnqueueToStart(benchmark::State& state) {
   });
   if (!worker->Recover().ok()) std::abort();
   auto producer = *OpenPostgresStore(conninfo, {"producer"});
-  std::vector<double> latencies;
   int i = 0;
-  for (auto _ : state) {
+  // Seconds from a job's store to its start; nothing if it did not start within 10 s.
+  auto enqueue_to_start = [&]() -> std::optional<double> {
     std::unique_lock lock(mutex);
     const std::int64_t before = runs;
     lock.unlock();
@@ -427,14 +430,30 @@ void BM_EnqueueToStart(benchmark::State& state) {
     if (!producer->AddJob(Job(i++)).ok()) std::abort();
     lock.lock();
     if (!started.wait_for(lock, std::chrono::seconds(10), [&] { return runs > before; })) {
+      return std::nullopt;
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  // The first jobs after the replicas' start pay their sessions' first plans of the claim and
+  // of the triggers' statements (tens of ms): reported apart, not in the percentiles.
+  std::vector<double> cold;
+  for (std::size_t warm = 0; warm < kColdJobs; ++warm) {
+    const std::optional<double> seconds = enqueue_to_start();
+    if (!seconds) {
+      state.SkipWithError("a stored job did not start within 10 s");  // the loop is not entered
+      break;
+    }
+    cold.push_back(*seconds);
+  }
+  std::vector<double> latencies;
+  for (auto _ : state) {
+    const std::optional<double> seconds = enqueue_to_start();
+    if (!seconds) {
       state.SkipWithError("a stored job did not start within 10 s");
       break;
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    lock.unlock();
-    state.SetIterationTime(seconds);
-    latencies.push_back(seconds);
+    state.SetIterationTime(*seconds);
+    latencies.push_back(*seconds);
   }
   (void)worker->Shutdown(Context::Background());
   if (latencies.empty()) return;
@@ -445,6 +464,7 @@ void BM_EnqueueToStart(benchmark::State& state) {
   };
   state.counters["p50_ms"] = at(0.5) * 1000;
   state.counters["p99_ms"] = at(0.99) * 1000;
+  state.counters["cold_max_ms"] = *std::max_element(cold.begin(), cold.end()) * 1000;
 }
 BENCHMARK(BM_EnqueueToStart)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(200);
 
