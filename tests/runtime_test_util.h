@@ -91,7 +91,6 @@ class TestClock {
   std::function<Seconds()> Fn() const {
     return [now = now_] { return Seconds(now->load()); };
   }
-  double Now() const { return now_->load(); }
   void Set(double seconds) const { now_->store(seconds); }
   void Advance(double seconds) const { now_->fetch_add(seconds); }
   // A job function that takes `seconds` of this clock and returns `status`.
