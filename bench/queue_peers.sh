@@ -106,7 +106,7 @@ for round in $(seq "$rounds"); do
   done
   out=$(gbench "$fleet" 'BM_EnqueueToStart' FAIRGATE_PG_CONNINFO="$fairgate_db")
   record "enqueue to start" fairgate "$(grep -E '^BM_EnqueueToStart' <<<"$out" |
-    sed -n 's/.*\(p50_ms=[0-9.]*\).*\(p99_ms=[0-9.]*\).*/\1 \2/p')"
+    sed -n 's/.*\(cold_max_ms=[0-9.]*\).*\(p50_ms=[0-9.]*\).*\(p99_ms=[0-9.]*\).*/\2 \3 \1/p')"
   for system in graphile pgboss; do
     record "enqueue to start" "$system" "$(peer "$system" latency 100)"
   done
