@@ -8,6 +8,8 @@
 // BM_AddJob/threads:N            one durable job stored at a time from each of N threads (a
 //                                store each): what SubmitDurable on PostgreSQL costs the caller
 //                                (with one thread its latency is 1 / the rate).
+// BM_AddJobSharedStore/threads:N one durable job stored at a time from each of N threads that
+//                                share one store: the calls made at once share a statement.
 // BM_AddJobs/batch:B             B jobs stored in one statement and commit (AddJobs: what
 //                                SubmitDurableBatch costs). items/s: jobs.
 // BM_ClaimCycle/backlog:B/leases:L/threads:N  N replicas (a store each: one connection, its
@@ -165,6 +167,23 @@ void BM_AddJob(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_AddJob)->Threads(1)->Threads(8)->UseRealTime();
+
+// N threads storing single jobs on one store (a server's request threads sharing it): the calls
+// made at once share a statement and commit.
+void BM_AddJobSharedStore(benchmark::State& state) {
+  static std::unique_ptr<SharedStore> store;
+  if (state.thread_index() == 0) {
+    store = *OpenPostgresStore(conninfo, {"bench"});
+    Sql("DELETE FROM fairgate_durable_jobs");
+  }
+  int i = state.thread_index() * 1000000;
+  for (auto _ : state) {  // the loop starts once every thread is here, the store open
+    if (!store->AddJob(Job(i++)).ok()) std::abort();
+  }
+  state.SetItemsProcessed(state.iterations());
+  if (state.thread_index() == 0) store.reset();  // after every thread's loop has ended
+}
+BENCHMARK(BM_AddJobSharedStore)->Threads(8)->UseRealTime();
 
 // AddJobs of B jobs: one statement and one commit per batch. items/s counts jobs.
 void BM_AddJobs(benchmark::State& state) {

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # fairgate's durable jobs side by side with graphile-worker 0.17 and pg-boss 10.4 (Node.js, from
 # the npm registry) on one temporary PostgreSQL 15 server with fsync on (PostgreSQL's defaults),
-# and fairgate on SQLite beside them: enqueue from 1 and 8 clients, a batch of 1,000, 20,000
-# no-op jobs worked by one process at concurrency 8 and by two (of 100 clients; fairgate and
-# graphile-worker also of 10,000, graphile-worker's as named queues), and enqueue-to-start on an
-# idle system. Three interleaved rounds; prints every run, then the medians.
+# and fairgate on SQLite beside them: enqueue from 1 and 8 clients (fairgate's 8 also through one
+# store), a batch of 1,000, 20,000 no-op jobs worked by one process at concurrency 8 and by two
+# (of 100 clients; fairgate and graphile-worker also of 10,000, graphile-worker's as named
+# queues), and enqueue-to-start on an idle system. Three interleaved rounds; prints every run, then the medians.
 #
 # Not part of the build or the tests: it needs Node.js and npm (the peers are installed into
 # BUILD_DIR/queue_peers on first use). The server runs on core 0, every client on core 1.
@@ -65,9 +65,14 @@ peer() {  # peer SYSTEM COMMAND ARGS...
 
 for round in $(seq "$rounds"); do
   echo "== round $round"
-  out=$(gbench "$fleet" 'BM_AddJob/real_time/threads:(1|8)$' FAIRGATE_PG_CONNINFO="$fairgate_db")
+  out=$(gbench "$fleet" 'BM_AddJob/real_time/threads:(1|8)$|BM_AddJobSharedStore' \
+    FAIRGATE_PG_CONNINFO="$fairgate_db")
   record "enqueue, 1 client" fairgate "$(items 'BM_AddJob/real_time/threads:1' <<<"$out")"
+  # A store each (a connection each, as 8 processes would have), and 8 threads sharing one store
+  # (as the peers' 8 clients share one pool of connections in one process).
   record "enqueue, 8 clients" fairgate "$(items 'BM_AddJob/real_time/threads:8' <<<"$out")"
+  record "enqueue, 8 clients, one store" fairgate \
+    "$(items 'BM_AddJobSharedStore/real_time/threads:8' <<<"$out")"
   for system in graphile pgboss; do
     record "enqueue, 1 client" "$system" "$(peer "$system" enqueue 1 3)"
     record "enqueue, 8 clients" "$system" "$(peer "$system" enqueue 8 3)"

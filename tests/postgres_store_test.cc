@@ -85,6 +85,58 @@ TEST_CASE("PostgresStore.StoresABatchWholeInItsOrder" * kStoreAlone) {
   testing::CheckBatches([&] { return *OpenPostgresStore(server.conninfo()); });
 }
 
+// Single jobs stored from many threads at once on one store share statements (a group a commit,
+// store/grouped_writes.h): each call's answer is its own job's sequence, every job is stored once
+// with its fields, and a job the server refuses (a key too long for an index entry: the
+// statement of its group fails whole) fails its own call only.
+TEST_CASE("PostgresStore.JobsStoredFromManyThreadsAtOnceAreEachStoredOnceAsTheirOwn" *
+          kStoreAlone) {
+  testing::PostgresServer server;
+  auto store = *OpenPostgresStore(server.conninfo());
+  constexpr int kThreads = 8, kEach = 40;
+  // Past the largest entry of a B-tree index (about 2.7 kB), and not compressible to fit.
+  std::string refused_key;
+  std::mt19937 random(49);
+  for (int i = 0; i < 9000; ++i) refused_key += static_cast<char>('a' + random() % 26);
+  auto job_of = [&](int thread, int i) {
+    StoredJob job = testing::TestJob("t" + std::to_string(thread) + "." + std::to_string(i),
+                                     "payload " + std::to_string(thread * kEach + i));
+    job.fairness_key = thread == 3 && i == 20 ? refused_key : "key" + std::to_string(i % 5);
+    return job;
+  };
+  std::vector<std::vector<StatusOr<std::uint64_t>>> answers(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) answers[t].push_back(store->AddJob(job_of(t, i)));
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  StatusOr<std::vector<StoredJob>> live = store->LiveJobs();
+  REQUIRE(live.ok());
+  std::map<std::uint64_t, StoredJob> stored;
+  for (const StoredJob& job : *live) stored[job.sequence] = job;
+  CHECK(stored.size() == live->size());
+  CHECK(stored.size() == static_cast<std::size_t>(kThreads * kEach - 1));
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kEach; ++i) {
+      const StoredJob want = job_of(t, i);
+      const StatusOr<std::uint64_t>& answer = answers[t][i];
+      if (t == 3 && i == 20) {
+        CHECK_FALSE(answer.ok());
+        CHECK(answer.status().message().find("store a durable job") != std::string::npos);
+        continue;
+      }
+      REQUIRE(answer.ok());
+      auto it = stored.find(*answer);
+      REQUIRE(it != stored.end());
+      CHECK(it->second.id == want.id);
+      CHECK(it->second.fairness_key == want.fairness_key);
+      CHECK(it->second.payload == want.payload);
+    }
+  }
+}
+
 // PostgreSQL's text holds no NUL byte (and libpq would cut a parameter at one): such a name is
 // refused, in a batch naming the job, and nothing of the batch is stored.
 TEST_CASE("PostgresStore.ANameWithANulByteIsRefusedNotCutShort" * kStoreAlone) {
@@ -387,6 +439,8 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
   CHECK(newer.message().find("newer") != std::string::npos);
 }
 
+// Calls from many threads at once: each job stored once, under its own sequence number; calls in
+// flight at once on connections of their own, as many as the pool's size.
 TEST_CASE("PostgresStore.CallsFromManyThreadsShareAPoolOfConnections" * kStoreAlone) {
   testing::PostgresServer server;
   CHECK(OpenPostgresStore(server.conninfo(), {.connections = 0}).status().code() ==
@@ -408,9 +462,29 @@ TEST_CASE("PostgresStore.CallsFromManyThreadsShareAPoolOfConnections" * kStoreAl
   for (std::thread& t : threads) t.join();
   CHECK(sequences.size() == 200);
   CHECK(store->LiveJobs()->size() == 200);
-  // Two connections of the store's, and the one counting them.
-  CHECK(server.Sql("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'") ==
-        "3");
+  // Two calls at once take two connections: a job's store waits on a lock of the jobs' table held
+  // by another session, and a read of the jobs goes on beside it.
+  const char* client_backends =
+      "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'";
+  PGconn* locker = PQconnectdb(server.conninfo().c_str());
+  REQUIRE(PQstatus(locker) == CONNECTION_OK);
+  REQUIRE(Command(locker, "SET idle_in_transaction_session_timeout = '20s'"));
+  REQUIRE(Command(locker, "BEGIN"));
+  REQUIRE(Command(locker, "LOCK TABLE fairgate_durable_jobs IN EXCLUSIVE MODE"));
+  StatusOr<std::uint64_t> held = absl::UnknownError("not stored yet");
+  std::thread storing([&] { held = store->AddJob(Job("fetch", "held", "k")); });
+  CHECK(testing::Eventually([&] {
+    return server.Sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") ==
+           "1";
+  }));
+  CHECK(store->LiveJobs()->size() == 200);
+  // The store's two, the locking session and the one counting them.
+  CHECK(server.Sql(client_backends) == "4");
+  CHECK(Command(locker, "COMMIT"));
+  storing.join();
+  CHECK(held.ok());
+  PQfinish(locker);
+  CHECK(store->LiveJobs()->size() == 201);
 }
 
 TEST_CASE("PostgresStore.ReplicasClaimByTierThenKeyCostThenArrivalAndNeverTheSameJob" *

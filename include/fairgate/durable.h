@@ -38,8 +38,9 @@
 // attempt number. A removal that committed is never undone: that job does not run again. The
 // claims are commits of their own, so a crash between a batch of removals and the next claim
 // loses neither: jobs claimed and not yet run lapse to another replica as above.
-// Writes made at once by concurrent callers share one commit (the SQLite store groups them; the
-// PostgreSQL store commits on a pool of connections, and the server groups their WAL flushes), a
+// Writes made at once by concurrent callers share one commit (the SQLite store groups them all;
+// the PostgreSQL store groups the jobs stored at once through one store into one statement, and
+// commits its other writes on a pool of connections, whose WAL flushes the server groups), a
 // batch is one commit, and none is acknowledged before its commit.
 //
 // Recovery happens at one defined point: Scheduler::Recover, called once after the types and

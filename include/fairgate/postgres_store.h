@@ -45,9 +45,12 @@
 //
 // Storing jobs notifies every replica's listener (LISTEN/NOTIFY) in the same transaction, so an
 // idle replica claims them at once instead of at its next claim_interval. PostgreSQL commits
-// notifying transactions one at a time over the whole server, so single jobs stored from many
-// threads at once do not share a commit's fsync: where stores come fast, SubmitDurableBatch stores
-// many jobs in one transaction and one notification.
+// notifying transactions one at a time over the whole server, so single jobs stored at once
+// share a commit only when they share a store: AddJob calls (SubmitDurable) made while another of
+// the same store is in flight wait for it, and then go in together, as one statement, commit and
+// notification (a group whose statement fails is stored job by job, so a job the server refuses
+// fails its own call only). Separate stores' jobs are committed one at a time; where stores come
+// fast, SubmitDurableBatch stores many jobs in one transaction and one notification.
 //
 // Each connection sets idle_in_transaction_session_timeout to 1 s: a replica stopped in the
 // middle of one of its (millisecond) transactions would otherwise hold that transaction's row

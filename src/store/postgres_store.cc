@@ -105,6 +105,10 @@ StatusOr<std::unique_ptr<SharedStore>> PostgresStore::Open(const std::string& co
 
 StatusOr<std::uint64_t> PostgresStore::AddJob(const StoredJob& job) {
   if (Status s = Storable(job); !s.ok()) return s;
+  return adds_.Write(job);
+}
+
+StatusOr<std::uint64_t> PostgresStore::AddOneJob(const StoredJob& job) {
   Session session = pool_.Take();
   Link& link = *session;
   // The notification wakes every replica's listener (WaitForJobs) at the commit.
@@ -120,22 +124,31 @@ StatusOr<std::uint64_t> PostgresStore::AddJob(const StoredJob& job) {
   return std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10);
 }
 
-// One statement: the batch's sequence numbers are drawn first and given out in ascending order
-// to the jobs in the order of the batch (the order nextval ran in is not what numbers them),
-// then the rows go in from arrays, one parameter per column.
 StatusOr<std::vector<std::uint64_t>> PostgresStore::AddJobs(const std::vector<StoredJob>& jobs) {
   if (jobs.empty()) return std::vector<std::uint64_t>{};
-  std::vector<std::string> types, ids, keys, payloads, submitted;
+  std::vector<const StoredJob*> storable;
+  storable.reserve(jobs.size());
   for (std::size_t i = 0; i < jobs.size(); ++i) {
-    const StoredJob& job = jobs[i];
-    if (Status s = Storable(job); !s.ok()) {
+    if (Status s = Storable(jobs[i]); !s.ok()) {
       return Status(s.code(), absl::StrCat("job ", i, " of the batch: ", s.message()));
     }
-    types.push_back(job.type);
-    ids.push_back(job.id);
-    keys.push_back(job.fairness_key);
-    payloads.push_back(absl::BytesToHexString(job.payload));
-    submitted.push_back(Number(job.submitted_at));
+    storable.push_back(&jobs[i]);
+  }
+  return StoreJobs(storable, "store a batch of durable jobs");
+}
+
+// One statement: the sequence numbers are drawn first and given out in ascending order to the
+// jobs in their order (the order nextval ran in is not what numbers them), then the rows go in
+// from arrays, one parameter per column.
+StatusOr<std::vector<std::uint64_t>> PostgresStore::StoreJobs(
+    const std::vector<const StoredJob*>& jobs, const char* what) {
+  std::vector<std::string> types, ids, keys, payloads, submitted;
+  for (const StoredJob* job : jobs) {
+    types.push_back(job->type);
+    ids.push_back(job->id);
+    keys.push_back(job->fairness_key);
+    payloads.push_back(absl::BytesToHexString(job->payload));
+    submitted.push_back(Number(job->submitted_at));
   }
   Session session = pool_.Take();
   Link& link = *session;
@@ -159,7 +172,7 @@ StatusOr<std::vector<std::uint64_t>> PostgresStore::AddJobs(const std::vector<St
        {TextArray(keys)},
        {TextArray(payloads)},
        {TextArray(submitted)}},
-      "store a batch of durable jobs");
+      what);
   if (!r.ok()) return r.status();
   std::vector<std::uint64_t> sequences;
   sequences.reserve(jobs.size());
@@ -167,8 +180,8 @@ StatusOr<std::vector<std::uint64_t>> PostgresStore::AddJobs(const std::vector<St
     sequences.push_back(std::strtoull(PQgetvalue(r->get(), row, 0), nullptr, 10));
   }
   if (sequences.size() != jobs.size()) {
-    return absl::InternalError(absl::StrCat("PostgreSQL: store a batch of durable jobs: ",
-                                            jobs.size(), " given, ", sequences.size(), " stored"));
+    return absl::InternalError(absl::StrCat("PostgreSQL: ", what, ": ", jobs.size(), " given, ",
+                                            sequences.size(), " stored"));
   }
   return sequences;
 }

@@ -35,6 +35,7 @@
 #include "fairgate/postgres_store.h"
 #include "fairgate/store.h"
 #include "store/claim_planner.h"
+#include "store/grouped_writes.h"
 #include "store/lease_book.h"
 #include "store/postgres_connection.h"
 
@@ -51,11 +52,12 @@ class PostgresStore final : public SharedStore {
                                                      const PostgresStoreOptions& options);
 
   // fairgate/store.h's calls, whose contracts are there.
+
+  // Calls made at once from many threads share one statement (AddJobs'), its commit and one
+  // notification (adds_); a call alone is a statement of one job.
   StatusOr<std::uint64_t> AddJob(const StoredJob& job) override;
 
-  // One statement: the batch's sequence numbers are drawn first and given out in ascending order
-  // to the jobs in the order of the batch (the order nextval ran in is not what numbers them),
-  // then the rows go in from arrays, one parameter per column.
+  // One statement (StoreJobs).
   StatusOr<std::vector<std::uint64_t>> AddJobs(const std::vector<StoredJob>& jobs) override;
 
   // The attempt a claim counted is confirmed here without a round trip while the lease is surely
@@ -99,6 +101,12 @@ class PostgresStore final : public SharedStore {
  private:
   PostgresStore(std::string conninfo, std::string replica, std::size_t connections)
       : pool_(std::move(conninfo), connections), replica_(std::move(replica)) {}
+
+  // One job in its own statement and commit.
+  StatusOr<std::uint64_t> AddOneJob(const StoredJob& job);
+  // AddJobs' statement, for jobs already found Storable; `what` names it in errors.
+  StatusOr<std::vector<std::uint64_t>> StoreJobs(const std::vector<const StoredJob*>& jobs,
+                                                 const char* what);
 
   // PostgreSQL's text cannot hold a NUL byte, and libpq would cut a parameter at the first one:
   // a job's names with one are refused rather than stored cut short. (The payload is bytea.)
@@ -210,6 +218,14 @@ class PostgresStore final : public SharedStore {
   ConnectionPool pool_;
   const std::string replica_;
   LeaseBook book_;  // this replica's claims and leases (thread-safe, its own mutex)
+  // AddJob's calls from many threads at once, a group a statement. A PostgreSQL server commits
+  // notifying transactions one at a time, so jobs stored one a statement from 8 threads made no
+  // more commits a second than from one thread (bench/README.md).
+  GroupedWrites<StoredJob, std::uint64_t> adds_{
+      [this](const StoredJob& job) { return AddOneJob(job); },
+      [this](const std::vector<const StoredJob*>& jobs) {
+        return StoreJobs(jobs, "store a group of durable jobs");
+      }};
   // Whether the next claim without leases reads twice its size in candidates, for replicas
   // claiming at once to share (ClaimJobs): until a claim came back whole, and again once one
   // came back short.
