@@ -423,17 +423,20 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
       "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at, "
       "attempts, not_before) VALUES ('fetch', 'git.git', 'bob', 'x', 1, 1, 2)");
   auto store = *OpenPostgresStore(server.conninfo(), {"a"});
-  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "6");
+  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "7");
   // Schema 3 keeps each key's first job in fairgate_key_heads: the migration filled it.
   CHECK(server.Sql("SELECT fairness_key FROM fairgate_key_heads") == "alice");
   // Schema 6 locks a large set of keys at once (fairgate_lock_key_set).
   CHECK(server.Sql("SELECT count(*) FROM pg_proc WHERE proname = 'fairgate_lock_key_set'") == "1");
+  // Schema 7 notifies only while a replica waits (fairgate_notify_waiting).
+  CHECK(server.Sql("SELECT count(*) FROM pg_proc WHERE proname = 'fairgate_notify_waiting'") ==
+        "1");
   std::vector<StoredJob> claimed = *store->ClaimJobs({{"fetch", 1}}, 10, 30);
   REQUIRE(claimed.size() == 2);
   CHECK(claimed[0].id == "linux.git");
   CHECK(claimed[1].id == "git.git");
   CHECK(store->RemoveJob(claimed[0].sequence).ok());
-  server.Sql("UPDATE fairgate_schema SET version = 7");
+  server.Sql("UPDATE fairgate_schema SET version = 8");
   Status newer = OpenPostgresStore(server.conninfo()).status();
   CHECK(newer.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(newer.message().find("newer") != std::string::npos);
@@ -1695,6 +1698,103 @@ TEST_CASE("PostgresStore.AJobStoredElsewhereWakesAReplicaAtOnce") {
   REQUIRE(other->ReleaseJob(sequence).ok());
   CHECK(testing::Eventually([&] { return ran.entries().size() == 4; }, std::chrono::seconds(5)));
   REQUIRE(worker->Shutdown(Context::Background()).ok());
+}
+
+// Stores notify the replicas only while one waits for jobs (its last claim came back short): a
+// notification makes PostgreSQL commit the notifying transactions one at a time. A listener of
+// the test's own hears, in commit order, each store's notification, if any, before a marker the
+// test sends after it on a channel of its own.
+TEST_CASE("PostgresStore.StoresNotifyOnlyWhileAReplicaWaitsForJobs" * kStoreAlone) {
+  testing::PostgresServer server;
+  auto producer = *OpenPostgresStore(server.conninfo(), {"producer"});
+  PGconn* listener = PQconnectdb(server.conninfo().c_str());
+  REQUIRE(PQstatus(listener) == CONNECTION_OK);
+  REQUIRE(Command(listener, "LISTEN fairgate_jobs"));
+  REQUIRE(Command(listener, "LISTEN fairgate_test_marker"));
+  PGconn* marker = PQconnectdb(server.conninfo().c_str());
+  REQUIRE(PQstatus(marker) == CONNECTION_OK);
+  // Stores one job, then sends the marker: the channels the listener hears up to the marker.
+  int n = 0;
+  auto heard_up_to_the_marker = [&] {
+    StoredJob job = testing::TestJob("job" + std::to_string(n++), "");
+    REQUIRE(producer->AddJob(job).ok());
+    REQUIRE(Command(marker, "NOTIFY fairgate_test_marker"));
+    std::vector<std::string> heard;
+    REQUIRE(testing::Eventually([&] {
+      PQconsumeInput(listener);
+      while (PGnotify* notice = PQnotifies(listener)) {
+        heard.push_back(notice->relname);
+        PQfreemem(notice);
+      }
+      return !heard.empty() && heard.back() == "fairgate_test_marker";
+    }));
+    heard.pop_back();
+    return heard;
+  };
+  const std::vector<std::string> none, one = {"fairgate_jobs"};
+  CHECK(heard_up_to_the_marker() == none);  // no replica yet
+  // A replica whose claim came back short waits: the first wait makes its row and returns at
+  // once (a claim may find what was stored before); from then on stores notify.
+  auto replica = *OpenPostgresStore(server.conninfo(), {"replica"});
+  SharedStore& shared = *replica->AsShared();
+  REQUIRE(shared.ClaimJobs({{"fetch", 1}}, 10, 30)->size() == 1);
+  CHECK(shared.WaitForJobs(0).ok());
+  CHECK(server.Sql("SELECT replica FROM fairgate_waiting") == "replica");
+  CHECK(heard_up_to_the_marker() == one);
+  CHECK(testing::Eventually([&] { return shared.WaitForJobs(0).ok(); }));  // notified
+  // A claim that comes back whole: the replica is busy, its next wait deletes its row, and
+  // stores stop notifying.
+  REQUIRE(shared.ClaimJobs({{"fetch", 1}}, 1, 30)->size() == 1);
+  CHECK(shared.WaitForJobs(0).code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(server.Sql("SELECT count(*) FROM fairgate_waiting") == "0");
+  CHECK(heard_up_to_the_marker() == none);
+  // Short again: waiting again, and a row not seen for a minute (a replica that died waiting)
+  // is passed over.
+  REQUIRE(shared.ClaimJobs({{"fetch", 1}}, 10, 30)->size() == 1);
+  CHECK(shared.WaitForJobs(0).ok());
+  CHECK(heard_up_to_the_marker() == one);
+  server.Sql("UPDATE fairgate_waiting SET seen = seen - 61");
+  CHECK(heard_up_to_the_marker() == none);
+  // A replica that closes deletes its row.
+  server.Sql("UPDATE fairgate_waiting SET seen = seen + 61");
+  replica.reset();
+  CHECK(server.Sql("SELECT count(*) FROM fairgate_waiting") == "0");
+  PQfinish(marker);
+  PQfinish(listener);
+}
+
+// A store under way when a replica begins to wait looked before the replica's row was there, so
+// it does not notify: the replica's first wait waits for it to commit, so that the claim after
+// the wait finds its job. The store here is the store's statement run by hand in a transaction
+// held open.
+TEST_CASE("PostgresStore.AReplicaThatBeginsToWaitFindsTheJobsOfStoresUnderWay" * kStoreAlone) {
+  testing::PostgresServer server;
+  auto replica = *OpenPostgresStore(server.conninfo(), {"replica"});
+  SharedStore& shared = *replica->AsShared();
+  REQUIRE(shared.ClaimJobs({{"fetch", 1}}, 10, 30)->empty());  // short: it waits
+  PGconn* producer = PQconnectdb(server.conninfo().c_str());
+  REQUIRE(PQstatus(producer) == CONNECTION_OK);
+  REQUIRE(Command(producer, "SET idle_in_transaction_session_timeout = '60s'"));
+  REQUIRE(Command(producer, "BEGIN"));
+  REQUIRE(Command(producer,
+                  "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, "
+                  "submitted_at) VALUES ('fetch', 'under-way', 'alice', '', 1)"));
+  PGresult* looked = PQexec(producer, "SELECT fairgate_notify_waiting()");
+  REQUIRE(PQresultStatus(looked) == PGRES_TUPLES_OK);
+  PQclear(looked);
+  Status waited = absl::UnknownError("not yet");
+  std::thread waiting([&] { waited = shared.WaitForJobs(10); });
+  CHECK(testing::Eventually([&] {
+    return server.Sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory'") == "1";
+  }));
+  const bool committed = Command(producer, "COMMIT");
+  waiting.join();
+  REQUIRE(committed);
+  CHECK(waited.ok());
+  const std::vector<StoredJob> claimed = *shared.ClaimJobs({{"fetch", 1}}, 10, 30);
+  REQUIRE(claimed.size() == 1);
+  CHECK(claimed[0].id == "under-way");
+  PQfinish(producer);
 }
 
 // The stall a fault run found: a replica stopped during the first of five jobs on repo-0 holds

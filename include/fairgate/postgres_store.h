@@ -40,17 +40,27 @@
 // claim whose types take fleet-wide leases reads the keys in the same order, each from its first
 // job whose leases have a free slot, and passes over the keys whose every job waits for a lease:
 // its cost grows with those too. Storing a job costs the trigger's upsert of its key's head
-// (bench/README.md has the figures). Schema 6; a database of an earlier schema is migrated on
+// (bench/README.md has the figures). Schema 7; a database of an earlier schema is migrated on
 // open.
 //
-// Storing jobs notifies every replica's listener (LISTEN/NOTIFY) in the same transaction, so an
-// idle replica claims them at once instead of at its next claim_interval. PostgreSQL commits
-// notifying transactions one at a time over the whole server, so single jobs stored at once
-// share a commit only when they share a store: AddJob calls (SubmitDurable) made while another of
-// the same store is in flight wait for it, and then go in together, as one statement, commit and
-// notification (a group whose statement fails is stored job by job, so a job the server refuses
-// fails its own call only). Separate stores' jobs are committed one at a time; where stores come
-// fast, SubmitDurableBatch stores many jobs in one transaction and one notification.
+// Storing jobs wakes the replicas that wait for jobs (a replica waits once a claim of its came
+// back short, until one comes back whole): while one waits, the storing transaction notifies
+// every replica's listener (LISTEN/NOTIFY), so that a waiting replica claims the jobs at once
+// instead of at its next claim_interval; while none waits, it does not. PostgreSQL commits
+// notifying transactions one at a time over the whole server, so this is what lets stores made at
+// once share their commits' fsyncs when the replicas are busy. A replica that begins to wait says
+// so in the table fairgate_waiting, waits for the stores already under way to commit (each holds
+// an advisory lock, shared, from before it looked at that table), then claims: their jobs are in
+// that claim, and any later store sees the replica waiting and notifies. A replica that stops
+// (its store destroyed) deletes its row; one that dies leaves it, and stores pass over a row not
+// written for a minute (a waiting replica writes its row again every 5 s). A job just stored
+// wakes a replica that was busy until a moment before at its listener's next look (every 0.2 s),
+// or its next claim. Giving a job back, or leases, notifies always.
+//
+// AddJob calls (SubmitDurable) made at once through one store wait for the one in flight, and
+// then go in together, as one statement and commit (a group whose statement fails is stored job
+// by job, so a job the server refuses fails its own call only); where stores come fast,
+// SubmitDurableBatch stores many jobs in one transaction.
 //
 // Each connection sets idle_in_transaction_session_timeout to 1 s: a replica stopped in the
 // middle of one of its (millisecond) transactions would otherwise hold that transaction's row

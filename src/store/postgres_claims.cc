@@ -72,6 +72,15 @@ Status PostgresStore::ReleaseResource(std::string_view group, std::string_view i
 StatusOr<std::vector<StoredJob>> PostgresStore::ClaimJobs(const std::vector<ClaimableType>& types,
                                                           std::size_t max_jobs,
                                                           double lease_seconds) {
+  StatusOr<std::vector<StoredJob>> jobs = Claim(types, max_jobs, lease_seconds);
+  if (jobs.ok() && max_jobs > 0) {
+    waits_for_jobs_.store(jobs->size() < max_jobs, std::memory_order_relaxed);
+  }
+  return jobs;
+}
+
+StatusOr<std::vector<StoredJob>> PostgresStore::Claim(const std::vector<ClaimableType>& types,
+                                                      std::size_t max_jobs, double lease_seconds) {
   std::vector<StoredJob> jobs;
   if (types.empty() || max_jobs == 0) return jobs;
   std::vector<std::string> names, tiers;

@@ -6,7 +6,7 @@
 
 namespace fairgate::store::postgres {
 
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 // Creates the schema once per database, under an advisory lock so that replicas starting
 // together do not race.
@@ -254,15 +254,49 @@ CREATE TABLE IF NOT EXISTS fairgate_groups (
   accumulated_cost double precision NOT NULL,
   idle_since double precision NOT NULL
 );
+-- Version 7: the replicas that wait for jobs (their last claim came back short), each with when
+-- it last said so (`seen`, the server's clock, Unix seconds). Storing jobs notifies the replicas'
+-- listeners only while one waits, seen within the last minute (fairgate_notify_waiting):
+-- PostgreSQL commits notifying transactions one at a time over the whole server, so 8 producers
+-- notifying at every store committed about as many jobs a second as one. The producers take
+-- (727125, 1) shared before they look; a replica that begins to wait takes it exclusively once its
+-- row is committed, and claims after that (PostgresStore::WaitForJobs): a job is then either in
+-- that claim (its producer, holding the lock, had to commit first) or stored by a transaction
+-- that looked after the row was there, and notified. In a function of its own, declared
+-- VOLATILE, so that its look takes a snapshot after the lock, not the calling statement's.
+CREATE TABLE IF NOT EXISTS fairgate_waiting (
+  replica text PRIMARY KEY,
+  seen double precision NOT NULL
+);
+CREATE OR REPLACE FUNCTION fairgate_notify_waiting() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $f$
+BEGIN
+  PERFORM pg_advisory_xact_lock_shared(727125, 1);
+  IF EXISTS (SELECT 1 FROM fairgate_waiting
+             WHERE seen > extract(epoch from clock_timestamp()) - 60) THEN
+    PERFORM pg_notify('fairgate_jobs', '');
+  END IF;
+END $f$;
 INSERT INTO fairgate_schema (version)
-  SELECT 6 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
-UPDATE fairgate_schema SET version = 6 WHERE version < 6;
+  SELECT 7 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
+UPDATE fairgate_schema SET version = 7 WHERE version < 7;
 )sql";
+
+// A replica that waits for jobs (WaitForJobs), in fairgate_waiting: says so, or again ($1 its
+// name); then waits for the stores that looked before its row was there
+// (kWaitForEarlierStores); then stops waiting (kDeleteWaitingRow).
+inline constexpr const char* kWriteWaitingRow =
+    "INSERT INTO fairgate_waiting (replica, seen) VALUES ($1, "
+    "extract(epoch from clock_timestamp())) ON CONFLICT (replica) DO UPDATE SET seen = "
+    "EXCLUDED.seen";
+inline constexpr const char* kWaitForEarlierStores = "SELECT pg_advisory_xact_lock(727125, 1)";
+inline constexpr const char* kDeleteWaitingRow = "DELETE FROM fairgate_waiting WHERE replica = $1";
 
 // The server's clock, Unix seconds: the time of leases.
 #define FAIRGATE_PG_NOW "extract(epoch from clock_timestamp())::double precision"
 
-// The channel on which storing a job, or giving one back, notifies every replica's listener.
+// The channel on which storing a job (while a replica waits: fairgate_notify_waiting, whose text
+// names it too), or giving one back, notifies every replica's listener.
 #define FAIRGATE_PG_JOBS_CHANNEL "fairgate_jobs"
 
 // A row whose lease this replica may act on: its token is the one given ($n), or none for a job

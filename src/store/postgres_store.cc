@@ -44,7 +44,46 @@ std::string DefaultReplicaName() {
   return absl::StrCat(host, "/", getpid(), "/", absl::Hex(random(), absl::kZeroPad8));
 }
 
+// Runs `sql` on the listener's connection, with `param` as $1 if given: whether it succeeded.
+bool RunOnListener(PGconn* c, const char* sql, const std::string* param) {
+  const char* values[1] = {param != nullptr ? param->c_str() : nullptr};
+  Result r(PQexecParams(c, sql, param != nullptr ? 1 : 0, nullptr, values, nullptr, nullptr, 0));
+  const ExecStatusType status = r != nullptr ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+  return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+}
+
+// RunOnListener, but giving up after `seconds` without an answer.
+bool RunOnListenerWithin(PGconn* c, const char* sql, const std::string& param, double seconds) {
+  const char* values[1] = {param.c_str()};
+  if (PQsendQueryParams(c, sql, 1, nullptr, values, nullptr, nullptr, 0) == 0) return false;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (PQconsumeInput(c) != 0 && PQisBusy(c) != 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          end - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) return false;
+    pollfd fd{PQsocket(c), POLLIN, 0};
+    if (poll(&fd, 1, static_cast<int>(left)) < 0 && errno != EINTR) return false;
+  }
+  if (PQisBusy(c) != 0) return false;  // the connection broke
+  bool ok = true;
+  while (PGresult* r = PQgetResult(c)) {
+    ok &= PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+  }
+  return ok;
+}
+
 }  // namespace
+
+PostgresStore::~PostgresStore() {
+  // The stores stop notifying for this replica now, not a minute from now; at most a second's
+  // wait for a server that does not answer (the row then lapses).
+  std::lock_guard lock(listen_mutex_);
+  if (waiting_row_ && listener_ != nullptr && PQstatus(listener_.get()) == CONNECTION_OK) {
+    (void)RunOnListenerWithin(listener_.get(), kDeleteWaitingRow, replica_, 1.0);
+  }
+}
 
 StatusOr<std::unique_ptr<SharedStore>> PostgresStore::Open(const std::string& conninfo,
                                                            const PostgresStoreOptions& options) {
@@ -111,13 +150,14 @@ StatusOr<std::uint64_t> PostgresStore::AddJob(const StoredJob& job) {
 StatusOr<std::uint64_t> PostgresStore::AddOneJob(const StoredJob& job) {
   Session session = pool_.Take();
   Link& link = *session;
-  // The notification wakes every replica's listener (WaitForJobs) at the commit.
+  // The notification, made while a replica waits, wakes every replica's listener (WaitForJobs)
+  // at the commit.
   StatusOr<Result> r = pool_.RetryingExec(
       link,
       "WITH stored AS (INSERT INTO fairgate_durable_jobs "
       "(type, id, fairness_key, payload, submitted_at) "
       "VALUES ($1, $2, $3, $4, $5) RETURNING sequence) "
-      "SELECT sequence, pg_notify('" FAIRGATE_PG_JOBS_CHANNEL "', '') FROM stored",
+      "SELECT sequence, fairgate_notify_waiting() FROM stored",
       {{job.type}, {job.id}, {job.fairness_key}, {job.payload, true}, {Number(job.submitted_at)}},
       "store a durable job");
   if (!r.ok()) return r.status();
@@ -164,9 +204,7 @@ StatusOr<std::vector<std::uint64_t>> PostgresStore::StoreJobs(
       "j.submitted_at FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], "
       "$5::double precision[]) WITH ORDINALITY AS j(type, id, fairness_key, payload, "
       "submitted_at, n) JOIN ranked r USING (n) RETURNING sequence) "
-      "SELECT sequence, pg_notify('" FAIRGATE_PG_JOBS_CHANNEL
-      "', '') FROM stored "
-      "ORDER BY sequence",
+      "SELECT sequence, (SELECT fairgate_notify_waiting()) FROM stored ORDER BY sequence",
       {{TextArray(types)},
        {TextArray(ids)},
        {TextArray(keys)},
@@ -338,6 +376,7 @@ Status PostgresStore::ReleaseJob(std::uint64_t sequence) {
 Status PostgresStore::WaitForJobs(double timeout_seconds) {
   std::lock_guard lock(listen_mutex_);
   PGconn* c = listener_.get();
+  bool fresh = false;
   if (c == nullptr || PQstatus(c) != CONNECTION_OK) {
     listener_.reset(PQconnectdb(pool_.conninfo().c_str()));
     c = listener_.get();
@@ -350,8 +389,39 @@ Status PostgresStore::WaitForJobs(double timeout_seconds) {
       return s;
     }
     // Jobs stored before this connection listened were not notified to it: a claim now finds
-    // them.
+    // them. The row is made again, as if new: whether the last connection made it is not known.
+    fresh = true;
+    waiting_row_ = false;
+  }
+  auto broken = [&](const char* what) {
+    Status s = absl::UnavailableError(absl::StrCat("PostgreSQL: ", what, ": ", ErrorOf(c)));
+    listener_.reset();
+    return s;
+  };
+  const bool waits = waits_for_jobs_.load(std::memory_order_relaxed);
+  const SteadyClock::time_point now = SteadyClock::now();
+  if (waits && (!waiting_row_ || now - waiting_seen_ > kWaitingLapse)) {
+    if (!RunOnListener(c, kWriteWaitingRow, &replica_)) {
+      return broken("say the replica waits for jobs");
+    }
+    // The stores that looked before the row was there did not notify: once they have committed,
+    // a claim finds their jobs.
+    if (!RunOnListener(c, kWaitForEarlierStores, nullptr)) {
+      return broken("wait for the stores under way");
+    }
+    waiting_row_ = true;
+    waiting_seen_ = now;
     return absl::OkStatus();
+  }
+  if (fresh) return absl::OkStatus();
+  if (waits && now - waiting_seen_ > kWaitingSeenEvery) {
+    if (!RunOnListener(c, kWriteWaitingRow, &replica_)) {
+      return broken("say the replica waits for jobs");
+    }
+    waiting_seen_ = now;
+  } else if (!waits && waiting_row_) {
+    if (!RunOnListener(c, kDeleteWaitingRow, &replica_)) return broken("say the replica is busy");
+    waiting_row_ = false;
   }
   // Whether a notification came (read from the connection so far); each is taken once.
   auto notified = [&] {

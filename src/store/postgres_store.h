@@ -46,6 +46,9 @@ class PostgresStore final : public SharedStore {
   using SteadyClock = std::chrono::steady_clock;
   using Session = ConnectionPool::Session;
 
+  // Deletes the replica's row in fairgate_waiting, if it has one (waiting at most a second).
+  ~PostgresStore() override;
+
   // OpenPostgresStore (fairgate/postgres_store.h): connects, creates the schema if it is not
   // there, and refuses a database whose schema is newer than this fairgate's.
   static StatusOr<std::unique_ptr<SharedStore>> Open(const std::string& conninfo,
@@ -76,6 +79,11 @@ class PostgresStore final : public SharedStore {
   bool SurelyHolds(std::uint64_t sequence) override {
     return book_.SurelyHolds(sequence, SteadyClock::now());
   }
+  // While the replica waits for jobs (its last claim came back short) its row in
+  // fairgate_waiting says so, and stores notify: made, and then kept seen, here. A wait that
+  // makes the row (or makes it again after a lapse) first waits for the stores that looked
+  // before it was there (kWaitForEarlierStores), and returns OK at once, for the claim that
+  // finds their jobs. While the replica does not wait, its row is deleted.
   Status WaitForJobs(double timeout_seconds) override;
   StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id, int limit,
                                           double lease_seconds) override;
@@ -88,6 +96,8 @@ class PostgresStore final : public SharedStore {
   // then (kBucketSweepSeconds) a second deletes the rows of full buckets (kForgetFullBuckets).
   StatusOr<TokenLease> TakeTokens(std::string_view bucket, const RateLimit& limit,
                                   int want) override;
+  // A claim that comes back short (fewer jobs than asked) leaves the replica waiting for jobs
+  // (waits_for_jobs_, WaitForJobs); one that comes back whole, not.
   StatusOr<std::vector<StoredJob>> ClaimJobs(const std::vector<ClaimableType>& types,
                                              std::size_t max_jobs, double lease_seconds) override;
   StatusOr<std::size_t> RenewLeases(double lease_seconds) override;
@@ -102,6 +112,9 @@ class PostgresStore final : public SharedStore {
   PostgresStore(std::string conninfo, std::string replica, std::size_t connections)
       : pool_(std::move(conninfo), connections), replica_(std::move(replica)) {}
 
+  // The claim itself: ClaimJobs adds what its size tells WaitForJobs.
+  StatusOr<std::vector<StoredJob>> Claim(const std::vector<ClaimableType>& types,
+                                         std::size_t max_jobs, double lease_seconds);
   // One job in its own statement and commit.
   StatusOr<std::uint64_t> AddOneJob(const StoredJob& job);
   // AddJobs' statement, for jobs already found Storable; `what` names it in errors.
@@ -241,8 +254,18 @@ class PostgresStore final : public SharedStore {
   std::mutex buckets_mutex_;  // guards next_bucket_sweep_
   // When TakeTokens next deletes the full buckets' rows (steady clock, seconds).
   double next_bucket_sweep_ = 0;
-  std::mutex listen_mutex_;  // guards the listener; WaitForJobs runs on one thread
+  // Whether the last claim came back short: the replica may have taken every job it could, and
+  // waits for more (WaitForJobs says so in fairgate_waiting). True until a claim says otherwise.
+  std::atomic<bool> waits_for_jobs_{true};
+  std::mutex listen_mutex_;  // guards the listener and its row; WaitForJobs runs on one thread
   Connection listener_;      // LISTENs on FAIRGATE_PG_JOBS_CHANNEL; connected on first wait
+  // Whether this replica's row in fairgate_waiting is there, and when the listener last wrote
+  // it: it writes it again every kWaitingSeenEvery; past kWaitingLapse since then, it makes it
+  // again as a new row (the stores stop reading a row not seen for a minute).
+  bool waiting_row_ = false;
+  SteadyClock::time_point waiting_seen_{};
+  static constexpr std::chrono::seconds kWaitingSeenEvery{5};
+  static constexpr std::chrono::seconds kWaitingLapse{30};
 };
 
 }  // namespace fairgate::store::postgres
