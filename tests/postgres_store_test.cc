@@ -477,8 +477,9 @@ TEST_CASE("PostgresStore.CallsFromManyThreadsShareAPoolOfConnections" * kStoreAl
   StatusOr<std::uint64_t> held = absl::UnknownError("not stored yet");
   std::thread storing([&] { held = store->AddJob(Job("fetch", "held", "k")); });
   CHECK(testing::Eventually([&] {
-    return server.Sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") ==
-           "1";
+    return server.Sql(
+               "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+               "AND backend_type = 'client backend'") == "1";
   }));
   CHECK(store->LiveJobs()->size() == 200);
   // The store's two, the locking session and the one counting them.
