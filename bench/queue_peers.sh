@@ -4,7 +4,8 @@
 # and fairgate on SQLite beside them: enqueue from 1 and 8 clients (fairgate's 8 also through one
 # store), a batch of 1,000, 20,000 no-op jobs worked by one process at concurrency 8 and by two
 # (of 100 clients; fairgate and graphile-worker also of 10,000, graphile-worker's as named
-# queues), and enqueue-to-start on an idle system. Three interleaved rounds; prints every run, then the medians.
+# queues), and enqueue-to-start on an idle system. Three interleaved rounds; prints every run,
+# then the medians.
 #
 # Not part of the build or the tests: it needs Node.js and npm (the peers are installed into
 # BUILD_DIR/queue_peers on first use). The server runs on core 0, every client on core 1.

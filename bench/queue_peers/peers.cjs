@@ -233,7 +233,8 @@ async function main() {
     await peer.clear(client);
     ms.sort((a, b) => a - b);
     const at = (p) => ms[Math.min(ms.length - 1, Math.floor(p * ms.length))];
-    console.log(`p50_ms: ${at(0.5).toFixed(1)} p99_ms: ${at(0.99).toFixed(1)} cold_max_ms: ${cold.toFixed(1)}`);
+    console.log(`p50_ms: ${at(0.5).toFixed(1)} p99_ms: ${at(0.99).toFixed(1)} ` +
+                `cold_max_ms: ${cold.toFixed(1)}`);
   } else {
     console.error(`peers.cjs: unknown command '${command}'`);
     process.exit(2);

@@ -45,30 +45,33 @@ std::string DefaultReplicaName() {
 }
 
 // Runs `sql` on the listener's connection, with `param` as $1 if given: whether it succeeded.
-bool RunOnListener(PGconn* c, const char* sql, const std::string* param) {
+// Gives up after `give_up_seconds` without an answer, if that is given (>= 0).
+bool RunOnListener(PGconn* c, const char* sql, const std::string* param,
+                   double give_up_seconds = -1) {
   const char* values[1] = {param != nullptr ? param->c_str() : nullptr};
-  Result r(PQexecParams(c, sql, param != nullptr ? 1 : 0, nullptr, values, nullptr, nullptr, 0));
-  const ExecStatusType status = r != nullptr ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-  return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
-}
-
-// RunOnListener, but giving up after `seconds` without an answer.
-bool RunOnListenerWithin(PGconn* c, const char* sql, const std::string& param, double seconds) {
-  const char* values[1] = {param.c_str()};
-  if (PQsendQueryParams(c, sql, 1, nullptr, values, nullptr, nullptr, 0) == 0) return false;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  if (PQsendQueryParams(c, sql, param != nullptr ? 1 : 0, nullptr, values, nullptr, nullptr, 0) ==
+      0) {
+    return false;
+  }
+  const auto end = std::chrono::steady_clock::now() +
+                   std::chrono::duration<double>(std::max(0.0, give_up_seconds));
   while (PQconsumeInput(c) != 0 && PQisBusy(c) != 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          end - std::chrono::steady_clock::now())
-                          .count();
-    if (left <= 0) return false;
+    int wait_ms = -1;
+    if (give_up_seconds >= 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            end - std::chrono::steady_clock::now())
+                            .count();
+      if (left <= 0) return false;
+      wait_ms = static_cast<int>(left);
+    }
     pollfd fd{PQsocket(c), POLLIN, 0};
-    if (poll(&fd, 1, static_cast<int>(left)) < 0 && errno != EINTR) return false;
+    if (poll(&fd, 1, wait_ms) < 0 && errno != EINTR) return false;
   }
   if (PQisBusy(c) != 0) return false;  // the connection broke
   bool ok = true;
   while (PGresult* r = PQgetResult(c)) {
-    ok &= PQresultStatus(r) == PGRES_COMMAND_OK;
+    const ExecStatusType status = PQresultStatus(r);
+    ok &= status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
     PQclear(r);
   }
   return ok;
@@ -81,7 +84,7 @@ PostgresStore::~PostgresStore() {
   // wait for a server that does not answer (the row then lapses).
   std::lock_guard lock(listen_mutex_);
   if (waiting_row_ && listener_ != nullptr && PQstatus(listener_.get()) == CONNECTION_OK) {
-    (void)RunOnListenerWithin(listener_.get(), kDeleteWaitingRow, replica_, 1.0);
+    (void)RunOnListener(listener_.get(), kDeleteWaitingRow, &replica_, 1.0);
   }
 }
 
