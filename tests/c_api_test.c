@@ -364,6 +364,137 @@ static void test_shutdown_tells_the_waiting(void) {
   CHECK(waiting.calls == 1 && queued.done == 1);
 }
 
+/* Whether a call was refused as a bad argument with a message holding `names`; frees it. */
+static int refused(fairgate_code code, char** error, const char* names) {
+  int ok = code == FAIRGATE_INVALID_ARGUMENT && *error != NULL && strstr(*error, names) != NULL;
+  if (!ok)
+    fprintf(stderr, "expected a refusal naming '%s': code %d, '%s'\n", names, (int)code,
+            *error != NULL ? *error : "(no message)");
+  fairgate_free(*error);
+  *error = NULL;
+  return ok;
+}
+
+/* A NULL where a call needs a pointer is refused by name, and the refused call does nothing:
+ * no type registered, no job queued (shutdown calls no callback of theirs). Calls with no code
+ * to return do nothing for NULL. */
+static void test_null_arguments_are_refused_by_name(void) {
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_key_limits limits;
+  fairgate_scheduler* scheduler;
+  fairgate_permit* permit = NULL;
+  fairgate_job job;
+  char* error = NULL;
+  double cost = -1;
+  Acquired acquired;
+  Submitted submitted;
+  const char* one_null[] = {"git", NULL};
+  memset(&acquired, 0, sizeof acquired);
+  memset(&submitted, 0, sizeof submitted);
+  memset(&limits, 0, sizeof limits);
+  fairgate_options_init(&options);
+  fairgate_type_config_init(&config);
+  job = job_of("clone", "linux", "alice");
+
+  /* No scheduler. */
+  CHECK(refused(fairgate_scheduler_shutdown(NULL, 1, &error), &error, "the scheduler is NULL"));
+  CHECK(refused(fairgate_register_type(NULL, "clone", &config, &error), &error,
+                "the scheduler is NULL"));
+  CHECK(refused(fairgate_acquire(NULL, &job, on_admitted, &acquired, NULL, &error), &error,
+                "the scheduler is NULL"));
+  CHECK(
+      refused(fairgate_try_acquire(NULL, &job, &permit, &error), &error, "the scheduler is NULL"));
+  CHECK(refused(fairgate_submit(NULL, &job, run_job, on_done, &submitted, &error), &error,
+                "the scheduler is NULL"));
+  CHECK(refused(fairgate_charge(NULL, "alice", 1, &error), &error, "the scheduler is NULL"));
+  CHECK(
+      refused(fairgate_set_key_weight(NULL, "alice", 2, &error), &error, "the scheduler is NULL"));
+  CHECK(refused(fairgate_set_key_limits(NULL, "alice", &limits, &error), &error,
+                "the scheduler is NULL"));
+  CHECK(refused(fairgate_set_key_group(NULL, "alice", "acme", &error), &error,
+                "the scheduler is NULL"));
+  CHECK(
+      refused(fairgate_set_group_weight(NULL, "acme", 2, &error), &error, "the scheduler is NULL"));
+  CHECK(refused(fairgate_set_group_limits(NULL, "acme", 2, 0, &error), &error,
+                "the scheduler is NULL"));
+  CHECK(refused(fairgate_add_worker(NULL, "w", 1, NULL, 0, NULL, 0, &error), &error,
+                "the scheduler is NULL"));
+  CHECK(refused(fairgate_remove_worker(NULL, "w", &error), &error, "the scheduler is NULL"));
+  CHECK(refused(fairgate_pause_type(NULL, "clone", &error), &error, "the scheduler is NULL"));
+  CHECK(refused(fairgate_resume_type(NULL, "clone", &error), &error, "the scheduler is NULL"));
+  CHECK(refused(fairgate_pause_key(NULL, "alice", &error), &error, "the scheduler is NULL"));
+  CHECK(refused(fairgate_resume_key(NULL, "alice", &error), &error, "the scheduler is NULL"));
+  CHECK(fairgate_snapshot_json(NULL) == NULL);
+  CHECK(fairgate_metrics_text(NULL) == NULL);
+  CHECK(fairgate_accumulated_cost(NULL, "alice", &cost) == 0 && cost == -1);
+  fairgate_scheduler_destroy(NULL);
+  fairgate_options_init(NULL);
+  fairgate_type_config_init(NULL);
+  fairgate_pending_cancel(NULL);
+  fairgate_pending_free(NULL);
+  fairgate_permit_release(NULL, FAIRGATE_OK, NULL);
+  CHECK(fairgate_context_done(NULL) == 0);
+
+  options.max_concurrency = 1;
+  scheduler = fairgate_scheduler_create(&options, NULL, &error);
+  CHECK(scheduler != NULL);
+  if (scheduler == NULL) return;
+
+  /* A type's name and tags. */
+  CHECK(refused(fairgate_register_type(scheduler, NULL, &config, &error), &error,
+                "the type's name is NULL"));
+  config.tag_count = 2;
+  CHECK(refused(fairgate_register_type(scheduler, "clone", &config, &error), &error,
+                "config.tags is NULL, with a count of 2"));
+  config.tags = one_null;
+  CHECK(refused(fairgate_register_type(scheduler, "clone", &config, &error), &error,
+                "config.tags[1] is NULL"));
+  config.tag_count = 1; /* "git" alone: the refused registrations registered nothing */
+  CHECK(fairgate_register_type(scheduler, "clone", &config, &error) == FAIRGATE_OK);
+
+  /* A job's names. */
+  job = job_of("clone", "linux", "alice");
+  job.type = NULL;
+  CHECK(
+      refused(fairgate_try_acquire(scheduler, &job, &permit, &error), &error, "job.type is NULL"));
+  job = job_of("clone", NULL, "alice");
+  CHECK(refused(fairgate_acquire(scheduler, &job, on_admitted, &acquired, NULL, &error), &error,
+                "job.id is NULL"));
+  job = job_of("clone", "linux", NULL);
+  CHECK(refused(fairgate_submit(scheduler, &job, run_job, on_done, &submitted, &error), &error,
+                "job.fairness_key is NULL"));
+  CHECK(refused(fairgate_acquire(scheduler, NULL, on_admitted, &acquired, NULL, &error), &error,
+                "the job is NULL"));
+
+  /* Keys, groups and workers. */
+  CHECK(refused(fairgate_charge(scheduler, NULL, 1, &error), &error, "the fairness key is NULL"));
+  CHECK(refused(fairgate_set_key_weight(scheduler, NULL, 2, &error), &error,
+                "the fairness key is NULL"));
+  CHECK(refused(fairgate_set_key_limits(scheduler, "alice", NULL, &error), &error,
+                "the fairgate_key_limits is NULL"));
+  CHECK(refused(fairgate_set_key_group(scheduler, "alice", NULL, &error), &error,
+                "the group is NULL"));
+  CHECK(
+      refused(fairgate_set_group_weight(scheduler, NULL, 2, &error), &error, "the group is NULL"));
+  CHECK(refused(fairgate_add_worker(scheduler, NULL, 1, NULL, 0, NULL, 0, &error), &error,
+                "the worker's name is NULL"));
+  CHECK(refused(fairgate_add_worker(scheduler, "w", 1, NULL, 1, NULL, 0, &error), &error,
+                "types is NULL, with a count of 1"));
+  CHECK(refused(fairgate_add_worker(scheduler, "w", 1, NULL, 0, one_null, 2, &error), &error,
+                "tags[1] is NULL"));
+  CHECK(refused(fairgate_pause_key(scheduler, NULL, &error), &error, "the fairness key is NULL"));
+  CHECK(fairgate_accumulated_cost(scheduler, NULL, &cost) == 0 && cost == -1);
+
+  /* The scheduler still works, and holds nothing of the refused calls. */
+  job = job_of("clone", "linux", "alice");
+  CHECK(fairgate_try_acquire(scheduler, &job, &permit, &error) == FAIRGATE_OK);
+  fairgate_permit_release(permit, FAIRGATE_OK, NULL);
+  CHECK(fairgate_scheduler_shutdown(scheduler, -1, &error) == FAIRGATE_OK);
+  fairgate_scheduler_destroy(scheduler);
+  CHECK(acquired.calls == 0 && submitted.runs == 0 && submitted.done == 0);
+}
+
 /* A refusal's message says when to retry, and whether the call was shed: a call of a type whose
  * one token is used (refused at once), a call while the type's queue stands (shed at its
  * arrival), and a queued job taken from that queue when a slot frees (its done callback). */
@@ -464,6 +595,7 @@ int main(void) {
   test_scheduler();
   test_shutdown_tells_the_waiting();
   test_refusals_say_when_to_retry();
+  test_null_arguments_are_refused_by_name();
   if (failures > 0) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

@@ -13,6 +13,14 @@
  * a message naming what was wrong (a string the caller frees with fairgate_free); on success
  * *error is left alone.
  *
+ * NULL. A NULL handle, struct, callback or string that a call needs is refused with
+ * FAIRGATE_INVALID_ARGUMENT and a message naming it ("the scheduler is NULL", "job.id is
+ * NULL"): an empty name is "", never NULL. NULL is taken only where this header says what it
+ * means (`error`, `code`, `pending`, a type's conflict_group, a release's message, `done`). An
+ * array with a count above 0 must not be NULL nor hold a NULL string. A call with no code to
+ * return does nothing for a NULL handle or struct: fairgate_snapshot_json and
+ * fairgate_metrics_text return NULL, fairgate_accumulated_cost 0, fairgate_permit_worker "".
+ *
  * Strings. Every string passed in (names, messages) is copied before the call returns; the
  * caller keeps its own. A string returned (fairgate_snapshot_json, fairgate_metrics_text, *error)
  * is the caller's, freed with fairgate_free. A message passed to a callback is valid during the

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -99,12 +100,30 @@ Status StatusOf(fairgate_code code, const char* message) {
   return Status(status_code, message == nullptr ? "" : message);
 }
 
-std::string_view View(const char* s) { return s == nullptr ? std::string_view() : s; }
+// The pointers a call needs (c.h, "NULL"): the first that is NULL refused, by name.
+Status Given(std::initializer_list<std::pair<const void*, const char*>> pointers) {
+  for (const auto& [pointer, what] : pointers) {
+    if (pointer == nullptr) return absl::InvalidArgumentError(std::string(what) + " is NULL");
+  }
+  return absl::OkStatus();
+}
 
-std::vector<std::string> Strings(const char* const* strings, size_t count) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < count; ++i) out.emplace_back(View(strings[i]));
-  return out;
+// `count` strings from `strings` into *out; a NULL array of some strings, or a NULL string in
+// it, refused, named by `what`.
+Status Strings(const char* const* strings, size_t count, const char* what,
+               std::vector<std::string>* out) {
+  if (count > 0 && strings == nullptr) {
+    return absl::InvalidArgumentError(std::string(what) + " is NULL, with a count of " +
+                                      std::to_string(count));
+  }
+  out->clear();
+  for (size_t i = 0; i < count; ++i) {
+    if (strings[i] == nullptr) {
+      return absl::InvalidArgumentError(std::string(what) + "[" + std::to_string(i) + "] is NULL");
+    }
+    out->emplace_back(strings[i]);
+  }
+  return absl::OkStatus();
 }
 
 // Runs `call` (returning a Status), turning an exception into FAIRGATE_INTERNAL.
@@ -126,8 +145,8 @@ fairgate_code Guarded(char** error, Call&& call) {
 }
 
 fairgate::JobName NameOf(const fairgate_job& job) {
-  return {fairgate::TypeName(View(job.type)), fairgate::JobId(View(job.id)),
-          fairgate::FairnessKey(View(job.fairness_key))};
+  return {fairgate::TypeName(job.type), fairgate::JobId(job.id),
+          fairgate::FairnessKey(job.fairness_key)};
 }
 
 fairgate::JobOptions OptionsOf(const fairgate_job& job) {
@@ -136,8 +155,11 @@ fairgate::JobOptions OptionsOf(const fairgate_job& job) {
   return options;
 }
 
-Status NoJob(const fairgate_job* job) {
-  return job == nullptr ? absl::InvalidArgumentError("the job is NULL") : absl::OkStatus();
+// The scheduler and the job a job call needs, with each of the job's names.
+Status Given(const fairgate_scheduler* scheduler, const fairgate_job* job) {
+  if (Status s = Given({{scheduler, "the scheduler"}, {job, "the job"}}); !s.ok()) return s;
+  return Given(
+      {{job->type, "job.type"}, {job->id, "job.id"}, {job->fairness_key, "job.fairness_key"}});
 }
 
 }  // namespace
@@ -167,6 +189,7 @@ int fairgate_was_shed(const char* message) {
 }
 
 void fairgate_options_init(fairgate_options* options) {
+  if (options == nullptr) return;
   const fairgate::SchedulerOptions defaults = fairgate::SchedulerOptions::Default();
   const fairgate::RuleOptions& rule = defaults.rule;
   *options = fairgate_options{};
@@ -224,6 +247,7 @@ fairgate_scheduler* fairgate_scheduler_create(const fairgate_options* c, fairgat
 fairgate_code fairgate_scheduler_shutdown(fairgate_scheduler* scheduler, double timeout_seconds,
                                           char** error) {
   return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"}}); !s.ok()) return s;
     if (timeout_seconds < 0) return scheduler->impl->Shutdown(fairgate::Context::Background());
     auto [ctx, cancel] =
         fairgate::WithTimeout(fairgate::Context::Background(),
@@ -244,6 +268,7 @@ void fairgate_scheduler_destroy(fairgate_scheduler* scheduler) {
 }
 
 void fairgate_type_config_init(fairgate_type_config* config) {
+  if (config == nullptr) return;
   const fairgate::JobTypeConfig defaults;
   *config = fairgate_type_config{};
   config->version = FAIRGATE_TYPE_CONFIG_VERSION;
@@ -268,7 +293,11 @@ void fairgate_type_config_init(fairgate_type_config* config) {
 fairgate_code fairgate_register_type(fairgate_scheduler* scheduler, const char* name,
                                      const fairgate_type_config* c, char** error) {
   return Guarded(error, [&]() -> Status {
-    if (c == nullptr) return absl::InvalidArgumentError("the type config is NULL");
+    if (Status s = Given(
+            {{scheduler, "the scheduler"}, {name, "the type's name"}, {c, "the type config"}});
+        !s.ok()) {
+      return s;
+    }
     if (c->version != FAIRGATE_TYPE_CONFIG_VERSION) {
       return absl::InvalidArgumentError(
           "config.version must be FAIRGATE_TYPE_CONFIG_VERSION (1): fill the config with "
@@ -281,19 +310,19 @@ fairgate_code fairgate_register_type(fairgate_scheduler* scheduler, const char* 
     config.default_cost = c->default_cost;
     config.max_concurrency =
         c->max_concurrency == 0 ? fairgate::JobTypeConfig::kNoLimit : c->max_concurrency;
-    config.conflict_group = std::string(View(c->conflict_group));
+    if (c->conflict_group != nullptr) config.conflict_group = c->conflict_group;
     config.conflict_limit = c->conflict_limit;
     config.priority = c->priority;
     config.slots = c->slots;
     config.shortest_first = c->shortest_first != 0;
     config.max_queue_wait = fairgate::Seconds(c->max_queue_wait_seconds);
     config.coalesce = static_cast<fairgate::Coalesce>(c->coalesce);
-    config.tags = Strings(c->tags, c->tag_count);
+    if (Status s = Strings(c->tags, c->tag_count, "config.tags", &config.tags); !s.ok()) return s;
     config.rate_limit = {c->rate_per_second, c->rate_burst};
     config.refuse_without_token = c->refuse_without_token != 0;
     config.shedding = {fairgate::Seconds(c->shed_target_seconds),
                        fairgate::Seconds(c->shed_interval_seconds)};
-    return scheduler->impl->RegisterType(View(name), config);
+    return scheduler->impl->RegisterType(name, config);
   });
 }
 
@@ -301,7 +330,7 @@ fairgate_code fairgate_acquire(fairgate_scheduler* scheduler, const fairgate_job
                                fairgate_permit_callback on_admitted, void* user,
                                fairgate_pending** pending, char** error) {
   return Guarded(error, [&]() -> Status {
-    if (Status s = NoJob(job); !s.ok()) return s;
+    if (Status s = Given(scheduler, job); !s.ok()) return s;
     if (on_admitted == nullptr) return absl::InvalidArgumentError("the callback is NULL");
     auto [ctx, cancel] = fairgate::WithCancel(fairgate::Context::Background());
     auto state = std::make_shared<AcquireState>();
@@ -342,7 +371,7 @@ void fairgate_pending_free(fairgate_pending* pending) {
 fairgate_code fairgate_try_acquire(fairgate_scheduler* scheduler, const fairgate_job* job,
                                    fairgate_permit** permit, char** error) {
   return Guarded(error, [&]() -> Status {
-    if (Status s = NoJob(job); !s.ok()) return s;
+    if (Status s = Given(scheduler, job); !s.ok()) return s;
     if (permit == nullptr) return absl::InvalidArgumentError("the permit pointer is NULL");
     // Admitted inside Acquire itself, or not at all: cancelled at once when Acquire returns
     // without a permit. One admitted in between (by another thread's release) is released
@@ -400,7 +429,7 @@ fairgate_code fairgate_submit(fairgate_scheduler* scheduler, const fairgate_job*
                               fairgate_job_fn run, fairgate_done_fn done, void* user,
                               char** error) {
   return Guarded(error, [&]() -> Status {
-    if (Status s = NoJob(job); !s.ok()) return s;
+    if (Status s = Given(scheduler, job); !s.ok()) return s;
     if (run == nullptr) return absl::InvalidArgumentError("the job's function is NULL");
     fairgate::Scheduler::DoneCallback on_done;
     if (done != nullptr) {
@@ -429,52 +458,81 @@ int fairgate_context_done(const fairgate_context* ctx) {
 
 fairgate_code fairgate_charge(fairgate_scheduler* scheduler, const char* fairness_key, double cost,
                               char** error) {
-  return Guarded(error, [&] { return scheduler->impl->Charge(View(fairness_key), cost); });
+  return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"}, {fairness_key, "the fairness key"}});
+        !s.ok()) {
+      return s;
+    }
+    return scheduler->impl->Charge(fairness_key, cost);
+  });
 }
 
 fairgate_code fairgate_set_key_weight(fairgate_scheduler* scheduler, const char* fairness_key,
                                       double weight, char** error) {
-  return Guarded(error, [&] { return scheduler->impl->SetKeyWeight(View(fairness_key), weight); });
+  return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"}, {fairness_key, "the fairness key"}});
+        !s.ok()) {
+      return s;
+    }
+    return scheduler->impl->SetKeyWeight(fairness_key, weight);
+  });
 }
 
 fairgate_code fairgate_set_key_limits(fairgate_scheduler* scheduler, const char* fairness_key,
                                       const fairgate_key_limits* c, char** error) {
   return Guarded(error, [&]() -> Status {
-    if (c == nullptr) return absl::InvalidArgumentError("the limits are NULL");
+    if (Status s = Given({{scheduler, "the scheduler"},
+                          {fairness_key, "the fairness key"},
+                          {c, "the fairgate_key_limits"}});
+        !s.ok()) {
+      return s;
+    }
     fairgate::KeyLimits limits;
     limits.max_running = c->max_running == 0 ? fairgate::KeyLimits::kNoLimit : c->max_running;
     limits.min_running = c->min_running;
     limits.rate_limit = {c->rate_per_second, c->rate_burst == 0 ? 1.0 : c->rate_burst};
     limits.rate_per_weight = c->rate_per_weight != 0;
-    return scheduler->impl->SetKeyLimits(View(fairness_key), limits);
+    return scheduler->impl->SetKeyLimits(fairness_key, limits);
   });
 }
 
 fairgate_code fairgate_set_key_group(fairgate_scheduler* scheduler, const char* fairness_key,
                                      const char* group, char** error) {
-  return Guarded(error,
-                 [&] { return scheduler->impl->SetKeyGroup(View(fairness_key), View(group)); });
+  return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"},
+                          {fairness_key, "the fairness key"},
+                          {group, "the group"}});
+        !s.ok()) {
+      return s;
+    }
+    return scheduler->impl->SetKeyGroup(fairness_key, group);
+  });
 }
 
 fairgate_code fairgate_set_group_weight(fairgate_scheduler* scheduler, const char* group,
                                         double weight, char** error) {
-  return Guarded(error, [&] { return scheduler->impl->SetGroupWeight(View(group), weight); });
+  return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"}, {group, "the group"}}); !s.ok()) return s;
+    return scheduler->impl->SetGroupWeight(group, weight);
+  });
 }
 
 fairgate_code fairgate_set_group_limits(fairgate_scheduler* scheduler, const char* group,
                                         int max_running, int min_running, char** error) {
   return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"}, {group, "the group"}}); !s.ok()) return s;
     fairgate::GroupLimits limits;
     limits.max_running = max_running == 0 ? fairgate::GroupLimits::kNoLimit : max_running;
     limits.min_running = min_running;
-    return scheduler->impl->SetGroupLimits(View(group), limits);
+    return scheduler->impl->SetGroupLimits(group, limits);
   });
 }
 
 int fairgate_accumulated_cost(fairgate_scheduler* scheduler, const char* fairness_key,
                               double* cost) {
+  if (scheduler == nullptr || fairness_key == nullptr) return 0;
   try {
-    const std::optional<double> found = scheduler->impl->AccumulatedCost(View(fairness_key));
+    const std::optional<double> found = scheduler->impl->AccumulatedCost(fairness_key);
     if (!found) return 0;
     if (cost != nullptr) *cost = *found;
     return 1;
@@ -487,38 +545,62 @@ fairgate_code fairgate_add_worker(fairgate_scheduler* scheduler, const char* nam
                                   const char* const* types, size_t type_count,
                                   const char* const* tags, size_t tag_count, char** error) {
   return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"}, {name, "the worker's name"}}); !s.ok()) {
+      return s;
+    }
     fairgate::WorkerConfig config;
     config.slots = slots;
-    config.types = Strings(types, type_count);
-    config.tags = Strings(tags, tag_count);
-    return scheduler->impl->AddWorker(View(name), config);
+    if (Status s = Strings(types, type_count, "types", &config.types); !s.ok()) return s;
+    if (Status s = Strings(tags, tag_count, "tags", &config.tags); !s.ok()) return s;
+    return scheduler->impl->AddWorker(name, config);
   });
 }
 
 fairgate_code fairgate_remove_worker(fairgate_scheduler* scheduler, const char* name,
                                      char** error) {
-  return Guarded(error, [&] { return scheduler->impl->RemoveWorker(View(name)); });
+  return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"}, {name, "the worker's name"}}); !s.ok())
+      return s;
+    return scheduler->impl->RemoveWorker(name);
+  });
 }
 
 fairgate_code fairgate_pause_type(fairgate_scheduler* scheduler, const char* type, char** error) {
-  return Guarded(error, [&] { return scheduler->impl->PauseType(View(type)); });
+  return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"}, {type, "the type"}}); !s.ok()) return s;
+    return scheduler->impl->PauseType(type);
+  });
 }
 
 fairgate_code fairgate_resume_type(fairgate_scheduler* scheduler, const char* type, char** error) {
-  return Guarded(error, [&] { return scheduler->impl->ResumeType(View(type)); });
+  return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"}, {type, "the type"}}); !s.ok()) return s;
+    return scheduler->impl->ResumeType(type);
+  });
 }
 
 fairgate_code fairgate_pause_key(fairgate_scheduler* scheduler, const char* fairness_key,
                                  char** error) {
-  return Guarded(error, [&] { return scheduler->impl->PauseKey(View(fairness_key)); });
+  return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"}, {fairness_key, "the fairness key"}});
+        !s.ok())
+      return s;
+    return scheduler->impl->PauseKey(fairness_key);
+  });
 }
 
 fairgate_code fairgate_resume_key(fairgate_scheduler* scheduler, const char* fairness_key,
                                   char** error) {
-  return Guarded(error, [&] { return scheduler->impl->ResumeKey(View(fairness_key)); });
+  return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"}, {fairness_key, "the fairness key"}});
+        !s.ok())
+      return s;
+    return scheduler->impl->ResumeKey(fairness_key);
+  });
 }
 
 char* fairgate_snapshot_json(fairgate_scheduler* scheduler) {
+  if (scheduler == nullptr) return nullptr;
   try {
     return Copy(fairgate::ToJson(scheduler->impl->Snapshot()));
   } catch (...) {
@@ -527,6 +609,7 @@ char* fairgate_snapshot_json(fairgate_scheduler* scheduler) {
 }
 
 char* fairgate_metrics_text(fairgate_scheduler* scheduler) {
+  if (scheduler == nullptr) return nullptr;
   try {
     std::string text;
     scheduler->impl->WriteMetrics(text);
