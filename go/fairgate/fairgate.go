@@ -61,10 +61,26 @@ type Options struct {
 
 // A Scheduler decides when jobs run. Its methods may be called from any goroutine.
 type Scheduler struct {
+	// live guards c: every call into the C scheduler holds it shared, and Close holds it alone to
+	// free c and set it to nil, after which every method fails with Unavailable (use).
+	live   sync.RWMutex
 	c      *C.fairgate_scheduler
 	ctx    context.Context // the context of Submit's jobs, cancelled by Close
 	cancel context.CancelFunc
 	close  sync.Once
+}
+
+// errClosed is what a method called after Close returns.
+var errClosed = &Error{Code: Unavailable, Message: "fairgate: the scheduler is closed"}
+
+// use calls f with the C scheduler while Close cannot free it; errClosed once Close has.
+func (s *Scheduler) use(f func(c *C.fairgate_scheduler) error) error {
+	s.live.RLock()
+	defer s.live.RUnlock()
+	if s.c == nil {
+		return errClosed
+	}
+	return f(s.c)
 }
 
 // New starts a scheduler.
@@ -91,8 +107,8 @@ func New(options Options) (*Scheduler, error) {
 
 // Close shuts the scheduler down: waiting calls return an error with code Canceled, the contexts
 // of Submit's running jobs are cancelled, and Close returns once every job has returned and every
-// Permit has been released. Calls made while it waits fail with code Unavailable; once it has
-// returned, no method may be called. Calling Close again does nothing.
+// Permit has been released. Calls made while it waits, or after, fail with code Unavailable
+// (ErrClosed); Snapshot then returns nil and Metrics "". Calling Close again does nothing.
 func (s *Scheduler) Close() error {
 	var err error
 	s.close.Do(func() {
@@ -105,7 +121,10 @@ func (s *Scheduler) Close() error {
 		s.cancel()
 		message = nil
 		err = errorOf(C.fairgate_scheduler_shutdown(s.c, -1, &message), message)
+		s.live.Lock()
 		C.fairgate_scheduler_destroy(s.c)
+		s.c = nil
+		s.live.Unlock()
 	})
 	return err
 }
@@ -177,8 +196,10 @@ func (s *Scheduler) RegisterType(name string, config TypeConfig) error {
 	if config.ShedInterval != 0 {
 		c.shed_interval_seconds = C.double(config.ShedInterval.Seconds())
 	}
-	var message *C.char
-	return errorOf(C.fairgate_register_type(s.c, mem.string(name), &c, &message), message)
+	return s.use(func(sc *C.fairgate_scheduler) error {
+		var message *C.char
+		return errorOf(C.fairgate_register_type(sc, mem.string(name), &c, &message), message)
+	})
 }
 
 // cMemory is C memory a call allocates for its arguments, freed together when it returns.
@@ -293,11 +314,13 @@ func (s *Scheduler) start(job Job) (*waiter, error) {
 	h := cgo.NewHandle(w.ch)
 	c, free := job.cJob()
 	defer free()
-	var message *C.char
-	code := C.fairgate_go_acquire(s.c, &c, C.uintptr_t(h), &w.pending, &message)
-	if code != C.FAIRGATE_OK {
+	err := s.use(func(sc *C.fairgate_scheduler) error {
+		var message *C.char
+		return errorOf(C.fairgate_go_acquire(sc, &c, C.uintptr_t(h), &w.pending, &message), message)
+	})
+	if err != nil {
 		h.Delete() // no callback comes for a refused call
-		return nil, errorOf(code, message)
+		return nil, err
 	}
 	return w, nil
 }
@@ -381,8 +404,9 @@ func (s *Scheduler) Submit(job Job, fn func(ctx context.Context) error, done fun
 
 // Charge charges key for work done outside any job, in seconds of slot time.
 func (s *Scheduler) Charge(key string, cost float64) error {
-	return withName(key, func(name *C.char, message **C.char) C.fairgate_code {
-		return C.fairgate_charge(s.c, name, C.double(cost), message)
+	return s.withName(key, func(sc *C.fairgate_scheduler, name *C.char,
+		message **C.char) C.fairgate_code {
+		return C.fairgate_charge(sc, name, C.double(cost), message)
 	})
 }
 
@@ -391,23 +415,32 @@ func (s *Scheduler) AccumulatedCost(key string) (float64, bool) {
 	ckey := C.CString(key)
 	defer C.free(unsafe.Pointer(ckey))
 	var cost C.double
-	found := C.fairgate_accumulated_cost(s.c, ckey, &cost) == 1
+	found := false
+	s.use(func(sc *C.fairgate_scheduler) error {
+		found = C.fairgate_accumulated_cost(sc, ckey, &cost) == 1
+		return nil
+	})
 	return float64(cost), found
 }
 
 // SetKeyWeight gives key a weight (> 0): its share is in proportion.
 func (s *Scheduler) SetKeyWeight(key string, weight float64) error {
-	return withName(key, func(name *C.char, message **C.char) C.fairgate_code {
-		return C.fairgate_set_key_weight(s.c, name, C.double(weight), message)
+	return s.withName(key, func(sc *C.fairgate_scheduler, name *C.char,
+		message **C.char) C.fairgate_code {
+		return C.fairgate_set_key_weight(sc, name, C.double(weight), message)
 	})
 }
 
-// withName calls f with name as a C string and an error message to fill, and returns its error.
-func withName(name string, f func(name *C.char, message **C.char) C.fairgate_code) error {
+// withName calls f with the C scheduler (as use), name as a C string and an error message to
+// fill, and returns its error.
+func (s *Scheduler) withName(name string,
+	f func(sc *C.fairgate_scheduler, name *C.char, message **C.char) C.fairgate_code) error {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
-	var message *C.char
-	return errorOf(f(cname, &message), message)
+	return s.use(func(sc *C.fairgate_scheduler) error {
+		var message *C.char
+		return errorOf(f(sc, cname, &message), message)
+	})
 }
 
 // KeyLimits bound a key's running jobs (fairgate/key_limits.h). Zero fields are no limit.
@@ -427,8 +460,9 @@ func (s *Scheduler) SetKeyLimits(key string, limits KeyLimits) error {
 	if limits.RatePerWeight {
 		c.rate_per_weight = 1
 	}
-	return withName(key, func(name *C.char, message **C.char) C.fairgate_code {
-		return C.fairgate_set_key_limits(s.c, name, &c, message)
+	return s.withName(key, func(sc *C.fairgate_scheduler, name *C.char,
+		message **C.char) C.fairgate_code {
+		return C.fairgate_set_key_limits(sc, name, &c, message)
 	})
 }
 
@@ -438,52 +472,59 @@ func (s *Scheduler) SetKeyLimits(key string, limits KeyLimits) error {
 func (s *Scheduler) SetKeyGroup(key, group string) error {
 	cgroup := C.CString(group)
 	defer C.free(unsafe.Pointer(cgroup))
-	return withName(key, func(name *C.char, message **C.char) C.fairgate_code {
-		return C.fairgate_set_key_group(s.c, name, cgroup, message)
+	return s.withName(key, func(sc *C.fairgate_scheduler, name *C.char,
+		message **C.char) C.fairgate_code {
+		return C.fairgate_set_key_group(sc, name, cgroup, message)
 	})
 }
 
 // SetGroupWeight gives a group a weight (> 0), as SetKeyWeight does a key.
 func (s *Scheduler) SetGroupWeight(group string, weight float64) error {
-	return withName(group, func(name *C.char, message **C.char) C.fairgate_code {
-		return C.fairgate_set_group_weight(s.c, name, C.double(weight), message)
+	return s.withName(group, func(sc *C.fairgate_scheduler, name *C.char,
+		message **C.char) C.fairgate_code {
+		return C.fairgate_set_group_weight(sc, name, C.double(weight), message)
 	})
 }
 
 // SetGroupLimits bounds the running jobs of all a group's keys together (0: no limit) and puts
 // them first within their tier while fewer than minRunning run.
 func (s *Scheduler) SetGroupLimits(group string, maxRunning, minRunning int) error {
-	return withName(group, func(name *C.char, message **C.char) C.fairgate_code {
-		return C.fairgate_set_group_limits(s.c, name, C.int(maxRunning), C.int(minRunning), message)
+	return s.withName(group, func(sc *C.fairgate_scheduler, name *C.char,
+		message **C.char) C.fairgate_code {
+		return C.fairgate_set_group_limits(sc, name, C.int(maxRunning), C.int(minRunning), message)
 	})
 }
 
 // PauseType stops admitting jobs of a type (they keep their places and do not age) until
 // ResumeType.
 func (s *Scheduler) PauseType(typ string) error {
-	return withName(typ, func(name *C.char, message **C.char) C.fairgate_code {
-		return C.fairgate_pause_type(s.c, name, message)
+	return s.withName(typ, func(sc *C.fairgate_scheduler, name *C.char,
+		message **C.char) C.fairgate_code {
+		return C.fairgate_pause_type(sc, name, message)
 	})
 }
 
 // ResumeType admits a paused type's jobs again.
 func (s *Scheduler) ResumeType(typ string) error {
-	return withName(typ, func(name *C.char, message **C.char) C.fairgate_code {
-		return C.fairgate_resume_type(s.c, name, message)
+	return s.withName(typ, func(sc *C.fairgate_scheduler, name *C.char,
+		message **C.char) C.fairgate_code {
+		return C.fairgate_resume_type(sc, name, message)
 	})
 }
 
 // PauseKey stops admitting a key's jobs until ResumeKey.
 func (s *Scheduler) PauseKey(key string) error {
-	return withName(key, func(name *C.char, message **C.char) C.fairgate_code {
-		return C.fairgate_pause_key(s.c, name, message)
+	return s.withName(key, func(sc *C.fairgate_scheduler, name *C.char,
+		message **C.char) C.fairgate_code {
+		return C.fairgate_pause_key(sc, name, message)
 	})
 }
 
 // ResumeKey admits a paused key's jobs again.
 func (s *Scheduler) ResumeKey(key string) error {
-	return withName(key, func(name *C.char, message **C.char) C.fairgate_code {
-		return C.fairgate_resume_key(s.c, name, message)
+	return s.withName(key, func(sc *C.fairgate_scheduler, name *C.char,
+		message **C.char) C.fairgate_code {
+		return C.fairgate_resume_key(sc, name, message)
 	})
 }
 
@@ -493,30 +534,44 @@ func (s *Scheduler) AddWorker(name string, slots int, types, tags []string) erro
 	defer mem.free()
 	ctypes, ntypes := mem.strings(types)
 	ctags, ntags := mem.strings(tags)
-	var message *C.char
-	return errorOf(C.fairgate_add_worker(s.c, mem.string(name), C.int(slots), ctypes, ntypes, ctags,
-		ntags, &message), message)
+	return s.use(func(sc *C.fairgate_scheduler) error {
+		var message *C.char
+		return errorOf(C.fairgate_add_worker(sc, mem.string(name), C.int(slots), ctypes, ntypes,
+			ctags, ntags, &message), message)
+	})
 }
 
 // RemoveWorker removes a worker; the jobs running on it are lost.
 func (s *Scheduler) RemoveWorker(name string) error {
-	return withName(name, func(cname *C.char, message **C.char) C.fairgate_code {
-		return C.fairgate_remove_worker(s.c, cname, message)
+	return s.withName(name, func(sc *C.fairgate_scheduler, cname *C.char,
+		message **C.char) C.fairgate_code {
+		return C.fairgate_remove_worker(sc, cname, message)
 	})
 }
 
-// Snapshot returns what the scheduler is doing now, as JSON (fairgate/snapshot.h).
+// Snapshot returns what the scheduler is doing now, as JSON (fairgate/snapshot.h); nil after
+// Close.
 func (s *Scheduler) Snapshot() []byte {
-	text := C.fairgate_snapshot_json(s.c)
-	defer C.fairgate_free(text)
-	return []byte(C.GoString(text))
+	var snapshot []byte
+	s.use(func(sc *C.fairgate_scheduler) error {
+		text := C.fairgate_snapshot_json(sc)
+		defer C.fairgate_free(text)
+		snapshot = []byte(C.GoString(text))
+		return nil
+	})
+	return snapshot
 }
 
-// Metrics returns the scheduler's metrics in Prometheus' text format.
+// Metrics returns the scheduler's metrics in Prometheus' text format; "" after Close.
 func (s *Scheduler) Metrics() string {
-	text := C.fairgate_metrics_text(s.c)
-	defer C.fairgate_free(text)
-	return C.GoString(text)
+	var metrics string
+	s.use(func(sc *C.fairgate_scheduler) error {
+		text := C.fairgate_metrics_text(sc)
+		defer C.fairgate_free(text)
+		metrics = C.GoString(text)
+		return nil
+	})
+	return metrics
 }
 
 // ErrClosed reports whether err says the scheduler was closing (code Canceled or Unavailable).

@@ -457,3 +457,94 @@ func TestGroupsPausesAndLimits(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// After Close every method fails with Unavailable (ErrClosed), or returns nothing, instead of
+// touching the freed C scheduler; and calls racing Close each succeed or fail that way.
+func TestMethodsAfterCloseFailWithUnavailable(t *testing.T) {
+	s, err := New(Options{MaxConcurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(t, s, "clone", TypeConfig{})
+	job := Job{Type: "clone", ID: "linux", Key: "alice"}
+	noop := func(context.Context) error { return nil }
+	// Callers racing Close: each call succeeds, or says the scheduler is closing.
+	var callers sync.WaitGroup
+	stop := make(chan struct{})
+	var unexpected atomic.Value
+	for i := 0; i < 4; i++ {
+		callers.Add(1)
+		go func() {
+			defer callers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, err := range []error{s.RunSync(context.Background(), job, noop),
+					s.Charge("alice", 1), s.PauseKey("bob")} {
+					if err != nil && !ErrClosed(err) {
+						unexpected.Store(err)
+					}
+				}
+				s.Snapshot()
+				s.AccumulatedCost("alice")
+			}
+		}()
+	}
+	eventually(t, "a job run beside the callers", func() bool {
+		cost, _ := s.AccumulatedCost("alice")
+		return cost > 0
+	})
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	close(stop)
+	callers.Wait()
+	if err, _ := unexpected.Load().(error); err != nil {
+		t.Errorf("a call racing Close: %v", err)
+	}
+
+	calls := map[string]error{
+		"RegisterType":   s.RegisterType("fetch", TypeConfig{}),
+		"RunSync":        s.RunSync(context.Background(), job, noop),
+		"Submit":         s.Submit(job, noop, func(error) { t.Error("done called for a refusal") }),
+		"Charge":         s.Charge("alice", 1),
+		"SetKeyWeight":   s.SetKeyWeight("alice", 2),
+		"SetKeyLimits":   s.SetKeyLimits("alice", KeyLimits{MaxRunning: 1}),
+		"SetKeyGroup":    s.SetKeyGroup("alice", "acme"),
+		"SetGroupWeight": s.SetGroupWeight("acme", 2),
+		"SetGroupLimits": s.SetGroupLimits("acme", 2, 0),
+		"PauseType":      s.PauseType("clone"),
+		"ResumeType":     s.ResumeType("clone"),
+		"PauseKey":       s.PauseKey("alice"),
+		"ResumeKey":      s.ResumeKey("alice"),
+		"AddWorker":      s.AddWorker("w", 1, nil, nil),
+		"RemoveWorker":   s.RemoveWorker("w"),
+		"Close again":    s.Close(),
+	}
+	_, err = s.Acquire(context.Background(), job)
+	calls["Acquire"] = err
+	for name, err := range calls {
+		if name == "Close again" {
+			if err != nil {
+				t.Errorf("Close again: %v", err)
+			}
+			continue
+		}
+		if CodeOf(err) != Unavailable || !ErrClosed(err) ||
+			!strings.Contains(err.Error(), "the scheduler is closed") {
+			t.Errorf("%s after Close: %v", name, err)
+		}
+	}
+	if cost, found := s.AccumulatedCost("alice"); found || cost != 0 {
+		t.Errorf("AccumulatedCost after Close: %v, %v", cost, found)
+	}
+	if snap := s.Snapshot(); snap != nil {
+		t.Errorf("Snapshot after Close: %s", snap)
+	}
+	if metrics := s.Metrics(); metrics != "" {
+		t.Errorf("Metrics after Close: %q", metrics)
+	}
+}
