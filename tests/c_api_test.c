@@ -4,6 +4,7 @@
  * checked, bounded (10 s), never for a time. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -466,6 +467,10 @@ static void test_null_arguments_are_refused_by_name(void) {
                 "job.fairness_key is NULL"));
   CHECK(refused(fairgate_acquire(scheduler, NULL, on_admitted, &acquired, NULL, &error), &error,
                 "the job is NULL"));
+  job = job_of("clone", "linux", "alice");
+  job.cost = NAN; /* not "< 0": not read as no cost */
+  CHECK(refused(fairgate_try_acquire(scheduler, &job, &permit, &error), &error,
+                "cost must be finite"));
 
   /* Keys, groups and workers. */
   CHECK(refused(fairgate_charge(scheduler, NULL, 1, &error), &error, "the fairness key is NULL"));

@@ -168,7 +168,7 @@ FAIRGATE_C_EXPORT fairgate_code fairgate_register_type(fairgate_scheduler* sched
                                                        char** error);
 
 /* --- A job's name (fairgate/job_name.h) and its cost hint (JobOptions::cost): a cost < 0 is
- * none. Every job call takes them. */
+ * none; NaN or infinity is refused (FAIRGATE_INVALID_ARGUMENT). Every job call takes them. */
 typedef struct fairgate_job {
   const char* type;
   const char* id;

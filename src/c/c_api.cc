@@ -151,7 +151,7 @@ fairgate::JobName NameOf(const fairgate_job& job) {
 
 fairgate::JobOptions OptionsOf(const fairgate_job& job) {
   fairgate::JobOptions options;
-  if (job.cost >= 0) options.cost = job.cost;
+  if (!(job.cost < 0)) options.cost = job.cost;  // NaN too: refused as the C++ refuses it
   return options;
 }
 
