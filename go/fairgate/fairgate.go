@@ -38,6 +38,7 @@ import "C"
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"runtime"
 	"runtime/cgo"
@@ -241,7 +242,8 @@ type Job struct {
 }
 
 // WithCost returns the job with a cost hint: what it is charged instead of the learned estimate
-// (which still learns from its run).
+// (which still learns from its run). A cost that is negative, NaN or infinite is refused
+// (InvalidArgument) by the call given the job.
 func (j Job) WithCost(cost float64) Job {
 	j.cost, j.hasCost = cost, true
 	return j
@@ -310,6 +312,10 @@ type waiter struct {
 
 // start asks the C interface for the job; a refusal is returned at once.
 func (s *Scheduler) start(job Job) (*waiter, error) {
+	if job.hasCost && job.cost < 0 { // the C interface reads a cost below 0 as none
+		return nil, &Error{Code: InvalidArgument,
+			Message: fmt.Sprintf("explicit cost must be finite and >= 0, got %v", job.cost)}
+	}
 	w := &waiter{ch: make(chan admission, 1)}
 	h := cgo.NewHandle(w.ch)
 	c, free := job.cJob()

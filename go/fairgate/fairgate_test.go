@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -84,6 +85,17 @@ func TestErrorsAreValuesNamingWhatWasWrong(t *testing.T) {
 	}
 	if err := s.SetKeyWeight("k", 0); CodeOf(err) != InvalidArgument {
 		t.Errorf("a zero weight: %v", err)
+	}
+	for _, cost := range []float64{-1, math.Inf(-1), math.NaN(), math.Inf(1)} {
+		job := Job{Type: "clone", ID: "x", Key: "k"}.WithCost(cost)
+		if _, err := s.Acquire(context.Background(), job); CodeOf(err) != InvalidArgument ||
+			!strings.Contains(err.Error(), "cost must be finite and >= 0") {
+			t.Errorf("Acquire with a cost of %v: %v", cost, err)
+		}
+		err := s.Submit(job, func(context.Context) error { return nil }, nil)
+		if CodeOf(err) != InvalidArgument {
+			t.Errorf("Submit with a cost of %v: %v", cost, err)
+		}
 	}
 	if CodeOf(nil) != OK || CodeOf(errors.New("other")) != Unknown {
 		t.Error("CodeOf of nil and of a foreign error")
