@@ -11,7 +11,8 @@ packages=(
   build-essential dpkg-dev cmake ninja-build pkg-config clang-format
   libboost-fiber-dev libboost-context-dev libboost-container-dev libboost-dev
   libabsl-dev doctest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-  zlib1g-dev libsqlite3-dev libpq-dev postgresql-15 iproute2 git prometheus chromium libpng-dev clang libclang-rt-14-dev
+  zlib1g-dev libsqlite3-dev libpq-dev libutfcpp-dev postgresql-15 iproute2 git prometheus chromium
+  libpng-dev clang libclang-rt-14-dev
   golang-go
 )
 if [[ ${1:-} == --peers ]]; then

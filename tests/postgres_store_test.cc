@@ -155,6 +155,61 @@ TEST_CASE("PostgresStore.ANameWithANulByteIsRefusedNotCutShort" * kStoreAlone) {
   CHECK(store->LiveJobs()->empty());
 }
 
+// PostgreSQL's text is UTF-8 without a NUL byte. A durable job named otherwise is refused; a key,
+// group, type or id of a replica's learned state that is not stays in the replica, and the
+// others are shared and saved: passed to the statement, it failed the whole share or flush, at
+// every try for as long as the replica kept it (one odd client's key stopped the fleet's
+// sharing of every key's cost).
+TEST_CASE("PostgresStore.NamesItsTextCannotHoldStayInTheReplicaAndStopNoOtherName" * kStoreAlone) {
+  testing::PostgresServer server;
+  auto store = *OpenPostgresStore(server.conninfo(), {"a"});
+  const std::string not_utf8 = "client\xff";
+  const std::string surrogate = "\xed\xa0\x80";  // U+D800, which UTF-8 cannot encode
+  const std::string nul("cli\0ent", 7);
+
+  Status refused = store->AddJob(testing::StoredJobOf("fetch", "r", not_utf8)).status();
+  CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(refused.message().find("fairness key is not UTF-8") != std::string::npos);
+  refused = store->AddJob(testing::StoredJobOf("fetch", surrogate, "alice")).status();
+  CHECK(refused.message().find("id is not UTF-8") != std::string::npos);
+  REQUIRE(store->AddJob(testing::StoredJobOf("fetch", "r", "alice")).ok());
+
+  const StatusOr<std::vector<SavedKey>> keys = store->ShareKeyCosts(
+      {{"alice", 2, 0}, {not_utf8, 3, 0}, {nul, 4, 0}}, {"alice", not_utf8, nul});
+  REQUIRE_MESSAGE(keys.ok(), keys.status().ToString());
+  REQUIRE(keys->size() == 1);
+  CHECK(keys->at(0).key == "alice");
+  CHECK(keys->at(0).accumulated_cost == 2);
+  const StatusOr<std::vector<SavedKey>> groups =
+      store->ShareGroupCosts({{"farm", 5, 0}, {surrogate, 1, 0}}, {"farm", surrogate});
+  REQUIRE_MESSAGE(groups.ok(), groups.status().ToString());
+  REQUIRE(groups->size() == 1);
+  CHECK(groups->at(0).key == "farm");
+
+  LearnedState state;
+  state.estimates = {{"fetch", "r", 1.5, 100}, {"fetch", not_utf8, 2, 100}, {nul, "r", 3, 100}};
+  state.keys = {{"bob", 7, 100}, {nul, 8, 100}};
+  state.schedules = {{"gc", "r", 50}, {"gc", surrogate, 60}};
+  const Status saved = store->SaveLearned(state, 0, 0);
+  REQUIRE_MESSAGE(saved.ok(), saved.ToString());
+  CHECK(server.Sql("SELECT string_agg(type || '/' || id || '=' || seconds, ',') "
+                   "FROM fairgate_estimates") == "fetch/r=1.5");
+  CHECK(server.Sql("SELECT string_agg(key || '=' || accumulated_cost, ',' ORDER BY key) "
+                   "FROM fairgate_keys") == "alice=2,bob=7");
+  CHECK(server.Sql("SELECT string_agg(type || '/' || id, ',') FROM fairgate_schedules") == "gc/r");
+
+  // A claim passes over a type of such a name (it has no stored job) and claims the others'.
+  const StatusOr<std::vector<StoredJob>> claimed =
+      store->ClaimJobs({{"fetch", 1}, {not_utf8, 1}}, 10, 60);
+  REQUIRE_MESSAGE(claimed.ok(), claimed.status().ToString());
+  REQUIRE(claimed->size() == 1);
+  CHECK(claimed->at(0).fairness_key == "alice");
+
+  const StatusOr<TokenLease> tokens = store->TakeTokens(not_utf8, RateLimit{1, 1}, 1);
+  CHECK(tokens.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(tokens.status().message().find("UTF-8") != std::string::npos);
+}
+
 TEST_CASE("PostgresStore.LearnedStateIsReplacedByNameAndForgottenPastItsTtl" * kStoreAlone) {
   testing::PostgresServer server;
   testing::CheckLearnedState([&] { return *OpenPostgresStore(server.conninfo()); });

@@ -62,6 +62,14 @@
 // by job, so a job the server refuses fails its own call only); where stores come fast,
 // SubmitDurableBatch stores many jobs in one transaction.
 //
+// Names are PostgreSQL text, which holds UTF-8 without a NUL byte. A durable job whose type, id
+// or fairness key is not that is refused (InvalidArgument, naming which). A key, group, type or
+// id that is not, met in what a replica learned or charged, stays in that replica: its cost is
+// not shared with the fleet and it is not saved (its estimate or schedule neither), and the
+// others' are, as passing it to the database would fail every share or flush it was in. A type
+// that is not has no stored jobs, and a claim passes over it; a fleet rate limit's bucket named by
+// one is refused.
+//
 // Each connection sets idle_in_transaction_session_timeout to 1 s: a replica stopped in the
 // middle of one of its (millisecond) transactions would otherwise hold that transaction's row
 // locks, and the resource leases a claim was taking, for as long as it stays stopped. It also

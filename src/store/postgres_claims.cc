@@ -79,9 +79,15 @@ StatusOr<std::vector<StoredJob>> PostgresStore::ClaimJobs(const std::vector<Clai
   return jobs;
 }
 
-StatusOr<std::vector<StoredJob>> PostgresStore::Claim(const std::vector<ClaimableType>& types,
+StatusOr<std::vector<StoredJob>> PostgresStore::Claim(const std::vector<ClaimableType>& asked,
                                                       std::size_t max_jobs, double lease_seconds) {
   std::vector<StoredJob> jobs;
+  // A type whose name PostgreSQL's text cannot hold has no stored jobs (Storable), and passed to
+  // the statement it would fail the claim of every other type.
+  std::vector<ClaimableType> types;
+  for (const ClaimableType& t : asked) {
+    if (TextCanHold(t.type)) types.push_back(t);
+  }
   if (types.empty() || max_jobs == 0) return jobs;
   std::vector<std::string> names, tiers;
   bool leases = false;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "store/postgres_statements.h"
+#include "utf8cpp/utf8.h"
 
 namespace fairgate::store::postgres {
 
@@ -32,6 +33,10 @@ std::string TextArray(const std::vector<std::string>& items) {
     out += '"';
   }
   return out + "}";
+}
+
+bool TextCanHold(absl::string_view s) {
+  return s.find('\0') == absl::string_view::npos && utf8::is_valid(s.begin(), s.end());
 }
 
 bool Broken(const Link& link) {

@@ -53,6 +53,11 @@ struct Param {
 // A text[] literal of `items`.
 std::string TextArray(const std::vector<std::string>& items);
 
+// Whether PostgreSQL's text holds `s` as it is: UTF-8 without a NUL byte. A UTF8 database refuses
+// what is not UTF-8 (failing the statement that passed it), and libpq cuts a text parameter at a
+// NUL.
+bool TextCanHold(absl::string_view s);
+
 // Whether `link` must be connected again before it is used.
 bool Broken(const Link& link);
 

@@ -49,14 +49,22 @@ const PostgresStore::CostStatements PostgresStore::kGroupCosts{
     "SELECT name, accumulated_cost, idle_since FROM fairgate_groups WHERE name = ANY($1::text[])",
     "share groups' costs"};
 
+// A name PostgreSQL's text cannot hold (TextCanHold) is neither shared nor saved: its cost, or its
+// estimate or schedule, stays in the replica that has it. Passed to a statement, it would fail
+// that statement, and with it every other name's, at every share or flush for as long as the
+// replica kept it.
 StatusOr<std::vector<SavedKey>> PostgresStore::ShareCosts(
     const CostStatements& sql, const std::vector<SavedKey>& charged,
     const std::vector<std::string>& names_read) {
-  std::vector<std::string> names, costs, idle;
+  std::vector<std::string> names, costs, idle, read;
   for (const SavedKey& k : charged) {
+    if (!TextCanHold(k.key)) continue;
     names.push_back(k.key);
     costs.push_back(Number(k.accumulated_cost));
     idle.push_back(Number(k.idle_since));
+  }
+  for (const std::string& name : names_read) {
+    if (TextCanHold(name)) read.push_back(name);
   }
   Session session = pool_.Take();
   Link& link = *session;
@@ -71,7 +79,7 @@ StatusOr<std::vector<SavedKey>> PostgresStore::ShareCosts(
       added = Exec(link, sql.floor, {{TextArray(names)}}, sql.what).status();
       if (!added.ok()) return added;
     }
-    StatusOr<Result> r = Exec(link, sql.read, {{TextArray(names_read)}}, sql.what);
+    StatusOr<Result> r = Exec(link, sql.read, {{TextArray(read)}}, sql.what);
     if (!r.ok()) return r.status();
     for (int i = 0; i < PQntuples(r->get()); ++i) {
       totals.push_back({Text(*r, i, 0), Double(*r, i, 1), Double(*r, i, 2)});
@@ -100,7 +108,9 @@ Status PostgresStore::SaveLearned(const LearnedState& changed, double forget_est
     // Every estimate saved in one statement (the last value of one given twice), in (type, id)
     // order, so that flushes of several replicas update the rows they share in one order.
     std::map<std::pair<std::string, std::string>, const SavedEstimate*> estimates;
-    for (const SavedEstimate& e : changed.estimates) estimates[{e.type, e.id}] = &e;
+    for (const SavedEstimate& e : changed.estimates) {
+      if (TextCanHold(e.type) && TextCanHold(e.id)) estimates[{e.type, e.id}] = &e;
+    }
     if (!estimates.empty()) {
       std::vector<std::string> types, ids, seconds, used;
       for (const auto& [name, e] : estimates) {
@@ -128,7 +138,9 @@ Status PostgresStore::SaveLearned(const LearnedState& changed, double forget_est
     // large together does not hold some keys and then wait for every other transaction. Then
     // one statement for every key saved (the last value of a key given twice).
     absl::flat_hash_map<std::string, const SavedKey*> last;
-    for (const SavedKey& k : changed.keys) last[k.key] = &k;
+    for (const SavedKey& k : changed.keys) {
+      if (TextCanHold(k.key)) last[k.key] = &k;
+    }
     std::vector<std::string> names, costs, idle;
     for (const auto& [name, k] : last) {
       names.push_back(name);
@@ -156,7 +168,9 @@ Status PostgresStore::SaveLearned(const LearnedState& changed, double forget_est
     }
     // The schedules as the estimates: one statement, in (type, id) order.
     std::map<std::pair<std::string, std::string>, const SavedSchedule*> schedules;
-    for (const SavedSchedule& p : changed.schedules) schedules[{p.type, p.id}] = &p;
+    for (const SavedSchedule& p : changed.schedules) {
+      if (TextCanHold(p.type) && TextCanHold(p.id)) schedules[{p.type, p.id}] = &p;
+    }
     if (!schedules.empty()) {
       std::vector<std::string> types, ids, ends;
       for (const auto& [name, p] : schedules) {

@@ -22,6 +22,11 @@ StatusOr<TokenLease> PostgresStore::TakeTokens(std::string_view bucket, const Ra
   if (want < 1) {
     return absl::InvalidArgumentError(absl::StrCat("tokens wanted must be >= 1, got ", want));
   }
+  if (!TextCanHold(absl::string_view(bucket.data(), bucket.size()))) {
+    return absl::InvalidArgumentError(
+        "a fleet's rate limit's bucket name must be UTF-8 without a NUL byte, as PostgreSQL's "
+        "text is");
+  }
   Session session = pool_.Take();
   Link& link = *session;
   bool sweep = false;

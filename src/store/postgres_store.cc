@@ -454,8 +454,9 @@ Status PostgresStore::WaitForJobs(double timeout_seconds) {
   return absl::DeadlineExceededError("no job was stored");
 }
 
-// PostgreSQL's text cannot hold a NUL byte, and libpq would cut a parameter at the first one:
-// a job's names with one are refused rather than stored cut short. (The payload is bytea.)
+// PostgreSQL's text cannot hold a NUL byte (and libpq would cut a parameter at the first one) or
+// what is not UTF-8: a job's names with either are refused rather than stored cut short, or
+// failing the statement of a group of stores. (The payload is bytea.)
 Status PostgresStore::Storable(const StoredJob& job) {
   for (const auto& [name, value] : {std::pair<const char*, const std::string*>{"type", &job.type},
                                     {"id", &job.id},
@@ -464,6 +465,10 @@ Status PostgresStore::Storable(const StoredJob& job) {
       return absl::InvalidArgumentError(absl::StrCat("PostgreSQL store: the job's ", name,
                                                      " holds a NUL byte, which PostgreSQL's text "
                                                      "cannot"));
+    }
+    if (!TextCanHold(*value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "PostgreSQL store: the job's ", name, " is not UTF-8, which PostgreSQL's text must be"));
     }
   }
   return absl::OkStatus();

@@ -113,7 +113,7 @@ class PostgresStore final : public SharedStore {
       : pool_(std::move(conninfo), connections), replica_(std::move(replica)) {}
 
   // The claim itself: ClaimJobs adds what its size tells WaitForJobs.
-  StatusOr<std::vector<StoredJob>> Claim(const std::vector<ClaimableType>& types,
+  StatusOr<std::vector<StoredJob>> Claim(const std::vector<ClaimableType>& asked,
                                          std::size_t max_jobs, double lease_seconds);
   // One job in its own statement and commit.
   StatusOr<std::uint64_t> AddOneJob(const StoredJob& job);
