@@ -1916,6 +1916,36 @@ std::unique_ptr<Scheduler> RepoReplica(const testing::PostgresServer& server,
   return s;
 }
 
+// Through schedulers: a replica that charged a key PostgreSQL's text cannot hold shares its other
+// keys' costs all the same, and a job on a repository named so fails alone (InvalidArgument, not
+// a retryable outage) while the next job runs.
+TEST_CASE("PostgresStore.AReplicaWithANameItsTextCannotHoldSharesAndLeasesTheOthers") {
+  testing::PostgresServer server;
+  auto ok = [](const Context&) { return absl::OkStatus(); };
+  auto a = CostSharingReplica(server, "a");
+  for (const char* key : {"odd\xff", "alice"}) {
+    REQUIRE(a->RunSync(Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey(key)}, ok)
+                .ok());
+  }
+  REQUIRE(testing::Eventually([&] {  // shared (what is left of its 10 once decayed)
+    return server.Sql(
+               "SELECT count(*) FROM fairgate_keys WHERE key = 'alice' "
+               "AND accumulated_cost > 0") == "1";
+  }));
+  CHECK(server.Sql("SELECT count(*) FROM fairgate_keys") == "1");
+
+  auto b = RepoReplica(server, "b", 1, 1, 1);
+  const Status odd = b->RunSync(Context::Background(),
+                                {TypeName("fetch"), JobId("repo-\xff"), FairnessKey("x")}, ok);
+  CHECK(odd.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(odd.message().find("must be UTF-8") != std::string::npos);
+  CHECK(
+      b->RunSync(Context::Background(), {TypeName("fetch"), JobId("repo-1"), FairnessKey("x")}, ok)
+          .ok());
+  REQUIRE(b->Shutdown(Context::Background()).ok());
+  REQUIRE(a->Shutdown(Context::Background()).ok());
+}
+
 // The same through a scheduler: replica a (one slot) stored five jobs on repo-0, then five on
 // repo-1, and stopped (killed: no shutdown, its leases stay until they lapse) during the first;
 // replica b runs the five repo-1 jobs at once, not after the lapse.

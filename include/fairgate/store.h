@@ -244,7 +244,8 @@ class FAIRGATE_EXPORT SharedStore : public Store {
   }
   // Fleet-wide conflicts: takes, for `lease_seconds`, one of the `limit` slots of the resource
   // (group, id) that no unexpired lease holds, and returns its fencing token (greater than every
-  // token given out before); 0 when every slot is held.
+  // token given out before); 0 when every slot is held. InvalidArgument for a group or id the
+  // store cannot hold (the job fails; another try would too).
   virtual StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id,
                                                   int limit, double lease_seconds) = 0;
   // Gives back the slot taken with `token` (nothing if its lease passed and another took it).

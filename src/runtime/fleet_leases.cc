@@ -55,6 +55,8 @@ StatusOr<std::uint64_t> FleetLeases::Take(const std::string& group, std::string_
   StatusOr<std::uint64_t> token =
       keeper_.shared_store()->AcquireResource(group, id, slots, lease_seconds_);
   if (token.ok()) return token;
+  // A name the store cannot hold fails this job alone, as it would at every try.
+  if (absl::IsInvalidArgument(token.status())) return token.status();
   keeper_.CountError(StateKeeper::Operation::kResource);
   return absl::UnavailableError(absl::StrCat("cannot take the fleet-wide lease of ", group, " '",
                                              absl::string_view(id.data(), id.size()),

@@ -60,8 +60,9 @@ class FleetLeases {
     std::optional<Context> ctx;  // the job's context, with the fencing token
   };
   // Takes the leases job (type, id) needs, waiting while they are held elsewhere. OK (with
-  // `held` filled, or empty if it needs none), or what ends the job: ctx's error, or Unavailable
-  // naming the lease when the store fails.
+  // `held` filled, or empty if it needs none), or what ends the job: ctx's error, the store's
+  // InvalidArgument for a name it cannot hold, or Unavailable naming the lease when the store
+  // fails.
   Status Enter(std::string_view type, std::string_view id, const Context& ctx, Held& held);
   // Gives back what `held` holds (a failure is counted; the lease then lapses).
   void Leave(Held& held);

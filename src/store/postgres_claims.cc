@@ -19,6 +19,13 @@ namespace fairgate::store::postgres {
 
 StatusOr<std::uint64_t> PostgresStore::AcquireResource(std::string_view group, std::string_view id,
                                                        int limit, double lease_seconds) {
+  for (const auto& [what, name] : {std::pair{"group", group}, {"id", id}}) {
+    if (!TextCanHold(absl::string_view(name.data(), name.size()))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "PostgreSQL store: a resource's ", what,
+          " must be UTF-8 without a NUL byte, as PostgreSQL's text is, to be leased fleet-wide"));
+    }
+  }
   Session session = pool_.Take();
   Link& link = *session;
   StatusOr<std::uint64_t> token = TakeSlot(link, {std::string(group), std::string(id), limit},
