@@ -208,6 +208,9 @@ TEST_CASE("PostgresStore.NamesItsTextCannotHoldStayInTheReplicaAndStopNoOtherNam
   const StatusOr<TokenLease> tokens = store->TakeTokens(not_utf8, RateLimit{1, 1}, 1);
   CHECK(tokens.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(tokens.status().message().find("UTF-8") != std::string::npos);
+  const Status replica = OpenPostgresStore(server.conninfo(), {.replica = nul}).status();
+  CHECK(replica.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(replica.message().find("replica's name must be UTF-8") != std::string::npos);
 }
 
 TEST_CASE("PostgresStore.LearnedStateIsReplacedByNameAndForgottenPastItsTtl" * kStoreAlone) {

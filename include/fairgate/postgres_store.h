@@ -91,7 +91,7 @@ namespace fairgate {
 
 struct PostgresStoreOptions {
   // This replica's name in the leases it holds: unique among the replicas sharing the database
-  // while they run. Empty: "<host name>/<process id>/<random hex>".
+  // while they run; UTF-8 without a NUL byte. Empty: "<host name>/<process id>/<random hex>".
   std::string replica;
   // Connections to the server at most, each serving one call at a time: calls beyond it wait
   // for one to be free. Made when first needed. >= 1.
