@@ -380,17 +380,17 @@ static int refused(fairgate_code code, char** error, const char* names) {
  * no type registered, no job queued (shutdown calls no callback of theirs). Calls with no code
  * to return do nothing for NULL. */
 static void test_null_arguments_are_refused_by_name(void) {
-  fairgate_options options;
-  fairgate_type_config config;
-  fairgate_key_limits limits;
-  fairgate_scheduler* scheduler;
-  fairgate_permit* permit = NULL;
-  fairgate_job job;
-  char* error = NULL;
+  const char* one_null[] = {"git", NULL};
   double cost = -1;
+  char* error = NULL;
   Acquired acquired;
   Submitted submitted;
-  const char* one_null[] = {"git", NULL};
+  fairgate_key_limits limits;
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_job job;
+  fairgate_permit* permit = NULL;
+  fairgate_scheduler* scheduler;
   memset(&acquired, 0, sizeof acquired);
   memset(&submitted, 0, sizeof submitted);
   memset(&limits, 0, sizeof limits);
