@@ -19,11 +19,10 @@ namespace fairgate::store::postgres {
 
 StatusOr<std::uint64_t> PostgresStore::AcquireResource(std::string_view group, std::string_view id,
                                                        int limit, double lease_seconds) {
-  for (const auto& [what, name] : {std::pair{"group", group}, {"id", id}}) {
-    if (!TextCanHold(absl::string_view(name.data(), name.size()))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "PostgreSQL store: a resource's ", what,
-          " must be UTF-8 without a NUL byte, as PostgreSQL's text is, to be leased fleet-wide"));
+  for (const auto& [what, name] :
+       {std::pair{"a fleet-wide lease's group", group}, {"a fleet-wide lease's id", id}}) {
+    if (Status s = RequireText(absl::string_view(name.data(), name.size()), what); !s.ok()) {
+      return s;
     }
   }
   Session session = pool_.Take();

@@ -39,6 +39,12 @@ bool TextCanHold(absl::string_view s) {
   return s.find('\0') == absl::string_view::npos && utf8::is_valid(s.begin(), s.end());
 }
 
+Status RequireText(absl::string_view s, absl::string_view what) {
+  if (TextCanHold(s)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "PostgreSQL store: ", what, " must be UTF-8 without a NUL byte, as PostgreSQL's text is"));
+}
+
 bool Broken(const Link& link) {
   return link.lost || link.pg == nullptr || PQstatus(link.pg.get()) != CONNECTION_OK;
 }

@@ -57,6 +57,8 @@ std::string TextArray(const std::vector<std::string>& items);
 // what is not UTF-8 (failing the statement that passed it), and libpq cuts a text parameter at a
 // NUL.
 bool TextCanHold(absl::string_view s);
+// OK if TextCanHold(s), else InvalidArgument: "PostgreSQL store: <what> must be UTF-8 ...".
+Status RequireText(absl::string_view s, absl::string_view what);
 
 // Whether `link` must be connected again before it is used.
 bool Broken(const Link& link);

@@ -22,10 +22,10 @@ StatusOr<TokenLease> PostgresStore::TakeTokens(std::string_view bucket, const Ra
   if (want < 1) {
     return absl::InvalidArgumentError(absl::StrCat("tokens wanted must be >= 1, got ", want));
   }
-  if (!TextCanHold(absl::string_view(bucket.data(), bucket.size()))) {
-    return absl::InvalidArgumentError(
-        "a fleet's rate limit's bucket name must be UTF-8 without a NUL byte, as PostgreSQL's "
-        "text is");
+  if (Status s = RequireText(absl::string_view(bucket.data(), bucket.size()),
+                             "a fleet rate limit's bucket name");
+      !s.ok()) {
+    return s;
   }
   Session session = pool_.Take();
   Link& link = *session;

@@ -108,11 +108,7 @@ StatusOr<std::unique_ptr<SharedStore>> PostgresStore::Open(const std::string& co
     return absl::InvalidArgumentError(
         absl::StrCat("PostgreSQL store: connections must be >= 1, got ", options.connections));
   }
-  if (!TextCanHold(options.replica)) {
-    return absl::InvalidArgumentError(
-        "PostgreSQL store: the replica's name must be UTF-8 without a NUL byte, as PostgreSQL's "
-        "text is");
-  }
+  if (Status s = RequireText(options.replica, "the replica's name"); !s.ok()) return s;
   auto store = std::unique_ptr<PostgresStore>(
       new PostgresStore(conninfo, options.replica.empty() ? DefaultReplicaName() : options.replica,
                         static_cast<std::size_t>(options.connections)));
