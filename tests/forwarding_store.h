@@ -75,6 +75,9 @@ class ForwardingSharedStore : public Forwarding<SharedStore> {
   }
   Status ReleaseJob(std::uint64_t sequence) override { return inner_->ReleaseJob(sequence); }
   bool SurelyHolds(std::uint64_t sequence) override { return inner_->SurelyHolds(sequence); }
+  Status CheckName(std::string_view name, std::string_view what) const override {
+    return inner_->CheckName(name, what);
+  }
   StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id, int limit,
                                           double lease_seconds) override {
     return inner_->AcquireResource(group, id, limit, lease_seconds);

@@ -1949,6 +1949,51 @@ TEST_CASE("PostgresStore.AReplicaWithANameItsTextCannotHoldSharesAndLeasesTheOth
   REQUIRE(a->Shutdown(Context::Background()).ok());
 }
 
+// Names in a replica's fleet options: a fleet-wide conflict group or capped type that
+// PostgreSQL's text cannot hold is refused when the scheduler is made, rather than failing each
+// of its jobs (a name of other letters, UTF-8, is not); a rate-limited type named so takes its
+// tokens from the fleet's bucket under its name in hex (before, every take was refused and its
+// jobs never started).
+TEST_CASE("PostgresStore.FleetNamesItsTextCannotHoldAreRefusedOrWrittenInHex") {
+  testing::PostgresServer server;
+  const std::shared_ptr<Store> store(*OpenPostgresStore(server.conninfo(), {"a"}));
+  auto create = [&](std::vector<std::string> groups, std::map<std::string, int> caps) {
+    SchedulerOptions o;
+    o.persistence.store = store;
+    o.fleet.conflict_groups = std::move(groups);
+    o.fleet.type_caps = std::move(caps);
+    o.runtime.warn = [](std::string_view) {};
+    return Scheduler::Create(o);
+  };
+  const Status group = create({"repo", "repo\xff"}, {}).status();
+  CHECK(group.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(group.message() ==
+        "PostgreSQL store: the fleet.conflict_groups entry \"repo\\xff\" must be UTF-8 without "
+        "a NUL byte, as PostgreSQL's text is");
+  const Status cap = create({}, {{"fetch", 2}, {std::string("re\0pack", 7), 1}}).status();
+  CHECK(cap.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(cap.message() ==
+        "PostgreSQL store: fleet.type_caps' type \"re\\x00pack\" must be UTF-8 without a NUL "
+        "byte, as PostgreSQL's text is");
+
+  auto fine = create({"d\xc3\xa9p\xc3\xb4t"}, {{"r\xc3\xa9pack", 1}});
+  REQUIRE(fine.ok());
+  JobTypeConfig limited = testing::Type(1, 1);
+  limited.rate_limit = {100, 1};
+  REQUIRE((*fine)->RegisterType("odd\xff", limited).ok());
+  auto [ctx, cancel] = WithTimeout(Context::Background(), std::chrono::seconds(20));
+  for (const char* id : {"a", "b"}) {
+    CHECK((*fine)
+              ->RunSync(ctx, {TypeName("odd\xff"), JobId(id), FairnessKey("k")},
+                        [](const Context&) { return absl::OkStatus(); })
+              .ok());
+  }
+  cancel();
+  CHECK(server.Sql("SELECT string_agg(name, ',') FROM fairgate_rate_buckets") ==
+        "type-hex:6f6464ff");
+  REQUIRE((*fine)->Shutdown(Context::Background()).ok());
+}
+
 // The same through a scheduler: replica a (one slot) stored five jobs on repo-0, then five on
 // repo-1, and stopped (killed: no shutdown, its leases stay until they lapse) during the first;
 // replica b runs the five repo-1 jobs at once, not after the lapse.

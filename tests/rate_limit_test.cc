@@ -373,12 +373,15 @@ TEST_CASE("Core.RateLimit.ALeasedKeyWaitsForItsGrantWhileOtherKeysAreServed") {
   CHECK(core->CheckInvariants().ok());
 }
 
-// A fleet's bucket is named in the store by what it limits; a key that is not printable ASCII (a
-// NUL, bytes that are not UTF-8) by its bytes in hex, so that the database's text takes it whole.
-TEST_CASE("FleetRates.ABucketsNameInTheStoreIsTextForAnyKey") {
+// A fleet's bucket is named in the store by what it limits; a key or a type's name that is not
+// printable ASCII (a NUL, bytes that are not UTF-8) by its bytes in hex, so that the database's
+// text takes it whole.
+TEST_CASE("FleetRates.ABucketsNameInTheStoreIsTextForAnyKeyOrType") {
   using internal::FleetRates;
   CHECK(FleetRates::StoreName(BucketName::Global()) == "global");
   CHECK(FleetRates::StoreName(BucketName::Type("clone")) == "type:clone");
+  CHECK(FleetRates::StoreName(BucketName::Type("r\xc3\xa9pack\xff")) ==
+        "type-hex:72c3a97061636bff");
   CHECK(FleetRates::StoreName(BucketName::Key("10.0.0.7")) == "key:10.0.0.7");
   CHECK(FleetRates::StoreName(BucketName::Key(std::string("a\0b", 3))) == "key-hex:610062");
   CHECK(FleetRates::StoreName(BucketName::Key("caf\xc3")) == "key-hex:636166c3");

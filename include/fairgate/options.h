@@ -116,14 +116,16 @@ struct FleetOptions {
   // context) and holds it until released (Permit::FencingToken). A durable job's lease is taken
   // with its claim instead (a job whose resource has no free slot is not claimed) and held from
   // then, also while the job waits in its replica's queue, until the store has its end (removed,
-  // retried or dead) or it is given back, or until its claim lapses. Needs a shared store.
+  // retried or dead) or it is given back, or until its claim lapses. Needs a shared store, and
+  // names it can hold (SharedStore::CheckName: PostgreSQL's are UTF-8 without a NUL byte).
   std::vector<std::string> conflict_groups;
   // Job types whose jobs run at most N at once in the whole fleet (type -> N): a job holds one
   // of the N slots as a lease while it runs, taken like a fleet-wide conflict's (and before it,
   // never held while waiting for it). A durable job takes its slot with its claim, and a replica
   // claims no more jobs of such a type than it can run at once (its max_concurrency within the
   // global cap), so that claimed jobs waiting on one replica never hold slots another could run
-  // with. On top of each replica's own caps. Needs a shared store; each N >= 1.
+  // with. On top of each replica's own caps. Needs a shared store that can hold the types'
+  // names (as conflict_groups'); each N >= 1.
   std::map<std::string, int> type_caps;
   // With a shared store, the global rate limit (RuleOptions::rate_limit), every type's
   // (JobTypeConfig::rate_limit) and every key's (KeyLimits::rate_limit, a bucket per key) are

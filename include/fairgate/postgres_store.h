@@ -67,8 +67,9 @@
 // id that is not, met in what a replica learned or charged, stays in that replica: its cost is
 // not shared with the fleet and it is not saved (its estimate or schedule neither), and the
 // others' are, as passing it to the database would fail every share or flush it was in. A type
-// that is not has no stored jobs, and a claim passes over it; a fleet rate limit's bucket named by
-// one is refused.
+// that is not has no stored jobs, and a claim passes over it; the scheduler names a fleet rate
+// limit's bucket by such a key or type in hex (SharedStore::TakeTokens), and refuses at Create a
+// fleet-wide conflict group or capped type named so (SharedStore::CheckName).
 //
 // Each connection sets idle_in_transaction_session_timeout to 1 s: a replica stopped in the
 // middle of one of its (millisecond) transactions would otherwise hold that transaction's row

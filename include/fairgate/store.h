@@ -242,6 +242,16 @@ class FAIRGATE_EXPORT SharedStore : public Store {
     (void)sequence;
     return true;
   }
+  // Whether the store can hold `name` (a fleet-wide lease's group or id, a type's or a key's
+  // name) in its tables: OK, or InvalidArgument naming `what` and the store's rule. The
+  // scheduler asks at Create of the names in its FleetOptions (conflict_groups, type_caps'
+  // types), which every job of theirs would otherwise fail on. A store that holds any bytes
+  // says OK.
+  virtual Status CheckName(std::string_view name, std::string_view what) const {
+    (void)name;
+    (void)what;
+    return absl::OkStatus();
+  }
   // Fleet-wide conflicts: takes, for `lease_seconds`, one of the `limit` slots of the resource
   // (group, id) that no unexpired lease holds, and returns its fencing token (greater than every
   // token given out before); 0 when every slot is held. InvalidArgument for a group or id the
@@ -273,7 +283,8 @@ class FAIRGATE_EXPORT SharedStore : public Store {
   // replica's own bucket's, full when first taken from. Takes its whole tokens, at most `want`
   // (>= 1), in one statement, and says how many, and when it holds less than a token after,
   // in how many seconds it next holds one. Names: "global", "type:" + a type's name, "key:" + a
-  // fairness key's. A store may forget a full bucket (it is as good as none).
+  // fairness key's, or "type-hex:" / "key-hex:" + the name's bytes in hex when it is not all
+  // printable ASCII. A store may forget a full bucket (it is as good as none).
   virtual StatusOr<TokenLease> TakeTokens(std::string_view bucket, const RateLimit& limit,
                                           int want) = 0;
 };

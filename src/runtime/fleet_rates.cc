@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "metrics/prometheus_writer.h"
 #include "runtime/thread_name.h"
 
@@ -49,19 +50,22 @@ void FleetRates::Wake() {
 }
 
 std::string FleetRates::StoreName(const core::BucketName& bucket) {
+  // A key, or a type's name, is any bytes; a database's name is text: a name that is not all
+  // printable ASCII is written as its bytes in hex, the same on every replica, so that no store
+  // refuses it.
+  auto named = [&](const char* plain_prefix, const char* hex_prefix) {
+    const bool plain = std::all_of(bucket.name.begin(), bucket.name.end(),
+                                   [](char c) { return c >= 0x20 && c <= 0x7e; });
+    return plain ? absl::StrCat(plain_prefix, bucket.name)
+                 : absl::StrCat(hex_prefix, absl::BytesToHexString(bucket.name));
+  };
   switch (bucket.of) {
     case core::BucketName::Of::kGlobal:
       return "global";
     case core::BucketName::Of::kType:
-      return "type:" + bucket.name;
-    case core::BucketName::Of::kKey: {
-      // A key is any bytes; a database name is text: a key that is not all printable ASCII is
-      // named by its bytes in hex, the same on every replica.
-      const bool plain = std::all_of(bucket.name.begin(), bucket.name.end(),
-                                     [](char c) { return c >= 0x20 && c <= 0x7e; });
-      return plain ? "key:" + bucket.name
-                   : "key-hex:" + absl::BytesToHexString(absl::string_view(bucket.name));
-    }
+      return named("type:", "type-hex:");
+    case core::BucketName::Of::kKey:
+      return named("key:", "key-hex:");
   }
   return "";
 }

@@ -59,7 +59,7 @@ class FleetRates {
   void Wake();
 
   // The bucket's name in the store: "global", or "type:" and the type's name, or "key:" and the
-  // key's ("key-hex:" and its bytes in hex when it is not all printable ASCII).
+  // key's ("type-hex:" or "key-hex:" and its bytes in hex when it is not all printable ASCII).
   static std::string StoreName(const core::BucketName& bucket);
   // How many tokens a lease asks for: what `limit` gives in `lease_seconds`, at least 1 and at
   // most the burst.

@@ -2,7 +2,9 @@
 
 #include <cmath>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "fairgate/store.h"
 
 namespace fairgate {
 
@@ -82,6 +84,24 @@ Status ValidateOptions(const SchedulerOptions& options) {
   }
   for (const std::string& group : options.fleet.conflict_groups) {
     if (group.empty()) return absl::InvalidArgumentError("a fleet.conflict_groups entry is empty");
+  }
+  // Names the shared store cannot hold would fail every job that takes their leases.
+  if (SharedStore* shared =
+          options.persistence.store ? options.persistence.store->AsShared() : nullptr) {
+    for (const std::string& group : options.fleet.conflict_groups) {
+      if (Status s = shared->CheckName(group, absl::StrCat("the fleet.conflict_groups entry \"",
+                                                           absl::CHexEscape(group), "\""));
+          !s.ok()) {
+        return s;
+      }
+    }
+    for (const auto& [type, cap] : options.fleet.type_caps) {
+      if (Status s = shared->CheckName(
+              type, absl::StrCat("fleet.type_caps' type \"", absl::CHexEscape(type), "\""));
+          !s.ok()) {
+        return s;
+      }
+    }
   }
   return absl::OkStatus();
 }

@@ -85,6 +85,11 @@ class PostgresStore final : public SharedStore {
   // before it was there (kWaitForEarlierStores), and returns OK at once, for the claim that
   // finds their jobs. While the replica does not wait, its row is deleted.
   Status WaitForJobs(double timeout_seconds) override;
+  // PostgreSQL's text: UTF-8 without a NUL byte (RequireText).
+  Status CheckName(std::string_view name, std::string_view what) const override {
+    return RequireText(absl::string_view(name.data(), name.size()),
+                       absl::string_view(what.data(), what.size()));
+  }
   StatusOr<std::uint64_t> AcquireResource(std::string_view group, std::string_view id, int limit,
                                           double lease_seconds) override;
   Status ReleaseResource(std::string_view group, std::string_view id, std::uint64_t token) override;
