@@ -1760,9 +1760,11 @@ TEST_CASE("PostgresStore.AJobStoredElsewhereWakesAReplicaAtOnce") {
 }
 
 // Stores notify the replicas only while one waits for jobs (its last claim came back short): a
-// notification makes PostgreSQL commit the notifying transactions one at a time. A listener of
-// the test's own hears, in commit order, each store's notification, if any, before a marker the
-// test sends after it on a channel of its own.
+// notification makes PostgreSQL commit the notifying transactions one at a time. So do a job
+// given back and a lease given back (with a job removed, deferred or killed, or a resource's
+// released), which let a waiting replica claim what it could not. A listener of the test's own
+// hears, in commit order, each notification, if any, before a marker the test sends after it on
+// a channel of its own.
 TEST_CASE("PostgresStore.StoresNotifyOnlyWhileAReplicaWaitsForJobs" * kStoreAlone) {
   testing::PostgresServer server;
   auto producer = *OpenPostgresStore(server.conninfo(), {"producer"});
@@ -1772,11 +1774,10 @@ TEST_CASE("PostgresStore.StoresNotifyOnlyWhileAReplicaWaitsForJobs" * kStoreAlon
   REQUIRE(Command(listener, "LISTEN fairgate_test_marker"));
   PGconn* marker = PQconnectdb(server.conninfo().c_str());
   REQUIRE(PQstatus(marker) == CONNECTION_OK);
-  // Stores one job, then sends the marker: the channels the listener hears up to the marker.
-  int n = 0;
-  auto heard_up_to_the_marker = [&] {
-    StoredJob job = testing::TestJob("job" + std::to_string(n++), "");
-    REQUIRE(producer->AddJob(job).ok());
+  // Does `act`, then sends the marker: the channels the listener hears up to the marker (a
+  // call of two transactions, a job given back and then its leases, may notify twice).
+  auto heard_after = [&](const std::function<void()>& act) {
+    act();
     REQUIRE(Command(marker, "NOTIFY fairgate_test_marker"));
     std::vector<std::string> heard;
     REQUIRE(testing::Eventually([&] {
@@ -1788,10 +1789,49 @@ TEST_CASE("PostgresStore.StoresNotifyOnlyWhileAReplicaWaitsForJobs" * kStoreAlon
       return !heard.empty() && heard.back() == "fairgate_test_marker";
     }));
     heard.pop_back();
-    return heard;
+    return std::set<std::string>(heard.begin(), heard.end());
   };
-  const std::vector<std::string> none, one = {"fairgate_jobs"};
-  CHECK(heard_up_to_the_marker() == none);  // no replica yet
+  int n = 0;
+  auto store_one = [&] {
+    REQUIRE(producer->AddJob(testing::TestJob("job" + std::to_string(n++), "")).ok());
+  };
+  // Another replica's "gc" jobs (a type the waiting replica does not claim), each claimed with
+  // its repository's lease, given back in each of the ways a lease is.
+  auto other = *OpenPostgresStore(server.conninfo(), {"other"});
+  SharedStore& gc = *other->AsShared();
+  const ClaimableType leased{"gc", 1, "repo", 1};
+  auto claimed_gc = [&] {
+    StoredJob job = testing::TestJob("gc" + std::to_string(n++), "");
+    job.type = "gc";
+    REQUIRE(gc.AddJob(job).ok());
+    std::vector<StoredJob> claimed = *gc.ClaimJobs({leased}, 1, 30);
+    REQUIRE(claimed.size() == 1);
+    return claimed[0].sequence;
+  };
+  auto giving_back = [&] {
+    std::vector<std::function<void()>> ways;
+    std::uint64_t released = 0, removed = 0, deferred = 0, killed = 0, batch = 0;
+    std::uint64_t resource = 0;
+    // Each claimed while nobody listens for its own notifications (heard_after drains them).
+    heard_after([&] {
+      released = claimed_gc();
+      removed = claimed_gc();
+      deferred = claimed_gc();
+      killed = claimed_gc();
+      batch = claimed_gc();
+      resource = *gc.AcquireResource("repo", "r", 1, 30);
+    });
+    ways.push_back([&, released] { REQUIRE(gc.ReleaseJob(released).ok()); });
+    ways.push_back([&, removed] { REQUIRE(gc.RemoveJob(removed).ok()); });
+    ways.push_back([&, deferred] { REQUIRE(gc.DeferJob(deferred, 1e12, "later").ok()); });
+    ways.push_back([&, killed] { REQUIRE(gc.KillJob(killed, "no").ok()); });
+    ways.push_back([&, batch] { REQUIRE(gc.RemoveJobs({batch})->at(0).ok()); });
+    ways.push_back([&, resource] { REQUIRE(gc.ReleaseResource("repo", "r", resource).ok()); });
+    return ways;
+  };
+  const std::set<std::string> none, one = {"fairgate_jobs"};
+  CHECK(heard_after(store_one) == none);  // no replica yet
+  for (const auto& way : giving_back()) CHECK(heard_after(way) == none);
   // A replica whose claim came back short waits: the first wait makes its row and returns at
   // once (a claim may find what was stored before); from then on stores notify.
   auto replica = *OpenPostgresStore(server.conninfo(), {"replica"});
@@ -1799,21 +1839,23 @@ TEST_CASE("PostgresStore.StoresNotifyOnlyWhileAReplicaWaitsForJobs" * kStoreAlon
   REQUIRE(shared.ClaimJobs({{"fetch", 1}}, 10, 30)->size() == 1);
   CHECK(shared.WaitForJobs(0).ok());
   CHECK(server.Sql("SELECT replica FROM fairgate_waiting") == "replica");
-  CHECK(heard_up_to_the_marker() == one);
+  CHECK(heard_after(store_one) == one);
+  for (const auto& way : giving_back()) CHECK(heard_after(way) == one);
   CHECK(testing::Eventually([&] { return shared.WaitForJobs(0).ok(); }));  // notified
   // A claim that comes back whole: the replica is busy, its next wait deletes its row, and
   // stores stop notifying.
   REQUIRE(shared.ClaimJobs({{"fetch", 1}}, 1, 30)->size() == 1);
   CHECK(shared.WaitForJobs(0).code() == absl::StatusCode::kDeadlineExceeded);
   CHECK(server.Sql("SELECT count(*) FROM fairgate_waiting") == "0");
-  CHECK(heard_up_to_the_marker() == none);
+  CHECK(heard_after(store_one) == none);
+  for (const auto& way : giving_back()) CHECK(heard_after(way) == none);
   // Short again: waiting again, and a row not seen for a minute (a replica that died waiting)
   // is passed over.
   REQUIRE(shared.ClaimJobs({{"fetch", 1}}, 10, 30)->size() == 1);
   CHECK(shared.WaitForJobs(0).ok());
-  CHECK(heard_up_to_the_marker() == one);
+  CHECK(heard_after(store_one) == one);
   server.Sql("UPDATE fairgate_waiting SET seen = seen - 61");
-  CHECK(heard_up_to_the_marker() == none);
+  CHECK(heard_after(store_one) == none);
   // A replica that closes deletes its row.
   server.Sql("UPDATE fairgate_waiting SET seen = seen + 61");
   replica.reset();

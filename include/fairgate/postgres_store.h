@@ -55,7 +55,9 @@
 // (its store destroyed) deletes its row; one that dies leaves it, and stores pass over a row not
 // written for a minute (a waiting replica writes its row again every 5 s). A job just stored
 // wakes a replica that was busy until a moment before at its listener's next look (every 0.2 s),
-// or its next claim. Giving a job back, or leases, notifies always.
+// or its next claim. Giving a job back, or a lease (with a job removed, deferred or killed, or a
+// resource released), notifies the same way: while a replica waits, which may then claim what
+// the lease held back.
 //
 // AddJob calls (SubmitDurable) made at once through one store wait for the one in flight, and
 // then go in together, as one statement and commit (a group whose statement fails is stored job

@@ -68,10 +68,11 @@ Status PostgresStore::ReleaseResource(std::string_view group, std::string_view i
   Link& link = *session;
   book_.DropResourceLease(token);
   return pool_
-      .RetryingExec(
-          link, "DELETE FROM fairgate_resource_leases WHERE grp = $1 AND id = $2 AND token = $3",
-          {{std::string(group)}, {std::string(id)}, {std::to_string(token)}},
-          "release a resource's lease")
+      .RetryingExec(link,
+                    "WITH freed AS (DELETE FROM fairgate_resource_leases WHERE grp = $1 AND id = "
+                    "$2 AND token = $3 RETURNING 1) SELECT " FAIRGATE_PG_NOTIFY_IF_FREED,
+                    {{std::string(group)}, {std::string(id)}, {std::to_string(token)}},
+                    "release a resource's lease")
       .status();
 }
 

@@ -295,8 +295,9 @@ inline constexpr const char* kDeleteWaitingRow = "DELETE FROM fairgate_waiting W
 // The server's clock, Unix seconds: the time of leases.
 #define FAIRGATE_PG_NOW "extract(epoch from clock_timestamp())::double precision"
 
-// The channel on which storing a job (while a replica waits: fairgate_notify_waiting, whose text
-// names it too), or giving one back, notifies every replica's listener.
+// The channel on which storing a job, giving one back or giving back a lease notifies every
+// replica's listener, while a replica waits for jobs (fairgate_notify_waiting, whose text names
+// it too).
 #define FAIRGATE_PG_JOBS_CHANNEL "fairgate_jobs"
 
 // A row whose lease this replica may act on: its token is the one given ($n), or none for a job
@@ -577,7 +578,13 @@ inline constexpr const char* kTakeSlots =
 // claim's, or those a claim took for a job it then dropped.
 #define FAIRGATE_PG_DROP_LEASES_BY_TOKEN(tokens) \
   "DELETE FROM fairgate_resource_leases WHERE token = ANY(" tokens "::bigint[])"
-inline constexpr const char* kDropLeasesByToken = FAIRGATE_PG_DROP_LEASES_BY_TOKEN("$1");
+// A lease given back may let a waiting replica claim a job it held back: the replicas that wait
+// are told (fairgate_notify_waiting), once, if any lease was.
+#define FAIRGATE_PG_NOTIFY_IF_FREED \
+  "(SELECT fairgate_notify_waiting() WHERE EXISTS (SELECT 1 FROM freed))"
+inline constexpr const char* kDropLeasesByToken =
+    "WITH freed AS (" FAIRGATE_PG_DROP_LEASES_BY_TOKEN("$1") " RETURNING 1) "
+    "SELECT " FAIRGATE_PG_NOTIFY_IF_FREED;
 
 // Each connection's settings, set once it connects: how long the server lets a transaction of
 // this store sit idle between statements, and no JIT compilation. This store's statements read

@@ -284,8 +284,8 @@ StatusOr<std::vector<Status>> PostgresStore::RemoveJobs(
   }
   Session session = pool_.Take();
   Link& link = *session;
-  // Leases given back wake every replica's listener (WaitForJobs): a job that waited for one
-  // (a fleet-wide cap's slot, a repository's) may be claimed now.
+  // Leases given back wake the listeners of the replicas that wait for jobs (WaitForJobs): a job
+  // that waited for one (a fleet-wide cap's slot, a repository's) may be claimed now.
   StatusOr<Result> r = pool_.RetryingExec(
       link,
       "WITH gone AS (DELETE FROM fairgate_durable_jobs j USING unnest($1::bigint[], "
@@ -293,8 +293,7 @@ StatusOr<std::vector<Status>> PostgresStore::RemoveJobs(
       "AND j.sequence = r.sequence "
       "AND j.token IS NOT DISTINCT FROM r.token RETURNING j.sequence), "
       "freed AS (" FAIRGATE_PG_DROP_LEASES_BY_TOKEN("$3") " RETURNING 1) "
-      "SELECT sequence, (SELECT pg_notify('" FAIRGATE_PG_JOBS_CHANNEL "', '') "
-      "WHERE EXISTS (SELECT 1 FROM freed)) FROM gone",
+      "SELECT sequence, " FAIRGATE_PG_NOTIFY_IF_FREED " FROM gone",
       {{TextArray(numbers)},
        {absl::StrCat("{", absl::StrJoin(tokens, ","), "}")},  // NULL unquoted: no token
        {TextArray(resources)}},
@@ -369,11 +368,11 @@ Status PostgresStore::KillJob(std::uint64_t sequence, std::string_view error) {
 Status PostgresStore::ReleaseJob(std::uint64_t sequence) {
   Session session = pool_.Take();
   Link& link = *session;
-  // Given back: any replica may claim it at once (the notification wakes their listeners).
+  // Given back: any replica may claim it at once (the replicas that wait for jobs are told).
   return Finish(link, sequence,
                 "UPDATE fairgate_durable_jobs SET attempts = attempts - $3, holder = NULL, "
                 "lease_until = NULL, token = NULL WHERE sequence = $1" FAIRGATE_PG_FENCED(
-                    2) " RETURNING pg_notify('" FAIRGATE_PG_JOBS_CHANNEL "', '')",
+                    2) " RETURNING fairgate_notify_waiting()",
                 {UnbegunAttempt(sequence)}, "release", false);
 }
 
