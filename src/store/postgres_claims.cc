@@ -236,7 +236,7 @@ void PostgresStore::GiveBackClaimLeases(Link& link, std::uint64_t sequence) {
     resources.push_back(std::to_string(token));
   }
   if (resources.empty()) return;
-  (void)pool_.RetryingExec(link, kDropLeasesByToken, {{TextArray(resources)}},
+  (void)pool_.RetryingExec(link, kGiveBackLeasesByToken, {{TextArray(resources)}},
                            "release a claim's leases");
 }
 

@@ -578,11 +578,15 @@ inline constexpr const char* kTakeSlots =
 // claim's, or those a claim took for a job it then dropped.
 #define FAIRGATE_PG_DROP_LEASES_BY_TOKEN(tokens) \
   "DELETE FROM fairgate_resource_leases WHERE token = ANY(" tokens "::bigint[])"
+// Within a claim's transaction, of leases it took: nobody saw them, so nobody is told.
+inline constexpr const char* kDropLeasesByToken = FAIRGATE_PG_DROP_LEASES_BY_TOKEN("$1");
 // A lease given back may let a waiting replica claim a job it held back: the replicas that wait
-// are told (fairgate_notify_waiting), once, if any lease was.
+// are told (fairgate_notify_waiting), once, if any lease was. In statements of their own only:
+// a transaction that held locks before it (a claim's) and then queued for the advisory lock
+// behind a replica beginning to wait could close a cycle with a store that waits for them.
 #define FAIRGATE_PG_NOTIFY_IF_FREED \
   "(SELECT fairgate_notify_waiting() WHERE EXISTS (SELECT 1 FROM freed))"
-inline constexpr const char* kDropLeasesByToken =
+inline constexpr const char* kGiveBackLeasesByToken =
     "WITH freed AS (" FAIRGATE_PG_DROP_LEASES_BY_TOKEN("$1") " RETURNING 1) "
     "SELECT " FAIRGATE_PG_NOTIFY_IF_FREED;
 
