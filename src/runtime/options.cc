@@ -61,13 +61,13 @@ Status ValidateOptions(const SchedulerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("fleet.max_claimed must be >= 0, got ", options.fleet.max_claimed));
   }
-  if (!options.fleet.conflict_groups.empty() &&
-      (!options.persistence.store || !options.persistence.store->AsShared())) {
+  SharedStore* const shared =
+      options.persistence.store ? options.persistence.store->AsShared() : nullptr;
+  if (!options.fleet.conflict_groups.empty() && shared == nullptr) {
     return absl::InvalidArgumentError(
         "fleet.conflict_groups needs a shared store (persistence.store: the PostgreSQL store)");
   }
-  if (!options.fleet.type_caps.empty() &&
-      (!options.persistence.store || !options.persistence.store->AsShared())) {
+  if (!options.fleet.type_caps.empty() && shared == nullptr) {
     return absl::InvalidArgumentError(
         "fleet.type_caps needs a shared store (persistence.store: the PostgreSQL store)");
   }
@@ -76,32 +76,21 @@ Status ValidateOptions(const SchedulerOptions& options) {
         absl::StrCat("fleet.token_lease must be finite and > 0 seconds, got ",
                      options.fleet.token_lease.count()));
   }
+  // Below, `shared` is there (checked above). A name it cannot hold would fail every job that
+  // takes its lease.
+  auto storable = [&](const std::string& name, const char* what) {
+    return shared->CheckName(name, absl::StrCat(what, " \"", absl::CHexEscape(name), "\""));
+  };
   for (const auto& [type, cap] : options.fleet.type_caps) {
     if (cap < 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("fleet.type_caps of '", type, "' must be >= 1, got ", cap));
     }
+    if (Status s = storable(type, "fleet.type_caps' type"); !s.ok()) return s;
   }
   for (const std::string& group : options.fleet.conflict_groups) {
     if (group.empty()) return absl::InvalidArgumentError("a fleet.conflict_groups entry is empty");
-  }
-  // Names the shared store cannot hold would fail every job that takes their leases.
-  if (SharedStore* shared =
-          options.persistence.store ? options.persistence.store->AsShared() : nullptr) {
-    for (const std::string& group : options.fleet.conflict_groups) {
-      if (Status s = shared->CheckName(group, absl::StrCat("the fleet.conflict_groups entry \"",
-                                                           absl::CHexEscape(group), "\""));
-          !s.ok()) {
-        return s;
-      }
-    }
-    for (const auto& [type, cap] : options.fleet.type_caps) {
-      if (Status s = shared->CheckName(
-              type, absl::StrCat("fleet.type_caps' type \"", absl::CHexEscape(type), "\""));
-          !s.ok()) {
-        return s;
-      }
-    }
+    if (Status s = storable(group, "the fleet.conflict_groups entry"); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
