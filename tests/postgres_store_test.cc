@@ -1843,9 +1843,12 @@ TEST_CASE("PostgresStore.StoresNotifyOnlyWhileAReplicaWaitsForJobs" * kStoreAlon
   for (const auto& way : giving_back()) CHECK(heard_after(way) == one);
   CHECK(testing::Eventually([&] { return shared.WaitForJobs(0).ok(); }));  // notified
   // A claim that comes back whole: the replica is busy, its next wait deletes its row, and
-  // stores stop notifying.
+  // stores stop notifying. (That wait may still take a notification sent while the replica
+  // waited: the seven above reach its listener in their own time, and the one wait above may
+  // have taken only the first.)
   REQUIRE(shared.ClaimJobs({{"fetch", 1}}, 1, 30)->size() == 1);
-  CHECK(shared.WaitForJobs(0).code() == absl::StatusCode::kDeadlineExceeded);
+  const Status busy = shared.WaitForJobs(0);
+  CHECK((busy.ok() || busy.code() == absl::StatusCode::kDeadlineExceeded));
   CHECK(server.Sql("SELECT count(*) FROM fairgate_waiting") == "0");
   CHECK(heard_after(store_one) == none);
   for (const auto& way : giving_back()) CHECK(heard_after(way) == none);
