@@ -2168,10 +2168,19 @@ TEST_CASE("PostgresStore.AFleetWideConflictGroupKeepsAFetchOnOneReplicaFromARepa
   fetch.join();
   CHECK_FALSE(overlapped.load());
   CHECK(fetch_token.load() > repack_token.load());
-  // A waiting job's deadline ends its wait.
+  // A waiting job's deadline ends its wait (once a's repack of the repository has begun, and
+  // so holds its lease).
   auto blocker = std::make_shared<testing::Gate>();
-  SubmitBlocked(*a, "repack", "mesa.git", blocker);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::atomic<bool> blocking{false};
+  REQUIRE(a->Submit({TypeName("repack"), JobId("mesa.git")},
+                    [&, blocker](const Context&) {
+                      blocking = true;
+                      blocker->Wait();
+                      return absl::OkStatus();
+                    },
+                    {})
+              .ok());
+  REQUIRE(testing::Eventually([&] { return blocking.load(); }));
   auto [ctx, cancel] = WithTimeout(Context::Background(), std::chrono::milliseconds(200));
   CHECK(b->RunSync(ctx, {TypeName("fetch"), JobId("mesa.git")}, [](const Context&) {
            return absl::OkStatus();

@@ -212,7 +212,7 @@ TEST_CASE("WorkerPool.AnIdlePoolSleeps") {
   WorkerPool pool(16, 64 * 1024);
   for (int i = 0; i < 1000; ++i) REQUIRE(pool.Post([&] { ran.One(); }));
   REQUIRE(ran.WaitFor(1000));
-  std::this_thread::sleep_for(milliseconds(20));  // the searches end
+  REQUIRE(AllParked(pool));  // the searches have ended
   const auto before = CpuTime();
   std::this_thread::sleep_for(milliseconds(500));
   const auto used = CpuTime() - before;
