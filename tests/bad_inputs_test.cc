@@ -425,6 +425,15 @@ std::vector<Row> Rows() {
         (void)s->Recover();
         return s->Recover().status();
       });
+  run("Scheduler::Recover", "another scheduler works the store's jobs",
+      absl::StatusCode::kFailedPrecondition,
+      "another scheduler works its durable jobs through this same store", [&] {
+        SchedulerOptions o;
+        o.persistence.store = *OpenSqliteStore(StatePath("shared.db"));
+        auto first = Ready(o);
+        (void)first->Recover();
+        return Ready(o)->Recover().status();
+      });
   run("Scheduler::MaxWaitToCeiling", "an unknown type", absl::StatusCode::kNotFound,
       "unknown job type 'x'", [] { return Ready()->MaxWaitToCeiling("x").status(); });
   run("OpenEvidenceFile", "a path in a missing directory", absl::StatusCode::kInvalidArgument,

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <iterator>
@@ -21,9 +22,11 @@
 #include <vector>
 
 #include "doctest/doctest.h"
+#include "fairgate/scheduler.h"
 #include "fairgate/sqlite_store.h"
 #include "runtime_test_util.h"
 #include "temp_dir.h"
+#include "test_job_types.h"
 
 namespace fairgate {
 namespace {
@@ -234,6 +237,44 @@ TEST_CASE("DurableCrash.APayloadThatKillsItsProcessRunsAtMostMaxAttemptsTimes") 
     CHECK(dead->front().attempts == static_cast<std::uint32_t>(max_attempts));
     CHECK(dead->front().last_error.find("interrupted") != std::string::npos);
   }
+}
+
+// A scheduler of another process (this test's) on the file is refused while the child's works
+// its jobs, naming the child, and recovers them once the child is gone, however it ended (here:
+// kill -9, its job's first attempt under way).
+TEST_CASE("DurableCrash.AnotherProcessRecoversTheJobsOnlyOnceTheirProcessIsGone") {
+  testing::Watchdog watchdog("the two processes test", std::chrono::seconds(120));
+  testing::TempDir dir;
+  const std::string state = dir.path() + "/state.db";
+  const std::string log = dir.path() + "/log";
+  const pid_t child = StartChild({state, log, "cut", "3", "1"});
+  REQUIRE(child > 0);
+  REQUIRE(LogGets(log, "run c 1"));
+  SchedulerOptions options;
+  options.persistence.store = *OpenSqliteStore(state);
+  auto scheduler = *Scheduler::Create(options);
+  REQUIRE(scheduler->RegisterType("cut", testing::Type(1, 1)).ok());
+  std::atomic<std::uint32_t> attempt{0};
+  REQUIRE(scheduler
+              ->RegisterDurable("cut",
+                                [&](const DurableJob& job, const Context&) {
+                                  attempt = job.attempt;
+                                  return absl::OkStatus();
+                                })
+              .ok());
+  const Status refused = scheduler->Recover().status();
+  INFO(refused.ToString());
+  CHECK(refused.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(refused.message().find("held by process " + std::to_string(child)) != std::string::npos);
+  REQUIRE(kill(child, SIGKILL) == 0);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  StatusOr<RecoveryReport> report = scheduler->Recover();
+  REQUIRE_MESSAGE(report.ok(), report.status().ToString());
+  CHECK(report->queued == 1);
+  CHECK(testing::Eventually([&] { return attempt.load() == 2; }));  // the first was cut short
+  REQUIRE(scheduler->Shutdown(Context::Background()).ok());
+  CHECK((*OpenSqliteStore(state))->LiveJobs()->empty());
 }
 
 }  // namespace durable_crash_test

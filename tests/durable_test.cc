@@ -216,6 +216,65 @@ TEST_CASE("Durable.PendingJobsSurviveARestartAndRunInTheirStoredOrder") {
                                                "a#1:payload-a", "c#1:payload-c", "0#1:new"});
 }
 
+// Two schedulers on one state file would each recover and run every stored job: while one works
+// them (from its Recover until it is destroyed), another's Recover is refused, whether it opened
+// the file itself, by another path, or was given the first one's store; once the first is gone
+// it may. (Another process's: durable_crash_test.cc.)
+TEST_CASE("Durable.OneSchedulerAtATimeWorksAStateFilesJobs") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  auto gate = std::make_shared<testing::Gate>();
+  std::atomic<int> runs{0};
+  SchedulerOptions first_options = WithState(path);
+  std::shared_ptr<Store> first_store = first_options.persistence.store;
+  auto first = *Scheduler::Create(first_options);
+  REQUIRE(first->RegisterType("fetch", Type(4, 1)).ok());
+  REQUIRE(first
+              ->RegisterDurable("fetch",
+                                [&, gate](const DurableJob&, const Context&) {
+                                  ++runs;
+                                  gate->Wait();
+                                  return absl::OkStatus();
+                                })
+              .ok());
+  REQUIRE(first->Recover().ok());
+  REQUIRE(first->SubmitDurable({TypeName("fetch"), JobId("linux.git")}, "").ok());
+  REQUIRE(Eventually([&] { return runs.load() == 1; }));
+
+  Seen seen;
+  REQUIRE(symlink(path.c_str(), (dir.path() + "/link.db").c_str()) == 0);
+  const SchedulerOptions through_a_link = WithState(dir.path() + "/link.db");
+  SchedulerOptions same_store = WithState(path);
+  same_store.persistence.store = first_store;
+  for (const SchedulerOptions& options : {WithState(path), through_a_link, same_store}) {
+    auto second = Recording(options, seen);
+    const Status refused = second->Recover().status();
+    INFO(refused.ToString());
+    CHECK(refused.code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(refused.message().find("another scheduler works its durable jobs") != std::string::npos);
+    // It names who: another handle of this process holds the lock file, or this very store.
+    CHECK((refused.message().find("held by this process") != std::string::npos ||
+           refused.message().find("through this same store") != std::string::npos));
+    // Refused, it stores nothing either.
+    CHECK(second->SubmitDurable({TypeName("fetch"), JobId("x")}, "").status().code() ==
+          absl::StatusCode::kFailedPrecondition);
+  }
+  auto second = Recording(WithState(path), seen);
+  CHECK(second->Recover().status().code() == absl::StatusCode::kFailedPrecondition);
+  gate->Open();
+  REQUIRE(Eventually([&] { return Live(path).empty(); }));
+  first.reset();
+  // The first is gone: the second's Recover may be called again, and works the file's jobs.
+  RecoveryReport report = *second->Recover();
+  CHECK(report.queued == 0);  // linux.git ran once, on the first, and is gone
+  REQUIRE(second->SubmitDurable({TypeName("fetch"), JobId("git.git")}, "").ok());
+  REQUIRE(Eventually([&] { return seen.Size() == 1; }));
+  CHECK(seen.Get() == std::vector<std::string>{"git.git#1:"});
+  CHECK(runs.load() == 1);
+  // A reader's handle (no scheduler's Recover) is never refused.
+  CHECK(Eventually([&] { return Live(path).empty(); }));
+}
+
 // A durable job whose worker is removed while it runs (fairgate/worker.h): its attempt fails with
 // Unavailable, and its retry policy runs it again, on the worker left.
 TEST_CASE("Durable.AJobWhoseWorkerIsRemovedIsRetriedElsewhere") {

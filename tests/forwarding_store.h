@@ -48,6 +48,8 @@ class Forwarding : public Base {
   }
   StatusOr<std::vector<StoredJob>> LiveJobs() override { return inner_->LiveJobs(); }
   StatusOr<std::vector<StoredJob>> DeadJobs() override { return inner_->DeadJobs(); }
+  Status BeginExclusiveUse() override { return inner_->BeginExclusiveUse(); }
+  void EndExclusiveUse() override { inner_->EndExclusiveUse(); }
   Status SaveLearned(const LearnedState& changed, double forget_estimates_before,
                      double forget_keys_before) override {
     return inner_->SaveLearned(changed, forget_estimates_before, forget_keys_before);

@@ -3,6 +3,7 @@
 #include "fairgate/sqlite_store.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -273,6 +274,53 @@ TEST_CASE("SqliteStore.ALockHeldByAnotherProcessEndsInUnavailableAfterTheBusyTim
   REQUIRE(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(other);
   CHECK(store->AddJob(testing::TestJob("a.git", "")).ok());
+}
+
+// One handle at a time uses the file exclusively (Store::BeginExclusiveUse, which a scheduler's
+// Recover calls): the lock file beside it says which process holds it, and the use ends with
+// EndExclusiveUse or the handle. A lock file the store cannot use is a status naming it.
+TEST_CASE("SqliteStore.OneHandleAtATimeUsesTheFileExclusively") {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  auto a = *OpenSqliteStore(path);
+  auto b = *OpenSqliteStore(path);
+  // Beside the file the path leads to (its links resolved).
+  const std::string lock = std::filesystem::canonical(path).string() + "-lock";
+  REQUIRE(a->BeginExclusiveUse().ok());
+  std::ifstream holder(lock);
+  std::string pid;
+  holder >> pid;
+  CHECK(pid == std::to_string(getpid()));
+  Status refused = b->BeginExclusiveUse();
+  CHECK(refused.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(refused.message() ==
+        "SQLite store " + path + ": another scheduler works its durable jobs (" + lock +
+            " is held by this process); one at a time may, and Recover may be called again once "
+            "it is gone");
+  refused = a->BeginExclusiveUse();  // a second scheduler given the same store
+  CHECK(refused.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(refused.message().find("through this same store") != std::string::npos);
+  // Both still read and write.
+  REQUIRE(b->AddJob(testing::TestJob("a.git", "")).ok());
+  CHECK(a->LiveJobs()->size() == 1);
+  a->EndExclusiveUse();
+  REQUIRE(b->BeginExclusiveUse().ok());
+  b.reset();  // the handle's end ends its use
+  REQUIRE(a->BeginExclusiveUse().ok());
+  a->EndExclusiveUse();
+
+  // The lock file cannot be opened: Unavailable, naming it and why (a permission's refusal is
+  // FailedPrecondition, as the database file's is).
+  const std::string blocked = dir.path() + "/blocked.db";
+  auto c = *OpenSqliteStore(blocked);
+  const std::string blocked_lock = std::filesystem::canonical(blocked).string() + "-lock";
+  std::filesystem::create_directory(blocked_lock);
+  refused = c->BeginExclusiveUse();
+  CHECK(refused.code() == absl::StatusCode::kUnavailable);
+  CHECK(refused.message() == "SQLite store " + blocked +
+                                 ": cannot make sure that no other scheduler works its durable "
+                                 "jobs: cannot open the lock file " +
+                                 blocked_lock + ": Is a directory");
 }
 
 // Group commit: writes from many threads at once share transactions, and each caller learns

@@ -46,7 +46,10 @@
 // Recovery happens at one defined point: Scheduler::Recover, called once after the types and
 // their handlers are registered. It queues every stored job that is neither done nor dead, in
 // sequence order (the order SubmitDurable stored them in), before any durable job of this
-// process: their relative order is the stored one. SubmitDurable is refused until then.
+// process: their relative order is the stored one. SubmitDurable is refused until then. Without
+// replicas, one scheduler at a time works a store's jobs, from its Recover until it is destroyed:
+// two would each run every job. Another's Recover is refused meanwhile (the SQLite store: by an
+// exclusive lock on a file beside its own, which a crashed process leaves free).
 //
 // With a shared store (a SharedStore: the PostgreSQL store, several replicas) jobs are claimed by
 // lease instead (fairgate/store.h): each replica claims, in fairgate's order over the fleet,

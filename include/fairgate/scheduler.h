@@ -200,7 +200,10 @@ class FAIRGATE_EXPORT Scheduler {
   // retry's backoff are queued when it ends; those of types without a handler stay stored, unrun;
   // those whose last allowed attempt was cut short (fairgate/durable.h) become dead.
   // Call it once, after registering the types and handlers: FailedPrecondition the second time.
-  // The store's status if it cannot be read (then it may be called again). With a shared store
+  // The store's status if it cannot be read (then it may be called again). From it until this
+  // scheduler is destroyed no other scheduler works the store's jobs: another's Recover on the
+  // same store, in this process or another, is FailedPrecondition naming the holder (and may be
+  // called again once it is gone; Store::BeginExclusiveUse). With a shared store
   // (several replicas) nothing is loaded: from now on this replica claims the jobs of its
   // handlers' types by lease (FleetOptions::lease_ttl, claim_interval, max_claimed), the
   // first claim at once (RecoveryReport::queued).

@@ -13,6 +13,13 @@
 // (Store::QueuesWrites): the scheduler hands it each attempt's mark and each removal as they come
 // (BeginAttemptsQueued, RemoveJobsQueued), which go in the next group and are answered by the
 // thread that led its commit; when only such writes wait, a thread of the store's own leads.
+// One scheduler at a time works the file's durable jobs (Store::BeginExclusiveUse, from its
+// Recover until it is destroyed): it holds an exclusive lock (flock) on `<file>-lock` beside the
+// file (its path with links resolved), which holds the holder's process id, and which the kernel
+// frees however the process ends; another scheduler's Recover, through this handle, another
+// handle or another process, is FailedPrecondition naming the holder. The lock file stays when
+// the lock is dropped; a child forked without exec while the lock is held holds it until it
+// exits. Handles that only read or write (no Recover) are not refused.
 // Errors are statuses naming the file and the operation: ResourceExhausted when the disk or the
 // file is full, FailedPrecondition when the file is read-only or not fairgate's, Unavailable for
 // an I/O error or a lock held too long by another process, DataLoss for a corrupt file.

@@ -186,6 +186,16 @@ class FAIRGATE_EXPORT Store {
   // The dead jobs, in sequence order.
   virtual StatusOr<std::vector<StoredJob>> DeadJobs() = 0;
 
+  // Makes the calling scheduler the only one that works the stored jobs, until EndExclusiveUse:
+  // two schedulers on one store (in one process or two, through one handle or two) would each
+  // recover and run every job. Scheduler::Recover begins it, when replicas do not share the
+  // store (a SharedStore's replicas share its jobs by lease instead), and the scheduler's
+  // destructor ends it. FailedPrecondition, naming the holder, while another scheduler holds
+  // it. These defaults hold nothing: a store no other scheduler can reach needs no guard. The
+  // SQLite store holds an exclusive lock on a file beside its own (fairgate/sqlite_store.h).
+  virtual Status BeginExclusiveUse() { return absl::OkStatus(); }
+  virtual void EndExclusiveUse() {}
+
   // Writes what changed since the previous flush (replacing rows of the same names), and removes
   // estimates last used before `forget_estimates_before` and keys idle since before
   // `forget_keys_before` (their TTLs have passed).

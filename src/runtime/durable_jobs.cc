@@ -43,6 +43,22 @@ StatusOr<RecoveryReport> DurableJobs::Recover() {
     return status;
   };
   if (claimer_ != nullptr) return RecoverShared(load_failed);
+  // Two schedulers on one store would each run every job: this one works them from now on, or
+  // Recover is refused (and may be called again).
+  bool exclusive;
+  {
+    std::lock_guard lock(mutex_);
+    exclusive = exclusive_;
+  }
+  if (!exclusive) {
+    if (Status begun = keeper_.store().BeginExclusiveUse(); !begun.ok()) {
+      std::lock_guard lock(mutex_);
+      recovery_ = Recovery::kNotYet;
+      return begun;
+    }
+    std::lock_guard lock(mutex_);
+    exclusive_ = true;
+  }
   StatusOr<std::vector<StoredJob>> live = keeper_.store().LiveJobs();
   if (!live.ok()) return load_failed(live.status());
   RecoveryReport report;
@@ -81,6 +97,15 @@ StatusOr<RecoveryReport> DurableJobs::Recover() {
   std::lock_guard lock(mutex_);
   recovery_ = Recovery::kDone;
   return report;
+}
+
+void DurableJobs::EndExclusiveUse() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!exclusive_) return;
+    exclusive_ = false;
+  }
+  keeper_.store().EndExclusiveUse();
 }
 
 // Recover on a shared store: nothing is loaded; the claimer claims what is due, now and from now

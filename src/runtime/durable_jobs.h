@@ -86,6 +86,9 @@ class DurableJobs {
     if (marker_) marker_->Stop();
     removals_.Stop();
   }
+  // At the scheduler's end, once nothing writes to the store any more: another scheduler may
+  // work its jobs (Store::EndExclusiveUse, if Recover began it).
+  void EndExclusiveUse();
 
  private:
   // A durable type's handler and retry policy, fixed at Register.
@@ -162,6 +165,8 @@ class DurableJobs {
   mutable std::mutex mutex_;
   absl::flat_hash_map<std::string, TypePtr> types_;
   Recovery recovery_ = Recovery::kNotYet;  // SubmitDurable waits for kDone
+  // Recover began the store's exclusive use (Store::BeginExclusiveUse), and it has not ended.
+  bool exclusive_ = false;
   // Stored jobs waiting out a retry's backoff, by when it ends.
   std::multimap<Clock::time_point, std::pair<StoredJob, TypePtr>> retries_;
   // The claimed jobs of types with a fleet-wide cap this replica holds (Capped): each one's type

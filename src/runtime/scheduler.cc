@@ -87,12 +87,13 @@ Scheduler::Impl::Impl(const SchedulerOptions& options, std::unique_ptr<core::Adm
 }
 
 Scheduler::Impl::~Impl() {
-  (void)Shutdown(Context::Background());   // with no deadline it returns once all is done
-  if (durable_) durable_->StopWriters();   // the last marks and removals written
-  if (claimer_) claimer_->Stop();          // every claimed job has finished or been released
-  if (fleet_rates_) fleet_rates_->Stop();  // no job waits for a token any more
-  if (writes_) writes_->Stop();            // the failed writes tried a last time
-  if (keeper_) keeper_->StopFlusher();     // Shutdown flushed last
+  (void)Shutdown(Context::Background());      // with no deadline it returns once all is done
+  if (durable_) durable_->StopWriters();      // the last marks and removals written
+  if (claimer_) claimer_->Stop();             // every claimed job has finished or been released
+  if (fleet_rates_) fleet_rates_->Stop();     // no job waits for a token any more
+  if (writes_) writes_->Stop();               // the failed writes tried a last time
+  if (keeper_) keeper_->StopFlusher();        // Shutdown flushed last
+  if (durable_) durable_->EndExclusiveUse();  // another scheduler may work the stored jobs now
   timer_.Stop();
   // pool_ is destroyed after the timer (declared before it): it joins its threads.
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "store/file_lock.h"
 
 namespace fairgate {
 namespace {
@@ -258,6 +259,44 @@ class SqliteStore final : public Store {
 
   StatusOr<std::vector<StoredJob>> LiveJobs() override { return Jobs(false); }
   StatusOr<std::vector<StoredJob>> DeadJobs() override { return Jobs(true); }
+
+  // One scheduler at a time: this handle's (a second scheduler given the same handle is
+  // refused), and the lock file's beside the database (`<file>-lock`, the file's path with its
+  // links resolved, so that two paths to one file share it), which two handles, in one process
+  // or two, cannot both hold.
+  Status BeginExclusiveUse() override {
+    std::lock_guard lock(use_mutex_);
+    if (lock_.has_value()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("SQLite store ", path_,
+                       ": another scheduler works its durable jobs through this same store"));
+    }
+    std::error_code error;
+    const std::filesystem::path file = std::filesystem::canonical(path_, error);
+    StatusOr<store::FileLock> held =
+        store::FileLock::Take((error ? path_ : file.string()) + "-lock");
+    const absl::StatusCode code = held.status().code();
+    if (code == absl::StatusCode::kFailedPrecondition) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("SQLite store ", path_, ": another scheduler works its durable jobs (",
+                       held.status().message(),
+                       "); one at a time may, and Recover may be called again once it is gone"));
+    }
+    if (!held.ok()) {
+      return Status(
+          code == absl::StatusCode::kPermissionDenied ? absl::StatusCode::kFailedPrecondition
+                                                      : code,
+          absl::StrCat("SQLite store ", path_,
+                       ": cannot make sure that no other scheduler works its durable jobs: ",
+                       held.status().message()));
+    }
+    lock_.emplace(*std::move(held));
+    return absl::OkStatus();
+  }
+  void EndExclusiveUse() override {
+    std::lock_guard lock(use_mutex_);
+    lock_.reset();
+  }
 
   Status SaveLearned(const LearnedState& changed, double forget_estimates_before,
                      double forget_keys_before) override {
@@ -894,6 +933,9 @@ class SqliteStore final : public Store {
   std::vector<std::uint64_t> tombstones_;
   std::optional<std::uint64_t> newest_in_group_;  // NewestInGroupLocked's, by mutex_
   Statement save_estimate_, save_key_, save_schedule_, forget_estimates_, forget_keys_;
+  // The lock file a scheduler holds through this store (BeginExclusiveUse), by use_mutex_.
+  std::mutex use_mutex_;
+  std::optional<store::FileLock> lock_;
 };
 
 }  // namespace
