@@ -3,6 +3,8 @@
 #include "fairgate/sqlite_store.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -321,6 +323,47 @@ TEST_CASE("SqliteStore.OneHandleAtATimeUsesTheFileExclusively") {
                                  ": cannot make sure that no other scheduler works its durable "
                                  "jobs: cannot open the lock file " +
                                  blocked_lock + ": Is a directory");
+}
+
+// A lock file the caller may not open: FailedPrecondition (the database file's own permissions
+// give the same), naming it and why. Root opens any file: checked as an unprivileged user, in a
+// child process, on a database it may write.
+TEST_CASE("SqliteStore.ALockFileItMayNotOpenIsRefusedAsTheFileWouldBe") {
+  testing::TempDir dir;
+  REQUIRE(chmod(dir.path().c_str(), 0755) == 0);
+  const std::string path = dir.path() + "/state.db";
+  auto kept = *OpenSqliteStore(path);  // keeps the log's files, which the child writes too
+  REQUIRE(kept->AddJob(testing::TestJob("a.git", "")).ok());
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    REQUIRE(chmod((path + suffix).c_str(), 0666) == 0);
+  }
+  const std::string lock = std::filesystem::canonical(path).string() + "-lock";
+  std::ofstream(lock) << "1\n";
+  REQUIRE(chmod(lock.c_str(), 0600) == 0);
+  auto refused = [&] {
+    StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore(path);
+    if (!store.ok()) return false;
+    const Status s = (*store)->BeginExclusiveUse();
+    return s.code() == absl::StatusCode::kFailedPrecondition &&
+           s.message() == "SQLite store " + path +
+                              ": cannot make sure that no other scheduler works its durable "
+                              "jobs: cannot open the lock file " +
+                              lock + ": Permission denied";
+  };
+  if (geteuid() != 0) {
+    CHECK(refused());
+    return;
+  }
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+    _exit(refused() ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 // Group commit: writes from many threads at once share transactions, and each caller learns
