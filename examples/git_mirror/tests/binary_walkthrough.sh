@@ -95,4 +95,20 @@ git clone --quiet "$url/demo.git" "$work/clone2"
 kill -TERM "$pid"
 wait "$pid"
 pid=
+
+# One server at a time on a state file: a second is refused, naming the first's process, and
+# starts once the first has stopped.
+start "$server" --state "$work/state.db"
+status=0
+"$server" --port 0 --mirror-dir "$work/mirrors" --repo "demo.git=$work/upstream.git" \
+  --state "$work/state.db" >/dev/null 2>"$work/err2" || status=$?
+[[ $status -eq 2 ]] || { echo "a second server on the state file exited with $status"; exit 1; }
+grep -q "another scheduler works its durable jobs (.*state.db-lock is held by process $pid)" \
+  "$work/err2" || { echo "the refusal did not name the first server"; cat "$work/err2"; exit 1; }
+kill -TERM "$pid"
+wait "$pid"
+start "$server" --state "$work/state.db"
+kill -TERM "$pid"
+wait "$pid"
+pid=
 echo "walk-through OK"
