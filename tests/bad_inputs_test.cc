@@ -352,6 +352,12 @@ std::vector<Row> Rows() {
   run("OpenSqliteStore", "busy_timeout = -1 s", absl::StatusCode::kInvalidArgument,
       "busy_timeout must be finite and >= 0 seconds",
       [] { return OpenSqliteStore(StatePath("busy.db"), {.busy_timeout = Seconds(-1)}).status(); });
+  run("OpenSqliteStore", "max_job_bytes = 0", absl::StatusCode::kInvalidArgument,
+      "max_job_bytes must be in [1, 999000000]",
+      [] { return OpenSqliteStore(StatePath("bound.db"), {.max_job_bytes = 0}).status(); });
+  run("OpenPostgresStore", "max_job_bytes = 0", absl::StatusCode::kInvalidArgument,
+      "PostgreSQL store: max_job_bytes must be in [1, 500000000], got 0",
+      [] { return OpenPostgresStore("dbname=fairgate", {.max_job_bytes = 0}).status(); });
   run("OpenPostgresStore", "a malformed connection string", absl::StatusCode::kInvalidArgument,
       "PostgreSQL connection string is malformed: missing \"=\" after \"nonsense\"",
       [] { return OpenPostgresStore("nonsense").status(); });
@@ -384,6 +390,22 @@ std::vector<Row> Rows() {
         auto s = durable();
         (void)s->Recover();
         return s->SubmitDurable({TypeName("clone"), JobId("id"), FairnessKey("k")}, "").status();
+      });
+  run("Scheduler::SubmitDurable", "a job above the store's max_job_bytes (100)",
+      absl::StatusCode::kInvalidArgument,
+      "the job is 108 bytes (its payload 100, with its type, id and fairness key), more than "
+      "max_job_bytes (100)",
+      [&] {
+        SchedulerOptions o;
+        o.persistence.store = *OpenSqliteStore(StatePath("bounded.db"), {.max_job_bytes = 100});
+        auto s = Ready(o);
+        (void)s->RegisterDurable(
+            "clone", [](const DurableJob&, const Context&) { return absl::OkStatus(); });
+        (void)s->Recover();
+        return s
+            ->SubmitDurable({TypeName("clone"), JobId("id"), FairnessKey("k")},
+                            std::string(100, 'p'))
+            .status();
       });
   run("Scheduler::SubmitDurableBatch", "no store", absl::StatusCode::kFailedPrecondition,
       "SubmitDurableBatch needs a store", [] {

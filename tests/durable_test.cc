@@ -369,6 +369,45 @@ TEST_CASE("Durable.AFailedJobIsRetriedWithBackoffThenDeadWithItsLastError") {
   CHECK(again->DeadJobs()->size() == 1);
 }
 
+// An attempt's error is kept to its first kMaxLastErrorBytes bytes, cut before a character rather
+// than through it, then how much was left out: a handler whose error quotes a large input cannot
+// make its job's row outgrow the store, in a deferral or in its death.
+TEST_CASE("Durable.AnAttemptsLongErrorIsKeptCutAtACharacterWithWhatWasLeftOut") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  auto s = *Scheduler::Create(WithState(path));
+  REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
+  // "INTERNAL: " (10 bytes), then 'x' up to two bytes before the bound, then a three-byte
+  // character (U+20AC) across it, then more.
+  const std::string head(kMaxLastErrorBytes - 10 - 2, 'x');
+  const std::string message = head + "\xE2\x82\xAC" + std::string(100'000, 'y');
+  std::atomic<int> runs{0};
+  const RetryPolicy retry{
+      .max_attempts = 2, .initial_backoff = Seconds(0.01), .max_backoff = Seconds(0.01)};
+  REQUIRE(s->RegisterDurable(
+               "fetch",
+               [&](const DurableJob&, const Context&) {
+                 ++runs;
+                 return absl::InternalError(message);
+               },
+               retry)
+              .ok());
+  REQUIRE(s->Recover().ok());
+  REQUIRE(s->SubmitDurable({TypeName("fetch"), JobId("quoting.git")}, "").ok());
+  REQUIRE(Eventually([&] {
+    StatusOr<std::vector<StoredJob>> dead = s->DeadJobs();
+    REQUIRE_MESSAGE(dead.ok(), dead.status().ToString());
+    return dead->size() == 1;
+  }));
+  CHECK(runs == 2);  // the deferral after the first attempt was stored, the second attempt ran
+  const std::string full = "INTERNAL: " + message;
+  const std::string kept = s->DeadJobs()->front().last_error;
+  const std::size_t cut = kMaxLastErrorBytes - 2;  // before the character, not through it
+  CHECK(kept.size() < kMaxLastErrorBytes + 32);
+  CHECK(kept.substr(0, cut) == full.substr(0, cut));
+  CHECK(kept.substr(cut) == " [" + std::to_string(full.size() - cut) + " bytes more]");
+}
+
 TEST_CASE("Durable.AnAttemptCutShortByACrashRunsAgainWithTheNextAttemptNumber") {
   TempDir dir;
   const std::string path = dir.path() + "/state.db";

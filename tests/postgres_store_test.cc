@@ -155,6 +155,75 @@ TEST_CASE("PostgresStore.ANameWithANulByteIsRefusedNotCutShort" * kStoreAlone) {
   CHECK(store->LiveJobs()->empty());
 }
 
+TEST_CASE("PostgresStore.AJobAboveMaxJobBytesIsRefusedAndNothingOfItStored" * kStoreAlone) {
+  testing::PostgresServer server;
+  PostgresStoreOptions bounded;
+  bounded.max_job_bytes = 100;
+  testing::CheckJobsAboveTheBoundAreRefused(
+      [&] { return *OpenPostgresStore(server.conninfo(), bounded); });
+  for (std::size_t bad : {std::size_t{0}, kPostgresMaxJobBytes + 1}) {
+    PostgresStoreOptions options;
+    options.max_job_bytes = bad;
+    const Status refused = OpenPostgresStore(server.conninfo(), options).status();
+    CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(
+        refused.message().find("max_job_bytes must be in [1, 500000000]") != std::string::npos,
+        refused.message());
+  }
+}
+
+// By default a job is at most what a claim can read back (its payload as hex text, in a row of
+// at most 1 GiB). A job of 600 MB was stored, and then every claim that reached it failed
+// ("invalid memory alloc request size"), so that the replica claimed nothing more; one of 1.1 GB
+// closed the connection (Unavailable, as if the server were down). A batch is one statement,
+// which carries its payloads as hex text: one that would carry more than 1,000,000,000 bytes is
+// refused before anything is sent, though each of its jobs is within the bound.
+TEST_CASE("PostgresStore.AJobOrBatchTooLargeToStoreAndReadBackIsRefusedBeforeItIsSent" *
+          kStoreAlone) {
+  testing::PostgresServer server;
+  auto store = *OpenPostgresStore(server.conninfo());
+  const Status refused =
+      store->AddJob(testing::TestJob("huge.git", std::string(kPostgresMaxJobBytes, 'p'))).status();
+  CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(refused.message().find("more than max_job_bytes (500000000)") != std::string::npos);
+  std::vector<StoredJob> batch;
+  for (const char* id : {"a.git", "b.git", "c.git"}) {
+    batch.push_back(testing::TestJob(id, std::string(200'000'000, 'p')));
+  }
+  const Status too_much = store->AddJobs(batch).status();
+  CHECK(too_much.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(too_much.message().find("its 3 jobs take ") != std::string::npos,
+                too_much.message());
+  CHECK(too_much.message().find("store them in smaller batches") != std::string::npos);
+  batch.clear();
+  CHECK(store->LiveJobs()->empty());
+  CHECK(store->AddJob(testing::TestJob("small.git", "")).ok());
+}
+
+// An attempt's error quotes whatever a handler's status says. One that was not UTF-8 failed the
+// statement that deferred or killed its job ("invalid byte sequence for encoding UTF8"): the
+// job stayed held until its lease lapsed, its error lost, and its retries came a lease late.
+// libpq cut one at a NUL byte. Each such byte is kept as U+FFFD.
+TEST_CASE("PostgresStore.AnAttemptsErrorThatIsNotUtf8IsKeptReadable" * kStoreAlone) {
+  testing::PostgresServer server;
+  auto store = *OpenPostgresStore(server.conninfo());
+  const std::uint64_t deferred = *store->AddJob(testing::TestJob("a.git", ""));
+  const std::uint64_t killed = *store->AddJob(testing::TestJob("b.git", ""));
+  const std::string error("INTERNAL: bad \xff\xfe byte, a NUL \0 and \xE2\x82\xAC", 38);
+  const std::string kept = "INTERNAL: bad \uFFFD\uFFFD byte, a NUL \uFFFD and \u20AC";
+  const Status deferral = store->DeferJob(deferred, 1.5, error);
+  CHECK_MESSAGE(deferral.ok(), deferral.ToString());
+  const Status death = store->KillJob(killed, error);
+  CHECK_MESSAGE(death.ok(), death.ToString());
+  const std::vector<StoredJob> live = *store->LiveJobs();
+  REQUIRE(live.size() == 1);
+  CHECK(live[0].not_before == 1.5);
+  CHECK(live[0].last_error == kept);
+  const std::vector<StoredJob> dead = *store->DeadJobs();
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].last_error == kept);
+}
+
 // PostgreSQL's text is UTF-8 without a NUL byte. A durable job named otherwise is refused; a key,
 // group, type or id of a replica's learned state that is not stays in the replica, and the
 // others are shared and saved: passed to the statement, it failed the whole share or flush, at

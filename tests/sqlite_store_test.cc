@@ -45,6 +45,32 @@ TEST_CASE("SqliteStore.StoresABatchWholeInItsOrder") {
   testing::CheckBatches([&] { return *OpenSqliteStore(path); });
 }
 
+TEST_CASE("SqliteStore.AJobAboveMaxJobBytesIsRefusedAndNothingOfItStored") {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  SqliteStoreOptions bounded;
+  bounded.max_job_bytes = 100;
+  testing::CheckJobsAboveTheBoundAreRefused([&] { return *OpenSqliteStore(path, bounded); });
+  for (std::size_t bad : {std::size_t{0}, kSqliteMaxJobBytes + 1}) {
+    SqliteStoreOptions options;
+    options.max_job_bytes = bad;
+    const Status refused = OpenSqliteStore(path, options).status();
+    CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(
+        refused.message().find("max_job_bytes must be in [1, 999000000]") != std::string::npos,
+        refused.message());
+  }
+  // By default, what SQLite can hold in a row: a job just above it is refused by its size (it was
+  // SQLite's "string or blob too big", or, past SQLite's limit, a NOT NULL constraint on the
+  // payload it then bound as NULL), and the store goes on.
+  auto store = *OpenSqliteStore(path);
+  const StoredJob huge = testing::TestJob("huge.git", std::string(kSqliteMaxJobBytes, 'p'));
+  const Status refused = store->AddJob(huge).status();
+  CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(refused.message().find("more than max_job_bytes (999000000)") != std::string::npos);
+  CHECK(store->AddJob(testing::TestJob("small.git", "")).ok());
+}
+
 TEST_CASE("SqliteStore.LearnedStateIsReplacedByNameAndForgottenPastItsTtl") {
   testing::TempDir dir;
   const std::string path = dir.path() + "/state.db";

@@ -145,6 +145,31 @@ inline void CheckBatches(const OpenStore& open) {
   CHECK(counted == std::vector<std::uint32_t>{0, 2, 1, 0, 0});
 }
 
+// A store opened with max_job_bytes 100 stores a job of 100 bytes (type, id, fairness key and
+// payload together) whole, and refuses one of 101, alone or in a batch, with InvalidArgument naming
+// its size and the bound, storing nothing of it.
+inline void CheckJobsAboveTheBoundAreRefused(const OpenStore& open_bounded_to_100) {
+  std::unique_ptr<Store> store = open_bounded_to_100();
+  // "fetch" and "alice": 10 bytes, the id 5.
+  const StoredJob fits = TestJob("a.git", std::string(85, 'p'));
+  const StoredJob over = TestJob("b.git", std::string(86, 'p'));
+  StatusOr<std::uint64_t> stored = store->AddJob(fits);
+  REQUIRE_MESSAGE(stored.ok(), stored.status().ToString());
+  const Status single = store->AddJob(over).status();
+  CHECK(single.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(single.message().find("the job is 101 bytes (its payload 86,") != std::string::npos,
+                single.message());
+  CHECK(single.message().find("more than max_job_bytes (100)") != std::string::npos);
+  const Status batch = store->AddJobs({TestJob("c.git", ""), over}).status();
+  CHECK(batch.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(batch.message().find("job 1 of the batch: ") != std::string::npos, batch.message());
+  CHECK(batch.message().find("the job is 101 bytes") != std::string::npos);
+  const std::vector<StoredJob> live = *open_bounded_to_100()->LiveJobs();
+  REQUIRE(live.size() == 1);
+  CHECK(live[0].sequence == *stored);
+  CHECK(live[0].payload == fits.payload);
+}
+
 // Learned state is replaced row by row by name (the last value of a name given twice in one
 // save), and rows past their TTL are forgotten.
 inline void CheckLearnedState(const OpenStore& open) {

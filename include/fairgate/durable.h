@@ -1,8 +1,9 @@
 // fairgate/durable.h: background work that survives a crash (Scheduler::SubmitDurable).
 //
 // A Submit job is a closure and dies with its process. A durable job is data instead: a type, an
-// id, a fairness key and payload bytes, stored (fairgate/store.h) before SubmitDurable returns
-// (SubmitDurableBatch: many in one commit), and run by the handler registered for its type
+// id, a fairness key and payload bytes (together at most the store's max_job_bytes: up to about
+// 1 GB in a SQLite file, 500 MB on PostgreSQL), stored (fairgate/store.h) before SubmitDurable
+// returns (SubmitDurableBatch: many in one commit), and run by the handler registered for its type
 // (Scheduler::RegisterDurable). It is queued and
 // admitted exactly as a Submit of (type, id) under its fairness key is, in the same order and
 // under the same caps, conflicts and coalescing.

@@ -62,7 +62,10 @@
 // AddJob calls (SubmitDurable) made at once through one store wait for the one in flight, and
 // then go in together, as one statement and commit (a group whose statement fails is stored job
 // by job, so a job the server refuses fails its own call only); where stores come fast,
-// SubmitDurableBatch stores many jobs in one transaction.
+// SubmitDurableBatch stores many jobs in one transaction. A batch is one statement, which carries
+// its payloads as hex text: one whose jobs take more than 1,000,000,000 bytes so (about twice
+// their payloads) is refused with InvalidArgument, nothing of it stored; store it in smaller
+// batches. (A group of AddJob calls that would take more is stored job by job.)
 //
 // Names are PostgreSQL text, which holds UTF-8 without a NUL byte. A durable job whose type, id
 // or fairness key is not that is refused (InvalidArgument, naming which). A key, group, type or
@@ -71,7 +74,9 @@
 // others' are, as passing it to the database would fail every share or flush it was in. A type
 // that is not has no stored jobs, and a claim passes over it; the scheduler names a fleet rate
 // limit's bucket by such a key or type in hex (SharedStore::TakeTokens), and refuses at Create a
-// fleet-wide conflict group or capped type named so (SharedStore::CheckName).
+// fleet-wide conflict group or capped type named so (SharedStore::CheckName). An attempt's error
+// (StoredJob::last_error), which quotes whatever a handler's status said, is kept with each byte
+// that is not part of a UTF-8 character, and each NUL, replaced by U+FFFD.
 //
 // Each connection sets idle_in_transaction_session_timeout to 1 s: a replica stopped in the
 // middle of one of its (millisecond) transactions would otherwise hold that transaction's row
@@ -83,6 +88,7 @@
 #ifndef FAIRGATE_POSTGRES_STORE_H_
 #define FAIRGATE_POSTGRES_STORE_H_
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -92,6 +98,11 @@
 
 namespace fairgate {
 
+// The most PostgresStoreOptions::max_job_bytes may be, and its default: PostgreSQL holds at most
+// 1 GiB in a field and in a row it sends, and a claim reads a job's payload back as hex text,
+// twice its size.
+inline constexpr std::size_t kPostgresMaxJobBytes = 500'000'000;
+
 struct PostgresStoreOptions {
   // This replica's name in the leases it holds: unique among the replicas sharing the database
   // while they run; UTF-8 without a NUL byte. Empty: "<host name>/<process id>/<random hex>".
@@ -99,6 +110,11 @@ struct PostgresStoreOptions {
   // Connections to the server at most, each serving one call at a time: calls beyond it wait
   // for one to be free. Made when first needed. >= 1.
   int connections = 4;
+  // The most bytes a durable job may be: its type, id, fairness key and payload together. A larger
+  // one is refused by AddJob and AddJobs (SubmitDurable, SubmitDurableBatch: the whole batch) with
+  // InvalidArgument naming its size, and nothing of it is stored. Lower it to bound what callers
+  // can make the database hold. 1 to kPostgresMaxJobBytes (the default).
+  std::size_t max_job_bytes = kPostgresMaxJobBytes;
 };
 
 // Connects with the libpq connection string `conninfo` ("host=/run/pg dbname=mirror", or a

@@ -213,10 +213,11 @@ class FAIRGATE_EXPORT Scheduler {
   // Recover; NotFound for a type without a handler; InvalidArgument for an empty id; Unavailable
   // after Shutdown or Drain began; ResourceExhausted when a pending bound is reached; the store's
   // status when it cannot store it (a full disk: ResourceExhausted; a read-only file:
-  // FailedPrecondition). A job stored while the scheduler begins to shut down is kept, and runs
-  // after the next Recover. With a shared store the job is not queued here: whichever replica
-  // claims it first runs it (this one is woken to claim at once), and a full queue does not
-  // refuse it.
+  // FailedPrecondition; a job larger than the store's max_job_bytes, its type, id, fairness key
+  // and payload together: InvalidArgument). A job stored while the scheduler begins to shut down is
+  // kept, and runs after the next Recover. With a shared store the job is not queued here:
+  // whichever replica claims it first runs it (this one is woken to claim at once), and a full
+  // queue does not refuse it.
   StatusOr<std::uint64_t> SubmitDurable(const JobName& job, std::string_view payload);
   // Stores many durable jobs in one commit of the store (one fsync for all of them) and queues
   // them in the order given; returns their sequence numbers, in that order, once all are stored.

@@ -28,6 +28,7 @@
 #ifndef FAIRGATE_SQLITE_STORE_H_
 #define FAIRGATE_SQLITE_STORE_H_
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -38,6 +39,11 @@
 
 namespace fairgate {
 
+// The most SqliteStoreOptions::max_job_bytes may be, and its default: SQLite holds at most
+// 1,000,000,000 bytes in a row (SQLITE_MAX_LENGTH, as Debian builds it), and a job's row keeps
+// the rest for its other columns and its last error (kMaxLastErrorBytes).
+inline constexpr std::size_t kSqliteMaxJobBytes = 999'000'000;
+
 struct SqliteStoreOptions {
   // When a commit is on disk. kFull (the default): every commit (every SubmitDurable, every
   // attempt's start and end) waits for an fsync of the log, so an acknowledged job survives a
@@ -47,6 +53,12 @@ struct SqliteStoreOptions {
   Sync synchronous = Sync::kFull;
   // How long a write waits for another process's lock on the file before Unavailable. >= 0.
   Seconds busy_timeout{5.0};
+  // The most bytes a durable job may be: its type, id, fairness key and payload together. A larger
+  // one is refused by AddJob and AddJobs (SubmitDurable, SubmitDurableBatch: the whole batch) with
+  // InvalidArgument naming its size, and nothing of it is stored. Lower it to bound what callers
+  // can make the file hold. 1 to kSqliteMaxJobBytes (the default), and at most what the SQLite
+  // library linked holds in a row less 1,000,000 bytes.
+  std::size_t max_job_bytes = kSqliteMaxJobBytes;
   friend bool operator==(const SqliteStoreOptions&, const SqliteStoreOptions&) = default;
 };
 

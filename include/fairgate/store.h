@@ -53,6 +53,10 @@
 namespace fairgate {
 
 // A durable job as stored.
+// The most of a failed attempt's status a stored job keeps (StoredJob::last_error), so that an
+// error that quotes a large input cannot outgrow what its store holds in a row.
+inline constexpr std::size_t kMaxLastErrorBytes = 65'536;
+
 struct StoredJob {
   std::uint64_t sequence = 0;  // given by the store: the job's place in arrival order
   std::string type, id, fairness_key;
@@ -61,8 +65,10 @@ struct StoredJob {
   // Attempts begun so far (marked before each one runs: an attempt cut short by a crash counts,
   // and one that reached the type's max_attempts that way is dead at the next Recover or claim).
   std::uint32_t attempts = 0;
-  double not_before = 0;   // Unix seconds: the next attempt waits until then (a retry's backoff)
-  std::string last_error;  // the status of the last failed attempt, as text
+  double not_before = 0;  // Unix seconds: the next attempt waits until then (a retry's backoff)
+  // The status of the last failed attempt, as text: its first kMaxLastErrorBytes bytes (cut at
+  // a character), then " [N bytes more]" where it was longer.
+  std::string last_error;
   // A shared store's fencing token of this replica's claim (ClaimJobs); 0 when not claimed, and
   // always 0 in a store that is not shared.
   std::uint64_t lease_token = 0;

@@ -7,6 +7,22 @@
 #include "absl/strings/str_cat.h"
 
 namespace fairgate::internal {
+namespace {
+
+// What a store keeps of an attempt's error (StoredJob::last_error): its first kMaxLastErrorBytes
+// bytes, cut before a UTF-8 continuation byte so that no character is split, and how much was
+// left out.
+std::string StoredError(std::string error) {
+  if (error.size() <= kMaxLastErrorBytes) return error;
+  std::size_t cut = kMaxLastErrorBytes;
+  while (cut > 0 && (static_cast<unsigned char>(error[cut]) & 0xC0) == 0x80) --cut;
+  const std::size_t more = error.size() - cut;
+  error.resize(cut);
+  absl::StrAppend(&error, " [", more, " bytes more]");
+  return error;
+}
+
+}  // namespace
 
 Status DurableJobs::Register(std::string_view type, DurableHandler handler,
                              const RetryPolicy& retry) {
@@ -348,7 +364,7 @@ Status DurableJobs::KillInterrupted(const StoredJob& job, const Type& type) {
                    ") was interrupted before it ended: its process stopped while "
                    "it ran; not run again");
   if (!job.last_error.empty()) absl::StrAppend(&error, "; an earlier attempt: ", job.last_error);
-  Status killed = keeper_.store().KillJob(job.sequence, error);
+  Status killed = keeper_.store().KillJob(job.sequence, StoredError(std::move(error)));
   Recorded(killed, StateKeeper::Operation::kKillJob,
            killed.ok() ? std::optional(StateKeeper::Outcome::kDead) : std::nullopt);
   return killed;
@@ -436,7 +452,7 @@ void DurableJobs::Finish(Attempt& a, const Status& status) {
     (void)BeginAttempt(a);
     if (a.gone) return;
   }
-  const std::string error = status.ToString();
+  const std::string error = StoredError(status.ToString());
   if (a.attempt >= a.type->retry.max_attempts) {
     Recorded(write(Operation::kKillJob,
                    [s = &store, sequence, error] { return s->KillJob(sequence, error); }),

@@ -1,6 +1,7 @@
 #include "store/postgres_connection.h"
 
 #include <cstdio>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -43,6 +44,23 @@ Status RequireText(absl::string_view s, absl::string_view what) {
   if (TextCanHold(s)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "PostgreSQL store: ", what, " must be UTF-8 without a NUL byte, as PostgreSQL's text is"));
+}
+
+std::string AsText(absl::string_view s) {
+  if (TextCanHold(s)) return std::string(s);
+  std::string valid;
+  valid.reserve(s.size());
+  utf8::replace_invalid(s.begin(), s.end(), std::back_inserter(valid));
+  std::string text;
+  text.reserve(valid.size());
+  for (char c : valid) {
+    if (c == '\0') {
+      text += "\xEF\xBF\xBD";  // U+FFFD
+    } else {
+      text += c;
+    }
+  }
+  return text;
 }
 
 bool Broken(const Link& link) {

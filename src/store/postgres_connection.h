@@ -59,6 +59,10 @@ std::string TextArray(const std::vector<std::string>& items);
 bool TextCanHold(absl::string_view s);
 // OK if TextCanHold(s), else InvalidArgument: "PostgreSQL store: <what> must be UTF-8 ...".
 Status RequireText(absl::string_view s, absl::string_view what);
+// `s` as PostgreSQL's text can hold it: each byte that is not part of a UTF-8 character, and each
+// NUL, replaced by U+FFFD. For what fairgate writes for people to read (an attempt's error,
+// which quotes whatever a handler's status says), where refusing would lose the whole of it.
+std::string AsText(absl::string_view s);
 
 // Whether `link` must be connected again before it is used.
 bool Broken(const Link& link);

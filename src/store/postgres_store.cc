@@ -28,6 +28,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "store/claim_planner.h"
+#include "store/job_size.h"
 #include "store/lease_book.h"
 #include "store/postgres_connection.h"
 #include "store/postgres_statements.h"
@@ -108,10 +109,15 @@ StatusOr<std::unique_ptr<SharedStore>> PostgresStore::Open(const std::string& co
     return absl::InvalidArgumentError(
         absl::StrCat("PostgreSQL store: connections must be >= 1, got ", options.connections));
   }
+  if (options.max_job_bytes < 1 || options.max_job_bytes > kPostgresMaxJobBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PostgreSQL store: max_job_bytes must be in [1, ", kPostgresMaxJobBytes,
+                     "], got ", options.max_job_bytes));
+  }
   if (Status s = RequireText(options.replica, "the replica's name"); !s.ok()) return s;
   auto store = std::unique_ptr<PostgresStore>(
       new PostgresStore(conninfo, options.replica.empty() ? DefaultReplicaName() : options.replica,
-                        static_cast<std::size_t>(options.connections)));
+                        static_cast<std::size_t>(options.connections), options.max_job_bytes));
   Session session = store->pool_.Take();
   Link& link = *session;
   if (Status s = store->pool_.Connect(link); !s.ok()) return s;
@@ -186,6 +192,25 @@ StatusOr<std::vector<std::uint64_t>> PostgresStore::AddJobs(const std::vector<St
 // from arrays, one parameter per column.
 StatusOr<std::vector<std::uint64_t>> PostgresStore::StoreJobs(
     const std::vector<const StoredJob*>& jobs, const char* what) {
+  // What the statement carries, counted before the payloads' hex is made: each array's elements
+  // as TextArray writes them (quoted, `"` and `\` escaped), and 8 bytes an element for the
+  // header the server gives each in the array it makes of them.
+  auto quoted = [](const std::string& text) {
+    return text.size() + 3 +
+           static_cast<std::size_t>(std::count_if(text.begin(), text.end(),
+                                                  [](char c) { return c == '"' || c == '\\'; }));
+  };
+  std::size_t carried = 0;
+  for (const StoredJob* job : jobs) {
+    carried += quoted(job->type) + quoted(job->id) + quoted(job->fairness_key) +
+               2 * job->payload.size() + 3 + 32 + 5 * 8;
+  }
+  if (carried > kMaxStatementBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PostgreSQL store: ", what, ": its ", jobs.size(), " jobs take ", carried,
+                     " bytes as its statement carries them (payloads as hex text), more than ",
+                     kMaxStatementBytes, " in one statement: store them in smaller batches"));
+  }
   std::vector<std::string> types, ids, keys, payloads, submitted;
   for (const StoredJob* job : jobs) {
     types.push_back(job->type);
@@ -352,7 +377,8 @@ Status PostgresStore::DeferJob(std::uint64_t sequence, double not_before, std::s
                 "UPDATE fairgate_durable_jobs SET not_before = $3, last_error = $4, "
                 "holder = NULL, lease_until = NULL, token = NULL "
                 "WHERE sequence = $1" FAIRGATE_PG_FENCED(2) " RETURNING 1",
-                {{Number(not_before)}, {std::string(error)}}, "defer", false);
+                {{Number(not_before)}, {AsText(absl::string_view(error.data(), error.size()))}},
+                "defer", false);
 }
 
 Status PostgresStore::KillJob(std::uint64_t sequence, std::string_view error) {
@@ -362,7 +388,8 @@ Status PostgresStore::KillJob(std::uint64_t sequence, std::string_view error) {
                 "UPDATE fairgate_durable_jobs SET dead = true, last_error = $3, "
                 "attempts = attempts - $4, holder = NULL, lease_until = NULL, token = NULL "
                 "WHERE sequence = $1" FAIRGATE_PG_FENCED(2) " RETURNING 1",
-                {{std::string(error)}, UnbegunAttempt(sequence)}, "move to the dead jobs", false);
+                {{AsText(absl::string_view(error.data(), error.size()))}, UnbegunAttempt(sequence)},
+                "move to the dead jobs", false);
 }
 
 Status PostgresStore::ReleaseJob(std::uint64_t sequence) {
@@ -457,7 +484,8 @@ Status PostgresStore::WaitForJobs(double timeout_seconds) {
 // PostgreSQL's text cannot hold a NUL byte (and libpq would cut a parameter at the first one) or
 // what is not UTF-8: a job's names with either are refused rather than stored cut short, or
 // failing the statement of a group of stores. (The payload is bytea.)
-Status PostgresStore::Storable(const StoredJob& job) {
+Status PostgresStore::Storable(const StoredJob& job) const {
+  if (Status s = CheckJobSize(job, max_job_bytes_, "PostgreSQL store"); !s.ok()) return s;
   for (const auto& [name, value] : {std::pair<const char*, const std::string*>{"type", &job.type},
                                     {"id", &job.id},
                                     {"fairness key", &job.fairness_key}}) {

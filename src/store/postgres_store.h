@@ -114,21 +114,30 @@ class PostgresStore final : public SharedStore {
   StatusOr<LearnedState> LoadLearned() override;
 
  private:
-  PostgresStore(std::string conninfo, std::string replica, std::size_t connections)
-      : pool_(std::move(conninfo), connections), replica_(std::move(replica)) {}
+  PostgresStore(std::string conninfo, std::string replica, std::size_t connections,
+                std::size_t max_job_bytes)
+      : pool_(std::move(conninfo), connections),
+        replica_(std::move(replica)),
+        max_job_bytes_(max_job_bytes) {}
 
   // The claim itself: ClaimJobs adds what its size tells WaitForJobs.
   StatusOr<std::vector<StoredJob>> Claim(const std::vector<ClaimableType>& asked,
                                          std::size_t max_jobs, double lease_seconds);
   // One job in its own statement and commit.
   StatusOr<std::uint64_t> AddOneJob(const StoredJob& job);
+  // The most bytes AddJobs' statement carries in its parameters: the server refuses a message of
+  // more than 1 GiB (and an array of more), which leaves room for the rest of the message.
+  static constexpr std::size_t kMaxStatementBytes = 1'000'000'000;
   // AddJobs' statement, for jobs already found Storable; `what` names it in errors.
+  // InvalidArgument, before anything is sent, when its parameters would take more than
+  // kMaxStatementBytes.
   StatusOr<std::vector<std::uint64_t>> StoreJobs(const std::vector<const StoredJob*>& jobs,
                                                  const char* what);
 
   // PostgreSQL's text cannot hold a NUL byte, and libpq would cut a parameter at the first one:
-  // a job's names with one are refused rather than stored cut short. (The payload is bytea.)
-  static Status Storable(const StoredJob& job);
+  // a job's names with one are refused rather than stored cut short. (The payload is bytea.) A
+  // job above max_job_bytes_ is refused too.
+  Status Storable(const StoredJob& job) const;
   static double WallSeconds();
   StatusOr<std::vector<StoredJob>> Jobs(bool dead);
 
@@ -235,6 +244,7 @@ class PostgresStore final : public SharedStore {
   // The connections: at most the options' `connections`, each used by one call at a time.
   ConnectionPool pool_;
   const std::string replica_;
+  const std::size_t max_job_bytes_;  // PostgresStoreOptions::max_job_bytes
   LeaseBook book_;  // this replica's claims and leases (thread-safe, its own mutex)
   // AddJob's calls from many threads at once, a group a statement. A PostgreSQL server commits
   // notifying transactions one at a time, so jobs stored one a statement from 8 threads made no

@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "store/file_lock.h"
+#include "store/job_size.h"
 
 namespace fairgate {
 namespace {
@@ -115,6 +116,8 @@ Status ToStatus(int code, absl::string_view error, const std::string& path, cons
       return absl::FailedPreconditionError(message);
     case SQLITE_CORRUPT:
       return absl::DataLossError(message);
+    case SQLITE_TOOBIG:
+      return absl::InvalidArgumentError(message);
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
     case SQLITE_IOERR:
@@ -159,7 +162,20 @@ class SqliteStore final : public Store {
         nullptr);
     Db db(raw);  // closed on every path, also when the open failed
     if (opened != SQLITE_OK) return ToStatus(opened, db.get(), path, "open");
-    auto store = std::unique_ptr<SqliteStore>(new SqliteStore(path, std::move(db)));
+    // A row holds at most the library's length limit: what a job may be leaves 1,000,000 bytes
+    // of it to the row's other columns and its last error (kMaxLastErrorBytes).
+    const auto row_limit =
+        static_cast<std::size_t>(sqlite3_limit(db.get(), SQLITE_LIMIT_LENGTH, -1));
+    if (options.max_job_bytes < 1 || options.max_job_bytes > kSqliteMaxJobBytes ||
+        options.max_job_bytes + kRowReserve > row_limit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "SQLite store ", path, ": max_job_bytes must be in [1, ",
+          std::min(kSqliteMaxJobBytes, row_limit > kRowReserve ? row_limit - kRowReserve : 0),
+          "] (this SQLite holds ", row_limit, " bytes in a row, less ", kRowReserve,
+          " kept for the rest of it), got ", options.max_job_bytes));
+    }
+    auto store =
+        std::unique_ptr<SqliteStore>(new SqliteStore(path, std::move(db), options.max_job_bytes));
     if (Status s = store->Prepare(options); !s.ok()) return s;
     return std::unique_ptr<Store>(std::move(store));
   }
@@ -175,6 +191,7 @@ class SqliteStore final : public Store {
   }
 
   StatusOr<std::uint64_t> AddJob(const StoredJob& job) override {
+    if (Status s = store::CheckJobSize(job, max_job_bytes_, StoreName()); !s.ok()) return s;
     StatusOr<std::uint64_t> sequence;
     if (Status committed = Grouped("store a durable job", [&] { sequence = InsertLocked(job); });
         !committed.ok()) {
@@ -187,6 +204,11 @@ class SqliteStore final : public Store {
   // the batch's earlier rows with it, and leaves the other writes of the group alone.
   StatusOr<std::vector<std::uint64_t>> AddJobs(const std::vector<StoredJob>& jobs) override {
     if (jobs.empty()) return std::vector<std::uint64_t>{};
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      if (Status s = store::CheckJobSize(jobs[i], max_job_bytes_, StoreName()); !s.ok()) {
+        return Status(s.code(), absl::StrCat("job ", i, " of the batch: ", s.message()));
+      }
+    }
     StatusOr<std::vector<std::uint64_t>> sequences;
     if (Status committed =
             Grouped("store a batch of durable jobs", [&] { sequences = InsertBatchLocked(jobs); });
@@ -700,7 +722,8 @@ class SqliteStore final : public Store {
     std::function<void(const Status&)> then;
   };
 
-  SqliteStore(std::string path, Db db) : path_(std::move(path)), db_(std::move(db)) {}
+  SqliteStore(std::string path, Db db, std::size_t max_job_bytes)
+      : path_(std::move(path)), max_job_bytes_(max_job_bytes), db_(std::move(db)) {}
 
   Status Prepare(const SqliteStoreOptions& options) {
     sqlite3_busy_timeout(db_.get(), static_cast<int>(options.busy_timeout.count() * 1000));
@@ -907,8 +930,15 @@ class SqliteStore final : public Store {
     return absl::OkStatus();
   }
 
+  // "SQLite store <path>", as errors begin.
+  std::string StoreName() const { return absl::StrCat("SQLite store ", path_); }
+
+  // Bytes of a row's length limit that a job may not take (SqliteStoreOptions::max_job_bytes).
+  static constexpr std::size_t kRowReserve = 1'000'000;
+
   const std::string path_;
-  std::mutex group_mutex_;  // guards the group commit's queue and leader
+  const std::size_t max_job_bytes_;  // SqliteStoreOptions::max_job_bytes
+  std::mutex group_mutex_;           // guards the group commit's queue and leader
   std::condition_variable group_done_;
   std::vector<Waiting*> queue_;    // writes waiting for the next group
   bool leading_ = false;           // a group is being committed
