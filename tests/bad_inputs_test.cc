@@ -424,6 +424,16 @@ std::vector<Row> Rows() {
                                   {{TypeName("clone"), JobId(""), FairnessKey("k")}, ""}})
             .status();
       });
+  run("Scheduler::RetryDeadJob", "no store", absl::StatusCode::kFailedPrecondition,
+      "RetryDeadJob needs a store", [] { return Ready()->RetryDeadJob(1); });
+  run("Scheduler::RetryDeadJob", "a number no dead job has", absl::StatusCode::kNotFound,
+      "no dead job has sequence number 7", [&] {
+        auto s = durable();
+        (void)s->Recover();
+        return s->RetryDeadJob(7);
+      });
+  run("Scheduler::RemoveDeadJob", "before Recover", absl::StatusCode::kFailedPrecondition,
+      "RemoveDeadJob before Recover", [&] { return durable()->RemoveDeadJob(7); });
   run("Scheduler::RegisterDurable", "an unknown type", absl::StatusCode::kNotFound,
       "unknown job type 'x'", [&] {
         return durable()->RegisterDurable(

@@ -369,6 +369,51 @@ TEST_CASE("Durable.AFailedJobIsRetriedWithBackoffThenDeadWithItsLastError") {
   CHECK(again->DeadJobs()->size() == 1);
 }
 
+// A dead job given its attempts again runs again from attempt 1, and leaves the store when it
+// succeeds; a dead job removed is gone, also after a restart. Neither is done to a live job.
+TEST_CASE("Durable.ADeadJobRetriedRunsAgainAndARemovedOneIsGone") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  Seen seen;
+  std::atomic<bool> failing{true};
+  auto s = *Scheduler::Create(WithState(path));
+  REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
+  REQUIRE(s->RegisterDurable(
+               "fetch",
+               [&](const DurableJob& job, const Context&) {
+                 seen.Add(job);
+                 if (failing) return absl::InternalError("bad pack");
+                 return absl::OkStatus();
+               },
+               RetryPolicy{.max_attempts = 2, .initial_backoff = Seconds(0)})
+              .ok());
+  CHECK(s->RetryDeadJob(1).code() == absl::StatusCode::kFailedPrecondition);  // before Recover
+  REQUIRE(s->Recover().ok());
+  const std::uint64_t retried = *s->SubmitDurable({TypeName("fetch"), JobId("retried")}, "r");
+  const std::uint64_t removed = *s->SubmitDurable({TypeName("fetch"), JobId("removed")}, "");
+  REQUIRE(Eventually([&] { return s->DeadJobs()->size() == 2; }));
+  CHECK(seen.Size() == 4);
+  failing = false;
+  REQUIRE(s->RetryDeadJob(retried).ok());
+  REQUIRE(Eventually([&] { return seen.Size() == 5; }));
+  CHECK(seen.Get().back() == "retried#1:r");  // its attempts counted from 0 again
+  REQUIRE(s->RemoveDeadJob(removed).ok());
+  REQUIRE(Eventually([&] { return Live(path).empty(); }));
+  CHECK(s->DeadJobs()->empty());
+  CHECK(s->RetryDeadJob(retried).code() == absl::StatusCode::kNotFound);
+  CHECK(s->RemoveDeadJob(removed).code() == absl::StatusCode::kNotFound);
+  const std::uint64_t running = *s->SubmitDurable({TypeName("fetch"), JobId("live")}, "");
+  CHECK(s->RemoveDeadJob(running).code() == absl::StatusCode::kNotFound);
+  s.reset();
+  auto again = *Scheduler::Create(WithState(path));
+  REQUIRE(again->RegisterType("fetch", Type(4, 1)).ok());
+  REQUIRE(again
+              ->RegisterDurable("fetch",
+                                [&](const DurableJob&, const Context&) { return absl::OkStatus(); })
+              .ok());
+  CHECK(again->Recover()->dead == 0);
+}
+
 // An attempt's error is kept to its first kMaxLastErrorBytes bytes, cut before a character rather
 // than through it, then how much was left out: a handler whose error quotes a large input cannot
 // make its job's row outgrow the store, in a deferral or in its death.

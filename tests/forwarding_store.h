@@ -48,6 +48,10 @@ class Forwarding : public Base {
   }
   StatusOr<std::vector<StoredJob>> LiveJobs() override { return inner_->LiveJobs(); }
   StatusOr<std::vector<StoredJob>> DeadJobs() override { return inner_->DeadJobs(); }
+  StatusOr<StoredJob> ReviveJob(std::uint64_t sequence) override {
+    return inner_->ReviveJob(sequence);
+  }
+  Status RemoveDeadJob(std::uint64_t sequence) override { return inner_->RemoveDeadJob(sequence); }
   Status BeginExclusiveUse() override { return inner_->BeginExclusiveUse(); }
   void EndExclusiveUse() override { inner_->EndExclusiveUse(); }
   Status SaveLearned(const LearnedState& changed, double forget_estimates_before,

@@ -155,6 +155,50 @@ TEST_CASE("PostgresStore.ANameWithANulByteIsRefusedNotCutShort" * kStoreAlone) {
   CHECK(store->LiveJobs()->empty());
 }
 
+TEST_CASE("PostgresStore.DeadJobsAreRevivedOrRemoved" * kStoreAlone) {
+  testing::PostgresServer server;
+  testing::CheckDeadJobsAreRevivedOrRemoved([&] { return *OpenPostgresStore(server.conninfo()); });
+}
+
+// A dead job retried on one replica is claimed and run by a replica; its key has a head again
+// (the claim finds it through the keys' heads).
+TEST_CASE("PostgresStore.ADeadJobRetriedOnOneReplicaRunsAgain") {
+  testing::PostgresServer server;
+  std::atomic<bool> failing{true};
+  testing::Log ran;
+  auto replica = [&] {
+    SchedulerOptions o;
+    o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(server.conninfo()));
+    o.runtime.warn = [](std::string_view) {};
+    auto s = *Scheduler::Create(o);
+    REQUIRE(s->RegisterType("fetch", testing::Type(4, 1)).ok());
+    REQUIRE(s->RegisterDurable(
+                 "fetch",
+                 [&](const DurableJob& job, const Context&) {
+                   ran.Add(std::string(job.id) + "#" + std::to_string(job.attempt));
+                   if (failing) return absl::InternalError("bad pack");
+                   return absl::OkStatus();
+                 },
+                 RetryPolicy{.max_attempts = 1})
+                .ok());
+    REQUIRE(s->Recover().ok());
+    return s;
+  };
+  auto first = replica();
+  auto second = replica();
+  const std::uint64_t sequence = *first->SubmitDurable({TypeName("fetch"), JobId("a.git")}, "");
+  REQUIRE(testing::Eventually([&] { return first->DeadJobs()->size() == 1; }));
+  CHECK(ran.entries() == std::vector<std::string>{"a.git#1"});
+  failing = false;
+  REQUIRE(second->RetryDeadJob(sequence).ok());
+  REQUIRE(testing::Eventually([&] { return ran.entries().size() == 2; }));
+  CHECK(ran.entries()[1] == "a.git#1");  // its attempts counted from 0 again
+  auto reader = *OpenPostgresStore(server.conninfo());
+  REQUIRE(testing::Eventually(
+      [&] { return first->DeadJobs()->empty() && reader->LiveJobs()->empty(); }));
+  CHECK(first->RetryDeadJob(sequence).code() == absl::StatusCode::kNotFound);
+}
+
 TEST_CASE("PostgresStore.AJobAboveMaxJobBytesIsRefusedAndNothingOfItStored" * kStoreAlone) {
   testing::PostgresServer server;
   PostgresStoreOptions bounded;

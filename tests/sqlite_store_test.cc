@@ -45,6 +45,12 @@ TEST_CASE("SqliteStore.StoresABatchWholeInItsOrder") {
   testing::CheckBatches([&] { return *OpenSqliteStore(path); });
 }
 
+TEST_CASE("SqliteStore.DeadJobsAreRevivedOrRemoved") {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  testing::CheckDeadJobsAreRevivedOrRemoved([&] { return *OpenSqliteStore(path); });
+}
+
 TEST_CASE("SqliteStore.AJobAboveMaxJobBytesIsRefusedAndNothingOfItStored") {
   testing::TempDir dir;
   const std::string path = dir.path() + "/state.db";

@@ -170,6 +170,51 @@ inline void CheckJobsAboveTheBoundAreRefused(const OpenStore& open_bounded_to_10
   CHECK(live[0].payload == fits.payload);
 }
 
+// A dead job revived lives again whole, its attempts from 0 and its last error kept; a dead job
+// removed is gone; neither touches a live job or a number not stored (NotFound), and a removed
+// newest job's number is not given again.
+inline void CheckDeadJobsAreRevivedOrRemoved(const OpenStore& open) {
+  std::unique_ptr<Store> store = open();
+  const std::string binary("\0dead\xff", 6);
+  const std::uint64_t a = *store->AddJob(TestJob("a.git", binary));
+  const std::uint64_t b = *store->AddJob(TestJob("b.git", "b"));
+  const std::uint64_t live = *store->AddJob(TestJob("live.git", "c"));
+  CHECK(*store->BeginAttempt(a) == 1u);
+  CHECK(*store->BeginAttempt(a) == 2u);
+  REQUIRE(store->KillJob(a, "INTERNAL: bad pack").ok());
+  REQUIRE(store->KillJob(b, "INTERNAL: gone").ok());
+  for (std::uint64_t absent : {live, live + 1000}) {
+    CHECK(store->ReviveJob(absent).status().code() == absl::StatusCode::kNotFound);
+    CHECK(store->RemoveDeadJob(absent).code() == absl::StatusCode::kNotFound);
+  }
+  StatusOr<StoredJob> revived = store->ReviveJob(a);
+  REQUIRE_MESSAGE(revived.ok(), revived.status().ToString());
+  CHECK(revived->sequence == a);
+  CHECK(revived->id == "a.git");
+  CHECK(revived->payload == binary);
+  CHECK(revived->attempts == 0u);
+  CHECK(revived->not_before == 0);
+  CHECK(revived->last_error == "INTERNAL: bad pack");
+  CHECK(store->ReviveJob(a).status().code() == absl::StatusCode::kNotFound);  // live now
+  const Status removed = store->RemoveDeadJob(b);
+  CHECK_MESSAGE(removed.ok(), removed.ToString());
+  CHECK(store->RemoveDeadJob(b).code() == absl::StatusCode::kNotFound);
+  std::unique_ptr<Store> other = open();
+  const std::vector<StoredJob> live_jobs = *other->LiveJobs();
+  REQUIRE(live_jobs.size() == 2);
+  CHECK(live_jobs[0].sequence == a);
+  CHECK(live_jobs[0].attempts == 0u);
+  CHECK(live_jobs[0].payload == binary);
+  CHECK(live_jobs[1].sequence == live);
+  CHECK(other->DeadJobs()->empty());
+  // The newest job, dead and removed: its number is not given again.
+  const std::uint64_t newest = *store->AddJob(TestJob("newest.git", ""));
+  REQUIRE(store->KillJob(newest, "INTERNAL: no").ok());
+  REQUIRE(store->RemoveDeadJob(newest).ok());
+  CHECK(*open()->AddJob(TestJob("after.git", "")) > newest);
+  CHECK(open()->DeadJobs()->empty());
+}
+
 // Learned state is replaced row by row by name (the last value of a name given twice in one
 // save), and rows past their TTL are forgotten.
 inline void CheckLearnedState(const OpenStore& open) {

@@ -231,6 +231,16 @@ class FAIRGATE_EXPORT Scheduler {
       const std::vector<DurableSubmission>& jobs);
   // The durable jobs that ran out of attempts, in stored order, with their last errors.
   StatusOr<std::vector<StoredJob>> DeadJobs();
+  // Gives a dead job (DeadJobs: its `sequence`) its attempts again: it lives again with its
+  // attempts counted from 0 and its last error kept, and is queued as a job Recover found is (a
+  // full queue: tried again a second later; with a shared store, claimed by whichever replica
+  // first; a type without a handler here: stays stored for a process that has one). NotFound
+  // when the store holds no dead job of that number (a live one included); FailedPrecondition
+  // without a store or before Recover; Unavailable after Shutdown or Drain began; the store's
+  // status when it cannot.
+  Status RetryDeadJob(std::uint64_t sequence);
+  // Deletes a dead job from the store, with the same refusals as RetryDeadJob.
+  Status RemoveDeadJob(std::uint64_t sequence);
   // Writes the learned estimates, keys' costs and periodic schedules to the store now, as the
   // periodic flush does (state_flush_interval) and Shutdown does last. The store's status.
   Status FlushState();

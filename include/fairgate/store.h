@@ -191,6 +191,18 @@ class FAIRGATE_EXPORT Store {
   virtual StatusOr<std::vector<StoredJob>> LiveJobs() = 0;
   // The dead jobs, in sequence order.
   virtual StatusOr<std::vector<StoredJob>> DeadJobs() = 0;
+  // The dead job lives again: its attempts counted from 0, due at once, its last error kept (a
+  // shared store's replicas waiting for jobs are told). Returns it as it is stored now. NotFound
+  // when no dead job has that sequence number (a live one included). This default:
+  // Unimplemented (a store written before it; Scheduler::RetryDeadJob then says so).
+  virtual StatusOr<StoredJob> ReviveJob(std::uint64_t /*sequence*/) {
+    return absl::UnimplementedError("this store cannot revive a dead job (Store::ReviveJob)");
+  }
+  // Deletes the dead job. NotFound when no dead job has that sequence number (a live one
+  // included). This default: Unimplemented, as ReviveJob's.
+  virtual Status RemoveDeadJob(std::uint64_t /*sequence*/) {
+    return absl::UnimplementedError("this store cannot remove a dead job (Store::RemoveDeadJob)");
+  }
 
   // Makes the calling scheduler the only one that works the stored jobs, until EndExclusiveUse:
   // two schedulers on one store (in one process or two, through one handle or two) would each

@@ -146,13 +146,8 @@ StatusOr<RecoveryReport> DurableJobs::RecoverShared(LoadFailed& load_failed) {
 StatusOr<DurableJobs::TypePtr> DurableJobs::Accepting(std::string_view type,
                                                       std::string_view id) const {
   if (id.empty()) return absl::InvalidArgumentError("job id is empty");
-  if (Status open = scheduler_.Open(); !open.ok()) return open;
+  if (Status ready = Recovered("SubmitDurable"); !ready.ok()) return ready;
   std::lock_guard lock(mutex_);
-  if (recovery_ != Recovery::kDone) {
-    return absl::FailedPreconditionError(
-        "SubmitDurable before Recover: register the types and their handlers, then call "
-        "Recover");
-  }
   auto it = types_.find(absl::string_view(type.data(), type.size()));
   if (it == types_.end()) {
     return absl::NotFoundError(absl::StrCat("job type '",
@@ -238,6 +233,35 @@ StatusOr<std::vector<StoredJob>> DurableJobs::Dead() {
   StatusOr<std::vector<StoredJob>> dead = keeper_.store().DeadJobs();
   if (!dead.ok()) keeper_.CountError(StateKeeper::Operation::kLoad);
   return dead;
+}
+
+// Before Recover the store's jobs are not this scheduler's yet (another may work a SQLite file's).
+Status DurableJobs::Recovered(const char* call) const {
+  if (Status open = scheduler_.Open(); !open.ok()) return open;
+  std::lock_guard lock(mutex_);
+  if (recovery_ == Recovery::kDone) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(call,
+                   " before Recover: register the types and their handlers, then call "
+                   "Recover"));
+}
+
+Status DurableJobs::RetryDead(std::uint64_t sequence) {
+  if (Status ready = Recovered("RetryDeadJob"); !ready.ok()) return ready;
+  StatusOr<StoredJob> revived = keeper_.store().ReviveJob(sequence);
+  if (!revived.ok()) return revived.status();
+  if (claimer_ != nullptr) {  // a shared store: whichever replica claims it first runs it
+    claimer_->Poke();
+    return absl::OkStatus();
+  }
+  // Without a handler it stays stored, as Recover leaves such jobs.
+  if (TypePtr type = Find(revived->type)) QueueOrDefer(*revived, type);
+  return absl::OkStatus();
+}
+
+Status DurableJobs::RemoveDead(std::uint64_t sequence) {
+  if (Status ready = Recovered("RemoveDeadJob"); !ready.ok()) return ready;
+  return keeper_.store().RemoveDeadJob(sequence);
 }
 
 std::vector<ClaimableType> DurableJobs::ClaimableTypes() const {

@@ -58,12 +58,15 @@ class DurableJobs {
     fleet_ = fleet;
   }
 
-  // Scheduler::RegisterDurable, Recover, SubmitDurable and DeadJobs, with their refusals.
+  // Scheduler::RegisterDurable, Recover, SubmitDurable, DeadJobs, RetryDeadJob and
+  // RemoveDeadJob, with their refusals.
   Status Register(std::string_view type, DurableHandler handler, const RetryPolicy& retry);
   StatusOr<RecoveryReport> Recover();
   StatusOr<std::uint64_t> Submit(const DurableSubmission& submission);
   StatusOr<std::vector<std::uint64_t>> SubmitBatch(const std::vector<DurableSubmission>& jobs);
   StatusOr<std::vector<StoredJob>> Dead();
+  Status RetryDead(std::uint64_t sequence);
+  Status RemoveDead(std::uint64_t sequence);
 
   // For the claimer: the types this replica claims jobs of, with their tiers (those not paused,
   // and none once the scheduler is closing; a type with a fleet-wide cap bounded by what this
@@ -109,6 +112,9 @@ class DurableJobs {
   };
   enum class Recovery { kNotYet, kRecovering, kDone };
 
+  // OK once Recover is done and while the scheduler is open; else the refusal of `call` ("<call>
+  // before Recover: ...", or the scheduler's once it is closing).
+  Status Recovered(const char* call) const;
   // The handler of a job SubmitDurable may store: refused (nothing stored) before Recover, for a
   // type without a handler or an empty id, and once the scheduler is closing.
   StatusOr<TypePtr> Accepting(std::string_view type, std::string_view id) const;

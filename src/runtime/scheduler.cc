@@ -165,6 +165,16 @@ StatusOr<std::vector<StoredJob>> Scheduler::Impl::DeadJobs() {
   return durable_->Dead();
 }
 
+Status Scheduler::Impl::RetryDeadJob(std::uint64_t sequence) {
+  if (!durable_) return NeedStore("RetryDeadJob");
+  return durable_->RetryDead(sequence);
+}
+
+Status Scheduler::Impl::RemoveDeadJob(std::uint64_t sequence) {
+  if (!durable_) return NeedStore("RemoveDeadJob");
+  return durable_->RemoveDead(sequence);
+}
+
 Status Scheduler::Impl::FlushState() {
   if (!keeper_) return NeedStore("FlushState");
   return keeper_->Flush();
@@ -344,6 +354,10 @@ StatusOr<std::vector<std::uint64_t>> Scheduler::SubmitDurableBatch(
 }
 
 StatusOr<std::vector<StoredJob>> Scheduler::DeadJobs() { return impl_->DeadJobs(); }
+
+Status Scheduler::RetryDeadJob(std::uint64_t sequence) { return impl_->RetryDeadJob(sequence); }
+
+Status Scheduler::RemoveDeadJob(std::uint64_t sequence) { return impl_->RemoveDeadJob(sequence); }
 
 Status Scheduler::FlushState() { return impl_->FlushState(); }
 

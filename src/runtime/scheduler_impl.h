@@ -68,6 +68,8 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
   StatusOr<std::vector<std::uint64_t>> SubmitDurableBatch(
       const std::vector<DurableSubmission>& jobs);
   StatusOr<std::vector<StoredJob>> DeadJobs();
+  Status RetryDeadJob(std::uint64_t sequence);
+  Status RemoveDeadJob(std::uint64_t sequence);
   Status FlushState();
   Status Shutdown(const Context& ctx);
   Status Drain(const Context& ctx);

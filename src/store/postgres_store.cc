@@ -392,6 +392,38 @@ Status PostgresStore::KillJob(std::uint64_t sequence, std::string_view error) {
                 "move to the dead jobs", false);
 }
 
+// The dead job's row is ready again (the jobs' trigger gives its key a head), and the replicas
+// waiting for jobs are told.
+StatusOr<StoredJob> PostgresStore::ReviveJob(std::uint64_t sequence) {
+  Session session = pool_.Take();
+  Link& link = *session;
+  const std::string sql = absl::StrCat(
+      "UPDATE fairgate_durable_jobs SET dead = false, attempts = 0, not_before = 0 "
+      "WHERE sequence = $1 AND dead RETURNING ",
+      kJobColumns, ", fairgate_notify_waiting()");
+  StatusOr<Result> r =
+      pool_.RetryingExec(link, sql.c_str(), {{std::to_string(sequence)}}, "revive a dead job");
+  if (!r.ok()) return r.status();
+  if (PQntuples(r->get()) == 0) return NoDeadJob(sequence);
+  return JobAt(*r, 0);
+}
+
+Status PostgresStore::RemoveDeadJob(std::uint64_t sequence) {
+  Session session = pool_.Take();
+  Link& link = *session;
+  StatusOr<Result> r = pool_.RetryingExec(
+      link, "DELETE FROM fairgate_durable_jobs WHERE sequence = $1 AND dead RETURNING 1",
+      {{std::to_string(sequence)}}, "remove a dead job");
+  if (!r.ok()) return r.status();
+  if (PQntuples(r->get()) == 0) return NoDeadJob(sequence);
+  return absl::OkStatus();
+}
+
+Status PostgresStore::NoDeadJob(std::uint64_t sequence) {
+  return absl::NotFoundError(
+      absl::StrCat("PostgreSQL store: no dead job has sequence number ", sequence));
+}
+
 Status PostgresStore::ReleaseJob(std::uint64_t sequence) {
   Session session = pool_.Take();
   Link& link = *session;

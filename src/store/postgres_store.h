@@ -108,6 +108,8 @@ class PostgresStore final : public SharedStore {
   StatusOr<std::size_t> RenewLeases(double lease_seconds) override;
   StatusOr<std::vector<StoredJob>> LiveJobs() override { return Jobs(false); }
   StatusOr<std::vector<StoredJob>> DeadJobs() override { return Jobs(true); }
+  StatusOr<StoredJob> ReviveJob(std::uint64_t sequence) override;
+  Status RemoveDeadJob(std::uint64_t sequence) override;
 
   Status SaveLearned(const LearnedState& changed, double forget_estimates_before,
                      double forget_keys_before) override;
@@ -139,6 +141,8 @@ class PostgresStore final : public SharedStore {
   // job above max_job_bytes_ is refused too.
   Status Storable(const StoredJob& job) const;
   static double WallSeconds();
+  // NotFound: "PostgreSQL store: no dead job has sequence number N".
+  static Status NoDeadJob(std::uint64_t sequence);
   StatusOr<std::vector<StoredJob>> Jobs(bool dead);
 
   // The job in row `row` of a result whose first columns are kJobColumns.

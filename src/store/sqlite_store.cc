@@ -282,6 +282,29 @@ class SqliteStore final : public Store {
   StatusOr<std::vector<StoredJob>> LiveJobs() override { return Jobs(false); }
   StatusOr<std::vector<StoredJob>> DeadJobs() override { return Jobs(true); }
 
+  // A write of the group, as the jobs' other writes are.
+  StatusOr<StoredJob> ReviveJob(std::uint64_t sequence) override {
+    StatusOr<StoredJob> revived;
+    if (Status committed = Grouped("revive a dead job", [&] { revived = ReviveLocked(sequence); });
+        !committed.ok()) {
+      return committed;
+    }
+    return revived;
+  }
+
+  // Removed as RemoveJob removes (the newest row left as a tombstone), once found dead.
+  Status RemoveDeadJob(std::uint64_t sequence) override {
+    return GroupedStatus("remove a dead job", [&]() -> Status {
+      bool dead = false;
+      Status read = Query(
+          absl::StrCat("SELECT dead FROM durable_jobs WHERE sequence = ", sequence).c_str(),
+          "remove a dead job", [&](sqlite3_stmt* s) { dead = sqlite3_column_int(s, 0) == 1; });
+      if (!read.ok()) return read;
+      if (!dead) return NoDeadJob(sequence);
+      return RemoveInGroupLocked(sequence);
+    });
+  }
+
   // One scheduler at a time: this handle's (a second scheduler given the same handle is
   // refused), and the lock file's beside the database (`<file>-lock`, the file's path with its
   // links resolved, so that two paths to one file share it), which two handles, in one process
@@ -849,37 +872,71 @@ class SqliteStore final : public Store {
   // The scan sees every tombstone of the file (no transaction of this connection is open under
   // mutex_ meanwhile), so what it found replaces what was known: a connection that only reads
   // does not gather the numbers of tombstones deleted long ago.
+  // Within a group's transaction: the dead job `sequence` lives again, its attempts from 0, due
+  // at once, and is read back.
+  StatusOr<StoredJob> ReviveLocked(std::uint64_t sequence) {
+    const char* what = "revive a dead job";
+    const std::string where = absl::StrCat(" WHERE sequence = ", sequence);
+    if (Status s = Query(absl::StrCat("UPDATE durable_jobs SET dead = 0, attempts = 0, "
+                                      "not_before = 0",
+                                      where, " AND dead = 1")
+                             .c_str(),
+                         what, [](sqlite3_stmt*) {});
+        !s.ok()) {
+      return s;
+    }
+    if (sqlite3_changes(db_.get()) == 0) return NoDeadJob(sequence);
+    std::optional<StoredJob> job;
+    if (Status s = Query(absl::StrCat(kSelectJobs, where).c_str(), what,
+                         [&](sqlite3_stmt* s) { job = JobAt(s); });
+        !s.ok()) {
+      return s;
+    }
+    if (!job) {
+      return absl::InternalError(absl::StrCat("SQLite store ", path_, ": ", what, ": job ",
+                                              sequence, " vanished as it was revived"));
+    }
+    return *std::move(job);
+  }
+
+  Status NoDeadJob(std::uint64_t sequence) const {
+    return absl::NotFoundError(
+        absl::StrCat("SQLite store ", path_, ": no dead job has sequence number ", sequence));
+  }
+
+  // The jobs' columns, as JobAt reads them, from every row (a WHERE follows).
+  static constexpr const char* kSelectJobs =
+      "SELECT sequence, type, id, fairness_key, payload, submitted_at, attempts, not_before, "
+      "last_error, dead FROM durable_jobs";
+  static StoredJob JobAt(sqlite3_stmt* s) {
+    StoredJob job;
+    job.sequence = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
+    job.type = Text(s, 1);
+    job.id = Text(s, 2);
+    job.fairness_key = Text(s, 3);
+    const void* payload = sqlite3_column_blob(s, 4);
+    job.payload.assign(static_cast<const char*>(payload),
+                       payload != nullptr ? sqlite3_column_bytes(s, 4) : 0);
+    job.submitted_at = sqlite3_column_double(s, 5);
+    job.attempts = static_cast<std::uint32_t>(sqlite3_column_int64(s, 6));
+    job.not_before = sqlite3_column_double(s, 7);
+    job.last_error = Text(s, 8);
+    return job;
+  }
+
   StatusOr<std::vector<StoredJob>> Jobs(bool dead) {
     std::lock_guard lock(mutex_);
     std::vector<StoredJob> jobs;
     std::vector<std::uint64_t> tombstones;
-    Status status =
-        Query(dead ? "SELECT sequence, type, id, fairness_key, payload, submitted_at, attempts, "
-                     "not_before, last_error, dead FROM durable_jobs WHERE dead = 1 "
-                     "ORDER BY sequence"
-                   : "SELECT sequence, type, id, fairness_key, payload, submitted_at, attempts, "
-                     "not_before, last_error, dead FROM durable_jobs WHERE dead <> 1 "
-                     "ORDER BY sequence",
-              "load durable jobs", [&](sqlite3_stmt* s) {
-                const auto sequence = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
-                if (sqlite3_column_int(s, 9) == 2) {
-                  tombstones.push_back(sequence);
-                  return;
-                }
-                StoredJob job;
-                job.sequence = sequence;
-                job.type = Text(s, 1);
-                job.id = Text(s, 2);
-                job.fairness_key = Text(s, 3);
-                const void* payload = sqlite3_column_blob(s, 4);
-                job.payload.assign(static_cast<const char*>(payload),
-                                   payload != nullptr ? sqlite3_column_bytes(s, 4) : 0);
-                job.submitted_at = sqlite3_column_double(s, 5);
-                job.attempts = static_cast<std::uint32_t>(sqlite3_column_int64(s, 6));
-                job.not_before = sqlite3_column_double(s, 7);
-                job.last_error = Text(s, 8);
-                jobs.push_back(std::move(job));
-              });
+    const std::string sql = absl::StrCat(kSelectJobs, dead ? " WHERE dead = 1" : " WHERE dead <> 1",
+                                         " ORDER BY sequence");
+    Status status = Query(sql.c_str(), "load durable jobs", [&](sqlite3_stmt* s) {
+      if (sqlite3_column_int(s, 9) == 2) {
+        tombstones.push_back(static_cast<std::uint64_t>(sqlite3_column_int64(s, 0)));
+        return;
+      }
+      jobs.push_back(JobAt(s));
+    });
     if (!status.ok()) return status;
     if (!dead) tombstones_.swap(tombstones);
     return jobs;
