@@ -414,6 +414,47 @@ TEST_CASE("Durable.ADeadJobRetriedRunsAgainAndARemovedOneIsGone") {
   CHECK(again->Recover()->dead == 0);
 }
 
+// Recover counts the dead jobs without reading them: 20,000 dead jobs of 100 KB each took it 1.4-
+// 3.3 s and 1.9 GB of memory, read whole only to be counted (36-90 ms and 8 MB counted).
+class DeadJobsReadStore final : public testing::ForwardingStore {
+ public:
+  using testing::Forwarding<Store>::Forwarding;
+  std::atomic<int> reads{0};
+  StatusOr<std::vector<StoredJob>> DeadJobs() override {
+    ++reads;
+    return inner_->DeadJobs();
+  }
+};
+
+TEST_CASE("Durable.RecoverCountsTheDeadJobsWithoutReadingThem") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  {
+    auto store = *OpenSqliteStore(path);
+    for (const char* id : {"a", "b", "c"}) {
+      StoredJob job;
+      job.type = "fetch";
+      job.id = id;
+      job.payload = std::string(1000, 'p');
+      REQUIRE(store->KillJob(*store->AddJob(job), "INTERNAL: bad pack").ok());
+    }
+  }
+  auto store = std::make_shared<DeadJobsReadStore>(std::shared_ptr<Store>(*OpenSqliteStore(path)));
+  SchedulerOptions options = WithState(path);
+  options.persistence.store = store;
+  auto s = *Scheduler::Create(options);
+  REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
+  REQUIRE(s->RegisterDurable("fetch", [](const DurableJob&, const Context&) {
+             return absl::OkStatus();
+           }).ok());
+  StatusOr<RecoveryReport> report = s->Recover();
+  REQUIRE_MESSAGE(report.ok(), report.status().ToString());
+  CHECK(report->dead == 3);
+  CHECK(store->reads == 0);
+  CHECK(s->DeadJobs()->size() == 3);  // listed when asked for
+  CHECK(store->reads == 1);
+}
+
 // An attempt's error is kept to its first kMaxLastErrorBytes bytes, cut before a character rather
 // than through it, then how much was left out: a handler whose error quotes a large input cannot
 // make its job's row outgrow the store, in a deferral or in its death.

@@ -48,6 +48,7 @@ class Forwarding : public Base {
   }
   StatusOr<std::vector<StoredJob>> LiveJobs() override { return inner_->LiveJobs(); }
   StatusOr<std::vector<StoredJob>> DeadJobs() override { return inner_->DeadJobs(); }
+  StatusOr<std::size_t> CountDeadJobs() override { return inner_->CountDeadJobs(); }
   StatusOr<StoredJob> ReviveJob(std::uint64_t sequence) override {
     return inner_->ReviveJob(sequence);
   }

@@ -183,6 +183,7 @@ inline void CheckDeadJobsAreRevivedOrRemoved(const OpenStore& open) {
   CHECK(*store->BeginAttempt(a) == 2u);
   REQUIRE(store->KillJob(a, "INTERNAL: bad pack").ok());
   REQUIRE(store->KillJob(b, "INTERNAL: gone").ok());
+  CHECK(*store->CountDeadJobs() == 2u);
   for (std::uint64_t absent : {live, live + 1000}) {
     CHECK(store->ReviveJob(absent).status().code() == absl::StatusCode::kNotFound);
     CHECK(store->RemoveDeadJob(absent).code() == absl::StatusCode::kNotFound);
@@ -207,6 +208,7 @@ inline void CheckDeadJobsAreRevivedOrRemoved(const OpenStore& open) {
   CHECK(live_jobs[0].payload == binary);
   CHECK(live_jobs[1].sequence == live);
   CHECK(other->DeadJobs()->empty());
+  CHECK(*other->CountDeadJobs() == 0u);
   // The newest job, dead and removed: its number is not given again.
   const std::uint64_t newest = *store->AddJob(TestJob("newest.git", ""));
   REQUIRE(store->KillJob(newest, "INTERNAL: no").ok());

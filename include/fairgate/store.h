@@ -191,6 +191,13 @@ class FAIRGATE_EXPORT Store {
   virtual StatusOr<std::vector<StoredJob>> LiveJobs() = 0;
   // The dead jobs, in sequence order.
   virtual StatusOr<std::vector<StoredJob>> DeadJobs() = 0;
+  // How many dead jobs there are (Scheduler::Recover reports it), without reading them. This
+  // default reads them (DeadJobs); both stores count them in the database.
+  virtual StatusOr<std::size_t> CountDeadJobs() {
+    StatusOr<std::vector<StoredJob>> dead = DeadJobs();
+    if (!dead.ok()) return dead.status();
+    return dead->size();
+  }
   // The dead job lives again: its attempts counted from 0, due at once, its last error kept (a
   // shared store's replicas waiting for jobs are told). Returns it as it is stored now. NotFound
   // when no dead job has that sequence number (a live one included). This default:

@@ -91,9 +91,9 @@ StatusOr<RecoveryReport> DurableJobs::Recover() {
       runnable.emplace_back(std::move(job), std::move(type));
     }
   }
-  StatusOr<std::vector<StoredJob>> dead = keeper_.store().DeadJobs();
+  StatusOr<std::size_t> dead = keeper_.store().CountDeadJobs();
   if (!dead.ok()) return load_failed(dead.status());
-  report.dead = dead->size();
+  report.dead = *dead;
   std::vector<std::pair<StoredJob, TypePtr>> due;
   const double wall = WallNow();
   for (auto& [job, type] : runnable) {
@@ -128,10 +128,10 @@ void DurableJobs::EndExclusiveUse() {
 // on.
 template <typename LoadFailed>
 StatusOr<RecoveryReport> DurableJobs::RecoverShared(LoadFailed& load_failed) {
-  StatusOr<std::vector<StoredJob>> dead = keeper_.store().DeadJobs();
+  StatusOr<std::size_t> dead = keeper_.store().CountDeadJobs();
   if (!dead.ok()) return load_failed(dead.status());
   RecoveryReport report;
-  report.dead = dead->size();
+  report.dead = *dead;
   // The claimer's thread may be about to claim (its listener pokes it once it listens): the
   // first claim after the opening is this one, so that what is due now is reported queued. A
   // failed first claim is counted; the claimer's thread tries again.

@@ -392,6 +392,15 @@ Status PostgresStore::KillJob(std::uint64_t sequence, std::string_view error) {
                 "move to the dead jobs", false);
 }
 
+StatusOr<std::size_t> PostgresStore::CountDeadJobs() {
+  Session session = pool_.Take();
+  Link& link = *session;
+  StatusOr<Result> r = pool_.RetryingExec(
+      link, "SELECT count(*) FROM fairgate_durable_jobs WHERE dead", {}, "count dead jobs");
+  if (!r.ok()) return r.status();
+  return static_cast<std::size_t>(std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10));
+}
+
 // The dead job's row is ready again (the jobs' trigger gives its key a head), and the replicas
 // waiting for jobs are told.
 StatusOr<StoredJob> PostgresStore::ReviveJob(std::uint64_t sequence) {

@@ -108,6 +108,7 @@ class PostgresStore final : public SharedStore {
   StatusOr<std::size_t> RenewLeases(double lease_seconds) override;
   StatusOr<std::vector<StoredJob>> LiveJobs() override { return Jobs(false); }
   StatusOr<std::vector<StoredJob>> DeadJobs() override { return Jobs(true); }
+  StatusOr<std::size_t> CountDeadJobs() override;
   StatusOr<StoredJob> ReviveJob(std::uint64_t sequence) override;
   Status RemoveDeadJob(std::uint64_t sequence) override;
 

@@ -281,6 +281,15 @@ class SqliteStore final : public Store {
 
   StatusOr<std::vector<StoredJob>> LiveJobs() override { return Jobs(false); }
   StatusOr<std::vector<StoredJob>> DeadJobs() override { return Jobs(true); }
+  StatusOr<std::size_t> CountDeadJobs() override {
+    std::lock_guard lock(mutex_);
+    std::size_t count = 0;
+    Status status = Query(
+        "SELECT count(*) FROM durable_jobs WHERE dead = 1", "count dead jobs",
+        [&](sqlite3_stmt* s) { count = static_cast<std::size_t>(sqlite3_column_int64(s, 0)); });
+    if (!status.ok()) return status;
+    return count;
+  }
 
   // A write of the group, as the jobs' other writes are.
   StatusOr<StoredJob> ReviveJob(std::uint64_t sequence) override {
