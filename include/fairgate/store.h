@@ -52,11 +52,11 @@
 
 namespace fairgate {
 
-// A durable job as stored.
 // The most of a failed attempt's status a stored job keeps (StoredJob::last_error), so that an
 // error that quotes a large input cannot outgrow what its store holds in a row.
 inline constexpr std::size_t kMaxLastErrorBytes = 65'536;
 
+// A durable job as stored.
 struct StoredJob {
   std::uint64_t sequence = 0;  // given by the store: the job's place in arrival order
   std::string type, id, fairness_key;

@@ -876,11 +876,6 @@ class SqliteStore final : public Store {
     return absl::OkStatus();
   }
 
-  // The live jobs' scan also reads the tombstones (kJobsColumns), for the next removal to delete:
-  // those an earlier connection left are found by the scan Recover makes anyway, not by another.
-  // The scan sees every tombstone of the file (no transaction of this connection is open under
-  // mutex_ meanwhile), so what it found replaces what was known: a connection that only reads
-  // does not gather the numbers of tombstones deleted long ago.
   // Within a group's transaction: the dead job `sequence` lives again, its attempts from 0, due
   // at once, and is read back.
   StatusOr<StoredJob> ReviveLocked(std::uint64_t sequence) {
@@ -933,6 +928,11 @@ class SqliteStore final : public Store {
     return job;
   }
 
+  // The live jobs' scan also reads the tombstones (kJobsColumns), for the next removal to delete:
+  // those an earlier connection left are found by the scan Recover makes anyway, not by another.
+  // The scan sees every tombstone of the file (no transaction of this connection is open under
+  // mutex_ meanwhile), so what it found replaces what was known: a connection that only reads
+  // does not gather the numbers of tombstones deleted long ago.
   StatusOr<std::vector<StoredJob>> Jobs(bool dead) {
     std::lock_guard lock(mutex_);
     std::vector<StoredJob> jobs;
