@@ -424,6 +424,9 @@ std::vector<Row> Rows() {
                                   {{TypeName("clone"), JobId(""), FairnessKey("k")}, ""}})
             .status();
       });
+  run("Scheduler::DeadJobs", "a page of 0", absl::StatusCode::kInvalidArgument,
+      "a page's limit must be at least 1, got 0",
+      [&] { return durable()->DeadJobs(0, 0).status(); });
   run("Scheduler::RetryDeadJob", "no store", absl::StatusCode::kFailedPrecondition,
       "RetryDeadJob needs a store", [] { return Ready()->RetryDeadJob(1); });
   run("Scheduler::RetryDeadJob", "a number no dead job has", absl::StatusCode::kNotFound,

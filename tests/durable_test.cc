@@ -25,6 +25,7 @@
 #include "fairgate/sqlite_store.h"
 #include "forwarding_store.h"
 #include "runtime_test_util.h"
+#include "store_contract.h"
 #include "temp_dir.h"
 #include "test_job_types.h"
 
@@ -129,6 +130,7 @@ TEST_CASE("Durable.RefusalsNameWhatIsMissing") {
         absl::StatusCode::kFailedPrecondition);
   CHECK(plain->Recover().status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(plain->DeadJobs().status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(plain->DeadJobs(0, 10).status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(plain->FlushState().code() == absl::StatusCode::kFailedPrecondition);
 
   auto s = *Scheduler::Create(WithState(dir.path() + "/state.db"));
@@ -453,6 +455,84 @@ TEST_CASE("Durable.RecoverCountsTheDeadJobsWithoutReadingThem") {
   CHECK(store->reads == 0);
   CHECK(s->DeadJobs()->size() == 3);  // listed when asked for
   CHECK(store->reads == 1);
+}
+
+// The dead jobs a page at a time: each page read from the store's index of them, not the whole
+// list; a limit of 0 is refused by name.
+class DeadJobsPagedStore final : public testing::ForwardingStore {
+ public:
+  using testing::Forwarding<Store>::Forwarding;
+  std::atomic<int> whole_reads{0};
+  StatusOr<std::vector<StoredJob>> DeadJobs() override {
+    ++whole_reads;
+    return inner_->DeadJobs();
+  }
+};
+
+TEST_CASE("Durable.DeadJobsAreListedAPageAtATime") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  auto store = std::make_shared<DeadJobsPagedStore>(std::shared_ptr<Store>(*OpenSqliteStore(path)));
+  SchedulerOptions options = WithState(path);
+  options.persistence.store = store;
+  auto s = *Scheduler::Create(options);
+  REQUIRE(s->RegisterType("fetch", Type(4, 1)).ok());
+  std::atomic<int> ran{0};
+  REQUIRE(s->RegisterDurable(
+               "fetch",
+               [&](const DurableJob& job, const Context&) {
+                 ++ran;
+                 // Every third job succeeds; the others die at their only attempt.
+                 return job.id.back() == '0'
+                            ? absl::OkStatus()
+                            : absl::InternalError("no pack for " + std::string(job.id));
+               },
+               RetryPolicy{.max_attempts = 1})
+              .ok());
+  REQUIRE(s->Recover().ok());
+  std::vector<std::uint64_t> died;
+  for (int i = 0; i < 9; ++i) {
+    const std::string id = "repo" + std::to_string(i) + std::to_string(i % 3);
+    StatusOr<std::uint64_t> sequence = s->SubmitDurable({TypeName("fetch"), JobId(id)}, "");
+    REQUIRE(sequence.ok());
+    if (i % 3 != 0) died.push_back(*sequence);
+  }
+  REQUIRE(Eventually([&] { return ran == 9 && s->DeadJobs(0, 100)->size() == died.size(); }));
+  std::vector<std::uint64_t> walked;
+  std::uint64_t after = 0;
+  for (;;) {
+    StatusOr<std::vector<StoredJob>> page = s->DeadJobs(after, 4);
+    REQUIRE_MESSAGE(page.ok(), page.status().ToString());
+    for (const StoredJob& job : *page) {
+      walked.push_back(job.sequence);
+      CHECK(job.last_error == "INTERNAL: no pack for " + job.id);
+    }
+    if (page->size() < 4) break;
+    after = page->back().sequence;
+  }
+  CHECK(walked == died);
+  CHECK(store->whole_reads == 0);
+  Status none = s->DeadJobs(0, 0).status();
+  CHECK(none.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(none.message().find("limit") != std::string::npos);
+}
+
+// A store that keeps Store's own page of the dead jobs (a store written before DeadJobsAfter)
+// pages as the stores do.
+class UnpagedStore final : public testing::ForwardingStore {
+ public:
+  using testing::Forwarding<Store>::Forwarding;
+  StatusOr<std::vector<StoredJob>> DeadJobsAfter(std::uint64_t after, std::size_t limit) override {
+    return Store::DeadJobsAfter(after, limit);
+  }
+};
+
+TEST_CASE("Durable.AStoreWithoutItsOwnPageOfDeadJobsPagesAsTheStoresDo") {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  testing::CheckDeadJobsArePaged([&]() -> std::unique_ptr<Store> {
+    return std::make_unique<UnpagedStore>(std::shared_ptr<Store>(*OpenSqliteStore(path)));
+  });
 }
 
 // An attempt's error is kept to its first kMaxLastErrorBytes bytes, cut before a character rather

@@ -48,6 +48,9 @@ class Forwarding : public Base {
   }
   StatusOr<std::vector<StoredJob>> LiveJobs() override { return inner_->LiveJobs(); }
   StatusOr<std::vector<StoredJob>> DeadJobs() override { return inner_->DeadJobs(); }
+  StatusOr<std::vector<StoredJob>> DeadJobsAfter(std::uint64_t after, std::size_t limit) override {
+    return inner_->DeadJobsAfter(after, limit);
+  }
   StatusOr<std::size_t> CountDeadJobs() override { return inner_->CountDeadJobs(); }
   StatusOr<StoredJob> ReviveJob(std::uint64_t sequence) override {
     return inner_->ReviveJob(sequence);

@@ -160,6 +160,11 @@ TEST_CASE("PostgresStore.DeadJobsAreRevivedOrRemoved" * kStoreAlone) {
   testing::CheckDeadJobsAreRevivedOrRemoved([&] { return *OpenPostgresStore(server.conninfo()); });
 }
 
+TEST_CASE("PostgresStore.DeadJobsArePaged" * kStoreAlone) {
+  testing::PostgresServer server;
+  testing::CheckDeadJobsArePaged([&] { return *OpenPostgresStore(server.conninfo()); });
+}
+
 // A dead job retried on one replica is claimed and run by a replica; its key has a head again
 // (the claim finds it through the keys' heads).
 TEST_CASE("PostgresStore.ADeadJobRetriedOnOneReplicaRunsAgain") {
@@ -594,7 +599,7 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
       "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at, "
       "attempts, not_before) VALUES ('fetch', 'git.git', 'bob', 'x', 1, 1, 2)");
   auto store = *OpenPostgresStore(server.conninfo(), {"a"});
-  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "7");
+  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "8");
   // Schema 3 keeps each key's first job in fairgate_key_heads: the migration filled it.
   CHECK(server.Sql("SELECT fairness_key FROM fairgate_key_heads") == "alice");
   // Schema 6 locks a large set of keys at once (fairgate_lock_key_set).
@@ -602,12 +607,15 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
   // Schema 7 notifies only while a replica waits (fairgate_notify_waiting).
   CHECK(server.Sql("SELECT count(*) FROM pg_proc WHERE proname = 'fairgate_notify_waiting'") ==
         "1");
+  // Schema 8 keeps an index of the dead jobs (their pages and count read it).
+  CHECK(server.Sql("SELECT count(*) FROM pg_indexes WHERE indexname = "
+                   "'fairgate_durable_jobs_dead'") == "1");
   std::vector<StoredJob> claimed = *store->ClaimJobs({{"fetch", 1}}, 10, 30);
   REQUIRE(claimed.size() == 2);
   CHECK(claimed[0].id == "linux.git");
   CHECK(claimed[1].id == "git.git");
   CHECK(store->RemoveJob(claimed[0].sequence).ok());
-  server.Sql("UPDATE fairgate_schema SET version = 8");
+  server.Sql("UPDATE fairgate_schema SET version = 9");
   Status newer = OpenPostgresStore(server.conninfo()).status();
   CHECK(newer.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(newer.message().find("newer") != std::string::npos);

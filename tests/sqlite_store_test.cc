@@ -51,6 +51,12 @@ TEST_CASE("SqliteStore.DeadJobsAreRevivedOrRemoved") {
   testing::CheckDeadJobsAreRevivedOrRemoved([&] { return *OpenSqliteStore(path); });
 }
 
+TEST_CASE("SqliteStore.DeadJobsArePaged") {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/state.db";
+  testing::CheckDeadJobsArePaged([&] { return *OpenSqliteStore(path); });
+}
+
 TEST_CASE("SqliteStore.AJobAboveMaxJobBytesIsRefusedAndNothingOfItStored") {
   testing::TempDir dir;
   const std::string path = dir.path() + "/state.db";
@@ -128,10 +134,10 @@ std::string Bytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-void Sql(const std::string& path, const char* sql) {
+void Sql(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  CHECK(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+  CHECK(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
 }
 
@@ -184,25 +190,29 @@ std::int64_t Number(const std::string& path, const char* sql) {
   return number;
 }
 
-// A file of schema 1 (durable jobs numbered by AUTOINCREMENT) is moved to schema 2 when opened:
-// its jobs and learned state kept, and the sequence numbers it gave out never given again, also
-// that of its newest job, removed before the migration.
-TEST_CASE("SqliteStore.AFileOfSchema1IsMigratedKeepingItsJobsAndItsSequenceNumbers") {
-  testing::TempDir dir;
-  const std::string path = dir.path() + "/schema1.db";
-  Sql(path, R"sql(
-    PRAGMA journal_mode=WAL;
-    CREATE TABLE durable_jobs (
-      sequence INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT NOT NULL, id TEXT NOT NULL,
-      fairness_key TEXT NOT NULL, payload BLOB NOT NULL, submitted_at REAL NOT NULL,
-      attempts INTEGER NOT NULL DEFAULT 0, not_before REAL NOT NULL DEFAULT 0,
-      last_error TEXT NOT NULL DEFAULT '', dead INTEGER NOT NULL DEFAULT 0);
+// The learned state's tables as schemas 1 and 2 made them.
+constexpr const char* kEarlyLearnedTables = R"sql(
     CREATE TABLE estimates (type TEXT NOT NULL, id TEXT NOT NULL, seconds REAL NOT NULL,
       last_used REAL NOT NULL, PRIMARY KEY (type, id)) WITHOUT ROWID;
     CREATE TABLE fairness_keys (key TEXT NOT NULL PRIMARY KEY, accumulated_cost REAL NOT NULL,
       idle_since REAL NOT NULL) WITHOUT ROWID;
     CREATE TABLE schedules (type TEXT NOT NULL, id TEXT NOT NULL, last_run_end REAL NOT NULL,
       PRIMARY KEY (type, id)) WITHOUT ROWID;
+)sql";
+
+// A file of schema 1 (durable jobs numbered by AUTOINCREMENT) is moved to the current schema when
+// opened: its jobs and learned state kept, and the sequence numbers it gave out never given again,
+// also that of its newest job, removed before the migration.
+TEST_CASE("SqliteStore.AFileOfSchema1IsMigratedKeepingItsJobsAndItsSequenceNumbers") {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/schema1.db";
+  Sql(path, std::string(kEarlyLearnedTables) + R"sql(
+    PRAGMA journal_mode=WAL;
+    CREATE TABLE durable_jobs (
+      sequence INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT NOT NULL, id TEXT NOT NULL,
+      fairness_key TEXT NOT NULL, payload BLOB NOT NULL, submitted_at REAL NOT NULL,
+      attempts INTEGER NOT NULL DEFAULT 0, not_before REAL NOT NULL DEFAULT 0,
+      last_error TEXT NOT NULL DEFAULT '', dead INTEGER NOT NULL DEFAULT 0);
     INSERT INTO durable_jobs (type, id, fairness_key, payload, submitted_at, attempts, not_before,
                               last_error)
       VALUES ('fetch', 'a.git', 'alice', x'00ff', 1000.5, 2, 2000.25, 'UNAVAILABLE: try later');
@@ -239,13 +249,50 @@ TEST_CASE("SqliteStore.AFileOfSchema1IsMigratedKeepingItsJobsAndItsSequenceNumbe
     REQUIRE(learned->estimates.size() == 1);
     CHECK(learned->estimates[0].seconds == 4.5);
   }
-  CHECK(Number(path, "PRAGMA user_version") == 2);
+  CHECK(Number(path, "PRAGMA user_version") == 3);
   CHECK(Number(path, "SELECT count(*) FROM sqlite_master WHERE sql LIKE '%AUTOINCREMENT%'") == 0);
+  CHECK(Number(path, "SELECT count(*) FROM sqlite_master WHERE name = 'durable_jobs_dead'") == 1);
   // Opened again, it is not migrated twice.
   auto again = OpenSqliteStore(path);
   REQUIRE_MESSAGE(again.ok(), again.status().ToString());
   CHECK((*again)->LiveJobs()->size() == 2);
   CHECK(*(*again)->AddJob(testing::TestJob("e.git", "")) == 5u);
+}
+
+// A file of schema 2 gains schema 3's index of the dead jobs when opened, which its dead jobs'
+// pages and count then read; its jobs are kept.
+TEST_CASE("SqliteStore.AFileOfSchema2GainsTheDeadJobsIndex") {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/schema2.db";
+  Sql(path, std::string(kEarlyLearnedTables) + R"sql(
+    PRAGMA journal_mode=WAL;
+    CREATE TABLE durable_jobs (
+      sequence INTEGER PRIMARY KEY, type TEXT NOT NULL, id TEXT NOT NULL,
+      fairness_key TEXT NOT NULL, payload BLOB NOT NULL, submitted_at REAL NOT NULL,
+      attempts INTEGER NOT NULL DEFAULT 0, not_before REAL NOT NULL DEFAULT 0,
+      last_error TEXT NOT NULL DEFAULT '', dead INTEGER NOT NULL DEFAULT 0);
+    INSERT INTO durable_jobs (sequence, type, id, fairness_key, payload, submitted_at, dead,
+                              last_error)
+      VALUES (1, 'fetch', 'a.git', 'alice', x'', 1000, 1, 'INTERNAL: broken'),
+             (2, 'fetch', 'b.git', 'bob', x'', 1001, 0, ''),
+             (3, 'fetch', 'c.git', 'carol', x'', 1002, 1, 'INTERNAL: gone'),
+             (4, '', '', '', x'', 0, 2, '');
+    PRAGMA user_version=2;
+    PRAGMA application_id=1179083124;
+  )sql");
+  {
+    auto store = OpenSqliteStore(path);
+    REQUIRE_MESSAGE(store.ok(), store.status().ToString());
+    CHECK(*(*store)->CountDeadJobs() == 2u);
+    std::vector<StoredJob> page = *(*store)->DeadJobsAfter(1, 10);
+    REQUIRE(page.size() == 1);
+    CHECK(page[0].id == "c.git");
+    CHECK(page[0].last_error == "INTERNAL: gone");
+    REQUIRE((*store)->LiveJobs()->size() == 1);
+    CHECK(*(*store)->AddJob(testing::TestJob("d.git", "")) == 5u);  // not 4: the tombstone's
+  }
+  CHECK(Number(path, "PRAGMA user_version") == 3);
+  CHECK(Number(path, "SELECT count(*) FROM sqlite_master WHERE name = 'durable_jobs_dead'") == 1);
 }
 
 // Sequence numbers never go back, whichever connection stores or removes the newest job, and a

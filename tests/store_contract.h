@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -215,6 +216,57 @@ inline void CheckDeadJobsAreRevivedOrRemoved(const OpenStore& open) {
   REQUIRE(store->RemoveDeadJob(newest).ok());
   CHECK(*open()->AddJob(TestJob("after.git", "")) > newest);
   CHECK(open()->DeadJobs()->empty());
+}
+
+// A page of the dead jobs is the part of their whole list (DeadJobs) after a number, cut at a
+// limit, wherever the number falls (a dead job's, a live one's, none's) and whatever the limit;
+// walking the pages reads each dead job once, in sequence order.
+inline void CheckDeadJobsArePaged(const OpenStore& open) {
+  std::unique_ptr<Store> store = open();
+  std::vector<std::uint64_t> stored;
+  for (int i = 0; i < 12; ++i) {
+    stored.push_back(*store->AddJob(TestJob(std::to_string(i) + ".git", std::string(i, 'p'))));
+  }
+  // Dead out of their order, live ones between them, and one dead job revived.
+  for (int i : {7, 1, 2, 10, 4, 11, 5}) {
+    REQUIRE(store->KillJob(stored[i], "INTERNAL: job " + std::to_string(i)).ok());
+  }
+  REQUIRE(store->ReviveJob(stored[5]).ok());
+  std::unique_ptr<Store> reader = open();
+  const std::vector<StoredJob> all = *reader->DeadJobs();
+  std::vector<std::uint64_t> dead;
+  for (const StoredJob& job : all) dead.push_back(job.sequence);
+  CHECK(dead == std::vector<std::uint64_t>{stored[1], stored[2], stored[4], stored[7], stored[10],
+                                           stored[11]});
+  std::vector<std::uint64_t> afters = {0, stored.back() + 1, UINT64_MAX};
+  afters.insert(afters.end(), stored.begin(), stored.end());
+  for (std::uint64_t after : afters) {
+    for (std::size_t limit :
+         {std::size_t{1}, std::size_t{2}, std::size_t{5}, all.size(), all.size() + 1, SIZE_MAX}) {
+      std::vector<StoredJob> expected;
+      for (const StoredJob& job : all) {
+        if (job.sequence > after && expected.size() < limit) expected.push_back(job);
+      }
+      StatusOr<std::vector<StoredJob>> page = reader->DeadJobsAfter(after, limit);
+      REQUIRE_MESSAGE(page.ok(), page.status().ToString());
+      REQUIRE(page->size() == expected.size());
+      for (std::size_t i = 0; i < expected.size(); ++i) {
+        CHECK((*page)[i].sequence == expected[i].sequence);
+        CHECK((*page)[i].id == expected[i].id);
+        CHECK((*page)[i].payload == expected[i].payload);
+        CHECK((*page)[i].last_error == expected[i].last_error);
+      }
+    }
+  }
+  std::vector<std::uint64_t> walked;
+  std::uint64_t after = 0;
+  for (;;) {
+    const std::vector<StoredJob> page = *reader->DeadJobsAfter(after, 4);
+    for (const StoredJob& job : page) walked.push_back(job.sequence);
+    if (page.size() < 4) break;
+    after = page.back().sequence;
+  }
+  CHECK(walked == dead);
 }
 
 // Learned state is replaced row by row by name (the last value of a name given twice in one

@@ -40,7 +40,7 @@
 // claim whose types take fleet-wide leases reads the keys in the same order, each from its first
 // job whose leases have a free slot, and passes over the keys whose every job waits for a lease:
 // its cost grows with those too. Storing a job costs the trigger's upsert of its key's head
-// (bench/README.md has the figures). Schema 7; a database of an earlier schema is migrated on
+// (bench/README.md has the figures). Schema 8; a database of an earlier schema is migrated on
 // open.
 //
 // Storing jobs wakes the replicas that wait for jobs (a replica waits once a claim of its came

@@ -231,6 +231,11 @@ class FAIRGATE_EXPORT Scheduler {
       const std::vector<DurableSubmission>& jobs);
   // The durable jobs that ran out of attempts, in stored order, with their last errors.
   StatusOr<std::vector<StoredJob>> DeadJobs();
+  // A page of them: at most `limit` whose sequence numbers are above `after`, in stored order;
+  // the next page starts after the last one's `sequence`, and a page shorter than `limit` means
+  // that no dead job is numbered above it yet. Both stores read the page only. InvalidArgument
+  // for a limit of 0; FailedPrecondition without a store; the store's status when it cannot.
+  StatusOr<std::vector<StoredJob>> DeadJobs(std::uint64_t after, std::size_t limit);
   // Gives a dead job (DeadJobs: its `sequence`) its attempts again: it lives again with its
   // attempts counted from 0 and its last error kept, and is queued as a job Recover found is (a
   // full queue: tried again a second later; with a shared store, claimed by whichever replica

@@ -191,8 +191,22 @@ class FAIRGATE_EXPORT Store {
   virtual StatusOr<std::vector<StoredJob>> LiveJobs() = 0;
   // The dead jobs, in sequence order.
   virtual StatusOr<std::vector<StoredJob>> DeadJobs() = 0;
+  // A page of them: at most `limit` (above 0) dead jobs whose sequence numbers are above `after`,
+  // in sequence order (the next page starts after the last one's number; a short page means that
+  // none is numbered above it yet). This default reads them all (DeadJobs) and keeps the page;
+  // both stores read the page only, from an index of the dead jobs.
+  virtual StatusOr<std::vector<StoredJob>> DeadJobsAfter(std::uint64_t after, std::size_t limit) {
+    StatusOr<std::vector<StoredJob>> dead = DeadJobs();
+    if (!dead.ok()) return dead.status();
+    std::vector<StoredJob> page;
+    for (StoredJob& job : *dead) {
+      if (page.size() == limit) break;
+      if (job.sequence > after) page.push_back(std::move(job));
+    }
+    return page;
+  }
   // How many dead jobs there are (Scheduler::Recover reports it), without reading them. This
-  // default reads them (DeadJobs); both stores count them in the database.
+  // default reads them (DeadJobs); both stores count them in their index.
   virtual StatusOr<std::size_t> CountDeadJobs() {
     StatusOr<std::vector<StoredJob>> dead = DeadJobs();
     if (!dead.ok()) return dead.status();

@@ -235,6 +235,15 @@ StatusOr<std::vector<StoredJob>> DurableJobs::Dead() {
   return dead;
 }
 
+StatusOr<std::vector<StoredJob>> DurableJobs::Dead(std::uint64_t after, std::size_t limit) {
+  if (limit == 0) {
+    return absl::InvalidArgumentError("DeadJobs: a page's limit must be at least 1, got 0");
+  }
+  StatusOr<std::vector<StoredJob>> dead = keeper_.store().DeadJobsAfter(after, limit);
+  if (!dead.ok()) keeper_.CountError(StateKeeper::Operation::kLoad);
+  return dead;
+}
+
 // Before Recover the store's jobs are not this scheduler's yet (another may work a SQLite file's).
 Status DurableJobs::Recovered(const char* call) const {
   if (Status open = scheduler_.Open(); !open.ok()) return open;

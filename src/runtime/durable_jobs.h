@@ -65,6 +65,7 @@ class DurableJobs {
   StatusOr<std::uint64_t> Submit(const DurableSubmission& submission);
   StatusOr<std::vector<std::uint64_t>> SubmitBatch(const std::vector<DurableSubmission>& jobs);
   StatusOr<std::vector<StoredJob>> Dead();
+  StatusOr<std::vector<StoredJob>> Dead(std::uint64_t after, std::size_t limit);
   Status RetryDead(std::uint64_t sequence);
   Status RemoveDead(std::uint64_t sequence);
 

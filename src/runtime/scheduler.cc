@@ -165,6 +165,11 @@ StatusOr<std::vector<StoredJob>> Scheduler::Impl::DeadJobs() {
   return durable_->Dead();
 }
 
+StatusOr<std::vector<StoredJob>> Scheduler::Impl::DeadJobs(std::uint64_t after, std::size_t limit) {
+  if (!durable_) return NeedStore("DeadJobs");
+  return durable_->Dead(after, limit);
+}
+
 Status Scheduler::Impl::RetryDeadJob(std::uint64_t sequence) {
   if (!durable_) return NeedStore("RetryDeadJob");
   return durable_->RetryDead(sequence);
@@ -354,6 +359,9 @@ StatusOr<std::vector<std::uint64_t>> Scheduler::SubmitDurableBatch(
 }
 
 StatusOr<std::vector<StoredJob>> Scheduler::DeadJobs() { return impl_->DeadJobs(); }
+StatusOr<std::vector<StoredJob>> Scheduler::DeadJobs(std::uint64_t after, std::size_t limit) {
+  return impl_->DeadJobs(after, limit);
+}
 
 Status Scheduler::RetryDeadJob(std::uint64_t sequence) { return impl_->RetryDeadJob(sequence); }
 

@@ -68,6 +68,7 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
   StatusOr<std::vector<std::uint64_t>> SubmitDurableBatch(
       const std::vector<DurableSubmission>& jobs);
   StatusOr<std::vector<StoredJob>> DeadJobs();
+  StatusOr<std::vector<StoredJob>> DeadJobs(std::uint64_t after, std::size_t limit);
   Status RetryDeadJob(std::uint64_t sequence);
   Status RemoveDeadJob(std::uint64_t sequence);
   Status FlushState();

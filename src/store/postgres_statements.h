@@ -6,7 +6,7 @@
 
 namespace fairgate::store::postgres {
 
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 
 // Creates the schema once per database, under an advisory lock so that replicas starting
 // together do not race.
@@ -277,9 +277,14 @@ BEGIN
     PERFORM pg_notify('fairgate_jobs', '');
   END IF;
 END $f$;
+-- Version 8: the dead jobs by sequence, so that a page of them (PostgresStore::DeadJobsAfter) or
+-- their count reads them only, not every live job's row too (a live job's writes do not touch
+-- it).
+CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_dead ON fairgate_durable_jobs (sequence)
+  WHERE dead;
 INSERT INTO fairgate_schema (version)
-  SELECT 7 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
-UPDATE fairgate_schema SET version = 7 WHERE version < 7;
+  SELECT 8 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
+UPDATE fairgate_schema SET version = 8 WHERE version < 8;
 )sql";
 
 // A replica that waits for jobs (WaitForJobs), in fairgate_waiting: says so, or again ($1 its

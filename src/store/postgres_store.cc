@@ -10,8 +10,10 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -548,11 +550,29 @@ double PostgresStore::WallSeconds() {
 }
 
 StatusOr<std::vector<StoredJob>> PostgresStore::Jobs(bool dead) {
-  Session session = pool_.Take();
-  Link& link = *session;
   const std::string sql = absl::StrCat("SELECT ", kJobColumns, " FROM fairgate_durable_jobs WHERE ",
                                        dead ? "dead" : "NOT dead", " ORDER BY sequence");
-  StatusOr<Result> r = pool_.RetryingExec(link, sql.c_str(), {}, "load durable jobs");
+  return JobsOf(sql.c_str(), {});
+}
+
+// From the dead jobs' index (fairgate_durable_jobs_dead). The numbers as bigint: those above it as
+// the largest.
+StatusOr<std::vector<StoredJob>> PostgresStore::DeadJobsAfter(std::uint64_t after,
+                                                              std::size_t limit) {
+  constexpr std::uint64_t kLargest = std::numeric_limits<std::int64_t>::max();
+  const std::string sql = absl::StrCat("SELECT ", kJobColumns,
+                                       " FROM fairgate_durable_jobs WHERE dead AND sequence > $1 "
+                                       "ORDER BY sequence LIMIT $2");
+  return JobsOf(sql.c_str(), {{std::to_string(std::min<std::uint64_t>(after, kLargest))},
+                              {std::to_string(std::min<std::uint64_t>(limit, kLargest))}});
+}
+
+// The jobs a query of kJobColumns returns.
+StatusOr<std::vector<StoredJob>> PostgresStore::JobsOf(const char* sql,
+                                                       const std::vector<Param>& params) {
+  Session session = pool_.Take();
+  Link& link = *session;
+  StatusOr<Result> r = pool_.RetryingExec(link, sql, params, "load durable jobs");
   if (!r.ok()) return r.status();
   std::vector<StoredJob> jobs;
   for (int i = 0; i < PQntuples(r->get()); ++i) {

@@ -108,6 +108,7 @@ class PostgresStore final : public SharedStore {
   StatusOr<std::size_t> RenewLeases(double lease_seconds) override;
   StatusOr<std::vector<StoredJob>> LiveJobs() override { return Jobs(false); }
   StatusOr<std::vector<StoredJob>> DeadJobs() override { return Jobs(true); }
+  StatusOr<std::vector<StoredJob>> DeadJobsAfter(std::uint64_t after, std::size_t limit) override;
   StatusOr<std::size_t> CountDeadJobs() override;
   StatusOr<StoredJob> ReviveJob(std::uint64_t sequence) override;
   Status RemoveDeadJob(std::uint64_t sequence) override;
@@ -145,6 +146,7 @@ class PostgresStore final : public SharedStore {
   // NotFound: "PostgreSQL store: no dead job has sequence number N".
   static Status NoDeadJob(std::uint64_t sequence);
   StatusOr<std::vector<StoredJob>> Jobs(bool dead);
+  StatusOr<std::vector<StoredJob>> JobsOf(const char* sql, const std::vector<Param>& params);
 
   // The job in row `row` of a result whose first columns are kJobColumns.
   static StatusOr<StoredJob> JobAt(const Result& r, int row);

@@ -10,8 +10,10 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -29,8 +31,9 @@ namespace fairgate {
 namespace {
 
 // 2: durable_jobs' sequence a plain INTEGER PRIMARY KEY (in 1, AUTOINCREMENT), its newest row kept
-// as a tombstone when removed (below). Files of schema 1 are migrated when opened.
-constexpr int kSchemaVersion = 2;
+// as a tombstone when removed (below). 3: the dead jobs' index (kSchema). Files of an earlier
+// schema are migrated when opened.
+constexpr int kSchemaVersion = 3;
 // PRAGMA application_id of fairgate's files ("FGat"), set with the schema: how an open tells
 // fairgate's file from another program's database.
 constexpr int kApplicationId = 0x46476174;
@@ -92,6 +95,9 @@ CREATE TABLE IF NOT EXISTS schedules (
   last_run_end REAL NOT NULL,
   PRIMARY KEY (type, id)
 ) WITHOUT ROWID;
+-- Schema 3: the dead jobs by sequence, so that a page of them or their count reads them only,
+-- not every live job's row too (a live job's insert and removal do not touch it).
+CREATE INDEX IF NOT EXISTS durable_jobs_dead ON durable_jobs (sequence) WHERE dead = 1;
 )sql";
 
 struct CloseDb {
@@ -281,11 +287,15 @@ class SqliteStore final : public Store {
 
   StatusOr<std::vector<StoredJob>> LiveJobs() override { return Jobs(false); }
   StatusOr<std::vector<StoredJob>> DeadJobs() override { return Jobs(true); }
+  StatusOr<std::vector<StoredJob>> DeadJobsAfter(std::uint64_t after, std::size_t limit) override {
+    return Jobs(true, after, limit);
+  }
   StatusOr<std::size_t> CountDeadJobs() override {
     std::lock_guard lock(mutex_);
     std::size_t count = 0;
     Status status = Query(
-        "SELECT count(*) FROM durable_jobs WHERE dead = 1", "count dead jobs",
+        "SELECT count(*) FROM durable_jobs INDEXED BY durable_jobs_dead WHERE dead = 1",
+        "count dead jobs",
         [&](sqlite3_stmt* s) { count = static_cast<std::size_t>(sqlite3_column_int64(s, 0)); });
     if (!status.ok()) return status;
     return count;
@@ -933,12 +943,18 @@ class SqliteStore final : public Store {
   // The scan sees every tombstone of the file (no transaction of this connection is open under
   // mutex_ meanwhile), so what it found replaces what was known: a connection that only reads
   // does not gather the numbers of tombstones deleted long ago.
-  StatusOr<std::vector<StoredJob>> Jobs(bool dead) {
+  // The dead jobs' reads (`after` and `limit` a page's, Store::DeadJobsAfter) take them from their
+  // index (durable_jobs_dead), whatever the number of live jobs.
+  StatusOr<std::vector<StoredJob>> Jobs(bool dead, std::uint64_t after = 0,
+                                        std::size_t limit = kNoLimit) {
     std::lock_guard lock(mutex_);
     std::vector<StoredJob> jobs;
     std::vector<std::uint64_t> tombstones;
-    const std::string sql = absl::StrCat(kSelectJobs, dead ? " WHERE dead = 1" : " WHERE dead <> 1",
-                                         " ORDER BY sequence");
+    const std::string sql =
+        dead ? absl::StrCat(kSelectJobs, " INDEXED BY durable_jobs_dead WHERE dead = 1",
+                            " AND sequence > ", Int64(after), " ORDER BY sequence LIMIT ",
+                            limit == kNoLimit ? -1 : Int64(limit))
+             : absl::StrCat(kSelectJobs, " WHERE dead <> 1 ORDER BY sequence");
     Status status = Query(sql.c_str(), "load durable jobs", [&](sqlite3_stmt* s) {
       if (sqlite3_column_int(s, 9) == 2) {
         tombstones.push_back(static_cast<std::uint64_t>(sqlite3_column_int64(s, 0)));
@@ -949,6 +965,13 @@ class SqliteStore final : public Store {
     if (!status.ok()) return status;
     if (!dead) tombstones_.swap(tombstones);
     return jobs;
+  }
+
+  static constexpr std::size_t kNoLimit = std::numeric_limits<std::size_t>::max();
+  // A number as SQLite's integers hold it: those above them as the largest.
+  static std::int64_t Int64(std::uint64_t n) {
+    return static_cast<std::int64_t>(
+        std::min<std::uint64_t>(n, std::numeric_limits<std::int64_t>::max()));
   }
 
   // Binds without a copy (SQLITE_STATIC): every statement is stepped, and its bindings cleared
