@@ -953,7 +953,7 @@ class SqliteStore final : public Store {
     const std::string sql =
         dead ? absl::StrCat(kSelectJobs, " INDEXED BY durable_jobs_dead WHERE dead = 1",
                             " AND sequence > ", Int64(after), " ORDER BY sequence LIMIT ",
-                            limit == kNoLimit ? -1 : Int64(limit))
+                            Int64(limit))
              : absl::StrCat(kSelectJobs, " WHERE dead <> 1 ORDER BY sequence");
     Status status = Query(sql.c_str(), "load durable jobs", [&](sqlite3_stmt* s) {
       if (sqlite3_column_int(s, 9) == 2) {
@@ -967,6 +967,7 @@ class SqliteStore final : public Store {
     return jobs;
   }
 
+  // No limit: as the largest, SQLite's integers hold it (Int64).
   static constexpr std::size_t kNoLimit = std::numeric_limits<std::size_t>::max();
   // A number as SQLite's integers hold it: those above them as the largest.
   static std::int64_t Int64(std::uint64_t n) {
