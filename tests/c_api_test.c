@@ -11,21 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "c_check.h"
 #include "fairgate/c.h"
-
-static int failures = 0;
-
-#define CHECK(condition)                                                            \
-  do {                                                                              \
-    if (!(condition)) {                                                             \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #condition); \
-      ++failures;                                                                   \
-    }                                                                               \
-  } while (0)
-
-/* What callbacks saw, under one lock; `changed` is signalled on every change. */
-static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
 
 typedef struct Acquired {
   int calls;
@@ -46,29 +33,6 @@ static void on_admitted(void* user, fairgate_permit* permit, fairgate_code code,
   acquired->thread = pthread_self();
   pthread_cond_broadcast(&changed);
   pthread_mutex_unlock(&mutex);
-}
-
-/* Waits until *counter >= target, at most 10 s; whether it got there. */
-static int wait_for(const int* counter, int target) {
-  struct timespec deadline;
-  int reached;
-  clock_gettime(CLOCK_REALTIME, &deadline);
-  deadline.tv_sec += 10;
-  pthread_mutex_lock(&mutex);
-  while (*counter < target) {
-    if (pthread_cond_timedwait(&changed, &mutex, &deadline) != 0) break;
-  }
-  reached = *counter >= target;
-  pthread_mutex_unlock(&mutex);
-  return reached;
-}
-
-static int read_locked(const int* counter) {
-  int value;
-  pthread_mutex_lock(&mutex);
-  value = *counter;
-  pthread_mutex_unlock(&mutex);
-  return value;
 }
 
 /* A submitted job: counts its runs; fails with its message when `fail` is set. */

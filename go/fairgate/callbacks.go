@@ -4,6 +4,8 @@ package fairgate
 import "C"
 
 import (
+	"context"
+	"errors"
 	"runtime/cgo"
 	"unsafe"
 )
@@ -30,4 +32,36 @@ func fairgateGoPermit(user unsafe.Pointer, permit *C.fairgate_permit, code C.fai
 		a.err = errorFromC(Code(code), message)
 	}
 	ch <- a
+}
+
+// fairgateGoDurable is the C interface's durable handler for every type this package registers:
+// `user` is the cgo.Handle of the type's durableType, kept until the scheduler is closed. It runs
+// the Go handler on the C library's pool thread, for as long as the attempt runs, with its own
+// copy of the job; its error becomes the attempt's status (*message a C string the C interface
+// frees).
+//
+//export fairgateGoDurable
+func fairgateGoDurable(user unsafe.Pointer, job *C.fairgate_durable_job, ctx *C.fairgate_context,
+	message **C.char) C.fairgate_code {
+	d := cgo.Handle(uintptr(user)).Value().(*durableType)
+	err := d.run(DurableJob{
+		Sequence:   uint64(job.sequence),
+		Type:       C.GoString(job._type),
+		ID:         C.GoString(job.id),
+		Key:        C.GoString(job.fairness_key),
+		Payload:    C.GoBytes(job.payload, C.int(job.payload_size)),
+		Attempt:    int(job.attempt),
+		LeaseToken: uint64(job.lease_token),
+	})
+	if err == nil {
+		return C.FAIRGATE_OK
+	}
+	*message = C.CString(err.Error())
+	if code := CodeOf(err); code != Unknown {
+		return C.fairgate_code(code)
+	}
+	if errors.Is(err, context.Canceled) { // ctx.Err() once Close cancelled it: cut short
+		return C.FAIRGATE_CANCELLED
+	}
+	return C.FAIRGATE_UNKNOWN
 }

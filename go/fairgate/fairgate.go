@@ -14,6 +14,18 @@
 //	err = s.RegisterType("clone", fairgate.TypeConfig{Priority: 8, MaxConcurrency: 4})
 //	err = s.RunSync(ctx, fairgate.Job{Type: "clone", ID: "linux.git", Key: clientAddr},
 //		func(ctx context.Context) error { return serveClone(ctx) })
+//
+// Durable jobs are data (a job and its payload bytes) stored before SubmitDurable returns and
+// run at least once by their type's handler, after a crash too, in the same fair order. They
+// need a Store: a SQLite file for one process, PostgreSQL for replicas.
+//
+//	store, err := fairgate.OpenSQLite("/var/lib/mirror/jobs.db", fairgate.SQLiteOptions{})
+//	s, err := fairgate.New(fairgate.Options{Store: store})
+//	store.Close() // s keeps it open
+//	err = s.RegisterType("repack", fairgate.TypeConfig{ConflictGroup: "repository"})
+//	err = s.RegisterDurable("repack", repack, fairgate.RetryPolicy{})
+//	report, err := s.Recover() // queues what an earlier process left
+//	sequence, err := s.SubmitDurable(fairgate.Job{Type: "repack", ID: "linux.git", Key: "cron"}, nil)
 package fairgate
 
 /*
@@ -58,6 +70,30 @@ type Options struct {
 	LatencyCapacityMin int
 	// WorkerThreads is the C library's pool for its own background jobs. 0: MaxConcurrency.
 	WorkerThreads int
+	// Store keeps durable jobs, learned costs and keys' costs across restarts (nil: nothing is
+	// kept, and the durable calls fail with FailedPrecondition). The Scheduler keeps it open.
+	Store *Store
+	// StateFlushInterval is how often learned costs are written to the store. 0: 5 s.
+	StateFlushInterval time.Duration
+	// Fleet configures replicas sharing a PostgreSQL store.
+	Fleet FleetOptions
+}
+
+// FleetOptions configure replicas sharing a store (OpenPostgres; fairgate/options.h,
+// FleetOptions). Zero fields take fairgate's defaults.
+type FleetOptions struct {
+	// LeaseTTL is how long a claim of durable jobs lasts unrenewed: a dead replica's jobs go to
+	// the others about this long after its last renewal. 0: 10 s.
+	LeaseTTL time.Duration
+	// ClaimInterval is how often a replica looks for jobs when nothing woke it. 0: 1 s.
+	ClaimInterval time.Duration
+	// MaxClaimed is how many durable jobs a replica holds at most. 0: as many as it can start
+	// soon.
+	MaxClaimed int
+	// ConflictGroups are the types' conflict groups whose limit holds across the fleet.
+	ConflictGroups []string
+	// TypeCaps caps a type's jobs running at once in the whole fleet (type -> cap, each >= 1).
+	TypeCaps map[string]int
 }
 
 // A Scheduler decides when jobs run. Its methods may be called from any goroutine.
@@ -66,9 +102,12 @@ type Scheduler struct {
 	// free c and set it to nil, after which every method fails with Unavailable (use).
 	live   sync.RWMutex
 	c      *C.fairgate_scheduler
-	ctx    context.Context // the context of Submit's jobs, cancelled by Close
+	ctx    context.Context // the context of Submit's jobs and durable handlers, cancelled by Close
 	cancel context.CancelFunc
 	close  sync.Once
+	// handles are the durable types' (RegisterDurable), deleted once Close freed c.
+	handlesMu sync.Mutex
+	handles   []cgo.Handle
 }
 
 // errClosed is what a method called after Close returns.
@@ -96,9 +135,51 @@ func New(options Options) (*Scheduler, error) {
 	}
 	c.latency_capacity_min = C.int(options.LatencyCapacityMin)
 	c.worker_threads = C.int(options.WorkerThreads)
+	if options.StateFlushInterval != 0 {
+		c.state_flush_seconds = C.double(options.StateFlushInterval.Seconds())
+	}
+	fleet := options.Fleet
+	if fleet.LeaseTTL != 0 {
+		c.lease_ttl_seconds = C.double(fleet.LeaseTTL.Seconds())
+	}
+	if fleet.ClaimInterval != 0 {
+		c.claim_interval_seconds = C.double(fleet.ClaimInterval.Seconds())
+	}
+	c.max_claimed = C.int(fleet.MaxClaimed)
+	var mem cMemory
+	defer mem.free()
+	c.fleet_conflict_groups, c.fleet_conflict_group_count = mem.strings(fleet.ConflictGroups)
+	if len(fleet.TypeCaps) > 0 {
+		types := make([]string, 0, len(fleet.TypeCaps))
+		for typ := range fleet.TypeCaps {
+			types = append(types, typ)
+		}
+		c.fleet_capped_types, c.fleet_type_cap_count = mem.strings(types)
+		caps := unsafe.Slice((*C.int)(C.malloc(C.size_t(len(types))*C.size_t(unsafe.Sizeof(C.int(0))))),
+			len(types))
+		mem = append(mem, unsafe.Pointer(&caps[0]))
+		for i, typ := range types {
+			caps[i] = C.int(fleet.TypeCaps[typ])
+		}
+		c.fleet_type_caps = &caps[0]
+	}
 	var code C.fairgate_code
 	var message *C.char
-	scheduler := C.fairgate_scheduler_create(&c, &code, &message)
+	var scheduler *C.fairgate_scheduler
+	create := func() { scheduler = C.fairgate_scheduler_create(&c, &code, &message) }
+	if options.Store != nil {
+		// Under the store's lock: its Close cannot free it while the scheduler takes its own hold.
+		options.Store.mu.Lock()
+		c.store = options.Store.c
+		if c.store == nil {
+			options.Store.mu.Unlock()
+			return nil, &Error{Code: InvalidArgument, Message: "Options.Store is closed"}
+		}
+		create()
+		options.Store.mu.Unlock()
+	} else {
+		create()
+	}
 	if scheduler == nil {
 		return nil, errorOf(code, message)
 	}
@@ -126,6 +207,12 @@ func (s *Scheduler) Close() error {
 		C.fairgate_scheduler_destroy(s.c)
 		s.c = nil
 		s.live.Unlock()
+		s.handlesMu.Lock()
+		for _, h := range s.handles {
+			h.Delete()
+		}
+		s.handles = nil
+		s.handlesMu.Unlock()
 	})
 	return err
 }

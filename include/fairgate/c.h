@@ -5,8 +5,9 @@
  *
  * Handles. Every object is an opaque pointer made by one call and ended by one other:
  * fairgate_scheduler_create / fairgate_scheduler_destroy, a fairgate_permit by an admission /
- * fairgate_permit_release, a fairgate_pending by fairgate_acquire / fairgate_pending_free. A
- * handle is never freed for you, and a freed one is not touched again.
+ * fairgate_permit_release, a fairgate_pending by fairgate_acquire / fairgate_pending_free, a
+ * fairgate_store by fairgate_sqlite_store_open or fairgate_postgres_store_open /
+ * fairgate_store_free. A handle is never freed for you, and a freed one is not touched again.
  *
  * Errors. A call that can fail returns a fairgate_code (FAIRGATE_OK, or the code of the C++
  * Status: the values are absl's) and, when `error` is not NULL and the call failed, sets *error to
@@ -16,23 +17,27 @@
  * NULL. A NULL handle, struct, callback or string that a call needs is refused with
  * FAIRGATE_INVALID_ARGUMENT and a message naming it ("the scheduler is NULL", "job.id is
  * NULL"): an empty name is "", never NULL. NULL is taken only where this header says what it
- * means (`error`, `code`, `pending`, a type's conflict_group, a release's message, `done`). An
- * array with a count above 0 must not be NULL nor hold a NULL string. A call with no code to
- * return does nothing for a NULL handle or struct: fairgate_snapshot_json and
- * fairgate_metrics_text return NULL, fairgate_accumulated_cost 0, fairgate_permit_worker "".
+ * means (`error`, `code`, `pending`, a type's conflict_group, a release's message, `done`, a
+ * store's or a durable type's options struct (the defaults), a payload of 0 bytes, and the
+ * durable calls' `sequence`, `sequences` and `report`). An array with a count above 0 must not
+ * be NULL nor hold a NULL string. A call with no code to return does nothing for a NULL handle
+ * or struct: fairgate_snapshot_json and fairgate_metrics_text return NULL,
+ * fairgate_accumulated_cost 0, fairgate_permit_worker "".
  *
  * Strings. Every string passed in (names, messages) is copied before the call returns; the
- * caller keeps its own. A string returned (fairgate_snapshot_json, fairgate_metrics_text, *error)
- * is the caller's, freed with fairgate_free. A message passed to a callback is valid during the
- * callback only.
+ * caller keeps its own, and so is every payload. A string returned (fairgate_snapshot_json,
+ * fairgate_metrics_text, *error) is the caller's, freed with fairgate_free; an array of stored
+ * jobs (fairgate_dead_jobs) is freed with fairgate_stored_jobs_free. A message or a durable job
+ * passed to a callback is valid during the callback only.
  *
  * Callbacks. Each has a `void* user` given with it, passed back unchanged. They run, as the C++
  * ones do, on the thread that made the decision: inside the call itself (an acquire admitted at
  * once), inside whatever freed a slot (a permit's release, a job's return), on the scheduler's
- * timer (a deadline, a lowered cap raised again), or on a pool thread (a submitted job's body). A
- * callback must be quick, must not block, and may call the scheduler (release its permit,
- * acquire again) but must not destroy it. A permit callback and a done callback are called
- * exactly once for each call that returned FAIRGATE_OK; none for a call that failed.
+ * timer (a deadline, a lowered cap raised again), or on a pool thread (a submitted job's body, a
+ * durable job's handler). A callback must be quick, must not block, and may call the scheduler
+ * (release its permit, acquire again) but must not destroy it. A permit callback and a done
+ * callback are called exactly once for each call that returned FAIRGATE_OK; none for a call that
+ * failed.
  *
  * Shutdown. fairgate_scheduler_shutdown stops taking calls (later ones fail with
  * FAIRGATE_UNAVAILABLE), calls every pending acquire's callback and every queued job's done
@@ -102,7 +107,8 @@ FAIRGATE_C_EXPORT int fairgate_was_shed(const char* message);
  * fill one with its _init function, which sets `version` and every field's default, then change
  * the fields you mean. A later version adds fields at the end; a struct of an earlier version is
  * still read as it was. */
-#define FAIRGATE_OPTIONS_VERSION 1
+#define FAIRGATE_OPTIONS_VERSION 2
+typedef struct fairgate_store fairgate_store;
 typedef struct fairgate_options {
   uint32_t version;
   int seed_mode;               /* 1: SchedulerOptions::Seed() (the original rule), else Default() */
@@ -118,11 +124,27 @@ typedef struct fairgate_options {
   double rate_per_second;      /* RuleOptions::rate_limit.per_second; 0: no limit */
   double rate_burst;           /* RuleOptions::rate_limit.burst */
   int worker_threads;          /* RuntimeOptions::worker_threads; 0: max_concurrency */
+  /* Version 2. What survives a restart (PersistenceOptions) and replicas (FleetOptions). */
+  fairgate_store* store;         /* NULL: none (the durable calls are FAIRGATE_FAILED_PRECONDITION);
+                                  * the scheduler keeps the store open while it lives */
+  double state_flush_seconds;    /* PersistenceOptions::state_flush_interval */
+  double lease_ttl_seconds;      /* FleetOptions::lease_ttl */
+  double claim_interval_seconds; /* FleetOptions::claim_interval */
+  int max_claimed;               /* FleetOptions::max_claimed; 0: as many as it can start soon */
+  /* FleetOptions::conflict_groups: `fleet_conflict_group_count` names. */
+  const char* const* fleet_conflict_groups;
+  size_t fleet_conflict_group_count;
+  /* FleetOptions::type_caps: `fleet_type_cap_count` types, each with its cap at the same index
+   * of `fleet_type_caps`. */
+  const char* const* fleet_capped_types;
+  const int* fleet_type_caps;
+  size_t fleet_type_cap_count;
 } fairgate_options;
 FAIRGATE_C_EXPORT void fairgate_options_init(fairgate_options* options);
 
 /* Creates a scheduler (Scheduler::Create); NULL with *error (and the code in *code when not
- * NULL) on bad options. */
+ * NULL) on bad options. Options of version 1 (fields up to worker_threads) are still read, with
+ * no store and the fleet's defaults. */
 FAIRGATE_C_EXPORT fairgate_scheduler* fairgate_scheduler_create(const fairgate_options* options,
                                                                 fairgate_code* code, char** error);
 /* Shuts down (see the header comment), waiting at most `timeout_seconds` (< 0: for ever);
@@ -269,6 +291,141 @@ FAIRGATE_C_EXPORT fairgate_code fairgate_pause_key(fairgate_scheduler* scheduler
                                                    const char* fairness_key, char** error);
 FAIRGATE_C_EXPORT fairgate_code fairgate_resume_key(fairgate_scheduler* scheduler,
                                                     const char* fairness_key, char** error);
+
+/* --- Stores (fairgate/store.h): where durable jobs, learned estimates and keys' costs are kept
+ * (fairgate_options.store). A store is opened once and given to one scheduler (two schedulers
+ * do not work one store's jobs at once: fairgate_recover refuses the second); the caller frees
+ * its handle with fairgate_store_free when it no longer needs it, at once if it likes: a
+ * scheduler created with it keeps the store open until it is destroyed. */
+#define FAIRGATE_SQLITE_OPTIONS_VERSION 1
+typedef enum fairgate_sqlite_sync {
+  FAIRGATE_SQLITE_SYNC_FULL = 0,  /* every commit waits for an fsync (the default) */
+  FAIRGATE_SQLITE_SYNC_NORMAL = 1 /* survives kill -9, possibly not a power cut; faster */
+} fairgate_sqlite_sync;
+typedef struct fairgate_sqlite_options { /* fairgate/sqlite_store.h, SqliteStoreOptions */
+  uint32_t version;
+  int synchronous; /* a fairgate_sqlite_sync */
+  double busy_timeout_seconds;
+  size_t max_job_bytes;
+} fairgate_sqlite_options;
+FAIRGATE_C_EXPORT void fairgate_sqlite_options_init(fairgate_sqlite_options* options);
+/* Opens (creating if absent) a store in the SQLite file `path` (OpenSqliteStore), with `options`
+ * (NULL: the defaults); NULL with *error (and *code) when it cannot. */
+FAIRGATE_C_EXPORT fairgate_store* fairgate_sqlite_store_open(const char* path,
+                                                             const fairgate_sqlite_options* options,
+                                                             fairgate_code* code, char** error);
+#define FAIRGATE_POSTGRES_OPTIONS_VERSION 1
+typedef struct fairgate_postgres_options { /* fairgate/postgres_store.h, PostgresStoreOptions */
+  uint32_t version;
+  const char* replica; /* NULL or "": a name made from the host, the process and a random part */
+  int connections;
+  size_t max_job_bytes;
+} fairgate_postgres_options;
+FAIRGATE_C_EXPORT void fairgate_postgres_options_init(fairgate_postgres_options* options);
+/* Connects to PostgreSQL with the libpq connection string `conninfo` (OpenPostgresStore), with
+ * `options` (NULL: the defaults): the store replicas share, each replica opening its own on the
+ * same database. NULL with *error (and *code) when it cannot. */
+FAIRGATE_C_EXPORT fairgate_store* fairgate_postgres_store_open(
+    const char* conninfo, const fairgate_postgres_options* options, fairgate_code* code,
+    char** error);
+FAIRGATE_C_EXPORT void fairgate_store_free(fairgate_store* store);
+
+/* --- Durable jobs (fairgate/durable.h): background work stored before fairgate_submit_durable
+ * returns and run, at least once, by the handler registered for its type, after a crash too.
+ * Each call needs a scheduler with a store, else FAIRGATE_FAILED_PRECONDITION. */
+#define FAIRGATE_RETRY_POLICY_VERSION 1
+typedef struct fairgate_retry_policy { /* RetryPolicy */
+  uint32_t version;
+  uint32_t max_attempts;
+  double initial_backoff_seconds;
+  double max_backoff_seconds;
+  double multiplier;
+} fairgate_retry_policy;
+FAIRGATE_C_EXPORT void fairgate_retry_policy_init(fairgate_retry_policy* policy);
+/* What a handler is given (DurableJob), valid during the call only. The names end at a NUL (a
+ * name stored by a C++ caller with a NUL byte in it reads as cut there); the payload is
+ * `payload_size` bytes, NUL included. */
+typedef struct fairgate_durable_job {
+  uint64_t sequence;
+  const char* type;
+  const char* id;
+  const char* fairness_key;
+  const void* payload;
+  size_t payload_size;
+  uint32_t attempt;     /* 1 for the first */
+  uint64_t lease_token; /* with a shared store, the lease's fencing token; else 0 */
+} fairgate_durable_job;
+/* A durable job's handler: runs on a pool thread, as a submitted job's body does; what it returns
+ * is the attempt's status (with *error, a message it allocated with malloc, or left NULL):
+ * FAIRGATE_OK removes the job, anything else retries it by the policy until it is dead. `ctx` is
+ * valid during the call (fairgate_context_done: a shutdown cancelled it). */
+typedef fairgate_code (*fairgate_durable_fn)(void* user, const fairgate_durable_job* job,
+                                             const fairgate_context* ctx, char** error);
+/* Registers (Scheduler::RegisterDurable) the handler of the durable jobs of the registered type
+ * `type`, called with `user`, and how their failures are retried (`retry`: NULL, the defaults). */
+FAIRGATE_C_EXPORT fairgate_code fairgate_register_durable(fairgate_scheduler* scheduler,
+                                                          const char* type,
+                                                          fairgate_durable_fn handler, void* user,
+                                                          const fairgate_retry_policy* retry,
+                                                          char** error);
+typedef struct fairgate_recovery_report { /* RecoveryReport */
+  size_t queued;
+  size_t deferred;
+  size_t without_handler;
+  size_t dead;
+} fairgate_recovery_report;
+/* Queues the stored jobs (Scheduler::Recover), once, after the handlers are registered; *report
+ * (when not NULL) says what it found. */
+FAIRGATE_C_EXPORT fairgate_code fairgate_recover(fairgate_scheduler* scheduler,
+                                                 fairgate_recovery_report* report, char** error);
+/* Stores the job (its cost must be < 0: a durable job takes no hint; its estimate is learned)
+ * with `payload_size` bytes of `payload` (NULL only with a size of 0) and queues it; *sequence
+ * (when not NULL) is its number in the store. Scheduler::SubmitDurable. */
+FAIRGATE_C_EXPORT fairgate_code fairgate_submit_durable(fairgate_scheduler* scheduler,
+                                                        const fairgate_job* job,
+                                                        const void* payload, size_t payload_size,
+                                                        uint64_t* sequence, char** error);
+typedef struct fairgate_durable_submission {
+  fairgate_job job;
+  const void* payload;
+  size_t payload_size;
+} fairgate_durable_submission;
+/* Stores `count` jobs in one commit, all or none (Scheduler::SubmitDurableBatch); `sequences`
+ * (when not NULL) gets their numbers, `count` of them, in the order given. */
+FAIRGATE_C_EXPORT fairgate_code fairgate_submit_durable_batch(
+    fairgate_scheduler* scheduler, const fairgate_durable_submission* jobs, size_t count,
+    uint64_t* sequences, char** error);
+/* A stored job (StoredJob), as fairgate_dead_jobs returns it: every string and the payload are
+ * the caller's until fairgate_stored_jobs_free (each name ends at a NUL; the payload has one
+ * after its `payload_size` bytes too). */
+typedef struct fairgate_stored_job {
+  uint64_t sequence;
+  char* type;
+  char* id;
+  char* fairness_key;
+  char* payload;
+  size_t payload_size;
+  double submitted_at; /* Unix seconds */
+  uint32_t attempts;
+  char* last_error;
+} fairgate_stored_job;
+/* A page of the dead jobs (Scheduler::DeadJobs): at most `limit` (>= 1) whose sequence is above
+ * `after` (0 from the first), in stored order, into *jobs (an array the caller frees with
+ * fairgate_stored_jobs_free, NULL when none) and *count. The next page is after the last one's
+ * sequence. */
+FAIRGATE_C_EXPORT fairgate_code fairgate_dead_jobs(fairgate_scheduler* scheduler, uint64_t after,
+                                                   size_t limit, fairgate_stored_job** jobs,
+                                                   size_t* count, char** error);
+FAIRGATE_C_EXPORT void fairgate_stored_jobs_free(fairgate_stored_job* jobs, size_t count);
+/* A dead job run again with its attempts counted from 0, or deleted (Scheduler::RetryDeadJob,
+ * RemoveDeadJob): FAIRGATE_NOT_FOUND when no dead job has that number. */
+FAIRGATE_C_EXPORT fairgate_code fairgate_retry_dead_job(fairgate_scheduler* scheduler,
+                                                        uint64_t sequence, char** error);
+FAIRGATE_C_EXPORT fairgate_code fairgate_remove_dead_job(fairgate_scheduler* scheduler,
+                                                         uint64_t sequence, char** error);
+/* Writes the learned estimates, keys' costs and schedules to the store now
+ * (Scheduler::FlushState), as the scheduler does every state_flush_seconds and at shutdown. */
+FAIRGATE_C_EXPORT fairgate_code fairgate_flush_state(fairgate_scheduler* scheduler, char** error);
 
 /* --- What it is doing: the snapshot as JSON (fairgate/snapshot.h, ToJson) and the metrics in
  * Prometheus' text format (Scheduler::WriteMetrics). The caller frees either with fairgate_free. */

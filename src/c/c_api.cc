@@ -1,6 +1,7 @@
 // fairgate/c.h over the C++ library: each C call converts its arguments, calls the C++ one and
 // converts the answer; no exception crosses the C boundary (one that would is
 // FAIRGATE_INTERNAL, or for a call with no status to return, a message on stderr and abort).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,11 +17,15 @@
 #include <vector>
 
 #include "fairgate/c.h"
+#include "fairgate/durable.h"
 #include "fairgate/options.h"
+#include "fairgate/postgres_store.h"
 #include "fairgate/rate_limit.h"
 #include "fairgate/scheduler.h"
 #include "fairgate/shedding.h"
 #include "fairgate/snapshot.h"
+#include "fairgate/sqlite_store.h"
+#include "fairgate/store.h"
 
 struct fairgate_scheduler {
   std::unique_ptr<fairgate::Scheduler> impl;
@@ -32,6 +37,10 @@ struct fairgate_permit {
 
 struct fairgate_context {
   const fairgate::Context* ctx;
+};
+
+struct fairgate_store {
+  std::shared_ptr<fairgate::Store> impl;
 };
 
 namespace {
@@ -162,6 +171,127 @@ Status Given(const fairgate_scheduler* scheduler, const fairgate_job* job) {
       {{job->type, "job.type"}, {job->id, "job.id"}, {job->fairness_key, "job.fairness_key"}});
 }
 
+// The fields version 2 of fairgate_options added, into `options`.
+Status PersistenceAndFleetOf(const fairgate_options& c, fairgate::SchedulerOptions* options) {
+  if (c.store != nullptr) options->persistence.store = c.store->impl;
+  options->persistence.state_flush_interval = fairgate::Seconds(c.state_flush_seconds);
+  fairgate::FleetOptions& fleet = options->fleet;
+  fleet.lease_ttl = fairgate::Seconds(c.lease_ttl_seconds);
+  fleet.claim_interval = fairgate::Seconds(c.claim_interval_seconds);
+  fleet.max_claimed = c.max_claimed;
+  if (Status s = Strings(c.fleet_conflict_groups, c.fleet_conflict_group_count,
+                         "options.fleet_conflict_groups", &fleet.conflict_groups);
+      !s.ok()) {
+    return s;
+  }
+  std::vector<std::string> capped;
+  if (Status s = Strings(c.fleet_capped_types, c.fleet_type_cap_count, "options.fleet_capped_types",
+                         &capped);
+      !s.ok()) {
+    return s;
+  }
+  if (!capped.empty() && c.fleet_type_caps == nullptr) {
+    return absl::InvalidArgumentError("options.fleet_type_caps is NULL, with a count of " +
+                                      std::to_string(capped.size()));
+  }
+  for (std::size_t i = 0; i < capped.size(); ++i) {
+    if (!fleet.type_caps.emplace(capped[i], c.fleet_type_caps[i]).second) {
+      return absl::InvalidArgumentError("options.fleet_capped_types names \"" + capped[i] +
+                                        "\" twice");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A versioned struct's version checked: `what`.version must be `want` (`macro`), as `init` sets.
+Status VersionIs(std::uint32_t got, std::uint32_t want, const char* what, const char* macro,
+                 const char* init) {
+  if (got == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(std::string(what) + ".version must be " + macro + " (" +
+                                    std::to_string(want) + "), got " + std::to_string(got) +
+                                    ": fill it with " + init);
+}
+
+// A store's handle from `open` (the store, or why there is none), and the code of a failure:
+// what the calls that open stores share.
+template <typename Open>
+fairgate_store* StoreFrom(fairgate_code* code, char** error, Open&& open) {
+  fairgate_store* out = nullptr;
+  const fairgate_code result = Guarded(error, [&]() -> Status {
+    fairgate::StatusOr<std::unique_ptr<fairgate::Store>> store = open();
+    if (!store.ok()) return store.status();
+    out = new fairgate_store{std::shared_ptr<fairgate::Store>(*std::move(store))};
+    return absl::OkStatus();
+  });
+  if (code != nullptr) *code = result;
+  return out;
+}
+
+// A stored job's bytes as C's: a copy ending at an added NUL, or an error when memory ran out.
+Status CopyInto(std::string_view text, char** out) {
+  *out = Copy(text);
+  if (*out == nullptr) return absl::ResourceExhaustedError("out of memory copying a stored job");
+  return absl::OkStatus();
+}
+
+void FreeStoredJobs(fairgate_stored_job* jobs, std::size_t count) {
+  if (jobs == nullptr) return;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::free(jobs[i].type);
+    std::free(jobs[i].id);
+    std::free(jobs[i].fairness_key);
+    std::free(jobs[i].payload);
+    std::free(jobs[i].last_error);
+  }
+  std::free(jobs);
+}
+
+// `stored` as an array of C's (NULL when empty), or an error with nothing left allocated.
+Status StoredJobsOf(const std::vector<fairgate::StoredJob>& stored, fairgate_stored_job** out) {
+  *out = nullptr;
+  if (stored.empty()) return absl::OkStatus();
+  auto* jobs = static_cast<fairgate_stored_job*>(std::calloc(stored.size(), sizeof **out));
+  if (jobs == nullptr) return absl::ResourceExhaustedError("out of memory listing stored jobs");
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    const fairgate::StoredJob& from = stored[i];
+    fairgate_stored_job& to = jobs[i];
+    to.sequence = from.sequence;
+    to.payload_size = from.payload.size();
+    to.submitted_at = from.submitted_at;
+    to.attempts = from.attempts;
+    Status s = CopyInto(from.type, &to.type);
+    if (s.ok()) s = CopyInto(from.id, &to.id);
+    if (s.ok()) s = CopyInto(from.fairness_key, &to.fairness_key);
+    if (s.ok()) s = CopyInto(from.payload, &to.payload);
+    if (s.ok()) s = CopyInto(from.last_error, &to.last_error);
+    if (!s.ok()) {
+      FreeStoredJobs(jobs, i + 1);  // calloc's NULLs free as nothing
+      return s;
+    }
+  }
+  *out = jobs;
+  return absl::OkStatus();
+}
+
+// A durable job's payload from C: NULL only with a size of 0.
+Status PayloadOf(const void* payload, std::size_t size, const std::string& what,
+                 std::string_view* out) {
+  if (payload == nullptr && size > 0) {
+    return absl::InvalidArgumentError(what + " is NULL, with a size of " + std::to_string(size));
+  }
+  *out = size == 0 ? std::string_view() : std::string_view(static_cast<const char*>(payload), size);
+  return absl::OkStatus();
+}
+
+// A durable job takes no cost hint (Scheduler::SubmitDurable has none): one given is refused
+// rather than dropped.
+Status NoCostHint(const fairgate_job& job, const std::string& what) {
+  if (job.cost < 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(what + ".cost must be < 0 for a durable job (it takes no " +
+                                    "cost hint: its estimate is learned), got " +
+                                    std::to_string(job.cost));
+}
+
 }  // namespace
 
 extern "C" {
@@ -207,6 +337,16 @@ void fairgate_options_init(fairgate_options* options) {
   options->rate_per_second = 0;
   options->rate_burst = 1;
   options->worker_threads = defaults.runtime.worker_threads;
+  options->store = nullptr;
+  options->state_flush_seconds = defaults.persistence.state_flush_interval.count();
+  options->lease_ttl_seconds = defaults.fleet.lease_ttl.count();
+  options->claim_interval_seconds = defaults.fleet.claim_interval.count();
+  options->max_claimed = defaults.fleet.max_claimed;
+  options->fleet_conflict_groups = nullptr;
+  options->fleet_conflict_group_count = 0;
+  options->fleet_capped_types = nullptr;
+  options->fleet_type_caps = nullptr;
+  options->fleet_type_cap_count = 0;
 }
 
 fairgate_scheduler* fairgate_scheduler_create(const fairgate_options* c, fairgate_code* code,
@@ -214,10 +354,10 @@ fairgate_scheduler* fairgate_scheduler_create(const fairgate_options* c, fairgat
   fairgate_scheduler* out = nullptr;
   const fairgate_code result = Guarded(error, [&]() -> Status {
     if (c == nullptr) return absl::InvalidArgumentError("the options are NULL");
-    if (c->version != FAIRGATE_OPTIONS_VERSION) {
+    if (c->version < 1 || c->version > FAIRGATE_OPTIONS_VERSION) {
       return absl::InvalidArgumentError(
-          "options.version must be FAIRGATE_OPTIONS_VERSION (1): "
-          "fill the options with fairgate_options_init");
+          "options.version must be 1 to FAIRGATE_OPTIONS_VERSION (2), got " +
+          std::to_string(c->version) + ": fill the options with fairgate_options_init");
     }
     fairgate::SchedulerOptions options =
         c->seed_mode ? fairgate::SchedulerOptions::Seed() : fairgate::SchedulerOptions::Default();
@@ -235,6 +375,9 @@ fairgate_scheduler* fairgate_scheduler_create(const fairgate_options* c, fairgat
     }
     rule.rate_limit = {c->rate_per_second, c->rate_burst};
     options.runtime.worker_threads = c->worker_threads;
+    if (c->version >= 2) {
+      if (Status s = PersistenceAndFleetOf(*c, &options); !s.ok()) return s;
+    }
     auto created = fairgate::Scheduler::Create(options);
     if (!created.ok()) return created.status();
     out = new fairgate_scheduler{*std::move(created)};
@@ -617,6 +760,244 @@ char* fairgate_metrics_text(fairgate_scheduler* scheduler) {
   } catch (...) {
     Abort("fairgate_metrics_text");
   }
+}
+
+void fairgate_sqlite_options_init(fairgate_sqlite_options* options) {
+  if (options == nullptr) return;
+  const fairgate::SqliteStoreOptions defaults;
+  *options = fairgate_sqlite_options{};
+  options->version = FAIRGATE_SQLITE_OPTIONS_VERSION;
+  options->synchronous = defaults.synchronous == fairgate::SqliteStoreOptions::Sync::kFull
+                             ? FAIRGATE_SQLITE_SYNC_FULL
+                             : FAIRGATE_SQLITE_SYNC_NORMAL;
+  options->busy_timeout_seconds = defaults.busy_timeout.count();
+  options->max_job_bytes = defaults.max_job_bytes;
+}
+
+fairgate_store* fairgate_sqlite_store_open(const char* path, const fairgate_sqlite_options* c,
+                                           fairgate_code* code, char** error) {
+  return StoreFrom(code, error, [&]() -> fairgate::StatusOr<std::unique_ptr<fairgate::Store>> {
+    if (Status s = Given({{path, "the path"}}); !s.ok()) return s;
+    fairgate::SqliteStoreOptions options;
+    if (c != nullptr) {
+      if (Status s = VersionIs(c->version, FAIRGATE_SQLITE_OPTIONS_VERSION, "options",
+                               "FAIRGATE_SQLITE_OPTIONS_VERSION", "fairgate_sqlite_options_init");
+          !s.ok()) {
+        return s;
+      }
+      if (c->synchronous != FAIRGATE_SQLITE_SYNC_FULL &&
+          c->synchronous != FAIRGATE_SQLITE_SYNC_NORMAL) {
+        return absl::InvalidArgumentError("options.synchronous must be a fairgate_sqlite_sync");
+      }
+      options.synchronous = c->synchronous == FAIRGATE_SQLITE_SYNC_FULL
+                                ? fairgate::SqliteStoreOptions::Sync::kFull
+                                : fairgate::SqliteStoreOptions::Sync::kNormal;
+      options.busy_timeout = fairgate::Seconds(c->busy_timeout_seconds);
+      options.max_job_bytes = c->max_job_bytes;
+    }
+    return fairgate::OpenSqliteStore(path, options);
+  });
+}
+
+void fairgate_postgres_options_init(fairgate_postgres_options* options) {
+  if (options == nullptr) return;
+  const fairgate::PostgresStoreOptions defaults;
+  *options = fairgate_postgres_options{};
+  options->version = FAIRGATE_POSTGRES_OPTIONS_VERSION;
+  options->replica = nullptr;
+  options->connections = defaults.connections;
+  options->max_job_bytes = defaults.max_job_bytes;
+}
+
+fairgate_store* fairgate_postgres_store_open(const char* conninfo,
+                                             const fairgate_postgres_options* c,
+                                             fairgate_code* code, char** error) {
+  return StoreFrom(code, error, [&]() -> fairgate::StatusOr<std::unique_ptr<fairgate::Store>> {
+    if (Status s = Given({{conninfo, "the connection string"}}); !s.ok()) return s;
+    fairgate::PostgresStoreOptions options;
+    if (c != nullptr) {
+      if (Status s =
+              VersionIs(c->version, FAIRGATE_POSTGRES_OPTIONS_VERSION, "options",
+                        "FAIRGATE_POSTGRES_OPTIONS_VERSION", "fairgate_postgres_options_init");
+          !s.ok()) {
+        return s;
+      }
+      if (c->replica != nullptr) options.replica = c->replica;
+      options.connections = c->connections;
+      options.max_job_bytes = c->max_job_bytes;
+    }
+    return fairgate::OpenPostgresStore(conninfo, options);
+  });
+}
+
+void fairgate_store_free(fairgate_store* store) {
+  try {
+    delete store;  // the store closes here unless a scheduler still holds it
+  } catch (...) {
+    Abort("fairgate_store_free");
+  }
+}
+
+void fairgate_retry_policy_init(fairgate_retry_policy* policy) {
+  if (policy == nullptr) return;
+  const fairgate::RetryPolicy defaults;
+  *policy = fairgate_retry_policy{};
+  policy->version = FAIRGATE_RETRY_POLICY_VERSION;
+  policy->max_attempts = defaults.max_attempts;
+  policy->initial_backoff_seconds = defaults.initial_backoff.count();
+  policy->max_backoff_seconds = defaults.max_backoff.count();
+  policy->multiplier = defaults.multiplier;
+}
+
+fairgate_code fairgate_register_durable(fairgate_scheduler* scheduler, const char* type,
+                                        fairgate_durable_fn handler, void* user,
+                                        const fairgate_retry_policy* c, char** error) {
+  return Guarded(error, [&]() -> Status {
+    if (Status s = Given({{scheduler, "the scheduler"}, {type, "the type"}}); !s.ok()) return s;
+    if (handler == nullptr) return absl::InvalidArgumentError("the handler is NULL");
+    fairgate::RetryPolicy retry;
+    if (c != nullptr) {
+      if (Status s = VersionIs(c->version, FAIRGATE_RETRY_POLICY_VERSION, "retry",
+                               "FAIRGATE_RETRY_POLICY_VERSION", "fairgate_retry_policy_init");
+          !s.ok()) {
+        return s;
+      }
+      retry.max_attempts = c->max_attempts;
+      retry.initial_backoff = fairgate::Seconds(c->initial_backoff_seconds);
+      retry.max_backoff = fairgate::Seconds(c->max_backoff_seconds);
+      retry.multiplier = c->multiplier;
+    }
+    return scheduler->impl->RegisterDurable(
+        type,
+        [handler, user](const fairgate::DurableJob& job, const fairgate::Context& ctx) {
+          // C reads names to a NUL: copies that end with one (the views need not).
+          const std::string type(job.type), id(job.id), key(job.fairness_key);
+          const fairgate_durable_job given{job.sequence,
+                                           type.c_str(),
+                                           id.c_str(),
+                                           key.c_str(),
+                                           job.payload.empty() ? "" : job.payload.data(),
+                                           job.payload.size(),
+                                           job.attempt,
+                                           job.lease_token};
+          const fairgate_context context{&ctx};
+          char* message = nullptr;
+          const fairgate_code code = handler(user, &given, &context, &message);
+          Status status = StatusOf(code, message);
+          std::free(message);
+          return status;
+        },
+        retry);
+  });
+}
+
+fairgate_code fairgate_recover(fairgate_scheduler* scheduler, fairgate_recovery_report* report,
+                               char** error) {
+  return Guarded(error, [&]() -> Status {
+    if (Status s = Given({{scheduler, "the scheduler"}}); !s.ok()) return s;
+    fairgate::StatusOr<fairgate::RecoveryReport> found = scheduler->impl->Recover();
+    if (!found.ok()) return found.status();
+    if (report != nullptr) {
+      *report = {found->queued, found->deferred, found->without_handler, found->dead};
+    }
+    return absl::OkStatus();
+  });
+}
+
+fairgate_code fairgate_submit_durable(fairgate_scheduler* scheduler, const fairgate_job* job,
+                                      const void* payload, size_t payload_size, uint64_t* sequence,
+                                      char** error) {
+  return Guarded(error, [&]() -> Status {
+    if (Status s = Given(scheduler, job); !s.ok()) return s;
+    if (Status s = NoCostHint(*job, "job"); !s.ok()) return s;
+    std::string_view bytes;
+    if (Status s = PayloadOf(payload, payload_size, "the payload", &bytes); !s.ok()) return s;
+    fairgate::StatusOr<std::uint64_t> stored = scheduler->impl->SubmitDurable(NameOf(*job), bytes);
+    if (!stored.ok()) return stored.status();
+    if (sequence != nullptr) *sequence = *stored;
+    return absl::OkStatus();
+  });
+}
+
+fairgate_code fairgate_submit_durable_batch(fairgate_scheduler* scheduler,
+                                            const fairgate_durable_submission* jobs, size_t count,
+                                            uint64_t* sequences, char** error) {
+  return Guarded(error, [&]() -> Status {
+    if (Status s = Given({{scheduler, "the scheduler"}}); !s.ok()) return s;
+    if (jobs == nullptr && count > 0) {
+      return absl::InvalidArgumentError("the jobs are NULL, with a count of " +
+                                        std::to_string(count));
+    }
+    std::vector<fairgate::DurableSubmission> batch;
+    batch.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      const fairgate_durable_submission& given = jobs[i];
+      const std::string what = "jobs[" + std::to_string(i) + "]";
+      if (Status s = Given({{given.job.type, "a job's type"},
+                            {given.job.id, "a job's id"},
+                            {given.job.fairness_key, "a job's fairness_key"}});
+          !s.ok()) {
+        return absl::InvalidArgumentError(what + ": " + std::string(s.message()));
+      }
+      if (Status s = NoCostHint(given.job, what + ".job"); !s.ok()) return s;
+      std::string_view bytes;
+      if (Status s = PayloadOf(given.payload, given.payload_size, what + ".payload", &bytes);
+          !s.ok()) {
+        return s;
+      }
+      batch.push_back({NameOf(given.job), bytes});
+    }
+    fairgate::StatusOr<std::vector<std::uint64_t>> stored =
+        scheduler->impl->SubmitDurableBatch(batch);
+    if (!stored.ok()) return stored.status();
+    if (sequences != nullptr) std::copy(stored->begin(), stored->end(), sequences);
+    return absl::OkStatus();
+  });
+}
+
+fairgate_code fairgate_dead_jobs(fairgate_scheduler* scheduler, uint64_t after, size_t limit,
+                                 fairgate_stored_job** jobs, size_t* count, char** error) {
+  return Guarded(error, [&]() -> Status {
+    if (Status s = Given({{scheduler, "the scheduler"}, {jobs, "jobs"}, {count, "count"}});
+        !s.ok()) {
+      return s;
+    }
+    *jobs = nullptr;
+    *count = 0;
+    fairgate::StatusOr<std::vector<fairgate::StoredJob>> page =
+        scheduler->impl->DeadJobs(after, limit);
+    if (!page.ok()) return page.status();
+    if (Status s = StoredJobsOf(*page, jobs); !s.ok()) return s;
+    *count = page->size();
+    return absl::OkStatus();
+  });
+}
+
+void fairgate_stored_jobs_free(fairgate_stored_job* jobs, size_t count) {
+  FreeStoredJobs(jobs, count);
+}
+
+fairgate_code fairgate_retry_dead_job(fairgate_scheduler* scheduler, uint64_t sequence,
+                                      char** error) {
+  return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"}}); !s.ok()) return s;
+    return scheduler->impl->RetryDeadJob(sequence);
+  });
+}
+
+fairgate_code fairgate_remove_dead_job(fairgate_scheduler* scheduler, uint64_t sequence,
+                                       char** error) {
+  return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"}}); !s.ok()) return s;
+    return scheduler->impl->RemoveDeadJob(sequence);
+  });
+}
+
+fairgate_code fairgate_flush_state(fairgate_scheduler* scheduler, char** error) {
+  return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"}}); !s.ok()) return s;
+    return scheduler->impl->FlushState();
+  });
 }
 
 char* fairgate_permit_worker(const fairgate_permit* permit) {
