@@ -559,12 +559,188 @@ static void test_refusals_say_when_to_retry(void) {
   fairgate_scheduler_destroy(scheduler);
 }
 
+/* A periodic job runs again and again, each run reported, until stopped; its refusals. */
+static void test_periodic_jobs(void) {
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_periodic_options periodic_options;
+  fairgate_scheduler* scheduler;
+  fairgate_periodic* periodic = NULL;
+  fairgate_job job = job_of("gc", "linux", "cron");
+  Submitted runs;
+  char* error = NULL;
+  int ended;
+  memset(&runs, 0, sizeof runs);
+  fairgate_options_init(&options);
+  scheduler = fairgate_scheduler_create(&options, NULL, NULL);
+  CHECK(scheduler != NULL);
+  if (scheduler == NULL) return;
+  fairgate_type_config_init(&config);
+  CHECK(fairgate_register_type(scheduler, "gc", &config, NULL) == FAIRGATE_OK);
+  fairgate_periodic_options_init(&periodic_options);
+  CHECK(periodic_options.version == FAIRGATE_PERIODIC_OPTIONS_VERSION);
+  CHECK(periodic_options.jitter >= 0 && periodic_options.jitter < 1);
+  CHECK(periodic_options.first_run_at_once == 0);
+
+  /* Refused, with nothing scheduled. */
+  CHECK(fairgate_submit_every(scheduler, &job, 0, NULL, run_job, on_done, &runs, &periodic,
+                              &error) == FAIRGATE_INVALID_ARGUMENT);
+  CHECK(error != NULL && strstr(error, "interval") != NULL);
+  fairgate_free(error);
+  error = NULL;
+  CHECK(refused(
+      fairgate_submit_every(scheduler, &job, 1, NULL, NULL, on_done, &runs, &periodic, &error),
+      &error, "the job's function is NULL"));
+  job.cost = 1;
+  CHECK(refused(
+      fairgate_submit_every(scheduler, &job, 1, NULL, run_job, on_done, &runs, &periodic, &error),
+      &error, "job.cost must be < 0 for a periodic job"));
+  job.cost = -1;
+  periodic_options.version = 0;
+  CHECK(refused(fairgate_submit_every(scheduler, &job, 1, &periodic_options, run_job, on_done,
+                                      &runs, &periodic, &error),
+                &error, "fairgate_periodic_options_init"));
+  periodic_options.version = FAIRGATE_PERIODIC_OPTIONS_VERSION;
+  periodic_options.jitter = 1;
+  CHECK(refused(fairgate_submit_every(scheduler, &job, 1, &periodic_options, run_job, on_done,
+                                      &runs, &periodic, &error),
+                &error, "jitter"));
+  job.type = "unknown";
+  CHECK(fairgate_submit_every(scheduler, &job, 1, NULL, run_job, on_done, &runs, &periodic,
+                              &error) == FAIRGATE_NOT_FOUND);
+  fairgate_free(error);
+  error = NULL;
+  job.type = "gc";
+  CHECK(periodic == NULL && read_locked(&runs.runs) == 0);
+
+  /* Every 10 ms, the first at once: three runs, each reported, then stopped. */
+  periodic_options.jitter = 0;
+  periodic_options.first_run_at_once = 1;
+  CHECK(fairgate_submit_every(scheduler, &job, 0.01, &periodic_options, run_job, on_done, &runs,
+                              &periodic, NULL) == FAIRGATE_OK);
+  CHECK(periodic != NULL);
+  CHECK(wait_for(&runs.done, 3));
+  CHECK(fairgate_periodic_runs(periodic) >= 3);
+  CHECK(runs.code == FAIRGATE_OK);
+  fairgate_periodic_stop(periodic);
+  fairgate_periodic_stop(periodic); /* idempotent */
+  fairgate_periodic_free(periodic);
+  fairgate_periodic_stop(NULL);
+  CHECK(fairgate_periodic_runs(NULL) == 0);
+  fairgate_scheduler_destroy(scheduler);
+  /* Every run that began was reported, and none after the scheduler was gone. */
+  pthread_mutex_lock(&mutex);
+  ended = runs.done;
+  CHECK(runs.runs == ended);
+  pthread_mutex_unlock(&mutex);
+}
+
+/* Drain runs what is pending (resuming what is paused) before it shuts down; one that cannot
+ * finish in its time says so and cancels what is left. */
+static void test_drain(void) {
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_scheduler* scheduler;
+  fairgate_permit* held = NULL;
+  fairgate_job job = job_of("build", "a", "alice");
+  Submitted first, second, stuck;
+  char* error = NULL;
+  memset(&first, 0, sizeof first);
+  memset(&second, 0, sizeof second);
+  memset(&stuck, 0, sizeof stuck);
+  fairgate_options_init(&options);
+  options.max_concurrency = 1;
+  scheduler = fairgate_scheduler_create(&options, NULL, NULL);
+  CHECK(scheduler != NULL);
+  if (scheduler == NULL) return;
+  fairgate_type_config_init(&config);
+  CHECK(fairgate_register_type(scheduler, "build", &config, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_pause_type(scheduler, "build", NULL) == FAIRGATE_OK);
+  CHECK(fairgate_submit(scheduler, &job, run_job, on_done, &first, NULL) == FAIRGATE_OK);
+  job.id = "b";
+  CHECK(fairgate_submit(scheduler, &job, run_job, on_done, &second, NULL) == FAIRGATE_OK);
+  CHECK(read_locked(&first.runs) == 0 && read_locked(&second.runs) == 0);
+  CHECK(fairgate_scheduler_drain(scheduler, 10, NULL) == FAIRGATE_OK);
+  CHECK(first.runs == 1 && first.done == 1 && first.code == FAIRGATE_OK);
+  CHECK(second.runs == 1 && second.done == 1 && second.code == FAIRGATE_OK);
+  CHECK(fairgate_submit(scheduler, &job, run_job, on_done, &first, &error) == FAIRGATE_UNAVAILABLE);
+  fairgate_free(error);
+  error = NULL;
+  fairgate_scheduler_destroy(scheduler);
+
+  /* A held slot: the pending job cannot run before the drain's time is up. */
+  scheduler = fairgate_scheduler_create(&options, NULL, NULL);
+  CHECK(scheduler != NULL);
+  if (scheduler == NULL) return;
+  CHECK(fairgate_register_type(scheduler, "build", &config, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_try_acquire(scheduler, &job, &held, NULL) == FAIRGATE_OK);
+  job.id = "c";
+  CHECK(fairgate_submit(scheduler, &job, run_job, on_done, &stuck, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_scheduler_drain(scheduler, 0.05, &error) == FAIRGATE_DEADLINE_EXCEEDED);
+  fairgate_free(error);
+  error = NULL;
+  CHECK(wait_for(&stuck.done, 1));
+  CHECK(stuck.runs == 0 && stuck.code == FAIRGATE_CANCELLED);
+  fairgate_permit_release(held, FAIRGATE_OK, NULL);
+  fairgate_scheduler_destroy(scheduler);
+  CHECK(fairgate_scheduler_drain(NULL, 0, &error) == FAIRGATE_INVALID_ARGUMENT);
+  fairgate_free(error);
+}
+
+/* What the scheduler learned and charged: a (type, id)'s estimate, a group's cost; a changed
+ * worker. */
+static void test_estimates_groups_and_workers(void) {
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_scheduler* scheduler;
+  fairgate_job job = job_of("build", "linux", "alice");
+  Submitted built;
+  double value = -1;
+  char* error = NULL;
+  const char* types[] = {"build"};
+  memset(&built, 0, sizeof built);
+  fairgate_options_init(&options);
+  scheduler = fairgate_scheduler_create(&options, NULL, NULL);
+  CHECK(scheduler != NULL);
+  if (scheduler == NULL) return;
+  fairgate_type_config_init(&config);
+  CHECK(fairgate_register_type(scheduler, "build", &config, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_estimate(scheduler, "build", "linux", &value) == 0 && value == -1);
+  CHECK(fairgate_submit(scheduler, &job, run_job, on_done, &built, NULL) == FAIRGATE_OK);
+  CHECK(wait_for(&built.done, 1));
+  CHECK(fairgate_estimate(scheduler, "build", "linux", &value) == 1 && value >= 0);
+  CHECK(fairgate_estimate(scheduler, "build", "git", &value) == 0);
+  CHECK(fairgate_estimate(NULL, "build", "linux", &value) == 0);
+  CHECK(fairgate_estimate(scheduler, NULL, "linux", &value) == 0);
+
+  CHECK(fairgate_group_accumulated_cost(scheduler, "acme", &value) == 0);
+  CHECK(fairgate_set_key_group(scheduler, "bob", "acme", NULL) == FAIRGATE_OK);
+  CHECK(fairgate_charge(scheduler, "bob", 2.5, NULL) == FAIRGATE_OK);
+  value = -1;
+  CHECK(fairgate_group_accumulated_cost(scheduler, "acme", &value) == 1 && value > 0);
+  CHECK(fairgate_group_accumulated_cost(scheduler, "other", &value) == 0);
+  CHECK(fairgate_group_accumulated_cost(NULL, "acme", &value) == 0);
+
+  CHECK(fairgate_add_worker(scheduler, "w1", 1, types, 1, NULL, 0, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_update_worker(scheduler, "w1", 2, types, 1, NULL, 0, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_update_worker(scheduler, "w2", 2, types, 1, NULL, 0, &error) ==
+        FAIRGATE_NOT_FOUND);
+  fairgate_free(error);
+  error = NULL;
+  CHECK(refused(fairgate_update_worker(scheduler, NULL, 2, types, 1, NULL, 0, &error), &error,
+                "the worker's name is NULL"));
+  fairgate_scheduler_destroy(scheduler);
+}
+
 int main(void) {
   test_bad_options();
   test_scheduler();
   test_shutdown_tells_the_waiting();
   test_refusals_say_when_to_retry();
   test_null_arguments_are_refused_by_name();
+  test_periodic_jobs();
+  test_drain();
+  test_estimates_groups_and_workers();
   if (failures > 0) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

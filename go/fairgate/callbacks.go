@@ -56,11 +56,48 @@ func fairgateGoDurable(user unsafe.Pointer, job *C.fairgate_durable_job, ctx *C.
 	if err == nil {
 		return C.FAIRGATE_OK
 	}
+	return codeFor(err, message)
+}
+
+// fairgateGoPeriodicRun is the C interface's job function for every periodic job of this
+// package: `user` is the cgo.Handle of its periodicJob, kept until the scheduler is closed. It
+// runs the Go function on the C library's pool thread; its error becomes the run's status.
+//
+//export fairgateGoPeriodicRun
+func fairgateGoPeriodicRun(user unsafe.Pointer, ctx *C.fairgate_context,
+	message **C.char) C.fairgate_code {
+	err := cgo.Handle(uintptr(user)).Value().(*periodicJob).run()
+	if err == nil {
+		return C.FAIRGATE_OK
+	}
+	return codeFor(err, message)
+}
+
+// fairgateGoPeriodicDone is the C interface's report of each run of a periodic job of this
+// package, passed on to its OnRun.
+//
+//export fairgateGoPeriodicDone
+func fairgateGoPeriodicDone(user unsafe.Pointer, code C.fairgate_code, message *C.char) {
+	j := cgo.Handle(uintptr(user)).Value().(*periodicJob)
+	if j.onRun == nil {
+		return
+	}
+	var err error
+	if code != C.FAIRGATE_OK {
+		err = errorFromC(Code(code), message)
+	}
+	j.onRun(err)
+}
+
+// codeFor is the C code of a Go function's error, its text into *message (a C string the C
+// interface frees): an *Error's own code, Canceled for one that is or wraps context.Canceled
+// (ctx.Err() once Close cancelled it: cut short), else Unknown.
+func codeFor(err error, message **C.char) C.fairgate_code {
 	*message = C.CString(err.Error())
 	if code := CodeOf(err); code != Unknown {
 		return C.fairgate_code(code)
 	}
-	if errors.Is(err, context.Canceled) { // ctx.Err() once Close cancelled it: cut short
+	if errors.Is(err, context.Canceled) {
 		return C.FAIRGATE_CANCELLED
 	}
 	return C.FAIRGATE_UNKNOWN

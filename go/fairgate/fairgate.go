@@ -105,9 +105,11 @@ type Scheduler struct {
 	ctx    context.Context // the context of Submit's jobs and durable handlers, cancelled by Close
 	cancel context.CancelFunc
 	close  sync.Once
-	// handles are the durable types' (RegisterDurable), deleted once Close freed c.
+	// handles are the durable types' (RegisterDurable) and the periodic jobs' (SubmitEvery),
+	// deleted once Close freed c; periodics are the latter, whose C handles Close frees then.
 	handlesMu sync.Mutex
 	handles   []cgo.Handle
+	periodics []*Periodic
 }
 
 // errClosed is what a method called after Close returns.
@@ -211,9 +213,31 @@ func (s *Scheduler) Close() error {
 		for _, h := range s.handles {
 			h.Delete()
 		}
-		s.handles = nil
+		for _, p := range s.periodics {
+			p.free()
+		}
+		s.handles, s.periodics = nil, nil
 		s.handlesMu.Unlock()
 	})
+	return err
+}
+
+// Drain refuses new calls but runs everything queued first (resuming what is paused), then
+// closes the scheduler as Close does. It waits at most timeout for the queue to empty (0 or
+// less: as long as that takes); after it, what is still queued is refused with code Canceled and
+// Drain returns an error with code DeadlineExceeded (or Close's error).
+func (s *Scheduler) Drain(timeout time.Duration) error {
+	seconds := -1.0
+	if timeout > 0 {
+		seconds = timeout.Seconds()
+	}
+	err := s.use(func(sc *C.fairgate_scheduler) error {
+		var message *C.char
+		return errorOf(C.fairgate_scheduler_drain(sc, C.double(seconds), &message), message)
+	})
+	if closed := s.Close(); err == nil {
+		err = closed
+	}
 	return err
 }
 
@@ -507,13 +531,43 @@ func (s *Scheduler) Charge(key string, cost float64) error {
 func (s *Scheduler) AccumulatedCost(key string) (float64, bool) {
 	ckey := C.CString(key)
 	defer C.free(unsafe.Pointer(ckey))
-	var cost C.double
+	return s.tracked(func(sc *C.fairgate_scheduler, cost *C.double) C.int {
+		return C.fairgate_accumulated_cost(sc, ckey, cost)
+	})
+}
+
+// GroupAccumulatedCost is what group's keys have been charged (divided by its weight), if it is
+// tracked.
+func (s *Scheduler) GroupAccumulatedCost(group string) (float64, bool) {
+	cgroup := C.CString(group)
+	defer C.free(unsafe.Pointer(cgroup))
+	return s.tracked(func(sc *C.fairgate_scheduler, cost *C.double) C.int {
+		return C.fairgate_group_accumulated_cost(sc, cgroup, cost)
+	})
+}
+
+// Estimate is the learned cost of the jobs of type typ about id, in seconds of slot time, if it
+// is tracked.
+func (s *Scheduler) Estimate(typ, id string) (float64, bool) {
+	var mem cMemory
+	defer mem.free()
+	ctype, cid := mem.string(typ), mem.string(id)
+	return s.tracked(func(sc *C.fairgate_scheduler, seconds *C.double) C.int {
+		return C.fairgate_estimate(sc, ctype, cid, seconds)
+	})
+}
+
+// tracked asks query, which answers 1 and fills *value when what it asks about is tracked (0 once
+// the scheduler is closed).
+func (s *Scheduler) tracked(query func(sc *C.fairgate_scheduler, value *C.double) C.int) (float64,
+	bool) {
+	var value C.double
 	found := false
 	s.use(func(sc *C.fairgate_scheduler) error {
-		found = C.fairgate_accumulated_cost(sc, ckey, &cost) == 1
+		found = query(sc, &value) == 1
 		return nil
 	})
-	return float64(cost), found
+	return float64(value), found
 }
 
 // SetKeyWeight gives key a weight (> 0): its share is in proportion.
@@ -623,14 +677,30 @@ func (s *Scheduler) ResumeKey(key string) error {
 
 // AddWorker declares a worker (fairgate/worker.h) with its slots and the types and tags it serves.
 func (s *Scheduler) AddWorker(name string, slots int, types, tags []string) error {
+	return s.setWorker(name, slots, types, tags, false)
+}
+
+// UpdateWorker changes a worker's slots and the types and tags it serves; its running jobs go
+// on. NotFound for an unknown worker.
+func (s *Scheduler) UpdateWorker(name string, slots int, types, tags []string) error {
+	return s.setWorker(name, slots, types, tags, true)
+}
+
+// setWorker is AddWorker, or with update UpdateWorker.
+func (s *Scheduler) setWorker(name string, slots int, types, tags []string, update bool) error {
 	var mem cMemory
 	defer mem.free()
+	cname := mem.string(name)
 	ctypes, ntypes := mem.strings(types)
 	ctags, ntags := mem.strings(tags)
 	return s.use(func(sc *C.fairgate_scheduler) error {
 		var message *C.char
-		return errorOf(C.fairgate_add_worker(sc, mem.string(name), C.int(slots), ctypes, ntypes,
-			ctags, ntags, &message), message)
+		if update {
+			return errorOf(C.fairgate_update_worker(sc, cname, C.int(slots), ctypes, ntypes, ctags,
+				ntags, &message), message)
+		}
+		return errorOf(C.fairgate_add_worker(sc, cname, C.int(slots), ctypes, ntypes, ctags, ntags,
+			&message), message)
 	})
 }
 

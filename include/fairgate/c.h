@@ -7,7 +7,8 @@
  * fairgate_scheduler_create / fairgate_scheduler_destroy, a fairgate_permit by an admission /
  * fairgate_permit_release, a fairgate_pending by fairgate_acquire / fairgate_pending_free, a
  * fairgate_store by fairgate_sqlite_store_open or fairgate_postgres_store_open /
- * fairgate_store_free. A handle is never freed for you, and a freed one is not touched again.
+ * fairgate_store_free, a fairgate_periodic by fairgate_submit_every / fairgate_periodic_free. A
+ * handle is never freed for you, and a freed one is not touched again.
  *
  * Errors. A call that can fail returns a fairgate_code (FAIRGATE_OK, or the code of the C++
  * Status: the values are absl's) and, when `error` is not NULL and the call failed, sets *error to
@@ -17,12 +18,13 @@
  * NULL. A NULL handle, struct, callback or string that a call needs is refused with
  * FAIRGATE_INVALID_ARGUMENT and a message naming it ("the scheduler is NULL", "job.id is
  * NULL"): an empty name is "", never NULL. NULL is taken only where this header says what it
- * means (`error`, `code`, `pending`, a type's conflict_group, a release's message, `done`, a
- * store's or a durable type's options struct (the defaults), a payload of 0 bytes, and the
- * durable calls' `sequence`, `sequences` and `report`). An array with a count above 0 must not
- * be NULL nor hold a NULL string. A call with no code to return does nothing for a NULL handle
- * or struct: fairgate_snapshot_json and fairgate_metrics_text return NULL,
- * fairgate_accumulated_cost 0, fairgate_permit_worker "".
+ * means (`error`, `code`, `pending`, a type's conflict_group, a release's message, `done`,
+ * `on_run`, `periodic`, the options struct of a store, a durable type or a periodic job (the
+ * defaults), a payload of 0 bytes, and the durable calls' `sequence`, `sequences` and
+ * `report`). An array with a count above 0 must not be NULL nor hold a NULL string. A call with
+ * no code to return does nothing for a NULL handle or struct: fairgate_snapshot_json and
+ * fairgate_metrics_text return NULL, fairgate_accumulated_cost, fairgate_group_accumulated_cost,
+ * fairgate_estimate and fairgate_periodic_runs 0, fairgate_permit_worker "".
  *
  * Strings. Every string passed in (names, messages) is copied before the call returns; the
  * caller keeps its own, and so is every payload. A string returned (fairgate_snapshot_json,
@@ -152,6 +154,12 @@ FAIRGATE_C_EXPORT fairgate_scheduler* fairgate_scheduler_create(const fairgate_o
  * them). */
 FAIRGATE_C_EXPORT fairgate_code fairgate_scheduler_shutdown(fairgate_scheduler* scheduler,
                                                             double timeout_seconds, char** error);
+/* Drains (Scheduler::Drain): refuses new calls but runs everything pending first (resuming what
+ * is paused), then shuts down, waiting at most `timeout_seconds` in all (< 0: for ever);
+ * FAIRGATE_DEADLINE_EXCEEDED when it was not done then (what was still pending is cancelled then,
+ * as fairgate_scheduler_shutdown would). */
+FAIRGATE_C_EXPORT fairgate_code fairgate_scheduler_drain(fairgate_scheduler* scheduler,
+                                                         double timeout_seconds, char** error);
 /* Shuts down if not yet, waits for every job and permit, and frees the scheduler. A permit still
  * held must be released by another thread meanwhile, or this never returns. */
 FAIRGATE_C_EXPORT void fairgate_scheduler_destroy(fairgate_scheduler* scheduler);
@@ -240,6 +248,33 @@ FAIRGATE_C_EXPORT fairgate_code fairgate_submit(fairgate_scheduler* scheduler,
 /* 1 once the job's context is done (cancelled, shut down), else 0. */
 FAIRGATE_C_EXPORT int fairgate_context_done(const fairgate_context* ctx);
 
+/* --- Periodic jobs (Scheduler::SubmitEvery, fairgate/periodic.h): `run` as the background job
+ * `job` again and again, each run `interval_seconds` after the previous one ended (times 1 + u,
+ * u uniform in [-jitter, +jitter]), never two at once. `run` is called as a submitted job's body
+ * is; `on_run` (may be NULL) after each run with its status, as `done` is (a run refused at the
+ * door, by a full queue say, is reported there too, and the next one is scheduled as usual); both
+ * with `user`, until fairgate_periodic_stop or shutdown (a run under way when it is stopped still
+ * ends with its callbacks: every one has been called once the scheduler is shut down). A periodic
+ * job takes no cost hint (job.cost must be < 0). When `periodic` is not NULL, *periodic is a
+ * handle to stop it and count its runs, freed with fairgate_periodic_free, which stops nothing. */
+#define FAIRGATE_PERIODIC_OPTIONS_VERSION 1
+typedef struct fairgate_periodic_options { /* PeriodicOptions */
+  uint32_t version;
+  double jitter;         /* in [0, 1) */
+  int first_run_at_once; /* 0: the first run after a random part of one interval; 1: at once */
+} fairgate_periodic_options;
+FAIRGATE_C_EXPORT void fairgate_periodic_options_init(fairgate_periodic_options* options);
+typedef struct fairgate_periodic fairgate_periodic;
+FAIRGATE_C_EXPORT fairgate_code fairgate_submit_every(
+    fairgate_scheduler* scheduler, const fairgate_job* job, double interval_seconds,
+    const fairgate_periodic_options* options, fairgate_job_fn run, fairgate_done_fn on_run,
+    void* user, fairgate_periodic** periodic, char** error);
+/* No further run is queued (PeriodicJob::Stop). Idempotent; does not wait for a run under way. */
+FAIRGATE_C_EXPORT void fairgate_periodic_stop(fairgate_periodic* periodic);
+/* The runs that have ended (reported to on_run) so far; 0 for NULL. */
+FAIRGATE_C_EXPORT uint64_t fairgate_periodic_runs(const fairgate_periodic* periodic);
+FAIRGATE_C_EXPORT void fairgate_periodic_free(fairgate_periodic* periodic);
+
 /* --- Keys (Scheduler::Charge, SetKeyWeight, SetKeyLimits; fairgate/key_limits.h). */
 FAIRGATE_C_EXPORT fairgate_code fairgate_charge(fairgate_scheduler* scheduler,
                                                 const char* fairness_key, double cost,
@@ -273,12 +308,23 @@ FAIRGATE_C_EXPORT fairgate_code fairgate_set_group_limits(fairgate_scheduler* sc
 /* 1 and *cost when the key is tracked, else 0. */
 FAIRGATE_C_EXPORT int fairgate_accumulated_cost(fairgate_scheduler* scheduler,
                                                 const char* fairness_key, double* cost);
+/* 1 and *cost when the group is tracked (Scheduler::GroupAccumulatedCost), else 0. */
+FAIRGATE_C_EXPORT int fairgate_group_accumulated_cost(fairgate_scheduler* scheduler,
+                                                      const char* group, double* cost);
+/* 1 and *seconds, the learned cost of (type, id) (Scheduler::Estimate), when tracked, else 0. */
+FAIRGATE_C_EXPORT int fairgate_estimate(fairgate_scheduler* scheduler, const char* type,
+                                        const char* id, double* seconds);
 
-/* --- Workers (fairgate/worker.h): Scheduler::AddWorker, RemoveWorker. */
+/* --- Workers (fairgate/worker.h): Scheduler::AddWorker, UpdateWorker, RemoveWorker. */
 FAIRGATE_C_EXPORT fairgate_code fairgate_add_worker(fairgate_scheduler* scheduler, const char* name,
                                                     int slots, const char* const* types,
                                                     size_t type_count, const char* const* tags,
                                                     size_t tag_count, char** error);
+FAIRGATE_C_EXPORT fairgate_code fairgate_update_worker(fairgate_scheduler* scheduler,
+                                                       const char* name, int slots,
+                                                       const char* const* types, size_t type_count,
+                                                       const char* const* tags, size_t tag_count,
+                                                       char** error);
 FAIRGATE_C_EXPORT fairgate_code fairgate_remove_worker(fairgate_scheduler* scheduler,
                                                        const char* name, char** error);
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "fairgate/c.h"
 #include "fairgate/durable.h"
 #include "fairgate/options.h"
+#include "fairgate/periodic.h"
 #include "fairgate/postgres_store.h"
 #include "fairgate/rate_limit.h"
 #include "fairgate/scheduler.h"
@@ -37,6 +39,10 @@ struct fairgate_permit {
 
 struct fairgate_context {
   const fairgate::Context* ctx;
+};
+
+struct fairgate_periodic {
+  fairgate::PeriodicJob job;
 };
 
 struct fairgate_store {
@@ -283,13 +289,78 @@ Status PayloadOf(const void* payload, std::size_t size, const std::string& what,
   return absl::OkStatus();
 }
 
-// A durable job takes no cost hint (Scheduler::SubmitDurable has none): one given is refused
-// rather than dropped.
-Status NoCostHint(const fairgate_job& job, const std::string& what) {
+// A durable or periodic job takes no cost hint (SubmitDurable and SubmitEvery have none): one
+// given is refused rather than dropped. `kind`: "a durable job", "a periodic job".
+Status NoCostHint(const fairgate_job& job, const std::string& what, const char* kind) {
   if (job.cost < 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(what + ".cost must be < 0 for a durable job (it takes no " +
-                                    "cost hint: its estimate is learned), got " +
+  return absl::InvalidArgumentError(what + ".cost must be < 0 for " + kind +
+                                    " (it takes no cost hint: its estimate is learned), got " +
                                     std::to_string(job.cost));
+}
+
+// A C job's body as the C++ one: `run` with `user`, its code and message as the job's status.
+fairgate::Scheduler::JobFn JobFnOf(fairgate_job_fn run, void* user) {
+  return [run, user](const fairgate::Context& ctx) {
+    const fairgate_context context{&ctx};
+    char* message = nullptr;
+    const fairgate_code code = run(user, &context, &message);
+    Status status = StatusOf(code, message);
+    std::free(message);
+    return status;
+  };
+}
+
+// A C done callback as the C++ one (none for NULL).
+std::function<void(const Status&)> DoneOf(fairgate_done_fn done, void* user) {
+  if (done == nullptr) return {};
+  return [done, user](const Status& status) {
+    const std::string message = MessageOf(status);
+    done(user, CodeOf(status), message.c_str());
+  };
+}
+
+// A context that ends after `timeout_seconds` (< 0: never) for `call`, cancelled after it.
+template <typename Call>
+Status WithTimeoutSeconds(double timeout_seconds, Call&& call) {
+  if (timeout_seconds < 0) return call(fairgate::Context::Background());
+  auto [ctx, cancel] =
+      fairgate::WithTimeout(fairgate::Context::Background(),
+                            std::chrono::duration_cast<fairgate::Context::Clock::duration>(
+                                fairgate::Seconds(timeout_seconds)));
+  Status status = call(ctx);
+  cancel();
+  return status;
+}
+
+// AddWorker (or, with `update`, UpdateWorker) from C's arguments.
+fairgate_code SetWorker(fairgate_scheduler* scheduler, const char* name, int slots,
+                        const char* const* types, size_t type_count, const char* const* tags,
+                        size_t tag_count, char** error, bool update) {
+  return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"}, {name, "the worker's name"}}); !s.ok()) {
+      return s;
+    }
+    fairgate::WorkerConfig config;
+    config.slots = slots;
+    if (Status s = Strings(types, type_count, "types", &config.types); !s.ok()) return s;
+    if (Status s = Strings(tags, tag_count, "tags", &config.tags); !s.ok()) return s;
+    return update ? scheduler->impl->UpdateWorker(name, config)
+                  : scheduler->impl->AddWorker(name, config);
+  });
+}
+
+// What a query that answers only when its subject is tracked returns: 1 and *out with the
+// value found, else 0; `what` names the call for an abort.
+template <typename Query>
+int Tracked(double* out, const char* what, Query&& query) {
+  try {
+    const std::optional<double> found = query();
+    if (!found) return 0;
+    if (out != nullptr) *out = *found;
+    return 1;
+  } catch (...) {
+    Abort(what);
+  }
 }
 
 }  // namespace
@@ -391,14 +462,18 @@ fairgate_code fairgate_scheduler_shutdown(fairgate_scheduler* scheduler, double 
                                           char** error) {
   return Guarded(error, [&] {
     if (Status s = Given({{scheduler, "the scheduler"}}); !s.ok()) return s;
-    if (timeout_seconds < 0) return scheduler->impl->Shutdown(fairgate::Context::Background());
-    auto [ctx, cancel] =
-        fairgate::WithTimeout(fairgate::Context::Background(),
-                              std::chrono::duration_cast<fairgate::Context::Clock::duration>(
-                                  fairgate::Seconds(timeout_seconds)));
-    Status status = scheduler->impl->Shutdown(ctx);
-    cancel();
-    return status;
+    return WithTimeoutSeconds(timeout_seconds, [&](const fairgate::Context& ctx) {
+      return scheduler->impl->Shutdown(ctx);
+    });
+  });
+}
+
+fairgate_code fairgate_scheduler_drain(fairgate_scheduler* scheduler, double timeout_seconds,
+                                       char** error) {
+  return Guarded(error, [&] {
+    if (Status s = Given({{scheduler, "the scheduler"}}); !s.ok()) return s;
+    return WithTimeoutSeconds(
+        timeout_seconds, [&](const fairgate::Context& ctx) { return scheduler->impl->Drain(ctx); });
   });
 }
 
@@ -574,30 +649,66 @@ fairgate_code fairgate_submit(fairgate_scheduler* scheduler, const fairgate_job*
   return Guarded(error, [&]() -> Status {
     if (Status s = Given(scheduler, job); !s.ok()) return s;
     if (run == nullptr) return absl::InvalidArgumentError("the job's function is NULL");
-    fairgate::Scheduler::DoneCallback on_done;
-    if (done != nullptr) {
-      on_done = [done, user](const Status& status) {
-        const std::string message = MessageOf(status);
-        done(user, CodeOf(status), message.c_str());
-      };
-    }
-    return scheduler->impl->Submit(
-        NameOf(*job),
-        [run, user](const fairgate::Context& ctx) {
-          const fairgate_context context{&ctx};
-          char* message = nullptr;
-          const fairgate_code code = run(user, &context, &message);
-          Status status = StatusOf(code, message);
-          std::free(message);
-          return status;
-        },
-        std::move(on_done), OptionsOf(*job));
+    return scheduler->impl->Submit(NameOf(*job), JobFnOf(run, user), DoneOf(done, user),
+                                   OptionsOf(*job));
   });
 }
 
 int fairgate_context_done(const fairgate_context* ctx) {
   return ctx != nullptr && ctx->ctx->Done() ? 1 : 0;
 }
+
+void fairgate_periodic_options_init(fairgate_periodic_options* options) {
+  if (options == nullptr) return;
+  const fairgate::PeriodicOptions defaults;
+  *options = fairgate_periodic_options{};
+  options->version = FAIRGATE_PERIODIC_OPTIONS_VERSION;
+  options->jitter = defaults.jitter;
+  options->first_run_at_once = defaults.first_run_at_once ? 1 : 0;
+}
+
+fairgate_code fairgate_submit_every(fairgate_scheduler* scheduler, const fairgate_job* job,
+                                    double interval_seconds, const fairgate_periodic_options* c,
+                                    fairgate_job_fn run, fairgate_done_fn on_run, void* user,
+                                    fairgate_periodic** periodic, char** error) {
+  return Guarded(error, [&]() -> Status {
+    if (Status s = Given(scheduler, job); !s.ok()) return s;
+    if (run == nullptr) return absl::InvalidArgumentError("the job's function is NULL");
+    if (Status s = NoCostHint(*job, "job", "a periodic job"); !s.ok()) return s;
+    fairgate::PeriodicOptions options;
+    if (c != nullptr) {
+      if (Status s =
+              VersionIs(c->version, FAIRGATE_PERIODIC_OPTIONS_VERSION, "options",
+                        "FAIRGATE_PERIODIC_OPTIONS_VERSION", "fairgate_periodic_options_init");
+          !s.ok()) {
+        return s;
+      }
+      options.jitter = c->jitter;
+      options.first_run_at_once = c->first_run_at_once != 0;
+    }
+    options.on_run = DoneOf(on_run, user);
+    fairgate::StatusOr<fairgate::PeriodicJob> scheduled = scheduler->impl->SubmitEvery(
+        NameOf(*job), fairgate::Seconds(interval_seconds), JobFnOf(run, user), options);
+    if (!scheduled.ok()) return scheduled.status();
+    if (periodic != nullptr) *periodic = new fairgate_periodic{*std::move(scheduled)};
+    return absl::OkStatus();
+  });
+}
+
+void fairgate_periodic_stop(fairgate_periodic* periodic) {
+  if (periodic == nullptr) return;
+  try {
+    periodic->job.Stop();
+  } catch (...) {
+    Abort("fairgate_periodic_stop");
+  }
+}
+
+uint64_t fairgate_periodic_runs(const fairgate_periodic* periodic) {
+  return periodic == nullptr ? 0 : periodic->job.runs();
+}
+
+void fairgate_periodic_free(fairgate_periodic* periodic) { delete periodic; }
 
 fairgate_code fairgate_charge(fairgate_scheduler* scheduler, const char* fairness_key, double cost,
                               char** error) {
@@ -674,29 +785,37 @@ fairgate_code fairgate_set_group_limits(fairgate_scheduler* scheduler, const cha
 int fairgate_accumulated_cost(fairgate_scheduler* scheduler, const char* fairness_key,
                               double* cost) {
   if (scheduler == nullptr || fairness_key == nullptr) return 0;
-  try {
-    const std::optional<double> found = scheduler->impl->AccumulatedCost(fairness_key);
-    if (!found) return 0;
-    if (cost != nullptr) *cost = *found;
-    return 1;
-  } catch (...) {
-    Abort("fairgate_accumulated_cost");
-  }
+  return Tracked(cost, "fairgate_accumulated_cost",
+                 [&] { return scheduler->impl->AccumulatedCost(fairness_key); });
+}
+
+int fairgate_group_accumulated_cost(fairgate_scheduler* scheduler, const char* group,
+                                    double* cost) {
+  if (scheduler == nullptr || group == nullptr) return 0;
+  return Tracked(cost, "fairgate_group_accumulated_cost",
+                 [&] { return scheduler->impl->GroupAccumulatedCost(group); });
+}
+
+int fairgate_estimate(fairgate_scheduler* scheduler, const char* type, const char* id,
+                      double* seconds) {
+  if (scheduler == nullptr || type == nullptr || id == nullptr) return 0;
+  return Tracked(seconds, "fairgate_estimate", [&] {
+    return scheduler->impl->Estimate(fairgate::TypeName(type), fairgate::JobId(id));
+  });
 }
 
 fairgate_code fairgate_add_worker(fairgate_scheduler* scheduler, const char* name, int slots,
                                   const char* const* types, size_t type_count,
                                   const char* const* tags, size_t tag_count, char** error) {
-  return Guarded(error, [&] {
-    if (Status s = Given({{scheduler, "the scheduler"}, {name, "the worker's name"}}); !s.ok()) {
-      return s;
-    }
-    fairgate::WorkerConfig config;
-    config.slots = slots;
-    if (Status s = Strings(types, type_count, "types", &config.types); !s.ok()) return s;
-    if (Status s = Strings(tags, tag_count, "tags", &config.tags); !s.ok()) return s;
-    return scheduler->impl->AddWorker(name, config);
-  });
+  return SetWorker(scheduler, name, slots, types, type_count, tags, tag_count, error,
+                   /*update=*/false);
+}
+
+fairgate_code fairgate_update_worker(fairgate_scheduler* scheduler, const char* name, int slots,
+                                     const char* const* types, size_t type_count,
+                                     const char* const* tags, size_t tag_count, char** error) {
+  return SetWorker(scheduler, name, slots, types, type_count, tags, tag_count, error,
+                   /*update=*/true);
 }
 
 fairgate_code fairgate_remove_worker(fairgate_scheduler* scheduler, const char* name,
@@ -909,7 +1028,7 @@ fairgate_code fairgate_submit_durable(fairgate_scheduler* scheduler, const fairg
                                       char** error) {
   return Guarded(error, [&]() -> Status {
     if (Status s = Given(scheduler, job); !s.ok()) return s;
-    if (Status s = NoCostHint(*job, "job"); !s.ok()) return s;
+    if (Status s = NoCostHint(*job, "job", "a durable job"); !s.ok()) return s;
     std::string_view bytes;
     if (Status s = PayloadOf(payload, payload_size, "the payload", &bytes); !s.ok()) return s;
     fairgate::StatusOr<std::uint64_t> stored = scheduler->impl->SubmitDurable(NameOf(*job), bytes);
@@ -939,7 +1058,7 @@ fairgate_code fairgate_submit_durable_batch(fairgate_scheduler* scheduler,
           !s.ok()) {
         return absl::InvalidArgumentError(what + ": " + std::string(s.message()));
       }
-      if (Status s = NoCostHint(given.job, what + ".job"); !s.ok()) return s;
+      if (Status s = NoCostHint(given.job, what + ".job", "a durable job"); !s.ok()) return s;
       std::string_view bytes;
       if (Status s = PayloadOf(given.payload, given.payload_size, what + ".payload", &bytes);
           !s.ok()) {

@@ -1,0 +1,134 @@
+package fairgate
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+#include "fairgate/c.h"
+
+extern fairgate_code fairgateGoPeriodicRun(void* user, fairgate_context* ctx, char** error);
+extern void fairgateGoPeriodicDone(void* user, fairgate_code code, char* message);
+
+// SubmitEvery with this package's callbacks, `user` a cgo.Handle of the periodicJob.
+static fairgate_code fairgate_go_submit_every(fairgate_scheduler* s, const fairgate_job* job,
+                                              double interval,
+                                              const fairgate_periodic_options* options,
+                                              uintptr_t user, fairgate_periodic** periodic,
+                                              char** error) {
+  return fairgate_submit_every(s, job, interval, options, (fairgate_job_fn)fairgateGoPeriodicRun,
+                               (fairgate_done_fn)fairgateGoPeriodicDone, (void*)user, periodic,
+                               error);
+}
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"runtime/cgo"
+	"sync"
+	"time"
+)
+
+// PeriodicOptions configure SubmitEvery (fairgate/periodic.h). Zero fields take fairgate's
+// defaults.
+type PeriodicOptions struct {
+	// Jitter spreads the waits: each is the interval times 1 + u, u uniform in [-Jitter,
+	// +Jitter]. Below 1. 0: 0.1; negative: none.
+	Jitter float64
+	// FirstRunAtOnce queues the first run at once instead of after a random part of an interval.
+	FirstRunAtOnce bool
+	// OnRun, when not nil, is called after each run with its error (nil: it succeeded), or with
+	// why a run was refused at the door (a full queue, say); the next run is scheduled as usual.
+	OnRun func(err error)
+}
+
+// A Periodic is a job that runs again and again (SubmitEvery) until Stop.
+type Periodic struct {
+	mu   sync.Mutex
+	c    *C.fairgate_periodic // nil once the scheduler is closed
+	runs uint64               // the count when c was freed
+}
+
+// periodicJob is what the C callbacks' `user` leads to.
+type periodicJob struct {
+	fn    func(ctx context.Context) error
+	onRun func(error)
+	ctx   context.Context // the scheduler's: Close cancels it
+}
+
+// SubmitEvery runs fn as the background job again and again, each run interval after the
+// previous one ended, never two at once, in the job's fair place each time. fn runs on a thread of
+// the C library's pool, with a context that Close cancels; a panic in it fails that run with code
+// Internal. A periodic job takes no cost hint (Job.WithCost is refused with InvalidArgument).
+// The schedule stops at Stop or Close.
+func (s *Scheduler) SubmitEvery(job Job, interval time.Duration, fn func(ctx context.Context) error,
+	options PeriodicOptions) (*Periodic, error) {
+	if fn == nil {
+		return nil, &Error{Code: InvalidArgument, Message: "the job's function is nil"}
+	}
+	var c C.fairgate_periodic_options
+	C.fairgate_periodic_options_init(&c)
+	if options.Jitter < 0 {
+		c.jitter = 0
+	} else if options.Jitter != 0 {
+		c.jitter = C.double(options.Jitter)
+	}
+	if options.FirstRunAtOnce {
+		c.first_run_at_once = 1
+	}
+	h := cgo.NewHandle(&periodicJob{fn: fn, onRun: options.OnRun, ctx: s.ctx})
+	cjob, free := job.cJob()
+	defer free()
+	p := &Periodic{}
+	err := s.use(func(sc *C.fairgate_scheduler) error {
+		var message *C.char
+		return errorOf(C.fairgate_go_submit_every(sc, &cjob, C.double(interval.Seconds()), &c,
+			C.uintptr_t(h), &p.c, &message), message)
+	})
+	if err != nil {
+		h.Delete() // no callback comes for a refused call
+		return nil, err
+	}
+	s.handlesMu.Lock()
+	s.handles = append(s.handles, h)
+	s.periodics = append(s.periodics, p)
+	s.handlesMu.Unlock()
+	return p, nil
+}
+
+// Stop queues no further run; a run under way still ends (and is reported to OnRun). Calling it
+// again does nothing.
+func (p *Periodic) Stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	C.fairgate_periodic_stop(p.c)
+}
+
+// Runs returns how many runs have ended (reported to OnRun) so far.
+func (p *Periodic) Runs() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.c == nil {
+		return p.runs
+	}
+	return uint64(C.fairgate_periodic_runs(p.c))
+}
+
+// free lets the C handle go once the scheduler is closed, keeping its count of runs.
+func (p *Periodic) free() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.runs = uint64(C.fairgate_periodic_runs(p.c))
+	C.fairgate_periodic_free(p.c)
+	p.c = nil
+}
+
+// run calls the job's function, a panic turned into an error.
+func (j *periodicJob) run() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &Error{Code: Internal, Message: fmt.Sprintf("the periodic job panicked: %v", r)}
+		}
+	}()
+	return j.fn(j.ctx)
+}
