@@ -98,7 +98,8 @@ static fairgate_job durable_job(const char* type, const char* id, const char* ke
   job.type = type;
   job.id = id;
   job.fairness_key = key;
-  job.cost = -1; /* a durable job takes no cost hint */
+  job.cost = -1; /* a durable job takes no cost hint, nor flags */
+  job.flags = 0;
   return job;
 }
 
@@ -339,6 +340,13 @@ static void check_durable_calls(fairgate_scheduler* scheduler, Seen* seen, int s
   CHECK_REFUSED(fairgate_submit_durable(scheduler, &job, "x", 1, NULL, &refused_error),
                 FAIRGATE_INVALID_ARGUMENT, "job.cost must be < 0");
   job.cost = -1;
+  job.flags = FAIRGATE_JOB_REFUSE_WITHOUT_TOKEN;
+  CHECK_REFUSED(fairgate_submit_durable(scheduler, &job, "x", 1, NULL, &refused_error),
+                FAIRGATE_INVALID_ARGUMENT, "job.flags must be 0 for a durable job");
+  job.flags = 16;
+  CHECK_REFUSED(fairgate_submit_durable(scheduler, &job, "x", 1, NULL, &refused_error),
+                FAIRGATE_INVALID_ARGUMENT, "job.flags has bits no FAIRGATE_JOB_* names: 16");
+  job.flags = 0;
   CHECK_REFUSED(fairgate_submit_durable(scheduler, &job, NULL, 3, NULL, &refused_error),
                 FAIRGATE_INVALID_ARGUMENT, "the payload is NULL, with a size of 3");
   job.type = "unknown";
@@ -377,7 +385,7 @@ static void check_durable_calls(fairgate_scheduler* scheduler, Seen* seen, int s
   batch[1].job.cost = -1;
   batch[1].job.id = NULL;
   CHECK_REFUSED(fairgate_submit_durable_batch(scheduler, batch, 2, sequences, &refused_error),
-                FAIRGATE_INVALID_ARGUMENT, "jobs[1]: a job's id is NULL");
+                FAIRGATE_INVALID_ARGUMENT, "jobs[1].job.id is NULL");
   batch[1].job.id = "go";
   CHECK_REFUSED(fairgate_submit_durable_batch(scheduler, NULL, 2, sequences, &refused_error),
                 FAIRGATE_INVALID_ARGUMENT, "the jobs are NULL");

@@ -75,6 +75,7 @@ static fairgate_job job_of(const char* type, const char* id, const char* key) {
   job.id = id;
   job.fairness_key = key;
   job.cost = -1;
+  job.flags = 0;
   return job;
 }
 
@@ -153,6 +154,12 @@ static void test_scheduler(void) {
   config.shed_interval_seconds = 0;
   CHECK(fairgate_register_type(scheduler, "bad", &config, &error) == FAIRGATE_INVALID_ARGUMENT);
   CHECK(error != NULL && strstr(error, "shedding.interval") != NULL);
+  fairgate_free(error);
+  error = NULL;
+  fairgate_type_config_init(&config);
+  config.coalesce = (fairgate_coalesce)7; /* no such value: refused, not loaded as one */
+  CHECK(fairgate_register_type(scheduler, "bad", &config, &error) == FAIRGATE_INVALID_ARGUMENT);
+  CHECK(error != NULL && strstr(error, "coalesce") != NULL);
   fairgate_free(error);
   error = NULL;
   fairgate_type_config_init(&config);
@@ -596,6 +603,11 @@ static void test_periodic_jobs(void) {
       fairgate_submit_every(scheduler, &job, 1, NULL, run_job, on_done, &runs, &periodic, &error),
       &error, "job.cost must be < 0 for a periodic job"));
   job.cost = -1;
+  job.flags = FAIRGATE_JOB_REFUSE_WITHOUT_TOKEN;
+  CHECK(refused(
+      fairgate_submit_every(scheduler, &job, 1, NULL, run_job, on_done, &runs, &periodic, &error),
+      &error, "job.flags must be 0 for a periodic job"));
+  job.flags = 0;
   periodic_options.version = 0;
   CHECK(refused(fairgate_submit_every(scheduler, &job, 1, &periodic_options, run_job, on_done,
                                       &runs, &periodic, &error),

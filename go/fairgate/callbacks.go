@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"runtime/cgo"
+	"time"
 	"unsafe"
 )
 
@@ -102,3 +103,52 @@ func codeFor(err error, message **C.char) C.fairgate_code {
 	}
 	return C.FAIRGATE_UNKNOWN
 }
+
+// fairgateGoEvent is the C interface's event callback of a scheduler with Options.OnEvent:
+// `user` is the cgo.Handle of its hooks, kept until it is closed. It runs on the C library's
+// delivery thread, one event at a time.
+//
+//export fairgateGoEvent
+func fairgateGoEvent(user unsafe.Pointer, event *C.fairgate_event) {
+	h := cgo.Handle(uintptr(user)).Value().(*hooks)
+	e := Event{
+		Kind:            EventKind(event.kind),
+		Time:            float64(event.time),
+		Type:            C.GoString(event._type),
+		ID:              C.GoString(event.id),
+		Key:             C.GoString(event.fairness_key),
+		Tier:            int(event.tier),
+		EffectiveTier:   int(event.effective_tier),
+		Charge:          float64(event.charge),
+		AccumulatedCost: float64(event.accumulated_cost),
+		Wait:            seconds(float64(event.wait)),
+		RunTime:         seconds(float64(event.run_time)),
+		Worker:          C.GoString(event.worker),
+	}
+	if event.code != C.FAIRGATE_OK {
+		e.Err = errorFromC(Code(event.code), event.message)
+	}
+	h.onEvent(e)
+}
+
+// fairgateGoWarn is the C interface's warning callback of a scheduler with Options.Warn.
+//
+//export fairgateGoWarn
+func fairgateGoWarn(user unsafe.Pointer, warning *C.char) {
+	cgo.Handle(uintptr(user)).Value().(*hooks).warn(C.GoString(warning))
+}
+
+// fairgateGoKeyGroup is the C interface's rule of keys' groups of a scheduler with
+// Options.KeyGroup: the group as a C string the C interface frees, NULL for none.
+//
+//export fairgateGoKeyGroup
+func fairgateGoKeyGroup(user unsafe.Pointer, key *C.char) *C.char {
+	group := cgo.Handle(uintptr(user)).Value().(*hooks).keyGroup(C.GoString(key))
+	if group == "" {
+		return nil
+	}
+	return C.CString(group)
+}
+
+// seconds as a Duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

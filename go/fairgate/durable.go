@@ -65,7 +65,7 @@ func (s *Scheduler) RegisterDurable(typ string, handler DurableHandler, retry Re
 		return &Error{Code: InvalidArgument, Message: "the handler is nil"}
 	}
 	var c C.fairgate_retry_policy
-	C.fairgate_retry_policy_init(&c)
+	C.fairgate_retry_policy_init_version(&c, C.FAIRGATE_RETRY_POLICY_VERSION)
 	if retry.MaxAttempts < 0 || int64(retry.MaxAttempts) > 1<<32-1 {
 		return &Error{Code: InvalidArgument, Message: fmt.Sprintf(
 			"RetryPolicy.MaxAttempts must be 1 to 4294967295 (0: 5), got %d", retry.MaxAttempts)}

@@ -77,6 +77,38 @@ type Options struct {
 	StateFlushInterval time.Duration
 	// Fleet configures replicas sharing a PostgreSQL store.
 	Fleet FleetOptions
+
+	// Reconcile corrects a key's charge by what its job really cost, at completion
+	// (fairgate/rule_options.h): on in the default rule, off with Seed.
+	Reconcile Switch
+	// Lending lets a tier's idle slots go to another tier's jobs, keeping a quarter of the cap
+	// back: on in the default rule, off with Seed.
+	Lending Switch
+	// Aging raises waiting jobs' tiers (nil: none).
+	Aging *Aging
+	// ShortestFirst orders each key's jobs by estimated cost, every type; ShortestFirstAging
+	// (>= 0) is its aging term.
+	ShortestFirst      bool
+	ShortestFirstAging float64
+	// DefaultKeyLimits are the limits of keys without their own (SetKeyLimits).
+	DefaultKeyLimits KeyLimits
+	// DefaultGroupLimits are the limits of groups without their own (SetGroupLimits).
+	DefaultGroupLimits GroupLimits
+	// OnEvent, when set, is told of every decision, one at a time in order, on the C library's
+	// delivery thread (fairgate/observer.h): it must be quick, and must not call Close or Drain.
+	OnEvent func(Event)
+	// Warn, when set, gets the scheduler's warnings (one sentence each) instead of stderr.
+	Warn func(warning string)
+	// KeyGroup, when set, names the group of a key the scheduler has not seen ("" for none), so
+	// that groups of keys (tenants) follow a rule of yours. It is called with the scheduler's lock
+	// held: it must be quick and must not call the scheduler.
+	KeyGroup func(key string) string
+}
+
+// GroupLimits bound a group of keys' running jobs (fairgate/group_limits.h).
+type GroupLimits struct {
+	MaxRunning int // at most this many of its jobs run at once; 0: no limit
+	MinRunning int // while fewer run, its jobs go first within their tier
 }
 
 // FleetOptions configure replicas sharing a store (OpenPostgres; fairgate/options.h,
@@ -128,7 +160,7 @@ func (s *Scheduler) use(f func(c *C.fairgate_scheduler) error) error {
 // New starts a scheduler.
 func New(options Options) (*Scheduler, error) {
 	var c C.fairgate_options
-	C.fairgate_options_init(&c)
+	C.fairgate_options_init_version(&c, C.FAIRGATE_OPTIONS_VERSION)
 	if options.MaxConcurrency != 0 {
 		c.max_concurrency = C.int(options.MaxConcurrency)
 	}
@@ -165,6 +197,10 @@ func New(options Options) (*Scheduler, error) {
 		}
 		c.fleet_type_caps = &caps[0]
 	}
+	hooks, err := setRest(&c, options)
+	if err != nil {
+		return nil, err
+	}
 	var code C.fairgate_code
 	var message *C.char
 	var scheduler *C.fairgate_scheduler
@@ -183,10 +219,17 @@ func New(options Options) (*Scheduler, error) {
 		create()
 	}
 	if scheduler == nil {
+		if hooks != 0 {
+			hooks.Delete()
+		}
 		return nil, errorOf(code, message)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Scheduler{c: scheduler, ctx: ctx, cancel: cancel}, nil
+	s := &Scheduler{c: scheduler, ctx: ctx, cancel: cancel}
+	if hooks != 0 {
+		s.handles = append(s.handles, hooks)
+	}
+	return s, nil
 }
 
 // Close shuts the scheduler down: waiting calls return an error with code Canceled, the contexts
@@ -274,7 +317,7 @@ type TypeConfig struct {
 // fails with AlreadyExists.
 func (s *Scheduler) RegisterType(name string, config TypeConfig) error {
 	var c C.fairgate_type_config
-	C.fairgate_type_config_init(&c)
+	C.fairgate_type_config_init_version(&c, C.FAIRGATE_TYPE_CONFIG_VERSION)
 	if config.Priority != 0 {
 		c.priority = C.int(config.Priority)
 	}
@@ -350,6 +393,7 @@ type Job struct {
 	Type, ID, Key string
 	cost          float64
 	hasCost       bool
+	flags         C.uint32_t // FAIRGATE_JOB_*
 }
 
 // WithCost returns the job with a cost hint: what it is charged instead of the learned estimate
@@ -357,6 +401,14 @@ type Job struct {
 // (InvalidArgument) by the call given the job.
 func (j Job) WithCost(cost float64) Job {
 	j.cost, j.hasCost = cost, true
+	return j
+}
+
+// WithRefuseWithoutToken returns the job refused at once (ResourceExhausted, with RetryAfter)
+// when a rate limit it is under has no token at its arrival, instead of waiting for one
+// (fairgate/job_options.h, refuse_without_token): an HTTP server's 429.
+func (j Job) WithRefuseWithoutToken() Job {
+	j.flags |= C.FAIRGATE_JOB_REFUSE_WITHOUT_TOKEN
 	return j
 }
 
@@ -370,6 +422,7 @@ func (j Job) cJob() (C.fairgate_job, func()) {
 	if j.hasCost {
 		c.cost = C.double(j.cost)
 	}
+	c.flags = j.flags
 	return c, func() {
 		C.free(unsafe.Pointer(c._type))
 		C.free(unsafe.Pointer(c.id))
@@ -401,6 +454,52 @@ func (p *Permit) Release(err error) {
 	C.fairgate_permit_release(p.c, C.fairgate_code(code), cmessage)
 	p.c = nil
 	runtime.SetFinalizer(p, nil)
+}
+
+// Worker is, with workers (AddWorker), the worker the job was admitted onto: do the work there.
+// "" without workers, or once released.
+func (p *Permit) Worker() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.c == nil {
+		return ""
+	}
+	worker := C.fairgate_permit_worker(p.c)
+	defer C.fairgate_free(worker)
+	return C.GoString(worker)
+}
+
+// FencingToken is the token of the fleet-wide lease the job holds (FleetOptions.ConflictGroups,
+// TypeCaps): greater than every earlier holder's of the same resource, for storage that can
+// refuse a stale writer. 0 when it holds none, or once released.
+func (p *Permit) FencingToken() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.c == nil {
+		return 0
+	}
+	return uint64(C.fairgate_permit_fencing_token(p.c))
+}
+
+// permitKey is the key of the Permit in the context RunSync and Submit give their function.
+type permitKey struct{}
+
+// WorkerOf is, inside a function run by RunSync or Submit, its job's Permit.Worker; "" for
+// another context.
+func WorkerOf(ctx context.Context) string {
+	if p, ok := ctx.Value(permitKey{}).(*Permit); ok {
+		return p.Worker()
+	}
+	return ""
+}
+
+// FencingTokenOf is, inside a function run by RunSync or Submit, its job's Permit.FencingToken;
+// 0 for another context.
+func FencingTokenOf(ctx context.Context) uint64 {
+	if p, ok := ctx.Value(permitKey{}).(*Permit); ok {
+		return p.FencingToken()
+	}
+	return 0
 }
 
 // newPermit wraps an admitted C permit; a permit dropped without Release is released by its
@@ -490,7 +589,7 @@ func (s *Scheduler) RunSync(ctx context.Context, job Job, fn func(ctx context.Co
 	if err != nil {
 		return err
 	}
-	err = fn(ctx)
+	err = fn(context.WithValue(ctx, permitKey{}, p))
 	p.Release(err)
 	return err
 }
@@ -509,7 +608,7 @@ func (s *Scheduler) Submit(job Job, fn func(ctx context.Context) error, done fun
 	go func() {
 		p, err := s.wait(context.Background(), job, w)
 		if err == nil {
-			err = fn(s.ctx)
+			err = fn(context.WithValue(s.ctx, permitKey{}, p))
 			p.Release(err)
 		}
 		if done != nil {
@@ -599,14 +698,19 @@ type KeyLimits struct {
 	RatePerWeight bool    // the rate multiplied by the key's weight
 }
 
-// SetKeyLimits sets key's limits, kept for the scheduler's life.
-func (s *Scheduler) SetKeyLimits(key string, limits KeyLimits) error {
+func keyLimitsOf(limits KeyLimits) C.fairgate_key_limits {
 	c := C.fairgate_key_limits{max_running: C.int(limits.MaxRunning),
 		min_running: C.int(limits.MinRunning), rate_per_second: C.double(limits.RatePerSecond),
 		rate_burst: C.double(limits.RateBurst)}
 	if limits.RatePerWeight {
 		c.rate_per_weight = 1
 	}
+	return c
+}
+
+// SetKeyLimits sets key's limits, kept for the scheduler's life.
+func (s *Scheduler) SetKeyLimits(key string, limits KeyLimits) error {
+	c := keyLimitsOf(limits)
 	return s.withName(key, func(sc *C.fairgate_scheduler, name *C.char,
 		message **C.char) C.fairgate_code {
 		return C.fairgate_set_key_limits(sc, name, &c, message)
@@ -723,6 +827,34 @@ func (s *Scheduler) Snapshot() []byte {
 		return nil
 	})
 	return snapshot
+}
+
+// SnapshotHeaviest is Snapshot with the n keys of the highest accumulated cost listed in it
+// (O(keys)); nil after Close.
+func (s *Scheduler) SnapshotHeaviest(n int) []byte {
+	if n < 0 {
+		n = 0
+	}
+	var snapshot []byte
+	s.use(func(sc *C.fairgate_scheduler) error {
+		text := C.fairgate_snapshot_json_heaviest(sc, C.size_t(n))
+		defer C.fairgate_free(text)
+		snapshot = []byte(C.GoString(text))
+		return nil
+	})
+	return snapshot
+}
+
+// MaxWaitToCeiling says, with Options.Aging, how long a pending job of typ takes at most to
+// reach the aging ceiling (0 when it cannot rise); an error with code NotFound for an unknown
+// type.
+func (s *Scheduler) MaxWaitToCeiling(typ string) (time.Duration, error) {
+	var wait C.double
+	err := s.withName(typ, func(sc *C.fairgate_scheduler, name *C.char,
+		message **C.char) C.fairgate_code {
+		return C.fairgate_max_wait_to_ceiling(sc, name, &wait, message)
+	})
+	return seconds(float64(wait)), err
 }
 
 // Metrics returns the scheduler's metrics in Prometheus' text format; "" after Close.

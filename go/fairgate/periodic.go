@@ -67,7 +67,7 @@ func (s *Scheduler) SubmitEvery(job Job, interval time.Duration, fn func(ctx con
 		return nil, &Error{Code: InvalidArgument, Message: "the job's function is nil"}
 	}
 	var c C.fairgate_periodic_options
-	C.fairgate_periodic_options_init(&c)
+	C.fairgate_periodic_options_init_version(&c, C.FAIRGATE_PERIODIC_OPTIONS_VERSION)
 	if options.Jitter < 0 {
 		c.jitter = 0
 	} else if options.Jitter != 0 {

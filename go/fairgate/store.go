@@ -36,7 +36,7 @@ type SQLiteOptions struct {
 // OpenSQLite opens, creating it if absent, the store in the SQLite file at path.
 func OpenSQLite(path string, options SQLiteOptions) (*Store, error) {
 	var c C.fairgate_sqlite_options
-	C.fairgate_sqlite_options_init(&c)
+	C.fairgate_sqlite_options_init_version(&c, C.FAIRGATE_SQLITE_OPTIONS_VERSION)
 	if options.SyncNormal {
 		c.synchronous = C.FAIRGATE_SQLITE_SYNC_NORMAL
 	}
@@ -73,7 +73,7 @@ type PostgresOptions struct {
 // replica, each replica opening its own on the same database.
 func OpenPostgres(conninfo string, options PostgresOptions) (*Store, error) {
 	var c C.fairgate_postgres_options
-	C.fairgate_postgres_options_init(&c)
+	C.fairgate_postgres_options_init_version(&c, C.FAIRGATE_POSTGRES_OPTIONS_VERSION)
 	var mem cMemory
 	defer mem.free()
 	if options.Replica != "" {

@@ -20,11 +20,13 @@
  * NULL"): an empty name is "", never NULL. NULL is taken only where this header says what it
  * means (`error`, `code`, `pending`, a type's conflict_group, a release's message, `done`,
  * `on_run`, `periodic`, the options struct of a store, a durable type or a periodic job (the
- * defaults), a payload of 0 bytes, and the durable calls' `sequence`, `sequences` and
- * `report`). An array with a count above 0 must not be NULL nor hold a NULL string. A call with
- * no code to return does nothing for a NULL handle or struct: fairgate_snapshot_json and
- * fairgate_metrics_text return NULL, fairgate_accumulated_cost, fairgate_group_accumulated_cost,
- * fairgate_estimate and fairgate_periodic_runs 0, fairgate_permit_worker "".
+ * defaults), a payload of 0 bytes, the durable calls' `sequence`, `sequences` and `report`, and
+ * the options' callbacks: on_event, warn, key_group and the readings). An array with a count above
+ * 0 must not be NULL nor hold a NULL string. A call with no code to return does nothing for a NULL
+ * handle: fairgate_snapshot_json, fairgate_snapshot_json_heaviest and fairgate_metrics_text return
+ * NULL, fairgate_accumulated_cost, fairgate_group_accumulated_cost, fairgate_estimate,
+ * fairgate_periodic_runs and the fencing tokens 0, fairgate_permit_worker and
+ * fairgate_context_worker "", fairgate_context_done 0, and fairgate_context_wait 0 at once.
  *
  * Strings. Every string passed in (names, messages) is copied before the call returns; the
  * caller keeps its own, and so is every payload. A string returned (fairgate_snapshot_json,
@@ -106,19 +108,91 @@ FAIRGATE_C_EXPORT int fairgate_retry_after(const char* message, double* seconds)
 FAIRGATE_C_EXPORT int fairgate_was_shed(const char* message);
 
 /* --- Options (fairgate/options.h, fairgate/rule_options.h). The structs are flat and versioned:
- * fill one with its _init function, which sets `version` and every field's default, then change
- * the fields you mean. A later version adds fields at the end; a struct of an earlier version is
- * still read as it was. */
-#define FAIRGATE_OPTIONS_VERSION 2
+ * fill one with its _init macro, which sets `version` and every field's default, then change the
+ * fields you mean. A later version adds fields at the end; a struct of an earlier version is
+ * still read as it was. The macro passes the header's version to the library's _init_version
+ * function, which writes the fields of that version and no others, so a program built with an
+ * earlier header keeps working with a later library (FAIRGATE_INVALID_ARGUMENT, nothing written,
+ * for a NULL struct or a version the library does not know). */
+#define FAIRGATE_OPTIONS_VERSION 3
 typedef struct fairgate_store fairgate_store;
+/* A key's limits (fairgate/key_limits.h): fairgate_set_key_limits, and the options' default. */
+typedef struct fairgate_key_limits {
+  int max_running; /* 0: KeyLimits::kNoLimit */
+  int min_running;
+  double rate_per_second; /* 0: no limit */
+  double rate_burst;      /* 0: 1 */
+  int rate_per_weight;    /* 0 or 1 */
+} fairgate_key_limits;
+
+/* What a scheduler did (fairgate/observer.h, JobEvent), given to options.on_event. Valid during
+ * the call only; the library fills it, so a later version may add fields at its end (read it
+ * through the pointer, do not copy it by value into a struct of your own). */
+typedef enum fairgate_event_kind {
+  FAIRGATE_EVENT_ADMIT = 0,
+  FAIRGATE_EVENT_COMPLETE = 1,
+  FAIRGATE_EVENT_CANCEL = 2,
+  FAIRGATE_EVENT_REJECT = 3,
+  FAIRGATE_EVENT_PROMOTE = 4,
+  FAIRGATE_EVENT_EVICT = 5, /* a key forgotten by the TTL sweep: only fairness_key is set */
+  FAIRGATE_EVENT_EXPIRE = 6,
+  FAIRGATE_EVENT_SHED = 7
+} fairgate_event_kind;
+typedef struct fairgate_event {
+  fairgate_event_kind kind;
+  double time; /* the scheduler's clock, seconds */
+  const char* type;
+  const char* id;
+  const char* fairness_key;
+  int tier;
+  int effective_tier;
+  double charge;
+  double accumulated_cost;
+  double wait;
+  double run_time;
+  fairgate_code code;  /* COMPLETE: the job's status; CANCEL, EXPIRE, REJECT, SHED: why */
+  const char* message; /* with a retry-after tail where the C++ status carries one */
+  const char* worker;  /* with workers: the one it runs on; else "" */
+} fairgate_event;
+/* Called on the scheduler's delivery thread, one event at a time, in the order of the decisions
+ * (Observer::OnEvent's contract: quick; may call the scheduler but not shut it down or destroy
+ * it). */
+typedef void (*fairgate_event_fn)(void* user, const fairgate_event* event);
+/* A warning (RuntimeOptions::warn), one sentence, on the thread of the call that gave it. */
+typedef void (*fairgate_warn_fn)(void* user, const char* warning);
+/* The group of a key the scheduler has not seen (RuntimeOptions::key_group): a string allocated
+ * with malloc, which the library frees, or NULL for none. Called with the scheduler's lock held:
+ * quick, thread-safe, never calling the scheduler. */
+typedef char* (*fairgate_key_group_fn)(void* user, const char* fairness_key);
+/* A reading for adaptive capacity (AdaptiveCapacity::stalled_seconds, PressureSignal::read):
+ * FAIRGATE_OK and *value, or another code when it cannot be read (the interval's reading is
+ * then missing, as the C++ one's error makes it). On the scheduler's timer thread: quick, never
+ * calling the scheduler. */
+typedef fairgate_code (*fairgate_reading_fn)(void* user, double* value);
+/* A signal adaptive capacity follows besides CPU pressure (PressureSource, PressureSignal). */
+typedef enum fairgate_pressure_source {
+  FAIRGATE_PRESSURE_MEMORY_SOME = 0,
+  FAIRGATE_PRESSURE_MEMORY_FULL = 1,
+  FAIRGATE_PRESSURE_IO_SOME = 2,
+  FAIRGATE_PRESSURE_IO_FULL = 3,
+  FAIRGATE_PRESSURE_MEMORY_USE = 4
+} fairgate_pressure_source;
+typedef struct fairgate_pressure_signal {
+  fairgate_pressure_source source;
+  double high;
+  double low;
+  fairgate_reading_fn read; /* NULL: the kernel's */
+  void* read_user;
+} fairgate_pressure_signal;
+
 typedef struct fairgate_options {
   uint32_t version;
-  int seed_mode;               /* 1: SchedulerOptions::Seed() (the original rule), else Default() */
-  int max_concurrency;         /* RuleOptions::max_concurrency */
-  double alpha;                /* RuleOptions::alpha */
-  int reconcile;               /* RuleOptions::reconcile (0 or 1) */
-  int idle_catch_up;           /* RuleOptions::idle_catch_up (0 or 1) */
-  double key_ttl_seconds;      /* RuleOptions::key_ttl */
+  int seed_mode;          /* 1: SchedulerOptions::Seed() (the original rule), else Default() */
+  int max_concurrency;    /* RuleOptions::max_concurrency */
+  double alpha;           /* RuleOptions::alpha */
+  int reconcile;          /* RuleOptions::reconcile: -1 the preset's (on, off in seed mode), 0, 1 */
+  int idle_catch_up;      /* RuleOptions::idle_catch_up (0 or 1) */
+  double key_ttl_seconds; /* RuleOptions::key_ttl */
   double estimate_ttl_seconds; /* RuleOptions::estimate_ttl */
   size_t max_pending_total;    /* RuleOptions::max_pending_total; 0: no limit */
   size_t max_pending_per_key;  /* RuleOptions::max_pending_per_key; 0: no limit */
@@ -141,12 +215,54 @@ typedef struct fairgate_options {
   const char* const* fleet_capped_types;
   const int* fleet_type_caps;
   size_t fleet_type_cap_count;
+  /* Version 3. The rest of the rule (RuleOptions), the runtime (RuntimeOptions) and the fleet. */
+  int lending;              /* RuleOptions::lending: -1 the preset's (on, off in seed mode), 0, 1 */
+  double lending_kept_back; /* TierLending::kept_back, with lending */
+  int aging;                /* 0: none; 1: RuleOptions::aging, with the three below */
+  double aging_grace_seconds;
+  double aging_interval_seconds;
+  int aging_ceiling;
+  int shortest_first; /* RuleOptions::shortest_first (0 or 1) */
+  double shortest_first_aging;
+  fairgate_key_limits default_key_limits; /* RuleOptions::default_key_limits */
+  int default_group_max_running;          /* RuleOptions::default_group_limits; 0: no limit */
+  int default_group_min_running;
+  /* LatencyCapacity's other fields, with latency_capacity_min above 0. */
+  double latency_capacity_interval_seconds;
+  int latency_capacity_remeasure_every;
+  /* RuleOptions::adaptive_capacity: 0 off, else its min, with the fields below. */
+  int adaptive_capacity_min;
+  double adaptive_capacity_interval_seconds;
+  double adaptive_capacity_high;
+  double adaptive_capacity_low;
+  double adaptive_capacity_decrease;
+  fairgate_reading_fn adaptive_stalled_seconds; /* NULL: the kernel's CPU pressure */
+  void* adaptive_stalled_seconds_user;
+  const fairgate_pressure_signal* adaptive_signals; /* `adaptive_signal_count` of them */
+  size_t adaptive_signal_count;
+  double sole_worker_reserve_after_seconds; /* infinity: never */
+  size_t sweep_batch;
+  size_t fiber_stack_bytes;      /* RuntimeOptions */
+  double sweep_interval_seconds; /* RuntimeOptions::sweep_interval */
+  size_t observer_queue_limit;   /* RuntimeOptions */
+  fairgate_event_fn on_event;    /* NULL: none; else an observer (RuntimeOptions::observers) */
+  void* on_event_user;
+  fairgate_warn_fn warn; /* NULL: to stderr; a function that does nothing silences them */
+  void* warn_user;
+  fairgate_key_group_fn key_group; /* NULL: no rule (RuntimeOptions::key_group) */
+  void* key_group_user;
+  double token_lease_seconds; /* FleetOptions::token_lease */
 } fairgate_options;
-FAIRGATE_C_EXPORT void fairgate_options_init(fairgate_options* options);
+FAIRGATE_C_EXPORT fairgate_code fairgate_options_init_version(fairgate_options* options,
+                                                              uint32_t version);
+#define fairgate_options_init(options) \
+  fairgate_options_init_version((options), FAIRGATE_OPTIONS_VERSION)
 
 /* Creates a scheduler (Scheduler::Create); NULL with *error (and the code in *code when not
  * NULL) on bad options. Options of version 1 (fields up to worker_threads) are still read, with
- * no store and the fleet's defaults. */
+ * no store and the fleet's defaults, and of version 2 (up to fleet_type_cap_count) with the
+ * preset's values of the rest. seed_mode chooses the preset, which fields of -1 (reconcile,
+ * lending) follow. */
 FAIRGATE_C_EXPORT fairgate_scheduler* fairgate_scheduler_create(const fairgate_options* options,
                                                                 fairgate_code* code, char** error);
 /* Shuts down (see the header comment), waiting at most `timeout_seconds` (< 0: for ever);
@@ -191,19 +307,29 @@ typedef struct fairgate_type_config {
   double shed_target_seconds;
   double shed_interval_seconds;
 } fairgate_type_config;
-FAIRGATE_C_EXPORT void fairgate_type_config_init(fairgate_type_config* config);
+FAIRGATE_C_EXPORT fairgate_code fairgate_type_config_init_version(fairgate_type_config* config,
+                                                                  uint32_t version);
+#define fairgate_type_config_init(config) \
+  fairgate_type_config_init_version((config), FAIRGATE_TYPE_CONFIG_VERSION)
 FAIRGATE_C_EXPORT fairgate_code fairgate_register_type(fairgate_scheduler* scheduler,
                                                        const char* name,
                                                        const fairgate_type_config* config,
                                                        char** error);
 
-/* --- A job's name (fairgate/job_name.h) and its cost hint (JobOptions::cost): a cost < 0 is
- * none; NaN or infinity is refused (FAIRGATE_INVALID_ARGUMENT). Every job call takes them. */
+/* --- A job's name (fairgate/job_name.h), its cost hint (JobOptions::cost: a cost < 0 is none;
+ * NaN or infinity is refused with FAIRGATE_INVALID_ARGUMENT) and JobOptions' switches as flags
+ * (or-ed; 0, what an initializer of the first four fields leaves, is none; an unknown bit is
+ * refused). Every job call takes them; fairgate_submit_every and the durable calls take neither
+ * a cost hint nor flags. */
+#define FAIRGATE_JOB_JOIN_RUNNING 1u           /* JobOptions::join_running (Submit) */
+#define FAIRGATE_JOB_REQUEUE_ON_WORKER_LOSS 2u /* JobOptions::requeue_on_worker_loss (Submit) */
+#define FAIRGATE_JOB_REFUSE_WITHOUT_TOKEN 4u   /* JobOptions::refuse_without_token */
 typedef struct fairgate_job {
   const char* type;
   const char* id;
   const char* fairness_key;
   double cost;
+  uint32_t flags;
 } fairgate_job;
 
 /* --- Acquire (Scheduler::Acquire): never blocks. `on_admitted` is called exactly once when the
@@ -230,6 +356,9 @@ FAIRGATE_C_EXPORT fairgate_code fairgate_try_acquire(fairgate_scheduler* schedul
 /* With workers (fairgate/worker.h): the worker the job was admitted onto, a copy the caller frees
  * with fairgate_free; "" without workers. */
 FAIRGATE_C_EXPORT char* fairgate_permit_worker(const fairgate_permit* permit);
+/* The fencing token of the fleet-wide lease the permit's job holds (Permit::FencingToken); 0
+ * when it holds none. */
+FAIRGATE_C_EXPORT uint64_t fairgate_permit_fencing_token(const fairgate_permit* permit);
 /* Completes the permit's job with `code` (and `message`, NULL for none; ignored with
  * FAIRGATE_OK) and frees the permit. */
 FAIRGATE_C_EXPORT void fairgate_permit_release(fairgate_permit* permit, fairgate_code code,
@@ -245,8 +374,22 @@ typedef void (*fairgate_done_fn)(void* user, fairgate_code code, const char* mes
 FAIRGATE_C_EXPORT fairgate_code fairgate_submit(fairgate_scheduler* scheduler,
                                                 const fairgate_job* job, fairgate_job_fn run,
                                                 fairgate_done_fn done, void* user, char** error);
-/* 1 once the job's context is done (cancelled, shut down), else 0. */
+/* 1 once the job's context is done (cancelled, shut down, its worker removed), else 0. */
 FAIRGATE_C_EXPORT int fairgate_context_done(const fairgate_context* ctx);
+/* Why it is done (Context::Err): FAIRGATE_OK while it is not; else FAIRGATE_CANCELLED,
+ * FAIRGATE_DEADLINE_EXCEEDED, or FAIRGATE_UNAVAILABLE when its worker was removed, with *error
+ * as every call's. */
+FAIRGATE_C_EXPORT fairgate_code fairgate_context_err(const fairgate_context* ctx, char** error);
+/* Waits until the context is done or `timeout_seconds` passed (< 0: no limit), without holding
+ * the pool's thread (a job waits as a fiber: other jobs run on its thread meanwhile); 1 when it
+ * is done, else 0. A job that must pause should wait here rather than sleep. */
+FAIRGATE_C_EXPORT int fairgate_context_wait(const fairgate_context* ctx, double timeout_seconds);
+/* With workers (fairgate/worker.h): the worker the job was admitted onto, a copy the caller
+ * frees with fairgate_free; "" without workers. */
+FAIRGATE_C_EXPORT char* fairgate_context_worker(const fairgate_context* ctx);
+/* The fencing token of the fleet-wide lease the job holds (Context::FencingToken; options'
+ * fleet_conflict_groups and fleet type caps); 0 when it holds none. */
+FAIRGATE_C_EXPORT uint64_t fairgate_context_fencing_token(const fairgate_context* ctx);
 
 /* --- Periodic jobs (Scheduler::SubmitEvery, fairgate/periodic.h): `run` as the background job
  * `job` again and again, each run `interval_seconds` after the previous one ended (times 1 + u,
@@ -263,7 +406,10 @@ typedef struct fairgate_periodic_options { /* PeriodicOptions */
   double jitter;         /* in [0, 1) */
   int first_run_at_once; /* 0: the first run after a random part of one interval; 1: at once */
 } fairgate_periodic_options;
-FAIRGATE_C_EXPORT void fairgate_periodic_options_init(fairgate_periodic_options* options);
+FAIRGATE_C_EXPORT fairgate_code
+fairgate_periodic_options_init_version(fairgate_periodic_options* options, uint32_t version);
+#define fairgate_periodic_options_init(options) \
+  fairgate_periodic_options_init_version((options), FAIRGATE_PERIODIC_OPTIONS_VERSION)
 typedef struct fairgate_periodic fairgate_periodic;
 FAIRGATE_C_EXPORT fairgate_code fairgate_submit_every(
     fairgate_scheduler* scheduler, const fairgate_job* job, double interval_seconds,
@@ -282,13 +428,6 @@ FAIRGATE_C_EXPORT fairgate_code fairgate_charge(fairgate_scheduler* scheduler,
 FAIRGATE_C_EXPORT fairgate_code fairgate_set_key_weight(fairgate_scheduler* scheduler,
                                                         const char* fairness_key, double weight,
                                                         char** error);
-typedef struct fairgate_key_limits {
-  int max_running; /* 0: KeyLimits::kNoLimit */
-  int min_running;
-  double rate_per_second; /* 0: no limit */
-  double rate_burst;      /* 0: 1 */
-  int rate_per_weight;    /* 0 or 1 */
-} fairgate_key_limits;
 FAIRGATE_C_EXPORT fairgate_code fairgate_set_key_limits(fairgate_scheduler* scheduler,
                                                         const char* fairness_key,
                                                         const fairgate_key_limits* limits,
@@ -354,7 +493,10 @@ typedef struct fairgate_sqlite_options { /* fairgate/sqlite_store.h, SqliteStore
   double busy_timeout_seconds;
   size_t max_job_bytes;
 } fairgate_sqlite_options;
-FAIRGATE_C_EXPORT void fairgate_sqlite_options_init(fairgate_sqlite_options* options);
+FAIRGATE_C_EXPORT fairgate_code
+fairgate_sqlite_options_init_version(fairgate_sqlite_options* options, uint32_t version);
+#define fairgate_sqlite_options_init(options) \
+  fairgate_sqlite_options_init_version((options), FAIRGATE_SQLITE_OPTIONS_VERSION)
 /* Opens (creating if absent) a store in the SQLite file `path` (OpenSqliteStore), with `options`
  * (NULL: the defaults); NULL with *error (and *code) when it cannot. */
 FAIRGATE_C_EXPORT fairgate_store* fairgate_sqlite_store_open(const char* path,
@@ -367,7 +509,10 @@ typedef struct fairgate_postgres_options { /* fairgate/postgres_store.h, Postgre
   int connections;
   size_t max_job_bytes;
 } fairgate_postgres_options;
-FAIRGATE_C_EXPORT void fairgate_postgres_options_init(fairgate_postgres_options* options);
+FAIRGATE_C_EXPORT fairgate_code
+fairgate_postgres_options_init_version(fairgate_postgres_options* options, uint32_t version);
+#define fairgate_postgres_options_init(options) \
+  fairgate_postgres_options_init_version((options), FAIRGATE_POSTGRES_OPTIONS_VERSION)
 /* Connects to PostgreSQL with the libpq connection string `conninfo` (OpenPostgresStore), with
  * `options` (NULL: the defaults): the store replicas share, each replica opening its own on the
  * same database. NULL with *error (and *code) when it cannot. */
@@ -387,7 +532,10 @@ typedef struct fairgate_retry_policy { /* RetryPolicy */
   double max_backoff_seconds;
   double multiplier;
 } fairgate_retry_policy;
-FAIRGATE_C_EXPORT void fairgate_retry_policy_init(fairgate_retry_policy* policy);
+FAIRGATE_C_EXPORT fairgate_code fairgate_retry_policy_init_version(fairgate_retry_policy* policy,
+                                                                   uint32_t version);
+#define fairgate_retry_policy_init(policy) \
+  fairgate_retry_policy_init_version((policy), FAIRGATE_RETRY_POLICY_VERSION)
 /* What a handler is given (DurableJob), valid during the call only. The names end at a NUL (a
  * name stored by a C++ caller with a NUL byte in it reads as cut there); the payload is
  * `payload_size` bytes, NUL included. */
@@ -476,7 +624,16 @@ FAIRGATE_C_EXPORT fairgate_code fairgate_flush_state(fairgate_scheduler* schedul
 /* --- What it is doing: the snapshot as JSON (fairgate/snapshot.h, ToJson) and the metrics in
  * Prometheus' text format (Scheduler::WriteMetrics). The caller frees either with fairgate_free. */
 FAIRGATE_C_EXPORT char* fairgate_snapshot_json(fairgate_scheduler* scheduler);
+/* The snapshot with the `heaviest_keys` keys of the highest accumulated cost listed in it
+ * (Scheduler::Snapshot(heaviest_keys), O(keys)). */
+FAIRGATE_C_EXPORT char* fairgate_snapshot_json_heaviest(fairgate_scheduler* scheduler,
+                                                        size_t heaviest_keys);
 FAIRGATE_C_EXPORT char* fairgate_metrics_text(fairgate_scheduler* scheduler);
+/* With aging (options.aging), how long a pending job of `type` takes at most to reach the aging
+ * ceiling (Scheduler::MaxWaitToCeiling), into *seconds; FAIRGATE_NOT_FOUND for an unknown type. */
+FAIRGATE_C_EXPORT fairgate_code fairgate_max_wait_to_ceiling(fairgate_scheduler* scheduler,
+                                                             const char* type, double* seconds,
+                                                             char** error);
 
 #ifdef __cplusplus
 }

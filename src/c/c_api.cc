@@ -3,6 +3,8 @@
 // FAIRGATE_INTERNAL, or for a call with no status to return, a message on stderr and abort).
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,8 +19,11 @@
 #include <utility>
 #include <vector>
 
+#include "fairgate/adaptive_capacity.h"
 #include "fairgate/c.h"
 #include "fairgate/durable.h"
+#include "fairgate/latency_capacity.h"
+#include "fairgate/observer.h"
 #include "fairgate/options.h"
 #include "fairgate/periodic.h"
 #include "fairgate/postgres_store.h"
@@ -164,17 +169,207 @@ fairgate::JobName NameOf(const fairgate_job& job) {
           fairgate::FairnessKey(job.fairness_key)};
 }
 
+constexpr std::uint32_t kJobFlags = FAIRGATE_JOB_JOIN_RUNNING |
+                                    FAIRGATE_JOB_REQUEUE_ON_WORKER_LOSS |
+                                    FAIRGATE_JOB_REFUSE_WITHOUT_TOKEN;
+
 fairgate::JobOptions OptionsOf(const fairgate_job& job) {
   fairgate::JobOptions options;
   if (!(job.cost < 0)) options.cost = job.cost;  // NaN too: refused as the C++ refuses it
+  options.join_running = (job.flags & FAIRGATE_JOB_JOIN_RUNNING) != 0;
+  options.requeue_on_worker_loss = (job.flags & FAIRGATE_JOB_REQUEUE_ON_WORKER_LOSS) != 0;
+  options.refuse_without_token = (job.flags & FAIRGATE_JOB_REFUSE_WITHOUT_TOKEN) != 0;
   return options;
+}
+
+// A job's names, each given, and flags that are all known; `what` names the job.
+Status NamesAndFlagsOf(const fairgate_job& job, const std::string& what) {
+  if (job.type == nullptr) return absl::InvalidArgumentError(what + ".type is NULL");
+  if (job.id == nullptr) return absl::InvalidArgumentError(what + ".id is NULL");
+  if (job.fairness_key == nullptr) {
+    return absl::InvalidArgumentError(what + ".fairness_key is NULL");
+  }
+  if ((job.flags & ~kJobFlags) != 0) {
+    return absl::InvalidArgumentError(what + ".flags has bits no FAIRGATE_JOB_* names: " +
+                                      std::to_string(job.flags & ~kJobFlags));
+  }
+  return absl::OkStatus();
 }
 
 // The scheduler and the job a job call needs, with each of the job's names.
 Status Given(const fairgate_scheduler* scheduler, const fairgate_job* job) {
   if (Status s = Given({{scheduler, "the scheduler"}, {job, "the job"}}); !s.ok()) return s;
-  return Given(
-      {{job->type, "job.type"}, {job->id, "job.id"}, {job->fairness_key, "job.fairness_key"}});
+  return NamesAndFlagsOf(*job, "job");
+}
+
+// A C enum field's value as an int, read without loading it as the enum: a C caller may store a
+// value the enum does not name, which C++ may not load as one (a refusal must read it first).
+template <typename Enum>
+int EnumValue(const Enum& field) {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int value;
+  std::memcpy(&value, &field, sizeof value);
+  return value;
+}
+
+fairgate::KeyLimits KeyLimitsOf(const fairgate_key_limits& c) {
+  fairgate::KeyLimits limits;
+  limits.max_running = c.max_running == 0 ? fairgate::KeyLimits::kNoLimit : c.max_running;
+  limits.min_running = c.min_running;
+  limits.rate_limit = {c.rate_per_second, c.rate_burst == 0 ? 1.0 : c.rate_burst};
+  limits.rate_per_weight = c.rate_per_weight != 0;
+  return limits;
+}
+
+fairgate::GroupLimits GroupLimitsOf(int max_running, int min_running) {
+  fairgate::GroupLimits limits;
+  limits.max_running = max_running == 0 ? fairgate::GroupLimits::kNoLimit : max_running;
+  limits.min_running = min_running;
+  return limits;
+}
+
+// An option of -1 (the preset's), 0 or 1 (c.h: reconcile, lending) into *out; -1 leaves it.
+Status PresetOr(int value, const char* what, bool* out) {
+  if (value == -1) return absl::OkStatus();
+  if (value != 0 && value != 1) {
+    return absl::InvalidArgumentError(std::string("options.") + what +
+                                      " must be -1 (the preset's), 0 or 1, got " +
+                                      std::to_string(value));
+  }
+  *out = value == 1;
+  return absl::OkStatus();
+}
+
+// A reading from C (fairgate_reading_fn) as the C++ one; none for NULL.
+std::function<fairgate::StatusOr<double>()> ReadingOf(fairgate_reading_fn read, void* user) {
+  if (read == nullptr) return {};
+  return [read, user]() -> fairgate::StatusOr<double> {
+    double value = 0;
+    const fairgate_code code = read(user, &value);
+    if (code != FAIRGATE_OK) return StatusOf(code, "the reading function gave no reading");
+    return value;
+  };
+}
+
+static_assert(static_cast<int>(fairgate::JobEvent::Kind::kAdmit) == FAIRGATE_EVENT_ADMIT &&
+              static_cast<int>(fairgate::JobEvent::Kind::kComplete) == FAIRGATE_EVENT_COMPLETE &&
+              static_cast<int>(fairgate::JobEvent::Kind::kCancel) == FAIRGATE_EVENT_CANCEL &&
+              static_cast<int>(fairgate::JobEvent::Kind::kReject) == FAIRGATE_EVENT_REJECT &&
+              static_cast<int>(fairgate::JobEvent::Kind::kPromote) == FAIRGATE_EVENT_PROMOTE &&
+              static_cast<int>(fairgate::JobEvent::Kind::kEvict) == FAIRGATE_EVENT_EVICT &&
+              static_cast<int>(fairgate::JobEvent::Kind::kExpire) == FAIRGATE_EVENT_EXPIRE &&
+              static_cast<int>(fairgate::JobEvent::Kind::kShed) == FAIRGATE_EVENT_SHED);
+
+// options.on_event as an Observer.
+class EventCallback final : public fairgate::Observer {
+ public:
+  EventCallback(fairgate_event_fn on_event, void* user) : on_event_(on_event), user_(user) {}
+
+  void OnEvent(const fairgate::JobEvent& from) override {
+    const std::string message = MessageOf(from.status);
+    fairgate_event event{};
+    event.kind = static_cast<fairgate_event_kind>(from.kind);
+    event.time = from.time;
+    event.type = from.type.c_str();
+    event.id = from.id.c_str();
+    event.fairness_key = from.key.c_str();
+    event.tier = from.tier;
+    event.effective_tier = from.effective_tier;
+    event.charge = from.charge;
+    event.accumulated_cost = from.accumulated_cost;
+    event.wait = from.wait;
+    event.run_time = from.run_time;
+    event.code = CodeOf(from.status);
+    event.message = message.c_str();
+    event.worker = from.worker.c_str();
+    on_event_(user_, &event);
+  }
+
+ private:
+  fairgate_event_fn on_event_;
+  void* user_;
+};
+
+// The fields version 3 of fairgate_options added, into `options`.
+Status RestOf(const fairgate_options& c, fairgate::SchedulerOptions* options) {
+  fairgate::RuleOptions& rule = options->rule;
+  bool lending = rule.lending.has_value();
+  if (Status s = PresetOr(c.lending, "lending", &lending); !s.ok()) return s;
+  if (lending) {
+    rule.lending = fairgate::TierLending{.kept_back = c.lending_kept_back};
+  } else {
+    rule.lending.reset();
+  }
+  if (c.aging != 0) {
+    rule.aging = fairgate::AgingConfig{.grace = fairgate::Seconds(c.aging_grace_seconds),
+                                       .interval = fairgate::Seconds(c.aging_interval_seconds),
+                                       .ceiling = c.aging_ceiling};
+  }
+  rule.shortest_first = c.shortest_first != 0;
+  rule.shortest_first_aging = c.shortest_first_aging;
+  rule.default_key_limits = KeyLimitsOf(c.default_key_limits);
+  rule.default_group_limits =
+      GroupLimitsOf(c.default_group_max_running, c.default_group_min_running);
+  if (rule.latency_capacity) {
+    rule.latency_capacity->interval = fairgate::Seconds(c.latency_capacity_interval_seconds);
+    rule.latency_capacity->remeasure_every = c.latency_capacity_remeasure_every;
+  }
+  if (c.adaptive_capacity_min > 0) {
+    fairgate::AdaptiveCapacity adaptive;
+    adaptive.min = c.adaptive_capacity_min;
+    adaptive.interval = fairgate::Seconds(c.adaptive_capacity_interval_seconds);
+    adaptive.high = c.adaptive_capacity_high;
+    adaptive.low = c.adaptive_capacity_low;
+    adaptive.decrease = c.adaptive_capacity_decrease;
+    adaptive.stalled_seconds =
+        ReadingOf(c.adaptive_stalled_seconds, c.adaptive_stalled_seconds_user);
+    if (c.adaptive_signal_count > 0 && c.adaptive_signals == nullptr) {
+      return absl::InvalidArgumentError("options.adaptive_signals is NULL, with a count of " +
+                                        std::to_string(c.adaptive_signal_count));
+    }
+    for (size_t i = 0; i < c.adaptive_signal_count; ++i) {
+      const fairgate_pressure_signal& from = c.adaptive_signals[i];
+      const int source = EnumValue(from.source);
+      if (source < FAIRGATE_PRESSURE_MEMORY_SOME || source > FAIRGATE_PRESSURE_MEMORY_USE) {
+        return absl::InvalidArgumentError("options.adaptive_signals[" + std::to_string(i) +
+                                          "].source must be a fairgate_pressure_source");
+      }
+      adaptive.signals.push_back({static_cast<fairgate::PressureSource>(source), from.high,
+                                  from.low, ReadingOf(from.read, from.read_user)});
+    }
+    rule.adaptive_capacity = std::move(adaptive);
+  } else if (c.adaptive_signal_count > 0) {
+    return absl::InvalidArgumentError(
+        "options.adaptive_signals are given without adaptive capacity (adaptive_capacity_min 0)");
+  }
+  rule.sole_worker_reserve_after = fairgate::Seconds(c.sole_worker_reserve_after_seconds);
+  rule.sweep_batch = c.sweep_batch;
+  fairgate::RuntimeOptions& runtime = options->runtime;
+  runtime.fiber_stack_bytes = c.fiber_stack_bytes;
+  runtime.sweep_interval = fairgate::Seconds(c.sweep_interval_seconds);
+  runtime.observer_queue_limit = c.observer_queue_limit;
+  if (c.on_event != nullptr) {
+    runtime.observers.push_back(std::make_shared<EventCallback>(c.on_event, c.on_event_user));
+  }
+  if (c.warn != nullptr) {
+    runtime.warn = [warn = c.warn, user = c.warn_user](std::string_view warning) {
+      const std::string text(warning);
+      warn(user, text.c_str());
+    };
+  }
+  if (c.key_group != nullptr) {
+    runtime.key_group = [key_group = c.key_group,
+                         user = c.key_group_user](std::string_view key) -> std::string {
+      const std::string name(key);
+      char* group = key_group(user, name.c_str());
+      if (group == nullptr) return {};
+      std::string out(group);
+      std::free(group);
+      return out;
+    };
+  }
+  options->fleet.token_lease = fairgate::Seconds(c.token_lease_seconds);
+  return absl::OkStatus();
 }
 
 // The fields version 2 of fairgate_options added, into `options`.
@@ -216,6 +411,18 @@ Status VersionIs(std::uint32_t got, std::uint32_t want, const char* what, const 
   return absl::InvalidArgumentError(std::string(what) + ".version must be " + macro + " (" +
                                     std::to_string(want) + "), got " + std::to_string(got) +
                                     ": fill it with " + init);
+}
+
+// What an _init_version call writes (c.h, "Options"): the fields of `version` (the first
+// `sizes[version - 1]` bytes of `full`, whose version field is set to it) into *out, or nothing
+// and FAIRGATE_INVALID_ARGUMENT for a NULL struct or an unknown version.
+template <typename T>
+fairgate_code InitVersion(T* out, T full, std::uint32_t version,
+                          std::initializer_list<std::size_t> sizes) {
+  if (out == nullptr || version < 1 || version > sizes.size()) return FAIRGATE_INVALID_ARGUMENT;
+  full.version = version;
+  std::memcpy(static_cast<void*>(out), &full, sizes.begin()[version - 1]);
+  return FAIRGATE_OK;
 }
 
 // A store's handle from `open` (the store, or why there is none), and the code of a failure:
@@ -289,13 +496,21 @@ Status PayloadOf(const void* payload, std::size_t size, const std::string& what,
   return absl::OkStatus();
 }
 
-// A durable or periodic job takes no cost hint (SubmitDurable and SubmitEvery have none): one
-// given is refused rather than dropped. `kind`: "a durable job", "a periodic job".
-Status NoCostHint(const fairgate_job& job, const std::string& what, const char* kind) {
-  if (job.cost < 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(what + ".cost must be < 0 for " + kind +
-                                    " (it takes no cost hint: its estimate is learned), got " +
-                                    std::to_string(job.cost));
+// A durable or periodic job takes no JobOptions (SubmitDurable and SubmitEvery have none): a
+// cost hint or a flag given is refused rather than dropped. `kind`: "a durable job", "a periodic
+// job".
+Status NoJobOptions(const fairgate_job& job, const std::string& what, const char* kind) {
+  if (!(job.cost < 0)) {
+    return absl::InvalidArgumentError(what + ".cost must be < 0 for " + kind +
+                                      " (it takes no cost hint: its estimate is learned), got " +
+                                      std::to_string(job.cost));
+  }
+  if (job.flags != 0) {
+    return absl::InvalidArgumentError(what + ".flags must be 0 for " + kind +
+                                      " (it takes no JobOptions), got " +
+                                      std::to_string(job.flags));
+  }
+  return absl::OkStatus();
 }
 
 // A C job's body as the C++ one: `run` with `user`, its code and message as the job's status.
@@ -389,16 +604,15 @@ int fairgate_was_shed(const char* message) {
   return tail && tail->substr(0, kShed.size()) == kShed && fairgate_retry_after(message, nullptr);
 }
 
-void fairgate_options_init(fairgate_options* options) {
-  if (options == nullptr) return;
+fairgate_code fairgate_options_init_version(fairgate_options* out, uint32_t version) {
   const fairgate::SchedulerOptions defaults = fairgate::SchedulerOptions::Default();
   const fairgate::RuleOptions& rule = defaults.rule;
-  *options = fairgate_options{};
-  options->version = FAIRGATE_OPTIONS_VERSION;
+  fairgate_options o{};
+  fairgate_options* options = &o;
   options->seed_mode = 0;
   options->max_concurrency = rule.max_concurrency;
   options->alpha = rule.alpha;
-  options->reconcile = rule.reconcile ? 1 : 0;
+  options->reconcile = -1;
   options->idle_catch_up = rule.idle_catch_up ? 1 : 0;
   options->key_ttl_seconds = rule.key_ttl.count();
   options->estimate_ttl_seconds = rule.estimate_ttl.count();
@@ -418,6 +632,36 @@ void fairgate_options_init(fairgate_options* options) {
   options->fleet_capped_types = nullptr;
   options->fleet_type_caps = nullptr;
   options->fleet_type_cap_count = 0;
+  options->lending = -1;
+  options->lending_kept_back = fairgate::TierLending{}.kept_back;
+  const fairgate::AgingConfig aging;
+  options->aging = 0;
+  options->aging_grace_seconds = aging.grace.count();
+  options->aging_interval_seconds = aging.interval.count();
+  options->aging_ceiling = aging.ceiling;
+  options->shortest_first = rule.shortest_first ? 1 : 0;
+  options->shortest_first_aging = rule.shortest_first_aging;
+  options->default_key_limits = {0, 0, 0, 1, 0};
+  options->default_group_max_running = 0;
+  options->default_group_min_running = rule.default_group_limits.min_running;
+  const fairgate::LatencyCapacity latency;
+  options->latency_capacity_interval_seconds = latency.interval.count();
+  options->latency_capacity_remeasure_every = latency.remeasure_every;
+  const fairgate::AdaptiveCapacity adaptive;
+  options->adaptive_capacity_min = 0;
+  options->adaptive_capacity_interval_seconds = adaptive.interval.count();
+  options->adaptive_capacity_high = adaptive.high;
+  options->adaptive_capacity_low = adaptive.low;
+  options->adaptive_capacity_decrease = adaptive.decrease;
+  options->sole_worker_reserve_after_seconds = rule.sole_worker_reserve_after.count();
+  options->sweep_batch = rule.sweep_batch;
+  options->fiber_stack_bytes = defaults.runtime.fiber_stack_bytes;
+  options->sweep_interval_seconds = defaults.runtime.sweep_interval.count();
+  options->observer_queue_limit = defaults.runtime.observer_queue_limit;
+  options->token_lease_seconds = defaults.fleet.token_lease.count();
+  return InitVersion(out, o, version,
+                     {offsetof(fairgate_options, store), offsetof(fairgate_options, lending),
+                      sizeof(fairgate_options)});
 }
 
 fairgate_scheduler* fairgate_scheduler_create(const fairgate_options* c, fairgate_code* code,
@@ -427,7 +671,7 @@ fairgate_scheduler* fairgate_scheduler_create(const fairgate_options* c, fairgat
     if (c == nullptr) return absl::InvalidArgumentError("the options are NULL");
     if (c->version < 1 || c->version > FAIRGATE_OPTIONS_VERSION) {
       return absl::InvalidArgumentError(
-          "options.version must be 1 to FAIRGATE_OPTIONS_VERSION (2), got " +
+          "options.version must be 1 to FAIRGATE_OPTIONS_VERSION (3), got " +
           std::to_string(c->version) + ": fill the options with fairgate_options_init");
     }
     fairgate::SchedulerOptions options =
@@ -435,7 +679,7 @@ fairgate_scheduler* fairgate_scheduler_create(const fairgate_options* c, fairgat
     fairgate::RuleOptions& rule = options.rule;
     rule.max_concurrency = c->max_concurrency;
     rule.alpha = c->alpha;
-    rule.reconcile = c->reconcile != 0;
+    if (Status s = PresetOr(c->reconcile, "reconcile", &rule.reconcile); !s.ok()) return s;
     rule.idle_catch_up = c->idle_catch_up != 0;
     rule.key_ttl = fairgate::Seconds(c->key_ttl_seconds);
     rule.estimate_ttl = fairgate::Seconds(c->estimate_ttl_seconds);
@@ -448,6 +692,9 @@ fairgate_scheduler* fairgate_scheduler_create(const fairgate_options* c, fairgat
     options.runtime.worker_threads = c->worker_threads;
     if (c->version >= 2) {
       if (Status s = PersistenceAndFleetOf(*c, &options); !s.ok()) return s;
+    }
+    if (c->version >= 3) {
+      if (Status s = RestOf(*c, &options); !s.ok()) return s;
     }
     auto created = fairgate::Scheduler::Create(options);
     if (!created.ok()) return created.status();
@@ -485,11 +732,10 @@ void fairgate_scheduler_destroy(fairgate_scheduler* scheduler) {
   }
 }
 
-void fairgate_type_config_init(fairgate_type_config* config) {
-  if (config == nullptr) return;
+fairgate_code fairgate_type_config_init_version(fairgate_type_config* out, uint32_t version) {
   const fairgate::JobTypeConfig defaults;
-  *config = fairgate_type_config{};
-  config->version = FAIRGATE_TYPE_CONFIG_VERSION;
+  fairgate_type_config c{};
+  fairgate_type_config* config = &c;
   config->default_cost = defaults.default_cost;
   config->max_concurrency = 0;
   config->conflict_group = nullptr;
@@ -506,6 +752,7 @@ void fairgate_type_config_init(fairgate_type_config* config) {
   config->refuse_without_token = 0;
   config->shed_target_seconds = 0;
   config->shed_interval_seconds = 1;
+  return InitVersion(out, c, version, {sizeof(fairgate_type_config)});
 }
 
 fairgate_code fairgate_register_type(fairgate_scheduler* scheduler, const char* name,
@@ -521,7 +768,8 @@ fairgate_code fairgate_register_type(fairgate_scheduler* scheduler, const char* 
           "config.version must be FAIRGATE_TYPE_CONFIG_VERSION (1): fill the config with "
           "fairgate_type_config_init");
     }
-    if (c->coalesce < FAIRGATE_COALESCE_OFF || c->coalesce > FAIRGATE_COALESCE_SUPERSEDE) {
+    const int coalesce = EnumValue(c->coalesce);
+    if (coalesce < FAIRGATE_COALESCE_OFF || coalesce > FAIRGATE_COALESCE_SUPERSEDE) {
       return absl::InvalidArgumentError("config.coalesce must be a fairgate_coalesce");
     }
     fairgate::JobTypeConfig config;
@@ -534,7 +782,7 @@ fairgate_code fairgate_register_type(fairgate_scheduler* scheduler, const char* 
     config.slots = c->slots;
     config.shortest_first = c->shortest_first != 0;
     config.max_queue_wait = fairgate::Seconds(c->max_queue_wait_seconds);
-    config.coalesce = static_cast<fairgate::Coalesce>(c->coalesce);
+    config.coalesce = static_cast<fairgate::Coalesce>(coalesce);
     if (Status s = Strings(c->tags, c->tag_count, "config.tags", &config.tags); !s.ok()) return s;
     config.rate_limit = {c->rate_per_second, c->rate_burst};
     config.refuse_without_token = c->refuse_without_token != 0;
@@ -658,13 +906,45 @@ int fairgate_context_done(const fairgate_context* ctx) {
   return ctx != nullptr && ctx->ctx->Done() ? 1 : 0;
 }
 
-void fairgate_periodic_options_init(fairgate_periodic_options* options) {
-  if (options == nullptr) return;
+fairgate_code fairgate_context_err(const fairgate_context* ctx, char** error) {
+  return Guarded(error, [&]() -> Status {
+    if (Status s = Given({{ctx, "the context"}}); !s.ok()) return s;
+    return ctx->ctx->Err();
+  });
+}
+
+int fairgate_context_wait(const fairgate_context* ctx, double timeout_seconds) {
+  if (ctx == nullptr) return 0;
+  try {
+    if (timeout_seconds < 0) {
+      ctx->ctx->Wait();
+      return 1;
+    }
+    return ctx->ctx->WaitFor(std::chrono::duration_cast<fairgate::Context::Clock::duration>(
+               fairgate::Seconds(timeout_seconds)))
+               ? 1
+               : 0;
+  } catch (...) {
+    Abort("fairgate_context_wait");
+  }
+}
+
+char* fairgate_context_worker(const fairgate_context* ctx) {
+  return Copy(ctx == nullptr ? std::string_view() : ctx->ctx->Worker());
+}
+
+uint64_t fairgate_context_fencing_token(const fairgate_context* ctx) {
+  return ctx == nullptr ? 0 : ctx->ctx->FencingToken();
+}
+
+fairgate_code fairgate_periodic_options_init_version(fairgate_periodic_options* out,
+                                                     uint32_t version) {
   const fairgate::PeriodicOptions defaults;
-  *options = fairgate_periodic_options{};
-  options->version = FAIRGATE_PERIODIC_OPTIONS_VERSION;
+  fairgate_periodic_options c{};
+  fairgate_periodic_options* options = &c;
   options->jitter = defaults.jitter;
   options->first_run_at_once = defaults.first_run_at_once ? 1 : 0;
+  return InitVersion(out, c, version, {sizeof(fairgate_periodic_options)});
 }
 
 fairgate_code fairgate_submit_every(fairgate_scheduler* scheduler, const fairgate_job* job,
@@ -674,7 +954,7 @@ fairgate_code fairgate_submit_every(fairgate_scheduler* scheduler, const fairgat
   return Guarded(error, [&]() -> Status {
     if (Status s = Given(scheduler, job); !s.ok()) return s;
     if (run == nullptr) return absl::InvalidArgumentError("the job's function is NULL");
-    if (Status s = NoCostHint(*job, "job", "a periodic job"); !s.ok()) return s;
+    if (Status s = NoJobOptions(*job, "job", "a periodic job"); !s.ok()) return s;
     fairgate::PeriodicOptions options;
     if (c != nullptr) {
       if (Status s =
@@ -741,12 +1021,7 @@ fairgate_code fairgate_set_key_limits(fairgate_scheduler* scheduler, const char*
         !s.ok()) {
       return s;
     }
-    fairgate::KeyLimits limits;
-    limits.max_running = c->max_running == 0 ? fairgate::KeyLimits::kNoLimit : c->max_running;
-    limits.min_running = c->min_running;
-    limits.rate_limit = {c->rate_per_second, c->rate_burst == 0 ? 1.0 : c->rate_burst};
-    limits.rate_per_weight = c->rate_per_weight != 0;
-    return scheduler->impl->SetKeyLimits(fairness_key, limits);
+    return scheduler->impl->SetKeyLimits(fairness_key, KeyLimitsOf(*c));
   });
 }
 
@@ -775,10 +1050,7 @@ fairgate_code fairgate_set_group_limits(fairgate_scheduler* scheduler, const cha
                                         int max_running, int min_running, char** error) {
   return Guarded(error, [&] {
     if (Status s = Given({{scheduler, "the scheduler"}, {group, "the group"}}); !s.ok()) return s;
-    fairgate::GroupLimits limits;
-    limits.max_running = max_running == 0 ? fairgate::GroupLimits::kNoLimit : max_running;
-    limits.min_running = min_running;
-    return scheduler->impl->SetGroupLimits(group, limits);
+    return scheduler->impl->SetGroupLimits(group, GroupLimitsOf(max_running, min_running));
   });
 }
 
@@ -870,6 +1142,29 @@ char* fairgate_snapshot_json(fairgate_scheduler* scheduler) {
   }
 }
 
+char* fairgate_snapshot_json_heaviest(fairgate_scheduler* scheduler, size_t heaviest_keys) {
+  if (scheduler == nullptr) return nullptr;
+  try {
+    return Copy(fairgate::ToJson(scheduler->impl->Snapshot(heaviest_keys)));
+  } catch (...) {
+    Abort("fairgate_snapshot_json_heaviest");
+  }
+}
+
+fairgate_code fairgate_max_wait_to_ceiling(fairgate_scheduler* scheduler, const char* type,
+                                           double* seconds, char** error) {
+  return Guarded(error, [&]() -> Status {
+    if (Status s = Given({{scheduler, "the scheduler"}, {type, "the type"}, {seconds, "seconds"}});
+        !s.ok()) {
+      return s;
+    }
+    const fairgate::StatusOr<fairgate::Seconds> wait = scheduler->impl->MaxWaitToCeiling(type);
+    if (!wait.ok()) return wait.status();
+    *seconds = wait->count();
+    return absl::OkStatus();
+  });
+}
+
 char* fairgate_metrics_text(fairgate_scheduler* scheduler) {
   if (scheduler == nullptr) return nullptr;
   try {
@@ -881,16 +1176,16 @@ char* fairgate_metrics_text(fairgate_scheduler* scheduler) {
   }
 }
 
-void fairgate_sqlite_options_init(fairgate_sqlite_options* options) {
-  if (options == nullptr) return;
+fairgate_code fairgate_sqlite_options_init_version(fairgate_sqlite_options* out, uint32_t version) {
   const fairgate::SqliteStoreOptions defaults;
-  *options = fairgate_sqlite_options{};
-  options->version = FAIRGATE_SQLITE_OPTIONS_VERSION;
+  fairgate_sqlite_options c{};
+  fairgate_sqlite_options* options = &c;
   options->synchronous = defaults.synchronous == fairgate::SqliteStoreOptions::Sync::kFull
                              ? FAIRGATE_SQLITE_SYNC_FULL
                              : FAIRGATE_SQLITE_SYNC_NORMAL;
   options->busy_timeout_seconds = defaults.busy_timeout.count();
   options->max_job_bytes = defaults.max_job_bytes;
+  return InitVersion(out, c, version, {sizeof(fairgate_sqlite_options)});
 }
 
 fairgate_store* fairgate_sqlite_store_open(const char* path, const fairgate_sqlite_options* c,
@@ -918,14 +1213,15 @@ fairgate_store* fairgate_sqlite_store_open(const char* path, const fairgate_sqli
   });
 }
 
-void fairgate_postgres_options_init(fairgate_postgres_options* options) {
-  if (options == nullptr) return;
+fairgate_code fairgate_postgres_options_init_version(fairgate_postgres_options* out,
+                                                     uint32_t version) {
   const fairgate::PostgresStoreOptions defaults;
-  *options = fairgate_postgres_options{};
-  options->version = FAIRGATE_POSTGRES_OPTIONS_VERSION;
+  fairgate_postgres_options c{};
+  fairgate_postgres_options* options = &c;
   options->replica = nullptr;
   options->connections = defaults.connections;
   options->max_job_bytes = defaults.max_job_bytes;
+  return InitVersion(out, c, version, {sizeof(fairgate_postgres_options)});
 }
 
 fairgate_store* fairgate_postgres_store_open(const char* conninfo,
@@ -957,15 +1253,15 @@ void fairgate_store_free(fairgate_store* store) {
   }
 }
 
-void fairgate_retry_policy_init(fairgate_retry_policy* policy) {
-  if (policy == nullptr) return;
+fairgate_code fairgate_retry_policy_init_version(fairgate_retry_policy* out, uint32_t version) {
   const fairgate::RetryPolicy defaults;
-  *policy = fairgate_retry_policy{};
-  policy->version = FAIRGATE_RETRY_POLICY_VERSION;
+  fairgate_retry_policy c{};
+  fairgate_retry_policy* policy = &c;
   policy->max_attempts = defaults.max_attempts;
   policy->initial_backoff_seconds = defaults.initial_backoff.count();
   policy->max_backoff_seconds = defaults.max_backoff.count();
   policy->multiplier = defaults.multiplier;
+  return InitVersion(out, c, version, {sizeof(fairgate_retry_policy)});
 }
 
 fairgate_code fairgate_register_durable(fairgate_scheduler* scheduler, const char* type,
@@ -1028,7 +1324,7 @@ fairgate_code fairgate_submit_durable(fairgate_scheduler* scheduler, const fairg
                                       char** error) {
   return Guarded(error, [&]() -> Status {
     if (Status s = Given(scheduler, job); !s.ok()) return s;
-    if (Status s = NoCostHint(*job, "job", "a durable job"); !s.ok()) return s;
+    if (Status s = NoJobOptions(*job, "job", "a durable job"); !s.ok()) return s;
     std::string_view bytes;
     if (Status s = PayloadOf(payload, payload_size, "the payload", &bytes); !s.ok()) return s;
     fairgate::StatusOr<std::uint64_t> stored = scheduler->impl->SubmitDurable(NameOf(*job), bytes);
@@ -1052,13 +1348,8 @@ fairgate_code fairgate_submit_durable_batch(fairgate_scheduler* scheduler,
     for (size_t i = 0; i < count; ++i) {
       const fairgate_durable_submission& given = jobs[i];
       const std::string what = "jobs[" + std::to_string(i) + "]";
-      if (Status s = Given({{given.job.type, "a job's type"},
-                            {given.job.id, "a job's id"},
-                            {given.job.fairness_key, "a job's fairness_key"}});
-          !s.ok()) {
-        return absl::InvalidArgumentError(what + ": " + std::string(s.message()));
-      }
-      if (Status s = NoCostHint(given.job, what + ".job", "a durable job"); !s.ok()) return s;
+      if (Status s = NamesAndFlagsOf(given.job, what + ".job"); !s.ok()) return s;
+      if (Status s = NoJobOptions(given.job, what + ".job", "a durable job"); !s.ok()) return s;
       std::string_view bytes;
       if (Status s = PayloadOf(given.payload, given.payload_size, what + ".payload", &bytes);
           !s.ok()) {
@@ -1121,6 +1412,10 @@ fairgate_code fairgate_flush_state(fairgate_scheduler* scheduler, char** error) 
 
 char* fairgate_permit_worker(const fairgate_permit* permit) {
   return Copy(permit == nullptr ? std::string_view() : permit->permit.Worker());
+}
+
+uint64_t fairgate_permit_fencing_token(const fairgate_permit* permit) {
+  return permit == nullptr ? 0 : permit->permit.FencingToken();
 }
 
 }  // extern "C"

@@ -1,6 +1,7 @@
 #include "runtime/decision_log.h"
 
 #include "runtime/admission_evidence.h"
+#include "runtime/detached_status.h"
 
 namespace fairgate::internal {
 namespace {
@@ -45,7 +46,7 @@ void DecisionLog::Rejected(std::string_view type, std::string_view id, std::stri
   metrics_.Rejected(why.code());
   if (!delivery_.wants_events()) return;
   JobEvent e = EventAbout(JobEvent::Kind::kReject, now, type, id, key);
-  e.status = why;
+  e.status = Detached(why);  // read and freed on the delivery thread
   events_.push_back(std::move(e));
 }
 
@@ -79,7 +80,7 @@ void DecisionLog::Completed(const core::JobView& job, const Status& status, doub
   JobEvent e = EventOf(JobEvent::Kind::kComplete, job, now);
   e.wait = 0;
   e.run_time = run_time;
-  e.status = status;
+  e.status = Detached(status);  // read and freed on the delivery thread
   e.accumulated_cost = core_.AccumulatedCost(job.key).value_or(0);
   events_.push_back(std::move(e));
 }
@@ -103,7 +104,7 @@ void DecisionLog::LeftPendingEvent(JobEvent::Kind kind, const core::JobView& job
   if (!delivery_.wants_events()) return;
   JobEvent e = EventOf(kind, job, now);
   e.accumulated_cost = core_.AccumulatedCost(job.key).value_or(0);
-  e.status = why;
+  e.status = Detached(why);  // read and freed on the delivery thread
   events_.push_back(std::move(e));
 }
 

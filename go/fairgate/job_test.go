@@ -1,0 +1,80 @@
+package fairgate
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+func TestRefuseWithoutTokenIsRefusedAtOnce(t *testing.T) {
+	s := newScheduler(t, quietly(Options{}))
+	register(t, s, "api", TypeConfig{Priority: 8, RatePerSecond: 0.001})
+	job := Job{Type: "api", ID: "list", Key: "alice"}
+	if err := s.RunSync(context.Background(), job, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err) // took the one token
+	}
+	_, err := s.Acquire(context.Background(), job.WithRefuseWithoutToken())
+	var e *Error
+	if !errors.As(err, &e) || e.Code != ResourceExhausted || e.RetryAfter.Seconds() < 900 {
+		t.Fatalf("Acquire without a token: %v, want ResourceExhausted with a retry-after", err)
+	}
+	if _, err := s.SubmitDurable(job.WithRefuseWithoutToken(), nil); CodeOf(err) != InvalidArgument {
+		t.Errorf("SubmitDurable with a job's option: %v, want InvalidArgument", err)
+	}
+	// Without it, the same call waits for the next token: queued, not refused.
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan error, 1)
+	go func() {
+		_, err := s.Acquire(ctx, job)
+		waited <- err
+	}()
+	eventually(t, "the call queued", func() bool { return state(t, s).Pending == 1 })
+	cancel()
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Errorf("the queued call: %v, want Canceled once its context was", err)
+	}
+}
+
+func TestAJobKnowsItsWorker(t *testing.T) {
+	s := newScheduler(t, quietly(Options{}))
+	register(t, s, "build", TypeConfig{Priority: 4})
+	if err := s.AddWorker("w1", 1, []string{"build"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	job := Job{Type: "build", ID: "a", Key: "k"}
+	var worker string
+	var token uint64 = 99
+	if err := s.RunSync(context.Background(), job, func(ctx context.Context) error {
+		worker, token = WorkerOf(ctx), FencingTokenOf(ctx)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if worker != "w1" || token != 0 {
+		t.Errorf("RunSync's function saw worker %q, token %d; want w1 and 0 (no fleet lease)", worker, token)
+	}
+	done := make(chan string, 1)
+	if err := s.Submit(job, func(ctx context.Context) error {
+		done <- WorkerOf(ctx)
+		return nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-done; got != "w1" {
+		t.Errorf("Submit's function saw worker %q, want w1", got)
+	}
+	p, err := s.Acquire(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Worker() != "w1" || p.FencingToken() != 0 {
+		t.Errorf("the permit's worker %q, token %d; want w1 and 0", p.Worker(), p.FencingToken())
+	}
+	p.Release(nil)
+	if p.Worker() != "" {
+		t.Errorf("a released permit names worker %q", p.Worker())
+	}
+	if WorkerOf(context.Background()) != "" || FencingTokenOf(context.Background()) != 0 {
+		t.Error("a context of no job names a worker or a token")
+	}
+}

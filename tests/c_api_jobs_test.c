@@ -1,0 +1,300 @@
+/* fairgate/c.h's per-job options and a job's context from C: fairgate_job.flags (refused without
+ * a token, joining a running job, submitted again after its worker was lost, unknown bits
+ * refused) and what a running job reads from its context (its worker, why it is done, a wait
+ * that ends when it is). Built as C99 with -Wall -Werror; run by CTest (label "runtime": under
+ * ThreadSanitizer too) and under AddressSanitizer. Waits are for the events checked, bounded
+ * (10 s), never for a time. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "c_check.h"
+#include "fairgate/c.h"
+
+static fairgate_job job_of(const char* type, const char* id, const char* key, uint32_t flags) {
+  fairgate_job job;
+  job.type = type;
+  job.id = id;
+  job.fairness_key = key;
+  job.cost = -1;
+  job.flags = flags;
+  return job;
+}
+
+static void quiet(void* user, const char* warning) {
+  (void)user;
+  (void)warning;
+}
+
+static fairgate_scheduler* create(fairgate_options* options) {
+  fairgate_scheduler* scheduler;
+  options->warn = quiet;
+  scheduler = fairgate_scheduler_create(options, NULL, NULL);
+  CHECK(scheduler != NULL);
+  return scheduler;
+}
+
+typedef struct Admission {
+  int calls;
+  fairgate_code code;
+} Admission;
+
+static void on_admitted(void* user, fairgate_permit* permit, fairgate_code code,
+                        const char* message) {
+  Admission* admission = (Admission*)user;
+  (void)message;
+  fairgate_permit_release(permit, FAIRGATE_OK, NULL);
+  pthread_mutex_lock(&mutex);
+  ++admission->calls;
+  admission->code = code;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mutex);
+}
+
+/* One token a thousand seconds: the second call finds none. With the flag it is refused at once,
+ * saying when to retry; without it, it waits. */
+static void test_refused_without_a_token(void) {
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_scheduler* scheduler;
+  fairgate_permit* permit = NULL;
+  fairgate_pending* pending = NULL;
+  fairgate_job job = job_of("api", "list", "alice", 0);
+  Admission refused, waiting;
+  char* error = NULL;
+  double seconds = 0;
+  memset(&refused, 0, sizeof refused);
+  memset(&waiting, 0, sizeof waiting);
+  fairgate_options_init(&options);
+  options.rate_per_second = 0.001;
+  options.rate_burst = 1;
+  scheduler = create(&options);
+  if (scheduler == NULL) return;
+  fairgate_type_config_init(&config);
+  config.priority = 8;
+  CHECK(fairgate_register_type(scheduler, "api", &config, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_try_acquire(scheduler, &job, &permit, NULL) == FAIRGATE_OK);
+  fairgate_permit_release(permit, FAIRGATE_OK, NULL);
+
+  job.flags = FAIRGATE_JOB_REFUSE_WITHOUT_TOKEN;
+  CHECK(fairgate_acquire(scheduler, &job, on_admitted, &refused, NULL, &error) ==
+        FAIRGATE_RESOURCE_EXHAUSTED);
+  CHECK(fairgate_retry_after(error, &seconds) == 1 && seconds > 900);
+  fairgate_free(error);
+  error = NULL;
+
+  job.flags = 8;
+  CHECK(fairgate_acquire(scheduler, &job, on_admitted, &refused, NULL, &error) ==
+        FAIRGATE_INVALID_ARGUMENT);
+  CHECK(error != NULL && strstr(error, "job.flags has bits no FAIRGATE_JOB_* names: 8") != NULL);
+  fairgate_free(error);
+
+  job.flags = 0;
+  CHECK(fairgate_acquire(scheduler, &job, on_admitted, &waiting, &pending, NULL) == FAIRGATE_OK);
+  CHECK(read_locked(&waiting.calls) == 0); /* queued for the next token */
+  fairgate_pending_cancel(pending);
+  CHECK(wait_for(&waiting.calls, 1) && waiting.code == FAIRGATE_CANCELLED);
+  fairgate_pending_free(pending);
+  fairgate_scheduler_destroy(scheduler);
+  CHECK(refused.calls == 0);
+}
+
+/* A submitted job's body that runs until `gate` opens, and what it saw. */
+typedef struct Body {
+  int runs;
+  int done;
+  fairgate_code code;
+  char workers[2][16];
+  fairgate_code context_err; /* after a worker's loss woke its wait */
+} Body;
+
+static int gate = 0;
+
+static fairgate_code run_until_gate(void* user, const fairgate_context* ctx, char** error) {
+  Body* body = (Body*)user;
+  struct timespec deadline;
+  (void)ctx;
+  (void)error;
+  pthread_mutex_lock(&mutex);
+  ++body->runs;
+  pthread_cond_broadcast(&changed);
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += 10;
+  while (!gate) {
+    if (pthread_cond_timedwait(&changed, &mutex, &deadline) != 0) break;
+  }
+  pthread_mutex_unlock(&mutex);
+  return FAIRGATE_OK;
+}
+
+static void on_done(void* user, fairgate_code code, const char* message) {
+  Body* body = (Body*)user;
+  (void)message;
+  pthread_mutex_lock(&mutex);
+  ++body->done;
+  body->code = code;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mutex);
+}
+
+/* Of a coalescing type, a Submit with FAIRGATE_JOB_JOIN_RUNNING joins the run under way; one
+ * without it is queued to run after. */
+static void test_join_running(void) {
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_scheduler* scheduler;
+  fairgate_job job = job_of("mirror", "linux.git", "alice", 0);
+  Body first, joined, later;
+  memset(&first, 0, sizeof first);
+  memset(&joined, 0, sizeof joined);
+  memset(&later, 0, sizeof later);
+  gate = 0;
+  fairgate_options_init(&options);
+  scheduler = create(&options);
+  if (scheduler == NULL) return;
+  fairgate_type_config_init(&config);
+  config.priority = 4;
+  config.coalesce = FAIRGATE_COALESCE_JOIN;
+  CHECK(fairgate_register_type(scheduler, "mirror", &config, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_submit(scheduler, &job, run_until_gate, on_done, &first, NULL) == FAIRGATE_OK);
+  CHECK(wait_for(&first.runs, 1));
+  job.flags = FAIRGATE_JOB_JOIN_RUNNING;
+  CHECK(fairgate_submit(scheduler, &job, run_until_gate, on_done, &joined, NULL) == FAIRGATE_OK);
+  job.flags = 0;
+  CHECK(fairgate_submit(scheduler, &job, run_until_gate, on_done, &later, NULL) == FAIRGATE_OK);
+  pthread_mutex_lock(&mutex);
+  gate = 1;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mutex);
+  CHECK(wait_for(&first.done, 1) && wait_for(&joined.done, 1) && wait_for(&later.done, 1));
+  fairgate_scheduler_destroy(scheduler);
+  CHECK(first.runs == 1 && first.code == FAIRGATE_OK);
+  CHECK(joined.runs == 0 && joined.code == FAIRGATE_OK); /* told the first run's status */
+  CHECK(later.runs == 1 && later.code == FAIRGATE_OK);
+}
+
+/* A body that records its worker, and on the first run waits on its context until the worker is
+ * removed. */
+static fairgate_code run_on_worker(void* user, const fairgate_context* ctx, char** error) {
+  Body* body = (Body*)user;
+  char* worker = fairgate_context_worker(ctx);
+  int run;
+  (void)error;
+  pthread_mutex_lock(&mutex);
+  run = body->runs++;
+  if (run < 2) snprintf(body->workers[run], sizeof body->workers[run], "%s", worker);
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mutex);
+  fairgate_free(worker);
+  if (run == 0) {
+    CHECK(fairgate_context_wait(ctx, 10) == 1); /* ends when the worker goes */
+    CHECK(fairgate_context_done(ctx) == 1);
+    body->context_err = fairgate_context_err(ctx, NULL);
+  }
+  return FAIRGATE_OK;
+}
+
+/* Two workers; the first run's worker is removed while it runs. With the flag the job runs again
+ * on the other and its callback is told once, of that run; without it, of the loss. */
+static void run_losing_a_worker(uint32_t flags, Body* body) {
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_scheduler* scheduler;
+  fairgate_job job = job_of("build", "a", "k", flags);
+  const char* types[] = {"build"};
+  char lost[16];
+  fairgate_options_init(&options);
+  scheduler = create(&options);
+  if (scheduler == NULL) return;
+  fairgate_type_config_init(&config);
+  CHECK(fairgate_register_type(scheduler, "build", &config, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_add_worker(scheduler, "w1", 1, types, 1, NULL, 0, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_add_worker(scheduler, "w2", 1, types, 1, NULL, 0, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_submit(scheduler, &job, run_on_worker, on_done, body, NULL) == FAIRGATE_OK);
+  CHECK(wait_for(&body->runs, 1));
+  pthread_mutex_lock(&mutex);
+  snprintf(lost, sizeof lost, "%s", body->workers[0]);
+  pthread_mutex_unlock(&mutex);
+  CHECK(fairgate_remove_worker(scheduler, lost, NULL) == FAIRGATE_OK);
+  CHECK(wait_for(&body->done, 1));
+  fairgate_scheduler_destroy(scheduler);
+  CHECK(body->done == 1);
+  CHECK(strcmp(lost, "w1") == 0 || strcmp(lost, "w2") == 0);
+  CHECK(body->context_err == FAIRGATE_UNAVAILABLE);
+}
+
+static void test_requeue_on_worker_loss(void) {
+  Body requeued, lost;
+  memset(&requeued, 0, sizeof requeued);
+  memset(&lost, 0, sizeof lost);
+  run_losing_a_worker(FAIRGATE_JOB_REQUEUE_ON_WORKER_LOSS, &requeued);
+  CHECK(requeued.runs == 2 && requeued.code == FAIRGATE_OK);
+  CHECK(requeued.workers[1][0] != '\0' && strcmp(requeued.workers[0], requeued.workers[1]) != 0);
+  run_losing_a_worker(0, &lost);
+  CHECK(lost.runs == 1 && lost.code == FAIRGATE_UNAVAILABLE);
+}
+
+/* Without workers, a context names none, holds no lease, and a wait with no time left returns
+ * at once; NULL is answered as c.h says. */
+static fairgate_code run_plain(void* user, const fairgate_context* ctx, char** error) {
+  Body* body = (Body*)user;
+  char* worker = fairgate_context_worker(ctx);
+  (void)error;
+  CHECK(worker != NULL && worker[0] == '\0');
+  fairgate_free(worker);
+  CHECK(fairgate_context_fencing_token(ctx) == 0);
+  CHECK(fairgate_context_wait(ctx, 0) == 0);
+  CHECK(fairgate_context_err(ctx, NULL) == FAIRGATE_OK);
+  pthread_mutex_lock(&mutex);
+  ++body->runs;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mutex);
+  return FAIRGATE_OK;
+}
+
+static void test_plain_context(void) {
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_scheduler* scheduler;
+  fairgate_permit* permit = NULL;
+  fairgate_job job = job_of("gc", "a", "k", 0);
+  Body body;
+  char* worker = fairgate_context_worker(NULL);
+  char* error = NULL;
+  CHECK(worker != NULL && worker[0] == '\0');
+  fairgate_free(worker);
+  CHECK(fairgate_context_wait(NULL, -1) == 0 && fairgate_context_fencing_token(NULL) == 0);
+  CHECK(fairgate_context_err(NULL, &error) == FAIRGATE_INVALID_ARGUMENT);
+  CHECK(error != NULL && strstr(error, "the context is NULL") != NULL);
+  fairgate_free(error);
+  CHECK(fairgate_permit_fencing_token(NULL) == 0);
+  memset(&body, 0, sizeof body);
+  fairgate_options_init(&options);
+  scheduler = create(&options);
+  if (scheduler == NULL) return;
+  fairgate_type_config_init(&config);
+  CHECK(fairgate_register_type(scheduler, "gc", &config, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_submit(scheduler, &job, run_plain, NULL, &body, NULL) == FAIRGATE_OK);
+  CHECK(wait_for(&body.runs, 1));
+  CHECK(fairgate_try_acquire(scheduler, &job, &permit, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_permit_fencing_token(permit) == 0);
+  fairgate_permit_release(permit, FAIRGATE_OK, NULL);
+  fairgate_scheduler_destroy(scheduler);
+}
+
+int main(void) {
+  test_refused_without_a_token();
+  test_join_running();
+  test_requeue_on_worker_loss();
+  test_plain_context();
+  if (failures > 0) {
+    fprintf(stderr, "%d check(s) failed\n", failures);
+    return 1;
+  }
+  printf("fairgate_c_api_jobs_test: all checks passed\n");
+  return 0;
+}
