@@ -152,3 +152,17 @@ func fairgateGoKeyGroup(user unsafe.Pointer, key *C.char) *C.char {
 
 // seconds as a Duration.
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// fairgateGoReading is the C interface's reading function of AdaptiveCapacity.StalledSeconds and
+// PressureSignal.Read: `user` is the cgo.Handle of the Go function, kept until the scheduler is
+// closed. On the C library's timer thread.
+//
+//export fairgateGoReading
+func fairgateGoReading(user unsafe.Pointer, value *C.double) C.fairgate_code {
+	v, err := cgo.Handle(uintptr(user)).Value().(reading)()
+	if err != nil {
+		return C.FAIRGATE_UNAVAILABLE
+	}
+	*value = C.double(v)
+	return C.FAIRGATE_OK
+}

@@ -103,6 +103,17 @@ type Options struct {
 	// that groups of keys (tenants) follow a rule of yours. It is called with the scheduler's lock
 	// held: it must be quick and must not call the scheduler.
 	KeyGroup func(key string) string
+	// AdaptiveCapacity lets the cap follow pressure (nil: off).
+	AdaptiveCapacity *AdaptiveCapacity
+	// The rest are fairgate's defaults when 0 (fairgate/options.h, fairgate/rule_options.h).
+	LendingKeptBack               float64       // the share of the cap kept from borrowers: 0.25
+	LatencyCapacityInterval       time.Duration // 1 s
+	LatencyCapacityRemeasureEvery int           // 60 intervals
+	SoleWorkerReserveAfter        time.Duration // 30 s; below 0: never
+	SweepBatch                    int           // 1,024 keys or estimates a sweep
+	FiberStackBytes               int           // 256 KiB
+	SweepInterval                 time.Duration // 1 s
+	ObserverQueueLimit            int           // 65,536 events
 }
 
 // GroupLimits bound a group of keys' running jobs (fairgate/group_limits.h).
@@ -126,6 +137,9 @@ type FleetOptions struct {
 	ConflictGroups []string
 	// TypeCaps caps a type's jobs running at once in the whole fleet (type -> cap, each >= 1).
 	TypeCaps map[string]int
+	// TokenLease is how many seconds of a fleet-wide rate limit's tokens a replica takes at once.
+	// 0: 0.1 s.
+	TokenLease time.Duration
 }
 
 // A Scheduler decides when jobs run. Its methods may be called from any goroutine.
@@ -197,8 +211,9 @@ func New(options Options) (*Scheduler, error) {
 		}
 		c.fleet_type_caps = &caps[0]
 	}
-	hooks, err := setRest(&c, options)
+	handles, err := setRest(&c, options, &mem)
 	if err != nil {
+		deleteHandles(handles)
 		return nil, err
 	}
 	var code C.fairgate_code
@@ -219,17 +234,11 @@ func New(options Options) (*Scheduler, error) {
 		create()
 	}
 	if scheduler == nil {
-		if hooks != 0 {
-			hooks.Delete()
-		}
+		deleteHandles(handles)
 		return nil, errorOf(code, message)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Scheduler{c: scheduler, ctx: ctx, cancel: cancel}
-	if hooks != 0 {
-		s.handles = append(s.handles, hooks)
-	}
-	return s, nil
+	return &Scheduler{c: scheduler, ctx: ctx, cancel: cancel, handles: handles}, nil
 }
 
 // Close shuts the scheduler down: waiting calls return an error with code Canceled, the contexts
@@ -253,9 +262,7 @@ func (s *Scheduler) Close() error {
 		s.c = nil
 		s.live.Unlock()
 		s.handlesMu.Lock()
-		for _, h := range s.handles {
-			h.Delete()
-		}
+		deleteHandles(s.handles)
 		for _, p := range s.periodics {
 			p.free()
 		}
@@ -263,6 +270,12 @@ func (s *Scheduler) Close() error {
 		s.handlesMu.Unlock()
 	})
 	return err
+}
+
+func deleteHandles(handles []cgo.Handle) {
+	for _, h := range handles {
+		h.Delete()
+	}
 }
 
 // Drain refuses new calls but runs everything queued first (resuming what is paused), then

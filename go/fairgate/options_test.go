@@ -2,6 +2,7 @@ package fairgate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -237,6 +238,12 @@ func TestBadRuleOptionsAreNamed(t *testing.T) {
 		"shortest_first_aging": {ShortestFirstAging: -1},
 		"default_key_limits":   {DefaultKeyLimits: KeyLimits{MinRunning: -1}},
 		"default_group_limits": {DefaultGroupLimits: GroupLimits{MinRunning: -1}},
+		"fiber_stack_bytes":    {FiberStackBytes: 1024},
+		"FiberStackBytes":      {FiberStackBytes: -1},
+		"SweepBatch":           {SweepBatch: -1},
+		"kept_back":            {LendingKeptBack: 1.5},
+		"remeasure_every":      {LatencyCapacityMin: 1, LatencyCapacityRemeasureEvery: 1},
+		"decrease":             {AdaptiveCapacity: &AdaptiveCapacity{Min: 1, Interval: time.Second, High: 0.2, Decrease: 2}},
 		"Reconcile":            {Reconcile: Switch(7)},
 		"Lending":              {Lending: Switch(-1)},
 	} {
@@ -245,5 +252,40 @@ func TestBadRuleOptionsAreNamed(t *testing.T) {
 		if !errors.As(err, &e) || e.Code != InvalidArgument || !strings.Contains(e.Message, name) {
 			t.Errorf("%s: %v, want InvalidArgument naming it", name, err)
 		}
+	}
+}
+
+func TestAdaptiveCapacityFollowsReadingsFromGo(t *testing.T) {
+	var mu sync.Mutex
+	cpuReads, memoryReads := 0, 0
+	capacity := NewAdaptiveCapacity(2)
+	capacity.Interval = 10 * time.Millisecond
+	capacity.StalledSeconds = func() (float64, error) {
+		mu.Lock()
+		cpuReads++
+		mu.Unlock()
+		return 0, nil // CPU never stalls
+	}
+	capacity.Signals = []PressureSignal{{Source: MemoryUse, High: 0.5, Low: 0.1,
+		Read: func() (float64, error) {
+			mu.Lock()
+			memoryReads++
+			mu.Unlock()
+			return 0.9, nil // memory in use stays above its high
+		}}}
+	s := newScheduler(t, quietly(Options{MaxConcurrency: 8, AdaptiveCapacity: &capacity}))
+	var snap struct {
+		Capacity int `json:"capacity"`
+	}
+	eventually(t, "the cap down to its min", func() bool {
+		if err := json.Unmarshal(s.Snapshot(), &snap); err != nil {
+			t.Fatal(err)
+		}
+		return snap.Capacity == 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if cpuReads < 4 || memoryReads < 4 { // 8 -> 6 -> 4 -> 3 -> 2
+		t.Errorf("%d CPU and %d memory readings for four shrinks", cpuReads, memoryReads)
 	}
 }
