@@ -49,13 +49,19 @@ func BenchmarkRunSyncNoopFrom1000Goroutines(b *testing.B) {
 }
 
 // Submit bursts: b.N jobs queued at once, each doing nothing.
-func BenchmarkSubmitBurst(b *testing.B) {
+func BenchmarkSubmitBurst(b *testing.B) { submitBurst(b, CoalesceOff) }
+
+// A burst of a coalescing type's jobs (each of an id of its own, so none joins), which the C
+// library's Submit queues and runs (each function a callback on its pool's thread).
+func BenchmarkSubmitBurstInC(b *testing.B) { submitBurst(b, CoalesceJoin) }
+
+func submitBurst(b *testing.B, coalesce Coalesce) {
 	s, err := New(Options{MaxConcurrency: 8})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.RegisterType("build", TypeConfig{Priority: 8}); err != nil {
+	if err := s.RegisterType("build", TypeConfig{Priority: 8, Coalesce: coalesce}); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
@@ -63,7 +69,7 @@ func BenchmarkSubmitBurst(b *testing.B) {
 	var wg sync.WaitGroup
 	wg.Add(b.N)
 	for i := 0; i < b.N; i++ {
-		if err := s.Submit(Job{Type: "build", ID: strconv.Itoa(i % 64), Key: strconv.Itoa(i % 16)},
+		if err := s.Submit(Job{Type: "build", ID: strconv.Itoa(i), Key: strconv.Itoa(i % 16)},
 			func(context.Context) error { return nil }, func(error) { wg.Done() }); err != nil {
 			b.Fatal(err)
 		}

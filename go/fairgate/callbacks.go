@@ -95,13 +95,18 @@ func fairgateGoPeriodicDone(user unsafe.Pointer, code C.fairgate_code, message *
 // (ctx.Err() once Close cancelled it: cut short), else Unknown.
 func codeFor(err error, message **C.char) C.fairgate_code {
 	*message = C.CString(err.Error())
+	return C.fairgate_code(goCode(err))
+}
+
+// goCode is the code of a Go function's error as codeFor reports it.
+func goCode(err error) Code {
 	if code := CodeOf(err); code != Unknown {
-		return C.fairgate_code(code)
+		return code
 	}
 	if errors.Is(err, context.Canceled) {
-		return C.FAIRGATE_CANCELLED
+		return Canceled
 	}
-	return C.FAIRGATE_UNKNOWN
+	return Unknown
 }
 
 // fairgateGoEvent is the C interface's event callback of a scheduler with Options.OnEvent:
@@ -165,4 +170,36 @@ func fairgateGoReading(user unsafe.Pointer, value *C.double) C.fairgate_code {
 	}
 	*value = C.double(v)
 	return C.FAIRGATE_OK
+}
+
+// fairgateGoSubmitRun is the C interface's job function of a Submit this package hands to the C
+// library (submitInC): `user` is the cgo.Handle of its submission, deleted by
+// fairgateGoSubmitDone. It runs the Go function on the library's pool thread, with the
+// scheduler's context carrying what the job's context says of its worker and lease.
+//
+//export fairgateGoSubmitRun
+func fairgateGoSubmitRun(user unsafe.Pointer, ctx *C.fairgate_context,
+	message **C.char) C.fairgate_code {
+	j := cgo.Handle(uintptr(user)).Value().(*submitted)
+	worker := C.fairgate_context_worker(ctx)
+	info := ranJob{worker: C.GoString(worker), token: uint64(C.fairgate_context_fencing_token(ctx))}
+	C.fairgate_free(worker)
+	err := j.run(context.WithValue(j.ctx, jobKey{}, info))
+	if err == nil {
+		return C.FAIRGATE_OK
+	}
+	return codeFor(err, message)
+}
+
+// fairgateGoSubmitDone is the C interface's done callback of such a Submit, called exactly once:
+// it passes the job's end on to done and deletes the submission's handle.
+//
+//export fairgateGoSubmitDone
+func fairgateGoSubmitDone(user unsafe.Pointer, code C.fairgate_code, message *C.char) {
+	h := cgo.Handle(uintptr(user))
+	j := h.Value().(*submitted)
+	h.Delete()
+	if j.done != nil {
+		j.done(j.result(Code(code), message))
+	}
 }

@@ -156,6 +156,9 @@ type Scheduler struct {
 	handlesMu sync.Mutex
 	handles   []cgo.Handle
 	periodics []*Periodic
+	// coalescing are the registered types whose TypeConfig.Coalesce is not CoalesceOff.
+	typesMu    sync.RWMutex
+	coalescing map[string]bool
 }
 
 // errClosed is what a method called after Close returns.
@@ -297,7 +300,8 @@ func (s *Scheduler) Drain(timeout time.Duration) error {
 	return err
 }
 
-// Coalesce says what a request for an id that already has a job does (TypeConfig.Coalesce).
+// Coalesce says what a request for an id that already has a job does (TypeConfig.Coalesce): in
+// this package, a Submit or a SubmitDurable (Acquire and RunSync never join).
 type Coalesce int
 
 // The coalescing modes.
@@ -364,10 +368,19 @@ func (s *Scheduler) RegisterType(name string, config TypeConfig) error {
 	if config.ShedInterval != 0 {
 		c.shed_interval_seconds = C.double(config.ShedInterval.Seconds())
 	}
-	return s.use(func(sc *C.fairgate_scheduler) error {
+	err := s.use(func(sc *C.fairgate_scheduler) error {
 		var message *C.char
 		return errorOf(C.fairgate_register_type(sc, mem.string(name), &c, &message), message)
 	})
+	if err == nil && config.Coalesce != CoalesceOff {
+		s.typesMu.Lock()
+		if s.coalescing == nil {
+			s.coalescing = map[string]bool{}
+		}
+		s.coalescing[name] = true
+		s.typesMu.Unlock()
+	}
+	return err
 }
 
 // cMemory is C memory a call allocates for its arguments, freed together when it returns.
@@ -414,6 +427,21 @@ type Job struct {
 // (InvalidArgument) by the call given the job.
 func (j Job) WithCost(cost float64) Job {
 	j.cost, j.hasCost = cost, true
+	return j
+}
+
+// WithJoinRunning returns the job that, given to Submit, also joins a running job of its id of a
+// coalescing type, as the C++ RunSync does (fairgate/job_options.h, join_running).
+func (j Job) WithJoinRunning() Job {
+	j.flags |= C.FAIRGATE_JOB_JOIN_RUNNING
+	return j
+}
+
+// WithRequeueOnWorkerLoss returns the job that, given to Submit, is submitted again when the
+// worker it runs on is removed (fairgate/job_options.h, requeue_on_worker_loss): done is told only
+// of the run that ends otherwise.
+func (j Job) WithRequeueOnWorkerLoss() Job {
+	j.flags |= C.FAIRGATE_JOB_REQUEUE_ON_WORKER_LOSS
 	return j
 }
 
@@ -494,23 +522,23 @@ func (p *Permit) FencingToken() uint64 {
 	return uint64(C.fairgate_permit_fencing_token(p.c))
 }
 
-// permitKey is the key of the Permit in the context RunSync and Submit give their function.
-type permitKey struct{}
+// jobKey is the key of the jobInfo in the context RunSync and Submit give their function.
+type jobKey struct{}
 
-// WorkerOf is, inside a function run by RunSync or Submit, its job's Permit.Worker; "" for
-// another context.
+// WorkerOf is, inside a function run by RunSync or Submit, the worker its job was admitted onto
+// (Permit.Worker); "" for another context.
 func WorkerOf(ctx context.Context) string {
-	if p, ok := ctx.Value(permitKey{}).(*Permit); ok {
-		return p.Worker()
+	if j, ok := ctx.Value(jobKey{}).(jobInfo); ok {
+		return j.Worker()
 	}
 	return ""
 }
 
-// FencingTokenOf is, inside a function run by RunSync or Submit, its job's Permit.FencingToken;
-// 0 for another context.
+// FencingTokenOf is, inside a function run by RunSync or Submit, its job's fencing token
+// (Permit.FencingToken); 0 for another context.
 func FencingTokenOf(ctx context.Context) uint64 {
-	if p, ok := ctx.Value(permitKey{}).(*Permit); ok {
-		return p.FencingToken()
+	if j, ok := ctx.Value(jobKey{}).(jobInfo); ok {
+		return j.FencingToken()
 	}
 	return 0
 }
@@ -596,13 +624,14 @@ func (s *Scheduler) Acquire(ctx context.Context, job Job) (*Permit, error) {
 }
 
 // RunSync waits until the job is admitted, runs fn and returns its error, or returns why it did
-// not run (as Acquire).
+// not run (as Acquire). It stands on Acquire, so it never joins a job of a coalescing type (the
+// C++ RunSync does); Submit and SubmitDurable do.
 func (s *Scheduler) RunSync(ctx context.Context, job Job, fn func(ctx context.Context) error) error {
 	p, err := s.Acquire(ctx, job)
 	if err != nil {
 		return err
 	}
-	err = fn(context.WithValue(ctx, permitKey{}, p))
+	err = fn(context.WithValue(ctx, jobKey{}, p))
 	p.Release(err)
 	return err
 }
@@ -610,9 +639,20 @@ func (s *Scheduler) RunSync(ctx context.Context, job Job, fn func(ctx context.Co
 // Submit queues the job and returns at once: fn runs on a goroutine of its own once the job is
 // admitted, with a context that Close cancels, and done (may be nil) is called with its error,
 // or with why it did not run. A refusal is returned, and then done is never called.
+//
+// A job of a coalescing type (TypeConfig.Coalesce), or one WithJoinRunning or
+// WithRequeueOnWorkerLoss, is queued by the C library's Submit instead, so that it joins a job
+// of its id as fairgate/scheduler.h says ("Coalescing"): its fn then runs on a thread of the C
+// library's pool (a panic fails it with code Internal), with a context that Close cancels (a
+// worker's removal does not: the job's next run, WithRequeueOnWorkerLoss, waits for this one to
+// return), and a call that joined another's job gets that job's error (an *Error with its code
+// and text) and never runs its own fn.
 func (s *Scheduler) Submit(job Job, fn func(ctx context.Context) error, done func(error)) error {
 	if fn == nil {
 		return &Error{Code: InvalidArgument, Message: "the job's function is nil"}
+	}
+	if s.runsInC(job) {
+		return s.submitInC(job, fn, done)
 	}
 	w, err := s.start(job)
 	if err != nil {
@@ -621,7 +661,7 @@ func (s *Scheduler) Submit(job Job, fn func(ctx context.Context) error, done fun
 	go func() {
 		p, err := s.wait(context.Background(), job, w)
 		if err == nil {
-			err = fn(context.WithValue(s.ctx, permitKey{}, p))
+			err = fn(context.WithValue(s.ctx, jobKey{}, p))
 			p.Release(err)
 		}
 		if done != nil {

@@ -1,0 +1,132 @@
+package fairgate
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// A job of a coalescing type, submitted from Go, joins as fairgate/scheduler.h says: a plain
+// Submit joins a pending job of its id but not a running one; one WithJoinRunning joins the
+// running one; a call that joined never runs its function and is told the job's end.
+func TestSubmitOfACoalescingTypeJoins(t *testing.T) {
+	s := newScheduler(t, quietly(Options{}))
+	register(t, s, "mirror", TypeConfig{Priority: 4, MaxConcurrency: 1, Coalesce: CoalesceJoin})
+	var mu sync.Mutex
+	runs := map[string]int{}
+	release := make(chan struct{})
+	started := make(chan struct{})
+	failed := errors.New("the fetch failed")
+	done := map[string]chan error{}
+	submit := func(name string, job Job, fn func(context.Context) error) {
+		t.Helper()
+		done[name] = make(chan error, 1)
+		ch := done[name]
+		if err := s.Submit(job, func(ctx context.Context) error {
+			mu.Lock()
+			runs[name]++
+			mu.Unlock()
+			return fn(ctx)
+		}, func(err error) { ch <- err }); err != nil {
+			t.Fatalf("Submit %s: %v", name, err)
+		}
+	}
+	job := Job{Type: "mirror", ID: "linux.git", Key: "alice"}
+	submit("first", job, func(context.Context) error {
+		close(started)
+		<-release
+		return nil
+	})
+	<-started
+	submit("queued", job, func(context.Context) error { return failed }) // a job of its own
+	submit("joins queued", job, func(context.Context) error { return nil })
+	submit("joins running", job.WithJoinRunning(), func(context.Context) error { return nil })
+	if p := state(t, s).Pending; p != 1 {
+		t.Errorf("%d jobs pending, want 1 (the queued one, joined once)", p)
+	}
+	close(release)
+	results := map[string]error{}
+	for name, ch := range done {
+		results[name] = <-ch
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if runs["first"] != 1 || runs["queued"] != 1 || runs["joins queued"] != 0 || runs["joins running"] != 0 {
+		t.Errorf("runs %v: want first and queued once each, the joiners never", runs)
+	}
+	if results["first"] != nil || results["joins running"] != nil {
+		t.Errorf("the first run and its joiner: %v, %v; want both nil", results["first"], results["joins running"])
+	}
+	if !errors.Is(results["queued"], failed) {
+		t.Errorf("the queued job's own error: %v, want the very error its function returned", results["queued"])
+	}
+	if err := results["joins queued"]; err == nil || !strings.Contains(err.Error(), "the fetch failed") {
+		t.Errorf("the queued job's joiner: %v, want its error", err)
+	}
+}
+
+// WithRequeueOnWorkerLoss: the run whose worker is removed is run again on another worker, and
+// done is told once, of that run; a function run by the C library sees its worker too.
+func TestSubmitWithRequeueOnWorkerLossRunsAgain(t *testing.T) {
+	s := newScheduler(t, quietly(Options{}))
+	register(t, s, "build", TypeConfig{Priority: 4})
+	for _, w := range []string{"w1", "w2"} {
+		if err := s.AddWorker(w, 1, []string{"build"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var workers []string
+	first := make(chan string, 1)
+	removed := make(chan struct{})
+	done := make(chan error, 2)
+	if err := s.Submit(Job{Type: "build", ID: "a", Key: "k"}.WithRequeueOnWorkerLoss(),
+		func(ctx context.Context) error {
+			mu.Lock()
+			workers = append(workers, WorkerOf(ctx))
+			n := len(workers)
+			mu.Unlock()
+			if n == 1 {
+				first <- WorkerOf(ctx)
+				<-removed
+				return errors.New("the worker went away")
+			}
+			return nil
+		}, func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveWorker(<-first); err != nil {
+		t.Fatal(err)
+	}
+	close(removed)
+	if err := <-done; err != nil {
+		t.Errorf("done: %v, want the second run's nil", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(workers) != 2 || workers[0] == workers[1] || workers[1] == "" {
+		t.Errorf("runs on %q, want two runs on the two workers", workers)
+	}
+	select {
+	case err := <-done:
+		t.Errorf("done called twice (%v)", err)
+	default:
+	}
+}
+
+// A panic in a function the C library runs fails the job with code Internal.
+func TestAPanicInACoalescingJobFailsIt(t *testing.T) {
+	s := newScheduler(t, quietly(Options{}))
+	register(t, s, "mirror", TypeConfig{Priority: 4, Coalesce: CoalesceSupersede})
+	done := make(chan error, 1)
+	if err := s.Submit(Job{Type: "mirror", ID: "x", Key: "k"}, func(context.Context) error {
+		panic("no network")
+	}, func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; CodeOf(err) != Internal || !strings.Contains(err.Error(), "no network") {
+		t.Errorf("done: %v, want Internal naming the panic", err)
+	}
+}
