@@ -1,7 +1,7 @@
 /* fairgate/c.h's options from C: what each _init_version writes (and leaves alone), the presets
  * that reconcile and lending follow, every field of version 3 reaching the rule (each shown by
  * what the scheduler then does, or by its refusal naming the field), and the callbacks: events,
- * warnings, groups of keys, adaptive capacity's readings. Built as C99 with -Wall -Werror; run by
+ * warnings, groups of keys, adaptive capacity's readings, evidence (or its file). Built as C99 with -Wall -Werror; run by
  * CTest (label "runtime": under ThreadSanitizer too) and under AddressSanitizer. Waits are for
  * the events checked, bounded (10 s), never for a time. */
 #define _POSIX_C_SOURCE 200809L
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "c_check.h"
 #include "fairgate/c.h"
@@ -508,6 +509,77 @@ static void test_adaptive_capacity_reads_from_c(void) {
   fairgate_scheduler_destroy(scheduler);
 }
 
+/* Evidence: a line of JSON per admission, to a callback or to a file; not both. */
+typedef struct Evidence {
+  int lines;
+  char first[512];
+} Evidence;
+
+static void on_evidence(void* user, const char* line) {
+  Evidence* evidence = (Evidence*)user;
+  pthread_mutex_lock(&mutex);
+  if (evidence->lines++ == 0) snprintf(evidence->first, sizeof evidence->first, "%s", line);
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mutex);
+}
+
+static void test_evidence(void) {
+  fairgate_options options;
+  fairgate_scheduler* scheduler;
+  fairgate_permit* permit = NULL;
+  Evidence evidence;
+  char path[] = "/tmp/fairgate_c_evidence_XXXXXX";
+  char line[512] = "";
+  char* error = NULL;
+  FILE* file;
+  int fd;
+  memset(&evidence, 0, sizeof evidence);
+  fairgate_options_init(&options);
+  options.on_evidence = on_evidence;
+  options.on_evidence_user = &evidence;
+  scheduler = create(&options);
+  if (scheduler == NULL) return;
+  register_type(scheduler, "fetch", 4);
+  CHECK(admits(scheduler, "fetch", "git.git", "alice", &permit));
+  fairgate_permit_release(permit, FAIRGATE_OK, NULL);
+  CHECK(wait_for(&evidence.lines, 1));
+  fairgate_scheduler_destroy(scheduler);
+  CHECK(evidence.lines == 1);
+  CHECK(strstr(evidence.first, "\"key\":\"alice\"") != NULL);
+  CHECK(strstr(evidence.first, "\"estimate_source\":\"default\"") != NULL);
+
+  fd = mkstemp(path);
+  CHECK(fd >= 0);
+  if (fd < 0) return;
+  fairgate_options_init(&options);
+  options.evidence_path = path;
+  scheduler = create(&options);
+  if (scheduler != NULL) {
+    register_type(scheduler, "fetch", 4);
+    CHECK(admits(scheduler, "fetch", "git.git", "bob", &permit));
+    fairgate_permit_release(permit, FAIRGATE_OK, NULL);
+    fairgate_scheduler_destroy(scheduler); /* every record delivered before it returns */
+  }
+  file = fdopen(fd, "r");
+  CHECK(file != NULL && fgets(line, sizeof line, file) != NULL);
+  CHECK(strstr(line, "\"key\":\"bob\"") != NULL);
+  if (file != NULL) fclose(file);
+  unlink(path);
+
+  fairgate_options_init(&options);
+  options.on_evidence = on_evidence;
+  options.evidence_path = path;
+  CHECK(fairgate_scheduler_create(&options, NULL, &error) == NULL);
+  CHECK(error != NULL && strstr(error, "both") != NULL);
+  fairgate_free(error);
+  error = NULL;
+  fairgate_options_init(&options);
+  options.evidence_path = "/nonexistent/directory/evidence.jsonl";
+  CHECK(fairgate_scheduler_create(&options, NULL, &error) == NULL);
+  CHECK(error != NULL && strstr(error, "/nonexistent/directory/evidence.jsonl") != NULL);
+  fairgate_free(error);
+}
+
 int main(void) {
   test_init_writes_its_version_only();
   test_seed_mode_follows_its_preset();
@@ -518,6 +590,7 @@ int main(void) {
   test_groups_and_limits_by_default();
   test_aging_and_heaviest_keys();
   test_adaptive_capacity_reads_from_c();
+  test_evidence();
   if (failures > 0) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

@@ -136,6 +136,14 @@ func fairgateGoEvent(user unsafe.Pointer, event *C.fairgate_event) {
 	h.onEvent(e)
 }
 
+// fairgateGoEvidence is the C interface's evidence callback of a scheduler with
+// Options.OnEvidence, on the delivery thread.
+//
+//export fairgateGoEvidence
+func fairgateGoEvidence(user unsafe.Pointer, line *C.char) {
+	cgo.Handle(uintptr(user)).Value().(*hooks).onEvidence(C.GoString(line))
+}
+
 // fairgateGoWarn is the C interface's warning callback of a scheduler with Options.Warn.
 //
 //export fairgateGoWarn

@@ -103,6 +103,10 @@ type Options struct {
 	// that groups of keys (tenants) follow a rule of yours. It is called with the scheduler's lock
 	// held: it must be quick and must not call the scheduler.
 	KeyGroup func(key string) string
+	// OnEvidence, when set, gets every admission's reasons as a line of JSON (fairgate/evidence.h),
+	// as OnEvent gets events; EvidencePath, when not "", appends them to that file instead.
+	OnEvidence   func(line string)
+	EvidencePath string
 	// AdaptiveCapacity lets the cap follow pressure (nil: off).
 	AdaptiveCapacity *AdaptiveCapacity
 	// The rest are fairgate's defaults when 0 (fairgate/options.h, fairgate/rule_options.h).

@@ -9,11 +9,16 @@ extern void fairgateGoEvent(void* user, fairgate_event* event);
 extern fairgate_code fairgateGoReading(void* user, double* value);
 extern void fairgateGoWarn(void* user, char* warning);
 extern char* fairgateGoKeyGroup(void* user, char* fairness_key);
+extern void fairgateGoEvidence(void* user, char* line);
 
 // The options' callbacks as this package's, each with `user` (a cgo.Handle of its hooks) when
 // asked for.
 static void fairgate_go_hooks(fairgate_options* o, uintptr_t user, int events, int warn,
-                              int groups) {
+                              int groups, int evidence) {
+  if (evidence) {
+    o->on_evidence = (fairgate_evidence_fn)fairgateGoEvidence;
+    o->on_evidence_user = (void*)user;
+  }
   if (events) {
     o->on_event = (fairgate_event_fn)fairgateGoEvent;
     o->on_event_user = (void*)user;
@@ -147,9 +152,10 @@ type Event struct {
 // hooks are a scheduler's Go callbacks (Options.OnEvent, Warn, KeyGroup), reached from C through
 // one cgo.Handle.
 type hooks struct {
-	onEvent  func(Event)
-	warn     func(string)
-	keyGroup func(key string) string
+	onEvent    func(Event)
+	warn       func(string)
+	keyGroup   func(key string) string
+	onEvidence func(line string)
 }
 
 // presetSwitch sets *to, a field of fairgate_options, to s as -1, 0 or 1.
@@ -267,11 +273,15 @@ func setRest(c *C.fairgate_options, options Options, mem *cMemory) ([]cgo.Handle
 	c.default_key_limits = keyLimitsOf(options.DefaultKeyLimits)
 	c.default_group_max_running = C.int(options.DefaultGroupLimits.MaxRunning)
 	c.default_group_min_running = C.int(options.DefaultGroupLimits.MinRunning)
-	if options.OnEvent == nil && options.Warn == nil && options.KeyGroup == nil {
+	if options.EvidencePath != "" {
+		c.evidence_path = mem.string(options.EvidencePath)
+	}
+	if options.OnEvent == nil && options.Warn == nil && options.KeyGroup == nil &&
+		options.OnEvidence == nil {
 		return handles, nil
 	}
 	h := cgo.NewHandle(&hooks{onEvent: options.OnEvent, warn: options.Warn,
-		keyGroup: options.KeyGroup})
+		keyGroup: options.KeyGroup, onEvidence: options.OnEvidence})
 	flag := func(set bool) C.int {
 		if set {
 			return 1
@@ -279,6 +289,6 @@ func setRest(c *C.fairgate_options, options Options, mem *cMemory) ([]cgo.Handle
 		return 0
 	}
 	C.fairgate_go_hooks(c, C.uintptr_t(h), flag(options.OnEvent != nil), flag(options.Warn != nil),
-		flag(options.KeyGroup != nil))
+		flag(options.KeyGroup != nil), flag(options.OnEvidence != nil))
 	return append(handles, h), nil
 }

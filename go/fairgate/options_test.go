@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -287,5 +288,43 @@ func TestAdaptiveCapacityFollowsReadingsFromGo(t *testing.T) {
 	defer mu.Unlock()
 	if cpuReads < 4 || memoryReads < 4 { // 8 -> 6 -> 4 -> 3 -> 2
 		t.Errorf("%d CPU and %d memory readings for four shrinks", cpuReads, memoryReads)
+	}
+}
+
+func TestEvidenceGoesToOnEvidenceOrAFile(t *testing.T) {
+	lines := make(chan string, 4)
+	s := newScheduler(t, quietly(Options{OnEvidence: func(line string) { lines <- line }}))
+	register(t, s, "fetch", TypeConfig{Priority: 4})
+	run := func(s *Scheduler, key string) {
+		t.Helper()
+		job := Job{Type: "fetch", ID: "git.git", Key: key}
+		if err := s.RunSync(context.Background(), job, func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(s, "alice")
+	var record struct {
+		Key            string `json:"key"`
+		EstimateSource string `json:"estimate_source"`
+	}
+	if err := json.Unmarshal([]byte(<-lines), &record); err != nil || record.Key != "alice" ||
+		record.EstimateSource != "default" {
+		t.Errorf("evidence %+v (%v), want alice's admission at the default estimate", record, err)
+	}
+
+	path := t.TempDir() + "/evidence.jsonl"
+	f, err := New(quietly(Options{EvidencePath: path}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(t, f, "fetch", TypeConfig{Priority: 4})
+	run(f, "bob")
+	f.Close() // every record written before it returns
+	data, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(data), `"key":"bob"`) {
+		t.Errorf("the evidence file holds %q (%v), want bob's admission", data, err)
+	}
+	if _, err := New(quietly(Options{OnEvidence: func(string) {}, EvidencePath: path})); CodeOf(err) != InvalidArgument {
+		t.Errorf("both evidence sinks: %v, want InvalidArgument", err)
 	}
 }

@@ -21,7 +21,8 @@
  * means (`error`, `code`, `pending`, a type's conflict_group, a release's message, `done`,
  * `on_run`, `periodic`, the options struct of a store, a durable type or a periodic job (the
  * defaults), a payload of 0 bytes, the durable calls' `sequence`, `sequences` and `report`, and
- * the options' callbacks: on_event, warn, key_group and the readings). An array with a count above
+ * the options' callbacks and evidence_path: on_event, warn, key_group, the readings,
+ * on_evidence). An array with a count above
  * 0 must not be NULL nor hold a NULL string. A call with no code to return does nothing for a NULL
  * handle: fairgate_snapshot_json, fairgate_snapshot_json_heaviest and fairgate_metrics_text return
  * NULL, fairgate_accumulated_cost, fairgate_group_accumulated_cost, fairgate_estimate,
@@ -158,6 +159,8 @@ typedef struct fairgate_event {
  * (Observer::OnEvent's contract: quick; may call the scheduler but not shut it down or destroy
  * it). */
 typedef void (*fairgate_event_fn)(void* user, const fairgate_event* event);
+/* An admission's evidence as a line of JSON, valid during the call. */
+typedef void (*fairgate_evidence_fn)(void* user, const char* line);
 /* A warning (RuntimeOptions::warn), one sentence, on the thread of the call that gave it. */
 typedef void (*fairgate_warn_fn)(void* user, const char* warning);
 /* The group of a key the scheduler has not seen (RuntimeOptions::key_group): a string allocated
@@ -252,6 +255,12 @@ typedef struct fairgate_options {
   fairgate_key_group_fn key_group; /* NULL: no rule (RuntimeOptions::key_group) */
   void* key_group_user;
   double token_lease_seconds; /* FleetOptions::token_lease */
+  /* RuntimeOptions::evidence (fairgate/evidence.h): every admission's reasons as one line of
+   * JSON (ToJsonLine, no newline), given to on_evidence on the delivery thread, as events are,
+   * or appended to the file evidence_path (OpenEvidenceFile); NULL: none. Not both. */
+  fairgate_evidence_fn on_evidence;
+  void* on_evidence_user;
+  const char* evidence_path;
 } fairgate_options;
 FAIRGATE_C_EXPORT fairgate_code fairgate_options_init_version(fairgate_options* options,
                                                               uint32_t version);

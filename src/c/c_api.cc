@@ -22,6 +22,7 @@
 #include "fairgate/adaptive_capacity.h"
 #include "fairgate/c.h"
 #include "fairgate/durable.h"
+#include "fairgate/evidence.h"
 #include "fairgate/latency_capacity.h"
 #include "fairgate/observer.h"
 #include "fairgate/options.h"
@@ -369,6 +370,21 @@ Status RestOf(const fairgate_options& c, fairgate::SchedulerOptions* options) {
     };
   }
   options->fleet.token_lease = fairgate::Seconds(c.token_lease_seconds);
+  if (c.on_evidence != nullptr && c.evidence_path != nullptr) {
+    return absl::InvalidArgumentError("options.on_evidence and options.evidence_path are both set");
+  }
+  if (c.on_evidence != nullptr) {
+    runtime.evidence = [on_evidence = c.on_evidence,
+                        user = c.on_evidence_user](const fairgate::AdmissionEvidence& evidence) {
+      const std::string line = fairgate::ToJsonLine(evidence);
+      on_evidence(user, line.c_str());
+    };
+  }
+  if (c.evidence_path != nullptr) {
+    fairgate::StatusOr<fairgate::EvidenceSink> sink = fairgate::OpenEvidenceFile(c.evidence_path);
+    if (!sink.ok()) return sink.status();
+    runtime.evidence = *std::move(sink);
+  }
   return absl::OkStatus();
 }
 
