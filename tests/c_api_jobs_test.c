@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,11 +287,145 @@ static void test_plain_context(void) {
   fairgate_scheduler_destroy(scheduler);
 }
 
+/* fairgate_run_sync on threads of the test's own. */
+typedef struct Call {
+  fairgate_scheduler* scheduler;
+  fairgate_job job;
+  Body body;
+  const fairgate_cancel* cancel;
+  double timeout_seconds;
+  fairgate_code code;
+  char message[128];
+  int returned;
+} Call;
+
+static void* run_sync_thread(void* arg) {
+  Call* call = (Call*)arg;
+  char* error = NULL;
+  const fairgate_code code =
+      fairgate_run_sync(call->scheduler, &call->job, run_until_gate, &call->body, call->cancel,
+                        call->timeout_seconds, &error);
+  pthread_mutex_lock(&mutex);
+  call->code = code;
+  snprintf(call->message, sizeof call->message, "%s", error == NULL ? "" : error);
+  ++call->returned;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mutex);
+  fairgate_free(error);
+  return NULL;
+}
+
+static pthread_t caller;
+
+static fairgate_code fail_job(void* user, const fairgate_context* ctx, char** error) {
+  (void)user;
+  CHECK(fairgate_context_done(ctx) == 0);
+  CHECK(pthread_equal(pthread_self(), caller)); /* run on the calling thread */
+  *error = malloc(32);
+  strcpy(*error, "the repository is gone");
+  return FAIRGATE_FAILED_PRECONDITION;
+}
+
+/* Whether `text` (fairgate_metrics_text, fairgate_snapshot_json) says `needle`, asked until it
+ * does (at most 10 s). */
+static int says(fairgate_scheduler* scheduler, char* (*text)(fairgate_scheduler*),
+                const char* needle) {
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    char* said = text(scheduler);
+    const int found = said != NULL && strstr(said, needle) != NULL;
+    fairgate_free(said);
+    if (found) return 1;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - start.tv_sec >= 10) return 0;
+    sched_yield();
+  }
+}
+
+static void test_run_sync(void) {
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_scheduler* scheduler;
+  fairgate_job job = job_of("gc", "a", "k", 0);
+  fairgate_permit* held = NULL;
+  fairgate_cancel* cancel = fairgate_cancel_new();
+  Call first, joiner, cancelled;
+  pthread_t threads[3];
+  char* error = NULL;
+  memset(&first, 0, sizeof first);
+  memset(&joiner, 0, sizeof joiner);
+  memset(&cancelled, 0, sizeof cancelled);
+  gate = 0;
+  fairgate_options_init(&options);
+  scheduler = create(&options);
+  if (scheduler == NULL) return;
+  fairgate_type_config_init(&config);
+  config.priority = 4;
+  CHECK(fairgate_register_type(scheduler, "gc", &config, NULL) == FAIRGATE_OK);
+  config.coalesce = FAIRGATE_COALESCE_JOIN;
+  CHECK(fairgate_register_type(scheduler, "mirror", &config, NULL) == FAIRGATE_OK);
+  fairgate_type_config_init(&config);
+  config.priority = 4;
+  config.max_concurrency = 1;
+  CHECK(fairgate_register_type(scheduler, "solo", &config, NULL) == FAIRGATE_OK);
+
+  /* Its function's answer, run on this thread. */
+  caller = pthread_self();
+  CHECK(fairgate_run_sync(scheduler, &job, fail_job, NULL, NULL, -1, &error) ==
+        FAIRGATE_FAILED_PRECONDITION);
+  CHECK(error != NULL && strcmp(error, "the repository is gone") == 0);
+  fairgate_free(error);
+  error = NULL;
+  CHECK(fairgate_run_sync(scheduler, &job, NULL, NULL, NULL, -1, &error) ==
+        FAIRGATE_INVALID_ARGUMENT);
+  CHECK(error != NULL && strstr(error, "function is NULL") != NULL);
+  fairgate_free(error);
+
+  /* A second call for a running job of a coalescing type joins it: told its end, never run. */
+  first.scheduler = joiner.scheduler = cancelled.scheduler = scheduler;
+  first.job = joiner.job = job_of("mirror", "linux.git", "alice", 0);
+  joiner.job.fairness_key = "bob";
+  first.timeout_seconds = joiner.timeout_seconds = cancelled.timeout_seconds = -1;
+  CHECK(pthread_create(&threads[0], NULL, run_sync_thread, &first) == 0);
+  CHECK(wait_for(&first.body.runs, 1));
+  CHECK(pthread_create(&threads[1], NULL, run_sync_thread, &joiner) == 0);
+  CHECK(says(scheduler, fairgate_metrics_text,
+             "fairgate_jobs_joined_total{tier=\"4\",type=\"mirror\"} 1"));
+  pthread_mutex_lock(&mutex);
+  gate = 1;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mutex);
+  pthread_join(threads[0], NULL);
+  pthread_join(threads[1], NULL);
+  CHECK(first.code == FAIRGATE_OK && first.body.runs == 1);
+  CHECK(joiner.code == FAIRGATE_OK && joiner.body.runs == 0);
+
+  /* Waiting behind a full cap: ended by its cancel, or by its timeout. */
+  job = job_of("solo", "x", "k", 0);
+  CHECK(fairgate_try_acquire(scheduler, &job, &held, NULL) == FAIRGATE_OK);
+  cancelled.job = job;
+  cancelled.cancel = cancel;
+  CHECK(pthread_create(&threads[2], NULL, run_sync_thread, &cancelled) == 0);
+  CHECK(says(scheduler, fairgate_snapshot_json, "\"pending\":1,"));
+  fairgate_cancel_fire(cancel);
+  fairgate_cancel_fire(cancel); /* idempotent */
+  pthread_join(threads[2], NULL);
+  CHECK(cancelled.code == FAIRGATE_CANCELLED && cancelled.body.runs == 0);
+  CHECK(fairgate_run_sync(scheduler, &job, run_until_gate, &cancelled.body, NULL, 0.01, NULL) ==
+        FAIRGATE_DEADLINE_EXCEEDED);
+  CHECK(cancelled.body.runs == 0);
+  fairgate_permit_release(held, FAIRGATE_OK, NULL);
+  fairgate_cancel_free(cancel);
+  fairgate_scheduler_destroy(scheduler);
+}
+
 int main(void) {
   test_refused_without_a_token();
   test_join_running();
   test_requeue_on_worker_loss();
   test_plain_context();
+  test_run_sync();
   if (failures > 0) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

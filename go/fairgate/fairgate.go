@@ -304,8 +304,8 @@ func (s *Scheduler) Drain(timeout time.Duration) error {
 	return err
 }
 
-// Coalesce says what a request for an id that already has a job does (TypeConfig.Coalesce): in
-// this package, a Submit or a SubmitDurable (Acquire and RunSync never join).
+// Coalesce says what a request for an id that already has a job does (TypeConfig.Coalesce): a
+// RunSync, a Submit or a SubmitDurable (Acquire never joins).
 type Coalesce int
 
 // The coalescing modes.
@@ -435,7 +435,7 @@ func (j Job) WithCost(cost float64) Job {
 }
 
 // WithJoinRunning returns the job that, given to Submit, also joins a running job of its id of a
-// coalescing type, as the C++ RunSync does (fairgate/job_options.h, join_running).
+// coalescing type, as RunSync does (fairgate/job_options.h, join_running).
 func (j Job) WithJoinRunning() Job {
 	j.flags |= C.FAIRGATE_JOB_JOIN_RUNNING
 	return j
@@ -628,9 +628,19 @@ func (s *Scheduler) Acquire(ctx context.Context, job Job) (*Permit, error) {
 }
 
 // RunSync waits until the job is admitted, runs fn and returns its error, or returns why it did
-// not run (as Acquire). It stands on Acquire, so it never joins a job of a coalescing type (the
-// C++ RunSync does); Submit and SubmitDurable do.
+// not run (as Acquire).
+//
+// Of a coalescing type (TypeConfig.Coalesce) it joins a pending or running job of its id, as
+// fairgate/scheduler.h says ("Coalescing"): it then waits in the C library's RunSync, holding its
+// OS thread while it waits (ctx's end still ends the wait), and a call that joined another's job
+// returns that job's error (an *Error with its code and text) without running fn.
 func (s *Scheduler) RunSync(ctx context.Context, job Job, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return &Error{Code: InvalidArgument, Message: "the job's function is nil"}
+	}
+	if s.coalesces(job.Type) {
+		return s.runSyncInC(ctx, job, fn)
+	}
 	p, err := s.Acquire(ctx, job)
 	if err != nil {
 		return err

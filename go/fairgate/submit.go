@@ -7,6 +7,14 @@ package fairgate
 extern fairgate_code fairgateGoSubmitRun(void* user, fairgate_context* ctx, char** error);
 extern void fairgateGoSubmitDone(void* user, fairgate_code code, char* message);
 
+// RunSync with this package's body, `user` a cgo.Handle of the call.
+static fairgate_code fairgate_go_run_sync(fairgate_scheduler* s, const fairgate_job* job,
+                                          uintptr_t user, const fairgate_cancel* cancel,
+                                          char** error) {
+  return fairgate_run_sync(s, job, (fairgate_job_fn)fairgateGoSubmitRun, (void*)user, cancel, -1,
+                           error);
+}
+
 // Submit with this package's body and callback, `user` a cgo.Handle of the submission.
 static fairgate_code fairgate_go_submit(fairgate_scheduler* s, const fairgate_job* job,
                                         uintptr_t user, char** error) {
@@ -64,6 +72,13 @@ func (j *submitted) run(ctx context.Context) (err error) {
 	return j.fn(ctx)
 }
 
+// hasRun says whether the function ran.
+func (j *submitted) hasRun() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.ran
+}
+
 // result is the error done gets for the C library's code and message: the function's own
 // error when it ran and the job ended with it, else an *Error.
 func (j *submitted) result(code Code, message *C.char) error {
@@ -86,9 +101,53 @@ func (s *Scheduler) runsInC(job Job) bool {
 	if job.flags&(C.FAIRGATE_JOB_JOIN_RUNNING|C.FAIRGATE_JOB_REQUEUE_ON_WORKER_LOSS) != 0 {
 		return true
 	}
+	return s.coalesces(job.Type)
+}
+
+// coalesces says whether typ was registered with a TypeConfig.Coalesce other than CoalesceOff.
+func (s *Scheduler) coalesces(typ string) bool {
 	s.typesMu.RLock()
 	defer s.typesMu.RUnlock()
-	return s.coalescing[job.Type]
+	return s.coalescing[typ]
+}
+
+// runSyncInC runs the job with the C library's RunSync, which may join a job of its id: this
+// goroutine's thread waits in C (ctx's end fires the call's cancel), and fn runs on it.
+func (s *Scheduler) runSyncInC(ctx context.Context, job Job, fn func(ctx context.Context) error) error {
+	j := &submitted{ctx: ctx, fn: fn}
+	h := cgo.NewHandle(j)
+	defer h.Delete()
+	c, free := job.cJob()
+	defer free()
+	cancel := C.fairgate_cancel_new()
+	defer C.fairgate_cancel_free(cancel)
+	returned := make(chan struct{})
+	var watched sync.WaitGroup
+	watched.Add(1)
+	go func() {
+		defer watched.Done()
+		select {
+		case <-ctx.Done():
+			C.fairgate_cancel_fire(cancel)
+		case <-returned:
+		}
+	}()
+	var code C.fairgate_code
+	var message *C.char
+	err := s.use(func(sc *C.fairgate_scheduler) error {
+		code = C.fairgate_go_run_sync(sc, &c, C.uintptr_t(h), cancel, &message)
+		return nil
+	})
+	close(returned)
+	watched.Wait() // before the cancel is freed
+	defer C.fairgate_free(message)
+	if err != nil {
+		return err
+	}
+	if code == C.FAIRGATE_CANCELLED && ctx.Err() != nil && !j.hasRun() {
+		return ctx.Err()
+	}
+	return j.result(Code(code), message)
 }
 
 // submitInC queues the job with the C library's Submit: fn runs on the library's pool thread.

@@ -130,3 +130,64 @@ func TestAPanicInACoalescingJobFailsIt(t *testing.T) {
 		t.Errorf("done: %v, want Internal naming the panic", err)
 	}
 }
+
+// A RunSync of a coalescing type joins a running job of its id: it returns that job's end and
+// never runs its function; the caller whose function ran gets its very error.
+func TestRunSyncOfACoalescingTypeJoins(t *testing.T) {
+	s := newScheduler(t, quietly(Options{}))
+	register(t, s, "mirror", TypeConfig{Priority: 4, Coalesce: CoalesceJoin})
+	failed := errors.New("the fetch failed")
+	started, release := make(chan struct{}), make(chan struct{})
+	job := Job{Type: "mirror", ID: "linux.git", Key: "alice"}
+	first := make(chan error, 1)
+	go func() {
+		first <- s.RunSync(context.Background(), job, func(ctx context.Context) error {
+			close(started)
+			<-release
+			return failed
+		})
+	}()
+	<-started
+	joined := make(chan error, 1)
+	joinerRan := false
+	go func() {
+		joined <- s.RunSync(context.Background(), Job{Type: "mirror", ID: "linux.git", Key: "bob"},
+			func(context.Context) error { joinerRan = true; return nil })
+	}()
+	eventually(t, "bob's call joined", func() bool {
+		return strings.Contains(s.Metrics(), `fairgate_jobs_joined_total{tier="4",type="mirror"} 1`)
+	})
+	close(release)
+	if err := <-first; !errors.Is(err, failed) {
+		t.Errorf("the first call: %v, want its function's very error", err)
+	}
+	if err := <-joined; err == nil || !strings.Contains(err.Error(), "the fetch failed") || joinerRan {
+		t.Errorf("the joiner: %v (its function ran: %v), want the job's error and no run", err, joinerRan)
+	}
+}
+
+// A RunSync of a coalescing type waiting in C ends with its context, as any RunSync does.
+func TestRunSyncOfACoalescingTypeEndsWithItsContext(t *testing.T) {
+	s := newScheduler(t, quietly(Options{}))
+	register(t, s, "mirror", TypeConfig{Priority: 4, MaxConcurrency: 1, Coalesce: CoalesceJoin})
+	p, err := s.Acquire(context.Background(), Job{Type: "mirror", ID: "a", Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan error, 1)
+	ran := false
+	go func() {
+		returned <- s.RunSync(ctx, Job{Type: "mirror", ID: "b", Key: "k"},
+			func(context.Context) error { ran = true; return nil })
+	}()
+	eventually(t, "the call queued", func() bool { return state(t, s).Pending == 1 })
+	cancel()
+	if err := <-returned; !errors.Is(err, context.Canceled) || ran {
+		t.Errorf("RunSync: %v (ran %v), want context.Canceled without a run", err, ran)
+	}
+	if err := s.RunSync(context.Background(), Job{Type: "mirror", ID: "c", Key: "k"}, nil); CodeOf(err) != InvalidArgument {
+		t.Errorf("RunSync with a nil function: %v, want InvalidArgument", err)
+	}
+}

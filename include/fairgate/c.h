@@ -7,8 +7,9 @@
  * fairgate_scheduler_create / fairgate_scheduler_destroy, a fairgate_permit by an admission /
  * fairgate_permit_release, a fairgate_pending by fairgate_acquire / fairgate_pending_free, a
  * fairgate_store by fairgate_sqlite_store_open or fairgate_postgres_store_open /
- * fairgate_store_free, a fairgate_periodic by fairgate_submit_every / fairgate_periodic_free. A
- * handle is never freed for you, and a freed one is not touched again.
+ * fairgate_store_free, a fairgate_periodic by fairgate_submit_every / fairgate_periodic_free, a
+ * fairgate_cancel by fairgate_cancel_new / fairgate_cancel_free. A handle is never freed for you,
+ * and a freed one is not touched again.
  *
  * Errors. A call that can fail returns a fairgate_code (FAIRGATE_OK, or the code of the C++
  * Status: the values are absl's) and, when `error` is not NULL and the call failed, sets *error to
@@ -21,11 +22,11 @@
  * means (`error`, `code`, `pending`, a type's conflict_group, a release's message, `done`,
  * `on_run`, `periodic`, the options struct of a store, a durable type or a periodic job (the
  * defaults), a payload of 0 bytes, the durable calls' `sequence`, `sequences` and `report`, and
- * the options' callbacks and evidence_path: on_event, warn, key_group, the readings,
- * on_evidence). An array with a count above
- * 0 must not be NULL nor hold a NULL string. A call with no code to return does nothing for a NULL
- * handle: fairgate_snapshot_json, fairgate_snapshot_json_heaviest and fairgate_metrics_text return
- * NULL, fairgate_accumulated_cost, fairgate_group_accumulated_cost, fairgate_estimate,
+ * fairgate_run_sync's `cancel`, the options' callbacks and evidence_path: on_event, warn,
+ * key_group, the readings, on_evidence). An array with a count above 0 must not be NULL nor hold a
+ * NULL string. A call with no code to return does nothing for a NULL handle:
+ * fairgate_snapshot_json, fairgate_snapshot_json_heaviest and fairgate_metrics_text return NULL,
+ * fairgate_accumulated_cost, fairgate_group_accumulated_cost, fairgate_estimate,
  * fairgate_periodic_runs and the fencing tokens 0, fairgate_permit_worker and
  * fairgate_context_worker "", fairgate_context_done 0, and fairgate_context_wait 0 at once.
  *
@@ -399,6 +400,26 @@ FAIRGATE_C_EXPORT char* fairgate_context_worker(const fairgate_context* ctx);
 /* The fencing token of the fleet-wide lease the job holds (Context::FencingToken; options'
  * fleet_conflict_groups and fleet type caps); 0 when it holds none. */
 FAIRGATE_C_EXPORT uint64_t fairgate_context_fencing_token(const fairgate_context* ctx);
+
+/* --- RunSync (Scheduler::RunSync): blocks the calling thread until the job is admitted, runs
+ * `run` on that thread (`ctx` valid during the call) and returns what it returned (*error its
+ * message), or returns why it did not run: FAIRGATE_CANCELLED once `cancel` (NULL: none) is
+ * fired, FAIRGATE_DEADLINE_EXCEEDED once `timeout_seconds` (< 0: no limit) passed or at the
+ * type's max_queue_wait, or the refusal. Of a coalescing type it joins a pending or running job
+ * of its id (fairgate/scheduler.h, "Coalescing"): then `run` is not called, and the call returns
+ * that job's status. For a server with a thread per request; an event loop uses
+ * fairgate_acquire. */
+typedef struct fairgate_cancel fairgate_cancel;
+/* A cancellation that any thread fires (fairgate_cancel_fire, idempotent) to end the
+ * fairgate_run_sync calls given it, waiting or running (their contexts are done); freed with
+ * fairgate_cancel_free once no call uses it. */
+FAIRGATE_C_EXPORT fairgate_cancel* fairgate_cancel_new(void);
+FAIRGATE_C_EXPORT void fairgate_cancel_fire(fairgate_cancel* cancel);
+FAIRGATE_C_EXPORT void fairgate_cancel_free(fairgate_cancel* cancel);
+FAIRGATE_C_EXPORT fairgate_code fairgate_run_sync(fairgate_scheduler* scheduler,
+                                                  const fairgate_job* job, fairgate_job_fn run,
+                                                  void* user, const fairgate_cancel* cancel,
+                                                  double timeout_seconds, char** error);
 
 /* --- Periodic jobs (Scheduler::SubmitEvery, fairgate/periodic.h): `run` as the background job
  * `job` again and again, each run `interval_seconds` after the previous one ended (times 1 + u,

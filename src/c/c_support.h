@@ -52,6 +52,11 @@ struct fairgate_store {
   std::shared_ptr<fairgate::Store> impl;
 };
 
+struct fairgate_cancel {
+  fairgate::Context ctx;  // done once fired
+  fairgate::CancelFunc fire;
+};
+
 namespace fairgate::c_api {
 
 // `text` as a C string the caller frees with free (fairgate_free); NULL when memory ran out.
@@ -153,14 +158,15 @@ fairgate::Scheduler::JobFn JobFnOf(fairgate_job_fn run, void* user);
 // A C done callback as the C++ one (none for NULL).
 std::function<void(const Status&)> DoneOf(fairgate_done_fn done, void* user);
 
-// A context that ends after `timeout_seconds` (< 0: never) for `call`, cancelled after it.
+// `parent`, or one made from it that ends after `timeout_seconds` (< 0: never), for `call`,
+// cancelled after it.
 template <typename Call>
-Status WithTimeoutSeconds(double timeout_seconds, Call&& call) {
-  if (timeout_seconds < 0) return call(fairgate::Context::Background());
+Status WithTimeoutSeconds(double timeout_seconds, Call&& call,
+                          const fairgate::Context& parent = fairgate::Context::Background()) {
+  if (timeout_seconds < 0) return call(parent);
   auto [ctx, cancel] =
-      fairgate::WithTimeout(fairgate::Context::Background(),
-                            std::chrono::duration_cast<fairgate::Context::Clock::duration>(
-                                fairgate::Seconds(timeout_seconds)));
+      fairgate::WithTimeout(parent, std::chrono::duration_cast<fairgate::Context::Clock::duration>(
+                                        fairgate::Seconds(timeout_seconds)));
   Status status = call(ctx);
   cancel();
   return status;

@@ -224,6 +224,41 @@ fairgate_code fairgate_submit(fairgate_scheduler* scheduler, const fairgate_job*
   });
 }
 
+fairgate_cancel* fairgate_cancel_new(void) {
+  try {
+    auto [ctx, fire] = fairgate::WithCancel(fairgate::Context::Background());
+    return new fairgate_cancel{ctx, fire};
+  } catch (...) {
+    Abort("fairgate_cancel_new");
+  }
+}
+
+void fairgate_cancel_fire(fairgate_cancel* cancel) {
+  if (cancel == nullptr) return;
+  try {
+    cancel->fire();
+  } catch (...) {
+    Abort("fairgate_cancel_fire");
+  }
+}
+
+void fairgate_cancel_free(fairgate_cancel* cancel) { delete cancel; }
+
+fairgate_code fairgate_run_sync(fairgate_scheduler* scheduler, const fairgate_job* job,
+                                fairgate_job_fn run, void* user, const fairgate_cancel* cancel,
+                                double timeout_seconds, char** error) {
+  return Guarded(error, [&]() -> Status {
+    if (Status s = Given(scheduler, job); !s.ok()) return s;
+    if (run == nullptr) return absl::InvalidArgumentError("the job's function is NULL");
+    return WithTimeoutSeconds(
+        timeout_seconds,
+        [&](const fairgate::Context& ctx) {
+          return scheduler->impl->RunSync(ctx, NameOf(*job), JobFnOf(run, user), OptionsOf(*job));
+        },
+        cancel == nullptr ? fairgate::Context::Background() : cancel->ctx);
+  });
+}
+
 int fairgate_context_done(const fairgate_context* ctx) {
   return ctx != nullptr && ctx->ctx->Done() ? 1 : 0;
 }
