@@ -5,9 +5,8 @@ package fairgate
 // fairgate's tiers (a type's Priority, which is also its tier's cap in slots), its conflict
 // groups are fairgate's. Where cachew waits a while to see that a job has not started, these ask
 // the scheduler what is pending instead: a job still pending has not been admitted, so it cannot
-// have started. Not ported: cachew's deduplication of a second RunSync of a running (type, id)
-// into the first, since Acquire, on which this package's RunSync stands, never joins a job; a
-// Submit of a coalescing type joins (submit_test.go).
+// have started. cachew's deduplication of a second Submit or RunSync of a running (type, id) into
+// the first is fairgate's coalescing, tested in submit_test.go.
 
 import (
 	"context"
