@@ -142,11 +142,24 @@ static void on_done(void* user, fairgate_code code, const char* message) {
   pthread_mutex_unlock(&mutex);
 }
 
+/* A scheduler with "mirror", a coalescing type (FAIRGATE_COALESCE_JOIN) of a tier of 4. */
+static fairgate_scheduler* with_a_coalescing_type(void) {
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_scheduler* scheduler;
+  fairgate_options_init(&options);
+  scheduler = create(&options);
+  if (scheduler == NULL) return NULL;
+  fairgate_type_config_init(&config);
+  config.priority = 4;
+  config.coalesce = FAIRGATE_COALESCE_JOIN;
+  CHECK(fairgate_register_type(scheduler, "mirror", &config, NULL) == FAIRGATE_OK);
+  return scheduler;
+}
+
 /* Of a coalescing type, a Submit with FAIRGATE_JOB_JOIN_RUNNING joins the run under way; one
  * without it is queued to run after. */
 static void test_join_running(void) {
-  fairgate_options options;
-  fairgate_type_config config;
   fairgate_scheduler* scheduler;
   fairgate_job job = job_of("mirror", "linux.git", "alice", 0);
   Body first, joined, later;
@@ -154,13 +167,8 @@ static void test_join_running(void) {
   memset(&joined, 0, sizeof joined);
   memset(&later, 0, sizeof later);
   gate = 0;
-  fairgate_options_init(&options);
-  scheduler = create(&options);
+  scheduler = with_a_coalescing_type();
   if (scheduler == NULL) return;
-  fairgate_type_config_init(&config);
-  config.priority = 4;
-  config.coalesce = FAIRGATE_COALESCE_JOIN;
-  CHECK(fairgate_register_type(scheduler, "mirror", &config, NULL) == FAIRGATE_OK);
   CHECK(fairgate_submit(scheduler, &job, run_until_gate, on_done, &first, NULL) == FAIRGATE_OK);
   CHECK(wait_for(&first.runs, 1));
   job.flags = FAIRGATE_JOB_JOIN_RUNNING;
@@ -344,7 +352,6 @@ static int says(fairgate_scheduler* scheduler, char* (*text)(fairgate_scheduler*
 }
 
 static void test_run_sync(void) {
-  fairgate_options options;
   fairgate_type_config config;
   fairgate_scheduler* scheduler;
   fairgate_job job = job_of("gc", "a", "k", 0);
@@ -357,14 +364,11 @@ static void test_run_sync(void) {
   memset(&joiner, 0, sizeof joiner);
   memset(&cancelled, 0, sizeof cancelled);
   gate = 0;
-  fairgate_options_init(&options);
-  scheduler = create(&options);
+  scheduler = with_a_coalescing_type();
   if (scheduler == NULL) return;
   fairgate_type_config_init(&config);
   config.priority = 4;
   CHECK(fairgate_register_type(scheduler, "gc", &config, NULL) == FAIRGATE_OK);
-  config.coalesce = FAIRGATE_COALESCE_JOIN;
-  CHECK(fairgate_register_type(scheduler, "mirror", &config, NULL) == FAIRGATE_OK);
   fairgate_type_config_init(&config);
   config.priority = 4;
   config.max_concurrency = 1;
