@@ -5,12 +5,15 @@ package fairgate
 // fairgate's tiers (a type's Priority, which is also its tier's cap in slots), its conflict
 // groups are fairgate's. Where cachew waits a while to see that a job has not started, these ask
 // the scheduler what is pending instead: a job still pending has not been admitted, so it cannot
-// have started. cachew's deduplication of a second Submit or RunSync of a running (type, id) into
-// the first is fairgate's coalescing, tested in submit_test.go.
+// have started. cachew's deduplication of a second Submit or RunSync of a (type, id) into the
+// first is fairgate's coalescing: its cases are the TestCachew...Dedup tests at the end.
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -237,5 +240,147 @@ func TestCachewBackgroundDoesNotStarveForeground(t *testing.T) {
 	fg.complete(t)
 	for _, j := range bg {
 		j.complete(t)
+	}
+}
+
+// cachew's deduplication is fairgate's coalescing (TypeConfig.Coalesce, fairgate/scheduler.h):
+// the cases of cachew's tests, in fairgate's terms. Where cachew sleeps to let a call arrive,
+// these wait for the scheduler to count the call as joined. One difference: a plain Submit does
+// not join a running job in fairgate (it may ask for work that must start after the call), so
+// cachew's Submit-onto-a-running-job cases use WithJoinRunning. And cachew's last case (a running
+// job cancelled only when its last waiter leaves) is not fairgate's contract: the function runs
+// with its own caller's context, and a joiner that leaves returns at once while the run goes on.
+
+// joinedBy waits until n calls of typ (of tier `tier`) have joined a job.
+func joinedBy(t *testing.T, s *Scheduler, typ string, tier, n int) {
+	t.Helper()
+	sample := fmt.Sprintf(`fairgate_jobs_joined_total{tier="%d",type="%s"} %d`, tier, typ, n)
+	eventually(t, sample, func() bool { return strings.Contains(s.Metrics(), sample) })
+}
+
+// dedupScheduler is a scheduler of one slot whose type "work" coalesces.
+func dedupScheduler(t *testing.T) *Scheduler {
+	s := newScheduler(t, quietly(Options{MaxConcurrency: 1}))
+	register(t, s, "work", TypeConfig{Priority: 1, MaxConcurrency: 1, Coalesce: CoalesceJoin})
+	return s
+}
+
+// counted returns a job function that counts its runs in *runs.
+func counted(runs *atomic.Int32) func(context.Context) error {
+	return func(context.Context) error {
+		runs.Add(1)
+		return nil
+	}
+}
+
+func TestCachewSubmitDedup(t *testing.T) {
+	s := dedupScheduler(t)
+	j := submitHeld(t, s, "work", "j1", "")
+	j.waitStarted(t)
+	var runs atomic.Int32
+	done := make(chan error, 1)
+	if err := s.Submit(Job{Type: "work", ID: "j1"}.WithJoinRunning(), counted(&runs),
+		func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	joinedBy(t, s, "work", 1, 1)
+	j.complete(t)
+	if err := <-done; err != nil || runs.Load() != 0 {
+		t.Errorf("the second Submit: %v, its function ran %d times; want nil and none", err, runs.Load())
+	}
+}
+
+func TestCachewRunSyncDedup(t *testing.T) {
+	s := dedupScheduler(t)
+	blocker := submitHeld(t, s, "work", "blocker", "")
+	blocker.waitStarted(t)
+	var runs atomic.Int32
+	errs := make(chan error, 2)
+	for i := 0; i < 2; i++ {
+		go func(i int) {
+			errs <- s.RunSync(context.Background(),
+				Job{Type: "work", ID: "shared", Key: fmt.Sprintf("client%d", i)}, counted(&runs))
+		}(i)
+	}
+	joinedBy(t, s, "work", 1, 1)
+	blocker.complete(t)
+	for i := 0; i < 2; i++ {
+		if err := <-errs; err != nil {
+			t.Errorf("RunSync: %v", err)
+		}
+	}
+	if runs.Load() != 1 {
+		t.Errorf("the shared job ran %d times, want once", runs.Load())
+	}
+}
+
+func TestCachewRunSyncDedupCancellation(t *testing.T) {
+	s := dedupScheduler(t)
+	blocker := submitHeld(t, s, "work", "blocker", "")
+	blocker.waitStarted(t)
+	var runs atomic.Int32
+	ctxA, cancelA := context.WithCancel(context.Background())
+	errA, errB := make(chan error, 1), make(chan error, 1)
+	go func() {
+		errA <- s.RunSync(ctxA, Job{Type: "work", ID: "shared", Key: "clientA"}, counted(&runs))
+	}()
+	eventually(t, "A queued", func() bool { return state(t, s).Pending == 1 })
+	go func() {
+		errB <- s.RunSync(context.Background(), Job{Type: "work", ID: "shared", Key: "clientB"},
+			counted(&runs))
+	}()
+	joinedBy(t, s, "work", 1, 1)
+	cancelA()
+	if err := <-errA; !errors.Is(err, context.Canceled) {
+		t.Errorf("A: %v, want context.Canceled", err)
+	}
+	blocker.complete(t)
+	if err := <-errB; err != nil || runs.Load() != 1 {
+		t.Errorf("B: %v, the job ran %d times; want nil and once", err, runs.Load())
+	}
+}
+
+func TestCachewSubmitThenRunSyncDedup(t *testing.T) {
+	s := dedupScheduler(t)
+	j := submitHeld(t, s, "work", "j1", "")
+	j.waitStarted(t)
+	var runs atomic.Int32
+	errs := make(chan error, 1)
+	go func() {
+		errs <- s.RunSync(context.Background(), Job{Type: "work", ID: "j1", Key: "client"}, counted(&runs))
+	}()
+	joinedBy(t, s, "work", 1, 1)
+	j.complete(t)
+	if err := <-errs; err != nil || runs.Load() != 0 {
+		t.Errorf("RunSync onto the running Submit: %v, ran %d times; want nil and none", err, runs.Load())
+	}
+}
+
+func TestCachewRunSyncThenSubmitDedup(t *testing.T) {
+	s := dedupScheduler(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	errs := make(chan error, 1)
+	go func() {
+		errs <- s.RunSync(context.Background(), Job{Type: "work", ID: "j1", Key: "client"},
+			func(context.Context) error {
+				close(started)
+				<-release
+				return nil
+			})
+	}()
+	<-started
+	var runs atomic.Int32
+	done := make(chan error, 1)
+	if err := s.Submit(Job{Type: "work", ID: "j1"}.WithJoinRunning(), counted(&runs),
+		func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	joinedBy(t, s, "work", 1, 1)
+	close(release)
+	if err := <-errs; err != nil {
+		t.Errorf("RunSync: %v", err)
+	}
+	if err := <-done; err != nil || runs.Load() != 0 {
+		t.Errorf("the Submit onto the running RunSync: %v, ran %d times; want nil and none", err, runs.Load())
 	}
 }
