@@ -191,3 +191,42 @@ func TestRunSyncOfACoalescingTypeEndsWithItsContext(t *testing.T) {
 		t.Errorf("RunSync with a nil function: %v, want InvalidArgument", err)
 	}
 }
+
+// Close ends a coalescing type's jobs as it ends others: the running one's context is cancelled
+// (done gets what its function returned), the queued one is told the scheduler closed.
+func TestCloseEndsACoalescingTypesJobs(t *testing.T) {
+	s, err := New(quietly(Options{MaxConcurrency: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(t, s, "mirror", TypeConfig{Coalesce: CoalesceJoin})
+	started := make(chan struct{})
+	done := make(chan error, 2)
+	if err := s.Submit(Job{Type: "mirror", ID: "a", Key: "k"}, func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	}, func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := s.Submit(Job{Type: "mirror", ID: "b", Key: "k"}, func(context.Context) error { return nil },
+		func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	var cancelled, closed int
+	for i := 0; i < 2; i++ {
+		err := <-done
+		if errors.Is(err, context.Canceled) {
+			cancelled++
+		} else if ErrClosed(err) {
+			closed++
+		}
+	}
+	if cancelled != 1 || closed != 1 {
+		t.Errorf("%d cancelled and %d told it closed, want one each", cancelled, closed)
+	}
+}
