@@ -115,7 +115,9 @@ FAIRGATE_C_EXPORT int fairgate_was_shed(const char* message);
  * still read as it was. The macro passes the header's version to the library's _init_version
  * function, which writes the fields of that version and no others, so a program built with an
  * earlier header keeps working with a later library (FAIRGATE_INVALID_ARGUMENT, nothing written,
- * for a NULL struct or a version the library does not know). */
+ * for a NULL struct or a version the library does not know). A binding that declares the structs
+ * itself (through a foreign-function interface, which sees no macros) calls _init_version with
+ * the version whose layout it declares. */
 #define FAIRGATE_OPTIONS_VERSION 3
 typedef struct fairgate_store fairgate_store;
 /* A key's limits (fairgate/key_limits.h): fairgate_set_key_limits, and the options' default. */
