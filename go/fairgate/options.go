@@ -149,8 +149,8 @@ type Event struct {
 	Worker string // with workers: the one it runs on
 }
 
-// hooks are a scheduler's Go callbacks (Options.OnEvent, Warn, KeyGroup), reached from C through
-// one cgo.Handle.
+// hooks are a scheduler's Go callbacks (Options.OnEvent, Warn, KeyGroup, OnEvidence), reached
+// from C through one cgo.Handle.
 type hooks struct {
 	onEvent    func(Event)
 	warn       func(string)
@@ -236,11 +236,14 @@ func setRest(c *C.fairgate_options, options Options, mem *cMemory) ([]cgo.Handle
 	if err := presetSwitch(options.Lending, "Lending", &c.lending); err != nil {
 		return nil, err
 	}
-	for field, v := range map[string]int{"SweepBatch": options.SweepBatch,
-		"FiberStackBytes": options.FiberStackBytes, "ObserverQueueLimit": options.ObserverQueueLimit} {
-		if v < 0 { // a size in C: refused rather than wrapped around
+	for _, size := range []struct {
+		field string
+		v     int
+	}{{"SweepBatch", options.SweepBatch}, {"FiberStackBytes", options.FiberStackBytes},
+		{"ObserverQueueLimit", options.ObserverQueueLimit}} {
+		if size.v < 0 { // a size in C: refused rather than wrapped around
 			return nil, &Error{Code: InvalidArgument,
-				Message: fmt.Sprintf("Options.%s must be >= 0, got %d", field, v)}
+				Message: fmt.Sprintf("Options.%s must be >= 0, got %d", size.field, size.v)}
 		}
 	}
 	c.lending_kept_back = orDefault(options.LendingKeptBack, c.lending_kept_back)
