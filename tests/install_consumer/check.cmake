@@ -32,7 +32,7 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build
 if(status)
   message(FATAL_ERROR "building the consumer failed:\n${out}\n${err}")
 endif()
-foreach(program core_only runsync_only with_stores)
+foreach(program core_only runsync_only with_stores c_only)
   execute_process(COMMAND ${WORK_DIR}/build/${program} RESULT_VARIABLE status OUTPUT_VARIABLE out)
   if(NOT status EQUAL 0 OR NOT out MATCHES "^ok")
     message(FATAL_ERROR "the consumer ${program} failed: ${status} ${out}")
@@ -77,6 +77,27 @@ foreach(program_and_packages "core_only:fairgate-core"
   endif()
 endforeach()
 
+# The C interface with pkg-config alone: fairgate-c, and a C compiler (its shared library found
+# at run time where fairgate-c.pc's libdir says).
+find_program(CC NAMES cc gcc REQUIRED)
+get_filename_component(pc_libdir "${pc_dir}" DIRECTORY)
+execute_process(COMMAND ${PKG_CONFIG} --cflags --libs fairgate-c RESULT_VARIABLE status
+  OUTPUT_VARIABLE flags_out ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(status)
+  message(FATAL_ERROR "pkg-config --cflags --libs fairgate-c failed: ${err}")
+endif()
+separate_arguments(flags_out UNIX_COMMAND "${flags_out}")
+execute_process(COMMAND ${CC} -std=c99 -Wall -Werror ${sanitize}
+  ${SOURCE_DIR}/tests/install_consumer/c_only.c -o ${WORK_DIR}/pkgconfig_c_only ${flags_out}
+  -Wl,-rpath,${pc_libdir}
+  RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT status)
+  execute_process(COMMAND ${WORK_DIR}/pkgconfig_c_only RESULT_VARIABLE status OUTPUT_VARIABLE out)
+endif()
+if(status OR NOT out MATCHES "^ok")
+  message(FATAL_ERROR "c_only built with pkg-config (fairgate-c) failed: ${status}\n${out}\n${err}")
+endif()
+
 # The programs installed beside the library run from the prefix (PROGRAMS, comma-separated).
 string(REPLACE "," ";" programs "${PROGRAMS}")
 foreach(program IN LISTS programs)
@@ -96,6 +117,28 @@ endforeach()
 list(LENGTH programs installed)
 if(installed LESS 1)
   message(FATAL_ERROR "no installed program to check (PROGRAMS is empty)")
+endif()
+
+# COMPONENTS c needs nothing but the C library: with Abseil, Boost and nlohmann_json hidden, a C
+# project that asks for it alone configures, builds and runs.
+set(c_flags "")
+if(SANITIZE)
+  set(c_flags -DCMAKE_C_FLAGS=-fsanitize=${SANITIZE} -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZE})
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install_consumer/c_alone
+  -B ${WORK_DIR}/c_alone -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
+  ${c_flags} -DCMAKE_DISABLE_FIND_PACKAGE_absl=ON -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON
+  -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON
+  RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT status)
+  execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/c_alone
+    RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+endif()
+if(NOT status)
+  execute_process(COMMAND ${WORK_DIR}/c_alone/c_alone RESULT_VARIABLE status OUTPUT_VARIABLE out)
+endif()
+if(status OR NOT out MATCHES "^ok")
+  message(FATAL_ERROR "a consumer of COMPONENTS c alone failed: ${status}\n${out}\n${err}")
 endif()
 
 # COMPONENTS core needs only what the core needs: with nlohmann_json hidden (the runtime needs it,

@@ -88,6 +88,10 @@ if grep -v "^fairgate_" <<<"$c_functions" | grep -q .; then
   fail "libfairgate_c exports more than fairgate_*: $(grep -v "^fairgate_" <<<"$c_functions" | head -3)"
 fi
 contents "$dev" | grep -qx "./usr/include/fairgate/c.h" || fail "fairgate-dev lacks fairgate/c.h"
+contents "$dev" | grep -qx "./usr/lib/$multiarch/pkgconfig/fairgate-c.pc" ||
+  fail "fairgate-dev lacks fairgate-c.pc"
+contents "$dev" | grep -qx "./usr/lib/$multiarch/cmake/fairgate/fairgateCTargets.cmake" ||
+  fail "fairgate-dev lacks fairgate::c's CMake targets"
 
 # Installed on the machine, and used.
 "${as_root[@]}" dpkg -i "$lib" "$dev" "$tools" >/dev/null
@@ -96,7 +100,7 @@ contents "$dev" | grep -qx "./usr/include/fairgate/c.h" || fail "fairgate-dev la
 cmake -S "$source_dir/tests/install_consumer" -B "$work/consumer" -G Ninja \
   -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$work/consumer" >/dev/null
-for program in core_only runsync_only with_stores; do
+for program in core_only runsync_only with_stores c_only; do
   out=$("$work/consumer/$program") || fail "the consumer $program failed"
   [[ $out == ok* ]] || fail "the consumer $program said: $out"
 done
@@ -108,4 +112,8 @@ c++ -std=c++20 "$source_dir/tests/install_consumer/with_stores.cc" -o "$work/wit
   $(pkg-config --cflags --libs fairgate-sqlite fairgate-postgres fairgate-asio)
 out=$("$work/with_stores_pc") || fail "the pkg-config consumer failed"
 [[ $out == ok* ]] || fail "the pkg-config consumer said: $out"
-echo "ok: the three packages installed, a CMake and a pkg-config consumer built and run"
+cc -std=c99 -Wall -Werror "$source_dir/tests/install_consumer/c_only.c" -o "$work/c_only_pc" \
+  $(pkg-config --cflags --libs fairgate-c)
+out=$("$work/c_only_pc") || fail "the pkg-config C consumer failed"
+[[ $out == ok* ]] || fail "the pkg-config C consumer said: $out"
+echo "ok: the three packages installed, CMake and pkg-config consumers (C++ and C) built and run"
