@@ -1,9 +1,9 @@
 /* fairgate/c.h's options from C: what each _init_version writes (and leaves alone), the presets
  * that reconcile and lending follow, every field of version 3 reaching the rule (each shown by
  * what the scheduler then does, or by its refusal naming the field), and the callbacks: events,
- * warnings, groups of keys, adaptive capacity's readings, evidence (or its file). Built as C99 with -Wall -Werror; run by
- * CTest (label "runtime": under ThreadSanitizer too) and under AddressSanitizer. Waits are for
- * the events checked, bounded (10 s), never for a time. */
+ * warnings, groups of keys, adaptive capacity's readings, evidence (or its file). Built as C99 with
+ * -Wall -Werror; run by CTest (label "runtime": under ThreadSanitizer too) and under
+ * AddressSanitizer. Waits are for the events checked, bounded (10 s), never for a time. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>

@@ -119,45 +119,38 @@ if(installed LESS 1)
   message(FATAL_ERROR "no installed program to check (PROGRAMS is empty)")
 endif()
 
+# A consumer project of its own folder, tests/install_consumer/<project>, whose program of the
+# same name must say "ok": configured against the prefix with ARGN, built and run.
+function(expect_consumer_runs project what)
+  execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install_consumer/${project}
+    -B ${WORK_DIR}/${project} -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
+    ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT status)
+    execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/${project}
+      RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  endif()
+  if(NOT status)
+    execute_process(COMMAND ${WORK_DIR}/${project}/${project} RESULT_VARIABLE status
+      OUTPUT_VARIABLE out)
+  endif()
+  if(status OR NOT out MATCHES "^ok")
+    message(FATAL_ERROR "a consumer of ${what} failed: ${status}\n${out}\n${err}")
+  endif()
+endfunction()
+
 # COMPONENTS c needs nothing but the C library: with Abseil, Boost and nlohmann_json hidden, a C
 # project that asks for it alone configures, builds and runs.
 set(c_flags "")
 if(SANITIZE)
   set(c_flags -DCMAKE_C_FLAGS=-fsanitize=${SANITIZE} -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZE})
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install_consumer/c_alone
-  -B ${WORK_DIR}/c_alone -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
-  ${c_flags} -DCMAKE_DISABLE_FIND_PACKAGE_absl=ON -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON
-  -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON
-  RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT status)
-  execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/c_alone
-    RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
-endif()
-if(NOT status)
-  execute_process(COMMAND ${WORK_DIR}/c_alone/c_alone RESULT_VARIABLE status OUTPUT_VARIABLE out)
-endif()
-if(status OR NOT out MATCHES "^ok")
-  message(FATAL_ERROR "a consumer of COMPONENTS c alone failed: ${status}\n${out}\n${err}")
-endif()
+expect_consumer_runs(c_alone "COMPONENTS c alone" ${c_flags} -DCMAKE_DISABLE_FIND_PACKAGE_absl=ON
+  -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON)
 
 # COMPONENTS core needs only what the core needs: with nlohmann_json hidden (the runtime needs it,
 # the core does not), a project that asks for the core alone configures, builds and runs...
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install_consumer/core_alone
-  -B ${WORK_DIR}/core_alone -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
-  ${flags} -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON
-  RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT status)
-  execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/core_alone
-    RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
-endif()
-if(NOT status)
-  execute_process(COMMAND ${WORK_DIR}/core_alone/core_alone RESULT_VARIABLE status
-    OUTPUT_VARIABLE out)
-endif()
-if(status OR NOT out MATCHES "^ok")
-  message(FATAL_ERROR "a consumer of COMPONENTS core alone failed: ${status}\n${out}\n${err}")
-endif()
+expect_consumer_runs(core_alone "COMPONENTS core alone" ${flags}
+  -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON)
 # ... and, the control, one that asks for the runtime does not.
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install_consumer
   -B ${WORK_DIR}/without_json -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix
