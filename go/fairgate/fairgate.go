@@ -457,6 +457,15 @@ func (j Job) WithRefuseWithoutToken() Job {
 	return j
 }
 
+// checkCost refuses a cost hint below 0, which the C interface would read as none.
+func (j Job) checkCost() error {
+	if j.hasCost && j.cost < 0 {
+		return &Error{Code: InvalidArgument,
+			Message: fmt.Sprintf("explicit cost must be finite and >= 0, got %v", j.cost)}
+	}
+	return nil
+}
+
 // cJob is the job as the C interface takes it, and frees its strings.
 func (j Job) cJob() (C.fairgate_job, func()) {
 	var c C.fairgate_job
@@ -567,9 +576,8 @@ type waiter struct {
 
 // start asks the C interface for the job; a refusal is returned at once.
 func (s *Scheduler) start(job Job) (*waiter, error) {
-	if job.hasCost && job.cost < 0 { // the C interface reads a cost below 0 as none
-		return nil, &Error{Code: InvalidArgument,
-			Message: fmt.Sprintf("explicit cost must be finite and >= 0, got %v", job.cost)}
+	if err := job.checkCost(); err != nil {
+		return nil, err
 	}
 	w := &waiter{ch: make(chan admission, 1)}
 	h := cgo.NewHandle(w.ch)

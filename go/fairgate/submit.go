@@ -47,10 +47,11 @@ type ranJob struct {
 func (r ranJob) Worker() string       { return r.worker }
 func (r ranJob) FencingToken() uint64 { return r.token }
 
-// submitted is a Submit that the C library runs: its function, its callback, and what its
-// function returned when it ran (so that done gets that very error, not a copy of its text).
+// submitted is a Submit or a RunSync that the C library runs: its function, its callback, and
+// what its function returned when it ran (so that done or RunSync's caller gets that very error,
+// not a copy of its text).
 type submitted struct {
-	ctx  context.Context // the scheduler's: Close cancels it
+	ctx  context.Context // the function's: the scheduler's for a Submit, the caller's for a RunSync
 	fn   func(ctx context.Context) error
 	done func(error)
 
@@ -114,6 +115,9 @@ func (s *Scheduler) coalesces(typ string) bool {
 // runSyncInC runs the job with the C library's RunSync, which may join a job of its id: this
 // goroutine's thread waits in C (ctx's end fires the call's cancel), and fn runs on it.
 func (s *Scheduler) runSyncInC(ctx context.Context, job Job, fn func(ctx context.Context) error) error {
+	if err := job.checkCost(); err != nil {
+		return err
+	}
 	j := &submitted{ctx: ctx, fn: fn}
 	h := cgo.NewHandle(j)
 	defer h.Delete()
@@ -152,6 +156,9 @@ func (s *Scheduler) runSyncInC(ctx context.Context, job Job, fn func(ctx context
 
 // submitInC queues the job with the C library's Submit: fn runs on the library's pool thread.
 func (s *Scheduler) submitInC(job Job, fn func(ctx context.Context) error, done func(error)) error {
+	if err := job.checkCost(); err != nil {
+		return err
+	}
 	h := cgo.NewHandle(&submitted{ctx: s.ctx, fn: fn, done: done})
 	c, free := job.cJob()
 	defer free()

@@ -230,3 +230,19 @@ func TestCloseEndsACoalescingTypesJobs(t *testing.T) {
 		t.Errorf("%d cancelled and %d told it closed, want one each", cancelled, closed)
 	}
 }
+
+// A negative cost hint is refused on the C library's paths too (C reads a cost below 0 as none).
+func TestANegativeCostIsRefusedOnEveryPath(t *testing.T) {
+	s := newScheduler(t, quietly(Options{}))
+	register(t, s, "mirror", TypeConfig{Priority: 4, Coalesce: CoalesceJoin})
+	register(t, s, "build", TypeConfig{Priority: 4})
+	for _, typ := range []string{"mirror", "build"} {
+		job := Job{Type: typ, ID: "a", Key: "k"}.WithCost(-1)
+		if err := s.RunSync(context.Background(), job, func(context.Context) error { return nil }); CodeOf(err) != InvalidArgument {
+			t.Errorf("RunSync of %s with cost -1: %v, want InvalidArgument", typ, err)
+		}
+		if err := s.Submit(job, func(context.Context) error { return nil }, nil); CodeOf(err) != InvalidArgument {
+			t.Errorf("Submit of %s with cost -1: %v, want InvalidArgument", typ, err)
+		}
+	}
+}
