@@ -6,6 +6,7 @@ import "C"
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime/cgo"
 	"time"
 	"unsafe"
@@ -88,6 +89,17 @@ func fairgateGoPeriodicDone(user unsafe.Pointer, code C.fairgate_code, message *
 		err = errorFromC(Code(code), message)
 	}
 	j.onRun(err)
+}
+
+// recovering calls fn, a panic in it turned into an error with code Internal that names `what`
+// and the panic's value: a Go function called back from C must not unwind into C.
+func recovering(what string, fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &Error{Code: Internal, Message: fmt.Sprintf("%s panicked: %v", what, r)}
+		}
+	}()
+	return fn()
 }
 
 // codeFor is the C code of a Go function's error, its text into *message (a C string the C
@@ -180,10 +192,11 @@ func fairgateGoReading(user unsafe.Pointer, value *C.double) C.fairgate_code {
 	return C.FAIRGATE_OK
 }
 
-// fairgateGoSubmitRun is the C interface's job function of a Submit this package hands to the C
-// library (submitInC): `user` is the cgo.Handle of its submission, deleted by
-// fairgateGoSubmitDone. It runs the Go function on the library's pool thread, with the
-// scheduler's context carrying what the job's context says of its worker and lease.
+// fairgateGoSubmitRun is the C interface's job function of a Submit or RunSync this package hands
+// to the C library (submitInC, runSyncInC): `user` is the cgo.Handle of the call (deleted by
+// fairgateGoSubmitDone, or by runSyncInC). It runs the Go function on the thread C calls it on
+// (the pool's for a Submit, the caller's for a RunSync), with the call's context (submitted.ctx)
+// carrying what the job's context says of its worker and lease.
 //
 //export fairgateGoSubmitRun
 func fairgateGoSubmitRun(user unsafe.Pointer, ctx *C.fairgate_context,

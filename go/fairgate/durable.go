@@ -110,13 +110,8 @@ type durableType struct {
 }
 
 // run calls the handler with the job, a panic turned into an error.
-func (d *durableType) run(job DurableJob) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &Error{Code: Internal, Message: fmt.Sprintf("the durable handler panicked: %v", r)}
-		}
-	}()
-	return d.handler(d.ctx, job)
+func (d *durableType) run(job DurableJob) error {
+	return recovering("the durable handler", func() error { return d.handler(d.ctx, job) })
 }
 
 // A RecoveryReport says what Recover found.

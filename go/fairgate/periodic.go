@@ -23,7 +23,6 @@ import "C"
 
 import (
 	"context"
-	"fmt"
 	"runtime/cgo"
 	"sync"
 	"time"
@@ -124,11 +123,6 @@ func (p *Periodic) free() {
 }
 
 // run calls the job's function, a panic turned into an error.
-func (j *periodicJob) run() (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &Error{Code: Internal, Message: fmt.Sprintf("the periodic job panicked: %v", r)}
-		}
-	}()
-	return j.fn(j.ctx)
+func (j *periodicJob) run() error {
+	return recovering("the periodic job", func() error { return j.fn(j.ctx) })
 }

@@ -26,7 +26,6 @@ import "C"
 
 import (
 	"context"
-	"fmt"
 	"runtime/cgo"
 	"sync"
 )
@@ -61,16 +60,12 @@ type submitted struct {
 }
 
 // run calls the function, a panic turned into an error, and keeps what it returned.
-func (j *submitted) run(ctx context.Context) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &Error{Code: Internal, Message: fmt.Sprintf("the job's function panicked: %v", r)}
-		}
-		j.mu.Lock()
-		j.ran, j.err = true, err
-		j.mu.Unlock()
-	}()
-	return j.fn(ctx)
+func (j *submitted) run(ctx context.Context) error {
+	err := recovering("the job's function", func() error { return j.fn(ctx) })
+	j.mu.Lock()
+	j.ran, j.err = true, err
+	j.mu.Unlock()
+	return err
 }
 
 // hasRun says whether the function ran.
