@@ -139,7 +139,9 @@ func (s *Scheduler) Recover() (RecoveryReport, error) {
 
 // SubmitDurable stores the job with its payload, queues it, and returns its number in the store
 // once it is stored (committed: it survives a crash from then on). A durable job takes no cost
-// hint (Job.WithCost is refused with InvalidArgument): its cost is learned.
+// hint (Job.WithCost is refused with InvalidArgument): its cost is learned. With a shared store
+// the number is 0 in one case: the connection to the database broke as the job was stored with
+// others, and a replica had run and removed it by the time the store learned it was stored.
 func (s *Scheduler) SubmitDurable(job Job, payload []byte) (uint64, error) {
 	c, free := job.cJob()
 	defer free()
@@ -162,7 +164,7 @@ type DurableSubmission struct {
 }
 
 // SubmitDurableBatch stores the jobs in one commit, all or none, queues them in the order given,
-// and returns their numbers in that order.
+// and returns their numbers in that order (0 as SubmitDurable's may be).
 func (s *Scheduler) SubmitDurableBatch(jobs []DurableSubmission) ([]uint64, error) {
 	// In C memory: a Go pointer may not be kept in memory passed to C, and each job holds two.
 	size := C.size_t(unsafe.Sizeof(C.fairgate_durable_submission{}))

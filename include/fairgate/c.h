@@ -606,7 +606,8 @@ FAIRGATE_C_EXPORT fairgate_code fairgate_recover(fairgate_scheduler* scheduler,
                                                  fairgate_recovery_report* report, char** error);
 /* Stores the job (its cost must be < 0: a durable job takes no hint; its estimate is learned)
  * with `payload_size` bytes of `payload` (NULL only with a size of 0) and queues it; *sequence
- * (when not NULL) is its number in the store. Scheduler::SubmitDurable. */
+ * (when not NULL) is its number in the store (0 in the one case Scheduler::SubmitDurable says).
+ * Scheduler::SubmitDurable. */
 FAIRGATE_C_EXPORT fairgate_code fairgate_submit_durable(fairgate_scheduler* scheduler,
                                                         const fairgate_job* job,
                                                         const void* payload, size_t payload_size,
@@ -617,7 +618,7 @@ typedef struct fairgate_durable_submission {
   size_t payload_size;
 } fairgate_durable_submission;
 /* Stores `count` jobs in one commit, all or none (Scheduler::SubmitDurableBatch); `sequences`
- * (when not NULL) gets their numbers, `count` of them, in the order given. */
+ * (when not NULL) gets their numbers, `count` of them, in the order given (0 as there). */
 FAIRGATE_C_EXPORT fairgate_code fairgate_submit_durable_batch(
     fairgate_scheduler* scheduler, const fairgate_durable_submission* jobs, size_t count,
     uint64_t* sequences, char** error);

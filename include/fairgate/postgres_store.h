@@ -10,6 +10,25 @@
 // operation: Unavailable for a connection that cannot be made, ResourceExhausted for a full disk,
 // FailedPrecondition for a read-only database or a missing privilege, Internal for anything else.
 //
+// A connection may break after the server committed a write and before its reply arrived. The
+// store then learns on the new connection what the write did, rather than doing it twice or
+// reporting what its second try finds: a job or batch stored is looked up by the numbers its
+// store marked it with (column stored_by) before it is stored again, and found, the call returns
+// its sequence numbers (0 for a job of a batch that a replica claimed, ran and removed meanwhile,
+// whose number is gone; a job alone that went so is not found, and is stored again: it runs
+// again, as at least once allows); a claim adopts the jobs it claimed (this replica's, with
+// tokens above any it was given before); a transaction of several statements (a claim whose
+// types take fleet-wide leases, sharing keys' and groups' costs, a flush) is looked up by its
+// transaction id (pg_xact_status), and not run again if it committed; a job's end (removed,
+// deferred, killed, given back) whose second try changes nothing is done if the job is still
+// surely this replica's, as nobody else can have changed it; and beginning an attempt on the
+// server, reviving and removing a dead job run in a transaction that is looked up so. A write
+// whose outcome cannot be learned (the server unreachable after the break, or its transaction
+// still in progress 5 s later) fails with Unavailable saying so. Two writes are tried again
+// regardless, each to the fleet's cost: a rate limit's tokens may be taken twice (the fleet
+// starts fewer jobs, never more), and an AcquireResource slot taken twice holds the first slot
+// until its lease lapses (lease_ttl), unrenewed.
+//
 // The store is shared (SharedStore): each store object is one replica, named by
 // PostgresStoreOptions::replica, and durable jobs are claimed by lease (fairgate/store.h). A claim
 // is one transaction that picks jobs with `FOR UPDATE SKIP LOCKED`, so replicas claiming together
@@ -40,7 +59,7 @@
 // claim whose types take fleet-wide leases reads the keys in the same order, each from its first
 // job whose leases have a free slot, and passes over the keys whose every job waits for a lease:
 // its cost grows with those too. Storing a job costs the trigger's upsert of its key's head
-// (bench/README.md has the figures). Schema 8; a database of an earlier schema is migrated on
+// (bench/README.md has the figures). Schema 9; a database of an earlier schema is migrated on
 // open.
 //
 // Storing jobs wakes the replicas that wait for jobs (a replica waits once a claim of its came

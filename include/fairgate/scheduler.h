@@ -217,7 +217,9 @@ class FAIRGATE_EXPORT Scheduler {
   // and payload together: InvalidArgument). A job stored while the scheduler begins to shut down is
   // kept, and runs after the next Recover. With a shared store the job is not queued here:
   // whichever replica claims it first runs it (this one is woken to claim at once), and a full
-  // queue does not refuse it.
+  // queue does not refuse it; its number is 0 in one case: the connection to the database broke
+  // as the job was stored with others submitted at once, and a replica had run and removed it by
+  // the time the store learned it was stored (fairgate/postgres_store.h).
   StatusOr<std::uint64_t> SubmitDurable(const JobName& job, std::string_view payload);
   // Stores many durable jobs in one commit of the store (one fsync for all of them) and queues
   // them in the order given; returns their sequence numbers, in that order, once all are stored.
@@ -226,7 +228,8 @@ class FAIRGATE_EXPORT Scheduler {
   // store that cannot take them, refuses the whole batch and stores none. Once stored, the batch
   // is accepted as a whole: a job the queue has no room for now (a pending bound) is not refused
   // but waits in the store and is queued when room frees (tried every second, as a job Recover
-  // found under a full queue). An empty batch stores nothing and returns no numbers.
+  // found under a full queue). An empty batch stores nothing and returns no numbers. With a
+  // shared store a job's number may be 0, as SubmitDurable's.
   StatusOr<std::vector<std::uint64_t>> SubmitDurableBatch(
       const std::vector<DurableSubmission>& jobs);
   // The durable jobs that ran out of attempts, in stored order, with their last errors.

@@ -21,7 +21,9 @@
 //   and end of a durable job's attempt, and the flusher's thread.
 // - A failure is a status, never an exception or a crash; the scheduler counts it
 //   (fairgate_store_errors_total) and keeps working in memory. A write that failed changed
-//   nothing (each method is one transaction).
+//   nothing (each method is one transaction), unless the store says it could not learn whether
+//   it committed (the PostgreSQL store: a connection broken during the commit and the server
+//   unreachable after, Unavailable; fairgate/postgres_store.h).
 // - AddJob and AddJobs return once the jobs are as durable as the store promises (the SQLite
 //   store: in its file, with the fsync policy of SqliteStoreOptions::synchronous), with sequence
 //   numbers greater than every one the store returned before, also across restarts.
@@ -137,7 +139,8 @@ class FAIRGATE_EXPORT Store {
   virtual StatusOr<std::uint64_t> AddJob(const StoredJob& job) = 0;
   // Stores new durable jobs in one transaction, all of them or none, and returns their sequence
   // numbers in the order given (ascending: the jobs keep their order in the batch). An empty
-  // batch stores nothing and returns none.
+  // batch stores nothing and returns none. A shared store whose reply was lost may return 0 for
+  // a job another replica already ran and removed (fairgate/postgres_store.h).
   virtual StatusOr<std::vector<std::uint64_t>> AddJobs(const std::vector<StoredJob>& jobs) = 0;
   // Counts one more attempt of the job as begun; returns the count. NotFound if it is not stored.
   virtual StatusOr<std::uint32_t> BeginAttempt(std::uint64_t sequence) = 0;

@@ -104,6 +104,9 @@ StatusOr<std::vector<StoredJob>> PostgresStore::Claim(const std::vector<Claimabl
     // A bound on a type's jobs is kept by the claim's plan too (PlanClaim).
     leases |= t.fleet_cap > 0 || !t.conflict_group.empty() || t.max_jobs > 0;
   }
+  // One claim at a time: after a lost reply a claim adopts the jobs this replica holds and does
+  // not know (ClaimUnleased), which must not be another claim's under way.
+  std::lock_guard claiming(claim_mutex_);
   Session session = pool_.Take();
   Link& link = *session;
   const SteadyClock::time_point sure_until = SureUntil(lease_seconds);
@@ -116,6 +119,7 @@ StatusOr<std::vector<StoredJob>> PostgresStore::Claim(const std::vector<Claimabl
     for (const StoredJob& job : jobs) {
       book_.Claimed(job.sequence, job.lease_token, std::move(taken[job.sequence]), job.attempts + 1,
                     sure_until);
+      tokens_seen_ = std::max(tokens_seen_, job.lease_token);
     }
     return jobs;
   }
@@ -151,15 +155,29 @@ StatusOr<PostgresStore::UnleasedClaim> PostgresStore::ClaimUnleased(
     Link& link, const std::vector<std::string>& names, const std::vector<std::string>& tiers,
     std::size_t max_jobs, std::size_t candidates, double lease_seconds,
     SteadyClock::time_point sure_until, std::vector<StoredJob>& jobs) {
-  StatusOr<Result> r = pool_.RetryingExec(link, kClaim,
-                                          {{TextArray(names)},
-                                           {TextArray(tiers)},
-                                           {std::to_string(max_jobs)},
-                                           {replica_},
-                                           {Number(lease_seconds)},
-                                           {Number(WallSeconds())},
-                                           {std::to_string(candidates)}},
-                                          "claim durable jobs");
+  // When the connection breaks under the claim, it may have committed before the break lost its
+  // reply: the jobs it claimed are this replica's, with tokens above any it was given before
+  // (they come from one sequence), and are its claim (kClaimedUnknown) if there are any; else
+  // it claims again. (A job a previous process of the same replica name holds, its lease not yet
+  // lapsed, is adopted so too: it runs now rather than after that lease.)
+  bool again = false;
+  StatusOr<Result> r = pool_.Retrying(link, [&]() -> StatusOr<Result> {
+    if (std::exchange(again, true)) {
+      StatusOr<Result> unknown =
+          Exec(link, kClaimedUnknown, {{replica_}, {std::to_string(tokens_seen_)}},
+               "claim durable jobs: look up what the claim whose reply was lost claimed");
+      if (!unknown.ok() || PQntuples(unknown->get()) > 0) return unknown;
+    }
+    return Exec(link, kClaim,
+                {{TextArray(names)},
+                 {TextArray(tiers)},
+                 {std::to_string(max_jobs)},
+                 {replica_},
+                 {Number(lease_seconds)},
+                 {Number(WallSeconds())},
+                 {std::to_string(candidates)}},
+                "claim durable jobs");
+  });
   if (!r.ok()) return r.status();
   const int rows = PQntuples(r->get());
   for (int i = 0; i < rows; ++i) {
@@ -167,6 +185,7 @@ StatusOr<PostgresStore::UnleasedClaim> PostgresStore::ClaimUnleased(
     if (!job.ok()) return job.status();
     job->lease_token = std::strtoull(PQgetvalue(r->get(), i, 9), nullptr, 10);
     book_.Claimed(job->sequence, job->lease_token, {}, job->attempts + 1, sure_until);
+    tokens_seen_ = std::max(tokens_seen_, job->lease_token);
     jobs.push_back(*std::move(job));
   }
   UnleasedClaim claim;

@@ -1,8 +1,10 @@
 #include "store/postgres_connection.h"
 
+#include <chrono>
 #include <cstdio>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -156,6 +158,51 @@ Status ConnectionPool::Connect(Link& link) {
     return s;
   }
   return absl::OkStatus();
+}
+
+StatusOr<std::string> ConnectionPool::AssignedId(Link& link, const char* what) {
+  StatusOr<Result> r = Exec(link, "SELECT pg_current_xact_id_if_assigned()", {}, what);
+  if (!r.ok()) return r.status();
+  if (PQgetisnull(r->get(), 0, 0)) return std::string();
+  return std::string(PQgetvalue(r->get(), 0, 0));
+}
+
+StatusOr<bool> ConnectionPool::Committed(Link& link, const std::string& id, const char* what) {
+  // The broken connection's backend ends its transaction once it sees the connection closed:
+  // it commits one whose COMMIT it had read and aborts one it had not (and a server that
+  // restarted has aborted every transaction it had not committed).
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                         std::chrono::duration<double>(kCommittedWaitSeconds));
+  for (;;) {
+    StatusOr<Result> r =
+        Exec(link, "SELECT pg_xact_status($1::xid8)", {{id}},
+             absl::StrCat(what, ": look up whether its transaction committed").c_str());
+    if (!r.ok()) return r.status();
+    const std::string state = PQgetisnull(r->get(), 0, 0) ? "" : PQgetvalue(r->get(), 0, 0);
+    if (state == "committed") return true;
+    if (state == "aborted") return false;
+    if (state != "in progress") {
+      return absl::InternalError(absl::StrCat("PostgreSQL: ", what, ": transaction ", id,
+                                              " is too old for the server to say whether it "
+                                              "committed"));
+    }
+    if (std::chrono::steady_clock::now() >= until) {
+      return absl::UnavailableError(absl::StrCat(
+          "PostgreSQL: ", what, ": the connection broke during its COMMIT, and transaction ", id,
+          " was still in progress ", kCommittedWaitSeconds,
+          " s later: whether it took effect "
+          "is not known"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+Status ConnectionPool::Unknown(const char* what, const Status& reconnect) {
+  return absl::UnavailableError(absl::StrCat("PostgreSQL: ", what,
+                                             ": the connection broke during its COMMIT, and "
+                                             "whether it took effect is not known: ",
+                                             reconnect.message()));
 }
 
 }  // namespace fairgate::store::postgres

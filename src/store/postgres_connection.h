@@ -1,7 +1,7 @@
 // The PostgreSQL store's connections (postgres_store.cc): libpq's handles, a pool of connections
 // each used by one call at a time, and statements run on one, prepared once per connection and
-// retried once on a fresh connection when it turned out to be broken. Knows nothing of jobs or
-// leases. Internal to src/store.
+// retried once on a fresh connection when it turned out to be broken (a transaction not run
+// again if the server says it committed). Knows nothing of jobs or leases. Internal to src/store.
 #ifndef FAIRGATE_STORE_POSTGRES_CONNECTION_H_
 #define FAIRGATE_STORE_POSTGRES_CONNECTION_H_
 
@@ -74,6 +74,10 @@ bool Broken(const Link& link);
 StatusOr<Result> Exec(Link& link, const char* sql, const std::vector<Param>& params,
                       const char* what);
 
+// How long ConnectionPool::Committed waits for a transaction whose COMMIT's reply was lost to be
+// committed or aborted.
+inline constexpr double kCommittedWaitSeconds = 5;
+
 // At most `max_links` connections to `conninfo`, each used by one call at a time.
 class ConnectionPool {
  public:
@@ -105,42 +109,102 @@ class ConnectionPool {
   // Connects `link` (again): a new connection, its statements to be prepared anew.
   Status Connect(Link& link);
 
-  // Runs `attempt` (one transaction) on `link`, connecting it first if it is not connected; if
-  // it failed on a broken connection, reconnects and runs it once more. A transaction cut by a
-  // broken connection was rolled back by the server.
+  // Runs `attempt` (one statement, its own transaction) on `link`, connecting it first if it is
+  // not connected; if it failed on a broken connection, reconnects and runs it once more. The
+  // server may have committed the first run before the break lost its reply: `attempt` is run
+  // so only where a second run does no harm (reads, idempotent writes), or where the caller
+  // learns what the first did (the fenced ends of a job by `rerun`; an `attempt` that looks
+  // first, as the stores and claims of jobs do); for the others see Transaction.
+  // `rerun`, if given, is set when the statement ran a second time after the first run broke
+  // the connection (so the first may have taken effect).
   template <typename Attempt>
-  auto Retrying(Link& link, Attempt attempt) -> decltype(attempt()) {
+  auto Retrying(Link& link, Attempt attempt, bool* rerun = nullptr) -> decltype(attempt()) {
     if (Broken(link)) {
       if (Status s = Connect(link); !s.ok()) return s;
     }
     auto result = attempt();
     if (result.ok() || !Broken(link)) return result;
     if (Status s = Connect(link); !s.ok()) return s;
+    if (rerun != nullptr) *rerun = true;
     return attempt();
   }
 
   // Runs `body` (statements on `link`) as one transaction: BEGIN, the body, then COMMIT, or
-  // ROLLBACK when the body fails; retried once on a fresh connection as Retrying does.
+  // ROLLBACK when the body fails. When the connection breaks before the COMMIT was sent, the
+  // server rolled the transaction back, and it is run once more on a new connection. When it
+  // breaks after (the COMMIT's reply lost), the transaction may have taken effect: its id, read
+  // just before the COMMIT, is looked up on a new connection (Committed), and the call is OK
+  // without running `body` again if it committed, run once more if it did not, and Unavailable
+  // if that cannot be known. So a transaction is applied once whatever reply a break loses, and
+  // what `body` left in its outputs is its committed run's. `body` must set its outputs afresh
+  // each time it runs. One round trip more than the statements: the id's.
   template <typename Body>
   Status Transaction(Link& link, const char* what, Body body) {
-    return Retrying(link, [&]() -> Status {
-      if (Status s = Exec(link, "BEGIN", {}, what).status(); !s.ok()) return s;
-      if (Status s = body(); !s.ok()) {
-        (void)Exec(link, "ROLLBACK", {}, what);
-        return s;
+    for (int run = 0;; ++run) {
+      if (Broken(link)) {
+        if (Status s = Connect(link); !s.ok()) return s;
       }
-      return Exec(link, "COMMIT", {}, what).status();
+      std::string id;  // the transaction's id; empty while it has none (it wrote nothing)
+      bool committing = false;
+      Status status = Exec(link, "BEGIN", {}, what).status();
+      if (status.ok()) status = body();
+      if (status.ok()) {
+        StatusOr<std::string> assigned = AssignedId(link, what);
+        status = assigned.status();
+        if (assigned.ok()) id = *std::move(assigned);
+      }
+      if (status.ok()) {
+        committing = true;
+        status = Exec(link, "COMMIT", {}, what).status();
+      } else if (!Broken(link)) {
+        (void)Exec(link, "ROLLBACK", {}, what);
+      }
+      if (status.ok() || !Broken(link)) return status;
+      if (committing) {
+        // Nothing written: nothing to apply again, and what the body read stands.
+        if (id.empty()) return absl::OkStatus();
+        if (Status s = Connect(link); !s.ok()) return Unknown(what, s);
+        StatusOr<bool> committed = Committed(link, id, what);
+        if (!committed.ok()) return committed.status();
+        if (*committed) return absl::OkStatus();
+      }
+      if (run > 0) return status;
+    }
+  }
+
+  // A single-statement write as Transaction runs it: applied once whatever reply a break loses
+  // (three round trips more than Retrying, for statements whose second run would do harm).
+  StatusOr<Result> ExactlyOnce(Link& link, const char* sql, const std::vector<Param>& params,
+                               const char* what) {
+    Result result;
+    Status status = Transaction(link, what, [&]() -> Status {
+      StatusOr<Result> r = Exec(link, sql, params, what);
+      if (!r.ok()) return r.status();
+      result = *std::move(r);
+      return absl::OkStatus();
     });
+    if (!status.ok()) return status;
+    return result;
   }
 
   // Exec, as Retrying runs it.
   StatusOr<Result> RetryingExec(Link& link, const char* sql, const std::vector<Param>& params,
-                                const char* what) {
-    return Retrying(link, [&] { return Exec(link, sql, params, what); });
+                                const char* what, bool* rerun = nullptr) {
+    return Retrying(
+        link, [&] { return Exec(link, sql, params, what); }, rerun);
   }
 
  private:
   void Return(std::unique_ptr<Link> link);
+  // The id of the transaction under way on `link`, or "" if it has none (has written nothing).
+  static StatusOr<std::string> AssignedId(Link& link, const char* what);
+  // Whether transaction `id`, whose COMMIT a broken connection's backend may still be finishing,
+  // committed: asked of the server (pg_xact_status) until it says committed or aborted, for at
+  // most kCommittedWaitSeconds.
+  static StatusOr<bool> Committed(Link& link, const std::string& id, const char* what);
+  // Unavailable: whether `what` took effect is not known (`reconnect` failed after its COMMIT's
+  // reply was lost).
+  static Status Unknown(const char* what, const Status& reconnect);
 
   const std::string conninfo_;
   const std::size_t max_links_;

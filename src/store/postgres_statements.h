@@ -6,7 +6,7 @@
 
 namespace fairgate::store::postgres {
 
-inline constexpr int kSchemaVersion = 8;
+inline constexpr int kSchemaVersion = 9;
 
 // Creates the schema once per database, under an advisory lock so that replicas starting
 // together do not race.
@@ -282,9 +282,14 @@ END $f$;
 -- it).
 CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_dead ON fairgate_durable_jobs (sequence)
   WHERE dead;
+-- Version 9: each stored job marked with a number its store chose for it before sending the
+-- statement that stored it, so that after a connection broke before that statement's reply the
+-- store can tell whether it committed (PostgresStore::StoreOnce). Not indexed: looked up only
+-- then. NULL in the rows of earlier versions.
+ALTER TABLE fairgate_durable_jobs ADD COLUMN IF NOT EXISTS stored_by bigint;
 INSERT INTO fairgate_schema (version)
-  SELECT 8 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
-UPDATE fairgate_schema SET version = 8 WHERE version < 8;
+  SELECT 9 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
+UPDATE fairgate_schema SET version = 9 WHERE version < 9;
 )sql";
 
 // A replica that waits for jobs (WaitForJobs), in fairgate_waiting: says so, or again ($1 its
@@ -430,6 +435,13 @@ inline constexpr const char* kClaim = FAIRGATE_PG_CLAIM_CANDIDATES(
     "FROM picked WHERE j.sequence = picked.sequence "
     "RETURNING j.sequence, j.type, j.id, j.fairness_key, j.payload, j.submitted_at, "
     "  j.attempts - 1, j.not_before, j.last_error, j.token, (SELECT count(*) FROM ranked)";
+
+// The jobs replica $1 holds with tokens above $2, the greatest it knows of, as kClaim returns
+// its jobs (none passed over): what a claim whose reply was lost claimed.
+inline constexpr const char* kClaimedUnknown =
+    "SELECT sequence, type, id, fairness_key, payload, submitted_at, attempts - 1, not_before, "
+    "  last_error, token, count(*) OVER () FROM fairgate_durable_jobs "
+    "WHERE holder = $1 AND token > $2::bigint AND NOT dead ORDER BY sequence";
 
 // The first job of key `h` (a row of fairgate_key_heads) from its head on that is ready (never
 // deferred, held by nobody) and `claimable`, with `upto` a further condition on its sequence.

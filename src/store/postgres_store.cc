@@ -162,18 +162,76 @@ StatusOr<std::uint64_t> PostgresStore::AddJob(const StoredJob& job) {
 StatusOr<std::uint64_t> PostgresStore::AddOneJob(const StoredJob& job) {
   Session session = pool_.Take();
   Link& link = *session;
-  // The notification, made while a replica waits, wakes every replica's listener (WaitForJobs)
-  // at the commit.
-  StatusOr<Result> r = pool_.RetryingExec(
-      link,
-      "WITH stored AS (INSERT INTO fairgate_durable_jobs "
-      "(type, id, fairness_key, payload, submitted_at) "
-      "VALUES ($1, $2, $3, $4, $5) RETURNING sequence) "
-      "SELECT sequence, fairgate_notify_waiting() FROM stored",
-      {{job.type}, {job.id}, {job.fairness_key}, {job.payload, true}, {Number(job.submitted_at)}},
-      "store a durable job");
-  if (!r.ok()) return r.status();
-  return std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10);
+  const std::int64_t mark = NextMarks(1);
+  StatusOr<std::vector<std::uint64_t>> stored = StoreOnce(
+      link, mark, 1, "store a durable job", [&]() -> StatusOr<std::vector<std::uint64_t>> {
+        // The notification, made while a replica waits, wakes every replica's listener
+        // (WaitForJobs) at the commit.
+        StatusOr<Result> r = Exec(link,
+                                  "WITH stored AS (INSERT INTO fairgate_durable_jobs "
+                                  "(type, id, fairness_key, payload, submitted_at, stored_by) "
+                                  "VALUES ($1, $2, $3, $4, $5, $6) RETURNING sequence) "
+                                  "SELECT sequence, fairgate_notify_waiting() FROM stored",
+                                  {{job.type},
+                                   {job.id},
+                                   {job.fairness_key},
+                                   {job.payload, true},
+                                   {Number(job.submitted_at)},
+                                   {std::to_string(mark)}},
+                                  "store a durable job");
+        if (!r.ok()) return r.status();
+        return std::vector<std::uint64_t>{std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10)};
+      });
+  if (!stored.ok()) return stored.status();
+  return stored->front();
+}
+
+std::int64_t PostgresStore::NextMarks(std::size_t count) {
+  return next_mark_.fetch_add(static_cast<std::int64_t>(count), std::memory_order_relaxed);
+}
+
+std::int64_t PostgresStore::FirstMark() {
+  // Anywhere in [1, 2^61]: two stores' marks meet only where one's count reaches the other's
+  // start (at a million jobs a second, a store counts 2^45 in a year: a share of 2^-16 of the
+  // range), and a meeting matters only to a lookup after a lost reply (StoreOnce) that would then
+  // find the other store's jobs. Nor does the count overflow a bigint in any lifetime.
+  std::random_device random;
+  std::mt19937_64 bits((std::uint64_t{random()} << 32) | random());
+  return std::uniform_int_distribution<std::int64_t>(1, std::int64_t{1} << 61)(bits);
+}
+
+// `store` runs the statement that stores `count` jobs marked `first`, `first` + 1, ... in their
+// order, and returns their sequence numbers. When the connection breaks under it, the
+// statement may have committed before the break lost its reply: the jobs marked so are looked
+// up on a new connection (a read of the whole table, which no index serves: this happens only
+// then) before the statement runs again. Found, they are the answer: 0 for a job already
+// claimed, run and removed by a replica meanwhile, whose number is not known any more. None
+// found, the statement runs again (so a job stored and already removed is stored again: it runs
+// again, as at least once allows).
+StatusOr<std::vector<std::uint64_t>> PostgresStore::StoreOnce(
+    Link& link, std::int64_t first, std::size_t count, const char* what,
+    const std::function<StatusOr<std::vector<std::uint64_t>>()>& store) {
+  bool again = false;
+  return pool_.Retrying(link, [&]() -> StatusOr<std::vector<std::uint64_t>> {
+    if (std::exchange(again, true)) {
+      StatusOr<Result> r =
+          Exec(link,
+               "SELECT stored_by - $1::bigint, sequence FROM fairgate_durable_jobs "
+               "WHERE stored_by >= $1::bigint AND stored_by < $1::bigint + $2::bigint",
+               {{std::to_string(first)}, {std::to_string(count)}},
+               absl::StrCat(what, ": look up whether it was stored").c_str());
+      if (!r.ok()) return r.status();
+      if (PQntuples(r->get()) > 0) {
+        std::vector<std::uint64_t> sequences(count, 0);
+        for (int row = 0; row < PQntuples(r->get()); ++row) {
+          sequences[std::strtoull(PQgetvalue(r->get(), row, 0), nullptr, 10)] =
+              std::strtoull(PQgetvalue(r->get(), row, 1), nullptr, 10);
+        }
+        return sequences;
+      }
+    }
+    return store();
+  });
 }
 
 StatusOr<std::vector<std::uint64_t>> PostgresStore::AddJobs(const std::vector<StoredJob>& jobs) {
@@ -223,33 +281,46 @@ StatusOr<std::vector<std::uint64_t>> PostgresStore::StoreJobs(
   }
   Session session = pool_.Take();
   Link& link = *session;
-  StatusOr<Result> r = pool_.RetryingExec(
-      link,
-      "WITH numbers AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence("
-      "'fairgate_durable_jobs', 'sequence')) AS sequence "
-      "FROM generate_series(1, cardinality($1::text[]))), "
-      "ranked AS (SELECT sequence, row_number() OVER (ORDER BY sequence) AS n FROM numbers), "
-      "stored AS (INSERT INTO fairgate_durable_jobs "
-      "(sequence, type, id, fairness_key, payload, submitted_at) "
-      "SELECT r.sequence, j.type, j.id, j.fairness_key, decode(j.payload, 'hex'), "
-      "j.submitted_at FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], "
-      "$5::double precision[]) WITH ORDINALITY AS j(type, id, fairness_key, payload, "
-      "submitted_at, n) JOIN ranked r USING (n) RETURNING sequence) "
-      "SELECT sequence, (SELECT fairgate_notify_waiting()) FROM stored ORDER BY sequence",
-      {{TextArray(types)},
-       {TextArray(ids)},
-       {TextArray(keys)},
-       {TextArray(payloads)},
-       {TextArray(submitted)}},
-      what);
+  const std::int64_t first = NextMarks(jobs.size());
+  return StoreOnce(link, first, jobs.size(), what, [&]() -> StatusOr<std::vector<std::uint64_t>> {
+    return StoreMarked(link, first, types, ids, keys, payloads, submitted, what);
+  });
+}
+
+StatusOr<std::vector<std::uint64_t>> PostgresStore::StoreMarked(
+    Link& link, std::int64_t first, const std::vector<std::string>& types,
+    const std::vector<std::string>& ids, const std::vector<std::string>& keys,
+    const std::vector<std::string>& payloads, const std::vector<std::string>& submitted,
+    const char* what) {
+  StatusOr<Result> r =
+      Exec(link,
+           "WITH numbers AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence("
+           "'fairgate_durable_jobs', 'sequence')) AS sequence "
+           "FROM generate_series(1, cardinality($1::text[]))), "
+           "ranked AS (SELECT sequence, row_number() OVER (ORDER BY sequence) AS n FROM numbers), "
+           "stored AS (INSERT INTO fairgate_durable_jobs "
+           "(sequence, type, id, fairness_key, payload, submitted_at, stored_by) "
+           "SELECT r.sequence, j.type, j.id, j.fairness_key, decode(j.payload, 'hex'), "
+           "j.submitted_at, $6::bigint + j.n - 1 "
+           "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], "
+           "$5::double precision[]) WITH ORDINALITY AS j(type, id, fairness_key, payload, "
+           "submitted_at, n) JOIN ranked r USING (n) RETURNING sequence) "
+           "SELECT sequence, (SELECT fairgate_notify_waiting()) FROM stored ORDER BY sequence",
+           {{TextArray(types)},
+            {TextArray(ids)},
+            {TextArray(keys)},
+            {TextArray(payloads)},
+            {TextArray(submitted)},
+            {std::to_string(first)}},
+           what);
   if (!r.ok()) return r.status();
   std::vector<std::uint64_t> sequences;
-  sequences.reserve(jobs.size());
+  sequences.reserve(types.size());
   for (int row = 0; row < PQntuples(r->get()); ++row) {
     sequences.push_back(std::strtoull(PQgetvalue(r->get(), row, 0), nullptr, 10));
   }
-  if (sequences.size() != jobs.size()) {
-    return absl::InternalError(absl::StrCat("PostgreSQL: ", what, ": ", jobs.size(), " given, ",
+  if (sequences.size() != types.size()) {
+    return absl::InternalError(absl::StrCat("PostgreSQL: ", what, ": ", types.size(), " given, ",
                                             sequences.size(), " stored"));
   }
   return sequences;
@@ -263,7 +334,8 @@ StatusOr<std::uint32_t> PostgresStore::BeginAttempt(std::uint64_t sequence) {
   const bool counted = local.counted;
   Session session = pool_.Take();
   Link& link = *session;
-  StatusOr<Result> r = pool_.RetryingExec(
+  // Exactly once: run again after a lost reply, the statement would count the attempt twice.
+  StatusOr<Result> r = pool_.ExactlyOnce(
       link,
       "UPDATE fairgate_durable_jobs SET attempts = attempts + $3 "
       "WHERE sequence = $1 AND NOT dead" FAIRGATE_PG_FENCED(2) " AND (token IS NULL OR "
@@ -313,6 +385,7 @@ StatusOr<std::vector<Status>> PostgresStore::RemoveJobs(
   Link& link = *session;
   // Leases given back wake the listeners of the replicas that wait for jobs (WaitForJobs): a job
   // that waited for one (a fleet-wide cap's slot, a repository's) may be claimed now.
+  bool rerun = false;
   StatusOr<Result> r = pool_.RetryingExec(
       link,
       "WITH gone AS (DELETE FROM fairgate_durable_jobs j USING unnest($1::bigint[], "
@@ -324,7 +397,7 @@ StatusOr<std::vector<Status>> PostgresStore::RemoveJobs(
       {{TextArray(numbers)},
        {absl::StrCat("{", absl::StrJoin(tokens, ","), "}")},  // NULL unquoted: no token
        {TextArray(resources)}},
-      "remove durable jobs");
+      "remove durable jobs", &rerun);
   if (!r.ok()) {
     // Not renewed from now on, as a failed RemoveJob's: the jobs' leases and the claims'
     // lapse, unless a later try gives them back first.
@@ -362,7 +435,9 @@ StatusOr<std::vector<Status>> PostgresStore::RemoveJobs(
     }
     // As Refusal: gone although this replica still held it (another claimed it after this
     // one's lease passed, and finished it) is a refusal too; gone and never held is done.
-    if (gone.contains(sequence) || (!stored.contains(sequence) && !book_.Holds(sequence))) {
+    if (gone.contains(sequence) ||
+        (!stored.contains(sequence) &&
+         (!book_.Holds(sequence) || RanBeforeTheBreak(rerun, sequence)))) {
       book_.Forget(sequence);
       continue;
     }
@@ -412,8 +487,10 @@ StatusOr<StoredJob> PostgresStore::ReviveJob(std::uint64_t sequence) {
       "UPDATE fairgate_durable_jobs SET dead = false, attempts = 0, not_before = 0 "
       "WHERE sequence = $1 AND dead RETURNING ",
       kJobColumns, ", fairgate_notify_waiting()");
+  // Exactly once: run again after a lost reply, the statement would find the job live and say
+  // it is not dead.
   StatusOr<Result> r =
-      pool_.RetryingExec(link, sql.c_str(), {{std::to_string(sequence)}}, "revive a dead job");
+      pool_.ExactlyOnce(link, sql.c_str(), {{std::to_string(sequence)}}, "revive a dead job");
   if (!r.ok()) return r.status();
   if (PQntuples(r->get()) == 0) return NoDeadJob(sequence);
   return JobAt(*r, 0);
@@ -422,7 +499,8 @@ StatusOr<StoredJob> PostgresStore::ReviveJob(std::uint64_t sequence) {
 Status PostgresStore::RemoveDeadJob(std::uint64_t sequence) {
   Session session = pool_.Take();
   Link& link = *session;
-  StatusOr<Result> r = pool_.RetryingExec(
+  // Exactly once, as ReviveJob.
+  StatusOr<Result> r = pool_.ExactlyOnce(
       link, "DELETE FROM fairgate_durable_jobs WHERE sequence = $1 AND dead RETURNING 1",
       {{std::to_string(sequence)}}, "remove a dead job");
   if (!r.ok()) return r.status();
@@ -631,6 +709,12 @@ Status PostgresStore::Refusal(Link& link, std::uint64_t sequence, const char* wh
   return LeaseLost(what, sequence);
 }
 
+// So when the job is still surely this replica's: no other replica can have changed its row
+// since the first run (fenced by the same token) began.
+bool PostgresStore::RanBeforeTheBreak(bool rerun, std::uint64_t sequence) const {
+  return rerun && book_.SurelyHolds(sequence, SteadyClock::now());
+}
+
 // The refusal of `what` ("remove", "defer", ...) done to a job whose lease this replica lost.
 Status PostgresStore::LeaseLost(const char* what, std::uint64_t sequence) const {
   return absl::AbortedError(absl::StrCat("PostgreSQL: cannot ", what, " durable job ", sequence,
@@ -645,11 +729,12 @@ Status PostgresStore::Finish(Link& link, std::uint64_t sequence, const char* sql
                              std::vector<Param> more, const char* what, bool missing_is_ok) {
   std::vector<Param> params = {{std::to_string(sequence)}, TokenOf(sequence)};
   for (Param& p : more) params.push_back(std::move(p));
+  bool rerun = false;
   StatusOr<Result> r =
-      pool_.RetryingExec(link, sql, params, absl::StrCat(what, " a durable job").c_str());
+      pool_.RetryingExec(link, sql, params, absl::StrCat(what, " a durable job").c_str(), &rerun);
   Status status = r.status();
   if (r.ok() && PQntuples(r->get()) == 0) {
-    status = Refusal(link, sequence, what);
+    status = RanBeforeTheBreak(rerun, sequence) ? absl::OkStatus() : Refusal(link, sequence, what);
     if (missing_is_ok && status.code() == absl::StatusCode::kNotFound) status = absl::OkStatus();
   }
   // The claim's leases go back with it. When the server was unreachable they are kept, not

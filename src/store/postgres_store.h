@@ -4,7 +4,8 @@
 // postgres_learned.cc (learned state and keys' costs summed over replicas).
 //
 // A pool of connections, each call one transaction on a connection of its own for the call,
-// retried once on a fresh connection when that one turned out to be broken; text parameters and
+// retried once on a fresh connection when that one turned out to be broken, after learning what
+// the first try did when it may have committed (fairgate/postgres_store.h); text parameters and
 // results (payloads as bytea, sent in binary), statements with parameters prepared once per
 // connection (store/postgres_connection.h; their text: store/postgres_statements.h).
 //
@@ -24,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -137,6 +139,21 @@ class PostgresStore final : public SharedStore {
   // kMaxStatementBytes.
   StatusOr<std::vector<std::uint64_t>> StoreJobs(const std::vector<const StoredJob*>& jobs,
                                                  const char* what);
+  // StoreJobs' statement, its arrays made, the jobs marked from `first`.
+  StatusOr<std::vector<std::uint64_t>> StoreMarked(Link& link, std::int64_t first,
+                                                   const std::vector<std::string>& types,
+                                                   const std::vector<std::string>& ids,
+                                                   const std::vector<std::string>& keys,
+                                                   const std::vector<std::string>& payloads,
+                                                   const std::vector<std::string>& submitted,
+                                                   const char* what);
+  // Runs `store` so that its jobs are stored once whatever reply a broken connection loses.
+  StatusOr<std::vector<std::uint64_t>> StoreOnce(
+      Link& link, std::int64_t first, std::size_t count, const char* what,
+      const std::function<StatusOr<std::vector<std::uint64_t>>()>& store);
+  // `count` marks (fairgate_durable_jobs.stored_by) for jobs about to be stored: the first.
+  std::int64_t NextMarks(std::size_t count);
+  static std::int64_t FirstMark();
 
   // PostgreSQL's text cannot hold a NUL byte, and libpq would cut a parameter at the first one:
   // a job's names with one are refused rather than stored cut short. (The payload is bytea.) A
@@ -168,6 +185,9 @@ class PostgresStore final : public SharedStore {
 
   // The refusal of `what` ("remove", "defer", ...) done to a job whose lease this replica lost.
   Status LeaseLost(const char* what, std::uint64_t sequence) const;
+  // Whether a fenced statement on `sequence` that changed no row when run again after a broken
+  // connection (`rerun`) had done its work in the first run, whose reply the break lost.
+  bool RanBeforeTheBreak(bool rerun, std::uint64_t sequence) const;
 
   // Runs the fenced statement `sql` ($1 the sequence, $2 the token, `more` from $3) that ends
   // this replica's part in a job, and forgets the job's token once it is done with it. The
@@ -253,6 +273,7 @@ class PostgresStore final : public SharedStore {
   const std::string replica_;
   const std::size_t max_job_bytes_;  // PostgresStoreOptions::max_job_bytes
   LeaseBook book_;  // this replica's claims and leases (thread-safe, its own mutex)
+  std::atomic<std::int64_t> next_mark_{FirstMark()};  // the next job's stored_by (StoreOnce)
   // AddJob's calls from many threads at once, a group a statement. A PostgreSQL server commits
   // notifying transactions one at a time, so jobs stored one a statement from 8 threads made no
   // more commits a second than from one thread (bench/README.md).
@@ -265,6 +286,10 @@ class PostgresStore final : public SharedStore {
   // claiming at once to share (ClaimJobs): until a claim came back whole, and again once one
   // came back short.
   std::atomic<bool> wide_claims_{true};
+  std::mutex claim_mutex_;  // held by each claim (Claim); guards tokens_seen_
+  // The greatest fencing token a claim of this replica was given: a claim whose reply was lost
+  // gave greater ones (ClaimUnleased).
+  std::uint64_t tokens_seen_ = 0;
   // Whether the next claim with leases of n jobs reads 8 n candidates, and locks 4 n of them
   // for its plan to choose among (n when every type is Sure), rather than n of 2 n: until a
   // claim with leases came back whole, and again once one came back short (ClaimWithLeases).
