@@ -144,8 +144,9 @@ class LostReplyProxy {
       }
       if (poll(fds.data(), fds.size(), -1) < 0) continue;
       if (fds[0].revents != 0) return;
-      if (fds[1].revents & POLLIN) Accept();
-      for (std::size_t i = 0; i < pairs_.size(); ++i) {
+      // The pairs polled (fds holds two entries for each, after the first two); one accepted
+      // below is polled from the next round on.
+      for (std::size_t i = 0; 2 + 2 * i < fds.size(); ++i) {
         Pair& pair = *pairs_[i];
         bool open = true;
         if (fds[2 + 2 * i].revents != 0) open = FromClient(pair);
@@ -153,6 +154,7 @@ class LostReplyProxy {
         if (!open) Close(pair);
       }
       std::erase_if(pairs_, [](const std::unique_ptr<Pair>& pair) { return pair->client < 0; });
+      if (fds[1].revents & POLLIN) Accept();
     }
   }
 

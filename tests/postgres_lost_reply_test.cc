@@ -11,6 +11,10 @@
 #include "postgres_server.h"
 #include "store_contract.h"
 
+// In the runtime's suite so that the thread runtime's build (ThreadSanitizer) has these tests;
+// each is a store's test that starts no scheduler: the suite "store" (postgres_store_test.cc).
+TEST_SUITE_BEGIN("runtime");
+
 namespace fairgate {
 namespace {
 namespace postgres_lost_reply_test {
@@ -262,3 +266,5 @@ TEST_CASE("PostgresLostReply.AKeysCostSharedWhenTheCommitIsLostIsAddedOnce" * kS
 }  // namespace postgres_lost_reply_test
 }  // namespace
 }  // namespace fairgate
+
+TEST_SUITE_END();
