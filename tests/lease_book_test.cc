@@ -5,6 +5,7 @@
 #include "store/lease_book.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -35,6 +36,30 @@ TEST_CASE("LeaseBook.AClaimIsHeldWithItsTokenUntilForgotten") {
   book.Forget(7);
   CHECK_FALSE(book.Holds(7));
   CHECK(book.ToRenew().jobs.empty());
+}
+
+// A call that freed the job (deferred it, gave it back) ends the claim it was made for, not the
+// claim this replica made of the job since: that one is still held, renewed, with its leases.
+TEST_CASE("LeaseBook.EndingAClaimByItsTokenLeavesALaterClaimOfTheJob") {
+  LeaseBook book;
+  const Clock::time_point later = Clock::now() + std::chrono::seconds(60);
+  book.Claimed(7, 70, {700}, 1, later);
+  CHECK(book.SurelyHeldUntil(7) == later);
+  book.Claimed(7, 71, {710}, 2, later);
+  book.StopRenewing(7, 70);
+  book.Refused(7, 70);
+  CHECK(book.TakeClaimLeases(7, 70).empty());
+  book.Forget(7, 70);
+  CHECK(book.TokenOf(7) == 71u);
+  CHECK(book.SurelyHolds(7, Clock::now()));
+  CHECK(book.ToRenew().jobs == Tokens{71});
+  CHECK(book.ToRenew().resources == Tokens{710});
+  // By its own token, or with none given, the claim ends.
+  book.StopRenewing(7, 71);
+  CHECK_FALSE(book.SurelyHeldUntil(7).has_value());
+  CHECK(book.TakeClaimLeases(7) == Tokens{710});
+  book.Forget(7, 71);
+  CHECK_FALSE(book.Holds(7));
 }
 
 TEST_CASE("LeaseBook.AnAttemptBeginsLocallyOnlyWhileTheClaimIsSurelyHeld") {

@@ -8,7 +8,8 @@
 // server's ReadyForQuery messages that end them: the first transaction that executed a statement
 // containing that piece and then ended (ReadyForQuery idle: committed, or a single statement's
 // implicit transaction done) has the reply that ended it withheld, and that connection closed on
-// both sides. One loss per arming; connections made after it pass as before.
+// both sides. One loss per arming; connections made after it pass as before. LoseEveryCommitOf
+// loses them again and again instead.
 #ifndef FAIRGATE_TESTS_LOST_REPLY_PROXY_H_
 #define FAIRGATE_TESTS_LOST_REPLY_PROXY_H_
 
@@ -28,6 +29,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "temp_dir.h"
@@ -87,6 +89,18 @@ class LostReplyProxy {
     armed_ = std::move(sql_part);
     meanwhile_ = std::move(meanwhile);
   }
+  // Until StopLosing: each commit of a transaction that ran SQL containing one of `sql_parts`
+  // loses its reply, except a connection's first such commit. A client that makes a new
+  // connection after a loss and tries its call again there is so answered, and learns what its
+  // first try did; its next call on that connection loses its reply again.
+  void LoseEveryCommitOf(std::vector<std::string> sql_parts) {
+    std::lock_guard lock(mutex_);
+    every_ = std::move(sql_parts);
+  }
+  void StopLosing() {
+    std::lock_guard lock(mutex_);
+    every_.clear();
+  }
   int losses() const {
     std::lock_guard lock(mutex_);
     return losses_;
@@ -99,10 +113,21 @@ class LostReplyProxy {
     std::string from_client, from_server;           // bytes not yet a whole message
     bool started = false;                           // the client's untyped startup message is past
     std::map<std::string, std::string> statements;  // prepared statement's name -> its SQL
-    bool request_marked = false;                    // the request being sent executes the armed SQL
-    std::deque<bool> requests;        // requests sent and not yet answered: marked or not
-    bool transaction_marked = false;  // the transaction under way executed the armed SQL
-    std::string reply;                // the server's messages held until a request's end
+    // Whether a request or transaction executes SQL that LoseCommitOf (`once`) or
+    // LoseEveryCommitOf (`every`) names.
+    struct Marks {
+      bool once = false, every = false;
+      Marks& operator|=(const Marks& other) {
+        once |= other.once;
+        every |= other.every;
+        return *this;
+      }
+    };
+    Marks request_marked;        // the request being sent
+    std::deque<Marks> requests;  // requests sent and not yet answered
+    Marks transaction_marked;    // the transaction under way
+    bool spared = false;         // a commit LoseEveryCommitOf names was answered
+    std::string reply;           // the server's messages held until a request's end
   };
 
   static sockaddr_un Address(const std::string& path) {
@@ -182,9 +207,11 @@ class LostReplyProxy {
     if (n <= 0 || !SendAll(pair.server, buffer, static_cast<std::size_t>(n))) return false;
     pair.from_client.append(buffer, static_cast<std::size_t>(n));
     std::string armed;
+    std::vector<std::string> every;
     {
       std::lock_guard lock(mutex_);
       armed = armed_;
+      every = every_;
     }
     for (;;) {
       std::string& in = pair.from_client;
@@ -199,7 +226,10 @@ class LostReplyProxy {
       const std::string body = in.substr(5, Length(in, 1) - 4);
       in.erase(0, 1 + Length(in, 1));
       auto marks = [&](const std::string& sql) {
-        return !armed.empty() && sql.find(armed) != std::string::npos;
+        Pair::Marks m;
+        m.once = !armed.empty() && sql.find(armed) != std::string::npos;
+        for (const std::string& part : every) m.every |= sql.find(part) != std::string::npos;
+        return m;
       };
       if (type == 'P') {  // Parse: name, query
         const std::string name = body.c_str();
@@ -210,7 +240,7 @@ class LostReplyProxy {
       } else if (type == 'Q' || type == 'S') {  // a simple query, or the extended ones' Sync
         if (type == 'Q') pair.request_marked |= marks(body.c_str());
         pair.requests.push_back(pair.request_marked);
-        pair.request_marked = false;
+        pair.request_marked = {};
       }
     }
   }
@@ -238,24 +268,26 @@ class LostReplyProxy {
         pair.transaction_marked |= pair.requests.front();
         pair.requests.pop_front();
       }
-      if (state == 'I' && pair.transaction_marked) {
+      if (state == 'I' && (pair.transaction_marked.once || pair.transaction_marked.every)) {
         bool lose = false;
         std::function<void()> meanwhile;
         {
           std::lock_guard lock(mutex_);
-          lose = !armed_.empty();
-          if (lose) {
+          if (pair.transaction_marked.once && !armed_.empty()) {
+            lose = true;
             armed_.clear();
-            ++losses_;
             meanwhile = std::move(meanwhile_);
+          } else if (pair.transaction_marked.every && !every_.empty()) {
+            lose = std::exchange(pair.spared, true);
           }
+          if (lose) ++losses_;
         }
         if (lose) {
           if (meanwhile) meanwhile();
           return false;  // the reply is not sent: the connection closes
         }
       }
-      if (state == 'I') pair.transaction_marked = false;
+      if (state == 'I') pair.transaction_marked = {};
       if (!Forward(pair)) return false;
     }
   }
@@ -271,9 +303,10 @@ class LostReplyProxy {
   int listener_ = -1;
   int wake_[2] = {-1, -1};
   std::vector<std::unique_ptr<Pair>> pairs_;  // the proxy's thread's alone
-  mutable std::mutex mutex_;                  // guards armed_, meanwhile_ and losses_
+  mutable std::mutex mutex_;                  // guards armed_, meanwhile_, every_ and losses_
   std::string armed_;
   std::function<void()> meanwhile_;
+  std::vector<std::string> every_;
   int losses_ = 0;
   std::thread thread_;
 };

@@ -2,14 +2,20 @@
 // committed a write and before its reply arrived (lost_reply_proxy.h): the store tries again on a
 // new connection, and each write is applied once and reported as what it did, not as the
 // refusal or the absence its second run would find.
+#include <chrono>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "doctest/doctest.h"
 #include "fairgate/postgres_store.h"
+#include "fairgate/scheduler.h"
 #include "lost_reply_proxy.h"
 #include "postgres_server.h"
+#include "runtime_test_util.h"
 #include "store_contract.h"
+#include "test_job_types.h"
 
 // In the runtime's suite so that the thread runtime's build (ThreadSanitizer) has these tests;
 // each is a store's test that starts no scheduler: the suite "store" (postgres_store_test.cc).
@@ -261,6 +267,85 @@ TEST_CASE("PostgresLostReply.AKeysCostSharedWhenTheCommitIsLostIsAddedOnce" * kS
   CHECK(totals->at(0).accumulated_cost == 2.5);
   auto other = *OpenPostgresStore(server.conninfo(), {"b"});
   CHECK(other->ShareKeyCosts({}, {"k"})->at(0).accumulated_cost == 2.5);
+}
+
+// A replica whose calls lose the reply of their first try again and again (each on a new
+// connection after a loss is answered) still runs each job to its end exactly once: stored once,
+// claimed by the replica whose claim's reply was lost rather than left to lapse, each attempt
+// counted once (a job failing its first attempt runs its second as attempt 2), deferred and
+// removed as the replica was told, and keys' costs shared once.
+TEST_CASE("PostgresLostReply.AReplicaWhoseRepliesAreLostRunsEachJobOnce") {
+  testing::Watchdog watchdog("PostgresLostReply.AReplicaWhoseRepliesAreLostRunsEachJobOnce",
+                             std::chrono::seconds(240));
+  testing::PostgresServer server;
+  testing::LostReplyProxy proxy(server.conninfo());
+  constexpr int kBatches = 12, kBatchSize = 10;
+  // Stored before any replica claims, so that no job can be run and removed before its store
+  // learns that it was stored (the one case where a job is stored again).
+  proxy.LoseEveryCommitOf({"INSERT INTO fairgate_durable_jobs"});
+  {
+    auto loader = Through(proxy, "loader");
+    for (int b = 0; b < kBatches; ++b) {
+      std::vector<StoredJob> batch;
+      for (int i = 0; i < kBatchSize; ++i) {
+        batch.push_back(testing::StoredJobOf("fetch", "j" + std::to_string(b * kBatchSize + i),
+                                             "k" + std::to_string(i % 3)));
+      }
+      StatusOr<std::vector<std::uint64_t>> stored = loader->AddJobs(batch);
+      REQUIRE_MESSAGE(stored.ok(), stored.status().ToString());
+    }
+  }
+  const int stored_losses = proxy.losses();
+  CHECK(stored_losses >= kBatches / 2);  // every other: a loss, then a new connection's first
+  const std::vector<StoredJob> stored = *(*OpenPostgresStore(server.conninfo()))->LiveJobs();
+  REQUIRE(stored.size() == static_cast<std::size_t>(kBatches * kBatchSize));
+
+  proxy.LoseEveryCommitOf({"token = nextval('fairgate_lease_tokens')",  // a claim
+                           "WITH gone AS (DELETE",                      // removals
+                           "DELETE FROM fairgate_durable_jobs WHERE sequence = $1",
+                           "SET not_before = $3",          // a retry's deferral
+                           "INSERT INTO fairgate_keys"});  // keys' costs shared
+  testing::Log ran;
+  SchedulerOptions o;
+  o.persistence.store = std::shared_ptr<Store>(Through(proxy, "a"));
+  o.runtime.warn = [](std::string_view) {};
+  o.rule.max_concurrency = 4;
+  o.fleet.claim_interval = Seconds(0.05);
+  auto scheduler = *Scheduler::Create(o);
+  REQUIRE(scheduler->RegisterType("fetch", testing::Type(4, 4)).ok());
+  REQUIRE(scheduler
+              ->RegisterDurable(
+                  "fetch",
+                  [&](const DurableJob& job, const Context&) {
+                    ran.Add(std::string(job.id) + "#" + std::to_string(job.attempt));
+                    // Every fourth job fails its first attempt.
+                    const bool fails = std::stoi(std::string(job.id.substr(1))) % 4 == 0;
+                    if (fails && job.attempt == 1) return absl::InternalError("once");
+                    return absl::OkStatus();
+                  },
+                  RetryPolicy{.max_attempts = 3,
+                              .initial_backoff = Seconds(0.01),
+                              .max_backoff = Seconds(0.01)})
+              .ok());
+  REQUIRE(scheduler->Recover().ok());
+  const std::size_t runs = kBatches * kBatchSize * 5 / 4;
+  REQUIRE(testing::Eventually([&] { return ran.entries().size() >= runs; },
+                              std::chrono::milliseconds(120000)));
+  auto reader = *OpenPostgresStore(server.conninfo());
+  REQUIRE(testing::Eventually([&] { return reader->LiveJobs()->empty(); },
+                              std::chrono::milliseconds(60000)));
+  proxy.StopLosing();
+  scheduler.reset();
+  CHECK(proxy.losses() - stored_losses >= 10);
+  CHECK(reader->DeadJobs()->empty());
+  std::map<std::string, int> times;
+  for (const std::string& entry : ran.entries()) ++times[entry];
+  CHECK(ran.entries().size() == runs);
+  for (int j = 0; j < kBatches * kBatchSize; ++j) {
+    const std::string id = "j" + std::to_string(j);
+    CHECK_MESSAGE(times[id + "#1"] == 1, id);
+    CHECK_MESSAGE(times[id + "#2"] == (j % 4 == 0 ? 1 : 0), id);
+  }
 }
 
 }  // namespace postgres_lost_reply_test

@@ -44,19 +44,34 @@ bool LeaseBook::SurelyHolds(std::uint64_t sequence, Clock::time_point now) const
   return it != claims_.end() && it->second.renew && now < it->second.sure_until;
 }
 
+std::optional<LeaseBook::Clock::time_point> LeaseBook::SurelyHeldUntil(
+    std::uint64_t sequence) const {
+  std::lock_guard lock(mutex_);
+  auto it = claims_.find(sequence);
+  if (it == claims_.end() || !it->second.renew) return std::nullopt;
+  return it->second.sure_until;
+}
+
+absl::flat_hash_map<std::uint64_t, LeaseBook::Claim>::iterator LeaseBook::Find(
+    std::uint64_t sequence, std::optional<std::uint64_t> of) {
+  auto it = claims_.find(sequence);
+  if (it != claims_.end() && of && it->second.token != *of) return claims_.end();
+  return it;
+}
+
 void LeaseBook::AttemptConfirmed(std::uint64_t sequence) {
   std::lock_guard lock(mutex_);
   if (auto it = claims_.find(sequence); it != claims_.end()) it->second.counted = 0;
 }
 
-void LeaseBook::StopRenewing(std::uint64_t sequence) {
+void LeaseBook::StopRenewing(std::uint64_t sequence, std::optional<std::uint64_t> of) {
   std::lock_guard lock(mutex_);
-  if (auto it = claims_.find(sequence); it != claims_.end()) it->second.renew = false;
+  if (auto it = Find(sequence, of); it != claims_.end()) it->second.renew = false;
 }
 
-void LeaseBook::Forget(std::uint64_t sequence) {
+void LeaseBook::Forget(std::uint64_t sequence, std::optional<std::uint64_t> of) {
   std::lock_guard lock(mutex_);
-  claims_.erase(sequence);
+  if (auto it = Find(sequence, of); it != claims_.end()) claims_.erase(it);
 }
 
 std::vector<std::uint64_t> LeaseBook::ClaimLeases(std::uint64_t sequence) const {
@@ -65,16 +80,17 @@ std::vector<std::uint64_t> LeaseBook::ClaimLeases(std::uint64_t sequence) const 
   return it == claims_.end() ? std::vector<std::uint64_t>{} : it->second.resources;
 }
 
-std::vector<std::uint64_t> LeaseBook::TakeClaimLeases(std::uint64_t sequence) {
+std::vector<std::uint64_t> LeaseBook::TakeClaimLeases(std::uint64_t sequence,
+                                                      std::optional<std::uint64_t> of) {
   std::lock_guard lock(mutex_);
-  auto it = claims_.find(sequence);
+  auto it = Find(sequence, of);
   if (it == claims_.end()) return {};
   return std::exchange(it->second.resources, {});
 }
 
-void LeaseBook::Refused(std::uint64_t sequence) {
+void LeaseBook::Refused(std::uint64_t sequence, std::optional<std::uint64_t> of) {
   std::lock_guard lock(mutex_);
-  auto it = claims_.find(sequence);
+  auto it = Find(sequence, of);
   if (it == claims_.end()) return;
   it->second.renew = false;
   it->second.resources.clear();

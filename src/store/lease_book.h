@@ -61,18 +61,26 @@ class LeaseBook {
   // Whether this replica holds the claim and it is surely its own at `now` (claimed or last
   // renewed recently enough, and still renewed).
   bool SurelyHolds(std::uint64_t sequence, Clock::time_point now) const;
+  // Until when the claim is surely this replica's, if it holds it and still renews it.
+  std::optional<Clock::time_point> SurelyHeldUntil(std::uint64_t sequence) const;
+
+  // What ends a claim (the four below) acts on the claim of the job made with token `of` when
+  // one is given, and leaves a later claim of the same job alone: once a call freed the job
+  // (deferred, given back), this replica's next claim may take it before the call is done with
+  // the claim it was made for.
 
   // The claim is no longer renewed: its lease lapses, unless a later call ends it first.
-  void StopRenewing(std::uint64_t sequence);
+  void StopRenewing(std::uint64_t sequence, std::optional<std::uint64_t> of = std::nullopt);
   // The claim is over: forgotten, with whatever leases were taken with it.
-  void Forget(std::uint64_t sequence);
+  void Forget(std::uint64_t sequence, std::optional<std::uint64_t> of = std::nullopt);
   // The leases taken with the claim (empty for a job not held).
   std::vector<std::uint64_t> ClaimLeases(std::uint64_t sequence) const;
   // The leases taken with the claim, to give back now: the book no longer holds them.
-  std::vector<std::uint64_t> TakeClaimLeases(std::uint64_t sequence);
+  std::vector<std::uint64_t> TakeClaimLeases(std::uint64_t sequence,
+                                             std::optional<std::uint64_t> of = std::nullopt);
   // The server refused a call on the job (another replica holds it now): not renewed, and the
   // leases taken with the claim are no longer this replica's.
-  void Refused(std::uint64_t sequence);
+  void Refused(std::uint64_t sequence, std::optional<std::uint64_t> of = std::nullopt);
 
   // What RenewLeases renews: the tokens of the claims still renewed, and every resource lease
   // (those taken with them, and AcquireResource's).
@@ -96,6 +104,11 @@ class LeaseBook {
     std::uint32_t counted = 0;             // the attempt it counted, until begun (then 0)
     Clock::time_point sure_until;
   };
+
+  // The claim of `sequence` made with token `of` (any claim of it when `of` is not given), or
+  // claims_.end(). Under mutex_.
+  absl::flat_hash_map<std::uint64_t, Claim>::iterator Find(std::uint64_t sequence,
+                                                           std::optional<std::uint64_t> of);
 
   mutable std::mutex mutex_;  // guards what follows
   absl::flat_hash_map<std::uint64_t, Claim> claims_;

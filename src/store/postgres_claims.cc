@@ -249,9 +249,10 @@ PostgresStore::SteadyClock::time_point PostgresStore::SureUntil(double lease_sec
 
 // Gives back the leases taken with this replica's claim of `sequence` (a failure leaves them
 // to lapse: the book no longer renews them).
-void PostgresStore::GiveBackClaimLeases(Link& link, std::uint64_t sequence) {
+void PostgresStore::GiveBackClaimLeases(Link& link, std::uint64_t sequence,
+                                        std::optional<std::uint64_t> of) {
   std::vector<std::string> resources;
-  for (std::uint64_t token : book_.TakeClaimLeases(sequence)) {
+  for (std::uint64_t token : book_.TakeClaimLeases(sequence, of)) {
     resources.push_back(std::to_string(token));
   }
   if (resources.empty()) return;

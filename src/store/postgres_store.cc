@@ -373,9 +373,13 @@ StatusOr<std::vector<Status>> PostgresStore::RemoveJobs(
   std::vector<Status> removed(sequences.size());
   if (sequences.empty()) return removed;
   std::vector<std::string> numbers, tokens, resources;
+  std::vector<std::optional<std::uint64_t>> claims;  // each job's token
+  std::vector<std::optional<SteadyClock::time_point>> sure_until;
   for (std::uint64_t sequence : sequences) {
     numbers.push_back(std::to_string(sequence));
     const std::optional<std::uint64_t> token = book_.TokenOf(sequence);
+    claims.push_back(token);
+    sure_until.push_back(book_.SurelyHeldUntil(sequence));
     tokens.push_back(token ? std::to_string(*token) : "NULL");
     for (std::uint64_t lease : book_.ClaimLeases(sequence)) {
       resources.push_back(std::to_string(lease));
@@ -401,7 +405,7 @@ StatusOr<std::vector<Status>> PostgresStore::RemoveJobs(
   if (!r.ok()) {
     // Not renewed from now on, as a failed RemoveJob's: the jobs' leases and the claims'
     // lapse, unless a later try gives them back first.
-    for (std::uint64_t sequence : sequences) book_.StopRenewing(sequence);
+    for (std::size_t i = 0; i < sequences.size(); ++i) book_.StopRenewing(sequences[i], claims[i]);
     return r.status();
   }
   absl::flat_hash_set<std::uint64_t> gone;
@@ -430,19 +434,19 @@ StatusOr<std::vector<Status>> PostgresStore::RemoveJobs(
     // The claim's leases were given back with the batch: the book forgets them in each case.
     if (!gone.contains(sequence) && !looked_up.ok()) {
       removed[i] = looked_up;
-      (void)book_.TakeClaimLeases(sequence);
+      (void)book_.TakeClaimLeases(sequence, claims[i]);
       continue;
     }
     // As Refusal: gone although this replica still held it (another claimed it after this
     // one's lease passed, and finished it) is a refusal too; gone and never held is done.
     if (gone.contains(sequence) ||
         (!stored.contains(sequence) &&
-         (!book_.Holds(sequence) || RanBeforeTheBreak(rerun, sequence)))) {
-      book_.Forget(sequence);
+         (!book_.Holds(sequence) || RanBeforeTheBreak(rerun, sure_until[i])))) {
+      book_.Forget(sequence, claims[i]);
       continue;
     }
     removed[i] = LeaseLost("remove", sequence);
-    book_.Refused(sequence);
+    book_.Refused(sequence, claims[i]);
   }
   return removed;
 }
@@ -683,7 +687,10 @@ StatusOr<StoredJob> PostgresStore::JobAt(const Result& r, int row) {
 
 // The token this replica holds `sequence` with, as a parameter: NULL if it holds none.
 Param PostgresStore::TokenOf(std::uint64_t sequence) const {
-  const std::optional<std::uint64_t> token = book_.TokenOf(sequence);
+  return TokenParam(book_.TokenOf(sequence));
+}
+
+Param PostgresStore::TokenParam(std::optional<std::uint64_t> token) {
   if (!token) return {"", false, true};
   return {std::to_string(*token)};
 }
@@ -709,10 +716,12 @@ Status PostgresStore::Refusal(Link& link, std::uint64_t sequence, const char* wh
   return LeaseLost(what, sequence);
 }
 
-// So when the job is still surely this replica's: no other replica can have changed its row
-// since the first run (fenced by the same token) began.
-bool PostgresStore::RanBeforeTheBreak(bool rerun, std::uint64_t sequence) const {
-  return rerun && book_.SurelyHolds(sequence, SteadyClock::now());
+// So when the claim the call was made for is still surely this replica's: no other replica can
+// have changed the job's row since the first run (fenced by the claim's token) began, nor could
+// this one claim it again unless that run freed it.
+bool PostgresStore::RanBeforeTheBreak(bool rerun,
+                                      std::optional<SteadyClock::time_point> sure_until) {
+  return rerun && sure_until && SteadyClock::now() < *sure_until;
 }
 
 // The refusal of `what` ("remove", "defer", ...) done to a job whose lease this replica lost.
@@ -727,27 +736,32 @@ Status PostgresStore::LeaseLost(const char* what, std::uint64_t sequence) const 
 // the server they lapse: no longer renewed).
 Status PostgresStore::Finish(Link& link, std::uint64_t sequence, const char* sql,
                              std::vector<Param> more, const char* what, bool missing_is_ok) {
-  std::vector<Param> params = {{std::to_string(sequence)}, TokenOf(sequence)};
+  // The claim this call ends: once the statement freed the job, this replica's next claim may
+  // take it before the call is done here, and that claim is left alone (LeaseBook).
+  const std::optional<std::uint64_t> token = book_.TokenOf(sequence);
+  const std::optional<SteadyClock::time_point> sure_until = book_.SurelyHeldUntil(sequence);
+  std::vector<Param> params = {{std::to_string(sequence)}, TokenParam(token)};
   for (Param& p : more) params.push_back(std::move(p));
   bool rerun = false;
   StatusOr<Result> r =
       pool_.RetryingExec(link, sql, params, absl::StrCat(what, " a durable job").c_str(), &rerun);
   Status status = r.status();
   if (r.ok() && PQntuples(r->get()) == 0) {
-    status = RanBeforeTheBreak(rerun, sequence) ? absl::OkStatus() : Refusal(link, sequence, what);
+    status =
+        RanBeforeTheBreak(rerun, sure_until) ? absl::OkStatus() : Refusal(link, sequence, what);
     if (missing_is_ok && status.code() == absl::StatusCode::kNotFound) status = absl::OkStatus();
   }
   // The claim's leases go back with it. When the server was unreachable they are kept, not
   // renewed: the caller's next try of the same call (the scheduler tries again) gives them back
   // with the job, and if none succeeds before they lapse, they lapse.
-  if (r.ok()) GiveBackClaimLeases(link, sequence);
+  if (r.ok()) GiveBackClaimLeases(link, sequence, token);
   if (status.ok() || status.code() == absl::StatusCode::kNotFound) {
-    book_.Forget(sequence);
+    book_.Forget(sequence, token);
   } else {
     // Kept after a refusal or a failure (LeaseBook's rules): not renewed, the lease lapses and
     // another replica runs the job again (at least once) unless a later try of the call
     // succeeds first, rather than this one holding a job it is done with for ever.
-    book_.StopRenewing(sequence);
+    book_.StopRenewing(sequence, token);
   }
   return status;
 }

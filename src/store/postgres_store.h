@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -170,6 +171,7 @@ class PostgresStore final : public SharedStore {
 
   // The token this replica holds `sequence` with, as a parameter: NULL if it holds none.
   Param TokenOf(std::uint64_t sequence) const;
+  static Param TokenParam(std::optional<std::uint64_t> token);
 
   // As a parameter: 1 when this replica's claim of `sequence` counted an attempt that never began
   // (a job given back or killed unrun gives it back), else 0.
@@ -185,9 +187,10 @@ class PostgresStore final : public SharedStore {
 
   // The refusal of `what` ("remove", "defer", ...) done to a job whose lease this replica lost.
   Status LeaseLost(const char* what, std::uint64_t sequence) const;
-  // Whether a fenced statement on `sequence` that changed no row when run again after a broken
-  // connection (`rerun`) had done its work in the first run, whose reply the break lost.
-  bool RanBeforeTheBreak(bool rerun, std::uint64_t sequence) const;
+  // Whether a fenced statement on a job that changed no row when run again after a broken
+  // connection (`rerun`) had done its work in the first run, whose reply the break lost, given
+  // until when the claim it was made for was surely this replica's as the call began.
+  static bool RanBeforeTheBreak(bool rerun, std::optional<SteadyClock::time_point> sure_until);
 
   // Runs the fenced statement `sql` ($1 the sequence, $2 the token, `more` from $3) that ends
   // this replica's part in a job, and forgets the job's token once it is done with it. The
@@ -196,9 +199,10 @@ class PostgresStore final : public SharedStore {
   Status Finish(Link& link, std::uint64_t sequence, const char* sql, std::vector<Param> more,
                 const char* what, bool missing_is_ok);
 
-  // Gives back the leases taken with this replica's claim of `sequence` (a failure leaves them
-  // to lapse: the book no longer renews them).
-  void GiveBackClaimLeases(Link& link, std::uint64_t sequence);
+  // Gives back the leases taken with this replica's claim of `sequence` (the one made with token
+  // `of`, when given; a failure leaves them to lapse: the book no longer renews them).
+  void GiveBackClaimLeases(Link& link, std::uint64_t sequence,
+                           std::optional<std::uint64_t> of = std::nullopt);
 
   // The body of a claim whose types take leases, in the claim's transaction: waits for any other
   // such claim under way (kLockLeasedClaims), locks the candidates in claim order
