@@ -254,6 +254,23 @@ TEST_CASE("PostgresLostReply.AClaimWithLeasesWhoseCommitIsLostGivesItsJobs" * kS
   CHECK(rest->size() == 2);
 }
 
+// A fleet-wide lease's slot taken when the reply is lost is the caller's, not held by nobody who
+// knows it while the caller is told every slot is taken.
+TEST_CASE("PostgresLostReply.AResourcesSlotTakenWhenTheReplyIsLostIsTheCallers" * kStoreAlone) {
+  testing::PostgresServer server;
+  testing::LostReplyProxy proxy(server.conninfo());
+  auto store = Through(proxy, "a");
+  auto other = *OpenPostgresStore(server.conninfo(), {"b"});
+  proxy.LoseCommitOf("INSERT INTO fairgate_resource_leases");
+  StatusOr<std::uint64_t> token = store->AcquireResource("repo", "linux.git", 1, 60);
+  REQUIRE(proxy.losses() == 1);
+  REQUIRE_MESSAGE(token.ok(), token.status().ToString());
+  CHECK(*token != 0u);
+  CHECK(*other->AcquireResource("repo", "linux.git", 1, 60) == 0u);  // the one slot is held
+  REQUIRE(store->ReleaseResource("repo", "linux.git", *token).ok());
+  CHECK(*other->AcquireResource("repo", "linux.git", 1, 60) > *token);
+}
+
 // What a replica charged a key is added to the fleet's total once.
 TEST_CASE("PostgresLostReply.AKeysCostSharedWhenTheCommitIsLostIsAddedOnce" * kStoreAlone) {
   testing::PostgresServer server;

@@ -599,7 +599,7 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
       "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at, "
       "attempts, not_before) VALUES ('fetch', 'git.git', 'bob', 'x', 1, 1, 2)");
   auto store = *OpenPostgresStore(server.conninfo(), {"a"});
-  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "9");
+  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "10");
   // Schema 3 keeps each key's first job in fairgate_key_heads: the migration filled it.
   CHECK(server.Sql("SELECT fairness_key FROM fairgate_key_heads") == "alice");
   // Schema 6 locks a large set of keys at once (fairgate_lock_key_set).
@@ -612,12 +612,15 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
                    "'fairgate_durable_jobs_dead'") == "1");
   // Schema 9 marks each job with a number its store chose (stored_by): the old rows have none.
   CHECK(server.Sql("SELECT count(*) FROM fairgate_durable_jobs WHERE stored_by IS NULL") == "2");
+  // Schema 10 marks a slot an AcquireResource took (taken_by).
+  CHECK(server.Sql("SELECT count(*) FROM information_schema.columns WHERE table_name = "
+                   "'fairgate_resource_leases' AND column_name = 'taken_by'") == "1");
   std::vector<StoredJob> claimed = *store->ClaimJobs({{"fetch", 1}}, 10, 30);
   REQUIRE(claimed.size() == 2);
   CHECK(claimed[0].id == "linux.git");
   CHECK(claimed[1].id == "git.git");
   CHECK(store->RemoveJob(claimed[0].sequence).ok());
-  server.Sql("UPDATE fairgate_schema SET version = 10");
+  server.Sql("UPDATE fairgate_schema SET version = 11");
   Status newer = OpenPostgresStore(server.conninfo()).status();
   CHECK(newer.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(newer.message().find("newer") != std::string::npos);

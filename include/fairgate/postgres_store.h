@@ -19,15 +19,14 @@
 // again, as at least once allows); a claim adopts the jobs it claimed (this replica's, with
 // tokens above any it was given before); a transaction of several statements (a claim whose
 // types take fleet-wide leases, sharing keys' and groups' costs, a flush) is looked up by its
-// transaction id (pg_xact_status), and not run again if it committed; a job's end (removed,
+// transaction id (pg_xact_status), and not run again if it committed; an AcquireResource slot is
+// looked up by the number its take marked it with (column taken_by); a job's end (removed,
 // deferred, killed, given back) whose second try changes nothing is done if the job is still
 // surely this replica's, as nobody else can have changed it; and beginning an attempt on the
 // server, reviving and removing a dead job run in a transaction that is looked up so. A write
 // whose outcome cannot be learned (the server unreachable after the break, or its transaction
-// still in progress 5 s later) fails with Unavailable saying so. Two writes are tried again
-// regardless, each to the fleet's cost: a rate limit's tokens may be taken twice (the fleet
-// starts fewer jobs, never more), and an AcquireResource slot taken twice holds the first slot
-// until its lease lapses (lease_ttl), unrenewed.
+// still in progress 5 s later) fails with Unavailable saying so. A rate limit's tokens are taken
+// again regardless: they may be taken twice, and the fleet then starts fewer jobs, never more.
 //
 // The store is shared (SharedStore): each store object is one replica, named by
 // PostgresStoreOptions::replica, and durable jobs are claimed by lease (fairgate/store.h). A claim
@@ -59,7 +58,7 @@
 // claim whose types take fleet-wide leases reads the keys in the same order, each from its first
 // job whose leases have a free slot, and passes over the keys whose every job waits for a lease:
 // its cost grows with those too. Storing a job costs the trigger's upsert of its key's head
-// (bench/README.md has the figures). Schema 9; a database of an earlier schema is migrated on
+// (bench/README.md has the figures). Schema 10; a database of an earlier schema is migrated on
 // open.
 //
 // Storing jobs wakes the replicas that wait for jobs (a replica waits once a claim of its came

@@ -36,14 +36,30 @@ StatusOr<std::uint64_t> PostgresStore::AcquireResource(std::string_view group, s
 // Two replicas may pick the same free slot: the one that loses finds it taken (its insert waited
 // for the other's commit), and tries the next free one, at most `limit` rounds, so that a claim
 // that raced another for a resource of several slots does not come back empty while one is free.
+//
+// `retrying` (AcquireResource): on a new connection after a broken one, the take's slot is
+// looked up by its mark (kSlotTakenBy) before it takes again: its reply may have been lost after
+// the server committed it.
 StatusOr<std::uint64_t> PostgresStore::TakeSlot(Link& link, const LeaseNeed& need,
                                                 double lease_seconds, bool retrying) {
-  const std::vector<Param> params = {
-      {need.group}, {need.id}, {replica_}, {std::to_string(need.limit)}, {Number(lease_seconds)}};
+  const std::string mark = std::to_string(NextMarks(1));
+  const std::vector<Param> params = {{need.group},
+                                     {need.id},
+                                     {replica_},
+                                     {std::to_string(need.limit)},
+                                     {Number(lease_seconds)},
+                                     retrying ? Param{mark} : Param{"", false, true}};
   for (int round = 0; round < std::max(need.limit, 1); ++round) {
-    StatusOr<Result> r =
-        retrying ? pool_.RetryingExec(link, kTakeSlot, params, "take a resource's lease")
-                 : Exec(link, kTakeSlot, params, "take a resource's lease");
+    bool again = false;
+    auto take = [&]() -> StatusOr<Result> {
+      if (std::exchange(again, true)) {
+        StatusOr<Result> taken = Exec(link, kSlotTakenBy, {{need.group}, {need.id}, {mark}},
+                                      "take a resource's lease: look up what was taken");
+        if (!taken.ok() || PQntuples(taken->get()) > 0) return taken;
+      }
+      return Exec(link, kTakeSlot, params, "take a resource's lease");
+    };
+    StatusOr<Result> r = retrying ? pool_.Retrying(link, take) : take();
     if (!r.ok()) return r.status();
     if (PQntuples(r->get()) == 1) return std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10);
     if (need.limit <= 1) return 0;

@@ -6,7 +6,7 @@
 
 namespace fairgate::store::postgres {
 
-inline constexpr int kSchemaVersion = 9;
+inline constexpr int kSchemaVersion = 10;
 
 // Creates the schema once per database, under an advisory lock so that replicas starting
 // together do not race.
@@ -287,9 +287,12 @@ CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_dead ON fairgate_durable_jobs (
 -- store can tell whether it committed (PostgresStore::StoreOnce). Not indexed: looked up only
 -- then. NULL in the rows of earlier versions.
 ALTER TABLE fairgate_durable_jobs ADD COLUMN IF NOT EXISTS stored_by bigint;
+-- Version 10: the same for a resource's lease taken by AcquireResource (kTakeSlot), so that its
+-- store can tell whether a take whose reply was lost took a slot. NULL for a claim's.
+ALTER TABLE fairgate_resource_leases ADD COLUMN IF NOT EXISTS taken_by bigint;
 INSERT INTO fairgate_schema (version)
-  SELECT 9 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
-UPDATE fairgate_schema SET version = 9 WHERE version < 9;
+  SELECT 10 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
+UPDATE fairgate_schema SET version = 10 WHERE version < 10;
 )sql";
 
 // A replica that waits for jobs (WaitForJobs), in fairgate_waiting: says so, or again ($1 its
@@ -544,19 +547,25 @@ inline constexpr const char* kClaimCandidates = FAIRGATE_PG_CLAIM_CANDIDATES(
 inline constexpr const char* kLockLeasedClaims = "SELECT pg_advisory_xact_lock(727125, 0)";
 
 // Takes one free slot of resource ($1, $2) of $4 slots for replica $3 for $5 seconds, a slot
-// whose lease lapsed counting as free; its fencing token, or no row when every slot is held.
+// whose lease lapsed counting as free, marked $6 (taken_by; NULL within a claim); its fencing
+// token, or no row when every slot is held.
 inline constexpr const char* kTakeSlot =
     "WITH free AS (SELECT s FROM generate_series(0, $4::int - 1) AS s "
     "  WHERE NOT EXISTS (SELECT 1 FROM fairgate_resource_leases l WHERE l.grp = $1 "
     "    AND l.id = $2 AND l.slot = s AND l.lease_until >= " FAIRGATE_PG_NOW
     ") "
     "  ORDER BY s LIMIT 1) "
-    "INSERT INTO fairgate_resource_leases "
+    "INSERT INTO fairgate_resource_leases (grp, id, slot, holder, lease_until, token, taken_by) "
     "SELECT $1, $2, s, $3, " FAIRGATE_PG_NOW
-    " + $5, nextval('fairgate_lease_tokens') FROM free "
+    " + $5, nextval('fairgate_lease_tokens'), $6::bigint FROM free "
     "ON CONFLICT (grp, id, slot) DO UPDATE SET holder = EXCLUDED.holder, "
-    "  lease_until = EXCLUDED.lease_until, token = EXCLUDED.token "
+    "  lease_until = EXCLUDED.lease_until, token = EXCLUDED.token, "
+    "  taken_by = EXCLUDED.taken_by "
     "  WHERE fairgate_resource_leases.lease_until < " FAIRGATE_PG_NOW " RETURNING token";
+// The token of the slot of resource ($1, $2) that the take marked $3 took, if it did: what a
+// take whose reply was lost took.
+inline constexpr const char* kSlotTakenBy =
+    "SELECT token FROM fairgate_resource_leases WHERE grp = $1 AND id = $2 AND taken_by = $3";
 
 // How many of the $3 slots of resource ($1, $2) no unexpired lease holds.
 inline constexpr const char* kCountFreeSlots =
@@ -582,10 +591,10 @@ inline constexpr const char* kTakeSlots =
     "  ORDER BY s LIMIT w.count) f), "
     "taken AS (INSERT INTO fairgate_resource_leases "
     "  SELECT grp, id, s, $5, " FAIRGATE_PG_NOW
-    " + $6, nextval('fairgate_lease_tokens') "
+    " + $6, nextval('fairgate_lease_tokens'), NULL "
     "  FROM free ORDER BY place, s "
     "  ON CONFLICT (grp, id, slot) DO UPDATE SET holder = EXCLUDED.holder, "
-    "    lease_until = EXCLUDED.lease_until, token = EXCLUDED.token "
+    "    lease_until = EXCLUDED.lease_until, token = EXCLUDED.token, taken_by = NULL "
     "    WHERE fairgate_resource_leases.lease_until < " FAIRGATE_PG_NOW
     "  RETURNING grp, id, slot, token) "
     "SELECT w.place, t.token FROM taken t JOIN wanted w ON w.grp = t.grp AND w.id = t.id "

@@ -152,7 +152,8 @@ class PostgresStore final : public SharedStore {
   StatusOr<std::vector<std::uint64_t>> StoreOnce(
       Link& link, std::int64_t first, std::size_t count, const char* what,
       const std::function<StatusOr<std::vector<std::uint64_t>>()>& store);
-  // `count` marks (fairgate_durable_jobs.stored_by) for jobs about to be stored: the first.
+  // `count` marks (fairgate_durable_jobs.stored_by, fairgate_resource_leases.taken_by) for rows
+  // about to be written: the first.
   std::int64_t NextMarks(std::size_t count);
   static std::int64_t FirstMark();
 
@@ -277,7 +278,8 @@ class PostgresStore final : public SharedStore {
   const std::string replica_;
   const std::size_t max_job_bytes_;  // PostgresStoreOptions::max_job_bytes
   LeaseBook book_;  // this replica's claims and leases (thread-safe, its own mutex)
-  std::atomic<std::int64_t> next_mark_{FirstMark()};  // the next job's stored_by (StoreOnce)
+  // The next mark: a job's stored_by (StoreOnce), a slot's taken_by (TakeSlot).
+  std::atomic<std::int64_t> next_mark_{FirstMark()};
   // AddJob's calls from many threads at once, a group a statement. A PostgreSQL server commits
   // notifying transactions one at a time, so jobs stored one a statement from 8 threads made no
   // more commits a second than from one thread (bench/README.md).
