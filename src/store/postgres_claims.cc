@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,24 +43,22 @@ StatusOr<std::uint64_t> PostgresStore::AcquireResource(std::string_view group, s
 // the server committed it.
 StatusOr<std::uint64_t> PostgresStore::TakeSlot(Link& link, const LeaseNeed& need,
                                                 double lease_seconds, bool retrying) {
-  const std::string mark = std::to_string(NextMarks(1));
+  const std::string mark = retrying ? std::to_string(NextMarks(1)) : std::string();
   const std::vector<Param> params = {{need.group},
                                      {need.id},
                                      {replica_},
                                      {std::to_string(need.limit)},
                                      {Number(lease_seconds)},
                                      retrying ? Param{mark} : Param{"", false, true}};
+  auto take = [&] { return Exec(link, kTakeSlot, params, "take a resource's lease"); };
+  auto taken = [&]() -> std::optional<StatusOr<Result>> {
+    StatusOr<Result> r = Exec(link, kSlotTakenBy, {{need.group}, {need.id}, {mark}},
+                              "take a resource's lease: look up what was taken");
+    if (r.ok() && PQntuples(r->get()) == 0) return std::nullopt;
+    return r;
+  };
   for (int round = 0; round < std::max(need.limit, 1); ++round) {
-    bool again = false;
-    auto take = [&]() -> StatusOr<Result> {
-      if (std::exchange(again, true)) {
-        StatusOr<Result> taken = Exec(link, kSlotTakenBy, {{need.group}, {need.id}, {mark}},
-                                      "take a resource's lease: look up what was taken");
-        if (!taken.ok() || PQntuples(taken->get()) > 0) return taken;
-      }
-      return Exec(link, kTakeSlot, params, "take a resource's lease");
-    };
-    StatusOr<Result> r = retrying ? pool_.Retrying(link, take) : take();
+    StatusOr<Result> r = retrying ? pool_.RetryingUnlessFound(link, take, taken) : take();
     if (!r.ok()) return r.status();
     if (PQntuples(r->get()) == 1) return std::strtoull(PQgetvalue(r->get(), 0, 0), nullptr, 10);
     if (need.limit <= 1) return 0;
@@ -176,24 +175,26 @@ StatusOr<PostgresStore::UnleasedClaim> PostgresStore::ClaimUnleased(
   // (they come from one sequence), and are its claim (kClaimedUnknown) if there are any; else
   // it claims again. (A job a previous process of the same replica name holds, its lease not yet
   // lapsed, is adopted so too: it runs now rather than after that lease.)
-  bool again = false;
-  StatusOr<Result> r = pool_.Retrying(link, [&]() -> StatusOr<Result> {
-    if (std::exchange(again, true)) {
-      StatusOr<Result> unknown =
-          Exec(link, kClaimedUnknown, {{replica_}, {std::to_string(tokens_seen_)}},
-               "claim durable jobs: look up what the claim whose reply was lost claimed");
-      if (!unknown.ok() || PQntuples(unknown->get()) > 0) return unknown;
-    }
-    return Exec(link, kClaim,
-                {{TextArray(names)},
-                 {TextArray(tiers)},
-                 {std::to_string(max_jobs)},
-                 {replica_},
-                 {Number(lease_seconds)},
-                 {Number(WallSeconds())},
-                 {std::to_string(candidates)}},
-                "claim durable jobs");
-  });
+  StatusOr<Result> r = pool_.RetryingUnlessFound(
+      link,
+      [&] {
+        return Exec(link, kClaim,
+                    {{TextArray(names)},
+                     {TextArray(tiers)},
+                     {std::to_string(max_jobs)},
+                     {replica_},
+                     {Number(lease_seconds)},
+                     {Number(WallSeconds())},
+                     {std::to_string(candidates)}},
+                    "claim durable jobs");
+      },
+      [&]() -> std::optional<StatusOr<Result>> {
+        StatusOr<Result> unknown =
+            Exec(link, kClaimedUnknown, {{replica_}, {std::to_string(tokens_seen_)}},
+                 "claim durable jobs: look up what the claim whose reply was lost claimed");
+        if (unknown.ok() && PQntuples(unknown->get()) == 0) return std::nullopt;
+        return unknown;
+      });
   if (!r.ok()) return r.status();
   const int rows = PQntuples(r->get());
   for (int i = 0; i < rows; ++i) {

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -113,8 +114,8 @@ class ConnectionPool {
   // not connected; if it failed on a broken connection, reconnects and runs it once more. The
   // server may have committed the first run before the break lost its reply: `attempt` is run
   // so only where a second run does no harm (reads, idempotent writes), or where the caller
-  // learns what the first did (the fenced ends of a job by `rerun`; an `attempt` that looks
-  // first, as the stores and claims of jobs do); for the others see Transaction.
+  // learns what the first did (the fenced ends of a job by `rerun`; the stores and claims of jobs
+  // by RetryingUnlessFound); for the others see Transaction.
   // `rerun`, if given, is set when the statement ran a second time after the first run broke
   // the connection (so the first may have taken effect).
   template <typename Attempt>
@@ -127,6 +128,23 @@ class ConnectionPool {
     if (Status s = Connect(link); !s.ok()) return s;
     if (rerun != nullptr) *rerun = true;
     return attempt();
+  }
+
+  // Retrying, for a write that leaves a trace its caller can find (a mark it stored): on the run
+  // after a break, `lookup` runs first, and if it returns an answer (the first run committed
+  // before the break lost its reply, and this is what it did) that is the call's; if it returns
+  // none, `attempt` runs again. `lookup` returns std::optional of `attempt`'s type: a failed
+  // lookup's status is an answer.
+  template <typename Attempt, typename Lookup>
+  auto RetryingUnlessFound(Link& link, Attempt attempt, Lookup lookup) -> decltype(attempt()) {
+    bool again = false;
+    return Retrying(link, [&]() -> decltype(attempt()) {
+      if (std::exchange(again, true)) {
+        std::optional<decltype(attempt())> found = lookup();
+        if (found.has_value()) return *std::move(found);
+      }
+      return attempt();
+    });
   }
 
   // Runs `body` (statements on `link`) as one transaction: BEGIN, the body, then COMMIT, or

@@ -211,26 +211,22 @@ std::int64_t PostgresStore::FirstMark() {
 StatusOr<std::vector<std::uint64_t>> PostgresStore::StoreOnce(
     Link& link, std::int64_t first, std::size_t count, const char* what,
     const std::function<StatusOr<std::vector<std::uint64_t>>()>& store) {
-  bool again = false;
-  return pool_.Retrying(link, [&]() -> StatusOr<std::vector<std::uint64_t>> {
-    if (std::exchange(again, true)) {
-      StatusOr<Result> r =
-          Exec(link,
-               "SELECT stored_by - $1::bigint, sequence FROM fairgate_durable_jobs "
-               "WHERE stored_by >= $1::bigint AND stored_by < $1::bigint + $2::bigint",
-               {{std::to_string(first)}, {std::to_string(count)}},
-               absl::StrCat(what, ": look up whether it was stored").c_str());
-      if (!r.ok()) return r.status();
-      if (PQntuples(r->get()) > 0) {
-        std::vector<std::uint64_t> sequences(count, 0);
-        for (int row = 0; row < PQntuples(r->get()); ++row) {
-          sequences[std::strtoull(PQgetvalue(r->get(), row, 0), nullptr, 10)] =
-              std::strtoull(PQgetvalue(r->get(), row, 1), nullptr, 10);
-        }
-        return sequences;
-      }
+  using Answer = StatusOr<std::vector<std::uint64_t>>;
+  return pool_.RetryingUnlessFound(link, store, [&]() -> std::optional<Answer> {
+    StatusOr<Result> r =
+        Exec(link,
+             "SELECT stored_by - $1::bigint, sequence FROM fairgate_durable_jobs "
+             "WHERE stored_by >= $1::bigint AND stored_by < $1::bigint + $2::bigint",
+             {{std::to_string(first)}, {std::to_string(count)}},
+             absl::StrCat(what, ": look up whether it was stored").c_str());
+    if (!r.ok()) return r.status();
+    if (PQntuples(r->get()) == 0) return std::nullopt;
+    std::vector<std::uint64_t> sequences(count, 0);
+    for (int row = 0; row < PQntuples(r->get()); ++row) {
+      sequences[std::strtoull(PQgetvalue(r->get(), row, 0), nullptr, 10)] =
+          std::strtoull(PQgetvalue(r->get(), row, 1), nullptr, 10);
     }
-    return store();
+    return sequences;
   });
 }
 
