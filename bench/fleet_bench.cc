@@ -18,8 +18,9 @@
 //                                jobs that claims take the oldest of; with L 1 each claim also
 //                                takes its repository's conflict lease in its transaction.
 //                                items/s: jobs through the whole cycle, all replicas together.
-// Counter: server_cpu_us_per_job, the CPU time of the server's processes per job (from /proc,
-// autovacuum's included).
+// Counter: server_cpu_us_per_job, the CPU time of the server's processes per job (its postmaster
+// and the postmaster's children, autovacuum's included, from /proc; 0 if the server's processes
+// are not on this machine).
 // BM_DurableWorked/replicas:R/claimed:C/clients:K  20,000 jobs of K clients (fairness keys: 1,
 //                                100 or 10,000)
 //                                stored beforehand, worked to completion by R replicas in this
@@ -95,26 +96,47 @@ std::string Sql(const std::string& sql) {
   return value;
 }
 
-// CPU time (user + system) of every process named postgres, in microseconds, with that of the
-// children they reaped: a backend that exits (a store closed, a connection dropped) moves its
-// time to the postmaster's, and the sum does not fall.
+// The server's postmaster: the parent of a backend of it. Its process id, 0 if not found.
+pid_t postmaster = 0;
+
+// Fields 3 (state) to 17 (cstime) of the process's stat(5), from the text after its name's
+// closing parenthesis (a name may hold spaces or parentheses); empty if it has gone.
+std::vector<std::string> StatFields(const std::filesystem::path& process) {
+  std::ifstream stat(process / "stat");
+  std::string line;
+  if (!std::getline(stat, line)) return {};
+  const auto close = line.rfind(')');
+  if (close == std::string::npos) return {};
+  std::istringstream rest(line.substr(close + 2));
+  std::vector<std::string> fields;
+  for (std::string field; fields.size() < 15 && rest >> field;) fields.push_back(field);
+  if (fields.size() < 15) return {};
+  return fields;
+}
+
+pid_t Postmaster() {
+  const std::string backend = Sql("SELECT pg_backend_pid()");
+  if (backend.empty()) return 0;
+  const std::vector<std::string> fields = StatFields(std::filesystem::path("/proc") / backend);
+  return fields.empty() ? 0 : static_cast<pid_t>(std::stol(fields[1]));
+}
+
+// CPU time (user + system) of the server's processes, in microseconds: the postmaster and its
+// children, with the time of the children they reaped, so that a backend that exits (a store
+// closed, a connection dropped) moves its time to the postmaster's and the sum does not fall.
+// Only this server's: other servers on the machine (a test suite's, starting and stopping) are
+// not counted, whose processes come and go with their time.
 double ServerCpuMicros() {
+  if (postmaster == 0) return 0;
+  const std::string parent = std::to_string(postmaster);
   double ticks = 0;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    const auto open = line.find('('), close = line.rfind(')');
-    if (open == std::string::npos || line.substr(open + 1, close - open - 1) != "postgres")
-      continue;
-    std::istringstream rest(line.substr(close + 2));
-    std::string field;
+    const std::vector<std::string> fields = StatFields(entry.path());
+    if (fields.empty() || (name != parent && fields[1] != parent)) continue;
     // Fields 14-17 of stat(5): utime, stime, and the reaped children's cutime, cstime.
-    for (int i = 3; i <= 17 && rest >> field; ++i) {
-      if (i >= 14) ticks += std::stod(field);
-    }
+    for (int i = 14; i <= 17; ++i) ticks += std::stod(fields[i - 3]);
   }
   return ticks * 1e6 / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
@@ -500,6 +522,11 @@ int main(int argc, char** argv) {
   const char* given = std::getenv("FAIRGATE_PG_CONNINFO");
   fairgate::conninfo = given != nullptr ? given : fairgate::Script("start");
   if (fairgate::conninfo.empty()) return 1;
+  fairgate::postmaster = fairgate::Postmaster();
+  if (fairgate::postmaster == 0) {
+    std::fprintf(stderr,
+                 "fleet_bench: the server's processes are not found: server_cpu_us_per_job is 0\n");
+  }
   benchmark::RunSpecifiedBenchmarks();
   if (given == nullptr) fairgate::Script("stop");
   std::filesystem::remove_all(t);
