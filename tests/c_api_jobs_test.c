@@ -1,9 +1,9 @@
 /* fairgate/c.h's per-job options and a job's context from C: fairgate_job.flags (refused without
  * a token, joining a running job, submitted again after its worker was lost, unknown bits
  * refused) and what a running job reads from its context (its worker, why it is done, a wait
- * that ends when it is). Built as C99 with -Wall -Werror; run by CTest (label "runtime": under
- * ThreadSanitizer too) and under AddressSanitizer. Waits are for the events checked, bounded
- * (10 s), never for a time. */
+ * that ends when it is, a callback called when it is cancelled). Built as C99 with -Wall -Werror;
+ * run by CTest (label "runtime": under ThreadSanitizer too) and under AddressSanitizer. Waits are
+ * for the events checked, bounded (10 s), never for a time. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <pthread.h>
@@ -111,6 +111,7 @@ typedef struct Body {
   fairgate_code code;
   char workers[2][16];
   fairgate_code context_err; /* after a worker's loss woke its wait */
+  int cancelled;             /* calls of its context's cancel callback */
 } Body;
 
 static int gate = 0;
@@ -186,11 +187,21 @@ static void test_join_running(void) {
   CHECK(later.runs == 1 && later.code == FAIRGATE_OK);
 }
 
+/* A context's cancel callback: counts its calls. */
+static void count_cancel(void* user) {
+  Body* body = (Body*)user;
+  pthread_mutex_lock(&mutex);
+  ++body->cancelled;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mutex);
+}
+
 /* A body that records its worker, and on the first run waits on its context until the worker is
- * removed. */
+ * removed, and for the cancel callback it registered on it. */
 static fairgate_code run_on_worker(void* user, const fairgate_context* ctx, char** error) {
   Body* body = (Body*)user;
   char* worker = fairgate_context_worker(ctx);
+  fairgate_cancel_callback* callback = NULL;
   int run;
   (void)error;
   pthread_mutex_lock(&mutex);
@@ -200,9 +211,13 @@ static fairgate_code run_on_worker(void* user, const fairgate_context* ctx, char
   pthread_mutex_unlock(&mutex);
   fairgate_free(worker);
   if (run == 0) {
+    callback = fairgate_context_on_cancel(ctx, count_cancel, body);
+    CHECK(callback != NULL);
     CHECK(fairgate_context_wait(ctx, 10) == 1); /* ends when the worker goes */
     CHECK(fairgate_context_done(ctx) == 1);
     body->context_err = fairgate_context_err(ctx, NULL);
+    CHECK(wait_for(&body->cancelled, 1)); /* called by the removal, on its thread */
+    CHECK(fairgate_cancel_callback_stop(callback) == 1);
   }
   return FAIRGATE_OK;
 }
@@ -234,6 +249,7 @@ static void run_losing_a_worker(uint32_t flags, Body* body) {
   CHECK(body->done == 1);
   CHECK(strcmp(lost, "w1") == 0 || strcmp(lost, "w2") == 0);
   CHECK(body->context_err == FAIRGATE_UNAVAILABLE);
+  CHECK(body->cancelled == 1);
 }
 
 static void test_requeue_on_worker_loss(void) {
@@ -258,6 +274,10 @@ static fairgate_code run_plain(void* user, const fairgate_context* ctx, char** e
   CHECK(fairgate_context_fencing_token(ctx) == 0);
   CHECK(fairgate_context_wait(ctx, 0) == 0);
   CHECK(fairgate_context_err(ctx, NULL) == FAIRGATE_OK);
+  /* A cancel callback stopped before any cancellation never runs; the scheduler's end later
+   * does not reach it. */
+  CHECK(fairgate_cancel_callback_stop(fairgate_context_on_cancel(ctx, count_cancel, body)) == 0);
+  CHECK(fairgate_context_on_cancel(ctx, NULL, body) == NULL);
   pthread_mutex_lock(&mutex);
   ++body->runs;
   pthread_cond_broadcast(&changed);
@@ -281,6 +301,8 @@ static void test_plain_context(void) {
   CHECK(error != NULL && strstr(error, "the context is NULL") != NULL);
   fairgate_free(error);
   CHECK(fairgate_permit_fencing_token(NULL) == 0);
+  CHECK(fairgate_context_on_cancel(NULL, count_cancel, NULL) == NULL);
+  CHECK(fairgate_cancel_callback_stop(NULL) == 0);
   memset(&body, 0, sizeof body);
   fairgate_options_init(&options);
   scheduler = create(&options);
@@ -293,6 +315,7 @@ static void test_plain_context(void) {
   CHECK(fairgate_permit_fencing_token(permit) == 0);
   fairgate_permit_release(permit, FAIRGATE_OK, NULL);
   fairgate_scheduler_destroy(scheduler);
+  CHECK(body.cancelled == 0);
 }
 
 /* fairgate_run_sync on threads of the test's own. */

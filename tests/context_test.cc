@@ -104,6 +104,82 @@ TEST_CASE("Context.Wait.AFiberWaitingSuspendsOnlyItself" *
   CHECK(waiter_saw_done);
 }
 
+TEST_CASE("Context.OnCancel.RunsOnceOnTheCancellerAndNotAfterStop") {
+  auto [parent, cancel_parent] = WithCancel(Context::Background());
+  auto [ctx, cancel] = WithCancel(parent);
+  int runs = 0;
+  CancelCallback callback = OnCancel(ctx, [&] { ++runs; });
+  int stopped_runs = 0;
+  CancelCallback stopped = OnCancel(ctx, [&] { ++stopped_runs; });
+  CHECK_FALSE(stopped.Stop());
+  CHECK(runs == 0);
+  cancel_parent();  // reaches the child, and its callbacks, on this thread
+  CHECK(runs == 1);
+  cancel();
+  CHECK(runs == 1);
+  CHECK(callback.Stop());
+  CHECK(callback.Stop());  // the same answer
+  CHECK(stopped_runs == 0);
+  // Registered on a context already cancelled: runs at once, here.
+  int late_runs = 0;
+  CancelCallback late = OnCancel(ctx, [&] { ++late_runs; });
+  CHECK(late_runs == 1);
+  CHECK(late.Stop());
+}
+
+TEST_CASE("Context.OnCancel.NeverForBackgroundNorADeadline") {
+  bool ran = false;
+  CancelCallback background = OnCancel(Context::Background(), [&] { ran = true; });
+  auto [ctx, cancel] = WithTimeout(Context::Background(), 1ms);
+  CancelCallback deadline = OnCancel(ctx, [&] { ran = true; });
+  CHECK(ctx.WaitFor(20s));
+  CHECK(ctx.Err().code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK_FALSE(ran);
+  CHECK_FALSE(background.Stop());
+  CHECK_FALSE(deadline.Stop());
+}
+
+TEST_CASE("Context.OnCancel.DestroyingTheRegistrationStopsIt") {
+  auto [ctx, cancel] = WithCancel(Context::Background());
+  bool ran = false;
+  {
+    CancelCallback callback = OnCancel(ctx, [&] { ran = true; });
+  }
+  CancelCallback moved = OnCancel(ctx, [&] { ran = true; });
+  moved = CancelCallback();  // the assignment stops the one it replaces
+  cancel();
+  CHECK_FALSE(ran);
+}
+
+// Stop waits for a run under way on another thread, so that what the function uses may be freed
+// when Stop returns.
+TEST_CASE("Context.OnCancel.StopWaitsForARunUnderWay") {
+  testing::Watchdog watchdog("Context.OnCancel stop", std::chrono::seconds(30));
+  auto [ctx, cancel] = WithCancel(Context::Background());
+  std::atomic<bool> entered{false}, may_leave{false}, left{false};
+  CancelCallback callback = OnCancel(ctx, [&] {
+    entered = true;
+    while (!may_leave) std::this_thread::yield();
+    left = true;
+  });
+  std::thread canceller([cancel = cancel] { cancel(); });
+  while (!entered) std::this_thread::yield();
+  std::atomic<bool> stopping{false};
+  bool left_before_stop_returned = false;
+  std::thread stopper([&] {
+    stopping = true;
+    CHECK(callback.Stop());
+    left_before_stop_returned = left;
+  });
+  while (!stopping) std::this_thread::yield();
+  // Time for a Stop that did not wait to return (nothing here depends on it when Stop waits).
+  std::this_thread::sleep_for(20ms);
+  may_leave = true;
+  stopper.join();
+  canceller.join();
+  CHECK(left_before_stop_returned);
+}
+
 }  // namespace context_test
 }  // namespace
 }  // namespace fairgate

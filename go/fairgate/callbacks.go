@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/cgo"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -192,24 +193,53 @@ func fairgateGoReading(user unsafe.Pointer, value *C.double) C.fairgate_code {
 	return C.FAIRGATE_OK
 }
 
-// fairgateGoSubmitRun is the C interface's job function of a Submit or RunSync this package hands
-// to the C library (submitInC, runSyncInC): `user` is the cgo.Handle of the call (deleted by
-// fairgateGoSubmitDone, or by runSyncInC). It runs the Go function on the thread C calls it on
-// (the pool's for a Submit, the caller's for a RunSync), with the call's context (submitted.ctx)
-// carrying what the job's context says of its worker and lease.
+// fairgateGoSubmitRun runs the Go function of a Submit or RunSync this package hands to the C
+// library (submitInC, runSyncInC), for the C job function fairgate_go_run (submit.go): `user` is
+// the cgo.Handle of the call (deleted by fairgateGoSubmitDone, or by runSyncInC). It runs the
+// function on the thread C calls it on (the pool's for a Submit, the caller's for a RunSync),
+// with the call's context (submitted.ctx) carrying what the job's context says of its worker and
+// lease, and cancelled when the job's context is (its worker removed, the scheduler closed, a
+// RunSync's ctx ended): `state` is the run's (fairgate_go_run_state), 2 if that came before.
 //
 //export fairgateGoSubmitRun
-func fairgateGoSubmitRun(user unsafe.Pointer, ctx *C.fairgate_context,
+func fairgateGoSubmitRun(user unsafe.Pointer, ctx *C.fairgate_context, state *C.int32_t,
 	message **C.char) C.fairgate_code {
 	j := cgo.Handle(uintptr(user)).Value().(*submitted)
 	worker := C.fairgate_context_worker(ctx)
 	info := ranJob{worker: C.GoString(worker), token: uint64(C.fairgate_context_fencing_token(ctx))}
 	C.fairgate_free(worker)
-	err := j.run(context.WithValue(j.ctx, jobKey{}, info))
+	runCtx, cancel := context.WithCancel(context.WithValue(j.ctx, jobKey{}, info))
+	defer cancel()
+	j.mu.Lock()
+	j.cancel = cancel
+	j.mu.Unlock()
+	if !atomic.CompareAndSwapInt32((*int32)(unsafe.Pointer(state)), 0, 1) {
+		cancel() // the job's context was cancelled before this run's was made
+	}
+	err := j.run(runCtx)
+	j.mu.Lock()
+	j.cancel = nil
+	j.mu.Unlock()
 	if err == nil {
 		return C.FAIRGATE_OK
 	}
 	return codeFor(err, message)
+}
+
+// fairgateGoContextCancelled is called (by fairgate_go_run's cancel callback, submit.go) when the
+// context of a job whose Go function runs was cancelled: `user` is the cgo.Handle of the call,
+// whose function's context it cancels. It runs on the thread that cancelled the job's context,
+// never blocks and calls no fairgate function.
+//
+//export fairgateGoContextCancelled
+func fairgateGoContextCancelled(user unsafe.Pointer) {
+	j := cgo.Handle(uintptr(user)).Value().(*submitted)
+	j.mu.Lock()
+	cancel := j.cancel
+	j.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 }
 
 // fairgateGoSubmitDone is the C interface's done callback of such a Submit, called exactly once:

@@ -640,8 +640,10 @@ func (s *Scheduler) Acquire(ctx context.Context, job Job) (*Permit, error) {
 //
 // Of a coalescing type (TypeConfig.Coalesce) it joins a pending or running job of its id, as
 // fairgate/scheduler.h says ("Coalescing"): it then waits in the C library's RunSync, holding its
-// OS thread while it waits (ctx's end still ends the wait), and a call that joined another's job
-// returns that job's error (an *Error with its code and text) without running fn.
+// OS thread while it waits (ctx's end still ends the wait), a call that joined another's job
+// returns that job's error (an *Error with its code and text) without running fn, and the
+// removal of the worker fn runs on (RemoveWorker) cancels fn's context: the call then returns the
+// loss (Unavailable).
 func (s *Scheduler) RunSync(ctx context.Context, job Job, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		return &Error{Code: InvalidArgument, Message: "the job's function is nil"}
@@ -665,10 +667,10 @@ func (s *Scheduler) RunSync(ctx context.Context, job Job, fn func(ctx context.Co
 // A job of a coalescing type (TypeConfig.Coalesce), or one WithJoinRunning or
 // WithRequeueOnWorkerLoss, is queued by the C library's Submit instead, so that it joins a job
 // of its id as fairgate/scheduler.h says ("Coalescing"): its fn then runs on a thread of the C
-// library's pool (a panic fails it with code Internal), with a context that Close cancels (a
-// worker's removal does not: the job's next run, WithRequeueOnWorkerLoss, waits for this one to
-// return), and a call that joined another's job gets that job's error (an *Error with its code
-// and text) and never runs its own fn.
+// library's pool (a panic fails it with code Internal), with a context that Close cancels, and
+// the removal of the worker it runs on (RemoveWorker; WithRequeueOnWorkerLoss, the job's next run
+// starts when this one returns), and a call that joined another's job gets that job's error (an
+// *Error with its code and text) and never runs its own fn.
 func (s *Scheduler) Submit(job Job, fn func(ctx context.Context) error, done func(error)) error {
 	if fn == nil {
 		return &Error{Code: InvalidArgument, Message: "the job's function is nil"}
@@ -883,7 +885,11 @@ func (s *Scheduler) setWorker(name string, slots int, types, tags []string, upda
 	})
 }
 
-// RemoveWorker removes a worker; the jobs running on it are lost.
+// RemoveWorker removes a worker; the jobs running on it are lost (fairgate/scheduler.h,
+// RemoveWorker). The context of a function the C library runs for such a job (a coalescing type's,
+// WithJoinRunning, WithRequeueOnWorkerLoss) is cancelled; a permit's holder (Acquire, and RunSync
+// and Submit of the other jobs, whose functions run under a permit) learns of the loss only from
+// what the job's end reports.
 func (s *Scheduler) RemoveWorker(name string) error {
 	return s.withName(name, func(sc *C.fairgate_scheduler, cname *C.char,
 		message **C.char) C.fairgate_code {

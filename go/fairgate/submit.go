@@ -4,22 +4,57 @@ package fairgate
 #include <stdint.h>
 #include "fairgate/c.h"
 
-extern fairgate_code fairgateGoSubmitRun(void* user, fairgate_context* ctx, char** error);
+extern fairgate_code fairgateGoSubmitRun(void* user, fairgate_context* ctx, int32_t* state,
+                                         char** error);
 extern void fairgateGoSubmitDone(void* user, fairgate_code code, char* message);
+extern void fairgateGoContextCancelled(void* user);
+
+// One run of a job this package hands to the C library: `user` the cgo.Handle of the call, and
+// `state` 0 until fairgateGoSubmitRun has made the Go function's context (then 1), or 2 if the
+// job's context was cancelled before that.
+typedef struct fairgate_go_run_state {
+  void* user;
+  int32_t state;
+} fairgate_go_run_state;
+
+// The job's context was cancelled: cancels the Go function's context (fairgateGoContextCancelled)
+// once it is made; before, marks the run, and fairgateGoSubmitRun cancels it as it makes it.
+static void fairgate_go_run_cancelled(void* user) {
+  fairgate_go_run_state* run = (fairgate_go_run_state*)user;
+  int32_t unmade = 0;
+  if (__atomic_compare_exchange_n(&run->state, &unmade, 2, 0, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE)) {
+    return;
+  }
+  fairgateGoContextCancelled(run->user);
+}
+
+// The C interface's job function of this package's Submits and RunSyncs: runs the Go function
+// (fairgateGoSubmitRun) with a cancel callback on the job's context. The callback is registered
+// and stopped here, in C, outside any Go call: either may suspend the job's fiber (the context's
+// mutex), and a fiber suspended inside a Go callback lets another fiber of its thread call into
+// Go on the same thread, which the Go runtime cannot survive.
+static fairgate_code fairgate_go_run(void* user, const fairgate_context* ctx, char** error) {
+  fairgate_go_run_state run = {user, 0};
+  fairgate_cancel_callback* callback =
+      fairgate_context_on_cancel(ctx, fairgate_go_run_cancelled, &run);
+  fairgate_code code = fairgateGoSubmitRun(user, (fairgate_context*)ctx, &run.state, error);
+  fairgate_cancel_callback_stop(callback);
+  return code;
+}
 
 // RunSync with this package's body, `user` a cgo.Handle of the call.
 static fairgate_code fairgate_go_run_sync(fairgate_scheduler* s, const fairgate_job* job,
                                           uintptr_t user, const fairgate_cancel* cancel,
                                           char** error) {
-  return fairgate_run_sync(s, job, (fairgate_job_fn)fairgateGoSubmitRun, (void*)user, cancel, -1,
-                           error);
+  return fairgate_run_sync(s, job, fairgate_go_run, (void*)user, cancel, -1, error);
 }
 
 // Submit with this package's body and callback, `user` a cgo.Handle of the submission.
 static fairgate_code fairgate_go_submit(fairgate_scheduler* s, const fairgate_job* job,
                                         uintptr_t user, char** error) {
-  return fairgate_submit(s, job, (fairgate_job_fn)fairgateGoSubmitRun,
-                         (fairgate_done_fn)fairgateGoSubmitDone, (void*)user, error);
+  return fairgate_submit(s, job, fairgate_go_run, (fairgate_done_fn)fairgateGoSubmitDone,
+                         (void*)user, error);
 }
 */
 import "C"
@@ -54,9 +89,10 @@ type submitted struct {
 	fn   func(ctx context.Context) error
 	done func(error)
 
-	mu  sync.Mutex // the run and the callback are on C threads Go does not see synchronise
-	ran bool
-	err error
+	mu     sync.Mutex // the run and the callbacks are on C threads Go does not see synchronise
+	ran    bool
+	err    error
+	cancel context.CancelFunc // of the function's context while it runs, else nil
 }
 
 // run calls the function, a panic turned into an error, and keeps what it returned.

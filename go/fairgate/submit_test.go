@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // A job of a coalescing type, submitted from Go, joins as fairgate/scheduler.h says: a plain
@@ -68,7 +69,8 @@ func TestSubmitOfACoalescingTypeJoins(t *testing.T) {
 }
 
 // WithRequeueOnWorkerLoss: the run whose worker is removed is run again on another worker, and
-// done is told once, of that run; a function run by the C library sees its worker too.
+// done is told once, of that run; a function run by the C library sees its worker too, and its
+// context ends when that worker is removed.
 func TestSubmitWithRequeueOnWorkerLossRunsAgain(t *testing.T) {
 	s := newScheduler(t, quietly(Options{}))
 	register(t, s, "build", TypeConfig{Priority: 4})
@@ -80,7 +82,7 @@ func TestSubmitWithRequeueOnWorkerLossRunsAgain(t *testing.T) {
 	var mu sync.Mutex
 	var workers []string
 	first := make(chan string, 1)
-	removed := make(chan struct{})
+	cancelled := make(chan bool, 1)
 	done := make(chan error, 2)
 	if err := s.Submit(Job{Type: "build", ID: "a", Key: "k"}.WithRequeueOnWorkerLoss(),
 		func(ctx context.Context) error {
@@ -90,7 +92,12 @@ func TestSubmitWithRequeueOnWorkerLossRunsAgain(t *testing.T) {
 			mu.Unlock()
 			if n == 1 {
 				first <- WorkerOf(ctx)
-				<-removed
+				select {
+				case <-ctx.Done():
+					cancelled <- true
+				case <-time.After(10 * time.Second):
+					cancelled <- false
+				}
 				return errors.New("the worker went away")
 			}
 			return nil
@@ -100,7 +107,9 @@ func TestSubmitWithRequeueOnWorkerLossRunsAgain(t *testing.T) {
 	if err := s.RemoveWorker(<-first); err != nil {
 		t.Fatal(err)
 	}
-	close(removed)
+	if !<-cancelled {
+		t.Errorf("the first run's context did not end within 10 s of its worker's removal")
+	}
 	if err := <-done; err != nil {
 		t.Errorf("done: %v, want the second run's nil", err)
 	}
@@ -113,6 +122,42 @@ func TestSubmitWithRequeueOnWorkerLossRunsAgain(t *testing.T) {
 	case err := <-done:
 		t.Errorf("done called twice (%v)", err)
 	default:
+	}
+}
+
+// A RunSync of a coalescing type, whose function the C library runs on the caller's thread: its
+// context ends when its worker is removed, and the call returns the loss (Unavailable).
+func TestRunSyncInCEndsWhenItsWorkerIsRemoved(t *testing.T) {
+	s := newScheduler(t, quietly(Options{}))
+	register(t, s, "mirror", TypeConfig{Priority: 4, Coalesce: CoalesceJoin})
+	if err := s.AddWorker("w", 1, []string{"mirror"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	cancelled := make(chan bool, 1)
+	result := make(chan error, 1)
+	go func() {
+		result <- s.RunSync(context.Background(), Job{Type: "mirror", ID: "linux.git", Key: "k"},
+			func(ctx context.Context) error {
+				close(started)
+				select {
+				case <-ctx.Done():
+					cancelled <- true
+				case <-time.After(10 * time.Second):
+					cancelled <- false
+				}
+				return nil
+			})
+	}()
+	<-started
+	if err := s.RemoveWorker("w"); err != nil {
+		t.Fatal(err)
+	}
+	if !<-cancelled {
+		t.Errorf("the function's context did not end within 10 s of its worker's removal")
+	}
+	if err := <-result; CodeOf(err) != Unavailable {
+		t.Errorf("RunSync: %v, want the worker's loss (Unavailable)", err)
 	}
 }
 

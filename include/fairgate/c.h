@@ -402,6 +402,22 @@ FAIRGATE_C_EXPORT char* fairgate_context_worker(const fairgate_context* ctx);
 /* The fencing token of the fleet-wide lease the job holds (Context::FencingToken; options'
  * fleet_conflict_groups and fleet type caps); 0 when it holds none. */
 FAIRGATE_C_EXPORT uint64_t fairgate_context_fencing_token(const fairgate_context* ctx);
+/* Calls `fn(user)` once when the job's context is cancelled (the scheduler shuts down, the job's
+ * worker is removed, the fairgate_cancel of a fairgate_run_sync is fired), on the thread that
+ * cancels it, or at once on this thread if it already was; not when only a deadline passes
+ * (OnCancel, fairgate/context.h). For a `run` that cannot poll or wait on the context (another
+ * language's runtime, which tells its own code to stop). `fn` must be short and must not block:
+ * it runs inside the canceller's call. The registration is the caller's: end it with
+ * fairgate_cancel_callback_stop, at the latest when `run` returns. NULL when ctx or fn is NULL. */
+typedef struct fairgate_cancel_callback fairgate_cancel_callback;
+typedef void (*fairgate_cancel_fn)(void* user);
+FAIRGATE_C_EXPORT fairgate_cancel_callback* fairgate_context_on_cancel(const fairgate_context* ctx,
+                                                                       fairgate_cancel_fn fn,
+                                                                       void* user);
+/* Ends the registration and frees it: once this returns, `fn` is not running and never will (a
+ * run under way on another thread is waited for), so `user` may be freed. 1 if `fn` ran, else 0
+ * (and 0 for NULL). Not from `fn` itself. */
+FAIRGATE_C_EXPORT int fairgate_cancel_callback_stop(fairgate_cancel_callback* callback);
 
 /* --- RunSync (Scheduler::RunSync): blocks the calling thread until the job is admitted, runs
  * `run` on that thread (`ctx` valid during the call) and returns what it returned (*error its

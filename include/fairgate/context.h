@@ -116,6 +116,43 @@ FAIRGATE_EXPORT std::pair<Context, CancelFunc> WithTimeout(const Context& parent
                                                            Context::Clock::duration timeout)
     ABSL_LOCKS_EXCLUDED(internal::core_lock);
 
+// A function registered on a context by OnCancel, until Stop (or its destruction) unregisters
+// it. Move-only; a default-constructed one registers nothing.
+class FAIRGATE_EXPORT CancelCallback {
+ public:
+  CancelCallback() = default;
+  CancelCallback(CancelCallback&& other) noexcept = default;
+  // Stops the callback held here before taking `other`'s.
+  CancelCallback& operator=(CancelCallback&& other) noexcept;
+  CancelCallback(const CancelCallback&) = delete;
+  CancelCallback& operator=(const CancelCallback&) = delete;
+  ~CancelCallback() { Stop(); }
+
+  // Unregisters the function: once Stop returns it is not running and never will (if it is
+  // running on another thread, Stop waits until it returns), and what it captured is released.
+  // Returns whether it ran. Later calls return the same. Must not be called by the function
+  // itself.
+  bool Stop() ABSL_LOCKS_EXCLUDED(internal::core_lock);
+
+  struct Registration;  // the context's side, defined by fairgate
+
+ private:
+  friend CancelCallback OnCancel(const Context& ctx, std::function<void()> fn);
+  explicit CancelCallback(std::shared_ptr<Registration> registration)
+      : registration_(std::move(registration)) {}
+  std::shared_ptr<Registration> registration_;
+};
+
+// Calls `fn` once when `ctx` is cancelled (its cancel function called, or an ancestor's; a job's
+// context also when the scheduler shuts down or the job's worker is removed), on the thread that
+// cancels it, or at once on this thread if it already was; never for Background(). Not when only
+// a deadline passes: a deadline is read (Done, Deadline), never pushed. For code that cannot wait
+// on the context (a callback-driven client, another language's runtime). `fn` must be short and
+// must not block: it runs inside the canceller's call. Keep the result for as long as `fn` may
+// run: its destruction stops it.
+[[nodiscard]] FAIRGATE_EXPORT CancelCallback OnCancel(const Context& ctx, std::function<void()> fn)
+    ABSL_LOCKS_EXCLUDED(internal::core_lock);
+
 }  // namespace fairgate
 
 #endif  // FAIRGATE_CONTEXT_H_

@@ -44,6 +44,10 @@ struct fairgate_context {
   const fairgate::Context* ctx;
 };
 
+struct fairgate_cancel_callback {
+  fairgate::CancelCallback callback;
+};
+
 struct fairgate_periodic {
   fairgate::PeriodicJob job;
 };

@@ -294,6 +294,23 @@ uint64_t fairgate_context_fencing_token(const fairgate_context* ctx) {
   return ctx == nullptr ? 0 : ctx->ctx->FencingToken();
 }
 
+fairgate_cancel_callback* fairgate_context_on_cancel(const fairgate_context* ctx,
+                                                     fairgate_cancel_fn fn, void* user) {
+  if (ctx == nullptr || fn == nullptr) return nullptr;
+  try {
+    return new fairgate_cancel_callback{fairgate::OnCancel(*ctx->ctx, [fn, user] { fn(user); })};
+  } catch (...) {
+    Abort("fairgate_context_on_cancel");
+  }
+}
+
+int fairgate_cancel_callback_stop(fairgate_cancel_callback* callback) {
+  if (callback == nullptr) return 0;
+  const int ran = callback->callback.Stop() ? 1 : 0;
+  delete callback;
+  return ran;
+}
+
 fairgate_code fairgate_periodic_options_init_version(fairgate_periodic_options* out,
                                                      uint32_t version) {
   const fairgate::PeriodicOptions defaults;

@@ -161,6 +161,58 @@ std::pair<Context, CancelFunc> WithCancel(const Context& parent) {
   return {Context(state), std::move(cancel)};
 }
 
+// The function and whether it may still run, under a mutex that a run holds, so that Stop,
+// taking it, waits for a run under way.
+struct CancelCallback::Registration {
+  internal::WaitMutex mutex;
+  std::function<void()> fn;
+  bool ran = false;
+  bool stopped = false;
+  std::weak_ptr<internal::ContextState> state;
+  std::uint64_t id = 0;  // of the context's callback; 0 if none is registered
+};
+
+CancelCallback OnCancel(const Context& ctx, std::function<void()> fn) {
+  auto registration = std::make_shared<CancelCallback::Registration>();
+  if (!ctx.state() || !fn) return CancelCallback(std::move(registration));
+  registration->fn = std::move(fn);
+  registration->state = ctx.state();
+  // The context holds the registration weakly: one stopped and dropped is not kept alive.
+  registration->id =
+      ctx.state()->AddCallback([weak = std::weak_ptr<CancelCallback::Registration>(registration)] {
+        auto r = weak.lock();
+        if (!r) return;
+        std::unique_lock lock(r->mutex);
+        if (r->stopped || r->ran) return;
+        r->ran = true;
+        r->fn();
+      });
+  return CancelCallback(std::move(registration));
+}
+
+CancelCallback& CancelCallback::operator=(CancelCallback&& other) noexcept {
+  if (this != &other) {
+    Stop();
+    registration_ = std::move(other.registration_);
+  }
+  return *this;
+}
+
+bool CancelCallback::Stop() {
+  if (!registration_) return false;
+  Registration& r = *registration_;
+  if (auto state = r.state.lock()) state->RemoveCallback(r.id);
+  std::function<void()> fn;  // released outside the mutex: its captures may run anything
+  bool ran;
+  {
+    std::unique_lock lock(r.mutex);
+    r.stopped = true;
+    ran = r.ran;
+    fn.swap(r.fn);
+  }
+  return ran;
+}
+
 namespace internal {
 
 Context WithFencingToken(const Context& parent, std::uint64_t token) {
