@@ -1,9 +1,9 @@
 /* fairgate/c.h's per-job options and a job's context from C: fairgate_job.flags (refused without
  * a token, joining a running job, submitted again after its worker was lost, unknown bits
  * refused) and what a running job reads from its context (its worker, why it is done, a wait
- * that ends when it is, a callback called when it is cancelled). Built as C99 with -Wall -Werror;
- * run by CTest (label "runtime": under ThreadSanitizer too) and under AddressSanitizer. Waits are
- * for the events checked, bounded (10 s), never for a time. */
+ * that ends when it is, a callback called when it is cancelled), and a permit's job context. Built
+ * as C99 with -Wall -Werror; run by CTest (label "runtime": under ThreadSanitizer too) and under
+ * AddressSanitizer. Waits are for the events checked, bounded (10 s), never for a time. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <pthread.h>
@@ -263,6 +263,48 @@ static void test_requeue_on_worker_loss(void) {
   CHECK(lost.runs == 1 && lost.code == FAIRGATE_UNAVAILABLE);
 }
 
+/* A permit's job context: cancelled when the permit's worker is removed, calling what was
+ * registered on it; never cancelled for a permit without a worker. */
+static void test_permit_context(void) {
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_scheduler* scheduler;
+  fairgate_permit* permit = NULL;
+  fairgate_cancel_callback* callback;
+  fairgate_job job = job_of("render", "a", "k", 0);
+  const char* types[] = {"render"};
+  const fairgate_context* ctx;
+  Body body;
+  memset(&body, 0, sizeof body);
+  CHECK(fairgate_permit_context(NULL) == NULL);
+  fairgate_options_init(&options);
+  scheduler = create(&options);
+  if (scheduler == NULL) return;
+  fairgate_type_config_init(&config);
+  CHECK(fairgate_register_type(scheduler, "render", &config, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_try_acquire(scheduler, &job, &permit, NULL) == FAIRGATE_OK);
+  ctx = fairgate_permit_context(permit);
+  CHECK(ctx != NULL && fairgate_context_done(ctx) == 0);
+  /* Never cancelled: the registration is a no-op one, stopped unrun. */
+  callback = fairgate_context_on_cancel(ctx, count_cancel, &body);
+  CHECK(fairgate_cancel_callback_stop(callback) == 0);
+  fairgate_permit_release(permit, FAIRGATE_OK, NULL);
+  CHECK(fairgate_add_worker(scheduler, "gpu-1", 1, types, 1, NULL, 0, NULL) == FAIRGATE_OK);
+  permit = NULL;
+  CHECK(fairgate_try_acquire(scheduler, &job, &permit, NULL) == FAIRGATE_OK);
+  ctx = fairgate_permit_context(permit);
+  callback = fairgate_context_on_cancel(ctx, count_cancel, &body);
+  CHECK(callback != NULL && fairgate_context_done(ctx) == 0);
+  CHECK(fairgate_remove_worker(scheduler, "gpu-1", NULL) == FAIRGATE_OK);
+  CHECK(wait_for(&body.cancelled, 1));
+  CHECK(fairgate_context_done(ctx) == 1);
+  CHECK(fairgate_context_err(ctx, NULL) == FAIRGATE_UNAVAILABLE);
+  CHECK(fairgate_cancel_callback_stop(callback) == 1);
+  fairgate_permit_release(permit, FAIRGATE_OK, NULL); /* completes nothing */
+  fairgate_scheduler_destroy(scheduler);
+  CHECK(body.cancelled == 1);
+}
+
 /* Without workers, a context names none, holds no lease, and a wait with no time left returns
  * at once; NULL is answered as c.h says. */
 static fairgate_code run_plain(void* user, const fairgate_context* ctx, char** error) {
@@ -452,6 +494,7 @@ int main(void) {
   test_join_running();
   test_requeue_on_worker_loss();
   test_plain_context();
+  test_permit_context();
   test_run_sync();
   if (failures > 0) {
     fprintf(stderr, "%d check(s) failed\n", failures);

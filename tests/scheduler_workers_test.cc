@@ -106,6 +106,48 @@ TEST_CASE("Scheduler.Workers.APermitNamesItsWorker") {
   CHECK(permit->Worker().empty());
 }
 
+// A permit's holder learns of its worker's removal from the permit's job context: it is
+// cancelled with the loss, and a function registered on it (OnCancel) is called.
+TEST_CASE("Scheduler.Workers.APermitsJobContextEndsWhenItsWorkerIsRemoved") {
+  Watchdog watchdog("workers permit context", 60s);
+  auto scheduler = Make();
+  REQUIRE(scheduler->RegisterType("render", Type(8, 8)).ok());
+  std::optional<Permit> unplaced;  // admitted before any worker: nothing can end its context
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), Job("render", "a", "k"),
+                        [&](StatusOr<Permit> p) {
+                          REQUIRE(p.ok());
+                          unplaced.emplace(*std::move(p));
+                        })
+              .ok());
+  REQUIRE(unplaced);
+  CHECK(unplaced->JobContext().state() == nullptr);
+  unplaced->Release();
+  REQUIRE(scheduler->AddWorker("gpu-1", WorkerConfig{1, {"render"}, {}}).ok());
+  std::optional<Permit> permit;
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), Job("render", "b", "k"),
+                        [&](StatusOr<Permit> p) {
+                          REQUIRE(p.ok());
+                          permit.emplace(*std::move(p));
+                        })
+              .ok());
+  REQUIRE(permit);
+  const Context ctx = permit->JobContext();
+  CHECK(ctx.Worker() == "gpu-1");
+  CHECK_FALSE(ctx.Done());
+  std::atomic<int> told{0};
+  CancelCallback callback = OnCancel(ctx, [&] { ++told; });
+  REQUIRE(scheduler->RemoveWorker("gpu-1").ok());
+  REQUIRE(ctx.WaitFor(20s));
+  CHECK(WorkerLost(ctx.Err()));
+  REQUIRE(Eventually([&] { return told.load() == 1; }));
+  CHECK(callback.Stop());
+  permit->Release();  // completes nothing: the job ended at the removal
+  CHECK(scheduler->Snapshot().running == 0);
+  CHECK(permit->JobContext().state() == nullptr);  // empty now: Background
+}
+
 TEST_CASE("Scheduler.Workers.AVersatileWorkerStaysFreeForTheJobOnlyItCanRun") {
   Watchdog watchdog("workers versatile", 60s);
   auto scheduler = Make();

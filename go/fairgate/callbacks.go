@@ -242,6 +242,15 @@ func fairgateGoContextCancelled(user unsafe.Pointer) {
 	}
 }
 
+// fairgateGoCancel is the cancel callback runPermitted and Permit.Lost register on a permit's
+// job context: `user` is the cgo.Handle of the context.CancelFunc it calls. It runs on the thread that
+// cancelled the job's context, never blocks and calls no fairgate function.
+//
+//export fairgateGoCancel
+func fairgateGoCancel(user unsafe.Pointer) {
+	cgo.Handle(uintptr(user)).Value().(context.CancelFunc)()
+}
+
 // fairgateGoSubmitDone is the C interface's done callback of such a Submit, called exactly once:
 // it passes the job's end on to done and deletes the submission's handle.
 //

@@ -36,6 +36,7 @@ package fairgate
 
 extern void fairgateGoPermit(void* user, fairgate_permit* permit, fairgate_code code,
                              char* message);
+extern void fairgateGoCancel(void* user);
 
 // Acquire with this package's callback, `user` a cgo.Handle.
 static fairgate_code fairgate_go_acquire(fairgate_scheduler* s, const fairgate_job* job,
@@ -43,6 +44,13 @@ static fairgate_code fairgate_go_acquire(fairgate_scheduler* s, const fairgate_j
                                          char** error) {
   return fairgate_acquire(s, job, (fairgate_permit_callback)fairgateGoPermit, (void*)user,
                           pending, error);
+}
+
+// A cancel callback on a permit's job context, `user` a cgo.Handle of a context.CancelFunc.
+static fairgate_cancel_callback* fairgate_go_permit_on_cancel(const fairgate_permit* permit,
+                                                              uintptr_t user) {
+  return fairgate_context_on_cancel(fairgate_permit_context(permit),
+                                    (fairgate_cancel_fn)fairgateGoCancel, (void*)user);
 }
 */
 import "C"
@@ -55,6 +63,7 @@ import (
 	"runtime"
 	"runtime/cgo"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -154,7 +163,9 @@ type Scheduler struct {
 	c      *C.fairgate_scheduler
 	ctx    context.Context // the context of Submit's jobs and durable handlers, cancelled by Close
 	cancel context.CancelFunc
-	close  sync.Once
+	// hasWorkers is set once a worker was added: permits' job contexts may be cancelled then.
+	hasWorkers atomic.Bool
+	close      sync.Once
 	// handles are the durable types' (RegisterDurable) and the periodic jobs' (SubmitEvery),
 	// deleted once Close freed c; periodics are the latter, whose C handles Close frees then.
 	handlesMu sync.Mutex
@@ -489,6 +500,11 @@ type Permit struct {
 	job Job
 	mu  sync.Mutex
 	c   *C.fairgate_permit // nil once released
+	// lostCh is Lost's channel, made at its first call, with the callback that closes it when
+	// the permit's job context is cancelled (stopped by Release) and that callback's handle.
+	lostCh     chan struct{}
+	lostWatch  *C.fairgate_cancel_callback
+	lostHandle cgo.Handle
 }
 
 // Release ends the permit's job with err (nil: it succeeded) and frees its slot. Calling it again
@@ -505,9 +521,34 @@ func (p *Permit) Release(err error) {
 	}
 	cmessage := C.CString(message)
 	defer C.free(unsafe.Pointer(cmessage))
+	if p.lostWatch != nil {
+		C.fairgate_cancel_callback_stop(p.lostWatch) // after it, the callback never reads the handle
+		p.lostHandle.Delete()
+		p.lostWatch = nil
+	}
 	C.fairgate_permit_release(p.c, C.fairgate_code(code), cmessage)
 	p.c = nil
 	runtime.SetFinalizer(p, nil)
+}
+
+// Lost returns a channel that is closed if the permit's job is lost: the worker it was admitted
+// onto (AddWorker, Worker) is removed while the permit is held. The job has ended then; stop its
+// work, and call Release, which completes nothing. Without workers, or once released, it is never
+// closed.
+func (p *Permit) Lost() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lostCh != nil {
+		return p.lostCh
+	}
+	p.lostCh = make(chan struct{})
+	if p.c != nil {
+		var once sync.Once
+		ch := p.lostCh
+		p.lostHandle = cgo.NewHandle(context.CancelFunc(func() { once.Do(func() { close(ch) }) }))
+		p.lostWatch = C.fairgate_go_permit_on_cancel(p.c, C.uintptr_t(p.lostHandle))
+	}
+	return p.lostCh
 }
 
 // Worker is, with workers (AddWorker), the worker the job was admitted onto: do the work there.
@@ -655,9 +696,44 @@ func (s *Scheduler) RunSync(ctx context.Context, job Job, fn func(ctx context.Co
 	if err != nil {
 		return err
 	}
-	err = fn(context.WithValue(ctx, jobKey{}, p))
+	err = s.runPermitted(ctx, p, fn)
 	p.Release(err)
 	return err
+}
+
+// runPermitted runs fn under the permit p with ctx, which carries p (WorkerOf, FencingTokenOf)
+// and is cancelled too when p's job context is (Permit.JobContext in fairgate/permit.h: its
+// worker removed); it returns fn's error, or the loss (Unavailable) if the worker was removed, as
+// the C library's RunSync does.
+func (s *Scheduler) runPermitted(ctx context.Context, p *Permit, fn func(ctx context.Context) error) error {
+	ctx = context.WithValue(ctx, jobKey{}, p)
+	if !s.hasWorkers.Load() {
+		return fn(ctx) // without workers nothing cancels a permit's job context
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h := cgo.NewHandle(cancel)
+	defer h.Delete() // after the callback's stop (defers run last first): it never reads h then
+	p.mu.Lock()
+	callback := C.fairgate_go_permit_on_cancel(p.c, C.uintptr_t(h))
+	p.mu.Unlock()
+	defer C.fairgate_cancel_callback_stop(callback)
+	err := fn(runCtx)
+	if lost := p.lost(); lost != nil {
+		return lost
+	}
+	return err
+}
+
+// lost is the loss of the permit's job (its worker removed while it ran), or nil.
+func (p *Permit) lost() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.c == nil {
+		return nil
+	}
+	var message *C.char
+	return errorOf(C.fairgate_context_err(C.fairgate_permit_context(p.c), &message), message)
 }
 
 // Submit queues the job and returns at once: fn runs on a goroutine of its own once the job is
@@ -685,7 +761,7 @@ func (s *Scheduler) Submit(job Job, fn func(ctx context.Context) error, done fun
 	go func() {
 		p, err := s.wait(context.Background(), job, w)
 		if err == nil {
-			err = fn(context.WithValue(s.ctx, jobKey{}, p))
+			err = s.runPermitted(s.ctx, p, fn)
 			p.Release(err)
 		}
 		if done != nil {
@@ -880,16 +956,16 @@ func (s *Scheduler) setWorker(name string, slots int, types, tags []string, upda
 			return errorOf(C.fairgate_update_worker(sc, cname, C.int(slots), ctypes, ntypes, ctags,
 				ntags, &message), message)
 		}
+		s.hasWorkers.Store(true) // before the worker can admit a job
 		return errorOf(C.fairgate_add_worker(sc, cname, C.int(slots), ctypes, ntypes, ctags, ntags,
 			&message), message)
 	})
 }
 
 // RemoveWorker removes a worker; the jobs running on it are lost (fairgate/scheduler.h,
-// RemoveWorker). The context of a function the C library runs for such a job (a coalescing type's,
-// WithJoinRunning, WithRequeueOnWorkerLoss) is cancelled; a permit's holder (Acquire, and RunSync
-// and Submit of the other jobs, whose functions run under a permit) learns of the loss only from
-// what the job's end reports.
+// RemoveWorker): the context RunSync or Submit gave a job's function is cancelled, and its end
+// reports the loss (Unavailable). An Acquire's holder learns of it from nothing but that: its
+// permit's Release completes nothing.
 func (s *Scheduler) RemoveWorker(name string) error {
 	return s.withName(name, func(sc *C.fairgate_scheduler, cname *C.char,
 		message **C.char) C.fairgate_code {

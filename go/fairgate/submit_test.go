@@ -161,6 +161,96 @@ func TestRunSyncInCEndsWhenItsWorkerIsRemoved(t *testing.T) {
 	}
 }
 
+// RunSync and Submit of a type that does not coalesce run their function under a permit: its
+// context ends when the permit's worker is removed, and the job's end is the loss (Unavailable).
+func TestPermittedFunctionsEndWhenTheirWorkerIsRemoved(t *testing.T) {
+	s := newScheduler(t, quietly(Options{}))
+	register(t, s, "build", TypeConfig{Priority: 4})
+	if err := s.AddWorker("w", 2, []string{"build"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan string, 2)
+	cancelled := make(chan bool, 2)
+	fn := func(ctx context.Context) error {
+		started <- WorkerOf(ctx)
+		select {
+		case <-ctx.Done():
+			cancelled <- true
+		case <-time.After(10 * time.Second):
+			cancelled <- false
+		}
+		return nil
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- s.RunSync(context.Background(), Job{Type: "build", ID: "a", Key: "k"}, fn) }()
+	done := make(chan error, 1)
+	if err := s.Submit(Job{Type: "build", ID: "b", Key: "k"}, fn, func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if w := <-started; w != "w" {
+			t.Errorf("a function ran on %q, want w", w)
+		}
+	}
+	if err := s.RemoveWorker("w"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if !<-cancelled {
+			t.Errorf("a function's context did not end within 10 s of its worker's removal")
+		}
+	}
+	if err := <-ran; CodeOf(err) != Unavailable {
+		t.Errorf("RunSync: %v, want the worker's loss (Unavailable)", err)
+	}
+	if err := <-done; CodeOf(err) != Unavailable {
+		t.Errorf("Submit's done: %v, want the worker's loss (Unavailable)", err)
+	}
+}
+
+// An Acquire's holder learns of its worker's removal from Permit.Lost; a permit without a worker,
+// or released, is never lost.
+func TestAPermitIsLostWhenItsWorkerIsRemoved(t *testing.T) {
+	s := newScheduler(t, quietly(Options{}))
+	register(t, s, "render", TypeConfig{Priority: 4})
+	plain, err := s.Acquire(context.Background(), Job{Type: "render", ID: "a", Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainLost := plain.Lost()
+	plain.Release(nil)
+	if err := s.AddWorker("gpu-1", 1, []string{"render"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Acquire(context.Background(), Job{Type: "render", ID: "b", Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := p.Lost()
+	if p.Lost() != lost {
+		t.Errorf("Lost returned another channel the second time")
+	}
+	select {
+	case <-lost:
+		t.Fatal("lost before its worker was removed")
+	default:
+	}
+	if err := s.RemoveWorker("gpu-1"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lost not closed within 10 s of its worker's removal")
+	}
+	p.Release(nil)
+	select {
+	case <-plainLost:
+		t.Error("a permit without a worker was lost")
+	default:
+	}
+}
+
 // A panic in a function the C library runs fails the job with code Internal.
 func TestAPanicInACoalescingJobFailsIt(t *testing.T) {
 	s := newScheduler(t, quietly(Options{}))

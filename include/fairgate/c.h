@@ -371,6 +371,11 @@ FAIRGATE_C_EXPORT char* fairgate_permit_worker(const fairgate_permit* permit);
 /* The fencing token of the fleet-wide lease the permit's job holds (Permit::FencingToken); 0
  * when it holds none. */
 FAIRGATE_C_EXPORT uint64_t fairgate_permit_fencing_token(const fairgate_permit* permit);
+/* The job's context (Permit::JobContext, fairgate/permit.h), for fairgate_context_done, _err,
+ * _wait and _on_cancel: cancelled when the worker the job was admitted onto is removed while the
+ * permit is held (fairgate_context_err: FAIRGATE_UNAVAILABLE; the job has ended), never by
+ * shutdown; never cancelled without workers. Valid until the permit is released; NULL for NULL. */
+FAIRGATE_C_EXPORT const fairgate_context* fairgate_permit_context(const fairgate_permit* permit);
 /* Completes the permit's job with `code` (and `message`, NULL for none; ignored with
  * FAIRGATE_OK) and frees the permit. */
 FAIRGATE_C_EXPORT void fairgate_permit_release(fairgate_permit* permit, fairgate_code code,

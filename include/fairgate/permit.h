@@ -24,6 +24,7 @@
 #include <memory>
 #include <string_view>
 
+#include "fairgate/context.h"
 #include "fairgate/export.h"
 #include "fairgate/status.h"
 
@@ -37,6 +38,7 @@ class HeldJob {
   virtual void Release(const Status& status) = 0;
   virtual std::uint64_t FencingToken() const { return 0; }
   virtual std::string_view Worker() const { return {}; }
+  virtual const Context& JobContext() const = 0;
 };
 }  // namespace internal
 
@@ -71,6 +73,16 @@ class FAIRGATE_EXPORT Permit {
   // work there. Empty without workers or once released.
   std::string_view Worker() const { return job_ ? job_->Worker() : std::string_view(); }
 
+  // The job's context, for the holder to watch (Done, Wait, OnCancel): cancelled, Err() saying
+  // so (Unavailable, WorkerLost), when the worker the job was admitted onto is removed while the
+  // permit is held (Scheduler::RemoveWorker: the job has ended, and Release completes nothing);
+  // its FencingToken and Worker are the permit's. Shutdown does not cancel it (Shutdown waits for
+  // the permit's release). Background() without workers and fleet-wide leases, or when empty.
+  // Valid while the permit holds its job; a copy outlives the permit.
+  const Context& JobContext() const {
+    static const Context background = Context::Background();
+    return job_ ? job_->JobContext() : background;
+  }
   // Completes the job with `status` (see the header comment); no-op when empty.
   void Release(const Status& status = absl::OkStatus()) {
     if (job_ == nullptr) return;

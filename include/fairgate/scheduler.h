@@ -351,8 +351,8 @@ class FAIRGATE_EXPORT Scheduler {
   // when its function returns, a RunSync returns that Unavailable (WorkerLost tells it from the
   // job's own), a Submit's callback gets it, or with JobOptions::requeue_on_worker_loss the job
   // is submitted again, a durable job's attempt fails with it and follows its retry policy, and
-  // a permit's Release completes nothing. The key keeps what it was charged; the estimate learns
-  // nothing. NotFound for an unknown worker.
+  // a permit's job context is cancelled (Permit::JobContext) and its Release completes nothing. The
+  // key keeps what it was charged; the estimate learns nothing. NotFound for an unknown worker.
   Status RemoveWorker(std::string_view name);
 
   // With RuleOptions::aging, how long a pending job of `type` takes at most to reach the

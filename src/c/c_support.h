@@ -36,12 +36,13 @@ struct fairgate_scheduler {
   std::unique_ptr<fairgate::Scheduler> impl;
 };
 
-struct fairgate_permit {
-  fairgate::Permit permit;
-};
-
 struct fairgate_context {
   const fairgate::Context* ctx;
+};
+
+struct fairgate_permit {
+  fairgate::Permit permit;
+  mutable fairgate_context context{nullptr};  // the permit's JobContext, once asked for
 };
 
 struct fairgate_cancel_callback {

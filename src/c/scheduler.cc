@@ -259,6 +259,12 @@ fairgate_code fairgate_run_sync(fairgate_scheduler* scheduler, const fairgate_jo
   });
 }
 
+const fairgate_context* fairgate_permit_context(const fairgate_permit* permit) {
+  if (permit == nullptr) return nullptr;
+  permit->context.ctx = &permit->permit.JobContext();
+  return &permit->context;
+}
+
 int fairgate_context_done(const fairgate_context* ctx) {
   return ctx != nullptr && ctx->ctx->Done() ? 1 : 0;
 }

@@ -173,8 +173,8 @@ struct CancelCallback::Registration {
 };
 
 CancelCallback OnCancel(const Context& ctx, std::function<void()> fn) {
+  if (!ctx.state() || !fn) return CancelCallback();  // never cancelled: nothing to register
   auto registration = std::make_shared<CancelCallback::Registration>();
-  if (!ctx.state() || !fn) return CancelCallback(std::move(registration));
   registration->fn = std::move(fn);
   registration->state = ctx.state();
   // The context holds the registration weakly: one stopped and dropped is not kept alive.

@@ -12,12 +12,18 @@
 namespace fairgate::internal {
 
 // The scheduler's side of a Permit: releasing it gives back its fleet-wide leases, if any, and
-// completes the job.
+// completes the job. Its context is made at admission: the leases' (their fencing token), and
+// on a worker one that the worker's removal cancels (WorkerAssignment::Enter).
 class Dispatcher::HeldPermit : public HeldJob {
  public:
   HeldPermit(Dispatcher* dispatcher, RecordPtr record,
              std::unique_ptr<FleetLeases::Held> leases = nullptr)
-      : dispatcher_(dispatcher), record_(std::move(record)), leases_(std::move(leases)) {}
+      : dispatcher_(dispatcher),
+        record_(std::move(record)),
+        leases_(std::move(leases)),
+        context_(leases_ && leases_->ctx ? *leases_->ctx : Context::Background()) {
+    if (record_->worker) context_ = record_->worker->Enter(context_);
+  }
   void Release(const Status& status) override {
     Dispatcher* dispatcher = dispatcher_;
     const double end = dispatcher->table_.Now();
@@ -33,11 +39,13 @@ class Dispatcher::HeldPermit : public HeldJob {
     return record_ && record_->worker ? std::string_view(record_->worker->worker())
                                       : std::string_view();
   }
+  const Context& JobContext() const override { return context_; }
 
  private:
   Dispatcher* dispatcher_;
   RecordPtr record_;
   std::unique_ptr<FleetLeases::Held> leases_;
+  Context context_;
 };
 
 void Dispatcher::Dispatch(const RecordList& admitted) {
