@@ -2342,6 +2342,9 @@ TEST_CASE("PostgresStore.AnAcquiresPermitHoldsItsFleetWideLeaseUntilReleased") {
   REQUIRE(repack->result->ok());
   const std::uint64_t repack_token = (*repack->result)->FencingToken();
   CHECK(repack_token > 0);
+  // The permit's job context carries the token, and nothing of the Acquire's wait ends it.
+  CHECK((*repack->result)->JobContext().FencingToken() == repack_token);
+  CHECK_FALSE((*repack->result)->JobContext().Done());
   // b's fetch of the same repository is admitted there but gets no permit while a's is held;
   // one of another repository gets its own at once.
   auto fetch = acquire(*b, Context::Background(), "fetch", "linux.git");

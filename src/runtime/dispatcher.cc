@@ -12,8 +12,9 @@
 namespace fairgate::internal {
 
 // The scheduler's side of a Permit: releasing it gives back its fleet-wide leases, if any, and
-// completes the job. Its context is made at admission: the leases' (their fencing token), and
-// on a worker one that the worker's removal cancels (WorkerAssignment::Enter).
+// completes the job. Its context is made at admission: one with the leases' fencing token, of
+// no parent (the leases' own is a child of the Acquire's wait, which ends before the permit
+// does), and on a worker one that the worker's removal cancels (WorkerAssignment::Enter).
 class Dispatcher::HeldPermit : public HeldJob {
  public:
   HeldPermit(Dispatcher* dispatcher, RecordPtr record,
@@ -21,7 +22,9 @@ class Dispatcher::HeldPermit : public HeldJob {
       : dispatcher_(dispatcher),
         record_(std::move(record)),
         leases_(std::move(leases)),
-        context_(leases_ && leases_->ctx ? *leases_->ctx : Context::Background()) {
+        context_(leases_ && leases_->ctx
+                     ? WithFencingToken(Context::Background(), leases_->ctx->FencingToken())
+                     : Context::Background()) {
     if (record_->worker) context_ = record_->worker->Enter(context_);
   }
   void Release(const Status& status) override {
