@@ -87,19 +87,25 @@ TEST_CASE("Scheduler.Workers.TheJobsContextNamesTheMostSpecialisedWorker") {
   CHECK(none.empty());
 }
 
+// The permit of an Acquire admitted at once (its callback runs inside the call), or none.
+std::optional<Permit> AcquireAtOnce(Scheduler& scheduler, const JobName& job) {
+  std::optional<Permit> permit;
+  REQUIRE(scheduler
+              .Acquire(Context::Background(), job,
+                       [&](StatusOr<Permit> p) {
+                         REQUIRE(p.ok());
+                         permit.emplace(*std::move(p));
+                       })
+              .ok());
+  return permit;
+}
+
 TEST_CASE("Scheduler.Workers.APermitNamesItsWorker") {
   Watchdog watchdog("workers permit", 60s);
   auto scheduler = Make();
   REQUIRE(scheduler->RegisterType("render", Type(8, 8)).ok());
   REQUIRE(scheduler->AddWorker("gpu-1", WorkerConfig{1, {"render"}, {}}).ok());
-  std::optional<Permit> permit;
-  REQUIRE(scheduler
-              ->Acquire(Context::Background(), Job("render", "a", "k"),
-                        [&](StatusOr<Permit> p) {
-                          REQUIRE(p.ok());
-                          permit.emplace(*std::move(p));
-                        })
-              .ok());
+  std::optional<Permit> permit = AcquireAtOnce(*scheduler, Job("render", "a", "k"));
   REQUIRE(permit);
   CHECK(permit->Worker() == "gpu-1");
   permit->Release();
@@ -112,26 +118,13 @@ TEST_CASE("Scheduler.Workers.APermitsJobContextEndsWhenItsWorkerIsRemoved") {
   Watchdog watchdog("workers permit context", 60s);
   auto scheduler = Make();
   REQUIRE(scheduler->RegisterType("render", Type(8, 8)).ok());
-  std::optional<Permit> unplaced;  // admitted before any worker: nothing can end its context
-  REQUIRE(scheduler
-              ->Acquire(Context::Background(), Job("render", "a", "k"),
-                        [&](StatusOr<Permit> p) {
-                          REQUIRE(p.ok());
-                          unplaced.emplace(*std::move(p));
-                        })
-              .ok());
+  // Admitted before any worker: nothing can end its context.
+  std::optional<Permit> unplaced = AcquireAtOnce(*scheduler, Job("render", "a", "k"));
   REQUIRE(unplaced);
   CHECK(unplaced->JobContext().state() == nullptr);
   unplaced->Release();
   REQUIRE(scheduler->AddWorker("gpu-1", WorkerConfig{1, {"render"}, {}}).ok());
-  std::optional<Permit> permit;
-  REQUIRE(scheduler
-              ->Acquire(Context::Background(), Job("render", "b", "k"),
-                        [&](StatusOr<Permit> p) {
-                          REQUIRE(p.ok());
-                          permit.emplace(*std::move(p));
-                        })
-              .ok());
+  std::optional<Permit> permit = AcquireAtOnce(*scheduler, Job("render", "b", "k"));
   REQUIRE(permit);
   const Context ctx = permit->JobContext();
   CHECK(ctx.Worker() == "gpu-1");

@@ -92,12 +92,7 @@ func TestSubmitWithRequeueOnWorkerLossRunsAgain(t *testing.T) {
 			mu.Unlock()
 			if n == 1 {
 				first <- WorkerOf(ctx)
-				select {
-				case <-ctx.Done():
-					cancelled <- true
-				case <-time.After(10 * time.Second):
-					cancelled <- false
-				}
+				cancelled <- endsWithin10s(ctx)
 				return errors.New("the worker went away")
 			}
 			return nil
@@ -140,12 +135,7 @@ func TestRunSyncInCEndsWhenItsWorkerIsRemoved(t *testing.T) {
 		result <- s.RunSync(context.Background(), Job{Type: "mirror", ID: "linux.git", Key: "k"},
 			func(ctx context.Context) error {
 				close(started)
-				select {
-				case <-ctx.Done():
-					cancelled <- true
-				case <-time.After(10 * time.Second):
-					cancelled <- false
-				}
+				cancelled <- endsWithin10s(ctx)
 				return nil
 			})
 	}()
@@ -173,12 +163,7 @@ func TestPermittedFunctionsEndWhenTheirWorkerIsRemoved(t *testing.T) {
 	cancelled := make(chan bool, 2)
 	fn := func(ctx context.Context) error {
 		started <- WorkerOf(ctx)
-		select {
-		case <-ctx.Done():
-			cancelled <- true
-		case <-time.After(10 * time.Second):
-			cancelled <- false
-		}
+		cancelled <- endsWithin10s(ctx)
 		return nil
 	}
 	ran := make(chan error, 1)
@@ -248,6 +233,16 @@ func TestAPermitIsLostWhenItsWorkerIsRemoved(t *testing.T) {
 	case <-plainLost:
 		t.Error("a permit without a worker was lost")
 	default:
+	}
+}
+
+// endsWithin10s waits until ctx ends, at most 10 s, and says whether it did.
+func endsWithin10s(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	case <-time.After(10 * time.Second):
+		return false
 	}
 }
 
