@@ -8,7 +8,8 @@
  * fairgate_permit_release, a fairgate_pending by fairgate_acquire / fairgate_pending_free, a
  * fairgate_store by fairgate_sqlite_store_open or fairgate_postgres_store_open /
  * fairgate_store_free, a fairgate_periodic by fairgate_submit_every / fairgate_periodic_free, a
- * fairgate_cancel by fairgate_cancel_new / fairgate_cancel_free. A handle is never freed for you,
+ * fairgate_cancel by fairgate_cancel_new / fairgate_cancel_free, a fairgate_cancel_callback by
+ * fairgate_context_on_cancel / fairgate_cancel_callback_stop. A handle is never freed for you,
  * and a freed one is not touched again.
  *
  * Errors. A call that can fail returns a fairgate_code (FAIRGATE_OK, or the code of the C++
@@ -28,7 +29,8 @@
  * fairgate_snapshot_json, fairgate_snapshot_json_heaviest and fairgate_metrics_text return NULL,
  * fairgate_accumulated_cost, fairgate_group_accumulated_cost, fairgate_estimate,
  * fairgate_periodic_runs and the fencing tokens 0, fairgate_permit_worker and
- * fairgate_context_worker "", fairgate_context_done 0, and fairgate_context_wait 0 at once.
+ * fairgate_context_worker "", fairgate_context_done 0, fairgate_context_wait 0 at once,
+ * fairgate_permit_context NULL and fairgate_cancel_callback_stop 0.
  *
  * Strings. Every string passed in (names, messages) is copied before the call returns; the
  * caller keeps its own, and so is every payload. A string returned (fairgate_snapshot_json,
@@ -44,6 +46,15 @@
  * (release its permit, acquire again) but must not destroy it. A permit callback and a done
  * callback are called exactly once for each call that returned FAIRGATE_OK; none for a call that
  * failed.
+ *
+ * Fibers. A pool thread runs many jobs as fibers (fiber_stack_bytes), so a job's body, a durable
+ * handler or a periodic run may be on a fiber, and a call that waits suspends that fiber while
+ * another runs on the same thread: fairgate_context_wait, and fairgate_context_done, _err,
+ * _on_cancel and fairgate_cancel_callback_stop when another thread holds the context's lock at
+ * that moment. C code does not see it. A language runtime that keeps state per OS thread and runs
+ * its own code inside the callback (Go's cgo callbacks) must not make such a call from that code:
+ * its runtime then finds a second callback on the same thread. Make it before entering that
+ * runtime and after leaving it, as go/fairgate's job function does (fairgate_go_run, submit.go).
  *
  * Shutdown. fairgate_scheduler_shutdown stops taking calls (later ones fail with
  * FAIRGATE_UNAVAILABLE), calls every pending acquire's callback and every queued job's done
