@@ -243,8 +243,8 @@ func fairgateGoContextCancelled(user unsafe.Pointer) {
 }
 
 // fairgateGoCancel is the cancel callback runPermitted and Permit.Lost register on a permit's
-// job context: `user` is the cgo.Handle of the context.CancelFunc it calls. It runs on the thread that
-// cancelled the job's context, never blocks and calls no fairgate function.
+// job context: `user` is the cgo.Handle of the context.CancelFunc it calls. It runs on the thread
+// that cancelled the job's context, never blocks and calls no fairgate function.
 //
 //export fairgateGoCancel
 func fairgateGoCancel(user unsafe.Pointer) {

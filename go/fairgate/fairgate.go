@@ -964,8 +964,8 @@ func (s *Scheduler) setWorker(name string, slots int, types, tags []string, upda
 
 // RemoveWorker removes a worker; the jobs running on it are lost (fairgate/scheduler.h,
 // RemoveWorker): the context RunSync or Submit gave a job's function is cancelled, and its end
-// reports the loss (Unavailable). An Acquire's holder learns of it from nothing but that: its
-// permit's Release completes nothing.
+// reports the loss (Unavailable). An Acquire's holder learns of it from Permit.Lost; its Release
+// then completes nothing.
 func (s *Scheduler) RemoveWorker(name string) error {
 	return s.withName(name, func(sc *C.fairgate_scheduler, cname *C.char,
 		message **C.char) C.fairgate_code {
