@@ -424,7 +424,8 @@ FAIRGATE_C_EXPORT uint64_t fairgate_context_fencing_token(const fairgate_context
  * (OnCancel, fairgate/context.h). For a `run` that cannot poll or wait on the context (another
  * language's runtime, which tells its own code to stop). `fn` must be short and must not block:
  * it runs inside the canceller's call. The registration is the caller's: end it with
- * fairgate_cancel_callback_stop, at the latest when `run` returns. NULL when ctx or fn is NULL. */
+ * fairgate_cancel_callback_stop once `fn` is no longer wanted, at the latest when `run` returns
+ * (for a permit's context, when it is released). NULL when ctx or fn is NULL. */
 typedef struct fairgate_cancel_callback fairgate_cancel_callback;
 typedef void (*fairgate_cancel_fn)(void* user);
 FAIRGATE_C_EXPORT fairgate_cancel_callback* fairgate_context_on_cancel(const fairgate_context* ctx,
