@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "boost/fiber/fiber.hpp"
@@ -158,11 +159,32 @@ TEST_CASE("Scheduler.RunSync.BadInputIsRefusedWithoutRunning") {
   CHECK(scheduler->Snapshot().pending == 0);
 }
 
+// Records the status of each job's kCancel event: a job cancelled (or timed out) while pending.
+class CancelRecorder : public Observer {
+ public:
+  void OnEvent(const JobEvent& e) override {
+    if (e.kind != JobEvent::Kind::kCancel) return;
+    std::lock_guard lock(mutex_);
+    cancelled_.emplace_back(e.id, e.status.code());
+  }
+  std::vector<std::pair<std::string, absl::StatusCode>> cancelled() {
+    std::lock_guard lock(mutex_);
+    return cancelled_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<std::string, absl::StatusCode>> cancelled_;
+};
+
 TEST_CASE("Scheduler.RunSync.CancelledOrTimedOutWhilePendingReturnsAtOnceUncharged") {
   for (bool timeout : {false, true}) {
     CAPTURE(timeout);
     Watchdog watchdog("RunSync cancel while pending", 60s);
-    auto scheduler = Make(Capacity(1));
+    auto recorder = std::make_shared<CancelRecorder>();
+    SchedulerOptions options = Capacity(1);
+    options.runtime.observers.push_back(recorder);
+    auto scheduler = Make(options);
     REQUIRE(scheduler->RegisterType("clone", Type(1, 1, "", 5)).ok());
     Gate hold;
     std::thread holder([&] {
@@ -173,23 +195,33 @@ TEST_CASE("Scheduler.RunSync.CancelledOrTimedOutWhilePendingReturnsAtOnceUncharg
     });
     REQUIRE(Eventually([&] { return scheduler->Snapshot().running == 1; }));
 
-    auto [ctx, cancel] =
-        timeout ? WithTimeout(Context::Background(), 30ms) : WithCancel(Context::Background());
+    auto [cancellable, cancel] = WithCancel(Context::Background());
     bool ran = false;
     Status result;
-    std::thread waiter([&, ctx = ctx] {
+    std::thread waiter([&, cancellable = cancellable] {
+      // The timeout starts here, so that the call is made long before it ends; whether the job
+      // was pending when it ended is told by its cancel event below, not by polling for a state
+      // that the timer ends.
+      Context ctx = timeout ? WithTimeout(Context::Background(), 300ms).first : cancellable;
       result = scheduler->RunSync(ctx, {TypeName("clone"), JobId("b"), FairnessKey("b")},
                                   [&](const Context&) {
                                     ran = true;
                                     return absl::OkStatus();
                                   });
     });
-    REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 1; }));
-    if (!timeout) cancel();
+    if (!timeout) {
+      REQUIRE(Eventually([&] { return scheduler->Snapshot().pending == 1; }));
+      cancel();
+    }
     waiter.join();  // returns while the slot is still held: it did not wait for admission
-    CHECK(result.code() ==
-          (timeout ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kCancelled));
+    const absl::StatusCode expected =
+        timeout ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kCancelled;
+    CHECK(result.code() == expected);
     CHECK_FALSE(ran);
+    // It ended while pending: the scheduler told of a cancelled pending job, with the reason.
+    REQUIRE(Eventually([&] { return !recorder->cancelled().empty(); }));
+    CHECK(recorder->cancelled() ==
+          std::vector<std::pair<std::string, absl::StatusCode>>{{"b", expected}});
     CHECK(scheduler->Snapshot().pending == 0);
     CHECK(scheduler->Snapshot().running == 1);
     CHECK(scheduler->AccumulatedCost("b") == 0.0);  // never charged

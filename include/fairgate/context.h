@@ -19,6 +19,8 @@
 //   on the context: it cancels the children, wakes RunSync callers waiting under it, and ends the
 //   waits of Acquire calls under it, whose callbacks then run there (fairgate/scheduler.h). It
 //   never waits for a job to finish.
+// - OnCancel and CancelCallback::Stop take the context's mutex as Done does; Stop also waits for
+//   a call of the registered function under way on another thread to return.
 // - Deadline and Background never suspend.
 #ifndef FAIRGATE_CONTEXT_H_
 #define FAIRGATE_CONTEXT_H_
