@@ -1,7 +1,8 @@
 /* fairgate/c.h's per-job options and a job's context from C: fairgate_job.flags (refused without
  * a token, joining a running job, submitted again after its worker was lost, unknown bits
  * refused) and what a running job reads from its context (its worker, why it is done, a wait
- * that ends when it is, a callback called when it is cancelled), and a permit's job context. Built
+ * that ends when it is, a callback called when it is cancelled), a permit's job context, and a
+ * job waiting on a cancellation's context for work it handed to a thread of its own. Built
  * as C99 with -Wall -Werror; run by CTest (label "runtime": under ThreadSanitizer too) and under
  * AddressSanitizer. Waits are for the events checked, bounded (10 s), never for a time. */
 #define _POSIX_C_SOURCE 200809L
@@ -489,6 +490,95 @@ static void test_run_sync(void) {
   fairgate_scheduler_destroy(scheduler);
 }
 
+/* A job that hands its work to a thread of its own and waits for it on a fairgate_cancel's
+ * context: the wait ends when that thread fires the cancellation, and, with fibers, it does not
+ * hold the pool's only thread: a job submitted while it waits runs meanwhile. (The thread runtime,
+ * the tsan build, runs a job on a thread of its own until it returns, so there the pool has a
+ * thread a job.) */
+typedef struct HandOff {
+  fairgate_cancel* finished;
+  Body* other;   /* the job that must run while this one waits */
+  int waiting;   /* 1 once the job is about to wait */
+  int returned;  /* 1 once it has returned */
+  int other_ran; /* whether the other job had run when the thread fired */
+  int waited;    /* fairgate_context_wait's answer */
+  fairgate_code err;
+} HandOff;
+
+static void* hand_off_thread(void* arg) {
+  HandOff* hand_off = (HandOff*)arg;
+  hand_off->other_ran = wait_for(&hand_off->other->runs, 1);
+  fairgate_cancel_fire(hand_off->finished);
+  return NULL;
+}
+
+static fairgate_code run_hand_off(void* user, const fairgate_context* ctx, char** error) {
+  HandOff* hand_off = (HandOff*)user;
+  const fairgate_context* finished = fairgate_cancel_context(hand_off->finished);
+  pthread_t thread;
+  (void)ctx;
+  (void)error;
+  CHECK(fairgate_context_done(finished) == 0);
+  CHECK(fairgate_context_err(finished, NULL) == FAIRGATE_OK);
+  CHECK(pthread_create(&thread, NULL, hand_off_thread, hand_off) == 0);
+  pthread_mutex_lock(&mutex);
+  hand_off->waiting = 1;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mutex);
+  hand_off->waited = fairgate_context_wait(finished, 20);
+  hand_off->err = fairgate_context_err(finished, NULL);
+  pthread_join(thread, NULL); /* fairgate_cancel_fire returned: the cancellation may be freed */
+  pthread_mutex_lock(&mutex);
+  hand_off->returned = 1;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mutex);
+  return FAIRGATE_OK;
+}
+
+static fairgate_code count_run(void* user, const fairgate_context* ctx, char** error) {
+  Body* body = (Body*)user;
+  (void)ctx;
+  (void)error;
+  pthread_mutex_lock(&mutex);
+  ++body->runs;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mutex);
+  return FAIRGATE_OK;
+}
+
+static void test_hand_off(void) {
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_scheduler* scheduler;
+  fairgate_job first = job_of("gc", "first", "k", 0);
+  fairgate_job second = job_of("gc", "second", "k", 0);
+  HandOff hand_off;
+  Body other;
+  CHECK(fairgate_cancel_context(NULL) == NULL);
+  memset(&hand_off, 0, sizeof hand_off);
+  memset(&other, 0, sizeof other);
+  hand_off.finished = fairgate_cancel_new();
+  hand_off.other = &other;
+  fairgate_options_init(&options);
+  options.max_concurrency = 2;
+#if !defined(FAIRGATE_TEST_RUNTIME_THREADS)
+  options.worker_threads = 1;
+#endif
+  scheduler = create(&options);
+  if (scheduler == NULL) return;
+  fairgate_type_config_init(&config);
+  CHECK(fairgate_register_type(scheduler, "gc", &config, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_submit(scheduler, &first, run_hand_off, NULL, &hand_off, NULL) == FAIRGATE_OK);
+  CHECK(wait_for(&hand_off.waiting, 1));
+  CHECK(fairgate_submit(scheduler, &second, count_run, NULL, &other, NULL) == FAIRGATE_OK);
+  CHECK(wait_for(&hand_off.returned, 1));
+  CHECK(hand_off.other_ran == 1);
+  CHECK(hand_off.waited == 1);
+  CHECK(hand_off.err == FAIRGATE_CANCELLED);
+  fairgate_scheduler_destroy(scheduler);
+  fairgate_cancel_free(hand_off.finished);
+}
+
 int main(void) {
   test_refused_without_a_token();
   test_join_running();
@@ -496,6 +586,7 @@ int main(void) {
   test_plain_context();
   test_permit_context();
   test_run_sync();
+  test_hand_off();
   if (failures > 0) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

@@ -30,7 +30,7 @@
  * fairgate_accumulated_cost, fairgate_group_accumulated_cost, fairgate_estimate,
  * fairgate_periodic_runs and the fencing tokens 0, fairgate_permit_worker and
  * fairgate_context_worker "", fairgate_context_done 0, fairgate_context_wait 0 at once,
- * fairgate_permit_context NULL and fairgate_cancel_callback_stop 0.
+ * fairgate_permit_context and fairgate_cancel_context NULL and fairgate_cancel_callback_stop 0.
  *
  * Strings. Every string passed in (names, messages) is copied before the call returns; the
  * caller keeps its own, and so is every payload. A string returned (fairgate_snapshot_json,
@@ -54,7 +54,9 @@
  * that moment. C code does not see it. A language runtime that keeps state per OS thread and runs
  * its own code inside the callback (Go's cgo callbacks) must not make such a call from that code:
  * its runtime then finds a second callback on the same thread. Make it before entering that
- * runtime and after leaving it, as go/fairgate's job function does (fairgate_go_run, submit.go).
+ * runtime and after leaving it, or run that code on a thread of the runtime's own and wait for
+ * it in C on a cancellation's context (fairgate_cancel_context), as go/fairgate does
+ * (go/fairgate/offload.h): then the job holds no pool thread while it waits either.
  *
  * Shutdown. fairgate_scheduler_shutdown stops taking calls (later ones fail with
  * FAIRGATE_UNAVAILABLE), calls every pending acquire's callback and every queued job's done
@@ -451,6 +453,13 @@ typedef struct fairgate_cancel fairgate_cancel;
 FAIRGATE_C_EXPORT fairgate_cancel* fairgate_cancel_new(void);
 FAIRGATE_C_EXPORT void fairgate_cancel_fire(fairgate_cancel* cancel);
 FAIRGATE_C_EXPORT void fairgate_cancel_free(fairgate_cancel* cancel);
+/* The context the cancellation ends: done once it is fired (fairgate_context_err then
+ * FAIRGATE_CANCELLED), for fairgate_context_done, _err, _wait and _on_cancel; valid until the
+ * cancellation is freed; NULL for NULL. A job that hands its work to a thread of its own waits
+ * for it here without holding the pool's thread (fairgate_context_wait), the thread firing the
+ * cancellation when the work is done; the job frees it only after fairgate_cancel_fire returned
+ * (go/fairgate's job function does so, offload.c). */
+FAIRGATE_C_EXPORT const fairgate_context* fairgate_cancel_context(const fairgate_cancel* cancel);
 FAIRGATE_C_EXPORT fairgate_code fairgate_run_sync(fairgate_scheduler* scheduler,
                                                   const fairgate_job* job, fairgate_job_fn run,
                                                   void* user, const fairgate_cancel* cancel,

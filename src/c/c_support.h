@@ -60,6 +60,7 @@ struct fairgate_store {
 struct fairgate_cancel {
   fairgate::Context ctx;  // done once fired
   fairgate::CancelFunc fire;
+  fairgate_context view{&ctx};  // ctx for the context calls (fairgate_cancel_context)
 };
 
 namespace fairgate::c_api {

@@ -244,6 +244,10 @@ void fairgate_cancel_fire(fairgate_cancel* cancel) {
 
 void fairgate_cancel_free(fairgate_cancel* cancel) { delete cancel; }
 
+const fairgate_context* fairgate_cancel_context(const fairgate_cancel* cancel) {
+  return cancel == nullptr ? nullptr : &cancel->view;
+}
+
 fairgate_code fairgate_run_sync(fairgate_scheduler* scheduler, const fairgate_job* job,
                                 fairgate_job_fn run, void* user, const fairgate_cancel* cancel,
                                 double timeout_seconds, char** error) {
