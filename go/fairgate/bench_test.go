@@ -52,7 +52,8 @@ func BenchmarkRunSyncNoopFrom1000Goroutines(b *testing.B) {
 func BenchmarkSubmitBurst(b *testing.B) { submitBurst(b, CoalesceOff) }
 
 // A burst of a coalescing type's jobs (each of an id of its own, so none joins), which the C
-// library's Submit queues and runs (each function a callback on its pool's thread).
+// library's Submit queues and runs (each function in a goroutine that a callback from its pool
+// starts, offload.h).
 func BenchmarkSubmitBurstInC(b *testing.B) { submitBurst(b, CoalesceJoin) }
 
 func submitBurst(b *testing.B, coalesce Coalesce) {
@@ -79,8 +80,9 @@ func submitBurst(b *testing.B, coalesce Coalesce) {
 }
 
 // Durable no-op jobs stored on a SQLite file at synchronous=NORMAL from 8 goroutines, each run
-// by a Go handler (a cgo callback from the C library's pool) and removed: what a Go caller gets
-// end to end, beside durable_bench's BM_DurableThroughCompletion (C++, the same work).
+// by a Go handler (in a goroutine that a callback from the C library's pool starts) and removed:
+// what a Go caller gets end to end, beside durable_bench's BM_DurableThroughCompletion (C++, the
+// same work).
 //
 //	go test -run '^$' -bench DurableThroughCompletion -benchtime 20000x
 func BenchmarkDurableThroughCompletion8Submitters(b *testing.B) {

@@ -1,6 +1,9 @@
 package fairgate
 
-// #include "fairgate/c.h"
+/*
+#include "fairgate/c.h"
+#include "offload.h"
+*/
 import "C"
 
 import (
@@ -37,17 +40,16 @@ func fairgateGoPermit(user unsafe.Pointer, permit *C.fairgate_permit, code C.fai
 	ch <- a
 }
 
-// fairgateGoDurable is the C interface's durable handler for every type this package registers:
-// `user` is the cgo.Handle of the type's durableType, kept until the scheduler is closed. It runs
-// the Go handler on the C library's pool thread, for as long as the attempt runs, with its own
-// copy of the job; its error becomes the attempt's status (*message a C string the C interface
-// frees).
+// fairgateGoDurableStart starts the Go handler of a durable job, for the C interface's durable
+// handler of every type this package registers (fairgate_go_durable, durable.go): `user` is the
+// cgo.Handle of the type's durableType, kept until the scheduler is closed. The handler runs in a
+// goroutine with its own copy of the job (finishing), its error the attempt's status.
 //
-//export fairgateGoDurable
-func fairgateGoDurable(user unsafe.Pointer, job *C.fairgate_durable_job, ctx *C.fairgate_context,
-	message **C.char) C.fairgate_code {
+//export fairgateGoDurableStart
+func fairgateGoDurableStart(user unsafe.Pointer, job *C.fairgate_durable_job,
+	call *C.fairgate_go_call) {
 	d := cgo.Handle(uintptr(user)).Value().(*durableType)
-	err := d.run(DurableJob{
+	copied := DurableJob{
 		Sequence:   uint64(job.sequence),
 		Type:       C.GoString(job._type),
 		ID:         C.GoString(job.id),
@@ -55,25 +57,19 @@ func fairgateGoDurable(user unsafe.Pointer, job *C.fairgate_durable_job, ctx *C.
 		Payload:    C.GoBytes(job.payload, C.int(job.payload_size)),
 		Attempt:    int(job.attempt),
 		LeaseToken: uint64(job.lease_token),
-	})
-	if err == nil {
-		return C.FAIRGATE_OK
 	}
-	return codeFor(err, message)
+	finishing(call, "the durable handler", func() error { return d.run(copied) })
 }
 
-// fairgateGoPeriodicRun is the C interface's job function for every periodic job of this
-// package: `user` is the cgo.Handle of its periodicJob, kept until the scheduler is closed. It
-// runs the Go function on the C library's pool thread; its error becomes the run's status.
+// fairgateGoPeriodicStart starts the Go function of a run of a periodic job, for the C
+// interface's job function of every periodic job of this package (fairgate_go_periodic_run,
+// periodic.go): `user` is the cgo.Handle of its periodicJob, kept until the scheduler is closed.
+// The function runs in a goroutine (finishing); its error becomes the run's status.
 //
-//export fairgateGoPeriodicRun
-func fairgateGoPeriodicRun(user unsafe.Pointer, ctx *C.fairgate_context,
-	message **C.char) C.fairgate_code {
-	err := cgo.Handle(uintptr(user)).Value().(*periodicJob).run()
-	if err == nil {
-		return C.FAIRGATE_OK
-	}
-	return codeFor(err, message)
+//export fairgateGoPeriodicStart
+func fairgateGoPeriodicStart(user unsafe.Pointer, call *C.fairgate_go_call) {
+	j := cgo.Handle(uintptr(user)).Value().(*periodicJob)
+	finishing(call, "the periodic job", j.run)
 }
 
 // fairgateGoPeriodicDone is the C interface's report of each run of a periodic job of this
@@ -93,7 +89,8 @@ func fairgateGoPeriodicDone(user unsafe.Pointer, code C.fairgate_code, message *
 }
 
 // recovering calls fn, a panic in it turned into an error with code Internal that names `what`
-// and the panic's value: a Go function called back from C must not unwind into C.
+// and the panic's value: a user's function run for the C library must neither end the process
+// (as a panic in a goroutine does) nor unwind into C.
 func recovering(what string, fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -193,37 +190,37 @@ func fairgateGoReading(user unsafe.Pointer, value *C.double) C.fairgate_code {
 	return C.FAIRGATE_OK
 }
 
-// fairgateGoSubmitRun runs the Go function of a Submit or RunSync this package hands to the C
-// library (submitInC, runSyncInC), for the C job function fairgate_go_run (submit.go): `user` is
-// the cgo.Handle of the call (deleted by fairgateGoSubmitDone, or by runSyncInC). It runs the
-// function on the thread C calls it on (the pool's for a Submit, the caller's for a RunSync),
-// with the call's context (submitted.ctx) carrying what the job's context says of its worker and
-// lease, and cancelled when the job's context is (its worker removed, the scheduler closed, a
-// RunSync's ctx ended): `state` is the run's (fairgate_go_run_state), 2 if that came before.
+// fairgateGoSubmitStart starts the Go function of a Submit or RunSync this package hands to the
+// C library (submitInC, runSyncInC), for the C job function fairgate_go_run (submit.go): `user`
+// is the cgo.Handle of the call (deleted by fairgateGoSubmitDone, or by runSyncInC). The function
+// runs in a goroutine (finishing) with the call's context (submitted.ctx) carrying what the job's
+// context says of its worker and lease, and cancelled when the job's context is (its worker
+// removed, the scheduler closed, a RunSync's ctx ended): `state` is the run's
+// (fairgate_go_run_state), 2 if that came before.
 //
-//export fairgateGoSubmitRun
-func fairgateGoSubmitRun(user unsafe.Pointer, ctx *C.fairgate_context, state *C.int32_t,
-	message **C.char) C.fairgate_code {
+//export fairgateGoSubmitStart
+func fairgateGoSubmitStart(user unsafe.Pointer, ctx *C.fairgate_context, state *C.int32_t,
+	call *C.fairgate_go_call) {
 	j := cgo.Handle(uintptr(user)).Value().(*submitted)
 	worker := C.fairgate_context_worker(ctx)
 	info := ranJob{worker: C.GoString(worker), token: uint64(C.fairgate_context_fencing_token(ctx))}
 	C.fairgate_free(worker)
 	runCtx, cancel := context.WithCancel(context.WithValue(j.ctx, jobKey{}, info))
-	defer cancel()
 	j.mu.Lock()
 	j.cancel = cancel
 	j.mu.Unlock()
 	if !atomic.CompareAndSwapInt32((*int32)(unsafe.Pointer(state)), 0, 1) {
 		cancel() // the job's context was cancelled before this run's was made
 	}
-	err := j.run(runCtx)
-	j.mu.Lock()
-	j.cancel = nil
-	j.mu.Unlock()
-	if err == nil {
-		return C.FAIRGATE_OK
-	}
-	return codeFor(err, message)
+	finishing(call, "the job's function", func() error {
+		defer func() {
+			j.mu.Lock()
+			j.cancel = nil
+			j.mu.Unlock()
+			cancel()
+		}()
+		return j.run(runCtx)
+	})
 }
 
 // fairgateGoContextCancelled is called (by fairgate_go_run's cancel callback, submit.go) when the

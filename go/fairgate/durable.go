@@ -5,16 +5,27 @@ package fairgate
 #include <stdlib.h>
 #include "fairgate/c.h"
 
-extern fairgate_code fairgateGoDurable(void* user, fairgate_durable_job* job,
-                                       fairgate_context* ctx, char** error);
+#include "offload.h"
+
+extern void fairgateGoDurableStart(void* user, fairgate_durable_job* job, fairgate_go_call* call);
+
+// The C interface's durable handler of this package's types: runs the Go handler in a goroutine
+// (fairgateGoDurableStart) and waits for it here (offload.h).
+static fairgate_code fairgate_go_durable(void* user, const fairgate_durable_job* job,
+                                         const fairgate_context* ctx, char** error) {
+  (void)ctx;
+  fairgate_go_call* call = fairgate_go_call_new(error);
+  if (call == NULL) return FAIRGATE_RESOURCE_EXHAUSTED;
+  fairgateGoDurableStart(user, (fairgate_durable_job*)job, call);
+  return fairgate_go_call_wait(call, error);
+}
 
 // RegisterDurable with this package's handler, `user` a cgo.Handle of the Go handler.
 static fairgate_code fairgate_go_register_durable(fairgate_scheduler* s, const char* type,
                                                   uintptr_t user,
                                                   const fairgate_retry_policy* retry,
                                                   char** error) {
-  return fairgate_register_durable(s, type, (fairgate_durable_fn)fairgateGoDurable, (void*)user,
-                                   retry, error);
+  return fairgate_register_durable(s, type, fairgate_go_durable, (void*)user, retry, error);
 }
 */
 import "C"
@@ -57,9 +68,9 @@ type RetryPolicy struct {
 }
 
 // RegisterDurable registers the handler of the registered type typ's durable jobs, and how their
-// failures are retried. The handler runs on a thread of the C library's pool for as long as the
-// attempt runs; a panic in it fails the attempt with code Internal, the panic's value in the
-// error kept with the job.
+// failures are retried. The handler runs in a goroutine while the attempt's job waits for it on
+// the C library's pool without holding a thread of it; a panic in it fails the attempt with code
+// Internal, the panic's value in the error kept with the job (a runtime.Goexit too).
 func (s *Scheduler) RegisterDurable(typ string, handler DurableHandler, retry RetryPolicy) error {
 	if handler == nil {
 		return &Error{Code: InvalidArgument, Message: "the handler is nil"}

@@ -681,10 +681,10 @@ func (s *Scheduler) Acquire(ctx context.Context, job Job) (*Permit, error) {
 //
 // Of a coalescing type (TypeConfig.Coalesce) it joins a pending or running job of its id, as
 // fairgate/scheduler.h says ("Coalescing"): it then waits in the C library's RunSync, holding its
-// OS thread while it waits (ctx's end still ends the wait), a call that joined another's job
-// returns that job's error (an *Error with its code and text) without running fn, and the
-// removal of the worker fn runs on (RemoveWorker) cancels fn's context: the call then returns the
-// loss (Unavailable).
+// OS thread while it waits and while fn runs, in a goroutine of its own (ctx's end still ends the
+// wait); a call that joined another's job returns that job's error (an *Error with its code and
+// text) without running fn, and the removal of the worker fn runs on (RemoveWorker) cancels fn's
+// context: the call then returns the loss (Unavailable).
 func (s *Scheduler) RunSync(ctx context.Context, job Job, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		return &Error{Code: InvalidArgument, Message: "the job's function is nil"}
@@ -742,8 +742,9 @@ func (p *Permit) lost() error {
 //
 // A job of a coalescing type (TypeConfig.Coalesce), or one WithJoinRunning or
 // WithRequeueOnWorkerLoss, is queued by the C library's Submit instead, so that it joins a job
-// of its id as fairgate/scheduler.h says ("Coalescing"): its fn then runs on a thread of the C
-// library's pool (a panic fails it with code Internal), with a context that Close cancels, and
+// of its id as fairgate/scheduler.h says ("Coalescing"): its fn then runs in a goroutine while
+// the job waits on the C library's pool without holding a thread of it (a panic or
+// runtime.Goexit fails it with code Internal), with a context that Close cancels, and
 // the removal of the worker it runs on (RemoveWorker; WithRequeueOnWorkerLoss, the job's next run
 // starts when this one returns), and a call that joined another's job gets that job's error (an
 // *Error with its code and text) and never runs its own fn.

@@ -5,8 +5,21 @@ package fairgate
 #include <stdlib.h>
 #include "fairgate/c.h"
 
-extern fairgate_code fairgateGoPeriodicRun(void* user, fairgate_context* ctx, char** error);
+#include "offload.h"
+
+extern void fairgateGoPeriodicStart(void* user, fairgate_go_call* call);
 extern void fairgateGoPeriodicDone(void* user, fairgate_code code, char* message);
+
+// The C interface's job function of this package's periodic jobs: runs the Go function in a
+// goroutine (fairgateGoPeriodicStart) and waits for it here (offload.h).
+static fairgate_code fairgate_go_periodic_run(void* user, const fairgate_context* ctx,
+                                              char** error) {
+  (void)ctx;
+  fairgate_go_call* call = fairgate_go_call_new(error);
+  if (call == NULL) return FAIRGATE_RESOURCE_EXHAUSTED;
+  fairgateGoPeriodicStart(user, call);
+  return fairgate_go_call_wait(call, error);
+}
 
 // SubmitEvery with this package's callbacks, `user` a cgo.Handle of the periodicJob.
 static fairgate_code fairgate_go_submit_every(fairgate_scheduler* s, const fairgate_job* job,
@@ -14,7 +27,7 @@ static fairgate_code fairgate_go_submit_every(fairgate_scheduler* s, const fairg
                                               const fairgate_periodic_options* options,
                                               uintptr_t user, fairgate_periodic** periodic,
                                               char** error) {
-  return fairgate_submit_every(s, job, interval, options, (fairgate_job_fn)fairgateGoPeriodicRun,
+  return fairgate_submit_every(s, job, interval, options, fairgate_go_periodic_run,
                                (fairgate_done_fn)fairgateGoPeriodicDone, (void*)user, periodic,
                                error);
 }
@@ -56,8 +69,9 @@ type periodicJob struct {
 }
 
 // SubmitEvery runs fn as the background job again and again, each run interval after the
-// previous one ended, never two at once, in the job's fair place each time. fn runs on a thread of
-// the C library's pool, with a context that Close cancels; a panic in it fails that run with code
+// previous one ended, never two at once, in the job's fair place each time. fn runs in a
+// goroutine while the run's job waits for it on the C library's pool without holding a thread of
+// it, with a context that Close cancels; a panic or runtime.Goexit in it fails that run with code
 // Internal. A periodic job takes no cost hint (Job.WithCost is refused with InvalidArgument).
 // The schedule stops at Stop or Close.
 func (s *Scheduler) SubmitEvery(job Job, interval time.Duration, fn func(ctx context.Context) error,

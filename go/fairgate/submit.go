@@ -3,14 +3,15 @@ package fairgate
 /*
 #include <stdint.h>
 #include "fairgate/c.h"
+#include "offload.h"
 
-extern fairgate_code fairgateGoSubmitRun(void* user, fairgate_context* ctx, int32_t* state,
-                                         char** error);
+extern void fairgateGoSubmitStart(void* user, fairgate_context* ctx, int32_t* state,
+                                  fairgate_go_call* call);
 extern void fairgateGoSubmitDone(void* user, fairgate_code code, char* message);
 extern void fairgateGoContextCancelled(void* user);
 
 // One run of a job this package hands to the C library: `user` the cgo.Handle of the call, and
-// `state` 0 until fairgateGoSubmitRun has made the Go function's context (then 1), or 2 if the
+// `state` 0 until fairgateGoSubmitStart has made the Go function's context (then 1), or 2 if the
 // job's context was cancelled before that.
 typedef struct fairgate_go_run_state {
   void* user;
@@ -18,7 +19,7 @@ typedef struct fairgate_go_run_state {
 } fairgate_go_run_state;
 
 // The job's context was cancelled: cancels the Go function's context (fairgateGoContextCancelled)
-// once it is made; before, marks the run, and fairgateGoSubmitRun cancels it as it makes it.
+// once it is made; before, marks the run, and fairgateGoSubmitStart cancels it as it makes it.
 static void fairgate_go_run_cancelled(void* user) {
   fairgate_go_run_state* run = (fairgate_go_run_state*)user;
   int32_t unmade = 0;
@@ -29,16 +30,18 @@ static void fairgate_go_run_cancelled(void* user) {
   fairgateGoContextCancelled(run->user);
 }
 
-// The C interface's job function of this package's Submits and RunSyncs: runs the Go function
-// (fairgateGoSubmitRun) with a cancel callback on the job's context. The callback is registered
-// and stopped here, in C, outside any Go call: either may suspend the job's fiber (the context's
-// mutex), and a fiber suspended inside a Go callback lets another fiber of its thread call into
-// Go on the same thread, which the Go runtime cannot survive.
+// The C interface's job function of this package's Submits and RunSyncs: runs the Go function in
+// a goroutine (fairgateGoSubmitStart) and waits for it here (offload.h), with a cancel callback on
+// the job's context. The callback is registered and stopped here, in C, outside any Go call:
+// either may suspend the job's fiber (the context's mutex).
 static fairgate_code fairgate_go_run(void* user, const fairgate_context* ctx, char** error) {
   fairgate_go_run_state run = {user, 0};
+  fairgate_go_call* call = fairgate_go_call_new(error);
+  if (call == NULL) return FAIRGATE_RESOURCE_EXHAUSTED;
   fairgate_cancel_callback* callback =
       fairgate_context_on_cancel(ctx, fairgate_go_run_cancelled, &run);
-  fairgate_code code = fairgateGoSubmitRun(user, (fairgate_context*)ctx, &run.state, error);
+  fairgateGoSubmitStart(user, (fairgate_context*)ctx, &run.state, call);
+  fairgate_code code = fairgate_go_call_wait(call, error);
   fairgate_cancel_callback_stop(callback);
   return code;
 }
@@ -144,7 +147,8 @@ func (s *Scheduler) coalesces(typ string) bool {
 }
 
 // runSyncInC runs the job with the C library's RunSync, which may join a job of its id: this
-// goroutine's thread waits in C (ctx's end fires the call's cancel), and fn runs on it.
+// goroutine's thread waits in C (ctx's end fires the call's cancel), for the admission and then
+// for fn, which runs in a goroutine of its own (offload.h).
 func (s *Scheduler) runSyncInC(ctx context.Context, job Job, fn func(ctx context.Context) error) error {
 	if err := job.checkCost(); err != nil {
 		return err
@@ -185,7 +189,8 @@ func (s *Scheduler) runSyncInC(ctx context.Context, job Job, fn func(ctx context
 	return j.result(Code(code), message)
 }
 
-// submitInC queues the job with the C library's Submit: fn runs on the library's pool thread.
+// submitInC queues the job with the C library's Submit: fn runs in a goroutine while the job
+// waits for it on the library's pool (offload.h).
 func (s *Scheduler) submitInC(job Job, fn func(ctx context.Context) error, done func(error)) error {
 	if err := job.checkCost(); err != nil {
 		return err
