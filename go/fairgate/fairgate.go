@@ -677,7 +677,8 @@ func (s *Scheduler) Acquire(ctx context.Context, job Job) (*Permit, error) {
 }
 
 // RunSync waits until the job is admitted, runs fn and returns its error, or returns why it did
-// not run (as Acquire).
+// not run (as Acquire). fn runs on the calling goroutine: a panic in it goes on to the caller
+// (and runtime.Goexit ends the caller's goroutine), after the job is ended with code Internal.
 //
 // Of a coalescing type (TypeConfig.Coalesce) it joins a pending or running job of its id, as
 // fairgate/scheduler.h says ("Coalescing"): it then waits in the C library's RunSync, holding its
@@ -696,7 +697,22 @@ func (s *Scheduler) RunSync(ctx context.Context, job Job, fn func(ctx context.Co
 	if err != nil {
 		return err
 	}
-	err = s.runPermitted(ctx, p, fn)
+	return s.runAndRelease(ctx, p, fn)
+}
+
+// runAndRelease runs fn under p (runPermitted) and releases p with its error. If fn panics or
+// calls runtime.Goexit, p is released all the same, with code Internal, and the panic or exit goes
+// on: the slot is not held until the garbage collector finds the permit.
+func (s *Scheduler) runAndRelease(ctx context.Context, p *Permit, fn func(ctx context.Context) error) error {
+	returned := false
+	defer func() {
+		if !returned {
+			p.Release(&Error{Code: Internal,
+				Message: "the job's function did not return (it panicked or called runtime.Goexit)"})
+		}
+	}()
+	err := s.runPermitted(ctx, p, fn)
+	returned = true
 	p.Release(err)
 	return err
 }
@@ -738,7 +754,8 @@ func (p *Permit) lost() error {
 
 // Submit queues the job and returns at once: fn runs on a goroutine of its own once the job is
 // admitted, with a context that Close cancels, and done (may be nil) is called with its error,
-// or with why it did not run. A refusal is returned, and then done is never called.
+// or with why it did not run (a panic or runtime.Goexit in fn fails the job with code Internal).
+// A refusal is returned, and then done is never called.
 //
 // A job of a coalescing type (TypeConfig.Coalesce), or one WithJoinRunning or
 // WithRequeueOnWorkerLoss, is queued by the C library's Submit instead, so that it joins a job
@@ -760,14 +777,21 @@ func (s *Scheduler) Submit(job Job, fn func(ctx context.Context) error, done fun
 		return err
 	}
 	go func() {
+		report := func(err error) {
+			if done != nil {
+				done(err)
+			}
+		}
 		p, err := s.wait(context.Background(), job, w)
-		if err == nil {
-			err = s.runPermitted(s.ctx, p, fn)
-			p.Release(err)
+		if err != nil {
+			report(err)
+			return
 		}
-		if done != nil {
-			done(err)
-		}
+		ending("the job's function", func() error {
+			return s.runAndRelease(s.ctx, p, func(ctx context.Context) error {
+				return recovering("the job's function", func() error { return fn(ctx) })
+			})
+		}, report)
 	}()
 	return nil
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -83,22 +81,4 @@ func TestGoFunctionsTheCLibraryRunsDoNotHoldItsPoolsThread(t *testing.T) {
 			t.Fatalf("SubmitDurable: %v", err)
 		}
 	})
-}
-
-// A function the C library runs that ends its goroutine with runtime.Goexit (as t.FailNow does)
-// instead of returning fails its job with code Internal, saying so.
-func TestAGoexitInAFunctionTheCLibraryRunsFailsItsJob(t *testing.T) {
-	s := newScheduler(t, quietly(Options{}))
-	register(t, s, "mirror", TypeConfig{Coalesce: CoalesceJoin})
-	done := make(chan error, 1)
-	if err := s.Submit(Job{Type: "mirror", ID: "x", Key: "k"}, func(context.Context) error {
-		runtime.Goexit()
-		return nil
-	}, func(err error) { done <- err }); err != nil {
-		t.Fatal(err)
-	}
-	if err := receive(t, done); CodeOf(err) != Internal ||
-		!strings.Contains(err.Error(), "the job's function called runtime.Goexit") {
-		t.Errorf("done: %v, want Internal naming runtime.Goexit", err)
-	}
 }

@@ -3,6 +3,7 @@ package fairgate
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -246,18 +247,55 @@ func endsWithin10s(ctx context.Context) bool {
 	}
 }
 
-// A panic in a function the C library runs fails the job with code Internal.
-func TestAPanicInACoalescingJobFailsIt(t *testing.T) {
-	s := newScheduler(t, quietly(Options{}))
+// A panic or runtime.Goexit (as t.FailNow calls) in a submitted function fails its job with code
+// Internal, saying which, whether the C library runs it (a coalescing type) or a permit of Go's
+// does, and the job's slot is free again.
+func TestAPanicOrGoexitInASubmittedFunctionFailsItsJob(t *testing.T) {
+	s := newScheduler(t, quietly(Options{MaxConcurrency: 1}))
 	register(t, s, "mirror", TypeConfig{Priority: 4, Coalesce: CoalesceSupersede})
-	done := make(chan error, 1)
-	if err := s.Submit(Job{Type: "mirror", ID: "x", Key: "k"}, func(context.Context) error {
-		panic("no network")
-	}, func(err error) { done <- err }); err != nil {
-		t.Fatal(err)
+	register(t, s, "build", TypeConfig{Priority: 4})
+	for _, typ := range []string{"mirror", "build"} {
+		for _, c := range []struct {
+			end  func()
+			want string
+		}{
+			{func() { panic("no network") }, "the job's function panicked: no network"},
+			{runtime.Goexit, "the job's function called runtime.Goexit"},
+		} {
+			done := make(chan error, 1)
+			if err := s.Submit(Job{Type: typ, ID: "x", Key: "k"}, func(context.Context) error {
+				c.end()
+				return nil
+			}, func(err error) { done <- err }); err != nil {
+				t.Fatal(err)
+			}
+			if err := receive(t, done); CodeOf(err) != Internal || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: done: %v, want Internal saying %q", typ, err, c.want)
+			}
+			if err := s.RunSync(context.Background(), Job{Type: "build", ID: "next", Key: "k"},
+				func(context.Context) error { return nil }); err != nil {
+				t.Errorf("%s: the next job: %v", typ, err)
+			}
+		}
 	}
-	if err := <-done; CodeOf(err) != Internal || !strings.Contains(err.Error(), "no network") {
-		t.Errorf("done: %v, want Internal naming the panic", err)
+}
+
+// A RunSync whose function panics ends its job (the slot is free at once, not when the garbage
+// collector finds the permit) and the panic goes on to the caller.
+func TestARunSyncWhoseFunctionPanicsEndsItsJob(t *testing.T) {
+	s := newScheduler(t, quietly(Options{MaxConcurrency: 1}))
+	register(t, s, "build", TypeConfig{Priority: 4})
+	func() {
+		defer func() {
+			if r := recover(); r != "a bug" {
+				t.Errorf("recovered %v, want the function's panic", r)
+			}
+		}()
+		_ = s.RunSync(context.Background(), Job{Type: "build", ID: "x", Key: "k"},
+			func(context.Context) error { panic("a bug") })
+	}()
+	if got := state(t, s).Running; got != 0 {
+		t.Errorf("%d jobs running after the panic, want 0", got)
 	}
 }
 
