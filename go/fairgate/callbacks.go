@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/cgo"
-	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -40,36 +39,42 @@ func fairgateGoPermit(user unsafe.Pointer, permit *C.fairgate_permit, code C.fai
 	ch <- a
 }
 
-// fairgateGoDurableStart starts the Go handler of a durable job, for the C interface's durable
-// handler of every type this package registers (fairgate_go_durable, durable.go): `user` is the
-// cgo.Handle of the type's durableType, kept until the scheduler is closed. The handler runs in a
-// goroutine with its own copy of the job (finishing), its error the attempt's status.
+// fairgateGoDurableStart starts the Go handler of a durable job, the start function of the C
+// interface's durable handler of every type this package registers (fairgate_go_durable,
+// durable.go): `user` is the cgo.Handle of the type's durableType, kept until the scheduler is
+// closed, and job the fairgate_durable_job. The handler runs in a goroutine (starting) with its
+// own copy of the job and the attempt's context; its error is the attempt's status.
 //
 //export fairgateGoDurableStart
-func fairgateGoDurableStart(user unsafe.Pointer, job *C.fairgate_durable_job,
+func fairgateGoDurableStart(user unsafe.Pointer, ctx *C.fairgate_context, job unsafe.Pointer,
 	call *C.fairgate_go_call) {
 	d := cgo.Handle(uintptr(user)).Value().(*durableType)
+	c := (*C.fairgate_durable_job)(job)
 	copied := DurableJob{
-		Sequence:   uint64(job.sequence),
-		Type:       C.GoString(job._type),
-		ID:         C.GoString(job.id),
-		Key:        C.GoString(job.fairness_key),
-		Payload:    C.GoBytes(job.payload, C.int(job.payload_size)),
-		Attempt:    int(job.attempt),
-		LeaseToken: uint64(job.lease_token),
+		Sequence:   uint64(c.sequence),
+		Type:       C.GoString(c._type),
+		ID:         C.GoString(c.id),
+		Key:        C.GoString(c.fairness_key),
+		Payload:    C.GoBytes(c.payload, C.int(c.payload_size)),
+		Attempt:    int(c.attempt),
+		LeaseToken: uint64(c.lease_token),
 	}
-	finishing(call, "the durable handler", func() error { return d.run(copied) })
+	starting(ctx, call, d.ctx, "the durable handler", func(ctx context.Context) error {
+		return d.handler(ctx, copied)
+	})
 }
 
-// fairgateGoPeriodicStart starts the Go function of a run of a periodic job, for the C
-// interface's job function of every periodic job of this package (fairgate_go_periodic_run,
-// periodic.go): `user` is the cgo.Handle of its periodicJob, kept until the scheduler is closed.
-// The function runs in a goroutine (finishing); its error becomes the run's status.
+// fairgateGoPeriodicStart starts the Go function of a run of a periodic job, the start function
+// of the C interface's job function of every periodic job of this package
+// (fairgate_go_periodic_run, periodic.go): `user` is the cgo.Handle of its periodicJob, kept until
+// the scheduler is closed. The function runs in a goroutine (starting) with the run's context;
+// its error becomes the run's status.
 //
 //export fairgateGoPeriodicStart
-func fairgateGoPeriodicStart(user unsafe.Pointer, call *C.fairgate_go_call) {
+func fairgateGoPeriodicStart(user unsafe.Pointer, ctx *C.fairgate_context, _ unsafe.Pointer,
+	call *C.fairgate_go_call) {
 	j := cgo.Handle(uintptr(user)).Value().(*periodicJob)
-	finishing(call, "the periodic job", j.run)
+	starting(ctx, call, j.ctx, "the periodic job", j.fn)
 }
 
 // fairgateGoPeriodicDone is the C interface's report of each run of a periodic job of this
@@ -191,52 +196,16 @@ func fairgateGoReading(user unsafe.Pointer, value *C.double) C.fairgate_code {
 }
 
 // fairgateGoSubmitStart starts the Go function of a Submit or RunSync this package hands to the
-// C library (submitInC, runSyncInC), for the C job function fairgate_go_run (submit.go): `user`
-// is the cgo.Handle of the call (deleted by fairgateGoSubmitDone, or by runSyncInC). The function
-// runs in a goroutine (finishing) with the call's context (submitted.ctx) carrying what the job's
-// context says of its worker and lease, and cancelled when the job's context is (its worker
-// removed, the scheduler closed, a RunSync's ctx ended): `state` is the run's
-// (fairgate_go_run_state), 2 if that came before.
+// C library (submitInC, runSyncInC), the start function of the C job function fairgate_go_run
+// (submit.go): `user` is the cgo.Handle of the call (deleted by fairgateGoSubmitDone, or by
+// runSyncInC). The function runs in a goroutine (starting) with the job's context made from the
+// call's (submitted.ctx).
 //
 //export fairgateGoSubmitStart
-func fairgateGoSubmitStart(user unsafe.Pointer, ctx *C.fairgate_context, state *C.int32_t,
+func fairgateGoSubmitStart(user unsafe.Pointer, ctx *C.fairgate_context, _ unsafe.Pointer,
 	call *C.fairgate_go_call) {
 	j := cgo.Handle(uintptr(user)).Value().(*submitted)
-	worker := C.fairgate_context_worker(ctx)
-	info := ranJob{worker: C.GoString(worker), token: uint64(C.fairgate_context_fencing_token(ctx))}
-	C.fairgate_free(worker)
-	runCtx, cancel := context.WithCancel(context.WithValue(j.ctx, jobKey{}, info))
-	j.mu.Lock()
-	j.cancel = cancel
-	j.mu.Unlock()
-	if !atomic.CompareAndSwapInt32((*int32)(unsafe.Pointer(state)), 0, 1) {
-		cancel() // the job's context was cancelled before this run's was made
-	}
-	finishing(call, "the job's function", func() error {
-		defer func() {
-			j.mu.Lock()
-			j.cancel = nil
-			j.mu.Unlock()
-			cancel()
-		}()
-		return j.run(runCtx)
-	})
-}
-
-// fairgateGoContextCancelled is called (by fairgate_go_run's cancel callback, submit.go) when the
-// context of a job whose Go function runs was cancelled: `user` is the cgo.Handle of the call,
-// whose function's context it cancels. It runs on the thread that cancelled the job's context,
-// never blocks and calls no fairgate function.
-//
-//export fairgateGoContextCancelled
-func fairgateGoContextCancelled(user unsafe.Pointer) {
-	j := cgo.Handle(uintptr(user)).Value().(*submitted)
-	j.mu.Lock()
-	cancel := j.cancel
-	j.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
+	starting(ctx, call, j.ctx, "the job's function", j.run)
 }
 
 // fairgateGoCancel is the cancel callback runPermitted and Permit.Lost register on a permit's

@@ -7,17 +7,14 @@ package fairgate
 
 #include "offload.h"
 
-extern void fairgateGoDurableStart(void* user, fairgate_durable_job* job, fairgate_go_call* call);
+extern void fairgateGoDurableStart(void* user, fairgate_context* ctx, void* job,
+                                   fairgate_go_call* call);
 
 // The C interface's durable handler of this package's types: runs the Go handler in a goroutine
-// (fairgateGoDurableStart) and waits for it here (offload.h).
+// (fairgateGoDurableStart) and waits for it (offload.h).
 static fairgate_code fairgate_go_durable(void* user, const fairgate_durable_job* job,
                                          const fairgate_context* ctx, char** error) {
-  (void)ctx;
-  fairgate_go_call* call = fairgate_go_call_new(error);
-  if (call == NULL) return FAIRGATE_RESOURCE_EXHAUSTED;
-  fairgateGoDurableStart(user, (fairgate_durable_job*)job, call);
-  return fairgate_go_call_wait(call, error);
+  return fairgate_go_run_job(ctx, fairgateGoDurableStart, user, job, error);
 }
 
 // RegisterDurable with this package's handler, `user` a cgo.Handle of the Go handler.
@@ -52,9 +49,12 @@ type DurableJob struct {
 }
 
 // A DurableHandler runs one attempt of a durable job: nil removes the job, an error retries it
-// (by the type's RetryPolicy) until it is dead. ctx ends when the scheduler closes: an error
-// with code Canceled then, or one that is or wraps context.Canceled (ctx.Err()), leaves the job
-// stored as it was, to run again after the next Recover.
+// (by the type's RetryPolicy) until it is dead. ctx is the attempt's: WorkerOf and FencingTokenOf
+// read its worker and fleet-wide fencing token from it, and it ends when the scheduler closes or
+// when the worker the attempt was admitted onto is removed. After Close, an error with code
+// Canceled, or one that is or wraps context.Canceled (ctx.Err()), leaves the job stored as it
+// was, to run again after the next Recover; an attempt whose worker was removed fails with code
+// Unavailable (the worker's loss), retried as any other.
 type DurableHandler func(ctx context.Context, job DurableJob) error
 
 // RetryPolicy says how a failed durable job is retried: attempt n+1 waits
@@ -117,12 +117,7 @@ func (s *Scheduler) RegisterDurable(typ string, handler DurableHandler, retry Re
 // durableType is what the C handler's `user` leads to.
 type durableType struct {
 	handler DurableHandler
-	ctx     context.Context // the scheduler's: Close cancels it
-}
-
-// run calls the handler with the job, a panic turned into an error.
-func (d *durableType) run(job DurableJob) error {
-	return recovering("the durable handler", func() error { return d.handler(d.ctx, job) })
+	ctx     context.Context // the scheduler's (Close cancels it), each attempt's context's parent
 }
 
 // A RecoveryReport says what Recover found.

@@ -13,17 +13,20 @@ import (
 	"time"
 )
 
-// attempts records what a durable handler was given, and fails while fail is set.
+// attempts records what a durable handler was given, with its context's fencing token, and fails
+// while fail is set.
 type attempts struct {
-	mu   sync.Mutex
-	seen []DurableJob
-	fail bool
+	mu     sync.Mutex
+	seen   []DurableJob
+	tokens []uint64
+	fail   bool
 }
 
-func (a *attempts) handle(_ context.Context, job DurableJob) error {
+func (a *attempts) handle(ctx context.Context, job DurableJob) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.seen = append(a.seen, job)
+	a.tokens = append(a.tokens, FencingTokenOf(ctx))
 	if a.fail {
 		return errors.New("the mirror is gone")
 	}
@@ -40,6 +43,12 @@ func (a *attempts) at(i int) DurableJob {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.seen[i]
+}
+
+func (a *attempts) tokenAt(i int) uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.tokens[i]
 }
 
 func (a *attempts) setFail(fail bool) {
@@ -136,6 +145,11 @@ func checkDurableJobs(t *testing.T, s *Scheduler, a *attempts, shared bool) {
 	if got.Sequence != sequence || got.ID != "linux" || got.Key != "alice" || got.Type != "repack" ||
 		got.Attempt != 1 || !bytes.Equal(got.Payload, payload) || (got.LeaseToken > 0) != shared {
 		t.Errorf("the handler was given %+v (sequence %d)", got, sequence)
+	}
+	// Its type's conflict group is fleet-wide with a shared store: its context holds the group's
+	// fencing token (FencingTokenOf), as a Submit's function's does.
+	if token := a.tokenAt(0); (token > 0) != shared {
+		t.Errorf("the handler's context has fencing token %d (shared store: %v)", token, shared)
 	}
 
 	numbers, err := s.SubmitDurableBatch([]DurableSubmission{

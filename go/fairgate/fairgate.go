@@ -576,11 +576,11 @@ func (p *Permit) FencingToken() uint64 {
 	return uint64(C.fairgate_permit_fencing_token(p.c))
 }
 
-// jobKey is the key of the jobInfo in the context RunSync and Submit give their function.
+// jobKey is the key of the jobInfo in the context a job's function is given.
 type jobKey struct{}
 
-// WorkerOf is, inside a function run by RunSync or Submit, the worker its job was admitted onto
-// (Permit.Worker); "" for another context.
+// WorkerOf is, inside a function run by RunSync, Submit or SubmitEvery or a durable handler, the
+// worker its job was admitted onto (Permit.Worker); "" for another context.
 func WorkerOf(ctx context.Context) string {
 	if j, ok := ctx.Value(jobKey{}).(jobInfo); ok {
 		return j.Worker()
@@ -588,8 +588,8 @@ func WorkerOf(ctx context.Context) string {
 	return ""
 }
 
-// FencingTokenOf is, inside a function run by RunSync or Submit, its job's fencing token
-// (Permit.FencingToken); 0 for another context.
+// FencingTokenOf is, inside a function run by RunSync, Submit or SubmitEvery or a durable
+// handler, its job's fencing token (Permit.FencingToken); 0 for another context.
 func FencingTokenOf(ctx context.Context) uint64 {
 	if j, ok := ctx.Value(jobKey{}).(jobInfo); ok {
 		return j.FencingToken()

@@ -5,9 +5,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Cancels the Go function's context of `call` (offload.go); never blocks. */
+extern void fairgateGoRunCancelled(fairgate_go_call* call);
+
+enum {
+  kUnstarted = 0,      /* the Go function's context not made yet */
+  kStarted = 1,        /* made: a cancellation goes to fairgateGoRunCancelled */
+  kCancelledEarly = 2, /* the job's context was cancelled before it was made */
+};
+
 struct fairgate_go_call {
   fairgate_cancel* finished; /* fired by fairgate_go_call_finish */
   int32_t holders;           /* the job and the goroutine: the last to let go frees the call */
+  int32_t state;             /* kUnstarted, kStarted or kCancelledEarly */
   fairgate_code code;        /* set before `finished` is fired, read after the wait */
   char* message;
 };
@@ -19,17 +29,21 @@ static void fairgate_go_call_release(fairgate_go_call* call) {
   }
 }
 
-fairgate_go_call* fairgate_go_call_new(char** error) {
-  static const char kOutOfMemory[] = "out of memory starting the Go function";
-  fairgate_go_call* call = (fairgate_go_call*)calloc(1, sizeof *call);
-  if (call == NULL) {
-    *error = (char*)malloc(sizeof kOutOfMemory);
-    if (*error != NULL) memcpy(*error, kOutOfMemory, sizeof kOutOfMemory);
-    return NULL;
+/* The job's cancel callback: the call is held by the job until the callback is stopped. */
+static void fairgate_go_call_cancelled(void* user) {
+  fairgate_go_call* call = (fairgate_go_call*)user;
+  int32_t unstarted = kUnstarted;
+  if (__atomic_compare_exchange_n(&call->state, &unstarted, kCancelledEarly, 0, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE)) {
+    return;
   }
-  call->finished = fairgate_cancel_new();
-  call->holders = 2;
-  return call;
+  fairgateGoRunCancelled(call);
+}
+
+int fairgate_go_call_started(fairgate_go_call* call) {
+  int32_t unstarted = kUnstarted;
+  return __atomic_compare_exchange_n(&call->state, &unstarted, kStarted, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE);
 }
 
 void fairgate_go_call_finish(fairgate_go_call* call, fairgate_code code, char* message) {
@@ -41,10 +55,26 @@ void fairgate_go_call_finish(fairgate_go_call* call, fairgate_code code, char* m
   fairgate_go_call_release(call);
 }
 
-fairgate_code fairgate_go_call_wait(fairgate_go_call* call, char** error) {
-  fairgate_code code;
+fairgate_code fairgate_go_run_job(const fairgate_context* ctx, fairgate_go_start_fn start,
+                                  void* user, const void* job, char** error) {
+  static const char kOutOfMemory[] = "out of memory starting the Go function";
+  fairgate_go_call* call = (fairgate_go_call*)calloc(1, sizeof *call);
+  if (call != NULL) call->finished = fairgate_cancel_new();
+  if (call == NULL || call->finished == NULL) {
+    free(call);
+    *error = (char*)malloc(sizeof kOutOfMemory);
+    if (*error != NULL) memcpy(*error, kOutOfMemory, sizeof kOutOfMemory);
+    return FAIRGATE_RESOURCE_EXHAUSTED;
+  }
+  call->holders = 2;
+  /* Registered and stopped here, in C, outside any Go call: either may suspend the job's fiber
+   * (the context's mutex). */
+  fairgate_cancel_callback* callback =
+      fairgate_context_on_cancel(ctx, fairgate_go_call_cancelled, call);
+  start(user, (fairgate_context*)ctx, (void*)job, call);
   fairgate_context_wait(fairgate_cancel_context(call->finished), -1);
-  code = call->code;
+  fairgate_cancel_callback_stop(callback);
+  fairgate_code code = call->code;
   if (code == FAIRGATE_OK) {
     free(call->message);
   } else {

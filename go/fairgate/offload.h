@@ -9,10 +9,14 @@
  * waits, and the job waits for it here, as a fiber: fairgate_context_wait on a cancellation's
  * context (fairgate_cancel_context) that the goroutine fires when the function has returned.
  *
- * The job's callback: call = fairgate_go_call_new(error), hand `call` to a Go function that starts
- * the goroutine, then return fairgate_go_call_wait(call, error). The goroutine ends with
+ * A job function of this package is fairgate_go_run_job(ctx, start, user, job, error): it makes
+ * the run's call, registers a cancel callback on the job's context ctx, calls `start` (a Go
+ * function: it makes the Go function's context, calls fairgate_go_call_started, starts the
+ * goroutine and returns), waits, and stops the callback. The goroutine ends with
  * fairgate_go_call_finish(call, code, message), exactly once. The call is freed by whichever of
- * the two comes last, so neither touches it after its own call. */
+ * the two comes last, so neither touches it after its own call. While the callback is registered
+ * a cancellation of the job's context cancels the Go function's: fairgateGoRunCancelled(call),
+ * once its context is made (fairgate_go_call_started says whether it came before). */
 #ifndef FAIRGATE_GO_OFFLOAD_H_
 #define FAIRGATE_GO_OFFLOAD_H_
 
@@ -20,15 +24,22 @@
 
 typedef struct fairgate_go_call fairgate_go_call;
 
-/* A call for one run; NULL when memory ran out (then *error says so, if it could be copied). */
-fairgate_go_call* fairgate_go_call_new(char** error);
+/* Starts the goroutine of one run: `user` and `job` as fairgate_go_run_job was given them, ctx
+ * the job's context (valid until the call is finished), `call` the run's. */
+typedef void (*fairgate_go_start_fn)(void* user, fairgate_context* ctx, void* job,
+                                     fairgate_go_call* call);
+
+/* Runs a Go function for the job whose context is ctx, as the header comment says, and returns
+ * its code, its message into *error (the job function's, which the C library frees). */
+fairgate_code fairgate_go_run_job(const fairgate_context* ctx, fairgate_go_start_fn start,
+                                  void* user, const void* job, char** error);
+
+/* Called by `start` once the Go function's context is made and fairgateGoRunCancelled finds it:
+ * 1, or 0 if the job's context was cancelled before (then `start` cancels the Go context). */
+int fairgate_go_call_started(fairgate_go_call* call);
 
 /* The goroutine's end: the function's code, and its message (malloc'd, NULL for none), which the
  * waiting job returns as its own. Wakes the job. */
 void fairgate_go_call_finish(fairgate_go_call* call, fairgate_code code, char* message);
-
-/* Waits (suspending the job's fiber, not its thread) until the goroutine finished, and returns
- * its code, its message into *error (the job function's, which the C library frees). */
-fairgate_code fairgate_go_call_wait(fairgate_go_call* call, char** error);
 
 #endif /* FAIRGATE_GO_OFFLOAD_H_ */

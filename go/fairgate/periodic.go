@@ -7,18 +7,15 @@ package fairgate
 
 #include "offload.h"
 
-extern void fairgateGoPeriodicStart(void* user, fairgate_go_call* call);
+extern void fairgateGoPeriodicStart(void* user, fairgate_context* ctx, void* job,
+                                    fairgate_go_call* call);
 extern void fairgateGoPeriodicDone(void* user, fairgate_code code, char* message);
 
 // The C interface's job function of this package's periodic jobs: runs the Go function in a
-// goroutine (fairgateGoPeriodicStart) and waits for it here (offload.h).
+// goroutine (fairgateGoPeriodicStart) and waits for it (offload.h).
 static fairgate_code fairgate_go_periodic_run(void* user, const fairgate_context* ctx,
                                               char** error) {
-  (void)ctx;
-  fairgate_go_call* call = fairgate_go_call_new(error);
-  if (call == NULL) return FAIRGATE_RESOURCE_EXHAUSTED;
-  fairgateGoPeriodicStart(user, call);
-  return fairgate_go_call_wait(call, error);
+  return fairgate_go_run_job(ctx, fairgateGoPeriodicStart, user, NULL, error);
 }
 
 // SubmitEvery with this package's callbacks, `user` a cgo.Handle of the periodicJob.
@@ -65,13 +62,14 @@ type Periodic struct {
 type periodicJob struct {
 	fn    func(ctx context.Context) error
 	onRun func(error)
-	ctx   context.Context // the scheduler's: Close cancels it
+	ctx   context.Context // the scheduler's (Close cancels it), each run's context's parent
 }
 
 // SubmitEvery runs fn as the background job again and again, each run interval after the
 // previous one ended, never two at once, in the job's fair place each time. fn runs in a
 // goroutine while the run's job waits for it on the C library's pool without holding a thread of
-// it, with a context that Close cancels; a panic or runtime.Goexit in it fails that run with code
+// it, with the run's context (WorkerOf, FencingTokenOf), which Close and the removal of the
+// run's worker cancel; a panic or runtime.Goexit in it fails that run with code
 // Internal. A periodic job takes no cost hint (Job.WithCost is refused with InvalidArgument).
 // The schedule stops at Stop or Close.
 func (s *Scheduler) SubmitEvery(job Job, interval time.Duration, fn func(ctx context.Context) error,
@@ -134,9 +132,4 @@ func (p *Periodic) free() {
 	p.runs = uint64(C.fairgate_periodic_runs(p.c))
 	C.fairgate_periodic_free(p.c)
 	p.c = nil
-}
-
-// run calls the job's function, a panic turned into an error.
-func (j *periodicJob) run() error {
-	return recovering("the periodic job", func() error { return j.fn(j.ctx) })
 }

@@ -5,45 +5,14 @@ package fairgate
 #include "fairgate/c.h"
 #include "offload.h"
 
-extern void fairgateGoSubmitStart(void* user, fairgate_context* ctx, int32_t* state,
+extern void fairgateGoSubmitStart(void* user, fairgate_context* ctx, void* job,
                                   fairgate_go_call* call);
 extern void fairgateGoSubmitDone(void* user, fairgate_code code, char* message);
-extern void fairgateGoContextCancelled(void* user);
-
-// One run of a job this package hands to the C library: `user` the cgo.Handle of the call, and
-// `state` 0 until fairgateGoSubmitStart has made the Go function's context (then 1), or 2 if the
-// job's context was cancelled before that.
-typedef struct fairgate_go_run_state {
-  void* user;
-  int32_t state;
-} fairgate_go_run_state;
-
-// The job's context was cancelled: cancels the Go function's context (fairgateGoContextCancelled)
-// once it is made; before, marks the run, and fairgateGoSubmitStart cancels it as it makes it.
-static void fairgate_go_run_cancelled(void* user) {
-  fairgate_go_run_state* run = (fairgate_go_run_state*)user;
-  int32_t unmade = 0;
-  if (__atomic_compare_exchange_n(&run->state, &unmade, 2, 0, __ATOMIC_ACQ_REL,
-                                  __ATOMIC_ACQUIRE)) {
-    return;
-  }
-  fairgateGoContextCancelled(run->user);
-}
 
 // The C interface's job function of this package's Submits and RunSyncs: runs the Go function in
-// a goroutine (fairgateGoSubmitStart) and waits for it here (offload.h), with a cancel callback on
-// the job's context. The callback is registered and stopped here, in C, outside any Go call:
-// either may suspend the job's fiber (the context's mutex).
+// a goroutine (fairgateGoSubmitStart) and waits for it (offload.h).
 static fairgate_code fairgate_go_run(void* user, const fairgate_context* ctx, char** error) {
-  fairgate_go_run_state run = {user, 0};
-  fairgate_go_call* call = fairgate_go_call_new(error);
-  if (call == NULL) return FAIRGATE_RESOURCE_EXHAUSTED;
-  fairgate_cancel_callback* callback =
-      fairgate_context_on_cancel(ctx, fairgate_go_run_cancelled, &run);
-  fairgateGoSubmitStart(user, (fairgate_context*)ctx, &run.state, call);
-  fairgate_code code = fairgate_go_call_wait(call, error);
-  fairgate_cancel_callback_stop(callback);
-  return code;
+  return fairgate_go_run_job(ctx, fairgateGoSubmitStart, user, NULL, error);
 }
 
 // RunSync with this package's body, `user` a cgo.Handle of the call.
@@ -75,7 +44,7 @@ type jobInfo interface {
 	FencingToken() uint64
 }
 
-// ranJob is what a job run by the C library (submitInC) read from its context.
+// ranJob is what a job the C library ran (starting) read from its context.
 type ranJob struct {
 	worker string
 	token  uint64
@@ -92,10 +61,9 @@ type submitted struct {
 	fn   func(ctx context.Context) error
 	done func(error)
 
-	mu     sync.Mutex // the run and the callbacks are on C threads Go does not see synchronise
-	ran    bool
-	err    error
-	cancel context.CancelFunc // of the function's context while it runs, else nil
+	mu  sync.Mutex // the run and the callbacks are on C threads Go does not see synchronise
+	ran bool
+	err error
 }
 
 // run calls the function, a panic turned into an error, and keeps what it returned.

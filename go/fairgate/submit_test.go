@@ -3,6 +3,7 @@ package fairgate
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -191,6 +192,68 @@ func TestPermittedFunctionsEndWhenTheirWorkerIsRemoved(t *testing.T) {
 	}
 	if err := <-done; CodeOf(err) != Unavailable {
 		t.Errorf("Submit's done: %v, want the worker's loss (Unavailable)", err)
+	}
+}
+
+// A durable handler and a periodic job's run are given their job's context, as a Submit's
+// function is: WorkerOf names the worker they were admitted onto, and the context ends when that
+// worker is removed (not only at Close), and the attempt or run fails with the worker's loss.
+func TestDurableHandlersAndPeriodicRunsEndWhenTheirWorkerIsRemoved(t *testing.T) {
+	store := openSQLite(t, filepath.Join(t.TempDir(), "jobs.db"))
+	s := newScheduler(t, quietly(Options{Store: store}))
+	store.Close()
+	register(t, s, "repack", TypeConfig{})
+	register(t, s, "gc", TypeConfig{})
+	started := make(chan string, 2)
+	cancelled := make(chan bool, 2)
+	fn := func(ctx context.Context) error {
+		started <- WorkerOf(ctx)
+		cancelled <- endsWithin10s(ctx)
+		return ctx.Err()
+	}
+	if err := s.RegisterDurable("repack", func(ctx context.Context, _ DurableJob) error {
+		return fn(ctx)
+	}, RetryPolicy{MaxAttempts: 1}); err != nil {
+		t.Fatalf("RegisterDurable: %v", err)
+	}
+	if _, err := s.Recover(); err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	if err := s.AddWorker("w", 2, []string{"repack", "gc"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SubmitDurable(Job{Type: "repack", ID: "linux", Key: "alice"}, nil); err != nil {
+		t.Fatalf("SubmitDurable: %v", err)
+	}
+	runs := make(chan error, 1)
+	if _, err := s.SubmitEvery(Job{Type: "gc", ID: "linux", Key: "cron"}, time.Hour, fn,
+		PeriodicOptions{FirstRunAtOnce: true, OnRun: func(err error) { runs <- err }}); err != nil {
+		t.Fatalf("SubmitEvery: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		if w := <-started; w != "w" {
+			t.Errorf("a function ran on %q, want w", w)
+		}
+	}
+	if err := s.RemoveWorker("w"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if !<-cancelled {
+			t.Errorf("a function's context did not end within 10 s of its worker's removal")
+		}
+	}
+	if err := <-runs; CodeOf(err) != Unavailable {
+		t.Errorf("the periodic run: %v, want the worker's loss (Unavailable)", err)
+	}
+	var dead []StoredJob
+	eventually(t, "the durable job's only attempt fails", func() bool {
+		var err error
+		dead, err = s.DeadJobs(0, 10)
+		return err == nil && len(dead) == 1
+	})
+	if !strings.Contains(dead[0].LastError, "UNAVAILABLE: worker 'w' was removed") {
+		t.Errorf("the dead job's error: %q, want the worker's loss", dead[0].LastError)
 	}
 }
 
