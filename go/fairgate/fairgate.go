@@ -676,6 +676,27 @@ func (s *Scheduler) Acquire(ctx context.Context, job Job) (*Permit, error) {
 	return s.wait(ctx, job, w)
 }
 
+// TryAcquire admits the job at once or not at all: its permit, or an *Error with code
+// ResourceExhausted when it would have to wait (it is not queued, and nothing is charged), or the
+// refusal Acquire would return. For a caller with something better to do than wait: a server
+// that answers "busy, retry" rather than queue a request, say.
+func (s *Scheduler) TryAcquire(job Job) (*Permit, error) {
+	if err := job.checkCost(); err != nil {
+		return nil, err
+	}
+	c, free := job.cJob()
+	defer free()
+	var permit *C.fairgate_permit
+	err := s.use(func(sc *C.fairgate_scheduler) error {
+		var message *C.char
+		return errorOf(C.fairgate_try_acquire(sc, &c, &permit, &message), message)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return newPermit(job, permit), nil
+}
+
 // RunSync waits until the job is admitted, runs fn and returns its error, or returns why it did
 // not run (as Acquire). fn runs on the calling goroutine: a panic in it goes on to the caller
 // (and runtime.Goexit ends the caller's goroutine), after the job is ended with code Internal.

@@ -3,6 +3,7 @@ package fairgate
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 )
 
@@ -76,5 +77,57 @@ func TestAJobKnowsItsWorker(t *testing.T) {
 	}
 	if WorkerOf(context.Background()) != "" || FencingTokenOf(context.Background()) != 0 {
 		t.Error("a context of no job names a worker or a token")
+	}
+}
+
+// TryAcquire admits at once or not at all: a job that would wait is refused with
+// ResourceExhausted, not queued and not charged (its scheduler reports it cancelled while
+// pending, charge 0, never admitted), and the slot, once free, is taken at once.
+func TestTryAcquireAdmitsAtOnceOrNotAtAll(t *testing.T) {
+	var mu sync.Mutex
+	var events []Event
+	s := newScheduler(t, quietly(Options{MaxConcurrency: 1, OnEvent: func(e Event) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}}))
+	register(t, s, "clone", TypeConfig{})
+	if _, err := s.TryAcquire(Job{Type: "unknown", ID: "a", Key: "alice"}); CodeOf(err) != NotFound {
+		t.Errorf("TryAcquire of an unknown type: %v, want NotFound", err)
+	}
+	held, err := s.TryAcquire(Job{Type: "clone", ID: "a", Key: "alice"})
+	if err != nil {
+		t.Fatalf("TryAcquire with a free slot: %v", err)
+	}
+	if _, err := s.TryAcquire(Job{Type: "clone", ID: "b", Key: "bob"}); CodeOf(err) != ResourceExhausted {
+		t.Errorf("TryAcquire with the only slot held: %v, want ResourceExhausted", err)
+	}
+	if snap := state(t, s); snap.Pending != 0 || snap.Running != 1 {
+		t.Errorf("after the refusal: %+v, want nothing pending and one running", snap)
+	}
+	var cancelled Event
+	eventually(t, "the refused job's cancel event", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range events {
+			if e.ID == "b" {
+				cancelled = e
+				return true
+			}
+		}
+		return false
+	})
+	if cancelled.Kind != EventCancel || cancelled.Charge != 0 {
+		t.Errorf("the refused job's first event: %+v, want a cancel charging nothing", cancelled)
+	}
+	held.Release(nil)
+	again, err := s.TryAcquire(Job{Type: "clone", ID: "b", Key: "bob"})
+	if err != nil {
+		t.Fatalf("TryAcquire once the slot is free: %v", err)
+	}
+	again.Release(nil)
+	s.Close()
+	if _, err := s.TryAcquire(Job{Type: "clone", ID: "c", Key: "bob"}); !ErrClosed(err) {
+		t.Errorf("TryAcquire after Close: %v", err)
 	}
 }
