@@ -3,6 +3,7 @@
 // FAIRGATE_UPDATE_DOCS=1 to rewrite it after adding a row).
 #include <sqlite3.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -259,6 +260,16 @@ std::vector<Row> Rows() {
     return s->RunSync(Context::Background(), {TypeName("clone"), JobId("id"), FairnessKey("k")},
                       Noop);
   });
+  run("Scheduler::RunAsync", "an empty function", absl::StatusCode::kInvalidArgument,
+      "job function is empty", [] {
+        return Ready()->RunAsync(Context::Background(),
+                                 {TypeName("clone"), JobId("id"), FairnessKey("k")}, nullptr);
+      });
+  run("Scheduler::RunAsync", "a context with a deadline", absl::StatusCode::kInvalidArgument,
+      "does not watch a context's deadline", [] {
+        return Ready()->RunAsync(WithTimeout(Context::Background(), std::chrono::seconds(60)).first,
+                                 {TypeName("clone"), JobId("id"), FairnessKey("k")}, Noop);
+      });
   auto ignore = [](StatusOr<Permit>) {};
   run("Scheduler::Acquire", "an unknown type", absl::StatusCode::kNotFound, "unknown job type 'x'",
       [&] {

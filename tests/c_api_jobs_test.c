@@ -1,10 +1,11 @@
 /* fairgate/c.h's per-job options and a job's context from C: fairgate_job.flags (refused without
  * a token, joining a running job, submitted again after its worker was lost, unknown bits
  * refused) and what a running job reads from its context (its worker, why it is done, a wait
- * that ends when it is, a callback called when it is cancelled), a permit's job context, and a
- * job waiting on a cancellation's context for work it handed to a thread of its own. Built
- * as C99 with -Wall -Werror; run by CTest (label "runtime": under ThreadSanitizer too) and under
- * AddressSanitizer. Waits are for the events checked, bounded (10 s), never for a time. */
+ * that ends when it is, a callback called when it is cancelled), a permit's job context, RunSync
+ * waiting and not (fairgate_run_async), and a job waiting on a cancellation's context for work
+ * it handed to a thread of its own. Built as C99 with -Wall -Werror; run by CTest (label "runtime":
+ * under ThreadSanitizer too) and under AddressSanitizer. Waits are for the events checked, bounded
+ * (10 s), never for a time. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <pthread.h>
@@ -157,6 +158,15 @@ static fairgate_scheduler* with_a_coalescing_type(void) {
   config.coalesce = FAIRGATE_COALESCE_JOIN;
   CHECK(fairgate_register_type(scheduler, "mirror", &config, NULL) == FAIRGATE_OK);
   return scheduler;
+}
+
+/* Registers "solo", a type of a tier of 4 whose cap is one job: a second one waits. */
+static void register_solo(fairgate_scheduler* scheduler) {
+  fairgate_type_config config;
+  fairgate_type_config_init(&config);
+  config.priority = 4;
+  config.max_concurrency = 1;
+  CHECK(fairgate_register_type(scheduler, "solo", &config, NULL) == FAIRGATE_OK);
 }
 
 /* Of a coalescing type, a Submit with FAIRGATE_JOB_JOIN_RUNNING joins the run under way; one
@@ -435,10 +445,7 @@ static void test_run_sync(void) {
   fairgate_type_config_init(&config);
   config.priority = 4;
   CHECK(fairgate_register_type(scheduler, "gc", &config, NULL) == FAIRGATE_OK);
-  fairgate_type_config_init(&config);
-  config.priority = 4;
-  config.max_concurrency = 1;
-  CHECK(fairgate_register_type(scheduler, "solo", &config, NULL) == FAIRGATE_OK);
+  register_solo(scheduler);
 
   /* Its function's answer, run on this thread. */
   caller = pthread_self();
@@ -488,6 +495,61 @@ static void test_run_sync(void) {
   fairgate_permit_release(held, FAIRGATE_OK, NULL);
   fairgate_cancel_free(cancel);
   fairgate_scheduler_destroy(scheduler);
+}
+
+/* fairgate_run_async returns at once: its function runs on the pool and `done` is told once. Of a
+ * coalescing type a second call joins the run under way and is told its status, its function
+ * never run; a call waiting behind a full cap leaves when its cancellation fires
+ * (FAIRGATE_CANCELLED), its function never run; a NULL function is refused, nothing called. */
+static void test_run_async(void) {
+  fairgate_scheduler* scheduler;
+  fairgate_job job = job_of("mirror", "linux.git", "alice", 0);
+  fairgate_permit* held = NULL;
+  fairgate_cancel* cancel = fairgate_cancel_new();
+  Body first, joiner, cancelled;
+  char* error = NULL;
+  memset(&first, 0, sizeof first);
+  memset(&joiner, 0, sizeof joiner);
+  memset(&cancelled, 0, sizeof cancelled);
+  gate = 0;
+  scheduler = with_a_coalescing_type();
+  if (scheduler == NULL) return;
+  register_solo(scheduler);
+
+  CHECK(fairgate_run_async(scheduler, &job, NULL, on_done, &first, NULL, &error) ==
+        FAIRGATE_INVALID_ARGUMENT);
+  CHECK(error != NULL && strstr(error, "function is NULL") != NULL);
+  fairgate_free(error);
+
+  CHECK(fairgate_run_async(scheduler, &job, run_until_gate, on_done, &first, NULL, NULL) ==
+        FAIRGATE_OK);
+  CHECK(wait_for(&first.runs, 1)); /* it runs while this thread goes on */
+  job.fairness_key = "bob";
+  CHECK(fairgate_run_async(scheduler, &job, run_until_gate, on_done, &joiner, NULL, NULL) ==
+        FAIRGATE_OK);
+  CHECK(says(scheduler, fairgate_metrics_text,
+             "fairgate_jobs_joined_total{tier=\"4\",type=\"mirror\"} 1"));
+  pthread_mutex_lock(&mutex);
+  gate = 1;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mutex);
+  CHECK(wait_for(&first.done, 1) && wait_for(&joiner.done, 1));
+  CHECK(first.runs == 1 && first.code == FAIRGATE_OK);
+  CHECK(joiner.runs == 0 && joiner.code == FAIRGATE_OK); /* told the run's status */
+
+  job = job_of("solo", "x", "k", 0);
+  CHECK(fairgate_try_acquire(scheduler, &job, &held, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_run_async(scheduler, &job, run_until_gate, on_done, &cancelled, cancel, NULL) ==
+        FAIRGATE_OK);
+  CHECK(says(scheduler, fairgate_snapshot_json, "\"pending\":1,"));
+  fairgate_cancel_fire(cancel);
+  fairgate_cancel_free(cancel); /* the call keeps what it needs */
+  CHECK(wait_for(&cancelled.done, 1));
+  CHECK(cancelled.code == FAIRGATE_CANCELLED && cancelled.runs == 0);
+  CHECK(says(scheduler, fairgate_snapshot_json, "\"pending\":0,"));
+  fairgate_permit_release(held, FAIRGATE_OK, NULL);
+  fairgate_scheduler_destroy(scheduler);
+  CHECK(first.done == 1 && joiner.done == 1 && cancelled.done == 1); /* once each */
 }
 
 /* A job that hands its work to a thread of its own and waits for it on a fairgate_cancel's
@@ -586,6 +648,7 @@ int main(void) {
   test_plain_context();
   test_permit_context();
   test_run_sync();
+  test_run_async();
   test_hand_off();
   if (failures > 0) {
     fprintf(stderr, "%d check(s) failed\n", failures);

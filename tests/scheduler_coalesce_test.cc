@@ -77,16 +77,30 @@ class Coalescing {
     return future;
   }
 
-  // A RunSync of mirror/`id` on a thread of its own, under `ctx`.
+  // How RunSync below calls: RunSync on a thread of its own, or RunAsync (RunSync with nobody
+  // waiting: the same rules, its status told to a callback).
+  enum class Call { kSync, kAsync };
+  Call call = Call::kSync;
+
+  // A RunSync of mirror/`id` under `ctx`, whose function records `name` and returns `status`.
   std::future<Status> RunSync(std::string name, std::string key,
                               Context ctx = Context::Background(), std::string id = "linux",
                               Status status = absl::OkStatus()) {
+    auto fn = [=, this](const Context&) {
+      Ran(name);
+      return status;
+    };
+    if (call == Call::kAsync) {
+      auto told = std::make_shared<std::promise<Status>>();
+      std::future<Status> future = told->get_future();
+      const Status accepted =
+          scheduler->RunAsync(ctx, {TypeName("mirror"), JobId(id), FairnessKey(key)}, fn,
+                              [told](const Status& s) { told->set_value(Own(s)); });
+      if (!accepted.ok()) told->set_value(accepted);  // refused: `done` is never called
+      return future;
+    }
     return std::async(std::launch::async, [=, this] {
-      return scheduler->RunSync(ctx, {TypeName("mirror"), JobId(id), FairnessKey(key)},
-                                [=, this](const Context&) {
-                                  Ran(name);
-                                  return status;
-                                });
+      return scheduler->RunSync(ctx, {TypeName("mirror"), JobId(id), FairnessKey(key)}, fn);
     });
   }
 
@@ -145,153 +159,171 @@ TEST_CASE("Scheduler.Coalesce.SubmitsOfAPendingIdRunOnceAndEveryCallbackGetsItsS
 }
 
 TEST_CASE("Scheduler.Coalesce.RunSyncCallersOfAPendingIdShareOneRunOnTheFirstCaller") {
-  Watchdog watchdog("coalesced RunSync", 60s);
-  Coalescing c(Coalesce::kJoin);
-  std::vector<std::future<Status>> calls;
-  calls.push_back(c.RunSync("caller 0", "k0", Context::Background(), "linux",
-                            absl::AbortedError("caller 0 ran")));
-  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().pending == 1; }));
-  for (int i = 1; i < 8; ++i) {
-    calls.push_back(c.RunSync("caller " + std::to_string(i), "k" + std::to_string(i)));
-  }
-  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 7; }));
-  CHECK(c.scheduler->Snapshot().pending == 1);
-  c.Release();
-  for (auto& call : calls) CHECK(call.get().message() == "caller 0 ran");
-  CHECK(c.Runs() == Names{"caller 0"});
-  REQUIRE(c.scheduler->Drain(Context::Background()).ok());
-}
-
-TEST_CASE("Scheduler.Coalesce.ARunSyncThatJoinsASubmitRunsItsOwnFunctionAndTellsTheSubmit") {
-  for (bool submit_first : {true, false}) {
-    CAPTURE(submit_first);
-    Watchdog watchdog("Submit and RunSync", 60s);
+  for (Coalescing::Call call : {Coalescing::Call::kSync, Coalescing::Call::kAsync}) {
+    CAPTURE(static_cast<int>(call));
+    Watchdog watchdog("coalesced RunSync", 60s);
     Coalescing c(Coalesce::kJoin);
-    std::future<Status> submitted, synced;
-    if (submit_first) {
-      submitted = c.Submit("submit", "a");
-      synced = c.RunSync("sync", "b", Context::Background(), "linux", absl::DataLossError("sync"));
-      REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 1; }));
-    } else {
-      synced = c.RunSync("sync", "b", Context::Background(), "linux", absl::DataLossError("sync"));
-      REQUIRE(Eventually([&] { return c.scheduler->Snapshot().pending == 1; }));
-      submitted = c.Submit("submit", "a");
-      CHECK(c.scheduler->Snapshot().types[0].joined == 1);
+    c.call = call;
+    std::vector<std::future<Status>> calls;
+    calls.push_back(c.RunSync("caller 0", "k0", Context::Background(), "linux",
+                              absl::AbortedError("caller 0 ran")));
+    REQUIRE(Eventually([&] { return c.scheduler->Snapshot().pending == 1; }));
+    for (int i = 1; i < 8; ++i) {
+      calls.push_back(c.RunSync("caller " + std::to_string(i), "k" + std::to_string(i)));
     }
+    REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 7; }));
+    CHECK(c.scheduler->Snapshot().pending == 1);
     c.Release();
-    // The caller that waits runs its own function, in its own thread; the Submit is told.
-    CHECK(synced.get().message() == "sync");
-    CHECK(submitted.get().message() == "sync");
-    CHECK(c.Runs() == Names{"sync"});
-    // The key that queued the job is charged: the Submit's or the RunSync's.
-    CHECK(c.scheduler->AccumulatedCost(submit_first ? "a" : "b") == 2.0);
-    CHECK(c.scheduler->AccumulatedCost(submit_first ? "b" : "a") == std::nullopt);
+    for (auto& told : calls) CHECK(told.get().message() == "caller 0 ran");
+    CHECK(c.Runs() == Names{"caller 0"});
     REQUIRE(c.scheduler->Drain(Context::Background()).ok());
   }
 }
 
-TEST_CASE("Scheduler.Coalesce.ACallerThatLeavesLeavesAloneAndTheLastOneCancelsTheJob") {
-  Watchdog watchdog("coalesced leave", 60s);
-  Coalescing c(Coalesce::kJoin);
-  auto [first_ctx, cancel_first] = WithCancel(Context::Background());
-  std::future<Status> first = c.RunSync("first", "a", first_ctx);
-  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().pending == 1; }));
-  std::future<Status> second = c.RunSync("second", "b");
-  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 1; }));
-  std::future<Status> third = c.RunSync("third", "c");
-  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 2; }));
-  // The caller that queued the job leaves: the job stays, for the others.
-  cancel_first();
-  CHECK(first.get().code() == absl::StatusCode::kCancelled);
-  CHECK(c.scheduler->Snapshot().pending == 1);
-  CHECK(c.scheduler->Snapshot().types[0].cancelled == 0);
-  c.Release();
-  CHECK(second.get().ok());
-  CHECK(third.get().ok());
-  CHECK(c.Runs() == Names{"second"});  // the first caller still waiting runs it
-  // Still charged to the key that queued it: its place in the order was that key's. The joiners'
-  // keys are charged nothing, and not even tracked.
-  CHECK(c.scheduler->AccumulatedCost("a") == 2.0);
-  CHECK_FALSE(c.scheduler->AccumulatedCost("b").has_value());
-  CHECK_FALSE(c.scheduler->AccumulatedCost("c").has_value());
+TEST_CASE("Scheduler.Coalesce.ARunSyncThatJoinsASubmitRunsItsOwnFunctionAndTellsTheSubmit") {
+  for (Coalescing::Call call : {Coalescing::Call::kSync, Coalescing::Call::kAsync}) {
+    CAPTURE(static_cast<int>(call));
+    for (bool submit_first : {true, false}) {
+      CAPTURE(submit_first);
+      Watchdog watchdog("Submit and RunSync", 60s);
+      Coalescing c(Coalesce::kJoin);
+      c.call = call;
+      std::future<Status> submitted, synced;
+      if (submit_first) {
+        submitted = c.Submit("submit", "a");
+        synced =
+            c.RunSync("sync", "b", Context::Background(), "linux", absl::DataLossError("sync"));
+        REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 1; }));
+      } else {
+        synced =
+            c.RunSync("sync", "b", Context::Background(), "linux", absl::DataLossError("sync"));
+        REQUIRE(Eventually([&] { return c.scheduler->Snapshot().pending == 1; }));
+        submitted = c.Submit("submit", "a");
+        CHECK(c.scheduler->Snapshot().types[0].joined == 1);
+      }
+      c.Release();
+      // The caller that waits runs its own function, in its own thread; the Submit is told.
+      CHECK(synced.get().message() == "sync");
+      CHECK(submitted.get().message() == "sync");
+      CHECK(c.Runs() == Names{"sync"});
+      // The key that queued the job is charged: the Submit's or the RunSync's.
+      CHECK(c.scheduler->AccumulatedCost(submit_first ? "a" : "b") == 2.0);
+      CHECK(c.scheduler->AccumulatedCost(submit_first ? "b" : "a") == std::nullopt);
+      REQUIRE(c.scheduler->Drain(Context::Background()).ok());
+    }
+  }
+}
 
-  // Now every caller leaves: the job is cancelled, uncharged, and nothing runs.
-  Gate hold;
-  std::promise<Status> blocker;
-  REQUIRE(c.scheduler
-              ->Submit(
-                  {TypeName("other"), JobId("y"), FairnessKey("holder")},
-                  [&](const Context&) {
-                    return hold.Wait() ? absl::OkStatus() : absl::InternalError("");
-                  },
-                  [&](const Status& s) { blocker.set_value(Own(s)); })
-              .ok());
-  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().running == 1; }));
-  auto [d_ctx, cancel_d] = WithCancel(Context::Background());
-  auto [e_ctx, cancel_e] = WithCancel(Context::Background());
-  std::future<Status> d = c.RunSync("d", "d", d_ctx);
-  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().pending == 1; }));
-  std::future<Status> e = c.RunSync("e", "e", e_ctx);
-  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 3; }));
-  cancel_e();
-  CHECK(e.get().code() == absl::StatusCode::kCancelled);
-  CHECK(c.scheduler->Snapshot().pending == 1);
-  cancel_d();
-  CHECK(d.get().code() == absl::StatusCode::kCancelled);
-  CHECK(c.scheduler->Snapshot().pending == 0);
-  CHECK(c.scheduler->Snapshot().types[0].cancelled == 1);
-  CHECK(c.scheduler->AccumulatedCost("d") == 0.0);
-  hold.Open();
-  CHECK(blocker.get_future().get().ok());
-  CHECK(c.Runs() == Names{"second"});
-  REQUIRE(c.scheduler->Drain(Context::Background()).ok());
+TEST_CASE("Scheduler.Coalesce.ACallerThatLeavesLeavesAloneAndTheLastOneCancelsTheJob") {
+  for (Coalescing::Call call : {Coalescing::Call::kSync, Coalescing::Call::kAsync}) {
+    CAPTURE(static_cast<int>(call));
+    Watchdog watchdog("coalesced leave", 60s);
+    Coalescing c(Coalesce::kJoin);
+    c.call = call;
+    auto [first_ctx, cancel_first] = WithCancel(Context::Background());
+    std::future<Status> first = c.RunSync("first", "a", first_ctx);
+    REQUIRE(Eventually([&] { return c.scheduler->Snapshot().pending == 1; }));
+    std::future<Status> second = c.RunSync("second", "b");
+    REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 1; }));
+    std::future<Status> third = c.RunSync("third", "c");
+    REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 2; }));
+    // The caller that queued the job leaves: the job stays, for the others.
+    cancel_first();
+    CHECK(first.get().code() == absl::StatusCode::kCancelled);
+    CHECK(c.scheduler->Snapshot().pending == 1);
+    CHECK(c.scheduler->Snapshot().types[0].cancelled == 0);
+    c.Release();
+    CHECK(second.get().ok());
+    CHECK(third.get().ok());
+    CHECK(c.Runs() == Names{"second"});  // the first caller still waiting runs it
+    // Still charged to the key that queued it: its place in the order was that key's. The joiners'
+    // keys are charged nothing, and not even tracked.
+    CHECK(c.scheduler->AccumulatedCost("a") == 2.0);
+    CHECK_FALSE(c.scheduler->AccumulatedCost("b").has_value());
+    CHECK_FALSE(c.scheduler->AccumulatedCost("c").has_value());
+
+    // Now every caller leaves: the job is cancelled, uncharged, and nothing runs.
+    Gate hold;
+    std::promise<Status> blocker;
+    REQUIRE(c.scheduler
+                ->Submit(
+                    {TypeName("other"), JobId("y"), FairnessKey("holder")},
+                    [&](const Context&) {
+                      return hold.Wait() ? absl::OkStatus() : absl::InternalError("");
+                    },
+                    [&](const Status& s) { blocker.set_value(Own(s)); })
+                .ok());
+    REQUIRE(Eventually([&] { return c.scheduler->Snapshot().running == 1; }));
+    auto [d_ctx, cancel_d] = WithCancel(Context::Background());
+    auto [e_ctx, cancel_e] = WithCancel(Context::Background());
+    std::future<Status> d = c.RunSync("d", "d", d_ctx);
+    REQUIRE(Eventually([&] { return c.scheduler->Snapshot().pending == 1; }));
+    std::future<Status> e = c.RunSync("e", "e", e_ctx);
+    REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 3; }));
+    cancel_e();
+    CHECK(e.get().code() == absl::StatusCode::kCancelled);
+    CHECK(c.scheduler->Snapshot().pending == 1);
+    cancel_d();
+    CHECK(d.get().code() == absl::StatusCode::kCancelled);
+    CHECK(c.scheduler->Snapshot().pending == 0);
+    CHECK(c.scheduler->Snapshot().types[0].cancelled == 1);
+    CHECK(c.scheduler->AccumulatedCost("d") == 0.0);
+    hold.Open();
+    CHECK(blocker.get_future().get().ok());
+    CHECK(c.Runs() == Names{"second"});
+    REQUIRE(c.scheduler->Drain(Context::Background()).ok());
+  }
 }
 
 TEST_CASE("Scheduler.Coalesce.ARunSyncJoinsARunningJobASubmitQueuesAnother") {
-  Watchdog watchdog("join a running job", 60s);
-  Coalescing c(Coalesce::kJoin);
-  c.Release();  // nothing held: the first Submit runs at once and waits on `running`
-  Gate running;
-  std::atomic<int> runs = 0;
-  std::promise<Status> first;
-  REQUIRE(c.scheduler
-              ->Submit(
-                  {TypeName("mirror"), JobId("linux"), FairnessKey("a")},
-                  [&](const Context&) {
-                    ++runs;
-                    return running.Wait() ? absl::UnavailableError("upstream down")
-                                          : absl::InternalError("gate");
-                  },
-                  [&](const Status& s) { first.set_value(Own(s)); })
-              .ok());
-  REQUIRE(Eventually([&] { return runs == 1; }));  // running, the holder gone
-  std::future<Status> joined = c.RunSync("joined", "b");
-  auto [leaving_ctx, leave] = WithCancel(Context::Background());
-  std::future<Status> leaving = c.RunSync("leaving", "c", leaving_ctx);
-  REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 2; }));
-  // A Submit asks for a run after this one: it queues a job of its own; unless it says any run
-  // under way will do.
-  std::future<Status> again = c.Submit("again", "d");
-  CHECK(c.scheduler->Snapshot().pending == 1);
-  std::promise<Status> any_run;
-  REQUIRE(c.scheduler
-              ->Submit(
-                  {TypeName("mirror"), JobId("linux"), FairnessKey("e")},
-                  [&](const Context&) { return absl::InternalError("ran"); },
-                  [&](const Status& s) { any_run.set_value(Own(s)); }, {.join_running = true})
-              .ok());
-  CHECK(c.scheduler->Snapshot().types[0].joined == 3);
-  // A joiner of a run that leaves returns at once; the run goes on.
-  leave();
-  CHECK(leaving.get().code() == absl::StatusCode::kCancelled);
-  running.Open();
-  CHECK(first.get_future().get().message() == "upstream down");
-  CHECK(joined.get().message() == "upstream down");
-  CHECK(any_run.get_future().get().message() == "upstream down");
-  CHECK(again.get().ok());
-  CHECK(runs == 1);
-  CHECK(c.Runs() == Names{"again"});
-  REQUIRE(c.scheduler->Drain(Context::Background()).ok());
+  for (Coalescing::Call call : {Coalescing::Call::kSync, Coalescing::Call::kAsync}) {
+    CAPTURE(static_cast<int>(call));
+    Watchdog watchdog("join a running job", 60s);
+    Coalescing c(Coalesce::kJoin);
+    c.call = call;
+    c.Release();  // nothing held: the first Submit runs at once and waits on `running`
+    Gate running;
+    std::atomic<int> runs = 0;
+    std::promise<Status> first;
+    REQUIRE(c.scheduler
+                ->Submit(
+                    {TypeName("mirror"), JobId("linux"), FairnessKey("a")},
+                    [&](const Context&) {
+                      ++runs;
+                      return running.Wait() ? absl::UnavailableError("upstream down")
+                                            : absl::InternalError("gate");
+                    },
+                    [&](const Status& s) { first.set_value(Own(s)); })
+                .ok());
+    REQUIRE(Eventually([&] { return runs == 1; }));  // running, the holder gone
+    std::future<Status> joined = c.RunSync("joined", "b");
+    auto [leaving_ctx, leave] = WithCancel(Context::Background());
+    std::future<Status> leaving = c.RunSync("leaving", "c", leaving_ctx);
+    REQUIRE(Eventually([&] { return c.scheduler->Snapshot().types[0].joined == 2; }));
+    // A Submit asks for a run after this one: it queues a job of its own; unless it says any run
+    // under way will do.
+    std::future<Status> again = c.Submit("again", "d");
+    CHECK(c.scheduler->Snapshot().pending == 1);
+    std::promise<Status> any_run;
+    REQUIRE(c.scheduler
+                ->Submit(
+                    {TypeName("mirror"), JobId("linux"), FairnessKey("e")},
+                    [&](const Context&) { return absl::InternalError("ran"); },
+                    [&](const Status& s) { any_run.set_value(Own(s)); }, {.join_running = true})
+                .ok());
+    CHECK(c.scheduler->Snapshot().types[0].joined == 3);
+    // A joiner of a run that leaves returns at once; the run goes on.
+    leave();
+    CHECK(leaving.get().code() == absl::StatusCode::kCancelled);
+    running.Open();
+    CHECK(first.get_future().get().message() == "upstream down");
+    CHECK(joined.get().message() == "upstream down");
+    CHECK(any_run.get_future().get().message() == "upstream down");
+    CHECK(again.get().ok());
+    CHECK(runs == 1);
+    CHECK(c.Runs() == Names{"again"});
+    REQUIRE(c.scheduler->Drain(Context::Background()).ok());
+  }
 }
 
 TEST_CASE("Scheduler.Coalesce.EveryCallOfAnExpiredOrShutDownJobIsToldOnce") {

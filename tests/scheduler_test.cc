@@ -253,6 +253,126 @@ TEST_CASE("Scheduler.RunSync.ReturnsOnlyAfterFnReturnedEvenWhenCancelledWhileRun
   caller.join();
 }
 
+// A RunAsync's function and callback, recorded: the status `done` was told lands in `told`.
+struct AsyncCall {
+  std::atomic<int> runs{0};
+  std::atomic<int> dones{0};
+  std::thread::id ran_on;
+  std::promise<Status> told;
+  Scheduler::JobFn Fn(Status status = absl::OkStatus()) {
+    return [this, status](const Context&) {
+      ran_on = std::this_thread::get_id();
+      ++runs;
+      return status;
+    };
+  }
+  Scheduler::DoneCallback Done() {
+    return [this](const Status& s) {
+      if (++dones == 1) told.set_value(s);
+    };
+  }
+};
+
+TEST_CASE("Scheduler.RunAsync.ReturnsAtOnceRunsFnOnThePoolAndTellsDoneOnce") {
+  Watchdog watchdog("RunAsync", 60s);
+  Gate hold;
+  std::atomic<bool> reported{false};
+  auto scheduler = RunningOneHeldJob(hold, reported);
+  AsyncCall call;
+  REQUIRE(scheduler
+              ->RunAsync(Context::Background(), {TypeName("t"), JobId("y"), FairnessKey("k")},
+                         call.Fn(absl::NotFoundError("no such ref")), call.Done())
+              .ok());
+  // Returned while the only slot is held: queued, not run, not told.
+  CHECK(scheduler->Snapshot().pending == 1);
+  CHECK(call.runs == 0);
+  CHECK(call.dones == 0);
+  hold.Open();
+  CHECK(call.told.get_future().get() == absl::NotFoundError("no such ref"));
+  CHECK(call.runs == 1);
+  CHECK(call.ran_on != std::this_thread::get_id());
+  CHECK(call.dones == 1);
+  CHECK(scheduler->AccumulatedCost("k").has_value());
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+  CHECK(call.dones == 1);
+}
+
+TEST_CASE("Scheduler.RunAsync.BadInputIsRefusedAndDoneIsNeverCalled") {
+  auto scheduler = Make();
+  REQUIRE(scheduler->RegisterType("clone", Type(8, 8)).ok());
+  AsyncCall call;
+  const JobName job{TypeName("clone"), JobId("x"), FairnessKey("k")};
+  CHECK(scheduler
+            ->RunAsync(Context::Background(), {TypeName("nope"), JobId("x"), FairnessKey("k")},
+                       call.Fn(), call.Done())
+            .code() == absl::StatusCode::kNotFound);
+  CHECK(scheduler
+            ->RunAsync(Context::Background(), {TypeName("clone"), JobId(""), FairnessKey("k")},
+                       call.Fn(), call.Done())
+            .code() == absl::StatusCode::kInvalidArgument);
+  CHECK(scheduler->RunAsync(Context::Background(), job, nullptr, call.Done()).code() ==
+        absl::StatusCode::kInvalidArgument);
+  auto [done, cancel] = WithCancel(Context::Background());
+  cancel();
+  CHECK(scheduler->RunAsync(done, job, call.Fn(), call.Done()).code() ==
+        absl::StatusCode::kCancelled);
+  // A deadline nobody would watch is refused, naming the way to leave instead.
+  const Status deadline = scheduler->RunAsync(WithTimeout(Context::Background(), 3600s).first, job,
+                                              call.Fn(), call.Done());
+  CHECK(deadline.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(deadline.message().find("deadline") != std::string_view::npos);
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+  CHECK(call.runs == 0);
+  CHECK(call.dones == 0);
+  CHECK(scheduler->Snapshot().types[0].enqueued == 0);
+}
+
+TEST_CASE("Scheduler.RunAsync.CancelledWhilePendingIsToldAtOnceUncharged") {
+  Watchdog watchdog("RunAsync cancel while pending", 60s);
+  Gate hold;
+  std::atomic<bool> reported{false};
+  auto scheduler = RunningOneHeldJob(hold, reported);
+  auto [ctx, cancel] = WithCancel(Context::Background());
+  AsyncCall call;
+  REQUIRE(scheduler
+              ->RunAsync(ctx, {TypeName("t"), JobId("b"), FairnessKey("b")}, call.Fn(), call.Done())
+              .ok());
+  REQUIRE(scheduler->Snapshot().pending == 1);
+  cancel();
+  // Told while the slot is still held: it did not wait for an admission.
+  CHECK(call.told.get_future().get().code() == absl::StatusCode::kCancelled);
+  CHECK(scheduler->Snapshot().pending == 0);
+  CHECK(scheduler->Snapshot().running == 1);
+  CHECK(scheduler->AccumulatedCost("b") == 0.0);  // never charged
+  hold.Open();
+  REQUIRE(scheduler->Drain(Context::Background()).ok());
+  CHECK(call.runs == 0);
+  CHECK(call.dones == 1);
+}
+
+TEST_CASE("Scheduler.RunAsync.AShutdownTellsAPendingCallCancelled") {
+  Watchdog watchdog("RunAsync shutdown", 60s);
+  Gate hold;
+  std::atomic<bool> reported{false};
+  auto scheduler = RunningOneHeldJob(hold, reported);
+  AsyncCall call;
+  REQUIRE(scheduler
+              ->RunAsync(Context::Background(), {TypeName("t"), JobId("b"), FairnessKey("b")},
+                         call.Fn(), call.Done())
+              .ok());
+  REQUIRE(scheduler->Snapshot().pending == 1);
+  std::thread shutter([&] { CHECK(scheduler->Shutdown(Context::Background()).ok()); });
+  CHECK(call.told.get_future().get().code() == absl::StatusCode::kCancelled);
+  hold.Open();
+  shutter.join();
+  CHECK(call.runs == 0);
+  CHECK(call.dones == 1);
+  CHECK(scheduler
+            ->RunAsync(Context::Background(), {TypeName("t"), JobId("c"), FairnessKey("b")},
+                       call.Fn(), call.Done())
+            .code() == absl::StatusCode::kUnavailable);
+}
+
 // Fibers only: the thread runtime (TSan build) has none.
 TEST_CASE("Scheduler.RunSync.ManyFibersOnOneThreadWaitWithoutBlockingEachOther" *
           doctest::skip(internal::kThreadRuntime)) {

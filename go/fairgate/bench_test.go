@@ -12,13 +12,20 @@ import (
 // the scheduler cost a Go caller per call (cachew's own scheduler's workload: issue 53).
 //
 //	go test -run '^$' -bench RunSync -benchtime 200000x
-func BenchmarkRunSyncNoopFrom1000Goroutines(b *testing.B) {
+func BenchmarkRunSyncNoopFrom1000Goroutines(b *testing.B) { runSyncFrom1000(b, CoalesceOff) }
+
+// The same of a coalescing type's jobs (each goroutine's of an id of its own, so that few join),
+// which the C library queues with nobody waiting (fairgate_run_async) and runs (each function in
+// a goroutine that a callback from its pool starts, offload.h).
+func BenchmarkRunSyncNoopFrom1000GoroutinesInC(b *testing.B) { runSyncFrom1000(b, CoalesceJoin) }
+
+func runSyncFrom1000(b *testing.B, coalesce Coalesce) {
 	s, err := New(Options{MaxConcurrency: 8})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.RegisterType("clone", TypeConfig{Priority: 8}); err != nil {
+	if err := s.RegisterType("clone", TypeConfig{Priority: 8, Coalesce: coalesce}); err != nil {
 		b.Fatal(err)
 	}
 	const callers = 1000
@@ -35,6 +42,9 @@ func BenchmarkRunSyncNoopFrom1000Goroutines(b *testing.B) {
 		go func(g int) {
 			defer wg.Done()
 			job := Job{Type: "clone", ID: "repo" + strconv.Itoa(g%50), Key: "c" + strconv.Itoa(g%100)}
+			if coalesce != CoalesceOff {
+				job.ID = "repo" + strconv.Itoa(g)
+			}
 			for range calls {
 				if err := s.RunSync(context.Background(), job,
 					func(context.Context) error { return nil }); err != nil {

@@ -702,11 +702,12 @@ func (s *Scheduler) TryAcquire(job Job) (*Permit, error) {
 // (and runtime.Goexit ends the caller's goroutine), after the job is ended with code Internal.
 //
 // Of a coalescing type (TypeConfig.Coalesce) it joins a pending or running job of its id, as
-// fairgate/scheduler.h says ("Coalescing"): it then waits in the C library's RunSync, holding its
-// OS thread while it waits and while fn runs, in a goroutine of its own (ctx's end still ends the
-// wait); a call that joined another's job returns that job's error (an *Error with its code and
-// text) without running fn, and the removal of the worker fn runs on (RemoveWorker) cancels fn's
-// context: the call then returns the loss (Unavailable).
+// fairgate/scheduler.h says ("Coalescing"): the C library queues it with nobody waiting
+// (fairgate_run_async) while the caller waits parked, as in Acquire, and fn, if this call runs
+// the job, runs in a goroutine of its own (ctx's end still ends the wait); a call that joined
+// another's job returns that job's error (an *Error with its code and text) without running fn,
+// and the removal of the worker fn runs on (RemoveWorker) cancels fn's context: the call then
+// returns the loss (Unavailable).
 func (s *Scheduler) RunSync(ctx context.Context, job Job, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		return &Error{Code: InvalidArgument, Message: "the job's function is nil"}

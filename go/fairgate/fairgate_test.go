@@ -372,37 +372,57 @@ func threads(t *testing.T) int {
 	return 0
 }
 
-// A thousand goroutines waiting in Acquire park in Go: they add a handful of OS threads at most.
+// A thousand goroutines waiting in Acquire, or in RunSync of a coalescing type (which the C
+// library queues: fairgate_run_async), park in Go: they add a handful of OS threads at most.
 func TestAThousandWaitingGoroutinesUseAHandfulOfThreads(t *testing.T) {
-	s := newScheduler(t, Options{MaxConcurrency: 1, WorkerThreads: 1})
-	register(t, s, "clone", TypeConfig{})
-	held, err := s.Acquire(context.Background(), Job{Type: "clone", ID: "x", Key: "holder"})
-	if err != nil {
-		t.Fatal(err)
+	for _, coalescing := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Acquire", true: "RunSyncOfACoalescingType"}[coalescing],
+			func(t *testing.T) {
+				s := newScheduler(t, Options{MaxConcurrency: 1, WorkerThreads: 1})
+				register(t, s, "clone", TypeConfig{})
+				register(t, s, "mirror", TypeConfig{Coalesce: CoalesceJoin})
+				held, err := s.Acquire(context.Background(), Job{Type: "clone", ID: "x", Key: "holder"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				before := threads(t)
+				var wg sync.WaitGroup
+				var ran atomic.Int64
+				for i := 0; i < 1000; i++ {
+					wg.Add(1)
+					go func(i int) {
+						defer wg.Done()
+						key := "client" + strconv.Itoa(i)
+						if coalescing {
+							if err := s.RunSync(context.Background(),
+								Job{Type: "mirror", ID: strconv.Itoa(i), Key: key},
+								func(context.Context) error { ran.Add(1); return nil }); err != nil {
+								t.Errorf("RunSync: %v", err)
+							}
+							return
+						}
+						p, err := s.Acquire(context.Background(), Job{Type: "clone", ID: "x", Key: key})
+						if err != nil {
+							t.Errorf("Acquire: %v", err)
+							return
+						}
+						ran.Add(1)
+						p.Release(nil)
+					}(i)
+				}
+				eventually(t, "1,000 waiting", func() bool { return state(t, s).Pending == 1000 })
+				during := threads(t)
+				t.Logf("OS threads: %d before, %d with 1,000 goroutines waiting", before, during)
+				if during-before > 8 {
+					t.Errorf("1,000 waiting goroutines took %d more OS threads", during-before)
+				}
+				held.Release(nil)
+				wg.Wait()
+				if ran.Load() != 1000 {
+					t.Errorf("%d of 1,000 ran", ran.Load())
+				}
+			})
 	}
-	before := threads(t)
-	var wg sync.WaitGroup
-	for i := 0; i < 1000; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			p, err := s.Acquire(context.Background(),
-				Job{Type: "clone", ID: "x", Key: "client" + strconv.Itoa(i)})
-			if err != nil {
-				t.Errorf("Acquire: %v", err)
-				return
-			}
-			p.Release(nil)
-		}(i)
-	}
-	eventually(t, "1,000 waiting", func() bool { return state(t, s).Pending == 1000 })
-	during := threads(t)
-	t.Logf("OS threads: %d before, %d with 1,000 goroutines waiting", before, during)
-	if during-before > 8 {
-		t.Errorf("1,000 waiting goroutines took %d more OS threads", during-before)
-	}
-	held.Release(nil)
-	wg.Wait()
 }
 
 // A permit dropped without Release is released by its finalizer.

@@ -3,7 +3,6 @@ package fairgate
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 )
 
@@ -84,13 +83,8 @@ func TestAJobKnowsItsWorker(t *testing.T) {
 // ResourceExhausted, not queued and not charged (its scheduler reports it cancelled while
 // pending, charge 0, never admitted), and the slot, once free, is taken at once.
 func TestTryAcquireAdmitsAtOnceOrNotAtAll(t *testing.T) {
-	var mu sync.Mutex
-	var events []Event
-	s := newScheduler(t, quietly(Options{MaxConcurrency: 1, OnEvent: func(e Event) {
-		mu.Lock()
-		events = append(events, e)
-		mu.Unlock()
-	}}))
+	var log eventLog
+	s := newScheduler(t, quietly(Options{MaxConcurrency: 1, OnEvent: log.record}))
 	register(t, s, "clone", TypeConfig{})
 	if _, err := s.TryAcquire(Job{Type: "unknown", ID: "a", Key: "alice"}); CodeOf(err) != NotFound {
 		t.Errorf("TryAcquire of an unknown type: %v, want NotFound", err)
@@ -107,9 +101,7 @@ func TestTryAcquireAdmitsAtOnceOrNotAtAll(t *testing.T) {
 	}
 	var cancelled Event
 	eventually(t, "the refused job's cancel event", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, e := range events {
+		for _, e := range log.all() {
 			if e.ID == "b" {
 				cancelled = e
 				return true

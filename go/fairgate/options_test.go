@@ -94,14 +94,28 @@ func TestLendingFollowsThePresetOrTheSwitch(t *testing.T) {
 	}
 }
 
+// eventLog keeps the events an Options.OnEvent is given (on the C library's delivery thread).
+type eventLog struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (l *eventLog) record(e Event) {
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	l.mu.Unlock()
+}
+
+// all is a copy of the events so far.
+func (l *eventLog) all() []Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Event(nil), l.events...)
+}
+
 func TestOnEventReportsEachDecisionInOrder(t *testing.T) {
-	var mu sync.Mutex
-	var events []Event
-	s := newScheduler(t, quietly(Options{MaxConcurrency: 1, OnEvent: func(e Event) {
-		mu.Lock()
-		events = append(events, e)
-		mu.Unlock()
-	}}))
+	var log eventLog
+	s := newScheduler(t, quietly(Options{MaxConcurrency: 1, OnEvent: log.record}))
 	register(t, s, "push", TypeConfig{DefaultCost: 2})
 	p, err := s.Acquire(context.Background(), Job{Type: "push", ID: "a.git", Key: "alice"})
 	if err != nil {
@@ -119,13 +133,8 @@ func TestOnEventReportsEachDecisionInOrder(t *testing.T) {
 		t.Fatal("a cancelled Acquire returned a permit")
 	}
 	p.Release(&Error{Code: Aborted, Message: "the push was refused"})
-	eventually(t, "three events", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(events) >= 3
-	})
-	mu.Lock()
-	defer mu.Unlock()
+	eventually(t, "three events", func() bool { return len(log.all()) >= 3 })
+	events := log.all()
 	if len(events) != 3 {
 		t.Fatalf("%d events, want 3: %+v", len(events), events)
 	}

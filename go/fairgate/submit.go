@@ -15,11 +15,13 @@ static fairgate_code fairgate_go_run(void* user, const fairgate_context* ctx, ch
   return fairgate_go_run_job(ctx, fairgateGoSubmitStart, user, NULL, error);
 }
 
-// RunSync with this package's body, `user` a cgo.Handle of the call.
-static fairgate_code fairgate_go_run_sync(fairgate_scheduler* s, const fairgate_job* job,
-                                          uintptr_t user, const fairgate_cancel* cancel,
-                                          char** error) {
-  return fairgate_run_sync(s, job, fairgate_go_run, (void*)user, cancel, -1, error);
+// RunSync with nobody waiting (fairgate_run_async), with this package's body and callback, `user`
+// a cgo.Handle of the call.
+static fairgate_code fairgate_go_run_async(fairgate_scheduler* s, const fairgate_job* job,
+                                           uintptr_t user, const fairgate_cancel* cancel,
+                                           char** error) {
+  return fairgate_run_async(s, job, fairgate_go_run, (fairgate_done_fn)fairgateGoSubmitDone,
+                            (void*)user, cancel, error);
 }
 
 // Submit with this package's body and callback, `user` a cgo.Handle of the submission.
@@ -114,47 +116,39 @@ func (s *Scheduler) coalesces(typ string) bool {
 	return s.coalescing[typ]
 }
 
-// runSyncInC runs the job with the C library's RunSync, which may join a job of its id: this
-// goroutine's thread waits in C (ctx's end fires the call's cancel), for the admission and then
-// for fn, which runs in a goroutine of its own (offload.h).
+// runSyncInC runs the job with the C library's RunSync with nobody waiting (fairgate_run_async),
+// which may join a job of its id, and waits for its end parked, as Acquire does: fn, if it runs,
+// runs in a goroutine of its own (offload.h); ctx's end fires the call's cancellation, and the
+// call is then told, at once unless fn is running.
 func (s *Scheduler) runSyncInC(ctx context.Context, job Job, fn func(ctx context.Context) error) error {
 	if err := job.checkCost(); err != nil {
 		return err
 	}
-	j := &submitted{ctx: ctx, fn: fn}
-	h := cgo.NewHandle(j)
-	defer h.Delete()
+	told := make(chan error, 1)
+	j := &submitted{ctx: ctx, fn: fn, done: func(err error) { told <- err }}
+	h := cgo.NewHandle(j) // deleted by fairgateGoSubmitDone
 	c, free := job.cJob()
 	defer free()
 	cancel := C.fairgate_cancel_new()
 	defer C.fairgate_cancel_free(cancel)
-	returned := make(chan struct{})
-	var watched sync.WaitGroup
-	watched.Add(1)
-	go func() {
-		defer watched.Done()
-		select {
-		case <-ctx.Done():
-			C.fairgate_cancel_fire(cancel)
-		case <-returned:
-		}
-	}()
-	var code C.fairgate_code
-	var message *C.char
 	err := s.use(func(sc *C.fairgate_scheduler) error {
-		code = C.fairgate_go_run_sync(sc, &c, C.uintptr_t(h), cancel, &message)
-		return nil
+		var message *C.char
+		return errorOf(C.fairgate_go_run_async(sc, &c, C.uintptr_t(h), cancel, &message), message)
 	})
-	close(returned)
-	watched.Wait() // before the cancel is freed
-	defer C.fairgate_free(message)
 	if err != nil {
+		h.Delete() // no callback comes for a refused call
 		return err
 	}
-	if code == C.FAIRGATE_CANCELLED && ctx.Err() != nil && !j.hasRun() {
+	select {
+	case err = <-told:
+	case <-ctx.Done():
+		C.fairgate_cancel_fire(cancel)
+		err = <-told
+	}
+	if CodeOf(err) == Canceled && ctx.Err() != nil && !j.hasRun() {
 		return ctx.Err()
 	}
-	return j.result(Code(code), message)
+	return err
 }
 
 // submitInC queues the job with the C library's Submit: fn runs in a goroutine while the job

@@ -464,6 +464,23 @@ FAIRGATE_C_EXPORT fairgate_code fairgate_run_sync(fairgate_scheduler* scheduler,
                                                   const fairgate_job* job, fairgate_job_fn run,
                                                   void* user, const fairgate_cancel* cancel,
                                                   double timeout_seconds, char** error);
+/* RunSync with nobody waiting (Scheduler::RunAsync): queues the job as fairgate_run_sync does,
+ * joining what it would join, and returns at once. `run` is called on a pool thread if and when
+ * this call runs the job, and `done` (may be NULL) exactly once with what fairgate_run_sync would
+ * have returned (the message valid during the call): `run`'s status, on that thread; or, from the
+ * thread that decided it (as `done` of a fairgate_submit that did not run: inside
+ * fairgate_cancel_fire, say), the status of the run it joined, FAIRGATE_CANCELLED once `cancel`
+ * (NULL: none) is fired before its job was admitted (the call leaves as a fairgate_run_sync caller
+ * does: uncharged, the job staying for the others that joined it), FAIRGATE_DEADLINE_EXCEEDED at
+ * the type's max_queue_wait, or FAIRGATE_CANCELLED at shutdown. A refusal is returned, and then
+ * neither is called. The call keeps its own reference to what `cancel` ends: the cancellation may
+ * be freed at any time. A time limit is the caller's to keep, by firing `cancel`. For a runtime
+ * whose callers must not hold a thread while they wait: go/fairgate's RunSync of a coalescing type
+ * waits in a goroutine. */
+FAIRGATE_C_EXPORT fairgate_code fairgate_run_async(fairgate_scheduler* scheduler,
+                                                   const fairgate_job* job, fairgate_job_fn run,
+                                                   fairgate_done_fn done, void* user,
+                                                   const fairgate_cancel* cancel, char** error);
 
 /* --- Periodic jobs (Scheduler::SubmitEvery, fairgate/periodic.h): `run` as the background job
  * `job` again and again, each run `interval_seconds` after the previous one ended (times 1 + u,

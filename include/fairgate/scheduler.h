@@ -5,7 +5,8 @@
 //   job is admitted, runs `fn` right there on the caller, and returns its status;
 // - foreground work in an event loop, where nothing may block: Acquire returns at once and later
 //   hands a callback a Permit (fairgate/permit.h), which holds the job's slot until released
-//   (fairgate/asio.h adapts it to Boost.Asio completion tokens);
+//   (fairgate/asio.h adapts it to Boost.Asio completion tokens); RunAsync is RunSync with nobody
+//   waiting: it returns at once, runs `fn` on the pool and tells a callback what RunSync returns;
 // - background work: Submit returns at once, and `fn` runs later as a fiber on the scheduler's
 //   own worker pool; the completion callback (if given) learns its status.
 // - background work that must survive a crash: SubmitDurable stores it (fairgate/durable.h) and a
@@ -38,8 +39,9 @@
 //   for itself).
 //
 // Exactly once: every job accepted (RunSync or Submit returned OK, or RunSync reached its wait;
-// Acquire returned OK) either runs or is told that it did not, exactly once: RunSync returns
-// Cancelled, DeadlineExceeded, or fn's status; a Submit callback is called once, with fn's status,
+// RunAsync or Acquire returned OK) either runs or is told that it did not, exactly once: RunSync
+// returns, and a RunAsync callback is called once with, Cancelled, DeadlineExceeded, or fn's
+// status; a Submit callback is called once, with fn's status,
 // Cancelled, or DeadlineExceeded (its type's max_queue_wait, fairgate/job_type.h); an Acquire
 // callback is called once, with a Permit or with why there is none, and
 // the permit releases the job once. For calls that joined one job (below) it holds per call:
@@ -48,7 +50,7 @@
 // Coalescing (JobTypeConfig::coalesce, off by default): calls for a (type, id) share one job.
 // - Which calls may join what:
 //     call                                  a pending job of its id   a running job of its id
-//     RunSync                               joins                     joins (the one admitted last)
+//     RunSync, RunAsync                     joins                     joins (the one admitted last)
 //     Submit                                joins                     no: queues a job of its own
 //     Submit with JobOptions::join_running  joins                     joins (the one admitted last)
 //     Acquire                               no                        no
@@ -68,7 +70,8 @@
 //   The joiners got the creator's place in the order, so the creator's key pays for it; a client
 //   cannot queue under one key and be charged under another by leaving.
 // - One function runs the job, when admitted: that of the first RunSync caller still waiting, in
-//   that caller's fiber or thread; with none, a Submit's: the first's (kJoin) or the latest's
+//   that caller's fiber or thread (a RunAsync counts as such a caller; its function runs on a
+//   pool fiber); with none, a Submit's: the first's (kJoin) or the latest's
 //   (kSupersede). Every other call gets the status of that run: RunSync returns it, a Submit
 //   callback receives it. The functions that did not run are released unrun.
 // - A call that leaves (its RunSync context ends) leaves alone: the job stays for the others,
@@ -143,6 +146,23 @@ class FAIRGATE_EXPORT Scheduler {
   // reached.
   Status RunSync(const Context& ctx, const JobName& job, const JobFn& fn,
                  const JobOptions& options = {}) ABSL_LOCKS_EXCLUDED(internal::core_lock);
+
+  // RunSync with nobody waiting: queues the job exactly as RunSync does (the same order, caps and
+  // conflicts; of a coalescing type it joins a pending or running job of its id, and its `fn`
+  // counts as a RunSync caller's when the function that runs the job is chosen) and returns at
+  // once. Refusals are returned here, as RunSync returns them, and then `done` is never called;
+  // so is InvalidArgument for a `ctx` with a deadline, which nothing would watch (cancel the
+  // context instead: WithCancel). Otherwise `fn(ctx)` runs on a pool fiber if and when this call
+  // runs the job, and `done` (may be empty) is called exactly once with what RunSync would have
+  // returned: fn's status (on that fiber), or, from the thread or fiber that decided it (as a
+  // Submit's `done` that did not run: inside ctx's cancel function, a call of this scheduler, the
+  // timer), the status of the run it joined, ctx.Err() (uncharged) if `ctx` is cancelled first
+  // (the call leaves as a RunSync caller leaves), DeadlineExceeded at its type's max_queue_wait,
+  // Cancelled if the scheduler shuts down first.
+  // For callers that must not block while they wait: an event loop, or another language's
+  // runtime through the C interface (fairgate_run_async), where a RunSync would hold a thread.
+  Status RunAsync(const Context& ctx, const JobName& job, JobFn fn, DoneCallback done = {},
+                  const JobOptions& options = {});
 
   // The asynchronous RunSync: queues the job (type, id) of `fairness_key` in the same order, under
   // the same caps and conflicts, and returns at once. Refusals are returned here (as RunSync

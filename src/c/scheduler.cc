@@ -263,6 +263,18 @@ fairgate_code fairgate_run_sync(fairgate_scheduler* scheduler, const fairgate_jo
   });
 }
 
+fairgate_code fairgate_run_async(fairgate_scheduler* scheduler, const fairgate_job* job,
+                                 fairgate_job_fn run, fairgate_done_fn done, void* user,
+                                 const fairgate_cancel* cancel, char** error) {
+  return Guarded(error, [&]() -> Status {
+    if (Status s = Given(scheduler, job); !s.ok()) return s;
+    if (run == nullptr) return absl::InvalidArgumentError("the job's function is NULL");
+    return scheduler->impl->RunAsync(
+        cancel == nullptr ? fairgate::Context::Background() : cancel->ctx, NameOf(*job),
+        JobFnOf(run, user), DoneOf(done, user), OptionsOf(*job));
+  });
+}
+
 const fairgate_context* fairgate_permit_context(const fairgate_permit* permit) {
   if (permit == nullptr) return nullptr;
   permit->context.ctx = &permit->permit.JobContext();

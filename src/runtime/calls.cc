@@ -52,24 +52,115 @@ Status Scheduler::Impl::RunSync(const Context& ctx, std::string_view type, std::
     outstanding_.Finish();  // the last touch of the scheduler: it may be destroyed after
     return told;
   }
+  Status status = RunAdmitted(*record, ctx, fn);
+  outstanding_.Finish();
+  return status;
+}
+
+Status Scheduler::Impl::RunAdmitted(JobRecord& record, const Context& ctx, const JobFn& fn) {
   internal::FleetLeases::Held leases;
-  Status status = dispatcher_.EnterFleet(*record, ctx, leases);
+  Status status = dispatcher_.EnterFleet(record, ctx, leases);
   const double start = Now();  // a wait for fleet-wide leases is not part of the run
   if (status.ok()) {
     const Context& base = leases.ctx ? *leases.ctx : ctx;
-    if (record->worker) {
-      status = Invoke(fn, record->worker->Enter(base));  // a context that names its worker
+    if (record.worker) {
+      status = Invoke(fn, record.worker->Enter(base));  // a context that names its worker
     } else {
       status = Invoke(fn, base);  // no copy of ctx
     }
   }
-  if (record->worker) {
-    if (std::optional<Status> lost = record->worker->Lost()) status = *std::move(lost);
+  if (record.worker) {
+    if (std::optional<Status> lost = record.worker->Lost()) status = *std::move(lost);
   }
   if (fleet_) fleet_->Leave(leases);
-  (void)dispatcher_.Complete(*record, start, Now(), status);
-  outstanding_.Finish();
+  (void)dispatcher_.Complete(record, start, Now(), status);
   return status;
+}
+
+// The record is queued with its continuation unarmed, then ctx's cancel callback is registered,
+// then the continuation is armed (DetachedRunSync): it is posted by the first Signal after that,
+// or here if one came before (the context ended, the job was admitted or refused meanwhile).
+Status Scheduler::Impl::RunAsync(const Context& ctx, std::string_view type, std::string_view id,
+                                 std::string_view key, JobFn fn, DoneCallback done,
+                                 const JobOptions& options) {
+  if (!fn) return absl::InvalidArgumentError("job function is empty");
+  if (ctx.Deadline()) {
+    return absl::InvalidArgumentError(
+        "RunAsync does not watch a context's deadline: cancel the context instead");
+  }
+  if (Status s = ctx.Err(); !s.ok()) return s;
+  bool decided = false;  // admitted by the call itself: no Signal comes
+  StatusOr<RecordPtr> accepted = Accept<internal::RunSyncCall>(
+      {type, id, key, options.cost, core::Join::kPendingOrRunning, options.refuse_without_token},
+      [&](const RecordPtr& r) {
+        auto detached = std::make_unique<internal::DetachedRunSync>();
+        detached->ctx = ctx;
+        detached->fn = std::move(fn);
+        detached->done = std::move(done);
+        detached->resume = [this, weak = std::weak_ptr<JobRecord>(r)] {
+          if (RecordPtr record = weak.lock()) ResumeRunAsync(record);  // whoever signals holds it
+        };
+        r->run_sync().detached = std::move(detached);
+        // Copied: this call returns before its job ends.
+        r->name.Keep(JobName(TypeName(type), JobId(id), FairnessKey(key)));
+      },
+      &decided);
+  if (!accepted.ok()) return accepted.status();
+  RecordPtr record = *std::move(accepted);
+  std::uint64_t callback = 0;
+  if (!decided && ctx.state()) {
+    callback = ctx.state()->AddCallback([weak = std::weak_ptr<JobRecord>(record)] {
+      if (RecordPtr r = weak.lock()) Signal(*r, /*decided=*/false);
+    });
+  }
+  internal::RunSyncCall& call = record->run_sync();
+  std::function<void()> resume;
+  {
+    std::unique_lock lock(call.wake_mutex);
+    call.detached->ctx_callback = callback;
+    call.detached->armed = true;
+    if (decided) {
+      call.signalled = true;
+      call.decided = true;
+    }
+    resume = call.TakeResume();
+  }
+  if (resume) resume();
+  return absl::OkStatus();
+}
+
+// On the thread that signalled the call (RunSyncCall): it settles the call as a waking RunSync
+// caller would; a call that runs the job has it run on a pool fiber, never on that thread (a
+// caller, a completing job, the canceller), and any other is told there, as a Submit that did not
+// run is told by whoever decided it.
+void Scheduler::Impl::ResumeRunAsync(const RecordPtr& record) {
+  internal::RunSyncCall& call = record->run_sync();
+  internal::DetachedRunSync& detached = *call.detached;
+  bool decided = false;
+  {
+    std::unique_lock lock(call.wake_mutex);
+    decided = call.decided;
+  }
+  // Harmless from inside that callback: a context runs its callbacks outside its list's lock.
+  if (detached.ctx_callback != 0) detached.ctx.state()->RemoveCallback(detached.ctx_callback);
+  bool run = false;
+  Status told = table_.SettleRunSync(record, decided, detached.ctx, run);
+  if (!run) {
+    FinishRunAsync(detached, told);
+    return;
+  }
+  auto task = [this, record] {
+    internal::DetachedRunSync& d = *record->run_sync().detached;
+    FinishRunAsync(d, RunAdmitted(*record, d.ctx, d.fn));
+  };
+  if (!pool_.Post(task)) task();  // the pool is closing: no call is left to wait for it
+}
+
+void Scheduler::Impl::FinishRunAsync(internal::DetachedRunSync& detached, const Status& status) {
+  detached.fn = nullptr;  // release what the function holds before reporting
+  internal::InvokeDone(detached.done, status);
+  detached.done = nullptr;
+  outstanding_.Finish();  // the last touch of the scheduler: it may be destroyed after
 }
 
 Status Scheduler::Impl::Acquire(const Context& ctx, std::string_view type, std::string_view id,
@@ -174,7 +265,7 @@ StatusOr<Scheduler::Impl::RecordPtr> Scheduler::Impl::Accept(const core::Enqueue
   auto record = std::make_shared<JobRecord>(std::in_place_type<Kind>);
   const JobName name(TypeName(request.type), JobId(request.id), FairnessKey(request.key));
   if constexpr (std::is_same_v<Kind, internal::RunSyncCall>) {
-    record->name.Borrow(name);  // the caller's own, alive until its call returns
+    record->name.Borrow(name);  // the caller's own, alive until its call returns (not RunAsync's)
   } else {
     record->name.Keep(name);
   }

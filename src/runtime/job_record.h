@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,11 +47,32 @@ using DeadlineMap = std::multimap<Context::Clock::time_point, RecordPtr>;
 // RunSync: the caller sleeps on `wake` until `signalled`; the truth is the record's state, which
 // the caller may read without the scheduler's lock once `decided` (Signal). It returns what it is
 // told.
+//
+// A RunSync no caller waits for (Scheduler::RunAsync) holds, in `detached`, what the caller would:
+// its context, function and callback, and the continuation that does what the caller does after
+// its wait, on the thread that signalled it (its run, if it runs the job, on a pool fiber). The
+// continuation is taken, once, by whichever comes last of the first Signal and the end of
+// RunAsync's own setup (`armed`): a Signal may come before RunAsync has registered its context's
+// cancel callback, and the continuation must find it registered.
+struct DetachedRunSync {
+  Context ctx = Context::Background();
+  Scheduler::JobFn fn;
+  Scheduler::DoneCallback done;
+  std::uint64_t ctx_callback = 0;  // ctx's cancel callback (0: none, or it ran inline)
+  bool armed = false;              // RunAsync's setup is done (under wake_mutex)
+  std::function<void()> resume;    // emptied when taken (under wake_mutex)
+};
 struct RunSyncCall {
   WaitMutex wake_mutex;
   WaitCondition wake;
   bool signalled = false;
   bool decided = false;
+  std::unique_ptr<DetachedRunSync> detached;  // RunAsync's: set before the call is queued
+  // The continuation, once signalled and armed and not yet taken; else empty. Under wake_mutex.
+  std::function<void()> TakeResume() {
+    if (!detached || !detached->armed || !signalled) return nullptr;
+    return std::exchange(detached->resume, nullptr);
+  }
 };
 // Submit: the job's function, and `done`, told the job's status once (may be empty).
 // claimed_leases: the fencing token of the fleet-wide leases a claimed durable job's claim took
@@ -214,15 +236,21 @@ struct JobRecord {
   }
 };
 
-// Wakes a RunSync caller. `decided`: its state was set (under the scheduler's lock) to one that
-// nothing but the caller changes any more (kRunning, kCancelled, kFinished), so the caller may
-// read it without taking that lock again.
+// Wakes a RunSync caller, or starts a detached one's continuation (RunSyncCall). `decided`: its
+// state was set (under the scheduler's lock) to one that nothing but the caller changes any more
+// (kRunning, kCancelled, kFinished), so the caller may read it without taking that lock again.
 inline void Signal(JobRecord& record, bool decided) ABSL_LOCKS_EXCLUDED(core_lock) {
   RunSyncCall& call = record.run_sync();
+  std::function<void()> resume;
   {
     std::unique_lock lock(call.wake_mutex);
     call.signalled = true;
     call.decided |= decided;
+    resume = call.TakeResume();
+  }
+  if (call.detached) {
+    if (resume) resume();
+    return;
   }
   call.wake.notify_all();
 }

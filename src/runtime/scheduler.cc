@@ -326,6 +326,12 @@ Status Scheduler::RunSync(const Context& ctx, const JobName& job, const JobFn& f
   return impl_->RunSync(ctx, job.type, job.id, job.fairness_key, fn, options);
 }
 
+Status Scheduler::RunAsync(const Context& ctx, const JobName& job, JobFn fn, DoneCallback done,
+                           const JobOptions& options) {
+  return impl_->RunAsync(ctx, job.type, job.id, job.fairness_key, std::move(fn), std::move(done),
+                         options);
+}
+
 Status Scheduler::Acquire(const Context& ctx, const JobName& job, PermitCallback on_admitted,
                           const JobOptions& options) {
   return impl_->Acquire(ctx, job.type, job.id, job.fairness_key, std::move(on_admitted), options);

@@ -126,6 +126,8 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
   // --- calls.cc.
   Status RunSync(const Context& ctx, std::string_view type, std::string_view id,
                  std::string_view key, const JobFn& fn, const JobOptions& options);
+  Status RunAsync(const Context& ctx, std::string_view type, std::string_view id,
+                  std::string_view key, JobFn fn, DoneCallback done, const JobOptions& options);
   Status Acquire(const Context& ctx, std::string_view type, std::string_view id,
                  std::string_view key, PermitCallback on_admitted, const JobOptions& options);
   // Scheduler::Submit: through the Submit intake when the table can judge the request without
@@ -152,6 +154,13 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
   template <typename Kind, typename Fill>
   StatusOr<RecordPtr> Accept(const core::EnqueueRequest& request, Fill fill,
                              bool* admitted_at_once = nullptr);
+  // Runs an admitted RunSync's function (its worker's and its fleet-wide leases' context made
+  // from ctx) and completes its job; returns the function's status, or the worker's loss.
+  Status RunAdmitted(internal::JobRecord& record, const Context& ctx, const JobFn& fn);
+  // What a RunAsync does once signalled (DetachedRunSync): what RunSync does after its wait, its
+  // run posted to the pool; then `done`, and the call is finished (FinishRunAsync).
+  void ResumeRunAsync(const RecordPtr& record);
+  void FinishRunAsync(internal::DetachedRunSync& detached, const Status& status);
   // Submit through the intake: the job is queued in the core by whoever takes the lock next, or
   // by this call: when the intake is long, or when the job could be admitted now.
   void SubmitThroughIntake(std::string_view type, std::string_view id, std::string_view key,
