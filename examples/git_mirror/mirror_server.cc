@@ -347,16 +347,17 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
     timer_.cancel();
     const std::string& client = exchange_->client();
     if (!slot.ok()) {
-      // The wait was cancelled by this request (every client gone, timed out), shed (the queue
-      // stood and this client had consumed the most: 503 with Retry-After) or ended by the
-      // shutdown.
+      // The wait was cancelled by this request (every client gone, timed out) or ended by the
+      // shutdown (Cancelled); otherwise the gate's own answer is the client's: shed (the queue
+      // stood and this client had consumed the most: 503 with Retry-After), refused for want of
+      // a token (the fleet's bucket, awaited while its lease was on its way, had none: 429 with
+      // Retry-After), or the fleet's store failed (503).
       const fairgate::Status why =
           gone_ ? absl::CancelledError("the client went away")
           : timed_out_
               ? absl::DeadlineExceededError("the request waited longer than the request timeout")
-          : fairgate::WasShed(slot.status())
-              ? slot.status()
-              : absl::UnavailableError("the server is shutting down");
+          : absl::IsCancelled(slot.status()) ? absl::UnavailableError("the server is shutting down")
+                                             : slot.status();
       server_.RecordOutcome(spec_.type, spec_.repository, client, false, why);
       return EndSpool(why);
     }

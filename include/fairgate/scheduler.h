@@ -41,11 +41,14 @@
 // Exactly once: every job accepted (RunSync or Submit returned OK, or RunSync reached its wait;
 // RunAsync or Acquire returned OK) either runs or is told that it did not, exactly once: RunSync
 // returns, and a RunAsync callback is called once with, Cancelled, DeadlineExceeded, or fn's
-// status; a Submit callback is called once, with fn's status,
-// Cancelled, or DeadlineExceeded (its type's max_queue_wait, fairgate/job_type.h); an Acquire
-// callback is called once, with a Permit or with why there is none, and
-// the permit releases the job once. For calls that joined one job (below) it holds per call:
-// each is told exactly once, the job runs at most once, and one function runs it.
+// status; a Submit callback is called once, with fn's status, Cancelled, or DeadlineExceeded (its
+// type's max_queue_wait, fairgate/job_type.h); an Acquire callback is called once, with a Permit
+// or with why there is none, and the permit releases the job once. Each may also be told
+// ResourceExhausted (RetryAfter says when to try again), uncharged, when its job is refused while
+// it waits: shed (fairgate/shedding.h), or, asked not to wait for a token, when the lease of a
+// fleet's bucket it waited for brought none (JobOptions::refuse_without_token). For calls that
+// joined one job (below) it holds per call: each is told exactly once, the job runs at most once,
+// and one function runs it.
 //
 // Coalescing (JobTypeConfig::coalesce, off by default): calls for a (type, id) share one job.
 // - Which calls may join what:
@@ -175,7 +178,9 @@ class FAIRGATE_EXPORT Scheduler {
   //   deadline is watched by the scheduler's timer, so it ends the wait with no caller to poll;
   // - with DeadlineExceeded, uncharged, when the job is still pending at its type's
   //   max_queue_wait;
-  // - with Cancelled when the scheduler shuts down first.
+  // - with Cancelled when the scheduler shuts down first;
+  // - with ResourceExhausted, uncharged, when the job is refused while pending (shed, or a fleet
+  //   bucket's lease it waited for brought no token; above, "Exactly once").
   // A type that takes fleet-wide leases (FleetOptions::conflict_groups,
   // FleetOptions::type_caps) is admitted, then takes its leases on a pool fiber and gets its permit
   // there; if ctx ends, the scheduler shuts down or the store fails before it has them, the job

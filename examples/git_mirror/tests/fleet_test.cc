@@ -174,8 +174,22 @@ TEST_CASE("GitMirror.Fleet.TheRateOfAllClonesIsTheFleets") {
 // request that finds its replica's token used while that lease is on its way waits for it, and
 // the requests that follow use any token left waiting on either), the others refused with 429
 // and a Retry-After within the bucket's 100 s; as islands (each its own bucket of 5) ten are
-// served.
+// served. Then a second client's five packs through a, and its first through b: as a fleet that
+// request waits for b's first lease of the client's bucket (taken when a client's first job
+// comes), which brings none, and it is refused as one that found the bucket empty (429, not
+// 503); as islands it is served.
 TEST_CASE("GitMirror.Fleet.AClientsRateIsTheFleets") {
+  // A refusal for want of a token: 429 and a Retry-After within the bucket's 100 s.
+  auto check_refused = [](const RawResponse& response) {
+    CAPTURE(response.head);
+    CAPTURE(response.body);
+    CHECK(response.status == 429);
+    const std::size_t at = response.head.find("Retry-After: ");
+    REQUIRE(at != std::string::npos);
+    const int retry_after = std::atoi(response.head.c_str() + at + 13);
+    CHECK(retry_after >= 1);
+    CHECK(retry_after <= 100);
+  };
   for (const bool fleet : {true, false}) {
     CAPTURE(fleet);
     const GateConfig config{.capacity = 4, .client_rate = 0.01, .client_burst = 5};
@@ -192,12 +206,7 @@ TEST_CASE("GitMirror.Fleet.AClientsRateIsTheFleets") {
         ++served;
         continue;
       }
-      CHECK(response.status == 429);
-      const std::size_t at = response.head.find("Retry-After: ");
-      REQUIRE(at != std::string::npos);
-      const int retry_after = std::atoi(response.head.c_str() + at + 13);
-      CHECK(retry_after >= 1);
-      CHECK(retry_after <= 100);
+      check_refused(response);
     }
     if (fleet) {
       CHECK(served == 5);
@@ -205,6 +214,15 @@ TEST_CASE("GitMirror.Fleet.AClientsRateIsTheFleets") {
       CHECK(served == 10);
     }
     MESSAGE(std::string(fleet ? "fleet" : "islands") << ": " << served << " of 12 packs served");
+    for (int i = 0; i < 5; ++i) {
+      CHECK(RawPackRequest(replicas.a->port, head, "carol", "a" + std::to_string(i)).status == 200);
+    }
+    const RawResponse first_on_b = RawPackRequest(replicas.b->port, head, "carol", "b0");
+    if (fleet) {
+      check_refused(first_on_b);
+    } else {
+      CHECK(first_on_b.status == 200);
+    }
   }
 }
 
