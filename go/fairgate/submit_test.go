@@ -130,24 +130,13 @@ func TestRunSyncInCEndsWhenItsWorkerIsRemoved(t *testing.T) {
 	if err := s.AddWorker("w", 1, []string{"mirror"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	started := make(chan struct{})
-	cancelled := make(chan bool, 1)
+	runs := newRunsOnAWorker(1)
 	result := make(chan error, 1)
 	go func() {
 		result <- s.RunSync(context.Background(), Job{Type: "mirror", ID: "linux.git", Key: "k"},
-			func(ctx context.Context) error {
-				close(started)
-				cancelled <- endsWithin10s(ctx)
-				return nil
-			})
+			runs.fn)
 	}()
-	<-started
-	if err := s.RemoveWorker("w"); err != nil {
-		t.Fatal(err)
-	}
-	if !<-cancelled {
-		t.Errorf("the function's context did not end within 10 s of its worker's removal")
-	}
+	runs.removeOnceStarted(t, s, "w", 1)
 	if err := <-result; CodeOf(err) != Unavailable {
 		t.Errorf("RunSync: %v, want the worker's loss (Unavailable)", err)
 	}
@@ -161,32 +150,14 @@ func TestPermittedFunctionsEndWhenTheirWorkerIsRemoved(t *testing.T) {
 	if err := s.AddWorker("w", 2, []string{"build"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	started := make(chan string, 2)
-	cancelled := make(chan bool, 2)
-	fn := func(ctx context.Context) error {
-		started <- WorkerOf(ctx)
-		cancelled <- endsWithin10s(ctx)
-		return nil
-	}
+	runs := newRunsOnAWorker(2)
 	ran := make(chan error, 1)
-	go func() { ran <- s.RunSync(context.Background(), Job{Type: "build", ID: "a", Key: "k"}, fn) }()
+	go func() { ran <- s.RunSync(context.Background(), Job{Type: "build", ID: "a", Key: "k"}, runs.fn) }()
 	done := make(chan error, 1)
-	if err := s.Submit(Job{Type: "build", ID: "b", Key: "k"}, fn, func(err error) { done <- err }); err != nil {
+	if err := s.Submit(Job{Type: "build", ID: "b", Key: "k"}, runs.fn, func(err error) { done <- err }); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 2; i++ {
-		if w := <-started; w != "w" {
-			t.Errorf("a function ran on %q, want w", w)
-		}
-	}
-	if err := s.RemoveWorker("w"); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 2; i++ {
-		if !<-cancelled {
-			t.Errorf("a function's context did not end within 10 s of its worker's removal")
-		}
-	}
+	runs.removeOnceStarted(t, s, "w", 2)
 	if err := <-ran; CodeOf(err) != Unavailable {
 		t.Errorf("RunSync: %v, want the worker's loss (Unavailable)", err)
 	}
@@ -204,15 +175,9 @@ func TestDurableHandlersAndPeriodicRunsEndWhenTheirWorkerIsRemoved(t *testing.T)
 	store.Close()
 	register(t, s, "repack", TypeConfig{})
 	register(t, s, "gc", TypeConfig{})
-	started := make(chan string, 2)
-	cancelled := make(chan bool, 2)
-	fn := func(ctx context.Context) error {
-		started <- WorkerOf(ctx)
-		cancelled <- endsWithin10s(ctx)
-		return ctx.Err()
-	}
+	runs := newRunsOnAWorker(2)
 	if err := s.RegisterDurable("repack", func(ctx context.Context, _ DurableJob) error {
-		return fn(ctx)
+		return runs.fn(ctx)
 	}, RetryPolicy{MaxAttempts: 1}); err != nil {
 		t.Fatalf("RegisterDurable: %v", err)
 	}
@@ -225,25 +190,13 @@ func TestDurableHandlersAndPeriodicRunsEndWhenTheirWorkerIsRemoved(t *testing.T)
 	if _, err := s.SubmitDurable(Job{Type: "repack", ID: "linux", Key: "alice"}, nil); err != nil {
 		t.Fatalf("SubmitDurable: %v", err)
 	}
-	runs := make(chan error, 1)
-	if _, err := s.SubmitEvery(Job{Type: "gc", ID: "linux", Key: "cron"}, time.Hour, fn,
-		PeriodicOptions{FirstRunAtOnce: true, OnRun: func(err error) { runs <- err }}); err != nil {
+	periodic := make(chan error, 1)
+	if _, err := s.SubmitEvery(Job{Type: "gc", ID: "linux", Key: "cron"}, time.Hour, runs.fn,
+		PeriodicOptions{FirstRunAtOnce: true, OnRun: func(err error) { periodic <- err }}); err != nil {
 		t.Fatalf("SubmitEvery: %v", err)
 	}
-	for i := 0; i < 2; i++ {
-		if w := <-started; w != "w" {
-			t.Errorf("a function ran on %q, want w", w)
-		}
-	}
-	if err := s.RemoveWorker("w"); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 2; i++ {
-		if !<-cancelled {
-			t.Errorf("a function's context did not end within 10 s of its worker's removal")
-		}
-	}
-	if err := <-runs; CodeOf(err) != Unavailable {
+	runs.removeOnceStarted(t, s, "w", 2)
+	if err := <-periodic; CodeOf(err) != Unavailable {
 		t.Errorf("the periodic run: %v, want the worker's loss (Unavailable)", err)
 	}
 	var dead []StoredJob
@@ -297,6 +250,43 @@ func TestAPermitIsLostWhenItsWorkerIsRemoved(t *testing.T) {
 	case <-plainLost:
 		t.Error("a permit without a worker was lost")
 	default:
+	}
+}
+
+// runsOnAWorker is the job function of the worker-removal tests: each run reports the worker it
+// was admitted onto, waits for its context to end (at most 10 s) and returns nil, so that the
+// status its job ends with is the loss the scheduler reports, not the function's.
+type runsOnAWorker struct {
+	started   chan string
+	cancelled chan bool
+}
+
+func newRunsOnAWorker(n int) *runsOnAWorker {
+	return &runsOnAWorker{started: make(chan string, n), cancelled: make(chan bool, n)}
+}
+
+func (r *runsOnAWorker) fn(ctx context.Context) error {
+	r.started <- WorkerOf(ctx)
+	r.cancelled <- endsWithin10s(ctx)
+	return nil
+}
+
+// removeOnceStarted waits for n runs to start on `worker`, removes it, and checks that each run's
+// context ended within 10 s of that.
+func (r *runsOnAWorker) removeOnceStarted(t *testing.T, s *Scheduler, worker string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if w := <-r.started; w != worker {
+			t.Errorf("a function ran on %q, want %s", w, worker)
+		}
+	}
+	if err := s.RemoveWorker(worker); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		if !<-r.cancelled {
+			t.Errorf("a function's context did not end within 10 s of its worker's removal")
+		}
 	}
 }
 
