@@ -462,7 +462,9 @@ func (j Job) WithRequeueOnWorkerLoss() Job {
 
 // WithRefuseWithoutToken returns the job refused at once (ResourceExhausted, with RetryAfter)
 // when a rate limit it is under has no token at its arrival, instead of waiting for one
-// (fairgate/job_options.h, refuse_without_token): an HTTP server's 429.
+// (fairgate/job_options.h, refuse_without_token): an HTTP server's 429. On a shared store the
+// buckets are the fleet's, and a replica whose lease of one is on its way holds the job until the
+// lease comes: a call still waiting then is told the same refusal if it brought no token.
 func (j Job) WithRefuseWithoutToken() Job {
 	j.flags |= C.FAIRGATE_JOB_REFUSE_WITHOUT_TOKEN
 	return j
