@@ -69,6 +69,20 @@ std::vector<std::string> Starts(const ServerUnderTest& replica) {
   return clients;
 }
 
+// Checks that `response` is a refusal for want of a token of a bucket that gives one every 100 s:
+// 429 and a Retry-After of 1 to 100 s. Returns that Retry-After.
+int CheckRefusedForToken(const RawResponse& response) {
+  CAPTURE(response.head);
+  CAPTURE(response.body);
+  CHECK(response.status == 429);
+  const std::size_t at = response.head.find("Retry-After: ");
+  REQUIRE(at != std::string::npos);
+  const int retry_after = std::atoi(response.head.c_str() + at + 13);
+  CHECK(retry_after >= 1);
+  CHECK(retry_after <= 100);
+  return retry_after;
+}
+
 TEST_CASE("GitMirror.Fleet.AClientsCostCountsOnEveryReplica") {
   for (const bool fleet : {true, false}) {
     CAPTURE(fleet);
@@ -158,12 +172,7 @@ TEST_CASE("GitMirror.Fleet.TheRateOfAllClonesIsTheFleets") {
       CHECK(third.status == 200);  // b's own bucket had 3
       continue;
     }
-    CHECK(third.status == 429);
-    const std::size_t at = third.head.find("Retry-After: ");
-    REQUIRE(at != std::string::npos);
-    const int retry_after = std::atoi(third.head.c_str() + at + 13);
-    CHECK(retry_after >= 1);
-    CHECK(retry_after <= 100);
+    const int retry_after = CheckRefusedForToken(third);
     MESSAGE("the fleet's fourth pack: 429, Retry-After " << retry_after);
   }
 }
@@ -179,17 +188,6 @@ TEST_CASE("GitMirror.Fleet.TheRateOfAllClonesIsTheFleets") {
 // comes), which brings none, and it is refused as one that found the bucket empty (429, not
 // 503); as islands it is served.
 TEST_CASE("GitMirror.Fleet.AClientsRateIsTheFleets") {
-  // A refusal for want of a token: 429 and a Retry-After within the bucket's 100 s.
-  auto check_refused = [](const RawResponse& response) {
-    CAPTURE(response.head);
-    CAPTURE(response.body);
-    CHECK(response.status == 429);
-    const std::size_t at = response.head.find("Retry-After: ");
-    REQUIRE(at != std::string::npos);
-    const int retry_after = std::atoi(response.head.c_str() + at + 13);
-    CHECK(retry_after >= 1);
-    CHECK(retry_after <= 100);
-  };
   for (const bool fleet : {true, false}) {
     CAPTURE(fleet);
     const GateConfig config{.capacity = 4, .client_rate = 0.01, .client_burst = 5};
@@ -206,7 +204,7 @@ TEST_CASE("GitMirror.Fleet.AClientsRateIsTheFleets") {
         ++served;
         continue;
       }
-      check_refused(response);
+      CheckRefusedForToken(response);
     }
     if (fleet) {
       CHECK(served == 5);
@@ -219,7 +217,7 @@ TEST_CASE("GitMirror.Fleet.AClientsRateIsTheFleets") {
     }
     const RawResponse first_on_b = RawPackRequest(replicas.b->port, head, "carol", "b0");
     if (fleet) {
-      check_refused(first_on_b);
+      CheckRefusedForToken(first_on_b);
     } else {
       CHECK(first_on_b.status == 200);
     }
