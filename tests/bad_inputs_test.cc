@@ -298,6 +298,20 @@ std::vector<Row> Rows() {
     return s->Acquire(Context::Background(), {TypeName("clone"), JobId("id"), FairnessKey("k")},
                       ignore);
   });
+  run("Scheduler::TryAcquire", "an unknown type", absl::StatusCode::kNotFound,
+      "unknown job type 'x'", [] {
+        return Ready()->TryAcquire({TypeName("x"), JobId("id"), FairnessKey("k")}).status();
+      });
+  run("Scheduler::TryAcquire", "an empty id", absl::StatusCode::kInvalidArgument, "job id is empty",
+      [] {
+        return Ready()->TryAcquire({TypeName("clone"), JobId(""), FairnessKey("k")}).status();
+      });
+  run("Scheduler::TryAcquire", "a cost hint of -1", absl::StatusCode::kInvalidArgument,
+      "explicit cost must be finite and >= 0, got -1", [] {
+        return Ready()
+            ->TryAcquire({TypeName("clone"), JobId("id"), FairnessKey("k")}, {.cost = -1})
+            .status();
+      });
   run("Scheduler::Submit", "max_pending_per_key jobs already pending",
       absl::StatusCode::kResourceExhausted, "max_pending_per_key", [] {
         SchedulerOptions o;

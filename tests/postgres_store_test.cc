@@ -2337,6 +2337,14 @@ TEST_CASE("PostgresStore.AnAcquiresPermitHoldsItsFleetWideLeaseUntilReleased") {
          }).ok());
     return d;
   };
+  // TryAcquire cannot promise at once what the store grants after the admission: refused,
+  // naming the type, with nothing queued or held.
+  const StatusOr<Permit> tried =
+      a->TryAcquire({TypeName("repack"), JobId("linux.git"), FairnessKey("client")});
+  CHECK(tried.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(tried.status().message().find("'repack' takes fleet-wide leases") != std::string::npos);
+  CHECK(a->Snapshot().pending == 0);
+  CHECK(a->Snapshot().running == 0);
   auto repack = acquire(*a, Context::Background(), "repack", "linux.git");
   REQUIRE(testing::Eventually([&] { return repack->got(); }));
   REQUIRE(repack->result->ok());

@@ -151,6 +151,13 @@ func checkDurableJobs(t *testing.T, s *Scheduler, a *attempts, shared bool) {
 	if token := a.tokenAt(0); (token > 0) != shared {
 		t.Errorf("the handler's context has fencing token %d (shared store: %v)", token, shared)
 	}
+	// TryAcquire cannot promise at once what the fleet's store grants after the admission.
+	if shared {
+		_, err := s.TryAcquire(Job{Type: "repack", ID: "mesa", Key: "carol"})
+		if CodeOf(err) != FailedPrecondition || !strings.Contains(err.Error(), "fleet-wide leases") {
+			t.Errorf("TryAcquire of a type with fleet-wide leases: %v, want FailedPrecondition", err)
+		}
+	}
 
 	numbers, err := s.SubmitDurableBatch([]DurableSubmission{
 		{Job: Job{Type: "repack", ID: "git", Key: "bob"}, Payload: []byte("one")},

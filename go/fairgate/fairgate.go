@@ -679,9 +679,11 @@ func (s *Scheduler) Acquire(ctx context.Context, job Job) (*Permit, error) {
 }
 
 // TryAcquire admits the job at once or not at all: its permit, or an *Error with code
-// ResourceExhausted when it would have to wait (it is not queued, and nothing is charged), or the
-// refusal Acquire would return. For a caller with something better to do than wait: a server
-// that answers "busy, retry" rather than queue a request, say.
+// ResourceExhausted when it would have to wait (it is not queued, nothing is charged, and nothing
+// admits it later), or the refusal Acquire would return; FailedPrecondition for a type that takes
+// fleet-wide leases (FleetOptions.ConflictGroups and TypeCaps: use Acquire). For a caller with
+// something better to do than wait: a server that answers "busy, retry" rather than queue a
+// request, say.
 func (s *Scheduler) TryAcquire(job Job) (*Permit, error) {
 	if err := job.checkCost(); err != nil {
 		return nil, err

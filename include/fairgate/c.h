@@ -373,8 +373,10 @@ FAIRGATE_C_EXPORT fairgate_code fairgate_acquire(fairgate_scheduler* scheduler,
  * nothing once it was admitted or refused. Idempotent. */
 FAIRGATE_C_EXPORT void fairgate_pending_cancel(fairgate_pending* pending);
 FAIRGATE_C_EXPORT void fairgate_pending_free(fairgate_pending* pending);
-/* Admitted at once or not at all: FAIRGATE_OK and *permit, or FAIRGATE_RESOURCE_EXHAUSTED when
- * the job would have to wait (it is not queued), or the refusal Acquire would return. */
+/* Admitted at once or not at all (Scheduler::TryAcquire): FAIRGATE_OK and *permit, or
+ * FAIRGATE_RESOURCE_EXHAUSTED when the job would have to wait (it is not queued, not charged, and
+ * nothing admits it later), or the refusal Acquire would return; FAIRGATE_FAILED_PRECONDITION for
+ * a type that takes fleet-wide leases (use fairgate_acquire). */
 FAIRGATE_C_EXPORT fairgate_code fairgate_try_acquire(fairgate_scheduler* scheduler,
                                                      const fairgate_job* job,
                                                      fairgate_permit** permit, char** error);

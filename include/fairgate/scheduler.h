@@ -5,8 +5,9 @@
 //   job is admitted, runs `fn` right there on the caller, and returns its status;
 // - foreground work in an event loop, where nothing may block: Acquire returns at once and later
 //   hands a callback a Permit (fairgate/permit.h), which holds the job's slot until released
-//   (fairgate/asio.h adapts it to Boost.Asio completion tokens); RunAsync is RunSync with nobody
-//   waiting: it returns at once, runs `fn` on the pool and tells a callback what RunSync returns;
+//   (fairgate/asio.h adapts it to Boost.Asio completion tokens); TryAcquire gives a Permit now
+//   or refuses without queueing; RunAsync is RunSync with nobody waiting: it returns at once,
+//   runs `fn` on the pool and tells a callback what RunSync returns;
 // - background work: Submit returns at once, and `fn` runs later as a fiber on the scheduler's
 //   own worker pool; the completion callback (if given) learns its status.
 // - background work that must survive a crash: SubmitDurable stores it (fairgate/durable.h) and a
@@ -192,6 +193,16 @@ class FAIRGATE_EXPORT Scheduler {
   // event loop posts the result to itself: fairgate/asio.h does so for Boost.Asio.
   Status Acquire(const Context& ctx, const JobName& job, PermitCallback on_admitted,
                  const JobOptions& options = {});
+
+  // Admitted at once or not at all: a Permit when the job (type, id) of `fairness_key` is admitted
+  // by this call (in fair order: with jobs pending ahead of it, only if they cannot run and it
+  // can), or ResourceExhausted when it would have to wait, and then it is not queued: it leaves
+  // with a cancel event, uncharged, and nothing can admit it later. Otherwise the refusals
+  // Acquire returns (Unavailable, NotFound, InvalidArgument, ResourceExhausted), and
+  // FailedPrecondition for a type that takes fleet-wide leases (FleetOptions::conflict_groups,
+  // type_caps), which a store grants after the admission: use Acquire for those. For a caller that
+  // has something else to do when the slot is taken (serve from a cache, answer 429).
+  StatusOr<Permit> TryAcquire(const JobName& job, const JobOptions& options = {});
 
   // Queues the background job (type, id) of `fairness_key` and returns at once. `done` (may be
   // empty) is called exactly once, with fn's status, Cancelled or DeadlineExceeded, from the thread

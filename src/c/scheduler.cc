@@ -2,7 +2,6 @@
 // periodic jobs, keys and groups, workers, pause and resume, and what it is doing.
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -161,45 +160,11 @@ fairgate_code fairgate_try_acquire(fairgate_scheduler* scheduler, const fairgate
   return Guarded(error, [&]() -> Status {
     if (Status s = Given(scheduler, job); !s.ok()) return s;
     if (permit == nullptr) return absl::InvalidArgumentError("the permit pointer is NULL");
-    // Admitted inside Acquire itself, or not at all: cancelled at once when Acquire returns
-    // without a permit. One admitted in between (by another thread's release) is released
-    // unused.
-    struct Outcome {
-      std::mutex mutex;
-      bool gave_up = false;
-      std::optional<fairgate::Permit> permit;
-    };
-    auto outcome = std::make_shared<Outcome>();
-    auto [ctx, cancel] = fairgate::WithCancel(fairgate::Context::Background());
-    Status status = scheduler->impl->Acquire(
-        ctx, NameOf(*job),
-        [outcome](fairgate::StatusOr<fairgate::Permit> admitted) {
-          if (!admitted.ok()) return;
-          std::unique_lock lock(outcome->mutex);
-          if (outcome->gave_up) {
-            lock.unlock();
-            admitted->Release(absl::CancelledError("fairgate_try_acquire gave up before"));
-            return;
-          }
-          outcome->permit = *std::move(admitted);
-        },
-        OptionsOf(*job));
-    if (!status.ok()) {
-      cancel();
-      return status;
-    }
-    {
-      std::lock_guard lock(outcome->mutex);
-      if (outcome->permit) {
-        *permit = new fairgate_permit{*std::move(outcome->permit)};
-        cancel();
-        return absl::OkStatus();
-      }
-      outcome->gave_up = true;
-    }
-    cancel();
-    return absl::ResourceExhaustedError(
-        "the job is not admissible now (fairgate_try_acquire does not wait)");
+    fairgate::StatusOr<fairgate::Permit> admitted =
+        scheduler->impl->TryAcquire(NameOf(*job), OptionsOf(*job));
+    if (!admitted.ok()) return admitted.status();
+    *permit = new fairgate_permit{*std::move(admitted)};
+    return absl::OkStatus();
   });
 }
 

@@ -107,16 +107,23 @@ Status AdmissionTable::RefuseIfClosed(const core::EnqueueRequest& request) {
 }
 
 auto AdmissionTable::Enqueue(const RecordPtr& record, const core::EnqueueRequest& request,
-                             double read, bool runs_itself) -> Decided<Enqueued> {
+                             double read, bool runs_itself, bool at_once_only)
+    -> Decided<Enqueued> {
   Decided<Enqueued> out;
   Locked lock(this, out.decision);
   // Signalling a caller that runs its own job would cost it a lock, a notify and a wait on its
   // own record (about 600 instructions per RunSync into a scheduler with room: bench/HISTORY.md):
   // an admission of it by this call is answered instead (TakeAdmissionLocked).
   runs_itself_ = runs_itself ? record.get() : nullptr;
-  out.answer.status = EnqueueLocked(record, request, MonotonicLocked(read), out.decision);
+  const double now = MonotonicLocked(read);
+  out.answer.status = EnqueueLocked(record, request, now, out.decision);
   out.answer.admitted_at_once = runs_itself && runs_itself_ == nullptr;
   runs_itself_ = nullptr;
+  if (at_once_only && out.answer.status.ok() && record->state == JobRecord::State::kPending) {
+    out.answer.status =
+        absl::ResourceExhaustedError("the job is not admissible now (TryAcquire does not wait)");
+    CancelLocked(*record, now, out.answer.status);
+  }
   return out;
 }
 

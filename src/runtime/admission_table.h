@@ -232,9 +232,11 @@ class AdmissionTable {
   };
   // Queues `record`'s job, read at `read`, and admits what can be admitted. `runs_itself`: the
   // caller runs the job itself once admitted (RunSync), so an admission by this call is answered
-  // rather than put in the decision.
+  // rather than put in the decision. `at_once_only` (TryAcquire): a job this call leaves pending
+  // is withdrawn before the lock is released (uncharged, a cancel event), and the answer is
+  // ResourceExhausted; so nothing admits it after the call has given up.
   Decided<Enqueued> Enqueue(const RecordPtr& record, const core::EnqueueRequest& request,
-                            double read, bool runs_itself);
+                            double read, bool runs_itself, bool at_once_only = false);
   // A RunSync caller woke (`decided`: told by the decision itself, whose state it may read
   // without the lock). OK and `run` set: it runs its job. Else what the caller returns: the
   // refusal or the result of the run it joined, or `ctx`'s error when its context ended first

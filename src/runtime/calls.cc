@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "runtime/context_state.h"
 #include "runtime/scheduler_impl.h"
 
@@ -201,6 +202,32 @@ Status Scheduler::Impl::Acquire(const Context& ctx, std::string_view type, std::
   return absl::OkStatus();
 }
 
+// Acquire's record, given up under the lock if the call does not admit it (Accept's
+// `at_once_only`): admitted, its permit is delivered on this thread by the decision's dispatch,
+// before Accept returns. A type that takes fleet-wide leases gets its permit later, from a pool
+// fiber (Dispatcher::AdmitWithLeases): refused here rather than admitted and given up.
+StatusOr<Permit> Scheduler::Impl::TryAcquire(std::string_view type, std::string_view id,
+                                             std::string_view key, const JobOptions& options) {
+  if (TakesFleetLeases(type)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "type '", absl::string_view(type.data(), type.size()),
+        "' takes fleet-wide leases (FleetOptions::conflict_groups, type_caps), which a store "
+        "grants later: TryAcquire cannot admit it at once; use Acquire"));
+  }
+  StatusOr<Permit> admitted = absl::InternalError("TryAcquire's permit was not delivered");
+  StatusOr<RecordPtr> accepted = Accept<internal::AcquireCall>(
+      {type, id, key, options.cost, core::Join::kNever, options.refuse_without_token},
+      [&](const RecordPtr& r) {
+        // Called at most once, inside Accept (above): `admitted` outlives it.
+        r->acquire().on_admitted = [&admitted](StatusOr<Permit> permit) {
+          admitted = std::move(permit);
+        };
+      },
+      nullptr, /*at_once_only=*/true);
+  if (!accepted.ok()) return accepted.status();
+  return admitted;
+}
+
 Status Scheduler::Impl::SubmitFromCaller(std::string_view type, std::string_view id,
                                          std::string_view key, JobFn fn, DoneCallback done,
                                          const JobOptions& options) {
@@ -254,7 +281,8 @@ Status Scheduler::Impl::Submit(std::string_view type, std::string_view id, std::
 
 template <typename Kind, typename Fill>
 StatusOr<Scheduler::Impl::RecordPtr> Scheduler::Impl::Accept(const core::EnqueueRequest& request,
-                                                             Fill fill, bool* admitted_at_once) {
+                                                             Fill fill, bool* admitted_at_once,
+                                                             bool at_once_only) {
   if (!table_.accepting()) {
     // Shutdown or Drain has begun: refused without a record and without being counted as
     // outstanding (nothing of the call outlives it). Counted, a steady stream of refused calls
@@ -278,8 +306,8 @@ StatusOr<Scheduler::Impl::RecordPtr> Scheduler::Impl::Accept(const core::Enqueue
   // queue for. Another thread may take the lock in between with a later time: the table keeps
   // the decisions' times from going back.
   const double read = Now();
-  const internal::AdmissionTable::Enqueued enqueued =
-      dispatcher_.Act(table_.Enqueue(record, request, read, admitted_at_once != nullptr));
+  const internal::AdmissionTable::Enqueued enqueued = dispatcher_.Act(
+      table_.Enqueue(record, request, read, admitted_at_once != nullptr, at_once_only));
   if (!enqueued.status.ok()) {
     outstanding_.Finish();
     return enqueued.status;

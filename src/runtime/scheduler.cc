@@ -337,6 +337,10 @@ Status Scheduler::Acquire(const Context& ctx, const JobName& job, PermitCallback
   return impl_->Acquire(ctx, job.type, job.id, job.fairness_key, std::move(on_admitted), options);
 }
 
+StatusOr<Permit> Scheduler::TryAcquire(const JobName& job, const JobOptions& options) {
+  return impl_->TryAcquire(job.type, job.id, job.fairness_key, options);
+}
+
 Status Scheduler::Submit(const JobName& job, JobFn fn, DoneCallback done,
                          const JobOptions& options) {
   return impl_->SubmitFromCaller(job.type, job.id, job.fairness_key, std::move(fn), std::move(done),

@@ -4,7 +4,8 @@
 //   scheduler.cc  construction, the queries and settings, Shutdown and Drain, and the side of
 //                 the Submission interface the services use (durable jobs, periodic runs, the
 //                 fleet's costs, adaptive capacity, the timer)
-//   calls.cc      the calls: RunSync, Submit (through the intake or not), Acquire
+//   calls.cc      the calls: RunSync, RunAsync, Submit (through the intake or not), Acquire,
+//                 TryAcquire
 //
 // What a decision admitted or refused is started and reported by the Dispatcher (dispatcher.h),
 // outside the lock.
@@ -130,6 +131,8 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
                   std::string_view key, JobFn fn, DoneCallback done, const JobOptions& options);
   Status Acquire(const Context& ctx, std::string_view type, std::string_view id,
                  std::string_view key, PermitCallback on_admitted, const JobOptions& options);
+  StatusOr<Permit> TryAcquire(std::string_view type, std::string_view id, std::string_view key,
+                              const JobOptions& options);
   // Scheduler::Submit: through the Submit intake when the table can judge the request without
   // the core (IntakeAccepts), else as Submit. Internal callers use Submit: they act on its
   // refusals.
@@ -150,10 +153,11 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
   // and whether it takes fleet-wide leases; `fill` sets its kind's part (and may say otherwise
   // of the leases). Counts it outstanding and queues its job; acts on what that decided. With
   // `admitted_at_once`, a RunSync's: set when this call admitted the job itself, which is then
-  // not signalled (its caller learns it here).
+  // not signalled (its caller learns it here). With `at_once_only` (TryAcquire), a job this call
+  // does not admit is withdrawn under the same hold of the lock: ResourceExhausted, no record.
   template <typename Kind, typename Fill>
   StatusOr<RecordPtr> Accept(const core::EnqueueRequest& request, Fill fill,
-                             bool* admitted_at_once = nullptr);
+                             bool* admitted_at_once = nullptr, bool at_once_only = false);
   // Runs an admitted RunSync's function (its worker's and its fleet-wide leases' context made
   // from ctx) and completes its job; returns the function's status, or the worker's loss.
   Status RunAdmitted(internal::JobRecord& record, const Context& ctx, const JobFn& fn);
