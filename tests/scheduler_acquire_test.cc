@@ -215,7 +215,8 @@ TEST_CASE("Scheduler.Acquire.ADeadlineEndsTheWaitWithNobodyPolling") {
               ->Acquire(Context::Background(), {TypeName("clone"), JobId("r"), FairnessKey("a")},
                         holder.Callback())
               .ok());
-  auto [ctx, cancel] = WithTimeout(Context::Background(), 50ms);
+  // Long enough to outlast the call on a loaded machine under ThreadSanitizer.
+  auto [ctx, cancel] = WithTimeout(Context::Background(), 200ms);
   REQUIRE(
       scheduler->Acquire(ctx, {TypeName("clone"), JobId("r2"), FairnessKey("b")}, waiter.Callback())
           .ok());
@@ -239,11 +240,13 @@ TEST_CASE("Scheduler.Acquire.AnEarlierDeadlineWakesTheTimerEarlier") {
                         holder.Callback())
               .ok());
   auto [late_ctx, cancel_late] = WithTimeout(Context::Background(), 1h);
-  auto [early_ctx, cancel_early] = WithTimeout(Context::Background(), 20ms);
   REQUIRE(
       scheduler
           ->Acquire(late_ctx, {TypeName("clone"), JobId("r2"), FairnessKey("b")}, late.Callback())
           .ok());
+  // Made just before its call, and long enough to outlast it on a loaded machine under
+  // ThreadSanitizer (20 ms made before the call above once passed before this call was made).
+  auto [early_ctx, cancel_early] = WithTimeout(Context::Background(), 200ms);
   REQUIRE(
       scheduler
           ->Acquire(early_ctx, {TypeName("clone"), JobId("r3"), FairnessKey("c")}, early.Callback())
