@@ -634,6 +634,54 @@ TEST_CASE("Core.CompleteUnmeasured.KeepsTheAdmissionChargeAndLearnsNothing") {
   CHECK(core->CompleteUnmeasured(a->ticket, 51, unused).code() == absl::StatusCode::kNotFound);
 }
 
+// A job given back unused (its caller went away as it was admitted): its key and group are
+// charged back what its admission charged them, with or without reconciliation, its estimate
+// learns nothing, and its slot is free again. Measured at no time instead, the estimate would
+// fall toward 0.
+TEST_CASE("Core.CompleteUnused.ChargesBackTheAdmissionAndLearnsNothing") {
+  for (bool reconcile : {false, true}) {
+    CAPTURE(reconcile);
+    SchedulerOptions options = SchedulerOptions::Seed();
+    options.rule.reconcile = reconcile;
+    auto core = MakeCore(options);
+    REQUIRE(core->RegisterType("clone", Type(1, 1, "", 2)).ok());
+    REQUIRE(core->SetKeyWeight("a", 4).ok());
+    REQUIRE(core->SetKeyGroup("a", "tenant", 0).ok());
+    // A first run of linux teaches its estimate 10 and leaves a charged.
+    Add(*core, "clone", "linux", "a");
+    auto first = core->NextAdmission(0);
+    REQUIRE(first);
+    REQUIRE(core->Complete(first->ticket, 10, 10).ok());
+    const double estimate = *core->Estimate("clone", "linux");
+    const double key_before = *core->AccumulatedCost("a");
+    const double group_before = *core->GroupAccumulatedCost("tenant");
+    Add(*core, "clone", "linux", "a", std::nullopt, 11);
+    auto second = core->NextAdmission(11);
+    REQUIRE(second);
+    CHECK(second->charge == estimate);
+    CHECK(*core->AccumulatedCost("a") == key_before + estimate / 4);
+    Add(*core, "clone", "git", "b", std::nullopt, 12);
+    CHECK(!core->NextAdmission(12));  // the type's one slot is the second run's
+    JobView completed;
+    REQUIRE(core->CompleteUnused(second->ticket, 30, completed).ok());
+    CHECK(completed.id == "linux");
+    CHECK(completed.charge == 0);
+    CHECK(*core->AccumulatedCost("a") == key_before);
+    CHECK(*core->GroupAccumulatedCost("tenant") == group_before);
+    CHECK(*core->Estimate("clone", "linux") == estimate);
+    CHECK(core->CheckInvariants().ok());
+    auto next = core->NextAdmission(30);  // the slot is free again
+    REQUIRE(next);
+    CHECK(core->Describe(next->ticket)->id == "git");
+    CHECK(core->CompleteUnused(second->ticket, 31, completed).code() ==
+          absl::StatusCode::kNotFound);
+    // A pending job is not running: it cannot be given back.
+    const JobTicket pending = Add(*core, "clone", "y", "c", std::nullopt, 32);
+    CHECK(core->CompleteUnused(pending, 32, completed).code() ==
+          absl::StatusCode::kFailedPrecondition);
+  }
+}
+
 TEST_CASE("Core.Limits.FullQueuesRefuseWithResourceExhaustedAndDropNothing") {
   SchedulerOptions options = SchedulerOptions::Seed();
   options.rule.max_pending_total = 3;

@@ -316,6 +316,40 @@ static void test_permit_context(void) {
   CHECK(body.cancelled == 1);
 }
 
+/* A permit given back unused: the estimate and the key's cost are what they were before its
+ * admission (a release would have taught the estimate its short hold), and the slot is free. */
+static void test_release_unused(void) {
+  fairgate_options options;
+  fairgate_type_config config;
+  fairgate_scheduler* scheduler;
+  fairgate_permit* permit = NULL;
+  fairgate_job job = job_of("clone", "linux", "alice", 0);
+  double estimate = 0, cost = 0, now = 0;
+  fairgate_options_init(&options);
+  scheduler = create(&options);
+  if (scheduler == NULL) return;
+  fairgate_type_config_init(&config);
+  config.max_concurrency = 1;
+  config.default_cost = 30;
+  CHECK(fairgate_register_type(scheduler, "clone", &config, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_try_acquire(scheduler, &job, &permit, NULL) == FAIRGATE_OK);
+  fairgate_permit_release(permit, FAIRGATE_OK, NULL);
+  CHECK(fairgate_estimate(scheduler, "clone", "linux", &estimate) == 1 && estimate < 30);
+  CHECK(fairgate_accumulated_cost(scheduler, "alice", &cost) == 1);
+  permit = NULL;
+  CHECK(fairgate_try_acquire(scheduler, &job, &permit, NULL) == FAIRGATE_OK);
+  CHECK(fairgate_accumulated_cost(scheduler, "alice", &now) == 1 && now > cost);
+  fairgate_permit_release_unused(permit, FAIRGATE_CANCELLED, "the client went away");
+  fairgate_permit_release_unused(NULL, FAIRGATE_CANCELLED, NULL); /* does nothing */
+  CHECK(fairgate_estimate(scheduler, "clone", "linux", &now) == 1 && now == estimate);
+  CHECK(fairgate_accumulated_cost(scheduler, "alice", &now) == 1 && now == cost);
+  permit = NULL;
+  job = job_of("clone", "git", "bob", 0);
+  CHECK(fairgate_try_acquire(scheduler, &job, &permit, NULL) == FAIRGATE_OK);
+  fairgate_permit_release(permit, FAIRGATE_OK, NULL);
+  fairgate_scheduler_destroy(scheduler);
+}
+
 /* Without workers, a context names none, holds no lease, and a wait with no time left returns
  * at once; NULL is answered as c.h says. */
 static fairgate_code run_plain(void* user, const fairgate_context* ctx, char** error) {
@@ -647,6 +681,7 @@ int main(void) {
   test_requeue_on_worker_loss();
   test_plain_context();
   test_permit_context();
+  test_release_unused();
   test_run_sync();
   test_run_async();
   test_hand_off();

@@ -350,13 +350,29 @@ class Run {
       Tracked* t = PickJob(choices_, jobs_, Tracked::kRunning);
       if (t == nullptr) return true;
       const double elapsed = choices_.Pick(std::vector<double>{0, 1, 2, 4.25, 0.3, 9});
-      // Now and then a run that says nothing of its cost (a fenced durable attempt).
-      const bool unmeasured = config_.extensions && choices_.Chance(0.1);
+      // Now and then a run that says nothing of its cost (a fenced durable attempt), or a job
+      // given back unused (its caller gone as it was admitted).
+      enum class End { kMeasured, kUnmeasured, kUnused };
+      const End end = !config_.extensions || !choices_.Chance(0.15) ? End::kMeasured
+                      : choices_.Chance(0.5)                        ? End::kUnmeasured
+                                                                    : End::kUnused;
       core::JobView completed;
-      const Status got = unmeasured ? core_->CompleteUnmeasured(t->ticket, now_, completed)
-                                    : core_->Complete(t->ticket, elapsed, now_);
-      const Status want = unmeasured ? model_->CompleteUnmeasured(t->model_job, now_)
-                                     : model_->Complete(t->model_job, elapsed, now_);
+      Status got, want;
+      switch (end) {
+        case End::kMeasured:
+          got = core_->Complete(t->ticket, elapsed, now_);
+          want = model_->Complete(t->model_job, elapsed, now_);
+          break;
+        case End::kUnmeasured:
+          got = core_->CompleteUnmeasured(t->ticket, now_, completed);
+          want = model_->CompleteUnmeasured(t->model_job, now_);
+          break;
+        case End::kUnused:
+          got = core_->CompleteUnused(t->ticket, now_, completed);
+          want = model_->CompleteUnused(t->model_job, now_);
+          if (got.ok() && completed.charge != 0) return Fail("CompleteUnused's view charged");
+          break;
+      }
       if (got.code() != want.code()) {
         return Fail("Complete status: core " + got.ToString() + ", model " + want.ToString());
       }

@@ -684,6 +684,20 @@ Status ReferenceModel::CompleteUnmeasured(int n, double now) {
   return absl::OkStatus();
 }
 
+Status ReferenceModel::CompleteUnused(int n, double now) {
+  auto it = jobs_.find(n);
+  if (it == jobs_.end()) return absl::NotFoundError("job");
+  if (!it->second.running) return absl::FailedPreconditionError("pending");
+  const ModelJob job = it->second;
+  keys_[job.key].acc = keys_[job.key].acc - job.charge / job.weight;
+  if (const std::string group = GroupOf(job.key); !group.empty()) {
+    groups_[group].acc = groups_[group].acc - job.charge / GroupWeight(group);
+  }
+  jobs_.erase(it);
+  MaybeIdle(job.key, now);
+  return absl::OkStatus();
+}
+
 bool ReferenceModel::GroupBusy(const std::string& group) const {
   for (const auto& [n, job] : jobs_) {
     if (GroupOf(job.key) == group) return true;

@@ -75,6 +75,9 @@ class ReferenceModel {
   // A running job ends unmeasured: its key keeps the charge made at admission, its estimate is
   // not touched.
   Status CompleteUnmeasured(int job, double now);
+  // A running job given back unused: its key and group are charged back what its admission
+  // charged them (reconciled to no time, whatever the rule says), its estimate is not touched.
+  Status CompleteUnused(int job, double now);
   // Returns (keys evicted, estimates evicted).
   std::pair<std::size_t, std::size_t> Sweep(double now);
   Status SetKeyWeight(const std::string& key, double weight);

@@ -11,12 +11,14 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "boost/asio/bind_executor.hpp"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/strand.hpp"
 #include "boost/asio/use_future.hpp"
 #include "doctest/doctest.h"
 #include "fairgate/asio.h"
+#include "fairgate/observer.h"
 #include "fairgate/permit.h"
 #include "fairgate/scheduler.h"
 #include "runtime_test_util.h"
@@ -363,6 +365,82 @@ TEST_CASE("Scheduler.Acquire.TheHoldTimeIsTheObservedCostAndTheStatusIsCounted")
   CHECK(metrics.find("status=\"ok\"") != std::string::npos);
 }
 
+// The completions an observer saw: "id status charge accumulated_cost".
+class CompletionRecorder : public Observer {
+ public:
+  void OnEvent(const JobEvent& e) override {
+    if (e.kind != JobEvent::Kind::kComplete) return;
+    std::lock_guard lock(mutex_);
+    lines_.push_back(absl::StrCat(e.id, " ", absl::StatusCodeToString(e.status.code()), " ",
+                                  e.charge, " ", e.accumulated_cost));
+  }
+  std::vector<std::string> lines() {
+    std::lock_guard lock(mutex_);
+    return lines_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
+
+// A permit given back unused (its holder's client went away as it was admitted) teaches its
+// estimate nothing, where a Release after no work would pull it toward 0, and gives its key the
+// charge back; its slot goes to the next waiter, and its completion is seen with its status and
+// a charge of 0.
+TEST_CASE("Scheduler.Acquire.APermitGivenBackUnusedTeachesNothingAndGivesBackItsCharge") {
+  Watchdog watchdog("acquire unused", 60s);
+  TestClock clock;
+  SchedulerOptions options = SeedCapacity(1);
+  options.runtime.clock = clock.Fn();
+  auto recorder = std::make_shared<CompletionRecorder>();
+  options.runtime.observers.push_back(recorder);
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());  // default cost 1
+  const JobName linux_a{TypeName("clone"), JobId("linux"), FairnessKey("a")};
+  // A first clone of linux holds its slot 11 s: its estimate learns 0.3 x 11 + 0.7 x 1 = 4.
+  Outcome first;
+  REQUIRE(scheduler->Acquire(Context::Background(), linux_a, first.Callback()).ok());
+  clock.Set(11);
+  first.Release();
+  const double estimate = scheduler->Estimate(TypeName("clone"), JobId("linux")).value();
+  CHECK(estimate == doctest::Approx(4.0));
+  const double cost_before = scheduler->AccumulatedCost("a").value();
+  // The second is admitted, charged the estimate, and given back a second later unused.
+  Outcome second, next;
+  REQUIRE(scheduler->Acquire(Context::Background(), linux_a, second.Callback()).ok());
+  REQUIRE(second.Held());
+  CHECK(scheduler->AccumulatedCost("a").value() == doctest::Approx(cost_before + estimate));
+  REQUIRE(scheduler
+              ->Acquire(Context::Background(), {TypeName("clone"), JobId("git"), FairnessKey("b")},
+                        next.Callback())
+              .ok());
+  CHECK(next.Calls() == 0);  // the one slot is the second clone's
+  clock.Set(12);
+  {
+    std::optional<Permit> taken;
+    {
+      std::lock_guard lock(second.mutex);
+      taken = std::move(second.permit);
+    }
+    taken->ReleaseUnused(absl::CancelledError("the client went away"));
+    CHECK_FALSE(taken->held());
+    taken->ReleaseUnused();  // empty now: does nothing
+  }
+  CHECK(scheduler->Estimate(TypeName("clone"), JobId("linux")).value() == estimate);
+  CHECK(scheduler->AccumulatedCost("a").value() == cost_before);
+  CHECK(next.Held());  // the slot went to the waiter
+  next.Release();
+  std::string metrics;
+  scheduler->WriteMetrics(metrics);
+  CHECK(metrics.find("status=\"cancelled\"") != std::string::npos);
+  REQUIRE(scheduler->Shutdown(Context::Background()).ok());  // events delivered
+  const std::vector<std::string> lines = recorder->lines();
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0] == absl::StrCat("linux OK 1 ", cost_before));
+  CHECK(lines[1] == absl::StrCat("linux CANCELLED 0 ", cost_before));
+}
+
 // The key's accumulated cost in `scheduler` (0 if it has none).
 double CostOf(const Scheduler& scheduler, std::string_view key) {
   for (const KeyCost& k : scheduler.Snapshot(100).heaviest_keys) {
@@ -628,6 +706,31 @@ TEST_CASE("Scheduler.Acquire.AsioAPlainHandlerRunsOffTheIoContextABoundOneInside
   REQUIRE(bound_ran_on.has_value());
   CHECK(*bound_ran_on == std::this_thread::get_id());
   plain_permit->Release();
+}
+
+// A permit posted to an executor that is destroyed before it runs the handler is given back
+// unused: the slot is free, the estimate has learned nothing (a Release at no time would have
+// pulled it from 1 to 0.7), the key's charge is given back.
+TEST_CASE("Scheduler.Acquire.AsioAPermitNeverDeliveredIsGivenBackUnused") {
+  Watchdog watchdog("asio undelivered", 60s);
+  TestClock clock;
+  SchedulerOptions options = SeedCapacity(1);
+  options.runtime.clock = clock.Fn();
+  auto scheduler = Make(options);
+  REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());  // default cost 1
+  bool delivered = false;
+  {
+    boost::asio::io_context io;
+    AsyncAcquire(*scheduler, Context::Background(),
+                 {TypeName("clone"), JobId("linux"), FairnessKey("a")},
+                 boost::asio::bind_executor(io, [&](StatusOr<Permit>) { delivered = true; }));
+    CHECK(scheduler->Snapshot().running == 1);  // admitted, posted, never run
+    CHECK(scheduler->AccumulatedCost("a").value_or(0) == 1.0);
+  }
+  CHECK_FALSE(delivered);
+  CHECK(scheduler->Snapshot().running == 0);
+  CHECK(scheduler->Estimate(TypeName("clone"), JobId("linux")).value_or(1.0) == 1.0);
+  CHECK(scheduler->AccumulatedCost("a").value_or(0) == 0.0);
 }
 
 TEST_CASE("Scheduler.Acquire.AsioUseFutureGivesThePermit") {

@@ -509,9 +509,26 @@ type Permit struct {
 	lostHandle cgo.Handle
 }
 
-// Release ends the permit's job with err (nil: it succeeded) and frees its slot. Calling it again
-// does nothing.
+// Release ends the permit's job with err (nil: it succeeded) and frees its slot. The time from
+// the admission to the release is the cost the job's (type, id) estimate learns. Calling it again,
+// or after ReleaseUnused, does nothing.
 func (p *Permit) Release(err error) {
+	p.end(err, true)
+}
+
+// ReleaseUnused gives the permit's job back without having done any of its work, for a holder
+// whose reason to run it went away as it was admitted: its slot is freed as Release frees it, but
+// its estimate learns nothing (a Release after no work would teach it a cost near zero) and its
+// key is charged back what the admission charged it; err (nil: Canceled) is what the metrics and
+// events see. Calling it again, or after Release, does nothing.
+func (p *Permit) ReleaseUnused(err error) {
+	if err == nil {
+		err = &Error{Code: Canceled, Message: "the permit was given back unused"}
+	}
+	p.end(err, false)
+}
+
+func (p *Permit) end(err error, used bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.c == nil {
@@ -528,7 +545,11 @@ func (p *Permit) Release(err error) {
 		p.lostHandle.Delete()
 		p.lostWatch = nil
 	}
-	C.fairgate_permit_release(p.c, C.fairgate_code(code), cmessage)
+	if used {
+		C.fairgate_permit_release(p.c, C.fairgate_code(code), cmessage)
+	} else {
+		C.fairgate_permit_release_unused(p.c, C.fairgate_code(code), cmessage)
+	}
 	p.c = nil
 	runtime.SetFinalizer(p, nil)
 }
@@ -645,10 +666,11 @@ func (s *Scheduler) wait(ctx context.Context, job Job, w *waiter) (*Permit, erro
 		return admitted(job, a)
 	case <-ctx.Done():
 		C.fairgate_pending_cancel(w.pending)
-		// The one report still comes: Canceled, or a permit granted just before the cancel.
+		// The one report still comes: Canceled, or a permit granted just before the cancel, given
+		// back unused (its estimate learns nothing, its key's charge is given back).
 		if a := <-w.ch; a.permit != nil {
 			cmessage := C.CString("the caller's context ended as it was admitted")
-			C.fairgate_permit_release(a.permit, C.FAIRGATE_CANCELLED, cmessage)
+			C.fairgate_permit_release_unused(a.permit, C.FAIRGATE_CANCELLED, cmessage)
 			C.free(unsafe.Pointer(cmessage))
 		}
 		return nil, ctx.Err()

@@ -82,6 +82,59 @@ func TestAJobKnowsItsWorker(t *testing.T) {
 // TryAcquire admits at once or not at all: a job that would wait is refused with
 // ResourceExhausted, not queued and not charged (its scheduler reports it cancelled while
 // pending, charge 0, never admitted), and the slot, once free, is taken at once.
+// A permit given back unused teaches its estimate nothing and gives its key's charge back, where
+// a Release would have taught the estimate the permit's short hold.
+func TestReleaseUnusedTeachesNothingAndGivesBackTheCharge(t *testing.T) {
+	var log eventLog
+	s := newScheduler(t, quietly(Options{MaxConcurrency: 1, OnEvent: log.record}))
+	register(t, s, "clone", TypeConfig{DefaultCost: 30})
+	job := Job{Type: "clone", ID: "linux", Key: "alice"}
+	first, err := s.TryAcquire(job)
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	first.Release(nil) // held for far less than 30 s: the estimate falls
+	estimate, _ := s.Estimate("clone", "linux")
+	cost, _ := s.AccumulatedCost("alice")
+	if estimate >= 30 {
+		t.Fatalf("the estimate after a short run: %v, want below the default 30", estimate)
+	}
+	second, err := s.Acquire(context.Background(), job)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if charged, _ := s.AccumulatedCost("alice"); charged <= cost {
+		t.Errorf("the key's cost while the second permit is held: %v, want above %v", charged, cost)
+	}
+	second.ReleaseUnused(nil)
+	second.ReleaseUnused(nil) // does nothing
+	second.Release(nil)       // does nothing
+	if got, _ := s.Estimate("clone", "linux"); got != estimate {
+		t.Errorf("the estimate after ReleaseUnused: %v, want %v unchanged", got, estimate)
+	}
+	if got, _ := s.AccumulatedCost("alice"); got != cost {
+		t.Errorf("the key's cost after ReleaseUnused: %v, want %v, as before the admission", got, cost)
+	}
+	var completions []Event
+	eventually(t, "the two completions", func() bool {
+		completions = completions[:0]
+		for _, e := range log.all() {
+			if e.Kind == EventComplete {
+				completions = append(completions, e)
+			}
+		}
+		return len(completions) == 2
+	})
+	if e := completions[1]; CodeOf(e.Err) != Canceled || e.Charge != 0 || e.AccumulatedCost != cost {
+		t.Errorf("the unused permit's completion: %+v, want Canceled, charge 0, the key's cost %v", e, cost)
+	}
+	next, err := s.TryAcquire(Job{Type: "clone", ID: "git", Key: "bob"})
+	if err != nil {
+		t.Fatalf("TryAcquire after ReleaseUnused: %v, want the freed slot", err)
+	}
+	next.Release(nil)
+}
+
 func TestTryAcquireAdmitsAtOnceOrNotAtAll(t *testing.T) {
 	var log eventLog
 	s := newScheduler(t, quietly(Options{MaxConcurrency: 1, OnEvent: log.record}))

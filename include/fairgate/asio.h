@@ -30,7 +30,8 @@
 //
 // Cancellation is fairgate's: cancel `ctx` (or give it a deadline) to end the wait; the handler
 // then gets Cancelled or DeadlineExceeded. If the executor is shut down before the handler runs,
-// the posted result is destroyed with it, and a permit in it is released (as Release(OK)).
+// the posted result is destroyed with it, and a permit in it is given back unused
+// (Permit::ReleaseUnused: its estimate learns nothing, its key's charge is given back).
 //
 // Thread safety: as Scheduler::Acquire. Header-only; the including target needs Boost's headers.
 #ifndef FAIRGATE_ASIO_H_
@@ -66,13 +67,26 @@ auto AsyncAcquire(Scheduler& scheduler, const Context& ctx, const JobName& job,
           Handler handler;
           boost::asio::executor_work_guard<boost::asio::associated_executor_t<Handler>> work;
         };
+        // A result on its way to the handler: destroyed undelivered (the executor shut down
+        // first), its permit is given back unused. Delivered, it is moved from and empty.
+        struct Posted {
+          explicit Posted(StatusOr<Permit> r) : result(std::move(r)) {}
+          Posted(Posted&&) noexcept = default;
+          ~Posted() {
+            if (result.ok()) {
+              result->ReleaseUnused(absl::CancelledError(
+                  "the handler's executor shut down before the permit reached it"));
+            }
+          }
+          StatusOr<Permit> result;
+        };
         auto pending = std::make_shared<Pending>(std::move(handler));
         auto deliver = [pending](StatusOr<Permit> result) {
           auto executor = pending->work.get_executor();
-          boost::asio::post(executor, [pending, result = std::move(result)]() mutable {
+          boost::asio::post(executor, [pending, posted = Posted(std::move(result))]() mutable {
             Handler handler = std::move(pending->handler);
             pending->work.reset();
-            std::move(handler)(std::move(result));
+            std::move(handler)(std::move(posted.result));
           });
         };
         Status refused = scheduler.Acquire(ctx, job, deliver, options);

@@ -370,7 +370,8 @@ FAIRGATE_C_EXPORT fairgate_code fairgate_acquire(fairgate_scheduler* scheduler,
                                                  fairgate_permit_callback on_admitted, void* user,
                                                  fairgate_pending** pending, char** error);
 /* Cancels the wait if the job is still pending (its callback then gets FAIRGATE_CANCELLED);
- * nothing once it was admitted or refused. Idempotent. */
+ * nothing once it was admitted or refused (a permit that comes as the caller gives up: give it
+ * back with fairgate_permit_release_unused). Idempotent. */
 FAIRGATE_C_EXPORT void fairgate_pending_cancel(fairgate_pending* pending);
 FAIRGATE_C_EXPORT void fairgate_pending_free(fairgate_pending* pending);
 /* Admitted at once or not at all (Scheduler::TryAcquire): FAIRGATE_OK and *permit, or
@@ -395,6 +396,12 @@ FAIRGATE_C_EXPORT const fairgate_context* fairgate_permit_context(const fairgate
  * FAIRGATE_OK) and frees the permit. */
 FAIRGATE_C_EXPORT void fairgate_permit_release(fairgate_permit* permit, fairgate_code code,
                                                const char* message);
+/* Gives the permit's job back without having done any of its work (Permit::ReleaseUnused,
+ * fairgate/permit.h: its estimate learns nothing, its key is charged back what the admission
+ * charged it), completing it with `code` and `message` as fairgate_permit_release does, and frees
+ * the permit. For a holder whose reason to run the job went away as it was admitted. */
+FAIRGATE_C_EXPORT void fairgate_permit_release_unused(fairgate_permit* permit, fairgate_code code,
+                                                      const char* message);
 
 /* --- Submit (Scheduler::Submit): queues a background job whose body is `run`, called once on a
  * pool thread when the job is admitted; what it returns is the job's status (with *error, a

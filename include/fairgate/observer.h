@@ -40,7 +40,9 @@ struct JobEvent {
   std::string key;
   int tier = 0;            // its type's priority
   int effective_tier = 0;  // the tier it orders in (above `tier` once it aged)
-  double charge = 0;       // kAdmit, kComplete: what the job was charged (before the key's weight)
+  // kAdmit, kComplete: what the job was charged (before the key's weight); at a kComplete, 0 for
+  // a permit given back unused (Permit::ReleaseUnused: the charge was given back).
+  double charge = 0;
   double accumulated_cost = 0;  // the key's accumulated cost after the event
   double wait = 0;      // kAdmit, kCancel, kExpire, kShed, kPromote: seconds since it was enqueued
   double run_time = 0;  // kComplete: seconds it ran

@@ -9,8 +9,9 @@
 // destructor (as Release(OK)) if it still holds the job. Releasing completes the job as a RunSync
 // return would: its slot is offered to the next job at once, the time from admission to release
 // is the observed cost that the estimate of its (type, id) learns, and `status` is what the
-// metrics, the events and the key's reconciliation see. An empty permit (default-constructed,
-// moved from, or released) does nothing.
+// metrics, the events and the key's reconciliation see. A holder that does none of the job's work
+// gives it back with ReleaseUnused instead, which teaches nothing. An empty permit
+// (default-constructed, moved from, or released) does nothing.
 //
 // Thread safety: a Permit is one object; use it from one thread at a time. It may be released
 // from any thread or fiber, including inside the callback that delivered it. Every permit must be
@@ -35,7 +36,8 @@ namespace internal {
 class HeldJob {
  public:
   virtual ~HeldJob() = default;
-  virtual void Release(const Status& status) = 0;
+  // `used`: false for Permit::ReleaseUnused.
+  virtual void Release(const Status& status, bool used) = 0;
   virtual std::uint64_t FencingToken() const { return 0; }
   virtual std::string_view Worker() const { return {}; }
   virtual const Context& JobContext() const = 0;
@@ -84,15 +86,29 @@ class FAIRGATE_EXPORT Permit {
     return job_ ? job_->JobContext() : background;
   }
   // Completes the job with `status` (see the header comment); no-op when empty.
-  void Release(const Status& status = absl::OkStatus()) {
-    if (job_ == nullptr) return;
-    std::unique_ptr<internal::HeldJob> job = std::move(job_);
-    job->Release(status);
+  void Release(const Status& status = absl::OkStatus()) { End(status, /*used=*/true); }
+  // Gives the job back without having done any of its work: for a holder whose reason to run it
+  // went away between the admission and the start (its client disconnected while it waited, its
+  // context ended as the permit came). The slot is offered to the next job at once, as Release's
+  // is, but the job's (type, id) estimate learns nothing (a Release after no work would teach it
+  // a cost near zero), and its key, and the key's group, are charged back what the admission
+  // charged them, as though it had not been admitted; the rate-limit tokens the admission took
+  // stay taken. `status` is what the metrics and the events see: a kComplete event with a charge
+  // of 0 (fairgate/observer.h). No-op when empty; after the removal of its worker it completes
+  // nothing, as Release.
+  void ReleaseUnused(
+      const Status& status = absl::CancelledError("the permit was given back unused")) {
+    End(status, /*used=*/false);
   }
 
  private:
   friend class Scheduler;
   explicit Permit(std::unique_ptr<internal::HeldJob> job) : job_(std::move(job)) {}
+  void End(const Status& status, bool used) {
+    if (job_ == nullptr) return;
+    std::unique_ptr<internal::HeldJob> job = std::move(job_);
+    job->Release(status, used);
+  }
 
   std::unique_ptr<internal::HeldJob> job_;
 };

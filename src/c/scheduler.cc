@@ -168,14 +168,34 @@ fairgate_code fairgate_try_acquire(fairgate_scheduler* scheduler, const fairgate
   });
 }
 
-void fairgate_permit_release(fairgate_permit* permit, fairgate_code code, const char* message) {
+namespace {
+
+// fairgate_permit_release and _release_unused: ends the job and frees the permit.
+void EndPermit(fairgate_permit* permit, fairgate_code code, const char* message, bool used,
+               const char* call) {
   if (permit == nullptr) return;
   try {
-    permit->permit.Release(StatusOf(code, message));
+    const Status status = StatusOf(code, message);
+    if (used) {
+      permit->permit.Release(status);
+    } else {
+      permit->permit.ReleaseUnused(status);
+    }
     delete permit;
   } catch (...) {
-    Abort("fairgate_permit_release");
+    Abort(call);
   }
+}
+
+}  // namespace
+
+void fairgate_permit_release(fairgate_permit* permit, fairgate_code code, const char* message) {
+  EndPermit(permit, code, message, /*used=*/true, "fairgate_permit_release");
+}
+
+void fairgate_permit_release_unused(fairgate_permit* permit, fairgate_code code,
+                                    const char* message) {
+  EndPermit(permit, code, message, /*used=*/false, "fairgate_permit_release_unused");
 }
 
 fairgate_code fairgate_submit(fairgate_scheduler* scheduler, const fairgate_job* job,

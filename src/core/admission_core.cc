@@ -466,7 +466,7 @@ void AdmissionCore::ChargeAndHold(Job& job, const Admission& admission, double n
 }
 
 Status AdmissionCore::CompleteRunning(JobTicket ticket, const double* elapsed, double now,
-                                      JobView* completed) {
+                                      JobView* completed, bool charge_back) {
   if (Status s = CheckTime(now, "completion time"); !s.ok()) return s;
   if (elapsed != nullptr && (!std::isfinite(*elapsed) || *elapsed < 0)) {
     return absl::InvalidArgumentError(
@@ -479,15 +479,15 @@ Status AdmissionCore::CompleteRunning(JobTicket ticket, const double* elapsed, d
   }
   if (completed != nullptr) ViewInto(*job, *completed);  // in place: no copy
   if (lanes_.grouping()) {
-    EndRunning<true>(*job, elapsed, now);
+    EndRunning<true>(*job, elapsed, now, charge_back);
   } else {
-    EndRunning<false>(*job, elapsed, now);
+    EndRunning<false>(*job, elapsed, now, charge_back);
   }
   return absl::OkStatus();
 }
 
 template <bool kGrouping>
-void AdmissionCore::EndRunning(Job& job, const double* elapsed, double now) {
+void AdmissionCore::EndRunning(Job& job, const double* elapsed, double now, bool charge_back) {
   const TypeState& type = *job.type;
   KeyState& key = *job.key;
   if (elapsed == nullptr) {
@@ -497,12 +497,13 @@ void AdmissionCore::EndRunning(Job& job, const double* elapsed, double now) {
   } else {
     estimates_.Learn(type.index, job.id, type.config.default_cost, *elapsed, rule_.alpha, now);
   }
-  const double acc = rule_.reconcile && elapsed != nullptr
+  const double acc = charge_back ? key.acc + (0 - job.charge) / job.weight
+                     : rule_.reconcile && elapsed != nullptr
                          ? key.acc + (*elapsed - job.charge) / job.weight
                          : key.acc;
   // The key's group now (it may have moved since the admission) is reconciled at its weight now.
   GroupState* group = kGrouping ? GroupTable::Of(key) : nullptr;
-  const double group_acc = group != nullptr ? ReconciledCost(*group, job, elapsed) : 0;
+  const double group_acc = group != nullptr ? ReconciledCost(*group, job, elapsed, charge_back) : 0;
   Resource* resource = job.resource;
   const bool resource_was_full = LaneIndex::IdBlocker(resource) != Blocker::kNone;
   if (WorkerState* w = workers_.Of(job)) w->running.erase(job.slot);
@@ -531,13 +532,14 @@ void AdmissionCore::EndRunning(Job& job, const double* elapsed, double now) {
 }
 
 // The general form, for AdmissionCore's other files (a lost worker's jobs).
-template void AdmissionCore::EndRunning<true>(Job&, const double*, double);
+template void AdmissionCore::EndRunning<true>(Job&, const double*, double, bool);
 
-double AdmissionCore::ReconciledCost(const GroupState& group, const Job& job,
-                                     const double* elapsed) const {
-  return rule_.reconcile && elapsed != nullptr
-             ? group.acc + (*elapsed - job.charge) / GroupTable::WeightOf(group)
-             : group.acc;
+double AdmissionCore::ReconciledCost(const GroupState& group, const Job& job, const double* elapsed,
+                                     bool charge_back) const {
+  const double weight = GroupTable::WeightOf(group);
+  return charge_back                             ? group.acc + (0 - job.charge) / weight
+         : rule_.reconcile && elapsed != nullptr ? group.acc + (*elapsed - job.charge) / weight
+                                                 : group.acc;
 }
 
 SweepResult AdmissionCore::Sweep(double now, std::vector<std::pair<std::string, double>>* evicted) {

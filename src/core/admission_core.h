@@ -114,6 +114,16 @@ class AdmissionCore {
   Status CompleteUnmeasured(JobTicket ticket, double now, JobView& completed) {
     return CompleteRunning(ticket, nullptr, now, &completed);
   }
+  // Ends a running job that did none of its work, because its holder gave it back unused (the
+  // caller it was admitted for had gone): its key and its group are charged back what its
+  // admission charged them, whether or not the rule reconciles (as though it had run for no
+  // time), and its estimate learns nothing; its slot and resource are free again, as Complete's
+  // are. The tokens its admission took stay taken. `completed` as Complete's, its charge 0.
+  Status CompleteUnused(JobTicket ticket, double now, JobView& completed) {
+    Status status = CompleteRunning(ticket, nullptr, now, &completed, /*charge_back=*/true);
+    if (status.ok()) completed.charge = 0;  // given back
+    return status;
+  }
 
   // Forgets idle keys and unused estimates past their TTL, at most `sweep_batch` of each. With
   // `evicted`, the names and accumulated costs of the keys forgotten are appended to it.
@@ -352,9 +362,10 @@ class AdmissionCore {
 
   JobView ViewOf(const Job& job) const;
   void ViewInto(const Job& job, JobView& view) const;  // ViewOf, written into `view`
-  // Complete (CompleteUnmeasured when `elapsed` is null), describing the job into `completed`
-  // first when it is not null.
-  Status CompleteRunning(JobTicket ticket, const double* elapsed, double now, JobView* completed);
+  // Complete (CompleteUnmeasured when `elapsed` is null; CompleteUnused with `charge_back`),
+  // describing the job into `completed` first when it is not null.
+  Status CompleteRunning(JobTicket ticket, const double* elapsed, double now, JobView* completed,
+                         bool charge_back = false);
   class InvariantCheck;            // CheckInvariants' parts (admission_core_invariants.cc)
   Status CheckJoinPoints() const;  // part of CheckInvariants
   static JobTicket TicketOf(const Job& job) { return JobTable::TicketOf(job); }
@@ -388,10 +399,11 @@ class AdmissionCore {
   // higher tiers (higher tiers first), or null: Pick's choice were the type alone pending.
   Job* FrontOfType(TypeState& type);
   // Ends a running job: releases what it holds and frees it. `elapsed` null: it was lost with
-  // its worker, or its run was not its own (CompleteUnmeasured): nothing learned, nothing
-  // reconciled.
+  // its worker, or its run was not its own (CompleteUnmeasured), or it did none of its work
+  // (CompleteUnused): nothing learned, and nothing reconciled unless `charge_back`, which gives
+  // the key and its group the admission's charge back.
   template <bool kGrouping = true>
-  void EndRunning(Job& job, const double* elapsed, double now);
+  void EndRunning(Job& job, const double* elapsed, double now, bool charge_back = false);
   // Calls `use(usage, amount)` for every constraint of the list a running `job` holds: admission
   // acquires exactly these, completion releases exactly these, CheckInvariants recounts exactly
   // these. `Self` is AdmissionCore or const AdmissionCore.
@@ -421,10 +433,10 @@ class AdmissionCore {
   Status SetTypePaused(std::string_view type, bool paused, double now);
   Status SetKeyPaused(std::string_view key, bool paused, double now);
   // What the group's accumulated cost becomes as a running job of one of its keys ends (measured:
-  // `elapsed`; null: not), reconciled at its weight now. Out of line: off the path of keys
-  // without a group.
+  // `elapsed`; null: not; `charge_back`: as if at no time), reconciled at its weight now. Out of
+  // line: off the path of keys without a group.
   [[gnu::noinline]] double ReconciledCost(const GroupState& group, const Job& job,
-                                          const double* elapsed) const;
+                                          const double* elapsed, bool charge_back) const;
   // Takes a pending job out of the queue, uncharged: Cancel's work, and an expiry's.
   void Withdraw(Job& job, double now);
   // Schedules a pending job's next aging step, if it can rise: aging on, not paused, a tier above.

@@ -243,15 +243,24 @@ Status AdmissionTable::SettleRunSync(const RecordPtr& record, bool decided, cons
 }
 
 Decision AdmissionTable::Complete(JobRecord& record, double run_time, double end,
-                                  const Status& status, bool measured) {
+                                  const Status& status, RunEnd ran) {
   Decision decision;
   Locked lock(this, decision);
   end = MonotonicLocked(end);
   if (record.worker == nullptr || !record.worker->Lost()) {
     core::JobView job;  // described by the completion itself: one lookup of the ticket
-    (void)(measured ? core_->Complete(record.ticket, run_time, end, job)
-                    : core_->CompleteUnmeasured(record.ticket, end, job));
-    if (keep_run_samples_ && measured && run_samples_.size() < kMaxRunSamples) {
+    switch (ran) {
+      case RunEnd::kMeasured:
+        (void)core_->Complete(record.ticket, run_time, end, job);
+        break;
+      case RunEnd::kUnmeasured:
+        (void)core_->CompleteUnmeasured(record.ticket, end, job);
+        break;
+      case RunEnd::kUnused:
+        (void)core_->CompleteUnused(record.ticket, end, job);
+        break;
+    }
+    if (keep_run_samples_ && ran == RunEnd::kMeasured && run_samples_.size() < kMaxRunSamples) {
       run_samples_.push_back({std::string(job.type), record.admitted_at, run_time});
     }
     log_.Completed(job, status, run_time, end);

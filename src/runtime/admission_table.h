@@ -66,6 +66,11 @@ struct Decision {
   RecordList deadline_passed;
 };
 
+// What a completed job's run tells the core: its time (AdmissionCore::Complete), nothing (a run
+// that was not its own: CompleteUnmeasured), or that the job did none of its work (a permit
+// given back unused: CompleteUnused, its charge given back).
+enum class RunEnd { kMeasured, kUnmeasured, kUnused };
+
 // A deciding method's answer and its decision: the dispatcher acts on the decision and hands
 // back the answer (Dispatcher::Act).
 template <typename Answer>
@@ -244,10 +249,9 @@ class AdmissionTable {
   Status SettleRunSync(const RecordPtr& record, bool decided, const Context& ctx, bool& run);
   // Completes a job that ran for `run_time`, ending at `end`: the calls that joined it are
   // finished with `status` (into the decision's `joiners`, to tell) and what it frees admitted.
-  // Unless `measured`, the run time is logged but not learned or charged
-  // (AdmissionCore::CompleteUnmeasured).
+  // `ran` says what the core learns of it (RunEnd); the run time is logged whatever it says.
   Decision Complete(JobRecord& record, double run_time, double end, const Status& status,
-                    bool measured = true);
+                    RunEnd ran = RunEnd::kMeasured);
   // An Acquire that leaves the queue without a permit, uncharged: false (nothing done) unless
   // its job was still pending.
   bool Abandon(const RecordPtr& record, const Status& why);

@@ -27,11 +27,15 @@ class Dispatcher::HeldPermit : public HeldJob {
                      : Context::Background()) {
     if (record_->worker) context_ = record_->worker->Enter(context_);
   }
-  void Release(const Status& status) override {
+  void Release(const Status& status, bool used) override {
     Dispatcher* dispatcher = dispatcher_;
     const double end = dispatcher->table_.Now();
     if (leases_) dispatcher->fleet_->Leave(*leases_);
-    (void)dispatcher->Complete(*record_, record_->admitted_at, end, status);
+    if (used) {
+      (void)dispatcher->Complete(*record_, record_->admitted_at, end, status);
+    } else {
+      dispatcher->CompleteUnused(*record_, end, status);
+    }
     record_ = nullptr;
     dispatcher->outstanding_.Finish();  // the last touch: the scheduler may be destroyed after it
   }
@@ -163,7 +167,8 @@ void Dispatcher::RunBackground(RecordPtr record) {
 RecordPtr Dispatcher::Complete(JobRecord& record, double start, double end, const Status& status,
                                bool keep_background) {
   Decision decision =
-      table_.Complete(record, std::max(0.0, end - start), end, status, record.RunMeasured());
+      table_.Complete(record, std::max(0.0, end - start), end, status,
+                      record.RunMeasured() ? RunEnd::kMeasured : RunEnd::kUnmeasured);
   RecordPtr kept;
   if (keep_background) {
     RecordList& admitted = decision.admitted;
@@ -177,6 +182,11 @@ RecordPtr Dispatcher::Complete(JobRecord& record, double start, double end, cons
   }
   Act(decision);
   return kept;
+}
+
+void Dispatcher::CompleteUnused(JobRecord& record, double end, const Status& status) {
+  Act(table_.Complete(record, std::max(0.0, end - record.admitted_at), end, status,
+                      RunEnd::kUnused));
 }
 
 void Dispatcher::AbandonAtDeadline(const RecordList& records) {

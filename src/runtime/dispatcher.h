@@ -82,6 +82,10 @@ class Dispatcher final : public AdmissionTable::Owner {
   // caller to run.
   RecordPtr Complete(JobRecord& record, double start, double end, const Status& status,
                      bool keep_background = false) ABSL_LOCKS_EXCLUDED(core_lock);
+  // Completes a held permit's job that did none of its work (Permit::ReleaseUnused), at `end`,
+  // and acts on what that admits.
+  void CompleteUnused(JobRecord& record, double end, const Status& status)
+      ABSL_LOCKS_EXCLUDED(core_lock);
   // An Acquire that leaves the queue without a permit: uncharged, told once.
   void AbandonWaiting(const RecordPtr& record, const Status& why) ABSL_LOCKS_EXCLUDED(core_lock);
   // Unregisters an Acquire's context callback; if it had not run, finishes its outstanding count.
