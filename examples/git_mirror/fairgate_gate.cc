@@ -30,7 +30,13 @@ class FairgateGate : public WorkGate {
         [on_admitted = std::move(on_admitted)](fairgate::StatusOr<fairgate::Permit> permit) {
           if (!permit.ok()) return on_admitted(permit.status());
           auto held = std::make_shared<fairgate::Permit>(*std::move(permit));
-          on_admitted(Slot([held](const fairgate::Status& s) { held->Release(s); }));
+          on_admitted(Slot([held](const fairgate::Status& s, bool used) {
+            if (used) {
+              held->Release(s);
+            } else {
+              held->ReleaseUnused(s);
+            }
+          }));
         },
         {.cost = std::nullopt, .refuse_without_token = true});
     if (!status.ok()) {

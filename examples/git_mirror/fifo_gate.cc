@@ -155,7 +155,7 @@ class FifoGate : public WorkGate {
   };
 
   Slot MakeSlot() {
-    return Slot([this](const fairgate::Status&) { Release(); });
+    return Slot([this](const fairgate::Status&, bool) { Release(); });
   }
 
   void Cancel(std::uint64_t id) {

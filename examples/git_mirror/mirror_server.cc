@@ -367,7 +367,9 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
     if (!spec_.pack_key.empty()) server_.PackRunning(spec_.pack_key, spool_);
     if (gone_) {
       EndSpool(absl::CancelledError("the client went away"));
-      return Finish(absl::UnavailableError("the client went away before its turn"));
+      // Given back unused: a pack never made teaches the repository's estimate nothing.
+      return Finish(absl::UnavailableError("the client went away before its turn"),
+                    /*used=*/false);
     }
     // A client's only git run at the server's niceness, its others below (MirrorOptions::git_nice).
     git_counted_ = true;
@@ -378,7 +380,7 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
       std::fprintf(stderr, "fairgate-git-mirror: %s\n",
                    std::string(process.status().message()).c_str());
       EndSpool(absl::InternalError("git could not be started"));
-      return Finish(process.status());
+      return Finish(process.status(), /*used=*/false);  // no pack made: nothing to learn
     }
     process_ = *std::move(process);
     auto self = shared_from_this();
@@ -460,12 +462,18 @@ class MirrorServer::Request : public std::enable_shared_from_this<Request> {
         absl::StrCat("git upload-pack exited with ", exit_code, ": ", message)));
   }
 
-  void Finish(const fairgate::Status& status) {
+  // Ends the request's job with `status`; `used` false when git never ran (the slot is given
+  // back unused, and the repository's estimate learns nothing from it).
+  void Finish(const fairgate::Status& status, bool used = true) {
     if (finished_) return;
     finished_ = true;
     if (git_counted_) server_.ClientGitEnded(exchange_->client());
     server_.log_->Record("end", spec_.type, spec_.repository, exchange_->client(), &status);
-    slot_.Release(status);
+    if (used) {
+      slot_.Release(status);
+    } else {
+      slot_.ReleaseUnused(status);
+    }
   }
 
   MirrorServer& server_;

@@ -110,11 +110,12 @@ struct GateConfig {
   std::string replica;
 };
 
-// A slot held by a foreground request: released exactly once, by Release or by the destructor
-// (as OK). Move-only; the release may happen on any thread.
+// A slot held by a foreground request: released exactly once, by Release, ReleaseUnused or the
+// destructor (as OK). Move-only; the release may happen on any thread.
 class Slot {
  public:
-  using ReleaseFn = std::function<void(const fairgate::Status&)>;
+  // `used`: false when the request did none of its work (ReleaseUnused).
+  using ReleaseFn = std::function<void(const fairgate::Status&, bool used)>;
   Slot() = default;
   explicit Slot(ReleaseFn release) : release_(std::move(release)) {}
   Slot(Slot&& other) noexcept : release_(std::exchange(other.release_, nullptr)) {}
@@ -128,11 +129,16 @@ class Slot {
   ~Slot() { Release(absl::OkStatus()); }
   bool held() const { return release_ != nullptr; }
   // Completes the job with `status` (what the policy's metrics and learning see); no-op if empty.
-  void Release(const fairgate::Status& status) {
-    if (ReleaseFn release = std::exchange(release_, nullptr)) release(status);
-  }
+  void Release(const fairgate::Status& status) { End(status, /*used=*/true); }
+  // Gives the slot back without having started the work (its client went away as it was
+  // admitted): the policy learns nothing from it (fairgate: Permit::ReleaseUnused).
+  void ReleaseUnused(const fairgate::Status& status) { End(status, /*used=*/false); }
 
  private:
+  void End(const fairgate::Status& status, bool used) {
+    if (ReleaseFn release = std::exchange(release_, nullptr)) release(status, used);
+  }
+
   ReleaseFn release_;
 };
 
