@@ -265,11 +265,6 @@ std::vector<Row> Rows() {
         return Ready()->RunAsync(Context::Background(),
                                  {TypeName("clone"), JobId("id"), FairnessKey("k")}, nullptr);
       });
-  run("Scheduler::RunAsync", "a context with a deadline", absl::StatusCode::kInvalidArgument,
-      "does not watch a context's deadline", [] {
-        return Ready()->RunAsync(WithTimeout(Context::Background(), std::chrono::seconds(60)).first,
-                                 {TypeName("clone"), JobId("id"), FairnessKey("k")}, Noop);
-      });
   auto ignore = [](StatusOr<Permit>) {};
   run("Scheduler::Acquire", "an unknown type", absl::StatusCode::kNotFound, "unknown job type 'x'",
       [&] {

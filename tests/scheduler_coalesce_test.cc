@@ -275,6 +275,58 @@ TEST_CASE("Scheduler.Coalesce.ACallerThatLeavesLeavesAloneAndTheLastOneCancelsTh
   }
 }
 
+// A caller whose context's deadline passes leaves as a cancelled one does, told DeadlineExceeded
+// (RunAsync too: its deadline is watched by the scheduler's timer): alone, its job leaves the
+// queue uncharged; joined to a pending or a running job, it leaves the job to the others. Each
+// outcome is the same if the deadline passes before the call is queued (refused with it).
+TEST_CASE("Scheduler.Coalesce.ACallerWhoseDeadlinePassesLeavesAsACancelledOneDoes") {
+  for (Coalescing::Call call : {Coalescing::Call::kSync, Coalescing::Call::kAsync}) {
+    CAPTURE(static_cast<int>(call));
+    Watchdog watchdog("coalesced deadlines", 60s);
+    Coalescing c(Coalesce::kJoin);
+    c.call = call;
+    auto soon = [] { return WithTimeout(Context::Background(), 200ms).first; };
+    // Alone: the job leaves the queue, uncharged, and nothing runs.
+    std::future<Status> alone = c.RunSync("alone", "a", soon(), "git");
+    CHECK(alone.get().code() == absl::StatusCode::kDeadlineExceeded);
+    CHECK(c.scheduler->Snapshot().pending == 0);
+    CHECK(c.scheduler->AccumulatedCost("a").value_or(0) == 0.0);
+    // Joined to a pending job: the job stays, and its own caller runs it.
+    std::future<Status> first = c.RunSync("first", "b", Context::Background(), "linux",
+                                          absl::DataLossError("first ran"));
+    REQUIRE(Eventually([&] { return c.scheduler->Snapshot().pending == 1; }));
+    std::future<Status> late = c.RunSync("late", "c", soon());
+    CHECK(late.get().code() == absl::StatusCode::kDeadlineExceeded);
+    CHECK(c.scheduler->Snapshot().pending == 1);
+    c.Release();
+    CHECK(first.get().message() == "first ran");
+    // Joined to a running job: it stops waiting; the run goes on for the others.
+    Gate running;
+    std::atomic<int> runs = 0;
+    std::promise<Status> submitted;
+    REQUIRE(c.scheduler
+                ->Submit(
+                    {TypeName("mirror"), JobId("linux"), FairnessKey("d")},
+                    [&](const Context&) {
+                      ++runs;
+                      return running.Wait() ? absl::UnavailableError("upstream down")
+                                            : absl::InternalError("gate");
+                    },
+                    [&](const Status& s) { submitted.set_value(Own(s)); })
+                .ok());
+    REQUIRE(Eventually([&] { return runs == 1; }));
+    std::future<Status> waiting = c.RunSync("waiting", "e");
+    std::future<Status> impatient = c.RunSync("impatient", "f", soon());
+    CHECK(impatient.get().code() == absl::StatusCode::kDeadlineExceeded);
+    running.Open();
+    CHECK(submitted.get_future().get().message() == "upstream down");
+    CHECK(waiting.get().message() == "upstream down");
+    CHECK(runs == 1);
+    CHECK(c.Runs() == Names{"first"});
+    REQUIRE(c.scheduler->Drain(Context::Background()).ok());
+  }
+}
+
 TEST_CASE("Scheduler.Coalesce.ARunSyncJoinsARunningJobASubmitQueuesAnother") {
   for (Coalescing::Call call : {Coalescing::Call::kSync, Coalescing::Call::kAsync}) {
     CAPTURE(static_cast<int>(call));

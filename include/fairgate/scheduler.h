@@ -154,15 +154,14 @@ class FAIRGATE_EXPORT Scheduler {
   // RunSync with nobody waiting: queues the job exactly as RunSync does (the same order, caps and
   // conflicts; of a coalescing type it joins a pending or running job of its id, and its `fn`
   // counts as a RunSync caller's when the function that runs the job is chosen) and returns at
-  // once. Refusals are returned here, as RunSync returns them, and then `done` is never called;
-  // so is InvalidArgument for a `ctx` with a deadline, which nothing would watch (cancel the
-  // context instead: WithCancel). Otherwise `fn(ctx)` runs on a pool fiber if and when this call
-  // runs the job, and `done` (may be empty) is called exactly once with what RunSync would have
-  // returned: fn's status (on that fiber), or, from the thread or fiber that decided it (as a
-  // Submit's `done` that did not run: inside ctx's cancel function, a call of this scheduler, the
-  // timer), the status of the run it joined, ctx.Err() (uncharged) if `ctx` is cancelled first
-  // (the call leaves as a RunSync caller leaves), DeadlineExceeded at its type's max_queue_wait,
-  // Cancelled if the scheduler shuts down first.
+  // once. Refusals are returned here, as RunSync returns them, and then `done` is never called.
+  // Otherwise `fn(ctx)` runs on a pool fiber if and when this call runs the job, and `done` (may
+  // be empty) is called exactly once with what RunSync would have returned: fn's status (on that
+  // fiber), or, from the thread or fiber that decided it (as a Submit's `done` that did not run:
+  // inside ctx's cancel function, a call of this scheduler, the timer), the status of the run it
+  // joined, ctx.Err() (uncharged) if `ctx` is cancelled or its deadline passes first (the call
+  // leaves as a RunSync caller leaves; a deadline is watched by the scheduler's timer),
+  // DeadlineExceeded at its type's max_queue_wait, Cancelled if the scheduler shuts down first.
   // For callers that must not block while they wait: an event loop, or another language's
   // runtime through the C interface (fairgate_run_async), where a RunSync would hold a thread.
   Status RunAsync(const Context& ctx, const JobName& job, JobFn fn, DoneCallback done = {},

@@ -78,17 +78,14 @@ Status Scheduler::Impl::RunAdmitted(JobRecord& record, const Context& ctx, const
   return status;
 }
 
-// The record is queued with its continuation unarmed, then ctx's cancel callback is registered,
-// then the continuation is armed (DetachedRunSync): it is posted by the first Signal after that,
-// or here if one came before (the context ended, the job was admitted or refused meanwhile).
+// The record is queued with its continuation unarmed, then ctx's cancel callback is registered
+// (and its deadline filed as an alarm that signals as the cancellation does), then the
+// continuation is armed (DetachedRunSync): it is posted by the first Signal after that, or here
+// if one came before (the context ended, the job was admitted or refused meanwhile).
 Status Scheduler::Impl::RunAsync(const Context& ctx, std::string_view type, std::string_view id,
                                  std::string_view key, JobFn fn, DoneCallback done,
                                  const JobOptions& options) {
   if (!fn) return absl::InvalidArgumentError("job function is empty");
-  if (ctx.Deadline()) {
-    return absl::InvalidArgumentError(
-        "RunAsync does not watch a context's deadline: cancel the context instead");
-  }
   if (Status s = ctx.Err(); !s.ok()) return s;
   bool decided = false;  // admitted by the call itself: no Signal comes
   StatusOr<RecordPtr> accepted = Accept<internal::RunSyncCall>(
@@ -109,16 +106,24 @@ Status Scheduler::Impl::RunAsync(const Context& ctx, std::string_view type, std:
   if (!accepted.ok()) return accepted.status();
   RecordPtr record = *std::move(accepted);
   std::uint64_t callback = 0;
+  std::optional<internal::Alarms::Id> alarm;
   if (!decided && ctx.state()) {
-    callback = ctx.state()->AddCallback([weak = std::weak_ptr<JobRecord>(record)] {
+    auto signal = [weak = std::weak_ptr<JobRecord>(record)] {
       if (RecordPtr r = weak.lock()) Signal(*r, /*decided=*/false);
-    });
+    };
+    callback = ctx.state()->AddCallback(signal);
+    if (std::optional<Context::Clock::time_point> deadline = ctx.Deadline()) {
+      bool earliest = false;
+      alarm = alarms_.Add(*deadline, signal, earliest);
+      if (earliest) timer_.Wake();
+    }
   }
   internal::RunSyncCall& call = record->run_sync();
   std::function<void()> resume;
   {
     std::unique_lock lock(call.wake_mutex);
     call.detached->ctx_callback = callback;
+    call.detached->alarm = alarm;
     call.detached->armed = true;
     if (decided) {
       call.signalled = true;
@@ -144,6 +149,7 @@ void Scheduler::Impl::ResumeRunAsync(const RecordPtr& record) {
   }
   // Harmless from inside that callback: a context runs its callbacks outside its list's lock.
   if (detached.ctx_callback != 0) detached.ctx.state()->RemoveCallback(detached.ctx_callback);
+  if (detached.alarm) alarms_.Remove(*detached.alarm);
   bool run = false;
   Status told = table_.SettleRunSync(record, decided, detached.ctx, run);
   if (!run) {

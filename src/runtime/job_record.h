@@ -25,6 +25,7 @@
 #include "core/admission_core.h"
 #include "fairgate/context.h"
 #include "fairgate/scheduler.h"
+#include "runtime/alarms.h"
 #include "runtime/detached_status.h"
 #include "runtime/fiber_stack.h"
 #include "runtime/record_job_name.h"
@@ -53,14 +54,15 @@ using DeadlineMap = std::multimap<Context::Clock::time_point, RecordPtr>;
 // its wait, on the thread that signalled it (its run, if it runs the job, on a pool fiber). The
 // continuation is taken, once, by whichever comes last of the first Signal and the end of
 // RunAsync's own setup (`armed`): a Signal may come before RunAsync has registered its context's
-// cancel callback, and the continuation must find it registered.
+// cancel callback and filed its deadline's alarm, and the continuation must find them both.
 struct DetachedRunSync {
   Context ctx = Context::Background();
   Scheduler::JobFn fn;
   Scheduler::DoneCallback done;
-  std::uint64_t ctx_callback = 0;  // ctx's cancel callback (0: none, or it ran inline)
-  bool armed = false;              // RunAsync's setup is done (under wake_mutex)
-  std::function<void()> resume;    // emptied when taken (under wake_mutex)
+  std::uint64_t ctx_callback = 0;   // ctx's cancel callback (0: none, or it ran inline)
+  std::optional<Alarms::Id> alarm;  // its deadline's, with a deadline (Alarms)
+  bool armed = false;               // RunAsync's setup is done (under wake_mutex)
+  std::function<void()> resume;     // emptied when taken (under wake_mutex)
 };
 struct RunSyncCall {
   WaitMutex wake_mutex;

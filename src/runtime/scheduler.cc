@@ -275,18 +275,20 @@ void Scheduler::Impl::ChangeCapacity(const std::function<int(const CapacityInput
 // Called with the timer's lock held: takes the table's lock (never the other way round).
 internal::Timer::Clock::time_point Scheduler::Impl::TimerNextDue() {
   internal::Timer::Clock::time_point wake_at =
-      std::min({next_sweep_, table_.NextDue(), periodic_runs_.NextDue()});
+      std::min({next_sweep_, table_.NextDue(), periodic_runs_.NextDue(), alarms_.NextDue()});
   if (durable_) wake_at = std::min(wake_at, durable_->NextDue());
   if (capacity_) wake_at = std::min(wake_at, capacity_->NextDue());
   if (latency_) wake_at = std::min(wake_at, latency_->NextDue());
   return wake_at;
 }
 
-// What is due at `now`: Acquire waits whose context's deadline has passed end, jobs at their
-// type's max_queue_wait are reported, periodic runs and retries are queued; then adaptive
-// capacity's rule (or the latency rule) and the TTL sweep, when their intervals have passed.
+// What is due at `now`: Acquire waits and RunAsync calls whose context's deadline has passed
+// end, jobs at their type's max_queue_wait are reported, periodic runs and retries are queued;
+// then adaptive capacity's rule (or the latency rule) and the TTL sweep, when their intervals
+// have passed.
 void Scheduler::Impl::TimerRunDue(internal::Timer::Clock::time_point now) {
   dispatcher_.Act(table_.TakeDue(now));
+  alarms_.RunDue(now);
   periodic_runs_.RunDue(now);
   if (durable_) durable_->RunDue(now);
   if (capacity_) capacity_->Tick(now);

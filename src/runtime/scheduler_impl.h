@@ -27,6 +27,7 @@
 #include "core/admission_core.h"
 #include "fairgate/scheduler.h"
 #include "runtime/admission_table.h"
+#include "runtime/alarms.h"
 #include "runtime/capacity_controller.h"
 #include "runtime/claimer.h"
 #include "runtime/dispatcher.h"
@@ -210,6 +211,8 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
   internal::WorkerPool pool_;
   // The timer's own schedule (its thread's alone): the next TTL sweep.
   internal::Timer::Clock::time_point next_sweep_;
+  // RunAsync calls' context deadlines, which the timer runs as their cancellations.
+  internal::Alarms alarms_;
   // Last: started once everything else exists, stopped first.
   internal::Timer timer_{[this] { return TimerNextDue(); },
                          [this](internal::Timer::Clock::time_point now) { TimerRunDue(now); }};
