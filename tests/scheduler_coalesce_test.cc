@@ -292,8 +292,8 @@ TEST_CASE("Scheduler.Coalesce.ACallerWhoseDeadlinePassesLeavesAsACancelledOneDoe
     CHECK(c.scheduler->Snapshot().pending == 0);
     CHECK(c.scheduler->AccumulatedCost("a").value_or(0) == 0.0);
     // Joined to a pending job: the job stays, and its own caller runs it.
-    std::future<Status> first = c.RunSync("first", "b", Context::Background(), "linux",
-                                          absl::DataLossError("first ran"));
+    std::future<Status> first =
+        c.RunSync("first", "b", Context::Background(), "linux", absl::DataLossError("first ran"));
     REQUIRE(Eventually([&] { return c.scheduler->Snapshot().pending == 1; }));
     std::future<Status> late = c.RunSync("late", "c", soon());
     CHECK(late.get().code() == absl::StatusCode::kDeadlineExceeded);

@@ -317,8 +317,8 @@ TEST_CASE("Scheduler.RunAsync.BadInputIsRefusedAndDoneIsNeverCalled") {
   CHECK(scheduler->RunAsync(done, job, call.Fn(), call.Done()).code() ==
         absl::StatusCode::kCancelled);
   // A deadline already past is refused with it.
-  CHECK(scheduler->RunAsync(WithTimeout(Context::Background(), -1s).first, job, call.Fn(),
-                            call.Done())
+  CHECK(scheduler
+            ->RunAsync(WithTimeout(Context::Background(), -1s).first, job, call.Fn(), call.Done())
             .code() == absl::StatusCode::kDeadlineExceeded);
   REQUIRE(scheduler->Drain(Context::Background()).ok());
   CHECK(call.runs == 0);
