@@ -39,14 +39,12 @@ func fairgateGoPermit(user unsafe.Pointer, permit *C.fairgate_permit, code C.fai
 	ch <- a
 }
 
-// fairgateGoDurableStart starts the Go handler of a durable job, the start function of the C
-// interface's durable handler of every type this package registers (fairgate_go_durable,
-// durable.go): `user` is the cgo.Handle of the type's durableType, kept until the scheduler is
-// closed, and job the fairgate_durable_job. The handler runs in a goroutine (starting) with its
-// own copy of the job and the attempt's context; its error is the attempt's status.
-//
-//export fairgateGoDurableStart
-func fairgateGoDurableStart(user unsafe.Pointer, ctx *C.fairgate_context, job unsafe.Pointer,
+// startDurable starts the Go handler of a durable job, handed over by the C interface's durable
+// handler of every type this package registers (fairgate_go_durable, durable.go; handoff.go):
+// `user` is the cgo.Handle of the type's durableType, kept until the scheduler is closed, and job
+// the fairgate_durable_job. The handler runs in a goroutine (starting) with its own copy of the
+// job and the attempt's context; its error is the attempt's status.
+func startDurable(user unsafe.Pointer, ctx *C.fairgate_context, job unsafe.Pointer,
 	call *C.fairgate_go_call) {
 	d := cgo.Handle(uintptr(user)).Value().(*durableType)
 	c := (*C.fairgate_durable_job)(job)
@@ -64,15 +62,12 @@ func fairgateGoDurableStart(user unsafe.Pointer, ctx *C.fairgate_context, job un
 	})
 }
 
-// fairgateGoPeriodicStart starts the Go function of a run of a periodic job, the start function
-// of the C interface's job function of every periodic job of this package
-// (fairgate_go_periodic_run, periodic.go): `user` is the cgo.Handle of its periodicJob, kept until
-// the scheduler is closed. The function runs in a goroutine (starting) with the run's context;
-// its error becomes the run's status.
-//
-//export fairgateGoPeriodicStart
-func fairgateGoPeriodicStart(user unsafe.Pointer, ctx *C.fairgate_context, _ unsafe.Pointer,
-	call *C.fairgate_go_call) {
+// startPeriodic starts the Go function of a run of a periodic job, handed over by the C
+// interface's job function of every periodic job of this package (fairgate_go_periodic_run,
+// periodic.go; handoff.go): `user` is the cgo.Handle of its periodicJob, kept until the scheduler
+// is closed. The function runs in a goroutine (starting) with the run's context; its error
+// becomes the run's status.
+func startPeriodic(user unsafe.Pointer, ctx *C.fairgate_context, call *C.fairgate_go_call) {
 	j := cgo.Handle(uintptr(user)).Value().(*periodicJob)
 	starting(ctx, call, j.ctx, "the periodic job", j.fn)
 }
@@ -195,15 +190,12 @@ func fairgateGoReading(user unsafe.Pointer, value *C.double) C.fairgate_code {
 	return C.FAIRGATE_OK
 }
 
-// fairgateGoSubmitStart starts the Go function of a Submit or RunSync this package hands to the
-// C library (submitInC, runSyncInC), the start function of the C job function fairgate_go_run
-// (submit.go): `user` is the cgo.Handle of the call (deleted by fairgateGoSubmitDone, or by
-// runSyncInC). The function runs in a goroutine (starting) with the job's context made from the
-// call's (submitted.ctx).
-//
-//export fairgateGoSubmitStart
-func fairgateGoSubmitStart(user unsafe.Pointer, ctx *C.fairgate_context, _ unsafe.Pointer,
-	call *C.fairgate_go_call) {
+// startSubmitted starts the Go function of a Submit or RunSync this package hands to the C
+// library (submitInC, runSyncInC), handed over by the C job function fairgate_go_run (submit.go;
+// handoff.go): `user` is the cgo.Handle of the call (deleted by submittedDone, or by runSyncInC).
+// The function runs in a goroutine (starting) with the job's context made from the call's
+// (submitted.ctx).
+func startSubmitted(user unsafe.Pointer, ctx *C.fairgate_context, call *C.fairgate_go_call) {
 	j := cgo.Handle(uintptr(user)).Value().(*submitted)
 	starting(ctx, call, j.ctx, "the job's function", j.run)
 }
@@ -217,15 +209,22 @@ func fairgateGoCancel(user unsafe.Pointer) {
 	cgo.Handle(uintptr(user)).Value().(context.CancelFunc)()
 }
 
-// fairgateGoSubmitDone is the C interface's done callback of such a Submit, called exactly once:
-// it passes the job's end on to done and deletes the submission's handle.
-//
-//export fairgateGoSubmitDone
-func fairgateGoSubmitDone(user unsafe.Pointer, code C.fairgate_code, message *C.char) {
+// submittedDone passes the end of a Submit or RunSync this package hands to the C library on to
+// its done, and deletes the call's handle: called exactly once a call, with what the C
+// interface's done callback reported (fairgate_go_submit_done, handoff.go).
+func submittedDone(user unsafe.Pointer, code C.fairgate_code, message *C.char) {
 	h := cgo.Handle(uintptr(user))
 	j := h.Value().(*submitted)
 	h.Delete()
 	if j.done != nil {
 		j.done(j.result(Code(code), message))
 	}
+}
+
+// fairgateGoSubmitDone is submittedDone called from C, by fairgate_go_submit_done when it could
+// not make the item that hands the end to Go (out of memory): on the C library's thread.
+//
+//export fairgateGoSubmitDone
+func fairgateGoSubmitDone(user unsafe.Pointer, code C.fairgate_code, message *C.char) {
+	submittedDone(user, code, message)
 }

@@ -7,14 +7,11 @@ package fairgate
 
 #include "offload.h"
 
-extern void fairgateGoDurableStart(void* user, fairgate_context* ctx, void* job,
-                                   fairgate_go_call* call);
-
 // The C interface's durable handler of this package's types: runs the Go handler in a goroutine
-// (fairgateGoDurableStart) and waits for it (offload.h).
+// (startDurable) and waits for it (offload.h).
 static fairgate_code fairgate_go_durable(void* user, const fairgate_durable_job* job,
                                          const fairgate_context* ctx, char** error) {
-  return fairgate_go_run_job(ctx, fairgateGoDurableStart, user, job, error);
+  return fairgate_go_run_job(ctx, FAIRGATE_GO_START_DURABLE, user, job, error);
 }
 
 // RegisterDurable with this package's handler, `user` a cgo.Handle of the Go handler.

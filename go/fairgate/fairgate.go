@@ -191,6 +191,7 @@ func (s *Scheduler) use(f func(c *C.fairgate_scheduler) error) error {
 
 // New starts a scheduler.
 func New(options Options) (*Scheduler, error) {
+	startHandoff()
 	var c C.fairgate_options
 	C.fairgate_options_init_version(&c, C.FAIRGATE_OPTIONS_VERSION)
 	if options.MaxConcurrency != 0 {

@@ -15,6 +15,7 @@ enum {
 };
 
 struct fairgate_go_call {
+  fairgate_go_item start;    /* handed to Go (handoff.h) */
   fairgate_cancel* finished; /* fired by fairgate_go_call_finish */
   int32_t holders;           /* the job and the goroutine: the last to let go frees the call */
   int32_t state;             /* kUnstarted, kStarted or kCancelledEarly */
@@ -55,7 +56,7 @@ void fairgate_go_call_finish(fairgate_go_call* call, fairgate_code code, char* m
   fairgate_go_call_release(call);
 }
 
-fairgate_code fairgate_go_run_job(const fairgate_context* ctx, fairgate_go_start_fn start,
+fairgate_code fairgate_go_run_job(const fairgate_context* ctx, fairgate_go_item_kind kind,
                                   void* user, const void* job, char** error) {
   static const char kOutOfMemory[] = "out of memory starting the Go function";
   fairgate_go_call* call = (fairgate_go_call*)calloc(1, sizeof *call);
@@ -71,7 +72,12 @@ fairgate_code fairgate_go_run_job(const fairgate_context* ctx, fairgate_go_start
    * (the context's mutex). */
   fairgate_cancel_callback* callback =
       fairgate_context_on_cancel(ctx, fairgate_go_call_cancelled, call);
-  start(user, (fairgate_context*)ctx, (void*)job, call);
+  call->start.kind = kind;
+  call->start.user = user;
+  call->start.ctx = (fairgate_context*)ctx;
+  call->start.job = (void*)job;
+  call->start.call = call;
+  fairgate_go_handoff_put(&call->start);
   fairgate_context_wait(fairgate_cancel_context(call->finished), -1);
   fairgate_cancel_callback_stop(callback);
   fairgate_code code = call->code;

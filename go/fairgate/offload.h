@@ -9,10 +9,10 @@
  * waits, and the job waits for it here, as a fiber: fairgate_context_wait on a cancellation's
  * context (fairgate_cancel_context) that the goroutine fires when the function has returned.
  *
- * A job function of this package is fairgate_go_run_job(ctx, start, user, job, error): it makes
- * the run's call, registers a cancel callback on the job's context ctx, calls `start` (a Go
- * function: it makes the Go function's context, calls fairgate_go_call_started, starts the
- * goroutine and returns), waits, and stops the callback. The goroutine ends with
+ * A job function of this package is fairgate_go_run_job(ctx, kind, user, job, error): it makes
+ * the run's call, registers a cancel callback on the job's context ctx, hands the call's start to
+ * Go (handoff.h: Go then makes the Go function's context, calls fairgate_go_call_started and
+ * starts the goroutine), waits, and stops the callback. The goroutine ends with
  * fairgate_go_call_finish(call, code, message), exactly once. The call is freed by whichever of
  * the two comes last, so neither touches it after its own call. While the callback is registered
  * a cancellation of the job's context cancels the Go function's: fairgateGoRunCancelled(call),
@@ -21,17 +21,13 @@
 #define FAIRGATE_GO_OFFLOAD_H_
 
 #include "fairgate/c.h"
-
-typedef struct fairgate_go_call fairgate_go_call;
-
-/* Starts the goroutine of one run: `user` and `job` as fairgate_go_run_job was given them, ctx
- * the job's context (valid until the call is finished), `call` the run's. */
-typedef void (*fairgate_go_start_fn)(void* user, fairgate_context* ctx, void* job,
-                                     fairgate_go_call* call);
+#include "handoff.h"
 
 /* Runs a Go function for the job whose context is ctx, as the header comment says, and returns
- * its code, its message into *error (the job function's, which the C library frees). */
-fairgate_code fairgate_go_run_job(const fairgate_context* ctx, fairgate_go_start_fn start,
+ * its code, its message into *error (the job function's, which the C library frees). `kind` is
+ * the start's (FAIRGATE_GO_START_*), `user` and `job` what Go's start is handed with ctx and the
+ * call (handoff.h). */
+fairgate_code fairgate_go_run_job(const fairgate_context* ctx, fairgate_go_item_kind kind,
                                   void* user, const void* job, char** error);
 
 /* Called by `start` once the Go function's context is made and fairgateGoRunCancelled finds it:

@@ -7,15 +7,13 @@ package fairgate
 
 #include "offload.h"
 
-extern void fairgateGoPeriodicStart(void* user, fairgate_context* ctx, void* job,
-                                    fairgate_go_call* call);
 extern void fairgateGoPeriodicDone(void* user, fairgate_code code, char* message);
 
 // The C interface's job function of this package's periodic jobs: runs the Go function in a
-// goroutine (fairgateGoPeriodicStart) and waits for it (offload.h).
+// goroutine (startPeriodic) and waits for it (offload.h).
 static fairgate_code fairgate_go_periodic_run(void* user, const fairgate_context* ctx,
                                               char** error) {
-  return fairgate_go_run_job(ctx, fairgateGoPeriodicStart, user, NULL, error);
+  return fairgate_go_run_job(ctx, FAIRGATE_GO_START_PERIODIC, user, NULL, error);
 }
 
 // SubmitEvery with this package's callbacks, `user` a cgo.Handle of the periodicJob.

@@ -5,14 +5,10 @@ package fairgate
 #include "fairgate/c.h"
 #include "offload.h"
 
-extern void fairgateGoSubmitStart(void* user, fairgate_context* ctx, void* job,
-                                  fairgate_go_call* call);
-extern void fairgateGoSubmitDone(void* user, fairgate_code code, char* message);
-
 // The C interface's job function of this package's Submits and RunSyncs: runs the Go function in
-// a goroutine (fairgateGoSubmitStart) and waits for it (offload.h).
+// a goroutine (startSubmitted) and waits for it (offload.h).
 static fairgate_code fairgate_go_run(void* user, const fairgate_context* ctx, char** error) {
-  return fairgate_go_run_job(ctx, fairgateGoSubmitStart, user, NULL, error);
+  return fairgate_go_run_job(ctx, FAIRGATE_GO_START_SUBMITTED, user, NULL, error);
 }
 
 // RunSync with nobody waiting (fairgate_run_async), with this package's body and callback, `user`
@@ -20,14 +16,14 @@ static fairgate_code fairgate_go_run(void* user, const fairgate_context* ctx, ch
 static fairgate_code fairgate_go_run_async(fairgate_scheduler* s, const fairgate_job* job,
                                            uintptr_t user, const fairgate_cancel* cancel,
                                            char** error) {
-  return fairgate_run_async(s, job, fairgate_go_run, (fairgate_done_fn)fairgateGoSubmitDone,
+  return fairgate_run_async(s, job, fairgate_go_run, fairgate_go_submit_done,
                             (void*)user, cancel, error);
 }
 
 // Submit with this package's body and callback, `user` a cgo.Handle of the submission.
 static fairgate_code fairgate_go_submit(fairgate_scheduler* s, const fairgate_job* job,
                                         uintptr_t user, char** error) {
-  return fairgate_submit(s, job, fairgate_go_run, (fairgate_done_fn)fairgateGoSubmitDone,
+  return fairgate_submit(s, job, fairgate_go_run, fairgate_go_submit_done,
                          (void*)user, error);
 }
 */
@@ -126,7 +122,7 @@ func (s *Scheduler) runSyncInC(ctx context.Context, job Job, fn func(ctx context
 	}
 	told := make(chan error, 1)
 	j := &submitted{ctx: ctx, fn: fn, done: func(err error) { told <- err }}
-	h := cgo.NewHandle(j) // deleted by fairgateGoSubmitDone
+	h := cgo.NewHandle(j) // deleted by submittedDone
 	c, free := job.cJob()
 	defer free()
 	cancel := C.fairgate_cancel_new()
@@ -157,7 +153,13 @@ func (s *Scheduler) submitInC(job Job, fn func(ctx context.Context) error, done 
 	if err := job.checkCost(); err != nil {
 		return err
 	}
-	h := cgo.NewHandle(&submitted{ctx: s.ctx, fn: fn, done: done})
+	j := &submitted{ctx: s.ctx, fn: fn}
+	if done != nil {
+		// Told by the goroutine that handles what the C library hands to Go (handoff.h), which
+		// must not wait for a user's callback.
+		j.done = func(err error) { go done(err) }
+	}
+	h := cgo.NewHandle(j)
 	c, free := job.cJob()
 	defer free()
 	err := s.use(func(sc *C.fairgate_scheduler) error {

@@ -70,6 +70,31 @@ func TestSubmitOfACoalescingTypeJoins(t *testing.T) {
 	}
 }
 
+// A Submit's done on the C path may wait for another job of that path: it is called on neither
+// the C library's pool nor the goroutine that hands that job's start to Go (handoff.h), which the
+// other job needs. Here the pool has one thread.
+func TestASubmitsDoneMayWaitForAnotherJobOfTheCPath(t *testing.T) {
+	s := newScheduler(t, quietly(Options{WorkerThreads: 1}))
+	register(t, s, "mirror", TypeConfig{Priority: 4, Coalesce: CoalesceJoin})
+	second := make(chan error, 1)
+	if err := s.Submit(Job{Type: "mirror", ID: "a", Key: "k"},
+		func(context.Context) error { return nil },
+		func(error) {
+			second <- s.RunSync(context.Background(), Job{Type: "mirror", ID: "b", Key: "k"},
+				func(context.Context) error { return nil })
+		}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Errorf("the RunSync done made: %v", err)
+		}
+	case <-time.After(bound):
+		t.Fatalf("the RunSync done made did not end within %v", bound)
+	}
+}
+
 // WithRequeueOnWorkerLoss: the run whose worker is removed is run again on another worker, and
 // done is told once, of that run; a function run by the C library sees its worker too, and its
 // context ends when that worker is removed.
