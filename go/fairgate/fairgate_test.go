@@ -413,7 +413,10 @@ func TestAThousandWaitingGoroutinesUseAHandfulOfThreads(t *testing.T) {
 				eventually(t, "1,000 waiting", func() bool { return state(t, s).Pending == 1000 })
 				during := threads(t)
 				t.Logf("OS threads: %d before, %d with 1,000 goroutines waiting", before, during)
-				if during-before > 8 {
+				// Go starts a thread for a cgo call it finds blocked, so the 1,000 calls that
+				// queue add a few under load (up to 11 seen with -race beside busy loops); one
+				// thread a waiter, what this guards against, would add about 1,000.
+				if during-before > 50 {
 					t.Errorf("1,000 waiting goroutines took %d more OS threads", during-before)
 				}
 				held.Release(nil)
