@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "fairgate/observer.h"
 #include "fairgate/options.h"
 #include "fairgate/scheduler.h"
 #include "fairgate/status.h"
@@ -168,6 +169,23 @@ class Log {
  private:
   mutable std::mutex mutex_;
   std::vector<std::string> entries_;
+};
+
+// An observer that keeps, in order, a line for each event `format` describes (an empty line: the
+// event is not kept), from any thread.
+class EventLines : public Observer {
+ public:
+  explicit EventLines(std::function<std::string(const JobEvent&)> format)
+      : format_(std::move(format)) {}
+  void OnEvent(const JobEvent& e) override {
+    std::string line = format_(e);
+    if (!line.empty()) log_.Add(std::move(line));
+  }
+  std::vector<std::string> lines() const { return log_.entries(); }
+
+ private:
+  const std::function<std::string(const JobEvent&)> format_;
+  Log log_;
 };
 
 }  // namespace fairgate::testing

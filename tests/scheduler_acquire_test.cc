@@ -366,23 +366,13 @@ TEST_CASE("Scheduler.Acquire.TheHoldTimeIsTheObservedCostAndTheStatusIsCounted")
 }
 
 // The completions an observer saw: "id status charge accumulated_cost".
-class CompletionRecorder : public Observer {
- public:
-  void OnEvent(const JobEvent& e) override {
-    if (e.kind != JobEvent::Kind::kComplete) return;
-    std::lock_guard lock(mutex_);
-    lines_.push_back(absl::StrCat(e.id, " ", absl::StatusCodeToString(e.status.code()), " ",
-                                  e.charge, " ", e.accumulated_cost));
-  }
-  std::vector<std::string> lines() {
-    std::lock_guard lock(mutex_);
-    return lines_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::string> lines_;
-};
+std::shared_ptr<testing::EventLines> CompletionRecorder() {
+  return std::make_shared<testing::EventLines>([](const JobEvent& e) -> std::string {
+    if (e.kind != JobEvent::Kind::kComplete) return "";
+    return absl::StrCat(e.id, " ", absl::StatusCodeToString(e.status.code()), " ", e.charge, " ",
+                        e.accumulated_cost);
+  });
+}
 
 // A permit given back unused (its holder's client went away as it was admitted) teaches its
 // estimate nothing, where a Release after no work would pull it toward 0, and gives its key the
@@ -393,7 +383,7 @@ TEST_CASE("Scheduler.Acquire.APermitGivenBackUnusedTeachesNothingAndGivesBackIts
   TestClock clock;
   SchedulerOptions options = SeedCapacity(1);
   options.runtime.clock = clock.Fn();
-  auto recorder = std::make_shared<CompletionRecorder>();
+  auto recorder = CompletionRecorder();
   options.runtime.observers.push_back(recorder);
   auto scheduler = Make(options);
   REQUIRE(scheduler->RegisterType("clone", Type(1, 1)).ok());  // default cost 1

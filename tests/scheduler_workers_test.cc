@@ -334,30 +334,20 @@ TEST_CASE("Scheduler.Workers.ASubmitWithRequeueRunsAgainAfterItsWorkerIsLost") {
   CHECK(results[0].ok());
 }
 
+// Each admission and completion an observer saw: "kind id on worker", " (lost)" after a
+// completion by the loss of its worker.
+std::shared_ptr<testing::EventLines> AdmitAndCompleteRecorder() {
+  return std::make_shared<testing::EventLines>([](const JobEvent& e) -> std::string {
+    if (e.kind != JobEvent::Kind::kAdmit && e.kind != JobEvent::Kind::kComplete) return "";
+    return std::string(JobEventKindName(e.kind)) + " " + e.id + " on " + e.worker +
+           (e.kind == JobEvent::Kind::kComplete && WorkerLost(e.status) ? " (lost)" : "");
+  });
+}
+
 // Observers see each job's worker, and a lost job's completion at the removal, with the loss.
-class Recorder : public Observer {
- public:
-  void OnEvent(const JobEvent& e) override {
-    std::lock_guard lock(mutex_);
-    if (e.kind == JobEvent::Kind::kAdmit || e.kind == JobEvent::Kind::kComplete) {
-      lines_.push_back(
-          std::string(JobEventKindName(e.kind)) + " " + e.id + " on " + e.worker +
-          (e.kind == JobEvent::Kind::kComplete && WorkerLost(e.status) ? " (lost)" : ""));
-    }
-  }
-  std::vector<std::string> lines() {
-    std::lock_guard lock(mutex_);
-    return lines_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::string> lines_;
-};
-
 TEST_CASE("Scheduler.Workers.ObserversSeeEachJobsWorkerAndItsLoss") {
   Watchdog watchdog("workers events", 60s);
-  auto recorder = std::make_shared<Recorder>();
+  auto recorder = AdmitAndCompleteRecorder();
   SchedulerOptions options;
   options.rule.max_concurrency = 4;
   options.runtime.observers.push_back(recorder);

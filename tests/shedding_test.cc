@@ -171,23 +171,13 @@ TEST_CASE("Shedding.AQueueThatDropsBelowItsTargetStartsAgain") {
 TEST_SUITE_BEGIN("runtime");
 
 // Records each kShed and kReject event as "kind id".
-class Recorder : public Observer {
- public:
-  void OnEvent(const JobEvent& e) override {
-    if (e.kind != JobEvent::Kind::kShed && e.kind != JobEvent::Kind::kReject) return;
-    std::lock_guard lock(mutex_);
-    lines_.push_back(std::string(JobEventKindName(e.kind)) + " " + e.id +
-                     (WasShed(e.status) ? "" : " (not shed)"));
-  }
-  std::vector<std::string> lines() {
-    std::lock_guard lock(mutex_);
-    return lines_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::string> lines_;
-};
+std::shared_ptr<testing::EventLines> ShedAndRejectRecorder() {
+  return std::make_shared<testing::EventLines>([](const JobEvent& e) -> std::string {
+    if (e.kind != JobEvent::Kind::kShed && e.kind != JobEvent::Kind::kReject) return "";
+    return std::string(JobEventKindName(e.kind)) + " " + e.id +
+           (WasShed(e.status) ? "" : " (not shed)");
+  });
+}
 
 // Through a scheduler on a clock the test moves: a holder keeps the one slot while the heavy key
 // queues three jobs at 0. At 3 the queue stands: the heavy key's next Submit is refused at once
@@ -197,7 +187,7 @@ class Recorder : public Observer {
 TEST_CASE("Scheduler.Shedding.TheHeaviestKeysCallersAreRefusedAndTheLightOneIsServed") {
   testing::Watchdog watchdog("shedding", std::chrono::seconds(60));
   testing::TestClock clock;
-  auto recorder = std::make_shared<Recorder>();
+  auto recorder = ShedAndRejectRecorder();
   SchedulerOptions options = SchedulerOptions::Seed();
   options.rule.max_concurrency = 4;
   options.runtime.clock = clock.Fn();
