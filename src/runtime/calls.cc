@@ -95,9 +95,9 @@ Status Scheduler::Impl::RunAsync(const Context& ctx, std::string_view type, std:
         detached->ctx = ctx;
         detached->fn = std::move(fn);
         detached->done = std::move(done);
-        detached->resume = [this, weak = std::weak_ptr<JobRecord>(r)] {
-          if (RecordPtr record = weak.lock()) ResumeRunAsync(record);  // whoever signals holds it
-        };
+        detached->resume = &Impl::ResumeRunAsyncOf;
+        detached->scheduler = this;
+        detached->self = r;
         r->run_sync().detached = std::move(detached);
         // Copied: this call returns before its job ends.
         r->name.Keep(JobName(TypeName(type), JobId(id), FairnessKey(key)));
@@ -119,7 +119,7 @@ Status Scheduler::Impl::RunAsync(const Context& ctx, std::string_view type, std:
     }
   }
   internal::RunSyncCall& call = record->run_sync();
-  std::function<void()> resume;
+  bool resume = false;
   {
     std::unique_lock lock(call.wake_mutex);
     call.detached->ctx_callback = callback;
@@ -131,7 +131,7 @@ Status Scheduler::Impl::RunAsync(const Context& ctx, std::string_view type, std:
     }
     resume = call.TakeResume();
   }
-  if (resume) resume();
+  if (resume) call.Resume();
   return absl::OkStatus();
 }
 

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,14 +54,20 @@ using DeadlineMap = std::multimap<Context::Clock::time_point, RecordPtr>;
 // continuation is taken, once, by whichever comes last of the first Signal and the end of
 // RunAsync's own setup (`armed`): a Signal may come before RunAsync has registered its context's
 // cancel callback and filed its deadline's alarm, and the continuation must find them both.
+// The continuation is `resume(scheduler, record)`, `scheduler` the Scheduler::Impl (private to
+// Scheduler, so untyped here) and the record its own (`self`), held by whoever took it: a
+// function pointer and the two it is called with, so a RunAsync allocates no closure for it.
 struct DetachedRunSync {
   Context ctx = Context::Background();
   Scheduler::JobFn fn;
   Scheduler::DoneCallback done;
   std::uint64_t ctx_callback = 0;   // ctx's cancel callback (0: none, or it ran inline)
   std::optional<Alarms::Id> alarm;  // its deadline's, with a deadline (Alarms)
-  bool armed = false;               // RunAsync's setup is done (under wake_mutex)
-  std::function<void()> resume;     // emptied when taken (under wake_mutex)
+  void (*resume)(void* scheduler, const RecordPtr& record) = nullptr;
+  void* scheduler = nullptr;
+  std::weak_ptr<JobRecord> self;
+  bool armed = false;  // RunAsync's setup is done (under wake_mutex)
+  bool taken = false;  // the continuation was taken (under wake_mutex)
 };
 struct RunSyncCall {
   WaitMutex wake_mutex;
@@ -70,10 +75,16 @@ struct RunSyncCall {
   bool signalled = false;
   bool decided = false;
   std::unique_ptr<DetachedRunSync> detached;  // RunAsync's: set before the call is queued
-  // The continuation, once signalled and armed and not yet taken; else empty. Under wake_mutex.
-  std::function<void()> TakeResume() {
-    if (!detached || !detached->armed || !signalled) return nullptr;
-    return std::exchange(detached->resume, nullptr);
+  // Whether the caller takes the continuation: once signalled and armed, and only the first
+  // time. Under wake_mutex.
+  bool TakeResume() {
+    if (!detached || !detached->armed || !signalled || detached->taken) return false;
+    detached->taken = true;
+    return true;
+  }
+  // Runs the continuation taken by TakeResume (outside wake_mutex), if its record still lives.
+  void Resume() {
+    if (RecordPtr record = detached->self.lock()) detached->resume(detached->scheduler, record);
   }
 };
 // Submit: the job's function, and `done`, told the job's status once (may be empty).
@@ -243,7 +254,7 @@ struct JobRecord {
 // (kRunning, kCancelled, kFinished), so the caller may read it without taking that lock again.
 inline void Signal(JobRecord& record, bool decided) ABSL_LOCKS_EXCLUDED(core_lock) {
   RunSyncCall& call = record.run_sync();
-  std::function<void()> resume;
+  bool resume = false;
   {
     std::unique_lock lock(call.wake_mutex);
     call.signalled = true;
@@ -251,7 +262,7 @@ inline void Signal(JobRecord& record, bool decided) ABSL_LOCKS_EXCLUDED(core_loc
     resume = call.TakeResume();
   }
   if (call.detached) {
-    if (resume) resume();
+    if (resume) call.Resume();
     return;
   }
   call.wake.notify_all();

@@ -165,6 +165,10 @@ class __attribute__((visibility("hidden"))) Scheduler::Impl final : public inter
   // What a RunAsync does once signalled (DetachedRunSync): what RunSync does after its wait, its
   // run posted to the pool; then `done`, and the call is finished (FinishRunAsync).
   void ResumeRunAsync(const RecordPtr& record);
+  // ResumeRunAsync as DetachedRunSync::resume: `impl` is the Impl.
+  static void ResumeRunAsyncOf(void* impl, const RecordPtr& record) {
+    static_cast<Impl*>(impl)->ResumeRunAsync(record);
+  }
   void FinishRunAsync(internal::DetachedRunSync& detached, const Status& status);
   // Submit through the intake: the job is queued in the core by whoever takes the lock next, or
   // by this call: when the intake is long, or when the job could be admitted now.
