@@ -131,7 +131,10 @@ class PinThreads {
   }
 };
 
-void BM_SubmitBurst(benchmark::State& state) {
+// `jobs` no-op jobs handed to the scheduler by `queue(scheduler, ran)` (Submit or RunAsync), each
+// told its end by `ran`; measured from the first call until the last job ran.
+template <typename Queue>
+void Burst(benchmark::State& state, Queue queue) {
   const int capacity = static_cast<int>(state.range(0));
   const int jobs = static_cast<int>(state.range(1));
   auto scheduler = Make(capacity);
@@ -163,7 +166,7 @@ void BM_SubmitBurst(benchmark::State& state) {
     const auto start = std::chrono::steady_clock::now();
     const double thread_cpu_start = ThreadCpuSeconds();
     for (int i = 0; i < jobs; ++i) {
-      if (!scheduler->Submit({TypeName("noop"), JobId("repo")}, Noop, ran).ok()) {
+      if (!queue(*scheduler, ran).ok()) {
         state.SkipWithError("refused");
         return;
       }
@@ -183,10 +186,31 @@ void BM_SubmitBurst(benchmark::State& state) {
   state.counters["submit_cpu_ns"] = submitting_cpu * 1e9 / all;
   state.counters["cpu_ns_per_job"] = cpu * 1e9 / all;
 }
+
+void BM_SubmitBurst(benchmark::State& state) {
+  Burst(state, [](Scheduler& scheduler, const Scheduler::DoneCallback& ran) {
+    return scheduler.Submit({TypeName("noop"), JobId("repo")}, Noop, ran);
+  });
+}
 BENCHMARK(BM_SubmitBurst)
     ->ArgNames({"capacity", "jobs", "pinned"})
     ->Args({64, 100000, 0})
     ->Args({64, 100000, 1})
+    ->Repetitions(5)
+    ->ComputeStatistics("min", Min)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// The same burst of RunAsync calls: a RunSync with nobody waiting, each settled by a
+// continuation on the thread that decided it and run on a pool fiber.
+void BM_RunAsyncBurst(benchmark::State& state) {
+  Burst(state, [](Scheduler& scheduler, const Scheduler::DoneCallback& ran) {
+    return scheduler.RunAsync(Context::Background(), {TypeName("noop"), JobId("repo")}, Noop, ran);
+  });
+}
+BENCHMARK(BM_RunAsyncBurst)
+    ->ArgNames({"capacity", "jobs", "pinned"})
+    ->Args({64, 100000, 0})
     ->Repetitions(5)
     ->ComputeStatistics("min", Min)
     ->UseRealTime()
