@@ -5,9 +5,10 @@
  * many fibers. Go code run inside the callback itself would hold the thread for as long as it
  * runs (the fibers beside it wait), and a fairgate call it made that suspended the fiber would
  * let another fiber enter Go on the same thread, which the Go runtime does not survive (c.h,
- * "Fibers"). So the callback only starts a goroutine, which calls no fairgate function that
- * waits, and the job waits for it here, as a fiber: fairgate_context_wait on a cancellation's
- * context (fairgate_cancel_context) that the goroutine fires when the function has returned.
+ * "Fibers"). So the job function only has a goroutine started (by the hand-off's, handoff.h),
+ * which calls no fairgate function that waits, and the job waits for it here, as a fiber:
+ * fairgate_context_wait on a cancellation's context (fairgate_cancel_context) that the goroutine
+ * fires when the function has returned.
  *
  * A job function of this package is fairgate_go_run_job(ctx, kind, user, job, error): it makes
  * the run's call, registers a cancel callback on the job's context ctx, hands the call's start to
@@ -30,8 +31,9 @@
 fairgate_code fairgate_go_run_job(const fairgate_context* ctx, fairgate_go_item_kind kind,
                                   void* user, const void* job, char** error);
 
-/* Called by `start` once the Go function's context is made and fairgateGoRunCancelled finds it:
- * 1, or 0 if the job's context was cancelled before (then `start` cancels the Go context). */
+/* Called by Go's start (handoff.h) once the Go function's context is made and
+ * fairgateGoRunCancelled finds it: 1, or 0 if the job's context was cancelled before (then the
+ * start cancels the Go context). */
 int fairgate_go_call_started(fairgate_go_call* call);
 
 /* The goroutine's end: the function's code, and its message (malloc'd, NULL for none), which the

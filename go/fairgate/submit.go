@@ -16,15 +16,14 @@ static fairgate_code fairgate_go_run(void* user, const fairgate_context* ctx, ch
 static fairgate_code fairgate_go_run_async(fairgate_scheduler* s, const fairgate_job* job,
                                            uintptr_t user, const fairgate_cancel* cancel,
                                            char** error) {
-  return fairgate_run_async(s, job, fairgate_go_run, fairgate_go_submit_done,
-                            (void*)user, cancel, error);
+  return fairgate_run_async(s, job, fairgate_go_run, fairgate_go_submit_done, (void*)user, cancel,
+                            error);
 }
 
 // Submit with this package's body and callback, `user` a cgo.Handle of the submission.
 static fairgate_code fairgate_go_submit(fairgate_scheduler* s, const fairgate_job* job,
                                         uintptr_t user, char** error) {
-  return fairgate_submit(s, job, fairgate_go_run, fairgate_go_submit_done,
-                         (void*)user, error);
+  return fairgate_submit(s, job, fairgate_go_run, fairgate_go_submit_done, (void*)user, error);
 }
 */
 import "C"
