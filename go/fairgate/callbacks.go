@@ -73,7 +73,9 @@ func startPeriodic(user unsafe.Pointer, ctx *C.fairgate_context, call *C.fairgat
 }
 
 // fairgateGoPeriodicDone is the C interface's report of each run of a periodic job of this
-// package, passed on to its OnRun.
+// package, passed on to its OnRun in a goroutine (periodicJob.ended). Called on the C library's
+// thread that ended the run, one run at a time: a direct call, not a hand-off (handoff.h), so
+// that every report is queued in Go once the C scheduler is shut down, for Close to wait for.
 //
 //export fairgateGoPeriodicDone
 func fairgateGoPeriodicDone(user unsafe.Pointer, code C.fairgate_code, message *C.char) {
@@ -85,7 +87,7 @@ func fairgateGoPeriodicDone(user unsafe.Pointer, code C.fairgate_code, message *
 	if code != C.FAIRGATE_OK {
 		err = errorFromC(Code(code), message)
 	}
-	j.onRun(err)
+	j.ended(err)
 }
 
 // recovering calls fn, a panic in it turned into an error with code Internal that names `what`

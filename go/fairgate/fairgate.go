@@ -171,6 +171,8 @@ type Scheduler struct {
 	handlesMu sync.Mutex
 	handles   []cgo.Handle
 	periodics []*Periodic
+	// reporting counts the goroutines calling the periodic jobs' OnRun, which Close waits for.
+	reporting sync.WaitGroup
 	// coalescing are the registered types whose TypeConfig.Coalesce is not CoalesceOff.
 	typesMu    sync.RWMutex
 	coalescing map[string]bool
@@ -261,9 +263,10 @@ func New(options Options) (*Scheduler, error) {
 }
 
 // Close shuts the scheduler down: waiting calls return an error with code Canceled, the contexts
-// of Submit's running jobs are cancelled, and Close returns once every job has returned and every
-// Permit has been released. Calls made while it waits, or after, fail with code Unavailable
-// (ErrClosed); Snapshot then returns nil and Metrics "". Calling Close again does nothing.
+// of Submit's running jobs are cancelled, and Close returns once every job has returned, every
+// Permit has been released and every periodic job's runs have been passed to its OnRun. Calls
+// made while it waits, or after, fail with code Unavailable (ErrClosed); Snapshot then returns
+// nil and Metrics "". Calling Close again does nothing.
 func (s *Scheduler) Close() error {
 	var err error
 	s.close.Do(func() {
@@ -276,6 +279,7 @@ func (s *Scheduler) Close() error {
 		s.cancel()
 		message = nil
 		err = errorOf(C.fairgate_scheduler_shutdown(s.c, -1, &message), message)
+		s.reporting.Wait() // the last runs' reports, queued by now
 		s.live.Lock()
 		C.fairgate_scheduler_destroy(s.c)
 		s.c = nil

@@ -46,6 +46,10 @@ type PeriodicOptions struct {
 	FirstRunAtOnce bool
 	// OnRun, when not nil, is called after each run with its error (nil: it succeeded), or with
 	// why a run was refused at the door (a full queue, say); the next run is scheduled as usual.
+	// It is called in a goroutine, one call at a time, in the order of the runs, so it may wait
+	// (for another job, say) without holding a thread of the C library; the next run does not
+	// wait for it. Close returns once every run has been reported, so OnRun must not call Close
+	// or Drain.
 	OnRun func(err error)
 }
 
@@ -61,6 +65,44 @@ type periodicJob struct {
 	fn    func(ctx context.Context) error
 	onRun func(error)
 	ctx   context.Context // the scheduler's (Close cancels it), each run's context's parent
+	// reporting counts the goroutines calling OnRun, for Close to wait for (the scheduler's).
+	reporting *sync.WaitGroup
+	// The runs' errors not yet passed to onRun, oldest first, and whether a goroutine is passing
+	// them on (report): at most one at a time, so that the calls come in order.
+	mu       sync.Mutex
+	unread   []error
+	reporter bool
+}
+
+// ended passes the error of a run that has just ended on to onRun: in a goroutine, so that the C
+// library's thread that reports it is not held by onRun, after the runs reported before it.
+func (j *periodicJob) ended(err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.unread = append(j.unread, err)
+	if !j.reporter {
+		j.reporter = true
+		j.reporting.Add(1)
+		go j.report()
+	}
+}
+
+// report calls onRun with each error ended queues, in order, until none is left.
+func (j *periodicJob) report() {
+	defer j.reporting.Done()
+	for {
+		j.mu.Lock()
+		if len(j.unread) == 0 {
+			j.reporter = false
+			j.mu.Unlock()
+			return
+		}
+		err := j.unread[0]
+		j.unread[0] = nil
+		j.unread = j.unread[1:]
+		j.mu.Unlock()
+		j.onRun(err)
+	}
 }
 
 // SubmitEvery runs fn as the background job again and again, each run interval after the
@@ -85,7 +127,8 @@ func (s *Scheduler) SubmitEvery(job Job, interval time.Duration, fn func(ctx con
 	if options.FirstRunAtOnce {
 		c.first_run_at_once = 1
 	}
-	h := cgo.NewHandle(&periodicJob{fn: fn, onRun: options.OnRun, ctx: s.ctx})
+	h := cgo.NewHandle(&periodicJob{fn: fn, onRun: options.OnRun, ctx: s.ctx,
+		reporting: &s.reporting})
 	cjob, free := job.cJob()
 	defer free()
 	p := &Periodic{}
@@ -113,7 +156,7 @@ func (p *Periodic) Stop() {
 	C.fairgate_periodic_stop(p.c)
 }
 
-// Runs returns how many runs have ended (reported to OnRun) so far.
+// Runs returns how many runs have ended so far (each is passed to OnRun, perhaps a moment later).
 func (p *Periodic) Runs() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -3,6 +3,7 @@ package fairgate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,72 @@ func TestSubmitEveryRunsUntilStoppedEachRunReported(t *testing.T) {
 	}
 	if got := p.Runs(); got != uint64(ran.Load()) {
 		t.Errorf("Runs() after Close = %d, want %d", got, ran.Load())
+	}
+}
+
+// OnRun runs in a goroutine, not on the C library's thread that ended the run: one that waits for
+// another job the library runs (a coalescing type's RunSync) does not hold the thread that job
+// needs, here the only one; nor does the next run wait for it. Its reports still come one at a
+// time, in the order of the runs, and Close returns once every one has been made.
+func TestOnRunMayWaitForAnotherJobOfTheCPathAndComesInOrder(t *testing.T) {
+	s := newScheduler(t, quietly(Options{WorkerThreads: 1}))
+	register(t, s, "mirror", TypeConfig{Priority: 4, Coalesce: CoalesceJoin})
+	register(t, s, "gc", TypeConfig{})
+	var ran atomic.Int64
+	var mu sync.Mutex
+	var reported []int64 // the run each report was of, from its error's text
+	inside, most := 0, 0 // OnRun calls under way, and the most ever at once
+	waited := make(chan error, 1)
+	onRun := func(err error) {
+		mu.Lock()
+		inside++
+		if inside > most {
+			most = inside
+		}
+		n := len(reported)
+		mu.Unlock()
+		if n == 0 {
+			waited <- s.RunSync(context.Background(), Job{Type: "mirror", ID: "b", Key: "k"},
+				func(context.Context) error { return nil })
+			// The next runs end meanwhile, their reports waiting for this one.
+			for deadline := time.Now().Add(bound); ran.Load() < 5 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		var run int64
+		var e *Error
+		if errors.As(err, &e) {
+			fmt.Sscanf(e.Message, "run %d", &run)
+		}
+		mu.Lock()
+		inside--
+		reported = append(reported, run)
+		mu.Unlock()
+	}
+	p, err := s.SubmitEvery(Job{Type: "gc", ID: "linux", Key: "cron"}, time.Millisecond,
+		func(context.Context) error { return fmt.Errorf("run %d", ran.Add(1)) },
+		PeriodicOptions{Jitter: -1, FirstRunAtOnce: true, OnRun: onRun})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := receive(t, waited); err != nil {
+		t.Errorf("the RunSync OnRun made: %v", err)
+	}
+	eventually(t, "five runs", func() bool { return ran.Load() >= 5 })
+	p.Stop()
+	s.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if int64(len(reported)) != ran.Load() {
+		t.Fatalf("%d runs, %d reported once Close returned", ran.Load(), len(reported))
+	}
+	for i, run := range reported {
+		if run != int64(i+1) {
+			t.Fatalf("the reports came for runs %v, not in order", reported)
+		}
+	}
+	if most != 1 {
+		t.Errorf("%d OnRun calls at once", most)
 	}
 }
 
