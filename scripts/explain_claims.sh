@@ -14,6 +14,8 @@
 # (CANDIDATES=wide: twice as many; PostgresStore::ClaimJobs). HEADS=stale leaves the keys' heads
 # with the statistics of their empty table (a server whose autovacuum has not analyzed them since
 # the keys came), where by default every table is analyzed after filling.
+# PGOPTIONS='-c plan_cache_mode=force_generic_plan' measures PostgreSQL's generic plans instead
+# (the store runs the claim without leases on one: OnGenericPlans, src/store/postgres_claims.cc).
 # Each revision's statements are compiled into a small printer (g++, the repository's headers).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
