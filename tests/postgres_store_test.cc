@@ -1589,6 +1589,45 @@ TEST_CASE("PostgresStore.ItsConnectionsCutIdleTransactionsAndCompileNothingJustI
   CHECK(server.Sql("SHOW jit") == "on");
 }
 
+// store::postgres::OnGenericPlans, which the claim without leases runs in: a prepared statement
+// run in it is planned once, generically, however often it runs, and the session's own mode
+// (PostgreSQL's default, custom plans for a prepared statement's first five runs) is back after.
+TEST_CASE("PostgresStore.AStatementOnGenericPlansIsPlannedOnceAndTheSessionKeepsItsMode" *
+          kStoreAlone) {
+  testing::PostgresServer server;
+  store::postgres::ConnectionPool pool(server.conninfo(), 1);
+  store::postgres::ConnectionPool::Session session = pool.Take();
+  store::postgres::Link& link = *session;
+  const char* count = "SELECT count(*) FROM pg_class WHERE relname = $1";
+  auto run = [&](bool generic) {
+    StatusOr<store::postgres::Result> r = pool.Retrying(link, [&] {
+      auto statement = [&] { return store::postgres::Exec(link, count, {{"pg_class"}}, "count"); };
+      return generic ? store::postgres::OnGenericPlans(link, statement) : statement();
+    });
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    CHECK(std::string(PQgetvalue(r->get(), 0, 0)) == "1");
+  };
+  // The plans this session made of `count` so far: "generic custom".
+  auto plans = [&] {
+    StatusOr<store::postgres::Result> r = store::postgres::Exec(
+        link,
+        "SELECT generic_plans || ' ' || custom_plans FROM pg_prepared_statements "
+        "WHERE statement = $1",
+        {{count}}, "read the plans");
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    REQUIRE(PQntuples(r->get()) == 1);
+    return std::string(PQgetvalue(r->get(), 0, 0));
+  };
+  for (int i = 0; i < 3; ++i) run(true);
+  CHECK(plans() == "3 0");
+  for (int i = 0; i < 2; ++i) run(false);
+  CHECK(plans() == "3 2");
+  StatusOr<store::postgres::Result> mode =
+      store::postgres::Exec(link, "SHOW plan_cache_mode", {}, "show a setting");
+  REQUIRE(mode.ok());
+  CHECK(std::string(PQgetvalue(mode->get(), 0, 0)) == "auto");
+}
+
 // The fleet's rate buckets (SharedStore::TakeTokens): full at first, whole tokens taken up to
 // what was asked, the rest kept and refilled by the server's clock; takes from many threads never
 // give a token twice. Rates of a thousandth a second, so that the test's own time adds nothing.

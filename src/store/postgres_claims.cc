@@ -166,30 +166,6 @@ StatusOr<std::vector<StoredJob>> PostgresStore::Claim(const std::vector<Claimabl
   return jobs;
 }
 
-namespace {
-
-// Runs `statement` on `link` with PostgreSQL's generic plans (plan_cache_mode), its triggers'
-// statements too, and the session's own mode again after it. For the claim without leases: the
-// server made a custom plan of it for each claim's arguments, 1-2 ms of its CPU a claim (more
-// than running a claim of 100 jobs), where one generic plan a connection, made once, runs as fast
-// as the custom ones at 100 and 10,000 keys, the heads' statistics fresh or stale (bench/README.md,
-// "How a claim reads"). Two round trips more, a fraction of that. Not for the claim with leases:
-// its generic plan at 10,000 keys ran 118-137 ms against 6-17 ms for the custom ones. A server
-// that does not know the setting (before PostgreSQL 12) runs `statement` as it would have.
-template <typename Statement>
-auto OnGenericPlans(Link& link, Statement statement) -> decltype(statement()) {
-  Exec(link, "SET plan_cache_mode = force_generic_plan", {}, "use generic plans")
-      .status()
-      .IgnoreError();
-  auto result = statement();
-  if (!Broken(link)) {
-    Exec(link, "RESET plan_cache_mode", {}, "use the session's plans").status().IgnoreError();
-  }
-  return result;
-}
-
-}  // namespace
-
 StatusOr<PostgresStore::UnleasedClaim> PostgresStore::ClaimUnleased(
     Link& link, const std::vector<std::string>& names, const std::vector<std::string>& tiers,
     std::size_t max_jobs, std::size_t candidates, double lease_seconds,
@@ -202,6 +178,11 @@ StatusOr<PostgresStore::UnleasedClaim> PostgresStore::ClaimUnleased(
   StatusOr<Result> r = pool_.RetryingUnlessFound(
       link,
       [&] {
+        // Planned once a connection: a custom plan for each claim's arguments cost the server
+        // 1-2 ms a claim, more than running a claim of 100 jobs, and the generic plan runs as
+        // fast at 100 and 10,000 keys, the heads' statistics fresh or stale (bench/README.md, "How
+        // a claim reads"). Not the claim with leases: its generic plan at 10,000 keys ran
+        // 118-137 ms against 6-17 ms for the custom ones.
         return OnGenericPlans(link, [&] {
           return Exec(link, kClaim,
                       {{TextArray(names)},

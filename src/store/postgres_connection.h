@@ -75,6 +75,24 @@ bool Broken(const Link& link);
 StatusOr<Result> Exec(Link& link, const char* sql, const std::vector<Param>& params,
                       const char* what);
 
+// Runs `statement` (statements on `link`, outside a transaction) with PostgreSQL's generic plans
+// (plan_cache_mode = force_generic_plan, for its triggers' statements too), then gives the
+// session its own mode back: a prepared statement is then planned once a connection, where the
+// server would otherwise plan it again for each call's arguments whenever it judged a custom plan
+// better. Two round trips more. A server without the setting (before PostgreSQL 12) runs
+// `statement` as it would have.
+template <typename Statement>
+auto OnGenericPlans(Link& link, Statement statement) -> decltype(statement()) {
+  Exec(link, "SET plan_cache_mode = force_generic_plan", {}, "use generic plans")
+      .status()
+      .IgnoreError();
+  auto result = statement();
+  if (!Broken(link)) {
+    Exec(link, "RESET plan_cache_mode", {}, "use the session's plans").status().IgnoreError();
+  }
+  return result;
+}
+
 // How long ConnectionPool::Committed waits for a transaction whose COMMIT's reply was lost to be
 // committed or aborted.
 inline constexpr double kCommittedWaitSeconds = 5;
