@@ -6,7 +6,7 @@
 
 namespace fairgate::store::postgres {
 
-inline constexpr int kSchemaVersion = 10;
+inline constexpr int kSchemaVersion = 11;
 
 // Creates the schema once per database, under an advisory lock so that replicas starting
 // together do not race.
@@ -48,8 +48,6 @@ CREATE TABLE IF NOT EXISTS fairgate_resource_leases (
 CREATE INDEX IF NOT EXISTS fairgate_resource_leases_token ON fairgate_resource_leases (token);
 CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_holder
   ON fairgate_durable_jobs (holder) WHERE holder IS NOT NULL;
-CREATE INDEX IF NOT EXISTS fairgate_durable_jobs_queue
-  ON fairgate_durable_jobs (type, fairness_key, sequence) WHERE NOT dead;
 CREATE TABLE IF NOT EXISTS fairgate_estimates (
   type text NOT NULL,
   id text NOT NULL,
@@ -290,9 +288,14 @@ ALTER TABLE fairgate_durable_jobs ADD COLUMN IF NOT EXISTS stored_by bigint;
 -- Version 10: the same for a resource's lease taken by AcquireResource (kTakeSlot), so that its
 -- store can tell whether a take whose reply was lost took a slot. NULL for a claim's.
 ALTER TABLE fairgate_resource_leases ADD COLUMN IF NOT EXISTS taken_by bigint;
+-- Version 11: no index of every live job by (type, key, sequence). The first claims read each
+-- key's first jobs from it; since version 3 a claim reads the ready jobs' index and the heads
+-- instead, and nothing read it, yet it was one of the three index entries that every job stored
+-- and every row a claim updated wrote.
+DROP INDEX IF EXISTS fairgate_durable_jobs_queue;
 INSERT INTO fairgate_schema (version)
-  SELECT 10 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
-UPDATE fairgate_schema SET version = 10 WHERE version < 10;
+  SELECT 11 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
+UPDATE fairgate_schema SET version = 11 WHERE version < 11;
 )sql";
 
 // A replica that waits for jobs (WaitForJobs), in fairgate_waiting: says so, or again ($1 its
