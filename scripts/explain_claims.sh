@@ -15,7 +15,9 @@
 # with the statistics of their empty table (a server whose autovacuum has not analyzed them since
 # the keys came), where by default every table is analyzed after filling.
 # PGOPTIONS='-c plan_cache_mode=force_generic_plan' measures PostgreSQL's generic plans instead
-# (the store runs the claim without leases on one: OnGenericPlans, src/store/postgres_claims.cc).
+# (the store runs both claims on one: OnGenericPlans, src/store/postgres_claims.cc). The sessions
+# run without JIT, as the store's do (kSessionSettings): a generic plan's estimates are higher, and
+# with JIT on the server compiled the claim with leases for about 100 ms before each run.
 # Each revision's statements are compiled into a small printer (g++, the repository's headers).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,6 +51,7 @@ for rev in "${revisions[@]}"; do
     -o "$work/print-$rev"
 done
 conn=$(bash "$top/scripts/pg_temp.sh" start "$dir" | tail -1)
+export PGOPTIONS="-c jit=off ${PGOPTIONS:-}"
 q() { psql "$conn" -X -q -v ON_ERROR_STOP=1 "$@"; }
 "$work/print-${revisions[0]}" schema | q >/dev/null
 claim=${CLAIM:-leases}

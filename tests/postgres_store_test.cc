@@ -1594,7 +1594,7 @@ TEST_CASE("PostgresStore.ItsConnectionsCutIdleTransactionsAndCompileNothingJustI
   CHECK(server.Sql("SHOW jit") == "on");
 }
 
-// store::postgres::OnGenericPlans, which the claim without leases runs in: a prepared statement
+// store::postgres::OnGenericPlans, which both claims' statements run in: a prepared statement
 // run in it is planned once, generically, however often it runs, and the session's own mode
 // (PostgreSQL's default, custom plans for a prepared statement's first five runs) is back after.
 TEST_CASE("PostgresStore.AStatementOnGenericPlansIsPlannedOnceAndTheSessionKeepsItsMode" *
@@ -1631,6 +1631,45 @@ TEST_CASE("PostgresStore.AStatementOnGenericPlansIsPlannedOnceAndTheSessionKeeps
       store::postgres::Exec(link, "SHOW plan_cache_mode", {}, "show a setting");
   REQUIRE(mode.ok());
   CHECK(std::string(PQgetvalue(mode->get(), 0, 0)) == "auto");
+}
+
+// Within a transaction (a claim with leases is one): a statement run on generic plans there is
+// planned so, and a failure of it leaves the session in its own mode once the transaction is
+// rolled back (the reset after it fails in the aborted transaction).
+TEST_CASE("PostgresStore.OnGenericPlansInATransactionThatFailsLeavesTheSessionsMode" *
+          kStoreAlone) {
+  testing::PostgresServer server;
+  store::postgres::ConnectionPool pool(server.conninfo(), 1);
+  store::postgres::ConnectionPool::Session session = pool.Take();
+  store::postgres::Link& link = *session;
+  auto exec = [&](const char* sql, std::vector<store::postgres::Param> params = {}) {
+    return store::postgres::Exec(link, sql, params, "a test's statement");
+  };
+  auto mode = [&] {
+    StatusOr<store::postgres::Result> r = exec("SHOW plan_cache_mode");
+    REQUIRE(r.ok());
+    return std::string(PQgetvalue(r->get(), 0, 0));
+  };
+  const char* divide = "SELECT 10 / $1::int";
+  REQUIRE(pool.Retrying(link, [&] { return exec("SELECT 1"); }).ok());  // connects
+  REQUIRE(exec("BEGIN").ok());
+  StatusOr<store::postgres::Result> fine =
+      store::postgres::OnGenericPlans(link, [&] { return exec(divide, {{"2"}}); });
+  REQUIRE_MESSAGE(fine.ok(), fine.status().ToString());
+  CHECK(std::string(PQgetvalue(fine->get(), 0, 0)) == "5");
+  CHECK(mode() == "auto");
+  StatusOr<store::postgres::Result> failed =
+      store::postgres::OnGenericPlans(link, [&] { return exec(divide, {{"0"}}); });
+  CHECK(!failed.ok());
+  REQUIRE(exec("ROLLBACK").ok());
+  CHECK(mode() == "auto");
+  StatusOr<store::postgres::Result> plans = exec(
+      "SELECT generic_plans || ' ' || custom_plans FROM pg_prepared_statements "
+      "WHERE statement = $1",
+      {{divide}});
+  REQUIRE(plans.ok());
+  REQUIRE(PQntuples(plans->get()) == 1);
+  CHECK(std::string(PQgetvalue(plans->get(), 0, 0)) == "2 0");
 }
 
 // The fleet's rate buckets (SharedStore::TakeTokens): full at first, whole tokens taken up to

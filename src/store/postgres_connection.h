@@ -75,12 +75,13 @@ bool Broken(const Link& link);
 StatusOr<Result> Exec(Link& link, const char* sql, const std::vector<Param>& params,
                       const char* what);
 
-// Runs `statement` (statements on `link`, outside a transaction) with PostgreSQL's generic plans
-// (plan_cache_mode = force_generic_plan, for its triggers' statements too), then gives the
-// session its own mode back: a prepared statement is then planned once a connection, where the
-// server would otherwise plan it again for each call's arguments whenever it judged a custom plan
-// better. Two round trips more. A server without the setting (before PostgreSQL 12) runs
-// `statement` as it would have.
+// Runs `statement` (statements on `link`) with PostgreSQL's generic plans (plan_cache_mode =
+// force_generic_plan, for its triggers' statements too), then gives the session its own mode
+// back: a prepared statement is then planned once a connection, where the server would otherwise
+// plan it again for each call's arguments whenever it judged a custom plan better. Two round
+// trips more. Within a transaction too: when `statement` fails there, the setting is undone with
+// the rest by the transaction's rollback. A server without the setting (before PostgreSQL 12)
+// runs `statement` as it would have.
 template <typename Statement>
 auto OnGenericPlans(Link& link, Statement statement) -> decltype(statement()) {
   Exec(link, "SET plan_cache_mode = force_generic_plan", {}, "use generic plans")
