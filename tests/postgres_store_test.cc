@@ -699,8 +699,12 @@ TEST_CASE("PostgresStore.AClaimTakesTheFirstJobsOfTheWholeOrderWhateverTheKeysAn
           kStoreAlone) {
   testing::PostgresServer server;
   std::mt19937 random(20261127);
-  for (const int keys : {1, 3, 30, 150}) {
+  // Costs of 4 values (groups of tied keys), or of 1,000 (most keys a group of their own: the
+  // claim stops reading keys at the group where it has read enough, FAIRGATE_PG_CLAIM_CANDIDATES).
+  for (const auto& [keys, costs] : std::vector<std::pair<int, int>>{
+           {1, 4}, {3, 4}, {30, 4}, {150, 4}, {30, 1000}, {150, 1000}}) {
     CAPTURE(keys);
+    CAPTURE(costs);
     auto a = *OpenPostgresStore(server.conninfo(), {"a"});  // makes the schema
     auto other = *OpenPostgresStore(server.conninfo(), {"other"});
     server.Sql("TRUNCATE fairgate_durable_jobs, fairgate_keys, fairgate_resource_leases");
@@ -710,7 +714,7 @@ TEST_CASE("PostgresStore.AClaimTakesTheFirstJobsOfTheWholeOrderWhateverTheKeysAn
     for (int k = 0; k < keys; ++k) {
       const std::string key = "k" + std::to_string(k);
       if (random() % 5 == 0) continue;
-      cost[key] = static_cast<double>(random() % 4);
+      cost[key] = static_cast<double>(random() % static_cast<std::uint32_t>(costs));
       saved.push_back({key, cost[key], 0});
     }
     // Half the costs are known before the jobs are stored, the rest after (a key's cost that
@@ -809,13 +813,15 @@ TEST_CASE("PostgresStore.AClaimWithLeasesTakesTheFirstClaimableJobsOfTheWholeOrd
   struct Case {
     std::size_t clones;  // the clones' bound in a claim (0: none, and their tier higher)
     int keys;
+    int costs = 3;  // how many values the keys' costs take (1,000: most keys alone at theirs)
   };
   for (const Case run : {Case{0, 1}, Case{0, 3}, Case{0, 30}, Case{0, 300}, Case{1, 1}, Case{1, 3},
-                         Case{1, 30}, Case{1, 300}}) {
+                         Case{1, 30}, Case{1, 300}, Case{0, 300, 1000}, Case{1, 300, 1000}}) {
     const std::size_t clones = run.clones;
     const int keys = run.keys;
     CAPTURE(clones);
     CAPTURE(keys);
+    CAPTURE(run.costs);
     std::vector<ClaimableType> types = {{"fetch", 2, "repo", 1, 0}, {"clone", 5, "repo", 1, 0}};
     const int clone_tier = clones == 0 ? 5 : 2;
     types[1].priority = clone_tier;
@@ -830,7 +836,7 @@ TEST_CASE("PostgresStore.AClaimWithLeasesTakesTheFirstClaimableJobsOfTheWholeOrd
     for (int k = 0; k < keys; ++k) {
       const std::string key = "k" + std::to_string(k);
       if (random() % 3 == 0) continue;  // never charged: 0, tied with many
-      cost[key] = static_cast<double>(random() % 3);
+      cost[key] = static_cast<double>(random() % static_cast<std::uint32_t>(run.costs));
       saved.push_back({key, cost[key], 0});
     }
     REQUIRE(a->SaveLearned({{}, saved, {}}, 0, 0).ok());
