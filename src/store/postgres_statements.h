@@ -344,24 +344,24 @@ inline constexpr const char* kDeleteWaitingRow = "DELETE FROM fairgate_waiting W
 //   M - p + 1 jobs;
 // - streamed / cut / known / bound: the first jobs of the placed keys, at least M in all; the M-th
 //   of them in claim order bounds the answer (M jobs come at or before it), so a key of a later
-//   tier or cost offers nothing, and one of its tier and cost only jobs up to its sequence. Keys
-//   of equal cost (every new key) interleave by sequence; this bound keeps each to its share. The
-//   g-th group of keys of one tier and cost, of n keys, reads ceil(M / (g n)) jobs of each (its
-//   head and FAIRGATE_PG_KNOWN_JOBS): M for the first group, M / 2 for the second..., so that
-//   where the keys' costs differ (clients charged different amounts) the bound falls in the
-//   first groups, not after every key (at 100 keys of distinct costs, 200 jobs each, a claim of
-//   400 offered 19,808 jobs with ceil(M / keys) each, 800 now). The keys are read in place order
-//   and the reading stops at M jobs (`streamed`, the LIMIT stopping the loop over the keys), in
-//   the group of the key it stopped at (`cut`), whose keys from that one on are read whole again
-//   (the one it stopped at may have been cut short): every job of a later group comes after every
-//   job of that group, so the M-th job of what is read is the one reading every key would find,
-//   and at most M plus that group's share (M / g) is read, not M (1 + 1/2 + ... + 1/groups): at
-//   100 keys of distinct costs a claim of 256 read 256 jobs of 2 keys, not 1,319 of 100 (a
-//   claim with leases of 4,000 candidates 4,200, not 10,394). The bound is materialized: each
-//   placed key reads it, and a plan that took the keys for one row (the heads' statistics of a
-//   table still empty) read the sorted `known` again up to the bound's place for each key: at 100
-//   keys a claim of 400 took 21 ms, 16 ms with the bound read once (scripts/explain_claims.sh,
-//   CLAIM=plain HEADS=stale);
+//   tier or cost offers nothing, and one of its tier and cost only jobs up to its sequence. Keys of
+//   equal cost (every new key) interleave by sequence; this bound keeps each to its share. The g-th
+//   group of keys of one tier and cost, of n keys, reads ceil(M / (g n)) jobs of each (its head and
+//   FAIRGATE_PG_KNOWN_JOBS): M for the first group, M / 2 for the second..., so that where the
+//   keys' costs differ (clients charged different amounts) the bound falls in the first groups, not
+//   after every key (at 100 keys of distinct costs, 200 jobs each, a claim of 400 offered 19,808
+//   jobs with ceil(M / keys) each, 800 now). The keys are read in place order and the reading stops
+//   at M jobs (`streamed`, the LIMIT stopping the loop over the keys), in the group of the key it
+//   stopped at (`cut`), whose keys from that one on are read whole again (the one it stopped at may
+//   have been cut short): every job of a later group comes after every job of that group, so the
+//   M-th job of what is read is the one reading every key would find (where it stops changes only
+//   how much is read: any M jobs read bound the answer), and at most M plus that group's share
+//   (M / g) is read, not M (1 + 1/2 + ... + 1/groups): at 100 keys of distinct costs a claim of
+//   256 read 256 jobs of 2 keys, not 1,319 of 100 (a claim with leases of 4,000 candidates 4,200,
+//   not 10,394). The bound is materialized: each placed key reads it, and a plan that took the keys
+//   for one row (the heads' statistics of a table still empty) read the sorted `known` again up to
+//   the bound's place for each key: at 100 keys a claim of 400 took 21 ms, 16 ms with the bound
+//   read once (scripts/explain_claims.sh, CLAIM=plain HEADS=stale);
 // - offered: the jobs each key may offer, within those bounds and at most `per_key` (SQL: $3,
 //   as many as a claim takes, when `pool` keeps every candidate), with the jobs whose
 //   lease lapsed from the holder index (the two sets never meet: a lapsed job still names its
