@@ -22,7 +22,7 @@
 // and the postmaster's children, autovacuum's included, from /proc; 0 if the server's processes
 // are not on this machine).
 // BM_DurableWorked/replicas:R/claimed:C/clients:K  20,000 jobs of K clients (fairness keys: 1,
-//                                100 or 10,000)
+//                                100 or 10,000, none with a cost yet: a fleet with no history)
 //                                stored beforehand, worked to completion by R replicas in this
 //                                process (max_concurrency 8 each, max_claimed C, 0: the default)
 //                                with a no-op handler. items/s: jobs done;
@@ -281,7 +281,12 @@ void WorkDurable(benchmark::State& state, int replicas, int claimed, int clients
   double claims_empty = 0, claims_with_jobs = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    Sql("TRUNCATE fairgate_durable_jobs, fairgate_resource_leases");
+    // No keys' costs either: every run starts as a fleet with no history, its clients tied at
+    // cost 0, whatever ran before. Costs left by an earlier run (shared at its end, and the
+    // clients of one run are named as another's) made a claim take one client's jobs after
+    // another's, in the order of those stale costs, instead of the clients' jobs in their order
+    // of arrival; and the first run on a new server differed from the rest.
+    Sql("TRUNCATE fairgate_durable_jobs, fairgate_resource_leases, fairgate_keys");
     {
       auto filler = *OpenPostgresStore(conninfo, {"filler"});
       std::vector<StoredJob> batch;
