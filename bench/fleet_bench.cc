@@ -21,14 +21,19 @@
 // Counter: server_cpu_us_per_job, the CPU time of the server's processes per job (its postmaster
 // and the postmaster's children, autovacuum's included, from /proc; 0 if the server's processes
 // are not on this machine).
-// BM_DurableWorked/replicas:R/claimed:C/clients:K  20,000 jobs of K clients (fairness keys: 1,
-//                                100 or 10,000, none with a cost yet: a fleet with no history)
-//                                stored beforehand, worked to completion by R replicas in this
-//                                process (max_concurrency 8 each, max_claimed C, 0: the default)
-//                                with a no-op handler. items/s: jobs done;
+// BM_DurableWorked/replicas:R/claimed:C/clients:K/charged:H  20,000 jobs of K clients (fairness
+//                                keys: 1, 100 or 10,000) stored beforehand, worked to completion
+//                                by R replicas in this process (max_concurrency 8 each,
+//                                max_claimed C, 0: the default) with a no-op handler. H 0: every
+//                                client at cost 0, a fleet with no history (a claim takes the
+//                                clients' jobs in their order of arrival); 1: client i charged
+//                                (i + 1) ms before, a fleet that has run a while (a claim takes
+//                                the cheapest client's jobs first: within a run, too short for
+//                                what it charges to be shared, one client's after another's).
+//                                items/s: jobs done;
 //                                counters: the server's CPU per job, the replicas' claims and
 //                                the share of them that took nothing (empty_claims_pct).
-// BM_DurableWorkedLeased/replicas:R/clients:K/repositories:P  the same with the default
+// BM_DurableWorkedLeased/replicas:R/clients:K/repositories:P  the same, charged, with the default
 //                                max_claimed, 1, 2, 4, 8 or 16 replicas (their claims with leases
 //                                run one at a time), the jobs over P repositories (1,000 or one
 //                                each), each job taking its repository's fleet-wide conflict
@@ -274,19 +279,23 @@ BENCHMARK(BM_ClaimCycle)
 // `repositories` (their ids). With `leases`, the type is in a fleet-wide conflict group: each
 // job takes its repository's lease (one slot) in its claim's transaction and gives it back with
 // the job.
-void WorkDurable(benchmark::State& state, int replicas, int claimed, int clients, bool leases,
-                 int repositories = 1000) {
+void WorkDurable(benchmark::State& state, int replicas, int claimed, int clients, bool charged,
+                 bool leases, int repositories = 1000) {
   constexpr int kJobs = 20000;
   double server_cpu = 0;  // microseconds, over the timed part of every iteration
   double claims_empty = 0, claims_with_jobs = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    // No keys' costs either: every run starts as a fleet with no history, its clients tied at
-    // cost 0, whatever ran before. Costs left by an earlier run (shared at its end, and the
-    // clients of one run are named as another's) made a claim take one client's jobs after
-    // another's, in the order of those stale costs, instead of the clients' jobs in their order
-    // of arrival; and the first run on a new server differed from the rest.
+    // The keys' costs too, then those the run asks for, whatever ran before: costs left by an
+    // earlier run (shared at its end, and the clients of one run are named as another's) decided
+    // in what order a claim took the clients' jobs, and the first run on a new server differed
+    // from the rest.
     Sql("TRUNCATE fairgate_durable_jobs, fairgate_resource_leases, fairgate_keys");
+    if (charged) {
+      Sql("INSERT INTO fairgate_keys (key, accumulated_cost, idle_since) SELECT 'client' || i, "
+          "(i + 1) * 0.001, extract(epoch from now()) FROM generate_series(0, " +
+          std::to_string(clients - 1) + ") AS i");
+    }
     {
       auto filler = *OpenPostgresStore(conninfo, {"filler"});
       std::vector<StoredJob> batch;
@@ -351,13 +360,16 @@ void WorkDurable(benchmark::State& state, int replicas, int claimed, int clients
 }
 void BM_DurableWorked(benchmark::State& state) {
   WorkDurable(state, static_cast<int>(state.range(0)), static_cast<int>(state.range(1)),
-              static_cast<int>(state.range(2)), false);
+              static_cast<int>(state.range(2)), state.range(3) != 0, false);
 }
 BENCHMARK(BM_DurableWorked)
-    ->ArgNames({"replicas", "claimed", "clients"})
-    ->ArgsProduct({{1, 2}, {0, 64}, {100}})
-    ->Args({1, 0, 1})
-    ->Args({1, 0, 10000})
+    ->ArgNames({"replicas", "claimed", "clients", "charged"})
+    ->ArgsProduct({{1, 2}, {0}, {100}, {0, 1}})
+    ->Args({1, 64, 100, 0})
+    ->Args({2, 64, 100, 0})
+    ->Args({1, 0, 1, 0})
+    ->Args({1, 0, 10000, 0})
+    ->Args({1, 0, 10000, 1})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
@@ -367,7 +379,7 @@ BENCHMARK(BM_DurableWorked)
 // (20 jobs each, a client's jobs on 10 of them at 100 clients), or a repository per job.
 void BM_DurableWorkedLeased(benchmark::State& state) {
   WorkDurable(state, static_cast<int>(state.range(0)), 0, static_cast<int>(state.range(1)), true,
-              static_cast<int>(state.range(2)));
+              true, static_cast<int>(state.range(2)));
 }
 BENCHMARK(BM_DurableWorkedLeased)
     ->ArgNames({"replicas", "clients", "repositories"})

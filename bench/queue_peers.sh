@@ -4,8 +4,8 @@
 # and fairgate on SQLite beside them: enqueue from 1 and 8 clients (fairgate's 8 also through one
 # store), a batch of 1,000, 20,000 no-op jobs worked by one process at concurrency 8 and by two
 # (of 100 clients; fairgate and graphile-worker also of 10,000, graphile-worker's as named
-# queues), and enqueue-to-start on an idle system. Three interleaved rounds; prints every run,
-# then the medians.
+# queues; fairgate's clients at cost 0 and charged beforehand), and enqueue-to-start on an idle
+# system. Three interleaved rounds; prints every run, then the medians.
 #
 # Not part of the build or the tests: it needs Node.js and npm (the peers are installed into
 # BUILD_DIR/queue_peers on first use). The server runs on core 0, every client on core 1.
@@ -83,17 +83,21 @@ for round in $(seq "$rounds"); do
   for system in graphile pgboss; do
     record "enqueue, batch of 1,000" "$system" "$(peer "$system" batch 1000 3)"
   done
+  # fairgate's clients at cost 0 (a fleet with no history: claims take the clients' jobs in their
+  # order of arrival), and charged distinct costs beforehand (a fleet that has run a while: claims
+  # take the cheapest client's jobs first).
   out=$(gbench "$fleet" 'BM_DurableWorked/' FAIRGATE_PG_CONNINFO="$fairgate_db")
+  worked() {  # worked REPLICAS CLAIMED CLIENTS CHARGED
+    items "BM_DurableWorked/replicas:$1/claimed:$2/clients:$3/charged:$4/iterations:1/real_time" <<<"$out"
+  }
   for replicas in 1 2; do
-    for claimed in 0 64; do
-      record "20,000 worked, $replicas process(es), claimed $claimed" fairgate \
-        "$(items "BM_DurableWorked/replicas:$replicas/claimed:$claimed/clients:100/iterations:1/real_time" <<<"$out")"
-    done
+    record "20,000 worked, $replicas process(es), at cost 0" fairgate "$(worked "$replicas" 0 100 0)"
+    record "20,000 worked, $replicas process(es), charged" fairgate "$(worked "$replicas" 0 100 1)"
+    record "20,000 worked, $replicas process(es), claimed 64" fairgate "$(worked "$replicas" 64 100 0)"
   done
-  record "20,000 worked, 1 process, 1 client" fairgate \
-    "$(items "BM_DurableWorked/replicas:1/claimed:0/clients:1/iterations:1/real_time" <<<"$out")"
-  record "20,000 worked, 1 process, 10,000 clients" fairgate \
-    "$(items "BM_DurableWorked/replicas:1/claimed:0/clients:10000/iterations:1/real_time" <<<"$out")"
+  record "20,000 worked, 1 process, 1 client" fairgate "$(worked 1 0 1 0)"
+  record "20,000 worked, 1 process, 10,000 clients at cost 0" fairgate "$(worked 1 0 10000 0)"
+  record "20,000 worked, 1 process, 10,000 clients charged" fairgate "$(worked 1 0 10000 1)"
   for variant in plain fast; do
     record "20,000 worked, 1 process, 10,000 clients (named queues), $variant" graphile \
       "$(peer graphile work 20000 1 "$variant" 10000)"
