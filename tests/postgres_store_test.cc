@@ -2824,6 +2824,109 @@ TEST_CASE("PostgresStore.AReplicaClaimsAsManyAsItCanStartSoonWithinItsBounds") {
   }
 }
 
+// One replica on `store` (a ClaimHookStore) of 40 stored jobs on 40 repositories, which holds at
+// most 8 and claims only when its jobs' ends ask for it; each job's handler waits for a permit,
+// so that the test decides when each ends. `leased`: its type is in a fleet-wide conflict group
+// (each claimed job takes its repository's lease).
+class GatedReplica {
+ public:
+  GatedReplica(testing::PostgresServer& server, std::shared_ptr<ClaimHookStore> store, bool leased)
+      : server_(server), store_(std::move(store)) {
+    std::vector<StoredJob> jobs;
+    for (int i = 0; i < 40; ++i) jobs.push_back(testing::TestJob("repo" + std::to_string(i), ""));
+    REQUIRE(OpenPostgresStore(server.conninfo()).value()->AddJobs(jobs).ok());
+    SchedulerOptions o;
+    o.persistence.store = store_;
+    o.rule.max_concurrency = 8;
+    o.fleet.max_claimed = 8;                 // a target of 8: claims at 4 held
+    o.fleet.claim_interval = Seconds(3600);  // no claim but those the jobs' ends ask for
+    if (leased) o.fleet.conflict_groups = {"repo"};
+    o.runtime.warn = [](std::string_view) {};
+    scheduler_ = *Scheduler::Create(o);
+    REQUIRE(scheduler_->RegisterType("fetch", testing::Type(2, 8, leased ? "repo" : "")).ok());
+    REQUIRE(scheduler_
+                ->RegisterDurable("fetch",
+                                  [this](const DurableJob&, const Context&) {
+                                    std::unique_lock lock(mutex_);
+                                    permitted_.wait(lock, [&] { return permits_ > 0; });
+                                    --permits_;
+                                    ++ended_;
+                                    return absl::OkStatus();
+                                  })
+                .ok());
+    REQUIRE(scheduler_->Recover().ok());  // claims 8
+  }
+  // Whatever failed, no handler waits past the test (the scheduler waits for them as it ends).
+  ~GatedReplica() {
+    Permit(1000);
+    scheduler_.reset();
+  }
+  void Permit(int n) {
+    {
+      std::unique_lock lock(mutex_);
+      permits_ += n;
+    }
+    permitted_.notify_all();
+  }
+  std::string Stored() { return server_.Sql("SELECT count(*) FROM fairgate_durable_jobs"); }
+  // Ends `n` jobs during the next claim that takes jobs, and waits there until `stored` jobs are
+  // left (their removals written) before it returns.
+  void EndDuringNextClaim(int n, int stored) {
+    store_->Arm([this, n, stored] {
+      Permit(n);
+      (void)testing::Eventually([&] { return Stored() == std::to_string(stored); });
+    });
+  }
+  // Every job run, the replica shut down, the table empty.
+  void Finish() {
+    Permit(1000);
+    REQUIRE(testing::Eventually([&] { return ended_ == 40; }));
+    REQUIRE(scheduler_->Shutdown(Context::Background()).ok());
+    CHECK(Stored() == "0");
+  }
+  Scheduler& scheduler() { return *scheduler_; }
+
+ private:
+  testing::PostgresServer& server_;
+  std::shared_ptr<ClaimHookStore> store_;
+  internal::WaitMutex mutex_;
+  internal::WaitCondition permitted_;
+  int permits_ = 0;
+  std::atomic<int> ended_{0};
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+// Once a replica holds half its target it claims again. When its held jobs fell to half while a
+// claim was under way and that claim brought them back above half, it waits for half again
+// rather than claiming the few jobs left room for at once (a claim costs the store mostly per
+// claim); of leased jobs (whose claims cost it mostly per job), it claims them at once.
+TEST_CASE("PostgresStore.AReplicaClaimsAgainOnceItHoldsHalfItsTarget") {
+  for (const bool leased : {false, true}) {
+    CAPTURE(leased);
+    testing::PostgresServer server;
+    auto hooked = std::make_shared<ClaimHookStore>(
+        std::shared_ptr<SharedStore>(*OpenPostgresStore(server.conninfo(), {"a"})));
+    GatedReplica replica(server, hooked, leased);
+    // During the next claim one more job ends (3 of 8 held, below half); the claim brings the
+    // replica to 7.
+    replica.EndDuringNextClaim(1, 35);
+    replica.Permit(4);  // 4 of 8 held: a claim of 4
+    REQUIRE(testing::Eventually([&] { return Claimed(replica.scheduler()) >= 12; }));
+    if (leased) {
+      REQUIRE(testing::Eventually([&] { return hooked->Asked().size() >= 3; }));
+      CHECK(hooked->Asked()[2] == 1u);  // at once, though no job ended after the second claim
+    } else {
+      replica.Permit(3);  // 4 held again: a claim of 4
+      REQUIRE(testing::Eventually([&] { return hooked->Asked().size() >= 3; }));
+      CHECK(hooked->Asked()[2] == 4u);  // not 1, at once after the second
+    }
+    const std::vector<std::size_t> asked = hooked->Asked();
+    CHECK(asked[0] == 8u);
+    CHECK(asked[1] == 4u);
+    replica.Finish();
+  }
+}
+
 TEST_CASE("PostgresStore.JobsAClaimTookAsTheirTypeWasPausedAreGivenBackForOthersToRun") {
   testing::PostgresServer server;
   testing::Log ran;

@@ -61,8 +61,10 @@ class Claimer {
   StatusOr<std::size_t> OpenAndClaim(const std::function<void()>& open);
   // Claims as soon as the thread can (a job was stored here, or one finished).
   void Poke();
-  // A claimed job is finished or was given back: one less held. With `claim_again`, claims as
-  // soon as it can (not for a job given back because it could not be queued: that would spin).
+  // A claimed job is finished or was given back: one less held. With `claim_again`, once the
+  // replica holds at most half its target, claims as soon as it can, unless a claim of jobs that
+  // take no leases, under way meanwhile, brought it back above half (not for a job given back
+  // because it could not be queued: that would spin).
   void Done(bool claim_again);
   // Stops the thread (idempotent). Leases still held lapse after their time.
   void Stop();
@@ -84,6 +86,7 @@ class Claimer {
   std::size_t target_ = 0;      // how many to hold now (Settings)
   std::uint64_t finished_ = 0;  // jobs Done so far
   bool poked_ = false;
+  bool refill_ = false;  // held fell to half the target (Done)
   bool stop_ = false;
   std::mutex claim_mutex_;  // one claim at a time
   std::thread thread_;
