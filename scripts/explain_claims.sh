@@ -9,9 +9,11 @@
 #                                         # as it is in the work tree; none: the work tree)
 #
 # CLAIM=plain measures instead the claim of jobs that take no lease (kClaim: one statement, its
-# triggers included), of 100, 200 and 400 jobs, over keys whose costs all differ, five times each
-# in one session, the median printed with the five, reading as many candidates as it claims
-# (CANDIDATES=wide: twice as many; PostgresStore::ClaimJobs). HEADS=stale leaves the keys' heads
+# triggers included), of 100, 200 and 400 jobs (SIZES='...': others), over keys whose costs all
+# differ (COSTS=equal: every key at cost 0, a fleet with no history, where a claim at 10,000 keys
+# takes each job from a key of its own), five times each in one session, the median printed with
+# the five, reading as many candidates as it claims (CANDIDATES=wide: twice as many;
+# PostgresStore::ClaimJobs). HEADS=stale leaves the keys' heads
 # with the statistics of their empty table (a server whose autovacuum has not analyzed them since
 # the keys came), where by default every table is analyzed after filling.
 # PGOPTIONS='-c plan_cache_mode=force_generic_plan' measures PostgreSQL's generic plans instead
@@ -57,10 +59,13 @@ q() { psql "$conn" -X -q -v ON_ERROR_STOP=1 "$@"; }
 claim=${CLAIM:-leases}
 heads=${HEADS:-fresh}
 if [[ $claim == plain ]]; then sizes=(100 200 400) rounds=5; else sizes=(23 64 128) rounds=3; fi
+if [[ -n ${SIZES:-} ]]; then read -r -a sizes <<<"$SIZES"; fi
 for keys in 100 10000; do
   q -c "TRUNCATE fairgate_durable_jobs, fairgate_keys, fairgate_key_heads, fairgate_resource_leases"
   if [[ $heads == stale ]]; then q -c "ANALYZE fairgate_key_heads"; fi
-  if [[ $claim == plain ]]; then
+  if [[ $claim == plain && ${COSTS:-distinct} == equal ]]; then
+    :  # no key has a row: every key's cost is 0
+  elif [[ $claim == plain ]]; then
     q -c "INSERT INTO fairgate_keys SELECT 'k' || k, k, 0 FROM generate_series(0, $keys - 1) k"
   else
     q -c "INSERT INTO fairgate_keys SELECT 'k' || k, k % 4, 0 FROM generate_series(0, $keys - 1) k"
