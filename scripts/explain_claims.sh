@@ -13,15 +13,31 @@
 # differ (COSTS=equal: every key at cost 0, a fleet with no history, where a claim at 10,000 keys
 # takes each job from a key of its own), five times each in one session, the median printed with
 # the five, reading as many candidates as it claims (CANDIDATES=wide: twice as many;
-# PostgresStore::ClaimJobs). HEADS=stale leaves the keys' heads
-# with the statistics of their empty table (a server whose autovacuum has not analyzed them since
-# the keys came), where by default every table is analyzed after filling.
+# PostgresStore::ClaimJobs). HEADS=stale leaves the keys' heads with the statistics of their
+# empty table (a server whose autovacuum has not analyzed them since the keys came), where by
+# default every table is analyzed after filling.
 # PGOPTIONS='-c plan_cache_mode=force_generic_plan' measures PostgreSQL's generic plans instead
 # (the store runs both claims on one: OnGenericPlans, src/store/postgres_claims.cc). The sessions
 # run without JIT, as the store's do (kSessionSettings): a generic plan's estimates are higher, and
 # with JIT on the server compiled the claim with leases for about 100 ms before each run.
 # Each revision's statements are compiled into a small printer (g++, the repository's headers).
 set -euo pipefail
+case "${CLAIM:-leases}/${COSTS:-distinct}" in
+  leases/distinct | plain/distinct | plain/equal) ;;
+  *) echo "explain_claims.sh: CLAIM is leases or plain, COSTS (with CLAIM=plain) distinct or equal" >&2
+     exit 2 ;;
+esac
+case "${HEADS:-fresh}/${CANDIDATES:-narrow}" in
+  fresh/narrow | fresh/wide | stale/narrow | stale/wide) ;;
+  *) echo "explain_claims.sh: HEADS is fresh or stale, CANDIDATES narrow or wide" >&2; exit 2 ;;
+esac
+read -r -a given_sizes <<<"${SIZES:-}"
+for size in "${given_sizes[@]}"; do
+  if [[ ! $size =~ ^[1-9][0-9]*$ ]]; then
+    echo "explain_claims.sh: SIZES holds claim sizes (whole numbers from 1), not '$size'" >&2
+    exit 2
+  fi
+done
 top=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 chmod 755 "$work"  # the server runs as `postgres` when this runs as root
@@ -59,7 +75,7 @@ q() { psql "$conn" -X -q -v ON_ERROR_STOP=1 "$@"; }
 claim=${CLAIM:-leases}
 heads=${HEADS:-fresh}
 if [[ $claim == plain ]]; then sizes=(100 200 400) rounds=5; else sizes=(23 64 128) rounds=3; fi
-if [[ -n ${SIZES:-} ]]; then read -r -a sizes <<<"$SIZES"; fi
+if [[ ${#given_sizes[@]} -gt 0 ]]; then sizes=("${given_sizes[@]}"); fi
 for keys in 100 10000; do
   q -c "TRUNCATE fairgate_durable_jobs, fairgate_keys, fairgate_key_heads, fairgate_resource_leases"
   if [[ $heads == stale ]]; then q -c "ANALYZE fairgate_key_heads"; fi
