@@ -37,8 +37,10 @@ class PostgresServer {
   void Stop() { Script("stop"); }
   void Start() { Script("start-again"); }
   // Runs `sql` on a connection of its own; the first column of its first row ("" if none).
-  std::string Sql(const std::string& sql) const {
-    PGconn* c = PQconnectdb(conninfo_.c_str());
+  std::string Sql(const std::string& sql) const { return SqlAt(conninfo_, sql); }
+  // The same on the database `conninfo` names (another database of this server).
+  static std::string SqlAt(const std::string& conninfo, const std::string& sql) {
+    PGconn* c = PQconnectdb(conninfo.c_str());
     PGresult* r = PQexec(c, sql.c_str());
     std::string value;
     if (PQresultStatus(r) != PGRES_TUPLES_OK && PQresultStatus(r) != PGRES_COMMAND_OK) {

@@ -582,6 +582,11 @@ testing::OpenSharedStore Replicas(const testing::PostgresServer& server) {
   };
 }
 
+// How many of fairgate's text columns a database compares other than bytewise (COLLATE "C").
+constexpr const char* kTextColumnsNotBytewise =
+    "SELECT count(*) FROM information_schema.columns WHERE table_name LIKE 'fairgate%' "
+    "AND data_type = 'text' AND collation_name IS DISTINCT FROM 'C'";
+
 TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused" * kStoreAlone) {
   testing::PostgresServer server;
   // What the first PostgreSQL store (schema 1, no leases) left: two jobs, one of them a retry
@@ -601,7 +606,7 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
       "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at, "
       "attempts, not_before) VALUES ('fetch', 'git.git', 'bob', 'x', 1, 1, 2)");
   auto store = *OpenPostgresStore(server.conninfo(), {"a"});
-  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "11");
+  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "12");
   // Schema 3 keeps each key's first job in fairgate_key_heads: the migration filled it.
   CHECK(server.Sql("SELECT fairness_key FROM fairgate_key_heads") == "alice");
   // Schema 6 locks a large set of keys at once (fairgate_lock_key_set).
@@ -620,15 +625,44 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
   // Schema 11 drops the first claims' index of every live job, which nothing reads.
   CHECK(server.Sql("SELECT count(*) FROM pg_indexes WHERE indexname = "
                    "'fairgate_durable_jobs_queue'") == "0");
+  // Schema 12 compares every text column bytewise, the old tables' columns too.
+  CHECK(server.Sql(kTextColumnsNotBytewise) == "0");
   std::vector<StoredJob> claimed = *store->ClaimJobs({{"fetch", 1}}, 10, 30);
   REQUIRE(claimed.size() == 2);
   CHECK(claimed[0].id == "linux.git");
   CHECK(claimed[1].id == "git.git");
   CHECK(store->RemoveJob(claimed[0].sequence).ok());
-  server.Sql("UPDATE fairgate_schema SET version = 12");
+  server.Sql("UPDATE fairgate_schema SET version = 13");
   Status newer = OpenPostgresStore(server.conninfo()).status();
   CHECK(newer.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(newer.message().find("newer") != std::string::npos);
+}
+
+// A database whose collation is linguistic (ICU's en-US here, where "a" < "b" < "B"; bytewise,
+// "B" < "a" < "b"): fairgate's names are compared bytewise all the same (schema 12), so its
+// indexes do not depend on the database's collation library, and its jobs are stored, claimed in
+// fair order and removed as in any other database.
+TEST_CASE("PostgresStore.NamesAreComparedBytewiseWhateverTheDatabasesCollation" * kStoreAlone) {
+  testing::PostgresServer server;
+  server.Sql(
+      "CREATE DATABASE linguistic TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER icu "
+      "ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'");
+  const std::string conninfo = server.conninfo() + " dbname=linguistic";
+  // The database does order names linguistically.
+  CHECK(testing::PostgresServer::SqlAt(conninfo, "SELECT 'B' < 'a'") == "f");
+  auto store = *OpenPostgresStore(conninfo, {"a"});
+  CHECK(testing::PostgresServer::SqlAt(conninfo, kTextColumnsNotBytewise) == "0");
+  std::vector<StoredJob> jobs;
+  for (const char* key : {"b", "B", "a", "\xc3\xa4"}) {
+    jobs.push_back(Job("fetch", std::string("repo-") + key, key));
+  }
+  std::vector<std::uint64_t> stored = *store->AddJobs(jobs);
+  REQUIRE(stored.size() == 4);
+  // Every key at cost 0: the order of arrival, whatever the keys' names.
+  std::vector<StoredJob> claimed = *store->ClaimJobs({{"fetch", 1}}, 10, 30);
+  CHECK(Ids(claimed) == std::vector<std::string>{"repo-b", "repo-B", "repo-a", "repo-\xc3\xa4"});
+  for (const StoredJob& job : claimed) CHECK(store->RemoveJob(job.sequence).ok());
+  CHECK(store->LiveJobs()->empty());
 }
 
 // Calls from many threads at once: each job stored once, under its own sequence number; calls in

@@ -58,8 +58,10 @@
 // claim whose types take fleet-wide leases reads the keys in the same order, each from its first
 // job whose leases have a free slot, and passes over the keys whose every job waits for a lease:
 // its cost grows with those too. Storing a job costs the trigger's upsert of its key's head
-// (bench/README.md has the figures). Schema 10; a database of an earlier schema is migrated on
-// open.
+// (bench/README.md has the figures). Every text column (types, ids, keys, replicas' names) is
+// compared bytewise (COLLATE "C") whatever the database's collation, so that a linguistic one
+// (ICU's, or glibc's en_US) neither slows the claims nor ties fairgate's indexes to the system's
+// collation library. Schema 12; a database of an earlier schema is migrated on open.
 //
 // Storing jobs wakes the replicas that wait for jobs (a replica waits once a claim of its came
 // back short, until one comes back whole): while one waits, the storing transaction notifies
