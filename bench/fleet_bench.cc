@@ -38,6 +38,13 @@
 //                                run one at a time), the jobs over P repositories (1,000 or one
 //                                each), each job taking its repository's fleet-wide conflict
 //                                lease (one slot) with its claim.
+// BM_DurableSteady/clients:K/seconds:S  jobs of K clients stored and worked at once for S
+//                                seconds, nothing emptied between (a producer keeps about 4,000
+//                                waiting; one replica works them): what the tables' churn leaves
+//                                until autovacuum comes. items/s: jobs done; counters: the first
+//                                and last 10 s's rates, the server's CPU per job (its stores
+//                                too), the heads' and jobs' tables at the end (KiB); each 10 s's
+//                                rate on stderr.
 // BM_FleetCap/replicas:R         100 jobs of 100 ms worked by R replicas of one slot each under
 //                                a fleet-wide cap of 2 on their type. items/s: jobs done;
 //                                counters: the most at once, the share of empty claims.
@@ -384,6 +391,104 @@ void BM_DurableWorkedLeased(benchmark::State& state) {
 BENCHMARK(BM_DurableWorkedLeased)
     ->ArgNames({"replicas", "clients", "repositories"})
     ->ArgsProduct({{1, 2, 4, 8, 16}, {100, 10000}, {1000, 20000}})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Jobs of K clients stored and worked at once for S seconds, as a fleet that runs for hours does:
+// a producer (a store of its own) keeps about 4,000 jobs waiting, in batches of 200, while one
+// replica (max_concurrency 8) works them with a no-op handler. Nothing is emptied in between, so
+// what the tables' churn leaves (dead rows and index entries, until autovacuum comes) weighs on
+// the claims as it would in production. items/s: jobs done over the S seconds; counters: the
+// first and last 10 s's rates (k/s) and their ratio, the server's CPU per job, and the heads' and
+// jobs' tables with their indexes at the end (KiB).
+void BM_DurableSteady(benchmark::State& state) {
+  const int clients = static_cast<int>(state.range(0));
+  const auto length = std::chrono::seconds(state.range(1));
+  constexpr int kBatch = 200;
+  constexpr int kWaiting = 4000;
+  constexpr auto kWindow = std::chrono::seconds(10);
+  double server_cpu = 0, first = 0, last = 0;
+  std::int64_t done = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    Sql("TRUNCATE fairgate_durable_jobs, fairgate_resource_leases, fairgate_keys");
+    std::atomic<std::int64_t> runs{0}, stored{0};
+    SchedulerOptions o;
+    o.persistence.store = std::shared_ptr<Store>(*OpenPostgresStore(conninfo, {"worker0"}));
+    o.rule.max_concurrency = 8;
+    o.runtime.warn = [](std::string_view) {};
+    auto worker = *Scheduler::Create(o);
+    if (!worker->RegisterType("fetch", {.max_concurrency = 8, .priority = 2}).ok()) std::abort();
+    (void)worker->RegisterDurable("fetch", [&](const DurableJob&, const Context&) {
+      runs.fetch_add(1, std::memory_order_relaxed);
+      return absl::OkStatus();
+    });
+    std::atomic<bool> stop{false};
+    auto producer = *OpenPostgresStore(conninfo, {"producer"});
+    std::thread feeding([&] {
+      std::vector<StoredJob> batch;
+      for (int i = 0; !stop.load();) {
+        if (stored.load() - runs.load() >= kWaiting) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          continue;
+        }
+        batch.clear();
+        for (int j = 0; j < kBatch; ++j) batch.push_back(Job(i++, clients));
+        if (!producer->AddJobs(batch).ok()) std::abort();
+        stored.fetch_add(kBatch);
+      }
+    });
+    while (stored.load() < kWaiting) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    state.ResumeTiming();
+    const double cpu_before = ServerCpuMicros();
+    const std::int64_t runs_before = runs.load();
+    const auto start = std::chrono::steady_clock::now();
+    if (!worker->Recover().ok()) std::abort();
+    std::vector<std::int64_t> windows;  // jobs done by the end of each window
+    for (auto end = start + kWindow; end <= start + length; end += kWindow) {
+      std::this_thread::sleep_until(end);
+      windows.push_back(runs.load() - runs_before);
+    }
+    server_cpu += ServerCpuMicros() - cpu_before;
+    if (windows.size() < 2) {
+      state.SkipWithError("seconds must cover two windows of 10 s");
+      stop = true;
+      feeding.join();
+      break;
+    }
+    done += windows.back();
+    state.PauseTiming();
+    stop = true;
+    feeding.join();
+    const double seconds = std::chrono::duration<double>(kWindow).count();
+    std::fprintf(stderr, "BM_DurableSteady/clients:%d: k jobs/s by 10 s:", clients);
+    for (std::size_t w = 0; w < windows.size(); ++w) {
+      const std::int64_t before = w == 0 ? 0 : windows[w - 1];
+      std::fprintf(stderr, " %.1f", static_cast<double>(windows[w] - before) / seconds / 1000);
+    }
+    std::fprintf(stderr, "\n");
+    first = static_cast<double>(windows.front()) / seconds / 1000;
+    last = static_cast<double>(windows.back() - windows[windows.size() - 2]) / seconds / 1000;
+    state.counters["heads_kib"] =
+        std::stod(Sql("SELECT pg_total_relation_size('fairgate_key_heads') / 1024"));
+    state.counters["jobs_kib"] =
+        std::stod(Sql("SELECT pg_total_relation_size('fairgate_durable_jobs') / 1024"));
+    (void)worker->Shutdown(Context::Background());
+    worker.reset();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(done);
+  state.counters["first_10s_kps"] = first;
+  state.counters["last_10s_kps"] = last;
+  state.counters["last_over_first"] = first > 0 ? last / first : 0;
+  state.counters["server_cpu_us_per_job"] =
+      benchmark::Counter(server_cpu / static_cast<double>(std::max<std::int64_t>(done, 1)));
+}
+BENCHMARK(BM_DurableSteady)
+    ->ArgNames({"clients", "seconds"})
+    ->Args({100, 120})
+    ->Args({10000, 120})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -1109,6 +1109,28 @@ TEST_CASE("PostgresStore.TheKeysHeadsStayExactWhileReplicasStoreClaimAndFinishAt
   CHECK(server.Sql("SELECT count(*) FROM fairgate_key_heads") == "2");
 }
 
+// A key's head moves past the jobs claimed; a job of the key that is ready again afterwards (given
+// back, or dead and revived) comes before the head, and its key's head goes back to it.
+TEST_CASE("PostgresStore.AJobReadyAgainBeforeItsKeysHeadIsClaimedFirst" * kStoreAlone) {
+  testing::PostgresServer server;
+  auto store = *OpenPostgresStore(server.conninfo(), {"a"});
+  std::vector<StoredJob> jobs;
+  for (const char* id : {"a1", "a2", "a3", "a4"}) jobs.push_back(Job("fetch", id, "alice"));
+  const std::vector<std::uint64_t> stored = *store->AddJobs(jobs);
+  REQUIRE(stored.size() == 4);
+  const std::vector<ClaimableType> types = {{"fetch", 1}};
+  const std::string head = "SELECT head FROM fairgate_key_heads WHERE fairness_key = 'alice'";
+  REQUIRE(Ids(*store->ClaimJobs(types, 2, 30)) == std::vector<std::string>{"a1", "a2"});
+  CHECK(server.Sql(head) == std::to_string(stored[2]));
+  REQUIRE(store->ReleaseJob(stored[0]).ok());  // a1 given back
+  CHECK(server.Sql(head) == std::to_string(stored[0]));
+  REQUIRE(store->KillJob(stored[1], "failed").ok());  // a2 dead, then revived
+  REQUIRE(store->ReviveJob(stored[1]).ok());
+  CHECK(server.Sql(head) == std::to_string(stored[0]));
+  CHECK(Ids(*store->ClaimJobs(types, 3, 30)) == std::vector<std::string>{"a1", "a2", "a3"});
+  CHECK(server.Sql(head) == std::to_string(stored[3]));
+}
+
 // The interleaving the keys' locks exist for, made to happen: a job stored for a key and not yet
 // committed while a claim takes that key's only ready job. The claim's refresh of the key waits
 // for the store's commit and then sees the new job; without the lock it would find no ready job,
