@@ -410,6 +410,10 @@ void BM_DurableSteady(benchmark::State& state) {
   constexpr auto kWindow = std::chrono::seconds(10);
   double server_cpu = 0, first = 0, last = 0;
   std::int64_t done = 0;
+  if (length < 2 * kWindow) {
+    state.SkipWithError("seconds must cover two windows of 10 s");
+    return;
+  }
   for (auto _ : state) {
     state.PauseTiming();
     Sql("TRUNCATE fairgate_durable_jobs, fairgate_resource_leases, fairgate_keys");
@@ -451,12 +455,6 @@ void BM_DurableSteady(benchmark::State& state) {
       windows.push_back(runs.load() - runs_before);
     }
     server_cpu += ServerCpuMicros() - cpu_before;
-    if (windows.size() < 2) {
-      state.SkipWithError("seconds must cover two windows of 10 s");
-      stop = true;
-      feeding.join();
-      break;
-    }
     done += windows.back();
     state.PauseTiming();
     stop = true;
