@@ -604,7 +604,8 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
       "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at) "
       "VALUES ('fetch', 'linux.git', 'alice', 'x', 1); "
       "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at, "
-      "attempts, not_before) VALUES ('fetch', 'git.git', 'bob', 'x', 1, 1, 2)");
+      "attempts, not_before) VALUES ('fetch', 'git.git', 'bob', 'x', 1, 1, 2); "
+      "ANALYZE fairgate_durable_jobs");
   auto store = *OpenPostgresStore(server.conninfo(), {"a"});
   CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "12");
   // Schema 3 keeps each key's first job in fairgate_key_heads: the migration filled it.
@@ -627,6 +628,10 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
                    "'fairgate_durable_jobs_queue'") == "0");
   // Schema 12 compares every text column bytewise, the old tables' columns too.
   CHECK(server.Sql(kTextColumnsNotBytewise) == "0");
+  // Its change of the columns' collation dropped their statistics; the migration gathered them
+  // again.
+  CHECK(server.Sql("SELECT count(*) FROM pg_stats WHERE tablename = 'fairgate_durable_jobs' "
+                   "AND attname = 'fairness_key'") == "1");
   std::vector<StoredJob> claimed = *store->ClaimJobs({{"fetch", 1}}, 10, 30);
   REQUIRE(claimed.size() == 2);
   CHECK(claimed[0].id == "linux.git");
@@ -1656,10 +1661,11 @@ TEST_CASE("PostgresStore.ItsConnectionsCutIdleTransactionsAndCompileNothingJustI
   CHECK(server.Sql("SHOW jit") == "on");
 }
 
-// store::postgres::OnGenericPlans, which both claims' statements run in: a prepared statement
-// run in it is planned once, generically, however often it runs, and the session's own mode
-// (PostgreSQL's default, custom plans for a prepared statement's first five runs) is back after.
-TEST_CASE("PostgresStore.AStatementOnGenericPlansIsPlannedOnceAndTheSessionKeepsItsMode" *
+// store::postgres::OnGenericIndexPlans, which both claims' statements run in: a prepared statement
+// run in it is planned once, generically, however often it runs, with sequential scans set aside,
+// and the session's own settings (PostgreSQL's defaults: custom plans for a prepared statement's
+// first five runs, sequential scans where the planner judges them cheaper) are back after.
+TEST_CASE("PostgresStore.AStatementOnGenericIndexPlansIsPlannedOnceAndTheSessionKeepsItsMode" *
           kStoreAlone) {
   testing::PostgresServer server;
   store::postgres::ConnectionPool pool(server.conninfo(), 1);
@@ -1669,7 +1675,7 @@ TEST_CASE("PostgresStore.AStatementOnGenericPlansIsPlannedOnceAndTheSessionKeeps
   auto run = [&](bool generic) {
     StatusOr<store::postgres::Result> r = pool.Retrying(link, [&] {
       auto statement = [&] { return store::postgres::Exec(link, count, {{"pg_class"}}, "count"); };
-      return generic ? store::postgres::OnGenericPlans(link, statement) : statement();
+      return generic ? store::postgres::OnGenericIndexPlans(link, statement) : statement();
     });
     REQUIRE_MESSAGE(r.ok(), r.status().ToString());
     CHECK(std::string(PQgetvalue(r->get(), 0, 0)) == "1");
@@ -1689,16 +1695,22 @@ TEST_CASE("PostgresStore.AStatementOnGenericPlansIsPlannedOnceAndTheSessionKeeps
   CHECK(plans() == "3 0");
   for (int i = 0; i < 2; ++i) run(false);
   CHECK(plans() == "3 2");
-  StatusOr<store::postgres::Result> mode =
-      store::postgres::Exec(link, "SHOW plan_cache_mode", {}, "show a setting");
-  REQUIRE(mode.ok());
-  CHECK(std::string(PQgetvalue(mode->get(), 0, 0)) == "auto");
+  auto setting = [&](const char* name) {
+    StatusOr<store::postgres::Result> r =
+        store::postgres::Exec(link, "SELECT current_setting($1)", {{name}}, "read a setting");
+    REQUIRE(r.ok());
+    return std::string(PQgetvalue(r->get(), 0, 0));
+  };
+  CHECK(store::postgres::OnGenericIndexPlans(link, [&] { return setting("enable_seqscan"); }) ==
+        "off");
+  CHECK(setting("plan_cache_mode") == "auto");
+  CHECK(setting("enable_seqscan") == "on");
 }
 
 // Within a transaction (a claim with leases is one): a statement run on generic plans there is
-// planned so, and a failure of it leaves the session in its own mode once the transaction is
+// planned so, and a failure of it leaves the session its own settings once the transaction is
 // rolled back (the reset after it fails in the aborted transaction).
-TEST_CASE("PostgresStore.OnGenericPlansInATransactionThatFailsLeavesTheSessionsMode" *
+TEST_CASE("PostgresStore.OnGenericIndexPlansInATransactionThatFailsLeavesTheSessionsMode" *
           kStoreAlone) {
   testing::PostgresServer server;
   store::postgres::ConnectionPool pool(server.conninfo(), 1);
@@ -1716,15 +1728,18 @@ TEST_CASE("PostgresStore.OnGenericPlansInATransactionThatFailsLeavesTheSessionsM
   REQUIRE(pool.Retrying(link, [&] { return exec("SELECT 1"); }).ok());  // connects
   REQUIRE(exec("BEGIN").ok());
   StatusOr<store::postgres::Result> fine =
-      store::postgres::OnGenericPlans(link, [&] { return exec(divide, {{"2"}}); });
+      store::postgres::OnGenericIndexPlans(link, [&] { return exec(divide, {{"2"}}); });
   REQUIRE_MESSAGE(fine.ok(), fine.status().ToString());
   CHECK(std::string(PQgetvalue(fine->get(), 0, 0)) == "5");
   CHECK(mode() == "auto");
   StatusOr<store::postgres::Result> failed =
-      store::postgres::OnGenericPlans(link, [&] { return exec(divide, {{"0"}}); });
+      store::postgres::OnGenericIndexPlans(link, [&] { return exec(divide, {{"0"}}); });
   CHECK(!failed.ok());
   REQUIRE(exec("ROLLBACK").ok());
   CHECK(mode() == "auto");
+  StatusOr<store::postgres::Result> seqscan = exec("SHOW enable_seqscan");
+  REQUIRE(seqscan.ok());
+  CHECK(std::string(PQgetvalue(seqscan->get(), 0, 0)) == "on");
   StatusOr<store::postgres::Result> plans = exec(
       "SELECT generic_plans || ' ' || custom_plans FROM pg_prepared_statements "
       "WHERE statement = $1",
@@ -1732,6 +1747,74 @@ TEST_CASE("PostgresStore.OnGenericPlansInATransactionThatFailsLeavesTheSessionsM
   REQUIRE(plans.ok());
   REQUIRE(PQntuples(plans->get()) == 1);
   CHECK(std::string(PQgetvalue(plans->get(), 0, 0)) == "2 0");
+}
+
+// Both claims' statements on OnGenericIndexPlans read the jobs' table by its indexes, whatever
+// its statistics said when they were planned: over a table of 3,600 jobs, analyzed, a claim of
+// 512 on a generic plan alone joined its candidates with a sequential scan of the whole table (a
+// plan the connection then kept as the table grew with dead rows, until the next analyze). The
+// server's count of sequential scans of the table in the claim's own transaction says which.
+TEST_CASE("PostgresStore.AClaimReadsTheJobsByIndexWhateverTheTablesStatistics" * kStoreAlone) {
+  testing::PostgresServer server;
+  {
+    auto store = *OpenPostgresStore(server.conninfo(), {"filler"});
+    std::vector<StoredJob> jobs;
+    for (int i = 0; i < 3600; ++i) {
+      jobs.push_back(Job("fetch", "repo-" + std::to_string(i), "key-" + std::to_string(i)));
+    }
+    REQUIRE(store->AddJobs(jobs)->size() == 3600);
+  }
+  server.Sql("ANALYZE");  // as autovacuum would have
+  store::postgres::ConnectionPool pool(server.conninfo(), 1);
+  store::postgres::ConnectionPool::Session session = pool.Take();
+  store::postgres::Link& link = *session;
+  auto exec = [&](const char* sql, const std::vector<store::postgres::Param>& params = {}) {
+    StatusOr<store::postgres::Result> r =
+        store::postgres::Exec(link, sql, params, "a test's statement");
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    return *std::move(r);
+  };
+  REQUIRE(
+      pool.Retrying(link, [&] { return store::postgres::Exec(link, "SELECT 1", {}, "connect"); })
+          .ok());
+  const std::string wall = store::postgres::Number(1e12);  // every deferred job due
+  // Runs `sql` in a transaction of its own on generic plans that read by index: the rows it
+  // returned, and the sequential scans of the jobs' table it made.
+  auto claim = [&](const char* sql, const std::vector<store::postgres::Param>& params) {
+    exec("BEGIN");
+    StatusOr<store::postgres::Result> r = store::postgres::OnGenericIndexPlans(
+        link, [&] { return store::postgres::Exec(link, sql, params, "claim"); });
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    const int rows = PQntuples(r->get());
+    store::postgres::Result scans =
+        exec("SELECT pg_stat_get_xact_numscans('fairgate_durable_jobs'::regclass)");
+    const std::string made = PQgetvalue(scans.get(), 0, 0);
+    exec("ROLLBACK");
+    return std::make_pair(rows, made);
+  };
+  const std::string types = store::postgres::TextArray({"fetch"});
+  const std::string tiers = store::postgres::TextArray({"1"});
+  // Without leases: $1-$7 as PostgresStore::ClaimUnleased binds them.
+  const auto [unleased, unleased_scans] =
+      claim(store::postgres::kClaim, {{types}, {tiers}, {"512"}, {"a"}, {"60"}, {wall}, {"512"}});
+  CHECK(unleased == 512);
+  CHECK(unleased_scans == "0");
+  // With a lease of each job's repository: $1-$10 as PostgresStore::LockCandidates binds them.
+  const auto [leased, leased_scans] =
+      claim(store::postgres::kClaimCandidates, {{types},
+                                                {tiers},
+                                                {"512"},
+                                                {wall},
+                                                {store::postgres::TextArray({"repo"})},
+                                                {store::postgres::TextArray({"1"})},
+                                                {store::postgres::TextArray({"0"})},
+                                                {"fleet-cap"},
+                                                {"2048"},
+                                                {store::postgres::TextArray({"t"})}});
+  CHECK(leased == 512);
+  CHECK(leased_scans == "0");
+  // The settings are the session's own again.
+  CHECK(std::string(PQgetvalue(exec("SHOW enable_seqscan").get(), 0, 0)) == "on");
 }
 
 // The fleet's rate buckets (SharedStore::TakeTokens): full at first, whole tokens taken up to

@@ -181,8 +181,10 @@ StatusOr<PostgresStore::UnleasedClaim> PostgresStore::ClaimUnleased(
         // Planned once a connection: a custom plan for each claim's arguments cost the server
         // 1-2 ms a claim, more than running a claim of 100 jobs, and the generic plan runs as
         // fast at 100 and 10,000 keys, the heads' statistics fresh or stale (bench/README.md, "How
-        // a claim reads"). The claim with leases too (LockCandidates).
-        return OnGenericPlans(link, [&] {
+        // a claim reads"), and reading by index it reads what it claims whatever the jobs' table
+        // held when it was planned (OnGenericIndexPlans). The claim with leases too
+        // (LockCandidates).
+        return OnGenericIndexPlans(link, [&] {
           return Exec(link, kClaim,
                       {{TextArray(names)},
                        {TextArray(tiers)},
@@ -393,8 +395,9 @@ StatusOr<std::vector<ClaimCandidate>> PostgresStore::LockCandidates(
   // On one generic plan, as the claim without leases (ClaimUnleased): planning it for each
   // claim's arguments cost the server about 3 ms a claim, and the generic plan runs as fast at
   // 100 and 10,000 keys with the heads' statistics fresh, and 2.5-6 times faster than the custom
-  // plans at 10,000 keys with them stale (bench/README.md, "How a claim reads").
-  StatusOr<Result> c = OnGenericPlans(link, [&] {
+  // plans at 10,000 keys with them stale (bench/README.md, "How a claim reads"); by index, as
+  // that one.
+  StatusOr<Result> c = OnGenericIndexPlans(link, [&] {
     return Exec(link, kClaimCandidates,
                 {{TextArray(names)},
                  {TextArray(tiers)},

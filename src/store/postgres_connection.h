@@ -75,21 +75,29 @@ bool Broken(const Link& link);
 StatusOr<Result> Exec(Link& link, const char* sql, const std::vector<Param>& params,
                       const char* what);
 
-// Runs `statement` (statements on `link`) with PostgreSQL's generic plans (plan_cache_mode =
-// force_generic_plan, for its triggers' statements too), then gives the session its own mode
-// back: a prepared statement is then planned once a connection, where the server would otherwise
-// plan it again for each call's arguments whenever it judged a custom plan better. Two round
-// trips more. Within a transaction too: when `statement` fails there, the setting is undone with
-// the rest by the transaction's rollback. A server without the setting (before PostgreSQL 12)
-// runs `statement` as it would have.
+// Runs `statement` (statements on `link`) on plans that PostgreSQL makes once a connection and
+// that read each table by an index where one serves (plan_cache_mode = force_generic_plan and
+// enable_seqscan = off, for its triggers' statements too), then gives the session its own
+// settings back. Once a connection: the server would otherwise plan a prepared statement again for
+// each call's arguments whenever it judged a custom plan better (1-2 ms a claim). By index: a plan
+// made once must not depend on how large a table was when it was made. A claim planned over a
+// few thousand jobs, its statistics saying so, joined its candidates with a sequential scan of the
+// whole table, dead rows too, and kept it as the jobs' churn grew the table until autovacuum's
+// next analyze: claims from 2.5 to 25 ms in a minute (bench/README.md, "How a claim reads"). Two
+// round trips more. Within a transaction too: when `statement` fails there, the settings are
+// undone with the rest by the transaction's rollback. A server without plan_cache_mode (before
+// PostgreSQL 12) runs `statement` as it would have.
 template <typename Statement>
-auto OnGenericPlans(Link& link, Statement statement) -> decltype(statement()) {
-  Exec(link, "SET plan_cache_mode = force_generic_plan", {}, "use generic plans")
+auto OnGenericIndexPlans(Link& link, Statement statement) -> decltype(statement()) {
+  Exec(link, "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off", {},
+       "use generic plans that read by index")
       .status()
       .IgnoreError();
   auto result = statement();
   if (!Broken(link)) {
-    Exec(link, "RESET plan_cache_mode", {}, "use the session's plans").status().IgnoreError();
+    Exec(link, "RESET plan_cache_mode; RESET enable_seqscan", {}, "use the session's plans")
+        .status()
+        .IgnoreError();
   }
   return result;
 }

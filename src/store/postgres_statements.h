@@ -314,6 +314,17 @@ ALTER TABLE fairgate_key_heads ALTER COLUMN fairness_key TYPE text COLLATE "C",
 ALTER TABLE fairgate_rate_buckets ALTER COLUMN name TYPE text COLLATE "C";
 ALTER TABLE fairgate_groups ALTER COLUMN name TYPE text COLLATE "C";
 ALTER TABLE fairgate_waiting ALTER COLUMN replica TYPE text COLLATE "C";
+-- Changing a column's type drops its statistics: a database migrated from an earlier version is
+-- analyzed again here, so that the plans made after the migration do not wait for autovacuum's
+-- next analyze (which a quiet table may not have for days). A new database has nothing to
+-- analyze (its version is written below).
+DO $f$ BEGIN
+  IF EXISTS (SELECT 1 FROM fairgate_schema WHERE version < 12) THEN
+    ANALYZE fairgate_durable_jobs, fairgate_resource_leases, fairgate_estimates, fairgate_keys,
+      fairgate_schedules, fairgate_key_heads, fairgate_rate_buckets, fairgate_groups,
+      fairgate_waiting;
+  END IF;
+END $f$;
 INSERT INTO fairgate_schema (version)
   SELECT 12 WHERE NOT EXISTS (SELECT 1 FROM fairgate_schema);
 UPDATE fairgate_schema SET version = 12 WHERE version < 12;
