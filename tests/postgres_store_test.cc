@@ -3,10 +3,16 @@
 // away and comes back.
 #include "fairgate/postgres_store.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <map>
@@ -52,6 +58,44 @@ bool Command(PGconn* connection, const char* sql) {
   const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
   PQclear(r);
   return ok;
+}
+
+// The tests' own server (tests/postgres_server.h) is stopped and its directory removed when the
+// process that started it dies without unwinding: killed, as ctest kills a test at its timeout.
+TEST_CASE("PostgresServer.TheServerOfAKilledTestIsStoppedAndRemoved" * kStoreAlone) {
+  int fds[2];  // close-on-exec: the server the child starts holds no end of it
+  REQUIRE(pipe2(fds, O_CLOEXEC) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    close(fds[0]);
+    try {
+      testing::PostgresServer server;
+      const std::string said = server.directory() + "\n" + server.conninfo() + "\n";
+      if (write(fds[1], said.data(), said.size()) != static_cast<ssize_t>(said.size())) _exit(1);
+      kill(getpid(), SIGKILL);  // with `server` still in scope: nothing of it unwinds
+    } catch (...) {
+    }
+    _exit(1);
+  }
+  close(fds[1]);
+  std::string said;
+  char buffer[512];
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof buffer)) > 0;) said.append(buffer, n);
+  close(fds[0]);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  const std::size_t newline = said.find('\n');
+  REQUIRE(newline != std::string::npos);
+  const std::string directory = said.substr(0, newline);
+  const std::string conninfo = said.substr(newline + 1, said.size() - newline - 2);
+  REQUIRE(!directory.empty());
+  CHECK(testing::Eventually([&] { return !std::filesystem::exists(directory); },
+                            std::chrono::seconds(30)));
+  PGconn* c = PQconnectdb((conninfo + " connect_timeout=5").c_str());
+  CHECK(PQstatus(c) != CONNECTION_OK);
+  PQfinish(c);
 }
 
 TEST_CASE("PostgresStore.KeepsJobsAcrossConnections" * kStoreAlone) {
