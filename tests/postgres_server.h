@@ -39,9 +39,13 @@ class PostgresServer {
                      "we");
   }
   ~PostgresServer() {
-    Script("stop");
-    // Ends the watcher, which then removes the directory (TempDir finds none), and waits for it.
-    if (watcher_ != nullptr) pclose(watcher_);
+    // Ends the watcher, which then stops the server and removes the directory (TempDir finds
+    // none), and waits for it; without one, stops the server here.
+    if (watcher_ != nullptr) {
+      pclose(watcher_);
+    } else {
+      Script("stop");
+    }
   }
   PostgresServer(const PostgresServer&) = delete;
   PostgresServer& operator=(const PostgresServer&) = delete;
