@@ -631,6 +631,14 @@ constexpr const char* kTextColumnsNotBytewise =
     "SELECT count(*) FROM information_schema.columns WHERE table_name LIKE 'fairgate%' "
     "AND data_type = 'text' AND collation_name IS DISTINCT FROM 'C'";
 
+// How many of fairgate's tables that every job, claim or cost share changes autovacuum vacuums
+// once 1,000 of their rows are dead, whatever their size, at full speed (schema 13): all six.
+constexpr const char* kTablesVacuumedSoon =
+    "SELECT count(*) FROM pg_class WHERE relname IN ('fairgate_durable_jobs', "
+    "'fairgate_key_heads', 'fairgate_keys', 'fairgate_groups', 'fairgate_resource_leases', "
+    "'fairgate_rate_buckets') AND reloptions @> ARRAY['autovacuum_vacuum_scale_factor=0', "
+    "'autovacuum_vacuum_threshold=1000', 'autovacuum_vacuum_cost_delay=0']";
+
 TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused" * kStoreAlone) {
   testing::PostgresServer server;
   // What the first PostgreSQL store (schema 1, no leases) left: two jobs, one of them a retry
@@ -651,7 +659,7 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
       "attempts, not_before) VALUES ('fetch', 'git.git', 'bob', 'x', 1, 1, 2); "
       "ANALYZE fairgate_durable_jobs");
   auto store = *OpenPostgresStore(server.conninfo(), {"a"});
-  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "12");
+  CHECK(server.Sql("SELECT max(version) FROM fairgate_schema") == "13");
   // Schema 3 keeps each key's first job in fairgate_key_heads: the migration filled it.
   CHECK(server.Sql("SELECT fairness_key FROM fairgate_key_heads") == "alice");
   // Schema 6 locks a large set of keys at once (fairgate_lock_key_set).
@@ -676,15 +684,49 @@ TEST_CASE("PostgresStore.ADatabaseOfTheFirstSchemaIsMigratedAndANewerOneRefused"
   // again.
   CHECK(server.Sql("SELECT count(*) FROM pg_stats WHERE tablename = 'fairgate_durable_jobs' "
                    "AND attname = 'fairness_key'") == "1");
+  // Schema 13 has autovacuum vacuum the tables every job changes once 1,000 rows are dead.
+  CHECK(server.Sql(kTablesVacuumedSoon) == "6");
   std::vector<StoredJob> claimed = *store->ClaimJobs({{"fetch", 1}}, 10, 30);
   REQUIRE(claimed.size() == 2);
   CHECK(claimed[0].id == "linux.git");
   CHECK(claimed[1].id == "git.git");
   CHECK(store->RemoveJob(claimed[0].sequence).ok());
-  server.Sql("UPDATE fairgate_schema SET version = 13");
+  server.Sql("UPDATE fairgate_schema SET version = 14");
   Status newer = OpenPostgresStore(server.conninfo()).status();
   CHECK(newer.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(newer.message().find("newer") != std::string::npos);
+}
+
+// A large jobs' table is vacuumed once 1,000 of its rows are dead (schema 13), not once a fifth
+// of it is (the server's default): 60,000 jobs, 2,000 of them deleted, where the default waits
+// for 12,050. Autovacuum is held off while the rows are made and killed, and then comes every
+// second, so that the vacuum counted is the one those dead rows call for.
+TEST_CASE("PostgresStore.ItsJobsTableIsVacuumedOnceAThousandRowsAreDeadWhateverItsSize" *
+          kStoreAlone) {
+  testing::PostgresServer server;
+  server.Sql("ALTER SYSTEM SET autovacuum = off");
+  server.Sql("SELECT pg_reload_conf()");
+  auto store = *OpenPostgresStore(server.conninfo(), {"a"});
+  CHECK(server.Sql(kTablesVacuumedSoon) == "6");
+  server.Sql(
+      "INSERT INTO fairgate_durable_jobs (type, id, fairness_key, payload, submitted_at) "
+      "SELECT 'fetch', 'repo-' || i, 'key-' || (i % 100), '', 0 FROM generate_series(1, 60000) i");
+  server.Sql("VACUUM ANALYZE fairgate_durable_jobs");
+  server.Sql("DELETE FROM fairgate_durable_jobs WHERE sequence <= 2000");
+  const std::string vacuums =
+      "SELECT autovacuum_count FROM pg_stat_user_tables WHERE relname = 'fairgate_durable_jobs'";
+  REQUIRE(server.Sql(vacuums) == "0");
+  server.Sql("ALTER SYSTEM SET autovacuum = on");
+  server.Sql("ALTER SYSTEM SET autovacuum_naptime = 1");
+  server.Sql("SELECT pg_reload_conf()");
+  CHECK(testing::Eventually(
+      [&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        return server.Sql(vacuums) != "0";
+      },
+      std::chrono::seconds(60)));
+  CHECK(server.Sql("SELECT n_dead_tup FROM pg_stat_user_tables "
+                   "WHERE relname = 'fairgate_durable_jobs'") == "0");
 }
 
 // A database whose collation is linguistic (ICU's en-US here, where "a" < "b" < "B"; bytewise,

@@ -61,7 +61,10 @@
 // (bench/README.md has the figures). Every text column (types, ids, keys, replicas' names) is
 // compared bytewise (COLLATE "C") whatever the database's collation, so that a linguistic one
 // (ICU's, or glibc's en_US) neither slows the claims nor ties fairgate's indexes to the system's
-// collation library. Schema 12; a database of an earlier schema is migrated on open.
+// collation library. The tables that every job, claim or cost share changes are vacuumed by
+// autovacuum once 1,000 of their rows are dead, whatever their size, without its cost delay
+// (their storage parameters): each job leaves dead rows that every claim reads past until a
+// vacuum. Schema 13; a database of an earlier schema is migrated on open.
 //
 // Storing jobs wakes the replicas that wait for jobs (a replica waits once a claim of its came
 // back short, until one comes back whole): while one waits, the storing transaction notifies
