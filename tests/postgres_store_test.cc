@@ -721,6 +721,7 @@ TEST_CASE("PostgresStore.ItsJobsTableIsVacuumedOnceAThousandRowsAreDeadWhateverI
   server.Sql("SELECT pg_reload_conf()");
   CHECK(testing::Eventually(
       [&] {
+        // Each look is a connection of its own: at most 20 a second, not one a millisecond.
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         return server.Sql(vacuums) != "0";
       },
