@@ -232,23 +232,20 @@ StatusOr<std::size_t> PostgresStore::RenewLeases(double lease_seconds) {
   // their sequences.
   auto renew = [&](const char* sql, const std::vector<std::string>& tokens) -> StatusOr<Result> {
     if (tokens.empty()) return Result();
-    StatusOr<Result> r = pool_.RetryingExec(
-        link, sql, {{replica_}, {Number(lease_seconds)}, {TextArray(tokens)}}, "renew leases");
+    StatusOr<Result> r = pool_.Retrying(link, [&] {
+      // By index, as the claims (OnGenericIndexPlans): planned over the few rows a replica held
+      // at first, a renewal read them by a bitmap scan of the holder index, which reads again,
+      // each time, every entry the replica's finished jobs left there since the last vacuum.
+      return OnGenericIndexPlans(link, [&] {
+        return Exec(link, sql, {{replica_}, {Number(lease_seconds)}, {TextArray(tokens)}},
+                    "renew leases");
+      });
+    });
     if (r.ok()) held += static_cast<std::size_t>(std::strtoull(PQcmdTuples(r->get()), nullptr, 10));
     return r;
   };
   const SteadyClock::time_point sure_until = SureUntil(lease_seconds);
-  // A row that another statement is changing (RemoveJobs on another connection of this replica,
-  // finishing the job; another replica's claim, the lease having lapsed) is passed over, left to
-  // the next renewal: waiting for it, a renewal that held rows the other statement wanted
-  // deadlocked with it (the server broke the cycle after a second by failing one; seen in
-  // fleet_bench's runs, a renewal beside a batch of removals).
-  StatusOr<Result> jobs =
-      renew("UPDATE fairgate_durable_jobs SET lease_until = " FAIRGATE_PG_NOW
-            " + $2 WHERE sequence = ANY(ARRAY(SELECT sequence FROM fairgate_durable_jobs "
-            "  WHERE holder = $1 AND token = ANY($3::bigint[]) FOR UPDATE SKIP LOCKED)) "
-            "RETURNING sequence",
-            renewed);
+  StatusOr<Result> jobs = renew(kRenewJobLeases, renewed);
   if (!jobs.ok()) return jobs.status();
   if (*jobs != nullptr) {
     for (int i = 0; i < PQntuples(jobs->get()); ++i) {

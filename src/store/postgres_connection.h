@@ -76,26 +76,33 @@ StatusOr<Result> Exec(Link& link, const char* sql, const std::vector<Param>& par
                       const char* what);
 
 // Runs `statement` (statements on `link`) on plans that PostgreSQL makes once a connection and
-// that read each table by an index where one serves (plan_cache_mode = force_generic_plan and
-// enable_seqscan = off, for its triggers' statements too), then gives the session its own
-// settings back. Once a connection: the server would otherwise plan a prepared statement again for
-// each call's arguments whenever it judged a custom plan better (1-2 ms a claim). By index: a plan
-// made once must not depend on how large a table was when it was made. A claim planned over a
-// few thousand jobs, its statistics saying so, joined its candidates with a sequential scan of the
-// whole table, dead rows too, and kept it as the jobs' churn grew the table until autovacuum's
-// next analyze: claims from 2.5 to 25 ms in a minute (bench/README.md, "How a claim reads"). Two
-// round trips more. Within a transaction too: when `statement` fails there, the settings are
-// undone with the rest by the transaction's rollback. A server without plan_cache_mode (before
-// PostgreSQL 12) runs `statement` as it would have.
+// that read each table by an index scan where an index serves (plan_cache_mode =
+// force_generic_plan, enable_seqscan = off and enable_bitmapscan = off, for its triggers'
+// statements too), then gives the session its own settings back. Once a connection: the server
+// would otherwise plan a prepared statement again for each call's arguments whenever it judged a
+// custom plan better (1-2 ms a claim). By index: a plan made once must not depend on how large a
+// table was when it was made. A claim planned over a few thousand jobs, its statistics saying so,
+// joined its candidates with a sequential scan of the whole table, dead rows too, and kept it as
+// the jobs' churn grew the table until autovacuum's next analyze: claims from 2.5 to 25 ms in a
+// minute (bench/README.md, "How a claim reads"). By an index scan, not a bitmap scan: an index scan
+// marks the entries of rows dead to everyone as it passes them, and later scans step over them; a
+// bitmap scan does not, so a plan made over an empty holder index (a fresh database) read again, at
+// every claim, every entry each finished job had left there since the last vacuum: claims from 23
+// to 82 ms in the first minute. Two round trips more. Within a transaction too: when `statement`
+// fails there, the settings are undone with the rest by the transaction's rollback. A server
+// without plan_cache_mode (before PostgreSQL 12) runs `statement` as it would have.
 template <typename Statement>
 auto OnGenericIndexPlans(Link& link, Statement statement) -> decltype(statement()) {
-  Exec(link, "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off", {},
-       "use generic plans that read by index")
+  Exec(link,
+       "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; "
+       "SET enable_bitmapscan = off",
+       {}, "use generic plans that read by index")
       .status()
       .IgnoreError();
   auto result = statement();
   if (!Broken(link)) {
-    Exec(link, "RESET plan_cache_mode; RESET enable_seqscan", {}, "use the session's plans")
+    Exec(link, "RESET plan_cache_mode; RESET enable_seqscan; RESET enable_bitmapscan", {},
+         "use the session's plans")
         .status()
         .IgnoreError();
   }

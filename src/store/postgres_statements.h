@@ -520,6 +520,18 @@ inline constexpr const char* kClaimedUnknown =
     "  last_error, token, count(*) OVER () FROM fairgate_durable_jobs "
     "WHERE holder = $1 AND token > $2::bigint AND NOT dead ORDER BY sequence";
 
+// The renewal of the leases of the jobs replica $1 holds with tokens $3: until $2 seconds from now.
+// Their sequences. A row that another statement is changing (a removal on another connection of
+// the replica, finishing the job; another replica's claim, the lease having lapsed) is passed over,
+// left to the next renewal: waiting for it, a renewal that held rows the other statement wanted
+// deadlocked with it (the server broke the cycle after a second by failing one; seen in
+// fleet_bench's runs, a renewal beside a batch of removals).
+inline constexpr const char* kRenewJobLeases =
+    "UPDATE fairgate_durable_jobs SET lease_until = " FAIRGATE_PG_NOW
+    " + $2 WHERE sequence = ANY(ARRAY(SELECT sequence FROM fairgate_durable_jobs "
+    "  WHERE holder = $1 AND token = ANY($3::bigint[]) FOR UPDATE SKIP LOCKED)) "
+    "RETURNING sequence";
+
 // The first job of key `h` (a row of fairgate_key_heads) from its head on that is ready (never
 // deferred, held by nobody) and `claimable`, with `upto` a further condition on its sequence.
 #define FAIRGATE_PG_FIRST_CLAIMABLE(upto, claimable)                             \
