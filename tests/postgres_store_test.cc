@@ -1842,6 +1842,32 @@ TEST_CASE("PostgresStore.OnGenericIndexPlansInATransactionThatFailsLeavesTheSess
   CHECK(std::string(PQgetvalue(plans->get(), 0, 0)) == "2 0");
 }
 
+// The parameters of a claim of up to 512 jobs of type "fetch" (tier 1) by replica "a", every
+// deferred job due: of kClaim as PostgresStore::ClaimUnleased binds them ($1-$7), and of
+// kClaimCandidates as PostgresStore::LockCandidates binds them ($1-$10, a lease of each job's
+// repository, "sure" of one slot).
+std::vector<store::postgres::Param> UnleasedClaimParameters() {
+  return {{store::postgres::TextArray({"fetch"})},
+          {store::postgres::TextArray({"1"})},
+          {"512"},
+          {"a"},
+          {"60"},
+          {store::postgres::Number(1e12)},
+          {"512"}};
+}
+std::vector<store::postgres::Param> LeasedClaimParameters() {
+  return {{store::postgres::TextArray({"fetch"})},
+          {store::postgres::TextArray({"1"})},
+          {"512"},
+          {store::postgres::Number(1e12)},
+          {store::postgres::TextArray({"repo"})},
+          {store::postgres::TextArray({"1"})},
+          {store::postgres::TextArray({"0"})},
+          {"fleet-cap"},
+          {"2048"},
+          {store::postgres::TextArray({"t"})}};
+}
+
 // Both claims' statements on OnGenericIndexPlans read the jobs' table by its indexes, whatever
 // its statistics said when they were planned: over a table of 3,600 jobs, analyzed, a claim of
 // 512 on a generic plan alone joined its candidates with a sequential scan of the whole table (a
@@ -1870,7 +1896,6 @@ TEST_CASE("PostgresStore.AClaimReadsTheJobsByIndexWhateverTheTablesStatistics" *
   REQUIRE(
       pool.Retrying(link, [&] { return store::postgres::Exec(link, "SELECT 1", {}, "connect"); })
           .ok());
-  const std::string wall = store::postgres::Number(1e12);  // every deferred job due
   // Runs `sql` in a transaction of its own on generic plans that read by index: the rows it
   // returned, and the sequential scans of the jobs' table it made.
   auto claim = [&](const char* sql, const std::vector<store::postgres::Param>& params) {
@@ -1885,25 +1910,11 @@ TEST_CASE("PostgresStore.AClaimReadsTheJobsByIndexWhateverTheTablesStatistics" *
     exec("ROLLBACK");
     return std::make_pair(rows, made);
   };
-  const std::string types = store::postgres::TextArray({"fetch"});
-  const std::string tiers = store::postgres::TextArray({"1"});
-  // Without leases: $1-$7 as PostgresStore::ClaimUnleased binds them.
-  const auto [unleased, unleased_scans] =
-      claim(store::postgres::kClaim, {{types}, {tiers}, {"512"}, {"a"}, {"60"}, {wall}, {"512"}});
+  const auto [unleased, unleased_scans] = claim(store::postgres::kClaim, UnleasedClaimParameters());
   CHECK(unleased == 512);
   CHECK(unleased_scans == "0");
-  // With a lease of each job's repository: $1-$10 as PostgresStore::LockCandidates binds them.
   const auto [leased, leased_scans] =
-      claim(store::postgres::kClaimCandidates, {{types},
-                                                {tiers},
-                                                {"512"},
-                                                {wall},
-                                                {store::postgres::TextArray({"repo"})},
-                                                {store::postgres::TextArray({"1"})},
-                                                {store::postgres::TextArray({"0"})},
-                                                {"fleet-cap"},
-                                                {"2048"},
-                                                {store::postgres::TextArray({"t"})}});
+      claim(store::postgres::kClaimCandidates, LeasedClaimParameters());
   CHECK(leased == 512);
   CHECK(leased_scans == "0");
   // The settings are the session's own again.
@@ -1937,24 +1948,10 @@ TEST_CASE("PostgresStore.AClaimReadsTheEntriesFinishedJobsLeftOnceWhateverItWasP
   REQUIRE(
       pool.Retrying(link, [&] { return store::postgres::Exec(link, "SELECT 1", {}, "connect"); })
           .ok());
-  const std::string wall = store::postgres::Number(1e12);  // every deferred job due
-  const std::string types = store::postgres::TextArray({"fetch"});
-  const std::string tiers = store::postgres::TextArray({"1"});
-  // $1-$7 as PostgresStore::ClaimUnleased binds them, $1-$10 as PostgresStore::LockCandidates,
-  // $1-$3 as PostgresStore::RenewLeases.
+  // $1-$3 of the renewal as PostgresStore::RenewLeases binds them.
   const std::vector<std::pair<const char*, std::vector<store::postgres::Param>>> statements = {
-      {store::postgres::kClaim, {{types}, {tiers}, {"512"}, {"a"}, {"60"}, {wall}, {"512"}}},
-      {store::postgres::kClaimCandidates,
-       {{types},
-        {tiers},
-        {"512"},
-        {wall},
-        {store::postgres::TextArray({"repo"})},
-        {store::postgres::TextArray({"1"})},
-        {store::postgres::TextArray({"0"})},
-        {"fleet-cap"},
-        {"2048"},
-        {store::postgres::TextArray({"t"})}}},
+      {store::postgres::kClaim, UnleasedClaimParameters()},
+      {store::postgres::kClaimCandidates, LeasedClaimParameters()},
       {store::postgres::kRenewJobLeases, {{"a"}, {"60"}, {store::postgres::TextArray({"1"})}}}};
   // The holder index's entries this session has read since it last reported its counts to the
   // server's statistics (which it does only outside a transaction).

@@ -233,9 +233,10 @@ StatusOr<std::size_t> PostgresStore::RenewLeases(double lease_seconds) {
   auto renew = [&](const char* sql, const std::vector<std::string>& tokens) -> StatusOr<Result> {
     if (tokens.empty()) return Result();
     StatusOr<Result> r = pool_.Retrying(link, [&] {
-      // By index, as the claims (OnGenericIndexPlans): planned over the few rows a replica held
-      // at first, a renewal read them by a bitmap scan of the holder index, which reads again,
-      // each time, every entry the replica's finished jobs left there since the last vacuum.
+      // On plans that read by index, as the claims' (OnGenericIndexPlans): planned for each
+      // call's arguments, over the few jobs a replica held at first, the jobs' renewal read them
+      // by a bitmap scan of the holder index, which read again, each time, every entry the
+      // replica's finished jobs had left there since the last vacuum.
       return OnGenericIndexPlans(link, [&] {
         return Exec(link, sql, {{replica_}, {Number(lease_seconds)}, {TextArray(tokens)}},
                     "renew leases");
