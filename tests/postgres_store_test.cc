@@ -1928,8 +1928,8 @@ TEST_CASE("PostgresStore.AClaimReadsTheJobsByIndexWhateverTheTablesStatistics" *
 // nothing: every claim read again every entry each finished job had left there since the table's
 // last vacuum (claims from 23 to 82 ms in a fleet_bench run's first minute). Here the statements
 // are planned on empty tables, 5,000 jobs are held and finished from other connections (as other
-// replicas' would be; no vacuum meanwhile), and each statement is run again, counting the holder
-// index's entries it read: the entries are read once, not at each run.
+// replicas' jobs would be; no vacuum meanwhile), and each statement is run again, counting the
+// holder index's entries it read: the entries are read once, not at each run.
 TEST_CASE("PostgresStore.AClaimReadsTheEntriesFinishedJobsLeftOnceWhateverItWasPlannedOver" *
           kStoreAlone) {
   testing::PostgresServer server;
