@@ -16,9 +16,9 @@
 # PostgresStore::ClaimJobs). HEADS=stale leaves the keys' heads with the statistics of their
 # empty table (a server whose autovacuum has not analyzed them since the keys came), where by
 # default every table is analyzed after filling.
-# PGOPTIONS='-c plan_cache_mode=force_generic_plan -c enable_seqscan=off' measures the plans the
-# store runs both claims on instead: PostgreSQL's generic plans, reading by index
-# (OnGenericIndexPlans, src/store/postgres_connection.h). The sessions
+# PGOPTIONS='-c plan_cache_mode=force_generic_plan -c enable_seqscan=off -c enable_bitmapscan=off'
+# measures the plans the store runs both claims on instead: PostgreSQL's generic plans, reading by
+# index scans (OnGenericIndexPlans, src/store/postgres_connection.h). The sessions
 # run without JIT, as the store's do (kSessionSettings): a generic plan's estimates are higher, and
 # with JIT on the server compiled the claim with leases for about 100 ms before each run.
 # Each revision's statements are compiled into a small printer (g++, the repository's headers).
