@@ -1670,6 +1670,88 @@ TEST_CASE("PostgresStore.AClientSpreadingItsWorkOverReplicasIsChargedOnce") {
       [&] { return store->ShareKeyCosts({}, {"greedy"})->at(0).accumulated_cost == 40.0; }));
 }
 
+// A replica's store whose shares of keys' costs each take `delay` longer, recording when each
+// call began and ended.
+class SlowShareStore final : public testing::ForwardingSharedStore {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Call {
+    Clock::time_point began, ended;
+  };
+  SlowShareStore(std::shared_ptr<SharedStore> inner, std::chrono::milliseconds delay)
+      : ForwardingSharedStore(std::move(inner)), delay_(delay) {}
+  StatusOr<std::vector<SavedKey>> ShareKeyCosts(const std::vector<SavedKey>& charged,
+                                                const std::vector<std::string>& keys) override {
+    const auto began = Clock::now();
+    std::this_thread::sleep_for(delay_);
+    StatusOr<std::vector<SavedKey>> totals = inner_->ShareKeyCosts(charged, keys);
+    std::lock_guard lock(mutex_);
+    calls_.push_back({began, Clock::now()});
+    return totals;
+  }
+  std::vector<Call> calls() {
+    std::lock_guard lock(mutex_);
+    return calls_;
+  }
+
+ private:
+  const std::chrono::milliseconds delay_;
+  std::mutex mutex_;
+  std::vector<Call> calls_;
+};
+
+// The gaps between a replica's first three shares of keys' costs, each taking `delay` of the
+// store's, with shares due every `claim_interval`: the share's length and the gap after it. A
+// running job keeps its key busy, so that every share calls the store.
+std::vector<std::pair<double, double>> ShareGaps(const testing::PostgresServer& server,
+                                                 std::chrono::milliseconds delay,
+                                                 double claim_interval) {
+  auto slow = std::make_shared<SlowShareStore>(
+      std::shared_ptr<SharedStore>(*OpenPostgresStore(server.conninfo(), {"a"})), delay);
+  SchedulerOptions o;
+  o.persistence.store = slow;
+  o.rule.max_concurrency = 1;
+  o.fleet.claim_interval = Seconds(claim_interval);
+  o.runtime.warn = [](std::string_view) {};
+  auto a = *Scheduler::Create(o);
+  REQUIRE(a->RegisterType("clone", testing::Type(1, 1)).ok());
+  auto gate = std::make_shared<testing::Gate>();
+  SubmitBlocked(*a, "clone", "busy", gate);
+  REQUIRE(testing::Eventually([&] { return slow->calls().size() >= 3; }));
+  gate->Open();
+  REQUIRE(a->Shutdown(Context::Background()).ok());
+  const std::vector<SlowShareStore::Call> calls = slow->calls();
+  std::vector<std::pair<double, double>> gaps;
+  for (std::size_t i = 1; i < 3; ++i) {
+    gaps.emplace_back(
+        std::chrono::duration<double>(calls[i - 1].ended - calls[i - 1].began).count(),
+        std::chrono::duration<double>(calls[i].began - calls[i - 1].ended).count());
+  }
+  return gaps;
+}
+
+// Shares that take half of claim_interval (50 ms of 100 ms) come twenty times their length apart,
+// not every claim_interval: sharing takes at most a twenty-first of the claimer's time, however
+// many keys a share carries.
+TEST_CASE("PostgresStore.ASlowShareOfCostsIsFollowedByTheNextTwentyTimesItsLengthAfter") {
+  testing::PostgresServer server;
+  for (const auto& [length, gap] : ShareGaps(server, std::chrono::milliseconds(50), 0.1)) {
+    INFO("a share of ", length, " s, then ", gap, " s to the next");
+    CHECK(gap >= 20 * length);
+  }
+}
+
+// Shares that take longer than claim_interval (200 ms of 50 ms), as one held up by an outage may,
+// come twenty claim_intervals apart (1 s), not twenty times their length (4 s).
+TEST_CASE("PostgresStore.SharesLongerThanTheClaimIntervalComeTwentyIntervalsApart") {
+  testing::PostgresServer server;
+  for (const auto& [length, gap] : ShareGaps(server, std::chrono::milliseconds(200), 0.05)) {
+    INFO("a share of ", length, " s, then ", gap, " s to the next");
+    CHECK(gap >= 1.0);
+    CHECK(gap < 20 * length);
+  }
+}
+
 TEST_CASE("PostgresStore.AResourceLeaseHasLimitSlotsFencingTokensAndLapses" * kStoreAlone) {
   testing::PostgresServer server;
   testing::CheckResourceLeases(Replicas(server));

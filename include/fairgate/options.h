@@ -98,7 +98,10 @@ struct FleetOptions {
   // renewal. Renewed every third of it. Finite and > 0.
   Seconds lease_ttl{10.0};
   // How often a replica looks for jobs to claim when nothing woke it (a job stored or finished
-  // on this replica wakes it at once). Finite and > 0.
+  // on this replica wakes it at once), and how often it shares its keys' costs with the fleet,
+  // or less often when sharing takes long: the next share starts twenty times the last one's
+  // length after it ended if that is later, at most twenty claim_intervals after (a share
+  // carrying 10,000 keys took up to 0.19 s). Finite and > 0.
   Seconds claim_interval{1.0};
   // How many durable jobs a replica holds at most, claimed and not yet finished. 0: as many as
   // it can start soon, from 2 x rule.max_concurrency up to 64 x: twice its slots, plus eight

@@ -41,7 +41,8 @@
 // agree for leases; a retry's backoff (DeferJob's not_before) is the replica's wall clock.
 //
 // Keys' costs are summed over the fleet (ShareKeyCosts: each replica adds what it charged since
-// its last share, every claim_interval, and reads the totals of its busy keys), and groups'
+// its last share, every claim_interval or less often for a share that takes over a twentieth of
+// it, and reads the totals of its busy keys), and groups'
 // the same way in a table of their own (ShareGroupCosts, fairgate_groups), and fleet-wide
 // conflict groups hold one lease row per slot of a resource (AcquireResource), with fencing
 // tokens from the same sequence as the jobs'.

@@ -181,8 +181,11 @@ void Claimer::Loop() {
       (void)ClaimNow();  // a failure is counted; tried again at the next interval
     }
     if (now >= next_share) {
-      next_share = now + interval;
+      const auto began = Clock::now();
       share_();
+      const auto ended = Clock::now();
+      next_share =
+          std::max(now + interval, ended + kShareSpacing * std::min(ended - began, interval));
     }
     lock.lock();
   }
