@@ -50,11 +50,11 @@ class Claimer {
   // The next share starts at least this many times the last one's length after it ended, so
   // that sharing takes at most a twenty-first of the claimer's time (and of the store's), but
   // never more than this many claim intervals after it (a share held up by an outage is not
-  // followed by one an hour later). A
-  // share's length grows with the keys it carries: with 10,000 keys charged each second, each
-  // share held the PostgreSQL store's lock on every key for 40-189 ms (median 86), during which
-  // no claim or store of the fleet's went on, nor a claim of this replica's; so spaced, 1.22x the
-  // jobs a second went through (bench/README.md, "Durable jobs worked end to end").
+  // followed by one an hour later). A share's length grows with the keys it carries: with
+  // 10,000 keys charged each second, each share held the PostgreSQL store's lock on every key
+  // for 40-189 ms (median 86), during which no claim or store of the fleet's went on, nor a
+  // claim of this replica's; so spaced, 1.22x the jobs a second went through (bench/README.md,
+  // "Durable jobs worked end to end").
   static constexpr int kShareSpacing = 20;
 
   Claimer(StateKeeper& keeper, Settings settings, Types types, Queue queue, Share share);
