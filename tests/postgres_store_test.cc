@@ -1731,7 +1731,7 @@ std::vector<std::pair<double, double>> ShareGaps(const testing::PostgresServer& 
 }
 
 // Shares that take a tenth of claim_interval (50 ms of 500 ms) come twenty times their length
-// apart, not every claim_interval: sharing takes at most a twenty-first of the claimer's time,
+// apart, not every claim_interval: sharing takes at most a twenty-first of the store's time,
 // however many keys a share carries.
 TEST_CASE("PostgresStore.ASlowShareOfCostsIsFollowedByTheNextTwentyTimesItsLengthAfter") {
   testing::PostgresServer server;
@@ -1750,6 +1750,68 @@ TEST_CASE("PostgresStore.SharesLongerThanTheClaimIntervalComeTwentyIntervalsApar
     CHECK(gap >= 1.0);
     CHECK(gap < 20 * length);
   }
+}
+
+// A replica's store whose first share of keys' costs waits for `gate` (a minute at most: longer
+// than a test's wait for what should happen meanwhile), counting its renewals of leases.
+class HeldShareStore final : public testing::ForwardingSharedStore {
+ public:
+  HeldShareStore(std::shared_ptr<SharedStore> inner, std::shared_ptr<testing::Gate> gate)
+      : ForwardingSharedStore(std::move(inner)), gate_(std::move(gate)) {}
+  StatusOr<std::vector<SavedKey>> ShareKeyCosts(const std::vector<SavedKey>& charged,
+                                                const std::vector<std::string>& keys) override {
+    if (!sharing_.exchange(true)) gate_->Wait(std::chrono::minutes(1));
+    return inner_->ShareKeyCosts(charged, keys);
+  }
+  StatusOr<std::size_t> RenewLeases(double lease_seconds) override {
+    renewals_.fetch_add(1);
+    return inner_->RenewLeases(lease_seconds);
+  }
+  bool sharing() const { return sharing_.load(); }
+  int renewals() const { return renewals_.load(); }
+
+ private:
+  const std::shared_ptr<testing::Gate> gate_;
+  std::atomic<bool> sharing_{false};
+  std::atomic<int> renewals_{0};
+};
+
+// A share of costs that the store holds up (a lock on every key waited for, a slow server) holds
+// up neither the replica's claims nor its renewals of the leases of the jobs it runs: it claims
+// and runs a job stored meanwhile, and renews its leases.
+TEST_CASE("PostgresStore.AShareHeldUpByTheStoreHoldsUpNeitherClaimsNorRenewals") {
+  testing::PostgresServer server;
+  auto share_gate = std::make_shared<testing::Gate>();
+  auto held = std::make_shared<HeldShareStore>(
+      std::shared_ptr<SharedStore>(*OpenPostgresStore(server.conninfo(), {"a"})), share_gate);
+  SchedulerOptions o;
+  o.persistence.store = held;
+  o.rule.max_concurrency = 2;
+  o.fleet.claim_interval = Seconds(0.05);
+  o.fleet.lease_ttl = Seconds(0.6);  // renewed every 0.2 s
+  o.runtime.warn = [](std::string_view) {};
+  auto a = *Scheduler::Create(o);
+  REQUIRE(a->RegisterType("fetch", testing::Type(2, 2)).ok());
+  testing::Log ran;
+  testing::Gate first_done;
+  REQUIRE(a->RegisterDurable("fetch", [&](const DurableJob& job, const Context&) {
+             ran.Add(std::string(job.payload));
+             if (job.payload == "first") first_done.Wait();
+             return absl::OkStatus();
+           }).ok());
+  REQUIRE(a->Recover().ok());
+  // The first job runs and keeps its key busy, so that a share calls the store: the first is
+  // held.
+  REQUIRE(a->SubmitDurable({TypeName("fetch"), JobId("r1"), FairnessKey("k1")}, "first").ok());
+  REQUIRE(testing::Eventually([&] { return held->sharing(); }));
+  const int renewed = held->renewals();
+  REQUIRE(a->SubmitDurable({TypeName("fetch"), JobId("r2"), FairnessKey("k2")}, "second").ok());
+  CHECK(testing::Eventually(
+      [&] { return ran.entries().size() == 2 && held->renewals() >= renewed + 2; }));
+  share_gate->Open();
+  first_done.Open();
+  REQUIRE(a->Shutdown(Context::Background()).ok());
+  CHECK(ran.entries() == std::vector<std::string>{"first", "second"});
 }
 
 TEST_CASE("PostgresStore.AResourceLeaseHasLimitSlotsFencingTokensAndLapses" * kStoreAlone) {

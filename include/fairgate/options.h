@@ -101,7 +101,9 @@ struct FleetOptions {
   // on this replica wakes it at once), and how often it shares its keys' costs with the fleet,
   // or less often when sharing takes long: the next share starts twenty times the last one's
   // length after it ended if that is later, at most twenty claim_intervals after (a share
-  // carrying 10,000 keys took up to 0.19 s). Finite and > 0.
+  // carrying 10,000 keys took up to 0.19 s). Shares run on a thread of their own: one that
+  // takes long, or that the store holds up, delays neither claims nor lease renewals. Finite
+  // and > 0.
   Seconds claim_interval{1.0};
   // How many durable jobs a replica holds at most, claimed and not yet finished. 0: as many as
   // it can start soon, from 2 x rule.max_concurrency up to 64 x: twice its slots, plus eight

@@ -28,6 +28,10 @@ void Claimer::StartThread() {
     NameThisThread("fg-listener");
     Listen();
   });
+  sharer_ = std::thread([this] {
+    NameThisThread("fg-sharer");
+    ShareLoop();
+  });
 }
 
 // A job stored or given back by any replica pokes the claim at once (SharedStore::WaitForJobs),
@@ -83,8 +87,10 @@ void Claimer::Stop() {
   }
   wake_.notify_all();
   wake_listener_.notify_all();
+  wake_sharer_.notify_all();
   if (thread_.joinable()) thread_.join();
   if (listener_.joinable()) listener_.join();
+  if (sharer_.joinable()) sharer_.join();
 }
 
 StatusOr<std::size_t> Claimer::ClaimNow() {
@@ -151,7 +157,6 @@ void Claimer::Loop() {
   const auto renew_every = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(settings_.lease_seconds / 3));
   auto next_claim = Clock::now() + interval;
-  auto next_share = next_claim;
   auto next_renew = Clock::now() + renew_every;
   std::unique_lock lock(mutex_);
   while (!stop_) {
@@ -161,7 +166,7 @@ void Claimer::Loop() {
     // claims alternated with 400-jobs ones in fleet_bench, 80 claims where 40 did). Not after
     // a claim of leased jobs (Claim).
     const auto refill = [&] { return refill_ && held_ <= target_ / 2; };
-    wake_.wait_until(lock, std::min({next_claim, next_renew, next_share}),
+    wake_.wait_until(lock, std::min(next_claim, next_renew),
                      [&] { return stop_ || poked_ || refill() || Clock::now() >= next_renew; });
     if (stop_) break;
     const auto now = Clock::now();
@@ -180,13 +185,23 @@ void Claimer::Loop() {
       next_claim = now + interval;
       (void)ClaimNow();  // a failure is counted; tried again at the next interval
     }
-    if (now >= next_share) {
-      const auto began = Clock::now();
-      share_();
-      const auto ended = Clock::now();
-      next_share =
-          std::max(now + interval, ended + kShareSpacing * std::min(ended - began, interval));
-    }
+    lock.lock();
+  }
+}
+
+void Claimer::ShareLoop() {
+  using Clock = std::chrono::steady_clock;
+  const auto interval = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(settings_.claim_interval_seconds));
+  auto next_share = Clock::now() + interval;
+  std::unique_lock lock(mutex_);
+  while (!wake_sharer_.wait_until(lock, next_share, [&] { return stop_; })) {
+    lock.unlock();
+    const auto began = Clock::now();
+    share_();
+    const auto ended = Clock::now();
+    next_share =
+        std::max(began + interval, ended + kShareSpacing * std::min(ended - began, interval));
     lock.lock();
   }
 }

@@ -1,13 +1,15 @@
 // Claimer: a replica's side of a shared store (SharedStore, fairgate/store.h). On a thread of
 // its own it claims durable jobs while the replica holds fewer than its limit, every
 // claim_interval or at once when poked (a job stored or finished here, or stored or given back
-// by any replica: a second thread listens for the store's notifications), renews the leases it
-// holds every third of their time, and calls `share` every claim_interval (the scheduler shares
-// its keys' costs with the fleet), or less often, up to twenty times less, for a share that
-// takes more than a twentieth of that (kShareSpacing).
+// by any replica: a second thread listens for the store's notifications), and renews the leases
+// it holds every third of their time. A third thread calls `share` every claim_interval (the
+// scheduler shares its keys' costs with the fleet), or less often, up to twenty times less, for
+// a share that takes more than a twentieth of that (kShareSpacing): a share of many keys, or one
+// held up by the store, delays neither a claim nor a renewal.
 //
 // It never takes the scheduler's lock itself: `types`, `queue` and `share` are the scheduler's,
-// called on the claimer's thread (or on the caller's, for Start's first claim).
+// `types` and `queue` called on the claimer's thread (or on the caller's, for Start's first
+// claim), `share` on the sharer's.
 //
 // Thread safety: every method may be called from any thread.
 #ifndef FAIRGATE_RUNTIME_CLAIMER_H_
@@ -48,13 +50,12 @@ class Claimer {
   using Share = std::function<void()>;
 
   // The next share starts at least this many times the last one's length after it ended, so
-  // that sharing takes at most a twenty-first of the claimer's time (and of the store's), but
-  // never more than this many claim intervals after it (a share held up by an outage is not
-  // followed by one an hour later). A share's length grows with the keys it carries: with
-  // 10,000 keys charged each second, each share held the PostgreSQL store's lock on every key
-  // for 40-189 ms (median 86), during which no claim or store of the fleet's went on, nor a
-  // claim of this replica's; so spaced, 1.22x the jobs a second went through (bench/README.md,
-  // "Durable jobs worked end to end").
+  // that sharing takes at most a twenty-first of the store's time, but never more than this many
+  // claim intervals after it (a share held up by an outage is not followed by one an hour later).
+  // A share's length grows with the keys it carries: with 10,000 keys charged each second, each
+  // share held the PostgreSQL store's lock on every key for 40-189 ms (median 86), during which
+  // no claim or store of the fleet's went on; so spaced, 1.22x the jobs a second went through
+  // (bench/README.md, "Durable jobs worked end to end").
   static constexpr int kShareSpacing = 20;
 
   Claimer(StateKeeper& keeper, Settings settings, Types types, Queue queue, Share share);
@@ -62,7 +63,7 @@ class Claimer {
   Claimer(const Claimer&) = delete;
   Claimer& operator=(const Claimer&) = delete;
 
-  // Starts the thread (once).
+  // Starts the threads (once).
   void StartThread();
   // Claims once on the caller's thread: how many jobs it claimed, or the store's status (the
   // failure is counted).
@@ -77,12 +78,14 @@ class Claimer {
   // take no leases, under way meanwhile, brought it back above half (not for a job given back
   // because it could not be queued: that would spin).
   void Done(bool claim_again);
-  // Stops the thread (idempotent). Leases still held lapse after their time.
+  // Stops the threads (idempotent), after the share under way if one is. Leases still held
+  // lapse after their time.
   void Stop();
 
  private:
   void Loop();
   void Listen();
+  void ShareLoop();
   StatusOr<std::size_t> Claim();  // claim_mutex_ held
 
   StateKeeper& keeper_;
@@ -103,6 +106,8 @@ class Claimer {
   std::thread thread_;
   std::condition_variable wake_listener_;  // Stop, for a listener waiting out an outage
   std::thread listener_;                   // pokes the claim when any replica stores a job
+  std::condition_variable wake_sharer_;    // Stop, for the sharer waiting for its next share
+  std::thread sharer_;                     // calls share_ (ShareLoop)
 };
 
 }  // namespace fairgate::internal

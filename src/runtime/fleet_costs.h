@@ -5,8 +5,9 @@
 // Each share adds to the fleet's totals what this replica charged each key (group) since its last
 // share, and sets each busy key's (group's) cost here to the fleet's total plus what was charged
 // here meanwhile. Groups are shared only once one is tracked, and not at all by a store that
-// does not share them (Unimplemented: not an error). It runs on the claimer's thread (after each
-// claim) and at Shutdown; a failure is counted, and its charges go with the next share.
+// does not share them (Unimplemented: not an error). It runs on the claimer's sharer thread
+// (Claimer::ShareLoop) and at Shutdown; a failure is counted, and its charges go with the next
+// share.
 //
 // Thread safety: every method may be called from any thread at once; one share runs at a time
 // (its lock, never held by the scheduler's callers, comes before the scheduler's).
