@@ -33,6 +33,10 @@
 //                                items/s: jobs done;
 //                                counters: the server's CPU per job, the replicas' claims and
 //                                the share of them that took nothing (empty_claims_pct).
+// BM_ManyClientsAgainstHundred/clients:K/charged:H  BM_DurableWorked with one replica at 100
+//                                clients and at K in turns within one run; counters: each
+//                                part's jobs/s and their ratio, over all iterations and the
+//                                median of the iterations'.
 // BM_DurableWorkedLeased/replicas:R/clients:K/repositories:P  the same, charged, with the default
 //                                max_claimed, 1, 2, 4, 8 or 16 replicas (their claims with leases
 //                                run one at a time), the jobs over P repositories (1,000 or one
@@ -279,88 +283,112 @@ BENCHMARK(BM_ClaimCycle)
     ->Threads(8)
     ->UseRealTime();
 
+// Replica r's options: a store of its own (named "worker<r>"), `slots` jobs at once, no warnings.
+SchedulerOptions ReplicaOptions(int r, int slots) {
+  SchedulerOptions o;
+  o.persistence.store =
+      std::shared_ptr<Store>(*OpenPostgresStore(conninfo, {"worker" + std::to_string(r)}));
+  o.rule.max_concurrency = slots;
+  o.runtime.warn = [](std::string_view) {};
+  return o;
+}
+
 // N jobs of K clients stored beforehand (AddJobs, batches of 1,000), then worked to completion
 // by R replicas in this process (a scheduler and a store each, max_concurrency 8, max_claimed C:
 // 0 for its default) with a no-op handler; the time from their Recover until every job ran and
-// the table is empty. items/s: jobs done, all replicas together. The jobs take turns over
-// `repositories` (their ids). With `leases`, the type is in a fleet-wide conflict group: each
-// job takes its repository's lease (one slot) in its claim's transaction and gives it back with
-// the job.
-void WorkDurable(benchmark::State& state, int replicas, int claimed, int clients, bool charged,
-                 bool leases, int repositories = 1000) {
-  constexpr int kJobs = 20000;
-  double server_cpu = 0;  // microseconds, over the timed part of every iteration
+// the table is empty. The jobs take turns over `repositories` (their ids). With `leases`, the
+// type is in a fleet-wide conflict group: each job takes its repository's lease (one slot) in its
+// claim's transaction and gives it back with the job.
+struct WorkedRun {
+  double seconds = 0;        // the timed part
+  double server_cpu_us = 0;  // the server's CPU over the timed part
   double claims_empty = 0, claims_with_jobs = 0;
-  for (auto _ : state) {
-    state.PauseTiming();
-    // The keys' costs too, then those the run asks for, whatever ran before: costs left by an
-    // earlier run (shared at its end, and the clients of one run are named as another's) decided
-    // in what order a claim took the clients' jobs, and the first run on a new server differed
-    // from the rest.
-    Sql("TRUNCATE fairgate_durable_jobs, fairgate_resource_leases, fairgate_keys");
-    if (charged) {
-      Sql("INSERT INTO fairgate_keys (key, accumulated_cost, idle_since) SELECT 'client' || i, "
-          "(i + 1) * 0.001, extract(epoch from now()) FROM generate_series(0, " +
-          std::to_string(clients - 1) + ") AS i");
-    }
-    {
-      auto filler = *OpenPostgresStore(conninfo, {"filler"});
-      std::vector<StoredJob> batch;
-      for (int i = 0; i < kJobs; ++i) {
-        batch.push_back(Job(i, clients, repositories));
-        if (batch.size() == 1000) {
-          if (!filler->AddJobs(batch).ok()) std::abort();
-          batch.clear();
-        }
+  bool each_once = true;  // every job ran once
+};
+constexpr int kWorkedJobs = 20000;
+
+WorkedRun WorkOnce(int replicas, int claimed, int clients, bool charged, bool leases,
+                   int repositories) {
+  WorkedRun run;
+  // The keys' costs too, then those the run asks for, whatever ran before: costs left by an
+  // earlier run (shared at its end, and the clients of one run are named as another's) decided
+  // in what order a claim took the clients' jobs, and the first run on a new server differed
+  // from the rest.
+  Sql("TRUNCATE fairgate_durable_jobs, fairgate_resource_leases, fairgate_keys");
+  if (charged) {
+    Sql("INSERT INTO fairgate_keys (key, accumulated_cost, idle_since) SELECT 'client' || i, "
+        "(i + 1) * 0.001, extract(epoch from now()) FROM generate_series(0, " +
+        std::to_string(clients - 1) + ") AS i");
+  }
+  {
+    auto filler = *OpenPostgresStore(conninfo, {"filler"});
+    std::vector<StoredJob> batch;
+    for (int i = 0; i < kWorkedJobs; ++i) {
+      batch.push_back(Job(i, clients, repositories));
+      if (batch.size() == 1000) {
+        if (!filler->AddJobs(batch).ok()) std::abort();
+        batch.clear();
       }
     }
-    AnalyzeAsAutovacuumWould();
-    std::atomic<int> runs{0};
-    std::vector<std::unique_ptr<Scheduler>> fleet;
-    for (int r = 0; r < replicas; ++r) {
-      SchedulerOptions o;
-      o.persistence.store =
-          std::shared_ptr<Store>(*OpenPostgresStore(conninfo, {"worker" + std::to_string(r)}));
-      o.rule.max_concurrency = 8;
-      o.fleet.max_claimed = claimed;
-      if (leases) o.fleet.conflict_groups = {"repo"};
-      o.runtime.warn = [](std::string_view) {};
-      auto worker = *Scheduler::Create(o);
-      JobTypeConfig fetch{.max_concurrency = 8, .priority = 2};
-      if (leases) fetch.conflict_group = "repo";
-      if (!worker->RegisterType("fetch", fetch).ok()) std::abort();
-      (void)worker->RegisterDurable("fetch", [&](const DurableJob&, const Context&) {
-        runs.fetch_add(1, std::memory_order_relaxed);
-        return absl::OkStatus();
-      });
-      fleet.push_back(std::move(worker));
-    }
-    state.ResumeTiming();
-    const double cpu_before = ServerCpuMicros();
-    for (auto& worker : fleet) {
-      if (!worker->Recover().ok()) std::abort();
-    }
-    // One connection for the whole wait: a new one every poll would start a server process
-    // each time, on the cores the replicas and the server share.
-    PGconn* watcher = PQconnectdb(conninfo.c_str());
-    auto stored = [&] {
-      PGresult* r = PQexec(watcher, "SELECT count(*) FROM fairgate_durable_jobs");
-      const std::string count = PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "?";
-      PQclear(r);
-      return count;
-    };
-    while (runs.load() < kJobs) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    while (stored() != "0") std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    PQfinish(watcher);
-    server_cpu += ServerCpuMicros() - cpu_before;
-    state.PauseTiming();
-    if (runs.load() != kJobs) state.SkipWithError("a job ran more than once");
-    ShutDown(fleet, claims_empty, claims_with_jobs);
-    state.ResumeTiming();
   }
-  state.SetItemsProcessed(state.iterations() * kJobs);
-  state.counters["server_cpu_us_per_job"] =
-      benchmark::Counter(server_cpu / static_cast<double>(state.iterations() * kJobs));
+  AnalyzeAsAutovacuumWould();
+  std::atomic<int> runs{0};
+  std::vector<std::unique_ptr<Scheduler>> fleet;
+  for (int r = 0; r < replicas; ++r) {
+    SchedulerOptions o = ReplicaOptions(r, 8);
+    o.fleet.max_claimed = claimed;
+    if (leases) o.fleet.conflict_groups = {"repo"};
+    auto worker = *Scheduler::Create(o);
+    JobTypeConfig fetch{.max_concurrency = 8, .priority = 2};
+    if (leases) fetch.conflict_group = "repo";
+    if (!worker->RegisterType("fetch", fetch).ok()) std::abort();
+    (void)worker->RegisterDurable("fetch", [&](const DurableJob&, const Context&) {
+      runs.fetch_add(1, std::memory_order_relaxed);
+      return absl::OkStatus();
+    });
+    fleet.push_back(std::move(worker));
+  }
+  // One connection for the whole wait: a new one every poll would start a server process each
+  // time, on the cores the replicas and the server share.
+  PGconn* watcher = PQconnectdb(conninfo.c_str());
+  auto stored = [&] {
+    PGresult* r = PQexec(watcher, "SELECT count(*) FROM fairgate_durable_jobs");
+    const std::string count = PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "?";
+    PQclear(r);
+    return count;
+  };
+  const auto began = std::chrono::steady_clock::now();
+  const double cpu_before = ServerCpuMicros();
+  for (auto& worker : fleet) {
+    if (!worker->Recover().ok()) std::abort();
+  }
+  while (runs.load() < kWorkedJobs) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  while (stored() != "0") std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  run.server_cpu_us = ServerCpuMicros() - cpu_before;
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  PQfinish(watcher);
+  run.each_once = runs.load() == kWorkedJobs;
+  ShutDown(fleet, run.claims_empty, run.claims_with_jobs);
+  return run;
+}
+
+// items/s: jobs done, all replicas together; counters: the server's CPU per job, the replicas'
+// claims and the share of them that took nothing (empty_claims_pct).
+void WorkDurable(benchmark::State& state, int replicas, int claimed, int clients, bool charged,
+                 bool leases, int repositories = 1000) {
+  double server_cpu = 0;
+  double claims_empty = 0, claims_with_jobs = 0;
+  for (auto _ : state) {
+    const WorkedRun run = WorkOnce(replicas, claimed, clients, charged, leases, repositories);
+    if (!run.each_once) state.SkipWithError("a job ran more than once");
+    state.SetIterationTime(run.seconds);
+    server_cpu += run.server_cpu_us;
+    claims_empty += run.claims_empty;
+    claims_with_jobs += run.claims_with_jobs;
+  }
+  const double jobs = static_cast<double>(state.iterations() * kWorkedJobs);
+  state.SetItemsProcessed(state.iterations() * kWorkedJobs);
+  state.counters["server_cpu_us_per_job"] = benchmark::Counter(server_cpu / jobs);
   state.counters["claims"] = benchmark::Counter(claims_empty + claims_with_jobs);
   state.counters["empty_claims_pct"] =
       benchmark::Counter(100 * claims_empty / std::max(1.0, claims_empty + claims_with_jobs));
@@ -379,7 +407,53 @@ BENCHMARK(BM_DurableWorked)
     ->Args({1, 0, 10000, 1})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+    ->UseManualTime();
+
+// BM_DurableWorked with one replica at 100 clients and at K, in turns within one run (which goes
+// first alternating by iteration), so that the two rates meet the same server and disk: on this
+// VM the same run moved by up to a third from one minute to the next, and the ratio of two
+// figures taken apart moved as much. Manual time: both parts. Counters: each part's jobs/s over
+// all iterations (rate_100, rate_many), their ratio (many_over_100), and the median of the
+// iterations' own ratios (many_over_100_median); each iteration's two rates on stderr.
+void BM_ManyClientsAgainstHundred(benchmark::State& state) {
+  const int many = static_cast<int>(state.range(0));
+  const bool charged = state.range(1) != 0;
+  double seconds_100 = 0, seconds_many = 0;
+  std::vector<double> ratios;
+  bool many_first = false;
+  for (auto _ : state) {
+    WorkedRun hundred, crowd;
+    if (many_first) crowd = WorkOnce(1, 0, many, charged, false, 1000);
+    hundred = WorkOnce(1, 0, 100, charged, false, 1000);
+    if (!many_first) crowd = WorkOnce(1, 0, many, charged, false, 1000);
+    if (!hundred.each_once || !crowd.each_once) state.SkipWithError("a job ran more than once");
+    state.SetIterationTime(hundred.seconds + crowd.seconds);
+    seconds_100 += hundred.seconds;
+    seconds_many += crowd.seconds;
+    ratios.push_back(hundred.seconds / crowd.seconds);
+    std::fprintf(
+        stderr,
+        "BM_ManyClientsAgainstHundred/clients:%d/charged:%d: %s first, %.1f k / %.1f k jobs/s\n",
+        many, charged ? 1 : 0, many_first ? "many" : "100", kWorkedJobs / hundred.seconds / 1e3,
+        kWorkedJobs / crowd.seconds / 1e3);
+    many_first = !many_first;
+  }
+  const double jobs = static_cast<double>(state.iterations() * kWorkedJobs);
+  state.SetItemsProcessed(2 * state.iterations() * kWorkedJobs);
+  state.counters["rate_100"] = benchmark::Counter(jobs / seconds_100);
+  state.counters["rate_many"] = benchmark::Counter(jobs / seconds_many);
+  state.counters["many_over_100"] = benchmark::Counter(seconds_100 / seconds_many);
+  std::sort(ratios.begin(), ratios.end());
+  const std::size_t n = ratios.size();
+  state.counters["many_over_100_median"] = benchmark::Counter(
+      n == 0 ? 0 : (n % 2 == 1 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2));
+}
+BENCHMARK(BM_ManyClientsAgainstHundred)
+    ->ArgNames({"clients", "charged"})
+    ->ArgsProduct({{10000}, {0, 1}})
+    ->Iterations(6)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime();
 
 // BM_DurableWorked's jobs and replicas, each job taking its repository's fleet-wide conflict
 // lease: what a git mirror's fleet does with fetches that exclude a repack. 1,000 repositories
@@ -393,7 +467,7 @@ BENCHMARK(BM_DurableWorkedLeased)
     ->ArgsProduct({{1, 2, 4, 8, 16}, {100, 10000}, {1000, 20000}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+    ->UseManualTime();
 
 // Jobs of K clients stored and worked at once for S seconds, as a fleet that runs for hours does:
 // a producer (a store of its own) keeps about 4,000 jobs waiting, in batches of 200, while one
@@ -518,12 +592,8 @@ void BM_FleetCap(benchmark::State& state) {
     std::atomic<int> runs{0};
     std::vector<std::unique_ptr<Scheduler>> fleet;
     for (int r = 0; r < replicas; ++r) {
-      SchedulerOptions o;
-      o.persistence.store =
-          std::shared_ptr<Store>(*OpenPostgresStore(conninfo, {"worker" + std::to_string(r)}));
-      o.rule.max_concurrency = 1;
+      SchedulerOptions o = ReplicaOptions(r, 1);
       o.fleet.type_caps = {{"fetch", 2}};
-      o.runtime.warn = [](std::string_view) {};
       auto worker = *Scheduler::Create(o);
       (void)worker->RegisterType("fetch", {.max_concurrency = 1});
       (void)worker->RegisterDurable("fetch", [&](const DurableJob&, const Context&) {

@@ -4,8 +4,9 @@
 # and fairgate on SQLite beside them: enqueue from 1 and 8 clients (fairgate's 8 also through one
 # store), a batch of 1,000, 20,000 no-op jobs worked by one process at concurrency 8 and by two
 # (of 100 clients; fairgate and graphile-worker also of 10,000, graphile-worker's as named
-# queues; fairgate's clients at cost 0 and charged beforehand), and enqueue-to-start on an idle
-# system. Three interleaved rounds; prints every run, then the medians.
+# queues; fairgate's clients at cost 0 and charged beforehand; fairgate's 10,000 against its 100
+# in turns within one run), and enqueue-to-start on an idle system. Three interleaved rounds;
+# prints every run, then the medians.
 #
 # Not part of the build or the tests: it needs Node.js and npm (the peers are installed into
 # BUILD_DIR/queue_peers on first use). The server runs on core 0, every client on core 1.
@@ -88,7 +89,7 @@ for round in $(seq "$rounds"); do
   # take the cheapest client's jobs first).
   out=$(gbench "$fleet" 'BM_DurableWorked/' FAIRGATE_PG_CONNINFO="$fairgate_db")
   worked() {  # worked REPLICAS CLAIMED CLIENTS CHARGED
-    items "BM_DurableWorked/replicas:$1/claimed:$2/clients:$3/charged:$4/iterations:1/real_time" <<<"$out"
+    items "BM_DurableWorked/replicas:$1/claimed:$2/clients:$3/charged:$4/iterations:1/manual_time" <<<"$out"
   }
   for replicas in 1 2; do
     record "20,000 worked, $replicas process(es), at cost 0" fairgate "$(worked "$replicas" 0 100 0)"
@@ -98,6 +99,17 @@ for round in $(seq "$rounds"); do
   record "20,000 worked, 1 process, 1 client" fairgate "$(worked 1 0 1 0)"
   record "20,000 worked, 1 process, 10,000 clients at cost 0" fairgate "$(worked 1 0 10000 0)"
   record "20,000 worked, 1 process, 10,000 clients charged" fairgate "$(worked 1 0 10000 1)"
+  # 10,000 clients against 100 in turns within one run (BM_ManyClientsAgainstHundred, six
+  # iterations of both): the ratio of the two rates, which the server's and the disk's drift
+  # between two runs taken apart does not move.
+  out=$(gbench "$fleet" 'BM_ManyClientsAgainstHundred/' FAIRGATE_PG_CONNINFO="$fairgate_db")
+  for charged in 0 1; do
+    label="at cost 0"
+    [[ $charged == 1 ]] && label=charged
+    record "10,000 clients over 100, in turns, $label" fairgate "$(grep -E \
+      "^BM_ManyClientsAgainstHundred/clients:10000/charged:$charged/" <<<"$out" |
+      sed -n 's/.*many_over_100=\([0-9.]*\).*/\1/p')"
+  done
   for variant in plain fast; do
     record "20,000 worked, 1 process, 10,000 clients (named queues), $variant" graphile \
       "$(peer graphile work 20000 1 "$variant" 10000)"
