@@ -10,6 +10,8 @@ namespace fairgate::internal {
 Claimer::Claimer(StateKeeper& keeper, Settings settings, Types types, Queue queue, Share share)
     : keeper_(keeper),
       settings_(settings),
+      interval_(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(settings.claim_interval_seconds))),
       types_(std::move(types)),
       queue_(std::move(queue)),
       share_(std::move(share)),
@@ -152,11 +154,9 @@ StatusOr<std::size_t> Claimer::Claim() {
 
 void Claimer::Loop() {
   using Clock = std::chrono::steady_clock;
-  const auto interval = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(settings_.claim_interval_seconds));
   const auto renew_every = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(settings_.lease_seconds / 3));
-  auto next_claim = Clock::now() + interval;
+  auto next_claim = Clock::now() + interval_;
   auto next_renew = Clock::now() + renew_every;
   std::unique_lock lock(mutex_);
   while (!stop_) {
@@ -182,7 +182,7 @@ void Claimer::Loop() {
       }
     }
     if (claim) {
-      next_claim = now + interval;
+      next_claim = now + interval_;
       (void)ClaimNow();  // a failure is counted; tried again at the next interval
     }
     lock.lock();
@@ -191,9 +191,7 @@ void Claimer::Loop() {
 
 void Claimer::ShareLoop() {
   using Clock = std::chrono::steady_clock;
-  const auto interval = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(settings_.claim_interval_seconds));
-  auto next_share = Clock::now() + interval;
+  auto next_share = Clock::now() + interval_;
   std::unique_lock lock(mutex_);
   while (!wake_sharer_.wait_until(lock, next_share, [&] { return stop_; })) {
     lock.unlock();
@@ -201,7 +199,7 @@ void Claimer::ShareLoop() {
     share_();
     const auto ended = Clock::now();
     next_share =
-        std::max(began + interval, ended + kShareSpacing * std::min(ended - began, interval));
+        std::max(began + interval_, ended + kShareSpacing * std::min(ended - began, interval_));
     lock.lock();
   }
 }

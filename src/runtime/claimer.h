@@ -90,6 +90,7 @@ class Claimer {
 
   StateKeeper& keeper_;
   const Settings settings_;
+  const std::chrono::steady_clock::duration interval_;  // settings_.claim_interval_seconds
   const Types types_;
   const Queue queue_;
   const Share share_;
